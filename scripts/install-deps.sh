@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs, idempotently, every Debian package sandglass needs to build, run
+# and test. Safe to run again: apt-get skips what is already there.
+set -euo pipefail
+
+pkgs=(
+  build-essential pkg-config meson ninja-build clang
+  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libjansson-dev
+  libgit2-dev libseccomp-dev libsqlite3-dev libpq-dev libssl-dev libcap-dev
+  libcmocka-dev valgrind
+  sqlite3 postgresql
+  bubblewrap iproute2 util-linux procps python3 hyperfine
+
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "install-deps: run as root to install: ${missing[*]}" >&2; exit 1; }
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all packages present"

@@ -1,0 +1,1 @@
+/* cgroup: not written yet. */

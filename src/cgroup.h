@@ -1,0 +1,90 @@
+/* cgroup: one cgroup per sandbox and a leaf per exec, under a `sandglass`
+ * subtree, on cgroup v2 hosts, v1 hosts and split hosts (limits on v1
+ * controllers; kill, freeze and populated on the v2 mount).
+ *
+ * Layout, per hierarchy in use:   <mount>/sandglass/<sandbox-id>/<leaf>
+ * The sandbox's init lives directly in <sandbox-id>; each exec gets a leaf.
+ * On v2 no controller is enabled in <sandbox-id>'s subtree_control, so init
+ * may live there while leaves exist (no-internal-process rule). */
+#ifndef SG_CGROUP_H
+#define SG_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define SG_CG_ROOT_NAME "sandglass"
+#define SG_CG_MAX_FDS 8 /* cgroup.procs fds one process must join */
+
+typedef enum sg_cg_layout {
+    SG_CG_NONE = 0, /* no usable cgroup mount (rootless without delegation) */
+    SG_CG_V2,       /* unified only, controllers on v2 */
+    SG_CG_V1,       /* legacy controllers only, no v2 mount */
+    SG_CG_SPLIT,    /* v1 controllers + a v2 mount without them (this machine) */
+} sg_cg_layout;
+
+typedef struct sg_cg_limits {
+    uint64_t memory_bytes; /* 0 = no limit */
+    uint64_t pids;         /* 0 = no limit */
+    double cpus;           /* 0 = no limit; 1.5 = one and a half cores */
+} sg_cg_limits;
+
+typedef struct sg_cg_stats {
+    uint64_t cpu_ns;        /* cpu time used (user + system) */
+    uint64_t memory_peak;   /* bytes; 0 if the host cannot tell */
+    uint64_t oom_kills;     /* OOM kills counted so far */
+    uint64_t pids_max_hits; /* fork failures due to pids.max so far */
+    uint64_t nprocs;        /* processes in it now */
+} sg_cg_stats;
+
+typedef struct sg_cgroup sg_cgroup;
+
+/* Reads /proc/self/mountinfo once and reports the layout. */
+sg_cg_layout sg_cgroup_layout(void);
+const char *sg_cgroup_layout_name(sg_cg_layout l);
+
+/* Creates sandglass/<id> in every hierarchy in use and applies limits.
+ * Fails (and removes what it made) if a limit cannot be applied. */
+sg_cgroup *sg_cgroup_create(const char *id, const sg_cg_limits *lim, sg_err *err);
+/* Opens an existing sandbox cgroup (destroy/gc after a crash). NULL+ENOENT if absent. */
+sg_cgroup *sg_cgroup_open(const char *id, sg_err *err);
+void sg_cgroup_free(sg_cgroup *cg);
+
+/* Creates <id>/<leaf> in every hierarchy. leaf NULL = the sandbox cgroup itself. */
+int sg_cgroup_leaf_create(sg_cgroup *cg, const char *leaf, sg_err *err);
+/* Opens cgroup.procs of <id>/<leaf> (leaf NULL: <id>) in every hierarchy for
+ * writing; a process joins by writing "0" into each (works from inside the
+ * sandbox's namespaces: the fds point at the host's cgroupfs). Returns the
+ * number of fds (<= SG_CG_MAX_FDS), all O_CLOEXEC. */
+int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
+/* Moves a host pid into <id>/<leaf> in every hierarchy. */
+int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
+
+/* Kills every process in <id>/<leaf> (leaf NULL: whole sandbox, recursive)
+ * with SIGKILL, also ones that fork meanwhile (v2: cgroup.kill; v1: freeze,
+ * kill, thaw, repeat), and waits until none is left or timeout_ms passes.
+ * Returns 0 only once the cgroup is proven empty. */
+int sg_cgroup_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err);
+/* 1 populated, 0 empty (recursive), -1 error. */
+int sg_cgroup_populated(sg_cgroup *cg, const char *leaf, sg_err *err);
+int sg_cgroup_freeze(sg_cgroup *cg, const char *leaf, bool frozen, sg_err *err);
+int sg_cgroup_stats(sg_cgroup *cg, const char *leaf, sg_cg_stats *out, sg_err *err);
+/* Host pids in <id>/<leaf>, recursive. Caller frees *pids. */
+int sg_cgroup_pids(sg_cgroup *cg, const char *leaf, pid_t **pids, size_t *n, sg_err *err);
+
+/* rmdir <id>/<leaf>; EBUSY if populated. */
+int sg_cgroup_leaf_remove(sg_cgroup *cg, const char *leaf, sg_err *err);
+/* Removes every leaf and the sandbox cgroup in every hierarchy (after kill). */
+int sg_cgroup_remove(sg_cgroup *cg, sg_err *err);
+
+/* Sandbox ids that have a cgroup under sandglass/ (for gc). Caller frees
+ * the strv (NULL-terminated). */
+char **sg_cgroup_list(sg_err *err);
+
+/* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy
+ * (diagnostics and tests). Caller frees. */
+char *sg_cgroup_path(sg_cgroup *cg, const char *leaf);
+
+#endif

@@ -1,0 +1,1 @@
+/* cmd_cleanup: not written yet. */

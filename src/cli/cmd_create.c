@@ -1,0 +1,1 @@
+/* cmd_create: not written yet. */

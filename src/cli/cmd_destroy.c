@@ -1,0 +1,1 @@
+/* cmd_destroy: not written yet. */

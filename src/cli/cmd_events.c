@@ -1,0 +1,1 @@
+/* cmd_events: not written yet. */

@@ -1,0 +1,1 @@
+/* cmd_exec: not written yet. */

@@ -1,0 +1,1 @@
+/* cmd_gc: not written yet. */

@@ -1,0 +1,1 @@
+/* cmd_ls: not written yet. */

@@ -1,0 +1,1 @@
+/* cmd_supervisor: not written yet. */

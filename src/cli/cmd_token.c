@@ -1,0 +1,1 @@
+/* cmd_token: not written yet. */

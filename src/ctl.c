@@ -1,0 +1,1 @@
+/* ctl: not written yet. */

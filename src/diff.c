@@ -1,0 +1,1 @@
+/* diff: not written yet. */

@@ -1,0 +1,1 @@
+/* init: not written yet. */

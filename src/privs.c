@@ -1,0 +1,1 @@
+/* privs: not written yet. */

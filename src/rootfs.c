@@ -1,0 +1,1 @@
+/* rootfs: not written yet. */

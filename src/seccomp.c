@@ -1,0 +1,1 @@
+/* seccomp: not written yet. */

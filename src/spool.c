@@ -1,0 +1,1 @@
+/* spool: not written yet. */

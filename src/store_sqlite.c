@@ -1,0 +1,1 @@
+/* store_sqlite: not written yet. */

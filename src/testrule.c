@@ -1,0 +1,1 @@
+/* testrule: not written yet. */

@@ -1,0 +1,1 @@
+/* token: not written yet. */

@@ -1,0 +1,1 @@
+/* uplink: not written yet. */

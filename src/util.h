@@ -1,0 +1,43 @@
+/* util: small parsing, file and time helpers with no heavy dependencies. */
+#ifndef SG_UTIL_H
+#define SG_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* "512M", "1G", "65536", "4k" -> bytes. Rejects junk, overflow, zero. */
+int sg_parse_size(const char *s, uint64_t *out, sg_err *err);
+/* "1.5" -> 1.5; positive, finite, at most max. */
+int sg_parse_seconds(const char *s, double max, double *out, sg_err *err);
+/* Positive integer in [1, max]. */
+int sg_parse_uint(const char *s, uint64_t max, uint64_t *out, sg_err *err);
+/* Learner / task / sandbox names: [A-Za-z0-9._@-], 1..SG_NAME_MAX, not "." or "..". */
+bool sg_valid_name(const char *s);
+
+int sg_write_all(int fd, const void *buf, size_t len);
+/* Reads a whole (small) file; NUL-terminated; *len optional. */
+char *sg_read_file(const char *path, size_t max, size_t *len, sg_err *err);
+char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_err *err);
+/* Writes a string into an existing file (e.g. a cgroup knob), no O_CREAT. */
+int sg_write_knob_at(int dirfd, const char *path, const char *value, sg_err *err);
+/* Writes a file atomically (tmp + fsync + rename) with the given mode. */
+int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode, sg_err *err);
+int sg_mkdir_p(const char *path, mode_t mode, sg_err *err);
+/* Removes a directory tree (no symlink following). Missing is fine. */
+int sg_rm_rf(const char *path, sg_err *err);
+
+/* Random lowercase hex string of n chars into buf (buf holds n+1). */
+int sg_rand_hex(char *buf, size_t n, sg_err *err);
+
+uint64_t sg_now_mono_ns(void);
+/* Current UTC time as RFC 3339 with microseconds, e.g. 2026-11-29T17:00:00.123456+00:00 */
+void sg_now_iso8601(char *buf, size_t len);
+
+/* printf into a fresh heap string (aborts on OOM, which we cannot handle). */
+char *sg_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,1 @@
+/* watch: not written yet. */
