@@ -133,11 +133,7 @@ char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_e
     }
     for (;;) {
         if (have == cap) {
-            if (cap >= max) {
-                sg_err_set(err, EFBIG, "%s is larger than %zu bytes", path, max);
-                return NULL;
-            }
-            cap = cap * 2 > max ? max : cap * 2;
+            cap *= 2;
             char *nb = realloc(buf, cap + 1);
             if (!nb) {
                 sg_err_set(err, ENOMEM, "out of memory");
@@ -155,6 +151,10 @@ char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_e
         if (n == 0)
             break;
         have += (size_t)n;
+        if (have > max) {
+            sg_err_set(err, EFBIG, "%s is larger than %zu bytes", path, max);
+            return NULL;
+        }
     }
     buf[have] = '\0';
     if (len)
