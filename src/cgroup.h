@@ -5,7 +5,13 @@
  * Layout, per hierarchy in use:   <mount>/sandglass/<sandbox-id>/<leaf>
  * The sandbox's init lives directly in <sandbox-id>; each exec gets a leaf.
  * On v2 no controller is enabled in <sandbox-id>'s subtree_control, so init
- * may live there while leaves exist (no-internal-process rule). */
+ * may live there while leaves exist (no-internal-process rule).
+ *
+ * Environment: SANDGLASS_CGROUP_LAYOUT forces a layout for tests and odd
+ * hosts: "v1" ignores the cgroup2 mount (a split host behaves as v1-only:
+ * freezer-based kill, procs walks), "v2" ignores the v1 mounts, "none"
+ * ignores all; unset, "auto" or anything else detects. It is read at every
+ * sg_cgroup_create/open/list/layout call; the mount table once. */
 #ifndef SG_CGROUP_H
 #define SG_CGROUP_H
 
@@ -17,6 +23,7 @@
 
 #define SG_CG_ROOT_NAME "sandglass"
 #define SG_CG_MAX_FDS 8 /* cgroup.procs fds one process must join */
+#define SG_CG_KILL_DEFAULT_MS 5000 /* sg_cgroup_kill with timeout_ms <= 0 */
 
 typedef enum sg_cg_layout {
     SG_CG_NONE = 0, /* no usable cgroup mount (rootless without delegation) */
@@ -44,6 +51,8 @@ typedef struct sg_cgroup sg_cgroup;
 /* Reads /proc/self/mountinfo once and reports the layout. */
 sg_cg_layout sg_cgroup_layout(void);
 const char *sg_cgroup_layout_name(sg_cg_layout l);
+/* The layout this sandbox cgroup was created or opened with. */
+sg_cg_layout sg_cgroup_get_layout(const sg_cgroup *cg);
 
 /* Creates sandglass/<id> in every hierarchy in use and applies limits.
  * Fails (and removes what it made) if a limit cannot be applied. */
@@ -64,12 +73,19 @@ int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
 
 /* Kills every process in <id>/<leaf> (leaf NULL: whole sandbox, recursive)
  * with SIGKILL, also ones that fork meanwhile (v2: cgroup.kill; v1: freeze,
- * kill, thaw, repeat), and waits until none is left or timeout_ms passes.
- * Returns 0 only once the cgroup is proven empty. */
+ * kill, thaw, repeat), and waits until none is left or timeout_ms passes
+ * (<= 0: SG_CG_KILL_DEFAULT_MS). Returns 0 only once the cgroup is proven
+ * empty (zombies do not count: they hold no resources and are gone from
+ * cgroup.procs); ETIMEDOUT names what is left. */
 int sg_cgroup_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err);
 /* 1 populated, 0 empty (recursive), -1 error. */
 int sg_cgroup_populated(sg_cgroup *cg, const char *leaf, sg_err *err);
+/* Freezes <id>/<leaf> with its subtree, or thaws it and every descendant
+ * frozen on its own, and waits until the kernel reports it frozen (thawed);
+ * ETIMEDOUT after 5 s. */
 int sg_cgroup_freeze(sg_cgroup *cg, const char *leaf, bool frozen, sg_err *err);
+/* On v2 a leaf has no controllers enabled: its memory/pids figures read 0;
+ * ask for leaf NULL for the sandbox's. On v1 every figure is per leaf. */
 int sg_cgroup_stats(sg_cgroup *cg, const char *leaf, sg_cg_stats *out, sg_err *err);
 /* Host pids in <id>/<leaf>, recursive. Caller frees *pids. */
 int sg_cgroup_pids(sg_cgroup *cg, const char *leaf, pid_t **pids, size_t *n, sg_err *err);

@@ -1,1 +1,240 @@
-/* ctl: not written yet. */
+#include "ctl.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "state.h"
+#include "util.h"
+
+int sg_ctl_connect(const char *id, sg_err *err)
+{
+    if (!sg_state_dir(err))
+        return -1;
+    sg_autofree char *path = sg_state_sandbox_path(id, "ctl.sock");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return sg_err_set(err, ENAMETOOLONG, "socket path %s is too long", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sg_err_sys(err, "socket");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        return sg_err_sys(err, "cannot reach the supervisor of sandbox %s", id);
+    return sg_steal_fd(&fd);
+}
+
+int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
+                const int *fds, size_t nfds)
+{
+    if (nfds > SG_CTL_MAX_FDS)
+        return -EINVAL;
+    struct iovec iov[2] = {
+        {.iov_base = &type, .iov_len = 1},
+        {.iov_base = (void *)buf, .iov_len = len},
+    };
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_MAX_FDS)];
+        struct cmsghdr align;
+    } cm;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    if (nfds) {
+        memset(&cm, 0, sizeof cm);
+        mh.msg_control = cm.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    for (;;) {
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n >= 0)
+            return 0;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
+                    int *fds, size_t *nfds)
+{
+    struct iovec iov[2] = {
+        {.iov_base = type, .iov_len = 1},
+        {.iov_base = buf, .iov_len = cap},
+    };
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_MAX_FDS)];
+        struct cmsghdr align;
+    } cm;
+    struct msghdr mh = {
+        .msg_iov = iov, .msg_iovlen = 2,
+        .msg_control = cm.buf, .msg_controllen = sizeof cm.buf,
+    };
+    size_t want = nfds ? *nfds : 0;
+    if (nfds)
+        *nfds = 0;
+    *type = 0;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int got[SG_CTL_MAX_FDS + 8];
+        if (cnt > SG_ARRAY_LEN(got))
+            cnt = SG_ARRAY_LEN(got);
+        memcpy(got, CMSG_DATA(c), cnt * sizeof(int));
+        for (size_t i = 0; i < cnt; i++) {
+            if (nfds && *nfds < want)
+                fds[(*nfds)++] = got[i];
+            else
+                close(got[i]);
+        }
+    }
+    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        for (size_t i = 0; nfds && i < *nfds; i++)
+            close(fds[i]);
+        if (nfds)
+            *nfds = 0;
+        return -EMSGSIZE;
+    }
+    if (n == 0)
+        return 0;
+    return n - 1;
+}
+
+void *sg_ctl_parse_req(const char *buf, size_t len, const char **op, sg_err *err)
+{
+    json_t *j = sg_json_parse(buf, len, err);
+    if (!j)
+        return NULL;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        sg_err_set(err, EINVAL, "request is not a JSON object");
+        return NULL;
+    }
+    *op = json_string_value(json_object_get(j, "op"));
+    if (!*op) {
+        json_decref(j);
+        sg_err_set(err, EINVAL, "request has no string \"op\"");
+        return NULL;
+    }
+    return j;
+}
+
+static char **strv_from_json(json_t *arr, size_t max, const char *what, bool env, sg_err *err)
+{
+    if (!json_is_array(arr)) {
+        sg_err_set(err, EINVAL, "\"%s\" must be an array of strings", what);
+        return NULL;
+    }
+    size_t n = json_array_size(arr);
+    if (n > max) {
+        sg_err_set(err, E2BIG, "too many %s entries: %zu (at most %zu)", what, n, max);
+        return NULL;
+    }
+    sg_autostrv char **v = calloc(n + 1, sizeof *v);
+    if (!v) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(arr, i);
+        if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s)) {
+            sg_err_set(err, EINVAL, "%s[%zu] must be a string without NUL", what, i);
+            return NULL;
+        }
+        const char *str = json_string_value(s);
+        if (env) {
+            const char *eq = strchr(str, '=');
+            if (!eq || eq == str) {
+                sg_err_set(err, EINVAL, "env entry '%s' is not KEY=VALUE", str);
+                return NULL;
+            }
+            for (const char *p = str; p < eq; p++) {
+                if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                      (p > str && *p >= '0' && *p <= '9'))) {
+                    sg_err_set(err, EINVAL, "env entry '%s' has an invalid name", str);
+                    return NULL;
+                }
+            }
+        }
+        v[i] = strdup(str);
+        if (!v[i]) {
+            sg_err_set(err, ENOMEM, "out of memory");
+            return NULL;
+        }
+    }
+    return sg_steal_ptr(&v);
+}
+
+void sg_exec_req_free(sg_exec_req *r)
+{
+    sg_strvfreep(&r->argv);
+    sg_strvfreep(&r->env);
+    free(r->cwd);
+    memset(r, 0, sizeof *r);
+}
+
+int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
+{
+    json_t *j = (json_t *)obj;
+    memset(out, 0, sizeof *out);
+    const char *key;
+    json_t *val;
+    json_object_foreach(j, key, val) {
+        if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
+            strcmp(key, "cwd") && strcmp(key, "timeout"))
+            return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
+    }
+    out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
+    if (!out->argv)
+        return -1;
+    if (!out->argv[0]) {
+        sg_exec_req_free(out);
+        return sg_err_set(err, EINVAL, "missing command");
+    }
+    if (!out->argv[0][0]) {
+        sg_exec_req_free(out);
+        return sg_err_set(err, EINVAL, "empty command name");
+    }
+    json_t *env = json_object_get(j, "env");
+    if (env) {
+        out->env = strv_from_json(env, SG_EXEC_MAX_ENV, "env", true, err);
+        if (!out->env) {
+            sg_exec_req_free(out);
+            return -1;
+        }
+    }
+    json_t *cwd = json_object_get(j, "cwd");
+    if (cwd) {
+        const char *c = json_string_value(cwd);
+        if (!c || c[0] != '/' || strlen(c) != json_string_length(cwd) || strlen(c) > 4096) {
+            sg_exec_req_free(out);
+            return sg_err_set(err, EINVAL, "\"cwd\" must be an absolute path inside the sandbox");
+        }
+        out->cwd = strdup(c);
+    }
+    json_t *t = json_object_get(j, "timeout");
+    if (t) {
+        double v = json_number_value(t);
+        if (!json_is_number(t) || !(v > 0) || v > 7 * 24 * 3600.0) {
+            sg_exec_req_free(out);
+            return sg_err_set(err, EINVAL, "\"timeout\" must be a number of seconds in (0, 604800]");
+        }
+        out->timeout_s = v;
+    }
+    return 0;
+}

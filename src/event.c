@@ -1,1 +1,159 @@
-/* event: not written yet. */
+/* event: kinds, wire frame, strict frame validator (see event.h). */
+#include "event.h"
+
+#include <string.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "util.h"
+
+static const char *const kind_names[SG_EV__COUNT] = {
+    [SG_EV_STDIN] = "stdin",
+    [SG_EV_COMMAND] = "command",
+    [SG_EV_STDOUT] = "stdout",
+    [SG_EV_RUN_RESULT] = "run_result",
+    [SG_EV_TEST_RESULT] = "test_result",
+    [SG_EV_FILE_DIFF] = "file_diff",
+    [SG_EV_ACTIVITY] = "activity",
+    [SG_EV_SESSION_ABORT] = "session_abort",
+    [SG_EV_CHECKPOINT] = "checkpoint",
+    [SG_EV_ROLLBACK] = "rollback",
+    [SG_EV_LIMIT] = "limit",
+    [SG_EV_SANDBOX] = "sandbox",
+};
+
+const char *sg_event_kind_name(int kind)
+{
+    if (kind < 0 || kind >= SG_EV__COUNT)
+        return NULL;
+    return kind_names[kind];
+}
+
+int sg_event_kind_from_name(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < SG_EV__COUNT; i++)
+        if (strcmp(name, kind_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+json_t *sg_event_frame(int64_t seq, const char *kind, json_t *payload,
+                       const char *ts, const char *sandbox_id)
+{
+    if (!payload)
+        payload = json_object();
+    if (sg_event_kind_from_name(kind) < 0 || seq < 0 || !json_is_object(payload)) {
+        json_decref(payload);
+        return NULL;
+    }
+    char now[64];
+    if (!ts) {
+        sg_now_iso8601(now, sizeof now);
+        ts = now;
+    }
+    json_t *f = json_pack("{s:I, s:s, s:o, s:s}", "seq", (json_int_t)seq, "kind", kind,
+                          "payload", payload, "ts", ts);
+    if (!f)
+        return NULL; /* json_pack's "o" steals payload even on failure */
+    if (sandbox_id && json_object_set_new(f, "sandbox_id", json_string(sandbox_id)) < 0) {
+        json_decref(f);
+        return NULL;
+    }
+    return f;
+}
+
+void sg_event_clear(sg_event *ev)
+{
+    if (ev->root)
+        json_decref(ev->root);
+    memset(ev, 0, sizeof *ev);
+}
+
+static int refuse(sg_err *err, int close_code, const char *msg, const char *arg)
+{
+    if (arg)
+        sg_err_set(err, 0, "%s: %.200s", msg, arg);
+    else
+        sg_err_set(err, 0, "%s", msg);
+    return -close_code;
+}
+
+int sg_event_validate(const char *buf, size_t len, const char *expect_sandbox_id,
+                      sg_event *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (len > SG_FRAME_MAX) {
+        sg_err_set(err, 0, "frame of %zu bytes exceeds the limit of %d bytes", len,
+                   SG_FRAME_MAX);
+        return -SG_CLOSE_TOO_BIG;
+    }
+    /* Strict: duplicate keys, invalid UTF-8, trailing garbage, NUL, deep
+     * nesting are all refused by the parser. */
+    sg_autojson json_t *root = sg_json_parse(buf, len, err);
+    if (!root)
+        return -SG_CLOSE_BAD_DATA;
+    if (!json_is_object(root))
+        return refuse(err, SG_CLOSE_BAD_DATA, "frame is not a JSON object", NULL);
+
+    /* Identity spoofing first: it is a policy violation whatever else is wrong. */
+    if (json_object_get(root, "learner_id"))
+        return refuse(err, SG_CLOSE_POLICY,
+                      "frame carries learner_id (identity comes from the token only)", NULL);
+    if (json_object_get(root, "task_id"))
+        return refuse(err, SG_CLOSE_POLICY,
+                      "frame carries task_id (identity comes from the token only)", NULL);
+    json_t *sb = json_object_get(root, "sandbox_id");
+    if (sb) {
+        if (!json_is_string(sb))
+            return refuse(err, SG_CLOSE_POLICY, "frame sandbox_id is not a string", NULL);
+        if (!expect_sandbox_id || strcmp(json_string_value(sb), expect_sandbox_id) != 0)
+            return refuse(err, SG_CLOSE_POLICY,
+                          "frame sandbox_id differs from the token's sandbox",
+                          json_string_value(sb));
+    }
+
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        if (strcmp(key, "seq") && strcmp(key, "kind") && strcmp(key, "payload") &&
+            strcmp(key, "ts") && strcmp(key, "sandbox_id"))
+            return refuse(err, SG_CLOSE_BAD_DATA, "unknown top-level key", key);
+    }
+
+    json_t *kind = json_object_get(root, "kind");
+    if (!kind)
+        return refuse(err, SG_CLOSE_BAD_DATA, "frame has no kind", NULL);
+    if (!json_is_string(kind))
+        return refuse(err, SG_CLOSE_BAD_DATA, "kind is not a string", NULL);
+    int k = sg_event_kind_from_name(json_string_value(kind));
+    if (k < 0)
+        return refuse(err, SG_CLOSE_BAD_DATA, "unknown kind", json_string_value(kind));
+
+    json_t *seq = json_object_get(root, "seq");
+    if (!seq)
+        return refuse(err, SG_CLOSE_BAD_DATA, "frame has no seq", NULL);
+    if (!json_is_integer(seq) || json_integer_value(seq) < 0)
+        return refuse(err, SG_CLOSE_BAD_DATA, "seq is not a non-negative integer", NULL);
+
+    json_t *ts = json_object_get(root, "ts");
+    if (!ts)
+        return refuse(err, SG_CLOSE_BAD_DATA, "frame has no ts", NULL);
+    if (!json_is_string(ts))
+        return refuse(err, SG_CLOSE_BAD_DATA, "ts is not a string", NULL);
+
+    json_t *payload = json_object_get(root, "payload");
+    if (!payload)
+        return refuse(err, SG_CLOSE_BAD_DATA, "frame has no payload", NULL);
+    if (!json_is_object(payload))
+        return refuse(err, SG_CLOSE_BAD_DATA, "payload is not an object", NULL);
+
+    out->seq = json_integer_value(seq);
+    out->kind = k;
+    out->ts = json_string_value(ts);
+    out->payload = payload;
+    out->root = sg_steal_ptr(&root);
+    return 0;
+}

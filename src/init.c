@@ -1,1 +1,359 @@
-/* init: not written yet. */
+#include "init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "privs.h"
+#include "util.h"
+
+#define INIT_MAX_EXECS 4096 /* execs running at once in one sandbox */
+#define INIT_MAX_FDS (3 + SG_CG_MAX_FDS)
+/* Exec children are preferred OOM victims over init (see supervisor.c). */
+#define SG_EXEC_OOM_SCORE_ADJ "500"
+
+typedef struct running {
+    uint32_t exec_id;
+    pid_t pid;
+} running;
+
+static running table[INIT_MAX_EXECS];
+static size_t ntable;
+static int conn_fd = -1;
+
+static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *err)
+{
+    dprintf(ready_fd, "error: %s\n", err->msg);
+    _exit(1);
+}
+
+static void send_reply(const sg_init_reply *r)
+{
+    if (conn_fd < 0)
+        return; /* no supervisor right now: it reads the cgroup on takeover */
+    if (send(conn_fd, r, sizeof *r, MSG_NOSIGNAL) < 0) {
+        close(conn_fd);
+        conn_fd = -1;
+    }
+}
+
+/* Writes a message to the child's stderr (fd 2 is already the exec's). */
+static void child_fail(int code, const char *what, const char *arg, int e)
+{
+    dprintf(2, "sandglass: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(e));
+    _exit(code);
+}
+
+/* execvpe that searches the PATH of the new environment, not ours. */
+static void exec_search(char **argv, char **envp)
+{
+    const char *file = argv[0];
+    if (strchr(file, '/')) {
+        execve(file, argv, envp);
+        child_fail(errno == ENOENT ? 127 : 126, "cannot run", file, errno);
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (char **e = envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            path = *e + 5;
+    int saw_eacces = 0;
+    char buf[4096];
+    for (const char *p = path;; ) {
+        const char *colon = strchr(p, ':');
+        size_t dl = colon ? (size_t)(colon - p) : strlen(p);
+        size_t fl = strlen(file);
+        if (dl + fl + 2 <= sizeof buf) {
+            if (dl == 0) {
+                memcpy(buf, file, fl + 1);
+            } else {
+                memcpy(buf, p, dl);
+                buf[dl] = '/';
+                memcpy(buf + dl + 1, file, fl + 1);
+            }
+            execve(buf, argv, envp);
+            if (errno == EACCES)
+                saw_eacces = 1;
+            else if (errno != ENOENT && errno != ENOTDIR)
+                child_fail(126, "cannot run", file, errno);
+        }
+        if (!colon)
+            break;
+        p = colon + 1;
+    }
+    if (saw_eacces)
+        child_fail(126, "cannot run", file, EACCES);
+    dprintf(2, "sandglass: %s: command not found\n", file);
+    _exit(127);
+}
+
+static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const sg_init_spawn *sp,
+                                               char **argv, char **envp, const char *cwd,
+                                               const int *fds, size_t nfds)
+{
+    /* Join the exec's cgroup leaf first, so everything it forks is in it. */
+    for (size_t i = 3; i < nfds; i++) {
+        if (write(fds[i], "0", 1) != 1) {
+            int e = errno;
+            dprintf(fds[2], "sandglass: cannot join the exec's cgroup: %s\n", strerror(e));
+            _exit(126);
+        }
+    }
+    setsid();
+    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
+        _exit(126);
+    close_range(3, ~0U, 0);
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (adj < 0 || write(adj, SG_EXEC_OOM_SCORE_ADJ, strlen(SG_EXEC_OOM_SCORE_ADJ)) < 0)
+        child_fail(126, "cannot reset oom_score_adj", NULL, errno);
+    close(adj);
+    struct rlimit core = {0, 0};
+    setrlimit(RLIMIT_CORE, &core);
+    if (chdir(cwd) < 0)
+        child_fail(126, "cannot change directory to", cwd, errno);
+    int r = sg_privs_drop(sp->uid, sp->gid);
+    if (r < 0)
+        child_fail(126, "cannot drop privileges", NULL, -r);
+    if (cfg->seccomp && sg_seccomp_apply(cfg->seccomp) < 0)
+        child_fail(126, "cannot load the syscall filter", NULL, errno);
+    exec_search(argv, envp);
+    _exit(127);
+}
+
+/* Splits the NUL-separated strings after the header. Returns 0 if they are
+ * well formed: exactly argc + envc + 1 strings, all terminated. */
+static int split_strings(char *p, size_t len, uint32_t argc, uint32_t envc,
+                         char **argv, char **envp, char **cwd)
+{
+    size_t want = (size_t)argc + envc + 1, got = 0;
+    char *end = p + len;
+    while (got < want && p < end) {
+        char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (!nul)
+            return -1;
+        if (got < argc)
+            argv[got] = p;
+        else if (got < (size_t)argc + envc)
+            envp[got - argc] = p;
+        else
+            *cwd = p;
+        got++;
+        p = nul + 1;
+    }
+    if (got != want || p != end)
+        return -1;
+    argv[argc] = NULL;
+    envp[envc] = NULL;
+    return 0;
+}
+
+static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *fds, size_t nfds)
+{
+    sg_init_spawn sp;
+    memcpy(&sp, msg, sizeof sp);
+    sg_init_reply rep = {.type = SG_INIT_SPAWNED, .exec_id = sp.exec_id};
+    if (sp.argc == 0 || sp.argc > 65536 || sp.envc > 65536 || nfds != 3 + sp.nfds_cg ||
+        ntable >= INIT_MAX_EXECS) {
+        rep.err = ntable >= INIT_MAX_EXECS ? EAGAIN : EINVAL;
+        send_reply(&rep);
+        return;
+    }
+    char **argv = calloc((size_t)sp.argc + 1, sizeof *argv);
+    char **envp = calloc((size_t)sp.envc + 1, sizeof *envp);
+    char *cwd = NULL;
+    if (!argv || !envp ||
+        split_strings(msg + sizeof sp, len - sizeof sp, sp.argc, sp.envc, argv, envp, &cwd) < 0) {
+        rep.err = EINVAL;
+    } else {
+        pid_t pid = fork();
+        if (pid == 0)
+            run_child(cfg, &sp, argv, envp, cwd, fds, nfds);
+        if (pid < 0) {
+            rep.err = errno;
+        } else {
+            rep.pid = pid;
+            table[ntable++] = (running){sp.exec_id, pid};
+        }
+    }
+    free(argv);
+    free(envp);
+    send_reply(&rep);
+}
+
+static void handle_signal(const sg_init_spawn *sp)
+{
+    for (size_t i = 0; i < ntable; i++)
+        if (table[i].exec_id == sp->exec_id && sp->sig > 0 && sp->sig < 65)
+            kill(-table[i].pid, sp->sig);
+}
+
+static void handle_conn(const sg_init_config *cfg)
+{
+    static char msg[SG_INIT_MSG_MAX];
+    int fds[INIT_MAX_FDS];
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * INIT_MAX_FDS)];
+        struct cmsghdr align;
+    } cm;
+    struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+    ssize_t n = recvmsg(conn_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    size_t nfds = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int *p = (int *)CMSG_DATA(c);
+        for (size_t i = 0; i < cnt; i++) {
+            if (nfds < INIT_MAX_FDS)
+                fds[nfds++] = p[i];
+            else
+                close(p[i]);
+        }
+    }
+    if (n <= 0) {
+        close(conn_fd);
+        conn_fd = -1;
+    } else if ((size_t)n >= sizeof(sg_init_spawn) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        uint32_t type;
+        memcpy(&type, msg, sizeof type);
+        if (type == SG_INIT_SPAWN) {
+            handle_spawn(cfg, msg, (size_t)n, fds, nfds);
+        } else if (type == SG_INIT_SIGNAL) {
+            sg_init_spawn sp;
+            memcpy(&sp, msg, sizeof sp);
+            handle_signal(&sp);
+        }
+    }
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+}
+
+static void reap(void)
+{
+    for (;;) {
+        int st = 0;
+        struct rusage ru;
+        pid_t pid = wait4(-1, &st, WNOHANG, &ru);
+        if (pid <= 0)
+            return;
+        for (size_t i = 0; i < ntable; i++) {
+            if (table[i].pid != pid)
+                continue;
+            sg_init_reply rep = {
+                .type = SG_INIT_EXITED, .exec_id = table[i].exec_id, .pid = pid,
+                .status = st, .maxrss_kb = ru.ru_maxrss,
+                .utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
+                .stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+            };
+            table[i] = table[--ntable];
+            send_reply(&rep);
+            break;
+        }
+    }
+}
+
+void sg_init_main(const sg_init_config *cfg)
+{
+    sg_err err = {0};
+    int ready = cfg->ready_fd;
+    /* Keep only what init needs: the supervisor's other fds (its loop, its
+     * clients) must not leak into the sandbox. */
+    int keep[3] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd};
+    for (int fd = 3; fd < 1024; fd++) {
+        if (fd != keep[0] && fd != keep[1] && fd != keep[2])
+            close(fd);
+    }
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        close(devnull);
+    }
+    char go;
+    if (read(cfg->go_fd, &go, 1) != 1) {
+        sg_err_set(&err, EIO, "the supervisor did not place init in its cgroup");
+        setup_failed(ready, &err);
+    }
+    close(cfg->go_fd);
+    if (unshare(CLONE_NEWCGROUP) < 0) {
+        sg_err_sys(&err, "cannot create the cgroup namespace");
+        setup_failed(ready, &err);
+    }
+    const char *host = cfg->rootfs.hostname ? cfg->rootfs.hostname : "sandglass";
+    if (sethostname(host, strlen(host)) < 0) {
+        sg_err_sys(&err, "sethostname");
+        setup_failed(ready, &err);
+    }
+    if (sg_net_lo_up(&err) < 0)
+        setup_failed(ready, &err);
+    if (sg_rootfs_setup(&cfg->rootfs, &err) < 0)
+        setup_failed(ready, &err);
+    setsid();
+    prctl(PR_SET_NAME, "sandglass-init");
+    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+        dup2(devnull, 2);
+        close(devnull);
+    }
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        sg_err_sys(&err, "signalfd");
+        setup_failed(ready, &err);
+    }
+    if (write(ready, "ok\n", 3) != 3)
+        _exit(1);
+    close(ready);
+
+    for (;;) {
+        struct pollfd pfd[3] = {
+            {.fd = cfg->listen_fd, .events = POLLIN},
+            {.fd = sfd, .events = POLLIN},
+            {.fd = conn_fd, .events = POLLIN},
+        };
+        if (poll(pfd, conn_fd >= 0 ? 3 : 2, -1) < 0)
+            continue;
+        if (pfd[1].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == sizeof si)
+                ;
+            reap();
+        }
+        if (pfd[0].revents & POLLIN) {
+            int c = accept4(cfg->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (c >= 0) {
+                /* A new supervisor takes over; the old one is gone or going. */
+                if (conn_fd >= 0)
+                    close(conn_fd);
+                conn_fd = c;
+            }
+        }
+        if (conn_fd >= 0 && pfd[2].revents)
+            handle_conn(cfg);
+    }
+}

@@ -1,5 +1,18 @@
 /* limits: every bound a user or a peer can make us allocate against,
  * named in one place. */
+/* -I src makes <limits.h> in system headers (OpenSSL via lws) land here:
+ * chain to the real one. Outside the guard on purpose: when this file was
+ * found relative to a source file, include_next finds it again through -I
+ * and that second pass reaches the system header. */
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Winclude-next-absolute-path"
+#endif
+#include_next <limits.h>
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
+
 #ifndef SG_LIMITS_H
 #define SG_LIMITS_H
 
@@ -16,6 +29,21 @@
 #define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
 #define SG_FRAME_MAX (1024 * 1024)      /* one WebSocket message at the ingest */
 #define SG_DIFF_MAX_BYTES (64 * 1024)   /* files larger get no diff */
+#define SG_WATCH_CACHE_MAX (64ull * 1024 * 1024) /* text kept for diffs, all files */
+#define SG_WATCH_MAX_FILES 500000     /* files tracked per workspace */
+#define SG_WATCH_MAX_DIRS 100000      /* directories watched per workspace */
+#define SG_WATCH_HASH_MAX (256ull * 1024 * 1024) /* larger files get no sha256 */
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
+#define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
+#define SG_ROOTFS_COPY_MAX (1024 * 1024) /* /etc files copied into the root; larger are bound */
+#define SG_ROOTFS_MAX_ENTRIES 1024      /* entries mirrored from one --rootfs dir (or its etc/) */
+#define SG_ROOTFS_ROOT_SIZE (16ull * 1024 * 1024) /* the root tmpfs skeleton */
+#define SG_ROOTFS_DEFAULT_TMP_SIZE (256ull * 1024 * 1024) /* /tmp when not given */
+#define SG_ROOTFS_SHM_SIZE (64ull * 1024 * 1024) /* /dev/shm */
+
+#define SG_CKPT_MAX_ENTRIES (4u * 1024 * 1024) /* workspace entries walked by one checkpoint */
+#define SG_CKPT_MAX_DEPTH 256           /* directory nesting walked in a workspace */
+#define SG_CKPT_LABEL_MAX 256           /* bytes of a checkpoint label */
+#define SG_CKPT_CACHE_MAX (1024ull * 1024 * 1024) /* stat cache file read at open */
 
 #endif

@@ -1,1 +1,211 @@
-/* state: not written yet. */
+#include "state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "util.h"
+
+static char state_dir[PATH_MAX];
+
+const char *sg_state_dir(sg_err *err)
+{
+    if (state_dir[0])
+        return state_dir;
+    const char *env = getenv("SANDGLASS_STATE_DIR");
+    char buf[PATH_MAX];
+    if (env && *env) {
+        snprintf(buf, sizeof buf, "%s", env);
+    } else if (geteuid() == 0) {
+        snprintf(buf, sizeof buf, "/var/lib/sandglass");
+    } else {
+        const char *xdg = getenv("XDG_STATE_HOME");
+        const char *home = getenv("HOME");
+        if (xdg && *xdg)
+            snprintf(buf, sizeof buf, "%s/sandglass", xdg);
+        else if (home && *home)
+            snprintf(buf, sizeof buf, "%s/.local/state/sandglass", home);
+        else {
+            sg_err_set(err, EINVAL, "cannot find a state directory: set SANDGLASS_STATE_DIR");
+            return NULL;
+        }
+    }
+    if (buf[0] != '/') {
+        sg_err_set(err, EINVAL, "state directory '%s' must be an absolute path", buf);
+        return NULL;
+    }
+    /* unix socket paths are limited to 107 bytes: leave room for sb/<id>/ctl.sock */
+    if (strlen(buf) > 80) {
+        sg_err_set(err, ENAMETOOLONG, "state directory '%s' is too long (at most 80 bytes, for its unix sockets)", buf);
+        return NULL;
+    }
+    if (sg_mkdir_p(buf, 0700, err) < 0)
+        return NULL;
+    snprintf(state_dir, sizeof state_dir, "%s", buf);
+    return state_dir;
+}
+
+char *sg_state_path(const char *rel)
+{
+    return sg_strdup_printf("%s/%s", state_dir[0] ? state_dir : sg_state_dir(NULL), rel);
+}
+
+char *sg_state_sandbox_path(const char *id, const char *rel)
+{
+    const char *d = state_dir[0] ? state_dir : sg_state_dir(NULL);
+    if (rel)
+        return sg_strdup_printf("%s/sb/%s/%s", d, id, rel);
+    return sg_strdup_printf("%s/sb/%s", d, id);
+}
+
+void sg_sandbox_meta_clear(sg_sandbox_meta *m)
+{
+    free(m->learner);
+    free(m->task);
+    free(m->workspace);
+    free(m->rootfs);
+    free(m->ingest_url);
+    free(m->secret_file);
+    memset(m, 0, sizeof *m);
+}
+
+void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
+{
+    json_t *limits = json_pack("{s:I, s:I, s:f, s:f, s:I}",
+        "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
+        "cpus", m->cpus, "timeout_s", m->timeout_s,
+        "output", (json_int_t)m->output_limit);
+    json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:s?, s:b, s:o, s:I, s:I, s:I, s:I, s:s, s:s?, s:s?}",
+        "id", m->id, "learner", m->learner, "task", m->task,
+        "workspace", m->workspace, "rootfs", m->rootfs,
+        "own_workspace", m->own_workspace, "limits", limits,
+        "uid", (json_int_t)m->uid, "gid", (json_int_t)m->gid,
+        "supervisor_pid", (json_int_t)m->supervisor_pid,
+        "init_pid", (json_int_t)m->init_pid, "created", m->created,
+        "ingest", m->ingest_url, "secret_file", m->secret_file);
+    return j;
+}
+
+int sg_sandbox_meta_save(const sg_sandbox_meta *m, sg_err *err)
+{
+    sg_autojson json_t *j = sg_sandbox_meta_json(m);
+    if (!j)
+        return sg_err_set(err, ENOMEM, "cannot encode sandbox record");
+    sg_autofree char *s = json_dumps(j, JSON_INDENT(2));
+    sg_autofree char *path = sg_state_sandbox_path(m->id, "meta.json");
+    if (!s)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    return sg_write_file_atomic(path, s, strlen(s), 0600, err);
+}
+
+static char *dup_opt(json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? strdup(s) : NULL;
+}
+
+int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (!sg_valid_name(id) || strlen(id) >= sizeof m->id)
+        return sg_err_set(err, EINVAL, "invalid sandbox id '%s'", id);
+    sg_autofree char *path = sg_state_sandbox_path(id, "meta.json");
+    size_t len = 0;
+    sg_autofree char *buf = sg_read_file(path, 1 << 20, &len, err);
+    if (!buf) {
+        if (err && err->code == ENOENT)
+            return sg_err_set(err, ENOENT, "no sandbox with id '%s'", id);
+        return -1;
+    }
+    sg_autojson json_t *j = sg_json_parse(buf, len, err);
+    if (!j || !json_is_object(j)) {
+        sg_err_prefix(err, "corrupt sandbox record %s", path);
+        return -1;
+    }
+    snprintf(m->id, sizeof m->id, "%s", id);
+    m->learner = dup_opt(j, "learner");
+    m->task = dup_opt(j, "task");
+    m->workspace = dup_opt(j, "workspace");
+    m->rootfs = dup_opt(j, "rootfs");
+    m->ingest_url = dup_opt(j, "ingest");
+    m->secret_file = dup_opt(j, "secret_file");
+    m->own_workspace = json_is_true(json_object_get(j, "own_workspace"));
+    json_t *l = json_object_get(j, "limits");
+    m->memory = (uint64_t)json_integer_value(json_object_get(l, "memory"));
+    m->pids = (uint64_t)json_integer_value(json_object_get(l, "pids"));
+    m->cpus = json_number_value(json_object_get(l, "cpus"));
+    m->timeout_s = json_number_value(json_object_get(l, "timeout_s"));
+    m->output_limit = (uint64_t)json_integer_value(json_object_get(l, "output"));
+    m->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));
+    m->gid = (gid_t)json_integer_value(json_object_get(j, "gid"));
+    m->supervisor_pid = (pid_t)json_integer_value(json_object_get(j, "supervisor_pid"));
+    m->init_pid = (pid_t)json_integer_value(json_object_get(j, "init_pid"));
+    const char *c = json_string_value(json_object_get(j, "created"));
+    snprintf(m->created, sizeof m->created, "%s", c ? c : "");
+    if (!m->learner || !m->workspace) {
+        sg_sandbox_meta_clear(m);
+        return sg_err_set(err, EINVAL, "corrupt sandbox record %s: missing learner or workspace", path);
+    }
+    return 0;
+}
+
+char **sg_state_list(sg_err *err)
+{
+    sg_autofree char *dir = sg_state_path("sb");
+    size_t n = 0, cap = 16;
+    sg_autostrv char **v = calloc(cap + 1, sizeof *v);
+    if (!v) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    sg_autoclosedir DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return sg_steal_ptr(&v);
+        sg_err_sys(err, "cannot read %s", dir);
+        return NULL;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !sg_valid_name(de->d_name))
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            char **nv = realloc(v, (cap + 1) * sizeof *v);
+            if (!nv) {
+                sg_err_set(err, ENOMEM, "out of memory");
+                return NULL;
+            }
+            v = nv;
+        }
+        v[n++] = strdup(de->d_name);
+        v[n] = NULL;
+    }
+    return sg_steal_ptr(&v);
+}
+
+bool sg_state_pid_alive(pid_t pid)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) < 0 && errno == ESRCH)
+        return false;
+    /* A zombie is not alive for our purposes. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    sg_autofree char *st = sg_read_file(path, 4096, NULL, NULL);
+    if (!st)
+        return false;
+    const char *rp = strrchr(st, ')');
+    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+}

@@ -1,1 +1,1017 @@
-/* supervisor: not written yet. */
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "ctl.h"
+#include "init.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "seccomp.h"
+#include "state.h"
+#include "util.h"
+
+#define SUP_CLIENT_QUEUE_MAX (4u * 1024 * 1024) /* output queued for a slow CLI before we stop reading the exec */
+#define SUP_MAX_CLIENTS 256
+#define SUP_READ_CHUNK (60 * 1024)
+
+typedef struct sup sup;
+typedef struct client client;
+
+typedef struct outmsg {
+    struct outmsg *next;
+    uint8_t type;
+    size_t len;
+    char data[];
+} outmsg;
+
+typedef struct exec_ctx {
+    sup *s;
+    client *cl;          /* NULL once the caller went away */
+    uint32_t id;
+    char leaf[24];
+    int out_fd, err_fd;
+    uv_poll_t out_poll, err_poll;
+    bool out_active, err_active;
+    uv_timer_t timer;
+    double timeout_s;
+    uint64_t start_ns;
+    pid_t pid;
+    bool spawned, exited, timed_out, output_limit_hit, finished;
+    int status;
+    sg_init_reply exit_rep;
+    uint64_t out_bytes;
+    sg_cg_stats before;
+    int pending_closes;
+} exec_ctx;
+
+struct client {
+    sup *s;
+    int fd;
+    uv_poll_t poll;
+    outmsg *qhead, *qtail;
+    size_t qbytes;
+    exec_ctx *ex;
+    bool close_after_flush;
+    bool closing;
+};
+
+struct sup {
+    uv_loop_t loop;
+    sg_sandbox_meta meta;
+    sg_cgroup *cg;
+    sg_seccomp_prog prog;
+    pid_t init_pid;
+    int init_fd;
+    uv_poll_t init_poll;
+    int ctl_fd;
+    uv_poll_t ctl_poll;
+    uv_signal_t sigchld, sigterm, sigint;
+    uint32_t next_exec;
+    exec_ctx **execs;     /* running execs, by slot */
+    size_t nexecs, capexecs;
+    size_t nclients;
+    bool destroying;
+    bool init_dead;
+    int exit_code;
+};
+
+static void client_close(client *c);
+static void exec_finish(exec_ctx *ex);
+
+/* ---- client output queue ------------------------------------------------ */
+
+static void client_update_poll(client *c);
+static void on_client(uv_poll_t *p, int status, int events);
+
+static void client_flush(client *c)
+{
+    while (c->qhead) {
+        outmsg *m = c->qhead;
+        int r = sg_ctl_send(c->fd, m->type, m->data, m->len, NULL, 0);
+        if (r == -EAGAIN)
+            break;
+        c->qhead = m->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        c->qbytes -= m->len;
+        free(m);
+        if (r < 0) {
+            client_close(c);
+            return;
+        }
+    }
+    if (!c->qhead && c->close_after_flush) {
+        client_close(c);
+        return;
+    }
+    client_update_poll(c);
+}
+
+static void client_send(client *c, uint8_t type, const void *buf, size_t len)
+{
+    if (!c || c->closing)
+        return;
+    if (!c->qhead) {
+        int r = sg_ctl_send(c->fd, type, buf, len, NULL, 0);
+        if (r == 0)
+            return;
+        if (r != -EAGAIN) {
+            client_close(c);
+            return;
+        }
+    }
+    outmsg *m = malloc(sizeof *m + len);
+    if (!m) {
+        client_close(c);
+        return;
+    }
+    m->next = NULL;
+    m->type = type;
+    m->len = len;
+    memcpy(m->data, buf, len);
+    if (c->qtail)
+        c->qtail->next = m;
+    else
+        c->qhead = m;
+    c->qtail = m;
+    c->qbytes += len;
+    client_update_poll(c);
+}
+
+static void client_send_json(client *c, uint8_t type, json_t *j)
+{
+    sg_autofree char *s = sg_json_dump(j);
+    json_decref(j);
+    if (s)
+        client_send(c, type, s, strlen(s));
+}
+
+static void client_error(client *c, const char *msg)
+{
+    client_send_json(c, SG_CTL_ERROR, json_pack("{s:s}", "error", msg));
+    if (c)
+        c->close_after_flush = true;
+    if (c && !c->qhead)
+        client_close(c);
+}
+
+/* ---- exec output --------------------------------------------------------- */
+
+static void exec_kill(exec_ctx *ex)
+{
+    sg_err err = {0};
+    if (sg_cgroup_kill(ex->s->cg, ex->leaf, 2000, &err) < 0)
+        fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->id, err.msg);
+}
+
+/* Reads what is available on one output pipe. Returns false at EOF/error. */
+static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
+{
+    char buf[SUP_READ_CHUNK];
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return true;
+        if (n <= 0)
+            return false;
+        uint64_t limit = ex->s->meta.output_limit;
+        size_t give = (size_t)n;
+        if (limit && ex->out_bytes + give > limit) {
+            give = ex->out_bytes >= limit ? 0 : (size_t)(limit - ex->out_bytes);
+            if (!ex->output_limit_hit) {
+                ex->output_limit_hit = true;
+                exec_kill(ex);
+            }
+        }
+        ex->out_bytes += give;
+        if (give && ex->cl)
+            client_send(ex->cl, type, buf, give);
+        if ((size_t)n < sizeof buf)
+            return true;
+    }
+    return true;
+}
+
+static void on_close_pending(uv_handle_t *h)
+{
+    exec_ctx *ex = h->data;
+    if (--ex->pending_closes == 0)
+        free(ex);
+}
+
+static void exec_close_stream(exec_ctx *ex, bool out)
+{
+    uv_poll_t *p = out ? &ex->out_poll : &ex->err_poll;
+    bool *active = out ? &ex->out_active : &ex->err_active;
+    int *fd = out ? &ex->out_fd : &ex->err_fd;
+    if (!*active)
+        return;
+    *active = false;
+    uv_poll_stop(p);
+    ex->pending_closes++;
+    uv_close((uv_handle_t *)p, on_close_pending);
+    close(*fd);
+    *fd = -1;
+}
+
+static void on_exec_output(uv_poll_t *p, int status, int events)
+{
+    exec_ctx *ex = p->data;
+    bool out = p == &ex->out_poll;
+    if (!exec_read(ex, out ? ex->out_fd : ex->err_fd, out ? SG_CTL_STDOUT : SG_CTL_STDERR))
+        exec_close_stream(ex, out);
+    if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX) {
+        /* Backpressure: the caller is slow; let the exec block on its pipe. */
+        if (ex->out_active)
+            uv_poll_stop(&ex->out_poll);
+        if (ex->err_active)
+            uv_poll_stop(&ex->err_poll);
+    }
+}
+
+static void client_update_poll(client *c)
+{
+    if (c->closing)
+        return;
+    int ev = UV_READABLE | (c->qhead ? UV_WRITABLE : 0);
+    uv_poll_start(&c->poll, ev, on_client);
+    exec_ctx *ex = c->ex;
+    if (ex && c->qbytes <= SUP_CLIENT_QUEUE_MAX / 2) {
+        if (ex->out_active)
+            uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
+        if (ex->err_active)
+            uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
+    }
+}
+
+/* ---- exec lifecycle -------------------------------------------------------- */
+
+static void exec_slot_remove(sup *s, exec_ctx *ex)
+{
+    for (size_t i = 0; i < s->nexecs; i++) {
+        if (s->execs[i] == ex) {
+            s->execs[i] = s->execs[--s->nexecs];
+            return;
+        }
+    }
+}
+
+static exec_ctx *exec_find(sup *s, uint32_t id)
+{
+    for (size_t i = 0; i < s->nexecs; i++)
+        if (s->execs[i]->id == id)
+            return s->execs[i];
+    return NULL;
+}
+
+static void on_exec_timeout(uv_timer_t *t)
+{
+    exec_ctx *ex = t->data;
+    if (ex->finished)
+        return;
+    ex->timed_out = true;
+    exec_kill(ex);
+}
+
+static json_t *exec_result_json(exec_ctx *ex, const sg_cg_stats *after)
+{
+    double wall = (double)(sg_now_mono_ns() - ex->start_ns) / 1e9;
+    int st = ex->status;
+    json_t *exit_code = json_null(), *sig = json_null();
+    int code;
+    if (WIFEXITED(st)) {
+        code = WEXITSTATUS(st);
+        exit_code = json_integer(code);
+    } else {
+        code = 128 + WTERMSIG(st);
+        sig = json_integer(WTERMSIG(st));
+        exit_code = json_integer(code);
+    }
+    uint64_t cpu_ns = after->cpu_ns >= ex->before.cpu_ns ? after->cpu_ns - ex->before.cpu_ns : 0;
+    uint64_t rusage_ns = (uint64_t)(ex->exit_rep.utime_us + ex->exit_rep.stime_us) * 1000;
+    if (cpu_ns < rusage_ns)
+        cpu_ns = rusage_ns;
+    uint64_t peak = after->memory_peak;
+    if (!peak)
+        peak = (uint64_t)ex->exit_rep.maxrss_kb * 1024;
+    bool oom = after->oom_kills > ex->before.oom_kills;
+    bool pids = after->pids_max_hits > ex->before.pids_max_hits;
+    return json_pack("{s:o, s:o, s:f, s:f, s:I, s:b, s:b, s:b, s:I, s:b}",
+        "exit_code", exit_code, "signal", sig,
+        "wall_s", wall, "cpu_s", (double)cpu_ns / 1e9,
+        "memory_peak", (json_int_t)peak,
+        "oom_killed", oom, "pids_limit_hit", pids, "timed_out", ex->timed_out,
+        "output_bytes", (json_int_t)ex->out_bytes,
+        "output_limit_hit", ex->output_limit_hit);
+}
+
+static void exec_finish(exec_ctx *ex)
+{
+    sup *s = ex->s;
+    if (ex->finished)
+        return;
+    ex->finished = true;
+    /* Everything the command wrote before it exited is in the pipes now. */
+    if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
+        exec_close_stream(ex, true);
+    if (ex->err_active && !exec_read(ex, ex->err_fd, SG_CTL_STDERR))
+        exec_close_stream(ex, false);
+    exec_close_stream(ex, true);
+    exec_close_stream(ex, false);
+    uv_timer_stop(&ex->timer);
+
+    sg_err err = {0};
+    sg_cg_stats after = {0};
+    sg_cgroup_stats(s->cg, NULL, &after, &err);
+    sg_cg_stats leaf = {0};
+    if (sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) == 0) {
+        after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
+        if (leaf.memory_peak)
+            after.memory_peak = leaf.memory_peak;
+    }
+    if (ex->spawned) {
+        json_t *res = exec_result_json(ex, &after);
+        if (ex->cl)
+            client_send_json(ex->cl, SG_CTL_RESULT, res);
+        else
+            json_decref(res);
+    }
+    /* A leaf with background processes stays until destroy. */
+    if (sg_cgroup_populated(s->cg, ex->leaf, &err) == 0)
+        sg_cgroup_leaf_remove(s->cg, ex->leaf, &err);
+    if (ex->cl) {
+        ex->cl->ex = NULL;
+        ex->cl->close_after_flush = true;
+        client_flush(ex->cl);
+    }
+    exec_slot_remove(s, ex);
+    /* Drops the reference the exec held since exec_start. */
+    uv_close((uv_handle_t *)&ex->timer, on_close_pending);
+}
+
+static void exec_fail(exec_ctx *ex, const char *msg)
+{
+    if (ex->cl)
+        client_error(ex->cl, msg);
+    ex->cl = NULL;
+    ex->spawned = false;
+    exec_finish(ex);
+}
+
+static char **build_env(const sg_exec_req *req, const char *cwd)
+{
+    static const char *defaults[] = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/workspace", "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
+        "LANG=C.UTF-8",
+    };
+    size_t nextra = 0;
+    while (req->env && req->env[nextra])
+        nextra++;
+    size_t cap = SG_ARRAY_LEN(defaults) + nextra + 2;
+    char **env = calloc(cap, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < SG_ARRAY_LEN(defaults); i++) {
+        const char *d = defaults[i];
+        size_t kl = (size_t)(strchr(d, '=') - d) + 1;
+        bool overridden = false;
+        for (size_t k = 0; k < nextra; k++)
+            if (strncmp(req->env[k], d, kl) == 0)
+                overridden = true;
+        if (!overridden)
+            env[n++] = strdup(d);
+    }
+    env[n++] = sg_strdup_printf("PWD=%s", cwd);
+    for (size_t k = 0; k < nextra; k++)
+        env[n++] = strdup(req->env[k]);
+    env[n] = NULL;
+    return env;
+}
+
+static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
+{
+    sg_err err = {0};
+    sg_exec_req req;
+    if (sg_exec_req_parse(req_json, &req, &err) < 0) {
+        close(stdin_fd);
+        client_error(c, err.msg);
+        return;
+    }
+    if (s->destroying || s->init_dead || s->init_fd < 0) {
+        close(stdin_fd);
+        sg_exec_req_free(&req);
+        client_error(c, s->init_dead ? "the sandbox's init is gone; destroy it"
+                                     : "the sandbox is being destroyed");
+        return;
+    }
+    if (s->nexecs == s->capexecs) {
+        size_t ncap = s->capexecs ? s->capexecs * 2 : 16;
+        exec_ctx **n = realloc(s->execs, ncap * sizeof *n);
+        if (!n) {
+            close(stdin_fd);
+            sg_exec_req_free(&req);
+            client_error(c, "out of memory");
+            return;
+        }
+        s->execs = n;
+        s->capexecs = ncap;
+    }
+    exec_ctx *ex = calloc(1, sizeof *ex);
+    ex->s = s;
+    ex->cl = c;
+    ex->id = ++s->next_exec;
+    ex->out_fd = ex->err_fd = -1;
+    ex->pending_closes = 1; /* released when exec_finish closes the timer */
+    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ex->id);
+    ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
+    uv_timer_init(&s->loop, &ex->timer);
+    ex->timer.data = ex;
+    s->execs[s->nexecs++] = ex;
+    c->ex = ex;
+
+    const char *cwd = req.cwd ? req.cwd : "/workspace";
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int cgfds[SG_CG_MAX_FDS];
+    int ncg = -1;
+    sg_autostrv char **env = build_env(&req, cwd);
+    sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
+    if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) < 0 ||
+        (ncg = sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, &err)) < 0) {
+        sg_err_prefix(&err, "cannot create the exec's cgroup");
+        close(stdin_fd);
+        sg_exec_req_free(&req);
+        exec_fail(ex, err.msg);
+        return;
+    }
+    if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || !env) {
+        sg_err_sys(&err, "cannot create output pipes");
+        for (int i = 0; i < 2; i++) {
+            if (outp[i] >= 0)
+                close(outp[i]);
+            if (errp[i] >= 0)
+                close(errp[i]);
+        }
+        for (int i = 0; i < ncg; i++)
+            close(cgfds[i]);
+        close(stdin_fd);
+        sg_exec_req_free(&req);
+        exec_fail(ex, err.msg);
+        return;
+    }
+    /* Message: header, argv..., env..., cwd (NUL-separated). */
+    static char msg[SG_INIT_MSG_MAX];
+    sg_init_spawn sp = {.type = SG_INIT_SPAWN, .exec_id = ex->id,
+                        .uid = s->meta.uid, .gid = s->meta.gid,
+                        .nfds_cg = (uint32_t)ncg};
+    size_t off = sizeof sp;
+    bool toolong = false;
+    for (char **a = req.argv; *a; a++, sp.argc++) {
+        size_t l = strlen(*a) + 1;
+        if (off + l > sizeof msg) { toolong = true; break; }
+        memcpy(msg + off, *a, l);
+        off += l;
+    }
+    for (char **e = env; *e && !toolong; e++, sp.envc++) {
+        size_t l = strlen(*e) + 1;
+        if (off + l > sizeof msg) { toolong = true; break; }
+        memcpy(msg + off, *e, l);
+        off += l;
+    }
+    size_t cl = strlen(cwd) + 1;
+    if (off + cl > sizeof msg)
+        toolong = true;
+    else
+        memcpy(msg + off, cwd, cl);
+    off += cl;
+    sg_exec_req_free(&req);
+    memcpy(msg, &sp, sizeof sp);
+
+    int fds[3 + SG_CG_MAX_FDS] = {stdin_fd, outp[1], errp[1]};
+    for (int i = 0; i < ncg; i++)
+        fds[3 + i] = cgfds[i];
+    int r = toolong ? -E2BIG : 0;
+    if (r == 0) {
+        /* Not sg_ctl_send: init messages carry no type byte. */
+        struct iovec iov = {.iov_base = msg, .iov_len = off};
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * (3 + SG_CG_MAX_FDS))];
+            struct cmsghdr align;
+        } cm;
+        memset(&cm, 0, sizeof cm);
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                            .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)(3 + ncg))};
+        struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+        ch->cmsg_level = SOL_SOCKET;
+        ch->cmsg_type = SCM_RIGHTS;
+        ch->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)(3 + ncg));
+        memcpy(CMSG_DATA(ch), fds, sizeof(int) * (size_t)(3 + ncg));
+        if (sendmsg(s->init_fd, &mh, MSG_NOSIGNAL) < 0)
+            r = -errno;
+    }
+    for (int i = 0; i < 3 + ncg; i++)
+        if (i != 0 || fds[i] >= 0)
+            close(fds[i]);
+    ex->out_fd = outp[0];
+    ex->err_fd = errp[0];
+    fcntl(ex->out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(ex->err_fd, F_SETFL, O_NONBLOCK);
+    uv_poll_init(&s->loop, &ex->out_poll, ex->out_fd);
+    uv_poll_init(&s->loop, &ex->err_poll, ex->err_fd);
+    ex->out_poll.data = ex->err_poll.data = ex;
+    ex->out_active = ex->err_active = true;
+    if (r < 0) {
+        exec_fail(ex, r == -E2BIG ? "command line and environment are too long (at most 64 KiB)"
+                                  : "cannot reach the sandbox's init");
+        return;
+    }
+    ex->start_ns = sg_now_mono_ns();
+    uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
+    uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
+    uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
+}
+
+/* ---- init connection -------------------------------------------------------- */
+
+static void on_init_msg(uv_poll_t *p, int status, int events)
+{
+    sup *s = p->data;
+    for (;;) {
+        sg_init_reply rep;
+        ssize_t n = recv(s->init_fd, &rep, sizeof rep, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0) {
+            /* init is gone: the whole pid namespace died with it. */
+            uv_poll_stop(p);
+            s->init_dead = true;
+            for (size_t i = s->nexecs; i-- > 0;)
+                exec_fail(s->execs[i], "the sandbox's init died");
+            return;
+        }
+        if ((size_t)n != sizeof rep)
+            continue;
+        exec_ctx *ex = exec_find(s, rep.exec_id);
+        if (!ex)
+            continue;
+        if (rep.type == SG_INIT_SPAWNED) {
+            if (rep.err) {
+                char m[160];
+                snprintf(m, sizeof m, "cannot start the command: %s", strerror(rep.err));
+                exec_fail(ex, m);
+            } else {
+                ex->spawned = true;
+                ex->pid = rep.pid;
+            }
+        } else if (rep.type == SG_INIT_EXITED) {
+            ex->exited = true;
+            ex->status = rep.status;
+            ex->exit_rep = rep;
+            exec_finish(ex);
+        }
+    }
+}
+
+/* ---- control socket ------------------------------------------------------------ */
+
+static void on_client_closed(uv_handle_t *h)
+{
+    client *c = h->data;
+    free(c);
+}
+
+static void client_close(client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    sup *s = c->s;
+    s->nclients--;
+    while (c->qhead) {
+        outmsg *m = c->qhead;
+        c->qhead = m->next;
+        free(m);
+    }
+    if (c->ex) {
+        /* The caller went away mid-exec: stop the command, as a terminal
+         * hangup would. */
+        exec_ctx *ex = c->ex;
+        ex->cl = NULL;
+        c->ex = NULL;
+        if (!ex->finished)
+            exec_kill(ex);
+    }
+    uv_poll_stop(&c->poll);
+    close(c->fd);
+    uv_close((uv_handle_t *)&c->poll, on_client_closed);
+}
+
+static void sup_destroy(sup *s, client *c);
+
+static void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
+{
+    sg_err err = {0};
+    const char *op = NULL;
+    sg_autojson json_t *req = sg_ctl_parse_req(buf, len, &op, &err);
+    if (!req) {
+        if (fd_in >= 0)
+            close(fd_in);
+        client_error(c, err.msg);
+        return;
+    }
+    if (strcmp(op, "exec") == 0) {
+        if (c->ex) {
+            if (fd_in >= 0)
+                close(fd_in);
+            client_error(c, "one exec per connection");
+            return;
+        }
+        if (fd_in < 0)
+            fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        exec_start(s, c, req, fd_in);
+        return;
+    }
+    if (fd_in >= 0)
+        close(fd_in);
+    if (strcmp(op, "info") == 0) {
+        json_t *j = sg_sandbox_meta_json(&s->meta);
+        json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
+        json_object_set_new(j, "cgroup_layout", json_string(sg_cgroup_layout_name(sg_cgroup_layout())));
+        json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : "running"));
+        client_send_json(c, SG_CTL_RESULT, j);
+        c->close_after_flush = true;
+        client_flush(c);
+    } else if (strcmp(op, "destroy") == 0) {
+        sup_destroy(s, c);
+    } else {
+        char m[200];
+        snprintf(m, sizeof m, "unknown request op '%.100s'", op);
+        client_error(c, m);
+    }
+}
+
+static void on_client(uv_poll_t *p, int status, int events)
+{
+    client *c = p->data;
+    if (status < 0) {
+        client_close(c);
+        return;
+    }
+    if (events & UV_WRITABLE) {
+        client_flush(c);
+        if (c->closing)
+            return;
+    }
+    if (!(events & UV_READABLE))
+        return;
+    static char buf[SG_CTL_MSG_MAX];
+    uint8_t type;
+    int fds[1];
+    size_t nfds = 1;
+    ssize_t n = sg_ctl_recv(c->fd, &type, buf, sizeof buf - 1, fds, &nfds);
+    if (n == -EAGAIN || n == -EINTR)
+        return;
+    if (n < 0 || type == 0) {
+        if (n == -EMSGSIZE) {
+            client_error(c, "request too large");
+            return;
+        }
+        client_close(c);
+        return;
+    }
+    if (type == SG_CTL_REQ) {
+        handle_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
+    } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
+        sg_init_spawn sp = {.type = SG_INIT_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
+        if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
+            exec_kill(c->ex);
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+    } else {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        client_error(c, "unexpected message type");
+    }
+}
+
+static void on_ctl_accept(uv_poll_t *p, int status, int events)
+{
+    sup *s = p->data;
+    for (;;) {
+        int fd = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        if (s->nclients >= SUP_MAX_CLIENTS) {
+            close(fd);
+            continue;
+        }
+        client *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->s = s;
+        c->fd = fd;
+        s->nclients++;
+        uv_poll_init(&s->loop, &c->poll, fd);
+        c->poll.data = c;
+        uv_poll_start(&c->poll, UV_READABLE, on_client);
+    }
+}
+
+static int listen_seqpacket(const char *path, int backlog, sg_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return sg_err_set(err, ENAMETOOLONG, "socket path %s is too long", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return sg_err_sys(err, "socket");
+    unlink(path);
+    mode_t old = umask(077);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (r < 0)
+        return sg_err_sys(err, "cannot bind %s", path);
+    if (listen(fd, backlog) < 0)
+        return sg_err_sys(err, "cannot listen on %s", path);
+    return sg_steal_fd(&fd);
+}
+
+/* ---- sandbox start and destroy ---------------------------------------------------- */
+
+static int start_init(sup *s, sg_err *err)
+{
+    sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
+    sg_autoclose int lfd = listen_seqpacket(init_sock, 4, err);
+    if (lfd < 0)
+        return -1;
+    /* init blocks in accept via poll; keep its listening fd blocking-safe */
+    int ready[2] = {-1, -1}, go[2] = {-1, -1};
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    sg_autoclose int ready_r = ready[0];
+    sg_autoclose int ready_w = ready[1];
+    sg_autoclose int go_r = go[0];
+    sg_autoclose int go_w = go[1];
+
+    sg_init_config cfg = {
+        .rootfs = {
+            .workspace = s->meta.workspace, .rootfs = s->meta.rootfs,
+            .hostname = "sandglass", .uid = s->meta.uid, .gid = s->meta.gid,
+        },
+        .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
+    };
+    long pid = syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                                      CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, NULL);
+    if (pid < 0)
+        return sg_err_sys(err, "cannot create the sandbox's namespaces");
+    if (pid == 0)
+        sg_init_main(&cfg);
+    s->init_pid = (pid_t)pid;
+    /* The OOM killer must pick the user's processes, never the init that
+     * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
+     * some hosts withhold even from root) and exec children raise theirs
+     * to SG_EXEC_OOM_SCORE_ADJ, which needs no privilege. */
+    char adj[64];
+    snprintf(adj, sizeof adj, "/proc/%d/oom_score_adj", s->init_pid);
+    sg_write_knob_at(AT_FDCWD, adj, "-1000", NULL);
+    close(sg_steal_fd(&ready_w));
+    close(sg_steal_fd(&go_r));
+    if (sg_cgroup_attach(s->cg, NULL, s->init_pid, err) < 0) {
+        sg_err_prefix(err, "cannot place the sandbox's init in its cgroup");
+        return -1;
+    }
+    if (write(go_w, "g", 1) != 1)
+        return sg_err_sys(err, "cannot start the sandbox's init");
+    char line[SG_ERR_MSG_MAX + 16];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(ready_r, line + have, sizeof line - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        if (have == sizeof line - 1)
+            break;
+    }
+    line[have] = '\0';
+    if (strncmp(line, "ok", 2) != 0) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        return sg_err_set(err, EIO, "%s", have ? (strncmp(line, "error: ", 7) == 0 ? line + 7 : line)
+                                              : "the sandbox's init died during setup");
+    }
+    /* Connect like any (re)started supervisor would. */
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, init_sock, strlen(init_sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return sg_err_sys(err, "cannot connect to the sandbox's init");
+    }
+    s->init_fd = fd;
+    return 0;
+}
+
+static void stop_loop_handles(sup *s)
+{
+    uv_poll_stop(&s->ctl_poll);
+    uv_signal_stop(&s->sigterm);
+    uv_signal_stop(&s->sigint);
+    uv_signal_stop(&s->sigchld);
+    uv_stop(&s->loop);
+}
+
+static void sup_destroy(sup *s, client *c)
+{
+    sg_err err = {0};
+    s->destroying = true;
+    for (size_t i = s->nexecs; i-- > 0;) {
+        exec_ctx *ex = s->execs[i];
+        if (ex->cl) {
+            client_error(ex->cl, "the sandbox was destroyed");
+            ex->cl->ex = NULL;
+            ex->cl = NULL;
+        }
+    }
+    int killed = sg_cgroup_kill(s->cg, NULL, 10000, &err);
+    int populated = sg_cgroup_populated(s->cg, NULL, &err);
+    if (s->init_pid > 0) {
+        int st;
+        if (waitpid(s->init_pid, &st, 0) == s->init_pid)
+            s->init_pid = 0;
+    }
+    json_t *res;
+    if (killed < 0 || populated != 0) {
+        res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
+        if (c)
+            client_send_json(c, SG_CTL_ERROR, res);
+        else
+            json_decref(res);
+        s->exit_code = 1;
+    } else {
+        int removed = sg_cgroup_remove(s->cg, &err);
+        res = json_pack("{s:s, s:i, s:b, s:b}", "destroyed", s->meta.id,
+                        "processes_left", 0, "cgroup_empty", 1, "cgroup_removed", removed == 0);
+        if (c)
+            client_send_json(c, SG_CTL_RESULT, res);
+        else
+            json_decref(res);
+        s->exit_code = removed == 0 ? 0 : 1;
+    }
+    if (c) {
+        /* Deliver the answer before we go. */
+        int flags = fcntl(c->fd, F_GETFL);
+        fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK);
+        client_flush(c);
+    }
+    stop_loop_handles(s);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    sup *s = h->data;
+    if (signum == SIGCHLD) {
+        int st;
+        if (s->init_pid > 0 && waitpid(s->init_pid, &st, WNOHANG) == s->init_pid) {
+            s->init_pid = 0;
+            s->init_dead = true;
+        }
+        return;
+    }
+    if (!s->destroying)
+        sup_destroy(s, NULL);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int sg_supervisor_run(const char *id, int ready_fd)
+{
+    sg_err err = {0};
+    sup *s = calloc(1, sizeof *s);
+    if (!s)
+        return 1;
+    s->init_fd = s->ctl_fd = -1;
+    prctl(PR_SET_NAME, "sg-supervisor");
+    signal(SIGPIPE, SIG_IGN);
+    if (!sg_state_dir(&err) || sg_sandbox_meta_load(id, &s->meta, &err) < 0)
+        goto fail;
+    if (sg_seccomp_build(&s->prog, &err) < 0) {
+        sg_err_prefix(&err, "cannot build the syscall filter");
+        goto fail;
+    }
+    sg_cg_limits lim = {.memory_bytes = s->meta.memory, .pids = s->meta.pids, .cpus = s->meta.cpus};
+    s->cg = sg_cgroup_create(id, &lim, &err);
+    if (!s->cg) {
+        sg_err_prefix(&err, "cannot create the sandbox's cgroup");
+        goto fail;
+    }
+    if (start_init(s, &err) < 0)
+        goto fail_cg;
+    s->meta.supervisor_pid = getpid();
+    s->meta.init_pid = s->init_pid;
+    if (sg_sandbox_meta_save(&s->meta, &err) < 0)
+        goto fail_cg;
+    {
+        sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
+        s->ctl_fd = listen_seqpacket(ctl, 128, &err);
+        if (s->ctl_fd < 0)
+            goto fail_cg;
+    }
+    uv_loop_init(&s->loop);
+    uv_poll_init(&s->loop, &s->init_poll, s->init_fd);
+    s->init_poll.data = s;
+    uv_poll_start(&s->init_poll, UV_READABLE, on_init_msg);
+    uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
+    s->ctl_poll.data = s;
+    uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+    uv_signal_init(&s->loop, &s->sigchld);
+    uv_signal_init(&s->loop, &s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    s->sigchld.data = s->sigterm.data = s->sigint.data = s;
+    uv_signal_start(&s->sigchld, on_signal, SIGCHLD);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+
+    if (ready_fd >= 0) {
+        sg_write_all(ready_fd, "ok\n", 3);
+        close(ready_fd);
+        ready_fd = -1;
+    }
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+
+    /* Destroyed: close everything and remove the sandbox's state. */
+    uv_walk(&s->loop, close_walk, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    close(s->ctl_fd);
+    if (s->init_fd >= 0)
+        close(s->init_fd);
+    int code = s->exit_code;
+    if (code == 0) {
+        if (s->meta.own_workspace)
+            sg_rm_rf(s->meta.workspace, &err);
+        sg_autofree char *dir = sg_state_sandbox_path(id, NULL);
+        sg_rm_rf(dir, &err);
+    }
+    sg_cgroup_free(s->cg);
+    sg_seccomp_prog_free(&s->prog);
+    sg_sandbox_meta_clear(&s->meta);
+    free(s->execs);
+    free(s);
+    return code;
+
+fail_cg:
+    if (s->init_pid > 0) {
+        sg_err e2 = {0};
+        sg_cgroup_kill(s->cg, NULL, 5000, &e2);
+        kill(s->init_pid, SIGKILL);
+        waitpid(s->init_pid, NULL, 0);
+    }
+    {
+        sg_err e2 = {0};
+        sg_cgroup_remove(s->cg, &e2);
+    }
+fail:
+    if (ready_fd >= 0) {
+        dprintf(ready_fd, "error: %s\n", err.msg);
+        close(ready_fd);
+    } else {
+        fprintf(stderr, "sandglass supervisor: %s\n", err.msg);
+    }
+    sg_cgroup_free(s->cg);
+    sg_seccomp_prog_free(&s->prog);
+    sg_sandbox_meta_clear(&s->meta);
+    free(s);
+    return 1;
+}

@@ -1,1 +1,345 @@
-/* cmd_create: not written yet. */
+/* sandglass create: validates the options, writes the sandbox's record and
+ * starts its supervisor (sandglassd supervisor), then waits until the
+ * sandbox accepts execs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "common.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "state.h"
+#include "util.h"
+
+#define SANDBOX_UID 65534 /* the sandbox user when the workspace is root's */
+#define CREATE_READY_TIMEOUT_MS 30000
+
+static void create_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sandglass create --learner L [--task T] [--workspace DIR] [--memory 512M]\n"
+        "                        [--pids 256] [--cpus 1.0] [--timeout S] [--output-limit 64M]\n"
+        "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE] [--json]\n");
+}
+
+static uid_t chown_uid;
+static gid_t chown_gid;
+
+static int chown_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return lchown(p, chown_uid, chown_gid) < 0 ? -1 : 0;
+}
+
+static int count_live(void)
+{
+    sg_autostrv char **ids = sg_state_list(NULL);
+    int n = 0;
+    for (char **p = ids; p && *p; p++) {
+        sg_sandbox_meta m;
+        if (sg_sandbox_meta_load(*p, &m, NULL) == 0) {
+            if (sg_state_pid_alive(m.supervisor_pid) || m.supervisor_pid == 0)
+                n++;
+            sg_sandbox_meta_clear(&m);
+        }
+    }
+    return n;
+}
+
+/* Starts the supervisor detached from us (double fork, new session) and
+ * returns the read end of its ready pipe. */
+static int spawn_supervisor(const char *id, sg_err *err)
+{
+    char daemon[PATH_MAX];
+    if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
+        return sg_err_set(err, ENOENT, "cannot find sandglassd next to the sandglass binary");
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    sg_autofree char *log = sg_state_sandbox_path(id, "supervisor.log");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return sg_err_sys(err, "fork");
+    }
+    if (pid == 0) {
+        setsid();
+        if (fork() != 0)
+            _exit(0);
+        int null = open("/dev/null", O_RDONLY);
+        int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (null >= 0)
+            dup2(null, 0);
+        if (lf >= 0) {
+            dup2(lf, 1);
+            dup2(lf, 2);
+        }
+        int rfd = fcntl(p[1], F_DUPFD, 3); /* without O_CLOEXEC */
+        char fdarg[16];
+        snprintf(fdarg, sizeof fdarg, "%d", rfd);
+        execl(daemon, "sandglassd", "supervisor", id, "--ready-fd", fdarg, (char *)NULL);
+        dprintf(rfd, "error: cannot run %s: %s\n", daemon, strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    waitpid(pid, NULL, 0);
+    return p[0];
+}
+
+static int wait_ready(int fd, sg_err *err)
+{
+    char buf[SG_ERR_MSG_MAX + 16];
+    size_t have = 0;
+    for (;;) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int r = poll(&pf, 1, CREATE_READY_TIMEOUT_MS);
+        if (r == 0)
+            return sg_err_set(err, ETIMEDOUT, "the supervisor did not become ready in %d s",
+                              CREATE_READY_TIMEOUT_MS / 1000);
+        if (r < 0 && errno == EINTR)
+            continue;
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (have += (size_t)n) == sizeof buf - 1)
+            break;
+        if (memchr(buf, '\n', have))
+            break;
+    }
+    buf[have] = '\0';
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = '\0';
+    if (strcmp(buf, "ok") == 0)
+        return 0;
+    if (strncmp(buf, "error: ", 7) == 0)
+        return sg_err_set(err, EIO, "%s", buf + 7);
+    return sg_err_set(err, EIO, "the supervisor exited during setup (see its log)");
+}
+
+int sg_cmd_create(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"learner", required_argument, NULL, 'l'},
+        {"task", required_argument, NULL, 't'},
+        {"workspace", required_argument, NULL, 'w'},
+        {"memory", required_argument, NULL, 'm'},
+        {"pids", required_argument, NULL, 'p'},
+        {"cpus", required_argument, NULL, 'c'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"output-limit", required_argument, NULL, 'o'},
+        {"rootfs", required_argument, NULL, 'r'},
+        {"ingest", required_argument, NULL, 'i'},
+        {"secret", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    sg_err err = {0};
+    sg_sandbox_meta m = {0};
+    m.memory = SG_DEFAULT_MEMORY;
+    m.pids = SG_DEFAULT_PIDS;
+    m.timeout_s = SG_DEFAULT_TIMEOUT_S;
+    m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
+    const char *learner = NULL, *task = NULL, *ws = NULL, *rootfs = NULL;
+    const char *ingest = NULL, *secret = NULL;
+    bool json = false;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': learner = optarg; break;
+        case 't': task = optarg; break;
+        case 'w': ws = optarg; break;
+        case 'r': rootfs = optarg; break;
+        case 'i': ingest = optarg; break;
+        case 's': secret = optarg; break;
+        case 'j': json = true; break;
+        case 'm':
+            if (sg_parse_size(optarg, &m.memory, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            if (m.memory < 4u << 20)
+                return sg_cli_fail("create", "--memory must be at least 4M");
+            break;
+        case 'p':
+            if (sg_parse_uint(optarg, 1u << 22, &m.pids, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'o':
+            if (sg_parse_size(optarg, &m.output_limit, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'c':
+            if (sg_parse_seconds(optarg, 1024, &m.cpus, &err) < 0) {
+                char msg[SG_ERR_MSG_MAX + 32];
+                snprintf(msg, sizeof msg, "invalid --cpus '%s': expected a positive number of cores", optarg);
+                return sg_cli_fail("create", msg);
+            }
+            break;
+        case 'T':
+            if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &m.timeout_s, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'h':
+            create_usage(stdout);
+            return 0;
+        default: {
+            char msg[128];
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s'", argv[optind - 1]);
+            return sg_cli_fail("create", msg);
+        }
+        }
+    }
+    if (optind < argc)
+        return sg_cli_fail("create", "unexpected argument (create takes only options)");
+    if (!learner)
+        return sg_cli_fail("create", "--learner is required");
+    if (!sg_valid_name(learner))
+        return sg_cli_fail("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
+    if (task && !sg_valid_name(task))
+        return sg_cli_fail("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
+    if (!sg_state_dir(&err))
+        return sg_cli_fail("create", err.msg);
+
+    char wsreal[PATH_MAX] = "";
+    if (ws) {
+        struct stat st;
+        if (stat(ws, &st) < 0) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "workspace '%s' does not exist", ws);
+            return sg_cli_fail("create", msg);
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "workspace '%s' is not a directory", ws);
+            return sg_cli_fail("create", msg);
+        }
+        if (!realpath(ws, wsreal))
+            return sg_cli_fail("create", "cannot resolve the workspace path");
+    }
+    char rootreal[PATH_MAX] = "";
+    if (rootfs) {
+        struct stat st;
+        if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "rootfs '%s' is not a directory", rootfs);
+            return sg_cli_fail("create", msg);
+        }
+        if (!realpath(rootfs, rootreal))
+            return sg_cli_fail("create", "cannot resolve the rootfs path");
+    }
+    long maxsb = SG_MAX_SANDBOXES;
+    const char *envmax = getenv("SANDGLASS_MAX_SANDBOXES");
+    if (envmax && atol(envmax) > 0)
+        maxsb = atol(envmax);
+    int live = count_live();
+    if (live >= maxsb) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "too many sandboxes: %d of at most %ld are alive (destroy some, or run 'sandglass gc')",
+                 live, maxsb);
+        return sg_cli_fail("create", msg);
+    }
+
+    /* A fresh id and its state directory. */
+    sg_autofree char *sbroot = sg_state_path("sb");
+    if (sg_mkdir_p(sbroot, 0700, &err) < 0)
+        return sg_cli_fail("create", err.msg);
+    sg_autofree char *dir = NULL;
+    for (int tries = 0;; tries++) {
+        if (sg_rand_hex(m.id, SG_ID_LEN, &err) < 0)
+            return sg_cli_fail("create", err.msg);
+        free(dir);
+        dir = sg_state_sandbox_path(m.id, NULL);
+        if (mkdir(dir, 0700) == 0)
+            break;
+        if (errno != EEXIST || tries > 8)
+            return sg_cli_fail("create", "cannot create the sandbox's state directory");
+    }
+    m.learner = strdup(learner);
+    m.task = task ? strdup(task) : NULL;
+    m.rootfs = rootfs ? strdup(rootreal) : NULL;
+    if (ws) {
+        m.workspace = strdup(wsreal);
+    } else {
+        m.workspace = sg_state_sandbox_path(m.id, "workspace");
+        m.own_workspace = true;
+        if (mkdir(m.workspace, 0755) < 0) {
+            sg_rm_rf(dir, NULL);
+            sg_sandbox_meta_clear(&m);
+            return sg_cli_fail("create", "cannot create the workspace directory");
+        }
+        /* Reachable by the sandbox user through the 0700 state dir: the
+         * bind mount takes the directory itself, not the path. */
+    }
+    struct stat wst;
+    stat(m.workspace, &wst);
+    if (wst.st_uid != 0) {
+        m.uid = wst.st_uid;
+        m.gid = wst.st_gid;
+    } else {
+        /* A root-owned workspace is handed to the unprivileged sandbox user. */
+        m.uid = SANDBOX_UID;
+        m.gid = SANDBOX_UID;
+        chown_uid = m.uid;
+        chown_gid = m.gid;
+        if (nftw(m.workspace, chown_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
+            sg_rm_rf(dir, NULL);
+            sg_sandbox_meta_clear(&m);
+            return sg_cli_fail("create", "cannot hand the workspace to the sandbox user");
+        }
+    }
+    if (task) {
+        m.ingest_url = strdup(ingest ? ingest : SG_DEFAULT_INGEST_URL);
+        m.secret_file = secret ? realpath(secret, NULL) : sg_state_path("ingest/secret");
+        if (!m.secret_file) {
+            sg_rm_rf(dir, NULL);
+            sg_sandbox_meta_clear(&m);
+            return sg_cli_fail("create", "--secret file does not exist");
+        }
+    }
+    sg_now_iso8601(m.created, sizeof m.created);
+    if (sg_sandbox_meta_save(&m, &err) < 0) {
+        sg_rm_rf(dir, NULL);
+        sg_sandbox_meta_clear(&m);
+        return sg_cli_fail("create", err.msg);
+    }
+    int rfd = spawn_supervisor(m.id, &err);
+    if (rfd < 0 || wait_ready(rfd, &err) < 0) {
+        if (rfd >= 0)
+            close(rfd);
+        sg_err e2 = {0};
+        sg_cli_cleanup_dead(m.id, false, &e2);
+        if (m.own_workspace)
+            sg_rm_rf(m.workspace, NULL);
+        sg_sandbox_meta_clear(&m);
+        return sg_cli_fail("create", err.msg);
+    }
+    close(rfd);
+    if (json) {
+        sg_sandbox_meta fresh;
+        if (sg_sandbox_meta_load(m.id, &fresh, &err) == 0) {
+            sg_autojson json_t *j = sg_sandbox_meta_json(&fresh);
+            sg_autofree char *s = json_dumps(j, JSON_COMPACT);
+            printf("%s\n", s);
+            sg_sandbox_meta_clear(&fresh);
+        }
+    } else {
+        printf("%s\n", m.id);
+    }
+    sg_sandbox_meta_clear(&m);
+    return 0;
+}

@@ -1,1 +1,82 @@
-/* cmd_destroy: not written yet. */
+/* sandglass destroy: asks the supervisor to kill every process of the
+ * sandbox, prove its cgroup empty and remove it; waits until the
+ * supervisor has exited. A sandbox whose supervisor died is cleaned up
+ * from here. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "common.h"
+#include "jsonutil.h"
+#include "state.h"
+#include "util.h"
+
+/* Waits for a process that is not our child to exit. */
+static void wait_gone(pid_t pid, int timeout_ms)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd >= 0) {
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        poll(&p, 1, timeout_ms);
+        close(pfd);
+        return;
+    }
+    for (int i = 0; i < timeout_ms / 5 && sg_state_pid_alive(pid); i++)
+        usleep(5000);
+}
+
+int sg_cmd_destroy(int argc, char **argv)
+{
+    bool json = false;
+    const char *id = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = true;
+        else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: sandglass destroy ID [--json]\n");
+            return 0;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "sandglass destroy: unknown option '%s'\n", argv[i]);
+            return 2;
+        } else if (!id)
+            id = argv[i];
+        else
+            return sg_cli_fail("destroy", "takes one sandbox id");
+    }
+    if (!id)
+        return sg_cli_fail("destroy", "missing sandbox id");
+    sg_err err = {0};
+    if (!sg_state_dir(&err))
+        return sg_cli_fail("destroy", err.msg);
+    sg_sandbox_meta m;
+    if (sg_sandbox_meta_load(id, &m, &err) < 0)
+        return sg_cli_fail("destroy", err.msg);
+    pid_t sup = m.supervisor_pid;
+    sg_sandbox_meta_clear(&m);
+
+    sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
+    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    if (!res) {
+        if (sg_state_pid_alive(sup) && err.code != ENOENT && err.code != ECONNREFUSED)
+            return sg_cli_fail("destroy", err.msg);
+        /* The supervisor is gone (crashed or killed): clean up from here. */
+        if (sg_cli_cleanup_dead(id, false, &err) < 0)
+            return sg_cli_fail("destroy", err.msg);
+        res = json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
+                        "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
+    } else {
+        wait_gone(sup, 10000);
+    }
+    if (json) {
+        sg_autofree char *s = sg_json_dump(res);
+        printf("%s\n", s);
+    } else {
+        printf("destroyed %s\n", id);
+    }
+    return 0;
+}

@@ -1,1 +1,384 @@
-/* cmd_events: not written yet. */
+/* sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]
+ *                  [--follow] [--json] [--ingest http://127.0.0.1:7433]
+ * Reads the ingest's GET /v1/events and prints JSON lines or a timeline. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "state.h"
+#include "util.h"
+
+#define HTTP_ANSWER_MAX (16 * 1024 * 1024) /* one /v1/events page */
+#define PAGE 1000
+#define FOLLOW_POLL_NS (500 * 1000 * 1000L)
+
+static const char usage[] =
+    "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
+    "                        [--follow] [--json] [--ingest http://HOST:PORT]\n";
+
+typedef struct target {
+    char host[256];
+    char port[8];
+} target;
+
+static int parse_ingest_url(const char *url, target *t, sg_err *err)
+{
+    const char *p = url;
+    if (strncmp(p, "http://", 7) == 0)
+        p += 7;
+    else if (strncmp(p, "ws://", 5) == 0)
+        p += 5;
+    else if (strstr(p, "://"))
+        return sg_err_set(err, EINVAL, "--ingest %s: only http:// (or ws://) is supported", url);
+    const char *slash = strchr(p, '/');
+    size_t hl = slash ? (size_t)(slash - p) : strlen(p);
+    char hostport[300];
+    if (hl == 0 || hl >= sizeof hostport)
+        return sg_err_set(err, EINVAL, "--ingest %s: bad address", url);
+    memcpy(hostport, p, hl);
+    hostport[hl] = '\0';
+    char *colon = strrchr(hostport, ':');
+    if (colon && !strchr(colon, ']')) {
+        *colon = '\0';
+        snprintf(t->port, sizeof t->port, "%.7s", colon + 1);
+    } else {
+        snprintf(t->port, sizeof t->port, "80");
+    }
+    char *h = hostport;
+    if (h[0] == '[') {
+        h++;
+        h[strcspn(h, "]")] = '\0';
+    }
+    snprintf(t->host, sizeof t->host, "%.255s", h);
+    return 0;
+}
+
+/* One HTTP/1.1 GET with Connection: close; the body of a 200 answer parsed
+ * as JSON. */
+static json_t *http_get_json(const target *t, const char *path, sg_err *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gr = getaddrinfo(t->host, t->port, &hints, &ai);
+    if (gr != 0) {
+        sg_err_set(err, EINVAL, "resolve %s: %s", t->host, gai_strerror(gr));
+        return NULL;
+    }
+    sg_autoclose int fd = -1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+            break;
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        sg_err_sys(err, "connect to the ingest at %s:%s", t->host, t->port);
+        return NULL;
+    }
+    sg_autofree char *req = sg_strdup_printf(
+        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+        path, t->host, t->port);
+    if (sg_write_all(fd, req, strlen(req)) < 0) {
+        sg_err_sys(err, "send to the ingest");
+        return NULL;
+    }
+    size_t cap = 65536, have = 0;
+    sg_autofree char *buf = malloc(cap);
+    if (!buf) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (;;) {
+        if (have + 1 >= cap) {
+            if (cap >= HTTP_ANSWER_MAX) {
+                sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", HTTP_ANSWER_MAX);
+                return NULL;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                sg_err_set(err, ENOMEM, "out of memory");
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + have, cap - have - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            sg_err_sys(err, "read from the ingest");
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        have += (size_t)n;
+    }
+    buf[have] = '\0';
+    char *hend = strstr(buf, "\r\n\r\n");
+    int status = 0;
+    if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", &status) != 1) {
+        sg_err_set(err, EPROTO, "malformed HTTP answer from the ingest");
+        return NULL;
+    }
+    *hend = '\0';
+    const char *body = hend + 4;
+    size_t body_len = have - (size_t)(body - buf);
+    /* Honour Content-Length when present (the ingest always sends it). */
+    for (char *line = strstr(buf, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
+        if (strncasecmp(line + 2, "content-length:", 15) == 0) {
+            unsigned long long cl = strtoull(line + 17, NULL, 10);
+            if (cl > body_len) {
+                sg_err_set(err, EPROTO, "truncated answer from the ingest");
+                return NULL;
+            }
+            body_len = (size_t)cl;
+        } else if (strncasecmp(line + 2, "transfer-encoding:", 18) == 0) {
+            sg_err_set(err, EPROTO, "chunked answers are not supported");
+            return NULL;
+        }
+    }
+    json_t *j = sg_json_parse(body, body_len, err);
+    if (!j) {
+        sg_err_prefix(err, "answer from the ingest (HTTP %d)", status);
+        return NULL;
+    }
+    if (status != 200) {
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        sg_err_set(err, EPROTO, "ingest answered HTTP %d: %s", status, msg ? msg : "?");
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Percent-encodes everything outside the unreserved set. */
+static void append_arg(char *q, size_t qlen, const char *name, const char *val)
+{
+    size_t o = strlen(q);
+    o += (size_t)snprintf(q + o, qlen - o, "%s%s=", strchr(q, '?') ? "&" : "?", name);
+    for (const unsigned char *p = (const unsigned char *)val; *p && o + 4 < qlen; p++) {
+        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '.' || *p == '_' || *p == '~')
+            q[o++] = (char)*p;
+        else
+            o += (size_t)snprintf(q + o, qlen - o, "%%%02X", *p);
+    }
+    q[o] = '\0';
+}
+
+static int count_diff_lines(const char *diff, int *plus, int *minus)
+{
+    *plus = *minus = 0;
+    if (!diff)
+        return 0;
+    for (const char *l = diff; *l; ) {
+        if (l[0] == '+' && strncmp(l, "+++ ", 4) != 0)
+            (*plus)++;
+        else if (l[0] == '-' && strncmp(l, "--- ", 4) != 0)
+            (*minus)++;
+        const char *nl = strchr(l, '\n');
+        if (!nl)
+            break;
+        l = nl + 1;
+    }
+    return 0;
+}
+
+/* First line of s, at most n chars, into buf. */
+static const char *first_line(const char *s, char *buf, size_t n)
+{
+    if (!s)
+        s = "";
+    size_t l = strcspn(s, "\n");
+    if (l >= n)
+        l = n - 4;
+    snprintf(buf, n, "%.*s%s", (int)l, s, s[l] ? "…" : "");
+    return buf;
+}
+
+static void print_timeline(json_t *ev, bool show_stream)
+{
+    const char *ts = json_string_value(json_object_get(ev, "ts"));
+    const char *kind = json_string_value(json_object_get(ev, "kind"));
+    json_t *p = json_object_get(ev, "payload");
+    char tbuf[16] = "?";
+    if (ts && strlen(ts) >= 23)
+        snprintf(tbuf, sizeof tbuf, "%.12s", ts + 11); /* HH:MM:SS.mmm */
+    char line[256];
+    char summary[512] = "";
+    const char *cmd = json_string_value(json_object_get(p, "cmd"));
+    if (!kind)
+        kind = "?";
+    if (strcmp(kind, "stdin") == 0) {
+        snprintf(summary, sizeof summary, "> %s",
+                 first_line(json_string_value(json_object_get(p, "line")), line, 200));
+    } else if (strcmp(kind, "command") == 0) {
+        snprintf(summary, sizeof summary, "$ %s", first_line(cmd, line, 200));
+    } else if (strcmp(kind, "stdout") == 0) {
+        const char *data = json_string_value(json_object_get(p, "data"));
+        const char *stream = json_string_value(json_object_get(p, "stream"));
+        snprintf(summary, sizeof summary, "[%s] %s (%zu bytes)", stream ? stream : "stdout",
+                 first_line(data, line, 120), data ? strlen(data) : 0);
+    } else if (strcmp(kind, "run_result") == 0 || strcmp(kind, "test_result") == 0) {
+        json_t *ec = json_object_get(p, "exit_code");
+        double dur = json_number_value(json_object_get(p, "duration_s"));
+        char status[48];
+        if (json_is_true(json_object_get(p, "timed_out")))
+            snprintf(status, sizeof status, "timed out");
+        else if (json_is_integer(ec))
+            snprintf(status, sizeof status, "exit %lld", (long long)json_integer_value(ec));
+        else
+            snprintf(status, sizeof status, "no exit status");
+        snprintf(summary, sizeof summary, "%s%s -> %s in %.3fs",
+                 strcmp(kind, "test_result") == 0
+                     ? (json_integer_value(ec) == 0 && json_is_integer(ec) ? "PASS " : "FAIL ")
+                     : "",
+                 first_line(cmd, line, 160), status, dur);
+    } else if (strcmp(kind, "file_diff") == 0) {
+        const char *path = json_string_value(json_object_get(p, "path"));
+        const char *change = json_string_value(json_object_get(p, "change"));
+        const char *old = json_string_value(json_object_get(p, "old_path"));
+        int plus, minus;
+        count_diff_lines(json_string_value(json_object_get(p, "diff")), &plus, &minus);
+        char extra[64] = "";
+        if (json_is_true(json_object_get(p, "binary")))
+            snprintf(extra, sizeof extra, ", binary");
+        else if (json_is_true(json_object_get(p, "truncated")))
+            snprintf(extra, sizeof extra, ", no diff (large)");
+        snprintf(summary, sizeof summary, "+%d -%d %s%s%s (%s%s)", plus, minus,
+                 old ? old : "", old ? " -> " : "", path ? path : "?", change ? change : "?",
+                 extra);
+    } else if (strcmp(kind, "activity") == 0) {
+        const char *state = json_string_value(json_object_get(p, "state"));
+        json_t *sp = json_object_get(p, "spooled");
+        if (!sp)
+            sp = json_object_get(p, "unacked");
+        snprintf(summary, sizeof summary, "%s (%lld unacked)", state ? state : "?",
+                 (long long)json_integer_value(sp));
+    } else {
+        sg_autofree char *txt = json_dumps(p, JSON_COMPACT);
+        snprintf(summary, sizeof summary, "%.200s", txt ? txt : "");
+    }
+    if (show_stream)
+        printf("%s  %s/%s/%s  #%lld  %-12s %s\n", tbuf,
+               json_string_value(json_object_get(ev, "learner")),
+               json_string_value(json_object_get(ev, "task")),
+               json_string_value(json_object_get(ev, "sandbox")),
+               (long long)json_integer_value(json_object_get(ev, "seq")), kind, summary);
+    else
+        printf("%s  #%-5lld %-12s %s\n", tbuf,
+               (long long)json_integer_value(json_object_get(ev, "seq")), kind, summary);
+}
+
+int sg_cmd_events(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"learner", required_argument, NULL, 'l'},
+        {"task", required_argument, NULL, 't'},
+        {"sandbox", required_argument, NULL, 's'},
+        {"after-seq", required_argument, NULL, 'a'},
+        {"follow", no_argument, NULL, 'f'},
+        {"json", no_argument, NULL, 'j'},
+        {"ingest", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *learner = NULL, *task = NULL, *sandbox = NULL;
+    const char *ingest = "http://127.0.0.1:7433";
+    long long after_seq = -1;
+    bool follow = false, as_json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': learner = optarg; break;
+        case 't': task = optarg; break;
+        case 's': sandbox = optarg; break;
+        case 'f': follow = true; break;
+        case 'j': as_json = true; break;
+        case 'i': ingest = optarg; break;
+        case 'a': {
+            char *end = NULL;
+            errno = 0;
+            after_seq = strtoll(optarg, &end, 10);
+            if (errno || !*optarg || *end || after_seq < -1) {
+                fprintf(stderr, "sandglass events: --after-seq: not an integer >= -1\n");
+                return 2;
+            }
+            break;
+        }
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    sg_err err;
+    target t;
+    if (parse_ingest_url(ingest, &t, &err) < 0) {
+        fprintf(stderr, "sandglass events: %s\n", err.msg);
+        return 2;
+    }
+    char base[1024] = "/v1/events";
+    if (learner)
+        append_arg(base, sizeof base, "learner", learner);
+    if (task)
+        append_arg(base, sizeof base, "task", task);
+    if (sandbox)
+        append_arg(base, sizeof base, "sandbox", sandbox);
+    /* One stream: page in seq order. Several, or following: page by row id. */
+    bool by_id = follow || !sandbox;
+    long long cursor = by_id ? 0 : after_seq;
+    bool show_stream = !sandbox;
+    for (;;) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s%slimit=%d", base, strchr(base, '?') ? "&" : "?", PAGE);
+        if (by_id) {
+            snprintf(path + strlen(path), sizeof path - strlen(path), "&after_id=%lld", cursor);
+            if (after_seq >= 0)
+                snprintf(path + strlen(path), sizeof path - strlen(path), "&after_seq=%lld",
+                         after_seq);
+        } else if (cursor >= 0) {
+            snprintf(path + strlen(path), sizeof path - strlen(path), "&after_seq=%lld", cursor);
+        }
+        sg_autojson json_t *ans = http_get_json(&t, path, &err);
+        if (!ans) {
+            fprintf(stderr, "sandglass events: %s\n", err.msg);
+            return 1;
+        }
+        json_t *events = json_object_get(ans, "events");
+        size_t i;
+        json_t *ev;
+        json_array_foreach(events, i, ev) {
+            if (as_json) {
+                sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
+                puts(line ? line : "{}");
+            } else {
+                print_timeline(ev, show_stream);
+            }
+            cursor = json_integer_value(json_object_get(ev, by_id ? "id" : "seq"));
+        }
+        fflush(stdout);
+        if (json_array_size(events) >= PAGE)
+            continue;
+        if (!follow)
+            return 0;
+        struct timespec ts = {0, FOLLOW_POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+}

@@ -1,1 +1,78 @@
-/* cmd_gc: not written yet. */
+/* sandglass gc: removes what crashed supervisors left behind: sandboxes
+ * whose supervisor is dead (their processes, cgroups and state), and
+ * with --orphan-cgroups, cgroups under sandglass/ that no sandbox of this
+ * state directory owns. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "cmds.h"
+#include "common.h"
+#include "state.h"
+#include "util.h"
+
+int sg_cmd_gc(int argc, char **argv)
+{
+    bool orphans = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: sandglass gc [--orphan-cgroups]\n");
+            return 0;
+        }
+        if (strcmp(argv[i], "--orphan-cgroups") == 0) {
+            orphans = true;
+            continue;
+        }
+        fprintf(stderr, "sandglass gc: unknown option '%s'\n", argv[i]);
+        return 2;
+    }
+    sg_err err = {0};
+    if (!sg_state_dir(&err))
+        return sg_cli_fail("gc", err.msg);
+    int failures = 0, removed = 0;
+    sg_autostrv char **ids = sg_state_list(&err);
+    for (char **p = ids; p && *p; p++) {
+        sg_sandbox_meta m;
+        bool dead = true;
+        if (sg_sandbox_meta_load(*p, &m, NULL) == 0) {
+            dead = m.supervisor_pid > 0 && !sg_state_pid_alive(m.supervisor_pid);
+            /* A record that never got a supervisor is from a create that died. */
+            if (m.supervisor_pid == 0) {
+                sg_autofree char *sock = sg_state_sandbox_path(*p, "meta.json");
+                struct stat st;
+                dead = stat(sock, &st) == 0 && st.st_mtime + 60 < time(NULL);
+            }
+            sg_sandbox_meta_clear(&m);
+        }
+        if (!dead)
+            continue;
+        if (sg_cli_cleanup_dead(*p, true, &err) < 0) {
+            fprintf(stderr, "sandglass gc: %s\n", err.msg);
+            failures++;
+        } else {
+            removed++;
+        }
+    }
+    /* Cgroups with no state directory: a sandbox whose state was lost. Only
+     * on request: another state directory's sandboxes look the same. */
+    sg_autostrv char **cgs = orphans ? sg_cgroup_list(&err) : NULL;
+    for (char **p = cgs; p && *p; p++) {
+        sg_autofree char *dir = sg_state_sandbox_path(*p, NULL);
+        struct stat st;
+        if (stat(dir, &st) == 0)
+            continue;
+        if (sg_cli_cleanup_dead(*p, true, &err) < 0) {
+            fprintf(stderr, "sandglass gc: %s\n", err.msg);
+            failures++;
+        } else {
+            removed++;
+        }
+    }
+    printf("gc: removed %d, failed %d\n", removed, failures);
+    return failures ? 1 : 0;
+}

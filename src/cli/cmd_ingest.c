@@ -1,1 +1,115 @@
-/* cmd_ingest: not written yet. */
+/* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE] */
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "ingest.h"
+#include "state.h"
+#include "util.h"
+
+static const char usage[] =
+    "usage: sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]\n"
+    "  --listen  address to listen on (default 127.0.0.1:7433; port 0 = any free port)\n"
+    "  --store   event store (default sqlite:<state>/ingest/events.db)\n"
+    "  --secret  HMAC secret file, created 0600 if missing (default <state>/ingest/secret)\n";
+
+typedef struct run_ctx {
+    sg_ingest *ing;
+    uv_signal_t sigint, sigterm;
+    int status;
+} run_ctx;
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    run_ctx *rc = h->data;
+    fprintf(stderr, "sandglass ingest: %s, committing and stopping\n", strsignal(signum));
+    sg_err err;
+    if (sg_ingest_stop(rc->ing, &err) < 0) {
+        fprintf(stderr, "sandglass ingest: final commit failed: %s\n", err.msg);
+        rc->status = 1;
+    }
+    uv_close((uv_handle_t *)&rc->sigint, NULL);
+    uv_close((uv_handle_t *)&rc->sigterm, NULL);
+}
+
+int sg_cmd_ingest(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"store", required_argument, NULL, 's'},
+        {"secret", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': listen = optarg; break;
+        case 's': store = optarg; break;
+        case 'k': secret = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sandglass ingest: unexpected argument '%s'\n%s", argv[optind], usage);
+        return 2;
+    }
+    sg_err err;
+    char host[256];
+    sg_ingest_opts opts = {.host = host};
+    if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
+        fprintf(stderr, "sandglass ingest: %s\n", err.msg);
+        return 2;
+    }
+    sg_autofree char *store_default = NULL, *secret_default = NULL;
+    if (!store || !secret) {
+        if (!sg_state_dir(&err)) {
+            fprintf(stderr, "sandglass ingest: state directory: %s\n", err.msg);
+            return 1;
+        }
+        if (!store) {
+            sg_autofree char *db = sg_state_path("ingest/events.db");
+            store = store_default = sg_strdup_printf("sqlite:%s", db);
+        }
+        if (!secret)
+            secret = secret_default = sg_state_path("ingest/secret");
+    }
+    opts.store_url = store;
+    opts.secret_path = secret;
+
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    run_ctx rc = {0};
+    rc.ing = sg_ingest_start(&loop, &opts, &err);
+    if (!rc.ing) {
+        fprintf(stderr, "sandglass ingest: %s\n", err.msg);
+        uv_loop_close(&loop);
+        return 1;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    printf("listening on ws://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           sg_ingest_port(rc.ing));
+    fflush(stdout);
+
+    uv_signal_init(&loop, &rc.sigint);
+    uv_signal_init(&loop, &rc.sigterm);
+    rc.sigint.data = rc.sigterm.data = &rc;
+    uv_signal_start(&rc.sigint, on_signal, SIGINT);
+    uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+    sg_ingest_free(rc.ing);
+    uv_run(&loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
+    if (uv_loop_close(&loop) != 0)
+        fprintf(stderr, "sandglass ingest: warning: event loop not fully closed\n");
+    return rc.status;
+}

@@ -1,1 +1,55 @@
-/* cmd_ls: not written yet. */
+/* sandglass ls: the sandboxes in the state directory and whether their
+ * supervisor is alive. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "common.h"
+#include "jsonutil.h"
+#include "state.h"
+
+int sg_cmd_ls(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: sandglass ls [--json]\n");
+            return 0;
+        } else {
+            fprintf(stderr, "sandglass ls: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    sg_err err = {0};
+    if (!sg_state_dir(&err))
+        return sg_cli_fail("ls", err.msg);
+    sg_autostrv char **ids = sg_state_list(&err);
+    if (!ids)
+        return sg_cli_fail("ls", err.msg);
+    sg_autojson json_t *arr = json_array();
+    if (!json)
+        printf("%-14s %-10s %-20s %-20s %s\n", "ID", "STATE", "LEARNER", "TASK", "WORKSPACE");
+    for (char **p = ids; *p; p++) {
+        sg_sandbox_meta m;
+        if (sg_sandbox_meta_load(*p, &m, &err) < 0)
+            continue;
+        const char *state = m.supervisor_pid == 0 ? "starting"
+                            : sg_state_pid_alive(m.supervisor_pid) ? "running" : "dead";
+        if (json) {
+            json_t *j = sg_sandbox_meta_json(&m);
+            json_object_set_new(j, "state", json_string(state));
+            json_array_append_new(arr, j);
+        } else {
+            printf("%-14s %-10s %-20s %-20s %s\n", m.id, state, m.learner, m.task ? m.task : "-", m.workspace);
+        }
+        sg_sandbox_meta_clear(&m);
+    }
+    if (json) {
+        sg_autofree char *s = json_dumps(arr, JSON_COMPACT);
+        printf("%s\n", s);
+    }
+    return 0;
+}

@@ -1,1 +1,29 @@
-/* cmd_supervisor: not written yet. */
+/* sandglassd supervisor ID --ready-fd N: run by `sandglass create`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+#include "supervisor.h"
+#include "util.h"
+
+int sg_cmd_supervisor(int argc, char **argv)
+{
+    const char *id = NULL;
+    int ready = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ready-fd") == 0 && i + 1 < argc)
+            ready = atoi(argv[++i]);
+        else if (!id && argv[i][0] != '-')
+            id = argv[i];
+        else {
+            fprintf(stderr, "sandglassd supervisor: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!id || !sg_valid_name(id)) {
+        fprintf(stderr, "sandglassd supervisor: missing or invalid sandbox id\n");
+        return 2;
+    }
+    return sg_supervisor_run(id, ready);
+}

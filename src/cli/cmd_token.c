@@ -1,1 +1,82 @@
-/* cmd_token: not written yet. */
+/* sandglass token --learner L --task T --sandbox ID [--ttl S] [--secret FILE]
+ * Prints a handshake token for an outside agent (e.g. the original Python one). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "state.h"
+#include "token.h"
+#include "util.h"
+
+static const char usage[] =
+    "usage: sandglass token --learner L --task T --sandbox ID [--ttl SECONDS] [--secret FILE]\n"
+    "  --ttl     validity in seconds (default 604800 = 7 days)\n"
+    "  --secret  the ingest's secret file (default <state>/ingest/secret)\n";
+
+int sg_cmd_token(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"learner", required_argument, NULL, 'l'},
+        {"task", required_argument, NULL, 't'},
+        {"sandbox", required_argument, NULL, 's'},
+        {"ttl", required_argument, NULL, 'T'},
+        {"secret", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL;
+    uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
+    sg_err err;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': learner = optarg; break;
+        case 't': task = optarg; break;
+        case 's': sandbox = optarg; break;
+        case 'k': secret_path = optarg; break;
+        case 'T':
+            if (sg_parse_uint(optarg, SG_TOKEN_TTL_MAX, &ttl, &err) < 0) {
+                fprintf(stderr, "sandglass token: --ttl: %s\n", err.msg);
+                return 2;
+            }
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc || !learner || !task || !sandbox) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *names[][2] = {{"--learner", learner}, {"--task", task}, {"--sandbox", sandbox}};
+    for (size_t i = 0; i < SG_ARRAY_LEN(names); i++)
+        if (!sg_valid_name(names[i][1])) {
+            fprintf(stderr, "sandglass token: %s '%s': use 1-128 of [A-Za-z0-9._@-]\n",
+                    names[i][0], names[i][1]);
+            return 2;
+        }
+    sg_autofree char *secret_default = NULL;
+    if (!secret_path) {
+        if (!sg_state_dir(&err)) {
+            fprintf(stderr, "sandglass token: state directory: %s\n", err.msg);
+            return 1;
+        }
+        secret_path = secret_default = sg_state_path("ingest/secret");
+    }
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    if (sg_token_secret_load(secret_path, secret, &err) < 0) {
+        fprintf(stderr, "sandglass token: %s%s\n", err.msg,
+                err.code == ENOENT ? " (start `sandglass ingest` once, or pass --secret)" : "");
+        return 1;
+    }
+    sg_autofree char *tok = sg_token_make(secret, learner, task, sandbox, (int64_t)ttl, &err);
+    if (!tok) {
+        fprintf(stderr, "sandglass token: %s\n", err.msg);
+        return 1;
+    }
+    puts(tok);
+    return 0;
+}

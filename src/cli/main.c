@@ -1,2 +1,74 @@
-int main(void);
-int main(void) { return 1; }
+/* sandglass: the command line. A thin layer over the modules: each
+ * subcommand lives in its own cmd_*.c. This binary links only libc and
+ * jansson so that `sandglass exec` starts fast; subcommands that need the
+ * heavy libraries run in `sandglassd`, found next to this binary. */
+#include <errno.h>
+#include <linux/limits.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "common.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} cmds[] = {
+    {"create", sg_cmd_create, "create a sandbox and print its id"},
+    {"exec", sg_cmd_exec, "run a command inside a live sandbox"},
+    {"ls", sg_cmd_ls, "list sandboxes"},
+    {"destroy", sg_cmd_destroy, "kill everything in a sandbox and remove it"},
+    {"gc", sg_cmd_gc, "remove what crashed supervisors left behind"},
+};
+
+static const struct {
+    const char *name;
+    const char *help;
+} daemon_cmds[] = {
+    {"ingest", "run the event ingest (WebSocket + HTTP, SQLite store)"},
+    {"token", "print an ingest token for an outside capture agent"},
+    {"events", "read captured events from an ingest"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sandglass COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+    for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
+        fprintf(f, "  %-10s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
+    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(argv[1], cmds[i].name) == 0)
+            return cmds[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++) {
+        if (strcmp(argv[1], daemon_cmds[i].name) == 0) {
+            char path[PATH_MAX];
+            if (sg_cli_daemon_path(path, sizeof path) < 0) {
+                fprintf(stderr, "sandglass: cannot find sandglassd next to this binary\n");
+                return 1;
+            }
+            argv[0] = path;
+            execv(path, argv);
+            fprintf(stderr, "sandglass: cannot run %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+    }
+    fprintf(stderr, "sandglass: unknown command '%s' (see 'sandglass --help')\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs every test twice: in the plain build and in the ASan+UBSan build.
+# Prints per-test results and ends with "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+build() { # dir, extra meson args...
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null || return 1
+  fi
+  ninja -C "$dir" >/dev/null || { ninja -C "$dir" | tail -40; return 1; }
+}
+
+# Node peers for the integration tests (ws, MCP inspector): installed once.
+if [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ] && command -v npm >/dev/null; then
+  (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null 2>&1) || echo "warning: npm install failed; node peer tests will skip"
+fi
+
+passed=0; failed=0
+run_suite() { # dir, label
+  local dir=$1 label=$2
+  meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes 1 "${@:3}" \
+    > "$dir/test-output.txt" 2>&1
+  local log="$dir/meson-logs/testlog.json"
+  if [ -f "$log" ]; then
+    local p f
+    p=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["result"] in ("OK","EXPECTEDFAIL","SKIP")))' "$log")
+    f=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["result"] not in ("OK","EXPECTEDFAIL","SKIP")))' "$log")
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    j=json.loads(l); print(f"  [{sys.argv[2]}] {j[\"result\"]:<8} {j[\"name\"]} ({j[\"duration\"]:.1f}s)")' "$log" "$label"
+    if [ "$f" != 0 ]; then
+      grep -E '^(not ok|#)' "$dir/meson-logs/testlog.txt" | head -80
+    fi
+    passed=$((passed + p)); failed=$((failed + f))
+  else
+    failed=$((failed + 1))
+    tail -40 "$dir/test-output.txt"
+  fi
+}
+
+if build build; then run_suite build plain; else failed=$((failed + 1)); echo "plain build failed"; fi
+if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    run_suite build-asan asan
+else
+  failed=$((failed + 1)); echo "sanitizer build failed"
+fi
+# Unit tests under valgrind: no leaks, no invalid accesses.
+if [ -f build/build.ninja ]; then
+  run_suite build valgrind --suite unit \
+    --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
+fi
+echo "${passed} passed, ${failed} failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,139 @@
+/* checkpoint: content-addressed snapshots of a workspace directory, taken
+ * from outside the sandbox, and exact restore.
+ *
+ * Storage: a bare libgit2 repository (e.g. <state>/sb/<id>/checkpoints.git,
+ * never inside the workspace; sg_checkpoint_open refuses that). Each
+ * checkpoint is a commit on refs/heads/checkpoints (first-parent chain, so
+ * checkpoints taken after a restore still follow the latest one); its id is
+ * the commit's 40-hex oid. The commit message is the label, a blank line and
+ * a trailer "sandglass-checkpoint: files=N dirs=N bytes=N".
+ *
+ * Tree layout. We walk the workspace ourselves (openat, O_NOFOLLOW,
+ * AT_SYMLINK_NOFOLLOW; never libgit2's add_all), so .gitignore hides
+ * nothing, a workspace that is a git repository is captured with its .git,
+ * and a nested repository is just more directories. Tree objects are
+ * serialised by us (git's format and order), one per directory:
+ *   - regular file -> blob, mode 100644 / 100755 (owner x bit)
+ *   - symlink      -> blob holding the target, mode 120000 (dangling too)
+ *   - fifo         -> empty blob, 100644; the meta record says it is a fifo
+ *   - directory    -> tree, 040000
+ *   - "%sg%"       -> meta blob of this directory (reserved name, see below):
+ *     records "<octal st_mode> <uid> <gid> <stored name>\0" for "." (the
+ *     directory itself) and every non-directory entry, so full permission
+ *     bits (setuid, 0600, 0700 dirs, ...), file types and owners are exact.
+ *     Every directory tree holds it, so empty directories are captured.
+ * Name escaping: git refuses some names in trees (".git" and its NTFS
+ * aliases). A name is stored with the prefix "%sg%" when it is ".git"
+ * (any case), ".git" followed only by dots/spaces, "git~<digits>", or when
+ * it already starts with "%sg%"; restore strips one prefix. The stored name
+ * "%sg%" alone (the escape of the empty name) can therefore never come from
+ * the workspace and is free for the meta blob.
+ *
+ * Not recorded: sockets and block/char devices (counted in stats.skipped).
+ * Restore makes the workspace equal to the checkpoint, so such an entry is
+ * removed like any other path the checkpoint does not have. Hard links are
+ * captured as independent files (same blob) and restored as separate files.
+ * Timestamps are not restored (a restored file gets a new mtime, which is
+ * the safe choice for build tools).
+ *
+ * Restore: the current state is scanned (stat cache: unchanged files are not
+ * re-read), compared directory by directory with the target tree (equal
+ * subtree oids are skipped whole), and only what differs is touched: a file
+ * is written to a temporary name in its directory then renamed over (never
+ * written through an existing inode or link), owners are set with
+ * fchownat(AT_SYMLINK_NOFOLLOW) and modes after the owner. Restore as root
+ * gives files their recorded uid/gid; without root a chown to another owner
+ * is skipped.
+ *
+ * Stat cache: <repo_dir>/sg-statcache maps path -> (size, mtime, ctime,
+ * inode, mode) -> blob oid, so an unchanged file is not hashed again. Entries
+ * whose ctime is within SG_CKPT_RACY_NS of the scan start are not trusted
+ * ("racy git"). It is only a cache: a bad or missing file is ignored.
+ *
+ * Host git configuration never leaks in: the global, XDG, system and
+ * programdata search paths are cleared on open.
+ *
+ * Not thread-safe: one store per thread. Operations take an flock on
+ * <repo_dir>/sg.lock so two processes do not interleave. */
+#ifndef SG_CHECKPOINT_H
+#define SG_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define SG_CHECKPOINT_ID_LEN 40
+#define SG_CKPT_RACY_NS (50ll * 1000 * 1000)
+
+typedef struct sg_ckpt_store sg_ckpt_store;
+
+typedef struct sg_checkpoint_stats {
+    uint64_t files;    /* regular files, symlinks and fifos in the snapshot */
+    uint64_t dirs;     /* directories, the workspace root included */
+    uint64_t bytes;    /* total size of the regular files */
+    uint64_t changed;  /* take: paths that differ from the previous checkpoint
+                          (all paths for the first); restore: paths touched */
+    uint64_t hashed;   /* files read and hashed (stat cache misses) */
+    uint64_t skipped;  /* sockets and devices, not recorded */
+} sg_checkpoint_stats;
+
+typedef struct sg_checkpoint_info {
+    char id[SG_CHECKPOINT_ID_LEN + 1];
+    char *label;
+    int64_t time;      /* seconds since the epoch */
+    uint64_t files, dirs, bytes;
+} sg_checkpoint_info;
+
+typedef enum sg_checkpoint_change_kind {
+    SG_CKPT_MODIFIED = 1, /* contents (or symlink target) differ */
+    SG_CKPT_CREATED,      /* exists now, not in the checkpoint: rollback deletes it */
+    SG_CKPT_DELETED,      /* in the checkpoint, gone now: rollback brings it back */
+    SG_CKPT_TYPE,         /* file type differs (e.g. file <-> symlink <-> dir) */
+    SG_CKPT_META,         /* only permission bits or owner differ */
+} sg_checkpoint_change_kind;
+
+typedef struct sg_checkpoint_change {
+    char *path;           /* relative to the workspace; "." is the root */
+    sg_checkpoint_change_kind kind;
+    uint32_t mode_now;    /* full st_mode now, 0 if absent */
+    uint32_t mode_then;   /* full st_mode in the checkpoint, 0 if absent */
+    uint32_t uid_now, gid_now, uid_then, gid_then;
+} sg_checkpoint_change;
+
+/* Opens (creating when missing, bare, mode 0700) the store at repo_dir for
+ * the workspace directory. repo_dir must not lie inside the workspace. */
+sg_ckpt_store *sg_checkpoint_open(const char *repo_dir, const char *workspace, sg_err *err);
+void sg_checkpoint_close(sg_ckpt_store *st);
+
+/* Snapshots the workspace. label may be NULL; control characters are
+ * replaced and it is cut at SG_CKPT_LABEL_MAX bytes. id_out gets the
+ * checkpoint id; stats optional. */
+int sg_checkpoint_take(sg_ckpt_store *st, const char *label,
+                       char id_out[SG_CHECKPOINT_ID_LEN + 1],
+                       sg_checkpoint_stats *stats, sg_err *err);
+
+/* All checkpoints, oldest first. Free with sg_checkpoint_infos_free. */
+int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *n, sg_err *err);
+void sg_checkpoint_infos_free(sg_checkpoint_info *v, size_t n);
+
+/* What a restore to id (full id or a unique prefix of at least 4 hex
+ * chars) would change in the workspace now, sorted by path. Inside a
+ * created or deleted directory every path is listed. Free with
+ * sg_checkpoint_changes_free. */
+int sg_checkpoint_diff(sg_ckpt_store *st, const char *id,
+                       sg_checkpoint_change **out, size_t *n, sg_err *err);
+void sg_checkpoint_changes_free(sg_checkpoint_change *v, size_t n);
+
+/* Makes the workspace equal to checkpoint id. stats optional (files, dirs
+ * and bytes of the checkpoint; changed = paths touched). */
+int sg_checkpoint_restore(sg_ckpt_store *st, const char *id,
+                          sg_checkpoint_stats *stats, sg_err *err);
+
+/* Id of the newest checkpoint; -1 with ENOENT when there is none. */
+int sg_checkpoint_latest(sg_ckpt_store *st, char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err);
+
+const char *sg_checkpoint_change_kind_name(sg_checkpoint_change_kind k);
+
+#endif

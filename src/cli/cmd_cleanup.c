@@ -1,1 +1,0 @@
-/* cmd_cleanup: not written yet. */

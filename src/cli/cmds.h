@@ -1,0 +1,19 @@
+/* cmds: one entry point per subcommand, one file each (as crun does).
+ * Each returns the process exit status. */
+#ifndef SG_CMDS_H
+#define SG_CMDS_H
+
+/* thin CLI (sandglass) */
+int sg_cmd_create(int argc, char **argv);
+int sg_cmd_exec(int argc, char **argv);
+int sg_cmd_ls(int argc, char **argv);
+int sg_cmd_destroy(int argc, char **argv);
+int sg_cmd_gc(int argc, char **argv);
+
+/* heavy commands (sandglassd, run by sandglass for them) */
+int sg_cmd_supervisor(int argc, char **argv);
+int sg_cmd_ingest(int argc, char **argv);
+int sg_cmd_token(int argc, char **argv);
+int sg_cmd_events(int argc, char **argv);
+
+#endif

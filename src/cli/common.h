@@ -1,0 +1,26 @@
+/* common: helpers shared by the CLI's subcommands. */
+#ifndef SG_CLI_COMMON_H
+#define SG_CLI_COMMON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+/* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
+ * else ../libexec/sandglassd relative to it. */
+int sg_cli_daemon_path(char *buf, size_t len);
+
+/* Sends one request and waits for its RESULT/ERROR. Returns the result
+ * object (caller decrefs) or NULL with err (the supervisor's message). */
+json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
+
+/* Prints "sandglass CMD: msg" to stderr; returns 1. */
+int sg_cli_fail(const char *cmd, const char *msg);
+
+/* Cleans up a sandbox whose supervisor is gone: kills every process in its
+ * cgroup, proves it empty, removes cgroups and state. */
+int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err);
+
+#endif

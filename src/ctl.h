@@ -1,0 +1,65 @@
+/* ctl: the control protocol between the sandglass CLI and a sandbox's
+ * supervisor, over a SOCK_SEQPACKET unix socket (<state>/sb/<id>/ctl.sock,
+ * mode 0600). One message = one type byte + payload; file descriptors
+ * travel with SCM_RIGHTS.
+ *
+ *   CLI -> supervisor   REQ (JSON object, "op" says what), with the caller's
+ *                       stdin fd for "exec"; SIGNAL (1 byte: signal number)
+ *   supervisor -> CLI   STDOUT / STDERR (raw bytes of the exec's output),
+ *                       RESULT (JSON object) or ERROR (JSON {"error": msg})
+ *                       ends the exchange.
+ */
+#ifndef SG_CTL_H
+#define SG_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+enum sg_ctl_type {
+    SG_CTL_REQ = 1,
+    SG_CTL_STDOUT = 2,
+    SG_CTL_STDERR = 3,
+    SG_CTL_RESULT = 4,
+    SG_CTL_ERROR = 5,
+    SG_CTL_SIGNAL = 6,
+};
+
+#define SG_CTL_MAX_FDS 4
+
+/* Connects to the supervisor of sandbox id. ENOENT/ECONNREFUSED when it is
+ * not running. */
+int sg_ctl_connect(const char *id, sg_err *err);
+
+/* Sends one message (blocking, or EAGAIN on a non-blocking socket).
+ * Returns 0 or -errno. */
+int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
+                const int *fds, size_t nfds);
+
+/* Receives one message into buf (cap bytes). Returns the payload length,
+ * 0 on EOF with *type = 0, or -errno. Received fds go to fds (up to *nfds,
+ * extra ones are closed); *nfds gets the count. A message larger than cap
+ * is an error (-EMSGSIZE). */
+ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
+                    int *fds, size_t *nfds);
+
+typedef struct sg_exec_req {
+    char **argv;       /* NULL-terminated */
+    char **env;        /* NULL-terminated "K=V" extras */
+    char *cwd;         /* NULL: /workspace */
+    double timeout_s;  /* 0: the sandbox's default */
+} sg_exec_req;
+
+/* Strict parse of an "exec" request object; every field checked and
+ * bounded (SG_EXEC_MAX_ARGS, SG_EXEC_MAX_ENV, no NUL, env keys valid). */
+int sg_exec_req_parse(const void *json_obj, sg_exec_req *out, sg_err *err);
+void sg_exec_req_free(sg_exec_req *r);
+
+/* Parses a REQ payload into a JSON object with a string "op". Returns a
+ * json_t* (caller decrefs) or NULL with err. */
+void *sg_ctl_parse_req(const char *buf, size_t len, const char **op, sg_err *err);
+
+#endif

@@ -1,0 +1,62 @@
+/* ingest: the WebSocket + HTTP server that receives event streams and
+ * stores them (libwebsockets on the caller's libuv loop).
+ *
+ *   ws   /v1/ingest   token in "Authorization: Bearer T" or ?token=T; the
+ *                     original agent's ?learner_id=&task_id=&sandbox_id= are
+ *                     accepted when they match the token. Refused with 401.
+ *                     Server -> client: {"ack": N} (highest contiguous
+ *                     committed seq, -1 if none) right after the handshake
+ *                     and after every commit that touched the stream.
+ *   GET  /healthz, /v1/sandboxes, /v1/events?learner=&task=&sandbox=&after_seq=&after_id=&limit=
+ *
+ * Frames are checked by sg_event_validate; a refused frame closes only its
+ * connection, with the close code documented in event.h. Valid frames are
+ * batched: a batch goes to the writer thread (its own store connection)
+ * when the loop has drained pending input (uv_check) or at
+ * SG_INGEST_BATCH_ROWS rows; while the writer commits, the next batch grows
+ * (group commit) up to SG_INGEST_PENDING_MAX rows / SG_INGEST_BATCH_BYTES,
+ * then reading pauses. Acks go out only after the commit. */
+#ifndef SG_INGEST_H
+#define SG_INGEST_H
+
+#include <uv.h>
+
+#include "err.h"
+
+#define SG_INGEST_BATCH_ROWS 1000
+#define SG_INGEST_BATCH_BYTES (16 * 1024 * 1024)
+#define SG_INGEST_PENDING_MAX (8 * SG_INGEST_BATCH_ROWS) /* rows waiting on the writer */
+
+typedef struct sg_ingest_opts {
+    const char *host;        /* listen address, e.g. "127.0.0.1" */
+    int port;                /* 0: ephemeral */
+    const char *store_url;   /* "sqlite:/path" */
+    const char *secret_path; /* created (0600) if missing */
+} sg_ingest_opts;
+
+typedef struct sg_ingest sg_ingest;
+
+/* Opens the store and the secret and starts listening on loop. */
+sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *err);
+/* The port actually listened on. */
+int sg_ingest_port(const sg_ingest *ing);
+/* Stops accepting, commits what is pending, closes every connection. The
+ * loop then drains; call sg_ingest_free after uv_run returns. Returns < 0 if
+ * the final commit failed. */
+int sg_ingest_stop(sg_ingest *ing, sg_err *err);
+void sg_ingest_free(sg_ingest *ing);
+
+/* Statistics for the bench and logs. */
+typedef struct sg_ingest_stats {
+    uint64_t frames;       /* valid frames received */
+    uint64_t inserted;     /* new rows committed */
+    uint64_t duplicates;   /* frames that were already stored */
+    uint64_t refused;      /* connections closed for a bad frame */
+    uint64_t commits;
+} sg_ingest_stats;
+void sg_ingest_get_stats(const sg_ingest *ing, sg_ingest_stats *out);
+
+/* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */
+int sg_ingest_parse_listen(const char *s, char *host, size_t host_len, int *port, sg_err *err);
+
+#endif

@@ -1,0 +1,62 @@
+/* init: the sandbox's pid 1. It is cloned by the supervisor into new pid,
+ * mount, net, ipc and uts namespaces (and unshares a cgroup namespace once
+ * it sits in the sandbox's cgroup), builds the file system view, and then
+ * only does three things: spawn exec children on request, report their
+ * exits, and reap every other zombie. It never runs user code itself.
+ *
+ * It listens on a SOCK_SEQPACKET socket (<state>/sb/<id>/init.sock, bound
+ * before pivot_root so the host side can reach it) and serves one
+ * supervisor connection at a time, so a restarted supervisor can take the
+ * sandbox over. Messages are the fixed structs below. */
+#ifndef SG_INIT_H
+#define SG_INIT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "err.h"
+#include "rootfs.h"
+#include "seccomp.h"
+
+#define SG_INIT_MSG_MAX (64 * 1024)
+
+enum sg_init_type {
+    SG_INIT_SPAWN = 1,   /* sup -> init: sg_init_spawn + strings; fds: stdin, stdout, stderr, cgroup.procs... */
+    SG_INIT_SPAWNED = 2, /* init -> sup: sg_init_reply (pid or error) */
+    SG_INIT_EXITED = 3,  /* init -> sup: sg_init_reply (status, rusage) */
+    SG_INIT_SIGNAL = 4,  /* sup -> init: sg_init_spawn header only: signal the exec's process group */
+};
+
+typedef struct sg_init_spawn {
+    uint32_t type;
+    uint32_t exec_id;
+    uint32_t uid, gid;
+    uint32_t argc, envc;   /* strings follow: argv..., env..., cwd, each NUL-terminated */
+    uint32_t nfds_cg;      /* number of cgroup.procs fds after the 3 stdio fds */
+    int32_t sig;           /* SG_INIT_SIGNAL */
+} sg_init_spawn;
+
+typedef struct sg_init_reply {
+    uint32_t type;
+    uint32_t exec_id;
+    int32_t pid;           /* pid inside the sandbox */
+    int32_t err;           /* errno when the spawn failed */
+    int32_t status;        /* wait status (EXITED) */
+    int32_t pad;
+    int64_t maxrss_kb;
+    int64_t utime_us, stime_us;
+} sg_init_reply;
+
+typedef struct sg_init_config {
+    sg_rootfs_opts rootfs;
+    const sg_seccomp_prog *seccomp;
+    int listen_fd;      /* bound+listening init.sock */
+    int ready_fd;       /* write end: "ok" or an error line, then closed */
+    int go_fd;          /* read end: the supervisor writes a byte once init is in its cgroup */
+} sg_init_config;
+
+/* Runs in the cloned child; never returns. */
+__attribute__((noreturn)) void sg_init_main(const sg_init_config *cfg);
+
+#endif

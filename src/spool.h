@@ -1,0 +1,125 @@
+/* spool: the per-sandbox durable event log, written before any send.
+ *
+ * A directory (under the state dir, never in the workspace) holds
+ *   seg-<first seq, 20 digits>.log   append-only segments, rotated at
+ *                                    sg_spool_set_segment_bytes (4 MiB)
+ *   ack                              the highest seq the ingest acked
+ *                                    (two checksummed slots, alternating)
+ *   quarantine.log                   corrupt bytes found at recovery
+ *   lock                             flock: one writer per spool
+ *
+ * A record is a 24-byte little-endian header + payload (one wire frame):
+ *   u32 magic "SGR1" | u32 payload length | i64 seq | u32 reserved (0) |
+ *   u32 CRC32C of the header's first 20 bytes and the payload.
+ *
+ * Seqs are contiguous from 0: the ingest acks the highest *contiguous* seq,
+ * so a hole would stall acks forever. Hence:
+ *  - append takes exactly sg_spool_next_seq(); a failed append (disk full)
+ *    consumes no seq, and a failed sync cuts the unsynced records off and
+ *    rewinds next_seq to synced + 1. Only synced records are ever sent, so a
+ *    rewound seq was never seen by the ingest and is safe to reuse. Lost
+ *    events are counted (sg_spool_take_loss) for one report event.
+ *  - recovery (sg_spool_open) replaces each record lost to corruption by a
+ *    placeholder record {"seq":N,"kind":"activity","payload":{"state":
+ *    "spool_gap",...}} so the stream stays contiguous.
+ *
+ * Recovery: a torn last record (crash mid-write) is cut off with a warning;
+ * a corrupt region anywhere else is appended to quarantine.log and removed
+ * from its segment (rewritten atomically); the records after it are kept.
+ * Everything found on disk is fdatasync'ed, so synced_seq = last seq.
+ *
+ * Not thread-safe: one owner (the supervisor's loop). */
+#ifndef SG_SPOOL_H
+#define SG_SPOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define SG_SPOOL_HDR_SIZE 24
+#define SG_SPOOL_SEGMENT_BYTES_DEFAULT (4u << 20)
+#define SG_SPOOL_REPORT_TEXT 2048
+/* A seq jump larger than this inside the spool is not a gap to fill but a
+ * corrupt record (bounds the placeholders recovery writes). */
+#define SG_SPOOL_GAP_MAX 100000
+
+typedef struct sg_spool sg_spool;
+typedef struct sg_spool_cursor sg_spool_cursor;
+
+typedef struct sg_spool_report {
+    size_t segments;           /* segment files found */
+    size_t records;            /* valid records kept */
+    size_t torn;               /* torn tails cut off (0 or 1) */
+    size_t torn_bytes;
+    size_t quarantined;        /* corrupt regions moved to quarantine.log */
+    size_t quarantined_bytes;
+    size_t placeholders;       /* missing seqs filled with a spool_gap record */
+    bool ack_reset;            /* ack file unreadable: everything is replayed */
+    int64_t first_seq;         /* oldest record kept, -1 if none */
+    int64_t last_seq;          /* newest record kept, -1 if none */
+    int64_t acked_seq;
+    char text[SG_SPOOL_REPORT_TEXT]; /* one warning per line, for the log */
+} sg_spool_report;
+
+typedef struct sg_spool_loss {
+    uint64_t count;            /* events lost to a failed write or sync */
+    int64_t first_seq;         /* the seqs they were appended with (reused */
+    int64_t last_seq;          /*  since they were never sent) */
+    int err;                   /* errno of the first failure (ENOSPC, ...) */
+} sg_spool_loss;
+
+typedef struct sg_spool_stats {
+    int64_t next_seq, synced_seq, acked_seq;
+    uint64_t pending;          /* appended but not acked */
+    uint64_t appended, syncs, lost;
+    size_t segments;
+} sg_spool_stats;
+
+/* Opens (creating dir 0700 if needed) and recovers the spool. rep optional. */
+sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err);
+/* Closes (no sync: call sg_spool_sync first for durability). NULL is fine.
+ * Every cursor must be freed before. */
+void sg_spool_close(sg_spool *sp);
+/* Segment rotation size (tests use small ones). */
+void sg_spool_set_segment_bytes(sg_spool *sp, size_t bytes);
+
+int64_t sg_spool_next_seq(const sg_spool *sp);
+/* Appends one record with seq == sg_spool_next_seq() (write(2), no fsync).
+ * len <= SG_SPOOL_RECORD_MAX. On ENOSPC/EDQUOT/EIO the segment is cut back
+ * to before the record, the loss is counted, and -1 returned (errno in
+ * err->code); a later append retries. */
+int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_err *err);
+/* Group commit: one fdatasync for everything appended since the last sync.
+ * On failure the unsynced records are cut off and counted as lost,
+ * next_seq rewinds, and -1 is returned. */
+int sg_spool_sync(sg_spool *sp, sg_err *err);
+/* Highest seq that is on disk for sure (-1: none). Only these may be sent. */
+int64_t sg_spool_synced_seq(const sg_spool *sp);
+int64_t sg_spool_acked_seq(const sg_spool *sp);
+/* Records the ingest's ack (ignores one not above the current ack) and
+ * deletes the segments it fully covers. */
+int sg_spool_ack(sg_spool *sp, int64_t seq, sg_err *err);
+uint64_t sg_spool_pending(const sg_spool *sp);
+/* If events were lost since the last call, fills out, resets, returns true. */
+bool sg_spool_take_loss(sg_spool *sp, sg_spool_loss *out);
+void sg_spool_get_stats(const sg_spool *sp, sg_spool_stats *out);
+
+/* Reads records with seq > after_seq in order. Each returned payload has
+ * `headroom` writable bytes before it (LWS_PRE for lws_write). */
+sg_spool_cursor *sg_spool_cursor_new(sg_spool *sp, int64_t after_seq, size_t headroom,
+                                     sg_err *err);
+/* Returns 1 and the next record if its seq <= max_seq, 0 if there is none
+ * (yet), -1 on a read error or a record found corrupt. *data stays valid
+ * until the next call. */
+int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t *len,
+                         int64_t *seq, sg_err *err);
+/* Repositions to the first record with seq > after_seq. */
+void sg_spool_cursor_seek(sg_spool_cursor *c, int64_t after_seq);
+void sg_spool_cursor_free(sg_spool_cursor *c);
+
+/* CRC32C (Castagnoli), software, slicing-by-8. crc = 0 to start. */
+uint32_t sg_spool_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#endif

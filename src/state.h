@@ -1,0 +1,65 @@
+/* state: where sandglass keeps its files, and each sandbox's record.
+ *
+ *   <state>/                    $SANDGLASS_STATE_DIR, else /var/lib/sandglass
+ *                               (root) or $XDG_STATE_HOME/sandglass
+ *   <state>/ingest/secret       HMAC key the local ingest made (0600)
+ *   <state>/ingest/events.db    the local ingest's default SQLite store
+ *   <state>/sb/<id>/meta.json   the sandbox's record (written by create)
+ *   <state>/sb/<id>/ctl.sock    the supervisor's control socket
+ *   <state>/sb/<id>/init.sock   the sandbox init's socket (supervisor only)
+ *   <state>/sb/<id>/spool/      the capture spool (never in the workspace)
+ *   <state>/sb/<id>/checkpoints.git
+ *   <state>/sb/<id>/workspace/  made when create got no --workspace
+ */
+#ifndef SG_STATE_H
+#define SG_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define SG_DEFAULT_INGEST_PORT 7433
+#define SG_DEFAULT_INGEST_URL "ws://127.0.0.1:7433"
+
+/* The state directory (created 0700 if missing). Static storage. */
+const char *sg_state_dir(sg_err *err);
+/* <state>/<rel>; caller frees. */
+char *sg_state_path(const char *rel);
+/* <state>/sb/<id>/<rel> (rel may be NULL for the directory); caller frees. */
+char *sg_state_sandbox_path(const char *id, const char *rel);
+
+typedef struct sg_sandbox_meta {
+    char id[32];
+    char *learner;
+    char *task;        /* NULL: not captured (pure-shell path) */
+    char *workspace;   /* host path */
+    char *rootfs;      /* NULL: host system dirs */
+    char *ingest_url;  /* NULL when not captured */
+    char *secret_file;
+    bool own_workspace; /* we made the workspace: destroy removes it */
+    uint64_t memory;   /* bytes, 0 = none */
+    uint64_t pids;
+    double cpus;
+    double timeout_s;  /* default wall time per exec */
+    uint64_t output_limit;
+    uid_t uid;         /* the sandbox user */
+    gid_t gid;
+    pid_t supervisor_pid;
+    pid_t init_pid;    /* host pid of the sandbox's init */
+    char created[40];  /* RFC 3339 */
+} sg_sandbox_meta;
+
+void sg_sandbox_meta_clear(sg_sandbox_meta *m);
+int sg_sandbox_meta_save(const sg_sandbox_meta *m, sg_err *err);
+int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err);
+/* JSON object of the record, for --json output. Returns a jansson json_t*. */
+void *sg_sandbox_meta_json(const sg_sandbox_meta *m);
+
+/* Ids of every sandbox with a state directory; NULL-terminated, caller frees. */
+char **sg_state_list(sg_err *err);
+/* True if a process with this pid exists and its cmdline is ours (best effort). */
+bool sg_state_pid_alive(pid_t pid);
+
+#endif

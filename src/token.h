@@ -1,0 +1,50 @@
+/* token: the ingest's handshake token, stateless and checkable on any node.
+ *
+ *   token  = base64url(claims) "." base64url(HMAC-SHA256(secret, base64url(claims)))
+ *   claims = {"l": learner, "t": task, "s": sandbox, "exp": unix seconds}
+ *
+ * The secret is 32 random bytes kept hex-encoded in a file of mode 0600
+ * (<state>/ingest/secret by default); a file readable by group or others is
+ * refused. */
+#ifndef SG_TOKEN_H
+#define SG_TOKEN_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "limits.h"
+
+#define SG_TOKEN_SECRET_LEN 32
+#define SG_TOKEN_MAX 2048               /* bytes of a token we accept */
+#define SG_TOKEN_TTL_DEFAULT (7 * 24 * 3600)
+#define SG_TOKEN_TTL_MAX (366LL * 24 * 3600)
+
+typedef struct sg_token_claims {
+    char learner[SG_NAME_MAX + 1];
+    char task[SG_NAME_MAX + 1];
+    char sandbox[SG_NAME_MAX + 1];
+    int64_t exp;                        /* unix seconds */
+} sg_token_claims;
+
+/* Reads the secret; refuses a missing, malformed, non-regular, or group- or
+ * world-accessible file. */
+int sg_token_secret_load(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], sg_err *err);
+/* Loads the secret, creating it (32 random bytes, mode 0600, parent
+ * directories 0700) if the file does not exist. Safe against a concurrent
+ * creator: the file appears whole or not at all. */
+int sg_token_secret_ensure(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], sg_err *err);
+
+/* A token for (learner, task, sandbox) valid ttl_s seconds from now (names
+ * must pass sg_valid_name). Caller frees. */
+char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                    const char *task, const char *sandbox, int64_t ttl_s, sg_err *err);
+/* Same with an absolute expiry (tests). */
+char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                        const char *task, const char *sandbox, int64_t exp, sg_err *err);
+
+/* Checks signature (constant time) then expiry against now (unix seconds).
+ * err says "malformed token: ...", "bad signature" or "token expired". */
+int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                    int64_t now, sg_token_claims *out, sg_err *err);
+
+#endif

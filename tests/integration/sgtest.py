@@ -1,0 +1,143 @@
+"""Shared helpers for the integration tests: TAP output, a private state
+directory per test file, and wrappers that run the real binaries.
+
+Stdlib only. Each test file calls `tap.plan()` implicitly via `tap.done()`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+SANDGLASS = os.environ.get("SANDGLASS_BIN", "sandglass")
+SANDGLASSD = os.environ.get("SANDGLASSD_BIN", "sandglassd")
+PROBE = os.environ.get("SG_PROBE_BIN", "")
+
+
+class Tap:
+    def __init__(self) -> None:
+        self.n = 0
+        self.failed = 0
+        self.skipped = 0
+
+    def ok(self, cond: bool, name: str, diag: str = "") -> bool:
+        self.n += 1
+        print(f"{'ok' if cond else 'not ok'} {self.n} - {name}", flush=True)
+        if not cond:
+            self.failed += 1
+            for line in (diag or "").splitlines()[:40]:
+                print(f"#   {line}", flush=True)
+        return cond
+
+    def skip(self, name: str, why: str) -> None:
+        self.n += 1
+        self.skipped += 1
+        print(f"ok {self.n} - {name} # SKIP {why}", flush=True)
+
+    def eq(self, got, want, name: str) -> bool:
+        return self.ok(got == want, name, f"got:  {got!r}\nwant: {want!r}")
+
+    def case(self, name: str):
+        """Decorator: run a test function, turning exceptions into failures."""
+        def wrap(fn):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a test must report, not crash
+                self.ok(False, f"{name}: raised", traceback.format_exc())
+            return fn
+        return wrap
+
+    def done(self) -> None:
+        print(f"1..{self.n}", flush=True)
+        sys.exit(1 if self.failed else 0)
+
+
+tap = Tap()
+
+
+class Env:
+    """A private state directory and the processes a test file started."""
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="sgt-", dir="/tmp")
+        self.state = os.path.join(self.root, "s")
+        os.makedirs(self.state)
+        self.env = dict(os.environ)
+        self.env["SANDGLASS_STATE_DIR"] = self.state
+        self.env["SANDGLASSD"] = SANDGLASSD
+        self.procs: list[subprocess.Popen] = []
+
+    def run(self, *args: str, input: bytes | None = None, timeout: float = 60,
+            check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
+        e = dict(self.env)
+        if env:
+            e.update(env)
+        p = subprocess.run([SANDGLASS, *args], input=input, capture_output=True,
+                           timeout=timeout, env=e)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"sandglass {' '.join(args)} failed ({p.returncode}): "
+                               f"{p.stderr.decode(errors='replace')}")
+        return p
+
+    def create(self, *args: str) -> str:
+        p = self.run("create", "--learner", "t", *args, check=True)
+        return p.stdout.decode().strip()
+
+    def exec(self, sid: str, *cmd: str, **kw) -> subprocess.CompletedProcess:
+        return self.run("exec", sid, "--", *cmd, **kw)
+
+    def sh(self, sid: str, script: str, **kw) -> subprocess.CompletedProcess:
+        return self.exec(sid, "/bin/sh", "-c", script, **kw)
+
+    def spawn(self, args: list[str], **kw) -> subprocess.Popen:
+        p = subprocess.Popen(args, env=self.env, **kw)
+        self.procs.append(p)
+        return p
+
+    def ls(self) -> list[dict]:
+        return json.loads(self.run("ls", "--json", check=True).stdout)
+
+    def cleanup(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        try:
+            for sb in self.ls():
+                self.run("destroy", sb["id"], timeout=30)
+        except Exception:  # noqa: BLE001
+            pass
+        self.run("gc", timeout=60)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def cgroup_dirs(sid: str) -> list[str]:
+    """Every directory a sandbox's cgroup may have, on any layout."""
+    out = []
+    for base in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory",
+                 "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct",
+                 "/sys/fs/cgroup/freezer"):
+        out.append(os.path.join(base, "sandglass", sid))
+    return out
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def wait_for(pred, timeout: float = 10.0, step: float = 0.02) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()

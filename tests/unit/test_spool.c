@@ -1,0 +1,649 @@
+/* test_spool: the spool on real files: append/sync/reopen, torn tail,
+ * corrupt records, ack trimming, disk full on a real tiny tmpfs, and
+ * recovery after SIGKILL of a writer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "limits.h"
+#include "spool.h"
+#include "util.h"
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/sg-test-spool-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    sg_err err;
+    umount2(tmpdir, MNT_DETACH); /* the disk-full test mounts a tmpfs here */
+    return sg_rm_rf(tmpdir, &err);
+}
+
+static char *spool_dir(void)
+{
+    return sg_strdup_printf("%s/spool", tmpdir);
+}
+
+/* Deterministic payload of a seq, so content can be checked after reopen. */
+static size_t payload(char *buf, size_t cap, int64_t seq)
+{
+    int n = snprintf(buf, cap, "{\"seq\":%" PRId64 ",\"kind\":\"stdout\",\"payload\":{\"pad\":\"",
+                     seq);
+    size_t pad = (size_t)(seq % 97);
+    for (size_t i = 0; i < pad && (size_t)n + 4 < cap; i++)
+        buf[n++] = (char)('a' + (seq + (int64_t)i) % 26);
+    n += snprintf(buf + n, cap - (size_t)n, "\"},\"ts\":\"t\"}");
+    return (size_t)n;
+}
+
+static void append_n(sg_spool *sp, int64_t n)
+{
+    sg_err err;
+    char buf[512];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t seq = sg_spool_next_seq(sp);
+        size_t len = payload(buf, sizeof buf, seq);
+        assert_int_equal(sg_spool_append(sp, seq, buf, len, &err), 0);
+    }
+}
+
+/* Reads every record after `after` and checks seq contiguity and content;
+ * returns the number read. is_gap (optional) collects placeholder seqs. */
+static int64_t check_all(sg_spool *sp, int64_t after, int64_t *gaps, size_t *ngaps)
+{
+    sg_err err;
+    sg_spool_cursor *c = sg_spool_cursor_new(sp, after, 16, &err);
+    assert_non_null(c);
+    char *data;
+    size_t len;
+    int64_t seq, want = after + 1, n = 0;
+    int rc;
+    while ((rc = sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err)) == 1) {
+        assert_int_equal(seq, want);
+        memset(data - 16, 0xAA, 16); /* the headroom is ours to write */
+        char buf[512];
+        size_t el = payload(buf, sizeof buf, seq);
+        if (len == el && memcmp(buf, data, len) == 0) {
+            /* intact */
+        } else {
+            assert_non_null(memmem(data, len, "spool_gap", 9));
+            assert_non_null(gaps);
+            gaps[(*ngaps)++] = seq;
+        }
+        want++;
+        n++;
+    }
+    assert_int_equal(rc, 0);
+    sg_spool_cursor_free(c);
+    return n;
+}
+
+static size_t count_segments(const char *dir)
+{
+    sg_autoclosedir DIR *d = opendir(dir);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strncmp(de->d_name, "seg-", 4) == 0)
+            n++;
+    return n;
+}
+
+/* Path of the idx-th segment (sorted). */
+static char *segment_path(const char *dir, size_t idx)
+{
+    struct dirent **list;
+    int n = scandir(dir, &list, NULL, alphasort);
+    assert_true(n > 0);
+    char *out = NULL;
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(list[i]->d_name, "seg-", 4) == 0 && k++ == idx && !out)
+            out = sg_strdup_printf("%s/%s", dir, list[i]->d_name);
+        free(list[i]);
+    }
+    free(list);
+    assert_non_null(out);
+    return out;
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_crc32c(void **state)
+{
+    /* The standard check value of CRC-32C. */
+    assert_int_equal(sg_spool_crc32c(0, "123456789", 9), 0xE3069283u);
+    /* Chaining equals one pass, across the 8-byte fast path. */
+    const char *s = "The quick brown fox jumps over the lazy dog, twice over.";
+    size_t n = strlen(s);
+    for (size_t cut = 0; cut <= n; cut++)
+        assert_int_equal(sg_spool_crc32c(sg_spool_crc32c(0, s, cut), s + cut, n - cut),
+                         sg_spool_crc32c(0, s, n));
+}
+
+static void test_append_sync_reopen(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool_report rep;
+    sg_spool *sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_int_equal(sg_spool_next_seq(sp), 0);
+    assert_int_equal(sg_spool_synced_seq(sp), -1);
+    assert_int_equal(sg_spool_acked_seq(sp), -1);
+
+    /* Wrong seq and oversized records are refused without side effects. */
+    assert_int_equal(sg_spool_append(sp, 5, "x", 1, &err), -1);
+    assert_int_equal(err.code, EINVAL);
+    sg_autofree char *big = calloc(1, SG_SPOOL_RECORD_MAX + 1);
+    assert_int_equal(sg_spool_append(sp, 0, big, SG_SPOOL_RECORD_MAX + 1, &err), -1);
+    assert_int_equal(err.code, EMSGSIZE);
+
+    append_n(sp, 100);
+    assert_int_equal(sg_spool_next_seq(sp), 100);
+    assert_int_equal(sg_spool_pending(sp), 100);
+
+    /* Only synced records are readable by a cursor bounded by synced_seq. */
+    sg_spool_cursor *c = sg_spool_cursor_new(sp, -1, 0, &err);
+    char *data;
+    size_t len;
+    int64_t seq;
+    assert_int_equal(sg_spool_cursor_next(c, sg_spool_synced_seq(sp), &data, &len, &seq, &err), 0);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    assert_int_equal(sg_spool_synced_seq(sp), 99);
+    assert_int_equal(sg_spool_cursor_next(c, sg_spool_synced_seq(sp), &data, &len, &seq, &err), 1);
+    assert_int_equal(seq, 0);
+    /* max_seq bounds a cursor too. */
+    assert_int_equal(sg_spool_cursor_next(c, 0, &data, &len, &seq, &err), 0);
+    sg_spool_cursor_free(c);
+
+    /* 10 more, not synced: a clean close keeps them (page cache) and the
+     * reopen makes them durable. */
+    append_n(sp, 10);
+    sg_spool_close(sp);
+
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_string_equal(rep.text, "");
+    assert_int_equal(rep.records, 110);
+    assert_int_equal(rep.first_seq, 0);
+    assert_int_equal(rep.last_seq, 109);
+    assert_int_equal(sg_spool_next_seq(sp), 110);
+    assert_int_equal(sg_spool_synced_seq(sp), 109);
+    assert_int_equal(check_all(sp, -1, NULL, NULL), 110);
+    assert_int_equal(check_all(sp, 57, NULL, NULL), 52);
+
+    /* One writer per spool. */
+    assert_null(sg_spool_open(dir, NULL, &err));
+    assert_int_equal(err.code, EBUSY);
+    sg_spool_close(sp);
+}
+
+static void test_torn_tail(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    append_n(sp, 10);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    sg_spool_close(sp);
+    sg_autofree char *seg = segment_path(dir, 0);
+    off_t good = file_size(seg);
+
+    /* A header that promises more than follows: a crash mid-write. */
+    {
+        sg_autoclose int fd = open(seg, O_WRONLY | O_APPEND);
+        unsigned char hdr[SG_SPOOL_HDR_SIZE] = "SGR1";
+        hdr[4] = 200;
+        hdr[8] = 10;
+        assert_int_equal(write(fd, hdr, sizeof hdr), (ssize_t)sizeof hdr);
+        assert_int_equal(write(fd, "{\"seq\":10,", 10), 10);
+    }
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_int_equal(rep.torn, 1);
+    assert_int_equal(rep.torn_bytes, SG_SPOOL_HDR_SIZE + 10);
+    assert_int_equal(rep.quarantined, 0);
+    assert_non_null(strstr(rep.text, "torn"));
+    assert_int_equal(file_size(seg), good);
+    assert_int_equal(sg_spool_next_seq(sp), 10);
+    /* The cut-off seq is reused: it was never synced, so never sent. */
+    append_n(sp, 1);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    sg_spool_close(sp);
+
+    /* The last record cut in the middle of its payload. */
+    assert_int_equal(truncate(seg, file_size(seg) - 3), 0);
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_int_equal(rep.torn, 1);
+    assert_int_equal(sg_spool_next_seq(sp), 10);
+    assert_int_equal(check_all(sp, -1, NULL, NULL), 10);
+    sg_spool_close(sp);
+
+    /* Reopening again finds nothing more to do. */
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_string_equal(rep.text, "");
+    sg_spool_close(sp);
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+    sg_autoclose int fd = open(path, O_RDWR);
+    unsigned char b;
+    assert_int_equal(pread(fd, &b, 1, off), 1);
+    b ^= 0x5a;
+    assert_int_equal(pwrite(fd, &b, 1, off), 1);
+}
+
+/* Offset of the record with the given seq in a segment file. */
+static off_t record_offset(const char *path, int64_t want)
+{
+    sg_autofree char *buf = sg_read_file(path, 64 << 20, NULL, NULL);
+    size_t n = (size_t)file_size(path);
+    size_t off = 0;
+    while (off + SG_SPOOL_HDR_SIZE <= n) {
+        uint32_t len;
+        int64_t seq;
+        memcpy(&len, buf + off + 4, 4);
+        memcpy(&seq, buf + off + 8, 8);
+        if (seq == want)
+            return (off_t)off;
+        off += SG_SPOOL_HDR_SIZE + len;
+    }
+    fail_msg("seq %" PRId64 " not found", want);
+    return -1;
+}
+
+static void test_corrupt_middle(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    append_n(sp, 20);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    sg_spool_close(sp);
+    sg_autofree char *seg = segment_path(dir, 0);
+
+    /* Record 5: payload byte flipped (checksum). Record 12: magic broken,
+     * so the reader has to find the next record by itself. */
+    flip_byte(seg, record_offset(seg, 5) + SG_SPOOL_HDR_SIZE + 3);
+    off_t r12 = record_offset(seg, 12);
+    flip_byte(seg, r12);
+    off_t r5 = record_offset(seg, 5), r6 = record_offset(seg, 6);
+
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_int_equal(rep.quarantined, 2);
+    assert_int_equal(rep.placeholders, 2);
+    assert_int_equal(rep.torn, 0);
+    assert_int_equal(rep.records, 18);
+    assert_non_null(strstr(rep.text, "quarantine"));
+    assert_int_equal(sg_spool_next_seq(sp), 20);
+    int64_t gaps[4];
+    size_t ng = 0;
+    assert_int_equal(check_all(sp, -1, gaps, &ng), 20);
+    assert_int_equal(ng, 2);
+    assert_int_equal(gaps[0], 5);
+    assert_int_equal(gaps[1], 12);
+    sg_spool_close(sp);
+
+    /* The corrupt bytes are kept in the quarantine file. */
+    sg_autofree char *qpath = sg_strdup_printf("%s/quarantine.log", dir);
+    size_t qlen;
+    sg_autofree char *q = sg_read_file(qpath, 1 << 20, &qlen, &err);
+    assert_non_null(q);
+    assert_true(qlen >= (size_t)(r6 - r5));
+    assert_non_null(strstr(q, "offset"));
+
+    /* Recovery is idempotent. */
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_string_equal(rep.text, "");
+    assert_int_equal(rep.records, 20);
+    sg_spool_close(sp);
+}
+
+static void test_corrupt_segment_end(void **state)
+{
+    /* The last record of a segment that is not the last one: not a torn
+     * write (the writer went on), so quarantined and refilled, and the next
+     * segment is untouched. */
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    sg_spool_set_segment_bytes(sp, 1024);
+    append_n(sp, 60);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    sg_spool_close(sp);
+    assert_true(count_segments(dir) >= 3);
+    sg_autofree char *seg0 = segment_path(dir, 0);
+    sg_autofree char *seg1 = segment_path(dir, 1);
+    off_t end = file_size(seg0);
+    flip_byte(seg0, end - 1);
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_int_equal(rep.quarantined, 1);
+    assert_int_equal(rep.torn, 0);
+    assert_int_equal(rep.placeholders, 1);
+    int64_t gaps[4];
+    size_t ng = 0;
+    assert_int_equal(check_all(sp, -1, gaps, &ng), 60);
+    assert_int_equal(ng, 1);
+    sg_spool_close(sp);
+
+    /* A whole segment lost: its seqs are filled (the stream must stay
+     * contiguous or the ingest's contiguous ack stalls forever). */
+    int64_t first_of_2;
+    {
+        sp = sg_spool_open(dir, NULL, &err);
+        sg_autofree char *seg2 = segment_path(dir, 2);
+        first_of_2 = strtoll(strrchr(seg2, '/') + 5, NULL, 10);
+        sg_spool_close(sp);
+    }
+    assert_int_equal(unlink(seg1), 0);
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_true(rep.placeholders > 0);
+    ng = 0;
+    int64_t many[64];
+    assert_int_equal(check_all(sp, -1, many, &ng), 60);
+    assert_true(ng >= 2);
+    assert_true(many[ng - 1] == first_of_2 - 1);
+    sg_spool_close(sp);
+}
+
+static void test_ack_trims(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    sg_spool_set_segment_bytes(sp, 1024);
+    append_n(sp, 200);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    size_t before = count_segments(dir);
+    assert_true(before > 10);
+
+    sg_spool_cursor *c = sg_spool_cursor_new(sp, 100, 0, &err);
+    char *data;
+    size_t len;
+    int64_t seq;
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
+    assert_int_equal(seq, 101);
+
+    assert_int_equal(sg_spool_ack(sp, 150, &err), 0);
+    assert_int_equal(sg_spool_acked_seq(sp), 150);
+    assert_int_equal(sg_spool_pending(sp), 49);
+    size_t after = count_segments(dir);
+    assert_true(after < before);
+    assert_true(after >= 1);
+    /* A cursor in a trimmed segment moves on to what is left. */
+    int rc;
+    int64_t last = seq;
+    while ((rc = sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err)) == 1) {
+        assert_true(seq > last);
+        last = seq;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(last, 199);
+    sg_spool_cursor_free(c);
+
+    /* An old ack changes nothing. */
+    assert_int_equal(sg_spool_ack(sp, 20, &err), 0);
+    assert_int_equal(sg_spool_acked_seq(sp), 150);
+    /* Everything acked: only the active segment stays. */
+    assert_int_equal(sg_spool_ack(sp, 199, &err), 0);
+    assert_int_equal(count_segments(dir), 1);
+    assert_int_equal(sg_spool_pending(sp), 0);
+    sg_spool_close(sp);
+
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_string_equal(rep.text, "");
+    assert_int_equal(sg_spool_acked_seq(sp), 199);
+    assert_int_equal(sg_spool_next_seq(sp), 200);
+    assert_int_equal(check_all(sp, 199, NULL, NULL), 0);
+    assert_int_equal(sg_spool_ack(sp, 210, &err), 0); /* beyond what we have */
+    assert_int_equal(sg_spool_next_seq(sp), 211);
+    sg_spool_close(sp);
+
+    /* A torn ack slot: the other slot still holds a valid (older) ack. */
+    sg_autofree char *ackp = sg_strdup_printf("%s/ack", dir);
+    sp = sg_spool_open(dir, NULL, &err);
+    int64_t a = sg_spool_acked_seq(sp);
+    sg_spool_close(sp);
+    for (off_t o = 0; o < 64; o += 32) {
+        sg_autoclose int fd = open(ackp, O_RDWR);
+        unsigned char slot[32];
+        assert_int_equal(pread(fd, slot, 32, o), 32);
+        int64_t v;
+        memcpy(&v, slot + 8, 8);
+        if (v == a) {
+            slot[9] ^= 1;
+            assert_int_equal(pwrite(fd, slot, 32, o), 32);
+        }
+    }
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_false(rep.ack_reset);
+    assert_true(sg_spool_acked_seq(sp) < a);
+    assert_true(sg_spool_acked_seq(sp) >= 199);
+    sg_spool_close(sp);
+
+    /* The ack file lost while the segments start above 0: replay all, and
+     * no placeholders for what was trimmed long ago. */
+    assert_int_equal(unlink(ackp), 0);
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_true(rep.ack_reset);
+    assert_int_equal(rep.placeholders, 0);
+    assert_int_equal(sg_spool_acked_seq(sp), -1);
+    assert_true(sg_spool_pending(sp) > 0);
+    assert_true(sg_spool_pending(sp) < 200);
+    sg_spool_close(sp);
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_true(rep.ack_reset);
+    assert_int_equal(rep.placeholders, 0);
+    sg_spool_close(sp);
+}
+
+/* ENOSPC for real: a 64 KiB tmpfs in a private mount namespace. */
+static void test_disk_full(void **state)
+{
+    if (geteuid() != 0)
+        skip();
+    sg_err err;
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    assert_int_equal(mount("tmpfs", tmpdir, "tmpfs", 0, "size=64k,mode=0700"), 0);
+
+    /* Ballast we delete later to "free space". */
+    sg_autofree char *ballast = sg_strdup_printf("%s/ballast", tmpdir);
+    {
+        sg_autoclose int fd = open(ballast, O_WRONLY | O_CREAT, 0600);
+        char blk[4096] = {0};
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(write(fd, blk, sizeof blk), (ssize_t)sizeof blk);
+    }
+    sg_autofree char *dir = spool_dir();
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    assert_non_null(sp);
+    char rec[1000];
+    memset(rec, 'x', sizeof rec);
+    int64_t ok = 0, failed = 0, first_fail = -1;
+    for (int i = 0; i < 200; i++) {
+        int64_t seq = sg_spool_next_seq(sp);
+        if (sg_spool_append(sp, seq, rec, sizeof rec, &err) == 0) {
+            assert_int_equal(failed, 0); /* no success between failures here */
+            ok++;
+        } else {
+            assert_true(err.code == ENOSPC || err.code == EDQUOT);
+            if (first_fail < 0)
+                first_fail = seq;
+            assert_int_equal(seq, first_fail); /* no seq consumed */
+            failed++;
+        }
+    }
+    assert_true(ok > 10);
+    assert_true(failed > 10);
+    /* The segment holds exactly the good records. */
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    assert_int_equal(sg_spool_synced_seq(sp), ok - 1);
+
+    /* Space comes back: the next append goes on with the same seq and the
+     * loss is reported once. */
+    assert_int_equal(unlink(ballast), 0);
+    int64_t seq = sg_spool_next_seq(sp);
+    assert_int_equal(seq, ok);
+    assert_int_equal(sg_spool_append(sp, seq, rec, sizeof rec, &err), 0);
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+    sg_spool_loss loss;
+    assert_true(sg_spool_take_loss(sp, &loss));
+    assert_int_equal(loss.count, failed);
+    assert_int_equal(loss.first_seq, first_fail);
+    assert_int_equal(loss.err, ENOSPC);
+    assert_false(sg_spool_take_loss(sp, &loss));
+    sg_spool_close(sp);
+
+    /* Never corrupted: a reopen finds every record valid and contiguous. */
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_string_equal(rep.text, "");
+    assert_int_equal(rep.records, ok + 1);
+    assert_int_equal(sg_spool_next_seq(sp), ok + 1);
+    sg_spool_cursor *c = sg_spool_cursor_new(sp, -1, 0, &err);
+    char *data;
+    size_t len;
+    int64_t s, n = 0;
+    while (sg_spool_cursor_next(c, INT64_MAX, &data, &len, &s, &err) == 1) {
+        assert_int_equal(s, n++);
+        assert_int_equal(len, sizeof rec);
+    }
+    assert_int_equal(n, ok + 1);
+    sg_spool_cursor_free(c);
+    sg_spool_close(sp);
+}
+
+/* A child appends, syncs and acks in a loop and reports each synced seq on
+ * a pipe; it is SIGKILLed at a random moment; the reopened spool must hold
+ * every synced seq, contiguous, with the right content. */
+static void writer_child(const char *dir, int wfd)
+{
+    sg_err err;
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    if (!sp)
+        _exit(2);
+    sg_spool_set_segment_bytes(sp, 8192);
+    char buf[512];
+    unsigned r = (unsigned)getpid();
+    for (;;) {
+        int batch = 1 + (int)((r = r * 1103515245u + 12345u) >> 16) % 20;
+        for (int i = 0; i < batch; i++) {
+            int64_t seq = sg_spool_next_seq(sp);
+            size_t len = payload(buf, sizeof buf, seq);
+            if (sg_spool_append(sp, seq, buf, len, &err) < 0)
+                _exit(3);
+        }
+        if (sg_spool_sync(sp, &err) < 0)
+            _exit(4);
+        int64_t s = sg_spool_synced_seq(sp);
+        if (s > 300 && s % 7 == 0 && sg_spool_ack(sp, s - 300, &err) < 0)
+            _exit(5);
+        if (write(wfd, &s, sizeof s) != sizeof s)
+            _exit(6);
+    }
+}
+
+static void test_sigkill(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    srand((unsigned)ts.tv_nsec);
+    int64_t prev_next = 0;
+    for (int round = 0; round < 8; round++) {
+        int p[2];
+        assert_int_equal(pipe(p), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(p[0]);
+            writer_child(dir, p[1]);
+        }
+        close(p[1]);
+        usleep(20000 + (useconds_t)(rand() % 100000));
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFSIGNALED(st));
+        int64_t s, synced = -1;
+        while (read(p[0], &s, sizeof s) == sizeof s)
+            synced = s;
+        close(p[0]);
+
+        sg_spool_report rep;
+        sg_spool *sp = sg_spool_open(dir, &rep, &err);
+        assert_non_null(sp);
+        assert_int_equal(rep.quarantined, 0);
+        int64_t next = sg_spool_next_seq(sp);
+        assert_true(next >= synced + 1); /* nothing synced is lost */
+        int64_t acked = sg_spool_acked_seq(sp);
+        /* Every record from the ack on, contiguous and intact. */
+        assert_int_equal(check_all(sp, acked, NULL, NULL), next - 1 - acked);
+        prev_next = next;
+        sg_spool_close(sp);
+    }
+    assert_true(prev_next > 100);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32c),
+        cmocka_unit_test_setup_teardown(test_append_sync_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_segment_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ack_trims, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigkill, setup, teardown),
+        /* last: it moves this process into its own mount namespace */
+        cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

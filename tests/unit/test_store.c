@@ -1,0 +1,178 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "store.h"
+#include "util.h"
+
+typedef struct fixture {
+    char dir[64];
+    char url[160];
+    sg_store *s;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/sg-test-store-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->url, sizeof f->url, "sqlite:%s/db/events.db", f->dir);
+    sg_err err = {0};
+    f->s = sg_store_open(f->url, &err);
+    if (!f->s)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    sg_store_close(f->s);
+    sg_err err;
+    sg_rm_rf(f->dir, &err);
+    free(f);
+    return 0;
+}
+
+static sg_store_row row(const char *sb, int64_t seq, const char *payload)
+{
+    return (sg_store_row){.learner = "alice", .task = "t1", .sandbox = sb, .seq = seq,
+                          .kind = "command", .ts = "2026-01-01T00:00:00+00:00",
+                          .received = "2026-01-01T00:00:01+00:00", .payload = payload,
+                          .payload_len = strlen(payload)};
+}
+
+static int64_t contiguous(sg_store *s, const char *sb)
+{
+    sg_err err = {0};
+    int64_t v = -1;
+    assert_int_equal(sg_store_contiguous(s, "alice", "t1", sb, &v, &err), 0);
+    return v;
+}
+
+static void test_put_dedup_order(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    /* Out of order within a batch, and a duplicate in the same batch. */
+    sg_store_row rows[] = {row("sb", 2, "{\"cmd\":\"c\"}"), row("sb", 0, "{\"cmd\":\"a\"}"),
+                           row("sb", 1, "{\"cmd\":\"b\"}"), row("sb", 1, "{\"cmd\":\"X\"}")};
+    size_t ins = 99;
+    assert_int_equal(sg_store_put(f->s, rows, 4, &ins, &err), 0);
+    assert_int_equal(ins, 3);
+    /* Replaying the same rows inserts nothing and keeps the first payload. */
+    assert_int_equal(sg_store_put(f->s, rows, 3, &ins, &err), 0);
+    assert_int_equal(ins, 0);
+    sg_store_query q = {.sandbox = "sb", .after_seq = -1, .after_id = -1};
+    sg_autojson json_t *evs = sg_store_events(f->s, &q, &err);
+    assert_non_null(evs);
+    assert_int_equal(json_array_size(evs), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *e = json_array_get(evs, i);
+        assert_int_equal(json_integer_value(json_object_get(e, "seq")), (json_int_t)i);
+        assert_string_equal(json_string_value(json_object_get(e, "learner")), "alice");
+        assert_string_equal(json_string_value(json_object_get(e, "received")),
+                            "2026-01-01T00:00:01+00:00");
+    }
+    const char *cmd1 = json_string_value(
+        json_object_get(json_object_get(json_array_get(evs, 1), "payload"), "cmd"));
+    assert_string_equal(cmd1, "b");
+    /* The same seq in another sandbox is another stream. */
+    sg_store_row other = row("sb2", 0, "{}");
+    assert_int_equal(sg_store_put(f->s, &other, 1, &ins, &err), 0);
+    assert_int_equal(ins, 1);
+}
+
+static void test_contiguous_gaps(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    assert_int_equal(contiguous(f->s, "g"), -1);
+    sg_store_row r1[] = {row("g", 1, "{}"), row("g", 2, "{}")};
+    assert_int_equal(sg_store_put(f->s, r1, 2, NULL, &err), 0);
+    assert_int_equal(contiguous(f->s, "g"), -1); /* seq 0 missing */
+    sg_store_row r2[] = {row("g", 0, "{}"), row("g", 4, "{}")};
+    assert_int_equal(sg_store_put(f->s, r2, 2, NULL, &err), 0);
+    assert_int_equal(contiguous(f->s, "g"), 2);
+    sg_store_row r3 = row("g", 3, "{}");
+    assert_int_equal(sg_store_put(f->s, &r3, 1, NULL, &err), 0);
+    assert_int_equal(contiguous(f->s, "g"), 4);
+    /* Incremental: starting from a known value scans only above it. */
+    int64_t v = 2;
+    assert_int_equal(sg_store_contiguous(f->s, "alice", "t1", "g", &v, &err), 0);
+    assert_int_equal(v, 4);
+
+    sg_autojson json_t *sbs = sg_store_sandboxes(f->s, &err);
+    assert_int_equal(json_array_size(sbs), 1);
+    json_t *g = json_array_get(sbs, 0);
+    assert_int_equal(json_integer_value(json_object_get(g, "events")), 5);
+    assert_int_equal(json_integer_value(json_object_get(g, "acked_seq")), 4);
+}
+
+static void test_query_filters(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_store_row rows[50];
+    for (int i = 0; i < 50; i++)
+        rows[i] = row("q", i, "{}");
+    assert_int_equal(sg_store_put(f->s, rows, 50, NULL, &err), 0);
+    sg_store_query q = {.sandbox = "q", .after_seq = 10, .after_id = -1, .limit = 5};
+    sg_autojson json_t *a = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(a), 5);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(a, 0), "seq")), 11);
+    q = (sg_store_query){.learner = "bob", .after_seq = -1, .after_id = -1};
+    sg_autojson json_t *b = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(b), 0);
+    q = (sg_store_query){.after_seq = -1, .after_id = 45};
+    sg_autojson json_t *c = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(c), 5);
+    q = (sg_store_query){.after_seq = -1, .after_id = -1, .limit = 100000};
+    sg_autojson json_t *d = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(d), 50);
+}
+
+static void test_reopen_keeps_data(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_store_row rows[] = {row("r", 0, "{\"k\":1}"), row("r", 1, "{\"k\":2}")};
+    assert_int_equal(sg_store_put(f->s, rows, 2, NULL, &err), 0);
+    sg_store_close(f->s);
+    f->s = sg_store_open(f->url, &err);
+    assert_non_null(f->s);
+    assert_int_equal(contiguous(f->s, "r"), 1);
+    size_t ins = 9;
+    assert_int_equal(sg_store_put(f->s, rows, 2, &ins, &err), 0);
+    assert_int_equal(ins, 0);
+}
+
+static void test_bad_urls(void **state)
+{
+    (void)state;
+    sg_err err = {0};
+    assert_null(sg_store_open("mysql://x", &err));
+    assert_non_null(strstr(err.msg, "unknown"));
+    assert_null(sg_store_open("sqlite:", &err));
+    assert_null(sg_store_open("sqlite:/proc/nope/x.db", &err));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_put_dedup_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_contiguous_gaps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+        cmocka_unit_test(test_bad_urls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,173 @@
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cleanup.h"
+#include "token.h"
+#include "util.h"
+
+typedef struct fixture {
+    char dir[64];
+    char path[128];
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/sg-test-token-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/sub/secret", f->dir);
+    sg_err err = {0};
+    if (sg_token_secret_ensure(f->path, f->secret, &err) < 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    sg_err err;
+    sg_rm_rf(f->dir, &err);
+    free(f);
+    return 0;
+}
+
+static void test_secret_file(void **state)
+{
+    fixture *f = *state;
+    struct stat st;
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(st.st_size, 65); /* 64 hex + newline */
+    /* ensure again loads the same secret instead of replacing it */
+    uint8_t again[SG_TOKEN_SECRET_LEN];
+    sg_err err = {0};
+    assert_int_equal(sg_token_secret_ensure(f->path, again, &err), 0);
+    assert_memory_equal(again, f->secret, sizeof again);
+    assert_int_equal(sg_token_secret_load(f->path, again, &err), 0);
+    assert_memory_equal(again, f->secret, sizeof again);
+    /* two fresh secrets differ */
+    char other[160];
+    snprintf(other, sizeof other, "%s/other", f->dir);
+    assert_int_equal(sg_token_secret_ensure(other, again, &err), 0);
+    assert_memory_not_equal(again, f->secret, sizeof again);
+}
+
+static void test_secret_perms(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    uint8_t s[SG_TOKEN_SECRET_LEN];
+    assert_int_equal(chmod(f->path, 0640), 0);
+    assert_int_equal(sg_token_secret_load(f->path, s, &err), -1);
+    assert_non_null(strstr(err.msg, "mode 0640"));
+    assert_non_null(strstr(err.msg, "0600"));
+    assert_int_equal(chmod(f->path, 0604), 0);
+    assert_int_equal(sg_token_secret_ensure(f->path, s, &err), -1);
+    assert_int_equal(chmod(f->path, 0600), 0);
+    assert_int_equal(sg_token_secret_load(f->path, s, &err), 0);
+
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/bad", f->dir);
+    assert_int_equal(sg_write_file_atomic(bad, "zz\n", 3, 0600, &err), 0);
+    assert_int_equal(sg_token_secret_load(bad, s, &err), -1);
+    assert_non_null(strstr(err.msg, "hex"));
+    snprintf(bad, sizeof bad, "%s/missing", f->dir);
+    assert_int_equal(sg_token_secret_load(bad, s, &err), -1);
+    assert_int_equal(err.code, ENOENT);
+}
+
+static void test_good_token(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_autofree char *tok = sg_token_make(f->secret, "alice", "t1", "abc123", 60, &err);
+    assert_non_null(tok);
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify(f->secret, tok, time(NULL), &cl, &err), 0);
+    assert_string_equal(cl.learner, "alice");
+    assert_string_equal(cl.task, "t1");
+    assert_string_equal(cl.sandbox, "abc123");
+    assert_true(cl.exp >= time(NULL) + 59 && cl.exp <= time(NULL) + 61);
+    assert_null(sg_token_make(f->secret, "bad name", "t", "s", 60, &err));
+    assert_null(sg_token_make(f->secret, "a", "t", "s", 0, &err));
+}
+
+static void test_expired(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_autofree char *tok = sg_token_make_exp(f->secret, "a", "t", "s", 1000, &err);
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify(f->secret, tok, 999, &cl, &err), 0);
+    assert_int_equal(sg_token_verify(f->secret, tok, 1000, &cl, &err), -1);
+    assert_string_equal(err.msg, "token expired");
+}
+
+static void test_tampered_and_wrong_secret(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_token_claims cl;
+    sg_autofree char *tok = sg_token_make(f->secret, "alice", "t1", "sb", 60, &err);
+    sg_autofree char *evil = sg_token_make(f->secret, "mallory", "t1", "sb", 60, &err);
+    /* Swap the claims of one token onto the signature of another. */
+    char *dot = strchr(tok, '.'), *edot = strchr(evil, '.');
+    sg_autofree char *spliced = sg_strdup_printf("%.*s%s", (int)(edot - evil), evil, dot);
+    assert_int_equal(sg_token_verify(f->secret, spliced, time(NULL), &cl, &err), -1);
+    assert_string_equal(err.msg, "bad signature");
+    /* Flip one character of the signature. */
+    size_t n = strlen(tok);
+    tok[n - 2] = tok[n - 2] == 'A' ? 'B' : 'A';
+    assert_int_equal(sg_token_verify(f->secret, tok, time(NULL), &cl, &err), -1);
+    assert_string_equal(err.msg, "bad signature");
+    /* Another secret. */
+    uint8_t other[SG_TOKEN_SECRET_LEN];
+    memcpy(other, f->secret, sizeof other);
+    other[0] ^= 1;
+    assert_int_equal(sg_token_verify(other, evil, time(NULL), &cl, &err), -1);
+    assert_string_equal(err.msg, "bad signature");
+}
+
+static void test_malformed(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_token_claims cl;
+    const char *bad[] = {"", "nodot", "a.b.c", ".", "abc.", "!!!.AAAA", "eyJ9.%%%"};
+    for (size_t i = 0; i < SG_ARRAY_LEN(bad); i++) {
+        assert_int_equal(sg_token_verify(f->secret, bad[i], time(NULL), &cl, &err), -1);
+        if (!strstr(err.msg, "malformed"))
+            fail_msg("'%s': %s", bad[i], err.msg);
+    }
+    assert_int_equal(sg_token_verify(f->secret, NULL, time(NULL), &cl, &err), -1);
+    sg_autofree char *huge = malloc(SG_TOKEN_MAX + 10);
+    memset(huge, 'A', SG_TOKEN_MAX + 9);
+    huge[SG_TOKEN_MAX + 9] = '\0';
+    assert_int_equal(sg_token_verify(f->secret, huge, time(NULL), &cl, &err), -1);
+    assert_non_null(strstr(err.msg, "malformed"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_secret_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secret_perms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_good_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tampered_and_wrong_secret, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,553 @@
+/* Real inotify on real temp directories, driven on a real libuv loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "diff.h"
+#include "limits.h"
+#include "util.h"
+#include "watch.h"
+
+typedef struct fx {
+    char dir[64];
+    uv_loop_t loop;
+    sg_watch *w;
+    json_t *evs;
+} fx;
+
+static void collect(void *ud, json_t *payload)
+{
+    fx *f = ud;
+    json_array_append_new(f->evs, payload);
+}
+
+static char *P(fx *f, const char *rel)
+{
+    static char buf[4][512];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof(buf[i]), "%s/%s", f->dir, rel);
+    return buf[i];
+}
+
+static void put(fx *f, const char *rel, const char *content)
+{
+    int fd = open(P(f, rel), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(sg_write_all(fd, content, strlen(content)), 0);
+    close(fd);
+}
+
+static void put_bytes(fx *f, const char *rel, const void *buf, size_t len)
+{
+    int fd = open(P(f, rel), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(sg_write_all(fd, buf, len), 0);
+    close(fd);
+}
+
+static void start(fx *f)
+{
+    sg_err err = {0};
+    f->w = sg_watch_new(&f->loop, f->dir, collect, f, &err);
+    if (!f->w)
+        fail_msg("sg_watch_new: %s", err.msg);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof(*f));
+    strcpy(f->dir, "/tmp/sg-watch-test-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->evs = json_array();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    sg_watch_free(f->w);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    sg_err err = {0};
+    sg_rm_rf(f->dir, &err);
+    json_decref(f->evs);
+    free(f);
+    return 0;
+}
+
+static void on_stop(uv_timer_t *t)
+{
+    *(int *)t->data = 1;
+    uv_stop(t->loop);
+}
+
+/* Runs the loop until at least n events arrived (or timeout), then for
+ * `extra` ms more so that any duplicate or spurious event shows up. */
+static void run_until(fx *f, size_t n, int timeout_ms, int extra_ms)
+{
+    uv_timer_t t;
+    int fired = 0;
+    uv_timer_init(&f->loop, &t);
+    t.data = &fired;
+    uv_timer_start(&t, on_stop, (uint64_t)timeout_ms, 0);
+    while (json_array_size(f->evs) < n && !fired)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    if (extra_ms > 0) {
+        fired = 0;
+        uv_timer_start(&t, on_stop, (uint64_t)extra_ms, 0);
+        while (!fired)
+            uv_run(&f->loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+static void clear(fx *f)
+{
+    json_array_clear(f->evs);
+}
+
+static json_t *find(fx *f, const char *path, const char *change)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(f->evs, i, e) {
+        if (!strcmp(json_string_value(json_object_get(e, "path")), path) &&
+            (!change || !strcmp(json_string_value(json_object_get(e, "change")), change)))
+            return e;
+    }
+    return NULL;
+}
+
+static size_t count_path(fx *f, const char *path)
+{
+    size_t i, c = 0;
+    json_t *e;
+    json_array_foreach(f->evs, i, e)
+        if (!strcmp(json_string_value(json_object_get(e, "path")), path))
+            c++;
+    return c;
+}
+
+static const char *sfield(json_t *e, const char *k)
+{
+    return json_string_value(json_object_get(e, k));
+}
+
+static void dump(fx *f)
+{
+    char *s = json_dumps(f->evs, JSON_INDENT(1));
+    print_message("events: %s\n", s);
+    free(s);
+}
+
+static void expect_n(fx *f, size_t n)
+{
+    if (json_array_size(f->evs) != n) {
+        dump(f);
+        fail_msg("expected %zu events, got %zu", n, json_array_size(f->evs));
+    }
+}
+
+static void test_basic(void **state)
+{
+    fx *f = *state;
+    put(f, "a.txt", "one\ntwo\n");
+    mkdir(P(f, "sub"), 0755);
+    put(f, "sub/old.txt", "old\n");
+    start(f);
+    sg_watch_stats st;
+    sg_watch_get_stats(f->w, &st);
+    assert_int_equal(st.files, 2);
+    assert_int_equal(st.watches, 2);
+    run_until(f, 1, 50, 0);
+    expect_n(f, 0); /* the baseline emits nothing */
+
+    put(f, "new.txt", "hello\n");
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    json_t *e = find(f, "new.txt", "created");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "+hello"));
+    assert_int_equal(json_integer_value(json_object_get(e, "size")), 6);
+    assert_string_equal(sfield(e, "sha256"),
+                        "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+    assert_int_equal(json_integer_value(json_object_get(e, "added")), 1);
+
+    clear(f);
+    put(f, "a.txt", "one\n2\n");
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    e = find(f, "a.txt", "modified");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "-two\n+2\n"));
+    assert_non_null(strstr(sfield(e, "diff"), "--- a/a.txt"));
+
+    clear(f);
+    assert_int_equal(unlink(P(f, "new.txt")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    e = find(f, "new.txt", "deleted");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "-hello"));
+
+    clear(f);
+    assert_int_equal(rename(P(f, "a.txt"), P(f, "sub/b.txt")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    e = find(f, "sub/b.txt", "renamed");
+    assert_non_null(e);
+    assert_string_equal(sfield(e, "old_path"), "a.txt");
+    assert_string_equal(sfield(e, "diff"), "");
+
+    /* Renamed out of the workspace: deleted. In from outside: created. */
+    clear(f);
+    char outside[128];
+    snprintf(outside, sizeof(outside), "%s.out", f->dir);
+    assert_int_equal(rename(P(f, "sub/old.txt"), outside), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(find(f, "sub/old.txt", "deleted"));
+    clear(f);
+    assert_int_equal(rename(outside, P(f, "back.txt")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(find(f, "back.txt", "created"));
+
+    sg_watch_get_stats(f->w, &st);
+    assert_int_equal(st.files, 2);
+    assert_true(st.bytes_cached > 0);
+}
+
+static void test_nested_race(void **state)
+{
+    fx *f = *state;
+    start(f);
+    const int rounds = 20;
+    for (int r = 0; r < rounds; r++) {
+        char d[160], f1[192], f2[192];
+        snprintf(d, sizeof(d), "%s/r%d/b/c", f->dir, r);
+        snprintf(f1, sizeof(f1), "%s/f.txt", d);
+        snprintf(f2, sizeof(f2), "%s/r%d/b/g.txt", f->dir, r);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            /* As fast as possible: mkdir -p, then write into the new dir. */
+            sg_err e = {0};
+            if (sg_mkdir_p(d, 0755, &e) < 0)
+                _exit(1);
+            int fd = open(f1, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0 || write(fd, "x\n", 2) != 2)
+                _exit(2);
+            close(fd);
+            fd = open(f2, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0 || write(fd, "y\n", 2) != 2)
+                _exit(3);
+            close(fd);
+            _exit(0);
+        }
+        /* The loop runs while the child writes. */
+        run_until(f, (size_t)(2 * (r + 1)), 3000, 0);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_int_equal(status, 0);
+    }
+    run_until(f, (size_t)(2 * rounds), 3000, 50);
+    expect_n(f, (size_t)(2 * rounds));
+    for (int r = 0; r < rounds; r++) {
+        char a[64], b[64];
+        snprintf(a, sizeof(a), "r%d/b/c/f.txt", r);
+        snprintf(b, sizeof(b), "r%d/b/g.txt", r);
+        assert_int_equal(count_path(f, a), 1);
+        assert_int_equal(count_path(f, b), 1);
+        assert_non_null(find(f, a, "created"));
+        assert_non_null(strstr(sfield(find(f, a, NULL), "diff"), "+x"));
+    }
+}
+
+static void test_editor_saves(void **state)
+{
+    fx *f = *state;
+    put(f, "x.txt", "v1\n");
+    put(f, "y.txt", "y1\n");
+    put(f, "z.txt", "z1\n");
+    start(f);
+
+    /* Write a temp file and rename it over the target. */
+    put(f, ".x.txt.swp", "v2\n");
+    assert_int_equal(rename(P(f, ".x.txt.swp"), P(f, "x.txt")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    json_t *e = find(f, "x.txt", "modified");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "-v1\n+v2\n"));
+
+    /* vim with a backup: rename target away, write a new one, drop the
+     * backup. */
+    clear(f);
+    assert_int_equal(rename(P(f, "y.txt"), P(f, "y.txt~")), 0);
+    put(f, "y.txt", "y2\n");
+    assert_int_equal(unlink(P(f, "y.txt~")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    e = find(f, "y.txt", "modified");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "-y1\n+y2\n"));
+
+    /* Truncate and rewrite in two steps. */
+    clear(f);
+    int fd = open(P(f, "z.txt"), O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "z", 1), 1);
+    assert_int_equal(write(fd, "2\n", 2), 2);
+    close(fd);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(strstr(sfield(find(f, "z.txt", "modified"), "diff"), "+z2"));
+
+    /* Same content again: nothing. A temp file made and removed: nothing. */
+    clear(f);
+    put(f, "z.txt", "z2\n");
+    put(f, "tmp.123", "scratch\n");
+    assert_int_equal(unlink(P(f, "tmp.123")), 0);
+    run_until(f, 1, 100, 0);
+    expect_n(f, 0);
+
+    /* A temp file that is renamed away in the same burst. */
+    put(f, "a.tmp", "data\n");
+    assert_int_equal(rename(P(f, "a.tmp"), P(f, "final.txt")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(find(f, "final.txt", "created"));
+}
+
+static void test_large_binary_symlink(void **state)
+{
+    fx *f = *state;
+    start(f);
+    size_t big = SG_DIFF_MAX_BYTES + 1000;
+    char *buf = malloc(big);
+    memset(buf, 'a', big);
+    put_bytes(f, "big.txt", buf, big);
+    free(buf);
+    put_bytes(f, "bin.dat", "\x7f" "ELF\0\1\2", 7);
+    assert_int_equal(symlink("/etc/passwd", P(f, "link")), 0);
+    run_until(f, 3, 2000, 30);
+    expect_n(f, 3);
+    json_t *e = find(f, "big.txt", "created");
+    assert_non_null(e);
+    assert_true(json_is_true(json_object_get(e, "truncated")));
+    assert_null(json_object_get(e, "diff"));
+    assert_int_equal(json_integer_value(json_object_get(e, "size")), (json_int_t)big);
+    assert_int_equal(strlen(sfield(e, "sha256")), 64);
+    e = find(f, "bin.dat", "created");
+    assert_true(json_is_true(json_object_get(e, "binary")));
+    assert_null(json_object_get(e, "diff"));
+    assert_int_equal(json_integer_value(json_object_get(e, "size")), 7);
+    assert_int_equal(strlen(sfield(e, "sha256")), 64);
+    /* A symlink is its target string, never the file it points to. */
+    e = find(f, "link", "created");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "+/etc/passwd"));
+    assert_null(strstr(sfield(e, "diff"), "root:"));
+
+    /* Binary becomes text: the diff shows the whole text, base empty. */
+    clear(f);
+    put(f, "bin.dat", "now text\n");
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    e = find(f, "bin.dat", "modified");
+    assert_string_equal(sfield(e, "diff_base"), "empty");
+    assert_non_null(strstr(sfield(e, "diff"), "+now text"));
+}
+
+static void test_dir_tree(void **state)
+{
+    fx *f = *state;
+    sg_err err = {0};
+    assert_int_equal(sg_mkdir_p(P(f, "d/e"), 0755, &err), 0);
+    put(f, "d/e/f1", "1\n");
+    put(f, "d/e/f2", "2\n");
+    put(f, "d/g", "3\n");
+    assert_int_equal(sg_mkdir_p(P(f, "m/n"), 0755, &err), 0);
+    put(f, "m/n/k", "k\n");
+    put(f, "m/top", "t\n");
+    start(f);
+
+    /* Directory rename: every file under it is renamed. */
+    assert_int_equal(rename(P(f, "m"), P(f, "moved")), 0);
+    run_until(f, 2, 2000, 30);
+    expect_n(f, 2);
+    json_t *e = find(f, "moved/n/k", "renamed");
+    assert_non_null(e);
+    assert_string_equal(sfield(e, "old_path"), "m/n/k");
+    assert_string_equal(sfield(find(f, "moved/top", "renamed"), "old_path"), "m/top");
+    /* The moved tree is still watched at its new place. */
+    clear(f);
+    put(f, "moved/n/k", "k2\n");
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(find(f, "moved/n/k", "modified"));
+
+    clear(f);
+    assert_int_equal(sg_rm_rf(P(f, "d"), &err), 0);
+    run_until(f, 3, 2000, 50);
+    expect_n(f, 3);
+    assert_non_null(find(f, "d/e/f1", "deleted"));
+    assert_non_null(find(f, "d/e/f2", "deleted"));
+    assert_non_null(find(f, "d/g", "deleted"));
+    sg_watch_stats st;
+    sg_watch_get_stats(f->w, &st);
+    assert_int_equal(st.files, 2);
+    assert_int_equal(st.watches, 3); /* root, moved, moved/n */
+}
+
+static void test_git_skipped_dotfiles_reported(void **state)
+{
+    fx *f = *state;
+    sg_err err = {0};
+    assert_int_equal(sg_mkdir_p(P(f, ".git/objects"), 0755, &err), 0);
+    put(f, ".git/HEAD", "ref: refs/heads/main\n");
+    start(f);
+    put(f, ".git/objects/ab", "blob");
+    put(f, ".git/index", "idx");
+    assert_int_equal(sg_mkdir_p(P(f, "pkg/.git/refs"), 0755, &err), 0);
+    put(f, "pkg/.git/refs/x", "y");
+    put(f, ".env", "KEY=1\n");
+    run_until(f, 1, 2000, 50);
+    expect_n(f, 1);
+    assert_non_null(find(f, ".env", "created"));
+}
+
+static void test_flush_and_open_writer(void **state)
+{
+    fx *f = *state;
+    start(f);
+    sg_err err = {0};
+    /* flush reports without running the loop. */
+    put(f, "now.txt", "n\n");
+    assert_int_equal(sg_watch_flush(f->w, &err), 1);
+    expect_n(f, 1);
+    assert_non_null(find(f, "now.txt", "created"));
+    assert_int_equal(sg_watch_flush(f->w, &err), 0);
+
+    /* A writer that keeps its file open: nothing before the cap, then one
+     * event; the close later reports the rest. */
+    clear(f);
+    int fd = open(P(f, "log.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "a\n", 2), 2);
+    run_until(f, 1, SG_WATCH_CAP_MS / 2, 0);
+    expect_n(f, 0);
+    run_until(f, 1, 2000, 0);
+    expect_n(f, 1);
+    assert_non_null(strstr(sfield(find(f, "log.txt", "created"), "diff"), "+a"));
+    clear(f);
+    assert_int_equal(write(fd, "b\n", 2), 2);
+    close(fd);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(strstr(sfield(find(f, "log.txt", "modified"), "diff"), "+b"));
+}
+
+static void test_overflow_rescan(void **state)
+{
+    fx *f = *state;
+    sg_err err = {0};
+    put(f, "keep.txt", "k\n");
+    put(f, "mod.txt", "m1\n");
+    put(f, "gone.txt", "g\n");
+    assert_int_equal(sg_mkdir_p(P(f, "many"), 0755, &err), 0);
+    start(f);
+    /* The loop is not running: more events than the kernel queue holds
+     * (16384 by default; each file gives IN_CREATE + IN_CLOSE_WRITE). */
+    const int n = 20000;
+    for (int i = 0; i < n; i++) {
+        char rel[64];
+        snprintf(rel, sizeof(rel), "many/f%05d", i);
+        put(f, rel, "z\n");
+    }
+    put(f, "mod.txt", "m2\n");
+    assert_int_equal(unlink(P(f, "gone.txt")), 0);
+    run_until(f, (size_t)n + 2, 30000, 200);
+    sg_watch_stats st;
+    sg_watch_get_stats(f->w, &st);
+    assert_true(st.overflows >= 1);
+    expect_n(f, (size_t)n + 2);
+    size_t i, created = 0;
+    json_t *e;
+    json_array_foreach(f->evs, i, e) {
+        if (!strncmp(sfield(e, "path"), "many/f", 6)) {
+            assert_string_equal(sfield(e, "change"), "created");
+            created++;
+        }
+    }
+    assert_int_equal(created, (size_t)n);
+    assert_int_equal(count_path(f, "mod.txt"), 1);
+    assert_non_null(strstr(sfield(find(f, "mod.txt", "modified"), "diff"), "+m2"));
+    assert_int_equal(count_path(f, "gone.txt"), 1);
+    assert_non_null(find(f, "gone.txt", "deleted"));
+    assert_int_equal(count_path(f, "keep.txt"), 0);
+    /* Still watching normally afterwards. */
+    clear(f);
+    put(f, "keep.txt", "k2\n");
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(find(f, "keep.txt", "modified"));
+}
+
+static void test_rename_chain_and_replace(void **state)
+{
+    fx *f = *state;
+    put(f, "a", "A\n");
+    put(f, "b", "B\n");
+    put(f, "c", "C\n");
+    start(f);
+    /* mv b c; mv a b: b->c then a->b, in that order. */
+    assert_int_equal(rename(P(f, "b"), P(f, "c")), 0);
+    assert_int_equal(rename(P(f, "a"), P(f, "b")), 0);
+    run_until(f, 2, 2000, 30);
+    expect_n(f, 2);
+    json_t *e0 = json_array_get(f->evs, 0), *e1 = json_array_get(f->evs, 1);
+    assert_string_equal(sfield(e0, "old_path"), "b");
+    assert_string_equal(sfield(e0, "path"), "c");
+    assert_string_equal(sfield(e1, "old_path"), "a");
+    assert_string_equal(sfield(e1, "path"), "b");
+    /* The cache followed: editing the new b diffs against A. */
+    clear(f);
+    put(f, "b", "A2\n");
+    run_until(f, 1, 2000, 30);
+    assert_non_null(strstr(sfield(find(f, "b", "modified"), "diff"), "-A\n+A2\n"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_basic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nested_race, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_editor_saves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_binary_symlink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_git_skipped_dotfiles_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_and_open_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_rescan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename_chain_and_replace, setup, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    sg_diff_global_shutdown();
+    return rc;
+}
