@@ -130,8 +130,8 @@ static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const
     int r = sg_privs_drop(sp->uid, sp->gid);
     if (r < 0)
         child_fail(126, "cannot drop privileges", NULL, -r);
-    if (cfg->seccomp && sg_seccomp_apply(cfg->seccomp) < 0)
-        child_fail(126, "cannot load the syscall filter", NULL, errno);
+    if (cfg->seccomp && (r = sg_seccomp_apply(cfg->seccomp)) < 0)
+        child_fail(126, "cannot load the syscall filter", NULL, -r);
     exec_search(argv, envp);
     _exit(127);
 }

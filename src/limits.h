@@ -35,7 +35,7 @@
 #define SG_WATCH_HASH_MAX (256ull * 1024 * 1024) /* larger files get no sha256 */
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
 #define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
-#define SG_ROOTFS_COPY_MAX (1024 * 1024) /* /etc files copied into the root; larger are bound */
+#define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */
 #define SG_ROOTFS_MAX_ENTRIES 1024      /* entries mirrored from one --rootfs dir (or its etc/) */
 #define SG_ROOTFS_ROOT_SIZE (16ull * 1024 * 1024) /* the root tmpfs skeleton */
 #define SG_ROOTFS_DEFAULT_TMP_SIZE (256ull * 1024 * 1024) /* /tmp when not given */

@@ -197,9 +197,10 @@ static int copy_file(int srcfd, const char *name, const char *dst, mode_t mode, 
 
 /* Reproduces entry `name` of the directory srcfd (reachable as srcpath) at
  * dst: directories are bound read-only, symlinks recreated, small regular
- * files copied, larger ones bound read-only. Missing entries and other file
- * types are skipped. */
-static int mirror_entry(int srcfd, const char *srcpath, const char *name, const char *dst, sg_err *err)
+ * files copied while *budget lasts, others bound read-only. Missing entries
+ * and other file types are skipped. */
+static int mirror_entry(int srcfd, const char *srcpath, const char *name, const char *dst,
+                        size_t *budget, sg_err *err)
 {
     struct stat st;
     if (fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -222,8 +223,10 @@ static int mirror_entry(int srcfd, const char *srcpath, const char *name, const 
             return sg_err_sys(err, "cannot create symlink %s", dst);
         return 0;
     }
-    if (S_ISREG(st.st_mode) && st.st_size <= SG_ROOTFS_COPY_MAX)
+    if (S_ISREG(st.st_mode) && st.st_size <= SG_ROOTFS_COPY_MAX && (size_t)st.st_size <= *budget) {
+        *budget -= (size_t)st.st_size;
         return copy_file(srcfd, name, dst, st.st_mode & 07777, err);
+    }
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
         return 0;
 
@@ -271,7 +274,8 @@ static bool keep_rootfs_etc(const char *name)
 }
 
 /* Mirrors the entries of srcfd the filter keeps into STAGE/dstrel. */
-static int mirror_dir(int srcfd, const char *srcpath, const char *dstrel, entry_filter keep, sg_err *err)
+static int mirror_dir(int srcfd, const char *srcpath, const char *dstrel, entry_filter keep,
+                      size_t *budget, sg_err *err)
 {
     int dfd = openat(srcfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
@@ -295,7 +299,7 @@ static int mirror_dir(int srcfd, const char *srcpath, const char *dstrel, entry_
             return sg_err_set(err, ENAMETOOLONG, "path too long: %s/%s", dstrel, name);
         if (stage_path(dst, sizeof dst, rel, err) < 0)
             return -1;
-        if (mirror_entry(srcfd, srcpath, name, dst, err) < 0)
+        if (mirror_entry(srcfd, srcpath, name, dst, budget, err) < 0)
             return -1;
     }
     if (errno != 0)
@@ -431,25 +435,28 @@ static int setup_dev(sg_err *err)
 static int setup_system(const sg_rootfs_opts *o, int rootfd, const char *rootpath, const char *hostname,
                         sg_err *err)
 {
+    /* Copies go to the root tmpfs; keep well inside its size. */
+    size_t budget = SG_ROOTFS_ROOT_SIZE / 2;
     if (!o->rootfs) {
         char dst[PATH_MAX];
         for (size_t i = 0; i < SG_ARRAY_LEN(host_top); i++) {
             if (stage_path(dst, sizeof dst, host_top[i], err) < 0)
                 return -1;
-            if (mirror_entry(rootfd, "", host_top[i], dst, err) < 0)
+            if (mirror_entry(rootfd, "", host_top[i], dst, &budget, err) < 0)
                 return -1;
         }
-    } else if (mirror_dir(rootfd, rootpath, "", keep_rootfs_top, err) < 0) {
+    } else if (mirror_dir(rootfd, rootpath, "", keep_rootfs_top, &budget, err) < 0) {
         return -1;
     }
 
     if (mkdir_stage("etc", 0755, err) < 0)
         return -1;
-    sg_autoclose int etcfd = openat(rootfd, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* No symlink: an absolute one would resolve on the host. */
+    sg_autoclose int etcfd = openat(rootfd, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (etcfd >= 0) {
         char etcpath[PATH_MAX];
         snprintf(etcpath, sizeof etcpath, "%s/etc", rootpath);
-        if (mirror_dir(etcfd, etcpath, "etc", o->rootfs ? keep_rootfs_etc : keep_host_etc, err) < 0)
+        if (mirror_dir(etcfd, etcpath, "etc", o->rootfs ? keep_rootfs_etc : keep_host_etc, &budget, err) < 0)
             return -1;
     } else if (errno != ENOENT) {
         return sg_err_sys(err, "cannot open %s/etc", rootpath);

@@ -1126,13 +1126,16 @@ static int resolve(sg_watch *w, bool force)
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
-    size_t nwork = 0;
+    size_t nwork = 0, wcap = 0;
     for (node *n = w->dhead, *next; n; n = next) {
         next = n->dnext;
         if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
             continue;
         dirty_unlink(w, n);
-        work = xrealloc(work, (nwork + 1) * sizeof(*work));
+        if (nwork == wcap) {
+            wcap = wcap ? wcap * 2 : 64;
+            work = xrealloc(work, wcap * sizeof(*work));
+        }
         work[nwork++] = n;
     }
     action *acts = NULL;

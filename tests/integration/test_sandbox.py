@@ -178,7 +178,7 @@ def _():
 @tap.case("destroy leaves nothing")
 def _():
     d = env.create()
-    env.sh(d, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 1000 >/dev/null 2>&1 &) ; exit 0")
+    env.sh(d, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 1000 >/dev/null 2>&1 &) ; sleep 0.5; exit 0")
     pids = host_pids_of(d)
     sup = [s for s in env.ls() if s["id"] == d][0]["supervisor_pid"]
     tap.ok(len(pids) >= 4, "escapers are in the sandbox's cgroup", repr(pids))
@@ -268,6 +268,7 @@ def _():
     os.makedirs(os.path.join(rootfs, "bin"))
     shutil.copy(static_probe, os.path.join(rootfs, "bin", "probe"))
     os.chmod(os.path.join(rootfs, "bin", "probe"), 0o755)
+    open(os.path.join(rootfs, "marker"), "w").close()
     r = env.create("--rootfs", rootfs)
     p = env.exec(r, "/bin/probe", "rootfs")
     tap.ok(p.returncode == 0, "--rootfs DIR is the root (no host /usr)", (p.stdout + p.stderr).decode())

@@ -606,6 +606,21 @@ static void check_dev(void)
     expect_writable("/dev/shm");
 }
 
+/* ---- rootfs: run from a --rootfs DIR that holds only this binary and a
+ * file named "marker": the host's system directories must be absent. ---- */
+static void check_rootfs(void)
+{
+    struct stat st;
+    if (stat("/marker", &st) < 0)
+        fail("/marker of the rootfs is missing: %s", strerror(errno));
+    if (stat("/usr/bin", &st) == 0)
+        fail("/usr/bin exists: the host's /usr leaked into a --rootfs sandbox");
+    if (stat("/proc/self/status", &st) < 0)
+        fail("/proc is not mounted");
+    expect_writable("/workspace");
+    expect_writable("/tmp");
+}
+
 struct check {
     const char *name;
     void (*fn)(void);
@@ -614,6 +629,7 @@ static const struct check checks[] = {
     { "pid1", check_pid1 }, { "ns", check_ns },   { "uid", check_uid },
     { "caps", check_caps }, { "nnp", check_nnp }, { "seccomp", check_seccomp },
     { "net", check_net },   { "fs", check_fs },   { "dev", check_dev },
+    { "rootfs", check_rootfs },
 };
 #define N_CHECKS (sizeof checks / sizeof checks[0])
 
@@ -672,7 +688,7 @@ int main(int argc, char **argv)
 
     int failed = 0;
     for (size_t c = 0; c < N_CHECKS; c++) {
-        bool run = all;
+        bool run = all && strcmp(checks[c].name, "rootfs") != 0; /* rootfs only on request */
         for (int w = 0; w < nwant; w++)
             if (!strcmp(want[w], checks[c].name))
                 run = true;

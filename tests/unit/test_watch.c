@@ -365,6 +365,19 @@ static void test_large_binary_symlink(void **state)
     assert_non_null(strstr(sfield(e, "diff"), "+/etc/passwd"));
     assert_null(strstr(sfield(e, "diff"), "root:"));
 
+    /* A symlink to a directory outside is a file too: never watched or
+     * walked into. */
+    clear(f);
+    sg_watch_stats st0, st1;
+    sg_watch_get_stats(f->w, &st0);
+    assert_int_equal(symlink("/etc", P(f, "etcdir")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    assert_non_null(strstr(sfield(find(f, "etcdir", "created"), "diff"), "+/etc"));
+    sg_watch_get_stats(f->w, &st1);
+    assert_int_equal(st1.watches, st0.watches);
+    assert_int_equal(st1.files, st0.files + 1);
+
     /* Binary becomes text: the diff shows the whole text, base empty. */
     clear(f);
     put(f, "bin.dat", "now text\n");

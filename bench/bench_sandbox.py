@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Sandbox start-up and exec speed, side by side with the anchors of issue 2,
+in one run, as ratios; and memory per sandbox with 200 alive at once.
+
+    python3 bench/bench_sandbox.py [--build build] [--many 200] [--runs 300]
+
+Uses hyperfine (Debian package) for the timings. Writes the figures to
+bench/results/sandbox.json and prints them. Never a test: it asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def hyperfine(cmds: dict[str, str], runs: int, warmup: int = 20) -> dict[str, dict]:
+    out = tempfile.mktemp(suffix=".json")
+    args = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
+            "--export-json", out]
+    for name, cmd in cmds.items():
+        args += ["-n", name, cmd]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        res = json.load(f)["results"]
+    os.unlink(out)
+    return {r["command"]: {"mean_ms": r["mean"] * 1e3, "median_ms": r["median"] * 1e3,
+                           "p_stddev_ms": r["stddev"] * 1e3 if r["stddev"] else 0.0} for r in res}
+
+
+def rss_kb(pid: int, field: str = "VmRSS") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--many", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=300)
+    a = ap.parse_args()
+    sg = os.path.join(a.build, "sandglass")
+    if not shutil.which("hyperfine"):
+        print("bench: hyperfine is not installed (scripts/install-deps.sh installs it)")
+        return 1
+    state = tempfile.mkdtemp(prefix="sgb-", dir="/tmp")
+    os.environ["SANDGLASS_STATE_DIR"] = state
+    os.environ["SANDGLASS_MAX_SANDBOXES"] = str(a.many + 10)
+    results: dict = {"machine": os.uname().release, "nproc": os.cpu_count()}
+    made: list[str] = []
+
+    def create() -> str:
+        sid = subprocess.run([sg, "create", "--learner", "bench"], check=True,
+                             capture_output=True).stdout.decode().strip()
+        made.append(sid)
+        return sid
+
+    try:
+        sid = create()
+        meta = json.load(open(os.path.join(state, "sb", sid, "meta.json")))
+        init_pid = meta["init_pid"]
+        cmds = {
+            "/bin/true": "/bin/true",
+            "sandglass exec (live sandbox)": f"{sg} exec {sid} -- true",
+            "nsenter into held namespaces": f"nsenter -t {init_pid} -m -u -i -n -p -r -w true",
+            "unshare": "unshare --mount --pid --net --ipc --uts --fork true",
+        }
+        if shutil.which("bwrap"):
+            cmds["bwrap"] = ("bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc "
+                             "--dev /dev true")
+        t = hyperfine(cmds, a.runs)
+        base = t["/bin/true"]["mean_ms"]
+        results["exec"] = {k: dict(v, ratio_to_true=v["mean_ms"] / base) for k, v in t.items()}
+
+        # create + exec true + destroy, against bwrap's one-shot sandbox
+        script = os.path.join(state, "cycle.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\nid=$({sg} create --learner bench) && {sg} exec $id -- true && "
+                    f"{sg} destroy $id >/dev/null\n")
+        os.chmod(script, 0o755)
+        cyc = {"sandglass create+exec+destroy": script,
+               "sandglass create only": f"{sg} create --learner bench"}
+        if shutil.which("bwrap"):
+            cyc["bwrap"] = cmds["bwrap"]
+        t2 = hyperfine(cyc, max(20, a.runs // 10), warmup=3)
+        results["lifecycle"] = t2
+        if "bwrap" in t2:
+            results["lifecycle_ratio_to_bwrap"] = {
+                k: v["mean_ms"] / t2["bwrap"]["mean_ms"] for k, v in t2.items()}
+        # 'create only' left sandboxes behind: collect them
+        for s in json.loads(subprocess.run([sg, "ls", "--json"], capture_output=True).stdout):
+            if s["id"] not in made:
+                made.append(s["id"])
+
+        # many sandboxes alive at once
+        t0 = time.monotonic()
+        while len(made) < a.many:
+            create()
+        results["many"] = {"count": len(made), "create_all_s": time.monotonic() - t0}
+        rss, pss, init_rss, init_pss = [], [], [], []
+        for s in json.loads(subprocess.run([sg, "ls", "--json"], capture_output=True).stdout):
+            rss.append(rss_kb(s["supervisor_pid"]))
+            pss.append(pss_kb(s["supervisor_pid"]))
+            init_rss.append(rss_kb(s["init_pid"]))
+            init_pss.append(pss_kb(s["init_pid"]))
+        n = len(rss)
+        results["many"].update({
+            "supervisor_rss_kib_mean": sum(rss) / n, "supervisor_rss_kib_max": max(rss),
+            "supervisor_pss_kib_mean": sum(pss) / n,
+            "init_rss_kib_mean": sum(init_rss) / n, "init_pss_kib_mean": sum(init_pss) / n,
+        })
+        t3 = hyperfine({"sandglass exec under load": f"{sg} exec {sid} -- true",
+                        "/bin/true": "/bin/true"}, a.runs)
+        results["many"]["exec_under_load"] = t3
+        results["many"]["exec_under_load_ratio_to_true"] = (
+            t3["sandglass exec under load"]["mean_ms"] / t3["/bin/true"]["mean_ms"])
+    finally:
+        for s in made:
+            subprocess.run([sg, "destroy", s], capture_output=True)
+        subprocess.run([sg, "gc"], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "sandbox.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
