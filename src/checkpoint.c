@@ -26,6 +26,7 @@
 #define ESC_LEN 4
 #define META_NAME ESC /* the escape of the empty name: never a workspace name */
 #define CKPT_REF "refs/heads/checkpoints"
+#define BASE_REF "refs/sg/base" /* what the workspace was last made equal to */
 #define TRAILER "sandglass-checkpoint:"
 #define STREAM_MIN (1u << 20) /* larger files are streamed, not held in memory */
 #define IO_CHUNK (64u * 1024)
@@ -150,6 +151,8 @@ typedef struct cent {
     int64_t mtime, ctime;
     uint32_t mode;
     uint8_t stored; /* the blob is in the object store (not only hashed) */
+    uint8_t valid;  /* false: racy or incomplete, never trusted */
+    uint32_t gen;   /* scan that last saw the path */
     git_oid oid;
 } cent;
 
@@ -285,6 +288,7 @@ struct sg_ckpt_store {
     int lock_fd;
     cmap cache;
     oidset known;
+    uint32_t gen; /* scan counter for the stat cache */
     unsigned tmp_counter;
     bool is_root;
 };
@@ -340,6 +344,7 @@ static void cache_load(sg_ckpt_store *st)
         memcpy(&c->ctime, buf + off + 24, 8);
         memcpy(&c->mode, buf + off + 32, 4);
         c->stored = (uint8_t)buf[off + 36];
+        c->valid = 1;
         memcpy(c->oid.id, buf + off + 37, GIT_OID_RAWSZ);
         off += 37 + GIT_OID_RAWSZ;
     }
@@ -350,15 +355,37 @@ bad:
     cmap_free(&m); /* only a cache: start cold */
 }
 
+static bool cent_live(const sg_ckpt_store *st, const cent *c)
+{
+    return c->path && c->valid && c->gen == st->gen;
+}
+
+/* Keeps the entries the last scan saw and trusts, and writes them out. */
 static int cache_save(sg_ckpt_store *st, sg_err *err)
 {
+    uint64_t count = 0;
+    for (size_t i = 0; i < st->cache.cap; i++)
+        count += cent_live(st, &st->cache.v[i]);
+    if (st->cache.n > 2 * count + 1024) { /* many dead entries: compact */
+        cmap m = {0};
+        for (size_t i = 0; i < st->cache.cap; i++) {
+            cent *c = &st->cache.v[i];
+            if (!cent_live(st, c))
+                continue;
+            cent *d = cmap_put(&m, c->path);
+            char *keep = d->path;
+            *d = *c;
+            d->path = keep;
+        }
+        cmap_free(&st->cache);
+        st->cache = m;
+    }
     sg_autosbuf sbuf b = {0};
     sb_add(&b, CACHE_MAGIC, 8);
-    uint64_t count = st->cache.n;
     sb_add(&b, &count, 8);
     for (size_t i = 0; i < st->cache.cap; i++) {
         const cent *c = &st->cache.v[i];
-        if (!c->path)
+        if (!cent_live(st, c))
             continue;
         uint32_t pl = (uint32_t)strlen(c->path);
         sb_add(&b, &pl, 4);
@@ -543,7 +570,6 @@ typedef struct scan {
     sg_ckpt_store *st;
     bool write;
     int64_t racy_after; /* ctimes at or after this are not trusted later */
-    cmap next;          /* the cache after this scan */
     sg_checkpoint_stats stats;
     uint64_t entries;
     sbuf path;
@@ -584,9 +610,9 @@ static ssize_t read_full(int fd, char *buf, size_t n)
 
 static void cache_note(scan *s, const struct stat *sb, const git_oid *oid, bool stored, bool complete)
 {
-    if (!complete || ts_ns(&sb->st_ctim) >= s->racy_after)
-        return;
-    cent *c = cmap_put(&s->next, s->path.p);
+    cent *c = cmap_put(&s->st->cache, s->path.p);
+    c->gen = s->st->gen;
+    c->valid = complete && ts_ns(&sb->st_ctim) < s->racy_after;
     c->size = (uint64_t)sb->st_size;
     c->ino = sb->st_ino;
     c->mtime = ts_ns(&sb->st_mtim);
@@ -599,8 +625,8 @@ static void cache_note(scan *s, const struct stat *sb, const git_oid *oid, bool 
 static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, node *k)
 {
     sg_ckpt_store *st = s->st;
-    const cent *c = cmap_get(&st->cache, s->path.p);
-    if (c && c->size == (uint64_t)sb->st_size && c->ino == sb->st_ino && c->mode == sb->st_mode &&
+    cent *c = cmap_get(&st->cache, s->path.p);
+    if (c && c->valid && c->size == (uint64_t)sb->st_size && c->ino == sb->st_ino && c->mode == sb->st_mode &&
         c->mtime == ts_ns(&sb->st_mtim) && c->ctime == ts_ns(&sb->st_ctim)) {
         bool stored = c->stored || oidset_has(&st->known, &c->oid);
         if (!stored && s->write && git_odb_exists(st->odb, &c->oid)) {
@@ -609,7 +635,8 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
         }
         if (stored || !s->write) {
             k->oid = c->oid;
-            cache_note(s, sb, &k->oid, stored, true);
+            c->stored = stored;
+            c->gen = st->gen;
             return 0;
         }
     }
@@ -699,11 +726,28 @@ static int tref_cmp(const void *pa, const void *pb)
     return (int)ca - (int)cb;
 }
 
+/* Writes v in base backwards, ending at end; returns the first char. */
+static char *fmt_u32(char *end, uint32_t v, uint32_t base)
+{
+    do {
+        *--end = (char)('0' + v % base);
+        v /= base;
+    } while (v);
+    return end;
+}
+
+/* "<octal mode> <uid> <gid> <name>\0" (snprintf is slow for 10k lines). */
 static void meta_line(sbuf *b, uint32_t mode, uint32_t uid, uint32_t gid, const char *sname)
 {
-    char num[64];
-    int n = snprintf(num, sizeof num, "%o %u %u ", mode, uid, gid);
-    sb_add(b, num, (size_t)n);
+    char num[48];
+    char *end = num + sizeof num;
+    *--end = ' ';
+    end = fmt_u32(end, gid, 10);
+    *--end = ' ';
+    end = fmt_u32(end, uid, 10);
+    *--end = ' ';
+    end = fmt_u32(end, mode, 8);
+    sb_add(b, end, (size_t)(num + sizeof num - end));
     sb_add(b, sname, strlen(sname) + 1);
 }
 
@@ -807,22 +851,28 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
             rc = sg_err_set(s->err, EFBIG, "workspace has more than %u entries", SG_CKPT_MAX_ENTRIES);
             break;
         }
+        const char *name = names[i];
         struct stat sb;
-        if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno == ENOENT)
                 continue; /* removed while we walk */
             rc = sg_err_sys(s->err, "stat %s/%s", s->path.p, names[i]);
             break;
         }
         node *k = &dir->kids[dir->nkids++];
-        node_set_name(k, names[i]);
+        if (needs_escape(name)) {
+            node_set_name(k, name);
+            name = NAME(k);
+        } else {
+            k->sname = sg_steal_ptr(&names[i]); /* name stays valid: k owns it */
+        }
         k->mode = sb.st_mode;
         k->uid = sb.st_uid;
         k->gid = sb.st_gid;
         k->recorded = true;
-        size_t old = path_push(&s->path, names[i]);
+        size_t old = path_push(&s->path, name);
         if (S_ISDIR(sb.st_mode)) {
-            sg_autoclose int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            sg_autoclose int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0)
                 rc = sg_err_sys(s->err, "opening %s", s->path.p);
             else {
@@ -832,10 +882,10 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
         } else if (S_ISREG(sb.st_mode)) {
             s->stats.files++;
             s->stats.bytes += (uint64_t)sb.st_size;
-            rc = scan_file(s, dfd, names[i], &sb, k);
+            rc = scan_file(s, dfd, name, &sb, k);
         } else if (S_ISLNK(sb.st_mode)) {
             s->stats.files++;
-            rc = scan_link(s, dfd, names[i], k);
+            rc = scan_link(s, dfd, name, k);
         } else if (S_ISFIFO(sb.st_mode)) {
             s->stats.files++;
             rc = put_obj(s->st, s->write, &k->oid, "", 0, GIT_OBJECT_BLOB, s->err);
@@ -854,7 +904,6 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
 
 static void scan_free(scan *s)
 {
-    cmap_free(&s->next);
     sb_free(&s->path);
 }
 
@@ -867,6 +916,7 @@ static int scan_workspace(sg_ckpt_store *st, scan *s, bool write, node *root, in
     s->write = write;
     s->err = err;
     s->racy_after = now_real_ns() - SG_CKPT_RACY_NS;
+    st->gen++;
     sb_add(&s->path, "", 0);
     sg_autoclose int fd = open(st->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -1545,9 +1595,22 @@ int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHEC
             rc = -1;
         }
     }
+    /* "changed" counts against the state the workspace was last known to
+     * be in: the last checkpoint, or the one last restored. */
+    git_oid base, base_tree;
+    bool have_base = false;
+    if (rc == 0 && git_reference_name_to_id(&base, st->repo, BASE_REF) == 0) {
+        git_commit *bc = NULL;
+        if (git_commit_lookup(&bc, st->repo, &base) == 0) {
+            base_tree = *git_commit_tree_id(bc);
+            have_base = true;
+            git_commit_free(bc);
+        }
+    }
+    git_error_clear();
     cmpx c = {.st = st, .err = err};
     if (rc == 0)
-        rc = compare(&c, -1, &root, have_parent ? &parent_tree : NULL);
+        rc = compare(&c, -1, &root, have_base ? &base_tree : have_parent ? &parent_tree : NULL);
     git_oid commit;
     if (rc == 0) {
         sg_autofree char *lab = clean_label(label);
@@ -1575,11 +1638,12 @@ int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHEC
         if (git_reference_create(&ref, st->repo, CKPT_REF, &commit, 1, "checkpoint") < 0)
             rc = git_fail(err, "updating %s", CKPT_REF);
         git_reference_free(ref);
+        ref = NULL;
+        if (rc == 0 && git_reference_create(&ref, st->repo, BASE_REF, &commit, 1, "checkpoint") < 0)
+            rc = git_fail(err, "updating %s", BASE_REF);
+        git_reference_free(ref);
     }
     if (rc == 0) {
-        cmap_free(&st->cache);
-        st->cache = s.next;
-        s.next = (cmap){0};
         sg_err e3 = {0};
         (void)cache_save(st, &e3); /* a lost cache only costs time */
         git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &commit);
@@ -1725,6 +1789,7 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id, sg_checkpoint_stats
     if (resolve(st, id, &cm, err) < 0)
         return -1;
     git_oid target = *git_commit_tree_id(cm);
+    git_oid target_commit = *git_commit_id(cm);
     uint64_t f = 0, d = 0, b = 0;
     size_t ll;
     parse_trailer(git_commit_message_raw(cm), &f, &d, &b, &ll);
@@ -1739,11 +1804,15 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id, sg_checkpoint_stats
         rc = compare(&c, root_fd, &root, &target);
     /* Entries of files left alone stay valid; replaced files have new
      * inodes and ctimes, so stale entries can never match them. */
-    cmap_free(&st->cache);
-    st->cache = s.next;
-    s.next = (cmap){0};
     sg_err e3 = {0};
-    (void)cache_save(st, &e3);
+    if (rc == 0)
+        (void)cache_save(st, &e3);
+    if (rc == 0) {
+        git_reference *ref = NULL;
+        if (git_reference_create(&ref, st->repo, BASE_REF, &target_commit, 1, "restore") < 0)
+            rc = git_fail(err, "updating %s", BASE_REF);
+        git_reference_free(ref);
+    }
     if (rc == 0 && stats) {
         memset(stats, 0, sizeof *stats);
         stats->files = f;

@@ -185,6 +185,9 @@ void sg_exec_req_free(sg_exec_req *r)
     sg_strvfreep(&r->argv);
     sg_strvfreep(&r->env);
     free(r->cwd);
+    free(r->tool_name);
+    if (r->tool)
+        json_decref(r->tool);
     memset(r, 0, sizeof *r);
 }
 
@@ -196,7 +199,7 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
     json_t *val;
     json_object_foreach(j, key, val) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
-            strcmp(key, "cwd") && strcmp(key, "timeout"))
+            strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -226,6 +229,16 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
             return sg_err_set(err, EINVAL, "\"cwd\" must be an absolute path inside the sandbox");
         }
         out->cwd = strdup(c);
+    }
+    json_t *tool = json_object_get(j, "tool");
+    if (tool) {
+        const char *name = json_string_value(json_object_get(tool, "name"));
+        if (!json_is_object(tool) || !name || !*name || strlen(name) > 64) {
+            sg_exec_req_free(out);
+            return sg_err_set(err, EINVAL, "\"tool\" must be an object with a \"name\" of 1-64 characters");
+        }
+        out->tool_name = strdup(name);
+        out->tool = json_incref(tool);
     }
     json_t *t = json_object_get(j, "timeout");
     if (t) {

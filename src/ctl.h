@@ -51,6 +51,8 @@ typedef struct sg_exec_req {
     char **env;        /* NULL-terminated "K=V" extras */
     char *cwd;         /* NULL: /workspace */
     double timeout_s;  /* 0: the sandbox's default */
+    char *tool_name;   /* an agent tool call ("tool":{"name",...}), else NULL */
+    void *tool;        /* the "tool" object (json_t*, owned), else NULL */
 } sg_exec_req;
 
 /* Strict parse of an "exec" request object; every field checked and

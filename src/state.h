@@ -44,6 +44,10 @@ typedef struct sg_sandbox_meta {
     double cpus;
     double timeout_s;  /* default wall time per exec */
     uint64_t output_limit;
+    double max_wall_s; /* session caps (0 = none): an abort when reached */
+    uint64_t max_execs;
+    double max_cpu_s;
+    uint64_t max_calls; /* agent tool calls (execs with a "tool") */
     uid_t uid;         /* the sandbox user */
     gid_t gid;
     pid_t supervisor_pid;

@@ -91,6 +91,15 @@ struct sup {
     bool destroying;
     bool init_dead;
     int exit_code;
+    /* kill switch: the first reason wins and is kept */
+    bool aborted;
+    char abort_by[16];      /* operator | signal | cap */
+    char abort_reason[256];
+    uint64_t start_ns;
+    uint64_t execs_total, calls_total;
+    uv_timer_t cap_timer;   /* wall and cpu caps */
+    char **leaves;          /* exec leaves that may still hold processes */
+    size_t nleaves, capleaves;
 };
 
 static void client_close(client *c);
@@ -264,6 +273,144 @@ static void client_update_poll(client *c)
     }
 }
 
+/* ---- leaves and the kill switch ---------------------------------------------- */
+
+static void leaf_track(sup *s, const char *leaf)
+{
+    if (s->nleaves == s->capleaves) {
+        size_t ncap = s->capleaves ? s->capleaves * 2 : 16;
+        char **n = realloc(s->leaves, ncap * sizeof *n);
+        if (!n)
+            return;
+        s->leaves = n;
+        s->capleaves = ncap;
+    }
+    s->leaves[s->nleaves++] = strdup(leaf);
+}
+
+static void leaf_untrack(sup *s, const char *leaf)
+{
+    for (size_t i = 0; i < s->nleaves; i++) {
+        if (strcmp(s->leaves[i], leaf) == 0) {
+            free(s->leaves[i]);
+            s->leaves[i] = s->leaves[--s->nleaves];
+            return;
+        }
+    }
+}
+
+/* Removes the leaves that have emptied (background processes ended). */
+static void leaves_sweep(sup *s)
+{
+    sg_err err = {0};
+    for (size_t i = s->nleaves; i-- > 0;) {
+        bool running = false;
+        for (size_t k = 0; k < s->nexecs; k++)
+            if (strcmp(s->execs[k]->leaf, s->leaves[i]) == 0)
+                running = true;
+        if (!running && sg_cgroup_populated(s->cg, s->leaves[i], &err) == 0 &&
+            sg_cgroup_leaf_remove(s->cg, s->leaves[i], &err) == 0)
+            leaf_untrack(s, s->leaves[i]);
+    }
+}
+
+static json_t *cap_json(double limit, double value)
+{
+    return json_pack("{s:o, s:f}", "limit", limit > 0 ? json_real(limit) : json_null(), "value", value);
+}
+
+static json_t *caps_now(sup *s)
+{
+    sg_err err = {0};
+    sg_cg_stats st = {0};
+    sg_cgroup_stats(s->cg, NULL, &st, &err);
+    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
+    return json_pack("{s:o, s:o, s:o, s:o}",
+        "max_wall_s", cap_json(s->meta.max_wall_s, wall),
+        "max_execs", cap_json((double)s->meta.max_execs, (double)s->execs_total),
+        "max_cpu_s", cap_json(s->meta.max_cpu_s, (double)st.cpu_ns / 1e9),
+        "max_calls", cap_json((double)s->meta.max_calls, (double)s->calls_total));
+}
+
+/* Kills every process of the sandbox but its init, and proves it: the
+ * sandbox's cgroup then holds exactly the init. */
+static json_t *kill_all_user_processes(sup *s)
+{
+    sg_err err = {0};
+    json_t *killed_execs = json_array();
+    for (size_t i = 0; i < s->nexecs; i++)
+        if (!s->execs[i]->finished)
+            json_array_append_new(killed_execs, json_integer(s->execs[i]->id));
+    pid_t *before = NULL;
+    size_t nbefore = 0;
+    sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
+    uint64_t t0 = sg_now_mono_ns();
+    bool ok = true;
+    for (size_t i = 0; i < s->nleaves; i++)
+        if (sg_cgroup_kill(s->cg, s->leaves[i], 5000, &err) < 0)
+            ok = false;
+    double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
+    pid_t *after = NULL;
+    size_t nafter = 0;
+    sg_cgroup_pids(s->cg, NULL, &after, &nafter, &err);
+    json_t *left = json_array();
+    for (size_t i = 0; i < nafter; i++)
+        if (after[i] != s->init_pid)
+            json_array_append_new(left, json_integer(after[i]));
+    json_t *proof = json_pack("{s:i, s:b, s:I, s:o, s:f}",
+        "processes_left", (int)json_array_size(left),
+        "cgroup_holds_only_init", ok && json_array_size(left) == 0,
+        "init_pid", (json_int_t)s->init_pid, "left_pids", left, "kill_ms", kill_ms);
+    json_t *r = json_pack("{s:o, s:I, s:o}", "execs_killed", killed_execs,
+        "processes_killed", (json_int_t)(nbefore > 0 ? nbefore - 1 : 0), "proof", proof);
+    free(before);
+    free(after);
+    return r;
+}
+
+static void capture_emit(sup *s, const char *kind, json_t *payload);
+
+/* The kill switch. Returns the abort record (new reference). */
+static json_t *sup_abort(sup *s, const char *by, const char *reason)
+{
+    if (s->aborted)
+        return json_pack("{s:b, s:b, s:s, s:s}", "aborted", 1, "already", 1,
+                         "by", s->abort_by, "reason", s->abort_reason);
+    s->aborted = true;
+    snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
+    snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+    json_t *caps = caps_now(s);
+    json_t *k = kill_all_user_processes(s);
+    json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
+                            "by", by, "reason", reason, "caps", caps);
+    json_object_update(rec, k);
+    json_decref(k);
+    capture_emit(s, "session_abort", json_deep_copy(rec));
+    return rec;
+}
+
+static void on_cap_timer(uv_timer_t *t)
+{
+    sup *s = t->data;
+    if (s->aborted || s->destroying)
+        return;
+    char why[128];
+    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
+    if (s->meta.max_wall_s > 0 && wall >= s->meta.max_wall_s) {
+        snprintf(why, sizeof why, "cap max_wall_s=%g reached", s->meta.max_wall_s);
+        json_decref(sup_abort(s, "cap", why));
+        return;
+    }
+    if (s->meta.max_cpu_s > 0) {
+        sg_err err = {0};
+        sg_cg_stats st = {0};
+        if (sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 && (double)st.cpu_ns / 1e9 >= s->meta.max_cpu_s) {
+            snprintf(why, sizeof why, "cap max_cpu_s=%g reached", s->meta.max_cpu_s);
+            json_decref(sup_abort(s, "cap", why));
+        }
+    }
+}
+
 /* ---- exec lifecycle -------------------------------------------------------- */
 
 static void exec_slot_remove(sup *s, exec_ctx *ex)
@@ -351,14 +498,17 @@ static void exec_finish(exec_ctx *ex)
     }
     if (ex->spawned) {
         json_t *res = exec_result_json(ex, &after);
+        if (s->aborted)
+            json_object_set_new(res, "aborted", json_string(s->abort_reason));
         if (ex->cl)
             client_send_json(ex->cl, SG_CTL_RESULT, res);
         else
             json_decref(res);
     }
-    /* A leaf with background processes stays until destroy. */
-    if (sg_cgroup_populated(s->cg, ex->leaf, &err) == 0)
-        sg_cgroup_leaf_remove(s->cg, ex->leaf, &err);
+    /* A leaf with background processes stays until they end or destroy. */
+    if (sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
+        sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0)
+        leaf_untrack(s, ex->leaf);
     if (ex->cl) {
         ex->cl->ex = NULL;
         ex->cl->close_after_flush = true;
@@ -419,6 +569,23 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         client_error(c, err.msg);
         return;
     }
+    if (!s->aborted) {
+        char why[128] = "";
+        if (s->meta.max_execs && s->execs_total >= s->meta.max_execs)
+            snprintf(why, sizeof why, "cap max_execs=%llu reached", (unsigned long long)s->meta.max_execs);
+        else if (req.tool_name && s->meta.max_calls && s->calls_total >= s->meta.max_calls)
+            snprintf(why, sizeof why, "cap max_calls=%llu reached", (unsigned long long)s->meta.max_calls);
+        if (why[0])
+            json_decref(sup_abort(s, "cap", why));
+    }
+    if (s->aborted) {
+        char m[400];
+        snprintf(m, sizeof m, "session aborted: %s", s->abort_reason);
+        close(stdin_fd);
+        sg_exec_req_free(&req);
+        client_error(c, m);
+        return;
+    }
     if (s->destroying || s->init_dead || s->init_fd < 0) {
         close(stdin_fd);
         sg_exec_req_free(&req);
@@ -438,6 +605,10 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         s->execs = n;
         s->capexecs = ncap;
     }
+    s->execs_total++;
+    if (req.tool_name)
+        s->calls_total++;
+    leaves_sweep(s);
     exec_ctx *ex = calloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
@@ -457,6 +628,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int ncg = -1;
     sg_autostrv char **env = build_env(&req, cwd);
     sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
+    leaf_track(s, ex->leaf);
     if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) < 0 ||
         (ncg = sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, &err)) < 0) {
         sg_err_prefix(&err, "cannot create the exec's cgroup");
@@ -658,12 +830,38 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
         json_t *j = sg_sandbox_meta_json(&s->meta);
         json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
         json_object_set_new(j, "cgroup_layout", json_string(sg_cgroup_layout_name(sg_cgroup_layout())));
-        json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : "running"));
+        json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"));
+        if (s->aborted)
+            json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
+        json_object_set_new(j, "caps_now", caps_now(s));
         client_send_json(c, SG_CTL_RESULT, j);
         c->close_after_flush = true;
         client_flush(c);
     } else if (strcmp(op, "destroy") == 0) {
         sup_destroy(s, c);
+    } else if (strcmp(op, "abort") == 0) {
+        const char *reason = json_string_value(json_object_get(req, "reason"));
+        char r[256];
+        snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
+        client_send_json(c, SG_CTL_RESULT, sup_abort(s, "operator", r));
+        c->close_after_flush = true;
+        client_flush(c);
+    } else if (strcmp(op, "resume") == 0) {
+        if (!s->aborted) {
+            client_error(c, "the session is not aborted");
+        } else if (strcmp(s->abort_by, "cap") == 0) {
+            char m[400];
+            snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
+            client_error(c, m);
+        } else {
+            json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
+            s->aborted = false;
+            s->abort_reason[0] = s->abort_by[0] = '\0';
+            capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
+            client_send_json(c, SG_CTL_RESULT, r);
+            c->close_after_flush = true;
+            client_flush(c);
+        }
     } else {
         char m[200];
         snprintf(m, sizeof m, "unknown request op '%.100s'", op);
@@ -845,6 +1043,7 @@ static void stop_loop_handles(sup *s)
     uv_signal_stop(&s->sigterm);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
+    uv_timer_stop(&s->cap_timer);
     uv_stop(&s->loop);
 }
 
@@ -905,8 +1104,10 @@ static void on_signal(uv_signal_t *h, int signum)
         }
         return;
     }
+    /* SIGINT/SIGTERM to a session is an abort, not a teardown: the
+     * operator may still roll back or destroy. */
     if (!s->destroying)
-        sup_destroy(s, NULL);
+        json_decref(sup_abort(s, "signal", signum == SIGINT ? "received SIGINT" : "received SIGTERM"));
 }
 
 static void close_walk(uv_handle_t *h, void *arg)
@@ -955,6 +1156,11 @@ int sg_supervisor_run(const char *id, int ready_fd)
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
     uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+    s->start_ns = sg_now_mono_ns();
+    uv_timer_init(&s->loop, &s->cap_timer);
+    s->cap_timer.data = s;
+    if (s->meta.max_wall_s > 0 || s->meta.max_cpu_s > 0)
+        uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
@@ -988,6 +1194,9 @@ int sg_supervisor_run(const char *id, int ready_fd)
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
     free(s->execs);
+    for (size_t i = 0; i < s->nleaves; i++)
+        free(s->leaves[i]);
+    free(s->leaves);
     free(s);
     return code;
 
@@ -1014,4 +1223,13 @@ fail:
     sg_sandbox_meta_clear(&s->meta);
     free(s);
     return 1;
+}
+
+/* ---- capture ------------------------------------------------------------------ */
+
+static void capture_emit(sup *s, const char *kind, json_t *payload)
+{
+    (void)s;
+    (void)kind;
+    json_decref(payload);
 }

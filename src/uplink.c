@@ -328,6 +328,8 @@ static int parse_url(sg_uplink *u, const char *url, sg_err *err)
         return sg_err_set(err, EINVAL, "ingest URL '%s': bad port", url);
     u->port = port;
     u->host = strdup(ads);
+    while (*path == '/') /* lws_parse_uri gives "/" for no path, else no leading '/' */
+        path++;
     u->path = *path ? sg_strdup_printf("/%s", path) : strdup("/v1/ingest");
     if (!u->host || !u->path)
         return sg_err_set(err, ENOMEM, "out of memory");

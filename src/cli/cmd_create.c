@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,8 @@ static void create_usage(FILE *f)
     fprintf(f,
         "usage: sandglass create --learner L [--task T] [--workspace DIR] [--memory 512M]\n"
         "                        [--pids 256] [--cpus 1.0] [--timeout S] [--output-limit 64M]\n"
-        "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE] [--json]\n");
+        "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
+        "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N] [--json]\n");
 }
 
 static uid_t chown_uid;
@@ -145,6 +147,10 @@ int sg_cmd_create(int argc, char **argv)
         {"rootfs", required_argument, NULL, 'r'},
         {"ingest", required_argument, NULL, 'i'},
         {"secret", required_argument, NULL, 's'},
+        {"max-wall", required_argument, NULL, 'W'},
+        {"max-execs", required_argument, NULL, 'E'},
+        {"max-cpu", required_argument, NULL, 'C'},
+        {"max-calls", required_argument, NULL, 'K'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {0},
@@ -192,6 +198,22 @@ int sg_cmd_create(int argc, char **argv)
             break;
         case 'T':
             if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &m.timeout_s, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'W':
+            if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &m.max_wall_s, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'C':
+            if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &m.max_cpu_s, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'E':
+            if (sg_parse_uint(optarg, UINT32_MAX, &m.max_execs, &err) < 0)
+                return sg_cli_fail("create", err.msg);
+            break;
+        case 'K':
+            if (sg_parse_uint(optarg, UINT32_MAX, &m.max_calls, &err) < 0)
                 return sg_cli_fail("create", err.msg);
             break;
         case 'h':
