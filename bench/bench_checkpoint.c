@@ -7,10 +7,8 @@
  * Prints a table and writes the figures to bench/results/checkpoint.json
  * (or argv[1]). Not a timed test: targets are checked and reported only.
  *
- * Build (no meson target yet):
- *   cc -O2 -D_GNU_SOURCE -Isrc bench/bench_checkpoint.c src/checkpoint.c \
- *      src/util.c src/err.c $(pkg-config --cflags --libs libgit2) -lm \
- *      -o /tmp/bench_checkpoint
+ * Build and run from the source root:
+ *   ninja -C build bench_checkpoint && build/bench_checkpoint
  * Env: SG_BENCH_DIR (default /var/tmp), SG_BENCH_FILES (10000),
  *      SG_BENCH_ROUNDS (7). */
 #include <errno.h>
@@ -209,6 +207,8 @@ int main(int argc, char **argv)
     sg_autofree char *ws4 = sg_strdup_printf("%s/ws-rsync", root);
     sg_autofree char *repo = sg_strdup_printf("%s/state/checkpoints.git", root);
     sg_autofree char *repo2 = sg_strdup_printf("%s/state/libgit2.git", root);
+    double load_start[1] = {-1};
+    getloadavg(load_start, 1);
     make_workspace(ws, nfiles);
     make_workspace(ws2, nfiles);
     make_workspace(ws3, nfiles);
@@ -333,8 +333,10 @@ int main(int argc, char **argv)
                : sfs.f_type == 0x58465342 ? "xfs" : sfs.f_type == 0x9123683E ? "btrfs" : "other";
 
     double sgc = median(&sg_ck), sgr = median(&sg_rb);
-    printf("workspace: %d files (%llu captured), %d changed per round, %d rounds, %s on %s\n", nfiles,
-           (unsigned long long)first_files, CHANGED, rounds, base, fstype);
+    double load_end[1] = {-1};
+    getloadavg(load_end, 1);
+    printf("workspace: %d files (%llu captured), %d changed per round, %d rounds, %s on %s, load %.1f -> %.1f\n",
+           nfiles, (unsigned long long)first_files, CHANGED, rounds, base, fstype, load_start[0], load_end[0]);
     printf("%-34s %12s %14s %12s\n", "", "first ckpt", "ckpt (10 chg)", "rollback");
     printf("%-34s %9.1f ms %11.1f ms %9.1f ms   (max %.1f / %.1f; unchanged %.1f ms; diff %.1f ms)\n",
            "sandglass", sg_first, sgc, sgr, maxof(&sg_ck), maxof(&sg_rb), sg_nochange, median(&sg_diff));
@@ -370,7 +372,7 @@ int main(int argc, char **argv)
     uname(&un);
     fprintf(fp,
             "{\n  \"bench\": \"checkpoint\",\n  \"when\": \"%s\",\n  \"kernel\": \"%s\",\n"
-            "  \"fs\": \"%s\",\n  \"files\": %d,\n  \"changed_per_round\": %d,\n  \"rounds\": %d,\n"
+            "  \"fs\": \"%s\",\n  \"loadavg_1m\": [%.2f, %.2f],\n  \"files\": %d,\n  \"changed_per_round\": %d,\n  \"rounds\": %d,\n"
             "  \"unit\": \"ms\",\n"
             "  \"sandglass\": {\"first_checkpoint\": %.2f, \"checkpoint_unchanged\": %.2f, "
             "\"checkpoint_median\": %.2f, \"checkpoint_max\": %.2f, \"rollback_median\": %.2f, "
@@ -378,7 +380,7 @@ int main(int argc, char **argv)
             "  \"libgit2_add_all_checkout_baseline\": {\"first_checkpoint\": %.2f, \"checkpoint_unchanged\": %.2f, "
             "\"checkpoint_median\": %.2f, \"rollback_median\": %.2f},\n"
             "  \"cp_a\": {\"first_checkpoint\": %.2f, \"checkpoint_median\": %.2f, \"rollback_median\": %.2f},\n",
-            when, un.release, fstype, nfiles, CHANGED, rounds, sg_first, sg_nochange, sgc, maxof(&sg_ck), sgr,
+            when, un.release, fstype, load_start[0], load_end[0], nfiles, CHANGED, rounds, sg_first, sg_nochange, sgc, maxof(&sg_ck), sgr,
             maxof(&sg_rb), median(&sg_diff), lg_first, lg_nochange, median(&lg_ck), median(&lg_rb), cp_first,
             median(&cp_ck), median(&cp_rb));
     if (have_rsync)

@@ -6,12 +6,10 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +29,7 @@ static const char *const ctrl_name[C_N] = {"memory", "pids", "cpu", "cpuacct", "
 #define CG_KNOB_MAX 4096         /* the knob files we parse are one page at most */
 #define CG_FREEZE_TIMEOUT_MS 5000
 #define CG_NAP_MAX_US 5000       /* longest sleep between polls of a knob */
+#define CG_KILL_NAP_MAX_US 1000  /* ... while waiting for killed tasks: they take ~0.5 ms */
 #define CG_KILL_SETTLE_MS 20     /* v1: wait this long for SIGKILLed tasks before another round */
 
 typedef struct cg_mount {
@@ -341,12 +340,12 @@ static int read_key(const char *dir, const char *knob, const char *key, bool opt
     return 0;
 }
 
-static void nap(unsigned *us)
+/* Sleeps *us, then doubles it up to max_us. */
+static void nap(unsigned *us, unsigned max_us)
 {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)*us * 1000};
     nanosleep(&ts, NULL);
-    if (*us < CG_NAP_MAX_US)
-        *us *= 2;
+    *us = *us * 2 > max_us ? max_us : *us * 2;
 }
 
 static uint64_t deadline_after(int ms)
@@ -785,7 +784,7 @@ static int freeze_until(sg_cgroup *cg, const char *leaf, bool frozen, uint64_t d
                 return 0;
             if (sg_now_mono_ns() >= deadline)
                 return sg_err_set(err, ETIMEDOUT, "%s: still %s", dir, frozen ? "not frozen" : "frozen");
-            nap(&us);
+            nap(&us, CG_NAP_MAX_US);
         }
     }
     if (cg->s.at[C_FREEZER] < 0)
@@ -804,7 +803,7 @@ static int freeze_until(sg_cgroup *cg, const char *leaf, bool frozen, uint64_t d
             return 0;
         if (sg_now_mono_ns() >= deadline)
             return sg_err_set(err, ETIMEDOUT, "%s: freezer.state still %.20s", dir, st);
-        nap(&us);
+        nap(&us, CG_NAP_MAX_US);
     }
 }
 
@@ -897,16 +896,13 @@ static int timed_out(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *er
 }
 
 /* v2: the kernel kills the whole subtree, forks in flight included; then
- * wait for cgroup.events to say "populated 0". */
+ * wait for cgroup.events to say "populated 0". A short sleep loop, not
+ * inotify: closing an inotify fd waits for an RCU grace period (~15 ms
+ * here), longer than the tasks take to die (~0.5 ms), and the kernel
+ * rate-limits cgroup.events notifications anyway. */
 static int kill_v2(sg_cgroup *cg, const char *leaf, int timeout_ms, uint64_t deadline, sg_err *err)
 {
     sg_autofree char *dir = cg_dir(cg, (size_t)cg->s.v2, leaf);
-    sg_autofree char *events = sg_strdup_printf("%s/cgroup.events", dir);
-    sg_autoclose int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (ino >= 0 && inotify_add_watch(ino, events, IN_MODIFY) < 0) {
-        close(ino);
-        ino = -1; /* fall back to polling with sleeps */
-    }
     if (knob_write(dir, "cgroup.kill", "1", err) < 0)
         return -1;
     unsigned us = 50;
@@ -916,22 +912,9 @@ static int kill_v2(sg_cgroup *cg, const char *leaf, int timeout_ms, uint64_t dea
             return -1;
         if (!pop)
             return 0;
-        uint64_t now = sg_now_mono_ns();
-        if (now >= deadline)
+        if (sg_now_mono_ns() >= deadline)
             return timed_out(cg, leaf, timeout_ms, err);
-        if (ino >= 0) {
-            /* re-check every 50 ms even without a notification */
-            uint64_t left_ms = (deadline - now) / 1000000ull + 1;
-            struct pollfd pfd = {.fd = ino, .events = POLLIN};
-            int r = poll(&pfd, 1, left_ms > 50 ? 50 : (int)left_ms);
-            if (r < 0 && errno != EINTR)
-                return sg_err_sys(err, "poll on inotify for %s", events);
-            char buf[4096];
-            while (read(ino, buf, sizeof buf) > 0)
-                ;
-        } else {
-            nap(&us);
-        }
+        nap(&us, CG_KILL_NAP_MAX_US);
     }
 }
 
@@ -979,7 +962,7 @@ static int kill_loop(sg_cgroup *cg, const char *leaf, int timeout_ms, uint64_t d
                 return timed_out(cg, leaf, timeout_ms, err);
             if (now >= settle)
                 break;
-            nap(&us);
+            nap(&us, CG_NAP_MAX_US);
         }
     }
 }

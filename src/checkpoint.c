@@ -643,13 +643,23 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
 
     s->stats.hashed++;
     sg_autoclose int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 && errno == ENOENT) {
+        k->recorded = false; /* removed while we walk: not part of the snapshot */
+        return 0;
+    }
+    if (fd < 0 && errno == ELOOP)
+        return sg_err_set(s->err, EAGAIN, "%s was replaced by a symlink while being read", s->path.p);
     if (fd < 0)
         return sg_err_sys(s->err, "opening %s", s->path.p);
     struct stat fst;
     if (fstat(fd, &fst) < 0)
         return sg_err_sys(s->err, "stat %s", s->path.p);
-    if (!S_ISREG(fst.st_mode) || fst.st_ino != sb->st_ino || fst.st_dev != sb->st_dev)
+    if (!S_ISREG(fst.st_mode))
         return sg_err_set(s->err, EAGAIN, "%s was replaced while being read", s->path.p);
+    /* Replaced by another regular file since the lstat: record what we read. */
+    k->mode = fst.st_mode;
+    k->uid = fst.st_uid;
+    k->gid = fst.st_gid;
     size_t size = (size_t)fst.st_size;
     bool complete = true;
     if (size <= STREAM_MIN) {
@@ -1156,7 +1166,8 @@ static int emit_target_dir(cmpx *c, const tdir *t, int depth)
 
 static bool chown_failure_ok(const sg_ckpt_store *st)
 {
-    return errno == EPERM && !st->is_root; /* without root we cannot give files away */
+    /* Without root we cannot give files away (EINVAL: uid not mapped). */
+    return (errno == EPERM || errno == EINVAL) && !st->is_root;
 }
 
 static int ap_fd_meta(cmpx *c, int fd, uint32_t mode, uint32_t uid, uint32_t gid)

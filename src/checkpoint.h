@@ -6,7 +6,10 @@
  * checkpoint is a commit on refs/heads/checkpoints (first-parent chain, so
  * checkpoints taken after a restore still follow the latest one); its id is
  * the commit's 40-hex oid. The commit message is the label, a blank line and
- * a trailer "sandglass-checkpoint: files=N dirs=N bytes=N".
+ * a trailer "sandglass-checkpoint: files=N dirs=N bytes=N". refs/sg/base
+ * names the checkpoint the workspace was last made equal to (the last one
+ * taken or restored); take counts its changes against it. Objects are loose
+ * and never garbage-collected (checkpoints are kept for the sandbox's life).
  *
  * Tree layout. We walk the workspace ourselves (openat, O_NOFOLLOW,
  * AT_SYMLINK_NOFOLLOW; never libgit2's add_all), so .gitignore hides
@@ -73,8 +76,9 @@ typedef struct sg_checkpoint_stats {
     uint64_t files;    /* regular files, symlinks and fifos in the snapshot */
     uint64_t dirs;     /* directories, the workspace root included */
     uint64_t bytes;    /* total size of the regular files */
-    uint64_t changed;  /* take: paths that differ from the previous checkpoint
-                          (all paths for the first); restore: paths touched */
+    uint64_t changed;  /* take: paths that differ from the checkpoint last
+                          taken or restored (all paths, root included, for the
+                          first); restore: paths touched (as listed by diff) */
     uint64_t hashed;   /* files read and hashed (stat cache misses) */
     uint64_t skipped;  /* sockets and devices, not recorded */
 } sg_checkpoint_stats;

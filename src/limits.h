@@ -46,4 +46,12 @@
 #define SG_CKPT_LABEL_MAX 256           /* bytes of a checkpoint label */
 #define SG_CKPT_CACHE_MAX (1024ull * 1024 * 1024) /* stat cache file read at open */
 
+#define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */
+#define SG_MCP_FILE_MAX (4u * 1024 * 1024) /* write_file content; file edited by edit_file */
+#define SG_MCP_COMMAND_MAX (32u * 1024)  /* run_bash command */
+#define SG_MCP_OUTPUT_MAX (128u * 1024)  /* stdout, and stderr, of a call kept for its result */
+#define SG_MCP_READ_MAX (256u * 1024)    /* text one read_file returns */
+#define SG_MCP_MAX_CALLS 64              /* tool calls in flight at once */
+#define SG_MCP_CAPTURE_ARG_MAX 4096      /* bytes of one string argument in the captured tool call */
+
 #endif

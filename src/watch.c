@@ -691,7 +691,10 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
             else
                 node_detach(w, f, false);
         } else {
-            dirty_mark(w, f, 0);
+            /* Made before the watch existed: its writer may still have it
+             * open, and its IN_CLOSE_WRITE (if it comes) is our only sign of
+             * the end; without one it resolves at the cap. */
+            dirty_mark(w, f, 1);
         }
     }
 }

@@ -17,7 +17,10 @@
  * gives one `modified`, a temp file created and renamed away in the burst
  * gives nothing, and a write that changes nothing gives nothing. A file
  * created or modified but not yet closed (IN_CLOSE_WRITE) waits up to
- * SG_WATCH_CAP_MS for its writer. sg_watch_flush() resolves everything now.
+ * SG_WATCH_CAP_MS for its writer (so does a file found by the scan of a new
+ * directory: its writer may still hold it). sg_watch_flush() resolves
+ * everything now. The callback runs on the loop (or inside sg_watch_flush)
+ * and must not call sg_watch_free.
  *
  * Payload of each event (ownership passed to the callback):
  *   path      relative to the root, '/'-separated (non-UTF-8 bytes in a name
@@ -53,6 +56,9 @@
  * - After an overflow rescan, a rename shows as deleted + created.
  * - Files beyond SG_WATCH_MAX_FILES / directories beyond SG_WATCH_MAX_DIRS
  *   are not tracked (counted in stats.dropped).
+ * - Every dirty file is re-read and re-hashed when its burst resolves (mtime
+ *   is too coarse to trust within a burst); the overflow rescan trusts an
+ *   unchanged stat unless the last read was racy (mtime within 50 ms of it).
  */
 #ifndef SG_WATCH_H
 #define SG_WATCH_H

@@ -9,6 +9,7 @@ int sg_cmd_exec(int argc, char **argv);
 int sg_cmd_ls(int argc, char **argv);
 int sg_cmd_destroy(int argc, char **argv);
 int sg_cmd_gc(int argc, char **argv);
+int sg_cmd_mcp(int argc, char **argv);
 int sg_cmd_abort(int argc, char **argv);
 int sg_cmd_resume(int argc, char **argv);
 

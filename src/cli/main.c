@@ -22,6 +22,7 @@ static const struct {
     {"ls", sg_cmd_ls, "list sandboxes"},
     {"destroy", sg_cmd_destroy, "kill everything in a sandbox and remove it"},
     {"gc", sg_cmd_gc, "remove what crashed supervisors left behind"},
+    {"mcp", sg_cmd_mcp, "serve an agent session over MCP (stdio) in a sandbox"},
     {"abort", sg_cmd_abort, "kill switch: stop the session and every process in it"},
     {"resume", sg_cmd_resume, "clear an operator's abort"},
 };

@@ -318,8 +318,15 @@ static void test_symlinks_and_outside(void **state)
     int fd = open(outf, O_WRONLY | O_CREAT, 0644);
     assert_int_equal(sg_write_all(fd, "outside", 7), 0);
     close(fd);
+    wfile(f, "hl", "orig", 0644);
     char c1[41];
     take(f, "links", c1, NULL);
+
+    /* "hl" becomes a hard link to a file outside: restoring it must replace
+     * the link, never write through it. */
+    sg_autofree char *hl = pj(f, "hl");
+    unlink(hl);
+    assert_int_equal(link(outf, hl), 0);
 
     /* The link changes target, the dangling one goes, "d" becomes a link
      * out of the workspace and "a.txt" a link to the outside file. */
@@ -368,6 +375,7 @@ static void test_symlinks_and_outside(void **state)
     assert_true(S_ISREG(lmode(f, "a.txt")));
     assert_file(f, "d/f", "inside");
     assert_file(f, "a.txt", "a");
+    assert_file(f, "hl", "orig");
     /* Nothing was written outside. */
     sg_autofree char *ls = sg_strdup_printf("ls -A '%s'", f->outside);
     sg_autofree char *listing = sh_out(ls);
@@ -566,6 +574,41 @@ static void test_stat_cache(void **state)
     assert_file(f, "f07", "abcdefghij");
 }
 
+/* Files above the in-memory threshold are streamed both ways. */
+static void test_large_file(void **state)
+{
+    fx *f = *state;
+    size_t n = 3u << 20;
+    char *big = malloc(n + 1);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)('a' + (i * 131 + i / 4096) % 26);
+    big[n] = '\0';
+    wfile(f, "big.bin", big, 0644);
+    char c1[41];
+    sg_checkpoint_stats stt;
+    take(f, NULL, c1, &stt);
+    assert_int_equal(stt.bytes, n);
+    assert_clean(f, c1); /* hashed again (not stored) through the fd */
+    big[n / 2] = '#';
+    wfile(f, "big.bin", big, 0644);
+    sg_err err = {0};
+    sg_checkpoint_change *ch = NULL;
+    size_t nc = 0;
+    assert_int_equal(sg_checkpoint_diff(f->st, c1, &ch, &nc, &err), 0);
+    assert_int_equal(nc, 1);
+    assert_int_equal(ch[0].kind, SG_CKPT_MODIFIED);
+    sg_checkpoint_changes_free(ch, nc);
+    restore(f, c1, NULL);
+    big[n / 2] = (char)('a' + ((n / 2) * 131 + (n / 2) / 4096) % 26);
+    sg_autofree char *p = pj(f, "big.bin");
+    size_t len = 0;
+    sg_autofree char *got = sg_read_file(p, n + 16, &len, &err);
+    assert_non_null(got);
+    assert_int_equal(len, n);
+    assert_memory_equal(got, big, n);
+    free(big);
+}
+
 static void test_list_reopen_new_process(void **state)
 {
     fx *f = *state;
@@ -680,6 +723,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_git_workspace_and_nested, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_reopen_new_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_store_in_workspace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_git_config_ignored, setup, teardown),

@@ -488,7 +488,7 @@ static void test_disk_full(void **state)
         skip();
     sg_err err;
     assert_int_equal(unshare(CLONE_NEWNS), 0);
-    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    assert_int_equal(mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL), 0);
     assert_int_equal(mount("tmpfs", tmpdir, "tmpfs", 0, "size=64k,mode=0700"), 0);
 
     /* Ballast we delete later to "free space". */

@@ -1,0 +1,513 @@
+/* sandglass mcp: serves the Model Context Protocol on stdio for one agent
+ * session in a sandbox (created here, or attached with --sandbox).
+ *
+ * One event loop (poll) over stdin, a signalfd and one control connection
+ * per tool call in flight: calls overlap, and cancelling one closes its
+ * connection, which makes the supervisor kill exactly that exec's cgroup
+ * leaf. stdout carries only protocol messages; logs go to stderr.
+ *
+ * End of session: EOF on stdin, SIGTERM, SIGINT or SIGHUP. The session is
+ * aborted (op "abort": every process in the sandbox is killed, the reason
+ * recorded), the calls still in flight are answered as the abort ends
+ * them, and the sandbox is left in place so that the operator can look at
+ * it and roll it back; its id is printed on stderr. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "common.h"
+#include "ctl.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "mcp.h"
+#include "state.h"
+#include "util.h"
+
+#define MCP_READ_CHUNK (64 * 1024)
+#define MCP_DRAIN_MS 10000   /* wait for calls to end after the abort */
+#define MCP_CREATE_OUT_MAX (64 * 1024)
+
+typedef struct app {
+    char id[SG_NAME_MAX + 1];
+    sg_mcp *m;
+    bool stdout_broken;
+} app;
+
+static void app_log_msg(const char *msg)
+{
+    fprintf(stderr, "sandglass mcp: %s\n", msg);
+}
+
+static void io_log(void *ud, const char *msg)
+{
+    (void)ud;
+    app_log_msg(msg);
+}
+
+static void io_send(void *ud, const char *msg, size_t len)
+{
+    app *a = ud;
+    if (a->stdout_broken)
+        return;
+    /* One write per message where it fits, so that a reader never sees
+     * half a line from us. */
+    char *line = malloc(len + 1);
+    int r;
+    if (line) {
+        memcpy(line, msg, len);
+        line[len] = '\n';
+        r = sg_write_all(1, line, len + 1);
+        free(line);
+    } else {
+        r = sg_write_all(1, msg, len) < 0 ? -1 : sg_write_all(1, "\n", 1);
+    }
+    if (r < 0) {
+        a->stdout_broken = true;
+        app_log_msg("stdout is closed; answers are dropped");
+    }
+}
+
+/* The bytes a command reads on stdin, as a read-only file descriptor. */
+static int input_fd(const char *buf, size_t len, sg_err *err)
+{
+    sg_autoclose int fd = memfd_create("sandglass-mcp-input", MFD_CLOEXEC);
+    if (fd < 0)
+        return sg_err_sys(err, "memfd_create");
+    if (sg_write_all(fd, buf, len) < 0)
+        return sg_err_sys(err, "cannot buffer the input");
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    /* Read-only: the command cannot write into our copy. */
+    int ro = open(p, O_RDONLY | O_CLOEXEC);
+    if (ro < 0)
+        return sg_err_sys(err, "cannot reopen the input");
+    return ro;
+}
+
+static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
+{
+    app *a = ud;
+    sg_autofree char *body = sg_json_dump(c->req);
+    if (!body)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    if (strlen(body) > SG_CTL_MSG_MAX - 1)
+        return sg_err_set(err, E2BIG, "request too large for the control socket");
+    sg_autoclose int fd = sg_ctl_connect(a->id, err);
+    if (fd < 0)
+        return -1;
+    sg_autoclose int in = -1;
+    if (c->input) {
+        in = input_fd(c->input, c->input_len, err);
+        if (in < 0)
+            return -1;
+    }
+    int r = sg_ctl_send(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
+    if (r < 0) {
+        errno = -r;
+        return sg_err_sys(err, "cannot send the request to the supervisor");
+    }
+    /* The supervisor has its own copy of the input now. */
+    free(c->input);
+    c->input = NULL;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return sg_err_sys(err, "fcntl");
+    c->fd = sg_steal_fd(&fd);
+    return 0;
+}
+
+static void io_cancel(void *ud, sg_mcp_call *c)
+{
+    (void)ud;
+    if (c->fd < 0)
+        return;
+    /* SIGKILL to the exec at once; closing the connection then makes the
+     * supervisor kill its whole cgroup leaf (forks and all). */
+    unsigned char sig = SIGKILL;
+    sg_ctl_send(c->fd, SG_CTL_SIGNAL, &sig, 1, NULL, 0);
+    close(c->fd);
+    c->fd = -1;
+}
+
+/* Reads what a call's connection has. Returns true when the call ended
+ * (and was answered and freed). */
+static bool call_readable(app *a, sg_mcp_call *c)
+{
+    static char buf[SG_CTL_MSG_MAX];
+    for (;;) {
+        uint8_t type;
+        ssize_t n = sg_ctl_recv(c->fd, &type, buf, sizeof buf - 1, NULL, NULL);
+        if (n == -EAGAIN || n == -EWOULDBLOCK)
+            return false;
+        if (n < 0 || type == 0) {
+            close(c->fd);
+            c->fd = -1;
+            sg_mcp_call_done(a->m, c, NULL, "lost the supervisor before the call finished");
+            return true;
+        }
+        if (type == SG_CTL_STDOUT || type == SG_CTL_STDERR) {
+            sg_mcp_call_output(c, type == SG_CTL_STDERR, buf, (size_t)n);
+            continue;
+        }
+        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR)
+            continue;
+        close(c->fd);
+        c->fd = -1;
+        sg_err err = {0};
+        sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
+        if (!res) {
+            sg_mcp_call_done(a->m, c, NULL, "bad answer from the supervisor");
+        } else if (type == SG_CTL_ERROR) {
+            const char *msg = json_string_value(json_object_get(res, "error"));
+            sg_mcp_call_done(a->m, c, NULL, msg ? msg : "failed");
+        } else {
+            sg_mcp_call_done(a->m, c, res, NULL);
+        }
+        return true;
+    }
+}
+
+/* Serves the call connections that poll marked; pfd[i] is call[i]. */
+static void serve_calls(app *a, struct pollfd *pfd, sg_mcp_call **calls, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pfd[i].revents)
+            call_readable(a, calls[i]);
+}
+
+static size_t collect_calls(app *a, struct pollfd *pfd, sg_mcp_call **calls, size_t cap)
+{
+    size_t n = 0;
+    for (sg_mcp_call *c = sg_mcp_calls(a->m); c && n < cap; c = c->next) {
+        if (c->fd < 0)
+            continue;
+        pfd[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        calls[n++] = c;
+    }
+    return n;
+}
+
+/* Line framing of stdin, with a bound: a longer line is dropped (and
+ * answered with an error) and the session goes on. */
+typedef struct linebuf {
+    char *buf;
+    size_t len, cap;
+    bool dropping;
+    uint64_t dropped;
+} linebuf;
+
+static void feed(app *a, linebuf *lb, const char *data, size_t n)
+{
+    while (n) {
+        const char *nl = memchr(data, '\n', n);
+        size_t take = nl ? (size_t)(nl - data) : n;
+        if (lb->dropping) {
+            lb->dropped += take;
+        } else if (lb->len + take > SG_MCP_MSG_MAX) {
+            lb->dropping = true;
+            lb->dropped = lb->len + take;
+            lb->len = 0;
+        } else {
+            if (lb->len + take > lb->cap) {
+                size_t cap = lb->cap ? lb->cap : 64 * 1024;
+                while (cap < lb->len + take)
+                    cap *= 2;
+                if (cap > SG_MCP_MSG_MAX)
+                    cap = SG_MCP_MSG_MAX;
+                char *p = realloc(lb->buf, cap);
+                if (!p) {
+                    app_log_msg("out of memory");
+                    exit(1);
+                }
+                lb->buf = p;
+                lb->cap = cap;
+            }
+            memcpy(lb->buf + lb->len, data, take);
+            lb->len += take;
+        }
+        if (!nl)
+            return;
+        if (lb->dropping) {
+            sg_mcp_oversized(a->m, lb->dropped);
+            lb->dropping = false;
+            lb->dropped = 0;
+        } else {
+            sg_mcp_handle_line(a->m, lb->buf, lb->len);
+        }
+        lb->len = 0;
+        data += take + 1;
+        n -= take + 1;
+    }
+}
+
+static void abort_session(app *a, const char *reason)
+{
+    sg_err err = {0};
+    sg_autojson json_t *req = json_pack("{s:s, s:s}", "op", "abort", "reason", reason);
+    sg_autojson json_t *res = sg_cli_request(a->id, req, &err);
+    char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 256];
+    if (!res) {
+        snprintf(msg, sizeof msg, "cannot abort sandbox %s: %s", a->id, err.msg);
+    } else {
+        json_t *k = json_object_get(res, "killed");
+        snprintf(msg, sizeof msg, "aborted the session of sandbox %s (%s); %" JSON_INTEGER_FORMAT " processes killed",
+                 a->id, reason, json_is_integer(k) ? json_integer_value(k) : (json_int_t)0);
+    }
+    app_log_msg(msg);
+}
+
+/* Runs `sandglass create ... --json` and returns the new sandbox's id in
+ * a->id. Its stderr is ours; its stdout is read here. */
+static int create_sandbox(app *a, char **args, sg_err *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return sg_err_sys(err, "fork");
+    }
+    if (pid == 0) {
+        dup2(p[1], 1);
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, 0); /* our stdin is the client's: never hand it on */
+        execv("/proc/self/exe", args);
+        fprintf(stderr, "sandglass mcp: cannot run sandglass create: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    char out[MCP_CREATE_OUT_MAX];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(p[0], out + have, sizeof out - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        if (have == sizeof out - 1)
+            break;
+    }
+    close(p[0]);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sg_err_set(err, EIO, "sandglass create failed");
+    sg_autojson json_t *j = sg_json_parse(out, have, err);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    if (!id || !sg_valid_name(id))
+        return sg_err_set(err, EIO, "sandglass create printed no sandbox id");
+    snprintf(a->id, sizeof a->id, "%s", id);
+    return 0;
+}
+
+static void mcp_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sandglass mcp --learner L --task T [--workspace DIR] [--memory 512M] [--pids N]\n"
+        "                     [--cpus C] [--timeout S] [--output-limit B] [--rootfs DIR]\n"
+        "                     [--ingest URL] [--secret FILE]\n"
+        "                     [--max-calls N] [--max-wall S] [--max-execs N] [--max-cpu S]\n"
+        "       sandglass mcp --sandbox ID\n"
+        "\n"
+        "Serves the Model Context Protocol (2025-11-25 and 2026-07-28) on stdin/stdout:\n"
+        "tools run_bash, write_file, edit_file, read_file, checkpoint, rollback, all inside\n"
+        "the sandbox. EOF on stdin or SIGTERM/SIGINT aborts the session; the sandbox is\n"
+        "kept (its id is printed on stderr) for 'sandglass rollback' or 'sandglass destroy'.\n");
+}
+
+int sg_cmd_mcp(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"sandbox", required_argument, NULL, 'S'},
+        {"learner", required_argument, NULL, 'C'},
+        {"task", required_argument, NULL, 'C'},
+        {"workspace", required_argument, NULL, 'C'},
+        {"memory", required_argument, NULL, 'C'},
+        {"pids", required_argument, NULL, 'C'},
+        {"cpus", required_argument, NULL, 'C'},
+        {"timeout", required_argument, NULL, 'C'},
+        {"output-limit", required_argument, NULL, 'C'},
+        {"rootfs", required_argument, NULL, 'C'},
+        {"ingest", required_argument, NULL, 'C'},
+        {"secret", required_argument, NULL, 'C'},
+        {"max-calls", required_argument, NULL, 'K'},
+        {"max-wall", required_argument, NULL, 'K'},
+        {"max-execs", required_argument, NULL, 'K'},
+        {"max-cpu", required_argument, NULL, 'K'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    /* opts[i].name with its dashes, for the create command line. */
+    static const char *const flags[] = {
+        "--sandbox", "--learner", "--task", "--workspace", "--memory", "--pids", "--cpus",
+        "--timeout", "--output-limit", "--rootfs", "--ingest", "--secret",
+        "--max-calls", "--max-wall", "--max-execs", "--max-cpu", "--help",
+    };
+    _Static_assert(SG_ARRAY_LEN(flags) == SG_ARRAY_LEN(opts) - 1, "one flag per option");
+    app a = {0};
+    const char *sandbox = NULL;
+    bool have_learner = false, have_task = false, have_caps = false;
+    /* argv for `sandglass create`: at most every option twice, plus 4. */
+    sg_autofree char **cargs = calloc((size_t)argc * 2 + 8, sizeof *cargs);
+    if (!cargs)
+        return sg_cli_fail("mcp", "out of memory");
+    size_t nc = 0;
+    cargs[nc++] = "sandglass";
+    cargs[nc++] = "create";
+    int c, idx = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+", opts, &idx)) != -1) {
+        switch (c) {
+        case 'S': sandbox = optarg; break;
+        case 'K':
+            have_caps = true;
+            /* fall through */
+        case 'C': {
+            const char *name = opts[idx].name;
+            if (strcmp(name, "learner") == 0)
+                have_learner = true;
+            if (strcmp(name, "task") == 0)
+                have_task = true;
+            cargs[nc++] = (char *)flags[idx];
+            cargs[nc++] = optarg;
+            break;
+        }
+        case 'h':
+            mcp_usage(stdout);
+            return 0;
+        default: {
+            char msg[128];
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s'", argv[optind - 1]);
+            return sg_cli_fail("mcp", msg);
+        }
+        }
+    }
+    if (optind < argc)
+        return sg_cli_fail("mcp", "unexpected argument (mcp takes only options)");
+    bool created = false;
+    sg_err err = {0};
+    if (sandbox) {
+        if (nc > 2)
+            return sg_cli_fail("mcp", have_caps
+                ? "--max-* caps are set when the sandbox is created: give them to 'sandglass create', or drop --sandbox"
+                : "--sandbox attaches to an existing sandbox: create's options do not apply");
+        if (!sg_valid_name(sandbox))
+            return sg_cli_fail("mcp", "invalid --sandbox id");
+        snprintf(a.id, sizeof a.id, "%s", sandbox);
+        sg_autojson json_t *info = json_pack("{s:s}", "op", "info");
+        sg_autojson json_t *res = sg_cli_request(a.id, info, &err);
+        if (!res) {
+            char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
+            snprintf(msg, sizeof msg, "cannot attach to sandbox %s: %s", a.id, err.msg);
+            return sg_cli_fail("mcp", msg);
+        }
+    } else {
+        if (!have_learner || !have_task)
+            return sg_cli_fail("mcp", "--learner and --task are required (or --sandbox ID to attach)");
+        cargs[nc++] = "--json";
+        cargs[nc] = NULL;
+        if (create_sandbox(&a, cargs, &err) < 0)
+            return sg_cli_fail("mcp", err.msg);
+        created = true;
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "serving MCP on stdio for sandbox %s", a.id);
+    app_log_msg(msg);
+
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    sg_autoclose int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        return sg_cli_fail("mcp", "signalfd failed");
+
+    sg_mcp_io io = {.send = io_send, .start = io_start, .cancel = io_cancel, .log = io_log, .ud = &a};
+    a.m = sg_mcp_new(&io, "/workspace");
+    if (!a.m)
+        return sg_cli_fail("mcp", "out of memory");
+    linebuf lb = {0};
+    static char chunk[MCP_READ_CHUNK];
+    struct pollfd pfd[SG_MCP_MAX_CALLS + 2];
+    sg_mcp_call *calls[SG_MCP_MAX_CALLS];
+    const char *reason = NULL;
+    char reason_buf[64];
+    while (!reason) {
+        size_t n = collect_calls(&a, pfd, calls, SG_MCP_MAX_CALLS);
+        pfd[n] = (struct pollfd){.fd = 0, .events = POLLIN};
+        pfd[n + 1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        int timeout = sg_mcp_tick(a.m, sg_now_mono_ns());
+        int r = poll(pfd, n + 2, timeout);
+        if (r < 0 && errno != EINTR) {
+            reason = "poll failed";
+            break;
+        }
+        if (r <= 0)
+            continue;
+        /* Calls first: reading stdin may cancel (free) some of them. */
+        serve_calls(&a, pfd, calls, n);
+        if (pfd[n + 1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                snprintf(reason_buf, sizeof reason_buf, "received %s",
+                         si.ssi_signo == SIGTERM ? "SIGTERM" : si.ssi_signo == SIGINT ? "SIGINT" : "SIGHUP");
+                reason = reason_buf;
+            }
+        }
+        if (!reason && pfd[n].revents) {
+            ssize_t got = read(0, chunk, sizeof chunk);
+            if (got < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (got <= 0) {
+                if (lb.len)
+                    sg_mcp_handle_line(a.m, lb.buf, lb.len); /* last line without newline */
+                reason = "stdin closed";
+            } else {
+                feed(&a, &lb, chunk, (size_t)got);
+            }
+        }
+    }
+    free(lb.buf);
+    snprintf(msg, sizeof msg, "ending the session: %s", reason);
+    app_log_msg(msg);
+    abort_session(&a, reason);
+    /* The abort ended the calls in flight: answer them as they report. */
+    uint64_t deadline = sg_now_mono_ns() + (uint64_t)MCP_DRAIN_MS * 1000000;
+    while (sg_mcp_ncalls(a.m) > 0) {
+        uint64_t now = sg_now_mono_ns();
+        if (now >= deadline)
+            break;
+        size_t n = collect_calls(&a, pfd, calls, SG_MCP_MAX_CALLS);
+        if (n == 0)
+            break;
+        int r = poll(pfd, n, (int)((deadline - now) / 1000000) + 1);
+        if (r > 0)
+            serve_calls(&a, pfd, calls, n);
+    }
+    sg_mcp_free(a.m);
+    if (created)
+        fprintf(stderr, "sandglass mcp: sandbox %s kept: 'sandglass rollback %s' restores a checkpoint, "
+                        "'sandglass destroy %s' removes it\n", a.id, a.id, a.id);
+    return 0;
+}

@@ -1,0 +1,119 @@
+"""Issue 4: the kill switch (abort, caps, resume) through the real CLI."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from sgtest import Env, SANDGLASS, cgroup_dirs, pid_alive, tap, wait_for
+
+env = Env()
+
+
+def host_pids(sid: str) -> set[int]:
+    pids = set()
+    for d in cgroup_dirs(sid):
+        for root, _dirs, files in os.walk(d):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(root, "cgroup.procs")) as f:
+                        pids.update(int(x) for x in f.read().split())
+                except OSError:
+                    pass
+    return pids
+
+
+def meta(sid: str) -> dict:
+    with open(os.path.join(env.state, "sb", sid, "meta.json")) as f:
+        return json.load(f)
+
+
+@tap.case("abort kills everything but init, and proves it")
+def _():
+    sid = env.create()
+    env.sh(sid, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 999 >/dev/null 2>&1 &); sleep 0.3")
+    # an exec still running, and a fork bomb in progress (bounded by pids.max)
+    running = subprocess.Popen([SANDGLASS, "exec", sid, "--", "sleep", "1000"], env=env.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    bomb = subprocess.Popen([SANDGLASS, "exec", sid, "--", "/bin/sh", "-c",
+                             "bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 1000"],
+                            env=env.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    init = meta(sid)["init_pid"]
+    before = host_pids(sid) - {init}
+    tap.ok(len(before) >= 5, "user processes are running", repr(before))
+    p = env.run("abort", sid, "--reason", "student left", "--json")
+    rec = json.loads(p.stdout)
+    tap.ok(rec["aborted"] and rec["by"] == "operator" and "student left" in rec["reason"],
+           "the abort records who and why", p.stdout.decode())
+    tap.ok(rec["proof"]["processes_left"] == 0 and rec["proof"]["cgroup_holds_only_init"],
+           "the proof says nothing is left running", json.dumps(rec["proof"]))
+    tap.ok(set(rec["caps"]) == {"max_wall_s", "max_execs", "max_cpu_s", "max_calls"},
+           "each cap and its value at that moment is recorded", json.dumps(rec["caps"]))
+    tap.ok(not any(pid_alive(x) for x in before), "every process is dead: setsid, nohup, fork bomb, in-flight")
+    tap.eq(host_pids(sid), {init}, "the cgroup holds only init")
+    tap.ok(pid_alive(init), "the sandbox itself stays up")
+    running.wait(10)
+    bomb.wait(10)
+    tap.ok(running.returncode != 0, "the in-flight exec ended")
+    p = env.exec(sid, "true")
+    tap.ok(p.returncode != 0 and b"session aborted" in p.stderr and b"student left" in p.stderr,
+           "a new exec is refused and says why", p.stderr.decode())
+    p = env.run("abort", sid, "--reason", "second", "--json")
+    tap.ok(json.loads(p.stdout)["already"] and "student left" in json.loads(p.stdout)["reason"],
+           "the first reason wins and is kept", p.stdout.decode())
+    p = env.run("resume", sid)
+    tap.eq(p.returncode, 0, "resume clears an operator's abort")
+    tap.eq(env.exec(sid, "true").returncode, 0, "execs run again after resume")
+    env.run("destroy", sid)
+
+
+@tap.case("caps")
+def _():
+    sid = env.create("--max-execs", "2")
+    env.exec(sid, "true")
+    env.exec(sid, "true")
+    p = env.exec(sid, "true")
+    tap.ok(p.returncode != 0 and b"max_execs=2" in p.stderr, "max-execs aborts the session", p.stderr.decode())
+    p = env.run("resume", sid)
+    tap.ok(p.returncode != 0 and b"cap stays" in p.stderr, "an abort by a cap stays", p.stderr.decode())
+    env.run("destroy", sid)
+
+    sid = env.create("--max-wall", "1")
+    t0 = time.monotonic()
+    p = env.exec(sid, "sleep", "30")
+    tap.ok(p.returncode != 0 and time.monotonic() - t0 < 5, "max-wall kills the running exec")
+    p = env.exec(sid, "true")
+    tap.ok(b"max_wall_s=1" in p.stderr, "max-wall aborts the session", p.stderr.decode())
+    env.run("destroy", sid)
+
+    sid = env.create("--max-cpu", "0.5")
+    t0 = time.monotonic()
+    p = env.exec(sid, "/bin/sh", "-c", "while :; do :; done")
+    tap.ok(p.returncode != 0 and time.monotonic() - t0 < 10, "max-cpu kills a busy loop")
+    info = env.run("abort", sid, "--json")
+    tap.ok(b"max_cpu_s=0.5" in info.stdout, "max-cpu is the kept reason", info.stdout.decode())
+    env.run("destroy", sid)
+
+
+@tap.case("signal and --destroy")
+def _():
+    sid = env.create()
+    env.sh(sid, "(sleep 1000 &); exit 0")
+    sup = meta(sid)["supervisor_pid"]
+    os.kill(sup, signal.SIGTERM)
+    ok = wait_for(lambda: b"received SIGTERM" in env.exec(sid, "true").stderr, 5)
+    tap.ok(ok, "SIGTERM to the session is an abort with that reason")
+    tap.ok(pid_alive(sup), "the supervisor stays up after SIGTERM (rollback and destroy remain possible)")
+    p = env.run("abort", sid, "--destroy")
+    tap.ok(p.returncode == 0 and not os.path.exists(os.path.join(env.state, "sb", sid))
+           and not any(os.path.exists(c) for c in cgroup_dirs(sid)), "abort --destroy tears it down",
+           p.stderr.decode())
+    p = env.run("abort", "nosuchid0000")
+    tap.ok(p.returncode != 0 and b"nosuchid0000" in p.stderr, "abort of an unknown id is refused")
+
+
+env.cleanup()
+tap.done()

@@ -1,0 +1,390 @@
+"""`sandglass mcp` driven over pipes as an MCP client would: both protocol
+eras, every tool, rollback of a shell-made change, cancellation that kills
+exactly one call, progress notifications, every bad request answered with
+the right JSON-RPC error while the session goes on, and the end of the
+session on EOF / SIGTERM (an abort, the sandbox kept)."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sgtest import SANDGLASS, Env, tap, wait_for  # noqa: E402
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "sgtest", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+class Session:
+    """One `sandglass mcp` process and a reader thread for its stdout."""
+
+    def __init__(self, env: Env, *args: str) -> None:
+        self.p = env.spawn([SANDGLASS, "mcp", *args], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.msgs: queue.Queue = queue.Queue()
+        self.notes: list[dict] = []
+        self.pending: dict = {}
+        self.stderr: list[str] = []
+        self.raw: list[bytes] = []
+        self.next_id = 1
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        self.sid = None
+        wait_for(lambda: self._sid() is not None, timeout=60)
+        self.sid = self._sid()
+
+    def _sid(self):
+        for line in self.stderr:
+            m = re.search(r"for sandbox ([0-9a-zA-Z._@-]+)", line)
+            if m:
+                return m.group(1)
+        return None
+
+    def _read(self) -> None:
+        for line in self.p.stdout:
+            self.raw.append(line)
+            self.msgs.put(json.loads(line))
+        self.msgs.put(None)
+
+    def _read_err(self) -> None:
+        for line in self.p.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    def send_raw(self, data: bytes) -> None:
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def send(self, msg: dict) -> None:
+        self.send_raw(json.dumps(msg).encode() + b"\n")
+
+    def request(self, method: str, params: dict | None = None, id=None) -> object:
+        if id is None:
+            id = self.next_id
+            self.next_id += 1
+        m = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            m["params"] = params
+        self.send(m)
+        return id
+
+    def wait(self, id, timeout: float = 60) -> dict:
+        """The response to id; notifications are kept in self.notes."""
+        end = time.monotonic() + timeout
+        while True:
+            key = json.dumps(id)
+            if key in self.pending:
+                return self.pending.pop(key)
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer to {id!r}")
+            try:
+                m = self.msgs.get(timeout=left)
+            except queue.Empty:
+                continue
+            if m is None:
+                raise EOFError("the server closed stdout")
+            if "id" in m and "method" not in m:
+                self.pending[json.dumps(m["id"])] = m
+            else:
+                self.notes.append(m)
+
+    def call(self, method: str, params: dict | None = None, timeout: float = 60) -> dict:
+        return self.wait(self.request(method, params), timeout)
+
+    def tool(self, name: str, args: dict, modern: bool = False, timeout: float = 60) -> dict:
+        params = {"name": name, "arguments": args}
+        if modern:
+            params["_meta"] = dict(META)
+        r = self.call("tools/call", params, timeout)
+        if "result" not in r:
+            raise AssertionError(f"tools/call {name} failed: {r}")
+        return r["result"]
+
+    def initialize(self, version: str = LEGACY) -> dict:
+        r = self.call("initialize", {"protocolVersion": version, "capabilities": {},
+                                     "clientInfo": {"name": "sgtest", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return r
+
+    def close(self, timeout: float = 30) -> int:
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        return self.p.wait(timeout=timeout)
+
+
+def text(result: dict) -> str:
+    return "".join(c.get("text", "") for c in result.get("content", []))
+
+
+def sandbox_ps(env: Env, sid: str) -> str:
+    """Command lines of every process in the sandbox, one per line."""
+    script = ('for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null; echo; done')
+    return env.sh(sid, script).stdout.decode(errors="replace")
+
+
+def main() -> None:
+    env = Env()
+    try:
+        run(env)
+    finally:
+        env.cleanup()
+    tap.done()
+
+
+def run(env: Env) -> None:
+    s = Session(env, "--learner", "t", "--task", "mcp")
+    tap.ok(s.sid is not None, "mcp creates a sandbox and names it on stderr", "".join(s.stderr))
+
+    @tap.case("legacy era before initialize")
+    def _():
+        r = s.call("tools/list")
+        tap.eq(r.get("error", {}).get("code"), -32600, "a request before initialize is refused")
+        r = s.call("ping")
+        tap.eq(r.get("result"), {}, "ping works before initialize")
+
+    @tap.case("legacy initialize")
+    def _():
+        r = s.initialize(LEGACY)
+        res = r["result"]
+        tap.eq(res["protocolVersion"], LEGACY, "initialize answers the client's version")
+        tap.eq(res["capabilities"], {"tools": {}}, "capabilities are {tools:{}}")
+        tap.eq(res["serverInfo"]["name"], "sandglass", "serverInfo names sandglass")
+        r = s.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
+        tap.eq(r["result"]["protocolVersion"], "2025-06-18", "an older supported version is echoed")
+        r = s.call("initialize", {"protocolVersion": "1999-01-01", "capabilities": {}})
+        tap.eq(r["result"]["protocolVersion"], LEGACY, "an unknown version gets our latest")
+
+    @tap.case("tools/list (legacy)")
+    def _():
+        r = s.call("tools/list")["result"]
+        names = sorted(t["name"] for t in r["tools"])
+        tap.eq(names, sorted(["run_bash", "write_file", "edit_file", "read_file", "checkpoint", "rollback"]),
+               "tools/list lists the six tools")
+        tap.ok(all(t["inputSchema"]["type"] == "object" for t in r["tools"]), "every tool has an object input schema")
+        rb = next(t for t in r["tools"] if t["name"] == "run_bash")
+        tap.eq(rb["inputSchema"]["required"], ["command"], "run_bash requires command")
+        tap.ok("resultType" not in r, "a legacy result carries no resultType")
+
+    @tap.case("modern era")
+    def _():
+        r = s.call("server/discover", {"_meta": dict(META)})["result"]
+        tap.ok(MODERN in r["supportedVersions"], "server/discover lists 2026-07-28", json.dumps(r))
+        tap.eq(r["resultType"], "complete", "discover result has resultType complete")
+        tap.eq(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "sandglass", "serverInfo is in result _meta")
+        tap.ok("tools" in r["capabilities"] and isinstance(r["ttlMs"], int) and r["cacheScope"] in ("public", "private"),
+               "discover has capabilities, ttlMs and cacheScope")
+        r = s.call("tools/list", {"_meta": dict(META)})["result"]
+        tap.ok(len(r["tools"]) == 6 and r["resultType"] == "complete" and "ttlMs" in r and "cacheScope" in r,
+               "modern tools/list has resultType, ttlMs, cacheScope", json.dumps(r)[:300])
+        bad = dict(META, **{"io.modelcontextprotocol/protocolVersion": "1900-01-01"})
+        r = s.call("tools/list", {"_meta": bad})
+        tap.eq(r.get("error", {}).get("code"), -32022, "an unsupported version gets -32022")
+        tap.eq(r.get("error", {}).get("data", {}).get("supported"), [MODERN], "the error lists the supported versions")
+        tap.eq(r.get("error", {}).get("data", {}).get("requested"), "1900-01-01", "and the requested one")
+        nocaps = {"io.modelcontextprotocol/protocolVersion": MODERN}
+        r = s.call("server/discover", {"_meta": nocaps})
+        tap.eq(r.get("error", {}).get("code"), -32602, "missing clientCapabilities gets -32602")
+        res = s.tool("run_bash", {"command": "echo modern"}, modern=True)
+        tap.ok("modern" in text(res) and res.get("resultType") == "complete" and not res.get("isError"),
+               "a modern tools/call runs and answers with resultType", json.dumps(res))
+        r = s.call("initialize", {"protocolVersion": LEGACY, "capabilities": {}, "_meta": dict(META)})
+        tap.ok("error" in r, "initialize with modern _meta is refused")
+
+    @tap.case("run_bash")
+    def _():
+        r = s.tool("run_bash", {"command": "echo out; echo err >&2; pwd"})
+        t = text(r)
+        tap.ok("out\n" in t and "err" in t and "/workspace" in t and "[exit code 0]" in t and not r.get("isError"),
+               "run_bash returns stdout, stderr and exit code 0", t)
+        r = s.tool("run_bash", {"command": "exit 7"})
+        tap.ok(r.get("isError") is True and "[exit code 7]" in text(r), "a non-zero exit is a tool error", json.dumps(r))
+        r = s.tool("run_bash", {"command": "id -u"})
+        tap.ok(text(r).split("\n")[0] != "0", "commands do not run as root", text(r))
+        r = s.tool("run_bash", {"command": "sleep 5", "timeout": 0.5}, timeout=30)
+        tap.ok(r.get("isError") is True and "timed out" in text(r), "run_bash timeout kills the command", text(r))
+        r = s.tool("run_bash", {"command": "head -c 300000 /dev/zero | tr '\\0' a"})
+        t = text(r)
+        tap.ok("truncated" in t and len(t) < 200000, "large output is cut with a note", t[-200:])
+
+    @tap.case("file tools")
+    def _():
+        content = "line1\nline2 ünïcödé\nline3\n"
+        r = s.tool("write_file", {"path": "dir/sub/a.txt", "content": content})
+        tap.ok(not r.get("isError") and "wrote" in text(r), "write_file creates a file and its directories", text(r))
+        p = env.exec(s.sid, "cat", "/workspace/dir/sub/a.txt")
+        tap.eq(p.stdout.decode(), content, "the file holds exactly the content (seen by exec)")
+        st = env.exec(s.sid, "stat", "-c", "%u", "/workspace/dir/sub/a.txt").stdout.decode().strip()
+        tap.ok(st not in ("", "0"), "the file belongs to the sandbox user, not root", st)
+        r = s.tool("read_file", {"path": "/workspace/dir/sub/a.txt"})
+        tap.eq(text(r), content, "read_file returns the content")
+        r = s.tool("read_file", {"path": "dir/sub/a.txt", "offset": 2, "limit": 1})
+        tap.eq(text(r), "line2 ünïcödé\n", "read_file offset/limit select lines")
+        r = s.tool("read_file", {"path": "nope.txt"})
+        tap.ok(r.get("isError") and "no such file" in text(r), "read_file of a missing file is a tool error", text(r))
+        r = s.tool("edit_file", {"path": "dir/sub/a.txt", "old_string": "line2", "new_string": "LINE-2"})
+        tap.ok(not r.get("isError") and "replaced 1" in text(r), "edit_file replaces a unique string", text(r))
+        tap.eq(text(s.tool("read_file", {"path": "dir/sub/a.txt"})), content.replace("line2", "LINE-2"),
+               "the edit is in the file")
+        r = s.tool("edit_file", {"path": "dir/sub/a.txt", "old_string": "absent", "new_string": "x"})
+        tap.ok(r.get("isError") and "not found" in text(r), "edit_file: a missing old_string is an error", text(r))
+        r = s.tool("edit_file", {"path": "dir/sub/a.txt", "old_string": "line", "new_string": "L"})
+        tap.ok(r.get("isError") and "2 times" in text(r), "edit_file: a non-unique old_string is an error", text(r))
+        r = s.tool("edit_file", {"path": "dir/sub/a.txt", "old_string": "line", "new_string": "L", "replace_all": True})
+        tap.ok(not r.get("isError") and "replaced 2" in text(r), "edit_file replace_all replaces every one", text(r))
+        tap.eq(text(s.tool("read_file", {"path": "dir/sub/a.txt"})), "L1\nLINE-2 ünïcödé\nL3\n", "replace_all result")
+        r = s.tool("write_file", {"path": "../etc/x", "content": "x"})
+        tap.ok(r.get("isError") and "outside the workspace" in text(r), "a path outside /workspace is refused", text(r))
+        r = s.tool("read_file", {"path": "/etc/passwd"})
+        tap.ok(r.get("isError") and "outside the workspace" in text(r), "an absolute path outside is refused", text(r))
+        # A symlink to the host is impossible: the write happens in the sandbox.
+        s.tool("run_bash", {"command": "ln -sf /etc/hostname link"})
+        r = s.tool("write_file", {"path": "link", "content": "pwned"})
+        tap.ok(r.get("isError") is True, "writing through a symlink to a read-only system file fails", text(r))
+
+    @tap.case("checkpoint and rollback")
+    def _():
+        s.tool("write_file", {"path": "keep.txt", "content": "original\n"})
+        r = s.tool("checkpoint", {"label": "before shell"})
+        m = re.search(r"checkpoint (\S+)", text(r))
+        tap.ok(not r.get("isError") and m is not None, "checkpoint returns an id", text(r))
+        cid = m.group(1) if m else ""
+        s.tool("run_bash", {"command": "echo changed > keep.txt; echo new > created.txt; rm -rf dir"})
+        r = s.tool("rollback", {"to": cid})
+        tap.ok(not r.get("isError") and "rolled back" in text(r), "rollback restores the checkpoint", text(r))
+        tap.eq(env.exec(s.sid, "cat", "/workspace/keep.txt").stdout.decode(), "original\n",
+               "a file changed by a shell command is restored")
+        tap.ok(env.exec(s.sid, "test", "-e", "/workspace/created.txt").returncode != 0, "a created file is gone")
+        tap.ok(env.exec(s.sid, "test", "-f", "/workspace/dir/sub/a.txt").returncode == 0, "a deleted tree is back")
+
+    @tap.case("cancellation and concurrency")
+    def _():
+        sleeper = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 60"},
+                                           "_meta": {"progressToken": "tok-1"}}, id="long-1")
+        other = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 2; echo done"},
+                                         "_meta": {"progressToken": 77}}, id=501)
+        ok = wait_for(lambda: "sleep 60" in sandbox_ps(env, s.sid), timeout=10, step=0.2)
+        tap.ok(ok, "the long call runs in the sandbox")
+        r = s.wait(other, timeout=30)
+        tap.ok("done" in text(r.get("result", {})), "a concurrent call completes while another runs", json.dumps(r))
+        toks = [n["params"]["progressToken"] for n in s.notes if n.get("method") == "notifications/progress"]
+        tap.ok("tok-1" in toks and 77 in toks, "long calls send progress notifications with their token", str(toks))
+        prog = [n["params"]["progress"] for n in s.notes
+                if n.get("method") == "notifications/progress" and n["params"]["progressToken"] == "tok-1"]
+        tap.ok(all(b > a for a, b in zip(prog, prog[1:])), "progress increases", str(prog))
+        s.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": "long-1", "reason": "test"}})
+        gone = wait_for(lambda: "sleep 60" not in sandbox_ps(env, s.sid), timeout=10, step=0.1)
+        tap.ok(gone, "cancelling kills the call's process in the sandbox")
+        r = s.call("ping")
+        tap.eq(r.get("result"), {}, "the session goes on after a cancellation")
+        time.sleep(0.5)
+        s.call("ping")
+        tap.ok(json.dumps(sleeper) not in s.pending, "no response is sent for the cancelled request")
+        # Cancelling an unknown or finished request is ignored.
+        s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 424242}})
+        tap.eq(s.call("ping").get("result"), {}, "a cancel of an unknown id is ignored")
+
+    @tap.case("bad requests")
+    def _():
+        def err_of(raw: bytes):
+            s.send_raw(raw + b"\n")
+            # Errors for unparsable requests carry id null: read the next such answer.
+            return s.wait(None, timeout=30)
+
+        r = err_of(b'{"jsonrpc":"2.0","id":1,"method":')
+        tap.eq((r["error"]["code"], r["id"]), (-32700, None), "invalid JSON: -32700 with id null")
+        r = err_of(b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]')
+        tap.eq(r["error"]["code"], -32600, "a batch: -32600")
+        r = err_of(b'"just a string"')
+        tap.eq(r["error"]["code"], -32600, "a non-object: -32600")
+        r = err_of(b'{"jsonrpc":"2.0","id":null,"method":"ping"}')
+        tap.eq(r["error"]["code"], -32600, "id null: -32600")
+        r = err_of(b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}')
+        tap.eq(r["error"]["code"], -32700, "duplicate keys are refused")
+        big = b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":"' + b"a" * (17 * 1024 * 1024) + b'"}}'
+        r = err_of(big)
+        tap.eq(r["error"]["code"], -32600, "an oversized message: -32600")
+        tap.ok("too large" in r["error"]["message"], "the message says it is too large", r["error"]["message"])
+        r = s.call("no/such/method")
+        tap.eq(r["error"]["code"], -32601, "unknown method: -32601")
+        r = s.call("tools/call", {"arguments": {}})
+        tap.eq(r["error"]["code"], -32602, "tools/call without a name: -32602")
+        r = s.call("tools/call", {"name": "launch_missiles", "arguments": {}})
+        tap.eq(r["error"]["code"], -32602, "unknown tool: -32602")
+        r = s.call("tools/call", {"name": "run_bash", "arguments": {"command": 5}})
+        tap.eq(r["error"]["code"], -32602, "wrong argument type: -32602")
+        r = s.call("tools/call", {"name": "run_bash", "arguments": {}})
+        tap.eq(r["error"]["code"], -32602, "missing required argument: -32602")
+        r = s.call("tools/call", {"name": "run_bash", "arguments": {"command": "true", "bogus": 1}})
+        tap.eq(r["error"]["code"], -32602, "unknown argument: -32602")
+        r = s.call("tools/call", "not an object")
+        tap.eq(r["error"]["code"], -32602, "params not an object: -32602")
+        r = s.call("tools/call", {"name": "run_bash", "arguments": {"command": "x" * (40 * 1024)}})
+        tap.ok(r["result"].get("isError") is True, "an over-long command is a tool error")
+        s.send({"jsonrpc": "2.0", "method": "no/such/notification"})
+        s.send({"jsonrpc": "2.0", "id": 77, "result": {}})
+        r = s.call("ping")
+        tap.eq(r.get("result"), {}, "the session goes on after every bad request")
+        tap.ok(all(line.endswith(b"\n") and b"\n" not in line[:-1] for line in s.raw),
+               "every message on stdout is one JSON line")
+
+    @tap.case("EOF ends the session with an abort")
+    def _():
+        s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 300"}}, id="eof-sleeper")
+        wait_for(lambda: "sleep 300" in sandbox_ps(env, s.sid), timeout=10, step=0.2)
+        t0 = time.monotonic()
+        rc = s.close(timeout=30)
+        tap.eq(rc, 0, "mcp exits 0 on EOF")
+        tap.ok(time.monotonic() - t0 < 15, "and promptly")
+        err = "".join(s.stderr)
+        tap.ok("stdin closed" in err and "abort" in err, "the session is aborted with reason 'stdin closed'", err)
+        tap.ok(f"sandbox {s.sid} kept" in err, "the kept sandbox is named on stderr", err)
+        tap.ok(any(sb["id"] == s.sid for sb in env.ls()), "the sandbox is left in place")
+        tap.ok("sleep 300" not in sandbox_ps(env, s.sid), "the call in flight was killed")
+        r = env.exec(s.sid, "true")
+        tap.ok(b"aborted" in r.stderr, "the aborted session refuses new execs", r.stderr.decode(errors="replace"))
+
+    @tap.case("attach and SIGTERM")
+    def _():
+        sid = env.create("--task", "mcp2")
+        a = Session(env, "--sandbox", sid)
+        tap.eq(a.sid, sid, "--sandbox attaches to an existing sandbox")
+        r = a.tool("run_bash", {"command": "echo attached"}, modern=True)
+        tap.ok("attached" in text(r), "tools run in the attached sandbox")
+        a.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 300"},
+                                 "_meta": dict(META)}, id="term")
+        wait_for(lambda: "sleep 300" in sandbox_ps(env, sid), timeout=10, step=0.2)
+        a.p.send_signal(signal.SIGTERM)
+        rc = a.p.wait(timeout=30)
+        tap.eq(rc, 0, "mcp exits 0 on SIGTERM")
+        tap.ok("received SIGTERM" in "".join(a.stderr), "the abort reason is 'received SIGTERM'", "".join(a.stderr))
+        tap.ok("sleep 300" not in sandbox_ps(env, sid), "SIGTERM killed the call in flight")
+        r = a.wait("term", timeout=5)
+        tap.ok(r.get("result", {}).get("isError") is True, "the killed call is answered as failed", json.dumps(r))
+
+    @tap.case("options")
+    def _():
+        p = env.run("mcp", "--sandbox", "nosuchsandbox")
+        tap.ok(p.returncode != 0 and b"cannot attach" in p.stderr, "attaching to a missing sandbox fails clearly")
+        p = env.run("mcp", "--learner", "x")
+        tap.ok(p.returncode != 0 and b"--task" in p.stderr, "--task is required to create")
+        p = env.run("mcp", "--sandbox", "abc", "--max-calls", "3")
+        tap.ok(p.returncode != 0 and b"caps" in p.stderr, "caps with --sandbox are refused")
+
+
+if __name__ == "__main__":
+    main()
