@@ -59,7 +59,15 @@ typedef struct cg_set {
 struct sg_cgroup {
     char *id;
     cg_set s;
+    bool fast_leaves; /* leaves only on the v2 hierarchy (sg_cgroup_set_fast_leaves) */
 };
+
+/* Whether hierarchy i holds <id>/<leaf>: with fast leaves, a leaf exists
+ * only on the v2 hierarchy. */
+static bool has_leaf(const sg_cgroup *cg, size_t i, const char *leaf)
+{
+    return !leaf || !cg->fast_leaves || (int)i == cg->s.v2;
+}
 
 /* ---------- mountinfo ---------- */
 
@@ -558,7 +566,12 @@ static int v2_enable(const char *dir, unsigned want, sg_err *err)
             continue;
         sg_autofree char *v = sg_strdup_printf("+%s", ctrl_name[c]);
         if (knob_write(dir, "cgroup.subtree_control", v, err) < 0) {
-            sg_err_prefix(err, "cannot enable the %s controller", ctrl_name[c]);
+            if (err && err->code == EBUSY)
+                sg_err_prefix(err, "cannot enable the %s controller: processes live in %s itself (no-internal-process "
+                                   "rule; e.g. a container's cgroup namespace root) — move them into a child cgroup",
+                              ctrl_name[c], dir);
+            else
+                sg_err_prefix(err, "cannot enable the %s controller", ctrl_name[c]);
             return -1;
         }
     }
@@ -706,6 +719,8 @@ int sg_cgroup_leaf_create(sg_cgroup *cg, const char *leaf, sg_err *err)
         return -1;
     bool made[SG_CG_MAX_FDS] = {0};
     for (size_t i = 0; i < cg->s.n; i++) {
+        if (!has_leaf(cg, i, leaf))
+            continue;
         sg_autofree char *parent = cg_dir(cg, i, NULL);
         sg_autofree char *dir = cg_dir(cg, i, leaf);
         if (cg_mkdir(cg->s.h[i], parent, dir, true, &made[i], err) < 0) {
@@ -727,6 +742,8 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
         return -1;
     size_t n = 0;
     for (size_t i = 0; i < cg->s.n; i++) {
+        if (!has_leaf(cg, i, leaf))
+            continue;
         sg_autofree char *dir = cg_dir(cg, i, leaf);
         sg_autofree char *p = sg_strdup_printf("%s/cgroup.procs", dir);
         int fd = open(p, O_WRONLY | O_CLOEXEC);
@@ -750,6 +767,8 @@ int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err)
     char buf[32];
     snprintf(buf, sizeof buf, "%d", (int)pid);
     for (size_t i = 0; i < cg->s.n; i++) {
+        if (!has_leaf(cg, i, leaf))
+            continue;
         sg_autofree char *dir = cg_dir(cg, i, leaf);
         if (knob_write(dir, "cgroup.procs", buf, err) < 0) {
             sg_err_prefix(err, "cannot move pid %d into the cgroup", (int)pid);
@@ -962,7 +981,7 @@ static int kill_loop(sg_cgroup *cg, const char *leaf, int timeout_ms, uint64_t d
                 return timed_out(cg, leaf, timeout_ms, err);
             if (now >= settle)
                 break;
-            nap(&us, CG_NAP_MAX_US);
+            nap(&us, CG_KILL_NAP_MAX_US);
         }
     }
 }
@@ -990,6 +1009,16 @@ int sg_cgroup_stats(sg_cgroup *cg, const char *leaf, sg_cg_stats *out, sg_err *e
     if (check_leaf(leaf, err) < 0)
         return -1;
     int i;
+    if (leaf && cg->fast_leaves) {
+        /* A v2-only leaf: cpu time from its cpu.stat; memory and pids are
+         * the sandbox's (ask with leaf NULL). */
+        sg_autofree char *dir = cg_dir(cg, (size_t)cg->s.v2, leaf);
+        uint64_t us = 0;
+        if (read_key(dir, "cpu.stat", "usage_usec", true, &us, err) < 0)
+            return -1;
+        out->cpu_ns = us * 1000;
+        return 0;
+    }
     if ((i = cg->s.at[C_CPUACCT]) >= 0) {
         sg_autofree char *dir = cg_dir(cg, (size_t)i, leaf);
         if (read_u64(dir, "cpuacct.usage", false, &out->cpu_ns, err) < 0)
@@ -1030,6 +1059,27 @@ int sg_cgroup_stats(sg_cgroup *cg, const char *leaf, sg_cg_stats *out, sg_err *e
     free(pids);
     out->nprocs = n;
     return 0;
+}
+
+int sg_cgroup_set_fast_leaves(sg_cgroup *cg, bool on)
+{
+    if (on && cg->s.v2 < 0)
+        return -1;
+    cg->fast_leaves = on;
+    return 0;
+}
+
+int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err)
+{
+    if (check_leaf(leaf, err) < 0)
+        return -1;
+    if (cg->s.v2 < 0)
+        return sg_err_set(err, ENOTSUP, "no cgroup v2 hierarchy: cannot clone into a cgroup");
+    sg_autofree char *dir = cg_dir(cg, (size_t)cg->s.v2, leaf);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return sg_err_sys(err, "cannot open %s", dir);
+    return fd;
 }
 
 /* ---------- removal, listing ---------- */

@@ -11,7 +11,8 @@
  * hosts: "v1" ignores the cgroup2 mount (a split host behaves as v1-only:
  * freezer-based kill, procs walks), "v2" ignores the v1 mounts, "none"
  * ignores all; unset, "auto" or anything else detects. It is read at every
- * sg_cgroup_create/open/list/layout call; the mount table once. */
+ * sg_cgroup_create/open/list/layout call; the mount table once (the first
+ * call is not thread-safe: make it from one thread). */
 #ifndef SG_CGROUP_H
 #define SG_CGROUP_H
 
@@ -70,6 +71,16 @@ int sg_cgroup_leaf_create(sg_cgroup *cg, const char *leaf, sg_err *err);
 int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
 /* Moves a host pid into <id>/<leaf> in every hierarchy. */
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
+
+/* Fast leaves: when the sandbox has a v2 hierarchy (v2 or split), exec
+ * leaves are made on it alone and processes are started in them with
+ * clone3(CLONE_INTO_CGROUP), which needs no migration (a migration waits
+ * for an RCU grace period, ~8 ms here); the v1 controllers then apply at
+ * the sandbox level, where the limits are. Returns -1 without a v2
+ * hierarchy. */
+int sg_cgroup_set_fast_leaves(sg_cgroup *cg, bool on);
+/* O_DIRECTORY fd of <id>/<leaf> on the v2 hierarchy, for CLONE_INTO_CGROUP. */
+int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err);
 
 /* Kills every process in <id>/<leaf> (leaf NULL: whole sandbox, recursive)
  * with SIGKILL, also ones that fork meanwhile (v2: cgroup.kill; v1: freeze,

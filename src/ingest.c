@@ -53,6 +53,7 @@ typedef struct conn {
     bool ack_pending;
     bool dirty;           /* rows of this stream in the filling batch */
     bool inflight;        /* rows of this stream in the writer's batch */
+    bool paused;          /* not read until the writer catches up */
 } conn;
 
 typedef struct http_req {
@@ -236,7 +237,11 @@ static void reap_job(sg_ingest *ing)
     }
     if (ing->paused) {
         ing->paused = false;
-        lws_rx_flow_allow_all_protocol(ing->ctx, &ing->protocols[1]);
+        for (conn *c = ing->conns; c; c = c->next)
+            if (c->paused) {
+                c->paused = false;
+                lws_rx_flow_control(c->wsi, 1);
+            }
     }
     if (ing->nbatch > 0)
         submit(ing); /* what piled up meanwhile goes at once */
@@ -303,7 +308,9 @@ static int batch_add(sg_ingest *ing, conn *c, sg_event *ev, size_t bytes)
         submit(ing);
     if (ing->nbatch >= SG_INGEST_PENDING_MAX || ing->batch_bytes >= SG_INGEST_BATCH_BYTES) {
         /* Writer behind: stop reading this connection until it catches up. */
-        lws_rx_flow_control(c->wsi, 0);
+        if (!c->paused)
+            lws_rx_flow_control(c->wsi, 0);
+        c->paused = true;
         ing->paused = true;
     }
     return 0;

@@ -12,7 +12,9 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <linux/sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,8 +105,9 @@ static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const
                                                char **argv, char **envp, const char *cwd,
                                                const int *fds, size_t nfds)
 {
-    /* Join the exec's cgroup leaf first, so everything it forks is in it. */
-    for (size_t i = 3; i < nfds; i++) {
+    /* Join the exec's cgroup leaf first, so everything it forks is in it
+     * (unless clone3 already put us there). */
+    for (size_t i = 3; i < nfds && !sp->cg_into; i++) {
         if (write(fds[i], "0", 1) != 1) {
             int e = errno;
             dprintf(fds[2], "sandglass: cannot join the exec's cgroup: %s\n", strerror(e));
@@ -163,6 +166,33 @@ static int split_strings(char *p, size_t len, uint32_t argc, uint32_t envc,
     return 0;
 }
 
+/* fork(), or clone3 straight into the exec's cgroup leaf: no migration on
+ * the exec path (see sg_cgroup_set_fast_leaves). Falls back to fork plus a
+ * write to the leaf's cgroup.procs where clone3 cannot do it. */
+static pid_t spawn_into(sg_init_spawn *sp, const int *fds, size_t nfds)
+{
+    if (!sp->cg_into || nfds != 4)
+        return fork();
+    struct clone_args args = {
+        .flags = CLONE_INTO_CGROUP,
+        .exit_signal = SIGCHLD,
+        .cgroup = (uint64_t)fds[3],
+    };
+    long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid >= 0 || (errno != ENOSYS && errno != EINVAL && errno != E2BIG))
+        return (pid_t)pid;
+    pid = fork();
+    if (pid == 0) {
+        int pfd = openat(fds[3], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (pfd < 0 || write(pfd, "0", 1) != 1) {
+            dprintf(fds[2], "sandglass: cannot join the exec's cgroup: %s\n", strerror(errno));
+            _exit(126);
+        }
+        close(pfd);
+    }
+    return (pid_t)pid;
+}
+
 static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *fds, size_t nfds)
 {
     sg_init_spawn sp;
@@ -181,7 +211,7 @@ static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *
         split_strings(msg + sizeof sp, len - sizeof sp, sp.argc, sp.envc, argv, envp, &cwd) < 0) {
         rep.err = EINVAL;
     } else {
-        pid_t pid = fork();
+        pid_t pid = spawn_into(&sp, fds, nfds);
         if (pid == 0)
             run_child(cfg, &sp, argv, envp, cwd, fds, nfds);
         if (pid < 0) {

@@ -33,8 +33,11 @@ typedef struct sg_init_spawn {
     uint32_t exec_id;
     uint32_t uid, gid;
     uint32_t argc, envc;   /* strings follow: argv..., env..., cwd, each NUL-terminated */
-    uint32_t nfds_cg;      /* number of cgroup.procs fds after the 3 stdio fds */
+    uint32_t nfds_cg;      /* number of cgroup fds after the 3 stdio fds */
     int32_t sig;           /* SG_INIT_SIGNAL */
+    uint32_t cg_into;      /* 1: the cgroup fd is a v2 leaf directory to clone3 into;
+                              0: cgroup.procs fds the child writes "0" to */
+    uint32_t pad;
 } sg_init_spawn;
 
 typedef struct sg_init_reply {

@@ -90,6 +90,7 @@ struct sup {
     size_t nclients;
     bool destroying;
     bool init_dead;
+    bool fast_leaves;
     int exit_code;
     /* kill switch: the first reason wins and is kept */
     bool aborted;
@@ -490,6 +491,8 @@ static void exec_finish(exec_ctx *ex)
     sg_err err = {0};
     sg_cg_stats after = {0};
     sg_cgroup_stats(s->cg, NULL, &after, &err);
+    if (s->fast_leaves)
+        after.memory_peak = 0; /* the sandbox's all-time peak: use the exec's rusage */
     sg_cg_stats leaf = {0};
     if (sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) == 0) {
         after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
@@ -627,10 +630,17 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int cgfds[SG_CG_MAX_FDS];
     int ncg = -1;
     sg_autostrv char **env = build_env(&req, cwd);
-    sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     leaf_track(s, ex->leaf);
-    if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) < 0 ||
-        (ncg = sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, &err)) < 0) {
+    if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) == 0) {
+        if (s->fast_leaves) {
+            /* one v2 leaf directory: init clones straight into it */
+            cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, &err);
+            ncg = cgfds[0] < 0 ? -1 : 1;
+        } else {
+            ncg = sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, &err);
+        }
+    }
+    if (ncg < 0) {
         sg_err_prefix(&err, "cannot create the exec's cgroup");
         close(stdin_fd);
         sg_exec_req_free(&req);
@@ -656,7 +666,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     static char msg[SG_INIT_MSG_MAX];
     sg_init_spawn sp = {.type = SG_INIT_SPAWN, .exec_id = ex->id,
                         .uid = s->meta.uid, .gid = s->meta.gid,
-                        .nfds_cg = (uint32_t)ncg};
+                        .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves};
     size_t off = sizeof sp;
     bool toolong = false;
     for (char **a = req.argv; *a; a++, sp.argc++) {
@@ -719,6 +729,8 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         return;
     }
     ex->start_ns = sg_now_mono_ns();
+    /* Counters before the exec, read while init starts the child. */
+    sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
     uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
@@ -1137,6 +1149,8 @@ int sg_supervisor_run(const char *id, int ready_fd)
         sg_err_prefix(&err, "cannot create the sandbox's cgroup");
         goto fail;
     }
+    s->fast_leaves = getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
     if (start_init(s, &err) < 0)
         goto fail_cg;
     s->meta.supervisor_pid = getpid();
