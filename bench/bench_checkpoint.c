@@ -37,6 +37,15 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* CPU time of this process (user + system): less sensitive than wall time
+ * to other load on a shared machine. */
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
 static void die(const char *what, const char *msg)
 {
     fprintf(stderr, "bench_checkpoint: %s: %s\n", what, msg);
@@ -231,13 +240,15 @@ int main(int argc, char **argv)
     if (sg_checkpoint_take(st, "unchanged", prev, &stt, &err) < 0)
         die("take", err.msg);
     double sg_nochange = now_ms() - t0;
-    series sg_ck = {0}, sg_rb = {0}, sg_diff = {0};
+    series sg_ck = {0}, sg_rb = {0}, sg_diff = {0}, sg_ck_cpu = {0}, sg_rb_cpu = {0};
     for (int r = 0; r < rounds; r++) {
         modify(ws, nfiles, r);
         t0 = now_ms();
+        double c0 = cpu_ms();
         if (sg_checkpoint_take(st, "after 10 changes", id, &stt, &err) < 0)
             die("take", err.msg);
         sg_ck.v[sg_ck.n++] = now_ms() - t0;
+        sg_ck_cpu.v[sg_ck_cpu.n++] = cpu_ms() - c0;
         if (stt.changed != CHANGED)
             fprintf(stderr, "warning: round %d: %llu paths changed, expected %d\n", r,
                     (unsigned long long)stt.changed, CHANGED);
@@ -249,9 +260,11 @@ int main(int argc, char **argv)
         sg_diff.v[sg_diff.n++] = now_ms() - t0;
         sg_checkpoint_changes_free(ch, n);
         t0 = now_ms();
+        c0 = cpu_ms();
         if (sg_checkpoint_restore(st, prev, &stt, &err) < 0)
             die("restore", err.msg);
         sg_rb.v[sg_rb.n++] = now_ms() - t0;
+        sg_rb_cpu.v[sg_rb_cpu.n++] = cpu_ms() - c0;
         if (stt.changed != CHANGED)
             fprintf(stderr, "warning: round %d: rollback touched %llu paths\n", r,
                     (unsigned long long)stt.changed);
@@ -340,6 +353,8 @@ int main(int argc, char **argv)
     printf("%-34s %12s %14s %12s\n", "", "first ckpt", "ckpt (10 chg)", "rollback");
     printf("%-34s %9.1f ms %11.1f ms %9.1f ms   (max %.1f / %.1f; unchanged %.1f ms; diff %.1f ms)\n",
            "sandglass", sg_first, sgc, sgr, maxof(&sg_ck), maxof(&sg_rb), sg_nochange, median(&sg_diff));
+    printf("%-34s %12s %11.1f ms %9.1f ms\n", "sandglass, cpu time", "", median(&sg_ck_cpu),
+           median(&sg_rb_cpu));
     printf("%-34s %9.1f ms %11.1f ms %9.1f ms   (unchanged %.1f ms)\n", "libgit2 add_all+checkout(baseline)",
            lg_first, median(&lg_ck), median(&lg_rb), lg_nochange);
     printf("%-34s %9.1f ms %11.1f ms %9.1f ms\n", "cp -a", cp_first, median(&cp_ck), median(&cp_rb));
@@ -376,12 +391,13 @@ int main(int argc, char **argv)
             "  \"unit\": \"ms\",\n"
             "  \"sandglass\": {\"first_checkpoint\": %.2f, \"checkpoint_unchanged\": %.2f, "
             "\"checkpoint_median\": %.2f, \"checkpoint_max\": %.2f, \"rollback_median\": %.2f, "
-            "\"rollback_max\": %.2f, \"diff_median\": %.2f},\n"
+            "\"rollback_max\": %.2f, \"diff_median\": %.2f, \"checkpoint_cpu_median\": %.2f, "
+            "\"rollback_cpu_median\": %.2f},\n"
             "  \"libgit2_add_all_checkout_baseline\": {\"first_checkpoint\": %.2f, \"checkpoint_unchanged\": %.2f, "
             "\"checkpoint_median\": %.2f, \"rollback_median\": %.2f},\n"
             "  \"cp_a\": {\"first_checkpoint\": %.2f, \"checkpoint_median\": %.2f, \"rollback_median\": %.2f},\n",
             when, un.release, fstype, load_start[0], load_end[0], nfiles, CHANGED, rounds, sg_first, sg_nochange, sgc, maxof(&sg_ck), sgr,
-            maxof(&sg_rb), median(&sg_diff), lg_first, lg_nochange, median(&lg_ck), median(&lg_rb), cp_first,
+            maxof(&sg_rb), median(&sg_diff), median(&sg_ck_cpu), median(&sg_rb_cpu), lg_first, lg_nochange, median(&lg_ck), median(&lg_rb), cp_first,
             median(&cp_ck), median(&cp_rb));
     if (have_rsync)
         fprintf(fp, "  \"rsync_a_delete\": {\"first_checkpoint\": %.2f, \"checkpoint_median\": %.2f, "

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+static void vset(sg_err *err, int code, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 static void vset(sg_err *err, int code, const char *fmt, va_list ap)
 {
     err->code = code;

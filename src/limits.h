@@ -1,18 +1,5 @@
 /* limits: every bound a user or a peer can make us allocate against,
  * named in one place. */
-/* -I src makes <limits.h> in system headers (OpenSSL via lws) land here:
- * chain to the real one. Outside the guard on purpose: when this file was
- * found relative to a source file, include_next finds it again through -I
- * and that second pass reaches the system header. */
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Winclude-next-absolute-path"
-#endif
-#include_next <limits.h>
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
-
 #ifndef SG_LIMITS_H
 #define SG_LIMITS_H
 

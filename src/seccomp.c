@@ -12,9 +12,8 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-/* Ours, found through -Isrc, which then pulls in libseccomp's (see there). */
-#define SG_SECCOMP_WANT_LIBSECCOMP
-#include <seccomp.h>
+#include "seccomp.h"
+#include <seccomp.h> /* libseccomp's: ours is found only by -iquote */
 
 /* Refused with EPERM whatever their arguments. Names libseccomp does not
  * know on this architecture (or at all, for an old libseccomp) are skipped:
@@ -107,7 +106,7 @@ int sg_seccomp_build(sg_seccomp_prog *out, sg_err *err)
         if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "personality", 1, &c, err) < 0)
             return -1;
     }
-    struct scmp_arg_cmp high = SCMP_CMP(0, SCMP_CMP_GT, 0xffffffffULL);
+    struct scmp_arg_cmp high = SCMP_CMP(0, SCMP_CMP_GT, 0xffffffffULL, 0);
     if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "personality", 1, &high, err) < 0)
         return -1;
 

@@ -17,11 +17,6 @@
 
 #include "err.h"
 
-/* This header shadows libseccomp's <seccomp.h> (src/ comes first on the
- * include path); seccomp.c asks for the library's through here. */
-#ifdef SG_SECCOMP_WANT_LIBSECCOMP
-#include_next <seccomp.h>
-#endif
 
 typedef struct sg_seccomp_prog {
     struct sock_filter *insns;

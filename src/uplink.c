@@ -43,6 +43,10 @@ struct sg_uplink {
 
     uv_timer_t retry;
     uv_timer_t drain_timer;
+    uv_timer_t watchdog;    /* 250 ms tick: ack timeout */
+    uint64_t last_progress_ns;
+    uint32_t ack_timeout_ms;
+    bool killing;           /* watchdog asked lws to drop the connection */
     int open_handles;       /* our timers not yet closed */
     bool draining, drain_timed_out;
 
@@ -124,7 +128,8 @@ static void on_lost(sg_uplink *u, int http_status, const char *why)
         u->stats.refusals++;
         emit(u, SG_UPLINK_REFUSED, u->close_code, u->close_reason, delay);
     } else {
-        emit(u, SG_UPLINK_DISCONNECTED, u->close_code, why, delay);
+        emit(u, SG_UPLINK_DISCONNECTED, u->close_code, u->close_reason[0] ? u->close_reason : why,
+             delay);
     }
 }
 
@@ -159,6 +164,20 @@ static void connect_now(sg_uplink *u)
         on_lost(u, 0, "cannot start the connection"); /* no-op if a callback did it */
 }
 
+static void on_watchdog(uv_timer_t *t)
+{
+    sg_uplink *u = t->data;
+    if (u->st != ST_OPEN || !u->wsi || u->killing || u->stats.sent_seq <= u->stats.acked_seq)
+        return;
+    if (sg_now_mono_ns() - u->last_progress_ns < (uint64_t)u->ack_timeout_ms * 1000000)
+        return;
+    u->killing = true;
+    snprintf(u->close_reason, sizeof u->close_reason, "no ack for %u ms with frames in flight",
+             u->ack_timeout_ms);
+    /* works while the socket is choked, when no WRITEABLE would come */
+    lws_set_timeout(u->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+}
+
 static void want_write(sg_uplink *u)
 {
     if (u->st == ST_OPEN && u->ready && u->wsi)
@@ -180,6 +199,7 @@ static void handle_ack(sg_uplink *u, int64_t ack)
     if (sg_spool_ack(u->spool, ack, &err) < 0)
         emit(u, SG_UPLINK_ERROR, err.code, err.msg, 0);
     u->stats.acked_seq = ack;
+    u->last_progress_ns = sg_now_mono_ns();
     if (!u->ready) {
         /* Replay from what the ingest has committed. */
         u->ready = true;
@@ -210,6 +230,8 @@ static void handle_message(sg_uplink *u)
 static int write_records(sg_uplink *u, struct lws *wsi)
 {
     int64_t max = sg_spool_synced_seq(u->spool);
+    if (max > u->stats.acked_seq + SG_UPLINK_WINDOW)
+        max = u->stats.acked_seq + SG_UPLINK_WINDOW; /* the next ack reopens it */
     while (!lws_send_pipe_choked(wsi)) {
         char *data;
         size_t len;
@@ -256,6 +278,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         u->st = ST_OPEN;
         u->wsi = wsi;
+        u->killing = false;
+        u->last_progress_ns = sg_now_mono_ns();
         u->stats.connects++;
         emit(u, SG_UPLINK_CONNECTED, 0, "connected", 0);
         return 0;
@@ -358,6 +382,7 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     u->spool = spool;
     u->stats.acked_seq = -1;
     u->stats.sent_seq = -1;
+    u->ack_timeout_ms = SG_UPLINK_ACK_TIMEOUT_MS;
     u->rng = sg_now_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
     if (!u->rng)
         u->rng = 1;
@@ -386,8 +411,11 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     }
     uv_timer_init(loop, &u->retry);
     uv_timer_init(loop, &u->drain_timer);
-    u->retry.data = u->drain_timer.data = u;
-    u->open_handles = 2;
+    uv_timer_init(loop, &u->watchdog);
+    u->retry.data = u->drain_timer.data = u->watchdog.data = u;
+    u->open_handles = 3;
+    uv_timer_start(&u->watchdog, on_watchdog, 250, 250);
+    uv_unref((uv_handle_t *)&u->watchdog); /* never keeps the loop alive alone */
     connect_now(u);
     return u;
 fail:
@@ -404,6 +432,11 @@ void sg_uplink_set_event_cb(sg_uplink *u, sg_uplink_event_fn fn, void *ud)
 {
     u->ev_fn = fn;
     u->ev_ud = ud;
+}
+
+void sg_uplink_set_ack_timeout(sg_uplink *u, uint32_t ms)
+{
+    u->ack_timeout_ms = ms ? ms : 1;
 }
 
 void sg_uplink_notify(sg_uplink *u)
@@ -462,6 +495,8 @@ void sg_uplink_close(sg_uplink *u)
     uv_timer_stop(&u->drain_timer);
     uv_close((uv_handle_t *)&u->retry, on_timer_closed);
     uv_close((uv_handle_t *)&u->drain_timer, on_timer_closed);
+    uv_timer_stop(&u->watchdog);
+    uv_close((uv_handle_t *)&u->watchdog, on_timer_closed);
     /* First destroy: lws closes its connections and loop handles; the
      * loop drains them; the second call (sg_uplink_free) frees. */
     lws_context_destroy(u->ctx);

@@ -10,7 +10,10 @@
  * refused handshake (401) or a refused frame the uplink reconnects with
  * exponential backoff, 0.25 s doubling to 8 s, full jitter, and replays
  * from the ingest's ack. Refusals are reported through the event callback
- * and retried (an operator may fix the token).
+ * and retried (an operator may fix the token). At most SG_UPLINK_WINDOW
+ * frames are in flight beyond the ack; a connection that leaves sent frames
+ * unacked for SG_UPLINK_ACK_TIMEOUT_MS (a dead peer, a stalled ingest) is
+ * dropped and replayed on a new one.
  *
  * Everything runs on the loop's thread. */
 #ifndef SG_UPLINK_H
@@ -26,6 +29,9 @@
 #define SG_UPLINK_BACKOFF_MIN_MS 250
 #define SG_UPLINK_BACKOFF_MAX_MS 8000
 #define SG_UPLINK_RX_MAX 4096            /* one message from the ingest */
+#define SG_UPLINK_WINDOW 8192            /* frames sent beyond the last ack */
+#define SG_UPLINK_ACK_TIMEOUT_MS 15000   /* unacked frames and no ack this long:
+                                            the connection is dead, reconnect */
 #define SG_UPLINK_TOKEN_MAX 4096
 
 typedef struct sg_uplink sg_uplink;
@@ -63,6 +69,8 @@ typedef struct sg_uplink_stats {
 sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg_spool *spool,
                          sg_err *err);
 void sg_uplink_set_event_cb(sg_uplink *u, sg_uplink_event_fn fn, void *ud);
+/* Default SG_UPLINK_ACK_TIMEOUT_MS (tests use short ones). */
+void sg_uplink_set_ack_timeout(sg_uplink *u, uint32_t ms);
 /* New synced records are in the spool. */
 void sg_uplink_notify(sg_uplink *u);
 void sg_uplink_get_stats(const sg_uplink *u, sg_uplink_stats *out);

@@ -351,6 +351,33 @@ static void test_ingest_down_at_start(void **state)
     check_store(500);
 }
 
+/* A peer that stops answering (the ingest SIGSTOPped: TCP stays up, no
+ * acks): the ack watchdog drops the connection, the uplink retries, and
+ * once the ingest runs again everything arrives exactly once. */
+static void test_stalled_ingest(void **state)
+{
+    F.port = start_ingest(0);
+    F.token = make_token(SANDBOX);
+    open_uplink(F.token);
+    sg_uplink_set_ack_timeout(F.up, 1000);
+    produce(100, 10);
+    sg_err err;
+    assert_int_equal(sg_uplink_drain(F.up, 10000, &err), 0);
+    assert_int_equal(kill(F.ingest, SIGSTOP), 0);
+    produce(200, 10);
+    double end = now_s() + 3.0;
+    while (now_s() < end)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    sg_uplink_stats st;
+    sg_uplink_get_stats(F.up, &st);
+    assert_true(st.reconnects >= 1);
+    assert_false(st.connected);
+    assert_int_equal(sg_spool_acked_seq(F.sp), 99);
+    assert_int_equal(kill(F.ingest, SIGCONT), 0);
+    assert_true(run_until(all_acked, 30));
+    check_store(300);
+}
+
 static void test_refused(void **state)
 {
     F.port = start_ingest(0);
@@ -399,6 +426,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_10k, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ingest_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ingest_down_at_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_ingest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

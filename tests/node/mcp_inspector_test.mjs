@@ -1,0 +1,104 @@
+// Independent client: the official MCP Inspector CLI (npm
+// @modelcontextprotocol/inspector) against the real `sandglass mcp`, in the
+// default (legacy, initialize) era and in the modern (2026-07-28,
+// server/discover + per-request _meta) era. The Inspector needs Node >= 22.19:
+// it runs on the node binary of npm's `node@22` package in node_modules.
+// TAP output; `1..0 # SKIP` without node_modules.
+import { spawnSync, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const node22 = join(here, 'node_modules', 'node', 'bin', 'node');
+const inspector = join(here, 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
+if (!existsSync(node22) || !existsSync(inspector)) {
+  console.log('1..0 # SKIP node_modules missing (run npm install in tests/node)');
+  process.exit(0);
+}
+const ver = spawnSync(node22, ['--version']).stdout?.toString().trim() ?? '';
+const [maj, min] = ver.replace(/^v/, '').split('.').map(Number);
+if (!(maj > 22 || (maj === 22 && min >= 19))) {
+  console.log(`1..0 # SKIP node_modules/node is ${ver || 'not runnable'}; the Inspector needs >= 22.19`);
+  process.exit(0);
+}
+
+const SANDGLASS = process.env.SANDGLASS_BIN || 'sandglass';
+const SANDGLASSD = process.env.SANDGLASSD_BIN || 'sandglassd';
+const state = mkdtempSync(join(tmpdir(), 'sg-mcp-insp-'));
+const env = { ...process.env, SANDGLASS_STATE_DIR: state, SANDGLASSD };
+
+let n = 0;
+let failed = 0;
+function check(name, cond, diag = '') {
+  n++;
+  if (cond) console.log(`ok ${n} - ${name}`);
+  else {
+    failed++;
+    console.log(`not ok ${n} - ${name}`);
+    for (const l of String(diag).split('\n').slice(0, 40)) console.log(`#   ${l}`);
+  }
+}
+
+// One Inspector CLI run: it spawns `sandglass mcp` (a fresh sandbox) over
+// stdio. The Inspector hands a stdio server only a few variables of its own
+// environment, so ours go through -e.
+function inspect(era, args) {
+  const argv = [inspector, '--cli', '--format', 'json',
+    '-e', `SANDGLASS_STATE_DIR=${state}`, '-e', `SANDGLASSD=${SANDGLASSD}`];
+  if (era) argv.push('--protocol-era', era);
+  argv.push(SANDGLASS, 'mcp', '--learner', 'insp', '--task', `era-${era || 'default'}`, ...args);
+  const r = spawnSync(node22, argv, { env, timeout: 120000, maxBuffer: 16 << 20 });
+  const out = r.stdout?.toString() ?? '';
+  const err = r.stderr?.toString() ?? '';
+  let json = null;
+  try { json = JSON.parse(out); } catch { /* checked by the caller */ }
+  return { status: r.status, out, err, json, diag: `exit ${r.status}\nstdout: ${out.slice(0, 1500)}\nstderr: ${err.slice(-1500)}` };
+}
+
+const text = (res) => (res?.content ?? []).map((c) => c.text ?? '').join('');
+
+try {
+  for (const era of [null, 'modern']) {
+    const tag = era ? `--protocol-era ${era}` : 'default era';
+    let r = inspect(era, ['--method', 'tools/list']);
+    const tools = r.json?.tools ?? r.json?.result?.tools ?? [];
+    const names = tools.map((t) => t.name).sort();
+    check(`${tag}: tools/list exits 0`, r.status === 0, r.diag);
+    check(`${tag}: tools/list lists the six tools`,
+      JSON.stringify(names) === JSON.stringify(['checkpoint', 'edit_file', 'read_file', 'rollback', 'run_bash', 'write_file']), r.diag);
+    check(`${tag}: every tool has an object inputSchema`, tools.length > 0 && tools.every((t) => t.inputSchema?.type === 'object'), r.diag);
+
+    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-arg', 'command=echo hi']);
+    const res = r.json?.result ?? r.json;
+    check(`${tag}: tools/call run_bash echo hi exits 0`, r.status === 0, r.diag);
+    check(`${tag}: run_bash returns the output`, /^hi\n/.test(text(res)) && text(res).includes('[exit code 0]'), r.diag);
+    if (era === 'modern')
+      check(`${tag}: the modern result carries serverInfo in _meta`,
+        res?._meta?.['io.modelcontextprotocol/serverInfo']?.name === 'sandglass', r.diag);
+
+    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-arg', 'command=echo oops >&2; exit 3']);
+    check(`${tag}: a failing command is a tool error (Inspector exit 5)`, r.status === 5 && r.out.includes('exit code 3'), r.diag);
+
+    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-args-json',
+      JSON.stringify({ command: "printf 'x = 1\\n' > w.txt && cat w.txt" })]);
+    check(`${tag}: --tool-args-json reaches the sandbox`, r.status === 0 && text(r.json?.result ?? r.json).startsWith('x = 1\n'), r.diag);
+
+    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'no_such_tool']);
+    check(`${tag}: an unknown tool fails`, r.status !== 0, r.diag);
+  }
+} finally {
+  // Each run left its sandbox for the operator (the session was aborted on EOF).
+  try {
+    const ls = JSON.parse(execFileSync(SANDGLASS, ['ls', '--json'], { env }).toString());
+    check('each Inspector run left its aborted sandbox in place', ls.length >= 8, JSON.stringify(ls).slice(0, 500));
+    for (const sb of ls) spawnSync(SANDGLASS, ['destroy', sb.id], { env, timeout: 60000 });
+  } catch (e) {
+    check('sandboxes can be listed and destroyed', false, String(e));
+  }
+  spawnSync(SANDGLASS, ['gc'], { env, timeout: 60000 });
+  rmSync(state, { recursive: true, force: true });
+}
+console.log(`1..${n}`);
+process.exit(failed ? 1 : 0);
