@@ -1084,6 +1084,40 @@ int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err)
 
 /* ---------- removal, listing ---------- */
 
+char **sg_cgroup_leaves(sg_cgroup *cg, sg_err *err)
+{
+    sg_autofree char *dir = cg_dir(cg, primary(cg), NULL);
+    sg_autoclosedir DIR *d = opendir(dir);
+    if (!d) {
+        sg_err_sys(err, "cannot open cgroup %s", dir);
+        return NULL;
+    }
+    size_t n = 0, cap = 8;
+    char **v = calloc(cap + 1, sizeof *v);
+    if (!v) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            char **nv = realloc(v, (cap + 1) * sizeof *v);
+            if (!nv) {
+                sg_strvfreep(&v);
+                sg_err_set(err, ENOMEM, "out of memory");
+                return NULL;
+            }
+            v = nv;
+        }
+        v[n++] = strdup(e->d_name);
+        v[n] = NULL;
+    }
+    return v;
+}
+
 int sg_cgroup_leaf_remove(sg_cgroup *cg, const char *leaf, sg_err *err)
 {
     if (!leaf)

@@ -101,6 +101,9 @@ int sg_cgroup_stats(sg_cgroup *cg, const char *leaf, sg_cg_stats *out, sg_err *e
 /* Host pids in <id>/<leaf>, recursive. Caller frees *pids. */
 int sg_cgroup_pids(sg_cgroup *cg, const char *leaf, pid_t **pids, size_t *n, sg_err *err);
 
+/* Names of the leaves under <id> (a restarted supervisor adopts them).
+ * NULL-terminated; caller frees. */
+char **sg_cgroup_leaves(sg_cgroup *cg, sg_err *err);
 /* rmdir <id>/<leaf>; EBUSY if populated. */
 int sg_cgroup_leaf_remove(sg_cgroup *cg, const char *leaf, sg_err *err);
 /* Removes every leaf and the sandbox cgroup in every hierarchy (after kill). */

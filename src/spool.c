@@ -513,7 +513,8 @@ static int list_segments(sg_spool *sp, sg_err *err)
                 return -1;
         }
     }
-    qsort(sp->segs, sp->nsegs, sizeof *sp->segs, cmp_seg);
+    if (sp->nsegs > 1)
+        qsort(sp->segs, sp->nsegs, sizeof *sp->segs, cmp_seg);
     return 0;
 }
 

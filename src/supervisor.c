@@ -18,7 +18,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "capture.h"
 #include "cgroup.h"
+#include "checkpoint.h"
 #include "cleanup.h"
 #include "ctl.h"
 #include "init.h"
@@ -60,6 +62,7 @@ typedef struct exec_ctx {
     uint64_t out_bytes;
     sg_cg_stats before;
     int pending_closes;
+    sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
 } exec_ctx;
 
 struct client {
@@ -91,6 +94,12 @@ struct sup {
     bool destroying;
     bool init_dead;
     bool fast_leaves;
+    sg_capture *cap;        /* NULL: not captured (no task) */
+    sg_ckpt_store *ckpt;    /* workspace checkpoints, outside the sandbox */
+    int destroy_fd;         /* the destroy request's caller, answered last */
+    uint8_t destroy_type;
+    json_t *destroy_res;
+    bool ckpt_dirty;        /* a change may have happened since the last one */
     int exit_code;
     /* kill switch: the first reason wins and is kept */
     bool aborted;
@@ -214,6 +223,8 @@ static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
             }
         }
         ex->out_bytes += give;
+        if (give)
+            sg_capture_exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
         if (give && ex->cl)
             client_send(ex->cl, type, buf, give);
         if ((size_t)n < sizeof buf)
@@ -369,7 +380,10 @@ static json_t *kill_all_user_processes(sup *s)
     return r;
 }
 
-static void capture_emit(sup *s, const char *kind, json_t *payload);
+static void capture_emit(sup *s, const char *kind, json_t *payload)
+{
+    sg_capture_emit(s->cap, kind, payload);
+}
 
 /* The kill switch. Returns the abort record (new reference). */
 static json_t *sup_abort(sup *s, const char *by, const char *reason)
@@ -410,6 +424,119 @@ static void on_cap_timer(uv_timer_t *t)
             json_decref(sup_abort(s, "cap", why));
         }
     }
+}
+
+/* ---- checkpoints -------------------------------------------------------------- */
+
+static bool tool_is_read_only(const char *tool)
+{
+    return tool && strcmp(tool, "read_file") == 0;
+}
+
+/* Takes a checkpoint of the workspace (from outside the sandbox) and emits
+ * a checkpoint event. Returns the id (static storage) or NULL. */
+static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
+{
+    static char id[SG_CHECKPOINT_ID_LEN + 1];
+    if (!s->ckpt)
+        return NULL;
+    sg_err err = {0};
+    sg_checkpoint_stats st = {0};
+    uint64_t t0 = sg_now_mono_ns();
+    if (sg_checkpoint_take(s->ckpt, label, id, &st, &err) < 0) {
+        fprintf(stderr, "supervisor: checkpoint failed: %s\n", err.msg);
+        return NULL;
+    }
+    double ms = (double)(sg_now_mono_ns() - t0) / 1e6;
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "id", id, "label", label,
+                          "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes,
+                          "changed", (json_int_t)st.changed, "hashed", (json_int_t)st.hashed,
+                          "took_ms", ms);
+    if (info)
+        *info = json_deep_copy(j);
+    capture_emit(s, "checkpoint", j);
+    return id;
+}
+
+static json_t *changes_json(sg_checkpoint_change *ch, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "path", ch[i].path,
+                                             "change", sg_checkpoint_change_kind_name(ch[i].kind)));
+    return arr;
+}
+
+static void sup_rollback(sup *s, client *c, json_t *req)
+{
+    sg_err err = {0};
+    if (!s->ckpt) {
+        client_error(c, "this sandbox has no checkpoint store");
+        return;
+    }
+    const char *to = json_string_value(json_object_get(req, "to"));
+    bool dry = json_is_true(json_object_get(req, "dry_run"));
+    bool force = json_is_true(json_object_get(req, "force"));
+    char latest[SG_CHECKPOINT_ID_LEN + 1];
+    if (!to) {
+        if (sg_checkpoint_latest(s->ckpt, latest, &err) < 0) {
+            client_error(c, err.msg);
+            return;
+        }
+        to = latest;
+    }
+    size_t running = 0;
+    for (size_t i = 0; i < s->nexecs; i++)
+        running += !s->execs[i]->finished;
+    sg_checkpoint_change *ch = NULL;
+    size_t n = 0;
+    if (sg_checkpoint_diff(s->ckpt, to, &ch, &n, &err) < 0) {
+        client_error(c, err.msg);
+        return;
+    }
+    json_t *changes = changes_json(ch, n);
+    sg_checkpoint_changes_free(ch, n);
+    if (dry) {
+        client_send_json(c, SG_CTL_RESULT, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
+                                                     "running_execs", (json_int_t)running, "restored", 0));
+        c->close_after_flush = true;
+        client_flush(c);
+        return;
+    }
+    if (running && !force) {
+        json_decref(changes);
+        char m[160];
+        snprintf(m, sizeof m, "%zu exec(s) running: refusing to roll back under them (--force kills them first)", running);
+        client_error(c, m);
+        return;
+    }
+    json_t *killed = NULL;
+    if (running)
+        killed = kill_all_user_processes(s);
+    /* Keep the present too, so that a rollback can itself be undone. */
+    json_t *safety = NULL;
+    sup_checkpoint(s, "before rollback", &safety);
+    char target[SG_CHECKPOINT_ID_LEN + 1];
+    snprintf(target, sizeof target, "%s", to);
+    sg_checkpoint_stats st = {0};
+    uint64_t t0 = sg_now_mono_ns();
+    if (sg_checkpoint_restore(s->ckpt, target, &st, &err) < 0) {
+        json_decref(changes);
+        json_decref(killed);
+        json_decref(safety);
+        client_error(c, err.msg);
+        return;
+    }
+    double ms = (double)(sg_now_mono_ns() - t0) / 1e6;
+    json_t *rec = json_pack("{s:s, s:o, s:I, s:f, s:b, s:o, s:o}", "to", target, "changes", changes,
+                            "changed", (json_int_t)st.changed, "took_ms", ms, "restored", 1,
+                            "safety_checkpoint", safety ? json_incref(json_object_get(safety, "id")) : json_null(),
+                            "killed", killed ? killed : json_null());
+    json_decref(safety);
+    capture_emit(s, "rollback", json_deep_copy(rec));
+    client_send_json(c, SG_CTL_RESULT, rec);
+    c->close_after_flush = true;
+    client_flush(c);
 }
 
 /* ---- exec lifecycle -------------------------------------------------------- */
@@ -503,6 +630,8 @@ static void exec_finish(exec_ctx *ex)
         json_t *res = exec_result_json(ex, &after);
         if (s->aborted)
             json_object_set_new(res, "aborted", json_string(s->abort_reason));
+        sg_capture_exec_end(ex->cx, res);
+        ex->cx = NULL;
         if (ex->cl)
             client_send_json(ex->cl, SG_CTL_RESULT, res);
         else
@@ -524,6 +653,12 @@ static void exec_finish(exec_ctx *ex)
 
 static void exec_fail(exec_ctx *ex, const char *msg)
 {
+    if (ex->cx) {
+        sg_autojson json_t *res = json_pack("{s:n, s:f, s:b, s:s}", "exit_code", "wall_s", 0.0,
+                                            "timed_out", 0, "error", msg);
+        sg_capture_exec_end(ex->cx, res);
+        ex->cx = NULL;
+    }
     if (ex->cl)
         client_error(ex->cl, msg);
     ex->cl = NULL;
@@ -626,6 +761,13 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     c->ex = ex;
 
     const char *cwd = req.cwd ? req.cwd : "/workspace";
+    if (!tool_is_read_only(req.tool_name)) {
+        char label[160];
+        sg_autofree char *line = sg_capture_cmdline(req.argv);
+        snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
+        sup_checkpoint(s, label, NULL);
+    }
+    ex->cx = sg_capture_exec_begin(s->cap, ex->id, req.argv, cwd, req.tool);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     int cgfds[SG_CG_MAX_FDS];
     int ncg = -1;
@@ -851,6 +993,36 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
         client_flush(c);
     } else if (strcmp(op, "destroy") == 0) {
         sup_destroy(s, c);
+    } else if (strcmp(op, "checkpoint") == 0) {
+        const char *label = json_string_value(json_object_get(req, "label"));
+        char l[200];
+        snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
+        json_t *info = NULL;
+        if (!sup_checkpoint(s, l, &info)) {
+            client_error(c, "cannot take a checkpoint (see the supervisor log)");
+        } else {
+            client_send_json(c, SG_CTL_RESULT, info);
+            c->close_after_flush = true;
+            client_flush(c);
+        }
+    } else if (strcmp(op, "checkpoints") == 0) {
+        sg_checkpoint_info *v = NULL;
+        size_t n = 0;
+        if (!s->ckpt || sg_checkpoint_list(s->ckpt, &v, &n, &err) < 0) {
+            client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
+        } else {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
+                    "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
+                    "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
+            sg_checkpoint_infos_free(v, n);
+            client_send_json(c, SG_CTL_RESULT, json_pack("{s:o}", "checkpoints", arr));
+            c->close_after_flush = true;
+            client_flush(c);
+        }
+    } else if (strcmp(op, "rollback") == 0) {
+        sup_rollback(s, c, req);
     } else if (strcmp(op, "abort") == 0) {
         const char *reason = json_string_value(json_object_get(req, "reason"));
         char r[256];
@@ -1071,36 +1243,35 @@ static void sup_destroy(sup *s, client *c)
             ex->cl = NULL;
         }
     }
+    uint64_t t0 = sg_now_mono_ns();
     int killed = sg_cgroup_kill(s->cg, NULL, 10000, &err);
     int populated = sg_cgroup_populated(s->cg, NULL, &err);
+    double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
     if (s->init_pid > 0) {
         int st;
         if (waitpid(s->init_pid, &st, 0) == s->init_pid)
             s->init_pid = 0;
     }
-    json_t *res;
     if (killed < 0 || populated != 0) {
-        res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
-        if (c)
-            client_send_json(c, SG_CTL_ERROR, res);
-        else
-            json_decref(res);
+        s->destroy_type = SG_CTL_ERROR;
+        s->destroy_res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
         s->exit_code = 1;
     } else {
         int removed = sg_cgroup_remove(s->cg, &err);
-        res = json_pack("{s:s, s:i, s:b, s:b}", "destroyed", s->meta.id,
-                        "processes_left", 0, "cgroup_empty", 1, "cgroup_removed", removed == 0);
-        if (c)
-            client_send_json(c, SG_CTL_RESULT, res);
-        else
-            json_decref(res);
+        s->destroy_type = SG_CTL_RESULT;
+        s->destroy_res = json_pack("{s:s, s:i, s:b, s:b, s:f}", "destroyed", s->meta.id,
+                                   "processes_left", 0, "cgroup_empty", 1, "cgroup_removed", removed == 0,
+                                   "kill_ms", kill_ms);
         s->exit_code = removed == 0 ? 0 : 1;
+        capture_emit(s, "sandbox", json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
     }
     if (c) {
-        /* Deliver the answer before we go. */
-        int flags = fcntl(c->fd, F_GETFL);
-        fcntl(c->fd, F_SETFL, flags & ~O_NONBLOCK);
-        client_flush(c);
+        /* Answered after the capture is delivered (sg_supervisor_run). */
+        s->destroy_fd = dup(c->fd);
+        if (s->destroy_fd >= 0) {
+            int flags = fcntl(s->destroy_fd, F_GETFL);
+            fcntl(s->destroy_fd, F_SETFL, flags & ~O_NONBLOCK);
+        }
     }
     stop_loop_handles(s);
 }
@@ -1128,34 +1299,145 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-int sg_supervisor_run(const char *id, int ready_fd)
+/* Connects to the init of a sandbox whose supervisor died, and takes over
+ * the leaves its execs left (background processes). */
+static int adopt_init(sup *s, sg_err *err)
+{
+    s->cg = sg_cgroup_open(s->meta.id, err);
+    if (!s->cg)
+        return -1;
+    s->fast_leaves = getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    if (!sg_state_pid_alive(s->meta.init_pid))
+        return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
+    s->init_pid = s->meta.init_pid;
+    sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, init_sock, strlen(init_sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return sg_err_sys(err, "cannot connect to the sandbox's init");
+    }
+    s->init_fd = fd;
+    sg_autostrv char **leaves = sg_cgroup_leaves(s->cg, err);
+    for (char **l = leaves; l && *l; l++) {
+        leaf_track(s, *l);
+        unsigned n;
+        if (sscanf(*l, "x%u", &n) == 1 && n > s->next_exec)
+            s->next_exec = n;
+    }
+    return 0;
+}
+
+static int open_checkpoints(sup *s, bool take_first, sg_err *err)
+{
+    sg_autofree char *repo = sg_state_sandbox_path(s->meta.id, "checkpoints.git");
+    s->ckpt = sg_checkpoint_open(repo, s->meta.workspace, err);
+    if (!s->ckpt) {
+        sg_err_prefix(err, "cannot open the checkpoint store");
+        return -1;
+    }
+    if (take_first && !sup_checkpoint(s, "create", NULL))
+        return sg_err_set(err, EIO, "cannot take the first checkpoint of the workspace");
+    return 0;
+}
+
+/* After the loop: deliver the capture, answer destroy, remove the state. */
+static int sup_shutdown(sup *s)
+{
+    sg_err err = {0};
+    json_int_t undelivered = 0;
+    if (s->cap) {
+        if (sg_capture_finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
+            undelivered = (json_int_t)sg_capture_pending(s->cap);
+            fprintf(stderr, "supervisor: %s\n", err.msg);
+        }
+        sg_capture_close(s->cap);
+    }
+    uv_walk(&s->loop, close_walk, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    if (s->cap)
+        sg_capture_free(s->cap);
+    uv_loop_close(&s->loop);
+    if (s->destroy_res && s->destroy_type == SG_CTL_RESULT)
+        json_object_set_new(s->destroy_res, "events_undelivered", json_integer(undelivered));
+    int code = s->exit_code;
+    sg_autofree char *dir = sg_state_sandbox_path(s->meta.id, NULL);
+    if (code == 0 && undelivered) {
+        /* Never lose capture: the spool stays, under undelivered/, for
+         * `sandglass flush`. */
+        sg_autofree char *udir = sg_state_path("undelivered");
+        sg_autofree char *dst = sg_strdup_printf("%s/%s", udir, s->meta.id);
+        sg_autofree char *spool = sg_state_sandbox_path(s->meta.id, "spool");
+        sg_autofree char *meta = sg_state_sandbox_path(s->meta.id, "meta.json");
+        sg_autofree char *dmeta = sg_strdup_printf("%s/meta.json", dst);
+        sg_autofree char *dspool = sg_strdup_printf("%s/spool", dst);
+        if (sg_mkdir_p(dst, 0700, &err) < 0 || rename(meta, dmeta) < 0 || rename(spool, dspool) < 0) {
+            fprintf(stderr, "supervisor: cannot keep the undelivered spool: %s\n", strerror(errno));
+            code = 1;
+        }
+    }
+    if (code == 0) {
+        if (s->meta.own_workspace)
+            sg_rm_rf(s->meta.workspace, &err);
+        sg_rm_rf(dir, &err);
+    }
+    if (s->destroy_fd >= 0) {
+        sg_autofree char *body = s->destroy_res ? sg_json_dump(s->destroy_res) : NULL;
+        if (body)
+            sg_ctl_send(s->destroy_fd, s->destroy_type, body, strlen(body), NULL, 0);
+        close(s->destroy_fd);
+    }
+    json_decref(s->destroy_res);
+    return code;
+}
+
+int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
 {
     sg_err err = {0};
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = -1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&s->loop);
+    int code = 1;
     if (!sg_state_dir(&err) || sg_sandbox_meta_load(id, &s->meta, &err) < 0)
         goto fail;
-    if (sg_seccomp_build(&s->prog, &err) < 0) {
-        sg_err_prefix(&err, "cannot build the syscall filter");
-        goto fail;
+    if (adopt) {
+        if (adopt_init(s, &err) < 0) {
+            sg_err_prefix(&err, "cannot take over sandbox %s", id);
+            goto fail;
+        }
+    } else {
+        if (sg_seccomp_build(&s->prog, &err) < 0) {
+            sg_err_prefix(&err, "cannot build the syscall filter");
+            goto fail;
+        }
+        sg_cg_limits lim = {.memory_bytes = s->meta.memory, .pids = s->meta.pids, .cpus = s->meta.cpus};
+        s->cg = sg_cgroup_create(id, &lim, &err);
+        if (!s->cg) {
+            sg_err_prefix(&err, "cannot create the sandbox's cgroup");
+            goto fail;
+        }
+        s->fast_leaves = getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                         sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+        if (start_init(s, &err) < 0)
+            goto fail_cg;
     }
-    sg_cg_limits lim = {.memory_bytes = s->meta.memory, .pids = s->meta.pids, .cpus = s->meta.cpus};
-    s->cg = sg_cgroup_create(id, &lim, &err);
-    if (!s->cg) {
-        sg_err_prefix(&err, "cannot create the sandbox's cgroup");
-        goto fail;
-    }
-    s->fast_leaves = getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
-                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
-    if (start_init(s, &err) < 0)
-        goto fail_cg;
     s->meta.supervisor_pid = getpid();
     s->meta.init_pid = s->init_pid;
     if (sg_sandbox_meta_save(&s->meta, &err) < 0)
+        goto fail_cg;
+    if (s->meta.task) {
+        s->cap = sg_capture_new(&s->loop, &s->meta, adopt, &err);
+        if (!s->cap)
+            goto fail_cg;
+    }
+    if (open_checkpoints(s, !adopt, &err) < 0)
         goto fail_cg;
     {
         sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
@@ -1163,7 +1445,6 @@ int sg_supervisor_run(const char *id, int ready_fd)
         if (s->ctl_fd < 0)
             goto fail_cg;
     }
-    uv_loop_init(&s->loop);
     uv_poll_init(&s->loop, &s->init_poll, s->init_fd);
     s->init_poll.data = s;
     uv_poll_start(&s->init_poll, UV_READABLE, on_init_msg);
@@ -1189,39 +1470,19 @@ int sg_supervisor_run(const char *id, int ready_fd)
         ready_fd = -1;
     }
     uv_run(&s->loop, UV_RUN_DEFAULT);
-
-    /* Destroyed: close everything and remove the sandbox's state. */
-    uv_walk(&s->loop, close_walk, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&s->loop);
     close(s->ctl_fd);
-    if (s->init_fd >= 0)
-        close(s->init_fd);
-    int code = s->exit_code;
-    if (code == 0) {
-        if (s->meta.own_workspace)
-            sg_rm_rf(s->meta.workspace, &err);
-        sg_autofree char *dir = sg_state_sandbox_path(id, NULL);
-        sg_rm_rf(dir, &err);
-    }
-    sg_cgroup_free(s->cg);
-    sg_seccomp_prog_free(&s->prog);
-    sg_sandbox_meta_clear(&s->meta);
-    free(s->execs);
-    for (size_t i = 0; i < s->nleaves; i++)
-        free(s->leaves[i]);
-    free(s->leaves);
-    free(s);
-    return code;
+    s->ctl_fd = -1;
+    code = sup_shutdown(s);
+    goto out;
 
 fail_cg:
-    if (s->init_pid > 0) {
+    if (!adopt && s->init_pid > 0) {
         sg_err e2 = {0};
         sg_cgroup_kill(s->cg, NULL, 5000, &e2);
         kill(s->init_pid, SIGKILL);
         waitpid(s->init_pid, NULL, 0);
     }
-    {
+    if (!adopt && s->cg) {
         sg_err e2 = {0};
         sg_cgroup_remove(s->cg, &e2);
     }
@@ -1232,18 +1493,27 @@ fail:
     } else {
         fprintf(stderr, "sandglass supervisor: %s\n", err.msg);
     }
+    if (s->cap) {
+        sg_capture_close(s->cap);
+        uv_walk(&s->loop, close_walk, NULL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        sg_capture_free(s->cap);
+    }
+    uv_loop_close(&s->loop);
+out:
+    if (s->ctl_fd >= 0)
+        close(s->ctl_fd);
+    if (s->init_fd >= 0)
+        close(s->init_fd);
+    if (s->ckpt)
+        sg_checkpoint_close(s->ckpt);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
+    free(s->execs);
+    for (size_t i = 0; i < s->nleaves; i++)
+        free(s->leaves[i]);
+    free(s->leaves);
     free(s);
-    return 1;
-}
-
-/* ---- capture ------------------------------------------------------------------ */
-
-static void capture_emit(sup *s, const char *kind, json_t *payload)
-{
-    (void)s;
-    (void)kind;
-    json_decref(payload);
+    return code;
 }

@@ -11,10 +11,13 @@
 #ifndef SG_SUPERVISOR_H
 #define SG_SUPERVISOR_H
 
+#include <stdbool.h>
+
 #include "err.h"
 
-/* Runs the supervisor of sandbox `id` until it is destroyed. Returns the
- * process exit status. */
-int sg_supervisor_run(const char *id, int ready_fd);
+/* Runs the supervisor of sandbox `id` until it is destroyed. With adopt,
+ * takes over a live sandbox whose supervisor died (connects to its init,
+ * resumes the capture spool and its seq). Returns the process exit status. */
+int sg_supervisor_run(const char *id, int ready_fd, bool adopt);
 
 #endif

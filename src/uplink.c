@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -174,7 +175,12 @@ static void on_watchdog(uv_timer_t *t)
     u->killing = true;
     snprintf(u->close_reason, sizeof u->close_reason, "no ack for %u ms with frames in flight",
              u->ack_timeout_ms);
-    /* works while the socket is choked, when no WRITEABLE would come */
+    /* A graceful close would wait for the dead peer's close ack: shut the
+     * socket down so lws sees the hangup at once (works while choked, when
+     * no WRITEABLE callback would come). */
+    lws_sockfd_type fd = lws_get_socket_fd(u->wsi);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
     lws_set_timeout(u->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
 }
 

@@ -1,0 +1,455 @@
+#include "capture.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "event.h"
+#include "jsonutil.h"
+#include "limits.h"
+#include "spool.h"
+#include "testrule.h"
+#include "token.h"
+#include "uplink.h"
+#include "util.h"
+#include "watch.h"
+
+struct sg_capture {
+    uv_loop_t *loop;
+    char id[32];
+    sg_spool *spool;
+    sg_uplink *uplink;
+    sg_watch *watch;
+    uv_check_t check;
+    uv_timer_t heartbeat;
+    bool unsynced;
+    bool dirty;
+    bool closed;
+    int running;       /* execs in flight, for the heartbeat's state */
+    uint64_t lost_reported;
+};
+
+/* The last SG_OUTPUT_CAPTURE_MAX bytes of a stream. */
+typedef struct tail {
+    char buf[SG_OUTPUT_CAPTURE_MAX];
+    size_t start, len;
+    uint64_t total;
+} tail;
+
+struct sg_capture_exec {
+    sg_capture *c;
+    uint32_t id;
+    char *cmd;
+    bool is_test;
+    json_t *tool;
+    tail out, err;
+};
+
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...)
+{
+    char ts[48];
+    sg_now_iso8601(ts, sizeof ts);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s capture: ", ts);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
+{
+    if (!c || c->closed) {
+        json_decref(payload);
+        return;
+    }
+    int64_t seq = sg_spool_next_seq(c->spool);
+    sg_autojson json_t *frame = sg_event_frame(seq, kind, payload, NULL, c->id);
+    if (!frame) {
+        log_line("cannot build a %s event", kind);
+        return;
+    }
+    sg_autofree char *line = sg_json_dump(frame);
+    sg_err err = {0};
+    if (!line || sg_spool_append(c->spool, seq, line, strlen(line), &err) < 0)
+        log_line("spool append of seq %lld failed: %s", (long long)seq, line ? err.msg : "out of memory");
+    c->unsynced = true;
+}
+
+void sg_capture_sync(sg_capture *c)
+{
+    if (!c || !c->unsynced)
+        return;
+    c->unsynced = false;
+    sg_err err = {0};
+    if (sg_spool_sync(c->spool, &err) < 0) {
+        log_line("spool sync failed: %s", err.msg);
+        return;
+    }
+    sg_spool_loss loss;
+    if (sg_spool_take_loss(c->spool, &loss) && loss.count) {
+        /* Space is back: say what the capture lost, once. */
+        sg_capture_emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
+            "what", "capture_lost", "count", (json_int_t)loss.count,
+            "first_seq", (json_int_t)loss.first_seq, "last_seq", (json_int_t)loss.last_seq,
+            "error", strerror(loss.err)));
+        if (sg_spool_sync(c->spool, &err) < 0)
+            log_line("spool sync failed: %s", err.msg);
+        c->unsynced = false;
+    }
+    sg_uplink_notify(c->uplink);
+}
+
+static void on_check(uv_check_t *h)
+{
+    sg_capture_sync(h->data);
+}
+
+static void on_file_change(void *ud, json_t *payload)
+{
+    sg_capture *c = ud;
+    c->dirty = true;
+    sg_capture_emit(c, "file_diff", payload);
+}
+
+static void on_uplink_event(void *ud, const sg_uplink_event *ev)
+{
+    (void)ud;
+    static const char *names[] = {"connected", "disconnected", "refused", "error"};
+    log_line("uplink %s (%d): %s; retry in %u ms", names[ev->type < 4 ? ev->type : 3], ev->code,
+             ev->reason, ev->retry_ms);
+}
+
+uint64_t sg_capture_pending(const sg_capture *c)
+{
+    return c ? sg_spool_pending(c->spool) : 0;
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    sg_capture *c = t->data;
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+}
+
+void sg_capture_flush_watch(sg_capture *c)
+{
+    sg_err err = {0};
+    if (c && c->watch && sg_watch_flush(c->watch, &err) < 0)
+        log_line("watcher flush: %s", err.msg);
+}
+
+bool sg_capture_take_dirty(sg_capture *c)
+{
+    if (!c)
+        return true;
+    sg_capture_flush_watch(c);
+    bool d = c->dirty;
+    c->dirty = false;
+    return d;
+}
+
+sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed, sg_err *err)
+{
+    sg_capture *c = calloc(1, sizeof *c);
+    if (!c) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->loop = loop;
+    snprintf(c->id, sizeof c->id, "%s", m->id);
+    sg_autofree char *dir = sg_state_sandbox_path(m->id, "spool");
+    sg_spool_report rep;
+    c->spool = sg_spool_open(dir, &rep, err);
+    if (!c->spool) {
+        sg_err_prefix(err, "cannot open the capture spool");
+        free(c);
+        return NULL;
+    }
+    if (rep.text[0])
+        log_line("spool recovery: %s", rep.text);
+
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    sg_autofree char *default_secret = sg_state_path("ingest/secret");
+    bool is_default = m->secret_file && strcmp(m->secret_file, default_secret) == 0;
+    if ((is_default ? sg_token_secret_ensure(m->secret_file, secret, err)
+                    : sg_token_secret_load(m->secret_file, secret, err)) < 0) {
+        sg_spool_close(c->spool);
+        free(c);
+        return NULL;
+    }
+    sg_autofree char *token = sg_token_make(secret, m->learner, m->task, m->id, SG_CAPTURE_TOKEN_TTL_S, err);
+    memset(secret, 0, sizeof secret);
+    if (!token) {
+        sg_spool_close(c->spool);
+        free(c);
+        return NULL;
+    }
+    c->uplink = sg_uplink_new(loop, m->ingest_url, token, c->spool, err);
+    if (!c->uplink) {
+        sg_err_prefix(err, "cannot start the uplink to %s", m->ingest_url);
+        sg_spool_close(c->spool);
+        free(c);
+        return NULL;
+    }
+    sg_uplink_set_event_cb(c->uplink, on_uplink_event, c);
+    c->watch = sg_watch_new(loop, m->workspace, on_file_change, c, err);
+    if (!c->watch) {
+        sg_err_prefix(err, "cannot watch the workspace");
+        sg_uplink_close(c->uplink);
+        sg_capture_free(c);
+        return NULL;
+    }
+    uv_check_init(loop, &c->check);
+    c->check.data = c;
+    uv_check_start(&c->check, on_check);
+    uv_timer_init(loop, &c->heartbeat);
+    c->heartbeat.data = c;
+    uv_timer_start(&c->heartbeat, on_heartbeat, SG_CAPTURE_HEARTBEAT_MS, SG_CAPTURE_HEARTBEAT_MS);
+
+    json_t *sb = json_pack("{s:s, s:s, s:s, s:{s:I, s:I, s:f, s:f}}",
+        "state", resumed ? "resumed" : "created", "learner", m->learner, "task", m->task,
+        "limits", "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
+        "cpus", m->cpus, "timeout_s", m->timeout_s);
+    if (rep.torn || rep.quarantined)
+        json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I}",
+            "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,
+            "records", (json_int_t)rep.records));
+    sg_capture_emit(c, "sandbox", sb);
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "starting",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    sg_capture_sync(c);
+    return c;
+}
+
+/* ---- execs -------------------------------------------------------------------- */
+
+static bool needs_quoting(const char *s)
+{
+    if (!*s)
+        return true;
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p))
+            return true;
+    return false;
+}
+
+char *sg_capture_cmdline(char *const *argv)
+{
+    if (!argv || !argv[0])
+        return strdup("");
+    const char *b = strrchr(argv[0], '/');
+    b = b ? b + 1 : argv[0];
+    if ((!strcmp(b, "sh") || !strcmp(b, "bash") || !strcmp(b, "dash")) && argv[1] &&
+        !strcmp(argv[1], "-c") && argv[2] && !argv[3])
+        return strdup(argv[2]);
+    size_t cap = 64, len = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    for (char *const *a = argv; *a; a++) {
+        size_t need = strlen(*a) * 4 + 4;
+        if (len + need + 1 > cap) {
+            while (len + need + 1 > cap)
+                cap *= 2;
+            char *n = realloc(out, cap);
+            if (!n) {
+                free(out);
+                return NULL;
+            }
+            out = n;
+        }
+        if (a != argv)
+            out[len++] = ' ';
+        if (!needs_quoting(*a)) {
+            memcpy(out + len, *a, strlen(*a));
+            len += strlen(*a);
+            continue;
+        }
+        out[len++] = '\'';
+        for (const char *p = *a; *p; p++) {
+            if (*p == '\'') {
+                memcpy(out + len, "'\\''", 4);
+                len += 4;
+            } else {
+                out[len++] = *p;
+            }
+        }
+        out[len++] = '\'';
+    }
+    out[len] = '\0';
+    return out;
+}
+
+sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                       const char *cwd, const json_t *tool)
+{
+    if (!c)
+        return NULL;
+    sg_capture_exec *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->c = c;
+    e->id = exec_id;
+    e->cmd = sg_capture_cmdline(argv);
+    e->is_test = sg_testrule_is_test_argv(argv);
+    e->tool = tool ? json_deep_copy(tool) : NULL;
+    c->running++;
+    /* Changes made before this exec (background processes) come first. */
+    sg_capture_flush_watch(c);
+    json_t *av = json_array();
+    for (char *const *a = argv; a && *a; a++) {
+        size_t n = 0;
+        sg_autofree char *s = sg_utf8_sanitize(*a, strlen(*a), &n);
+        json_array_append_new(av, json_stringn(s ? s : "", n));
+    }
+    sg_capture_emit(c, "stdin", json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "command",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    json_t *cmd = json_pack("{s:s, s:o, s:s, s:I}", "cmd", e->cmd ? e->cmd : "", "argv", av, "cwd", cwd,
+                            "exec_id", (json_int_t)exec_id);
+    if (e->tool)
+        json_object_set(cmd, "tool", e->tool);
+    sg_capture_emit(c, "command", cmd);
+    return e;
+}
+
+static void tail_add(tail *t, const char *buf, size_t len)
+{
+    t->total += len;
+    if (len >= sizeof t->buf) {
+        memcpy(t->buf, buf + len - sizeof t->buf, sizeof t->buf);
+        t->start = 0;
+        t->len = sizeof t->buf;
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        size_t pos = (t->start + t->len) % sizeof t->buf;
+        t->buf[pos] = buf[i];
+        if (t->len < sizeof t->buf)
+            t->len++;
+        else
+            t->start = (t->start + 1) % sizeof t->buf;
+    }
+}
+
+void sg_capture_exec_output(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len)
+{
+    if (e)
+        tail_add(is_stderr ? &e->err : &e->out, buf, len);
+}
+
+static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
+{
+    if (!t->total)
+        return;
+    sg_autofree char *flat = malloc(t->len + 1);
+    if (!flat)
+        return;
+    size_t first = sizeof t->buf - t->start < t->len ? sizeof t->buf - t->start : t->len;
+    memcpy(flat, t->buf + t->start, first);
+    memcpy(flat + first, t->buf, t->len - first);
+    size_t n = 0;
+    sg_autofree char *clean = sg_utf8_sanitize(flat, t->len, &n);
+    if (!clean)
+        return;
+    sg_capture_emit(e->c, "stdout", json_pack("{s:s, s:s%, s:I, s:b, s:I}", "stream", name,
+        "data", clean, n, "bytes", (json_int_t)t->total, "truncated", t->total > t->len,
+        "exec_id", (json_int_t)e->id));
+}
+
+void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
+{
+    if (!e)
+        return;
+    sg_capture *c = e->c;
+    sg_capture_flush_watch(c);
+    emit_stream(e, "stdout", &e->out);
+    emit_stream(e, "stderr", &e->err);
+    json_t *r = json_pack("{s:s, s:O, s:O, s:O, s:I}", "cmd", e->cmd ? e->cmd : "",
+        "exit_code", json_object_get(result, "exit_code"),
+        "duration_s", json_object_get(result, "wall_s"),
+        "timed_out", json_object_get(result, "timed_out"), "exec_id", (json_int_t)e->id);
+    static const char *extra[] = {"signal", "cpu_s", "memory_peak", "oom_killed", "pids_limit_hit",
+                                  "output_limit_hit", "output_bytes", "aborted"};
+    for (size_t i = 0; r && i < SG_ARRAY_LEN(extra); i++) {
+        json_t *v = json_object_get(result, extra[i]);
+        if (v)
+            json_object_set(r, extra[i], v);
+    }
+    if (r && e->tool)
+        json_object_set(r, "tool", e->tool);
+    sg_capture_emit(c, e->is_test ? "test_result" : "run_result", r);
+    static const struct {
+        const char *field, *what;
+    } limits[] = {{"oom_killed", "memory"}, {"pids_limit_hit", "pids"},
+                  {"timed_out", "timeout"}, {"output_limit_hit", "output"}};
+    for (size_t i = 0; i < SG_ARRAY_LEN(limits); i++)
+        if (json_is_true(json_object_get(result, limits[i].field)))
+            sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
+                                                  "cmd", e->cmd ? e->cmd : "", "exec_id", (json_int_t)e->id));
+    c->running--;
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    /* The exec's events are on disk before its caller hears of it. */
+    sg_capture_sync(c);
+    free(e->cmd);
+    json_decref(e->tool);
+    free(e);
+}
+
+/* ---- shutdown ------------------------------------------------------------------ */
+
+int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err)
+{
+    if (!c)
+        return 0;
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "stopped",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    sg_capture_sync(c);
+    uv_check_stop(&c->check);
+    uv_timer_stop(&c->heartbeat);
+    return sg_uplink_drain(c->uplink, timeout_ms, err);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void sg_capture_close(sg_capture *c)
+{
+    if (!c || c->closed)
+        return;
+    sg_capture_sync(c);
+    c->closed = true;
+    if (c->watch) {
+        sg_watch_free(c->watch);
+        c->watch = NULL;
+    }
+    if (uv_is_active((uv_handle_t *)&c->check) || c->check.loop) {
+        uv_check_stop(&c->check);
+        if (!uv_is_closing((uv_handle_t *)&c->check))
+            uv_close((uv_handle_t *)&c->check, on_handle_closed);
+        if (!uv_is_closing((uv_handle_t *)&c->heartbeat))
+            uv_close((uv_handle_t *)&c->heartbeat, on_handle_closed);
+    }
+    if (c->uplink)
+        sg_uplink_close(c->uplink);
+}
+
+void sg_capture_free(sg_capture *c)
+{
+    if (!c)
+        return;
+    if (c->watch)
+        sg_watch_free(c->watch);
+    if (c->uplink)
+        sg_uplink_free(c->uplink);
+    if (c->spool)
+        sg_spool_close(c->spool);
+    free(c);
+}
