@@ -312,24 +312,13 @@ static int scan(const uint8_t *b, size_t n, items *out)
     return 0;
 }
 
-static int placeholder(char *buf, size_t cap, int64_t seq)
+static int placeholder(char *buf, size_t cap, int64_t seq, const char *ts)
 {
-    char ts[64];
-    sg_now_iso8601(ts, sizeof ts);
     return snprintf(buf, cap,
                     "{\"seq\":%" PRId64 ",\"kind\":\"activity\",\"payload\":{\"state\":"
                     "\"spool_gap\",\"reason\":\"event lost to spool corruption, "
                     "found at recovery\"},\"ts\":\"%s\"}",
                     seq, ts);
-}
-
-static int write_record(int fd, int64_t seq, const void *data, size_t len)
-{
-    uint8_t hdr[SG_SPOOL_HDR_SIZE];
-    rec_header(hdr, seq, data, len);
-    if (sg_write_all(fd, hdr, sizeof hdr) < 0 || sg_write_all(fd, data, len) < 0)
-        return -1;
-    return 0;
 }
 
 static int quarantine(sg_spool *sp, const char *segname, const uint8_t *b, const item *x,
@@ -351,15 +340,23 @@ static int quarantine(sg_spool *sp, const char *segname, const uint8_t *b, const
 }
 
 /* Rewrites a segment with its valid records and the placeholders, via a
- * temporary file renamed over it. */
+ * temporary file renamed over it (buffered: a gap can mean many
+ * placeholders). */
 static int rewrite_segment(sg_spool *sp, seg *s, const char *name, const uint8_t *b,
                            const items *it, sg_err *err)
 {
     char tmp[SEG_NAME_LEN + 16];
     snprintf(tmp, sizeof tmp, "%s.tmp", name);
-    sg_autoclose int fd = openat(sp->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = openat(sp->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return sg_err_sys(err, "create %s/%s", sp->dir, tmp);
+    sg_autofclose FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        return sg_err_sys(err, "create %s/%s", sp->dir, tmp);
+    }
+    char ts[64];
+    sg_now_iso8601(ts, sizeof ts);
     uint64_t size = 0;
     s->first = s->last = -1;
     for (size_t i = 0; i < it->n; i++) {
@@ -368,22 +365,25 @@ static int rewrite_segment(sg_spool *sp, seg *s, const char *name, const uint8_t
             continue;
         for (int64_t g = x->seq - x->gap; g < x->seq; g++) {
             char ph[256];
-            int pn = placeholder(ph, sizeof ph, g);
-            if (write_record(fd, g, ph, (size_t)pn) < 0)
-                return sg_err_sys(err, "write %s/%s", sp->dir, tmp);
+            int pn = placeholder(ph, sizeof ph, g, ts);
+            uint8_t hdr[SG_SPOOL_HDR_SIZE];
+            rec_header(hdr, g, ph, (size_t)pn);
+            fwrite(hdr, 1, sizeof hdr, f);
+            fwrite(ph, 1, (size_t)pn, f);
             size += SG_SPOOL_HDR_SIZE + (size_t)pn;
             if (s->first < 0)
                 s->first = g;
             s->last = g;
         }
-        if (sg_write_all(fd, b + x->off, x->len) < 0)
-            return sg_err_sys(err, "write %s/%s", sp->dir, tmp);
+        fwrite(b + x->off, 1, x->len, f);
         size += x->len;
         if (s->first < 0)
             s->first = x->seq;
         s->last = x->seq;
     }
-    if (fdatasync(fd) < 0)
+    if (fflush(f) != 0 || ferror(f))
+        return sg_err_sys(err, "write %s/%s", sp->dir, tmp);
+    if (fdatasync(fileno(f)) < 0)
         return sg_err_sys(err, "sync %s/%s", sp->dir, tmp);
     if (renameat(sp->dirfd, tmp, sp->dirfd, name) < 0)
         return sg_err_sys(err, "rename %s/%s", sp->dir, tmp);

@@ -43,7 +43,7 @@
 #define SG_SPOOL_REPORT_TEXT 2048
 /* A seq jump larger than this inside the spool is not a gap to fill but a
  * corrupt record (bounds the placeholders recovery writes). */
-#define SG_SPOOL_GAP_MAX 100000
+#define SG_SPOOL_GAP_MAX 50000
 
 typedef struct sg_spool sg_spool;
 typedef struct sg_spool_cursor sg_spool_cursor;

@@ -1354,12 +1354,14 @@ static int sup_shutdown(sup *s)
             undelivered = (json_int_t)sg_capture_pending(s->cap);
             fprintf(stderr, "supervisor: %s\n", err.msg);
         }
+        /* The capture closes its own handles (lws owns some of them)
+         * before we close whatever else is left. */
         sg_capture_close(s->cap);
+        sg_capture_free(s->cap);
+        s->cap = NULL;
     }
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    if (s->cap)
-        sg_capture_free(s->cap);
     uv_loop_close(&s->loop);
     if (s->destroy_res && s->destroy_type == SG_CTL_RESULT)
         json_object_set_new(s->destroy_res, "events_undelivered", json_integer(undelivered));
@@ -1495,10 +1497,10 @@ fail:
     }
     if (s->cap) {
         sg_capture_close(s->cap);
-        uv_walk(&s->loop, close_walk, NULL);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
         sg_capture_free(s->cap);
     }
+    uv_walk(&s->loop, close_walk, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
 out:
     if (s->ctl_fd >= 0)

@@ -24,7 +24,6 @@
 #include "util.h"
 
 #define SANDBOX_UID 65534 /* the sandbox user when the workspace is root's */
-#define CREATE_READY_TIMEOUT_MS 30000
 
 static void create_usage(FILE *f)
 {
@@ -59,78 +58,6 @@ static int count_live(void)
         }
     }
     return n;
-}
-
-/* Starts the supervisor detached from us (double fork, new session) and
- * returns the read end of its ready pipe. */
-static int spawn_supervisor(const char *id, sg_err *err)
-{
-    char daemon[PATH_MAX];
-    if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
-        return sg_err_set(err, ENOENT, "cannot find sandglassd next to the sandglass binary");
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return sg_err_sys(err, "pipe");
-    sg_autofree char *log = sg_state_sandbox_path(id, "supervisor.log");
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return sg_err_sys(err, "fork");
-    }
-    if (pid == 0) {
-        setsid();
-        if (fork() != 0)
-            _exit(0);
-        int null = open("/dev/null", O_RDONLY);
-        int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (null >= 0)
-            dup2(null, 0);
-        if (lf >= 0) {
-            dup2(lf, 1);
-            dup2(lf, 2);
-        }
-        int rfd = fcntl(p[1], F_DUPFD, 3); /* without O_CLOEXEC */
-        char fdarg[16];
-        snprintf(fdarg, sizeof fdarg, "%d", rfd);
-        execl(daemon, "sandglassd", "supervisor", id, "--ready-fd", fdarg, (char *)NULL);
-        dprintf(rfd, "error: cannot run %s: %s\n", daemon, strerror(errno));
-        _exit(127);
-    }
-    close(p[1]);
-    waitpid(pid, NULL, 0);
-    return p[0];
-}
-
-static int wait_ready(int fd, sg_err *err)
-{
-    char buf[SG_ERR_MSG_MAX + 16];
-    size_t have = 0;
-    for (;;) {
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int r = poll(&pf, 1, CREATE_READY_TIMEOUT_MS);
-        if (r == 0)
-            return sg_err_set(err, ETIMEDOUT, "the supervisor did not become ready in %d s",
-                              CREATE_READY_TIMEOUT_MS / 1000);
-        if (r < 0 && errno == EINTR)
-            continue;
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || (have += (size_t)n) == sizeof buf - 1)
-            break;
-        if (memchr(buf, '\n', have))
-            break;
-    }
-    buf[have] = '\0';
-    char *nl = strchr(buf, '\n');
-    if (nl)
-        *nl = '\0';
-    if (strcmp(buf, "ok") == 0)
-        return 0;
-    if (strncmp(buf, "error: ", 7) == 0)
-        return sg_err_set(err, EIO, "%s", buf + 7);
-    return sg_err_set(err, EIO, "the supervisor exited during setup (see its log)");
 }
 
 int sg_cmd_create(int argc, char **argv)
@@ -339,10 +266,7 @@ int sg_cmd_create(int argc, char **argv)
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);
     }
-    int rfd = spawn_supervisor(m.id, &err);
-    if (rfd < 0 || wait_ready(rfd, &err) < 0) {
-        if (rfd >= 0)
-            close(rfd);
+    if (sg_cli_start_supervisor(m.id, false, &err) < 0) {
         sg_err e2 = {0};
         sg_cli_cleanup_dead(m.id, false, &e2);
         if (m.own_workspace)
@@ -350,7 +274,6 @@ int sg_cmd_create(int argc, char **argv)
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);
     }
-    close(rfd);
     if (json) {
         sg_sandbox_meta fresh;
         if (sg_sandbox_meta_load(m.id, &fresh, &err) == 0) {

@@ -128,13 +128,23 @@ int sg_cmd_exec(int argc, char **argv)
 
     int fd = sg_ctl_connect(id, &err);
     if (fd < 0) {
+        /* The supervisor died (crash, SIGKILL) but the sandbox may live on:
+         * start a new supervisor that takes it over, then go on. */
         sg_sandbox_meta m;
         if (sg_sandbox_meta_load(id, &m, &err) < 0)
             return exec_fail(err.msg);
+        bool revivable = !sg_state_pid_alive(m.supervisor_pid) && sg_state_pid_alive(m.init_pid);
         sg_sandbox_meta_clear(&m);
-        char msg[256];
-        snprintf(msg, sizeof msg, "the supervisor of sandbox %s is not running (run 'sandglass destroy %s' or 'sandglass gc')", id, id);
-        return exec_fail(msg);
+        if (revivable && sg_cli_start_supervisor(id, true, &err) == 0) {
+            fprintf(stderr, "sandglass exec: the supervisor of sandbox %s had died; a new one took over\n", id);
+            fd = sg_ctl_connect(id, &err);
+        }
+        if (fd < 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "the supervisor of sandbox %s is not running and the sandbox is gone "
+                     "(run 'sandglass destroy %s' or 'sandglass gc')", id, id);
+            return exec_fail(msg);
+        }
     }
     sg_autofree char *body = sg_json_dump(req);
     if (strlen(body) > SG_CTL_MSG_MAX - 1) {

@@ -19,6 +19,11 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
 /* Prints "sandglass CMD: msg" to stderr; returns 1. */
 int sg_cli_fail(const char *cmd, const char *msg);
 
+/* Starts the supervisor of sandbox id (detached: double fork, new
+ * session), or with adopt a new one for a live sandbox whose supervisor
+ * died, and waits until it is ready. */
+int sg_cli_start_supervisor(const char *id, bool adopt, sg_err *err);
+
 /* Cleans up a sandbox whose supervisor is gone: kills every process in its
  * cgroup, proves it empty, removes cgroups and state. */
 int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err);
