@@ -9,7 +9,7 @@ pkgs=(
   libgit2-dev libseccomp-dev libsqlite3-dev libpq-dev libssl-dev libcap-dev
   libcmocka-dev valgrind
   sqlite3 postgresql
-  bubblewrap iproute2 util-linux procps python3 hyperfine
+  bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
   rsync
 
 )

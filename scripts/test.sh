@@ -5,6 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+bash scripts/install-deps.sh >/dev/null || { echo "install-deps failed"; echo "0 passed, 1 failed"; exit 1; }
+
 build() { # dir, extra meson args...
   local dir=$1; shift
   if [ ! -f "$dir/build.ninja" ]; then
@@ -53,5 +55,22 @@ if [ -f build/build.ninja ]; then
   run_suite build valgrind --suite unit \
     --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
 fi
+# Fuzz targets (clang, libFuzzer + ASan + UBSan): build, then a short run
+# each; a crash or a sanitizer report fails it.
+if CC=clang build build-fuzz -Dfuzz=true; then
+  for f in build-fuzz/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f")
+    mkdir -p "build-fuzz/corpus-$name"
+    if "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1; then
+      passed=$((passed + 1)); echo "  [fuzz] OK       $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"
+    else
+      failed=$((failed + 1)); echo "  [fuzz] FAIL     $name"; tail -30 "build-fuzz/$name.log"
+    fi
+  done
+else
+  failed=$((failed + 1)); echo "fuzz build failed"
+fi
+
 echo "${passed} passed, ${failed} failed"
 [ "$failed" = 0 ]

@@ -379,7 +379,7 @@ int sg_cmd_mcp(int argc, char **argv)
         case 'S': sandbox = optarg; break;
         case 'K':
             have_caps = true;
-            /* fall through */
+            __attribute__((fallthrough));
         case 'C': {
             const char *name = opts[idx].name;
             if (strcmp(name, "learner") == 0)

@@ -14,6 +14,7 @@ static const struct {
     {"ingest", sg_cmd_ingest},
     {"token", sg_cmd_token},
     {"events", sg_cmd_events},
+    {"flush", sg_cmd_flush},
 };
 
 int main(int argc, char **argv)

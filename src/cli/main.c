@@ -37,6 +37,7 @@ static const struct {
     {"ingest", "run the event ingest (WebSocket + HTTP, SQLite store)"},
     {"token", "print an ingest token for an outside capture agent"},
     {"events", "read captured events from an ingest"},
+    {"flush", "deliver the capture of destroyed sandboxes the ingest missed"},
 };
 
 static void usage(FILE *f)

@@ -77,8 +77,10 @@ static void test_utf8_sanitize(void **state)
     /* encoded surrogate and overlong are replaced byte by byte */
     sg_autofree char *c = sg_utf8_sanitize("\xED\xA0\x80", 3, &n);
     assert_int_equal(n, 9);
+    assert_string_equal(c, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
     sg_autofree char *d = sg_utf8_sanitize("\xC0\xAF", 2, &n);
     assert_int_equal(n, 6);
+    assert_string_equal(d, "\xEF\xBF\xBD\xEF\xBF\xBD");
     /* a truncated sequence at the end */
     sg_autofree char *e = sg_utf8_sanitize("a\xE2\x82", 3, &n);
     assert_string_equal(e, "a\xEF\xBF\xBD\xEF\xBF\xBD");

@@ -1,0 +1,198 @@
+/* sandglass flush [--ingest URL] [--timeout S] [ID...]
+ *
+ * Delivers the spools a destroy could not deliver (the ingest was down):
+ * sup_shutdown keeps them as <state>/undelivered/<id>/{meta.json,spool/}.
+ * For each (or each named one): open the spool (recovering it like a
+ * supervisor would), mint a token from the secret its meta.json names, run
+ * an uplink until the ingest has acknowledged everything, then remove it.
+ * Exit status 0 only when nothing stays undelivered. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "cleanup.h"
+#include "cmds.h"
+#include "jsonutil.h"
+#include "spool.h"
+#include "state.h"
+#include "token.h"
+#include "uplink.h"
+#include "util.h"
+
+#define FLUSH_TIMEOUT_DEFAULT_S 30.0
+#define FLUSH_META_MAX (64u * 1024)
+
+static const char usage[] =
+    "usage: sandglass flush [--ingest ws://HOST:PORT] [--timeout S] [ID...]\n"
+    "  delivers the capture spools of destroyed sandboxes that the ingest did not\n"
+    "  acknowledge (kept under <state>/undelivered/), then removes them\n"
+    "  --ingest   deliver there instead of the ingest the sandbox was created with\n"
+    "  --timeout  give up on one spool after this many seconds (default 30)\n";
+
+static void on_uplink_event(void *ud, const sg_uplink_event *ev)
+{
+    const char *id = ud;
+    if (ev->type == SG_UPLINK_REFUSED || ev->type == SG_UPLINK_ERROR)
+        fprintf(stderr, "sandglass flush: %s: %s\n", id, ev->reason);
+}
+
+/* Delivers one undelivered spool. Returns 0 when all of it is acknowledged
+ * (and removed), -1 otherwise; *delivered counts the events sent. */
+static int flush_one(const char *udir, const char *id, const char *ingest_override,
+                     double timeout_s, uint64_t *delivered, sg_err *err)
+{
+    *delivered = 0;
+    sg_autofree char *dir = sg_strdup_printf("%s/%s", udir, id);
+    sg_autofree char *meta_path = sg_strdup_printf("%s/meta.json", dir);
+    sg_autofree char *spool_dir = sg_strdup_printf("%s/spool", dir);
+    size_t len = 0;
+    sg_autofree char *text = sg_read_file(meta_path, FLUSH_META_MAX, &len, err);
+    if (!text)
+        return -1;
+    sg_autojson json_t *meta = sg_json_parse(text, len, err);
+    if (!meta) {
+        sg_err_prefix(err, "%s", meta_path);
+        return -1;
+    }
+    const char *learner = json_string_value(json_object_get(meta, "learner"));
+    const char *task = json_string_value(json_object_get(meta, "task"));
+    const char *url = ingest_override ? ingest_override
+                                      : json_string_value(json_object_get(meta, "ingest"));
+    const char *secret_file = json_string_value(json_object_get(meta, "secret_file"));
+    if (!learner || !task || !url || !secret_file)
+        return sg_err_set(err, EINVAL, "%s lacks learner, task, ingest or secret_file", meta_path);
+
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    if (sg_token_secret_load(secret_file, secret, err) < 0)
+        return -1;
+    sg_autofree char *token = sg_token_make(secret, learner, task, id, SG_TOKEN_TTL_DEFAULT, err);
+    memset(secret, 0, sizeof secret);
+    if (!token)
+        return -1;
+
+    sg_spool_report rep;
+    sg_spool *sp = sg_spool_open(spool_dir, &rep, err);
+    if (!sp) {
+        sg_err_prefix(err, "cannot open the spool %s", spool_dir);
+        return -1;
+    }
+    if (rep.text[0])
+        fprintf(stderr, "sandglass flush: %s: spool recovery: %s\n", id, rep.text);
+    sg_spool_stats before;
+    sg_spool_get_stats(sp, &before);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    int r = 0;
+    sg_uplink *u = sg_uplink_new(&loop, url, token, sp, err);
+    if (!u) {
+        sg_err_prefix(err, "cannot start an uplink to %s", url);
+        r = -1;
+    } else {
+        sg_uplink_set_event_cb(u, on_uplink_event, (void *)id);
+        r = sg_uplink_drain(u, (uint64_t)(timeout_s * 1000.0), err);
+        sg_uplink_free(u);
+    }
+    uv_run(&loop, UV_RUN_NOWAIT);
+    if (uv_loop_close(&loop) != 0)
+        fprintf(stderr, "sandglass flush: warning: event loop not fully closed\n");
+    sg_spool_stats after;
+    sg_spool_get_stats(sp, &after);
+    sg_spool_close(sp);
+    *delivered = after.acked_seq > before.acked_seq ? (uint64_t)(after.acked_seq - before.acked_seq) : 0;
+    if (r < 0)
+        return -1;
+    if (sg_rm_rf(dir, err) < 0) {
+        sg_err_prefix(err, "delivered, but cannot remove %s", dir);
+        return -1;
+    }
+    return 0;
+}
+
+int sg_cmd_flush(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"ingest", required_argument, NULL, 'i'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *ingest = NULL;
+    double timeout_s = FLUSH_TIMEOUT_DEFAULT_S;
+    sg_err err = {0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'i': ingest = optarg; break;
+        case 't':
+            if (sg_parse_seconds(optarg, 24 * 3600.0, &timeout_s, &err) < 0) {
+                fprintf(stderr, "sandglass flush: --timeout: %s\n", err.msg);
+                return 2;
+            }
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (!sg_state_dir(&err)) {
+        fprintf(stderr, "sandglass flush: state directory: %s\n", err.msg);
+        return 1;
+    }
+    sg_autofree char *udir = sg_state_path("undelivered");
+    sg_autostrv char **found = NULL;
+    char **ids = argv + optind;
+    size_t nids = (size_t)(argc - optind);
+    if (nids == 0) {
+        DIR *d = opendir(udir);
+        if (!d && errno != ENOENT) {
+            fprintf(stderr, "sandglass flush: cannot read %s: %s\n", udir, strerror(errno));
+            return 1;
+        }
+        size_t cap = 0;
+        for (struct dirent *de; d && (de = readdir(d));) {
+            if (!sg_valid_name(de->d_name))
+                continue;
+            if (nids + 2 > cap) {
+                cap = cap ? cap * 2 : 16;
+                char **n = realloc(found, cap * sizeof *n);
+                if (!n)
+                    break;
+                found = n;
+            }
+            found[nids++] = strdup(de->d_name);
+            found[nids] = NULL;
+        }
+        if (d)
+            closedir(d);
+        ids = found;
+    }
+    size_t ok = 0, failed = 0;
+    uint64_t events = 0;
+    for (size_t i = 0; i < nids; i++) {
+        if (!ids[i] || !sg_valid_name(ids[i])) {
+            fprintf(stderr, "sandglass flush: invalid sandbox id '%s'\n", ids[i] ? ids[i] : "");
+            failed++;
+            continue;
+        }
+        uint64_t n = 0;
+        sg_err e = {0};
+        if (flush_one(udir, ids[i], ingest, timeout_s, &n, &e) < 0) {
+            fprintf(stderr, "sandglass flush: %s: %s (kept under %s/%s)\n", ids[i], e.msg, udir, ids[i]);
+            failed++;
+        } else {
+            printf("%s: %" PRIu64 " events delivered\n", ids[i], n);
+            ok++;
+        }
+        events += n;
+    }
+    rmdir(udir); /* only when empty */
+    printf("flushed %zu spool(s), %" PRIu64 " events; %zu left undelivered\n", ok, events, failed);
+    return failed ? 1 : 0;
+}
