@@ -13,10 +13,10 @@ sg_store *sg_store_open(const char *url, sg_err *err)
             return sg_err_set(err, EINVAL, "store %s: empty path", url), NULL;
         return sg_store_sqlite_open(url + 7, err);
     }
-    if (strncmp(url, "postgresql:", 11) == 0 || strncmp(url, "postgres:", 9) == 0)
-        return sg_err_set(err, ENOTSUP, "store %s: the PostgreSQL backend is not built yet", url),
-               NULL;
-    sg_err_set(err, EINVAL, "store %s: unknown kind (expected sqlite:PATH)", url);
+    if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0)
+        return sg_store_pg_open(url, err); /* libpq takes the URL as it is */
+    sg_err_set(err, EINVAL,
+               "store %s: unknown kind (expected sqlite:PATH or postgresql://HOST:PORT/DB)", url);
     return NULL;
 }
 

@@ -1,6 +1,7 @@
 /* store: where the ingest keeps events. One small interface, several
- * backends: "sqlite:/path/events.db" (store_sqlite.c); a PostgreSQL backend
- * ("postgresql://...", libpq) plugs in through sg_store_ops.
+ * backends: "sqlite:/path/events.db" (store_sqlite.c) and
+ * "postgresql://..." (store_pg.c, libpq; several ingest nodes may share one
+ * database), behind sg_store_ops.
  *
  * Rows are unique on (learner, task, sandbox, seq): putting a row again is a
  * no-op (at-least-once on the wire, exactly once in the store). */
@@ -73,5 +74,7 @@ json_t *sg_store_sandboxes(sg_store *s, sg_err *err);
 
 /* Backends. */
 sg_store *sg_store_sqlite_open(const char *path, sg_err *err);
+/* url: "postgresql://[user[:pw]@]host[:port]/db[?param=...]" (libpq's URL form). */
+sg_store *sg_store_pg_open(const char *url, sg_err *err);
 
 #endif

@@ -1272,6 +1272,9 @@ static void sup_destroy(sup *s, client *c)
             int flags = fcntl(s->destroy_fd, F_GETFL);
             fcntl(s->destroy_fd, F_SETFL, flags & ~O_NONBLOCK);
         }
+        /* The dup answers; close the client now so its struct is freed
+         * (the shutdown walk closes leftover handles without freeing). */
+        client_close(c);
     }
     stop_loop_handles(s);
 }

@@ -1,0 +1,505 @@
+#!/usr/bin/env python3
+"""Capture end to end: captured sandboxes (created with a task) against the
+real ingest on an ephemeral port with a real SQLite store. Every assertion
+reads what the store committed (sqlite3 on the ingest's database file).
+
+Also the home of the helpers test_faults.py and bench/bench_latency.py
+import: CapEnv (an sgtest.Env with an ingest, a store reader and a
+sanitizer-report scan) and Ingest (start, SIGKILL, restart on the same
+port). TAP output, stdlib only.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import SANDGLASSD, Env, tap, wait_for  # noqa: E402
+
+SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+class Ingest:
+    """The real ingest (`sandglassd ingest`) on 127.0.0.1, restartable on
+    the same port."""
+
+    def __init__(self, env: dict, db: str, secret: str, log: str, port: int = 0) -> None:
+        self.env, self.db, self.secret, self.log = env, db, secret, log
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self, deadline_s: float = 10.0) -> None:
+        end = time.monotonic() + deadline_s
+        while True:
+            logf = open(self.log, "a")
+            p = subprocess.Popen([SANDGLASSD, "ingest", "--listen", f"127.0.0.1:{self.port}",
+                                  "--store", f"sqlite:{self.db}", "--secret", self.secret],
+                                 stdout=subprocess.PIPE, stderr=logf, env=self.env, text=True)
+            logf.close()
+            line = p.stdout.readline()
+            if line.startswith("listening on ws://127.0.0.1:"):
+                self.port = int(line.rsplit(":", 1)[1])
+                self.proc = p
+                return
+            p.wait()
+            # the old listener's port may still be held for a moment
+            if time.monotonic() > end:
+                raise RuntimeError(f"ingest did not start on port {self.port}: {line!r}")
+            time.sleep(0.05)
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive():
+            self.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+                self.proc.wait(timeout=20)
+
+    def http(self, path: str):
+        with urllib.request.urlopen(self.http_base + path, timeout=5) as r:
+            return json.loads(r.read())
+
+
+class CapEnv(Env):
+    """A private state dir, a real ingest with its SQLite store, helpers to
+    read the store, and the sanitizer-report scan."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.san_dir = os.path.join(self.root, "san")
+        os.makedirs(self.san_dir)
+        # Sanitizer reports of every process we start (supervisors too, and
+        # their shutdown leak checks, after their state dir is gone) land
+        # in files here; supervisor.log is scanned as well.
+        for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            prev = self.env.get(var, "")
+            self.env[var] = (prev + ":" if prev else "") + \
+                f"log_path={self.san_dir}/{var.split('_')[0].lower()}"
+        self.secret = os.path.join(self.root, "secret")
+        self.db = os.path.join(self.root, "events.db")
+        self.ingest = Ingest(self.env, self.db, self.secret, os.path.join(self.root, "ingest.log"))
+        self.sup_logs: dict[str, str] = {}
+
+    # ---- sandboxes
+    def create_captured(self, *args: str, task: str = "T") -> str:
+        return self.create("--task", task, "--ingest", self.ingest.ws, "--secret", self.secret, *args)
+
+    def sbdir(self, sid: str, rel: str = "") -> str:
+        return os.path.join(self.state, "sb", sid, rel)
+
+    def workspace(self, sid: str) -> str:
+        return json.load(open(self.sbdir(sid, "meta.json")))["workspace"]
+
+    def keep_log(self, sid: str) -> None:
+        """Saves the supervisor log (destroy removes the state dir)."""
+        try:
+            self.sup_logs[sid] = open(self.sbdir(sid, "supervisor.log"), errors="replace").read()
+        except FileNotFoundError:
+            pass
+
+    def destroy(self, sid: str, *args: str) -> subprocess.CompletedProcess:
+        self.keep_log(sid)
+        return self.run("destroy", sid, *args, timeout=60)
+
+    # ---- the store
+    def rows(self, sid: str) -> list[dict]:
+        con = sqlite3.connect(self.db, timeout=10)
+        try:
+            cur = con.execute("SELECT seq, kind, payload FROM events WHERE sandbox=? ORDER BY seq", (sid,))
+            return [{"seq": s, "kind": k, "payload": json.loads(p)} for s, k, p in cur]
+        except sqlite3.OperationalError:
+            return []
+        finally:
+            con.close()
+
+    def seqs(self, sid: str) -> list[int]:
+        con = sqlite3.connect(self.db, timeout=10)
+        try:
+            return [s for (s,) in con.execute("SELECT seq FROM events WHERE sandbox=? ORDER BY seq", (sid,))]
+        except sqlite3.OperationalError:
+            return []
+        finally:
+            con.close()
+
+    def count_all(self, sid: str) -> int:
+        con = sqlite3.connect(self.db, timeout=10)
+        try:
+            return con.execute("SELECT count(*) FROM events WHERE sandbox=?", (sid,)).fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+        finally:
+            con.close()
+
+    def wait_rows(self, sid: str, pred, timeout: float = 15.0) -> list[dict]:
+        end = time.monotonic() + timeout
+        while True:
+            r = self.rows(sid)
+            if pred(r) or time.monotonic() > end:
+                return r
+            time.sleep(0.02)
+
+    def run_exec(self, sid: str, script: str, *opts: str, timeout: float = 15.0, **kw):
+        """Runs `sh -c script` and returns (process, the exec's events from
+        its stdin to the activity after its result), waiting for the store."""
+        p = self.run("exec", sid, *opts, "--", "/bin/sh", "-c", script, **kw)
+
+        def span(rows):
+            start = None
+            for i, r in enumerate(rows):
+                if r["kind"] == "stdin" and r["payload"].get("line") == script:
+                    start = i
+            if start is None:
+                return None
+            for j in range(start, len(rows)):
+                if rows[j]["kind"] in ("run_result", "test_result"):
+                    for k in range(j + 1, len(rows)):
+                        if rows[k]["kind"] == "activity":
+                            return rows[start:k + 1]
+            return None
+        rows = self.wait_rows(sid, lambda r: span(r) is not None, timeout)
+        return p, span(rows) or []
+
+    # ---- spool
+    def spool_records(self, sid: str, base: str | None = None) -> list[tuple[int, dict]]:
+        """(seq, frame) of every record in the spool's segments."""
+        out = []
+        for seg in sorted(glob.glob(os.path.join(base or self.sbdir(sid, "spool"), "seg-*.log"))):
+            b = open(seg, "rb").read()
+            off = 0
+            while off + 24 <= len(b) and b[off:off + 4] == b"SGR1":
+                n, seq = struct.unpack_from("<Iq", b, off + 4)
+                out.append((seq, json.loads(b[off + 24:off + 24 + n])))
+                off += 24 + n
+        return out
+
+    def spool_bytes(self, sid: str) -> int:
+        return sum(os.path.getsize(f) for f in glob.glob(self.sbdir(sid, "spool/seg-*.log")))
+
+    # ---- sanitizers
+    def sanitizer_reports(self) -> list[str]:
+        hits = []
+        texts = dict(self.sup_logs)
+        for f in glob.glob(os.path.join(self.state, "sb", "*", "supervisor.log")):
+            texts[f] = open(f, errors="replace").read()
+        for f in glob.glob(os.path.join(self.san_dir, "*")) + [self.ingest.log]:
+            try:
+                texts[f] = open(f, errors="replace").read()
+            except FileNotFoundError:
+                pass
+        for name, t in texts.items():
+            for line in t.splitlines():
+                if any(p in line for p in SAN_PATTERNS):
+                    hits.append(f"{os.path.basename(name)}: {line.strip()}")
+        return hits
+
+    def check_sanitizers(self) -> None:
+        hits = self.sanitizer_reports()
+        tap.ok(not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
+               "processes' sanitizer logs", "\n".join(hits[:30]))
+
+    def cleanup(self) -> None:
+        for sb in self.ls() if os.path.isdir(self.state) else []:
+            self.keep_log(sb["id"])
+        super().cleanup()
+        self.ingest.kill(signal.SIGTERM)
+
+
+def contiguous(seqs: list[int]) -> bool:
+    return seqs == list(range(len(seqs)))
+
+
+def kinds(rows: list[dict]) -> list[str]:
+    return [r["kind"] for r in rows]
+
+
+# ------------------------------------------------------------------- tests
+
+
+def main() -> None:
+    env = CapEnv()
+    try:
+        run_tests(env)
+    finally:
+        # scan before cleanup removes the files; then once more after the
+        # destroys of cleanup (supervisors' exit leak checks)
+        try:
+            env.cleanup()
+        finally:
+            env.check_sanitizers()
+    tap.done()
+
+
+def run_tests(env: CapEnv) -> None:
+    sid = env.create_captured()
+    ws = env.workspace(sid)
+
+    @tap.case("sandbox created, activity starting")
+    def _():
+        rows = env.wait_rows(sid, lambda r: len(r) >= 2)
+        tap.ok(rows and rows[0]["kind"] == "sandbox" and rows[0]["payload"]["state"] == "created"
+               and rows[0]["payload"]["learner"] == "t" and rows[0]["payload"]["task"] == "T",
+               "first event: sandbox created, with learner and task", rows[:2])
+        tap.ok(len(rows) > 1 and rows[1]["kind"] == "activity" and rows[1]["payload"]["state"] == "starting"
+               and isinstance(rows[1]["payload"].get("spooled"), int),
+               "second event: activity starting, with spooled", rows[:2])
+
+    @tap.case("one exec: events in order")
+    def _():
+        script = 'echo out1; echo err1 >&2; printf "a\\nb\\n" > first.txt; exit 3'
+        p, ev = env.run_exec(sid, script)
+        tap.eq(p.returncode, 3, "exec returns the command's status")
+        tap.eq(kinds(ev), ["stdin", "activity", "command", "file_diff", "stdout", "stdout",
+                           "run_result", "activity"], "stdin, activity, command, file_diff, stdout x2, "
+               "run_result, activity")
+        seqs = [r["seq"] for r in ev]
+        tap.ok(seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False,
+               "the exec's events have consecutive seqs", seqs)
+        d = {r["kind"]: r["payload"] for r in ev}
+        tap.eq(ev[1]["payload"]["state"] if ev else None, "command", "activity command before the command")
+        tap.ok(d.get("command", {}).get("cmd") == script and d["command"].get("argv") == ["/bin/sh", "-c", script]
+               and d["command"].get("cwd") == "/workspace", "command carries cmd, argv and cwd", d.get("command"))
+        fd = ev[3]["payload"] if len(ev) > 3 else {}
+        tap.ok(fd.get("path") == "first.txt" and fd.get("change") == "created" and fd.get("size") == 4
+               and "+a\n+b\n" in fd.get("diff", ""), "file_diff created with a unified diff", fd)
+        outs = [r["payload"] for r in ev if r["kind"] == "stdout"]
+        tap.ok([(o["stream"], o["data"]) for o in outs] == [("stdout", "out1\n"), ("stderr", "err1\n")],
+               "stdout and stderr kept apart", outs)
+        rr = d.get("run_result", {})
+        tap.ok(rr.get("cmd") == script and rr.get("exit_code") == 3 and rr.get("timed_out") is False
+               and isinstance(rr.get("duration_s"), float) and 0 < rr["duration_s"] < 10,
+               "run_result: cmd, exit_code, duration_s, timed_out", rr)
+        acts = [r["payload"] for r in ev if r["kind"] == "activity"]
+        tap.ok(all(isinstance(a.get("spooled"), int) and a["spooled"] >= 0 for a in acts)
+               and acts[-1]["state"] == "idle", "activity heartbeats carry spooled; idle after", acts)
+
+    @tap.case("output: last 64 KiB per stream, invalid UTF-8 replaced")
+    def _():
+        script = "seq 1 30000; printf 'bad:\\377\\376:end\\n' >&2"
+        p, ev = env.run_exec(sid, script)
+        outs = {r["payload"]["stream"]: r["payload"] for r in ev if r["kind"] == "stdout"}
+        full = "".join(f"{i}\n" for i in range(1, 30001))
+        o = outs.get("stdout", {})
+        tap.ok(o.get("bytes") == len(full) and o.get("truncated") is True
+               and o.get("data") == full[-65536:], "stdout keeps the last 64 KiB, with total bytes",
+               {k: (v if k != "data" else len(v)) for k, v in o.items()})
+        e = outs.get("stderr", {})
+        tap.eq(e.get("data"), "bad:\ufffd\ufffd:end\n", "invalid UTF-8 replaced by U+FFFD, rest kept")
+
+    @tap.case("test runners give test_result")
+    def _():
+        p = env.sh(sid, "mkdir -p bin && printf '#!/bin/sh\\necho 3 passed\\nexit 0\\n' > bin/pytest && "
+                   "chmod +x bin/pytest && printf 'test:\\n\\t@echo make-tested\\n' > Makefile && "
+                   "echo hello > test.txt")
+        tap.eq(p.returncode, 0, "set up a fake pytest and a Makefile")
+        _, ev = env.run_exec(sid, "PATH=/workspace/bin:$PATH pytest -q")
+        tr = [r["payload"] for r in ev if r["kind"] == "test_result"]
+        tap.ok(len(tr) == 1 and tr[0]["exit_code"] == 0 and "cmd" in tr[0] and "duration_s" in tr[0]
+               and tr[0]["timed_out"] is False and not any(r["kind"] == "run_result" for r in ev),
+               "pytest gives test_result", ev)
+        _, ev = env.run_exec(sid, "make test")
+        tap.ok(any(r["kind"] == "test_result" for r in ev), "make test gives test_result", kinds(ev))
+        _, ev = env.run_exec(sid, "cat test.txt")
+        tap.ok(any(r["kind"] == "run_result" for r in ev) and not any(r["kind"] == "test_result" for r in ev),
+               "cat test.txt gives run_result", kinds(ev))
+
+    def diffs(ev):
+        return [r["payload"] for r in ev if r["kind"] == "file_diff"]
+
+    @tap.case("file_diff for shell-made changes")
+    def _():
+        env.sh(sid, "printf 'one\\ntwo\\nthree\\n' > m.txt")
+        _, ev = env.run_exec(sid, "printf 'one\\nTWO\\nthree\\n' > m.txt")
+        d = diffs(ev)
+        tap.ok(len(d) == 1 and d[0]["change"] == "modified" and d[0]["path"] == "m.txt"
+               and "-two\n+TWO\n" in d[0]["diff"] and d[0]["added"] == 1 and d[0]["removed"] == 1,
+               "modified, with a unified diff", d)
+        _, ev = env.run_exec(sid, "rm m.txt")
+        d = diffs(ev)
+        tap.ok(len(d) == 1 and d[0]["change"] == "deleted" and d[0]["path"] == "m.txt", "deleted", d)
+        env.sh(sid, "echo moving > r1.txt")
+        _, ev = env.run_exec(sid, "mv r1.txt r2.txt")
+        d = diffs(ev)
+        tap.ok(len(d) == 1 and d[0]["change"] == "renamed" and d[0]["old_path"] == "r1.txt"
+               and d[0]["path"] == "r2.txt", "renamed: one event with old_path and path", d)
+        _, ev = env.run_exec(sid, "head -c 49000 /dev/urandom | base64 > big.txt")
+        d = diffs(ev)
+        data = open(os.path.join(ws, "big.txt"), "rb").read()
+        tap.ok(len(d) == 1 and d[0].get("truncated") is True and d[0]["size"] == len(data) > 65536
+               and d[0].get("sha256") == hashlib.sha256(data).hexdigest() and "diff" not in d[0],
+               "a file over 64 KiB: truncated, size, sha256, no diff", {k: v for k, v in (d[0] if d else {}).items()})
+        _, ev = env.run_exec(sid, "printf '\\000\\001\\002binary\\000' > b.bin")
+        d = diffs(ev)
+        data = open(os.path.join(ws, "b.bin"), "rb").read()
+        tap.ok(len(d) == 1 and d[0].get("binary") is True and d[0]["size"] == len(data)
+               and d[0].get("sha256") == hashlib.sha256(data).hexdigest() and "diff" not in d[0],
+               "a binary file: binary, size, sha256, no diff", d)
+
+    @tap.case("editor saves give exactly one event")
+    def _():
+        env.sh(sid, "printf 'v1\\n' > ed.txt")
+        _, ev = env.run_exec(sid, "printf 'v2\\n' > .ed.txt.swp && mv .ed.txt.swp ed.txt")
+        d = diffs(ev)
+        tap.ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
+               and "-v1\n+v2\n" in d[0]["diff"], "write temp + rename over: one modified", d)
+        _, ev = env.run_exec(sid, "python3 -c \"import time; f=open('ed.txt','r+'); f.truncate(0); f.flush(); "
+                                  "time.sleep(0.02); f.write('v3\\n'); f.close()\"")
+        d = diffs(ev)
+        tap.ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
+               and "-v2\n+v3\n" in d[0]["diff"], "truncate + rewrite (one open, a pause): one modified", d)
+        _, ev = env.run_exec(sid, "printf 'v3\\n' > ed.txt")
+        tap.eq(diffs(ev), [], "rewriting the same content: no event")
+
+    @tap.case("a new directory tree made at once")
+    def _():
+        _, ev = env.run_exec(sid, "mkdir -p t1/a/b/c && echo x > t1/a/b/c/deep.txt && echo y > t1/a/top.txt && "
+                                  "mkdir t1/e")
+        d = sorted((x["path"], x["change"]) for x in diffs(ev))
+        tap.eq(d, [("t1/a/b/c/deep.txt", "created"), ("t1/a/top.txt", "created")],
+               "every file of the new tree reported; empty dirs silent")
+
+    @tap.case("the exec's events are in the spool before exec returns")
+    def _():
+        before = env.spool_bytes(sid)
+        env.ingest.kill(signal.SIGSTOP)  # nothing gets acked (or trimmed) meanwhile
+        try:
+            script = "echo spooled-before-return > sp.txt"
+            p = env.run("exec", sid, "--", "/bin/sh", "-c", script)
+            recs = env.spool_records(sid)
+            after = env.spool_bytes(sid)
+            mine = [f for _, f in recs if f["kind"] == "run_result" and f["payload"].get("cmd") == script]
+            tap.ok(p.returncode == 0 and after > before and len(mine) == 1,
+                   "when exec returns, its run_result is on disk in the spool (which grew)",
+                   f"{before} -> {after}, {len(mine)}")
+            fds = [f for _, f in recs if f["kind"] == "file_diff" and f["payload"].get("path") == "sp.txt"]
+            tap.eq(len(fds), 1, "and its file_diff")
+            last_act = [f for _, f in recs if f["kind"] == "activity"][-1]
+            tap.ok(last_act["payload"]["state"] == "idle" and last_act["payload"]["spooled"] > 0,
+                   "activity carries the unacknowledged count (ingest stopped)", last_act)
+            tap.ok(not any(r["payload"].get("cmd") == script for r in env.rows(sid)),
+                   "not in the store while the ingest is stopped")
+        finally:
+            env.ingest.kill(signal.SIGCONT)
+        t0 = time.monotonic()
+        rows = env.wait_rows(sid, lambda r: any(x["kind"] == "run_result" and x["payload"]["cmd"] == script
+                                                for x in r), timeout=20)
+        tap.ok(any(x["kind"] == "run_result" and x["payload"]["cmd"] == script for x in rows),
+               f"the store has it after the ingest resumes ({time.monotonic() - t0:.2f} s)")
+
+    @tap.case("limits: timeout and OOM")
+    def _():
+        p, ev = env.run_exec(sid, "sleep 5", "--timeout", "0.5")
+        rr = [r["payload"] for r in ev if r["kind"] == "run_result"]
+        lim = [r["payload"] for r in ev if r["kind"] == "limit"]
+        tap.ok(rr and rr[0]["timed_out"] is True, "run_result timed_out", rr)
+        tap.ok(len(lim) == 1 and lim[0]["what"] == "timeout" and lim[0]["cmd"] == "sleep 5",
+               "limit event what: timeout", lim)
+        oom = env.create_captured("--memory", "64M")
+        p, ev = env.run_exec(oom, "head -c 200000000 /dev/zero | tail > /dev/null")
+        lim = [r["payload"] for r in ev if r["kind"] == "limit"]
+        rr = [r["payload"] for r in ev if r["kind"] == "run_result"]
+        tap.ok(any(x["what"] == "memory" for x in lim) and rr and rr[0].get("oom_killed") is True,
+               "limit event what: memory after an OOM kill", ev[-3:])
+        env.destroy(oom)
+
+    @tap.case("checkpoint and rollback events")
+    def _():
+        env.sh(sid, "echo keep > ck.txt")
+        p = env.run("checkpoint", sid, "--label", "mine", "--json", check=True)
+        ck = json.loads(p.stdout)
+        rows = env.wait_rows(sid, lambda r: any(x["kind"] == "checkpoint" and x["payload"].get("label") == "mine"
+                                                for x in r))
+        ev = [x["payload"] for x in rows if x["kind"] == "checkpoint" and x["payload"].get("label") == "mine"]
+        tap.ok(len(ev) == 1 and ev[0]["id"] == ck["id"] and ev[0]["files"] >= 1, "checkpoint event", ev)
+        env.sh(sid, "echo changed > ck.txt; echo new > ck2.txt")
+        p = env.run("rollback", sid, "--to", ck["id"], "--yes", "--json")
+        tap.eq(p.returncode, 0, "rollback runs")
+        rows = env.wait_rows(sid, lambda r: any(x["kind"] == "rollback" for x in r))
+        rb = [x for x in rows if x["kind"] == "rollback"]
+        tap.ok(len(rb) == 1 and rb[0]["payload"]["to"] == ck["id"] and rb[0]["payload"]["restored"] is True
+               and {c["path"] for c in rb[0]["payload"]["changes"]} >= {"ck.txt", "ck2.txt"},
+               "rollback event: to, restored, changes", rb)
+        # the restore changes the workspace from outside: the watcher reports it
+        rows = env.wait_rows(sid, lambda r: {(x["payload"].get("path"), x["payload"].get("change"))
+                                             for x in r if x["kind"] == "file_diff" and x["seq"] > rb[0]["seq"] - 2}
+                             >= {("ck.txt", "modified"), ("ck2.txt", "deleted")}, timeout=5)
+        got = {(x["payload"].get("path"), x["payload"].get("change"))
+               for x in rows if x["kind"] == "file_diff" and rb and x["seq"] > rb[0]["seq"] - 2}
+        tap.ok(got >= {("ck.txt", "modified"), ("ck2.txt", "deleted")},
+               "the rollback's own changes are reported as file_diff", got)
+
+    @tap.case("session_abort")
+    def _():
+        p = env.run("abort", sid, "--reason", "stop now", "--json")
+        tap.eq(p.returncode, 0, "abort runs")
+        rows = env.wait_rows(sid, lambda r: any(x["kind"] == "session_abort" for x in r))
+        sa = [x["payload"] for x in rows if x["kind"] == "session_abort"]
+        tap.ok(len(sa) == 1 and sa[0]["by"] == "operator" and "stop now" in sa[0]["reason"]
+               and sa[0]["proof"]["processes_left"] == 0 and "caps" in sa[0], "session_abort event", sa)
+        env.run("resume", sid, check=True)
+
+    @tap.case("order and uniqueness of the whole stream; destroyed")
+    def _():
+        r = env.destroy(sid, "--json")
+        res = json.loads(r.stdout or b"{}")
+        tap.ok(r.returncode == 0 and res.get("events_undelivered") == 0,
+               "destroy delivers everything first (events_undelivered 0)", r.stdout + r.stderr)
+        rows = env.rows(sid)
+        tap.ok(contiguous([x["seq"] for x in rows]), "the store holds seqs 0..N-1, no gap, no duplicate",
+               [x["seq"] for x in rows][-5:])
+        tail = [(x["kind"], x["payload"].get("state")) for x in rows[-2:]]
+        tap.eq(tail, [("sandbox", "destroyed"), ("activity", "stopped")],
+               "the stream ends with sandbox destroyed, activity stopped")
+
+    @tap.case("nothing of the capture in the workspace")
+    def _():
+        s2 = env.create_captured()
+        w2 = env.workspace(s2)
+        env.sh(s2, "true")
+        _, ev = env.run_exec(s2, "ls -A /workspace; ls -A /")
+        inside = [r["payload"]["data"] for r in ev if r["kind"] == "stdout"]
+        found = []
+        for dp, dn, fn in os.walk(w2):
+            found += [os.path.join(dp, x) for x in dn + fn]
+        tap.eq(found, [], "the workspace stays empty on the host (the spool lives under the state dir)")
+        tap.ok(inside and "spool" not in inside[0] and "seg-" not in inside[0],
+               "inside the sandbox no spool is visible", inside)
+        tap.ok(os.path.isdir(env.sbdir(s2, "spool")), "the spool is under <state>/sb/<id>/spool")
+        env.destroy(s2)
+
+    @tap.case("a sandbox without --task is not captured")
+    def _():
+        s3 = env.create()
+        p = env.sh(s3, "echo shell-only > f.txt; cat f.txt")
+        tap.eq(p.stdout, b"shell-only\n", "the pure-shell sandbox works")
+        tap.ok(not os.path.exists(env.sbdir(s3, "spool")), "no spool directory")
+        meta = json.load(open(env.sbdir(s3, "meta.json")))
+        tap.ok(meta.get("ingest") is None and meta.get("task") is None, "no ingest, no task in its record", meta)
+        env.destroy(s3)
+        time.sleep(0.3)
+        tap.eq(env.count_all(s3), 0, "no event at all in the store")
+        sbs = env.ingest.http("/v1/sandboxes")["sandboxes"]
+        tap.ok(not any(s.get("sandbox") == s3 for s in sbs), "the ingest never heard of it", sbs)
+
+
+if __name__ == "__main__":
+    main()
