@@ -128,6 +128,10 @@ static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const
     close(adj);
     struct rlimit core = {0, 0};
     setrlimit(RLIMIT_CORE, &core);
+    if (sp->rlimit_as) {
+        struct rlimit as = {sp->rlimit_as, sp->rlimit_as};
+        setrlimit(RLIMIT_AS, &as);
+    }
     if (chdir(cwd) < 0)
         child_fail(126, "cannot change directory to", cwd, errno);
     int r = sg_privs_drop(sp->uid, sp->gid);

@@ -38,6 +38,7 @@ typedef struct sg_init_spawn {
     uint32_t cg_into;      /* 1: the cgroup fd is a v2 leaf directory to clone3 into;
                               0: cgroup.procs fds the child writes "0" to */
     uint32_t pad;
+    uint64_t rlimit_as;    /* rootless without cgroups: RLIMIT_AS per process, 0 = none */
 } sg_init_spawn;
 
 typedef struct sg_init_reply {

@@ -1,6 +1,9 @@
 /* privs: root -> the unprivileged sandbox user. See privs.h.
  * Only raw syscalls and prctl: safe in a forked child (no malloc). */
 #include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
@@ -28,6 +31,19 @@ int sg_privs_drop_bounding(void)
     return 0;
 }
 
+/* In a user namespace made by an unprivileged user, setgroups is denied
+ * (and the supplementary groups are the creator's, unmapped). */
+static bool setgroups_denied(void)
+{
+    char buf[8] = "";
+    int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n >= 4 && strncmp(buf, "deny", 4) == 0;
+}
+
 int sg_privs_drop(uid_t uid, gid_t gid)
 {
     /* Bounding set first: dropping needs CAP_SETPCAP, gone after setuid. */
@@ -39,7 +55,7 @@ int sg_privs_drop(uid_t uid, gid_t gid)
     if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0)
         return -errno;
 
-    if (setgroups(0, NULL) < 0)
+    if (setgroups(0, NULL) < 0 && !(errno == EPERM && setgroups_denied()))
         return -errno;
     if (setresgid(gid, gid, gid) < 0)
         return -errno;
@@ -74,7 +90,9 @@ int sg_privs_drop(uid_t uid, gid_t gid)
         return -errno;
     if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sgid != gid)
         return -EPERM;
-    if (getgroups(0, NULL) != 0)
+    /* Where setgroups is denied, the creator's own groups stay (unmapped):
+     * nothing beyond what the unprivileged operator already has. */
+    if (getgroups(0, NULL) != 0 && !setgroups_denied())
         return -EPERM;
     return 0;
 }

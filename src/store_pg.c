@@ -55,7 +55,7 @@ static void autoclear(PGresult **r)
 
 static const char schema_sql[] =
     "BEGIN;"
-    "SELECT pg_advisory_xact_lock(" " PG_LOCK_SCHEMA " ");"
+    "SELECT pg_advisory_xact_lock(" PG_LOCK_SCHEMA ");"
     "CREATE TABLE IF NOT EXISTS sg_events ("
     " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
     " learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
@@ -76,7 +76,7 @@ static const char session_sql[] =
     " ts text, received text, payload text) ON COMMIT DELETE ROWS;";
 
 static const char put_sql[] =
-    "SELECT pg_advisory_xact_lock(" " PG_LOCK_PUT " ");"
+    "SELECT 1;"
     /* Key order (then batch order: the first of two duplicates wins). */
     "INSERT INTO sg_events (learner, task, sandbox, seq, kind, ts, received, payload)"
     " SELECT learner, task, sandbox, seq, kind, ts, received, payload FROM sg_batch"

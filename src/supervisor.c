@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -94,6 +95,7 @@ struct sup {
     bool destroying;
     bool init_dead;
     bool fast_leaves;
+    bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
     sg_ckpt_store *ckpt;    /* workspace checkpoints, outside the sandbox */
     int destroy_fd;         /* the destroy request's caller, answered last */
@@ -197,8 +199,64 @@ static void client_error(client *c, const char *msg)
 static void exec_kill(exec_ctx *ex)
 {
     sg_err err = {0};
+    if (!ex->s->cg) {
+        /* No cgroup (rootless without delegation): the exec's session. */
+        sg_init_spawn sp = {.type = SG_INIT_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
+        if (send(ex->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
+            fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->id, strerror(errno));
+        return;
+    }
     if (sg_cgroup_kill(ex->s->cg, ex->leaf, 2000, &err) < 0)
         fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->id, err.msg);
+}
+
+/* Host pids of the processes in the sandbox's pid namespace (init
+ * included), found through /proc: the kill path when there is no cgroup. */
+static size_t pidns_members(sup *s, pid_t *out, size_t max)
+{
+    char want[64], path[64], got[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)s->init_pid);
+    ssize_t wl = readlink(path, want, sizeof want - 1);
+    if (wl <= 0)
+        return 0;
+    want[wl] = '\0';
+    sg_autoclosedir DIR *d = opendir("/proc");
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < max) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+        ssize_t l = readlink(path, got, sizeof got - 1);
+        if (l <= 0)
+            continue;
+        got[l] = '\0';
+        if (strcmp(got, want) == 0 && sg_state_pid_alive((pid_t)pid))
+            out[n++] = (pid_t)pid;
+    }
+    return n;
+}
+
+/* SIGKILLs every process of the pid namespace (but init unless with_init)
+ * until none is left; returns how many remain. */
+static size_t pidns_kill(sup *s, bool with_init, int timeout_ms)
+{
+    static pid_t pids[65536];
+    uint64_t deadline = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        size_t n = pidns_members(s, pids, SG_ARRAY_LEN(pids)), left = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (pids[i] == s->init_pid && !with_init)
+                continue;
+            kill(pids[i], SIGKILL);
+            left++;
+        }
+        if (!left || sg_now_mono_ns() > deadline)
+            return left;
+        usleep(1000);
+    }
 }
 
 /* Reads what is available on one output pipe. Returns false at EOF/error. */
@@ -315,6 +373,8 @@ static void leaf_untrack(sup *s, const char *leaf)
 static void leaves_sweep(sup *s)
 {
     sg_err err = {0};
+    if (!s->cg)
+        return;
     for (size_t i = s->nleaves; i-- > 0;) {
         bool running = false;
         for (size_t k = 0; k < s->nexecs; k++)
@@ -335,7 +395,8 @@ static json_t *caps_now(sup *s)
 {
     sg_err err = {0};
     sg_cg_stats st = {0};
-    sg_cgroup_stats(s->cg, NULL, &st, &err);
+    if (s->cg)
+        sg_cgroup_stats(s->cg, NULL, &st, &err);
     double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
     return json_pack("{s:o, s:o, s:o, s:o}",
         "max_wall_s", cap_json(s->meta.max_wall_s, wall),
@@ -355,24 +416,38 @@ static json_t *kill_all_user_processes(sup *s)
             json_array_append_new(killed_execs, json_integer(s->execs[i]->id));
     pid_t *before = NULL;
     size_t nbefore = 0;
-    sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
     uint64_t t0 = sg_now_mono_ns();
     bool ok = true;
-    for (size_t i = 0; i < s->nleaves; i++)
-        if (sg_cgroup_kill(s->cg, s->leaves[i], 5000, &err) < 0)
-            ok = false;
-    double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
     pid_t *after = NULL;
     size_t nafter = 0;
-    sg_cgroup_pids(s->cg, NULL, &after, &nafter, &err);
+    if (s->cg) {
+        sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
+        t0 = sg_now_mono_ns();
+        for (size_t i = 0; i < s->nleaves; i++)
+            if (sg_cgroup_kill(s->cg, s->leaves[i], 5000, &err) < 0)
+                ok = false;
+    } else {
+        before = calloc(65536, sizeof *before);
+        nbefore = before ? pidns_members(s, before, 65536) : 0;
+        t0 = sg_now_mono_ns();
+        ok = pidns_kill(s, false, 5000) == 0;
+    }
+    double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
+    if (s->cg) {
+        sg_cgroup_pids(s->cg, NULL, &after, &nafter, &err);
+    } else {
+        after = calloc(65536, sizeof *after);
+        nafter = after ? pidns_members(s, after, 65536) : 0;
+    }
     json_t *left = json_array();
     for (size_t i = 0; i < nafter; i++)
         if (after[i] != s->init_pid)
             json_array_append_new(left, json_integer(after[i]));
-    json_t *proof = json_pack("{s:i, s:b, s:I, s:o, s:f}",
+    json_t *proof = json_pack("{s:i, s:b, s:I, s:o, s:f, s:s}",
         "processes_left", (int)json_array_size(left),
         "cgroup_holds_only_init", ok && json_array_size(left) == 0,
-        "init_pid", (json_int_t)s->init_pid, "left_pids", left, "kill_ms", kill_ms);
+        "init_pid", (json_int_t)s->init_pid, "left_pids", left, "kill_ms", kill_ms,
+        "checked_by", s->cg ? "cgroup" : "pid namespace");
     json_t *r = json_pack("{s:o, s:I, s:o}", "execs_killed", killed_execs,
         "processes_killed", (json_int_t)(nbefore > 0 ? nbefore - 1 : 0), "proof", proof);
     free(before);
@@ -419,7 +494,7 @@ static void on_cap_timer(uv_timer_t *t)
     if (s->meta.max_cpu_s > 0) {
         sg_err err = {0};
         sg_cg_stats st = {0};
-        if (sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 && (double)st.cpu_ns / 1e9 >= s->meta.max_cpu_s) {
+        if (s->cg && sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 && (double)st.cpu_ns / 1e9 >= s->meta.max_cpu_s) {
             snprintf(why, sizeof why, "cap max_cpu_s=%g reached", s->meta.max_cpu_s);
             json_decref(sup_abort(s, "cap", why));
         }
@@ -617,11 +692,12 @@ static void exec_finish(exec_ctx *ex)
 
     sg_err err = {0};
     sg_cg_stats after = {0};
-    sg_cgroup_stats(s->cg, NULL, &after, &err);
+    if (s->cg)
+        sg_cgroup_stats(s->cg, NULL, &after, &err);
     if (s->fast_leaves)
         after.memory_peak = 0; /* the sandbox's all-time peak: use the exec's rusage */
     sg_cg_stats leaf = {0};
-    if (sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) == 0) {
+    if (s->cg && sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) == 0) {
         after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
         if (leaf.memory_peak)
             after.memory_peak = leaf.memory_peak;
@@ -638,8 +714,8 @@ static void exec_finish(exec_ctx *ex)
             json_decref(res);
     }
     /* A leaf with background processes stays until they end or destroy. */
-    if (sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
-        sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0)
+    if (!s->cg || (sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
+                   sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
         leaf_untrack(s, ex->leaf);
     if (ex->cl) {
         ex->cl->ex = NULL;
@@ -773,7 +849,9 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int ncg = -1;
     sg_autostrv char **env = build_env(&req, cwd);
     leaf_track(s, ex->leaf);
-    if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) == 0) {
+    if (!s->cg) {
+        ncg = 0; /* rootless without cgroups */
+    } else if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) == 0) {
         if (s->fast_leaves) {
             /* one v2 leaf directory: init clones straight into it */
             cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, &err);
@@ -808,7 +886,8 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     static char msg[SG_INIT_MSG_MAX];
     sg_init_spawn sp = {.type = SG_INIT_SPAWN, .exec_id = ex->id,
                         .uid = s->meta.uid, .gid = s->meta.gid,
-                        .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves};
+                        .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
+                        .rlimit_as = s->cg ? 0 : s->meta.memory};
     size_t off = sizeof sp;
     bool toolong = false;
     for (char **a = req.argv; *a; a++, sp.argc++) {
@@ -872,7 +951,8 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     }
     ex->start_ns = sg_now_mono_ns();
     /* Counters before the exec, read while init starts the child. */
-    sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
+    if (s->cg)
+        sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
     uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
@@ -1166,10 +1246,15 @@ static int start_init(sup *s, sg_err *err)
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
     };
-    long pid = syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                                      CLONE_NEWUTS | SIGCHLD, NULL, NULL, NULL, NULL);
+    /* Rootless: the namespaces belong to a new user namespace that maps
+     * only the caller's uid and gid (no newuidmap needed). */
+    unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                          (s->rootless ? CLONE_NEWUSER : 0) | SIGCHLD;
+    long pid = syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid < 0)
-        return sg_err_sys(err, "cannot create the sandbox's namespaces");
+        return sg_err_sys(err, s->rootless ? "cannot create the sandbox's namespaces in a user namespace "
+                                             "(are unprivileged user namespaces allowed?)"
+                                           : "cannot create the sandbox's namespaces");
     if (pid == 0)
         sg_init_main(&cfg);
     s->init_pid = (pid_t)pid;
@@ -1182,7 +1267,21 @@ static int start_init(sup *s, sg_err *err)
     sg_write_knob_at(AT_FDCWD, adj, "-1000", NULL);
     close(sg_steal_fd(&ready_w));
     close(sg_steal_fd(&go_r));
-    if (sg_cgroup_attach(s->cg, NULL, s->init_pid, err) < 0) {
+    if (s->rootless) {
+        char p[64], map[64];
+        snprintf(p, sizeof p, "/proc/%d/setgroups", s->init_pid);
+        if (sg_write_knob_at(AT_FDCWD, p, "deny", err) < 0)
+            return -1;
+        snprintf(p, sizeof p, "/proc/%d/uid_map", s->init_pid);
+        snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.uid, (unsigned)getuid());
+        if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
+            return -1;
+        snprintf(p, sizeof p, "/proc/%d/gid_map", s->init_pid);
+        snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.gid, (unsigned)getgid());
+        if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
+            return -1;
+    }
+    if (s->cg && sg_cgroup_attach(s->cg, NULL, s->init_pid, err) < 0) {
         sg_err_prefix(err, "cannot place the sandbox's init in its cgroup");
         return -1;
     }
@@ -1244,8 +1343,16 @@ static void sup_destroy(sup *s, client *c)
         }
     }
     uint64_t t0 = sg_now_mono_ns();
-    int killed = sg_cgroup_kill(s->cg, NULL, 10000, &err);
-    int populated = sg_cgroup_populated(s->cg, NULL, &err);
+    int killed, populated;
+    if (s->cg) {
+        killed = sg_cgroup_kill(s->cg, NULL, 10000, &err);
+        populated = sg_cgroup_populated(s->cg, NULL, &err);
+    } else {
+        /* Killing pid 1 of a pid namespace kills all of it; then prove it. */
+        size_t left = pidns_kill(s, true, 10000);
+        killed = left ? sg_err_set(&err, ETIMEDOUT, "%zu process(es) survived SIGKILL", left) : 0;
+        populated = left != 0;
+    }
     double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
     if (s->init_pid > 0) {
         int st;
@@ -1257,7 +1364,7 @@ static void sup_destroy(sup *s, client *c)
         s->destroy_res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
         s->exit_code = 1;
     } else {
-        int removed = sg_cgroup_remove(s->cg, &err);
+        int removed = s->cg ? sg_cgroup_remove(s->cg, &err) : 0;
         s->destroy_type = SG_CTL_RESULT;
         s->destroy_res = json_pack("{s:s, s:i, s:b, s:b, s:f}", "destroyed", s->meta.id,
                                    "processes_left", 0, "cgroup_empty", 1, "cgroup_removed", removed == 0,
@@ -1307,9 +1414,9 @@ static void close_walk(uv_handle_t *h, void *arg)
 static int adopt_init(sup *s, sg_err *err)
 {
     s->cg = sg_cgroup_open(s->meta.id, err);
-    if (!s->cg)
+    if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
-    s->fast_leaves = getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+    s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                      sg_cgroup_set_fast_leaves(s->cg, true) == 0;
     if (!sg_state_pid_alive(s->meta.init_pid))
         return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
@@ -1324,7 +1431,7 @@ static int adopt_init(sup *s, sg_err *err)
         return sg_err_sys(err, "cannot connect to the sandbox's init");
     }
     s->init_fd = fd;
-    sg_autostrv char **leaves = sg_cgroup_leaves(s->cg, err);
+    sg_autostrv char **leaves = s->cg ? sg_cgroup_leaves(s->cg, err) : NULL;
     for (char **l = leaves; l && *l; l++) {
         leaf_track(s, *l);
         unsigned n;
@@ -1408,6 +1515,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     s->init_fd = s->ctl_fd = s->destroy_fd = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
+    s->rootless = geteuid() != 0;
     uv_loop_init(&s->loop);
     int code = 1;
     if (!sg_state_dir(&err) || sg_sandbox_meta_load(id, &s->meta, &err) < 0)
@@ -1424,11 +1532,15 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         }
         sg_cg_limits lim = {.memory_bytes = s->meta.memory, .pids = s->meta.pids, .cpus = s->meta.cpus};
         s->cg = sg_cgroup_create(id, &lim, &err);
-        if (!s->cg) {
+        if (!s->cg && s->rootless) {
+            /* No delegated cgroup: run without cgroup limits (README). */
+            fprintf(stderr, "supervisor: rootless without a cgroup (%s): memory is an RLIMIT_AS per process, "
+                            "no pids or cpu limit, kills by pid namespace\n", err.msg);
+        } else if (!s->cg) {
             sg_err_prefix(&err, "cannot create the sandbox's cgroup");
             goto fail;
         }
-        s->fast_leaves = getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+        s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                          sg_cgroup_set_fast_leaves(s->cg, true) == 0;
         if (start_init(s, &err) < 0)
             goto fail_cg;
@@ -1483,7 +1595,8 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
 fail_cg:
     if (!adopt && s->init_pid > 0) {
         sg_err e2 = {0};
-        sg_cgroup_kill(s->cg, NULL, 5000, &e2);
+        if (s->cg)
+            sg_cgroup_kill(s->cg, NULL, 5000, &e2);
         kill(s->init_pid, SIGKILL);
         waitpid(s->init_pid, NULL, 0);
     }

@@ -217,11 +217,27 @@ class CapEnv(Env):
         tap.ok(not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
                "processes' sanitizer logs", "\n".join(hits[:30]))
 
-    def cleanup(self) -> None:
-        for sb in self.ls() if os.path.isdir(self.state) else []:
-            self.keep_log(sb["id"])
+    def cleanup(self, check: bool = True) -> None:
+        """Destroys what is left, stops the ingest, scans for sanitizer
+        reports (a TAP line when check), removes the files."""
+        try:
+            for sb in self.ls():
+                self.destroy(sb["id"])
+        except Exception:  # noqa: BLE001
+            pass
+        self.run("gc", timeout=60)
+        if self.ingest.alive():
+            self.ingest.kill(signal.SIGCONT)
+            self.ingest.kill(signal.SIGTERM)
+        time.sleep(0.5)  # supervisors' exit-time leak checks write after destroy answers
+        if check:
+            self.check_sanitizers()
         super().cleanup()
-        self.ingest.kill(signal.SIGTERM)
+
+
+def ok(cond, name: str, diag="") -> bool:
+    """tap.ok with any diagnostic value (repr unless a str)."""
+    return tap.ok(bool(cond), name, diag if isinstance(diag, str) else repr(diag))
 
 
 def contiguous(seqs: list[int]) -> bool:
@@ -240,12 +256,7 @@ def main() -> None:
     try:
         run_tests(env)
     finally:
-        # scan before cleanup removes the files; then once more after the
-        # destroys of cleanup (supervisors' exit leak checks)
-        try:
-            env.cleanup()
-        finally:
-            env.check_sanitizers()
+        env.cleanup()
     tap.done()
 
 
@@ -256,10 +267,10 @@ def run_tests(env: CapEnv) -> None:
     @tap.case("sandbox created, activity starting")
     def _():
         rows = env.wait_rows(sid, lambda r: len(r) >= 2)
-        tap.ok(rows and rows[0]["kind"] == "sandbox" and rows[0]["payload"]["state"] == "created"
+        ok(rows and rows[0]["kind"] == "sandbox" and rows[0]["payload"]["state"] == "created"
                and rows[0]["payload"]["learner"] == "t" and rows[0]["payload"]["task"] == "T",
                "first event: sandbox created, with learner and task", rows[:2])
-        tap.ok(len(rows) > 1 and rows[1]["kind"] == "activity" and rows[1]["payload"]["state"] == "starting"
+        ok(len(rows) > 1 and rows[1]["kind"] == "activity" and rows[1]["payload"]["state"] == "starting"
                and isinstance(rows[1]["payload"].get("spooled"), int),
                "second event: activity starting, with spooled", rows[:2])
 
@@ -272,24 +283,24 @@ def run_tests(env: CapEnv) -> None:
                            "run_result", "activity"], "stdin, activity, command, file_diff, stdout x2, "
                "run_result, activity")
         seqs = [r["seq"] for r in ev]
-        tap.ok(seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False,
+        ok(seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False,
                "the exec's events have consecutive seqs", seqs)
         d = {r["kind"]: r["payload"] for r in ev}
         tap.eq(ev[1]["payload"]["state"] if ev else None, "command", "activity command before the command")
-        tap.ok(d.get("command", {}).get("cmd") == script and d["command"].get("argv") == ["/bin/sh", "-c", script]
+        ok(d.get("command", {}).get("cmd") == script and d["command"].get("argv") == ["/bin/sh", "-c", script]
                and d["command"].get("cwd") == "/workspace", "command carries cmd, argv and cwd", d.get("command"))
         fd = ev[3]["payload"] if len(ev) > 3 else {}
-        tap.ok(fd.get("path") == "first.txt" and fd.get("change") == "created" and fd.get("size") == 4
+        ok(fd.get("path") == "first.txt" and fd.get("change") == "created" and fd.get("size") == 4
                and "+a\n+b\n" in fd.get("diff", ""), "file_diff created with a unified diff", fd)
         outs = [r["payload"] for r in ev if r["kind"] == "stdout"]
-        tap.ok([(o["stream"], o["data"]) for o in outs] == [("stdout", "out1\n"), ("stderr", "err1\n")],
+        ok([(o["stream"], o["data"]) for o in outs] == [("stdout", "out1\n"), ("stderr", "err1\n")],
                "stdout and stderr kept apart", outs)
         rr = d.get("run_result", {})
-        tap.ok(rr.get("cmd") == script and rr.get("exit_code") == 3 and rr.get("timed_out") is False
+        ok(rr.get("cmd") == script and rr.get("exit_code") == 3 and rr.get("timed_out") is False
                and isinstance(rr.get("duration_s"), float) and 0 < rr["duration_s"] < 10,
                "run_result: cmd, exit_code, duration_s, timed_out", rr)
         acts = [r["payload"] for r in ev if r["kind"] == "activity"]
-        tap.ok(all(isinstance(a.get("spooled"), int) and a["spooled"] >= 0 for a in acts)
+        ok(all(isinstance(a.get("spooled"), int) and a["spooled"] >= 0 for a in acts)
                and acts[-1]["state"] == "idle", "activity heartbeats carry spooled; idle after", acts)
 
     @tap.case("output: last 64 KiB per stream, invalid UTF-8 replaced")
@@ -299,7 +310,7 @@ def run_tests(env: CapEnv) -> None:
         outs = {r["payload"]["stream"]: r["payload"] for r in ev if r["kind"] == "stdout"}
         full = "".join(f"{i}\n" for i in range(1, 30001))
         o = outs.get("stdout", {})
-        tap.ok(o.get("bytes") == len(full) and o.get("truncated") is True
+        ok(o.get("bytes") == len(full) and o.get("truncated") is True
                and o.get("data") == full[-65536:], "stdout keeps the last 64 KiB, with total bytes",
                {k: (v if k != "data" else len(v)) for k, v in o.items()})
         e = outs.get("stderr", {})
@@ -313,13 +324,13 @@ def run_tests(env: CapEnv) -> None:
         tap.eq(p.returncode, 0, "set up a fake pytest and a Makefile")
         _, ev = env.run_exec(sid, "PATH=/workspace/bin:$PATH pytest -q")
         tr = [r["payload"] for r in ev if r["kind"] == "test_result"]
-        tap.ok(len(tr) == 1 and tr[0]["exit_code"] == 0 and "cmd" in tr[0] and "duration_s" in tr[0]
+        ok(len(tr) == 1 and tr[0]["exit_code"] == 0 and "cmd" in tr[0] and "duration_s" in tr[0]
                and tr[0]["timed_out"] is False and not any(r["kind"] == "run_result" for r in ev),
                "pytest gives test_result", ev)
         _, ev = env.run_exec(sid, "make test")
-        tap.ok(any(r["kind"] == "test_result" for r in ev), "make test gives test_result", kinds(ev))
+        ok(any(r["kind"] == "test_result" for r in ev), "make test gives test_result", kinds(ev))
         _, ev = env.run_exec(sid, "cat test.txt")
-        tap.ok(any(r["kind"] == "run_result" for r in ev) and not any(r["kind"] == "test_result" for r in ev),
+        ok(any(r["kind"] == "run_result" for r in ev) and not any(r["kind"] == "test_result" for r in ev),
                "cat test.txt gives run_result", kinds(ev))
 
     def diffs(ev):
@@ -330,44 +341,56 @@ def run_tests(env: CapEnv) -> None:
         env.sh(sid, "printf 'one\\ntwo\\nthree\\n' > m.txt")
         _, ev = env.run_exec(sid, "printf 'one\\nTWO\\nthree\\n' > m.txt")
         d = diffs(ev)
-        tap.ok(len(d) == 1 and d[0]["change"] == "modified" and d[0]["path"] == "m.txt"
+        ok(len(d) == 1 and d[0]["change"] == "modified" and d[0]["path"] == "m.txt"
                and "-two\n+TWO\n" in d[0]["diff"] and d[0]["added"] == 1 and d[0]["removed"] == 1,
                "modified, with a unified diff", d)
         _, ev = env.run_exec(sid, "rm m.txt")
         d = diffs(ev)
-        tap.ok(len(d) == 1 and d[0]["change"] == "deleted" and d[0]["path"] == "m.txt", "deleted", d)
+        ok(len(d) == 1 and d[0]["change"] == "deleted" and d[0]["path"] == "m.txt", "deleted", d)
         env.sh(sid, "echo moving > r1.txt")
         _, ev = env.run_exec(sid, "mv r1.txt r2.txt")
         d = diffs(ev)
-        tap.ok(len(d) == 1 and d[0]["change"] == "renamed" and d[0]["old_path"] == "r1.txt"
+        ok(len(d) == 1 and d[0]["change"] == "renamed" and d[0]["old_path"] == "r1.txt"
                and d[0]["path"] == "r2.txt", "renamed: one event with old_path and path", d)
         _, ev = env.run_exec(sid, "head -c 49000 /dev/urandom | base64 > big.txt")
         d = diffs(ev)
         data = open(os.path.join(ws, "big.txt"), "rb").read()
-        tap.ok(len(d) == 1 and d[0].get("truncated") is True and d[0]["size"] == len(data) > 65536
+        ok(len(d) == 1 and d[0].get("truncated") is True and d[0]["size"] == len(data) > 65536
                and d[0].get("sha256") == hashlib.sha256(data).hexdigest() and "diff" not in d[0],
                "a file over 64 KiB: truncated, size, sha256, no diff", {k: v for k, v in (d[0] if d else {}).items()})
         _, ev = env.run_exec(sid, "printf '\\000\\001\\002binary\\000' > b.bin")
         d = diffs(ev)
         data = open(os.path.join(ws, "b.bin"), "rb").read()
-        tap.ok(len(d) == 1 and d[0].get("binary") is True and d[0]["size"] == len(data)
+        ok(len(d) == 1 and d[0].get("binary") is True and d[0]["size"] == len(data)
                and d[0].get("sha256") == hashlib.sha256(data).hexdigest() and "diff" not in d[0],
                "a binary file: binary, size, sha256, no diff", d)
 
     @tap.case("editor saves give exactly one event")
     def _():
         env.sh(sid, "printf 'v1\\n' > ed.txt")
-        _, ev = env.run_exec(sid, "printf 'v2\\n' > .ed.txt.swp && mv .ed.txt.swp ed.txt")
+        # As editors save (gedit/GIO, vim with writebackup): write a temp
+        # file, fsync, close, rename it over the target at once.
+        _, ev = env.run_exec(sid, "python3 -c \"import os; f=open('.ed.txt.tmp','w'); f.write('v2\\n'); "
+                                  "f.flush(); os.fsync(f.fileno()); f.close(); os.replace('.ed.txt.tmp','ed.txt')\"")
         d = diffs(ev)
-        tap.ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
-               and "-v1\n+v2\n" in d[0]["diff"], "write temp + rename over: one modified", d)
+        ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
+           and "-v1\n+v2\n" in d[0]["diff"], "write temp + rename over: one modified", d)
         _, ev = env.run_exec(sid, "python3 -c \"import time; f=open('ed.txt','r+'); f.truncate(0); f.flush(); "
                                   "time.sleep(0.02); f.write('v3\\n'); f.close()\"")
         d = diffs(ev)
-        tap.ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
+        ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
                and "-v2\n+v3\n" in d[0]["diff"], "truncate + rewrite (one open, a pause): one modified", d)
         _, ev = env.run_exec(sid, "printf 'v3\\n' > ed.txt")
         tap.eq(diffs(ev), [], "rewriting the same content: no event")
+        # A rename over an existing file in a later exec (not a burst): one
+        # event for the target, carrying the new content's hash.
+        env.sh(sid, "printf 'v4\\n' > .ed.swp")
+        _, ev = env.run_exec(sid, "mv .ed.swp ed.txt")
+        d = diffs(ev)
+        data = open(os.path.join(ws, "ed.txt"), "rb").read()
+        ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] in ("renamed", "modified")
+           and d[0]["sha256"] == hashlib.sha256(data).hexdigest(),
+           "mv of a known file over another: one event with the new content's hash", d)
 
     @tap.case("a new directory tree made at once")
     def _():
@@ -387,22 +410,22 @@ def run_tests(env: CapEnv) -> None:
             recs = env.spool_records(sid)
             after = env.spool_bytes(sid)
             mine = [f for _, f in recs if f["kind"] == "run_result" and f["payload"].get("cmd") == script]
-            tap.ok(p.returncode == 0 and after > before and len(mine) == 1,
+            ok(p.returncode == 0 and after > before and len(mine) == 1,
                    "when exec returns, its run_result is on disk in the spool (which grew)",
                    f"{before} -> {after}, {len(mine)}")
             fds = [f for _, f in recs if f["kind"] == "file_diff" and f["payload"].get("path") == "sp.txt"]
             tap.eq(len(fds), 1, "and its file_diff")
             last_act = [f for _, f in recs if f["kind"] == "activity"][-1]
-            tap.ok(last_act["payload"]["state"] == "idle" and last_act["payload"]["spooled"] > 0,
+            ok(last_act["payload"]["state"] == "idle" and last_act["payload"]["spooled"] > 0,
                    "activity carries the unacknowledged count (ingest stopped)", last_act)
-            tap.ok(not any(r["payload"].get("cmd") == script for r in env.rows(sid)),
+            ok(not any(r["payload"].get("cmd") == script for r in env.rows(sid)),
                    "not in the store while the ingest is stopped")
         finally:
             env.ingest.kill(signal.SIGCONT)
         t0 = time.monotonic()
         rows = env.wait_rows(sid, lambda r: any(x["kind"] == "run_result" and x["payload"]["cmd"] == script
                                                 for x in r), timeout=20)
-        tap.ok(any(x["kind"] == "run_result" and x["payload"]["cmd"] == script for x in rows),
+        ok(any(x["kind"] == "run_result" and x["payload"]["cmd"] == script for x in rows),
                f"the store has it after the ingest resumes ({time.monotonic() - t0:.2f} s)")
 
     @tap.case("limits: timeout and OOM")
@@ -410,14 +433,14 @@ def run_tests(env: CapEnv) -> None:
         p, ev = env.run_exec(sid, "sleep 5", "--timeout", "0.5")
         rr = [r["payload"] for r in ev if r["kind"] == "run_result"]
         lim = [r["payload"] for r in ev if r["kind"] == "limit"]
-        tap.ok(rr and rr[0]["timed_out"] is True, "run_result timed_out", rr)
-        tap.ok(len(lim) == 1 and lim[0]["what"] == "timeout" and lim[0]["cmd"] == "sleep 5",
+        ok(rr and rr[0]["timed_out"] is True, "run_result timed_out", rr)
+        ok(len(lim) == 1 and lim[0]["what"] == "timeout" and lim[0]["cmd"] == "sleep 5",
                "limit event what: timeout", lim)
         oom = env.create_captured("--memory", "64M")
         p, ev = env.run_exec(oom, "head -c 200000000 /dev/zero | tail > /dev/null")
         lim = [r["payload"] for r in ev if r["kind"] == "limit"]
         rr = [r["payload"] for r in ev if r["kind"] == "run_result"]
-        tap.ok(any(x["what"] == "memory" for x in lim) and rr and rr[0].get("oom_killed") is True,
+        ok(any(x["what"] == "memory" for x in lim) and rr and rr[0].get("oom_killed") is True,
                "limit event what: memory after an OOM kill", ev[-3:])
         env.destroy(oom)
 
@@ -429,13 +452,13 @@ def run_tests(env: CapEnv) -> None:
         rows = env.wait_rows(sid, lambda r: any(x["kind"] == "checkpoint" and x["payload"].get("label") == "mine"
                                                 for x in r))
         ev = [x["payload"] for x in rows if x["kind"] == "checkpoint" and x["payload"].get("label") == "mine"]
-        tap.ok(len(ev) == 1 and ev[0]["id"] == ck["id"] and ev[0]["files"] >= 1, "checkpoint event", ev)
+        ok(len(ev) == 1 and ev[0]["id"] == ck["id"] and ev[0]["files"] >= 1, "checkpoint event", ev)
         env.sh(sid, "echo changed > ck.txt; echo new > ck2.txt")
         p = env.run("rollback", sid, "--to", ck["id"], "--yes", "--json")
         tap.eq(p.returncode, 0, "rollback runs")
         rows = env.wait_rows(sid, lambda r: any(x["kind"] == "rollback" for x in r))
         rb = [x for x in rows if x["kind"] == "rollback"]
-        tap.ok(len(rb) == 1 and rb[0]["payload"]["to"] == ck["id"] and rb[0]["payload"]["restored"] is True
+        ok(len(rb) == 1 and rb[0]["payload"]["to"] == ck["id"] and rb[0]["payload"]["restored"] is True
                and {c["path"] for c in rb[0]["payload"]["changes"]} >= {"ck.txt", "ck2.txt"},
                "rollback event: to, restored, changes", rb)
         # the restore changes the workspace from outside: the watcher reports it
@@ -444,7 +467,7 @@ def run_tests(env: CapEnv) -> None:
                              >= {("ck.txt", "modified"), ("ck2.txt", "deleted")}, timeout=5)
         got = {(x["payload"].get("path"), x["payload"].get("change"))
                for x in rows if x["kind"] == "file_diff" and rb and x["seq"] > rb[0]["seq"] - 2}
-        tap.ok(got >= {("ck.txt", "modified"), ("ck2.txt", "deleted")},
+        ok(got >= {("ck.txt", "modified"), ("ck2.txt", "deleted")},
                "the rollback's own changes are reported as file_diff", got)
 
     @tap.case("session_abort")
@@ -453,7 +476,7 @@ def run_tests(env: CapEnv) -> None:
         tap.eq(p.returncode, 0, "abort runs")
         rows = env.wait_rows(sid, lambda r: any(x["kind"] == "session_abort" for x in r))
         sa = [x["payload"] for x in rows if x["kind"] == "session_abort"]
-        tap.ok(len(sa) == 1 and sa[0]["by"] == "operator" and "stop now" in sa[0]["reason"]
+        ok(len(sa) == 1 and sa[0]["by"] == "operator" and "stop now" in sa[0]["reason"]
                and sa[0]["proof"]["processes_left"] == 0 and "caps" in sa[0], "session_abort event", sa)
         env.run("resume", sid, check=True)
 
@@ -461,10 +484,10 @@ def run_tests(env: CapEnv) -> None:
     def _():
         r = env.destroy(sid, "--json")
         res = json.loads(r.stdout or b"{}")
-        tap.ok(r.returncode == 0 and res.get("events_undelivered") == 0,
+        ok(r.returncode == 0 and res.get("events_undelivered") == 0,
                "destroy delivers everything first (events_undelivered 0)", r.stdout + r.stderr)
         rows = env.rows(sid)
-        tap.ok(contiguous([x["seq"] for x in rows]), "the store holds seqs 0..N-1, no gap, no duplicate",
+        ok(contiguous([x["seq"] for x in rows]), "the store holds seqs 0..N-1, no gap, no duplicate",
                [x["seq"] for x in rows][-5:])
         tail = [(x["kind"], x["payload"].get("state")) for x in rows[-2:]]
         tap.eq(tail, [("sandbox", "destroyed"), ("activity", "stopped")],
@@ -481,9 +504,9 @@ def run_tests(env: CapEnv) -> None:
         for dp, dn, fn in os.walk(w2):
             found += [os.path.join(dp, x) for x in dn + fn]
         tap.eq(found, [], "the workspace stays empty on the host (the spool lives under the state dir)")
-        tap.ok(inside and "spool" not in inside[0] and "seg-" not in inside[0],
+        ok(inside and "spool" not in inside[0] and "seg-" not in inside[0],
                "inside the sandbox no spool is visible", inside)
-        tap.ok(os.path.isdir(env.sbdir(s2, "spool")), "the spool is under <state>/sb/<id>/spool")
+        ok(os.path.isdir(env.sbdir(s2, "spool")), "the spool is under <state>/sb/<id>/spool")
         env.destroy(s2)
 
     @tap.case("a sandbox without --task is not captured")
@@ -491,14 +514,14 @@ def run_tests(env: CapEnv) -> None:
         s3 = env.create()
         p = env.sh(s3, "echo shell-only > f.txt; cat f.txt")
         tap.eq(p.stdout, b"shell-only\n", "the pure-shell sandbox works")
-        tap.ok(not os.path.exists(env.sbdir(s3, "spool")), "no spool directory")
+        ok(not os.path.exists(env.sbdir(s3, "spool")), "no spool directory")
         meta = json.load(open(env.sbdir(s3, "meta.json")))
-        tap.ok(meta.get("ingest") is None and meta.get("task") is None, "no ingest, no task in its record", meta)
+        ok(meta.get("ingest") is None and meta.get("task") is None, "no ingest, no task in its record", meta)
         env.destroy(s3)
         time.sleep(0.3)
         tap.eq(env.count_all(s3), 0, "no event at all in the store")
         sbs = env.ingest.http("/v1/sandboxes")["sandboxes"]
-        tap.ok(not any(s.get("sandbox") == s3 for s in sbs), "the ingest never heard of it", sbs)
+        ok(not any(s.get("sandbox") == s3 for s in sbs), "the ingest never heard of it", sbs)
 
 
 if __name__ == "__main__":
