@@ -86,7 +86,7 @@ static const char put_sql[] =
     " ON CONFLICT DO NOTHING;"
     "SELECT 1 FROM sg_streams WHERE (learner, task, sandbox) IN"
     " (SELECT learner, task, sandbox FROM sg_batch)"
-    " ORDER BY learner, task, sandbox FOR UPDATE;"
+    " ORDER BY learner, task, sandbox;"
     /* The island of seqs starting at contiguous + 1 is where
      * seq - row_number() stays equal to contiguous. */
     "UPDATE sg_streams st SET contiguous = w.hi FROM ("
