@@ -76,7 +76,7 @@ static const char session_sql[] =
     " ts text, received text, payload text) ON COMMIT DELETE ROWS;";
 
 static const char put_sql[] =
-    "SELECT 1;"
+    "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ");"
     /* Key order (then batch order: the first of two duplicates wins). */
     "INSERT INTO sg_events (learner, task, sandbox, seq, kind, ts, received, payload)"
     " SELECT learner, task, sandbox, seq, kind, ts, received, payload FROM sg_batch"
@@ -86,7 +86,7 @@ static const char put_sql[] =
     " ON CONFLICT DO NOTHING;"
     "SELECT 1 FROM sg_streams WHERE (learner, task, sandbox) IN"
     " (SELECT learner, task, sandbox FROM sg_batch)"
-    " ORDER BY learner, task, sandbox;"
+    " ORDER BY learner, task, sandbox FOR UPDATE;"
     /* The island of seqs starting at contiguous + 1 is where
      * seq - row_number() stays equal to contiguous. */
     "UPDATE sg_streams st SET contiguous = w.hi FROM ("

@@ -1224,6 +1224,19 @@ static int listen_seqpacket(const char *path, int backlog, sg_err *err)
 
 /* ---- sandbox start and destroy ---------------------------------------------------- */
 
+/* Connects to the sandbox init's socket (init serves one supervisor). */
+static int connect_init(sup *s, sg_err *err)
+{
+    sg_autofree char *path = sg_state_sandbox_path(s->meta.id, "init.sock");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        return sg_err_sys(err, "cannot connect to the sandbox's init");
+    s->init_fd = sg_steal_fd(&fd);
+    return 0;
+}
+
 static int start_init(sup *s, sg_err *err)
 {
     sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
@@ -1308,16 +1321,7 @@ static int start_init(sup *s, sg_err *err)
                                               : "the sandbox's init died during setup");
     }
     /* Connect like any (re)started supervisor would. */
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, init_sock, strlen(init_sock) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return sg_err_sys(err, "cannot connect to the sandbox's init");
-    }
-    s->init_fd = fd;
-    return 0;
+    return connect_init(s, err);
 }
 
 static void stop_loop_handles(sup *s)
@@ -1421,16 +1425,8 @@ static int adopt_init(sup *s, sg_err *err)
     if (!sg_state_pid_alive(s->meta.init_pid))
         return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
     s->init_pid = s->meta.init_pid;
-    sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, init_sock, strlen(init_sock) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return sg_err_sys(err, "cannot connect to the sandbox's init");
-    }
-    s->init_fd = fd;
+    if (connect_init(s, err) < 0)
+        return -1;
     sg_autostrv char **leaves = s->cg ? sg_cgroup_leaves(s->cg, err) : NULL;
     for (char **l = leaves; l && *l; l++) {
         leaf_track(s, *l);

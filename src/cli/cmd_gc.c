@@ -16,6 +16,17 @@
 #include "state.h"
 #include "util.h"
 
+static void gc_one(const char *id, int *removed, int *failures)
+{
+    sg_err err = {0};
+    if (sg_cli_cleanup_dead(id, true, &err) < 0) {
+        fprintf(stderr, "sandglass gc: %s\n", err.msg);
+        (*failures)++;
+    } else {
+        (*removed)++;
+    }
+}
+
 int sg_cmd_gc(int argc, char **argv)
 {
     bool orphans = false;
@@ -49,14 +60,8 @@ int sg_cmd_gc(int argc, char **argv)
             }
             sg_sandbox_meta_clear(&m);
         }
-        if (!dead)
-            continue;
-        if (sg_cli_cleanup_dead(*p, true, &err) < 0) {
-            fprintf(stderr, "sandglass gc: %s\n", err.msg);
-            failures++;
-        } else {
-            removed++;
-        }
+        if (dead)
+            gc_one(*p, &removed, &failures);
     }
     /* Cgroups with no state directory: a sandbox whose state was lost. Only
      * on request: another state directory's sandboxes look the same. */
@@ -64,14 +69,8 @@ int sg_cmd_gc(int argc, char **argv)
     for (char **p = cgs; p && *p; p++) {
         sg_autofree char *dir = sg_state_sandbox_path(*p, NULL);
         struct stat st;
-        if (stat(dir, &st) == 0)
-            continue;
-        if (sg_cli_cleanup_dead(*p, true, &err) < 0) {
-            fprintf(stderr, "sandglass gc: %s\n", err.msg);
-            failures++;
-        } else {
-            removed++;
-        }
+        if (stat(dir, &st) != 0)
+            gc_one(*p, &removed, &failures);
     }
     printf("gc: removed %d, failed %d\n", removed, failures);
     return failures ? 1 : 0;
