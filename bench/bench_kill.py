@@ -126,10 +126,12 @@ class Sandbox:
 
     def leaves_unpopulated(self) -> bool:
         for e in os.scandir(self.cg):
-            if e.is_dir() and os.path.exists(os.path.join(e.path, "cgroup.events")):
+            try:
                 with open(os.path.join(e.path, "cgroup.events")) as f:
                     if "populated 1" in f.read():
                         return False
+            except OSError:  # not a directory, or a leaf removed meanwhile
+                pass
         return True
 
     def start(self, argv: list[str]) -> subprocess.Popen:

@@ -27,12 +27,11 @@ run_suite() { # dir, label
     > "$dir/test-output.txt" 2>&1
   local log="$dir/meson-logs/testlog.json"
   if [ -f "$log" ]; then
-    local p f
-    p=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["result"] in ("OK","EXPECTEDFAIL","SKIP")))' "$log")
-    f=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["result"] not in ("OK","EXPECTEDFAIL","SKIP")))' "$log")
-    python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    j=json.loads(l); print(f"  [{sys.argv[2]}] {j[\"result\"]:<8} {j[\"name\"]} ({j[\"duration\"]:.1f}s)")' "$log" "$label"
+    local out counts p f
+    out=$(python3 scripts/testlog.py "$log" "$label")
+    counts=$(printf '%s\n' "$out" | tail -1)
+    printf '%s\n' "$out" | sed '$d'
+    p=${counts% *}; f=${counts#* }
     if [ "$f" != 0 ]; then
       grep -E '^(not ok|#)' "$dir/meson-logs/testlog.txt" | head -80
     fi

@@ -28,7 +28,9 @@ struct sg_capture {
     bool dirty;
     bool closed;
     int running;       /* execs in flight, for the heartbeat's state */
-    uint64_t lost_reported;
+    /* Capture lost to a full disk, kept until its report is on disk: a
+     * report that cannot be written itself must not swallow the count. */
+    sg_spool_loss loss;
 };
 
 /* The last SG_OUTPUT_CAPTURE_MAX bytes of a stream. */
@@ -60,23 +62,74 @@ static void log_line(const char *fmt, ...)
     va_end(ap);
 }
 
-void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
+/* Appends one event; -1 when the spool could not take it. */
+static int emit(sg_capture *c, const char *kind, json_t *payload)
 {
     if (!c || c->closed) {
         json_decref(payload);
-        return;
+        return -1;
     }
     int64_t seq = sg_spool_next_seq(c->spool);
     sg_autojson json_t *frame = sg_event_frame(seq, kind, payload, NULL, c->id);
     if (!frame) {
         log_line("cannot build a %s event", kind);
-        return;
+        return -1;
     }
+    c->unsynced = true;
     sg_autofree char *line = sg_json_dump(frame);
     sg_err err = {0};
-    if (!line || sg_spool_append(c->spool, seq, line, strlen(line), &err) < 0)
+    if (!line || sg_spool_append(c->spool, seq, line, strlen(line), &err) < 0) {
         log_line("spool append of seq %lld failed: %s", (long long)seq, line ? err.msg : "out of memory");
-    c->unsynced = true;
+        return -1;
+    }
+    return 0;
+}
+
+void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
+{
+    emit(c, kind, payload);
+}
+
+static void loss_merge(sg_spool_loss *into, const sg_spool_loss *l)
+{
+    if (!l->count)
+        return;
+    if (!into->count) {
+        *into = *l;
+        return;
+    }
+    into->count += l->count;
+    if (l->first_seq < into->first_seq)
+        into->first_seq = l->first_seq;
+    if (l->last_seq > into->last_seq)
+        into->last_seq = l->last_seq;
+}
+
+/* After a good sync: reports the capture lost so far, once. If the report
+ * cannot be made durable (the disk is still full) the count is kept for
+ * the next sync, and the failed report is not itself counted as a loss. */
+static void report_loss(sg_capture *c)
+{
+    sg_spool_loss l;
+    if (sg_spool_take_loss(c->spool, &l))
+        loss_merge(&c->loss, &l);
+    if (!c->loss.count)
+        return;
+    sg_err err = {0};
+    int r = emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
+        "what", "capture_lost", "count", (json_int_t)c->loss.count,
+        "first_seq", (json_int_t)c->loss.first_seq, "last_seq", (json_int_t)c->loss.last_seq,
+        "error", strerror(c->loss.err)));
+    if (r == 0 && sg_spool_sync(c->spool, &err) < 0) {
+        log_line("spool sync failed: %s", err.msg);
+        r = -1;
+    }
+    c->unsynced = false;
+    if (r < 0) {
+        sg_spool_take_loss(c->spool, &l); /* only the report itself */
+        return;
+    }
+    memset(&c->loss, 0, sizeof c->loss);
 }
 
 void sg_capture_sync(sg_capture *c)
@@ -89,17 +142,7 @@ void sg_capture_sync(sg_capture *c)
         log_line("spool sync failed: %s", err.msg);
         return;
     }
-    sg_spool_loss loss;
-    if (sg_spool_take_loss(c->spool, &loss) && loss.count) {
-        /* Space is back: say what the capture lost, once. */
-        sg_capture_emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
-            "what", "capture_lost", "count", (json_int_t)loss.count,
-            "first_seq", (json_int_t)loss.first_seq, "last_seq", (json_int_t)loss.last_seq,
-            "error", strerror(loss.err)));
-        if (sg_spool_sync(c->spool, &err) < 0)
-            log_line("spool sync failed: %s", err.msg);
-        c->unsynced = false;
-    }
+    report_loss(c);
     sg_uplink_notify(c->uplink);
 }
 

@@ -150,6 +150,12 @@ static int exec_all(pg_store *s, const char *sql, const char *what, int count_id
     return r;
 }
 
+static void quiet_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
 /* A fresh connection with its session state (temp table). */
 static int pg_connect(pg_store *s, sg_err *err)
 {
@@ -164,6 +170,7 @@ static int pg_connect(pg_store *s, sg_err *err)
         return sg_err_set(err, ENOMEM, "%s: connect: out of memory", s->where);
     if (PQstatus(s->conn) != CONNECTION_OK)
         return pg_fail(s, err, "connect", NULL);
+    PQsetNoticeProcessor(s->conn, quiet_notice, NULL); /* a store never prints */
     pg_autoclear PGresult *r = PQexec(s->conn, "SET client_min_messages = warning");
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         return pg_fail(s, err, "connect", PQresultErrorMessage(r));

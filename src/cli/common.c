@@ -22,24 +22,31 @@
 
 #define CREATE_READY_TIMEOUT_MS 30000
 
+/* Copies a candidate path into buf if it fits and is executable. */
+static int daemon_candidate(char *buf, size_t len, const char *dir, const char *rel)
+{
+    sg_autofree char *p = sg_strdup_printf("%s%s", dir, rel);
+    size_t l = strlen(p);
+    if (l >= len || access(p, X_OK) != 0)
+        return -1;
+    memcpy(buf, p, l + 1);
+    return 0;
+}
+
 int sg_cli_daemon_path(char *buf, size_t len)
 {
     const char *env = getenv("SANDGLASSD");
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-        return 0;
-    }
+    if (env && *env)
+        return daemon_candidate(buf, len, env, "");
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n < 0)
         return -1;
     self[n] = '\0';
-    char *dir = dirname(self);
-    snprintf(buf, len, "%s/sandglassd", dir);
-    if (access(buf, X_OK) == 0)
+    const char *dir = dirname(self);
+    if (daemon_candidate(buf, len, dir, "/sandglassd") == 0)
         return 0;
-    snprintf(buf, len, "%s/../libexec/sandglassd", dir);
-    return access(buf, X_OK) == 0 ? 0 : -1;
+    return daemon_candidate(buf, len, dir, "/../libexec/sandglassd");
 }
 
 int sg_cli_fail(const char *cmd, const char *msg)
