@@ -10,11 +10,18 @@
  *              (i.e. committed durably).
  *
  * usage: bench_ingest SANDGLASSD [EVENTS [CONNS]]   (default 200000 32)
- * Writes bench/results/ingest.json (or $SG_BENCH_OUT). Not a test. */
+ * Writes bench/results/ingest.json (or $SG_BENCH_OUT). Not a test.
+ *
+ * PostgreSQL mode (bench/bench_ingest_pg.sh): with SG_BENCH_PG=postgresql://...
+ * the ingest runs with --store on that server, and ceiling 2 is a raw
+ * batched INSERT (1000-row multi-VALUES statements, one per transaction,
+ * ON CONFLICT DO NOTHING) into the same server; results go to
+ * bench/results/ingest_pg.json. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -187,7 +194,88 @@ static double bench_sqlite(frame *f, size_t n, const char *dir)
     return rate;
 }
 
+/* ---- ceiling 2 (PostgreSQL mode): raw batched INSERT into the same server */
+static double bench_pg(frame *f, size_t n, const char *url)
+{
+    PGconn *db = PQconnectdb(url);
+    if (PQstatus(db) != CONNECTION_OK) {
+        fprintf(stderr, "postgresql: %s", PQerrorMessage(db));
+        exit(1);
+    }
+    PGresult *r = PQexec(db, "SET client_min_messages = warning; DROP TABLE IF EXISTS bench_raw;"
+                             "CREATE TABLE bench_raw (id bigint GENERATED ALWAYS AS IDENTITY"
+                             " PRIMARY KEY, learner text NOT NULL, task text NOT NULL,"
+                             " sandbox text NOT NULL, seq bigint NOT NULL, kind text NOT NULL,"
+                             " ts text NOT NULL, received text NOT NULL, payload text NOT NULL,"
+                             " UNIQUE (learner, task, sandbox, seq))");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        fprintf(stderr, "postgresql: %s", PQresultErrorMessage(r));
+        exit(1);
+    }
+    PQclear(r);
+    char **payload = calloc(n, sizeof *payload), **sb = calloc(n, sizeof *sb),
+         **seq = calloc(n, sizeof *seq);
+    const char **kind = calloc(n, sizeof *kind);
+    for (size_t i = 0; i < n; i++) {
+        json_t *j = json_loadb(f[i].text, f[i].len, 0, NULL);
+        payload[i] = json_dumps(json_object_get(j, "payload"), JSON_COMPACT);
+        kind[i] = strstr(f[i].text, "\"command\"") ? "command" : "stdout";
+        json_decref(j);
+        sb[i] = malloc(32);
+        snprintf(sb[i], 32, "bench%03d", f[i].conn);
+        seq[i] = malloc(24);
+        snprintf(seq[i], 24, "%lld", (long long)f[i].seq);
+    }
+    enum { B = 1000 };
+    size_t sqlcap = 64 + (size_t)B * 64;
+    char *sql = malloc(sqlcap);
+    const char **params = calloc((size_t)B * 8, sizeof *params);
+    char (*recv_ts)[40] = calloc(B, sizeof *recv_ts);
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i += B) {
+        size_t m = n - i < B ? n - i : B;
+        size_t off = (size_t)snprintf(sql, sqlcap, "INSERT INTO bench_raw (learner, task,"
+                                      " sandbox, seq, kind, ts, received, payload) VALUES ");
+        for (size_t k = 0; k < m; k++) {
+            size_t p = k * 8;
+            off += (size_t)snprintf(sql + off, sqlcap - off,
+                                    "%s($%zu,$%zu,$%zu,$%zu::bigint,$%zu,$%zu,$%zu,$%zu)",
+                                    k ? "," : "", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6,
+                                    p + 7, p + 8);
+            sg_now_iso8601(recv_ts[k], sizeof recv_ts[k]);
+            const char *v[8] = {"learner", "task", sb[i + k], seq[i + k], kind[i + k],
+                                "2026-11-29T17:00:00.123456+00:00", recv_ts[k], payload[i + k]};
+            memcpy(&params[p], v, sizeof v);
+        }
+        snprintf(sql + off, sqlcap - off, " ON CONFLICT DO NOTHING");
+        /* One statement is one transaction: committed (fsync) on return. */
+        r = PQexecParams(db, sql, (int)(m * 8), NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            fprintf(stderr, "postgresql insert: %s", PQresultErrorMessage(r));
+            exit(1);
+        }
+        PQclear(r);
+    }
+    double rate = (double)n / (now_s() - t0);
+    PQclear(PQexec(db, "DROP TABLE bench_raw"));
+    PQfinish(db);
+    for (size_t i = 0; i < n; i++) {
+        free(payload[i]);
+        free(sb[i]);
+        free(seq[i]);
+    }
+    free(payload);
+    free(sb);
+    free(seq);
+    free(kind);
+    free(sql);
+    free(params);
+    free(recv_ts);
+    return rate;
+}
+
 /* ---- 3: the real ingest */
+static const char *bench_store; /* --store for the ingest; NULL: its SQLite default */
 
 static void append_masked(bconn *c, const char *text, size_t len)
 {
@@ -287,7 +375,11 @@ static double bench_ingest(frame *f, size_t n, int conns, const char *bin, const
         dup2(pipefd[1], 1);
         close(pipefd[0]);
         setenv("SANDGLASS_STATE_DIR", dir, 1);
-        execl(bin, bin, "ingest", "--listen", "127.0.0.1:0", (char *)NULL);
+        if (bench_store)
+            execl(bin, bin, "ingest", "--listen", "127.0.0.1:0", "--store", bench_store,
+                  (char *)NULL);
+        else
+            execl(bin, bin, "ingest", "--listen", "127.0.0.1:0", (char *)NULL);
         _exit(127);
     }
     close(pipefd[1]);
@@ -422,28 +514,36 @@ int main(int argc, char **argv)
 
     double parse = bench_parse(f, n);
     printf("ceiling  jansson strict parse      %10.0f events/s\n", parse);
-    double sql = bench_sqlite(f, n, dir);
-    printf("ceiling  sqlite batched insert     %10.0f events/s (synchronous=FULL, 1000/txn)\n", sql);
+    bench_store = getenv("SG_BENCH_PG");
+    const char *db = bench_store ? "postgresql" : "sqlite";
+    double sql = bench_store ? bench_pg(f, n, bench_store) : bench_sqlite(f, n, dir);
+    if (bench_store)
+        printf("ceiling  postgresql batched insert %10.0f events/s (1000-row INSERT per txn)\n", sql);
+    else
+        printf("ceiling  sqlite batched insert     %10.0f events/s (synchronous=FULL, 1000/txn)\n", sql);
     uint64_t cpu_ms = 0;
     double t0 = now_s();
     double ing = bench_ingest(f, n, conns, argv[1], dir, &cpu_ms);
     double wall = now_s() - t0;
     double lower = parse < sql ? parse : sql;
-    printf("ingest   %d connections -> SQLite %10.0f events/s (all acked)\n", conns, ing);
+    printf("ingest   %d connections -> %s %10.0f events/s (all acked)\n", conns, db, ing);
     printf("ratio    ingest / parse  = %.2f\n", ing / parse);
-    printf("ratio    ingest / sqlite = %.2f\n", ing / sql);
+    printf("ratio    ingest / %s = %.2f\n", db, ing / sql);
     printf("ratio    ingest / lower ceiling = %.2f (target >= 0.70): %s\n", ing / lower,
            ing / lower >= 0.70 ? "met" : "NOT met");
     printf("ingest process CPU: %.2f s over %.2f s of bench wall time (%.0f%% of one core)\n",
            (double)cpu_ms / 1000, wall, (double)cpu_ms / 10 / wall);
 
-    const char *outp = getenv("SG_BENCH_OUT") ? getenv("SG_BENCH_OUT") : "bench/results/ingest.json";
+    const char *outp = getenv("SG_BENCH_OUT")  ? getenv("SG_BENCH_OUT")
+                       : bench_store           ? "bench/results/ingest_pg.json"
+                                               : "bench/results/ingest.json";
     json_t *res = json_pack(
-        "{s:s, s:I, s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:I}", "bench", "ingest",
-        "events", (json_int_t)n, "connections", conns, "mean_frame_bytes",
-        (json_int_t)(total / n), "parse_events_per_s", parse, "sqlite_events_per_s", sql,
-        "ingest_events_per_s", ing, "ratio_ingest_parse", ing / parse, "ratio_ingest_sqlite",
-        ing / sql, "ratio_ingest_lower_ceiling", ing / lower, "target_met", ing / lower >= 0.70,
+        "{s:s, s:I, s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:I}", "bench",
+        bench_store ? "ingest_pg" : "ingest", "events", (json_int_t)n, "connections", conns,
+        "mean_frame_bytes", (json_int_t)(total / n), "parse_events_per_s", parse,
+        bench_store ? "pg_insert_events_per_s" : "sqlite_events_per_s", sql,
+        "ingest_events_per_s", ing, "ratio_ingest_parse", ing / parse,
+        bench_store ? "ratio_ingest_pg_insert" : "ratio_ingest_sqlite", ing / sql, "ratio_ingest_lower_ceiling", ing / lower, "target_met", ing / lower >= 0.70,
         "ingest_cpu_ms", (json_int_t)cpu_ms);
     char when[64];
     sg_now_iso8601(when, sizeof when);

@@ -244,7 +244,9 @@ def main() -> int:
 
         # ---- 2. end of a command -> run_result committed
         ours_r, orig_r = [], []
-        stamp = "python3 -S -c 'import time; print(repr(time.monotonic()))'"
+        # the command's last act: print the time and _exit (no interpreter
+        # teardown between the stamp and the end)
+        stamp = "exec python3 -S -c 'import os, time; print(repr(time.monotonic()), flush=True); os._exit(0)'"
         for i in range(a.samples):
             cmd = f": r{i}; {stamp}"
             p = subprocess.Popen([os.environ["SANDGLASS_BIN"], "exec", sid, "--", "/bin/sh", "-c", cmd],

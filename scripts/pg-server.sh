@@ -46,6 +46,11 @@ case "$cmd" in
 start)
   mkdir -p "$dir"
   chmod o+x "$dir"
+  # The server user must reach DIR: say so rather than fail deep in initdb.
+  if [ "$owner" != "$(id -un)" ] && ! runuser -u "$owner" -- test -x "$dir"; then
+    echo "pg-server: user $owner cannot reach $dir: make its parent directories traversable (chmod o+x)" >&2
+    exit 1
+  fi
   if [ ! -f "$data/PG_VERSION" ]; then
     mkdir -p "$data" "$sock"
     chown "$owner" "$data" "$sock"

@@ -58,7 +58,7 @@ fi
 # each; a crash or a sanitizer report fails it.
 if CC=clang build build-fuzz -Dfuzz=true; then
   for f in build-fuzz/fuzz/fuzz_*; do
-    [ -x "$f" ] || continue
+    [ -f "$f" ] && [ -x "$f" ] || continue
     name=$(basename "$f")
     mkdir -p "build-fuzz/corpus-$name"
     if "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1; then

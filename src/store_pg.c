@@ -101,16 +101,21 @@ static const char put_sql[] =
     " AND w.hi IS NOT NULL;"
     "COMMIT;";
 
-/* The server's message on one line, without libpq's trailing newline. */
+/* libpq's message on one line: its newlines and tabs become single spaces. */
 static void pg_msg(const char *m, char *out, size_t len)
 {
-    snprintf(out, len, "%s", m && *m ? m : "unknown error");
-    for (char *p = out; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    size_t n = strlen(out);
+    if (!m || !*m)
+        m = "unknown error";
+    size_t n = 0;
+    for (; *m && n + 1 < len; m++) {
+        char c = (*m == '\n' || *m == '\r' || *m == '\t') ? ' ' : *m;
+        if (c == ' ' && (n == 0 || out[n - 1] == ' '))
+            continue;
+        out[n++] = c;
+    }
     while (n > 0 && out[n - 1] == ' ')
-        out[--n] = '\0';
+        n--;
+    out[n] = '\0';
 }
 
 static int pg_fail(pg_store *s, sg_err *err, const char *what, const char *msg)

@@ -536,9 +536,13 @@ static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
 static json_t *changes_json(sg_checkpoint_change *ch, size_t n)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s}", "path", ch[i].path,
+    for (size_t i = 0; i < n; i++) {
+        /* A file name need not be UTF-8, and json_pack drops what is not:
+         * show such a path with U+FFFD rather than hide it from the plan. */
+        sg_autofree char *path = sg_utf8_sanitize(ch[i].path, strlen(ch[i].path), NULL);
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "path", path ? path : "?",
                                              "change", sg_checkpoint_change_kind_name(ch[i].kind)));
+    }
     return arr;
 }
 

@@ -138,12 +138,14 @@ def _():
         printf 'log line\n' > app.log && mkdir build && printf 'obj\n' > build/out.o
         printf 'to delete\n' > gone.txt && mkdir gonedir && printf 'y\n' > gonedir/y
         dd if=/dev/urandom of=bin.dat bs=1k count=64 2>/dev/null
+        printf x > "$(printf 'bad\377name')" && printf y > "$(printf 'new\nline')"
+        printf s > suid && chmod 4750 suid
     """)
     cp = json.loads(env.run("checkpoint", sid, "--label", "golden", "--json", check=True).stdout)
     tap.ok(len(cp["id"]) == 40 and cp["label"] == "golden", "a manual checkpoint returns its id and label",
            json.dumps(cp))
     before = snapshot(root)
-    tap.ok(before["private.txt"][1] == 0o600 and before["run.sh"][1] == 0o755
+    tap.ok(before["private.txt"][1] == 0o600 and before["run.sh"][1] == 0o755 and before["suid"][1] == 0o4750
            and before["closed"][1] == 0o700 and before["empty2"][1] == 0o711,
            "the modes were set up as intended", repr(before))
     tap.ok(all(v[2] == meta(sid)["uid"] for v in before.values()), "everything belongs to the sandbox user")
@@ -164,6 +166,8 @@ def _():
         ln -s /nowhere newlink && mkfifo fifo
         dd if=/dev/urandom of=bin.dat bs=1k count=1 seek=7 conv=notrunc 2>/dev/null
         printf 'gitignore changed\n' >> .gitignore
+        rm bad*name new?line && printf z > "$(printf 'n\377ew')" && chmod 0755 suid
+        chmod 0750 /workspace
     """)
     changed = snapshot(root)
     tap.ok(changed != before, "the shell changed the workspace", "")
@@ -177,7 +181,10 @@ def _():
     want = {"plain.txt": "modified", "created.txt": "created", "gone.txt": "deleted", "gonedir": "deleted",
             "empty": "deleted", "app.log": "deleted", "new.log": "created", "private.txt": "modified",
             "run.sh": "mode", "closed": "mode", "link": "modified", "dangling": "type",
-            "dirlink": "type", "newdir": "created", "fifo": "created"}
+            "dirlink": "type", "newdir": "created", "fifo": "created",
+            # names that are not UTF-8 are shown with U+FFFD, never left out
+            ".": "mode", "bad\ufffdname": "deleted", "n\ufffdew": "created", "new\nline": "deleted",
+            "suid": "mode"}
     wrong = {k: (paths.get(k), v) for k, v in want.items() if paths.get(k) != v}
     tap.ok(not wrong, "the plan lists each change with its kind", f"(got, want): {wrong!r}\n{p.stdout.decode()}")
     after = snapshot(root)
@@ -278,6 +285,7 @@ def _():
     cp = env.run("checkpoint", sid, check=True).stdout.decode().strip()
     sh(sid, "echo new > /workspace/f && echo x > /workspace/extra")
     changed = snapshot(root)
+    cp = cp[:12]  # the id as the `checkpoints` table shows it
     p = rollback(sid, "--to", cp, input=b"y\n")
     err = p.stderr.decode()
     tap.ok(p.returncode != 0 and "not a terminal" in err and "--yes" in err and err.count("\n") == 1,

@@ -24,7 +24,6 @@
 #include "util.h"
 
 static struct {
-    bool have;            /* server started */
     char dir[64];
     int port;
     char script[512];
@@ -75,22 +74,25 @@ static int pg_server(const char *verb, char *out, size_t out_len)
     return rc == 0 ? 0 : -1;
 }
 
-static int group_setup(void **state)
+/* Whether pg-server.sh can run a server here. */
+static bool server_available(void)
 {
-    (void)state;
     const char *s = getenv("SG_PG_SERVER");
     snprintf(g.script, sizeof g.script, "%s", s ? s : "scripts/pg-server.sh");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "bash '%s' have", g.script);
-    if (access(g.script, R_OK) != 0 || system(cmd) != 0)
-        return 0; /* every test skips */
+    return access(g.script, R_OK) == 0 && system(cmd) == 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
     snprintf(g.dir, sizeof g.dir, "/tmp/sg-test-pg-XXXXXX");
     if (!mkdtemp(g.dir))
         return -1;
     g.port = free_port();
     if (pg_server("start", g.admin_url, sizeof g.admin_url) < 0)
         return -1;
-    g.have = true;
     return 0;
 }
 
@@ -127,8 +129,6 @@ static void new_db(char *url, size_t len)
 
 static int setup(void **state)
 {
-    if (!g.have)
-        return 0;
     fixture *f = calloc(1, sizeof *f);
     new_db(f->url, sizeof f->url);
     sg_err err = {0};
@@ -151,12 +151,6 @@ static int teardown(void **state)
     }
     return 0;
 }
-
-#define NEED_PG()                                                                      \
-    do {                                                                               \
-        if (!g.have)                                                                   \
-            skip();                                                                    \
-    } while (0)
 
 static sg_store_row row(const char *sb, int64_t seq, const char *payload)
 {
@@ -185,7 +179,6 @@ static void put_ok(sg_store *s, const sg_store_row *rows, size_t n, size_t *ins)
 
 static void test_put_dedup_order(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     sg_store_row rows[] = {row("sb", 2, "{\"cmd\":\"c\"}"), row("sb", 0, "{\"cmd\":\"a\"}"),
@@ -221,7 +214,6 @@ static void test_put_dedup_order(void **state)
 /* The payload is kept byte for byte, COPY's special characters included. */
 static void test_payload_byte_exact(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     static const char payload[] =
         "{ \"data\" : \"tab\\there\\nnl \\\\ back\\u0001\",\t\"raw\":\"a\\tb\",\n"
@@ -258,7 +250,6 @@ static void test_payload_byte_exact(void **state)
 
 static void test_contiguous_gaps(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     assert_int_equal(contiguous(f->s, "g"), -1);
@@ -302,7 +293,6 @@ static void test_contiguous_gaps(void **state)
 
 static void test_query_filters(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     sg_store_row rows[50];
@@ -328,7 +318,6 @@ static void test_query_filters(void **state)
 
 static void test_reopen_keeps_data(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     sg_store_row rows[] = {row("r", 0, "{\"k\":1}"), row("r", 1, "{\"k\":2}")};
@@ -394,7 +383,6 @@ static void *writer(void *p)
 
 static void test_two_writers_one_stream(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     writer_arg args[2] = {{.url = f->url, .which = 0, .last_wm = -1},
@@ -471,7 +459,6 @@ static void *racer(void *p)
 
 static void test_two_writers_race(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     pthread_barrier_t bar;
@@ -518,7 +505,6 @@ static void *opener(void *p)
 
 static void test_concurrent_open(void **state)
 {
-    NEED_PG();
     (void)state;
     char url[160];
     new_db(url, sizeof url);
@@ -556,7 +542,6 @@ static void test_unreachable_server(void **state)
 
 static void test_server_killed_then_back(void **state)
 {
-    NEED_PG();
     fixture *f = *state;
     sg_err err = {0};
     sg_store_row a[] = {row("k", 0, "{}"), row("k", 1, "{}")};
@@ -610,5 +595,11 @@ int main(void)
         cmocka_unit_test(test_unreachable_server),
         cmocka_unit_test_setup_teardown(test_server_killed_then_back, setup, teardown),
     };
+    if (!server_available()) {
+        /* cmocka's skip() prints "not ok # SKIP", which TAP readers count
+         * as a failure: skip the whole file instead. */
+        printf("1..0 # SKIP PostgreSQL server binaries not installed\n");
+        return 0;
+    }
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Two real `sandglassd ingest --store postgresql://...` nodes sharing one
+PostgreSQL database (a throwaway cluster made by scripts/pg-server.sh).
+
+A client streams half its events to node A, moves to node B and replays
+from B's ack: every event stored exactly once, in order, acks only after
+commit, both nodes see everything. Then both nodes take the same stream at
+once, and the database goes away and comes back under a running node.
+Skips (TAP) when the PostgreSQL server binaries are not installed."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_ingest import Ingest, check, connect, token  # noqa: E402
+import test_ingest  # noqa: E402
+
+ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PG = os.path.join(ROOT, "scripts", "pg-server.sh")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pg(verb, d, port):
+    p = subprocess.run(["bash", PG, verb, d, str(port)], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"pg-server.sh {verb}: {p.stdout}{p.stderr}")
+    return p.stdout.strip()
+
+
+def all_events(ing, sandbox):
+    seqs, after = [], -1
+    while True:
+        page = ing.events(sandbox, after_seq=after)
+        if not page:
+            return seqs
+        seqs += [e["seq"] for e in page]
+        after = page[-1]["seq"]
+
+
+def committed_range(ing, sandbox, lo, hi):
+    """True if seqs lo..hi are all readable (committed) through ing."""
+    after, want = lo - 1, lo
+    while want <= hi:
+        page = ing.events(sandbox, after_seq=after)
+        got = [e["seq"] for e in page if e["seq"] <= hi]
+        if not got or got != list(range(want, want + len(got))):
+            return False
+        want += len(got)
+        after = got[-1]
+    return True
+
+
+class AckReader:
+    """Collects a connection's acks on a thread; checks each one against the
+    database through the other node the moment it arrives."""
+
+    def __init__(self, ws, verify=None, sandbox=None):
+        self.ws, self.verify, self.sandbox = ws, verify, sandbox
+        self.acks, self.bad = [], []
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=self.run, daemon=True)
+        self.th.start()
+
+    def run(self):
+        import json
+        while not self.stop.is_set():
+            try:
+                op, p = self.ws.recv(0.2)
+            except TimeoutError:
+                continue
+            except (ConnectionError, OSError, ValueError):
+                return
+            if op == 0x8:
+                return
+            if op == 0x1:
+                a = json.loads(p)["ack"]
+                prev = self.acks[-1] if self.acks else -1
+                self.acks.append(a)
+                # What this ack adds must already be committed.
+                if self.verify and a > prev and \
+                        not committed_range(self.verify, self.sandbox, prev + 1, a):
+                    self.bad.append(a)
+
+    def last(self):
+        return self.acks[-1] if self.acks else None
+
+    def wait(self, want, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.acks and self.acks[-1] >= want:
+                return True
+            time.sleep(0.01)
+        return False
+
+    def close(self):
+        self.stop.set()
+        self.ws.close()
+        self.th.join(timeout=2)
+
+
+def main():
+    if subprocess.run(["bash", PG, "have"]).returncode != 0:
+        print("1..0 # SKIP PostgreSQL server binaries not installed")
+        return 0
+    tmp = tempfile.mkdtemp(prefix="sg-ingest-pg-")
+    os.chmod(tmp, 0o711)  # the server runs as `postgres` when we are root
+    pgdir = os.path.join(tmp, "pg")
+    port = free_port()
+    nodes = []
+    try:
+        url = pg("start", pgdir, port)
+        check("throwaway PostgreSQL cluster started", url.startswith("postgresql://"), url)
+        state = os.path.join(tmp, "state")  # one secret for both nodes
+        os.makedirs(state)
+        a = Ingest(state, extra=("--store", url))
+        nodes.append(a)
+        b = Ingest(state, extra=("--store", url))
+        nodes.append(b)
+        check("two ingest nodes on one database", a.port != b.port and a.port > 0 and b.port > 0)
+
+        # ---- half to A, move to B, replay from B's ack
+        N = 4000
+        tok = token(state, "lena", "t1", "move")
+        ca = connect(a, tok)
+        ra = AckReader(ca, verify=b, sandbox="move")
+        payload = {"data": "tab\there \\ nl\n é " + "x" * 50}
+        for i in range(N // 2):
+            ca.send_event(i, "stdout", dict(payload, i=i))
+        ra.wait(N // 2 - 1, timeout=30)
+        ra.close()  # an abrupt end: the client goes elsewhere
+        cb = connect(b, tok)
+        rb = AckReader(cb, verify=a, sandbox="move")
+        check("node B's first ack is what node A committed (read from the table)",
+              rb.wait(-1, 5) and rb.acks[0] == ra.last(),
+              f"A's last ack {ra.last()}, B's first {rb.acks[:1]}")
+        start = rb.acks[0] + 1 if rb.acks else 0
+        for i in range(start, N):
+            cb.send_event(i, "stdout", dict(payload, i=i))
+        done = rb.wait(N - 1, timeout=60)
+        rb.close()
+        check("node B acks the whole stream", done, f"last ack {rb.last()}")
+        check("every ack came after its rows were committed (seen through the other node)",
+              not ra.bad and not rb.bad and len(ra.acks) > 1 and len(rb.acks) > 1,
+              f"bad A {ra.bad[:5]} bad B {rb.bad[:5]}")
+        sa, sb = all_events(a, "move"), all_events(b, "move")
+        check("every event exactly once, in order, seen from node A", sa == list(range(N)),
+              f"n={len(sa)}")
+        check("and the same from node B", sb == sa)
+        ev = a.events("move", after_seq=9)[0]
+        check("payload and identity intact", ev["seq"] == 10 and ev["payload"]["i"] == 10
+              and ev["payload"]["data"] == payload["data"] and ev["learner"] == "lena"
+              and ev["task"] == "t1", ev)
+        code, body = b.http("/v1/sandboxes")
+        mv = [s for s in body.get("sandboxes", []) if s["sandbox"] == "move"]
+        check("GET /v1/sandboxes on B: count and acked_seq", code == 200 and len(mv) == 1
+              and mv[0]["events"] == N and mv[0]["acked_seq"] == N - 1, mv)
+
+        # ---- the same stream through both nodes at once (overlapping replays)
+        M = 3000
+        tok2 = token(state, "lena", "t1", "both")
+        c1, c2 = connect(a, tok2), connect(b, tok2)
+        r1, r2 = AckReader(c1), AckReader(c2)
+        r1.wait(-1, 5)
+        r2.wait(-1, 5)
+
+        def send(ws, order):
+            for i in order:
+                ws.send_event(i, "command", {"cmd": f"echo {i}"})
+
+        # A sends everything ascending; B sends odd blocks first, then all.
+        t1 = threading.Thread(target=send, args=(c1, range(M)))
+        odd = [i for i in range(M) if (i // 50) % 2 == 1]
+        t2 = threading.Thread(target=send, args=(c2, odd + list(range(M))))
+        t1.start()
+        t2.start()
+        t1.join()
+        t2.join()
+        ok1, ok2 = r1.wait(M - 1, 60), r2.wait(M - 1, 60)
+        r1.close()
+        r2.close()
+        both = all_events(b, "both")
+        check("two nodes writing one stream at once: both ack the end", ok1 and ok2,
+              f"A {r1.last()} B {r2.last()}")
+        check("two nodes writing one stream at once: one row per seq", both == list(range(M)),
+              f"n={len(both)}")
+        check("acks never go backwards on a connection",
+              all(x <= y for x, y in zip(r1.acks, r1.acks[1:])) and
+              all(x <= y for x, y in zip(r2.acks, r2.acks[1:])))
+
+        # ---- the database goes away under a running node, then comes back
+        tok3 = token(state, "lena", "t1", "outage")
+        c3 = connect(a, tok3)
+        r3 = AckReader(c3)
+        for i in range(100):
+            c3.send_event(i)
+        r3.wait(99, 20)
+        pg("kill", pgdir, port)
+        for i in range(100, 200):
+            c3.send_event(i)
+        time.sleep(1.0)
+        check("no ack past what was committed while the database is down",
+              r3.last() == 99, f"acks {r3.acks[-5:]}")
+        code, body = a.http("/v1/events?sandbox=outage")
+        msg = (body or {}).get("error", "")
+        check("HTTP answers 500 with the server address in the error",
+              code == 500 and f"127.0.0.1:{port}" in msg, f"{code} {body}")
+        logs = "".join(a.stderr)
+        check("the node logs the failed commit with the server address",
+              "commit failed" in logs and f"127.0.0.1:{port}" in logs, logs[-600:])
+        check("node A is still running", a.proc.poll() is None)
+        r3.close()
+        pg("start", pgdir, port)
+        # The client reconnects (its ack timeout) and replays from the ack.
+        c4 = connect(a, tok3)
+        r4 = AckReader(c4)
+        r4.wait(-1, 10)
+        first = r4.acks[0] if r4.acks else None
+        for i in range((first if first is not None else -1) + 1, 200):
+            c4.send_event(i)
+        ok = r4.wait(199, 30)
+        r4.close()
+        out = all_events(b, "outage")
+        check("after the database is back the same node commits again; replay completes "
+              "exactly once", first == 99 and ok and out == list(range(200)),
+              f"first ack {first}, last {r4.last()}, n={len(out)}")
+
+        for n in nodes:
+            rc = n.stop()
+            check(f"node on port {n.port} stops cleanly", rc == 0, "".join(n.stderr)[-500:])
+        nodes = []
+    except Exception:  # noqa: BLE001 - report, then clean up
+        import traceback
+        check("raised", False, traceback.format_exc())
+    finally:
+        for n in nodes:
+            if n.proc.poll() is None:
+                n.proc.kill()
+                n.proc.wait()
+        try:
+            pg("stop", pgdir, port)
+        except Exception as e:  # noqa: BLE001
+            print(f"# stopping PostgreSQL: {e}")
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"1..{test_ingest._n}")
+    return 1 if test_ingest._failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
