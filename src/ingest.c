@@ -92,6 +92,10 @@ struct sg_ingest {
     int port;
     sg_ingest_stats stats;
     sg_err last_err;
+    /* A batch whose commit failed is kept and retried with backoff. */
+    uv_timer_t retry;
+    bool retry_init;
+    uint64_t retry_ms;
 };
 
 /* ---------------------------------------------------------------- batch
@@ -139,8 +143,9 @@ static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserte
         r = sg_store_put(store, rows, n, inserted, err);
     for (size_t i = 0; i < n; i++) {
         free(texts[i]);
-        /* Free the JSON here, off the loop; the loop drops the identities. */
-        if (batch[i].ev.root) {
+        /* Free the JSON here, off the loop; the loop drops the identities.
+         * A failed batch keeps it: the loop requeues the rows. */
+        if (r == 0 && batch[i].ev.root) {
             json_decref(batch[i].ev.root);
             batch[i].ev.root = NULL;
         }
@@ -190,6 +195,31 @@ static void queue_ack(conn *c)
 static void submit(sg_ingest *ing);
 
 /* Loop side: the writer finished a job. */
+/* Puts a failed job's rows back in front of the filling batch. */
+static int requeue(sg_ingest *ing, pending *job, size_t n)
+{
+    size_t total = n + ing->nbatch;
+    size_t cap = total > 1024 ? total : 1024;
+    pending *merged = malloc(cap * sizeof *merged);
+    if (!merged)
+        return -1;
+    memcpy(merged, job, n * sizeof *job);
+    if (ing->nbatch)
+        memcpy(merged + n, ing->batch, ing->nbatch * sizeof *merged);
+    free(ing->batch);
+    ing->batch = merged;
+    ing->nbatch = total;
+    ing->batch_cap = cap;
+    return 0;
+}
+
+static void submit(sg_ingest *ing);
+
+static void on_retry(uv_timer_t *t)
+{
+    submit(t->data);
+}
+
 static void reap_job(sg_ingest *ing)
 {
     pthread_mutex_lock(&ing->mu);
@@ -212,12 +242,25 @@ static void reap_job(sg_ingest *ing)
         ing->stats.commits++;
         ing->stats.inserted += inserted;
         ing->stats.duplicates += n - inserted;
+        ing->retry_ms = 0;
+        rows_release(job, n);
     } else {
-        /* No ack: the clients keep the events in their spools and replay. */
-        lwsl_err("sandglass ingest: commit failed: %s\n", err.msg);
+        /* No ack, and the accepted rows are kept: they go first into the
+         * next batch, retried with backoff (the clients' spools also
+         * still hold them). */
+        lwsl_err("sandglass ingest: commit failed (retrying): %s\n", err.msg);
         ing->last_err = err;
+        if (requeue(ing, job, n) < 0)
+            rows_release(job, n);
+        for (conn *c = ing->conns; c; c = c->next)
+            if (c->inflight)
+                c->dirty = true;
+        ing->retry_ms = ing->retry_ms ? ing->retry_ms * 2 : SG_INGEST_RETRY_MIN_MS;
+        if (ing->retry_ms > SG_INGEST_RETRY_MAX_MS)
+            ing->retry_ms = SG_INGEST_RETRY_MAX_MS;
+        if (ing->retry_init)
+            uv_timer_start(&ing->retry, on_retry, ing->retry_ms, 0);
     }
-    rows_release(job, n);
     /* Keep the larger array for the next batch. */
     if (!ing->spare || ing->spare_cap < ing->job_cap) {
         free(ing->spare);
@@ -243,7 +286,7 @@ static void reap_job(sg_ingest *ing)
                 lws_rx_flow_control(c->wsi, 1);
             }
     }
-    if (ing->nbatch > 0)
+    if (ing->nbatch > 0 && r == 0)
         submit(ing); /* what piled up meanwhile goes at once */
 }
 
@@ -257,6 +300,8 @@ static void submit(sg_ingest *ing)
 {
     if (ing->nbatch == 0 || ing->job)
         return;
+    if (ing->retry_ms && ing->retry_init && uv_is_active((uv_handle_t *)&ing->retry))
+        return; /* the last commit failed: wait for the retry timer */
     for (conn *c = ing->conns; c; c = c->next) {
         if (c->dirty) {
             c->dirty = false;
@@ -815,6 +860,9 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         goto fail;
     }
     ing->writer_started = true;
+    uv_timer_init(loop, &ing->retry);
+    ing->retry.data = ing;
+    ing->retry_init = true;
     uv_check_init(loop, &ing->check);
     ing->check.data = ing;
     ing->check_init = true;
@@ -853,6 +901,11 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
     if (ing->async_init) {
         uv_close((uv_handle_t *)&ing->done_async, NULL);
         ing->async_init = false;
+    }
+    if (ing->retry_init) {
+        uv_timer_stop(&ing->retry);
+        uv_close((uv_handle_t *)&ing->retry, NULL);
+        ing->retry_init = false;
     }
     /* Inside the loop: lws closes its handles; the loop then drains. */
     if (ing->ctx)

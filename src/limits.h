@@ -14,6 +14,8 @@
 #define SG_DEFAULT_MEMORY (512ull * 1024 * 1024)
 #define SG_DEFAULT_PIDS 256
 #define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
+#define SG_INGEST_RETRY_MIN_MS 100   /* a failed commit is retried after this... */
+#define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */
 #define SG_FRAME_MAX (1024 * 1024)      /* one WebSocket message at the ingest */
 #define SG_DIFF_MAX_BYTES (64 * 1024)   /* files larger get no diff */
 #define SG_WATCH_CACHE_MAX (64ull * 1024 * 1024) /* text kept for diffs, all files */

@@ -224,6 +224,9 @@ def _():
 
 @tap.case("a workspace that is a git repository, with a nested one")
 def _():
+    if not shutil.which("git"):
+        tap.skip("a workspace that is a git repository", "git is not installed")
+        return
     sid = env.create()
     root = ws(sid)
     sh(sid, r"""
