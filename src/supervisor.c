@@ -546,6 +546,33 @@ static json_t *changes_json(sg_checkpoint_change *ch, size_t n)
     return arr;
 }
 
+#define SUP_SAFETY_LABEL "before rollback"
+
+/* The default rollback target: the newest checkpoint that is not the safety
+ * copy a rollback keeps, or rolling back twice would undo the first
+ * rollback (that copy stays reachable with --to). */
+static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+{
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    if (sg_checkpoint_list(s->ckpt, &v, &n, err) < 0)
+        return -1;
+    if (n == 0) {
+        sg_checkpoint_infos_free(v, n);
+        return sg_err_set(err, ENOENT, "this sandbox has no checkpoint");
+    }
+    size_t pick = n - 1;
+    for (size_t i = n; i-- > 0;) {
+        if (!v[i].label || strcmp(v[i].label, SUP_SAFETY_LABEL) != 0) {
+            pick = i;
+            break;
+        }
+    }
+    memcpy(out, v[pick].id, SG_CHECKPOINT_ID_LEN + 1);
+    sg_checkpoint_infos_free(v, n);
+    return 0;
+}
+
 static void sup_rollback(sup *s, client *c, json_t *req)
 {
     sg_err err = {0};
@@ -558,7 +585,7 @@ static void sup_rollback(sup *s, client *c, json_t *req)
     bool force = json_is_true(json_object_get(req, "force"));
     char latest[SG_CHECKPOINT_ID_LEN + 1];
     if (!to) {
-        if (sg_checkpoint_latest(s->ckpt, latest, &err) < 0) {
+        if (default_target(s, latest, &err) < 0) {
             client_error(c, err.msg);
             return;
         }
@@ -594,7 +621,7 @@ static void sup_rollback(sup *s, client *c, json_t *req)
         killed = kill_all_user_processes(s);
     /* Keep the present too, so that a rollback can itself be undone. */
     json_t *safety = NULL;
-    sup_checkpoint(s, "before rollback", &safety);
+    sup_checkpoint(s, SUP_SAFETY_LABEL, &safety);
     char target[SG_CHECKPOINT_ID_LEN + 1];
     snprintf(target, sizeof target, "%s", to);
     sg_checkpoint_stats st = {0};

@@ -109,6 +109,10 @@ def checkpoints(sid: str) -> list[dict]:
     return json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)
 
 
+def labels_of(sid: str) -> dict:
+    return {c["id"]: c["label"] for c in checkpoints(sid)}
+
+
 def running_execs(sid: str) -> list[str]:
     """Exec leaves of the sandbox's cgroup that hold a process."""
     leaves = []
@@ -427,6 +431,25 @@ def _():
     tap.ok(snapshot(root) == present, "rolling back to it undoes the rollback", snap_diff(present, snapshot(root)))
     tap.ok({c["path"] for c in res2["changes"]} >= {"f", "d", "n"}, "its plan lists what comes back",
            json.dumps(res2["changes"]))
+
+    # Without --to the target is the newest checkpoint that is not such a
+    # safety copy: rolling back twice (or abort --rollback after a rollback)
+    # must not bring the undone changes back.
+    sh(sid, "echo good > /workspace/f")
+    sh(sid, "echo BAD > /workspace/f && echo bad > /workspace/extra")
+    good = None
+    for i in range(2):
+        res = json.loads(rollback(sid, "--yes", "--json", check=True).stdout)
+        good = good or snapshot(root)
+        with open(os.path.join(root, "f")) as fh:
+            tap.ok(fh.read() == "good\n" and not os.path.exists(os.path.join(root, "extra")),
+                   f"rollback without --to, time {i + 1}: the bad change is undone", json.dumps(res))
+        tap.ok(labels_of(sid).get(res["to"], "").startswith("before exec"),
+               f"time {i + 1}: the target is the checkpoint before the bad exec, not a safety copy",
+               json.dumps(res))
+    res = json.loads(env.run("abort", sid, "--rollback", "--json", check=True).stdout)
+    tap.ok(snapshot(root) == good and res["rollback"]["changes"] == [],
+           "abort --rollback after a rollback keeps the restored state", json.dumps(res))
     destroy(sid)
 
 
