@@ -616,8 +616,11 @@ static void sup_rollback(sup *s, client *c, json_t *req)
         client_error(c, m);
         return;
     }
+    /* Background processes left by earlier execs would race the restore
+     * (a writer loop would undo it): they go too. */
     json_t *killed = NULL;
-    if (running)
+    leaves_sweep(s);
+    if (running || s->nleaves)
         killed = kill_all_user_processes(s);
     /* Keep the present too, so that a rollback can itself be undone. */
     json_t *safety = NULL;

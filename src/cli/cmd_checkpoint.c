@@ -161,20 +161,22 @@ int sg_cmd_rollback(int argc, char **argv)
         return 1;
     const char *id = argv[optind];
     sg_err err = {0};
-    sg_autojson json_t *dry = json_pack("{s:s, s:s?, s:b}", "op", "rollback", "to", to, "dry_run", 1);
-    sg_autojson json_t *plan = sg_cli_request(id, dry, &err);
-    if (!plan)
-        return sg_cli_fail("rollback", err.msg);
-    json_t *changes = json_object_get(plan, "changes");
-    const char *target = json_string_value(json_object_get(plan, "to"));
-    if (!json) {
-        printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id, target, json_array_size(changes));
-        print_changes(changes);
-    }
+    /* With --yes no plan is needed first: the result lists what changed. */
+    sg_autojson json_t *plan = NULL;
+    const char *target = to;
     if (!yes) {
-        if (!isatty(0)) {
-            return sg_cli_fail("rollback", "not a terminal: pass --yes to roll back without asking");
+        sg_autojson json_t *dry = json_pack("{s:s, s:s?, s:b}", "op", "rollback", "to", to, "dry_run", 1);
+        plan = sg_cli_request(id, dry, &err);
+        if (!plan)
+            return sg_cli_fail("rollback", err.msg);
+        target = json_string_value(json_object_get(plan, "to"));
+        if (!json) {
+            json_t *changes = json_object_get(plan, "changes");
+            printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id, target, json_array_size(changes));
+            print_changes(changes);
         }
+        if (!isatty(0))
+            return sg_cli_fail("rollback", "not a terminal: pass --yes to roll back without asking");
         printf("Revert all changes? [y/n]: ");
         fflush(stdout);
         char line[16] = "";
@@ -183,7 +185,7 @@ int sg_cmd_rollback(int argc, char **argv)
             return 0;
         }
     }
-    sg_autojson json_t *req = json_pack("{s:s, s:s, s:b}", "op", "rollback", "to", target, "force", force);
+    sg_autojson json_t *req = json_pack("{s:s, s:s?, s:b}", "op", "rollback", "to", target, "force", force);
     sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)
         return sg_cli_fail("rollback", err.msg);
@@ -191,8 +193,14 @@ int sg_cmd_rollback(int argc, char **argv)
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
     } else {
-        printf("restored %s to %.12s (%zu change(s) undone)\n", id, target,
-               json_array_size(json_object_get(res, "changes")));
+        json_t *changes = json_object_get(res, "changes");
+        if (yes) {
+            printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id,
+                   json_string_value(json_object_get(res, "to")), json_array_size(changes));
+            print_changes(changes);
+        }
+        printf("restored %s to %.12s (%zu change(s) undone)\n", id,
+               json_string_value(json_object_get(res, "to")), json_array_size(changes));
     }
     return 0;
 }

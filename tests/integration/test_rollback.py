@@ -488,6 +488,24 @@ def _():
     destroy(sid)
 
 
+@tap.case("background writers left by earlier execs are stopped by a rollback")
+def _():
+    sid = env.create()
+    root = ws(sid)
+    sh(sid, "echo original > f")
+    ck = env.run("checkpoint", sid, "--label", "clean", check=True).stdout.decode().strip()
+    sh(sid, "(while :; do echo scribble >> f; sleep 0.01; done) >/dev/null 2>&1 & sleep 0.2")
+    p = rollback(sid, "--to", ck, "--yes", "--json")
+    tap.eq(p.returncode, 0, "rollback with a background writer succeeds")
+    res = json.loads(p.stdout)
+    tap.ok(res["killed"] and res["killed"]["proof"]["processes_left"] == 0,
+           "the background writer was killed, with proof", p.stdout.decode()[-600:])
+    time.sleep(0.3)
+    with open(os.path.join(root, "f")) as fh:
+        tap.eq(fh.read(), "original\n", "the restored file stays restored")
+    destroy(sid)
+
+
 env.cleanup()
 
 
