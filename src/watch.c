@@ -1004,6 +1004,7 @@ typedef struct action {
     node *old;          /* whose st is the old content: n, a grave, or NULL */
     char *path;         /* current path (deleted: the old path) */
     fstate cur;
+    node *replaced;     /* renamed over an existing file: that file (a grave) */
 } action;
 
 static int grave_cmp(const void *a, const void *b)
@@ -1051,9 +1052,11 @@ static json_t *build_payload(sg_watch *w, const action *a)
         return NULL;
     json_object_set_new(p, "path", jstr_path(a->path));
     json_object_set_new(p, "change", json_string(names[a->kind]));
-    const fstate *old = a->old ? &a->old->st : NULL;
+    const fstate *old = a->replaced ? &a->replaced->st : a->old ? &a->old->st : NULL;
     if (a->kind == ACT_REN)
         json_object_set_new(p, "old_path", jstr_path(a->old->orig_path));
+    if (a->replaced)
+        json_object_set_new(p, "replaced", json_true());
     const fstate *nw = a->kind == ACT_DEL ? NULL : &a->cur;
     const fstate *flags = nw ? nw : old;
     if (nw) {
@@ -1159,7 +1162,7 @@ static int resolve(sg_watch *w, bool force)
             free(path);
             continue;
         }
-        add_action(&acts, &nact, &cap, (action){ACT_MOD, n, NULL, path, cur});
+        add_action(&acts, &nact, &cap, (action){ACT_MOD, n, NULL, path, cur, NULL});
     }
     free(work);
     if (w->ngraves)
@@ -1176,8 +1179,11 @@ static int resolve(sg_watch *w, bool force)
             if (strcmp(opath, a->path)) {
                 a->kind = ACT_REN;
                 a->old = n;
-                if (g)
+                if (g) {
+                    /* `mv tmp target`: the diff is against what target held */
                     g->dirty = true;
+                    a->replaced = g;
+                }
             } else if (!same_content(&n->st, &a->cur)) {
                 a->kind = ACT_MOD;
                 a->old = n;
@@ -1205,7 +1211,7 @@ static int resolve(sg_watch *w, bool force)
         node *g = w->graves[i];
         if (!g->dirty)
             add_action(&acts, &nact, &cap,
-                       (action){ACT_DEL, NULL, g, xstrdup(g->orig_path), {0}});
+                       (action){ACT_DEL, NULL, g, xstrdup(g->orig_path), {0}, NULL});
     }
     if (nact > 1)
         qsort(acts, nact, sizeof(*acts), act_cmp);

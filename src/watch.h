@@ -28,6 +28,9 @@
  *   change    "created" | "modified" | "deleted" | "renamed"
  *   old_path  for "renamed" (IN_MOVED_FROM/IN_MOVED_TO paired by cookie; a
  *             directory rename reports every file under it as renamed)
+ *   replaced  true when a rename replaced an existing file (`mv tmp target`
+ *             seen across two bursts): the diff is then against what the
+ *             target held, not against the moved file
  *   size      bytes (absent for "deleted")
  *   sha256    hex of the content (absent for "deleted", and for files over
  *             SG_WATCH_HASH_MAX)

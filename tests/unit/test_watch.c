@@ -545,6 +545,19 @@ static void test_rename_chain_and_replace(void **state)
     put(f, "b", "A2\n");
     run_until(f, 1, 2000, 30);
     assert_non_null(strstr(sfield(find(f, "b", "modified"), "diff"), "-A\n+A2\n"));
+    /* `printf > tmp && mv tmp b` from two processes: the tmp is seen first,
+     * then the rename over b diffs against what b held. */
+    clear(f);
+    put(f, "tmp", "A3\n");
+    run_until(f, 1, 2000, 30);
+    clear(f);
+    assert_int_equal(rename(P(f, "tmp"), P(f, "b")), 0);
+    run_until(f, 1, 2000, 30);
+    expect_n(f, 1);
+    json_t *r = find(f, "b", "renamed");
+    assert_non_null(r);
+    assert_true(json_is_true(json_object_get(r, "replaced")));
+    assert_non_null(strstr(sfield(r, "diff"), "-A2\n+A3\n"));
 }
 
 int main(void)
