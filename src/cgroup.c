@@ -1082,6 +1082,27 @@ int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err)
     return fd;
 }
 
+int sg_cgroup_counters(sg_cgroup *cg, uint64_t *oom_kills, uint64_t *pids_max_hits, sg_err *err)
+{
+    *oom_kills = *pids_max_hits = 0;
+    int i;
+    if ((i = cg->s.at[C_MEMORY]) >= 0) {
+        sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
+        int r = cg->s.h[i]->v2 ? read_key(dir, "memory.events", "oom_kill", true, oom_kills, err)
+                               : read_key_subtree(dir, "memory.oom_control", "oom_kill", oom_kills, err);
+        if (r < 0)
+            return -1;
+    }
+    if ((i = cg->s.at[C_PIDS]) >= 0) {
+        sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
+        int r = cg->s.h[i]->v2 ? read_key(dir, "pids.events", "max", true, pids_max_hits, err)
+                               : read_key_subtree(dir, "pids.events", "max", pids_max_hits, err);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ---------- removal, listing ---------- */
 
 char **sg_cgroup_leaves(sg_cgroup *cg, sg_err *err)

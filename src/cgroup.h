@@ -98,6 +98,9 @@ int sg_cgroup_freeze(sg_cgroup *cg, const char *leaf, bool frozen, sg_err *err);
 /* On v2 a leaf has no controllers enabled: its memory/pids figures read 0;
  * ask for leaf NULL for the sandbox's. On v1 every figure is per leaf. */
 int sg_cgroup_stats(sg_cgroup *cg, const char *leaf, sg_cg_stats *out, sg_err *err);
+/* Only the sandbox's OOM-kill and pids.max counters: the cheap read an
+ * exec takes before and after it runs. */
+int sg_cgroup_counters(sg_cgroup *cg, uint64_t *oom_kills, uint64_t *pids_max_hits, sg_err *err);
 /* Host pids in <id>/<leaf>, recursive. Caller frees *pids. */
 int sg_cgroup_pids(sg_cgroup *cg, const char *leaf, pid_t **pids, size_t *n, sg_err *err);
 

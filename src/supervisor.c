@@ -510,7 +510,7 @@ static bool tool_is_read_only(const char *tool)
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
  * a checkpoint event. Returns the id (static storage) or NULL. */
-static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
+static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info)
 {
     static char id[SG_CHECKPOINT_ID_LEN + 1];
     if (!s->ckpt)
@@ -518,7 +518,8 @@ static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
     sg_err err = {0};
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
-    if (sg_checkpoint_take(s->ckpt, label, id, &st, &err) < 0) {
+    bool reused = false;
+    if (sg_checkpoint_take_ex(s->ckpt, label, reuse, id, &st, &reused, &err) < 0) {
         fprintf(stderr, "supervisor: checkpoint failed: %s\n", err.msg);
         return NULL;
     }
@@ -527,10 +528,17 @@ static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
                           "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes,
                           "changed", (json_int_t)st.changed, "hashed", (json_int_t)st.hashed,
                           "took_ms", ms);
+    if (reused)
+        json_object_set_new(j, "unchanged", json_true());
     if (info)
         *info = json_deep_copy(j);
     capture_emit(s, "checkpoint", j);
     return id;
+}
+
+static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
+{
+    return sup_checkpoint_ex(s, label, false, info);
 }
 
 static json_t *changes_json(sg_checkpoint_change *ch, size_t n)
@@ -726,10 +734,12 @@ static void exec_finish(exec_ctx *ex)
 
     sg_err err = {0};
     sg_cg_stats after = {0};
-    if (s->cg)
-        sg_cgroup_stats(s->cg, NULL, &after, &err);
     if (s->fast_leaves)
-        after.memory_peak = 0; /* the sandbox's all-time peak: use the exec's rusage */
+        /* cpu comes from the leaf; memory from the exec's rusage (the
+         * sandbox's figure is its all-time peak) */
+        sg_cgroup_counters(s->cg, &after.oom_kills, &after.pids_max_hits, &err);
+    else if (s->cg)
+        sg_cgroup_stats(s->cg, NULL, &after, &err);
     sg_cg_stats leaf = {0};
     if (s->cg && sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) == 0) {
         after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
@@ -875,7 +885,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         char label[160];
         sg_autofree char *line = sg_capture_cmdline(req.argv);
         snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
-        sup_checkpoint(s, label, NULL);
+        sup_checkpoint_ex(s, label, true, NULL);
     }
     ex->cx = sg_capture_exec_begin(s->cap, ex->id, req.argv, cwd, req.tool);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
@@ -985,7 +995,9 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     }
     ex->start_ns = sg_now_mono_ns();
     /* Counters before the exec, read while init starts the child. */
-    if (s->cg)
+    if (s->fast_leaves)
+        sg_cgroup_counters(s->cg, &ex->before.oom_kills, &ex->before.pids_max_hits, &err);
+    else if (s->cg)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);

@@ -44,9 +44,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: sandglass COMMAND [OPTIONS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+        fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
-        fprintf(f, "  %-10s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
+        fprintf(f, "  %-12s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
     fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options.\n");
 }
 
