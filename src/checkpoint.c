@@ -1584,16 +1584,7 @@ int sg_checkpoint_latest(sg_ckpt_store *st, char id_out[SG_CHECKPOINT_ID_LEN + 1
 int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHECKPOINT_ID_LEN + 1],
                        sg_checkpoint_stats *stats, sg_err *err)
 {
-    return sg_checkpoint_take_ex(st, label, false, id_out, stats, NULL, err);
-}
-
-int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
-                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
-                          bool *reused, sg_err *err)
-{
     STORE_LOCKED(st);
-    if (reused)
-        *reused = false;
     scan s;
     node root;
     int rc = scan_workspace(st, &s, true, &root, NULL, err);
@@ -1632,22 +1623,6 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
     if (rc == 0)
         rc = compare(&c, -1, &root, have_base ? &base_tree : have_parent ? &parent_tree : NULL);
     git_oid commit;
-    if (rc == 0 && reuse_unchanged && have_base && have_parent && git_oid_equal(&base, &parent) &&
-        git_oid_equal(&root.oid, &base_tree)) {
-        /* Nothing changed since the newest checkpoint: it is this one. No
-         * commit, no ref update, no cache write on the exec path. */
-        git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &base);
-        if (stats) {
-            *stats = s.stats;
-            stats->changed = 0;
-        }
-        if (reused)
-            *reused = true;
-        cmpx_free(&c);
-        node_free(&root);
-        scan_free(&s);
-        return 0;
-    }
     if (rc == 0) {
         sg_autofree char *lab = clean_label(label);
         char tree_hex[GIT_OID_HEXSZ + 1], parent_hex[GIT_OID_HEXSZ + 1];

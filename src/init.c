@@ -323,14 +323,13 @@ void sg_init_main(const sg_init_config *cfg)
         dup2(devnull, 1);
         close(devnull);
     }
+    /* Two steps from the supervisor: 'm' once our ids are mapped (rootless),
+     * then 'g' once we sit in the sandbox's cgroup. Moving a process between
+     * cgroups waits for an RCU grace period (~10 ms): the file system is
+     * built meanwhile. */
     char go;
-    if (read(cfg->go_fd, &go, 1) != 1) {
-        sg_err_set(&err, EIO, "the supervisor did not place init in its cgroup");
-        setup_failed(ready, &err);
-    }
-    close(cfg->go_fd);
-    if (unshare(CLONE_NEWCGROUP) < 0) {
-        sg_err_sys(&err, "cannot create the cgroup namespace");
+    if (read(cfg->go_fd, &go, 1) != 1 || go != 'm') {
+        sg_err_set(&err, EIO, "the supervisor did not start init");
         setup_failed(ready, &err);
     }
     const char *host = cfg->rootfs.hostname ? cfg->rootfs.hostname : "sandglass";
@@ -342,6 +341,15 @@ void sg_init_main(const sg_init_config *cfg)
         setup_failed(ready, &err);
     if (sg_rootfs_setup(&cfg->rootfs, &err) < 0)
         setup_failed(ready, &err);
+    if (read(cfg->go_fd, &go, 1) != 1 || go != 'g') {
+        sg_err_set(&err, EIO, "the supervisor did not place init in its cgroup");
+        setup_failed(ready, &err);
+    }
+    close(cfg->go_fd);
+    if (unshare(CLONE_NEWCGROUP) < 0) {
+        sg_err_sys(&err, "cannot create the cgroup namespace");
+        setup_failed(ready, &err);
+    }
     setsid();
     prctl(PR_SET_NAME, "sandglass-init");
     devnull = open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -510,7 +510,7 @@ static bool tool_is_read_only(const char *tool)
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
  * a checkpoint event. Returns the id (static storage) or NULL. */
-static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info)
+static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
 {
     static char id[SG_CHECKPOINT_ID_LEN + 1];
     if (!s->ckpt)
@@ -518,8 +518,7 @@ static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json
     sg_err err = {0};
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
-    bool reused = false;
-    if (sg_checkpoint_take_ex(s->ckpt, label, reuse, id, &st, &reused, &err) < 0) {
+    if (sg_checkpoint_take(s->ckpt, label, id, &st, &err) < 0) {
         fprintf(stderr, "supervisor: checkpoint failed: %s\n", err.msg);
         return NULL;
     }
@@ -528,18 +527,12 @@ static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json
                           "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes,
                           "changed", (json_int_t)st.changed, "hashed", (json_int_t)st.hashed,
                           "took_ms", ms);
-    if (reused)
-        json_object_set_new(j, "unchanged", json_true());
     if (info)
         *info = json_deep_copy(j);
     capture_emit(s, "checkpoint", j);
     return id;
 }
 
-static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
-{
-    return sup_checkpoint_ex(s, label, false, info);
-}
 
 static json_t *changes_json(sg_checkpoint_change *ch, size_t n)
 {
@@ -885,7 +878,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         char label[160];
         sg_autofree char *line = sg_capture_cmdline(req.argv);
         snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
-        sup_checkpoint_ex(s, label, true, NULL);
+        sup_checkpoint(s, label, NULL);
     }
     ex->cx = sg_capture_exec_begin(s->cap, ex->id, req.argv, cwd, req.tool);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
@@ -1340,6 +1333,8 @@ static int start_init(sup *s, sg_err *err)
         if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
             return -1;
     }
+    if (write(go_w, "m", 1) != 1)
+        return sg_err_sys(err, "cannot start the sandbox's init");
     if (s->cg && sg_cgroup_attach(s->cg, NULL, s->init_pid, err) < 0) {
         sg_err_prefix(err, "cannot place the sandbox's init in its cgroup");
         return -1;
@@ -1596,7 +1591,9 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         if (!s->cap)
             goto fail_cg;
     }
-    if (open_checkpoints(s, !adopt, &err) < 0)
+    /* The first checkpoint is taken right after "ready", before the loop
+     * serves any request: create does not wait for it. */
+    if (open_checkpoints(s, false, &err) < 0)
         goto fail_cg;
     {
         sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
@@ -1628,6 +1625,8 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         close(ready_fd);
         ready_fd = -1;
     }
+    if (!adopt && !sup_checkpoint(s, "create", NULL))
+        fprintf(stderr, "supervisor: the first checkpoint of the workspace failed\n");
     uv_run(&s->loop, UV_RUN_DEFAULT);
     close(s->ctl_fd);
     s->ctl_fd = -1;

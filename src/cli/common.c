@@ -33,9 +33,11 @@ static int daemon_candidate(char *buf, size_t len, const char *dir, const char *
     return 0;
 }
 
-int sg_cli_daemon_path(char *buf, size_t len)
+/* A helper binary: $ENV if set, else next to this binary, else in
+ * ../libexec. */
+static int helper_path(const char *envname, const char *name, char *buf, size_t len)
 {
-    const char *env = getenv("SANDGLASSD");
+    const char *env = getenv(envname);
     if (env && *env)
         return daemon_candidate(buf, len, env, "");
     char self[PATH_MAX];
@@ -44,9 +46,21 @@ int sg_cli_daemon_path(char *buf, size_t len)
         return -1;
     self[n] = '\0';
     const char *dir = dirname(self);
-    if (daemon_candidate(buf, len, dir, "/sandglassd") == 0)
+    sg_autofree char *next = sg_strdup_printf("/%s", name);
+    if (daemon_candidate(buf, len, dir, next) == 0)
         return 0;
-    return daemon_candidate(buf, len, dir, "/../libexec/sandglassd");
+    sg_autofree char *libexec = sg_strdup_printf("/../libexec/%s", name);
+    return daemon_candidate(buf, len, dir, libexec);
+}
+
+int sg_cli_daemon_path(char *buf, size_t len)
+{
+    return helper_path("SANDGLASSD", "sandglassd", buf, len);
+}
+
+int sg_cli_supervisor_path(char *buf, size_t len)
+{
+    return helper_path("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
 }
 
 int sg_cli_fail(const char *cmd, const char *msg)
@@ -148,8 +162,8 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
 static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
 {
     char daemon[PATH_MAX];
-    if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
-        return sg_err_set(err, ENOENT, "cannot find sandglassd next to the sandglass binary");
+    if (sg_cli_supervisor_path(daemon, sizeof daemon) < 0)
+        return sg_err_set(err, ENOENT, "cannot find sandglass-supervisor next to the sandglass binary");
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return sg_err_sys(err, "pipe");
@@ -175,7 +189,7 @@ static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
         int rfd = fcntl(p[1], F_DUPFD, 3); /* without O_CLOEXEC */
         char fdarg[16];
         snprintf(fdarg, sizeof fdarg, "%d", rfd);
-        execl(daemon, "sandglassd", "supervisor", id, "--ready-fd", fdarg, adopt ? "--adopt" : (char *)NULL,
+        execl(daemon, "sandglass-supervisor", "supervisor", id, "--ready-fd", fdarg, adopt ? "--adopt" : (char *)NULL,
               (char *)NULL);
         dprintf(rfd, "error: cannot run %s: %s\n", daemon, strerror(errno));
         _exit(127);

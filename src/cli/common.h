@@ -11,6 +11,10 @@
 /* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
  * else ../libexec/sandglassd relative to it. */
 int sg_cli_daemon_path(char *buf, size_t len);
+/* Path of sandglass-supervisor ($SANDGLASS_SUPERVISOR, else the same way):
+ * the supervisor has its own binary without the store's libraries (libpq
+ * alone costs ~4 ms per process start). */
+int sg_cli_supervisor_path(char *buf, size_t len);
 
 /* Sends one request and waits for its RESULT/ERROR. Returns the result
  * object (caller decrefs) or NULL with err (the supervisor's message). */

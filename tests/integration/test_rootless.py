@@ -28,7 +28,7 @@ shutil.chown(state, USER, "nogroup")
 # /root): run copies of the binaries from a directory it can read.
 bindir = os.path.join(root, "bin")
 os.makedirs(bindir)
-for b in (SANDGLASS, SANDGLASSD):
+for b in (SANDGLASS, SANDGLASSD, os.path.join(os.path.dirname(SANDGLASS), "sandglass-supervisor")):
     shutil.copy(b, bindir)
 SG = os.path.join(bindir, os.path.basename(SANDGLASS))
 env = {"PATH": "/usr/bin:/bin", "SANDGLASS_STATE_DIR": state,
