@@ -1650,13 +1650,19 @@ int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHEC
             rc = git_fail(err, "updating %s", CKPT_REF);
         git_reference_free(ref);
         ref = NULL;
-        if (rc == 0 && git_reference_create(&ref, st->repo, BASE_REF, &commit, 1, "checkpoint") < 0)
+        /* An unchanged workspace keeps its base (same tree) and its stat
+         * cache: one object and one ref is all the exec path pays then. */
+        bool unchanged = have_base && git_oid_equal(&root.oid, &base_tree) && c.nchanged == 0;
+        if (rc == 0 && !unchanged &&
+            git_reference_create(&ref, st->repo, BASE_REF, &commit, 1, "checkpoint") < 0)
             rc = git_fail(err, "updating %s", BASE_REF);
         git_reference_free(ref);
+        if (rc == 0 && !unchanged) {
+            sg_err e3 = {0};
+            (void)cache_save(st, &e3); /* a lost cache only costs time */
+        }
     }
     if (rc == 0) {
-        sg_err e3 = {0};
-        (void)cache_save(st, &e3); /* a lost cache only costs time */
         git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &commit);
         if (stats) {
             *stats = s.stats;
