@@ -1584,7 +1584,31 @@ int sg_checkpoint_latest(sg_ckpt_store *st, char id_out[SG_CHECKPOINT_ID_LEN + 1
 int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHECKPOINT_ID_LEN + 1],
                        sg_checkpoint_stats *stats, sg_err *err)
 {
+    return sg_checkpoint_take_ex(st, label, false, id_out, stats, NULL, err);
+}
+
+/* Labels of checkpoints that reused the newest one (an unchanged
+ * workspace): "<id> <label>" lines, appended; listed after their commit. */
+#define ALIASES_FILE "sg-aliases"
+
+static int alias_append(sg_ckpt_store *st, const char *id, const char *label, sg_err *err)
+{
+    sg_autofree char *path = sg_strdup_printf("%s/" ALIASES_FILE, st->repo_dir);
+    sg_autofree char *lab = clean_label(label);
+    sg_autofree char *line = sg_strdup_printf("%s %lld %s\n", id, (long long)time(NULL), lab);
+    sg_autoclose int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || sg_write_all(fd, line, strlen(line)) < 0)
+        return sg_err_sys(err, "cannot record checkpoint label in %s", path);
+    return 0;
+}
+
+int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
+                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
+                          bool *reused, sg_err *err)
+{
     STORE_LOCKED(st);
+    if (reused)
+        *reused = false;
     scan s;
     node root;
     int rc = scan_workspace(st, &s, true, &root, NULL, err);
@@ -1623,6 +1647,25 @@ int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHEC
     if (rc == 0)
         rc = compare(&c, -1, &root, have_base ? &base_tree : have_parent ? &parent_tree : NULL);
     git_oid commit;
+    if (rc == 0 && reuse_unchanged && have_base && have_parent && git_oid_equal(&base, &parent) &&
+        git_oid_equal(&root.oid, &base_tree) && c.nchanged == 0) {
+        /* Nothing changed since the newest checkpoint: this is it again.
+         * Only its label is recorded (an O_APPEND line, no object, no ref). */
+        git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &base);
+        rc = alias_append(st, id_out, label, err);
+        if (rc == 0 && stats) {
+            *stats = s.stats;
+            stats->changed = 0;
+        }
+        if (rc == 0 && reused)
+            *reused = true;
+        cmpx_free(&c);
+        node_free(&root);
+        scan_free(&s);
+        if (rc < 0)
+            sg_err_prefix(err, "checkpoint");
+        return rc;
+    }
     if (rc == 0) {
         sg_autofree char *lab = clean_label(label);
         char tree_hex[GIT_OID_HEXSZ + 1], parent_hex[GIT_OID_HEXSZ + 1];
@@ -1746,6 +1789,43 @@ int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout
     if (rc < 0) {
         sg_checkpoint_infos_free(v, n);
         return rc;
+    }
+    /* Reused checkpoints: each label goes right after its commit (an alias
+     * always names the newest commit when it was written). */
+    sg_autofree char *apath = sg_strdup_printf("%s/" ALIASES_FILE, st->repo_dir);
+    sg_autofclose FILE *af = fopen(apath, "re");
+    char line[SG_CKPT_LABEL_MAX + 128];
+    while (af && fgets(line, sizeof line, af)) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char *sp1 = strchr(line, ' ');
+        char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+        if (!sp1 || !sp2 || sp1 - line != SG_CHECKPOINT_ID_LEN)
+            continue;
+        *sp1 = '\0';
+        size_t at = n;
+        for (size_t i = n; i-- > 0;)
+            if (strcmp(v[i].id, line) == 0) {
+                at = i + 1;
+                while (at < n && strcmp(v[at].id, line) == 0)
+                    at++; /* after earlier aliases of the same commit */
+                break;
+            }
+        if (at == n && (n == 0 || strcmp(v[n - 1].id, line) != 0))
+            continue; /* names no listed commit */
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xrealloc(v, cap * sizeof(*v));
+        }
+        memmove(&v[at + 1], &v[at], (n - at) * sizeof *v);
+        n++;
+        sg_checkpoint_info *x = &v[at];
+        *x = v[at - 1];
+        x->label = strdup(sp2 + 1);
+        if (!x->label)
+            abort();
+        x->time = strtoll(sp1 + 1, NULL, 10);
     }
     *out = v;
     *nout = n;

@@ -118,6 +118,14 @@ void sg_checkpoint_close(sg_ckpt_store *st);
 int sg_checkpoint_take(sg_ckpt_store *st, const char *label,
                        char id_out[SG_CHECKPOINT_ID_LEN + 1],
                        sg_checkpoint_stats *stats, sg_err *err);
+/* Like sg_checkpoint_take; with reuse_unchanged, when the workspace equals
+ * the newest checkpoint (and nothing was restored since), that checkpoint is
+ * the answer: only the label is recorded (listed after it by
+ * sg_checkpoint_list), no object or ref is written, and *reused is true.
+ * The automatic checkpoint before every exec uses it. */
+int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
+                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
+                          bool *reused, sg_err *err);
 
 
 /* All checkpoints, oldest first. Free with sg_checkpoint_infos_free. */

@@ -85,9 +85,10 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
         "cpus", m->cpus, "timeout_s", m->timeout_s,
         "output", (json_int_t)m->output_limit);
-    json_t *caps = json_pack("{s:f, s:I, s:f, s:I}", "max_wall_s", m->max_wall_s,
+    json_t *caps = json_pack("{s:f, s:I, s:f, s:I, s:s}", "max_wall_s", m->max_wall_s,
         "max_execs", (json_int_t)m->max_execs, "max_cpu_s", m->max_cpu_s,
-        "max_calls", (json_int_t)m->max_calls);
+        "max_calls", (json_int_t)m->max_calls,
+        "checkpoints", m->manual_checkpoints ? "manual" : "exec");
     json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:s?, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s?, s:s?}",
         "id", m->id, "learner", m->learner, "task", m->task,
         "workspace", m->workspace, "rootfs", m->rootfs,
@@ -154,6 +155,8 @@ int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err)
     m->max_execs = (uint64_t)json_integer_value(json_object_get(caps, "max_execs"));
     m->max_cpu_s = json_number_value(json_object_get(caps, "max_cpu_s"));
     m->max_calls = (uint64_t)json_integer_value(json_object_get(caps, "max_calls"));
+    const char *cp = json_string_value(json_object_get(caps, "checkpoints"));
+    m->manual_checkpoints = cp && strcmp(cp, "manual") == 0;
     m->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));
     m->gid = (gid_t)json_integer_value(json_object_get(j, "gid"));
     m->supervisor_pid = (pid_t)json_integer_value(json_object_get(j, "supervisor_pid"));

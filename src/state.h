@@ -48,6 +48,7 @@ typedef struct sg_sandbox_meta {
     uint64_t max_execs;
     double max_cpu_s;
     uint64_t max_calls; /* agent tool calls (execs with a "tool") */
+    bool manual_checkpoints; /* --checkpoints manual: only at create and on request */
     uid_t uid;         /* the sandbox user */
     gid_t gid;
     pid_t supervisor_pid;

@@ -1,6 +1,7 @@
 #include "supervisor.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sched.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -510,7 +512,7 @@ static bool tool_is_read_only(const char *tool)
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
  * a checkpoint event. Returns the id (static storage) or NULL. */
-static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
+static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info)
 {
     static char id[SG_CHECKPOINT_ID_LEN + 1];
     if (!s->ckpt)
@@ -518,7 +520,8 @@ static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
     sg_err err = {0};
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
-    if (sg_checkpoint_take(s->ckpt, label, id, &st, &err) < 0) {
+    bool reused = false;
+    if (sg_checkpoint_take_ex(s->ckpt, label, reuse, id, &st, &reused, &err) < 0) {
         fprintf(stderr, "supervisor: checkpoint failed: %s\n", err.msg);
         return NULL;
     }
@@ -527,10 +530,17 @@ static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
                           "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes,
                           "changed", (json_int_t)st.changed, "hashed", (json_int_t)st.hashed,
                           "took_ms", ms);
+    if (reused)
+        json_object_set_new(j, "unchanged", json_true());
     if (info)
         *info = json_deep_copy(j);
     capture_emit(s, "checkpoint", j);
     return id;
+}
+
+static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
+{
+    return sup_checkpoint_ex(s, label, false, info);
 }
 
 
@@ -874,11 +884,13 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     c->ex = ex;
 
     const char *cwd = req.cwd ? req.cwd : "/workspace";
-    if (!tool_is_read_only(req.tool_name)) {
+    if (!tool_is_read_only(req.tool_name) && !s->meta.manual_checkpoints) {
         char label[160];
         sg_autofree char *line = sg_capture_cmdline(req.argv);
         snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
-        sup_checkpoint(s, label, NULL);
+        /* An unchanged workspace reuses the newest checkpoint: the exec
+         * path then writes no object and no ref. */
+        sup_checkpoint_ex(s, label, true, NULL);
     }
     ex->cx = sg_capture_exec_begin(s->cap, ex->id, req.argv, cwd, req.tool);
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
@@ -1276,6 +1288,69 @@ static int connect_init(sup *s, sg_err *err)
     return 0;
 }
 
+/* sandglass-init next to this binary ($SANDGLASS_INIT overrides). */
+static int init_binary(char *buf, size_t len)
+{
+    const char *env = getenv("SANDGLASS_INIT");
+    char self[PATH_MAX];
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n < 0)
+            return -1;
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (!slash)
+            return -1;
+        *slash = '\0';
+        if ((size_t)snprintf(buf, len, "%s/sandglass-init", self) >= len)
+            return -1;
+    }
+    return access(buf, X_OK);
+}
+
+/* The seccomp program in a memfd, for sandglass-init's fd 6. */
+static int bpf_memfd(const sg_seccomp_prog *p)
+{
+    int fd = memfd_create("sg-seccomp", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = p->len * sizeof *p->insns;
+    if (sg_write_all(fd, p->insns, len) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* In the cloned child: fds to 3..6, then exec sandglass-init. Returns only
+ * if the exec failed (the caller then runs init in this fork). */
+static void exec_init_binary(const char *path, const sg_init_config *cfg, int bpf)
+{
+    int src[4] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd, bpf};
+    int hi[4];
+    for (int i = 0; i < 4; i++)
+        if ((hi[i] = fcntl(src[i], F_DUPFD, 100)) < 0)
+            return;
+    for (int i = 0; i < 4; i++)
+        if (dup2(hi[i], 3 + i) < 0)
+            return;
+    char uid[16], gid[16];
+    snprintf(uid, sizeof uid, "%u", (unsigned)cfg->rootfs.uid);
+    snprintf(gid, sizeof gid, "%u", (unsigned)cfg->rootfs.gid);
+    char *argv[] = {"sandglass-init", (char *)cfg->rootfs.workspace,
+                    (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
+                    (char *)cfg->rootfs.hostname, uid, gid, NULL};
+    char *envp[] = {NULL};
+    close_range(7, ~0U, 0);
+    execve(path, argv, envp);
+    /* fds 3..6 are ours now: put the originals back for the fallback */
+    dup2(3, cfg->listen_fd);
+    dup2(4, cfg->ready_fd);
+    dup2(5, cfg->go_fd);
+}
+
 static int start_init(sup *s, sg_err *err)
 {
     sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
@@ -1298,6 +1373,9 @@ static int start_init(sup *s, sg_err *err)
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
     };
+    /* The init runs as its own small binary when it is there. */
+    char init_bin[PATH_MAX];
+    sg_autoclose int bpf = init_binary(init_bin, sizeof init_bin) == 0 ? bpf_memfd(&s->prog) : -1;
     /* Rootless: the namespaces belong to a new user namespace that maps
      * only the caller's uid and gid (no newuidmap needed). */
     unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -1307,8 +1385,11 @@ static int start_init(sup *s, sg_err *err)
         return sg_err_sys(err, s->rootless ? "cannot create the sandbox's namespaces in a user namespace "
                                              "(are unprivileged user namespaces allowed?)"
                                            : "cannot create the sandbox's namespaces");
-    if (pid == 0)
-        sg_init_main(&cfg);
+    if (pid == 0) {
+        if (bpf >= 0)
+            exec_init_binary(init_bin, &cfg, bpf);
+        sg_init_main(&cfg); /* no sandglass-init binary: run it in this fork */
+    }
     s->init_pid = (pid_t)pid;
     /* The OOM killer must pick the user's processes, never the init that
      * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which

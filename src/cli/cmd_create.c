@@ -31,7 +31,8 @@ static void create_usage(FILE *f)
         "usage: sandglass create --learner L [--task T] [--workspace DIR] [--memory 512M]\n"
         "                        [--pids 256] [--cpus 1.0] [--timeout S] [--output-limit 64M]\n"
         "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
-        "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N] [--json]\n");
+        "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
+        "                        [--checkpoints exec|manual] [--json]\n");
 }
 
 static uid_t chown_uid;
@@ -78,6 +79,7 @@ int sg_cmd_create(int argc, char **argv)
         {"max-execs", required_argument, NULL, 'E'},
         {"max-cpu", required_argument, NULL, 'C'},
         {"max-calls", required_argument, NULL, 'K'},
+        {"checkpoints", required_argument, NULL, 'P'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {0},
@@ -142,6 +144,11 @@ int sg_cmd_create(int argc, char **argv)
         case 'K':
             if (sg_parse_uint(optarg, UINT32_MAX, &m.max_calls, &err) < 0)
                 return sg_cli_fail("create", err.msg);
+            break;
+        case 'P':
+            if (strcmp(optarg, "exec") && strcmp(optarg, "manual"))
+                return sg_cli_fail("create", "invalid --checkpoints: use exec (before every exec) or manual");
+            m.manual_checkpoints = strcmp(optarg, "manual") == 0;
             break;
         case 'h':
             create_usage(stdout);

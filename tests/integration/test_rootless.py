@@ -28,7 +28,8 @@ shutil.chown(state, USER, "nogroup")
 # /root): run copies of the binaries from a directory it can read.
 bindir = os.path.join(root, "bin")
 os.makedirs(bindir)
-for b in (SANDGLASS, SANDGLASSD, os.path.join(os.path.dirname(SANDGLASS), "sandglass-supervisor")):
+for b in (SANDGLASS, SANDGLASSD, *(os.path.join(os.path.dirname(SANDGLASS), n)
+                                   for n in ("sandglass-supervisor", "sandglass-init"))):
     shutil.copy(b, bindir)
 SG = os.path.join(bindir, os.path.basename(SANDGLASS))
 env = {"PATH": "/usr/bin:/bin", "SANDGLASS_STATE_DIR": state,

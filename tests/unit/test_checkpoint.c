@@ -662,6 +662,45 @@ static void test_list_reopen_new_process(void **state)
     assert_clean(f, ids[1]);
 }
 
+/* The exec path: an unchanged workspace reuses the newest checkpoint and
+ * only its label is recorded; a change, or a restore, makes a new one. */
+static void test_reuse_unchanged(void **state)
+{
+    fx *f = *state;
+    sg_err err = {0};
+    char a[41], b[41], c[41], d[41];
+    bool reused = true;
+    wfile(f, "x", "1", 0644);
+    assert_int_equal(sg_checkpoint_take_ex(f->st, "first", true, a, NULL, &reused, &err), 0);
+    assert_false(reused); /* no checkpoint yet: a real one */
+    assert_int_equal(sg_checkpoint_take_ex(f->st, "again", true, b, NULL, &reused, &err), 0);
+    assert_true(reused);
+    assert_string_equal(a, b);
+    wfile(f, "x", "22", 0644);
+    assert_int_equal(sg_checkpoint_take_ex(f->st, "changed", true, c, NULL, &reused, &err), 0);
+    assert_false(reused);
+    assert_string_not_equal(a, c);
+    assert_int_equal(sg_checkpoint_take_ex(f->st, "same", true, d, NULL, &reused, &err), 0);
+    assert_true(reused);
+    assert_string_equal(c, d);
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    assert_int_equal(sg_checkpoint_list(f->st, &v, &n, &err), 0);
+    assert_int_equal(n, 4);
+    const char *labels[] = {"first", "again", "changed", "same"};
+    const char *ids[] = {a, a, c, c};
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(v[i].label, labels[i]);
+        assert_string_equal(v[i].id, ids[i]);
+    }
+    sg_checkpoint_infos_free(v, n);
+    /* after a restore the workspace equals an older one: a new checkpoint */
+    assert_int_equal(sg_checkpoint_restore(f->st, a, NULL, &err), 0);
+    assert_int_equal(sg_checkpoint_take_ex(f->st, "after restore", true, d, NULL, &reused, &err), 0);
+    assert_false(reused);
+    assert_file(f, "x", "1");
+}
+
 static void test_refuses_store_in_workspace(void **state)
 {
     fx *f = *state;
@@ -725,6 +764,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stat_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_reopen_new_process, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reuse_unchanged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_store_in_workspace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_git_config_ignored, setup, teardown),
     };
