@@ -251,3 +251,29 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
     }
     return 0;
 }
+
+int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg_err *err)
+{
+    if (a->len + len + 1 > SG_CTL_RESULT_MAX)
+        return sg_err_set(err, EMSGSIZE, "the supervisor's answer is larger than %d bytes", SG_CTL_RESULT_MAX);
+    if (a->len + len + 1 > a->cap) {
+        size_t cap = a->cap ? a->cap : 65536;
+        while (cap < a->len + len + 1)
+            cap *= 2;
+        char *nb = realloc(a->buf, cap);
+        if (!nb)
+            return sg_err_set(err, ENOMEM, "out of memory");
+        a->buf = nb;
+        a->cap = cap;
+    }
+    memcpy(a->buf + a->len, msg, len);
+    a->len += len;
+    a->buf[a->len] = '\0';
+    return type == SG_CTL_RESULT_PART ? 0 : 1;
+}
+
+void sg_ctl_asm_free(sg_ctl_asm *a)
+{
+    free(a->buf);
+    memset(a, 0, sizeof *a);
+}

@@ -26,7 +26,23 @@ enum sg_ctl_type {
     SG_CTL_RESULT = 4,
     SG_CTL_ERROR = 5,
     SG_CTL_SIGNAL = 6,
+    SG_CTL_RESULT_PART = 7, /* a large RESULT comes as PARTs, then the RESULT */
 };
+
+#define SG_CTL_CHUNK (60 * 1024)            /* payload of one PART */
+#define SG_CTL_RESULT_MAX (64 * 1024 * 1024) /* an assembled RESULT */
+
+/* Reassembles a RESULT that came in parts. */
+typedef struct sg_ctl_asm {
+    char *buf;
+    size_t len, cap;
+} sg_ctl_asm;
+
+/* Feeds one received message. Returns 1 when msg completes a RESULT or an
+ * ERROR (the whole payload is then a->buf, a->len, NUL-terminated), 0 when
+ * it was a PART, -1 when the result grows past SG_CTL_RESULT_MAX. */
+int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg_err *err);
+void sg_ctl_asm_free(sg_ctl_asm *a);
 
 #define SG_CTL_MAX_FDS 4
 

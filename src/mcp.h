@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctl.h"
 #include "err.h"
 
 #define SG_MCP_PROTOCOL_MODERN "2026-07-28"
@@ -67,6 +68,7 @@ typedef struct sg_mcp_call {
     sg_mcp_buf out, err;
     uint64_t start_ns, next_progress_ns;
     int fd;                 /* owned by the transport; -1 when none */
+    sg_ctl_asm answer;      /* the supervisor's answer, when it comes in parts */
     void *io_data;          /* free for the transport */
     struct sg_mcp_call *next;
 } sg_mcp_call;

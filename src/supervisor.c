@@ -183,8 +183,14 @@ static void client_send_json(client *c, uint8_t type, json_t *j)
 {
     sg_autofree char *s = sg_json_dump(j);
     json_decref(j);
-    if (s)
-        client_send(c, type, s, strlen(s));
+    if (!s)
+        return;
+    /* A large answer (a long checkpoint list, a rollback plan) goes in
+     * parts: one seqpacket message is at most SG_CTL_MSG_MAX. */
+    size_t len = strlen(s), off = 0;
+    for (; len - off > SG_CTL_CHUNK; off += SG_CTL_CHUNK)
+        client_send(c, SG_CTL_RESULT_PART, s + off, SG_CTL_CHUNK);
+    client_send(c, type, s + off, len - off);
 }
 
 static void client_error(client *c, const char *msg)

@@ -162,12 +162,16 @@ static bool call_readable(app *a, sg_mcp_call *c)
             sg_mcp_call_output(c, type == SG_CTL_STDERR, buf, (size_t)n);
             continue;
         }
-        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR)
+        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR && type != SG_CTL_RESULT_PART)
+            continue;
+        sg_err err = {0};
+        int done = sg_ctl_asm_feed(&c->answer, type, buf, (size_t)n, &err);
+        if (done == 0)
             continue;
         close(c->fd);
         c->fd = -1;
-        sg_err err = {0};
-        sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
+        sg_autojson json_t *res = done < 0 ? NULL : sg_json_parse(c->answer.buf, c->answer.len, &err);
+        sg_ctl_asm_free(&c->answer);
         if (!res) {
             sg_mcp_call_done(a->m, c, NULL, "bad answer from the supervisor");
         } else if (type == SG_CTL_ERROR) {

@@ -82,6 +82,7 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
         return NULL;
     }
     static char buf[SG_CTL_MSG_MAX];
+    __attribute__((cleanup(sg_ctl_asm_free))) sg_ctl_asm a = {0};
     for (;;) {
         uint8_t type;
         ssize_t n = sg_ctl_recv(fd, &type, buf, sizeof buf - 1, NULL, NULL);
@@ -94,9 +95,14 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
             sg_err_set(err, EPIPE, "the supervisor closed the connection without an answer");
             return NULL;
         }
-        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR)
+        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR && type != SG_CTL_RESULT_PART)
             continue;
-        json_t *j = sg_json_parse(buf, (size_t)n, err);
+        int done = sg_ctl_asm_feed(&a, type, buf, (size_t)n, err);
+        if (done < 0)
+            return NULL;
+        if (!done)
+            continue;
+        json_t *j = sg_json_parse(a.buf, a.len, err);
         if (!j)
             return NULL;
         if (type == SG_CTL_ERROR) {
