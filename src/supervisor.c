@@ -1379,9 +1379,12 @@ static int start_init(sup *s, sg_err *err)
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
     };
-    /* The init runs as its own small binary when it is there. */
+    /* The init runs as its own small binary when it is there. Not rootless:
+     * there the init's uid is not 0 in its user namespace, and an execve
+     * would drop the capabilities it needs to build the sandbox. */
     char init_bin[PATH_MAX];
-    sg_autoclose int bpf = init_binary(init_bin, sizeof init_bin) == 0 ? bpf_memfd(&s->prog) : -1;
+    sg_autoclose int bpf = !s->rootless && init_binary(init_bin, sizeof init_bin) == 0
+                               ? bpf_memfd(&s->prog) : -1;
     /* Rootless: the namespaces belong to a new user namespace that maps
      * only the caller's uid and gid (no newuidmap needed). */
     unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
