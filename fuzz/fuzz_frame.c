@@ -18,6 +18,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (r == 0) {
             if (ev.seq < 0 || !sg_event_kind_name(ev.kind) || !ev.ts || !json_is_object(ev.payload))
                 abort();
+            /* The raw payload the ingest stores must be exactly the parsed one. */
+            const char *raw;
+            size_t rawlen;
+            if (sg_event_raw_payload((const char *)data, size, &raw, &rawlen) == 0) {
+                json_t *again = json_loadb(raw, rawlen, JSON_REJECT_DUPLICATES, NULL);
+                if (!again || !json_equal(again, ev.payload))
+                    abort();
+                json_decref(again);
+            }
             sg_event_clear(&ev);
         } else if (r != -SG_CLOSE_BAD_DATA && r != -SG_CLOSE_POLICY && r != -SG_CLOSE_TOO_BIG) {
             abort();

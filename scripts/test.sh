@@ -61,6 +61,8 @@ if CC=clang build build-fuzz -Dfuzz=true; then
     [ -f "$f" ] && [ -x "$f" ] || continue
     name=$(basename "$f")
     mkdir -p "build-fuzz/corpus-$name"
+    seeds="fuzz/corpus/${name#fuzz_}"
+    [ -d "$seeds" ] && cp -n "$seeds"/* "build-fuzz/corpus-$name/" 2>/dev/null
     if "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1; then
       passed=$((passed + 1)); echo "  [fuzz] OK       $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"
     else

@@ -1,6 +1,7 @@
 /* event: kinds, wire frame, strict frame validator (see event.h). */
 #include "event.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "cleanup.h"
@@ -156,4 +157,93 @@ int sg_event_validate(const char *buf, size_t len, const char *expect_sandbox_id
     out->payload = payload;
     out->root = sg_steal_ptr(&root);
     return 0;
+}
+
+/* ---- raw payload ---------------------------------------------------------- */
+
+static size_t skip_ws(const char *b, size_t i, size_t len)
+{
+    while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* End of the JSON string starting at b[i] == '"', or 0. */
+static size_t skip_string(const char *b, size_t i, size_t len, bool *escaped)
+{
+    for (i++; i < len; i++) {
+        if (b[i] == '\\') {
+            *escaped = true;
+            i++;
+        } else if (b[i] == '"') {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* End of the JSON value starting at b[i], or 0. */
+static size_t skip_value(const char *b, size_t i, size_t len)
+{
+    bool esc = false;
+    if (i >= len)
+        return 0;
+    if (b[i] == '"')
+        return skip_string(b, i, len, &esc);
+    if (b[i] != '{' && b[i] != '[') {
+        while (i < len && !strchr(",}] \t\r\n", b[i]))
+            i++;
+        return i;
+    }
+    int depth = 0;
+    for (; i < len; i++) {
+        char c = b[i];
+        if (c == '"') {
+            size_t e = skip_string(b, i, len, &esc);
+            if (!e)
+                return 0;
+            i = e - 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+int sg_event_raw_payload(const char *b, size_t len, const char **start, size_t *plen)
+{
+    size_t i = skip_ws(b, 0, len);
+    if (i >= len || b[i] != '{')
+        return -1;
+    i++;
+    for (;;) {
+        i = skip_ws(b, i, len);
+        if (i >= len || b[i] != '"')
+            return -1;
+        bool esc = false;
+        size_t kend = skip_string(b, i, len, &esc);
+        if (!kend)
+            return -1;
+        bool is_payload = !esc && kend - i == 9 && memcmp(b + i, "\"payload\"", 9) == 0;
+        i = skip_ws(b, kend, len);
+        if (i >= len || b[i] != ':')
+            return -1;
+        i = skip_ws(b, i + 1, len);
+        size_t vend = skip_value(b, i, len);
+        if (!vend)
+            return -1;
+        if (is_payload) {
+            if (b[i] != '{')
+                return -1;
+            *start = b + i;
+            *plen = vend - i;
+            return 0;
+        }
+        i = skip_ws(b, vend, len);
+        if (i >= len || b[i] != ',')
+            return -1; /* the end, and no plain "payload" key */
+        i++;
+    }
 }

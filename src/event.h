@@ -76,4 +76,9 @@ void sg_event_clear(sg_event *ev);
 int sg_event_validate(const char *buf, size_t len, const char *expect_sandbox_id,
                       sg_event *out, sg_err *err);
 
+/* The bytes of the "payload" object as they stand in a frame that
+ * sg_event_validate accepted, so the store keeps them without a re-dump.
+ * -1 when the key is written with escapes (then dump the parsed payload). */
+int sg_event_raw_payload(const char *buf, size_t len, const char **start, size_t *plen);
+
 #endif

@@ -43,6 +43,8 @@ static void ident_unref(ident *id)
 typedef struct pending {
     ident *id;
     sg_event ev;
+    char *payload;      /* the payload's bytes as received, or NULL: dump ev's */
+    size_t payload_len;
     char received[40];
 } pending;
 
@@ -116,6 +118,8 @@ static void rows_release(pending *rows, size_t n)
     for (size_t i = 0; i < n; i++) {
         ident_unref(rows[i].id);
         sg_event_clear(&rows[i].ev);
+        free(rows[i].payload);
+        rows[i].payload = NULL;
     }
 }
 
@@ -131,15 +135,18 @@ static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserte
     int r = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         pending *p = &batch[i];
-        texts[i] = json_dumps(p->ev.payload, JSON_COMPACT);
-        if (!texts[i]) {
-            r = sg_err_set(err, ENOMEM, "out of memory");
-            break;
+        if (!p->payload) {
+            texts[i] = json_dumps(p->ev.payload, JSON_COMPACT);
+            if (!texts[i]) {
+                r = sg_err_set(err, ENOMEM, "out of memory");
+                break;
+            }
         }
         rows[i] = (sg_store_row){
             .learner = p->id->learner, .task = p->id->task, .sandbox = p->id->sandbox,
             .seq = p->ev.seq, .kind = sg_event_kind_name(p->ev.kind), .ts = p->ev.ts,
-            .received = p->received, .payload = texts[i], .payload_len = strlen(texts[i]),
+            .received = p->received, .payload = p->payload ? p->payload : texts[i],
+            .payload_len = p->payload ? p->payload_len : strlen(texts[i]),
         };
     }
     if (r == 0)
@@ -354,7 +361,7 @@ static void on_check(uv_check_t *h)
     submit(h->data);
 }
 
-static int batch_add(sg_ingest *ing, conn *c, sg_event *ev, size_t bytes)
+static int batch_add(sg_ingest *ing, conn *c, sg_event *ev, const char *frame, size_t bytes)
 {
     if (ing->nbatch == ing->batch_cap) {
         size_t cap = ing->batch_cap ? ing->batch_cap * 2 : 1024;
@@ -369,6 +376,17 @@ static int batch_add(sg_ingest *ing, conn *c, sg_event *ev, size_t bytes)
     c->id->refs++;
     p->ev = *ev;
     memset(ev, 0, sizeof *ev);
+    /* Keep the payload's own bytes: the writer then stores them as they
+     * came, without dumping the parsed tree again (a seventh of the cost). */
+    const char *raw;
+    size_t rawlen;
+    p->payload = NULL;
+    p->payload_len = 0;
+    if (sg_event_raw_payload(frame, bytes, &raw, &rawlen) == 0 && (p->payload = malloc(rawlen + 1))) {
+        memcpy(p->payload, raw, rawlen);
+        p->payload[rawlen] = '\0';
+        p->payload_len = rawlen;
+    }
     memcpy(p->received, ing->now, sizeof p->received);
     ing->batch_bytes += bytes;
     ing->stats.frames++;
@@ -520,7 +538,7 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
         ing->stats.refused++;
         return close_with(c->wsi, -r, err.msg);
     }
-    if (batch_add(ing, c, &ev, len) < 0) {
+    if (batch_add(ing, c, &ev, buf, len) < 0) {
         sg_event_clear(&ev);
         return close_with(c->wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "out of memory");
     }
