@@ -23,9 +23,10 @@ fi
 passed=0; failed=0
 run_suite() { # dir, label
   local dir=$1 label=$2
-  meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes 1 "${@:3}" \
-    > "$dir/test-output.txt" 2>&1
-  local log="$dir/meson-logs/testlog.json"
+  rm -f "$dir/meson-logs/testlog-$label.json"
+  meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes 1 --logbase "testlog-$label" "${@:3}" \
+    > "$dir/test-output-$label.txt" 2>&1
+  local log="$dir/meson-logs/testlog-$label.json"
   if [ -f "$log" ]; then
     local out counts p f
     out=$(python3 scripts/testlog.py "$log" "$label")
@@ -33,12 +34,12 @@ run_suite() { # dir, label
     printf '%s\n' "$out" | sed '$d'
     p=${counts% *}; f=${counts#* }
     if [ "$f" != 0 ]; then
-      grep -E '^(not ok|#)' "$dir/meson-logs/testlog.txt" | head -80
+      grep -E '^(not ok|#)' "$dir/meson-logs/testlog-$label.txt" | head -80
     fi
     passed=$((passed + p)); failed=$((failed + f))
   else
     failed=$((failed + 1))
-    tail -40 "$dir/test-output.txt"
+    tail -40 "$dir/test-output-$label.txt"
   fi
 }
 
