@@ -23,18 +23,21 @@ fi
 passed=0; failed=0
 run_suite() { # dir, label
   local dir=$1 label=$2
-  rm -f "$dir/meson-logs/testlog-$label.json"
+  rm -f "$dir/meson-logs/testlog-$label".*  "$dir/meson-logs/testlog-$label"-*
   meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes 1 --logbase "testlog-$label" "${@:3}" \
     > "$dir/test-output-$label.txt" 2>&1
-  local log="$dir/meson-logs/testlog-$label.json"
-  if [ -f "$log" ]; then
+  # meson appends the wrapper's name to the log's name
+  local log base
+  log=$(ls -t "$dir/meson-logs/testlog-$label"*.json 2>/dev/null | head -1)
+  base=${log%.json}
+  if [ -n "$log" ] && [ -f "$log" ]; then
     local out counts p f
     out=$(python3 scripts/testlog.py "$log" "$label")
     counts=$(printf '%s\n' "$out" | tail -1)
     printf '%s\n' "$out" | sed '$d'
     p=${counts% *}; f=${counts#* }
     if [ "$f" != 0 ]; then
-      grep -E '^(not ok|#)' "$dir/meson-logs/testlog-$label.txt" | head -80
+      grep -E '^(not ok|#)' "$base.txt" | head -80
     fi
     passed=$((passed + p)); failed=$((failed + f))
   else
