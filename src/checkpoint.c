@@ -38,30 +38,6 @@
 /* ---------- small helpers ---------- */
 
 /* Out of memory is not something we can handle here (as sg_strdup_printf). */
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();
-    return q;
-}
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz ? sz : 1);
-    if (!p)
-        abort();
-    return p;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *p = strdup(s);
-    if (!p)
-        abort();
-    return p;
-}
-
 typedef struct sbuf {
     char *p;
     size_t len, cap;
@@ -73,7 +49,7 @@ static void sb_add(sbuf *b, const void *d, size_t n)
         size_t c = b->cap ? b->cap : 256;
         while (c < b->len + n + 1)
             c *= 2;
-        b->p = xrealloc(b->p, c);
+        b->p = sg_xrealloc(b->p, c);
         b->cap = c;
     }
     memcpy(b->p + b->len, d, n);
@@ -186,7 +162,7 @@ static cent *cmap_put(cmap *m, const char *path);
 static void cmap_grow(cmap *m)
 {
     cmap nm = {.cap = m->cap ? m->cap * 2 : 1024};
-    nm.v = xcalloc(nm.cap, sizeof(cent));
+    nm.v = sg_xcalloc(nm.cap, sizeof(cent));
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->v[i].path)
             continue;
@@ -208,7 +184,7 @@ static cent *cmap_put(cmap *m, const char *path)
     for (; m->v[i].path; i = (i + 1) & (m->cap - 1))
         if (strcmp(m->v[i].path, path) == 0)
             return &m->v[i];
-    m->v[i].path = xstrdup(path);
+    m->v[i].path = sg_xstrdup(path);
     m->n++;
     return &m->v[i];
 }
@@ -259,7 +235,7 @@ static void oidset_add(oidset *s, const git_oid *o)
         return;
     if ((s->n + 1) * 2 > s->cap) {
         oidset ns = {.cap = s->cap ? s->cap * 2 : 1024};
-        ns.v = xcalloc(ns.cap, sizeof(git_oid));
+        ns.v = sg_xcalloc(ns.cap, sizeof(git_oid));
         for (size_t i = 0; i < s->cap; i++) {
             if (oid_zero(&s->v[i]))
                 continue;
@@ -475,7 +451,7 @@ sg_ckpt_store *sg_checkpoint_open(const char *repo_dir, const char *workspace, s
         return NULL;
     }
     set_search_paths();
-    sg_ckpt_store *st = xcalloc(1, sizeof *st);
+    sg_ckpt_store *st = sg_xcalloc(1, sizeof *st);
     st->lock_fd = -1;
     st->is_root = geteuid() == 0;
     st->ws = sg_steal_ptr(&ws);
@@ -556,7 +532,7 @@ static void node_set_name(node *n, const char *name)
         n->sname = sg_strdup_printf("%s%s", ESC, name);
         n->off = ESC_LEN;
     } else {
-        n->sname = xstrdup(name);
+        n->sname = sg_xstrdup(name);
         n->off = 0;
     }
 }
@@ -663,7 +639,7 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
     size_t size = (size_t)fst.st_size;
     bool complete = true;
     if (size <= STREAM_MIN) {
-        sg_autofree char *buf = xrealloc(NULL, size);
+        sg_autofree char *buf = sg_xrealloc(NULL, size);
         ssize_t got = read_full(fd, buf, size);
         if (got < 0)
             return sg_err_sys(s->err, "reading %s", s->path.p);
@@ -679,7 +655,7 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
         git_odb_stream *ws = NULL;
         if (git_odb_open_wstream(&ws, st->odb, size, GIT_OBJECT_BLOB) < 0)
             return git_fail(s->err, "storing %s", s->path.p);
-        sg_autofree char *buf = xrealloc(NULL, IO_CHUNK);
+        sg_autofree char *buf = sg_xrealloc(NULL, IO_CHUNK);
         size_t left = size;
         int rc = 0;
         while (left > 0 && rc == 0) {
@@ -775,7 +751,7 @@ static int build_tree(sg_ckpt_store *st, bool write, node *dir, sg_err *err)
     if (put_obj(st, write, &meta_oid, meta.p, meta.len, GIT_OBJECT_BLOB, err) < 0)
         return -1;
 
-    sg_autofree tref *refs = xcalloc(dir->nkids + 1, sizeof(tref));
+    sg_autofree tref *refs = sg_xcalloc(dir->nkids + 1, sizeof(tref));
     size_t n = 0;
     for (size_t i = 0; i < dir->nkids; i++) {
         const node *k = &dir->kids[i];
@@ -829,9 +805,9 @@ static int read_names(int dfd, char ***out, size_t *nout, sg_err *err, const cha
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            v = xrealloc(v, cap * sizeof(char *));
+            v = sg_xrealloc(v, cap * sizeof(char *));
         }
-        v[n++] = xstrdup(de->d_name);
+        v[n++] = sg_xstrdup(de->d_name);
         errno = 0;
     }
     int e = errno;
@@ -854,7 +830,7 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
     size_t nn = 0;
     if (read_names(dfd, &names, &nn, s->err, s->path.len ? s->path.p : ".") < 0)
         return -1;
-    dir->kids = xcalloc(nn, sizeof(node));
+    dir->kids = sg_xcalloc(nn, sizeof(node));
     int rc = 0;
     for (size_t i = 0; i < nn && rc == 0; i++) {
         if (++s->entries > SG_CKPT_MAX_ENTRIES) {
@@ -934,7 +910,7 @@ static int scan_workspace(sg_ckpt_store *st, scan *s, bool write, node *root, in
     struct stat sb;
     if (fstat(fd, &sb) < 0)
         return sg_err_sys(err, "stat workspace %s", st->ws);
-    root->sname = xstrdup("");
+    root->sname = sg_xstrdup("");
     root->mode = sb.st_mode;
     root->uid = sb.st_uid;
     root->gid = sb.st_gid;
@@ -1008,7 +984,7 @@ static int tdir_load(sg_ckpt_store *st, const git_oid *oid, tdir *out, sg_err *e
     if (git_tree_lookup(&tree, st->repo, oid) < 0)
         return git_fail(err, "checkpoint tree %s", hex);
     size_t n = git_tree_entrycount(tree);
-    out->v = xcalloc(n, sizeof(tent));
+    out->v = sg_xcalloc(n, sizeof(tent));
     git_oid meta_oid;
     bool have_meta = false;
     int rc = 0;
@@ -1029,7 +1005,7 @@ static int tdir_load(sg_ckpt_store *st, const git_oid *oid, tdir *out, sg_err *e
             break;
         }
         tent *t = &out->v[out->n++];
-        t->sname = xstrdup(name);
+        t->sname = sg_xstrdup(name);
         t->kind = kind;
         t->oid = *git_tree_entry_id(e);
         t->mode = kind == 'd' ? S_IFDIR : 0;
@@ -1112,11 +1088,11 @@ static void emit(cmpx *c, sg_checkpoint_change_kind kind, const node *now, uint3
         return;
     if (c->nch == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 64;
-        c->ch = xrealloc(c->ch, c->cap * sizeof(*c->ch));
+        c->ch = sg_xrealloc(c->ch, c->cap * sizeof(*c->ch));
     }
     sg_checkpoint_change *x = &c->ch[c->nch++];
     memset(x, 0, sizeof *x);
-    x->path = xstrdup(c->path.len ? c->path.p : ".");
+    x->path = sg_xstrdup(c->path.len ? c->path.p : ".");
     x->kind = kind;
     if (now) {
         x->mode_now = now->mode;
@@ -1245,7 +1221,7 @@ static int write_blob(cmpx *c, int fd, const git_oid *oid)
     if (len > STREAM_MIN) {
         git_odb_stream *rs = NULL;
         if (git_odb_open_rstream(&rs, &len, &type, c->st->odb, oid) == 0) {
-            sg_autofree char *buf = xrealloc(NULL, IO_CHUNK);
+            sg_autofree char *buf = sg_xrealloc(NULL, IO_CHUNK);
             int rc = 0;
             size_t total = 0;
             for (;;) {
@@ -1563,7 +1539,7 @@ static char *clean_label(const char *label)
     if (n == SG_CKPT_LABEL_MAX) /* do not cut a UTF-8 sequence in half */
         while (n > 0 && ((unsigned char)label[n] & 0xc0) == 0x80)
             n--;
-    char *s = xrealloc(NULL, n + 1);
+    char *s = sg_xrealloc(NULL, n + 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)label[i];
         s[i] = (ch < 0x20 || ch == 0x7f) ? ' ' : (char)ch;
@@ -1769,7 +1745,7 @@ int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout
         }
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            v = xrealloc(v, cap * sizeof(*v));
+            v = sg_xrealloc(v, cap * sizeof(*v));
         }
         sg_checkpoint_info *x = &v[n++];
         memset(x, 0, sizeof *x);
@@ -1816,7 +1792,7 @@ int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout
             continue; /* names no listed commit */
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
-            v = xrealloc(v, cap * sizeof(*v));
+            v = sg_xrealloc(v, cap * sizeof(*v));
         }
         memmove(&v[at + 1], &v[at], (n - at) * sizeof *v);
         n++;

@@ -37,6 +37,12 @@ uint64_t sg_now_mono_ns(void);
 /* Current UTC time as RFC 3339 with microseconds, e.g. 2026-11-29T17:00:00.123456+00:00 */
 void sg_now_iso8601(char *buf, size_t len);
 
+/* Allocators that abort on OOM, for code with no way to recover from it
+ * (same policy as sg_strdup_printf). */
+void *sg_xrealloc(void *p, size_t n);
+void *sg_xcalloc(size_t n, size_t size);
+char *sg_xstrdup(const char *s);
+
 /* printf into a fresh heap string (aborts on OOM, which we cannot handle). */
 char *sg_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

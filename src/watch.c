@@ -109,22 +109,6 @@ struct sg_watch {
     char *scratch;      /* SG_DIFF_MAX_BYTES + 1 */
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort(); /* as sg_strdup_printf: OOM is not recoverable here */
-    return q;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 static uint32_t hash_name(const char *s)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
@@ -220,7 +204,7 @@ static void kid_add(node *dir, node *n)
 {
     if (dir->nkids + 1 > dir->kcap) {
         uint32_t ncap = dir->kcap ? dir->kcap * 2 : 8;
-        node **nk = xrealloc(NULL, ncap * sizeof(*nk));
+        node **nk = sg_xrealloc(NULL, ncap * sizeof(*nk));
         memset(nk, 0, ncap * sizeof(*nk));
         for (uint32_t i = 0; i < dir->kcap; i++) {
             node *c = dir->kids[i];
@@ -272,7 +256,7 @@ static void wd_add(sg_watch *w, node *n)
 {
     if (w->nwd + 1 > w->wdcap) {
         size_t ncap = w->wdcap ? w->wdcap * 2 : 64;
-        node **nt = xrealloc(NULL, ncap * sizeof(*nt));
+        node **nt = sg_xrealloc(NULL, ncap * sizeof(*nt));
         memset(nt, 0, ncap * sizeof(*nt));
         for (size_t i = 0; i < w->wdcap; i++) {
             node *c = w->wdtab[i];
@@ -314,7 +298,7 @@ static char *node_path(const node *n)
     size_t len = 0;
     for (const node *p = n; p->parent; p = p->parent)
         len += strlen(p->name) + (p->parent->parent ? 1 : 0);
-    char *s = xrealloc(NULL, len + 1);
+    char *s = sg_xrealloc(NULL, len + 1);
     s[len] = '\0';
     size_t pos = len;
     for (const node *p = n; p->parent; p = p->parent) {
@@ -330,7 +314,7 @@ static char *node_path(const node *n)
 static char *child_path(const node *dir, const char *name)
 {
     sg_autofree char *dp = node_path(dir);
-    return *dp ? sg_strdup_printf("%s/%s", dp, name) : xstrdup(name);
+    return *dp ? sg_strdup_printf("%s/%s", dp, name) : sg_xstrdup(name);
 }
 
 static void fstate_clear(sg_watch *w, fstate *s, bool cached)
@@ -411,7 +395,7 @@ static void node_detach(sg_watch *w, node *n, bool emit)
         w->nfiles--;
         if (w->ngraves == w->gcap) {
             w->gcap = w->gcap ? w->gcap * 2 : 16;
-            w->graves = xrealloc(w->graves, w->gcap * sizeof(*w->graves));
+            w->graves = sg_xrealloc(w->graves, w->gcap * sizeof(*w->graves));
         }
         w->graves[w->ngraves++] = n;
         return;
@@ -427,9 +411,9 @@ static node *file_node_new(sg_watch *w, node *dir, const char *name)
         w->dropped++;
         return NULL;
     }
-    node *n = xrealloc(NULL, sizeof(*n));
+    node *n = sg_xrealloc(NULL, sizeof(*n));
     memset(n, 0, sizeof(*n));
-    n->name = xstrdup(name);
+    n->name = sg_xstrdup(name);
     n->wd = -1;
     kid_add(dir, n);
     w->nfiles++;
@@ -465,7 +449,7 @@ static void set_text(fstate *s, const char *buf, size_t len)
     s->has_sha = true;
     s->binary = sg_diff_is_binary(buf, len);
     if (!s->binary) {
-        s->text = xrealloc(NULL, len + 1);
+        s->text = sg_xrealloc(NULL, len + 1);
         memcpy(s->text, buf, len);
         s->text[len] = '\0';
         s->text_len = len;
@@ -592,9 +576,9 @@ static void scan_push(sg_watch *w, node *parent, const char *name)
 {
     if (w->nscan == w->scap) {
         w->scap = w->scap ? w->scap * 2 : 64;
-        w->scanq = xrealloc(w->scanq, w->scap * sizeof(*w->scanq));
+        w->scanq = sg_xrealloc(w->scanq, w->scap * sizeof(*w->scanq));
     }
-    w->scanq[w->nscan++] = (scan_item){parent, xstrdup(name)};
+    w->scanq[w->nscan++] = (scan_item){parent, sg_xstrdup(name)};
 }
 
 static bool skip_dir_name(const char *name)
@@ -644,9 +628,9 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
         wd_remove(w, stale);
         node_detach(w, stale, true);
     }
-    node *d = xrealloc(NULL, sizeof(*d));
+    node *d = sg_xrealloc(NULL, sizeof(*d));
     memset(d, 0, sizeof(*d));
-    d->name = xstrdup(name);
+    d->name = sg_xstrdup(name);
     d->is_dir = true;
     d->wd = wd;
     d->dino = st.st_ino;
@@ -747,7 +731,7 @@ static void rescan_dir(sg_watch *w, node *d)
     if (fd < 0 || fstat(fd, &st) < 0 || (d->parent && st.st_ino != d->dino)) {
         if (d->parent) {
             node *parent = d->parent;
-            sg_autofree char *name = xstrdup(d->name);
+            sg_autofree char *name = sg_xstrdup(d->name);
             node_detach(w, d, true);
             if (fd >= 0)
                 add_dir_tree(w, parent, name, SCAN_NEW);
@@ -775,8 +759,8 @@ static void rescan_dir(sg_watch *w, node *d)
                 continue;
             if (k && k->is_dir && k->dino == cst.st_ino) {
                 k->gen = gen;
-                subdirs = xrealloc(subdirs, (nsub + 1) * sizeof(*subdirs));
-                subdirs[nsub++] = xstrdup(nm);
+                subdirs = sg_xrealloc(subdirs, (nsub + 1) * sizeof(*subdirs));
+                subdirs[nsub++] = sg_xstrdup(nm);
             } else {
                 add_dir_tree(w, d, nm, SCAN_NEW);
                 node *nk = kid_find(d, nm);
@@ -844,7 +828,7 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
     }
     kid_remove(n);
     free(n->name);
-    n->name = xstrdup(to_name);
+    n->name = sg_xstrdup(to_name);
     kid_add(to_dir, n);
 }
 
@@ -909,9 +893,9 @@ static void handle_event(sg_watch *w, const struct inotify_event *ev)
     if (ev->mask & IN_MOVED_FROM) {
         if (w->nmoves == w->mcap) {
             w->mcap = w->mcap ? w->mcap * 2 : 8;
-            w->moves = xrealloc(w->moves, w->mcap * sizeof(*w->moves));
+            w->moves = sg_xrealloc(w->moves, w->mcap * sizeof(*w->moves));
         }
-        w->moves[w->nmoves++] = (pending_move){ev->cookie, ev->wd, xstrdup(name), isdir};
+        w->moves[w->nmoves++] = (pending_move){ev->cookie, ev->wd, sg_xstrdup(name), isdir};
         return;
     }
     if (ev->mask & IN_MOVED_TO) {
@@ -1121,7 +1105,7 @@ static void add_action(action **acts, size_t *n, size_t *cap, action a)
 {
     if (*n == *cap) {
         *cap = *cap ? *cap * 2 : 16;
-        *acts = xrealloc(*acts, *cap * sizeof(**acts));
+        *acts = sg_xrealloc(*acts, *cap * sizeof(**acts));
     }
     (*acts)[(*n)++] = a;
 }
@@ -1140,7 +1124,7 @@ static int resolve(sg_watch *w, bool force)
         dirty_unlink(w, n);
         if (nwork == wcap) {
             wcap = wcap ? wcap * 2 : 64;
-            work = xrealloc(work, wcap * sizeof(*work));
+            work = sg_xrealloc(work, wcap * sizeof(*work));
         }
         work[nwork++] = n;
     }
@@ -1211,7 +1195,7 @@ static int resolve(sg_watch *w, bool force)
         node *g = w->graves[i];
         if (!g->dirty)
             add_action(&acts, &nact, &cap,
-                       (action){ACT_DEL, NULL, g, xstrdup(g->orig_path), {0}, NULL});
+                       (action){ACT_DEL, NULL, g, sg_xstrdup(g->orig_path), {0}, NULL});
     }
     if (nact > 1)
         qsort(acts, nact, sizeof(*acts), act_cmp);
@@ -1375,7 +1359,7 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
     w->cb = cb;
     w->ud = userdata;
     w->ifd = w->rootfd = w->tfd = -1;
-    w->scratch = xrealloc(NULL, SG_DIFF_MAX_BYTES + 1);
+    w->scratch = sg_xrealloc(NULL, SG_DIFF_MAX_BYTES + 1);
     w->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (w->rootfd < 0) {
         sg_err_sys(err, "watch %s", root);
@@ -1397,7 +1381,7 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
     node *r = calloc(1, sizeof(*r));
     if (!r)
         abort();
-    r->name = xstrdup("");
+    r->name = sg_xstrdup("");
     r->is_dir = true;
     r->wd = add_watch_fd(w, w->rootfd);
     if (r->wd < 0) {
