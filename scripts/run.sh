@@ -31,9 +31,9 @@ echo "== sandbox $id (learner demo-learner, task hello-world)"
 run() { echo "\$ $*"; "$SG" exec "$id" -- /bin/sh -c "$*" || true; }
 run 'printf "def add(a, b):\n    return a + b\n" > calc.py'
 run 'printf "import unittest\nfrom calc import add\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n" > test_calc.py'
-run 'python3 -m unittest -v test_calc 2>&1 | tail -3'
+run 'python3 -m unittest -v test_calc'
 run 'sed -i "s/a + b/a - b + 0/" calc.py'
-run 'python3 -m unittest test_calc 2>&1 | tail -1'
+run 'python3 -m unittest test_calc'
 run 'mkdir -p notes && echo "remember to check edge cases" > notes/todo.txt && mv notes/todo.txt notes/TODO'
 run 'cat /etc/hostname; id -un; ls /'
 echo "== rolling the workspace back to before the sed (shell-made changes included)"
