@@ -126,6 +126,20 @@ def cgroup_dirs(sid: str) -> list[str]:
     return out
 
 
+def cgroup_pids(sid: str) -> set[int]:
+    """Host pids in every cgroup of a sandbox (all hierarchies, all leaves)."""
+    pids: set[int] = set()
+    for d in cgroup_dirs(sid):
+        for root, _dirs, files in os.walk(d):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(root, "cgroup.procs")) as f:
+                        pids.update(int(x) for x in f.read().split())
+                except OSError:
+                    pass
+    return pids
+
+
 def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

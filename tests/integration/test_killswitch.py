@@ -7,22 +7,11 @@ import signal
 import subprocess
 import time
 
-from sgtest import Env, SANDGLASS, cgroup_dirs, pid_alive, tap, wait_for
+from sgtest import cgroup_pids, Env, SANDGLASS, cgroup_dirs, pid_alive, tap, wait_for
 
 env = Env()
 
 
-def host_pids(sid: str) -> set[int]:
-    pids = set()
-    for d in cgroup_dirs(sid):
-        for root, _dirs, files in os.walk(d):
-            if "cgroup.procs" in files:
-                try:
-                    with open(os.path.join(root, "cgroup.procs")) as f:
-                        pids.update(int(x) for x in f.read().split())
-                except OSError:
-                    pass
-    return pids
 
 
 def meta(sid: str) -> dict:
@@ -42,7 +31,7 @@ def _():
                             env=env.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     init = meta(sid)["init_pid"]
-    before = host_pids(sid) - {init}
+    before = cgroup_pids(sid) - {init}
     tap.ok(len(before) >= 5, "user processes are running", repr(before))
     p = env.run("abort", sid, "--reason", "student left", "--json")
     rec = json.loads(p.stdout)
@@ -53,7 +42,7 @@ def _():
     tap.ok(set(rec["caps"]) == {"max_wall_s", "max_execs", "max_cpu_s", "max_calls"},
            "each cap and its value at that moment is recorded", json.dumps(rec["caps"]))
     tap.ok(not any(pid_alive(x) for x in before), "every process is dead: setsid, nohup, fork bomb, in-flight")
-    tap.eq(host_pids(sid), {init}, "the cgroup holds only init")
+    tap.eq(cgroup_pids(sid), {init}, "the cgroup holds only init")
     tap.ok(pid_alive(init), "the sandbox itself stays up")
     running.wait(10)
     bomb.wait(10)

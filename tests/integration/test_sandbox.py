@@ -13,7 +13,7 @@ import stat
 import subprocess
 import time
 
-from sgtest import PROBE, Env, cgroup_dirs, pid_alive, tap, wait_for
+from sgtest import cgroup_pids, PROBE, Env, cgroup_dirs, pid_alive, tap, wait_for
 
 env = Env()
 
@@ -32,17 +32,6 @@ def ws_of(sid: str) -> str:
     raise KeyError(sid)
 
 
-def host_pids_of(sid: str) -> set[int]:
-    pids = set()
-    for d in cgroup_dirs(sid):
-        for root, _dirs, files in os.walk(d):
-            if "cgroup.procs" in files:
-                try:
-                    with open(os.path.join(root, "cgroup.procs")) as f:
-                        pids.update(int(x) for x in f.read().split())
-                except OSError:
-                    pass
-    return pids
 
 
 sid = ""
@@ -155,7 +144,7 @@ def _():
     tap.ok(res["pids_limit_hit"] is True, "a fork bomb hits the pids limit and is reported", out.decode()[-400:])
     tap.ok(time.monotonic() - t0 < 15 and host_ms < 1000, "the host stays responsive during the bomb",
            f"host /bin/true took {host_ms:.1f} ms")
-    n = len(host_pids_of(bomb))
+    n = len(cgroup_pids(bomb))
     tap.ok(n <= 64 + 1, "the bomb never exceeds the pids limit", str(n))
     env.run("destroy", bomb)
     # wall time
@@ -187,7 +176,7 @@ def _():
 def _():
     d = env.create()
     env.sh(d, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 1000 >/dev/null 2>&1 &) ; sleep 0.5; exit 0")
-    pids = host_pids_of(d)
+    pids = cgroup_pids(d)
     sup = [s for s in env.ls() if s["id"] == d][0]["supervisor_pid"]
     tap.ok(len(pids) >= 4, "escapers are in the sandbox's cgroup", repr(pids))
     p = env.run("destroy", d, "--json")
@@ -201,7 +190,7 @@ def _():
     # a supervisor that was SIGKILLed
     k = env.create()
     env.sh(k, "(sleep 1000 &); exit 0")
-    pids = host_pids_of(k)
+    pids = cgroup_pids(k)
     sup = [s for s in env.ls() if s["id"] == k][0]["supervisor_pid"]
     os.kill(sup, signal.SIGKILL)
     wait_for(lambda: not pid_alive(sup))
