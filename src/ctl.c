@@ -30,20 +30,16 @@ int sg_ctl_connect(const char *id, sg_err *err)
     return sg_steal_fd(&fd);
 }
 
-int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
-                const int *fds, size_t nfds)
+/* One sendmsg of iov with fds as SCM_RIGHTS; retried on EINTR. */
+static int send_iov(int fd, struct iovec *iov, size_t niov, const int *fds, size_t nfds)
 {
-    if (nfds > SG_CTL_MAX_FDS)
+    if (nfds > SG_CTL_RAW_MAX_FDS)
         return -EINVAL;
-    struct iovec iov[2] = {
-        {.iov_base = &type, .iov_len = 1},
-        {.iov_base = (void *)buf, .iov_len = len},
-    };
     union {
-        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_MAX_FDS)];
+        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_RAW_MAX_FDS)];
         struct cmsghdr align;
     } cm;
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov};
     if (nfds) {
         memset(&cm, 0, sizeof cm);
         mh.msg_control = cm.buf;
@@ -61,6 +57,24 @@ int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
         if (errno != EINTR)
             return -errno;
     }
+}
+
+int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
+                const int *fds, size_t nfds)
+{
+    if (nfds > SG_CTL_MAX_FDS)
+        return -EINVAL;
+    struct iovec iov[2] = {
+        {.iov_base = &type, .iov_len = 1},
+        {.iov_base = (void *)buf, .iov_len = len},
+    };
+    return send_iov(fd, iov, len ? 2 : 1, fds, nfds);
+}
+
+int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    return send_iov(fd, &iov, 1, fds, nfds);
 }
 
 ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,

@@ -55,6 +55,11 @@ int sg_ctl_connect(const char *id, sg_err *err);
 int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
                 const int *fds, size_t nfds);
 
+/* The same without the type byte (the supervisor-init protocol, init.h),
+ * with up to SG_CTL_RAW_MAX_FDS fds. */
+#define SG_CTL_RAW_MAX_FDS 16
+int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t nfds);
+
 /* Receives one message into buf (cap bytes). Returns the payload length,
  * 0 on EOF with *type = 0, or -errno. Received fds go to fds (up to *nfds,
  * extra ones are closed); *nfds gets the count. A message larger than cap

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "ctl.h"
 #include "privs.h"
 #include "util.h"
 
@@ -101,23 +102,12 @@ static void exec_search(char **argv, char **envp)
     _exit(127);
 }
 
-static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const sg_init_spawn *sp,
-                                               char **argv, char **envp, const char *cwd,
-                                               const int *fds, size_t nfds)
+/* What every exec child does before its command is known: its own
+ * session, default signals, the OOM preference, limits, no privileges, the
+ * filter. Errors go to fd 2. */
+static void child_prepare(const sg_init_config *cfg, const sg_init_spawn *sp)
 {
-    /* Join the exec's cgroup leaf first, so everything it forks is in it
-     * (unless clone3 already put us there). */
-    for (size_t i = 3; i < nfds && !sp->cg_into; i++) {
-        if (write(fds[i], "0", 1) != 1) {
-            int e = errno;
-            dprintf(fds[2], "sandglass: cannot join the exec's cgroup: %s\n", strerror(e));
-            _exit(126);
-        }
-    }
     setsid();
-    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
-        _exit(126);
-    close_range(3, ~0U, 0);
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
@@ -132,15 +122,41 @@ static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const
         struct rlimit as = {sp->rlimit_as, sp->rlimit_as};
         setrlimit(RLIMIT_AS, &as);
     }
-    if (chdir(cwd) < 0)
-        child_fail(126, "cannot change directory to", cwd, errno);
     int r = sg_privs_drop(sp->uid, sp->gid);
     if (r < 0)
         child_fail(126, "cannot drop privileges", NULL, -r);
     if (cfg->seccomp && (r = sg_seccomp_apply(cfg->seccomp)) < 0)
         child_fail(126, "cannot load the syscall filter", NULL, -r);
+}
+
+/* The cwd is entered as the exec's user: a directory that user cannot
+ * enter is refused whichever way the child was made. */
+static __attribute__((noreturn)) void child_start(char **argv, char **envp, const char *cwd)
+{
+    if (chdir(cwd) < 0)
+        child_fail(126, "cannot change directory to", cwd, errno);
     exec_search(argv, envp);
     _exit(127);
+}
+
+static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const sg_init_spawn *sp,
+                                               char **argv, char **envp, const char *cwd,
+                                               const int *fds, size_t nfds)
+{
+    /* Join the exec's cgroup leaf first, so everything it forks is in it
+     * (unless clone3 already put us there). */
+    for (size_t i = 3; i < nfds && !sp->cg_into; i++) {
+        if (write(fds[i], "0", 1) != 1) {
+            int e = errno;
+            dprintf(fds[2], "sandglass: cannot join the exec's cgroup: %s\n", strerror(e));
+            _exit(126);
+        }
+    }
+    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
+        _exit(126);
+    close_range(3, ~0U, 0);
+    child_prepare(cfg, sp);
+    child_start(argv, envp, cwd);
 }
 
 /* Splits the NUL-separated strings after the header. Returns 0 if they are
@@ -168,6 +184,100 @@ static int split_strings(char *p, size_t len, uint32_t argc, uint32_t envc,
     argv[argc] = NULL;
     envp[envc] = NULL;
     return 0;
+}
+
+/* The ready child (init.h): its pid and init's end of its socket. */
+static pid_t ready_pid;
+static int ready_sock = -1;
+
+static void ready_forget(bool kill_it)
+{
+    if (ready_pid > 0 && kill_it)
+        kill(ready_pid, SIGKILL);
+    if (ready_sock >= 0)
+        close(ready_sock);
+    ready_pid = 0;
+    ready_sock = -1;
+}
+
+/* In the ready child: prepared ahead, it waits for one spawn message
+ * (header and strings, with the exec's three stdio fds) and runs it. EOF
+ * means init dropped it. */
+static __attribute__((noreturn)) void ready_child(const sg_init_config *cfg, const sg_init_spawn *sp,
+                                                 int sock)
+{
+    if (dup2(sock, 3) < 0)
+        _exit(126);
+    close_range(4, ~0U, 0);
+    child_prepare(cfg, sp);
+    /* Not dumpable: another process of the same user cannot write into
+     * our memory through /proc/PID/mem while we wait for the command. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    static char msg[SG_INIT_MSG_MAX];
+    uint8_t type = 0;
+    int fds[3];
+    size_t nfds = 3;
+    ssize_t n = sg_ctl_recv(3, &type, msg, sizeof msg, fds, &nfds);
+    if (n <= 0)
+        _exit(0);
+    sg_init_spawn h;
+    char *cwd = NULL;
+    if ((size_t)n < sizeof h || nfds != 3)
+        _exit(126);
+    memcpy(&h, msg, sizeof h);
+    char **argv = calloc((size_t)h.argc + 1, sizeof *argv);
+    char **envp = calloc((size_t)h.envc + 1, sizeof *envp);
+    if (!argv || !envp ||
+        split_strings(msg + sizeof h, (size_t)n - sizeof h, h.argc, h.envc, argv, envp, &cwd) < 0)
+        _exit(126);
+    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
+        _exit(126);
+    close_range(3, ~0U, 0);
+    child_start(argv, envp, cwd);
+}
+
+/* SG_INIT_PREPARE: a new ready child in the leaf fds[0] (replacing one the
+ * previous supervisor may have left). No reply: when it is missing at the
+ * exec, the exec is cloned the ordinary way. */
+static void handle_prepare(const sg_init_config *cfg, const char *msg, const int *fds, size_t nfds)
+{
+    sg_init_spawn sp;
+    memcpy(&sp, msg, sizeof sp);
+    ready_forget(true);
+    if (nfds != 1 || !sp.cg_into)
+        return;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return;
+    struct clone_args args = {
+        .flags = CLONE_INTO_CGROUP,
+        .exit_signal = SIGCHLD,
+        .cgroup = (uint64_t)fds[0],
+    };
+    long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) {
+        close(sv[0]);
+        ready_child(cfg, &sp, sv[1]);
+    }
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return;
+    }
+    ready_pid = (pid_t)pid;
+    ready_sock = sv[0];
+}
+
+/* Hands an exec to the ready child. Returns its pid, or 0 when there is
+ * none (or it is gone): the caller then clones one. */
+static pid_t spawn_ready(const char *msg, size_t len, const int *fds)
+{
+    if (ready_pid <= 0)
+        return 0;
+    pid_t pid = ready_pid;
+    int r = sg_ctl_send(ready_sock, SG_CTL_REQ, msg, len, fds, 3);
+    ready_forget(r < 0);
+    return r < 0 ? 0 : pid;
 }
 
 /* fork(), or clone3 straight into the exec's cgroup leaf: no migration on
@@ -215,7 +325,11 @@ static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *
         split_strings(msg + sizeof sp, len - sizeof sp, sp.argc, sp.envc, argv, envp, &cwd) < 0) {
         rep.err = EINVAL;
     } else {
-        pid_t pid = spawn_into(&sp, fds, nfds);
+        pid_t pid = 0;
+        if ((sp.flags & SG_INIT_F_PREPARED) && nfds >= 3)
+            pid = spawn_ready(msg, len, fds);
+        if (pid == 0)
+            pid = spawn_into(&sp, fds, nfds);
         if (pid == 0)
             run_child(cfg, &sp, argv, envp, cwd, fds, nfds);
         if (pid < 0) {
@@ -272,6 +386,8 @@ static void handle_conn(const sg_init_config *cfg)
         memcpy(&type, msg, sizeof type);
         if (type == SG_INIT_SPAWN) {
             handle_spawn(cfg, msg, (size_t)n, fds, nfds);
+        } else if (type == SG_INIT_PREPARE) {
+            handle_prepare(cfg, msg, fds, nfds);
         } else if (type == SG_INIT_SIGNAL) {
             sg_init_spawn sp;
             memcpy(&sp, msg, sizeof sp);
@@ -290,6 +406,8 @@ static void reap(void)
         pid_t pid = wait4(-1, &st, WNOHANG, &ru);
         if (pid <= 0)
             return;
+        if (pid == ready_pid)
+            ready_forget(false); /* killed before it had an exec */
         for (size_t i = 0; i < ntable; i++) {
             if (table[i].pid != pid)
                 continue;

@@ -114,6 +114,9 @@ struct sup {
     uv_timer_t cap_timer;   /* wall and cpu caps */
     char **leaves;          /* exec leaves that may still hold processes */
     size_t nleaves, capleaves;
+    uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
+    char ready_leaf[24];    /* the leaf of init's ready child (init.h), if ready */
+    bool ready;
 };
 
 static void client_close(client *c);
@@ -394,6 +397,42 @@ static void leaves_sweep(sup *s)
     }
 }
 
+/* Asks init for a ready child in a new leaf, so that the next exec only
+ * has to hand it the command (init.h). Off the exec path: called once the
+ * sandbox is up and after each exec's result is sent. */
+static void ready_next(sup *s)
+{
+    sg_err err = {0};
+    if (s->ready || !s->fast_leaves || s->destroying || s->aborted || s->init_dead ||
+        s->init_fd < 0)
+        return;
+    char leaf[24];
+    snprintf(leaf, sizeof leaf, "x%u", ++s->next_leaf);
+    if (sg_cgroup_leaf_create(s->cg, leaf, &err) < 0)
+        return;
+    sg_autoclose int fd = sg_cgroup_leaf_dirfd(s->cg, leaf, &err);
+    sg_init_spawn sp = {.type = SG_INIT_PREPARE, .uid = s->meta.uid, .gid = s->meta.gid,
+                        .nfds_cg = 1, .cg_into = 1};
+    if (fd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &fd, 1) < 0) {
+        sg_cgroup_leaf_remove(s->cg, leaf, &err);
+        return;
+    }
+    snprintf(s->ready_leaf, sizeof s->ready_leaf, "%s", leaf);
+    s->ready = true;
+}
+
+/* Kills and removes the ready child's leaf (abort, kill-all). */
+static void ready_retire(sup *s)
+{
+    sg_err err = {0};
+    if (!s->ready)
+        return;
+    s->ready = false;
+    if (sg_cgroup_kill(s->cg, s->ready_leaf, 2000, &err) < 0 ||
+        sg_cgroup_leaf_remove(s->cg, s->ready_leaf, &err) < 0)
+        leaf_track(s, s->ready_leaf); /* swept later, or removed by destroy */
+}
+
 static json_t *cap_json(double limit, double value)
 {
     return json_pack("{s:o, s:f}", "limit", limit > 0 ? json_real(limit) : json_null(), "value", value);
@@ -429,6 +468,7 @@ static json_t *kill_all_user_processes(sup *s)
     pid_t *after = NULL;
     size_t nafter = 0;
     if (s->cg) {
+        ready_retire(s); /* not a user process: not counted */
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
         for (size_t i = 0; i < s->nleaves; i++)
@@ -778,6 +818,7 @@ static void exec_finish(exec_ctx *ex)
     exec_slot_remove(s, ex);
     /* Drops the reference the exec held since exec_start. */
     uv_close((uv_handle_t *)&ex->timer, on_close_pending);
+    ready_next(s);
 }
 
 static void exec_fail(exec_ctx *ex, const char *msg)
@@ -882,7 +923,6 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     ex->id = ++s->next_exec;
     ex->out_fd = ex->err_fd = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
-    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ex->id);
     ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
@@ -903,8 +943,22 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int cgfds[SG_CG_MAX_FDS];
     int ncg = -1;
     sg_autostrv char **env = build_env(&req, cwd);
+    /* The ready child's leaf if there is one (it may have been killed
+     * since: init then clones into the leaf), else a new leaf. */
+    bool prepared = s->ready && s->cg;
+    s->ready = false;
+    if (prepared) {
+        memcpy(ex->leaf, s->ready_leaf, sizeof ex->leaf);
+        cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, &err);
+        ncg = cgfds[0] < 0 ? -1 : 1;
+        prepared = ncg == 1;
+    }
+    if (!prepared)
+        snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
     leaf_track(s, ex->leaf);
-    if (!s->cg) {
+    if (prepared) {
+        /* cgfds[0] is open */
+    } else if (!s->cg) {
         ncg = 0; /* rootless without cgroups */
     } else if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) == 0) {
         if (s->fast_leaves) {
@@ -942,6 +996,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     sg_init_spawn sp = {.type = SG_INIT_SPAWN, .exec_id = ex->id,
                         .uid = s->meta.uid, .gid = s->meta.gid,
                         .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
+                        .flags = prepared ? SG_INIT_F_PREPARED : 0,
                         .rlimit_as = s->cg ? 0 : s->meta.memory};
     size_t off = sizeof sp;
     bool toolong = false;
@@ -970,24 +1025,8 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     for (int i = 0; i < ncg; i++)
         fds[3 + i] = cgfds[i];
     int r = toolong ? -E2BIG : 0;
-    if (r == 0) {
-        /* Not sg_ctl_send: init messages carry no type byte. */
-        struct iovec iov = {.iov_base = msg, .iov_len = off};
-        union {
-            char buf[CMSG_SPACE(sizeof(int) * (3 + SG_CG_MAX_FDS))];
-            struct cmsghdr align;
-        } cm;
-        memset(&cm, 0, sizeof cm);
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                            .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)(3 + ncg))};
-        struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
-        ch->cmsg_level = SOL_SOCKET;
-        ch->cmsg_type = SCM_RIGHTS;
-        ch->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)(3 + ncg));
-        memcpy(CMSG_DATA(ch), fds, sizeof(int) * (size_t)(3 + ncg));
-        if (sendmsg(s->init_fd, &mh, MSG_NOSIGNAL) < 0)
-            r = -errno;
-    }
+    if (r == 0)
+        r = sg_ctl_send_raw(s->init_fd, msg, off, fds, (size_t)(3 + ncg));
     for (int i = 0; i < 3 + ncg; i++)
         if (i != 0 || fds[i] >= 0)
             close(fds[i]);
@@ -1179,6 +1218,7 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
             s->aborted = false;
             s->abort_reason[0] = s->abort_by[0] = '\0';
             capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
+            ready_next(s);
             client_send_json(c, SG_CTL_RESULT, r);
             c->close_after_flush = true;
             client_flush(c);
@@ -1564,6 +1604,8 @@ static int adopt_init(sup *s, sg_err *err)
         unsigned n;
         if (sscanf(*l, "x%u", &n) == 1 && n > s->next_exec)
             s->next_exec = n;
+        if (sscanf(*l, "x%u", &n) == 1 && n > s->next_leaf)
+            s->next_leaf = n;
     }
     return 0;
 }
@@ -1717,6 +1759,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     }
     if (!adopt && !sup_checkpoint(s, "create", NULL))
         fprintf(stderr, "supervisor: the first checkpoint of the workspace failed\n");
+    ready_next(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     close(s->ctl_fd);
     s->ctl_fd = -1;

@@ -110,6 +110,43 @@ def _():
         host_sock.close()
 
 
+def status_of(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+@tap.case("the ready child: prepared ahead, unprivileged, replaceable")
+def _():
+    r = env.create()
+    tap.eq(env.exec(r, "true").returncode, 0, "a first exec runs")
+    init = [s for s in env.ls() if s["id"] == r][0]["init_pid"]
+    ok = wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5)
+    tap.ok(ok, "between execs, one process waits besides init", repr(cgroup_pids(r)))
+    ready = (cgroup_pids(r) - {init}).pop() if ok else 0
+    st = status_of(ready) if ready else {}
+    tap.ok(st.get("Uid", "").split()[:1] == ["65534"] and st.get("CapEff") == "0000000000000000"
+           and st.get("CapBnd") == "0000000000000000" and st.get("Seccomp") == "2"
+           and st.get("NoNewPrivs") == "1", "it already runs as the user, with no capability, "
+           "no_new_privs and the filter", json.dumps(st))
+    tap.eq(os.stat(f"/proc/{ready}/mem").st_uid if ready else -1, 0,
+           "it is not dumpable: the user's other processes cannot write into it")
+    p = env.exec(r, "/bin/sh", "-c", "echo $$ out; echo err >&2; exit 3")
+    tap.ok(p.returncode == 3 and p.stdout.split()[1:] == [b"out"] and p.stderr == b"err\n",
+           "the next exec runs in it: stdout, stderr, exit code", repr(p))
+    tap.ok(ready and not pid_alive(ready), "and it is gone after that exec")
+    # Killed from outside: the next exec is cloned the ordinary way.
+    wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5)
+    for pid in cgroup_pids(r) - {init}:
+        os.kill(pid, signal.SIGKILL)
+    p = env.exec(r, "cat", "/proc/self/status")
+    tap.ok(p.returncode == 0 and b"Seccomp:\t2" in p.stdout and b"CapBnd:\t0000000000000000" in p.stdout,
+           "an exec after the ready child was killed runs, as restricted", p.stdout.decode()[-300:])
+    p = env.run("exec", r, "--cwd", "/proc/1/root", "--", "true")
+    tap.ok(p.returncode == 126 and b"cannot change directory" in p.stderr,
+           "a cwd the user may not enter is refused", p.stderr.decode())
+    env.run("destroy", r)
+
+
 @tap.case("init reaps zombies")
 def _():
     # Orphans re-parented to init must be reaped.
