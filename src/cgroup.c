@@ -599,7 +599,7 @@ static int make_roots(sg_cgroup *cg, sg_err *err)
     return 0;
 }
 
-static int apply_limits(sg_cgroup *cg, const sg_cg_limits *lim, sg_err *err)
+int sg_cgroup_set_limits(sg_cgroup *cg, const sg_cg_limits *lim, sg_err *err)
 {
     char buf[64];
     const char *layout = sg_cgroup_layout_name(cg->s.layout);
@@ -679,7 +679,7 @@ sg_cgroup *sg_cgroup_create(const char *id, const sg_cg_limits *lim, sg_err *err
         rc = cg_mkdir(cg->s.h[i], parent, dir, false, &made[i], err);
     }
     if (rc == 0)
-        rc = apply_limits(cg, lim, err);
+        rc = sg_cgroup_set_limits(cg, lim, err);
     if (rc < 0) {
         for (size_t i = 0; i < cg->s.n; i++) {
             if (!made[i])

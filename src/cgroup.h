@@ -58,6 +58,9 @@ sg_cg_layout sg_cgroup_get_layout(const sg_cgroup *cg);
 /* Creates sandglass/<id> in every hierarchy in use and applies limits.
  * Fails (and removes what it made) if a limit cannot be applied. */
 sg_cgroup *sg_cgroup_create(const char *id, const sg_cg_limits *lim, sg_err *err);
+/* Applies limits to an existing sandbox cgroup (a pooled sandbox takes
+ * its creator's limits when it is claimed). Zero fields are left alone. */
+int sg_cgroup_set_limits(sg_cgroup *cg, const sg_cg_limits *lim, sg_err *err);
 /* Opens an existing sandbox cgroup (destroy/gc after a crash). NULL+ENOENT if absent. */
 sg_cgroup *sg_cgroup_open(const char *id, sg_err *err);
 void sg_cgroup_free(sg_cgroup *cg);

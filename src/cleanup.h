@@ -72,4 +72,8 @@ static inline int sg_steal_fd(int *fd)
 
 #define SG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Exchanges two pointers of the same type (the old one is then freed with
+ * its new owner). */
+#define SG_SWAP_PTR(a, b) do { __typeof__(a) sg_swap_tmp_ = (a); (a) = (b); (b) = sg_swap_tmp_; } while (0)
+
 #endif

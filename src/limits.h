@@ -6,6 +6,8 @@
 #define SG_NAME_MAX 128                 /* learner / task id length */
 #define SG_ID_LEN 12                    /* sandbox id: hex chars */
 #define SG_MAX_SANDBOXES 1024           /* live sandboxes per state dir */
+#define SG_POOL_LEARNER "sandglass-pool" /* the learner of a pooled spare (cli/pool.c) */
+#define SG_POOL_MAX 64                  /* spares kept ready at most */
 #define SG_CTL_MSG_MAX (64 * 1024)      /* one control-socket message */
 #define SG_EXEC_MAX_ARGS 4096           /* argv entries of one exec */
 #define SG_EXEC_MAX_ENV 1024            /* --env entries of one exec */

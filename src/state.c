@@ -136,6 +136,19 @@ int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err)
         sg_err_prefix(err, "corrupt sandbox record %s", path);
         return -1;
     }
+    if (sg_sandbox_meta_from_json(j, id, m, err) < 0) {
+        sg_err_prefix(err, "corrupt sandbox record %s", path);
+        return -1;
+    }
+    return 0;
+}
+
+int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *m, sg_err *err)
+{
+    json_t *j = (json_t *)obj;
+    memset(m, 0, sizeof *m);
+    if (!json_is_object(j))
+        return sg_err_set(err, EINVAL, "a sandbox record is a JSON object");
     snprintf(m->id, sizeof m->id, "%s", id);
     m->learner = dup_opt(j, "learner");
     m->task = dup_opt(j, "task");
@@ -165,7 +178,7 @@ int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err)
     snprintf(m->created, sizeof m->created, "%s", c ? c : "");
     if (!m->learner || !m->workspace) {
         sg_sandbox_meta_clear(m);
-        return sg_err_set(err, EINVAL, "corrupt sandbox record %s: missing learner or workspace", path);
+        return sg_err_set(err, EINVAL, "missing learner or workspace");
     }
     return 0;
 }

@@ -59,6 +59,8 @@ typedef struct sg_sandbox_meta {
 void sg_sandbox_meta_clear(sg_sandbox_meta *m);
 int sg_sandbox_meta_save(const sg_sandbox_meta *m, sg_err *err);
 int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err);
+/* The record from its JSON object (a json_t*), with the given id. */
+int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *m, sg_err *err);
 /* JSON object of the record, for --json output. Returns a jansson json_t*. */
 void *sg_sandbox_meta_json(const sg_sandbox_meta *m);
 

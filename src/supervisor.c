@@ -705,6 +705,64 @@ static void sup_rollback(sup *s, client *c, json_t *req)
     client_flush(c);
 }
 
+/* A spare of the pool (cli/pool.c) becomes a learner's sandbox: it takes
+ * the creator's learner, task, limits, caps and capture, and its session
+ * clocks start now. Only a spare that never ran anything can be claimed. */
+static void sup_claim(sup *s, client *c, json_t *req)
+{
+    sg_err err = {0};
+    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
+        client_error(c, "this sandbox is not an unused spare of the pool");
+        return;
+    }
+    sg_sandbox_meta want;
+    if (sg_sandbox_meta_from_json(json_object_get(req, "meta"), s->meta.id, &want, &err) < 0) {
+        sg_err_prefix(&err, "claim: bad sandbox record");
+        client_error(c, err.msg);
+        return;
+    }
+    sg_cg_limits lim = {.memory_bytes = want.memory, .pids = want.pids, .cpus = want.cpus};
+    if (s->cg && sg_cgroup_set_limits(s->cg, &lim, &err) < 0) {
+        sg_sandbox_meta_clear(&want);
+        client_error(c, err.msg);
+        return;
+    }
+    sg_sandbox_meta *m = &s->meta;
+    SG_SWAP_PTR(m->learner, want.learner);
+    SG_SWAP_PTR(m->task, want.task);
+    SG_SWAP_PTR(m->ingest_url, want.ingest_url);
+    SG_SWAP_PTR(m->secret_file, want.secret_file);
+    m->memory = want.memory;
+    m->pids = want.pids;
+    m->cpus = want.cpus;
+    m->timeout_s = want.timeout_s;
+    m->output_limit = want.output_limit;
+    m->max_wall_s = want.max_wall_s;
+    m->max_execs = want.max_execs;
+    m->max_cpu_s = want.max_cpu_s;
+    m->max_calls = want.max_calls;
+    m->manual_checkpoints = want.manual_checkpoints;
+    memcpy(m->created, want.created, sizeof m->created);
+    sg_sandbox_meta_clear(&want);
+    if (sg_sandbox_meta_save(m, &err) < 0) {
+        client_error(c, err.msg);
+        return;
+    }
+    if (m->task && !(s->cap = sg_capture_new(&s->loop, m, false, &err))) {
+        client_error(c, err.msg);
+        return;
+    }
+    s->start_ns = sg_now_mono_ns();
+    if (m->max_wall_s > 0 || m->max_cpu_s > 0)
+        uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    client_send_json(c, SG_CTL_RESULT, sg_sandbox_meta_json(m));
+    c->close_after_flush = true;
+    client_flush(c);
+    /* The workspace is the spare's empty one: this reuses its checkpoint
+     * and tells the capture (if any) about it. */
+    sup_checkpoint_ex(s, "create", true, NULL);
+}
+
 /* ---- exec lifecycle -------------------------------------------------------- */
 
 static void exec_slot_remove(sup *s, exec_ctx *ex)
@@ -1206,6 +1264,8 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
         client_send_json(c, SG_CTL_RESULT, sup_abort(s, "operator", r));
         c->close_after_flush = true;
         client_flush(c);
+    } else if (strcmp(op, "claim") == 0) {
+        sup_claim(s, c, req);
     } else if (strcmp(op, "resume") == 0) {
         if (!s->aborted) {
             client_error(c, "the session is not aborted");

@@ -20,6 +20,7 @@
 #include "common.h"
 #include "jsonutil.h"
 #include "limits.h"
+#include "pool.h"
 #include "state.h"
 #include "util.h"
 
@@ -61,6 +62,23 @@ static int count_live(void)
     return n;
 }
 
+static int print_created(const char *id, bool json)
+{
+    sg_err err = {0};
+    if (!json) {
+        printf("%s\n", id);
+        return 0;
+    }
+    sg_sandbox_meta fresh;
+    if (sg_sandbox_meta_load(id, &fresh, &err) < 0)
+        return sg_cli_fail("create", err.msg);
+    sg_autojson json_t *j = sg_sandbox_meta_json(&fresh);
+    sg_autofree char *s = json_dumps(j, JSON_COMPACT);
+    printf("%s\n", s);
+    sg_sandbox_meta_clear(&fresh);
+    return 0;
+}
+
 int sg_cmd_create(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -81,6 +99,7 @@ int sg_cmd_create(int argc, char **argv)
         {"max-calls", required_argument, NULL, 'K'},
         {"checkpoints", required_argument, NULL, 'P'},
         {"json", no_argument, NULL, 'j'},
+        {"spare", no_argument, NULL, 'S'}, /* internal: a spare for the pool (pool.h) */
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -92,7 +111,7 @@ int sg_cmd_create(int argc, char **argv)
     m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
     const char *learner = NULL, *task = NULL, *ws = NULL, *rootfs = NULL;
     const char *ingest = NULL, *secret = NULL;
-    bool json = false;
+    bool json = false, spare = false;
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
@@ -104,6 +123,7 @@ int sg_cmd_create(int argc, char **argv)
         case 'i': ingest = optarg; break;
         case 's': secret = optarg; break;
         case 'j': json = true; break;
+        case 'S': spare = true; break;
         case 'm':
             if (sg_parse_size(optarg, &m.memory, &err) < 0)
                 return sg_cli_fail("create", err.msg);
@@ -166,6 +186,8 @@ int sg_cmd_create(int argc, char **argv)
         return sg_cli_fail("create", "--learner is required");
     if (!sg_valid_name(learner))
         return sg_cli_fail("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
+    if ((strcmp(learner, SG_POOL_LEARNER) == 0) != spare)
+        return sg_cli_fail("create", "--learner " SG_POOL_LEARNER " is reserved for the pool's spares");
     if (task && !sg_valid_name(task))
         return sg_cli_fail("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
     if (!sg_state_dir(&err))
@@ -202,6 +224,29 @@ int sg_cmd_create(int argc, char **argv)
     const char *envmax = getenv("SANDGLASS_MAX_SANDBOXES");
     if (envmax && atol(envmax) > 0)
         maxsb = atol(envmax);
+    /* A spare from the pool, when one is ready and fits (pool.h). */
+    if (!ws && !rootfs && !spare && geteuid() == 0) {
+        m.learner = (char *)learner;
+        m.task = (char *)task;
+        char *secret_path = NULL;
+        if (task) {
+            m.ingest_url = (char *)(ingest ? ingest : SG_DEFAULT_INGEST_URL);
+            secret_path = secret ? realpath(secret, NULL) : sg_state_path("ingest/secret");
+            if (!secret_path)
+                return sg_cli_fail("create", "--secret file does not exist");
+            m.secret_file = secret_path;
+        }
+        m.workspace = (char *)"";
+        sg_now_iso8601(m.created, sizeof m.created);
+        char id[32];
+        int claimed = sg_pool_claim(&m, id, &err);
+        free(secret_path);
+        m.learner = m.task = m.ingest_url = m.secret_file = m.workspace = NULL;
+        if (claimed == 1) {
+            sg_pool_refill_async();
+            return print_created(id, json);
+        }
+    }
     int live = count_live();
     if (live >= maxsb) {
         char msg[160];
@@ -281,17 +326,12 @@ int sg_cmd_create(int argc, char **argv)
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);
     }
-    if (json) {
-        sg_sandbox_meta fresh;
-        if (sg_sandbox_meta_load(m.id, &fresh, &err) == 0) {
-            sg_autojson json_t *j = sg_sandbox_meta_json(&fresh);
-            sg_autofree char *s = json_dumps(j, JSON_COMPACT);
-            printf("%s\n", s);
-            sg_sandbox_meta_clear(&fresh);
-        }
-    } else {
-        printf("%s\n", m.id);
+    if (spare && sg_pool_add(m.id, &err) < 0) {
+        sg_sandbox_meta_clear(&m);
+        return sg_cli_fail("create", err.msg);
     }
+    char id[32];
+    snprintf(id, sizeof id, "%s", m.id);
     sg_sandbox_meta_clear(&m);
-    return 0;
+    return print_created(id, json);
 }

@@ -5,6 +5,7 @@
 
 #include "cleanup.h"
 #include "cmds.h"
+#include "limits.h"
 #include "common.h"
 #include "jsonutil.h"
 #include "state.h"
@@ -36,6 +37,10 @@ int sg_cmd_ls(int argc, char **argv)
         sg_sandbox_meta m;
         if (sg_sandbox_meta_load(*p, &m, &err) < 0)
             continue;
+        if (strcmp(m.learner, SG_POOL_LEARNER) == 0) {
+            sg_sandbox_meta_clear(&m); /* a spare: `sandglass pool` counts those */
+            continue;
+        }
         const char *state = m.supervisor_pid == 0 ? "starting"
                             : sg_state_pid_alive(m.supervisor_pid) ? "running" : "dead";
         if (json) {

@@ -15,6 +15,7 @@ int sg_cmd_resume(int argc, char **argv);
 int sg_cmd_checkpoint(int argc, char **argv);
 int sg_cmd_checkpoints(int argc, char **argv);
 int sg_cmd_rollback(int argc, char **argv);
+int sg_cmd_pool(int argc, char **argv);
 
 /* heavy commands (sandglassd, run by sandglass for them) */
 int sg_cmd_supervisor(int argc, char **argv);

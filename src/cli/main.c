@@ -28,6 +28,7 @@ static const struct {
     {"checkpoint", sg_cmd_checkpoint, "snapshot the workspace now"},
     {"checkpoints", sg_cmd_checkpoints, "list a sandbox's checkpoints"},
     {"rollback", sg_cmd_rollback, "restore the workspace to a checkpoint"},
+    {"pool", sg_cmd_pool, "keep spare sandboxes ready, so that create only claims one"},
 };
 
 static const struct {

@@ -108,6 +108,7 @@ class Env:
                 p.kill()
                 p.wait()
         try:
+            self.run("pool", "0", timeout=60)
             for sb in self.ls():
                 self.run("destroy", sb["id"], timeout=30)
         except Exception:  # noqa: BLE001

@@ -313,6 +313,69 @@ def _():
     env.run("destroy", r)
 
 
+def pool_ids() -> set[str]:
+    d = os.path.join(env.state, "pool")
+    return {x for x in os.listdir(d) if not x.startswith(".") and x != "size"} if os.path.isdir(d) else set()
+
+
+def pool_status() -> dict:
+    return json.loads(env.run("pool", "--json", check=True).stdout)
+
+
+@tap.case("the pool: spares made ahead, claimed by create")
+def _():
+    tap.eq(pool_status(), {"size": 0, "ready": 0}, "the pool is empty unless asked for")
+    p = env.run("pool", "2")
+    tap.ok(p.returncode == 0 and pool_status() == {"size": 2, "ready": 2}, "pool 2 makes two spares",
+           (p.stdout + p.stderr).decode())
+    spares = pool_ids()
+    tap.ok(not spares & {s["id"] for s in env.ls()}, "ls does not list spares")
+    p = env.run("create", "--learner", "carol", "--task", "t2", "--memory", "96M", "--pids", "40",
+                "--cpus", "0.5", "--max-execs", "3", "--json")
+    info = json.loads(p.stdout or b"{}")
+    got = info.get("id", "")
+    tap.ok(p.returncode == 0 and got in spares, "create claims a spare", p.stderr.decode())
+    tap.ok(info.get("learner") == "carol" and info.get("task") == "t2"
+           and info.get("limits", {}).get("memory") == 96 << 20 and info.get("caps", {}).get("max_execs") == 3,
+           "the claimed sandbox takes the creator's record", json.dumps(info))
+    limits = {}
+    for d in cgroup_dirs(got):
+        for k in ("memory.limit_in_bytes", "memory.max", "pids.max", "cpu.cfs_quota_us", "cpu.max"):
+            f = os.path.join(d, k)
+            if os.path.exists(f):
+                limits[k] = open(f).read().split()[0]
+    tap.ok(limits.get("memory.limit_in_bytes", limits.get("memory.max")) == str(96 << 20)
+           and limits.get("pids.max") == "40"
+           and limits.get("cpu.cfs_quota_us", limits.get("cpu.max")) == "50000",
+           "and its limits, in the cgroups", json.dumps(limits))
+    tap.ok(got in {s["id"] for s in env.ls()} and env.exec(got, "true").returncode == 0,
+           "it is listed and runs execs")
+    for _ in range(3):
+        env.exec(got, "true")
+    p = env.exec(got, "true")
+    tap.ok(p.returncode != 0 and b"max_execs" in p.stderr, "its caps count from the claim", p.stderr.decode())
+    tap.ok(wait_for(lambda: pool_status()["ready"] == 2, 20), "the pool refills in the background",
+           json.dumps(pool_status()))
+    ws = os.path.join(env.root, "ws-pool")
+    os.makedirs(ws, exist_ok=True)
+    before = pool_ids()
+    own = env.create("--workspace", ws)
+    tap.ok(own not in before, "a create with --workspace builds its own sandbox")
+    p = env.run("create", "--learner", "sandglass-pool")
+    tap.ok(p.returncode != 0 and b"reserved" in p.stderr, "the pool's learner name is reserved", p.stderr.decode())
+    for bad in ("65", "x", "-1"):
+        p = env.run("pool", bad)
+        tap.ok(p.returncode != 0 and p.stderr, f"pool {bad} is refused with a message", p.stderr.decode())
+    spares = pool_ids()
+    sups = [json.load(open(os.path.join(env.state, "sb", s, "meta.json")))["supervisor_pid"] for s in spares]
+    p = env.run("pool", "0")
+    tap.ok(p.returncode == 0 and pool_status() == {"size": 0, "ready": 0}, "pool 0 empties the pool")
+    tap.ok(not any(os.path.exists(c) for s in spares for c in cgroup_dirs(s))
+           and not any(pid_alive(x) for x in sups), "its spares are destroyed: no cgroup, no supervisor")
+    env.run("destroy", got)
+    env.run("destroy", own)
+
+
 try:
     pass
 finally:
