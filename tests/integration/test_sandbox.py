@@ -366,6 +366,29 @@ def _():
     for bad in ("65", "x", "-1"):
         p = env.run("pool", bad)
         tap.ok(p.returncode != 0 and p.stderr, f"pool {bad} is refused with a message", p.stderr.decode())
+    # Racing creates: each gets its own sandbox, spare or new, never one twice.
+    procs = [subprocess.Popen([os.environ.get("SANDGLASS_BIN", "sandglass"), "create", "--learner", f"r{i}"],
+                              env=env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(5)]
+    outs = [(p.communicate(timeout=60), p.returncode) for p in procs]
+    ids = [o[0][0].decode().strip() for o in outs]
+    tap.ok(all(rc == 0 for _, rc in outs) and len(set(ids)) == 5,
+           "five racing creates get five distinct sandboxes", repr(outs))
+    learners = {s["id"]: s["learner"] for s in env.ls()}
+    tap.ok(all(learners.get(i) == f"r{n}" for n, i in enumerate(ids)), "each with its own learner",
+           json.dumps(learners))
+    for i in ids:
+        env.run("destroy", i)
+    # A spare whose supervisor died is skipped (and cleaned up), not handed out.
+    wait_for(lambda: pool_status()["ready"] == 2, 20)
+    dead = sorted(pool_ids())[0]
+    dead_sup = json.load(open(os.path.join(env.state, "sb", dead, "meta.json")))["supervisor_pid"]
+    os.kill(dead_sup, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(dead_sup))
+    made = [env.create() for _ in range(2)]
+    tap.ok(dead not in made and all(env.exec(m, "true").returncode == 0 for m in made),
+           "a dead spare is never handed out", f"dead {dead}, got {made}")
+    for m in made:
+        env.run("destroy", m)
     spares = pool_ids()
     sups = [json.load(open(os.path.join(env.state, "sb", s, "meta.json")))["supervisor_pid"] for s in spares]
     p = env.run("pool", "0")
