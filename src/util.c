@@ -183,7 +183,7 @@ int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t m
     sg_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return sg_err_sys(err, "cannot create %s", tmp);
-    if (sg_write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+    if (sg_write_all(fd, buf, len) < 0) {
         sg_err_sys(err, "cannot write %s", tmp);
         unlink(tmp);
         return -1;

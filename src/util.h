@@ -24,7 +24,11 @@ char *sg_read_file(const char *path, size_t max, size_t *len, sg_err *err);
 char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_err *err);
 /* Writes a string into an existing file (e.g. a cgroup knob), no O_CREAT. */
 int sg_write_knob_at(int dirfd, const char *path, const char *value, sg_err *err);
-/* Writes a file atomically (tmp + fsync + rename) with the given mode. */
+/* Replaces a file atomically for its readers (tmp + rename) with the given
+ * mode. Not synced: its users (sandbox records, the pool size) describe live
+ * processes, which a power loss ends anyway; gc removes a record left
+ * unreadable. Without the fsync, create no longer waits 1-15 ms for the
+ * journal (the spool, which must survive, syncs on its own). */
 int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode, sg_err *err);
 int sg_mkdir_p(const char *path, mode_t mode, sg_err *err);
 /* Removes a directory tree (no symlink following). Missing is fine. */
