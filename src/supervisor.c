@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -115,6 +116,10 @@ struct sup {
     char **leaves;          /* exec leaves that may still hold processes */
     size_t nleaves, capleaves;
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
+    pthread_t ckpt_thread;  /* opens the checkpoint store during init's setup */
+    bool ckpt_thread_on;
+    int ckpt_rc;
+    sg_err ckpt_err;
     char ready_leaf[24];    /* the leaf of init's ready child (init.h), if ready */
     bool ready;
 };
@@ -1457,6 +1462,27 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     dup2(5, cfg->go_fd);
 }
 
+static int open_checkpoints(sup *s, bool take_first, sg_err *err);
+
+static void *ckpt_thread_main(void *arg)
+{
+    sup *s = arg;
+    s->ckpt_rc = open_checkpoints(s, false, &s->ckpt_err);
+    return NULL;
+}
+
+/* Waits for the store opened during init's setup; its result. */
+static int ckpt_thread_join(sup *s, sg_err *err)
+{
+    if (!s->ckpt_thread_on)
+        return 0;
+    pthread_join(s->ckpt_thread, NULL);
+    s->ckpt_thread_on = false;
+    if (s->ckpt_rc < 0)
+        *err = s->ckpt_err;
+    return s->ckpt_rc;
+}
+
 static int start_init(sup *s, sg_err *err)
 {
     sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
@@ -1500,6 +1526,11 @@ static int start_init(sup *s, sg_err *err)
         sg_init_main(&cfg); /* no sandglass-init binary: run it in this fork */
     }
     s->init_pid = (pid_t)pid;
+    /* The checkpoint store (libgit2) opens on another thread while init
+     * builds its root and its move into the cgroup waits for an RCU grace
+     * period. Started after the clone: a raw clone skips glibc's fork
+     * handlers, so no other thread may hold a lock across it. */
+    s->ckpt_thread_on = pthread_create(&s->ckpt_thread, NULL, ckpt_thread_main, s) == 0;
     /* The OOM killer must pick the user's processes, never the init that
      * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
      * some hosts withhold even from root) and exec children raise theirs
@@ -1771,7 +1802,13 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         }
         s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                          sg_cgroup_set_fast_leaves(s->cg, true) == 0;
-        if (start_init(s, &err) < 0)
+        int rc = start_init(s, &err);
+        sg_err cerr = {0};
+        if (ckpt_thread_join(s, &cerr) < 0 && rc == 0) {
+            err = cerr;
+            rc = -1;
+        }
+        if (rc < 0)
             goto fail_cg;
     }
     s->meta.supervisor_pid = getpid();
@@ -1785,7 +1822,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     }
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
-    if (open_checkpoints(s, false, &err) < 0)
+    if (!s->ckpt && open_checkpoints(s, false, &err) < 0)
         goto fail_cg;
     {
         sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
