@@ -1088,15 +1088,18 @@ int sg_cgroup_counters(sg_cgroup *cg, uint64_t *oom_kills, uint64_t *pids_max_hi
     int i;
     if ((i = cg->s.at[C_MEMORY]) >= 0) {
         sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
+        /* v1 counts per cgroup: sum the leaves, unless they live on v2 */
         int r = cg->s.h[i]->v2 ? read_key(dir, "memory.events", "oom_kill", true, oom_kills, err)
-                               : read_key_subtree(dir, "memory.oom_control", "oom_kill", oom_kills, err);
+                : cg->fast_leaves ? read_key(dir, "memory.oom_control", "oom_kill", true, oom_kills, err)
+                                  : read_key_subtree(dir, "memory.oom_control", "oom_kill", oom_kills, err);
         if (r < 0)
             return -1;
     }
     if ((i = cg->s.at[C_PIDS]) >= 0) {
         sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
         int r = cg->s.h[i]->v2 ? read_key(dir, "pids.events", "max", true, pids_max_hits, err)
-                               : read_key_subtree(dir, "pids.events", "max", pids_max_hits, err);
+                : cg->fast_leaves ? read_key(dir, "pids.events", "max", true, pids_max_hits, err)
+                                  : read_key_subtree(dir, "pids.events", "max", pids_max_hits, err);
         if (r < 0)
             return -1;
     }
