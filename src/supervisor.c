@@ -726,7 +726,10 @@ static void sup_claim(sup *s, client *c, json_t *req)
         client_error(c, err.msg);
         return;
     }
-    sg_cg_limits lim = {.memory_bytes = want.memory, .pids = want.pids, .cpus = want.cpus};
+    /* Only what differs from the spare's limits is written (usually none). */
+    sg_cg_limits lim = {.memory_bytes = want.memory != s->meta.memory ? want.memory : 0,
+                        .pids = want.pids != s->meta.pids ? want.pids : 0,
+                        .cpus = want.cpus != s->meta.cpus ? want.cpus : 0};
     if (s->cg && sg_cgroup_set_limits(s->cg, &lim, &err) < 0) {
         sg_sandbox_meta_clear(&want);
         client_error(c, err.msg);
