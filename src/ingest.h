@@ -9,7 +9,8 @@
  *                     and after every commit that touched the stream.
  *   GET  /healthz, /v1/sandboxes, /v1/events?learner=&task=&sandbox=&after_seq=&after_id=&limit=
  *
- * Frames are checked by sg_event_validate; a refused frame closes only its
+ * Frames are checked by sg_frame_scan (framescan.h: the verdict of
+ * sg_event_validate without a JSON tree); a refused frame closes only its
  * connection, with the close code documented in event.h. Valid frames are
  * batched: a batch goes to the writer thread (its own store connection)
  * when the loop has drained pending input (uv_check) or at
