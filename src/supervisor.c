@@ -1274,6 +1274,11 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
         client_flush(c);
     } else if (strcmp(op, "claim") == 0) {
         sup_claim(s, c, req);
+    } else if (strcmp(op, "ping") == 0) {
+        /* Answered once the loop serves: after the first checkpoint. */
+        client_send_json(c, SG_CTL_RESULT, json_pack("{s:b}", "pong", 1));
+        c->close_after_flush = true;
+        client_flush(c);
     } else if (strcmp(op, "resume") == 0) {
         if (!s->aborted) {
             client_error(c, "the session is not aborted");

@@ -326,6 +326,19 @@ int sg_cmd_create(int argc, char **argv)
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);
     }
+    /* A spare is listed once its supervisor serves requests (its first
+     * checkpoint and its ready child done): a claim then waits for nothing. */
+    if (spare) {
+        sg_autojson json_t *ping = json_pack("{s:s}", "op", "ping");
+        sg_autojson json_t *pong = sg_cli_request(m.id, ping, &err);
+        if (!pong) {
+            sg_err e2 = {0};
+            sg_autojson json_t *d = json_pack("{s:s}", "op", "destroy");
+            json_decref(sg_cli_request(m.id, d, &e2));
+            sg_sandbox_meta_clear(&m);
+            return sg_cli_fail("create", err.msg);
+        }
+    }
     if (spare && sg_pool_add(m.id, &err) < 0) {
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);

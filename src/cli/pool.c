@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,22 +144,25 @@ void sg_pool_refill_async(void)
 {
     if (sg_pool_size() == 0)
         return;
-    /* Double fork: the refill outlives us and is nobody's zombie. */
-    pid_t pid = fork();
-    if (pid == 0) {
-        setsid();
-        if (fork() == 0) {
-            const char *argv[] = {"sandglass", "pool", "--refill", NULL};
-            int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-            if (null >= 0)
-                dup2(null, 2);
-            _exit(run_self(argv) == 0 ? 0 : 1);
-        }
-        _exit(0);
-    }
-    if (pid > 0)
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+    char self[4096];
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l <= 0)
+        return;
+    self[l] = '\0';
+    /* posix_spawn (a vfork) in a new session: we wait for neither its
+     * exec nor its end. Its exit is reaped by whoever adopts it. */
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    posix_spawn_file_actions_init(&fa);
+    for (int fd = 0; fd < 3; fd++)
+        posix_spawn_file_actions_addopen(&fa, fd, "/dev/null", O_RDWR, 0);
+    char *const argv[] = {(char *)"sandglass", (char *)"pool", (char *)"--refill", NULL};
+    pid_t pid;
+    posix_spawn(&pid, self, &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
 }
 
 int sg_pool_resize(unsigned size, bool set, sg_err *err)
