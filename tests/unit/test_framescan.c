@@ -91,8 +91,8 @@ static void test_accept(void **state)
         "{\"seq\":2,\"kind\":\"stdout\",\"payload\":{\"data\":\"tab\\tnl\\nq\\\"bs\\\\sl\\/"
         "\\b\\f\\r \\u00e9 \\u20AC \\ud83d\\ude00 \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x7f\"},"
         "\"ts\":\"t\"}",
-        "{\"seq\":5,\"kind\":\"file_diff\",\"payload\":{\"a\":{\"a\":{\"a\":1}},\"b\":{\"a\":2}},"
-        "\"ts\":\"t\"}",
+        ("{\"seq\":5,\"kind\":\"file_diff\",\"payload\":{\"a\":{\"a\":{\"a\":1}},\"b\":{\"a\":2}},"
+         "\"ts\":\"t\"}"),
     };
     for (size_t i = 0; i < SG_ARRAY_LEN(ok); i++) {
         bool fell = true;
