@@ -39,6 +39,13 @@ def hyperfine(cmds: dict[str, str], runs: int, warmup: int = 20,
                            "p_stddev_ms": r["stddev"] * 1e3 if r["stddev"] else 0.0} for r in res}
 
 
+def shell_script(path: str, body: str) -> str:
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, 0o755)
+    return path
+
+
 def rss_kb(pid: int, field: str = "VmRSS") -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -98,29 +105,22 @@ def main() -> int:
         results["exec"] = {k: dict(v, ratio_to_true=v["mean_ms"] / base) for k, v in t.items()}
 
         # create + exec true + destroy, against bwrap's one-shot sandbox
-        script = os.path.join(state, "cycle.sh")
-        with open(script, "w") as f:
-            f.write(f"#!/bin/sh\nid=$({sg} create --learner bench) && {sg} exec $id -- true && "
-                    f"{sg} destroy $id >/dev/null\n")
-        os.chmod(script, 0o755)
+        script = shell_script(os.path.join(state, "cycle.sh"),
+                              f"id=$({sg} create --learner bench) && {sg} exec $id -- true && "
+                              f"{sg} destroy $id >/dev/null")
         cyc = {"sandglass create+exec+destroy": script,
                "sandglass create only": f"{sg} create --learner bench"}
         if shutil.which("bwrap"):
             cyc["bwrap"] = cmds["bwrap"]
         t2 = hyperfine(cyc, max(20, a.runs // 10), warmup=3)
         results["lifecycle"] = t2
-        if "bwrap" in t2:
-            results["lifecycle_ratio_to_bwrap"] = {
-                k: v["mean_ms"] / t2["bwrap"]["mean_ms"] for k, v in t2.items()}
         # The same with a pool of one spare (README: sandglass pool): create
         # claims the spare; the pool is refilled (in the background, off the
         # clock of the create) before each run.
         subprocess.run([sg, "pool", "1"], check=True, capture_output=True)
-        wait = os.path.join(state, "wait-pool.sh")
-        with open(wait, "w") as f:
-            f.write(f"#!/bin/sh\nfor i in $(seq 1 1000); do {sg} pool --json | grep -q '\"ready\":1' "
-                    f"&& exit 0; sleep 0.01; done; exit 1\n")
-        os.chmod(wait, 0o755)
+        wait = shell_script(os.path.join(state, "wait-pool.sh"),
+                            f"for i in $(seq 1 1000); do {sg} pool --json | grep -q '\"ready\":1' "
+                            f"&& exit 0; sleep 0.01; done; exit 1")
         pool_cyc = {"sandglass create+exec+destroy (pool)": script,
                     "sandglass create only (pool)": f"{sg} create --learner bench"}
         t4 = hyperfine(pool_cyc, max(20, a.runs // 10), warmup=3, prepare=wait)

@@ -129,6 +129,14 @@ static void child_prepare(const sg_init_config *cfg, const sg_init_spawn *sp)
         child_fail(126, "cannot load the syscall filter", NULL, -r);
 }
 
+/* The exec's stdin, stdout, stderr; nothing else open. */
+static void child_stdio(const int *fds)
+{
+    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
+        _exit(126);
+    close_range(3, ~0U, 0);
+}
+
 /* The cwd is entered as the exec's user: a directory that user cannot
  * enter is refused whichever way the child was made. */
 static __attribute__((noreturn)) void child_start(char **argv, char **envp, const char *cwd)
@@ -152,38 +160,54 @@ static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const
             _exit(126);
         }
     }
-    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
-        _exit(126);
-    close_range(3, ~0U, 0);
+    child_stdio(fds);
     child_prepare(cfg, sp);
     child_start(argv, envp, cwd);
 }
 
-/* Splits the NUL-separated strings after the header. Returns 0 if they are
- * well formed: exactly argc + envc + 1 strings, all terminated. */
-static int split_strings(char *p, size_t len, uint32_t argc, uint32_t envc,
-                         char **argv, char **envp, char **cwd)
+/* Splits the NUL-separated strings after a spawn message's header into
+ * argv and envp (allocated, NULL-terminated; the strings stay in msg) and
+ * cwd. Returns 0 if they are well formed: exactly argc + envc + 1 strings,
+ * all terminated. */
+static int split_strings(char *msg, size_t len, char ***argv_out, char ***envp_out, char **cwd)
 {
-    size_t want = (size_t)argc + envc + 1, got = 0;
-    char *end = p + len;
+    sg_init_spawn h;
+    if (len < sizeof h)
+        return -1;
+    memcpy(&h, msg, sizeof h);
+    char **argv = calloc((size_t)h.argc + 1, sizeof *argv);
+    char **envp = calloc((size_t)h.envc + 1, sizeof *envp);
+    *argv_out = argv;
+    *envp_out = envp;
+    if (!argv || !envp)
+        return -1;
+    size_t want = (size_t)h.argc + h.envc + 1, got = 0;
+    char *p = msg + sizeof h, *end = msg + len;
     while (got < want && p < end) {
         char *nul = memchr(p, '\0', (size_t)(end - p));
         if (!nul)
             return -1;
-        if (got < argc)
+        if (got < h.argc)
             argv[got] = p;
-        else if (got < (size_t)argc + envc)
-            envp[got - argc] = p;
+        else if (got < (size_t)h.argc + h.envc)
+            envp[got - h.argc] = p;
         else
             *cwd = p;
         got++;
         p = nul + 1;
     }
-    if (got != want || p != end)
-        return -1;
-    argv[argc] = NULL;
-    envp[envc] = NULL;
-    return 0;
+    return got == want && p == end ? 0 : -1;
+}
+
+/* clone3 straight into a v2 cgroup: no migration (see init.h). */
+static long clone_into(int cgfd)
+{
+    struct clone_args args = {
+        .flags = CLONE_INTO_CGROUP,
+        .exit_signal = SIGCHLD,
+        .cgroup = (uint64_t)cgfd,
+    };
+    return syscall(SYS_clone3, &args, sizeof args);
 }
 
 /* The ready child (init.h): its pid and init's end of its socket. */
@@ -220,19 +244,10 @@ static __attribute__((noreturn)) void ready_child(const sg_init_config *cfg, con
     ssize_t n = sg_ctl_recv(3, &type, msg, sizeof msg, fds, &nfds);
     if (n <= 0)
         _exit(0);
-    sg_init_spawn h;
-    char *cwd = NULL;
-    if ((size_t)n < sizeof h || nfds != 3)
+    char **argv, **envp, *cwd = NULL;
+    if (nfds != 3 || split_strings(msg, (size_t)n, &argv, &envp, &cwd) < 0)
         _exit(126);
-    memcpy(&h, msg, sizeof h);
-    char **argv = calloc((size_t)h.argc + 1, sizeof *argv);
-    char **envp = calloc((size_t)h.envc + 1, sizeof *envp);
-    if (!argv || !envp ||
-        split_strings(msg + sizeof h, (size_t)n - sizeof h, h.argc, h.envc, argv, envp, &cwd) < 0)
-        _exit(126);
-    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
-        _exit(126);
-    close_range(3, ~0U, 0);
+    child_stdio(fds);
     child_start(argv, envp, cwd);
 }
 
@@ -249,12 +264,7 @@ static void handle_prepare(const sg_init_config *cfg, const char *msg, const int
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return;
-    struct clone_args args = {
-        .flags = CLONE_INTO_CGROUP,
-        .exit_signal = SIGCHLD,
-        .cgroup = (uint64_t)fds[0],
-    };
-    long pid = syscall(SYS_clone3, &args, sizeof args);
+    long pid = clone_into(fds[0]);
     if (pid == 0) {
         close(sv[0]);
         ready_child(cfg, &sp, sv[1]);
@@ -287,12 +297,7 @@ static pid_t spawn_into(sg_init_spawn *sp, const int *fds, size_t nfds)
 {
     if (!sp->cg_into || nfds != 4)
         return fork();
-    struct clone_args args = {
-        .flags = CLONE_INTO_CGROUP,
-        .exit_signal = SIGCHLD,
-        .cgroup = (uint64_t)fds[3],
-    };
-    long pid = syscall(SYS_clone3, &args, sizeof args);
+    long pid = clone_into(fds[3]);
     if (pid >= 0 || (errno != ENOSYS && errno != EINVAL && errno != E2BIG))
         return (pid_t)pid;
     pid = fork();
@@ -318,11 +323,8 @@ static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *
         send_reply(&rep);
         return;
     }
-    char **argv = calloc((size_t)sp.argc + 1, sizeof *argv);
-    char **envp = calloc((size_t)sp.envc + 1, sizeof *envp);
-    char *cwd = NULL;
-    if (!argv || !envp ||
-        split_strings(msg + sizeof sp, len - sizeof sp, sp.argc, sp.envc, argv, envp, &cwd) < 0) {
+    char **argv, **envp, *cwd = NULL;
+    if (split_strings(msg, len, &argv, &envp, &cwd) < 0) {
         rep.err = EINVAL;
     } else {
         pid_t pid = 0;

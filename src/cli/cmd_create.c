@@ -239,7 +239,7 @@ int sg_cmd_create(int argc, char **argv)
         m.workspace = (char *)"";
         sg_now_iso8601(m.created, sizeof m.created);
         char id[32];
-        int claimed = sg_pool_claim(&m, id, &err);
+        int claimed = sg_pool_claim(&m, id);
         free(secret_path);
         m.learner = m.task = m.ingest_url = m.secret_file = m.workspace = NULL;
         if (claimed == 1) {

@@ -117,7 +117,7 @@ static void destroy_spare(const char *id)
     run_self(argv);
 }
 
-int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32], sg_err *err)
+int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32])
 {
     sg_autostrv char **ids = spares();
     for (char **id = ids; *id; id++) {
@@ -136,7 +136,6 @@ int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32], sg_err *err)
         fprintf(stderr, "sandglass create: spare %s could not be claimed (%s); destroying it\n", *id, e.msg);
         destroy_spare(*id);
     }
-    (void)err;
     return 0;
 }
 

@@ -25,7 +25,7 @@
 /* Claims a spare for want (its id is ignored). Returns 1 and the spare's
  * id in id_out, 0 when no spare could be claimed (none, or each one failed
  * and was destroyed). */
-int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32], sg_err *err);
+int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32]);
 
 /* Starts a detached `sandglass pool --refill`: up to the pool's size. */
 void sg_pool_refill_async(void);
