@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "diff.h"
+#include "udiff.h"
 #include "jsonutil.h"
 #include "limits.h"
 #include "util.h"
@@ -396,7 +397,7 @@ int main(int argc, char **argv)
     sg_err err = {0};
     double c0 = cpu_s(RUSAGE_SELF);
     t = mono_s();
-    sg_watch *w = sg_watch_new(&loop, root, quiet_cb, &spurious, &err);
+    sg_watch *w = sg_watch_new(&loop, root, quiet_cb, &spurious, sg_udiff_fn, NULL, &err);
     if (!w) {
         fprintf(stderr, "sg_watch_new: %s\n", err.msg);
         return 1;
@@ -419,7 +420,7 @@ int main(int argc, char **argv)
     l.ms = calloc((size_t)writes, sizeof(double));
     sg_watch_free(w);
     uv_run(&loop, UV_RUN_NOWAIT);
-    w = sg_watch_new(&loop, root, lat_cb, &l, &err);
+    w = sg_watch_new(&loop, root, lat_cb, &l, sg_udiff_fn, NULL, &err);
     if (!w) {
         fprintf(stderr, "sg_watch_new: %s\n", err.msg);
         return 1;
@@ -498,6 +499,6 @@ int main(int argc, char **argv)
     }
     free(l.ms);
     sg_rm_rf(root, &err);
-    sg_diff_global_shutdown();
+    sg_udiff_global_shutdown();
     return 0;
 }

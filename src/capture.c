@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "ctl.h"
 #include "event.h"
 #include "jsonutil.h"
 #include "limits.h"
@@ -195,7 +196,8 @@ bool sg_capture_take_dirty(sg_capture *c)
     return d;
 }
 
-sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed, sg_err *err)
+sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
+                           sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
     sg_capture *c = calloc(1, sizeof *c);
     if (!c) {
@@ -239,7 +241,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         return NULL;
     }
     sg_uplink_set_event_cb(c->uplink, on_uplink_event, c);
-    c->watch = sg_watch_new(loop, m->workspace, on_file_change, c, err);
+    c->watch = sg_watch_new(loop, m->workspace, on_file_change, c, differ, differ_ud, err);
     if (!c->watch) {
         sg_err_prefix(err, "cannot watch the workspace");
         sg_uplink_close(c->uplink);
@@ -270,63 +272,6 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
 
 /* ---- execs -------------------------------------------------------------------- */
 
-static bool needs_quoting(const char *s)
-{
-    if (!*s)
-        return true;
-    for (const char *p = s; *p; p++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p))
-            return true;
-    return false;
-}
-
-char *sg_capture_cmdline(char *const *argv)
-{
-    if (!argv || !argv[0])
-        return strdup("");
-    const char *b = strrchr(argv[0], '/');
-    b = b ? b + 1 : argv[0];
-    if ((!strcmp(b, "sh") || !strcmp(b, "bash") || !strcmp(b, "dash")) && argv[1] &&
-        !strcmp(argv[1], "-c") && argv[2] && !argv[3])
-        return strdup(argv[2]);
-    size_t cap = 64, len = 0;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    for (char *const *a = argv; *a; a++) {
-        size_t need = strlen(*a) * 4 + 4;
-        if (len + need + 1 > cap) {
-            while (len + need + 1 > cap)
-                cap *= 2;
-            char *n = realloc(out, cap);
-            if (!n) {
-                free(out);
-                return NULL;
-            }
-            out = n;
-        }
-        if (a != argv)
-            out[len++] = ' ';
-        if (!needs_quoting(*a)) {
-            memcpy(out + len, *a, strlen(*a));
-            len += strlen(*a);
-            continue;
-        }
-        out[len++] = '\'';
-        for (const char *p = *a; *p; p++) {
-            if (*p == '\'') {
-                memcpy(out + len, "'\\''", 4);
-                len += 4;
-            } else {
-                out[len++] = *p;
-            }
-        }
-        out[len++] = '\'';
-    }
-    out[len] = '\0';
-    return out;
-}
-
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
                                        const char *cwd, const json_t *tool)
 {
@@ -337,7 +282,7 @@ sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *co
         return NULL;
     e->c = c;
     e->id = exec_id;
-    e->cmd = sg_capture_cmdline(argv);
+    e->cmd = sg_exec_cmdline(argv);
     e->is_test = sg_testrule_is_test_argv(argv);
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
@@ -496,3 +441,16 @@ void sg_capture_free(sg_capture *c)
         sg_spool_close(c->spool);
     free(c);
 }
+
+/* The entry points the supervisor finds with dlsym (capmod.h). */
+const sg_capture_api sg_capture_api_v1 = {
+    .open = sg_capture_new,
+    .emit = sg_capture_emit,
+    .pending = sg_capture_pending,
+    .exec_begin = sg_capture_exec_begin,
+    .exec_output = sg_capture_exec_output,
+    .exec_end = sg_capture_exec_end,
+    .finish = sg_capture_finish,
+    .close = sg_capture_close,
+    .free = sg_capture_free,
+};

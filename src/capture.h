@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "diff.h"
 #include "err.h"
 #include "state.h"
 
@@ -30,7 +31,9 @@ typedef struct sg_capture_exec sg_capture_exec;
 /* Opens the spool (resuming seq after a crash), starts the watcher and the
  * uplink, and emits `sandbox` {state: created|resumed} and `activity`
  * starting. */
-sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed, sg_err *err);
+/* differ (with differ_ud) makes the file-change diffs (diff.h). */
+sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
+                           sg_diff_fn differ, void *differ_ud, sg_err *err);
 
 /* Appends one event (payload stolen). Never fails the caller: a spool that
  * cannot take it counts the loss and reports it once space returns. */
@@ -63,8 +66,24 @@ void sg_capture_close(sg_capture *c);
 /* Outside uv_run, after sg_capture_close and a final uv_run. */
 void sg_capture_free(sg_capture *c);
 
-/* The command line of an argv as the original recorded it: the script of
- * `sh -c SCRIPT`, else the words joined with shell quoting. Caller frees. */
-char *sg_capture_cmdline(char *const *argv);
+/* The same entry points as a table: the supervisor loads the capture, and
+ * with it libwebsockets and OpenSSL, only for a sandbox that has a task
+ * (capmod.h). The shared module exports it as SG_CAPTURE_API_SYMBOL. */
+typedef struct sg_capture_api {
+    sg_capture *(*open)(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
+                        sg_diff_fn differ, void *differ_ud, sg_err *err);
+    void (*emit)(sg_capture *c, const char *kind, json_t *payload);
+    uint64_t (*pending)(const sg_capture *c);
+    sg_capture_exec *(*exec_begin)(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                   const char *cwd, const json_t *tool);
+    void (*exec_output)(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len);
+    void (*exec_end)(sg_capture_exec *e, const json_t *result);
+    int (*finish)(sg_capture *c, uint64_t timeout_ms, sg_err *err);
+    void (*close)(sg_capture *c);
+    void (*free)(sg_capture *c);
+} sg_capture_api;
+
+#define SG_CAPTURE_API_SYMBOL "sg_capture_api_v1"
+extern const sg_capture_api sg_capture_api_v1;
 
 #endif

@@ -1721,14 +1721,6 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
     return rc;
 }
 
-void sg_checkpoint_infos_free(sg_checkpoint_info *v, size_t n)
-{
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i].label);
-    free(v);
-}
 
 int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout, sg_err *err)
 {
@@ -1833,14 +1825,6 @@ int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout
     return 0;
 }
 
-void sg_checkpoint_changes_free(sg_checkpoint_change *v, size_t n)
-{
-    if (!v)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i].path);
-    free(v);
-}
 
 static int change_cmp(const void *a, const void *b)
 {
@@ -1927,14 +1911,3 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id, sg_checkpoint_stats
     return rc;
 }
 
-const char *sg_checkpoint_change_kind_name(sg_checkpoint_change_kind k)
-{
-    switch (k) {
-    case SG_CKPT_MODIFIED: return "modified";
-    case SG_CKPT_CREATED: return "created";
-    case SG_CKPT_DELETED: return "deleted";
-    case SG_CKPT_TYPE: return "type";
-    case SG_CKPT_META: return "mode";
-    }
-    return "?";
-}

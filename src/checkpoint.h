@@ -66,46 +66,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckptwire.h"
 #include "err.h"
 
-#define SG_CHECKPOINT_ID_LEN 40
 #define SG_CKPT_RACY_NS (50ll * 1000 * 1000)
 
 typedef struct sg_ckpt_store sg_ckpt_store;
-
-typedef struct sg_checkpoint_stats {
-    uint64_t files;    /* regular files, symlinks and fifos in the snapshot */
-    uint64_t dirs;     /* directories, the workspace root included */
-    uint64_t bytes;    /* total size of the regular files */
-    uint64_t changed;  /* take: paths that differ from the checkpoint last
-                          taken or restored (all paths, root included, for the
-                          first); restore: paths touched (as listed by diff) */
-    uint64_t hashed;   /* files read and hashed (stat cache misses) */
-    uint64_t skipped;  /* sockets and devices, not recorded */
-} sg_checkpoint_stats;
-
-typedef struct sg_checkpoint_info {
-    char id[SG_CHECKPOINT_ID_LEN + 1];
-    char *label;
-    int64_t time;      /* seconds since the epoch */
-    uint64_t files, dirs, bytes;
-} sg_checkpoint_info;
-
-typedef enum sg_checkpoint_change_kind {
-    SG_CKPT_MODIFIED = 1, /* contents (or symlink target) differ */
-    SG_CKPT_CREATED,      /* exists now, not in the checkpoint: rollback deletes it */
-    SG_CKPT_DELETED,      /* in the checkpoint, gone now: rollback brings it back */
-    SG_CKPT_TYPE,         /* file type differs (e.g. file <-> symlink <-> dir) */
-    SG_CKPT_META,         /* only permission bits or owner differ */
-} sg_checkpoint_change_kind;
-
-typedef struct sg_checkpoint_change {
-    char *path;           /* relative to the workspace; "." is the root */
-    sg_checkpoint_change_kind kind;
-    uint32_t mode_now;    /* full st_mode now, 0 if absent */
-    uint32_t mode_then;   /* full st_mode in the checkpoint, 0 if absent */
-    uint32_t uid_now, gid_now, uid_then, gid_then;
-} sg_checkpoint_change;
 
 /* Opens (creating when missing, bare, mode 0700) the store at repo_dir for
  * the workspace directory. repo_dir must not lie inside the workspace. */
@@ -130,7 +96,6 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
 
 /* All checkpoints, oldest first. Free with sg_checkpoint_infos_free. */
 int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *n, sg_err *err);
-void sg_checkpoint_infos_free(sg_checkpoint_info *v, size_t n);
 
 /* What a restore to id (full id or a unique prefix of at least 4 hex
  * chars) would change in the workspace now, sorted by path. Inside a
@@ -138,7 +103,6 @@ void sg_checkpoint_infos_free(sg_checkpoint_info *v, size_t n);
  * sg_checkpoint_changes_free. */
 int sg_checkpoint_diff(sg_ckpt_store *st, const char *id,
                        sg_checkpoint_change **out, size_t *n, sg_err *err);
-void sg_checkpoint_changes_free(sg_checkpoint_change *v, size_t n);
 
 /* Makes the workspace equal to checkpoint id. stats optional (files, dirs
  * and bytes of the checkpoint; changed = paths touched). */
@@ -148,6 +112,5 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id,
 /* Id of the newest checkpoint; -1 with ENOENT when there is none. */
 int sg_checkpoint_latest(sg_ckpt_store *st, char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err);
 
-const char *sg_checkpoint_change_kind_name(sg_checkpoint_change_kind k);
 
 #endif

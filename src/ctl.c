@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -290,4 +291,61 @@ void sg_ctl_asm_free(sg_ctl_asm *a)
 {
     free(a->buf);
     memset(a, 0, sizeof *a);
+}
+
+static bool needs_quoting(const char *s)
+{
+    if (!*s)
+        return true;
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p))
+            return true;
+    return false;
+}
+
+char *sg_exec_cmdline(char *const *argv)
+{
+    if (!argv || !argv[0])
+        return strdup("");
+    const char *b = strrchr(argv[0], '/');
+    b = b ? b + 1 : argv[0];
+    if ((!strcmp(b, "sh") || !strcmp(b, "bash") || !strcmp(b, "dash")) && argv[1] &&
+        !strcmp(argv[1], "-c") && argv[2] && !argv[3])
+        return strdup(argv[2]);
+    size_t cap = 64, len = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    for (char *const *a = argv; *a; a++) {
+        size_t need = strlen(*a) * 4 + 4;
+        if (len + need + 1 > cap) {
+            while (len + need + 1 > cap)
+                cap *= 2;
+            char *n = realloc(out, cap);
+            if (!n) {
+                free(out);
+                return NULL;
+            }
+            out = n;
+        }
+        if (a != argv)
+            out[len++] = ' ';
+        if (!needs_quoting(*a)) {
+            memcpy(out + len, *a, strlen(*a));
+            len += strlen(*a);
+            continue;
+        }
+        out[len++] = '\'';
+        for (const char *p = *a; *p; p++) {
+            if (*p == '\'') {
+                memcpy(out + len, "'\\''", 4);
+                len += 4;
+            } else {
+                out[len++] = *p;
+            }
+        }
+        out[len++] = '\'';
+    }
+    out[len] = '\0';
+    return out;
 }

@@ -81,6 +81,10 @@ typedef struct sg_exec_req {
 int sg_exec_req_parse(const void *json_obj, sg_exec_req *out, sg_err *err);
 void sg_exec_req_free(sg_exec_req *r);
 
+/* The command line of an argv as the original recorded it: the script of
+ * `sh -c SCRIPT`, else the words joined with shell quoting. Caller frees. */
+char *sg_exec_cmdline(char *const *argv);
+
 /* Parses a REQ payload into a JSON object with a string "op". Returns a
  * json_t* (caller decrefs) or NULL with err. */
 void *sg_ctl_parse_req(const char *buf, size_t len, const char **op, sg_err *err);

@@ -18,13 +18,13 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <dirent.h>
-#include <pthread.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "capture.h"
 #include "cgroup.h"
-#include "checkpoint.h"
+#include "capmod.h"
+#include "ckptc.h"
 #include "cleanup.h"
 #include "ctl.h"
 #include "init.h"
@@ -100,11 +100,14 @@ struct sup {
     bool fast_leaves;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
-    sg_ckpt_store *ckpt;    /* workspace checkpoints, outside the sandbox */
+    const sg_capture_api *capi; /* the loaded capture module, when cap */
+    sg_ckptc *ckpt;         /* workspace checkpoints, by a worker outside the sandbox */
+    uv_timer_t ckpt_idle;   /* stops that worker when idle */
+    char last_ckpt[SG_CHECKPOINT_ID_LEN + 1]; /* the newest checkpoint taken */
+    sg_checkpoint_stats last_stats;
     int destroy_fd;         /* the destroy request's caller, answered last */
     uint8_t destroy_type;
     json_t *destroy_res;
-    bool ckpt_dirty;        /* a change may have happened since the last one */
     int exit_code;
     /* kill switch: the first reason wins and is kept */
     bool aborted;
@@ -116,10 +119,6 @@ struct sup {
     char **leaves;          /* exec leaves that may still hold processes */
     size_t nleaves, capleaves;
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
-    pthread_t ckpt_thread;  /* opens the checkpoint store during init's setup */
-    bool ckpt_thread_on;
-    int ckpt_rc;
-    sg_err ckpt_err;
     char ready_leaf[24];    /* the leaf of init's ready child (init.h), if ready */
     bool ready;
 };
@@ -297,8 +296,8 @@ static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
             }
         }
         ex->out_bytes += give;
-        if (give)
-            sg_capture_exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
+        if (give && ex->cx)
+            ex->s->capi->exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
         if (give && ex->cl)
             client_send(ex->cl, type, buf, give);
         if ((size_t)n < sizeof buf)
@@ -510,7 +509,22 @@ static json_t *kill_all_user_processes(sup *s)
 
 static void capture_emit(sup *s, const char *kind, json_t *payload)
 {
-    sg_capture_emit(s->cap, kind, payload);
+    if (s->cap)
+        s->capi->emit(s->cap, kind, payload);
+    else
+        json_decref(payload);
+}
+
+static int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
+                       const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
+
+/* Loads the capture module and starts the capture of this sandbox. */
+static int capture_start(sup *s, bool resumed, sg_err *err)
+{
+    if (!(s->capi = sg_capmod_load(err)))
+        return -1;
+    s->cap = s->capi->open(&s->loop, &s->meta, resumed, sup_unified, s, err);
+    return s->cap ? 0 : -1;
 }
 
 /* The kill switch. Returns the abort record (new reference). */
@@ -561,6 +575,56 @@ static bool tool_is_read_only(const char *tool)
     return tool && strcmp(tool, "read_file") == 0;
 }
 
+/* The worker stops after SG_CKPTC_IDLE_MS without a call (ckptc.h). */
+static void on_ckpt_idle(uv_timer_t *t)
+{
+    sup *s = t->data;
+    sg_ckptc_stop(s->ckpt);
+}
+
+/* $SANDGLASS_CKPT_IDLE_MS (1 ms to 1 h) overrides SG_CKPTC_IDLE_MS: the
+ * tests watch the worker go without waiting 10 s. */
+static uint64_t ckpt_idle_ms(void)
+{
+    static uint64_t ms;
+    if (!ms) {
+        uint64_t v = 0;
+        sg_err e = {0};
+        const char *env = getenv("SANDGLASS_CKPT_IDLE_MS");
+        ms = env && sg_parse_uint(env, 3600000, &v, &e) == 0 && v > 0 ? v : SG_CKPTC_IDLE_MS;
+    }
+    return ms;
+}
+
+static void ckpt_used(sup *s)
+{
+    uv_timer_start(&s->ckpt_idle, on_ckpt_idle, ckpt_idle_ms(), 0);
+}
+
+/* The watcher's diffs, made by the checkpoint worker. */
+static int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
+                       const char *new_, size_t new_len, sg_diff_result *out, sg_err *err)
+{
+    sup *s = ud;
+    int rc = sg_ckptc_unified(s->ckpt, path, old, old_len, new_, new_len, out, err);
+    ckpt_used(s);
+    return rc;
+}
+
+static void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
+                            double ms, bool reused, json_t **info)
+{
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "id", id, "label", label,
+                          "files", (json_int_t)st->files, "bytes", (json_int_t)st->bytes,
+                          "changed", (json_int_t)st->changed, "hashed", (json_int_t)st->hashed,
+                          "took_ms", ms);
+    if (reused)
+        json_object_set_new(j, "unchanged", json_true());
+    if (info)
+        *info = json_deep_copy(j);
+    capture_emit(s, "checkpoint", j);
+}
+
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
  * a checkpoint event. Returns the id (static storage) or NULL. */
 static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info)
@@ -572,20 +636,15 @@ static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
     bool reused = false;
-    if (sg_checkpoint_take_ex(s->ckpt, label, reuse, id, &st, &reused, &err) < 0) {
+    int rc = sg_ckptc_take(s->ckpt, label, reuse, id, &st, &reused, &err);
+    ckpt_used(s);
+    if (rc < 0) {
         fprintf(stderr, "supervisor: checkpoint failed: %s\n", err.msg);
         return NULL;
     }
-    double ms = (double)(sg_now_mono_ns() - t0) / 1e6;
-    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "id", id, "label", label,
-                          "files", (json_int_t)st.files, "bytes", (json_int_t)st.bytes,
-                          "changed", (json_int_t)st.changed, "hashed", (json_int_t)st.hashed,
-                          "took_ms", ms);
-    if (reused)
-        json_object_set_new(j, "unchanged", json_true());
-    if (info)
-        *info = json_deep_copy(j);
-    capture_emit(s, "checkpoint", j);
+    memcpy(s->last_ckpt, id, sizeof id);
+    s->last_stats = st;
+    emit_checkpoint(s, id, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, reused, info);
     return id;
 }
 
@@ -617,7 +676,9 @@ static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *er
 {
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
-    if (sg_checkpoint_list(s->ckpt, &v, &n, err) < 0)
+    int rc = sg_ckptc_list(s->ckpt, &v, &n, err);
+    ckpt_used(s);
+    if (rc < 0)
         return -1;
     if (n == 0) {
         sg_checkpoint_infos_free(v, n);
@@ -658,7 +719,9 @@ static void sup_rollback(sup *s, client *c, json_t *req)
         running += !s->execs[i]->finished;
     sg_checkpoint_change *ch = NULL;
     size_t n = 0;
-    if (sg_checkpoint_diff(s->ckpt, to, &ch, &n, &err) < 0) {
+    int drc = sg_ckptc_diff(s->ckpt, to, &ch, &n, &err);
+    ckpt_used(s);
+    if (drc < 0) {
         client_error(c, err.msg);
         return;
     }
@@ -691,7 +754,9 @@ static void sup_rollback(sup *s, client *c, json_t *req)
     snprintf(target, sizeof target, "%s", to);
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
-    if (sg_checkpoint_restore(s->ckpt, target, &st, &err) < 0) {
+    int rrc = sg_ckptc_restore(s->ckpt, target, &st, &err);
+    ckpt_used(s);
+    if (rrc < 0) {
         json_decref(changes);
         json_decref(killed);
         json_decref(safety);
@@ -756,7 +821,7 @@ static void sup_claim(sup *s, client *c, json_t *req)
         client_error(c, err.msg);
         return;
     }
-    if (m->task && !(s->cap = sg_capture_new(&s->loop, m, false, &err))) {
+    if (m->task && capture_start(s, false, &err) < 0) {
         client_error(c, err.msg);
         return;
     }
@@ -766,9 +831,13 @@ static void sup_claim(sup *s, client *c, json_t *req)
     client_send_json(c, SG_CTL_RESULT, sg_sandbox_meta_json(m));
     c->close_after_flush = true;
     client_flush(c);
-    /* The workspace is the spare's empty one: this reuses its checkpoint
-     * and tells the capture (if any) about it. */
-    sup_checkpoint_ex(s, "create", true, NULL);
+    /* The workspace is the spare's empty one, which nothing has run in
+     * since its checkpoint: the capture (if any) hears of that checkpoint,
+     * and the worker (stopped when idle) is not woken for it. */
+    if (s->last_ckpt[0])
+        emit_checkpoint(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+    else
+        sup_checkpoint_ex(s, "create", true, NULL);
 }
 
 /* ---- exec lifecycle -------------------------------------------------------- */
@@ -865,7 +934,8 @@ static void exec_finish(exec_ctx *ex)
         json_t *res = exec_result_json(ex, &after);
         if (s->aborted)
             json_object_set_new(res, "aborted", json_string(s->abort_reason));
-        sg_capture_exec_end(ex->cx, res);
+        if (ex->cx)
+            s->capi->exec_end(ex->cx, res);
         ex->cx = NULL;
         if (ex->cl)
             client_send_json(ex->cl, SG_CTL_RESULT, res);
@@ -892,7 +962,7 @@ static void exec_fail(exec_ctx *ex, const char *msg)
     if (ex->cx) {
         sg_autojson json_t *res = json_pack("{s:n, s:f, s:b, s:s}", "exit_code", "wall_s", 0.0,
                                             "timed_out", 0, "error", msg);
-        sg_capture_exec_end(ex->cx, res);
+        ex->s->capi->exec_end(ex->cx, res);
         ex->cx = NULL;
     }
     if (ex->cl)
@@ -998,13 +1068,13 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     const char *cwd = req.cwd ? req.cwd : "/workspace";
     if (!tool_is_read_only(req.tool_name) && !s->meta.manual_checkpoints) {
         char label[160];
-        sg_autofree char *line = sg_capture_cmdline(req.argv);
+        sg_autofree char *line = sg_exec_cmdline(req.argv);
         snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
         /* An unchanged workspace reuses the newest checkpoint: the exec
          * path then writes no object and no ref. */
         sup_checkpoint_ex(s, label, true, NULL);
     }
-    ex->cx = sg_capture_exec_begin(s->cap, ex->id, req.argv, cwd, req.tool);
+    ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->id, req.argv, cwd, req.tool) : NULL;
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     int cgfds[SG_CG_MAX_FDS];
     int ncg = -1;
@@ -1250,7 +1320,10 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
     } else if (strcmp(op, "checkpoints") == 0) {
         sg_checkpoint_info *v = NULL;
         size_t n = 0;
-        if (!s->ckpt || sg_checkpoint_list(s->ckpt, &v, &n, &err) < 0) {
+        int lrc = s->ckpt ? sg_ckptc_list(s->ckpt, &v, &n, &err) : -1;
+        if (s->ckpt)
+            ckpt_used(s);
+        if (lrc < 0) {
             client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
         } else {
             json_t *arr = json_array();
@@ -1407,28 +1480,6 @@ static int connect_init(sup *s, sg_err *err)
     return 0;
 }
 
-/* sandglass-init next to this binary ($SANDGLASS_INIT overrides). */
-static int init_binary(char *buf, size_t len)
-{
-    const char *env = getenv("SANDGLASS_INIT");
-    char self[PATH_MAX];
-    if (env && *env) {
-        snprintf(buf, len, "%s", env);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n < 0)
-            return -1;
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (!slash)
-            return -1;
-        *slash = '\0';
-        if ((size_t)snprintf(buf, len, "%s/sandglass-init", self) >= len)
-            return -1;
-    }
-    return access(buf, X_OK);
-}
-
 /* The seccomp program in a memfd, for sandglass-init's fd 6. */
 static int bpf_memfd(const sg_seccomp_prog *p)
 {
@@ -1470,26 +1521,7 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     dup2(5, cfg->go_fd);
 }
 
-static int open_checkpoints(sup *s, bool take_first, sg_err *err);
-
-static void *ckpt_thread_main(void *arg)
-{
-    sup *s = arg;
-    s->ckpt_rc = open_checkpoints(s, false, &s->ckpt_err);
-    return NULL;
-}
-
-/* Waits for the store opened during init's setup; its result. */
-static int ckpt_thread_join(sup *s, sg_err *err)
-{
-    if (!s->ckpt_thread_on)
-        return 0;
-    pthread_join(s->ckpt_thread, NULL);
-    s->ckpt_thread_on = false;
-    if (s->ckpt_rc < 0)
-        *err = s->ckpt_err;
-    return s->ckpt_rc;
-}
+static int open_checkpoints(sup *s, sg_err *err);
 
 static int start_init(sup *s, sg_err *err)
 {
@@ -1517,7 +1549,7 @@ static int start_init(sup *s, sg_err *err)
      * there the init's uid is not 0 in its user namespace, and an execve
      * would drop the capabilities it needs to build the sandbox. */
     char init_bin[PATH_MAX];
-    sg_autoclose int bpf = !s->rootless && init_binary(init_bin, sizeof init_bin) == 0
+    sg_autoclose int bpf = !s->rootless && sg_sibling_exe("SANDGLASS_INIT", "sandglass-init", init_bin, sizeof init_bin) == 0
                                ? bpf_memfd(&s->prog) : -1;
     /* Rootless: the namespaces belong to a new user namespace that maps
      * only the caller's uid and gid (no newuidmap needed). */
@@ -1534,11 +1566,11 @@ static int start_init(sup *s, sg_err *err)
         sg_init_main(&cfg); /* no sandglass-init binary: run it in this fork */
     }
     s->init_pid = (pid_t)pid;
-    /* The checkpoint store (libgit2) opens on another thread while init
+    /* The checkpoint worker loads libgit2 and opens the store while init
      * builds its root and its move into the cgroup waits for an RCU grace
-     * period. Started after the clone: a raw clone skips glibc's fork
-     * handlers, so no other thread may hold a lock across it. */
-    s->ckpt_thread_on = pthread_create(&s->ckpt_thread, NULL, ckpt_thread_main, s) == 0;
+     * period. */
+    if (open_checkpoints(s, err) < 0)
+        return -1;
     /* The OOM killer must pick the user's processes, never the init that
      * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
      * some hosts withhold even from root) and exec children raise theirs
@@ -1669,6 +1701,8 @@ static void on_signal(uv_signal_t *h, int signum)
             s->init_pid = 0;
             s->init_dead = true;
         }
+        if (s->ckpt)
+            sg_ckptc_reap(s->ckpt);
         return;
     }
     /* SIGINT/SIGTERM to a session is an abort, not a teardown: the
@@ -1709,17 +1743,17 @@ static int adopt_init(sup *s, sg_err *err)
     return 0;
 }
 
-static int open_checkpoints(sup *s, bool take_first, sg_err *err)
+/* sandglass-ckpt next to this binary ($SANDGLASS_CKPT overrides). */
+static int open_checkpoints(sup *s, sg_err *err)
 {
+    if (s->ckpt)
+        return 0;
+    char exe[PATH_MAX];
+    if (sg_sibling_exe("SANDGLASS_CKPT", "sandglass-ckpt", exe, sizeof exe) < 0)
+        return sg_err_set(err, ENOENT, "the checkpoint worker sandglass-ckpt is not next to the supervisor");
     sg_autofree char *repo = sg_state_sandbox_path(s->meta.id, "checkpoints.git");
-    s->ckpt = sg_checkpoint_open(repo, s->meta.workspace, err);
-    if (!s->ckpt) {
-        sg_err_prefix(err, "cannot open the checkpoint store");
-        return -1;
-    }
-    if (take_first && !sup_checkpoint(s, "create", NULL))
-        return sg_err_set(err, EIO, "cannot take the first checkpoint of the workspace");
-    return 0;
+    s->ckpt = sg_ckptc_new(exe, repo, s->meta.workspace);
+    return sg_ckptc_start(s->ckpt, err);
 }
 
 /* After the loop: deliver the capture, answer destroy, remove the state. */
@@ -1728,14 +1762,14 @@ static int sup_shutdown(sup *s)
     sg_err err = {0};
     json_int_t undelivered = 0;
     if (s->cap) {
-        if (sg_capture_finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
-            undelivered = (json_int_t)sg_capture_pending(s->cap);
+        if (s->capi->finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
+            undelivered = (json_int_t)s->capi->pending(s->cap);
             fprintf(stderr, "supervisor: %s\n", err.msg);
         }
         /* The capture closes its own handles (lws owns some of them)
          * before we close whatever else is left. */
-        sg_capture_close(s->cap);
-        sg_capture_free(s->cap);
+        s->capi->close(s->cap);
+        s->capi->free(s->cap);
         s->cap = NULL;
     }
     uv_walk(&s->loop, close_walk, NULL);
@@ -1810,13 +1844,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         }
         s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                          sg_cgroup_set_fast_leaves(s->cg, true) == 0;
-        int rc = start_init(s, &err);
-        sg_err cerr = {0};
-        if (ckpt_thread_join(s, &cerr) < 0 && rc == 0) {
-            err = cerr;
-            rc = -1;
-        }
-        if (rc < 0)
+        if (start_init(s, &err) < 0)
             goto fail_cg;
     }
     s->meta.supervisor_pid = getpid();
@@ -1824,13 +1852,12 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (sg_sandbox_meta_save(&s->meta, &err) < 0)
         goto fail_cg;
     if (s->meta.task) {
-        s->cap = sg_capture_new(&s->loop, &s->meta, adopt, &err);
-        if (!s->cap)
+        if (capture_start(s, adopt, &err) < 0)
             goto fail_cg;
     }
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
-    if (!s->ckpt && open_checkpoints(s, false, &err) < 0)
+    if (open_checkpoints(s, &err) < 0 || sg_ckptc_opened(s->ckpt, &err) < 0)
         goto fail_cg;
     {
         sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
@@ -1847,6 +1874,8 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     s->start_ns = sg_now_mono_ns();
     uv_timer_init(&s->loop, &s->cap_timer);
     s->cap_timer.data = s;
+    uv_timer_init(&s->loop, &s->ckpt_idle);
+    s->ckpt_idle.data = s;
     if (s->meta.max_wall_s > 0 || s->meta.max_cpu_s > 0)
         uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
     uv_signal_init(&s->loop, &s->sigchld);
@@ -1891,8 +1920,8 @@ fail:
         fprintf(stderr, "sandglass supervisor: %s\n", err.msg);
     }
     if (s->cap) {
-        sg_capture_close(s->cap);
-        sg_capture_free(s->cap);
+        s->capi->close(s->cap);
+        s->capi->free(s->cap);
     }
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -1902,8 +1931,7 @@ out:
         close(s->ctl_fd);
     if (s->init_fd >= 0)
         close(s->init_fd);
-    if (s->ckpt)
-        sg_checkpoint_close(s->ckpt);
+    sg_ckptc_free(s->ckpt);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -299,4 +300,26 @@ char *sg_xstrdup(const char *s)
     if (!d)
         abort();
     return d;
+}
+
+int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len)
+{
+    const char *env = getenv(envname);
+    if (env && *env) {
+        if ((size_t)snprintf(buf, len, "%s", env) >= len)
+            return -1;
+        return access(buf, X_OK);
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0)
+        return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    if ((size_t)snprintf(buf, len, "%s/%s", self, name) >= len)
+        return -1;
+    return access(buf, X_OK);
 }

@@ -90,6 +90,8 @@ struct sg_watch {
     int ifd, rootfd;
     sg_watch_cb cb;
     void *ud;
+    sg_diff_fn differ;
+    void *differ_ud;
     node *root;
     node **wdtab;
     size_t wdcap, nwd;
@@ -1084,7 +1086,7 @@ static json_t *build_payload(sg_watch *w, const action *a)
     sg_err err = {0};
     /* The diff names the current path on both sides (the rename is in
      * old_path). */
-    if (sg_diff_unified(a->path, otext, olen, ntext, nlen, &r, &err) < 0) {
+    if (w->differ(w->differ_ud, a->path, otext, olen, ntext, nlen, &r, &err) < 0) {
         json_object_set_new(p, "diff_unavailable", json_true());
         return p;
     }
@@ -1097,7 +1099,6 @@ static json_t *build_payload(sg_watch *w, const action *a)
         json_object_set_new(p, "diff_unavailable", json_true());
     }
     sg_diff_result_clear(&r);
-    (void)w;
     return p;
 }
 
@@ -1346,10 +1347,8 @@ void sg_watch_free(sg_watch *w)
 }
 
 sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
-                       sg_err *err)
+                       sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
-    if (sg_diff_global_init(err) < 0)
-        return NULL;
     sg_watch *w = calloc(1, sizeof(*w));
     if (!w) {
         sg_err_set(err, ENOMEM, "watch: out of memory");
@@ -1358,6 +1357,8 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
     w->loop = loop;
     w->cb = cb;
     w->ud = userdata;
+    w->differ = differ;
+    w->differ_ud = differ_ud;
     w->ifd = w->rootfd = w->tfd = -1;
     w->scratch = sg_xrealloc(NULL, SG_DIFF_MAX_BYTES + 1);
     w->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -71,6 +71,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "diff.h"
 #include "err.h"
 
 #define SG_WATCH_SETTLE_US 500 /* quiet time that ends a burst */
@@ -90,9 +91,10 @@ typedef struct sg_watch_stats {
     uint64_t dropped;     /* files/dirs not tracked (limits) */
 } sg_watch_stats;
 
-/* Watches root (recursively) on loop and takes the baseline. */
+/* Watches root (recursively) on loop and takes the baseline. differ makes
+ * the unified diffs of text files (called with differ_ud). */
 sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
-                       sg_err *err);
+                       sg_diff_fn differ, void *differ_ud, sg_err *err);
 
 /* Reads every pending inotify event and resolves every dirty path now
  * (open writers included). Returns the number of payloads emitted, or < 0. */

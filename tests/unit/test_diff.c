@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "diff.h"
+#include "udiff.h"
 
 static void test_modified(void **state)
 {
@@ -14,7 +15,7 @@ static void test_modified(void **state)
     sg_err err = {0};
     sg_diff_result r;
     const char *a = "one\ntwo\nthree\n", *b = "one\n2\nthree\nfour\n";
-    assert_int_equal(sg_diff_unified("src/x.py", a, strlen(a), b, strlen(b), &r, &err), 0);
+    assert_int_equal(sg_udiff_unified("src/x.py", a, strlen(a), b, strlen(b), &r, &err), 0);
     assert_non_null(strstr(r.text, "--- a/src/x.py\n"));
     assert_non_null(strstr(r.text, "+++ b/src/x.py\n"));
     assert_null(strstr(r.text, "a/a/"));
@@ -36,26 +37,26 @@ static void test_created_deleted_equal(void **state)
     (void)state;
     sg_err err = {0};
     sg_diff_result r;
-    assert_int_equal(sg_diff_unified("n.txt", NULL, 0, "hi\n", 3, &r, &err), 0);
+    assert_int_equal(sg_udiff_unified("n.txt", NULL, 0, "hi\n", 3, &r, &err), 0);
     assert_non_null(strstr(r.text, "--- /dev/null\n"));
     assert_non_null(strstr(r.text, "+++ b/n.txt\n"));
     assert_non_null(strstr(r.text, "\n+hi\n"));
     assert_int_equal(r.added, 1);
     sg_diff_result_clear(&r);
 
-    assert_int_equal(sg_diff_unified("n.txt", "hi\n", 3, NULL, 0, &r, &err), 0);
+    assert_int_equal(sg_udiff_unified("n.txt", "hi\n", 3, NULL, 0, &r, &err), 0);
     assert_non_null(strstr(r.text, "+++ /dev/null\n"));
     assert_non_null(strstr(r.text, "\n-hi\n"));
     assert_int_equal(r.removed, 1);
     sg_diff_result_clear(&r);
 
-    assert_int_equal(sg_diff_unified("n.txt", "same\n", 5, "same\n", 5, &r, &err), 0);
+    assert_int_equal(sg_udiff_unified("n.txt", "same\n", 5, "same\n", 5, &r, &err), 0);
     assert_int_equal(r.len, 0);
     assert_string_equal(r.text, "");
     sg_diff_result_clear(&r);
 
     /* No trailing newline is marked, and a NUL-free text stays text. */
-    assert_int_equal(sg_diff_unified("t", "a", 1, "b", 1, &r, &err), 0);
+    assert_int_equal(sg_udiff_unified("t", "a", 1, "b", 1, &r, &err), 0);
     assert_non_null(strstr(r.text, "\\ No newline at end of file"));
     sg_diff_result_clear(&r);
 }
@@ -115,6 +116,6 @@ int main(void)
         cmocka_unit_test(test_count_lines),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    sg_diff_global_shutdown();
+    sg_udiff_global_shutdown();
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "diff.h"
+#include "udiff.h"
 #include "limits.h"
 #include "util.h"
 #include "watch.h"
@@ -60,7 +61,7 @@ static void put_bytes(fx *f, const char *rel, const void *buf, size_t len)
 static void start(fx *f)
 {
     sg_err err = {0};
-    f->w = sg_watch_new(&f->loop, f->dir, collect, f, &err);
+    f->w = sg_watch_new(&f->loop, f->dir, collect, f, sg_udiff_fn, NULL, &err);
     if (!f->w)
         fail_msg("sg_watch_new: %s", err.msg);
 }
@@ -574,6 +575,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rename_chain_and_replace, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    sg_diff_global_shutdown();
+    sg_udiff_global_shutdown();
     return rc;
 }

@@ -1,0 +1,309 @@
+/* ckptc: a supervisor's client of its checkpoint worker (see ckptc.h). */
+#include "ckptc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "util.h"
+
+extern char **environ;
+
+struct sg_ckptc {
+    char *exe, *repo, *workspace;
+    int fd;        /* -1: no worker */
+    pid_t pid;     /* the running worker, 0 when none */
+    pid_t zombie;  /* a stopped worker not yet reaped */
+    bool open_pending; /* "open" was sent, its answer not read yet */
+};
+
+sg_ckptc *sg_ckptc_new(const char *worker_exe, const char *repo_dir, const char *workspace)
+{
+    sg_ckptc *c = sg_xcalloc(1, sizeof *c);
+    c->exe = sg_xstrdup(worker_exe);
+    c->repo = sg_xstrdup(repo_dir);
+    c->workspace = sg_xstrdup(workspace);
+    c->fd = -1;
+    return c;
+}
+
+pid_t sg_ckptc_pid(const sg_ckptc *c)
+{
+    return c->pid;
+}
+
+void sg_ckptc_reap(sg_ckptc *c)
+{
+    if (c->zombie > 0 && waitpid(c->zombie, NULL, WNOHANG) != 0)
+        c->zombie = 0;
+}
+
+void sg_ckptc_stop(sg_ckptc *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->open_pending = false;
+    if (c->pid > 0) {
+        /* One stopped earlier and still unreaped: wait for it now rather
+         * than lose track of it (it exits at its socket's EOF). */
+        if (c->zombie > 0)
+            waitpid(c->zombie, NULL, 0);
+        c->zombie = c->pid;
+        c->pid = 0;
+        sg_ckptc_reap(c);
+    }
+}
+
+void sg_ckptc_free(sg_ckptc *c)
+{
+    if (!c)
+        return;
+    sg_ckptc_stop(c);
+    if (c->zombie > 0)
+        waitpid(c->zombie, NULL, 0);
+    free(c->exe);
+    free(c->repo);
+    free(c->workspace);
+    free(c);
+}
+
+/* The answer to the request in flight. Returns the "ok" object (caller
+ * decrefs) or NULL with err; *gone says the worker died (EOF or a broken
+ * socket) rather than refused. */
+static json_t *answer(sg_ckptc *c, bool *gone, sg_err *err)
+{
+    *gone = false;
+    json_t *ans = NULL;
+    int r = sg_ckptwire_recv(c->fd, &ans, err);
+    if (r <= 0) {
+        *gone = true;
+        if (r == 0)
+            sg_err_set(err, EPIPE, "the checkpoint worker exited");
+        return NULL;
+    }
+    json_t *ok = json_object_get(ans, "ok");
+    if (json_is_object(ok)) {
+        json_incref(ok);
+        json_decref(ans);
+        return ok;
+    }
+    const char *msg = json_string_value(json_object_get(ans, "error"));
+    json_t *code = json_object_get(ans, "errno");
+    sg_err_set(err, json_is_integer(code) ? (int)json_integer_value(code) : EPROTO, "%s",
+               msg ? msg : "checkpoint worker: a malformed answer");
+    json_decref(ans);
+    return NULL;
+}
+
+static json_t *exchange(sg_ckptc *c, const json_t *req, bool *gone, sg_err *err)
+{
+    if (sg_ckptwire_send(c->fd, req, err) < 0) {
+        *gone = true;
+        return NULL;
+    }
+    return answer(c, gone, err);
+}
+
+static int spawn_worker(sg_ckptc *c, sg_err *err)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return sg_err_sys(err, "checkpoint worker: socketpair");
+    char parent[24];
+    snprintf(parent, sizeof parent, "%d", (int)getpid());
+    char *argv[] = {"sandglass-ckpt", parent, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    /* dup2 onto 3 clears close-on-exec for the child's copy. */
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, c->exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(sv[1]);
+    if (rc != 0) {
+        close(sv[0]);
+        return sg_err_set(err, rc, "cannot start the checkpoint worker %s: %s", c->exe, strerror(rc));
+    }
+    c->fd = sv[0];
+    c->pid = pid;
+    return 0;
+}
+
+int sg_ckptc_start(sg_ckptc *c, sg_err *err)
+{
+    if (c->fd >= 0)
+        return 0;
+    if (spawn_worker(c, err) < 0)
+        return -1;
+    /* The answer is read by the first call: the worker loads libgit2 and
+     * opens the store while the supervisor goes on. */
+    json_t *req = json_pack("{s:s, s:o, s:o}", "op", "open",
+                            "repo", sg_ckptwire_bytes(c->repo, strlen(c->repo)),
+                            "workspace", sg_ckptwire_bytes(c->workspace, strlen(c->workspace)));
+    int rc = sg_ckptwire_send(c->fd, req, err);
+    json_decref(req);
+    if (rc < 0) {
+        sg_ckptc_stop(c);
+        return -1;
+    }
+    c->open_pending = true;
+    return 0;
+}
+
+/* Reads the answer to a pending "open". */
+static int read_open(sg_ckptc *c, bool *gone, sg_err *err)
+{
+    *gone = false;
+    if (!c->open_pending)
+        return 0;
+    c->open_pending = false;
+    json_t *opened = answer(c, gone, err);
+    if (!opened) {
+        sg_err_prefix(err, "cannot open the checkpoint store");
+        sg_ckptc_stop(c);
+        return -1;
+    }
+    json_decref(opened);
+    return 0;
+}
+
+int sg_ckptc_opened(sg_ckptc *c, sg_err *err)
+{
+    bool gone;
+    return read_open(c, &gone, err);
+}
+
+/* req (consumed) on a running worker; a worker found dead is replaced and
+ * the request sent once more. */
+static json_t *call(sg_ckptc *c, json_t *req, sg_err *err)
+{
+    json_t *ok = NULL;
+    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+        sg_err_clear(err);
+        bool gone = false;
+        if (sg_ckptc_start(c, err) < 0)
+            break;
+        if (read_open(c, &gone, err) < 0) {
+            if (gone)
+                continue;
+            break;
+        }
+        ok = exchange(c, req, &gone, err);
+        if (!gone)
+            break;
+        sg_ckptc_stop(c);
+    }
+    json_decref(req);
+    return ok;
+}
+
+static int copy_id(json_t *ok, char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+{
+    const char *id = json_string_value(json_object_get(ok, "id"));
+    if (!id || strlen(id) != SG_CHECKPOINT_ID_LEN)
+        return sg_err_set(err, EPROTO, "checkpoint worker: an answer without an id");
+    memcpy(id_out, id, SG_CHECKPOINT_ID_LEN + 1);
+    return 0;
+}
+
+int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
+                  char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
+                  bool *reused, sg_err *err)
+{
+    const char *l = label ? label : "";
+    json_t *ok = call(c, json_pack("{s:s, s:o, s:b}", "op", "take", "label", sg_ckptwire_bytes(l, strlen(l)),
+                                   "reuse", reuse_unchanged), err);
+    if (!ok)
+        return -1;
+    sg_checkpoint_stats st = {0};
+    int rc = copy_id(ok, id_out, err);
+    if (rc == 0)
+        rc = sg_ckptwire_unstats(json_object_get(ok, "stats"), &st, err);
+    if (rc == 0 && stats)
+        *stats = st;
+    if (reused)
+        *reused = json_is_true(json_object_get(ok, "reused"));
+    json_decref(ok);
+    return rc;
+}
+
+int sg_ckptc_list(sg_ckptc *c, sg_checkpoint_info **out, size_t *n, sg_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    json_t *ok = call(c, json_pack("{s:s}", "op", "list"), err);
+    if (!ok)
+        return -1;
+    int rc = sg_ckptwire_uninfos(json_object_get(ok, "checkpoints"), out, n, err);
+    json_decref(ok);
+    return rc;
+}
+
+int sg_ckptc_diff(sg_ckptc *c, const char *id, sg_checkpoint_change **out, size_t *n, sg_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    json_t *jid = json_string(id);
+    if (!jid)
+        return sg_err_set(err, EINVAL, "not a checkpoint id: a name that is not UTF-8");
+    json_t *ok = call(c, json_pack("{s:s, s:o}", "op", "diff", "id", jid), err);
+    if (!ok)
+        return -1;
+    int rc = sg_ckptwire_unchanges(json_object_get(ok, "changes"), out, n, err);
+    json_decref(ok);
+    return rc;
+}
+
+int sg_ckptc_restore(sg_ckptc *c, const char *id, sg_checkpoint_stats *stats, sg_err *err)
+{
+    json_t *jid = json_string(id);
+    if (!jid)
+        return sg_err_set(err, EINVAL, "not a checkpoint id: a name that is not UTF-8");
+    json_t *ok = call(c, json_pack("{s:s, s:o}", "op", "restore", "id", jid), err);
+    if (!ok)
+        return -1;
+    sg_checkpoint_stats st = {0};
+    int rc = sg_ckptwire_unstats(json_object_get(ok, "stats"), &st, err);
+    if (rc == 0 && stats)
+        *stats = st;
+    json_decref(ok);
+    return rc;
+}
+
+int sg_ckptc_unified(void *client, const char *path, const char *old, size_t old_len,
+                     const char *new_, size_t new_len, sg_diff_result *out, sg_err *err)
+{
+    sg_ckptc *c = client;
+    memset(out, 0, sizeof *out);
+    json_t *req = json_pack("{s:s, s:o}", "op", "unified", "path", sg_ckptwire_bytes(path, strlen(path)));
+    if (old)
+        json_object_set_new(req, "old", sg_ckptwire_bytes(old, old_len));
+    if (new_)
+        json_object_set_new(req, "new", sg_ckptwire_bytes(new_, new_len));
+    json_t *ok = call(c, req, err);
+    if (!ok)
+        return -1;
+    json_t *a = json_object_get(ok, "added"), *r = json_object_get(ok, "removed");
+    out->text = sg_ckptwire_unbytes(json_object_get(ok, "text"), false, &out->len, err);
+    int rc = out->text ? 0 : -1;
+    if (rc == 0 && (!json_is_integer(a) || !json_is_integer(r) || json_integer_value(a) < 0 ||
+                    json_integer_value(r) < 0))
+        rc = sg_err_set(err, EPROTO, "checkpoint worker: a malformed diff");
+    if (rc < 0) {
+        sg_diff_result_clear(out);
+    } else {
+        out->added = (size_t)json_integer_value(a);
+        out->removed = (size_t)json_integer_value(r);
+    }
+    json_decref(ok);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* ckptc: the supervisor's side of its checkpoint worker (ckptwire.h).
+ *
+ * The same operations as checkpoint.h, answered by a sandglass-ckpt process
+ * that holds the libgit2 store. Calls are synchronous, as the in-process
+ * store's were. The worker is spawned on the first call and whenever it is
+ * gone (sg_ckptc_stop, or it died: the call is then retried once on a
+ * fresh worker; every operation may be repeated safely). The owner stops
+ * it after SG_CKPTC_IDLE_MS without a call, so an idle sandbox carries no
+ * libgit2; the next call pays a spawn (~5 ms here).
+ *
+ * Reaping: the worker is our child. sg_ckptc_reap (from the SIGCHLD
+ * handler) collects it without blocking; sg_ckptc_free waits for it. */
+#ifndef SG_CKPTC_H
+#define SG_CKPTC_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "ckptwire.h"
+#include "diff.h"
+#include "err.h"
+
+#define SG_CKPTC_IDLE_MS 10000
+
+typedef struct sg_ckptc sg_ckptc;
+
+/* worker_exe: the sandglass-ckpt binary. Spawns nothing yet. */
+sg_ckptc *sg_ckptc_new(const char *worker_exe, const char *repo_dir, const char *workspace);
+/* Stops the worker and waits for it. */
+void sg_ckptc_free(sg_ckptc *c);
+
+/* Spawns the worker and sends it "open", unless it runs already; does not
+ * wait: the first call reads the answer (and reports a store that cannot
+ * be opened). */
+int sg_ckptc_start(sg_ckptc *c, sg_err *err);
+/* Waits for the answer to a pending "open": -1 with err when the store
+ * cannot be opened (the worker is then stopped). */
+int sg_ckptc_opened(sg_ckptc *c, sg_err *err);
+/* Closes the worker's socket: it exits. */
+void sg_ckptc_stop(sg_ckptc *c);
+/* Collects an exited worker (non-blocking). */
+void sg_ckptc_reap(sg_ckptc *c);
+/* The worker's pid, 0 when none is running. */
+pid_t sg_ckptc_pid(const sg_ckptc *c);
+
+int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
+                  char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
+                  bool *reused, sg_err *err);
+int sg_ckptc_list(sg_ckptc *c, sg_checkpoint_info **out, size_t *n, sg_err *err);
+int sg_ckptc_diff(sg_ckptc *c, const char *id, sg_checkpoint_change **out, size_t *n,
+                  sg_err *err);
+int sg_ckptc_restore(sg_ckptc *c, const char *id, sg_checkpoint_stats *stats, sg_err *err);
+
+/* A unified diff made by the worker: an sg_diff_fn, userdata the client. */
+int sg_ckptc_unified(void *client, const char *path, const char *old, size_t old_len,
+                     const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
+
+#endif

@@ -1,0 +1,44 @@
+/* sandglass-ckpt: a sandbox's checkpoint worker (ckptwire.h says why it is
+ * a process of its own). Its supervisor spawns it on demand and closes the
+ * socket when it has been idle for a while; it then exits.
+ *
+ *   sandglass-ckpt PARENT_PID      fd 3: the socket to the supervisor
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "ckptw.h"
+#include "udiff.h"
+
+int main(int argc, char **argv)
+{
+    char *end = NULL;
+    long parent = argc == 2 ? strtol(argv[1], &end, 10) : 0;
+    if (argc != 2 || !end || *end || parent <= 1 || fcntl(3, F_GETFD) < 0) {
+        fprintf(stderr, "sandglass-ckpt: bad arguments (it is run by a sandbox's supervisor)\n");
+        return 2;
+    }
+    /* Never outlive the supervisor, even if it is SIGKILLed while a long
+     * checkpoint keeps this process from seeing the socket close. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != (pid_t)parent)
+        return 1;
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_NAME, "sandglass-ckpt");
+    sg_err err = {0};
+    if (sg_udiff_global_init(&err) < 0) {
+        fprintf(stderr, "sandglass-ckpt: %s\n", err.msg);
+        return 1;
+    }
+    int rc = sg_ckptw_serve(3, &err);
+    if (rc < 0)
+        fprintf(stderr, "sandglass-ckpt: %s\n", err.msg);
+    sg_udiff_global_shutdown();
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,178 @@
+"""The supervisor's helpers: the checkpoint worker (sandglass-ckpt, the
+only process that maps libgit2) and the capture module (sandglass-capture.so,
+loaded only for a sandbox with a task).
+
+Checks, on real sandboxes: the worker serves checkpoints and rollbacks,
+stops when idle (and the supervisor then maps neither libgit2 nor
+libwebsockets nor OpenSSL), comes back for the next exec, is replaced when
+killed, dies with a SIGKILLed supervisor and is gone after destroy; a missing
+worker or module is a clear error that leaves nothing behind. TAP output.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import Env, cgroup_dirs, pid_alive, tap, wait_for  # noqa: E402
+from test_capture import CapEnv  # noqa: E402
+
+IDLE_MS = "1500"
+HEAVY = ("libgit2", "libwebsockets", "libcrypto", "libssl")
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def worker_of(sup_pid: int) -> int:
+    """The supervisor's checkpoint worker, 0 when none runs."""
+    for c in children(sup_pid):
+        if comm(c) == "sandglass-ckpt":
+            return c
+    return 0
+
+
+def mapped(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split()[-1].rsplit("/", 1)[-1] for line in f if "/" in line}
+
+
+def heavy_maps(pid: int) -> list[str]:
+    return sorted(m for m in mapped(pid) if m.startswith(HEAVY))
+
+
+env = Env()
+env.env["SANDGLASS_CKPT_IDLE_MS"] = IDLE_MS
+
+
+def sup_pid(sid: str) -> int:
+    return next(s for s in env.ls() if s["id"] == sid)["supervisor_pid"]
+
+
+@tap.case("the worker serves, idles out, and comes back")
+def _lifecycle():
+    sid = env.create()
+    sp = sup_pid(sid)
+    p = env.sh(sid, "echo one > /workspace/one")
+    tap.eq(p.returncode, 0, "an exec runs (its checkpoint taken by the worker)")
+    w = worker_of(sp)
+    tap.ok(w > 0, "right after it the supervisor has a sandglass-ckpt child",
+           f"children: {[(c, comm(c)) for c in children(sp)]}")
+    tap.ok(wait_for(lambda: worker_of(sp) == 0, 15), f"the worker exits after {IDLE_MS} ms idle")
+    tap.ok(w > 0 and wait_for(lambda: not os.path.exists(f"/proc/{w}"), 10),
+           "and is reaped (not left a zombie)")
+    tap.eq(heavy_maps(sp), [], "an idle uncaptured supervisor maps no libgit2, libwebsockets or OpenSSL")
+    tap.ok(not any(m.startswith("sandglass-capture") for m in mapped(sp)),
+           "nor the capture module")
+    p = env.sh(sid, "echo two > /workspace/two")
+    tap.eq(p.returncode, 0, "the next exec runs (a fresh worker)")
+    cps = env.run("checkpoints", sid, "--json", check=True).stdout.decode()
+    tap.ok("before exec 2" in cps, "its checkpoint was taken", cps[-400:])
+    tap.ok(wait_for(lambda: worker_of(sp) == 0, 15), "the worker idles out again")
+    p = env.run("rollback", sid, "--yes")
+    tap.eq(p.returncode, 0, "a rollback after the idle exit works")
+    ws = next(s for s in env.ls() if s["id"] == sid)["workspace"]
+    tap.ok(os.path.exists(os.path.join(ws, "one")) and not os.path.exists(os.path.join(ws, "two")),
+           "the rollback undid the second exec only", repr(os.listdir(ws)))
+    w = worker_of(sp)
+    env.run("destroy", sid, check=True)
+    tap.ok(wait_for(lambda: not pid_alive(sp), 10), "destroy ends the supervisor")
+    tap.ok(w == 0 or wait_for(lambda: not pid_alive(w), 10), "and its worker")
+
+
+def with_worker() -> tuple[str, int, int]:
+    """A sandbox right after an exec: its id, supervisor and worker."""
+    sid = env.create()
+    sp = sup_pid(sid)
+    env.sh(sid, "true")
+    w = worker_of(sp)
+    tap.ok(w > 0, "a worker runs after an exec")
+    return sid, sp, w
+
+
+@tap.case("a killed worker is replaced")
+def _killed():
+    sid, sp, w = with_worker()
+    if not w:
+        return
+    os.kill(w, signal.SIGKILL)
+    p = env.sh(sid, "echo after > /workspace/after")
+    tap.eq(p.returncode, 0, "the next exec runs after the worker was SIGKILLed")
+    cps = env.run("checkpoints", sid, "--json", check=True).stdout.decode()
+    tap.ok("before exec 2" in cps, "its checkpoint was taken by a new worker", cps[-400:])
+    w2 = worker_of(sp)
+    tap.ok(w2 > 0 and w2 != w, "a new worker runs", f"{w} -> {w2}")
+    env.run("destroy", sid, check=True)
+
+
+@tap.case("the worker dies with a SIGKILLed supervisor")
+def _orphan():
+    sid, sp, w = with_worker()
+    if not w:
+        return
+    os.kill(sp, signal.SIGKILL)
+    tap.ok(wait_for(lambda: not pid_alive(w), 10), "the worker is gone (no orphan)")
+    wait_for(lambda: not pid_alive(sp))
+    p = env.run("destroy", sid)
+    tap.eq(p.returncode, 0, "destroy of that sandbox works")
+    tap.eq([d for d in cgroup_dirs(sid) if os.path.exists(d)], [], "its cgroups are gone")
+
+
+@tap.case("a missing worker or module is a clear error")
+def _missing():
+    before = {s["id"] for s in env.ls()}
+    p = env.run("create", "--learner", "wk", env={"SANDGLASS_CKPT": "/nonexistent/sandglass-ckpt"})
+    err = p.stderr.decode()
+    tap.ok(p.returncode != 0 and "sandglass-ckpt" in err and len(err.strip().splitlines()) == 1,
+           "create without the checkpoint worker fails with one line naming it", err)
+    tap.eq({s["id"] for s in env.ls()}, before, "and leaves no sandbox behind")
+    p = env.run("create", "--learner", "wk", "--task", "T", "--ingest", "ws://127.0.0.1:9",
+                env={"SANDGLASS_CAPTURE_MODULE": "/nonexistent/sandglass-capture.so"})
+    err = p.stderr.decode()
+    tap.ok(p.returncode != 0 and "capture module" in err and len(err.strip().splitlines()) == 1,
+           "a captured create without the capture module fails with one line naming it", err)
+    tap.eq({s["id"] for s in env.ls()}, before, "and leaves no sandbox behind")
+
+
+env.cleanup()
+
+cap = CapEnv()
+cap.env["SANDGLASS_CKPT_IDLE_MS"] = IDLE_MS
+
+
+@tap.case("a captured sandbox loads the capture module; its diffs come from the worker")
+def _captured():
+    sid = cap.create_captured()
+    sp = next(s for s in cap.ls() if s["id"] == sid)["supervisor_pid"]
+    m = mapped(sp)
+    tap.ok(any(x.startswith("sandglass-capture") for x in m) and any(x.startswith("libwebsockets") for x in m),
+           "the captured supervisor mapped the capture module and libwebsockets", repr(sorted(m)))
+    tap.ok(not any(x.startswith("libgit2") for x in m), "but not libgit2", repr(sorted(m)))
+    p = cap.sh(sid, "printf 'a\\nb\\n' > /workspace/f.txt")
+    tap.eq(p.returncode, 0, "an exec writes a file")
+    ok = wait_for(lambda: any(r["kind"] == "file_diff" and r["payload"].get("path") == "f.txt"
+                              and "+b" in r["payload"].get("diff", "") for r in cap.rows(sid)), 15)
+    tap.ok(ok, "the store has its file_diff with the unified diff (made by the worker)",
+           repr([r for r in cap.rows(sid) if r["kind"] == "file_diff"][-3:]))
+    cap.destroy(sid)
+
+
+cap.cleanup()
+tap.done()
