@@ -247,6 +247,9 @@ static __attribute__((noreturn)) void ready_child(const sg_init_config *cfg, con
     char **argv, **envp, *cwd = NULL;
     if (nfds != 3 || split_strings(msg, (size_t)n, &argv, &envp, &cwd) < 0)
         _exit(126);
+    /* Tell init we have the exec (spawn_ready waits for this). */
+    if (send(3, "k", 1, MSG_NOSIGNAL) != 1)
+        _exit(126);
     child_stdio(fds);
     child_start(argv, envp, cwd);
 }
@@ -278,16 +281,42 @@ static void handle_prepare(const sg_init_config *cfg, const char *msg, const int
     ready_sock = sv[0];
 }
 
+/* Whether the ready child acknowledged its exec ("k" on its socket). */
+static bool ready_acked(void)
+{
+    char k = 0;
+    return recv(ready_sock, &k, 1, MSG_DONTWAIT) == 1 && k == 'k';
+}
+
 /* Hands an exec to the ready child. Returns its pid, or 0 when there is
- * none (or it is gone): the caller then clones one. */
+ * none (or it is gone): the caller then clones one. The child's ack is
+ * awaited: a child killed an instant before (SIGKILL pending, not yet run
+ * on a busy machine) still has its socket open and would take the exec
+ * only to die with it; one stopped (SIGSTOP) would hold it forever. Both
+ * give no ack: the child is killed and the exec cloned anew. */
 static pid_t spawn_ready(const char *msg, size_t len, const int *fds)
 {
     if (ready_pid <= 0)
         return 0;
     pid_t pid = ready_pid;
-    int r = sg_ctl_send(ready_sock, SG_CTL_REQ, msg, len, fds, 3);
-    ready_forget(r < 0);
-    return r < 0 ? 0 : pid;
+    if (sg_ctl_send(ready_sock, SG_CTL_REQ, msg, len, fds, 3) < 0) {
+        ready_forget(true);
+        return 0;
+    }
+    struct pollfd p = {.fd = ready_sock, .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, SG_INIT_READY_ACK_MS);
+    while (r < 0 && errno == EINTR);
+    bool acked = ready_acked();
+    if (!acked) {
+        kill(pid, SIGKILL);
+        /* It may have acked at the very end of the wait: then it had the
+         * exec, and the exec is reported killed rather than run twice. */
+        acked = ready_acked();
+    }
+    ready_forget(false);
+    return acked ? pid : 0;
 }
 
 /* fork(), or clone3 straight into the exec's cgroup leaf: no migration on

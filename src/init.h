@@ -39,6 +39,9 @@ enum sg_init_type {
 
 /* sg_init_spawn.flags */
 #define SG_INIT_F_PREPARED 1u /* the leaf is the one of the last PREPARE: use its ready child */
+/* How long init waits for the ready child to take an exec before it
+ * clones one instead (a stopped or dying ready child never takes it). */
+#define SG_INIT_READY_ACK_MS 1000
 
 typedef struct sg_init_spawn {
     uint32_t type;

@@ -141,6 +141,16 @@ def _():
     p = env.exec(r, "cat", "/proc/self/status")
     tap.ok(p.returncode == 0 and b"Seccomp:\t2" in p.stdout and b"CapBnd:\t0000000000000000" in p.stdout,
            "an exec after the ready child was killed runs, as restricted", p.stdout.decode()[-300:])
+    # Stopped from outside: it never takes the exec; init kills it and
+    # clones the exec anew.
+    wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5)
+    stopped = cgroup_pids(r) - {init}
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    p = env.exec(r, "echo", "fresh", timeout=30)
+    tap.ok(p.returncode == 0 and p.stdout == b"fresh\n", "an exec after the ready child was stopped runs",
+           repr(p))
+    tap.ok(wait_for(lambda: not any(pid_alive(x) for x in stopped), 5), "and the stopped child is gone")
     p = env.run("exec", r, "--cwd", "/proc/1/root", "--", "true")
     tap.ok(p.returncode == 126 and b"cannot change directory" in p.stderr,
            "a cwd the user may not enter is refused", p.stderr.decode())
