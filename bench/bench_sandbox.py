@@ -65,6 +65,21 @@ def pss_kb(pid: int) -> int:
     return 0
 
 
+def ckpt_workers(sup_pid: int) -> list[int]:
+    """The supervisor's checkpoint worker, if one runs (src/ckptc.h)."""
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{sup_pid}/task"):
+            with open(f"/proc/{sup_pid}/task/{t}/children") as f:
+                for k in f.read().split():
+                    with open(f"/proc/{k}/comm") as g:
+                        if g.read().strip() == "sandglass-ckpt":
+                            out.append(int(k))
+    except OSError:
+        pass
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -81,11 +96,13 @@ def main() -> int:
     results: dict = {"machine": os.uname().release, "nproc": os.cpu_count()}
     made: list[str] = []
 
-    def create() -> str:
-        sid = subprocess.run([sg, "create", "--learner", "bench"], check=True,
+    def create(*extra: str) -> str:
+        sid = subprocess.run([sg, "create", "--learner", "bench", *extra], check=True,
                              capture_output=True).stdout.decode().strip()
         made.append(sid)
         return sid
+
+    ingest = None
 
     try:
         sid = create()
@@ -134,13 +151,32 @@ def main() -> int:
             if s["id"] not in made:
                 made.append(s["id"])
 
-        # many sandboxes alive at once
+        # many sandboxes alive at once; a tenth of them captured (a task,
+        # streaming to a real ingest), the rest not
+        secret = os.path.join(state, "secret")
+        ingest = subprocess.Popen([os.path.join(a.build, "sandglassd"), "ingest", "--listen",
+                                   "127.0.0.1:0", "--store", f"sqlite:{state}/events.db",
+                                   "--secret", secret], stdout=subprocess.PIPE, text=True)
+        url = ingest.stdout.readline().split()[-1]
+        n_cap = max(1, a.many // 10)
         t0 = time.monotonic()
+        captured = {create("--task", "bench", "--ingest", url, "--secret", secret)
+                    for _ in range(n_cap)}
         while len(made) < a.many:
             create()
-        results["many"] = {"count": len(made), "create_all_s": time.monotonic() - t0}
+        results["many"] = {"count": len(made), "captured": len(captured),
+                           "create_all_s": time.monotonic() - t0}
+        # Each supervisor's checkpoint worker exits after 10 s idle
+        # (src/ckptc.h): measure the sandboxes at rest.
+        time.sleep(12)
         rss, pss, init_rss, init_pss, ready_rss, ready_pss = [], [], [], [], [], []
+        cap_rss, cap_pss, workers = [], [], 0
         for s in json.loads(subprocess.run([sg, "ls", "--json"], capture_output=True).stdout):
+            workers += len(ckpt_workers(s["supervisor_pid"]))
+            if s["id"] in captured:
+                cap_rss.append(rss_kb(s["supervisor_pid"]))
+                cap_pss.append(pss_kb(s["supervisor_pid"]))
+                continue
             rss.append(rss_kb(s["supervisor_pid"]))
             pss.append(pss_kb(s["supervisor_pid"]))
             init_rss.append(rss_kb(s["init_pid"]))
@@ -158,6 +194,10 @@ def main() -> int:
         results["many"].update({
             "supervisor_rss_kib_mean": sum(rss) / n, "supervisor_rss_kib_max": max(rss),
             "supervisor_pss_kib_mean": sum(pss) / n,
+            "captured_supervisor_rss_kib_mean": sum(cap_rss) / len(cap_rss),
+            "captured_supervisor_rss_kib_max": max(cap_rss),
+            "captured_supervisor_pss_kib_mean": sum(cap_pss) / len(cap_pss),
+            "checkpoint_workers_alive_at_rest": workers,
             "init_rss_kib_mean": sum(init_rss) / n, "init_pss_kib_mean": sum(init_pss) / n,
             "ready_children": len(ready_rss),
             "ready_child_rss_kib_mean": sum(ready_rss) / max(1, len(ready_rss)),
@@ -166,9 +206,18 @@ def main() -> int:
         t3 = hyperfine({"sandglass exec under load": f"{sg} exec {sid} -- true",
                         "/bin/true": "/bin/true"}, a.runs)
         results["many"]["exec_under_load"] = t3
+        # the worker that the execs above woke, while it is alive
+        sup = json.load(open(os.path.join(state, "sb", sid, "meta.json")))["supervisor_pid"]
+        w = ckpt_workers(sup)
+        if w:
+            results["many"]["checkpoint_worker_rss_kib"] = rss_kb(w[0])
+            results["many"]["checkpoint_worker_pss_kib"] = pss_kb(w[0])
         results["many"]["exec_under_load_ratio_to_true"] = (
             t3["sandglass exec under load"]["mean_ms"] / t3["/bin/true"]["mean_ms"])
     finally:
+        if ingest:
+            ingest.terminate()
+            ingest.wait()
         for s in made:
             subprocess.run([sg, "destroy", s], capture_output=True)
         subprocess.run([sg, "gc"], capture_output=True)
