@@ -1592,15 +1592,35 @@ int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHEC
  * workspace): "<id> <label>" lines, appended; listed after their commit. */
 #define ALIASES_FILE "sg-aliases"
 
-static int alias_append(sg_ckpt_store *st, const char *id, const char *label, sg_err *err)
+static int alias_append(sg_ckpt_store *st, const char *id, const char *label, int64_t when,
+                        sg_err *err)
 {
     sg_autofree char *path = sg_strdup_printf("%s/" ALIASES_FILE, st->repo_dir);
     sg_autofree char *lab = clean_label(label);
-    sg_autofree char *line = sg_strdup_printf("%s %lld %s\n", id, (long long)time(NULL), lab);
+    sg_autofree char *line = sg_strdup_printf("%s %lld %s\n", id, (long long)when, lab);
     sg_autoclose int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || sg_write_all(fd, line, strlen(line)) < 0)
         return sg_err_sys(err, "cannot record checkpoint label in %s", path);
     return 0;
+}
+
+int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, const char *label, int64_t when,
+                        sg_err *err)
+{
+    STORE_LOCKED(st);
+    git_oid head;
+    char hex[SG_CHECKPOINT_ID_LEN + 1];
+    if (latest(st, &head, err) < 0)
+        return -1;
+    git_oid_tostr(hex, sizeof hex, &head);
+    if (strcmp(hex, id) != 0)
+        return sg_err_set(err, EINVAL, "checkpoint %s is not the newest (%s): no label for it", id, hex);
+    /* After a restore the workspace is another checkpoint's state. */
+    git_oid base;
+    if (git_reference_name_to_id(&base, st->repo, BASE_REF) == 0 && !git_oid_equal(&base, &head))
+        return sg_err_set(err, EINVAL, "the workspace was restored since checkpoint %s: no label for it", id);
+    git_error_clear();
+    return alias_append(st, id, label, when, err);
 }
 
 int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
@@ -1653,7 +1673,7 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
         /* Nothing changed since the newest checkpoint: this is it again.
          * Only its label is recorded (an O_APPEND line, no object, no ref). */
         git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &base);
-        rc = alias_append(st, id_out, label, err);
+        rc = alias_append(st, id_out, label, (int64_t)time(NULL), err);
         if (rc == 0 && stats) {
             *stats = s.stats;
             stats->changed = 0;

@@ -236,6 +236,19 @@ int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
     return rc;
 }
 
+int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
+                   size_t n, sg_err *err)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:o, s:I}", "label",
+                                             sg_ckptwire_bytes(labels[i], strlen(labels[i])),
+                                             "time", (json_int_t)times[i]));
+    json_t *ok = call(c, json_pack("{s:s, s:s, s:o}", "op", "alias", "id", id, "labels", arr), err);
+    json_decref(ok);
+    return ok ? 0 : -1;
+}
+
 int sg_ckptc_list(sg_ckptc *c, sg_checkpoint_info **out, size_t *n, sg_err *err)
 {
     *out = NULL;

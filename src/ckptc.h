@@ -46,6 +46,10 @@ pid_t sg_ckptc_pid(const sg_ckptc *c);
 int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
                   char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
                   bool *reused, sg_err *err);
+/* Records labels[i] (at times[i]) for checkpoint id, the newest:
+ * sg_checkpoint_alias for each, in order. */
+int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
+                   size_t n, sg_err *err);
 int sg_ckptc_list(sg_ckptc *c, sg_checkpoint_info **out, size_t *n, sg_err *err);
 int sg_ckptc_diff(sg_ckptc *c, const char *id, sg_checkpoint_change **out, size_t *n,
                   sg_err *err);

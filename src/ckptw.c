@@ -42,6 +42,35 @@ static json_t *do_take(sg_ckpt_store *st, json_t *req, sg_err *err)
     return json_pack("{s:s, s:b, s:o}", "id", id, "reused", reused, "stats", sg_ckptwire_stats(&stats));
 }
 
+/* {"id", "labels": [{"label": hex, "time": n}, ...]}: labels of execs
+ * the supervisor found unchanged, recorded in order. */
+static json_t *do_alias(sg_ckpt_store *st, json_t *req, sg_err *err)
+{
+    const char *id = arg_id(req, err);
+    json_t *labels = json_object_get(req, "labels");
+    if (!id)
+        return NULL;
+    if (!json_is_array(labels)) {
+        sg_err_set(err, EINVAL, "argument \"labels\" is not an array");
+        return NULL;
+    }
+    size_t i;
+    json_t *l;
+    json_array_foreach(labels, i, l) {
+        json_t *t = json_object_get(l, "time");
+        sg_autofree char *label = arg_bytes(l, "label", true, NULL, err);
+        if (!label)
+            return NULL;
+        if (!json_is_integer(t)) {
+            sg_err_set(err, EINVAL, "a label has no \"time\"");
+            return NULL;
+        }
+        if (sg_checkpoint_alias(st, id, label, (int64_t)json_integer_value(t), err) < 0)
+            return NULL;
+    }
+    return json_object();
+}
+
 static json_t *do_list(sg_ckpt_store *st, sg_err *err)
 {
     sg_checkpoint_info *v = NULL;
@@ -132,6 +161,8 @@ int sg_ckptw_serve(int fd, sg_err *err)
             sg_err_set(&e, EINVAL, "\"%s\" before \"open\"", op);
         } else if (strcmp(op, "take") == 0) {
             ok = do_take(st, req, &e);
+        } else if (strcmp(op, "alias") == 0) {
+            ok = do_alias(st, req, &e);
         } else if (strcmp(op, "list") == 0) {
             ok = do_list(st, &e);
         } else if (strcmp(op, "diff") == 0) {

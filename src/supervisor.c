@@ -25,6 +25,7 @@
 #include "cgroup.h"
 #include "capmod.h"
 #include "ckptc.h"
+#include "wsprint.h"
 #include "cleanup.h"
 #include "ctl.h"
 #include "init.h"
@@ -37,6 +38,8 @@
 #define SUP_CLIENT_QUEUE_MAX (4u * 1024 * 1024) /* output queued for a slow CLI before we stop reading the exec */
 #define SUP_MAX_CLIENTS 256
 #define SUP_READ_CHUNK (60 * 1024)
+
+#define SG_SUP_LABELS_MAX 256 /* labels queued before they go to the store */
 
 typedef struct sup sup;
 typedef struct client client;
@@ -105,6 +108,11 @@ struct sup {
     uv_timer_t ckpt_idle;   /* stops that worker when idle */
     char last_ckpt[SG_CHECKPOINT_ID_LEN + 1]; /* the newest checkpoint taken */
     sg_checkpoint_stats last_stats;
+    sg_wsprint last_print;  /* the workspace when the last exec's checkpoint was taken */
+    bool print_valid;
+    char **labels;          /* labels of execs found unchanged, not yet in the store */
+    int64_t *label_times;
+    size_t nlabels;
     int destroy_fd;         /* the destroy request's caller, answered last */
     uint8_t destroy_type;
     json_t *destroy_res;
@@ -576,9 +584,12 @@ static bool tool_is_read_only(const char *tool)
 }
 
 /* The worker stops after SG_CKPTC_IDLE_MS without a call (ckptc.h). */
+static void ckpt_flush_labels(sup *s);
+
 static void on_ckpt_idle(uv_timer_t *t)
 {
     sup *s = t->data;
+    ckpt_flush_labels(s);
     sg_ckptc_stop(s->ckpt);
 }
 
@@ -611,6 +622,33 @@ static int sup_unified(void *ud, const char *path, const char *old, size_t old_l
     return rc;
 }
 
+/* The labels of execs found unchanged go to the store before anything
+ * else asks the worker (a list must show them, in order). */
+static void ckpt_flush_labels(sup *s)
+{
+    if (!s->nlabels)
+        return;
+    sg_err err = {0};
+    if (sg_ckptc_alias(s->ckpt, s->last_ckpt, s->labels, s->label_times, s->nlabels, &err) < 0)
+        fprintf(stderr, "supervisor: cannot record %zu checkpoint label(s): %s\n", s->nlabels, err.msg);
+    ckpt_used(s);
+    for (size_t i = 0; i < s->nlabels; i++)
+        free(s->labels[i]);
+    s->nlabels = 0;
+}
+
+static void ckpt_queue_label(sup *s, const char *label)
+{
+    if (s->nlabels == SG_SUP_LABELS_MAX)
+        ckpt_flush_labels(s);
+    if (!s->labels) {
+        s->labels = sg_xcalloc(SG_SUP_LABELS_MAX, sizeof *s->labels);
+        s->label_times = sg_xcalloc(SG_SUP_LABELS_MAX, sizeof *s->label_times);
+    }
+    s->labels[s->nlabels] = sg_xstrdup(label);
+    s->label_times[s->nlabels++] = (int64_t)time(NULL);
+}
+
 static void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
                             double ms, bool reused, json_t **info)
 {
@@ -636,6 +674,7 @@ static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
     bool reused = false;
+    ckpt_flush_labels(s);
     int rc = sg_ckptc_take(s->ckpt, label, reuse, id, &st, &reused, &err);
     ckpt_used(s);
     if (rc < 0) {
@@ -651,6 +690,32 @@ static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json
 static const char *sup_checkpoint(sup *s, const char *label, json_t **info)
 {
     return sup_checkpoint_ex(s, label, false, info);
+}
+
+/* The checkpoint before an exec. When the workspace's fingerprint equals
+ * the one taken with the last such checkpoint, nothing changed: that
+ * checkpoint is the answer, as the worker would find, without the trip to
+ * it; the label is queued for the store. */
+static void sup_checkpoint_exec(sup *s, const char *label)
+{
+    if (!s->ckpt)
+        return;
+    sg_wsprint now;
+    sg_err err = {0};
+    uint64_t t0 = sg_now_mono_ns();
+    bool usable = sg_wsprint_take(s->meta.workspace, &now, &err) == 0 && sg_wsprint_usable(&now);
+    if (usable && s->print_valid && s->last_ckpt[0] && sg_wsprint_equal(&now, &s->last_print)) {
+        sg_checkpoint_stats st = s->last_stats;
+        st.changed = st.hashed = 0;
+        ckpt_queue_label(s, label);
+        emit_checkpoint(s, s->last_ckpt, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, true, NULL);
+        return;
+    }
+    s->print_valid = false;
+    if (sup_checkpoint_ex(s, label, true, NULL) && usable) {
+        s->last_print = now;
+        s->print_valid = true;
+    }
 }
 
 
@@ -676,6 +741,7 @@ static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *er
 {
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
+    ckpt_flush_labels(s);
     int rc = sg_ckptc_list(s->ckpt, &v, &n, err);
     ckpt_used(s);
     if (rc < 0)
@@ -719,6 +785,9 @@ static void sup_rollback(sup *s, client *c, json_t *req)
         running += !s->execs[i]->finished;
     sg_checkpoint_change *ch = NULL;
     size_t n = 0;
+    /* The workspace is about to change (or be judged): fingerprint again. */
+    s->print_valid = false;
+    ckpt_flush_labels(s);
     int drc = sg_ckptc_diff(s->ckpt, to, &ch, &n, &err);
     ckpt_used(s);
     if (drc < 0) {
@@ -1072,7 +1141,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
         /* An unchanged workspace reuses the newest checkpoint: the exec
          * path then writes no object and no ref. */
-        sup_checkpoint_ex(s, label, true, NULL);
+        sup_checkpoint_exec(s, label);
     }
     ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->id, req.argv, cwd, req.tool) : NULL;
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
@@ -1320,6 +1389,8 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
     } else if (strcmp(op, "checkpoints") == 0) {
         sg_checkpoint_info *v = NULL;
         size_t n = 0;
+        if (s->ckpt)
+            ckpt_flush_labels(s);
         int lrc = s->ckpt ? sg_ckptc_list(s->ckpt, &v, &n, &err) : -1;
         if (s->ckpt)
             ckpt_used(s);
@@ -1932,6 +2003,10 @@ out:
     if (s->init_fd >= 0)
         close(s->init_fd);
     sg_ckptc_free(s->ckpt);
+    for (size_t i = 0; i < s->nlabels; i++)
+        free(s->labels[i]);
+    free(s->labels);
+    free(s->label_times);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);

@@ -10,9 +10,11 @@ worker or module is a clear error that leaves nothing behind. TAP output.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import Env, cgroup_dirs, pid_alive, tap, wait_for  # noqa: E402
@@ -105,6 +107,32 @@ def with_worker() -> tuple[str, int, int]:
     w = worker_of(sp)
     tap.ok(w > 0, "a worker runs after an exec")
     return sid, sp, w
+
+
+@tap.case("an unchanged workspace needs no worker")
+def _unchanged():
+    sid = env.create()
+    sp = sup_pid(sid)
+    env.sh(sid, "echo x > /workspace/x")
+    time.sleep(0.2)  # past the racy window of the write (wsprint.h)
+    env.sh(sid, "true")  # the worker takes it; the supervisor keeps the fingerprint
+    tap.ok(wait_for(lambda: worker_of(sp) == 0, 15), "the worker idles out")
+    for _ in range(3):
+        tap.eq(env.sh(sid, "cat /workspace/x").stdout, b"x\n", "an exec in the unchanged workspace runs")
+    tap.eq(worker_of(sp), 0, "and the worker was not woken for their checkpoints")
+    cps = json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)
+    labels = [c["label"] for c in cps]
+    tap.eq([l.split(":")[0] for l in labels if l.startswith("before exec")],
+           [f"before exec {n}" for n in range(1, 6)], "yet every exec's label is listed, in order")
+    tap.eq(len({c["id"] for c in cps if c["label"].startswith("before exec 3")} |
+               {c["id"] for c in cps if c["label"].startswith("before exec 5")}), 1,
+           "the unchanged execs name the same checkpoint")
+    env.sh(sid, "echo y > /workspace/x")
+    p = env.run("rollback", sid, "--yes")
+    tap.eq(p.returncode, 0, "a rollback after them works")
+    ws = next(s for s in env.ls() if s["id"] == sid)["workspace"]
+    tap.eq(open(os.path.join(ws, "x")).read(), "x\n", "and restores the state before the last exec")
+    env.run("destroy", sid, check=True)
 
 
 @tap.case("a killed worker is replaced")
