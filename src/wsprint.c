@@ -78,14 +78,17 @@ static int walk_dir(walk *w, int dfd, size_t len, sg_err *err)
 {
     int fd = dup(dfd);
     if (fd < 0)
-        return sg_err_sys(err, "workspace fingerprint");
+        return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
     sg_autoclosedir DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
-        return sg_err_sys(err, "workspace fingerprint: %s", w->path);
+        return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
     }
     struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0; /* readdir ends a directory and fails the same way */
+        if (!(e = readdir(d)))
+            break;
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         if (++w->entries > SG_WSPRINT_MAX_ENTRIES) {
@@ -121,6 +124,10 @@ static int walk_dir(walk *w, int dfd, size_t len, sg_err *err)
                 return 0;
         }
         w->path[len] = '\0';
+    }
+    if (errno) {
+        w->path[len] = '\0';
+        return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
     }
     return 0;
 }
