@@ -1928,7 +1928,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     }
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
-    if (open_checkpoints(s, &err) < 0 || sg_ckptc_opened(s->ckpt, &err) < 0)
+    if (open_checkpoints(s, &err) < 0)
         goto fail_cg;
     {
         sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");

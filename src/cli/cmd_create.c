@@ -79,6 +79,32 @@ static int print_created(const char *id, bool json)
     return 0;
 }
 
+/* Whether the state directory (where the checkpoint store lives) is the
+ * directory dir or inside it. A state directory not made yet is judged by
+ * its nearest existing ancestor. */
+static bool state_inside(const char *dir)
+{
+    sg_err e = {0};
+    const char *sd = sg_state_dir(&e);
+    if (!sd)
+        return false;
+    char probe[PATH_MAX], real[PATH_MAX], rest[PATH_MAX] = "";
+    snprintf(probe, sizeof probe, "%s", sd);
+    while (!realpath(probe, real)) {
+        char *slash = strrchr(probe, '/');
+        if (!slash || slash == probe)
+            return false;
+        char tail[PATH_MAX];
+        snprintf(tail, sizeof tail, "%s%s", slash, rest);
+        snprintf(rest, sizeof rest, "%s", tail);
+        *slash = '\0';
+    }
+    char full[2 * PATH_MAX];
+    snprintf(full, sizeof full, "%s%s", real, rest);
+    size_t n = strlen(dir);
+    return strcmp(dir, "/") == 0 || (strncmp(full, dir, n) == 0 && (full[n] == '/' || full[n] == '\0'));
+}
+
 int sg_cmd_create(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -208,6 +234,12 @@ int sg_cmd_create(int argc, char **argv)
         }
         if (!realpath(ws, wsreal))
             return sg_cli_fail("create", "cannot resolve the workspace path");
+        if (state_inside(wsreal)) {
+            char msg[PATH_MAX + 96];
+            snprintf(msg, sizeof msg, "workspace '%s' contains the state directory (its checkpoints would "
+                     "snapshot themselves): use a directory outside it", ws);
+            return sg_cli_fail("create", msg);
+        }
     }
     char rootreal[PATH_MAX] = "";
     if (rootfs) {

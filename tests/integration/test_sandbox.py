@@ -281,6 +281,9 @@ def _():
     f = os.path.join(env.root, "afile")
     open(f, "w").close()
     bad(["create", "--learner", "x", "--workspace", f], "not a directory", "workspace is a file")
+    # env.root holds the state directory: its checkpoints would snapshot themselves
+    bad(["create", "--learner", "x", "--workspace", env.root], "contains the state directory",
+        "workspace containing the state directory")
     bad(["create", "--learner", "bad/name"], "--learner", "invalid learner")
     bad(["create"], "--learner", "missing learner")
     bad(["exec", sid], "missing command", "missing command")
