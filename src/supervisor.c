@@ -1711,6 +1711,10 @@ static void sup_destroy(sup *s, client *c)
 {
     sg_err err = {0};
     s->destroying = true;
+    /* The checkpoint worker exits while the sandbox is torn down rather
+     * than after it (it comes back only for a last diff of the capture). */
+    if (s->ckpt)
+        sg_ckptc_stop(s->ckpt);
     for (size_t i = s->nexecs; i-- > 0;) {
         exec_ctx *ex = s->execs[i];
         if (ex->cl) {
