@@ -591,6 +591,7 @@ static void on_ckpt_idle(uv_timer_t *t)
     sup *s = t->data;
     ckpt_flush_labels(s);
     sg_ckptc_stop(s->ckpt);
+    uv_timer_stop(t); /* the flush re-armed it */
 }
 
 /* $SANDGLASS_CKPT_IDLE_MS (1 ms to 1 h) overrides SG_CKPTC_IDLE_MS: the
