@@ -29,7 +29,8 @@ shutil.chown(state, USER, "nogroup")
 bindir = os.path.join(root, "bin")
 os.makedirs(bindir)
 for b in (SANDGLASS, SANDGLASSD, *(os.path.join(os.path.dirname(SANDGLASS), n)
-                                   for n in ("sandglass-supervisor", "sandglass-init", "sandglass-ckpt"))):
+                                   for n in ("sandglass-supervisor", "sandglass-init", "sandglass-ckpt",
+                                             "sandglass-capture.so"))):
     shutil.copy(b, bindir)
 SG = os.path.join(bindir, os.path.basename(SANDGLASS))
 env = {"PATH": "/usr/bin:/bin", "SANDGLASS_STATE_DIR": state,
