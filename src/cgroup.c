@@ -27,6 +27,7 @@ static const char *const ctrl_name[C_N] = {"memory", "pids", "cpu", "cpuacct", "
 #define CG_CPU_MIN_QUOTA_US 1000 /* the kernel refuses less */
 #define CG_CPUS_MAX 4096.0
 #define CG_KNOB_MAX 4096         /* the knob files we parse are one page at most */
+#define CG_COUNTER_TEXT_MAX 512  /* memory.oom_control, memory.events, pids.events */
 #define CG_FREEZE_TIMEOUT_MS 5000
 #define CG_NAP_MAX_US 5000       /* longest sleep between polls of a knob */
 #define CG_KILL_NAP_MAX_US 1000  /* ... while waiting for killed tasks: they take ~0.5 ms */
@@ -60,6 +61,7 @@ struct sg_cgroup {
     char *id;
     cg_set s;
     bool fast_leaves; /* leaves only on the v2 hierarchy (sg_cgroup_set_fast_leaves) */
+    int counter_fd[2]; /* the OOM and pids counters, kept open (sg_cgroup_counters) */
 };
 
 /* Whether hierarchy i holds <id>/<leaf>: with fast leaves, a leaf exists
@@ -330,15 +332,13 @@ static int read_u64(const char *dir, const char *knob, bool optional, uint64_t *
 
 /* A "key value" line of a flat-keyed file (cgroup.events, memory.events, ...).
  * A missing key reads as 0. */
-static int read_key(const char *dir, const char *knob, const char *key, bool optional, uint64_t *out, sg_err *err)
+/* The value of "key N" in a knob's text s (0 when the key is absent). */
+static int find_key(const char *s, const char *dir, const char *knob, const char *key, uint64_t *out,
+                    sg_err *err)
 {
-    bool missing;
-    *out = 0;
-    sg_autofree char *s = knob_read(dir, knob, optional, &missing, err);
-    if (!s)
-        return missing ? 0 : -1;
     size_t kl = strlen(key);
-    for (char *l = s; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+    *out = 0;
+    for (const char *l = s; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
         if (strncmp(l, key, kl) == 0 && l[kl] == ' ') {
             if (parse_u64(l + kl + 1, out) < 0)
                 return sg_err_set(err, EINVAL, "%s/%s: unexpected value for '%s'", dir, knob, key);
@@ -346,6 +346,39 @@ static int read_key(const char *dir, const char *knob, const char *key, bool opt
         }
     }
     return 0;
+}
+
+static int read_key(const char *dir, const char *knob, const char *key, bool optional, uint64_t *out, sg_err *err)
+{
+    bool missing;
+    *out = 0;
+    sg_autofree char *s = knob_read(dir, knob, optional, &missing, err);
+    if (!s)
+        return missing ? 0 : -1;
+    return find_key(s, dir, knob, key, out, err);
+}
+
+/* read_key through an fd kept open in slot: the supervisor reads these
+ * counters after every exec, and the path lookup and open in cgroupfs cost
+ * more than the read (a read at offset 0 shows the knob anew). */
+static int read_key_kept(sg_cgroup *cg, int slot, const char *dir, const char *knob, const char *key,
+                         uint64_t *out, sg_err *err)
+{
+    if (cg->counter_fd[slot] < 0) {
+        sg_autofree char *p = sg_strdup_printf("%s/%s", dir, knob);
+        cg->counter_fd[slot] = open(p, O_RDONLY | O_CLOEXEC);
+        if (cg->counter_fd[slot] < 0)
+            return read_key(dir, knob, key, true, out, err);
+    }
+    char buf[CG_COUNTER_TEXT_MAX];
+    ssize_t n = pread(cg->counter_fd[slot], buf, sizeof buf - 1, 0);
+    if (n < 0 || (size_t)n == sizeof buf - 1) {
+        close(cg->counter_fd[slot]);
+        cg->counter_fd[slot] = -1;
+        return read_key(dir, knob, key, true, out, err);
+    }
+    buf[n] = '\0';
+    return find_key(buf, dir, knob, key, out, err);
 }
 
 /* Sleeps *us, then doubles it up to max_us. */
@@ -489,6 +522,9 @@ void sg_cgroup_free(sg_cgroup *cg)
 {
     if (!cg)
         return;
+    for (size_t i = 0; i < 2; i++)
+        if (cg->counter_fd[i] >= 0)
+            close(cg->counter_fd[i]);
     free(cg->id);
     free(cg);
 }
@@ -503,6 +539,8 @@ static sg_cgroup *cg_new(const char *id, sg_err *err)
     if (check_name("id", id, err) < 0)
         return NULL;
     sg_cgroup *cg = calloc(1, sizeof *cg);
+    if (cg)
+        cg->counter_fd[0] = cg->counter_fd[1] = -1;
     if (!cg || !(cg->id = strdup(id))) {
         free(cg);
         sg_err_set(err, ENOMEM, "out of memory");
@@ -1089,16 +1127,16 @@ int sg_cgroup_counters(sg_cgroup *cg, uint64_t *oom_kills, uint64_t *pids_max_hi
     if ((i = cg->s.at[C_MEMORY]) >= 0) {
         sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
         /* v1 counts per cgroup: sum the leaves, unless they live on v2 */
-        int r = cg->s.h[i]->v2 ? read_key(dir, "memory.events", "oom_kill", true, oom_kills, err)
-                : cg->fast_leaves ? read_key(dir, "memory.oom_control", "oom_kill", true, oom_kills, err)
+        int r = cg->s.h[i]->v2 ? read_key_kept(cg, 0, dir, "memory.events", "oom_kill", oom_kills, err)
+                : cg->fast_leaves ? read_key_kept(cg, 0, dir, "memory.oom_control", "oom_kill", oom_kills, err)
                                   : read_key_subtree(dir, "memory.oom_control", "oom_kill", oom_kills, err);
         if (r < 0)
             return -1;
     }
     if ((i = cg->s.at[C_PIDS]) >= 0) {
         sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
-        int r = cg->s.h[i]->v2 ? read_key(dir, "pids.events", "max", true, pids_max_hits, err)
-                : cg->fast_leaves ? read_key(dir, "pids.events", "max", true, pids_max_hits, err)
+        int r = cg->s.h[i]->v2 ? read_key_kept(cg, 1, dir, "pids.events", "max", pids_max_hits, err)
+                : cg->fast_leaves ? read_key_kept(cg, 1, dir, "pids.events", "max", pids_max_hits, err)
                                   : read_key_subtree(dir, "pids.events", "max", pids_max_hits, err);
         if (r < 0)
             return -1;

@@ -23,6 +23,9 @@ struct sg_ckptc {
     pid_t pid;     /* the running worker, 0 when none */
     pid_t zombie;  /* a stopped worker not yet reaped */
     bool open_pending; /* "open" was sent, its answer not read yet */
+    unsigned owed;     /* answers to requests sent without waiting */
+    bool owed_failed;  /* one of those was an error: owed_err */
+    sg_err owed_err;
 };
 
 sg_ckptc *sg_ckptc_new(const char *worker_exe, const char *repo_dir, const char *workspace)
@@ -52,6 +55,7 @@ void sg_ckptc_stop(sg_ckptc *c)
         close(c->fd);
     c->fd = -1;
     c->open_pending = false;
+    c->owed = 0; /* their answers go with the socket; the requests were sent */
     if (c->pid > 0) {
         /* One stopped earlier and still unreaped: wait for it now rather
          * than lose track of it (it exits at its socket's EOF). */
@@ -182,6 +186,34 @@ int sg_ckptc_opened(sg_ckptc *c, sg_err *err)
     return read_open(c, &gone, err);
 }
 
+/* Reads the answers owed to requests sent without waiting; an error among
+ * them is kept for sg_ckptc_owed_error. -1 when the worker is gone. */
+static int settle(sg_ckptc *c, bool *gone)
+{
+    while (c->owed) {
+        c->owed--;
+        sg_err e = {0};
+        json_t *ok = answer(c, gone, &e);
+        json_decref(ok);
+        if (!ok && !c->owed_failed) {
+            c->owed_failed = true;
+            c->owed_err = e;
+        }
+        if (*gone)
+            return -1;
+    }
+    return 0;
+}
+
+bool sg_ckptc_owed_error(sg_ckptc *c, sg_err *out)
+{
+    if (!c->owed_failed)
+        return false;
+    *out = c->owed_err;
+    c->owed_failed = false;
+    return true;
+}
+
 /* req (consumed) on a running worker; a worker found dead is replaced and
  * the request sent once more. */
 static json_t *call(sg_ckptc *c, json_t *req, sg_err *err)
@@ -196,6 +228,10 @@ static json_t *call(sg_ckptc *c, json_t *req, sg_err *err)
             if (gone)
                 continue;
             break;
+        }
+        if (settle(c, &gone) < 0) {
+            sg_ckptc_stop(c);
+            continue;
         }
         ok = exchange(c, req, &gone, err);
         if (!gone)
@@ -236,17 +272,41 @@ int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
     return rc;
 }
 
-int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
-                   size_t n, sg_err *err)
+static json_t *alias_request(const char *id, char *const *labels, const int64_t *times, size_t n)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, json_pack("{s:o, s:I}", "label",
                                              sg_ckptwire_bytes(labels[i], strlen(labels[i])),
                                              "time", (json_int_t)times[i]));
-    json_t *ok = call(c, json_pack("{s:s, s:s, s:o}", "op", "alias", "id", id, "labels", arr), err);
+    return json_pack("{s:s, s:s, s:o}", "op", "alias", "id", id, "labels", arr);
+}
+
+int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
+                   size_t n, sg_err *err)
+{
+    json_t *ok = call(c, alias_request(id, labels, times, n), err);
     json_decref(ok);
     return ok ? 0 : -1;
+}
+
+int sg_ckptc_alias_nowait(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
+                          size_t n, sg_err *err)
+{
+    json_t *req = alias_request(id, labels, times, n);
+    int rc = -1;
+    for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
+        sg_err_clear(err);
+        if (sg_ckptc_start(c, err) < 0)
+            break;
+        rc = sg_ckptwire_send(c->fd, req, err);
+        if (rc < 0)
+            sg_ckptc_stop(c);
+        else
+            c->owed++;
+    }
+    json_decref(req);
+    return rc;
 }
 
 int sg_ckptc_list(sg_ckptc *c, sg_checkpoint_info **out, size_t *n, sg_err *err)

@@ -50,6 +50,15 @@ int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
  * sg_checkpoint_alias for each, in order. */
 int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
                    size_t n, sg_err *err);
+/* The same, without waiting for the answer (the worker is spawned if it
+ * is not running): the next call reads it first, and an error in it is
+ * kept for sg_ckptc_owed_error. If the worker is stopped or dies before it
+ * answers, the result is not known. */
+int sg_ckptc_alias_nowait(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
+                          size_t n, sg_err *err);
+/* The first error among answers read for requests sent without waiting;
+ * false when there was none since the last call. */
+bool sg_ckptc_owed_error(sg_ckptc *c, sg_err *out);
 int sg_ckptc_list(sg_ckptc *c, sg_checkpoint_info **out, size_t *n, sg_err *err);
 int sg_ckptc_diff(sg_ckptc *c, const char *id, sg_checkpoint_change **out, size_t *n,
                   sg_err *err);

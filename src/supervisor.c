@@ -610,6 +610,9 @@ static uint64_t ckpt_idle_ms(void)
 
 static void ckpt_used(sup *s)
 {
+    sg_err err = {0};
+    if (sg_ckptc_owed_error(s->ckpt, &err))
+        fprintf(stderr, "supervisor: checkpoint labels were not recorded: %s\n", err.msg);
     uv_timer_start(&s->ckpt_idle, on_ckpt_idle, ckpt_idle_ms(), 0);
 }
 
@@ -630,7 +633,8 @@ static void ckpt_flush_labels(sup *s)
     if (!s->nlabels)
         return;
     sg_err err = {0};
-    if (sg_ckptc_alias(s->ckpt, s->last_ckpt, s->labels, s->label_times, s->nlabels, &err) < 0)
+    /* Not waited for: the worker's next answer settles it. */
+    if (sg_ckptc_alias_nowait(s->ckpt, s->last_ckpt, s->labels, s->label_times, s->nlabels, &err) < 0)
         fprintf(stderr, "supervisor: cannot record %zu checkpoint label(s): %s\n", s->nlabels, err.msg);
     ckpt_used(s);
     for (size_t i = 0; i < s->nlabels; i++)

@@ -661,6 +661,48 @@ static void test_free_leaves_no_child(void **state)
     assert_no_child();
 }
 
+/* Labels sent without waiting: recorded in order after their checkpoint;
+ * a refused one is reported by the next call, which still succeeds. */
+static void test_alias_nowait(void **state)
+{
+    fx *f = fixture(state);
+    wfile(f, "x", "1");
+    char a[SG_CHECKPOINT_ID_LEN + 1];
+    take(f, "one", false, a, NULL, NULL);
+    char *labels[] = {"two", "three"};
+    int64_t times[] = {1700000000, 1700000001};
+    sg_err err = {0};
+    assert_int_equal(sg_ckptc_alias_nowait(f->c, a, labels, times, 2, &err), 0);
+    char *bad[] = {"bad"};
+    assert_int_equal(sg_ckptc_alias_nowait(f->c, "0000000000000000000000000000000000000000", bad, times, 1,
+                                           &err), 0);
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+        fail_msg("list: %s", err.msg);
+    assert_int_equal(n, 3);
+    assert_string_equal(v[0].label, "one");
+    assert_string_equal(v[1].label, "two");
+    assert_string_equal(v[2].label, "three");
+    assert_string_equal(v[2].id, a);
+    assert_int_equal(v[1].time, 1700000000);
+    sg_checkpoint_infos_free(v, n);
+    sg_err owed = {0};
+    assert_true(sg_ckptc_owed_error(f->c, &owed));
+    assert_non_null(strstr(owed.msg, "not the newest"));
+    assert_false(sg_ckptc_owed_error(f->c, &owed));
+    /* with no worker running: one is spawned, and not waited for */
+    sg_ckptc_stop(f->c);
+    char *four[] = {"four"};
+    assert_int_equal(sg_ckptc_alias_nowait(f->c, a, four, times, 1, &err), 0);
+    assert_true(sg_ckptc_pid(f->c) > 0);
+    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+        fail_msg("list: %s", err.msg);
+    assert_int_equal(n, 4);
+    assert_string_equal(v[3].label, "four");
+    sg_checkpoint_infos_free(v, n);
+}
+
 int main(void)
 {
     /* as the supervisor does: a worker gone is EPIPE, not a signal */
@@ -674,6 +716,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unified, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_respawns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alias_nowait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_opened, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_worker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_cannot_open, setup, teardown),
