@@ -45,6 +45,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from sgtest import comm  # noqa: E402
 
 PY_ONE = "import time; time.sleep(1000)"
 PY_MANY = r"""
@@ -157,14 +159,6 @@ class Sandbox:
         if self.user_pids():
             self.run("abort", self.id, "--reason", "bench cleanup", "--json", check=False)
         self.run("resume", self.id, check=False)
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def run_ours(sb: Sandbox, argv: list[str], want, pidmax: int) -> dict:

@@ -20,6 +20,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from sgtest import ckpt_worker  # noqa: E402
 
 
 def hyperfine(cmds: dict[str, str], runs: int, warmup: int = 20,
@@ -63,21 +65,6 @@ def pss_kb(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-def ckpt_workers(sup_pid: int) -> list[int]:
-    """The supervisor's checkpoint worker, if one runs (src/ckptc.h)."""
-    out = []
-    try:
-        for t in os.listdir(f"/proc/{sup_pid}/task"):
-            with open(f"/proc/{sup_pid}/task/{t}/children") as f:
-                for k in f.read().split():
-                    with open(f"/proc/{k}/comm") as g:
-                        if g.read().strip() == "sandglass-ckpt":
-                            out.append(int(k))
-    except OSError:
-        pass
-    return out
 
 
 def main() -> int:
@@ -172,7 +159,7 @@ def main() -> int:
         rss, pss, init_rss, init_pss, ready_rss, ready_pss = [], [], [], [], [], []
         cap_rss, cap_pss, workers = [], [], 0
         for s in json.loads(subprocess.run([sg, "ls", "--json"], capture_output=True).stdout):
-            workers += len(ckpt_workers(s["supervisor_pid"]))
+            workers += ckpt_worker(s["supervisor_pid"]) > 0
             if s["id"] in captured:
                 cap_rss.append(rss_kb(s["supervisor_pid"]))
                 cap_pss.append(pss_kb(s["supervisor_pid"]))
@@ -208,10 +195,10 @@ def main() -> int:
         results["many"]["exec_under_load"] = t3
         # the worker that the execs above woke, while it is alive
         sup = json.load(open(os.path.join(state, "sb", sid, "meta.json")))["supervisor_pid"]
-        w = ckpt_workers(sup)
+        w = ckpt_worker(sup)
         if w:
-            results["many"]["checkpoint_worker_rss_kib"] = rss_kb(w[0])
-            results["many"]["checkpoint_worker_pss_kib"] = pss_kb(w[0])
+            results["many"]["checkpoint_worker_rss_kib"] = rss_kb(w)
+            results["many"]["checkpoint_worker_pss_kib"] = pss_kb(w)
         results["many"]["exec_under_load_ratio_to_true"] = (
             t3["sandglass exec under load"]["mean_ms"] / t3["/bin/true"]["mean_ms"])
     finally:

@@ -282,14 +282,6 @@ static json_t *alias_request(const char *id, char *const *labels, const int64_t 
     return json_pack("{s:s, s:s, s:o}", "op", "alias", "id", id, "labels", arr);
 }
 
-int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
-                   size_t n, sg_err *err)
-{
-    json_t *ok = call(c, alias_request(id, labels, times, n), err);
-    json_decref(ok);
-    return ok ? 0 : -1;
-}
-
 int sg_ckptc_alias_nowait(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
                           size_t n, sg_err *err)
 {

@@ -46,14 +46,11 @@ pid_t sg_ckptc_pid(const sg_ckptc *c);
 int sg_ckptc_take(sg_ckptc *c, const char *label, bool reuse_unchanged,
                   char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
                   bool *reused, sg_err *err);
-/* Records labels[i] (at times[i]) for checkpoint id, the newest:
- * sg_checkpoint_alias for each, in order. */
-int sg_ckptc_alias(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
-                   size_t n, sg_err *err);
-/* The same, without waiting for the answer (the worker is spawned if it
- * is not running): the next call reads it first, and an error in it is
- * kept for sg_ckptc_owed_error. If the worker is stopped or dies before it
- * answers, the result is not known. */
+/* Records labels[i] (at times[i]) for checkpoint id, the newest
+ * (sg_checkpoint_alias for each, in order), without waiting for the
+ * answer; the worker is spawned if it is not running. The next call reads
+ * the answer, and an error in it is kept for sg_ckptc_owed_error. If the
+ * worker is stopped or dies before it answers, the result is not known. */
 int sg_ckptc_alias_nowait(sg_ckptc *c, const char *id, char *const *labels, const int64_t *times,
                           size_t n, sg_err *err);
 /* The first error among answers read for requests sent without waiting;

@@ -302,14 +302,19 @@ char *sg_xstrdup(const char *s)
     return d;
 }
 
+/* dir + rel into buf when it fits and is executable. */
+static int exe_candidate(char *buf, size_t len, const char *dir, const char *rel)
+{
+    if ((size_t)snprintf(buf, len, "%s%s", dir, rel) >= len)
+        return -1;
+    return access(buf, X_OK);
+}
+
 int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len)
 {
     const char *env = getenv(envname);
-    if (env && *env) {
-        if ((size_t)snprintf(buf, len, "%s", env) >= len)
-            return -1;
-        return access(buf, X_OK);
-    }
+    if (env && *env)
+        return exe_candidate(buf, len, env, "");
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n < 0)
@@ -319,7 +324,10 @@ int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len)
     if (!slash)
         return -1;
     *slash = '\0';
-    if ((size_t)snprintf(buf, len, "%s/%s", self, name) >= len)
-        return -1;
-    return access(buf, X_OK);
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "/%s", name);
+    if (exe_candidate(buf, len, self, rel) == 0)
+        return 0;
+    snprintf(rel, sizeof rel, "/../libexec/%s", name);
+    return exe_candidate(buf, len, self, rel);
 }

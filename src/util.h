@@ -40,7 +40,8 @@ int sg_rand_hex(char *buf, size_t n, sg_err *err);
 uint64_t sg_now_mono_ns(void);
 
 /* A helper binary: $envname when set, else name in the directory of this
- * process's executable. 0 when it is executable, -1 otherwise. */
+ * process's executable, else in its ../libexec (an installed CLI). 0 when
+ * it is executable, -1 otherwise. */
 int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len);
 /* Current UTC time as RFC 3339 with microseconds, e.g. 2026-11-29T17:00:00.123456+00:00 */
 void sg_now_iso8601(char *buf, size_t len);

@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <poll.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,45 +21,14 @@
 
 #define CREATE_READY_TIMEOUT_MS 30000
 
-/* Copies a candidate path into buf if it fits and is executable. */
-static int daemon_candidate(char *buf, size_t len, const char *dir, const char *rel)
-{
-    sg_autofree char *p = sg_strdup_printf("%s%s", dir, rel);
-    size_t l = strlen(p);
-    if (l >= len || access(p, X_OK) != 0)
-        return -1;
-    memcpy(buf, p, l + 1);
-    return 0;
-}
-
-/* A helper binary: $ENV if set, else next to this binary, else in
- * ../libexec. */
-static int helper_path(const char *envname, const char *name, char *buf, size_t len)
-{
-    const char *env = getenv(envname);
-    if (env && *env)
-        return daemon_candidate(buf, len, env, "");
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n < 0)
-        return -1;
-    self[n] = '\0';
-    const char *dir = dirname(self);
-    sg_autofree char *next = sg_strdup_printf("/%s", name);
-    if (daemon_candidate(buf, len, dir, next) == 0)
-        return 0;
-    sg_autofree char *libexec = sg_strdup_printf("/../libexec/%s", name);
-    return daemon_candidate(buf, len, dir, libexec);
-}
-
 int sg_cli_daemon_path(char *buf, size_t len)
 {
-    return helper_path("SANDGLASSD", "sandglassd", buf, len);
+    return sg_sibling_exe("SANDGLASSD", "sandglassd", buf, len);
 }
 
 int sg_cli_supervisor_path(char *buf, size_t len)
 {
-    return helper_path("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
+    return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
 }
 
 int sg_cli_fail(const char *cmd, const char *msg)

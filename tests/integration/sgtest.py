@@ -149,6 +149,31 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def comm(pid: int) -> str:
+    """A process's name, "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def ckpt_worker(sup_pid: int) -> int:
+    """The supervisor's checkpoint worker (src/ckptc.h), 0 when none runs."""
+    return next((c for c in children(sup_pid) if comm(c) == "sandglass-ckpt"), 0)
+
+
 def wait_for(pred, timeout: float = 10.0, step: float = 0.02) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -17,38 +17,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import Env, cgroup_dirs, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import Env, cgroup_dirs, children, ckpt_worker, comm, pid_alive, tap, wait_for  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 
 IDLE_MS = "1500"
 HEAVY = ("libgit2", "libwebsockets", "libcrypto", "libssl")
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def worker_of(sup_pid: int) -> int:
-    """The supervisor's checkpoint worker, 0 when none runs."""
-    for c in children(sup_pid):
-        if comm(c) == "sandglass-ckpt":
-            return c
-    return 0
 
 
 def mapped(pid: int) -> set[str]:
@@ -74,10 +47,10 @@ def _lifecycle():
     sp = sup_pid(sid)
     p = env.sh(sid, "echo one > /workspace/one")
     tap.eq(p.returncode, 0, "an exec runs (its checkpoint taken by the worker)")
-    w = worker_of(sp)
+    w = ckpt_worker(sp)
     tap.ok(w > 0, "right after it the supervisor has a sandglass-ckpt child",
            f"children: {[(c, comm(c)) for c in children(sp)]}")
-    tap.ok(wait_for(lambda: worker_of(sp) == 0, 15), f"the worker exits after {IDLE_MS} ms idle")
+    tap.ok(wait_for(lambda: ckpt_worker(sp) == 0, 15), f"the worker exits after {IDLE_MS} ms idle")
     tap.ok(w > 0 and wait_for(lambda: not os.path.exists(f"/proc/{w}"), 10),
            "and is reaped (not left a zombie)")
     tap.eq(heavy_maps(sp), [], "an idle uncaptured supervisor maps no libgit2, libwebsockets or OpenSSL")
@@ -87,13 +60,13 @@ def _lifecycle():
     tap.eq(p.returncode, 0, "the next exec runs (a fresh worker)")
     cps = env.run("checkpoints", sid, "--json", check=True).stdout.decode()
     tap.ok("before exec 2" in cps, "its checkpoint was taken", cps[-400:])
-    tap.ok(wait_for(lambda: worker_of(sp) == 0, 15), "the worker idles out again")
+    tap.ok(wait_for(lambda: ckpt_worker(sp) == 0, 15), "the worker idles out again")
     p = env.run("rollback", sid, "--yes")
     tap.eq(p.returncode, 0, "a rollback after the idle exit works")
     ws = next(s for s in env.ls() if s["id"] == sid)["workspace"]
     tap.ok(os.path.exists(os.path.join(ws, "one")) and not os.path.exists(os.path.join(ws, "two")),
            "the rollback undid the second exec only", repr(os.listdir(ws)))
-    w = worker_of(sp)
+    w = ckpt_worker(sp)
     env.run("destroy", sid, check=True)
     tap.ok(wait_for(lambda: not pid_alive(sp), 10), "destroy ends the supervisor")
     tap.ok(w == 0 or wait_for(lambda: not pid_alive(w), 10), "and its worker")
@@ -104,7 +77,7 @@ def with_worker() -> tuple[str, int, int]:
     sid = env.create()
     sp = sup_pid(sid)
     env.sh(sid, "true")
-    w = worker_of(sp)
+    w = ckpt_worker(sp)
     tap.ok(w > 0, "a worker runs after an exec")
     return sid, sp, w
 
@@ -116,10 +89,10 @@ def _unchanged():
     env.sh(sid, "echo x > /workspace/x")
     time.sleep(0.2)  # past the racy window of the write (wsprint.h)
     env.sh(sid, "true")  # the worker takes it; the supervisor keeps the fingerprint
-    tap.ok(wait_for(lambda: worker_of(sp) == 0, 15), "the worker idles out")
+    tap.ok(wait_for(lambda: ckpt_worker(sp) == 0, 15), "the worker idles out")
     for _ in range(3):
         tap.eq(env.sh(sid, "cat /workspace/x").stdout, b"x\n", "an exec in the unchanged workspace runs")
-    tap.eq(worker_of(sp), 0, "and the worker was not woken for their checkpoints")
+    tap.eq(ckpt_worker(sp), 0, "and the worker was not woken for their checkpoints")
     cps = json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)
     labels = [c["label"] for c in cps]
     tap.eq([l.split(":")[0] for l in labels if l.startswith("before exec")],
@@ -145,7 +118,7 @@ def _killed():
     tap.eq(p.returncode, 0, "the next exec runs after the worker was SIGKILLed")
     cps = env.run("checkpoints", sid, "--json", check=True).stdout.decode()
     tap.ok("before exec 2" in cps, "its checkpoint was taken by a new worker", cps[-400:])
-    w2 = worker_of(sp)
+    w2 = ckpt_worker(sp)
     tap.ok(w2 > 0 and w2 != w, "a new worker runs", f"{w} -> {w2}")
     env.run("destroy", sid, check=True)
 
