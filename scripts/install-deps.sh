@@ -10,7 +10,7 @@ pkgs=(
   libcmocka-dev valgrind
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
-  rsync
+  rsync musl-tools
 
 )
 

@@ -27,7 +27,7 @@ static const char *const ctrl_name[C_N] = {"memory", "pids", "cpu", "cpuacct", "
 #define CG_CPU_MIN_QUOTA_US 1000 /* the kernel refuses less */
 #define CG_CPUS_MAX 4096.0
 #define CG_KNOB_MAX 4096         /* the knob files we parse are one page at most */
-#define CG_COUNTER_TEXT_MAX 512  /* memory.oom_control, memory.events, pids.events */
+#define CG_COUNTER_TEXT_MAX 512  /* memory.oom_control, memory.events, pids.events, cpu.stat */
 #define CG_FREEZE_TIMEOUT_MS 5000
 #define CG_NAP_MAX_US 5000       /* longest sleep between polls of a knob */
 #define CG_KILL_NAP_MAX_US 1000  /* ... while waiting for killed tasks: they take ~0.5 ms */
@@ -1118,6 +1118,25 @@ int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err)
     if (fd < 0)
         return sg_err_sys(err, "cannot open %s", dir);
     return fd;
+}
+
+int sg_cgroup_cpu_stat_open(int dirfd)
+{
+    return openat(dirfd, "cpu.stat", O_RDONLY | O_CLOEXEC);
+}
+
+int sg_cgroup_cpu_stat_read(int fd, uint64_t *cpu_ns, sg_err *err)
+{
+    char buf[CG_COUNTER_TEXT_MAX];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n < 0)
+        return sg_err_sys(err, "cannot read a leaf's cpu.stat");
+    buf[n] = '\0';
+    uint64_t us = 0;
+    if (find_key(buf, "leaf", "cpu.stat", "usage_usec", &us, err) < 0)
+        return -1;
+    *cpu_ns = us * 1000;
+    return 0;
 }
 
 int sg_cgroup_counters(sg_cgroup *cg, uint64_t *oom_kills, uint64_t *pids_max_hits, sg_err *err)

@@ -84,6 +84,10 @@ int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
 int sg_cgroup_set_fast_leaves(sg_cgroup *cg, bool on);
 /* O_DIRECTORY fd of <id>/<leaf> on the v2 hierarchy, for CLONE_INTO_CGROUP. */
 int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err);
+/* The cpu.stat of a v2 leaf opened ahead (dirfd from sg_cgroup_leaf_dirfd;
+ * -1 if it cannot be opened), and its CPU time in ns, read through that fd. */
+int sg_cgroup_cpu_stat_open(int dirfd);
+int sg_cgroup_cpu_stat_read(int fd, uint64_t *cpu_ns, sg_err *err);
 
 /* Kills every process in <id>/<leaf> (leaf NULL: whole sandbox, recursive)
  * with SIGKILL, also ones that fork meanwhile (v2: cgroup.kill; v1: freeze,

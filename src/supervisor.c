@@ -68,6 +68,7 @@ typedef struct exec_ctx {
     sg_init_reply exit_rep;
     uint64_t out_bytes;
     sg_cg_stats before;
+    int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
     int pending_closes;
     sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
 } exec_ctx;
@@ -128,6 +129,8 @@ struct sup {
     size_t nleaves, capleaves;
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
     char ready_leaf[24];    /* the leaf of init's ready child (init.h), if ready */
+    int ready_dirfd;        /* that leaf, and its cpu.stat, open for the next exec */
+    int ready_cpufd;
     bool ready;
 };
 
@@ -422,15 +425,29 @@ static void ready_next(sup *s)
     snprintf(leaf, sizeof leaf, "x%u", ++s->next_leaf);
     if (sg_cgroup_leaf_create(s->cg, leaf, &err) < 0)
         return;
-    sg_autoclose int fd = sg_cgroup_leaf_dirfd(s->cg, leaf, &err);
+    int fd = sg_cgroup_leaf_dirfd(s->cg, leaf, &err);
     sg_init_spawn sp = {.type = SG_INIT_PREPARE, .uid = s->meta.uid, .gid = s->meta.gid,
                         .nfds_cg = 1, .cg_into = 1};
     if (fd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &fd, 1) < 0) {
+        if (fd >= 0)
+            close(fd);
         sg_cgroup_leaf_remove(s->cg, leaf, &err);
         return;
     }
+    /* Kept open: the exec then opens nothing in cgroupfs on its way. */
+    s->ready_dirfd = fd;
+    s->ready_cpufd = sg_cgroup_cpu_stat_open(fd);
     snprintf(s->ready_leaf, sizeof s->ready_leaf, "%s", leaf);
     s->ready = true;
+}
+
+static void ready_close_fds(sup *s)
+{
+    if (s->ready_dirfd >= 0)
+        close(s->ready_dirfd);
+    if (s->ready_cpufd >= 0)
+        close(s->ready_cpufd);
+    s->ready_dirfd = s->ready_cpufd = -1;
 }
 
 /* Kills and removes the ready child's leaf (abort, kill-all). */
@@ -440,6 +457,7 @@ static void ready_retire(sup *s)
     if (!s->ready)
         return;
     s->ready = false;
+    ready_close_fds(s);
     if (sg_cgroup_kill(s->cg, s->ready_leaf, 2000, &err) < 0 ||
         sg_cgroup_leaf_remove(s->cg, s->ready_leaf, &err) < 0)
         leaf_track(s, s->ready_leaf); /* swept later, or removed by destroy */
@@ -999,7 +1017,12 @@ static void exec_finish(exec_ctx *ex)
     else if (s->cg)
         sg_cgroup_stats(s->cg, NULL, &after, &err);
     sg_cg_stats leaf = {0};
-    if (s->cg && sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) == 0) {
+    int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
+           : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
+    if (ex->cpu_fd >= 0)
+        close(ex->cpu_fd);
+    ex->cpu_fd = -1;
+    if (lr == 0) {
         after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
         if (leaf.memory_peak)
             after.memory_peak = leaf.memory_peak;
@@ -1131,7 +1154,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     ex->s = s;
     ex->cl = c;
     ex->id = ++s->next_exec;
-    ex->out_fd = ex->err_fd = -1;
+    ex->out_fd = ex->err_fd = ex->cpu_fd = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
     ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
     uv_timer_init(&s->loop, &ex->timer);
@@ -1159,9 +1182,13 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     s->ready = false;
     if (prepared) {
         memcpy(ex->leaf, s->ready_leaf, sizeof ex->leaf);
-        cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, &err);
+        cgfds[0] = s->ready_dirfd;
+        ex->cpu_fd = s->ready_cpufd;
+        s->ready_dirfd = s->ready_cpufd = -1;
         ncg = cgfds[0] < 0 ? -1 : 1;
         prepared = ncg == 1;
+    } else {
+        ready_close_fds(s);
     }
     if (!prepared)
         snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
@@ -1894,7 +1921,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = -1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_dirfd = s->ready_cpufd = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
     s->rootless = geteuid() != 0;

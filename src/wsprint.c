@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -59,6 +60,8 @@ static int64_t ns(const struct timespec *t)
     return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
+static int walk_dir(walk *w, int dfd, size_t len, sg_err *err);
+
 static void fold_stat(walk *w, const struct stat *st)
 {
     fold(w, st->st_mode);
@@ -71,65 +74,81 @@ static void fold_stat(walk *w, const struct stat *st)
         w->racy = true;
 }
 
-/* Entries of the directory dfd (path w->path, of length len), sorted by
- * the kernel's order: the order only has to be the same on both walks of
- * an unchanged directory, which readdir gives. */
+/* getdents64's buffer for one directory: many entries a call. */
+#define WSPRINT_DENTS_BUF 16384
+
+struct wsprint_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static int walk_entry(walk *w, int dfd, size_t len, const char *name, sg_err *err)
+{
+    if (!strcmp(name, ".") || !strcmp(name, ".."))
+        return 0;
+    if (++w->entries > SG_WSPRINT_MAX_ENTRIES) {
+        w->too_big = true;
+        return 0;
+    }
+    size_t nl = strlen(name);
+    if (len + 1 + nl + 1 > sizeof w->path) {
+        w->too_big = true; /* a path we cannot hold: do not trust the walk */
+        return 0;
+    }
+    w->path[len] = '/';
+    memcpy(w->path + len + 1, name, nl + 1);
+    fold_bytes(w, w->path, len + 1 + nl);
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno == ENOENT) { /* removed under us: changed */
+            w->racy = true;
+            return 0;
+        }
+        return sg_err_sys(err, "workspace fingerprint: %s", w->path);
+    }
+    fold_stat(w, &st);
+    if (S_ISDIR(st.st_mode)) {
+        sg_autoclose int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            w->racy = true; /* replaced or unreadable: never trust it */
+            return 0;
+        }
+        if (walk_dir(w, sub, len + 1 + nl, err) < 0)
+            return -1;
+    }
+    w->path[len] = '\0';
+    return 0;
+}
+
+/* Entries of the directory dfd (path w->path, of length len; dfd freshly
+ * opened), in the kernel's order: the order only has to be the same on both
+ * walks of an unchanged directory, which getdents gives. getdents64 on the
+ * fd itself: no DIR, so no dup, fstat or fcntl per directory. */
 static int walk_dir(walk *w, int dfd, size_t len, sg_err *err)
 {
-    int fd = dup(dfd);
-    if (fd < 0)
-        return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
-    sg_autoclosedir DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
-    }
-    struct dirent *e;
+    sg_autofree char *buf = malloc(WSPRINT_DENTS_BUF);
+    if (!buf)
+        return sg_err_set(err, ENOMEM, "workspace fingerprint: out of memory");
     for (;;) {
-        errno = 0; /* readdir ends a directory and fails the same way */
-        if (!(e = readdir(d)))
-            break;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        if (++w->entries > SG_WSPRINT_MAX_ENTRIES) {
-            w->too_big = true;
+        ssize_t n = getdents64(dfd, buf, WSPRINT_DENTS_BUF);
+        if (n < 0) {
+            w->path[len] = '\0';
+            return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
+        }
+        if (n == 0)
             return 0;
-        }
-        size_t nl = strlen(e->d_name);
-        if (len + 1 + nl + 1 > sizeof w->path) {
-            w->too_big = true; /* a path we cannot hold: do not trust the walk */
-            return 0;
-        }
-        w->path[len] = '/';
-        memcpy(w->path + len + 1, e->d_name, nl + 1);
-        fold_bytes(w, w->path, len + 1 + nl);
-        struct stat st;
-        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT) { /* removed under us: changed */
-                w->racy = true;
-                continue;
-            }
-            return sg_err_sys(err, "workspace fingerprint: %s", w->path);
-        }
-        fold_stat(w, &st);
-        if (S_ISDIR(st.st_mode)) {
-            sg_autoclose int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0) {
-                w->racy = true; /* replaced or unreadable: never trust it */
-                continue;
-            }
-            if (walk_dir(w, sub, len + 1 + nl, err) < 0)
+        for (ssize_t off = 0; off < n;) {
+            const struct wsprint_dirent64 *e = (const void *)(buf + off);
+            off += e->d_reclen;
+            if (walk_entry(w, dfd, len, e->d_name, err) < 0)
                 return -1;
             if (w->too_big)
                 return 0;
         }
-        w->path[len] = '\0';
     }
-    if (errno) {
-        w->path[len] = '\0';
-        return sg_err_sys(err, "workspace fingerprint: %s", len ? w->path : ".");
-    }
-    return 0;
 }
 
 static void random_key(uint64_t key[2])
