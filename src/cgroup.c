@@ -677,7 +677,8 @@ int sg_cgroup_set_limits(sg_cgroup *cg, const sg_cg_limits *lim, sg_err *err)
         int i = cg->s.at[C_CPU];
         if (i < 0)
             return sg_err_set(err, ENOTSUP, "cpu limit requested but no cpu controller is available (cgroup layout %s)", layout);
-        long long quota = llround(lim->cpus * CG_CPU_PERIOD_US);
+        /* rounded without libm: the supervisor does not map it for this */
+        long long quota = (long long)(lim->cpus * CG_CPU_PERIOD_US + 0.5);
         if (quota < CG_CPU_MIN_QUOTA_US)
             quota = CG_CPU_MIN_QUOTA_US;
         sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);

@@ -2,9 +2,12 @@
 #include "diff.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "digest.h"
+
+_Static_assert(SG_DIFF_SHA256_LEN == SG_SHA256_LEN, "one SHA-256 length");
 
 bool sg_diff_valid_utf8(const void *buf, size_t len)
 {
@@ -54,8 +57,7 @@ bool sg_diff_is_binary(const void *buf, size_t len)
 
 void sg_diff_sha256(const void *buf, size_t len, uint8_t out[SG_DIFF_SHA256_LEN])
 {
-    unsigned int olen = 0;
-    EVP_Digest(buf, len, out, &olen, EVP_sha256(), NULL);
+    sg_sha256_buf(buf, len, out);
 }
 
 void sg_diff_hex(const uint8_t sha[SG_DIFF_SHA256_LEN], char out[SG_DIFF_SHA256_HEX])

@@ -414,7 +414,7 @@ static void leaves_sweep(sup *s)
 
 /* Asks init for a ready child in a new leaf, so that the next exec only
  * has to hand it the command (init.h). Off the exec path: called once the
- * sandbox is up and after each exec's result is sent. */
+ * sandbox is up, once an exec is handed to init, and after each result. */
 static void ready_next(sup *s)
 {
     sg_err err = {0};
@@ -1289,6 +1289,10 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
     uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
+    /* The next exec's ready child is made while this one runs: the caller
+     * is waiting then, and a command runs on one CPU, so this work rarely
+     * delays anyone (after the result it would meet the next exec). */
+    ready_next(s);
 }
 
 /* ---- init connection -------------------------------------------------------- */

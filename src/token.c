@@ -5,8 +5,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -14,6 +12,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "jsonutil.h"
 #include "util.h"
 
@@ -186,9 +185,7 @@ int sg_token_secret_ensure(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN]
 static void mac_of(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *data, size_t len,
                    unsigned char mac[32])
 {
-    unsigned int mac_len = 32;
-    HMAC(EVP_sha256(), secret, SG_TOKEN_SECRET_LEN, (const unsigned char *)data, len, mac,
-         &mac_len);
+    sg_hmac_sha256(secret, SG_TOKEN_SECRET_LEN, data, len, mac);
 }
 
 char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "diff.h"
 #include "jsonutil.h"
 #include "limits.h"
@@ -514,11 +514,9 @@ static int read_state(sg_watch *w, const char *rel, fstate *out)
     out->binary = memchr(w->scratch, 0, sniff) != NULL;
     if ((uint64_t)st.st_size > SG_WATCH_HASH_MAX)
         return 1;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx)
-        return -1;
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    EVP_DigestUpdate(ctx, w->scratch, have);
+    sg_sha256 ctx;
+    sg_sha256_init(&ctx);
+    sg_sha256_update(&ctx, w->scratch, have);
     uint64_t total = have;
     for (;;) {
         ssize_t r = read(fd, w->scratch, SG_DIFF_MAX_BYTES);
@@ -529,15 +527,13 @@ static int read_state(sg_watch *w, const char *rel, fstate *out)
         total += (uint64_t)r;
         if (total > SG_WATCH_HASH_MAX)
             break;
-        EVP_DigestUpdate(ctx, w->scratch, (size_t)r);
+        sg_sha256_update(&ctx, w->scratch, (size_t)r);
     }
+    sg_sha256_final(&ctx, out->sha);
     if (total <= SG_WATCH_HASH_MAX) {
-        unsigned int olen = 0;
-        EVP_DigestFinal_ex(ctx, out->sha, &olen);
         out->has_sha = true;
         out->size = (int64_t)total;
     }
-    EVP_MD_CTX_free(ctx);
     return 1;
 }
 
