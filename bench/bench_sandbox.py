@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,25 +21,36 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+ROUNDS = 6  # interleaved hyperfine calls per comparison (see hyperfine())
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from sgtest import ckpt_worker  # noqa: E402
 
 
 def hyperfine(cmds: dict[str, str], runs: int, warmup: int = 20,
-              prepare: str | None = None) -> dict[str, dict]:
-    out = tempfile.mktemp(suffix=".json")
-    args = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
-            "--export-json", out]
-    if prepare:
-        args += ["--prepare", prepare]
-    for name, cmd in cmds.items():
-        args += ["-n", name, cmd]
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        res = json.load(f)["results"]
-    os.unlink(out)
-    return {r["command"]: {"mean_ms": r["mean"] * 1e3, "median_ms": r["median"] * 1e3,
-                           "p_stddev_ms": r["stddev"] * 1e3 if r["stddev"] else 0.0} for r in res}
+              prepare: str | None = None, rounds: int = 1) -> dict[str, dict]:
+    """Times each command with hyperfine. With rounds > 1 the runs are split
+    into that many hyperfine calls, each running every command in turn, and
+    the times are pooled: on this VM the speed of the machine drifts by
+    +-20% within minutes, and one block of runs per command would compare
+    different machines."""
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    per_round = max(1, runs // rounds)
+    for _ in range(rounds):
+        out = tempfile.mktemp(suffix=".json")
+        args = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs",
+                str(per_round), "--export-json", out]
+        if prepare:
+            args += ["--prepare", prepare]
+        for name, cmd in cmds.items():
+            args += ["-n", name, cmd]
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            for r in json.load(f)["results"]:
+                times[r["command"]] += r["times"]
+        os.unlink(out)
+    return {name: {"mean_ms": statistics.mean(t) * 1e3, "median_ms": statistics.median(t) * 1e3,
+                   "p_stddev_ms": statistics.pstdev(t) * 1e3, "runs": len(t)}
+            for name, t in times.items()}
 
 
 def shell_script(path: str, body: str) -> str:
@@ -71,7 +83,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--many", type=int, default=200)
-    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=600)
     a = ap.parse_args()
     sg = os.path.join(a.build, "sandglass")
     if not shutil.which("hyperfine"):
@@ -104,9 +116,11 @@ def main() -> int:
         if shutil.which("bwrap"):
             cmds["bwrap"] = ("bwrap --unshare-all --die-with-parent --ro-bind / / --proc /proc "
                              "--dev /dev true")
-        t = hyperfine(cmds, a.runs)
-        base = t["/bin/true"]["mean_ms"]
-        results["exec"] = {k: dict(v, ratio_to_true=v["mean_ms"] / base) for k, v in t.items()}
+        t = hyperfine(cmds, a.runs, rounds=ROUNDS)
+        base, base_med = t["/bin/true"]["mean_ms"], t["/bin/true"]["median_ms"]
+        results["exec"] = {k: dict(v, ratio_to_true=v["mean_ms"] / base,
+                                   median_ratio_to_true=v["median_ms"] / base_med)
+                           for k, v in t.items()}
 
         # create + exec true + destroy, against bwrap's one-shot sandbox
         script = shell_script(os.path.join(state, "cycle.sh"),
@@ -191,7 +205,7 @@ def main() -> int:
             "ready_child_pss_kib_mean": sum(ready_pss) / max(1, len(ready_pss)),
         })
         t3 = hyperfine({"sandglass exec under load": f"{sg} exec {sid} -- true",
-                        "/bin/true": "/bin/true"}, a.runs)
+                        "/bin/true": "/bin/true"}, a.runs, rounds=ROUNDS)
         results["many"]["exec_under_load"] = t3
         # the worker that the execs above woke, while it is alive
         sup = json.load(open(os.path.join(state, "sb", sid, "meta.json")))["supervisor_pid"]

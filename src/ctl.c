@@ -78,28 +78,24 @@ int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t 
     return send_iov(fd, &iov, 1, fds, nfds);
 }
 
-ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
-                    int *fds, size_t *nfds)
+/* recvmsg with the fds it carries: up to *nfds of them to fds (the rest
+ * closed), all closed on a truncated message (-EMSGSIZE). */
+static ssize_t recv_iov(int fd, struct iovec *iov, size_t niov, int flags, int *fds, size_t *nfds)
 {
-    struct iovec iov[2] = {
-        {.iov_base = type, .iov_len = 1},
-        {.iov_base = buf, .iov_len = cap},
-    };
     union {
-        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_MAX_FDS)];
+        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_RAW_MAX_FDS)];
         struct cmsghdr align;
     } cm;
     struct msghdr mh = {
-        .msg_iov = iov, .msg_iovlen = 2,
+        .msg_iov = iov, .msg_iovlen = niov,
         .msg_control = cm.buf, .msg_controllen = sizeof cm.buf,
     };
     size_t want = nfds ? *nfds : 0;
     if (nfds)
         *nfds = 0;
-    *type = 0;
     ssize_t n;
     do {
-        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;
@@ -107,7 +103,7 @@ ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int got[SG_CTL_MAX_FDS + 8];
+        int got[SG_CTL_RAW_MAX_FDS];
         if (cnt > SG_ARRAY_LEN(got))
             cnt = SG_ARRAY_LEN(got);
         memcpy(got, CMSG_DATA(c), cnt * sizeof(int));
@@ -125,9 +121,25 @@ ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
             *nfds = 0;
         return -EMSGSIZE;
     }
-    if (n == 0)
-        return 0;
-    return n - 1;
+    return n;
+}
+
+ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
+                    int *fds, size_t *nfds)
+{
+    struct iovec iov[2] = {
+        {.iov_base = type, .iov_len = 1},
+        {.iov_base = buf, .iov_len = cap},
+    };
+    *type = 0;
+    ssize_t n = recv_iov(fd, iov, 2, 0, fds, nfds);
+    return n <= 0 ? n : n - 1;
+}
+
+ssize_t sg_ctl_recv_raw(int fd, void *buf, size_t cap, int flags, int *fds, size_t *nfds)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = cap};
+    return recv_iov(fd, &iov, 1, flags, fds, nfds);
 }
 
 void *sg_ctl_parse_req(const char *buf, size_t len, const char **op, sg_err *err)

@@ -66,6 +66,9 @@ int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t 
  * is an error (-EMSGSIZE). */
 ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
                     int *fds, size_t *nfds);
+/* The same without the type byte (init.h's messages), with recvmsg flags
+ * (MSG_DONTWAIT); up to SG_CTL_RAW_MAX_FDS fds. Returns the length. */
+ssize_t sg_ctl_recv_raw(int fd, void *buf, size_t cap, int flags, int *fds, size_t *nfds);
 
 typedef struct sg_exec_req {
     char **argv;       /* NULL-terminated */

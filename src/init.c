@@ -247,22 +247,33 @@ static __attribute__((noreturn)) void ready_child(const sg_init_config *cfg, con
     char **argv, **envp, *cwd = NULL;
     if (nfds != 3 || split_strings(msg, (size_t)n, &argv, &envp, &cwd) < 0)
         _exit(126);
-    /* Tell init we have the exec (spawn_ready waits for this). */
+    /* Tell the supervisor we have the exec (it waits for this). */
     if (send(3, "k", 1, MSG_NOSIGNAL) != 1)
         _exit(126);
     child_stdio(fds);
     child_start(argv, envp, cwd);
 }
 
-/* SG_INIT_PREPARE: a new ready child in the leaf fds[0] (replacing one the
- * previous supervisor may have left). No reply: when it is missing at the
- * exec, the exec is cloned the ordinary way. */
+/* Whether the ready child is still waiting for its exec: its end of the
+ * socket closes when it execs a command (close-on-exec) or dies. */
+static bool ready_waiting(void)
+{
+    struct pollfd p = {.fd = ready_sock, .events = POLLIN};
+    return ready_sock >= 0 && poll(&p, 1, 0) == 0;
+}
+
+/* SG_INIT_PREPARE: a new ready child in the leaf fds[0], registered as
+ * exec sp.exec_id (the supervisor reserves the id of the exec that will
+ * use it). Its socket goes to the supervisor (SG_INIT_READY), which hands
+ * it the exec directly. The previous one is killed unless the supervisor
+ * says it took it (SG_INIT_F_TAKEN) or it took an exec already: a new
+ * supervisor after a takeover does not know. */
 static void handle_prepare(const sg_init_config *cfg, const char *msg, const int *fds, size_t nfds)
 {
     sg_init_spawn sp;
     memcpy(&sp, msg, sizeof sp);
-    ready_forget(true);
-    if (nfds != 1 || !sp.cg_into)
+    ready_forget(!(sp.flags & SG_INIT_F_TAKEN) && ready_waiting());
+    if (nfds != 1 || !sp.cg_into || ntable >= INIT_MAX_EXECS)
         return;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -279,44 +290,12 @@ static void handle_prepare(const sg_init_config *cfg, const char *msg, const int
     }
     ready_pid = (pid_t)pid;
     ready_sock = sv[0];
-}
-
-/* Whether the ready child acknowledged its exec ("k" on its socket). */
-static bool ready_acked(void)
-{
-    char k = 0;
-    return recv(ready_sock, &k, 1, MSG_DONTWAIT) == 1 && k == 'k';
-}
-
-/* Hands an exec to the ready child. Returns its pid, or 0 when there is
- * none (or it is gone): the caller then clones one. The child's ack is
- * awaited: a child killed an instant before (SIGKILL pending, not yet run
- * on a busy machine) still has its socket open and would take the exec
- * only to die with it; one stopped (SIGSTOP) would hold it forever. Both
- * give no ack: the child is killed and the exec cloned anew. */
-static pid_t spawn_ready(const char *msg, size_t len, const int *fds)
-{
-    if (ready_pid <= 0)
-        return 0;
-    pid_t pid = ready_pid;
-    if (sg_ctl_send(ready_sock, SG_CTL_REQ, msg, len, fds, 3) < 0) {
-        ready_forget(true);
-        return 0;
+    table[ntable++] = (running){sp.exec_id, ready_pid};
+    sg_init_reply rep = {.type = SG_INIT_READY, .exec_id = sp.exec_id, .pid = ready_pid};
+    if (conn_fd >= 0 && sg_ctl_send_raw(conn_fd, &rep, sizeof rep, &ready_sock, 1) < 0) {
+        close(conn_fd);
+        conn_fd = -1;
     }
-    struct pollfd p = {.fd = ready_sock, .events = POLLIN};
-    int r;
-    do
-        r = poll(&p, 1, SG_INIT_READY_ACK_MS);
-    while (r < 0 && errno == EINTR);
-    bool acked = ready_acked();
-    if (!acked) {
-        kill(pid, SIGKILL);
-        /* It may have acked at the very end of the wait: then it had the
-         * exec, and the exec is reported killed rather than run twice. */
-        acked = ready_acked();
-    }
-    ready_forget(false);
-    return acked ? pid : 0;
 }
 
 /* fork(), or clone3 straight into the exec's cgroup leaf: no migration on
@@ -356,11 +335,7 @@ static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *
     if (split_strings(msg, len, &argv, &envp, &cwd) < 0) {
         rep.err = EINVAL;
     } else {
-        pid_t pid = 0;
-        if ((sp.flags & SG_INIT_F_PREPARED) && nfds >= 3)
-            pid = spawn_ready(msg, len, fds);
-        if (pid == 0)
-            pid = spawn_into(&sp, fds, nfds);
+        pid_t pid = spawn_into(&sp, fds, nfds);
         if (pid == 0)
             run_child(cfg, &sp, argv, envp, cwd, fds, nfds);
         if (pid < 0) {
@@ -386,33 +361,14 @@ static void handle_conn(const sg_init_config *cfg)
 {
     static char msg[SG_INIT_MSG_MAX];
     int fds[INIT_MAX_FDS];
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * INIT_MAX_FDS)];
-        struct cmsghdr align;
-    } cm;
-    struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-    ssize_t n = recvmsg(conn_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    size_t nfds = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int *p = (int *)CMSG_DATA(c);
-        for (size_t i = 0; i < cnt; i++) {
-            if (nfds < INIT_MAX_FDS)
-                fds[nfds++] = p[i];
-            else
-                close(p[i]);
-        }
-    }
+    size_t nfds = INIT_MAX_FDS;
+    ssize_t n = sg_ctl_recv_raw(conn_fd, msg, sizeof msg, MSG_DONTWAIT, fds, &nfds);
+    if (n == -EAGAIN || n == -EINTR || n == -EMSGSIZE)
+        return; /* an oversized message is dropped with its fds */
     if (n <= 0) {
         close(conn_fd);
         conn_fd = -1;
-    } else if ((size_t)n >= sizeof(sg_init_spawn) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    } else if ((size_t)n >= sizeof(sg_init_spawn)) {
         uint32_t type;
         memcpy(&type, msg, sizeof type);
         if (type == SG_INIT_SPAWN) {

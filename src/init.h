@@ -14,7 +14,8 @@
  * together) are paid ahead of time: after each exec the supervisor asks
  * for a "ready child" (SG_INIT_PREPARE) in the next exec's cgroup leaf. It
  * waits on a socket, already unprivileged and filtered, and only gets the
- * command, its stdio and its cwd when the exec comes. */
+ * command, its stdio and its cwd when the exec comes, from the supervisor
+ * itself: init is not on that path, only on the exit's. */
 #ifndef SG_INIT_H
 #define SG_INIT_H
 
@@ -33,14 +34,20 @@ enum sg_init_type {
     SG_INIT_SPAWNED = 2, /* init -> sup: sg_init_reply (pid or error) */
     SG_INIT_EXITED = 3,  /* init -> sup: sg_init_reply (status, rusage) */
     SG_INIT_SIGNAL = 4,  /* sup -> init: sg_init_spawn header only: signal the exec's process group */
-    SG_INIT_PREPARE = 5, /* sup -> init: sg_init_spawn header only (uid, gid, rlimit_as); fd: a v2
-                            leaf directory. init readies a child in it for the next exec. */
+    SG_INIT_PREPARE = 5, /* sup -> init: sg_init_spawn header only (exec_id, uid, gid, rlimit_as);
+                            fd: a v2 leaf directory. init readies a child in it for the exec
+                            exec_id, the supervisor's next one. */
+    SG_INIT_READY = 6,   /* init -> sup: sg_init_reply (exec_id, pid); fd: the ready child's
+                            socket, where the supervisor sends it the exec (see below) */
 };
 
-/* sg_init_spawn.flags */
-#define SG_INIT_F_PREPARED 1u /* the leaf is the one of the last PREPARE: use its ready child */
-/* How long init waits for the ready child to take an exec before it
- * clones one instead (a stopped or dying ready child never takes it). */
+/* sg_init_spawn.flags (PREPARE) */
+#define SG_INIT_F_TAKEN 1u /* the supervisor handed the last ready child an exec: keep it */
+/* The ready child takes an exec on its socket: the message of an
+ * SG_INIT_SPAWN (sg_ctl framing, type SG_CTL_REQ) with the three stdio fds,
+ * and answers "k" before it runs it. How long the supervisor waits for that
+ * before it has the exec cloned instead (a stopped or dying ready child
+ * never takes it): */
 #define SG_INIT_READY_ACK_MS 1000
 
 typedef struct sg_init_spawn {

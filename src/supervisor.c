@@ -69,6 +69,18 @@ typedef struct exec_ctx {
     uint64_t out_bytes;
     sg_cg_stats before;
     int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
+    /* Handed to a ready child directly (init.h) and not yet taken: its
+     * socket, the exec's stdio fds, its leaf and message, kept until the
+     * child answers "k", for a clone through init if it never does. */
+    bool awaiting_ack;
+    int ready_sock;
+    pid_t ready_pid;
+    int hold_fds[3];
+    int leaf_fd;
+    char *held_msg;
+    size_t held_len;
+    uv_poll_t ack_poll;
+    uv_timer_t ack_timer;
     int pending_closes;
     sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
 } exec_ctx;
@@ -131,11 +143,16 @@ struct sup {
     char ready_leaf[24];    /* the leaf of init's ready child (init.h), if ready */
     int ready_dirfd;        /* that leaf, and its cpu.stat, open for the next exec */
     int ready_cpufd;
+    uint32_t ready_exec_id; /* the exec id reserved for it */
+    int ready_sock;         /* its socket (SG_INIT_READY); -1 until init sent it */
+    pid_t ready_pid;
     bool ready;
+    bool ready_taken;       /* the last one was handed an exec: the next PREPARE says so */
 };
 
 static void client_close(client *c);
 static void exec_finish(exec_ctx *ex);
+static void handoff_release(exec_ctx *ex);
 
 /* ---- client output queue ------------------------------------------------ */
 
@@ -426,14 +443,17 @@ static void ready_next(sup *s)
     if (sg_cgroup_leaf_create(s->cg, leaf, &err) < 0)
         return;
     int fd = sg_cgroup_leaf_dirfd(s->cg, leaf, &err);
-    sg_init_spawn sp = {.type = SG_INIT_PREPARE, .uid = s->meta.uid, .gid = s->meta.gid,
-                        .nfds_cg = 1, .cg_into = 1};
+    sg_init_spawn sp = {.type = SG_INIT_PREPARE, .exec_id = ++s->next_exec,
+                        .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
+                        .flags = s->ready_taken ? SG_INIT_F_TAKEN : 0};
     if (fd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &fd, 1) < 0) {
         if (fd >= 0)
             close(fd);
         sg_cgroup_leaf_remove(s->cg, leaf, &err);
         return;
     }
+    s->ready_taken = false;
+    s->ready_exec_id = sp.exec_id;
     /* Kept open: the exec then opens nothing in cgroupfs on its way. */
     s->ready_dirfd = fd;
     s->ready_cpufd = sg_cgroup_cpu_stat_open(fd);
@@ -447,7 +467,18 @@ static void ready_close_fds(sup *s)
         close(s->ready_dirfd);
     if (s->ready_cpufd >= 0)
         close(s->ready_cpufd);
-    s->ready_dirfd = s->ready_cpufd = -1;
+    if (s->ready_sock >= 0)
+        close(s->ready_sock);
+    s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
+}
+
+/* The ready child died before an exec came (the OOM killer, a failed
+ * set-up): its leaf is swept once empty; the next exec makes another. */
+static void ready_lost(sup *s)
+{
+    s->ready = false;
+    ready_close_fds(s);
+    leaf_track(s, s->ready_leaf);
 }
 
 /* Kills and removes the ready child's leaf (abort, kill-all). */
@@ -999,6 +1030,7 @@ static void exec_finish(exec_ctx *ex)
     if (ex->finished)
         return;
     ex->finished = true;
+    handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
         exec_close_stream(ex, true);
@@ -1067,6 +1099,100 @@ static void exec_fail(exec_ctx *ex, const char *msg)
     ex->cl = NULL;
     ex->spawned = false;
     exec_finish(ex);
+}
+
+/* ---- direct hand-off to the ready child (init.h) ---------------------------- */
+
+static void handoff_release(exec_ctx *ex)
+{
+    if (ex->awaiting_ack) {
+        ex->awaiting_ack = false;
+        if (ex->ack_poll.data) {
+            uv_poll_stop(&ex->ack_poll);
+            uv_timer_stop(&ex->ack_timer);
+            uv_close((uv_handle_t *)&ex->ack_poll, on_close_pending);
+            uv_close((uv_handle_t *)&ex->ack_timer, on_close_pending);
+        }
+        for (int i = 0; i < 3; i++)
+            if (ex->hold_fds[i] >= 0)
+                close(ex->hold_fds[i]);
+        ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
+    }
+    if (ex->ready_sock >= 0)
+        close(ex->ready_sock);
+    if (ex->leaf_fd >= 0)
+        close(ex->leaf_fd);
+    ex->ready_sock = ex->leaf_fd = -1;
+    free(ex->held_msg);
+    ex->held_msg = NULL;
+}
+
+/* 1: the child took the exec ("k"); 0: not yet; -1: it never will (its
+ * socket closed: it died). The "k" is sent before the command runs, so it
+ * is there by the time init reports the child's exit. */
+static int handoff_ack(exec_ctx *ex)
+{
+    char k = 0;
+    ssize_t n = recv(ex->ready_sock, &k, 1, MSG_DONTWAIT);
+    if (n == 1 && k == 'k')
+        return 1;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    return -1;
+}
+
+static void exec_handoff_done(exec_ctx *ex)
+{
+    ex->spawned = true;
+    ex->pid = ex->ready_pid;
+    handoff_release(ex);
+}
+
+/* The ready child did not take the exec (killed or stopped just before):
+ * it is killed, and init clones the exec into the same leaf under a new id
+ * (the dead child's exit report keeps the old one). */
+static void exec_handoff_failed(exec_ctx *ex)
+{
+    sup *s = ex->s;
+    sg_init_spawn kill_it = {.type = SG_INIT_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
+    send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
+    if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
+        handoff_release(ex);
+        exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
+                                 : "the sandbox's init is gone");
+        return;
+    }
+    ex->id = ++s->next_exec;
+    sg_init_spawn sp;
+    memcpy(&sp, ex->held_msg, sizeof sp);
+    sp.exec_id = ex->id;
+    sp.nfds_cg = 1;
+    sp.cg_into = 1;
+    memcpy(ex->held_msg, &sp, sizeof sp);
+    int fds[4] = {ex->hold_fds[0], ex->hold_fds[1], ex->hold_fds[2], ex->leaf_fd};
+    int r = sg_ctl_send_raw(s->init_fd, ex->held_msg, ex->held_len, fds, 4);
+    handoff_release(ex);
+    if (r < 0)
+        exec_fail(ex, "cannot reach the sandbox's init");
+}
+
+static void on_handoff_ack(uv_poll_t *p, int status, int events)
+{
+    exec_ctx *ex = p->data;
+    int a = handoff_ack(ex);
+    if (a > 0)
+        exec_handoff_done(ex);
+    else if (a < 0)
+        exec_handoff_failed(ex);
+}
+
+static void on_handoff_timeout(uv_timer_t *t)
+{
+    exec_ctx *ex = t->data;
+    if (ex->awaiting_ack && handoff_ack(ex) > 0)
+        exec_handoff_done(ex);
+    else if (ex->awaiting_ack)
+        exec_handoff_failed(ex);
 }
 
 static char **build_env(const sg_exec_req *req, const char *cwd)
@@ -1153,8 +1279,12 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     exec_ctx *ex = calloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
-    ex->id = ++s->next_exec;
-    ex->out_fd = ex->err_fd = ex->cpu_fd = -1;
+    /* A ready child whose socket init has sent takes the exec directly,
+     * under the id reserved for it; else init clones a child. */
+    bool direct = s->ready && s->cg && s->ready_sock >= 0;
+    ex->id = direct ? s->ready_exec_id : ++s->next_exec;
+    ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
+    ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
     ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
     uv_timer_init(&s->loop, &ex->timer);
@@ -1176,25 +1306,23 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int cgfds[SG_CG_MAX_FDS];
     int ncg = -1;
     sg_autostrv char **env = build_env(&req, cwd);
-    /* The ready child's leaf if there is one (it may have been killed
-     * since: init then clones into the leaf), else a new leaf. */
-    bool prepared = s->ready && s->cg;
-    s->ready = false;
-    if (prepared) {
+    /* The ready child's leaf, where it sits already; else a new leaf. */
+    if (direct) {
         memcpy(ex->leaf, s->ready_leaf, sizeof ex->leaf);
-        cgfds[0] = s->ready_dirfd;
+        ex->leaf_fd = s->ready_dirfd;
         ex->cpu_fd = s->ready_cpufd;
-        s->ready_dirfd = s->ready_cpufd = -1;
-        ncg = cgfds[0] < 0 ? -1 : 1;
-        prepared = ncg == 1;
+        ex->ready_sock = s->ready_sock;
+        ex->ready_pid = s->ready_pid;
+        s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
+        s->ready = false;
+        s->ready_taken = true;
+        ncg = 0;
     } else {
-        ready_close_fds(s);
-    }
-    if (!prepared)
         snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
+    }
     leaf_track(s, ex->leaf);
-    if (prepared) {
-        /* cgfds[0] is open */
+    if (direct) {
+        /* nothing to clone into */
     } else if (!s->cg) {
         ncg = 0; /* rootless without cgroups */
     } else if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) == 0) {
@@ -1233,7 +1361,6 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     sg_init_spawn sp = {.type = SG_INIT_SPAWN, .exec_id = ex->id,
                         .uid = s->meta.uid, .gid = s->meta.gid,
                         .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
-                        .flags = prepared ? SG_INIT_F_PREPARED : 0,
                         .rlimit_as = s->cg ? 0 : s->meta.memory};
     size_t off = sizeof sp;
     bool toolong = false;
@@ -1262,9 +1389,24 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     for (int i = 0; i < ncg; i++)
         fds[3 + i] = cgfds[i];
     int r = toolong ? -E2BIG : 0;
-    if (r == 0)
+    bool handoff_lost = false;
+    if (r == 0 && direct) {
+        /* Kept until the child takes it (exec_handoff_done) or never does
+         * (exec_handoff_failed). */
+        ex->held_msg = malloc(off);
+        if (ex->held_msg) {
+            memcpy(ex->held_msg, msg, off);
+            ex->held_len = off;
+            memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
+            ex->awaiting_ack = true;
+            handoff_lost = sg_ctl_send(ex->ready_sock, SG_CTL_REQ, msg, off, fds, 3) < 0;
+        } else {
+            r = -ENOMEM;
+        }
+    } else if (r == 0) {
         r = sg_ctl_send_raw(s->init_fd, msg, off, fds, (size_t)(3 + ncg));
-    for (int i = 0; i < 3 + ncg; i++)
+    }
+    for (int i = 0; i < 3 + ncg && !ex->awaiting_ack; i++)
         if (i != 0 || fds[i] >= 0)
             close(fds[i]);
     ex->out_fd = outp[0];
@@ -1277,7 +1419,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     ex->out_active = ex->err_active = true;
     if (r < 0) {
         exec_fail(ex, r == -E2BIG ? "command line and environment are too long (at most 64 KiB)"
-                                  : "cannot reach the sandbox's init");
+                      : r == -ENOMEM ? "out of memory" : "cannot reach the sandbox's init");
         return;
     }
     ex->start_ns = sg_now_mono_ns();
@@ -1289,6 +1431,18 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
     uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
+    if (ex->awaiting_ack) {
+        if (handoff_lost) {
+            exec_handoff_failed(ex);
+        } else {
+            uv_poll_init(&s->loop, &ex->ack_poll, ex->ready_sock);
+            uv_timer_init(&s->loop, &ex->ack_timer);
+            ex->ack_poll.data = ex->ack_timer.data = ex;
+            ex->pending_closes += 2;
+            uv_poll_start(&ex->ack_poll, UV_READABLE | UV_DISCONNECT, on_handoff_ack);
+            uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_INIT_READY_ACK_MS, 0);
+        }
+    }
     /* The next exec's ready child is made while this one runs: the caller
      * is waiting then, and a command runs on one CPU, so this work rarely
      * delays anyone (after the result it would meet the next exec). */
@@ -1302,10 +1456,12 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
     sup *s = p->data;
     for (;;) {
         sg_init_reply rep;
-        ssize_t n = recv(s->init_fd, &rep, sizeof rep, MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        int fd = -1;
+        size_t nfds = 1;
+        ssize_t n = sg_ctl_recv_raw(s->init_fd, &rep, sizeof rep, MSG_DONTWAIT, &fd, &nfds);
+        if (n == -EAGAIN || n == -EINTR)
             return;
-        if (n <= 0) {
+        if (n <= 0 && n != -EMSGSIZE) {
             /* init is gone: the whole pid namespace died with it. */
             uv_poll_stop(p);
             s->init_dead = true;
@@ -1313,11 +1469,22 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
                 exec_fail(s->execs[i], "the sandbox's init died");
             return;
         }
-        if ((size_t)n != sizeof rep)
+        if (n == (ssize_t)sizeof rep && rep.type == SG_INIT_READY && nfds == 1 && s->ready &&
+            rep.exec_id == s->ready_exec_id && s->ready_sock < 0) {
+            s->ready_sock = fd;
+            s->ready_pid = rep.pid;
+            continue;
+        }
+        if (nfds == 1)
+            close(fd);
+        if (n != (ssize_t)sizeof rep)
             continue;
         exec_ctx *ex = exec_find(s, rep.exec_id);
-        if (!ex)
+        if (!ex) {
+            if (rep.type == SG_INIT_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
+                ready_lost(s);
             continue;
+        }
         if (rep.type == SG_INIT_SPAWNED) {
             if (rep.err) {
                 char m[160];
@@ -1328,6 +1495,13 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
                 ex->pid = rep.pid;
             }
         } else if (rep.type == SG_INIT_EXITED) {
+            if (ex->awaiting_ack) {
+                if (handoff_ack(ex) <= 0) {
+                    exec_handoff_failed(ex); /* this was the ready child, dead before it took it */
+                    continue;
+                }
+                exec_handoff_done(ex);
+            }
             ex->exited = true;
             ex->status = rep.status;
             ex->exit_rep = rep;
@@ -1925,7 +2099,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_dirfd = s->ready_cpufd = -1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
     s->rootless = geteuid() != 0;
