@@ -528,13 +528,20 @@ static json_t *kill_all_user_processes(sup *s)
     bool ok = true;
     pid_t *after = NULL;
     size_t nafter = 0;
+    size_t nready = 0; /* the ready child: not a user process, not counted */
     if (s->cg) {
-        ready_retire(s); /* not a user process: not counted */
+        pid_t *ready = NULL;
+        if (s->ready && sg_cgroup_pids(s->cg, s->ready_leaf, &ready, &nready, &err) < 0)
+            nready = 0;
+        free(ready);
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
         for (size_t i = 0; i < s->nleaves; i++)
             if (sg_cgroup_kill(s->cg, s->leaves[i], 5000, &err) < 0)
                 ok = false;
+        /* The idle ready child last: killed first, its exit would wait for
+         * a CPU that a fork bomb holds, and the bomb's kill behind it. */
+        ready_retire(s);
     } else {
         before = calloc(65536, sizeof *before);
         nbefore = before ? pidns_members(s, before, 65536) : 0;
@@ -558,7 +565,8 @@ static json_t *kill_all_user_processes(sup *s)
         "init_pid", (json_int_t)s->init_pid, "left_pids", left, "kill_ms", kill_ms,
         "checked_by", s->cg ? "cgroup" : "pid namespace");
     json_t *r = json_pack("{s:o, s:I, s:o}", "execs_killed", killed_execs,
-        "processes_killed", (json_int_t)(nbefore > 0 ? nbefore - 1 : 0), "proof", proof);
+        "processes_killed", (json_int_t)(nbefore > 1 + nready ? nbefore - 1 - nready : 0),
+        "proof", proof);
     free(before);
     free(after);
     return r;
