@@ -1209,6 +1209,10 @@ int sg_cgroup_leaf_remove(sg_cgroup *cg, const char *leaf, sg_err *err)
     int rc = 0;
     for (size_t i = 0; i < cg->s.n; i++) {
         sg_autofree char *dir = cg_dir(cg, i, leaf);
+        /* An empty leaf without sub-cgroups, or none on this hierarchy:
+         * one call (this runs after every exec). */
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            continue;
         sg_err e = {0};
         if (rmdir_tree(dir, &e) < 0 && rc == 0) {
             *err = e;

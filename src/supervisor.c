@@ -1079,8 +1079,10 @@ static void exec_finish(exec_ctx *ex)
         else
             json_decref(res);
     }
-    /* A leaf with background processes stays until they end or destroy. */
-    if (!s->cg || (sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
+    /* A leaf with background processes stays until they end or destroy.
+     * A v2-only leaf's removal fails while it holds one, so it is simply
+     * tried; leaves on v1 hierarchies are checked first. */
+    if (!s->cg || ((s->fast_leaves || sg_cgroup_populated(s->cg, ex->leaf, &err) == 0) &&
                    sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
         leaf_untrack(s, ex->leaf);
     if (ex->cl) {
