@@ -1,0 +1,132 @@
+/* ctl: messages and fds over a SOCK_SEQPACKET pair, with and without the
+ * type byte: round trips, fds beyond the caller's room, truncation, EOF,
+ * and a non-blocking receive with nothing there. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "ctl.h"
+
+static void pair(int sv[2])
+{
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+static int count_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* The fd received refers to the same file as the one sent. */
+static void same_file(int a, int b)
+{
+    struct stat sa, sb;
+    assert_int_equal(fstat(a, &sa), 0);
+    assert_int_equal(fstat(b, &sb), 0);
+    assert_true(sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
+static void test_typed_round_trip(void **state)
+{
+    int sv[2], p[2];
+    pair(sv);
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(sg_ctl_send(sv[0], SG_CTL_REQ, "{\"op\":\"x\"}", 10, &p[0], 1), 0);
+    char buf[64];
+    uint8_t type = 0;
+    int fds[2] = {-1, -1};
+    size_t nfds = 2;
+    assert_int_equal(sg_ctl_recv(sv[1], &type, buf, sizeof buf, fds, &nfds), 10);
+    assert_int_equal(type, SG_CTL_REQ);
+    assert_memory_equal(buf, "{\"op\":\"x\"}", 10);
+    assert_int_equal(nfds, 1);
+    same_file(fds[0], p[0]);
+    assert_true(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
+    close(fds[0]);
+    /* EOF: 0 and no type */
+    close(sv[0]);
+    nfds = 2;
+    assert_int_equal(sg_ctl_recv(sv[1], &type, buf, sizeof buf, fds, &nfds), 0);
+    assert_int_equal(type, 0);
+    assert_int_equal(nfds, 0);
+    close(sv[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_raw_round_trip_and_extra_fds(void **state)
+{
+    int sv[2], p[2];
+    pair(sv);
+    assert_int_equal(pipe(p), 0);
+    struct { uint32_t a, b; } msg = {7, 9}, got = {0, 0};
+    int send_fds[3] = {p[0], p[1], p[0]};
+    int before = count_fds();
+    assert_int_equal(sg_ctl_send_raw(sv[0], &msg, sizeof msg, send_fds, 3), 0);
+    int fds[1] = {-1};
+    size_t nfds = 1; /* room for one: the other two are closed, not leaked */
+    assert_int_equal(sg_ctl_recv_raw(sv[1], &got, sizeof got, 0, fds, &nfds), (ssize_t)sizeof got);
+    assert_int_equal(got.a, 7);
+    assert_int_equal(got.b, 9);
+    assert_int_equal(nfds, 1);
+    same_file(fds[0], p[0]);
+    assert_int_equal(count_fds(), before + 1); /* the extra two were closed */
+    close(fds[0]);
+    close(sv[0]);
+    close(sv[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_raw_truncated_and_nonblocking(void **state)
+{
+    int sv[2], p[2];
+    pair(sv);
+    assert_int_equal(pipe(p), 0);
+    char big[256], small[16];
+    memset(big, 'x', sizeof big);
+    /* nothing there yet */
+    size_t nfds = 1;
+    int fd = -1;
+    int before = count_fds();
+    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, MSG_DONTWAIT, &fd, &nfds), -EAGAIN);
+    assert_int_equal(nfds, 0);
+    /* larger than the room: refused whole, its fd closed */
+    assert_int_equal(sg_ctl_send_raw(sv[0], big, sizeof big, &p[1], 1), 0);
+    nfds = 1;
+    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, MSG_DONTWAIT, &fd, &nfds), -EMSGSIZE);
+    assert_int_equal(nfds, 0);
+    assert_int_equal(count_fds(), before); /* the fd it carried was closed */
+    /* the message is gone: the next one is received */
+    assert_int_equal(sg_ctl_send_raw(sv[0], "ok", 2, NULL, 0), 0);
+    nfds = 1;
+    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, 0, &fd, &nfds), 2);
+    assert_memory_equal(small, "ok", 2);
+    assert_int_equal(nfds, 0);
+    close(sv[0]);
+    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, 0, NULL, NULL), 0);
+    close(sv[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_typed_round_trip),
+        cmocka_unit_test(test_raw_round_trip_and_extra_fds),
+        cmocka_unit_test(test_raw_truncated_and_nonblocking),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
