@@ -15,9 +15,19 @@
 
 #include "ctl.h"
 
-static void pair(int sv[2])
+/* A socket pair and a pipe whose fds travel; closed at the end (-1: gone). */
+static void open_all(int sv[2], int p[2])
 {
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    assert_int_equal(pipe(p), 0);
+}
+
+static void close_all(int sv[2], int p[2])
+{
+    int all[4] = {sv[0], sv[1], p[0], p[1]};
+    for (int i = 0; i < 4; i++)
+        if (all[i] >= 0)
+            close(all[i]);
 }
 
 static int count_fds(void)
@@ -40,8 +50,7 @@ static void same_file(int a, int b)
 static void test_typed_round_trip(void **state)
 {
     int sv[2], p[2];
-    pair(sv);
-    assert_int_equal(pipe(p), 0);
+    open_all(sv, p);
     assert_int_equal(sg_ctl_send(sv[0], SG_CTL_REQ, "{\"op\":\"x\"}", 10, &p[0], 1), 0);
     char buf[64];
     uint8_t type = 0;
@@ -60,16 +69,14 @@ static void test_typed_round_trip(void **state)
     assert_int_equal(sg_ctl_recv(sv[1], &type, buf, sizeof buf, fds, &nfds), 0);
     assert_int_equal(type, 0);
     assert_int_equal(nfds, 0);
-    close(sv[1]);
-    close(p[0]);
-    close(p[1]);
+    sv[0] = -1;
+    close_all(sv, p);
 }
 
 static void test_raw_round_trip_and_extra_fds(void **state)
 {
     int sv[2], p[2];
-    pair(sv);
-    assert_int_equal(pipe(p), 0);
+    open_all(sv, p);
     struct { uint32_t a, b; } msg = {7, 9}, got = {0, 0};
     int send_fds[3] = {p[0], p[1], p[0]};
     int before = count_fds();
@@ -83,17 +90,13 @@ static void test_raw_round_trip_and_extra_fds(void **state)
     same_file(fds[0], p[0]);
     assert_int_equal(count_fds(), before + 1); /* the extra two were closed */
     close(fds[0]);
-    close(sv[0]);
-    close(sv[1]);
-    close(p[0]);
-    close(p[1]);
+    close_all(sv, p);
 }
 
 static void test_raw_truncated_and_nonblocking(void **state)
 {
     int sv[2], p[2];
-    pair(sv);
-    assert_int_equal(pipe(p), 0);
+    open_all(sv, p);
     char big[256], small[16];
     memset(big, 'x', sizeof big);
     /* nothing there yet */
@@ -116,9 +119,8 @@ static void test_raw_truncated_and_nonblocking(void **state)
     assert_int_equal(nfds, 0);
     close(sv[0]);
     assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, 0, NULL, NULL), 0);
-    close(sv[1]);
-    close(p[0]);
-    close(p[1]);
+    sv[0] = -1;
+    close_all(sv, p);
 }
 
 int main(void)
