@@ -157,6 +157,23 @@ def _():
     env.run("destroy", r)
 
 
+@tap.case("execs at once: one takes the ready child, the others are cloned")
+def _():
+    from concurrent.futures import ThreadPoolExecutor
+    r = env.create()
+    env.exec(r, "true")
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        runs = list(pool.map(lambda i: env.exec(r, "/bin/sh", "-c", f"echo run{i}; exit {i % 7}"),
+                             range(24)))
+    tap.ok(all(p.stdout == f"run{i}\n".encode() and p.returncode == i % 7 for i, p in enumerate(runs)),
+           "24 execs, 12 at a time: each its own output and exit code",
+           repr([(p.returncode, p.stdout, p.stderr[-100:]) for p in runs if p.returncode < 0 or p.stderr]))
+    init = [s for s in env.ls() if s["id"] == r][0]["init_pid"]
+    tap.ok(wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5),
+           "afterwards one process waits besides init: no ready child left over", repr(cgroup_pids(r)))
+    env.run("destroy", r)
+
+
 @tap.case("init reaps zombies")
 def _():
     # Orphans re-parented to init must be reaped.
