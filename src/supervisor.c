@@ -54,7 +54,8 @@ typedef struct outmsg {
 typedef struct exec_ctx {
     sup *s;
     client *cl;          /* NULL once the caller went away */
-    uint32_t id;
+    uint32_t id;         /* init's id for it (init.h); ready children's are reserved ahead */
+    uint32_t num;        /* its number in the order execs came: labels, events, logs */
     char leaf[24];
     int out_fd, err_fd;
     uv_poll_t out_poll, err_poll;
@@ -107,7 +108,8 @@ struct sup {
     int ctl_fd;
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
-    uint32_t next_exec;
+    uint32_t next_exec;     /* init's exec ids */
+    uint32_t exec_num;      /* execs numbered as they come (exec_ctx.num) */
     exec_ctx **execs;     /* running execs, by slot */
     size_t nexecs, capexecs;
     size_t nclients;
@@ -246,11 +248,11 @@ static void exec_kill(exec_ctx *ex)
         /* No cgroup (rootless without delegation): the exec's session. */
         sg_init_spawn sp = {.type = SG_INIT_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
         if (send(ex->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
-            fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->id, strerror(errno));
+            fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, strerror(errno));
         return;
     }
     if (sg_cgroup_kill(ex->s->cg, ex->leaf, 2000, &err) < 0)
-        fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->id, err.msg);
+        fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, err.msg);
 }
 
 /* Host pids of the processes in the sandbox's pid namespace (init
@@ -521,7 +523,7 @@ static json_t *kill_all_user_processes(sup *s)
     json_t *killed_execs = json_array();
     for (size_t i = 0; i < s->nexecs; i++)
         if (!s->execs[i]->finished)
-            json_array_append_new(killed_execs, json_integer(s->execs[i]->id));
+            json_array_append_new(killed_execs, json_integer(s->execs[i]->num));
     pid_t *before = NULL;
     size_t nbefore = 0;
     uint64_t t0 = sg_now_mono_ns();
@@ -1293,6 +1295,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
      * under the id reserved for it; else init clones a child. */
     bool direct = s->ready && s->cg && s->ready_sock >= 0;
     ex->id = direct ? s->ready_exec_id : ++s->next_exec;
+    ex->num = ++s->exec_num;
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
@@ -1306,12 +1309,12 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     if (!tool_is_read_only(req.tool_name) && !s->meta.manual_checkpoints) {
         char label[160];
         sg_autofree char *line = sg_exec_cmdline(req.argv);
-        snprintf(label, sizeof label, "before exec %u: %.120s", ex->id, line ? line : "");
+        snprintf(label, sizeof label, "before exec %u: %.120s", ex->num, line ? line : "");
         /* An unchanged workspace reuses the newest checkpoint: the exec
          * path then writes no object and no ref. */
         sup_checkpoint_exec(s, label);
     }
-    ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->id, req.argv, cwd, req.tool) : NULL;
+    ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     int cgfds[SG_CG_MAX_FDS];
     int ncg = -1;
@@ -2035,6 +2038,7 @@ static int adopt_init(sup *s, sg_err *err)
         if (sscanf(*l, "x%u", &n) == 1 && n > s->next_leaf)
             s->next_leaf = n;
     }
+    s->exec_num = s->next_exec; /* numbers go on increasing past the old ones */
     return 0;
 }
 

@@ -171,7 +171,22 @@ def _():
     init = [s for s in env.ls() if s["id"] == r][0]["init_pid"]
     tap.ok(wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5),
            "afterwards one process waits besides init: no ready child left over", repr(cgroup_pids(r)))
+    labels = [c["label"] for c in json.loads(env.run("checkpoints", r, "--json").stdout)]
+    nums = sorted(int(lb.split()[2].rstrip(":")) for lb in labels if lb.startswith("before exec "))
+    tap.eq(nums, list(range(1, 26)), "execs are numbered 1, 2, ... as they come (checkpoint labels)")
     env.run("destroy", r)
+
+
+@tap.case("exec numbers follow the order of the execs, also right after create")
+def _():
+    for _ in range(3):
+        r = env.create()
+        for i in range(4):
+            env.exec(r, "true")
+        labels = [c["label"] for c in json.loads(env.run("checkpoints", r, "--json").stdout)]
+        tap.eq([lb for lb in labels if lb.startswith("before exec ")],
+               [f"before exec {i}: true" for i in range(1, 5)], "before exec 1, 2, 3, 4, in order")
+        env.run("destroy", r)
 
 
 @tap.case("init reaps zombies")
