@@ -27,6 +27,13 @@ static inline void sg_closep(const int *fd)
     }
 }
 
+/* Closes *fd if open and marks it closed (-1): for fds kept in structs. */
+static inline void sg_close_reset(int *fd)
+{
+    sg_closep(fd);
+    *fd = -1;
+}
+
 static inline void sg_fclosep(FILE **f)
 {
     if (*f)

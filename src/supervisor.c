@@ -433,7 +433,7 @@ static void leaves_sweep(sup *s)
 
 /* Asks init for a ready child in a new leaf, so that the next exec only
  * has to hand it the command (init.h). Off the exec path: called once the
- * sandbox is up, once an exec is handed to init, and after each result. */
+ * sandbox is up, once an exec has started, and after each result. */
 static void ready_next(sup *s)
 {
     sg_err err = {0};
@@ -465,13 +465,9 @@ static void ready_next(sup *s)
 
 static void ready_close_fds(sup *s)
 {
-    if (s->ready_dirfd >= 0)
-        close(s->ready_dirfd);
-    if (s->ready_cpufd >= 0)
-        close(s->ready_cpufd);
-    if (s->ready_sock >= 0)
-        close(s->ready_sock);
-    s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
+    sg_close_reset(&s->ready_dirfd);
+    sg_close_reset(&s->ready_cpufd);
+    sg_close_reset(&s->ready_sock);
 }
 
 /* The ready child died before an exec came (the OOM killer, a failed
@@ -1061,9 +1057,7 @@ static void exec_finish(exec_ctx *ex)
     sg_cg_stats leaf = {0};
     int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
            : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
-    if (ex->cpu_fd >= 0)
-        close(ex->cpu_fd);
-    ex->cpu_fd = -1;
+    sg_close_reset(&ex->cpu_fd);
     if (lr == 0) {
         after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
         if (leaf.memory_peak)
@@ -1126,15 +1120,10 @@ static void handoff_release(exec_ctx *ex)
             uv_close((uv_handle_t *)&ex->ack_timer, on_close_pending);
         }
         for (int i = 0; i < 3; i++)
-            if (ex->hold_fds[i] >= 0)
-                close(ex->hold_fds[i]);
-        ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
+            sg_close_reset(&ex->hold_fds[i]);
     }
-    if (ex->ready_sock >= 0)
-        close(ex->ready_sock);
-    if (ex->leaf_fd >= 0)
-        close(ex->leaf_fd);
-    ex->ready_sock = ex->leaf_fd = -1;
+    sg_close_reset(&ex->ready_sock);
+    sg_close_reset(&ex->leaf_fd);
     free(ex->held_msg);
     ex->held_msg = NULL;
 }
@@ -1188,23 +1177,27 @@ static void exec_handoff_failed(exec_ctx *ex)
         exec_fail(ex, "cannot reach the sandbox's init");
 }
 
-static void on_handoff_ack(uv_poll_t *p, int status, int events)
+/* Settles the hand-off if the child answered, or if it never will: it
+ * died, or (last) the wait is over. */
+static void handoff_check(exec_ctx *ex, bool last)
 {
-    exec_ctx *ex = p->data;
+    if (!ex->awaiting_ack)
+        return;
     int a = handoff_ack(ex);
     if (a > 0)
         exec_handoff_done(ex);
-    else if (a < 0)
+    else if (a < 0 || last)
         exec_handoff_failed(ex);
+}
+
+static void on_handoff_ack(uv_poll_t *p, int status, int events)
+{
+    handoff_check(p->data, false);
 }
 
 static void on_handoff_timeout(uv_timer_t *t)
 {
-    exec_ctx *ex = t->data;
-    if (ex->awaiting_ack && handoff_ack(ex) > 0)
-        exec_handoff_done(ex);
-    else if (ex->awaiting_ack)
-        exec_handoff_failed(ex);
+    handoff_check(t->data, true);
 }
 
 static char **build_env(const sg_exec_req *req, const char *cwd)
@@ -1509,11 +1502,9 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
             }
         } else if (rep.type == SG_INIT_EXITED) {
             if (ex->awaiting_ack) {
-                if (handoff_ack(ex) <= 0) {
-                    exec_handoff_failed(ex); /* this was the ready child, dead before it took it */
-                    continue;
-                }
-                exec_handoff_done(ex);
+                handoff_check(ex, true);
+                if (!ex->spawned)
+                    continue; /* the ready child died before it took the exec */
             }
             ex->exited = true;
             ex->status = rep.status;
