@@ -457,6 +457,14 @@ void sg_init_main(const sg_init_config *cfg)
     }
     setsid();
     prctl(PR_SET_NAME, "sandglass-init");
+    /* The bounding set only limits what an execve could grant, and init
+     * never execs: emptied once here, every exec child inherits it empty
+     * and skips ~40 drops (about 50 us in all) in sg_privs_drop. */
+    int br = sg_privs_drop_bounding();
+    if (br < 0) {
+        sg_err_set(&err, -br, "cannot empty the capability bounding set: %s", strerror(-br));
+        setup_failed(ready, &err);
+    }
     devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) {
         dup2(devnull, 2);
