@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || meson setup build >/dev/null
-ninja -C build >/dev/null && ninja -C build bench_ingest bench_watch bench_checkpoint >/dev/null
+ninja -C build >/dev/null && ninja -C build bench_ingest bench_watch bench_checkpoint bench_seccomp >/dev/null
 mkdir -p bench/results
 run() { # the log is named after the bench (the first argument naming one)
   local name; name=$(printf '%s\n' "$@" | grep -m1 bench_ | xargs basename | sed 's/\..*//')
@@ -17,4 +17,5 @@ run python3 bench/bench_rollback.py --build build
 run build/bench_ingest build/sandglassd
 run build/bench_watch
 run build/bench_checkpoint
+run build/bench_seccomp
 ls -la bench/results/

@@ -226,7 +226,8 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
     json_t *val;
     json_object_foreach(j, key, val) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
-            strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool"))
+            strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool") &&
+            strcmp(key, "result"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -275,6 +276,15 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
             return sg_err_set(err, EINVAL, "\"timeout\" must be a number of seconds in (0, 604800]");
         }
         out->timeout_s = v;
+    }
+    json_t *res = json_object_get(j, "result");
+    if (res) {
+        const char *r = json_string_value(res);
+        if (!r || (strcmp(r, "code") && strcmp(r, "full"))) {
+            sg_exec_req_free(out);
+            return sg_err_set(err, EINVAL, "\"result\" must be \"code\" or \"full\"");
+        }
+        out->code_only = strcmp(r, "code") == 0;
     }
     return 0;
 }

@@ -7,7 +7,9 @@
  *                       stdin fd for "exec"; SIGNAL (1 byte: signal number)
  *   supervisor -> CLI   STDOUT / STDERR (raw bytes of the exec's output),
  *                       RESULT (JSON object) or ERROR (JSON {"error": msg})
- *                       ends the exchange.
+ *                       ends the exchange; EXIT (the exit code alone, an
+ *                       int32) instead of RESULT for an exec request with
+ *                       "result": "code".
  */
 #ifndef SG_CTL_H
 #define SG_CTL_H
@@ -27,6 +29,7 @@ enum sg_ctl_type {
     SG_CTL_ERROR = 5,
     SG_CTL_SIGNAL = 6,
     SG_CTL_RESULT_PART = 7, /* a large RESULT comes as PARTs, then the RESULT */
+    SG_CTL_EXIT = 8,
 };
 
 #define SG_CTL_CHUNK (60 * 1024)            /* payload of one PART */
@@ -77,6 +80,7 @@ typedef struct sg_exec_req {
     double timeout_s;  /* 0: the sandbox's default */
     char *tool_name;   /* an agent tool call ("tool":{"name",...}), else NULL */
     void *tool;        /* the "tool" object (json_t*, owned), else NULL */
+    bool code_only;    /* "result": "code": answer with EXIT, not RESULT */
 } sg_exec_req;
 
 /* Strict parse of an "exec" request object; every field checked and

@@ -64,6 +64,11 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsi
 
 int sg_seccomp_build(sg_seccomp_prog *out, sg_err *err)
 {
+    return sg_seccomp_build_layout(out, SG_SECCOMP_TREE, err);
+}
+
+int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, sg_err *err)
+{
     memset(out, 0, sizeof *out);
     __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     if (!ctx)
@@ -82,12 +87,11 @@ int sg_seccomp_build(sg_seccomp_prog *out, sg_err *err)
     if (rc < 0)
         return sg_err_set(err, -rc, "seccomp bad-arch action: %s", strerror(-rc));
 
-    /* A binary tree over the syscall numbers instead of a chain: the
-     * kernel runs the filter for every syscall number when it is loaded
-     * (to cache the always-allowed ones), and that cost grows with the
-     * path a number takes: 85 us instead of 140 for each exec child. A
-     * libseccomp without the attribute (< 2.5) keeps the chain. */
-    (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+    /* The tree loads in ~85 us instead of ~140 for the chain, in each exec
+     * child (bench/bench_seccomp.c). A libseccomp that refuses the
+     * attribute keeps the chain. */
+    if (layout == SG_SECCOMP_TREE)
+        (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 
     for (size_t i = 0; i < SG_ARRAY_LEN(deny_eperm); i++)
         if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), deny_eperm[i], 0, NULL, err) < 0)

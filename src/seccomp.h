@@ -23,7 +23,17 @@ typedef struct sg_seccomp_prog {
     size_t len;
 } sg_seccomp_prog;
 
+/* How the syscall numbers are tested. The kernel runs a new filter for
+ * every syscall number when it is loaded (to cache the always-allowed
+ * ones), so the load costs in proportion to the path a number takes. */
+typedef enum sg_seccomp_layout {
+    SG_SECCOMP_TREE,  /* a binary tree over the numbers (the default) */
+    SG_SECCOMP_CHAIN, /* one test after another (bench/bench_seccomp.c) */
+} sg_seccomp_layout;
+
+/* The filter with SG_SECCOMP_TREE. */
 int sg_seccomp_build(sg_seccomp_prog *out, sg_err *err);
+int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, sg_err *err);
 void sg_seccomp_prog_free(sg_seccomp_prog *p);
 /* Sets no_new_privs and loads the program. Async-signal-safe (no malloc):
  * may be called in a forked child. */

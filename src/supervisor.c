@@ -65,6 +65,7 @@ typedef struct exec_ctx {
     uint64_t start_ns;
     pid_t pid;
     bool spawned, exited, timed_out, output_limit_hit, finished;
+    bool code_only;      /* the caller wants the exit code alone (SG_CTL_EXIT) */
     int status;
     sg_init_reply exit_rep;
     uint64_t out_bytes;
@@ -998,20 +999,24 @@ static void on_exec_timeout(uv_timer_t *t)
     exec_kill(ex);
 }
 
+/* The command's exit status as a shell gives it: 128+N for signal N. */
+static int exec_exit_code(const exec_ctx *ex)
+{
+    return WIFEXITED(ex->status) ? WEXITSTATUS(ex->status) : 128 + WTERMSIG(ex->status);
+}
+
+static void exec_send_code(exec_ctx *ex)
+{
+    int32_t code = exec_exit_code(ex);
+    client_send(ex->cl, SG_CTL_EXIT, &code, sizeof code);
+}
+
 static json_t *exec_result_json(exec_ctx *ex, const sg_cg_stats *after)
 {
     double wall = (double)(sg_now_mono_ns() - ex->start_ns) / 1e9;
     int st = ex->status;
-    json_t *exit_code = json_null(), *sig = json_null();
-    int code;
-    if (WIFEXITED(st)) {
-        code = WEXITSTATUS(st);
-        exit_code = json_integer(code);
-    } else {
-        code = 128 + WTERMSIG(st);
-        sig = json_integer(WTERMSIG(st));
-        exit_code = json_integer(code);
-    }
+    json_t *exit_code = json_integer(exec_exit_code(ex));
+    json_t *sig = WIFEXITED(st) ? json_null() : json_integer(WTERMSIG(st));
     uint64_t cpu_ns = after->cpu_ns >= ex->before.cpu_ns ? after->cpu_ns - ex->before.cpu_ns : 0;
     uint64_t rusage_ns = (uint64_t)(ex->exit_rep.utime_us + ex->exit_rep.stime_us) * 1000;
     if (cpu_ns < rusage_ns)
@@ -1028,6 +1033,28 @@ static json_t *exec_result_json(exec_ctx *ex, const sg_cg_stats *after)
         "oom_killed", oom, "pids_limit_hit", pids, "timed_out", ex->timed_out,
         "output_bytes", (json_int_t)ex->out_bytes,
         "output_limit_hit", ex->output_limit_hit);
+}
+
+/* The cgroup counters after the exec, for its result. */
+static void exec_stats_after(exec_ctx *ex, sg_cg_stats *after)
+{
+    sup *s = ex->s;
+    sg_err err = {0};
+    memset(after, 0, sizeof *after);
+    if (s->fast_leaves)
+        /* cpu comes from the leaf; memory from the exec's rusage (the
+         * sandbox's figure is its all-time peak) */
+        sg_cgroup_counters(s->cg, &after->oom_kills, &after->pids_max_hits, &err);
+    else if (s->cg)
+        sg_cgroup_stats(s->cg, NULL, after, &err);
+    sg_cg_stats leaf = {0};
+    int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
+           : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
+    if (lr == 0) {
+        after->cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
+        if (leaf.memory_peak)
+            after->memory_peak = leaf.memory_peak;
+    }
 }
 
 static void exec_finish(exec_ctx *ex)
@@ -1047,34 +1074,30 @@ static void exec_finish(exec_ctx *ex)
     uv_timer_stop(&ex->timer);
 
     sg_err err = {0};
-    sg_cg_stats after = {0};
-    if (s->fast_leaves)
-        /* cpu comes from the leaf; memory from the exec's rusage (the
-         * sandbox's figure is its all-time peak) */
-        sg_cgroup_counters(s->cg, &after.oom_kills, &after.pids_max_hits, &err);
-    else if (s->cg)
-        sg_cgroup_stats(s->cg, NULL, &after, &err);
-    sg_cg_stats leaf = {0};
-    int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
-           : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
-    sg_close_reset(&ex->cpu_fd);
-    if (lr == 0) {
-        after.cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
-        if (leaf.memory_peak)
-            after.memory_peak = leaf.memory_peak;
-    }
-    if (ex->spawned) {
+    /* A caller that wants the exit code alone gets it first, with no JSON
+     * made and no counter read for it; with a capture the code waits until
+     * the exec_end event is spooled, as a full result does. */
+    bool code_first = ex->spawned && ex->cl && ex->code_only && !ex->cx;
+    if (code_first)
+        exec_send_code(ex);
+    if (ex->spawned && !code_first) {
+        sg_cg_stats after;
+        exec_stats_after(ex, &after);
         json_t *res = exec_result_json(ex, &after);
         if (s->aborted)
             json_object_set_new(res, "aborted", json_string(s->abort_reason));
         if (ex->cx)
             s->capi->exec_end(ex->cx, res);
         ex->cx = NULL;
-        if (ex->cl)
+        if (ex->cl && !ex->code_only) {
             client_send_json(ex->cl, SG_CTL_RESULT, res);
-        else
+        } else {
             json_decref(res);
+            if (ex->cl)
+                exec_send_code(ex);
+        }
     }
+    sg_close_reset(&ex->cpu_fd);
     /* A leaf with background processes stays until they end or destroy.
      * A v2-only leaf's removal fails while it holds one, so it is simply
      * tried; leaves on v1 hierarchies are checked first. */
@@ -1293,6 +1316,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
     ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
+    ex->code_only = req.code_only;
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
     s->execs[s->nexecs++] = ex;
@@ -1727,6 +1751,10 @@ static void on_ctl_accept(uv_poll_t *p, int status, int events)
         uv_poll_init(&s->loop, &c->poll, fd);
         c->poll.data = c;
         uv_poll_start(&c->poll, UV_READABLE, on_client);
+        /* A client sends its request right after connecting: it is usually
+         * here already, and reading it now saves a trip through the loop
+         * on the exec path (EAGAIN otherwise: the poll delivers it). */
+        on_client(&c->poll, 0, UV_READABLE);
     }
 }
 

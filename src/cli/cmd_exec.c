@@ -125,6 +125,10 @@ int sg_cmd_exec(int argc, char **argv)
         json_array_append_new(av, s);
     }
     json_object_set_new(req, "argv", av);
+    /* Without --json only the exit code is used: the supervisor sends it
+     * alone (SG_CTL_EXIT), with no JSON to make or to parse. */
+    if (!json)
+        json_object_set_new(req, "result", json_string("code"));
 
     int fd = sg_ctl_connect(id, &err);
     if (fd < 0) {
@@ -184,6 +188,15 @@ int sg_cmd_exec(int argc, char **argv)
                 last_out = buf[n - 1];
         } else if (type == SG_CTL_STDERR) {
             sg_write_all(2, buf, (size_t)n);
+        } else if (type == SG_CTL_EXIT && !json) {
+            int32_t c32;
+            if (n != (ssize_t)sizeof c32) {
+                fprintf(stderr, "sandglass exec: bad answer from the supervisor: an exit code of %zd bytes\n", n);
+                break;
+            }
+            memcpy(&c32, buf, sizeof c32);
+            code = c32;
+            break;
         } else if (type == SG_CTL_RESULT || type == SG_CTL_ERROR) {
             sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
             if (!res) {

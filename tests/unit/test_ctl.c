@@ -1,6 +1,7 @@
 /* ctl: messages and fds over a SOCK_SEQPACKET pair, with and without the
  * type byte: round trips, fds beyond the caller's room, truncation, EOF,
- * and a non-blocking receive with nothing there. */
+ * and a non-blocking receive with nothing there; an exec request's
+ * "result" (the exit code alone or the full result). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "ctl.h"
 
@@ -123,12 +125,44 @@ static void test_raw_truncated_and_nonblocking(void **state)
     close_all(sv, p);
 }
 
+static void parse_result(const char *text, int want_rc, bool want_code_only, const char *want_msg)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    sg_exec_req r;
+    sg_err err = {0};
+    assert_int_equal(sg_exec_req_parse(j, &r, &err), want_rc);
+    if (want_rc == 0) {
+        assert_int_equal(r.code_only, want_code_only);
+        assert_string_equal(r.argv[0], "true");
+        sg_exec_req_free(&r);
+    } else {
+        assert_non_null(strstr(err.msg, want_msg));
+    }
+    json_decref(j);
+}
+
+static void test_exec_req_result(void **state)
+{
+    (void)state;
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"]}", 0, false, NULL);
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"],\"result\":\"code\"}", 0, true, NULL);
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"],\"result\":\"full\"}", 0, false, NULL);
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"],\"result\":\"exit\"}", -1, false,
+                 "\"result\" must be \"code\" or \"full\"");
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"],\"result\":1}", -1, false,
+                 "\"result\" must be");
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"],\"results\":\"code\"}", -1, false,
+                 "unknown field \"results\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_typed_round_trip),
         cmocka_unit_test(test_raw_round_trip_and_extra_fds),
         cmocka_unit_test(test_raw_truncated_and_nonblocking),
+        cmocka_unit_test(test_exec_req_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
