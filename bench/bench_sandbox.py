@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ROUNDS = 6  # interleaved hyperfine calls per comparison (see hyperfine())
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from sgtest import ckpt_worker  # noqa: E402
+from sgtest import ckpt_worker, stop_uplink_daemon, uplink_daemon_pid  # noqa: E402
 
 
 def hyperfine(cmds: dict[str, str], runs: int, warmup: int = 20,
@@ -204,6 +204,14 @@ def main() -> int:
             "ready_child_rss_kib_mean": sum(ready_rss) / max(1, len(ready_rss)),
             "ready_child_pss_kib_mean": sum(ready_pss) / max(1, len(ready_pss)),
         })
+        # the one uplink daemon that streams every captured sandbox (uplinkd.h)
+        up = uplink_daemon_pid(state)
+        if up:
+            results["many"]["uplink_daemon_rss_kib"] = rss_kb(up)
+            results["many"]["uplink_daemon_pss_kib"] = pss_kb(up)
+            results["many"]["uplink_daemon_sessions"] = len(captured)
+            results["many"]["captured_rss_kib_per_sandbox_with_daemon_share"] = (
+                sum(cap_rss) / len(cap_rss) + rss_kb(up) / len(captured))
         t3 = hyperfine({"sandglass exec under load": f"{sg} exec {sid} -- true",
                         "/bin/true": "/bin/true"}, a.runs, rounds=ROUNDS)
         results["many"]["exec_under_load"] = t3
@@ -222,6 +230,7 @@ def main() -> int:
         for s in made:
             subprocess.run([sg, "destroy", s], capture_output=True)
         subprocess.run([sg, "gc"], capture_output=True)
+        stop_uplink_daemon(state)
         shutil.rmtree(state, ignore_errors=True)
 
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)

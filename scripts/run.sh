@@ -6,7 +6,8 @@
 #
 # Leaves the ingest running (ws://127.0.0.1:7433, store in the state dir) so
 # you can go on with `build/sandglass ...`; `kill $(cat <state>/ingest.pid)`
-# stops it.
+# stops it. The uplink daemon (sandglass-uplink) exits by itself 30 s after
+# the session.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -12,8 +12,7 @@
 #include "limits.h"
 #include "spool.h"
 #include "testrule.h"
-#include "token.h"
-#include "uplink.h"
+#include "uplinkc.h"
 #include "util.h"
 #include "watch.h"
 
@@ -21,7 +20,7 @@ struct sg_capture {
     uv_loop_t *loop;
     char id[32];
     sg_spool *spool;
-    sg_uplink *uplink;
+    sg_uplinkc *uplink;  /* to the per-host uplink daemon (uplinkd.h) */
     sg_watch *watch;
     uv_check_t check;
     uv_timer_t heartbeat;
@@ -50,18 +49,7 @@ struct sg_capture_exec {
     tail out, err;
 };
 
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_line(const char *fmt, ...)
-{
-    char ts[48];
-    sg_now_iso8601(ts, sizeof ts);
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s capture: ", ts);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#define log_line(...) sg_log_line("capture", __VA_ARGS__)
 
 /* Appends one event; -1 when the spool could not take it. */
 static int emit(sg_capture *c, const char *kind, json_t *payload)
@@ -144,7 +132,7 @@ void sg_capture_sync(sg_capture *c)
         return;
     }
     report_loss(c);
-    sg_uplink_notify(c->uplink);
+    sg_uplinkc_notify(c->uplink);
 }
 
 static void on_check(uv_check_t *h)
@@ -217,34 +205,26 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     if (rep.text[0])
         log_line("spool recovery: %s", rep.text);
 
-    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    /* The token is made by the uplink daemon, which signs with libcrypto:
+     * this process maps neither it nor libwebsockets. */
     sg_autofree char *default_secret = sg_state_path("ingest/secret");
-    bool is_default = m->secret_file && strcmp(m->secret_file, default_secret) == 0;
-    if ((is_default ? sg_token_secret_ensure(m->secret_file, secret, err)
-                    : sg_token_secret_load(m->secret_file, secret, err)) < 0) {
-        sg_spool_close(c->spool);
-        free(c);
-        return NULL;
-    }
-    sg_autofree char *token = sg_token_make(secret, m->learner, m->task, m->id, SG_CAPTURE_TOKEN_TTL_S, err);
-    memset(secret, 0, sizeof secret);
-    if (!token) {
-        sg_spool_close(c->spool);
-        free(c);
-        return NULL;
-    }
-    c->uplink = sg_uplink_new(loop, m->ingest_url, token, c->spool, err);
+    sg_uplinkc_config ucfg = {
+        .sandbox = m->id, .url = m->ingest_url, .learner = m->learner, .task = m->task,
+        .spool_dir = dir, .secret_file = m->secret_file,
+        .secret_create = m->secret_file && strcmp(m->secret_file, default_secret) == 0,
+    };
+    c->uplink = sg_uplinkc_new(loop, &ucfg, c->spool, err);
     if (!c->uplink) {
         sg_err_prefix(err, "cannot start the uplink to %s", m->ingest_url);
         sg_spool_close(c->spool);
         free(c);
         return NULL;
     }
-    sg_uplink_set_event_cb(c->uplink, on_uplink_event, c);
+    sg_uplinkc_set_event_cb(c->uplink, on_uplink_event, c);
     c->watch = sg_watch_new(loop, m->workspace, on_file_change, c, differ, differ_ud, err);
     if (!c->watch) {
         sg_err_prefix(err, "cannot watch the workspace");
-        sg_uplink_close(c->uplink);
+        sg_uplinkc_close(c->uplink);
         sg_capture_free(c);
         return NULL;
     }
@@ -400,7 +380,7 @@ int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err)
     sg_capture_sync(c);
     uv_check_stop(&c->check);
     uv_timer_stop(&c->heartbeat);
-    return sg_uplink_drain(c->uplink, timeout_ms, err);
+    return sg_uplinkc_drain(c->uplink, timeout_ms, err);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -426,7 +406,7 @@ void sg_capture_close(sg_capture *c)
             uv_close((uv_handle_t *)&c->heartbeat, on_handle_closed);
     }
     if (c->uplink)
-        sg_uplink_close(c->uplink);
+        sg_uplinkc_close(c->uplink);
 }
 
 void sg_capture_free(sg_capture *c)
@@ -436,7 +416,7 @@ void sg_capture_free(sg_capture *c)
     if (c->watch)
         sg_watch_free(c->watch);
     if (c->uplink)
-        sg_uplink_free(c->uplink);
+        sg_uplinkc_free(c->uplink);
     if (c->spool)
         sg_spool_close(c->spool);
     free(c);

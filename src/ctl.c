@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -370,4 +371,24 @@ char *sg_exec_cmdline(char *const *argv)
     }
     out[len] = '\0';
     return out;
+}
+
+int sg_ctl_listen(const char *path, int backlog, sg_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return sg_err_set(err, ENAMETOOLONG, "socket path %s is too long", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return sg_err_sys(err, "socket");
+    unlink(path); /* the caller owns the path: a file left there is stale */
+    mode_t old = umask(077);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (r < 0)
+        return sg_err_sys(err, "cannot bind %s", path);
+    if (listen(fd, backlog) < 0)
+        return sg_err_sys(err, "cannot listen on %s", path);
+    return sg_steal_fd(&fd);
 }

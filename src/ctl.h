@@ -53,6 +53,11 @@ void sg_ctl_asm_free(sg_ctl_asm *a);
  * not running. */
 int sg_ctl_connect(const char *id, sg_err *err);
 
+/* A listening SOCK_SEQPACKET socket (non-blocking, close-on-exec, mode
+ * 0600) at path, replacing whatever file is there: the caller owns it.
+ * Returns the fd or -1 with err. */
+int sg_ctl_listen(const char *path, int backlog, sg_err *err);
+
 /* Sends one message (blocking, or EAGAIN on a non-blocking socket).
  * Returns 0 or -errno. */
 int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,

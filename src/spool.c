@@ -102,6 +102,22 @@ static void rec_header(uint8_t hdr[SG_SPOOL_HDR_SIZE], int64_t seq, const void *
     put32(hdr + 20, sg_spool_crc32c(c, data, len));
 }
 
+/* Payload length of the record header at h, or -1 if h is not one. */
+static int64_t hdr_payload_len(const uint8_t *h)
+{
+    uint32_t len = get32(h + 4);
+    if (memcmp(h, REC_MAGIC, 4) != 0 || len > SG_SPOOL_RECORD_MAX)
+        return -1;
+    return len;
+}
+
+/* Whether the checksum of the whole record at r (header + plen bytes) holds. */
+static bool rec_crc_ok(const uint8_t *r, uint32_t plen)
+{
+    uint32_t c = sg_spool_crc32c(0, r, 20);
+    return sg_spool_crc32c(c, r + SG_SPOOL_HDR_SIZE, plen) == get32(r + 20);
+}
+
 /* Size of the valid record at b[off], or 0 if there is none. */
 static size_t rec_valid_at(const uint8_t *b, size_t n, size_t off, int64_t *seq)
 {
@@ -112,8 +128,7 @@ static size_t rec_valid_at(const uint8_t *b, size_t n, size_t off, int64_t *seq)
     if (len > SG_SPOOL_RECORD_MAX || len > n - off - SG_SPOOL_HDR_SIZE || s < 0 ||
         get32(b + off + 16) != 0)
         return 0;
-    uint32_t c = sg_spool_crc32c(0, b + off, 20);
-    if (sg_spool_crc32c(c, b + off + SG_SPOOL_HDR_SIZE, len) != get32(b + off + 20))
+    if (!rec_crc_ok(b + off, len))
         return 0;
     *seq = s;
     return SG_SPOOL_HDR_SIZE + len;
@@ -140,6 +155,11 @@ struct sg_spool {
     sg_spool_loss loss;
     uint64_t appended, syncs, lost;
     size_t ncursors;
+    /* A reader (sg_spool_open_reader) writes nothing: segs is its last
+     * directory listing (names only), synced_seq what the owner reported. */
+    bool reader;
+    sg_spool_ack_fn ack_fn;
+    void *ack_ud;
 };
 
 static void seg_filename(char buf[SEG_NAME_LEN + 8], int64_t name)
@@ -218,6 +238,18 @@ static int ack_decode(const uint8_t slot[ACK_SLOT], int64_t *seq)
         return -1;
     *seq = (int64_t)get64(slot + 8);
     return *seq >= -1 ? 0 : -1;
+}
+
+/* Decodes the ack file's bytes: the valid slot with the highest seq wins
+ * (-1 if neither is valid). Returns that slot, or -1. */
+static int ack_read(const uint8_t *slots, ssize_t got, int64_t *seq)
+{
+    int64_t a0 = -1, a1 = -1;
+    bool v0 = got >= ACK_SLOT && ack_decode(slots, &a0) == 0;
+    bool v1 = got >= 2 * ACK_SLOT && ack_decode(slots + ACK_SLOT, &a1) == 0;
+    int best = v0 && (!v1 || a0 >= a1) ? 0 : v1 ? 1 : -1;
+    *seq = best == 0 ? a0 : best == 1 ? a1 : -1;
+    return best;
 }
 
 static int ack_write(sg_spool *sp, int64_t seq, sg_err *err)
@@ -492,8 +524,11 @@ static int recover_segment(sg_spool *sp, seg *s, bool last, int64_t *prev, int64
     return 0;
 }
 
+/* Fills sp->segs with the segment files, sorted by name (a reader lists
+ * again whenever it looks for a segment). */
 static int list_segments(sg_spool *sp, sg_err *err)
 {
+    sp->nsegs = 0;
     int dfd = dup(sp->dirfd);
     if (dfd < 0)
         return sg_err_sys(err, "dup");
@@ -502,11 +537,14 @@ static int list_segments(sg_spool *sp, sg_err *err)
         close(dfd);
         return sg_err_sys(err, "read %s", sp->dir);
     }
+    rewinddir(d); /* the dup shares dirfd's offset, at the end after a listing */
     struct dirent *de;
     while ((de = readdir(d))) {
         size_t l = strlen(de->d_name);
         int64_t name;
         if (l > 4 && strcmp(de->d_name + l - 4, ".tmp") == 0) {
+            if (sp->reader)
+                continue; /* the owner's to clean up */
             unlinkat(sp->dirfd, de->d_name, 0); /* a rewrite that did not finish */
         } else if (parse_seg_name(de->d_name, &name) == 0) {
             if (seg_push(sp, (seg){.name = name, .first = -1, .last = -1}, err) < 0)
@@ -531,16 +569,10 @@ static int recover(sg_spool *sp, sg_spool_report *rep, sg_err *err)
     ssize_t got = pread(sp->ackfd, slots, sizeof slots, 0);
     if (got < 0)
         return sg_err_sys(err, "read %s/ack", sp->dir);
-    int64_t a0 = -2, a1 = -2;
-    bool v0 = got >= ACK_SLOT && ack_decode(slots, &a0) == 0;
-    bool v1 = got >= 2 * ACK_SLOT && ack_decode(slots + ACK_SLOT, &a1) == 0;
-    if (!v0 && !v1)
-        sp->acked_seq = -1;
-    else
-        sp->acked_seq = a0 > a1 ? a0 : a1;
-    sp->ack_slot = (v0 && (!v1 || a0 >= a1)) ? 1 : 0; /* overwrite the older */
+    int best = ack_read(slots, got, &sp->acked_seq);
+    sp->ack_slot = best == 0 ? 1 : 0; /* overwrite the older */
 
-    bool ack_known = v0 || v1 || (!ack_exists && sp->nsegs == 0);
+    bool ack_known = best >= 0 || (!ack_exists && sp->nsegs == 0);
     if (!ack_known && sp->nsegs > 0) {
         if (rep)
             rep->ack_reset = true;
@@ -604,16 +636,9 @@ static void spool_closep(sg_spool **sp)
     sg_spool_close(*sp);
 }
 
-sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err)
+/* A spool struct with nothing open yet, and its directory opened. */
+static sg_spool *spool_alloc(const char *dir, const char *what, sg_err *err)
 {
-    if (rep) {
-        memset(rep, 0, sizeof *rep);
-        rep->first_seq = rep->last_seq = rep->acked_seq = -1;
-    }
-    if (sg_mkdir_p(dir, 0700, err) < 0) {
-        sg_err_prefix(err, "spool");
-        return NULL;
-    }
     __attribute__((cleanup(spool_closep))) sg_spool *sp = calloc(1, sizeof *sp);
     if (!sp) {
         sg_err_set(err, ENOMEM, "out of memory");
@@ -629,9 +654,25 @@ sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err)
     }
     sp->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sp->dirfd < 0) {
-        sg_err_sys(err, "open spool %s", dir);
+        sg_err_sys(err, "open spool %s%s", dir, what);
         return NULL;
     }
+    return sg_steal_ptr(&sp);
+}
+
+sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err)
+{
+    if (rep) {
+        memset(rep, 0, sizeof *rep);
+        rep->first_seq = rep->last_seq = rep->acked_seq = -1;
+    }
+    if (sg_mkdir_p(dir, 0700, err) < 0) {
+        sg_err_prefix(err, "spool");
+        return NULL;
+    }
+    __attribute__((cleanup(spool_closep))) sg_spool *sp = spool_alloc(dir, "", err);
+    if (!sp)
+        return NULL;
     sp->lockfd = openat(sp->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (sp->lockfd < 0) {
         sg_err_sys(err, "open %s/lock", dir);
@@ -649,6 +690,43 @@ sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err)
         return NULL;
     }
     return sg_steal_ptr(&sp);
+}
+
+sg_spool *sg_spool_open_reader(const char *dir, sg_spool_ack_fn ack_fn, void *ud, sg_err *err)
+{
+    __attribute__((cleanup(spool_closep))) sg_spool *sp = spool_alloc(dir, " for reading", err);
+    if (!sp)
+        return NULL;
+    sp->reader = true;
+    sp->ack_fn = ack_fn;
+    sp->ack_ud = ud;
+    /* A missing or unreadable ack means everything is replayed, as
+     * recovery's ack_reset: the ingest's own ack then decides. */
+    uint8_t slots[2 * ACK_SLOT] = {0};
+    ssize_t got = -1;
+    sg_autoclose int afd = openat(sp->dirfd, "ack", O_RDONLY | O_CLOEXEC);
+    if (afd >= 0)
+        got = pread(afd, slots, sizeof slots, 0);
+    ack_read(slots, got, &sp->acked_seq);
+    /* Nothing is known synced until the owner says so. */
+    sp->synced_seq = -1;
+    sp->next_seq = sp->acked_seq + 1;
+    return sg_steal_ptr(&sp);
+}
+
+void sg_spool_reader_set_synced(sg_spool *sp, int64_t seq)
+{
+    if (!sp->reader || seq <= sp->synced_seq)
+        return;
+    sp->synced_seq = seq;
+    if (seq >= sp->next_seq)
+        sp->next_seq = seq + 1;
+}
+
+static int refuse_write(const sg_spool *sp, const char *what, sg_err *err)
+{
+    return sg_err_set(err, EPERM, "spool %s: cannot %s: read-only spool reader (the owner writes)",
+                      sp->dir, what);
 }
 
 void sg_spool_close(sg_spool *sp)
@@ -720,6 +798,8 @@ static seg *active(sg_spool *sp)
 
 int sg_spool_sync(sg_spool *sp, sg_err *err)
 {
+    if (sp->reader)
+        return refuse_write(sp, "sync", err);
     seg *a = active(sp);
     if (sp->synced_seq >= sp->next_seq - 1 || !a || a->size == sp->synced_size) {
         sp->synced_seq = sp->next_seq - 1;
@@ -780,6 +860,8 @@ static int rotate(sg_spool *sp, sg_err *err)
 
 int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_err *err)
 {
+    if (sp->reader)
+        return refuse_write(sp, "append", err);
     if (seq != sp->next_seq)
         return sg_err_set(err, EINVAL, "spool append: seq %" PRId64 " is not the next seq %" PRId64,
                           seq, sp->next_seq);
@@ -834,6 +916,18 @@ int sg_spool_ack(sg_spool *sp, int64_t seq, sg_err *err)
 {
     if (seq <= sp->acked_seq)
         return 0;
+    if (sp->reader) {
+        /* The owner persists it, trims, and (for an ack beyond its next
+         * seq) skips ahead; its synced seq comes back by
+         * sg_spool_reader_set_synced, so synced_seq stays what it reported
+         * (never more than what is on disk). */
+        sp->acked_seq = seq;
+        if (seq >= sp->next_seq)
+            sp->next_seq = seq + 1;
+        if (sp->ack_fn)
+            sp->ack_fn(sp->ack_ud, seq);
+        return 0;
+    }
     if (ack_write(sp, seq, err) < 0)
         return -1;
     sp->acked_seq = seq;
@@ -867,6 +961,8 @@ int sg_spool_ack(sg_spool *sp, int64_t seq, sg_err *err)
 
 uint64_t sg_spool_pending(const sg_spool *sp)
 {
+    if (sp->reader) /* it cannot see appended, unsynced records */
+        return sp->synced_seq > sp->acked_seq ? (uint64_t)(sp->synced_seq - sp->acked_seq) : 0;
     int64_t base = sp->acked_seq;
     for (size_t i = 0; i < sp->nsegs; i++) {
         if (sp->segs[i].first >= 0) {
@@ -903,6 +999,9 @@ struct sg_spool_cursor {
     size_t headroom, cap;
     uint64_t win_off;      /* file range held at buf + headroom */
     size_t win_len;
+    int64_t win_synced;    /* reader: the synced seq when the window was read */
+    bool gap_ok;           /* reader: nothing older is on disk, so the next
+                              record may be above after + 1 */
 };
 
 sg_spool_cursor *sg_spool_cursor_new(sg_spool *sp, int64_t after_seq, size_t headroom,
@@ -930,11 +1029,12 @@ sg_spool_cursor *sg_spool_cursor_new(sg_spool *sp, int64_t after_seq, size_t hea
 
 void sg_spool_cursor_seek(sg_spool_cursor *c, int64_t after_seq)
 {
-    sg_closep(&c->fd);
-    c->fd = -1;
+    sg_close_reset(&c->fd);
     c->after = after_seq;
     c->off = 0;
     c->win_len = 0;
+    c->win_synced = -1;
+    c->gap_ok = false;
 }
 
 void sg_spool_cursor_free(sg_spool_cursor *c)
@@ -955,11 +1055,11 @@ static const seg *find_seg(const sg_spool *sp, int64_t name)
     return NULL;
 }
 
-/* Makes file bytes [off, off+need) available in the window. */
-static int window(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t end, sg_err *err)
+/* Reads file bytes from off into the window: a chunk, at least `need`
+ * bytes unless the file ends first, never past `end`. */
+static int window_fill(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t end, sg_err *err)
 {
-    if (off >= c->win_off && off + need <= c->win_off + c->win_len)
-        return 0;
+    c->win_len = 0; /* a failed read leaves nothing stale behind */
     if (need > c->cap) {
         uint8_t *n = realloc(c->buf, c->headroom + need);
         if (!n)
@@ -967,7 +1067,6 @@ static int window(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t end, s
         c->buf = n;
         c->cap = need;
     }
-    /* never read past `end`: bytes beyond it may not be synced yet */
     size_t want = c->cap;
     if (end - off < want)
         want = (size_t)(end - off);
@@ -984,23 +1083,50 @@ static int window(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t end, s
     }
     c->win_off = off;
     c->win_len = got;
-    if (got < need)
+    c->win_synced = c->sp->synced_seq;
+    return 0;
+}
+
+/* Makes file bytes [off, off+need) available in the window. */
+static int window(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t end, sg_err *err)
+{
+    if (off >= c->win_off && off + need <= c->win_off + c->win_len)
+        return 0;
+    /* never read past `end`: bytes beyond it may not be synced yet */
+    if (window_fill(c, off, need, end, err) < 0)
+        return -1;
+    if (c->win_len < need)
         return sg_err_set(err, EIO, "spool segment shorter than expected");
     return 0;
 }
+
+/* Hands out the record at r (at c->off in the window) and moves past it. */
+static int cursor_take(sg_spool_cursor *c, uint8_t *r, uint32_t plen, int64_t rs, char **data,
+                       size_t *len, int64_t *seq)
+{
+    c->off += SG_SPOOL_HDR_SIZE + plen;
+    c->after = rs;
+    *data = (char *)r + SG_SPOOL_HDR_SIZE;
+    *len = plen;
+    *seq = rs;
+    return 1;
+}
+
+static int reader_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t *len,
+                       int64_t *seq, sg_err *err);
 
 int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t *len,
                          int64_t *seq, sg_err *err)
 {
     sg_spool *sp = c->sp;
+    if (sp->reader)
+        return reader_next(c, max_seq, data, len, seq, err);
     for (;;) {
         const seg *s = NULL;
         if (c->fd >= 0) {
             s = find_seg(sp, c->seg_name);
-            if (!s) { /* trimmed under us: everything in it was acked */
-                sg_closep(&c->fd);
-                c->fd = -1;
-            }
+            if (!s) /* trimmed under us: everything in it was acked */
+                sg_close_reset(&c->fd);
         }
         if (c->fd < 0) {
             /* records are in seq order across segments */
@@ -1027,36 +1153,191 @@ int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_
         if (c->off + SG_SPOOL_HDR_SIZE > end) {
             if (is_active)
                 return 0;
-            sg_closep(&c->fd); /* every record in it is <= after */
-            c->fd = -1;
+            sg_close_reset(&c->fd); /* every record in it is <= after */
             continue;
         }
         if (window(c, c->off, SG_SPOOL_HDR_SIZE, end, err) < 0)
             return -1;
         const uint8_t *h = c->buf + c->headroom + (c->off - c->win_off);
-        uint32_t plen = get32(h + 4);
-        if (memcmp(h, REC_MAGIC, 4) != 0 || plen > SG_SPOOL_RECORD_MAX ||
-            c->off + SG_SPOOL_HDR_SIZE + plen > end)
+        int64_t plen = hdr_payload_len(h);
+        if (plen < 0 || c->off + SG_SPOOL_HDR_SIZE + (uint64_t)plen > end)
             return sg_err_set(err, EBADMSG, "spool segment %" PRId64 ": bad record at %" PRIu64,
                               c->seg_name, c->off);
         int64_t rs = (int64_t)get64(h + 8);
         if (rs <= c->after) {
-            c->off += SG_SPOOL_HDR_SIZE + plen;
+            c->off += SG_SPOOL_HDR_SIZE + (uint64_t)plen;
             continue;
         }
         if (rs > max_seq)
             return 0;
-        if (window(c, c->off, SG_SPOOL_HDR_SIZE + plen, end, err) < 0)
+        if (window(c, c->off, SG_SPOOL_HDR_SIZE + (size_t)plen, end, err) < 0)
             return -1;
         uint8_t *r = c->buf + c->headroom + (c->off - c->win_off);
-        uint32_t crc = sg_spool_crc32c(0, r, 20);
-        if (sg_spool_crc32c(crc, r + SG_SPOOL_HDR_SIZE, plen) != get32(r + 20))
+        if (!rec_crc_ok(r, (uint32_t)plen))
             return sg_err_set(err, EBADMSG, "spool record seq %" PRId64 ": checksum mismatch", rs);
-        c->off += SG_SPOOL_HDR_SIZE + plen;
-        c->after = rs;
-        *data = (char *)r + SG_SPOOL_HDR_SIZE;
-        *len = plen;
-        *seq = rs;
+        return cursor_take(c, r, (uint32_t)plen, rs, data, len, seq);
+    }
+}
+
+/* --- a reader's cursor: it has no segment table and no sizes, only the
+ * owner's synced seq. Seqs are contiguous, so the record it wants is
+ * always after + 1; it reads one only once the owner reported it synced
+ * (then every byte before it in its segment is final too), and finds its
+ * segment by name (a segment is named by its first seq). */
+
+static int reader_bad(const sg_spool_cursor *c, sg_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int reader_bad(const sg_spool_cursor *c, sg_err *err, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    char name[SEG_NAME_LEN + 8];
+    seg_filename(name, c->seg_name);
+    return sg_err_set(err, EBADMSG, "spool %s/%s offset %" PRIu64 ": %s", c->sp->dir, name,
+                      c->off, what);
+}
+
+/* Makes [c->off, c->off + need) available: 1, or 0 if the file ends right
+ * at c->off and eof_ok. Bytes read before `seq` was reported synced may be
+ * half written, or cut and rewritten since (a failed sync), so they are
+ * read again. */
+static int reader_window(sg_spool_cursor *c, size_t need, int64_t seq, bool eof_ok, sg_err *err)
+{
+    if (seq <= c->win_synced && c->off >= c->win_off &&
+        c->off + need <= c->win_off + c->win_len)
         return 1;
+    if (window_fill(c, c->off, need, UINT64_MAX, err) < 0)
+        return -1;
+    if (c->win_len >= need)
+        return 1;
+    if (c->win_len == 0 && eof_ok)
+        return 0;
+    return reader_bad(c, err, "record cut short (%zu of %zu bytes)", c->win_len, need);
+}
+
+/* Switches to segment `name`: 1, 0 if it is gone (trimmed), -1 on error. */
+static int reader_open(sg_spool_cursor *c, int64_t name, sg_err *err)
+{
+    char fn[SEG_NAME_LEN + 8];
+    seg_filename(fn, name);
+    int fd = openat(c->sp->dirfd, fn, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : sg_err_sys(err, "open %s/%s", c->sp->dir, fn);
+    sg_close_reset(&c->fd);
+    c->fd = fd;
+    c->seg_name = name;
+    c->off = 0;
+    c->win_off = 0;
+    c->win_len = 0;
+    c->gap_ok = false;
+    return 1;
+}
+
+/* Lists the segments and opens the one to go on with: after a segment
+ * named `done`, the next one; for a fresh position (done < 0), the newest
+ * one named at or below after + 1, or else the oldest. 1: opened, 0: none. */
+static int reader_locate(sg_spool_cursor *c, int64_t done, sg_err *err)
+{
+    sg_spool *sp = c->sp;
+    for (;;) { /* again if the owner trims one between listing and open */
+        if (list_segments(sp, err) < 0)
+            return -1;
+        int64_t want = c->after + 1;
+        size_t i = 0;
+        if (done >= 0) {
+            while (i < sp->nsegs && sp->segs[i].name <= done)
+                i++;
+        } else {
+            while (i + 1 < sp->nsegs && sp->segs[i + 1].name <= want)
+                i++;
+        }
+        if (i >= sp->nsegs)
+            return 0;
+        int r = reader_open(c, sp->segs[i].name, err);
+        if (r != 0) {
+            c->gap_ok = r > 0 && done < 0 && i == 0 && sp->segs[0].name > want;
+            return r;
+        }
+    }
+}
+
+/* No segment holds `want`: fine if everything up to synced is acked (the
+ * owner may have trimmed it all); an owner reports a seq synced only once
+ * its record is on disk, so otherwise records are missing. */
+static int reader_missing(const sg_spool_cursor *c, int64_t want, sg_err *err)
+{
+    const sg_spool *sp = c->sp;
+    if (sp->synced_seq <= sp->acked_seq)
+        return 0;
+    return sg_err_set(err, ENODATA, "spool %s: seq %" PRId64 " is synced but no segment holds it",
+                      sp->dir, want);
+}
+
+static int reader_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t *len,
+                       int64_t *seq, sg_err *err)
+{
+    sg_spool *sp = c->sp;
+    for (;;) {
+        /* Above the owner's synced seq a record may be half written: not a
+         * byte of it is read. */
+        if (c->after >= sp->synced_seq || c->after >= max_seq)
+            return 0;
+        int64_t want = c->after + 1;
+        int r;
+        if (c->fd < 0) {
+            r = reader_locate(c, -1, err);
+            if (r <= 0)
+                return r < 0 ? -1 : reader_missing(c, want, err);
+        }
+        r = reader_window(c, SG_SPOOL_HDR_SIZE, want, true, err);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            /* The end of this segment: the owner went on in one named by
+             * its next seq, unless that one is trimmed already. */
+            r = want != c->seg_name ? reader_open(c, want, err) : 0;
+            if (r == 0)
+                r = reader_locate(c, c->seg_name, err);
+            if (r <= 0)
+                return r < 0 ? -1 : reader_missing(c, want, err);
+            continue;
+        }
+        const uint8_t *h = c->buf + c->headroom + (c->off - c->win_off);
+        int64_t plen = hdr_payload_len(h);
+        if (plen < 0)
+            return reader_bad(c, err, "bad record header (seq %" PRId64 " expected)", want);
+        int64_t rs = (int64_t)get64(h + 8);
+        if (rs <= c->after) {
+            c->off += SG_SPOOL_HDR_SIZE + (uint64_t)plen;
+            continue;
+        }
+        if (rs != want) {
+            /* A jump is only over seqs that are acked (trimmed, or skipped
+             * by an owner that got an ack beyond its next seq), or to the
+             * oldest record on disk (what an owner's cursor replays too). */
+            if (!c->gap_ok && rs - 1 > sp->acked_seq)
+                return reader_bad(c, err, "record seq %" PRId64 " where seq %" PRId64
+                                  " was expected", rs, want);
+            if (rs > c->win_synced) { /* read before it was synced */
+                c->win_len = 0;
+                if (rs > sp->synced_seq)
+                    return 0;
+                continue;
+            }
+        }
+        if (rs > max_seq)
+            return 0;
+        r = reader_window(c, SG_SPOOL_HDR_SIZE + (size_t)plen, rs, false, err);
+        if (r < 0)
+            return -1;
+        uint8_t *rec = c->buf + c->headroom + (c->off - c->win_off);
+        if (!rec_crc_ok(rec, (uint32_t)plen))
+            return reader_bad(c, err, "checksum mismatch in record seq %" PRId64, rs);
+        c->gap_ok = false;
+        return cursor_take(c, rec, (uint32_t)plen, rs, data, len, seq);
     }
 }

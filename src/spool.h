@@ -6,7 +6,7 @@
  *   ack                              the highest seq the ingest acked
  *                                    (two checksummed slots, alternating)
  *   quarantine.log                   corrupt bytes found at recovery
- *   lock                             flock: one writer per spool
+ *   lock                             flock: one writer (owner) per spool
  *
  * A record is a 24-byte little-endian header + payload (one wire frame):
  *   u32 magic "SGR1" | u32 payload length | i64 seq | u32 reserved (0) |
@@ -28,7 +28,8 @@
  * from its segment (rewritten atomically); the records after it are kept.
  * Everything found on disk is fdatasync'ed, so synced_seq = last seq.
  *
- * Not thread-safe: one owner (the supervisor's loop). */
+ * Not thread-safe: one owner (the supervisor's loop). Another process may
+ * read the spool with sg_spool_open_reader (the uplink daemon). */
 #ifndef SG_SPOOL_H
 #define SG_SPOOL_H
 
@@ -79,6 +80,42 @@ typedef struct sg_spool_stats {
 
 /* Opens (creating dir 0700 if needed) and recovers the spool. rep optional. */
 sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err);
+
+/* Called by a reader's sg_spool_ack: the owner persists the ack and trims. */
+typedef void (*sg_spool_ack_fn)(void *ud, int64_t seq);
+
+/* A second process's view of a spool another process owns (the uplink
+ * daemon), to send it: cursors, sg_spool_ack and the getters work as on an
+ * owned spool; sg_spool_append and sg_spool_sync fail with EPERM.
+ *  - It opens dir read-only, takes no lock, recovers nothing, and never
+ *    writes or deletes a file: the owner stays the only writer.
+ *  - acked_seq starts at the ack file's value (-1 if the file is missing or
+ *    unreadable, as recovery's ack_reset: everything is replayed).
+ *    sg_spool_ack records a higher ack and hands it to ack_fn (may be
+ *    NULL), which passes it to the owner's sg_spool_ack; no file changes.
+ *  - synced_seq is what the owner reports (sg_spool_reader_set_synced), -1
+ *    until then: a cursor never reads a byte of a record above it, since
+ *    the owner may still be writing it, or cut it after a failed sync.
+ *    next_seq = max(synced, acked) + 1 (as the owner skips ahead on an ack
+ *    beyond its next seq); pending = synced - acked (appended, unsynced
+ *    records are invisible here); stats count no appends, syncs or losses,
+ *    and `segments` is the reader's last directory listing.
+ *  - Segments trimmed by the owner under a cursor: the open one still
+ *    reads; the next is found by name (its first seq) or a new listing.
+ *    Acked records that are gone are skipped, as by an owner's cursor.
+ *  - A cursor wants seq after + 1 next: another seq (unless the ones in
+ *    between are acked), a bad magic, length or checksum is EBADMSG
+ *    naming the segment and offset; a synced seq that no segment holds is
+ *    ENODATA.
+ *  - When the owner reopens (recovers) the spool, open a new reader:
+ *    recovery may replace a segment file an open cursor still reads.
+ * Any number of readers may share a directory with its owner. */
+sg_spool *sg_spool_open_reader(const char *dir, sg_spool_ack_fn ack_fn, void *ud, sg_err *err);
+/* The owner's synced seq, as it reports it: records up to it are complete
+ * on disk and may be read. Never goes backwards (a smaller value is
+ * ignored). No effect on an owned spool. */
+void sg_spool_reader_set_synced(sg_spool *sp, int64_t seq);
+
 /* Closes (no sync: call sg_spool_sync first for durability). NULL is fine.
  * Every cursor must be freed before. */
 void sg_spool_close(sg_spool *sp);
@@ -99,7 +136,7 @@ int sg_spool_sync(sg_spool *sp, sg_err *err);
 int64_t sg_spool_synced_seq(const sg_spool *sp);
 int64_t sg_spool_acked_seq(const sg_spool *sp);
 /* Records the ingest's ack (ignores one not above the current ack) and
- * deletes the segments it fully covers. */
+ * deletes the segments it fully covers (a reader hands it to its ack_fn). */
 int sg_spool_ack(sg_spool *sp, int64_t seq, sg_err *err);
 uint64_t sg_spool_pending(const sg_spool *sp);
 /* If events were lost since the last call, fills out, resets, returns true. */

@@ -1758,26 +1758,6 @@ static void on_ctl_accept(uv_poll_t *p, int status, int events)
     }
 }
 
-static int listen_seqpacket(const char *path, int backlog, sg_err *err)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
-        return sg_err_set(err, ENAMETOOLONG, "socket path %s is too long", path);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return sg_err_sys(err, "socket");
-    unlink(path);
-    mode_t old = umask(077);
-    int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-    umask(old);
-    if (r < 0)
-        return sg_err_sys(err, "cannot bind %s", path);
-    if (listen(fd, backlog) < 0)
-        return sg_err_sys(err, "cannot listen on %s", path);
-    return sg_steal_fd(&fd);
-}
-
 /* ---- sandbox start and destroy ---------------------------------------------------- */
 
 /* Connects to the sandbox init's socket (init serves one supervisor). */
@@ -1839,7 +1819,7 @@ static int open_checkpoints(sup *s, sg_err *err);
 static int start_init(sup *s, sg_err *err)
 {
     sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
-    sg_autoclose int lfd = listen_seqpacket(init_sock, 4, err);
+    sg_autoclose int lfd = sg_ctl_listen(init_sock, 4, err);
     if (lfd < 0)
         return -1;
     /* init blocks in accept via poll; keep its listening fd blocking-safe */
@@ -2179,7 +2159,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         goto fail_cg;
     {
         sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
-        s->ctl_fd = listen_seqpacket(ctl, 128, &err);
+        s->ctl_fd = sg_ctl_listen(ctl, 128, &err);
         if (s->ctl_fd < 0)
             goto fail_cg;
     }

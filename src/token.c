@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -12,7 +14,6 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "digest.h"
 #include "jsonutil.h"
 #include "util.h"
 
@@ -182,10 +183,17 @@ int sg_token_secret_ensure(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN]
     return sg_token_secret_load(path, secret, err);
 }
 
-static void mac_of(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *data, size_t len,
-                   unsigned char mac[32])
+/* HMAC-SHA256 from libcrypto: only processes that load it anyway make or
+ * check tokens. Fails only if OpenSSL cannot (no provider, out of memory). */
+static int mac_of(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *data, size_t len,
+                  unsigned char mac[32], sg_err *err)
 {
-    sg_hmac_sha256(secret, SG_TOKEN_SECRET_LEN, data, len, mac);
+    unsigned int n = 0;
+    if (!HMAC(EVP_sha256(), secret, SG_TOKEN_SECRET_LEN, (const unsigned char *)data, len, mac,
+              &n) ||
+        n != 32)
+        return sg_err_set(err, EIO, "HMAC-SHA256 failed (OpenSSL)");
+    return 0;
 }
 
 char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
@@ -204,7 +212,8 @@ char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *l
         return NULL;
     }
     unsigned char mac[32];
-    mac_of(secret, body, strlen(body), mac);
+    if (mac_of(secret, body, strlen(body), mac, err) < 0)
+        return NULL;
     sg_autofree char *sig = b64url_encode(mac, sizeof mac);
     if (!sig) {
         sg_err_set(err, ENOMEM, "out of memory");
@@ -252,7 +261,8 @@ int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token
         return sg_err_set(err, EINVAL, "malformed token: bad signature encoding");
     /* Signature before parsing: nothing unauthenticated reaches the JSON parser. */
     unsigned char mac[32];
-    mac_of(secret, token, body_len, mac);
+    if (mac_of(secret, token, body_len, mac, err) < 0)
+        return -1;
     if (CRYPTO_memcmp(mac, sig, 32) != 0)
         return sg_err_set(err, EACCES, "bad signature");
 

@@ -331,3 +331,15 @@ int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len)
     snprintf(rel, sizeof rel, "/../libexec/%s", name);
     return exe_candidate(buf, len, self, rel);
 }
+
+void sg_log_line(const char *who, const char *fmt, ...)
+{
+    char ts[48];
+    sg_now_iso8601(ts, sizeof ts);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s %s: ", ts, who);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,40 @@ class Env:
         except Exception:  # noqa: BLE001
             pass
         self.run("gc", timeout=60)
+        stop_uplink_daemon(self.state)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def uplink_daemon_pid(state: str) -> int:
+    """The pid of the uplink daemon serving this state directory, 0 if none
+    runs (its lock file holds the pid; the comm says it is still ours)."""
+    try:
+        with open(os.path.join(state, "uplink.lock")) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+    return pid if pid > 0 and comm(pid) == "sandglass-uplin" else 0
+
+
+def stop_uplink_daemon(state: str) -> None:
+    """Ends the uplink daemon a test's supervisors started (it would exit
+    by itself once idle), then fails the test if its log holds a sanitizer
+    report: under ASan it runs instrumented, like every other process."""
+    pid = uplink_daemon_pid(state)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not pid_alive(pid) or comm(pid) != "sandglass-uplin":
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    try:
+        log = open(os.path.join(state, "uplink.log"), errors="replace").read()
+    except OSError:
+        return
+    if "Sanitizer" in log or "runtime error:" in log:
+        tap.ok(False, "the uplink daemon ran clean under the sanitizers", log[-4000:])
 
 
 def cgroup_dirs(sid: str) -> list[str]:

@@ -8,6 +8,7 @@ after recovery the store holds every event exactly once, in order (seqs
  c. the ingest unreachable for a long stretch while the learner works
  d. destroy while the ingest is down; `sandglass flush` delivers later
  e. disk full: the state dir on a tiny tmpfs
+ f. the per-host uplink daemon SIGKILLed mid-stream, twice
 
 TAP output, stdlib only. Needs root (tmpfs mount in e).
 """
@@ -25,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import pid_alive, tap, wait_for  # noqa: E402
+from sgtest import comm, pid_alive, tap, uplink_daemon_pid, wait_for  # noqa: E402
 from test_capture import CapEnv, contiguous, ok  # noqa: E402
 
 
@@ -219,6 +220,41 @@ def test_ingest_down_long(env: CapEnv, outage_s: float = 22.0) -> None:
     verify(env, sid, st.succeeded(), "c")
 
 
+# ------------------------------------------------------------------- f
+
+
+def test_uplink_daemon_killed(env: CapEnv) -> None:
+    """The daemon holds no event (the supervisor's spool does): killing it
+    loses nothing; the supervisor starts another and it replays from the
+    ingest's ack."""
+    sid = env.create_captured()
+    env.sh(sid, "echo warm-up")
+    wait_for(lambda: uplink_daemon_pid(env.state) > 0, 5)
+    first = uplink_daemon_pid(env.state)
+    ok(first > 0 and comm(first) == "sandglass-uplin",
+       "f: a captured sandbox's events go through the per-host uplink daemon", first)
+    st = Stream(env, sid, 60, "f", gap=0.01)
+    st.start()
+    killed = []
+    for _ in range(2):
+        time.sleep(0.5)
+        pid = uplink_daemon_pid(env.state)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    st.join(120)
+    ok(not st.is_alive() and len(st.succeeded()) == 60,
+       "f: every exec worked while the uplink daemon was killed twice",
+       [r for r in st.results if r[1] != 0][:5])
+    wait_for(lambda: uplink_daemon_pid(env.state) not in (0, *killed), 10)
+    again = uplink_daemon_pid(env.state)
+    again = again if again not in killed else 0
+    ok(len(killed) == 2 and again > 0, "f: a new uplink daemon took over after each kill",
+       f"killed {killed}, now {again}")
+    destroy_all_delivered(env, sid, "f")
+    verify(env, sid, st.succeeded(), "f")
+
+
 # ------------------------------------------------------------------- d
 
 
@@ -405,7 +441,8 @@ def main() -> None:
     env = CapEnv()
     try:
         for name, fn in (("a", test_ingest_killed), ("b", test_supervisor_killed),
-                         ("c", test_ingest_down_long), ("d", test_destroy_while_down)):
+                         ("c", test_ingest_down_long), ("d", test_destroy_while_down),
+                         ("f", test_uplink_daemon_killed)):
             if only and name not in only:
                 continue
             if not env.ingest.alive():

@@ -29,7 +29,7 @@ shutil.chown(state, USER, "nogroup")
 bindir = os.path.join(root, "bin")
 os.makedirs(bindir)
 for b in (SANDGLASS, SANDGLASSD, *(os.path.join(os.path.dirname(SANDGLASS), n)
-                                   for n in ("sandglass-supervisor", "sandglass-init", "sandglass-ckpt",
+                                   for n in ("sandglass-supervisor", "sandglass-init", "sandglass-ckpt", "sandglass-uplink",
                                              "sandglass-capture.so"))):
     shutil.copy(b, bindir)
 SG = os.path.join(bindir, os.path.basename(SANDGLASS))

@@ -1,6 +1,8 @@
 """The supervisor's helpers: the checkpoint worker (sandglass-ckpt, the
-only process that maps libgit2) and the capture module (sandglass-capture.so,
-loaded only for a sandbox with a task).
+only process that maps libgit2), the capture module (sandglass-capture.so,
+loaded only for a sandbox with a task) and the per-host uplink daemon
+(sandglass-uplink, the only process of a captured sandbox's that maps
+libwebsockets and OpenSSL).
 
 Checks, on real sandboxes: the worker serves checkpoints and rollbacks,
 stops when idle (and the supervisor then maps neither libgit2 nor
@@ -17,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import Env, cgroup_dirs, children, ckpt_worker, comm, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import (Env, cgroup_dirs, children, ckpt_worker, comm, pid_alive, tap,  # noqa: E402
+                    uplink_daemon_pid, wait_for)
 from test_capture import CapEnv  # noqa: E402
 
 IDLE_MS = "1500"
@@ -158,14 +161,27 @@ cap = CapEnv()
 cap.env["SANDGLASS_CKPT_IDLE_MS"] = IDLE_MS
 
 
-@tap.case("a captured sandbox loads the capture module; its diffs come from the worker")
+@tap.case("a captured sandbox loads the capture module; the uplink daemon streams; diffs come from the worker")
 def _captured():
     sid = cap.create_captured()
     sp = next(s for s in cap.ls() if s["id"] == sid)["supervisor_pid"]
     m = mapped(sp)
-    tap.ok(any(x.startswith("sandglass-capture") for x in m) and any(x.startswith("libwebsockets") for x in m),
-           "the captured supervisor mapped the capture module and libwebsockets", repr(sorted(m)))
-    tap.ok(not any(x.startswith("libgit2") for x in m), "but not libgit2", repr(sorted(m)))
+    tap.ok(any(x.startswith("sandglass-capture") for x in m),
+           "the captured supervisor mapped the capture module", repr(sorted(m)))
+    tap.eq(sorted(x for x in m if x.startswith(HEAVY)), [],
+           "but no libgit2, libwebsockets or OpenSSL")
+    tap.ok(wait_for(lambda: uplink_daemon_pid(cap.state) > 0, 10),
+           "one uplink daemon serves the state directory")
+    up = uplink_daemon_pid(cap.state)
+    um = mapped(up) if up else set()
+    tap.ok(any(x.startswith("libwebsockets") for x in um) and any(x.startswith("libcrypto") for x in um),
+           "it maps libwebsockets and OpenSSL", repr(sorted(um)))
+    tap.ok(up > 0 and up not in children(sp), "and is not the supervisor's child (it serves every sandbox)",
+           f"daemon {up}, supervisor's children {children(sp)}")
+    sid2 = cap.create_captured()
+    cap.sh(sid2, "echo second")
+    tap.eq(uplink_daemon_pid(cap.state), up, "a second captured sandbox uses the same daemon")
+    cap.destroy(sid2)
     p = cap.sh(sid, "printf 'a\\nb\\n' > /workspace/f.txt")
     tap.eq(p.returncode, 0, "an exec writes a file")
     ok = wait_for(lambda: any(r["kind"] == "file_diff" and r["payload"].get("path") == "f.txt"

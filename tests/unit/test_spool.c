@@ -1,6 +1,6 @@
 /* test_spool: the spool on real files: append/sync/reopen, torn tail,
- * corrupt records, ack trimming, disk full on a real tiny tmpfs, and
- * recovery after SIGKILL of a writer. */
+ * corrupt records, ack trimming, disk full on a real tiny tmpfs, recovery
+ * after SIGKILL of a writer, and a read-only reader next to a real owner. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -632,6 +632,485 @@ static void test_sigkill(void **state)
     assert_true(prev_next > 100);
 }
 
+/* ------------------------------------------------------------ reader tests */
+
+/* What a reader's ack_fn saw; with an owner, it forwards the ack to it as
+ * the supervisor does. */
+typedef struct acks {
+    sg_spool *owner;
+    int calls;
+    int64_t last;
+} acks;
+
+static void on_ack(void *ud, int64_t seq)
+{
+    acks *a = ud;
+    a->calls++;
+    a->last = seq;
+    sg_err err;
+    if (a->owner && sg_spool_ack(a->owner, seq, &err) < 0)
+        fail_msg("owner ack %" PRId64 ": %s", seq, err.msg);
+}
+
+/* Syncs the owner and reports its synced seq to the reader. */
+static void sync_report(sg_spool *owner, sg_spool *rd)
+{
+    sg_err err;
+    assert_int_equal(sg_spool_sync(owner, &err), 0);
+    sg_spool_reader_set_synced(rd, sg_spool_synced_seq(owner));
+}
+
+/* Reads with c until it has nothing more: exactly seqs first..last, in
+ * order, with their payload bytes. */
+static void expect_records(sg_spool_cursor *c, int64_t max_seq, int64_t first, int64_t last)
+{
+    sg_err err;
+    char *data;
+    size_t len;
+    int64_t seq, want = first;
+    int rc;
+    while ((rc = sg_spool_cursor_next(c, max_seq, &data, &len, &seq, &err)) == 1) {
+        assert_int_equal(seq, want);
+        char buf[512];
+        size_t el = payload(buf, sizeof buf, seq);
+        assert_int_equal(len, el);
+        assert_memory_equal(data, buf, len);
+        want++;
+    }
+    if (rc < 0)
+        fail_msg("cursor at %" PRId64 ": %s", want, err.msg);
+    assert_int_equal(want, last + 1);
+}
+
+/* First seq of the idx-th segment (sorted), from its name. */
+static int64_t segment_first(const char *dir, size_t idx)
+{
+    sg_autofree char *p = segment_path(dir, idx);
+    return strtoll(strrchr(p, '/') + 5, NULL, 10);
+}
+
+/* The last seq of the segment that holds seq (not the newest segment). */
+static int64_t segment_last_of(const char *dir, int64_t seq)
+{
+    size_t n = count_segments(dir);
+    for (size_t i = 0; i + 1 < n; i++)
+        if (segment_first(dir, i + 1) > seq)
+            return segment_first(dir, i + 1) - 1;
+    fail_msg("seq %" PRId64 " is in the newest segment", seq);
+    return -1;
+}
+
+/* Path of the segment that holds seq (the last one named at or below it). */
+static char *segment_of(const char *dir, int64_t seq)
+{
+    size_t n = count_segments(dir), i = 0;
+    while (i + 1 < n && segment_first(dir, i + 1) <= seq)
+        i++;
+    return segment_path(dir, i);
+}
+
+static void test_reader_reads_synced(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *owner = sg_spool_open(dir, NULL, &err);
+    assert_non_null(owner);
+    acks a = {0};
+    sg_spool *rd = sg_spool_open_reader(dir, on_ack, &a, &err);
+    assert_non_null(rd);
+    sg_spool_cursor *c = sg_spool_cursor_new(rd, -1, 16, &err);
+    assert_non_null(c);
+    /* An empty spool: nothing synced, nothing to read. */
+    assert_int_equal(sg_spool_synced_seq(rd), -1);
+    assert_int_equal(sg_spool_next_seq(rd), 0);
+    sg_spool_reader_set_synced(rd, -1);
+    expect_records(c, INT64_MAX, 0, -1);
+
+    append_n(owner, 50);
+    assert_int_equal(sg_spool_sync(owner, &err), 0);
+    /* Synced on disk, but not reported yet. */
+    expect_records(c, INT64_MAX, 0, -1);
+    sg_spool_reader_set_synced(rd, 49);
+    assert_int_equal(sg_spool_synced_seq(rd), 49);
+    assert_int_equal(sg_spool_next_seq(rd), 50);
+    assert_int_equal(sg_spool_pending(rd), 50);
+    /* max_seq bounds a reader's cursor as an owner's. */
+    expect_records(c, 9, 0, 9);
+    expect_records(c, INT64_MAX, 10, 49);
+
+    /* Appended (even synced) but not reported: never returned. */
+    append_n(owner, 10);
+    expect_records(c, INT64_MAX, 50, 49);
+    assert_int_equal(sg_spool_sync(owner, &err), 0);
+    expect_records(c, INT64_MAX, 50, 49);
+    sg_spool_reader_set_synced(rd, 59);
+    sg_spool_reader_set_synced(rd, 30); /* never backwards */
+    assert_int_equal(sg_spool_synced_seq(rd), 59);
+    expect_records(c, INT64_MAX, 50, 59);
+
+    /* Bytes the cursor read ahead before they were synced are read again:
+     * record 66 is "half written" (a byte off) when the window takes it in,
+     * then completed and synced. */
+    append_n(owner, 10);
+    sg_autofree char *seg = segment_path(dir, 0);
+    off_t r66 = record_offset(seg, 66) + SG_SPOOL_HDR_SIZE + 5;
+    flip_byte(seg, r66);
+    sg_spool_reader_set_synced(rd, 64);
+    expect_records(c, INT64_MAX, 60, 64);
+    flip_byte(seg, r66);
+    sync_report(owner, rd);
+    expect_records(c, INT64_MAX, 65, 69);
+
+    /* A reader reads whatever an owner's cursor reads, from any point, and
+     * the headroom before each payload is the caller's (LWS_PRE). */
+    sg_spool_cursor_seek(c, 33);
+    for (int64_t want = 34; want < 37; want++) {
+        char *data;
+        size_t len;
+        int64_t seq;
+        assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
+        assert_int_equal(seq, want);
+        memset(data - 16, 0xAA, 16);
+    }
+    expect_records(c, INT64_MAX, 37, 69);
+    sg_spool_cursor *c2 = sg_spool_cursor_new(rd, 68, 0, &err);
+    expect_records(c2, INT64_MAX, 69, 69);
+    sg_spool_cursor_free(c2);
+
+    sg_spool_stats st;
+    sg_spool_get_stats(rd, &st);
+    assert_int_equal(st.next_seq, 70);
+    assert_int_equal(st.synced_seq, 69);
+    assert_int_equal(st.acked_seq, -1);
+    assert_int_equal(st.pending, 70);
+    assert_int_equal(st.appended, 0);
+    assert_int_equal(a.calls, 0);
+    sg_spool_cursor_free(c);
+    sg_spool_close(rd);
+    sg_spool_close(owner);
+}
+
+static void test_reader_rotation(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *owner = sg_spool_open(dir, NULL, &err);
+    sg_spool_set_segment_bytes(owner, 1024);
+    sg_spool *rd = sg_spool_open_reader(dir, NULL, NULL, &err);
+    assert_non_null(rd);
+    sg_spool_set_segment_bytes(rd, 1024); /* harmless */
+    sg_spool_cursor *c = sg_spool_cursor_new(rd, -1, 0, &err);
+
+    /* Reading while the owner writes: the cursor follows each rotation. */
+    for (int round = 0; round < 10; round++) {
+        int64_t from = sg_spool_next_seq(owner);
+        append_n(owner, 30);
+        sync_report(owner, rd);
+        expect_records(c, INT64_MAX, from, from + 29);
+    }
+    assert_true(count_segments(dir) > 10);
+    /* And in one go over all of them, from the start and from the middle. */
+    sg_spool_cursor_seek(c, -1);
+    expect_records(c, INT64_MAX, 0, 299);
+    int64_t mid = segment_first(dir, 5);
+    sg_spool_cursor_seek(c, mid - 1); /* the last record of a segment */
+    expect_records(c, INT64_MAX, mid, 299);
+    sg_spool_cursor_seek(c, mid);
+    expect_records(c, INT64_MAX, mid + 1, 299);
+    sg_spool_cursor_free(c);
+    sg_spool_close(rd);
+    sg_spool_close(owner);
+}
+
+static void test_reader_ack(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *owner = sg_spool_open(dir, NULL, &err);
+    sg_spool_set_segment_bytes(owner, 1024);
+    acks a = {.owner = owner};
+    sg_spool *rd = sg_spool_open_reader(dir, on_ack, &a, &err);
+    append_n(owner, 200);
+    sync_report(owner, rd);
+    size_t before = count_segments(dir);
+    assert_true(before > 10);
+
+    sg_spool_cursor *c = sg_spool_cursor_new(rd, -1, 0, &err);
+    sg_spool_cursor *behind = sg_spool_cursor_new(rd, -1, 0, &err);
+    expect_records(c, 30, 0, 30);
+    expect_records(behind, 10, 0, 10);
+    /* The ingest acks the rest of the cursor's segment: the owner trims
+     * it while the cursor has it open. */
+    sg_autofree char *cur = segment_of(dir, 31);
+    int64_t seg0_last = segment_last_of(dir, 0), cur_last = segment_last_of(dir, 31);
+    assert_true(seg0_last > 10 && seg0_last < 31);
+    assert_true(cur_last > 31);
+    assert_int_equal(sg_spool_ack(rd, cur_last, &err), 0);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.last, cur_last);
+    assert_int_equal(sg_spool_acked_seq(rd), cur_last);
+    assert_int_equal(sg_spool_acked_seq(owner), cur_last);
+    assert_int_equal(sg_spool_pending(rd), (uint64_t)(199 - cur_last));
+    assert_true(count_segments(dir) < before);
+    assert_int_equal(access(cur, F_OK), -1);
+    /* The open, deleted segment still reads, then the next one. */
+    expect_records(c, 60, 31, 60);
+    /* A cursor further behind reads its open segment to the end, then
+     * skips the acked records whose segments are gone. */
+    expect_records(behind, seg0_last, 11, seg0_last);
+    expect_records(behind, 60, cur_last + 1, 60);
+
+    /* An ack far ahead of a cursor at the end of its segment: the records
+     * it covers are gone, and the cursor goes on with the oldest left (an
+     * owner's cursor does too). */
+    int64_t end = segment_last_of(dir, 61);
+    expect_records(c, end, 61, end);
+    assert_int_equal(sg_spool_ack(rd, 100, &err), 0);
+    assert_int_equal(a.calls, 2);
+    assert_int_equal(sg_spool_acked_seq(owner), 100);
+    assert_int_equal(sg_spool_pending(rd), 99);
+    /* An ack not above the current one is not passed on. */
+    assert_int_equal(sg_spool_ack(rd, 20, &err), 0);
+    assert_int_equal(sg_spool_ack(rd, 100, &err), 0);
+    assert_int_equal(a.calls, 2);
+    assert_int_equal(sg_spool_acked_seq(rd), 100);
+    int64_t oldest = segment_first(dir, 0);
+    assert_true(oldest > end + 1 && oldest <= 101);
+    expect_records(c, INT64_MAX, oldest, 199);
+    sg_spool_cursor_free(behind); /* with a deleted segment open */
+
+    /* Fresh cursors after the trim: from the ack, and from before it. */
+    sg_spool_cursor *c2 = sg_spool_cursor_new(rd, 100, 0, &err);
+    expect_records(c2, INT64_MAX, 101, 199);
+    sg_spool_cursor_seek(c2, -1);
+    expect_records(c2, INT64_MAX, oldest, 199);
+
+    /* The owner goes on; both cursors see the new records; everything acked
+     * leaves only the owner's active segment. */
+    append_n(owner, 50);
+    sync_report(owner, rd);
+    expect_records(c, INT64_MAX, 200, 249);
+    expect_records(c2, INT64_MAX, 200, 249);
+    assert_int_equal(sg_spool_ack(rd, 249, &err), 0);
+    assert_int_equal(count_segments(dir), 1);
+    assert_int_equal(sg_spool_pending(rd), 0);
+    append_n(owner, 5);
+    sync_report(owner, rd);
+    expect_records(c, INT64_MAX, 250, 254);
+    expect_records(c2, INT64_MAX, 250, 254);
+    sg_spool_cursor_seek(c2, 249);
+    expect_records(c2, INT64_MAX, 250, 254);
+
+    /* The ingest acks beyond what we have (its store outlived our spool):
+     * passed on, the owner skips those seqs, and the synced seq stays what
+     * the owner reports. */
+    assert_int_equal(sg_spool_ack(rd, 300, &err), 0);
+    assert_int_equal(a.last, 300);
+    assert_int_equal(sg_spool_next_seq(owner), 301);
+    assert_int_equal(sg_spool_next_seq(rd), 301);
+    assert_int_equal(sg_spool_synced_seq(rd), 254);
+    assert_int_equal(sg_spool_pending(rd), 0);
+    append_n(owner, 3);
+    sync_report(owner, rd);
+    expect_records(c, INT64_MAX, 301, 303); /* over the acked hole */
+    sg_spool_cursor_seek(c2, 300);
+    expect_records(c2, INT64_MAX, 301, 303);
+
+    sg_spool_cursor_free(c2);
+    sg_spool_cursor_free(c);
+    sg_spool_close(rd);
+    sg_spool_close(owner);
+
+    /* The owner reopening finds the acks the reader passed on. */
+    sg_spool_report rep;
+    owner = sg_spool_open(dir, &rep, &err);
+    assert_non_null(owner);
+    assert_int_equal(sg_spool_acked_seq(owner), 300);
+    assert_int_equal(rep.quarantined, 0);
+    sg_spool_close(owner);
+}
+
+static void test_reader_ack_file(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *owner = sg_spool_open(dir, NULL, &err);
+    sg_spool_set_segment_bytes(owner, 1024);
+    append_n(owner, 100);
+    assert_int_equal(sg_spool_sync(owner, &err), 0);
+    assert_int_equal(sg_spool_ack(owner, 40, &err), 0);
+
+    sg_spool *rd = sg_spool_open_reader(dir, NULL, NULL, &err);
+    assert_non_null(rd);
+    assert_int_equal(sg_spool_acked_seq(rd), 40);
+    assert_int_equal(sg_spool_synced_seq(rd), -1);
+    assert_int_equal(sg_spool_next_seq(rd), 41);
+    assert_int_equal(sg_spool_pending(rd), 0);
+    sg_spool_reader_set_synced(rd, 99);
+    assert_int_equal(sg_spool_pending(rd), 59);
+    assert_int_equal(sg_spool_next_seq(rd), 100);
+    sg_spool_cursor *c = sg_spool_cursor_new(rd, sg_spool_acked_seq(rd), 0, &err);
+    expect_records(c, INT64_MAX, 41, 99);
+    sg_spool_cursor_free(c);
+    sg_spool_ack(rd, 60, &err); /* no ack_fn: recorded, nothing written */
+    assert_int_equal(sg_spool_acked_seq(rd), 60);
+    sg_spool_close(rd);
+    assert_int_equal(sg_spool_acked_seq(owner), 40);
+    sg_spool_close(owner);
+
+    /* An unreadable ack file: -1, everything on disk is replayed (its
+     * oldest record is above 0: the rest was trimmed). */
+    sg_autofree char *ackp = sg_strdup_printf("%s/ack", dir);
+    {
+        sg_autoclose int fd = open(ackp, O_WRONLY | O_TRUNC);
+        assert_int_equal(write(fd, "garbage", 7), 7);
+    }
+    rd = sg_spool_open_reader(dir, NULL, NULL, &err);
+    assert_non_null(rd);
+    assert_int_equal(sg_spool_acked_seq(rd), -1);
+    sg_spool_reader_set_synced(rd, 99);
+    assert_int_equal(sg_spool_pending(rd), 100);
+    int64_t oldest = segment_first(dir, 0);
+    assert_true(oldest > 0 && oldest <= 41);
+    c = sg_spool_cursor_new(rd, -1, 0, &err);
+    expect_records(c, INT64_MAX, oldest, 99);
+    sg_spool_cursor_free(c);
+    sg_spool_close(rd);
+
+    /* No ack file at all: -1 as well. */
+    assert_int_equal(unlink(ackp), 0);
+    rd = sg_spool_open_reader(dir, NULL, NULL, &err);
+    assert_non_null(rd);
+    assert_int_equal(sg_spool_acked_seq(rd), -1);
+    sg_spool_close(rd);
+    assert_int_equal(access(ackp, F_OK), -1); /* and it made none */
+}
+
+static void test_reader_refuses_and_detects(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    sg_spool *owner = sg_spool_open(dir, NULL, &err);
+    sg_spool_set_segment_bytes(owner, 1024);
+    append_n(owner, 60);
+    assert_int_equal(sg_spool_sync(owner, &err), 0);
+    sg_spool_close(owner); /* the reader needs no live owner */
+    size_t nseg = count_segments(dir);
+    assert_true(nseg >= 4);
+    sg_autofree char *seg0 = segment_path(dir, 0);
+    off_t size0 = file_size(seg0);
+
+    sg_spool *rd = sg_spool_open_reader(dir, NULL, NULL, &err);
+    sg_spool_reader_set_synced(rd, 59);
+    char buf[512];
+    size_t len = payload(buf, sizeof buf, 60);
+    assert_int_equal(sg_spool_append(rd, 60, buf, len, &err), -1);
+    assert_int_equal(err.code, EPERM);
+    assert_non_null(strstr(err.msg, "read-only spool reader"));
+    assert_int_equal(sg_spool_sync(rd, &err), -1);
+    assert_int_equal(err.code, EPERM);
+    assert_non_null(strstr(err.msg, "read-only spool reader"));
+    sg_spool_loss loss;
+    assert_false(sg_spool_take_loss(rd, &loss));
+    assert_int_equal(count_segments(dir), nseg);
+    assert_int_equal(file_size(seg0), size0);
+
+    /* A half-written record after the synced ones is never looked at. */
+    sg_autofree char *last = segment_path(dir, nseg - 1);
+    {
+        sg_autoclose int fd = open(last, O_WRONLY | O_APPEND);
+        assert_int_equal(write(fd, "SGR1\xff\xff", 6), 6);
+    }
+    sg_spool_cursor *c = sg_spool_cursor_new(rd, -1, 0, &err);
+    expect_records(c, INT64_MAX, 0, 59);
+
+    /* A payload byte flipped in a synced record: EBADMSG, naming where. */
+    sg_autofree char *seg1 = segment_path(dir, 1);
+    int64_t first1 = segment_first(dir, 1);
+    flip_byte(seg1, record_offset(seg1, first1 + 1) + SG_SPOOL_HDR_SIZE + 2);
+    sg_spool_cursor_seek(c, -1);
+    char *data;
+    int64_t seq;
+    int rc;
+    int64_t n = 0;
+    while ((rc = sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err)) == 1)
+        n++;
+    assert_int_equal(rc, -1);
+    assert_int_equal(n, first1 + 1);
+    assert_int_equal(err.code, EBADMSG);
+    assert_non_null(strstr(err.msg, "checksum"));
+    assert_non_null(strstr(err.msg, strrchr(seg1, '/') + 1));
+    assert_non_null(strstr(err.msg, "offset"));
+    /* It stays put: the same error again, no crash. */
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), -1);
+    assert_int_equal(err.code, EBADMSG);
+    flip_byte(seg1, record_offset(seg1, first1 + 1) + SG_SPOOL_HDR_SIZE + 2);
+
+    /* A broken header (magic). */
+    off_t r5 = record_offset(seg0, 5);
+    flip_byte(seg0, r5);
+    sg_spool_cursor_seek(c, 4);
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), -1);
+    assert_int_equal(err.code, EBADMSG);
+    assert_non_null(strstr(err.msg, "bad record header"));
+    flip_byte(seg0, r5);
+
+    /* A segment gone that nothing acked: the seqs do not follow on. */
+    sg_autofree char *seg2 = segment_path(dir, 2);
+    int64_t first2 = segment_first(dir, 2);
+    assert_int_equal(unlink(seg2), 0);
+    sg_spool_cursor_seek(c, first2 - 2);
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
+    assert_int_equal(seq, first2 - 1);
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), -1);
+    assert_int_equal(err.code, EBADMSG);
+    assert_non_null(strstr(err.msg, "was expected"));
+    /* The newest segment gone: synced seqs nowhere on disk. */
+    assert_int_equal(unlink(last), 0);
+    int64_t first_last = strtoll(strrchr(last, '/') + 5, NULL, 10);
+    sg_spool_cursor_seek(c, first_last - 1);
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), -1);
+    assert_int_equal(err.code, ENODATA);
+    assert_non_null(strstr(err.msg, "no segment holds it"));
+    sg_spool_cursor_free(c);
+    sg_spool_close(rd);
+}
+
+static void test_reader_open_errors(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir(); /* never created */
+    assert_null(sg_spool_open_reader(dir, NULL, NULL, &err));
+    assert_int_equal(err.code, ENOENT);
+    assert_non_null(strstr(err.msg, dir));
+    assert_non_null(strstr(err.msg, "No such file"));
+    assert_int_equal(access(dir, F_OK), -1); /* not created either */
+
+    sg_autofree char *file = sg_strdup_printf("%s/file", tmpdir);
+    {
+        sg_autoclose int fd = open(file, O_WRONLY | O_CREAT, 0600);
+        assert_true(fd >= 0);
+    }
+    assert_null(sg_spool_open_reader(file, NULL, NULL, &err));
+    assert_int_equal(err.code, ENOTDIR);
+
+    /* A reader takes no lock: it opens next to a live owner, and the owner
+     * still opens next to a reader (one owner only). */
+    sg_spool *owner = sg_spool_open(dir, NULL, &err);
+    assert_non_null(owner);
+    sg_spool *rd = sg_spool_open_reader(dir, NULL, NULL, &err);
+    assert_non_null(rd);
+    sg_spool *rd2 = sg_spool_open_reader(dir, NULL, NULL, &err);
+    assert_non_null(rd2);
+    sg_spool_close(owner);
+    owner = sg_spool_open(dir, NULL, &err);
+    assert_non_null(owner);
+    sg_spool_close(rd2);
+    sg_spool_close(rd);
+    sg_spool_close(owner);
+    sg_spool_close(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +1121,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_segment_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ack_trims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigkill, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_reads_synced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_rotation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_ack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_ack_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_refuses_and_detects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_open_errors, setup, teardown),
         /* last: it moves this process into its own mount namespace */
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
     };

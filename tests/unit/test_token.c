@@ -159,6 +159,37 @@ static void test_malformed(void **state)
     assert_non_null(strstr(err.msg, "malformed"));
 }
 
+/* A fixed secret and claims give fixed bytes: tokens made before and after a
+ * change of HMAC implementation must be identical. The expected token was
+ * computed independently with python3 (json.dumps(sort_keys=True, compact
+ * separators), base64.urlsafe_b64encode without '=', hmac.new(secret, body,
+ * hashlib.sha256)); the MAC was cross-checked with
+ *   printf %s "$body" | openssl dgst -sha256 -mac HMAC -macopt hexkey:000102...1e1f
+ * which gives 6ff19e8210ec1d8980e43b7141e0da6a4bd688b76acebc8a52cdf1544a73a7c4. */
+static void test_known_token(void **state)
+{
+    static const char expect[] =
+        "eyJleHAiOjIwMDAwMDAwMDAsImwiOiJhbGljZSIsInMiOiJzYjEiLCJ0IjoidDEifQ"
+        ".b_GeghDsHYmA5DtxQeDaakvWiLdqzryKUs3xVEpzp8Q";
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    for (size_t i = 0; i < sizeof secret; i++)
+        secret[i] = (uint8_t)i;
+    sg_err err = {0};
+    sg_autofree char *tok = sg_token_make_exp(secret, "alice", "t1", "sb1", 2000000000, &err);
+    assert_non_null(tok);
+    assert_string_equal(tok, expect);
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify(secret, expect, 1999999999, &cl, &err), 0);
+    assert_string_equal(cl.learner, "alice");
+    assert_string_equal(cl.task, "t1");
+    assert_string_equal(cl.sandbox, "sb1");
+    assert_int_equal(cl.exp, 2000000000);
+    /* the same claims under another secret: a well-formed but wrong MAC */
+    secret[31] ^= 0x80;
+    assert_int_equal(sg_token_verify(secret, expect, 1999999999, &cl, &err), -1);
+    assert_string_equal(err.msg, "bad signature");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -168,6 +199,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expired, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tampered_and_wrong_secret, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+        cmocka_unit_test(test_known_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

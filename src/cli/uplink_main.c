@@ -1,0 +1,26 @@
+/* sandglass-uplink: the per-host uplink daemon (uplinkd.h says why it is a
+ * process of its own). A captured sandbox's supervisor starts it when none
+ * answers on <state>/uplink.sock; it exits when no sandbox has used it for
+ * a while.
+ *
+ *   sandglass-uplink        (no arguments; $SANDGLASS_STATE_DIR as usual)
+ */
+#include <stdio.h>
+#include <sys/prctl.h>
+
+#include "uplinkd.h"
+
+int main(int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1) {
+        fprintf(stderr, "sandglass-uplink: takes no arguments (a supervisor starts it)\n");
+        return 2;
+    }
+    prctl(PR_SET_NAME, "sandglass-uplin"); /* comm holds 15 characters */
+    sg_err err = {0};
+    int rc = sg_uplinkd_serve(&err);
+    if (rc < 0)
+        fprintf(stderr, "sandglass-uplink: %s\n", err.msg);
+    return rc < 0 ? 1 : 0;
+}
