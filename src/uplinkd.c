@@ -38,6 +38,7 @@ typedef struct session {
     bool dead;           /* ended: freed by reap_sessions, outside uv_run */
     bool poll_closed;
     char sandbox[80];
+    int64_t ack_owed;    /* an ack the full socket did not take, -1: none */
     sg_spool *spool;
     sg_uplink *up;
 } session;
@@ -56,14 +57,34 @@ struct daemon_ctx {
 
 #define log_line(...) sg_log_line("sandglass-uplink", __VA_ARGS__)
 
-/* Best effort: an ack or a sync that does not fit now is covered by the
- * next one; an event is only informative. */
-static void session_send(session *s, json_t *j)
+static void on_session(uv_poll_t *p, int status, int events);
+
+/* An event that does not fit in the socket now is dropped (it is only
+ * informative); an ack is kept and sent once the socket takes it. */
+static int session_send(session *s, json_t *j)
 {
+    if (!j)
+        return -ENOMEM;
     sg_autofree char *text = sg_json_dump(j);
     json_decref(j);
-    if (!s->dead && text)
-        sg_ctl_send_raw(s->fd, text, strlen(text), NULL, 0);
+    if (s->dead || !text)
+        return -EPIPE;
+    return sg_ctl_send_raw(s->fd, text, strlen(text), NULL, 0);
+}
+
+static void send_ack(session *s, int64_t seq)
+{
+    if (session_send(s, json_pack("{s:I}", "ack", (json_int_t)seq)) == -EAGAIN) {
+        /* Acks are cumulative: only the newest one is owed. */
+        if (s->ack_owed < 0)
+            uv_poll_start(&s->poll, UV_READABLE | UV_WRITABLE, on_session);
+        s->ack_owed = seq;
+        return;
+    }
+    if (s->ack_owed >= 0 && s->ack_owed <= seq) {
+        s->ack_owed = -1;
+        uv_poll_start(&s->poll, UV_READABLE, on_session);
+    }
 }
 
 static void on_session_poll_closed(uv_handle_t *h)
@@ -107,7 +128,7 @@ static void session_fail(session *s, const char *msg)
 
 static void on_reader_ack(void *ud, int64_t seq)
 {
-    session_send(ud, json_pack("{s:I}", "ack", (json_int_t)seq));
+    send_ack(ud, seq);
 }
 
 static void on_uplink_event(void *ud, const sg_uplink_event *ev)
@@ -170,6 +191,10 @@ static void on_session(uv_poll_t *p, int status, int events)
         session_end(s, "connection error");
         return;
     }
+    if ((events & UV_WRITABLE) && s->ack_owed >= 0)
+        send_ack(s, s->ack_owed);
+    if (!(events & UV_READABLE))
+        return;
     static char buf[SG_UPLINKD_MSG_MAX];
     for (;;) {
         ssize_t n = sg_ctl_recv_raw(s->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
@@ -230,6 +255,7 @@ static void on_accept(uv_poll_t *p, int status, int events)
         }
         s->d = d;
         s->fd = fd;
+        s->ack_owed = -1;
         s->next = d->sessions;
         d->sessions = s;
         d->live++;
