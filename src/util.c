@@ -199,6 +199,10 @@ int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t m
 
 int sg_mkdir_p(const char *path, mode_t mode, sg_err *err)
 {
+    /* Usually the whole path exists (the state directory on every CLI
+     * call): one syscall instead of one per component. */
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
     sg_autofree char *copy = strdup(path);
     if (!copy)
         return sg_err_set(err, ENOMEM, "out of memory");
