@@ -105,6 +105,10 @@ static int spawn_daemon(sg_uplinkc *u, sg_err *err)
         if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
             _exit(126);
         close_range(3, ~0U, 0);
+        /* It outlives us: hold no directory busy (our cwd may be a mount
+         * that goes away). */
+        if (chdir("/") < 0)
+            _exit(126);
         execl(exe, "sandglass-uplink", (char *)NULL);
         _exit(127);
     }
