@@ -5,7 +5,9 @@
  *
  *   sandglass-uplink        (no arguments; $SANDGLASS_STATE_DIR as usual)
  */
+#include <libwebsockets.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 
 #include "uplinkd.h"
@@ -18,6 +20,10 @@ int main(int argc, char **argv)
         return 2;
     }
     prctl(PR_SET_NAME, "sandglass-uplin"); /* comm holds 15 characters */
+    /* lws's notices (4 lines per session started) would grow the log of a
+     * long-lived daemon; errors and warnings stay. */
+    lws_set_log_level(getenv("SG_UPLINK_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR | LLL_WARN,
+                      NULL);
     sg_err err = {0};
     int rc = sg_uplinkd_serve(&err);
     if (rc < 0)
