@@ -44,13 +44,8 @@ struct sg_uplinkc {
 static void on_handle_closed(uv_handle_t *h)
 {
     sg_uplinkc *u = h->data;
-    u->open_handles--;
-}
-
-static void on_poll_closed(uv_handle_t *h)
-{
-    sg_uplinkc *u = h->data;
-    u->poll_closing = false;
+    if (h == (uv_handle_t *)&u->poll)
+        u->poll_closing = false;
     u->open_handles--;
 }
 
@@ -75,7 +70,7 @@ static void disconnect(sg_uplinkc *u)
         uv_poll_stop(&u->poll);
         u->open_handles++;
         u->poll_closing = true;
-        uv_close((uv_handle_t *)&u->poll, on_poll_closed);
+        uv_close((uv_handle_t *)&u->poll, on_handle_closed);
         u->polling = false;
     }
     close(u->fd);
