@@ -1140,6 +1140,25 @@ int sg_cgroup_cpu_stat_read(int fd, uint64_t *cpu_ns, sg_err *err)
     return 0;
 }
 
+int sg_cgroup_events_open(int dirfd)
+{
+    return openat(dirfd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+}
+
+int sg_cgroup_events_populated(int fd, sg_err *err)
+{
+    char buf[CG_COUNTER_TEXT_MAX];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n < 0)
+        return sg_err_sys(err, "cannot read a leaf's cgroup.events");
+    buf[n] = '\0';
+    /* A missing key must not read as "empty": the leaf would be reused. */
+    const char *p = strstr(buf, "populated ");
+    if (!p || (p != buf && p[-1] != '\n') || (p[10] != '0' && p[10] != '1'))
+        return sg_err_set(err, EINVAL, "a leaf's cgroup.events has no populated key");
+    return p[10] == '1';
+}
+
 int sg_cgroup_counters(sg_cgroup *cg, uint64_t *oom_kills, uint64_t *pids_max_hits, sg_err *err)
 {
     *oom_kills = *pids_max_hits = 0;

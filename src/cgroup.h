@@ -88,6 +88,11 @@ int sg_cgroup_leaf_dirfd(sg_cgroup *cg, const char *leaf, sg_err *err);
  * -1 if it cannot be opened), and its CPU time in ns, read through that fd. */
 int sg_cgroup_cpu_stat_open(int dirfd);
 int sg_cgroup_cpu_stat_read(int fd, uint64_t *cpu_ns, sg_err *err);
+/* The cgroup.events of a v2 leaf opened ahead (-1 if it cannot be), and
+ * whether the leaf holds a process, read through that fd: 1 or 0, -1 on
+ * error. */
+int sg_cgroup_events_open(int dirfd);
+int sg_cgroup_events_populated(int fd, sg_err *err);
 
 /* Kills every process in <id>/<leaf> (leaf NULL: whole sandbox, recursive)
  * with SIGKILL, also ones that fork meanwhile (v2: cgroup.kill; v1: freeze,

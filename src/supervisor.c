@@ -40,6 +40,9 @@
 #define SUP_READ_CHUNK (60 * 1024)
 
 #define SG_SUP_LABELS_MAX 256 /* labels queued before they go to the store */
+/* Emptied exec leaves kept for later execs. Two alternate in a steady
+ * stream of execs: the running exec's and the ready child's. */
+#define SUP_SPARE_LEAVES 2
 
 typedef struct sup sup;
 typedef struct client client;
@@ -71,6 +74,8 @@ typedef struct exec_ctx {
     uint64_t out_bytes;
     sg_cg_stats before;
     int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
+    int events_fd;        /* the leaf's cgroup.events (fast leaves): is it empty at the end? */
+    uint64_t cpu_base_ns; /* the leaf's usage before this exec: leaves are reused */
     /* Handed to a ready child directly (init.h) and not yet taken: its
      * socket, the exec's stdio fds, its leaf and message, kept until the
      * child answers "k", for a clone through init if it never does. */
@@ -78,10 +83,9 @@ typedef struct exec_ctx {
     int ready_sock;
     pid_t ready_pid;
     int hold_fds[3];
-    int leaf_fd;
+    int leaf_fd;          /* the leaf's directory; kept to the end, for reuse */
     char *held_msg;
     size_t held_len;
-    uv_poll_t ack_poll;
     uv_timer_t ack_timer;
     int pending_closes;
     sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
@@ -151,6 +155,16 @@ struct sup {
     pid_t ready_pid;
     bool ready;
     bool ready_taken;       /* the last one was handed an exec: the next PREPARE says so */
+    int ready_evfd;         /* the ready leaf's cgroup.events */
+    uint64_t ready_cpu_base;
+    /* Emptied fast leaves, open, for the next ready children: an exec then
+     * makes and removes no cgroup (mkdir and rmdir in cgroupfs cost ~80 us
+     * of CPU per exec, plus the kernel's deferred freeing). */
+    struct spare_leaf {
+        char name[24];
+        int dirfd, cpufd, evfd;
+    } spare[SUP_SPARE_LEAVES];
+    size_t nspare;
 };
 
 static void client_close(client *c);
@@ -441,33 +455,67 @@ static void ready_next(sup *s)
     if (s->ready || !s->fast_leaves || s->destroying || s->aborted || s->init_dead ||
         s->init_fd < 0)
         return;
-    char leaf[24];
-    snprintf(leaf, sizeof leaf, "x%u", ++s->next_leaf);
-    if (sg_cgroup_leaf_create(s->cg, leaf, &err) < 0)
-        return;
-    int fd = sg_cgroup_leaf_dirfd(s->cg, leaf, &err);
+    struct spare_leaf l;
+    if (s->nspare > 0) {
+        l = s->spare[--s->nspare];
+    } else {
+        snprintf(l.name, sizeof l.name, "x%u", ++s->next_leaf);
+        if (sg_cgroup_leaf_create(s->cg, l.name, &err) < 0)
+            return;
+        l.dirfd = sg_cgroup_leaf_dirfd(s->cg, l.name, &err);
+        /* Kept open: the exec then opens nothing in cgroupfs on its way. */
+        l.cpufd = l.dirfd < 0 ? -1 : sg_cgroup_cpu_stat_open(l.dirfd);
+        l.evfd = l.dirfd < 0 ? -1 : sg_cgroup_events_open(l.dirfd);
+    }
+    /* A reused leaf's cpu.stat counts its earlier execs too. */
+    uint64_t base = 0;
+    if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &base, &err) < 0)
+        sg_close_reset(&l.cpufd);
     sg_init_spawn sp = {.type = SG_INIT_PREPARE, .exec_id = ++s->next_exec,
                         .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
                         .flags = s->ready_taken ? SG_INIT_F_TAKEN : 0};
-    if (fd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &fd, 1) < 0) {
-        if (fd >= 0)
-            close(fd);
-        sg_cgroup_leaf_remove(s->cg, leaf, &err);
+    if (l.dirfd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
+        sg_close_reset(&l.dirfd);
+        sg_close_reset(&l.cpufd);
+        sg_close_reset(&l.evfd);
+        sg_cgroup_leaf_remove(s->cg, l.name, &err);
         return;
     }
     s->ready_taken = false;
     s->ready_exec_id = sp.exec_id;
-    /* Kept open: the exec then opens nothing in cgroupfs on its way. */
-    s->ready_dirfd = fd;
-    s->ready_cpufd = sg_cgroup_cpu_stat_open(fd);
-    snprintf(s->ready_leaf, sizeof s->ready_leaf, "%s", leaf);
+    s->ready_dirfd = l.dirfd;
+    s->ready_cpufd = l.cpufd;
+    s->ready_evfd = l.evfd;
+    s->ready_cpu_base = base;
+    snprintf(s->ready_leaf, sizeof s->ready_leaf, "%s", l.name);
     s->ready = true;
+}
+
+/* An exec's fast leaf once the exec is over: kept for a later exec if it
+ * is empty (no background process) and there is room, else removed.
+ * Returns whether it is taken care of (kept or removed). */
+static bool leaf_recycle(sup *s, exec_ctx *ex)
+{
+    sg_err err = {0};
+    bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
+    if (empty && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SUP_SPARE_LEAVES &&
+        !s->destroying && !s->aborted) {
+        struct spare_leaf *l = &s->spare[s->nspare++];
+        snprintf(l->name, sizeof l->name, "%s", ex->leaf);
+        l->dirfd = ex->leaf_fd;
+        l->cpufd = ex->cpu_fd;
+        l->evfd = ex->events_fd;
+        ex->leaf_fd = ex->cpu_fd = ex->events_fd = -1;
+        return true;
+    }
+    return sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0;
 }
 
 static void ready_close_fds(sup *s)
 {
     sg_close_reset(&s->ready_dirfd);
     sg_close_reset(&s->ready_cpufd);
+    sg_close_reset(&s->ready_evfd);
     sg_close_reset(&s->ready_sock);
 }
 
@@ -1051,6 +1099,7 @@ static void exec_stats_after(exec_ctx *ex, sg_cg_stats *after)
     int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
            : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
     if (lr == 0) {
+        leaf.cpu_ns = leaf.cpu_ns >= ex->cpu_base_ns ? leaf.cpu_ns - ex->cpu_base_ns : 0;
         after->cpu_ns = leaf.cpu_ns + ex->before.cpu_ns;
         if (leaf.memory_peak)
             after->memory_peak = leaf.memory_peak;
@@ -1097,13 +1146,16 @@ static void exec_finish(exec_ctx *ex)
                 exec_send_code(ex);
         }
     }
-    sg_close_reset(&ex->cpu_fd);
     /* A leaf with background processes stays until they end or destroy.
-     * A v2-only leaf's removal fails while it holds one, so it is simply
-     * tried; leaves on v1 hierarchies are checked first. */
-    if (!s->cg || ((s->fast_leaves || sg_cgroup_populated(s->cg, ex->leaf, &err) == 0) &&
-                   sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
+     * A fast leaf that emptied is kept for a later exec; leaves on v1
+     * hierarchies are checked first. */
+    if (!s->cg || (s->fast_leaves ? leaf_recycle(s, ex)
+                   : sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
+                     sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
         leaf_untrack(s, ex->leaf);
+    sg_close_reset(&ex->cpu_fd);
+    sg_close_reset(&ex->events_fd);
+    sg_close_reset(&ex->leaf_fd);
     if (ex->cl) {
         ex->cl->ex = NULL;
         ex->cl->close_after_flush = true;
@@ -1136,17 +1188,14 @@ static void handoff_release(exec_ctx *ex)
 {
     if (ex->awaiting_ack) {
         ex->awaiting_ack = false;
-        if (ex->ack_poll.data) {
-            uv_poll_stop(&ex->ack_poll);
+        if (ex->ack_timer.data) {
             uv_timer_stop(&ex->ack_timer);
-            uv_close((uv_handle_t *)&ex->ack_poll, on_close_pending);
             uv_close((uv_handle_t *)&ex->ack_timer, on_close_pending);
         }
         for (int i = 0; i < 3; i++)
             sg_close_reset(&ex->hold_fds[i]);
     }
     sg_close_reset(&ex->ready_sock);
-    sg_close_reset(&ex->leaf_fd);
     free(ex->held_msg);
     ex->held_msg = NULL;
 }
@@ -1211,11 +1260,6 @@ static void handoff_check(exec_ctx *ex, bool last)
         exec_handoff_done(ex);
     else if (a < 0 || last)
         exec_handoff_failed(ex);
-}
-
-static void on_handoff_ack(uv_poll_t *p, int status, int events)
-{
-    handoff_check(p->data, false);
 }
 
 static void on_handoff_timeout(uv_timer_t *t)
@@ -1313,6 +1357,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     ex->id = direct ? s->ready_exec_id : ++s->next_exec;
     ex->num = ++s->exec_num;
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
+    ex->events_fd = -1;
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
     ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
@@ -1341,6 +1386,9 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         memcpy(ex->leaf, s->ready_leaf, sizeof ex->leaf);
         ex->leaf_fd = s->ready_dirfd;
         ex->cpu_fd = s->ready_cpufd;
+        ex->events_fd = s->ready_evfd;
+        ex->cpu_base_ns = s->ready_cpu_base;
+        s->ready_evfd = -1;
         ex->ready_sock = s->ready_sock;
         ex->ready_pid = s->ready_pid;
         s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
@@ -1453,10 +1501,12 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         return;
     }
     ex->start_ns = sg_now_mono_ns();
-    /* Counters before the exec, read while init starts the child. */
-    if (s->fast_leaves)
+    /* Counters before the exec, read while the child starts; a caller
+     * that wants the exit code alone, uncaptured, gets none of them. */
+    bool want_stats = !ex->code_only || ex->cx;
+    if (want_stats && s->fast_leaves)
         sg_cgroup_counters(s->cg, &ex->before.oom_kills, &ex->before.pids_max_hits, &err);
-    else if (s->cg)
+    else if (want_stats && s->cg)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
@@ -1465,11 +1515,12 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         if (handoff_lost) {
             exec_handoff_failed(ex);
         } else {
-            uv_poll_init(&s->loop, &ex->ack_poll, ex->ready_sock);
+            /* The "k" is not polled for: it is read when init reports
+             * the exit, or when this timer fires (a child stopped before
+             * it took the exec), so an exec wakes the supervisor once less. */
             uv_timer_init(&s->loop, &ex->ack_timer);
-            ex->ack_poll.data = ex->ack_timer.data = ex;
-            ex->pending_closes += 2;
-            uv_poll_start(&ex->ack_poll, UV_READABLE | UV_DISCONNECT, on_handoff_ack);
+            ex->ack_timer.data = ex;
+            ex->pending_closes++;
             uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_INIT_READY_ACK_MS, 0);
         }
     }
@@ -2113,6 +2164,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
+    s->ready_evfd = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
     s->rootless = geteuid() != 0;
@@ -2234,6 +2286,12 @@ out:
         free(s->labels[i]);
     free(s->labels);
     free(s->label_times);
+    for (size_t i = 0; i < s->nspare; i++) {
+        sg_close_reset(&s->spare[i].dirfd);
+        sg_close_reset(&s->spare[i].cpufd);
+        sg_close_reset(&s->spare[i].evfd);
+    }
+    ready_close_fds(s);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);

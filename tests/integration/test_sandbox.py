@@ -177,6 +177,53 @@ def _():
     env.run("destroy", r)
 
 
+def exec_leaves(sid: str) -> dict[str, set[int]]:
+    """The exec leaves of a sandbox on the hierarchy that has them, with their pids."""
+    for d in cgroup_dirs(sid):
+        if not os.path.isdir(d):
+            continue
+        leaves = {n: set() for n in os.listdir(d) if n.startswith("x") and os.path.isdir(os.path.join(d, n))}
+        if not leaves:
+            continue
+        for n in leaves:
+            with open(os.path.join(d, n, "cgroup.procs")) as f:
+                leaves[n] = {int(x) for x in f.read().split()}
+        return leaves
+    return {}
+
+
+@tap.case("emptied exec leaves are reused, never one that still holds a process")
+def _():
+    r = env.create()
+    names = []
+    for _ in range(30):
+        out = env.sh(r, "cat /proc/self/cgroup").stdout.decode()
+        names += [line.rsplit("/", 1)[-1] for line in out.splitlines()
+                  if line.rsplit("/", 1)[-1].startswith("x")][:1]
+    tap.ok(len(names) == 30 and len(set(names)) <= 3,
+           "30 execs in a row run in at most 3 leaves, reused (no mkdir/rmdir per exec)", repr(names))
+    tap.ok(0 < len(exec_leaves(r)) <= 3, "and no more leaves than that exist", repr(exec_leaves(r)))
+    # A leaf is per exec: an exec never shares its leaf with a process of an
+    # earlier one, and its CPU time does not count an earlier exec's.
+    p = env.sh(r, "sleep 300 >/dev/null 2>&1 & echo $!")
+    bg_leaf = [n for n, pids in exec_leaves(r).items() if len(pids) == 1 and
+               any(open(f"/proc/{x}/comm").read().strip() == "sleep" for x in pids if pid_alive(x))]
+    tap.ok(len(bg_leaf) == 1, "the background sleep sits alone in its exec's leaf", repr(exec_leaves(r)))
+    busy = json.loads(env.run("exec", "--json", r, "--", "/bin/sh", "-c",
+                              "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done").stdout.splitlines()[-1])
+    seen = set()
+    for _ in range(6):
+        out = env.sh(r, "cat /proc/self/cgroup").stdout.decode()
+        seen.update(line.rsplit("/", 1)[-1] for line in out.splitlines()
+                    if line.rsplit("/", 1)[-1].startswith("x"))
+    tap.ok(bg_leaf and bg_leaf[0] not in seen, "no later exec runs in the leaf the sleep holds",
+           repr((bg_leaf, seen)))
+    res = json.loads(env.run("exec", "--json", r, "--", "true").stdout.splitlines()[-1])
+    tap.ok(busy["cpu_s"] > 0.05 and res["cpu_s"] < busy["cpu_s"] / 5,
+           "a reused leaf's CPU time starts from zero for each exec", repr((busy["cpu_s"], res["cpu_s"])))
+    env.run("destroy", r)
+
+
 @tap.case("exec numbers follow the order of the execs, also right after create")
 def _():
     for _ in range(3):
