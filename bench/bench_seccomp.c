@@ -132,8 +132,8 @@ int main(int argc, char **argv)
 
     sg_err err = {0};
     sg_seccomp_prog tree = {0}, chain = {0};
-    if (sg_seccomp_build_layout(&tree, SG_SECCOMP_TREE, &err) < 0 ||
-        sg_seccomp_build_layout(&chain, SG_SECCOMP_CHAIN, &err) < 0) {
+    if (sg_seccomp_build_layout(&tree, SG_SECCOMP_TREE, 0, &err) < 0 ||
+        sg_seccomp_build_layout(&chain, SG_SECCOMP_CHAIN, 0, &err) < 0) {
         fprintf(stderr, "bench_seccomp: %s\n", err.msg);
         return 1;
     }
