@@ -1,17 +1,21 @@
 /* bench_seccomp: what the sandbox's syscall filter costs, side by side in
  * one run.
  *
- * Every exec child loads the filter (src/seccomp.c) before it waits for its
- * command, and the kernel runs a new filter for every syscall number as it
- * loads it (to cache the numbers that are always allowed). So the load
- * costs in proportion to the path each number takes through the program:
- *   1. the filter as built (a binary tree over the syscall numbers);
+ * The kernel runs a new filter for every syscall number as it loads it (to
+ * cache the numbers that are always allowed), so the load costs in
+ * proportion to the path each number takes through the program:
+ *   1. the whole filter (src/seccomp.c), a binary tree over the syscall
+ *      numbers: what every exec child loaded before the filter was split;
  *   2. the same rules as a chain (libseccomp's default layout);
- *   3. a one-instruction "allow everything" program: the floor.
+ *   3. a one-instruction "allow everything" program: the floor;
+ *   4. init's part, the tree without the clone3 rule: loaded once per
+ *      sandbox, by init on itself;
+ *   5. the child's part, the clone3 rule alone (sg_seccomp_child_prog),
+ *      loaded over init's part as each exec child does now.
  * Each load is timed in a fresh forked child (as in the sandbox); the
- * three are interleaved, R rounds of N loads each. Then the cost of a
+ * kinds are interleaved, R rounds of N loads each. Then the cost of a
  * syscall under each (getppid, L calls): the kernel's cache should make it
- * the same.
+ * the same (under 5, both filters have run).
  *
  * bench_seccomp [--loads N] [--rounds R] [--calls L] [--out PATH]
  */
@@ -33,9 +37,12 @@
 #include "seccomp.h"
 #include "util.h"
 
-#define KINDS 3
+#define KINDS 5
+#define FLOOR 2 /* the allow-all kind */
 
-static const char *const kind_name[KINDS] = {"tree (as built)", "chain", "allow-all (floor)"};
+static const char *const kind_name[KINDS] = {
+    "tree (whole)", "chain", "allow-all (floor)", "init part", "child part",
+};
 
 typedef struct sample {
     double load_us;
@@ -49,8 +56,10 @@ static double now_ns(void)
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-/* In a forked child: load the program, then time L getppid calls. */
-static int measure(const struct sock_fprog *prog, long calls, sample *out)
+/* In a forked child: load base (untimed) if any, time the load of prog,
+ * then time L getppid calls. */
+static int measure(const struct sock_fprog *base, const struct sock_fprog *prog, long calls,
+                   sample *out)
 {
     int p[2];
     if (pipe(p) < 0)
@@ -65,6 +74,8 @@ static int measure(const struct sock_fprog *prog, long calls, sample *out)
         close(p[0]);
         sample s = {0};
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+            _exit(1);
+        if (base && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, base) < 0)
             _exit(1);
         double t0 = now_ns();
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
@@ -131,10 +142,16 @@ int main(int argc, char **argv)
     }
 
     sg_err err = {0};
-    sg_seccomp_prog tree = {0}, chain = {0};
-    if (sg_seccomp_build_layout(&tree, SG_SECCOMP_TREE, &err) < 0 ||
-        sg_seccomp_build_layout(&chain, SG_SECCOMP_CHAIN, &err) < 0) {
+    sg_seccomp_prog tree = {0}, chain = {0}, init_part = {0};
+    if (sg_seccomp_build_layout(&tree, SG_SECCOMP_TREE, 0, &err) < 0 ||
+        sg_seccomp_build_layout(&chain, SG_SECCOMP_CHAIN, 0, &err) < 0 ||
+        sg_seccomp_build_layout(&init_part, SG_SECCOMP_TREE, SG_SECCOMP_NO_CLONE3, &err) < 0) {
         fprintf(stderr, "bench_seccomp: %s\n", err.msg);
+        return 1;
+    }
+    const sg_seccomp_prog *child = sg_seccomp_child_prog();
+    if (!child) {
+        fprintf(stderr, "bench_seccomp: no child part on this architecture\n");
         return 1;
     }
     struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
@@ -142,7 +159,11 @@ int main(int argc, char **argv)
         {.len = (unsigned short)tree.len, .filter = tree.insns},
         {.len = (unsigned short)chain.len, .filter = chain.insns},
         {.len = 1, .filter = &allow},
+        {.len = (unsigned short)init_part.len, .filter = init_part.insns},
+        {.len = (unsigned short)child->len, .filter = child->insns},
     };
+    /* The child part is loaded over init's, as in the sandbox. */
+    const struct sock_fprog *base[KINDS] = {[4] = &prog[3]};
 
     size_t total = (size_t)(loads * rounds);
     sg_autofree double *load = calloc(total * KINDS, sizeof *load);
@@ -157,7 +178,7 @@ int main(int argc, char **argv)
             for (long i = 0; i < loads; i++) {
                 sample s;
                 /* the syscall loop only once per round: it is the slow part */
-                if (measure(&prog[k], i == 0 ? calls : 0, &s) < 0) {
+                if (measure(base[k], &prog[k], i == 0 ? calls : 0, &s) < 0) {
                     fprintf(stderr, "bench_seccomp: cannot load the %s program: %s\n", kind_name[k],
                             strerror(errno));
                     return 1;
@@ -176,11 +197,11 @@ int main(int argc, char **argv)
     json_object_set_new(res, "kinds", kinds);
     double floor_med = 0, tree_med = 0;
     printf("%-20s %6s %12s %12s %14s\n", "filter", "insns", "load mean", "load median", "getppid");
-    for (int k = KINDS - 1; k >= 0; k--) {
+    for (int k = 0; k < KINDS; k++) {
         double *v = load + (size_t)k * total;
         double m = mean(v, total), med = median(v, total);
         double cn = median(call + (size_t)k * (size_t)rounds, (size_t)rounds);
-        if (k == KINDS - 1)
+        if (k == FLOOR)
             floor_med = med;
         if (k == 0)
             tree_med = med;
@@ -198,8 +219,14 @@ int main(int argc, char **argv)
                json_real_value(json_object_get(o, "getppid_ns")),
                tree_med > 0 ? med / tree_med : 0, med - floor_med);
     }
+    double child_med = json_real_value(json_object_get(json_object_get(kinds, kind_name[4]),
+                                                       "load_median_us"));
+    json_object_set_new(res, "per_exec_saving_us", json_real(tree_med - child_med));
+    printf("per exec: %.1f us (the child part) instead of %.1f us (the whole tree): %.1f us less\n",
+           child_med, tree_med, tree_med - child_med);
     sg_seccomp_prog_free(&tree);
     sg_seccomp_prog_free(&chain);
+    sg_seccomp_prog_free(&init_part);
     if (json_dump_file(res, out, JSON_INDENT(2)) < 0) {
         fprintf(stderr, "bench_seccomp: cannot write %s\n", out);
         return 1;

@@ -36,6 +36,9 @@ typedef struct running {
 static running table[INIT_MAX_EXECS];
 static size_t ntable;
 static int conn_fd = -1;
+/* What each exec child loads on top of init's own filter: the clone3 rule
+ * alone, or the whole filter where init could not load it on itself. */
+static const sg_seccomp_prog *exec_filter;
 
 static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *err)
 {
@@ -104,8 +107,8 @@ static void exec_search(char **argv, char **envp)
 
 /* What every exec child does before its command is known: its own
  * session, default signals, the OOM preference, limits, no privileges, the
- * filter. Errors go to fd 2. */
-static void child_prepare(const sg_init_config *cfg, const sg_init_spawn *sp)
+ * filter's clone3 rule (init's own filter has the rest). Errors go to fd 2. */
+static void child_prepare(const sg_init_spawn *sp)
 {
     setsid();
     sigset_t all;
@@ -125,7 +128,9 @@ static void child_prepare(const sg_init_config *cfg, const sg_init_spawn *sp)
     int r = sg_privs_drop(sp->uid, sp->gid);
     if (r < 0)
         child_fail(126, "cannot drop privileges", NULL, -r);
-    if (cfg->seccomp && (r = sg_seccomp_apply(cfg->seccomp)) < 0)
+    /* sg_privs_drop set no_new_privs, as the kernel wants of a process
+     * without CAP_SYS_ADMIN that loads a filter. */
+    if (exec_filter && (r = sg_seccomp_load(exec_filter)) < 0)
         child_fail(126, "cannot load the syscall filter", NULL, -r);
 }
 
@@ -147,9 +152,8 @@ static __attribute__((noreturn)) void child_start(char **argv, char **envp, cons
     _exit(127);
 }
 
-static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const sg_init_spawn *sp,
-                                               char **argv, char **envp, const char *cwd,
-                                               const int *fds, size_t nfds)
+static __attribute__((noreturn)) void run_child(const sg_init_spawn *sp, char **argv, char **envp,
+                                               const char *cwd, const int *fds, size_t nfds)
 {
     /* Join the exec's cgroup leaf first, so everything it forks is in it
      * (unless clone3 already put us there). */
@@ -161,7 +165,7 @@ static __attribute__((noreturn)) void run_child(const sg_init_config *cfg, const
         }
     }
     child_stdio(fds);
-    child_prepare(cfg, sp);
+    child_prepare(sp);
     child_start(argv, envp, cwd);
 }
 
@@ -227,13 +231,12 @@ static void ready_forget(bool kill_it)
 /* In the ready child: prepared ahead, it waits for one spawn message
  * (header and strings, with the exec's three stdio fds) and runs it. EOF
  * means init dropped it. */
-static __attribute__((noreturn)) void ready_child(const sg_init_config *cfg, const sg_init_spawn *sp,
-                                                 int sock)
+static __attribute__((noreturn)) void ready_child(const sg_init_spawn *sp, int sock)
 {
     if (dup2(sock, 3) < 0)
         _exit(126);
     close_range(4, ~0U, 0);
-    child_prepare(cfg, sp);
+    child_prepare(sp);
     /* Not dumpable: another process of the same user cannot write into
      * our memory through /proc/PID/mem while we wait for the command. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -268,7 +271,7 @@ static bool ready_waiting(void)
  * it the exec directly. The previous one is killed unless the supervisor
  * says it took it (SG_INIT_F_TAKEN) or it took an exec already: a new
  * supervisor after a takeover does not know. */
-static void handle_prepare(const sg_init_config *cfg, const char *msg, const int *fds, size_t nfds)
+static void handle_prepare(const char *msg, const int *fds, size_t nfds)
 {
     sg_init_spawn sp;
     memcpy(&sp, msg, sizeof sp);
@@ -281,7 +284,7 @@ static void handle_prepare(const sg_init_config *cfg, const char *msg, const int
     long pid = clone_into(fds[0]);
     if (pid == 0) {
         close(sv[0]);
-        ready_child(cfg, &sp, sv[1]);
+        ready_child(&sp, sv[1]);
     }
     close(sv[1]);
     if (pid < 0) {
@@ -320,7 +323,7 @@ static pid_t spawn_into(sg_init_spawn *sp, const int *fds, size_t nfds)
     return (pid_t)pid;
 }
 
-static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *fds, size_t nfds)
+static void handle_spawn(char *msg, size_t len, int *fds, size_t nfds)
 {
     sg_init_spawn sp;
     memcpy(&sp, msg, sizeof sp);
@@ -337,7 +340,7 @@ static void handle_spawn(const sg_init_config *cfg, char *msg, size_t len, int *
     } else {
         pid_t pid = spawn_into(&sp, fds, nfds);
         if (pid == 0)
-            run_child(cfg, &sp, argv, envp, cwd, fds, nfds);
+            run_child(&sp, argv, envp, cwd, fds, nfds);
         if (pid < 0) {
             rep.err = errno;
         } else {
@@ -357,7 +360,7 @@ static void handle_signal(const sg_init_spawn *sp)
             kill(-table[i].pid, sp->sig);
 }
 
-static void handle_conn(const sg_init_config *cfg)
+static void handle_conn(void)
 {
     static char msg[SG_INIT_MSG_MAX];
     int fds[INIT_MAX_FDS];
@@ -372,9 +375,9 @@ static void handle_conn(const sg_init_config *cfg)
         uint32_t type;
         memcpy(&type, msg, sizeof type);
         if (type == SG_INIT_SPAWN) {
-            handle_spawn(cfg, msg, (size_t)n, fds, nfds);
+            handle_spawn(msg, (size_t)n, fds, nfds);
         } else if (type == SG_INIT_PREPARE) {
-            handle_prepare(cfg, msg, fds, nfds);
+            handle_prepare(msg, fds, nfds);
         } else if (type == SG_INIT_SIGNAL) {
             sg_init_spawn sp;
             memcpy(&sp, msg, sizeof sp);
@@ -481,6 +484,20 @@ void sg_init_main(const sg_init_config *cfg)
         sg_err_sys(&err, "signalfd");
         setup_failed(ready, &err);
     }
+    /* The filter, once, on init itself, last (the set-up above mounts and
+     * unshares): every exec child inherits it and adds only the clone3
+     * rule, which init must not have (clone_into). Init holds CAP_SYS_ADMIN
+     * in its user namespace (the host's as root, its own rootless), so the
+     * kernel takes the filter without no_new_privs; init never execs. */
+    exec_filter = cfg->seccomp;
+    if (cfg->seccomp && sg_seccomp_child_prog()) {
+        int sr = sg_seccomp_load(cfg->seccomp);
+        if (sr < 0) {
+            sg_err_set(&err, -sr, "cannot load the syscall filter in init: %s", strerror(-sr));
+            setup_failed(ready, &err);
+        }
+        exec_filter = sg_seccomp_child_prog();
+    }
     if (write(ready, "ok\n", 3) != 3)
         _exit(1);
     close(ready);
@@ -509,6 +526,6 @@ void sg_init_main(const sg_init_config *cfg)
             }
         }
         if (conn_fd >= 0 && pfd[2].revents)
-            handle_conn(cfg);
+            handle_conn();
     }
 }

@@ -7,7 +7,9 @@
 
 #include <sys/types.h>
 
-/* Returns 0, or -errno of the failing step. */
+/* Returns 0, or -errno of the failing step. The no_new_privs it sets is
+ * what lets an exec child then add its part of the seccomp filter without
+ * capabilities (init.c). */
 int sg_privs_drop(uid_t uid, gid_t gid);
 
 /* Empties the capability bounding set only (needs CAP_SETPCAP). The

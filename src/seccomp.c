@@ -1,14 +1,18 @@
 /* seccomp: the syscall denylist, built with libseccomp, exported as BPF.
  * See seccomp.h. */
 #include <errno.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -62,12 +66,59 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsi
     return 0;
 }
 
+/* The audit number of the architecture we are built for: what the kernel
+ * puts in seccomp_data.arch for a native syscall. */
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define SG_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__i386__)
+#define SG_AUDIT_ARCH AUDIT_ARCH_I386
+#elif defined(__aarch64__) && !defined(__AARCH64EB__)
+#define SG_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#elif defined(__riscv) && __riscv_xlen == 64
+#define SG_AUDIT_ARCH AUDIT_ARCH_RISCV64
+#elif defined(__s390x__)
+#define SG_AUDIT_ARCH AUDIT_ARCH_S390X
+#endif
+
+#if defined(SG_AUDIT_ARCH) && defined(__NR_clone3)
+/* The clone3 rule of the whole filter, for each exec child (seccomp.h).
+ * x32 numbers (x86_64's arch with bit 30 set) pass here: the filter init
+ * loaded kills them. */
+static struct sock_filter child_insns[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SG_AUDIT_ARCH, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
+static const sg_seccomp_prog child_prog = {child_insns, SG_ARRAY_LEN(child_insns)};
+
+const sg_seccomp_prog *sg_seccomp_child_prog(void)
+{
+    return &child_prog;
+}
+#else
+const sg_seccomp_prog *sg_seccomp_child_prog(void)
+{
+    return NULL;
+}
+#endif
+
 int sg_seccomp_build(sg_seccomp_prog *out, sg_err *err)
 {
-    return sg_seccomp_build_layout(out, SG_SECCOMP_TREE, err);
+    return sg_seccomp_build_layout(out, SG_SECCOMP_TREE, 0, err);
 }
 
-int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, sg_err *err)
+int sg_seccomp_build_init(sg_seccomp_prog *out, sg_err *err)
+{
+    unsigned flags = sg_seccomp_child_prog() ? SG_SECCOMP_NO_CLONE3 : 0;
+    return sg_seccomp_build_layout(out, SG_SECCOMP_TREE, flags, err);
+}
+
+int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, unsigned flags,
+                            sg_err *err)
 {
     memset(out, 0, sizeof *out);
     __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -87,9 +138,10 @@ int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, sg_e
     if (rc < 0)
         return sg_err_set(err, -rc, "seccomp bad-arch action: %s", strerror(-rc));
 
-    /* The tree loads in ~70 us instead of ~105 for the chain, in each exec
-     * child (bench/bench_seccomp.c). A libseccomp that refuses the
-     * attribute keeps the chain. */
+    /* The tree loads in ~70 us instead of ~105 for the chain
+     * (bench/bench_seccomp.c); once per sandbox, in init, or in each exec
+     * child where sg_seccomp_child_prog() is NULL. A libseccomp that
+     * refuses the attribute keeps the chain. */
     if (layout == SG_SECCOMP_TREE)
         (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 
@@ -104,7 +156,8 @@ int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, sg_e
             return -1;
     }
     /* clone3 passes its flags in memory, out of the filter's reach. */
-    if (add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err) < 0)
+    if (!(flags & SG_SECCOMP_NO_CLONE3) &&
+        add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err) < 0)
         return -1;
 
     /* personality: only PER_LINUX (0) and the query 0xffffffff. One
@@ -161,14 +214,27 @@ void sg_seccomp_prog_free(sg_seccomp_prog *p)
     p->len = 0;
 }
 
-int sg_seccomp_apply(const sg_seccomp_prog *p)
+static bool prog_ok(const sg_seccomp_prog *p)
 {
-    if (!p || !p->insns || p->len == 0 || p->len > BPF_MAXINSNS)
+    return p && p->insns && p->len > 0 && p->len <= BPF_MAXINSNS;
+}
+
+int sg_seccomp_load(const sg_seccomp_prog *p)
+{
+    if (!prog_ok(p))
         return -EINVAL;
     struct sock_fprog f = { .len = (unsigned short)p->len, .filter = p->insns };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return -errno;
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f, 0, 0) < 0)
         return -errno;
     return 0;
+}
+
+int sg_seccomp_apply(const sg_seccomp_prog *p)
+{
+    /* Checked before no_new_privs: a bad program changes nothing. */
+    if (!prog_ok(p))
+        return -EINVAL;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -errno;
+    return sg_seccomp_load(p);
 }

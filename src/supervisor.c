@@ -1824,7 +1824,8 @@ static int connect_init(sup *s, sg_err *err)
     return 0;
 }
 
-/* The seccomp program in a memfd, for sandglass-init's fd 6. */
+/* The seccomp program in a memfd, for sandglass-init's fd 6 (init loads
+ * it on itself, see sg_seccomp_build_init). */
 static int bpf_memfd(const sg_seccomp_prog *p)
 {
     int fd = memfd_create("sg-seccomp", MFD_CLOEXEC);
@@ -2178,7 +2179,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
             goto fail;
         }
     } else {
-        if (sg_seccomp_build(&s->prog, &err) < 0) {
+        if (sg_seccomp_build_init(&s->prog, &err) < 0) {
             sg_err_prefix(&err, "cannot build the syscall filter");
             goto fail;
         }

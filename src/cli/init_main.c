@@ -5,7 +5,8 @@
  * sandbox costs less memory.
  *
  *   sandglass-init WORKSPACE ROOTFS|"" HOSTNAME UID GID
- *   fds: 3 init.sock (listening), 4 ready pipe, 5 go pipe, 6 seccomp BPF (memfd)
+ *   fds: 3 init.sock (listening), 4 ready pipe, 5 go pipe, 6 seccomp BPF (memfd;
+ *   init loads it on itself, see sg_seccomp_build_init)
  */
 #include <errno.h>
 #include <stdio.h>

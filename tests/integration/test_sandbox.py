@@ -128,6 +128,11 @@ def _():
            and st.get("CapBnd") == "0000000000000000" and st.get("Seccomp") == "2"
            and st.get("NoNewPrivs") == "1", "it already runs as the user, with no capability, "
            "no_new_privs and the filter", json.dumps(st))
+    ist = status_of(init)
+    tap.ok(ist.get("Seccomp") == "2" and ist.get("Seccomp_filters", "1") == "1"
+           and st.get("Seccomp_filters", "2") == "2",
+           "init runs under the filter but its clone3 rule; the ready child adds that rule",
+           json.dumps({"init": ist.get("Seccomp_filters"), "ready": st.get("Seccomp_filters")}))
     tap.eq(os.stat(f"/proc/{ready}/mem").st_uid if ready else -1, 0,
            "it is not dumpable: the user's other processes cannot write into it")
     p = env.exec(r, "/bin/sh", "-c", "echo $$ out; echo err >&2; exit 3")
@@ -139,7 +144,8 @@ def _():
     for pid in cgroup_pids(r) - {init}:
         os.kill(pid, signal.SIGKILL)
     p = env.exec(r, "cat", "/proc/self/status")
-    tap.ok(p.returncode == 0 and b"Seccomp:\t2" in p.stdout and b"CapBnd:\t0000000000000000" in p.stdout,
+    tap.ok(p.returncode == 0 and b"Seccomp:\t2" in p.stdout and b"CapBnd:\t0000000000000000" in p.stdout
+           and b"Seccomp_filters:\t1\n" not in p.stdout,
            "an exec after the ready child was killed runs, as restricted", p.stdout.decode()[-300:])
     # Stopped from outside: it never takes the exec; init kills it and
     # clones the exec anew.

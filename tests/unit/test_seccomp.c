@@ -1,10 +1,12 @@
 /* seccomp and privs: builds the real filter, applies it in forked children
- * (as an unprivileged uid and as root) and checks what the kernel then
- * answers to refused and allowed calls. Privilege tests need root. */
+ * (as an unprivileged uid and as root, whole or split as init and its exec
+ * children load it) and checks what the kernel then answers to refused and
+ * allowed calls. Privilege tests need root. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/filter.h>
+#include <linux/sched.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -44,12 +46,15 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
-static sg_seccomp_prog prog;
+static sg_seccomp_prog prog;      /* the whole filter */
+static sg_seccomp_prog init_prog; /* init's part (sg_seccomp_build_init) */
 
 static int setup(void **state)
 {
     sg_err err = { 0 };
     int rc = sg_seccomp_build(&prog, &err);
+    if (rc == 0)
+        rc = sg_seccomp_build_init(&init_prog, &err);
     if (rc < 0)
         print_message("# sg_seccomp_build: %s\n", err.msg);
     return rc;
@@ -58,6 +63,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     sg_seccomp_prog_free(&prog);
+    sg_seccomp_prog_free(&init_prog);
     return 0;
 }
 
@@ -119,6 +125,34 @@ static void run_child(void (*fn)(void), char *out, size_t size, int *status)
     out[have] = '\0';
     close(p[0]);
     assert_int_equal(waitpid(pid, status, 0), pid);
+}
+
+/* Runs fn in a forked child, which must report nothing and exit 0. */
+static void run_clean(void (*fn)(void))
+{
+    char out[8192];
+    int st;
+    run_child(fn, out, sizeof out, &st);
+    if (out[0])
+        print_message("# %s", out);
+    assert_string_equal(out, "");
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* A fresh directory in a private mount namespace, where root may mount. */
+static bool private_mount_dir(char *dir)
+{
+    if (!mkdtemp(dir)) {
+        bad("mkdtemp: %s", strerror(errno));
+        return false;
+    }
+    if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) {
+        bad("unshare: %s", strerror(errno));
+        rmdir(dir);
+        return false;
+    }
+    return true;
 }
 
 static void *thread_fn(void *arg)
@@ -238,15 +272,8 @@ static void child_root(void)
 {
     /* Control first: root can mount, in a private mount namespace. */
     char dir[] = "/tmp/sg-test-seccomp-XXXXXX";
-    if (!mkdtemp(dir)) {
-        bad("mkdtemp: %s", strerror(errno));
+    if (!private_mount_dir(dir))
         return;
-    }
-    if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0) {
-        bad("unshare: %s", strerror(errno));
-        rmdir(dir);
-        return;
-    }
     want_ok("mount before the filter", mount("tmpfs", dir, "tmpfs", 0, NULL));
     want_ok("umount before the filter", umount2(dir, 0));
     int rc = sg_seccomp_apply(&prog);
@@ -274,6 +301,143 @@ static void child_root(void)
     rmdir(dir);
 }
 
+/* clone3 as init calls it (no flags): the new process's pid, 0 in it. */
+static long plain_clone3(void)
+{
+    struct clone_args args = { .exit_signal = SIGCHLD };
+    return syscall(SYS_clone3, &args, sizeof args);
+}
+
+static bool status_has(const char *line)
+{
+    sg_err err = { 0 };
+    sg_autofree char *s = sg_read_file("/proc/self/status", 65536, NULL, &err);
+    return s && strstr(s, line);
+}
+
+/* An exec child of the split filter, cloned by init under init's part:
+ * drops privileges (under init's part), adds the child part and must then
+ * be refused all the whole filter refuses. */
+static void split_exec_child(void)
+{
+    int rc = sg_privs_drop(NOBODY, NOBODY);
+    if (rc < 0) {
+        bad("sg_privs_drop under init's part: %s", strerror(-rc));
+        return;
+    }
+    /* sg_privs_drop's no_new_privs is what allows the load, as in init.c. */
+    rc = sg_seccomp_load(sg_seccomp_child_prog());
+    if (rc < 0) {
+        bad("loading the child part: %s", strerror(-rc));
+        return;
+    }
+    if (!status_has("\nSeccomp:\t2\n"))
+        bad("status lacks Seccomp: 2");
+    if (!status_has("\nSeccomp_filters:\t2\n") && status_has("\nSeccomp_filters:"))
+        bad("status does not count 2 filters");
+    want_ok("getpid", getpid());
+    check_filtered_calls();
+}
+
+/* As init: as root in a private mount namespace, loads its part on itself
+ * without no_new_privs, may still clone3, and its exec children load only
+ * the child part. */
+static void child_split(void)
+{
+    char dir[] = "/tmp/sg-test-seccomp-XXXXXX";
+    if (!private_mount_dir(dir))
+        return;
+    int rc = sg_seccomp_load(&init_prog);
+    if (rc < 0) {
+        bad("loading init's part with CAP_SYS_ADMIN: %s", strerror(-rc));
+        rmdir(dir);
+        return;
+    }
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 0)
+        bad("sg_seccomp_load set no_new_privs");
+    want_errno("mount under init's part", mount("tmpfs", dir, "tmpfs", 0, NULL), EPERM);
+    want_errno("unshare(CLONE_NEWNS) under init's part", unshare(CLONE_NEWNS), EPERM);
+    rmdir(dir);
+
+    /* valgrind answers clone3 with ENOSYS itself: fork stands in there. */
+    pid_t pid;
+    if (RUNNING_ON_VALGRIND) {
+        pid = fork();
+    } else {
+        want_errno("clone3 with a bad size under init's part", syscall(SYS_clone3, NULL, 0), EINVAL);
+        pid = (pid_t)plain_clone3();
+    }
+    if (pid < 0) {
+        bad("clone3 under init's part: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        split_exec_child();
+        _exit(0);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        bad("the exec child under the split filter ended with status 0x%x", st);
+}
+
+/* The child part alone: the arch check comes before the number. */
+static void child_part_alone(void)
+{
+    int rc = sg_seccomp_apply(sg_seccomp_child_prog());
+    if (rc < 0) {
+        bad("sg_seccomp_apply(child part): %s", strerror(-rc));
+        return;
+    }
+    want_errno("clone3", syscall(SYS_clone3, NULL, 0), ENOSYS);
+    want_ok("getpid", getpid());
+    want_ok("unshare(0) (init's part refuses it)", unshare(0));
+#if defined(__x86_64__)
+    if (RUNNING_ON_VALGRIND)
+        return; /* it does not pass int 0x80 on to the kernel */
+    pid_t pid = fork();
+    if (pid == 0) {
+        long ret;
+        __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory"); /* i386 getpid */
+        _exit(3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    /* SIGSEGV: a kernel without ia32 emulation. */
+    if (!(WIFSIGNALED(st) && (WTERMSIG(st) == SIGSYS || WTERMSIG(st) == SIGSEGV)))
+        bad("i386 syscall not killed by the child part (status 0x%x)", st);
+#endif
+}
+
+static void test_child_prog(void **state)
+{
+    const sg_seccomp_prog *c = sg_seccomp_child_prog();
+#if defined(__x86_64__)
+    assert_non_null(c);
+#endif
+    if (!c)
+        skip();
+    assert_true(c->len > 0 && c->len <= 16);
+    assert_int_equal(BPF_CLASS(c->insns[c->len - 1].code), BPF_RET);
+    /* Init's part is the whole filter less the clone3 rule. */
+    assert_true(init_prog.len < prog.len);
+    print_message("# init's part: %zu BPF instructions, the child part: %zu\n", init_prog.len, c->len);
+}
+
+static void test_filter_split(void **state)
+{
+    NEED_ROOT();
+    if (!sg_seccomp_child_prog())
+        skip();
+    run_clean(child_split);
+}
+
+static void test_child_part_alone(void **state)
+{
+    if (!sg_seccomp_child_prog())
+        skip();
+    run_clean(child_part_alone);
+}
+
 static void test_build(void **state)
 {
     assert_non_null(prog.insns);
@@ -298,31 +462,21 @@ static void test_apply_rejects_bad_prog(void **state)
     assert_int_equal(sg_seccomp_apply(NULL), -EINVAL);
     sg_seccomp_prog huge = { .insns = prog.insns, .len = BPF_MAXINSNS + 1 };
     assert_int_equal(sg_seccomp_apply(&huge), -EINVAL);
+    assert_int_equal(sg_seccomp_load(&empty), -EINVAL);
+    assert_int_equal(sg_seccomp_load(NULL), -EINVAL);
+    assert_int_equal(sg_seccomp_load(&huge), -EINVAL);
 }
 
 static void test_filter_unprivileged(void **state)
 {
     NEED_ROOT();
-    char out[8192];
-    int st;
-    run_child(child_unprivileged, out, sizeof out, &st);
-    if (out[0])
-        print_message("# %s", out);
-    assert_string_equal(out, "");
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    run_clean(child_unprivileged);
 }
 
 static void test_filter_root(void **state)
 {
     NEED_ROOT();
-    char out[8192];
-    int st;
-    run_child(child_root, out, sizeof out, &st);
-    if (out[0])
-        print_message("# %s", out);
-    assert_string_equal(out, "");
-    assert_true(WIFEXITED(st));
+    run_clean(child_root);
 }
 
 /* Status fields of /proc/self/status after the drop. */
@@ -369,12 +523,7 @@ static void child_privs(void)
 static void test_privs_drop(void **state)
 {
     NEED_ROOT();
-    char out[8192];
-    int st;
-    run_child(child_privs, out, sizeof out, &st);
-    if (out[0])
-        print_message("# %s", out);
-    assert_string_equal(out, "");
+    run_clean(child_privs);
 }
 
 /* Dropping to uid 0 still leaves no capability: the bounding set is empty. */
@@ -392,12 +541,7 @@ static void child_privs_uid0(void)
 static void test_privs_uid0(void **state)
 {
     NEED_ROOT();
-    char out[8192];
-    int st;
-    run_child(child_privs_uid0, out, sizeof out, &st);
-    if (out[0])
-        print_message("# %s", out);
-    assert_string_equal(out, "");
+    run_clean(child_privs_uid0);
 }
 
 /* The bounding set alone: what execve may grant goes, what we hold stays. */
@@ -425,12 +569,7 @@ static void child_bounding(void)
 static void test_privs_bounding(void **state)
 {
     NEED_ROOT();
-    char out[8192];
-    int st;
-    run_child(child_bounding, out, sizeof out, &st);
-    if (out[0])
-        print_message("# %s", out);
-    assert_string_equal(out, "");
+    run_clean(child_bounding);
 }
 
 int main(void)
@@ -440,6 +579,9 @@ int main(void)
         cmocka_unit_test(test_apply_rejects_bad_prog),
         cmocka_unit_test(test_filter_unprivileged),
         cmocka_unit_test(test_filter_root),
+        cmocka_unit_test(test_child_prog),
+        cmocka_unit_test(test_filter_split),
+        cmocka_unit_test(test_child_part_alone),
         cmocka_unit_test(test_privs_drop),
         cmocka_unit_test(test_privs_uid0),
         cmocka_unit_test(test_privs_bounding),
