@@ -27,6 +27,8 @@ import tempfile
 
 STEPS = ["cli_exec", "req_sent", "handoff", "true_exec", "true_exit", "sigchld", "init_reply",
          "cli_woken", "cli_exit"]
+# The ready child: sandglass-exec once it waits as that, else a copy of init.
+READY_COMMS = ("sandglass-ready", "sandglass-init")
 LINE = re.compile(r"\s*(.+?)\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s*(.*)")
 
 
@@ -67,7 +69,7 @@ def runs_of(data: str, sg: str) -> list[dict]:
             wcomm, wpid = w.group(1), int(w.group(2))
             if pid == cur["cli"] and wcomm == "sg-supervisor":
                 mark("req_sent")
-            if comm == "sg-supervisor" and wcomm == "sandglass-init" and "true_exec" not in cur:
+            if comm == "sg-supervisor" and wcomm in READY_COMMS and "true_exec" not in cur:
                 mark("handoff")
             if "true_exit" in cur and wcomm == "sandglass-init":
                 mark("sigchld")

@@ -20,6 +20,7 @@
 
 #include "cleanup.h"
 #include "ctl.h"
+#include "execchild.h"
 #include "privs.h"
 #include "util.h"
 
@@ -39,6 +40,9 @@ static int conn_fd = -1;
 /* What each exec child loads on top of init's own filter: the clone3 rule
  * alone, or the whole filter where init could not load it on itself. */
 static const sg_seccomp_prog *exec_filter;
+/* sandglass-exec (an execute-only memfd), which ready children become while
+ * they wait; -1: they wait as copies of init. */
+static int exec_stub = -1;
 
 static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *err)
 {
@@ -56,55 +60,6 @@ static void send_reply(const sg_init_reply *r)
     }
 }
 
-/* Writes a message to the child's stderr (fd 2 is already the exec's). */
-static void child_fail(int code, const char *what, const char *arg, int e)
-{
-    dprintf(2, "sandglass: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(e));
-    _exit(code);
-}
-
-/* execvpe that searches the PATH of the new environment, not ours. */
-static void exec_search(char **argv, char **envp)
-{
-    const char *file = argv[0];
-    if (strchr(file, '/')) {
-        execve(file, argv, envp);
-        child_fail(errno == ENOENT ? 127 : 126, "cannot run", file, errno);
-    }
-    const char *path = "/usr/local/bin:/usr/bin:/bin";
-    for (char **e = envp; *e; e++)
-        if (strncmp(*e, "PATH=", 5) == 0)
-            path = *e + 5;
-    int saw_eacces = 0;
-    char buf[4096];
-    for (const char *p = path;; ) {
-        const char *colon = strchr(p, ':');
-        size_t dl = colon ? (size_t)(colon - p) : strlen(p);
-        size_t fl = strlen(file);
-        if (dl + fl + 2 <= sizeof buf) {
-            if (dl == 0) {
-                memcpy(buf, file, fl + 1);
-            } else {
-                memcpy(buf, p, dl);
-                buf[dl] = '/';
-                memcpy(buf + dl + 1, file, fl + 1);
-            }
-            execve(buf, argv, envp);
-            if (errno == EACCES)
-                saw_eacces = 1;
-            else if (errno != ENOENT && errno != ENOTDIR)
-                child_fail(126, "cannot run", file, errno);
-        }
-        if (!colon)
-            break;
-        p = colon + 1;
-    }
-    if (saw_eacces)
-        child_fail(126, "cannot run", file, EACCES);
-    dprintf(2, "sandglass: %s: command not found\n", file);
-    _exit(127);
-}
-
 /* What every exec child does before its command is known: its own
  * session, default signals, the OOM preference, limits, no privileges, the
  * filter's clone3 rule (init's own filter has the rest). Errors go to fd 2. */
@@ -117,7 +72,7 @@ static void child_prepare(const sg_init_spawn *sp)
     signal(SIGPIPE, SIG_DFL);
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (adj < 0 || write(adj, SG_EXEC_OOM_SCORE_ADJ, strlen(SG_EXEC_OOM_SCORE_ADJ)) < 0)
-        child_fail(126, "cannot reset oom_score_adj", NULL, errno);
+        sg_execchild_fail(126, "cannot reset oom_score_adj", NULL, errno);
     close(adj);
     struct rlimit core = {0, 0};
     setrlimit(RLIMIT_CORE, &core);
@@ -127,29 +82,11 @@ static void child_prepare(const sg_init_spawn *sp)
     }
     int r = sg_privs_drop(sp->uid, sp->gid);
     if (r < 0)
-        child_fail(126, "cannot drop privileges", NULL, -r);
+        sg_execchild_fail(126, "cannot drop privileges", NULL, -r);
     /* sg_privs_drop set no_new_privs, as the kernel wants of a process
      * without CAP_SYS_ADMIN that loads a filter. */
     if (exec_filter && (r = sg_seccomp_load(exec_filter)) < 0)
-        child_fail(126, "cannot load the syscall filter", NULL, -r);
-}
-
-/* The exec's stdin, stdout, stderr; nothing else open. */
-static void child_stdio(const int *fds)
-{
-    if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
-        _exit(126);
-    close_range(3, ~0U, 0);
-}
-
-/* The cwd is entered as the exec's user: a directory that user cannot
- * enter is refused whichever way the child was made. */
-static __attribute__((noreturn)) void child_start(char **argv, char **envp, const char *cwd)
-{
-    if (chdir(cwd) < 0)
-        child_fail(126, "cannot change directory to", cwd, errno);
-    exec_search(argv, envp);
-    _exit(127);
+        sg_execchild_fail(126, "cannot load the syscall filter", NULL, -r);
 }
 
 static __attribute__((noreturn)) void run_child(const sg_init_spawn *sp, char **argv, char **envp,
@@ -164,43 +101,9 @@ static __attribute__((noreturn)) void run_child(const sg_init_spawn *sp, char **
             _exit(126);
         }
     }
-    child_stdio(fds);
+    sg_execchild_stdio(fds);
     child_prepare(sp);
-    child_start(argv, envp, cwd);
-}
-
-/* Splits the NUL-separated strings after a spawn message's header into
- * argv and envp (allocated, NULL-terminated; the strings stay in msg) and
- * cwd. Returns 0 if they are well formed: exactly argc + envc + 1 strings,
- * all terminated. */
-static int split_strings(char *msg, size_t len, char ***argv_out, char ***envp_out, char **cwd)
-{
-    sg_init_spawn h;
-    if (len < sizeof h)
-        return -1;
-    memcpy(&h, msg, sizeof h);
-    char **argv = calloc((size_t)h.argc + 1, sizeof *argv);
-    char **envp = calloc((size_t)h.envc + 1, sizeof *envp);
-    *argv_out = argv;
-    *envp_out = envp;
-    if (!argv || !envp)
-        return -1;
-    size_t want = (size_t)h.argc + h.envc + 1, got = 0;
-    char *p = msg + sizeof h, *end = msg + len;
-    while (got < want && p < end) {
-        char *nul = memchr(p, '\0', (size_t)(end - p));
-        if (!nul)
-            return -1;
-        if (got < h.argc)
-            argv[got] = p;
-        else if (got < (size_t)h.argc + h.envc)
-            envp[got - h.argc] = p;
-        else
-            *cwd = p;
-        got++;
-        p = nul + 1;
-    }
-    return got == want && p == end ? 0 : -1;
+    sg_execchild_start(argv, envp, cwd);
 }
 
 /* clone3 straight into a v2 cgroup: no migration (see init.h). */
@@ -230,31 +133,26 @@ static void ready_forget(bool kill_it)
 
 /* In the ready child: prepared ahead, it waits for one spawn message
  * (header and strings, with the exec's three stdio fds) and runs it. EOF
- * means init dropped it. */
+ * means init dropped it. It waits as sandglass-exec when init has it
+ * (exec_stub), else as this copy of init. */
 static __attribute__((noreturn)) void ready_child(const sg_init_spawn *sp, int sock)
 {
-    if (dup2(sock, 3) < 0)
+    if (dup2(sock, 3) < 0 || (exec_stub >= 0 && dup3(exec_stub, 4, O_CLOEXEC) < 0))
         _exit(126);
-    close_range(4, ~0U, 0);
+    close_range(exec_stub >= 0 ? 5 : 4, ~0U, 0);
     child_prepare(sp);
     /* Not dumpable: another process of the same user cannot write into
-     * our memory through /proc/PID/mem while we wait for the command. */
+     * our memory through /proc/PID/mem while we wait for the command.
+     * (sandglass-exec is not readable by that user: the kernel keeps it
+     * not dumpable from its first instruction.) */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    static char msg[SG_INIT_MSG_MAX];
-    uint8_t type = 0;
-    int fds[3];
-    size_t nfds = 3;
-    ssize_t n = sg_ctl_recv(3, &type, msg, sizeof msg, fds, &nfds);
-    if (n <= 0)
-        _exit(0);
-    char **argv, **envp, *cwd = NULL;
-    if (nfds != 3 || split_strings(msg, (size_t)n, &argv, &envp, &cwd) < 0)
-        _exit(126);
-    /* Tell the supervisor we have the exec (it waits for this). */
-    if (send(3, "k", 1, MSG_NOSIGNAL) != 1)
-        _exit(126);
-    child_stdio(fds);
-    child_start(argv, envp, cwd);
+    if (exec_stub >= 0) {
+        char *argv[] = {"sandglass-exec", NULL}, *envp[] = {NULL};
+        syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+        close(4); /* cannot: wait here instead */
+    }
+    sg_execchild_prefault();
+    sg_execchild_take(3);
 }
 
 /* Whether the ready child is still waiting for its exec: its end of the
@@ -335,7 +233,7 @@ static void handle_spawn(char *msg, size_t len, int *fds, size_t nfds)
         return;
     }
     char **argv, **envp, *cwd = NULL;
-    if (split_strings(msg, len, &argv, &envp, &cwd) < 0) {
+    if (sg_execchild_split(msg, len, &argv, &envp, &cwd) < 0) {
         rep.err = EINVAL;
     } else {
         pid_t pid = spawn_into(&sp, fds, nfds);
@@ -348,8 +246,6 @@ static void handle_spawn(char *msg, size_t len, int *fds, size_t nfds)
             table[ntable++] = (running){sp.exec_id, pid};
         }
     }
-    free(argv);
-    free(envp);
     send_reply(&rep);
 }
 
@@ -420,11 +316,14 @@ void sg_init_main(const sg_init_config *cfg)
     int ready = cfg->ready_fd;
     /* Keep only what init needs: the supervisor's other fds (its loop, its
      * clients) must not leak into the sandbox. */
-    int keep[3] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd};
+    int keep[4] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd, cfg->exec_stub_fd};
     for (int fd = 3; fd < 1024; fd++) {
-        if (fd != keep[0] && fd != keep[1] && fd != keep[2])
+        if (fd != keep[0] && fd != keep[1] && fd != keep[2] && fd != keep[3])
             close(fd);
     }
+    exec_stub = cfg->exec_stub_fd;
+    if (exec_stub >= 0)
+        fcntl(exec_stub, F_SETFD, FD_CLOEXEC);
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) {
         dup2(devnull, 0);

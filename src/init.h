@@ -85,6 +85,7 @@ typedef struct sg_init_config {
     int listen_fd;      /* bound+listening init.sock */
     int ready_fd;       /* write end: "ok" or an error line, then closed */
     int go_fd;          /* read end: the supervisor writes a byte once init is in its cgroup */
+    int exec_stub_fd;   /* sandglass-exec, execute-only (exec_main.c); -1: none */
 } sg_init_config;
 
 /* Runs in the cloned child; never returns. */

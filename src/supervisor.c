@@ -1824,6 +1824,31 @@ static int connect_init(sup *s, sg_err *err)
     return 0;
 }
 
+/* sandglass-exec (next to this binary; $SANDGLASS_EXEC overrides) copied
+ * into a sealed memfd that only allows execution: init's ready children
+ * exec it from any mount namespace, and, as the sandbox user cannot read
+ * it, the kernel makes them not dumpable (exec_main.c). -1 without it: the
+ * children then wait as copies of init. */
+static int exec_stub_memfd(void)
+{
+    char path[PATH_MAX];
+    if (sg_sibling_exe("SANDGLASS_EXEC", "sandglass-exec", path, sizeof path) < 0)
+        return -1;
+    sg_autoclose int in = open(path, O_RDONLY | O_CLOEXEC);
+    sg_autoclose int fd = memfd_create("sandglass-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (in < 0 || fd < 0)
+        return -1;
+    char buf[16384];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (sg_write_all(fd, buf, (size_t)n) < 0)
+            return -1;
+    if (n < 0 || fchmod(fd, 0111) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        return -1;
+    return sg_steal_fd(&fd);
+}
+
 /* The seccomp program in a memfd, for sandglass-init's fd 6 (init loads
  * it on itself, see sg_seccomp_build_init). */
 static int bpf_memfd(const sg_seccomp_prog *p)
@@ -1843,12 +1868,13 @@ static int bpf_memfd(const sg_seccomp_prog *p)
  * if the exec failed (the caller then runs init in this fork). */
 static void exec_init_binary(const char *path, const sg_init_config *cfg, int bpf)
 {
-    int src[4] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd, bpf};
-    int hi[4];
-    for (int i = 0; i < 4; i++)
+    int src[5] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd, bpf, cfg->exec_stub_fd};
+    int n = cfg->exec_stub_fd >= 0 ? 5 : 4;
+    int hi[5];
+    for (int i = 0; i < n; i++)
         if ((hi[i] = fcntl(src[i], F_DUPFD, 100)) < 0)
             return;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         if (dup2(hi[i], 3 + i) < 0)
             return;
     char uid[16], gid[16];
@@ -1858,7 +1884,7 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
                     (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
                     (char *)cfg->rootfs.hostname, uid, gid, NULL};
     char *envp[] = {NULL};
-    close_range(7, ~0U, 0);
+    close_range(3 + (unsigned)n, ~0U, 0);
     execve(path, argv, envp);
     /* fds 3..6 are ours now: put the originals back for the fallback */
     dup2(3, cfg->listen_fd);
@@ -1890,6 +1916,8 @@ static int start_init(sup *s, sg_err *err)
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
     };
+    sg_autoclose int stub = exec_stub_memfd();
+    cfg.exec_stub_fd = stub;
     /* The init runs as its own small binary when it is there. Not rootless:
      * there the init's uid is not 0 in its user namespace, and an execve
      * would drop the capabilities it needs to build the sandbox. */

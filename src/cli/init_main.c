@@ -6,9 +6,11 @@
  *
  *   sandglass-init WORKSPACE ROOTFS|"" HOSTNAME UID GID
  *   fds: 3 init.sock (listening), 4 ready pipe, 5 go pipe, 6 seccomp BPF (memfd;
- *   init loads it on itself, see sg_seccomp_build_init)
+ *   init loads it on itself, see sg_seccomp_build_init), and 7 if open:
+ *   sandglass-exec (an execute-only memfd, see exec_main.c)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@ int main(int argc, char **argv)
             .uid = (uid_t)strtoul(argv[4], NULL, 10), .gid = (gid_t)strtoul(argv[5], NULL, 10),
         },
         .seccomp = &prog, .listen_fd = 3, .ready_fd = 4, .go_fd = 5,
+        .exec_stub_fd = fcntl(7, F_GETFD) >= 0 ? 7 : -1,
     };
     sg_init_main(&cfg);
 }

@@ -13,7 +13,7 @@ import stat
 import subprocess
 import time
 
-from sgtest import cgroup_pids, PROBE, Env, cgroup_dirs, pid_alive, tap, wait_for
+from sgtest import SANDGLASS, cgroup_pids, PROBE, Env, cgroup_dirs, pid_alive, tap, wait_for
 
 env = Env()
 
@@ -110,6 +110,9 @@ def _():
         host_sock.close()
 
 
+SANDGLASS_PATH = shutil.which(SANDGLASS) or SANDGLASS
+
+
 def status_of(pid: int) -> dict[str, str]:
     with open(f"/proc/{pid}/status") as f:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
@@ -135,6 +138,17 @@ def _():
            json.dumps({"init": ist.get("Seccomp_filters"), "ready": st.get("Seccomp_filters")}))
     tap.eq(os.stat(f"/proc/{ready}/mem").st_uid if ready else -1, 0,
            "it is not dumpable: the user's other processes cannot write into it")
+    stub = os.path.join(os.path.dirname(os.path.realpath(SANDGLASS_PATH)), "sandglass-exec")
+    if os.path.exists(stub) and ready:
+        # It waits as sandglass-exec: a few pages, so the execve of the
+        # command has next to nothing to tear down.
+        with open(f"/proc/{ready}/comm") as f:
+            comm = f.read().strip()
+        with open(f"/proc/{ready}/maps") as f:
+            maps = f.read()
+        rss_kb = int(st.get("VmRSS", "0 kB").split()[0])
+        tap.ok(comm == "sandglass-ready" and "memfd:sandglass-exec" in maps and rss_kb < 400,
+               "it waits as sandglass-exec, from a memfd, in a few pages", f"{comm} {rss_kb} kB\n{maps}")
     p = env.exec(r, "/bin/sh", "-c", "echo $$ out; echo err >&2; exit 3")
     tap.ok(p.returncode == 3 and p.stdout.split()[1:] == [b"out"] and p.stderr == b"err\n",
            "the next exec runs in it: stdout, stderr, exit code", repr(p))
