@@ -75,6 +75,7 @@ typedef struct exec_ctx {
     sg_cg_stats before;
     int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
     int events_fd;        /* the leaf's cgroup.events (fast leaves): is it empty at the end? */
+    bool leaf_killed;     /* cgroup.kill was written to its leaf: never reuse it (leaf_recycle) */
     uint64_t cpu_base_ns; /* the leaf's usage before this exec: leaves are reused */
     /* Handed to a ready child directly (init.h) and not yet taken: its
      * socket, the exec's stdio fds, its leaf and message, kept until the
@@ -266,6 +267,7 @@ static void exec_kill(exec_ctx *ex)
             fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, strerror(errno));
         return;
     }
+    ex->leaf_killed = true;
     if (sg_cgroup_kill(ex->s->cg, ex->leaf, 2000, &err) < 0)
         fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, err.msg);
 }
@@ -493,12 +495,15 @@ static void ready_next(sup *s)
 
 /* An exec's fast leaf once the exec is over: kept for a later exec if it
  * is empty (no background process) and there is room, else removed.
- * Returns whether it is taken care of (kept or removed). */
+ * Never one that was killed through cgroup.kill: the kernel (6.18 here)
+ * then SIGKILLs at birth every child cloned into it with CLONE_INTO_CGROUP
+ * from another cgroup (fork compares the leaf's kill count with the
+ * parent cgroup's). Returns whether it is taken care of (kept or removed). */
 static bool leaf_recycle(sup *s, exec_ctx *ex)
 {
     sg_err err = {0};
     bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
-    if (empty && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SUP_SPARE_LEAVES &&
+    if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SUP_SPARE_LEAVES &&
         !s->destroying && !s->aborted) {
         struct spare_leaf *l = &s->spare[s->nspare++];
         snprintf(l->name, sizeof l->name, "%s", ex->leaf);
@@ -583,9 +588,13 @@ static json_t *kill_all_user_processes(sup *s)
         free(ready);
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
-        for (size_t i = 0; i < s->nleaves; i++)
+        for (size_t i = 0; i < s->nleaves; i++) {
+            for (size_t k = 0; k < s->nexecs; k++)
+                if (strcmp(s->execs[k]->leaf, s->leaves[i]) == 0)
+                    s->execs[k]->leaf_killed = true;
             if (sg_cgroup_kill(s->cg, s->leaves[i], 5000, &err) < 0)
                 ok = false;
+        }
         /* The idle ready child last: killed first, its exit would wait for
          * a CPU that a fork bomb holds, and the bomb's kill behind it. */
         ready_retire(s);

@@ -241,6 +241,25 @@ def _():
     res = json.loads(env.run("exec", "--json", r, "--", "true").stdout.splitlines()[-1])
     tap.ok(busy["cpu_s"] > 0.05 and res["cpu_s"] < busy["cpu_s"] / 5,
            "a reused leaf's CPU time starts from zero for each exec", repr((busy["cpu_s"], res["cpu_s"])))
+    # A leaf killed through cgroup.kill (here: the exec's timeout) is never
+    # reused: the kernel would SIGKILL at birth every child cloned into it.
+    p = env.run("exec", "--timeout", "0.5", r, "--", "/bin/sh", "-c", "cat /proc/self/cgroup; sleep 5")
+    killed_leaf = [line.rsplit("/", 1)[-1] for line in p.stdout.decode().splitlines()
+                   if line.rsplit("/", 1)[-1].startswith("x")][:1]
+    init = [x for x in env.ls() if x["id"] == r][0]["init_pid"]
+    gone = wait_for(lambda: killed_leaf and killed_leaf[0] not in exec_leaves(r), 5)
+    waiting = wait_for(lambda: sum(len(p) for p in exec_leaves(r).values()) >= 2
+                       and all(pid_alive(x) for x in cgroup_pids(r) - {init}), 5)
+    tap.ok(gone and waiting, "the killed leaf is removed, and a ready child waits alive in another",
+           repr((killed_leaf, exec_leaves(r))))
+    after = []
+    for _ in range(8):
+        q = env.exec(r, "cat", "/proc/self/cgroup")
+        after.append((q.returncode, [line.rsplit("/", 1)[-1] for line in q.stdout.decode().splitlines()
+                                     if line.rsplit("/", 1)[-1].startswith("x")][:1]))
+    tap.ok(p.returncode == 137 and killed_leaf and all(rc == 0 for rc, _ in after)
+           and all(leaf != killed_leaf for _, leaf in after),
+           "a leaf killed by a timeout is not reused; the execs after it run", repr((p.returncode, killed_leaf, after)))
     env.run("destroy", r)
 
 
