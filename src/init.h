@@ -20,7 +20,9 @@
  * (SG_INIT_PREPARE) in the next exec's cgroup leaf. It waits on a socket,
  * already unprivileged and filtered, and only gets the command, its stdio
  * and its cwd when the exec comes, from the supervisor itself: init is not
- * on that path, only on the exit's. */
+ * on that path, only on the exit's. It waits as sandglass-exec (exec_main.c)
+ * when the supervisor gave init that program: the execve of the command
+ * then replaces a few pages, not a copy of init (execchild.h). */
 #ifndef SG_INIT_H
 #define SG_INIT_H
 
