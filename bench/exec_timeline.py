@@ -109,6 +109,10 @@ def main() -> int:
         d = [r[step] - r[prev] for r in runs if step in r and prev in r and r[step] >= r[prev]]
         if d:
             print(f"  {prev:>10} -> {step:<10} {statistics.median(d):7.1f} ({statistics.mean(d):7.1f})  n={len(d)}")
+    for prev, step in (("true_exit", "cli_woken"), ("cli_exec", "true_exec")):
+        d = [r[step] - r[prev] for r in runs if step in r and prev in r and r[step] >= r[prev]]
+        if d:
+            print(f"  {prev:>10} => {step:<10} {statistics.median(d):7.1f} ({statistics.mean(d):7.1f})  n={len(d)}")
     total = [r["cli_exit"] - r["cli_exec"] for r in runs]
     if total:
         print(f"  whole exec, CLI exec to CLI exit: {statistics.median(total):.1f} ({statistics.mean(total):.1f})")
