@@ -1592,20 +1592,32 @@ int sg_checkpoint_take(sg_ckpt_store *st, const char *label, char id_out[SG_CHEC
  * workspace): "<id> <label>" lines, appended; listed after their commit. */
 #define ALIASES_FILE "sg-aliases"
 
-static int alias_append(sg_ckpt_store *st, const char *id, const char *label, int64_t when,
-                        sg_err *err)
+/* All the lines in one write: a batch of labels (the supervisor sends up
+ * to 256 at once) costs one open and one append, not one each. */
+static int alias_append(sg_ckpt_store *st, const char *id, char *const *labels, const int64_t *times,
+                        size_t n, sg_err *err)
 {
     sg_autofree char *path = sg_strdup_printf("%s/" ALIASES_FILE, st->repo_dir);
-    sg_autofree char *lab = clean_label(label);
-    sg_autofree char *line = sg_strdup_printf("%s %lld %s\n", id, (long long)when, lab);
+    sg_autofree char *buf = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        sg_autofree char *lab = clean_label(labels[i]);
+        sg_autofree char *line = sg_strdup_printf("%s %lld %s\n", id, (long long)times[i], lab);
+        size_t l = strlen(line);
+        buf = sg_xrealloc(buf, len + l + 1);
+        memcpy(buf + len, line, l + 1);
+        len += l;
+    }
+    if (!len)
+        return 0;
     sg_autoclose int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || sg_write_all(fd, line, strlen(line)) < 0)
+    if (fd < 0 || sg_write_all(fd, buf, len) < 0)
         return sg_err_sys(err, "cannot record checkpoint label in %s", path);
     return 0;
 }
 
-int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, const char *label, int64_t when,
-                        sg_err *err)
+int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, char *const *labels, const int64_t *times,
+                        size_t n, sg_err *err)
 {
     STORE_LOCKED(st);
     git_oid head;
@@ -1620,7 +1632,7 @@ int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, const char *label, in
     if (git_reference_name_to_id(&base, st->repo, BASE_REF) == 0 && !git_oid_equal(&base, &head))
         return sg_err_set(err, EINVAL, "the workspace was restored since checkpoint %s: no label for it", id);
     git_error_clear();
-    return alias_append(st, id, label, when, err);
+    return alias_append(st, id, labels, times, n, err);
 }
 
 int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
@@ -1673,7 +1685,9 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
         /* Nothing changed since the newest checkpoint: this is it again.
          * Only its label is recorded (an O_APPEND line, no object, no ref). */
         git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &base);
-        rc = alias_append(st, id_out, label, (int64_t)time(NULL), err);
+        char *one[1] = {(char *)label};
+        int64_t now = (int64_t)time(NULL);
+        rc = alias_append(st, id_out, one, &now, 1, err);
         if (rc == 0 && stats) {
             *stats = s.stats;
             stats->changed = 0;

@@ -94,12 +94,12 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
                           bool *reused, sg_err *err);
 
 
-/* Records label (at time `when`, seconds since the epoch) for id, which
- * must be the newest checkpoint: what take_ex with reuse_unchanged records
- * when the workspace is unchanged, for an exec the supervisor itself found
- * unchanged (wsprint.h). */
-int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, const char *label, int64_t when,
-                        sg_err *err);
+/* Records labels[0..n) (at times[i], seconds since the epoch) for id,
+ * which must be the newest checkpoint: what take_ex with reuse_unchanged
+ * records when the workspace is unchanged, for execs the supervisor itself
+ * found unchanged (wsprint.h). All or none. */
+int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, char *const *labels, const int64_t *times,
+                        size_t n, sg_err *err);
 
 /* All checkpoints, oldest first. Free with sg_checkpoint_infos_free. */
 int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *n, sg_err *err);

@@ -10,6 +10,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "udiff.h"
+#include "util.h"
 
 /* One argument in hex (see ckptwire.h); NULL with err. */
 static char *arg_bytes(json_t *req, const char *key, bool no_nul, size_t *len, sg_err *err)
@@ -54,21 +55,30 @@ static json_t *do_alias(sg_ckpt_store *st, json_t *req, sg_err *err)
         sg_err_set(err, EINVAL, "argument \"labels\" is not an array");
         return NULL;
     }
-    size_t i;
+    size_t n = json_array_size(labels);
+    char **v = sg_xcalloc(n + 1, sizeof *v);
+    int64_t *times = sg_xcalloc(n + 1, sizeof *times);
+    size_t got = 0;
     json_t *l;
-    json_array_foreach(labels, i, l) {
+    json_array_foreach(labels, got, l) {
         json_t *t = json_object_get(l, "time");
-        sg_autofree char *label = arg_bytes(l, "label", true, NULL, err);
-        if (!label)
-            return NULL;
+        if (!(v[got] = arg_bytes(l, "label", true, NULL, err)))
+            break;
         if (!json_is_integer(t)) {
             sg_err_set(err, EINVAL, "a label has no \"time\"");
-            return NULL;
+            free(v[got]);
+            v[got] = NULL;
+            break;
         }
-        if (sg_checkpoint_alias(st, id, label, (int64_t)json_integer_value(t), err) < 0)
-            return NULL;
+        times[got] = (int64_t)json_integer_value(t);
     }
-    return json_object();
+    /* One call for the whole batch: one lock, one check, one append. */
+    int rc = got == n ? sg_checkpoint_alias(st, id, v, times, n, err) : -1;
+    for (size_t i = 0; i < got; i++)
+        free(v[i]);
+    free(v);
+    free(times);
+    return rc < 0 ? NULL : json_object();
 }
 
 static json_t *do_list(sg_ckpt_store *st, sg_err *err)

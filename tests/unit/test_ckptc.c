@@ -701,6 +701,24 @@ static void test_alias_nowait(void **state)
     assert_int_equal(n, 4);
     assert_string_equal(v[3].label, "four");
     sg_checkpoint_infos_free(v, n);
+    /* a full batch (the supervisor sends up to 256): one append, in order */
+    enum { BATCH = 300 };
+    char *many[BATCH];
+    int64_t mtimes[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+        many[i] = sg_strdup_printf("l%d", i);
+        mtimes[i] = 1700000100 + i;
+    }
+    assert_int_equal(sg_ckptc_alias_nowait(f->c, a, many, mtimes, BATCH, &err), 0);
+    for (int i = 0; i < BATCH; i++)
+        free(many[i]);
+    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+        fail_msg("list: %s", err.msg);
+    assert_int_equal(n, 4 + BATCH);
+    assert_string_equal(v[4].label, "l0");
+    assert_string_equal(v[3 + BATCH].label, "l299");
+    assert_int_equal(v[3 + BATCH].time, 1700000100 + BATCH - 1);
+    sg_checkpoint_infos_free(v, n);
 }
 
 int main(void)
