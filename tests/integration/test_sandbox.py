@@ -226,8 +226,20 @@ def _():
     # A leaf is per exec: an exec never shares its leaf with a process of an
     # earlier one, and its CPU time does not count an earlier exec's.
     p = env.sh(r, "sleep 300 >/dev/null 2>&1 & echo $!")
-    bg_leaf = [n for n, pids in exec_leaves(r).items() if len(pids) == 1 and
-               any(open(f"/proc/{x}/comm").read().strip() == "sleep" for x in pids if pid_alive(x))]
+
+    def comm(pid: int) -> str:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+
+    def sleep_leaves() -> list[str]:
+        # the background job may still be the shell that execs sleep
+        return [n for n, pids in exec_leaves(r).items() if len(pids) == 1 and
+                any(comm(x) == "sleep" for x in pids)]
+    wait_for(lambda: len(sleep_leaves()) == 1, 5)
+    bg_leaf = sleep_leaves()
     tap.ok(len(bg_leaf) == 1, "the background sleep sits alone in its exec's leaf", repr(exec_leaves(r)))
     busy = json.loads(env.run("exec", "--json", r, "--", "/bin/sh", "-c",
                               "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done").stdout.splitlines()[-1])
