@@ -13,7 +13,7 @@ import stat
 import subprocess
 import time
 
-from sgtest import SANDGLASS, cgroup_pids, PROBE, Env, cgroup_dirs, pid_alive, tap, wait_for
+from sgtest import SANDGLASS, cgroup_pids, PROBE, Env, cgroup_dirs, comm, pid_alive, tap, wait_for
 
 env = Env()
 
@@ -226,13 +226,6 @@ def _():
     # A leaf is per exec: an exec never shares its leaf with a process of an
     # earlier one, and its CPU time does not count an earlier exec's.
     p = env.sh(r, "sleep 300 >/dev/null 2>&1 & echo $!")
-
-    def comm(pid: int) -> str:
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                return f.read().strip()
-        except OSError:
-            return ""
 
     def sleep_leaves() -> list[str]:
         # the background job may still be the shell that execs sleep
