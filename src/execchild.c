@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -133,34 +132,13 @@ void sg_execchild_prefault(void)
 void sg_execchild_take(int sock)
 {
     uint8_t type = 0;
-    struct iovec iov[2] = {
-        {.iov_base = &type, .iov_len = 1},
-        {.iov_base = msg_buf, .iov_len = sizeof msg_buf},
-    };
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } cm;
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = cm.buf,
-                        .msg_controllen = sizeof cm.buf};
-    ssize_t n;
-    do
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    if (n <= 0)
-        _exit(0);
     int fds[3];
-    size_t nfds = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k && nfds < 3; i++)
-            memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-    }
+    size_t nfds = 3;
+    ssize_t n = sg_ctl_recv(sock, &type, msg_buf, sizeof msg_buf, fds, &nfds);
+    if (n <= 0)
+        _exit(0); /* EOF: init dropped us (or a broken message) */
     char **argv, **envp, *cwd = NULL;
-    if (type != SG_CTL_REQ || nfds != 3 || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
-        sg_execchild_split(msg_buf, (size_t)n - 1, &argv, &envp, &cwd) < 0)
+    if (type != SG_CTL_REQ || nfds != 3 || sg_execchild_split(msg_buf, (size_t)n, &argv, &envp, &cwd) < 0)
         _exit(126);
     /* Tell the supervisor we have the exec (it reads this at the exit). */
     if (send(sock, "k", 1, MSG_NOSIGNAL) != 1)

@@ -47,6 +47,14 @@
 typedef struct sup sup;
 typedef struct client client;
 
+/* A fast exec leaf with the files the exec path reads kept open: the ready
+ * child's, or a spare one (emptied, kept for a later exec). */
+typedef struct open_leaf {
+    char name[24];
+    int dirfd, cpufd, evfd; /* the directory, its cpu.stat, its cgroup.events */
+    uint64_t cpu_base;      /* cpu.stat's usage when handed out: leaves are reused */
+} open_leaf;
+
 typedef struct outmsg {
     struct outmsg *next;
     uint8_t type;
@@ -148,23 +156,16 @@ struct sup {
     char **leaves;          /* exec leaves that may still hold processes */
     size_t nleaves, capleaves;
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
-    char ready_leaf[24];    /* the leaf of init's ready child (init.h), if ready */
-    int ready_dirfd;        /* that leaf, and its cpu.stat, open for the next exec */
-    int ready_cpufd;
+    open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
     uint32_t ready_exec_id; /* the exec id reserved for it */
     int ready_sock;         /* its socket (SG_INIT_READY); -1 until init sent it */
     pid_t ready_pid;
     bool ready;
     bool ready_taken;       /* the last one was handed an exec: the next PREPARE says so */
-    int ready_evfd;         /* the ready leaf's cgroup.events */
-    uint64_t ready_cpu_base;
     /* Emptied fast leaves, open, for the next ready children: an exec then
      * makes and removes no cgroup (mkdir and rmdir in cgroupfs cost ~80 us
      * of CPU per exec, plus the kernel's deferred freeing). */
-    struct spare_leaf {
-        char name[24];
-        int dirfd, cpufd, evfd;
-    } spare[SUP_SPARE_LEAVES];
+    open_leaf spare[SUP_SPARE_LEAVES];
     size_t nspare;
 };
 
@@ -257,6 +258,16 @@ static void client_error(client *c, const char *msg)
 
 /* ---- exec output --------------------------------------------------------- */
 
+/* Kills what a leaf holds, and marks the execs in it: a leaf cgroup.kill
+ * was written to is never reused (leaf_recycle). */
+static int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err)
+{
+    for (size_t k = 0; k < s->nexecs; k++)
+        if (strcmp(s->execs[k]->leaf, leaf) == 0)
+            s->execs[k]->leaf_killed = true;
+    return sg_cgroup_kill(s->cg, leaf, timeout_ms, err);
+}
+
 static void exec_kill(exec_ctx *ex)
 {
     sg_err err = {0};
@@ -267,8 +278,7 @@ static void exec_kill(exec_ctx *ex)
             fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, strerror(errno));
         return;
     }
-    ex->leaf_killed = true;
-    if (sg_cgroup_kill(ex->s->cg, ex->leaf, 2000, &err) < 0)
+    if (leaf_kill(ex->s, ex->leaf, 2000, &err) < 0)
         fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, err.msg);
 }
 
@@ -448,6 +458,13 @@ static void leaves_sweep(sup *s)
     }
 }
 
+static void open_leaf_close(open_leaf *l)
+{
+    sg_close_reset(&l->dirfd);
+    sg_close_reset(&l->cpufd);
+    sg_close_reset(&l->evfd);
+}
+
 /* Asks init for a ready child in a new leaf, so that the next exec only
  * has to hand it the command (init.h). Off the exec path: called once the
  * sandbox is up, once an exec has started, and after each result. */
@@ -457,7 +474,7 @@ static void ready_next(sup *s)
     if (s->ready || !s->fast_leaves || s->destroying || s->aborted || s->init_dead ||
         s->init_fd < 0)
         return;
-    struct spare_leaf l;
+    open_leaf l;
     if (s->nspare > 0) {
         l = s->spare[--s->nspare];
     } else {
@@ -470,26 +487,20 @@ static void ready_next(sup *s)
         l.evfd = l.dirfd < 0 ? -1 : sg_cgroup_events_open(l.dirfd);
     }
     /* A reused leaf's cpu.stat counts its earlier execs too. */
-    uint64_t base = 0;
-    if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &base, &err) < 0)
+    l.cpu_base = 0;
+    if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &l.cpu_base, &err) < 0)
         sg_close_reset(&l.cpufd);
     sg_init_spawn sp = {.type = SG_INIT_PREPARE, .exec_id = ++s->next_exec,
                         .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
                         .flags = s->ready_taken ? SG_INIT_F_TAKEN : 0};
     if (l.dirfd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
-        sg_close_reset(&l.dirfd);
-        sg_close_reset(&l.cpufd);
-        sg_close_reset(&l.evfd);
+        open_leaf_close(&l);
         sg_cgroup_leaf_remove(s->cg, l.name, &err);
         return;
     }
     s->ready_taken = false;
     s->ready_exec_id = sp.exec_id;
-    s->ready_dirfd = l.dirfd;
-    s->ready_cpufd = l.cpufd;
-    s->ready_evfd = l.evfd;
-    s->ready_cpu_base = base;
-    snprintf(s->ready_leaf, sizeof s->ready_leaf, "%s", l.name);
+    s->rl = l;
     s->ready = true;
 }
 
@@ -505,12 +516,11 @@ static bool leaf_recycle(sup *s, exec_ctx *ex)
     bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
     if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SUP_SPARE_LEAVES &&
         !s->destroying && !s->aborted) {
-        struct spare_leaf *l = &s->spare[s->nspare++];
+        open_leaf *l = &s->spare[s->nspare++];
         snprintf(l->name, sizeof l->name, "%s", ex->leaf);
-        l->dirfd = ex->leaf_fd;
-        l->cpufd = ex->cpu_fd;
-        l->evfd = ex->events_fd;
-        ex->leaf_fd = ex->cpu_fd = ex->events_fd = -1;
+        l->dirfd = sg_steal_fd(&ex->leaf_fd);
+        l->cpufd = sg_steal_fd(&ex->cpu_fd);
+        l->evfd = sg_steal_fd(&ex->events_fd);
         return true;
     }
     return sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0;
@@ -518,9 +528,7 @@ static bool leaf_recycle(sup *s, exec_ctx *ex)
 
 static void ready_close_fds(sup *s)
 {
-    sg_close_reset(&s->ready_dirfd);
-    sg_close_reset(&s->ready_cpufd);
-    sg_close_reset(&s->ready_evfd);
+    open_leaf_close(&s->rl);
     sg_close_reset(&s->ready_sock);
 }
 
@@ -530,7 +538,7 @@ static void ready_lost(sup *s)
 {
     s->ready = false;
     ready_close_fds(s);
-    leaf_track(s, s->ready_leaf);
+    leaf_track(s, s->rl.name);
 }
 
 /* Kills and removes the ready child's leaf (abort, kill-all). */
@@ -541,9 +549,9 @@ static void ready_retire(sup *s)
         return;
     s->ready = false;
     ready_close_fds(s);
-    if (sg_cgroup_kill(s->cg, s->ready_leaf, 2000, &err) < 0 ||
-        sg_cgroup_leaf_remove(s->cg, s->ready_leaf, &err) < 0)
-        leaf_track(s, s->ready_leaf); /* swept later, or removed by destroy */
+    if (sg_cgroup_kill(s->cg, s->rl.name, 2000, &err) < 0 ||
+        sg_cgroup_leaf_remove(s->cg, s->rl.name, &err) < 0)
+        leaf_track(s, s->rl.name); /* swept later, or removed by destroy */
 }
 
 static json_t *cap_json(double limit, double value)
@@ -583,18 +591,14 @@ static json_t *kill_all_user_processes(sup *s)
     size_t nready = 0; /* the ready child: not a user process, not counted */
     if (s->cg) {
         pid_t *ready = NULL;
-        if (s->ready && sg_cgroup_pids(s->cg, s->ready_leaf, &ready, &nready, &err) < 0)
+        if (s->ready && sg_cgroup_pids(s->cg, s->rl.name, &ready, &nready, &err) < 0)
             nready = 0;
         free(ready);
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
-        for (size_t i = 0; i < s->nleaves; i++) {
-            for (size_t k = 0; k < s->nexecs; k++)
-                if (strcmp(s->execs[k]->leaf, s->leaves[i]) == 0)
-                    s->execs[k]->leaf_killed = true;
-            if (sg_cgroup_kill(s->cg, s->leaves[i], 5000, &err) < 0)
+        for (size_t i = 0; i < s->nleaves; i++)
+            if (leaf_kill(s, s->leaves[i], 5000, &err) < 0)
                 ok = false;
-        }
         /* The idle ready child last: killed first, its exit would wait for
          * a CPU that a fork bomb holds, and the bomb's kill behind it. */
         ready_retire(s);
@@ -1392,15 +1396,13 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     sg_autostrv char **env = build_env(&req, cwd);
     /* The ready child's leaf, where it sits already; else a new leaf. */
     if (direct) {
-        memcpy(ex->leaf, s->ready_leaf, sizeof ex->leaf);
-        ex->leaf_fd = s->ready_dirfd;
-        ex->cpu_fd = s->ready_cpufd;
-        ex->events_fd = s->ready_evfd;
-        ex->cpu_base_ns = s->ready_cpu_base;
-        s->ready_evfd = -1;
-        ex->ready_sock = s->ready_sock;
+        memcpy(ex->leaf, s->rl.name, sizeof ex->leaf);
+        ex->leaf_fd = sg_steal_fd(&s->rl.dirfd);
+        ex->cpu_fd = sg_steal_fd(&s->rl.cpufd);
+        ex->events_fd = sg_steal_fd(&s->rl.evfd);
+        ex->cpu_base_ns = s->rl.cpu_base;
+        ex->ready_sock = sg_steal_fd(&s->ready_sock);
         ex->ready_pid = s->ready_pid;
-        s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
         s->ready = false;
         s->ready_taken = true;
         ncg = 0;
@@ -2201,8 +2203,8 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_dirfd = s->ready_cpufd = s->ready_sock = -1;
-    s->ready_evfd = -1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = -1;
+    s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
     s->rootless = geteuid() != 0;
@@ -2324,11 +2326,8 @@ out:
         free(s->labels[i]);
     free(s->labels);
     free(s->label_times);
-    for (size_t i = 0; i < s->nspare; i++) {
-        sg_close_reset(&s->spare[i].dirfd);
-        sg_close_reset(&s->spare[i].cpufd);
-        sg_close_reset(&s->spare[i].evfd);
-    }
+    for (size_t i = 0; i < s->nspare; i++)
+        open_leaf_close(&s->spare[i]);
     ready_close_fds(s);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
