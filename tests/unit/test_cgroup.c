@@ -11,6 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -130,7 +132,7 @@ static pid_t spawn_in(sg_cgroup *cg, const char *leaf, child_fn fn, void *out, s
         fail_msg("procs_fds: %s", err.msg);
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         for (int i = 0; i < n; i++)
@@ -190,10 +192,10 @@ static void child_burn(int wfd)
  * bomb that only pids.max bounds. */
 static void child_escaper_bomb(int wfd)
 {
-    pid_t mid = fork();
+    pid_t mid = sgt_fork();
     if (mid == 0) {
         setsid();
-        pid_t g = fork();
+        pid_t g = sgt_fork();
         if (g == 0) {
             pid_t me = getpid();
             if (write(wfd, &me, sizeof me) != sizeof me)
@@ -205,7 +207,7 @@ static void child_escaper_bomb(int wfd)
     }
     waitpid(mid, NULL, 0);
     for (;;) {
-        if (fork() < 0) {
+        if (sgt_fork() < 0) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
@@ -228,7 +230,7 @@ static void child_many(int wfd, int kids)
 {
     int fails = 0;
     for (int i = 0; i < kids; i++) {
-        pid_t p = fork();
+        pid_t p = sgt_fork();
         if (p == 0) {
             for (;;)
                 pause();
@@ -477,7 +479,7 @@ static void test_attach_stats(void **state)
     pid_t burner = spawn_in(cg, "exec1", child_burn, NULL, 0);
 
     /* a plain host child moved in by pid */
-    pid_t plain = fork();
+    pid_t plain = sgt_fork();
     assert_true(plain >= 0);
     if (plain == 0) {
         for (;;)

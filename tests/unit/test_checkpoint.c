@@ -7,6 +7,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -626,7 +628,7 @@ static void test_list_reopen_new_process(void **state)
     sg_checkpoint_close(f->st);
     f->st = NULL;
 
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         /* A new process opens the store from disk, lists and restores. */

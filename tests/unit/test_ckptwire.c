@@ -8,6 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -447,7 +449,7 @@ static void test_frame_large(void **state)
     for (size_t i = 0; i < n; i++)
         buf[i] = (char)(i * 7 + i / 251);
     json_t *m = json_pack("{s:o}", "text", sg_ckptwire_bytes(buf, n));
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         sg_err e = {0};

@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "limits.h"
@@ -351,7 +353,7 @@ static void run_locally(fixture *f, sg_mcp_call *c)
     if (c->input)
         assert_int_equal(sg_write_all(in, c->input, c->input_len), 0);
     lseek(in, 0, SEEK_SET);
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     if (pid == 0) {
         dup2(in, 0);
         dup2(out, 1);

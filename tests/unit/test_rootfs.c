@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include "cleanup.h"
 #include "privs.h"
 #include "rootfs.h"
@@ -109,7 +111,7 @@ static int sandbox_init(const sbx_cfg *c, int outfd, int timefd)
     if (c->init_bounding && sg_privs_drop_bounding() < 0)
         return 121;
 
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     if (pid < 0)
         return 122;
     if (pid == 0) {
@@ -148,7 +150,7 @@ static void run_sandbox(const sbx_cfg *c, sbx_res *r)
     assert_int_equal(pipe2(out, O_CLOEXEC), 0);
     assert_int_equal(pipe2(tp, O_CLOEXEC), 0);
     fflush(NULL);
-    pid_t a = fork();
+    pid_t a = sgt_fork();
     assert_true(a >= 0);
     if (a == 0) {
         close(out[0]);
@@ -166,7 +168,7 @@ static void run_sandbox(const sbx_cfg *c, sbx_res *r)
                 _exit(120);
             }
         }
-        pid_t b = fork();
+        pid_t b = sgt_fork();
         if (b < 0)
             _exit(120);
         if (b == 0)

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include "cleanup.h"
 #include "privs.h"
 #include "seccomp.h"
@@ -109,7 +111,7 @@ static void run_child(void (*fn)(void), char *out, size_t size, int *status)
     int p[2];
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         close(p[0]);
@@ -163,7 +165,7 @@ static void *thread_fn(void *arg)
 /* Status of a grandchild that runs an x32 syscall. */
 static int x32_status(void)
 {
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     if (pid == 0) {
 #if defined(__x86_64__)
         syscall(0x40000000 | SYS_getpid);
@@ -221,7 +223,7 @@ static void check_filtered_calls(void)
             bad("clone(0x%lx) was not refused with EPERM (rc %ld, %s)", nsflags[i], rc, strerror(errno));
     }
 
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     if (pid == 0)
         _exit(ptrace(PTRACE_TRACEME, 0, NULL, NULL) == -1 && errno == EPERM ? 0 : 1);
     int st = 0;
@@ -253,7 +255,7 @@ static void child_unprivileged(void)
     }
     /* Control: without the filter this unprivileged process may create a
      * user namespace, so the EPERM below comes from the filter. */
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     if (pid == 0)
         _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
     int st = 0;
@@ -362,7 +364,7 @@ static void child_split(void)
     /* valgrind answers clone3 with ENOSYS itself: fork stands in there. */
     pid_t pid;
     if (RUNNING_ON_VALGRIND) {
-        pid = fork();
+        pid = sgt_fork();
     } else {
         want_errno("clone3 with a bad size under init's part", syscall(SYS_clone3, NULL, 0), EINVAL);
         pid = (pid_t)plain_clone3();
@@ -394,7 +396,7 @@ static void child_part_alone(void)
 #if defined(__x86_64__)
     if (RUNNING_ON_VALGRIND)
         return; /* it does not pass int 0x80 on to the kernel */
-    pid_t pid = fork();
+    pid_t pid = sgt_fork();
     if (pid == 0) {
         long ret;
         __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory"); /* i386 getpid */

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -600,7 +602,7 @@ static void test_sigkill(void **state)
     for (int round = 0; round < 8; round++) {
         int p[2];
         assert_int_equal(pipe(p), 0);
-        pid_t pid = fork();
+        pid_t pid = sgt_fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             close(p[0]);

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -62,7 +64,7 @@ static int start_ingest(int port)
     for (int attempt = 0; attempt < 50; attempt++) {
         int p[2];
         assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-        pid_t pid = fork();
+        pid_t pid = sgt_fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             dup2(p[1], 1);

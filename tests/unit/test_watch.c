@@ -7,6 +7,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "sgt_fork.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -244,7 +246,7 @@ static void test_nested_race(void **state)
         snprintf(d, sizeof(d), "%s/r%d/b/c", f->dir, r);
         snprintf(f1, sizeof(f1), "%s/f.txt", d);
         snprintf(f2, sizeof(f2), "%s/r%d/b/g.txt", f->dir, r);
-        pid_t pid = fork();
+        pid_t pid = sgt_fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             /* As fast as possible: mkdir -p, then write into the new dir. */
