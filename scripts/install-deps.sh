@@ -11,8 +11,13 @@ pkgs=(
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
   rsync musl-tools
-
 )
+# Node and npm run the independent peers in tests/node (ws, the MCP
+# Inspector). Debian's nodejs and npm, unless a node with npm is already
+# there (a NodeSource nodejs ships its own npm and conflicts with Debian's).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  pkgs+=(nodejs npm)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

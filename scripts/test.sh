@@ -1,27 +1,56 @@
 #!/usr/bin/env bash
-# Runs every test twice: in the plain build and in the ASan+UBSan build.
-# Prints per-test results and ends with "N passed, N failed".
+# Runs every test: unit and integration tests in the plain build and in the
+# ASan+UBSan build, the unit tests under valgrind, and each fuzz target for
+# a short run. Prints per-program results, every skipped check with its
+# reason, and ends with "N passed, N failed, N skipped" (counted over the
+# TAP checks inside each program).
+#
+# With CI=true (as .ci/run runs it) a skipped check is a failure unless its
+# reason is listed in tests/allowed-skips.txt: a green CI means every
+# required suite ran. Any sanitizer report from any process (the CLI, the
+# supervisors, the workers, the daemons, init) fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+strict=()
+if [ "${CI:-}" = true ] || [ "${SG_STRICT:-}" = 1 ]; then strict=(--strict); fi
 
-bash scripts/install-deps.sh >/dev/null || { echo "install-deps failed"; echo "0 passed, 1 failed"; exit 1; }
+bash scripts/install-deps.sh >/dev/null || { echo "install-deps failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
+passed=0; failed=0; skipped=0
+
+# A build directory is (re)made when the options it was set up with differ
+# from the ones asked for: a stale build-asan without -Db_sanitize, or a
+# build-fuzz made with gcc, would otherwise run the tests unsanitized.
 build() { # dir, extra meson args...
   local dir=$1; shift
+  local want="CC=${CC:-cc} $*"
+  if [ -f "$dir/build.ninja" ] && [ "$(cat "$dir/.sg-setup" 2>/dev/null)" != "$want" ]; then
+    echo "  [build] $dir was set up with other options: making it anew"
+    rm -rf "$dir"
+  fi
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >/dev/null || return 1
+    printf '%s' "$want" > "$dir/.sg-setup"
   fi
   ninja -C "$dir" >/dev/null || { ninja -C "$dir" | tail -40; return 1; }
 }
 
-# Node peers for the integration tests (ws, MCP inspector): installed once.
-if [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ] && command -v npm >/dev/null; then
-  (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null 2>&1) || echo "warning: npm install failed; node peer tests will skip"
+# The option a build dir really has (meson's own record, not our stamp).
+build_option() { # dir, option
+  meson introspect --buildoptions "$1" 2>/dev/null |
+    python3 -c "import json,sys; print(next((str(o['value']) for o in json.load(sys.stdin) if o['name']=='$2'), ''))"
+}
+
+# Node peers for the integration tests (ws, MCP Inspector).
+if [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
+  if ! (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null 2>&1); then
+    echo "  [setup] npm install in tests/node failed: the Node peer tests cannot run"
+    failed=$((failed + 1))
+  fi
 fi
 
-passed=0; failed=0
-run_suite() { # dir, label
+run_suite() { # dir, label, meson test args...
   local dir=$1 label=$2
   rm -f "$dir/meson-logs/testlog-$label".*  "$dir/meson-logs/testlog-$label"-*
   meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes 1 --logbase "testlog-$label" "${@:3}" \
@@ -31,51 +60,87 @@ run_suite() { # dir, label
   log=$(ls -t "$dir/meson-logs/testlog-$label"*.json 2>/dev/null | head -1)
   base=${log%.json}
   if [ -n "$log" ] && [ -f "$log" ]; then
-    local out counts p f
-    out=$(python3 scripts/testlog.py "$log" "$label")
+    local out counts p f s
+    out=$(python3 scripts/testlog.py "$log" "$label" "${strict[@]}" --allowed tests/allowed-skips.txt)
     counts=$(printf '%s\n' "$out" | tail -1)
     printf '%s\n' "$out" | sed '$d'
-    p=${counts% *}; f=${counts#* }
+    read -r p f s <<<"$counts"
     if [ "$f" != 0 ]; then
       grep -E '^(not ok|#)' "$base.txt" | head -80
     fi
-    passed=$((passed + p)); failed=$((failed + f))
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
   else
     failed=$((failed + 1))
     tail -40 "$dir/test-output-$label.txt"
   fi
 }
 
+# Sanitizer reports of every process go to files in this directory
+# (log_path), so that a report of a detached supervisor or daemon, or one
+# written at exit after its log was deleted, still fails the run; the
+# supervisors' own logs are archived there before a destroy deletes them
+# (SANDGLASS_LOG_ARCHIVE, read by the state module).
+san_dir=/tmp/sg-sanitizer-reports
+check_sanitizer_reports() { # label
+  local n=0 f
+  for f in "$san_dir"/report.* ; do
+    [ -s "$f" ] || continue
+    n=$((n + 1)); echo "  [$1] SANITIZER REPORT $f:"; head -40 "$f"
+  done
+  for f in "$san_dir"/logs/*.log ; do
+    [ -f "$f" ] || continue
+    if grep -qE 'Sanitizer|runtime error:|Can.t open file' "$f"; then
+      n=$((n + 1)); echo "  [$1] SANITIZER REPORT in a supervisor log $f:"
+      grep -E -A20 'Sanitizer|runtime error:|Can.t open file' "$f" | head -40
+    fi
+  done
+  failed=$((failed + n))
+  [ "$n" = 0 ] && echo "  [$1] no sanitizer report from any process"
+}
+
 if build build; then run_suite build plain; else failed=$((failed + 1)); echo "plain build failed"; fi
-if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+
+if build build-asan -Db_sanitize=address,undefined -Db_lundef=false &&
+   [ "$(build_option build-asan b_sanitize)" = "address,undefined" ]; then
+  rm -rf "$san_dir"; mkdir -p "$san_dir/logs"; chmod 1777 "$san_dir" "$san_dir/logs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$san_dir/report \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_dir/report \
+  SANDGLASS_LOG_ARCHIVE=$san_dir/logs \
     run_suite build-asan asan
+  check_sanitizer_reports asan
 else
-  failed=$((failed + 1)); echo "sanitizer build failed"
+  failed=$((failed + 1)); echo "sanitizer build failed (or is not sanitized: b_sanitize=$(build_option build-asan b_sanitize))"
 fi
+
 # Unit tests under valgrind: no leaks, no invalid accesses.
 if [ -f build/build.ninja ]; then
   run_suite build valgrind --suite unit \
     --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
 fi
-# Fuzz targets (clang, libFuzzer + ASan + UBSan): build, then a short run
-# each; a crash or a sanitizer report fails it.
-if CC=clang build build-fuzz -Dfuzz=true; then
+
+# Fuzz targets (clang, libFuzzer + ASan + UBSan, no recovery): build, then
+# a short run each; a crash or any sanitizer report fails it.
+if CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; then
+  nfuzz=0
   for f in build-fuzz/fuzz/fuzz_*; do
     [ -f "$f" ] && [ -x "$f" ] || continue
+    nfuzz=$((nfuzz + 1))
     name=$(basename "$f")
     mkdir -p "build-fuzz/corpus-$name"
     seeds="fuzz/corpus/${name#fuzz_}"
     [ -d "$seeds" ] && cp -n "$seeds"/* "build-fuzz/corpus-$name/" 2>/dev/null
-    if "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1; then
+    if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+       "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1 &&
+       ! grep -qE 'runtime error:|Sanitizer' "build-fuzz/$name.log"; then
       passed=$((passed + 1)); echo "  [fuzz] OK       $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"
     else
       failed=$((failed + 1)); echo "  [fuzz] FAIL     $name"; tail -30 "build-fuzz/$name.log"
     fi
   done
+  if [ "$nfuzz" = 0 ]; then failed=$((failed + 1)); echo "  [fuzz] FAIL     no fuzz target was built"; fi
 else
-  failed=$((failed + 1)); echo "fuzz build failed"
+  failed=$((failed + 1)); echo "fuzz build failed (or is not a fuzz build)"
 fi
 
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" = 0 ]

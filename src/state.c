@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
@@ -232,4 +233,24 @@ bool sg_state_pid_alive(pid_t pid)
         return false;
     const char *rp = strrchr(st, ')');
     return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+}
+
+void sg_state_archive_log(const char *id)
+{
+    const char *dir = getenv("SANDGLASS_LOG_ARCHIVE");
+    if (!dir || !*dir)
+        return;
+    sg_autofree char *src = sg_state_sandbox_path(id, "supervisor.log");
+    sg_autofree char *dst = sg_strdup_printf("%s/%s.%ld.log", dir, id, (long)getpid());
+    sg_autoclose int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    sg_autoclose int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0)
+        return;
+    char buf[16384];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (sg_write_all(out, buf, (size_t)n) < 0)
+            return;
 }

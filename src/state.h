@@ -69,4 +69,11 @@ char **sg_state_list(sg_err *err);
 /* True if a process with this pid exists and its cmdline is ours (best effort). */
 bool sg_state_pid_alive(pid_t pid);
 
+/* For the test harness: when SANDGLASS_LOG_ARCHIVE names a directory, the
+ * sandbox's supervisor.log is copied there (as <id>.<pid>.log) before its
+ * state directory is removed, so that a sanitizer report of the supervisor
+ * or of init (whose stderr is that log) outlives the destroy. Best effort;
+ * does nothing without the variable. */
+void sg_state_archive_log(const char *id);
+
 #endif

@@ -2185,6 +2185,7 @@ static int sup_shutdown(sup *s)
     if (code == 0) {
         if (s->meta.own_workspace)
             sg_rm_rf(s->meta.workspace, &err);
+        sg_state_archive_log(s->meta.id);
         sg_rm_rf(dir, &err);
     }
     if (s->destroy_fd >= 0) {

@@ -124,6 +124,7 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     if (have_meta)
         sg_sandbox_meta_clear(&m);
     sg_autofree char *dir = sg_state_sandbox_path(id, NULL);
+    sg_state_archive_log(id);
     if (sg_rm_rf(dir, err) < 0)
         return -1;
     if (verbose)
