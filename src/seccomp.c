@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -32,6 +33,20 @@ static const char *const deny_eperm[] = {
     "unshare", "setns", "swapon", "swapoff", "reboot",
     "open_by_handle_at", "name_to_handle_at", "acct", "quotactl", "quotactl_fd",
     "lookup_dcookie",
+    /* another process's descriptors or memory: the ptrace checks allow them
+     * between processes of one uid, and every exec of a sandbox runs as the
+     * same user (the per-exec Landlock domain, src/privs.c, is the second
+     * wall where the kernel has Landlock) */
+    "pidfd_getfd", "process_vm_readv", "process_vm_writev", "process_madvise",
+    /* no use in a sandbox, a history of kernel bugs */
+    "modify_ldt", "memfd_secret",
+};
+
+/* Socket families refused with EAFNOSUPPORT. vsock talks to the hypervisor
+ * (and the host, on a VM with a virtio-vsock device), and no network
+ * namespace isolates it. */
+static const int deny_families[] = {
+    AF_VSOCK,
 };
 
 /* clone() flags that create namespaces. CLONE_NEWTIME (0x80) is left out:
@@ -173,6 +188,15 @@ int sg_seccomp_build_layout(sg_seccomp_prog *out, sg_seccomp_layout layout, unsi
     struct scmp_arg_cmp high = SCMP_CMP(0, SCMP_CMP_GT, 0xffffffffULL, 0);
     if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "personality", 1, &high, err) < 0)
         return -1;
+
+    for (size_t i = 0; i < SG_ARRAY_LEN(deny_families); i++) {
+        /* the family is an int: compare its low 32 bits only */
+        struct scmp_arg_cmp c = SCMP_CMP(0, SCMP_CMP_MASKED_EQ, 0xffffffffULL,
+                                         (uint64_t)(uint32_t)deny_families[i]);
+        if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), "socket", 1, &c, err) < 0 ||
+            add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), "socketpair", 1, &c, err) < 0)
+            return -1;
+    }
 
     sg_autoclose int fd = memfd_create("sg-seccomp", MFD_CLOEXEC);
     if (fd < 0)
