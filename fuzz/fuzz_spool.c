@@ -1,8 +1,12 @@
 /* fuzz_spool: arbitrary bytes as spool segment files (and ack file) for
  * the recovery reader. Properties checked beyond "no crash": recovery
  * yields records with strictly increasing, contiguous seqs that read back
- * with valid checksums; a second recovery finds nothing left to repair;
- * the recovered spool accepts the next append. */
+ * with valid checksums; every record read back is one found whole in the
+ * input (recovery invents nothing but its spool_gap placeholders, with the
+ * seq they stand for); a second recovery finds nothing left to repair;
+ * the recovered spool accepts the next append, which reads back.
+ * Seeds: fuzz/gen_spool_corpus.py writes fuzz/corpus/spool. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +25,32 @@ static void put(const char *dir, const char *name, const uint8_t *b, size_t n)
     sg_err err;
     if (sg_write_file_atomic(path, b, n, 0600, &err) < 0)
         abort();
+}
+
+/* Whether a recovered record is one of the input's: its header (with this
+ * seq) and payload found together, or the placeholder for this seq. */
+static bool from_input(const uint8_t *in, size_t n, const char *rec, size_t len, int64_t seq)
+{
+    char want[64];
+    snprintf(want, sizeof want, "{\"seq\":%lld,\"kind\":\"activity\"", (long long)seq);
+    if (len > strlen(want) && memcmp(rec, want, strlen(want)) == 0 &&
+        memmem(rec, len, "\"spool_gap\"", 11))
+        return true;
+    uint8_t hdr[20] = "SGR1";
+    uint32_t l32 = (uint32_t)len;
+    uint64_t s64 = (uint64_t)seq;
+    memcpy(hdr + 4, &l32, 4); /* little-endian hosts only, as the harness's ack slot */
+    memcpy(hdr + 8, &s64, 8);
+    for (const uint8_t *p = in; n - (size_t)(p - in) >= sizeof hdr + 4 + len;) {
+        const uint8_t *h = memmem(p, n - (size_t)(p - in), hdr, sizeof hdr);
+        if (!h)
+            return false;
+        size_t left = n - (size_t)(h - in);
+        if (left >= sizeof hdr + 4 + len && memcmp(h + 24, rec, len) == 0)
+            return true;
+        p = h + 1;
+    }
+    return false;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,6 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (prev >= 0 && seq != prev + 1)
             abort();
         prev = seq;
+        if (!from_input(data, size, rec, len, seq))
+            abort();
     }
     if (rc < 0)
         abort();
@@ -82,6 +114,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (sg_spool_append(sp, next, "{}", 2, &err) < 0 || sg_spool_sync(sp, &err) < 0)
         abort();
+    c = sg_spool_cursor_new(sp, next - 1, 0, &err);
+    if (!c || sg_spool_cursor_next(c, INT64_MAX, &rec, &len, &seq, &err) != 1 || seq != next ||
+        len != 2 || memcmp(rec, "{}", 2) != 0)
+        abort();
+    sg_spool_cursor_free(c);
     sg_spool_close(sp);
     sg_rm_rf(dir, &err);
     return 0;
