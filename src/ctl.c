@@ -1,12 +1,16 @@
 #include "ctl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -280,4 +284,19 @@ int sg_ctl_listen(const char *path, int backlog, sg_err *err)
     if (listen(fd, backlog) < 0)
         return sg_err_sys(err, "cannot listen on %s", path);
     return sg_steal_fd(&fd);
+}
+
+bool sg_ctl_stdin_ok(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return false;
+    if (S_ISCHR(st.st_mode))
+        return st.st_rdev == makedev(1, 3); /* /dev/null */
+    if (!S_ISFIFO(st.st_mode))
+        return false;
+    struct statfs sf;
+    int fl = fcntl(fd, F_GETFL);
+    return fstatfs(fd, &sf) == 0 && sf.f_type == PIPEFS_MAGIC && fl >= 0 &&
+           (fl & O_ACCMODE) == O_RDONLY;
 }

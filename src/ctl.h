@@ -97,6 +97,13 @@ void sg_exec_req_free(sg_exec_req *r);
  * `sh -c SCRIPT`, else the words joined with shell quoting. Caller frees. */
 char *sg_exec_cmdline(char *const *argv);
 
+/* Whether fd may cross into a sandbox as an exec's stdin as it is: the
+ * read end of an anonymous pipe, or /dev/null. Anything else a caller
+ * holds — a terminal, a directory, a regular file, a socket, a named FIFO
+ * (a host path) — is a capability the sandbox must not get: the CLI relays
+ * it through a pipe of its own, and the supervisor refuses it. */
+bool sg_ctl_stdin_ok(int fd);
+
 /* Parses a REQ payload into a JSON object with a string "op". Returns a
  * json_t* (caller decrefs) or NULL with err. */
 void *sg_ctl_parse_req(const char *buf, size_t len, const char **op, sg_err *err);

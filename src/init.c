@@ -83,6 +83,12 @@ static void child_prepare(const sg_init_spawn *sp)
     int r = sg_privs_drop(sp->uid, sp->gid);
     if (r < 0)
         sg_execchild_fail(126, "cannot drop privileges", NULL, -r);
+    /* A Landlock domain per exec (privs.h): out of reach of the processes
+     * of other execs. Where the kernel has no Landlock, the filter below
+     * still refuses pidfd_getfd (docs/SECURITY.md says what is left). */
+    r = sg_privs_own_domain();
+    if (r < 0 && r != -ENOSYS && r != -EOPNOTSUPP)
+        sg_execchild_fail(126, "cannot enter the exec's own Landlock domain", NULL, -r);
     /* sg_privs_drop set no_new_privs, as the kernel wants of a process
      * without CAP_SYS_ADMIN that loads a filter. */
     if (exec_filter && (r = sg_seccomp_load(exec_filter)) < 0)

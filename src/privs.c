@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/landlock.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -95,4 +96,20 @@ int sg_privs_drop(uid_t uid, gid_t gid)
     if (getgroups(0, NULL) != 0 && !setgroups_denied())
         return -EPERM;
     return 0;
+}
+
+int sg_privs_own_domain(void)
+{
+#if defined(SYS_landlock_create_ruleset) && defined(SYS_landlock_restrict_self)
+    struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK};
+    int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = (int)syscall(SYS_landlock_restrict_self, fd, 0);
+    int e = errno;
+    close(fd);
+    return rc < 0 ? -e : 0;
+#else
+    return -ENOSYS;
+#endif
 }

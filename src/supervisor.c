@@ -107,6 +107,7 @@ struct client {
     outmsg *qhead, *qtail;
     size_t qbytes;
     exec_ctx *ex;
+    bool requested; /* one request per connection: an exec's takes signals only */
     bool close_after_flush;
     bool closing;
 };
@@ -1647,11 +1648,22 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
         client_error(c, err.msg);
         return;
     }
+    /* One request per connection. An exec's connection is the command's
+     * own channel: after the request it carries signals only, so whatever
+     * got hold of it could not destroy, abort or checkpoint with it. */
+    if (c->requested) {
+        if (fd_in >= 0)
+            close(fd_in);
+        client_error(c, c->ex ? "an exec's connection takes signals only, not another request"
+                              : "one request per connection");
+        return;
+    }
+    c->requested = true;
     if (strcmp(op, "exec") == 0) {
-        if (c->ex) {
-            if (fd_in >= 0)
-                close(fd_in);
-            client_error(c, "one exec per connection");
+        if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
+            close(fd_in);
+            client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
+                            "anything else): refused");
             return;
         }
         if (fd_in < 0)

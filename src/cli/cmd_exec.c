@@ -1,10 +1,15 @@
-/* sandglass exec: runs a command in a live sandbox. The caller's stdin is
- * handed to the command; its stdout and stderr come back through the
- * supervisor (which captures them and enforces the output limit); the exit
- * status is the command's (128+N for signal N). This is the hot path: it
- * touches no file but the control socket. */
+/* sandglass exec: runs a command in a live sandbox. The caller's stdin
+ * reaches the command as a pipe: handed over as it is when it already is
+ * a pipe's read end or /dev/null, else (a terminal, a file, a directory, a
+ * socket) relayed by us through a pipe of our own, so no capability of the
+ * caller crosses into the sandbox (docs/SECURITY.md). Its stdout and stderr
+ * come back through the supervisor (which captures them and enforces the
+ * output limit); the exit status is the command's (128+N for signal N).
+ * This is the hot path: it touches no file but the control socket. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +29,85 @@
 #define EXEC_EXIT_INTERNAL 125 /* our own failure, not the command's */
 
 static volatile sig_atomic_t ctl_fd_for_signals = -1;
+static volatile sig_atomic_t signals_seen;
 
+/* The first SIGINT/SIGTERM/SIGHUP goes to the command, which may handle
+ * it; a second one means the caller will not wait (`timeout`, a second
+ * Ctrl-C): the command is killed and we leave at once, without waiting
+ * for an answer that a busy supervisor may not give soon. */
 static void forward_signal(int sig)
 {
     int fd = ctl_fd_for_signals;
-    if (fd >= 0) {
-        unsigned char s = (unsigned char)sig;
-        sg_ctl_send(fd, SG_CTL_SIGNAL, &s, 1, NULL, 0);
+    if (fd < 0)
+        return;
+    unsigned char s = (unsigned char)(signals_seen ? SIGKILL : sig);
+    sg_ctl_send(fd, SG_CTL_SIGNAL, &s, 1, NULL, 0);
+    if (signals_seen++)
+        _exit(128 + sig);
+}
+
+/* Copies the caller's stdin into the pipe the command reads, as the
+ * command takes it; ends (closing the pipe: EOF for the command) at the
+ * caller's EOF or error, or when the command closed its end. */
+typedef struct stdin_relay {
+    int src, dst; /* -1 once done */
+    size_t off, len;
+    char buf[65536];
+} stdin_relay;
+
+static void relay_stop(stdin_relay *r)
+{
+    if (r->dst >= 0)
+        close(r->dst);
+    r->src = r->dst = -1;
+}
+
+static void relay_step(stdin_relay *r, short src_ev, short dst_ev)
+{
+    if (r->len == r->off && (src_ev & (POLLIN | POLLHUP | POLLERR))) {
+        ssize_t n = read(r->src, r->buf, sizeof r->buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            return;
+        if (n <= 0) {
+            if (n < 0)
+                fprintf(stderr, "sandglass exec: cannot read stdin (%s): the command gets EOF\n",
+                        strerror(errno));
+            relay_stop(r);
+            return;
+        }
+        r->off = 0;
+        r->len = (size_t)n;
+    }
+    if (r->len > r->off && (dst_ev & (POLLOUT | POLLERR | POLLHUP))) {
+        ssize_t n = write(r->dst, r->buf + r->off, r->len - r->off);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            return;
+        if (n < 0) { /* EPIPE: the command closed its stdin */
+            relay_stop(r);
+            return;
+        }
+        r->off += (size_t)n;
+    }
+}
+
+/* Waits until the supervisor's socket is readable, relaying stdin
+ * meanwhile. Returns false when poll fails. */
+static bool relay_until_readable(int ctl, stdin_relay *r)
+{
+    for (;;) {
+        struct pollfd p[2] = {{.fd = ctl, .events = POLLIN}, {.fd = -1}};
+        if (r->src >= 0)
+            p[1] = r->len > r->off ? (struct pollfd){.fd = r->dst, .events = POLLOUT}
+                                   : (struct pollfd){.fd = r->src, .events = POLLIN};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        if (r->src >= 0 && p[1].revents)
+            relay_step(r, p[1].fd == r->src ? p[1].revents : 0, p[1].fd == r->dst ? p[1].revents : 0);
+        if (p[0].revents)
+            return true;
     }
 }
 
@@ -155,13 +232,35 @@ int sg_cmd_exec(int argc, char **argv)
         close(fd);
         return exec_fail("command line too long (at most 64 KiB with its environment)");
     }
+    /* stdin: as it is when it is already a pipe or /dev/null (the fast
+     * path: nothing to relay), else through a pipe of ours. */
+    static stdin_relay relay = {.src = -1, .dst = -1};
     int in = 0;
+    sg_autoclose int relay_in = -1;
+    if (!sg_ctl_stdin_ok(0)) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+            close(fd);
+            sg_err_sys(&err, "cannot make a pipe for stdin");
+            return exec_fail(err.msg);
+        }
+        relay_in = in = p[0];
+        relay.dst = p[1];
+        relay.src = 0;
+        fcntl(relay.dst, F_SETFL, O_NONBLOCK);
+        signal(SIGPIPE, SIG_IGN);
+    }
     int r = sg_ctl_send(fd, SG_CTL_REQ, body, strlen(body), &in, 1);
     if (r < 0) {
         close(fd);
+        relay_stop(&relay);
         errno = -r;
         sg_err_sys(&err, "cannot send the request to the supervisor");
         return exec_fail(err.msg);
+    }
+    if (relay_in >= 0) {
+        close(relay_in); /* the command's end now lives in the sandbox */
+        relay_in = -1;
     }
     ctl_fd_for_signals = fd;
     struct sigaction sa = {.sa_handler = forward_signal};
@@ -175,6 +274,10 @@ int sg_cmd_exec(int argc, char **argv)
     int code = EXEC_EXIT_INTERNAL;
     for (;;) {
         uint8_t type;
+        if (relay.src >= 0 && !relay_until_readable(fd, &relay)) {
+            fprintf(stderr, "sandglass exec: poll: %s\n", strerror(errno));
+            break;
+        }
         ssize_t n = sg_ctl_recv(fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n == -EINTR)
             continue;
@@ -219,6 +322,7 @@ int sg_cmd_exec(int argc, char **argv)
         }
     }
     ctl_fd_for_signals = -1;
+    relay_stop(&relay);
     close(fd);
     return code;
 }

@@ -3,6 +3,7 @@
  * jansson so that `sandglass exec` starts fast; subcommands that need the
  * heavy libraries run in `sandglassd`, found next to this binary. */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <linux/limits.h>
 #include <limits.h>
@@ -63,6 +64,20 @@ int main(int argc, char **argv)
         size_t seed;
         memcpy(&seed, r, sizeof seed);
         json_object_seed(seed);
+    }
+    /* fds 0-2 are always open before we open anything: a caller that
+     * closed one would otherwise see our control socket land there and be
+     * handed to the sandbox as its stdin (docs/SECURITY.md). */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int null = open("/dev/null", O_RDWR);
+            if (null < 0)
+                return 125;
+            if (null != fd) { /* cannot happen: the lowest free fd is fd */
+                close(null);
+                return 125;
+            }
+        }
     }
     if (argc < 2) {
         usage(stderr);
