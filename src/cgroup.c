@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -784,6 +785,28 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
         if (!has_leaf(cg, i, leaf))
             continue;
         sg_autofree char *dir = cg_dir(cg, i, leaf);
+        sg_autofree char *p = sg_strdup_printf("%s/cgroup.procs", dir);
+        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            sg_err_sys(err, "cannot open %s", p);
+            for (size_t j = 0; j < n; j++) {
+                close(fds[j]);
+                fds[j] = -1;
+            }
+            return -1;
+        }
+        fds[n++] = fd;
+    }
+    return (int)n;
+}
+
+int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err)
+{
+    if (check_leaf(leaf, err) < 0)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < cg->s.n && n < SG_CG_MAX_FDS; i++) {
+        sg_autofree char *dir = cg_dir(cg, i, has_leaf(cg, i, leaf) ? leaf : NULL);
         sg_autofree char *p = sg_strdup_printf("%s/cgroup.procs", dir);
         int fd = open(p, O_WRONLY | O_CLOEXEC);
         if (fd < 0) {

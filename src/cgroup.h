@@ -72,6 +72,11 @@ int sg_cgroup_leaf_create(sg_cgroup *cg, const char *leaf, sg_err *err);
  * sandbox's namespaces: the fds point at the host's cgroupfs). Returns the
  * number of fds (<= SG_CG_MAX_FDS), all O_CLOEXEC. */
 int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
+/* Like sg_cgroup_procs_fds, for a helper process that must be charged to
+ * the sandbox (the checkpoint worker): <id>/<leaf> on the hierarchies that
+ * have the leaf, <id> itself on the others (the v1 controllers of a split
+ * host with fast leaves, where the limits are). */
+int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
 /* Moves a host pid into <id>/<leaf> in every hierarchy. */
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
 

@@ -31,6 +31,8 @@
 #define STREAM_MIN (1u << 20) /* larger files are streamed, not held in memory */
 #define IO_CHUNK (64u * 1024)
 #define CACHE_FILE "sg-statcache"
+#define USAGE_FILE "sg-usage" /* bytes stored, counted (SG_CKPT_STORE_MAX) */
+#define FLAG_BITS (SG_CKPT_MODE_OMITTED | SG_CKPT_MODE_PARTIAL)
 #define CACHE_MAGIC "SGCKSC01"
 #define LOCK_FILE "sg.lock"
 #define SIG "sandglass <sandglass@localhost>"
@@ -292,6 +294,8 @@ struct sg_ckpt_store {
     uint32_t gen; /* scan counter for the stat cache */
     unsigned tmp_counter;
     bool is_root;
+    uint64_t stored_bytes; /* content stored so far (USAGE_FILE) */
+    bool usage_dirty;
 };
 
 static void unlockp(int **fd)
@@ -411,6 +415,65 @@ static int cache_save(sg_ckpt_store *st, sg_err *err)
     return 0;
 }
 
+/* Bytes under objects/ when the usage file is missing (a store made
+ * before it existed): counted once. */
+static uint64_t usage_walk(const char *repo_dir)
+{
+    sg_autofree char *od = sg_strdup_printf("%s/objects", repo_dir);
+    sg_autoclosedir DIR *d = opendir(od);
+    if (!d)
+        return 0;
+    uint64_t total = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        sg_autoclose int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0)
+            continue;
+        DIR *sd = fdopendir(sfd);
+        if (!sd)
+            continue;
+        sfd = -1;
+        struct dirent *e;
+        while ((e = readdir(sd))) {
+            struct stat sb;
+            if (e->d_name[0] != '.' && fstatat(dirfd(sd), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(sb.st_mode))
+                total += (uint64_t)sb.st_size;
+        }
+        closedir(sd);
+    }
+    return total;
+}
+
+static void usage_load(sg_ckpt_store *st)
+{
+    sg_autofree char *p = sg_strdup_printf("%s/%s", st->repo_dir, USAGE_FILE);
+    sg_err e = {0};
+    size_t len = 0;
+    sg_autofree char *buf = sg_read_file(p, 64, &len, &e);
+    unsigned long long v = 0;
+    if (buf && sscanf(buf, "%llu", &v) == 1) {
+        st->stored_bytes = v;
+        return;
+    }
+    st->stored_bytes = usage_walk(st->repo_dir);
+    st->usage_dirty = true;
+}
+
+static void usage_save(sg_ckpt_store *st)
+{
+    if (!st->usage_dirty)
+        return;
+    sg_autofree char *p = sg_strdup_printf("%s/%s", st->repo_dir, USAGE_FILE);
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)st->stored_bytes);
+    sg_err e = {0};
+    if (sg_write_file_atomic(p, buf, (size_t)n, 0600, &e) == 0)
+        st->usage_dirty = false;
+}
+
 static void set_search_paths(void)
 {
     static const int levels[] = {GIT_CONFIG_LEVEL_SYSTEM, GIT_CONFIG_LEVEL_XDG,
@@ -507,6 +570,7 @@ sg_ckpt_store *sg_checkpoint_open(const char *repo_dir, const char *workspace, s
         return NULL;
     }
     cache_load(st);
+    usage_load(st);
     return st;
 }
 
@@ -523,6 +587,8 @@ static int put_obj(sg_ckpt_store *st, bool write, git_oid *oid, const void *buf,
     if (git_odb_write(&w, st->odb, buf, len, type) < 0)
         return git_fail(err, "writing an object");
     oidset_add(&st->known, oid);
+    st->stored_bytes += len;
+    st->usage_dirty = true;
     return 0;
 }
 
@@ -573,6 +639,7 @@ typedef struct scan {
     int64_t racy_after; /* ctimes at or after this are not trusted later */
     sg_checkpoint_stats stats;
     uint64_t entries;
+    uint64_t read_bytes; /* file content read by this scan (SG_CKPT_TAKE_MAX) */
     sbuf path;
     sg_err *err;
 } scan;
@@ -593,22 +660,6 @@ static void path_pop(sbuf *p, size_t old)
         p->p[old] = '\0';
 }
 
-static ssize_t read_full(int fd, char *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 static void cache_note(scan *s, const struct stat *sb, const git_oid *oid, bool stored, bool complete)
 {
     cent *c = cmap_put(&s->st->cache, s->path.p);
@@ -621,6 +672,63 @@ static void cache_note(scan *s, const struct stat *sb, const git_oid *oid, bool 
     c->mode = sb->st_mode;
     c->stored = stored;
     c->oid = *oid;
+}
+
+/* Reads a regular file of `size` bytes into buf (zeroed by the caller)
+ * by its data extents: holes are skipped, never read, so the work is the
+ * file's data, not its apparent size. *complete is false when the file
+ * shrank while being read. */
+static int read_extents(int fd, char *buf, size_t size, bool *complete)
+{
+    off_t off = 0, end = (off_t)size;
+    while (off < end) {
+        off_t d = lseek(fd, off, SEEK_DATA);
+        if (d < 0 && errno == ENXIO)
+            break; /* a hole to the end */
+        off_t h = -1;
+        if (d < 0) {
+            d = off; /* no SEEK_DATA here: read it all */
+            h = end;
+        } else {
+            h = lseek(fd, d, SEEK_HOLE);
+            if (h < 0)
+                h = end;
+        }
+        if (d >= end)
+            break;
+        if (h > end)
+            h = end;
+        while (d < h) {
+            ssize_t r = pread(fd, buf + d, (size_t)(h - d), d);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return -1;
+            if (r == 0) {
+                *complete = false;
+                return 0;
+            }
+            d += r;
+        }
+        off = h;
+    }
+    return 0;
+}
+
+/* Records k by size and a marker instead of its content. */
+static int omit_file(scan *s, const struct stat *sb, node *k, const char *why)
+{
+    char marker[256];
+    int n = snprintf(marker, sizeof marker, "sandglass: content not stored (%s) size=%llu mtime=%lld ino=%llu\n",
+                     why, (unsigned long long)sb->st_size, (long long)ts_ns(&sb->st_mtim),
+                     (unsigned long long)sb->st_ino);
+    k->mode = sb->st_mode | SG_CKPT_MODE_OMITTED;
+    k->uid = sb->st_uid;
+    k->gid = sb->st_gid;
+    s->stats.omitted++;
+    if (strstr(why, "store full"))
+        s->stats.store_full = 1;
+    return put_obj(s->st, s->write, &k->oid, marker, (size_t)n, GIT_OBJECT_BLOB, s->err);
 }
 
 static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, node *k)
@@ -642,6 +750,16 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
         }
     }
 
+    /* Over a limit: recorded by size and a marker, never read
+     * (checkpoint.h: limits). */
+    uint64_t size0 = (uint64_t)sb->st_size;
+    const char *why = size0 > SG_CKPT_FILE_MAX ? "larger than SG_CKPT_FILE_MAX"
+                    : s->read_bytes + size0 > SG_CKPT_TAKE_MAX ? "over this checkpoint's SG_CKPT_TAKE_MAX"
+                    : s->write && st->stored_bytes + size0 > SG_CKPT_STORE_MAX ? "store full (SG_CKPT_STORE_MAX)"
+                    : NULL;
+    if (why)
+        return omit_file(s, sb, k, why);
+
     s->stats.hashed++;
     sg_autoclose int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0 && errno == ENOENT) {
@@ -661,46 +779,17 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
     k->mode = fst.st_mode;
     k->uid = fst.st_uid;
     k->gid = fst.st_gid;
+    if ((uint64_t)fst.st_size > SG_CKPT_FILE_MAX || s->read_bytes + (uint64_t)fst.st_size > SG_CKPT_TAKE_MAX)
+        return omit_file(s, &fst, k, "grew while being read");
     size_t size = (size_t)fst.st_size;
+    s->read_bytes += size;
     bool complete = true;
-    if (size <= STREAM_MIN) {
-        sg_autofree char *buf = sg_xrealloc(NULL, size);
-        ssize_t got = read_full(fd, buf, size);
-        if (got < 0)
-            return sg_err_sys(s->err, "reading %s", s->path.p);
-        /* A file written while we read is captured as read; not cached. */
-        complete = (size_t)got == size;
-        if (put_obj(st, s->write, &k->oid, buf, (size_t)got, GIT_OBJECT_BLOB, s->err) < 0)
-            return -1;
-    } else if (!s->write) {
-        sg_autofree char *proc = sg_strdup_printf("/proc/self/fd/%d", fd);
-        if (git_odb_hashfile(&k->oid, proc, GIT_OBJECT_BLOB) < 0)
-            return git_fail(s->err, "hashing %s", s->path.p);
-    } else {
-        git_odb_stream *ws = NULL;
-        if (git_odb_open_wstream(&ws, st->odb, size, GIT_OBJECT_BLOB) < 0)
-            return git_fail(s->err, "storing %s", s->path.p);
-        sg_autofree char *buf = sg_xrealloc(NULL, IO_CHUNK);
-        size_t left = size;
-        int rc = 0;
-        while (left > 0 && rc == 0) {
-            ssize_t got = read_full(fd, buf, left < IO_CHUNK ? left : IO_CHUNK);
-            if (got <= 0) {
-                rc = got < 0 ? sg_err_sys(s->err, "reading %s", s->path.p)
-                             : sg_err_set(s->err, EAGAIN, "%s shrank while being read", s->path.p);
-                break;
-            }
-            if (git_odb_stream_write(ws, buf, (size_t)got) < 0)
-                rc = git_fail(s->err, "storing %s", s->path.p);
-            left -= (size_t)got;
-        }
-        if (rc == 0 && git_odb_stream_finalize_write(&k->oid, ws) < 0)
-            rc = git_fail(s->err, "storing %s", s->path.p);
-        git_odb_stream_free(ws);
-        if (rc < 0)
-            return rc;
-        oidset_add(&st->known, &k->oid);
-    }
+    sg_autofree char *buf = sg_xcalloc(size ? size : 1, 1);
+    if (read_extents(fd, buf, size, &complete) < 0)
+        return sg_err_sys(s->err, "reading %s", s->path.p);
+    /* A file written while we read is captured as read; not cached. */
+    if (put_obj(st, s->write, &k->oid, buf, size, GIT_OBJECT_BLOB, s->err) < 0)
+        return -1;
     cache_note(s, &fst, &k->oid, s->write, complete);
     return 0;
 }
@@ -849,8 +938,12 @@ static int read_names(int dfd, char ***out, size_t *nout, sg_err *err, const cha
 
 static int scan_dir(scan *s, int dfd, node *dir, int depth)
 {
-    if (depth > SG_CKPT_MAX_DEPTH)
-        return sg_err_set(s->err, ELOOP, "%s: directories nested deeper than %d", s->path.p, SG_CKPT_MAX_DEPTH);
+    if (depth >= SG_CKPT_MAX_DEPTH) {
+        /* Recorded, its contents not walked (checkpoint.h: limits). */
+        dir->mode |= SG_CKPT_MODE_PARTIAL;
+        s->stats.partial++;
+        return build_tree(s->st, s->write, dir, s->err);
+    }
     char **names = NULL;
     size_t nn = 0;
     if (read_names(dfd, &names, &nn, s->err, s->path.len ? s->path.p : ".") < 0)
@@ -1101,9 +1194,15 @@ typedef struct cmpx {
     sg_checkpoint_change *ch;
     size_t nch, cap;
     uint64_t nchanged;
+    uint64_t unrestorable; /* markers and partial directories left as they are */
     sbuf path;
     sg_err *err;
 } cmpx;
+
+static bool t_omitted(const tent *t)
+{
+    return t->kind == 'f' && (t->mode & SG_CKPT_MODE_OMITTED);
+}
 
 static void emit(cmpx *c, sg_checkpoint_change_kind kind, const node *now, uint32_t mode_then,
                  uint32_t uid_then, uint32_t gid_then)
@@ -1146,6 +1245,10 @@ static int emit_target_dir(cmpx *c, const tdir *t, int depth)
         return sg_err_set(c->err, ELOOP, "checkpoint nested deeper than %d", SG_CKPT_MAX_DEPTH);
     for (size_t i = 0; i < t->n; i++) {
         const tent *e = &t->v[i];
+        if (t_omitted(e)) {
+            c->unrestorable++; /* cannot come back: not listed as a change */
+            continue;
+        }
         size_t old = path_push(&c->path, unescape(e->sname));
         int rc = 0;
         if (e->kind == 'd') {
@@ -1190,50 +1293,14 @@ static int ap_meta_at(cmpx *c, int dfd, const char *name, uint32_t mode, uint32_
     return 0;
 }
 
-static int rm_children(cmpx *c, int fd, int depth)
-{
-    if (depth > SG_CKPT_MAX_DEPTH)
-        return sg_err_set(c->err, ELOOP, "%s: nested deeper than %d", c->path.p, SG_CKPT_MAX_DEPTH);
-    (void)fchmod(fd, 0700); /* so that it can be emptied without root */
-    char **names = NULL;
-    size_t n = 0;
-    if (read_names(fd, &names, &n, c->err, c->path.p) < 0)
-        return -1;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if (unlinkat(fd, names[i], 0) == 0 || errno == ENOENT)
-            continue;
-        if (errno != EISDIR) {
-            rc = sg_err_sys(c->err, "removing %s/%s", c->path.p, names[i]);
-            break;
-        }
-        sg_autoclose int sub = openat(fd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub < 0) {
-            rc = sg_err_sys(c->err, "opening %s/%s", c->path.p, names[i]);
-            break;
-        }
-        rc = rm_children(c, sub, depth + 1);
-        if (rc == 0 && unlinkat(fd, names[i], AT_REMOVEDIR) < 0)
-            rc = sg_err_sys(c->err, "removing %s/%s", c->path.p, names[i]);
-    }
-    strv_free_n(names, n);
-    return rc;
-}
-
-/* Removes whatever is at name (never following a symlink). */
+/* Removes whatever is at name (never following a symlink), at any depth. */
 static int ap_remove(cmpx *c, int dfd, const char *name, int depth)
 {
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR)
-        return sg_err_sys(c->err, "removing %s", c->path.p);
-    sg_autoclose int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sub < 0)
-        return sg_err_sys(c->err, "opening %s", c->path.p);
-    if (rm_children(c, sub, depth + 1) < 0)
+    (void)depth;
+    if (sg_rm_rf_at(dfd, name, c->err) < 0) {
+        sg_err_prefix(c->err, "removing %s", c->path.p);
         return -1;
-    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0)
-        return sg_err_sys(c->err, "removing %s", c->path.p);
+    }
     return 0;
 }
 
@@ -1295,6 +1362,8 @@ static int ap_create_dir(cmpx *c, int dfd, const char *name, const tent *t, cons
     }
     if (mkdirat(dfd, name, 0700) < 0)
         return sg_err_sys(c->err, "mkdir %s", c->path.p);
+    if (sub->mode & SG_CKPT_MODE_PARTIAL)
+        c->unrestorable++; /* its contents were not recorded */
     sg_autoclose int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return sg_err_sys(c->err, "opening %s", c->path.p);
@@ -1315,6 +1384,10 @@ static int ap_create(cmpx *c, int dfd, const char *name, const tent *t, const td
 {
     if (t->kind == 'd')
         return ap_create_dir(c, dfd, name, t, known_sub, depth);
+    if (t_omitted(t)) {
+        c->unrestorable++; /* only its size is known: left as it is */
+        return 0;
+    }
     char tmp[64];
     int made = 0; /* 1: created at tmp, -1: failed */
     for (int attempt = 0; attempt < 100 && made == 0; attempt++) {
@@ -1391,6 +1464,12 @@ static int cmp_dir(cmpx *c, int dfd, const node *cur, const git_oid *target, int
         return -1;
     size_t i = 0, j = 0;
     int rc = 0;
+    if ((T.mode | cur->mode) & SG_CKPT_MODE_PARTIAL) {
+        /* Contents not recorded (on either side): left as they are. */
+        c->unrestorable++;
+        i = cur->nkids;
+        j = T.n;
+    }
     while (rc == 0 && (i < cur->nkids || j < T.n)) {
         const node *k = i < cur->nkids ? &cur->kids[i] : NULL;
         const tent *t = j < T.n ? &T.v[j] : NULL;
@@ -1404,6 +1483,19 @@ static int cmp_dir(cmpx *c, int dfd, const node *cur, const git_oid *target, int
             name = unescape(t->sname);
         } else {
             break;
+        }
+        if (r >= 0 && t_omitted(t)) {
+            /* Recorded by size only: whatever is there now stays. */
+            bool same = r == 0 && k->recorded && git_oid_equal(&k->oid, &t->oid);
+            if (!same) {
+                c->unrestorable++;
+                if (!c->apply)
+                    c->nchanged++;
+            }
+            if (r == 0)
+                i++;
+            j++;
+            continue;
         }
         size_t old = path_push(&c->path, name);
         sg_autotdir tdir sub = {0};
@@ -1473,7 +1565,7 @@ static int cmp_dir(cmpx *c, int dfd, const node *cur, const git_oid *target, int
     }
     if (rc < 0)
         return rc;
-    if (cur->mode != T.mode || cur->uid != T.uid || cur->gid != T.gid) {
+    if ((cur->mode & ~FLAG_BITS) != (T.mode & ~FLAG_BITS) || cur->uid != T.uid || cur->gid != T.gid) {
         emit(c, SG_CKPT_META, cur, T.mode, T.uid, T.gid);
         if (c->apply)
             rc = ap_fd_meta(c, dfd, T.mode, T.uid, T.gid);
@@ -1740,6 +1832,7 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
             (void)cache_save(st, &e3); /* a lost cache only costs time */
         }
     }
+    usage_save(st); /* what was written counts, even for a failed take */
     if (rc == 0) {
         git_oid_tostr(id_out, SG_CHECKPOINT_ID_LEN + 1, &commit);
         if (stats) {
@@ -1936,6 +2029,7 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id, sg_checkpoint_stats
         stats->bytes = b;
         stats->changed = c.nchanged;
         stats->hashed = s.stats.hashed;
+        stats->unrestorable = c.unrestorable;
     }
     cmpx_free(&c);
     node_free(&root);

@@ -53,6 +53,32 @@
  * whose ctime is within SG_CKPT_RACY_NS of the scan start are not trusted
  * ("racy git"). It is only a cache: a bad or missing file is ignored.
  *
+ * Limits (the learner controls the workspace, and this work is done for
+ * the sandbox: it runs in the worker, in the sandbox's cgroup, ckptc.h):
+ *   - SG_CKPT_FILE_MAX: a regular file larger (apparent size) is never
+ *     read. It is recorded by size and a marker, not content: its blob is
+ *     the text "sandglass: content not stored (<why>) size=N mtime=NS
+ *     ino=N\n" (so any change gives a new checkpoint) and its meta record
+ *     carries SG_CKPT_MODE_OMITTED. Reading is never by apparent size: the
+ *     files that are read (at most SG_CKPT_FILE_MAX) are read by their data
+ *     extents (SEEK_DATA/SEEK_HOLE), holes become zeros without a read.
+ *   - SG_CKPT_TAKE_MAX: bytes of file content one checkpoint reads (stat
+ *     cache misses); files past it are recorded as markers ("budget").
+ *   - SG_CKPT_STORE_MAX: bytes stored in the repository over the sandbox's
+ *     life (counted uncompressed in <repo_dir>/sg-usage); past it no file
+ *     content is stored any more ("store full"; trees still are).
+ *   - SG_CKPT_MAX_DEPTH: a directory at that depth is recorded (owner,
+ *     mode) but its contents are not walked; its meta record carries
+ *     SG_CKPT_MODE_PARTIAL.
+ * Every such case is counted in the stats (omitted, partial, store_full),
+ * which the supervisor puts in the checkpoint event: nothing is dropped
+ * silently, and the checkpoint itself still succeeds.
+ * Restore and such entries: a file recorded as a marker, and the contents
+ * of a partial directory, are left as they are now (present or absent);
+ * each is counted in stats.unrestorable. Anything that the target
+ * checkpoint does not have at all is removed as usual, at any depth
+ * (openat-relative, no PATH_MAX or depth limit: sg_rm_rf_at).
+ *
  * Host git configuration never leaks in: the global, XDG, system and
  * programdata search paths are cleared on open.
  *
@@ -70,6 +96,11 @@
 #include "err.h"
 
 #define SG_CKPT_RACY_NS (50ll * 1000 * 1000)
+#define SG_CKPT_FILE_MAX (32ull * 1024 * 1024)   /* larger files: size + marker, not content */
+#define SG_CKPT_TAKE_MAX (256ull * 1024 * 1024)  /* file bytes one checkpoint reads */
+#define SG_CKPT_STORE_MAX (1024ull * 1024 * 1024) /* bytes stored per sandbox, all checkpoints */
+#define SG_CKPT_MODE_OMITTED 01000000u /* meta record: content not stored */
+#define SG_CKPT_MODE_PARTIAL 02000000u /* meta record (".") : contents not walked */
 
 typedef struct sg_ckpt_store sg_ckpt_store;
 

@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
 #include "jsonutil.h"
+#include "state.h"
 #include "util.h"
 
 extern char **environ;
@@ -26,7 +29,15 @@ struct sg_ckptc {
     unsigned owed;     /* answers to requests sent without waiting */
     bool owed_failed;  /* one of those was an error: owed_err */
     sg_err owed_err;
+    sg_ckptc_join_fn join;
+    void *join_ud;
 };
+
+void sg_ckptc_set_join(sg_ckptc *c, sg_ckptc_join_fn fn, void *ud)
+{
+    c->join = fn;
+    c->join_ud = ud;
+}
 
 sg_ckptc *sg_ckptc_new(const char *worker_exe, const char *repo_dir, const char *workspace)
 {
@@ -65,6 +76,80 @@ void sg_ckptc_stop(sg_ckptc *c)
         c->pid = 0;
         sg_ckptc_reap(c);
     }
+}
+
+#define KILLED_FLAG "sg-killed" /* in the store: the kill was an abort's */
+
+/* Consumes the flag sg_ckptc_kill_sandbox_worker leaves before its kill. */
+static bool kill_flag_take(const char *repo)
+{
+    sg_autofree char *p = sg_strdup_printf("%s/" KILLED_FLAG, repo);
+    return unlink(p) == 0;
+}
+
+/* The worker's socket closed under a call: collect it now (it has exited
+ * or is exiting). True when it was killed on purpose by an abort or a
+ * destroy (SIGKILL, and their flag): the call is then not retried. Any
+ * other death (a crash, the sandbox's OOM killer, a stray kill) gets one
+ * retry on a fresh worker. */
+static bool collect_gone(sg_ckptc *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->open_pending = false;
+    c->owed = 0;
+    pid_t p = c->pid;
+    c->pid = 0;
+    int st = 0;
+    if (c->zombie > 0) { /* one stopped earlier: it exits at its EOF */
+        waitpid(c->zombie, NULL, 0);
+        c->zombie = 0;
+    }
+    if (p <= 0)
+        return false;
+    pid_t r;
+    while ((r = waitpid(p, &st, 0)) < 0 && errno == EINTR)
+        ;
+    bool killed = r == p && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+    return kill_flag_take(c->repo) && killed;
+}
+
+void sg_ckptc_kill(sg_ckptc *c)
+{
+    if (!c)
+        return;
+    if (c->pid > 0)
+        kill(c->pid, SIGKILL);
+    (void)collect_gone(c);
+    (void)kill_flag_take(c->repo);
+    if (c->zombie > 0) {
+        kill(c->zombie, SIGKILL);
+        waitpid(c->zombie, NULL, 0);
+        c->zombie = 0;
+    }
+}
+
+int sg_ckptc_kill_sandbox_worker(const char *id, sg_err *err)
+{
+    sg_err e = {0};
+    /* The flag first: the supervisor reads it when it sees the worker die
+     * under a call, and then does not retry that call. */
+    sg_autofree char *repo = sg_state_sandbox_path(id, "checkpoints.git");
+    sg_autofree char *flag = sg_strdup_printf("%s/" KILLED_FLAG, repo);
+    sg_autoclose int ffd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    sg_cgroup *cg = sg_cgroup_open(id, &e);
+    if (!cg)
+        return e.code == ENOENT ? 0 : (*err = e, -1);
+    /* With a v2 hierarchy the leaf is there (fast leaves), else on v1. */
+    (void)sg_cgroup_set_fast_leaves(cg, true);
+    int rc = 0;
+    if (sg_cgroup_kill(cg, SG_CKPTC_LEAF, 2000, &e) < 0 && e.code != ENOENT) {
+        *err = e;
+        rc = -1;
+    }
+    sg_cgroup_free(cg);
+    return rc;
 }
 
 void sg_ckptc_free(sg_ckptc *c)
@@ -122,17 +207,41 @@ static int spawn_worker(sg_ckptc *c, sg_err *err)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         return sg_err_sys(err, "checkpoint worker: socketpair");
-    char parent[24];
+    int jfd[SG_CKPTC_MAX_JOIN];
+    int nj = c->join ? c->join(c->join_ud, jfd, err) : 0;
+    if (nj < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        sg_err_prefix(err, "checkpoint worker: its cgroup");
+        return -1;
+    }
+    char parent[24], njoin[16];
     snprintf(parent, sizeof parent, "%d", (int)getpid());
-    char *argv[] = {"sandglass-ckpt", parent, NULL};
+    snprintf(njoin, sizeof njoin, "%d", nj);
+    char *argv[] = {"sandglass-ckpt", parent, njoin, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    /* dup2 onto 3 clears close-on-exec for the child's copy. */
+    /* dup2 onto 3 clears close-on-exec for the child's copy. The cgroup
+     * fds go on 4.. (the worker joins them first thing). Sources are
+     * first moved above the targets so no dup2 overwrites one. */
     posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    for (int i = 0; i < nj; i++) {
+        if (jfd[i] < 4 + SG_CKPTC_MAX_JOIN) {
+            int hi = fcntl(jfd[i], F_DUPFD_CLOEXEC, 4 + SG_CKPTC_MAX_JOIN);
+            close(jfd[i]);
+            jfd[i] = hi;
+        }
+    }
+    for (int i = 0; i < nj; i++)
+        if (jfd[i] >= 0)
+            posix_spawn_file_actions_adddup2(&fa, jfd[i], 4 + i);
     pid_t pid = 0;
     int rc = posix_spawn(&pid, c->exe, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(sv[1]);
+    for (int i = 0; i < nj; i++)
+        if (jfd[i] >= 0)
+            close(jfd[i]);
     if (rc != 0) {
         close(sv[0]);
         return sg_err_set(err, rc, "cannot start the checkpoint worker %s: %s", c->exe, strerror(rc));
@@ -236,7 +345,11 @@ static json_t *call(sg_ckptc *c, json_t *req, sg_err *err)
         ok = exchange(c, req, &gone, err);
         if (!gone)
             break;
-        sg_ckptc_stop(c);
+        if (collect_gone(c)) {
+            sg_err_set(err, ECANCELED, "the checkpoint worker was killed (an abort, a destroy, or the "
+                                       "sandbox's memory limit)");
+            break;
+        }
     }
     json_decref(req);
     return ok;

@@ -9,7 +9,23 @@
  * libgit2; the next call pays a spawn (~5 ms here).
  *
  * Reaping: the worker is our child. sg_ckptc_reap (from the SIGCHLD
- * handler) collects it without blocking; sg_ckptc_free waits for it. */
+ * handler) collects it without blocking; sg_ckptc_free waits for it.
+ *
+ * Charged to the sandbox: the work the worker does is for the sandbox and
+ * on files the learner controls, so it runs in the sandbox's cgroup, in
+ * the leaf SG_CKPTC_LEAF (<id>/ckpt on the hierarchies that have leaves,
+ * <id> itself on the v1 controllers of a split host with fast leaves):
+ * the sandbox's memory, pids and cpu limits bound it. The owner's join
+ * callback opens the cgroup.procs files; the worker writes "0" into each
+ * before it does anything else, and refuses to serve when one fails.
+ *
+ * Never waited on by a kill: sg_ckptc_kill SIGKILLs the worker (abort,
+ * destroy). sg_ckptc_kill_sandbox_worker does the kill from another
+ * process (the CLI's abort and destroy, before they ask the supervisor,
+ * which may be inside a long call): it leaves the flag <repo>/sg-killed,
+ * then SIGKILLs the worker through its leaf; the call in flight then fails
+ * at once with ECANCELED instead of being retried on a fresh worker (any
+ * other death of the worker, its OOM kill included, gets one retry). */
 #ifndef SG_CKPTC_H
 #define SG_CKPTC_H
 
@@ -21,6 +37,13 @@
 #include "err.h"
 
 #define SG_CKPTC_IDLE_MS 10000
+#define SG_CKPTC_LEAF "ckpt"       /* the worker's cgroup leaf */
+#define SG_CKPTC_MAX_JOIN 8        /* cgroup.procs fds handed to the worker */
+
+/* Fills fds with cgroup.procs files (O_WRONLY) the worker must join;
+ * returns how many (0: none, run as is), or -1 with err (no worker is
+ * started then). */
+typedef int (*sg_ckptc_join_fn)(void *ud, int fds[SG_CKPTC_MAX_JOIN], sg_err *err);
 
 typedef struct sg_ckptc sg_ckptc;
 
@@ -38,6 +61,13 @@ int sg_ckptc_start(sg_ckptc *c, sg_err *err);
 int sg_ckptc_opened(sg_ckptc *c, sg_err *err);
 /* Closes the worker's socket: it exits. */
 void sg_ckptc_stop(sg_ckptc *c);
+/* SIGKILLs the worker and collects it (never waits for a call to end). */
+void sg_ckptc_kill(sg_ckptc *c);
+/* The cgroup the worker joins (called at every spawn). */
+void sg_ckptc_set_join(sg_ckptc *c, sg_ckptc_join_fn fn, void *ud);
+/* From any process of the state directory's owner: SIGKILLs the worker of
+ * sandbox id through its cgroup leaf. 0 also when there is none. */
+int sg_ckptc_kill_sandbox_worker(const char *id, sg_err *err);
 /* Collects an exited worker (non-blocking). */
 void sg_ckptc_reap(sg_ckptc *c);
 /* The worker's pid, 0 when none is running. */

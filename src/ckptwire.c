@@ -209,10 +209,20 @@ static bool get_id(const json_t *obj, char out[SG_CHECKPOINT_ID_LEN + 1])
 
 json_t *sg_ckptwire_stats(const sg_checkpoint_stats *st)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)st->files,
+    json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)st->files,
                      "dirs", (json_int_t)st->dirs, "bytes", (json_int_t)st->bytes,
                      "changed", (json_int_t)st->changed, "hashed", (json_int_t)st->hashed,
                      "skipped", (json_int_t)st->skipped);
+    /* The limits' counters travel only when set (checkpoint.h: limits). */
+    if (st->omitted)
+        json_object_set_new(j, "omitted", json_integer((json_int_t)st->omitted));
+    if (st->partial)
+        json_object_set_new(j, "partial", json_integer((json_int_t)st->partial));
+    if (st->unrestorable)
+        json_object_set_new(j, "unrestorable", json_integer((json_int_t)st->unrestorable));
+    if (st->store_full)
+        json_object_set_new(j, "store_full", json_true());
+    return j;
 }
 
 int sg_ckptwire_unstats(const json_t *v, sg_checkpoint_stats *st, sg_err *err)
@@ -221,6 +231,12 @@ int sg_ckptwire_unstats(const json_t *v, sg_checkpoint_stats *st, sg_err *err)
         !get_u64(v, "bytes", &st->bytes) || !get_u64(v, "changed", &st->changed) ||
         !get_u64(v, "hashed", &st->hashed) || !get_u64(v, "skipped", &st->skipped))
         return bad(err, "checkpoint stats");
+    st->omitted = st->partial = st->unrestorable = 0;
+    if ((json_object_get(v, "omitted") && !get_u64(v, "omitted", &st->omitted)) ||
+        (json_object_get(v, "partial") && !get_u64(v, "partial", &st->partial)) ||
+        (json_object_get(v, "unrestorable") && !get_u64(v, "unrestorable", &st->unrestorable)))
+        return bad(err, "checkpoint stats");
+    st->store_full = json_is_true(json_object_get(v, "store_full")) ? 1 : 0;
     return 0;
 }
 

@@ -34,6 +34,13 @@ typedef struct sg_checkpoint_stats {
                           first); restore: paths touched (as listed by diff) */
     uint64_t hashed;   /* files read and hashed (stat cache misses) */
     uint64_t skipped;  /* sockets and devices, not recorded */
+    uint64_t omitted;  /* take: regular files recorded by size and marker,
+                          not content (checkpoint.h: limits) */
+    uint64_t partial;  /* take: directories whose contents were not walked
+                          (deeper than SG_CKPT_MAX_DEPTH) */
+    uint64_t unrestorable; /* restore: paths left as they were (markers,
+                          partial directories) */
+    uint64_t store_full; /* take: 1 when the store is at SG_CKPT_STORE_MAX */
 } sg_checkpoint_stats;
 
 typedef struct sg_checkpoint_info {

@@ -590,6 +590,10 @@ static json_t *kill_all_user_processes(sup *s)
     pid_t *after = NULL;
     size_t nafter = 0;
     size_t nready = 0; /* the ready child: not a user process, not counted */
+    /* The checkpoint worker is work for the sandbox, in its cgroup: killed
+     * too, never waited for (a new one comes for the next call). */
+    if (s->ckpt)
+        sg_ckptc_kill(s->ckpt);
     if (s->cg) {
         pid_t *ready = NULL;
         if (s->ready && sg_cgroup_pids(s->cg, s->rl.name, &ready, &nready, &err) < 0)
@@ -781,9 +785,23 @@ static void emit_checkpoint(sup *s, const char *id, const char *label, const sg_
                           "took_ms", ms);
     if (reused)
         json_object_set_new(j, "unchanged", json_true());
+    /* What the limits kept out (checkpoint.h: limits): never silent. */
+    if (st->omitted || st->partial || st->store_full)
+        json_object_set_new(j, "not_stored", json_pack("{s:I, s:I, s:b}",
+            "files", (json_int_t)st->omitted, "dirs_not_walked", (json_int_t)st->partial,
+            "store_full", st->store_full != 0));
     if (info)
         *info = json_deep_copy(j);
     capture_emit(s, "checkpoint", j);
+}
+
+/* A checkpoint that failed is an event too (a `checkpoint` event with
+ * "error" and no id), not only a line in the log. */
+static void emit_checkpoint_error(sup *s, const char *label, const sg_err *err, double ms)
+{
+    fprintf(stderr, "supervisor: checkpoint failed: %s\n", err->msg);
+    capture_emit(s, "checkpoint", json_pack("{s:s, s:s, s:i, s:f}", "label", label ? label : "",
+                                            "error", err->msg, "errno", err->code, "took_ms", ms));
 }
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
@@ -801,7 +819,7 @@ static const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json
     int rc = sg_ckptc_take(s->ckpt, label, reuse, id, &st, &reused, &err);
     ckpt_used(s);
     if (rc < 0) {
-        fprintf(stderr, "supervisor: checkpoint failed: %s\n", err.msg);
+        emit_checkpoint_error(s, label, &err, (double)(sg_now_mono_ns() - t0) / 1e6);
         return NULL;
     }
     memcpy(s->last_ckpt, id, sizeof id);
@@ -960,6 +978,10 @@ static void sup_rollback(sup *s, client *c, json_t *req)
                             "changed", (json_int_t)st.changed, "took_ms", ms, "restored", 1,
                             "safety_checkpoint", safety ? json_incref(json_object_get(safety, "id")) : json_null(),
                             "killed", killed ? killed : json_null());
+    /* Files recorded by size only and directories not walked (checkpoint.h:
+     * limits) were left as they are: say so, never silently. */
+    if (st.unrestorable)
+        json_object_set_new(rec, "not_restored", json_integer((json_int_t)st.unrestorable));
     json_decref(safety);
     capture_emit(s, "rollback", json_deep_copy(rec));
     client_send_json(c, SG_CTL_RESULT, rec);
@@ -2036,10 +2058,10 @@ static void sup_destroy(sup *s, client *c)
 {
     sg_err err = {0};
     s->destroying = true;
-    /* The checkpoint worker exits while the sandbox is torn down rather
-     * than after it (it comes back only for a last diff of the capture). */
+    /* The checkpoint worker is killed with the sandbox, never waited for
+     * (it comes back only for a last diff of the capture). */
     if (s->ckpt)
-        sg_ckptc_stop(s->ckpt);
+        sg_ckptc_kill(s->ckpt);
     for (size_t i = s->nexecs; i-- > 0;) {
         exec_ctx *ex = s->execs[i];
         if (ex->cl) {
@@ -2144,6 +2166,20 @@ static int adopt_init(sup *s, sg_err *err)
     return 0;
 }
 
+/* The checkpoint worker runs in the sandbox's cgroup (ckptc.h), in its
+ * own leaf SG_CKPTC_LEAF: charged to the sandbox's limits, and killed
+ * with it (kill_all_user_processes kills it before its proof; destroy's
+ * recursive kill takes the leaf too). */
+static int ckpt_join(void *ud, int fds[SG_CKPTC_MAX_JOIN], sg_err *err)
+{
+    sup *s = ud;
+    if (!s->cg || s->destroying)
+        return 0; /* destroyed: its cgroup is going (a last diff only) */
+    if (sg_cgroup_leaf_create(s->cg, SG_CKPTC_LEAF, err) < 0)
+        return -1;
+    return sg_cgroup_join_fds(s->cg, SG_CKPTC_LEAF, fds, err);
+}
+
 /* sandglass-ckpt next to this binary ($SANDGLASS_CKPT overrides). */
 static int open_checkpoints(sup *s, sg_err *err)
 {
@@ -2154,6 +2190,7 @@ static int open_checkpoints(sup *s, sg_err *err)
         return sg_err_set(err, ENOENT, "the checkpoint worker sandglass-ckpt is not next to the supervisor");
     sg_autofree char *repo = sg_state_sandbox_path(s->meta.id, "checkpoints.git");
     s->ckpt = sg_ckptc_new(exe, repo, s->meta.workspace);
+    sg_ckptc_set_join(s->ckpt, ckpt_join, s);
     return sg_ckptc_start(s->ckpt, err);
 }
 

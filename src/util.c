@@ -3,7 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -219,12 +219,214 @@ int sg_mkdir_p(const char *path, mode_t mode, sg_err *err)
     return 0;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+/* One directory being emptied by sg_rm_rf_at: its identity (to check the
+ * way back up through ".."), its name in its parent, and the
+ * subdirectories still to empty. */
+typedef struct rm_level {
+    dev_t dev;
+    ino_t ino;
+    char *name;
+    char **sub;
+    size_t nsub, isub;
+    unsigned passes;
+} rm_level;
+
+static void rm_level_clear(rm_level *l)
 {
-    (void)st;
-    (void)ftw;
-    int r = (flag == FTW_DP) ? rmdir(p) : unlink(p);
-    return (r < 0 && errno != ENOENT) ? -1 : 0;
+    for (size_t i = l->isub; i < l->nsub; i++)
+        free(l->sub[i]);
+    free(l->sub);
+    free(l->name);
+    memset(l, 0, sizeof *l);
+}
+
+/* Unlinks every non-directory in fd and lists its subdirectories. */
+static int rm_list(int fd, rm_level *l, sg_err *err)
+{
+    int fd2 = dup(fd);
+    if (fd2 < 0)
+        return sg_err_sys(err, "dup");
+    DIR *d = fdopendir(fd2);
+    if (!d) {
+        close(fd2);
+        return sg_err_sys(err, "cannot read directory %s", l->name);
+    }
+    rewinddir(d);
+    size_t cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    errno = 0;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])))
+            continue;
+        if (de->d_type != DT_DIR) {
+            if (unlinkat(fd, n, 0) == 0 || errno == ENOENT) {
+                errno = 0;
+                continue;
+            }
+            if (errno != EISDIR) {
+                rc = sg_err_sys(err, "cannot remove %s/%s", l->name, n);
+                break;
+            }
+        }
+        if (l->nsub == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **v = realloc(l->sub, cap * sizeof *v);
+            if (!v) {
+                rc = sg_err_set(err, ENOMEM, "out of memory");
+                break;
+            }
+            l->sub = v;
+        }
+        char *dup_ = strdup(n);
+        if (!dup_) {
+            rc = sg_err_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        l->sub[l->nsub++] = dup_;
+        errno = 0;
+    }
+    if (rc == 0 && errno)
+        rc = sg_err_sys(err, "cannot read directory %s", l->name);
+    closedir(d);
+    return rc;
+}
+
+/* Opens the directory name in dfd for emptying (never through a symlink),
+ * making it readable and writable for us when it is not. */
+static int rm_open(int dfd, const char *name, struct stat *st)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, 0) == 0)
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if ((st->st_mode & 0700) != 0700)
+        (void)fchmod(fd, 0700); /* emptied next: its bits no longer matter */
+    return fd;
+}
+
+int sg_rm_rf_at(int dfd, const char *name, sg_err *err)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR)
+        return sg_err_sys(err, "cannot remove %s", name);
+    /* Iterative, one directory fd at a time (plus its parent's for a
+     * moment): no recursion, no path longer than one name, so any tree a
+     * learner can build goes, however deep. Up is "..", checked against
+     * the device and inode recorded on the way down. */
+    struct stat st;
+    int cur = rm_open(dfd, name, &st);
+    if (cur < 0)
+        return errno == ENOENT ? 0 : sg_err_sys(err, "cannot open %s", name);
+    dev_t dev = st.st_dev;
+    rm_level *stk = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+#define RM_PUSH(d_, i_, nm_)                                                   \
+    do {                                                                      \
+        if (n == cap) {                                                       \
+            cap = cap ? cap * 2 : 16;                                         \
+            stk = sg_xrealloc(stk, cap * sizeof *stk);                        \
+        }                                                                     \
+        memset(&stk[n], 0, sizeof stk[n]);                                    \
+        stk[n].dev = (d_);                                                    \
+        stk[n].ino = (i_);                                                    \
+        stk[n].name = (nm_);                                                  \
+        n++;                                                                  \
+    } while (0)
+    RM_PUSH(st.st_dev, st.st_ino, sg_xstrdup(name));
+    rc = rm_list(cur, &stk[0], err);
+    while (rc == 0 && n > 0) {
+        rm_level *top = &stk[n - 1];
+        if (top->isub < top->nsub) {
+            char *child = top->sub[top->isub++];
+            if (unlinkat(cur, child, 0) == 0 || errno == ENOENT) { /* not a directory (any more) */
+                free(child);
+                continue;
+            }
+            int fd = rm_open(cur, child, &st);
+            if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+                free(child);
+                continue;
+            }
+            if (fd < 0) {
+                rc = sg_err_sys(err, "cannot open %s/%s", top->name, child);
+                free(child);
+                break;
+            }
+            if (st.st_dev != dev) {
+                close(fd);
+                rc = sg_err_set(err, EBUSY, "%s/%s is a mount point: not removed", top->name, child);
+                free(child);
+                break;
+            }
+            close(cur);
+            cur = fd;
+            RM_PUSH(st.st_dev, st.st_ino, child);
+            rc = rm_list(cur, &stk[n - 1], err);
+            continue;
+        }
+        /* Emptied: go up and remove it. */
+        int up;
+        if (n == 1) {
+            up = dfd;
+        } else {
+            up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (up < 0 || fstat(up, &st) < 0 || st.st_dev != stk[n - 2].dev || st.st_ino != stk[n - 2].ino) {
+                if (up >= 0)
+                    close(up);
+                rc = sg_err_set(err, EAGAIN, "%s was moved while being removed", top->name);
+                break;
+            }
+        }
+        close(cur);
+        cur = -1;
+        if (unlinkat(up, top->name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+            rm_level_clear(top);
+            n--;
+            if (n == 0)
+                break;
+            cur = up;
+            continue;
+        }
+        if (errno != ENOTEMPTY || top->passes >= 3) {
+            rc = sg_err_sys(err, "cannot remove %s", top->name);
+            if (up != dfd)
+                close(up);
+            break;
+        }
+        /* Something was made in it meanwhile: read it again. */
+        top->passes++;
+        cur = rm_open(up, top->name, &st);
+        int e = errno;
+        if (up != dfd)
+            close(up);
+        if (cur < 0 || st.st_ino != top->ino) {
+            errno = cur < 0 ? e : EAGAIN;
+            rc = sg_err_sys(err, "cannot open %s", top->name);
+            break;
+        }
+        for (size_t i = top->isub; i < top->nsub; i++)
+            free(top->sub[i]);
+        top->nsub = top->isub = 0;
+        rc = rm_list(cur, top, err);
+    }
+#undef RM_PUSH
+    if (cur >= 0 && cur != dfd)
+        close(cur);
+    for (size_t i = 0; i < n; i++)
+        rm_level_clear(&stk[i]);
+    free(stk);
+    return rc;
 }
 
 int sg_rm_rf(const char *path, sg_err *err)
@@ -232,8 +434,28 @@ int sg_rm_rf(const char *path, sg_err *err)
     struct stat st;
     if (lstat(path, &st) < 0)
         return errno == ENOENT ? 0 : sg_err_sys(err, "cannot stat %s", path);
-    if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
-        return sg_err_sys(err, "cannot remove %s", path);
+    sg_autofree char *copy = sg_xstrdup(path);
+    size_t len = strlen(copy);
+    while (len > 1 && copy[len - 1] == '/')
+        copy[--len] = '\0';
+    char *slash = strrchr(copy, '/');
+    const char *base = copy;
+    sg_autoclose int dfd = -1;
+    if (!slash) {
+        dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+        *slash = '\0';
+        base = slash + 1;
+        dfd = open(slash == copy ? "/" : copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (dfd < 0)
+        return sg_err_sys(err, "cannot open the directory of %s", path);
+    if (!*base)
+        return sg_err_set(err, EINVAL, "cannot remove %s", path);
+    if (sg_rm_rf_at(dfd, base, err) < 0) {
+        sg_err_prefix(err, "cannot remove %s", path);
+        return -1;
+    }
     return 0;
 }
 

@@ -31,8 +31,12 @@ int sg_write_knob_at(int dirfd, const char *path, const char *value, sg_err *err
  * journal (the spool, which must survive, syncs on its own). */
 int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode, sg_err *err);
 int sg_mkdir_p(const char *path, mode_t mode, sg_err *err);
-/* Removes a directory tree (no symlink following). Missing is fine. */
+/* Removes a directory tree (no symlink following, no other file system
+ * entered). Missing is fine. Any depth and any path length: it works
+ * openat-relative, one directory fd at a time, without recursion. */
 int sg_rm_rf(const char *path, sg_err *err);
+/* The same for name in the directory dfd. */
+int sg_rm_rf_at(int dfd, const char *name, sg_err *err);
 
 /* Random lowercase hex string of n chars into buf (buf holds n+1). */
 int sg_rand_hex(char *buf, size_t n, sg_err *err);
