@@ -138,6 +138,7 @@ int sg_ckptc_kill_sandbox_worker(const char *id, sg_err *err)
     sg_autofree char *repo = sg_state_sandbox_path(id, "checkpoints.git");
     sg_autofree char *flag = sg_strdup_printf("%s/" KILLED_FLAG, repo);
     sg_autoclose int ffd = open(flag, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    (void)ffd; /* only made, closed at return (clang: unused otherwise) */
     sg_cgroup *cg = sg_cgroup_open(id, &e);
     if (!cg)
         return e.code == ENOENT ? 0 : (*err = e, -1);
