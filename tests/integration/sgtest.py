@@ -215,3 +215,75 @@ def wait_for(pred, timeout: float = 10.0, step: float = 0.02) -> bool:
             return True
         time.sleep(step)
     return pred()
+
+
+# ---- H1a: waits that are checks, and what the host sees of a sandbox ----
+
+def await_true(pred, what: str, timeout: float = 60.0, diag=None, step: float = 0.05) -> bool:
+    """wait_for as a check: records `what` as failed when the condition
+    never comes, so the checks after it never run on nothing. Timeouts are
+    generous (a loaded machine is slow, not broken); diag may be a callable,
+    evaluated only on failure."""
+    ok = wait_for(pred, timeout, step)
+    tap.ok(ok, what, "" if ok else (diag() if callable(diag) else (diag or "")))
+    return ok
+
+
+# The namespaces a sandbox makes (README: pid, mount, net, ipc, uts, cgroup).
+NS_TYPES = ("pid", "mnt", "net", "ipc", "uts", "cgroup")
+
+
+def ns_inodes(pid: int | str = "self", types=NS_TYPES) -> dict[str, int]:
+    """The inode of each namespace of a process (the host's: "self")."""
+    return {t: os.stat(f"/proc/{pid}/ns/{t}").st_ino for t in types}
+
+
+def probe_ns_args(pid: int | str = "self", types=NS_TYPES) -> list[str]:
+    """sg-probe arguments: each host namespace the sandbox's must differ from."""
+    out: list[str] = []
+    for t, ino in ns_inodes(pid, types).items():
+        out += ["--host-ns", f"{t}={ino}"]
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line, space-separated, "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def pids_running(pids, cmd: str) -> list[int]:
+    """Those of pids alive with exactly this command line."""
+    return sorted(p for p in pids if cmdline(p) == cmd and pid_alive(p))
+
+
+def pidns_members(init_pid: int) -> dict[int, str]:
+    """Every host process (zombies too) in init's pid namespace: pid -> state."""
+    want = os.readlink(f"/proc/{init_pid}/ns/pid")
+    out: dict[int, str] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{d}/ns/pid") != want:
+                continue
+            with open(f"/proc/{d}/stat") as f:
+                out[int(d)] = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def ns_pid(pid: int) -> int:
+    """A host process's pid in its innermost pid namespace, 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return 0
