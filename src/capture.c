@@ -28,6 +28,10 @@ struct sg_capture {
     bool dirty;
     bool closed;
     int running;       /* execs in flight, for the heartbeat's state */
+    /* file_diff events in this window (an exec, or the time between two):
+     * past SG_CAPTURE_DIFFS_MAX they are counted, and one limit event
+     * sums them up when the window closes. */
+    uint64_t diffs, diffs_dropped;
     /* Capture lost to a full disk, kept until its report is on disk: a
      * report that cannot be written itself must not swallow the count. */
     sg_spool_loss loss;
@@ -144,7 +148,28 @@ static void on_file_change(void *ud, json_t *payload)
 {
     sg_capture *c = ud;
     c->dirty = true;
+    if (c->diffs >= SG_CAPTURE_DIFFS_MAX) {
+        c->diffs_dropped++;
+        json_decref(payload);
+        return;
+    }
+    c->diffs++;
     sg_capture_emit(c, "file_diff", payload);
+}
+
+/* Closes a window of file_diff events: the summary of what went over. */
+static void diffs_window_end(sg_capture *c)
+{
+    if (c->diffs_dropped)
+        sg_capture_emit(c, "limit", json_pack("{s:s, s:I, s:I, s:s}", "what", "file_diff",
+            "limit", (json_int_t)SG_CAPTURE_DIFFS_MAX, "not_reported", (json_int_t)c->diffs_dropped,
+            "note", "more changed files than the limit: the rest are not reported one by one"));
+    c->diffs = c->diffs_dropped = 0;
+}
+
+static void on_watch_limit(void *ud, json_t *payload)
+{
+    sg_capture_emit(ud, "limit", payload);
 }
 
 static void on_uplink_event(void *ud, const sg_uplink_event *ev)
@@ -240,6 +265,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         sg_capture_free(c);
         return NULL;
     }
+    sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
     uv_check_init(loop, &c->check);
     c->check.data = c;
     uv_check_start(&c->check, on_check);
@@ -281,6 +307,7 @@ sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *co
     c->running++;
     /* Changes made before this exec (background processes) come first. */
     sg_capture_flush_watch(c);
+    diffs_window_end(c);
     json_t *av = json_array();
     for (char *const *a = argv; a && *a; a++) {
         size_t n = 0;
@@ -348,6 +375,7 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
         return;
     sg_capture *c = e->c;
     sg_capture_flush_watch(c);
+    diffs_window_end(c);
     emit_stream(e, "stdout", &e->out);
     emit_stream(e, "stderr", &e->err);
     json_t *r = json_pack("{s:s, s:O, s:O, s:O, s:I}", "cmd", e->cmd ? e->cmd : "",

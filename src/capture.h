@@ -24,6 +24,10 @@
 #define SG_CAPTURE_HEARTBEAT_MS 30000 /* idle activity heartbeat */
 #define SG_CAPTURE_TOKEN_TTL_S (30 * 24 * 3600)
 #define SG_CAPTURE_DRAIN_MS 10000    /* destroy waits this long for acks */
+/* file_diff events per exec (and per time between two execs); past it one
+ * `limit` {what: "file_diff", not_reported: N} sums up the rest. The
+ * watcher's own limits (watch.h) come as `limit` events too. */
+#define SG_CAPTURE_DIFFS_MAX 1000
 
 typedef struct sg_capture sg_capture;
 typedef struct sg_capture_exec sg_capture_exec;

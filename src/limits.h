@@ -23,7 +23,7 @@
 #define SG_WATCH_CACHE_MAX (64ull * 1024 * 1024) /* text kept for diffs, all files */
 #define SG_WATCH_MAX_FILES 500000     /* files tracked per workspace */
 #define SG_WATCH_MAX_DIRS 100000      /* directories watched per workspace */
-#define SG_WATCH_HASH_MAX (256ull * 1024 * 1024) /* larger files get no sha256 */
+#define SG_WATCH_HASH_MAX (32ull * 1024 * 1024) /* larger files get no sha256 (the supervisor reads them: as SG_CKPT_FILE_MAX) */
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
 #define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
 #define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */

@@ -52,6 +52,7 @@ struct node {
     uint32_t hash;
     uint32_t gen;       /* rescan mark */
     bool is_dir, dirty, writing, rep;
+    bool unwatched;     /* directory past the watch budget: found by rescans */
     node *dprev, *dnext; /* dirty list */
     uint64_t dirty_ns;
     /* directory */
@@ -109,6 +110,14 @@ struct sg_watch {
     size_t nfiles, ndirs, bytes_cached;
     uint64_t events, overflows, dropped;
     char *scratch;      /* SG_DIFF_MAX_BYTES + 1 */
+    size_t max_watches;  /* this watcher's share of the host's inotify watches */
+    uint64_t host_watches; /* /proc/sys/fs/inotify/max_user_watches */
+    size_t unwatched;    /* directories tracked without a watch */
+    bool degraded;       /* some are: every flush rescans */
+    uint64_t rep_overflows, rep_dropped; /* already reported in limit events */
+    bool rep_unwatched;
+    sg_watch_cb limit_cb;
+    void *limit_ud;
 };
 
 static uint32_t hash_name(const char *s)
@@ -186,6 +195,10 @@ static int open_beneath(int dirfd, const char *rel, int flags)
         no_openat2 = true;
         return open_beneath_walk(dirfd, rel, flags);
     }
+    /* A path longer than PATH_MAX (a deep tree): one component at a time,
+     * with the same rules, so its changes are still seen. */
+    if (fd < 0 && errno == ENAMETOOLONG)
+        return open_beneath_walk(dirfd, rel, flags);
     return fd;
 }
 
@@ -606,7 +619,7 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
     if (fstat(fd, &st) < 0)
         return;
     node *old = kid_find(parent, name);
-    if (old && old->is_dir && old->dino == st.st_ino && old->wd >= 0)
+    if (old && old->is_dir && old->dino == st.st_ino && (old->wd >= 0 || old->unwatched))
         return; /* already known */
     if (old)
         node_detach(w, old, true);
@@ -614,12 +627,18 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
         w->dropped++;
         return;
     }
-    int wd = add_watch_fd(w, fd);
-    if (wd < 0) {
-        w->dropped++;
-        return;
+    /* Past this sandbox's share of the host's watches (or with the host
+     * out of them): tracked without a watch, found by the rescan every
+     * flush makes from then on (degraded), and said in a limit event. */
+    int wd = -1;
+    if (w->nwd < w->max_watches) {
+        wd = add_watch_fd(w, fd);
+        if (wd < 0 && errno != ENOSPC) {
+            w->dropped++;
+            return;
+        }
     }
-    node *stale = wd_find(w, wd);
+    node *stale = wd >= 0 ? wd_find(w, wd) : NULL;
     if (stale) {
         /* Same inode as a directory we know elsewhere (a move we missed in
          * an overflow): that node is stale, the watch is now this one's. */
@@ -634,7 +653,13 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
     d->dino = st.st_ino;
     d->gen = w->gen;
     kid_add(parent, d);
-    wd_add(w, d);
+    if (wd >= 0) {
+        wd_add(w, d);
+    } else {
+        d->unwatched = true;
+        w->unwatched++;
+        w->degraded = true;
+    }
     w->ndirs++;
 
     DIR *dp = fdopendir(sg_steal_fd(&fd));
@@ -1109,7 +1134,48 @@ static void add_action(action **acts, size_t *n, size_t *cap, action a)
 
 /* Compares every ready dirty path with the last content seen and emits one
  * payload per real change. force: do not wait for open writers. */
+/* Limit events (sg_watch_set_limit_cb): the first directory past the
+ * watch budget, each overflow rescan, each growth of the untracked count. */
+static void report_limits(sg_watch *w)
+{
+    if (!w->limit_cb)
+        return;
+    if (w->unwatched && !w->rep_unwatched) {
+        w->rep_unwatched = true;
+        w->limit_cb(w->limit_ud, json_pack("{s:s, s:I, s:I, s:I, s:s}", "what", "watches",
+            "limit", (json_int_t)w->max_watches, "host_max_user_watches", (json_int_t)w->host_watches,
+            "unwatched_dirs", (json_int_t)w->unwatched,
+            "degraded", "directories past the limit are rescanned at each flush (every exec's end)"));
+    }
+    if (w->overflows > w->rep_overflows) {
+        w->rep_overflows = w->overflows;
+        w->limit_cb(w->limit_ud, json_pack("{s:s, s:I, s:s}", "what", "watch_overflow",
+            "overflows", (json_int_t)w->overflows,
+            "degraded", "the kernel's event queue overflowed: changes found by a full rescan"));
+    }
+    if (w->dropped > w->rep_dropped) {
+        w->rep_dropped = w->dropped;
+        w->limit_cb(w->limit_ud, json_pack("{s:s, s:I, s:I, s:I}", "what", "watch_untracked",
+            "untracked", (json_int_t)w->dropped, "max_files", (json_int_t)SG_WATCH_MAX_FILES,
+            "max_dirs", (json_int_t)SG_WATCH_MAX_DIRS));
+    }
+}
+
+void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata)
+{
+    w->limit_cb = cb;
+    w->limit_ud = userdata;
+}
+
+static int resolve_(sg_watch *w, bool force);
 static int resolve(sg_watch *w, bool force)
+{
+    int n = resolve_(w, force);
+    report_limits(w);
+    return n;
+}
+
+static int resolve_(sg_watch *w, bool force)
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
@@ -1283,6 +1349,8 @@ int sg_watch_flush(sg_watch *w, sg_err *err)
 {
     if (read_events(w, true, err) < 0)
         return -1;
+    if (w->degraded)
+        rescan_dir(w, w->root); /* the directories without a watch */
     int n = resolve(w, true);
     arm(w, 0);
     return n;
@@ -1342,6 +1410,28 @@ void sg_watch_free(sg_watch *w)
     uv_close((uv_handle_t *)&w->tpoll, on_close);
 }
 
+/* This watcher's share of the host's inotify watches (one limit per uid,
+ * shared by every sandbox and every other inotify user of root):
+ * 1/SG_WATCH_HOST_SHARE of max_user_watches, at most SG_WATCH_MAX_DIRS.
+ * SANDGLASS_WATCH_MAX_DIRS lowers it (tests). */
+static size_t watch_budget(uint64_t *host)
+{
+    uint64_t v = 0;
+    sg_err e = {0};
+    size_t len = 0;
+    sg_autofree char *txt = sg_read_file("/proc/sys/fs/inotify/max_user_watches", 64, &len, &e);
+    if (txt)
+        txt[strcspn(txt, "\n")] = '\0';
+    *host = txt && sg_parse_uint(txt, UINT32_MAX, &v, &e) == 0 ? v : 8192;
+    uint64_t b = *host / SG_WATCH_HOST_SHARE;
+    if (b > SG_WATCH_MAX_DIRS)
+        b = SG_WATCH_MAX_DIRS;
+    const char *env = getenv("SANDGLASS_WATCH_MAX_DIRS");
+    if (env && sg_parse_uint(env, SG_WATCH_MAX_DIRS, &v, &e) == 0 && v < b)
+        b = v;
+    return b ? (size_t)b : 1;
+}
+
 sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                        sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
@@ -1357,6 +1447,7 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
     w->differ_ud = differ_ud;
     w->ifd = w->rootfd = w->tfd = -1;
     w->scratch = sg_xrealloc(NULL, SG_DIFF_MAX_BYTES + 1);
+    w->max_watches = watch_budget(&w->host_watches);
     w->rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (w->rootfd < 0) {
         sg_err_sys(err, "watch %s", root);

@@ -58,7 +58,16 @@
  *   rename onto an existing file replaces it (no separate "deleted").
  * - After an overflow rescan, a rename shows as deleted + created.
  * - Files beyond SG_WATCH_MAX_FILES / directories beyond SG_WATCH_MAX_DIRS
- *   are not tracked (counted in stats.dropped).
+ *   are not tracked (counted in stats.dropped; a "watch_untracked" limit).
+ * - Watches: at most 1/SG_WATCH_HOST_SHARE of the host's
+ *   fs.inotify.max_user_watches (root's one limit is shared by every
+ *   sandbox). Directories past it (or past what the host has left) are
+ *   tracked without a watch; from then on every sg_watch_flush rescans the
+ *   tree, so their changes still come (at the next flush, i.e. at the end
+ *   of each exec), and a "watches" limit says so once. An IN_Q_OVERFLOW
+ *   rescan gives a "watch_overflow" limit.
+ * - Paths longer than PATH_MAX (deep trees) are opened one component at a
+ *   time, under the same no-symlink rules: their changes are reported.
  * - Every dirty file is re-read and re-hashed when its burst resolves (mtime
  *   is too coarse to trust within a burst); the overflow rescan trusts an
  *   unchanged stat unless the last read was racy (mtime within 50 ms of it).
@@ -76,6 +85,7 @@
 
 #define SG_WATCH_SETTLE_US 500 /* quiet time that ends a burst */
 #define SG_WATCH_CAP_MS 50    /* longest wait for an open writer / busy burst */
+#define SG_WATCH_HOST_SHARE 16 /* a watcher takes at most 1/16 of the host's inotify watches */
 
 typedef struct sg_watch sg_watch;
 
@@ -101,6 +111,11 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
 int sg_watch_flush(sg_watch *w, sg_err *err);
 
 void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
+
+/* Where limit payloads go ({"what": "watches" | "watch_overflow" |
+ * "watch_untracked", ...}; ownership passes): the capture emits them as
+ * `limit` events. */
+void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
 
 /* Stops watching and closes the libuv handles; the memory is released when
  * the loop has run the close callbacks (run the loop once more after this).

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckptc.h"
 #include "cleanup.h"
 #include "cmds.h"
 #include "common.h"
@@ -64,6 +65,11 @@ int sg_cmd_abort(int argc, char **argv)
     if (sg_sandbox_meta_load(id, &m, &err) < 0)
         return sg_cli_fail("abort", err.msg);
     sg_sandbox_meta_clear(&m);
+    /* The supervisor may be inside a long checkpoint: its worker is killed
+     * first, so this request never waits for it (ckptc.h). */
+    sg_err kerr = {0};
+    if (sg_ckptc_kill_sandbox_worker(id, &kerr) < 0)
+        fprintf(stderr, "sandglass abort: the checkpoint worker: %s\n", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "abort", "reason", reason);
     sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)

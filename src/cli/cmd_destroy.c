@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "ckptc.h"
 #include "cleanup.h"
 #include "cmds.h"
 #include "common.h"
@@ -59,6 +60,11 @@ int sg_cmd_destroy(int argc, char **argv)
     pid_t sup = m.supervisor_pid;
     sg_sandbox_meta_clear(&m);
 
+    /* The supervisor may be inside a long checkpoint: its worker is killed
+     * first, so this request never waits for it (ckptc.h). */
+    sg_err kerr = {0};
+    if (sg_ckptc_kill_sandbox_worker(id, &kerr) < 0)
+        fprintf(stderr, "sandglass destroy: the checkpoint worker: %s\n", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
     sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res) {

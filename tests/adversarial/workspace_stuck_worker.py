@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Attack: the checkpoint worker does not finish (here SIGSTOPped, as a
+1 TiB sparse file or a slow disk would hold it). `abort` used to wait for
+it (> 15 s with a 100 GB file, forever here) and so did `destroy`. Now the
+CLI kills the worker through its cgroup leaf before it asks, the
+supervisor does not retry the killed call, and the kill switch's proof
+holds."""
+from __future__ import annotations
+
+import json
+import os
+
+from workspace_common import SLOW, events, new_env, pid_alive, stuck_in_worker, tap, wait_for
+
+env = new_env()
+try:
+    sid = env.create_captured()
+
+    @tap.case("abort")
+    def _abort():
+        w, p = stuck_in_worker(env, sid)
+        r = env.run("abort", sid, "--json", timeout=SLOW)
+        tap.ok(r.returncode == 0, "abort answers while the worker is stuck", r.stderr.decode(errors="replace"))
+        rec = json.loads(r.stdout or b"{}")
+        tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True, "its proof holds", repr(rec)[:600])
+        tap.ok(wait_for(lambda: not pid_alive(w), 60), "the stuck worker was killed")
+        p.wait(timeout=SLOW)
+        errs = [e for e in events(env, sid, "checkpoint") if "error" in e]
+        tap.ok(len(errs) == 1 and "killed" in errs[0]["error"], "the checkpoint it stopped is an event with an error",
+               repr(errs))
+        r = env.run("rollback", sid, "--yes", timeout=SLOW)
+        tap.ok(r.returncode == 0, "a rollback after it works (a new worker)", r.stderr.decode(errors="replace"))
+        tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
+        tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n", "the sandbox works")
+
+    @tap.case("destroy")
+    def _destroy():
+        # A checkpoint request, not an exec, is what waits: destroying a
+        # captured sandbox under a running exec is another matter.
+        w, p = stuck_in_worker(env, sid, ("checkpoint", "--label", "stuck"))
+        ws = env.workspace(sid)
+        r = env.destroy(sid)
+        log = ""
+        try:
+            log = open(env.sbdir(sid, "supervisor.log"), errors="replace").read()[-3000:]
+        except OSError:
+            log = env.sup_logs.get(sid, "")[-3000:]
+        tap.ok(r.returncode == 0, "destroy answers while the worker is stuck",
+               r.stderr.decode(errors="replace") + log)
+        tap.ok(wait_for(lambda: not pid_alive(w), 60), "the stuck worker was killed")
+        tap.ok(not os.path.exists(ws), "the workspace is gone")
+        p.wait(timeout=SLOW)
+finally:
+    env.cleanup()
+tap.done()
