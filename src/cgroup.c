@@ -1329,3 +1329,37 @@ char *sg_cgroup_path(sg_cgroup *cg, const char *leaf)
 {
     return cg_dir(cg, 0, leaf); /* the v2 hierarchy is always first */
 }
+
+/* ---------- ownership ---------- */
+
+int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err)
+{
+    size_t len = strlen(owner);
+    if (len >= SG_CG_OWNER_MAX)
+        return sg_err_set(err, ENAMETOOLONG, "owner mark too long");
+    for (size_t i = 0; i < cg->s.n; i++) {
+        sg_autofree char *dir = cg_dir(cg, i, NULL);
+        if (setxattr(dir, SG_CG_OWNER_XATTR, owner, len, 0) < 0)
+            return sg_err_sys(err, "cannot mark the owner of %s", dir);
+    }
+    return 0;
+}
+
+int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err)
+{
+    __attribute__((cleanup(cgroup_freep))) sg_cgroup *cg = sg_cgroup_open(id, err);
+    if (!cg)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < cg->s.n && rc == 0; i++) {
+        sg_autofree char *dir = cg_dir(cg, i, NULL);
+        ssize_t n = getxattr(dir, SG_CG_OWNER_XATTR, buf, size - 1);
+        if (n >= 0) {
+            buf[n] = '\0';
+            rc = 1;
+        } else if (errno != ENODATA && errno != ENOENT && errno != ENOTSUP) {
+            return sg_err_sys(err, "cannot read the owner of %s", dir);
+        }
+    }
+    return rc;
+}

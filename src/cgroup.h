@@ -133,6 +133,19 @@ int sg_cgroup_remove(sg_cgroup *cg, sg_err *err);
  * the strv (NULL-terminated). */
 char **sg_cgroup_list(sg_err *err);
 
+/* Ownership, kept where the kernel keeps the cgroup: an extended attribute
+ * (SG_CG_OWNER_XATTR) on the sandbox's cgroup directory in every hierarchy,
+ * holding the owner's state directory. Cleanup paths (gc) touch a cgroup
+ * only when its mark names their own state directory, so two state
+ * directories side by side never destroy each other's sandboxes. */
+#define SG_CG_OWNER_XATTR "trusted.sandglass.owner"
+#define SG_CG_OWNER_MAX 4096
+int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err);
+/* The mark of sandbox id's cgroup into buf: 1 when it has one, 0 when it
+ * has none (made before marks, or where trusted xattrs are refused), -1
+ * with err when the cgroup cannot be read. */
+int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
+
 /* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy
  * (diagnostics and tests). Caller frees. */
 char *sg_cgroup_path(sg_cgroup *cg, const char *leaf);

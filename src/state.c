@@ -254,3 +254,14 @@ void sg_state_archive_log(const char *id)
         if (sg_write_all(out, buf, (size_t)n) < 0)
             return;
 }
+
+bool sg_state_is_ours(const char *dir)
+{
+    const char *state = sg_state_dir(NULL);
+    if (!state)
+        return false;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (realpath(dir, a) && realpath(state, b))
+        return strcmp(a, b) == 0;
+    return strcmp(dir, state) == 0;
+}

@@ -76,4 +76,8 @@ bool sg_state_pid_alive(pid_t pid);
  * does nothing without the variable. */
 void sg_state_archive_log(const char *id);
 
+/* Whether dir names this state directory (after resolving symlinks): the
+ * test of a cgroup's owner mark (cgroup.h) before any cleanup touches it. */
+bool sg_state_is_ours(const char *dir);
+
 #endif

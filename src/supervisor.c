@@ -2282,6 +2282,14 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
             sg_err_prefix(&err, "cannot create the sandbox's cgroup");
             goto fail;
         }
+        if (s->cg) {
+            /* gc of another state directory must leave this cgroup alone */
+            sg_err oerr = {0};
+            const char *state = sg_state_dir(&oerr);
+            if (!state || sg_cgroup_set_owner(s->cg, state, &oerr) < 0)
+                sg_log_line("supervisor", "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
+                            "alone): %s", oerr.msg);
+        }
         s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                          sg_cgroup_set_fast_leaves(s->cg, true) == 0;
         if (start_init(s, &err) < 0)

@@ -27,6 +27,25 @@ static void gc_one(const char *id, int *removed, int *failures)
     }
 }
 
+/* 1 when the cgroup of sandbox id carries this state directory's owner
+ * mark; 0 (and a line saying why it is left alone) when it has none or
+ * another one. */
+static int gc_owns(const char *id, sg_err *err)
+{
+    char mark[SG_CG_OWNER_MAX];
+    int rc = sg_cgroup_owner(id, mark, sizeof mark, err);
+    if (rc < 0)
+        return -1;
+    if (rc == 0) {
+        printf("gc: cgroup sandglass/%s has no owner mark: left alone (remove it by hand if it is yours)\n", id);
+        return 0;
+    }
+    bool same = sg_state_is_ours(mark);
+    if (!same)
+        printf("gc: cgroup sandglass/%s belongs to the state directory %s: left alone\n", id, mark);
+    return same;
+}
+
 int sg_cmd_gc(int argc, char **argv)
 {
     bool orphans = false;
@@ -64,13 +83,21 @@ int sg_cmd_gc(int argc, char **argv)
             gc_one(*p, &removed, &failures);
     }
     /* Cgroups with no state directory: a sandbox whose state was lost. Only
-     * on request: another state directory's sandboxes look the same. */
+     * on request, and only those whose owner mark (cgroup.h) names this
+     * state directory: another state directory's sandboxes look the same. */
     sg_autostrv char **cgs = orphans ? sg_cgroup_list(&err) : NULL;
     for (char **p = cgs; p && *p; p++) {
         sg_autofree char *dir = sg_state_sandbox_path(*p, NULL);
         struct stat st;
-        if (stat(dir, &st) != 0)
+        if (stat(dir, &st) == 0)
+            continue;
+        int own = gc_owns(*p, &err);
+        if (own < 0) {
+            fprintf(stderr, "sandglass gc: %s\n", err.msg);
+            failures++;
+        } else if (own) {
             gc_one(*p, &removed, &failures);
+        }
     }
     printf("gc: removed %d, failed %d\n", removed, failures);
     return failures ? 1 : 0;

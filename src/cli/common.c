@@ -93,6 +93,13 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
         for (int i = 0; i < 200 && sg_state_pid_alive(m.supervisor_pid); i++)
             usleep(5000);
     }
+    char mark[SG_CG_OWNER_MAX];
+    if (sg_cgroup_owner(id, mark, sizeof mark, NULL) == 1 && !sg_state_is_ours(mark)) {
+        if (have_meta)
+            sg_sandbox_meta_clear(&m);
+        return sg_err_set(err, EPERM, "the cgroup of sandbox %s belongs to the state directory %s: "
+                          "left alone", id, mark);
+    }
     sg_cgroup *cg = sg_cgroup_open(id, err);
     if (cg) {
         if (sg_cgroup_kill(cg, NULL, 10000, err) < 0 || sg_cgroup_populated(cg, NULL, err) != 0) {
