@@ -295,6 +295,7 @@ struct sg_ckpt_store {
     unsigned tmp_counter;
     bool is_root;
     uint64_t stored_bytes; /* content stored so far (USAGE_FILE) */
+    uint64_t store_max;    /* SG_CKPT_STORE_MAX, or lower (SANDGLASS_CKPT_STORE_MAX) */
     bool usage_dirty;
 };
 
@@ -571,6 +572,13 @@ sg_ckpt_store *sg_checkpoint_open(const char *repo_dir, const char *workspace, s
     }
     cache_load(st);
     usage_load(st);
+    /* Tests lower the store's cap to reach it with a few files. */
+    st->store_max = SG_CKPT_STORE_MAX;
+    const char *env = getenv("SANDGLASS_CKPT_STORE_MAX");
+    uint64_t v = 0;
+    sg_err e = {0};
+    if (env && sg_parse_uint(env, SG_CKPT_STORE_MAX, &v, &e) == 0)
+        st->store_max = v;
     return st;
 }
 
@@ -755,7 +763,7 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
     uint64_t size0 = (uint64_t)sb->st_size;
     const char *why = size0 > SG_CKPT_FILE_MAX ? "larger than SG_CKPT_FILE_MAX"
                     : s->read_bytes + size0 > SG_CKPT_TAKE_MAX ? "over this checkpoint's SG_CKPT_TAKE_MAX"
-                    : s->write && st->stored_bytes + size0 > SG_CKPT_STORE_MAX ? "store full (SG_CKPT_STORE_MAX)"
+                    : s->write && st->stored_bytes + size0 > st->store_max ? "store full (SG_CKPT_STORE_MAX)"
                     : NULL;
     if (why)
         return omit_file(s, sb, k, why);

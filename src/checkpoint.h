@@ -67,6 +67,7 @@
  *   - SG_CKPT_STORE_MAX: bytes stored in the repository over the sandbox's
  *     life (counted uncompressed in <repo_dir>/sg-usage); past it no file
  *     content is stored any more ("store full"; trees still are).
+ *     SANDGLASS_CKPT_STORE_MAX lowers it (tests).
  *   - SG_CKPT_MAX_DEPTH: a directory at that depth is recorded (owner,
  *     mode) but its contents are not walked; its meta record carries
  *     SG_CKPT_MODE_PARTIAL.

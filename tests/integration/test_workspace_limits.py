@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The host-side work done for a sandbox is bounded and charged to it
+(checkpoint.h: limits; ckptc.h: the worker's cgroup; watch.h): the
+checkpoint worker runs in the sandbox's cgroup on every layout and dies
+with the kill switch, the store's cap stops storing content with an event
+saying so, a failed checkpoint is an event, and rollback to an earlier good
+checkpoint still works after one. The attacks themselves are in
+tests/adversarial/workspace_*.py."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "adversarial"))
+from workspace_common import (SLOW, ckpt_worker, events, new_env, pid_alive, sh,  # noqa: E402
+                              store_bytes, supervisor_pid, tap, wait_for)
+
+
+def cgroup_lines(pid: int) -> dict[str, str]:
+    """controller list -> path, from /proc/PID/cgroup ("" for v2)."""
+    out = {}
+    for line in open(f"/proc/{pid}/cgroup"):
+        _id, ctrls, path = line.rstrip("\n").split(":", 2)
+        out[ctrls] = path
+    return out
+
+
+def layout_case(layout: str) -> None:
+    """The worker joins the sandbox's cgroup: on each hierarchy the
+    sandbox uses, its path is the sandbox's (v1 controllers of a split host)
+    or the sandbox's ckpt leaf."""
+    env = new_env(SANDGLASS_CGROUP_LAYOUT=layout) if layout else new_env()
+    try:
+        sid = env.create_captured()
+        sh(env, sid, "echo x > /workspace/x")
+        sup = supervisor_pid(env, sid)
+        w = ckpt_worker(sup)
+        tap.ok(w > 0, f"[{layout or 'auto'}] a checkpoint worker runs")
+        if not w:
+            return
+        mine = cgroup_lines(w)
+        init = cgroup_lines(int(json.load(open(env.sbdir(sid, "meta.json")))["init_pid"]))
+        base = f"/sandglass/{sid}"
+        # Wherever the sandbox's init is in a sandglass cgroup, the worker
+        # is too: in the same one or in its ckpt leaf.
+        checked = [k for k, v in init.items() if v.startswith(base)]
+        tap.ok(len(checked) > 0, f"[{layout or 'auto'}] the sandbox has cgroups", repr(init))
+        bad = {k: mine.get(k) for k in checked if mine.get(k) not in (base, base + "/ckpt")}
+        tap.ok(not bad, f"[{layout or 'auto'}] the worker is in the sandbox's cgroup on every hierarchy",
+               f"worker {mine}\ninit {init}")
+        for k in ("memory", "pids"):
+            ctl = [c for c in checked if k in c.split(",")]
+            if ctl:
+                tap.ok(mine[ctl[0]].startswith(base), f"[{layout or 'auto'}] its {k} is charged to the sandbox",
+                       repr(mine))
+        r = env.run("abort", sid, "--json", timeout=SLOW)
+        rec = json.loads(r.stdout or b"{}")
+        tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True,
+               f"[{layout or 'auto'}] abort's proof holds with the worker in the cgroup", repr(rec)[:600])
+        tap.ok(wait_for(lambda: not pid_alive(w), 60), f"[{layout or 'auto'}] abort killed the worker")
+        r = env.run("rollback", sid, "--yes", timeout=SLOW)
+        tap.ok(r.returncode == 0, f"[{layout or 'auto'}] a rollback after the abort works (a new worker)",
+               r.stderr.decode(errors="replace"))
+    finally:
+        env.cleanup()
+
+
+def v2_controllers() -> set[str]:
+    for base in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        try:
+            return set(open(os.path.join(base, "cgroup.controllers")).read().split())
+        except OSError:
+            pass
+    return set()
+
+
+def v1_mounted() -> bool:
+    return os.path.isdir("/sys/fs/cgroup/memory") or os.path.isdir("/sys/fs/cgroup/pids")
+
+
+for lay in ("", "v1", "v2"):
+    if lay == "v2" and not {"memory", "pids"} <= v2_controllers():
+        tap.skip("worker cgroup, layout v2", "no memory/pids controller on this host's v2 hierarchy")
+    elif lay == "v1" and not v1_mounted():
+        tap.skip("worker cgroup, layout v1", "no v1 hierarchy on this host")
+    else:
+        tap.case(f"worker cgroup, layout {lay or 'auto'}")(lambda lay=lay: layout_case(lay))
+
+
+@tap.case("the store's cap")
+def _store_cap():
+    env = new_env(SANDGLASS_CKPT_STORE_MAX=str(1 << 20))
+    try:
+        sid = env.create_captured()
+        sh(env, sid, "head -c 700000 /dev/urandom > /workspace/one")
+        sh(env, sid, "head -c 700000 /dev/urandom > /workspace/two")
+        sh(env, sid, "echo small > /workspace/three")
+        cks = events(env, sid, "checkpoint")
+        full = [c for c in cks if c.get("not_stored", {}).get("store_full")]
+        tap.ok(len(full) >= 1 and all("error" not in c for c in cks),
+               "past the store's cap a checkpoint still succeeds and says the store is full", repr(cks)[:900])
+        tap.ok(store_bytes(env, sid) < 4 << 20, "the store stays near its cap", f"{store_bytes(env, sid)} bytes")
+        first = [c for c in cks if c.get("label") == "create"][0]
+        r = env.run("rollback", sid, "--to", first["id"], "--yes", timeout=SLOW)
+        tap.ok(r.returncode == 0, "a rollback to a checkpoint from before works", r.stderr.decode(errors="replace"))
+        ws = env.workspace(sid)
+        left = sorted(os.listdir(ws))
+        # "two" was recorded by size only: rollback leaves what is there.
+        tap.ok("one" not in left and "three" not in left, "what was stored is rolled back", repr(left))
+    finally:
+        env.cleanup()
+
+
+@tap.case("a failed checkpoint is an event")
+def _failed():
+    env = new_env()
+    try:
+        sid = env.create_captured()
+        sh(env, sid, "echo a > /workspace/a")
+        good = [c for c in events(env, sid, "checkpoint") if c.get("id")][-1]
+        ref = os.path.join(env.sbdir(sid, "checkpoints.git"), "refs", "heads", "checkpoints")
+        saved = ref + ".h4"
+        shutil.copy(ref, saved)
+        with open(ref, "w") as f:
+            f.write("not an object id\n")
+        sh(env, sid, "echo b > /workspace/b")
+        errs = [c for c in events(env, sid, "checkpoint") if "error" in c]
+        tap.ok(len(errs) == 1 and errs[0].get("label", "").startswith("before exec 2") and not errs[0].get("id"),
+               "a checkpoint that fails is a checkpoint event with the error", repr(errs))
+        os.replace(saved, ref)
+        r = env.run("rollback", sid, "--to", good["id"], "--yes", timeout=SLOW)
+        tap.ok(r.returncode == 0, "rollback to the earlier good checkpoint works",
+               r.stderr.decode(errors="replace"))
+        tap.eq(sorted(os.listdir(env.workspace(sid))), [], "the workspace is as it was then")
+    finally:
+        env.cleanup()
+
+
+tap.done()
