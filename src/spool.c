@@ -237,7 +237,8 @@ static int ack_decode(const uint8_t slot[ACK_SLOT], int64_t *seq)
     if (memcmp(slot, ACK_MAGIC, 4) != 0 || get32(slot + 16) != sg_spool_crc32c(0, slot, 16))
         return -1;
     *seq = (int64_t)get64(slot + 8);
-    return *seq >= -1 ? 0 : -1;
+    /* INT64_MAX would leave no seq to number the next record. */
+    return *seq >= -1 && *seq < INT64_MAX ? 0 : -1;
 }
 
 /* Decodes the ack file's bytes: the valid slot with the highest seq wins
@@ -916,6 +917,8 @@ int sg_spool_ack(sg_spool *sp, int64_t seq, sg_err *err)
 {
     if (seq <= sp->acked_seq)
         return 0;
+    if (seq == INT64_MAX) /* the peer's bytes: next_seq = seq + 1 would overflow */
+        return sg_err_set(err, ERANGE, "ack %" PRId64 " is out of range: no seq could follow it", seq);
     if (sp->reader) {
         /* The owner persists it, trims, and (for an ack beyond its next
          * seq) skips ahead; its synced seq comes back by

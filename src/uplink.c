@@ -226,7 +226,9 @@ static void handle_message(sg_uplink *u)
     sg_err err;
     sg_autojson json_t *j = sg_json_parse(u->rx, u->rx_len, &err);
     json_t *a = j ? json_object_get(j, "ack") : NULL;
-    if (!a || !json_is_integer(a) || json_integer_value(a) < -1) {
+    /* Bounded so that ack + SG_UPLINK_WINDOW (write_records) cannot overflow. */
+    if (!a || !json_is_integer(a) || json_integer_value(a) < -1 ||
+        json_integer_value(a) > INT64_MAX - SG_UPLINK_WINDOW) {
         emit(u, SG_UPLINK_ERROR, 0, "unexpected message from the ingest (want {\"ack\": N})", 0);
         return;
     }

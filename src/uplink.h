@@ -3,7 +3,9 @@
  *
  * Protocol: connect to ws://HOST:PORT/v1/ingest (subprotocol "sg-ingest",
  * token in "Authorization: Bearer"); the ingest sends {"ack": N} after the
- * handshake and after each commit (N: highest contiguous committed seq).
+ * handshake and after each commit (N: highest contiguous committed seq,
+ * -1 <= N <= INT64_MAX - SG_UPLINK_WINDOW; any other message is an error
+ * event and changes nothing).
  * On an ack the spool is trimmed (sg_spool_ack) — never on "sent" — and
  * every synced record after the ack is sent, oldest first, one text frame
  * each, writing while the socket is not choked. After a close, an error, a
