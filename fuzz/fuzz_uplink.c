@@ -1,0 +1,152 @@
+/* libFuzzer target: the uplink's handling of what the ingest sends (its
+ * acks: network bytes), through uplink.c's own handle_message on a real
+ * spool. uplink.c is included so that its static message handler is
+ * reached without a WebSocket connection (lws is never called: no wsi).
+ *
+ * Input: byte 0 the number of records spooled (mod 24), then messages from
+ * the ingest, one a line.
+ *
+ * Invariants, after each message:
+ *  - exactly the messages that are a JSON object with an integer "ack" in
+ *    [-1, INT64_MAX - SG_UPLINK_WINDOW] (uplink.h) are taken (the uplink's
+ *    stats show that ack); any other is one SG_UPLINK_ERROR event and
+ *    changes nothing; sg_spool_ack itself refuses INT64_MAX;
+ *  - the spool's ack is the highest taken so far, never beyond what the
+ *    spool can number: next_seq > acked (no seq overflow, UBSan); an ack
+ *    the spool cannot take is an error event, not a change;
+ *  - what the uplink would send next (its cursor, up to the synced seq and
+ *    the window) continues without gap or repeat after the ack;
+ *  - reopened, the spool recovers the ack it was given. */
+#include "../src/uplink.c"
+
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static size_t n_errors, n_events;
+
+static void on_event(void *ud, const sg_uplink_event *ev)
+{
+    (void)ud;
+    n_events++;
+    if (ev->type == SG_UPLINK_ERROR)
+        n_errors++;
+    if (!ev->reason)
+        abort();
+}
+
+/* The ack a message carries by the protocol (uplink.h), or false. */
+static bool wanted_ack(const char *p, size_t n, int64_t *ack)
+{
+    json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+    json_t *a = json_object_get(j, "ack");
+    bool ok = json_is_object(j) && json_is_integer(a) && json_integer_value(a) >= -1 &&
+              json_integer_value(a) <= INT64_MAX - SG_UPLINK_WINDOW;
+    if (ok)
+        *ack = (int64_t)json_integer_value(a);
+    json_decref(j);
+    return ok;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    char dir[128];
+    snprintf(dir, sizeof dir, "/dev/shm/sg-fuzz-uplink-%d", (int)getpid());
+    sg_err err;
+    sg_rm_rf(dir, &err);
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    if (!sp)
+        abort();
+    sg_spool_set_segment_bytes(sp, 64); /* a few records a segment: acks trim */
+    int nrec = data[0] % 24;
+    for (int i = 0; i < nrec; i++) {
+        char rec[32];
+        int n = snprintf(rec, sizeof rec, "{\"seq\":%d}", i);
+        if (sg_spool_append(sp, i, rec, (size_t)n, &err) < 0)
+            abort();
+    }
+    if (sg_spool_sync(sp, &err) < 0)
+        abort();
+
+    sg_uplink *u = calloc(1, sizeof *u);
+    u->spool = sp;
+    u->stats.acked_seq = -1;
+    u->st = ST_OPEN; /* connected, no wsi: want_write does nothing */
+    u->ev_fn = on_event;
+    u->cur = sg_spool_cursor_new(sp, sg_spool_acked_seq(sp), LWS_PRE, &err);
+    if (!u->cur)
+        abort();
+    n_errors = n_events = 0;
+    int64_t sent = -2; /* the last seq read from the cursor; -2: none yet */
+    const char *p = (const char *)data + 1, *end = (const char *)data + size;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        const char *line = p;
+        p += n + (nl ? 1 : 0);
+        if (n > sizeof u->rx)
+            continue; /* the receive path refuses it before handle_message */
+        memcpy(u->rx, line, n);
+        u->rx_len = n;
+        int64_t ack = 0, spool_ack0 = sg_spool_acked_seq(sp);
+        size_t errors0 = n_errors;
+        sg_uplink_stats st0 = u->stats;
+        bool take = wanted_ack(line, n, &ack);
+        bool was_ready = u->ready;
+        handle_message(u);
+        int64_t spool_ack = sg_spool_acked_seq(sp);
+        if (!take) {
+            if (n_errors != errors0 + 1 || spool_ack != spool_ack0 ||
+                memcmp(&u->stats, &st0, sizeof st0) != 0)
+                abort();
+            continue;
+        }
+        if (u->stats.acked_seq != ack || !u->ready)
+            abort();
+        if (n_errors == errors0) {
+            if (spool_ack != (ack > spool_ack0 ? ack : spool_ack0))
+                abort();
+        } else if (spool_ack != spool_ack0) {
+            abort(); /* refused, yet changed */
+        }
+        if (sg_spool_next_seq(sp) <= spool_ack)
+            abort();
+        if (!was_ready)
+            sent = ack; /* the first ack: replay from it */
+        /* What write_records would send now. */
+        int64_t max = sg_spool_synced_seq(sp);
+        if (max > u->stats.acked_seq + SG_UPLINK_WINDOW)
+            max = u->stats.acked_seq + SG_UPLINK_WINDOW;
+        char *rec;
+        size_t len;
+        int64_t seq;
+        int rc;
+        while ((rc = sg_spool_cursor_next(u->cur, max, &rec, &len, &seq, &err)) == 1) {
+            int64_t want = (sent > spool_ack ? sent : spool_ack) + 1;
+            if (seq != want || seq > max)
+                abort(); /* a gap or a repeat */
+            sent = seq;
+        }
+        if (rc < 0)
+            abort();
+    }
+    /* The spool's own bound, for acks that come another way (uplinkc). */
+    int64_t before = sg_spool_acked_seq(sp);
+    if (sg_spool_ack(sp, INT64_MAX, &err) == 0 || sg_spool_acked_seq(sp) != before)
+        abort();
+    int64_t final_ack = sg_spool_acked_seq(sp);
+    int64_t final_next = sg_spool_next_seq(sp);
+    sg_spool_cursor_free(u->cur);
+    free(u);
+    sg_spool_close(sp);
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
+    if (!sp || sg_spool_acked_seq(sp) != final_ack || sg_spool_next_seq(sp) != final_next ||
+        sg_spool_next_seq(sp) <= final_ack)
+        abort();
+    sg_spool_close(sp);
+    sg_rm_rf(dir, &err);
+    return 0;
+}
