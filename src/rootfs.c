@@ -72,10 +72,12 @@ static const char *const host_top[] = {
 };
 
 /* Files under /proc hidden behind /dev/null, dirs behind an empty read-only
- * tmpfs, and subtrees made read-only: the OCI defaults crun and runc use. */
+ * tmpfs, and subtrees made read-only: the OCI defaults crun and runc use,
+ * and config.gz (the host kernel's whole build configuration: a map of
+ * what to attack). */
 static const char *const proc_mask_files[] = {
     "kcore", "keys", "latency_stats", "timer_list", "timer_stats",
-    "sched_debug", "sysrq-trigger",
+    "sched_debug", "sysrq-trigger", "config.gz",
 };
 static const char *const proc_mask_dirs[] = { "acpi", "asound", "scsi" };
 static const char *const proc_ro[] = { "bus", "fs", "irq", "sys" };

@@ -161,6 +161,7 @@ struct sup {
     uint32_t ready_exec_id; /* the exec id reserved for it */
     int ready_sock;         /* its socket (SG_INIT_READY); -1 until init sent it */
     pid_t ready_pid;
+    int ready_pidfd;        /* a pidfd of it (host side), to SIGCONT it at the hand-off */
     bool ready;
     bool ready_taken;       /* the last one was handed an exec: the next PREPARE says so */
     /* Emptied fast leaves, open, for the next ready children: an exec then
@@ -531,6 +532,26 @@ static void ready_close_fds(sup *s)
 {
     open_leaf_close(&s->rl);
     sg_close_reset(&s->ready_sock);
+    sg_close_reset(&s->ready_pidfd);
+}
+
+/* A pidfd of the ready child, found as the one process of its fresh leaf.
+ * The user's processes may SIGSTOP it (same uid): the hand-off sends it a
+ * SIGCONT first, so a stopped ready child costs nothing instead of the
+ * hand-off's whole timeout on every later exec. -1 when not found. */
+static int ready_pidfd_open(int leaf_dirfd)
+{
+    char buf[64];
+    sg_autoclose int fd = openat(leaf_dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    if (pid <= 0 || *end != '\n' || end[1] != '\0') /* exactly one process */
+        return -1;
+    return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 }
 
 /* The ready child died before an exec came (the OOM killer, a failed
@@ -1511,6 +1532,10 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
             ex->held_len = off;
             memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
             ex->awaiting_ack = true;
+            if (s->ready_pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, s->ready_pidfd, SIGCONT, NULL, 0);
+                sg_close_reset(&s->ready_pidfd);
+            }
             handoff_lost = sg_ctl_send(ex->ready_sock, SG_CTL_REQ, msg, off, fds, 3) < 0;
         } else {
             r = -ENOMEM;
@@ -1588,6 +1613,8 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
             rep.exec_id == s->ready_exec_id && s->ready_sock < 0) {
             s->ready_sock = fd;
             s->ready_pid = rep.pid;
+            sg_close_reset(&s->ready_pidfd);
+            s->ready_pidfd = ready_pidfd_open(s->rl.dirfd);
             continue;
         }
         if (nfds == 1)
@@ -2253,7 +2280,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = -1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = -1;
     s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);

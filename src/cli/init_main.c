@@ -39,10 +39,21 @@ int main(int argc, char **argv)
     }
     prog.len = (size_t)st.st_size / sizeof(struct sock_filter);
     close(6);
+    /* The arguments name host paths (the workspace, the state directory's
+     * root): keep copies and blank the originals, which every process of
+     * the sandbox can read in /proc/1/cmdline. */
+    char *ws = strdup(argv[1]), *root = argv[2][0] ? strdup(argv[2]) : NULL, *host = strdup(argv[3]);
+    if (!ws || (argv[2][0] && !root) || !host) {
+        dprintf(4, "error: sandglass-init: out of memory\n");
+        return 2;
+    }
+    uid_t uid = (uid_t)strtoul(argv[4], NULL, 10);
+    gid_t gid = (gid_t)strtoul(argv[5], NULL, 10);
+    for (int i = 1; i < argc; i++)
+        memset(argv[i], 0, strlen(argv[i]));
     sg_init_config cfg = {
         .rootfs = {
-            .workspace = argv[1], .rootfs = argv[2][0] ? argv[2] : NULL, .hostname = argv[3],
-            .uid = (uid_t)strtoul(argv[4], NULL, 10), .gid = (gid_t)strtoul(argv[5], NULL, 10),
+            .workspace = ws, .rootfs = root, .hostname = host, .uid = uid, .gid = gid,
         },
         .seccomp = &prog, .listen_fd = 3, .ready_fd = 4, .go_fd = 5,
         .exec_stub_fd = fcntl(7, F_GETFD) >= 0 ? 7 : -1,
