@@ -27,6 +27,9 @@ try:
         tap.ok(out.split(b"\0")[0].endswith(b"sandglass-init"), "pid 1 is sandglass-init", repr(out))
         tap.ok(ws.encode() not in out and env.state.encode() not in out,
                "/proc/1/cmdline names neither the workspace nor the state directory", repr(out))
+        if os.path.exists("/proc/config.gz"):
+            got = env.exec(sid, "/bin/sh", "-c", "wc -c < /proc/config.gz").stdout.strip()
+            tap.eq(got, b"0", "/proc/config.gz (the host kernel's configuration) reads empty")
         ps = env.exec(sid, "ps", "-eo", "args").stdout
         tap.ok(ps and ws.encode() not in ps, "ps shows no host path", ps.decode(errors="replace"))
 
