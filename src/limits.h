@@ -15,6 +15,11 @@
 #define SG_DEFAULT_OUTPUT_LIMIT (64ull * 1024 * 1024) /* bytes of output per exec */
 #define SG_DEFAULT_MEMORY (512ull * 1024 * 1024)
 #define SG_DEFAULT_PIDS 256
+/* CPU per sandbox, in cores, when --cpus is not given: one core's worth of
+ * time (cpu.max / the CFS quota), so that a fork bomb or a runaway build
+ * in one sandbox leaves the rest of the host responsive on any machine
+ * with two cores or more. Capped at the host's online CPUs. */
+#define SG_DEFAULT_CPUS 1.0
 #define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
 #define SG_INGEST_RETRY_MIN_MS 100   /* a failed commit is retried after this... */
 #define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */

@@ -135,6 +135,10 @@ int sg_cmd_create(int argc, char **argv)
     m.pids = SG_DEFAULT_PIDS;
     m.timeout_s = SG_DEFAULT_TIMEOUT_S;
     m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online < 1)
+        online = 1;
+    m.cpus = SG_DEFAULT_CPUS < (double)online ? SG_DEFAULT_CPUS : (double)online;
     const char *learner = NULL, *task = NULL, *ws = NULL, *rootfs = NULL;
     const char *ingest = NULL, *secret = NULL;
     bool json = false, spare = false;
@@ -168,6 +172,12 @@ int sg_cmd_create(int argc, char **argv)
             if (sg_parse_seconds(optarg, 1024, &m.cpus, &err) < 0) {
                 char msg[SG_ERR_MSG_MAX + 32];
                 snprintf(msg, sizeof msg, "invalid --cpus '%s': expected a positive number of cores", optarg);
+                return sg_cli_fail("create", msg);
+            }
+            if (m.cpus > (double)online) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "invalid --cpus '%.32s': this host has %ld online CPU%s", optarg,
+                         online, online == 1 ? "" : "s");
                 return sg_cli_fail("create", msg);
             }
             break;
