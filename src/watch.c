@@ -53,6 +53,7 @@ struct node {
     uint32_t gen;       /* rescan mark */
     bool is_dir, dirty, writing, rep;
     bool unwatched;     /* directory past the watch budget: found by rescans */
+    uint32_t depth;     /* directory: the root is 0 */
     node *dprev, *dnext; /* dirty list */
     uint64_t dirty_ns;
     /* directory */
@@ -623,7 +624,9 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
         return; /* already known */
     if (old)
         node_detach(w, old, true);
-    if (w->ndirs >= SG_WATCH_MAX_DIRS) {
+    /* Deeper than SG_WATCH_MAX_DEPTH: not tracked (a "watch_untracked"
+     * limit event); the walks over the tree recurse, and stay bounded. */
+    if (w->ndirs >= SG_WATCH_MAX_DIRS || parent->depth >= SG_WATCH_MAX_DEPTH) {
         w->dropped++;
         return;
     }
@@ -652,6 +655,7 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
     d->wd = wd;
     d->dino = st.st_ino;
     d->gen = w->gen;
+    d->depth = parent->depth + 1;
     kid_add(parent, d);
     if (wd >= 0) {
         wd_add(w, d);
@@ -834,6 +838,41 @@ static void rescan_dir(sg_watch *w, node *d)
 
 /* ---- raw events --------------------------------------------------------- */
 
+/* A directory moved to another depth: its subtree's depths, without
+ * recursion; what lands deeper than SG_WATCH_MAX_DEPTH stops being tracked
+ * (its files reported as deleted), so the tree's recursive walks stay
+ * bounded whatever moves a learner makes. */
+static void fix_depths(sg_watch *w, node *top)
+{
+    node **stack = NULL, **over = NULL;
+    size_t n = 0, cap = 0, nover = 0, ocap = 0;
+    stack = sg_xrealloc(NULL, (cap = 16) * sizeof *stack);
+    stack[n++] = top;
+    while (n) {
+        node *d = stack[--n];
+        d->depth = d->parent->depth + 1;
+        if (d->depth > SG_WATCH_MAX_DEPTH) {
+            if (nover == ocap)
+                over = sg_xrealloc(over, (ocap = ocap ? ocap * 2 : 8) * sizeof *over);
+            over[nover++] = d;
+            continue;
+        }
+        for (uint32_t i = 0; i < d->kcap; i++)
+            for (node *c = d->kids[i]; c; c = c->hnext)
+                if (c->is_dir) {
+                    if (n == cap)
+                        stack = sg_xrealloc(stack, (cap *= 2) * sizeof *stack);
+                    stack[n++] = c;
+                }
+    }
+    for (size_t i = 0; i < nover; i++) {
+        node_detach(w, over[i], true);
+        w->dropped++;
+    }
+    free(stack);
+    free(over);
+}
+
 static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
 {
     node *existing = kid_find(to_dir, to_name);
@@ -853,6 +892,8 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
     free(n->name);
     n->name = sg_xstrdup(to_name);
     kid_add(to_dir, n);
+    if (n->is_dir && n->depth != to_dir->depth + 1)
+        fix_depths(w, n);
 }
 
 static void moved_in(sg_watch *w, node *dir, const char *name, bool isdir)

@@ -58,7 +58,8 @@
  *   rename onto an existing file replaces it (no separate "deleted").
  * - After an overflow rescan, a rename shows as deleted + created.
  * - Files beyond SG_WATCH_MAX_FILES / directories beyond SG_WATCH_MAX_DIRS
- *   are not tracked (counted in stats.dropped; a "watch_untracked" limit).
+ *   or deeper than SG_WATCH_MAX_DEPTH are not tracked (counted in
+ *   stats.dropped; a "watch_untracked" limit event).
  * - Watches: at most 1/SG_WATCH_HOST_SHARE of the host's
  *   fs.inotify.max_user_watches (root's one limit is shared by every
  *   sandbox). Directories past it (or past what the host has left) are
@@ -86,6 +87,7 @@
 #define SG_WATCH_SETTLE_US 500 /* quiet time that ends a burst */
 #define SG_WATCH_CAP_MS 50    /* longest wait for an open writer / busy burst */
 #define SG_WATCH_HOST_SHARE 16 /* a watcher takes at most 1/16 of the host's inotify watches */
+#define SG_WATCH_MAX_DEPTH 1024 /* directories deeper are not tracked (a limit event) */
 
 typedef struct sg_watch sg_watch;
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from workspace_common import SLOW, deep_script, events, new_env, sh, tap
+from workspace_common import SLOW, deep_py, deep_script, events, new_env, sh, tap
 
 env = new_env()
 try:
@@ -40,6 +40,16 @@ try:
         r = env.run("abort", sid, "--rollback", timeout=SLOW)
         tap.ok(r.returncode == 0, "abort --rollback works with the tree back", r.stderr.decode(errors="replace"))
         tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
+
+    @tap.case("deeper than the watcher tracks")
+    def _watch_depth():
+        p = env.run("exec", sid, "--", *deep_py(1100, "w", "f", "x\n"), timeout=SLOW)
+        tap.eq(p.returncode, 0, "the learner makes 1100 nested directories")
+        lim = [e for e in events(env, sid, "limit") if e.get("what") == "watch_untracked"]
+        tap.ok(len(lim) >= 1 and lim[-1].get("untracked", 0) >= 1,
+               "the directories the watcher does not track are a limit event", repr(lim))
+        r = env.run("exec", sid, "--", "rm", "-rf", "/workspace/w", timeout=SLOW)
+        tap.eq(r.returncode, 0, "and the tree can be removed")
 
     tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n",
            "the sandbox still works")
