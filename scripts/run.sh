@@ -2,13 +2,16 @@
 # The main job: the ingest on its embedded SQLite default, and a captured
 # sandbox session whose timeline is then shown. Safe to run again.
 #
-#   sudo bash scripts/run.sh
+#   bash scripts/run.sh      (as root, or as a user with sudo)
 #
 # Leaves the ingest running (ws://127.0.0.1:7433, store in the state dir) so
 # you can go on with `build/sandglass ...`; `kill $(cat <state>/ingest.pid)`
 # stops it. The uplink daemon (sandglass-uplink) exits by itself 30 s after
 # the session.
 set -euo pipefail
+# Root is needed (namespaces, cgroups, Debian packages): as root this runs
+# as it is (a fresh Debian has no sudo); as a user it goes through sudo.
+if [ "$(id -u)" != 0 ]; then exec sudo -E bash "$0" "$@"; fi
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh >/dev/null

@@ -10,6 +10,9 @@
 # required suite ran. Any sanitizer report from any process (the CLI, the
 # supervisors, the workers, the daemons, init) fails the run.
 set -uo pipefail
+# Root is needed (namespaces, cgroups, Debian packages): as root this runs
+# as it is (a fresh Debian has no sudo); as a user it goes through sudo.
+if [ "$(id -u)" != 0 ]; then exec sudo -E bash "$0" "$@"; fi
 cd "$(dirname "$0")/.."
 root=$(pwd)
 strict=()
