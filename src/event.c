@@ -247,3 +247,48 @@ int sg_event_raw_payload(const char *b, size_t len, const char **start, size_t *
         i++;
     }
 }
+
+/* n digits at p as a number, or -1. */
+static int digits(const char *p, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+bool sg_event_ts_valid(const char *ts, size_t len)
+{
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    /* "YYYY-MM-DDThh:mm:ss" is 19 bytes; then fraction and offset. */
+    if (!ts || len < 20 || len > 19 + 10 + 6)
+        return false;
+    if (ts[4] != '-' || ts[7] != '-' || (ts[10] != 'T' && ts[10] != 't' && ts[10] != ' ') ||
+        ts[13] != ':' || ts[16] != ':')
+        return false;
+    int y = digits(ts, 4), mo = digits(ts + 5, 2), d = digits(ts + 8, 2),
+        h = digits(ts + 11, 2), mi = digits(ts + 14, 2), se = digits(ts + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h < 0 || h > 23 ||
+        mi < 0 || mi > 59 || se < 0 || se > 60)
+        return false;
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (mo == 2 && d == 29 && !leap)
+        return false;
+    size_t i = 19;
+    if (ts[i] == '.') {
+        size_t f = ++i;
+        while (i < len && ts[i] >= '0' && ts[i] <= '9')
+            i++;
+        if (i == f || i - f > 9)
+            return false;
+    }
+    if (i < len && (ts[i] == 'Z' || ts[i] == 'z'))
+        return i + 1 == len;
+    if (i + 6 != len || (ts[i] != '+' && ts[i] != '-') || ts[i + 3] != ':')
+        return false;
+    int oh = digits(ts + i + 1, 2), om = digits(ts + i + 4, 2);
+    return oh >= 0 && oh <= 23 && om >= 0 && om <= 59;
+}

@@ -22,6 +22,7 @@
 #define SG_EVENT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,6 +76,16 @@ void sg_event_clear(sg_event *ev);
  * code (-1007, -1008, -1009) with err saying exactly what is wrong. */
 int sg_event_validate(const char *buf, size_t len, const char *expect_sandbox_id,
                       sg_event *out, sg_err *err);
+
+/* Whether ts (len bytes) is an RFC 3339 date-time, as the clients write it
+ * (the C capture: "2026-12-02T02:04:59.123456+00:00"; the original Python
+ * agent, datetime.isoformat(): the same, or without the fraction when it is
+ * zero): YYYY-MM-DD, 'T' (or 't' or ' '), hh:mm:ss, an optional fraction of
+ * 1-9 digits, then 'Z', 'z' or +hh:mm / -hh:mm; every field in range (the
+ * day within its month, second 60 allowed for a leap second). The ingest
+ * refuses other ts (close 1007); sg_event_validate itself does not check
+ * it. */
+bool sg_event_ts_valid(const char *ts, size_t len);
 
 /* The bytes of the "payload" object as they stand in a frame that
  * sg_event_validate accepted, so the store keeps them without a re-dump.

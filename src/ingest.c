@@ -1,8 +1,12 @@
 /* ingest: WebSocket + HTTP server storing event streams (see ingest.h). */
 #include "ingest.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <libwebsockets.h>
 #include <openssl/crypto.h>
 #include <stdbool.h>
@@ -22,6 +26,25 @@
 #define PROTO_NAME "sg-ingest"
 #define INGEST_PATH "/v1/ingest"
 #define HTTP_BODY_MAX (8 * 1024 * 1024) /* bound of one HTTP answer (1000 events) */
+#define HTTP_PAGE_BYTES (4 * 1024 * 1024) /* payload bytes of one /v1/events page, about */
+#define HTTP_HEADER_DATA (SG_TOKEN_MAX + 4096) /* lws's buffer for one request's headers */
+
+#define LIMITS_BUCKETS 1024
+
+/* A client address and its connections. */
+typedef struct peer {
+    struct peer *next;
+    unsigned char addr[16];  /* IPv4 as ::ffff:a.b.c.d */
+    unsigned conns, reserve;
+} peer;
+
+/* A connection counted against its peer. */
+typedef struct tracked {
+    struct tracked *next;
+    struct lws *wsi;
+    peer *peer;
+    bool reserve;
+} tracked;
 
 /* A stream identity, shared by a connection and its uncommitted rows (the
  * connection may close before its rows are committed). */
@@ -30,6 +53,8 @@ typedef struct ident {
     int64_t contig;   /* highest contiguous committed seq known to this node */
     int64_t beyond;   /* highest committed seq seen above a gap */
     bool gap;         /* committed seqs above a gap: ask the store */
+    bool refused;     /* the store refused a row of this connection's stream */
+    char reason[124]; /* why (the first refusal) */
     char learner[SG_NAME_MAX + 1];
     char task[SG_NAME_MAX + 1];
     char sandbox[SG_NAME_MAX + 1];
@@ -51,6 +76,7 @@ typedef struct pending {
     size_t payload_len;
     const char *ts;     /* into data */
     char received[40];
+    uint8_t verdict;    /* sg_store_verdict, set by the writer */
 } pending;
 
 typedef struct conn {
@@ -60,6 +86,9 @@ typedef struct conn {
     char *buf;            /* a message arriving in parts */
     size_t have, cap;
     int64_t acked;        /* highest contiguous committed seq known */
+    int64_t next_seq;     /* the seq this connection may send next (more is a gap) */
+    bool kill;            /* close at the next WRITEABLE (the store refused a row) */
+    bool killed;          /* its close frame is sent */
     bool ack_pending;
     bool dirty;           /* rows of this stream in the filling batch */
     bool inflight;        /* rows of this stream in the writer's batch */
@@ -100,6 +129,13 @@ struct sg_ingest {
     bool paused, mu_init;
     const struct lws_protocols *protocols;
     conn *conns;
+    /* Connection limits (see ingest.h). */
+    unsigned max_conns, max_per_addr;
+    size_t nconns, nreserve;
+    struct peer *peers[LIMITS_BUCKETS];     /* by address */
+    struct tracked *tracked[LIMITS_BUCKETS]; /* by wsi */
+    struct peer *admitted;                 /* admitted, its wsi not created yet */
+    bool admitted_reserve;
     bool stopping;
     int port;
     sg_ingest_stats stats;
@@ -109,6 +145,8 @@ struct sg_ingest {
     bool retry_init;
     uint64_t retry_ms;
 };
+
+static bool limits_is_reserve(sg_ingest *ing, struct lws *wsi);
 
 /* ---------------------------------------------------------------- batch
  *
@@ -134,7 +172,8 @@ static void rows_release(pending *rows, size_t n)
 static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserted, sg_err *err)
 {
     sg_autofree sg_store_row *rows = calloc(n, sizeof *rows);
-    if (!rows)
+    sg_autofree uint8_t *verdicts = calloc(n, 1);
+    if (!rows || !verdicts)
         return sg_err_set(err, ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         pending *p = &batch[i];
@@ -144,10 +183,11 @@ static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserte
             .received = p->received, .payload = p->data, .payload_len = p->payload_len,
         };
     }
-    int r = sg_store_put(store, rows, n, inserted, err);
+    int r = sg_store_append(store, rows, n, verdicts, inserted, err);
     /* Free the rows' bytes here, off the loop; the loop drops the
      * identities. A failed batch keeps them: the loop requeues the rows. */
     for (size_t i = 0; r == 0 && i < n; i++) {
+        batch[i].verdict = verdicts[i];
         free(batch[i].data);
         batch[i].data = NULL;
     }
@@ -221,6 +261,24 @@ static void on_retry(uv_timer_t *t)
     submit(t->data);
 }
 
+/* A row the store refused (sg_store_append): counted, logged once per
+ * connection, and its connection is closed with the reason. */
+static void refuse_row(sg_ingest *ing, const pending *p)
+{
+    ident *id = p->id;
+    ing->stats.seq_refused++;
+    ing->stats.duplicates--; /* counted as not inserted */
+    if (id->refused)
+        return;
+    id->refused = true;
+    snprintf(id->reason, sizeof id->reason,
+             p->verdict == SG_STORE_GAP ? "seq %lld is not the stream's next seq"
+                                        : "seq %lld is stored with other content",
+             (long long)p->seq);
+    lwsl_err("sandglass ingest: refused a frame of %s/%s/%s: %s\n", id->learner, id->task,
+             id->sandbox, id->reason);
+}
+
 static void reap_job(sg_ingest *ing)
 {
     pthread_mutex_lock(&ing->mu);
@@ -242,13 +300,17 @@ static void reap_job(sg_ingest *ing)
     if (r == 0) {
         ing->stats.commits++;
         ing->stats.inserted += inserted;
-        ing->stats.duplicates += n - inserted;
+        ing->stats.duplicates += n - inserted; /* refused rows are taken off below */
         ing->retry_ms = 0;
         /* Advance each stream's watermark from what this commit holds (in
          * order, the usual case), so acks need no query; a gap (frames out
          * of order) falls back to asking the store. */
         for (size_t i = 0; i < n; i++) {
             ident *id = job[i].id;
+            if (job[i].verdict == SG_STORE_GAP || job[i].verdict == SG_STORE_CONFLICT) {
+                refuse_row(ing, &job[i]);
+                continue;
+            }
             if (job[i].seq == id->contig + 1)
                 id->contig = job[i].seq;
             else if (job[i].seq > id->beyond)
@@ -283,6 +345,10 @@ static void reap_job(sg_ingest *ing)
         free(job);
     }
     for (conn *c = ing->conns; c; c = c->next) {
+        if (c->id->refused && !c->kill) {
+            c->kill = true; /* closed from its WRITEABLE callback */
+            lws_callback_on_writable(c->wsi);
+        }
         if (!c->inflight)
             continue;
         c->inflight = false;
@@ -439,17 +505,31 @@ static int refuse_handshake(struct lws *wsi, unsigned int status, const char *re
     return -1;
 }
 
-/* Copies a query argument's value; 1 if present, 0 if absent, -1 if too long. */
+/* Copies a query argument's value: 1 if present, 0 if absent, -1 if too
+ * long for buf or given twice. (lws_get_urlarg_by_name reports an argument
+ * longer than its buffer as absent: a filter dropped, not refused.) */
 static int urlarg(struct lws *wsi, const char *name_eq, char *buf, int len)
 {
-    const char *v = lws_get_urlarg_by_name(wsi, name_eq, buf, len);
-    if (!v)
-        return 0;
-    size_t vl = strlen(v);
-    if ((int)vl >= len - 1)
-        return -1;
-    memmove(buf, v, vl + 1);
-    return 1;
+    size_t nl = strlen(name_eq);
+    int found = 0;
+    char frag[HTTP_HEADER_DATA + 1]; /* a fragment is never longer than the headers */
+    for (int n = 0;; n++) {
+        int fl = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, n);
+        if (fl <= 0)
+            break;
+        if (fl >= (int)sizeof frag)
+            return -1;
+        if (lws_hdr_copy_fragment(wsi, frag, (int)sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, n) < 0)
+            return -1;
+        if (strncmp(frag, name_eq, nl) != 0)
+            continue;
+        size_t vl = strlen(frag + nl);
+        if (found || (int)vl >= len - 1)
+            return -1;
+        memcpy(buf, frag + nl, vl + 1);
+        found = 1;
+    }
+    return found;
 }
 
 static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
@@ -530,6 +610,32 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
         if (r != -SG_FRAMESCAN_CLOSE_INTERNAL)
             ing->stats.refused++;
         return close_with(c->wsi, -r, err.msg);
+    }
+    /* The ts the clients write (event.h); then the order rule's cheap half:
+     * a seq ahead of this connection's next is a gap, refused at once. The
+     * rest (resends, other connections of the stream, other nodes) is the
+     * writer's, against the store (sg_store_append). */
+    if (!sg_event_ts_valid(v.ts, v.ts_len)) {
+        sg_frame_view_clear(&v);
+        ing->stats.refused++;
+        return close_with(c->wsi, SG_CLOSE_BAD_DATA, "ts is not an RFC 3339 date-time");
+    }
+    if (v.seq > c->next_seq) {
+        char msg[124];
+        snprintf(msg, sizeof msg, "seq %lld skips ahead: the stream's next seq is %lld",
+                 (long long)v.seq, (long long)c->next_seq);
+        sg_frame_view_clear(&v);
+        ing->stats.refused++;
+        ing->stats.seq_refused++;
+        lwsl_err("sandglass ingest: refused a frame of %s/%s/%s: %s\n", c->id->learner,
+                 c->id->task, c->id->sandbox, msg);
+        return close_with(c->wsi, SG_CLOSE_POLICY, msg);
+    }
+    if (v.seq == c->next_seq)
+        c->next_seq++;
+    if (c->id->refused) { /* closing: nothing more of this stream is stored */
+        sg_frame_view_clear(&v);
+        return 0;
     }
     r = batch_add(ing, c, &v, len);
     sg_frame_view_clear(&v);
@@ -625,6 +731,8 @@ static int cb_ingest(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
         if (ing->stopping)
             return refuse_handshake(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "shutting down");
+        if (limits_is_reserve(ing, wsi))
+            return refuse_handshake(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "too many connections");
         return check_handshake(ing, wsi, c);
 
     case LWS_CALLBACK_ESTABLISHED: {
@@ -636,6 +744,7 @@ static int cb_ingest(struct lws *wsi, enum lws_callback_reasons reason, void *us
                                 &c->acked, &err) < 0)
             return close_with(wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "store unavailable");
         c->id->contig = c->id->beyond = c->acked;
+        c->next_seq = c->acked + 1;
         c->ack_pending = true;
         lws_callback_on_writable(wsi);
         return 0;
@@ -646,6 +755,28 @@ static int cb_ingest(struct lws *wsi, enum lws_callback_reasons reason, void *us
         return on_receive(ing, c, in, len);
 
     case LWS_CALLBACK_SERVER_WRITEABLE: {
+        if (c->kill) {
+            /* Outside RECEIVE, lws closes without sending the reason set
+             * by lws_close_reason: send the close frame ourselves. */
+            unsigned char cb[LWS_PRE + 2 + sizeof c->id->reason];
+            size_t rl = strnlen(c->id->reason, 123);
+            cb[LWS_PRE] = (unsigned char)(SG_CLOSE_POLICY >> 8);
+            cb[LWS_PRE + 1] = (unsigned char)(SG_CLOSE_POLICY & 0xff);
+            memcpy(cb + LWS_PRE + 2, c->id->reason, rl);
+            lwsl_notice("sandglass ingest: closing connection (%d): %s\n", SG_CLOSE_POLICY,
+                        c->id->reason);
+            if (c->killed)
+                return 0;
+            c->killed = true;
+            ing->stats.refused++;
+            /* 4: lws's internal LWS_WRITE_CLOSE (lws-write.h reserves it). */
+            if (lws_write(wsi, cb + LWS_PRE, rl + 2, (enum lws_write_protocol)4) < 0)
+                return -1;
+            /* The peer answers the close and lws ends the connection; if it
+             * does not, this does. */
+            lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_ACK, SG_INGEST_HANDSHAKE_TIMEOUT_S);
+            return 0;
+        }
         if (!c->ack_pending)
             return 0;
         unsigned char buf[LWS_PRE + 48];
@@ -666,6 +797,151 @@ static int cb_ingest(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
     default:
         return 0;
+    }
+}
+
+/* ---------------------------------------------------------------- limits
+ *
+ * lws hands us the accepted fd (FILTER_NETWORK_CONNECTION, where we may
+ * refuse it), then creates its wsi (WSI_CREATE, same call stack), and
+ * destroys the wsi at the end (WSI_DESTROY): the peer admitted is bound to
+ * the wsi created next. */
+
+static size_t bucket_of(const void *p, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
+    return (size_t)(h % LIMITS_BUCKETS);
+}
+
+static void peer_put(sg_ingest *ing, peer *pe, bool reserve)
+{
+    pe->conns--;
+    if (reserve) {
+        pe->reserve--;
+        ing->nreserve--;
+    }
+    ing->nconns--;
+    if (pe->conns > 0)
+        return;
+    peer **pp = &ing->peers[bucket_of(pe->addr, sizeof pe->addr)];
+    while (*pp != pe)
+        pp = &(*pp)->next;
+    *pp = pe->next;
+    free(pe);
+}
+
+static int limits_admit(sg_ingest *ing, int fd)
+{
+    if (ing->admitted) { /* the last one admitted never got its wsi */
+        peer_put(ing, ing->admitted, ing->admitted_reserve);
+        ing->admitted = NULL;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    unsigned char addr[16] = {0};
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET) {
+        addr[10] = addr[11] = 0xff;
+        memcpy(addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        memcpy(addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    } else {
+        return -1;
+    }
+    size_t b = bucket_of(addr, sizeof addr);
+    peer *pe = ing->peers[b];
+    while (pe && memcmp(pe->addr, addr, sizeof addr) != 0)
+        pe = pe->next;
+    unsigned have = pe ? pe->conns : 0, have_reserve = pe ? pe->reserve : 0;
+    bool reserve = ing->nconns - ing->nreserve >= ing->max_conns;
+    if (have - have_reserve >= ing->max_per_addr ||
+        (reserve && (ing->nreserve >= SG_INGEST_CONNS_RESERVE || have_reserve > 0))) {
+        ing->stats.conn_refused++;
+        if ((ing->stats.conn_refused & (ing->stats.conn_refused - 1)) == 0) /* 1, 2, 4, ... */
+            lwsl_err("sandglass ingest: connection refused: %s (%llu so far)\n",
+                     reserve ? "too many connections" : "too many connections from one address",
+                     (unsigned long long)ing->stats.conn_refused);
+        return -1;
+    }
+    if (!pe) {
+        pe = calloc(1, sizeof *pe);
+        if (!pe)
+            return -1;
+        memcpy(pe->addr, addr, sizeof addr);
+        pe->next = ing->peers[b];
+        ing->peers[b] = pe;
+    }
+    pe->conns++;
+    ing->nconns++;
+    if (reserve) {
+        pe->reserve++;
+        ing->nreserve++;
+    }
+    ing->admitted = pe;
+    ing->admitted_reserve = reserve;
+    return 0;
+}
+
+static void limits_bind(sg_ingest *ing, struct lws *wsi)
+{
+    peer *pe = ing->admitted;
+    if (!pe)
+        return; /* not an accepted connection (the listener) */
+    ing->admitted = NULL;
+    tracked *t = calloc(1, sizeof *t);
+    if (!t) { /* uncounted from here: give its place back */
+        peer_put(ing, pe, ing->admitted_reserve);
+        return;
+    }
+    t->wsi = wsi;
+    t->peer = pe;
+    t->reserve = ing->admitted_reserve;
+    size_t b = bucket_of(&wsi, sizeof wsi);
+    t->next = ing->tracked[b];
+    ing->tracked[b] = t;
+}
+
+static tracked **limits_find(sg_ingest *ing, struct lws *wsi)
+{
+    tracked **tp = &ing->tracked[bucket_of(&wsi, sizeof wsi)];
+    while (*tp && (*tp)->wsi != wsi)
+        tp = &(*tp)->next;
+    return tp;
+}
+
+static void limits_release(sg_ingest *ing, struct lws *wsi)
+{
+    tracked **tp = limits_find(ing, wsi);
+    tracked *t = *tp;
+    if (!t)
+        return;
+    *tp = t->next;
+    peer_put(ing, t->peer, t->reserve);
+    free(t);
+}
+
+static bool limits_is_reserve(sg_ingest *ing, struct lws *wsi)
+{
+    tracked *t = *limits_find(ing, wsi);
+    return t && t->reserve;
+}
+
+static void limits_free(sg_ingest *ing)
+{
+    for (size_t b = 0; b < LIMITS_BUCKETS; b++) {
+        for (tracked *t = ing->tracked[b], *n; t; t = n) {
+            n = t->next;
+            free(t);
+        }
+        for (peer *pe = ing->peers[b], *n; pe; pe = n) {
+            n = pe->next;
+            free(pe);
+        }
+        ing->tracked[b] = NULL;
+        ing->peers[b] = NULL;
     }
 }
 
@@ -726,17 +1002,62 @@ static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int6
     return 0;
 }
 
-static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req)
+/* The request's read token (Authorization: Bearer): 0 and *cl, or 1 with
+ * the 401 answer sent. Stream tokens are refused: they only write. */
+static int http_auth(sg_ingest *ing, struct lws *wsi, http_req *req, sg_token_claims *cl)
+{
+    char token[SG_TOKEN_MAX + 64];
+    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    const char *why = NULL;
+    sg_err err;
+    if (alen <= 0)
+        why = "missing read token (Authorization: Bearer <token>; see sandglass token --read)";
+    else if (alen >= (int)sizeof token ||
+             lws_hdr_copy(wsi, token, sizeof token, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        why = "malformed token: too long";
+    else if (strncasecmp(token, "Bearer ", 7) != 0)
+        why = "Authorization must be 'Bearer <token>'";
+    else if (sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
+        why = err.msg;
+    if (!why)
+        return 0;
+    http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    return 1;
+}
+
+/* A query filter under the token's scope: a scoped token fills in its
+ * value where the query has none and refuses (403) another one. NULL and
+ * the answer sent on refusal. */
+static bool scope_filter(struct lws *wsi, http_req *req, const char *what, const char *claim,
+                         char *val, int present, const char **out)
+{
+    *out = present ? val : NULL;
+    if (!claim[0])
+        return true;
+    if (present && strcmp(val, claim) != 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "this read token is scoped to %s %s", what, claim);
+        http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, error_json(msg));
+        return false;
+    }
+    *out = claim;
+    return true;
+}
+
+static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_token_claims *cl)
 {
     char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
-    sg_store_query q = {.after_seq = -1, .after_id = -1};
+    bool cut = false;
+    sg_store_query q = {.after_seq = -1, .after_id = -1, .cut = &cut};
     int rl = http_arg(wsi, "learner=", l, sizeof l), rt = http_arg(wsi, "task=", t, sizeof t),
         rs = http_arg(wsi, "sandbox=", sb, sizeof sb);
     if (rl < 0 || rt < 0 || rs < 0)
-        return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, error_json("name too long"));
-    q.learner = rl > 0 ? l : NULL;
-    q.task = rt > 0 ? t : NULL;
-    q.sandbox = rs > 0 ? sb : NULL;
+        return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                           error_json("learner, task or sandbox too long or given twice"));
+    if (!scope_filter(wsi, req, "learner", cl->learner, l, rl, &q.learner) ||
+        !scope_filter(wsi, req, "task", cl->task, t, rt, &q.task) ||
+        !scope_filter(wsi, req, "sandbox", cl->sandbox, sb, rs, &q.sandbox))
+        return 0;
     const char *bad = NULL;
     int64_t limit = 0;
     if (parse_i64_arg(wsi, "after_seq=", -1, &q.after_seq, &bad) < 0 ||
@@ -746,12 +1067,57 @@ static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req)
         snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
         return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, error_json(msg));
     }
-    q.limit = limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
+    q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
+    q.max_bytes = HTTP_PAGE_BYTES;
     sg_err err;
     json_t *events = sg_store_events(ing->store, &q, &err);
     if (!events)
         return http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
-    return http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "events", events));
+    /* "more": the page stopped at its row or byte bound, not at the end;
+     * the client continues after the last row's id (or seq). */
+    bool more = cut || json_array_size(events) >= q.limit;
+    return http_answer(wsi, req, HTTP_STATUS_OK,
+                       json_pack("{s:o, s:b}", "events", events, "more", more));
+}
+
+/* /v1/sandboxes: the streams within the token's scope. */
+static int http_sandboxes(sg_ingest *ing, struct lws *wsi, http_req *req,
+                          const sg_token_claims *cl)
+{
+    sg_err err;
+    json_t *sbs = sg_store_sandboxes(ing->store, &err);
+    if (!sbs)
+        return http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+    const char *keys[] = {"learner", "task", "sandbox"};
+    const char *claims[] = {cl->learner, cl->task, cl->sandbox};
+    for (size_t i = json_array_size(sbs); i-- > 0;) {
+        json_t *row = json_array_get(sbs, i);
+        for (size_t k = 0; k < SG_ARRAY_LEN(keys); k++) {
+            const char *v = json_string_value(json_object_get(row, keys[k]));
+            if (claims[k][0] && (!v || strcmp(v, claims[k]) != 0)) {
+                json_array_remove(sbs, i);
+                break;
+            }
+        }
+    }
+    return http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
+}
+
+/* /v1/stats: the counters, for an operator token only. */
+static int http_stats(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_token_claims *cl)
+{
+    if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
+        return http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
+                           error_json("/v1/stats needs an operator read token (no scope)"));
+    const sg_ingest_stats *st = &ing->stats;
+    return http_answer(
+        wsi, req, HTTP_STATUS_OK,
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
+                  "inserted", (json_int_t)st->inserted, "duplicates",
+                  (json_int_t)st->duplicates, "refused", (json_int_t)st->refused,
+                  "seq_refused", (json_int_t)st->seq_refused, "conn_refused",
+                  (json_int_t)st->conn_refused, "commits", (json_int_t)st->commits,
+                  "connections", (json_int_t)ing->nconns));
 }
 
 static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -776,19 +1142,23 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (strcmp(uri, "/healthz") == 0)
             return http_answer(wsi, req, HTTP_STATUS_OK,
                                json_pack("{s:b, s:I}", "ok", 1, "port", (json_int_t)ing->port));
-        if (strcmp(uri, "/v1/sandboxes") == 0) {
-            sg_err err;
-            json_t *sbs = sg_store_sandboxes(ing->store, &err);
-            if (!sbs)
-                return http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR,
-                                   error_json(err.msg));
-            return http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
-        }
-        if (strcmp(uri, "/v1/events") == 0)
-            return http_events(ing, wsi, req);
         if (strcmp(uri, INGEST_PATH) == 0)
             return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                                error_json("WebSocket upgrade required"));
+        if (limits_is_reserve(ing, wsi))
+            return http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
+                               error_json("too many connections (only /healthz answers)"));
+        /* Everything else reads learners' data: a read token first, even
+         * to learn that a path does not exist. */
+        sg_token_claims cl;
+        if (http_auth(ing, wsi, req, &cl))
+            return 0;
+        if (strcmp(uri, "/v1/sandboxes") == 0)
+            return http_sandboxes(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/events") == 0)
+            return http_events(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/stats") == 0)
+            return http_stats(ing, wsi, req, &cl);
         return http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, error_json("not found"));
     }
 
@@ -805,6 +1175,14 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         return 0;
     }
 
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        return limits_admit(ing, (int)(intptr_t)in);
+    case LWS_CALLBACK_WSI_CREATE:
+        limits_bind(ing, wsi);
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        limits_release(ing, wsi);
+        return 0;
     case LWS_CALLBACK_CLOSED_HTTP:
         free(req->body);
         req->body = NULL;
@@ -841,6 +1219,19 @@ int sg_ingest_parse_listen(const char *s, char *host, size_t host_len, int *port
     }
     if (hl == 0 || hl >= host_len)
         return sg_err_set(err, EINVAL, "listen address '%s': bad host", s);
+    /* A numeric address only: lws reads anything else as an interface
+     * name, and a name can stand for more than one address. */
+    char hcopy[INET6_ADDRSTRLEN + 1];
+    unsigned char abuf[sizeof(struct in6_addr)];
+    bool bracketed = h != s;
+    if (hl >= sizeof hcopy)
+        return sg_err_set(err, EINVAL, "listen address '%s': not a numeric IP address", s);
+    memcpy(hcopy, h, hl);
+    hcopy[hl] = '\0';
+    bool v4 = inet_pton(AF_INET, hcopy, abuf) == 1, v6 = inet_pton(AF_INET6, hcopy, abuf) == 1;
+    if ((!v4 && !v6) || (v6 && !bracketed) || (v4 && bracketed))
+        return sg_err_set(err, EINVAL,
+                          "listen address '%s': expected an IPv4 address or [IPv6] address", s);
     char *endp = NULL;
     errno = 0;
     long p = strtol(colon + 1, &endp, 10);
@@ -887,11 +1278,45 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     info.protocols = protocols;
     info.pvo = &pvo;
     info.options = LWS_SERVER_OPTION_LIBUV;
+    /* Bind exactly the address asked for: with IPv6 enabled, lws 4.1 binds
+     * an IPv4 iface as AF_INET6 "::" (the address lands in sin6_flowinfo),
+     * i.e. every interface. An IPv6 address binds v6-only. */
+    if (strchr(opts->host, ':'))
+        info.options |= LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE;
+    else
+        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     info.foreign_loops = foreign_loops;
     info.user = ing;
     info.gid = (gid_t)-1;
     info.uid = (uid_t)-1;
-    info.max_http_header_data = SG_TOKEN_MAX + 4096;
+    info.max_http_header_data = HTTP_HEADER_DATA;
+    /* Connection limits (ingest.h): lws's own table is sized past ours, so
+     * that it keeps accepting (and we keep refusing) when ours is full. */
+    struct rlimit rl;
+    unsigned fds = SG_INGEST_CONNS_MAX + SG_INGEST_CONNS_RESERVE + SG_INGEST_FDS_SPARE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < fds && rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max < fds ? rl.rlim_max : fds;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur < fds)
+            fds = (unsigned)rl.rlim_cur;
+    }
+    if (fds < SG_INGEST_CONNS_RESERVE + SG_INGEST_FDS_SPARE + 16) {
+        sg_err_set(err, EMFILE, "too few file descriptors (RLIMIT_NOFILE %u)", fds);
+        goto fail;
+    }
+    unsigned cap = fds - SG_INGEST_CONNS_RESERVE - SG_INGEST_FDS_SPARE;
+    ing->max_conns = opts->max_conns ? opts->max_conns : SG_INGEST_CONNS_MAX;
+    if (ing->max_conns > cap)
+        ing->max_conns = cap;
+    ing->max_per_addr = opts->max_conns_per_addr ? opts->max_conns_per_addr
+                                                 : SG_INGEST_CONNS_PER_ADDR;
+    info.fd_limit_per_thread = ing->max_conns + SG_INGEST_CONNS_RESERVE + SG_INGEST_FDS_SPARE;
+    info.timeout_secs = SG_INGEST_HANDSHAKE_TIMEOUT_S;
+    info.timeout_secs_ah_idle = SG_INGEST_HANDSHAKE_TIMEOUT_S;
+    info.keepalive_timeout = SG_INGEST_HANDSHAKE_TIMEOUT_S;
     info.vhost_name = "default";
     ing->ctx = lws_create_context(&info);
     if (!ing->ctx) {
@@ -987,6 +1412,7 @@ void sg_ingest_free(sg_ingest *ing)
     }
     sg_store_close(ing->store);
     sg_store_close(ing->wstore);
+    limits_free(ing);
     OPENSSL_cleanse(ing->secret, sizeof ing->secret);
     free(ing);
 }

@@ -323,6 +323,114 @@ static int pg_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *in
     return r;
 }
 
+/* The order rule's facts for every batch row, read after the PUT lock so
+ * that every row another node committed is seen: the stream's highest
+ * seq, and whether the row's seq is stored and identical. */
+static const char judge_sql[] =
+    "SELECT b.n, (SELECT max(e.seq) FROM sg_events e WHERE e.learner = b.learner"
+    " AND e.task = b.task AND e.sandbox = b.sandbox),"
+    " (SELECT e.kind = b.kind AND e.payload = b.payload FROM sg_events e"
+    " WHERE e.learner = b.learner AND e.task = b.task AND e.sandbox = b.sandbox"
+    " AND e.seq = b.seq) FROM sg_batch b";
+
+typedef struct pg_fact {
+    int64_t max;   /* -1: none */
+    int same;      /* -1 absent, 0 differs, 1 identical */
+} pg_fact;
+
+static int fact_max(void *ctx, const sg_store_row *rows, size_t i, int64_t *max, sg_err *err)
+{
+    (void)rows;
+    (void)err;
+    *max = ((pg_fact *)ctx)[i].max;
+    return 0;
+}
+
+static int fact_stored(void *ctx, const sg_store_row *rows, size_t i, int *same, sg_err *err)
+{
+    (void)rows;
+    (void)err;
+    *same = ((pg_fact *)ctx)[i].same;
+    return 0;
+}
+
+static const sg_store_judge_ops pg_judge = {fact_max, fact_stored};
+
+static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                       size_t *inserted, sg_err *err)
+{
+    if (ensure_conn(s, err) < 0)
+        return -1;
+    if (exec_all(s, "BEGIN", "begin", -1, NULL, err) < 0)
+        return -1;
+    sg_autofree pg_fact *facts = calloc(n, sizeof *facts);
+    sg_autofree char *drop = NULL;
+    size_t added = 0;
+    if (!facts) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (copy_rows(s, rows, n, err) < 0 ||
+        exec_all(s, "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ")", "lock", -1, NULL, err) < 0)
+        goto fail;
+    {
+        pg_autoclear PGresult *r = PQexec(s->conn, judge_sql);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            pg_fail(s, err, "judge seqs", PQresultErrorMessage(r));
+            goto fail;
+        }
+        for (int k = 0; k < PQntuples(r); k++) {
+            unsigned long long i = strtoull(PQgetvalue(r, k, 0), NULL, 10);
+            if (i >= n)
+                continue;
+            facts[i].max = PQgetisnull(r, k, 1) ? -1 : strtoll(PQgetvalue(r, k, 1), NULL, 10);
+            facts[i].same = PQgetisnull(r, k, 2) ? -1 : PQgetvalue(r, k, 2)[0] == 't';
+        }
+    }
+    if (sg_store_judge(rows, n, verdicts, &pg_judge, facts, err) < 0)
+        goto fail;
+    /* What is not new leaves the batch before the insert. */
+    size_t ndrop = 0;
+    for (size_t i = 0; i < n; i++)
+        ndrop += verdicts[i] != SG_STORE_NEW;
+    if (ndrop > 0) {
+        size_t cap = 32 + ndrop * 21, o = 0;
+        drop = malloc(cap);
+        if (!drop) {
+            sg_err_set(err, ENOMEM, "out of memory");
+            goto fail;
+        }
+        o += (size_t)snprintf(drop + o, cap - o, "DELETE FROM sg_batch WHERE n IN (");
+        for (size_t i = 0, k = 0; i < n; i++)
+            if (verdicts[i] != SG_STORE_NEW)
+                o += (size_t)snprintf(drop + o, cap - o, "%s%zu", k++ ? "," : "", i);
+        snprintf(drop + o, cap - o, ")");
+        if (exec_all(s, drop, "drop refused rows", -1, NULL, err) < 0)
+            goto fail;
+    }
+    if (exec_all(s, put_sql, "insert", 1, &added, err) < 0)
+        goto fail;
+    *inserted = added;
+    return 0;
+fail:
+    if (!conn_lost(s)) {
+        sg_err dummy;
+        exec_all(s, "ROLLBACK", "rollback", -1, NULL, &dummy);
+    }
+    return -1;
+}
+
+static int pg_append(sg_store *base, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                     size_t *inserted, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    bool was_up = !conn_lost(s);
+    int r = append_once(s, rows, n, verdicts, inserted, err);
+    if (r < 0 && was_up && conn_lost(s))
+        r = append_once(s, rows, n, verdicts, inserted, err);
+    return r;
+}
+
 /* Runs a one-statement query with text parameters, retrying once on a
  * fresh connection if the old one turns out dead. */
 static PGresult *query(pg_store *s, const char *sql, int nparams, const char *const *params,
@@ -364,12 +472,22 @@ static int pg_contiguous(sg_store *base, const char *learner, const char *task,
 static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
 {
     pg_store *s = (pg_store *)base;
-    char sql[512] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload"
-                    " FROM sg_events WHERE true";
+    const char *order = q->after_id >= 0 ? "id" : "learner, task, sandbox, seq";
+    size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
+    /* The payloads' running size: rows past the budget come without their
+     * payload (this process never holds more than a page). */
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT id, learner, task, sandbox, seq, kind, ts, received,"
+             " CASE WHEN before < %zu THEN payload END, before FROM ("
+             "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload,"
+             " coalesce(sum(octet_length(payload)) OVER (ORDER BY %s ROWS BETWEEN"
+             " UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM sg_events WHERE true",
+             budget, order);
     const char *p[6];
     char bufs[3][32];
     int np = 0;
-    char cond[48];
+    char cond[128];
     if (q->learner) {
         p[np++] = q->learner;
         snprintf(cond, sizeof cond, " AND learner = $%d", np);
@@ -400,14 +518,21 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
     snprintf(bufs[2], sizeof bufs[2], "%zu", limit);
     p[np++] = bufs[2];
-    snprintf(cond, sizeof cond, " LIMIT $%d", np);
-    strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
+    snprintf(cond, sizeof cond, " ORDER BY %s LIMIT $%d) x ORDER BY %s", order, np, order);
     strcat(sql, cond);
     pg_autoclear PGresult *r = query(s, sql, np, p, "query events", err);
     if (!r)
         return NULL;
     json_t *arr = json_array();
+    if (q->cut)
+        *q->cut = false;
     for (int i = 0; arr && i < PQntuples(r); i++) {
+        bytes = (size_t)strtoull(PQgetvalue(r, i, 9), NULL, 10);
+        if (bytes >= budget) {
+            if (q->cut)
+                *q->cut = true;
+            break;
+        }
         json_t *payload = json_loads(PQgetvalue(r, i, 8), 0, NULL);
         json_t *row = json_pack(
             "{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
@@ -471,6 +596,7 @@ static void pg_close(sg_store *base)
 
 static const sg_store_ops pg_ops = {
     .put = pg_put,
+    .append = pg_append,
     .contiguous = pg_contiguous,
     .events = pg_events,
     .sandboxes = pg_sandboxes,

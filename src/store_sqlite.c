@@ -4,10 +4,12 @@
  * an ack sent after it is never lost to a crash. One transaction per batch,
  * prepared statements kept for the hot paths. */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "store.h"
@@ -18,6 +20,9 @@ typedef struct sqlite_store {
     sqlite3 *db;
     sqlite3_stmt *insert;
     sqlite3_stmt *after;     /* seqs of a stream above a value, ascending */
+    sqlite3_stmt *insert_new; /* append: a row judged new (no OR IGNORE) */
+    sqlite3_stmt *maxseq;    /* a stream's highest seq */
+    sqlite3_stmt *getrow;    /* a stored row's kind and payload */
     char *path;
 } sqlite_store;
 
@@ -81,6 +86,87 @@ static int sqlite_put(sg_store *base, const sg_store_row *rows, size_t n, size_t
     }
     *inserted = added;
     return 0;
+}
+
+static void bind_key(sqlite3_stmt *st, const sg_store_row *r)
+{
+    sqlite3_bind_text(st, 1, r->learner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->task, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->sandbox, -1, SQLITE_STATIC);
+}
+
+static int judge_max_seq(void *ctx, const sg_store_row *rows, size_t i, int64_t *max,
+                         sg_err *err)
+{
+    sqlite_store *s = ctx;
+    sqlite3_stmt *st = s->maxseq;
+    bind_key(st, &rows[i]);
+    int rc = sqlite3_step(st);
+    *max = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL
+               ? sqlite3_column_int64(st, 0)
+               : -1;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "highest seq");
+}
+
+static int judge_stored(void *ctx, const sg_store_row *rows, size_t i, int *same, sg_err *err)
+{
+    sqlite_store *s = ctx;
+    sqlite3_stmt *st = s->getrow;
+    bind_key(st, &rows[i]);
+    sqlite3_bind_int64(st, 4, rows[i].seq);
+    int rc = sqlite3_step(st);
+    *same = -1;
+    if (rc == SQLITE_ROW)
+        *same = sg_store_row_same(&rows[i], (const char *)sqlite3_column_text(st, 0),
+                                  (const char *)sqlite3_column_text(st, 1),
+                                  (size_t)sqlite3_column_bytes(st, 1));
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "stored row");
+}
+
+static const sg_store_judge_ops sqlite_judge = {judge_max_seq, judge_stored};
+
+static int sqlite_append(sg_store *base, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                         size_t *inserted, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    /* IMMEDIATE: the write lock before the reads the verdicts rest on. */
+    if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+        return -1;
+    size_t added = 0;
+    if (sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        if (verdicts[i] != SG_STORE_NEW)
+            continue;
+        const sg_store_row *r = &rows[i];
+        sqlite3_stmt *st = s->insert_new;
+        bind_key(st, r);
+        sqlite3_bind_int64(st, 4, r->seq);
+        sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, r->ts, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 7, r->received, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 8, r->payload, (int)r->payload_len, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+            db_fail(s, err, "insert");
+            goto fail;
+        }
+        added++;
+    }
+    if (exec_sql(s, "COMMIT", err) < 0)
+        goto fail;
+    *inserted = added;
+    return 0;
+fail:;
+    sg_err dummy;
+    exec_sql(s, "ROLLBACK", &dummy);
+    return -1;
 }
 
 static int sqlite_contiguous(sg_store *base, const char *learner, const char *task,
@@ -159,8 +245,18 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
         sqlite3_bind_int64(st, 5, q->after_id);
     sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
     json_t *arr = json_array();
+    size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
+    if (q->cut)
+        *q->cut = false;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (bytes >= budget) {
+            if (q->cut)
+                *q->cut = true;
+            rc = SQLITE_DONE;
+            break;
+        }
+        bytes += (size_t)sqlite3_column_bytes(st, 8);
         json_t *row = row_json(st);
         if (!row || json_array_append_new(arr, row) < 0) {
             rc = SQLITE_NOMEM;
@@ -223,6 +319,9 @@ static void sqlite_close(sg_store *base)
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_finalize(s->insert);
     sqlite3_finalize(s->after);
+    sqlite3_finalize(s->insert_new);
+    sqlite3_finalize(s->maxseq);
+    sqlite3_finalize(s->getrow);
     sqlite3_close(s->db);
     free(s->path);
     free(s);
@@ -230,6 +329,7 @@ static void sqlite_close(sg_store *base)
 
 static const sg_store_ops sqlite_ops = {
     .put = sqlite_put,
+    .append = sqlite_append,
     .contiguous = sqlite_contiguous,
     .events = sqlite_events,
     .sandboxes = sqlite_sandboxes,
@@ -252,6 +352,16 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
     }
     s->base.ops = &sqlite_ops;
     s->path = strdup(path);
+    /* Learner data: create the file 0600 ourselves (SQLite would use 0644
+     * less the umask); SQLite gives its -wal and -shm files the database
+     * file's mode. An existing file keeps its mode. */
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        sg_err_sys(err, "sqlite %s: create", path);
+        sqlite_close(&s->base);
+        return NULL;
+    }
+    close(fd);
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);
@@ -274,7 +384,19 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
         sqlite3_prepare_v3(s->db,
                            "SELECT seq FROM events WHERE learner = ?1 AND task = ?2"
                            " AND sandbox = ?3 AND seq > ?4 ORDER BY seq",
-                           -1, SQLITE_PREPARE_PERSISTENT, &s->after, NULL) != SQLITE_OK) {
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->after, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "INSERT INTO events (learner, task, sandbox, seq, kind,"
+                           " ts, received, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->insert_new, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "SELECT max(seq) FROM events WHERE learner = ?1 AND task = ?2"
+                           " AND sandbox = ?3",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->maxseq, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "SELECT kind, payload FROM events WHERE learner = ?1"
+                           " AND task = ?2 AND sandbox = ?3 AND seq = ?4",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->getrow, NULL) != SQLITE_OK) {
         db_fail(s, err, "prepare");
         sqlite_close(&s->base);
         return NULL;

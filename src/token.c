@@ -7,6 +7,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -196,15 +197,9 @@ static int mac_of(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *data, s
     return 0;
 }
 
-char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
-                        const char *task, const char *sandbox, int64_t exp, sg_err *err)
+/* Signs claims; caller frees. */
+static char *sign_claims(const uint8_t secret[SG_TOKEN_SECRET_LEN], json_t *claims, sg_err *err)
 {
-    if (!sg_valid_name(learner) || !sg_valid_name(task) || !sg_valid_name(sandbox)) {
-        sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
-        return NULL;
-    }
-    sg_autojson json_t *claims = json_pack("{s:s, s:s, s:s, s:I}", "l", learner, "t", task,
-                                           "s", sandbox, "exp", (json_int_t)exp);
     sg_autofree char *text = claims ? json_dumps(claims, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     sg_autofree char *body = text ? b64url_encode((unsigned char *)text, strlen(text)) : NULL;
     if (!body) {
@@ -220,6 +215,40 @@ char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *l
         return NULL;
     }
     return sg_strdup_printf("%s.%s", body, sig);
+}
+
+char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                        const char *task, const char *sandbox, int64_t exp, sg_err *err)
+{
+    if (!sg_valid_name(learner) || !sg_valid_name(task) || !sg_valid_name(sandbox)) {
+        sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
+        return NULL;
+    }
+    sg_autojson json_t *claims = json_pack("{s:s, s:s, s:s, s:I}", "l", learner, "t", task,
+                                           "s", sandbox, "exp", (json_int_t)exp);
+    return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                         const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
+        sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
+        return NULL;
+    }
+    sg_autojson json_t *claims =
+        json_pack("{s:i, s:I}", "r", 1, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
+    const char *keys[] = {"l", "t", "s"}, *vals[] = {learner, task, sandbox};
+    for (size_t i = 0; claims && i < SG_ARRAY_LEN(keys); i++) {
+        if (!vals[i] || !*vals[i])
+            continue;
+        if (!sg_valid_name(vals[i])) {
+            sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
+            return NULL;
+        }
+        json_object_set_new(claims, keys[i], json_string(vals[i]));
+    }
+    return sign_claims(secret, claims, err);
 }
 
 char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
@@ -241,8 +270,9 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
     return 0;
 }
 
-int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
-                    int64_t now, sg_token_claims *out, sg_err *err)
+/* Signature, then claims, then expiry; read: which kind is wanted. */
+static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                       int64_t now, bool read, sg_token_claims *out, sg_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!token || !*token)
@@ -277,12 +307,36 @@ int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token
     json_t *exp = json_object_get(claims, "exp");
     if (!json_is_integer(exp))
         return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
-    if (copy_claim(claims, "l", out->learner, err) < 0 ||
-        copy_claim(claims, "t", out->task, err) < 0 ||
-        copy_claim(claims, "s", out->sandbox, err) < 0)
-        return -1;
+    json_t *r = json_object_get(claims, "r");
+    bool is_read = r != NULL;
+    if (is_read && !(json_is_integer(r) && json_integer_value(r) == 1))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'r' invalid");
+    if (is_read != read)
+        return sg_err_set(err, EACCES, read ? "a stream token cannot read (use a read token)"
+                                            : "a read token cannot stream events");
+    out->read = is_read;
+    const char *keys[] = {"l", "t", "s"};
+    char *dst[] = {out->learner, out->task, out->sandbox};
+    for (size_t i = 0; i < SG_ARRAY_LEN(keys); i++) {
+        if (is_read && !json_object_get(claims, keys[i]))
+            continue; /* unscoped */
+        if (copy_claim(claims, keys[i], dst[i], err) < 0)
+            return -1;
+    }
     out->exp = json_integer_value(exp);
     if (now >= out->exp)
         return sg_err_set(err, EACCES, "token expired");
     return 0;
+}
+
+int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                    int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, false, out, err);
+}
+
+int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                         int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, true, out, err);
 }

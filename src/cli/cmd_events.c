@@ -1,11 +1,24 @@
 /* sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]
  *                  [--follow] [--json] [--ingest http://127.0.0.1:7433]
- * Reads the ingest's GET /v1/events and prints JSON lines or a timeline. */
+ *                  [--token T | --secret FILE]
+ * Reads the ingest's GET /v1/events and prints JSON lines or a timeline.
+ *
+ * Reads need a read token (token.h): --token, or else one this command
+ * makes for itself from the ingest's secret (an operator token valid for a
+ * few minutes, made anew for each request), so on the ingest's host it
+ * works as it is. Pages are bounded by the ingest (rows and bytes); their
+ * "more" says to ask again after the last row.
+ *
+ * The timeline prints learner-controlled text (commands, output, file
+ * names): every control character, C1 control, invalid UTF-8 byte and
+ * bidirectional override in it is shown escaped (\x1b, \u202e), never sent
+ * to the terminal raw. --json output is JSON (escaped by its rules). */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <netdb.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,15 +30,21 @@
 #include "jsonutil.h"
 #include "limits.h"
 #include "state.h"
+#include "token.h"
 #include "util.h"
 
 #define HTTP_ANSWER_MAX (16 * 1024 * 1024) /* one /v1/events page */
 #define PAGE 1000
 #define FOLLOW_POLL_NS (500 * 1000 * 1000L)
+#define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
 
 static const char usage[] =
     "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
-    "                        [--follow] [--json] [--ingest http://HOST:PORT]\n";
+    "                        [--follow] [--json] [--ingest http://HOST:PORT]\n"
+    "                        [--token T | --secret FILE]\n"
+    "  --token   a read token (sandglass token --read ...)\n"
+    "  --secret  without --token: make an operator read token from this secret\n"
+    "            (default <state>/ingest/secret, the local ingest's)\n";
 
 typedef struct target {
     char host[256];
@@ -66,7 +85,7 @@ static int parse_ingest_url(const char *url, target *t, sg_err *err)
 
 /* One HTTP/1.1 GET with Connection: close; the body of a 200 answer parsed
  * as JSON. */
-static json_t *http_get_json(const target *t, const char *path, sg_err *err)
+static json_t *http_get_json(const target *t, const char *path, const char *token, sg_err *err)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int gr = getaddrinfo(t->host, t->port, &hints, &ai);
@@ -89,8 +108,9 @@ static json_t *http_get_json(const target *t, const char *path, sg_err *err)
         return NULL;
     }
     sg_autofree char *req = sg_strdup_printf(
-        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
-        path, t->host, t->port);
+        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
+        "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
+        path, t->host, t->port, token);
     if (sg_write_all(fd, req, strlen(req)) < 0) {
         sg_err_sys(err, "send to the ingest");
         return NULL;
@@ -197,15 +217,91 @@ static int count_diff_lines(const char *diff, int *plus, int *minus)
     return 0;
 }
 
-/* First line of s, at most n chars, into buf. */
+/* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80, len bytes
+ * left) and its code point, or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t len, uint32_t *cp)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (n == 0 || n > len || p[0] > 0xf4)
+        return 0;
+    uint32_t c = p[0] & (0xff >> (n + 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return n;
+}
+
+/* Code points a terminal acts on or that reorder text: C1 controls, line and
+ * paragraph separators, bidirectional embeddings, overrides and isolates. */
+static bool cp_unsafe(uint32_t c)
+{
+    return (c >= 0x80 && c <= 0x9f) || c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) ||
+           (c >= 0x2066 && c <= 0x2069) || c == 0x200e || c == 0x200f || c == 0x061c;
+}
+
+/* s (len bytes) into buf (n bytes, NUL-terminated) with everything unsafe
+ * for a terminal escaped: \t \r \n, \xHH for other control bytes, DEL and
+ * invalid UTF-8, \uHHHH for unsafe code points. Cut at n with "…". */
+static const char *vis(const char *s, size_t len, char *buf, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t o = 0, i = 0;
+    if (!s)
+        len = 0;
+    while (i < len) {
+        char tmp[16];
+        size_t tl = 0, step = 1;
+        uint32_t cp = 0;
+        if (p[i] == '\t' || p[i] == '\r' || p[i] == '\n') {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\%c",
+                                  p[i] == '\t' ? 't' : p[i] == '\r' ? 'r' : 'n');
+        } else if (p[i] < 0x20 || p[i] == 0x7f) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]);
+        } else if (p[i] < 0x80) {
+            tmp[0] = (char)p[i];
+            tl = 1;
+        } else if ((step = utf8_seq(p + i, len - i, &cp)) == 0) {
+            step = 1;
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]);
+        } else if (cp_unsafe(cp)) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
+        } else {
+            memcpy(tmp, p + i, step);
+            tl = step;
+        }
+        if (o + tl + sizeof "…" > n) {
+            memcpy(buf + o, "…", sizeof "…");
+            return buf;
+        }
+        memcpy(buf + o, tmp, tl);
+        o += tl;
+        i += step;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* vis of a whole string. */
+static const char *vis_str(const char *s, char *buf, size_t n)
+{
+    return vis(s, s ? strlen(s) : 0, buf, n);
+}
+
+/* First line of s, made safe by vis, at most n bytes, into buf. */
 static const char *first_line(const char *s, char *buf, size_t n)
 {
     if (!s)
         s = "";
     size_t l = strcspn(s, "\n");
-    if (l >= n)
-        l = n - 4;
-    snprintf(buf, n, "%.*s%s", (int)l, s, s[l] ? "…" : "");
+    vis(s, l, buf, n);
+    if (s[l] && strlen(buf) + sizeof "…" <= n && !strstr(buf, "…"))
+        strcat(buf, "…");
     return buf;
 }
 
@@ -214,9 +310,9 @@ static void print_timeline(json_t *ev, bool show_stream)
     const char *ts = json_string_value(json_object_get(ev, "ts"));
     const char *kind = json_string_value(json_object_get(ev, "kind"));
     json_t *p = json_object_get(ev, "payload");
-    char tbuf[16] = "?";
+    char tbuf[64] = "?";
     if (ts && strlen(ts) >= 23)
-        snprintf(tbuf, sizeof tbuf, "%.12s", ts + 11); /* HH:MM:SS.mmm */
+        vis(ts + 11, 12, tbuf, sizeof tbuf); /* HH:MM:SS.mmm */
     char line[256];
     char summary[512] = "";
     const char *cmd = json_string_value(json_object_get(p, "cmd"));
@@ -230,7 +326,9 @@ static void print_timeline(json_t *ev, bool show_stream)
     } else if (strcmp(kind, "stdout") == 0) {
         const char *data = json_string_value(json_object_get(p, "data"));
         const char *stream = json_string_value(json_object_get(p, "stream"));
-        snprintf(summary, sizeof summary, "[%s] %s (%zu bytes)", stream ? stream : "stdout",
+        char sbuf[48];
+        snprintf(summary, sizeof summary, "[%s] %s (%zu bytes)",
+                 vis_str(stream ? stream : "stdout", sbuf, sizeof sbuf),
                  first_line(data, line, 120), data ? strlen(data) : 0);
     } else if (strcmp(kind, "run_result") == 0 || strcmp(kind, "test_result") == 0) {
         json_t *ec = json_object_get(p, "exit_code");
@@ -253,7 +351,10 @@ static void print_timeline(json_t *ev, bool show_stream)
         const char *old = json_string_value(json_object_get(p, "old_path"));
         int plus, minus;
         count_diff_lines(json_string_value(json_object_get(p, "diff")), &plus, &minus);
-        char extra[64] = "";
+        char extra[64] = "", pbuf[200], obuf[200], cbuf[40];
+        path = path ? vis_str(path, pbuf, sizeof pbuf) : NULL;
+        old = old ? vis_str(old, obuf, sizeof obuf) : NULL;
+        change = change ? vis_str(change, cbuf, sizeof cbuf) : NULL;
         if (json_is_true(json_object_get(p, "binary")))
             snprintf(extra, sizeof extra, ", binary");
         else if (json_is_true(json_object_get(p, "truncated")))
@@ -266,17 +367,21 @@ static void print_timeline(json_t *ev, bool show_stream)
         json_t *sp = json_object_get(p, "spooled");
         if (!sp)
             sp = json_object_get(p, "unacked");
-        snprintf(summary, sizeof summary, "%s (%lld unacked)", state ? state : "?",
+        char stbuf[64];
+        snprintf(summary, sizeof summary, "%s (%lld unacked)",
+                 vis_str(state ? state : "?", stbuf, sizeof stbuf),
                  (long long)json_integer_value(sp));
     } else {
         sg_autofree char *txt = json_dumps(p, JSON_COMPACT);
-        snprintf(summary, sizeof summary, "%.200s", txt ? txt : "");
+        vis_str(txt ? txt : "", summary, 220);
     }
+    char kbuf[64], lbuf[3][160];
+    kind = vis_str(kind, kbuf, sizeof kbuf);
     if (show_stream)
         printf("%s  %s/%s/%s  #%lld  %-12s %s\n", tbuf,
-               json_string_value(json_object_get(ev, "learner")),
-               json_string_value(json_object_get(ev, "task")),
-               json_string_value(json_object_get(ev, "sandbox")),
+               vis_str(json_string_value(json_object_get(ev, "learner")), lbuf[0], sizeof lbuf[0]),
+               vis_str(json_string_value(json_object_get(ev, "task")), lbuf[1], sizeof lbuf[1]),
+               vis_str(json_string_value(json_object_get(ev, "sandbox")), lbuf[2], sizeof lbuf[2]),
                (long long)json_integer_value(json_object_get(ev, "seq")), kind, summary);
     else
         printf("%s  #%-5lld %-12s %s\n", tbuf,
@@ -293,11 +398,14 @@ int sg_cmd_events(int argc, char **argv)
         {"follow", no_argument, NULL, 'f'},
         {"json", no_argument, NULL, 'j'},
         {"ingest", required_argument, NULL, 'i'},
+        {"token", required_argument, NULL, 'T'},
+        {"secret", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *learner = NULL, *task = NULL, *sandbox = NULL;
     const char *ingest = "http://127.0.0.1:7433";
+    const char *token_opt = NULL, *secret_path = NULL;
     long long after_seq = -1;
     bool follow = false, as_json = false;
     int c;
@@ -310,6 +418,8 @@ int sg_cmd_events(int argc, char **argv)
         case 'f': follow = true; break;
         case 'j': as_json = true; break;
         case 'i': ingest = optarg; break;
+        case 'T': token_opt = optarg; break;
+        case 'k': secret_path = optarg; break;
         case 'a': {
             char *end = NULL;
             errno = 0;
@@ -334,6 +444,28 @@ int sg_cmd_events(int argc, char **argv)
         fprintf(stderr, "sandglass events: %s\n", err.msg);
         return 2;
     }
+    if (token_opt && (strlen(token_opt) > SG_TOKEN_MAX || strpbrk(token_opt, "\r\n "))) {
+        fprintf(stderr, "sandglass events: --token: not a token\n");
+        return 2;
+    }
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    if (!token_opt) {
+        sg_autofree char *secret_default = NULL;
+        if (!secret_path) {
+            if (!sg_state_dir(&err)) {
+                fprintf(stderr, "sandglass events: state directory: %s\n", err.msg);
+                return 1;
+            }
+            secret_path = secret_default = sg_state_path("ingest/secret");
+        }
+        if (sg_token_secret_load(secret_path, secret, &err) < 0) {
+            fprintf(stderr,
+                    "sandglass events: %s (reads need a read token: pass --token, made with "
+                    "`sandglass token --read` where the ingest's secret is, or --secret FILE)\n",
+                    err.msg);
+            return 1;
+        }
+    }
     char base[1024] = "/v1/events";
     if (learner)
         append_arg(base, sizeof base, "learner", learner);
@@ -356,7 +488,14 @@ int sg_cmd_events(int argc, char **argv)
         } else if (cursor >= 0) {
             snprintf(path + strlen(path), sizeof path - strlen(path), "&after_seq=%lld", cursor);
         }
-        sg_autojson json_t *ans = http_get_json(&t, path, &err);
+        sg_autofree char *own = token_opt ? NULL
+                                          : sg_token_make_read(secret, NULL, NULL, NULL,
+                                                               SELF_TOKEN_TTL_S, &err);
+        if (!token_opt && !own) {
+            fprintf(stderr, "sandglass events: %s\n", err.msg);
+            return 1;
+        }
+        sg_autojson json_t *ans = http_get_json(&t, path, token_opt ? token_opt : own, &err);
         if (!ans) {
             fprintf(stderr, "sandglass events: %s\n", err.msg);
             return 1;
@@ -374,7 +513,9 @@ int sg_cmd_events(int argc, char **argv)
             cursor = json_integer_value(json_object_get(ev, by_id ? "id" : "seq"));
         }
         fflush(stdout);
-        if (json_array_size(events) >= PAGE)
+        json_t *more = json_object_get(ans, "more");
+        if (more ? json_is_true(more) && json_array_size(events) > 0
+                 : json_array_size(events) >= PAGE)
             continue;
         if (!follow)
             return 0;

@@ -1,4 +1,5 @@
-/* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE] */
+/* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]
+ *                  [--max-conns N] [--max-conns-per-addr N] */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -14,9 +15,13 @@
 
 static const char usage[] =
     "usage: sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]\n"
-    "  --listen  address to listen on (default 127.0.0.1:7433; port 0 = any free port)\n"
-    "  --store   event store (default sqlite:<state>/ingest/events.db)\n"
-    "  --secret  HMAC secret file, created 0600 if missing (default <state>/ingest/secret)\n";
+    "                        [--max-conns N] [--max-conns-per-addr N]\n"
+    "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
+    "            (default 127.0.0.1:7433; port 0 = any free port)\n"
+    "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
+    "  --secret  HMAC secret file, created 0600 if missing (default <state>/ingest/secret)\n"
+    "  --max-conns           connections in all (default 8192, less if RLIMIT_NOFILE is lower)\n"
+    "  --max-conns-per-addr  connections from one client address (default 1024)\n";
 
 typedef struct run_ctx {
     sg_ingest *ing;
@@ -43,10 +48,14 @@ int sg_cmd_ingest(int argc, char **argv)
         {"listen", required_argument, NULL, 'l'},
         {"store", required_argument, NULL, 's'},
         {"secret", required_argument, NULL, 'k'},
+        {"max-conns", required_argument, NULL, 'm'},
+        {"max-conns-per-addr", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL;
+    uint64_t max_conns = 0, max_per_addr = 0;
+    sg_err err;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -54,6 +63,15 @@ int sg_cmd_ingest(int argc, char **argv)
         case 'l': listen = optarg; break;
         case 's': store = optarg; break;
         case 'k': secret = optarg; break;
+        case 'm':
+        case 'a':
+            if (sg_parse_uint(optarg, 1000000, c == 'm' ? &max_conns : &max_per_addr, &err) < 0 ||
+                (c == 'm' ? max_conns : max_per_addr) == 0) {
+                fprintf(stderr, "sandglass ingest: --%s: a number in 1..1000000\n",
+                        c == 'm' ? "max-conns" : "max-conns-per-addr");
+                return 2;
+            }
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }
@@ -62,9 +80,9 @@ int sg_cmd_ingest(int argc, char **argv)
         fprintf(stderr, "sandglass ingest: unexpected argument '%s'\n%s", argv[optind], usage);
         return 2;
     }
-    sg_err err;
     char host[256];
-    sg_ingest_opts opts = {.host = host};
+    sg_ingest_opts opts = {.host = host, .max_conns = (unsigned)max_conns,
+                           .max_conns_per_addr = (unsigned)max_per_addr};
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
         fprintf(stderr, "sandglass ingest: %s\n", err.msg);
         return 2;

@@ -1,7 +1,12 @@
 /* sandglass token --learner L --task T --sandbox ID [--ttl S] [--secret FILE]
- * Prints a handshake token for an outside agent (e.g. the original Python one). */
+ *   prints a stream token (writes that one stream) for an outside agent
+ *   (e.g. the original Python one);
+ * sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl S] [--secret FILE]
+ *   prints a read token for /v1/events and /v1/sandboxes: scoped to what it
+ *   names, or every event (an operator token) when it names nothing. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "cleanup.h"
@@ -12,6 +17,11 @@
 
 static const char usage[] =
     "usage: sandglass token --learner L --task T --sandbox ID [--ttl SECONDS] [--secret FILE]\n"
+    "       sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl SECONDS]\n"
+    "                       [--secret FILE]\n"
+    "  (no --read) a stream token: sends that one stream's events, reads nothing\n"
+    "  --read    a read token: reads the events of what it names (all of them with\n"
+    "            no --learner/--task/--sandbox: an operator token), sends nothing\n"
     "  --ttl     validity in seconds (default 604800 = 7 days)\n"
     "  --secret  the ingest's secret file (default <state>/ingest/secret)\n";
 
@@ -23,11 +33,13 @@ int sg_cmd_token(int argc, char **argv)
         {"sandbox", required_argument, NULL, 's'},
         {"ttl", required_argument, NULL, 'T'},
         {"secret", required_argument, NULL, 'k'},
+        {"read", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL;
     uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
+    bool read = false;
     sg_err err;
     int c;
     optind = 1;
@@ -37,6 +49,7 @@ int sg_cmd_token(int argc, char **argv)
         case 't': task = optarg; break;
         case 's': sandbox = optarg; break;
         case 'k': secret_path = optarg; break;
+        case 'r': read = true; break;
         case 'T':
             if (sg_parse_uint(optarg, SG_TOKEN_TTL_MAX, &ttl, &err) < 0) {
                 fprintf(stderr, "sandglass token: --ttl: %s\n", err.msg);
@@ -47,13 +60,13 @@ int sg_cmd_token(int argc, char **argv)
         default: fputs(usage, stderr); return 2;
         }
     }
-    if (optind < argc || !learner || !task || !sandbox) {
+    if (optind < argc || (!read && (!learner || !task || !sandbox))) {
         fputs(usage, stderr);
         return 2;
     }
     const char *names[][2] = {{"--learner", learner}, {"--task", task}, {"--sandbox", sandbox}};
     for (size_t i = 0; i < SG_ARRAY_LEN(names); i++)
-        if (!sg_valid_name(names[i][1])) {
+        if (names[i][1] && !sg_valid_name(names[i][1])) {
             fprintf(stderr, "sandglass token: %s '%s': use 1-128 of [A-Za-z0-9._@-]\n",
                     names[i][0], names[i][1]);
             return 2;
@@ -72,7 +85,9 @@ int sg_cmd_token(int argc, char **argv)
                 err.code == ENOENT ? " (start `sandglass ingest` once, or pass --secret)" : "");
         return 1;
     }
-    sg_autofree char *tok = sg_token_make(secret, learner, task, sandbox, (int64_t)ttl, &err);
+    sg_autofree char *tok =
+        read ? sg_token_make_read(secret, learner, task, sandbox, (int64_t)ttl, &err)
+             : sg_token_make(secret, learner, task, sandbox, (int64_t)ttl, &err);
     if (!tok) {
         fprintf(stderr, "sandglass token: %s\n", err.msg);
         return 1;

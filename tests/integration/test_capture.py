@@ -76,7 +76,11 @@ class Ingest:
                 self.proc.wait(timeout=20)
 
     def http(self, path: str):
-        with urllib.request.urlopen(self.http_base + path, timeout=5) as r:
+        # reads need a read token: an operator one from the ingest's secret
+        tok = subprocess.run([SANDGLASSD, "token", "--read", "--secret", self.secret],
+                             capture_output=True, text=True, env=self.env, check=True).stdout.strip()
+        req = urllib.request.Request(self.http_base + path, headers={"Authorization": f"Bearer {tok}"})
+        with urllib.request.urlopen(req, timeout=5) as r:
             return json.loads(r.read())
 
 

@@ -100,7 +100,10 @@ function open(url, opts = {}) {
 }
 
 async function events(sandbox) {
-  const r = await fetch(`http://127.0.0.1:${port}/v1/events?sandbox=${sandbox}`);
+  // reads need a read token (an operator one, from the ingest's secret)
+  const readTok = execFileSync(BIN, ['token', '--read'], { env }).toString().trim();
+  const r = await fetch(`http://127.0.0.1:${port}/v1/events?sandbox=${sandbox}`,
+    { headers: { Authorization: `Bearer ${readTok}` } });
   return (await r.json()).events;
 }
 
