@@ -265,3 +265,73 @@ bool sg_state_is_ours(const char *dir)
         return strcmp(a, b) == 0;
     return strcmp(dir, state) == 0;
 }
+
+static void uid_slot_path(char *buf, size_t size, unsigned slot)
+{
+    snprintf(buf, size, SG_UID_DIR "/%u", slot);
+}
+
+/* Whether the slot file at path names a sandbox directory that still
+ * exists (its owner is alive or at least not cleaned up). */
+static bool uid_slot_live(const char *path)
+{
+    char owner[PATH_MAX];
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd < 0 ? -1 : read(fd, owner, sizeof owner - 1);
+    if (n <= 0)
+        return fd >= 0 ? false : errno != ENOENT;
+    owner[n] = '\0';
+    owner[strcspn(owner, "\n")] = '\0';
+    struct stat st;
+    return owner[0] == '/' && stat(owner, &st) == 0;
+}
+
+int sg_state_uid_claim(const char *id, uid_t *uid, sg_err *err)
+{
+    if (sg_mkdir_p(SG_UID_DIR, 0700, err) < 0)
+        return -1;
+    sg_autofree char *owner = sg_state_sandbox_path(id, NULL);
+    uint32_t h = 2166136261u; /* FNV-1a of the id: where the probe starts */
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    for (unsigned i = 0; i < SG_UID_SLOTS; i++) {
+        unsigned slot = (h + i) % SG_UID_SLOTS;
+        char path[64];
+        uid_slot_path(path, sizeof path, slot);
+        for (int attempt = 0; attempt < 2; attempt++) {
+            sg_autoclose int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (fd >= 0) {
+                if (dprintf(fd, "%s\n", owner) < 0) {
+                    unlink(path);
+                    return sg_err_sys(err, "cannot write %s", path);
+                }
+                *uid = (uid_t)(SG_UID_BASE + slot);
+                return 0;
+            }
+            if (errno != EEXIST)
+                return sg_err_sys(err, "cannot claim a sandbox uid (%s)", path);
+            if (attempt > 0 || uid_slot_live(path))
+                break;
+            unlink(path); /* stale: its sandbox is gone */
+        }
+    }
+    return sg_err_set(err, EAGAIN, "no free sandbox uid (all %u slots of " SG_UID_DIR " are taken)",
+                      SG_UID_SLOTS);
+}
+
+void sg_state_uid_release(uid_t uid, const char *id)
+{
+    if (uid < SG_UID_BASE || uid - SG_UID_BASE >= SG_UID_SLOTS)
+        return;
+    char path[64], owner[PATH_MAX];
+    uid_slot_path(path, sizeof path, (unsigned)(uid - SG_UID_BASE));
+    sg_autofree char *mine = sg_state_sandbox_path(id, NULL);
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd < 0 ? -1 : read(fd, owner, sizeof owner - 1);
+    if (n <= 0)
+        return;
+    owner[n] = '\0';
+    owner[strcspn(owner, "\n")] = '\0';
+    if (strcmp(owner, mine) == 0)
+        unlink(path);
+}

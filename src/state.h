@@ -76,6 +76,22 @@ bool sg_state_pid_alive(pid_t pid);
  * does nothing without the variable. */
 void sg_state_archive_log(const char *id);
 
+/* Each sandbox with a root-owned workspace runs as a uid of its own, so
+ * that sandboxes share no per-user limit (RLIMIT_NPROC, inotify instances
+ * and watches, the kernel's per-user keyrings and message queues) and no
+ * file ownership: SG_UID_BASE + a slot, as isolate gives each box its own.
+ * A slot is claimed host-wide, across state directories, by creating
+ * SG_UID_DIR/<slot> (O_EXCL) naming the sandbox's state directory; a slot
+ * whose sandbox directory is gone is stale and taken over. The range is
+ * above the ones distributions, systemd's dynamic users and the usual
+ * /etc/subuid ranges for containers use. */
+#define SG_UID_BASE 0x70000000u
+#define SG_UID_SLOTS 65536u
+#define SG_UID_DIR "/run/sandglass-uids"
+int sg_state_uid_claim(const char *id, uid_t *uid, sg_err *err);
+/* Gives the slot of uid back if sandbox id holds it (any other uid: nothing). */
+void sg_state_uid_release(uid_t uid, const char *id);
+
 /* Whether dir names this state directory (after resolving symlinks): the
  * test of a cgroup's owner mark (cgroup.h) before any cleanup touches it. */
 bool sg_state_is_ours(const char *dir);

@@ -2262,6 +2262,7 @@ static int sup_shutdown(sup *s)
         if (s->meta.own_workspace)
             sg_rm_rf(s->meta.workspace, &err);
         sg_state_archive_log(s->meta.id);
+        sg_state_uid_release(s->meta.uid, s->meta.id);
         sg_rm_rf(dir, &err);
     }
     if (s->destroy_fd >= 0) {

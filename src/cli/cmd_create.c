@@ -24,7 +24,6 @@
 #include "state.h"
 #include "util.h"
 
-#define SANDBOX_UID 65534 /* the sandbox user when the workspace is root's */
 
 static void create_usage(FILE *f)
 {
@@ -334,12 +333,20 @@ int sg_cmd_create(int argc, char **argv)
         m.uid = wst.st_uid;
         m.gid = wst.st_gid;
     } else {
-        /* A root-owned workspace is handed to the unprivileged sandbox user. */
-        m.uid = SANDBOX_UID;
-        m.gid = SANDBOX_UID;
+        /* A root-owned workspace is handed to the unprivileged sandbox
+         * user: a uid of this sandbox's own (state.h). */
+        uid_t uid;
+        if (sg_state_uid_claim(m.id, &uid, &err) < 0) {
+            sg_rm_rf(dir, NULL);
+            sg_sandbox_meta_clear(&m);
+            return sg_cli_fail("create", err.msg);
+        }
+        m.uid = uid;
+        m.gid = (gid_t)uid;
         chown_uid = m.uid;
         chown_gid = m.gid;
         if (nftw(m.workspace, chown_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
+            sg_state_uid_release(m.uid, m.id);
             sg_rm_rf(dir, NULL);
             sg_sandbox_meta_clear(&m);
             return sg_cli_fail("create", "cannot hand the workspace to the sandbox user");
@@ -349,6 +356,7 @@ int sg_cmd_create(int argc, char **argv)
         m.ingest_url = strdup(ingest ? ingest : SG_DEFAULT_INGEST_URL);
         m.secret_file = secret ? realpath(secret, NULL) : sg_state_path("ingest/secret");
         if (!m.secret_file) {
+            sg_state_uid_release(m.uid, m.id);
             sg_rm_rf(dir, NULL);
             sg_sandbox_meta_clear(&m);
             return sg_cli_fail("create", "--secret file does not exist");
@@ -356,6 +364,7 @@ int sg_cmd_create(int argc, char **argv)
     }
     sg_now_iso8601(m.created, sizeof m.created);
     if (sg_sandbox_meta_save(&m, &err) < 0) {
+        sg_state_uid_release(m.uid, m.id);
         sg_rm_rf(dir, NULL);
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);

@@ -129,6 +129,8 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     if (have_meta && m.own_workspace)
         sg_rm_rf(m.workspace, NULL);
     if (have_meta)
+        sg_state_uid_release(m.uid, id);
+    if (have_meta)
         sg_sandbox_meta_clear(&m);
     sg_autofree char *dir = sg_state_sandbox_path(id, NULL);
     sg_state_archive_log(id);

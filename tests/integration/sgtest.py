@@ -100,6 +100,12 @@ class Env:
         self.procs.append(p)
         return p
 
+    def uid_of(self, sid: str) -> str:
+        """The uid the sandbox's user runs as (each sandbox has its own),
+        from its record."""
+        with open(os.path.join(self.state, "sb", sid, "meta.json")) as f:
+            return str(json.load(f)["uid"])
+
     def ls(self) -> list[dict]:
         return json.loads(self.run("ls", "--json", check=True).stdout)
 
