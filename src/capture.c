@@ -301,7 +301,12 @@ sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *co
         return NULL;
     e->c = c;
     e->id = exec_id;
-    e->cmd = sg_exec_cmdline(argv);
+    /* Valid UTF-8, as json_pack needs: an invalid byte (the argv array
+     * below is sanitized too) must not empty the stdin, command and result
+     * payloads. Exec requests come as JSON, so today this is only defence. */
+    sg_autofree char *cmdline = sg_exec_cmdline(argv);
+    size_t cmdlen = 0;
+    e->cmd = cmdline ? sg_utf8_sanitize(cmdline, strlen(cmdline), &cmdlen) : NULL;
     e->is_test = sg_testrule_is_test_argv(argv);
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
