@@ -388,7 +388,7 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
         "duration_s", json_object_get(result, "wall_s"),
         "timed_out", json_object_get(result, "timed_out"), "exec_id", (json_int_t)e->id);
     static const char *extra[] = {"signal", "cpu_s", "memory_peak", "oom_killed", "pids_limit_hit",
-                                  "output_limit_hit", "output_bytes", "aborted"};
+                                  "output_limit_hit", "output_bytes", "aborted", "killed_by"};
     for (size_t i = 0; r && i < SG_ARRAY_LEN(extra); i++) {
         json_t *v = json_object_get(result, extra[i]);
         if (v)

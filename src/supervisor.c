@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,11 @@ typedef struct exec_ctx {
     int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
     int events_fd;        /* the leaf's cgroup.events (fast leaves): is it empty at the end? */
     bool leaf_killed;     /* cgroup.kill was written to its leaf: never reuse it (leaf_recycle) */
+    /* Why we killed it, the first reason only (exec_mark_killed): a short
+     * cause ("timeout", "output_limit", "memory", "abort", "rollback") and a
+     * sentence for the caller's stderr, --json and the run_result. */
+    char kill_cause[16];
+    char kill_detail[240];
     uint64_t cpu_base_ns; /* the leaf's usage before this exec: leaves are reused */
     /* Handed to a ready child directly (init.h) and not yet taken: its
      * socket, the exec's stdio fds, its leaf and message, kept until the
@@ -113,6 +119,7 @@ struct client {
 };
 
 struct sup {
+    uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
     uv_loop_t loop;
     sg_sandbox_meta meta;
     sg_cgroup *cg;
@@ -270,6 +277,18 @@ static int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err)
     return sg_cgroup_kill(s->cg, leaf, timeout_ms, err);
 }
 
+static __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
+                                                                     const char *fmt, ...)
+{
+    if (ex->kill_cause[0])
+        return;
+    snprintf(ex->kill_cause, sizeof ex->kill_cause, "%s", cause);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ex->kill_detail, sizeof ex->kill_detail, fmt, ap);
+    va_end(ap);
+}
+
 static void exec_kill(exec_ctx *ex)
 {
     sg_err err = {0};
@@ -351,6 +370,8 @@ static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
             give = ex->out_bytes >= limit ? 0 : (size_t)(limit - ex->out_bytes);
             if (!ex->output_limit_hit) {
                 ex->output_limit_hit = true;
+                exec_mark_killed(ex, "output_limit", "its output reached the output limit of %llu bytes",
+                                 (unsigned long long)limit);
                 exec_kill(ex);
             }
         }
@@ -597,13 +618,16 @@ static json_t *caps_now(sup *s)
 
 /* Kills every process of the sandbox but its init, and proves it: the
  * sandbox's cgroup then holds exactly the init. */
-static json_t *kill_all_user_processes(sup *s)
+static json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
 {
     sg_err err = {0};
     json_t *killed_execs = json_array();
-    for (size_t i = 0; i < s->nexecs; i++)
-        if (!s->execs[i]->finished)
+    for (size_t i = 0; i < s->nexecs; i++) {
+        if (!s->execs[i]->finished) {
             json_array_append_new(killed_execs, json_integer(s->execs[i]->num));
+            exec_mark_killed(s->execs[i], cause, "%s", detail);
+        }
+    }
     pid_t *before = NULL;
     size_t nbefore = 0;
     uint64_t t0 = sg_now_mono_ns();
@@ -688,7 +712,9 @@ static json_t *sup_abort(sup *s, const char *by, const char *reason)
     snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
     snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
     json_t *caps = caps_now(s);
-    json_t *k = kill_all_user_processes(s);
+    char detail[300];
+    snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
+    json_t *k = kill_all_user_processes(s, "abort", detail);
     json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);
@@ -977,7 +1003,7 @@ static void sup_rollback(sup *s, client *c, json_t *req)
     json_t *killed = NULL;
     leaves_sweep(s);
     if (running || s->nleaves)
-        killed = kill_all_user_processes(s);
+        killed = kill_all_user_processes(s, "rollback", "rollback --force killed it to restore the workspace");
     /* Keep the present too, so that a rollback can itself be undone. */
     json_t *safety = NULL;
     sup_checkpoint(s, SUP_SAFETY_LABEL, &safety);
@@ -1101,6 +1127,7 @@ static void on_exec_timeout(uv_timer_t *t)
     if (ex->finished)
         return;
     ex->timed_out = true;
+    exec_mark_killed(ex, "timeout", "it ran into its time limit of %g s", ex->timeout_s);
     exec_kill(ex);
 }
 
@@ -1152,6 +1179,8 @@ static void exec_stats_after(exec_ctx *ex, sg_cg_stats *after)
         sg_cgroup_counters(s->cg, &after->oom_kills, &after->pids_max_hits, &err);
     else if (s->cg)
         sg_cgroup_stats(s->cg, NULL, after, &err);
+    if (after->oom_kills > s->oom_seen)
+        s->oom_seen = after->oom_kills;
     sg_cg_stats leaf = {0};
     int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
            : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
@@ -1161,6 +1190,39 @@ static void exec_stats_after(exec_ctx *ex, sg_cg_stats *after)
         if (leaf.memory_peak)
             after->memory_peak = leaf.memory_peak;
     }
+}
+
+/* The OOM counter as the supervisor starts: kills before it are not an
+ * exec's. */
+static void oom_baseline(sup *s)
+{
+    uint64_t pids = 0;
+    sg_err err = {0};
+    if (s->cg)
+        sg_cgroup_counters(s->cg, &s->oom_seen, &pids, &err);
+}
+
+/* Why a command that died of SIGKILL died, when we know it: our own kill
+ * (exec_mark_killed), or the OOM killer (the sandbox's OOM counter moved
+ * since the exec began, or since it was last read when the exec read no
+ * counters). Read only on that path, never for a command that exited. */
+static bool exec_find_kill_reason(exec_ctx *ex)
+{
+    sup *s = ex->s;
+    if (!WIFSIGNALED(ex->status) || WTERMSIG(ex->status) != SIGKILL)
+        return false;
+    if (!ex->kill_cause[0] && s->cg) {
+        uint64_t oom = 0, pids = 0;
+        sg_err err = {0};
+        if (sg_cgroup_counters(s->cg, &oom, &pids, &err) == 0) {
+            uint64_t base = (!ex->code_only || ex->cx) ? ex->before.oom_kills : s->oom_seen;
+            if (oom > base)
+                exec_mark_killed(ex, "memory", "the sandbox reached its memory limit of %llu MiB "
+                                 "(the kernel's OOM killer)", (unsigned long long)(s->meta.memory >> 20));
+            s->oom_seen = oom;
+        }
+    }
+    return ex->kill_cause[0] != '\0';
 }
 
 static void exec_finish(exec_ctx *ex)
@@ -1184,12 +1246,23 @@ static void exec_finish(exec_ctx *ex)
      * made and no counter read for it; with a capture the code waits until
      * the exec_end event is spooled, as a full result does. */
     bool code_first = ex->spawned && ex->cl && ex->code_only && !ex->cx;
+    /* A command we (or the OOM killer) killed does not end in silence: one
+     * line on the caller's stderr says why, before its exit code. */
+    bool killed = ex->spawned && exec_find_kill_reason(ex);
+    if (killed && ex->cl) {
+        char line[300];
+        int n = snprintf(line, sizeof line, "sandglass: killed: %s\n", ex->kill_detail);
+        client_send(ex->cl, SG_CTL_STDERR, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    }
     if (code_first)
         exec_send_code(ex);
     if (ex->spawned && !code_first) {
         sg_cg_stats after;
         exec_stats_after(ex, &after);
         json_t *res = exec_result_json(ex, &after);
+        if (killed)
+            json_object_set_new(res, "killed_by", json_pack("{s:s, s:s}", "cause", ex->kill_cause,
+                                                            "detail", ex->kill_detail));
         if (s->aborted)
             json_object_set_new(res, "aborted", json_string(s->abort_reason));
         if (ex->cx)
@@ -2173,6 +2246,7 @@ static int adopt_init(sup *s, sg_err *err)
     s->cg = sg_cgroup_open(s->meta.id, err);
     if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
+    oom_baseline(s);
     s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                      sg_cgroup_set_fast_leaves(s->cg, true) == 0;
     if (!sg_state_pid_alive(s->meta.init_pid))
@@ -2318,6 +2392,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
                 sg_log_line("supervisor", "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
                             "alone): %s", oerr.msg);
         }
+        oom_baseline(s);
         s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                          sg_cgroup_set_fast_leaves(s->cg, true) == 0;
         if (start_init(s, &err) < 0)
