@@ -16,7 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sgtest import SANDGLASS, Env, tap, wait_for  # noqa: E402
+from sgtest import SANDGLASS, Env, await_true, cgroup_pids, cmdline, pid_alive, tap  # noqa: E402
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -42,7 +42,8 @@ class Session:
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_err, daemon=True).start()
         self.sid = None
-        wait_for(lambda: self._sid() is not None, timeout=60)
+        await_true(lambda: self._sid() is not None, "mcp names its sandbox on stderr", timeout=60,
+                   diag=lambda: "".join(self.stderr))
         self.sid = self._sid()
 
     def _sid(self):
@@ -100,6 +101,22 @@ class Session:
             else:
                 self.notes.append(m)
 
+    def pump(self) -> None:
+        """Takes what the server sent so far: responses into pending,
+        notifications into notes (for waits on a notification)."""
+        while True:
+            try:
+                m = self.msgs.get_nowait()
+            except queue.Empty:
+                return
+            if m is None:
+                self.msgs.put(None)
+                return
+            if "id" in m and "method" not in m:
+                self.pending[json.dumps(m["id"])] = m
+            else:
+                self.notes.append(m)
+
     def call(self, method: str, params: dict | None = None, timeout: float = 60) -> dict:
         return self.wait(self.request(method, params), timeout)
 
@@ -130,10 +147,26 @@ def text(result: dict) -> str:
     return "".join(c.get("text", "") for c in result.get("content", []))
 
 
-def sandbox_ps(env: Env, sid: str) -> str:
-    """Command lines of every process in the sandbox, one per line."""
-    script = ('for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null; echo; done')
-    return env.sh(sid, script).stdout.decode(errors="replace")
+def procs_of(sid: str, marker: str) -> list[int]:
+    """Host pids of the sandbox's live processes whose command line holds
+    marker: seen from the host (the cgroup), so also after an abort, when
+    the sandbox refuses execs."""
+    return sorted(x for x in cgroup_pids(sid) if marker in cmdline(x) and pid_alive(x))
+
+
+def user_procs(sid: str) -> list[tuple[int, str]]:
+    """Every live process of the sandbox but init, with its command line."""
+    return [(x, cmdline(x)) for x in sorted(cgroup_pids(sid)) if pid_alive(x) and
+            not cmdline(x).startswith("sandglass-init")]
+
+
+def await_procs(sid: str, marker: str, what: str) -> list[int]:
+    await_true(lambda: procs_of(sid, marker), what, timeout=60, diag=lambda: repr(user_procs(sid)))
+    return procs_of(sid, marker)
+
+
+def workspace_of(env: Env, sid: str) -> str:
+    return next(sb["workspace"] for sb in env.ls() if sb["id"] == sid)
 
 
 def main() -> None:
@@ -142,7 +175,50 @@ def main() -> None:
         run(env)
     finally:
         env.cleanup()
+    from test_capture import CapEnv  # a real ingest and its store
+    cap = CapEnv()
+    try:
+        captured(cap)
+    finally:
+        cap.cleanup()
     tap.done()
+
+
+def captured(cap) -> None:
+    """README: every call is captured like an exec: its events reach the
+    store, each naming the tool and its arguments."""
+    @tap.case("calls are captured like execs")
+    def _():
+        s = Session(cap, "--learner", "t", "--task", "mcpcap", "--ingest", cap.ingest.ws, "--secret", cap.secret)
+        s.initialize(LEGACY)
+        r = s.tool("write_file", {"path": "cap.txt", "content": "hello\ncaptured\n"})
+        tap.ok(not r.get("isError"), "a write_file call in a captured session", text(r))
+        r = s.tool("run_bash", {"command": "echo from-bash"})
+        tap.ok("from-bash" in text(r), "and a run_bash call")
+
+        def tool_of(row: dict) -> str:
+            return (row["payload"].get("tool") or {}).get("name", "")
+
+        def seen() -> dict:
+            rows = cap.rows(s.sid)
+            return {
+                "command": [r for r in rows if r["kind"] == "command" and tool_of(r) == "write_file"
+                            and r["payload"]["tool"]["arguments"].get("path") == "cap.txt"],
+                "diff": [r for r in rows if r["kind"] == "file_diff" and r["payload"].get("path") == "cap.txt"
+                         and "+captured" in r["payload"].get("diff", "")],
+                "result": [r for r in rows if r["kind"] in ("run_result", "test_result")
+                           and tool_of(r) == "write_file" and r["payload"].get("exit_code") == 0],
+                "bash": [r for r in rows if r["kind"] == "command" and tool_of(r) == "run_bash"],
+            }
+        await_true(lambda: all(seen().values()), "the store has the calls' command, file_diff and result events, "
+                   "each naming its tool", timeout=60, diag=lambda: repr(cap.rows(s.sid))[-3000:])
+        got = seen()
+        if all(got.values()):
+            tap.ok(got["command"][0]["seq"] < got["diff"][0]["seq"] < got["result"][0]["seq"],
+                   "in order: the call's command, its file change, its result",
+                   repr([(r["seq"], r["kind"]) for r in cap.rows(s.sid)]))
+        tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
+        cap.destroy(s.sid)
 
 
 def run(env: Env) -> None:
@@ -214,7 +290,7 @@ def run(env: Env) -> None:
         tap.ok(r.get("isError") is True and "[exit code 7]" in text(r), "a non-zero exit is a tool error", json.dumps(r))
         r = s.tool("run_bash", {"command": "id -u"})
         tap.ok(text(r).split("\n")[0] != "0", "commands do not run as root", text(r))
-        r = s.tool("run_bash", {"command": "sleep 5", "timeout": 0.5}, timeout=30)
+        r = s.tool("run_bash", {"command": "sleep 3600", "timeout": 0.5}, timeout=120)
         tap.ok(r.get("isError") is True and "timed out" in text(r), "run_bash timeout kills the command", text(r))
         r = s.tool("run_bash", {"command": "head -c 300000 /dev/zero | tr '\\0' a"})
         t = text(r)
@@ -272,31 +348,76 @@ def run(env: Env) -> None:
 
     @tap.case("cancellation and concurrency")
     def _():
-        sleeper = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 60"},
+        # Two calls in flight at once, each with a process of its own the
+        # host can tell apart; the cancel of one must kill exactly its
+        # processes while the other runs on, then ends normally.
+        ws = workspace_of(env, s.sid)
+        release = os.path.join(ws, "release-501")
+        if os.path.exists(release):
+            os.unlink(release)
+        sleeper = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 3601"},
                                            "_meta": {"progressToken": "tok-1"}}, id="long-1")
-        other = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 2; echo done"},
-                                         "_meta": {"progressToken": 77}}, id=501)
-        ok = wait_for(lambda: "sleep 60" in sandbox_ps(env, s.sid), timeout=10, step=0.2)
-        tap.ok(ok, "the long call runs in the sandbox")
-        r = s.wait(other, timeout=30)
-        tap.ok("done" in text(r.get("result", {})), "a concurrent call completes while another runs", json.dumps(r))
-        toks = [n["params"]["progressToken"] for n in s.notes if n.get("method") == "notifications/progress"]
-        tap.ok("tok-1" in toks and 77 in toks, "long calls send progress notifications with their token", str(toks))
-        prog = [n["params"]["progress"] for n in s.notes
-                if n.get("method") == "notifications/progress" and n["params"]["progressToken"] == "tok-1"]
-        tap.ok(all(b > a for a, b in zip(prog, prog[1:])), "progress increases", str(prog))
+        other = s.request("tools/call", {"name": "run_bash", "arguments": {
+            "command": "while [ ! -e /workspace/release-501 ]; do sleep 0.1; done; echo done"},
+            "_meta": {"progressToken": 77}}, id=501)
+        mine = await_procs(s.sid, "sleep 3601", "the call to be cancelled runs in the sandbox")
+        theirs = await_procs(s.sid, "release-501", "the other call runs in the sandbox at the same time")
+
+        def tokens() -> list:
+            s.pump()
+            return [n["params"]["progressToken"] for n in s.notes if n.get("method") == "notifications/progress"]
+        await_true(lambda: "tok-1" in tokens() and 77 in tokens(),
+                   "long calls send progress notifications with their token", timeout=60,
+                   diag=lambda: repr(tokens()))
         s.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": "long-1", "reason": "test"}})
-        gone = wait_for(lambda: "sleep 60" not in sandbox_ps(env, s.sid), timeout=10, step=0.1)
-        tap.ok(gone, "cancelling kills the call's process in the sandbox")
+        await_true(lambda: mine and not any(pid_alive(x) for x in mine),
+                   "cancelling kills the call's process (seen from the host)", timeout=60,
+                   diag=lambda: repr((mine, user_procs(s.sid))))
+        tap.ok(theirs and all(pid_alive(x) for x in theirs) and procs_of(s.sid, "release-501") == theirs,
+               "and no other: the concurrent call's process still runs",
+               repr((theirs, user_procs(s.sid))))
+        open(release, "w").close()
+        r = s.wait(other, timeout=60)
+        tap.ok("done" in text(r.get("result", {})) and not r["result"].get("isError"),
+               "the concurrent call then completes normally", json.dumps(r))
+        prog = [n["params"]["progress"] for n in s.notes
+                if n.get("method") == "notifications/progress" and n["params"]["progressToken"] == "tok-1"]
+        tap.ok(len(prog) >= 1 and all(b > a for a, b in zip(prog, prog[1:])), "progress increases", str(prog))
         r = s.call("ping")
         tap.eq(r.get("result"), {}, "the session goes on after a cancellation")
-        time.sleep(0.5)
-        s.call("ping")
-        tap.ok(json.dumps(sleeper) not in s.pending, "no response is sent for the cancelled request")
+        # The cancelled call's process died before the other call ended and
+        # before this ping: an answer to it would have come by now.
+        s.pump()
+        tap.ok(json.dumps(sleeper) not in s.pending, "no response is sent for the cancelled request",
+               repr(s.pending.get(json.dumps(sleeper))))
         # Cancelling an unknown or finished request is ignored.
         s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 424242}})
         tap.eq(s.call("ping").get("result"), {}, "a cancel of an unknown id is ignored")
+        s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 501}})
+        tap.eq(s.call("ping").get("result"), {}, "a cancel of a finished call is ignored")
+
+    @tap.case("every call that may write is checkpointed before it writes")
+    def _():
+        def ckpts() -> list[dict]:
+            return json.loads(env.run("checkpoints", s.sid, "--json", check=True).stdout)
+        s.tool("write_file", {"path": "ck.txt", "content": "before\n"})
+        before = ckpts()
+        r = s.tool("write_file", {"path": "ck.txt", "content": "after\n"})
+        tap.ok(not r.get("isError"), "write_file overwrites a file", text(r))
+        after = ckpts()
+        new = [c for c in after if c not in before]
+        tap.ok(len(after) == len(before) + 1 and len(new) == 1 and new[0]["label"].startswith("before exec ")
+               and new[0]["id"] not in {c["id"] for c in before},
+               "the write_file call made one new checkpoint", json.dumps(new))
+        r = s.tool("read_file", {"path": "ck.txt"})
+        tap.eq(text(r), "after\n", "the write happened")
+        tap.eq(ckpts(), after, "a read_file call makes none (it cannot write)")
+        if new:
+            p = env.run("rollback", s.sid, "--to", new[0]["id"], "--yes")
+            tap.eq(p.returncode, 0, "a rollback to that checkpoint runs")
+            tap.eq(open(os.path.join(workspace_of(env, s.sid), "ck.txt")).read(), "before\n",
+                   "and restores the content before the write: the checkpoint was taken before it wrote")
 
     @tap.case("bad requests")
     def _():
@@ -344,17 +465,18 @@ def run(env: Env) -> None:
 
     @tap.case("EOF ends the session with an abort")
     def _():
-        s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 300"}}, id="eof-sleeper")
-        wait_for(lambda: "sleep 300" in sandbox_ps(env, s.sid), timeout=10, step=0.2)
-        t0 = time.monotonic()
-        rc = s.close(timeout=30)
+        s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 3602"}}, id="eof-sleeper")
+        inflight = await_procs(s.sid, "sleep 3602", "a call is in flight (seen from the host)")
+        init = next(sb["init_pid"] for sb in env.ls() if sb["id"] == s.sid)
+        rc = s.close(timeout=120)
         tap.eq(rc, 0, "mcp exits 0 on EOF")
-        tap.ok(time.monotonic() - t0 < 15, "and promptly")
         err = "".join(s.stderr)
         tap.ok("stdin closed" in err and "abort" in err, "the session is aborted with reason 'stdin closed'", err)
         tap.ok(f"sandbox {s.sid} kept" in err, "the kept sandbox is named on stderr", err)
         tap.ok(any(sb["id"] == s.sid for sb in env.ls()), "the sandbox is left in place")
-        tap.ok("sleep 300" not in sandbox_ps(env, s.sid), "the call in flight was killed")
+        tap.ok(inflight and not any(pid_alive(x) for x in inflight), "the call in flight was killed",
+               repr((inflight, user_procs(s.sid))))
+        tap.eq(cgroup_pids(s.sid), {init}, "nothing but init is left in the sandbox's cgroup")
         r = env.exec(s.sid, "true")
         tap.ok(b"aborted" in r.stderr, "the aborted session refuses new execs", r.stderr.decode(errors="replace"))
 
@@ -365,15 +487,18 @@ def run(env: Env) -> None:
         tap.eq(a.sid, sid, "--sandbox attaches to an existing sandbox")
         r = a.tool("run_bash", {"command": "echo attached"}, modern=True)
         tap.ok("attached" in text(r), "tools run in the attached sandbox")
-        a.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 300"},
+        a.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 3603"},
                                  "_meta": dict(META)}, id="term")
-        wait_for(lambda: "sleep 300" in sandbox_ps(env, sid), timeout=10, step=0.2)
+        inflight = await_procs(sid, "sleep 3603", "a call is in flight (seen from the host)")
+        init = next(sb["init_pid"] for sb in env.ls() if sb["id"] == sid)
         a.p.send_signal(signal.SIGTERM)
-        rc = a.p.wait(timeout=30)
+        rc = a.p.wait(timeout=120)
         tap.eq(rc, 0, "mcp exits 0 on SIGTERM")
         tap.ok("received SIGTERM" in "".join(a.stderr), "the abort reason is 'received SIGTERM'", "".join(a.stderr))
-        tap.ok("sleep 300" not in sandbox_ps(env, sid), "SIGTERM killed the call in flight")
-        r = a.wait("term", timeout=5)
+        tap.ok(inflight and not any(pid_alive(x) for x in inflight), "SIGTERM killed the call in flight",
+               repr((inflight, user_procs(sid))))
+        tap.eq(cgroup_pids(sid), {init}, "nothing but init is left in the sandbox's cgroup")
+        r = a.wait("term", timeout=60)
         tap.ok(r.get("result", {}).get("isError") is True, "the killed call is answered as failed", json.dumps(r))
 
     @tap.case("options")

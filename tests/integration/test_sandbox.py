@@ -9,11 +9,11 @@ import os
 import shutil
 import signal
 import socket
-import stat
+import fcntl
 import subprocess
-import time
 
-from sgtest import SANDGLASS, cgroup_pids, PROBE, Env, cgroup_dirs, comm, pid_alive, tap, wait_for
+from sgtest import (SANDGLASS, cgroup_pids, PROBE, Env, await_true, cgroup_dirs, cmdline, comm, ns_pid,
+                    pid_alive, pidns_members, probe_ns_args, pids_running, tap, wait_for)
 
 env = Env()
 
@@ -86,9 +86,38 @@ def _():
     env.sh(sid, "echo keep > /workspace/a.txt; echo tmp > /tmp/b.txt; (sleep 300 &) ; exit 0")
     p = env.sh(sid, "cat /workspace/a.txt /tmp/b.txt")
     tap.eq(p.stdout, b"keep\ntmp\n", "files in /workspace and /tmp persist")
+    await_true(lambda: len(pids_running(cgroup_pids(sid), "sleep 300")) == 1,
+               "a background process persists (the host sees it in the sandbox's cgroup)", timeout=60,
+               diag=lambda: repr([(x, cmdline(x)) for x in cgroup_pids(sid)]))
     p = env.sh(sid, "for d in /proc/[0-9]*; do cat $d/comm; echo; done")
-    tap.ok(b"sleep" in p.stdout, "a background process persists", p.stdout.decode())
+    tap.ok(b"sleep" in p.stdout, "and the next exec sees it", p.stdout.decode())
     tap.ok(os.path.exists(os.path.join(ws_of(sid), "a.txt")), "the workspace is the host directory")
+
+
+@tap.case("output background processes write after the command exits is not returned")
+def _():
+    # The background job writes only once the host says so, after the exec
+    # has returned; it ignores SIGPIPE so that it goes on to say it wrote.
+    ws = ws_of(sid)
+    for f in ("go", "done"):
+        if os.path.exists(os.path.join(ws, f)):
+            os.unlink(os.path.join(ws, f))
+    script = ("trap '' PIPE; (while [ ! -e /workspace/go ]; do sleep 0.05; done; "
+              "echo late-out; echo late-err >&2; echo wrote > /workspace/done; exec sleep 602) & echo early")
+    p = env.sh(sid, script, timeout=120)
+    tap.ok(p.returncode == 0 and p.stdout == b"early\n" and p.stderr == b"",
+           "the exec returns when its command exits, with only what it wrote", repr(p))
+    bg = [x for x in cgroup_pids(sid) if "while [ ! -e /workspace/go ]" in cmdline(x)
+          or cmdline(x) == "/bin/sh -c " + script]
+    tap.ok(bg and all(pid_alive(x) for x in bg), "while its background job still runs",
+           repr([(x, cmdline(x)) for x in cgroup_pids(sid)]))
+    open(os.path.join(ws, "go"), "w").close()
+    await_true(lambda: os.path.exists(os.path.join(ws, "done")), "the background job wrote its output",
+               timeout=60)
+    p = env.exec(sid, "echo", "next")
+    tap.ok(p.stdout == b"next\n" and p.stderr == b"", "the next exec returns only its own output", repr(p))
+    for x in pids_running(cgroup_pids(sid), "sleep 602"):
+        os.kill(x, signal.SIGKILL)
 
 
 @tap.case("the probe: what the sandbox hides")
@@ -100,9 +129,17 @@ def _():
     host_sock.bind("\0" + name)
     host_sock.listen(1)
     try:
-        for check in ("pid1", "uid", "caps", "nnp", "seccomp", "fs", "dev", "ns"):
-            p = env.exec(sid, probe, check)
-            tap.ok(p.returncode == 0, f"probe {check}", (p.stdout + p.stderr).decode())
+        for check in ("pid1", "uid", "caps", "nnp", "seccomp", "fs", "dev"):
+            p = env.exec(sid, probe, "--init-comm", "sandglass-init", "--uid", env.uid_of(sid),
+                         "--gid", env.uid_of(sid), check)
+            tap.ok(p.returncode == 0 and f"ok {check}\n".encode() in p.stdout, f"probe {check}",
+                   (p.stdout + p.stderr).decode())
+        # Each namespace against the host's (this process's), read here.
+        p = env.exec(sid, probe, *probe_ns_args(), "ns")
+        tap.ok(p.returncode == 0 and b"ok ns\n" in p.stdout
+               and b"# ns compared: pid mnt net ipc uts cgroup\n" in p.stdout,
+               "probe ns: the pid, mnt, net, ipc, uts and cgroup namespaces all differ from the host's",
+               (p.stdout + p.stderr).decode())
         p = env.exec(sid, probe, "net", "--abstract", name)
         tap.ok(p.returncode == 0, "probe net (lo only, up, offline, no host abstract sockets)",
                (p.stdout + p.stderr).decode())
@@ -118,59 +155,92 @@ def status_of(pid: int) -> dict[str, str]:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
 
 
+def ready_child(r: str, init: int) -> int:
+    """The one process waiting besides init (the ready child), 0 when the
+    wait for it failed (a failed check then)."""
+    ok = await_true(lambda: len(cgroup_pids(r) - {init}) == 1 and comm(next(iter(cgroup_pids(r) - {init}))) in
+                    ("sandglass-ready", "sandglass-init"),
+                    "between execs, one process waits besides init", timeout=60,
+                    diag=lambda: repr([(x, comm(x)) for x in cgroup_pids(r)]))
+    return (cgroup_pids(r) - {init}).pop() if ok else 0
+
+
 @tap.case("the ready child: prepared ahead, unprivileged, replaceable")
 def _():
     r = env.create()
     tap.eq(env.exec(r, "true").returncode, 0, "a first exec runs")
     init = [s for s in env.ls() if s["id"] == r][0]["init_pid"]
-    ok = wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5)
-    tap.ok(ok, "between execs, one process waits besides init", repr(cgroup_pids(r)))
-    ready = (cgroup_pids(r) - {init}).pop() if ok else 0
-    st = status_of(ready) if ready else {}
-    tap.ok(st.get("Uid", "").split()[:1] == ["65534"] and st.get("CapEff") == "0000000000000000"
-           and st.get("CapBnd") == "0000000000000000" and st.get("Seccomp") == "2"
-           and st.get("NoNewPrivs") == "1", "it already runs as the user, with no capability, "
-           "no_new_privs and the filter", json.dumps(st))
+    ready = ready_child(r, init)
+    if not ready:
+        env.run("destroy", r)
+        return
+    st = status_of(ready)
     ist = status_of(init)
-    tap.ok(ist.get("Seccomp") == "2" and ist.get("Seccomp_filters", "1") == "1"
-           and st.get("Seccomp_filters", "2") == "2",
+    # No defaults: a field the kernel does not show fails the check.
+    tap.ok(st["Uid"].split()[:1] == [env.uid_of(r)] and st["CapEff"] == "0000000000000000"
+           and st["CapBnd"] == "0000000000000000" and st["Seccomp"] == "2"
+           and st["NoNewPrivs"] == "1", "it already runs as the user, with no capability, "
+           "no_new_privs and the filter", json.dumps(st))
+    tap.ok(ist["Seccomp"] == "2" and ist["Seccomp_filters"] == "1" and st["Seccomp_filters"] == "2",
            "init runs under the filter but its clone3 rule; the ready child adds that rule",
            json.dumps({"init": ist.get("Seccomp_filters"), "ready": st.get("Seccomp_filters")}))
-    tap.eq(os.stat(f"/proc/{ready}/mem").st_uid if ready else -1, 0,
+    tap.eq(os.stat(f"/proc/{ready}/mem").st_uid, 0,
            "it is not dumpable: the user's other processes cannot write into it")
     stub = os.path.join(os.path.dirname(os.path.realpath(SANDGLASS_PATH)), "sandglass-exec")
-    if os.path.exists(stub) and ready:
+    if not os.path.exists(stub):
+        # Sanitizer and fuzz builds have no musl: the ready child waits as a
+        # copy of init (README), which is all there is to see.
+        tap.skip("the ready child waits as sandglass-exec from a sealed memfd",
+                 f"no {stub} in this build (built with musl only): it waits as a copy of init")
+        tap.eq(comm(ready), "sandglass-init", "without sandglass-exec it waits as a copy of init")
+    else:
         # It waits as sandglass-exec: a few pages, so the execve of the
         # command has next to nothing to tear down.
-        with open(f"/proc/{ready}/comm") as f:
-            comm = f.read().strip()
         with open(f"/proc/{ready}/maps") as f:
             maps = f.read()
-        rss_kb = int(st.get("VmRSS", "0 kB").split()[0])
-        tap.ok(comm == "sandglass-ready" and "memfd:sandglass-exec" in maps and rss_kb < 400,
-               "it waits as sandglass-exec, from a memfd, in a few pages", f"{comm} {rss_kb} kB\n{maps}")
+        rss_kb = int(st["VmRSS"].split()[0])
+        tap.ok(comm(ready) == "sandglass-ready" and "memfd:sandglass-exec" in maps and rss_kb < 400,
+               "it waits as sandglass-exec, from a memfd, in a few pages", f"{comm(ready)} {rss_kb} kB\n{maps}")
+        # README: "exec'd from a sealed execute-only memfd that the user
+        # cannot read". The memfd's inode, opened as root through the
+        # ready child's exe link: its seals and its mode.
+        fd = os.open(f"/proc/{ready}/exe", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            mode = os.fstat(fd).st_mode & 0o7777
+        finally:
+            os.close(fd)
+        want = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        tap.ok(os.readlink(f"/proc/{ready}/exe").startswith("/memfd:sandglass-exec") and seals == want,
+               "its executable is a memfd sealed against writes, growth, shrinking and new seals",
+               f"exe {os.readlink(f'/proc/{ready}/exe')}, seals {seals:#x}, want {want:#x}")
+        tap.eq(oct(mode), oct(0o111), "and is execute-only: no one but root can read it")
     p = env.exec(r, "/bin/sh", "-c", "echo $$ out; echo err >&2; exit 3")
     tap.ok(p.returncode == 3 and p.stdout.split()[1:] == [b"out"] and p.stderr == b"err\n",
            "the next exec runs in it: stdout, stderr, exit code", repr(p))
-    tap.ok(ready and not pid_alive(ready), "and it is gone after that exec")
+    await_true(lambda: not pid_alive(ready), "and it is gone after that exec", timeout=60)
     # Killed from outside: the next exec is cloned the ordinary way.
-    wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5)
-    for pid in cgroup_pids(r) - {init}:
-        os.kill(pid, signal.SIGKILL)
+    killed = ready_child(r, init)
+    tap.ok(killed != 0 and killed != ready, "a new ready child waits", repr((ready, killed)))
+    if killed:
+        os.kill(killed, signal.SIGKILL)
+        await_true(lambda: not pid_alive(killed), "the ready child is killed from outside", timeout=60)
     p = env.exec(r, "cat", "/proc/self/status")
+    filters = [int(x.split(b"\t")[1]) for x in p.stdout.splitlines() if x.startswith(b"Seccomp_filters:")]
     tap.ok(p.returncode == 0 and b"Seccomp:\t2" in p.stdout and b"CapBnd:\t0000000000000000" in p.stdout
-           and b"Seccomp_filters:\t1\n" not in p.stdout,
+           and filters and filters[0] >= 2,
            "an exec after the ready child was killed runs, as restricted", p.stdout.decode()[-300:])
     # Stopped from outside: it never takes the exec; init kills it and
     # clones the exec anew.
-    wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5)
-    stopped = cgroup_pids(r) - {init}
-    for pid in stopped:
-        os.kill(pid, signal.SIGSTOP)
-    p = env.exec(r, "echo", "fresh", timeout=30)
+    stopped = ready_child(r, init)
+    if stopped:
+        os.kill(stopped, signal.SIGSTOP)
+        await_true(lambda: open(f"/proc/{stopped}/stat").read().rsplit(")", 1)[1].split()[0] == "T",
+                   "the ready child is stopped from outside", timeout=60)
+    p = env.exec(r, "echo", "fresh", timeout=60)
     tap.ok(p.returncode == 0 and p.stdout == b"fresh\n", "an exec after the ready child was stopped runs",
            repr(p))
-    tap.ok(wait_for(lambda: not any(pid_alive(x) for x in stopped), 5), "and the stopped child is gone")
+    await_true(lambda: stopped and not pid_alive(stopped), "and the stopped child is gone", timeout=60)
     p = env.run("exec", r, "--cwd", "/proc/1/root", "--", "true")
     tap.ok(p.returncode == 126 and b"cannot change directory" in p.stderr,
            "a cwd the user may not enter is refused", p.stderr.decode())
@@ -189,7 +259,7 @@ def _():
            "24 execs, 12 at a time: each its own output and exit code",
            repr([(p.returncode, p.stdout, p.stderr[-100:]) for p in runs if p.returncode < 0 or p.stderr]))
     init = [s for s in env.ls() if s["id"] == r][0]["init_pid"]
-    tap.ok(wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 5),
+    tap.ok(wait_for(lambda: len(cgroup_pids(r) - {init}) == 1, 60),
            "afterwards one process waits besides init: no ready child left over", repr(cgroup_pids(r)))
     labels = [c["label"] for c in json.loads(env.run("checkpoints", r, "--json").stdout)]
     nums = sorted(int(lb.split()[2].rstrip(":")) for lb in labels if lb.startswith("before exec "))
@@ -220,9 +290,15 @@ def _():
         out = env.sh(r, "cat /proc/self/cgroup").stdout.decode()
         names += [line.rsplit("/", 1)[-1] for line in out.splitlines()
                   if line.rsplit("/", 1)[-1].startswith("x")][:1]
-    tap.ok(len(names) == 30 and len(set(names)) <= 3,
-           "30 execs in a row run in at most 3 leaves, reused (no mkdir/rmdir per exec)", repr(names))
-    tap.ok(0 < len(exec_leaves(r)) <= 3, "and no more leaves than that exist", repr(exec_leaves(r)))
+    # How many leaves 30 execs use depends on when each exec's last process
+    # has left its leaf (a leaf still populated at the exec's end is removed,
+    # not kept): on a loaded machine, more. What does not depend on speed:
+    # leaves are reused, and no more than the ready leaf and two spares
+    # (SUP_SPARE_LEAVES) are kept.
+    tap.ok(len(names) == 30 and len(set(names)) < 30,
+           "30 execs in a row reuse their leaves (no mkdir/rmdir per exec)", repr(names))
+    tap.ok(0 < len(exec_leaves(r)) <= 3, "and at most 3 leaves are kept: the ready one and two spares",
+           repr(exec_leaves(r)))
     # A leaf is per exec: an exec never shares its leaf with a process of an
     # earlier one, and its CPU time does not count an earlier exec's.
     p = env.sh(r, "sleep 300 >/dev/null 2>&1 & echo $!")
@@ -231,7 +307,8 @@ def _():
         # the background job may still be the shell that execs sleep
         return [n for n, pids in exec_leaves(r).items() if len(pids) == 1 and
                 any(comm(x) == "sleep" for x in pids)]
-    wait_for(lambda: len(sleep_leaves()) == 1, 5)
+    await_true(lambda: len(sleep_leaves()) == 1, "the background sleep runs", timeout=60,
+               diag=lambda: repr(exec_leaves(r)))
     bg_leaf = sleep_leaves()
     tap.ok(len(bg_leaf) == 1, "the background sleep sits alone in its exec's leaf", repr(exec_leaves(r)))
     busy = json.loads(env.run("exec", "--json", r, "--", "/bin/sh", "-c",
@@ -248,21 +325,33 @@ def _():
            "a reused leaf's CPU time starts from zero for each exec", repr((busy["cpu_s"], res["cpu_s"])))
     # A leaf killed through cgroup.kill (here: the exec's timeout) is never
     # reused: the kernel would SIGKILL at birth every child cloned into it.
-    p = env.run("exec", "--timeout", "0.5", r, "--", "/bin/sh", "-c", "cat /proc/self/cgroup; sleep 5")
-    killed_leaf = [line.rsplit("/", 1)[-1] for line in p.stdout.decode().splitlines()
-                   if line.rsplit("/", 1)[-1].startswith("x")][:1]
+    # The host finds the exec's leaf while it runs (no race with the timeout
+    # on a slow machine: 10 s is only how long the test waits).
+    before_leaves = exec_leaves(r)
+    proc = subprocess.Popen([SANDGLASS, "exec", "--timeout", "10", r, "--", "sleep", "601"], env=env.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def leaf_of_601() -> list[str]:
+        return [n for n, pids in exec_leaves(r).items() if pids_running(pids, "sleep 601")]
+    await_true(lambda: len(leaf_of_601()) == 1, "the host sees the exec's sleep in its leaf", timeout=60,
+               diag=lambda: repr((before_leaves, exec_leaves(r))))
+    killed_leaf = leaf_of_601()
+    out, err = proc.communicate(timeout=120)
     init = [x for x in env.ls() if x["id"] == r][0]["init_pid"]
-    gone = wait_for(lambda: killed_leaf and killed_leaf[0] not in exec_leaves(r), 5)
-    waiting = wait_for(lambda: sum(len(p) for p in exec_leaves(r).values()) >= 2
-                       and all(pid_alive(x) for x in cgroup_pids(r) - {init}), 5)
-    tap.ok(gone and waiting, "the killed leaf is removed, and a ready child waits alive in another",
-           repr((killed_leaf, exec_leaves(r))))
+    gone = await_true(lambda: killed_leaf and killed_leaf[0] not in exec_leaves(r),
+                      "the leaf killed by the timeout is removed", timeout=60,
+                      diag=lambda: repr((killed_leaf, exec_leaves(r))))
+    await_true(lambda: sum(len(p) for p in exec_leaves(r).values()) >= 2
+               and all(pid_alive(x) for x in cgroup_pids(r) - {init}),
+               "and a ready child waits alive in another", timeout=60,
+               diag=lambda: repr((killed_leaf, exec_leaves(r))))
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     after = []
     for _ in range(8):
         q = env.exec(r, "cat", "/proc/self/cgroup")
         after.append((q.returncode, [line.rsplit("/", 1)[-1] for line in q.stdout.decode().splitlines()
                                      if line.rsplit("/", 1)[-1].startswith("x")][:1]))
-    tap.ok(p.returncode == 137 and killed_leaf and all(rc == 0 for rc, _ in after)
+    tap.ok(p.returncode == 137 and gone and all(rc == 0 for rc, _ in after)
            and all(leaf != killed_leaf for _, leaf in after),
            "a leaf killed by a timeout is not reused; the execs after it run", repr((p.returncode, killed_leaf, after)))
     env.run("destroy", r)
@@ -282,8 +371,22 @@ def _():
 
 @tap.case("init reaps zombies")
 def _():
-    # Orphans re-parented to init must be reaped.
-    env.sh(sid, "for i in 1 2 3 4 5; do (sh -c 'exit 0' &) ; done; sleep 0.2")
+    # Orphans re-parented to init must be reaped. Each writes its pid (in
+    # the sandbox) before it exits; the host then looks for it, zombie or
+    # not, among every process of the sandbox's pid namespace.
+    init = [s for s in env.ls() if s["id"] == sid][0]["init_pid"]
+    env.sh(sid, "rm -f /tmp/orphans; for i in 1 2 3 4 5; do (sh -c 'echo $$ >> /tmp/orphans; exit 0' &) ; done")
+    orphans: set[int] = set()
+
+    def written() -> bool:
+        orphans.update(int(x) for x in env.exec(sid, "cat", "/tmp/orphans").stdout.split())
+        return len(orphans) == 5
+    await_true(written, "five orphans ran and exited", timeout=60, step=0.2, diag=lambda: repr(orphans))
+
+    def left() -> list:
+        return [(p, st) for p, st in pidns_members(init).items() if ns_pid(p) in orphans]
+    await_true(lambda: not left(), "init reaps them: none is left, not even as a zombie", timeout=60,
+               diag=lambda: repr(left()))
     p = env.sh(sid, "grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l")
     tap.eq(p.stdout.strip(), b"0", "no zombie is left in the sandbox")
     p = env.exec(sid, "cat", "/proc/1/comm")
@@ -299,29 +402,44 @@ def _():
     tap.ok(res["oom_killed"] is True, "the OOM killer acts inside and is reported", p.stdout.decode())
     tap.eq(env.exec(lim, "true").returncode, 0, "the sandbox works after an OOM kill")
     # pids: a fork bomb is contained and reported, the host stays responsive
+    # The bomb runs until the host has seen it at the limit (no fixed
+    # duration: the exec's timeout is only a backstop).
     bomb = env.create("--memory", "512M", "--pids", "64")
-    t0 = time.monotonic()
-    proc = subprocess.Popen([os.environ.get("SANDGLASS_BIN", "sandglass"), "exec", bomb, "--json",
-                             "--timeout", "3", "--", "/bin/sh", "-c",
-                             "bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 10"],
+    proc = subprocess.Popen([SANDGLASS, "exec", bomb, "--json", "--timeout", "120", "--", "/bin/sh", "-c",
+                             "bomb() { bomb | bomb & }; bomb 2>/dev/null; "
+                             "while [ ! -e /workspace/stop ]; do sleep 0.1; done"],
                             env=env.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    h0 = time.monotonic()
-    subprocess.run(["/bin/true"], check=True)
-    host_ms = (time.monotonic() - h0) * 1000
-    out, _ = proc.communicate(timeout=30)
+
+    def pids_file(name: str) -> str:
+        for d in cgroup_dirs(bomb):
+            f = os.path.join(d, name)
+            if os.path.exists(f):
+                return open(f).read()
+        return ""
+
+    def refused() -> int:
+        """Forks the kernel refused at the limit (pids.events "max")."""
+        return int(pids_file("pids.events").split()[1]) if pids_file("pids.events") else 0
+    await_true(lambda: refused() > 0, "the fork bomb reaches the pids limit (the kernel refuses its forks)",
+               timeout=60, diag=lambda: pids_file("pids.events") + pids_file("pids.current"))
+    # Behaviour, not speed: during the bomb the host still forks and runs a
+    # program (README: the host stays responsive).
+    h = subprocess.run(["/bin/sh", "-c", "echo host"], capture_output=True, timeout=120)
+    tap.ok(h.returncode == 0 and h.stdout == b"host\n", "the host runs programs during the bomb", repr(h))
+    # The kernel's peak where it keeps one; else what the host samples.
+    peak = pids_file("pids.peak").strip() or str(max(len(cgroup_pids(bomb)) for _ in range(50)))
+    tap.ok(pids_file("pids.max").strip() == "64" and 0 < int(peak) <= 64,
+           "the bomb never exceeds the pids limit (the cgroup's peak)", repr((pids_file("pids.max"), peak)))
+    open(os.path.join(ws_of(bomb), "stop"), "w").close()
+    out, _ = proc.communicate(timeout=180)
     res = json.loads(out.decode().splitlines()[-1])
-    tap.ok(res["pids_limit_hit"] is True, "a fork bomb hits the pids limit and is reported", out.decode()[-400:])
-    tap.ok(time.monotonic() - t0 < 15 and host_ms < 1000, "the host stays responsive during the bomb",
-           f"host /bin/true took {host_ms:.1f} ms")
-    n = len(cgroup_pids(bomb))
-    tap.ok(n <= 64 + 1, "the bomb never exceeds the pids limit", str(n))
+    tap.ok(res["pids_limit_hit"] is True and res["timed_out"] is False,
+           "a fork bomb hits the pids limit and is reported", out.decode()[-400:])
     env.run("destroy", bomb)
-    # wall time
-    t0 = time.monotonic()
-    p = env.run("exec", lim, "--json", "--timeout", "0.5", "--", "sleep", "30")
+    # wall time: a sleep that would outlast the test is killed and reported
+    p = env.run("exec", lim, "--json", "--timeout", "0.5", "--", "sleep", "3600", timeout=300)
     res = json.loads(p.stdout.decode().splitlines()[-1])
-    tap.ok(res["timed_out"] is True and p.returncode == 137 and time.monotonic() - t0 < 5,
+    tap.ok(res["timed_out"] is True and p.returncode == 137 and res["signal"] == 9 and res["wall_s"] < 3600,
            "the wall-time limit kills and is reported", p.stdout.decode())
     env.run("destroy", lim)
     # output size
@@ -345,10 +463,12 @@ def _():
 @tap.case("destroy leaves nothing")
 def _():
     d = env.create()
-    env.sh(d, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 1000 >/dev/null 2>&1 &) ; sleep 0.5; exit 0")
+    env.sh(d, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 1000 >/dev/null 2>&1 &) ; exit 0")
+    await_true(lambda: len(pids_running(cgroup_pids(d), "sleep 1000")) == 3,
+               "escapers are in the sandbox's cgroup (setsid, double fork, nohup)", timeout=60,
+               diag=lambda: repr([(x, cmdline(x)) for x in cgroup_pids(d)]))
     pids = cgroup_pids(d)
     sup = [s for s in env.ls() if s["id"] == d][0]["supervisor_pid"]
-    tap.ok(len(pids) >= 4, "escapers are in the sandbox's cgroup", repr(pids))
     p = env.run("destroy", d, "--json")
     res = json.loads(p.stdout)
     tap.ok(p.returncode == 0 and res["processes_left"] == 0 and res["cgroup_empty"],
@@ -360,17 +480,20 @@ def _():
     # a supervisor that was SIGKILLed
     k = env.create()
     env.sh(k, "(sleep 1000 &); exit 0")
-    pids = cgroup_pids(k)
+    await_true(lambda: len(pids_running(cgroup_pids(k), "sleep 1000")) == 1, "a background sleep runs",
+               timeout=60, diag=lambda: repr([(x, cmdline(x)) for x in cgroup_pids(k)]))
+    pids = set(pids_running(cgroup_pids(k), "sleep 1000")) | {
+        s["init_pid"] for s in env.ls() if s["id"] == k}
     sup = [s for s in env.ls() if s["id"] == k][0]["supervisor_pid"]
     os.kill(sup, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(sup))
-    tap.ok(all(pid_alive(x) for x in pids), "the sandbox outlives its supervisor")
+    await_true(lambda: not pid_alive(sup), "the supervisor is SIGKILLed", timeout=60)
+    tap.ok(len(pids) == 2 and all(pid_alive(x) for x in pids), "the sandbox outlives its supervisor", repr(pids))
     p = env.exec(k, "/bin/sh", "-c", "for d in /proc/[0-9]*; do cat $d/comm; echo; done")
     tap.ok(p.returncode == 0 and b"took over" in p.stderr and b"sleep" in p.stdout,
            "exec revives the supervisor, which takes the live sandbox over", (p.stdout + p.stderr).decode())
     sup = [s for s in env.ls() if s["id"] == k][0]["supervisor_pid"]
     os.kill(sup, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(sup))
+    await_true(lambda: not pid_alive(sup), "the new supervisor is SIGKILLed", timeout=60)
     p = env.run("destroy", k)
     tap.ok(p.returncode == 0 and not any(pid_alive(x) for x in pids)
            and not any(os.path.exists(c) for c in cgroup_dirs(k)),
@@ -379,7 +502,7 @@ def _():
     g = env.create()
     sup = [s for s in env.ls() if s["id"] == g][0]["supervisor_pid"]
     os.kill(sup, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(sup))
+    await_true(lambda: not pid_alive(sup), "a third supervisor is SIGKILLed", timeout=60)
     p = env.run("gc")
     tap.ok(p.returncode == 0 and g.encode() in p.stdout and not os.path.exists(os.path.join(env.state, "sb", g))
            and not any(os.path.exists(c) for c in cgroup_dirs(g)), "gc removes a crashed sandbox",
@@ -390,13 +513,17 @@ def _():
 def _():
     before = sorted(os.listdir(os.path.join(env.state, "sb")))
 
-    def bad(args, needle, name, extra_env=None):
+    def bad(args, needle, name, extra_env=None, code=None):
         p = env.run(*args, env=extra_env)
         err = p.stderr.decode()
         tap.ok(p.returncode != 0 and needle in err and err.count("\n") == 1,
                f"{name}: one-line error naming it", f"rc={p.returncode} stderr={err!r}")
+        if code is not None:
+            # README: exec exits 125 for sandglass's own errors, so that
+            # they cannot be taken for the command's exit status.
+            tap.eq(p.returncode, code, f"{name}: exit code {code}")
 
-    bad(["exec", "nosuchid0000", "--", "true"], "nosuchid0000", "unknown sandbox id")
+    bad(["exec", "nosuchid0000", "--", "true"], "nosuchid0000", "unknown sandbox id", code=125)
     bad(["destroy", "nosuchid0000"], "nosuchid0000", "destroy of an unknown id")
     bad(["create", "--learner", "x", "--memory", "512Q"], "512Q", "malformed limit")
     bad(["create", "--learner", "x", "--pids", "-3"], "-3", "negative pids")
@@ -409,9 +536,10 @@ def _():
         "workspace containing the state directory")
     bad(["create", "--learner", "bad/name"], "--learner", "invalid learner")
     bad(["create"], "--learner", "missing learner")
-    bad(["exec", sid], "missing command", "missing command")
+    bad(["exec", sid], "missing command", "missing command", code=125)
     bad(["create", "--learner", "x", "--bogus"], "--bogus", "unknown option")
-    bad(["exec", sid, "--bogus", "--", "true"], "--bogus", "unknown exec option")
+    bad(["exec", sid, "--bogus", "--", "true"], "--bogus", "unknown exec option", code=125)
+    bad(["exec", sid, "--timeout", "soon", "--", "true"], "soon", "malformed exec timeout", code=125)
     bad(["create", "--learner", "x", "--cpus", "lots"], "--cpus", "malformed cpus")
     bad(["create", "--learner", "x", "--timeout", "-1"], "-1", "negative timeout")
     bad(["create", "--learner", "x"], "too many sandboxes", "too many sandboxes",
@@ -490,7 +618,7 @@ def _():
         env.exec(got, "true")
     p = env.exec(got, "true")
     tap.ok(p.returncode != 0 and b"max_execs" in p.stderr, "its caps count from the claim", p.stderr.decode())
-    tap.ok(wait_for(lambda: pool_status()["ready"] == 2, 20), "the pool refills in the background",
+    tap.ok(wait_for(lambda: pool_status()["ready"] == 2, 60), "the pool refills in the background",
            json.dumps(pool_status()))
     ws = os.path.join(env.root, "ws-pool")
     os.makedirs(ws, exist_ok=True)
@@ -515,11 +643,12 @@ def _():
     for i in ids:
         env.run("destroy", i)
     # A spare whose supervisor died is skipped (and cleaned up), not handed out.
-    wait_for(lambda: pool_status()["ready"] == 2, 20)
+    await_true(lambda: pool_status()["ready"] == 2, "the pool is refilled after the racing creates", timeout=60,
+               diag=lambda: json.dumps(pool_status()))
     dead = sorted(pool_ids())[0]
     dead_sup = json.load(open(os.path.join(env.state, "sb", dead, "meta.json")))["supervisor_pid"]
     os.kill(dead_sup, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(dead_sup))
+    await_true(lambda: not pid_alive(dead_sup), "a spare's supervisor is SIGKILLed", timeout=60)
     made = [env.create() for _ in range(2)]
     tap.ok(dead not in made and all(env.exec(m, "true").returncode == 0 for m in made),
            "a dead spare is never handed out", f"dead {dead}, got {made}")
@@ -535,9 +664,12 @@ def _():
     env.run("destroy", own)
 
 
-try:
-    pass
-finally:
-    env.cleanup()
-    tap.ok(True, "cleanup ran")
+# What this file leaves behind: nothing (cleanup destroys every sandbox it
+# made, the pool's spares too).
+left = env.ls()
+left_sups = [s["supervisor_pid"] for s in left]
+env.cleanup()
+tap.ok(not any(pid_alive(x) and comm(x).startswith("sandglass") for x in left_sups)
+       and not any(os.path.exists(c) for s in left for c in cgroup_dirs(s["id"])),
+       "cleanup destroyed every sandbox left: no supervisor, no cgroup", repr([s["id"] for s in left]))
 tap.done()

@@ -7,7 +7,9 @@
  *   --hostname NAME    the expected hostname
  *   --init-comm NAME   the expected /proc/1/comm
  *   --uid N --gid N    the expected ids
- *   --host-ns TYPE=INO a host namespace inode ours must differ from (repeatable)
+ *   --host-ns TYPE=INO a host namespace inode ours must differ from (repeatable; TYPE:
+ *                      pid mnt net ipc uts cgroup user); ns fails without any and
+ *                      prints "# ns compared: TYPE..." for the caller to check
  *
  * Prints `ok CHECK` or `FAIL CHECK: why` per check (a check may print several
  * FAIL lines); exits 1 if any check failed, 2 on usage errors. libc only. */
@@ -135,9 +137,25 @@ static void check_pid1(void)
 }
 
 /* ---- ns ---- */
+/* Our namespaces must differ from the host's, whose inodes come with
+ * --host-ns: without one the check fails (it would compare nothing), and it
+ * prints which types it compared ("# ns compared: ...") so that a caller can
+ * check that every namespace it expects was compared. */
 static void check_ns(void)
 {
-    static const char *const types[] = { "mnt", "pid", "net", "uts", "ipc" };
+    static const char *const types[] = { "pid", "mnt", "net", "ipc", "uts", "cgroup", "user" };
+    char compared[128] = "";
+    if (n_host_ns == 0)
+        fail("no --host-ns TYPE=INO: nothing to compare our namespaces with");
+    for (int j = 0; j < n_host_ns; j++) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            size_t tl = strlen(types[i]);
+            known |= strncmp(opt_host_ns[j], types[i], tl) == 0 && opt_host_ns[j][tl] == '=';
+        }
+        if (!known)
+            fail("--host-ns %s: not TYPE=INO for a known namespace", opt_host_ns[j]);
+    }
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         char path[64];
         struct stat st;
@@ -146,13 +164,25 @@ static void check_ns(void)
             fail("%s: %s", path, strerror(errno));
             continue;
         }
+        bool given = false;
         for (int j = 0; j < n_host_ns; j++) {
             size_t tl = strlen(types[i]);
-            if (strncmp(opt_host_ns[j], types[i], tl) == 0 && opt_host_ns[j][tl] == '=' &&
-                strtoull(opt_host_ns[j] + tl + 1, NULL, 10) == (unsigned long long)st.st_ino)
-                fail("%s namespace is the host's (%llu)", types[i], (unsigned long long)st.st_ino);
+            if (strncmp(opt_host_ns[j], types[i], tl) != 0 || opt_host_ns[j][tl] != '=')
+                continue;
+            given = true;
+            char *end;
+            unsigned long long host = strtoull(opt_host_ns[j] + tl + 1, &end, 10);
+            if (*end || end == opt_host_ns[j] + tl + 1)
+                fail("--host-ns %s: not a number", opt_host_ns[j]);
+            else if (host == (unsigned long long)st.st_ino)
+                fail("%s namespace is the host's (%llu)", types[i], host);
+        }
+        if (given) {
+            size_t l = strlen(compared);
+            snprintf(compared + l, sizeof compared - l, " %s", types[i]);
         }
     }
+    printf("# ns compared:%s\n", compared);
     if (opt_hostname) {
         char h[256];
         if (gethostname(h, sizeof h) < 0)
