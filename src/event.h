@@ -15,7 +15,11 @@
  *                             non-negative integer, ts missing or not a
  *                             string, payload missing or not an object
  *   1008 SG_CLOSE_POLICY      identity spoofing: learner_id or task_id in the
- *                             frame, or a sandbox_id other than the token's
+ *                             frame, or a sandbox_id other than the token's;
+ *                             and (checked by the ingest, store.h) a seq that
+ *                             is not the stream's next nor an identical
+ *                             resend
+ *   1007 (by the ingest)      a ts that is not RFC 3339 (sg_event_ts_valid)
  *   1003 SG_CLOSE_UNSUPPORTED a binary message (checked by the ingest)
  */
 #ifndef SG_EVENT_H
