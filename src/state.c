@@ -335,3 +335,38 @@ void sg_state_uid_release(uid_t uid, const char *id)
     if (strcmp(owner, mine) == 0)
         unlink(path);
 }
+
+int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_err *err)
+{
+    sg_autojson json_t *j = json_pack("{s:s, s:s}", "by", by, "reason", reason);
+    sg_autofree char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    sg_autofree char *path = sg_state_sandbox_path(id, "abort.json");
+    sg_autofree char *tmp = sg_state_sandbox_path(id, "abort.json.tmp");
+    if (!body)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    sg_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || sg_write_all(fd, body, strlen(body)) < 0 || rename(tmp, path) < 0)
+        return sg_err_sys(err, "cannot record the abort in %s", path);
+    return 0;
+}
+
+int sg_state_abort_load(const char *id, char *by, size_t by_size, char *reason, size_t reason_size)
+{
+    sg_autofree char *path = sg_state_sandbox_path(id, "abort.json");
+    size_t len = 0;
+    sg_autofree char *body = sg_read_file(path, 16384, &len, NULL);
+    if (!body)
+        return 0;
+    sg_autojson json_t *j = sg_json_parse(body, len, NULL);
+    const char *b = json_string_value(json_object_get(j, "by"));
+    const char *r = json_string_value(json_object_get(j, "reason"));
+    snprintf(by, by_size, "%s", b ? b : "unknown");
+    snprintf(reason, reason_size, "%s", r ? r : "unknown");
+    return 1;
+}
+
+void sg_state_abort_clear(const char *id)
+{
+    sg_autofree char *path = sg_state_sandbox_path(id, "abort.json");
+    unlink(path);
+}

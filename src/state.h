@@ -92,6 +92,14 @@ int sg_state_uid_claim(const char *id, uid_t *uid, sg_err *err);
 /* Gives the slot of uid back if sandbox id holds it (any other uid: nothing). */
 void sg_state_uid_release(uid_t uid, const char *id);
 
+/* A session's abort, kept in <state>/sb/<id>/abort.json while it holds:
+ * `ls` shows it without asking the supervisor, and a supervisor that takes
+ * the sandbox over keeps it (a cap's abort must outlive a crash). */
+int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_err *err);
+/* 1 and by/reason filled when the sandbox is aborted, 0 when it is not. */
+int sg_state_abort_load(const char *id, char *by, size_t by_size, char *reason, size_t reason_size);
+void sg_state_abort_clear(const char *id);
+
 /* Whether dir names this state directory (after resolving symlinks): the
  * test of a cgroup's owner mark (cgroup.h) before any cleanup touches it. */
 bool sg_state_is_ours(const char *dir);

@@ -711,6 +711,9 @@ static json_t *sup_abort(sup *s, const char *by, const char *reason)
     s->aborted = true;
     snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
     snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+    sg_err err = {0};
+    if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
+        sg_log_line("supervisor", "%s", err.msg);
     json_t *caps = caps_now(s);
     char detail[300];
     snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
@@ -1868,6 +1871,7 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
             json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
             s->aborted = false;
             s->abort_reason[0] = s->abort_by[0] = '\0';
+            sg_state_abort_clear(s->meta.id);
             capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
             ready_next(s);
             client_send_json(c, SG_CTL_RESULT, r);
@@ -2264,6 +2268,9 @@ static int adopt_init(sup *s, sg_err *err)
             s->next_leaf = n;
     }
     s->exec_num = s->next_exec; /* numbers go on increasing past the old ones */
+    /* An abort outlives the supervisor that made it. */
+    s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
+                                     sizeof s->abort_reason) == 1;
     return 0;
 }
 

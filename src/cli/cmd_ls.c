@@ -1,5 +1,6 @@
 /* sandglass ls: the sandboxes in the state directory and whether their
  * supervisor is alive. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,12 +44,22 @@ int sg_cmd_ls(int argc, char **argv)
         }
         const char *state = m.supervisor_pid == 0 ? "starting"
                             : sg_state_pid_alive(m.supervisor_pid) ? "running" : "dead";
+        /* An aborted session says so, and why (state.h keeps the abort). */
+        char by[32], reason[256];
+        bool aborted = sg_state_abort_load(m.id, by, sizeof by, reason, sizeof reason) == 1;
+        if (aborted && strcmp(state, "running") == 0)
+            state = "aborted";
         if (json) {
             json_t *j = sg_sandbox_meta_json(&m);
             json_object_set_new(j, "state", json_string(state));
+            if (aborted)
+                json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", by, "reason", reason));
             json_array_append_new(arr, j);
         } else {
-            printf("%-14s %-10s %-20s %-20s %s\n", m.id, state, m.learner, m.task ? m.task : "-", m.workspace);
+            printf("%-14s %-10s %-20s %-20s %s", m.id, state, m.learner, m.task ? m.task : "-", m.workspace);
+            if (aborted)
+                printf("  (aborted by %s: %s)", by, reason);
+            printf("\n");
         }
         sg_sandbox_meta_clear(&m);
     }

@@ -69,6 +69,29 @@ try:
         out, err = proc.communicate(timeout=60)
         check("abort", subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "abort",
               ["aborted", "exam over"])
+        # ls says so, and why, not "running".
+        rec = [sb for sb in env.ls() if sb["id"] == a][0]
+        tap.eq((rec["state"], rec.get("abort", {}).get("by")), ("aborted", "operator"),
+               "ls --json: state aborted, by the operator")
+        tap.ok("exam over" in rec.get("abort", {}).get("reason", ""), "ls --json: the reason", json.dumps(rec))
+        text = env.run("ls", check=True).stdout.decode()
+        line = [ln for ln in text.splitlines() if ln.startswith(a)]
+        tap.ok(line and " aborted " in line[0] and "exam over" in line[0], "ls: the line says aborted and why", text)
+        # The abort outlives its supervisor: a new one that takes the
+        # sandbox over still refuses execs.
+        sup = rec["supervisor_pid"]
+        os.kill(sup, 9)
+        tap.ok(wait_for(lambda: not os.path.exists(f"/proc/{sup}/stat")
+                        or open(f"/proc/{sup}/stat").read().split(") ")[1][0] == "Z", 60),
+               "abort: the supervisor is gone")
+        p = env.exec(a, "true")
+        tap.ok(p.returncode != 0 and b"aborted" in p.stderr,
+               "after a takeover the session is still aborted", p.stderr.decode())
+        r = env.run("resume", a, timeout=60)
+        tap.eq(r.returncode, 0, "resume clears it")
+        rec = [sb for sb in env.ls() if sb["id"] == a][0]
+        tap.eq(rec["state"], "running", "ls: running again after resume")
+        tap.eq(env.exec(a, "true").returncode, 0, "execs run again")
 
     @tap.case("rollback --force")
     def _rollback():
