@@ -2176,7 +2176,20 @@ static void sup_destroy(sup *s, client *c)
     }
     uint64_t t0 = sg_now_mono_ns();
     int killed, populated;
-    if (s->cg) {
+    sg_err oerr = {0};
+    sg_cgroup *still = s->cg ? sg_cgroup_open(s->meta.id, &oerr) : NULL;
+    sg_cgroup_free(still);
+    if (s->cg && !still && oerr.code == ENOENT) {
+        /* The cgroup is gone (removed by hand, or by an earlier destroy
+         * that did not finish): nothing can be in it. Destroy stays
+         * idempotent: init, if it lives, goes the way of the rootless
+         * kill, and the rest of the teardown goes on. */
+        size_t left = pidns_kill(s, true, 10000);
+        killed = left ? sg_err_set(&err, ETIMEDOUT, "%zu process(es) survived SIGKILL", left) : 0;
+        populated = left != 0;
+        sg_cgroup_free(s->cg);
+        s->cg = NULL;
+    } else if (s->cg) {
         killed = sg_cgroup_kill(s->cg, NULL, 10000, &err);
         populated = sg_cgroup_populated(s->cg, NULL, &err);
     } else {

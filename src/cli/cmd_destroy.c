@@ -68,15 +68,28 @@ int sg_cmd_destroy(int argc, char **argv)
     sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
     sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res) {
-        if (sg_state_pid_alive(sup) && err.code != ENOENT && err.code != ECONNREFUSED)
-            return sg_cli_fail("destroy", err.msg);
-        /* The supervisor is gone (crashed or killed): clean up from here. */
-        if (sg_cli_cleanup_dead(id, false, &err) < 0)
-            return sg_cli_fail("destroy", err.msg);
+        /* The supervisor is gone (crashed or killed), or it could not
+         * finish (its init or cgroup gone): destroy stays idempotent and
+         * cleans up whatever is left from here, saying what it found. */
+        bool alive = sg_state_pid_alive(sup);
+        if (alive && err.code != ENOENT && err.code != ECONNREFUSED)
+            fprintf(stderr, "sandglass destroy: the supervisor could not destroy %s (%s): cleaning up "
+                    "from here\n", id, err.msg);
+        else
+            fprintf(stderr, "sandglass destroy: the supervisor of %s is not running: cleaning up from "
+                    "here\n", id);
+        sg_err cerr = {0};
+        if (sg_cli_cleanup_dead(id, !json, &cerr) < 0)
+            return sg_cli_fail("destroy", cerr.msg);
         res = json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
                         "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
     } else {
         wait_gone(sup, 10000);
+        json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
+        if (left > 0)
+            fprintf(stderr, "sandglass destroy: %lld captured event%s of %s could not be delivered to the "
+                    "ingest: kept in the state directory's undelivered/%s; deliver them with "
+                    "'sandglass flush %s'\n", (long long)left, left == 1 ? "" : "s", id, id, id);
     }
     if (json) {
         sg_autofree char *s = sg_json_dump(res);

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,15 +84,42 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
     }
 }
 
+/* Moves a sandbox's spool and record to <state>/undelivered/<id>/, as the
+ * supervisor does at a destroy that could not deliver everything. Nothing
+ * to do without a spool. */
+static int keep_spool(const char *id, sg_err *err)
+{
+    sg_autofree char *spool = sg_state_sandbox_path(id, "spool");
+    struct stat st;
+    if (lstat(spool, &st) < 0)
+        return 0;
+    sg_autofree char *udir = sg_state_path("undelivered");
+    sg_autofree char *dst = sg_strdup_printf("%s/%s", udir, id);
+    sg_autofree char *meta = sg_state_sandbox_path(id, "meta.json");
+    sg_autofree char *dmeta = sg_strdup_printf("%s/meta.json", dst);
+    sg_autofree char *dspool = sg_strdup_printf("%s/spool", dst);
+    if (sg_mkdir_p(dst, 0700, err) < 0)
+        return -1;
+    if (rename(spool, dspool) < 0 || rename(meta, dmeta) < 0)
+        return sg_err_sys(err, "cannot keep the spool of sandbox %s in %s", id, dst);
+    fprintf(stderr, "sandglass: sandbox %s: its spool is kept in %s: deliver what the ingest has not "
+            "acknowledged with 'sandglass flush %s'\n", id, dst, id);
+    return 0;
+}
+
 int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
 {
     sg_sandbox_meta m;
     bool have_meta = sg_sandbox_meta_load(id, &m, NULL) == 0;
+    if (verbose && !have_meta)
+        printf("%s: no record (meta.json): removing what is left\n", id);
     if (have_meta && sg_state_pid_alive(m.supervisor_pid)) {
         /* A live supervisor that does not answer: stop it first. */
         kill(m.supervisor_pid, SIGKILL);
         for (int i = 0; i < 200 && sg_state_pid_alive(m.supervisor_pid); i++)
             usleep(5000);
+        if (verbose)
+            printf("%s: its supervisor (pid %d) did not answer: killed\n", id, (int)m.supervisor_pid);
     }
     char mark[SG_CG_OWNER_MAX];
     if (sg_cgroup_owner(id, mark, sizeof mark, NULL) == 1 && !sg_state_is_ours(mark)) {
@@ -116,10 +144,14 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
             return -1;
         }
         sg_cgroup_free(cg);
+        if (verbose)
+            printf("%s: its processes killed, its cgroup empty and removed\n", id);
     } else if (err->code != ENOENT) {
         if (have_meta)
             sg_sandbox_meta_clear(&m);
         return -1;
+    } else if (verbose) {
+        printf("%s: its cgroup was gone already\n", id);
     }
     if (have_meta && m.init_pid > 0 && sg_state_pid_alive(m.init_pid)) {
         /* Without a cgroup (should not happen) the init is killed directly:
@@ -130,6 +162,13 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
         sg_rm_rf(m.workspace, NULL);
     if (have_meta)
         sg_state_uid_release(m.uid, id);
+    /* A captured sandbox's spool may hold events the ingest has not
+     * acknowledged: it is kept for `sandglass flush` (the ingest stores
+     * each seq once, so a resend of delivered ones is harmless). */
+    if (have_meta && m.task && keep_spool(id, err) < 0) {
+        sg_sandbox_meta_clear(&m);
+        return -1;
+    }
     if (have_meta)
         sg_sandbox_meta_clear(&m);
     sg_autofree char *dir = sg_state_sandbox_path(id, NULL);

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""destroy is idempotent: whatever is left of a sandbox (record,
+supervisor, init, cgroups, workspace, spool) it removes, keeping an
+undelivered spool for `sandglass flush`, and it says what it found."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import Env, cgroup_dirs, cgroup_pids, pid_alive, tap, wait_for  # noqa: E402
+
+env = Env()
+
+
+def record(sid):
+    return [sb for sb in env.ls() if sb["id"] == sid][0]
+
+
+def gone(sid):
+    return (not os.path.exists(os.path.join(env.state, "sb", sid))
+            and not any(os.path.isdir(d) for d in cgroup_dirs(sid)))
+
+
+def rmdir_tree(d):
+    for root, dirs, _files in os.walk(d, topdown=False):
+        for x in dirs:
+            os.rmdir(os.path.join(root, x))
+    os.rmdir(d)
+
+
+try:
+    @tap.case("the sandbox's cgroup is gone")
+    def _cgroup_gone():
+        sid = env.create()
+        rec = record(sid)
+        init = rec["init_pid"]
+        for pid in cgroup_pids(sid):
+            os.kill(pid, signal.SIGKILL)
+        tap.ok(wait_for(lambda: not cgroup_pids(sid), 60), "every process of the sandbox was killed by hand")
+        for d in cgroup_dirs(sid):
+            if os.path.isdir(d):
+                rmdir_tree(d)
+        tap.ok(not any(os.path.isdir(d) for d in cgroup_dirs(sid)), "its cgroups were removed by hand")
+        p = env.run("destroy", sid, timeout=120)
+        tap.ok(p.returncode == 0, "destroy succeeds", (p.stdout + p.stderr).decode())
+        tap.ok(gone(sid), "nothing of it is left")
+        tap.ok(not pid_alive(init) and not pid_alive(rec["supervisor_pid"]), "its init and supervisor are gone")
+
+    @tap.case("the supervisor is dead")
+    def _sup_dead():
+        sid = env.create()
+        rec = record(sid)
+        os.kill(rec["supervisor_pid"], signal.SIGKILL)
+        tap.ok(wait_for(lambda: not pid_alive(rec["supervisor_pid"]), 60), "the supervisor was killed")
+        p = env.run("destroy", sid, timeout=120)
+        out = (p.stdout + p.stderr).decode()
+        tap.ok(p.returncode == 0, "destroy succeeds", out)
+        tap.ok("not running" in out and "cleaning up" in out, "destroy says what it found", out)
+        tap.ok(gone(sid) and not pid_alive(rec["init_pid"]), "nothing of it is left")
+        p = env.run("destroy", sid, timeout=60)
+        tap.ok(p.returncode != 0 and sid.encode() in p.stderr, "a second destroy says there is no such sandbox",
+               p.stderr.decode())
+
+    @tap.case("events that could not be delivered")
+    def _undelivered():
+        # An ingest that is not running: the spool keeps everything.
+        sid = env.create("--task", "t", "--ingest", "ws://127.0.0.1:9")
+        env.exec(sid, "echo", "hello")
+        p = env.run("destroy", sid, timeout=120)
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 0, "destroy succeeds", err)
+        tap.ok("could not be delivered" in err and f"sandglass flush {sid}" in err,
+               "destroy says how many events are undelivered and how to deliver them", err)
+        tap.ok(os.path.isdir(os.path.join(env.state, "undelivered", sid)), "the spool is kept for flush")
+finally:
+    env.cleanup()
+tap.done()
