@@ -621,6 +621,16 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
         return close_with(c->wsi, SG_CLOSE_BAD_DATA, "ts is not an RFC 3339 date-time");
     }
     if (v.seq > c->next_seq) {
+        /* Other connections (or nodes) may have stored the stream further
+         * since this one began: ask the store once before calling it a gap. */
+        int64_t contig = c->acked;
+        sg_err qerr;
+        if (sg_store_contiguous(ing->store, c->id->learner, c->id->task, c->id->sandbox, &contig,
+                                &qerr) == 0 &&
+            contig + 1 > c->next_seq)
+            c->next_seq = contig + 1;
+    }
+    if (v.seq > c->next_seq) {
         char msg[124];
         snprintf(msg, sizeof msg, "seq %lld skips ahead: the stream's next seq is %lld",
                  (long long)v.seq, (long long)c->next_seq);
