@@ -91,13 +91,9 @@ static bool ts_reference(const char *ts, size_t len)
     return true;
 }
 
-/* Weak until event.c's ts check is committed (it is being written beside
- * this target): without it the differential is skipped. */
-bool sg_event_ts_valid(const char *ts, size_t len) __attribute__((weak));
-
 static void ts_differential(const char *ts, size_t len)
 {
-    if (sg_event_ts_valid && sg_event_ts_valid(ts, len) != ts_reference(ts, len))
+    if (sg_event_ts_valid(ts, len) != ts_reference(ts, len))
         abort();
 }
 

@@ -13,10 +13,10 @@
  *  - no byte a terminal acts on: no C0 control but that newline, no DEL;
  *  - valid UTF-8 without C1 controls, line or paragraph separators, or
  *    bidirectional marks, embeddings, overrides and isolates.
- * These are checked only when built with -DSG_FUZZ_TIMELINE_STRICT
- * (fuzz/meson.build: timeline_strict); without it only "no crash". The
- * printer at 32af93b prints learner bytes raw and fails them at once; the
- * escaping being written in cmd_events.c passes them. */
+ * These are checked when built with -DSG_FUZZ_TIMELINE_STRICT
+ * (fuzz/meson.build: timeline_strict, on); without it only "no crash".
+ * The printer before 2a43aac printed learner bytes raw and fails them on
+ * the first seed. */
 #include "../src/cli/cmd_events.c"
 
 #include <sys/mman.h>

@@ -2,19 +2,20 @@
  * from the network in an Authorization header.
  *
  * Invariants:
- *  - the input as a token: sg_token_verify accepts it exactly when a
- *    verifier written here from token.h's format does (base64url without
- *    padding or stray bits, HMAC-SHA256 over the claims' text, claims a JSON
- *    object with an integer exp after now and valid l, t, s names; at most
- *    SG_TOKEN_MAX bytes), and then hands out those claims;
+ *  - the input as a token: sg_token_verify and sg_token_verify_read each
+ *    accept it exactly when a verifier written here from token.h's format
+ *    does (base64url without padding or stray bits, HMAC-SHA256 over the
+ *    claims' text, claims a JSON object with an integer exp after now; a
+ *    stream token has no "r" and valid l, t, s names; a read token has
+ *    "r": 1 and each of l, t, s absent or a valid name; at most
+ *    SG_TOKEN_MAX bytes), and then hand out those claims;
  *  - the input signed here as a token's claims: the same agreement, so the
- *    claims checks behind the signature are fuzzed too (claims with an "r"
- *    key, the read tokens being added beside this target, are only run);
+ *    claims checks behind the signature are fuzzed too;
  *  - a token made by the signer (names from the input) verifies until its
  *    exp and not from exp on, with the names it was made for; no mutation
  *    of it (a byte changed anywhere, cut short, extended) verifies, nor does
- *    it under another secret; a read token (when token.c has them) is not a
- *    stream token and a stream token is not a read token. */
+ *    it under another secret; a read token made for the same names is a
+ *    read token with that scope, and neither kind passes for the other. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -24,20 +25,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jsonutil.h"
 #include "limits.h"
 #include "token.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Read tokens are being added to token.c beside this target: weak until
- * they are committed (the checks that use them are skipped without). */
-char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
-                         const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
-    __attribute__((weak));
-int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
-                         int64_t now, sg_token_claims *out, sg_err *err) __attribute__((weak));
 
 static const uint8_t secret[SG_TOKEN_SECRET_LEN] = {
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
@@ -111,10 +105,23 @@ static bool name_ok(const char *s)
     return true;
 }
 
-typedef enum { REFUSED, ACCEPTED, UNKNOWN } verdict;
+typedef enum { REFUSED, ACCEPTED } verdict;
 
-/* token.h's verifier, written again. claims: where to put l, t, s, exp. */
-static verdict reference(const char *tok, int64_t now, sg_token_claims *c)
+/* A scope claim: absent (a read token only, then "") or a valid name. */
+static bool claim(json_t *j, const char *k, bool read, char *dst)
+{
+    json_t *v = json_object_get(j, k);
+    if (!v)
+        return read;
+    const char *s = json_string_value(v);
+    if (!s || !name_ok(s))
+        return false;
+    snprintf(dst, SG_NAME_MAX + 1, "%s", s);
+    return true;
+}
+
+/* token.h's verifiers, written again. c: where to put the claims. */
+static verdict reference(const char *tok, int64_t now, bool read, sg_token_claims *c)
 {
     size_t len = strlen(tok);
     const char *dot = strchr(tok, '.');
@@ -132,21 +139,15 @@ static verdict reference(const char *tok, int64_t now, sg_token_claims *c)
     if (!b64_decode(tok, (size_t)(dot - tok), raw, &rn))
         return REFUSED;
     json_t *j = json_loadb((const char *)raw, rn, JSON_REJECT_DUPLICATES, NULL);
+    json_t *r = json_object_get(j, "r");
     verdict v = REFUSED;
-    if (json_is_object(j) && json_object_get(j, "r")) {
-        v = UNKNOWN; /* a read token's claims: token.c's, not token.h's at HEAD */
-    } else if (json_is_object(j) && json_is_integer(json_object_get(j, "exp"))) {
-        const char *l = json_string_value(json_object_get(j, "l"));
-        const char *t = json_string_value(json_object_get(j, "t"));
-        const char *s = json_string_value(json_object_get(j, "s"));
-        json_int_t exp = json_integer_value(json_object_get(j, "exp"));
-        if (l && t && s && name_ok(l) && name_ok(t) && name_ok(s) && now < exp) {
-            snprintf(c->learner, sizeof c->learner, "%s", l);
-            snprintf(c->task, sizeof c->task, "%s", t);
-            snprintf(c->sandbox, sizeof c->sandbox, "%s", s);
-            c->exp = exp;
-            v = ACCEPTED;
-        }
+    if (json_is_object(j) && json_is_integer(json_object_get(j, "exp")) &&
+        (r ? json_is_integer(r) && json_integer_value(r) == 1 : true) && !r == !read &&
+        claim(j, "l", read, c->learner) && claim(j, "t", read, c->task) &&
+        claim(j, "s", read, c->sandbox) && now < json_integer_value(json_object_get(j, "exp"))) {
+        c->exp = json_integer_value(json_object_get(j, "exp"));
+        c->read = read;
+        v = ACCEPTED;
     }
     json_decref(j);
     return v;
@@ -154,18 +155,20 @@ static verdict reference(const char *tok, int64_t now, sg_token_claims *c)
 
 static void differential(const char *tok)
 {
-    sg_token_claims got, want;
-    memset(&want, 0, sizeof want);
-    sg_err err;
-    verdict v = reference(tok, NOW, &want);
-    int rc = sg_token_verify(secret, tok, NOW, &got, &err);
-    if (v == UNKNOWN)
-        return;
-    if ((rc == 0) != (v == ACCEPTED))
-        abort();
-    if (rc == 0 && (strcmp(got.learner, want.learner) || strcmp(got.task, want.task) ||
-                    strcmp(got.sandbox, want.sandbox) || got.exp != want.exp))
-        abort();
+    for (int read = 0; read < 2; read++) {
+        sg_token_claims got, want;
+        memset(&want, 0, sizeof want);
+        sg_err err;
+        verdict v = reference(tok, NOW, read, &want);
+        int rc = read ? sg_token_verify_read(secret, tok, NOW, &got, &err)
+                      : sg_token_verify(secret, tok, NOW, &got, &err);
+        if ((rc == 0) != (v == ACCEPTED))
+            abort();
+        if (rc == 0 && (strcmp(got.learner, want.learner) || strcmp(got.task, want.task) ||
+                        strcmp(got.sandbox, want.sandbox) || got.exp != want.exp ||
+                        got.read != want.read))
+            abort();
+    }
 }
 
 /* Signs body bytes as the claims of a token. */
@@ -221,7 +224,7 @@ static void round_trip(const uint8_t *data, size_t size)
         abort();
     if (verifies(tok, exp) || verifies(tok, INT64_MAX))
         abort(); /* expired */
-    if (sg_token_verify_read && sg_token_verify_read(secret, tok, exp - 1, &c, &err) == 0)
+    if (sg_token_verify_read(secret, tok, exp - 1, &c, &err) == 0)
         abort(); /* a stream token read */
     uint8_t other[SG_TOKEN_SECRET_LEN];
     memcpy(other, secret, sizeof other);
@@ -248,12 +251,17 @@ static void round_trip(const uint8_t *data, size_t size)
     if (verifies(tok, exp - 1))
         abort(); /* cut short */
     free(tok);
-    if (sg_token_make_read) {
-        char *rt = sg_token_make_read(secret, NULL, NULL, NULL, 60, &err);
-        if (!rt || verifies(rt, 0))
-            abort(); /* a read token streams */
-        free(rt);
-    }
+    /* A read token for the same names (some left out: unscoped). */
+    const char *scope[3];
+    for (int i = 0; i < 3; i++)
+        scope[i] = size && (data[0] >> i) & 1 ? "" : names[i];
+    char *rt = sg_token_make_read(secret, scope[0], scope[1], scope[2], 60, &err);
+    int64_t now = (int64_t)time(NULL);
+    if (!rt || verifies(rt, now) || sg_token_verify_read(secret, rt, now, &c, &err) != 0 ||
+        !c.read || strcmp(c.learner, scope[0]) || strcmp(c.task, scope[1]) ||
+        strcmp(c.sandbox, scope[2]))
+        abort(); /* a read token streams, or lost its scope */
+    free(rt);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
