@@ -686,11 +686,14 @@ static void cache_note(scan *s, const struct stat *sb, const git_oid *oid, bool 
  * by its data extents: holes are skipped, never read, so the work is the
  * file's data, not its apparent size. *complete is false when the file
  * shrank while being read. */
-static int read_extents(int fd, char *buf, size_t size, bool *complete)
+static int read_extents(int fd, char *buf, size_t size, bool sparse, bool *complete)
 {
     off_t off = 0, end = (off_t)size;
     while (off < end) {
-        off_t d = lseek(fd, off, SEEK_DATA);
+        /* A file with as many blocks as bytes has no hole: one read. */
+        off_t d = sparse ? lseek(fd, off, SEEK_DATA) : -1;
+        if (!sparse)
+            errno = EINVAL;
         if (d < 0 && errno == ENXIO)
             break; /* a hole to the end */
         off_t h = -1;
@@ -793,7 +796,8 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
     s->read_bytes += size;
     bool complete = true;
     sg_autofree char *buf = sg_xcalloc(size ? size : 1, 1);
-    if (read_extents(fd, buf, size, &complete) < 0)
+    bool sparse = (uint64_t)fst.st_blocks * 512 < (uint64_t)fst.st_size;
+    if (read_extents(fd, buf, size, sparse, &complete) < 0)
         return sg_err_sys(s->err, "reading %s", s->path.p);
     /* A file written while we read is captured as read; not cached. */
     if (put_obj(st, s->write, &k->oid, buf, size, GIT_OBJECT_BLOB, s->err) < 0)
