@@ -7,6 +7,9 @@
  *
  *   BEGIN; COPY rows into a per-connection temp table (ON COMMIT DELETE ROWS);
  *   pg_advisory_xact_lock(PUT) -- ids commit in id order, see below;
+ *   sg_store_append only: read each batch stream's highest seq, and the
+ *   stored content of the seqs at or below it (resends); judge the order
+ *   rule (store.h) on those facts; delete what is not new from the batch;
  *   INSERT INTO sg_events SELECT ... ORDER BY key ON CONFLICT DO NOTHING;
  *   upsert the batch's streams, lock them FOR UPDATE in key order;
  *   advance each stream's watermark over the contiguous run of seqs above it
@@ -323,26 +326,46 @@ static int pg_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *in
     return r;
 }
 
-/* The order rule's facts for every batch row, read after the PUT lock so
- * that every row another node committed is seen: the stream's highest
- * seq, and whether the row's seq is stored and identical. */
-static const char judge_sql[] =
-    "SELECT b.n, (SELECT max(e.seq) FROM sg_events e WHERE e.learner = b.learner"
-    " AND e.task = b.task AND e.sandbox = b.sandbox),"
-    " (SELECT e.kind = b.kind AND e.payload = b.payload FROM sg_events e"
-    " WHERE e.learner = b.learner AND e.task = b.task AND e.sandbox = b.sandbox"
-    " AND e.seq = b.seq) FROM sg_batch b";
+/* The order rule's facts, read after the PUT lock so that every row
+ * another node committed is seen. First each stream's highest seq (one
+ * index probe per stream); then, only for rows at or below it (resends),
+ * whether the stored row has the same content. */
+static const char maxes_sql[] =
+    "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ");"
+    "SELECT d.learner, d.task, d.sandbox, (SELECT max(e.seq) FROM sg_events e"
+    " WHERE e.learner = d.learner AND e.task = d.task AND e.sandbox = d.sandbox)"
+    " FROM (SELECT DISTINCT learner, task, sandbox FROM sg_batch) d";
+static const char same_sql[] =
+    "SELECT b.n, e.kind = b.kind AND e.payload = b.payload FROM sg_batch b JOIN sg_events e"
+    " ON e.learner = b.learner AND e.task = b.task AND e.sandbox = b.sandbox AND e.seq = b.seq"
+    " WHERE b.n = ANY ($1::bigint[])";
 
-typedef struct pg_fact {
-    int64_t max;   /* -1: none */
-    int same;      /* -1 absent, 0 differs, 1 identical */
-} pg_fact;
+typedef struct pg_facts {
+    PGresult *maxes;   /* learner, task, sandbox, max (NULL: none) */
+    int last;          /* the maxes row found last (rows come in runs) */
+    int8_t *same;      /* per row: -1 not stored, 0 differs, 1 same */
+} pg_facts;
+
+/* The highest stored seq of rows[i]'s stream. */
+static int64_t facts_max(pg_facts *f, const sg_store_row *r)
+{
+    int n = PQntuples(f->maxes);
+    for (int k = 0; k < n; k++) {
+        int j = (f->last + k) % n;
+        if (strcmp(PQgetvalue(f->maxes, j, 0), r->learner) == 0 &&
+            strcmp(PQgetvalue(f->maxes, j, 1), r->task) == 0 &&
+            strcmp(PQgetvalue(f->maxes, j, 2), r->sandbox) == 0) {
+            f->last = j;
+            return PQgetisnull(f->maxes, j, 3) ? -1 : strtoll(PQgetvalue(f->maxes, j, 3), NULL, 10);
+        }
+    }
+    return -1;
+}
 
 static int fact_max(void *ctx, const sg_store_row *rows, size_t i, int64_t *max, sg_err *err)
 {
-    (void)rows;
     (void)err;
-    *max = ((pg_fact *)ctx)[i].max;
+    *max = facts_max(ctx, &rows[i]);
     return 0;
 }
 
@@ -350,11 +373,41 @@ static int fact_stored(void *ctx, const sg_store_row *rows, size_t i, int *same,
 {
     (void)rows;
     (void)err;
-    *same = ((pg_fact *)ctx)[i].same;
+    *same = ((pg_facts *)ctx)->same[i];
     return 0;
 }
 
 static const sg_store_judge_ops pg_judge = {fact_max, fact_stored};
+
+/* Runs sql (several statements); the last statement's rows, or NULL. */
+static PGresult *exec_last_rows(pg_store *s, const char *sql, const char *what, sg_err *err)
+{
+    if (!PQsendQuery(s->conn, sql)) {
+        pg_fail(s, err, what, NULL);
+        return NULL;
+    }
+    PGresult *res, *last = NULL;
+    bool bad = false;
+    while ((res = PQgetResult(s->conn))) {
+        ExecStatusType st = PQresultStatus(res);
+        if (!bad && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            pg_fail(s, err, what, PQresultErrorMessage(res));
+            bad = true;
+        }
+        if (last)
+            PQclear(last);
+        last = res;
+    }
+    if (!bad && (!last || PQresultStatus(last) != PGRES_TUPLES_OK)) {
+        pg_fail(s, err, what, NULL);
+        bad = true;
+    }
+    if (bad) {
+        PQclear(last);
+        return NULL;
+    }
+    return last;
+}
 
 static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
                        size_t *inserted, sg_err *err)
@@ -363,56 +416,72 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
         return -1;
     if (exec_all(s, "BEGIN", "begin", -1, NULL, err) < 0)
         return -1;
-    sg_autofree pg_fact *facts = calloc(n, sizeof *facts);
-    sg_autofree char *drop = NULL;
+    pg_facts f = {0};
+    sg_autofree int8_t *same = malloc(n);
+    sg_autofree char *list = NULL;
     size_t added = 0;
-    if (!facts) {
+    if (!same) {
         sg_err_set(err, ENOMEM, "out of memory");
         goto fail;
     }
+    memset(same, -1, n);
+    f.same = same;
     if (copy_rows(s, rows, n, err) < 0 ||
-        exec_all(s, "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ")", "lock", -1, NULL, err) < 0)
+        !(f.maxes = exec_last_rows(s, maxes_sql, "highest seqs", err)))
         goto fail;
-    {
-        pg_autoclear PGresult *r = PQexec(s->conn, judge_sql);
+    /* Resends: rows at or below their stream's highest seq. */
+    size_t cap = 4 + n * 21, o = 0, nres = 0;
+    list = malloc(cap);
+    if (!list) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        goto fail;
+    }
+    o += (size_t)snprintf(list, cap, "{");
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].seq <= facts_max(&f, &rows[i]))
+            o += (size_t)snprintf(list + o, cap - o, "%s%zu", nres++ ? "," : "", i);
+    snprintf(list + o, cap - o, "}");
+    if (nres > 0) {
+        const char *params[] = {list};
+        pg_autoclear PGresult *r =
+            PQexecParams(s->conn, same_sql, 1, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            pg_fail(s, err, "judge seqs", PQresultErrorMessage(r));
+            pg_fail(s, err, "stored rows", PQresultErrorMessage(r));
             goto fail;
         }
         for (int k = 0; k < PQntuples(r); k++) {
             unsigned long long i = strtoull(PQgetvalue(r, k, 0), NULL, 10);
-            if (i >= n)
-                continue;
-            facts[i].max = PQgetisnull(r, k, 1) ? -1 : strtoll(PQgetvalue(r, k, 1), NULL, 10);
-            facts[i].same = PQgetisnull(r, k, 2) ? -1 : PQgetvalue(r, k, 2)[0] == 't';
+            if (i < n)
+                same[i] = PQgetvalue(r, k, 1)[0] == 't';
         }
     }
-    if (sg_store_judge(rows, n, verdicts, &pg_judge, facts, err) < 0)
+    if (sg_store_judge(rows, n, verdicts, &pg_judge, &f, err) < 0)
         goto fail;
     /* What is not new leaves the batch before the insert. */
+    o = 0;
     size_t ndrop = 0;
+    o += (size_t)snprintf(list, cap, "{");
     for (size_t i = 0; i < n; i++)
-        ndrop += verdicts[i] != SG_STORE_NEW;
+        if (verdicts[i] != SG_STORE_NEW)
+            o += (size_t)snprintf(list + o, cap - o, "%s%zu", ndrop++ ? "," : "", i);
+    snprintf(list + o, cap - o, "}");
     if (ndrop > 0) {
-        size_t cap = 32 + ndrop * 21, o = 0;
-        drop = malloc(cap);
-        if (!drop) {
-            sg_err_set(err, ENOMEM, "out of memory");
+        const char *params[] = {list};
+        pg_autoclear PGresult *r = PQexecParams(
+            s->conn, "DELETE FROM sg_batch WHERE n = ANY ($1::bigint[])", 1, NULL, params, NULL,
+            NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            pg_fail(s, err, "drop refused rows", PQresultErrorMessage(r));
             goto fail;
         }
-        o += (size_t)snprintf(drop + o, cap - o, "DELETE FROM sg_batch WHERE n IN (");
-        for (size_t i = 0, k = 0; i < n; i++)
-            if (verdicts[i] != SG_STORE_NEW)
-                o += (size_t)snprintf(drop + o, cap - o, "%s%zu", k++ ? "," : "", i);
-        snprintf(drop + o, cap - o, ")");
-        if (exec_all(s, drop, "drop refused rows", -1, NULL, err) < 0)
-            goto fail;
     }
     if (exec_all(s, put_sql, "insert", 1, &added, err) < 0)
         goto fail;
+    PQclear(f.maxes);
     *inserted = added;
     return 0;
 fail:
+    PQclear(f.maxes);
     if (!conn_lost(s)) {
         sg_err dummy;
         exec_all(s, "ROLLBACK", "rollback", -1, NULL, &dummy);
