@@ -50,10 +50,14 @@ try:
             tap.skip("a stopped ready child", "no sandglass-exec in this build (ASan builds have none)")
             return
         # Stop it from inside, as the learner can, and look at the state.
+        # The ready child for the exec after this one is made while this
+        # one starts: wait for it to appear (it is this exec's own process
+        # that was the ready child a moment ago).
         p = env.exec(sid, "/bin/sh", "-c",
-                     "for p in /proc/[0-9]*; do "
+                     "i=0; while [ $i -lt 1200 ]; do for p in /proc/[0-9]*; do "
                      "[ \"$(cat $p/comm 2>/dev/null)\" = sandglass-ready ] && kill -STOP ${p#/proc/} && "
-                     "echo ${p#/proc/} $(cut -d' ' -f3 $p/stat); done; true")
+                     "echo ${p#/proc/} $(cut -d' ' -f3 $p/stat) && exit 0; done; sleep 0.05; i=$((i+1)); "
+                     "done; exit 1")
         words = p.stdout.split()
         tap.ok(len(words) == 2, "the learner stopped the ready child", repr(p.stdout))
         if len(words) != 2:
