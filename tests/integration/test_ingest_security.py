@@ -303,7 +303,7 @@ def _limits():
         code, body = http(lim.port, "/healthz")
         tap.ok(code == 200, "/healthz answers another address meanwhile", f"{code} {body}")
         code, body = http(lim.port, "/healthz", src="127.0.0.2")
-        tap.ok(code == 0 or code != 200, "that address itself gets no 41st connection", f"{code} {body}")
+        tap.ok(code != 200, "that address itself gets no 41st connection", f"{code} {body}")
         # Slow handshakes are timed out by the server.
         tap.ok(all(closed_by_server(s) for s in mine[:40]),
                "half-open connections are closed by the server (handshake timeout)")
