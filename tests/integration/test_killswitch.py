@@ -23,13 +23,6 @@ def meta(sid: str) -> dict:
 def _():
     sid = env.create()
     env.sh(sid, "setsid sh -c 'sleep 1000 & sleep 1000 &' & (nohup sleep 999 >/dev/null 2>&1 &); exit 0")
-    # an exec still running, and a fork bomb in progress: its processes wait
-    # for their children, so it stays at the limit (pids.max) until killed
-    running = subprocess.Popen([SANDGLASS, "exec", sid, "--", "sleep", "1001"], env=env.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    bomb = subprocess.Popen([SANDGLASS, "exec", sid, "--", "/bin/sh", "-c",
-                             "bomb() { bomb & bomb & wait; }; bomb 2>/dev/null"],
-                            env=env.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     init = meta(sid)["init_pid"]
 
     def running_now() -> dict[str, int]:
@@ -37,11 +30,22 @@ def _():
         return {"sleep 1000": len(pids_running(pids, "sleep 1000")), "sleep 999": len(pids_running(pids, "sleep 999")),
                 "sleep 1001": len(pids_running(pids, "sleep 1001")),
                 "bomb": len([x for x in pids if "bomb()" in cmdline(x) and pid_alive(x)])}
-    # Every kind of process is there before the abort (setsid, nohup, the
-    # in-flight exec, the bomb well under way).
+    # One kind after the other, each seen from the host before the next
+    # starts (the bomb, at the pids limit, would stop the others' forks).
+    await_true(lambda: (lambda r: r["sleep 1000"] == 2 and r["sleep 999"] == 1)(running_now()),
+               "escapers run: setsid, nohup", timeout=60, diag=lambda: repr(running_now()))
+    # an exec still running, and a fork bomb in progress: its processes wait
+    # for their children, so it stays at the limit (pids.max) until killed
+    running = subprocess.Popen([SANDGLASS, "exec", sid, "--", "sleep", "1001"], env=env.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    await_true(lambda: running_now()["sleep 1001"] == 1, "an exec is in flight", timeout=60,
+               diag=lambda: repr(running_now()))
+    bomb = subprocess.Popen([SANDGLASS, "exec", sid, "--", "/bin/sh", "-c",
+                             "bomb() { bomb & bomb & wait; }; bomb 2>/dev/null"],
+                            env=env.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await_true(lambda: (lambda r: r["sleep 1000"] == 2 and r["sleep 999"] == 1 and r["sleep 1001"] == 1
                         and r["bomb"] >= 50)(running_now()),
-               "user processes are running: setsid, nohup, an in-flight exec, a fork bomb", timeout=60,
+               "and a fork bomb is well under way, the others still there", timeout=60,
                diag=lambda: repr(running_now()))
     before = cgroup_pids(sid) - {init}
     p = env.run("abort", sid, "--reason", "student left", "--json")
