@@ -1086,8 +1086,13 @@ static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_
     /* "more": the page stopped at its row or byte bound, not at the end;
      * the client continues after the last row's id (or seq). */
     bool more = cut || json_array_size(events) >= q.limit;
-    return http_answer(wsi, req, HTTP_STATUS_OK,
-                       json_pack("{s:o, s:b}", "events", events, "more", more));
+    json_t *ans = json_pack("{s:o, s:b}", "events", events, "more", more);
+    json_t *last = json_array_get(events, json_array_size(events) - 1);
+    if (ans && more && last) { /* where the next page starts */
+        json_object_set(ans, "next_after_id", json_object_get(last, "id"));
+        json_object_set(ans, "next_after_seq", json_object_get(last, "seq"));
+    }
+    return http_answer(wsi, req, HTTP_STATUS_OK, ans);
 }
 
 /* /v1/sandboxes: the streams within the token's scope. */

@@ -11,9 +11,11 @@
  *        "Authorization: Bearer T" (401 without one, 403 out of its scope):
  *        /v1/sandboxes, /v1/stats (operator token only),
  *        /v1/events?learner=&task=&sandbox=&after_seq=&after_id=&limit=
- *        -> {"events": [...], "more": bool}. A page holds at most limit
- *        (<= 1000) events and about 4 MiB of payloads; "more" says to ask
- *        again after the last event's id (or seq). A read token scoped to a
+ *        -> {"events": [...], "more": bool[, "next_after_id": N,
+ *        "next_after_seq": N]}. A page holds at most limit (<= 1000)
+ *        events and about 4 MiB of payloads; "more" says to ask again with
+ *        after_id = next_after_id (paging by id) or after_seq =
+ *        next_after_seq (one stream, by seq). A read token scoped to a
  *        learner, task or sandbox fills in that filter; a query naming
  *        another is refused with 403. A filter value that is too long or
  *        given twice is refused with 400.

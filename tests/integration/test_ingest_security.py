@@ -196,9 +196,13 @@ def _pages():
     tap.eq(c.wait_ack(n - 1), n - 1, "40 large events stored")
     c.close()
     code, body = http(ing.port, "/v1/events?sandbox=big", read_token(state))
-    tap.ok(code == 200 and 0 < len(body["events"]) < n and body["more"] is True,
-           "/v1/events answers a byte-bounded page with more=true",
+    tap.ok(code == 200 and 0 < len(body["events"]) < n and body["more"] is True
+           and body["next_after_seq"] == body["events"][-1]["seq"],
+           "/v1/events answers a byte-bounded page with more=true and where to go on",
            f"{code} {len(body['events']) if isinstance(body, dict) and 'events' in body else body}")
+    code, body2 = http(ing.port, f"/v1/events?sandbox=big&after_seq={body['next_after_seq']}", read_token(state))
+    tap.ok(code == 200 and body2["events"][0]["seq"] == body["next_after_seq"] + 1,
+           "the next page starts after it", f"{code}")
     p = run("events", "--sandbox", "big", "--json", "--ingest", f"http://127.0.0.1:{ing.port}", state=state)
     got = [json.loads(l)["seq"] for l in p.stdout.splitlines()]
     tap.ok(p.returncode == 0 and got == list(range(n)), "sandglass events pages through all of them",
