@@ -155,12 +155,26 @@ def status_of(pid: int) -> dict[str, str]:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
 
 
+EXEC_STUB = os.path.join(os.path.dirname(os.path.realpath(SANDGLASS_PATH)), "sandglass-exec")
+
+
 def ready_child(r: str, init: int) -> int:
-    """The one process waiting besides init (the ready child), 0 when the
-    wait for it failed (a failed check then)."""
-    ok = await_true(lambda: len(cgroup_pids(r) - {init}) == 1 and comm(next(iter(cgroup_pids(r) - {init}))) in
-                    ("sandglass-ready", "sandglass-init"),
-                    "between execs, one process waits besides init", timeout=60,
+    """The one process waiting besides init (the ready child), once it is
+    done preparing: its last step is the execve of sandglass-exec where the
+    build has it, else adding its clone3 rule (a second seccomp filter).
+    0 when the wait failed (a failed check then)."""
+    def waiting() -> bool:
+        rest = cgroup_pids(r) - {init}
+        if len(rest) != 1:
+            return False
+        pid = next(iter(rest))
+        if os.path.exists(EXEC_STUB):
+            return comm(pid) == "sandglass-ready"
+        try:
+            return status_of(pid).get("Seccomp_filters") == "2"
+        except OSError:
+            return False
+    ok = await_true(waiting, "between execs, one process waits besides init, ready", timeout=60,
                     diag=lambda: repr([(x, comm(x)) for x in cgroup_pids(r)]))
     return (cgroup_pids(r) - {init}).pop() if ok else 0
 
@@ -186,7 +200,7 @@ def _():
            json.dumps({"init": ist.get("Seccomp_filters"), "ready": st.get("Seccomp_filters")}))
     tap.eq(os.stat(f"/proc/{ready}/mem").st_uid, 0,
            "it is not dumpable: the user's other processes cannot write into it")
-    stub = os.path.join(os.path.dirname(os.path.realpath(SANDGLASS_PATH)), "sandglass-exec")
+    stub = EXEC_STUB
     if not os.path.exists(stub):
         # Sanitizer and fuzz builds have no musl: the ready child waits as a
         # copy of init (README), which is all there is to see.
