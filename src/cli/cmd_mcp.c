@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,21 +81,44 @@ static void io_send(void *ud, const char *msg, size_t len)
     }
 }
 
-/* The bytes a command reads on stdin, as a read-only file descriptor. */
+/* The bytes a command reads on stdin, as the read end of a pipe: only
+ * pipes cross into a sandbox (docs/SECURITY.md). The pipe is made large
+ * enough to hold them all when it can be (root may pass pipe-max-size);
+ * else a writer process, detached from us, feeds it, so that a command
+ * reading slowly never blocks the session's loop. */
 static int input_fd(const char *buf, size_t len, sg_err *err)
 {
-    sg_autoclose int fd = memfd_create("sandglass-mcp-input", MFD_CLOEXEC);
-    if (fd < 0)
-        return sg_err_sys(err, "memfd_create");
-    if (sg_write_all(fd, buf, len) < 0)
-        return sg_err_sys(err, "cannot buffer the input");
-    char p[64];
-    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-    /* Read-only: the command cannot write into our copy. */
-    int ro = open(p, O_RDONLY | O_CLOEXEC);
-    if (ro < 0)
-        return sg_err_sys(err, "cannot reopen the input");
-    return ro;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "cannot make a pipe for the input");
+    sg_autoclose int rd = p[0], wr = p[1];
+    int cap = fcntl(wr, F_GETPIPE_SZ);
+    if (len > (size_t)(cap > 0 ? cap : 0) && len <= INT32_MAX)
+        cap = fcntl(wr, F_SETPIPE_SZ, (int)len);
+    if (cap >= 0 && len <= (size_t)cap) {
+        if (sg_write_all(wr, buf, len) < 0)
+            return sg_err_sys(err, "cannot buffer the input");
+        return sg_steal_fd(&rd);
+    }
+    pid_t mid = fork();
+    if (mid < 0)
+        return sg_err_sys(err, "cannot start the input's writer");
+    if (mid == 0) {
+        /* Double fork: the writer is nobody's child to reap. */
+        if (fork() == 0) {
+            /* Holds nothing of the session but the pipe: not the client's
+             * stdio, not a control socket. */
+            int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+            if (null < 0 || dup2(wr, 3) < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+                _exit(1);
+            syscall(SYS_close_range, 4, ~0U, 0); /* musl has no close_range() */
+            signal(SIGPIPE, SIG_IGN);
+            _exit(sg_write_all(3, buf, len) < 0 ? 1 : 0);
+        }
+        _exit(0);
+    }
+    waitpid(mid, NULL, 0);
+    return sg_steal_fd(&rd);
 }
 
 static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
