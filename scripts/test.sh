@@ -133,7 +133,8 @@ if CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" 
     seeds="fuzz/corpus/${name#fuzz_}"
     [ -d "$seeds" ] && cp -n "$seeds"/* "build-fuzz/corpus-$name/" 2>/dev/null
     if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-       "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1 &&
+       "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" -artifact_prefix="build-fuzz/$name-" \
+            "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1 &&
        ! grep -qE 'runtime error:|Sanitizer' "build-fuzz/$name.log"; then
       passed=$((passed + 1)); echo "  [fuzz] OK       $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"
     else
@@ -141,6 +142,13 @@ if CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" 
     fi
   done
   if [ "$nfuzz" = 0 ]; then failed=$((failed + 1)); echo "  [fuzz] FAIL     no fuzz target was built"; fi
+  # Every target in fuzz/ was built and run (a target left out of
+  # fuzz/meson.build would otherwise never run).
+  for src in fuzz/fuzz_*.c; do
+    t=$(basename "$src" .c)
+    if [ ! -x "build-fuzz/fuzz/$t" ]; then failed=$((failed + 1)); echo "  [fuzz] FAIL     $t: in fuzz/ but not built"; fi
+  done
+  rm -f /dev/shm/sg-fuzz-* 2>/dev/null  # what a crashed target left behind
 else
   failed=$((failed + 1)); echo "fuzz build failed (or is not a fuzz build)"
 fi
