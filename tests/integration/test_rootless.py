@@ -146,7 +146,7 @@ try:
         # A timeout kills its exec's session; an escaper from it (setsid)
         # survives until abort or destroy (README).
         init = m["init_pid"]
-        ex = spawn("exec", sid, "--json", "--timeout", "10", "--", "/bin/sh", "-c",
+        ex = spawn("exec", sid, "--json", "--timeout", "30", "--", "/bin/sh", "-c",
                    "setsid sleep 701 </dev/null >/dev/null 2>&1 & exec sleep 700")
         await_true(lambda: running(init, "sleep 700") and running(init, "sleep 701"),
                    "the timed exec and its escaper run", timeout=60,

@@ -339,10 +339,11 @@ def _():
            "a reused leaf's CPU time starts from zero for each exec", repr((busy["cpu_s"], res["cpu_s"])))
     # A leaf killed through cgroup.kill (here: the exec's timeout) is never
     # reused: the kernel would SIGKILL at birth every child cloned into it.
-    # The host finds the exec's leaf while it runs (no race with the timeout
-    # on a slow machine: 10 s is only how long the test waits).
+    # The host finds the exec's leaf while it runs: the timeout need only
+    # outlast the start of one sleep on a loaded machine (the test then
+    # waits it out).
     before_leaves = exec_leaves(r)
-    proc = subprocess.Popen([SANDGLASS, "exec", "--timeout", "10", r, "--", "sleep", "601"], env=env.env,
+    proc = subprocess.Popen([SANDGLASS, "exec", "--timeout", "30", r, "--", "sleep", "601"], env=env.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def leaf_of_601() -> list[str]:
