@@ -953,6 +953,40 @@ static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *er
     return 0;
 }
 
+/* Whether a --to names a checkpoint by (a prefix of) its id. */
+static bool is_hex_prefix(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 4 || n > SG_CHECKPOINT_ID_LEN)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* The newest checkpoint labelled exactly label. */
+static int label_target(sup *s, const char *label, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+{
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    ckpt_flush_labels(s);
+    int rc = sg_ckptc_list(s->ckpt, &v, &n, err);
+    ckpt_used(s);
+    if (rc < 0)
+        return -1;
+    for (size_t i = n; i-- > 0;) {
+        if (v[i].label && strcmp(v[i].label, label) == 0) {
+            memcpy(out, v[i].id, SG_CHECKPOINT_ID_LEN + 1);
+            sg_checkpoint_infos_free(v, n);
+            return 0;
+        }
+    }
+    sg_checkpoint_infos_free(v, n);
+    return sg_err_set(err, ENOENT, "no checkpoint with the id or label '%.100s' (see 'sandglass checkpoints')",
+                      label);
+}
+
 static void sup_rollback(sup *s, client *c, json_t *req)
 {
     sg_err err = {0};
@@ -966,6 +1000,13 @@ static void sup_rollback(sup *s, client *c, json_t *req)
     char latest[SG_CHECKPOINT_ID_LEN + 1];
     if (!to) {
         if (default_target(s, latest, &err) < 0) {
+            client_error(c, err.msg);
+            return;
+        }
+        to = latest;
+    } else if (!is_hex_prefix(to)) {
+        /* Not an id: the newest checkpoint with that label. */
+        if (label_target(s, to, latest, &err) < 0) {
             client_error(c, err.msg);
             return;
         }
@@ -990,6 +1031,14 @@ static void sup_rollback(sup *s, client *c, json_t *req)
     if (dry) {
         client_send_json(c, SG_CTL_RESULT, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
                                                      "running_execs", (json_int_t)running, "restored", 0));
+        c->close_after_flush = true;
+        client_flush(c);
+        return;
+    }
+    if (n == 0 && !running) {
+        /* Nothing to restore: no safety checkpoint, no kill. */
+        client_send_json(c, SG_CTL_RESULT, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
+                                                     "changed", (json_int_t)0, "restored", 0));
         c->close_after_flush = true;
         client_flush(c);
         return;

@@ -11,14 +11,58 @@
 #include "cmds.h"
 #include "common.h"
 #include "jsonutil.h"
+#include "limits.h"
 #include "state.h"
 #include "util.h"
 
-static int print_result(json_t *res, bool json)
+/* The reason without the "by: " the supervisor puts before it. */
+static const char *bare_reason(json_t *res)
 {
-    sg_autofree char *s = json ? sg_json_dump(res) : json_dumps(res, JSON_INDENT(2));
-    printf("%s\n", s);
-    return 0;
+    const char *by = json_string_value(json_object_get(res, "by"));
+    const char *r = json_string_value(json_object_get(res, "reason"));
+    size_t n = by ? strlen(by) : 0;
+    if (r && n && strncmp(r, by, n) == 0 && r[n] == ':' && r[n + 1] == ' ')
+        return r + n + 2;
+    return r ? r : "";
+}
+
+/* The abort record in words: who, why, what was killed, the proof. */
+static void print_abort(const char *id, json_t *res)
+{
+    json_t *rb = json_object_get(res, "rollback");
+    if (json_is_true(json_object_get(res, "already"))) {
+        printf("%s was already aborted (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")),
+               bare_reason(res));
+    } else {
+        json_t *proof = json_object_get(res, "proof");
+        printf("aborted %s (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")),
+               bare_reason(res));
+        printf("  execs killed: %zu, processes killed: %lld\n",
+               json_array_size(json_object_get(res, "execs_killed")),
+               (long long)json_integer_value(json_object_get(res, "processes_killed")));
+        if (proof)
+            printf("  proof: the cgroup holds only init: %s (checked in %.1f ms)\n",
+                   json_is_true(json_object_get(proof, "cgroup_holds_only_init")) ? "yes" : "NO",
+                   json_number_value(json_object_get(proof, "kill_ms")));
+    }
+    if (rb)
+        printf("  rolled back to %.12s\n", json_string_value(json_object_get(rb, "to")) ? json_string_value(json_object_get(rb, "to")) : "?");
+}
+
+static void abort_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sandglass abort ID [--reason TEXT] [--destroy | --rollback] [--json]\n"
+        "\n"
+        "The kill switch: refuses new execs, kills every process of the sandbox but\n"
+        "its init (escapers and fork bombs included), proves the cgroup holds only\n"
+        "init, and records a session_abort event. The sandbox stays for inspection,\n"
+        "rollback or 'sandglass resume' unless --destroy. ID may be a unique prefix.\n"
+        "\n"
+        "  --reason TEXT   why (at most 200 characters; default: \"abort requested\")\n"
+        "  --destroy       destroy the sandbox after the abort\n"
+        "  --rollback      then restore the workspace to the newest checkpoint\n"
+        "  --json          print one JSON object (with --destroy: its proof under \"destroy\")\n");
 }
 
 int sg_cmd_abort(int argc, char **argv)
@@ -40,26 +84,26 @@ int sg_cmd_abort(int argc, char **argv)
         case 'r': reason = optarg; break;
         case 'd': destroy = true; break;
         case 'b': rollback = true; break;
-        case 'j': json = true; break;
+        case 'j':
+            json = true;
+            sg_cli_json_errors(true);
+            break;
         case 'h':
-            printf("usage: sandglass abort ID [--reason TEXT] [--destroy] [--rollback] [--json]\n");
+            abort_usage(stdout);
             return 0;
-        default: {
-            char msg[128];
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s'", argv[optind - 1]);
-            return sg_cli_fail("abort", msg);
-        }
+        default:
+            return sg_cli_usage("abort", "unknown option, or one without its value: '%s'", argv[optind - 1]);
         }
     }
     if (optind != argc - 1)
-        return sg_cli_fail("abort", "takes exactly one sandbox id");
-    const char *id = argv[optind];
+        return sg_cli_usage("abort", optind >= argc ? "missing sandbox id" : "takes exactly one sandbox id");
     if (destroy && rollback)
-        return sg_cli_fail("abort", "--destroy and --rollback exclude each other");
+        return sg_cli_usage("abort", "--destroy and --rollback exclude each other");
     if (reason && strlen(reason) > 200)
-        return sg_cli_fail("abort", "--reason is longer than 200 characters");
+        return sg_cli_usage("abort", "--reason is longer than 200 characters");
     sg_err err = {0};
-    if (!sg_state_dir(&err))
+    char id[SG_ID_LEN + 1];
+    if (!sg_state_dir(&err) || sg_cli_resolve_id(argv[optind], id, &err) < 0)
         return sg_cli_fail("abort", err.msg);
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(id, &m, &err) < 0)
@@ -81,30 +125,70 @@ int sg_cmd_abort(int argc, char **argv)
             return sg_cli_fail("abort", err.msg);
         json_object_set_new(res, "rollback", r2);
     }
-    print_result(res, json);
     if (destroy) {
-        char *dargv[] = {"destroy", (char *)id, NULL};
-        return sg_cmd_destroy(2, dargv);
+        json_t *d = sg_cli_destroy(id, !json, &err);
+        if (!d) {
+            if (json) {
+                sg_autofree char *s = sg_json_dump(res);
+                printf("%s\n", s);
+            } else {
+                print_abort(id, res);
+            }
+            return sg_cli_fail("abort", err.msg);
+        }
+        json_object_set_new(res, "destroy", d);
+    }
+    if (json) {
+        sg_autofree char *s = sg_json_dump(res);
+        printf("%s\n", s);
+    } else {
+        print_abort(id, res);
+        if (destroy)
+            printf("destroyed %s\n", id);
     }
     return 0;
 }
 
 int sg_cmd_resume(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-            printf("usage: sandglass resume ID\n");
+    bool json = false;
+    const char *arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: sandglass resume ID [--json]\n"
+                   "\n"
+                   "Clears an abort by the operator or a signal, so execs run again. An abort\n"
+                   "by a cap stays. ID may be a unique prefix of the sandbox's id.\n"
+                   "\n"
+                   "  --json    print {\"resumed\": ID, \"was\": REASON}\n");
             return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+            sg_cli_json_errors(true);
+        } else if (argv[i][0] == '-') {
+            return sg_cli_usage("resume", "unknown option '%s'", argv[i]);
+        } else if (!arg) {
+            arg = argv[i];
+        } else {
+            return sg_cli_usage("resume", "takes exactly one sandbox id");
         }
-        return sg_cli_fail("resume", "takes exactly one sandbox id");
     }
+    if (!arg)
+        return sg_cli_usage("resume", "missing sandbox id");
     sg_err err = {0};
-    if (!sg_state_dir(&err))
+    char id[SG_ID_LEN + 1];
+    if (!sg_state_dir(&err) || sg_cli_resolve_id(arg, id, &err) < 0)
         return sg_cli_fail("resume", err.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "resume");
-    sg_autojson json_t *res = sg_cli_request(argv[1], req, &err);
+    sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)
         return sg_cli_fail("resume", err.msg);
-    printf("resumed %s\n", argv[1]);
+    if (json) {
+        sg_autojson json_t *out = json_pack("{s:s, s:O?}", "resumed", id, "was", json_object_get(res, "was"));
+        sg_autofree char *s = sg_json_dump(out);
+        printf("%s\n", s);
+    } else {
+        printf("resumed %s\n", id);
+    }
     return 0;
 }

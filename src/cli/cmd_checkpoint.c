@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -11,24 +12,30 @@
 #include "cmds.h"
 #include "common.h"
 #include "jsonutil.h"
+#include "limits.h"
 #include "state.h"
 #include "util.h"
 
-static int one_id(const char *cmd, int argc, char **argv, int first)
+/* The one positional argument, a sandbox id or a unique prefix, into id.
+ * Returns 0, or the exit code of the error it printed. */
+static int one_id(const char *cmd, int argc, char **argv, int first, char id[SG_ID_LEN + 1])
 {
-    if (first != argc - 1) {
-        char m[64];
-        snprintf(m, sizeof m, "takes exactly one sandbox id");
-        return sg_cli_fail(cmd, m);
-    }
+    if (first >= argc)
+        return sg_cli_usage(cmd, "missing sandbox id");
+    if (first != argc - 1)
+        return sg_cli_usage(cmd, "takes exactly one sandbox id");
     sg_err err = {0};
-    if (!sg_state_dir(&err))
+    if (!sg_state_dir(&err) || sg_cli_resolve_id(argv[first], id, &err) < 0)
         return sg_cli_fail(cmd, err.msg);
-    sg_sandbox_meta m;
-    if (sg_sandbox_meta_load(argv[first], &m, &err) < 0)
-        return sg_cli_fail(cmd, err.msg);
-    sg_sandbox_meta_clear(&m);
     return 0;
+}
+
+/* RFC 3339 in UTC, as every time sandglass prints. */
+static void rfc3339(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 int sg_cmd_checkpoint(int argc, char **argv)
@@ -46,28 +53,40 @@ int sg_cmd_checkpoint(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'l': label = optarg; break;
-        case 'j': json = true; break;
+        case 'j':
+            json = true;
+            sg_cli_json_errors(true);
+            break;
         case 'h':
-            printf("usage: sandglass checkpoint ID [--label TEXT] [--json]\n");
+            printf("usage: sandglass checkpoint ID [--label TEXT] [--json]\n"
+                   "\n"
+                   "Snapshots the workspace now, from outside the sandbox, and prints the\n"
+                   "checkpoint's id (12 characters; --json gives all 40). ID may be a unique\n"
+                   "prefix of the sandbox's id.\n"
+                   "\n"
+                   "  --label TEXT   what to call it (at most 190 characters; default: \"on request\")\n"
+                   "  --json         print {id, label, files, bytes, ...}\n");
             return 0;
         default:
-            return sg_cli_fail("checkpoint", "unknown or incomplete option");
+            return sg_cli_usage("checkpoint", "unknown option, or one without its value: '%s'", argv[optind - 1]);
         }
     }
-    if (one_id("checkpoint", argc, argv, optind))
-        return 1;
+    char id[SG_ID_LEN + 1];
+    int rc = one_id("checkpoint", argc, argv, optind, id);
+    if (rc)
+        return rc;
     if (label && strlen(label) > 190)
-        return sg_cli_fail("checkpoint", "--label is longer than 190 characters");
+        return sg_cli_usage("checkpoint", "--label is longer than 190 characters");
     sg_err err = {0};
     sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "checkpoint", "label", label);
-    sg_autojson json_t *res = sg_cli_request(argv[optind], req, &err);
+    sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)
         return sg_cli_fail("checkpoint", err.msg);
     if (json) {
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
     } else {
-        printf("%s\n", json_string_value(json_object_get(res, "id")));
+        printf("%.12s\n", json_string_value(json_object_get(res, "id")));
     }
     return 0;
 }
@@ -75,42 +94,54 @@ int sg_cmd_checkpoint(int argc, char **argv)
 int sg_cmd_checkpoints(int argc, char **argv)
 {
     bool json = false;
-    int first = 1;
-    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-        printf("usage: sandglass checkpoints ID [--json]\n");
-        return 0;
-    }
+    const char *args[2] = {argv[0], NULL};
+    int nargs = 1;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: sandglass checkpoints ID [--json]\n"
+                   "\n"
+                   "Lists the sandbox's checkpoints, oldest first: id (12 characters), time\n"
+                   "(RFC 3339, UTC), files, label. ID may be a unique prefix.\n"
+                   "\n"
+                   "  --json    a JSON array of {id (all 40 characters), label, time, files, bytes}\n");
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
-            memmove(argv + i, argv + i + 1, (size_t)(argc - i - 1) * sizeof *argv);
-            argc--;
-            i--;
+            sg_cli_json_errors(true);
+        } else if (argv[i][0] == '-') {
+            return sg_cli_usage("checkpoints", "unknown option '%s'", argv[i]);
+        } else if (nargs < 2) {
+            args[nargs++] = argv[i];
+        } else {
+            return sg_cli_usage("checkpoints", "takes exactly one sandbox id");
         }
     }
-    if (one_id("checkpoints", argc, argv, first))
-        return 1;
+    char id[SG_ID_LEN + 1];
+    int rc = one_id("checkpoints", nargs, (char **)args, 1, id);
+    if (rc)
+        return rc;
     sg_err err = {0};
     sg_autojson json_t *req = json_pack("{s:s}", "op", "checkpoints");
-    sg_autojson json_t *res = sg_cli_request(argv[first], req, &err);
+    sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)
         return sg_cli_fail("checkpoints", err.msg);
     json_t *arr = json_object_get(res, "checkpoints");
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        char when[32];
+        rfc3339((time_t)json_integer_value(json_object_get(v, "time")), when, sizeof when);
+        json_object_set_new(v, "time", json_string(when));
+    }
     if (json) {
         sg_autofree char *s = sg_json_dump(arr);
         printf("%s\n", s);
         return 0;
     }
     printf("%-12s %-20s %7s %s\n", "ID", "TIME", "FILES", "LABEL");
-    size_t i;
-    json_t *v;
     json_array_foreach(arr, i, v) {
-        time_t t = (time_t)json_integer_value(json_object_get(v, "time"));
-        struct tm tm;
-        char when[32];
-        localtime_r(&t, &tm);
-        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        printf("%-12.12s %-20s %7lld %s\n", json_string_value(json_object_get(v, "id")), when,
+        printf("%-12.12s %-20s %7lld %s\n", json_string_value(json_object_get(v, "id")),
+               json_string_value(json_object_get(v, "time")),
                (long long)json_integer_value(json_object_get(v, "files")),
                json_string_value(json_object_get(v, "label")));
     }
@@ -128,6 +159,44 @@ static void print_changes(json_t *changes)
                            : !strcmp(kind, "modified") ? "revert" : "reset";
         printf("  %-8s %s (%s since)\n", does, json_string_value(json_object_get(v, "path")), kind);
     }
+}
+
+/* y or n at the terminal; anything else asks again. */
+static bool ask_yes(void)
+{
+    for (;;) {
+        printf("Revert all changes? [y/n]: ");
+        fflush(stdout);
+        char line[64];
+        if (!fgets(line, sizeof line, stdin))
+            return false;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!strcasecmp(line, "y") || !strcasecmp(line, "yes"))
+            return true;
+        if (!strcasecmp(line, "n") || !strcasecmp(line, "no"))
+            return false;
+        printf("please answer y or n\n");
+    }
+}
+
+static void rollback_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sandglass rollback ID [--to CHECKPOINT] [--yes] [--force] [--json]\n"
+        "\n"
+        "Restores the workspace exactly (contents, modes, owners, symlinks, deleted\n"
+        "files, empty and .git directories) to a checkpoint, whether a tool or a\n"
+        "shell command made the changes. It first shows what will change and asks\n"
+        "y/n on a terminal; it keeps the present as a checkpoint labelled \"before\n"
+        "rollback\" so the rollback can be undone. A rollback that changes nothing\n"
+        "does nothing. ID may be a unique prefix of the sandbox's id.\n"
+        "\n"
+        "  --to CHECKPOINT   a checkpoint id (or a unique prefix of it, 4 characters\n"
+        "                    at least) or label; default: the newest checkpoint\n"
+        "                    that is not a \"before rollback\" one\n"
+        "  --yes             do not ask (needed when stdin is not a terminal)\n"
+        "  --force           kill running execs first (refused while one runs otherwise)\n"
+        "  --json            print the result as one JSON object\n");
 }
 
 int sg_cmd_rollback(int argc, char **argv)
@@ -149,17 +218,21 @@ int sg_cmd_rollback(int argc, char **argv)
         case 't': to = optarg; break;
         case 'y': yes = true; break;
         case 'f': force = true; break;
-        case 'j': json = true; break;
+        case 'j':
+            json = true;
+            sg_cli_json_errors(true);
+            break;
         case 'h':
-            printf("usage: sandglass rollback ID [--to CHECKPOINT] [--yes] [--force] [--json]\n");
+            rollback_usage(stdout);
             return 0;
         default:
-            return sg_cli_fail("rollback", "unknown or incomplete option");
+            return sg_cli_usage("rollback", "unknown option, or one without its value: '%s'", argv[optind - 1]);
         }
     }
-    if (one_id("rollback", argc, argv, optind))
-        return 1;
-    const char *id = argv[optind];
+    char id[SG_ID_LEN + 1];
+    int rc = one_id("rollback", argc, argv, optind, id);
+    if (rc)
+        return rc;
     sg_err err = {0};
     /* With --yes no plan is needed first: the result lists what changed. */
     sg_autojson json_t *plan = NULL;
@@ -170,17 +243,23 @@ int sg_cmd_rollback(int argc, char **argv)
         if (!plan)
             return sg_cli_fail("rollback", err.msg);
         target = json_string_value(json_object_get(plan, "to"));
+        json_t *changes = json_object_get(plan, "changes");
+        if (json_array_size(changes) == 0 && json_integer_value(json_object_get(plan, "running_execs")) == 0) {
+            if (json) {
+                sg_autofree char *s = sg_json_dump(plan);
+                printf("%s\n", s);
+            } else {
+                printf("%s is already as checkpoint %.12s: nothing to roll back\n", id, target);
+            }
+            return 0;
+        }
         if (!json) {
-            json_t *changes = json_object_get(plan, "changes");
             printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id, target, json_array_size(changes));
             print_changes(changes);
         }
         if (!isatty(0))
-            return sg_cli_fail("rollback", "not a terminal: pass --yes to roll back without asking");
-        printf("Revert all changes? [y/n]: ");
-        fflush(stdout);
-        char line[16] = "";
-        if (!fgets(line, sizeof line, stdin) || (line[0] != 'y' && line[0] != 'Y')) {
+            return sg_cli_usage("rollback", "stdin is not a terminal: pass --yes to roll back without asking");
+        if (!ask_yes()) {
             printf("keeping the changes\n");
             return 0;
         }
@@ -194,6 +273,11 @@ int sg_cmd_rollback(int argc, char **argv)
         printf("%s\n", s);
     } else {
         json_t *changes = json_object_get(res, "changes");
+        if (!json_is_true(json_object_get(res, "restored"))) {
+            printf("%s is already as checkpoint %.12s: nothing to roll back\n", id,
+                   json_string_value(json_object_get(res, "to")));
+            return 0;
+        }
         if (yes) {
             printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id,
                    json_string_value(json_object_get(res, "to")), json_array_size(changes));

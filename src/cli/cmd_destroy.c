@@ -14,6 +14,7 @@
 #include "cmds.h"
 #include "common.h"
 #include "jsonutil.h"
+#include "limits.h"
 #include "state.h"
 #include "util.h"
 
@@ -31,32 +32,11 @@ static void wait_gone(pid_t pid, int timeout_ms)
         usleep(5000);
 }
 
-int sg_cmd_destroy(int argc, char **argv)
+json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
 {
-    bool json = false;
-    const char *id = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = true;
-        else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: sandglass destroy ID [--json]\n");
-            return 0;
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "sandglass destroy: unknown option '%s'\n", argv[i]);
-            return 2;
-        } else if (!id)
-            id = argv[i];
-        else
-            return sg_cli_fail("destroy", "takes one sandbox id");
-    }
-    if (!id)
-        return sg_cli_fail("destroy", "missing sandbox id");
-    sg_err err = {0};
-    if (!sg_state_dir(&err))
-        return sg_cli_fail("destroy", err.msg);
     sg_sandbox_meta m;
-    if (sg_sandbox_meta_load(id, &m, &err) < 0)
-        return sg_cli_fail("destroy", err.msg);
+    if (sg_sandbox_meta_load(id, &m, err) < 0)
+        return NULL;
     pid_t sup = m.supervisor_pid;
     sg_sandbox_meta_clear(&m);
 
@@ -66,31 +46,75 @@ int sg_cmd_destroy(int argc, char **argv)
     if (sg_ckptc_kill_sandbox_worker(id, &kerr) < 0)
         fprintf(stderr, "sandglass destroy: the checkpoint worker: %s\n", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
-    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    sg_err rerr = {0};
+    json_t *res = sg_cli_request(id, req, &rerr);
     if (!res) {
         /* The supervisor is gone (crashed or killed), or it could not
          * finish (its init or cgroup gone): destroy stays idempotent and
          * cleans up whatever is left from here, saying what it found. */
         bool alive = sg_state_pid_alive(sup);
-        if (alive && err.code != ENOENT && err.code != ECONNREFUSED)
+        if (alive && rerr.code != ENOENT && rerr.code != ECONNREFUSED)
             fprintf(stderr, "sandglass destroy: the supervisor could not destroy %s (%s): cleaning up "
-                    "from here\n", id, err.msg);
+                    "from here\n", id, rerr.msg);
         else
             fprintf(stderr, "sandglass destroy: the supervisor of %s is not running: cleaning up from "
                     "here\n", id);
-        sg_err cerr = {0};
-        if (sg_cli_cleanup_dead(id, !json, &cerr) < 0)
-            return sg_cli_fail("destroy", cerr.msg);
-        res = json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
-                        "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
-    } else {
-        wait_gone(sup, 10000);
-        json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
-        if (left > 0)
-            fprintf(stderr, "sandglass destroy: %lld captured event%s of %s could not be delivered to the "
-                    "ingest: kept in the state directory's undelivered/%s; deliver them with "
-                    "'sandglass flush %s'\n", (long long)left, left == 1 ? "" : "s", id, id, id);
+        if (sg_cli_cleanup_dead(id, verbose, err) < 0)
+            return NULL;
+        return json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
+                         "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
     }
+    wait_gone(sup, 10000);
+    json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
+    if (left > 0)
+        fprintf(stderr, "sandglass destroy: %lld captured event%s of %s could not be delivered to the "
+                "ingest: kept in the state directory's undelivered/%s; deliver them with "
+                "'sandglass flush %s'\n", (long long)left, left == 1 ? "" : "s", id, id, id);
+    return res;
+}
+
+static void destroy_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sandglass destroy ID [--json]\n"
+        "\n"
+        "Kills every process of the sandbox, proves its cgroup empty, removes its\n"
+        "cgroups, mounts, state and (when create made it) its workspace. Whatever\n"
+        "is left of a broken sandbox (dead supervisor, gone cgroup) is removed too.\n"
+        "A captured sandbox's events the ingest has not acknowledged are kept for\n"
+        "'sandglass flush'. ID may be a unique prefix of the sandbox's id.\n"
+        "\n"
+        "  --json    print the proof as one JSON object (errors as JSON on stderr)\n");
+}
+
+int sg_cmd_destroy(int argc, char **argv)
+{
+    bool json = false;
+    const char *arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+            sg_cli_json_errors(true);
+        } else if (strcmp(argv[i], "--help") == 0) {
+            destroy_usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            return sg_cli_usage("destroy", "unknown option '%s'", argv[i]);
+        } else if (!arg) {
+            arg = argv[i];
+        } else {
+            return sg_cli_usage("destroy", "takes one sandbox id, got '%s' too", argv[i]);
+        }
+    }
+    if (!arg)
+        return sg_cli_usage("destroy", "missing sandbox id");
+    sg_err err = {0};
+    char id[SG_ID_LEN + 1];
+    if (!sg_state_dir(&err) || sg_cli_resolve_id(arg, id, &err) < 0)
+        return sg_cli_fail("destroy", err.msg);
+    sg_autojson json_t *res = sg_cli_destroy(id, !json, &err);
+    if (!res)
+        return sg_cli_fail("destroy", err.msg);
     if (json) {
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);

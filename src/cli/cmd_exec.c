@@ -208,6 +208,16 @@ int sg_cmd_exec(int argc, char **argv)
         json_object_set_new(req, "result", json_string("code"));
 
     int fd = sg_ctl_connect(id, &err);
+    char full[SG_ID_LEN + 1];
+    if (fd < 0 && strlen(id) < SG_ID_LEN) {
+        /* A unique prefix of an id (looked up only when the name is not an
+         * id itself: the hot path connects at once). */
+        sg_err rerr = {0};
+        if (sg_cli_resolve_id(id, full, &rerr) < 0)
+            return exec_fail(rerr.msg);
+        id = full;
+        fd = sg_ctl_connect(id, &err);
+    }
     if (fd < 0) {
         /* The supervisor died (crash, SIGKILL) but the sandbox may live on:
          * start a new supervisor that takes it over, then go on. */

@@ -57,8 +57,12 @@ int sg_cmd_ls(int argc, char **argv)
             json_array_append_new(arr, j);
         } else {
             printf("%-14s %-10s %-20s %-20s %s", m.id, state, m.learner, m.task ? m.task : "-", m.workspace);
-            if (aborted)
-                printf("  (aborted by %s: %s)", by, reason);
+            if (aborted) {
+                size_t n = strlen(by); /* the reason without the "by: " before it */
+                const char *r = strncmp(reason, by, n) == 0 && reason[n] == ':' && reason[n + 1] == ' '
+                                ? reason + n + 2 : reason;
+                printf("  (aborted by %s: %s)", by, r);
+            }
             printf("\n");
         }
         sg_sandbox_meta_clear(&m);

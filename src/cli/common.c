@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -32,10 +33,74 @@ int sg_cli_supervisor_path(char *buf, size_t len)
     return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
 }
 
+static bool json_errors;
+
+void sg_cli_json_errors(bool on)
+{
+    json_errors = on;
+}
+
+static void print_error(const char *cmd, const char *msg)
+{
+    if (json_errors) {
+        sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
+        sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        if (s) {
+            fprintf(stderr, "%s\n", s);
+            return;
+        }
+    }
+    fprintf(stderr, "sandglass %s: %s\n", cmd, msg);
+}
+
 int sg_cli_fail(const char *cmd, const char *msg)
 {
-    fprintf(stderr, "sandglass %s: %s\n", cmd, msg);
-    return 1;
+    print_error(cmd, msg);
+    return SG_CLI_FAILED;
+}
+
+int sg_cli_usage(const char *cmd, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, " (see 'sandglass %s --help')", cmd);
+    print_error(cmd, msg);
+    return SG_CLI_USAGE;
+}
+
+int sg_cli_resolve_id(const char *arg, char *out, sg_err *err)
+{
+    if (!sg_valid_name(arg) || strlen(arg) > SG_ID_LEN)
+        return sg_err_set(err, ENOENT, "no sandbox '%.64s'", arg);
+    sg_autofree char *dir = sg_state_sandbox_path(arg, NULL);
+    struct stat st;
+    if (strlen(arg) == SG_ID_LEN && stat(dir, &st) == 0) {
+        memcpy(out, arg, SG_ID_LEN + 1);
+        return 0;
+    }
+    sg_autostrv char **ids = sg_state_list(err);
+    if (!ids)
+        return -1;
+    size_t n = 0, len = strlen(arg);
+    char found[3][SG_ID_LEN + 1];
+    for (char **p = ids; *p; p++) {
+        if (strncmp(*p, arg, len) != 0 || strlen(*p) != SG_ID_LEN)
+            continue;
+        if (n < 3)
+            memcpy(found[n], *p, SG_ID_LEN + 1);
+        n++;
+    }
+    if (n == 0)
+        return sg_err_set(err, ENOENT, "no sandbox '%s' (see 'sandglass ls')", arg);
+    if (n > 1)
+        return sg_err_set(err, EINVAL, "'%s' is the start of %zu sandbox ids (%s, %s%s): give more of it", arg, n,
+                          found[0], found[1], n > 2 ? ", ..." : "");
+    memcpy(out, found[0], SG_ID_LEN + 1);
+    return 0;
 }
 
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)

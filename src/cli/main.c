@@ -51,7 +51,10 @@ static void usage(FILE *f)
         fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
         fprintf(f, "  %-12s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
-    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options.\n");
+    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options and their defaults.\n"
+               "Exit codes: 0 done, 1 failed, 2 a usage error; exec: the command's own status,\n"
+               "125 sandglass's error, 126 the command could not start, 127 not found.\n"
+               "'sandglass --version' prints the version (" SG_VERSION ").\n");
 }
 
 int main(int argc, char **argv)
@@ -83,6 +86,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("sandglass " SG_VERSION "\n");
+        return 0;
+    }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return 0;
@@ -104,5 +111,5 @@ int main(int argc, char **argv)
         }
     }
     fprintf(stderr, "sandglass: unknown command '%s' (see 'sandglass --help')\n", argv[1]);
-    return 2;
+    return SG_CLI_USAGE;
 }

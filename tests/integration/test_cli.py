@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""One convention for the whole CLI: exit codes (0 done, 1 failed, 2 usage;
+exec: 125 its own errors), errors that name what was wrong, --json that is
+pure JSON (errors as JSON on stderr), times in RFC 3339, ids at one length,
+unique id prefixes, --version, rollback by label and a rollback that
+changes nothing doing nothing, a y/n prompt that asks again."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import SANDGLASS, Env, tap  # noqa: E402
+
+env = Env()
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+try:
+    sid = env.create()
+
+    @tap.case("version")
+    def _version():
+        p = env.run("--version")
+        tap.ok(p.returncode == 0 and re.fullmatch(rb"sandglass \d+\.\d+\.\d+\n", p.stdout), "--version",
+               p.stdout.decode())
+
+    @tap.case("usage errors exit 2 and name what was wrong")
+    def _usage():
+        for args, word in ((["abort", sid, "--bogus"], "--bogus"), (["destroy", sid, "--bogus"], "--bogus"),
+                           (["checkpoint", sid, "--bogus"], "--bogus"), (["rollback", sid, "--bogus"], "--bogus"),
+                           (["resume", sid, "--bogus"], "--bogus"), (["checkpoints", sid, "--bogus"], "--bogus"),
+                           (["abort"], "missing sandbox id"), (["nosuchcommand"], "nosuchcommand")):
+            p = env.run(*args)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 2 and word in err and err.count("\n") == 1,
+                   f"{' '.join(args[:1])} {args[-1]}: exit 2, one line naming it", f"{p.returncode} {err}")
+        p = env.run("exec", sid, "--bogus", "--", "true")
+        tap.eq(p.returncode, 125, "exec: its own usage error is 125 (the command's codes stay the command's)")
+
+    @tap.case("--json errors are JSON")
+    def _json_errors():
+        p = env.run("checkpoints", "nosuchid0000", "--json")
+        tap.eq(p.stdout, b"", "nothing on stdout")
+        try:
+            err = json.loads(p.stderr)
+        except ValueError:
+            err = {}
+        tap.ok(p.returncode == 1 and "nosuchid0000" in err.get("error", ""), "the error is a JSON object",
+               p.stderr.decode())
+
+    @tap.case("id prefixes")
+    def _prefix():
+        p = env.run("exec", sid[:5], "--", "echo", "by-prefix")
+        tap.eq(p.stdout, b"by-prefix\n", "exec takes a unique prefix of the id")
+        p = env.run("checkpoints", sid[:5])
+        tap.ok(p.returncode == 0 and b"ID" in p.stdout, "checkpoints takes it", p.stderr.decode())
+        p = env.run("checkpoint", "zzzz")
+        tap.ok(p.returncode == 1 and b"no sandbox 'zzzz'" in p.stderr, "an unknown prefix is named",
+               p.stderr.decode())
+
+    @tap.case("ids and times")
+    def _ids_times():
+        p = env.run("checkpoint", sid, "--label", "golden", check=True)
+        tap.ok(re.fullmatch(rb"[0-9a-f]{12}\n", p.stdout), "checkpoint prints a 12-character id",
+               p.stdout.decode())
+        cps = json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)
+        tap.ok(cps and all(RFC3339.fullmatch(c["time"]) and len(c["id"]) == 40 for c in cps),
+               "checkpoints --json: RFC 3339 times, whole ids", json.dumps(cps))
+        rows = env.run("checkpoints", sid, check=True).stdout.decode().splitlines()[1:]
+        tap.ok(rows and all(re.match(r"[0-9a-f]{12} \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", r) for r in rows),
+               "checkpoints: 12-character ids, RFC 3339 times", "\n".join(rows))
+
+    @tap.case("rollback by label; a rollback that changes nothing does nothing")
+    def _rollback():
+        env.exec(sid, "/bin/sh", "-c", "echo changed > /workspace/f")
+        p = env.run("rollback", sid, "--to", "golden", "--yes", "--json", check=True)
+        res = json.loads(p.stdout)
+        tap.ok(res.get("restored") is True and any(c["path"] == "f" for c in res["changes"]),
+               "--to takes a label", p.stdout.decode())
+        before = len(json.loads(env.run("checkpoints", sid, "--json", check=True).stdout))
+        p = env.run("rollback", sid, "--to", "golden", "--yes")
+        tap.ok(p.returncode == 0 and b"nothing to roll back" in p.stdout, "a no-op rollback says so",
+               (p.stdout + p.stderr).decode())
+        after = len(json.loads(env.run("checkpoints", sid, "--json", check=True).stdout))
+        tap.eq(after, before, "and takes no safety checkpoint")
+        p = env.run("rollback", sid, "--to", "no such label", "--yes")
+        tap.ok(p.returncode == 1 and b"no such label" in p.stderr, "an unknown label is named", p.stderr.decode())
+
+    @tap.case("the y/n prompt asks again")
+    def _prompt():
+        env.exec(sid, "/bin/sh", "-c", "echo again > /workspace/g")
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([SANDGLASS, "rollback", sid], stdin=slave, stdout=slave, stderr=slave,
+                                env=env.env)
+        env.procs.append(proc)
+        os.close(slave)
+        out = b""
+
+        def read_until(word):
+            nonlocal out
+            while word not in out:
+                if not select.select([master], [], [], 60)[0]:
+                    return False
+                try:
+                    out += os.read(master, 4096)
+                except OSError:
+                    return False
+            return True
+        tap.ok(read_until(b"[y/n]"), "it asks", out.decode(errors="replace"))
+        os.write(master, b"maybe\n")
+        tap.ok(read_until(b"please answer y or n"), "an unclear answer is asked again", out.decode(errors="replace"))
+        os.write(master, b"n\n")
+        tap.ok(read_until(b"keeping the changes"), "n keeps the changes", out.decode(errors="replace"))
+        proc.wait(timeout=60)
+        os.close(master)
+        tap.eq(env.exec(sid, "cat", "/workspace/g").stdout, b"again\n", "the file is untouched")
+
+    @tap.case("abort and resume")
+    def _abort():
+        p = env.run("abort", sid, "--reason", "break", check=True)
+        out = p.stdout.decode()
+        tap.ok(out.startswith(f"aborted {sid} (by operator: break)") and "proof" in out
+               and not out.lstrip().startswith("{"), "abort prints words, not JSON", out)
+        p = env.run("resume", sid, "--json", check=True)
+        tap.eq(json.loads(p.stdout).get("resumed"), sid, "resume --json")
+        p = env.run("abort", sid, "--destroy", "--json")
+        doc = None
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError:
+            pass
+        tap.ok(p.returncode == 0 and doc and doc.get("destroy", {}).get("destroyed") == sid,
+               "abort --destroy --json prints one JSON document", p.stdout.decode())
+finally:
+    env.cleanup()
+tap.done()
