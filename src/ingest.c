@@ -555,7 +555,8 @@ static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
     } else {
         int r = urlarg(wsi, "token=", token, sizeof token);
         if (r < 0)
-            return refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED, "malformed token: too long");
+            return refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED,
+                                    "malformed token: too long or given twice");
         if (r == 0)
             return refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED,
                                     "missing token (Authorization: Bearer or ?token=)");
@@ -976,7 +977,12 @@ static int http_answer(struct lws *wsi, http_req *req, unsigned int status, json
 
     unsigned char hbuf[LWS_PRE + 1024], *start = hbuf + LWS_PRE, *p = start,
                                         *end = hbuf + sizeof hbuf - 1;
+    static const char bearer[] = "Bearer realm=\"sandglass\"";
     if (lws_add_http_common_headers(wsi, status, "application/json", req->len, &p, end) ||
+        (status == HTTP_STATUS_UNAUTHORIZED && /* RFC 6750 */
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"www-authenticate:",
+                                     (const unsigned char *)bearer, (int)sizeof bearer - 1,
+                                     &p, end)) ||
         lws_finalize_write_http_header(wsi, start, &p, end))
         return -1;
     lws_callback_on_writable(wsi);
