@@ -6,11 +6,14 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
+#include <netdb.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +27,122 @@
 #include "state.h"
 #include "util.h"
 
+
+/* --ingest: ws://HOST:PORT[/PATH] or wss://..., the ingest's WebSocket URL.
+ * Fills host and port. A bad one is refused at create: a capture that
+ * could never be delivered must not start in silence. */
+static int check_ingest_url(const char *url, char *host, size_t hsize, int *port, char *why, size_t wsize)
+{
+    const char *p;
+    if (strncmp(url, "ws://", 5) == 0) {
+        p = url + 5;
+    } else if (strncmp(url, "wss://", 6) == 0) {
+        p = url + 6;
+    } else {
+        snprintf(why, wsize, strncmp(url, "http", 4) == 0
+                 ? "invalid --ingest '%.200s': the capture streams over WebSocket: use ws://HOST:PORT "
+                   "(http:// is the address of 'sandglass events')"
+                 : "invalid --ingest '%.200s': expected ws://HOST:PORT or wss://HOST:PORT", url);
+        return -1;
+    }
+    size_t hl;
+    const char *colon;
+    if (*p == '[') { /* [v6]:port */
+        const char *end = strchr(p, ']');
+        if (!end || end[1] != ':')
+            goto bad;
+        hl = (size_t)(end - p - 1);
+        if (hl == 0 || hl >= hsize)
+            goto bad;
+        memcpy(host, p + 1, hl);
+        colon = end + 1;
+    } else {
+        colon = strchr(p, ':');
+        if (!colon)
+            goto bad;
+        hl = (size_t)(colon - p);
+        if (hl == 0 || hl >= hsize)
+            goto bad;
+        memcpy(host, p, hl);
+    }
+    host[hl] = '\0';
+    char *end;
+    long v = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || v < 1 || v > 65535 || (*end && *end != '/'))
+        goto bad;
+    *port = (int)v;
+    return 0;
+bad:
+    snprintf(why, wsize, "invalid --ingest '%.200s': expected ws://HOST:PORT with a port from 1 to 65535", url);
+    return -1;
+}
+
+/* The stream tokens' key: 64 hex characters (32 bytes), in a regular file
+ * readable by its owner only (wire/token.h). A missing default file is
+ * made by the capture's first token; a given one must be valid now. */
+static int check_secret(const char *path, char *why, size_t wsize)
+{
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        snprintf(why, wsize, "--secret %.200s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+        snprintf(why, wsize, "--secret %.200s: must be a regular file of mode 0600 (it is the ingest's key)", path);
+        return -1;
+    }
+    char buf[80];
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+    size_t len = n > 0 ? (size_t)n : 0;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    bool hex = len == 64;
+    for (size_t i = 0; hex && i < len; i++)
+        hex = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f') || (buf[i] >= 'A' && buf[i] <= 'F');
+    if (!hex) {
+        snprintf(why, wsize, "--secret %.200s: not a sandglass key (64 hex characters, as 'sandglass ingest' "
+                 "makes in <state>/ingest/secret)", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* One line on stderr when nothing listens at the ingest's address: the
+ * spool keeps every event until it does, but the operator should know. */
+static void warn_unreachable(const char *url, const char *host, int port)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gr = getaddrinfo(host, ps, &hints, &ai);
+    if (gr != 0) {
+        fprintf(stderr, "sandglass create: warning: the ingest host '%s' of %s does not resolve (%s): events are "
+                "kept in the spool until it can be reached\n", host, url, gai_strerror(gr));
+        return;
+    }
+    int err = ECONNREFUSED;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        sg_autoclose int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
+            err = errno;
+            continue;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int soerr = ETIMEDOUT;
+        socklen_t sl = sizeof soerr;
+        if (poll(&pf, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+            freeaddrinfo(ai);
+            return;
+        }
+        err = soerr;
+    }
+    freeaddrinfo(ai);
+    fprintf(stderr, "sandglass create: warning: the ingest at %s is not reachable (%s): events are kept in the "
+            "spool and sent when it is (see 'sandglass flush')\n", url, strerror(err));
+}
 
 static void create_usage(FILE *f)
 {
@@ -225,6 +344,17 @@ int sg_cmd_create(int argc, char **argv)
         return sg_cli_fail("create", "--learner " SG_POOL_LEARNER " is reserved for the pool's spares");
     if (task && !sg_valid_name(task))
         return sg_cli_fail("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
+    char ingest_host[256] = "";
+    int ingest_port = 0;
+    if ((ingest || secret) && !task)
+        return sg_cli_usage("create", "--ingest and --secret go with --task (only a captured sandbox streams)");
+    if (task) {
+        char why[400];
+        if (check_ingest_url(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, sizeof ingest_host,
+                             &ingest_port, why, sizeof why) < 0 ||
+            (secret && check_secret(secret, why, sizeof why) < 0))
+            return sg_cli_usage("create", "%s", why);
+    }
     if (!sg_state_dir(&err))
         return sg_cli_fail("create", err.msg);
 
@@ -285,6 +415,8 @@ int sg_cmd_create(int argc, char **argv)
         m.learner = m.task = m.ingest_url = m.secret_file = m.workspace = NULL;
         if (claimed == 1) {
             sg_pool_refill_async();
+            if (task)
+                warn_unreachable(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, ingest_port);
             return print_created(id, json);
         }
     }
@@ -397,5 +529,7 @@ int sg_cmd_create(int argc, char **argv)
     char id[32];
     snprintf(id, sizeof id, "%s", m.id);
     sg_sandbox_meta_clear(&m);
+    if (task)
+        warn_unreachable(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, ingest_port);
     return print_created(id, json);
 }

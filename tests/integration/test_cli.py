@@ -42,6 +42,29 @@ try:
         p = env.run("exec", sid, "--bogus", "--", "true")
         tap.eq(p.returncode, 125, "exec: its own usage error is 125 (the command's codes stay the command's)")
 
+    @tap.case("a capture that cannot be delivered does not start in silence")
+    def _capture_config():
+        bad_secret = os.path.join(env.root, "bad-secret")
+        with open(bad_secret, "w") as f:
+            f.write("not a key\n")
+        os.chmod(bad_secret, 0o600)
+        n0 = len(env.ls())
+        for args, words in ((["--ingest", "garbage"], ["--ingest", "ws://HOST:PORT"]),
+                            (["--ingest", "http://127.0.0.1:7433"], ["WebSocket", "ws://"]),
+                            (["--ingest", "ws://127.0.0.1:99999"], ["port"]),
+                            (["--secret", bad_secret], ["--secret", "64 hex"])):
+            p = env.run("create", "--learner", "t", "--task", "k", *args)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 2 and all(w in err for w in words), f"create {' '.join(args)} is refused", err)
+        p = env.run("create", "--learner", "t", "--ingest", "ws://127.0.0.1:9")
+        tap.ok(p.returncode == 2 and b"--task" in p.stderr, "--ingest without --task is refused", p.stderr.decode())
+        n = len(env.ls())
+        tap.eq(n, n0, "the refused creates made nothing")
+        p = env.run("create", "--learner", "t", "--task", "k", "--ingest", "ws://127.0.0.1:9")
+        tap.ok(p.returncode == 0 and b"not reachable" in p.stderr and b"spool" in p.stderr,
+               "an unreachable ingest is a warning at create", p.stderr.decode())
+        tap.eq(len(env.ls()), n + 1, "and the sandbox is made (the spool keeps everything)")
+
     @tap.case("--json errors are JSON")
     def _json_errors():
         p = env.run("checkpoints", "nosuchid0000", "--json")
