@@ -83,6 +83,8 @@ static int parse_ingest_url(const char *url, target *t, sg_err *err)
     return 0;
 }
 
+static const char *vis_str(const char *s, char *buf, size_t n);
+
 /* One HTTP/1.1 GET with Connection: close; the body of a 200 answer parsed
  * as JSON. */
 static json_t *http_get_json(const target *t, const char *path, const char *token, sg_err *err)
@@ -177,7 +179,9 @@ static json_t *http_get_json(const target *t, const char *path, const char *toke
     }
     if (status != 200) {
         const char *msg = json_string_value(json_object_get(j, "error"));
-        sg_err_set(err, EPROTO, "ingest answered HTTP %d: %s", status, msg ? msg : "?");
+        char vbuf[256]; /* the answer's text reaches the terminal too */
+        sg_err_set(err, EPROTO, "ingest answered HTTP %d: %s", status,
+                   vis_str(msg ? msg : "?", vbuf, sizeof vbuf));
         json_decref(j);
         return NULL;
     }
