@@ -18,6 +18,7 @@
  * top mount of each bind is remounted read-only. */
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -30,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -495,6 +497,82 @@ static int pivot(sg_err *err)
     return 0;
 }
 
+/* A user namespace that maps uid/gid 0 to uid/gid: as a mount's idmap,
+ * on-disk root appears as the sandbox user and the sandbox user's new
+ * files are root's on disk. Made by a child that unshares it and waits;
+ * we (root) write its maps through the new /proc at STAGE/proc, whose pids
+ * are our pid namespace's. Returns an fd of the namespace, or -1. */
+static int idmap_userns(uid_t uid, gid_t gid, sg_err *err)
+{
+    int ready[2], done[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    if (pipe2(done, O_CLOEXEC) < 0) {
+        close(ready[0]);
+        close(ready[1]);
+        return sg_err_sys(err, "pipe");
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ready[0]);
+        close(done[1]);
+        char c = unshare(CLONE_NEWUSER) == 0 ? 'k' : 'e';
+        if (write(ready[1], &c, 1) != 1)
+            _exit(1);
+        (void)read(done[0], &c, 1); /* until we are done with it */
+        _exit(0);
+    }
+    close(ready[1]);
+    close(done[0]);
+    sg_autoclose int rfd = ready[0], dfd = done[1];
+    if (pid < 0)
+        return sg_err_sys(err, "fork");
+    int fd = -1;
+    char c = 'e', path[96], map[64];
+    if (read(rfd, &c, 1) == 1 && c == 'k') {
+        int n = snprintf(map, sizeof map, "0 %u 1\n", (unsigned)uid);
+        snprintf(path, sizeof path, STAGE "/proc/%d/uid_map", (int)pid);
+        sg_autoclose int u = open(path, O_WRONLY | O_CLOEXEC);
+        bool ok = u >= 0 && write(u, map, (size_t)n) == n;
+        n = snprintf(map, sizeof map, "0 %u 1\n", (unsigned)gid);
+        snprintf(path, sizeof path, STAGE "/proc/%d/gid_map", (int)pid);
+        sg_autoclose int g = open(path, O_WRONLY | O_CLOEXEC);
+        ok = ok && g >= 0 && write(g, map, (size_t)n) == n;
+        snprintf(path, sizeof path, STAGE "/proc/%d/ns/user", (int)pid);
+        if (ok)
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            sg_err_sys(err, "cannot make the workspace's id mapping (%s)", path);
+    } else {
+        sg_err_set(err, EPERM, "cannot make a user namespace for the workspace's id mapping");
+    }
+    sg_close_reset(&dfd);
+    waitpid(pid, NULL, 0);
+    return fd;
+}
+
+/* The workspace at STAGE/workspace, idmapped (rootfs.h: idmap). */
+static int bind_idmapped(int wsfd, uid_t uid, gid_t gid, sg_err *err)
+{
+    sg_autoclose int userns = idmap_userns(uid, gid, err);
+    if (userns < 0)
+        return -1;
+    sg_autoclose int tree = open_tree(wsfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (tree < 0)
+        return sg_err_sys(err, "cannot clone the workspace's mount");
+    struct mount_attr attr = {
+        .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        .userns_fd = (uint64_t)userns,
+    };
+    if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+        return sg_err_sys(err, "the workspace's file system cannot map ownership (an idmapped mount); "
+                          "sandglass does not change the owner of your files: give the workspace to the "
+                          "user the sandbox should run as (chown -R USER DIR), or let create make one");
+    if (move_mount(tree, "", AT_FDCWD, STAGE "/workspace", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return sg_err_sys(err, "cannot mount the workspace");
+    return 0;
+}
+
 int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
 {
     if (!o || !o->workspace)
@@ -539,7 +617,8 @@ int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
 
     if (mkdir_stage("workspace", 0755, err) < 0)
         return -1;
-    if (bind_mount(wspath, STAGE "/workspace", MS_NOSUID | MS_NODEV, err) < 0)
+    if (o->idmap ? bind_idmapped(wsfd, o->uid, o->gid, err) < 0
+                 : bind_mount(wspath, STAGE "/workspace", MS_NOSUID | MS_NODEV, err) < 0)
         return -1;
 
     if (restrict_mount(STAGE, RO_FLAGS, false, err) < 0)

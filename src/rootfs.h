@@ -21,6 +21,11 @@ typedef struct sg_rootfs_opts {
     uid_t uid;              /* the sandbox user, for /etc/passwd and ownership */
     gid_t gid;
     unsigned long long tmp_size; /* bytes for /tmp (tmpfs size=), 0 = default */
+    /* Mount the workspace idmapped: its root-owned files appear as uid/gid
+     * inside, and what uid/gid creates is root's on disk; no file of the
+     * operator's changes owner. Needs a file system with idmapped mounts
+     * (ext4, xfs, btrfs, tmpfs >= 6.3 ...): refused otherwise. */
+    bool idmap;
 } sg_rootfs_opts;
 
 /* Must be called in a fresh mount+uts namespace, as root in it. Makes every

@@ -98,6 +98,8 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         "supervisor_pid", (json_int_t)m->supervisor_pid,
         "init_pid", (json_int_t)m->init_pid, "created", m->created,
         "ingest", m->ingest_url, "secret_file", m->secret_file);
+    if (j && m->idmap_workspace)
+        json_object_set_new(j, "idmap_workspace", json_true());
     return j;
 }
 
@@ -158,6 +160,7 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->ingest_url = dup_opt(j, "ingest");
     m->secret_file = dup_opt(j, "secret_file");
     m->own_workspace = json_is_true(json_object_get(j, "own_workspace"));
+    m->idmap_workspace = json_is_true(json_object_get(j, "idmap_workspace"));
     json_t *l = json_object_get(j, "limits");
     m->memory = (uint64_t)json_integer_value(json_object_get(l, "memory"));
     m->pids = (uint64_t)json_integer_value(json_object_get(l, "pids"));

@@ -39,6 +39,10 @@ typedef struct sg_sandbox_meta {
     char *ingest_url;  /* NULL when not captured */
     char *secret_file;
     bool own_workspace; /* we made the workspace: destroy removes it */
+    /* The workspace is the operator's and root's: it is mounted idmapped
+     * (root's files appear as the sandbox user's, and the sandbox user's
+     * new files are root's on disk) instead of being chowned. */
+    bool idmap_workspace;
     uint64_t memory;   /* bytes, 0 = none */
     uint64_t pids;
     double cpus;

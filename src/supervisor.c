@@ -2080,7 +2080,7 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     snprintf(gid, sizeof gid, "%u", (unsigned)cfg->rootfs.gid);
     char *argv[] = {"sandglass-init", (char *)cfg->rootfs.workspace,
                     (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
-                    (char *)cfg->rootfs.hostname, uid, gid, NULL};
+                    (char *)cfg->rootfs.hostname, uid, gid, cfg->rootfs.idmap ? "idmap" : "", NULL};
     char *envp[] = {NULL};
     close_range(3 + (unsigned)n, ~0U, 0);
     execve(path, argv, envp);
@@ -2111,6 +2111,7 @@ static int start_init(sup *s, sg_err *err)
         .rootfs = {
             .workspace = s->meta.workspace, .rootfs = s->meta.rootfs,
             .hostname = "sandglass", .uid = s->meta.uid, .gid = s->meta.gid,
+            .idmap = s->meta.idmap_workspace,
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
     };

@@ -477,7 +477,11 @@ int sg_cmd_create(int argc, char **argv)
         m.gid = (gid_t)uid;
         chown_uid = m.uid;
         chown_gid = m.gid;
-        if (nftw(m.workspace, chown_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
+        /* The operator's own directory keeps its owners: it is mounted
+         * idmapped instead (rootfs.h); init refuses, with a reason, where
+         * the file system cannot. A workspace we made is handed over. */
+        m.idmap_workspace = !m.own_workspace;
+        if (m.own_workspace && nftw(m.workspace, chown_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
             sg_state_uid_release(m.uid, m.id);
             sg_rm_rf(dir, NULL);
             sg_sandbox_meta_clear(&m);

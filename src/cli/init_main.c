@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
+    if (argc != 7) {
         dprintf(4, "error: sandglass-init: bad arguments (it is run by the supervisor)\n");
         return 2;
     }
@@ -49,11 +50,12 @@ int main(int argc, char **argv)
     }
     uid_t uid = (uid_t)strtoul(argv[4], NULL, 10);
     gid_t gid = (gid_t)strtoul(argv[5], NULL, 10);
+    bool idmap = strcmp(argv[6], "idmap") == 0;
     for (int i = 1; i < argc; i++)
         memset(argv[i], 0, strlen(argv[i]));
     sg_init_config cfg = {
         .rootfs = {
-            .workspace = ws, .rootfs = root, .hostname = host, .uid = uid, .gid = gid,
+            .workspace = ws, .rootfs = root, .hostname = host, .uid = uid, .gid = gid, .idmap = idmap,
         },
         .seccomp = &prog, .listen_fd = 3, .ready_fd = 4, .go_fd = 5,
         .exec_stub_fd = fcntl(7, F_GETFD) >= 0 ? 7 : -1,
