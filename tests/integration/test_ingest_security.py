@@ -7,6 +7,7 @@ a custom --store file is 0600. Real `sandglassd ingest` on loopback, stdlib
 clients. TAP output."""
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
@@ -38,6 +39,7 @@ tmp = new_state()
 state = tmp.name
 os.umask(0o022)
 ing = Ingest(state)
+atexit.register(lambda: ing.proc.poll() is None and ing.proc.kill())  # whatever raises
 
 
 @tap.case("bind")
