@@ -291,6 +291,18 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
 
 /* ---- execs -------------------------------------------------------------------- */
 
+/* A file tool's call reads as what it does ("write_file /workspace/a.py"),
+ * not as the shell script that does it in the sandbox; run_bash reads as
+ * its command (the argv's). NULL: the argv's command line. */
+static char *tool_cmdline(const json_t *tool)
+{
+    const char *name = json_string_value(json_object_get(tool, "name"));
+    const char *path = json_string_value(json_object_get(json_object_get(tool, "arguments"), "path"));
+    if (!name || !path || strcmp(name, "run_bash") == 0)
+        return NULL;
+    return sg_strdup_printf("%s %s", name, path);
+}
+
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
                                        const char *cwd, const json_t *tool)
 {
@@ -304,10 +316,12 @@ sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *co
     /* Valid UTF-8, as json_pack needs: an invalid byte (the argv array
      * below is sanitized too) must not empty the stdin, command and result
      * payloads. Exec requests come as JSON, so today this is only defence. */
-    sg_autofree char *cmdline = sg_exec_cmdline(argv);
+    sg_autofree char *as_tool = tool ? tool_cmdline(tool) : NULL;
+    sg_autofree char *cmdline = as_tool ? NULL : sg_exec_cmdline(argv);
+    const char *line = as_tool ? as_tool : cmdline;
     size_t cmdlen = 0;
-    e->cmd = cmdline ? sg_utf8_sanitize(cmdline, strlen(cmdline), &cmdlen) : NULL;
-    e->is_test = sg_testrule_is_test_argv(argv);
+    e->cmd = line ? sg_utf8_sanitize(line, strlen(line), &cmdlen) : NULL;
+    e->is_test = !as_tool && sg_testrule_is_test_argv(argv);
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
     /* Changes made before this exec (background processes) come first. */

@@ -161,8 +161,15 @@ def user_procs(sid: str) -> list[tuple[int, str]]:
 
 
 def await_procs(sid: str, marker: str, what: str) -> list[int]:
-    await_true(lambda: procs_of(sid, marker), what, timeout=60, diag=lambda: repr(user_procs(sid)))
-    return procs_of(sid, marker)
+    """The processes with marker in their command line, as first seen (a
+    second look could fall in an execve, when /proc/PID/cmdline reads empty)."""
+    seen: list[int] = []
+
+    def look() -> bool:
+        seen[:] = procs_of(sid, marker)
+        return bool(seen)
+    await_true(look, what, timeout=60, diag=lambda: repr(user_procs(sid)))
+    return list(seen)
 
 
 def workspace_of(env: Env, sid: str) -> str:
@@ -217,6 +224,10 @@ def captured(cap) -> None:
             tap.ok(got["command"][0]["seq"] < got["diff"][0]["seq"] < got["result"][0]["seq"],
                    "in order: the call's command, its file change, its result",
                    repr([(r["seq"], r["kind"]) for r in cap.rows(s.sid)]))
+            tap.eq((got["command"][0]["payload"]["cmd"], got["result"][0]["payload"]["cmd"]),
+                   ("write_file cap.txt", "write_file cap.txt"),
+                   "a file tool's call is recorded as what it does, not as its shell script")
+            tap.eq(got["bash"][0]["payload"]["cmd"], "echo from-bash", "a run_bash call as its command")
         tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
         cap.destroy(s.sid)
 
