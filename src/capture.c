@@ -167,6 +167,18 @@ static void diffs_window_end(sg_capture *c)
     c->diffs = c->diffs_dropped = 0;
 }
 
+/* The watcher asks before it makes a payload: past the budget the diff
+ * and the JSON are not made at all, only counted. */
+static bool diffs_gate(void *ud)
+{
+    sg_capture *c = ud;
+    if (c->diffs < SG_CAPTURE_DIFFS_MAX)
+        return true;
+    c->dirty = true;
+    c->diffs_dropped++;
+    return false;
+}
+
 static void on_watch_limit(void *ud, json_t *payload)
 {
     sg_capture_emit(ud, "limit", payload);
@@ -266,6 +278,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         return NULL;
     }
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
+    sg_watch_set_gate(c->watch, diffs_gate, c);
     uv_check_init(loop, &c->check);
     c->check.data = c;
     uv_check_start(&c->check, on_check);

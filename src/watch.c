@@ -119,6 +119,8 @@ struct sg_watch {
     bool rep_unwatched;
     sg_watch_cb limit_cb;
     void *limit_ud;
+    sg_watch_gate_fn gate;
+    void *gate_ud;
 };
 
 static uint32_t hash_name(const char *s)
@@ -1202,6 +1204,12 @@ static void report_limits(sg_watch *w)
     }
 }
 
+void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata)
+{
+    w->gate = gate;
+    w->gate_ud = userdata;
+}
+
 void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata)
 {
     w->limit_cb = cb;
@@ -1306,7 +1314,9 @@ static int resolve_(sg_watch *w, bool force)
     int emitted = 0;
     for (size_t i = 0; i < nact; i++) {
         action *a = &acts[i];
-        json_t *p = build_payload(w, a);
+        /* Past the owner's budget no payload is made: no diff, no JSON
+         * (the state is still adopted, so the next change is right). */
+        json_t *p = !w->gate || w->gate(w->gate_ud) ? build_payload(w, a) : NULL;
         if (a->n)
             adopt_state(w, a->n, &a->cur);
         free(a->path);

@@ -77,6 +77,7 @@
 #define SG_WATCH_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -118,6 +119,12 @@ void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
  * "watch_untracked", ...}; ownership passes): the capture emits them as
  * `limit` events. */
 void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
+
+/* Asked before each payload is made: false skips it (no read of the old
+ * text into a diff, no JSON; the change is still taken in). The capture's
+ * per-exec budget of file_diff events (capture.h). */
+typedef bool (*sg_watch_gate_fn)(void *userdata);
+void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata);
 
 /* Stops watching and closes the libuv handles; the memory is released when
  * the loop has run the close callbacks (run the loop once more after this).
