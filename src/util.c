@@ -569,3 +569,71 @@ void sg_log_line(const char *who, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
 }
+
+/* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80, len bytes
+ * left) and its code point, or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t len, uint32_t *cp)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (n == 0 || n > len || p[0] > 0xf4)
+        return 0;
+    uint32_t c = p[0] & (0xff >> (n + 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return n;
+}
+
+/* Code points a terminal acts on or that reorder text: C1 controls, line and
+ * paragraph separators, bidirectional embeddings, overrides and isolates. */
+static bool cp_unsafe(uint32_t c)
+{
+    return (c >= 0x80 && c <= 0x9f) || c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) ||
+           (c >= 0x2066 && c <= 0x2069) || c == 0x200e || c == 0x200f || c == 0x061c;
+}
+
+const char *sg_vis(const char *s, size_t len, char *buf, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t o = 0, i = 0;
+    if (!s)
+        len = 0;
+    while (i < len) {
+        char tmp[16];
+        size_t tl = 0, step = 1;
+        uint32_t cp = 0;
+        if (p[i] == '\t' || p[i] == '\r' || p[i] == '\n') {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\%c",
+                                  p[i] == '\t' ? 't' : p[i] == '\r' ? 'r' : 'n');
+        } else if (p[i] < 0x20 || p[i] == 0x7f) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]);
+        } else if (p[i] < 0x80) {
+            tmp[0] = (char)p[i];
+            tl = 1;
+        } else if ((step = utf8_seq(p + i, len - i, &cp)) == 0) {
+            step = 1;
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]);
+        } else if (cp_unsafe(cp)) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
+        } else {
+            memcpy(tmp, p + i, step);
+            tl = step;
+        }
+        if (o + tl + sizeof "…" > n) {
+            memcpy(buf + o, "…", sizeof "…");
+            return buf;
+        }
+        memcpy(buf + o, tmp, tl);
+        o += tl;
+        i += step;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+

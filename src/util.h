@@ -61,4 +61,12 @@ char *sg_xstrdup(const char *s);
 /* printf into a fresh heap string (aborts on OOM, which we cannot handle). */
 char *sg_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* s (len bytes) into buf (n bytes, NUL-terminated) with everything a
+ * terminal would act on escaped: \t \r \n, \xHH for other control bytes,
+ * DEL and invalid UTF-8, \uHHHH for C1 controls, line and paragraph
+ * separators and bidirectional marks. Cut at n with "…". Learner-
+ * controlled text (output, file names, labels with commands) is printed
+ * for an operator only through it. Returns buf. */
+const char *sg_vis(const char *s, size_t len, char *buf, size_t n);
+
 #endif

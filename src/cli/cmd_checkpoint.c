@@ -140,10 +140,13 @@ int sg_cmd_checkpoints(int argc, char **argv)
     }
     printf("%-12s %-20s %7s %s\n", "ID", "TIME", "FILES", "LABEL");
     json_array_foreach(arr, i, v) {
+        /* Labels hold the exec's command: learner text, shown escaped. */
+        char label[600];
+        const char *l = json_string_value(json_object_get(v, "label"));
         printf("%-12.12s %-20s %7lld %s\n", json_string_value(json_object_get(v, "id")),
                json_string_value(json_object_get(v, "time")),
                (long long)json_integer_value(json_object_get(v, "files")),
-               json_string_value(json_object_get(v, "label")));
+               sg_vis(l, l ? strlen(l) : 0, label, sizeof label));
     }
     return 0;
 }
@@ -157,7 +160,9 @@ static void print_changes(json_t *changes)
         /* Say what the rollback does to each path. */
         const char *does = !strcmp(kind, "created") ? "delete" : !strcmp(kind, "deleted") ? "restore"
                            : !strcmp(kind, "modified") ? "revert" : "reset";
-        printf("  %-8s %s (%s since)\n", does, json_string_value(json_object_get(v, "path")), kind);
+        const char *path = json_string_value(json_object_get(v, "path"));
+        char safe[1024];
+        printf("  %-8s %s (%s since)\n", does, sg_vis(path, path ? strlen(path) : 0, safe, sizeof safe), kind);
     }
 }
 

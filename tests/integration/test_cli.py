@@ -98,6 +98,31 @@ try:
         tap.ok(rows and all(re.match(r"[0-9a-f]{12} \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", r) for r in rows),
                "checkpoints: 12-character ids, RFC 3339 times", "\n".join(rows))
 
+    @tap.case("learner text is printed escaped")
+    def _escapes():
+        env.exec(sid, "/bin/sh", "-c", "touch \"/workspace/evil$(printf '\\033')]0;pwned$(printf '\\007')\"",
+                 "\x1b[2J\x1b]0;title\x07")
+        p = env.run("checkpoints", sid, check=True)
+        tap.ok(b"\x1b" not in p.stdout and b"\x07" not in p.stdout,
+               "checkpoints prints no escape sequence of a label (a command)", repr(p.stdout[-300:]))
+        first = json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)[0]["id"]
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([SANDGLASS, "rollback", sid, "--to", first], stdin=slave, stdout=slave,
+                                stderr=slave, env=env.env)
+        env.procs.append(proc)
+        os.close(slave)
+        out = b""
+        while b"[y/n]" not in out and select.select([master], [], [], 60)[0]:
+            try:
+                out += os.read(master, 4096)
+            except OSError:
+                break
+        os.write(master, b"n\n")
+        proc.wait(timeout=60)
+        os.close(master)
+        tap.ok(b"evil\\x1b]0;pwned\\x07" in out and b"\x1b" not in out and b"\x07" not in out,
+               "rollback's plan shows a file name's escape sequences as text", repr(out[-400:]))
+
     @tap.case("rollback by label; a rollback that changes nothing does nothing")
     def _rollback():
         env.exec(sid, "/bin/sh", "-c", "echo changed > /workspace/f")
