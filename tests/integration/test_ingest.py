@@ -196,7 +196,12 @@ class WS:
 # ---------------------------------------------------------------- helpers
 
 
+SAN_MARKERS = ("Sanitizer", "runtime error:")
+
+
 class Ingest:
+    started = []  # every ingest this file ran: their stderr is scanned at the end
+
     def __init__(self, state, port=0, extra=()):
         self.state = state
         env = dict(os.environ, SANDGLASS_STATE_DIR=state)
@@ -208,7 +213,9 @@ class Ingest:
             raise RuntimeError(f"ingest did not start: {line!r} {self.proc.stderr.read()}")
         self.port = int(line.rsplit(":", 1)[1])
         self.stderr = []
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.drain = threading.Thread(target=self._drain, daemon=True)
+        self.drain.start()
+        Ingest.started.append(self)
 
     def _drain(self):
         for line in self.proc.stderr:
@@ -260,6 +267,19 @@ def token_exp(tok):
     """The expiry (unix seconds) a token claims."""
     claims = tok.split(".")[0]
     return json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["exp"]
+
+
+def check_sanitizers():
+    """Every ingest this file started has exited; its whole stderr (read to
+    EOF, so an exit-time report is in) holds no sanitizer report."""
+    hits = []
+    for ing in Ingest.started:
+        if ing.proc.poll() is None:
+            ing.stop()
+        ing.drain.join(T)
+        hits += [l.rstrip() for l in ing.stderr if any(m in l for m in SAN_MARKERS)]
+    check("no sanitizer report from any ingest", not hits and all(not i.drain.is_alive() for i in Ingest.started),
+          "\n".join(hits[:30]))
 
 
 def run(*args, state, check_rc=True):
@@ -566,6 +586,7 @@ def main():
     k2.close()
     rc = ing.stop()
     check("ingest stops cleanly", rc == 0, "".join(ing.stderr))
+    check_sanitizers()
 
     print(f"1..{_n}")
     return 1 if _failed else 0

@@ -309,6 +309,7 @@ def main():
         except Exception as e:  # noqa: BLE001
             print(f"# stopping PostgreSQL: {e}")
         shutil.rmtree(tmp, ignore_errors=True)
+    test_ingest.check_sanitizers()
     print(f"1..{test_ingest._n}")
     return 1 if test_ingest._failed else 0
 

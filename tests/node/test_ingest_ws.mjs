@@ -36,7 +36,10 @@ function token(learner, task, sandbox, extra = []) {
     { env }).toString().trim();
 }
 
-const ingest = spawn(BIN, ['ingest', '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+const ingest = spawn(BIN, ['ingest', '--listen', '127.0.0.1:0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+// Its stderr, scanned for sanitizer reports once it has exited (and closed it).
+let ingestErr = '';
+ingest.stderr.on('data', (c) => { ingestErr += c; process.stderr.write(c); });
 const port = await new Promise((resolve, reject) => {
   const rl = createInterface({ input: ingest.stdout });
   rl.once('line', (line) => {
@@ -166,8 +169,11 @@ try {
   check('no exception', false, e.stack);
 } finally {
   ingest.kill('SIGTERM');
-  const code = await new Promise((r) => ingest.once('exit', r));
+  // 'close': exited and its stdio closed, so an exit-time report is in
+  const code = await new Promise((r) => ingest.once('close', r));
   check('ingest exits 0 on SIGTERM', code === 0, `exit ${code}`);
+  const san = ingestErr.split('\n').filter((l) => /Sanitizer|runtime error:/.test(l));
+  check('no sanitizer report from the ingest', san.length === 0, san.slice(0, 30).join('\n'));
   rmSync(state, { recursive: true, force: true });
   console.log(`1..${n}`);
   process.exit(failed ? 1 : 0);
