@@ -5,7 +5,7 @@
 // it runs on the node binary of npm's `node@22` package in node_modules.
 // TAP output; `1..0 # SKIP` without node_modules.
 import { spawnSync, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +27,15 @@ if (!(maj > 22 || (maj === 22 && min >= 19))) {
 const SANDGLASS = process.env.SANDGLASS_BIN || 'sandglass';
 const SANDGLASSD = process.env.SANDGLASSD_BIN || 'sandglassd';
 const state = mkdtempSync(join(tmpdir(), 'sg-mcp-insp-'));
-const env = { ...process.env, SANDGLASS_STATE_DIR: state, SANDGLASSD };
+// Sanitizer reports of every process (sandglass mcp, its supervisor and
+// workers) go to files here, checked at the end; harmless without ASan.
+const sanDir = mkdtempSync(join(tmpdir(), 'sg-mcp-insp-san-'));
+const sanVars = {};
+for (const v of ['ASAN_OPTIONS', 'UBSAN_OPTIONS']) {
+  const prev = process.env[v] ? `${process.env[v]}:` : '';
+  sanVars[v] = `${prev}log_path=${sanDir}/${v.slice(0, 5).toLowerCase()}`;
+}
+const env = { ...process.env, SANDGLASS_STATE_DIR: state, SANDGLASSD, ...sanVars };
 
 let n = 0;
 let failed = 0;
@@ -48,7 +56,8 @@ let runs = 0; // Inspector runs, each with its own `sandglass mcp` and sandbox
 function inspect(era, args) {
   runs++;
   const argv = [inspector, '--cli', '--format', 'json',
-    '-e', `SANDGLASS_STATE_DIR=${state}`, '-e', `SANDGLASSD=${SANDGLASSD}`];
+    '-e', `SANDGLASS_STATE_DIR=${state}`, '-e', `SANDGLASSD=${SANDGLASSD}`,
+    ...Object.entries(sanVars).flatMap(([k, v]) => ['-e', `${k}=${v}`])];
   if (era) argv.push('--protocol-era', era);
   argv.push(SANDGLASS, 'mcp', '--learner', 'insp', '--task', `era-${era || 'default'}`, ...args);
   const r = spawnSync(node22, argv, { env, timeout: 120000, maxBuffer: 16 << 20 });
@@ -96,12 +105,29 @@ try {
     const ls = JSON.parse(execFileSync(SANDGLASS, ['ls', '--json'], { env }).toString());
     check(`each Inspector run left its aborted sandbox in place (${runs} runs)`,
       runs > 0 && ls.length === runs, JSON.stringify(ls).slice(0, 1500));
+    const sups = ls.map((sb) => sb.supervisor_pid).filter((p) => p > 0);
     for (const sb of ls) spawnSync(SANDGLASS, ['destroy', sb.id], { env, timeout: 60000 });
+    // exit-time leak reports come after destroy answered: wait for each
+    // supervisor to be gone (by pid), then read the reports
+    const alive = (pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ').pop().split(' ')[0] !== 'Z' &&
+          readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('sandglass');
+      } catch { return false; }
+    };
+    const end = Date.now() + 120000;
+    while (sups.some(alive) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    check('every supervisor exited after destroy', sups.length === ls.length && !sups.some(alive),
+      `${sups.length} supervisors, alive: ${sups.filter(alive)}`);
   } catch (e) {
     check('sandboxes can be listed and destroyed', false, String(e));
   }
   spawnSync(SANDGLASS, ['gc'], { env, timeout: 60000 });
+  const reports = readdirSync(sanDir).map((f) => `== ${f}\n${readFileSync(join(sanDir, f), 'utf8').slice(-3000)}`);
+  check('no sanitizer report from sandglass mcp, its supervisors or workers', reports.length === 0,
+    reports.join('\n'));
   rmSync(state, { recursive: true, force: true });
+  rmSync(sanDir, { recursive: true, force: true });
 }
 console.log(`1..${n}`);
 process.exit(failed ? 1 : 0);
