@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -338,11 +339,18 @@ static const sg_store_ops sqlite_ops = {
 
 sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
 {
+    /* The store's directory must exist: a typo in --store must not make
+     * a new tree somewhere (the default's directory is made by the ingest
+     * command). */
     sg_autofree char *dircopy = strdup(path);
-    if (!dircopy || sg_mkdir_p(dirname(dircopy), 0700, err) < 0) {
-        if (!dircopy)
-            sg_err_set(err, ENOMEM, "out of memory");
-        sg_err_prefix(err, "store directory");
+    if (!dircopy) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct stat dst;
+    const char *dir = dirname(dircopy);
+    if (stat(dir, &dst) < 0 || !S_ISDIR(dst.st_mode)) {
+        sg_err_set(err, ENOENT, "the store's directory %s does not exist", dir);
         return NULL;
     }
     sqlite_store *s = calloc(1, sizeof *s);

@@ -95,6 +95,11 @@ int sg_cmd_ingest(int argc, char **argv)
         }
         if (!store) {
             sg_autofree char *db = sg_state_path("ingest/events.db");
+            sg_autofree char *dir = sg_state_path("ingest");
+            if (sg_mkdir_p(dir, 0700, &err) < 0) {
+                fprintf(stderr, "sandglass ingest: %s\n", err.msg);
+                return 1;
+            }
             store = store_default = sg_strdup_printf("sqlite:%s", db);
         }
         if (!secret)

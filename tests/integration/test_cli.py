@@ -65,6 +65,26 @@ try:
                "an unreachable ingest is a warning at create", p.stderr.decode())
         tap.eq(len(env.ls()), n + 1, "and the sandbox is made (the spool keeps everything)")
 
+    @tap.case("the ingest refuses what it cannot do, clearly")
+    def _ingest():
+        import socket
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        try:
+            p = env.run("ingest", "--listen", f"127.0.0.1:{port}", timeout=60)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and f"127.0.0.1:{port} is in use" in err and "LWS" not in err
+                   and "vhost" not in err, "a port in use: one line, exit 1 (it segfaulted)", f"{p.returncode} {err}")
+        finally:
+            busy.close()
+        missing = os.path.join(env.root, "no", "such", "dir")
+        p = env.run("ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{missing}/x.db", timeout=60)
+        tap.ok(p.returncode != 0 and b"does not exist" in p.stderr, "a store in a missing directory is refused",
+               p.stderr.decode())
+        tap.ok(not os.path.exists(os.path.join(env.root, "no")), "and no directory was made")
+
     @tap.case("--json errors are JSON")
     def _json_errors():
         p = env.run("checkpoints", "nosuchid0000", "--json")

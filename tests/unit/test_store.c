@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <unistd.h>
+#include <errno.h>
+#include <sys/stat.h>
 
 #include "cleanup.h"
 #include "jsonutil.h"
@@ -24,6 +27,10 @@ static int setup(void **state)
     if (!mkdtemp(f->dir))
         return -1;
     snprintf(f->url, sizeof f->url, "sqlite:%s/db/events.db", f->dir);
+    char db[sizeof f->dir + 8];
+    snprintf(db, sizeof db, "%s/db", f->dir);
+    if (mkdir(db, 0700) < 0) /* the store makes no directory */
+        return -1;
     sg_err err = {0};
     f->s = sg_store_open(f->url, &err);
     if (!f->s)
@@ -163,6 +170,17 @@ static void test_bad_urls(void **state)
     assert_non_null(strstr(err.msg, "unknown"));
     assert_null(sg_store_open("sqlite:", &err));
     assert_null(sg_store_open("sqlite:/proc/nope/x.db", &err));
+    /* a missing directory is refused, not made */
+    char dir[] = "/tmp/sg-test-store-missing-XXXXXX", url[128], sub[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(url, sizeof url, "sqlite:%s/no/such/events.db", dir);
+    assert_null(sg_store_open(url, &err));
+    assert_int_equal(err.code, ENOENT);
+    assert_non_null(strstr(err.msg, "does not exist"));
+    snprintf(sub, sizeof sub, "%s/no", dir);
+    struct stat st;
+    assert_int_equal(stat(sub, &st), -1);
+    assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void)
