@@ -2219,9 +2219,12 @@ static void sup_destroy(sup *s, client *c)
     for (size_t i = s->nexecs; i-- > 0;) {
         exec_ctx *ex = s->execs[i];
         if (ex->cl) {
-            client_error(ex->cl, "the sandbox was destroyed");
-            ex->cl->ex = NULL;
+            /* Detached first: client_error may close the client at once,
+             * and client_close would reach back into the exec. */
+            client *cl = ex->cl;
+            cl->ex = NULL;
             ex->cl = NULL;
+            client_error(cl, "the sandbox was destroyed");
         }
     }
     uint64_t t0 = sg_now_mono_ns();

@@ -63,6 +63,27 @@ try:
         tap.ok(p.returncode != 0 and sid.encode() in p.stderr, "a second destroy says there is no such sandbox",
                p.stderr.decode())
 
+    @tap.case("destroy while an exec runs")
+    def _running():
+        import subprocess
+        from sgtest import SANDGLASS, comm
+        for args in ((), ("--task", "t", "--ingest", "ws://127.0.0.1:9")):
+            sid = env.create(*args)
+            what = "captured" if args else "plain"
+            proc = subprocess.Popen([SANDGLASS, "exec", sid, "--", "sleep", "300"], env=env.env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            env.procs.append(proc)
+            tap.ok(wait_for(lambda: any(comm(x) == "sleep" for x in cgroup_pids(sid)), 60),
+                   f"{what}: the exec runs")
+            sup = record(sid)["supervisor_pid"]
+            p = env.run("destroy", sid, timeout=120)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 0 and "cleaning up from here" not in err,
+                   f"{what}: the supervisor itself destroys it (it crashed on a captured one)", err)
+            out, perr = proc.communicate(timeout=60)
+            tap.ok(proc.returncode != 0 and b"destroyed" in perr, f"{what}: the exec is told", perr.decode())
+            tap.ok(gone(sid) and not pid_alive(sup), f"{what}: nothing of it is left")
+
     @tap.case("events that could not be delivered")
     def _undelivered():
         # An ingest that is not running: the spool keeps everything.
