@@ -28,13 +28,21 @@
 
 #define EXEC_EXIT_INTERNAL 125 /* our own failure, not the command's */
 
+/* After a SIGTERM or SIGHUP, how long the command has to end (and its
+ * last output to come back) before exec leaves without it: `timeout 60
+ * sandglass exec` must end even when the supervisor is busy (a checkpoint
+ * before the command). The command still gets the signal. */
+#define EXEC_TERM_GRACE_MS 5000
+
 static volatile sig_atomic_t ctl_fd_for_signals = -1;
 static volatile sig_atomic_t signals_seen;
+static volatile sig_atomic_t term_sig; /* the first SIGTERM/SIGHUP */
 
 /* The first SIGINT/SIGTERM/SIGHUP goes to the command, which may handle
  * it; a second one means the caller will not wait (`timeout`, a second
  * Ctrl-C): the command is killed and we leave at once, without waiting
- * for an answer that a busy supervisor may not give soon. */
+ * for an answer that a busy supervisor may not give soon. After a SIGTERM
+ * or SIGHUP we wait EXEC_TERM_GRACE_MS at most. */
 static void forward_signal(int sig)
 {
     int fd = ctl_fd_for_signals;
@@ -44,6 +52,26 @@ static void forward_signal(int sig)
     sg_ctl_send(fd, SG_CTL_SIGNAL, &s, 1, NULL, 0);
     if (signals_seen++)
         _exit(128 + sig);
+    if (sig != SIGINT)
+        term_sig = sig;
+}
+
+/* After a SIGTERM/SIGHUP: waits for the supervisor until the grace ends.
+ * Returns false when it ended first. */
+static bool term_wait(int ctl)
+{
+    static uint64_t deadline;
+    uint64_t now = sg_now_mono_ns();
+    if (!deadline)
+        deadline = now + (uint64_t)EXEC_TERM_GRACE_MS * 1000000u;
+    while (now < deadline) {
+        struct pollfd p = {.fd = ctl, .events = POLLIN};
+        int r = poll(&p, 1, (int)((deadline - now) / 1000000u) + 1);
+        if (r > 0)
+            return true;
+        now = sg_now_mono_ns();
+    }
+    return false;
 }
 
 /* Copies the caller's stdin into the pipe the command reads, as the
@@ -99,11 +127,8 @@ static bool relay_until_readable(int ctl, stdin_relay *r)
         if (r->src >= 0)
             p[1] = r->len > r->off ? (struct pollfd){.fd = r->dst, .events = POLLOUT}
                                    : (struct pollfd){.fd = r->src, .events = POLLIN};
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return false;
-        }
+        if (poll(p, 2, -1) < 0)
+            return false; /* EINTR too: the caller looks at the signal */
         if (r->src >= 0 && p[1].revents)
             relay_step(r, p[1].fd == r->src ? p[1].revents : 0, p[1].fd == r->dst ? p[1].revents : 0);
         if (p[0].revents)
@@ -284,7 +309,21 @@ int sg_cmd_exec(int argc, char **argv)
     int code = EXEC_EXIT_INTERNAL;
     for (;;) {
         uint8_t type;
-        if (relay.src >= 0 && !relay_until_readable(fd, &relay)) {
+        if (term_sig) {
+            relay_stop(&relay); /* the caller is going away */
+            if (!term_wait(fd)) {
+                fprintf(stderr, "sandglass exec: the command did not end within %d s of %s; leaving it "
+                        "(it got the signal; the sandbox's limits still hold)\n", EXEC_TERM_GRACE_MS / 1000,
+                        term_sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+                code = 128 + term_sig;
+                break;
+            }
+        } else if (relay.src >= 0 ? !relay_until_readable(fd, &relay)
+                                  : poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, -1) < 0) {
+            /* Waiting in poll, not in the receive (sg_ctl_recv retries on
+             * EINTR): a signal comes back here, to the grace above. */
+            if (errno == EINTR)
+                continue;
             fprintf(stderr, "sandglass exec: poll: %s\n", strerror(errno));
             break;
         }

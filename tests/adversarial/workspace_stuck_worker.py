@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Attack: the checkpoint worker does not finish (here SIGSTOPped, as a
 1 TiB sparse file or a slow disk would hold it). `abort` used to wait for
-it (> 15 s with a 100 GB file, forever here) and so did `destroy`. Now the
+it (> 15 s with a 100 GB file, forever here) and so did `destroy`, and
+`timeout 60 sandglass exec` did not end the CLI. Now the
 CLI kills the worker through its cgroup leaf before it asks, the
 supervisor does not retry the killed call, and the kill switch's proof
 holds."""
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 
 from workspace_common import SLOW, events, new_env, pid_alive, stuck_in_worker, tap, wait_for
 
@@ -19,12 +22,20 @@ try:
     @tap.case("abort")
     def _abort():
         w, p = stuck_in_worker(env, sid)
+        # `timeout 60 sandglass exec ...`: the CLI ends at SIGTERM, it does
+        # not wait for the supervisor that waits for the worker.
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=SLOW)
+        except subprocess.TimeoutExpired:
+            rc = None
+        tap.ok(rc is not None and pid_alive(w), "the exec's CLI ends at SIGTERM while the worker is stuck",
+               f"rc {rc}")
         r = env.run("abort", sid, "--json", timeout=SLOW)
         tap.ok(r.returncode == 0, "abort answers while the worker is stuck", r.stderr.decode(errors="replace"))
         rec = json.loads(r.stdout or b"{}")
         tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True, "its proof holds", repr(rec)[:600])
         tap.ok(wait_for(lambda: not pid_alive(w), 60), "the stuck worker was killed")
-        p.wait(timeout=SLOW)
         errs = [e for e in events(env, sid, "checkpoint") if "error" in e]
         tap.ok(len(errs) == 1 and "killed" in errs[0]["error"], "the checkpoint it stopped is an event with an error",
                repr(errs))
