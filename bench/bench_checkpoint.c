@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "cleanup.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "checkpoint/checkpoint.h"
 
 #define CHANGED 10
 #define FILES_PER_DIR 100

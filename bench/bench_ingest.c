@@ -37,8 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "token.h"
-#include "util.h"
+#include "base/util.h"
+#include "wire/token.h"
 
 typedef struct frame {
     char *text;

@@ -168,7 +168,7 @@ def main() -> int:
         results["many"] = {"count": len(made), "captured": len(captured),
                            "create_all_s": time.monotonic() - t0}
         # Each supervisor's checkpoint worker exits after 10 s idle
-        # (src/ckptc.h): measure the sandboxes at rest.
+        # (src/checkpoint/ckpt_client.h): measure the sandboxes at rest.
         time.sleep(12)
         rss, pss, init_rss, init_pss, ready_rss, ready_pss = [], [], [], [], [], []
         cap_rss, cap_pss, workers = [], [], 0

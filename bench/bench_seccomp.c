@@ -4,7 +4,7 @@
  * The kernel runs a new filter for every syscall number as it loads it (to
  * cache the numbers that are always allowed), so the load costs in
  * proportion to the path each number takes through the program:
- *   1. the whole filter (src/seccomp.c), a binary tree over the syscall
+ *   1. the whole filter (src/sandbox/seccomp.c), a binary tree over the syscall
  *      numbers: what every exec child loaded before the filter was split;
  *   2. the same rules as a chain (libseccomp's default layout);
  *   3. a one-instruction "allow everything" program: the floor;
@@ -32,10 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "jsonutil.h"
-#include "seccomp.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "sandbox/seccomp.h"
 
 #define KINDS 5
 #define FLOOR 2 /* the allow-all kind */

@@ -1,6 +1,6 @@
 /* bench_watch: what watching a workspace costs, side by side in one run.
  *
- *   1. the inotify watcher (src/watch.c) idle over an N-file workspace for
+ *   1. the inotify watcher (src/capture/watch.c) idle over an N-file workspace for
  *      S seconds: CPU of this process while the loop runs (getrusage);
  *   2. the original's approach, re-implemented faithfully in C: every
  *      250 ms walk the tree (sorted), stat every file, read and decode every
@@ -26,12 +26,12 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "diff.h"
-#include "udiff.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "util.h"
-#include "watch.h"
+#include "base/bounds.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "capture/watch.h"
+#include "checkpoint/diff.h"
+#include "checkpoint/udiff.h"
 
 static double cpu_s(int who)
 {

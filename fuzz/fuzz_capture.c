@@ -23,14 +23,14 @@
  *    is dropped from the record;
  *  - a stream's event holds its last SG_OUTPUT_CAPTURE_MAX bytes made valid
  *    UTF-8, its byte count, and whether it was cut. */
-#include "jsonutil.h"
-#include "uplinkc.h"
-#define sg_uplinkc_notify(u) ((void)(u))
-#include "../src/capture.c"
+#include "base/json.h"
+#include "delivery/uplink_client.h"
+#define sg_uplink_client_notify(u) ((void)(u))
+#include "../src/capture/capture.c"
 
 #include <stdint.h>
 
-#include "framescan.h"
+#include "ingest/framescan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,11 +5,11 @@
  *
  * Invariants:
  *  - framing: the input as a byte stream (4-byte length, JSON object, ...)
- *    yields exactly the messages whose length is at most SG_CKPTWIRE_MAX
+ *    yields exactly the messages whose length is at most SG_CKPT_PROTO_MAX
  *    and whose bytes are a JSON object, in order, each equal to its bytes
  *    parsed; the stream stops at the first bad or cut-short message, and a
  *    clean end is 0;
- *  - byte strings: sg_ckptwire_unbytes of any JSON string succeeds exactly
+ *  - byte strings: sg_ckpt_proto_unbytes of any JSON string succeeds exactly
  *    for even-length lowercase hex (and no 00 byte with no_nul), gives
  *    len = n / 2 bytes, NUL-terminated, and encodes back to the same
  *    string; the input's own bytes go through bytes/unbytes unchanged;
@@ -26,8 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckptwire.h"
-#include "jsonutil.h"
+#include "base/json.h"
+#include "wire/ckpt_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -46,7 +46,7 @@ static void check_unbytes(const json_t *v)
     for (int no_nul = 0; no_nul < 2; no_nul++) {
         sg_err err;
         size_t len = 12345;
-        char *out = sg_ckptwire_unbytes(v, no_nul, &len, &err);
+        char *out = sg_ckpt_proto_unbytes(v, no_nul, &len, &err);
         bool want = s && n % 2 == 0 && is_lower_hex(s, n);
         if (want && no_nul)
             for (size_t i = 0; i + 1 < n; i += 2)
@@ -57,7 +57,7 @@ static void check_unbytes(const json_t *v)
             continue;
         if (len != n / 2 || out[len] != '\0' || (no_nul && memchr(out, 0, len)))
             abort();
-        json_t *back = sg_ckptwire_bytes(out, len);
+        json_t *back = sg_ckpt_proto_bytes(out, len);
         if (!json_equal(back, (json_t *)v))
             abort();
         json_decref(back);
@@ -76,7 +76,7 @@ static void check_stats(const json_t *v)
     sg_checkpoint_stats a, b;
     sg_err err;
     memset(&a, 0xa5, sizeof a);
-    if (sg_ckptwire_unstats(v, &a, &err) < 0)
+    if (sg_ckpt_proto_unstats(v, &a, &err) < 0)
         return;
     if (a.files != (uint64_t)ival(v, "files") || a.dirs != (uint64_t)ival(v, "dirs") ||
         a.bytes != (uint64_t)ival(v, "bytes") || a.changed != (uint64_t)ival(v, "changed") ||
@@ -85,9 +85,9 @@ static void check_stats(const json_t *v)
         a.unrestorable != (uint64_t)ival(v, "unrestorable") ||
         a.store_full != json_is_true(json_object_get(v, "store_full")))
         abort(); /* not the message's values */
-    json_t *j = sg_ckptwire_stats(&a);
+    json_t *j = sg_ckpt_proto_stats(&a);
     memset(&b, 0x5a, sizeof b);
-    if (!j || sg_ckptwire_unstats(j, &b, &err) < 0 || memcmp(&a, &b, sizeof a) != 0)
+    if (!j || sg_ckpt_proto_unstats(j, &b, &err) < 0 || memcmp(&a, &b, sizeof a) != 0)
         abort();
     json_decref(j);
 }
@@ -97,7 +97,7 @@ static void check_infos(const json_t *v)
     sg_checkpoint_info *a = NULL, *b = NULL;
     size_t n = 7, m = 7;
     sg_err err;
-    if (sg_ckptwire_uninfos(v, &a, &n, &err) < 0) {
+    if (sg_ckpt_proto_uninfos(v, &a, &n, &err) < 0) {
         if (a || n)
             abort();
         return;
@@ -113,8 +113,8 @@ static void check_infos(const json_t *v)
             strlen(a[i].label) * 2 != json_string_length(json_object_get(e, "label")))
             abort(); /* not the message's values */
     }
-    json_t *j = sg_ckptwire_infos(a, n);
-    if (!j || sg_ckptwire_uninfos(j, &b, &m, &err) < 0 || m != n)
+    json_t *j = sg_ckpt_proto_infos(a, n);
+    if (!j || sg_ckpt_proto_uninfos(j, &b, &m, &err) < 0 || m != n)
         abort();
     for (size_t i = 0; i < n; i++)
         if (strcmp(a[i].id, b[i].id) || strcmp(a[i].label, b[i].label) || a[i].time != b[i].time ||
@@ -130,7 +130,7 @@ static void check_changes(const json_t *v)
     sg_checkpoint_change *a = NULL, *b = NULL;
     size_t n = 7, m = 7;
     sg_err err;
-    if (sg_ckptwire_unchanges(v, &a, &n, &err) < 0) {
+    if (sg_ckpt_proto_unchanges(v, &a, &n, &err) < 0) {
         if (a || n)
             abort();
         return;
@@ -148,8 +148,8 @@ static void check_changes(const json_t *v)
             strlen(a[i].path) * 2 != json_string_length(json_object_get(e, "path")))
             abort(); /* not the message's values */
     }
-    json_t *j = sg_ckptwire_changes(a, n);
-    if (!j || sg_ckptwire_unchanges(j, &b, &m, &err) < 0 || m != n)
+    json_t *j = sg_ckpt_proto_changes(a, n);
+    if (!j || sg_ckpt_proto_unchanges(j, &b, &m, &err) < 0 || m != n)
         abort();
     for (size_t i = 0; i < n; i++)
         if (strcmp(a[i].path, b[i].path) || a[i].kind != b[i].kind || a[i].mode_now != b[i].mode_now ||
@@ -198,7 +198,7 @@ static void check_stream(const uint8_t *data, size_t size)
     for (;;) {
         json_t *msg = NULL;
         sg_err err;
-        int r = sg_ckptwire_recv(p[0], &msg, &err);
+        int r = sg_ckpt_proto_recv(p[0], &msg, &err);
         /* What this stream holds at off. */
         int want;
         json_t *exp = NULL;
@@ -209,7 +209,7 @@ static void check_stream(const uint8_t *data, size_t size)
         } else {
             uint32_t len;
             memcpy(&len, data + off, 4);
-            exp = len <= SG_CKPTWIRE_MAX && len <= size - off - 4
+            exp = len <= SG_CKPT_PROTO_MAX && len <= size - off - 4
                       ? json_loadb((const char *)data + off + 4, len, JSON_REJECT_DUPLICATES, NULL)
                       : NULL;
             want = json_is_object(exp) ? 1 : -1;
@@ -237,11 +237,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     walk(j, 0);
     json_decref(j);
     /* The input's own bytes as a path or label. */
-    json_t *b = sg_ckptwire_bytes(data, size);
+    json_t *b = sg_ckpt_proto_bytes(data, size);
     check_unbytes(b);
     sg_err err;
     size_t len;
-    char *back = sg_ckptwire_unbytes(b, false, &len, &err);
+    char *back = sg_ckpt_proto_unbytes(b, false, &len, &err);
     if (!back || len != size || (size && memcmp(back, data, size) != 0))
         abort();
     free(back);

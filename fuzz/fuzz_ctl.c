@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
-#include "jsonutil.h"
-#include "limits.h"
+#include "base/bounds.h"
+#include "base/json.h"
+#include "wire/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

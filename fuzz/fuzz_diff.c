@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diff.h"
-#include "jsonutil.h"
-#include "udiff.h"
+#include "base/json.h"
+#include "checkpoint/diff.h"
+#include "checkpoint/udiff.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "event.h"
-#include "framescan.h"
+#include "ingest/framescan.h"
+#include "wire/event.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

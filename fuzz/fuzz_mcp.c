@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
-#include "jsonutil.h"
-#include "mcp.h"
+#include "base/json.h"
+#include "mcp/mcp.h"
+#include "wire/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "spool.h"
-#include "util.h"
+#include "base/util.h"
+#include "delivery/spool.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

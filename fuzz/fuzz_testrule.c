@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
-#include "testrule.h"
+#include "capture/testrule.h"
+#include "wire/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -27,9 +27,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "jsonutil.h"
-#include "limits.h"
-#include "token.h"
+#include "base/bounds.h"
+#include "base/json.h"
+#include "wire/token.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

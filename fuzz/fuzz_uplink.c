@@ -17,7 +17,7 @@
  *  - what the uplink would send next (its cursor, up to the synced seq and
  *    the window) continues without gap or repeat after the ack;
  *  - reopened, the spool recovers the ack it was given. */
-#include "../src/uplink.c"
+#include "../src/delivery/uplink.c"
 
 #include <stdint.h>
 

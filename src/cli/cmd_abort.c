@@ -6,14 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ckptc.h"
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "checkpoint/ckpt_client.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "state/state.h"
 
 /* The reason without the "by: " the supervisor puts before it. */
 static const char *bare_reason(json_t *res)
@@ -112,7 +112,7 @@ int sg_cmd_abort(int argc, char **argv)
     /* The supervisor may be inside a long checkpoint: its worker is killed
      * first, so this request never waits for it (ckptc.h). */
     sg_err kerr = {0};
-    if (sg_ckptc_kill_sandbox_worker(id, &kerr) < 0)
+    if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         fprintf(stderr, "sandglass abort: the checkpoint worker: %s\n", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "abort", "reason", reason);
     sg_autojson json_t *res = sg_cli_request(id, req, &err);

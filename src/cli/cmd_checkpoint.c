@@ -8,13 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "state/state.h"
 
 /* The one positional argument, a sandbox id or a unique prefix, into id.
  * Returns 0, or the exit code of the error it printed. */

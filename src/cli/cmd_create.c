@@ -18,14 +18,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "pool.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "cli/pool.h"
+#include "state/state.h"
 
 
 /* --ingest: ws://HOST:PORT[/PATH] or wss://..., the ingest's WebSocket URL.

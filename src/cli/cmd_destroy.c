@@ -9,14 +9,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ckptc.h"
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "checkpoint/ckpt_client.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "state/state.h"
 
 /* Waits for a process that is not our child to exit. */
 static void wait_gone(pid_t pid, int timeout_ms)
@@ -43,7 +43,7 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
     /* The supervisor may be inside a long checkpoint: its worker is killed
      * first, so this request never waits for it (ckptc.h). */
     sg_err kerr = {0};
-    if (sg_ckptc_kill_sandbox_worker(id, &kerr) < 0)
+    if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         fprintf(stderr, "sandglass destroy: the checkpoint worker: %s\n", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
     sg_err rerr = {0};

@@ -25,13 +25,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "state.h"
-#include "token.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "state/state.h"
+#include "wire/token.h"
 
 #define HTTP_ANSWER_MAX (16 * 1024 * 1024) /* one /v1/events page */
 #define PAGE 1000

@@ -17,14 +17,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "ctl.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "state/state.h"
+#include "wire/ctl.h"
 
 #define EXEC_EXIT_INTERNAL 125 /* our own failure, not the command's */
 

@@ -16,14 +16,14 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "jsonutil.h"
-#include "spool.h"
-#include "state.h"
-#include "token.h"
-#include "uplink.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "delivery/spool.h"
+#include "delivery/uplink.h"
+#include "state/state.h"
+#include "wire/token.h"
 
 #define FLUSH_TIMEOUT_DEFAULT_S 30.0
 #define FLUSH_META_MAX (64u * 1024)

@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cgroup.h"
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "state.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "sandbox/cgroup.h"
+#include "state/state.h"
 
 static void gc_one(const char *id, int *removed, int *failures)
 {

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <uv.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "ingest.h"
-#include "state.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "ingest/ingest.h"
+#include "state/state.h"
 
 static const char usage[] =
     "usage: sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]\n"

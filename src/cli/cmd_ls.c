@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "limits.h"
-#include "common.h"
-#include "jsonutil.h"
-#include "state.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "state/state.h"
 
 int sg_cmd_ls(int argc, char **argv)
 {

@@ -27,15 +27,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "common.h"
-#include "ctl.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "mcp.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "mcp/mcp.h"
+#include "state/state.h"
+#include "wire/ctl.h"
 
 #define MCP_READ_CHUNK (64 * 1024)
 #define MCP_DRAIN_MS 10000   /* wait for calls to end after the abort */

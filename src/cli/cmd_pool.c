@@ -3,11 +3,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmds.h"
-#include "common.h"
-#include "limits.h"
-#include "pool.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "cli/pool.h"
 
 static void pool_usage(FILE *f)
 {

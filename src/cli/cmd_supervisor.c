@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmds.h"
-#include "supervisor.h"
-#include "util.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "supervisor/supervisor.h"
 
 int sg_cmd_supervisor(int argc, char **argv)
 {

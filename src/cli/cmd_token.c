@@ -9,11 +9,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "cleanup.h"
-#include "cmds.h"
-#include "state.h"
-#include "token.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "state/state.h"
+#include "wire/token.h"
 
 static const char usage[] =
     "usage: sandglass token --learner L --task T --sandbox ID [--ttl SECONDS] [--secret FILE]\n"

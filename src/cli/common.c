@@ -1,4 +1,4 @@
-#include "common.h"
+#include "cli/common.h"
 
 #include <errno.h>
 #include <sys/wait.h>
@@ -13,13 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "cleanup.h"
-#include "ctl.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "state.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "sandbox/cgroup.h"
+#include "state/state.h"
+#include "wire/ctl.h"
 
 #define CREATE_READY_TIMEOUT_MS 30000
 

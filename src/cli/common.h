@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
  * else ../libexec/sandglassd relative to it. */

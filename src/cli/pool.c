@@ -1,5 +1,5 @@
 /* pool: spare sandboxes kept ready (see pool.h). */
-#include "pool.h"
+#include "cli/pool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,11 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "common.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/common.h"
 
 static char *pool_path(const char *name)
 {

@@ -19,8 +19,8 @@
 
 #include <stdbool.h>
 
-#include "err.h"
-#include "state.h"
+#include "base/err.h"
+#include "state/state.h"
 
 /* Claims a spare for want (its id is ignored). Returns 1 and the spare's
  * id in id_out, 0 when no spare could be claimed (none, or each one failed

@@ -210,7 +210,7 @@ def children(pid: int) -> list[int]:
 
 
 def ckpt_worker(sup_pid: int) -> int:
-    """The supervisor's checkpoint worker (src/ckptc.h), 0 when none runs."""
+    """The supervisor's checkpoint worker (src/checkpoint/ckpt_client.h), 0 when none runs."""
     return next((c for c in children(sup_pid) if comm(c) == "sandglass-ckpt"), 0)
 
 

@@ -393,7 +393,7 @@ def main():
     b = connect(ing, tok)
     check("reconnect: first ack is the stored contiguous seq", b.wait_ack(None) == 10)
     # a gap: 11, then 13 -> 13 is refused (1008) and not stored, 11 is
-    # (the order rule: a seq must be the stream's next, src/store.h)
+    # (the order rule: a seq must be the stream's next, src/ingest/store.h)
     b.send_event(11)
     b.send_event(13)
     code = b.wait_close()

@@ -26,7 +26,7 @@ from test_capture import CapEnv  # noqa: E402
 # Long enough that "right after an exec" finds the worker on a loaded
 # machine, short enough for the idle exits the test waits for.
 IDLE_MS = "5000"
-# SG_CKPT_RACY_NS (src/checkpoint.h): a change this recent makes the
+# SG_CKPT_RACY_NS (src/checkpoint/checkpoint.h): a change this recent makes the
 # workspace's fingerprint untrusted.
 RACY_NS = 50 * 1000 * 1000
 HEAVY = ("libgit2", "libwebsockets", "libcrypto", "libssl")

@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "cleanup.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "sandbox/cgroup.h"
 
 #define MAX_IDS 4
 #define MB (1024ull * 1024)

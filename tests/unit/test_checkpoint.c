@@ -21,9 +21,9 @@
 
 #include <git2.h>
 
-#include "checkpoint.h"
-#include "cleanup.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "checkpoint/checkpoint.h"
 
 typedef struct fx {
     char root[64];

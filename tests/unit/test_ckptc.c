@@ -18,16 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckptc.h"
-#include "cleanup.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "checkpoint/ckpt_client.h"
 
 typedef struct fx {
     const char *bin; /* the worker; NULL: every test skips */
     char root[64];
     char ws[128];
     char repo[160];
-    sg_ckptc *c;
+    sg_ckpt_client *c;
 } fx;
 
 static int setup(void **state)
@@ -48,23 +48,23 @@ static int setup(void **state)
     snprintf(f->repo, sizeof f->repo, "%s/state/sb/x/checkpoints.git", f->root);
     if (mkdir(f->ws, 0755) < 0)
         return -1;
-    f->c = sg_ckptc_new(f->bin, f->repo, f->ws);
+    f->c = sg_ckpt_client_new(f->bin, f->repo, f->ws);
     return 0;
 }
 
 static int teardown(void **state)
 {
     fx *f = *state;
-    sg_ckptc_free(f->c);
+    sg_ckpt_client_free(f->c);
     if (f->root[0]) {
         sg_err err = {0};
         sg_rm_rf(f->root, &err);
     }
     free(f);
-    /* sg_ckptc_free waited for every worker it started */
+    /* sg_ckpt_client_free waited for every worker it started */
     errno = 0;
     if (waitpid(-1, NULL, WNOHANG) != -1 || errno != ECHILD) {
-        fprintf(stderr, "a child is left after sg_ckptc_free\n");
+        fprintf(stderr, "a child is left after sg_ckpt_client_free\n");
         return -1;
     }
     return 0;
@@ -130,7 +130,7 @@ static void take(fx *f, const char *label, bool reuse, char id[SG_CHECKPOINT_ID_
                  sg_checkpoint_stats *stt, bool *reused)
 {
     sg_err err = {0};
-    if (sg_ckptc_take(f->c, label, reuse, id, stt, reused, &err) < 0)
+    if (sg_ckpt_client_take(f->c, label, reuse, id, stt, reused, &err) < 0)
         fail_msg("take: %s", err.msg);
     assert_int_equal(strlen(id), SG_CHECKPOINT_ID_LEN);
     assert_int_equal(strspn(id, "0123456789abcdef"), SG_CHECKPOINT_ID_LEN);
@@ -141,7 +141,7 @@ static size_t nlist(fx *f)
     sg_err err = {0};
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
-    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+    if (sg_ckpt_client_list(f->c, &v, &n, &err) < 0)
         fail_msg("list: %s", err.msg);
     sg_checkpoint_infos_free(v, n);
     return n;
@@ -179,7 +179,7 @@ static void assert_gone(pid_t pid)
 static void test_take_stats(void **state)
 {
     fx *f = fixture(state);
-    assert_int_equal(sg_ckptc_pid(f->c), 0); /* nothing spawned yet */
+    assert_int_equal(sg_ckpt_client_pid(f->c), 0); /* nothing spawned yet */
     wfile(f, "a.txt", "alpha\n");
     mkd(f, "dir");
     wfile(f, "dir/b.txt", "beta\n");
@@ -194,7 +194,7 @@ static void test_take_stats(void **state)
     assert_int_equal(stt.bytes, 11);
     assert_int_equal(stt.changed, 4); /* root, a.txt, dir, dir/b.txt */
     assert_int_equal(stt.skipped, 0);
-    pid_t pid = sg_ckptc_pid(f->c);
+    pid_t pid = sg_ckpt_client_pid(f->c);
     assert_true(pid > 0);
     /* the worker stays for the next call */
     char id2[41];
@@ -203,7 +203,7 @@ static void test_take_stats(void **state)
     assert_string_not_equal(id, id2);
     assert_int_equal(stt.changed, 1);
     assert_int_equal(stt.bytes, 13);
-    assert_int_equal(sg_ckptc_pid(f->c), pid);
+    assert_int_equal(sg_ckpt_client_pid(f->c), pid);
     /* stats and reused are optional */
     take(f, "x", true, id2, NULL, NULL);
 }
@@ -253,7 +253,7 @@ static void test_list_labels(void **state)
     sg_err err = {0};
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
-    assert_int_equal(sg_ckptc_list(f->c, &v, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_list(f->c, &v, &n, &err), 0);
     assert_int_equal(n, 4);
     for (size_t i = 0; i < 3; i++) {
         assert_string_equal(v[i].id, ids[i]);
@@ -274,7 +274,7 @@ static void test_list_empty(void **state)
     sg_err err = {0};
     sg_checkpoint_info *v = NULL;
     size_t n = 9;
-    assert_int_equal(sg_ckptc_list(f->c, &v, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_list(f->c, &v, &n, &err), 0);
     assert_int_equal(n, 0);
     sg_checkpoint_infos_free(v, n);
 }
@@ -293,7 +293,7 @@ static void test_diff_kinds(void **state)
     sg_err err = {0};
     sg_checkpoint_change *ch = NULL;
     size_t n = 9;
-    assert_int_equal(sg_ckptc_diff(f->c, c1, &ch, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_diff(f->c, c1, &ch, &n, &err), 0);
     assert_int_equal(n, 0); /* nothing changed yet */
     sg_checkpoint_changes_free(ch, n);
 
@@ -307,7 +307,7 @@ static void test_diff_kinds(void **state)
     sg_autofree char *t = pj(f, "type");
     assert_int_equal(symlink("a.txt", t), 0);
 
-    assert_int_equal(sg_ckptc_diff(f->c, c1, &ch, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_diff(f->c, c1, &ch, &n, &err), 0);
     assert_int_equal(n, 6);
     /* sorted by path */
     assert_string_equal(ch[0].path, "a.txt");
@@ -339,7 +339,7 @@ static void test_diff_kinds(void **state)
     char prefix[9];
     memcpy(prefix, c1, 8);
     prefix[8] = '\0';
-    assert_int_equal(sg_ckptc_diff(f->c, prefix, &ch, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_diff(f->c, prefix, &ch, &n, &err), 0);
     assert_int_equal(n, 6);
     sg_checkpoint_changes_free(ch, n);
 }
@@ -362,7 +362,7 @@ static void test_restore(void **state)
 
     sg_err err = {0};
     sg_checkpoint_stats stt = {0};
-    assert_int_equal(sg_ckptc_restore(f->c, c1, &stt, &err), 0);
+    assert_int_equal(sg_ckpt_client_restore(f->c, c1, &stt, &err), 0);
     assert_int_equal(stt.changed, 5);
     assert_int_equal(stt.files, 2);
     assert_int_equal(stt.bytes, 11);
@@ -372,12 +372,12 @@ static void test_restore(void **state)
     assert_false(lexists(f, "newdir"));
     sg_checkpoint_change *ch = NULL;
     size_t n = 9;
-    assert_int_equal(sg_ckptc_diff(f->c, c1, &ch, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_diff(f->c, c1, &ch, &n, &err), 0);
     assert_int_equal(n, 0);
     sg_checkpoint_changes_free(ch, n);
 
     /* and forward again (stats optional) */
-    assert_int_equal(sg_ckptc_restore(f->c, c2, NULL, &err), 0);
+    assert_int_equal(sg_ckpt_client_restore(f->c, c2, NULL, &err), 0);
     assert_file(f, "a.txt", "ALPHA changed\n");
     assert_file(f, "newdir/x", "x");
     assert_false(lexists(f, "dir/b.txt"));
@@ -390,7 +390,7 @@ static void test_unified(void **state)
     sg_diff_result r;
     memset(&r, 0xab, sizeof r);
     const char *old = "one\ntwo\nthree\n", *new_ = "one\nTWO\nthree\nfour\n";
-    assert_int_equal(sg_ckptc_unified(f->c, "dir/f.txt", old, strlen(old), new_, strlen(new_), &r, &err), 0);
+    assert_int_equal(sg_ckpt_client_unified(f->c, "dir/f.txt", old, strlen(old), new_, strlen(new_), &r, &err), 0);
     assert_non_null(r.text);
     assert_int_equal(strlen(r.text), r.len);
     assert_int_equal(r.added, 2);
@@ -403,7 +403,7 @@ static void test_unified(void **state)
     sg_diff_result_clear(&r);
 
     /* a new file: no old side */
-    assert_int_equal(sg_ckptc_unified(f->c, "n.txt", NULL, 0, "a\nb\n", 4, &r, &err), 0);
+    assert_int_equal(sg_ckpt_client_unified(f->c, "n.txt", NULL, 0, "a\nb\n", 4, &r, &err), 0);
     assert_non_null(strstr(r.text, "--- /dev/null\n"));
     assert_non_null(strstr(r.text, "+++ b/n.txt\n"));
     assert_int_equal(r.added, 2);
@@ -411,7 +411,7 @@ static void test_unified(void **state)
     sg_diff_result_clear(&r);
 
     /* a deleted file: no new side */
-    assert_int_equal(sg_ckptc_unified(f->c, "d.txt", "gone\n", 5, NULL, 0, &r, &err), 0);
+    assert_int_equal(sg_ckpt_client_unified(f->c, "d.txt", "gone\n", 5, NULL, 0, &r, &err), 0);
     assert_non_null(strstr(r.text, "--- a/d.txt\n"));
     assert_non_null(strstr(r.text, "+++ /dev/null\n"));
     assert_int_equal(r.added, 0);
@@ -419,7 +419,7 @@ static void test_unified(void **state)
     sg_diff_result_clear(&r);
 
     /* equal sides: an empty diff */
-    assert_int_equal(sg_ckptc_unified(f->c, "same", "x\n", 2, "x\n", 2, &r, &err), 0);
+    assert_int_equal(sg_ckpt_client_unified(f->c, "same", "x\n", 2, "x\n", 2, &r, &err), 0);
     assert_non_null(r.text);
     assert_int_equal(r.len, 0);
     assert_int_equal(r.added + r.removed, 0);
@@ -427,14 +427,14 @@ static void test_unified(void **state)
 
     /* a non-UTF-8 path and texts travel as bytes (libgit2 may quote the
      * path in the headers) */
-    assert_int_equal(sg_ckptc_unified(f->c, "p\xff", "a\xfe\n", 3, "b\n", 2, &r, &err), 0);
+    assert_int_equal(sg_ckpt_client_unified(f->c, "p\xff", "a\xfe\n", 3, "b\n", 2, &r, &err), 0);
     assert_non_null(strstr(r.text, "\n-a\xfe\n"));
     assert_int_equal(r.added, 1);
     assert_int_equal(r.removed, 1);
     sg_diff_result_clear(&r);
 
     /* usable as an sg_diff_fn */
-    sg_diff_fn fn = sg_ckptc_unified;
+    sg_diff_fn fn = sg_ckpt_client_unified;
     assert_int_equal(fn(f->c, "g", "a\n", 2, "b\n", 2, &r, &err), 0);
     assert_int_equal(r.added, 1);
     sg_diff_result_clear(&r);
@@ -446,24 +446,24 @@ static void test_stop_respawns(void **state)
     wfile(f, "x", "1");
     char a[41];
     take(f, "one", false, a, NULL, NULL);
-    pid_t p1 = sg_ckptc_pid(f->c);
+    pid_t p1 = sg_ckpt_client_pid(f->c);
     assert_true(p1 > 0);
-    sg_ckptc_stop(f->c);
-    assert_int_equal(sg_ckptc_pid(f->c), 0);
-    sg_ckptc_stop(f->c); /* twice is harmless */
+    sg_ckpt_client_stop(f->c);
+    assert_int_equal(sg_ckpt_client_pid(f->c), 0);
+    sg_ckpt_client_stop(f->c); /* twice is harmless */
     /* the next call spawns a new worker on the same store */
     assert_int_equal(nlist(f), 1);
-    pid_t p2 = sg_ckptc_pid(f->c);
+    pid_t p2 = sg_ckpt_client_pid(f->c);
     assert_true(p2 > 0);
     assert_true(p2 != p1);
     /* the stopped one exits and is collected (by reap, or at the next stop) */
-    sg_ckptc_stop(f->c);
+    sg_ckpt_client_stop(f->c);
     assert_int_equal(nlist(f), 1);
-    pid_t p3 = sg_ckptc_pid(f->c);
+    pid_t p3 = sg_ckpt_client_pid(f->c);
     assert_true(p3 > 0 && p3 != p2);
     assert_gone(p1);
     for (int i = 0; i < 500; i++) {
-        sg_ckptc_reap(f->c);
+        sg_ckpt_client_reap(f->c);
         if (kill(p2, 0) < 0 && errno == ESRCH)
             break;
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -472,18 +472,18 @@ static void test_stop_respawns(void **state)
     assert_gone(p2);
     /* start is idempotent while a worker runs */
     sg_err err = {0};
-    assert_int_equal(sg_ckptc_start(f->c, &err), 0);
-    assert_int_equal(sg_ckptc_pid(f->c), p3);
+    assert_int_equal(sg_ckpt_client_start(f->c, &err), 0);
+    assert_int_equal(sg_ckpt_client_pid(f->c), p3);
 }
 
 static void test_start_opened(void **state)
 {
     fx *f = fixture(state);
     sg_err err = {0};
-    assert_int_equal(sg_ckptc_start(f->c, &err), 0);
-    assert_true(sg_ckptc_pid(f->c) > 0);
-    assert_int_equal(sg_ckptc_opened(f->c, &err), 0);
-    assert_int_equal(sg_ckptc_opened(f->c, &err), 0); /* nothing pending now */
+    assert_int_equal(sg_ckpt_client_start(f->c, &err), 0);
+    assert_true(sg_ckpt_client_pid(f->c) > 0);
+    assert_int_equal(sg_ckpt_client_opened(f->c, &err), 0);
+    assert_int_equal(sg_ckpt_client_opened(f->c, &err), 0); /* nothing pending now */
     assert_int_equal(nlist(f), 0);
 }
 
@@ -493,7 +493,7 @@ static void test_killed_worker(void **state)
     wfile(f, "x", "1");
     char a[41], b[41];
     take(f, "one", false, a, NULL, NULL);
-    pid_t p1 = sg_ckptc_pid(f->c);
+    pid_t p1 = sg_ckpt_client_pid(f->c);
     assert_true(p1 > 0);
     assert_int_equal(kill(p1, SIGKILL), 0);
     /* the call finds the socket closed and retries on a fresh worker */
@@ -502,34 +502,34 @@ static void test_killed_worker(void **state)
     take(f, "two", true, b, NULL, &reused);
     assert_false(reused);
     assert_string_not_equal(a, b);
-    pid_t p2 = sg_ckptc_pid(f->c);
+    pid_t p2 = sg_ckpt_client_pid(f->c);
     assert_true(p2 > 0 && p2 != p1);
     assert_int_equal(nlist(f), 2);
 
     /* killed again while its "open" is pending */
-    sg_ckptc_stop(f->c);
+    sg_ckpt_client_stop(f->c);
     sg_err err = {0};
-    assert_int_equal(sg_ckptc_start(f->c, &err), 0);
-    pid_t p3 = sg_ckptc_pid(f->c);
+    assert_int_equal(sg_ckpt_client_start(f->c, &err), 0);
+    pid_t p3 = sg_ckpt_client_pid(f->c);
     assert_true(p3 > 0 && p3 != p2);
     assert_int_equal(kill(p3, SIGKILL), 0);
     assert_int_equal(nlist(f), 2);
-    assert_true(sg_ckptc_pid(f->c) != p3);
+    assert_true(sg_ckpt_client_pid(f->c) != p3);
 
     /* killed once more, then diff and restore still work */
-    assert_int_equal(kill(sg_ckptc_pid(f->c), SIGKILL), 0);
+    assert_int_equal(kill(sg_ckpt_client_pid(f->c), SIGKILL), 0);
     sg_checkpoint_change *ch = NULL;
     size_t n = 0;
-    assert_int_equal(sg_ckptc_diff(f->c, a, &ch, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_diff(f->c, a, &ch, &n, &err), 0);
     assert_int_equal(n, 1);
     assert_string_equal(ch[0].path, "x");
     sg_checkpoint_changes_free(ch, n);
-    assert_int_equal(kill(sg_ckptc_pid(f->c), SIGKILL), 0);
-    assert_int_equal(sg_ckptc_restore(f->c, a, NULL, &err), 0);
+    assert_int_equal(kill(sg_ckpt_client_pid(f->c), SIGKILL), 0);
+    assert_int_equal(sg_ckpt_client_restore(f->c, a, NULL, &err), 0);
     assert_file(f, "x", "1");
-    assert_int_equal(kill(sg_ckptc_pid(f->c), SIGKILL), 0);
+    assert_int_equal(kill(sg_ckpt_client_pid(f->c), SIGKILL), 0);
     sg_diff_result r;
-    assert_int_equal(sg_ckptc_unified(f->c, "x", "1\n", 2, "2\n", 2, &r, &err), 0);
+    assert_int_equal(sg_ckpt_client_unified(f->c, "x", "1\n", 2, "2\n", 2, &r, &err), 0);
     assert_int_equal(r.added, 1);
     sg_diff_result_clear(&r);
     /* the killed ones are all collected */
@@ -542,46 +542,46 @@ static void test_store_cannot_open(void **state)
     fx *f = fixture(state);
     /* a store inside the workspace is refused by the worker */
     sg_autofree char *inside = pj(f, ".ckpt");
-    sg_ckptc *c = sg_ckptc_new(f->bin, inside, f->ws);
+    sg_ckpt_client *c = sg_ckpt_client_new(f->bin, inside, f->ws);
     sg_err err = {0};
-    assert_int_equal(sg_ckptc_start(c, &err), 0);
-    assert_true(sg_ckptc_pid(c) > 0);
-    assert_int_equal(sg_ckptc_opened(c, &err), -1);
+    assert_int_equal(sg_ckpt_client_start(c, &err), 0);
+    assert_true(sg_ckpt_client_pid(c) > 0);
+    assert_int_equal(sg_ckpt_client_opened(c, &err), -1);
     assert_non_null(strstr(err.msg, "checkpoint store"));
     assert_int_equal(err.code, EINVAL);
-    assert_int_equal(sg_ckptc_pid(c), 0); /* stopped */
+    assert_int_equal(sg_ckpt_client_pid(c), 0); /* stopped */
 
     /* the first call reports it too */
     char id[41];
     sg_err e2 = {0};
-    assert_int_equal(sg_ckptc_take(c, "x", false, id, NULL, NULL, &e2), -1);
+    assert_int_equal(sg_ckpt_client_take(c, "x", false, id, NULL, NULL, &e2), -1);
     assert_non_null(strstr(e2.msg, "checkpoint store"));
     sg_checkpoint_info *v = (sg_checkpoint_info *)1;
     size_t n = 9;
     sg_err e3 = {0};
-    assert_int_equal(sg_ckptc_list(c, &v, &n, &e3), -1);
+    assert_int_equal(sg_ckpt_client_list(c, &v, &n, &e3), -1);
     assert_non_null(strstr(e3.msg, "checkpoint store"));
     assert_null(v);
     assert_int_equal(n, 0);
-    sg_ckptc_free(c);
+    sg_ckpt_client_free(c);
 
     /* a workspace that does not exist */
     sg_autofree char *nows = sg_strdup_printf("%s/nonexistent", f->root);
-    c = sg_ckptc_new(f->bin, f->repo, nows);
+    c = sg_ckpt_client_new(f->bin, f->repo, nows);
     sg_err e4 = {0};
-    assert_int_equal(sg_ckptc_take(c, "x", false, id, NULL, NULL, &e4), -1);
+    assert_int_equal(sg_ckpt_client_take(c, "x", false, id, NULL, NULL, &e4), -1);
     assert_non_null(strstr(e4.msg, "checkpoint store"));
-    sg_ckptc_free(c);
+    sg_ckpt_client_free(c);
 
     /* a worker binary that does not exist (ENOENT from posix_spawn; under
      * valgrind, whose posix_spawn is a fork, the child exits instead) */
-    c = sg_ckptc_new("/nonexistent/sandglass-ckpt", f->repo, f->ws);
+    c = sg_ckpt_client_new("/nonexistent/sandglass-ckpt", f->repo, f->ws);
     sg_err e5 = {0};
-    assert_int_equal(sg_ckptc_take(c, "x", false, id, NULL, NULL, &e5), -1);
+    assert_int_equal(sg_ckpt_client_take(c, "x", false, id, NULL, NULL, &e5), -1);
     assert_true(e5.code != 0);
     assert_non_null(strstr(e5.msg, "checkpoint worker"));
-    assert_int_equal(sg_ckptc_pid(c), 0);
-    sg_ckptc_free(c);
+    assert_int_equal(sg_ckpt_client_pid(c), 0);
+    sg_ckpt_client_free(c);
     assert_no_child();
 }
 
@@ -591,73 +591,73 @@ static void test_unknown_id(void **state)
     wfile(f, "x", "1");
     char a[41];
     take(f, "one", false, a, NULL, NULL);
-    pid_t pid = sg_ckptc_pid(f->c);
+    pid_t pid = sg_ckpt_client_pid(f->c);
 
     sg_err err = {0};
     sg_checkpoint_change *ch = (sg_checkpoint_change *)1;
     size_t n = 9;
-    assert_int_equal(sg_ckptc_diff(f->c, "0000000000000000000000000000000000000001", &ch, &n, &err), -1);
+    assert_int_equal(sg_ckpt_client_diff(f->c, "0000000000000000000000000000000000000001", &ch, &n, &err), -1);
     assert_int_equal(err.code, ENOENT);
     assert_true(err.msg[0] != '\0');
     assert_null(ch);
     assert_int_equal(n, 0);
     sg_err e2 = {0};
-    assert_int_equal(sg_ckptc_diff(f->c, "zz", &ch, &n, &e2), -1);
+    assert_int_equal(sg_ckpt_client_diff(f->c, "zz", &ch, &n, &e2), -1);
     assert_int_equal(e2.code, EINVAL);
     sg_err e3 = {0};
-    assert_int_equal(sg_ckptc_restore(f->c, "0000000000000000000000000000000000000001", NULL, &e3), -1);
+    assert_int_equal(sg_ckpt_client_restore(f->c, "0000000000000000000000000000000000000001", NULL, &e3), -1);
     assert_int_equal(e3.code, ENOENT);
     sg_err e4 = {0};
-    assert_int_equal(sg_ckptc_diff(f->c, "", &ch, &n, &e4), -1);
+    assert_int_equal(sg_ckpt_client_diff(f->c, "", &ch, &n, &e4), -1);
     /* an id that is not UTF-8 is refused before it is sent */
     sg_err e5 = {0};
-    assert_int_equal(sg_ckptc_diff(f->c, "\xff\xfe", &ch, &n, &e5), -1);
+    assert_int_equal(sg_ckpt_client_diff(f->c, "\xff\xfe", &ch, &n, &e5), -1);
     assert_int_equal(e5.code, EINVAL);
     sg_err e6 = {0};
-    assert_int_equal(sg_ckptc_restore(f->c, "\xff", NULL, &e6), -1);
+    assert_int_equal(sg_ckpt_client_restore(f->c, "\xff", NULL, &e6), -1);
     assert_int_equal(e6.code, EINVAL);
 
     /* the same worker keeps serving */
-    assert_int_equal(sg_ckptc_pid(f->c), pid);
+    assert_int_equal(sg_ckpt_client_pid(f->c), pid);
     assert_int_equal(nlist(f), 1);
-    assert_int_equal(sg_ckptc_diff(f->c, a, &ch, &n, &err), 0);
+    assert_int_equal(sg_ckpt_client_diff(f->c, a, &ch, &n, &err), 0);
     assert_int_equal(n, 0);
     sg_checkpoint_changes_free(ch, n);
-    assert_int_equal(sg_ckptc_pid(f->c), pid);
+    assert_int_equal(sg_ckpt_client_pid(f->c), pid);
     assert_file(f, "x", "1");
 }
 
 static void test_free_leaves_no_child(void **state)
 {
     fx *f = fixture(state);
-    sg_ckptc_free(f->c); /* never started */
+    sg_ckpt_client_free(f->c); /* never started */
     f->c = NULL;
     assert_no_child();
-    sg_ckptc_free(NULL);
+    sg_ckpt_client_free(NULL);
 
-    sg_ckptc *c = sg_ckptc_new(f->bin, f->repo, f->ws);
+    sg_ckpt_client *c = sg_ckpt_client_new(f->bin, f->repo, f->ws);
     char id[41];
     sg_err err = {0};
-    assert_int_equal(sg_ckptc_take(c, "x", false, id, NULL, NULL, &err), 0);
-    pid_t p1 = sg_ckptc_pid(c);
-    sg_ckptc_stop(c); /* one stopped, not yet reaped */
-    assert_int_equal(sg_ckptc_take(c, "y", false, id, NULL, NULL, &err), 0);
-    pid_t p2 = sg_ckptc_pid(c);
+    assert_int_equal(sg_ckpt_client_take(c, "x", false, id, NULL, NULL, &err), 0);
+    pid_t p1 = sg_ckpt_client_pid(c);
+    sg_ckpt_client_stop(c); /* one stopped, not yet reaped */
+    assert_int_equal(sg_ckpt_client_take(c, "y", false, id, NULL, NULL, &err), 0);
+    pid_t p2 = sg_ckpt_client_pid(c);
     assert_true(p1 > 0 && p2 > 0 && p1 != p2);
-    sg_ckptc_free(c);
+    sg_ckpt_client_free(c);
     assert_no_child();
 
     /* with an "open" in flight */
-    c = sg_ckptc_new(f->bin, f->repo, f->ws);
-    assert_int_equal(sg_ckptc_start(c, &err), 0);
-    sg_ckptc_free(c);
+    c = sg_ckpt_client_new(f->bin, f->repo, f->ws);
+    assert_int_equal(sg_ckpt_client_start(c, &err), 0);
+    sg_ckpt_client_free(c);
     assert_no_child();
 
     /* with a killed worker not yet noticed */
-    c = sg_ckptc_new(f->bin, f->repo, f->ws);
-    assert_int_equal(sg_ckptc_start(c, &err), 0);
-    assert_int_equal(kill(sg_ckptc_pid(c), SIGKILL), 0);
-    sg_ckptc_free(c);
+    c = sg_ckpt_client_new(f->bin, f->repo, f->ws);
+    assert_int_equal(sg_ckpt_client_start(c, &err), 0);
+    assert_int_equal(kill(sg_ckpt_client_pid(c), SIGKILL), 0);
+    sg_ckpt_client_free(c);
     assert_no_child();
 }
 
@@ -672,13 +672,13 @@ static void test_alias_nowait(void **state)
     char *labels[] = {"two", "three"};
     int64_t times[] = {1700000000, 1700000001};
     sg_err err = {0};
-    assert_int_equal(sg_ckptc_alias_nowait(f->c, a, labels, times, 2, &err), 0);
+    assert_int_equal(sg_ckpt_client_alias_nowait(f->c, a, labels, times, 2, &err), 0);
     char *bad[] = {"bad"};
-    assert_int_equal(sg_ckptc_alias_nowait(f->c, "0000000000000000000000000000000000000000", bad, times, 1,
+    assert_int_equal(sg_ckpt_client_alias_nowait(f->c, "0000000000000000000000000000000000000000", bad, times, 1,
                                            &err), 0);
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
-    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+    if (sg_ckpt_client_list(f->c, &v, &n, &err) < 0)
         fail_msg("list: %s", err.msg);
     assert_int_equal(n, 3);
     assert_string_equal(v[0].label, "one");
@@ -688,15 +688,15 @@ static void test_alias_nowait(void **state)
     assert_int_equal(v[1].time, 1700000000);
     sg_checkpoint_infos_free(v, n);
     sg_err owed = {0};
-    assert_true(sg_ckptc_owed_error(f->c, &owed));
+    assert_true(sg_ckpt_client_owed_error(f->c, &owed));
     assert_non_null(strstr(owed.msg, "not the newest"));
-    assert_false(sg_ckptc_owed_error(f->c, &owed));
+    assert_false(sg_ckpt_client_owed_error(f->c, &owed));
     /* with no worker running: one is spawned, and not waited for */
-    sg_ckptc_stop(f->c);
+    sg_ckpt_client_stop(f->c);
     char *four[] = {"four"};
-    assert_int_equal(sg_ckptc_alias_nowait(f->c, a, four, times, 1, &err), 0);
-    assert_true(sg_ckptc_pid(f->c) > 0);
-    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+    assert_int_equal(sg_ckpt_client_alias_nowait(f->c, a, four, times, 1, &err), 0);
+    assert_true(sg_ckpt_client_pid(f->c) > 0);
+    if (sg_ckpt_client_list(f->c, &v, &n, &err) < 0)
         fail_msg("list: %s", err.msg);
     assert_int_equal(n, 4);
     assert_string_equal(v[3].label, "four");
@@ -709,10 +709,10 @@ static void test_alias_nowait(void **state)
         many[i] = sg_strdup_printf("l%d", i);
         mtimes[i] = 1700000100 + i;
     }
-    assert_int_equal(sg_ckptc_alias_nowait(f->c, a, many, mtimes, BATCH, &err), 0);
+    assert_int_equal(sg_ckpt_client_alias_nowait(f->c, a, many, mtimes, BATCH, &err), 0);
     for (int i = 0; i < BATCH; i++)
         free(many[i]);
-    if (sg_ckptc_list(f->c, &v, &n, &err) < 0)
+    if (sg_ckpt_client_list(f->c, &v, &n, &err) < 0)
         fail_msg("list: %s", err.msg);
     assert_int_equal(n, 4 + BATCH);
     assert_string_equal(v[4].label, "l0");

@@ -18,22 +18,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ckptwire.h"
-#include "cleanup.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "wire/ckpt_proto.h"
 
 /* ---- bytes ------------------------------------------------------------------ */
 
 /* buf -> hex -> bytes, asserting the hex text and the round trip. */
 static void roundtrip_bytes(const void *buf, size_t len, const char *hex, bool no_nul)
 {
-    json_t *v = sg_ckptwire_bytes(buf, len);
+    json_t *v = sg_ckpt_proto_bytes(buf, len);
     assert_non_null(v);
     assert_true(json_is_string(v));
     assert_string_equal(json_string_value(v), hex);
     sg_err err = {0};
     size_t got = 99;
-    sg_autofree char *back = sg_ckptwire_unbytes(v, no_nul, &got, &err);
+    sg_autofree char *back = sg_ckpt_proto_unbytes(v, no_nul, &got, &err);
     assert_non_null(back);
     assert_int_equal(got, len);
     assert_memory_equal(back, buf, len);
@@ -62,7 +62,7 @@ static void test_bytes_roundtrip(void **state)
     /* len is optional */
     json_t *v = json_string("6869");
     sg_err err = {0};
-    sg_autofree char *s = sg_ckptwire_unbytes(v, true, NULL, &err);
+    sg_autofree char *s = sg_ckpt_proto_unbytes(v, true, NULL, &err);
     assert_string_equal(s, "hi");
     json_decref(v);
 }
@@ -72,7 +72,7 @@ static void refuse_unbytes(json_t *v, bool no_nul)
 {
     sg_err err = {0};
     size_t len = 77;
-    char *s = sg_ckptwire_unbytes(v, no_nul, &len, &err);
+    char *s = sg_ckpt_proto_unbytes(v, no_nul, &len, &err);
     if (s)
         fail_msg("accepted %s", json_is_string(v) ? json_string_value(v) : "(not a string)");
     assert_int_equal(err.code, EPROTO);
@@ -102,7 +102,7 @@ static void test_bytes_refused(void **state)
     refuse_unbytes(json_object(), false);
     /* a missing value */
     sg_err err = {0};
-    assert_null(sg_ckptwire_unbytes(NULL, false, NULL, &err));
+    assert_null(sg_ckpt_proto_unbytes(NULL, false, NULL, &err));
     assert_int_equal(err.code, EPROTO);
 }
 
@@ -113,12 +113,12 @@ static void test_stats(void **state)
     (void)state;
     sg_checkpoint_stats st = {.files = 3, .dirs = 2, .bytes = (uint64_t)1 << 40,
                               .changed = 0, .hashed = 7, .skipped = INT64_MAX};
-    json_t *v = sg_ckptwire_stats(&st);
+    json_t *v = sg_ckpt_proto_stats(&st);
     assert_non_null(v);
     sg_checkpoint_stats back;
     memset(&back, 0xab, sizeof back);
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_unstats(v, &back, &err), 0);
+    assert_int_equal(sg_ckpt_proto_unstats(v, &back, &err), 0);
     assert_memory_equal(&back, &st, sizeof st);
 
     /* each field missing, negative, or not an integer */
@@ -132,7 +132,7 @@ static void test_stats(void **state)
             else
                 json_object_del(c, keys[i]);
             sg_err e = {0};
-            if (sg_ckptwire_unstats(c, &back, &e) == 0)
+            if (sg_ckpt_proto_unstats(c, &back, &e) == 0)
                 fail_msg("stats accepted with %s bad (%zu)", keys[i], j);
             assert_int_equal(e.code, EPROTO);
             assert_non_null(strstr(e.msg, "stats"));
@@ -141,8 +141,8 @@ static void test_stats(void **state)
     }
     /* not an object */
     json_t *arr = json_array();
-    assert_int_equal(sg_ckptwire_unstats(arr, &back, &err), -1);
-    assert_int_equal(sg_ckptwire_unstats(NULL, &back, &err), -1);
+    assert_int_equal(sg_ckpt_proto_unstats(arr, &back, &err), -1);
+    assert_int_equal(sg_ckpt_proto_unstats(NULL, &back, &err), -1);
     json_decref(arr);
     json_decref(v);
 }
@@ -165,14 +165,14 @@ static void test_infos(void **state)
     in[1].files = (uint64_t)1 << 33;
     strcpy(in[2].id, "0000000000000000000000000000000000000000");
     in[2].label = NULL; /* travels as "" */
-    json_t *v = sg_ckptwire_infos(in, 3);
+    json_t *v = sg_ckpt_proto_infos(in, 3);
     assert_non_null(v);
     assert_int_equal(json_array_size(v), 3);
 
     sg_checkpoint_info *out = NULL;
     size_t n = 0;
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_uninfos(v, &out, &n, &err), 0);
+    assert_int_equal(sg_ckpt_proto_uninfos(v, &out, &n, &err), 0);
     assert_int_equal(n, 3);
     for (size_t i = 0; i < 3; i++) {
         assert_string_equal(out[i].id, in[i].id);
@@ -185,8 +185,8 @@ static void test_infos(void **state)
     sg_checkpoint_infos_free(out, n);
 
     /* an empty list */
-    json_t *empty = sg_ckptwire_infos(NULL, 0);
-    assert_int_equal(sg_ckptwire_uninfos(empty, &out, &n, &err), 0);
+    json_t *empty = sg_ckpt_proto_infos(NULL, 0);
+    assert_int_equal(sg_ckpt_proto_uninfos(empty, &out, &n, &err), 0);
     assert_int_equal(n, 0);
     sg_checkpoint_infos_free(out, n);
     json_decref(empty);
@@ -223,7 +223,7 @@ static void test_infos(void **state)
         sg_err e2 = {0};
         out = (sg_checkpoint_info *)1;
         n = 9;
-        if (sg_ckptwire_uninfos(c, &out, &n, &e2) == 0)
+        if (sg_ckpt_proto_uninfos(c, &out, &n, &e2) == 0)
             fail_msg("list accepted with bad %s (%zu)", bad[i].key, i);
         assert_null(out);
         assert_int_equal(n, 0);
@@ -233,11 +233,11 @@ static void test_infos(void **state)
     }
     /* not an array; an entry that is not an object */
     json_t *obj = json_object();
-    assert_int_equal(sg_ckptwire_uninfos(obj, &out, &n, &err), -1);
+    assert_int_equal(sg_ckpt_proto_uninfos(obj, &out, &n, &err), -1);
     assert_int_equal(err.code, EPROTO);
     json_decref(obj);
     json_t *arr = json_pack("[i]", 1);
-    assert_int_equal(sg_ckptwire_uninfos(arr, &out, &n, &err), -1);
+    assert_int_equal(sg_ckpt_proto_uninfos(arr, &out, &n, &err), -1);
     json_decref(arr);
     json_decref(v);
 }
@@ -259,12 +259,12 @@ static void test_changes(void **state)
         in[i].uid_then = UINT32_MAX;
         in[i].gid_then = (uint32_t)i;
     }
-    json_t *v = sg_ckptwire_changes(in, 5);
+    json_t *v = sg_ckpt_proto_changes(in, 5);
     assert_non_null(v);
     sg_checkpoint_change *out = NULL;
     size_t n = 0;
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_unchanges(v, &out, &n, &err), 0);
+    assert_int_equal(sg_ckpt_proto_unchanges(v, &out, &n, &err), 0);
     assert_int_equal(n, 5);
     const sg_checkpoint_change_kind kinds[] = {SG_CKPT_MODIFIED, SG_CKPT_CREATED, SG_CKPT_DELETED,
                                                SG_CKPT_TYPE, SG_CKPT_META};
@@ -282,8 +282,8 @@ static void test_changes(void **state)
     sg_checkpoint_changes_free(out, n);
     assert_string_equal(sg_checkpoint_change_kind_name((sg_checkpoint_change_kind)0), "?");
 
-    json_t *empty = sg_ckptwire_changes(NULL, 0);
-    assert_int_equal(sg_ckptwire_unchanges(empty, &out, &n, &err), 0);
+    json_t *empty = sg_ckpt_proto_changes(NULL, 0);
+    assert_int_equal(sg_ckpt_proto_unchanges(empty, &out, &n, &err), 0);
     assert_int_equal(n, 0);
     sg_checkpoint_changes_free(out, n);
     json_decref(empty);
@@ -327,7 +327,7 @@ static void test_changes(void **state)
         sg_err e2 = {0};
         out = (sg_checkpoint_change *)1;
         n = 9;
-        if (sg_ckptwire_unchanges(c, &out, &n, &e2) == 0)
+        if (sg_ckpt_proto_unchanges(c, &out, &n, &e2) == 0)
             fail_msg("changes accepted with bad %s (%zu)", bad[i].key, i);
         assert_null(out);
         assert_int_equal(n, 0);
@@ -336,8 +336,8 @@ static void test_changes(void **state)
         json_decref(c);
     }
     json_t *obj = json_object();
-    assert_int_equal(sg_ckptwire_unchanges(obj, &out, &n, &err), -1);
-    assert_int_equal(sg_ckptwire_unchanges(NULL, &out, &n, &err), -1);
+    assert_int_equal(sg_ckpt_proto_unchanges(obj, &out, &n, &err), -1);
+    assert_int_equal(sg_ckpt_proto_unchanges(NULL, &out, &n, &err), -1);
     json_decref(obj);
     json_decref(v);
 }
@@ -390,7 +390,7 @@ static void recv_refused(pair *p, int code)
 {
     json_t *msg = (json_t *)1;
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &msg, &err), -1);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &msg, &err), -1);
     assert_null(msg);
     if (code)
         assert_int_equal(err.code, code);
@@ -401,27 +401,27 @@ static void test_frame_send_recv(void **state)
 {
     pair *p = *state;
     json_t *m1 = json_pack("{s:s, s:o, s:b}", "op", "take", "label",
-                           sg_ckptwire_bytes("\xff\x00x", 3), "reuse", 1);
+                           sg_ckpt_proto_bytes("\xff\x00x", 3), "reuse", 1);
     json_t *m2 = json_object();
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_send(p->fd[0], m1, &err), 0);
-    assert_int_equal(sg_ckptwire_send(p->fd[0], m2, &err), 0);
+    assert_int_equal(sg_ckpt_proto_send(p->fd[0], m1, &err), 0);
+    assert_int_equal(sg_ckpt_proto_send(p->fd[0], m2, &err), 0);
     json_t *got = NULL;
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &got, &err), 1);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &got, &err), 1);
     assert_true(json_equal(got, m1));
     json_decref(got);
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &got, &err), 1);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &got, &err), 1);
     assert_true(json_is_object(got));
     assert_int_equal(json_object_size(got), 0);
     json_decref(got);
     /* and the other way */
-    assert_int_equal(sg_ckptwire_send(p->fd[1], m1, &err), 0);
-    assert_int_equal(sg_ckptwire_recv(p->fd[0], &got, &err), 1);
+    assert_int_equal(sg_ckpt_proto_send(p->fd[1], m1, &err), 0);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[0], &got, &err), 1);
     assert_true(json_equal(got, m1));
     json_decref(got);
 
     /* the wire form: a host-order length then compact JSON */
-    assert_int_equal(sg_ckptwire_send(p->fd[0], m2, &err), 0);
+    assert_int_equal(sg_ckpt_proto_send(p->fd[0], m2, &err), 0);
     char raw[6];
     assert_int_equal(read(p->fd[1], raw, sizeof raw), 6);
     uint32_t len;
@@ -432,7 +432,7 @@ static void test_frame_send_recv(void **state)
     /* a clean EOF before a message */
     close_writer(p);
     got = (json_t *)1;
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &got, &err), 0);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &got, &err), 0);
     assert_null(got);
     json_decref(m1);
     json_decref(m2);
@@ -448,21 +448,21 @@ static void test_frame_large(void **state)
     assert_non_null(buf);
     for (size_t i = 0; i < n; i++)
         buf[i] = (char)(i * 7 + i / 251);
-    json_t *m = json_pack("{s:o}", "text", sg_ckptwire_bytes(buf, n));
+    json_t *m = json_pack("{s:o}", "text", sg_ckpt_proto_bytes(buf, n));
     pid_t pid = sgt_fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         sg_err e = {0};
-        int rc = sg_ckptwire_send(p->fd[0], m, &e);
+        int rc = sg_ckpt_proto_send(p->fd[0], m, &e);
         json_decref(m); /* for valgrind, which checks the child too */
         free(buf);
         _exit(rc == 0 ? 0 : 1);
     }
     json_t *got = NULL;
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &got, &err), 1);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &got, &err), 1);
     size_t len = 0;
-    sg_autofree char *back = sg_ckptwire_unbytes(json_object_get(got, "text"), false, &len, &err);
+    sg_autofree char *back = sg_ckpt_proto_unbytes(json_object_get(got, "text"), false, &len, &err);
     assert_non_null(back);
     assert_int_equal(len, n);
     assert_memory_equal(back, buf, n);
@@ -478,7 +478,7 @@ static void test_frame_large(void **state)
 static void test_frame_too_large(void **state)
 {
     pair *p = *state;
-    uint32_t len = SG_CKPTWIRE_MAX + 1;
+    uint32_t len = SG_CKPT_PROTO_MAX + 1;
     write_raw(p->fd[0], &len, sizeof len);
     recv_refused(p, EMSGSIZE);
 }
@@ -525,7 +525,7 @@ static void test_frame_not_object(void **state)
     write_frame(p->fd[0], "[1,2]");
     json_t *msg = (json_t *)1;
     sg_err e = {0};
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &msg, &e), -1);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &msg, &e), -1);
     assert_null(msg);
     assert_int_equal(e.code, EPROTO);
     assert_non_null(strstr(e.msg, "not a JSON object"));
@@ -541,7 +541,7 @@ static void test_frame_not_object(void **state)
     write_frame(p->fd[0], "{\"op\":\"list\"}");
     json_t *got = NULL;
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_recv(p->fd[1], &got, &err), 1);
+    assert_int_equal(sg_ckpt_proto_recv(p->fd[1], &got, &err), 1);
     assert_string_equal(json_string_value(json_object_get(got, "op")), "list");
     json_decref(got);
 }
@@ -563,7 +563,7 @@ static void test_send_peer_gone(void **state)
     p->fd[1] = -1;
     json_t *m = json_object();
     sg_err err = {0};
-    assert_int_equal(sg_ckptwire_send(p->fd[0], m, &err), -1);
+    assert_int_equal(sg_ckpt_proto_send(p->fd[0], m, &err), -1);
     assert_int_equal(err.code, EPIPE);
     json_decref(m);
 }

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "ctl.h"
+#include "wire/ctl.h"
 
 /* A socket pair and a pipe whose fds travel; closed at the end (-1: gone). */
 static void open_all(int sv[2], int p[2])

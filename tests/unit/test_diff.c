@@ -6,8 +6,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "diff.h"
-#include "udiff.h"
+#include "checkpoint/diff.h"
+#include "checkpoint/udiff.h"
 
 static void test_modified(void **state)
 {

@@ -14,8 +14,8 @@
 
 #include <openssl/evp.h>
 
-#include "cleanup.h"
-#include "digest.h"
+#include "base/cleanup.h"
+#include "base/digest.h"
 
 static void hex(const uint8_t *b, size_t n, char *out)
 {

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cleanup.h"
-#include "event.h"
-#include "jsonutil.h"
-#include "limits.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "wire/event.h"
 
 #define GOOD "{\"seq\": 3, \"kind\": \"command\", \"payload\": {\"cmd\": \"ls\"}, \"ts\": \"2026-01-01T00:00:00+00:00\"}"
 

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "event.h"
-#include "framescan.h"
-#include "limits.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "ingest/framescan.h"
+#include "wire/event.h"
 
 #define TS "2026-11-29T17:00:00.123456+00:00"
 #define GOOD "{\"seq\":3,\"kind\":\"command\",\"payload\":{\"cmd\":\"ls\"},\"ts\":\"" TS "\"}"

@@ -17,11 +17,11 @@
 
 #include "sgt_fork.h"
 
-#include "cleanup.h"
-#include "jsonutil.h"
-#include "limits.h"
-#include "mcp.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "mcp/mcp.h"
 
 #define MAX_OUT 64
 

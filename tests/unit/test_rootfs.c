@@ -26,11 +26,11 @@
 
 #include "sgt_fork.h"
 
-#include "cleanup.h"
-#include "privs.h"
-#include "rootfs.h"
-#include "seccomp.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "sandbox/privs.h"
+#include "sandbox/rootfs.h"
+#include "sandbox/seccomp.h"
 
 #define TEST_UID 4242
 #define TEST_GID 4243

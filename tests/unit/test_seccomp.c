@@ -31,10 +31,10 @@
 
 #include "sgt_fork.h"
 
-#include "cleanup.h"
-#include "privs.h"
-#include "seccomp.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "sandbox/privs.h"
+#include "sandbox/seccomp.h"
 
 #define NOBODY 65534
 

@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "limits.h"
-#include "spool.h"
-#include "util.h"
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "delivery/spool.h"
 
 static char tmpdir[256];
 

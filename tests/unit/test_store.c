@@ -9,10 +9,10 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#include "cleanup.h"
-#include "jsonutil.h"
-#include "store.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "ingest/store.h"
 
 typedef struct fixture {
     char dir[64];

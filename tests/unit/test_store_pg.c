@@ -18,10 +18,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "cleanup.h"
-#include "jsonutil.h"
-#include "store.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "ingest/store.h"
 
 static struct {
     char dir[64];

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "testrule.h"
+#include "capture/testrule.h"
 
 static void test_lines(void **state)
 {

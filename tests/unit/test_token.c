@@ -10,9 +10,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "cleanup.h"
-#include "token.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "wire/token.h"
 
 typedef struct fixture {
     char dir[64];

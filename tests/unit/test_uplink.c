@@ -25,12 +25,12 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "cleanup.h"
-#include "event.h"
-#include "jsonutil.h"
-#include "spool.h"
-#include "uplink.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "delivery/spool.h"
+#include "delivery/uplink.h"
+#include "wire/event.h"
 
 #define LEARNER "alice"
 #define TASK "t1"

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cleanup.h"
-#include "jsonutil.h"
-#include "util.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
 
 static void test_parse_size(void **state)
 {

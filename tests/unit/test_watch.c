@@ -16,11 +16,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "diff.h"
-#include "udiff.h"
-#include "limits.h"
-#include "util.h"
-#include "watch.h"
+#include "base/bounds.h"
+#include "base/util.h"
+#include "capture/watch.h"
+#include "checkpoint/diff.h"
+#include "checkpoint/udiff.h"
 
 typedef struct fx {
     char dir[64];

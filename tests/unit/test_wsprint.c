@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "cleanup.h"
-#include "util.h"
-#include "wsprint.h"
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/fingerprint.h"
 
 typedef struct fx {
     char root[64];
@@ -158,16 +158,16 @@ static void backdate(const fx *f)
     assert_int_equal(nftw(f->ws, backdate_one, 32, FTW_PHYS), 0);
 }
 
-static sg_wsprint take_at(const char *root)
+static sg_fingerprint take_at(const char *root)
 {
-    sg_wsprint p;
+    sg_fingerprint p;
     sg_err err = {0};
-    if (sg_wsprint_take(root, &p, &err) < 0)
+    if (sg_fingerprint_take(root, &p, &err) < 0)
         fail_msg("take: %s", err.msg);
     return p;
 }
 
-static sg_wsprint take(const fx *f)
+static sg_fingerprint take(const fx *f)
 {
     return take_at(f->ws);
 }
@@ -176,7 +176,7 @@ static sg_wsprint take(const fx *f)
  * surely began less than SG_CKPT_RACY_NS after that ctime, so it must be
  * racy: the walk's clock read came before `after`. False when this
  * machine was too slow for that (the caller tries again). */
-static bool take_soon_after(const fx *f, const char *rel, sg_wsprint *out)
+static bool take_soon_after(const fx *f, const char *rel, sg_fingerprint *out)
 {
     *out = take(f);
     int64_t after = now_ns();
@@ -186,24 +186,24 @@ static bool take_soon_after(const fx *f, const char *rel, sg_wsprint *out)
 #define SOON_TRIES 10
 
 /* After settle(): a usable fingerprint, and a second take agrees. */
-static sg_wsprint take_stable(const fx *f)
+static sg_fingerprint take_stable(const fx *f)
 {
     settle();
-    sg_wsprint p = take(f);
+    sg_fingerprint p = take(f);
     assert_false(p.racy);
     assert_false(p.too_big);
-    assert_true(sg_wsprint_usable(&p));
-    sg_wsprint q = take(f);
-    assert_true(sg_wsprint_usable(&q));
-    assert_true(sg_wsprint_equal(&p, &q));
+    assert_true(sg_fingerprint_usable(&p));
+    sg_fingerprint q = take(f);
+    assert_true(sg_fingerprint_usable(&q));
+    assert_true(sg_fingerprint_equal(&p, &q));
     return p;
 }
 
 /* The tree changed since prev: the new (usable) fingerprint differs. */
-static void assert_changed(const fx *f, sg_wsprint *prev, const char *what)
+static void assert_changed(const fx *f, sg_fingerprint *prev, const char *what)
 {
-    sg_wsprint now = take_stable(f);
-    if (sg_wsprint_equal(&now, prev))
+    sg_fingerprint now = take_stable(f);
+    if (sg_fingerprint_equal(&now, prev))
         fail_msg("fingerprint unchanged after: %s", what);
     *prev = now;
 }
@@ -227,7 +227,7 @@ static void test_unchanged_equal(void **state)
     make_tree(f);
     /* Old mtimes, but ctimes just set (utimensat sets them, and they
      * cannot be backdated): racy. */
-    sg_wsprint p0;
+    sg_fingerprint p0;
     int tries = 0;
     do {
         backdate(f);
@@ -235,48 +235,48 @@ static void test_unchanged_equal(void **state)
     } while (!take_soon_after(f, "dir/c.txt", &p0));
     assert_true(p0.racy);
     assert_false(p0.too_big);
-    assert_false(sg_wsprint_usable(&p0));
+    assert_false(sg_fingerprint_usable(&p0));
     assert_int_equal(p0.entries, 7);
 
     settle();
-    sg_wsprint p1 = take(f);
-    sg_wsprint p2 = take(f);
+    sg_fingerprint p1 = take(f);
+    sg_fingerprint p2 = take(f);
     assert_false(p1.racy);
     assert_false(p1.too_big);
-    assert_true(sg_wsprint_usable(&p1));
-    assert_true(sg_wsprint_usable(&p2));
+    assert_true(sg_fingerprint_usable(&p1));
+    assert_true(sg_fingerprint_usable(&p2));
     assert_int_equal(p1.entries, 7);
-    assert_true(sg_wsprint_equal(&p1, &p2));
+    assert_true(sg_fingerprint_equal(&p1, &p2));
     /* The racy take saw the same metadata: the same value. */
-    assert_true(sg_wsprint_equal(&p0, &p1));
+    assert_true(sg_fingerprint_equal(&p0, &p1));
 
     /* Reading files and listing directories (atime) changes nothing. */
     sg_autofree char *a = pj(f, "dir/c.txt");
     sg_err err = {0};
     sg_autofree char *content = sg_read_file(a, 1 << 20, NULL, &err);
     assert_non_null(content);
-    sg_wsprint p3 = take(f);
-    assert_true(sg_wsprint_usable(&p3));
-    assert_true(sg_wsprint_equal(&p1, &p3));
+    sg_fingerprint p3 = take(f);
+    assert_true(sg_fingerprint_usable(&p3));
+    assert_true(sg_fingerprint_equal(&p1, &p3));
 
     /* An empty root. */
-    sg_wsprint e1 = take_at(f->outside);
+    sg_fingerprint e1 = take_at(f->outside);
     assert_int_equal(e1.entries, 0);
     settle();
-    sg_wsprint e2 = take_at(f->outside);
-    assert_true(sg_wsprint_usable(&e2));
-    assert_true(sg_wsprint_equal(&e1, &e2));
-    assert_false(sg_wsprint_equal(&e2, &p1));
+    sg_fingerprint e2 = take_at(f->outside);
+    assert_true(sg_fingerprint_usable(&e2));
+    assert_true(sg_fingerprint_equal(&e1, &e2));
+    assert_false(sg_fingerprint_equal(&e2, &p1));
 }
 
 static void test_racy(void **state)
 {
     fx *f = *state;
     make_tree(f);
-    sg_wsprint base = take_stable(f);
+    sg_fingerprint base = take_stable(f);
 
     /* A file created right before the take. */
-    sg_wsprint p;
+    sg_fingerprint p;
     int tries = 0;
     for (;;) {
         wfile(f, "new.txt", "n");
@@ -286,8 +286,8 @@ static void test_racy(void **state)
         assert_true(++tries < SOON_TRIES);
     }
     assert_true(p.racy);
-    assert_false(sg_wsprint_usable(&p));
-    assert_false(sg_wsprint_equal(&p, &base));
+    assert_false(sg_fingerprint_usable(&p));
+    assert_false(sg_fingerprint_equal(&p, &base));
     base = take_stable(f);
 
     /* A file deep in the tree rewritten in place, its mtime restored: the
@@ -302,11 +302,11 @@ static void test_racy(void **state)
         assert_true(++tries <= SOON_TRIES);
     } while (!take_soon_after(f, "dir/c.txt", &p));
     assert_true(p.racy);
-    assert_false(sg_wsprint_usable(&p));
+    assert_false(sg_fingerprint_usable(&p));
 
     /* Once old enough, the same tree is usable. */
     p = take_stable(f);
-    assert_false(sg_wsprint_equal(&p, &base));
+    assert_false(sg_fingerprint_equal(&p, &base));
 }
 
 static void test_changes(void **state)
@@ -314,7 +314,7 @@ static void test_changes(void **state)
     fx *f = *state;
     make_tree(f);
     backdate(f);
-    sg_wsprint prev = take_stable(f);
+    sg_fingerprint prev = take_stable(f);
 
     /* Same size, mtime restored: only the ctime tells. */
     struct stat before = lst(f, "a.txt");
@@ -387,35 +387,35 @@ static void test_symlink_dir_not_followed(void **state)
     wpath(o2, "two\n");
     wfile(f, "a.txt", "alpha\n");
     lnk(f, f->outside, "out");
-    sg_wsprint p = take_stable(f);
+    sg_fingerprint p = take_stable(f);
     assert_int_equal(p.entries, 2);
 
     wpath(o1, "one, longer\n");
     wpath(o2, "TWO\n");
     sg_autofree char *o3 = sg_strdup_printf("%s/three", f->outside);
     wpath(o3, "3");
-    sg_wsprint q = take(f);
+    sg_fingerprint q = take(f);
     assert_false(q.racy); /* nothing inside the tree is recent */
     settle();
     q = take(f);
-    assert_true(sg_wsprint_usable(&q));
+    assert_true(sg_fingerprint_usable(&q));
     assert_int_equal(q.entries, 2);
-    assert_true(sg_wsprint_equal(&p, &q));
+    assert_true(sg_fingerprint_equal(&p, &q));
 }
 
 static void test_too_big(void **state)
 {
     fx *f = *state;
     char name[32];
-    for (int i = 0; i < SG_WSPRINT_MAX_ENTRIES; i++) {
+    for (int i = 0; i < SG_FINGERPRINT_MAX_ENTRIES; i++) {
         snprintf(name, sizeof name, "f%05d", i);
         wfile(f, name, "");
     }
     /* Exactly the limit: still fingerprinted. */
-    sg_wsprint p = take_stable(f);
-    assert_int_equal(p.entries, SG_WSPRINT_MAX_ENTRIES);
+    sg_fingerprint p = take_stable(f);
+    assert_int_equal(p.entries, SG_FINGERPRINT_MAX_ENTRIES);
 
-    for (int i = SG_WSPRINT_MAX_ENTRIES; i < SG_WSPRINT_MAX_ENTRIES + 10; i++) {
+    for (int i = SG_FINGERPRINT_MAX_ENTRIES; i < SG_FINGERPRINT_MAX_ENTRIES + 10; i++) {
         snprintf(name, sizeof name, "f%05d", i);
         wfile(f, name, "");
     }
@@ -423,10 +423,10 @@ static void test_too_big(void **state)
     p = take(f);
     assert_true(p.too_big);
     assert_false(p.racy);
-    assert_false(sg_wsprint_usable(&p));
+    assert_false(sg_fingerprint_usable(&p));
 
     /* Over the limit through a subdirectory: the walk stops there too. */
-    for (int i = SG_WSPRINT_MAX_ENTRIES; i < SG_WSPRINT_MAX_ENTRIES + 10; i++) {
+    for (int i = SG_FINGERPRINT_MAX_ENTRIES; i < SG_FINGERPRINT_MAX_ENTRIES + 10; i++) {
         snprintf(name, sizeof name, "f%05d", i);
         rm(f, name);
     }
@@ -438,7 +438,7 @@ static void test_too_big(void **state)
     settle();
     p = take(f);
     assert_true(p.too_big);
-    assert_false(sg_wsprint_usable(&p));
+    assert_false(sg_fingerprint_usable(&p));
 }
 
 #define LONG_DEPTH 17
@@ -460,9 +460,9 @@ static void test_long_path(void **state)
         assert_true(fds[i + 1] >= 0);
     }
     settle();
-    sg_wsprint p = take(f);
+    sg_fingerprint p = take(f);
     assert_true(p.too_big);
-    assert_false(sg_wsprint_usable(&p));
+    assert_false(sg_fingerprint_usable(&p));
     for (int i = LONG_DEPTH; i > 0; i--) {
         close(fds[i]);
         assert_int_equal(unlinkat(fds[i - 1], name, AT_REMOVEDIR), 0);
@@ -476,10 +476,10 @@ static void test_errors(void **state)
 {
     fx *f = *state;
     sg_autofree char *missing = pj(f, "no/such/dir");
-    sg_wsprint p;
+    sg_fingerprint p;
     memset(&p, 0x5a, sizeof p);
     sg_err err = {0};
-    assert_int_equal(sg_wsprint_take(missing, &p, &err), -1);
+    assert_int_equal(sg_fingerprint_take(missing, &p, &err), -1);
     assert_int_equal(err.code, ENOENT);
     assert_non_null(strstr(err.msg, missing));
     /* cleared, never garbage */
@@ -490,7 +490,7 @@ static void test_errors(void **state)
     wfile(f, "file", "x");
     sg_autofree char *file = pj(f, "file");
     sg_err_clear(&err);
-    assert_int_equal(sg_wsprint_take(file, &p, &err), -1);
+    assert_int_equal(sg_fingerprint_take(file, &p, &err), -1);
     assert_int_equal(err.code, ENOTDIR);
     assert_non_null(strstr(err.msg, file));
 }
@@ -498,26 +498,26 @@ static void test_errors(void **state)
 static void test_equal_compares_entries(void **state)
 {
     (void)state;
-    sg_wsprint a = {.h = {1, 2}, .entries = 3};
-    sg_wsprint b = a;
-    assert_true(sg_wsprint_equal(&a, &b));
-    assert_true(sg_wsprint_usable(&a));
+    sg_fingerprint a = {.h = {1, 2}, .entries = 3};
+    sg_fingerprint b = a;
+    assert_true(sg_fingerprint_equal(&a, &b));
+    assert_true(sg_fingerprint_usable(&a));
     b.entries = 4;
-    assert_false(sg_wsprint_equal(&a, &b));
+    assert_false(sg_fingerprint_equal(&a, &b));
     b = a;
     b.h[0] ^= 1;
-    assert_false(sg_wsprint_equal(&a, &b));
+    assert_false(sg_fingerprint_equal(&a, &b));
     b = a;
     b.h[1] ^= 1;
-    assert_false(sg_wsprint_equal(&a, &b));
+    assert_false(sg_fingerprint_equal(&a, &b));
     /* The flags are not the value: usable() judges them. */
     b = a;
     b.racy = true;
-    assert_true(sg_wsprint_equal(&a, &b));
-    assert_false(sg_wsprint_usable(&b));
+    assert_true(sg_fingerprint_equal(&a, &b));
+    assert_false(sg_fingerprint_usable(&b));
     b = a;
     b.too_big = true;
-    assert_false(sg_wsprint_usable(&b));
+    assert_false(sg_fingerprint_usable(&b));
 }
 
 int main(void)

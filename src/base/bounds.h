@@ -1,0 +1,53 @@
+/* limits: every bound a user or a peer can make us allocate against,
+ * named in one place. */
+#ifndef SG_BASE_BOUNDS_H
+#define SG_BASE_BOUNDS_H
+
+#define SG_NAME_MAX 128                 /* learner / task id length */
+#define SG_ID_LEN 12                    /* sandbox id: hex chars */
+#define SG_MAX_SANDBOXES 1024           /* live sandboxes per state dir */
+#define SG_POOL_LEARNER "sandglass-pool" /* the learner of a pooled spare (cli/pool.c) */
+#define SG_POOL_MAX 64                  /* spares kept ready at most */
+#define SG_CTL_MSG_MAX (64 * 1024)      /* one control-socket message */
+#define SG_EXEC_MAX_ARGS 4096           /* argv entries of one exec */
+#define SG_EXEC_MAX_ENV 1024            /* --env entries of one exec */
+#define SG_OUTPUT_CAPTURE_MAX (64 * 1024) /* tail of stdout/stderr kept per event */
+#define SG_DEFAULT_OUTPUT_LIMIT (64ull * 1024 * 1024) /* bytes of output per exec */
+#define SG_DEFAULT_MEMORY (512ull * 1024 * 1024)
+#define SG_DEFAULT_PIDS 256
+/* CPU per sandbox, in cores, when --cpus is not given: one core's worth of
+ * time (cpu.max / the CFS quota), so that a fork bomb or a runaway build
+ * in one sandbox leaves the rest of the host responsive on any machine
+ * with two cores or more. Capped at the host's online CPUs. */
+#define SG_DEFAULT_CPUS 1.0
+#define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
+#define SG_INGEST_RETRY_MIN_MS 100   /* a failed commit is retried after this... */
+#define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */
+#define SG_FRAME_MAX (1024 * 1024)      /* one WebSocket message at the ingest */
+#define SG_DIFF_MAX_BYTES (64 * 1024)   /* files larger get no diff */
+#define SG_WATCH_CACHE_MAX (64ull * 1024 * 1024) /* text kept for diffs, all files */
+#define SG_WATCH_MAX_FILES 500000     /* files tracked per workspace */
+#define SG_WATCH_MAX_DIRS 100000      /* directories watched per workspace */
+#define SG_WATCH_HASH_MAX (32ull * 1024 * 1024) /* larger files get no sha256 (the supervisor reads them: as SG_CKPT_FILE_MAX) */
+#define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
+#define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
+#define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */
+#define SG_ROOTFS_MAX_ENTRIES 1024      /* entries mirrored from one --rootfs dir (or its etc/) */
+#define SG_ROOTFS_ROOT_SIZE (16ull * 1024 * 1024) /* the root tmpfs skeleton */
+#define SG_ROOTFS_DEFAULT_TMP_SIZE (256ull * 1024 * 1024) /* /tmp when not given */
+#define SG_ROOTFS_SHM_SIZE (64ull * 1024 * 1024) /* /dev/shm */
+
+#define SG_CKPT_MAX_ENTRIES (4u * 1024 * 1024) /* workspace entries walked by one checkpoint */
+#define SG_CKPT_MAX_DEPTH 256           /* directory nesting walked in a workspace */
+#define SG_CKPT_LABEL_MAX 256           /* bytes of a checkpoint label */
+#define SG_CKPT_CACHE_MAX (1024ull * 1024 * 1024) /* stat cache file read at open */
+
+#define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */
+#define SG_MCP_FILE_MAX (4u * 1024 * 1024) /* write_file content; file edited by edit_file */
+#define SG_MCP_COMMAND_MAX (32u * 1024)  /* run_bash command */
+#define SG_MCP_OUTPUT_MAX (128u * 1024)  /* stdout, and stderr, of a call kept for its result */
+#define SG_MCP_READ_MAX (256u * 1024)    /* text one read_file returns */
+#define SG_MCP_MAX_CALLS 64              /* tool calls in flight at once */
+#define SG_MCP_CAPTURE_ARG_MAX 4096      /* bytes of one string argument in the captured tool call */
+
+#endif

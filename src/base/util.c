@@ -1,0 +1,639 @@
+#include "base/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/bounds.h"
+#include "base/cleanup.h"
+
+int sg_parse_size(const char *s, uint64_t *out, sg_err *err)
+{
+    if (!s || !*s)
+        return sg_err_set(err, EINVAL, "empty size");
+    const char *p = s;
+    if (!isdigit((unsigned char)*p))
+        return sg_err_set(err, EINVAL, "invalid size '%s': expected a number with an optional K, M, G or T suffix", s);
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno == ERANGE)
+        return sg_err_set(err, ERANGE, "invalid size '%s': too large", s);
+    uint64_t mul = 1;
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': mul = 1ull << 10; break;
+        case 'M': mul = 1ull << 20; break;
+        case 'G': mul = 1ull << 30; break;
+        case 'T': mul = 1ull << 40; break;
+        default:
+            return sg_err_set(err, EINVAL, "invalid size '%s': unknown suffix '%s' (use K, M, G or T)", s, end);
+        }
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+        if (*end)
+            return sg_err_set(err, EINVAL, "invalid size '%s': trailing characters '%s'", s, end);
+    }
+    if (v == 0)
+        return sg_err_set(err, EINVAL, "invalid size '%s': must be greater than zero", s);
+    if (v > UINT64_MAX / mul)
+        return sg_err_set(err, ERANGE, "invalid size '%s': too large", s);
+    *out = v * mul;
+    return 0;
+}
+
+int sg_parse_seconds(const char *s, double max, double *out, sg_err *err)
+{
+    if (!s || !*s)
+        return sg_err_set(err, EINVAL, "empty number of seconds");
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !isfinite(v))
+        return sg_err_set(err, EINVAL, "invalid number of seconds '%s'", s);
+    if (v <= 0)
+        return sg_err_set(err, EINVAL, "invalid number of seconds '%s': must be greater than zero", s);
+    if (v > max)
+        return sg_err_set(err, ERANGE, "invalid number of seconds '%s': at most %g", s, max);
+    *out = v;
+    return 0;
+}
+
+int sg_parse_uint(const char *s, uint64_t max, uint64_t *out, sg_err *err)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return sg_err_set(err, EINVAL, "invalid number '%s': expected a positive integer", s ? s : "");
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE)
+        return sg_err_set(err, EINVAL, "invalid number '%s': expected a positive integer", s);
+    if (v == 0 || v > max)
+        return sg_err_set(err, ERANGE, "invalid number '%s': must be between 1 and %llu", s, (unsigned long long)max);
+    *out = v;
+    return 0;
+}
+
+bool sg_valid_name(const char *s)
+{
+    if (!s)
+        return false;
+    size_t n = strlen(s);
+    if (n == 0 || n > SG_NAME_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!(isalnum(c) || c == '.' || c == '_' || c == '-' || c == '@'))
+            return false;
+    }
+    return true;
+}
+
+int sg_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_err *err)
+{
+    sg_autoclose int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        sg_err_sys(err, "cannot open %s", path);
+        return NULL;
+    }
+    size_t cap = 4096, have = 0;
+    sg_autofree char *buf = malloc(cap + 1);
+    if (!buf) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (;;) {
+        if (have == cap) {
+            cap *= 2;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                sg_err_set(err, ENOMEM, "out of memory");
+                return NULL;
+            }
+            buf = nb;
+        }
+        ssize_t n = read(fd, buf + have, cap - have);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            sg_err_sys(err, "cannot read %s", path);
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        have += (size_t)n;
+        if (have > max) {
+            sg_err_set(err, EFBIG, "%s is larger than %zu bytes", path, max);
+            return NULL;
+        }
+    }
+    buf[have] = '\0';
+    if (len)
+        *len = have;
+    return sg_steal_ptr(&buf);
+}
+
+char *sg_read_file(const char *path, size_t max, size_t *len, sg_err *err)
+{
+    return sg_read_file_at(AT_FDCWD, path, max, len, err);
+}
+
+int sg_write_knob_at(int dirfd, const char *path, const char *value, sg_err *err)
+{
+    sg_autoclose int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sg_err_sys(err, "cannot open %s", path);
+    if (sg_write_all(fd, value, strlen(value)) < 0)
+        return sg_err_sys(err, "cannot write '%s' to %s", value, path);
+    return 0;
+}
+
+int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode, sg_err *err)
+{
+    sg_autofree char *tmp = sg_strdup_printf("%s.tmp.%d", path, (int)getpid());
+    sg_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return sg_err_sys(err, "cannot create %s", tmp);
+    if (sg_write_all(fd, buf, len) < 0) {
+        sg_err_sys(err, "cannot write %s", tmp);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) < 0) {
+        sg_err_sys(err, "cannot rename %s to %s", tmp, path);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int sg_mkdir_p(const char *path, mode_t mode, sg_err *err)
+{
+    /* Usually the whole path exists (the state directory on every CLI
+     * call): one syscall instead of one per component. */
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
+    sg_autofree char *copy = strdup(path);
+    if (!copy)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    for (char *p = copy + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(copy, mode) < 0 && errno != EEXIST)
+            return sg_err_sys(err, "cannot create directory %s", copy);
+        *p = '/';
+    }
+    if (mkdir(copy, mode) < 0 && errno != EEXIST)
+        return sg_err_sys(err, "cannot create directory %s", copy);
+    return 0;
+}
+
+/* One directory being emptied by sg_rm_rf_at: its identity (to check the
+ * way back up through ".."), its name in its parent, and the
+ * subdirectories still to empty. */
+typedef struct rm_level {
+    dev_t dev;
+    ino_t ino;
+    char *name;
+    char **sub;
+    size_t nsub, isub;
+    unsigned passes;
+} rm_level;
+
+static void rm_level_clear(rm_level *l)
+{
+    for (size_t i = l->isub; i < l->nsub; i++)
+        free(l->sub[i]);
+    free(l->sub);
+    free(l->name);
+    memset(l, 0, sizeof *l);
+}
+
+/* Unlinks every non-directory in fd and lists its subdirectories. */
+static int rm_list(int fd, rm_level *l, sg_err *err)
+{
+    int fd2 = dup(fd);
+    if (fd2 < 0)
+        return sg_err_sys(err, "dup");
+    DIR *d = fdopendir(fd2);
+    if (!d) {
+        close(fd2);
+        return sg_err_sys(err, "cannot read directory %s", l->name);
+    }
+    rewinddir(d);
+    size_t cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    errno = 0;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2])))
+            continue;
+        if (de->d_type != DT_DIR) {
+            if (unlinkat(fd, n, 0) == 0 || errno == ENOENT) {
+                errno = 0;
+                continue;
+            }
+            if (errno != EISDIR) {
+                rc = sg_err_sys(err, "cannot remove %s/%s", l->name, n);
+                break;
+            }
+        }
+        if (l->nsub == cap) {
+            cap = cap ? cap * 2 : 8;
+            char **v = realloc(l->sub, cap * sizeof *v);
+            if (!v) {
+                rc = sg_err_set(err, ENOMEM, "out of memory");
+                break;
+            }
+            l->sub = v;
+        }
+        char *dup_ = strdup(n);
+        if (!dup_) {
+            rc = sg_err_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        l->sub[l->nsub++] = dup_;
+        errno = 0;
+    }
+    if (rc == 0 && errno)
+        rc = sg_err_sys(err, "cannot read directory %s", l->name);
+    closedir(d);
+    return rc;
+}
+
+/* Opens the directory name in dfd for emptying (never through a symlink),
+ * making it readable and writable for us when it is not. */
+static int rm_open(int dfd, const char *name, struct stat *st)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, 0) == 0)
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if ((st->st_mode & 0700) != 0700)
+        (void)fchmod(fd, 0700); /* emptied next: its bits no longer matter */
+    return fd;
+}
+
+int sg_rm_rf_at(int dfd, const char *name, sg_err *err)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR)
+        return sg_err_sys(err, "cannot remove %s", name);
+    /* Iterative, one directory fd at a time (plus its parent's for a
+     * moment): no recursion, no path longer than one name, so any tree a
+     * learner can build goes, however deep. Up is "..", checked against
+     * the device and inode recorded on the way down. */
+    struct stat st;
+    int cur = rm_open(dfd, name, &st);
+    if (cur < 0)
+        return errno == ENOENT ? 0 : sg_err_sys(err, "cannot open %s", name);
+    dev_t dev = st.st_dev;
+    rm_level *stk = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+#define RM_PUSH(d_, i_, nm_)                                                   \
+    do {                                                                      \
+        if (n == cap) {                                                       \
+            cap = cap ? cap * 2 : 16;                                         \
+            stk = sg_xrealloc(stk, cap * sizeof *stk);                        \
+        }                                                                     \
+        memset(&stk[n], 0, sizeof stk[n]);                                    \
+        stk[n].dev = (d_);                                                    \
+        stk[n].ino = (i_);                                                    \
+        stk[n].name = (nm_);                                                  \
+        n++;                                                                  \
+    } while (0)
+    RM_PUSH(st.st_dev, st.st_ino, sg_xstrdup(name));
+    rc = rm_list(cur, &stk[0], err);
+    while (rc == 0 && n > 0) {
+        rm_level *top = &stk[n - 1];
+        if (top->isub < top->nsub) {
+            char *child = top->sub[top->isub++];
+            if (unlinkat(cur, child, 0) == 0 || errno == ENOENT) { /* not a directory (any more) */
+                free(child);
+                continue;
+            }
+            int fd = rm_open(cur, child, &st);
+            if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+                free(child);
+                continue;
+            }
+            if (fd < 0) {
+                rc = sg_err_sys(err, "cannot open %s/%s", top->name, child);
+                free(child);
+                break;
+            }
+            if (st.st_dev != dev) {
+                close(fd);
+                rc = sg_err_set(err, EBUSY, "%s/%s is a mount point: not removed", top->name, child);
+                free(child);
+                break;
+            }
+            close(cur);
+            cur = fd;
+            RM_PUSH(st.st_dev, st.st_ino, child);
+            rc = rm_list(cur, &stk[n - 1], err);
+            continue;
+        }
+        /* Emptied: go up and remove it. */
+        int up;
+        if (n == 1) {
+            up = dfd;
+        } else {
+            up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (up < 0 || fstat(up, &st) < 0 || st.st_dev != stk[n - 2].dev || st.st_ino != stk[n - 2].ino) {
+                if (up >= 0)
+                    close(up);
+                rc = sg_err_set(err, EAGAIN, "%s was moved while being removed", top->name);
+                break;
+            }
+        }
+        close(cur);
+        cur = -1;
+        if (unlinkat(up, top->name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+            rm_level_clear(top);
+            n--;
+            if (n == 0)
+                break;
+            cur = up;
+            continue;
+        }
+        if (errno != ENOTEMPTY || top->passes >= 3) {
+            rc = sg_err_sys(err, "cannot remove %s", top->name);
+            if (up != dfd)
+                close(up);
+            break;
+        }
+        /* Something was made in it meanwhile: read it again. */
+        top->passes++;
+        cur = rm_open(up, top->name, &st);
+        int e = errno;
+        if (up != dfd)
+            close(up);
+        if (cur < 0 || st.st_ino != top->ino) {
+            errno = cur < 0 ? e : EAGAIN;
+            rc = sg_err_sys(err, "cannot open %s", top->name);
+            break;
+        }
+        for (size_t i = top->isub; i < top->nsub; i++)
+            free(top->sub[i]);
+        top->nsub = top->isub = 0;
+        rc = rm_list(cur, top, err);
+    }
+#undef RM_PUSH
+    if (cur >= 0 && cur != dfd)
+        close(cur);
+    for (size_t i = 0; i < n; i++)
+        rm_level_clear(&stk[i]);
+    free(stk);
+    return rc;
+}
+
+int sg_rm_rf(const char *path, sg_err *err)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : sg_err_sys(err, "cannot stat %s", path);
+    sg_autofree char *copy = sg_xstrdup(path);
+    size_t len = strlen(copy);
+    while (len > 1 && copy[len - 1] == '/')
+        copy[--len] = '\0';
+    char *slash = strrchr(copy, '/');
+    const char *base = copy;
+    sg_autoclose int dfd = -1;
+    if (!slash) {
+        dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+        *slash = '\0';
+        base = slash + 1;
+        dfd = open(slash == copy ? "/" : copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (dfd < 0)
+        return sg_err_sys(err, "cannot open the directory of %s", path);
+    if (!*base)
+        return sg_err_set(err, EINVAL, "cannot remove %s", path);
+    if (sg_rm_rf_at(dfd, base, err) < 0) {
+        sg_err_prefix(err, "cannot remove %s", path);
+        return -1;
+    }
+    return 0;
+}
+
+int sg_rand_hex(char *buf, size_t n, sg_err *err)
+{
+    unsigned char raw[64];
+    if (n > 2 * sizeof raw)
+        return sg_err_set(err, EINVAL, "random id too long");
+    size_t need = (n + 1) / 2;
+    if (getrandom(raw, need, 0) != (ssize_t)need)
+        return sg_err_sys(err, "getrandom");
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++)
+        buf[i] = hex[(raw[i / 2] >> ((i & 1) ? 0 : 4)) & 0xF];
+    buf[n] = '\0';
+    return 0;
+}
+
+uint64_t sg_now_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sg_now_iso8601(char *buf, size_t len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%06ld+00:00", base, ts.tv_nsec / 1000);
+}
+
+char *sg_strdup_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        abort();
+    return s;
+}
+
+void *sg_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        abort();
+    return q;
+}
+
+void *sg_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+char *sg_xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        abort();
+    return d;
+}
+
+/* dir + rel into buf when it fits and is executable. */
+static int exe_candidate(char *buf, size_t len, const char *dir, const char *rel)
+{
+    if ((size_t)snprintf(buf, len, "%s%s", dir, rel) >= len)
+        return -1;
+    return access(buf, X_OK);
+}
+
+int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len)
+{
+    const char *env = getenv(envname);
+    if (env && *env)
+        return exe_candidate(buf, len, env, "");
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0)
+        return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "/%s", name);
+    if (exe_candidate(buf, len, self, rel) == 0)
+        return 0;
+    snprintf(rel, sizeof rel, "/../libexec/%s", name);
+    return exe_candidate(buf, len, self, rel);
+}
+
+void sg_log_line(const char *who, const char *fmt, ...)
+{
+    char ts[48];
+    sg_now_iso8601(ts, sizeof ts);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s %s: ", ts, who);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80, len bytes
+ * left) and its code point, or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t len, uint32_t *cp)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (n == 0 || n > len || p[0] > 0xf4)
+        return 0;
+    uint32_t c = p[0] & (0xff >> (n + 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return n;
+}
+
+/* Code points a terminal acts on or that reorder text: C1 controls, line and
+ * paragraph separators, bidirectional embeddings, overrides and isolates. */
+static bool cp_unsafe(uint32_t c)
+{
+    return (c >= 0x80 && c <= 0x9f) || c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) ||
+           (c >= 0x2066 && c <= 0x2069) || c == 0x200e || c == 0x200f || c == 0x061c;
+}
+
+const char *sg_vis(const char *s, size_t len, char *buf, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t o = 0, i = 0;
+    if (!s)
+        len = 0;
+    while (i < len) {
+        char tmp[16];
+        size_t tl = 0, step = 1;
+        uint32_t cp = 0;
+        if (p[i] == '\t' || p[i] == '\r' || p[i] == '\n') {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\%c",
+                                  p[i] == '\t' ? 't' : p[i] == '\r' ? 'r' : 'n');
+        } else if (p[i] < 0x20 || p[i] == 0x7f) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]);
+        } else if (p[i] < 0x80) {
+            tmp[0] = (char)p[i];
+            tl = 1;
+        } else if ((step = utf8_seq(p + i, len - i, &cp)) == 0) {
+            step = 1;
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", p[i]);
+        } else if (cp_unsafe(cp)) {
+            tl = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
+        } else {
+            memcpy(tmp, p + i, step);
+            tl = step;
+        }
+        if (o + tl + sizeof "…" > n) {
+            memcpy(buf + o, "…", sizeof "…");
+            return buf;
+        }
+        memcpy(buf + o, tmp, tl);
+        o += tl;
+        i += step;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+

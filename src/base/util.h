@@ -1,0 +1,72 @@
+/* util: small parsing, file and time helpers with no heavy dependencies. */
+#ifndef SG_UTIL_H
+#define SG_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+/* "512M", "1G", "65536", "4k" -> bytes. Rejects junk, overflow, zero. */
+int sg_parse_size(const char *s, uint64_t *out, sg_err *err);
+/* "1.5" -> 1.5; positive, finite, at most max. */
+int sg_parse_seconds(const char *s, double max, double *out, sg_err *err);
+/* Positive integer in [1, max]. */
+int sg_parse_uint(const char *s, uint64_t max, uint64_t *out, sg_err *err);
+/* Learner / task / sandbox names: [A-Za-z0-9._@-], 1..SG_NAME_MAX, not "." or "..". */
+bool sg_valid_name(const char *s);
+
+int sg_write_all(int fd, const void *buf, size_t len);
+/* Reads a whole (small) file; NUL-terminated; *len optional. */
+char *sg_read_file(const char *path, size_t max, size_t *len, sg_err *err);
+char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_err *err);
+/* Writes a string into an existing file (e.g. a cgroup knob), no O_CREAT. */
+int sg_write_knob_at(int dirfd, const char *path, const char *value, sg_err *err);
+/* Replaces a file atomically for its readers (tmp + rename) with the given
+ * mode. Not synced: its users (sandbox records, the pool size) describe live
+ * processes, which a power loss ends anyway; gc removes a record left
+ * unreadable. Without the fsync, create no longer waits 1-15 ms for the
+ * journal (the spool, which must survive, syncs on its own). */
+int sg_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode, sg_err *err);
+int sg_mkdir_p(const char *path, mode_t mode, sg_err *err);
+/* Removes a directory tree (no symlink following, no other file system
+ * entered). Missing is fine. Any depth and any path length: it works
+ * openat-relative, one directory fd at a time, without recursion. */
+int sg_rm_rf(const char *path, sg_err *err);
+/* The same for name in the directory dfd. */
+int sg_rm_rf_at(int dfd, const char *name, sg_err *err);
+
+/* Random lowercase hex string of n chars into buf (buf holds n+1). */
+int sg_rand_hex(char *buf, size_t n, sg_err *err);
+
+uint64_t sg_now_mono_ns(void);
+
+/* A helper binary: $envname when set, else name in the directory of this
+ * process's executable, else in its ../libexec (an installed CLI). 0 when
+ * it is executable, -1 otherwise. */
+int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len);
+/* Current UTC time as RFC 3339 with microseconds, e.g. 2026-11-29T17:00:00.123456+00:00 */
+void sg_now_iso8601(char *buf, size_t len);
+/* One line to stderr (a process's log): "<ISO 8601 time> <who>: <message>". */
+void sg_log_line(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocators that abort on OOM, for code with no way to recover from it
+ * (same policy as sg_strdup_printf). */
+void *sg_xrealloc(void *p, size_t n);
+void *sg_xcalloc(size_t n, size_t size);
+char *sg_xstrdup(const char *s);
+
+/* printf into a fresh heap string (aborts on OOM, which we cannot handle). */
+char *sg_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* s (len bytes) into buf (n bytes, NUL-terminated) with everything a
+ * terminal would act on escaped: \t \r \n, \xHH for other control bytes,
+ * DEL and invalid UTF-8, \uHHHH for C1 controls, line and paragraph
+ * separators and bidirectional marks. Cut at n with "…". Learner-
+ * controlled text (output, file names, labels with commands) is printed
+ * for an operator only through it. Returns buf. */
+const char *sg_vis(const char *s, size_t len, char *buf, size_t n);
+
+#endif

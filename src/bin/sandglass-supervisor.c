@@ -1,0 +1,16 @@
+/* sandglass-supervisor: the per-sandbox supervisor as its own binary, so
+ * that it does not load the ingest's store libraries (libpq, SQLite) at
+ * every sandbox start. `sandglass create` and a takeover run it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "supervisor") != 0) {
+        fprintf(stderr, "sandglass-supervisor: run by sandglass create (sandglass-supervisor supervisor ID --ready-fd N)\n");
+        return 2;
+    }
+    return sg_cmd_supervisor(argc - 1, argv + 1);
+}

@@ -1,0 +1,509 @@
+#include "capture/capture.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "capture/testrule.h"
+#include "capture/watch.h"
+#include "delivery/spool.h"
+#include "delivery/uplink_client.h"
+#include "wire/ctl.h"
+#include "wire/event.h"
+
+struct sg_capture {
+    uv_loop_t *loop;
+    char id[32];
+    sg_spool *spool;
+    sg_uplink_client *uplink;  /* to the per-host uplink daemon (uplinkd.h) */
+    sg_watch *watch;
+    uv_check_t check;
+    uv_timer_t heartbeat;
+    bool unsynced;
+    bool dirty;
+    bool closed;
+    int running;       /* execs in flight, for the heartbeat's state */
+    /* file_diff events in this window (an exec, or the time between two):
+     * past SG_CAPTURE_DIFFS_MAX they are counted, and one limit event
+     * sums them up when the window closes. */
+    uint64_t diffs, diffs_dropped;
+    /* Capture lost to a full disk, kept until its report is on disk: a
+     * report that cannot be written itself must not swallow the count. */
+    sg_spool_loss loss;
+};
+
+/* The last SG_OUTPUT_CAPTURE_MAX bytes of a stream. */
+typedef struct tail {
+    char buf[SG_OUTPUT_CAPTURE_MAX];
+    size_t start, len;
+    uint64_t total;
+} tail;
+
+struct sg_capture_exec {
+    sg_capture *c;
+    uint32_t id;
+    char *cmd;
+    bool is_test;
+    json_t *tool;
+    tail out, err;
+};
+
+#define log_line(...) sg_log_line("capture", __VA_ARGS__)
+
+/* Appends one event; -1 when the spool could not take it. */
+static int emit(sg_capture *c, const char *kind, json_t *payload)
+{
+    if (!c || c->closed) {
+        json_decref(payload);
+        return -1;
+    }
+    int64_t seq = sg_spool_next_seq(c->spool);
+    sg_autojson json_t *frame = sg_event_frame(seq, kind, payload, NULL, c->id);
+    if (!frame) {
+        log_line("cannot build a %s event", kind);
+        return -1;
+    }
+    c->unsynced = true;
+    sg_autofree char *line = sg_json_dump(frame);
+    sg_err err = {0};
+    if (!line || sg_spool_append(c->spool, seq, line, strlen(line), &err) < 0) {
+        log_line("spool append of seq %lld failed: %s", (long long)seq, line ? err.msg : "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
+{
+    emit(c, kind, payload);
+}
+
+static void loss_merge(sg_spool_loss *into, const sg_spool_loss *l)
+{
+    if (!l->count)
+        return;
+    if (!into->count) {
+        *into = *l;
+        return;
+    }
+    into->count += l->count;
+    if (l->first_seq < into->first_seq)
+        into->first_seq = l->first_seq;
+    if (l->last_seq > into->last_seq)
+        into->last_seq = l->last_seq;
+}
+
+/* After a good sync: reports the capture lost so far, once. If the report
+ * cannot be made durable (the disk is still full) the count is kept for
+ * the next sync, and the failed report is not itself counted as a loss. */
+static void report_loss(sg_capture *c)
+{
+    sg_spool_loss l;
+    if (sg_spool_take_loss(c->spool, &l))
+        loss_merge(&c->loss, &l);
+    if (!c->loss.count)
+        return;
+    sg_err err = {0};
+    int r = emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
+        "what", "capture_lost", "count", (json_int_t)c->loss.count,
+        "first_seq", (json_int_t)c->loss.first_seq, "last_seq", (json_int_t)c->loss.last_seq,
+        "error", strerror(c->loss.err)));
+    if (r == 0 && sg_spool_sync(c->spool, &err) < 0) {
+        log_line("spool sync failed: %s", err.msg);
+        r = -1;
+    }
+    c->unsynced = false;
+    if (r < 0) {
+        sg_spool_take_loss(c->spool, &l); /* only the report itself */
+        return;
+    }
+    memset(&c->loss, 0, sizeof c->loss);
+}
+
+void sg_capture_sync(sg_capture *c)
+{
+    if (!c || !c->unsynced)
+        return;
+    c->unsynced = false;
+    sg_err err = {0};
+    if (sg_spool_sync(c->spool, &err) < 0) {
+        log_line("spool sync failed: %s", err.msg);
+        return;
+    }
+    report_loss(c);
+    sg_uplink_client_notify(c->uplink);
+}
+
+static void on_check(uv_check_t *h)
+{
+    sg_capture_sync(h->data);
+}
+
+static void on_file_change(void *ud, json_t *payload)
+{
+    sg_capture *c = ud;
+    c->dirty = true;
+    if (c->diffs >= SG_CAPTURE_DIFFS_MAX) {
+        c->diffs_dropped++;
+        json_decref(payload);
+        return;
+    }
+    c->diffs++;
+    sg_capture_emit(c, "file_diff", payload);
+}
+
+/* Closes a window of file_diff events: the summary of what went over. */
+static void diffs_window_end(sg_capture *c)
+{
+    if (c->diffs_dropped)
+        sg_capture_emit(c, "limit", json_pack("{s:s, s:I, s:I, s:s}", "what", "file_diff",
+            "limit", (json_int_t)SG_CAPTURE_DIFFS_MAX, "not_reported", (json_int_t)c->diffs_dropped,
+            "note", "more changed files than the limit: the rest are not reported one by one"));
+    c->diffs = c->diffs_dropped = 0;
+}
+
+/* The watcher asks before it makes a payload: past the budget the diff
+ * and the JSON are not made at all, only counted. */
+static bool diffs_gate(void *ud)
+{
+    sg_capture *c = ud;
+    if (c->diffs < SG_CAPTURE_DIFFS_MAX)
+        return true;
+    c->dirty = true;
+    c->diffs_dropped++;
+    return false;
+}
+
+static void on_watch_limit(void *ud, json_t *payload)
+{
+    sg_capture_emit(ud, "limit", payload);
+}
+
+static void on_uplink_event(void *ud, const sg_uplink_event *ev)
+{
+    (void)ud;
+    static const char *names[] = {"connected", "disconnected", "refused", "error"};
+    log_line("uplink %s (%d): %s; retry in %u ms", names[ev->type < 4 ? ev->type : 3], ev->code,
+             ev->reason, ev->retry_ms);
+}
+
+uint64_t sg_capture_pending(const sg_capture *c)
+{
+    return c ? sg_spool_pending(c->spool) : 0;
+}
+
+/* The heartbeat's period: SANDGLASS_CAPTURE_HEARTBEAT_MS overrides the
+ * 30 s so tests watch heartbeats come (or keep them out of a count) without
+ * waiting 30 s. */
+static uint64_t heartbeat_ms(void)
+{
+    uint64_t v = 0;
+    sg_err e = {0};
+    const char *env = getenv("SANDGLASS_CAPTURE_HEARTBEAT_MS");
+    return env && sg_parse_uint(env, 24ull * 3600 * 1000, &v, &e) == 0 && v > 0 ? v
+                                                                              : SG_CAPTURE_HEARTBEAT_MS;
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    sg_capture *c = t->data;
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+}
+
+void sg_capture_flush_watch(sg_capture *c)
+{
+    sg_err err = {0};
+    if (c && c->watch && sg_watch_flush(c->watch, &err) < 0)
+        log_line("watcher flush: %s", err.msg);
+}
+
+bool sg_capture_take_dirty(sg_capture *c)
+{
+    if (!c)
+        return true;
+    sg_capture_flush_watch(c);
+    bool d = c->dirty;
+    c->dirty = false;
+    return d;
+}
+
+sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
+                           sg_diff_fn differ, void *differ_ud, sg_err *err)
+{
+    sg_capture *c = calloc(1, sizeof *c);
+    if (!c) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->loop = loop;
+    snprintf(c->id, sizeof c->id, "%s", m->id);
+    sg_autofree char *dir = sg_state_sandbox_path(m->id, "spool");
+    sg_spool_report rep;
+    c->spool = sg_spool_open(dir, &rep, err);
+    if (!c->spool) {
+        sg_err_prefix(err, "cannot open the capture spool");
+        free(c);
+        return NULL;
+    }
+    if (rep.text[0])
+        log_line("spool recovery: %s", rep.text);
+
+    /* The token is made by the uplink daemon, which signs with libcrypto:
+     * this process maps neither it nor libwebsockets. */
+    sg_autofree char *default_secret = sg_state_path("ingest/secret");
+    sg_uplink_client_config ucfg = {
+        .sandbox = m->id, .url = m->ingest_url, .learner = m->learner, .task = m->task,
+        .spool_dir = dir, .secret_file = m->secret_file,
+        .secret_create = m->secret_file && strcmp(m->secret_file, default_secret) == 0,
+    };
+    c->uplink = sg_uplink_client_new(loop, &ucfg, c->spool, err);
+    if (!c->uplink) {
+        sg_err_prefix(err, "cannot start the uplink to %s", m->ingest_url);
+        sg_spool_close(c->spool);
+        free(c);
+        return NULL;
+    }
+    sg_uplink_client_set_event_cb(c->uplink, on_uplink_event, c);
+    c->watch = sg_watch_new(loop, m->workspace, on_file_change, c, differ, differ_ud, err);
+    if (!c->watch) {
+        sg_err_prefix(err, "cannot watch the workspace");
+        sg_uplink_client_close(c->uplink);
+        sg_capture_free(c);
+        return NULL;
+    }
+    sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
+    sg_watch_set_gate(c->watch, diffs_gate, c);
+    uv_check_init(loop, &c->check);
+    c->check.data = c;
+    uv_check_start(&c->check, on_check);
+    uv_timer_init(loop, &c->heartbeat);
+    c->heartbeat.data = c;
+    uint64_t hb = heartbeat_ms();
+    uv_timer_start(&c->heartbeat, on_heartbeat, hb, hb);
+
+    json_t *sb = json_pack("{s:s, s:s, s:s, s:{s:I, s:I, s:f, s:f}}",
+        "state", resumed ? "resumed" : "created", "learner", m->learner, "task", m->task,
+        "limits", "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
+        "cpus", m->cpus, "timeout_s", m->timeout_s);
+    if (rep.torn || rep.quarantined)
+        json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I}",
+            "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,
+            "records", (json_int_t)rep.records));
+    sg_capture_emit(c, "sandbox", sb);
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "starting",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    sg_capture_sync(c);
+    return c;
+}
+
+/* ---- execs -------------------------------------------------------------------- */
+
+/* A file tool's call reads as what it does ("write_file /workspace/a.py"),
+ * not as the shell script that does it in the sandbox; run_bash reads as
+ * its command (the argv's). NULL: the argv's command line. */
+static char *tool_cmdline(const json_t *tool)
+{
+    const char *name = json_string_value(json_object_get(tool, "name"));
+    const char *path = json_string_value(json_object_get(json_object_get(tool, "arguments"), "path"));
+    if (!name || !path || strcmp(name, "run_bash") == 0)
+        return NULL;
+    return sg_strdup_printf("%s %s", name, path);
+}
+
+sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                       const char *cwd, const json_t *tool)
+{
+    if (!c)
+        return NULL;
+    sg_capture_exec *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->c = c;
+    e->id = exec_id;
+    /* Valid UTF-8, as json_pack needs: an invalid byte (the argv array
+     * below is sanitized too) must not empty the stdin, command and result
+     * payloads. Exec requests come as JSON, so today this is only defence. */
+    sg_autofree char *as_tool = tool ? tool_cmdline(tool) : NULL;
+    sg_autofree char *cmdline = as_tool ? NULL : sg_exec_cmdline(argv);
+    const char *line = as_tool ? as_tool : cmdline;
+    size_t cmdlen = 0;
+    e->cmd = line ? sg_utf8_sanitize(line, strlen(line), &cmdlen) : NULL;
+    e->is_test = !as_tool && sg_testrule_is_test_argv(argv);
+    e->tool = tool ? json_deep_copy(tool) : NULL;
+    c->running++;
+    /* Changes made before this exec (background processes) come first. */
+    sg_capture_flush_watch(c);
+    diffs_window_end(c);
+    json_t *av = json_array();
+    for (char *const *a = argv; a && *a; a++) {
+        size_t n = 0;
+        sg_autofree char *s = sg_utf8_sanitize(*a, strlen(*a), &n);
+        json_array_append_new(av, json_stringn(s ? s : "", n));
+    }
+    sg_capture_emit(c, "stdin", json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "command",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    json_t *cmd = json_pack("{s:s, s:o, s:s, s:I}", "cmd", e->cmd ? e->cmd : "", "argv", av, "cwd", cwd,
+                            "exec_id", (json_int_t)exec_id);
+    if (e->tool)
+        json_object_set(cmd, "tool", e->tool);
+    sg_capture_emit(c, "command", cmd);
+    return e;
+}
+
+static void tail_add(tail *t, const char *buf, size_t len)
+{
+    t->total += len;
+    if (len >= sizeof t->buf) {
+        memcpy(t->buf, buf + len - sizeof t->buf, sizeof t->buf);
+        t->start = 0;
+        t->len = sizeof t->buf;
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        size_t pos = (t->start + t->len) % sizeof t->buf;
+        t->buf[pos] = buf[i];
+        if (t->len < sizeof t->buf)
+            t->len++;
+        else
+            t->start = (t->start + 1) % sizeof t->buf;
+    }
+}
+
+void sg_capture_exec_output(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len)
+{
+    if (e)
+        tail_add(is_stderr ? &e->err : &e->out, buf, len);
+}
+
+static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
+{
+    if (!t->total)
+        return;
+    sg_autofree char *flat = malloc(t->len + 1);
+    if (!flat)
+        return;
+    size_t first = sizeof t->buf - t->start < t->len ? sizeof t->buf - t->start : t->len;
+    memcpy(flat, t->buf + t->start, first);
+    memcpy(flat + first, t->buf, t->len - first);
+    size_t n = 0;
+    sg_autofree char *clean = sg_utf8_sanitize(flat, t->len, &n);
+    if (!clean)
+        return;
+    sg_capture_emit(e->c, "stdout", json_pack("{s:s, s:s%, s:I, s:b, s:I}", "stream", name,
+        "data", clean, n, "bytes", (json_int_t)t->total, "truncated", t->total > t->len,
+        "exec_id", (json_int_t)e->id));
+}
+
+void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
+{
+    if (!e)
+        return;
+    sg_capture *c = e->c;
+    sg_capture_flush_watch(c);
+    diffs_window_end(c);
+    emit_stream(e, "stdout", &e->out);
+    emit_stream(e, "stderr", &e->err);
+    json_t *r = json_pack("{s:s, s:O, s:O, s:O, s:I}", "cmd", e->cmd ? e->cmd : "",
+        "exit_code", json_object_get(result, "exit_code"),
+        "duration_s", json_object_get(result, "wall_s"),
+        "timed_out", json_object_get(result, "timed_out"), "exec_id", (json_int_t)e->id);
+    static const char *extra[] = {"signal", "cpu_s", "memory_peak", "oom_killed", "pids_limit_hit",
+                                  "output_limit_hit", "output_bytes", "aborted", "killed_by"};
+    for (size_t i = 0; r && i < SG_ARRAY_LEN(extra); i++) {
+        json_t *v = json_object_get(result, extra[i]);
+        if (v)
+            json_object_set(r, extra[i], v);
+    }
+    if (r && e->tool)
+        json_object_set(r, "tool", e->tool);
+    sg_capture_emit(c, e->is_test ? "test_result" : "run_result", r);
+    static const struct {
+        const char *field, *what;
+    } limits[] = {{"oom_killed", "memory"}, {"pids_limit_hit", "pids"},
+                  {"timed_out", "timeout"}, {"output_limit_hit", "output"}};
+    for (size_t i = 0; i < SG_ARRAY_LEN(limits); i++)
+        if (json_is_true(json_object_get(result, limits[i].field)))
+            sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
+                                                  "cmd", e->cmd ? e->cmd : "", "exec_id", (json_int_t)e->id));
+    c->running--;
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    /* The exec's events are on disk before its caller hears of it. */
+    sg_capture_sync(c);
+    free(e->cmd);
+    json_decref(e->tool);
+    free(e);
+}
+
+/* ---- shutdown ------------------------------------------------------------------ */
+
+int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err)
+{
+    if (!c)
+        return 0;
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "stopped",
+                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    sg_capture_sync(c);
+    uv_check_stop(&c->check);
+    uv_timer_stop(&c->heartbeat);
+    return sg_uplink_client_drain(c->uplink, timeout_ms, err);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void sg_capture_close(sg_capture *c)
+{
+    if (!c || c->closed)
+        return;
+    sg_capture_sync(c);
+    c->closed = true;
+    if (c->watch) {
+        sg_watch_free(c->watch);
+        c->watch = NULL;
+    }
+    if (uv_is_active((uv_handle_t *)&c->check) || c->check.loop) {
+        uv_check_stop(&c->check);
+        if (!uv_is_closing((uv_handle_t *)&c->check))
+            uv_close((uv_handle_t *)&c->check, on_handle_closed);
+        if (!uv_is_closing((uv_handle_t *)&c->heartbeat))
+            uv_close((uv_handle_t *)&c->heartbeat, on_handle_closed);
+    }
+    if (c->uplink)
+        sg_uplink_client_close(c->uplink);
+}
+
+void sg_capture_free(sg_capture *c)
+{
+    if (!c)
+        return;
+    if (c->watch)
+        sg_watch_free(c->watch);
+    if (c->uplink)
+        sg_uplink_client_free(c->uplink);
+    if (c->spool)
+        sg_spool_close(c->spool);
+    free(c);
+}
+
+/* The entry points the supervisor finds with dlsym (capmod.h). */
+const sg_capture_api sg_capture_api_v1 = {
+    .open = sg_capture_new,
+    .emit = sg_capture_emit,
+    .pending = sg_capture_pending,
+    .exec_begin = sg_capture_exec_begin,
+    .exec_output = sg_capture_exec_output,
+    .exec_end = sg_capture_exec_end,
+    .finish = sg_capture_finish,
+    .close = sg_capture_close,
+    .free = sg_capture_free,
+};

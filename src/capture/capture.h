@@ -1,0 +1,92 @@
+/* capture: what a captured sandbox (one created with a task) records, on
+ * the host side, in the supervisor: the events of every exec (stdin,
+ * command, stdout, run_result/test_result, limit), file_diff events from
+ * the workspace watcher, activity heartbeats, and the sandbox's life
+ * (sandbox, session_abort, checkpoint, rollback). Every event is appended
+ * to the sandbox's spool (<state>/sb/<id>/spool, never in the workspace)
+ * before any send; the uplink streams the spool to the ingest.
+ *
+ * Group commit: events appended during one loop iteration are made durable
+ * with one fdatasync at the end of it (a uv_check handle), and at once
+ * before an exec's result goes back to its caller. */
+#ifndef SG_CAPTURE_H
+#define SG_CAPTURE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/err.h"
+#include "checkpoint/diff.h"
+#include "state/state.h"
+
+#define SG_CAPTURE_HEARTBEAT_MS 30000 /* idle activity heartbeat */
+#define SG_CAPTURE_DRAIN_MS 10000    /* destroy waits this long for acks */
+/* file_diff events per exec (and per time between two execs); past it one
+ * `limit` {what: "file_diff", not_reported: N} sums up the rest. The
+ * watcher's own limits (watch.h) come as `limit` events too. */
+#define SG_CAPTURE_DIFFS_MAX 1000
+
+typedef struct sg_capture sg_capture;
+typedef struct sg_capture_exec sg_capture_exec;
+
+/* Opens the spool (resuming seq after a crash), starts the watcher and the
+ * uplink, and emits `sandbox` {state: created|resumed} and `activity`
+ * starting. */
+/* differ (with differ_ud) makes the file-change diffs (diff.h). */
+sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
+                           sg_diff_fn differ, void *differ_ud, sg_err *err);
+
+/* Appends one event (payload stolen). Never fails the caller: a spool that
+ * cannot take it counts the loss and reports it once space returns. */
+void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload);
+/* Makes everything appended durable now and tells the uplink. */
+void sg_capture_sync(sg_capture *c);
+/* Reports every pending workspace change now. */
+void sg_capture_flush_watch(sg_capture *c);
+/* Events appended but not acknowledged by the ingest. */
+uint64_t sg_capture_pending(const sg_capture *c);
+/* Whether the workspace watcher has reported anything since the last call. */
+bool sg_capture_take_dirty(sg_capture *c);
+
+/* One exec: begin emits stdin, activity command and command; output keeps
+ * the last SG_OUTPUT_CAPTURE_MAX bytes of each stream; end flushes the
+ * watcher, emits stdout (per stream), run_result or test_result, limit
+ * events, activity idle, and syncs. `result` is the exec's result object
+ * (borrowed). end frees e. */
+sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                       const char *cwd, const json_t *tool);
+void sg_capture_exec_output(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len);
+void sg_capture_exec_end(sg_capture_exec *e, const json_t *result);
+
+/* Outside uv_run: emits `activity` stopped, syncs and waits up to
+ * timeout_ms for the ingest to acknowledge everything. Returns 0 when all
+ * is acknowledged, -1 (err says how many are left) otherwise. */
+int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err);
+/* Stops the watcher and the uplink handles (inside or outside uv_run). */
+void sg_capture_close(sg_capture *c);
+/* Outside uv_run, after sg_capture_close and a final uv_run. */
+void sg_capture_free(sg_capture *c);
+
+/* The same entry points as a table: the supervisor loads the capture, and
+ * with it libwebsockets and OpenSSL, only for a sandbox that has a task
+ * (capmod.h). The shared module exports it as SG_CAPTURE_API_SYMBOL. */
+typedef struct sg_capture_api {
+    sg_capture *(*open)(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
+                        sg_diff_fn differ, void *differ_ud, sg_err *err);
+    void (*emit)(sg_capture *c, const char *kind, json_t *payload);
+    uint64_t (*pending)(const sg_capture *c);
+    sg_capture_exec *(*exec_begin)(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                   const char *cwd, const json_t *tool);
+    void (*exec_output)(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len);
+    void (*exec_end)(sg_capture_exec *e, const json_t *result);
+    int (*finish)(sg_capture *c, uint64_t timeout_ms, sg_err *err);
+    void (*close)(sg_capture *c);
+    void (*free)(sg_capture *c);
+} sg_capture_api;
+
+#define SG_CAPTURE_API_SYMBOL "sg_capture_api_v1"
+extern const sg_capture_api sg_capture_api_v1;
+
+#endif

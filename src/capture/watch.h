@@ -1,0 +1,134 @@
+/* watch: the workspace watcher. Runs on the host side, on the supervisor's
+ * libuv loop, and reports file changes under a workspace directory as
+ * `file_diff` event payloads.
+ *
+ * Mechanism: one inotify instance, a watch on every directory (added through
+ * a directory fd opened with RESOLVE_NO_SYMLINKS, so a learner's symlink can
+ * never make us watch or read a host path), polled with uv_poll_t. A new
+ * directory is watched first, then scanned, so files made in it before the
+ * watch existed are still reported. IN_Q_OVERFLOW triggers a full rescan.
+ * Idle cost is zero: no timers run while nothing changes.
+ *
+ * Coalescing: raw events only mark paths dirty. A burst is resolved once it
+ * settles (SG_WATCH_SETTLE_US after the last event; a timerfd, armed
+ * only while something is pending), by comparing each dirty
+ * path's current state (lstat + content hash) with the last content seen, so
+ * an editor save (temp file renamed over the target, or truncate+rewrite)
+ * gives one `modified`, a temp file created and renamed away in the burst
+ * gives nothing, and a write that changes nothing gives nothing. A file
+ * created or modified but not yet closed (IN_CLOSE_WRITE) waits up to
+ * SG_WATCH_CAP_MS for its writer (so does a file found by the scan of a new
+ * directory: its writer may still hold it). sg_watch_flush() resolves
+ * everything now. The callback runs on the loop (or inside sg_watch_flush)
+ * and must not call sg_watch_free.
+ *
+ * Payload of each event (ownership passed to the callback):
+ *   path      relative to the root, '/'-separated (non-UTF-8 bytes in a name
+ *             are replaced by U+FFFD)
+ *   change    "created" | "modified" | "deleted" | "renamed"
+ *   old_path  for "renamed" (IN_MOVED_FROM/IN_MOVED_TO paired by cookie; a
+ *             directory rename reports every file under it as renamed)
+ *   replaced  true when a rename replaced an existing file (`mv tmp target`
+ *             seen across two bursts): the diff is then against what the
+ *             target held, not against the moved file
+ *   size      bytes (absent for "deleted")
+ *   sha256    hex of the content (absent for "deleted", and for files over
+ *             SG_WATCH_HASH_MAX)
+ *   diff      unified diff against the last content seen ("" for a rename
+ *             without change); absent when either side is not text:
+ *   truncated true: the new content is over SG_DIFF_MAX_BYTES
+ *   binary    true: the new content is binary (sg_diff_is_binary)
+ *   diff_base "empty": the old content was binary or too large, so the diff
+ *             shows the whole new text as added
+ *   diff_unavailable true: the old text was not kept (cache budget
+ *             SG_WATCH_CACHE_MAX exceeded), only the hash is known
+ *   added, removed  line counts of the diff
+ *
+ * Rules:
+ * - Only files are reported (regular files and symlinks); a deleted directory
+ *   reports each file it contained as deleted. Empty directories are silent.
+ * - A symlink is reported as a file whose content is its target string (as
+ *   git stores it); it is never followed.
+ * - Contents of directories named `.git` (at any depth) are skipped: a
+ *   workspace that is a git repository would otherwise flood binary events.
+ *   Other dotfiles are reported.
+ * - Mode-only changes (chmod) are not reported; content is what counts.
+ * - The initial scan in sg_watch_new is a baseline: it emits nothing.
+ * - Within one burst, renames are reported in the order they happened; a
+ *   rename onto an existing file replaces it (no separate "deleted").
+ * - After an overflow rescan, a rename shows as deleted + created.
+ * - Files beyond SG_WATCH_MAX_FILES / directories beyond SG_WATCH_MAX_DIRS
+ *   or deeper than SG_WATCH_MAX_DEPTH are not tracked (counted in
+ *   stats.dropped; a "watch_untracked" limit event).
+ * - Watches: at most 1/SG_WATCH_HOST_SHARE of the host's
+ *   fs.inotify.max_user_watches (root's one limit is shared by every
+ *   sandbox). Directories past it (or past what the host has left) are
+ *   tracked without a watch; from then on every sg_watch_flush rescans the
+ *   tree, so their changes still come (at the next flush, i.e. at the end
+ *   of each exec), and a "watches" limit says so once. An IN_Q_OVERFLOW
+ *   rescan gives a "watch_overflow" limit.
+ * - Paths longer than PATH_MAX (deep trees) are opened one component at a
+ *   time, under the same no-symlink rules: their changes are reported.
+ * - Every dirty file is re-read and re-hashed when its burst resolves (mtime
+ *   is too coarse to trust within a burst); the overflow rescan trusts an
+ *   unchanged stat unless the last read was racy (mtime within 50 ms of it).
+ */
+#ifndef SG_WATCH_H
+#define SG_WATCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/err.h"
+#include "checkpoint/diff.h"
+
+#define SG_WATCH_SETTLE_US 500 /* quiet time that ends a burst */
+#define SG_WATCH_CAP_MS 50    /* longest wait for an open writer / busy burst */
+#define SG_WATCH_HOST_SHARE 16 /* a watcher takes at most 1/16 of the host's inotify watches */
+#define SG_WATCH_MAX_DEPTH 1024 /* directories deeper are not tracked (a limit event) */
+
+typedef struct sg_watch sg_watch;
+
+/* payload: a file_diff payload; ownership passes to the callee. */
+typedef void (*sg_watch_cb)(void *userdata, json_t *payload);
+
+typedef struct sg_watch_stats {
+    size_t watches;       /* directories watched */
+    size_t files;         /* files known */
+    size_t bytes_cached;  /* text kept for diffs */
+    uint64_t events;      /* payloads emitted */
+    uint64_t overflows;   /* IN_Q_OVERFLOW rescans */
+    uint64_t dropped;     /* files/dirs not tracked (limits) */
+} sg_watch_stats;
+
+/* Watches root (recursively) on loop and takes the baseline. differ makes
+ * the unified diffs of text files (called with differ_ud). */
+sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
+                       sg_diff_fn differ, void *differ_ud, sg_err *err);
+
+/* Reads every pending inotify event and resolves every dirty path now
+ * (open writers included). Returns the number of payloads emitted, or < 0. */
+int sg_watch_flush(sg_watch *w, sg_err *err);
+
+void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
+
+/* Where limit payloads go ({"what": "watches" | "watch_overflow" |
+ * "watch_untracked", ...}; ownership passes): the capture emits them as
+ * `limit` events. */
+void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
+
+/* Asked before each payload is made: false skips it (no read of the old
+ * text into a diff, no JSON; the change is still taken in). The capture's
+ * per-exec budget of file_diff events (capture.h). */
+typedef bool (*sg_watch_gate_fn)(void *userdata);
+void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata);
+
+/* Stops watching and closes the libuv handles; the memory is released when
+ * the loop has run the close callbacks (run the loop once more after this).
+ * Emits nothing. NULL is fine. */
+void sg_watch_free(sg_watch *w);
+
+#endif

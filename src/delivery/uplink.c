@@ -1,0 +1,529 @@
+/* uplink: spool -> ingest over WebSocket (see uplink.h). */
+#include "delivery/uplink.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+
+#define LOCAL_PROTO "sg-uplink"
+#define INGEST_PROTO "sg-ingest"
+
+typedef enum state {
+    ST_IDLE,        /* nothing going on (before the first connect) */
+    ST_CONNECTING,
+    ST_OPEN,        /* handshake done */
+    ST_WAITING,     /* backoff timer running */
+    ST_CLOSING,
+} state;
+
+struct sg_uplink {
+    uv_loop_t *loop;
+    sg_spool *spool;
+    struct lws_context *ctx;
+    struct lws *wsi;
+    sg_spool_cursor *cur;
+    char *host, *path, *auth;
+    int port;
+    bool tls;
+
+    state st;
+    uintptr_t gen;          /* id of the current connection attempt */
+    bool ready;             /* first ack of this connection received */
+    int64_t acked_at_connect;
+    unsigned attempt;       /* backoff exponent */
+    uint64_t rng;
+
+    uv_timer_t retry;
+    uv_timer_t drain_timer;
+    uv_timer_t watchdog;    /* 250 ms tick: ack timeout */
+    uint64_t last_progress_ns;
+    uint32_t ack_timeout_ms;
+    bool killing;           /* watchdog asked lws to drop the connection */
+    int open_handles;       /* our timers not yet closed */
+    bool draining, drain_timed_out;
+
+    char rx[SG_UPLINK_RX_MAX];
+    size_t rx_len;
+    bool rx_overflow;
+    int close_code;
+    char close_reason[128];
+
+    sg_uplink_event_fn ev_fn;
+    void *ev_ud;
+    sg_uplink_stats stats;
+};
+
+static void emit(sg_uplink *u, sg_uplink_event_type type, int code, const char *reason,
+                 uint32_t retry_ms)
+{
+    if (!u->ev_fn)
+        return;
+    sg_uplink_event ev = {type, code, reason ? reason : "", retry_ms};
+    u->ev_fn(u->ev_ud, &ev);
+}
+
+/* xorshift64*: jitter only, no need for more. */
+static uint32_t rnd(sg_uplink *u)
+{
+    u->rng ^= u->rng >> 12;
+    u->rng ^= u->rng << 25;
+    u->rng ^= u->rng >> 27;
+    return (uint32_t)((u->rng * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+static void connect_now(sg_uplink *u);
+
+static void on_retry(uv_timer_t *t)
+{
+    sg_uplink *u = t->data;
+    if (u->st == ST_WAITING)
+        connect_now(u);
+}
+
+/* Full jitter: a uniform delay in [0, min(max, base * 2^attempt)]. */
+static uint32_t schedule_retry(sg_uplink *u)
+{
+    unsigned e = u->attempt < 5 ? u->attempt : 5;
+    uint32_t cap = (uint32_t)SG_UPLINK_BACKOFF_MIN_MS << e;
+    if (cap > SG_UPLINK_BACKOFF_MAX_MS)
+        cap = SG_UPLINK_BACKOFF_MAX_MS;
+    u->attempt++;
+    uint32_t delay = rnd(u) % (cap + 1);
+    u->st = ST_WAITING;
+    uv_timer_start(&u->retry, on_retry, delay, 0);
+    return delay;
+}
+
+static bool is_refusal(int code)
+{
+    return code != 0 && code != LWS_CLOSE_STATUS_NORMAL && code != LWS_CLOSE_STATUS_GOINGAWAY &&
+           code != LWS_CLOSE_STATUS_NO_STATUS && code != LWS_CLOSE_STATUS_ABNORMAL_CLOSE;
+}
+
+/* The current connection is gone (closed, failed or refused). */
+static void on_lost(sg_uplink *u, int http_status, const char *why)
+{
+    if (u->st != ST_CONNECTING && u->st != ST_OPEN)
+        return;
+    u->wsi = NULL;
+    u->ready = false;
+    u->stats.connected = false;
+    u->stats.reconnects++;
+    uint32_t delay = schedule_retry(u);
+    if (http_status >= 400) {
+        u->stats.refusals++;
+        char msg[256];
+        snprintf(msg, sizeof msg, "ingest refused the handshake with HTTP %d%s%s", http_status,
+                 why ? ": " : "", why ? why : "");
+        emit(u, SG_UPLINK_REFUSED, http_status, msg, delay);
+    } else if (is_refusal(u->close_code)) {
+        u->stats.refusals++;
+        emit(u, SG_UPLINK_REFUSED, u->close_code, u->close_reason, delay);
+    } else {
+        emit(u, SG_UPLINK_DISCONNECTED, u->close_code, u->close_reason[0] ? u->close_reason : why,
+             delay);
+    }
+}
+
+static void connect_now(sg_uplink *u)
+{
+    uv_timer_stop(&u->retry);
+    u->gen++;
+    if (u->gen == 0)
+        u->gen = 1;
+    u->close_code = 0;
+    u->close_reason[0] = '\0';
+    u->rx_len = 0;
+    u->rx_overflow = false;
+    u->ready = false;
+    u->st = ST_CONNECTING;
+
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = u->ctx;
+    ci.address = u->host;
+    ci.port = u->port;
+    ci.path = u->path;
+    ci.host = u->host;
+    ci.origin = u->host;
+    ci.protocol = INGEST_PROTO;
+    ci.local_protocol_name = LOCAL_PROTO;
+    ci.ssl_connection = u->tls ? LCCSCF_USE_SSL : 0;
+    /* tells this attempt's callbacks from stale ones; no pwsi: lws would
+     * NULL it when an old wsi dies, under a newer connection */
+    ci.userdata = (void *)u->gen;
+    if (!lws_client_connect_via_info(&ci))
+        on_lost(u, 0, "cannot start the connection"); /* no-op if a callback did it */
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+    sg_uplink *u = t->data;
+    if (u->st != ST_OPEN || !u->wsi || u->killing || u->stats.sent_seq <= u->stats.acked_seq)
+        return;
+    if (sg_now_mono_ns() - u->last_progress_ns < (uint64_t)u->ack_timeout_ms * 1000000)
+        return;
+    u->killing = true;
+    snprintf(u->close_reason, sizeof u->close_reason, "no ack for %u ms with frames in flight",
+             u->ack_timeout_ms);
+    /* A graceful close would wait for the dead peer's close ack: shut the
+     * socket down so lws sees the hangup at once (works while choked, when
+     * no WRITEABLE callback would come). */
+    lws_sockfd_type fd = lws_get_socket_fd(u->wsi);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    lws_set_timeout(u->wsi, PENDING_TIMEOUT_KILLED_BY_PARENT, LWS_TO_KILL_ASYNC);
+}
+
+static void want_write(sg_uplink *u)
+{
+    if (u->st == ST_OPEN && u->ready && u->wsi)
+        lws_callback_on_writable(u->wsi);
+}
+
+static void handle_ack(sg_uplink *u, int64_t ack)
+{
+    sg_err err;
+    int64_t spool_ack = sg_spool_acked_seq(u->spool);
+    if (!u->ready && ack < spool_ack) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "ingest acks seq %" PRId64 " below the spool's ack %" PRId64
+                 " (ingest store lost?): seqs in between are gone from the spool",
+                 ack, spool_ack);
+        emit(u, SG_UPLINK_ERROR, 0, msg, 0);
+    }
+    if (sg_spool_ack(u->spool, ack, &err) < 0)
+        emit(u, SG_UPLINK_ERROR, err.code, err.msg, 0);
+    u->stats.acked_seq = ack;
+    u->last_progress_ns = sg_now_mono_ns();
+    if (!u->ready) {
+        /* Replay from what the ingest has committed. */
+        u->ready = true;
+        u->acked_at_connect = ack;
+        u->stats.connected = true;
+        u->stats.sent_seq = ack;
+        sg_spool_cursor_seek(u->cur, ack);
+        if (ack >= sg_spool_synced_seq(u->spool))
+            u->attempt = 0; /* nothing to replay: healthy */
+    } else if (ack > u->acked_at_connect) {
+        u->attempt = 0; /* the ingest makes progress with our frames */
+    }
+    want_write(u);
+}
+
+static void handle_message(sg_uplink *u)
+{
+    sg_err err;
+    sg_autojson json_t *j = sg_json_parse(u->rx, u->rx_len, &err);
+    json_t *a = j ? json_object_get(j, "ack") : NULL;
+    /* Bounded so that ack + SG_UPLINK_WINDOW (write_records) cannot overflow. */
+    if (!a || !json_is_integer(a) || json_integer_value(a) < -1 ||
+        json_integer_value(a) > INT64_MAX - SG_UPLINK_WINDOW) {
+        emit(u, SG_UPLINK_ERROR, 0, "unexpected message from the ingest (want {\"ack\": N})", 0);
+        return;
+    }
+    handle_ack(u, (int64_t)json_integer_value(a));
+}
+
+static int write_records(sg_uplink *u, struct lws *wsi)
+{
+    int64_t max = sg_spool_synced_seq(u->spool);
+    if (max > u->stats.acked_seq + SG_UPLINK_WINDOW)
+        max = u->stats.acked_seq + SG_UPLINK_WINDOW; /* the next ack reopens it */
+    while (!lws_send_pipe_choked(wsi)) {
+        char *data;
+        size_t len;
+        int64_t seq;
+        sg_err err;
+        int rc = sg_spool_cursor_next(u->cur, max, &data, &len, &seq, &err);
+        if (rc == 0)
+            return 0;
+        if (rc < 0) {
+            emit(u, SG_UPLINK_ERROR, err.code, err.msg, 0);
+            return -1;
+        }
+        /* the cursor leaves LWS_PRE bytes of headroom before data */
+        if (lws_write(wsi, (unsigned char *)data, len, LWS_WRITE_TEXT) < (int)len)
+            return -1;
+        u->stats.sent++;
+        u->stats.sent_seq = seq;
+    }
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    sg_uplink *u = ctx ? lws_context_user(ctx) : NULL;
+    if (!u || (uintptr_t)user != u->gen || u->st == ST_CLOSING)
+        return reason == LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER ? -1 : 0;
+
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        unsigned char **p = in, *end = *p + len;
+        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+                                         (unsigned char *)u->auth, (int)strlen(u->auth), p, end))
+            return -1;
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        int status = (int)lws_http_client_http_response(wsi);
+        on_lost(u, status, in ? (const char *)in : "connection failed");
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        u->st = ST_OPEN;
+        u->wsi = wsi;
+        u->killing = false;
+        u->last_progress_ns = sg_now_mono_ns();
+        u->stats.connects++;
+        emit(u, SG_UPLINK_CONNECTED, 0, "connected", 0);
+        return 0;
+
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        if (lws_frame_is_binary(wsi) || u->rx_overflow || u->rx_len + len > sizeof u->rx) {
+            u->rx_overflow = true;
+        } else {
+            memcpy(u->rx + u->rx_len, in, len);
+            u->rx_len += len;
+        }
+        if (lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0) {
+            if (u->rx_overflow)
+                emit(u, SG_UPLINK_ERROR, 0, "oversized or binary message from the ingest", 0);
+            else
+                handle_message(u);
+            u->rx_len = 0;
+            u->rx_overflow = false;
+        }
+        return 0;
+
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        if (!u->ready)
+            return 0;
+        return write_records(u, wsi);
+
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        if (len >= 2) {
+            const unsigned char *b = in;
+            u->close_code = (b[0] << 8) | b[1];
+            size_t rl = len - 2 < sizeof u->close_reason - 1 ? len - 2 : sizeof u->close_reason - 1;
+            memcpy(u->close_reason, b + 2, rl);
+            u->close_reason[rl] = '\0';
+            u->stats.last_close_code = u->close_code;
+        }
+        return 0; /* echo the close */
+
+    case LWS_CALLBACK_CLIENT_CLOSED:
+    case LWS_CALLBACK_WSI_DESTROY:
+        on_lost(u, 0, "connection closed");
+        return 0;
+
+    default:
+        return 0;
+    }
+}
+
+static const struct lws_protocols protocols[] = {
+    {LOCAL_PROTO, callback, 0, SG_UPLINK_RX_MAX, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static int parse_url(sg_uplink *u, const char *url, sg_err *err)
+{
+    sg_autofree char *copy = strdup(url);
+    if (!copy)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    const char *prot, *ads, *path;
+    int port;
+    if (lws_parse_uri(copy, &prot, &ads, &port, &path) || !*ads)
+        return sg_err_set(err, EINVAL, "ingest URL '%s': expected ws://HOST:PORT", url);
+    if (strcmp(prot, "ws") == 0) {
+        u->tls = false;
+    } else if (strcmp(prot, "wss") == 0) {
+        u->tls = true;
+    } else {
+        return sg_err_set(err, EINVAL, "ingest URL '%s': scheme must be ws or wss", url);
+    }
+    if (port <= 0 || port > 65535)
+        return sg_err_set(err, EINVAL, "ingest URL '%s': bad port", url);
+    u->port = port;
+    u->host = strdup(ads);
+    while (*path == '/') /* lws_parse_uri gives "/" for no path, else no leading '/' */
+        path++;
+    u->path = *path ? sg_strdup_printf("/%s", path) : strdup("/v1/ingest");
+    if (!u->host || !u->path)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    sg_uplink *u = h->data;
+    u->open_handles--;
+}
+
+sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg_spool *spool,
+                         sg_err *err)
+{
+    if (!token || !*token || strlen(token) > SG_UPLINK_TOKEN_MAX) {
+        sg_err_set(err, EINVAL, "uplink: missing or oversized token");
+        return NULL;
+    }
+    sg_uplink *u = calloc(1, sizeof *u);
+    if (!u) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    u->loop = loop;
+    u->spool = spool;
+    u->stats.acked_seq = -1;
+    u->stats.sent_seq = -1;
+    u->ack_timeout_ms = SG_UPLINK_ACK_TIMEOUT_MS;
+    u->rng = sg_now_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
+    if (!u->rng)
+        u->rng = 1;
+    if (parse_url(u, url, err) < 0)
+        goto fail;
+    u->auth = sg_strdup_printf("Bearer %s", token);
+    u->cur = sg_spool_cursor_new(spool, sg_spool_acked_seq(spool), LWS_PRE, err);
+    if (!u->cur)
+        goto fail;
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    void *foreign_loops[1] = {loop};
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    info.protocols = protocols;
+    info.options = LWS_SERVER_OPTION_LIBUV | (u->tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    info.foreign_loops = foreign_loops;
+    info.user = u;
+    info.gid = (gid_t)-1;
+    info.uid = (uid_t)-1;
+    u->ctx = lws_create_context(&info);
+    if (!u->ctx) {
+        sg_err_set(err, EIO, "uplink: cannot create the WebSocket context (is "
+                             "libwebsockets-evlib-uv installed?)");
+        goto fail;
+    }
+    uv_timer_init(loop, &u->retry);
+    uv_timer_init(loop, &u->drain_timer);
+    uv_timer_init(loop, &u->watchdog);
+    u->retry.data = u->drain_timer.data = u->watchdog.data = u;
+    u->open_handles = 3;
+    uv_timer_start(&u->watchdog, on_watchdog, 250, 250);
+    uv_unref((uv_handle_t *)&u->watchdog); /* never keeps the loop alive alone */
+    connect_now(u);
+    return u;
+fail:
+    /* nothing registered on the loop yet: a plain free is enough */
+    sg_spool_cursor_free(u->cur);
+    free(u->host);
+    free(u->path);
+    free(u->auth);
+    free(u);
+    return NULL;
+}
+
+void sg_uplink_set_event_cb(sg_uplink *u, sg_uplink_event_fn fn, void *ud)
+{
+    u->ev_fn = fn;
+    u->ev_ud = ud;
+}
+
+void sg_uplink_set_ack_timeout(sg_uplink *u, uint32_t ms)
+{
+    u->ack_timeout_ms = ms ? ms : 1;
+}
+
+void sg_uplink_notify(sg_uplink *u)
+{
+    want_write(u);
+}
+
+void sg_uplink_get_stats(const sg_uplink *u, sg_uplink_stats *out)
+{
+    *out = u->stats;
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    sg_uplink *u = t->data;
+    u->drain_timed_out = true;
+}
+
+static bool drained(const sg_uplink *u)
+{
+    return sg_spool_acked_seq(u->spool) >= sg_spool_synced_seq(u->spool);
+}
+
+int sg_uplink_drain(sg_uplink *u, uint64_t timeout_ms, sg_err *err)
+{
+    if (drained(u))
+        return 0;
+    if (u->st == ST_CLOSING)
+        return sg_err_set(err, ESHUTDOWN, "uplink is closed");
+    if (u->st == ST_WAITING)
+        connect_now(u); /* cut the backoff short */
+    want_write(u);
+    u->draining = true;
+    u->drain_timed_out = false;
+    uv_timer_start(&u->drain_timer, on_drain_timeout, timeout_ms, 0);
+    while (!drained(u) && !u->drain_timed_out)
+        uv_run(u->loop, UV_RUN_ONCE);
+    uv_timer_stop(&u->drain_timer);
+    u->draining = false;
+    if (drained(u))
+        return 0;
+    return sg_err_set(err, ETIMEDOUT,
+                      "uplink: %" PRIu64 " events not acknowledged by the ingest after %" PRIu64
+                      " ms",
+                      sg_spool_pending(u->spool), timeout_ms);
+}
+
+void sg_uplink_close(sg_uplink *u)
+{
+    if (!u || u->st == ST_CLOSING)
+        return;
+    u->st = ST_CLOSING;
+    u->ready = false;
+    u->stats.connected = false;
+    uv_timer_stop(&u->retry);
+    uv_timer_stop(&u->drain_timer);
+    uv_close((uv_handle_t *)&u->retry, on_timer_closed);
+    uv_close((uv_handle_t *)&u->drain_timer, on_timer_closed);
+    uv_timer_stop(&u->watchdog);
+    uv_close((uv_handle_t *)&u->watchdog, on_timer_closed);
+    /* First destroy: lws closes its connections and loop handles; the
+     * loop drains them; the second call (sg_uplink_free) frees. */
+    lws_context_destroy(u->ctx);
+}
+
+void sg_uplink_free(sg_uplink *u)
+{
+    if (!u)
+        return;
+    sg_uplink_close(u);
+    /* Let lws's handles and our timers close (bounded: uv_run returns when
+     * nothing is pending, and NOWAIT never blocks). */
+    for (int i = 0; i < 1000 && u->open_handles > 0; i++)
+        uv_run(u->loop, UV_RUN_NOWAIT);
+    uv_run(u->loop, UV_RUN_NOWAIT);
+    lws_context_destroy(u->ctx);
+    sg_spool_cursor_free(u->cur);
+    free(u->host);
+    free(u->path);
+    free(u->auth);
+    free(u);
+}

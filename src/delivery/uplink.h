@@ -1,0 +1,91 @@
+/* uplink: streams a spool to the ingest over WebSocket (libwebsockets
+ * client on the supervisor's libuv loop, as a foreign loop).
+ *
+ * Protocol: connect to ws://HOST:PORT/v1/ingest (subprotocol "sg-ingest",
+ * token in "Authorization: Bearer"); the ingest sends {"ack": N} after the
+ * handshake and after each commit (N: highest contiguous committed seq,
+ * -1 <= N <= INT64_MAX - SG_UPLINK_WINDOW; any other message is an error
+ * event and changes nothing).
+ * On an ack the spool is trimmed (sg_spool_ack) — never on "sent" — and
+ * every synced record after the ack is sent, oldest first, one text frame
+ * each, writing while the socket is not choked. After a close, an error, a
+ * refused handshake (401) or a refused frame the uplink reconnects with
+ * exponential backoff, 0.25 s doubling to 8 s, full jitter, and replays
+ * from the ingest's ack. Refusals are reported through the event callback
+ * and retried (an operator may fix the token). At most SG_UPLINK_WINDOW
+ * frames are in flight beyond the ack; a connection that leaves sent frames
+ * unacked for SG_UPLINK_ACK_TIMEOUT_MS (a dead peer, a stalled ingest) is
+ * dropped and replayed on a new one.
+ *
+ * Everything runs on the loop's thread. */
+#ifndef SG_UPLINK_H
+#define SG_UPLINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/err.h"
+#include "delivery/spool.h"
+
+#define SG_UPLINK_BACKOFF_MIN_MS 250
+#define SG_UPLINK_BACKOFF_MAX_MS 8000
+#define SG_UPLINK_RX_MAX 4096            /* one message from the ingest */
+#define SG_UPLINK_WINDOW 8192            /* frames sent beyond the last ack */
+#define SG_UPLINK_ACK_TIMEOUT_MS 15000   /* unacked frames and no ack this long:
+                                            the connection is dead, reconnect */
+#define SG_UPLINK_TOKEN_MAX 4096
+
+typedef struct sg_uplink sg_uplink;
+
+typedef enum sg_uplink_event_type {
+    SG_UPLINK_CONNECTED,      /* handshake done */
+    SG_UPLINK_DISCONNECTED,   /* connection lost or could not be made */
+    SG_UPLINK_REFUSED,        /* handshake refused (HTTP status in code) or
+                                 closed by the ingest with a close code */
+    SG_UPLINK_ERROR,          /* local trouble, e.g. a spool read error */
+} sg_uplink_event_type;
+
+typedef struct sg_uplink_event {
+    sg_uplink_event_type type;
+    int code;                 /* HTTP status or WebSocket close code; 0 */
+    const char *reason;       /* never NULL */
+    uint32_t retry_ms;        /* next attempt in (DISCONNECTED/REFUSED) */
+} sg_uplink_event;
+
+typedef void (*sg_uplink_event_fn)(void *ud, const sg_uplink_event *ev);
+
+typedef struct sg_uplink_stats {
+    bool connected;           /* handshake done and the first ack received */
+    int64_t acked_seq;        /* the ingest's last ack, -1 if none yet */
+    int64_t sent_seq;         /* highest seq sent on this connection */
+    uint64_t sent;            /* frames sent, replays included */
+    uint64_t connects;        /* successful handshakes */
+    uint64_t reconnects;      /* attempts after a failure or a close */
+    uint64_t refusals;        /* 401s and refusal close codes */
+    int last_close_code;
+} sg_uplink_stats;
+
+/* url: ws://HOST:PORT[/PATH] (PATH defaults to /v1/ingest). Connects at
+ * once (asynchronously). The spool must outlive the uplink. */
+sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg_spool *spool,
+                         sg_err *err);
+void sg_uplink_set_event_cb(sg_uplink *u, sg_uplink_event_fn fn, void *ud);
+/* Default SG_UPLINK_ACK_TIMEOUT_MS (tests use short ones). */
+void sg_uplink_set_ack_timeout(sg_uplink *u, uint32_t ms);
+/* New synced records are in the spool. */
+void sg_uplink_notify(sg_uplink *u);
+void sg_uplink_get_stats(const sg_uplink *u, sg_uplink_stats *out);
+
+/* Outside uv_run only: runs the loop until every synced record is acked
+ * (0) or timeout_ms passes (-1, ETIMEDOUT). A pending backoff is cut short. */
+int sg_uplink_drain(sg_uplink *u, uint64_t timeout_ms, sg_err *err);
+
+/* Starts closing (connection, timer, lws context); may be called inside
+ * the loop. The loop then drains the uplink's handles. */
+void sg_uplink_close(sg_uplink *u);
+/* Outside uv_run only. Closes if needed, lets the loop drain what lws
+ * still has open, then frees. NULL is fine. */
+void sg_uplink_free(sg_uplink *u);
+
+#endif

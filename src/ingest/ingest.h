@@ -1,0 +1,95 @@
+/* ingest: the WebSocket + HTTP server that receives event streams and
+ * stores them (libwebsockets on the caller's libuv loop).
+ *
+ *   ws   /v1/ingest   token in "Authorization: Bearer T" or ?token=T; the
+ *                     original agent's ?learner_id=&task_id=&sandbox_id= are
+ *                     accepted when they match the token. Refused with 401.
+ *                     Server -> client: {"ack": N} (highest contiguous
+ *                     committed seq, -1 if none) right after the handshake
+ *                     and after every commit that touched the stream.
+ *   GET  /healthz (open), and with a read token (token.h) in
+ *        "Authorization: Bearer T" (401 without one, 403 out of its scope):
+ *        /v1/sandboxes, /v1/stats (operator token only),
+ *        /v1/events?learner=&task=&sandbox=&after_seq=&after_id=&limit=
+ *        -> {"events": [...], "more": bool[, "next_after_id": N,
+ *        "next_after_seq": N]}. A page holds at most limit (<= 1000)
+ *        events and about 4 MiB of payloads; "more" says to ask again with
+ *        after_id = next_after_id (paging by id) or after_seq =
+ *        next_after_seq (one stream, by seq). A read token scoped to a
+ *        learner, task or sandbox fills in that filter; a query naming
+ *        another is refused with 403. A filter value that is too long or
+ *        given twice is refused with 400.
+ *
+ * Order: a stream's frames must come in seq order - each the stream's next
+ * seq, or an identical resend of a stored one (store.h); a gap or a
+ * conflicting resend closes the connection with 1008 and a reason, is
+ * logged and counted (seq_refused), and is not stored. A ts that is not an
+ * RFC 3339 date-time (sg_event_ts_valid) closes it with 1007.
+ *
+ * Frames are checked by sg_frame_scan (framescan.h: the verdict of
+ * sg_event_validate without a JSON tree); a refused frame closes only its
+ * connection, with the close code documented in event.h. Valid frames are
+ * batched: a batch goes to the writer thread (its own store connection)
+ * when the loop has drained pending input (uv_check) or at
+ * SG_INGEST_BATCH_ROWS rows; while the writer commits, the next batch grows
+ * (group commit) up to SG_INGEST_PENDING_MAX rows / SG_INGEST_BATCH_BYTES,
+ * then reading pauses. Acks go out only after the commit. */
+#ifndef SG_INGEST_H
+#define SG_INGEST_H
+
+#include <uv.h>
+
+#include "base/err.h"
+
+#define SG_INGEST_BATCH_ROWS 1000
+#define SG_INGEST_BATCH_BYTES (16 * 1024 * 1024)
+/* Connection limits: one client address may hold SG_INGEST_CONNS_PER_ADDR
+ * connections (an uplink holds one per sandbox of its host), all together
+ * SG_INGEST_CONNS_MAX; past those a new connection is closed at once. Past
+ * the total, SG_INGEST_CONNS_RESERVE more are kept for health checks (one
+ * per address): they may only GET /healthz. A connection must finish its
+ * HTTP request or handshake within SG_INGEST_HANDSHAKE_TIMEOUT_S. */
+#define SG_INGEST_CONNS_MAX 8192
+#define SG_INGEST_CONNS_PER_ADDR 1024
+#define SG_INGEST_CONNS_RESERVE 16
+#define SG_INGEST_FDS_SPARE 64           /* fds kept for the store, logs, the listener */
+#define SG_INGEST_HANDSHAKE_TIMEOUT_S 5
+#define SG_INGEST_PENDING_MAX (8 * SG_INGEST_BATCH_ROWS) /* rows waiting on the writer */
+
+typedef struct sg_ingest_opts {
+    const char *host;        /* listen address, e.g. "127.0.0.1" */
+    int port;                /* 0: ephemeral */
+    const char *store_url;   /* "sqlite:/path" */
+    const char *secret_path; /* created (0600) if missing */
+    unsigned max_conns;          /* 0: SG_INGEST_CONNS_MAX (lowered to fit RLIMIT_NOFILE) */
+    unsigned max_conns_per_addr; /* 0: SG_INGEST_CONNS_PER_ADDR */
+} sg_ingest_opts;
+
+typedef struct sg_ingest sg_ingest;
+
+/* Opens the store and the secret and starts listening on loop. */
+sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *err);
+/* The port actually listened on. */
+int sg_ingest_port(const sg_ingest *ing);
+/* Stops accepting, commits what is pending, closes every connection. The
+ * loop then drains; call sg_ingest_free after uv_run returns. Returns < 0 if
+ * the final commit failed. */
+int sg_ingest_stop(sg_ingest *ing, sg_err *err);
+void sg_ingest_free(sg_ingest *ing);
+
+/* Statistics for the bench and logs. */
+typedef struct sg_ingest_stats {
+    uint64_t frames;       /* valid frames received */
+    uint64_t inserted;     /* new rows committed */
+    uint64_t duplicates;   /* frames that were already stored */
+    uint64_t refused;      /* connections closed for a bad frame */
+    uint64_t seq_refused;  /* frames refused by the order rule (gap, conflicting resend) */
+    uint64_t conn_refused; /* connections refused by a connection limit */
+    uint64_t commits;
+} sg_ingest_stats;
+void sg_ingest_get_stats(const sg_ingest *ing, sg_ingest_stats *out);
+
+/* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */
+int sg_ingest_parse_listen(const char *s, char *host, size_t host_len, int *port, sg_err *err);
+
+#endif

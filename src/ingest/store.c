@@ -1,0 +1,154 @@
+/* store: backend dispatch (see store.h). */
+#include "ingest/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+
+sg_store *sg_store_open(const char *url, sg_err *err)
+{
+    if (!url)
+        return sg_err_set(err, EINVAL, "no store given"), NULL;
+    if (strncmp(url, "sqlite:", 7) == 0) {
+        if (url[7] == '\0')
+            return sg_err_set(err, EINVAL, "store %s: empty path", url), NULL;
+        return sg_store_sqlite_open(url + 7, err);
+    }
+    if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0)
+        return sg_store_pg_open(url, err); /* libpq takes the URL as it is */
+    sg_err_set(err, EINVAL,
+               "store %s: unknown kind (expected sqlite:PATH or postgresql://HOST:PORT/DB)", url);
+    return NULL;
+}
+
+void sg_store_close(sg_store *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+int sg_store_put(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err)
+{
+    size_t dummy;
+    if (!inserted)
+        inserted = &dummy;
+    *inserted = 0;
+    if (n == 0)
+        return 0;
+    return s->ops->put(s, rows, n, inserted, err);
+}
+
+int sg_store_contiguous(sg_store *s, const char *learner, const char *task,
+                        const char *sandbox, int64_t *seq, sg_err *err)
+{
+    return s->ops->contiguous(s, learner, task, sandbox, seq, err);
+}
+
+json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err)
+{
+    return s->ops->events(s, q, err);
+}
+
+json_t *sg_store_sandboxes(sg_store *s, sg_err *err)
+{
+    return s->ops->sandboxes(s, err);
+}
+
+int sg_store_append(sg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                    size_t *inserted, sg_err *err)
+{
+    size_t dummy;
+    if (!inserted)
+        inserted = &dummy;
+    *inserted = 0;
+    if (n == 0)
+        return 0;
+    return s->ops->append(s, rows, n, verdicts, inserted, err);
+}
+
+bool sg_store_row_same(const sg_store_row *a, const char *kind, const char *payload,
+                       size_t payload_len)
+{
+    return kind && payload && strcmp(a->kind, kind) == 0 && a->payload_len == payload_len &&
+           memcmp(a->payload, payload, payload_len) == 0;
+}
+
+/* One stream of a batch: its next seq as judged so far. */
+typedef struct judge_stream {
+    uint64_t hash;
+    size_t first;     /* a row of this stream (for its names) */
+    int64_t next;
+} judge_stream;
+
+static uint64_t stream_hash(const sg_store_row *r)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const char *parts[] = {r->learner, r->task, r->sandbox};
+    for (size_t k = 0; k < 3; k++) {
+        for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
+            h = (h ^ *p) * 1099511628211ULL;
+        h = (h ^ 0xff) * 1099511628211ULL; /* separator: names hold no 0xff */
+    }
+    return h;
+}
+
+static bool same_stream(const sg_store_row *a, const sg_store_row *b)
+{
+    return (a->learner == b->learner || strcmp(a->learner, b->learner) == 0) &&
+           (a->task == b->task || strcmp(a->task, b->task) == 0) &&
+           (a->sandbox == b->sandbox || strcmp(a->sandbox, b->sandbox) == 0);
+}
+
+int sg_store_judge(const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                   const sg_store_judge_ops *ops, void *ctx, sg_err *err)
+{
+    /* Open addressing over the batch's streams: at most n of them. */
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    sg_autofree judge_stream *tab = calloc(cap, sizeof *tab);
+    sg_autofree bool *used = calloc(cap, sizeof *used);
+    if (!tab || !used)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const sg_store_row *r = &rows[i];
+        uint64_t h = stream_hash(r);
+        size_t k = (size_t)h & (cap - 1);
+        while (used[k] && !(tab[k].hash == h && same_stream(&rows[tab[k].first], r)))
+            k = (k + 1) & (cap - 1);
+        judge_stream *st = &tab[k];
+        if (!used[k]) {
+            int64_t max = -1;
+            if (ops->max_seq(ctx, rows, i, &max, err) < 0)
+                return -1;
+            used[k] = true;
+            *st = (judge_stream){.hash = h, .first = i, .next = max + 1};
+        }
+        if (r->seq == st->next) {
+            verdicts[i] = SG_STORE_NEW;
+            st->next++;
+            continue;
+        }
+        if (r->seq > st->next) {
+            verdicts[i] = SG_STORE_GAP;
+            continue;
+        }
+        /* A resend: of a row earlier in this batch, or of a stored one. */
+        int same = -1;
+        for (size_t j = i; j-- > st->first;) {
+            const sg_store_row *o = &rows[j];
+            if (o->seq == r->seq && verdicts[j] == SG_STORE_NEW && same_stream(o, r)) {
+                same = sg_store_row_same(r, o->kind, o->payload, o->payload_len);
+                break;
+            }
+        }
+        if (same < 0 && ops->stored(ctx, rows, i, &same, err) < 0)
+            return -1;
+        verdicts[i] = same < 0 ? SG_STORE_NEW /* a hole from before the rule */
+                      : same   ? SG_STORE_SAME
+                               : SG_STORE_CONFLICT;
+    }
+    return 0;
+}

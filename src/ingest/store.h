@@ -1,0 +1,133 @@
+/* store: where the ingest keeps events. One small interface, several
+ * backends: "sqlite:/path/events.db" (store_sqlite.c) and
+ * "postgresql://..." (store_pg.c, libpq; several ingest nodes may share one
+ * database), behind sg_store_ops.
+ *
+ * Rows are unique on (learner, task, sandbox, seq): putting a row again is a
+ * no-op (at-least-once on the wire, exactly once in the store).
+ *
+ * The ingest stores with sg_store_append, which holds each stream to its
+ * order: a row is stored only if its seq is the stream's next one (the
+ * highest stored seq + 1, 0 for a new stream), decided inside the
+ * transaction from the database (several nodes may share it). A row whose
+ * seq is already stored is a resend: accepted (and not stored again) only
+ * if identical in content - the same kind and the same payload bytes. ts
+ * does not count (a client that rebuilds a frame to resend it stamps it
+ * anew; the first ts stored stays), nor does the frame's layout around
+ * them (key order, whitespace, sandbox_id).
+ * Anything else - a seq ahead of the next (a gap, e.g. 2^63-1), or a
+ * resend with other content - is refused and not stored: nobody holding a
+ * stream's token can take over seqs the real client has not sent yet, or
+ * rewrite ones it has. (A missing seq below the highest can exist only in a
+ * store written before this rule; it is accepted, filling the hole.) */
+#ifndef SG_STORE_H
+#define SG_STORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
+
+typedef struct sg_store_row {
+    const char *learner, *task, *sandbox;
+    int64_t seq;
+    const char *kind;
+    const char *ts;          /* the client's timestamp */
+    const char *received;    /* the server's receive time (RFC 3339) */
+    const char *payload;     /* JSON text of the payload object */
+    size_t payload_len;
+} sg_store_row;
+
+/* sg_store_append's verdict on each row. */
+typedef enum sg_store_verdict {
+    SG_STORE_NEW = 0,    /* the stream's next seq: stored */
+    SG_STORE_SAME,       /* an identical resend of a stored row: not stored again */
+    SG_STORE_GAP,        /* ahead of the stream's next seq: refused */
+    SG_STORE_CONFLICT,   /* a stored seq with other content: refused */
+} sg_store_verdict;
+
+#define SG_STORE_PAGE_BYTES (4 * 1024 * 1024) /* payload bytes one query returns, about */
+
+typedef struct sg_store_query {
+    const char *learner, *task, *sandbox;  /* NULL: any */
+    int64_t after_seq;                     /* seq > after_seq; -1: all */
+    int64_t after_id;                      /* row id > after_id (follow cursor); -1: all */
+    size_t limit;                          /* 0 or > SG_STORE_QUERY_MAX: SG_STORE_QUERY_MAX */
+    /* Stop after the row that brings the payloads' bytes to this (0:
+     * SG_STORE_PAGE_BYTES): a page is bounded by bytes, not only rows. At
+     * least one row is returned; the page may pass it by one row. */
+    size_t max_bytes;
+    bool *cut;                             /* optional out: stopped by max_bytes */
+} sg_store_query;
+
+typedef struct sg_store sg_store;
+
+/* Backend interface. */
+typedef struct sg_store_ops {
+    int (*put)(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
+    int (*append)(sg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                  size_t *inserted, sg_err *err);
+    int (*contiguous)(sg_store *s, const char *learner, const char *task, const char *sandbox,
+                      int64_t *seq, sg_err *err);
+    json_t *(*events)(sg_store *s, const sg_store_query *q, sg_err *err);
+    json_t *(*sandboxes)(sg_store *s, sg_err *err);
+    void (*close)(sg_store *s);
+} sg_store_ops;
+
+struct sg_store {
+    const sg_store_ops *ops;
+};
+
+/* Opens (creating if needed) the store named by url. */
+sg_store *sg_store_open(const char *url, sg_err *err);
+void sg_store_close(sg_store *s);
+
+/* Stores rows in one transaction, committed durably before it returns.
+ * Duplicates are ignored; *inserted (optional) counts the new rows. */
+int sg_store_put(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
+
+/* Stores rows in one transaction under the order rule above; verdicts[i]
+ * (sg_store_verdict) says what became of rows[i]. Refused rows do not fail
+ * the call; the others are committed durably before it returns. */
+int sg_store_append(sg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                    size_t *inserted, sg_err *err);
+
+/* The order rule, for the backends: judges rows in batch order. The
+ * backend answers, inside its transaction, max_seq (the highest stored seq
+ * of rows[i]'s stream, -1 if none) and stored (*same = -1: seq not stored,
+ * 0: stored with other content, 1: identical). */
+typedef struct sg_store_judge_ops {
+    int (*max_seq)(void *ctx, const sg_store_row *rows, size_t i, int64_t *max, sg_err *err);
+    int (*stored)(void *ctx, const sg_store_row *rows, size_t i, int *same, sg_err *err);
+} sg_store_judge_ops;
+int sg_store_judge(const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                   const sg_store_judge_ops *ops, void *ctx, sg_err *err);
+/* Same kind and payload bytes (the content; ts is not compared). */
+bool sg_store_row_same(const sg_store_row *a, const char *kind, const char *payload,
+                       size_t payload_len);
+
+/* Highest contiguous committed seq of a stream, counting from 0: *seq holds
+ * a known-contiguous value on entry (-1 if none) and the advanced one on
+ * return (-1: seq 0 not stored yet). */
+int sg_store_contiguous(sg_store *s, const char *learner, const char *task,
+                        const char *sandbox, int64_t *seq, sg_err *err);
+
+/* Events in seq order per stream (ordered by id when after_id >= 0), as a
+ * JSON array of {"id","learner","task","sandbox","seq","kind","ts",
+ * "received","payload"}. */
+json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err);
+
+/* [{"learner","task","sandbox","events","first_seq","last_seq","acked_seq",
+ *   "first_received","last_received"}] */
+json_t *sg_store_sandboxes(sg_store *s, sg_err *err);
+
+/* Backends. */
+sg_store *sg_store_sqlite_open(const char *path, sg_err *err);
+/* url: "postgresql://[user[:pw]@]host[:port]/db[?param=...]" (libpq's URL form). */
+sg_store *sg_store_pg_open(const char *url, sg_err *err);
+
+#endif

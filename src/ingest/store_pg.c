@@ -1,0 +1,728 @@
+/* store_pg: the PostgreSQL backend of store.h, for several ingest nodes
+ * sharing one database.
+ *
+ * Tables sg_events (the same columns as the SQLite store, payload kept as
+ * text, byte-exact) and sg_streams (one row per stream: the highest
+ * contiguous committed seq). A batch is one transaction:
+ *
+ *   BEGIN; COPY rows into a per-connection temp table (ON COMMIT DELETE ROWS);
+ *   pg_advisory_xact_lock(PUT) -- ids commit in id order, see below;
+ *   sg_store_append only: read each batch stream's highest seq, and the
+ *   stored content of the seqs at or below it (resends); judge the order
+ *   rule (store.h) on those facts; delete what is not new from the batch;
+ *   INSERT INTO sg_events SELECT ... ORDER BY key ON CONFLICT DO NOTHING;
+ *   upsert the batch's streams, lock them FOR UPDATE in key order;
+ *   advance each stream's watermark over the contiguous run of seqs above it
+ *   (gaps and islands on the table, not on per-process memory); COMMIT.
+ *
+ * The row lock makes the watermark right when several nodes write the same
+ * stream: whoever holds it next reads, in a fresh READ COMMITTED snapshot,
+ * every row committed before it. The advisory lock serialises the inserts
+ * of all nodes so that ids become visible in id order: a follower paging
+ * with after_id (sandglass events --follow) never skips a row committed
+ * late with a lower id. Rows are inserted in key order, so two writers of
+ * the same keys cannot deadlock even without it.
+ *
+ * A lost connection is reopened on the next call; a call whose connection
+ * turns out dead is tried once more on a fresh one (a batch is idempotent:
+ * ON CONFLICT DO NOTHING, watermark recomputed). */
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "ingest/store.h"
+
+#define PG_CONNECT_TIMEOUT "5"       /* seconds; the URL's own value wins */
+#define PG_COPY_CHUNK (256 * 1024)   /* bytes per PQputCopyData */
+/* Advisory lock keys ("SGsch", "SGput"), as SQL literals. */
+#define PG_LOCK_SCHEMA "358049567592"
+#define PG_LOCK_PUT "358049591668"
+
+typedef struct pg_store {
+    sg_store base;
+    PGconn *conn;
+    char *url;
+    char where[256];   /* "postgresql HOST:PORT/DB" for messages, no password */
+} pg_store;
+
+static void autoclear(PGresult **r)
+{
+    if (*r)
+        PQclear(*r);
+}
+#define pg_autoclear __attribute__((cleanup(autoclear)))
+
+static const char schema_sql[] =
+    "BEGIN;"
+    "SELECT pg_advisory_xact_lock(" PG_LOCK_SCHEMA ");"
+    "CREATE TABLE IF NOT EXISTS sg_events ("
+    " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
+    " seq bigint NOT NULL, kind text NOT NULL,"
+    " ts text NOT NULL, received text NOT NULL, payload text NOT NULL,"
+    " UNIQUE (learner, task, sandbox, seq));"
+    "CREATE TABLE IF NOT EXISTS sg_streams ("
+    " learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
+    " contiguous bigint NOT NULL DEFAULT -1,"
+    " PRIMARY KEY (learner, task, sandbox));"
+    "COMMIT;";
+
+/* Per connection: the batch lands here first (COPY), then moves to
+ * sg_events with one set-based statement. */
+static const char session_sql[] =
+    "CREATE TEMP TABLE IF NOT EXISTS sg_batch ("
+    " n bigint, learner text, task text, sandbox text, seq bigint, kind text,"
+    " ts text, received text, payload text) ON COMMIT DELETE ROWS;";
+
+static const char put_sql[] =
+    "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ");"
+    /* Key order (then batch order: the first of two duplicates wins). */
+    "INSERT INTO sg_events (learner, task, sandbox, seq, kind, ts, received, payload)"
+    " SELECT learner, task, sandbox, seq, kind, ts, received, payload FROM sg_batch"
+    " ORDER BY learner, task, sandbox, seq, n ON CONFLICT DO NOTHING;"
+    "INSERT INTO sg_streams (learner, task, sandbox)"
+    " SELECT DISTINCT learner, task, sandbox FROM sg_batch ORDER BY 1, 2, 3"
+    " ON CONFLICT DO NOTHING;"
+    "SELECT 1 FROM sg_streams WHERE (learner, task, sandbox) IN"
+    " (SELECT learner, task, sandbox FROM sg_batch)"
+    " ORDER BY learner, task, sandbox FOR UPDATE;"
+    /* The island of seqs starting at contiguous + 1 is where
+     * seq - row_number() stays equal to contiguous. */
+    "UPDATE sg_streams st SET contiguous = w.hi FROM ("
+    " SELECT s.learner, s.task, s.sandbox, ("
+    "  SELECT max(x.seq) FROM ("
+    "   SELECT e.seq, e.seq - row_number() OVER (ORDER BY e.seq) AS g FROM sg_events e"
+    "   WHERE e.learner = s.learner AND e.task = s.task AND e.sandbox = s.sandbox"
+    "   AND e.seq > s.contiguous) x WHERE x.g = s.contiguous) AS hi"
+    " FROM sg_streams s WHERE (s.learner, s.task, s.sandbox) IN"
+    "  (SELECT learner, task, sandbox FROM sg_batch)) w"
+    " WHERE st.learner = w.learner AND st.task = w.task AND st.sandbox = w.sandbox"
+    " AND w.hi IS NOT NULL;"
+    "COMMIT;";
+
+/* libpq's message on one line: its newlines and tabs become single spaces. */
+static void pg_msg(const char *m, char *out, size_t len)
+{
+    if (!m || !*m)
+        m = "unknown error";
+    size_t n = 0;
+    for (; *m && n + 1 < len; m++) {
+        char c = (*m == '\n' || *m == '\r' || *m == '\t') ? ' ' : *m;
+        if (c == ' ' && (n == 0 || out[n - 1] == ' '))
+            continue;
+        out[n++] = c;
+    }
+    while (n > 0 && out[n - 1] == ' ')
+        n--;
+    out[n] = '\0';
+}
+
+static int pg_fail(pg_store *s, sg_err *err, const char *what, const char *msg)
+{
+    char m[SG_ERR_MSG_MAX];
+    pg_msg(msg ? msg : s->conn ? PQerrorMessage(s->conn) : "out of memory", m, sizeof m);
+    int code = s->conn && PQstatus(s->conn) == CONNECTION_OK ? EIO : ECONNREFUSED;
+    return sg_err_set(err, code, "%s: %s: %s", s->where, what, m);
+}
+
+static bool conn_lost(pg_store *s)
+{
+    return !s->conn || PQstatus(s->conn) != CONNECTION_OK;
+}
+
+/* Runs sql (no parameters; several statements allowed), draining every
+ * result; fails on the first error. *tuples (optional) gets the row count
+ * of result number `count_idx` (0-based). */
+static int exec_all(pg_store *s, const char *sql, const char *what, int count_idx,
+                    size_t *tuples, sg_err *err)
+{
+    if (!PQsendQuery(s->conn, sql))
+        return pg_fail(s, err, what, NULL);
+    int r = 0, i = 0;
+    PGresult *res;
+    while ((res = PQgetResult(s->conn))) {
+        ExecStatusType st = PQresultStatus(res);
+        if (r == 0 && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            r = pg_fail(s, err, what, PQresultErrorMessage(res));
+        else if (r == 0 && i == count_idx && tuples)
+            *tuples = (size_t)strtoull(PQcmdTuples(res), NULL, 10);
+        PQclear(res);
+        i++;
+    }
+    if (r == 0 && conn_lost(s))
+        r = pg_fail(s, err, what, NULL);
+    return r;
+}
+
+static void quiet_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
+/* A fresh connection with its session state (temp table). */
+static int pg_connect(pg_store *s, sg_err *err)
+{
+    if (s->conn)
+        PQfinish(s->conn);
+    /* The URL comes last: its own settings win over these defaults. */
+    const char *const keys[] = {"connect_timeout", "client_encoding", "application_name",
+                                "dbname", NULL};
+    const char *const vals[] = {PG_CONNECT_TIMEOUT, "UTF8", "sandglass-ingest", s->url, NULL};
+    s->conn = PQconnectdbParams(keys, vals, 1);
+    if (!s->conn)
+        return sg_err_set(err, ENOMEM, "%s: connect: out of memory", s->where);
+    if (PQstatus(s->conn) != CONNECTION_OK)
+        return pg_fail(s, err, "connect", NULL);
+    PQsetNoticeProcessor(s->conn, quiet_notice, NULL); /* a store never prints */
+    pg_autoclear PGresult *r = PQexec(s->conn, "SET client_min_messages = warning");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        return pg_fail(s, err, "connect", PQresultErrorMessage(r));
+    return exec_all(s, session_sql, "create the batch table", -1, NULL, err);
+}
+
+static int ensure_conn(pg_store *s, sg_err *err)
+{
+    return conn_lost(s) ? pg_connect(s, err) : 0;
+}
+
+typedef struct copybuf {
+    char *buf;
+    size_t have, cap;
+} copybuf;
+
+/* Appends src (len bytes) to b, escaped for COPY text format unless raw.
+ * -1: out of memory; -2: a NUL byte (text cannot hold it). */
+static int copy_add(copybuf *b, const char *src, size_t len, bool raw)
+{
+    if (b->have + 2 * len + 2 > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->have + 2 * len + 2)
+            nc *= 2;
+        char *nb = realloc(b->buf, nc);
+        if (!nb)
+            return -1;
+        b->buf = nb;
+        b->cap = nc;
+    }
+    char *o = b->buf + b->have;
+    for (size_t i = 0; i < len; i++) {
+        char c = src[i];
+        if (c == '\0')
+            return -2;
+        if (raw) {
+            *o++ = c;
+            continue;
+        }
+        switch (c) {
+        case '\\': *o++ = '\\'; *o++ = '\\'; break;
+        case '\n': *o++ = '\\'; *o++ = 'n'; break;
+        case '\r': *o++ = '\\'; *o++ = 'r'; break;
+        case '\t': *o++ = '\\'; *o++ = 't'; break;
+        default: *o++ = c;
+        }
+    }
+    b->have = (size_t)(o - b->buf);
+    return 0;
+}
+
+static int copy_row(copybuf *b, size_t n, const sg_store_row *w)
+{
+    char num[64];
+    int nl = snprintf(num, sizeof num, "%zu", n);
+    int r = copy_add(b, num, (size_t)nl, true);
+    const char *fields[] = {w->learner, w->task, w->sandbox, NULL, w->kind, w->ts, w->received};
+    for (size_t k = 0; k < SG_ARRAY_LEN(fields) && r == 0; k++) {
+        r = copy_add(b, "\t", 1, true);
+        if (r == 0 && k == 3) {
+            nl = snprintf(num, sizeof num, "%lld", (long long)w->seq);
+            r = copy_add(b, num, (size_t)nl, true);
+        } else if (r == 0) {
+            const char *f = fields[k] ? fields[k] : "";
+            r = copy_add(b, f, strlen(f), false);
+        }
+    }
+    if (r == 0)
+        r = copy_add(b, "\t", 1, true);
+    if (r == 0 && w->payload)
+        r = copy_add(b, w->payload, w->payload_len, false);
+    if (r == 0)
+        r = copy_add(b, "\n", 1, true);
+    return r;
+}
+
+static int copy_rows(pg_store *s, const sg_store_row *rows, size_t n, sg_err *err)
+{
+    pg_autoclear PGresult *r = PQexec(s->conn, "COPY sg_batch FROM STDIN");
+    if (PQresultStatus(r) != PGRES_COPY_IN)
+        return pg_fail(s, err, "copy", PQresultErrorMessage(r));
+    copybuf b = {0};
+    int bad = 0;
+    for (size_t i = 0; i < n && bad == 0; i++) {
+        bad = copy_row(&b, i, &rows[i]);
+        if (bad == 0 && (b.have >= PG_COPY_CHUNK || i + 1 == n)) {
+            if (PQputCopyData(s->conn, b.buf, (int)b.have) != 1)
+                bad = -3;
+            b.have = 0;
+        }
+    }
+    free(b.buf);
+    if (bad != 0) {
+        const char *why = bad == -1   ? "out of memory"
+                          : bad == -2 ? "a field holds a NUL byte"
+                                      : NULL;
+        PQputCopyEnd(s->conn, why ? why : "send failed");
+        PGresult *x;
+        while ((x = PQgetResult(s->conn)))
+            PQclear(x);
+        if (why)
+            return sg_err_set(err, bad == -1 ? ENOMEM : EINVAL, "%s: copy: %s", s->where, why);
+        return pg_fail(s, err, "copy", NULL);
+    }
+    if (PQputCopyEnd(s->conn, NULL) != 1)
+        return pg_fail(s, err, "copy", NULL);
+    int rc = 0;
+    PGresult *x;
+    while ((x = PQgetResult(s->conn))) {
+        if (rc == 0 && PQresultStatus(x) != PGRES_COMMAND_OK)
+            rc = pg_fail(s, err, "copy", PQresultErrorMessage(x));
+        PQclear(x);
+    }
+    return rc;
+}
+
+static int put_once(pg_store *s, const sg_store_row *rows, size_t n, size_t *inserted,
+                    sg_err *err)
+{
+    if (ensure_conn(s, err) < 0)
+        return -1;
+    if (exec_all(s, "BEGIN", "begin", -1, NULL, err) < 0)
+        return -1;
+    size_t added = 0;
+    if (copy_rows(s, rows, n, err) < 0 ||
+        exec_all(s, put_sql, "insert", 1, &added, err) < 0) {
+        if (!conn_lost(s)) {
+            sg_err dummy;
+            exec_all(s, "ROLLBACK", "rollback", -1, NULL, &dummy);
+        }
+        return -1;
+    }
+    *inserted = added;
+    return 0;
+}
+
+static int pg_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *inserted,
+                  sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    bool was_up = !conn_lost(s);
+    int r = put_once(s, rows, n, inserted, err);
+    if (r < 0 && was_up && conn_lost(s)) /* the server went away since our last call */
+        r = put_once(s, rows, n, inserted, err);
+    return r;
+}
+
+/* The order rule's facts, read after the PUT lock so that every row
+ * another node committed is seen. First each stream's highest seq (one
+ * index probe per stream); then, only for rows at or below it (resends),
+ * whether the stored row has the same content. */
+static const char maxes_sql[] =
+    "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ");"
+    "SELECT d.learner, d.task, d.sandbox, (SELECT max(e.seq) FROM sg_events e"
+    " WHERE e.learner = d.learner AND e.task = d.task AND e.sandbox = d.sandbox)"
+    " FROM (SELECT DISTINCT learner, task, sandbox FROM sg_batch) d";
+static const char same_sql[] =
+    "SELECT b.n, e.kind = b.kind AND e.payload = b.payload FROM sg_batch b JOIN sg_events e"
+    " ON e.learner = b.learner AND e.task = b.task AND e.sandbox = b.sandbox AND e.seq = b.seq"
+    " WHERE b.n = ANY ($1::bigint[])";
+
+typedef struct pg_facts {
+    PGresult *maxes;   /* learner, task, sandbox, max (NULL: none) */
+    int last;          /* the maxes row found last (rows come in runs) */
+    int8_t *same;      /* per row: -1 not stored, 0 differs, 1 same */
+} pg_facts;
+
+/* The highest stored seq of rows[i]'s stream. */
+static int64_t facts_max(pg_facts *f, const sg_store_row *r)
+{
+    int n = PQntuples(f->maxes);
+    for (int k = 0; k < n; k++) {
+        int j = (f->last + k) % n;
+        if (strcmp(PQgetvalue(f->maxes, j, 0), r->learner) == 0 &&
+            strcmp(PQgetvalue(f->maxes, j, 1), r->task) == 0 &&
+            strcmp(PQgetvalue(f->maxes, j, 2), r->sandbox) == 0) {
+            f->last = j;
+            return PQgetisnull(f->maxes, j, 3) ? -1 : strtoll(PQgetvalue(f->maxes, j, 3), NULL, 10);
+        }
+    }
+    return -1;
+}
+
+static int fact_max(void *ctx, const sg_store_row *rows, size_t i, int64_t *max, sg_err *err)
+{
+    (void)err;
+    *max = facts_max(ctx, &rows[i]);
+    return 0;
+}
+
+static int fact_stored(void *ctx, const sg_store_row *rows, size_t i, int *same, sg_err *err)
+{
+    (void)rows;
+    (void)err;
+    *same = ((pg_facts *)ctx)->same[i];
+    return 0;
+}
+
+static const sg_store_judge_ops pg_judge = {fact_max, fact_stored};
+
+/* Runs sql (several statements); the last statement's rows, or NULL. */
+static PGresult *exec_last_rows(pg_store *s, const char *sql, const char *what, sg_err *err)
+{
+    if (!PQsendQuery(s->conn, sql)) {
+        pg_fail(s, err, what, NULL);
+        return NULL;
+    }
+    PGresult *res, *last = NULL;
+    bool bad = false;
+    while ((res = PQgetResult(s->conn))) {
+        ExecStatusType st = PQresultStatus(res);
+        if (!bad && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            pg_fail(s, err, what, PQresultErrorMessage(res));
+            bad = true;
+        }
+        if (last)
+            PQclear(last);
+        last = res;
+    }
+    if (!bad && (!last || PQresultStatus(last) != PGRES_TUPLES_OK)) {
+        pg_fail(s, err, what, NULL);
+        bad = true;
+    }
+    if (bad) {
+        PQclear(last);
+        return NULL;
+    }
+    return last;
+}
+
+static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                       size_t *inserted, sg_err *err)
+{
+    if (ensure_conn(s, err) < 0)
+        return -1;
+    if (exec_all(s, "BEGIN", "begin", -1, NULL, err) < 0)
+        return -1;
+    pg_facts f = {0};
+    sg_autofree int8_t *same = malloc(n);
+    sg_autofree char *list = NULL;
+    size_t added = 0;
+    if (!same) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        goto fail;
+    }
+    memset(same, -1, n);
+    f.same = same;
+    if (copy_rows(s, rows, n, err) < 0 ||
+        !(f.maxes = exec_last_rows(s, maxes_sql, "highest seqs", err)))
+        goto fail;
+    /* Resends: rows at or below their stream's highest seq. */
+    size_t cap = 4 + n * 21, o = 0, nres = 0;
+    list = malloc(cap);
+    if (!list) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        goto fail;
+    }
+    o += (size_t)snprintf(list, cap, "{");
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].seq <= facts_max(&f, &rows[i]))
+            o += (size_t)snprintf(list + o, cap - o, "%s%zu", nres++ ? "," : "", i);
+    snprintf(list + o, cap - o, "}");
+    if (nres > 0) {
+        const char *params[] = {list};
+        pg_autoclear PGresult *r =
+            PQexecParams(s->conn, same_sql, 1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            pg_fail(s, err, "stored rows", PQresultErrorMessage(r));
+            goto fail;
+        }
+        for (int k = 0; k < PQntuples(r); k++) {
+            unsigned long long i = strtoull(PQgetvalue(r, k, 0), NULL, 10);
+            if (i < n)
+                same[i] = PQgetvalue(r, k, 1)[0] == 't';
+        }
+    }
+    if (sg_store_judge(rows, n, verdicts, &pg_judge, &f, err) < 0)
+        goto fail;
+    /* What is not new leaves the batch before the insert. */
+    o = 0;
+    size_t ndrop = 0;
+    o += (size_t)snprintf(list, cap, "{");
+    for (size_t i = 0; i < n; i++)
+        if (verdicts[i] != SG_STORE_NEW)
+            o += (size_t)snprintf(list + o, cap - o, "%s%zu", ndrop++ ? "," : "", i);
+    snprintf(list + o, cap - o, "}");
+    if (ndrop > 0) {
+        const char *params[] = {list};
+        pg_autoclear PGresult *r = PQexecParams(
+            s->conn, "DELETE FROM sg_batch WHERE n = ANY ($1::bigint[])", 1, NULL, params, NULL,
+            NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            pg_fail(s, err, "drop refused rows", PQresultErrorMessage(r));
+            goto fail;
+        }
+    }
+    if (exec_all(s, put_sql, "insert", 1, &added, err) < 0)
+        goto fail;
+    PQclear(f.maxes);
+    *inserted = added;
+    return 0;
+fail:
+    PQclear(f.maxes);
+    if (!conn_lost(s)) {
+        sg_err dummy;
+        exec_all(s, "ROLLBACK", "rollback", -1, NULL, &dummy);
+    }
+    return -1;
+}
+
+static int pg_append(sg_store *base, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                     size_t *inserted, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    bool was_up = !conn_lost(s);
+    int r = append_once(s, rows, n, verdicts, inserted, err);
+    if (r < 0 && was_up && conn_lost(s))
+        r = append_once(s, rows, n, verdicts, inserted, err);
+    return r;
+}
+
+/* Runs a one-statement query with text parameters, retrying once on a
+ * fresh connection if the old one turns out dead. */
+static PGresult *query(pg_store *s, const char *sql, int nparams, const char *const *params,
+                       const char *what, sg_err *err)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        bool was_up = !conn_lost(s);
+        if (ensure_conn(s, err) < 0)
+            return NULL;
+        PGresult *r = PQexecParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK)
+            return r;
+        pg_fail(s, err, what, r ? PQresultErrorMessage(r) : NULL);
+        PQclear(r);
+        if (!(was_up && conn_lost(s)))
+            break;
+    }
+    return NULL;
+}
+
+static int pg_contiguous(sg_store *base, const char *learner, const char *task,
+                         const char *sandbox, int64_t *seq, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    const char *const p[] = {learner, task, sandbox};
+    pg_autoclear PGresult *r =
+        query(s, "SELECT contiguous FROM sg_streams WHERE learner = $1 AND task = $2"
+                 " AND sandbox = $3", 3, p, "contiguous seq", err);
+    if (!r)
+        return -1;
+    int64_t v = PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    if (*seq < v)
+        *seq = v;
+    if (*seq < -1)
+        *seq = -1;
+    return 0;
+}
+
+static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    const char *order = q->after_id >= 0 ? "id" : "learner, task, sandbox, seq";
+    size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
+    /* The payloads' running size: rows past the budget come without their
+     * payload (this process never holds more than a page). */
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT id, learner, task, sandbox, seq, kind, ts, received,"
+             " CASE WHEN before < %zu THEN payload END, before FROM ("
+             "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload,"
+             " coalesce(sum(octet_length(payload)) OVER (ORDER BY %s ROWS BETWEEN"
+             " UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM sg_events WHERE true",
+             budget, order);
+    const char *p[6];
+    char bufs[3][32];
+    int np = 0;
+    char cond[128];
+    if (q->learner) {
+        p[np++] = q->learner;
+        snprintf(cond, sizeof cond, " AND learner = $%d", np);
+        strcat(sql, cond);
+    }
+    if (q->task) {
+        p[np++] = q->task;
+        snprintf(cond, sizeof cond, " AND task = $%d", np);
+        strcat(sql, cond);
+    }
+    if (q->sandbox) {
+        p[np++] = q->sandbox;
+        snprintf(cond, sizeof cond, " AND sandbox = $%d", np);
+        strcat(sql, cond);
+    }
+    if (q->after_seq >= 0) {
+        snprintf(bufs[0], sizeof bufs[0], "%lld", (long long)q->after_seq);
+        p[np++] = bufs[0];
+        snprintf(cond, sizeof cond, " AND seq > $%d", np);
+        strcat(sql, cond);
+    }
+    if (q->after_id >= 0) {
+        snprintf(bufs[1], sizeof bufs[1], "%lld", (long long)q->after_id);
+        p[np++] = bufs[1];
+        snprintf(cond, sizeof cond, " AND id > $%d", np);
+        strcat(sql, cond);
+    }
+    size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
+    snprintf(bufs[2], sizeof bufs[2], "%zu", limit);
+    p[np++] = bufs[2];
+    snprintf(cond, sizeof cond, " ORDER BY %s LIMIT $%d) x ORDER BY %s", order, np, order);
+    strcat(sql, cond);
+    pg_autoclear PGresult *r = query(s, sql, np, p, "query events", err);
+    if (!r)
+        return NULL;
+    json_t *arr = json_array();
+    if (q->cut)
+        *q->cut = false;
+    for (int i = 0; arr && i < PQntuples(r); i++) {
+        bytes = (size_t)strtoull(PQgetvalue(r, i, 9), NULL, 10);
+        if (bytes >= budget) {
+            if (q->cut)
+                *q->cut = true;
+            break;
+        }
+        json_t *payload = json_loads(PQgetvalue(r, i, 8), 0, NULL);
+        json_t *row = json_pack(
+            "{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
+            "id", (json_int_t)strtoll(PQgetvalue(r, i, 0), NULL, 10),
+            "learner", PQgetvalue(r, i, 1), "task", PQgetvalue(r, i, 2),
+            "sandbox", PQgetvalue(r, i, 3),
+            "seq", (json_int_t)strtoll(PQgetvalue(r, i, 4), NULL, 10),
+            "kind", PQgetvalue(r, i, 5), "ts", PQgetvalue(r, i, 6),
+            "received", PQgetvalue(r, i, 7), "payload", payload ? payload : json_object());
+        if (!row || json_array_append_new(arr, row) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (!arr)
+        sg_err_set(err, ENOMEM, "%s: query events: out of memory", s->where);
+    return arr;
+}
+
+static json_t *pg_sandboxes(sg_store *base, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    pg_autoclear PGresult *r = query(
+        s,
+        "SELECT e.learner, e.task, e.sandbox, count(*), min(e.seq), max(e.seq),"
+        " min(e.received), max(e.received), coalesce(st.contiguous, -1)"
+        " FROM sg_events e LEFT JOIN sg_streams st ON st.learner = e.learner"
+        " AND st.task = e.task AND st.sandbox = e.sandbox"
+        " GROUP BY e.learner, e.task, e.sandbox, st.contiguous ORDER BY min(e.id)",
+        0, NULL, "list sandboxes", err);
+    if (!r)
+        return NULL;
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < PQntuples(r); i++) {
+        json_t *row = json_pack(
+            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "learner", PQgetvalue(r, i, 0),
+            "task", PQgetvalue(r, i, 1), "sandbox", PQgetvalue(r, i, 2),
+            "events", (json_int_t)strtoll(PQgetvalue(r, i, 3), NULL, 10),
+            "first_seq", (json_int_t)strtoll(PQgetvalue(r, i, 4), NULL, 10),
+            "last_seq", (json_int_t)strtoll(PQgetvalue(r, i, 5), NULL, 10),
+            "acked_seq", (json_int_t)strtoll(PQgetvalue(r, i, 8), NULL, 10),
+            "first_received", PQgetvalue(r, i, 6), "last_received", PQgetvalue(r, i, 7));
+        if (!row || json_array_append_new(arr, row) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (!arr)
+        sg_err_set(err, ENOMEM, "%s: list sandboxes: out of memory", s->where);
+    return arr;
+}
+
+static void pg_close(sg_store *base)
+{
+    pg_store *s = (pg_store *)base;
+    if (s->conn)
+        PQfinish(s->conn);
+    free(s->url);
+    free(s);
+}
+
+static const sg_store_ops pg_ops = {
+    .put = pg_put,
+    .append = pg_append,
+    .contiguous = pg_contiguous,
+    .events = pg_events,
+    .sandboxes = pg_sandboxes,
+    .close = pg_close,
+};
+
+/* "postgresql HOST:PORT/DB" from the URL, for messages (never the password). */
+static int describe(const char *url, char *out, size_t len, sg_err *err)
+{
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(url, &perr);
+    if (!opts) {
+        char m[512];
+        pg_msg(perr ? perr : "out of memory", m, sizeof m);
+        PQfreemem(perr);
+        /* The URL may hold a password: do not echo it. */
+        return sg_err_set(err, EINVAL, "postgresql store: bad URL: %s", m);
+    }
+    const char *host = NULL, *hostaddr = NULL, *port = NULL, *db = NULL, *user = NULL;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !*o->val)
+            continue;
+        if (strcmp(o->keyword, "host") == 0)
+            host = o->val;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+        else if (strcmp(o->keyword, "dbname") == 0)
+            db = o->val;
+        else if (strcmp(o->keyword, "user") == 0)
+            user = o->val;
+    }
+    snprintf(out, len, "postgresql %s%s%s:%s/%s", user ? user : "", user ? "@" : "",
+             host ? host : hostaddr ? hostaddr : "(local socket)", port ? port : "5432",
+             db ? db : user ? user : "(default)");
+    PQconninfoFree(opts);
+    return 0;
+}
+
+sg_store *sg_store_pg_open(const char *url, sg_err *err)
+{
+    pg_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->url = strdup(url))) {
+        free(s);
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->base.ops = &pg_ops;
+    if (describe(url, s->where, sizeof s->where, err) < 0 || pg_connect(s, err) < 0 ||
+        exec_all(s, schema_sql, "create the schema", -1, NULL, err) < 0) {
+        if (s->conn && PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+            sg_err dummy;
+            exec_all(s, "ROLLBACK", "rollback", -1, NULL, &dummy);
+        }
+        pg_close(&s->base);
+        return NULL;
+    }
+    return &s->base;
+}

@@ -1,0 +1,413 @@
+/* store_sqlite: the embedded SQLite backend of store.h.
+ *
+ * WAL + synchronous=FULL: a commit is on disk when sg_store_put returns, so
+ * an ack sent after it is never lost to a crash. One transaction per batch,
+ * prepared statements kept for the hot paths. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "ingest/store.h"
+
+typedef struct sqlite_store {
+    sg_store base;
+    sqlite3 *db;
+    sqlite3_stmt *insert;
+    sqlite3_stmt *after;     /* seqs of a stream above a value, ascending */
+    sqlite3_stmt *insert_new; /* append: a row judged new (no OR IGNORE) */
+    sqlite3_stmt *maxseq;    /* a stream's highest seq */
+    sqlite3_stmt *getrow;    /* a stored row's kind and payload */
+    char *path;
+} sqlite_store;
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS events ("
+    " id INTEGER PRIMARY KEY,"
+    " learner TEXT NOT NULL, task TEXT NOT NULL, sandbox TEXT NOT NULL,"
+    " seq INTEGER NOT NULL, kind TEXT NOT NULL,"
+    " ts TEXT NOT NULL, received TEXT NOT NULL, payload TEXT NOT NULL,"
+    " UNIQUE (learner, task, sandbox, seq));";
+
+static int db_fail(sqlite_store *s, sg_err *err, const char *what)
+{
+    return sg_err_set(err, EIO, "sqlite %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static int exec_sql(sqlite_store *s, const char *sql, sg_err *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        sg_err_set(err, EIO, "sqlite %s: %s: %s", s->path, sql, msg ? msg : "?");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int sqlite_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *inserted,
+                      sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+        return -1;
+    size_t added = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sg_store_row *r = &rows[i];
+        sqlite3_stmt *st = s->insert;
+        sqlite3_bind_text(st, 1, r->learner, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r->task, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, r->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, r->seq);
+        sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, r->ts, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 7, r->received, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 8, r->payload, (int)r->payload_len, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+            db_fail(s, err, "insert");
+            sg_err dummy;
+            exec_sql(s, "ROLLBACK", &dummy);
+            return -1;
+        }
+        added += (size_t)sqlite3_changes(s->db);
+    }
+    if (exec_sql(s, "COMMIT", err) < 0) {
+        sg_err dummy;
+        exec_sql(s, "ROLLBACK", &dummy);
+        return -1;
+    }
+    *inserted = added;
+    return 0;
+}
+
+static void bind_key(sqlite3_stmt *st, const sg_store_row *r)
+{
+    sqlite3_bind_text(st, 1, r->learner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->task, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->sandbox, -1, SQLITE_STATIC);
+}
+
+static int judge_max_seq(void *ctx, const sg_store_row *rows, size_t i, int64_t *max,
+                         sg_err *err)
+{
+    sqlite_store *s = ctx;
+    sqlite3_stmt *st = s->maxseq;
+    bind_key(st, &rows[i]);
+    int rc = sqlite3_step(st);
+    *max = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL
+               ? sqlite3_column_int64(st, 0)
+               : -1;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "highest seq");
+}
+
+static int judge_stored(void *ctx, const sg_store_row *rows, size_t i, int *same, sg_err *err)
+{
+    sqlite_store *s = ctx;
+    sqlite3_stmt *st = s->getrow;
+    bind_key(st, &rows[i]);
+    sqlite3_bind_int64(st, 4, rows[i].seq);
+    int rc = sqlite3_step(st);
+    *same = -1;
+    if (rc == SQLITE_ROW)
+        *same = sg_store_row_same(&rows[i], (const char *)sqlite3_column_text(st, 0),
+                                  (const char *)sqlite3_column_text(st, 1),
+                                  (size_t)sqlite3_column_bytes(st, 1));
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "stored row");
+}
+
+static const sg_store_judge_ops sqlite_judge = {judge_max_seq, judge_stored};
+
+static int sqlite_append(sg_store *base, const sg_store_row *rows, size_t n, uint8_t *verdicts,
+                         size_t *inserted, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    /* IMMEDIATE: the write lock before the reads the verdicts rest on. */
+    if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+        return -1;
+    size_t added = 0;
+    if (sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err) < 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        if (verdicts[i] != SG_STORE_NEW)
+            continue;
+        const sg_store_row *r = &rows[i];
+        sqlite3_stmt *st = s->insert_new;
+        bind_key(st, r);
+        sqlite3_bind_int64(st, 4, r->seq);
+        sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, r->ts, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 7, r->received, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 8, r->payload, (int)r->payload_len, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc != SQLITE_DONE) {
+            db_fail(s, err, "insert");
+            goto fail;
+        }
+        added++;
+    }
+    if (exec_sql(s, "COMMIT", err) < 0)
+        goto fail;
+    *inserted = added;
+    return 0;
+fail:;
+    sg_err dummy;
+    exec_sql(s, "ROLLBACK", &dummy);
+    return -1;
+}
+
+static int sqlite_contiguous(sg_store *base, const char *learner, const char *task,
+                             const char *sandbox, int64_t *seq, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = s->after;
+    int64_t cur = *seq < -1 ? -1 : *seq;
+    sqlite3_bind_text(st, 1, learner, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, task, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, sandbox, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, cur);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t v = sqlite3_column_int64(st, 0);
+        if (v != cur + 1)
+            break; /* a gap: the stream is contiguous only up to cur */
+        cur = v;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(s, err, "contiguous seq");
+    *seq = cur;
+    return 0;
+}
+
+static json_t *row_json(sqlite3_stmt *st)
+{
+    const char *payload = (const char *)sqlite3_column_text(st, 8);
+    json_t *p = payload ? json_loads(payload, 0, NULL) : NULL;
+    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
+                     "id", (json_int_t)sqlite3_column_int64(st, 0),
+                     "learner", (const char *)sqlite3_column_text(st, 1),
+                     "task", (const char *)sqlite3_column_text(st, 2),
+                     "sandbox", (const char *)sqlite3_column_text(st, 3),
+                     "seq", (json_int_t)sqlite3_column_int64(st, 4),
+                     "kind", (const char *)sqlite3_column_text(st, 5),
+                     "ts", (const char *)sqlite3_column_text(st, 6),
+                     "received", (const char *)sqlite3_column_text(st, 7),
+                     "payload", p ? p : json_object());
+}
+
+static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    char sql[512] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload "
+                    "FROM events WHERE 1";
+    if (q->learner)
+        strcat(sql, " AND learner = ?1");
+    if (q->task)
+        strcat(sql, " AND task = ?2");
+    if (q->sandbox)
+        strcat(sql, " AND sandbox = ?3");
+    if (q->after_seq >= 0)
+        strcat(sql, " AND seq > ?4");
+    if (q->after_id >= 0)
+        strcat(sql, " AND id > ?5");
+    strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
+    strcat(sql, " LIMIT ?6");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        db_fail(s, err, "query");
+        return NULL;
+    }
+    size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
+    if (q->learner)
+        sqlite3_bind_text(st, 1, q->learner, -1, SQLITE_STATIC);
+    if (q->task)
+        sqlite3_bind_text(st, 2, q->task, -1, SQLITE_STATIC);
+    if (q->sandbox)
+        sqlite3_bind_text(st, 3, q->sandbox, -1, SQLITE_STATIC);
+    if (q->after_seq >= 0)
+        sqlite3_bind_int64(st, 4, q->after_seq);
+    if (q->after_id >= 0)
+        sqlite3_bind_int64(st, 5, q->after_id);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
+    json_t *arr = json_array();
+    size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
+    if (q->cut)
+        *q->cut = false;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (bytes >= budget) {
+            if (q->cut)
+                *q->cut = true;
+            rc = SQLITE_DONE;
+            break;
+        }
+        bytes += (size_t)sqlite3_column_bytes(st, 8);
+        json_t *row = row_json(st);
+        if (!row || json_array_append_new(arr, row) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        db_fail(s, err, "query");
+        json_decref(arr);
+        arr = NULL;
+    }
+    sqlite3_finalize(st);
+    return arr;
+}
+
+static json_t *sqlite_sandboxes(sg_store *base, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    const char *sql = "SELECT learner, task, sandbox, count(*), min(seq), max(seq),"
+                      " min(received), max(received) FROM events"
+                      " GROUP BY learner, task, sandbox ORDER BY min(id)";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        db_fail(s, err, "list sandboxes");
+        return NULL;
+    }
+    json_t *arr = json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *l = (const char *)sqlite3_column_text(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        const char *sb = (const char *)sqlite3_column_text(st, 2);
+        int64_t count = sqlite3_column_int64(st, 3), lo = sqlite3_column_int64(st, 4),
+                hi = sqlite3_column_int64(st, 5);
+        int64_t acked = -1;
+        if (lo == 0 && count == hi + 1)
+            acked = hi; /* no gap: skip the scan */
+        else if (lo == 0 && sqlite_contiguous(base, l, t, sb, &acked, err) < 0)
+            break;
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "learner", l,
+                           "task", t, "sandbox", sb, "events", (json_int_t)count, "first_seq",
+                           (json_int_t)lo, "last_seq", (json_int_t)hi, "acked_seq",
+                           (json_int_t)acked, "first_received",
+                           (const char *)sqlite3_column_text(st, 6), "last_received",
+                           (const char *)sqlite3_column_text(st, 7)));
+    }
+    if (rc != SQLITE_DONE) {
+        if (rc != SQLITE_ROW)
+            db_fail(s, err, "list sandboxes");
+        json_decref(arr);
+        arr = NULL;
+    }
+    sqlite3_finalize(st);
+    return arr;
+}
+
+static void sqlite_close(sg_store *base)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_finalize(s->insert);
+    sqlite3_finalize(s->after);
+    sqlite3_finalize(s->insert_new);
+    sqlite3_finalize(s->maxseq);
+    sqlite3_finalize(s->getrow);
+    sqlite3_close(s->db);
+    free(s->path);
+    free(s);
+}
+
+static const sg_store_ops sqlite_ops = {
+    .put = sqlite_put,
+    .append = sqlite_append,
+    .contiguous = sqlite_contiguous,
+    .events = sqlite_events,
+    .sandboxes = sqlite_sandboxes,
+    .close = sqlite_close,
+};
+
+sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
+{
+    /* The store's directory must exist: a typo in --store must not make
+     * a new tree somewhere (the default's directory is made by the ingest
+     * command). */
+    sg_autofree char *dircopy = strdup(path);
+    if (!dircopy) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    struct stat dst;
+    const char *dir = dirname(dircopy);
+    if (stat(dir, &dst) < 0 || !S_ISDIR(dst.st_mode)) {
+        sg_err_set(err, ENOENT, "the store's directory %s does not exist", dir);
+        return NULL;
+    }
+    sqlite_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->base.ops = &sqlite_ops;
+    s->path = strdup(path);
+    /* Learner data: create the file 0600 ourselves (SQLite would use 0644
+     * less the umask); SQLite gives its -wal and -shm files the database
+     * file's mode. An existing file keeps its mode. */
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        sg_err_sys(err, "sqlite %s: create", path);
+        sqlite_close(&s->base);
+        return NULL;
+    }
+    close(fd);
+    int rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK || !s->path) {
+        sg_err_set(err, EIO, "sqlite %s: open: %s", path,
+                   s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        sqlite_close(&s->base);
+        return NULL;
+    }
+    sqlite3_busy_timeout(s->db, 10000);
+    if (exec_sql(s, "PRAGMA journal_mode=WAL", err) < 0 ||
+        exec_sql(s, "PRAGMA synchronous=FULL", err) < 0 || exec_sql(s, schema, err) < 0) {
+        sqlite_close(&s->base);
+        return NULL;
+    }
+    if (sqlite3_prepare_v3(s->db,
+                           "INSERT OR IGNORE INTO events (learner, task, sandbox, seq, kind,"
+                           " ts, received, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->insert, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "SELECT seq FROM events WHERE learner = ?1 AND task = ?2"
+                           " AND sandbox = ?3 AND seq > ?4 ORDER BY seq",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->after, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "INSERT INTO events (learner, task, sandbox, seq, kind,"
+                           " ts, received, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->insert_new, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "SELECT max(seq) FROM events WHERE learner = ?1 AND task = ?2"
+                           " AND sandbox = ?3",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->maxseq, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(s->db,
+                           "SELECT kind, payload FROM events WHERE learner = ?1"
+                           " AND task = ?2 AND sandbox = ?3 AND seq = ?4",
+                           -1, SQLITE_PREPARE_PERSISTENT, &s->getrow, NULL) != SQLITE_OK) {
+        db_fail(s, err, "prepare");
+        sqlite_close(&s->base);
+        return NULL;
+    }
+    return &s->base;
+}

@@ -1,0 +1,111 @@
+/* state: where sandglass keeps its files, and each sandbox's record.
+ *
+ *   <state>/                    $SANDGLASS_STATE_DIR, else /var/lib/sandglass
+ *                               (root) or $XDG_STATE_HOME/sandglass
+ *   <state>/ingest/secret       HMAC key the local ingest made (0600)
+ *   <state>/ingest/events.db    the local ingest's default SQLite store
+ *   <state>/sb/<id>/meta.json   the sandbox's record (written by create)
+ *   <state>/sb/<id>/ctl.sock    the supervisor's control socket
+ *   <state>/sb/<id>/init.sock   the sandbox init's socket (supervisor only)
+ *   <state>/sb/<id>/spool/      the capture spool (never in the workspace)
+ *   <state>/sb/<id>/checkpoints.git
+ *   <state>/sb/<id>/workspace/  made when create got no --workspace
+ */
+#ifndef SG_STATE_H
+#define SG_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+#define SG_DEFAULT_INGEST_PORT 7433
+#define SG_DEFAULT_INGEST_URL "ws://127.0.0.1:7433"
+
+/* The state directory (created 0700 if missing). Static storage. */
+const char *sg_state_dir(sg_err *err);
+/* <state>/<rel>; caller frees. */
+char *sg_state_path(const char *rel);
+/* <state>/sb/<id>/<rel> (rel may be NULL for the directory); caller frees. */
+char *sg_state_sandbox_path(const char *id, const char *rel);
+
+typedef struct sg_sandbox_meta {
+    char id[32];
+    char *learner;
+    char *task;        /* NULL: not captured (pure-shell path) */
+    char *workspace;   /* host path */
+    char *rootfs;      /* NULL: host system dirs */
+    char *ingest_url;  /* NULL when not captured */
+    char *secret_file;
+    bool own_workspace; /* we made the workspace: destroy removes it */
+    /* The workspace is the operator's and root's: it is mounted idmapped
+     * (root's files appear as the sandbox user's, and the sandbox user's
+     * new files are root's on disk) instead of being chowned. */
+    bool idmap_workspace;
+    uint64_t memory;   /* bytes, 0 = none */
+    uint64_t pids;
+    double cpus;
+    double timeout_s;  /* default wall time per exec */
+    uint64_t output_limit;
+    double max_wall_s; /* session caps (0 = none): an abort when reached */
+    uint64_t max_execs;
+    double max_cpu_s;
+    uint64_t max_calls; /* agent tool calls (execs with a "tool") */
+    bool manual_checkpoints; /* --checkpoints manual: only at create and on request */
+    uid_t uid;         /* the sandbox user */
+    gid_t gid;
+    pid_t supervisor_pid;
+    pid_t init_pid;    /* host pid of the sandbox's init */
+    char created[40];  /* RFC 3339 */
+} sg_sandbox_meta;
+
+void sg_sandbox_meta_clear(sg_sandbox_meta *m);
+int sg_sandbox_meta_save(const sg_sandbox_meta *m, sg_err *err);
+int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err);
+/* The record from its JSON object (a json_t*), with the given id. */
+int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *m, sg_err *err);
+/* JSON object of the record, for --json output. Returns a jansson json_t*. */
+void *sg_sandbox_meta_json(const sg_sandbox_meta *m);
+
+/* Ids of every sandbox with a state directory; NULL-terminated, caller frees. */
+char **sg_state_list(sg_err *err);
+/* True if a process with this pid exists and its cmdline is ours (best effort). */
+bool sg_state_pid_alive(pid_t pid);
+
+/* For the test harness: when SANDGLASS_LOG_ARCHIVE names a directory, the
+ * sandbox's supervisor.log is copied there (as <id>.<pid>.log) before its
+ * state directory is removed, so that a sanitizer report of the supervisor
+ * or of init (whose stderr is that log) outlives the destroy. Best effort;
+ * does nothing without the variable. */
+void sg_state_archive_log(const char *id);
+
+/* Each sandbox with a root-owned workspace runs as a uid of its own, so
+ * that sandboxes share no per-user limit (RLIMIT_NPROC, inotify instances
+ * and watches, the kernel's per-user keyrings and message queues) and no
+ * file ownership: SG_UID_BASE + a slot, as isolate gives each box its own.
+ * A slot is claimed host-wide, across state directories, by creating
+ * SG_UID_DIR/<slot> (O_EXCL) naming the sandbox's state directory; a slot
+ * whose sandbox directory is gone is stale and taken over. The range is
+ * above the ones distributions, systemd's dynamic users and the usual
+ * /etc/subuid ranges for containers use. */
+#define SG_UID_BASE 0x70000000u
+#define SG_UID_SLOTS 65536u
+#define SG_UID_DIR "/run/sandglass-uids"
+int sg_state_uid_claim(const char *id, uid_t *uid, sg_err *err);
+/* Gives the slot of uid back if sandbox id holds it (any other uid: nothing). */
+void sg_state_uid_release(uid_t uid, const char *id);
+
+/* A session's abort, kept in <state>/sb/<id>/abort.json while it holds:
+ * `ls` shows it without asking the supervisor, and a supervisor that takes
+ * the sandbox over keeps it (a cap's abort must outlive a crash). */
+int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_err *err);
+/* 1 and by/reason filled when the sandbox is aborted, 0 when it is not. */
+int sg_state_abort_load(const char *id, char *by, size_t by_size, char *reason, size_t reason_size);
+void sg_state_abort_clear(const char *id);
+
+/* Whether dir names this state directory (after resolving symlinks): the
+ * test of a cgroup's owner mark (cgroup.h) before any cleanup touches it. */
+bool sg_state_is_ours(const char *dir);
+
+#endif

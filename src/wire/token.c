@@ -1,0 +1,342 @@
+/* token: HMAC-SHA256 handshake tokens and the ingest secret (see token.h). */
+#include "wire/token.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+
+#define SECRET_FILE_MAX 256
+
+static const char b64url_chars[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* base64url without padding; caller frees. */
+static char *b64url_encode(const unsigned char *in, size_t len)
+{
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = b64url_chars[(v >> 18) & 63];
+        out[o++] = b64url_chars[(v >> 12) & 63];
+        if (i + 1 < len)
+            out[o++] = b64url_chars[(v >> 6) & 63];
+        if (i + 2 < len)
+            out[o++] = b64url_chars[v & 63];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64url_val(char c)
+{
+    const char *p = c ? strchr(b64url_chars, c) : NULL;
+    return p ? (int)(p - b64url_chars) : -1;
+}
+
+/* Strict decode (no padding, no stray bits); -1 on bad input. out holds len*3/4. */
+static int b64url_decode(const char *in, size_t len, unsigned char *out, size_t *out_len)
+{
+    if (len % 4 == 1)
+        return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        size_t n = len - i < 4 ? len - i : 4;
+        uint32_t v = 0;
+        for (size_t j = 0; j < 4; j++) {
+            int d = 0;
+            if (j < n && (d = b64url_val(in[i + j])) < 0)
+                return -1;
+            v = (v << 6) | (uint32_t)d;
+        }
+        out[o++] = (unsigned char)(v >> 16);
+        if (n > 2)
+            out[o++] = (unsigned char)(v >> 8);
+        if (n > 3)
+            out[o++] = (unsigned char)v;
+        /* Non-canonical trailing bits would let two strings decode the same. */
+        if ((n == 2 && (v & 0xFFFF)) || (n == 3 && (v & 0xFF)))
+            return -1;
+    }
+    *out_len = o;
+    return 0;
+}
+
+static int hex_val(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int sg_token_secret_load(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], sg_err *err)
+{
+    sg_autoclose int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sg_err_sys(err, "secret file %s", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return sg_err_sys(err, "stat %s", path);
+    if (!S_ISREG(st.st_mode))
+        return sg_err_set(err, EINVAL, "secret file %s is not a regular file", path);
+    if (st.st_mode & 077)
+        return sg_err_set(err, EPERM,
+                          "secret file %s is accessible by group or others (mode %04o); "
+                          "it must be mode 0600 (chmod 600 %s)",
+                          path, (unsigned)(st.st_mode & 07777), path);
+    char buf[SECRET_FILE_MAX];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return sg_err_sys(err, "read %s", path);
+        if (n == 0)
+            break;
+        have += (size_t)n;
+        if (have == sizeof buf)
+            return sg_err_set(err, EINVAL, "secret file %s is too large", path);
+    }
+    while (have > 0 && (buf[have - 1] == '\n' || buf[have - 1] == '\r' || buf[have - 1] == ' '))
+        have--;
+    if (have != SG_TOKEN_SECRET_LEN * 2)
+        return sg_err_set(err, EINVAL, "secret file %s: expected %d hex characters, found %zu",
+                          path, SG_TOKEN_SECRET_LEN * 2, have);
+    for (size_t i = 0; i < SG_TOKEN_SECRET_LEN; i++) {
+        int hi = hex_val(buf[2 * i]), lo = hex_val(buf[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            OPENSSL_cleanse(buf, sizeof buf);
+            return sg_err_set(err, EINVAL, "secret file %s: not hex", path);
+        }
+        secret[i] = (uint8_t)(hi << 4 | lo);
+    }
+    OPENSSL_cleanse(buf, sizeof buf);
+    return 0;
+}
+
+int sg_token_secret_ensure(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], sg_err *err)
+{
+    if (access(path, F_OK) == 0 || errno != ENOENT)
+        return sg_token_secret_load(path, secret, err);
+
+    sg_autofree char *dircopy = strdup(path);
+    if (!dircopy)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    if (sg_mkdir_p(dirname(dircopy), 0700, err) < 0) {
+        sg_err_prefix(err, "secret directory");
+        return -1;
+    }
+    uint8_t raw[SG_TOKEN_SECRET_LEN];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return sg_err_sys(err, "getrandom");
+    char hex[SG_TOKEN_SECRET_LEN * 2 + 2];
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    hex[SG_TOKEN_SECRET_LEN * 2] = '\n';
+    OPENSSL_cleanse(raw, sizeof raw);
+
+    /* Write a temp file, then link() it into place: link fails if someone
+     * else made the secret meanwhile, and readers never see a partial file. */
+    sg_autofree char *tmp = sg_strdup_printf("%s.tmp.%d", path, (int)getpid());
+    {
+        sg_autoclose int fd =
+            open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return sg_err_sys(err, "create %s", tmp);
+        if (sg_write_all(fd, hex, SG_TOKEN_SECRET_LEN * 2 + 1) < 0 || fsync(fd) < 0) {
+            sg_err_sys(err, "write %s", tmp);
+            unlink(tmp);
+            return -1;
+        }
+    }
+    OPENSSL_cleanse(hex, sizeof hex);
+    int r = link(tmp, path);
+    int saved = errno;
+    unlink(tmp);
+    if (r < 0 && saved != EEXIST) {
+        errno = saved;
+        return sg_err_sys(err, "create %s", path);
+    }
+    return sg_token_secret_load(path, secret, err);
+}
+
+/* HMAC-SHA256 from libcrypto: only processes that load it anyway make or
+ * check tokens. Fails only if OpenSSL cannot (no provider, out of memory). */
+static int mac_of(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *data, size_t len,
+                  unsigned char mac[32], sg_err *err)
+{
+    unsigned int n = 0;
+    if (!HMAC(EVP_sha256(), secret, SG_TOKEN_SECRET_LEN, (const unsigned char *)data, len, mac,
+              &n) ||
+        n != 32)
+        return sg_err_set(err, EIO, "HMAC-SHA256 failed (OpenSSL)");
+    return 0;
+}
+
+/* Signs claims; caller frees. */
+static char *sign_claims(const uint8_t secret[SG_TOKEN_SECRET_LEN], json_t *claims, sg_err *err)
+{
+    sg_autofree char *text = claims ? json_dumps(claims, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    sg_autofree char *body = text ? b64url_encode((unsigned char *)text, strlen(text)) : NULL;
+    if (!body) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    unsigned char mac[32];
+    if (mac_of(secret, body, strlen(body), mac, err) < 0)
+        return NULL;
+    sg_autofree char *sig = b64url_encode(mac, sizeof mac);
+    if (!sig) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    return sg_strdup_printf("%s.%s", body, sig);
+}
+
+char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                        const char *task, const char *sandbox, int64_t exp, sg_err *err)
+{
+    if (!sg_valid_name(learner) || !sg_valid_name(task) || !sg_valid_name(sandbox)) {
+        sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
+        return NULL;
+    }
+    sg_autojson json_t *claims = json_pack("{s:s, s:s, s:s, s:I}", "l", learner, "t", task,
+                                           "s", sandbox, "exp", (json_int_t)exp);
+    return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                         const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
+        sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
+        return NULL;
+    }
+    sg_autojson json_t *claims =
+        json_pack("{s:i, s:I}", "r", 1, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
+    const char *keys[] = {"l", "t", "s"}, *vals[] = {learner, task, sandbox};
+    for (size_t i = 0; claims && i < SG_ARRAY_LEN(keys); i++) {
+        if (!vals[i] || !*vals[i])
+            continue;
+        if (!sg_valid_name(vals[i])) {
+            sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
+            return NULL;
+        }
+        json_object_set_new(claims, keys[i], json_string(vals[i]));
+    }
+    return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                    const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
+        sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
+        return NULL;
+    }
+    return sg_token_make_exp(secret, learner, task, sandbox, (int64_t)time(NULL) + ttl_s, err);
+}
+
+static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
+{
+    const char *v = json_string_value(json_object_get(claims, key));
+    if (!v || !sg_valid_name(v))
+        return sg_err_set(err, EINVAL, "malformed token: claim '%s' missing or invalid", key);
+    snprintf(dst, SG_NAME_MAX + 1, "%s", v);
+    return 0;
+}
+
+/* Signature, then claims, then expiry; read: which kind is wanted. */
+static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                       int64_t now, bool read, sg_token_claims *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!token || !*token)
+        return sg_err_set(err, EINVAL, "malformed token: empty");
+    size_t len = strnlen(token, SG_TOKEN_MAX + 1);
+    if (len > SG_TOKEN_MAX)
+        return sg_err_set(err, EINVAL, "malformed token: longer than %d bytes", SG_TOKEN_MAX);
+    const char *dot = memchr(token, '.', len);
+    if (!dot || memchr(dot + 1, '.', len - (size_t)(dot + 1 - token)))
+        return sg_err_set(err, EINVAL, "malformed token: expected <claims>.<signature>");
+    size_t body_len = (size_t)(dot - token), sig_len = len - body_len - 1;
+
+    unsigned char sig[SG_TOKEN_MAX];
+    size_t sig_n = 0;
+    if (b64url_decode(dot + 1, sig_len, sig, &sig_n) < 0 || sig_n != 32)
+        return sg_err_set(err, EINVAL, "malformed token: bad signature encoding");
+    /* Signature before parsing: nothing unauthenticated reaches the JSON parser. */
+    unsigned char mac[32];
+    if (mac_of(secret, token, body_len, mac, err) < 0)
+        return -1;
+    if (CRYPTO_memcmp(mac, sig, 32) != 0)
+        return sg_err_set(err, EACCES, "bad signature");
+
+    unsigned char claims_raw[SG_TOKEN_MAX];
+    size_t claims_n = 0;
+    if (b64url_decode(token, body_len, claims_raw, &claims_n) < 0)
+        return sg_err_set(err, EINVAL, "malformed token: bad claims encoding");
+    sg_err jerr;
+    sg_autojson json_t *claims = sg_json_parse((char *)claims_raw, claims_n, &jerr);
+    if (!json_is_object(claims))
+        return sg_err_set(err, EINVAL, "malformed token: claims are not a JSON object");
+    json_t *exp = json_object_get(claims, "exp");
+    if (!json_is_integer(exp))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
+    json_t *r = json_object_get(claims, "r");
+    bool is_read = r != NULL;
+    if (is_read && !(json_is_integer(r) && json_integer_value(r) == 1))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'r' invalid");
+    if (is_read != read)
+        return sg_err_set(err, EACCES, read ? "a stream token cannot read (use a read token)"
+                                            : "a read token cannot stream events");
+    out->read = is_read;
+    const char *keys[] = {"l", "t", "s"};
+    char *dst[] = {out->learner, out->task, out->sandbox};
+    for (size_t i = 0; i < SG_ARRAY_LEN(keys); i++) {
+        if (is_read && !json_object_get(claims, keys[i]))
+            continue; /* unscoped */
+        if (copy_claim(claims, keys[i], dst[i], err) < 0)
+            return -1;
+    }
+    out->exp = json_integer_value(exp);
+    if (now >= out->exp)
+        return sg_err_set(err, EACCES, "token expired");
+    return 0;
+}
+
+int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                    int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, false, out, err);
+}
+
+int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                         int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, true, out, err);
+}

@@ -1,0 +1,73 @@
+/* token: the ingest's tokens, stateless and checkable on any node.
+ *
+ *   token  = base64url(claims) "." base64url(HMAC-SHA256(secret, base64url(claims)))
+ *
+ * Two kinds, told apart by the "r" claim, and each verifier refuses the
+ * other kind:
+ *   stream token  {"l": learner, "t": task, "s": sandbox, "exp": unix seconds}
+ *                 may only write: open /v1/ingest for exactly that stream.
+ *   read token    {"r": 1, ["l": learner,] ["t": task,] ["s": sandbox,] "exp": ...}
+ *                 may only read (/v1/events, /v1/sandboxes), limited to the
+ *                 events matching every scope claim it has; none at all is
+ *                 an operator token (every event).
+ *
+ * The secret is 32 random bytes kept hex-encoded in a file of mode 0600
+ * (<state>/ingest/secret by default); a file readable by group or others is
+ * refused. */
+#ifndef SG_TOKEN_H
+#define SG_TOKEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/bounds.h"
+#include "base/err.h"
+
+/* Lifetime of the stream token a captured supervisor's uplink makes. */
+#define SG_TOKEN_STREAM_TTL_S (30 * 24 * 3600)
+
+#define SG_TOKEN_SECRET_LEN 32
+#define SG_TOKEN_MAX 2048               /* bytes of a token we accept */
+#define SG_TOKEN_TTL_DEFAULT (7 * 24 * 3600)
+#define SG_TOKEN_TTL_MAX (366LL * 24 * 3600)
+
+typedef struct sg_token_claims {
+    /* Stream tokens: all three set. Read tokens: "" where unscoped. */
+    char learner[SG_NAME_MAX + 1];
+    char task[SG_NAME_MAX + 1];
+    char sandbox[SG_NAME_MAX + 1];
+    int64_t exp;                        /* unix seconds */
+    bool read;                          /* a read token */
+} sg_token_claims;
+
+/* Reads the secret; refuses a missing, malformed, non-regular, or group- or
+ * world-accessible file. */
+int sg_token_secret_load(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], sg_err *err);
+/* Loads the secret, creating it (32 random bytes, mode 0600, parent
+ * directories 0700) if the file does not exist. Safe against a concurrent
+ * creator: the file appears whole or not at all. */
+int sg_token_secret_ensure(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], sg_err *err);
+
+/* A token for (learner, task, sandbox) valid ttl_s seconds from now (names
+ * must pass sg_valid_name). Caller frees. */
+char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                    const char *task, const char *sandbox, int64_t ttl_s, sg_err *err);
+/* Same with an absolute expiry (tests). */
+char *sg_token_make_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                        const char *task, const char *sandbox, int64_t exp, sg_err *err);
+
+/* Checks signature (constant time) then expiry against now (unix seconds).
+ * err says "malformed token: ...", "bad signature", "token expired", or
+ * "a read token cannot stream events". */
+int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                    int64_t now, sg_token_claims *out, sg_err *err);
+
+/* A read token; learner, task, sandbox: NULL (or "") for unscoped. */
+char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                         const char *task, const char *sandbox, int64_t ttl_s, sg_err *err);
+/* Checks a read token as sg_token_verify does a stream token; a stream
+ * token is refused ("a stream token cannot read"). */
+int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                         int64_t now, sg_token_claims *out, sg_err *err);
+
+#endif
