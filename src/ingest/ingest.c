@@ -323,16 +323,17 @@ static void reap_job(sg_ingest *ing)
         /* No ack, and the accepted rows are kept: they go first into the
          * next batch, retried with backoff (the clients' spools also
          * still hold them). */
-        lwsl_err("sandglass ingest: commit failed (retrying): %s\n", err.msg);
+        ing->retry_ms = ing->retry_ms ? ing->retry_ms * 2 : SG_INGEST_RETRY_MIN_MS;
+        if (ing->retry_ms > SG_INGEST_RETRY_MAX_MS)
+            ing->retry_ms = SG_INGEST_RETRY_MAX_MS;
+        lwsl_err("sandglass ingest: commit failed (retrying in %llu ms): %s\n",
+                 (unsigned long long)ing->retry_ms, err.msg);
         ing->last_err = err;
         if (requeue(ing, job, n) < 0)
             rows_release(job, n);
         for (conn *c = ing->conns; c; c = c->next)
             if (c->inflight)
                 c->dirty = true;
-        ing->retry_ms = ing->retry_ms ? ing->retry_ms * 2 : SG_INGEST_RETRY_MIN_MS;
-        if (ing->retry_ms > SG_INGEST_RETRY_MAX_MS)
-            ing->retry_ms = SG_INGEST_RETRY_MAX_MS;
         if (ing->retry_init)
             uv_timer_start(&ing->retry, on_retry, ing->retry_ms, 0);
     }

@@ -12,6 +12,7 @@ failure. No check depends on the machine's speed: every wait is for a
 condition, with a generous timeout."""
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -229,6 +230,12 @@ def main():
               wait_until(lambda: failures() >= 3), "".join(a.stderr[mark:])[-600:])
         check("no ack past what was committed while the database is down",
               r3.last() == 99, f"acks {r3.acks[-5:]}")
+        # README: retried with backoff, 100 ms doubling up to 5 s (each
+        # failure logs the delay before the next try).
+        delays = [int(m) for m in re.findall(r"commit failed \(retrying in (\d+) ms\)", "".join(a.stderr[mark:]))]
+        check("the retries back off: 100 ms, doubling, at most 5 s",
+              delays[:3] == [100, 200, 400] and all(d <= 5000 for d in delays)
+              and all(b in (2 * x, 5000) for x, b in zip(delays, delays[1:])), f"delays {delays}")
         code, body = a.http("/v1/events?sandbox=outage")
         msg = (body or {}).get("error", "")
         check("HTTP answers 500 with the server address in the error",

@@ -18,7 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -591,6 +596,71 @@ static void writer_child(const char *dir, int wfd)
     }
 }
 
+/* In a child: a spool whose fdatasync fails (EIO, from a seccomp filter:
+ * tmpfs and a healthy disk never fail one). Exits 0 when the spool cut
+ * the unsynced records off, rewound next_seq and counted the loss. */
+static void sync_eio_child(const char *dir)
+{
+    sg_err err;
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    if (!sp)
+        _exit(2);
+    char buf[512];
+    for (int64_t seq = 0; seq < 5; seq++) {
+        size_t len = payload(buf, sizeof buf, seq);
+        if (sg_spool_append(sp, seq, buf, len, &err) < 0)
+            _exit(3);
+    }
+    if (sg_spool_sync(sp, &err) < 0 || sg_spool_synced_seq(sp) != 4)
+        _exit(4);
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fdatasync, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EIO & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof f / sizeof f[0]), .filter = f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+        _exit(5);
+    for (int64_t seq = 5; seq < 10; seq++) {
+        size_t len = payload(buf, sizeof buf, seq);
+        if (sg_spool_append(sp, seq, buf, len, &err) < 0)
+            _exit(6);
+    }
+    if (sg_spool_sync(sp, &err) != -1 || err.code != EIO)
+        _exit(7);
+    sg_spool_loss loss;
+    if (sg_spool_next_seq(sp) != 5 || sg_spool_synced_seq(sp) != 4 || !sg_spool_take_loss(sp, &loss) ||
+        loss.count != 5 || loss.first_seq != 5 || loss.last_seq != 9 || loss.err != EIO)
+        _exit(8);
+    sg_spool_close(sp);
+    _exit(0);
+}
+
+/* README: "a failed fdatasync cuts off the unsynced records and rewinds
+ * the seq (only synced records are ever sent)". */
+static void test_sync_failure_rewinds(void **state)
+{
+    sg_err err;
+    sg_autofree char *dir = spool_dir();
+    pid_t pid = sgt_fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        sync_eio_child(dir);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* On disk: exactly the synced records, whole and contiguous. */
+    sg_spool_report rep;
+    sg_spool *sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_int_equal(rep.quarantined, 0);
+    assert_int_equal(sg_spool_next_seq(sp), 5);
+    assert_int_equal(check_all(sp, -1, NULL, NULL), 5);
+    sg_spool_close(sp);
+}
+
 static void test_sigkill(void **state)
 {
     sg_err err;
@@ -1117,6 +1187,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),
+        cmocka_unit_test_setup_teardown(test_sync_failure_rewinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_sync_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
