@@ -191,7 +191,7 @@ static int print_created(const char *id, bool json)
     if (sg_sandbox_meta_load(id, &fresh, &err) < 0)
         return sg_cli_fail("create", err.msg);
     sg_autojson json_t *j = sg_sandbox_meta_json(&fresh);
-    sg_autofree char *s = json_dumps(j, JSON_COMPACT);
+    sg_autofree char *s = sg_json_dump(j);
     printf("%s\n", s);
     sg_sandbox_meta_clear(&fresh);
     return 0;

@@ -68,7 +68,7 @@ int sg_cmd_ls(int argc, char **argv)
         sg_sandbox_meta_clear(&m);
     }
     if (json) {
-        sg_autofree char *s = json_dumps(arr, JSON_COMPACT);
+        sg_autofree char *s = sg_json_dump(arr);
         printf("%s\n", s);
     }
     return 0;

@@ -106,6 +106,14 @@ try:
         tap.ok(p.returncode == 1 and b"no sandbox 'zzzz'" in p.stderr, "an unknown prefix is named",
                p.stderr.decode())
 
+    @tap.case("no float noise")
+    def _floats():
+        lines = [env.run("exec", sid, "--json", "--", "true", check=True).stdout.splitlines()[-1],
+                 env.run("checkpoint", sid, "--json", check=True).stdout]
+        noisy = [ln for ln in lines if re.search(rb"\d\.\d*(\d)\1{5,}\d*|\.\d{11,}", ln)]
+        tap.ok(not noisy, "reals are printed with at most 10 significant digits (no 0.0108314740000001)",
+               repr(noisy))
+
     @tap.case("ids and times")
     def _ids_times():
         p = env.run("checkpoint", sid, "--label", "golden", check=True)
