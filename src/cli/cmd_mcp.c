@@ -437,14 +437,30 @@ int sg_cmd_mcp(int argc, char **argv)
             return sg_cli_fail("mcp", have_caps
                 ? "--max-* caps are set when the sandbox is created: give them to 'sandglass create', or drop --sandbox"
                 : "--sandbox attaches to an existing sandbox: create's options do not apply");
-        if (!sg_valid_name(sandbox))
-            return sg_cli_fail("mcp", "invalid --sandbox id");
-        snprintf(a.id, sizeof a.id, "%s", sandbox);
+        char full[SG_ID_LEN + 1];
+        if (!sg_state_dir(&err) || sg_cli_resolve_id(sandbox, full, &err) < 0) {
+            char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
+            snprintf(msg, sizeof msg, "cannot attach to sandbox %.64s: %s", sandbox, err.msg);
+            return sg_cli_fail("mcp", msg);
+        }
+        snprintf(a.id, sizeof a.id, "%s", full);
         sg_autojson json_t *info = json_pack("{s:s}", "op", "info");
         sg_autojson json_t *res = sg_cli_request(a.id, info, &err);
         if (!res) {
             char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
             snprintf(msg, sizeof msg, "cannot attach to sandbox %s: %s", a.id, err.msg);
+            return sg_cli_fail("mcp", msg);
+        }
+        /* An aborted sandbox would take initialize and then refuse every
+         * call: say so now, and how to go on. */
+        json_t *ab = json_object_get(res, "abort");
+        if (ab) {
+            const char *by = json_string_value(json_object_get(ab, "by"));
+            char msg[600];
+            snprintf(msg, sizeof msg, "sandbox %s is aborted (%s): no call can run in it; %s", a.id,
+                     json_string_value(json_object_get(ab, "reason")),
+                     by && strcmp(by, "cap") == 0 ? "an abort by a cap stays: create a new sandbox"
+                                                  : "'sandglass resume ID' clears it first");
             return sg_cli_fail("mcp", msg);
         }
     } else {

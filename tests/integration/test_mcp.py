@@ -512,6 +512,10 @@ def run(env: Env) -> None:
         tap.eq(cgroup_pids(sid), {init}, "nothing but init is left in the sandbox's cgroup")
         r = a.wait("term", timeout=60)
         tap.ok(r.get("result", {}).get("isError") is True, "the killed call is answered as failed", json.dumps(r))
+        p = env.run("mcp", "--sandbox", sid)
+        err = p.stderr.decode()
+        tap.ok(p.returncode != 0 and "is aborted" in err and "sandglass resume" in err,
+               "attaching to the aborted sandbox says so at once, and how to resume", err)
 
     @tap.case("options")
     def _():
