@@ -2384,9 +2384,24 @@ static int sup_shutdown(sup *s)
         s->capi->free(s->cap);
         s->cap = NULL;
     }
+    /* Execs still running when the sandbox went (a destroy, a signal):
+     * a reference of the shutdown's own keeps each until its handles are
+     * closed with the loop's, then what it holds is freed here. */
+    for (size_t i = 0; i < s->nexecs; i++)
+        s->execs[i]->pending_closes++;
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    for (size_t i = 0; i < s->nexecs; i++) {
+        exec_ctx *ex = s->execs[i];
+        if (ex->awaiting_ack) /* its handles are closed: only the memory and fds */
+            for (int k = 0; k < 3; k++)
+                sg_close_reset(&ex->hold_fds[k]);
+        sg_close_reset(&ex->ready_sock);
+        free(ex->held_msg);
+        free(ex);
+    }
+    s->nexecs = 0;
     if (s->destroy_res && s->destroy_type == SG_CTL_RESULT)
         json_object_set_new(s->destroy_res, "events_undelivered", json_integer(undelivered));
     int code = s->exit_code;
