@@ -25,7 +25,6 @@ struct sg_capture {
     uv_check_t check;
     uv_timer_t heartbeat;
     bool unsynced;
-    bool dirty;
     bool closed;
     int running;       /* execs in flight, for the heartbeat's state */
     /* file_diff events in this window (an exec, or the time between two):
@@ -147,7 +146,6 @@ static void on_check(uv_check_t *h)
 static void on_file_change(void *ud, json_t *payload)
 {
     sg_capture *c = ud;
-    c->dirty = true;
     if (c->diffs >= SG_CAPTURE_DIFFS_MAX) {
         c->diffs_dropped++;
         json_decref(payload);
@@ -174,7 +172,6 @@ static bool diffs_gate(void *ud)
     sg_capture *c = ud;
     if (c->diffs < SG_CAPTURE_DIFFS_MAX)
         return true;
-    c->dirty = true;
     c->diffs_dropped++;
     return false;
 }
@@ -221,16 +218,6 @@ void sg_capture_flush_watch(sg_capture *c)
     sg_err err = {0};
     if (c && c->watch && sg_watch_flush(c->watch, &err) < 0)
         log_line("watcher flush: %s", err.msg);
-}
-
-bool sg_capture_take_dirty(sg_capture *c)
-{
-    if (!c)
-        return true;
-    sg_capture_flush_watch(c);
-    bool d = c->dirty;
-    c->dirty = false;
-    return d;
 }
 
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,

@@ -47,8 +47,6 @@ void sg_capture_sync(sg_capture *c);
 void sg_capture_flush_watch(sg_capture *c);
 /* Events appended but not acknowledged by the ingest. */
 uint64_t sg_capture_pending(const sg_capture *c);
-/* Whether the workspace watcher has reported anything since the last call. */
-bool sg_capture_take_dirty(sg_capture *c);
 
 /* One exec: begin emits stdin, activity command and command; output keeps
  * the last SG_OUTPUT_CAPTURE_MAX bytes of each stream; end flushes the

@@ -37,30 +37,12 @@
 #define LOCK_FILE "sg.lock"
 #define SIG "sandglass <sandglass@localhost>"
 
-/* libgit2's global init prepares its network transports, which we never
- * use (checkpoints live in a local repository; nothing here reaches a
- * remote), at a price every supervisor pays:
- *   - libssh2_init initializes OpenSSL: 1.5 MiB resident;
- *   - the mbedTLS stream parses the whole CA bundle: 5 ms of CPU (6.3 ->
- *     0.7 ms for git_libgit2_init here) and its heap.
- * These definitions in the executable come first in symbol lookup, so
- * libgit2's calls land on them: a no-op, and "no CA file" (libgit2 then
- * only lacks certificates for an HTTPS it never opens). */
-int libssh2_init(int flags);
-int libssh2_init(int flags)
-{
-    (void)flags;
-    return 0;
-}
-
-struct mbedtls_x509_crt;
-int mbedtls_x509_crt_parse_file(struct mbedtls_x509_crt *chain, const char *path);
-int mbedtls_x509_crt_parse_file(struct mbedtls_x509_crt *chain, const char *path)
-{
-    (void)chain;
-    (void)path;
-    return -0x2900; /* MBEDTLS_ERR_X509_FILE_IO_ERROR */
-}
+/* libgit2's global init (git_libgit2_init) also prepares its network
+ * transports, which a local checkpoint store never uses: Debian's libgit2
+ * starts libssh2 (OpenSSL) and parses the CA bundle for mbedTLS. That is
+ * paid once per checkpoint worker start (the worker is spawned on demand
+ * and exits after 10 s idle), never by a supervisor; docs/ARCHITECTURE.md
+ * gives the figure. We define none of libgit2's symbols. */
 
 /* ---------- small helpers ---------- */
 

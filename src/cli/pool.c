@@ -57,12 +57,6 @@ unsigned sg_pool_ready(void)
     return n;
 }
 
-bool sg_pool_is_spare(const char *id)
-{
-    sg_autofree char *p = pool_path(id);
-    return access(p, F_OK) == 0;
-}
-
 unsigned sg_pool_size(void)
 {
     sg_autofree char *p = pool_path("size");

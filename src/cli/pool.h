@@ -33,9 +33,6 @@ void sg_pool_refill_async(void);
 /* Records a new spare: create --spare calls it once the spare is ready. */
 int sg_pool_add(const char *id, sg_err *err);
 
-/* True when id is a spare waiting in the pool (`ls` leaves those out). */
-bool sg_pool_is_spare(const char *id);
-
 /* The size asked for (0: no pool) and the number of spares ready. */
 unsigned sg_pool_size(void);
 unsigned sg_pool_ready(void);

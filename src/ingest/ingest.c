@@ -1425,11 +1425,6 @@ int sg_ingest_port(const sg_ingest *ing)
     return ing->port;
 }
 
-void sg_ingest_get_stats(const sg_ingest *ing, sg_ingest_stats *out)
-{
-    *out = ing->stats;
-}
-
 int sg_ingest_stop(sg_ingest *ing, sg_err *err)
 {
     if (ing->stopping)

@@ -77,7 +77,7 @@ int sg_ingest_port(const sg_ingest *ing);
 int sg_ingest_stop(sg_ingest *ing, sg_err *err);
 void sg_ingest_free(sg_ingest *ing);
 
-/* Statistics for the bench and logs. */
+/* The ingest's counters (served at /v1/stats to an operator token). */
 typedef struct sg_ingest_stats {
     uint64_t frames;       /* valid frames received */
     uint64_t inserted;     /* new rows committed */
@@ -87,7 +87,6 @@ typedef struct sg_ingest_stats {
     uint64_t conn_refused; /* connections refused by a connection limit */
     uint64_t commits;
 } sg_ingest_stats;
-void sg_ingest_get_stats(const sg_ingest *ing, sg_ingest_stats *out);
 
 /* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */
 int sg_ingest_parse_listen(const char *s, char *host, size_t host_len, int *port, sg_err *err);
