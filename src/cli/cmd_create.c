@@ -148,10 +148,32 @@ static void create_usage(FILE *f)
 {
     fprintf(f,
         "usage: sandglass create --learner L [--task T] [--workspace DIR] [--memory 512M]\n"
-        "                        [--pids 256] [--cpus 1.0] [--timeout S] [--output-limit 64M]\n"
+        "                        [--pids 256] [--cpus 1] [--timeout 600] [--output-limit 64M]\n"
         "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
-        "                        [--checkpoints exec|manual] [--json]\n");
+        "                        [--checkpoints exec|manual] [--json]\n"
+        "\n"
+        "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
+        "\n"
+        "  --learner L          who works in it (required; 1-128 of A-Z a-z 0-9 . _ - @)\n"
+        "  --task T             what for: with a task the session is captured and streamed\n"
+        "                       to the ingest; without, nothing is captured\n"
+        "  --workspace DIR      the directory mounted at /workspace (default: a fresh one in\n"
+        "                       the state directory, removed with the sandbox); a root-owned\n"
+        "                       one keeps its owners (an idmapped mount)\n"
+        "  --memory SIZE        memory of the whole sandbox (default 512M, at least 4M)\n"
+        "  --pids N             processes and threads (default 256)\n"
+        "  --cpus C             CPU cores' worth of time (default 1, at most the host's CPUs)\n"
+        "  --timeout S          wall time of each exec (default 600)\n"
+        "  --output-limit SIZE  output bytes of each exec (default 64M)\n"
+        "  --rootfs DIR         this directory as / instead of the host's system directories\n"
+        "  --ingest URL         where a captured session streams (default ws://127.0.0.1:7433)\n"
+        "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
+        "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
+        "                       caps: reaching one aborts the whole session (default: none)\n"
+        "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
+        "                       and on request\n"
+        "  --json               print {id, learner, task, workspace, limits, caps, ...}\n");
 }
 
 static uid_t chown_uid;
@@ -272,78 +294,71 @@ int sg_cmd_create(int argc, char **argv)
         case 's': secret = optarg; break;
         case 'j': json = true; break;
         case 'S': spare = true; break;
+        /* Each value error names its flag and is a usage error (2). */
         case 'm':
             if (sg_parse_size(optarg, &m.memory, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--memory: %s", err.msg);
             if (m.memory < 4u << 20)
-                return sg_cli_fail("create", "--memory must be at least 4M");
+                return sg_cli_usage("create", "--memory %s: at least 4M", optarg);
             break;
         case 'p':
             if (sg_parse_uint(optarg, 1u << 22, &m.pids, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--pids: %s", err.msg);
             break;
         case 'o':
             if (sg_parse_size(optarg, &m.output_limit, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--output-limit: %s", err.msg);
             break;
         case 'c':
-            if (sg_parse_seconds(optarg, 1024, &m.cpus, &err) < 0) {
-                char msg[SG_ERR_MSG_MAX + 32];
-                snprintf(msg, sizeof msg, "invalid --cpus '%s': expected a positive number of cores", optarg);
-                return sg_cli_fail("create", msg);
-            }
-            if (m.cpus > (double)online) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "invalid --cpus '%.32s': this host has %ld online CPU%s", optarg,
-                         online, online == 1 ? "" : "s");
-                return sg_cli_fail("create", msg);
-            }
+            if (sg_parse_seconds(optarg, 1024, &m.cpus, &err) < 0)
+                return sg_cli_usage("create", "invalid --cpus '%.32s': expected a positive number of cores", optarg);
+            if (m.cpus > (double)online)
+                return sg_cli_usage("create", "invalid --cpus '%.32s': this host has %ld online CPU%s", optarg,
+                                    online, online == 1 ? "" : "s");
             break;
         case 'T':
             if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &m.timeout_s, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--timeout: %s", err.msg);
             break;
         case 'W':
             if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &m.max_wall_s, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--max-wall: %s", err.msg);
             break;
         case 'C':
             if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &m.max_cpu_s, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--max-cpu: %s", err.msg);
             break;
         case 'E':
             if (sg_parse_uint(optarg, UINT32_MAX, &m.max_execs, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--max-execs: %s", err.msg);
             break;
         case 'K':
             if (sg_parse_uint(optarg, UINT32_MAX, &m.max_calls, &err) < 0)
-                return sg_cli_fail("create", err.msg);
+                return sg_cli_usage("create", "--max-calls: %s", err.msg);
             break;
         case 'P':
             if (strcmp(optarg, "exec") && strcmp(optarg, "manual"))
-                return sg_cli_fail("create", "invalid --checkpoints: use exec (before every exec) or manual");
+                return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
+                                    optarg);
             m.manual_checkpoints = strcmp(optarg, "manual") == 0;
             break;
         case 'h':
             create_usage(stdout);
             return 0;
-        default: {
-            char msg[128];
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s'", argv[optind - 1]);
-            return sg_cli_fail("create", msg);
-        }
+        default:
+            return sg_cli_usage("create", "unknown option, or one without its value: '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return sg_cli_fail("create", "unexpected argument (create takes only options)");
+        return sg_cli_usage("create", "unexpected argument '%.64s' (create takes only options)", argv[optind]);
     if (!learner)
-        return sg_cli_fail("create", "--learner is required");
+        return sg_cli_usage("create", "--learner is required");
     if (!sg_valid_name(learner))
-        return sg_cli_fail("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
+        return sg_cli_usage("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
     if ((strcmp(learner, SG_POOL_LEARNER) == 0) != spare)
         return sg_cli_fail("create", "--learner " SG_POOL_LEARNER " is reserved for the pool's spares");
     if (task && !sg_valid_name(task))
-        return sg_cli_fail("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
+        return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
     char ingest_host[256] = "";
     int ingest_port = 0;
     if ((ingest || secret) && !task)

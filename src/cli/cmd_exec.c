@@ -138,7 +138,26 @@ static bool relay_until_readable(int ctl, stdin_relay *r)
 
 static void exec_usage(FILE *f)
 {
-    fprintf(f, "usage: sandglass exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--json] -- CMD [ARG...]\n");
+    fprintf(f,
+        "usage: sandglass exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--json] -- CMD [ARG...]\n"
+        "\n"
+        "Runs CMD in the live sandbox ID (or a unique prefix of its id), as the\n"
+        "sandbox user, with this stdin (relayed through a pipe unless it is one) and\n"
+        "its stdout and stderr apart. Exits with the command's status (128+N for\n"
+        "signal N); 125: sandglass's own error, 126: the command could not start,\n"
+        "127: not found. A command sandglass kills (time limit, output or memory\n"
+        "limit, abort) ends with one line on stderr saying why.\n"
+        "\n"
+        "  --timeout S   wall time for this exec (default: the sandbox's, 600 s unless\n"
+        "                create said otherwise)\n"
+        "  --cwd DIR     an absolute directory inside the sandbox (default /workspace)\n"
+        "  --env K=V     one more environment variable (repeatable)\n"
+        "  --json        end stdout with {exit_code, signal, wall_s, cpu_s, memory_peak,\n"
+        "                oom_killed, pids_limit_hit, timed_out, output_bytes,\n"
+        "                output_limit_hit, killed_by}\n"
+        "\n"
+        "The first SIGINT, SIGTERM or SIGHUP goes to the command; after SIGTERM or\n"
+        "SIGHUP exec waits 5 s at most; a second signal kills the command.\n");
 }
 
 static int exec_fail(const char *msg)

@@ -51,15 +51,21 @@ int sg_cmd_gc(int argc, char **argv)
     bool orphans = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: sandglass gc [--orphan-cgroups]\n");
+            printf("usage: sandglass gc [--orphan-cgroups]\n"
+                   "\n"
+                   "Removes what crashed supervisors left behind in this state directory:\n"
+                   "sandboxes whose supervisor is dead (processes, cgroups, state; a captured\n"
+                   "one's spool is kept for 'sandglass flush').\n"
+                   "\n"
+                   "  --orphan-cgroups   also cgroups under sandglass/ with no state directory,\n"
+                   "                     when their owner mark names this state directory\n");
             return 0;
         }
         if (strcmp(argv[i], "--orphan-cgroups") == 0) {
             orphans = true;
             continue;
         }
-        fprintf(stderr, "sandglass gc: unknown option '%s'\n", argv[i]);
-        return 2;
+        return sg_cli_usage("gc", "unknown option '%s'", argv[i]);
     }
     sg_err err = {0};
     if (!sg_state_dir(&err))

@@ -18,11 +18,15 @@ int sg_cmd_ls(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: sandglass ls [--json]\n");
+            printf("usage: sandglass ls [--json]\n"
+                   "\n"
+                   "Lists this state directory's sandboxes (the pool's spares left out): id,\n"
+                   "state (running, aborted and why, starting, dead), learner, task, workspace.\n"
+                   "\n"
+                   "  --json    a JSON array of the sandboxes' records, with state and abort\n");
             return 0;
         } else {
-            fprintf(stderr, "sandglass ls: unknown option '%s'\n", argv[i]);
-            return 2;
+            return sg_cli_usage("ls", "unknown option '%s'", argv[i]);
         }
     }
     sg_err err = {0};

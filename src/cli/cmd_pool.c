@@ -12,8 +12,14 @@
 static void pool_usage(FILE *f)
 {
     fprintf(f, "usage: sandglass pool [N] [--json]\n"
-               "  N: keep N spare sandboxes ready (0 to %d; 0 empties the pool); without N,\n"
-               "     print the pool's size and how many spares are ready\n", SG_POOL_MAX);
+               "\n"
+               "Keeps spare sandboxes ready, so that a create claims one instead of\n"
+               "building it (root only; a create with its own --workspace, --rootfs or\n"
+               "rootless always builds). The pool is empty until asked for.\n"
+               "\n"
+               "  N       keep N spares ready (0 to %d; 0 destroys them); without N, print\n"
+               "          the pool's size and how many spares are ready\n"
+               "  --json  print {size, ready}\n", SG_POOL_MAX);
 }
 
 int sg_cmd_pool(int argc, char **argv)
@@ -30,13 +36,11 @@ int sg_cmd_pool(int argc, char **argv)
             pool_usage(stdout);
             return 0;
         } else if (argv[i][0] == '-' || have_n) {
-            char m[160];
-            snprintf(m, sizeof m, "unexpected argument '%.100s' (see 'sandglass pool --help')", argv[i]);
-            return sg_cli_fail("pool", m);
+            return sg_cli_usage("pool", "unexpected argument '%.100s'", argv[i]);
         } else {
             /* 0 empties the pool (sg_parse_uint starts at 1) */
             if (strcmp(argv[i], "0") != 0 && sg_parse_uint(argv[i], SG_POOL_MAX, &n, &err) < 0)
-                return sg_cli_fail("pool", err.msg);
+                return sg_cli_usage("pool", "invalid size '%.32s': from 0 (empty) to %d", argv[i], SG_POOL_MAX);
             have_n = true;
         }
     }

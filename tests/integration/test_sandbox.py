@@ -535,13 +535,14 @@ def _():
                f"{name}: one-line error naming it", f"rc={p.returncode} stderr={err!r}")
         if code is not None:
             # README: exec exits 125 for sandglass's own errors, so that
-            # they cannot be taken for the command's exit status.
+            # they cannot be taken for the command's exit status; other
+            # commands exit 2 for a usage error.
             tap.eq(p.returncode, code, f"{name}: exit code {code}")
 
     bad(["exec", "nosuchid0000", "--", "true"], "nosuchid0000", "unknown sandbox id", code=125)
     bad(["destroy", "nosuchid0000"], "nosuchid0000", "destroy of an unknown id")
-    bad(["create", "--learner", "x", "--memory", "512Q"], "512Q", "malformed limit")
-    bad(["create", "--learner", "x", "--pids", "-3"], "-3", "negative pids")
+    bad(["create", "--learner", "x", "--memory", "512Q"], "512Q", "malformed limit", code=2)
+    bad(["create", "--learner", "x", "--pids", "-3"], "--pids", "negative pids", code=2)
     bad(["create", "--learner", "x", "--workspace", "/nonexistent/ws"], "/nonexistent/ws", "missing workspace")
     f = os.path.join(env.root, "afile")
     open(f, "w").close()
@@ -550,9 +551,9 @@ def _():
     bad(["create", "--learner", "x", "--workspace", env.root], "contains the state directory",
         "workspace containing the state directory")
     bad(["create", "--learner", "bad/name"], "--learner", "invalid learner")
-    bad(["create"], "--learner", "missing learner")
+    bad(["create"], "--learner", "missing learner", code=2)
     bad(["exec", sid], "missing command", "missing command", code=125)
-    bad(["create", "--learner", "x", "--bogus"], "--bogus", "unknown option")
+    bad(["create", "--learner", "x", "--bogus"], "--bogus", "unknown option", code=2)
     bad(["exec", sid, "--bogus", "--", "true"], "--bogus", "unknown exec option", code=125)
     bad(["exec", sid, "--timeout", "soon", "--", "true"], "soon", "malformed exec timeout", code=125)
     bad(["create", "--learner", "x", "--cpus", "lots"], "--cpus", "malformed cpus")
