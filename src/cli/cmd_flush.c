@@ -10,9 +10,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libwebsockets.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -29,26 +31,43 @@
 #define FLUSH_META_MAX (64u * 1024)
 
 static const char usage[] =
-    "usage: sandglass flush [--ingest ws://HOST:PORT] [--timeout S] [ID...]\n"
+    "usage: sandglass flush [--ingest ws://HOST:PORT] [--secret FILE] [--timeout S] [ID...]\n"
     "  delivers the capture spools of destroyed sandboxes that the ingest did not\n"
     "  acknowledge (kept under <state>/undelivered/), then removes them\n"
     "  --ingest   deliver there instead of the ingest the sandbox was created with\n"
+    "  --secret   sign the tokens with this key instead of the one the sandbox used\n"
     "  --timeout  give up on one spool after this many seconds (default 30)\n";
+
+/* Why a spool is not getting through, for the one line that says so. */
+typedef struct flush_watch {
+    sg_uplink *u;
+    char why[300];
+} flush_watch;
 
 static void on_uplink_event(void *ud, const sg_uplink_event *ev)
 {
-    const char *id = ud;
-    if (ev->type == SG_UPLINK_REFUSED || ev->type == SG_UPLINK_ERROR)
-        fprintf(stderr, "sandglass flush: %s: %s\n", id, ev->reason);
+    flush_watch *w = ud;
+    if (ev->type == SG_UPLINK_REFUSED && (ev->code == 401 || ev->code == 403)) {
+        /* A rejected token stays rejected: retrying cannot help. */
+        snprintf(w->why, sizeof w->why, "token rejected (%d): %s", ev->code, ev->reason);
+        sg_uplink_drain_stop(w->u);
+    } else if (ev->type == SG_UPLINK_REFUSED || ev->type == SG_UPLINK_ERROR ||
+               ev->type == SG_UPLINK_DISCONNECTED) {
+        snprintf(w->why, sizeof w->why, "%s", ev->reason);
+    }
 }
 
 /* Delivers one undelivered spool. Returns 0 when all of it is acknowledged
  * (and removed), -1 otherwise; *delivered counts the events sent. */
 static int flush_one(const char *udir, const char *id, const char *ingest_override,
-                     double timeout_s, uint64_t *delivered, sg_err *err)
+                     const char *secret_override, double timeout_s, uint64_t *delivered, sg_err *err)
 {
     *delivered = 0;
     sg_autofree char *dir = sg_strdup_printf("%s/%s", udir, id);
+    struct stat st;
+    if (stat(dir, &st) < 0)
+        return sg_err_set(err, ENOENT, "no undelivered spool of a sandbox '%s' (see 'sandglass flush' with "
+                          "no id for all of them)", id);
     sg_autofree char *meta_path = sg_strdup_printf("%s/meta.json", dir);
     sg_autofree char *spool_dir = sg_strdup_printf("%s/spool", dir);
     size_t len = 0;
@@ -64,7 +83,8 @@ static int flush_one(const char *udir, const char *id, const char *ingest_overri
     const char *task = json_string_value(json_object_get(meta, "task"));
     const char *url = ingest_override ? ingest_override
                                       : json_string_value(json_object_get(meta, "ingest"));
-    const char *secret_file = json_string_value(json_object_get(meta, "secret_file"));
+    const char *secret_file = secret_override ? secret_override
+                                              : json_string_value(json_object_get(meta, "secret_file"));
     if (!learner || !task || !url || !secret_file)
         return sg_err_set(err, EINVAL, "%s lacks learner, task, ingest or secret_file", meta_path);
 
@@ -90,13 +110,18 @@ static int flush_one(const char *udir, const char *id, const char *ingest_overri
     uv_loop_t loop;
     uv_loop_init(&loop);
     int r = 0;
+    flush_watch w = {0};
     sg_uplink *u = sg_uplink_new(&loop, url, token, sp, err);
     if (!u) {
         sg_err_prefix(err, "cannot start an uplink to %s", url);
         r = -1;
     } else {
-        sg_uplink_set_event_cb(u, on_uplink_event, (void *)id);
+        w.u = u;
+        sg_uplink_set_event_cb(u, on_uplink_event, &w);
         r = sg_uplink_drain(u, (uint64_t)(timeout_s * 1000.0), err);
+        if (r < 0 && w.why[0])
+            sg_err_set(err, err->code, "%" PRIu64 " events not delivered to %s: %s", sg_spool_pending(sp), url,
+                       w.why);
         sg_uplink_free(u);
     }
     uv_run(&loop, UV_RUN_NOWAIT);
@@ -120,10 +145,11 @@ int sg_cmd_flush(int argc, char **argv)
     static const struct option longopts[] = {
         {"ingest", required_argument, NULL, 'i'},
         {"timeout", required_argument, NULL, 't'},
+        {"secret", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *ingest = NULL;
+    const char *ingest = NULL, *secret = NULL;
     double timeout_s = FLUSH_TIMEOUT_DEFAULT_S;
     sg_err err = {0};
     int c;
@@ -131,6 +157,7 @@ int sg_cmd_flush(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'i': ingest = optarg; break;
+        case 's': secret = optarg; break;
         case 't':
             if (sg_parse_seconds(optarg, 24 * 3600.0, &timeout_s, &err) < 0) {
                 fprintf(stderr, "sandglass flush: --timeout: %s\n", err.msg);
@@ -141,6 +168,9 @@ int sg_cmd_flush(int argc, char **argv)
         default: fputs(usage, stderr); return 2;
         }
     }
+    /* What goes wrong is said in one line per spool: libwebsockets' own
+     * log lines only with SG_UPLINK_DEBUG. */
+    lws_set_log_level(getenv("SG_UPLINK_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : 0, NULL);
     if (!sg_state_dir(&err)) {
         fprintf(stderr, "sandglass flush: state directory: %s\n", err.msg);
         return 1;
@@ -183,8 +213,11 @@ int sg_cmd_flush(int argc, char **argv)
         }
         uint64_t n = 0;
         sg_err e = {0};
-        if (flush_one(udir, ids[i], ingest, timeout_s, &n, &e) < 0) {
-            fprintf(stderr, "sandglass flush: %s: %s (kept under %s/%s)\n", ids[i], e.msg, udir, ids[i]);
+        if (flush_one(udir, ids[i], ingest, secret, timeout_s, &n, &e) < 0) {
+            if (strncmp(e.msg, "no undelivered spool", 20) == 0)
+                fprintf(stderr, "sandglass flush: %s\n", e.msg);
+            else
+                fprintf(stderr, "sandglass flush: %s: %s (kept under %s/%s)\n", ids[i], e.msg, udir, ids[i]);
             failed++;
         } else {
             printf("%s: %" PRIu64 " events delivered\n", ids[i], n);

@@ -492,6 +492,12 @@ int sg_uplink_drain(sg_uplink *u, uint64_t timeout_ms, sg_err *err)
                       sg_spool_pending(u->spool), timeout_ms);
 }
 
+void sg_uplink_drain_stop(sg_uplink *u)
+{
+    if (u && u->draining)
+        u->drain_timed_out = true;
+}
+
 void sg_uplink_close(sg_uplink *u)
 {
     if (!u || u->st == ST_CLOSING)

@@ -81,6 +81,11 @@ void sg_uplink_get_stats(const sg_uplink *u, sg_uplink_stats *out);
  * (0) or timeout_ms passes (-1, ETIMEDOUT). A pending backoff is cut short. */
 int sg_uplink_drain(sg_uplink *u, uint64_t timeout_ms, sg_err *err);
 
+/* Ends a running sg_uplink_drain at its next turn of the loop (it then
+ * fails as a timeout does): for an event callback that knows waiting is
+ * useless (a token the ingest rejects). */
+void sg_uplink_drain_stop(sg_uplink *u);
+
 /* Starts closing (connection, timer, lws context); may be called inside
  * the loop. The loop then drains the uplink's handles. */
 void sg_uplink_close(sg_uplink *u);

@@ -85,6 +85,39 @@ try:
                p.stderr.decode())
         tap.ok(not os.path.exists(os.path.join(env.root, "no")), "and no directory was made")
 
+    @tap.case("flush says why")
+    def _flush():
+        import socket
+        p = env.run("flush", "nosuchid0000")
+        tap.ok(p.returncode == 1 and b"no undelivered spool" in p.stderr and b"nosuchid0000" in p.stderr,
+               "flush of an unknown id says there is no such spool", p.stderr.decode())
+        sid2 = env.create("--task", "k", "--ingest", "ws://127.0.0.1:9")
+        env.exec(sid2, "echo", "hi")
+        env.run("destroy", sid2, timeout=120)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        ing = env.spawn([SANDGLASS, "ingest", "--listen", f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL)
+        try:
+            tap.ok(b"listening" in ing.stdout.readline(), "an ingest runs")
+            other = os.path.join(env.root, "other-secret")
+            with open(other, "w") as f:
+                f.write(os.urandom(32).hex() + "\n")
+            os.chmod(other, 0o600)
+            p = env.run("flush", "--ingest", f"ws://127.0.0.1:{port}", "--secret", other, "--timeout", "30",
+                        sid2, timeout=120)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and "token rejected (401)" in err and "LWS" not in err
+                   and err.count("\n") == 1, "a rejected token is said in one line, at once", err)
+            p = env.run("flush", "--ingest", f"ws://127.0.0.1:{port}", sid2, timeout=120)
+            tap.ok(p.returncode == 0 and b"events delivered" in p.stdout, "with the right key it delivers",
+                   (p.stdout + p.stderr).decode())
+        finally:
+            ing.terminate()
+            ing.wait(timeout=60)
+
     @tap.case("--json errors are JSON")
     def _json_errors():
         p = env.run("checkpoints", "nosuchid0000", "--json")
