@@ -39,6 +39,7 @@
 
 #define MCP_READ_CHUNK (64 * 1024)
 #define MCP_DRAIN_MS 10000   /* wait for calls to end after the abort */
+#define MCP_KEEP_DEFAULT_S 300.0 /* an ended session's sandbox stays this long (--keep) */
 #define MCP_CREATE_OUT_MAX (64 * 1024)
 
 typedef struct app {
@@ -353,12 +354,19 @@ static void mcp_usage(FILE *f)
         "                     [--cpus C] [--timeout S] [--output-limit B] [--rootfs DIR]\n"
         "                     [--ingest URL] [--secret FILE]\n"
         "                     [--max-calls N] [--max-wall S] [--max-execs N] [--max-cpu S]\n"
+        "                     [--keep S|forever]\n"
         "       sandglass mcp --sandbox ID\n"
         "\n"
         "Serves the Model Context Protocol (2025-11-25 and 2026-07-28) on stdin/stdout:\n"
         "tools run_bash, write_file, edit_file, read_file, checkpoint, rollback, all inside\n"
-        "the sandbox. EOF on stdin or SIGTERM/SIGINT aborts the session; the sandbox is\n"
-        "kept (its id is printed on stderr) for 'sandglass rollback' or 'sandglass destroy'.\n");
+        "the sandbox. EOF on stdin or SIGTERM/SIGINT aborts the session; the sandbox it\n"
+        "made is kept (its id is printed on stderr) for 'sandglass rollback', then\n"
+        "destroyed by its supervisor (a sandbox event says why).\n"
+        "\n"
+        "  --keep S       how long to keep it after the session ends (default 300; 'forever'\n"
+        "                 keeps it until 'sandglass destroy')\n"
+        "  --sandbox ID   serve an existing sandbox (it is never destroyed by mcp)\n"
+        "  the other options are create's (see 'sandglass create --help')\n");
 }
 
 int sg_cmd_mcp(int argc, char **argv)
@@ -380,6 +388,7 @@ int sg_cmd_mcp(int argc, char **argv)
         {"max-wall", required_argument, NULL, 'K'},
         {"max-execs", required_argument, NULL, 'K'},
         {"max-cpu", required_argument, NULL, 'K'},
+        {"keep", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -387,12 +396,13 @@ int sg_cmd_mcp(int argc, char **argv)
     static const char *const flags[] = {
         "--sandbox", "--learner", "--task", "--workspace", "--memory", "--pids", "--cpus",
         "--timeout", "--output-limit", "--rootfs", "--ingest", "--secret",
-        "--max-calls", "--max-wall", "--max-execs", "--max-cpu", "--help",
+        "--max-calls", "--max-wall", "--max-execs", "--max-cpu", "--keep", "--help",
     };
     _Static_assert(SG_ARRAY_LEN(flags) == SG_ARRAY_LEN(opts) - 1, "one flag per option");
     app a = {0};
     const char *sandbox = NULL;
-    bool have_learner = false, have_task = false, have_caps = false;
+    bool have_learner = false, have_task = false, have_caps = false, keep_given = false;
+    double keep_s = MCP_KEEP_DEFAULT_S;
     /* argv for `sandglass create`: at most every option twice, plus 4. */
     sg_autofree char **cargs = calloc((size_t)argc * 2 + 8, sizeof *cargs);
     if (!cargs)
@@ -405,6 +415,16 @@ int sg_cmd_mcp(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+", opts, &idx)) != -1) {
         switch (c) {
         case 'S': sandbox = optarg; break;
+        case 'k':
+            if (strcmp(optarg, "forever") == 0) {
+                keep_s = -1;
+            } else {
+                sg_err kerr = {0};
+                if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &keep_s, &kerr) < 0)
+                    return sg_cli_usage("mcp", "--keep: %s (or 'forever')", kerr.msg);
+            }
+            keep_given = true;
+            break;
         case 'K':
             have_caps = true;
             __attribute__((fallthrough));
@@ -430,6 +450,8 @@ int sg_cmd_mcp(int argc, char **argv)
     }
     if (optind < argc)
         return sg_cli_fail("mcp", "unexpected argument (mcp takes only options)");
+    if (sandbox && keep_given)
+        return sg_cli_usage("mcp", "--keep is for a sandbox mcp creates; an attached one stays its owner's");
     bool created = false;
     sg_err err = {0};
     if (sandbox) {
@@ -550,8 +572,23 @@ int sg_cmd_mcp(int argc, char **argv)
             serve_calls(&a, pfd, calls, n);
     }
     sg_mcp_free(a.m);
-    if (created)
-        fprintf(stderr, "sandglass mcp: sandbox %s kept: 'sandglass rollback %s' restores a checkpoint, "
-                        "'sandglass destroy %s' removes it\n", a.id, a.id, a.id);
+    if (created) {
+        /* Kept for rollback, then destroyed by its supervisor (which
+         * records why in a sandbox event): sessions that end must not
+         * leave sandboxes for good. */
+        if (keep_s >= 0) {
+            sg_autojson json_t *ex = json_pack("{s:s, s:f}", "op", "expire", "after_s", keep_s);
+            sg_autojson json_t *res = sg_cli_request(a.id, ex, &err);
+            if (!res)
+                fprintf(stderr, "sandglass mcp: cannot set the keep of sandbox %s: %s\n", a.id, err.msg);
+        }
+        char keep[64];
+        if (keep_s >= 0)
+            snprintf(keep, sizeof keep, "for %g s", keep_s);
+        else
+            snprintf(keep, sizeof keep, "for good (--keep forever)");
+        fprintf(stderr, "sandglass mcp: sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
+                        "'sandglass destroy %s' removes it\n", a.id, keep, a.id, a.id);
+    }
     return 0;
 }

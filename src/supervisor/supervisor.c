@@ -161,6 +161,8 @@ struct sup {
     uint64_t start_ns;
     uint64_t execs_total, calls_total;
     uv_timer_t cap_timer;   /* wall and cpu caps */
+    uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
+    bool expire_init;
     char **leaves;          /* exec leaves that may still hold processes */
     size_t nleaves, capleaves;
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
@@ -724,6 +726,20 @@ static json_t *sup_abort(sup *s, const char *by, const char *reason)
     json_decref(k);
     capture_emit(s, "session_abort", json_deep_copy(rec));
     return rec;
+}
+
+static void sup_destroy(sup *s, client *c);
+
+/* The keep of an ended session is over: the sandbox goes, saying why. */
+static void on_expire(uv_timer_t *t)
+{
+    sup *s = t->data;
+    if (s->destroying)
+        return;
+    sg_log_line("supervisor", "the sandbox's keep after its session ended is over: destroying it");
+    capture_emit(s, "sandbox", json_pack("{s:s, s:s}", "state", "expired", "reason",
+                                         "its agent session ended and the keep (mcp --keep) passed"));
+    sup_destroy(s, NULL);
 }
 
 static void on_cap_timer(uv_timer_t *t)
@@ -1909,6 +1925,22 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
         client_send_json(c, SG_CTL_RESULT, json_pack("{s:b}", "pong", 1));
         c->close_after_flush = true;
         client_flush(c);
+    } else if (strcmp(op, "expire") == 0) {
+        /* Destroy in after_s seconds (a negative value cancels): an agent
+         * session that ended keeps its sandbox for rollback this long. */
+        json_t *v = json_object_get(req, "after_s");
+        double after = json_is_number(v) ? json_number_value(v) : -1;
+        if (!s->expire_init) {
+            uv_timer_init(&s->loop, &s->expire_timer);
+            s->expire_timer.data = s;
+            s->expire_init = true;
+        }
+        uv_timer_stop(&s->expire_timer);
+        if (after >= 0 && after <= 365.0 * 24 * 3600)
+            uv_timer_start(&s->expire_timer, on_expire, (uint64_t)(after * 1000.0), 0);
+        client_send_json(c, SG_CTL_RESULT, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
+        c->close_after_flush = true;
+        client_flush(c);
     } else if (strcmp(op, "resume") == 0) {
         if (!s->aborted) {
             client_error(c, "the session is not aborted");
@@ -1921,6 +1953,8 @@ static void handle_request(sup *s, client *c, const char *buf, size_t len, int f
             s->aborted = false;
             s->abort_reason[0] = s->abort_by[0] = '\0';
             sg_state_abort_clear(s->meta.id);
+            if (s->expire_init)
+                uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
             capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
             ready_next(s);
             client_send_json(c, SG_CTL_RESULT, r);
@@ -2205,6 +2239,8 @@ static void stop_loop_handles(sup *s)
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
     uv_timer_stop(&s->cap_timer);
+    if (s->expire_init)
+        uv_timer_stop(&s->expire_timer);
     uv_stop(&s->loop);
 }
 

@@ -16,7 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sgtest import SANDGLASS, Env, await_true, cgroup_pids, cmdline, pid_alive, tap  # noqa: E402
+from sgtest import SANDGLASS, Env, await_true, cgroup_dirs, cgroup_pids, cmdline, pid_alive, tap  # noqa: E402
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -516,6 +516,25 @@ def run(env: Env) -> None:
         err = p.stderr.decode()
         tap.ok(p.returncode != 0 and "is aborted" in err and "sandglass resume" in err,
                "attaching to the aborted sandbox says so at once, and how to resume", err)
+
+    @tap.case("an ended session's sandbox goes after its keep")
+    def _():
+        s = Session(env, "--learner", "t", "--task", "keep", "--keep", "1")
+        s.initialize(LEGACY)
+        r = s.tool("run_bash", {"command": "echo kept"})
+        tap.ok("kept" in text(r), "a call runs")
+        tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
+        tap.ok("kept for 1 s" in "".join(s.stderr), "mcp says how long the sandbox is kept", "".join(s.stderr))
+        await_true(lambda: not any(sb["id"] == s.sid for sb in env.ls()),
+                   "the sandbox is destroyed once its keep has passed", timeout=120, diag=lambda: repr(env.ls()))
+        tap.ok(not any(os.path.isdir(d) for d in cgroup_dirs(s.sid)), "and nothing of it is left (cgroups)")
+        f = Session(env, "--learner", "t", "--task", "keep", "--keep", "forever")
+        f.initialize(LEGACY)
+        tap.eq(f.close(timeout=120), 0, "a --keep forever session ends")
+        tap.ok("for good" in "".join(f.stderr), "and says its sandbox stays", "".join(f.stderr))
+        p = env.run("mcp", "--sandbox", f.sid, "--keep", "5")
+        tap.ok(p.returncode == 2 and b"--keep" in p.stderr, "--keep with --sandbox is refused", p.stderr.decode())
+        tap.ok(any(sb["id"] == f.sid for sb in env.ls()), "the --keep forever sandbox is still there")
 
     @tap.case("options")
     def _():
