@@ -83,7 +83,7 @@ run_suite() { # dir, label, meson test args...
 # written at exit after its log was deleted, still fails the run; the
 # supervisors' own logs are archived there before a destroy deletes them
 # (SANDGLASS_LOG_ARCHIVE, read by the state module).
-san_dir=/tmp/sg-sanitizer-reports
+san_dir="$root/build-asan-reports" # per checkout: two runs side by side keep apart
 check_sanitizer_reports() { # label
   local n=0 f
   for f in "$san_dir"/report.* ; do
