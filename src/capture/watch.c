@@ -1094,6 +1094,28 @@ static json_t *jstr_path(const char *p)
     return s ? json_string(s) : NULL;
 }
 
+/* A path that is not valid UTF-8 shows with U+FFFD in "path" (JSON can
+ * carry nothing else), so two such files could share it: its bytes go
+ * beside it, in hex, so every path in the events is told apart and can be
+ * given back exactly. NULL for a valid path. */
+static json_t *jhex_path_if_invalid(const char *p)
+{
+    size_t n = strlen(p), clean_len = 0;
+    sg_autofree char *s = sg_utf8_sanitize(p, n, &clean_len);
+    if (s && clean_len == n && memcmp(s, p, n) == 0)
+        return NULL;
+    sg_autofree char *hex = malloc(2 * n + 1);
+    if (!hex)
+        return NULL;
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        hex[2 * i] = digits[(unsigned char)p[i] >> 4];
+        hex[2 * i + 1] = digits[(unsigned char)p[i] & 15];
+    }
+    hex[2 * n] = '\0';
+    return json_string(hex);
+}
+
 static json_t *build_payload(sg_watch *w, const action *a)
 {
     static const char *names[] = {"deleted", "renamed", "modified", "created"};
@@ -1101,10 +1123,17 @@ static json_t *build_payload(sg_watch *w, const action *a)
     if (!p)
         return NULL;
     json_object_set_new(p, "path", jstr_path(a->path));
+    json_t *raw = jhex_path_if_invalid(a->path);
+    if (raw)
+        json_object_set_new(p, "path_hex", raw);
     json_object_set_new(p, "change", json_string(names[a->kind]));
     const fstate *old = a->replaced ? &a->replaced->st : a->old ? &a->old->st : NULL;
-    if (a->kind == ACT_REN)
+    if (a->kind == ACT_REN) {
         json_object_set_new(p, "old_path", jstr_path(a->old->orig_path));
+        json_t *oraw = jhex_path_if_invalid(a->old->orig_path);
+        if (oraw)
+            json_object_set_new(p, "old_path_hex", oraw);
+    }
     if (a->replaced)
         json_object_set_new(p, "replaced", json_true());
     const fstate *nw = a->kind == ACT_DEL ? NULL : &a->cur;

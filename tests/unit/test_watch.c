@@ -526,6 +526,39 @@ static void test_overflow_rescan(void **state)
     assert_non_null(find(f, "keep.txt", "modified"));
 }
 
+/* Two names that differ only in bytes that are not UTF-8 show as the same
+ * "path" (U+FFFD): path_hex tells them apart, exactly. */
+static void test_invalid_utf8_names(void **state)
+{
+    fx *f = *state;
+    start(f);
+    run_until(f, 1, 50, 0);
+    put(f, "a\xff", "one\n");
+    put(f, "a\xfe", "two\n");
+    put(f, "plain", "three\n");
+    run_until(f, 3, 2000, 30);
+    expect_n(f, 3);
+    const char *h1 = NULL, *h2 = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(f->evs, i, e) {
+        const char *path = json_string_value(json_object_get(e, "path"));
+        const char *hex = json_string_value(json_object_get(e, "path_hex"));
+        if (strcmp(path, "plain") == 0) {
+            assert_null(hex); /* a valid path has none */
+        } else {
+            assert_string_equal(path, "a\xef\xbf\xbd"); /* a U+FFFD */
+            assert_non_null(hex);
+            if (strcmp(hex, "61ff") == 0)
+                h1 = hex;
+            else if (strcmp(hex, "61fe") == 0)
+                h2 = hex;
+        }
+    }
+    assert_non_null(h1);
+    assert_non_null(h2);
+}
+
 static void test_rename_chain_and_replace(void **state)
 {
     fx *f = *state;
@@ -567,6 +600,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_basic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_utf8_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nested_race, setup, teardown),
         cmocka_unit_test_setup_teardown(test_editor_saves, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_binary_symlink, setup, teardown),
