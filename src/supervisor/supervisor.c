@@ -941,10 +941,10 @@ static json_t *changes_json(sg_checkpoint_change *ch, size_t n)
 
 #define SUP_SAFETY_LABEL "before rollback"
 
-/* The default rollback target: the newest checkpoint that is not the safety
- * copy a rollback keeps, or rolling back twice would undo the first
- * rollback (that copy stays reachable with --to). */
-static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+/* The newest checkpoint whose label is `label` (same) or is not (!same):
+ * 1 and its id in out, 0 when there is none, -1 with err. */
+static int newest_checkpoint(sup *s, const char *label, bool same, char out[SG_CHECKPOINT_ID_LEN + 1],
+                             sg_err *err)
 {
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
@@ -953,20 +953,28 @@ static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *er
     ckpt_used(s);
     if (rc < 0)
         return -1;
-    if (n == 0) {
-        sg_checkpoint_infos_free(v, n);
-        return sg_err_set(err, ENOENT, "this sandbox has no checkpoint");
-    }
-    size_t pick = n - 1;
-    for (size_t i = n; i-- > 0;) {
-        if (!v[i].label || strcmp(v[i].label, SUP_SAFETY_LABEL) != 0) {
-            pick = i;
-            break;
+    int found = 0;
+    for (size_t i = n; i-- > 0 && !found;) {
+        if ((v[i].label && strcmp(v[i].label, label) == 0) == same) {
+            memcpy(out, v[i].id, SG_CHECKPOINT_ID_LEN + 1);
+            found = 1;
         }
     }
-    memcpy(out, v[pick].id, SG_CHECKPOINT_ID_LEN + 1);
+    if (!found && !same && n > 0) { /* only safety copies: the newest */
+        memcpy(out, v[n - 1].id, SG_CHECKPOINT_ID_LEN + 1);
+        found = 1;
+    }
     sg_checkpoint_infos_free(v, n);
-    return 0;
+    return found;
+}
+
+/* The default rollback target: the newest checkpoint that is not the safety
+ * copy a rollback keeps, or rolling back twice would undo the first
+ * rollback (that copy stays reachable with --to). */
+static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+{
+    int rc = newest_checkpoint(s, SUP_SAFETY_LABEL, false, out, err);
+    return rc == 0 ? sg_err_set(err, ENOENT, "this sandbox has no checkpoint") : rc < 0 ? -1 : 0;
 }
 
 /* Whether a --to names a checkpoint by (a prefix of) its id. */
@@ -984,23 +992,9 @@ static bool is_hex_prefix(const char *s)
 /* The newest checkpoint labelled exactly label. */
 static int label_target(sup *s, const char *label, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
 {
-    sg_checkpoint_info *v = NULL;
-    size_t n = 0;
-    ckpt_flush_labels(s);
-    int rc = sg_ckpt_client_list(s->ckpt, &v, &n, err);
-    ckpt_used(s);
-    if (rc < 0)
-        return -1;
-    for (size_t i = n; i-- > 0;) {
-        if (v[i].label && strcmp(v[i].label, label) == 0) {
-            memcpy(out, v[i].id, SG_CHECKPOINT_ID_LEN + 1);
-            sg_checkpoint_infos_free(v, n);
-            return 0;
-        }
-    }
-    sg_checkpoint_infos_free(v, n);
-    return sg_err_set(err, ENOENT, "no checkpoint with the id or label '%.100s' (see 'sandglass checkpoints')",
-                      label);
+    int rc = newest_checkpoint(s, label, true, out, err);
+    return rc == 0 ? sg_err_set(err, ENOENT, "no checkpoint with the id or label '%.100s' (see 'sandglass "
+                                "checkpoints')", label) : rc < 0 ? -1 : 0;
 }
 
 static void sup_rollback(sup *s, client *c, json_t *req)
