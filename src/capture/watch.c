@@ -1094,6 +1094,8 @@ static json_t *jstr_path(const char *p)
     return s ? json_string(s) : NULL;
 }
 
+#define SG_WATCH_PATH_HEX_MAX 4096 /* bytes of a path given in path_hex, at most */
+
 /* A path that is not valid UTF-8 shows with U+FFFD in "path" (JSON can
  * carry nothing else), so two such files could share it: its bytes go
  * beside it, in hex, so every path in the events is told apart and can be
@@ -1101,6 +1103,11 @@ static json_t *jstr_path(const char *p)
 static json_t *jhex_path_if_invalid(const char *p)
 {
     size_t n = strlen(p), clean_len = 0;
+    /* Bounded: a learner nests paths far past PATH_MAX, and a file_diff
+     * frame must stay under the ingest's frame limit (path, old_path and
+     * their U+FFFD forms are already in it). Past the bound: no hex. */
+    if (n > SG_WATCH_PATH_HEX_MAX)
+        return NULL;
     sg_autofree char *s = sg_utf8_sanitize(p, n, &clean_len);
     if (s && clean_len == n && memcmp(s, p, n) == 0)
         return NULL;

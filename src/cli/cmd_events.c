@@ -312,7 +312,7 @@ static void print_timeline(json_t *ev, bool show_stream)
                  vis_str(state ? state : "?", stbuf, sizeof stbuf),
                  (long long)json_integer_value(sp));
     } else {
-        sg_autofree char *txt = json_dumps(p, JSON_COMPACT);
+        sg_autofree char *txt = sg_json_dump(p); /* 10 digits: no float noise */
         vis_str(txt ? txt : "", summary, 220);
     }
     char kbuf[64], lbuf[3][160];
