@@ -276,15 +276,25 @@ static void uid_slot_path(char *buf, size_t size, unsigned slot)
 
 /* Whether the slot file at path names a sandbox directory that still
  * exists (its owner is alive or at least not cleaned up). */
+/* The sandbox directory a slot file names, into owner. Returns 1, 0 when
+ * the file is empty, -1 with errno when it cannot be read. */
+static int uid_slot_owner(const char *path, char owner[PATH_MAX])
+{
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd < 0 ? -1 : read(fd, owner, PATH_MAX - 1);
+    if (n < 0)
+        return -1;
+    owner[n] = '\0';
+    owner[strcspn(owner, "\n")] = '\0';
+    return n > 0;
+}
+
 static bool uid_slot_live(const char *path)
 {
     char owner[PATH_MAX];
-    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    ssize_t n = fd < 0 ? -1 : read(fd, owner, sizeof owner - 1);
-    if (n <= 0)
-        return fd >= 0 ? false : errno != ENOENT;
-    owner[n] = '\0';
-    owner[strcspn(owner, "\n")] = '\0';
+    int rc = uid_slot_owner(path, owner);
+    if (rc <= 0)
+        return rc < 0 && errno != ENOENT;
     struct stat st;
     return owner[0] == '/' && stat(owner, &st) == 0;
 }
@@ -329,13 +339,7 @@ void sg_state_uid_release(uid_t uid, const char *id)
     char path[64], owner[PATH_MAX];
     uid_slot_path(path, sizeof path, (unsigned)(uid - SG_UID_BASE));
     sg_autofree char *mine = sg_state_sandbox_path(id, NULL);
-    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    ssize_t n = fd < 0 ? -1 : read(fd, owner, sizeof owner - 1);
-    if (n <= 0)
-        return;
-    owner[n] = '\0';
-    owner[strcspn(owner, "\n")] = '\0';
-    if (strcmp(owner, mine) == 0)
+    if (uid_slot_owner(path, owner) == 1 && strcmp(owner, mine) == 0)
         unlink(path);
 }
 
