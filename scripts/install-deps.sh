@@ -10,7 +10,7 @@ pkgs=(
   libcmocka-dev valgrind
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
-  rsync musl-tools
+  rsync musl-tools cmake
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP
 # Inspector). Debian's nodejs and npm, unless a node with npm is already
@@ -29,4 +29,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+bash "$(dirname "$0")/build-musl-jansson.sh" ||
+  echo "install-deps: warning: no musl-built jansson: the CLI will be linked with glibc (slower start)" >&2
 echo "install-deps: all packages present"
