@@ -482,7 +482,7 @@ void sg_capture_free(sg_capture *c)
     free(c);
 }
 
-/* The entry points the supervisor finds with dlsym (capmod.h). */
+/* The entry points as the supervisor calls them (capture.h). */
 const sg_capture_api sg_capture_api_v1 = {
     .open = sg_capture_new,
     .emit = sg_capture_emit,

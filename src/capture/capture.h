@@ -67,9 +67,11 @@ void sg_capture_close(sg_capture *c);
 /* Outside uv_run, after sg_capture_close and a final uv_run. */
 void sg_capture_free(sg_capture *c);
 
-/* The same entry points as a table: the supervisor loads the capture, and
- * with it libwebsockets and OpenSSL, only for a sandbox that has a task
- * (capmod.h). The shared module exports it as SG_CAPTURE_API_SYMBOL. */
+/* The same entry points as a table, as the supervisor calls them. (The
+ * capture was once a shared module loaded only for a sandbox with a task;
+ * since the uplink moved to its own daemon it maps nothing the supervisor
+ * does not, and linked in it costs a captured supervisor ~50 KiB less PSS:
+ * docs/ARCHITECTURE.md.) */
 typedef struct sg_capture_api {
     sg_capture *(*open)(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
                         sg_diff_fn differ, void *differ_ud, sg_err *err);
@@ -84,7 +86,6 @@ typedef struct sg_capture_api {
     void (*free)(sg_capture *c);
 } sg_capture_api;
 
-#define SG_CAPTURE_API_SYMBOL "sg_capture_api_v1"
 extern const sg_capture_api sg_capture_api_v1;
 
 #endif

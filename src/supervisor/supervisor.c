@@ -27,7 +27,6 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "capture/capture.h"
-#include "capture/capture_module.h"
 #include "checkpoint/ckpt_client.h"
 #include "checkpoint/fingerprint.h"
 #include "sandbox/cgroup.h"
@@ -140,7 +139,7 @@ struct sup {
     bool fast_leaves;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
-    const sg_capture_api *capi; /* the loaded capture module, when cap */
+    const sg_capture_api *capi; /* the capture's entry points, when cap */
     sg_ckpt_client *ckpt;         /* workspace checkpoints, by a worker outside the sandbox */
     uv_timer_t ckpt_idle;   /* stops that worker when idle */
     char last_ckpt[SG_CHECKPOINT_ID_LEN + 1]; /* the newest checkpoint taken */
@@ -695,11 +694,10 @@ static void capture_emit(sup *s, const char *kind, json_t *payload)
 static int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
                        const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
 
-/* Loads the capture module and starts the capture of this sandbox. */
+/* Starts the capture of this sandbox. */
 static int capture_start(sup *s, bool resumed, sg_err *err)
 {
-    if (!(s->capi = sg_capture_module_load(err)))
-        return -1;
+    s->capi = &sg_capture_api_v1;
     s->cap = s->capi->open(&s->loop, &s->meta, resumed, sup_unified, s, err);
     return s->cap ? 0 : -1;
 }

@@ -66,7 +66,7 @@ bindir = os.path.join(root, "bin")
 os.makedirs(bindir)
 for b in (SANDGLASS, SANDGLASSD, *(os.path.join(os.path.dirname(SANDGLASS), n)
                                    for n in ("sandglass-supervisor", "sandglass-init", "sandglass-ckpt", "sandglass-uplink",
-                                             "sandglass-capture.so", "sandglass-exec"))):
+                                             "sandglass-exec"))):
     if os.path.exists(b) or not b.endswith("sandglass-exec"):  # musl builds only
         shutil.copy(b, bindir)
 SG = os.path.join(bindir, os.path.basename(SANDGLASS))
