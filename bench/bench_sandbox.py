@@ -204,7 +204,7 @@ def main() -> int:
             "ready_child_rss_kib_mean": sum(ready_rss) / max(1, len(ready_rss)),
             "ready_child_pss_kib_mean": sum(ready_pss) / max(1, len(ready_pss)),
         })
-        # the one uplink daemon that streams every captured sandbox (uplinkd.h)
+        # the one uplink daemon that streams every captured sandbox (delivery/uplink_daemon.h)
         up = uplink_daemon_pid(state)
         if up:
             results["many"]["uplink_daemon_rss_kib"] = rss_kb(up)

@@ -1,5 +1,5 @@
 /* libFuzzer target: the diff of a learner's file (udiff.c, libgit2) and
- * the byte rules around it (diff.c, jsonutil.c's sanitizer). The learner
+ * the byte rules around it (diff.c, json.c's sanitizer). The learner
  * writes both the file's contents and its path.
  *
  * Input: byte 0 flags (1: no old side, 2: no new side, 4: new = old),

@@ -132,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc < 0)
             abort();
     }
-    /* The spool's own bound, for acks that come another way (uplinkc). */
+    /* The spool's own bound, for acks that come another way (uplink_client). */
     int64_t before = sg_spool_acked_seq(sp);
     if (sg_spool_ack(sp, INT64_MAX, &err) == 0 || sg_spool_acked_seq(sp) != before)
         abort();

@@ -1,4 +1,4 @@
-/* jsonutil: jansson helpers shared by every module that speaks JSON. */
+/* json: jansson helpers shared by every module that speaks JSON. */
 #ifndef SG_BASE_JSON_H
 #define SG_BASE_JSON_H
 

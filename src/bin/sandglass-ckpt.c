@@ -1,11 +1,11 @@
-/* sandglass-ckpt: a sandbox's checkpoint worker (ckptwire.h says why it is
+/* sandglass-ckpt: a sandbox's checkpoint worker (wire/ckpt_proto.h says why it is
  * a process of its own). Its supervisor spawns it on demand and closes the
  * socket when it has been idle for a while; it then exits.
  *
  *   sandglass-ckpt PARENT_PID [NJOIN]   fd 3: the socket to the supervisor
  *                                      fds 4..4+NJOIN-1: cgroup.procs files
  *
- * It first joins the sandbox's cgroup (ckptc.h: the work it does is
+ * It first joins the sandbox's cgroup (checkpoint/ckpt_client.h: the work it does is
  * charged to the sandbox) and refuses to run when it cannot.
  */
 #include <errno.h>

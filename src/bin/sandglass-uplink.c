@@ -1,4 +1,4 @@
-/* sandglass-uplink: the per-host uplink daemon (uplinkd.h says why it is a
+/* sandglass-uplink: the per-host uplink daemon (delivery/uplink_daemon.h says why it is a
  * process of its own). A captured sandbox's supervisor starts it when none
  * answers on <state>/uplink.sock; it exits when no sandbox has used it for
  * a while.

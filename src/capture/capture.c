@@ -20,7 +20,7 @@ struct sg_capture {
     uv_loop_t *loop;
     char id[32];
     sg_spool *spool;
-    sg_uplink_client *uplink;  /* to the per-host uplink daemon (uplinkd.h) */
+    sg_uplink_client *uplink;  /* to the per-host uplink daemon (delivery/uplink_daemon.h) */
     sg_watch *watch;
     uv_check_t check;
     uv_timer_t heartbeat;

@@ -54,7 +54,7 @@
  * ("racy git"). It is only a cache: a bad or missing file is ignored.
  *
  * Limits (the learner controls the workspace, and this work is done for
- * the sandbox: it runs in the worker, in the sandbox's cgroup, ckptc.h):
+ * the sandbox: it runs in the worker, in the sandbox's cgroup, checkpoint/ckpt_client.h):
  *   - SG_CKPT_FILE_MAX: a regular file larger (apparent size) is never
  *     read. It is recorded by size and a marker, not content: its blob is
  *     the text "sandglass: content not stored (<why>) size=N mtime=NS
@@ -129,7 +129,7 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
 /* Records labels[0..n) (at times[i], seconds since the epoch) for id,
  * which must be the newest checkpoint: what take_ex with reuse_unchanged
  * records when the workspace is unchanged, for execs the supervisor itself
- * found unchanged (wsprint.h). All or none. */
+ * found unchanged (checkpoint/fingerprint.h). All or none. */
 int sg_checkpoint_alias(sg_ckpt_store *st, const char *id, char *const *labels, const int64_t *times,
                         size_t n, sg_err *err);
 

@@ -1,4 +1,4 @@
-/* ckptc: a supervisor's client of its checkpoint worker (see ckptc.h). */
+/* ckpt_client: a supervisor's client of its checkpoint worker (see checkpoint/ckpt_client.h). */
 #include "checkpoint/ckpt_client.h"
 
 #include <errno.h>

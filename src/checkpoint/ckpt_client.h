@@ -1,4 +1,4 @@
-/* ckptc: the supervisor's side of its checkpoint worker (ckptwire.h).
+/* ckpt_client: the supervisor's side of its checkpoint worker (wire/ckpt_proto.h).
  *
  * The same operations as checkpoint.h, answered by a sandglass-ckpt process
  * that holds the libgit2 store. Calls are synchronous, as the in-process

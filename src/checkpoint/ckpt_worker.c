@@ -1,4 +1,4 @@
-/* ckptw: serves checkpoint requests from a supervisor (see ckptw.h). */
+/* ckpt_worker: serves checkpoint requests from a supervisor (see checkpoint/ckpt_worker.h). */
 #include "checkpoint/ckpt_worker.h"
 
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include "checkpoint/udiff.h"
 #include "wire/ckpt_proto.h"
 
-/* One argument in hex (see ckptwire.h); NULL with err. */
+/* One argument in hex (see wire/ckpt_proto.h); NULL with err. */
 static char *arg_bytes(json_t *req, const char *key, bool no_nul, size_t *len, sg_err *err)
 {
     char *s = sg_ckpt_proto_unbytes(json_object_get(req, key), no_nul, len, err);

@@ -1,4 +1,4 @@
-/* ckptw: the checkpoint worker's side of ckptwire (the sandglass-ckpt
+/* ckpt_worker: the checkpoint worker's side of ckpt_proto (the sandglass-ckpt
  * binary). It owns the libgit2 store of one sandbox and answers its
  * supervisor's requests one at a time until the socket closes. */
 #ifndef SG_CKPT_WORKER_H

@@ -45,7 +45,7 @@ static inline void sg_diff_result_clear(sg_diff_result *r)
 }
 
 /* Makes a unified diff (the watcher gets one of these: udiff.h's in
- * process, or ckptc.h's through the checkpoint worker). */
+ * process, or checkpoint/ckpt_client.h's through the checkpoint worker). */
 typedef int (*sg_diff_fn)(void *userdata, const char *path, const char *old, size_t old_len,
                           const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
 

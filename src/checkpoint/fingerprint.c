@@ -1,4 +1,4 @@
-/* wsprint: workspace metadata fingerprints (see wsprint.h). */
+/* fingerprint: workspace metadata fingerprints (see checkpoint/fingerprint.h). */
 #include "checkpoint/fingerprint.h"
 
 #include <dirent.h>
@@ -77,7 +77,7 @@ static void fold_stat(walk *w, const struct stat *st)
 /* getdents64's buffer for one directory: many entries a call. */
 #define WSPRINT_DENTS_BUF 16384
 
-struct wsprint_dirent64 {
+struct fingerprint_dirent64 {
     uint64_t d_ino;
     int64_t d_off;
     unsigned short d_reclen;
@@ -141,7 +141,7 @@ static int walk_dir(walk *w, int dfd, size_t len, sg_err *err)
         if (n == 0)
             return 0;
         for (ssize_t off = 0; off < n;) {
-            const struct wsprint_dirent64 *e = (const void *)(buf + off);
+            const struct fingerprint_dirent64 *e = (const void *)(buf + off);
             off += e->d_reclen;
             if (walk_entry(w, dfd, len, e->d_name, err) < 0)
                 return -1;

@@ -1,4 +1,4 @@
-/* wsprint: a fingerprint of a workspace's metadata, taken by the
+/* fingerprint: a fingerprint of a workspace's metadata, taken by the
  * supervisor itself, so that the checkpoint before an exec needs no trip
  * to the checkpoint worker when nothing changed since the last one.
  *

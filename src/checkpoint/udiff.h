@@ -1,5 +1,5 @@
 /* udiff: unified diffs of two in-memory buffers, made by libgit2.
- * Only the checkpoint worker (and tests) link it: see ckptwire.h for why
+ * Only the checkpoint worker (and tests) link it: see wire/ckpt_proto.h for why
  * the supervisor does not. */
 #ifndef SG_UDIFF_H
 #define SG_UDIFF_H

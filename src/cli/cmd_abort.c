@@ -110,7 +110,7 @@ int sg_cmd_abort(int argc, char **argv)
         return sg_cli_fail("abort", err.msg);
     sg_sandbox_meta_clear(&m);
     /* The supervisor may be inside a long checkpoint: its worker is killed
-     * first, so this request never waits for it (ckptc.h). */
+     * first, so this request never waits for it (checkpoint/ckpt_client.h). */
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         fprintf(stderr, "sandglass abort: the checkpoint worker: %s\n", kerr.msg);

@@ -41,7 +41,7 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
     sg_sandbox_meta_clear(&m);
 
     /* The supervisor may be inside a long checkpoint: its worker is killed
-     * first, so this request never waits for it (ckptc.h). */
+     * first, so this request never waits for it (checkpoint/ckpt_client.h). */
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         fprintf(stderr, "sandglass destroy: the checkpoint worker: %s\n", kerr.msg);

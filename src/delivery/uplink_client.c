@@ -1,4 +1,4 @@
-/* uplinkc: the supervisor's side of the uplink daemon. See uplinkc.h. */
+/* uplink_client: the supervisor's side of the uplink daemon. See delivery/uplink_client.h. */
 #include "delivery/uplink_client.h"
 
 #include <errno.h>

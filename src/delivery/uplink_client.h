@@ -1,4 +1,4 @@
-/* uplinkc: the supervisor's side of the per-host uplink daemon (uplinkd.h).
+/* uplink_client: the supervisor's side of the per-host uplink daemon (delivery/uplink_daemon.h).
  *
  * The capture owns the spool; this client tells the daemon what is synced
  * and turns the daemon's acks into sg_spool_ack (persisted, trimmed). It

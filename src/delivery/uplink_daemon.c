@@ -1,4 +1,4 @@
-/* uplinkd: the per-host uplink daemon. See uplinkd.h. */
+/* uplink_daemon: the per-host uplink daemon. See delivery/uplink_daemon.h. */
 #include "delivery/uplink_daemon.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* uplinkd: the per-host uplink daemon, sandglass-uplink. One process streams
+/* uplink_daemon: the per-host uplink daemon, sandglass-uplink. One process streams
  * every captured sandbox's spool to its ingest (src/uplink.c, one
  * libwebsockets client each, on one libuv loop), so that libwebsockets,
  * libssl and libcrypto are mapped once per host instead of once per

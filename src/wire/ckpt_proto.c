@@ -1,4 +1,4 @@
-/* ckptwire: checkpoint records and their wire form (see ckptwire.h). */
+/* ckpt_proto: checkpoint records and their wire form (see wire/ckpt_proto.h). */
 #include "wire/ckpt_proto.h"
 
 #include <errno.h>

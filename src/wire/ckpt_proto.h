@@ -1,10 +1,10 @@
-/* ckptwire: the records checkpoint operations return, and their wire form
+/* ckpt_proto: the records checkpoint operations return, and their wire form
  * between a supervisor and its checkpoint worker (sandglass-ckpt).
  *
  * Why a worker: libgit2 and the ~15 libraries it loads cost a process
  * ~2.6 MiB resident. The supervisor of every sandbox would pay it for its
  * whole life; the worker pays it only while checkpoints are being taken,
- * and exits when idle (ckptc.h).
+ * and exits when idle (checkpoint/ckpt_client.h).
  *
  * Wire: a SOCK_STREAM socketpair; each message is a 4-byte length (host
  * order, at most SG_CKPT_PROTO_MAX) and that many bytes of one JSON object.

@@ -93,7 +93,7 @@ def _unchanged():
     sid = env.create()
     sp = sup_pid(sid)
     env.sh(sid, "echo x > /workspace/x")
-    # Past the racy window of the write (wsprint.h): the clock, not a sleep.
+    # Past the racy window of the write (checkpoint/fingerprint.h): the clock, not a sleep.
     ws = next(s for s in env.ls() if s["id"] == sid)["workspace"]
     newest = max(max(st.st_mtime_ns, st.st_ctime_ns) for st in
                  [os.lstat(ws)] + [os.lstat(os.path.join(d, f)) for d, ds, fs in os.walk(ws) for f in ds + fs])

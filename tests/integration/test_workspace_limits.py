@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The host-side work done for a sandbox is bounded and charged to it
-(checkpoint.h: limits; ckptc.h: the worker's cgroup; watch.h): the
+(checkpoint.h: limits; checkpoint/ckpt_client.h: the worker's cgroup; watch.h): the
 checkpoint worker runs in the sandbox's cgroup on every layout and dies
 with the kill switch, the store's cap stops storing content with an event
 saying so, a failed checkpoint is an event, and rollback to an earlier good

@@ -1,4 +1,4 @@
-/* Unit tests for ckptc: the supervisor's client of its checkpoint worker,
+/* Unit tests for ckpt_client: the supervisor's client of its checkpoint worker,
  * against the real sandglass-ckpt binary (SG_CKPT_BIN), real directories and
  * a real store. */
 #include <setjmp.h>
@@ -41,7 +41,7 @@ static int setup(void **state)
         f->bin = NULL;
         return 0;
     }
-    strcpy(f->root, "/tmp/sg-ckptc-test-XXXXXX");
+    strcpy(f->root, "/tmp/sg-ckpt_client-test-XXXXXX");
     if (!mkdtemp(f->root))
         return -1;
     snprintf(f->ws, sizeof f->ws, "%s/ws", f->root);

@@ -1,4 +1,4 @@
-/* libFuzzer target: the checkpoint worker protocol (ckptwire.c) as the
+/* libFuzzer target: the checkpoint worker protocol (ckpt_proto.c) as the
  * supervisor reads it. The worker reads the learner's workspace with
  * libgit2; what it sends back (paths, labels, counts) is the learner's
  * doing, and a worker subverted through its inputs could send anything.

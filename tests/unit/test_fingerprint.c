@@ -1,4 +1,4 @@
-/* Unit tests for wsprint: real directory trees under /tmp, real timestamps. */
+/* Unit tests for fingerprint: real directory trees under /tmp, real timestamps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,7 +30,7 @@ typedef struct fx {
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
-    strcpy(f->root, "/tmp/sg-wsprint-test-XXXXXX");
+    strcpy(f->root, "/tmp/sg-fingerprint-test-XXXXXX");
     if (!mkdtemp(f->root))
         return -1;
     snprintf(f->ws, sizeof f->ws, "%s/ws", f->root);

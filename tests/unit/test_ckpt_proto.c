@@ -1,4 +1,4 @@
-/* Unit tests for ckptwire: the checkpoint records' JSON form and the
+/* Unit tests for ckpt_proto: the checkpoint records' JSON form and the
  * length-prefixed framing, over a real socketpair. */
 #include <setjmp.h>
 #include <stdarg.h>
