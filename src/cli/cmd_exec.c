@@ -49,7 +49,7 @@ static void forward_signal(int sig)
     if (fd < 0)
         return;
     unsigned char s = (unsigned char)(signals_seen ? SIGKILL : sig);
-    sg_ctl_send(fd, SG_CTL_SIGNAL, &s, 1, NULL, 0);
+    sg_seqpacket_send_typed(fd, SG_CTL_SIGNAL, &s, 1, NULL, 0);
     if (signals_seen++)
         _exit(128 + sig);
     if (sig != SIGINT)
@@ -304,7 +304,7 @@ int sg_cmd_exec(int argc, char **argv)
         fcntl(relay.dst, F_SETFL, O_NONBLOCK);
         signal(SIGPIPE, SIG_IGN);
     }
-    int r = sg_ctl_send(fd, SG_CTL_REQ, body, strlen(body), &in, 1);
+    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), &in, 1);
     if (r < 0) {
         close(fd);
         relay_stop(&relay);
@@ -339,14 +339,14 @@ int sg_cmd_exec(int argc, char **argv)
             }
         } else if (relay.src >= 0 ? !relay_until_readable(fd, &relay)
                                   : poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, -1) < 0) {
-            /* Waiting in poll, not in the receive (sg_ctl_recv retries on
+            /* Waiting in poll, not in the receive (sg_seqpacket_recv_typed retries on
              * EINTR): a signal comes back here, to the grace above. */
             if (errno == EINTR)
                 continue;
             fprintf(stderr, "sandglass exec: poll: %s\n", strerror(errno));
             break;
         }
-        ssize_t n = sg_ctl_recv(fd, &type, buf, sizeof buf - 1, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n == -EINTR)
             continue;
         if (n < 0 || type == 0) {

@@ -139,7 +139,7 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         if (in < 0)
             return -1;
     }
-    int r = sg_ctl_send(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
+    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
     if (r < 0) {
         errno = -r;
         return sg_err_sys(err, "cannot send the request to the supervisor");
@@ -162,7 +162,7 @@ static void io_cancel(void *ud, sg_mcp_call *c)
     /* SIGKILL to the exec at once; closing the connection then makes the
      * supervisor kill its whole cgroup leaf (forks and all). */
     unsigned char sig = SIGKILL;
-    sg_ctl_send(c->fd, SG_CTL_SIGNAL, &sig, 1, NULL, 0);
+    sg_seqpacket_send_typed(c->fd, SG_CTL_SIGNAL, &sig, 1, NULL, 0);
     close(c->fd);
     c->fd = -1;
 }
@@ -174,7 +174,7 @@ static bool call_readable(app *a, sg_mcp_call *c)
     static char buf[SG_CTL_MSG_MAX];
     for (;;) {
         uint8_t type;
-        ssize_t n = sg_ctl_recv(c->fd, &type, buf, sizeof buf - 1, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv_typed(c->fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n == -EAGAIN || n == -EWOULDBLOCK)
             return false;
         if (n < 0 || type == 0) {

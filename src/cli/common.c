@@ -109,7 +109,7 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
     if (fd < 0)
         return NULL;
     sg_autofree char *s = sg_json_dump(req);
-    int r = sg_ctl_send(fd, SG_CTL_REQ, s, strlen(s), NULL, 0);
+    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, s, strlen(s), NULL, 0);
     if (r < 0) {
         errno = -r;
         sg_err_sys(err, "cannot send the request");
@@ -119,7 +119,7 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
     __attribute__((cleanup(sg_ctl_asm_free))) sg_ctl_asm a = {0};
     for (;;) {
         uint8_t type;
-        ssize_t n = sg_ctl_recv(fd, &type, buf, sizeof buf - 1, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n < 0) {
             errno = (int)-n;
             sg_err_sys(err, "lost the supervisor");

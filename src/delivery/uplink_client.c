@@ -19,7 +19,7 @@
 #include "base/util.h"
 #include "delivery/uplink_daemon.h"
 #include "state/state.h"
-#include "wire/ctl.h"
+#include "wire/seqpacket.h"
 
 struct sg_uplink_client {
     uv_loop_t *loop;
@@ -119,7 +119,7 @@ static int send_json(sg_uplink_client *u, json_t *j)
     sg_autofree char *text = sg_json_dump(j);
     if (!text)
         return -ENOMEM;
-    return sg_ctl_send_raw(u->fd, text, strlen(text), NULL, 0);
+    return sg_seqpacket_send(u->fd, text, strlen(text), NULL, 0);
 }
 
 /* One attempt: connect and say hello, else start a daemon if none runs. */
@@ -235,7 +235,7 @@ static void on_readable(uv_poll_t *p, int status, int events)
     }
     static char buf[SG_UPLINK_DAEMON_MSG_MAX];
     while (u->fd >= 0) {
-        ssize_t n = sg_ctl_recv_raw(u->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv(u->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
         if (n == -EAGAIN || n == -EINTR)
             return;
         if (n <= 0) {

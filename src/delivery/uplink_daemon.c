@@ -68,7 +68,7 @@ static int session_send(session *s, json_t *j)
     json_decref(j);
     if (s->dead || !text)
         return -EPIPE;
-    return sg_ctl_send_raw(s->fd, text, strlen(text), NULL, 0);
+    return sg_seqpacket_send(s->fd, text, strlen(text), NULL, 0);
 }
 
 static void send_ack(session *s, int64_t seq)
@@ -196,7 +196,7 @@ static void on_session(uv_poll_t *p, int status, int events)
         return;
     static char buf[SG_UPLINK_DAEMON_MSG_MAX];
     for (;;) {
-        ssize_t n = sg_ctl_recv_raw(s->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv(s->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
         if (n == -EAGAIN || n == -EINTR)
             return;
         if (n == 0) {

@@ -10,12 +10,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sandbox/init.h"
-#include "wire/ctl.h"
+#include "base/cleanup.h"
+#include "wire/seqpacket.h"
+#include "wire/spawn.h"
 
 /* One exec's message, and its strings split out: at most one per byte. */
-static char msg_buf[SG_INIT_MSG_MAX];
-static char *strs[SG_INIT_MSG_MAX + 2];
+static char msg_buf[SG_SPAWN_MSG_MAX];
+static char *strs[SG_SPAWN_MSG_MAX + 2];
 
 void sg_execchild_fail(int code, const char *what, const char *arg, int e)
 {
@@ -23,38 +24,9 @@ void sg_execchild_fail(int code, const char *what, const char *arg, int e)
     _exit(code);
 }
 
-int sg_execchild_split(char *msg, size_t len, char ***argv_out, char ***envp_out, char **cwd)
+int sg_execchild_split(char *msg, size_t len, char ***argv, char ***envp, char **cwd)
 {
-    sg_init_spawn h;
-    if (len < sizeof h)
-        return -1;
-    memcpy(&h, msg, sizeof h);
-    if (h.argc == 0 || (size_t)h.argc + h.envc + 1 > len - sizeof h)
-        return -1;
-    /* argv: strs[0..argc], NULL; envp: strs[argc+1..], NULL */
-    char **argv = strs, **envp = strs + h.argc + 1;
-    size_t want = (size_t)h.argc + h.envc + 1, got = 0;
-    char *p = msg + sizeof h, *end = msg + len;
-    while (got < want && p < end) {
-        char *nul = memchr(p, '\0', (size_t)(end - p));
-        if (!nul)
-            return -1;
-        if (got < h.argc)
-            argv[got] = p;
-        else if (got < (size_t)h.argc + h.envc)
-            envp[got - h.argc] = p;
-        else
-            *cwd = p;
-        got++;
-        p = nul + 1;
-    }
-    if (got != want || p != end)
-        return -1;
-    argv[h.argc] = NULL;
-    envp[h.envc] = NULL;
-    *argv_out = argv;
-    *envp_out = envp;
-    return 0;
+    return sg_spawn_decode(msg, len, strs, SG_ARRAY_LEN(strs), argv, envp, cwd);
 }
 
 void sg_execchild_stdio(const int *fds)
@@ -134,11 +106,11 @@ void sg_execchild_take(int sock)
     uint8_t type = 0;
     int fds[3];
     size_t nfds = 3;
-    ssize_t n = sg_ctl_recv(sock, &type, msg_buf, sizeof msg_buf, fds, &nfds);
+    ssize_t n = sg_seqpacket_recv_typed(sock, &type, msg_buf, sizeof msg_buf, fds, &nfds);
     if (n <= 0)
         _exit(0); /* EOF: init dropped us (or a broken message) */
     char **argv, **envp, *cwd = NULL;
-    if (type != SG_CTL_REQ || nfds != 3 || sg_execchild_split(msg_buf, (size_t)n, &argv, &envp, &cwd) < 0)
+    if (type != SG_SPAWN_READY_TYPE || nfds != 3 || sg_execchild_split(msg_buf, (size_t)n, &argv, &envp, &cwd) < 0)
         _exit(126);
     /* Tell the supervisor we have the exec (it reads this at the exit). */
     if (send(sock, "k", 1, MSG_NOSIGNAL) != 1)

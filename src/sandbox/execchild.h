@@ -14,10 +14,9 @@
 /* Writes "sandglass: WHAT ARG: strerror(E)" to fd 2 and exits with code. */
 __attribute__((noreturn)) void sg_execchild_fail(int code, const char *what, const char *arg, int e);
 
-/* Splits the NUL-separated strings after a spawn message's header
- * (sg_init_spawn, init.h) into argv and envp (NULL-terminated arrays in
- * static storage, pointing into msg) and cwd. Returns 0 if they are well
- * formed: exactly argc + envc + 1 strings, all terminated. Not reentrant. */
+/* sg_spawn_decode (wire/spawn.h) of an EXEC message into argv and envp
+ * arrays in static storage (one table, room for any message's strings),
+ * pointing into msg, and cwd. Returns 0 if well formed. Not reentrant. */
 int sg_execchild_split(char *msg, size_t len, char ***argv, char ***envp, char **cwd);
 
 /* Makes fds[0..2] the stdin, stdout and stderr, and closes every other fd. */
@@ -28,8 +27,8 @@ void sg_execchild_stdio(const int *fds);
  * 127 not found, 126 found but not runnable. */
 __attribute__((noreturn)) void sg_execchild_start(char **argv, char **envp, const char *cwd);
 
-/* The ready child's wait: one exec message (SG_CTL_REQ framing: a type
- * byte, then the spawn message, with exactly the three stdio fds) on sock,
+/* The ready child's wait: one exec message (a typed frame of type
+ * SG_SPAWN_READY_TYPE, then the EXEC message, with exactly the three stdio fds) on sock,
  * answered "k" once taken, then run. EOF (init dropped it) exits 0. */
 __attribute__((noreturn)) void sg_execchild_take(int sock);
 

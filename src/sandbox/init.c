@@ -22,7 +22,7 @@
 #include "base/util.h"
 #include "sandbox/execchild.h"
 #include "sandbox/privs.h"
-#include "wire/ctl.h"
+#include "wire/seqpacket.h"
 
 #define INIT_MAX_EXECS 4096 /* execs running at once in one sandbox */
 #define INIT_MAX_FDS (3 + SG_CG_MAX_FDS)
@@ -50,7 +50,7 @@ static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *e
     _exit(1);
 }
 
-static void send_reply(const sg_init_reply *r)
+static void send_reply(const sg_spawn_reply *r)
 {
     if (conn_fd < 0)
         return; /* no supervisor right now: it reads the cgroup on takeover */
@@ -63,7 +63,7 @@ static void send_reply(const sg_init_reply *r)
 /* What every exec child does before its command is known: its own
  * session, default signals, the OOM preference, limits, no privileges, the
  * filter's clone3 rule (init's own filter has the rest). Errors go to fd 2. */
-static void child_prepare(const sg_init_spawn *sp)
+static void child_prepare(const sg_spawn_hdr *sp)
 {
     setsid();
     sigset_t all;
@@ -95,7 +95,7 @@ static void child_prepare(const sg_init_spawn *sp)
         sg_execchild_fail(126, "cannot load the syscall filter", NULL, -r);
 }
 
-static __attribute__((noreturn)) void run_child(const sg_init_spawn *sp, char **argv, char **envp,
+static __attribute__((noreturn)) void run_child(const sg_spawn_hdr *sp, char **argv, char **envp,
                                                const char *cwd, const int *fds, size_t nfds)
 {
     /* Join the exec's cgroup leaf first, so everything it forks is in it
@@ -141,7 +141,7 @@ static void ready_forget(bool kill_it)
  * (header and strings, with the exec's three stdio fds) and runs it. EOF
  * means init dropped it. It waits as sandglass-exec when init has it
  * (exec_stub), else as this copy of init. */
-static __attribute__((noreturn)) void ready_child(const sg_init_spawn *sp, int sock)
+static __attribute__((noreturn)) void ready_child(const sg_spawn_hdr *sp, int sock)
 {
     if (dup2(sock, 3) < 0 || (exec_stub >= 0 && dup3(exec_stub, 4, O_CLOEXEC) < 0))
         _exit(126);
@@ -169,17 +169,16 @@ static bool ready_waiting(void)
     return ready_sock >= 0 && poll(&p, 1, 0) == 0;
 }
 
-/* SG_INIT_PREPARE: a new ready child in the leaf fds[0], registered as
+/* SG_SPAWN_PREPARE: a new ready child in the leaf fds[0], registered as
  * exec sp.exec_id (the supervisor reserves the id of the exec that will
- * use it). Its socket goes to the supervisor (SG_INIT_READY), which hands
+ * use it). Its socket goes to the supervisor (SG_SPAWN_READY), which hands
  * it the exec directly. The previous one is killed unless the supervisor
- * says it took it (SG_INIT_F_TAKEN) or it took an exec already: a new
+ * says it took it (SG_SPAWN_F_TAKEN) or it took an exec already: a new
  * supervisor after a takeover does not know. */
-static void handle_prepare(const char *msg, const int *fds, size_t nfds)
+static void handle_prepare(const sg_spawn_hdr *hdr, const int *fds, size_t nfds)
 {
-    sg_init_spawn sp;
-    memcpy(&sp, msg, sizeof sp);
-    ready_forget(!(sp.flags & SG_INIT_F_TAKEN) && ready_waiting());
+    sg_spawn_hdr sp = *hdr;
+    ready_forget(!(sp.flags & SG_SPAWN_F_TAKEN) && ready_waiting());
     if (nfds != 1 || !sp.cg_into || ntable >= INIT_MAX_EXECS)
         return;
     int sv[2];
@@ -198,8 +197,8 @@ static void handle_prepare(const char *msg, const int *fds, size_t nfds)
     ready_pid = (pid_t)pid;
     ready_sock = sv[0];
     table[ntable++] = (running){sp.exec_id, ready_pid};
-    sg_init_reply rep = {.type = SG_INIT_READY, .exec_id = sp.exec_id, .pid = ready_pid};
-    if (conn_fd >= 0 && sg_ctl_send_raw(conn_fd, &rep, sizeof rep, &ready_sock, 1) < 0) {
+    sg_spawn_reply rep = {.type = SG_SPAWN_READY, .exec_id = sp.exec_id, .pid = ready_pid};
+    if (conn_fd >= 0 && sg_seqpacket_send(conn_fd, &rep, sizeof rep, &ready_sock, 1) < 0) {
         close(conn_fd);
         conn_fd = -1;
     }
@@ -208,7 +207,7 @@ static void handle_prepare(const char *msg, const int *fds, size_t nfds)
 /* fork(), or clone3 straight into the exec's cgroup leaf: no migration on
  * the exec path (see sg_cgroup_set_fast_leaves). Falls back to fork plus a
  * write to the leaf's cgroup.procs where clone3 cannot do it. */
-static pid_t spawn_into(sg_init_spawn *sp, const int *fds, size_t nfds)
+static pid_t spawn_into(sg_spawn_hdr *sp, const int *fds, size_t nfds)
 {
     if (!sp->cg_into || nfds != 4)
         return fork();
@@ -227,11 +226,10 @@ static pid_t spawn_into(sg_init_spawn *sp, const int *fds, size_t nfds)
     return (pid_t)pid;
 }
 
-static void handle_spawn(char *msg, size_t len, int *fds, size_t nfds)
+static void handle_spawn(const sg_spawn_hdr *hdr, char *msg, size_t len, int *fds, size_t nfds)
 {
-    sg_init_spawn sp;
-    memcpy(&sp, msg, sizeof sp);
-    sg_init_reply rep = {.type = SG_INIT_SPAWNED, .exec_id = sp.exec_id};
+    sg_spawn_hdr sp = *hdr;
+    sg_spawn_reply rep = {.type = SG_SPAWN_SPAWNED, .exec_id = sp.exec_id};
     if (sp.argc == 0 || sp.argc > 65536 || sp.envc > 65536 || nfds != 3 + sp.nfds_cg ||
         ntable >= INIT_MAX_EXECS) {
         rep.err = ntable >= INIT_MAX_EXECS ? EAGAIN : EINVAL;
@@ -255,7 +253,7 @@ static void handle_spawn(char *msg, size_t len, int *fds, size_t nfds)
     send_reply(&rep);
 }
 
-static void handle_signal(const sg_init_spawn *sp)
+static void handle_signal(const sg_spawn_hdr *sp)
 {
     for (size_t i = 0; i < ntable; i++)
         if (table[i].exec_id == sp->exec_id && sp->sig > 0 && sp->sig < 65)
@@ -264,27 +262,23 @@ static void handle_signal(const sg_init_spawn *sp)
 
 static void handle_conn(void)
 {
-    static char msg[SG_INIT_MSG_MAX];
+    static char msg[SG_SPAWN_MSG_MAX];
     int fds[INIT_MAX_FDS];
     size_t nfds = INIT_MAX_FDS;
-    ssize_t n = sg_ctl_recv_raw(conn_fd, msg, sizeof msg, MSG_DONTWAIT, fds, &nfds);
+    sg_spawn_hdr sp;
+    ssize_t n = sg_seqpacket_recv(conn_fd, msg, sizeof msg, MSG_DONTWAIT, fds, &nfds);
     if (n == -EAGAIN || n == -EINTR || n == -EMSGSIZE)
         return; /* an oversized message is dropped with its fds */
     if (n <= 0) {
         close(conn_fd);
         conn_fd = -1;
-    } else if ((size_t)n >= sizeof(sg_init_spawn)) {
-        uint32_t type;
-        memcpy(&type, msg, sizeof type);
-        if (type == SG_INIT_SPAWN) {
-            handle_spawn(msg, (size_t)n, fds, nfds);
-        } else if (type == SG_INIT_PREPARE) {
-            handle_prepare(msg, fds, nfds);
-        } else if (type == SG_INIT_SIGNAL) {
-            sg_init_spawn sp;
-            memcpy(&sp, msg, sizeof sp);
+    } else if (sg_spawn_hdr_decode(msg, (size_t)n, &sp) == 0) {
+        if (sp.type == SG_SPAWN_EXEC)
+            handle_spawn(&sp, msg, (size_t)n, fds, nfds);
+        else if (sp.type == SG_SPAWN_PREPARE)
+            handle_prepare(&sp, fds, nfds);
+        else if (sp.type == SG_SPAWN_SIGNAL)
             handle_signal(&sp);
-        }
     }
     for (size_t i = 0; i < nfds; i++)
         close(fds[i]);
@@ -303,8 +297,8 @@ static void reap(void)
         for (size_t i = 0; i < ntable; i++) {
             if (table[i].pid != pid)
                 continue;
-            sg_init_reply rep = {
-                .type = SG_INIT_EXITED, .exec_id = table[i].exec_id, .pid = pid,
+            sg_spawn_reply rep = {
+                .type = SG_SPAWN_EXITED, .exec_id = table[i].exec_id, .pid = pid,
                 .status = st, .maxrss_kb = ru.ru_maxrss,
                 .utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
                 .stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,

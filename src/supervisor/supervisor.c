@@ -31,6 +31,7 @@
 #include "checkpoint/fingerprint.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/init.h"
+#include "wire/spawn.h"
 #include "sandbox/seccomp.h"
 #include "state/state.h"
 #include "wire/ctl.h"
@@ -78,7 +79,7 @@ typedef struct exec_ctx {
     bool spawned, exited, timed_out, output_limit_hit, finished;
     bool code_only;      /* the caller wants the exit code alone (SG_CTL_EXIT) */
     int status;
-    sg_init_reply exit_rep;
+    sg_spawn_reply exit_rep;
     uint64_t out_bytes;
     sg_cg_stats before;
     int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
@@ -167,7 +168,7 @@ struct sup {
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
     open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
     uint32_t ready_exec_id; /* the exec id reserved for it */
-    int ready_sock;         /* its socket (SG_INIT_READY); -1 until init sent it */
+    int ready_sock;         /* its socket (SG_SPAWN_READY); -1 until init sent it */
     pid_t ready_pid;
     int ready_pidfd;        /* a pidfd of it (host side), to SIGCONT it at the hand-off */
     bool ready;
@@ -192,7 +193,7 @@ static void client_flush(client *c)
 {
     while (c->qhead) {
         outmsg *m = c->qhead;
-        int r = sg_ctl_send(c->fd, m->type, m->data, m->len, NULL, 0);
+        int r = sg_seqpacket_send_typed(c->fd, m->type, m->data, m->len, NULL, 0);
         if (r == -EAGAIN)
             break;
         c->qhead = m->next;
@@ -217,7 +218,7 @@ static void client_send(client *c, uint8_t type, const void *buf, size_t len)
     if (!c || c->closing)
         return;
     if (!c->qhead) {
-        int r = sg_ctl_send(c->fd, type, buf, len, NULL, 0);
+        int r = sg_seqpacket_send_typed(c->fd, type, buf, len, NULL, 0);
         if (r == 0)
             return;
         if (r != -EAGAIN) {
@@ -295,7 +296,7 @@ static void exec_kill(exec_ctx *ex)
     sg_err err = {0};
     if (!ex->s->cg) {
         /* No cgroup (rootless without delegation): the exec's session. */
-        sg_init_spawn sp = {.type = SG_INIT_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
+        sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
         if (send(ex->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
             fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, strerror(errno));
         return;
@@ -514,10 +515,10 @@ static void ready_next(sup *s)
     l.cpu_base = 0;
     if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &l.cpu_base, &err) < 0)
         sg_close_reset(&l.cpufd);
-    sg_init_spawn sp = {.type = SG_INIT_PREPARE, .exec_id = ++s->next_exec,
+    sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = ++s->next_exec,
                         .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
-                        .flags = s->ready_taken ? SG_INIT_F_TAKEN : 0};
-    if (l.dirfd < 0 || sg_ctl_send_raw(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
+                        .flags = s->ready_taken ? SG_SPAWN_F_TAKEN : 0};
+    if (l.dirfd < 0 || sg_seqpacket_send(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
         open_leaf_close(&l);
         sg_cgroup_leaf_remove(s->cg, l.name, &err);
         return;
@@ -1417,7 +1418,7 @@ static void exec_handoff_done(exec_ctx *ex)
 static void exec_handoff_failed(exec_ctx *ex)
 {
     sup *s = ex->s;
-    sg_init_spawn kill_it = {.type = SG_INIT_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
+    sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
     send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
     if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
         handoff_release(ex);
@@ -1426,14 +1427,14 @@ static void exec_handoff_failed(exec_ctx *ex)
         return;
     }
     ex->id = ++s->next_exec;
-    sg_init_spawn sp;
+    sg_spawn_hdr sp;
     memcpy(&sp, ex->held_msg, sizeof sp);
     sp.exec_id = ex->id;
     sp.nfds_cg = 1;
     sp.cg_into = 1;
     memcpy(ex->held_msg, &sp, sizeof sp);
     int fds[4] = {ex->hold_fds[0], ex->hold_fds[1], ex->hold_fds[2], ex->leaf_fd};
-    int r = sg_ctl_send_raw(s->init_fd, ex->held_msg, ex->held_len, fds, 4);
+    int r = sg_seqpacket_send(s->init_fd, ex->held_msg, ex->held_len, fds, 4);
     handoff_release(ex);
     if (r < 0)
         exec_fail(ex, "cannot reach the sandbox's init");
@@ -1623,38 +1624,19 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         return;
     }
     /* Message: header, argv..., env..., cwd (NUL-separated). */
-    static char msg[SG_INIT_MSG_MAX];
-    sg_init_spawn sp = {.type = SG_INIT_SPAWN, .exec_id = ex->id,
-                        .uid = s->meta.uid, .gid = s->meta.gid,
-                        .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
-                        .rlimit_as = s->cg ? 0 : s->meta.memory};
-    size_t off = sizeof sp;
-    bool toolong = false;
-    for (char **a = req.argv; *a; a++, sp.argc++) {
-        size_t l = strlen(*a) + 1;
-        if (off + l > sizeof msg) { toolong = true; break; }
-        memcpy(msg + off, *a, l);
-        off += l;
-    }
-    for (char **e = env; *e && !toolong; e++, sp.envc++) {
-        size_t l = strlen(*e) + 1;
-        if (off + l > sizeof msg) { toolong = true; break; }
-        memcpy(msg + off, *e, l);
-        off += l;
-    }
-    size_t cl = strlen(cwd) + 1;
-    if (off + cl > sizeof msg)
-        toolong = true;
-    else
-        memcpy(msg + off, cwd, cl);
-    off += cl;
+    static char msg[SG_SPAWN_MSG_MAX];
+    sg_spawn_hdr sp = {.type = SG_SPAWN_EXEC, .exec_id = ex->id,
+                       .uid = s->meta.uid, .gid = s->meta.gid,
+                       .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
+                       .rlimit_as = s->cg ? 0 : s->meta.memory};
+    ssize_t enc = sg_spawn_encode(msg, sizeof msg, &sp, req.argv, env, cwd);
+    size_t off = enc < 0 ? 0 : (size_t)enc;
     sg_exec_req_free(&req);
-    memcpy(msg, &sp, sizeof sp);
 
     int fds[3 + SG_CG_MAX_FDS] = {stdin_fd, outp[1], errp[1]};
     for (int i = 0; i < ncg; i++)
         fds[3 + i] = cgfds[i];
-    int r = toolong ? -E2BIG : 0;
+    int r = enc < 0 ? (int)enc : 0;
     bool handoff_lost = false;
     if (r == 0 && direct) {
         /* Kept until the child takes it (exec_handoff_done) or never does
@@ -1669,12 +1651,12 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
                 syscall(SYS_pidfd_send_signal, s->ready_pidfd, SIGCONT, NULL, 0);
                 sg_close_reset(&s->ready_pidfd);
             }
-            handoff_lost = sg_ctl_send(ex->ready_sock, SG_CTL_REQ, msg, off, fds, 3) < 0;
+            handoff_lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, msg, off, fds, 3) < 0;
         } else {
             r = -ENOMEM;
         }
     } else if (r == 0) {
-        r = sg_ctl_send_raw(s->init_fd, msg, off, fds, (size_t)(3 + ncg));
+        r = sg_seqpacket_send(s->init_fd, msg, off, fds, (size_t)(3 + ncg));
     }
     for (int i = 0; i < 3 + ncg && !ex->awaiting_ack; i++)
         if (i != 0 || fds[i] >= 0)
@@ -1713,7 +1695,7 @@ static void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
             uv_timer_init(&s->loop, &ex->ack_timer);
             ex->ack_timer.data = ex;
             ex->pending_closes++;
-            uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_INIT_READY_ACK_MS, 0);
+            uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_SPAWN_READY_ACK_MS, 0);
         }
     }
     /* The next exec's ready child is made while this one runs: the caller
@@ -1728,10 +1710,11 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
 {
     sup *s = p->data;
     for (;;) {
-        sg_init_reply rep;
+        char buf[sizeof(sg_spawn_reply)];
+        sg_spawn_reply rep;
         int fd = -1;
         size_t nfds = 1;
-        ssize_t n = sg_ctl_recv_raw(s->init_fd, &rep, sizeof rep, MSG_DONTWAIT, &fd, &nfds);
+        ssize_t n = sg_seqpacket_recv(s->init_fd, buf, sizeof buf, MSG_DONTWAIT, &fd, &nfds);
         if (n == -EAGAIN || n == -EINTR)
             return;
         if (n <= 0 && n != -EMSGSIZE) {
@@ -1742,7 +1725,8 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
                 exec_fail(s->execs[i], "the sandbox's init died");
             return;
         }
-        if (n == (ssize_t)sizeof rep && rep.type == SG_INIT_READY && nfds == 1 && s->ready &&
+        bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
+        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->ready &&
             rep.exec_id == s->ready_exec_id && s->ready_sock < 0) {
             s->ready_sock = fd;
             s->ready_pid = rep.pid;
@@ -1752,15 +1736,15 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
         }
         if (nfds == 1)
             close(fd);
-        if (n != (ssize_t)sizeof rep)
+        if (!ok)
             continue;
         exec_ctx *ex = exec_find(s, rep.exec_id);
         if (!ex) {
-            if (rep.type == SG_INIT_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
+            if (rep.type == SG_SPAWN_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
                 ready_lost(s);
             continue;
         }
-        if (rep.type == SG_INIT_SPAWNED) {
+        if (rep.type == SG_SPAWN_SPAWNED) {
             if (rep.err) {
                 char m[160];
                 snprintf(m, sizeof m, "cannot start the command: %s", strerror(rep.err));
@@ -1769,7 +1753,7 @@ static void on_init_msg(uv_poll_t *p, int status, int events)
                 ex->spawned = true;
                 ex->pid = rep.pid;
             }
-        } else if (rep.type == SG_INIT_EXITED) {
+        } else if (rep.type == SG_SPAWN_EXITED) {
             if (ex->awaiting_ack) {
                 handoff_check(ex, true);
                 if (!ex->spawned)
@@ -1978,7 +1962,7 @@ static void on_client(uv_poll_t *p, int status, int events)
     uint8_t type;
     int fds[1];
     size_t nfds = 1;
-    ssize_t n = sg_ctl_recv(c->fd, &type, buf, sizeof buf - 1, fds, &nfds);
+    ssize_t n = sg_seqpacket_recv_typed(c->fd, &type, buf, sizeof buf - 1, fds, &nfds);
     if (n == -EAGAIN || n == -EINTR)
         return;
     if (n < 0 || type == 0) {
@@ -1992,7 +1976,7 @@ static void on_client(uv_poll_t *p, int status, int events)
     if (type == SG_CTL_REQ) {
         handle_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
     } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
-        sg_init_spawn sp = {.type = SG_INIT_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
+        sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
         if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
             exec_kill(c->ex);
         for (size_t i = 0; i < nfds; i++)
@@ -2458,7 +2442,7 @@ static int sup_shutdown(sup *s)
     if (s->destroy_fd >= 0) {
         sg_autofree char *body = s->destroy_res ? sg_json_dump(s->destroy_res) : NULL;
         if (body)
-            sg_ctl_send(s->destroy_fd, s->destroy_type, body, strlen(body), NULL, 0);
+            sg_seqpacket_send_typed(s->destroy_fd, s->destroy_type, body, strlen(body), NULL, 0);
         close(s->destroy_fd);
     }
     json_decref(s->destroy_res);

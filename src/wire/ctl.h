@@ -1,7 +1,7 @@
 /* ctl: the control protocol between the sandglass CLI and a sandbox's
  * supervisor, over a SOCK_SEQPACKET unix socket (<state>/sb/<id>/ctl.sock,
  * mode 0600). One message = one type byte + payload; file descriptors
- * travel with SCM_RIGHTS.
+ * travel with SCM_RIGHTS (seqpacket.h's typed frames).
  *
  *   CLI -> supervisor   REQ (JSON object, "op" says what), with the caller's
  *                       stdin fd for "exec"; SIGNAL (1 byte: signal number)
@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "wire/seqpacket.h"
 
 enum sg_ctl_type {
     SG_CTL_REQ = 1,
@@ -47,8 +48,6 @@ typedef struct sg_ctl_asm {
 int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg_err *err);
 void sg_ctl_asm_free(sg_ctl_asm *a);
 
-#define SG_CTL_MAX_FDS 4
-
 /* Connects to the supervisor of sandbox id. ENOENT/ECONNREFUSED when it is
  * not running. */
 int sg_ctl_connect(const char *id, sg_err *err);
@@ -57,26 +56,6 @@ int sg_ctl_connect(const char *id, sg_err *err);
  * 0600) at path, replacing whatever file is there: the caller owns it.
  * Returns the fd or -1 with err. */
 int sg_ctl_listen(const char *path, int backlog, sg_err *err);
-
-/* Sends one message (blocking, or EAGAIN on a non-blocking socket).
- * Returns 0 or -errno. */
-int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
-                const int *fds, size_t nfds);
-
-/* The same without the type byte (the supervisor-init protocol, init.h),
- * with up to SG_CTL_RAW_MAX_FDS fds. */
-#define SG_CTL_RAW_MAX_FDS 16
-int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t nfds);
-
-/* Receives one message into buf (cap bytes). Returns the payload length,
- * 0 on EOF with *type = 0, or -errno. Received fds go to fds (up to *nfds,
- * extra ones are closed); *nfds gets the count. A message larger than cap
- * is an error (-EMSGSIZE). */
-ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
-                    int *fds, size_t *nfds);
-/* The same without the type byte (init.h's messages), with recvmsg flags
- * (MSG_DONTWAIT); up to SG_CTL_RAW_MAX_FDS fds. Returns the length. */
-ssize_t sg_ctl_recv_raw(int fd, void *buf, size_t cap, int flags, int *fds, size_t *nfds);
 
 typedef struct sg_exec_req {
     char **argv;       /* NULL-terminated */

@@ -1,8 +1,5 @@
-/* ctlwire: the control sockets' framing (ctl.h): one SOCK_SEQPACKET
- * message a frame, a type byte then the payload, fds as SCM_RIGHTS. Apart
- * from ctl.c's JSON requests, so that sandglass-exec (musl, no jansson)
- * reads its exec with the same code as everyone else. */
-#include "wire/ctl.h"
+/* seqpacket: one SOCK_SEQPACKET message a frame. See seqpacket.h. */
+#include "wire/seqpacket.h"
 
 #include <errno.h>
 #include <string.h>
@@ -15,10 +12,10 @@
 /* One sendmsg of iov with fds as SCM_RIGHTS; retried on EINTR. */
 static int send_iov(int fd, struct iovec *iov, size_t niov, const int *fds, size_t nfds)
 {
-    if (nfds > SG_CTL_RAW_MAX_FDS)
+    if (nfds > SG_SEQPACKET_MAX_FDS)
         return -EINVAL;
     union {
-        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_RAW_MAX_FDS)];
+        char buf[CMSG_SPACE(sizeof(int) * SG_SEQPACKET_MAX_FDS)];
         struct cmsghdr align;
     } cm;
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = niov};
@@ -41,11 +38,9 @@ static int send_iov(int fd, struct iovec *iov, size_t niov, const int *fds, size
     }
 }
 
-int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
-                const int *fds, size_t nfds)
+int sg_seqpacket_send_typed(int fd, uint8_t type, const void *buf, size_t len,
+                            const int *fds, size_t nfds)
 {
-    if (nfds > SG_CTL_MAX_FDS)
-        return -EINVAL;
     struct iovec iov[2] = {
         {.iov_base = &type, .iov_len = 1},
         {.iov_base = (void *)buf, .iov_len = len},
@@ -53,7 +48,7 @@ int sg_ctl_send(int fd, uint8_t type, const void *buf, size_t len,
     return send_iov(fd, iov, len ? 2 : 1, fds, nfds);
 }
 
-int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
+int sg_seqpacket_send(int fd, const void *buf, size_t len, const int *fds, size_t nfds)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
     return send_iov(fd, &iov, 1, fds, nfds);
@@ -64,7 +59,7 @@ int sg_ctl_send_raw(int fd, const void *buf, size_t len, const int *fds, size_t 
 static ssize_t recv_iov(int fd, struct iovec *iov, size_t niov, int flags, int *fds, size_t *nfds)
 {
     union {
-        char buf[CMSG_SPACE(sizeof(int) * SG_CTL_RAW_MAX_FDS)];
+        char buf[CMSG_SPACE(sizeof(int) * SG_SEQPACKET_MAX_FDS)];
         struct cmsghdr align;
     } cm;
     struct msghdr mh = {
@@ -84,7 +79,7 @@ static ssize_t recv_iov(int fd, struct iovec *iov, size_t niov, int flags, int *
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int got[SG_CTL_RAW_MAX_FDS];
+        int got[SG_SEQPACKET_MAX_FDS];
         if (cnt > SG_ARRAY_LEN(got))
             cnt = SG_ARRAY_LEN(got);
         memcpy(got, CMSG_DATA(c), cnt * sizeof(int));
@@ -105,8 +100,8 @@ static ssize_t recv_iov(int fd, struct iovec *iov, size_t niov, int flags, int *
     return n;
 }
 
-ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
-                    int *fds, size_t *nfds)
+ssize_t sg_seqpacket_recv_typed(int fd, uint8_t *type, void *buf, size_t cap,
+                                int *fds, size_t *nfds)
 {
     struct iovec iov[2] = {
         {.iov_base = type, .iov_len = 1},
@@ -117,7 +112,7 @@ ssize_t sg_ctl_recv(int fd, uint8_t *type, void *buf, size_t cap,
     return n <= 0 ? n : n - 1;
 }
 
-ssize_t sg_ctl_recv_raw(int fd, void *buf, size_t cap, int flags, int *fds, size_t *nfds)
+ssize_t sg_seqpacket_recv(int fd, void *buf, size_t cap, int flags, int *fds, size_t *nfds)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
     return recv_iov(fd, &iov, 1, flags, fds, nfds);

@@ -53,12 +53,12 @@ static void test_typed_round_trip(void **state)
 {
     int sv[2], p[2];
     open_all(sv, p);
-    assert_int_equal(sg_ctl_send(sv[0], SG_CTL_REQ, "{\"op\":\"x\"}", 10, &p[0], 1), 0);
+    assert_int_equal(sg_seqpacket_send_typed(sv[0], SG_CTL_REQ, "{\"op\":\"x\"}", 10, &p[0], 1), 0);
     char buf[64];
     uint8_t type = 0;
     int fds[2] = {-1, -1};
     size_t nfds = 2;
-    assert_int_equal(sg_ctl_recv(sv[1], &type, buf, sizeof buf, fds, &nfds), 10);
+    assert_int_equal(sg_seqpacket_recv_typed(sv[1], &type, buf, sizeof buf, fds, &nfds), 10);
     assert_int_equal(type, SG_CTL_REQ);
     assert_memory_equal(buf, "{\"op\":\"x\"}", 10);
     assert_int_equal(nfds, 1);
@@ -68,7 +68,7 @@ static void test_typed_round_trip(void **state)
     /* EOF: 0 and no type */
     close(sv[0]);
     nfds = 2;
-    assert_int_equal(sg_ctl_recv(sv[1], &type, buf, sizeof buf, fds, &nfds), 0);
+    assert_int_equal(sg_seqpacket_recv_typed(sv[1], &type, buf, sizeof buf, fds, &nfds), 0);
     assert_int_equal(type, 0);
     assert_int_equal(nfds, 0);
     sv[0] = -1;
@@ -82,10 +82,10 @@ static void test_raw_round_trip_and_extra_fds(void **state)
     struct { uint32_t a, b; } msg = {7, 9}, got = {0, 0};
     int send_fds[3] = {p[0], p[1], p[0]};
     int before = count_fds();
-    assert_int_equal(sg_ctl_send_raw(sv[0], &msg, sizeof msg, send_fds, 3), 0);
+    assert_int_equal(sg_seqpacket_send(sv[0], &msg, sizeof msg, send_fds, 3), 0);
     int fds[1] = {-1};
     size_t nfds = 1; /* room for one: the other two are closed, not leaked */
-    assert_int_equal(sg_ctl_recv_raw(sv[1], &got, sizeof got, 0, fds, &nfds), (ssize_t)sizeof got);
+    assert_int_equal(sg_seqpacket_recv(sv[1], &got, sizeof got, 0, fds, &nfds), (ssize_t)sizeof got);
     assert_int_equal(got.a, 7);
     assert_int_equal(got.b, 9);
     assert_int_equal(nfds, 1);
@@ -105,22 +105,22 @@ static void test_raw_truncated_and_nonblocking(void **state)
     size_t nfds = 1;
     int fd = -1;
     int before = count_fds();
-    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, MSG_DONTWAIT, &fd, &nfds), -EAGAIN);
+    assert_int_equal(sg_seqpacket_recv(sv[1], small, sizeof small, MSG_DONTWAIT, &fd, &nfds), -EAGAIN);
     assert_int_equal(nfds, 0);
     /* larger than the room: refused whole, its fd closed */
-    assert_int_equal(sg_ctl_send_raw(sv[0], big, sizeof big, &p[1], 1), 0);
+    assert_int_equal(sg_seqpacket_send(sv[0], big, sizeof big, &p[1], 1), 0);
     nfds = 1;
-    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, MSG_DONTWAIT, &fd, &nfds), -EMSGSIZE);
+    assert_int_equal(sg_seqpacket_recv(sv[1], small, sizeof small, MSG_DONTWAIT, &fd, &nfds), -EMSGSIZE);
     assert_int_equal(nfds, 0);
     assert_int_equal(count_fds(), before); /* the fd it carried was closed */
     /* the message is gone: the next one is received */
-    assert_int_equal(sg_ctl_send_raw(sv[0], "ok", 2, NULL, 0), 0);
+    assert_int_equal(sg_seqpacket_send(sv[0], "ok", 2, NULL, 0), 0);
     nfds = 1;
-    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, 0, &fd, &nfds), 2);
+    assert_int_equal(sg_seqpacket_recv(sv[1], small, sizeof small, 0, &fd, &nfds), 2);
     assert_memory_equal(small, "ok", 2);
     assert_int_equal(nfds, 0);
     close(sv[0]);
-    assert_int_equal(sg_ctl_recv_raw(sv[1], small, sizeof small, 0, NULL, NULL), 0);
+    assert_int_equal(sg_seqpacket_recv(sv[1], small, sizeof small, 0, NULL, NULL), 0);
     sv[0] = -1;
     close_all(sv, p);
 }
