@@ -274,8 +274,6 @@ static void uid_slot_path(char *buf, size_t size, unsigned slot)
     snprintf(buf, size, SG_UID_DIR "/%u", slot);
 }
 
-/* Whether the slot file at path names a sandbox directory that still
- * exists (its owner is alive or at least not cleaned up). */
 /* The sandbox directory a slot file names, into owner. Returns 1, 0 when
  * the file is empty, -1 with errno when it cannot be read. */
 static int uid_slot_owner(const char *path, char owner[PATH_MAX])
@@ -289,6 +287,9 @@ static int uid_slot_owner(const char *path, char owner[PATH_MAX])
     return n > 0;
 }
 
+/* Whether the slot file at path names a sandbox directory that still
+ * exists (its owner is alive or at least not cleaned up); an unreadable
+ * slot counts as live: never take over what cannot be checked. */
 static bool uid_slot_live(const char *path)
 {
     char owner[PATH_MAX];
