@@ -1,0 +1,226 @@
+/* sv_client: client I/O: the control socket's connections, their output
+ * queues (backpressure on a slow caller), and the read of each request. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "supervisor/sv_internal.h"
+
+static void client_update_poll(client *c);
+static void on_client(uv_poll_t *p, int status, int events);
+
+void client_flush(client *c)
+{
+    while (c->qhead) {
+        outmsg *m = c->qhead;
+        int r = sg_seqpacket_send_typed(c->fd, m->type, m->data, m->len, NULL, 0);
+        if (r == -EAGAIN)
+            break;
+        c->qhead = m->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        c->qbytes -= m->len;
+        free(m);
+        if (r < 0) {
+            client_close(c);
+            return;
+        }
+    }
+    if (!c->qhead && c->close_after_flush) {
+        client_close(c);
+        return;
+    }
+    client_update_poll(c);
+}
+
+void client_send(client *c, uint8_t type, const void *buf, size_t len)
+{
+    if (!c || c->closing)
+        return;
+    if (!c->qhead) {
+        int r = sg_seqpacket_send_typed(c->fd, type, buf, len, NULL, 0);
+        if (r == 0)
+            return;
+        if (r != -EAGAIN) {
+            client_close(c);
+            return;
+        }
+    }
+    outmsg *m = malloc(sizeof *m + len);
+    if (!m) {
+        client_close(c);
+        return;
+    }
+    m->next = NULL;
+    m->type = type;
+    m->len = len;
+    memcpy(m->data, buf, len);
+    if (c->qtail)
+        c->qtail->next = m;
+    else
+        c->qhead = m;
+    c->qtail = m;
+    c->qbytes += len;
+    client_update_poll(c);
+}
+
+void client_send_json(client *c, uint8_t type, json_t *j)
+{
+    sg_autofree char *s = sg_json_dump(j);
+    json_decref(j);
+    if (!s)
+        return;
+    /* A large answer (a long checkpoint list, a rollback plan) goes in
+     * parts: one seqpacket message is at most SG_CTL_MSG_MAX. */
+    size_t len = strlen(s), off = 0;
+    for (; len - off > SG_CTL_CHUNK; off += SG_CTL_CHUNK)
+        client_send(c, SG_CTL_RESULT_PART, s + off, SG_CTL_CHUNK);
+    client_send(c, type, s + off, len - off);
+}
+
+void client_error(client *c, const char *msg)
+{
+    client_send_json(c, SG_CTL_ERROR, json_pack("{s:s}", "error", msg));
+    if (c)
+        c->close_after_flush = true;
+    if (c && !c->qhead)
+        client_close(c);
+}
+
+static void client_update_poll(client *c)
+{
+    if (c->closing)
+        return;
+    int ev = UV_READABLE | (c->qhead ? UV_WRITABLE : 0);
+    uv_poll_start(&c->poll, ev, on_client);
+    exec_ctx *ex = c->ex;
+    if (ex && c->qbytes <= SUP_CLIENT_QUEUE_MAX / 2) {
+        if (ex->out_active)
+            uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
+        if (ex->err_active)
+            uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
+    }
+}
+
+static void on_client_closed(uv_handle_t *h)
+{
+    client *c = h->data;
+    free(c);
+}
+
+void client_close(client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    sup *s = c->s;
+    s->nclients--;
+    while (c->qhead) {
+        outmsg *m = c->qhead;
+        c->qhead = m->next;
+        free(m);
+    }
+    if (c->ex) {
+        /* The caller went away mid-exec: stop the command, as a terminal
+         * hangup would. */
+        exec_ctx *ex = c->ex;
+        ex->cl = NULL;
+        c->ex = NULL;
+        if (!ex->finished)
+            exec_kill(ex);
+    }
+    uv_poll_stop(&c->poll);
+    close(c->fd);
+    uv_close((uv_handle_t *)&c->poll, on_client_closed);
+}
+
+static void on_client(uv_poll_t *p, int status, int events)
+{
+    client *c = p->data;
+    if (status < 0) {
+        client_close(c);
+        return;
+    }
+    if (events & UV_WRITABLE) {
+        client_flush(c);
+        if (c->closing)
+            return;
+    }
+    if (!(events & UV_READABLE))
+        return;
+    static char buf[SG_CTL_MSG_MAX];
+    uint8_t type;
+    int fds[1];
+    size_t nfds = 1;
+    ssize_t n = sg_seqpacket_recv_typed(c->fd, &type, buf, sizeof buf - 1, fds, &nfds);
+    if (n == -EAGAIN || n == -EINTR)
+        return;
+    if (n < 0 || type == 0) {
+        if (n == -EMSGSIZE) {
+            client_error(c, "request too large");
+            return;
+        }
+        client_close(c);
+        return;
+    }
+    if (type == SG_CTL_REQ) {
+        handle_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
+    } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
+        sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
+        if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
+            exec_kill(c->ex);
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+    } else {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        client_error(c, "unexpected message type");
+    }
+}
+
+void on_ctl_accept(uv_poll_t *p, int status, int events)
+{
+    sup *s = p->data;
+    for (;;) {
+        int fd = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        if (s->nclients >= SUP_MAX_CLIENTS) {
+            close(fd);
+            continue;
+        }
+        client *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->s = s;
+        c->fd = fd;
+        s->nclients++;
+        uv_poll_init(&s->loop, &c->poll, fd);
+        c->poll.data = c;
+        uv_poll_start(&c->poll, UV_READABLE, on_client);
+        /* A client sends its request right after connecting: it is usually
+         * here already, and reading it now saves a trip through the loop
+         * on the exec path (EAGAIN otherwise: the poll delivers it). */
+        on_client(&c->poll, 0, UV_READABLE);
+    }
+}

@@ -1,0 +1,230 @@
+/* sv_dispatch: the requests: one handler per op. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "supervisor/sv_internal.h"
+
+/* A spare of the pool (cli/pool.c) becomes a learner's sandbox: it takes
+ * the creator's learner, task, limits, caps and capture, and its session
+ * clocks start now. Only a spare that never ran anything can be claimed. */
+static void sup_claim(sup *s, client *c, json_t *req)
+{
+    sg_err err = {0};
+    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
+        client_error(c, "this sandbox is not an unused spare of the pool");
+        return;
+    }
+    sg_sandbox_meta want;
+    if (sg_sandbox_meta_from_json(json_object_get(req, "meta"), s->meta.id, &want, &err) < 0) {
+        sg_err_prefix(&err, "claim: bad sandbox record");
+        client_error(c, err.msg);
+        return;
+    }
+    /* Only what differs from the spare's limits is written (usually none). */
+    sg_cg_limits lim = {.memory_bytes = want.memory != s->meta.memory ? want.memory : 0,
+                        .pids = want.pids != s->meta.pids ? want.pids : 0,
+                        .cpus = want.cpus != s->meta.cpus ? want.cpus : 0};
+    if (s->cg && sg_cgroup_set_limits(s->cg, &lim, &err) < 0) {
+        sg_sandbox_meta_clear(&want);
+        client_error(c, err.msg);
+        return;
+    }
+    sg_sandbox_meta *m = &s->meta;
+    SG_SWAP_PTR(m->learner, want.learner);
+    SG_SWAP_PTR(m->task, want.task);
+    SG_SWAP_PTR(m->ingest_url, want.ingest_url);
+    SG_SWAP_PTR(m->secret_file, want.secret_file);
+    m->memory = want.memory;
+    m->pids = want.pids;
+    m->cpus = want.cpus;
+    m->timeout_s = want.timeout_s;
+    m->output_limit = want.output_limit;
+    m->max_wall_s = want.max_wall_s;
+    m->max_execs = want.max_execs;
+    m->max_cpu_s = want.max_cpu_s;
+    m->max_calls = want.max_calls;
+    m->manual_checkpoints = want.manual_checkpoints;
+    memcpy(m->created, want.created, sizeof m->created);
+    sg_sandbox_meta_clear(&want);
+    if (sg_sandbox_meta_save(m, &err) < 0) {
+        client_error(c, err.msg);
+        return;
+    }
+    if (m->task && capture_start(s, false, &err) < 0) {
+        client_error(c, err.msg);
+        return;
+    }
+    s->start_ns = sg_now_mono_ns();
+    if (m->max_wall_s > 0 || m->max_cpu_s > 0)
+        uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    client_send_json(c, SG_CTL_RESULT, sg_sandbox_meta_json(m));
+    c->close_after_flush = true;
+    client_flush(c);
+    /* The workspace is the spare's empty one, which nothing has run in
+     * since its checkpoint: the capture (if any) hears of that checkpoint,
+     * and the worker (stopped when idle) is not woken for it. */
+    if (s->last_ckpt[0])
+        emit_checkpoint(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+    else
+        sup_checkpoint_ex(s, "create", true, NULL);
+}
+
+void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
+{
+    sg_err err = {0};
+    const char *op = NULL;
+    sg_autojson json_t *req = sg_ctl_parse_req(buf, len, &op, &err);
+    if (!req) {
+        if (fd_in >= 0)
+            close(fd_in);
+        client_error(c, err.msg);
+        return;
+    }
+    /* One request per connection. An exec's connection is the command's
+     * own channel: after the request it carries signals only, so whatever
+     * got hold of it could not destroy, abort or checkpoint with it. */
+    if (c->requested) {
+        if (fd_in >= 0)
+            close(fd_in);
+        client_error(c, c->ex ? "an exec's connection takes signals only, not another request"
+                              : "one request per connection");
+        return;
+    }
+    c->requested = true;
+    if (strcmp(op, "exec") == 0) {
+        if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
+            close(fd_in);
+            client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
+                            "anything else): refused");
+            return;
+        }
+        if (fd_in < 0)
+            fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        exec_start(s, c, req, fd_in);
+        return;
+    }
+    if (fd_in >= 0)
+        close(fd_in);
+    if (strcmp(op, "info") == 0) {
+        json_t *j = sg_sandbox_meta_json(&s->meta);
+        json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
+        json_object_set_new(j, "cgroup_layout", json_string(sg_cgroup_layout_name(sg_cgroup_layout())));
+        json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"));
+        if (s->aborted)
+            json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
+        json_object_set_new(j, "caps_now", caps_now(s));
+        client_send_json(c, SG_CTL_RESULT, j);
+        c->close_after_flush = true;
+        client_flush(c);
+    } else if (strcmp(op, "destroy") == 0) {
+        sup_destroy(s, c);
+    } else if (strcmp(op, "checkpoint") == 0) {
+        const char *label = json_string_value(json_object_get(req, "label"));
+        char l[200];
+        snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
+        json_t *info = NULL;
+        if (!sup_checkpoint(s, l, &info)) {
+            client_error(c, "cannot take a checkpoint (see the supervisor log)");
+        } else {
+            client_send_json(c, SG_CTL_RESULT, info);
+            c->close_after_flush = true;
+            client_flush(c);
+        }
+    } else if (strcmp(op, "checkpoints") == 0) {
+        sg_checkpoint_info *v = NULL;
+        size_t n = 0;
+        if (s->ckpt)
+            ckpt_flush_labels(s);
+        int lrc = s->ckpt ? sg_ckpt_client_list(s->ckpt, &v, &n, &err) : -1;
+        if (s->ckpt)
+            ckpt_used(s);
+        if (lrc < 0) {
+            client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
+        } else {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
+                    "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
+                    "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
+            sg_checkpoint_infos_free(v, n);
+            client_send_json(c, SG_CTL_RESULT, json_pack("{s:o}", "checkpoints", arr));
+            c->close_after_flush = true;
+            client_flush(c);
+        }
+    } else if (strcmp(op, "rollback") == 0) {
+        sup_rollback(s, c, req);
+    } else if (strcmp(op, "abort") == 0) {
+        const char *reason = json_string_value(json_object_get(req, "reason"));
+        char r[256];
+        snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
+        client_send_json(c, SG_CTL_RESULT, sup_abort(s, "operator", r));
+        c->close_after_flush = true;
+        client_flush(c);
+    } else if (strcmp(op, "claim") == 0) {
+        sup_claim(s, c, req);
+    } else if (strcmp(op, "ping") == 0) {
+        /* Answered once the loop serves: after the first checkpoint. */
+        client_send_json(c, SG_CTL_RESULT, json_pack("{s:b}", "pong", 1));
+        c->close_after_flush = true;
+        client_flush(c);
+    } else if (strcmp(op, "expire") == 0) {
+        /* Destroy in after_s seconds (a negative value cancels): an agent
+         * session that ended keeps its sandbox for rollback this long. */
+        json_t *v = json_object_get(req, "after_s");
+        double after = json_is_number(v) ? json_number_value(v) : -1;
+        if (!s->expire_init) {
+            uv_timer_init(&s->loop, &s->expire_timer);
+            s->expire_timer.data = s;
+            s->expire_init = true;
+        }
+        uv_timer_stop(&s->expire_timer);
+        if (after >= 0 && after <= 365.0 * 24 * 3600)
+            uv_timer_start(&s->expire_timer, on_expire, (uint64_t)(after * 1000.0), 0);
+        client_send_json(c, SG_CTL_RESULT, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
+        c->close_after_flush = true;
+        client_flush(c);
+    } else if (strcmp(op, "resume") == 0) {
+        if (!s->aborted) {
+            client_error(c, "the session is not aborted");
+        } else if (strcmp(s->abort_by, "cap") == 0) {
+            char m[400];
+            snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
+            client_error(c, m);
+        } else {
+            json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
+            s->aborted = false;
+            s->abort_reason[0] = s->abort_by[0] = '\0';
+            sg_state_abort_clear(s->meta.id);
+            if (s->expire_init)
+                uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
+            capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
+            ready_next(s);
+            client_send_json(c, SG_CTL_RESULT, r);
+            c->close_after_flush = true;
+            client_flush(c);
+        }
+    } else {
+        char m[200];
+        snprintf(m, sizeof m, "unknown request op '%.100s'", op);
+        client_error(c, m);
+    }
+}

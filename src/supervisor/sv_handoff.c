@@ -1,0 +1,169 @@
+/* sv_handoff: the init connection (wire/spawn.h): its replies, and the direct
+ * hand-off of an exec to the ready child. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "supervisor/sv_internal.h"
+
+void handoff_release(exec_ctx *ex)
+{
+    if (ex->awaiting_ack) {
+        ex->awaiting_ack = false;
+        if (ex->ack_timer.data) {
+            uv_timer_stop(&ex->ack_timer);
+            uv_close((uv_handle_t *)&ex->ack_timer, on_close_pending);
+        }
+        for (int i = 0; i < 3; i++)
+            sg_close_reset(&ex->hold_fds[i]);
+    }
+    sg_close_reset(&ex->ready_sock);
+    free(ex->held_msg);
+    ex->held_msg = NULL;
+}
+
+/* 1: the child took the exec ("k"); 0: not yet; -1: it never will (its
+ * socket closed: it died). The "k" is sent before the command runs, so it
+ * is there by the time init reports the child's exit. */
+static int handoff_ack(exec_ctx *ex)
+{
+    char k = 0;
+    ssize_t n = recv(ex->ready_sock, &k, 1, MSG_DONTWAIT);
+    if (n == 1 && k == 'k')
+        return 1;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    return -1;
+}
+
+void exec_handoff_done(exec_ctx *ex)
+{
+    ex->spawned = true;
+    ex->pid = ex->ready_pid;
+    handoff_release(ex);
+}
+
+/* The ready child did not take the exec (killed or stopped just before):
+ * it is killed, and init clones the exec into the same leaf under a new id
+ * (the dead child's exit report keeps the old one). */
+void exec_handoff_failed(exec_ctx *ex)
+{
+    sup *s = ex->s;
+    sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
+    send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
+    if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
+        handoff_release(ex);
+        exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
+                                 : "the sandbox's init is gone");
+        return;
+    }
+    ex->id = ++s->next_exec;
+    sg_spawn_hdr sp;
+    memcpy(&sp, ex->held_msg, sizeof sp);
+    sp.exec_id = ex->id;
+    sp.nfds_cg = 1;
+    sp.cg_into = 1;
+    memcpy(ex->held_msg, &sp, sizeof sp);
+    int fds[4] = {ex->hold_fds[0], ex->hold_fds[1], ex->hold_fds[2], ex->leaf_fd};
+    int r = sg_seqpacket_send(s->init_fd, ex->held_msg, ex->held_len, fds, 4);
+    handoff_release(ex);
+    if (r < 0)
+        exec_fail(ex, "cannot reach the sandbox's init");
+}
+
+/* Settles the hand-off if the child answered, or if it never will: it
+ * died, or (last) the wait is over. */
+static void handoff_check(exec_ctx *ex, bool last)
+{
+    if (!ex->awaiting_ack)
+        return;
+    int a = handoff_ack(ex);
+    if (a > 0)
+        exec_handoff_done(ex);
+    else if (a < 0 || last)
+        exec_handoff_failed(ex);
+}
+
+void on_handoff_timeout(uv_timer_t *t)
+{
+    handoff_check(t->data, true);
+}
+
+void on_init_msg(uv_poll_t *p, int status, int events)
+{
+    sup *s = p->data;
+    for (;;) {
+        char buf[sizeof(sg_spawn_reply)];
+        sg_spawn_reply rep;
+        int fd = -1;
+        size_t nfds = 1;
+        ssize_t n = sg_seqpacket_recv(s->init_fd, buf, sizeof buf, MSG_DONTWAIT, &fd, &nfds);
+        if (n == -EAGAIN || n == -EINTR)
+            return;
+        if (n <= 0 && n != -EMSGSIZE) {
+            /* init is gone: the whole pid namespace died with it. */
+            uv_poll_stop(p);
+            s->init_dead = true;
+            for (size_t i = s->nexecs; i-- > 0;)
+                exec_fail(s->execs[i], "the sandbox's init died");
+            return;
+        }
+        bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
+        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->ready &&
+            rep.exec_id == s->ready_exec_id && s->ready_sock < 0) {
+            s->ready_sock = fd;
+            s->ready_pid = rep.pid;
+            sg_close_reset(&s->ready_pidfd);
+            s->ready_pidfd = ready_pidfd_open(s->rl.dirfd);
+            continue;
+        }
+        if (nfds == 1)
+            close(fd);
+        if (!ok)
+            continue;
+        exec_ctx *ex = exec_find(s, rep.exec_id);
+        if (!ex) {
+            if (rep.type == SG_SPAWN_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
+                ready_lost(s);
+            continue;
+        }
+        if (rep.type == SG_SPAWN_SPAWNED) {
+            if (rep.err) {
+                char m[160];
+                snprintf(m, sizeof m, "cannot start the command: %s", strerror(rep.err));
+                exec_fail(ex, m);
+            } else {
+                ex->spawned = true;
+                ex->pid = rep.pid;
+            }
+        } else if (rep.type == SG_SPAWN_EXITED) {
+            if (ex->awaiting_ack) {
+                handoff_check(ex, true);
+                if (!ex->spawned)
+                    continue; /* the ready child died before it took the exec */
+            }
+            ex->exited = true;
+            ex->status = rep.status;
+            ex->exit_rep = rep;
+            exec_finish(ex);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+/* sv_killswitch: the kill switch and the caps. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "supervisor/sv_internal.h"
+
+/* Host pids of the processes in the sandbox's pid namespace (init
+ * included), found through /proc: the kill path when there is no cgroup. */
+static size_t pidns_members(sup *s, pid_t *out, size_t max)
+{
+    char want[64], path[64], got[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)s->init_pid);
+    ssize_t wl = readlink(path, want, sizeof want - 1);
+    if (wl <= 0)
+        return 0;
+    want[wl] = '\0';
+    sg_autoclosedir DIR *d = opendir("/proc");
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < max) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+        ssize_t l = readlink(path, got, sizeof got - 1);
+        if (l <= 0)
+            continue;
+        got[l] = '\0';
+        if (strcmp(got, want) == 0 && sg_state_pid_alive((pid_t)pid))
+            out[n++] = (pid_t)pid;
+    }
+    return n;
+}
+
+/* SIGKILLs every process of the pid namespace (but init unless with_init)
+ * until none is left; returns how many remain. */
+size_t pidns_kill(sup *s, bool with_init, int timeout_ms)
+{
+    static pid_t pids[65536];
+    uint64_t deadline = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        size_t n = pidns_members(s, pids, SG_ARRAY_LEN(pids)), left = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (pids[i] == s->init_pid && !with_init)
+                continue;
+            kill(pids[i], SIGKILL);
+            left++;
+        }
+        if (!left || sg_now_mono_ns() > deadline)
+            return left;
+        usleep(1000);
+    }
+}
+
+static json_t *cap_json(double limit, double value)
+{
+    return json_pack("{s:o, s:f}", "limit", limit > 0 ? json_real(limit) : json_null(), "value", value);
+}
+
+json_t *caps_now(sup *s)
+{
+    sg_err err = {0};
+    sg_cg_stats st = {0};
+    if (s->cg)
+        sg_cgroup_stats(s->cg, NULL, &st, &err);
+    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
+    return json_pack("{s:o, s:o, s:o, s:o}",
+        "max_wall_s", cap_json(s->meta.max_wall_s, wall),
+        "max_execs", cap_json((double)s->meta.max_execs, (double)s->execs_total),
+        "max_cpu_s", cap_json(s->meta.max_cpu_s, (double)st.cpu_ns / 1e9),
+        "max_calls", cap_json((double)s->meta.max_calls, (double)s->calls_total));
+}
+
+/* Kills every process of the sandbox but its init, and proves it: the
+ * sandbox's cgroup then holds exactly the init. */
+json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
+{
+    sg_err err = {0};
+    json_t *killed_execs = json_array();
+    for (size_t i = 0; i < s->nexecs; i++) {
+        if (!s->execs[i]->finished) {
+            json_array_append_new(killed_execs, json_integer(s->execs[i]->num));
+            exec_mark_killed(s->execs[i], cause, "%s", detail);
+        }
+    }
+    pid_t *before = NULL;
+    size_t nbefore = 0;
+    uint64_t t0 = sg_now_mono_ns();
+    bool ok = true;
+    pid_t *after = NULL;
+    size_t nafter = 0;
+    size_t nready = 0; /* the ready child: not a user process, not counted */
+    /* The checkpoint worker is work for the sandbox, in its cgroup: killed
+     * too, never waited for (a new one comes for the next call). */
+    if (s->ckpt)
+        sg_ckpt_client_kill(s->ckpt);
+    if (s->cg) {
+        pid_t *ready = NULL;
+        if (s->ready && sg_cgroup_pids(s->cg, s->rl.name, &ready, &nready, &err) < 0)
+            nready = 0;
+        free(ready);
+        sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
+        t0 = sg_now_mono_ns();
+        for (size_t i = 0; i < s->nleaves; i++)
+            if (leaf_kill(s, s->leaves[i], 5000, &err) < 0)
+                ok = false;
+        /* The idle ready child last: killed first, its exit would wait for
+         * a CPU that a fork bomb holds, and the bomb's kill behind it. */
+        ready_retire(s);
+    } else {
+        before = calloc(65536, sizeof *before);
+        nbefore = before ? pidns_members(s, before, 65536) : 0;
+        t0 = sg_now_mono_ns();
+        ok = pidns_kill(s, false, 5000) == 0;
+    }
+    double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
+    if (s->cg) {
+        sg_cgroup_pids(s->cg, NULL, &after, &nafter, &err);
+    } else {
+        after = calloc(65536, sizeof *after);
+        nafter = after ? pidns_members(s, after, 65536) : 0;
+    }
+    json_t *left = json_array();
+    for (size_t i = 0; i < nafter; i++)
+        if (after[i] != s->init_pid)
+            json_array_append_new(left, json_integer(after[i]));
+    json_t *proof = json_pack("{s:i, s:b, s:I, s:o, s:f, s:s}",
+        "processes_left", (int)json_array_size(left),
+        "cgroup_holds_only_init", ok && json_array_size(left) == 0,
+        "init_pid", (json_int_t)s->init_pid, "left_pids", left, "kill_ms", kill_ms,
+        "checked_by", s->cg ? "cgroup" : "pid namespace");
+    json_t *r = json_pack("{s:o, s:I, s:o}", "execs_killed", killed_execs,
+        "processes_killed", (json_int_t)(nbefore > 1 + nready ? nbefore - 1 - nready : 0),
+        "proof", proof);
+    free(before);
+    free(after);
+    return r;
+}
+
+/* The kill switch. Returns the abort record (new reference). */
+json_t *sup_abort(sup *s, const char *by, const char *reason)
+{
+    if (s->aborted)
+        return json_pack("{s:b, s:b, s:s, s:s}", "aborted", 1, "already", 1,
+                         "by", s->abort_by, "reason", s->abort_reason);
+    s->aborted = true;
+    snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
+    snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+    sg_err err = {0};
+    if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
+        sg_log_line("supervisor", "%s", err.msg);
+    json_t *caps = caps_now(s);
+    char detail[300];
+    snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
+    json_t *k = kill_all_user_processes(s, "abort", detail);
+    json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
+                            "by", by, "reason", reason, "caps", caps);
+    json_object_update(rec, k);
+    json_decref(k);
+    capture_emit(s, "session_abort", json_deep_copy(rec));
+    return rec;
+}
+
+/* The keep of an ended session is over: the sandbox goes, saying why. */
+void on_expire(uv_timer_t *t)
+{
+    sup *s = t->data;
+    if (s->destroying)
+        return;
+    sg_log_line("supervisor", "the sandbox's keep after its session ended is over: destroying it");
+    capture_emit(s, "sandbox", json_pack("{s:s, s:s}", "state", "expired", "reason",
+                                         "its agent session ended and the keep (mcp --keep) passed"));
+    sup_destroy(s, NULL);
+}
+
+void on_cap_timer(uv_timer_t *t)
+{
+    sup *s = t->data;
+    if (s->aborted || s->destroying)
+        return;
+    char why[128];
+    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
+    if (s->meta.max_wall_s > 0 && wall >= s->meta.max_wall_s) {
+        snprintf(why, sizeof why, "cap max_wall_s=%g reached", s->meta.max_wall_s);
+        json_decref(sup_abort(s, "cap", why));
+        return;
+    }
+    if (s->meta.max_cpu_s > 0) {
+        sg_err err = {0};
+        sg_cg_stats st = {0};
+        if (s->cg && sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 && (double)st.cpu_ns / 1e9 >= s->meta.max_cpu_s) {
+            snprintf(why, sizeof why, "cap max_cpu_s=%g reached", s->meta.max_cpu_s);
+            json_decref(sup_abort(s, "cap", why));
+        }
+    }
+}

@@ -1,0 +1,191 @@
+/* sv_leaves: the exec leaves (cgroups) and the ready child waiting in one. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "supervisor/sv_internal.h"
+
+/* Kills what a leaf holds, and marks the execs in it: a leaf cgroup.kill
+ * was written to is never reused (leaf_recycle). */
+int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err)
+{
+    for (size_t k = 0; k < s->nexecs; k++)
+        if (strcmp(s->execs[k]->leaf, leaf) == 0)
+            s->execs[k]->leaf_killed = true;
+    return sg_cgroup_kill(s->cg, leaf, timeout_ms, err);
+}
+
+void leaf_track(sup *s, const char *leaf)
+{
+    if (s->nleaves == s->capleaves) {
+        size_t ncap = s->capleaves ? s->capleaves * 2 : 16;
+        char **n = realloc(s->leaves, ncap * sizeof *n);
+        if (!n)
+            return;
+        s->leaves = n;
+        s->capleaves = ncap;
+    }
+    s->leaves[s->nleaves++] = strdup(leaf);
+}
+
+void leaf_untrack(sup *s, const char *leaf)
+{
+    for (size_t i = 0; i < s->nleaves; i++) {
+        if (strcmp(s->leaves[i], leaf) == 0) {
+            free(s->leaves[i]);
+            s->leaves[i] = s->leaves[--s->nleaves];
+            return;
+        }
+    }
+}
+
+/* Removes the leaves that have emptied (background processes ended). */
+void leaves_sweep(sup *s)
+{
+    sg_err err = {0};
+    if (!s->cg)
+        return;
+    for (size_t i = s->nleaves; i-- > 0;) {
+        bool running = false;
+        for (size_t k = 0; k < s->nexecs; k++)
+            if (strcmp(s->execs[k]->leaf, s->leaves[i]) == 0)
+                running = true;
+        if (!running && sg_cgroup_populated(s->cg, s->leaves[i], &err) == 0 &&
+            sg_cgroup_leaf_remove(s->cg, s->leaves[i], &err) == 0)
+            leaf_untrack(s, s->leaves[i]);
+    }
+}
+
+void open_leaf_close(open_leaf *l)
+{
+    sg_close_reset(&l->dirfd);
+    sg_close_reset(&l->cpufd);
+    sg_close_reset(&l->evfd);
+}
+
+/* Asks init for a ready child in a new leaf, so that the next exec only
+ * has to hand it the command (init.h). Off the exec path: called once the
+ * sandbox is up, once an exec has started, and after each result. */
+void ready_next(sup *s)
+{
+    sg_err err = {0};
+    if (s->ready || !s->fast_leaves || s->destroying || s->aborted || s->init_dead ||
+        s->init_fd < 0)
+        return;
+    open_leaf l;
+    if (s->nspare > 0) {
+        l = s->spare[--s->nspare];
+    } else {
+        snprintf(l.name, sizeof l.name, "x%u", ++s->next_leaf);
+        if (sg_cgroup_leaf_create(s->cg, l.name, &err) < 0)
+            return;
+        l.dirfd = sg_cgroup_leaf_dirfd(s->cg, l.name, &err);
+        /* Kept open: the exec then opens nothing in cgroupfs on its way. */
+        l.cpufd = l.dirfd < 0 ? -1 : sg_cgroup_cpu_stat_open(l.dirfd);
+        l.evfd = l.dirfd < 0 ? -1 : sg_cgroup_events_open(l.dirfd);
+    }
+    /* A reused leaf's cpu.stat counts its earlier execs too. */
+    l.cpu_base = 0;
+    if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &l.cpu_base, &err) < 0)
+        sg_close_reset(&l.cpufd);
+    sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = ++s->next_exec,
+                        .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
+                        .flags = s->ready_taken ? SG_SPAWN_F_TAKEN : 0};
+    if (l.dirfd < 0 || sg_seqpacket_send(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
+        open_leaf_close(&l);
+        sg_cgroup_leaf_remove(s->cg, l.name, &err);
+        return;
+    }
+    s->ready_taken = false;
+    s->ready_exec_id = sp.exec_id;
+    s->rl = l;
+    s->ready = true;
+}
+
+/* An exec's fast leaf once the exec is over: kept for a later exec if it
+ * is empty (no background process) and there is room, else removed.
+ * Never one that was killed through cgroup.kill: the kernel (6.18 here)
+ * then SIGKILLs at birth every child cloned into it with CLONE_INTO_CGROUP
+ * from another cgroup (fork compares the leaf's kill count with the
+ * parent cgroup's). Returns whether it is taken care of (kept or removed). */
+bool leaf_recycle(sup *s, exec_ctx *ex)
+{
+    sg_err err = {0};
+    bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
+    if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SUP_SPARE_LEAVES &&
+        !s->destroying && !s->aborted) {
+        open_leaf *l = &s->spare[s->nspare++];
+        snprintf(l->name, sizeof l->name, "%s", ex->leaf);
+        l->dirfd = sg_steal_fd(&ex->leaf_fd);
+        l->cpufd = sg_steal_fd(&ex->cpu_fd);
+        l->evfd = sg_steal_fd(&ex->events_fd);
+        return true;
+    }
+    return sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0;
+}
+
+void ready_close_fds(sup *s)
+{
+    open_leaf_close(&s->rl);
+    sg_close_reset(&s->ready_sock);
+    sg_close_reset(&s->ready_pidfd);
+}
+
+/* A pidfd of the ready child, found as the one process of its fresh leaf.
+ * The user's processes may SIGSTOP it (same uid): the hand-off sends it a
+ * SIGCONT first, so a stopped ready child costs nothing instead of the
+ * hand-off's whole timeout on every later exec. -1 when not found. */
+int ready_pidfd_open(int leaf_dirfd)
+{
+    char buf[64];
+    sg_autoclose int fd = openat(leaf_dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    if (pid <= 0 || *end != '\n' || end[1] != '\0') /* exactly one process */
+        return -1;
+    return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+}
+
+/* The ready child died before an exec came (the OOM killer, a failed
+ * set-up): its leaf is swept once empty; the next exec makes another. */
+void ready_lost(sup *s)
+{
+    s->ready = false;
+    ready_close_fds(s);
+    leaf_track(s, s->rl.name);
+}
+
+/* Kills and removes the ready child's leaf (abort, kill-all). */
+void ready_retire(sup *s)
+{
+    sg_err err = {0};
+    if (!s->ready)
+        return;
+    s->ready = false;
+    ready_close_fds(s);
+    if (sg_cgroup_kill(s->cg, s->rl.name, 2000, &err) < 0 ||
+        sg_cgroup_leaf_remove(s->cg, s->rl.name, &err) < 0)
+        leaf_track(s, s->rl.name); /* swept later, or removed by destroy */
+}

@@ -1,0 +1,253 @@
+/* sv_start: the sandbox's start: init cloned into new namespaces, or a
+ * running init adopted after a supervisor died. */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "supervisor/sv_internal.h"
+
+/* The OOM counter as the supervisor starts: kills before it are not an
+ * exec's. */
+void oom_baseline(sup *s)
+{
+    uint64_t pids = 0;
+    sg_err err = {0};
+    if (s->cg)
+        sg_cgroup_counters(s->cg, &s->oom_seen, &pids, &err);
+}
+
+/* Connects to the sandbox init's socket (init serves one supervisor). */
+static int connect_init(sup *s, sg_err *err)
+{
+    sg_autofree char *path = sg_state_sandbox_path(s->meta.id, "init.sock");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        return sg_err_sys(err, "cannot connect to the sandbox's init");
+    s->init_fd = sg_steal_fd(&fd);
+    return 0;
+}
+
+/* sandglass-exec (next to this binary; $SANDGLASS_EXEC overrides) copied
+ * into a sealed memfd that only allows execution: init's ready children
+ * exec it from any mount namespace, and, as the sandbox user cannot read
+ * it, the kernel makes them not dumpable (exec_main.c). -1 without it: the
+ * children then wait as copies of init. */
+static int exec_stub_memfd(void)
+{
+    char path[PATH_MAX];
+    if (sg_sibling_exe("SANDGLASS_EXEC", "sandglass-exec", path, sizeof path) < 0)
+        return -1;
+    sg_autoclose int in = open(path, O_RDONLY | O_CLOEXEC);
+    sg_autoclose int fd = memfd_create("sandglass-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (in < 0 || fd < 0)
+        return -1;
+    char buf[16384];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (sg_write_all(fd, buf, (size_t)n) < 0)
+            return -1;
+    if (n < 0 || fchmod(fd, 0111) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        return -1;
+    return sg_steal_fd(&fd);
+}
+
+/* The seccomp program in a memfd, for sandglass-init's fd 6 (init loads
+ * it on itself, see sg_seccomp_build_init). */
+static int bpf_memfd(const sg_seccomp_prog *p)
+{
+    int fd = memfd_create("sg-seccomp", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = p->len * sizeof *p->insns;
+    if (sg_write_all(fd, p->insns, len) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* In the cloned child: fds to 3..6, then exec sandglass-init. Returns only
+ * if the exec failed (the caller then runs init in this fork). */
+static void exec_init_binary(const char *path, const sg_init_config *cfg, int bpf)
+{
+    int src[5] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd, bpf, cfg->exec_stub_fd};
+    int n = cfg->exec_stub_fd >= 0 ? 5 : 4;
+    int hi[5];
+    for (int i = 0; i < n; i++)
+        if ((hi[i] = fcntl(src[i], F_DUPFD, 100)) < 0)
+            return;
+    for (int i = 0; i < n; i++)
+        if (dup2(hi[i], 3 + i) < 0)
+            return;
+    char uid[16], gid[16];
+    snprintf(uid, sizeof uid, "%u", (unsigned)cfg->rootfs.uid);
+    snprintf(gid, sizeof gid, "%u", (unsigned)cfg->rootfs.gid);
+    char *argv[] = {"sandglass-init", (char *)cfg->rootfs.workspace,
+                    (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
+                    (char *)cfg->rootfs.hostname, uid, gid, cfg->rootfs.idmap ? "idmap" : "", NULL};
+    char *envp[] = {NULL};
+    close_range(3 + (unsigned)n, ~0U, 0);
+    execve(path, argv, envp);
+    /* fds 3..6 are ours now: put the originals back for the fallback */
+    dup2(3, cfg->listen_fd);
+    dup2(4, cfg->ready_fd);
+    dup2(5, cfg->go_fd);
+}
+
+int start_init(sup *s, sg_err *err)
+{
+    sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
+    sg_autoclose int lfd = sg_ctl_listen(init_sock, 4, err);
+    if (lfd < 0)
+        return -1;
+    /* init blocks in accept via poll; keep its listening fd blocking-safe */
+    int ready[2] = {-1, -1}, go[2] = {-1, -1};
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    sg_autoclose int ready_r = ready[0];
+    sg_autoclose int ready_w = ready[1];
+    sg_autoclose int go_r = go[0];
+    sg_autoclose int go_w = go[1];
+
+    sg_init_config cfg = {
+        .rootfs = {
+            .workspace = s->meta.workspace, .rootfs = s->meta.rootfs,
+            .hostname = "sandglass", .uid = s->meta.uid, .gid = s->meta.gid,
+            .idmap = s->meta.idmap_workspace,
+        },
+        .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
+    };
+    sg_autoclose int stub = exec_stub_memfd();
+    cfg.exec_stub_fd = stub;
+    /* The init runs as its own small binary when it is there. Not rootless:
+     * there the init's uid is not 0 in its user namespace, and an execve
+     * would drop the capabilities it needs to build the sandbox. */
+    char init_bin[PATH_MAX];
+    sg_autoclose int bpf = !s->rootless && sg_sibling_exe("SANDGLASS_INIT", "sandglass-init", init_bin, sizeof init_bin) == 0
+                               ? bpf_memfd(&s->prog) : -1;
+    /* Rootless: the namespaces belong to a new user namespace that maps
+     * only the caller's uid and gid (no newuidmap needed). */
+    unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                          (s->rootless ? CLONE_NEWUSER : 0) | SIGCHLD;
+    long pid = syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+    if (pid < 0)
+        return sg_err_sys(err, s->rootless ? "cannot create the sandbox's namespaces in a user namespace "
+                                             "(are unprivileged user namespaces allowed?)"
+                                           : "cannot create the sandbox's namespaces");
+    if (pid == 0) {
+        if (bpf >= 0)
+            exec_init_binary(init_bin, &cfg, bpf);
+        sg_init_main(&cfg); /* no sandglass-init binary: run it in this fork */
+    }
+    s->init_pid = (pid_t)pid;
+    /* The checkpoint worker loads libgit2 and opens the store while init
+     * builds its root and its move into the cgroup waits for an RCU grace
+     * period. */
+    if (open_checkpoints(s, err) < 0)
+        return -1;
+    /* The OOM killer must pick the user's processes, never the init that
+     * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
+     * some hosts withhold even from root) and exec children raise theirs
+     * to SG_EXEC_OOM_SCORE_ADJ, which needs no privilege. */
+    char adj[64];
+    snprintf(adj, sizeof adj, "/proc/%d/oom_score_adj", s->init_pid);
+    sg_write_knob_at(AT_FDCWD, adj, "-1000", NULL);
+    close(sg_steal_fd(&ready_w));
+    close(sg_steal_fd(&go_r));
+    if (s->rootless) {
+        char p[64], map[64];
+        snprintf(p, sizeof p, "/proc/%d/setgroups", s->init_pid);
+        if (sg_write_knob_at(AT_FDCWD, p, "deny", err) < 0)
+            return -1;
+        snprintf(p, sizeof p, "/proc/%d/uid_map", s->init_pid);
+        snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.uid, (unsigned)getuid());
+        if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
+            return -1;
+        snprintf(p, sizeof p, "/proc/%d/gid_map", s->init_pid);
+        snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.gid, (unsigned)getgid());
+        if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
+            return -1;
+    }
+    if (write(go_w, "m", 1) != 1)
+        return sg_err_sys(err, "cannot start the sandbox's init");
+    if (s->cg && sg_cgroup_attach(s->cg, NULL, s->init_pid, err) < 0) {
+        sg_err_prefix(err, "cannot place the sandbox's init in its cgroup");
+        return -1;
+    }
+    if (write(go_w, "g", 1) != 1)
+        return sg_err_sys(err, "cannot start the sandbox's init");
+    char line[SG_ERR_MSG_MAX + 16];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(ready_r, line + have, sizeof line - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        if (have == sizeof line - 1)
+            break;
+    }
+    line[have] = '\0';
+    if (strncmp(line, "ok", 2) != 0) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        return sg_err_set(err, EIO, "%s", have ? (strncmp(line, "error: ", 7) == 0 ? line + 7 : line)
+                                              : "the sandbox's init died during setup");
+    }
+    /* Connect like any (re)started supervisor would. */
+    return connect_init(s, err);
+}
+
+/* Connects to the init of a sandbox whose supervisor died, and takes over
+ * the leaves its execs left (background processes). */
+int adopt_init(sup *s, sg_err *err)
+{
+    s->cg = sg_cgroup_open(s->meta.id, err);
+    if (!s->cg && !(s->rootless && err->code == ENOENT))
+        return -1;
+    oom_baseline(s);
+    s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    if (!sg_state_pid_alive(s->meta.init_pid))
+        return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
+    s->init_pid = s->meta.init_pid;
+    if (connect_init(s, err) < 0)
+        return -1;
+    sg_autostrv char **leaves = s->cg ? sg_cgroup_leaves(s->cg, err) : NULL;
+    for (char **l = leaves; l && *l; l++) {
+        leaf_track(s, *l);
+        unsigned n;
+        if (sscanf(*l, "x%u", &n) == 1 && n > s->next_exec)
+            s->next_exec = n;
+        if (sscanf(*l, "x%u", &n) == 1 && n > s->next_leaf)
+            s->next_leaf = n;
+    }
+    s->exec_num = s->next_exec; /* numbers go on increasing past the old ones */
+    /* An abort outlives the supervisor that made it. */
+    s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
+                                     sizeof s->abort_reason) == 1;
+    return 0;
+}
