@@ -293,18 +293,14 @@ void sup_rollback(sup *s, client *c, json_t *req)
     json_t *changes = changes_json(ch, n);
     sg_checkpoint_changes_free(ch, n);
     if (dry) {
-        client_send_json(c, SG_CTL_RESULT, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
-                                                     "running_execs", (json_int_t)running, "restored", 0));
-        c->close_after_flush = true;
-        client_flush(c);
+        client_result(c, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
+                                   "running_execs", (json_int_t)running, "restored", 0));
         return;
     }
     if (n == 0 && !running) {
         /* Nothing to restore: no safety checkpoint, no kill. */
-        client_send_json(c, SG_CTL_RESULT, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
-                                                     "changed", (json_int_t)0, "restored", 0));
-        c->close_after_flush = true;
-        client_flush(c);
+        client_result(c, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
+                                   "changed", (json_int_t)0, "restored", 0));
         return;
     }
     if (running && !force) {
@@ -347,9 +343,7 @@ void sup_rollback(sup *s, client *c, json_t *req)
         json_object_set_new(rec, "not_restored", json_integer((json_int_t)st.unrestorable));
     json_decref(safety);
     capture_emit(s, "rollback", json_deep_copy(rec));
-    client_send_json(c, SG_CTL_RESULT, rec);
-    c->close_after_flush = true;
-    client_flush(c);
+    client_result(c, rec);
 }
 
 /* The checkpoint worker runs in the sandbox's cgroup (ckptc.h), in its

@@ -96,6 +96,15 @@ void client_send_json(client *c, uint8_t type, json_t *j)
     client_send(c, type, s + off, len - off);
 }
 
+/* A request's answer: one RESULT (in parts when large); the connection
+ * closes once it is sent. Takes j. */
+void client_result(client *c, json_t *j)
+{
+    client_send_json(c, SG_CTL_RESULT, j);
+    c->close_after_flush = true;
+    client_flush(c);
+}
+
 void client_error(client *c, const char *msg)
 {
     client_send_json(c, SG_CTL_ERROR, json_pack("{s:s}", "error", msg));

@@ -76,9 +76,7 @@ static void sup_claim(sup *s, client *c, json_t *req)
     s->start_ns = sg_now_mono_ns();
     if (m->max_wall_s > 0 || m->max_cpu_s > 0)
         uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
-    client_send_json(c, SG_CTL_RESULT, sg_sandbox_meta_json(m));
-    c->close_after_flush = true;
-    client_flush(c);
+    client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,
      * and the worker (stopped when idle) is not woken for it. */
@@ -87,6 +85,158 @@ static void sup_claim(sup *s, client *c, json_t *req)
     else
         sup_checkpoint_ex(s, "create", true, NULL);
 }
+
+/* "exec": the caller's stdin crosses into the sandbox only as a pipe or
+ * /dev/null (docs/SECURITY.md); none given is /dev/null. */
+static void op_exec(sup *s, client *c, json_t *req, int fd_in)
+{
+    if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
+        close(fd_in);
+        client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
+                        "anything else): refused");
+        return;
+    }
+    if (fd_in < 0)
+        fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    exec_start(s, c, req, fd_in);
+}
+
+static void op_info(sup *s, client *c, json_t *req, int fd_in)
+{
+    json_t *j = sg_sandbox_meta_json(&s->meta);
+    json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
+    json_object_set_new(j, "cgroup_layout", json_string(sg_cgroup_layout_name(sg_cgroup_layout())));
+    json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"));
+    if (s->aborted)
+        json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
+    json_object_set_new(j, "caps_now", caps_now(s));
+    client_result(c, j);
+}
+
+static void op_destroy(sup *s, client *c, json_t *req, int fd_in)
+{
+    sup_destroy(s, c);
+}
+
+static void op_checkpoint(sup *s, client *c, json_t *req, int fd_in)
+{
+    const char *label = json_string_value(json_object_get(req, "label"));
+    char l[200];
+    snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
+    json_t *info = NULL;
+    if (!sup_checkpoint(s, l, &info))
+        client_error(c, "cannot take a checkpoint (see the supervisor log)");
+    else
+        client_result(c, info);
+}
+
+static void op_checkpoints(sup *s, client *c, json_t *req, int fd_in)
+{
+    sg_err err = {0};
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    if (s->ckpt)
+        ckpt_flush_labels(s);
+    int lrc = s->ckpt ? sg_ckpt_client_list(s->ckpt, &v, &n, &err) : -1;
+    if (s->ckpt)
+        ckpt_used(s);
+    if (lrc < 0) {
+        client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
+            "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
+            "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
+    sg_checkpoint_infos_free(v, n);
+    client_result(c, json_pack("{s:o}", "checkpoints", arr));
+}
+
+static void op_rollback(sup *s, client *c, json_t *req, int fd_in)
+{
+    sup_rollback(s, c, req);
+}
+
+static void op_abort(sup *s, client *c, json_t *req, int fd_in)
+{
+    const char *reason = json_string_value(json_object_get(req, "reason"));
+    char r[256];
+    snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
+    client_result(c, sup_abort(s, "operator", r));
+}
+
+static void op_claim(sup *s, client *c, json_t *req, int fd_in)
+{
+    sup_claim(s, c, req);
+}
+
+/* Answered once the loop serves: after the first checkpoint. */
+static void op_ping(sup *s, client *c, json_t *req, int fd_in)
+{
+    client_result(c, json_pack("{s:b}", "pong", 1));
+}
+
+/* Destroy in after_s seconds (a negative value cancels): an agent session
+ * that ended keeps its sandbox for rollback this long. */
+static void op_expire(sup *s, client *c, json_t *req, int fd_in)
+{
+    json_t *v = json_object_get(req, "after_s");
+    double after = json_is_number(v) ? json_number_value(v) : -1;
+    if (!s->expire_init) {
+        uv_timer_init(&s->loop, &s->expire_timer);
+        s->expire_timer.data = s;
+        s->expire_init = true;
+    }
+    uv_timer_stop(&s->expire_timer);
+    if (after >= 0 && after <= 365.0 * 24 * 3600)
+        uv_timer_start(&s->expire_timer, on_expire, (uint64_t)(after * 1000.0), 0);
+    client_result(c, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
+}
+
+/* Clears an operator's or a signal's abort, never a cap's. */
+static void op_resume(sup *s, client *c, json_t *req, int fd_in)
+{
+    if (!s->aborted) {
+        client_error(c, "the session is not aborted");
+        return;
+    }
+    if (strcmp(s->abort_by, "cap") == 0) {
+        char m[400];
+        snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
+        client_error(c, m);
+        return;
+    }
+    json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
+    s->aborted = false;
+    s->abort_reason[0] = s->abort_by[0] = '\0';
+    sg_state_abort_clear(s->meta.id);
+    if (s->expire_init)
+        uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
+    capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
+    ready_next(s);
+    client_result(c, r);
+}
+
+/* The requests, by "op". Only "exec" takes the fd that came with the
+ * request (its stdin); every other handler finds it closed (-1). */
+static const struct {
+    const char *op;
+    void (*run)(sup *s, client *c, json_t *req, int fd_in);
+    bool takes_fd;
+} ops[] = {
+    {"exec", op_exec, true},
+    {"info", op_info, false},
+    {"destroy", op_destroy, false},
+    {"checkpoint", op_checkpoint, false},
+    {"checkpoints", op_checkpoints, false},
+    {"rollback", op_rollback, false},
+    {"abort", op_abort, false},
+    {"claim", op_claim, false},
+    {"ping", op_ping, false},
+    {"expire", op_expire, false},
+    {"resume", op_resume, false},
+};
 
 void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
 {
@@ -110,121 +260,17 @@ void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
         return;
     }
     c->requested = true;
-    if (strcmp(op, "exec") == 0) {
-        if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
-            close(fd_in);
-            client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
-                            "anything else): refused");
-            return;
-        }
-        if (fd_in < 0)
-            fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        exec_start(s, c, req, fd_in);
+    for (size_t i = 0; i < SG_ARRAY_LEN(ops); i++) {
+        if (strcmp(op, ops[i].op) != 0)
+            continue;
+        if (!ops[i].takes_fd && fd_in >= 0)
+            sg_close_reset(&fd_in);
+        ops[i].run(s, c, req, fd_in);
         return;
     }
     if (fd_in >= 0)
         close(fd_in);
-    if (strcmp(op, "info") == 0) {
-        json_t *j = sg_sandbox_meta_json(&s->meta);
-        json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
-        json_object_set_new(j, "cgroup_layout", json_string(sg_cgroup_layout_name(sg_cgroup_layout())));
-        json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"));
-        if (s->aborted)
-            json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
-        json_object_set_new(j, "caps_now", caps_now(s));
-        client_send_json(c, SG_CTL_RESULT, j);
-        c->close_after_flush = true;
-        client_flush(c);
-    } else if (strcmp(op, "destroy") == 0) {
-        sup_destroy(s, c);
-    } else if (strcmp(op, "checkpoint") == 0) {
-        const char *label = json_string_value(json_object_get(req, "label"));
-        char l[200];
-        snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
-        json_t *info = NULL;
-        if (!sup_checkpoint(s, l, &info)) {
-            client_error(c, "cannot take a checkpoint (see the supervisor log)");
-        } else {
-            client_send_json(c, SG_CTL_RESULT, info);
-            c->close_after_flush = true;
-            client_flush(c);
-        }
-    } else if (strcmp(op, "checkpoints") == 0) {
-        sg_checkpoint_info *v = NULL;
-        size_t n = 0;
-        if (s->ckpt)
-            ckpt_flush_labels(s);
-        int lrc = s->ckpt ? sg_ckpt_client_list(s->ckpt, &v, &n, &err) : -1;
-        if (s->ckpt)
-            ckpt_used(s);
-        if (lrc < 0) {
-            client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
-        } else {
-            json_t *arr = json_array();
-            for (size_t i = 0; i < n; i++)
-                json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
-                    "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
-                    "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
-            sg_checkpoint_infos_free(v, n);
-            client_send_json(c, SG_CTL_RESULT, json_pack("{s:o}", "checkpoints", arr));
-            c->close_after_flush = true;
-            client_flush(c);
-        }
-    } else if (strcmp(op, "rollback") == 0) {
-        sup_rollback(s, c, req);
-    } else if (strcmp(op, "abort") == 0) {
-        const char *reason = json_string_value(json_object_get(req, "reason"));
-        char r[256];
-        snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
-        client_send_json(c, SG_CTL_RESULT, sup_abort(s, "operator", r));
-        c->close_after_flush = true;
-        client_flush(c);
-    } else if (strcmp(op, "claim") == 0) {
-        sup_claim(s, c, req);
-    } else if (strcmp(op, "ping") == 0) {
-        /* Answered once the loop serves: after the first checkpoint. */
-        client_send_json(c, SG_CTL_RESULT, json_pack("{s:b}", "pong", 1));
-        c->close_after_flush = true;
-        client_flush(c);
-    } else if (strcmp(op, "expire") == 0) {
-        /* Destroy in after_s seconds (a negative value cancels): an agent
-         * session that ended keeps its sandbox for rollback this long. */
-        json_t *v = json_object_get(req, "after_s");
-        double after = json_is_number(v) ? json_number_value(v) : -1;
-        if (!s->expire_init) {
-            uv_timer_init(&s->loop, &s->expire_timer);
-            s->expire_timer.data = s;
-            s->expire_init = true;
-        }
-        uv_timer_stop(&s->expire_timer);
-        if (after >= 0 && after <= 365.0 * 24 * 3600)
-            uv_timer_start(&s->expire_timer, on_expire, (uint64_t)(after * 1000.0), 0);
-        client_send_json(c, SG_CTL_RESULT, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
-        c->close_after_flush = true;
-        client_flush(c);
-    } else if (strcmp(op, "resume") == 0) {
-        if (!s->aborted) {
-            client_error(c, "the session is not aborted");
-        } else if (strcmp(s->abort_by, "cap") == 0) {
-            char m[400];
-            snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
-            client_error(c, m);
-        } else {
-            json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
-            s->aborted = false;
-            s->abort_reason[0] = s->abort_by[0] = '\0';
-            sg_state_abort_clear(s->meta.id);
-            if (s->expire_init)
-                uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
-            capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
-            ready_next(s);
-            client_send_json(c, SG_CTL_RESULT, r);
-            c->close_after_flush = true;
-            client_flush(c);
-        }
-    } else {
-        char m[200];
-        snprintf(m, sizeof m, "unknown request op '%.100s'", op);
-        client_error(c, m);
-    }
+    char m[200];
+    snprintf(m, sizeof m, "unknown request op '%.100s'", op);
+    client_error(c, m);
 }

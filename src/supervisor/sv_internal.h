@@ -188,6 +188,7 @@ int adopt_init(sup *s, sg_err *err);
 void client_flush(client *c);
 void client_send(client *c, uint8_t type, const void *buf, size_t len);
 void client_send_json(client *c, uint8_t type, json_t *j);
+void client_result(client *c, json_t *j);
 void client_error(client *c, const char *msg);
 void client_close(client *c);
 void on_ctl_accept(uv_poll_t *p, int status, int events);
