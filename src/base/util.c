@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 
 int sg_parse_size(const char *s, uint64_t *out, sg_err *err)
@@ -270,17 +271,9 @@ static int rm_list(int fd, rm_level *l, sg_err *err)
                 break;
             }
         }
-        if (l->nsub == cap) {
-            cap = cap ? cap * 2 : 8;
-            char **v = realloc(l->sub, cap * sizeof *v);
-            if (!v) {
-                rc = sg_err_set(err, ENOMEM, "out of memory");
-                break;
-            }
-            l->sub = v;
-        }
         char *dup_ = strdup(n);
-        if (!dup_) {
+        if (!dup_ || sg_grow(&l->sub, &cap, l->nsub + 1, sizeof *l->sub) < 0) {
+            free(dup_);
             rc = sg_err_set(err, ENOMEM, "out of memory");
             break;
         }
@@ -333,10 +326,7 @@ int sg_rm_rf_at(int dfd, const char *name, sg_err *err)
     int rc = 0;
 #define RM_PUSH(d_, i_, nm_)                                                   \
     do {                                                                      \
-        if (n == cap) {                                                       \
-            cap = cap ? cap * 2 : 16;                                         \
-            stk = sg_xrealloc(stk, cap * sizeof *stk);                        \
-        }                                                                     \
+        sg_xgrow(&stk, &cap, n + 1, sizeof *stk);                             \
         memset(&stk[n], 0, sizeof stk[n]);                                    \
         stk[n].dev = (d_);                                                    \
         stk[n].ino = (i_);                                                    \
@@ -500,15 +490,23 @@ char *sg_strdup_printf(const char *fmt, ...)
     int r = vasprintf(&s, fmt, ap);
     va_end(ap);
     if (r < 0)
-        abort();
+        sg_oom();
     return s;
+}
+
+void sg_oom(void)
+{
+    static const char msg[] = "out of memory\n";
+    ssize_t r = write(2, msg, sizeof msg - 1); /* no stdio: it may allocate */
+    (void)r;
+    abort();
 }
 
 void *sg_xrealloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);
     if (!q)
-        abort();
+        sg_oom();
     return q;
 }
 
@@ -516,7 +514,7 @@ void *sg_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
-        abort();
+        sg_oom();
     return p;
 }
 
@@ -524,7 +522,7 @@ char *sg_xstrdup(const char *s)
 {
     char *d = strdup(s);
     if (!d)
-        abort();
+        sg_oom();
     return d;
 }
 

@@ -52,8 +52,13 @@ void sg_now_iso8601(char *buf, size_t len);
 /* One line to stderr (a process's log): "<ISO 8601 time> <who>: <message>". */
 void sg_log_line(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Allocators that abort on OOM, for code with no way to recover from it
- * (same policy as sg_strdup_printf). */
+/* The out-of-memory policy (docs/ARCHITECTURE.md, "Out of memory"): a
+ * small allocation whose size no learner or peer controls aborts the
+ * process through sg_oom (each process is built to be restarted); a size
+ * that input controls is bounded first and its failure is an error
+ * (ENOMEM, base/buf.h). sg_oom: "out of memory" on stderr, then abort. */
+void sg_oom(void) __attribute__((noreturn));
+/* Allocators that end the process on OOM (sg_oom). */
 void *sg_xrealloc(void *p, size_t n);
 void *sg_xcalloc(size_t n, size_t size);
 char *sg_xstrdup(const char *s);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 
@@ -46,39 +47,19 @@
 
 /* ---------- small helpers ---------- */
 
-/* Out of memory is not something we can handle here (as sg_strdup_printf). */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static void sb_add(sbuf *b, const void *d, size_t n)
+/* The worker's policy on running out of memory (docs/ARCHITECTURE.md): the
+ * process ends; its supervisor reports the checkpoint as failed and starts
+ * another worker. Every size here is bounded by the checkpoint's caps. */
+static void sb_add(sg_buf *b, const void *d, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->len + n + 1)
-            c *= 2;
-        b->p = sg_xrealloc(b->p, c);
-        b->cap = c;
-    }
-    memcpy(b->p + b->len, d, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    if (sg_buf_append(b, d, n) < 0)
+        sg_oom();
 }
 
-static void sb_str(sbuf *b, const char *s)
+static void sb_str(sg_buf *b, const char *s)
 {
     sb_add(b, s, strlen(s));
 }
-
-static void sb_free(sbuf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-#define sg_autosbuf __attribute__((cleanup(sb_free)))
 
 static int git_fail(sg_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int git_fail(sg_err *err, const char *fmt, ...)
@@ -368,7 +349,7 @@ static int cache_save(sg_ckpt_store *st, sg_err *err)
         cmap_free(&st->cache);
         st->cache = m;
     }
-    sg_autosbuf sbuf b = {0};
+    sg_autobuf sg_buf b = {0};
     sb_add(&b, CACHE_MAGIC, 8);
     sb_add(&b, &count, 8);
     for (size_t i = 0; i < st->cache.cap; i++) {
@@ -391,7 +372,7 @@ static int cache_save(sg_ckpt_store *st, sg_err *err)
     sg_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return sg_err_sys(err, "creating %s", tmp);
-    if (sg_write_all(fd, b.p, b.len) < 0)
+    if (sg_write_all(fd, b.data, b.len) < 0)
         return sg_err_sys(err, "writing %s", tmp);
     if (rename(tmp, st->cache_path) < 0)
         return sg_err_sys(err, "renaming %s", tmp);
@@ -630,11 +611,11 @@ typedef struct scan {
     sg_checkpoint_stats stats;
     uint64_t entries;
     uint64_t read_bytes; /* file content read by this scan (SG_CKPT_TAKE_MAX) */
-    sbuf path;
+    sg_buf path;
     sg_err *err;
 } scan;
 
-static size_t path_push(sbuf *p, const char *name)
+static size_t path_push(sg_buf *p, const char *name)
 {
     size_t old = p->len;
     if (p->len)
@@ -643,16 +624,16 @@ static size_t path_push(sbuf *p, const char *name)
     return old;
 }
 
-static void path_pop(sbuf *p, size_t old)
+static void path_pop(sg_buf *p, size_t old)
 {
     p->len = old;
-    if (p->p)
-        p->p[old] = '\0';
+    if (p->data)
+        p->data[old] = '\0';
 }
 
 static void cache_note(scan *s, const struct stat *sb, const git_oid *oid, bool stored, bool complete)
 {
-    cent *c = cmap_put(&s->st->cache, s->path.p);
+    cent *c = cmap_put(&s->st->cache, s->path.data);
     c->gen = s->st->gen;
     c->valid = complete && ts_ns(&sb->st_ctim) < s->racy_after;
     c->size = (uint64_t)sb->st_size;
@@ -727,7 +708,7 @@ static int omit_file(scan *s, const struct stat *sb, node *k, const char *why)
 static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, node *k)
 {
     sg_ckpt_store *st = s->st;
-    cent *c = cmap_get(&st->cache, s->path.p);
+    cent *c = cmap_get(&st->cache, s->path.data);
     if (c && c->valid && c->size == (uint64_t)sb->st_size && c->ino == sb->st_ino && c->mode == sb->st_mode &&
         c->mtime == ts_ns(&sb->st_mtim) && c->ctime == ts_ns(&sb->st_ctim)) {
         bool stored = c->stored || oidset_has(&st->known, &c->oid);
@@ -760,14 +741,14 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
         return 0;
     }
     if (fd < 0 && errno == ELOOP)
-        return sg_err_set(s->err, EAGAIN, "%s was replaced by a symlink while being read", s->path.p);
+        return sg_err_set(s->err, EAGAIN, "%s was replaced by a symlink while being read", s->path.data);
     if (fd < 0)
-        return sg_err_sys(s->err, "opening %s", s->path.p);
+        return sg_err_sys(s->err, "opening %s", s->path.data);
     struct stat fst;
     if (fstat(fd, &fst) < 0)
-        return sg_err_sys(s->err, "stat %s", s->path.p);
+        return sg_err_sys(s->err, "stat %s", s->path.data);
     if (!S_ISREG(fst.st_mode))
-        return sg_err_set(s->err, EAGAIN, "%s was replaced while being read", s->path.p);
+        return sg_err_set(s->err, EAGAIN, "%s was replaced while being read", s->path.data);
     /* Replaced by another regular file since the lstat: record what we read. */
     k->mode = fst.st_mode;
     k->uid = fst.st_uid;
@@ -780,7 +761,7 @@ static int scan_file(scan *s, int dfd, const char *name, const struct stat *sb, 
     sg_autofree char *buf = sg_xcalloc(size ? size : 1, 1);
     bool sparse = (uint64_t)fst.st_blocks * 512 < (uint64_t)fst.st_size;
     if (read_extents(fd, buf, size, sparse, &complete) < 0)
-        return sg_err_sys(s->err, "reading %s", s->path.p);
+        return sg_err_sys(s->err, "reading %s", s->path.data);
     /* A file written while we read is captured as read; not cached. */
     if (put_obj(st, s->write, &k->oid, buf, size, GIT_OBJECT_BLOB, s->err) < 0)
         return -1;
@@ -793,9 +774,9 @@ static int scan_link(scan *s, int dfd, const char *name, node *k)
     char buf[PATH_MAX];
     ssize_t n = readlinkat(dfd, name, buf, sizeof buf);
     if (n < 0)
-        return sg_err_sys(s->err, "readlink %s", s->path.p);
+        return sg_err_sys(s->err, "readlink %s", s->path.data);
     if ((size_t)n >= sizeof buf)
-        return sg_err_set(s->err, ENAMETOOLONG, "symlink %s: target too long", s->path.p);
+        return sg_err_set(s->err, ENAMETOOLONG, "symlink %s: target too long", s->path.data);
     return put_obj(s->st, s->write, &k->oid, buf, (size_t)n, GIT_OBJECT_BLOB, s->err);
 }
 
@@ -831,7 +812,7 @@ static char *fmt_u32(char *end, uint32_t v, uint32_t base)
 }
 
 /* "<octal mode> <uid> <gid> <name>\0" (snprintf is slow for 10k lines). */
-static void meta_line(sbuf *b, uint32_t mode, uint32_t uid, uint32_t gid, const char *sname)
+static void meta_line(sg_buf *b, uint32_t mode, uint32_t uid, uint32_t gid, const char *sname)
 {
     char num[48];
     char *end = num + sizeof num;
@@ -848,7 +829,7 @@ static void meta_line(sbuf *b, uint32_t mode, uint32_t uid, uint32_t gid, const 
 /* Serialises one directory (its kids already have oids): meta blob + tree. */
 static int build_tree(sg_ckpt_store *st, bool write, node *dir, sg_err *err)
 {
-    sg_autosbuf sbuf meta = {0};
+    sg_autobuf sg_buf meta = {0};
     meta_line(&meta, dir->mode, dir->uid, dir->gid, ".");
     for (size_t i = 0; i < dir->nkids; i++) {
         const node *k = &dir->kids[i];
@@ -856,7 +837,7 @@ static int build_tree(sg_ckpt_store *st, bool write, node *dir, sg_err *err)
             meta_line(&meta, k->mode, k->uid, k->gid, k->sname);
     }
     git_oid meta_oid;
-    if (put_obj(st, write, &meta_oid, meta.p, meta.len, GIT_OBJECT_BLOB, err) < 0)
+    if (put_obj(st, write, &meta_oid, meta.data, meta.len, GIT_OBJECT_BLOB, err) < 0)
         return -1;
 
     sg_autofree tref *refs = sg_xcalloc(dir->nkids + 1, sizeof(tref));
@@ -875,14 +856,14 @@ static int build_tree(sg_ckpt_store *st, bool write, node *dir, sg_err *err)
     }
     refs[n++] = (tref){META_NAME, ESC_LEN, false, "100644", &meta_oid};
     qsort(refs, n, sizeof(tref), tref_cmp);
-    sg_autosbuf sbuf tree = {0};
+    sg_autobuf sg_buf tree = {0};
     for (size_t i = 0; i < n; i++) {
         sb_str(&tree, refs[i].mode);
         sb_add(&tree, " ", 1);
         sb_add(&tree, refs[i].name, refs[i].len + 1);
         sb_add(&tree, refs[i].oid->id, GIT_OID_RAWSZ);
     }
-    return put_obj(st, write, &dir->oid, tree.p, tree.len, GIT_OBJECT_TREE, err);
+    return put_obj(st, write, &dir->oid, tree.data, tree.len, GIT_OBJECT_TREE, err);
 }
 
 static void strv_free_n(char **v, size_t n)
@@ -911,10 +892,7 @@ static int read_names(int dfd, char ***out, size_t *nout, sg_err *err, const cha
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = sg_xrealloc(v, cap * sizeof(char *));
-        }
+        sg_xgrow(&v, &cap, n + 1, sizeof *v);
         v[n++] = sg_xstrdup(de->d_name);
         errno = 0;
     }
@@ -940,7 +918,7 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
     }
     char **names = NULL;
     size_t nn = 0;
-    if (read_names(dfd, &names, &nn, s->err, s->path.len ? s->path.p : ".") < 0)
+    if (read_names(dfd, &names, &nn, s->err, s->path.len ? s->path.data : ".") < 0)
         return -1;
     dir->kids = sg_xcalloc(nn, sizeof(node));
     int rc = 0;
@@ -954,7 +932,7 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
         if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
             if (errno == ENOENT)
                 continue; /* removed while we walk */
-            rc = sg_err_sys(s->err, "stat %s/%s", s->path.p, names[i]);
+            rc = sg_err_sys(s->err, "stat %s/%s", s->path.data, names[i]);
             break;
         }
         node *k = &dir->kids[dir->nkids++];
@@ -972,7 +950,7 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
         if (S_ISDIR(sb.st_mode)) {
             sg_autoclose int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0)
-                rc = sg_err_sys(s->err, "opening %s", s->path.p);
+                rc = sg_err_sys(s->err, "opening %s", s->path.data);
             else {
                 s->stats.dirs++;
                 rc = scan_dir(s, sub, k, depth + 1);
@@ -1002,7 +980,7 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
 
 static void scan_free(scan *s)
 {
-    sb_free(&s->path);
+    sg_buf_free(&s->path);
 }
 
 /* Walks the workspace into root; returns the workspace fd in *root_fd. */
@@ -1189,7 +1167,7 @@ typedef struct cmpx {
     size_t nch, cap;
     uint64_t nchanged;
     uint64_t unrestorable; /* markers and partial directories left as they are */
-    sbuf path;
+    sg_buf path;
     sg_err *err;
 } cmpx;
 
@@ -1204,13 +1182,10 @@ static void emit(cmpx *c, sg_checkpoint_change_kind kind, const node *now, uint3
     c->nchanged++;
     if (!c->collect)
         return;
-    if (c->nch == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 64;
-        c->ch = sg_xrealloc(c->ch, c->cap * sizeof(*c->ch));
-    }
+    sg_xgrow(&c->ch, &c->cap, c->nch + 1, sizeof *c->ch);
     sg_checkpoint_change *x = &c->ch[c->nch++];
     memset(x, 0, sizeof *x);
-    x->path = sg_xstrdup(c->path.len ? c->path.p : ".");
+    x->path = sg_xstrdup(c->path.len ? c->path.data : ".");
     x->kind = kind;
     if (now) {
         x->mode_now = now->mode;
@@ -1272,18 +1247,18 @@ static int ap_fd_meta(cmpx *c, int fd, uint32_t mode, uint32_t uid, uint32_t gid
 {
     /* Owner first: chown clears setuid/setgid bits. */
     if (fchown(fd, uid, gid) < 0 && !chown_failure_ok(c->st))
-        return sg_err_sys(c->err, "chown %s", c->path.len ? c->path.p : ".");
+        return sg_err_sys(c->err, "chown %s", c->path.len ? c->path.data : ".");
     if (fchmod(fd, mode & 07777) < 0)
-        return sg_err_sys(c->err, "chmod %s", c->path.len ? c->path.p : ".");
+        return sg_err_sys(c->err, "chmod %s", c->path.len ? c->path.data : ".");
     return 0;
 }
 
 static int ap_meta_at(cmpx *c, int dfd, const char *name, uint32_t mode, uint32_t uid, uint32_t gid)
 {
     if (fchownat(dfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 && !chown_failure_ok(c->st))
-        return sg_err_sys(c->err, "chown %s", c->path.p);
+        return sg_err_sys(c->err, "chown %s", c->path.data);
     if (!S_ISLNK(mode) && fchmodat(dfd, name, mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)
-        return sg_err_sys(c->err, "chmod %s", c->path.p);
+        return sg_err_sys(c->err, "chmod %s", c->path.data);
     return 0;
 }
 
@@ -1292,7 +1267,7 @@ static int ap_remove(cmpx *c, int dfd, const char *name, int depth)
 {
     (void)depth;
     if (sg_rm_rf_at(dfd, name, c->err) < 0) {
-        sg_err_prefix(c->err, "removing %s", c->path.p);
+        sg_err_prefix(c->err, "removing %s", c->path.data);
         return -1;
     }
     return 0;
@@ -1303,7 +1278,7 @@ static int write_blob(cmpx *c, int fd, const git_oid *oid)
     size_t len;
     git_object_t type;
     if (git_odb_read_header(&len, &type, c->st->odb, oid) < 0)
-        return git_fail(c->err, "reading %s from the checkpoint", c->path.p);
+        return git_fail(c->err, "reading %s from the checkpoint", c->path.data);
     if (len > STREAM_MIN) {
         git_odb_stream *rs = NULL;
         if (git_odb_open_rstream(&rs, &len, &type, c->st->odb, oid) == 0) {
@@ -1313,30 +1288,30 @@ static int write_blob(cmpx *c, int fd, const git_oid *oid)
             for (;;) {
                 int got = git_odb_stream_read(rs, buf, IO_CHUNK);
                 if (got < 0) {
-                    rc = git_fail(c->err, "reading %s from the checkpoint", c->path.p);
+                    rc = git_fail(c->err, "reading %s from the checkpoint", c->path.data);
                     break;
                 }
                 if (got == 0)
                     break;
                 if (sg_write_all(fd, buf, (size_t)got) < 0) {
-                    rc = sg_err_sys(c->err, "writing %s", c->path.p);
+                    rc = sg_err_sys(c->err, "writing %s", c->path.data);
                     break;
                 }
                 total += (size_t)got;
             }
             git_odb_stream_free(rs);
             if (rc == 0 && total != len)
-                rc = sg_err_set(c->err, EIO, "%s: short object in the checkpoint", c->path.p);
+                rc = sg_err_set(c->err, EIO, "%s: short object in the checkpoint", c->path.data);
             return rc;
         }
         git_error_clear(); /* no streaming for this backend: read it whole */
     }
     git_odb_object *obj = NULL;
     if (git_odb_read(&obj, c->st->odb, oid) < 0)
-        return git_fail(c->err, "reading %s from the checkpoint", c->path.p);
+        return git_fail(c->err, "reading %s from the checkpoint", c->path.data);
     int rc = 0;
     if (sg_write_all(fd, git_odb_object_data(obj), git_odb_object_size(obj)) < 0)
-        rc = sg_err_sys(c->err, "writing %s", c->path.p);
+        rc = sg_err_sys(c->err, "writing %s", c->path.data);
     git_odb_object_free(obj);
     return rc;
 }
@@ -1346,7 +1321,7 @@ static int ap_create(cmpx *c, int dfd, const char *name, const tent *t, const td
 static int ap_create_dir(cmpx *c, int dfd, const char *name, const tent *t, const tdir *known_sub, int depth)
 {
     if (depth > SG_CKPT_MAX_DEPTH)
-        return sg_err_set(c->err, ELOOP, "%s: nested deeper than %d", c->path.p, SG_CKPT_MAX_DEPTH);
+        return sg_err_set(c->err, ELOOP, "%s: nested deeper than %d", c->path.data, SG_CKPT_MAX_DEPTH);
     sg_autotdir tdir own = {0};
     const tdir *sub = known_sub;
     if (!sub) {
@@ -1355,12 +1330,12 @@ static int ap_create_dir(cmpx *c, int dfd, const char *name, const tent *t, cons
         sub = &own;
     }
     if (mkdirat(dfd, name, 0700) < 0)
-        return sg_err_sys(c->err, "mkdir %s", c->path.p);
+        return sg_err_sys(c->err, "mkdir %s", c->path.data);
     if (sub->mode & SG_CKPT_MODE_PARTIAL)
         c->unrestorable++; /* its contents were not recorded */
     sg_autoclose int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return sg_err_sys(c->err, "opening %s", c->path.p);
+        return sg_err_sys(c->err, "opening %s", c->path.data);
     for (size_t i = 0; i < sub->n; i++) {
         const char *kn = unescape(sub->v[i].sname);
         size_t old = path_push(&c->path, kn);
@@ -1392,7 +1367,7 @@ static int ap_create(cmpx *c, int dfd, const char *name, const tent *t, const td
             if (fd < 0 && errno == EEXIST)
                 continue;
             if (fd < 0)
-                return sg_err_sys(c->err, "creating a file for %s", c->path.p);
+                return sg_err_sys(c->err, "creating a file for %s", c->path.data);
             made = 1;
             r = write_blob(c, fd, &t->oid);
             if (r == 0)
@@ -1401,7 +1376,7 @@ static int ap_create(cmpx *c, int dfd, const char *name, const tent *t, const td
             char target[PATH_MAX];
             git_blob *b = NULL;
             if (git_blob_lookup(&b, c->st->repo, &t->oid) < 0)
-                return git_fail(c->err, "reading %s from the checkpoint", c->path.p);
+                return git_fail(c->err, "reading %s from the checkpoint", c->path.data);
             size_t len = (size_t)git_blob_rawsize(b);
             bool ok = len > 0 && len < PATH_MAX && !memchr(git_blob_rawcontent(b), '\0', len);
             if (ok) {
@@ -1410,26 +1385,26 @@ static int ap_create(cmpx *c, int dfd, const char *name, const tent *t, const td
             }
             git_blob_free(b);
             if (!ok)
-                return sg_err_set(c->err, EINVAL, "%s: bad symlink target in the checkpoint", c->path.p);
+                return sg_err_set(c->err, EINVAL, "%s: bad symlink target in the checkpoint", c->path.data);
             if (symlinkat(target, dfd, tmp) < 0) {
                 if (errno == EEXIST)
                     continue;
-                return sg_err_sys(c->err, "creating symlink %s", c->path.p);
+                return sg_err_sys(c->err, "creating symlink %s", c->path.data);
             }
             made = 1;
             r = 0;
             if (fchownat(dfd, tmp, t->uid, t->gid, AT_SYMLINK_NOFOLLOW) < 0 && !chown_failure_ok(c->st))
-                r = sg_err_sys(c->err, "chown %s", c->path.p);
+                r = sg_err_sys(c->err, "chown %s", c->path.data);
         } else if (S_ISFIFO(t->mode)) {
             if (mkfifoat(dfd, tmp, 0600) < 0) {
                 if (errno == EEXIST)
                     continue;
-                return sg_err_sys(c->err, "creating fifo %s", c->path.p);
+                return sg_err_sys(c->err, "creating fifo %s", c->path.data);
             }
             made = 1;
             r = ap_meta_at(c, dfd, tmp, t->mode, t->uid, t->gid);
         } else {
-            return sg_err_set(c->err, EINVAL, "%s: unsupported type in the checkpoint", c->path.p);
+            return sg_err_set(c->err, EINVAL, "%s: unsupported type in the checkpoint", c->path.data);
         }
         if (r < 0) {
             (void)unlinkat(dfd, tmp, 0);
@@ -1437,12 +1412,12 @@ static int ap_create(cmpx *c, int dfd, const char *name, const tent *t, const td
         }
     }
     if (made == 0)
-        return sg_err_set(c->err, EEXIST, "%s: no free temporary name", c->path.p);
+        return sg_err_set(c->err, EEXIST, "%s: no free temporary name", c->path.data);
     if (renameat(dfd, tmp, dfd, name) < 0) {
         int e = errno;
         (void)unlinkat(dfd, tmp, 0);
         errno = e;
-        return sg_err_sys(c->err, "renaming into %s", c->path.p);
+        return sg_err_sys(c->err, "renaming into %s", c->path.data);
     }
     return 0;
 }
@@ -1538,7 +1513,7 @@ static int cmp_dir(cmpx *c, int dfd, const node *cur, const git_oid *target, int
                     if (c->apply) {
                         subfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (subfd < 0)
-                            rc = sg_err_sys(c->err, "opening %s", c->path.p);
+                            rc = sg_err_sys(c->err, "opening %s", c->path.data);
                     }
                     if (rc == 0)
                         rc = cmp_dir(c, subfd, k, &t->oid, depth + 1);
@@ -1572,7 +1547,7 @@ static void cmpx_free(cmpx *c)
     sg_checkpoint_changes_free(c->ch, c->nch);
     c->ch = NULL;
     c->nch = 0;
-    sb_free(&c->path);
+    sg_buf_free(&c->path);
 }
 
 /* Runs the comparison of the scanned root with the checkpoint tree. */
@@ -1792,7 +1767,7 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
         char tree_hex[GIT_OID_HEXSZ + 1], parent_hex[GIT_OID_HEXSZ + 1];
         git_oid_tostr(tree_hex, sizeof tree_hex, &root.oid);
         long long now = (long long)time(NULL);
-        sg_autosbuf sbuf b = {0};
+        sg_autobuf sg_buf b = {0};
         sg_autofree char *head = sg_strdup_printf("tree %s\n", tree_hex);
         sb_str(&b, head);
         if (have_parent) {
@@ -1806,7 +1781,7 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
             now, now, lab, (unsigned long long)s.stats.files, (unsigned long long)s.stats.dirs,
             (unsigned long long)s.stats.bytes);
         sb_str(&b, rest);
-        rc = put_obj(st, true, &commit, b.p, b.len, GIT_OBJECT_COMMIT, err);
+        rc = put_obj(st, true, &commit, b.data, b.len, GIT_OBJECT_COMMIT, err);
     }
     if (rc == 0) {
         git_reference *ref = NULL;
@@ -1881,10 +1856,7 @@ int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout
             git_commit_free(cm);
             continue;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = sg_xrealloc(v, cap * sizeof(*v));
-        }
+        sg_xgrow(&v, &cap, n + 1, sizeof *v);
         sg_checkpoint_info *x = &v[n++];
         memset(x, 0, sizeof *x);
         git_oid_tostr(x->id, sizeof x->id, &oid);
@@ -1928,10 +1900,7 @@ int sg_checkpoint_list(sg_ckpt_store *st, sg_checkpoint_info **out, size_t *nout
             }
         if (at == n && (n == 0 || strcmp(v[n - 1].id, line) != 0))
             continue; /* names no listed commit */
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = sg_xrealloc(v, cap * sizeof(*v));
-        }
+        sg_xgrow(&v, &cap, n + 1, sizeof *v);
         memmove(&v[at + 1], &v[at], (n - at) * sizeof *v);
         n++;
         sg_checkpoint_info *x = &v[at];

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 
@@ -203,14 +204,8 @@ static void rep_note(sg_spool_report *rep, const char *fmt, ...)
 
 static int seg_push(sg_spool *sp, seg s, sg_err *err)
 {
-    if (sp->nsegs == sp->cap) {
-        size_t ncap = sp->cap ? sp->cap * 2 : 16;
-        seg *n = realloc(sp->segs, ncap * sizeof *n);
-        if (!n)
-            return sg_err_set(err, ENOMEM, "out of memory");
-        sp->segs = n;
-        sp->cap = ncap;
-    }
+    if (sg_grow(&sp->segs, &sp->cap, sp->nsegs + 1, sizeof *sp->segs) < 0)
+        return sg_err_set(err, ENOMEM, "out of memory");
     sp->segs[sp->nsegs++] = s;
     return 0;
 }
@@ -299,14 +294,8 @@ static void unmapp(mapping *m)
 
 static int items_push(items *it, item x)
 {
-    if (it->n == it->cap) {
-        size_t ncap = it->cap ? it->cap * 2 : 64;
-        item *n = realloc(it->v, ncap * sizeof *n);
-        if (!n)
-            return -1;
-        it->v = n;
-        it->cap = ncap;
-    }
+    if (sg_grow(&it->v, &it->cap, it->n + 1, sizeof *it->v) < 0)
+        return -1;
     it->v[it->n++] = x;
     return 0;
 }

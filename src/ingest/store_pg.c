@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "ingest/store.h"
@@ -190,30 +191,19 @@ static int ensure_conn(pg_store *s, sg_err *err)
     return conn_lost(s) ? pg_connect(s, err) : 0;
 }
 
-typedef struct copybuf {
-    char *buf;
-    size_t have, cap;
-} copybuf;
-
 /* Appends src (len bytes) to b, escaped for COPY text format unless raw.
  * -1: out of memory; -2: a NUL byte (text cannot hold it). */
-static int copy_add(copybuf *b, const char *src, size_t len, bool raw)
+static int copy_add(sg_buf *b, const char *src, size_t len, bool raw)
 {
-    if (b->have + 2 * len + 2 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->have + 2 * len + 2)
-            nc *= 2;
-        char *nb = realloc(b->buf, nc);
-        if (!nb)
-            return -1;
-        b->buf = nb;
-        b->cap = nc;
-    }
-    char *o = b->buf + b->have;
+    if (len > SIZE_MAX / 2 || sg_buf_reserve(b, 2 * len) < 0)
+        return -1;
+    char *o = b->data + b->len;
     for (size_t i = 0; i < len; i++) {
         char c = src[i];
-        if (c == '\0')
+        if (c == '\0') {
+            b->data[b->len] = '\0'; /* nothing of this field is kept */
             return -2;
+        }
         if (raw) {
             *o++ = c;
             continue;
@@ -226,11 +216,12 @@ static int copy_add(copybuf *b, const char *src, size_t len, bool raw)
         default: *o++ = c;
         }
     }
-    b->have = (size_t)(o - b->buf);
+    *o = '\0';
+    b->len = (size_t)(o - b->data);
     return 0;
 }
 
-static int copy_row(copybuf *b, size_t n, const sg_store_row *w)
+static int copy_row(sg_buf *b, size_t n, const sg_store_row *w)
 {
     char num[64];
     int nl = snprintf(num, sizeof num, "%zu", n);
@@ -260,17 +251,16 @@ static int copy_rows(pg_store *s, const sg_store_row *rows, size_t n, sg_err *er
     pg_autoclear PGresult *r = PQexec(s->conn, "COPY sg_batch FROM STDIN");
     if (PQresultStatus(r) != PGRES_COPY_IN)
         return pg_fail(s, err, "copy", PQresultErrorMessage(r));
-    copybuf b = {0};
+    sg_autobuf sg_buf b = {0};
     int bad = 0;
     for (size_t i = 0; i < n && bad == 0; i++) {
         bad = copy_row(&b, i, &rows[i]);
-        if (bad == 0 && (b.have >= PG_COPY_CHUNK || i + 1 == n)) {
-            if (PQputCopyData(s->conn, b.buf, (int)b.have) != 1)
+        if (bad == 0 && (b.len >= PG_COPY_CHUNK || i + 1 == n)) {
+            if (PQputCopyData(s->conn, b.data, (int)b.len) != 1)
                 bad = -3;
-            b.have = 0;
+            sg_buf_reset(&b);
         }
     }
-    free(b.buf);
     if (bad != 0) {
         const char *why = bad == -1   ? "out of memory"
                           : bad == -2 ? "a field holds a NUL byte"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 
@@ -453,14 +454,8 @@ static int collect_procs(const char *dir, void *ud, sg_err *err)
             l->n++;
             return 1;
         }
-        if (l->n == l->cap) {
-            size_t cap = l->cap ? l->cap * 2 : 64;
-            pid_t *nv = realloc(l->v, cap * sizeof *nv);
-            if (!nv)
-                return sg_err_set(err, ENOMEM, "out of memory listing %s", p);
-            l->v = nv;
-            l->cap = cap;
-        }
+        if (sg_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v) < 0)
+            return sg_err_set(err, ENOMEM, "out of memory listing %s", p);
         l->v[l->n++] = pid;
     }
     if (ferror(f))
@@ -1226,18 +1221,11 @@ char **sg_cgroup_leaves(sg_cgroup *cg, sg_err *err)
     while ((e = readdir(d))) {
         if (e->d_type != DT_DIR || e->d_name[0] == '.')
             continue;
-        if (n == cap) {
-            cap *= 2;
-            char **nv = realloc(v, (cap + 1) * sizeof *v);
-            if (!nv) {
-                sg_strvfreep(&v);
-                sg_err_set(err, ENOMEM, "out of memory");
-                return NULL;
-            }
-            v = nv;
+        if (sg_strv_push(&v, &n, &cap, e->d_name) < 0) {
+            sg_strvfreep(&v);
+            sg_err_set(err, ENOMEM, "out of memory");
+            return NULL;
         }
-        v[n++] = strdup(e->d_name);
-        v[n] = NULL;
     }
     return v;
 }
@@ -1306,20 +1294,10 @@ char **sg_cgroup_list(sg_err *err)
                 dup = strcmp(v[k], e->d_name) == 0;
             if (dup)
                 continue;
-            if (n == cap) {
-                char **nv = realloc(v, (cap * 2 + 1) * sizeof *nv);
-                if (!nv) {
-                    sg_err_set(err, ENOMEM, "out of memory");
-                    return NULL;
-                }
-                v = nv;
-                cap *= 2;
-            }
-            if (!(v[n] = strdup(e->d_name))) {
+            if (sg_strv_push(&v, &n, &cap, e->d_name) < 0) {
                 sg_err_set(err, ENOMEM, "out of memory");
                 return NULL;
             }
-            v[++n] = NULL;
         }
     }
     return sg_steal_ptr(&v);

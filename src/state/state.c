@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -207,17 +208,10 @@ char **sg_state_list(sg_err *err)
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.' || !sg_valid_name(de->d_name))
             continue;
-        if (n == cap) {
-            cap *= 2;
-            char **nv = realloc(v, (cap + 1) * sizeof *v);
-            if (!nv) {
-                sg_err_set(err, ENOMEM, "out of memory");
-                return NULL;
-            }
-            v = nv;
+        if (sg_strv_push(&v, &n, &cap, de->d_name) < 0) {
+            sg_err_set(err, ENOMEM, "out of memory");
+            return NULL;
         }
-        v[n++] = strdup(de->d_name);
-        v[n] = NULL;
     }
     return sg_steal_ptr(&v);
 }
