@@ -225,73 +225,42 @@ static int sup_shutdown(sup *s)
     return code;
 }
 
-int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
+/* A new sandbox: the syscall filter, the cgroup (marked as this state
+ * directory's), and init cloned into new namespaces. */
+static int sup_create(sup *s, sg_err *err)
 {
-    sg_err err = {0};
-    sup *s = calloc(1, sizeof *s);
-    if (!s)
-        return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = -1;
-    s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
-    prctl(PR_SET_NAME, "sg-supervisor");
-    signal(SIGPIPE, SIG_IGN);
-    s->rootless = geteuid() != 0;
-    uv_loop_init(&s->loop);
-    int code = 1;
-    if (!sg_state_dir(&err) || sg_sandbox_meta_load(id, &s->meta, &err) < 0)
-        goto fail;
-    if (adopt) {
-        if (adopt_init(s, &err) < 0) {
-            sg_err_prefix(&err, "cannot take over sandbox %s", id);
-            goto fail;
-        }
-    } else {
-        if (sg_seccomp_build_init(&s->prog, &err) < 0) {
-            sg_err_prefix(&err, "cannot build the syscall filter");
-            goto fail;
-        }
-        sg_cg_limits lim = {.memory_bytes = s->meta.memory, .pids = s->meta.pids, .cpus = s->meta.cpus};
-        s->cg = sg_cgroup_create(id, &lim, &err);
-        if (!s->cg && s->rootless) {
-            /* No delegated cgroup: run without cgroup limits (README). */
-            fprintf(stderr, "supervisor: rootless without a cgroup (%s): memory is an RLIMIT_AS per process, "
-                            "no pids or cpu limit, kills by pid namespace\n", err.msg);
-        } else if (!s->cg) {
-            sg_err_prefix(&err, "cannot create the sandbox's cgroup");
-            goto fail;
-        }
-        if (s->cg) {
-            /* gc of another state directory must leave this cgroup alone */
-            sg_err oerr = {0};
-            const char *state = sg_state_dir(&oerr);
-            if (!state || sg_cgroup_set_owner(s->cg, state, &oerr) < 0)
-                sg_log_line("supervisor", "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
-                            "alone): %s", oerr.msg);
-        }
-        oom_baseline(s);
-        s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
-                         sg_cgroup_set_fast_leaves(s->cg, true) == 0;
-        if (start_init(s, &err) < 0)
-            goto fail_cg;
+    if (sg_seccomp_build_init(&s->prog, err) < 0) {
+        sg_err_prefix(err, "cannot build the syscall filter");
+        return -1;
     }
-    s->meta.supervisor_pid = getpid();
-    s->meta.init_pid = s->init_pid;
-    if (sg_sandbox_meta_save(&s->meta, &err) < 0)
-        goto fail_cg;
-    if (s->meta.task) {
-        if (capture_start(s, adopt, &err) < 0)
-            goto fail_cg;
+    sg_cg_limits lim = {.memory_bytes = s->meta.memory, .pids = s->meta.pids, .cpus = s->meta.cpus};
+    s->cg = sg_cgroup_create(s->meta.id, &lim, err);
+    if (!s->cg && s->rootless) {
+        /* No delegated cgroup: run without cgroup limits (README). */
+        fprintf(stderr, "supervisor: rootless without a cgroup (%s): memory is an RLIMIT_AS per process, "
+                        "no pids or cpu limit, kills by pid namespace\n", err->msg);
+    } else if (!s->cg) {
+        sg_err_prefix(err, "cannot create the sandbox's cgroup");
+        return -1;
     }
-    /* The first checkpoint is taken right after "ready", before the loop
-     * serves any request: create does not wait for it. */
-    if (open_checkpoints(s, &err) < 0)
-        goto fail_cg;
-    {
-        sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
-        s->ctl_fd = sg_ctl_listen(ctl, 128, &err);
-        if (s->ctl_fd < 0)
-            goto fail_cg;
+    if (s->cg) {
+        /* gc of another state directory must leave this cgroup alone */
+        sg_err oerr = {0};
+        const char *state = sg_state_dir(&oerr);
+        if (!state || sg_cgroup_set_owner(s->cg, state, &oerr) < 0)
+            sg_log_line("supervisor", "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
+                        "alone): %s", oerr.msg);
     }
+    oom_baseline(s);
+    s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    return start_init(s, err);
+}
+
+/* The loop's handles: init's socket, the control socket, the caps' and
+ * the checkpoint worker's timers, the signals. */
+static void sup_watch(sup *s)
+{
     uv_poll_init(&s->loop, &s->init_poll, s->init_fd);
     s->init_poll.data = s;
     uv_poll_start(&s->init_poll, UV_READABLE, on_init_msg);
@@ -303,7 +272,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     s->cap_timer.data = s;
     uv_timer_init(&s->loop, &s->ckpt_idle);
     s->ckpt_idle.data = s;
-    if (s->meta.max_wall_s > 0 || s->meta.max_cpu_s > 0)
+    if (sg_caps_timed(&s->meta))
         uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
@@ -312,22 +281,45 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     uv_signal_start(&s->sigchld, on_signal, SIGCHLD);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+}
 
-    if (ready_fd >= 0) {
-        sg_write_all(ready_fd, "ok\n", 3);
-        close(ready_fd);
-        ready_fd = -1;
+/* Everything up to serving: the sandbox made (or adopted), its record
+ * saved, the capture started, the checkpoint worker and the control
+ * socket open, the loop's handles set. */
+static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
+{
+    if (!s->spawn_msg || !s->ctl_buf)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    if (!sg_state_dir(err) || sg_sandbox_meta_load(id, &s->meta, err) < 0)
+        return -1;
+    if (adopt && adopt_init(s, err) < 0) {
+        sg_err_prefix(err, "cannot take over sandbox %s", id);
+        return -1;
     }
-    if (!adopt && !sup_checkpoint(s, "create", NULL))
-        fprintf(stderr, "supervisor: the first checkpoint of the workspace failed\n");
-    ready_next(s);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    close(s->ctl_fd);
-    s->ctl_fd = -1;
-    code = sup_shutdown(s);
-    goto out;
+    if (!adopt && sup_create(s, err) < 0)
+        return -1;
+    s->meta.supervisor_pid = getpid();
+    s->meta.init_pid = s->init_pid;
+    if (sg_sandbox_meta_save(&s->meta, err) < 0)
+        return -1;
+    if (s->meta.task && capture_start(s, adopt, err) < 0)
+        return -1;
+    /* The first checkpoint is taken right after "ready", before the loop
+     * serves any request: create does not wait for it. */
+    if (open_checkpoints(s, err) < 0)
+        return -1;
+    sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
+    s->ctl_fd = sg_ctl_listen(ctl, 128, err);
+    if (s->ctl_fd < 0)
+        return -1;
+    sup_watch(s);
+    return 0;
+}
 
-fail_cg:
+/* A start that failed: a new sandbox's init and cgroup go (an adopted
+ * one is left as it was), and the error goes to the ready fd or stderr. */
+static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err)
+{
     if (!adopt && s->init_pid > 0) {
         sg_err e2 = {0};
         if (s->cg)
@@ -339,12 +331,11 @@ fail_cg:
         sg_err e2 = {0};
         sg_cgroup_remove(s->cg, &e2);
     }
-fail:
     if (ready_fd >= 0) {
-        dprintf(ready_fd, "error: %s\n", err.msg);
+        dprintf(ready_fd, "error: %s\n", err->msg);
         close(ready_fd);
     } else {
-        fprintf(stderr, "sandglass supervisor: %s\n", err.msg);
+        fprintf(stderr, "sandglass supervisor: %s\n", err->msg);
     }
     if (s->cap) {
         s->capi->close(s->cap);
@@ -353,16 +344,16 @@ fail:
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
-out:
+}
+
+static void sup_free(sup *s)
+{
     if (s->ctl_fd >= 0)
         close(s->ctl_fd);
     if (s->init_fd >= 0)
         close(s->init_fd);
     sg_ckpt_client_free(s->ckpt);
-    for (size_t i = 0; i < s->nlabels; i++)
-        free(s->labels[i]);
-    free(s->labels);
-    free(s->label_times);
+    sg_labels_free(&s->labels);
     for (size_t i = 0; i < s->nspare; i++)
         open_leaf_close(&s->spare[i]);
     ready_close_fds(s);
@@ -370,9 +361,44 @@ out:
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
     free(s->execs);
-    for (size_t i = 0; i < s->nleaves; i++)
-        free(s->leaves[i]);
-    free(s->leaves);
+    sg_leafset_free(&s->leaves);
+    free(s->spawn_msg);
+    free(s->ctl_buf);
+    free(s->pidns_pids);
     free(s);
+}
+
+int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
+{
+    sg_err err = {0};
+    sup *s = calloc(1, sizeof *s);
+    if (!s)
+        return 1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = -1;
+    s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
+    /* Not calloc: pages the supervisor never writes stay unmapped. */
+    s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);
+    s->ctl_buf = malloc(SG_CTL_MSG_MAX);
+    prctl(PR_SET_NAME, "sg-supervisor");
+    signal(SIGPIPE, SIG_IGN);
+    s->rootless = geteuid() != 0;
+    uv_loop_init(&s->loop);
+    if (sup_start(s, id, adopt, &err) < 0) {
+        sup_start_failed(s, adopt, ready_fd, &err);
+        sup_free(s);
+        return 1;
+    }
+    if (ready_fd >= 0) {
+        sg_write_all(ready_fd, "ok\n", 3);
+        close(ready_fd);
+    }
+    if (!adopt && !sup_checkpoint(s, "create", NULL))
+        fprintf(stderr, "supervisor: the first checkpoint of the workspace failed\n");
+    ready_next(s);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    close(s->ctl_fd);
+    s->ctl_fd = -1;
+    int code = sup_shutdown(s);
+    sup_free(s);
     return code;
 }

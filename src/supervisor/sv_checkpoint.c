@@ -40,17 +40,16 @@ static void on_ckpt_idle(uv_timer_t *t)
 }
 
 /* $SANDGLASS_CKPT_IDLE_MS (1 ms to 1 h) overrides SG_CKPT_CLIENT_IDLE_MS: the
- * tests watch the worker go without waiting 10 s. */
-static uint64_t ckpt_idle_ms(void)
+ * tests watch the worker go without waiting 10 s. Read once. */
+static uint64_t ckpt_idle_ms(sup *s)
 {
-    static uint64_t ms;
-    if (!ms) {
+    if (!s->ckpt_idle_ms) {
         uint64_t v = 0;
         sg_err e = {0};
         const char *env = getenv("SANDGLASS_CKPT_IDLE_MS");
-        ms = env && sg_parse_uint(env, 3600000, &v, &e) == 0 && v > 0 ? v : SG_CKPT_CLIENT_IDLE_MS;
+        s->ckpt_idle_ms = env && sg_parse_uint(env, 3600000, &v, &e) == 0 && v > 0 ? v : SG_CKPT_CLIENT_IDLE_MS;
     }
-    return ms;
+    return s->ckpt_idle_ms;
 }
 
 void ckpt_used(sup *s)
@@ -58,7 +57,7 @@ void ckpt_used(sup *s)
     sg_err err = {0};
     if (sg_ckpt_client_owed_error(s->ckpt, &err))
         fprintf(stderr, "supervisor: checkpoint labels were not recorded: %s\n", err.msg);
-    uv_timer_start(&s->ckpt_idle, on_ckpt_idle, ckpt_idle_ms(), 0);
+    uv_timer_start(&s->ckpt_idle, on_ckpt_idle, ckpt_idle_ms(s), 0);
 }
 
 /* The watcher's diffs, made by the checkpoint worker. */
@@ -75,28 +74,21 @@ int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
  * else asks the worker (a list must show them, in order). */
 void ckpt_flush_labels(sup *s)
 {
-    if (!s->nlabels)
+    if (!s->labels.n)
         return;
     sg_err err = {0};
     /* Not waited for: the worker's next answer settles it. */
-    if (sg_ckpt_client_alias_nowait(s->ckpt, s->last_ckpt, s->labels, s->label_times, s->nlabels, &err) < 0)
-        fprintf(stderr, "supervisor: cannot record %zu checkpoint label(s): %s\n", s->nlabels, err.msg);
+    if (sg_ckpt_client_alias_nowait(s->ckpt, s->last_ckpt, s->labels.v, s->labels.times, s->labels.n, &err) < 0)
+        fprintf(stderr, "supervisor: cannot record %zu checkpoint label(s): %s\n", s->labels.n, err.msg);
     ckpt_used(s);
-    for (size_t i = 0; i < s->nlabels; i++)
-        free(s->labels[i]);
-    s->nlabels = 0;
+    sg_labels_clear(&s->labels);
 }
 
 static void ckpt_queue_label(sup *s, const char *label)
 {
-    if (s->nlabels == SG_SUP_LABELS_MAX)
+    if (sg_labels_full(&s->labels))
         ckpt_flush_labels(s);
-    if (!s->labels) {
-        s->labels = sg_xcalloc(SG_SUP_LABELS_MAX, sizeof *s->labels);
-        s->label_times = sg_xcalloc(SG_SUP_LABELS_MAX, sizeof *s->label_times);
-    }
-    s->labels[s->nlabels] = sg_xstrdup(label);
-    s->label_times[s->nlabels++] = (int64_t)time(NULL);
+    sg_labels_push(&s->labels, label, (int64_t)time(NULL));
 }
 
 void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
@@ -128,10 +120,10 @@ static void emit_checkpoint_error(sup *s, const char *label, const sg_err *err, 
 }
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
- * a checkpoint event. Returns the id (static storage) or NULL. */
+ * a checkpoint event. Returns its id (s->last_ckpt) or NULL. */
 const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info)
 {
-    static char id[SG_CHECKPOINT_ID_LEN + 1];
+    char id[SG_CHECKPOINT_ID_LEN + 1];
     if (!s->ckpt)
         return NULL;
     sg_err err = {0};
@@ -148,7 +140,7 @@ const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **in
     memcpy(s->last_ckpt, id, sizeof id);
     s->last_stats = st;
     emit_checkpoint(s, id, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, reused, info);
-    return id;
+    return s->last_ckpt;
 }
 
 const char *sup_checkpoint(sup *s, const char *label, json_t **info)
@@ -207,17 +199,7 @@ static int newest_checkpoint(sup *s, const char *label, bool same, char out[SG_C
     ckpt_used(s);
     if (rc < 0)
         return -1;
-    int found = 0;
-    for (size_t i = n; i-- > 0 && !found;) {
-        if ((v[i].label && strcmp(v[i].label, label) == 0) == same) {
-            memcpy(out, v[i].id, SG_CHECKPOINT_ID_LEN + 1);
-            found = 1;
-        }
-    }
-    if (!found && !same && n > 0) { /* only safety copies: the newest */
-        memcpy(out, v[n - 1].id, SG_CHECKPOINT_ID_LEN + 1);
-        found = 1;
-    }
+    int found = sg_labels_newest(v, n, label, same, out);
     sg_checkpoint_infos_free(v, n);
     return found;
 }
@@ -229,18 +211,6 @@ static int default_target(sup *s, char out[SG_CHECKPOINT_ID_LEN + 1], sg_err *er
 {
     int rc = newest_checkpoint(s, SUP_SAFETY_LABEL, false, out, err);
     return rc == 0 ? sg_err_set(err, ENOENT, "this sandbox has no checkpoint") : rc < 0 ? -1 : 0;
-}
-
-/* Whether a --to names a checkpoint by (a prefix of) its id. */
-static bool is_hex_prefix(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 4 || n > SG_CHECKPOINT_ID_LEN)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return false;
-    return true;
 }
 
 /* The newest checkpoint labelled exactly label. */
@@ -268,7 +238,7 @@ void sup_rollback(sup *s, client *c, json_t *req)
             return;
         }
         to = latest;
-    } else if (!is_hex_prefix(to)) {
+    } else if (!sg_labels_is_id_prefix(to)) {
         /* Not an id: the newest checkpoint with that label. */
         if (label_target(s, to, latest, &err) < 0) {
             client_error(c, err.msg);
@@ -314,7 +284,7 @@ void sup_rollback(sup *s, client *c, json_t *req)
      * (a writer loop would undo it): they go too. */
     json_t *killed = NULL;
     leaves_sweep(s);
-    if (running || s->nleaves)
+    if (running || s->leaves.n)
         killed = kill_all_user_processes(s, "rollback", "rollback --force killed it to restore the workspace");
     /* Keep the present too, so that a rollback can itself be undone. */
     json_t *safety = NULL;

@@ -175,11 +175,11 @@ static void on_client(uv_poll_t *p, int status, int events)
     }
     if (!(events & UV_READABLE))
         return;
-    static char buf[SG_CTL_MSG_MAX];
+    char *buf = c->s->ctl_buf;
     uint8_t type;
     int fds[1];
     size_t nfds = 1;
-    ssize_t n = sg_seqpacket_recv_typed(c->fd, &type, buf, sizeof buf - 1, fds, &nfds);
+    ssize_t n = sg_seqpacket_recv_typed(c->fd, &type, buf, SG_CTL_MSG_MAX - 1, fds, &nfds);
     if (n == -EAGAIN || n == -EINTR)
         return;
     if (n < 0 || type == 0) {

@@ -74,7 +74,7 @@ static void sup_claim(sup *s, client *c, json_t *req)
         return;
     }
     s->start_ns = sg_now_mono_ns();
-    if (m->max_wall_s > 0 || m->max_cpu_s > 0)
+    if (sg_caps_timed(m))
         uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
     client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
@@ -201,7 +201,7 @@ static void op_resume(sup *s, client *c, json_t *req, int fd_in)
         client_error(c, "the session is not aborted");
         return;
     }
-    if (strcmp(s->abort_by, "cap") == 0) {
+    if (!sg_caps_resumable(s->abort_by)) {
         char m[400];
         snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
         client_error(c, m);

@@ -351,89 +351,79 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
     return env;
 }
 
-void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
+/* Whether the sandbox takes an exec now. A cap the exec would pass aborts
+ * the session first (the first reason wins). Answers the caller and
+ * returns false when it does not. */
+static bool exec_admit(sup *s, client *c, const sg_exec_req *req)
 {
-    sg_err err = {0};
-    sg_exec_req req;
-    if (sg_exec_req_parse(req_json, &req, &err) < 0) {
-        close(stdin_fd);
-        client_error(c, err.msg);
-        return;
-    }
-    if (!s->aborted) {
-        char why[128] = "";
-        if (s->meta.max_execs && s->execs_total >= s->meta.max_execs)
-            snprintf(why, sizeof why, "cap max_execs=%llu reached", (unsigned long long)s->meta.max_execs);
-        else if (req.tool_name && s->meta.max_calls && s->calls_total >= s->meta.max_calls)
-            snprintf(why, sizeof why, "cap max_calls=%llu reached", (unsigned long long)s->meta.max_calls);
-        if (why[0])
-            json_decref(sup_abort(s, "cap", why));
-    }
+    char why[128];
+    if (!s->aborted && sg_caps_exec_reached(&s->meta, s->execs_total, s->calls_total,
+                                            req->tool_name != NULL, why, sizeof why))
+        json_decref(sup_abort(s, "cap", why));
     if (s->aborted) {
         char m[400];
         snprintf(m, sizeof m, "session aborted: %s", s->abort_reason);
-        close(stdin_fd);
-        sg_exec_req_free(&req);
         client_error(c, m);
-        return;
+        return false;
     }
     if (s->destroying || s->init_dead || s->init_fd < 0) {
-        close(stdin_fd);
-        sg_exec_req_free(&req);
         client_error(c, s->init_dead ? "the sandbox's init is gone; destroy it"
                                      : "the sandbox is being destroyed");
-        return;
+        return false;
     }
     if (s->nexecs == s->capexecs) {
         size_t ncap = s->capexecs ? s->capexecs * 2 : 16;
         exec_ctx **n = realloc(s->execs, ncap * sizeof *n);
         if (!n) {
-            close(stdin_fd);
-            sg_exec_req_free(&req);
             client_error(c, "out of memory");
-            return;
+            return false;
         }
         s->execs = n;
         s->capexecs = ncap;
     }
-    s->execs_total++;
-    if (req.tool_name)
-        s->calls_total++;
-    leaves_sweep(s);
-    exec_ctx *ex = calloc(1, sizeof *ex);
+    return true;
+}
+
+/* A new exec, registered with its caller. direct: it goes to the ready
+ * child, under the exec id reserved for that child. */
+static exec_ctx *exec_new(sup *s, client *c, const sg_exec_req *req, bool direct)
+{
+    exec_ctx *ex = sg_xcalloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
-    /* A ready child whose socket init has sent takes the exec directly,
-     * under the id reserved for it; else init clones a child. */
-    bool direct = s->ready && s->cg && s->ready_sock >= 0;
     ex->id = direct ? s->ready_exec_id : ++s->next_exec;
     ex->num = ++s->exec_num;
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
     ex->events_fd = -1;
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
-    ex->timeout_s = req.timeout_s > 0 ? req.timeout_s : s->meta.timeout_s;
-    ex->code_only = req.code_only;
+    ex->timeout_s = req->timeout_s > 0 ? req->timeout_s : s->meta.timeout_s;
+    ex->code_only = req->code_only;
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
     s->execs[s->nexecs++] = ex;
     c->ex = ex;
+    return ex;
+}
 
-    const char *cwd = req.cwd ? req.cwd : "/workspace";
-    if (!tool_is_read_only(req.tool_name) && !s->meta.manual_checkpoints) {
-        char label[160];
-        sg_autofree char *line = sg_exec_cmdline(req.argv);
-        snprintf(label, sizeof label, "before exec %u: %.120s", ex->num, line ? line : "");
-        /* An unchanged workspace reuses the newest checkpoint: the exec
-         * path then writes no object and no ref. */
-        sup_checkpoint_exec(s, label);
-    }
-    ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-    int cgfds[SG_CG_MAX_FDS];
-    int ncg = -1;
-    sg_autostrv char **env = build_env(&req, cwd);
-    /* The ready child's leaf, where it sits already; else a new leaf. */
+/* The checkpoint before an exec, unless the call only reads or the
+ * sandbox takes its checkpoints by hand. An unchanged workspace reuses the
+ * newest checkpoint: the exec path then writes no object and no ref. */
+static void exec_checkpoint(sup *s, const exec_ctx *ex, const sg_exec_req *req)
+{
+    if (tool_is_read_only(req->tool_name) || s->meta.manual_checkpoints)
+        return;
+    char label[160];
+    sg_autofree char *line = sg_exec_cmdline(req->argv);
+    snprintf(label, sizeof label, "before exec %u: %.120s", ex->num, line ? line : "");
+    sup_checkpoint_exec(s, label);
+}
+
+/* The exec's leaf: the ready child's, where it sits already (direct), else
+ * a new one. Returns how many cgroup fds init needs to clone the exec into
+ * it (cgfds; 0 when direct or without cgroups), or -1 with err. */
+static int exec_leaf(sup *s, exec_ctx *ex, bool direct, int cgfds[SG_CG_MAX_FDS], sg_err *err)
+{
     if (direct) {
         memcpy(ex->leaf, s->rl.name, sizeof ex->leaf);
         ex->leaf_fd = sg_steal_fd(&s->rl.dirfd);
@@ -444,97 +434,64 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
         ex->ready_pid = s->ready_pid;
         s->ready = false;
         s->ready_taken = true;
-        ncg = 0;
-    } else {
-        snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
+        leaf_track(s, ex->leaf);
+        return 0;
     }
+    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
     leaf_track(s, ex->leaf);
-    if (direct) {
-        /* nothing to clone into */
-    } else if (!s->cg) {
-        ncg = 0; /* rootless without cgroups */
-    } else if (sg_cgroup_leaf_create(s->cg, ex->leaf, &err) == 0) {
-        if (s->fast_leaves) {
-            /* one v2 leaf directory: init clones straight into it */
-            cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, &err);
-            ncg = cgfds[0] < 0 ? -1 : 1;
-        } else {
-            ncg = sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, &err);
-        }
-    }
-    if (ncg < 0) {
-        sg_err_prefix(&err, "cannot create the exec's cgroup");
-        close(stdin_fd);
-        sg_exec_req_free(&req);
-        exec_fail(ex, err.msg);
-        return;
-    }
-    if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || !env) {
-        sg_err_sys(&err, "cannot create output pipes");
-        for (int i = 0; i < 2; i++) {
-            if (outp[i] >= 0)
-                close(outp[i]);
-            if (errp[i] >= 0)
-                close(errp[i]);
-        }
-        for (int i = 0; i < ncg; i++)
-            close(cgfds[i]);
-        close(stdin_fd);
-        sg_exec_req_free(&req);
-        exec_fail(ex, err.msg);
-        return;
-    }
-    /* Message: header, argv..., env..., cwd (NUL-separated). */
-    static char msg[SG_SPAWN_MSG_MAX];
-    sg_spawn_hdr sp = {.type = SG_SPAWN_EXEC, .exec_id = ex->id,
-                       .uid = s->meta.uid, .gid = s->meta.gid,
-                       .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
-                       .rlimit_as = s->cg ? 0 : s->meta.memory};
-    ssize_t enc = sg_spawn_encode(msg, sizeof msg, &sp, req.argv, env, cwd);
-    size_t off = enc < 0 ? 0 : (size_t)enc;
-    sg_exec_req_free(&req);
+    if (!s->cg)
+        return 0; /* rootless without cgroups */
+    if (sg_cgroup_leaf_create(s->cg, ex->leaf, err) < 0)
+        return -1;
+    if (!s->fast_leaves)
+        return sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, err);
+    /* one v2 leaf directory: init clones straight into it */
+    cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, err);
+    return cgfds[0] < 0 ? -1 : 1;
+}
 
-    int fds[3 + SG_CG_MAX_FDS] = {stdin_fd, outp[1], errp[1]};
-    for (int i = 0; i < ncg; i++)
-        fds[3 + i] = cgfds[i];
-    int r = enc < 0 ? (int)enc : 0;
-    bool handoff_lost = false;
-    if (r == 0 && direct) {
-        /* Kept until the child takes it (exec_handoff_done) or never does
-         * (exec_handoff_failed). */
-        ex->held_msg = malloc(off);
-        if (ex->held_msg) {
-            memcpy(ex->held_msg, msg, off);
-            ex->held_len = off;
-            memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
-            ex->awaiting_ack = true;
-            if (s->ready_pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, s->ready_pidfd, SIGCONT, NULL, 0);
-                sg_close_reset(&s->ready_pidfd);
-            }
-            handoff_lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, msg, off, fds, 3) < 0;
-        } else {
-            r = -ENOMEM;
-        }
-    } else if (r == 0) {
-        r = sg_seqpacket_send(s->init_fd, msg, off, fds, (size_t)(3 + ncg));
+/* Sends the encoded exec (s->spawn_msg, len bytes) with its fds (stdio,
+ * then the cgroup's): to the ready child (direct), which keeps message and
+ * fds until it answers "k" (exec_handoff_done) or never does
+ * (exec_handoff_failed); else to init. Returns 0 or -errno; *lost when
+ * the ready child's socket refused it (the exec then goes through init). */
+static int exec_send(sup *s, exec_ctx *ex, bool direct, size_t len, const int *fds, int nfds, bool *lost)
+{
+    if (!direct)
+        return sg_seqpacket_send(s->init_fd, s->spawn_msg, len, fds, (size_t)nfds);
+    ex->held_msg = malloc(len);
+    if (!ex->held_msg)
+        return -ENOMEM;
+    memcpy(ex->held_msg, s->spawn_msg, len);
+    ex->held_len = len;
+    memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
+    ex->awaiting_ack = true;
+    if (s->ready_pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, s->ready_pidfd, SIGCONT, NULL, 0);
+        sg_close_reset(&s->ready_pidfd);
     }
-    for (int i = 0; i < 3 + ncg && !ex->awaiting_ack; i++)
-        if (i != 0 || fds[i] >= 0)
-            close(fds[i]);
-    ex->out_fd = outp[0];
-    ex->err_fd = errp[0];
+    *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->spawn_msg, len, fds, 3) < 0;
+    return 0;
+}
+
+/* The exec's output pipes (read ends), polled once the exec is sent. */
+static void exec_pipes(sup *s, exec_ctx *ex, int out_r, int err_r)
+{
+    ex->out_fd = out_r;
+    ex->err_fd = err_r;
     fcntl(ex->out_fd, F_SETFL, O_NONBLOCK);
     fcntl(ex->err_fd, F_SETFL, O_NONBLOCK);
     uv_poll_init(&s->loop, &ex->out_poll, ex->out_fd);
     uv_poll_init(&s->loop, &ex->err_poll, ex->err_fd);
     ex->out_poll.data = ex->err_poll.data = ex;
     ex->out_active = ex->err_active = true;
-    if (r < 0) {
-        exec_fail(ex, r == -E2BIG ? "command line and environment are too long (at most 64 KiB)"
-                      : r == -ENOMEM ? "out of memory" : "cannot reach the sandbox's init");
-        return;
-    }
+}
+
+/* The exec is on its way: its clock, its counters before, its output,
+ * its time limit, and the wait for the ready child's "k". */
+static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
+{
+    sg_err err = {0};
     ex->start_ns = sg_now_mono_ns();
     /* Counters before the exec, read while the child starts; a caller
      * that wants the exit code alone, uncaptured, gets none of them. */
@@ -546,19 +503,91 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
     uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
-    if (ex->awaiting_ack) {
-        if (handoff_lost) {
-            exec_handoff_failed(ex);
-        } else {
-            /* The "k" is not polled for: it is read when init reports
-             * the exit, or when this timer fires (a child stopped before
-             * it took the exec), so an exec wakes the supervisor once less. */
-            uv_timer_init(&s->loop, &ex->ack_timer);
-            ex->ack_timer.data = ex;
-            ex->pending_closes++;
-            uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_SPAWN_READY_ACK_MS, 0);
-        }
+    if (!ex->awaiting_ack)
+        return;
+    if (handoff_lost) {
+        exec_handoff_failed(ex);
+        return;
     }
+    /* The "k" is not polled for: it is read when init reports the exit,
+     * or when this timer fires (a child stopped before it took the exec),
+     * so an exec wakes the supervisor once less. */
+    uv_timer_init(&s->loop, &ex->ack_timer);
+    ex->ack_timer.data = ex;
+    ex->pending_closes++;
+    uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_SPAWN_READY_ACK_MS, 0);
+}
+
+static void close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
+{
+    sg_err err = {0};
+    sg_exec_req req;
+    if (sg_exec_req_parse(req_json, &req, &err) < 0) {
+        close(stdin_fd);
+        client_error(c, err.msg);
+        return;
+    }
+    if (!exec_admit(s, c, &req)) {
+        close(stdin_fd);
+        sg_exec_req_free(&req);
+        return;
+    }
+    s->execs_total++;
+    if (req.tool_name)
+        s->calls_total++;
+    leaves_sweep(s);
+    /* A ready child whose socket init has sent takes the exec directly;
+     * else init clones a child. */
+    bool direct = s->ready && s->cg && s->ready_sock >= 0;
+    exec_ctx *ex = exec_new(s, c, &req, direct);
+    const char *cwd = req.cwd ? req.cwd : "/workspace";
+    exec_checkpoint(s, ex, &req);
+    ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    int cgfds[SG_CG_MAX_FDS];
+    sg_autostrv char **env = build_env(&req, cwd);
+    int ncg = exec_leaf(s, ex, direct, cgfds, &err);
+    if (ncg < 0)
+        sg_err_prefix(&err, "cannot create the exec's cgroup");
+    else if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || !env)
+        sg_err_sys(&err, "cannot create output pipes");
+    if (ncg < 0 || errp[1] < 0 || !env) {
+        close_fds(outp, 2);
+        close_fds(errp, 2);
+        close_fds(cgfds, ncg);
+        close(stdin_fd);
+        sg_exec_req_free(&req);
+        exec_fail(ex, err.msg);
+        return;
+    }
+    /* Message: header, argv..., env..., cwd (NUL-separated). */
+    sg_spawn_hdr sp = {.type = SG_SPAWN_EXEC, .exec_id = ex->id,
+                       .uid = s->meta.uid, .gid = s->meta.gid,
+                       .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
+                       .rlimit_as = s->cg ? 0 : s->meta.memory};
+    ssize_t len = sg_spawn_encode(s->spawn_msg, SG_SPAWN_MSG_MAX, &sp, req.argv, env, cwd);
+    sg_exec_req_free(&req);
+    int fds[3 + SG_CG_MAX_FDS] = {stdin_fd, outp[1], errp[1]};
+    for (int i = 0; i < ncg; i++)
+        fds[3 + i] = cgfds[i];
+    bool lost = false;
+    int r = len < 0 ? (int)len : exec_send(s, ex, direct, (size_t)len, fds, 3 + ncg, &lost);
+    if (!ex->awaiting_ack)
+        close_fds(fds, 3 + ncg);
+    exec_pipes(s, ex, outp[0], errp[0]);
+    if (r < 0) {
+        exec_fail(ex, r == -E2BIG ? "command line and environment are too long (at most 64 KiB)"
+                      : r == -ENOMEM ? "out of memory" : "cannot reach the sandbox's init");
+        return;
+    }
+    exec_running(s, ex, lost);
     /* The next exec's ready child is made while this one runs: the caller
      * is waiting then, and a command runs on one CPU, so this work rarely
      * delays anyone (after the result it would meet the next exec). */

@@ -22,16 +22,19 @@
 #include "checkpoint/fingerprint.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/init.h"
-#include "wire/spawn.h"
 #include "sandbox/seccomp.h"
 #include "state/state.h"
+#include "supervisor/caps.h"
+#include "supervisor/labels.h"
+#include "supervisor/leafset.h"
 #include "wire/ctl.h"
+#include "wire/spawn.h"
 
 #define SUP_CLIENT_QUEUE_MAX (4u * 1024 * 1024) /* output queued for a slow CLI before we stop reading the exec */
 #define SUP_MAX_CLIENTS 256
 #define SUP_READ_CHUNK (60 * 1024)
+#define SUP_PIDNS_MAX 65536 /* processes of the pid namespace listed at once (its pid_max) */
 
-#define SG_SUP_LABELS_MAX 256 /* labels queued before they go to the store */
 /* Emptied exec leaves kept for later execs. Two alternate in a steady
  * stream of execs: the running exec's and the ready child's. */
 #define SUP_SPARE_LEAVES 2
@@ -111,6 +114,10 @@ struct client {
 
 struct sup {
     uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
+    char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (exec_start) */
+    char *ctl_buf;          /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
+    pid_t *pidns_pids;      /* SUP_PIDNS_MAX entries, once pidns_kill ran */
+    uint64_t ckpt_idle_ms;  /* the worker's idle stop; 0 until read from the environment */
     uv_loop_t loop;
     sg_sandbox_meta meta;
     sg_cgroup *cg;
@@ -138,9 +145,7 @@ struct sup {
     sg_checkpoint_stats last_stats;
     sg_fingerprint last_print;  /* the workspace when the last exec's checkpoint was taken */
     bool print_valid;
-    char **labels;          /* labels of execs found unchanged, not yet in the store */
-    int64_t *label_times;
-    size_t nlabels;
+    sg_labels labels;       /* labels of execs found unchanged, not yet in the store */
     int destroy_fd;         /* the destroy request's caller, answered last */
     uint8_t destroy_type;
     json_t *destroy_res;
@@ -154,8 +159,7 @@ struct sup {
     uv_timer_t cap_timer;   /* wall and cpu caps */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
-    char **leaves;          /* exec leaves that may still hold processes */
-    size_t nleaves, capleaves;
+    sg_leafset leaves;      /* exec leaves that may still hold processes */
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
     open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
     uint32_t ready_exec_id; /* the exec id reserved for it */

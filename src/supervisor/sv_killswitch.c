@@ -56,10 +56,12 @@ static size_t pidns_members(sup *s, pid_t *out, size_t max)
  * until none is left; returns how many remain. */
 size_t pidns_kill(sup *s, bool with_init, int timeout_ms)
 {
-    static pid_t pids[65536];
+    if (!s->pidns_pids)
+        s->pidns_pids = sg_xcalloc(SUP_PIDNS_MAX, sizeof *s->pidns_pids);
+    pid_t *pids = s->pidns_pids;
     uint64_t deadline = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        size_t n = pidns_members(s, pids, SG_ARRAY_LEN(pids)), left = 0;
+        size_t n = pidns_members(s, pids, SUP_PIDNS_MAX), left = 0;
         for (size_t i = 0; i < n; i++) {
             if (pids[i] == s->init_pid && !with_init)
                 continue;
@@ -72,23 +74,16 @@ size_t pidns_kill(sup *s, bool with_init, int timeout_ms)
     }
 }
 
-static json_t *cap_json(double limit, double value)
-{
-    return json_pack("{s:o, s:f}", "limit", limit > 0 ? json_real(limit) : json_null(), "value", value);
-}
-
 json_t *caps_now(sup *s)
 {
     sg_err err = {0};
     sg_cg_stats st = {0};
     if (s->cg)
         sg_cgroup_stats(s->cg, NULL, &st, &err);
-    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
-    return json_pack("{s:o, s:o, s:o, s:o}",
-        "max_wall_s", cap_json(s->meta.max_wall_s, wall),
-        "max_execs", cap_json((double)s->meta.max_execs, (double)s->execs_total),
-        "max_cpu_s", cap_json(s->meta.max_cpu_s, (double)st.cpu_ns / 1e9),
-        "max_calls", cap_json((double)s->meta.max_calls, (double)s->calls_total));
+    sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - s->start_ns) / 1e9,
+                       .cpu_s = (double)st.cpu_ns / 1e9,
+                       .execs = s->execs_total, .calls = s->calls_total};
+    return sg_caps_json(&s->meta, &u);
 }
 
 /* Kills every process of the sandbox but its init, and proves it: the
@@ -121,15 +116,15 @@ json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
         free(ready);
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
-        for (size_t i = 0; i < s->nleaves; i++)
-            if (leaf_kill(s, s->leaves[i], 5000, &err) < 0)
+        for (size_t i = 0; i < s->leaves.n; i++)
+            if (leaf_kill(s, s->leaves.names[i], 5000, &err) < 0)
                 ok = false;
         /* The idle ready child last: killed first, its exit would wait for
          * a CPU that a fork bomb holds, and the bomb's kill behind it. */
         ready_retire(s);
     } else {
-        before = calloc(65536, sizeof *before);
-        nbefore = before ? pidns_members(s, before, 65536) : 0;
+        before = calloc(SUP_PIDNS_MAX, sizeof *before);
+        nbefore = before ? pidns_members(s, before, SUP_PIDNS_MAX) : 0;
         t0 = sg_now_mono_ns();
         ok = pidns_kill(s, false, 5000) == 0;
     }
@@ -137,8 +132,8 @@ json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
     if (s->cg) {
         sg_cgroup_pids(s->cg, NULL, &after, &nafter, &err);
     } else {
-        after = calloc(65536, sizeof *after);
-        nafter = after ? pidns_members(s, after, 65536) : 0;
+        after = calloc(SUP_PIDNS_MAX, sizeof *after);
+        nafter = after ? pidns_members(s, after, SUP_PIDNS_MAX) : 0;
     }
     json_t *left = json_array();
     for (size_t i = 0; i < nafter; i++)
@@ -200,17 +195,14 @@ void on_cap_timer(uv_timer_t *t)
         return;
     char why[128];
     double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
-    if (s->meta.max_wall_s > 0 && wall >= s->meta.max_wall_s) {
-        snprintf(why, sizeof why, "cap max_wall_s=%g reached", s->meta.max_wall_s);
+    if (sg_caps_wall_reached(&s->meta, wall, why, sizeof why)) {
         json_decref(sup_abort(s, "cap", why));
         return;
     }
-    if (s->meta.max_cpu_s > 0) {
-        sg_err err = {0};
-        sg_cg_stats st = {0};
-        if (s->cg && sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 && (double)st.cpu_ns / 1e9 >= s->meta.max_cpu_s) {
-            snprintf(why, sizeof why, "cap max_cpu_s=%g reached", s->meta.max_cpu_s);
-            json_decref(sup_abort(s, "cap", why));
-        }
-    }
+    /* The cgroup's CPU time is read only for a CPU cap. */
+    sg_err err = {0};
+    sg_cg_stats st = {0};
+    if (s->meta.max_cpu_s > 0 && s->cg && sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 &&
+        sg_caps_cpu_reached(&s->meta, (double)st.cpu_ns / 1e9, why, sizeof why))
+        json_decref(sup_abort(s, "cap", why));
 }

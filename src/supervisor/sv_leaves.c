@@ -35,26 +35,12 @@ int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err)
 
 void leaf_track(sup *s, const char *leaf)
 {
-    if (s->nleaves == s->capleaves) {
-        size_t ncap = s->capleaves ? s->capleaves * 2 : 16;
-        char **n = realloc(s->leaves, ncap * sizeof *n);
-        if (!n)
-            return;
-        s->leaves = n;
-        s->capleaves = ncap;
-    }
-    s->leaves[s->nleaves++] = strdup(leaf);
+    sg_leafset_add(&s->leaves, leaf);
 }
 
 void leaf_untrack(sup *s, const char *leaf)
 {
-    for (size_t i = 0; i < s->nleaves; i++) {
-        if (strcmp(s->leaves[i], leaf) == 0) {
-            free(s->leaves[i]);
-            s->leaves[i] = s->leaves[--s->nleaves];
-            return;
-        }
-    }
+    sg_leafset_remove(&s->leaves, leaf);
 }
 
 /* Removes the leaves that have emptied (background processes ended). */
@@ -63,14 +49,15 @@ void leaves_sweep(sup *s)
     sg_err err = {0};
     if (!s->cg)
         return;
-    for (size_t i = s->nleaves; i-- > 0;) {
+    for (size_t i = s->leaves.n; i-- > 0;) {
+        const char *leaf = s->leaves.names[i];
         bool running = false;
         for (size_t k = 0; k < s->nexecs; k++)
-            if (strcmp(s->execs[k]->leaf, s->leaves[i]) == 0)
+            if (strcmp(s->execs[k]->leaf, leaf) == 0)
                 running = true;
-        if (!running && sg_cgroup_populated(s->cg, s->leaves[i], &err) == 0 &&
-            sg_cgroup_leaf_remove(s->cg, s->leaves[i], &err) == 0)
-            leaf_untrack(s, s->leaves[i]);
+        if (!running && sg_cgroup_populated(s->cg, leaf, &err) == 0 &&
+            sg_cgroup_leaf_remove(s->cg, leaf, &err) == 0)
+            leaf_untrack(s, leaf);
     }
 }
 

@@ -237,15 +237,15 @@ int adopt_init(sup *s, sg_err *err)
     if (connect_init(s, err) < 0)
         return -1;
     sg_autostrv char **leaves = s->cg ? sg_cgroup_leaves(s->cg, err) : NULL;
-    for (char **l = leaves; l && *l; l++) {
+    for (char **l = leaves; l && *l; l++)
         leaf_track(s, *l);
-        unsigned n;
-        if (sscanf(*l, "x%u", &n) == 1 && n > s->next_exec)
-            s->next_exec = n;
-        if (sscanf(*l, "x%u", &n) == 1 && n > s->next_leaf)
-            s->next_leaf = n;
-    }
-    s->exec_num = s->next_exec; /* numbers go on increasing past the old ones */
+    /* Leaves and exec numbers go on increasing past the old ones. */
+    uint32_t highest = sg_leafset_highest(leaves);
+    if (highest > s->next_exec)
+        s->next_exec = highest;
+    if (highest > s->next_leaf)
+        s->next_leaf = highest;
+    s->exec_num = s->next_exec;
     /* An abort outlives the supervisor that made it. */
     s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
                                      sizeof s->abort_reason) == 1;

@@ -1,0 +1,62 @@
+/* leafset: the exec leaves that may hold processes. See leafset.h. */
+#include "supervisor/leafset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sg_leafset_add(sg_leafset *ls, const char *name)
+{
+    if (ls->n == ls->cap) {
+        size_t ncap = ls->cap ? ls->cap * 2 : 16;
+        char **v = realloc(ls->names, ncap * sizeof *v);
+        if (!v)
+            return -1;
+        ls->names = v;
+        ls->cap = ncap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    ls->names[ls->n++] = copy;
+    return 0;
+}
+
+bool sg_leafset_remove(sg_leafset *ls, const char *name)
+{
+    for (size_t i = 0; i < ls->n; i++) {
+        if (strcmp(ls->names[i], name) == 0) {
+            free(ls->names[i]);
+            ls->names[i] = ls->names[--ls->n];
+            return true;
+        }
+    }
+    return false;
+}
+
+bool sg_leafset_has(const sg_leafset *ls, const char *name)
+{
+    for (size_t i = 0; i < ls->n; i++)
+        if (strcmp(ls->names[i], name) == 0)
+            return true;
+    return false;
+}
+
+void sg_leafset_free(sg_leafset *ls)
+{
+    for (size_t i = 0; i < ls->n; i++)
+        free(ls->names[i]);
+    free(ls->names);
+    *ls = (sg_leafset){0};
+}
+
+uint32_t sg_leafset_highest(char *const *names)
+{
+    uint32_t hi = 0;
+    for (char *const *l = names; l && *l; l++) {
+        unsigned n;
+        if (sscanf(*l, "x%u", &n) == 1 && n > hi)
+            hi = n;
+    }
+    return hi;
+}
