@@ -221,6 +221,24 @@ static int label_target(sup *s, const char *label, char out[SG_CHECKPOINT_ID_LEN
                                 "checkpoints')", label) : rc < 0 ? -1 : 0;
 }
 
+/* Where a rollback goes: *to as the caller gave it (an id or a prefix of
+ * one), the newest checkpoint labelled *to, or none given, the default
+ * target. A resolved id is written to latest and *to points at it. */
+static int rollback_target(sup *s, const char **to, char latest[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+{
+    if (!*to) {
+        if (default_target(s, latest, err) < 0)
+            return -1;
+        *to = latest;
+    } else if (!sg_labels_is_id_prefix(*to)) {
+        /* Not an id: the newest checkpoint with that label. */
+        if (label_target(s, *to, latest, err) < 0)
+            return -1;
+        *to = latest;
+    }
+    return 0;
+}
+
 void sup_rollback(sup *s, client *c, json_t *req)
 {
     sg_err err = {0};
@@ -232,19 +250,9 @@ void sup_rollback(sup *s, client *c, json_t *req)
     bool dry = json_is_true(json_object_get(req, "dry_run"));
     bool force = json_is_true(json_object_get(req, "force"));
     char latest[SG_CHECKPOINT_ID_LEN + 1];
-    if (!to) {
-        if (default_target(s, latest, &err) < 0) {
-            client_error(c, err.msg);
-            return;
-        }
-        to = latest;
-    } else if (!sg_labels_is_id_prefix(to)) {
-        /* Not an id: the newest checkpoint with that label. */
-        if (label_target(s, to, latest, &err) < 0) {
-            client_error(c, err.msg);
-            return;
-        }
-        to = latest;
+    if (rollback_target(s, &to, latest, &err) < 0) {
+        client_error(c, err.msg);
+        return;
     }
     size_t running = 0;
     for (size_t i = 0; i < s->nexecs; i++)

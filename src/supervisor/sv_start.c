@@ -115,6 +115,49 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     dup2(5, cfg->go_fd);
 }
 
+/* Rootless: init's user namespace maps the sandbox's uid and gid to the
+ * caller's (no newuidmap needed). */
+static int init_map_ids(sup *s, sg_err *err)
+{
+    char p[64], map[64];
+    snprintf(p, sizeof p, "/proc/%d/setgroups", s->init_pid);
+    if (sg_write_knob_at(AT_FDCWD, p, "deny", err) < 0)
+        return -1;
+    snprintf(p, sizeof p, "/proc/%d/uid_map", s->init_pid);
+    snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.uid, (unsigned)getuid());
+    if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
+        return -1;
+    snprintf(p, sizeof p, "/proc/%d/gid_map", s->init_pid);
+    snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.gid, (unsigned)getgid());
+    return sg_write_knob_at(AT_FDCWD, p, map, err) < 0 ? -1 : 0;
+}
+
+/* init's "ok" on its ready pipe, or its one-line error (EOF: it died). */
+static int init_wait_ready(int ready_r, sg_err *err)
+{
+    char line[SG_ERR_MSG_MAX + 16];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(ready_r, line + have, sizeof line - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        if (have == sizeof line - 1)
+            break;
+    }
+    line[have] = '\0';
+    if (strncmp(line, "ok", 2) != 0) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        return sg_err_set(err, EIO, "%s", have ? (strncmp(line, "error: ", 7) == 0 ? line + 7 : line)
+                                              : "the sandbox's init died during setup");
+    }
+    return 0;
+}
+
 int start_init(sup *s, sg_err *err)
 {
     sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
@@ -175,20 +218,8 @@ int start_init(sup *s, sg_err *err)
     sg_write_knob_at(AT_FDCWD, adj, "-1000", NULL);
     close(sg_steal_fd(&ready_w));
     close(sg_steal_fd(&go_r));
-    if (s->rootless) {
-        char p[64], map[64];
-        snprintf(p, sizeof p, "/proc/%d/setgroups", s->init_pid);
-        if (sg_write_knob_at(AT_FDCWD, p, "deny", err) < 0)
-            return -1;
-        snprintf(p, sizeof p, "/proc/%d/uid_map", s->init_pid);
-        snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.uid, (unsigned)getuid());
-        if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
-            return -1;
-        snprintf(p, sizeof p, "/proc/%d/gid_map", s->init_pid);
-        snprintf(map, sizeof map, "%u %u 1", (unsigned)s->meta.gid, (unsigned)getgid());
-        if (sg_write_knob_at(AT_FDCWD, p, map, err) < 0)
-            return -1;
-    }
+    if (s->rootless && init_map_ids(s, err) < 0)
+        return -1;
     if (write(go_w, "m", 1) != 1)
         return sg_err_sys(err, "cannot start the sandbox's init");
     if (s->cg && sg_cgroup_attach(s->cg, NULL, s->init_pid, err) < 0) {
@@ -197,26 +228,8 @@ int start_init(sup *s, sg_err *err)
     }
     if (write(go_w, "g", 1) != 1)
         return sg_err_sys(err, "cannot start the sandbox's init");
-    char line[SG_ERR_MSG_MAX + 16];
-    size_t have = 0;
-    for (;;) {
-        ssize_t n = read(ready_r, line + have, sizeof line - 1 - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-        if (have == sizeof line - 1)
-            break;
-    }
-    line[have] = '\0';
-    if (strncmp(line, "ok", 2) != 0) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        return sg_err_set(err, EIO, "%s", have ? (strncmp(line, "error: ", 7) == 0 ? line + 7 : line)
-                                              : "the sandbox's init died during setup");
-    }
+    if (init_wait_ready(ready_r, err) < 0)
+        return -1;
     /* Connect like any (re)started supervisor would. */
     return connect_init(s, err);
 }
