@@ -120,6 +120,55 @@ int sg_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+ssize_t sg_read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    size_t have = 0;
+    while (have < len) {
+        ssize_t r = read(fd, p + have, len - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        have += (size_t)r;
+    }
+    return (ssize_t)have;
+}
+
+char *sg_read_fd(int fd, size_t max, size_t *len, sg_err *err)
+{
+    sg_autobuf sg_buf b = {0};
+    for (;;) {
+        /* one byte past max tells what is too large */
+        size_t chunk = b.len < 4096 ? 4096 : b.len;
+        size_t left = max - b.len; /* b.len <= max here */
+        if (left < SIZE_MAX)
+            left++;
+        if (chunk > left)
+            chunk = left;
+        if (sg_buf_reserve(&b, chunk) < 0) {
+            sg_err_set(err, ENOMEM, "out of memory");
+            return NULL;
+        }
+        ssize_t n = sg_read_all(fd, b.data + b.len, chunk);
+        if (n < 0) {
+            sg_err_sys(err, "read");
+            return NULL;
+        }
+        b.len += (size_t)n;
+        b.data[b.len] = '\0';
+        if (b.len > max) {
+            sg_err_set(err, EFBIG, "more than %zu bytes", max);
+            return NULL;
+        }
+        if ((size_t)n < chunk)
+            break;
+    }
+    return sg_buf_steal(&b, len);
+}
+
 char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_err *err)
 {
     sg_autoclose int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
@@ -127,41 +176,15 @@ char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_e
         sg_err_sys(err, "cannot open %s", path);
         return NULL;
     }
-    size_t cap = 4096, have = 0;
-    sg_autofree char *buf = malloc(cap + 1);
-    if (!buf) {
+    sg_err e = {0};
+    char *s = sg_read_fd(fd, max, len, &e);
+    if (!s && e.code == EFBIG)
+        sg_err_set(err, EFBIG, "%s is larger than %zu bytes", path, max);
+    else if (!s && e.code == ENOMEM)
         sg_err_set(err, ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (;;) {
-        if (have == cap) {
-            cap *= 2;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                sg_err_set(err, ENOMEM, "out of memory");
-                return NULL;
-            }
-            buf = nb;
-        }
-        ssize_t n = read(fd, buf + have, cap - have);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            sg_err_sys(err, "cannot read %s", path);
-            return NULL;
-        }
-        if (n == 0)
-            break;
-        have += (size_t)n;
-        if (have > max) {
-            sg_err_set(err, EFBIG, "%s is larger than %zu bytes", path, max);
-            return NULL;
-        }
-    }
-    buf[have] = '\0';
-    if (len)
-        *len = have;
-    return sg_steal_ptr(&buf);
+    else if (!s)
+        sg_err_set(err, e.code, "cannot read %s: %s", path, strerror(e.code));
+    return s;
 }
 
 char *sg_read_file(const char *path, size_t max, size_t *len, sg_err *err)

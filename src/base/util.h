@@ -19,6 +19,12 @@ int sg_parse_uint(const char *s, uint64_t max, uint64_t *out, sg_err *err);
 bool sg_valid_name(const char *s);
 
 int sg_write_all(int fd, const void *buf, size_t len);
+/* Reads until len bytes or end of file (EINTR retried): the bytes read, short
+ * only at end of file; -1 with errno on error. */
+ssize_t sg_read_all(int fd, void *buf, size_t len);
+/* Reads fd to its end, at most max bytes (EFBIG past it); NUL-terminated;
+ * *len optional. */
+char *sg_read_fd(int fd, size_t max, size_t *len, sg_err *err);
 /* Reads a whole (small) file; NUL-terminated; *len optional. */
 char *sg_read_file(const char *path, size_t max, size_t *len, sg_err *err);
 char *sg_read_file_at(int dirfd, const char *path, size_t max, size_t *len, sg_err *err);

@@ -508,17 +508,10 @@ static int read_state(sg_watch *w, const char *rel, fstate *out)
         return 0;
     fill_stat(out, &st);
     /* Read up to one byte past the diff limit: the file may have grown. */
-    size_t have = 0;
-    while (have <= SG_DIFF_MAX_BYTES) {
-        ssize_t r = read(fd, w->scratch + have, SG_DIFF_MAX_BYTES + 1 - have);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        have += (size_t)r;
-    }
+    ssize_t got = sg_read_all(fd, w->scratch, SG_DIFF_MAX_BYTES + 1);
+    if (got < 0)
+        return -1;
+    size_t have = (size_t)got;
     if (have <= SG_DIFF_MAX_BYTES) {
         out->size = (int64_t)have;
         set_text(out, w->scratch, have);

@@ -117,38 +117,16 @@ static json_t *http_get_json(const target *t, const char *path, const char *toke
         sg_err_sys(err, "send to the ingest");
         return NULL;
     }
-    size_t cap = 65536, have = 0;
-    sg_autofree char *buf = malloc(cap);
+    size_t have = 0;
+    sg_err re = {0};
+    sg_autofree char *buf = sg_read_fd(fd, HTTP_ANSWER_MAX, &have, &re);
     if (!buf) {
-        sg_err_set(err, ENOMEM, "out of memory");
+        if (re.code == EFBIG)
+            sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", HTTP_ANSWER_MAX);
+        else
+            sg_err_set(err, re.code, "read from the ingest: %s", re.msg);
         return NULL;
     }
-    for (;;) {
-        if (have + 1 >= cap) {
-            if (cap >= HTTP_ANSWER_MAX) {
-                sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", HTTP_ANSWER_MAX);
-                return NULL;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                sg_err_set(err, ENOMEM, "out of memory");
-                return NULL;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + have, cap - have - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            sg_err_sys(err, "read from the ingest");
-            return NULL;
-        }
-        if (n == 0)
-            break;
-        have += (size_t)n;
-    }
-    buf[have] = '\0';
     char *hend = strstr(buf, "\r\n\r\n");
     int status = 0;
     if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", &status) != 1) {

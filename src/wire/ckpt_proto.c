@@ -43,20 +43,14 @@ const char *sg_checkpoint_change_kind_name(sg_checkpoint_change_kind k)
 
 /* ---- framing ------------------------------------------------------------ */
 
+/* 1: all len bytes; 0: end of file before any; -1 with err. */
 static int read_full(int fd, void *buf, size_t len, sg_err *err)
 {
-    char *p = buf;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, p + got, len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return sg_err_sys(err, "checkpoint worker: read");
-        if (r == 0)
-            return got == 0 ? 0 : sg_err_set(err, EPIPE, "checkpoint worker: message cut short");
-        got += (size_t)r;
-    }
+    ssize_t got = sg_read_all(fd, buf, len);
+    if (got < 0)
+        return sg_err_sys(err, "checkpoint worker: read");
+    if ((size_t)got < len)
+        return got == 0 ? 0 : sg_err_set(err, EPIPE, "checkpoint worker: message cut short");
     return 1;
 }
 

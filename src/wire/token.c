@@ -108,19 +108,12 @@ int sg_token_secret_load(const char *path, uint8_t secret[SG_TOKEN_SECRET_LEN], 
                           "it must be mode 0600 (chmod 600 %s)",
                           path, (unsigned)(st.st_mode & 07777), path);
     char buf[SECRET_FILE_MAX];
-    size_t have = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + have, sizeof buf - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return sg_err_sys(err, "read %s", path);
-        if (n == 0)
-            break;
-        have += (size_t)n;
-        if (have == sizeof buf)
-            return sg_err_set(err, EINVAL, "secret file %s is too large", path);
-    }
+    ssize_t got = sg_read_all(fd, buf, sizeof buf);
+    if (got < 0)
+        return sg_err_sys(err, "read %s", path);
+    if ((size_t)got == sizeof buf)
+        return sg_err_set(err, EINVAL, "secret file %s is too large", path);
+    size_t have = (size_t)got;
     while (have > 0 && (buf[have - 1] == '\n' || buf[have - 1] == '\r' || buf[have - 1] == ' '))
         have--;
     if (have != SG_TOKEN_SECRET_LEN * 2)
