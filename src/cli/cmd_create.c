@@ -3,7 +3,6 @@
  * sandbox accepts execs. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
@@ -25,6 +24,7 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/pool.h"
+#include "sandbox/disk.h"
 #include "state/state.h"
 
 
@@ -151,7 +151,7 @@ static void create_usage(FILE *f)
         "                        [--pids 256] [--cpus 1] [--timeout 600] [--output-limit 64M]\n"
         "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
-        "                        [--checkpoints exec|manual] [--json]\n"
+        "                        [--checkpoints exec|manual] [--disk 1G] [--json]\n"
         "\n"
         "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
         "\n"
@@ -166,6 +166,8 @@ static void create_usage(FILE *f)
         "  --cpus C             CPU cores' worth of time (default 1, at most the host's CPUs)\n"
         "  --timeout S          wall time of each exec (default 600)\n"
         "  --output-limit SIZE  output bytes of each exec (default 64M)\n"
+        "  --disk SIZE          the workspace's own file system (default 1G, 16M to 16T):\n"
+        "                       writes past it fail with ENOSPC; not with --workspace\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
         "  --ingest URL         where a captured session streams (default ws://127.0.0.1:7433)\n"
         "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
@@ -174,17 +176,6 @@ static void create_usage(FILE *f)
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n");
-}
-
-static uid_t chown_uid;
-static gid_t chown_gid;
-
-static int chown_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return lchown(p, chown_uid, chown_gid) < 0 ? -1 : 0;
 }
 
 static int count_live(void)
@@ -245,6 +236,61 @@ static bool state_inside(const char *dir)
     return strcmp(dir, "/") == 0 || (strncmp(full, dir, n) == 0 && (full[n] == '/' || full[n] == '\0'));
 }
 
+/* The sandbox user of the operator's --workspace: its owner, or for a
+ * root-owned one a uid of the sandbox's own, the directory then mounted
+ * idmapped (rootfs.h; init refuses, with a reason, where the file system
+ * cannot). */
+static int workspace_user(sg_sandbox_meta *m, sg_err *err)
+{
+    struct stat wst;
+    if (stat(m->workspace, &wst) < 0)
+        return sg_err_sys(err, "workspace '%s'", m->workspace);
+    if (wst.st_uid != 0) {
+        m->uid = wst.st_uid;
+        m->gid = wst.st_gid;
+        return 0;
+    }
+    uid_t uid;
+    if (sg_state_uid_claim(m->id, &uid, err) < 0)
+        return -1;
+    m->uid = uid;
+    m->gid = (gid_t)uid;
+    m->idmap_workspace = true;
+    return 0;
+}
+
+/* The workspace create makes, handed to a uid of the sandbox's own
+ * (state.h): a file system of m->disk bytes of its own (disk.h), or, where
+ * none can be made (no loop device, no mkfs.ext4, not root), a directory
+ * in the state directory, with a warning: never a silent lack of a limit. */
+static int own_workspace(sg_sandbox_meta *m, sg_err *err)
+{
+    uid_t uid;
+    if (sg_state_uid_claim(m->id, &uid, err) < 0)
+        return -1;
+    m->uid = uid;
+    m->gid = (gid_t)uid;
+    m->own_workspace = true;
+    if (m->disk) {
+        sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
+        sg_err derr = {0};
+        if (sg_disk_make(image, m->disk, m->uid, m->gid, &m->workspace, &derr) == 0)
+            return 0;
+        fprintf(stderr, "sandglass create: warning: no disk limit for this sandbox (%s): its workspace is a "
+                "directory on the host's file system\n", derr.msg);
+        m->disk = 0;
+    }
+    /* Reachable by the sandbox user through the 0700 state dir: the bind
+     * mount takes the directory itself, not the path. */
+    m->workspace = sg_state_sandbox_path(m->id, "workspace");
+    if (mkdir(m->workspace, 0755) < 0 || chown(m->workspace, m->uid, m->gid) < 0) {
+        sg_err_sys(err, "cannot create the workspace directory");
+        sg_state_uid_release(m->uid, m->id);
+        return -1;
+    }
+    return 0;
+}
+
 int sg_cmd_create(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -264,6 +310,7 @@ int sg_cmd_create(int argc, char **argv)
         {"max-cpu", required_argument, NULL, 'C'},
         {"max-calls", required_argument, NULL, 'K'},
         {"checkpoints", required_argument, NULL, 'P'},
+        {"disk", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"spare", no_argument, NULL, 'S'}, /* internal: a spare for the pool (pool.h) */
         {"help", no_argument, NULL, 'h'},
@@ -275,13 +322,14 @@ int sg_cmd_create(int argc, char **argv)
     m.pids = SG_DEFAULT_PIDS;
     m.timeout_s = SG_DEFAULT_TIMEOUT_S;
     m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
+    m.disk = SG_DISK_DEFAULT;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (online < 1)
         online = 1;
     m.cpus = SG_DEFAULT_CPUS < (double)online ? SG_DEFAULT_CPUS : (double)online;
     const char *learner = NULL, *task = NULL, *ws = NULL, *rootfs = NULL;
     const char *ingest = NULL, *secret = NULL;
-    bool json = false, spare = false;
+    bool json = false, spare = false, disk_given = false;
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
@@ -308,6 +356,11 @@ int sg_cmd_create(int argc, char **argv)
         case 'o':
             if (sg_parse_size(optarg, &m.output_limit, &err) < 0)
                 return sg_cli_usage("create", "--output-limit: %s", err.msg);
+            break;
+        case 'D':
+            if (sg_disk_parse(optarg, &m.disk, &err) < 0)
+                return sg_cli_usage("create", "--disk: %s", err.msg);
+            disk_given = true;
             break;
         case 'c':
             if (sg_parse_seconds(optarg, 1024, &m.cpus, &err) < 0)
@@ -357,6 +410,11 @@ int sg_cmd_create(int argc, char **argv)
         return sg_cli_usage("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
     if ((strcmp(learner, SG_POOL_LEARNER) == 0) != spare)
         return sg_cli_fail("create", "--learner " SG_POOL_LEARNER " is reserved for the pool's spares");
+    /* The operator's own directory stays on its own file system. */
+    if (ws && disk_given)
+        return sg_cli_usage("create", "--disk sizes the workspace create makes: it does not apply to --workspace");
+    if (ws)
+        m.disk = 0;
     if (task && !sg_valid_name(task))
         return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
     char ingest_host[256] = "";
@@ -411,7 +469,7 @@ int sg_cmd_create(int argc, char **argv)
     if (envmax && atol(envmax) > 0)
         maxsb = atol(envmax);
     /* A spare from the pool, when one is ready and fits (pool.h). */
-    if (!ws && !rootfs && !spare && geteuid() == 0) {
+    if (!ws && !rootfs && !spare && geteuid() == 0 && m.disk == SG_DISK_DEFAULT) {
         m.learner = (char *)learner;
         m.task = (char *)task;
         char *secret_path = NULL;
@@ -463,50 +521,21 @@ int sg_cmd_create(int argc, char **argv)
     m.rootfs = rootfs ? strdup(rootreal) : NULL;
     if (ws) {
         m.workspace = strdup(wsreal);
-    } else {
-        m.workspace = sg_state_sandbox_path(m.id, "workspace");
-        m.own_workspace = true;
-        if (mkdir(m.workspace, 0755) < 0) {
-            sg_rm_rf(dir, NULL);
-            sg_sandbox_meta_clear(&m);
-            return sg_cli_fail("create", "cannot create the workspace directory");
-        }
-        /* Reachable by the sandbox user through the 0700 state dir: the
-         * bind mount takes the directory itself, not the path. */
-    }
-    struct stat wst;
-    stat(m.workspace, &wst);
-    if (wst.st_uid != 0) {
-        m.uid = wst.st_uid;
-        m.gid = wst.st_gid;
-    } else {
-        /* A root-owned workspace is handed to the unprivileged sandbox
-         * user: a uid of this sandbox's own (state.h). */
-        uid_t uid;
-        if (sg_state_uid_claim(m.id, &uid, &err) < 0) {
+        if (workspace_user(&m, &err) < 0) {
             sg_rm_rf(dir, NULL);
             sg_sandbox_meta_clear(&m);
             return sg_cli_fail("create", err.msg);
         }
-        m.uid = uid;
-        m.gid = (gid_t)uid;
-        chown_uid = m.uid;
-        chown_gid = m.gid;
-        /* The operator's own directory keeps its owners: it is mounted
-         * idmapped instead (rootfs.h); init refuses, with a reason, where
-         * the file system cannot. A workspace we made is handed over. */
-        m.idmap_workspace = !m.own_workspace;
-        if (m.own_workspace && nftw(m.workspace, chown_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
-            sg_state_uid_release(m.uid, m.id);
-            sg_rm_rf(dir, NULL);
-            sg_sandbox_meta_clear(&m);
-            return sg_cli_fail("create", "cannot hand the workspace to the sandbox user");
-        }
+    } else if (own_workspace(&m, &err) < 0) {
+        sg_rm_rf(dir, NULL);
+        sg_sandbox_meta_clear(&m);
+        return sg_cli_fail("create", err.msg);
     }
     if (task) {
         m.ingest_url = strdup(ingest ? ingest : SG_DEFAULT_INGEST_URL);
         m.secret_file = secret ? realpath(secret, NULL) : sg_state_path("ingest/secret");
         if (!m.secret_file) {
+            sg_disk_remove_workspace(&m);
             sg_state_uid_release(m.uid, m.id);
             sg_rm_rf(dir, NULL);
             sg_sandbox_meta_clear(&m);
@@ -515,6 +544,7 @@ int sg_cmd_create(int argc, char **argv)
     }
     sg_now_iso8601(m.created, sizeof m.created);
     if (sg_sandbox_meta_save(&m, &err) < 0) {
+        sg_disk_remove_workspace(&m);
         sg_state_uid_release(m.uid, m.id);
         sg_rm_rf(dir, NULL);
         sg_sandbox_meta_clear(&m);
@@ -523,8 +553,7 @@ int sg_cmd_create(int argc, char **argv)
     if (sg_cli_start_supervisor(m.id, false, &err) < 0) {
         sg_err e2 = {0};
         sg_cli_cleanup_dead(m.id, false, &e2);
-        if (m.own_workspace)
-            sg_rm_rf(m.workspace, NULL);
+        sg_disk_remove_workspace(&m);
         sg_sandbox_meta_clear(&m);
         return sg_cli_fail("create", err.msg);
     }

@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/disk.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 
@@ -223,8 +224,8 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
          * killing pid 1 of a pid namespace kills the whole namespace. */
         kill(m.init_pid, SIGKILL);
     }
-    if (have_meta && m.own_workspace)
-        sg_rm_rf(m.workspace, NULL);
+    if (have_meta)
+        sg_disk_remove_workspace(&m);
     if (have_meta)
         sg_state_uid_release(m.uid, id);
     /* A captured sandbox's spool may hold events the ingest has not

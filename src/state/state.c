@@ -83,10 +83,11 @@ void sg_sandbox_meta_clear(sg_sandbox_meta *m)
 
 void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
 {
-    json_t *limits = json_pack("{s:I, s:I, s:f, s:f, s:I}",
+    json_t *limits = json_pack("{s:I, s:I, s:f, s:f, s:I, s:o}",
         "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
         "cpus", m->cpus, "timeout_s", m->timeout_s,
-        "output", (json_int_t)m->output_limit);
+        "output", (json_int_t)m->output_limit,
+        "disk", m->disk ? json_integer((json_int_t)m->disk) : json_null());
     json_t *caps = json_pack("{s:f, s:I, s:f, s:I, s:s}", "max_wall_s", m->max_wall_s,
         "max_execs", (json_int_t)m->max_execs, "max_cpu_s", m->max_cpu_s,
         "max_calls", (json_int_t)m->max_calls,
@@ -168,6 +169,7 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->cpus = json_number_value(json_object_get(l, "cpus"));
     m->timeout_s = json_number_value(json_object_get(l, "timeout_s"));
     m->output_limit = (uint64_t)json_integer_value(json_object_get(l, "output"));
+    m->disk = (uint64_t)json_integer_value(json_object_get(l, "disk"));
     json_t *caps = json_object_get(j, "caps");
     m->max_wall_s = json_number_value(json_object_get(caps, "max_wall_s"));
     m->max_execs = (uint64_t)json_integer_value(json_object_get(caps, "max_execs"));

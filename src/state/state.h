@@ -9,7 +9,10 @@
  *   <state>/sb/<id>/init.sock   the sandbox init's socket (supervisor only)
  *   <state>/sb/<id>/spool/      the capture spool (never in the workspace)
  *   <state>/sb/<id>/checkpoints.git
- *   <state>/sb/<id>/workspace/  made when create got no --workspace
+ *   <state>/sb/<id>/disk.img    the workspace's file system (sandbox/disk.h),
+ *                               mounted at /run/sandglass-disk/<uid>
+ *   <state>/sb/<id>/workspace/  made when create got no --workspace and
+ *                               could make no file system
  */
 #ifndef SG_STATE_H
 #define SG_STATE_H
@@ -48,6 +51,9 @@ typedef struct sg_sandbox_meta {
     double cpus;
     double timeout_s;  /* default wall time per exec */
     uint64_t output_limit;
+    /* bytes of the workspace's own file system (sandbox/disk.h); 0: none
+     * (the operator's --workspace, or create could not make one) */
+    uint64_t disk;
     double max_wall_s; /* session caps (0 = none): an abort when reached */
     uint64_t max_execs;
     double max_cpu_s;

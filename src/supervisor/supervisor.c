@@ -209,8 +209,7 @@ static int sup_shutdown(sup *s)
         }
     }
     if (code == 0) {
-        if (s->meta.own_workspace)
-            sg_rm_rf(s->meta.workspace, &err);
+        sg_disk_remove_workspace(&s->meta);
         sg_state_archive_log(s->meta.id);
         sg_state_uid_release(s->meta.uid, s->meta.id);
         sg_rm_rf(dir, &err);

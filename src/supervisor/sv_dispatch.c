@@ -39,6 +39,15 @@ static void sup_claim(sup *s, client *c, json_t *req)
         client_error(c, err.msg);
         return;
     }
+    /* The workspace's file system was sized when the spare was made. */
+    if (want.disk != s->meta.disk) {
+        char m[160];
+        snprintf(m, sizeof m, "this spare's disk is %llu bytes, the create asks for %llu",
+                 (unsigned long long)s->meta.disk, (unsigned long long)want.disk);
+        sg_sandbox_meta_clear(&want);
+        client_error(c, m);
+        return;
+    }
     /* Only what differs from the spare's limits is written (usually none). */
     sg_cg_limits lim = {.memory_bytes = want.memory != s->meta.memory ? want.memory : 0,
                         .pids = want.pids != s->meta.pids ? want.pids : 0,

@@ -21,6 +21,7 @@
 #include "checkpoint/ckpt_client.h"
 #include "checkpoint/fingerprint.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/disk.h"
 #include "sandbox/init.h"
 #include "sandbox/seccomp.h"
 #include "state/state.h"

@@ -1,0 +1,207 @@
+/* disk: the workspace's own ext4 file system on a loop device (disk.h). */
+#include "sandbox/disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+
+extern char **environ;
+
+int sg_disk_parse(const char *s, uint64_t *bytes, sg_err *err)
+{
+    uint64_t v;
+    if (sg_parse_size(s, &v, err) < 0)
+        return -1;
+    if (v < SG_DISK_MIN || v > SG_DISK_MAX)
+        return sg_err_set(err, ERANGE, "invalid size '%s': from 16M to 16T", s);
+    *bytes = v;
+    return 0;
+}
+
+/* Runs mkfs.ext4 on image; its first line of stderr goes into err. The
+ * learner's bytes are total minus root's reserve (-m, as a percentage of
+ * total). */
+static int run_mkfs(const char *image, uint64_t total, uint64_t reserve, uid_t uid, gid_t gid, sg_err *err)
+{
+    char pct[32], ext[96];
+    snprintf(pct, sizeof pct, "%.4f", 100.0 * (double)reserve / (double)total);
+    /* No journal: no jbd2 thread per sandbox, and a workspace does not
+     * outlive a reboot anyway. nodiscard: the image is sparse already. */
+    snprintf(ext, sizeof ext, "root_owner=%u:%u,nodiscard,lazy_itable_init=1", (unsigned)uid, (unsigned)gid);
+    char *argv[] = {(char *)"mkfs.ext4", (char *)"-q", (char *)"-F", (char *)"-O", (char *)"^has_journal",
+                    (char *)"-m", pct, (char *)"-E", ext, (char *)"-L", (char *)"sandglass", (char *)image, NULL};
+    static const char *const where[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4", "/usr/local/sbin/mkfs.ext4"};
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+    pid_t pid = -1;
+    int rc = ENOENT;
+    for (size_t i = 0; i < SG_ARRAY_LEN(where) && rc == ENOENT; i++)
+        rc = posix_spawn(&pid, where[i], &fa, NULL, argv, environ);
+    if (rc == ENOENT)
+        rc = posix_spawnp(&pid, "mkfs.ext4", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (rc != 0) {
+        close(pfd[0]);
+        errno = rc;
+        return sg_err_sys(err, "cannot run mkfs.ext4 (e2fsprogs)");
+    }
+    char out[512];
+    size_t have = 0;
+    ssize_t n;
+    while ((n = read(pfd[0], out + have, sizeof out - 1 - have)) > 0 || (n < 0 && errno == EINTR))
+        have += n > 0 ? (size_t)n : 0;
+    close(pfd[0]);
+    out[have] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return sg_err_sys(err, "waitpid mkfs.ext4");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sg_err_set(err, EIO, "mkfs.ext4 failed (status %d): %.300s", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                          out);
+    return 0;
+}
+
+/* A free loop device backed by fd, set to detach itself at its last close
+ * (so the mount alone keeps it), into dev. Returns the device's fd. */
+static int loop_attach(int fd, char dev[32], sg_err *err)
+{
+    sg_autoclose int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        return sg_err_sys(err, "cannot open /dev/loop-control");
+    /* Direct I/O: the image's pages are not cached twice (the ext4 above
+     * it has them, charged to the sandbox's memory). */
+    uint32_t flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+    for (int attempt = 0; attempt < 32; attempt++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0)
+            return sg_err_sys(err, "no free loop device");
+        snprintf(dev, 32, "/dev/loop%d", n);
+        int lfd = open(dev, O_RDWR | O_CLOEXEC);
+        if (lfd < 0)
+            return sg_err_sys(err, "cannot open %s", dev);
+        struct loop_config cfg = {.fd = (uint32_t)fd};
+        cfg.info.lo_flags = flags;
+        if (ioctl(lfd, LOOP_CONFIGURE, &cfg) == 0)
+            return lfd;
+        int e = errno;
+        close(lfd);
+        if (e == EINVAL && (flags & LO_FLAGS_DIRECT_IO)) {
+            flags &= ~(uint32_t)LO_FLAGS_DIRECT_IO; /* the image's file system cannot */
+            continue;
+        }
+        if (e != EBUSY) { /* EBUSY: another process took that device first */
+            errno = e;
+            return sg_err_sys(err, "cannot set up %s", dev);
+        }
+    }
+    return sg_err_set(err, EBUSY, "no loop device could be claimed (32 tries)");
+}
+
+/* The mount point, free: a mount left there by a sandbox whose state
+ * directory is gone (its uid slot was stale) is detached first. */
+static int mount_point(const char *mnt, sg_err *err)
+{
+    if (sg_mkdir_p(SG_DISK_DIR, 0700, err) < 0)
+        return -1;
+    if (mkdir(mnt, 0700) == 0)
+        return 0;
+    if (errno != EEXIST)
+        return sg_err_sys(err, "cannot create %s", mnt);
+    while (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+        ;
+    struct stat st;
+    if (lstat(mnt, &st) < 0 || !S_ISDIR(st.st_mode))
+        return sg_err_set(err, ENOTDIR, "%s is not a directory", mnt);
+    return 0;
+}
+
+/* The image at fd sized, formatted and mounted at path; closing the loop
+ * device's fd on any failure detaches it (autoclear). */
+static int format_and_mount(const char *image, int fd, uint64_t total, uint64_t reserve, uid_t uid, gid_t gid,
+                            const char *path, sg_err *err)
+{
+    if (ftruncate(fd, (off_t)total) < 0)
+        return sg_err_sys(err, "cannot size %s to %llu bytes", image, (unsigned long long)total);
+    if (run_mkfs(image, total, reserve, uid, gid, err) < 0)
+        return -1;
+    char dev[32];
+    sg_autoclose int lfd = loop_attach(fd, dev, err);
+    if (lfd < 0)
+        return -1;
+    if (mount(dev, path, "ext4", MS_NOSUID | MS_NODEV, "discard,noinit_itable") < 0)
+        return sg_err_sys(err, "cannot mount %s (ext4) at %s", dev, path);
+    return 0;
+}
+
+int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char **mnt, sg_err *err)
+{
+    if (geteuid() != 0)
+        return sg_err_set(err, EPERM, "only root can set up a loop device");
+    /* ext4's inode tables and bitmaps take ~3% of it: added, so the learner
+     * gets about the bytes asked for; then root's reserve on top. */
+    uint64_t reserve = (bytes / 16 + 4095) & ~4095ull;
+    uint64_t total = ((bytes + bytes / 32 + 4095) & ~4095ull) + reserve;
+    sg_autofree char *path = sg_strdup_printf(SG_DISK_DIR "/%u", (unsigned)uid);
+    if (mount_point(path, err) < 0)
+        return -1;
+    sg_autoclose int fd = open(image, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || format_and_mount(image, fd, total, reserve, uid, gid, path, err) < 0) {
+        if (fd < 0)
+            sg_err_sys(err, "cannot create %s", image);
+        else
+            unlink(image);
+        rmdir(path);
+        return -1;
+    }
+    sg_autofree char *lf = sg_strdup_printf("%s/lost+found", path);
+    rmdir(lf); /* empty: only fsck uses it, and the learner should not see it */
+    *mnt = path;
+    path = NULL;
+    return 0;
+}
+
+void sg_disk_remove(const char *mnt, const char *image)
+{
+    /* Only ever one of ours, whatever a record says. */
+    if (mnt && strncmp(mnt, SG_DISK_DIR "/", sizeof SG_DISK_DIR) == 0 && !strstr(mnt, "..")) {
+        while (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+            ;
+        rmdir(mnt);
+    }
+    if (image)
+        unlink(image);
+}
+
+void sg_disk_remove_workspace(const sg_sandbox_meta *m)
+{
+    if (!m->own_workspace || !m->workspace)
+        return;
+    if (m->disk == 0) {
+        sg_rm_rf(m->workspace, NULL);
+        return;
+    }
+    sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
+    sg_disk_remove(m->workspace, image);
+}

@@ -1,0 +1,54 @@
+/* disk: the workspace's own file system, so a sandbox's files cannot take
+ * the host's disk.
+ *
+ * This kernel family has no ext4 quota format (CONFIG_QFMT_V2 is often off,
+ * as here) and tmpfs pages would be charged to the sandbox's memory, so a
+ * sandbox that create makes its workspace for gets a file system of its
+ * own: a sparse ext4 image (no journal) of --disk bytes in its state
+ * directory, loop-mounted (autoclear, direct I/O, discard) at
+ * SG_DISK_DIR/<uid>. The mount point is keyed by the sandbox's own uid
+ * (state.h: claimed host-wide, one sandbox at a time), outside every state
+ * directory: an `rm -rf` of a state directory never walks into a live
+ * mount, and a mount left by a sandbox whose state directory vanished is
+ * detached when its uid slot is claimed again. ENOSPC is the learner's
+ * alone; the space on the host is at most the image's size, and the
+ * learner's deletions are punched out of the image (discard).
+ *
+ * Root keeps a reserve of 1/16 above the learner's bytes (ext4's reserved
+ * blocks), so a rollback (the checkpoint worker, as root) never fails
+ * because the learner filled the disk. */
+#ifndef SG_SANDBOX_DISK_H
+#define SG_SANDBOX_DISK_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+#include "state/state.h"
+
+#define SG_DISK_DIR "/run/sandglass-disk"
+#define SG_DISK_DEFAULT (1ull << 30)  /* --disk when not given */
+#define SG_DISK_MIN (16ull << 20)     /* ext4 with room to spare for its metadata */
+#define SG_DISK_MAX (16ull << 40)     /* ext4's limit with 4 KiB blocks, at most */
+#define SG_DISK_IMAGE "disk.img"      /* in <state>/sb/<id>/ */
+
+/* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN to SG_DISK_MAX. */
+int sg_disk_parse(const char *s, uint64_t *bytes, sg_err *err);
+
+/* Makes the file system: image (created, must not exist) of bytes for the
+ * learner, its root owned by uid:gid, mounted at SG_DISK_DIR/<uid>, whose
+ * path goes to *mnt (caller frees). On failure nothing is left (no image,
+ * loop device or mount) and err says why: the caller falls back to a
+ * directory and says so. */
+int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char **mnt, sg_err *err);
+
+/* Undoes sg_disk_make: detaches the mount (the loop device goes with the
+ * last reference: the sandbox's mount namespace dies with its init),
+ * removes the mount point and the image. Any of them may be gone already. */
+void sg_disk_remove(const char *mnt, const char *image);
+
+/* Removes the workspace create made for m (own_workspace): its file
+ * system (m->disk > 0) or its directory. Nothing for the operator's own. */
+void sg_disk_remove_workspace(const sg_sandbox_meta *m);
+
+#endif
