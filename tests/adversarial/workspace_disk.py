@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The disk was not the sandbox's: `fallocate -l 20G` inside took 20 GB of
+the host's free space. A workspace create makes is now a file system of its
+own of --disk bytes (sandbox/disk.h): fallocate, dd and a sparse file
+filled in place get ENOSPC at that size, the host keeps its space, the
+sandbox and the service go on working, two sandboxes' disks are
+independent, a rollback on a full disk still restores, and destroy gives
+everything back (mount, loop device, image)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from sgtest import Env, tap, wait_for  # noqa: E402
+
+MiB = 1 << 20
+GiB = 1 << 30
+ENOSPC = b"No space left on device"
+
+SPARSE_FILL = r"""
+import os
+fd = os.open('/workspace/sparse', os.O_WRONLY | os.O_CREAT, 0o644)
+os.ftruncate(fd, 1 << 40)
+buf = b'x' * (1 << 20)
+try:
+    for i in range(4096):
+        os.pwrite(fd, buf, i * (1 << 28))
+    print('NOERR')
+except OSError as e:
+    print('ERR', e.errno)
+"""
+
+
+def host_free(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def mounts() -> str:
+    return open("/proc/self/mounts").read()
+
+
+def loop_backing() -> list[str]:
+    out = []
+    for d in os.listdir("/sys/block"):
+        try:
+            out.append(open(f"/sys/block/{d}/loop/backing_file").read().strip())
+        except OSError:
+            pass
+    return out
+
+
+def record(env: Env, sid: str) -> dict:
+    return next(sb for sb in env.ls() if sb["id"] == sid)
+
+
+env = Env()
+workspaces: list[str] = []
+try:
+    # --- the attack as it was run: a default sandbox, fallocate -l 20G ---
+    a = env.create()
+    ra = record(env, a)
+    workspaces.append(ra["workspace"])
+    tap.eq(ra["limits"].get("disk"), GiB, "ls --json records the default disk limit (1 GiB)")
+    free0 = host_free(env.state)
+    p = env.sh(a, "fallocate -l 20G /workspace/big")
+    tap.ok(p.returncode != 0 and ENOSPC in p.stderr, "fallocate -l 20G fails with ENOSPC",
+           f"rc={p.returncode} {p.stderr[-200:]!r}")
+    # Other processes share this disk: the margin is wide, 20 GB is not.
+    tap.ok(free0 - host_free(env.state) < 4 * GiB, "the host's free space was not taken",
+           f"{(free0 - host_free(env.state)) / GiB:.2f} GiB")
+    env.sh(a, "rm -f /workspace/big")
+    tap.eq(env.exec(a, "echo", "alive").stdout, b"alive\n", "the sandbox works after it")
+
+    # --- two small disks: dd, a sparse file filled in place; independence ---
+    b = env.create("--disk", "64M")
+    c = env.create("--disk", "64M")
+    rb, rc_ = record(env, b), record(env, c)
+    workspaces += [rb["workspace"], rc_["workspace"]]
+    tap.eq(rb["limits"].get("disk"), 64 * MiB, "--disk 64M is recorded")
+    img_b = os.path.join(env.state, "sb", b, "disk.img")
+    p = env.sh(b, "dd if=/dev/urandom of=/workspace/fill bs=1M count=300")
+    tap.ok(p.returncode != 0 and ENOSPC in p.stderr, "dd past the disk fails with ENOSPC",
+           f"rc={p.returncode} {p.stderr[-200:]!r}")
+    size = int(env.sh(b, "stat -c %s /workspace/fill").stdout or b"0")
+    tap.ok(56 * MiB <= size <= 68 * MiB, "the learner got about the 64 MiB asked for", f"{size / MiB:.1f} MiB")
+    used = os.stat(img_b).st_blocks * 512
+    tap.ok(used <= 64 * MiB * 1.15, "on the host it takes no more than its disk", f"{used / MiB:.1f} MiB")
+    p = env.exec(b, "python3", "-c", "import os; os.remove('/workspace/fill')\n" + SPARSE_FILL)
+    tap.eq(p.stdout.strip(), b"ERR 28", "a 1 TiB sparse file filled in place gets ENOSPC")
+    p = env.sh(b, "truncate -s 0 /workspace/sparse && echo still > /workspace/ok && cat /workspace/ok")
+    tap.eq((p.returncode, p.stdout), (0, b"still\n"), "the full sandbox recovers once it frees space")
+    p = env.sh(c, "dd if=/dev/urandom of=/workspace/mine bs=1M count=32 2>/dev/null && stat -c %s /workspace/mine")
+    tap.eq((p.returncode, p.stdout.strip()), (0, str(32 * MiB).encode()), "another sandbox's disk is its own")
+
+    # --- rollback when the disk is full: restored as root, from its reserve ---
+    p = env.sh(c, "rm -f /workspace/mine; for f in k1 k2; do head -c 20000000 /dev/urandom > /workspace/$f; done; "
+                  "sha256sum /workspace/k1 /workspace/k2")
+    want = p.stdout
+    p = env.run("checkpoint", c, "--label", "kept", "--json")
+    tap.ok(p.returncode == 0, "a checkpoint of 40 MB", p.stderr.decode(errors="replace"))
+    cp = json.loads(p.stdout)["id"] if p.returncode == 0 else ""
+    p = env.sh(c, "rm /workspace/k1 /workspace/k2; dd if=/dev/urandom of=/workspace/fill bs=1M count=300")
+    tap.ok(ENOSPC in p.stderr, "then the learner fills the disk")
+    p = env.run("rollback", c, "--to", cp, "--yes")
+    tap.ok(p.returncode == 0, "rollback to it on a full disk succeeds", p.stderr.decode(errors="replace"))
+    tap.eq(env.sh(c, "sha256sum /workspace/k1 /workspace/k2").stdout, want, "every file is back, byte for byte")
+    tap.eq(env.sh(c, "test -e /workspace/fill; echo $?").stdout, b"1\n", "and the fill is gone")
+
+    # --- destroy gives back the mount, the loop device and the image ---
+    p = env.run("destroy", b)
+    tap.eq(p.returncode, 0, "destroy of the full sandbox")
+    tap.ok(f" {rb['workspace']} " not in mounts(), "its file system is unmounted")
+    tap.ok(not os.path.exists(img_b), "its image is removed")
+    tap.ok(wait_for(lambda: not any(x.startswith(img_b) for x in loop_backing()), 30),
+           "its loop device is detached", repr(loop_backing()))
+    tap.eq(env.exec(c, "echo", "alive").stdout, b"alive\n", "the other sandbox goes on")
+
+    # --- bad --disk values: one line, usage error, nothing made ---
+    before = len(env.ls())
+    for args, why in ((["--disk", "1Q"], "a bad size"), (["--disk", "8M"], "under 16M"),
+                      (["--disk", "17T"], "over 16T")):
+        p = env.run("create", "--learner", "t", *args)
+        tap.ok(p.returncode == 2 and b"--disk" in p.stderr and p.stderr.count(b"\n") == 1,
+               f"--disk: {why} is refused in one line", p.stderr.decode(errors="replace"))
+    with tempfile.TemporaryDirectory() as ws:
+        p = env.run("create", "--learner", "t", "--workspace", ws, "--disk", "64M")
+        tap.ok(p.returncode == 2 and b"--workspace" in p.stderr, "--disk with --workspace is refused",
+               p.stderr.decode(errors="replace"))
+    tap.eq(len(env.ls()), before, "none of them made a sandbox")
+finally:
+    env.cleanup()
+# Nothing left on the host by this test's sandboxes (a fresh CI machine
+# must not collect mounts or loop devices).
+left = [w for w in workspaces if f" {w} " in mounts()]
+tap.eq(left, [], "no mount is left after the test")
+tap.done()
