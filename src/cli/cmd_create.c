@@ -265,12 +265,17 @@ static int workspace_user(sg_sandbox_meta *m, sg_err *err)
  * in the state directory, with a warning: never a silent lack of a limit. */
 static int own_workspace(sg_sandbox_meta *m, sg_err *err)
 {
-    uid_t uid;
-    if (sg_state_uid_claim(m->id, &uid, err) < 0)
-        return -1;
-    m->uid = uid;
-    m->gid = (gid_t)uid;
     m->own_workspace = true;
+    if (geteuid() != 0) { /* rootless: the caller is the sandbox user */
+        m->uid = geteuid();
+        m->gid = getegid();
+    } else {
+        uid_t uid;
+        if (sg_state_uid_claim(m->id, &uid, err) < 0)
+            return -1;
+        m->uid = uid;
+        m->gid = (gid_t)uid;
+    }
     if (m->disk) {
         sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
         sg_err derr = {0};

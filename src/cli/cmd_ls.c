@@ -67,6 +67,10 @@ int sg_cmd_ls(int argc, char **argv)
                                 ? reason + n + 2 : reason;
                 printf("  (aborted by %s: %s)", by, r);
             }
+            /* A workspace without a file system of its own (disk.h):
+             * the operator's, or create could not make one. */
+            if (m.disk == 0)
+                printf("  (no disk limit)");
             printf("\n");
         }
         sg_sandbox_meta_clear(&m);

@@ -351,7 +351,7 @@ static void mcp_usage(FILE *f)
 {
     fprintf(f,
         "usage: sandglass mcp --learner L --task T [--workspace DIR] [--memory 512M] [--pids N]\n"
-        "                     [--cpus C] [--timeout S] [--output-limit B] [--rootfs DIR]\n"
+        "                     [--cpus C] [--timeout S] [--output-limit B] [--disk 1G] [--rootfs DIR]\n"
         "                     [--ingest URL] [--secret FILE]\n"
         "                     [--max-calls N] [--max-wall S] [--max-execs N] [--max-cpu S]\n"
         "                     [--keep S|forever]\n"
@@ -381,6 +381,7 @@ int sg_cmd_mcp(int argc, char **argv)
         {"cpus", required_argument, NULL, 'C'},
         {"timeout", required_argument, NULL, 'C'},
         {"output-limit", required_argument, NULL, 'C'},
+        {"disk", required_argument, NULL, 'C'},
         {"rootfs", required_argument, NULL, 'C'},
         {"ingest", required_argument, NULL, 'C'},
         {"secret", required_argument, NULL, 'C'},
@@ -395,7 +396,7 @@ int sg_cmd_mcp(int argc, char **argv)
     /* opts[i].name with its dashes, for the create command line. */
     static const char *const flags[] = {
         "--sandbox", "--learner", "--task", "--workspace", "--memory", "--pids", "--cpus",
-        "--timeout", "--output-limit", "--rootfs", "--ingest", "--secret",
+        "--timeout", "--output-limit", "--disk", "--rootfs", "--ingest", "--secret",
         "--max-calls", "--max-wall", "--max-execs", "--max-cpu", "--keep", "--help",
     };
     _Static_assert(SG_ARRAY_LEN(flags) == SG_ARRAY_LEN(opts) - 1, "one flag per option");

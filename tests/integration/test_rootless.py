@@ -113,6 +113,11 @@ try:
         tap.ok(p.returncode == 0, "an ordinary user creates a sandbox", p.stderr.decode())
         sid = json.loads(p.stdout)["id"]
         m = meta(sid)
+        # No loop device without root: the workspace has no file system of
+        # its own, and create says so (never a silent lack of a limit).
+        tap.ok(b"warning: no disk limit" in p.stderr and p.stderr.count(b"\n") == 1,
+               "create warns, in one line, that the workspace has no disk limit", p.stderr.decode())
+        tap.eq(m["limits"].get("disk"), None, "the record says: no disk limit")
         tap.ok(os.stat(os.path.join(state, "sb", sid, "supervisor.log")).st_uid != 0,
                "the supervisor runs as that user")
         with open(f"/proc/{m['supervisor_pid']}/environ", "rb") as f:
