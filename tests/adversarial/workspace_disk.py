@@ -119,6 +119,21 @@ try:
            "its loop device is detached", repr(loop_backing()))
     tap.eq(env.exec(c, "echo", "alive").stdout, b"alive\n", "the other sandbox goes on")
 
+    # --- the pool: a spare has the default disk; another --disk builds anew ---
+    env.run("pool", "1", check=True)
+    ready = lambda: json.loads(env.run("pool", "--json").stdout or b"{}").get("ready") == 1  # noqa: E731
+    tap.ok(wait_for(ready, 120), "a spare is ready")
+    spares = [f for f in os.listdir(os.path.join(env.state, "pool")) if f != "size"]
+    d = env.create("--disk", "32M")
+    workspaces.append(record(env, d)["workspace"])
+    tap.ok(d not in spares and record(env, d)["limits"].get("disk") == 32 * MiB,
+           "create --disk 32M does not take the spare (its disk is 1 GiB)", repr((d, spares)))
+    e = env.create()
+    workspaces.append(record(env, e)["workspace"])
+    tap.ok(e in spares and record(env, e)["limits"].get("disk") == GiB,
+           "a create with the default disk claims it", repr((e, spares)))
+    env.run("pool", "0", check=True)
+
     # --- bad --disk values: one line, usage error, nothing made ---
     before = len(env.ls())
     for args, why in ((["--disk", "1Q"], "a bad size"), (["--disk", "8M"], "under 16M"),
