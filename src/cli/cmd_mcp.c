@@ -299,7 +299,8 @@ static void abort_session(app *a, const char *reason)
 }
 
 /* Runs `sandglass create ... --json` and returns the new sandbox's id in
- * a->id. Its stderr is ours; its stdout is read here. */
+ * a->id. Its stderr is ours; its stdout is read here. Returns 0, -1 with
+ * err, or create's exit status when it failed (its stderr said why). */
 static int create_sandbox(app *a, char **args, sg_err *err)
 {
     int p[2];
@@ -337,8 +338,11 @@ static int create_sandbox(app *a, char **args, sg_err *err)
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return sg_err_set(err, EIO, "sandglass create failed");
+    /* create said what was wrong, on its one line */
+    if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+        return WEXITSTATUS(st) == SG_CLI_USAGE ? SG_CLI_USAGE : SG_CLI_FAILED;
+    if (!WIFEXITED(st))
+        return sg_err_set(err, EIO, "sandglass create was killed by signal %d", WTERMSIG(st));
     sg_autojson json_t *j = sg_json_parse(out, have, err);
     const char *id = json_string_value(json_object_get(j, "id"));
     if (!id || !sg_valid_name(id))
@@ -442,22 +446,19 @@ int sg_cmd_mcp(int argc, char **argv)
         case 'h':
             mcp_usage(stdout);
             return 0;
-        default: {
-            char msg[128];
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s'", argv[optind - 1]);
-            return sg_cli_fail("mcp", msg);
-        }
+        default:
+            return sg_cli_usage("mcp", "unknown option, or one without its value: '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc)
-        return sg_cli_fail("mcp", "unexpected argument (mcp takes only options)");
+        return sg_cli_usage("mcp", "unexpected argument '%.64s' (mcp takes only options)", argv[optind]);
     if (sandbox && keep_given)
         return sg_cli_usage("mcp", "--keep is for a sandbox mcp creates; an attached one stays its owner's");
     bool created = false;
     sg_err err = {0};
     if (sandbox) {
         if (nc > 2)
-            return sg_cli_fail("mcp", have_caps
+            return sg_cli_usage("mcp", "%s", have_caps
                 ? "--max-* caps are set when the sandbox is created: give them to 'sandglass create', or drop --sandbox"
                 : "--sandbox attaches to an existing sandbox: create's options do not apply");
         char full[SG_ID_LEN + 1];
@@ -488,10 +489,14 @@ int sg_cmd_mcp(int argc, char **argv)
         }
     } else {
         if (!have_learner || !have_task)
-            return sg_cli_fail("mcp", "--learner and --task are required (or --sandbox ID to attach)");
+            return sg_cli_usage("mcp", "%s is required (or --sandbox ID to attach)",
+                                have_learner ? "--task" : "--learner");
         cargs[nc++] = "--json";
         cargs[nc] = NULL;
-        if (create_sandbox(&a, cargs, &err) < 0)
+        int rc = create_sandbox(&a, cargs, &err);
+        if (rc > 0)
+            return rc; /* create named what was wrong (the flag), on its one line */
+        if (rc < 0)
             return sg_cli_fail("mcp", err.msg);
         created = true;
     }

@@ -15,6 +15,18 @@
  *           carry ttlMs and cacheScope; unknown versions get -32022.
  * A request is served as modern when its _meta names a protocol version,
  * as legacy otherwise (then initialize must have come first).
+ *
+ * Concurrency: calls are kept in the order they came. A call that may
+ * write the workspace (tools.h: run_bash, write_file, edit_file, rollback)
+ * starts only when every call before it has ended; one that only reads
+ * (read_file, checkpoint) when no call before it may write. So each write
+ * gets its own checkpoint of exactly the state before it (the supervisor
+ * takes one before every exec that may write), its file changes are
+ * reported between its own command and result, and later calls see its
+ * effects. The price: a long run_bash holds back the writes sent after it
+ * (their progress notifications say what they wait for); clients that
+ * want parallel work run it in the background inside one call. Writes by
+ * other clients of the same sandbox (`sandglass exec`) are not ordered.
  */
 #ifndef SG_MCP_H
 #define SG_MCP_H
@@ -38,15 +50,6 @@
 #define SG_MCP_INTERNAL_ERROR (-32603)
 #define SG_MCP_UNSUPPORTED_VERSION (-32022)
 
-typedef enum sg_mcp_tool {
-    SG_MCP_TOOL_RUN_BASH,
-    SG_MCP_TOOL_WRITE_FILE,
-    SG_MCP_TOOL_EDIT_FILE,
-    SG_MCP_TOOL_READ_FILE,
-    SG_MCP_TOOL_CHECKPOINT,
-    SG_MCP_TOOL_ROLLBACK,
-} sg_mcp_tool;
-
 /* Output of a call kept for its result: the first cap bytes, and how many
  * came in total. */
 typedef struct sg_mcp_buf {
@@ -59,7 +62,8 @@ typedef struct sg_mcp_call {
     json_t *id;             /* the request's id (string or integer) */
     json_t *progress_token; /* NULL: the client asked for no progress */
     bool modern;            /* answer in the 2026-07-28 shape */
-    sg_mcp_tool tool;
+    const struct sg_mcp_tool *tool; /* its entry in sg_mcp_tools[] (tools.h) */
+    bool running;           /* started (io->start); else waiting its turn */
     json_t *req;            /* control request for the supervisor */
     char *input;            /* bytes for the command's stdin, or NULL */
     size_t input_len;
@@ -76,10 +80,11 @@ typedef struct sg_mcp_call {
 typedef struct sg_mcp_io {
     /* Writes one complete message; the transport adds the newline. */
     void (*send)(void *ud, const char *msg, size_t len);
-    /* Starts a call (opens its connection, sends c->req). Returns 0, or -1
-     * with err, which is answered as a failed tool call. */
+    /* Starts a call (opens its connection, sends c->req) when its turn
+     * has come. Returns 0, or -1 with err, which is answered as a failed
+     * tool call. */
     int (*start)(void *ud, sg_mcp_call *c, sg_err *err);
-    /* Kills a call's processes and releases what start took. */
+    /* Kills a started call's processes and releases what start took. */
     void (*cancel)(void *ud, sg_mcp_call *c);
     /* Optional: a line for the log (stderr). */
     void (*log)(void *ud, const char *msg);
@@ -111,7 +116,8 @@ void sg_mcp_call_done(sg_mcp *m, sg_mcp_call *c, const json_t *result, const cha
  * next one, or -1 when no call wants progress. */
 int sg_mcp_tick(sg_mcp *m, uint64_t now_ns);
 
-/* The calls in flight (a list linked by ->next). */
+/* The calls in flight, started or waiting (a list linked by ->next, in
+ * the order they came). */
 sg_mcp_call *sg_mcp_calls(sg_mcp *m);
 size_t sg_mcp_ncalls(const sg_mcp *m);
 /* True once a legacy initialize was answered. */

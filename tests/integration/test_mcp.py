@@ -186,6 +186,7 @@ def main() -> None:
     cap = CapEnv()
     try:
         captured(cap)
+        concurrent(cap)
     finally:
         cap.cleanup()
     tap.done()
@@ -228,6 +229,77 @@ def captured(cap) -> None:
                    ("write_file cap.txt", "write_file cap.txt"),
                    "a file tool's call is recorded as what it does, not as its shell script")
             tap.eq(got["bash"][0]["payload"]["cmd"], "echo from-bash", "a run_bash call as its command")
+        tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
+        cap.destroy(s.sid)
+
+
+def concurrent(cap) -> None:
+    """Three calls sent together (one write of three lines): the writes run
+    one at a time in the order sent, each after its own checkpoint, each
+    file change reported between its own call's command and result, and
+    each reply under its own id."""
+    @tap.case("three calls sent together")
+    def _():
+        s = Session(cap, "--learner", "t", "--task", "mcpconc", "--ingest", cap.ingest.ws, "--secret", cap.secret)
+        s.initialize(LEGACY)
+
+        def ckpts() -> list[dict]:
+            return json.loads(cap.run("checkpoints", s.sid, "--json", check=True).stdout)
+        before = ckpts()
+        calls = [
+            ("w1", "write_file", {"path": "f.txt", "content": "one\n"}),
+            ("b2", "run_bash", {"command": "cat f.txt; echo two > f.txt"}),
+            ("e3", "edit_file", {"path": "f.txt", "old_string": "two", "new_string": "three"}),
+        ]
+        s.send_raw(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                        "params": {"name": n, "arguments": a}}).encode() + b"\n"
+                            for i, n, a in calls))
+        got = {i: s.wait(i, timeout=120) for i, _, _ in calls}
+        t = {i: text(r.get("result", {})) for i, r in got.items()}
+        tap.ok(t["w1"] == "wrote 4 bytes to /workspace/f.txt", "w1's reply is the write's", t["w1"])
+        tap.ok(t["b2"].startswith("one\n") and "[exit code 0]" in t["b2"],
+               "b2's reply is the command's, which saw w1's write", t["b2"])
+        tap.ok(t["e3"].startswith("replaced 1 occurrence"), "e3's reply is the edit's, which saw b2's write", t["e3"])
+        order = [json.loads(line).get("id") for line in s.raw]
+        order = [i for i in order if i in got]
+        tap.eq(order, ["w1", "b2", "e3"], "the replies come in the order the calls were sent")
+        ws = cap.workspace(s.sid)
+        tap.eq(open(os.path.join(ws, "f.txt")).read(), "three\n", "the three ran, in order")
+        new = [c for c in ckpts() if c["id"] not in {b["id"] for b in before}]
+        # w1 wrote into the workspace as create left it: its checkpoint is
+        # create's (an unchanged workspace reuses the newest); b2 and e3
+        # each get a new one.
+        tap.ok(len(new) == 2, "each later write got a checkpoint of its own", json.dumps(new))
+
+        def tool_of(row: dict) -> str:
+            return (row["payload"].get("tool") or {}).get("name", "")
+
+        def rows() -> list[dict]:
+            return cap.rows(s.sid)
+        await_true(lambda: len([r for r in rows() if r["kind"] == "run_result" and tool_of(r) == "edit_file"]) == 1,
+                   "the store has the three calls", timeout=60, diag=lambda: repr(rows())[-2000:])
+        rs = rows()
+        diffs = [r for r in rs if r["kind"] == "file_diff" and r["payload"].get("path") == "f.txt"]
+        tap.ok([r["payload"].get("change") for r in diffs] == ["created", "modified", "modified"],
+               "f.txt: created once, then modified twice", repr([r["payload"] for r in diffs]))
+        tap.ok(all(r["payload"].get("diff") for r in diffs) and len(diffs) == 3
+               and "+one" in diffs[0]["payload"]["diff"]
+               and "-one" in diffs[1]["payload"]["diff"] and "+two" in diffs[1]["payload"]["diff"]
+               and "-two" in diffs[2]["payload"]["diff"] and "+three" in diffs[2]["payload"]["diff"],
+               "each change carries its own content (no empty +0 -0 create)", repr([r["payload"] for r in diffs]))
+        for k, (_, name, _) in enumerate(calls):
+            cmd = [r["seq"] for r in rs if r["kind"] == "command" and tool_of(r) == name]
+            res = [r["seq"] for r in rs if r["kind"] in ("run_result", "test_result") and tool_of(r) == name]
+            ok = len(cmd) == 1 and len(res) == 1 and k < len(diffs) and cmd[0] < diffs[k]["seq"] < res[0]
+            tap.ok(ok, f"{name}'s file change is reported between its command and its result",
+                   repr((cmd, res, [d["seq"] for d in diffs])))
+        if len(new) == 2:
+            newest_first = sorted(new, key=lambda c: c["label"])  # "before exec N", N of one digit here
+            for c, want in zip(newest_first, ["one\n", "two\n"]):
+                p = cap.run("rollback", s.sid, "--to", c["id"], "--yes")
+                tap.ok(p.returncode == 0 and open(os.path.join(ws, "f.txt")).read() == want,
+                       f"checkpoint {c['label']!r} holds the state right before its call ({want.strip()})",
+                       p.stderr.decode(errors="replace"))
         tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
         cap.destroy(s.sid)
 
@@ -357,44 +429,54 @@ def run(env: Env) -> None:
         tap.ok(env.exec(s.sid, "test", "-e", "/workspace/created.txt").returncode != 0, "a created file is gone")
         tap.ok(env.exec(s.sid, "test", "-f", "/workspace/dir/sub/a.txt").returncode == 0, "a deleted tree is back")
 
-    @tap.case("cancellation and concurrency")
+    @tap.case("cancellation")
     def _():
-        # Two calls in flight at once, each with a process of its own the
-        # host can tell apart; the cancel of one must kill exactly its
-        # processes while the other runs on, then ends normally.
+        # A call in flight and, beside it, a process of another client of
+        # the same sandbox (`sandglass exec`) the host can tell apart: the
+        # cancel must kill exactly the call's processes. A second call,
+        # sent while the first runs, waits its turn (it may write) and says
+        # so in its progress; the cancel lets it run.
         ws = workspace_of(env, s.sid)
         release = os.path.join(ws, "release-501")
         if os.path.exists(release):
             os.unlink(release)
+        other = env.spawn([SANDGLASS, "exec", s.sid, "--", "sh", "-c",
+                           "while [ ! -e /workspace/release-501 ]; do sleep 0.1; done; echo done"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        theirs = await_procs(s.sid, "release-501", "another client's exec runs in the sandbox")
         sleeper = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "sleep 3601"},
                                            "_meta": {"progressToken": "tok-1"}}, id="long-1")
-        other = s.request("tools/call", {"name": "run_bash", "arguments": {
-            "command": "while [ ! -e /workspace/release-501 ]; do sleep 0.1; done; echo done"},
-            "_meta": {"progressToken": 77}}, id=501)
         mine = await_procs(s.sid, "sleep 3601", "the call to be cancelled runs in the sandbox")
-        theirs = await_procs(s.sid, "release-501", "the other call runs in the sandbox at the same time")
+        after = s.request("tools/call", {"name": "run_bash", "arguments": {"command": "echo after-501"},
+                                         "_meta": {"progressToken": 77}}, id=501)
 
-        def tokens() -> list:
+        def progress(tok) -> list:
             s.pump()
-            return [n["params"]["progressToken"] for n in s.notes if n.get("method") == "notifications/progress"]
+            return [n["params"] for n in s.notes if n.get("method") == "notifications/progress"
+                    and n["params"]["progressToken"] == tok]
         # two of the long call's (one a second), so that their order means something
-        await_true(lambda: tokens().count("tok-1") >= 2 and 77 in tokens(),
-                   "long calls send progress notifications with their token", timeout=60,
-                   diag=lambda: repr(tokens()))
+        await_true(lambda: len(progress("tok-1")) >= 2 and progress(77),
+                   "calls in flight send progress notifications with their token", timeout=60,
+                   diag=lambda: repr(s.notes[-5:]))
+        tap.ok(all("waiting for 1 earlier call" in p["message"] for p in progress(77)),
+               "the call sent second waits for the first, and its progress says so", repr(progress(77)))
+        s.pump()
+        tap.ok(json.dumps(after) not in s.pending, "it has not run while the first runs")
         s.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": "long-1", "reason": "test"}})
         await_true(lambda: mine and not any(pid_alive(x) for x in mine),
                    "cancelling kills the call's process (seen from the host)", timeout=60,
                    diag=lambda: repr((mine, user_procs(s.sid))))
         tap.ok(theirs and all(pid_alive(x) for x in theirs) and procs_of(s.sid, "release-501") == theirs,
-               "and no other: the concurrent call's process still runs",
+               "and no other: the other client's process still runs",
                repr((theirs, user_procs(s.sid))))
+        r = s.wait(after, timeout=60)
+        tap.ok("after-501" in text(r.get("result", {})) and not r["result"].get("isError"),
+               "the waiting call then runs and completes normally", json.dumps(r))
         open(release, "w").close()
-        r = s.wait(other, timeout=60)
-        tap.ok("done" in text(r.get("result", {})) and not r["result"].get("isError"),
-               "the concurrent call then completes normally", json.dumps(r))
-        prog = [n["params"]["progress"] for n in s.notes
-                if n.get("method") == "notifications/progress" and n["params"]["progressToken"] == "tok-1"]
+        out, _ = other.communicate(timeout=60)
+        tap.ok(other.returncode == 0 and b"done" in out, "the other client's exec ends normally", repr(out))
+        prog = [p["progress"] for p in progress("tok-1")]
         tap.ok(len(prog) >= 2 and all(b > a for a, b in zip(prog, prog[1:])), "progress increases", str(prog))
         r = s.call("ping")
         tap.eq(r.get("result"), {}, "the session goes on after a cancellation")
@@ -539,11 +621,21 @@ def run(env: Env) -> None:
     @tap.case("options")
     def _():
         p = env.run("mcp", "--sandbox", "nosuchsandbox")
-        tap.ok(p.returncode != 0 and b"cannot attach" in p.stderr, "attaching to a missing sandbox fails clearly")
-        p = env.run("mcp", "--learner", "x")
-        tap.ok(p.returncode != 0 and b"--task" in p.stderr, "--task is required to create")
-        p = env.run("mcp", "--sandbox", "abc", "--max-calls", "3")
-        tap.ok(p.returncode != 0 and b"caps" in p.stderr, "caps with --sandbox are refused")
+        tap.ok(p.returncode == 1 and b"cannot attach" in p.stderr, "attaching to a missing sandbox fails clearly")
+
+        def usage(args: list[str], flag: str, what: str) -> None:
+            p = env.run("mcp", *args)
+            err = p.stderr.decode(errors="replace")
+            tap.ok(p.returncode == 2 and err.count("\n") == 1 and flag in err and not p.stdout,
+                   f"{what}: exit 2, one line naming {flag}", f"rc={p.returncode} {err!r}")
+        usage(["--learner", "x"], "--task", "--task is required to create")
+        usage(["--sandbox", "abc", "--max-calls", "3"], "--max-", "caps with --sandbox are refused")
+        usage(["--learner", "x", "--task", "t", "--bogus"], "--bogus", "an unknown option")
+        usage(["--learner", "x", "--task", "t", "--pids", "0"], "--pids", "a bad option of create's")
+        usage(["--learner", "x", "--task", "t", "stray"], "stray", "an argument")
+        usage(["--keep", "soon", "--learner", "x", "--task", "t"], "--keep", "a bad --keep")
+        p = env.run("mcp", "--help")
+        tap.ok(p.returncode == 0 and b"--keep" in p.stdout, "--help explains the options on stdout")
 
 
 if __name__ == "__main__":

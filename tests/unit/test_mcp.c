@@ -22,6 +22,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "mcp/mcp.h"
+#include "mcp/tools.h"
 
 #define MAX_OUT 64
 
@@ -501,9 +502,11 @@ static void test_cancel_and_progress(void **state)
             "\"arguments\":{\"command\":\"sleep 60\"},\"_meta\":{\"progressToken\":\"t1\"}}}");
     feed(f, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"run_bash\","
             "\"arguments\":{\"command\":\"sleep 1\"}}}");
-    assert_int_equal(f->nstarted, 2);
+    /* "7" may write too: it waits for "a" (see test_call_order) */
+    assert_int_equal(f->nstarted, 1);
     assert_int_equal(sg_mcp_ncalls(f->m), 2);
-    sg_mcp_call *a = f->started[0], *b = f->started[1];
+    sg_mcp_call *a = f->started[0], *b = sg_mcp_calls(f->m)->next;
+    assert_false(b->running);
     /* the same id again while "a" runs */
     feed(f, "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"tools/call\",\"params\":{\"name\":\"run_bash\","
             "\"arguments\":{\"command\":\"true\"}}}");
@@ -530,6 +533,10 @@ static void test_cancel_and_progress(void **state)
     assert_int_equal(f->nout, 0);
     assert_int_equal(sg_mcp_ncalls(f->m), 1);
     assert_ptr_equal(sg_mcp_calls(f->m), b);
+    /* and "7" has its turn */
+    assert_int_equal(f->nstarted, 2);
+    assert_ptr_equal(f->started[1], b);
+    assert_true(b->running);
     assert_int_equal(sg_mcp_tick(f->m, b->start_ns), -1);
     /* "b" ends with an error from the supervisor: a failed tool call */
     sg_mcp_call_done(f->m, b, NULL, "session aborted: test");
@@ -543,6 +550,131 @@ static void test_cancel_and_progress(void **state)
     assert_int_equal(f->nstarted, 3);
     assert_string_equal(json_string_value(json_object_get(f->started[2]->req, "op")), "checkpoint");
     assert_string_equal(json_string_value(json_object_get(f->started[2]->req, "label")), "l");
+}
+
+#define CALL(id, tool, args) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"tools/call\",\"params\":{\"name\":\"" \
+    tool "\",\"arguments\":" args ",\"_meta\":{\"progressToken\":" id "}}}"
+
+/* The supervisor's answer to a started exec call. */
+static void finish(fixture *f, sg_mcp_call *c, int code)
+{
+    json_t *res = json_pack("{s:i}", "exit_code", code);
+    sg_mcp_call_done(f->m, c, res, NULL);
+    json_decref(res);
+}
+
+static json_int_t answered_id(fixture *f)
+{
+    json_t *j = answer(f);
+    json_int_t id = json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    return id;
+}
+
+/* Writes run one at a time in the order they came; reads run together,
+ * after the writes sent before them. */
+static void test_call_order(void **state)
+{
+    fixture *f = *state;
+    initialize(f);
+    feed(f, CALL("1", "write_file", "{\"path\":\"a\",\"content\":\"1\"}"));
+    feed(f, CALL("2", "run_bash", "{\"command\":\"echo 2 > a\"}"));
+    feed(f, CALL("3", "read_file", "{\"path\":\"a\"}"));
+    feed(f, CALL("4", "checkpoint", "{}"));
+    feed(f, CALL("5", "edit_file", "{\"path\":\"a\",\"old_string\":\"2\",\"new_string\":\"5\"}"));
+    feed(f, CALL("6", "read_file", "{\"path\":\"a\"}"));
+    assert_int_equal(f->nout, 0);
+    assert_int_equal(sg_mcp_ncalls(f->m), 6);
+    assert_int_equal(f->nstarted, 1);
+    assert_string_equal(f->started[0]->tool->name, "write_file");
+    /* the waiting ones say what they wait for */
+    sg_mcp_call *w = sg_mcp_calls(f->m)->next;
+    sg_mcp_tick(f->m, w->start_ns + 1100000000ull);
+    bool saw_wait = false;
+    for (size_t i = 0; i < f->nout; i++)
+        saw_wait |= strstr(f->out[i], "run_bash waiting for 1 earlier call to finish") != NULL;
+    assert_true(saw_wait);
+    clear_out(f);
+    finish(f, f->started[0], 0);
+    assert_int_equal(answered_id(f), 1);
+    assert_int_equal(f->nstarted, 2);
+    assert_string_equal(f->started[1]->tool->name, "run_bash");
+    finish(f, f->started[1], 0);
+    assert_int_equal(answered_id(f), 2);
+    /* the read and the checkpoint together; the edit waits for both, the
+     * last read for the edit */
+    assert_int_equal(f->nstarted, 4);
+    assert_string_equal(f->started[2]->tool->name, "read_file");
+    assert_string_equal(f->started[3]->tool->name, "checkpoint");
+    sg_mcp_call *ck = f->started[3];
+    finish(f, f->started[2], 0);
+    assert_int_equal(answered_id(f), 3);
+    assert_int_equal(f->nstarted, 4);
+    json_t *res = json_pack("{s:s}", "id", "c0ffee");
+    sg_mcp_call_done(f->m, ck, res, NULL);
+    json_decref(res);
+    assert_int_equal(answered_id(f), 4);
+    assert_int_equal(f->nstarted, 5);
+    assert_string_equal(f->started[4]->tool->name, "edit_file");
+    /* a waiting call that is cancelled never starts, and is not answered */
+    feed(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":6}}");
+    assert_int_equal(f->ncancelled, 0);
+    assert_int_equal(f->nout, 0);
+    assert_int_equal(sg_mcp_ncalls(f->m), 1);
+    /* a call whose start fails when its turn comes is answered, and the
+     * next one starts */
+    feed(f, CALL("7", "run_bash", "{\"command\":\"true\"}"));
+    feed(f, CALL("8", "read_file", "{\"path\":\"a\"}"));
+    assert_int_equal(f->nstarted, 5);
+    f->fail_start = 1;
+    finish(f, f->started[4], 0);
+    /* 5 done; 7 failed to start, then 8 (fail_start still set) */
+    assert_int_equal(f->nout, 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *jj = sg_json_parse(f->out[i], strlen(f->out[i]), NULL);
+        assert_int_equal(json_integer_value(json_object_get(jj, "id")), i == 0 ? 5 : i == 1 ? 7 : 8);
+        assert_int_equal(json_is_true(json_object_get(json_object_get(jj, "result"), "isError")), i > 0);
+        json_decref(jj);
+    }
+    clear_out(f);
+    assert_int_equal(sg_mcp_ncalls(f->m), 0);
+}
+
+/* Every tool of the table is listed with its schema, and its schema is
+ * what the arguments are checked against. */
+static void test_tool_table(void **state)
+{
+    fixture *f = *state;
+    initialize(f);
+    feed(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+    json_t *j = answer(f);
+    json_t *tools = json_object_get(json_object_get(j, "result"), "tools");
+    assert_int_equal(json_array_size(tools), sg_mcp_ntools);
+    for (size_t i = 0; i < sg_mcp_ntools; i++) {
+        const sg_mcp_tool *t = &sg_mcp_tools[i];
+        json_t *d = json_array_get(tools, i);
+        assert_string_equal(json_string_value(json_object_get(d, "name")), t->name);
+        json_t *props = json_object_get(json_object_get(d, "inputSchema"), "properties");
+        assert_true(json_object_size(props) > 0);
+        assert_int_equal(json_is_true(json_object_get(json_object_get(d, "annotations"), "readOnlyHint")), !t->writes);
+        assert_ptr_equal(sg_mcp_tool_find(t->name), t);
+        /* each property is known to the check, a wrong type of each refused */
+        const char *k;
+        json_t *p;
+        json_object_foreach(props, k, p) {
+            char why[256];
+            json_t *args = json_pack("{s:[]}", k);
+            const char *bad = sg_mcp_tool_check_args(t, args, why, sizeof why);
+            assert_non_null(bad);
+            assert_non_null(strstr(bad, "wrong type"));
+            json_decref(args);
+        }
+        json_t *args = json_pack("{s:i}", "no_such_arg", 1);
+        char why[256];
+        assert_non_null(strstr(sg_mcp_tool_check_args(t, args, why, sizeof why), "unknown property"));
+        json_decref(args);
+    }
+    json_decref(j);
 }
 
 static void test_checkpoint_rollback_results(void **state)
@@ -576,6 +708,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_large_argument_capture, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_rollback_results, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_call_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tool_table, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
