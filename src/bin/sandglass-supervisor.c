@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/report.h"
 
 int main(int argc, char **argv)
 {
@@ -12,5 +13,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandglass-supervisor: run by sandglass create (sandglass-supervisor supervisor ID --ready-fd N)\n");
         return 2;
     }
+    sg_cli_set_prog("sandglass-supervisor");
     return sg_cmd_supervisor(argc - 1, argv + 1);
 }

@@ -104,7 +104,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "sandglass: cannot find sandglassd next to this binary\n");
                 return 1;
             }
-            argv[0] = path;
+            /* Named as the user ran it: its messages say "sandglass CMD". */
+            argv[0] = "sandglass";
             execv(path, argv);
             fprintf(stderr, "sandglass: cannot run %s: %s\n", path, strerror(errno));
             return 1;

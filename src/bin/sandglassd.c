@@ -1,31 +1,57 @@
 /* sandglassd: the subcommands that need the heavy libraries (libuv, lws,
  * libgit2, OpenSSL, SQLite, libpq). Users call them through `sandglass`,
- * which execs this binary with the same arguments. */
+ * which execs this binary with the same arguments and argv[0]
+ * "sandglass"; messages name the program the user ran (cli/report.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cmds.h"
+#include "cli/common.h"
+#include "cli/report.h"
 
 static const struct {
     const char *name;
     int (*fn)(int, char **);
+    const char *help;
 } daemon_cmds[] = {
-    {"supervisor", sg_cmd_supervisor},
-    {"ingest", sg_cmd_ingest},
-    {"token", sg_cmd_token},
-    {"events", sg_cmd_events},
-    {"flush", sg_cmd_flush},
+    {"supervisor", sg_cmd_supervisor, "the per-sandbox supervisor (run by sandglass create)"},
+    {"ingest", sg_cmd_ingest, "run the event ingest (WebSocket + HTTP, SQLite store)"},
+    {"token", sg_cmd_token, "print an ingest token for an outside capture agent"},
+    {"events", sg_cmd_events, "read captured events from an ingest"},
+    {"flush", sg_cmd_flush, "deliver the capture of destroyed sandboxes the ingest missed"},
 };
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sandglassd COMMAND [OPTIONS]\n\n"
+               "The subcommands of sandglass that need the heavy libraries; 'sandglass COMMAND'\n"
+               "runs the same thing.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
+        fprintf(f, "  %-12s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
+    fprintf(f, "\nRun 'sandglassd COMMAND --help' for a command's options and their defaults.\n"
+               "Exit codes: 0 done, 1 failed, 2 a usage error.\n");
+}
 
 int main(int argc, char **argv)
 {
+    const char *base = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+    base = base ? base + 1 : argc > 0 && argv[0] ? argv[0] : "";
+    sg_cli_set_prog(strcmp(base, "sandglass") == 0 ? "sandglass" : "sandglassd");
     if (argc < 2) {
-        fprintf(stderr, "sandglassd: missing subcommand (it is run by sandglass)\n");
-        return 2;
+        fprintf(stderr, "sandglassd: missing command (see 'sandglassd --help')\n");
+        return SG_CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("sandglassd " SG_VERSION "\n");
+        return 0;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
     }
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
         if (strcmp(argv[1], daemon_cmds[i].name) == 0)
             return daemon_cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "sandglassd: unknown subcommand '%s'\n", argv[1]);
-    return 2;
+    fprintf(stderr, "sandglassd: unknown command '%.64s' (see 'sandglassd --help')\n", argv[1]);
+    return SG_CLI_USAGE;
 }

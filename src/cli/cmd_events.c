@@ -30,6 +30,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/report.h"
 #include "state/state.h"
 #include "wire/token.h"
 
@@ -328,6 +329,7 @@ int sg_cmd_events(int argc, char **argv)
     bool follow = false, as_json = false;
     int c;
     optind = 1;
+    opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': learner = optarg; break;
@@ -343,45 +345,37 @@ int sg_cmd_events(int argc, char **argv)
             errno = 0;
             after_seq = strtoll(optarg, &end, 10);
             if (errno || !*optarg || *end || after_seq < -1) {
-                fprintf(stderr, "sandglass events: --after-seq: not an integer >= -1\n");
-                return 2;
+                return sg_cli_usage("events", "--after-seq: not an integer >= -1");
             }
             break;
         }
         case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        default: return sg_cli_bad_option("events", argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        fputs(usage, stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return sg_cli_usage("events", "unexpected argument '%.64s' (events takes only options)", argv[optind]);
     sg_err err;
     target t;
     if (parse_ingest_url(ingest, &t, &err) < 0) {
-        fprintf(stderr, "sandglass events: %s\n", err.msg);
-        return 2;
+        return sg_cli_usage("events", "%s", err.msg);
     }
     if (token_opt && (strlen(token_opt) > SG_TOKEN_MAX || strpbrk(token_opt, "\r\n "))) {
-        fprintf(stderr, "sandglass events: --token: not a token\n");
-        return 2;
+        return sg_cli_usage("events", "--token: not a token");
     }
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if (!token_opt) {
         sg_autofree char *secret_default = NULL;
         if (!secret_path) {
             if (!sg_state_dir(&err)) {
-                fprintf(stderr, "sandglass events: state directory: %s\n", err.msg);
-                return 1;
+                return sg_cli_failf("events", "state directory: %s", err.msg);
             }
             secret_path = secret_default = sg_state_path("ingest/secret");
         }
         if (sg_token_secret_load(secret_path, secret, &err) < 0) {
-            fprintf(stderr,
-                    "sandglass events: %s (reads need a read token: pass --token, made with "
-                    "`sandglass token --read` where the ingest's secret is, or --secret FILE)\n",
-                    err.msg);
-            return 1;
+            return sg_cli_failf("events", "%s (reads need a read token: pass --token, made with "
+                                "`sandglass token --read` where the ingest's secret is, or --secret FILE)",
+                                err.msg);
         }
     }
     char base[1024] = "/v1/events";
@@ -410,13 +404,11 @@ int sg_cmd_events(int argc, char **argv)
                                           : sg_token_make_read(secret, NULL, NULL, NULL,
                                                                SELF_TOKEN_TTL_S, &err);
         if (!token_opt && !own) {
-            fprintf(stderr, "sandglass events: %s\n", err.msg);
-            return 1;
+            return sg_cli_failf("events", "%s", err.msg);
         }
         sg_autojson json_t *ans = http_get_json(&t, path, token_opt ? token_opt : own, &err);
         if (!ans) {
-            fprintf(stderr, "sandglass events: %s\n", err.msg);
-            return 1;
+            return sg_cli_failf("events", "%s", err.msg);
         }
         json_t *events = json_object_get(ans, "events");
         size_t i;

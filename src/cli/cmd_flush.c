@@ -22,6 +22,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/report.h"
 #include "delivery/spool.h"
 #include "delivery/uplink.h"
 #include "state/state.h"
@@ -103,7 +104,7 @@ static int flush_one(const char *udir, const char *id, const char *ingest_overri
         return -1;
     }
     if (rep.text[0])
-        fprintf(stderr, "sandglass flush: %s: spool recovery: %s\n", id, rep.text);
+        sg_cli_sayf("flush", "%s: spool recovery: %s", id, rep.text);
     sg_spool_stats before;
     sg_spool_get_stats(sp, &before);
 
@@ -126,7 +127,7 @@ static int flush_one(const char *udir, const char *id, const char *ingest_overri
     }
     uv_run(&loop, UV_RUN_NOWAIT);
     if (uv_loop_close(&loop) != 0)
-        fprintf(stderr, "sandglass flush: warning: event loop not fully closed\n");
+        sg_cli_sayf("flush", "warning: event loop not fully closed");
     sg_spool_stats after;
     sg_spool_get_stats(sp, &after);
     sg_spool_close(sp);
@@ -154,26 +155,25 @@ int sg_cmd_flush(int argc, char **argv)
     sg_err err = {0};
     int c;
     optind = 1;
+    opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'i': ingest = optarg; break;
         case 's': secret = optarg; break;
         case 't':
             if (sg_parse_seconds(optarg, 24 * 3600.0, &timeout_s, &err) < 0) {
-                fprintf(stderr, "sandglass flush: --timeout: %s\n", err.msg);
-                return 2;
+                return sg_cli_usage("flush", "--timeout: %s", err.msg);
             }
             break;
         case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        default: return sg_cli_bad_option("flush", argv[optind - 1]);
         }
     }
     /* What goes wrong is said in one line per spool: libwebsockets' own
      * log lines only with SG_UPLINK_DEBUG. */
     lws_set_log_level(getenv("SG_UPLINK_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : 0, NULL);
     if (!sg_state_dir(&err)) {
-        fprintf(stderr, "sandglass flush: state directory: %s\n", err.msg);
-        return 1;
+        return sg_cli_failf("flush", "state directory: %s", err.msg);
     }
     sg_autofree char *udir = sg_state_path("undelivered");
     sg_autostrv char **found = NULL;
@@ -182,8 +182,7 @@ int sg_cmd_flush(int argc, char **argv)
     if (nids == 0) {
         DIR *d = opendir(udir);
         if (!d && errno != ENOENT) {
-            fprintf(stderr, "sandglass flush: cannot read %s: %s\n", udir, strerror(errno));
-            return 1;
+            return sg_cli_failf("flush", "cannot read %s: %s", udir, strerror(errno));
         }
         size_t cap = 0;
         for (struct dirent *de; d && (de = readdir(d));) {
@@ -207,7 +206,7 @@ int sg_cmd_flush(int argc, char **argv)
     uint64_t events = 0;
     for (size_t i = 0; i < nids; i++) {
         if (!ids[i] || !sg_valid_name(ids[i])) {
-            fprintf(stderr, "sandglass flush: invalid sandbox id '%s'\n", ids[i] ? ids[i] : "");
+            sg_cli_sayf("flush", "invalid sandbox id '%s'", ids[i] ? ids[i] : "");
             failed++;
             continue;
         }
@@ -215,9 +214,9 @@ int sg_cmd_flush(int argc, char **argv)
         sg_err e = {0};
         if (flush_one(udir, ids[i], ingest, secret, timeout_s, &n, &e) < 0) {
             if (strncmp(e.msg, "no undelivered spool", 20) == 0)
-                fprintf(stderr, "sandglass flush: %s\n", e.msg);
+                sg_cli_sayf("flush", "%s", e.msg);
             else
-                fprintf(stderr, "sandglass flush: %s: %s (kept under %s/%s)\n", ids[i], e.msg, udir, ids[i]);
+                sg_cli_sayf("flush", "%s: %s (kept under %s/%s)", ids[i], e.msg, udir, ids[i]);
             failed++;
         } else {
             printf("%s: %" PRIu64 " events delivered\n", ids[i], n);

@@ -10,6 +10,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/report.h"
 #include "ingest/ingest.h"
 #include "state/state.h"
 
@@ -32,10 +33,10 @@ typedef struct run_ctx {
 static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *rc = h->data;
-    fprintf(stderr, "sandglass ingest: %s, committing and stopping\n", strsignal(signum));
+    sg_cli_sayf("ingest", "%s, committing and stopping", strsignal(signum));
     sg_err err;
     if (sg_ingest_stop(rc->ing, &err) < 0) {
-        fprintf(stderr, "sandglass ingest: final commit failed: %s\n", err.msg);
+        sg_cli_sayf("ingest", "final commit failed: %s", err.msg);
         rc->status = 1;
     }
     uv_close((uv_handle_t *)&rc->sigint, NULL);
@@ -58,6 +59,7 @@ int sg_cmd_ingest(int argc, char **argv)
     sg_err err;
     int c;
     optind = 1;
+    opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': listen = optarg; break;
@@ -67,38 +69,31 @@ int sg_cmd_ingest(int argc, char **argv)
         case 'a':
             if (sg_parse_uint(optarg, 1000000, c == 'm' ? &max_conns : &max_per_addr, &err) < 0 ||
                 (c == 'm' ? max_conns : max_per_addr) == 0) {
-                fprintf(stderr, "sandglass ingest: --%s: a number in 1..1000000\n",
-                        c == 'm' ? "max-conns" : "max-conns-per-addr");
-                return 2;
+                return sg_cli_usage("ingest", "--%s: a number in 1..1000000", c == 'm' ? "max-conns" : "max-conns-per-addr");
             }
             break;
         case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        default: return sg_cli_bad_option("ingest", argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "sandglass ingest: unexpected argument '%s'\n%s", argv[optind], usage);
-        return 2;
-    }
+    if (optind < argc)
+        return sg_cli_usage("ingest", "unexpected argument '%.64s' (ingest takes only options)", argv[optind]);
     char host[256];
     sg_ingest_opts opts = {.host = host, .max_conns = (unsigned)max_conns,
                            .max_conns_per_addr = (unsigned)max_per_addr};
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
-        fprintf(stderr, "sandglass ingest: %s\n", err.msg);
-        return 2;
+        return sg_cli_usage("ingest", "%s", err.msg);
     }
     sg_autofree char *store_default = NULL, *secret_default = NULL;
     if (!store || !secret) {
         if (!sg_state_dir(&err)) {
-            fprintf(stderr, "sandglass ingest: state directory: %s\n", err.msg);
-            return 1;
+            return sg_cli_failf("ingest", "state directory: %s", err.msg);
         }
         if (!store) {
             sg_autofree char *db = sg_state_path("ingest/events.db");
             sg_autofree char *dir = sg_state_path("ingest");
             if (sg_mkdir_p(dir, 0700, &err) < 0) {
-                fprintf(stderr, "sandglass ingest: %s\n", err.msg);
-                return 1;
+                return sg_cli_failf("ingest", "%s", err.msg);
             }
             store = store_default = sg_strdup_printf("sqlite:%s", db);
         }
@@ -114,7 +109,7 @@ int sg_cmd_ingest(int argc, char **argv)
     run_ctx rc = {0};
     rc.ing = sg_ingest_start(&loop, &opts, &err);
     if (!rc.ing) {
-        fprintf(stderr, "sandglass ingest: %s\n", err.msg);
+        sg_cli_sayf("ingest", "%s", err.msg);
         uv_loop_close(&loop);
         return 1;
     }
@@ -133,6 +128,6 @@ int sg_cmd_ingest(int argc, char **argv)
     sg_ingest_free(rc.ing);
     uv_run(&loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
     if (uv_loop_close(&loop) != 0)
-        fprintf(stderr, "sandglass ingest: warning: event loop not fully closed\n");
+        sg_cli_sayf("ingest", "warning: event loop not fully closed");
     return rc.status;
 }

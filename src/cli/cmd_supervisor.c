@@ -6,6 +6,7 @@
 
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/report.h"
 #include "supervisor/supervisor.h"
 
 int sg_cmd_supervisor(int argc, char **argv)
@@ -18,16 +19,21 @@ int sg_cmd_supervisor(int argc, char **argv)
             ready = atoi(argv[++i]);
         else if (strcmp(argv[i], "--adopt") == 0)
             adopt = true;
+        else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: sandglassd supervisor ID --ready-fd N [--adopt]\n"
+                   "  the supervisor of sandbox ID, run by 'sandglass create' (not by hand)\n"
+                   "  --ready-fd N  writes \"ok\" or \"error: ...\" there once set up\n"
+                   "  --adopt       take over a live sandbox whose supervisor died\n");
+            return 0;
+        }
         else if (!id && argv[i][0] != '-')
             id = argv[i];
         else {
-            fprintf(stderr, "sandglassd supervisor: unexpected argument '%s'\n", argv[i]);
-            return 2;
+            return sg_cli_usage("supervisor", "unexpected argument '%.64s'", argv[i]);
         }
     }
     if (!id || !sg_valid_name(id)) {
-        fprintf(stderr, "sandglassd supervisor: missing or invalid sandbox id\n");
-        return 2;
+        return sg_cli_usage("supervisor", "missing or invalid sandbox id");
     }
     return sg_supervisor_run(id, ready, adopt);
 }

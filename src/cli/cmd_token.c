@@ -12,6 +12,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/report.h"
 #include "state/state.h"
 #include "wire/token.h"
 
@@ -43,6 +44,7 @@ int sg_cmd_token(int argc, char **argv)
     sg_err err;
     int c;
     optind = 1;
+    opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': learner = optarg; break;
@@ -52,45 +54,39 @@ int sg_cmd_token(int argc, char **argv)
         case 'r': read = true; break;
         case 'T':
             if (sg_parse_uint(optarg, SG_TOKEN_TTL_MAX, &ttl, &err) < 0) {
-                fprintf(stderr, "sandglass token: --ttl: %s\n", err.msg);
-                return 2;
+                return sg_cli_usage("token", "--ttl: %s", err.msg);
             }
             break;
         case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        default: return sg_cli_bad_option("token", argv[optind - 1]);
         }
     }
-    if (optind < argc || (!read && (!learner || !task || !sandbox))) {
-        fputs(usage, stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return sg_cli_usage("token", "unexpected argument '%.64s' (token takes only options)", argv[optind]);
+    if (!read && (!learner || !task || !sandbox))
+        return sg_cli_usage("token", "%s is required for a stream token (or --read for a read token)",
+                            !learner ? "--learner" : !task ? "--task" : "--sandbox");
     const char *names[][2] = {{"--learner", learner}, {"--task", task}, {"--sandbox", sandbox}};
     for (size_t i = 0; i < SG_ARRAY_LEN(names); i++)
         if (names[i][1] && !sg_valid_name(names[i][1])) {
-            fprintf(stderr, "sandglass token: %s '%s': use 1-128 of [A-Za-z0-9._@-]\n",
-                    names[i][0], names[i][1]);
-            return 2;
+            return sg_cli_usage("token", "%s '%s': use 1-128 of [A-Za-z0-9._@-]", names[i][0], names[i][1]);
         }
     sg_autofree char *secret_default = NULL;
     if (!secret_path) {
         if (!sg_state_dir(&err)) {
-            fprintf(stderr, "sandglass token: state directory: %s\n", err.msg);
-            return 1;
+            return sg_cli_failf("token", "state directory: %s", err.msg);
         }
         secret_path = secret_default = sg_state_path("ingest/secret");
     }
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if (sg_token_secret_load(secret_path, secret, &err) < 0) {
-        fprintf(stderr, "sandglass token: %s%s\n", err.msg,
-                err.code == ENOENT ? " (start `sandglass ingest` once, or pass --secret)" : "");
-        return 1;
+        return sg_cli_failf("token", "%s%s", err.msg, err.code == ENOENT ? " (start `sandglass ingest` once, or pass --secret)" : "");
     }
     sg_autofree char *tok =
         read ? sg_token_make_read(secret, learner, task, sandbox, (int64_t)ttl, &err)
              : sg_token_make(secret, learner, task, sandbox, (int64_t)ttl, &err);
     if (!tok) {
-        fprintf(stderr, "sandglass token: %s\n", err.msg);
-        return 1;
+        return sg_cli_failf("token", "%s", err.msg);
     }
     puts(tok);
     return 0;

@@ -34,45 +34,6 @@ int sg_cli_supervisor_path(char *buf, size_t len)
     return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
 }
 
-static bool json_errors;
-
-void sg_cli_json_errors(bool on)
-{
-    json_errors = on;
-}
-
-static void print_error(const char *cmd, const char *msg)
-{
-    if (json_errors) {
-        sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
-        sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        if (s) {
-            fprintf(stderr, "%s\n", s);
-            return;
-        }
-    }
-    fprintf(stderr, "sandglass %s: %s\n", cmd, msg);
-}
-
-int sg_cli_fail(const char *cmd, const char *msg)
-{
-    print_error(cmd, msg);
-    return SG_CLI_FAILED;
-}
-
-int sg_cli_usage(const char *cmd, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n < sizeof msg)
-        snprintf(msg + n, sizeof msg - (size_t)n, " (see 'sandglass %s --help')", cmd);
-    print_error(cmd, msg);
-    return SG_CLI_USAGE;
-}
-
 int sg_cli_resolve_id(const char *arg, char *out, sg_err *err)
 {
     if (!sg_valid_name(arg) || strlen(arg) > SG_ID_LEN)

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
+#include "cli/report.h"
 
 /* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
  * else ../libexec/sandglassd relative to it. */
@@ -19,22 +20,6 @@ int sg_cli_supervisor_path(char *buf, size_t len);
 /* Sends one request and waits for its RESULT/ERROR. Returns the result
  * object (caller decrefs) or NULL with err (the supervisor's message). */
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
-
-/* The CLI's conventions (README, "Exit codes"): 0 done, 1 the operation
- * failed, 2 a usage error (unknown option, missing or malformed argument);
- * `exec` keeps the command's own status and uses 125 for its own errors.
- * Every message is one line, "sandglass CMD: what was wrong"; with --json
- * (sg_cli_json_errors) it is {"error": ..., "command": ...} on stderr. */
-#define SG_CLI_FAILED 1
-#define SG_CLI_USAGE 2
-
-/* Prints the error; returns SG_CLI_FAILED. */
-int sg_cli_fail(const char *cmd, const char *msg);
-/* A usage error, naming what was wrong and pointing at --help; returns
- * SG_CLI_USAGE. */
-int sg_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* After --json: errors are printed as JSON objects. */
-void sg_cli_json_errors(bool on);
 
 /* A sandbox id from what the user typed: the id itself or a unique prefix
  * of one in this state directory. Fills out (SG_ID_LEN + 1 bytes) or

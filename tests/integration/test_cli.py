@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASS, Env, tap  # noqa: E402
+from sgtest import SANDGLASS, SANDGLASSD, Env, tap  # noqa: E402
 
 env = Env()
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -41,6 +41,40 @@ try:
                    f"{' '.join(args[:1])} {args[-1]}: exit 2, one line naming it", f"{p.returncode} {err}")
         p = env.run("exec", sid, "--bogus", "--", "true")
         tap.eq(p.returncode, 125, "exec: its own usage error is 125 (the command's codes stay the command's)")
+
+    @tap.case("sandglassd speaks as sandglass does")
+    def _daemon_usage():
+        def d(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([SANDGLASSD, *args], capture_output=True, timeout=60, env=env.env)
+        cases = ((["ingest", "--bogus"], "--bogus"), (["ingest", "--max-conns"], "--max-conns"),
+                 (["ingest", "stray"], "stray"), (["ingest", "--max-conns", "0"], "--max-conns"),
+                 (["token", "--learner", "a", "--task", "b"], "--sandbox"), (["token", "--ttl", "x"], "--ttl"),
+                 (["token", "--bogus"], "--bogus"), (["events", "--bogus"], "--bogus"),
+                 (["events", "--after-seq", "x"], "--after-seq"), (["events", "stray"], "stray"),
+                 (["flush", "--bogus"], "--bogus"), (["flush", "--timeout", "x"], "--timeout"),
+                 (["supervisor"], "sandbox id"), (["nosuchcommand"], "nosuchcommand"), ([], "missing command"))
+        for args, word in cases:
+            p = d(*args)
+            err = p.stderr.decode()
+            prefix = "sandglassd " + (args[0] + ": " if args and args[0] != "nosuchcommand" else "")
+            tap.ok(p.returncode == 2 and err.startswith(prefix) and word in err and err.count("\n") == 1
+                   and not p.stdout, f"sandglassd {' '.join(args)}: exit 2, one line naming {word}",
+                   f"{p.returncode} {err!r}")
+        p = env.run("ingest", "--bogus")
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 2 and err.startswith("sandglass ingest: ") and "--bogus" in err
+               and "'sandglass ingest --help'" in err and err.count("\n") == 1,
+               "through sandglass the same line names the command the user ran", err)
+        for cmd in ("ingest", "token", "events", "flush", "supervisor"):
+            p = d(cmd, "--help")
+            tap.ok(p.returncode == 0 and p.stdout.startswith(b"usage: ") and b"--" in p.stdout and not p.stderr,
+                   f"sandglassd {cmd} --help explains its options on stdout", p.stdout.decode()[:200])
+        p = d("--help")
+        tap.ok(p.returncode == 0 and all(c.encode() in p.stdout for c in ("ingest", "token", "events", "flush")),
+               "sandglassd --help lists its commands", p.stdout.decode())
+        p = d("--version")
+        tap.ok(p.returncode == 0 and re.fullmatch(rb"sandglassd \d+\.\d+\.\d+\n", p.stdout), "sandglassd --version",
+               p.stdout.decode())
 
     @tap.case("a capture that cannot be delivered does not start in silence")
     def _capture_config():
