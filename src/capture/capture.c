@@ -34,6 +34,9 @@ struct sg_capture {
     /* Capture lost to a full disk, kept until its report is on disk: a
      * report that cannot be written itself must not swallow the count. */
     sg_spool_loss loss;
+    /* The uplink's state as last recorded for `ls` (state.h). */
+    char uplink_state[SG_UPLINK_STATE_MAX];
+    char uplink_reason[SG_UPLINK_REASON_MAX];
 };
 
 /* The last SG_OUTPUT_CAPTURE_MAX bytes of a stream. */
@@ -183,10 +186,29 @@ static void on_watch_limit(void *ud, json_t *payload)
 
 static void on_uplink_event(void *ud, const sg_uplink_event *ev)
 {
-    (void)ud;
+    sg_capture *c = ud;
     static const char *names[] = {"connected", "disconnected", "refused", "error"};
     log_line("uplink %s (%d): %s; retry in %u ms", names[ev->type < 4 ? ev->type : 3], ev->code,
              ev->reason, ev->retry_ms);
+    /* What `ls` shows: recorded at each change only (a retry every few
+     * seconds that fails the same way writes nothing). */
+    const char *state = ev->type == SG_UPLINK_CONNECTED ? "connected"
+                      : ev->type == SG_UPLINK_DISCONNECTED ? "unreachable"
+                      : ev->type == SG_UPLINK_REFUSED ? "rejected" : "error";
+    char reason[SG_UPLINK_REASON_MAX];
+    if (ev->type == SG_UPLINK_REFUSED && ev->code)
+        snprintf(reason, sizeof reason, "%d %s", ev->code, ev->reason);
+    else
+        snprintf(reason, sizeof reason, "%s", ev->type == SG_UPLINK_CONNECTED ? "" : ev->reason);
+    if (strcmp(state, c->uplink_state) == 0 && strcmp(reason, c->uplink_reason) == 0)
+        return;
+    sg_err err = {0};
+    if (sg_state_uplink_save(c->id, state, reason, &err) < 0) {
+        log_line("%s", err.msg);
+        return;
+    }
+    snprintf(c->uplink_state, sizeof c->uplink_state, "%s", state);
+    snprintf(c->uplink_reason, sizeof c->uplink_reason, "%s", reason);
 }
 
 uint64_t sg_capture_pending(const sg_capture *c)

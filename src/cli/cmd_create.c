@@ -109,8 +109,9 @@ static int check_secret(const char *path, char *why, size_t wsize)
 }
 
 /* One line on stderr when nothing listens at the ingest's address: the
- * spool keeps every event until it does, but the operator should know. */
-static void warn_unreachable(const char *url, const char *host, int port)
+ * spool keeps every event until it does, but the operator should know.
+ * Returns whether something listens. */
+static bool warn_unreachable(const char *url, const char *host, int port)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     char ps[8];
@@ -119,7 +120,7 @@ static void warn_unreachable(const char *url, const char *host, int port)
     if (gr != 0) {
         fprintf(stderr, "sandglass create: warning: the ingest host '%s' of %s does not resolve (%s): events are "
                 "kept in the spool until it can be reached\n", host, url, gai_strerror(gr));
-        return;
+        return false;
     }
     int err = ECONNREFUSED;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
@@ -135,13 +136,88 @@ static void warn_unreachable(const char *url, const char *host, int port)
         socklen_t sl = sizeof soerr;
         if (poll(&pf, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
             freeaddrinfo(ai);
-            return;
+            return true;
         }
         err = soerr;
     }
     freeaddrinfo(ai);
     fprintf(stderr, "sandglass create: warning: the ingest at %s is not reachable (%s): events are kept in the "
             "spool and sent when it is (see 'sandglass flush')\n", url, strerror(err));
+    return false;
+}
+
+#define TOKEN_CHECK_OUT_MAX 4096
+
+/* Asks `sandglassd token --check` (this binary has no HMAC: no libcrypto)
+ * whether the ingest takes the tokens of this key. Its JSON answer on
+ * stdout, parsed; NULL when it gave none. */
+static json_t *ask_token_check(const char *url, const char *learner, const char *task, const char *secret)
+{
+    char daemon[PATH_MAX];
+    if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
+        return NULL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0)
+            _exit(127);
+        /* The sandbox id is not chosen yet and no part of the check: the
+         * ingest checks the key and the expiry. */
+        execl(daemon, "sandglass", "token", "--learner", learner, "--task", task, "--sandbox", "create-check",
+              "--check", url, secret ? "--secret" : (char *)NULL, secret, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char out[TOKEN_CHECK_OUT_MAX];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(p[0], out + have, sizeof out - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (have += (size_t)n) == sizeof out)
+            break;
+    }
+    close(p[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return json_loadb(out, have, JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* A captured sandbox's ingest, checked before anything is made: nothing
+ * listening is a warning (the spool keeps everything, by design); an
+ * ingest that rejects this key's tokens is a refusal (the capture could
+ * never be delivered). Returns 0, or -1 with why. */
+static int check_ingest(const char *url, const char *host, int port, const char *learner, const char *task,
+                        const char *secret, char *why, size_t wsize)
+{
+    if (!warn_unreachable(url, host, port))
+        return 0;
+    sg_autojson json_t *ans = ask_token_check(url, learner, task, secret);
+    const char *result = json_string_value(json_object_get(ans, "result"));
+    const char *reason = json_string_value(json_object_get(ans, "reason"));
+    char vbuf[256];
+    const char *vr = sg_vis(reason ? reason : "", reason ? strlen(reason) : 0, vbuf, sizeof vbuf);
+    if (result && strcmp(result, "rejected") == 0) {
+        snprintf(why, wsize, "the ingest at %s rejects the tokens of the key %s (%s): give it its key with --secret",
+                 url, secret ? secret : "<state>/ingest/secret", vr);
+        return -1;
+    }
+    if (!result)
+        fprintf(stderr, "sandglass create: warning: could not ask the ingest at %s whether it takes the tokens of "
+                "the key %s (try 'sandglass token --check %s ...')\n", url,
+                secret ? secret : "<state>/ingest/secret", url);
+    else if (strcmp(result, "unreachable") == 0)
+        fprintf(stderr, "sandglass create: warning: the ingest at %s did not answer (%s): events are kept in the "
+                "spool and sent when it does (see 'sandglass flush')\n", url, vr);
+    return 0;
 }
 
 static void create_usage(FILE *f)
@@ -435,6 +511,12 @@ int sg_cmd_create(int argc, char **argv)
     }
     if (!sg_state_dir(&err))
         return sg_cli_fail("create", err.msg);
+    if (task) {
+        char why[600];
+        if (check_ingest(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, ingest_port, learner, task, secret,
+                         why, sizeof why) < 0)
+            return sg_cli_fail("create", why);
+    }
 
     char wsreal[PATH_MAX] = "";
     if (ws) {
@@ -493,8 +575,6 @@ int sg_cmd_create(int argc, char **argv)
         m.learner = m.task = m.ingest_url = m.secret_file = m.workspace = NULL;
         if (claimed == 1) {
             sg_pool_refill_async();
-            if (task)
-                warn_unreachable(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, ingest_port);
             return print_created(id, json);
         }
     }
@@ -582,7 +662,5 @@ int sg_cmd_create(int argc, char **argv)
     char id[32];
     snprintf(id, sizeof id, "%s", m.id);
     sg_sandbox_meta_clear(&m);
-    if (task)
-        warn_unreachable(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, ingest_port);
     return print_created(id, json);
 }

@@ -30,11 +30,11 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
 #include "wire/token.h"
 
-#define HTTP_ANSWER_MAX (16 * 1024 * 1024) /* one /v1/events page */
 #define PAGE 1000
 #define FOLLOW_POLL_NS (500 * 1000 * 1000L)
 #define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
@@ -46,126 +46,6 @@ static const char usage[] =
     "  --token   a read token (sandglass token --read ...)\n"
     "  --secret  without --token: make an operator read token from this secret\n"
     "            (default <state>/ingest/secret, the local ingest's)\n";
-
-typedef struct target {
-    char host[256];
-    char port[8];
-} target;
-
-static int parse_ingest_url(const char *url, target *t, sg_err *err)
-{
-    const char *p = url;
-    if (strncmp(p, "http://", 7) == 0)
-        p += 7;
-    else if (strncmp(p, "ws://", 5) == 0)
-        p += 5;
-    else if (strstr(p, "://"))
-        return sg_err_set(err, EINVAL, "--ingest %s: only http:// (or ws://) is supported", url);
-    const char *slash = strchr(p, '/');
-    size_t hl = slash ? (size_t)(slash - p) : strlen(p);
-    char hostport[300];
-    if (hl == 0 || hl >= sizeof hostport)
-        return sg_err_set(err, EINVAL, "--ingest %s: bad address", url);
-    memcpy(hostport, p, hl);
-    hostport[hl] = '\0';
-    char *colon = strrchr(hostport, ':');
-    if (colon && !strchr(colon, ']')) {
-        *colon = '\0';
-        snprintf(t->port, sizeof t->port, "%.7s", colon + 1);
-    } else {
-        snprintf(t->port, sizeof t->port, "80");
-    }
-    char *h = hostport;
-    if (h[0] == '[') {
-        h++;
-        h[strcspn(h, "]")] = '\0';
-    }
-    snprintf(t->host, sizeof t->host, "%.255s", h);
-    return 0;
-}
-
-static const char *vis_str(const char *s, char *buf, size_t n);
-
-/* One HTTP/1.1 GET with Connection: close; the body of a 200 answer parsed
- * as JSON. */
-static json_t *http_get_json(const target *t, const char *path, const char *token, sg_err *err)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int gr = getaddrinfo(t->host, t->port, &hints, &ai);
-    if (gr != 0) {
-        sg_err_set(err, EINVAL, "resolve %s: %s", t->host, gai_strerror(gr));
-        return NULL;
-    }
-    sg_autoclose int fd = -1;
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-            break;
-        if (fd >= 0)
-            close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) {
-        sg_err_sys(err, "connect to the ingest at %s:%s", t->host, t->port);
-        return NULL;
-    }
-    sg_autofree char *req = sg_strdup_printf(
-        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
-        "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
-        path, t->host, t->port, token);
-    if (sg_write_all(fd, req, strlen(req)) < 0) {
-        sg_err_sys(err, "send to the ingest");
-        return NULL;
-    }
-    size_t have = 0;
-    sg_err re = {0};
-    sg_autofree char *buf = sg_read_fd(fd, HTTP_ANSWER_MAX, &have, &re);
-    if (!buf) {
-        if (re.code == EFBIG)
-            sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", HTTP_ANSWER_MAX);
-        else
-            sg_err_set(err, re.code, "read from the ingest: %s", re.msg);
-        return NULL;
-    }
-    char *hend = strstr(buf, "\r\n\r\n");
-    int status = 0;
-    if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", &status) != 1) {
-        sg_err_set(err, EPROTO, "malformed HTTP answer from the ingest");
-        return NULL;
-    }
-    *hend = '\0';
-    const char *body = hend + 4;
-    size_t body_len = have - (size_t)(body - buf);
-    /* Honour Content-Length when present (the ingest always sends it). */
-    for (char *line = strstr(buf, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        if (strncasecmp(line + 2, "content-length:", 15) == 0) {
-            unsigned long long cl = strtoull(line + 17, NULL, 10);
-            if (cl > body_len) {
-                sg_err_set(err, EPROTO, "truncated answer from the ingest");
-                return NULL;
-            }
-            body_len = (size_t)cl;
-        } else if (strncasecmp(line + 2, "transfer-encoding:", 18) == 0) {
-            sg_err_set(err, EPROTO, "chunked answers are not supported");
-            return NULL;
-        }
-    }
-    json_t *j = sg_json_parse(body, body_len, err);
-    if (!j) {
-        sg_err_prefix(err, "answer from the ingest (HTTP %d)", status);
-        return NULL;
-    }
-    if (status != 200) {
-        const char *msg = json_string_value(json_object_get(j, "error"));
-        char vbuf[256]; /* the answer's text reaches the terminal too */
-        sg_err_set(err, EPROTO, "ingest answered HTTP %d: %s", status,
-                   vis_str(msg ? msg : "?", vbuf, sizeof vbuf));
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
 
 /* Percent-encodes everything outside the unreserved set. */
 static void append_arg(char *q, size_t qlen, const char *name, const char *val)
@@ -356,8 +236,8 @@ int sg_cmd_events(int argc, char **argv)
     if (optind < argc)
         return sg_cli_usage("events", "unexpected argument '%.64s' (events takes only options)", argv[optind]);
     sg_err err;
-    target t;
-    if (parse_ingest_url(ingest, &t, &err) < 0) {
+    sg_cli_target t;
+    if (sg_cli_target_parse(ingest, &t, &err) < 0) {
         return sg_cli_usage("events", "%s", err.msg);
     }
     if (token_opt && (strlen(token_opt) > SG_TOKEN_MAX || strpbrk(token_opt, "\r\n "))) {
@@ -406,7 +286,7 @@ int sg_cmd_events(int argc, char **argv)
         if (!token_opt && !own) {
             return sg_cli_failf("events", "%s", err.msg);
         }
-        sg_autojson json_t *ans = http_get_json(&t, path, token_opt ? token_opt : own, &err);
+        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, token_opt ? token_opt : own, NULL, &err);
         if (!ans) {
             return sg_cli_failf("events", "%s", err.msg);
         }

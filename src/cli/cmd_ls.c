@@ -7,6 +7,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "state/state.h"
@@ -21,9 +22,11 @@ int sg_cmd_ls(int argc, char **argv)
             printf("usage: sandglass ls [--json]\n"
                    "\n"
                    "Lists this state directory's sandboxes (the pool's spares left out): id,\n"
-                   "state (running, aborted and why, starting, dead), learner, task, workspace.\n"
+                   "state (running, aborted and why, starting, dead), learner, task, workspace;\n"
+                   "a captured one whose ingest cannot be reached or rejects its token says so.\n"
                    "\n"
-                   "  --json    a JSON array of the sandboxes' records, with state and abort\n");
+                   "  --json    a JSON array of the sandboxes' records, with state, abort and\n"
+                   "            uplink {state: connected|unreachable|rejected|error, reason, since}\n");
             return 0;
         } else {
             return sg_cli_usage("ls", "unknown option '%s'", argv[i]);
@@ -53,11 +56,19 @@ int sg_cmd_ls(int argc, char **argv)
         bool aborted = sg_state_abort_load(m.id, by, sizeof by, reason, sizeof reason) == 1;
         if (aborted && strcmp(state, "running") == 0)
             state = "aborted";
+        /* A captured sandbox whose events do not reach the ingest says so
+         * (the capture records its uplink's state: state.h). */
+        sg_state_uplink u;
+        bool uplink = m.task && sg_state_uplink_load(m.id, &u) == 1;
+        bool stuck = uplink && strcmp(u.state, "connected") != 0;
         if (json) {
             json_t *j = sg_sandbox_meta_json(&m);
             json_object_set_new(j, "state", json_string(state));
             if (aborted)
                 json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", by, "reason", reason));
+            if (uplink)
+                json_object_set_new(j, "uplink", json_pack("{s:s, s:s, s:s}", "state", u.state, "reason", u.reason,
+                                                           "since", u.since));
             json_array_append_new(arr, j);
         } else {
             printf("%-14s %-10s %-20s %-20s %s", m.id, state, m.learner, m.task ? m.task : "-", m.workspace);
@@ -71,6 +82,11 @@ int sg_cmd_ls(int argc, char **argv)
              * the operator's, or create could not make one. */
             if (m.disk == 0)
                 printf("  (no disk limit)");
+            if (stuck) {
+                char vbuf[SG_UPLINK_REASON_MAX * 4];
+                printf("  (ingest %s since %s: %s; events kept in the spool)", u.state, u.since,
+                       sg_vis(u.reason, strlen(u.reason), vbuf, sizeof vbuf));
+            }
             printf("\n");
         }
         sg_sandbox_meta_clear(&m);

@@ -8,10 +8,13 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
 #include "wire/token.h"
@@ -24,7 +27,53 @@ static const char usage[] =
     "  --read    a read token: reads the events of what it names (all of them with\n"
     "            no --learner/--task/--sandbox: an operator token), sends nothing\n"
     "  --ttl     validity in seconds (default 604800 = 7 days)\n"
-    "  --secret  the ingest's secret file (default <state>/ingest/secret)\n";
+    "  --secret  the ingest's secret file (default <state>/ingest/secret)\n"
+    "  --check URL  (stream token) do not print it: ask the ingest at URL (ws://\n"
+    "            or http://HOST:PORT) whether it takes it, writing nothing; prints\n"
+    "            {\"result\": accepted|rejected|unreachable|unchecked, \"reason\"} and\n"
+    "            exits 0 only when accepted ('sandglass create' asks this)\n";
+
+#define CHECK_TTL_S 60 /* a token made only to be checked */
+
+/* --check: whether the ingest at url takes tok (GET /v1/token, which opens
+ * and writes nothing). One JSON object on stdout; a line on stderr when
+ * the answer is not "accepted". */
+static int check_token(const char *url, const char *tok)
+{
+    const char *result, *reason = "";
+    sg_err err = {0};
+    sg_cli_target t;
+    int status = 0;
+    sg_autojson json_t *ans = NULL;
+    if (strncmp(url, "wss://", 6) == 0) {
+        result = "unchecked";
+        reason = "no TLS in this check: the uplink's first connection will tell";
+    } else if (sg_cli_target_parse(url, &t, &err) < 0) {
+        return sg_cli_usage("token", "%s", err.msg);
+    } else if (!(ans = sg_cli_http_get_json(&t, "/v1/token", tok, &status, &err))) {
+        result = status ? "unchecked" : "unreachable";
+        reason = err.msg;
+    } else if (status == 200) {
+        result = "accepted";
+    } else if (status == 401) {
+        result = "rejected";
+        reason = json_string_value(json_object_get(ans, "error")) ?: "401";
+    } else {
+        /* An ingest from before /v1/token (404): it cannot tell. */
+        result = "unchecked";
+        reason = status == 404 ? "the ingest has no /v1/token (older than this sandglass)" : "unexpected answer";
+    }
+    sg_autojson json_t *out = json_pack("{s:s, s:s, s:s}", "ingest", url, "result", result, "reason", reason);
+    sg_autofree char *s = out ? sg_json_dump(out) : NULL;
+    if (s)
+        puts(s);
+    if (strcmp(result, "accepted") == 0)
+        return 0;
+    char vbuf[300];
+    sg_cli_sayf("token", "the ingest at %s: %s%s%s", url, result, *reason ? ": " : "",
+                sg_vis(reason, strlen(reason), vbuf, sizeof vbuf));
+    return SG_CLI_FAILED;
+}
 
 int sg_cmd_token(int argc, char **argv)
 {
@@ -35,10 +84,11 @@ int sg_cmd_token(int argc, char **argv)
         {"ttl", required_argument, NULL, 'T'},
         {"secret", required_argument, NULL, 'k'},
         {"read", no_argument, NULL, 'r'},
+        {"check", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL;
+    const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL, *check = NULL;
     uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
     bool read = false;
     sg_err err;
@@ -52,6 +102,7 @@ int sg_cmd_token(int argc, char **argv)
         case 's': sandbox = optarg; break;
         case 'k': secret_path = optarg; break;
         case 'r': read = true; break;
+        case 'c': check = optarg; break;
         case 'T':
             if (sg_parse_uint(optarg, SG_TOKEN_TTL_MAX, &ttl, &err) < 0) {
                 return sg_cli_usage("token", "--ttl: %s", err.msg);
@@ -66,6 +117,8 @@ int sg_cmd_token(int argc, char **argv)
     if (!read && (!learner || !task || !sandbox))
         return sg_cli_usage("token", "%s is required for a stream token (or --read for a read token)",
                             !learner ? "--learner" : !task ? "--task" : "--sandbox");
+    if (read && check)
+        return sg_cli_usage("token", "--check is for a stream token: drop --read");
     const char *names[][2] = {{"--learner", learner}, {"--task", task}, {"--sandbox", sandbox}};
     for (size_t i = 0; i < SG_ARRAY_LEN(names); i++)
         if (names[i][1] && !sg_valid_name(names[i][1])) {
@@ -84,10 +137,13 @@ int sg_cmd_token(int argc, char **argv)
     }
     sg_autofree char *tok =
         read ? sg_token_make_read(secret, learner, task, sandbox, (int64_t)ttl, &err)
-             : sg_token_make(secret, learner, task, sandbox, (int64_t)ttl, &err);
+             : sg_token_make(secret, learner, task, sandbox, check ? CHECK_TTL_S : (int64_t)ttl, &err);
+    memset(secret, 0, sizeof secret);
     if (!tok) {
         return sg_cli_failf("token", "%s", err.msg);
     }
+    if (check)
+        return check_token(check, tok);
     puts(tok);
     return 0;
 }

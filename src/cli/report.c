@@ -56,12 +56,12 @@ int sg_cli_failf(const char *cmd, const char *fmt, ...)
 
 void sg_cli_sayf(const char *cmd, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "%s %s: ", prog_name, cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
     va_end(ap);
-    fprintf(stderr, "%s %s: %s\n", prog_name, cmd, msg);
 }
 
 int sg_cli_usage(const char *cmd, const char *fmt, ...)

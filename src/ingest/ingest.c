@@ -1019,27 +1019,55 @@ static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int6
     return 0;
 }
 
+/* The Authorization header of an HTTP request into token ("Bearer T": the
+ * token at token + 7): NULL, or what is wrong with it (missing: the
+ * message given). */
+static const char *bearer(struct lws *wsi, char *token, size_t size, const char *missing)
+{
+    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (alen <= 0)
+        return missing;
+    if ((size_t)alen >= size || lws_hdr_copy(wsi, token, (int)size, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        return "malformed token: too long";
+    if (strncasecmp(token, "Bearer ", 7) != 0)
+        return "Authorization must be 'Bearer <token>'";
+    return NULL;
+}
+
 /* The request's read token (Authorization: Bearer): 0 and *cl, or 1 with
  * the 401 answer sent. Stream tokens are refused: they only write. */
 static int http_auth(sg_ingest *ing, struct lws *wsi, http_req *req, sg_token_claims *cl)
 {
     char token[SG_TOKEN_MAX + 64];
-    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-    const char *why = NULL;
     sg_err err;
-    if (alen <= 0)
-        why = "missing read token (Authorization: Bearer <token>; see sandglass token --read)";
-    else if (alen >= (int)sizeof token ||
-             lws_hdr_copy(wsi, token, sizeof token, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
-        why = "malformed token: too long";
-    else if (strncasecmp(token, "Bearer ", 7) != 0)
-        why = "Authorization must be 'Bearer <token>'";
-    else if (sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
+    const char *why = bearer(wsi, token, sizeof token,
+                             "missing read token (Authorization: Bearer <token>; see sandglass token --read)");
+    if (!why && sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
         why = err.msg;
     if (!why)
         return 0;
     http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
     return 1;
+}
+
+/* /v1/token: whether this ingest would take a stream token (Authorization:
+ * Bearer), without opening a stream or writing anything. `sandglass create`
+ * asks before a capture starts, so that a key the ingest does not share is
+ * refused at once instead of failing in the uplink's log. It tells no more
+ * than the /v1/ingest handshake does. */
+static int http_token_check(sg_ingest *ing, struct lws *wsi, http_req *req)
+{
+    char token[SG_TOKEN_MAX + 64];
+    sg_token_claims cl;
+    sg_err err;
+    const char *why = bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
+    if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
+        why = err.msg;
+    if (why)
+        return http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    return http_answer(wsi, req, HTTP_STATUS_OK,
+                       json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "learner", cl.learner, "task", cl.task,
+                                 "sandbox", cl.sandbox));
 }
 
 /* A query filter under the token's scope: a scoped token fills in its
@@ -1170,6 +1198,8 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (limits_is_reserve(ing, wsi))
             return http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
                                error_json("too many connections (only /healthz answers)"));
+        if (strcmp(uri, "/v1/token") == 0)
+            return http_token_check(ing, wsi, req);
         /* Everything else reads learners' data: a read token first, even
          * to learn that a path does not exist. */
         sg_token_claims cl;

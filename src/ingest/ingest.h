@@ -7,6 +7,10 @@
  *                     Server -> client: {"ack": N} (highest contiguous
  *                     committed seq, -1 if none) right after the handshake
  *                     and after every commit that touched the stream.
+ *   GET  /v1/token      with a stream token in "Authorization: Bearer T":
+ *                     200 {"ok", "learner", "task", "sandbox"} when /v1/ingest
+ *                     would take it, else 401 {"error": why}; opens and
+ *                     writes nothing (`sandglass create` checks its key).
  *   GET  /healthz (open), and with a read token (token.h) in
  *        "Authorization: Bearer T" (401 without one, 403 out of its scope):
  *        /v1/sandboxes, /v1/stats (operator token only),

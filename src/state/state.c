@@ -340,28 +340,66 @@ void sg_state_uid_release(uid_t uid, const char *id)
         unlink(path);
 }
 
-int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_err *err)
+/* A small record of a sandbox, <state>/sb/<id>/<name>, replaced whole
+ * (rename): a reader sees the old one or the new one. j is stolen. */
+static int record_save(const char *id, const char *name, json_t *j, const char *what, sg_err *err)
 {
-    sg_autojson json_t *j = json_pack("{s:s, s:s}", "by", by, "reason", reason);
-    sg_autofree char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    sg_autofree char *path = sg_state_sandbox_path(id, "abort.json");
-    sg_autofree char *tmp = sg_state_sandbox_path(id, "abort.json.tmp");
+    sg_autojson json_t *jj = j;
+    sg_autofree char *body = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
+    sg_autofree char *path = sg_state_sandbox_path(id, name);
+    sg_autofree char *tmp = sg_strdup_printf("%s.tmp", path);
     if (!body)
         return sg_err_set(err, ENOMEM, "out of memory");
     sg_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || sg_write_all(fd, body, strlen(body)) < 0 || rename(tmp, path) < 0)
-        return sg_err_sys(err, "cannot record the abort in %s", path);
+        return sg_err_sys(err, "cannot record %s in %s", what, path);
     return 0;
+}
+
+/* 0 when there is no record, 1 when there is one: *out is its JSON, or
+ * NULL when it does not parse (a corrupt record is still a record). */
+static int record_load(const char *id, const char *name, json_t **out)
+{
+    sg_autofree char *path = sg_state_sandbox_path(id, name);
+    size_t len = 0;
+    sg_autofree char *body = sg_read_file(path, 16384, &len, NULL);
+    *out = body ? sg_json_parse(body, len, NULL) : NULL;
+    return body != NULL;
+}
+
+int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_err *err)
+{
+    return record_save(id, "abort.json", json_pack("{s:s, s:s}", "by", by, "reason", reason), "the abort", err);
+}
+
+int sg_state_uplink_save(const char *id, const char *state, const char *reason, sg_err *err)
+{
+    char now[40];
+    sg_now_iso8601(now, sizeof now);
+    return record_save(id, "uplink.json", json_pack("{s:s, s:s, s:s}", "state", state, "reason", reason,
+                                                    "since", now), "the uplink's state", err);
+}
+
+int sg_state_uplink_load(const char *id, sg_state_uplink *u)
+{
+    sg_autojson json_t *j = NULL;
+    record_load(id, "uplink.json", &j);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    if (!st)
+        return 0;
+    const char *r = json_string_value(json_object_get(j, "reason"));
+    const char *since = json_string_value(json_object_get(j, "since"));
+    snprintf(u->state, sizeof u->state, "%s", st);
+    snprintf(u->reason, sizeof u->reason, "%s", r ? r : "");
+    snprintf(u->since, sizeof u->since, "%s", since ? since : "");
+    return 1;
 }
 
 int sg_state_abort_load(const char *id, char *by, size_t by_size, char *reason, size_t reason_size)
 {
-    sg_autofree char *path = sg_state_sandbox_path(id, "abort.json");
-    size_t len = 0;
-    sg_autofree char *body = sg_read_file(path, 16384, &len, NULL);
-    if (!body)
+    sg_autojson json_t *j = NULL;
+    if (!record_load(id, "abort.json", &j))
         return 0;
-    sg_autojson json_t *j = sg_json_parse(body, len, NULL);
     const char *b = json_string_value(json_object_get(j, "by"));
     const char *r = json_string_value(json_object_get(j, "reason"));
     snprintf(by, by_size, "%s", b ? b : "unknown");

@@ -110,6 +110,22 @@ int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_e
 int sg_state_abort_load(const char *id, char *by, size_t by_size, char *reason, size_t reason_size);
 void sg_state_abort_clear(const char *id);
 
+/* How a captured sandbox's events last fared on their way to the ingest,
+ * kept in <state>/sb/<id>/uplink.json by the capture at each change, so
+ * that `ls` shows an ingest that cannot be reached or rejects the token
+ * without asking anyone: state "connected", "unreachable", "rejected" or
+ * "error", its reason, since (RFC 3339). */
+#define SG_UPLINK_STATE_MAX 16
+#define SG_UPLINK_REASON_MAX 256
+typedef struct sg_state_uplink {
+    char state[SG_UPLINK_STATE_MAX];
+    char reason[SG_UPLINK_REASON_MAX];
+    char since[40];    /* RFC 3339, as created */
+} sg_state_uplink;
+int sg_state_uplink_save(const char *id, const char *state, const char *reason, sg_err *err);
+/* 1 and u filled when there is a record, 0 when not. */
+int sg_state_uplink_load(const char *id, sg_state_uplink *u);
+
 /* Whether dir names this state directory (after resolving symlinks): the
  * test of a cgroup's owner mark (cgroup.h) before any cleanup touches it. */
 bool sg_state_is_ours(const char *dir);

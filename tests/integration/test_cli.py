@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASS, SANDGLASSD, Env, tap  # noqa: E402
+from sgtest import SANDGLASS, SANDGLASSD, Env, await_true, tap  # noqa: E402
 
 env = Env()
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -56,7 +56,7 @@ try:
         for args, word in cases:
             p = d(*args)
             err = p.stderr.decode()
-            prefix = "sandglassd " + (args[0] + ": " if args and args[0] != "nosuchcommand" else "")
+            prefix = "sandglassd " + args[0] + ": " if args and args[0] != "nosuchcommand" else "sandglassd: "
             tap.ok(p.returncode == 2 and err.startswith(prefix) and word in err and err.count("\n") == 1
                    and not p.stdout, f"sandglassd {' '.join(args)}: exit 2, one line naming {word}",
                    f"{p.returncode} {err!r}")
@@ -98,6 +98,71 @@ try:
         tap.ok(p.returncode == 0 and b"not reachable" in p.stderr and b"spool" in p.stderr,
                "an unreachable ingest is a warning at create", p.stderr.decode())
         tap.eq(len(env.ls()), n + 1, "and the sandbox is made (the spool keeps everything)")
+
+    @tap.case("create checks its token against the ingest; ls shows an ingest that does not take the events")
+    def _token_check():
+        import socket
+        import urllib.error
+        import urllib.request
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        url = f"ws://127.0.0.1:{port}"
+        other = os.path.join(env.root, "other-key")
+        with open(other, "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        os.chmod(other, 0o600)
+
+        def ingest_of(sid: str) -> dict:
+            return next((sb.get("uplink") or {} for sb in env.ls() if sb["id"] == sid), {})
+
+        def ls_line(sid: str) -> str:
+            out = env.run("ls", check=True).stdout.decode()
+            return next((line for line in out.splitlines() if line.startswith(sid)), "")
+        p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url)
+        tap.ok(p.returncode == 0 and b"not reachable" in p.stderr and p.stderr.count(b"\n") == 1,
+               "nothing listening: one warning line, the sandbox is made", p.stderr.decode())
+        far = p.stdout.decode().strip()
+        await_true(lambda: ingest_of(far).get("state") == "unreachable", "ls --json: its ingest is unreachable",
+                   diag=lambda: repr(ingest_of(far)))
+        tap.ok("ingest unreachable" in ls_line(far), "ls says so", ls_line(far))
+        ing = env.spawn([SANDGLASS, "ingest", "--listen", f"127.0.0.1:{port}", "--secret", other,
+                         "--store", f"sqlite:{os.path.join(env.root, 'other.db')}"],
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            tap.ok(b"listening" in ing.stdout.readline(), "an ingest with another key runs")
+            n = len(env.ls())
+            p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and "rejects" in err and "bad signature" in err and "--secret" in err
+                   and err.count("\n") == 1, "a key the ingest rejects: refused at create, in one line", err)
+            tap.eq(len(env.ls()), n, "and nothing is made")
+            await_true(lambda: ingest_of(far).get("state") == "rejected",
+                       "ls --json: the earlier sandbox's ingest now rejects its token",
+                       timeout=90, diag=lambda: repr(ingest_of(far)))
+            tap.ok("ingest rejected" in ls_line(far) and "401" in ls_line(far), "ls says so", ls_line(far))
+            p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url, "--secret", other)
+            tap.ok(p.returncode == 0 and p.stderr == b"", "the ingest's own key: made, without a word",
+                   p.stderr.decode())
+            near = p.stdout.decode().strip()
+            env.exec(near, "true")
+            await_true(lambda: ingest_of(near).get("state") == "connected", "ls --json: its ingest takes its events",
+                       timeout=90, diag=lambda: repr(ingest_of(near)))
+            tap.ok("(ingest" not in ls_line(near), "and ls adds nothing to its line", ls_line(near))
+            for auth, what in ((None, "no token"), ("Bearer nonsense", "a malformed token")):
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/token")
+                if auth:
+                    req.add_header("Authorization", auth)
+                try:
+                    urllib.request.urlopen(req, timeout=30)
+                    code, body = 200, {}
+                except urllib.error.HTTPError as e:
+                    code, body = e.code, json.loads(e.read() or b"{}")
+                tap.ok(code == 401 and body.get("error"), f"/v1/token with {what}: 401 and why", repr((code, body)))
+        finally:
+            ing.terminate()
+            ing.wait(timeout=60)
 
     @tap.case("the ingest refuses what it cannot do, clearly")
     def _ingest():

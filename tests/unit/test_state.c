@@ -279,6 +279,35 @@ static void test_abort_record(void **state)
     assert_non_null(strstr(err.msg, "cannot record the abort"));
 }
 
+/* The uplink's state for `ls`: none, then each save replaces the last; a
+ * corrupt record is no record (ls adds nothing rather than a guess). */
+static void test_uplink_record(void **state)
+{
+    (void)state;
+    make_sandbox_dir("up1");
+    sg_state_uplink u;
+    assert_int_equal(sg_state_uplink_load("up1", &u), 0);
+    sg_err err = {0};
+    assert_int_equal(sg_state_uplink_save("up1", "unreachable", "connection refused", &err), 0);
+    assert_int_equal(sg_state_uplink_load("up1", &u), 1);
+    assert_string_equal(u.state, "unreachable");
+    assert_string_equal(u.reason, "connection refused");
+    assert_true(strlen(u.since) >= 20 && u.since[4] == '-' && u.since[10] == 'T');
+    char longr[SG_UPLINK_REASON_MAX * 2];
+    memset(longr, 'x', sizeof longr - 1);
+    longr[sizeof longr - 1] = '\0';
+    assert_int_equal(sg_state_uplink_save("up1", "rejected", longr, &err), 0);
+    assert_int_equal(sg_state_uplink_load("up1", &u), 1);
+    assert_string_equal(u.state, "rejected");
+    assert_int_equal(strlen(u.reason), SG_UPLINK_REASON_MAX - 1);
+    sg_autofree char *path = sg_state_sandbox_path("up1", "uplink.json");
+    assert_int_equal(sg_write_file_atomic(path, "garbage", 7, 0600, &err), 0);
+    assert_int_equal(sg_state_uplink_load("up1", &u), 0);
+    err = (sg_err){0};
+    assert_int_equal(sg_state_uplink_save("no-dir", "connected", "", &err), -1);
+    assert_non_null(strstr(err.msg, "cannot record the uplink"));
+}
+
 static void slot_path(uid_t uid, char *buf, size_t n)
 {
     snprintf(buf, n, SG_UID_DIR "/%u", (unsigned)(uid - SG_UID_BASE));
@@ -394,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_meta_refused),
         cmocka_unit_test(test_list),
         cmocka_unit_test(test_abort_record),
+        cmocka_unit_test(test_uplink_record),
         cmocka_unit_test(test_uid_slots),
         cmocka_unit_test(test_is_ours),
         cmocka_unit_test(test_pid_alive),

@@ -1,0 +1,30 @@
+/* ingest_http: the HTTP/1.1 client of sandglassd's commands that ask an
+ * ingest something (events, token --check): one GET with Connection:
+ * close, a JSON answer. Plain HTTP only (http:// or ws:// addresses). */
+#ifndef SG_CLI_INGEST_HTTP_H
+#define SG_CLI_INGEST_HTTP_H
+
+#include <jansson.h>
+
+#include "base/err.h"
+
+#define SG_CLI_HTTP_ANSWER_MAX (16 * 1024 * 1024) /* one /v1/events page */
+#define SG_CLI_HTTP_TIMEOUT_S 10 /* one connect, send or read */
+
+typedef struct sg_cli_target {
+    char host[256];
+    char port[8];
+} sg_cli_target;
+
+/* http://HOST[:PORT][/...] or ws://...: the host and port to connect to. */
+int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err);
+
+/* GET path with "Authorization: Bearer token": the answer's body parsed
+ * as JSON, or NULL with err. Without status_out only a 200 answer is
+ * returned (another is an error naming the answer's message); with it,
+ * any answer is, and *status_out is its HTTP status, or 0 when none came
+ * (the ingest could not be reached, or answered no HTTP). */
+json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
+                             sg_err *err);
+
+#endif
