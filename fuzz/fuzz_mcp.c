@@ -17,8 +17,11 @@
  *  - a request naming the modern protocol is answered in the modern shape
  *    (result.resultType, result._meta serverInfo), at once or when done; one
  *    naming a version that is neither modern nor a legacy one gets -32022;
- *  - the calls in flight are exactly those started and not yet done or
- *    cancelled, with distinct ids; a cancellation removes its call;
+ *  - the calls in flight are those started and not yet done or cancelled,
+ *    and those waiting their turn, with distinct ids; a cancellation
+ *    removes its call; the calls running keep the order (mcp.h): one that
+ *    may write runs alone with nothing before it, one that reads has no
+ *    write before it; a call that waits is answered when it has run;
  *  - every planned request is one the supervisor's own parser accepts
  *    (sg_exec_req_parse for "exec"), runs in /workspace, and every planned
  *    path is /workspace or under /workspace/, normalised (no ".", "..",
@@ -34,6 +37,7 @@
 
 #include "base/json.h"
 #include "mcp/mcp.h"
+#include "mcp/tools.h"
 #include "wire/ctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,7 +47,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct fz {
     sg_mcp_call *started[MAX_STARTED];
-    bool modern[MAX_STARTED]; /* the era its request asked for */
     size_t nstarted;
     json_t *answers;      /* responses sent since the last reset */
     size_t notifications; /* notifications sent since the last reset */
@@ -125,8 +128,9 @@ static int fz_start(void *ud, sg_mcp_call *c, sg_err *err)
     if (!again || strcmp(op, op2) != 0)
         abort();
     free(dump);
-    bool file_tool = c->tool == SG_MCP_TOOL_WRITE_FILE || c->tool == SG_MCP_TOOL_EDIT_FILE ||
-                     c->tool == SG_MCP_TOOL_READ_FILE;
+    const char *tool = c->tool->name;
+    bool file_tool = strcmp(tool, "write_file") == 0 || strcmp(tool, "edit_file") == 0 ||
+                     strcmp(tool, "read_file") == 0;
     if (file_tool != (c->path != NULL))
         abort();
     if (c->path && !path_ok(c->path))
@@ -147,7 +151,7 @@ static int fz_start(void *ud, sg_mcp_call *c, sg_err *err)
         sg_exec_req_free(&r);
     } else if (strcmp(op, "checkpoint") != 0 && strcmp(op, "rollback") != 0) {
         abort();
-    } else if (c->tool != SG_MCP_TOOL_CHECKPOINT && c->tool != SG_MCP_TOOL_ROLLBACK) {
+    } else if (strcmp(tool, op) != 0) {
         abort();
     }
     json_decref(again);
@@ -166,7 +170,6 @@ static void fz_cancel(void *ud, sg_mcp_call *c)
         if (f->started[i] == c) {
             f->nstarted--;
             f->started[i] = f->started[f->nstarted];
-            f->modern[i] = f->modern[f->nstarted];
             return;
         }
     }
@@ -182,6 +185,52 @@ static bool modern_shape(const json_t *answer)
     return !res || (json_is_string(json_object_get(res, "resultType")) &&
                     json_is_object(json_object_get(json_object_get(res, "_meta"),
                                                    "io.modelcontextprotocol/serverInfo")));
+}
+
+/* The answers from index from on are failed starts (a call whose turn
+ * came and whose transport refused it): tool results with isError. */
+static bool only_failed_starts(const fz *f, size_t from)
+{
+    for (size_t i = from; i < json_array_size(f->answers); i++) {
+        json_t *res = json_object_get(json_array_get(f->answers, i), "result");
+        if (!json_is_true(json_object_get(res, "isError")))
+            return false;
+    }
+    return true;
+}
+
+static sg_mcp_call *call_of(sg_mcp *m, const json_t *id)
+{
+    for (sg_mcp_call *c = sg_mcp_calls(m); c; c = c->next)
+        if (json_equal(c->id, (json_t *)id))
+            return c;
+    return NULL;
+}
+
+/* The calls running are exactly the started ones, and keep the order. */
+static void check_calls(sg_mcp *m, const fz *f)
+{
+    size_t running = 0, n = 0;
+    bool any_before = false, writer_before = false;
+    for (sg_mcp_call *c = sg_mcp_calls(m); c; c = c->next, n++) {
+        bool mine = false;
+        for (size_t i = 0; i < f->nstarted; i++)
+            mine |= f->started[i] == c;
+        if (mine != c->running)
+            abort();
+        if (c->running) {
+            running++;
+            if (c->tool->writes ? any_before : writer_before)
+                abort(); /* ran out of turn */
+        }
+        for (sg_mcp_call *o = c->next; o; o = o->next)
+            if (json_equal(o->id, c->id))
+                abort(); /* two calls in flight with one id */
+        any_before = true;
+        writer_before |= c->tool->writes;
+    }
+    if (running != f->nstarted || n != sg_mcp_ncalls(m))
+        abort();
 }
 
 /* Checks what one line got, from the line alone (see the invariants). */
@@ -210,25 +259,27 @@ static void check_line(sg_mcp *m, fz *f, const char *p, size_t n)
             !json_object_get(json_array_get(f->answers, 0), "error"))
             abort();
     } else if (!id || response) {
-        if (nans || f->starts)
-            abort();
-        /* A cancellation takes its call out of flight. */
+        /* A cancellation takes its call out of flight, and may let calls
+         * that waited for it start (a failed start is answered). */
         json_t *params = json_object_get(msg, "params");
         json_t *rid = json_object_get(params, "requestId");
         const char *method = json_string_value(json_object_get(msg, "method"));
-        if (rid && method && strcmp(method, "notifications/cancelled") == 0 &&
-            json_is_object(params) && json_is_string(json_object_get(msg, "jsonrpc")) &&
-            strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") == 0)
-            for (size_t i = 0; i < f->nstarted; i++)
-                if (json_equal(f->started[i]->id, rid))
-                    abort();
-    } else if (f->starts) {
-        if (f->starts != 1 || nans || !json_equal(f->last_started->id, id) ||
-            f->started[f->nstarted - 1] != f->last_started)
+        bool cancel = rid && method && strcmp(method, "notifications/cancelled") == 0 &&
+                      json_is_object(params) && json_is_string(json_object_get(msg, "jsonrpc")) &&
+                      strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") == 0;
+        if ((!cancel && (nans || f->starts)) || !only_failed_starts(f, 0))
+            abort();
+        if (cancel && call_of(m, rid))
+            abort();
+    } else if (f->starts || (!nans && call_of(m, id))) {
+        /* Started, or waiting its turn: answered when done. */
+        sg_mcp_call *c = call_of(m, id);
+        if (f->starts > 1 || nans || !c || (f->starts && (f->last_started != c || !c->running)))
             abort();
         const char *ver = json_string_value(json_object_get(json_object_get(json_object_get(msg, "params"), "_meta"),
                                                             "io.modelcontextprotocol/protocolVersion"));
-        f->modern[f->nstarted - 1] = ver && strcmp(ver, SG_MCP_PROTOCOL_MODERN) == 0;
+        if (c->modern != (ver && strcmp(ver, SG_MCP_PROTOCOL_MODERN) == 0))
+            abort();
     } else {
         json_t *a = json_array_get(f->answers, 0);
         if (nans != 1 || !json_equal(json_object_get(a, "id"), id))
@@ -251,18 +302,7 @@ static void check_line(sg_mcp *m, fz *f, const char *p, size_t n)
         }
     }
     json_decref(msg);
-    if (sg_mcp_ncalls(m) != f->nstarted)
-        abort();
-    size_t k = 0;
-    for (sg_mcp_call *c = sg_mcp_calls(m); c; c = c->next, k++) {
-        bool mine = false;
-        for (size_t i = 0; i < f->nstarted; i++)
-            mine |= f->started[i] == c;
-        if (!mine)
-            abort();
-    }
-    if (k != f->nstarted)
-        abort();
+    check_calls(m, f);
 }
 
 /* The resolver alone: never outside, normalised, a fixed point. */
@@ -313,19 +353,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (f.nstarted > 1) {
         sg_mcp_call *c = f.started[--f.nstarted];
         json_t *id = json_incref(c->id);
-        bool modern = f.modern[f.nstarted];
+        bool modern = c->modern;
         fz_reset(&f);
         sg_mcp_call_output(c, f.nstarted & 1, (const char *)data, size);
         if (f.nstarted & 2)
             sg_mcp_call_done(m, c, NULL, "fuzz error");
         else
             sg_mcp_call_done(m, c, json_is_object(res) ? res : NULL, NULL);
+        /* Its answer first; then those whose turn came and failed to start. */
         json_t *a = json_array_get(f.answers, 0);
-        if (json_array_size(f.answers) != 1 || f.notifications ||
+        if (json_array_size(f.answers) < 1 || !only_failed_starts(&f, 1) || f.notifications ||
             !json_equal(json_object_get(a, "id"), id) ||
             !json_is_array(json_object_get(json_object_get(a, "result"), "content")) ||
             (modern && !modern_shape(a)))
             abort();
+        check_calls(m, &f);
         json_decref(id);
     }
     json_decref(res);

@@ -14,7 +14,7 @@
 #include "base/util.h"
 #include "mcp/mcp.h"
 
-#define MCP_MAX_TIMEOUT_S (7 * 24 * 3600.0)
+#define MCP_MAX_TIMEOUT_S 604800 /* 7 days, as run_bash's schema says */
 
 #define PATH_PROP "\"path\": {\"type\": \"string\", " \
     "\"description\": \"File path, relative to /workspace or absolute under it.\"}"
@@ -459,7 +459,7 @@ const sg_mcp_tool sg_mcp_tools[] = {
     },
 };
 const size_t sg_mcp_ntools = SG_ARRAY_LEN(sg_mcp_tools);
-_Static_assert(604800 == (int)MCP_MAX_TIMEOUT_S, "run_bash's schema states the timeout bound");
+_Static_assert(MCP_MAX_TIMEOUT_S == 604800, "run_bash's schema states the timeout bound");
 
 const sg_mcp_tool *sg_mcp_tool_find(const char *name)
 {
