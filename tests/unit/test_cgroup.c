@@ -214,6 +214,20 @@ static void child_escaper_bomb(int wfd)
     }
 }
 
+/* Busy processes (16 of them) that keep a CPU quota spent. Only the first
+ * says ready: the others would write to a pipe already closed. */
+static void child_busy(int wfd)
+{
+    bool first = true;
+    for (int i = 0; i < 15 && first; i++)
+        if (sgt_fork() == 0)
+            first = false;
+    if (first)
+        ready(wfd);
+    for (volatile uint64_t x = 0;; x++)
+        ;
+}
+
 static void child_oom(int wfd)
 {
     ready(wfd);
@@ -607,6 +621,49 @@ static void test_kill_escapers(void **state)
     assert_int_equal(sg_cgroup_leaf_remove(cg, "bomb", &err), 0);
 }
 
+/* A kill of a cgroup held at its CPU quota: the quota is lifted for the
+ * kill (killed tasks must run to exit) and is back afterwards. */
+static void test_kill_throttled(void **state)
+{
+    tstate *t = *state;
+    need_cgroups();
+    /* The quota is set once the processes run: forking them under it
+     * would crawl on a loaded machine. */
+    sg_cg_limits lim = {.pids = 64};
+    sg_cgroup *cg = new_cg(t, &lim);
+    const char *id = t->ids[t->nids - 1];
+    sg_err err = {0};
+    assert_int_equal(sg_cgroup_leaf_create(cg, "busy", &err), 0);
+    pid_t child = spawn_in(cg, "busy", child_busy, NULL, 0);
+    sg_cg_stats st = {0};
+    uint64_t t0 = sg_now_mono_ns();
+    while (ms_since(t0) < 10000) {
+        assert_int_equal(sg_cgroup_stats(cg, "busy", &st, &err), 0);
+        if (st.nprocs >= 16)
+            break;
+        usleep(2000);
+    }
+    assert_true(st.nprocs >= 16);
+    sg_cg_limits quota = {.cpus = 0.05};
+    assert_int_equal(sg_cgroup_set_limits(cg, &quota, &err), 0);
+    char dir[512], mnt[256];
+    bool v1 = find_mount("cpu", mnt, sizeof mnt);
+    assert_true(knob_dir(v1 ? "cpu" : NULL, id, NULL, dir, sizeof dir));
+    const char *knob = v1 ? "cpu.cfs_quota_us" : "cpu.max";
+    sg_autofree char *before = read_knob(dir, knob);
+    assert_string_equal(before, v1 ? "5000\n" : "5000 100000\n");
+    uint64_t k0 = sg_now_mono_ns();
+    if (sg_cgroup_kill(cg, "busy", 10000, &err) < 0)
+        fail_msg("kill: %s", err.msg);
+    print_message("# kill of 16 busy processes at a 0.05 cpu quota: %.2f ms\n", ms_since(k0));
+    assert_int_equal(sg_cgroup_populated(cg, "busy", &err), 0);
+    sg_autofree char *after = read_knob(dir, knob);
+    assert_string_equal(after, before);
+    assert_int_equal(wait_signal(child), SIGKILL);
+    reap_all();
+    assert_int_equal(sg_cgroup_leaf_remove(cg, "busy", &err), 0);
+}
+
 static void test_oom(void **state)
 {
     tstate *t = *state;
@@ -802,7 +859,7 @@ int main(void)
     unsetenv("SANDGLASS_CGROUP_LAYOUT");
     const struct CMUnitTest tests[] = {
         T(test_layout),        T(test_invalid_names), T(test_create_limits), T(test_attach_stats),
-        T(test_kill_escapers), T(test_oom),           T(test_pids_limit),    T(test_freeze),
+        T(test_kill_escapers), T(test_kill_throttled), T(test_oom),           T(test_pids_limit),    T(test_freeze),
         T(test_remove_list),   T(test_measure),
     };
     return cmocka_run_group_tests_name("cgroup", tests, NULL, NULL);
