@@ -35,6 +35,7 @@
 #define SG_ROOTFS_MAX_ENTRIES 1024      /* entries mirrored from one --rootfs dir (or its etc/) */
 #define SG_ROOTFS_ROOT_SIZE (16ull * 1024 * 1024) /* the root tmpfs skeleton */
 #define SG_ROOTFS_DEFAULT_TMP_SIZE (256ull * 1024 * 1024) /* /tmp when not given */
+#define SG_ROOTFS_HOME_SIZE (64ull * 1024 * 1024) /* /home: the sandbox user's private HOME */
 #define SG_ROOTFS_SHM_SIZE (64ull * 1024 * 1024) /* /dev/shm */
 
 #define SG_CKPT_MAX_ENTRIES (4u * 1024 * 1024) /* workspace entries walked by one checkpoint */

@@ -23,6 +23,7 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/tty.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 
@@ -34,6 +35,9 @@
  * before the command). The command still gets the signal. */
 #define EXEC_TERM_GRACE_MS 5000
 
+/* The subcommand's name in messages: exec, or shell (cmd_shell.c). */
+static const char *prog = "exec";
+
 static volatile sig_atomic_t ctl_fd_for_signals = -1;
 static volatile sig_atomic_t signals_seen;
 static volatile sig_atomic_t term_sig; /* the first SIGTERM/SIGHUP */
@@ -43,17 +47,35 @@ static volatile sig_atomic_t term_sig; /* the first SIGTERM/SIGHUP */
  * Ctrl-C): the command is killed and we leave at once, without waiting
  * for an answer that a busy supervisor may not give soon. After a SIGTERM
  * or SIGHUP we wait EXEC_TERM_GRACE_MS at most. */
-static void forward_signal(int sig)
+static void forward_as(int sig, int send_sig, bool leaving)
 {
     int fd = ctl_fd_for_signals;
     if (fd < 0)
         return;
-    unsigned char s = (unsigned char)(signals_seen ? SIGKILL : sig);
+    unsigned char s = (unsigned char)(signals_seen ? SIGKILL : send_sig);
     sg_seqpacket_send_typed(fd, SG_CTL_SIGNAL, &s, 1, NULL, 0);
     if (signals_seen++)
         _exit(128 + sig);
-    if (sig != SIGINT)
+    if (leaving)
         term_sig = sig;
+}
+
+static void forward_signal(int sig)
+{
+    forward_as(sig, sig, sig != SIGINT);
+}
+
+/* A tty exec: a Ctrl-C typed in raw mode is a byte for the sandbox's
+ * terminal, never a signal here. A signal in raw mode (and any SIGTERM or
+ * SIGHUP) means the caller is leaving: the terminal is restored at once
+ * and the command's terminal hangs up (SIGHUP), as a closed terminal
+ * window would. Without raw mode (-t without -i) SIGINT goes on as exec's. */
+static void tty_forward_signal(int sig)
+{
+    if (sg_cli_tty_restore() || sig != SIGINT)
+        forward_as(sig, SIGHUP, true);
+    else
+        forward_signal(sig);
 }
 
 /* After a SIGTERM/SIGHUP: waits for the supervisor until the grace ends.
@@ -139,7 +161,7 @@ static bool relay_until_readable(int ctl, stdin_relay *r)
 static void exec_usage(FILE *f)
 {
     fprintf(f,
-        "usage: sandglass exec ID [--timeout S] [--cwd DIR] [--env K=V]... [--json] -- CMD [ARG...]\n"
+        "usage: sandglass exec ID [-t [-i]] [--timeout S] [--cwd DIR] [--env K=V]... [--json] -- CMD [ARG...]\n"
         "\n"
         "Runs CMD in the live sandbox ID (or a unique prefix of its id), as the\n"
         "sandbox user, with this stdin (relayed through a pipe unless it is one) and\n"
@@ -152,6 +174,11 @@ static void exec_usage(FILE *f)
         "                create said otherwise)\n"
         "  --cwd DIR     an absolute directory inside the sandbox (default /workspace)\n"
         "  --env K=V     one more environment variable (repeatable)\n"
+        "  -t, --tty     run CMD on a terminal made inside the sandbox (stdin must be a\n"
+        "                terminal); its output comes on stdout, stdout and stderr as one;\n"
+        "                TERM and the window size (and every resize) are passed on\n"
+        "  -i, --interactive  with -t: this terminal in raw mode, every key to CMD's\n"
+        "                terminal (Ctrl-C reaches its foreground job); restored at the end\n"
         "  --json        end stdout with {exit_code, signal, wall_s, cpu_s, memory_peak,\n"
         "                oom_killed, pids_limit_hit, timed_out, output_bytes,\n"
         "                output_limit_hit, killed_by}\n"
@@ -162,14 +189,167 @@ static void exec_usage(FILE *f)
 
 static int exec_fail(const char *msg)
 {
-    fprintf(stderr, "sandglass exec: %s\n", msg);
+    fprintf(stderr, "sandglass %s: %s\n", prog, msg);
     return EXEC_EXIT_INTERNAL;
+}
+
+/* One answer of the supervisor but output: EXIT, RESULT or ERROR end the
+ * exchange (returns true, *code set); anything else is ignored. */
+static bool exec_answer(uint8_t type, const char *buf, ssize_t n, bool json, char last_out, int *code)
+{
+    sg_err err = {0};
+    if (type == SG_CTL_EXIT && !json) {
+        int32_t c32;
+        if (n != (ssize_t)sizeof c32) {
+            fprintf(stderr, "sandglass %s: bad answer from the supervisor: an exit code of %zd bytes\n", prog, n);
+            return true;
+        }
+        memcpy(&c32, buf, sizeof c32);
+        *code = c32;
+        return true;
+    }
+    if (type != SG_CTL_RESULT && type != SG_CTL_ERROR)
+        return false;
+    sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
+    if (!res) {
+        fprintf(stderr, "sandglass %s: bad answer from the supervisor: %s\n", prog, err.msg);
+        return true;
+    }
+    if (type == SG_CTL_ERROR) {
+        const char *m = json_string_value(json_object_get(res, "error"));
+        fprintf(stderr, "sandglass %s: %s\n", prog, m ? m : "failed");
+        return true;
+    }
+    *code = (int)json_integer_value(json_object_get(res, "exit_code"));
+    if (json) {
+        sg_autofree char *s = sg_json_dump(res);
+        if (last_out != '\n')
+            sg_write_all(1, "\n", 1);
+        printf("%s\n", s);
+    }
+    return true;
+}
+
+/* Sends one message on the non-blocking connection of a tty exec: 1 sent,
+ * 0 not now (EAGAIN: the supervisor does not read; backpressure), -1 lost. */
+static int tty_send(int fd, uint8_t type, const void *buf, size_t len)
+{
+    int r = sg_seqpacket_send_typed(fd, type, buf, len, NULL, 0);
+    return r == 0 ? 1 : r == -EAGAIN ? 0 : -1;
+}
+
+/* What the supervisor says itself during a tty exec (why it killed the
+ * command): on a restored terminal, on a line of its own. */
+static void tty_say(const char *buf, size_t n, char last_out)
+{
+    sg_cli_tty_restore();
+    if (last_out != '\n')
+        sg_write_all(2, "\r\n", 2);
+    sg_write_all(2, buf, n);
+}
+
+/* The relay of a tty exec once its request is sent: the caller's keys
+ * (with -i) and window size up, the terminal's output down, until the
+ * exit code comes. Returns the exit status. */
+static int tty_relay(int fd, bool interactive, bool json)
+{
+    int winch = sg_cli_tty_winch_fd();
+    if (interactive && sg_cli_tty_raw() < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "cannot put the terminal in raw mode: %s", strerror(errno));
+        return exec_fail(msg);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    static char buf[SG_CTL_MSG_MAX];
+    char in[4096], last_out = '\n';
+    size_t in_len = 0;
+    bool in_eof = !interactive, ws_pending = false;
+    int code = EXEC_EXIT_INTERNAL;
+    for (;;) {
+        if (term_sig) {
+            in_eof = true;
+            if (!term_wait(fd)) {
+                fprintf(stderr, "sandglass %s: the command did not end within %d s of the signal; leaving it\n",
+                        prog, EXEC_TERM_GRACE_MS / 1000);
+                code = 128 + term_sig;
+                break;
+            }
+        }
+        struct pollfd p[3] = {
+            {.fd = fd, .events = POLLIN | (in_len || ws_pending ? POLLOUT : 0)},
+            {.fd = in_eof || in_len ? -1 : 0, .events = POLLIN},
+            {.fd = winch, .events = POLLIN},
+        };
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[2].revents) {
+            sg_cli_tty_winch_clear();
+            ws_pending = true;
+        }
+        if (p[1].revents) {
+            ssize_t n = read(0, in, sizeof in);
+            if (n > 0)
+                in_len = (size_t)n;
+            else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+                in_eof = true; /* the caller's terminal is gone: nothing more to type */
+        }
+        int sent = 1;
+        if (ws_pending) {
+            sg_ctl_winsz ws = sg_cli_tty_size();
+            if ((sent = tty_send(fd, SG_CTL_WINSZ, &ws, sizeof ws)) > 0)
+                ws_pending = false;
+        }
+        if (sent >= 0 && in_len && (sent = tty_send(fd, SG_CTL_STDIN, in, in_len)) > 0)
+            in_len = 0;
+        if (sent < 0 && !p[0].revents) {
+            tty_say("sandglass: lost the supervisor\n", 31, last_out);
+            break;
+        }
+        if (!p[0].revents)
+            continue;
+        uint8_t type;
+        ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
+        if (n == -EINTR || n == -EAGAIN)
+            continue;
+        if (n < 0 || type == 0) {
+            char line[160];
+            int l = snprintf(line, sizeof line, "sandglass %s: lost the supervisor before the command finished "
+                             "(the sandbox was destroyed?)\n", prog);
+            tty_say(line, (size_t)l, last_out);
+            break;
+        }
+        if (type == SG_CTL_STDOUT) {
+            sg_write_all(1, buf, (size_t)n);
+            if (n > 0)
+                last_out = buf[n - 1];
+        } else if (type == SG_CTL_STDERR) {
+            tty_say(buf, (size_t)n, last_out);
+            last_out = '\n';
+        } else {
+            sg_cli_tty_restore();
+            if (exec_answer(type, buf, n, json, last_out, &code))
+                break;
+        }
+    }
+    sg_cli_tty_restore();
+    return code;
+}
+
+int sg_cmd_exec_as(const char *name, int argc, char **argv)
+{
+    prog = name;
+    return sg_cmd_exec(argc, argv);
 }
 
 int sg_cmd_exec(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"timeout", required_argument, NULL, 't'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"tty", no_argument, NULL, 't'},
+        {"interactive", no_argument, NULL, 'i'},
         {"cwd", required_argument, NULL, 'c'},
         {"env", required_argument, NULL, 'e'},
         {"json", no_argument, NULL, 'j'},
@@ -179,7 +359,7 @@ int sg_cmd_exec(int argc, char **argv)
     sg_err err = {0};
     sg_autojson json_t *req = json_pack("{s:s}", "op", "exec");
     json_t *env = NULL;
-    bool json = false;
+    bool json = false, tty = false, interactive = false, has_term = false;
     int c;
     opterr = 0;
     /* "+" stops at the first non-option: the id, then more options. */
@@ -189,9 +369,11 @@ int sg_cmd_exec(int argc, char **argv)
         argv++;
         argc--;
     }
-    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+ti", opts, NULL)) != -1) {
         switch (c) {
-        case 't': {
+        case 't': tty = true; break;
+        case 'i': interactive = true; break;
+        case 'T': {
             double t;
             if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
                 return exec_fail(err.msg);
@@ -211,6 +393,7 @@ int sg_cmd_exec(int argc, char **argv)
                 json_object_set_new(req, "env", env);
             }
             json_array_append_new(env, json_string(optarg));
+            has_term = has_term || strncmp(optarg, "TERM=", 5) == 0;
             break;
         case 'j': json = true; break;
         case 'h':
@@ -246,6 +429,26 @@ int sg_cmd_exec(int argc, char **argv)
         json_array_append_new(av, s);
     }
     json_object_set_new(req, "argv", av);
+    if (interactive && !tty)
+        return exec_fail("-i goes with -t (an exec without a terminal always gets this stdin)");
+    if (tty) {
+        /* The terminal itself never crosses (docs/SECURITY.md): one is made
+         * inside the sandbox and relayed; ours must be one to relay. */
+        if (!isatty(0))
+            return exec_fail("-t needs a terminal on stdin (stdin is not a terminal)");
+        sg_ctl_winsz ws = sg_cli_tty_size();
+        json_object_set_new(req, "tty", json_pack("{s:i, s:i}", "rows", ws.rows, "cols", ws.cols));
+        const char *term = getenv("TERM");
+        if (!has_term && term && *term && strlen(term) < 128 && json_string(term)) {
+            if (!env) {
+                env = json_array();
+                json_object_set_new(req, "env", env);
+            }
+            char t[160];
+            snprintf(t, sizeof t, "TERM=%s", term);
+            json_array_append_new(env, json_string(t));
+        }
+    }
     /* Without --json only the exit code is used: the supervisor sends it
      * alone (SG_CTL_EXIT), with no JSON to make or to parse. */
     if (!json)
@@ -291,7 +494,7 @@ int sg_cmd_exec(int argc, char **argv)
     static stdin_relay relay = {.src = -1, .dst = -1};
     int in = 0;
     sg_autoclose int relay_in = -1;
-    if (!sg_ctl_stdin_ok(0)) {
+    if (!tty && !sg_ctl_stdin_ok(0)) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) {
             close(fd);
@@ -304,7 +507,8 @@ int sg_cmd_exec(int argc, char **argv)
         fcntl(relay.dst, F_SETFL, O_NONBLOCK);
         signal(SIGPIPE, SIG_IGN);
     }
-    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), &in, 1);
+    /* A tty exec sends no stdin: its terminal is made inside. */
+    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), tty ? NULL : &in, tty ? 0 : 1);
     if (r < 0) {
         close(fd);
         relay_stop(&relay);
@@ -317,11 +521,17 @@ int sg_cmd_exec(int argc, char **argv)
         relay_in = -1;
     }
     ctl_fd_for_signals = fd;
-    struct sigaction sa = {.sa_handler = forward_signal};
+    struct sigaction sa = {.sa_handler = tty ? tty_forward_signal : forward_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (tty) {
+        int code = tty_relay(fd, interactive, json);
+        ctl_fd_for_signals = -1;
+        close(fd);
+        return code;
+    }
 
     static char buf[SG_CTL_MSG_MAX];
     char last_out = '\n';
@@ -359,33 +569,7 @@ int sg_cmd_exec(int argc, char **argv)
                 last_out = buf[n - 1];
         } else if (type == SG_CTL_STDERR) {
             sg_write_all(2, buf, (size_t)n);
-        } else if (type == SG_CTL_EXIT && !json) {
-            int32_t c32;
-            if (n != (ssize_t)sizeof c32) {
-                fprintf(stderr, "sandglass exec: bad answer from the supervisor: an exit code of %zd bytes\n", n);
-                break;
-            }
-            memcpy(&c32, buf, sizeof c32);
-            code = c32;
-            break;
-        } else if (type == SG_CTL_RESULT || type == SG_CTL_ERROR) {
-            sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
-            if (!res) {
-                fprintf(stderr, "sandglass exec: bad answer from the supervisor: %s\n", err.msg);
-                break;
-            }
-            if (type == SG_CTL_ERROR) {
-                const char *m = json_string_value(json_object_get(res, "error"));
-                fprintf(stderr, "sandglass exec: %s\n", m ? m : "failed");
-                break;
-            }
-            code = (int)json_integer_value(json_object_get(res, "exit_code"));
-            if (json) {
-                sg_autofree char *s = sg_json_dump(res);
-                if (last_out != '\n')
-                    sg_write_all(1, "\n", 1);
-                printf("%s\n", s);
-            }
+        } else if (exec_answer(type, buf, n, json, last_out, &code)) {
             break;
         }
     }

@@ -6,6 +6,9 @@
 /* thin CLI (sandglass) */
 int sg_cmd_create(int argc, char **argv);
 int sg_cmd_exec(int argc, char **argv);
+/* exec under another name in its messages (shell) */
+int sg_cmd_exec_as(const char *name, int argc, char **argv);
+int sg_cmd_shell(int argc, char **argv);
 int sg_cmd_ls(int argc, char **argv);
 int sg_cmd_destroy(int argc, char **argv);
 int sg_cmd_gc(int argc, char **argv);

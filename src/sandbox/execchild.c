@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "sandbox/pty.h"
 #include "wire/seqpacket.h"
 #include "wire/spawn.h"
 
@@ -88,6 +89,13 @@ static void exec_search(char **argv, char **envp)
 
 void sg_execchild_start(char **argv, char **envp, const char *cwd)
 {
+    /* A socket for stdin is the supervisor asking for a terminal (pty.h). */
+    if (sg_pty_requested(0)) {
+        const char *what = NULL;
+        int r = sg_pty_child_setup(&what);
+        if (r < 0)
+            sg_execchild_fail(126, what, NULL, -r);
+    }
     if (chdir(cwd) < 0)
         sg_execchild_fail(126, "cannot change directory to", cwd, errno);
     exec_search(argv, envp);

@@ -22,7 +22,8 @@ int sg_execchild_split(char *msg, size_t len, char ***argv, char ***envp, char *
 /* Makes fds[0..2] the stdin, stdout and stderr, and closes every other fd. */
 void sg_execchild_stdio(const int *fds);
 
-/* Enters cwd (as the exec's user: a directory it cannot enter is refused)
+/* Makes the exec's terminal when stdin is the supervisor's socket (pty.h),
+ * enters cwd (as the exec's user: a directory it cannot enter is refused)
  * and execs argv[0], searched in the PATH of envp. Exit codes as a shell's:
  * 127 not found, 126 found but not runnable. */
 __attribute__((noreturn)) void sg_execchild_start(char **argv, char **envp, const char *cwd);

@@ -37,6 +37,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "sandbox/rootfs.h"
+#include "sandbox/shellrc.h"
 
 #define STAGE "/tmp"
 /* Bind, remount and propagation changes ignore source and type; "none"
@@ -329,7 +330,7 @@ static int write_accounts(const sg_rootfs_opts *o, const char *hostname, sg_err 
     int n = snprintf(buf, sizeof buf, "root:x:0:0:root:/root:/bin/sh\n");
     if (o->uid != 0 && o->uid != 65534)
         n += snprintf(buf + n, sizeof buf - (size_t)n,
-                      "sandbox:x:%u:%u:sandbox:/workspace:/bin/sh\n", (unsigned)o->uid, (unsigned)o->gid);
+                      "sandbox:x:%u:%u:sandbox:" SG_ROOTFS_HOME ":/bin/sh\n", (unsigned)o->uid, (unsigned)o->gid);
     snprintf(buf + n, sizeof buf - (size_t)n, "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
     if (write_file(STAGE "/etc/passwd", buf, err) < 0)
         return -1;
@@ -467,6 +468,8 @@ static int setup_system(const sg_rootfs_opts *o, int rootfd, const char *rootpat
     }
     if (write_accounts(o, hostname, err) < 0)
         return -1;
+    if (sg_shellrc_write(STAGE SG_SHELLRC_DIR, err) < 0)
+        return -1;
 
     /* /var/tmp is where some tools expect scratch space. */
     if (o->rootfs == NULL || faccessat(rootfd, "var", F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -573,6 +576,25 @@ static int bind_idmapped(int wsfd, uid_t uid, gid_t gid, sg_err *err)
     return 0;
 }
 
+/* The sandbox user's HOME: a tmpfs of its own, outside the workspace, so
+ * shell history and tool caches are neither captured nor checkpointed
+ * (rollback does not cover it; it goes with the sandbox). Over a
+ * --rootfs's /home, which it hides. */
+static int setup_home(const sg_rootfs_opts *o, sg_err *err)
+{
+    if (mkdir(STAGE "/home", 0755) < 0 && errno != EEXIST)
+        return sg_err_sys(err, "cannot create /home");
+    char opts[96];
+    snprintf(opts, sizeof opts, "mode=0755,size=%llu,nr_inodes=65536", (unsigned long long)SG_ROOTFS_HOME_SIZE);
+    if (mount("tmpfs", STAGE "/home", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        return sg_err_sys(err, "cannot mount /home");
+    if (mkdir_stage(SG_ROOTFS_HOME + 1, 0700, err) < 0)
+        return -1;
+    if (chown(STAGE SG_ROOTFS_HOME, o->uid, o->gid) < 0)
+        return sg_err_sys(err, "cannot give %s to the sandbox user", SG_ROOTFS_HOME);
+    return 0;
+}
+
 int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
 {
     if (!o || !o->workspace)
@@ -615,6 +637,8 @@ int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
     if (mount("tmpfs", STAGE "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
         return sg_err_sys(err, "cannot mount /tmp");
 
+    if (setup_home(o, err) < 0)
+        return -1;
     if (mkdir_stage("workspace", 0755, err) < 0)
         return -1;
     if (o->idmap ? bind_idmapped(wsfd, o->uid, o->gid, err) < 0

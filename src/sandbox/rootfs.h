@@ -14,6 +14,10 @@
 
 #include "base/err.h"
 
+/* The sandbox user's HOME: a private tmpfs (SG_ROOTFS_HOME_SIZE), not the
+ * workspace: neither captured nor checkpointed, gone with the sandbox. */
+#define SG_ROOTFS_HOME "/home/sandbox"
+
 typedef struct sg_rootfs_opts {
     const char *workspace;  /* host path, bound rw at /workspace */
     const char *rootfs;     /* NULL: host system dirs; else this dir as / */

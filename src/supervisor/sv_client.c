@@ -24,7 +24,6 @@
 
 #include "supervisor/sv_internal.h"
 
-static void client_update_poll(client *c);
 static void on_client(uv_poll_t *p, int status, int events);
 
 void client_flush(client *c)
@@ -114,13 +113,20 @@ void client_error(client *c, const char *msg)
         client_close(c);
 }
 
-static void client_update_poll(client *c)
+void client_update_poll(client *c)
 {
     if (c->closing)
         return;
-    int ev = UV_READABLE | (c->qhead ? UV_WRITABLE : 0);
-    uv_poll_start(&c->poll, ev, on_client);
     exec_ctx *ex = c->ex;
+    /* A terminal that does not take what is typed: stop reading more. */
+    bool hold = ex && ex->tty && sg_sup_tty_input_full(ex->tty);
+    int ev = (hold ? 0 : UV_READABLE) | (c->qhead ? UV_WRITABLE : 0);
+    if (ev)
+        uv_poll_start(&c->poll, ev, on_client);
+    else
+        uv_poll_stop(&c->poll);
+    if (ex && ex->tty && c->qbytes <= SUP_CLIENT_QUEUE_MAX / 2)
+        sg_sup_tty_pause(ex->tty, false);
     if (ex && c->qbytes <= SUP_CLIENT_QUEUE_MAX / 2) {
         if (ex->out_active)
             uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
@@ -192,6 +198,8 @@ static void on_client(uv_poll_t *p, int status, int events)
     }
     if (type == SG_CTL_REQ) {
         handle_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
+    } else if ((type == SG_CTL_STDIN || type == SG_CTL_WINSZ) && c->requested && !nfds) {
+        client_tty_msg(c, type, buf, (size_t)n);
     } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
         sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
         if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)

@@ -49,6 +49,28 @@ void exec_kill(exec_ctx *ex)
         fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, err.msg);
 }
 
+/* Output of the exec (a pipe's, or its terminal's): the output limit,
+ * the capture, the caller. */
+void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
+{
+    uint64_t limit = ex->s->meta.output_limit;
+    size_t give = n;
+    if (limit && ex->out_bytes + give > limit) {
+        give = ex->out_bytes >= limit ? 0 : (size_t)(limit - ex->out_bytes);
+        if (!ex->output_limit_hit) {
+            ex->output_limit_hit = true;
+            exec_mark_killed(ex, "output_limit", "its output reached the output limit of %llu bytes",
+                             (unsigned long long)limit);
+            exec_kill(ex);
+        }
+    }
+    ex->out_bytes += give;
+    if (give && ex->cx)
+        ex->s->capi->exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
+    if (give && ex->cl)
+        client_send(ex->cl, type, buf, give);
+}
+
 /* Reads what is available on one output pipe. Returns false at EOF/error. */
 static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
 {
@@ -61,22 +83,7 @@ static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
             return true;
         if (n <= 0)
             return false;
-        uint64_t limit = ex->s->meta.output_limit;
-        size_t give = (size_t)n;
-        if (limit && ex->out_bytes + give > limit) {
-            give = ex->out_bytes >= limit ? 0 : (size_t)(limit - ex->out_bytes);
-            if (!ex->output_limit_hit) {
-                ex->output_limit_hit = true;
-                exec_mark_killed(ex, "output_limit", "its output reached the output limit of %llu bytes",
-                                 (unsigned long long)limit);
-                exec_kill(ex);
-            }
-        }
-        ex->out_bytes += give;
-        if (give && ex->cx)
-            ex->s->capi->exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
-        if (give && ex->cl)
-            client_send(ex->cl, type, buf, give);
+        exec_output(ex, type, buf, (size_t)n);
         if ((size_t)n < sizeof buf)
             return true;
     }
@@ -244,6 +251,11 @@ void exec_finish(exec_ctx *ex)
         exec_close_stream(ex, true);
     if (ex->err_active && !exec_read(ex, ex->err_fd, SG_CTL_STDERR))
         exec_close_stream(ex, false);
+    if (ex->tty) {
+        sg_sup_tty_drain(ex->tty);
+        sg_sup_tty_free(ex->tty);
+        ex->tty = NULL;
+    }
     exec_close_stream(ex, true);
     exec_close_stream(ex, false);
     uv_timer_stop(&ex->timer);
@@ -323,7 +335,7 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
 {
     static const char *defaults[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME=/workspace", "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
+        "HOME=" SG_ROOTFS_HOME, "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
         "LANG=C.UTF-8",
     };
     size_t nextra = 0;
@@ -556,6 +568,8 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int ncg = exec_leaf(s, ex, direct, cgfds, &err);
     if (ncg < 0)
         sg_err_prefix(&err, "cannot create the exec's cgroup");
+    else if (req.tty && sv_tty_start(s, ex, req.winsz, &stdin_fd, &err) < 0)
+        sg_err_prefix(&err, "cannot make the exec's terminal");
     else if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || !env)
         sg_err_sys(&err, "cannot create output pipes");
     if (ncg < 0 || errp[1] < 0 || !env) {

@@ -28,6 +28,7 @@
 #include "supervisor/caps.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
+#include "supervisor/tty.h"
 #include "wire/ctl.h"
 #include "wire/spawn.h"
 
@@ -99,6 +100,7 @@ typedef struct exec_ctx {
     uv_timer_t ack_timer;
     int pending_closes;
     sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
+    sg_sup_tty *tty;      /* a tty exec's terminal (tty.h); its output is the exec's stdout */
 } exec_ctx;
 
 struct client {
@@ -209,6 +211,13 @@ __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const 
 void exec_kill(exec_ctx *ex);
 void on_close_pending(uv_handle_t *h);
 void on_exec_output(uv_poll_t *p, int status, int events);
+void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n);
+void client_update_poll(client *c);
+/* sv_tty.c: a tty exec's terminal, between tty.c and the exec's caller.
+ * sv_tty_start makes the exec child's stdin the socket its terminal's
+ * master comes back on (*stdin_fd is replaced). */
+int sv_tty_start(sup *s, exec_ctx *ex, sg_ctl_winsz ws, int *stdin_fd, sg_err *err);
+void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n);
 exec_ctx *exec_find(sup *s, uint32_t id);
 void exec_finish(exec_ctx *ex);
 void exec_fail(exec_ctx *ex, const char *msg);

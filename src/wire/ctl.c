@@ -112,6 +112,19 @@ void sg_exec_req_free(sg_exec_req *r)
     memset(r, 0, sizeof *r);
 }
 
+static int parse_winsz(json_t *tty, sg_ctl_winsz *w)
+{
+    json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
+    if (!json_is_object(tty) || json_object_size(tty) != 2 || !json_is_integer(rows) || !json_is_integer(cols))
+        return -1;
+    json_int_t r = json_integer_value(rows), c = json_integer_value(cols);
+    if (r < 0 || r > 65535 || c < 0 || c > 65535)
+        return -1;
+    w->rows = (uint16_t)r;
+    w->cols = (uint16_t)c;
+    return 0;
+}
+
 int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
 {
     json_t *j = (json_t *)obj;
@@ -121,7 +134,7 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
     json_object_foreach(j, key, val) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
             strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool") &&
-            strcmp(key, "result"))
+            strcmp(key, "result") && strcmp(key, "tty"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -180,6 +193,12 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
         }
         out->code_only = strcmp(r, "code") == 0;
     }
+    json_t *tty = json_object_get(j, "tty");
+    if (tty && parse_winsz(tty, &out->winsz) < 0) {
+        sg_exec_req_free(out);
+        return sg_err_set(err, EINVAL, "\"tty\" must be {\"rows\": 0-65535, \"cols\": 0-65535}");
+    }
+    out->tty = tty != NULL;
     return 0;
 }
 

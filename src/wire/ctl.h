@@ -10,6 +10,10 @@
  *                       ends the exchange; EXIT (the exit code alone, an
  *                       int32) instead of RESULT for an exec request with
  *                       "result": "code".
+ *   CLI -> supervisor   for an exec with "tty" (a PTY made inside the
+ *                       sandbox, execchild.h): STDIN (raw bytes for the
+ *                       terminal) and WINSZ (sg_ctl_winsz: a resize); its
+ *                       output comes as STDOUT (stdout and stderr are one).
  */
 #ifndef SG_CTL_H
 #define SG_CTL_H
@@ -31,7 +35,14 @@ enum sg_ctl_type {
     SG_CTL_SIGNAL = 6,
     SG_CTL_RESULT_PART = 7, /* a large RESULT comes as PARTs, then the RESULT */
     SG_CTL_EXIT = 8,
+    SG_CTL_STDIN = 9,
+    SG_CTL_WINSZ = 10,
 };
+
+/* SG_CTL_WINSZ's payload, and the size a tty exec starts with. */
+typedef struct sg_ctl_winsz {
+    uint16_t rows, cols;
+} sg_ctl_winsz;
 
 #define SG_CTL_CHUNK (60 * 1024)            /* payload of one PART */
 #define SG_CTL_RESULT_MAX (64 * 1024 * 1024) /* an assembled RESULT */
@@ -65,6 +76,8 @@ typedef struct sg_exec_req {
     char *tool_name;   /* an agent tool call ("tool":{"name",...}), else NULL */
     void *tool;        /* the "tool" object (json_t*, owned), else NULL */
     bool code_only;    /* "result": "code": answer with EXIT, not RESULT */
+    bool tty;          /* "tty": {"rows", "cols"}: on a PTY made inside the sandbox */
+    sg_ctl_winsz winsz;
 } sg_exec_req;
 
 /* Strict parse of an "exec" request object; every field checked and

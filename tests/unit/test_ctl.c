@@ -156,6 +156,34 @@ static void test_exec_req_result(void **state)
                  "unknown field \"results\"");
 }
 
+static void test_exec_req_tty(void **state)
+{
+    (void)state;
+    json_t *j = json_loads("{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24,\"cols\":80}}", 0, NULL);
+    sg_exec_req r;
+    sg_err err = {0};
+    assert_int_equal(sg_exec_req_parse(j, &r, &err), 0);
+    assert_true(r.tty);
+    assert_int_equal(r.winsz.rows, 24);
+    assert_int_equal(r.winsz.cols, 80);
+    sg_exec_req_free(&r);
+    json_decref(j);
+    static const char *bad[] = {
+        "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":true}",
+        "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24}}",
+        "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":-1,\"cols\":80}}",
+        "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24,\"cols\":65536}}",
+        "{\"op\":\"exec\",\"argv\":[\"sh\"],\"tty\":{\"rows\":24,\"cols\":80,\"x\":1}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = json_loads(bad[i], 0, NULL);
+        assert_int_equal(sg_exec_req_parse(j, &r, &err), -1);
+        assert_non_null(strstr(err.msg, "\"tty\" must be"));
+        json_decref(j);
+    }
+    parse_result("{\"op\":\"exec\",\"argv\":[\"true\"]}", 0, false, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_raw_round_trip_and_extra_fds),
         cmocka_unit_test(test_raw_truncated_and_nonblocking),
         cmocka_unit_test(test_exec_req_result),
+        cmocka_unit_test(test_exec_req_tty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

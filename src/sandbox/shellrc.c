@@ -1,0 +1,77 @@
+/* shellrc: the host's shell integration. See shellrc.h. */
+#include "sandbox/shellrc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+
+static const char launcher[] =
+    "# sandglass shell: bash if this sandbox has it, else sh, each with the\n"
+    "# host's shell integration (read-only; see bashrc and shrc here).\n"
+    "if command -v bash >/dev/null 2>&1; then\n"
+    "    exec bash --rcfile /etc/sandglass/bashrc -i\n"
+    "fi\n"
+    "ENV=/etc/sandglass/shrc\n"
+    "export ENV\n"
+    "exec sh -l -i\n";
+
+/* bash: the DEBUG trap marks each top-level simple command (C, with the
+ * status of the one before as its D), the prompt closes the last one.
+ * Control characters and ';' in the cwd, control characters in the
+ * command, are blanked: a mark is one OSC string. */
+static const char bashrc[] =
+    "# sandglass: the login set-up, then OSC 133 marks around each command.\n"
+    "[ -r /etc/profile ] && . /etc/profile\n"
+    "[ -r ~/.bashrc ] && . ~/.bashrc\n"
+    "__sg_cmd=0\n"
+    "__sg_prompt() {\n"
+    "    local s=$?\n"
+    "    [ \"$__sg_cmd\" = 1 ] && printf '\\033]133;D;%s\\007' \"$s\"\n"
+    "    __sg_cmd=0\n"
+    "    printf '\\033]133;A;cwd=%s\\007' \"${PWD//[;[:cntrl:]]/?}\"\n"
+    "    return $s\n"
+    "}\n"
+    "__sg_debug() {\n"
+    "    [[ $BASH_COMMAND == __sg_prompt* || -n $COMP_LINE ]] && return\n"
+    "    [ \"$__sg_cmd\" = 1 ] && printf '\\033]133;D;%s\\007' \"$1\"\n"
+    "    __sg_cmd=1\n"
+    "    printf '\\033]133;C;cwd=%s;cmd=%s\\007' \"${PWD//[;[:cntrl:]]/?}\" \"${BASH_COMMAND//[[:cntrl:]]/ }\"\n"
+    "}\n"
+    "PROMPT_COMMAND=\"__sg_prompt${PROMPT_COMMAND:+; $PROMPT_COMMAND}\"\n"
+    "PS1=\"${PS1:-\\\\s-\\\\v\\\\\\$ }\\[\\033]133;B\\007\\]\"\n"
+    "trap '__sg_debug \"$?\"' DEBUG\n";
+
+/* sh: no hook before a command; the prompt gives D (the last status), A
+ * (with the cwd) and B. */
+static const char shrc[] =
+    "# sandglass: OSC 133 marks at each prompt (sh has no hook before a command).\n"
+    "PS1=\"$(printf '\\033]133;D;')\"'$?'\"$(printf '\\007\\033]133;A;cwd=')\"'$PWD'"
+    "\"$(printf '\\007')\"'$ '\"$(printf '\\033]133;B\\007')\"\n";
+
+static int write_one(const char *dir, const char *name, const char *text, sg_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    sg_autoclose int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return sg_err_sys(err, "cannot create %s", path);
+    if (sg_write_all(fd, text, strlen(text)) < 0)
+        return sg_err_sys(err, "cannot write %s", path);
+    return 0;
+}
+
+int sg_shellrc_write(const char *dir, sg_err *err)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return sg_err_sys(err, "cannot create %s", dir);
+    if (write_one(dir, "shell", launcher, err) < 0 || write_one(dir, "bashrc", bashrc, err) < 0 ||
+        write_one(dir, "shrc", shrc, err) < 0)
+        return -1;
+    return 0;
+}
