@@ -39,6 +39,7 @@
 static const char *prog = "exec";
 
 static volatile sig_atomic_t ctl_fd_for_signals = -1;
+static volatile sig_atomic_t interactive_tty; /* -t -i: the caller's keys are raw bytes for the sandbox */
 static volatile sig_atomic_t signals_seen;
 static volatile sig_atomic_t term_sig; /* the first SIGTERM/SIGHUP */
 
@@ -72,9 +73,10 @@ static void forward_signal(int sig)
  * window would. Without raw mode (-t without -i) SIGINT goes on as exec's. */
 static void tty_forward_signal(int sig)
 {
-    if (sg_cli_tty_restore() || sig != SIGINT)
+    if (sig != SIGINT || interactive_tty) {
+        sg_cli_tty_restore();
         forward_as(sig, SIGHUP, true);
-    else
+    } else
         forward_signal(sig);
 }
 
@@ -254,7 +256,8 @@ static void tty_say(const char *buf, size_t n, char last_out)
 static int tty_relay(int fd, bool interactive, bool json)
 {
     int winch = sg_cli_tty_winch_fd();
-    if (interactive && sg_cli_tty_raw() < 0) {
+    interactive_tty = interactive;
+    if (sg_cli_tty_raw(interactive) < 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "cannot put the terminal in raw mode: %s", strerror(errno));
         return exec_fail(msg);

@@ -20,12 +20,15 @@ sg_ctl_winsz sg_cli_tty_size(void)
     return (sg_ctl_winsz){w.ws_row, w.ws_col};
 }
 
-int sg_cli_tty_raw(void)
+int sg_cli_tty_raw(bool input_too)
 {
     if (tcgetattr(0, &saved) < 0)
         return -errno;
     struct termios raw = saved;
-    cfmakeraw(&raw);
+    if (input_too)
+        cfmakeraw(&raw);
+    else
+        raw.c_oflag &= ~(tcflag_t)OPOST; /* the sandbox's terminal did the output processing */
     /* Set before the change: a signal between the two restores too much,
      * never too little. */
     is_raw = 1;

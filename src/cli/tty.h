@@ -15,9 +15,11 @@
  * knows). */
 sg_ctl_winsz sg_cli_tty_size(void);
 
-/* Puts the terminal on fd 0 in raw mode, remembering how it was. Returns
- * 0 or -errno. */
-int sg_cli_tty_raw(void);
+/* Puts the terminal on fd 0 in raw mode, remembering how it was; without
+ * input_too, only its output side (the sandbox's terminal already turned
+ * "\n" into "\r\n"): keys and Ctrl-C stay this terminal's. Returns 0 or
+ * -errno. */
+int sg_cli_tty_raw(bool input_too);
 
 /* Restores the terminal if sg_cli_tty_raw changed it (async-signal-safe;
  * idempotent). Returns whether it was raw. */
