@@ -250,6 +250,30 @@ static void tty_say(const char *buf, size_t n, char last_out)
     sg_write_all(2, buf, n);
 }
 
+/* One message of the supervisor during an exec: output, or the answer
+ * that ends it (returns true, *code set). With a terminal (tty), what the
+ * supervisor says itself goes on a restored terminal, on a line of its own. */
+static bool exec_message(uint8_t type, const char *buf, ssize_t n, bool json, bool tty, char *last_out, int *code)
+{
+    if (type == SG_CTL_STDOUT) {
+        sg_write_all(1, buf, (size_t)n);
+        if (n > 0)
+            *last_out = buf[n - 1];
+        return false;
+    }
+    if (type == SG_CTL_STDERR && tty) {
+        tty_say(buf, (size_t)n, *last_out);
+        *last_out = '\n';
+        return false;
+    }
+    if (type == SG_CTL_STDERR) {
+        sg_write_all(2, buf, (size_t)n);
+        return false;
+    }
+    sg_cli_tty_restore();
+    return exec_answer(type, buf, n, json, *last_out, code);
+}
+
 /* The relay of a tty exec once its request is sent: the caller's keys
  * (with -i) and window size up, the terminal's output down, until the
  * exit code comes. Returns the exit status. */
@@ -324,18 +348,8 @@ static int tty_relay(int fd, bool interactive, bool json)
             tty_say(line, (size_t)l, last_out);
             break;
         }
-        if (type == SG_CTL_STDOUT) {
-            sg_write_all(1, buf, (size_t)n);
-            if (n > 0)
-                last_out = buf[n - 1];
-        } else if (type == SG_CTL_STDERR) {
-            tty_say(buf, (size_t)n, last_out);
-            last_out = '\n';
-        } else {
-            sg_cli_tty_restore();
-            if (exec_answer(type, buf, n, json, last_out, &code))
-                break;
-        }
+        if (exec_message(type, buf, n, json, true, &last_out, &code))
+            break;
     }
     sg_cli_tty_restore();
     return code;
@@ -566,15 +580,8 @@ int sg_cmd_exec(int argc, char **argv)
             fprintf(stderr, "sandglass exec: lost the supervisor before the command finished\n");
             break;
         }
-        if (type == SG_CTL_STDOUT) {
-            sg_write_all(1, buf, (size_t)n);
-            if (n > 0)
-                last_out = buf[n - 1];
-        } else if (type == SG_CTL_STDERR) {
-            sg_write_all(2, buf, (size_t)n);
-        } else if (exec_answer(type, buf, n, json, last_out, &code)) {
+        if (exec_message(type, buf, n, json, false, &last_out, &code))
             break;
-        }
     }
     ctl_fd_for_signals = -1;
     relay_stop(&relay);

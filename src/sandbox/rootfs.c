@@ -61,7 +61,7 @@ static const char *const host_etc[] = {
 
 /* Entries of a --rootfs DIR and its etc/ that we never take from it. */
 static const char *const rootfs_skip_top[] = {
-    "proc", "dev", "sys", "tmp", "workspace", "etc",
+    "proc", "dev", "sys", "tmp", "workspace", "etc", "home",
 };
 static const char *const rootfs_skip_etc[] = {
     "passwd", "passwd-", "group", "group-", "shadow", "shadow-", "gshadow",
@@ -268,6 +268,12 @@ static bool keep_host_etc(const char *name)
     return match_list(name, host_etc, SG_ARRAY_LEN(host_etc));
 }
 
+static bool keep_any(const char *name)
+{
+    (void)name;
+    return true;
+}
+
 static bool keep_rootfs_top(const char *name)
 {
     return !in_list(name, rootfs_skip_top, SG_ARRAY_LEN(rootfs_skip_top));
@@ -436,6 +442,33 @@ static int setup_dev(sg_err *err)
     return 0;
 }
 
+/* The sandbox user's HOME (SG_ROOTFS_HOME): a tmpfs of its own, outside
+ * the workspace, so shell history and tool caches are neither captured
+ * nor checkpointed (rollback does not cover it; it goes with the sandbox).
+ * /home is a directory of the skeleton: a --rootfs's own /home entries
+ * are bound into it read-only, as its other top directories are. */
+static int setup_home(const sg_rootfs_opts *o, int rootfd, const char *rootpath, size_t *budget, sg_err *err)
+{
+    if (mkdir_stage("home", 0755, err) < 0)
+        return -1;
+    sg_autoclose int homefd = o->rootfs ? openat(rootfd, "home", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (homefd >= 0) {
+        char homepath[PATH_MAX];
+        snprintf(homepath, sizeof homepath, "%s/home", rootpath);
+        if (mirror_dir(homefd, homepath, "home", keep_any, budget, err) < 0)
+            return -1;
+    }
+    /* A --rootfs's own home/sandbox is hidden under ours. */
+    if (mkdir(STAGE SG_ROOTFS_HOME, 0700) < 0 && errno != EEXIST)
+        return sg_err_sys(err, "cannot create %s", SG_ROOTFS_HOME);
+    char opts[128];
+    snprintf(opts, sizeof opts, "mode=0700,uid=%u,gid=%u,size=%llu,nr_inodes=65536", (unsigned)o->uid,
+             (unsigned)o->gid, (unsigned long long)SG_ROOTFS_HOME_SIZE);
+    if (mount("tmpfs", STAGE SG_ROOTFS_HOME, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        return sg_err_sys(err, "cannot mount %s", SG_ROOTFS_HOME);
+    return 0;
+}
+
 /* The system directories and /etc, from the host or from --rootfs. */
 static int setup_system(const sg_rootfs_opts *o, int rootfd, const char *rootpath, const char *hostname,
                         sg_err *err)
@@ -469,6 +502,8 @@ static int setup_system(const sg_rootfs_opts *o, int rootfd, const char *rootpat
     if (write_accounts(o, hostname, err) < 0)
         return -1;
     if (sg_shellrc_write(STAGE SG_SHELLRC_DIR, err) < 0)
+        return -1;
+    if (setup_home(o, rootfd, rootpath, &budget, err) < 0)
         return -1;
 
     /* /var/tmp is where some tools expect scratch space. */
@@ -576,25 +611,6 @@ static int bind_idmapped(int wsfd, uid_t uid, gid_t gid, sg_err *err)
     return 0;
 }
 
-/* The sandbox user's HOME: a tmpfs of its own, outside the workspace, so
- * shell history and tool caches are neither captured nor checkpointed
- * (rollback does not cover it; it goes with the sandbox). Over a
- * --rootfs's /home, which it hides. */
-static int setup_home(const sg_rootfs_opts *o, sg_err *err)
-{
-    if (mkdir(STAGE "/home", 0755) < 0 && errno != EEXIST)
-        return sg_err_sys(err, "cannot create /home");
-    char opts[96];
-    snprintf(opts, sizeof opts, "mode=0755,size=%llu,nr_inodes=65536", (unsigned long long)SG_ROOTFS_HOME_SIZE);
-    if (mount("tmpfs", STAGE "/home", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-        return sg_err_sys(err, "cannot mount /home");
-    if (mkdir_stage(SG_ROOTFS_HOME + 1, 0700, err) < 0)
-        return -1;
-    if (chown(STAGE SG_ROOTFS_HOME, o->uid, o->gid) < 0)
-        return sg_err_sys(err, "cannot give %s to the sandbox user", SG_ROOTFS_HOME);
-    return 0;
-}
-
 int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
 {
     if (!o || !o->workspace)
@@ -637,8 +653,6 @@ int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
     if (mount("tmpfs", STAGE "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
         return sg_err_sys(err, "cannot mount /tmp");
 
-    if (setup_home(o, err) < 0)
-        return -1;
     if (mkdir_stage("workspace", 0755, err) < 0)
         return -1;
     if (o->idmap ? bind_idmapped(wsfd, o->uid, o->gid, err) < 0

@@ -352,7 +352,11 @@ static void test_programs_run(void **state)
     char *argv[] = { "/bin/sh", "-c",
                      "cat in.txt && pwd && id -un && hostname && ls / | tr '\\n' ' ' && echo && "
                      "echo made > made.txt && ls /nonexistent-dir 2>/dev/null; "
-                     "touch /usr/x 2>/dev/null && echo usr-writable; exit 7",
+                     "touch /usr/x 2>/dev/null && echo usr-writable; "
+                     "cd /home/sandbox && pwd && echo h > .hist && stat -c '%U %a' . && stat -f -c %T . && "
+                     "(touch /home/x 2>/dev/null && echo home-writable); "
+                     "grep -c '^sandbox:.*:/home/sandbox:' /etc/passwd; "
+                     "ls /etc/sandglass | tr '\\n' ' '; echo; exit 7",
                      NULL };
     sbx_cfg c = { .ws = ws, .drop = true, .argv = argv };
     sbx_res r;
@@ -362,9 +366,15 @@ static void test_programs_run(void **state)
     assert_int_equal(r.status, 7);
     assert_non_null(strstr(r.out, "from-host\n/workspace\nsandbox\n" HOSTNAME "\n"));
     /* lib32, lib64... depend on the host. */
-    assert_non_null(strstr(r.out, "bin dev etc lib"));
+    assert_non_null(strstr(r.out, "bin dev etc home lib"));
     assert_non_null(strstr(r.out, "proc sbin tmp usr var workspace \n"));
     assert_null(strstr(r.out, "usr-writable"));
+    /* HOME: the sandbox user's own tmpfs, outside the workspace; /home
+     * itself read-only; the shell integration under /etc/sandglass. */
+    assert_non_null(strstr(r.out, "\n/home/sandbox\nsandbox 700\ntmpfs\n1\nbashrc shell shrc \n"));
+    assert_null(strstr(r.out, "home-writable"));
+    sg_autofree char *hist = sg_strdup_printf("%s/.hist", ws);
+    assert_int_equal(access(hist, F_OK), -1);
     sg_autofree char *made = sg_strdup_printf("%s/made.txt", ws);
     struct stat st;
     assert_int_equal(stat(made, &st), 0);
@@ -413,6 +423,7 @@ static void test_custom_rootfs(void **state)
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "rootfs-etc\nrootfs-home\nsandbox\n0\n"));
     assert_non_null(strstr(r.out, "bin dev etc home lib lib64 proc sbin tmp usr var workspace"));
+    /* the rootfs's own /home entries stay, beside the private HOME */
     assert_null(strstr(r.out, "home-writable"));
     assert_null(strstr(r.out, "FAIL"));
     /* The rootfs directory was not written to. */
