@@ -91,6 +91,21 @@ class Term:
         os.close(self.slave)
 
 
+def running(sb: str, comm: str) -> bool:
+    """Whether a process named comm runs in the sandbox (seen from another exec)."""
+    p = env.exec(sb, "sh", "-c", "cat /proc/[0-9]*/comm 2>/dev/null")
+    return comm in p.stdout.decode().split()
+
+
+def await_running(sb: str, comm: str) -> bool:
+    end = time.time() + 30
+    while time.time() < end:
+        if running(sb, comm):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def text(t: Term) -> str:
     return t.out.decode(errors="replace")
 
@@ -128,12 +143,15 @@ def _():
     try:
         t.expect(re.escape(PROMPT_END))
         m = t.type(b"sleep 100\r")
-        tap.ok(t.expect(rb"cmd=sleep 100\x07", m), "sleep runs", repr(t.out[m:]))
+        # Ctrl-C is typed once sleep runs: before, it would reach bash.
+        tap.ok(t.expect(rb"cmd=sleep 100\x07", m) and await_running(sid, "sleep"), "sleep runs",
+               repr(t.out[m:]))
         m = t.type(b"\x03")
         tap.ok(t.expect(rb"133;D;130\x07.*" + re.escape(PROMPT_END), m), "Ctrl-C ends sleep (130), a new prompt",
                repr(t.out[m:]))
         m = t.type(b"echo alive\r")
         tap.ok(t.expect(rb"alive\r\n", m), "the shell survived Ctrl-C", repr(t.out[m:]))
+        tap.ok(not running(sid, "sleep"), "sleep is gone")
         t.expect(re.escape(PROMPT_END), m)
         t.resize(40, 120)
         # The resize travels CLI -> supervisor -> the sandbox's terminal; a
@@ -166,6 +184,7 @@ def _():
         tap.ok(raw_now(t), "the caller's terminal is in raw mode during the shell")
         m = t.type(b"sleep 100\r")
         t.expect(rb"cmd=sleep 100\x07", m)
+        await_running(sb, "sleep")
         p = env.run("abort", sb)
         tap.eq(p.returncode, 0, "abort")
         code = t.wait()
