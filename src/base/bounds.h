@@ -43,6 +43,11 @@
 #define SG_CKPT_LABEL_MAX 256           /* bytes of a checkpoint label */
 #define SG_CKPT_CACHE_MAX (1024ull * 1024 * 1024) /* stat cache file read at open */
 
+#define SG_PROC_EVENTS_MAX 1000        /* process events per window (an exec, or between two) */
+#define SG_PROC_LIVE_MAX 1024          /* recorded programs alive at once, per sandbox */
+#define SG_PROC_TRACK_MAX 65536        /* processes tracked per sandbox (also bounded by its pids limit) */
+#define SG_PROC_ARGV_MAX 4096          /* bytes of one program's argv kept */
+
 #define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */
 #define SG_MCP_FILE_MAX (4u * 1024 * 1024) /* write_file content; file edited by edit_file */
 #define SG_MCP_COMMAND_MAX (32u * 1024)  /* run_bash command */

@@ -9,6 +9,7 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "capture/procevents.h"
 #include "capture/testrule.h"
 #include "capture/watch.h"
 #include "delivery/spool.h"
@@ -22,6 +23,7 @@ struct sg_capture {
     sg_spool *spool;
     sg_uplink_client *uplink;  /* to the per-host uplink daemon (delivery/uplink_daemon.h) */
     sg_watch *watch;
+    sg_procevents *procs; /* programs run inside, from the kernel; NULL: unavailable */
     uv_check_t check;
     uv_timer_t heartbeat;
     bool unsynced;
@@ -184,6 +186,27 @@ static void on_watch_limit(void *ud, json_t *payload)
     sg_capture_emit(ud, "limit", payload);
 }
 
+static void on_procevent(void *ud, const char *kind, json_t *payload)
+{
+    sg_capture_emit(ud, kind, payload);
+}
+
+/* Process events, unless SANDGLASS_PROCEVENTS=0 (benchmarks compare). Not
+ * available (rootless: no CAP_NET_ADMIN) is said once, as a limit event. */
+static void procs_start(sg_capture *c, pid_t init_pid)
+{
+    const char *env = getenv("SANDGLASS_PROCEVENTS");
+    if (init_pid <= 0 || (env && strcmp(env, "0") == 0))
+        return;
+    sg_err err = {0};
+    c->procs = sg_procevents_new(c->loop, init_pid, on_procevent, c, &err);
+    if (!c->procs) {
+        log_line("no process events: %s", err.msg);
+        sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:s}", "what", "process", "state", "unavailable",
+                                              "error", err.msg));
+    }
+}
+
 static void on_uplink_event(void *ud, const sg_uplink_event *ev)
 {
     sg_capture *c = ud;
@@ -307,6 +330,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_capture_emit(c, "sandbox", sb);
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
+    procs_start(c, m->init_pid);
     sg_capture_sync(c);
     return c;
 }
@@ -355,6 +379,7 @@ sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *co
         sg_autofree char *s = sg_utf8_sanitize(*a, strlen(*a), &n);
         json_array_append_new(av, json_stringn(s ? s : "", n));
     }
+    sg_procevents_exec_begin(c->procs, exec_id, av, cwd);
     sg_capture_emit(c, "stdin", json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "command",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
@@ -415,6 +440,7 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
     if (!e)
         return;
     sg_capture *c = e->c;
+    sg_procevents_exec_end(c->procs, e->id); /* its programs before its result */
     sg_capture_flush_watch(c);
     diffs_window_end(c);
     emit_stream(e, "stdout", &e->out);
@@ -457,6 +483,7 @@ int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err)
 {
     if (!c)
         return 0;
+    sg_procevents_finish(c->procs);
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "stopped",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     sg_capture_sync(c);
@@ -487,6 +514,7 @@ void sg_capture_close(sg_capture *c)
         if (!uv_is_closing((uv_handle_t *)&c->heartbeat))
             uv_close((uv_handle_t *)&c->heartbeat, on_handle_closed);
     }
+    sg_procevents_close(c->procs);
     if (c->uplink)
         sg_uplink_client_close(c->uplink);
 }
@@ -497,6 +525,7 @@ void sg_capture_free(sg_capture *c)
         return;
     if (c->watch)
         sg_watch_free(c->watch);
+    sg_procevents_free(c->procs);
     if (c->uplink)
         sg_uplink_client_free(c->uplink);
     if (c->spool)

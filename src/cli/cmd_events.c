@@ -33,6 +33,7 @@
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
+#include "wire/ctl.h"
 #include "wire/token.h"
 
 #define PAGE 1000
@@ -104,6 +105,39 @@ static const char *first_line(const char *s, char *buf, size_t n)
     return buf;
 }
 
+/* A process event: "pid 4 <- 3 sh -c 'x' -> exit 0 in 0.102s (exec 2, background)". */
+static void process_summary(json_t *p, char *out, size_t n)
+{
+    json_t *av = json_object_get(p, "argv");
+    char line[200] = "", st[48], extra[64] = "";
+    if (json_is_array(av)) {
+        sg_autofree char *argv_line = NULL;
+        size_t cap = json_array_size(av) + 1;
+        sg_autofree const char **v = calloc(cap, sizeof *v);
+        for (size_t i = 0; v && i + 1 < cap; i++)
+            v[i] = json_string_value(json_array_get(av, i)) ? json_string_value(json_array_get(av, i)) : "";
+        argv_line = v ? sg_exec_cmdline((char *const *)v) : NULL;
+        first_line(argv_line, line, sizeof line);
+    } else {
+        snprintf(line, sizeof line, "(argv not read: it ended first)");
+    }
+    json_t *ec = json_object_get(p, "exit_code"), *sig = json_object_get(p, "signal");
+    if (json_is_integer(ec))
+        snprintf(st, sizeof st, "exit %lld", (long long)json_integer_value(ec));
+    else if (json_is_integer(sig))
+        snprintf(st, sizeof st, "signal %lld", (long long)json_integer_value(sig));
+    else if (json_is_true(json_object_get(p, "replaced")))
+        snprintf(st, sizeof st, "exec'd another program");
+    else
+        snprintf(st, sizeof st, "still running");
+    if (json_is_integer(json_object_get(p, "exec_id")))
+        snprintf(extra, sizeof extra, " (exec %lld%s)", (long long)json_integer_value(json_object_get(p, "exec_id")),
+                 json_is_true(json_object_get(p, "background")) ? ", background" : "");
+    snprintf(out, n, "pid %lld <- %lld %s -> %s in %.3fs%s", (long long)json_integer_value(json_object_get(p, "pid")),
+             (long long)json_integer_value(json_object_get(p, "ppid")), line, st,
+             json_number_value(json_object_get(p, "duration_s")), extra);
+}
+
 static void print_timeline(json_t *ev, bool show_stream)
 {
     const char *ts = json_string_value(json_object_get(ev, "ts"));
@@ -161,6 +195,8 @@ static void print_timeline(json_t *ev, bool show_stream)
         snprintf(summary, sizeof summary, "+%d -%d %s%s%s (%s%s)", plus, minus,
                  old ? old : "", old ? " -> " : "", path ? path : "?", change ? change : "?",
                  extra);
+    } else if (strcmp(kind, "process") == 0) {
+        process_summary(p, summary, sizeof summary);
     } else if (strcmp(kind, "activity") == 0) {
         const char *state = json_string_value(json_object_get(p, "state"));
         json_t *sp = json_object_get(p, "spooled");

@@ -22,6 +22,7 @@ static const char *const kind_names[SG_EV__COUNT] = {
     [SG_EV_ROLLBACK] = "rollback",
     [SG_EV_LIMIT] = "limit",
     [SG_EV_SANDBOX] = "sandbox",
+    [SG_EV_PROCESS] = "process",
 };
 
 const char *sg_event_kind_name(int kind)

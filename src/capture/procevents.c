@@ -1,0 +1,667 @@
+/* procevents: programs run in a sandbox, from the kernel's process events
+ * connector (see procevents.h for what it can miss). */
+#include "capture/procevents.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/cn_proc.h>
+#include <linux/connector.h>
+#include <linux/filter.h>
+#include <linux/netlink.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+
+#define log_line(...) sg_log_line("procevents", __VA_ARGS__)
+
+#define NBUCKETS 1024
+#define RUNNING_MAX 64          /* execs in flight remembered (SG_MCP_MAX_CALLS) */
+#define RCVBUF (4 * 1024 * 1024) /* the kernel's queue for us: a burst of ~60k events */
+
+/* One program being recorded: what was read at its exec event. */
+typedef struct prog {
+    json_t *payload; /* pid, ppid, argv, cwd, start_ts, exec_id, background */
+    uint64_t start_ns;
+} prog;
+
+/* One process of the sandbox (a thread group), by host pid. */
+typedef struct pent {
+    pid_t pid, ppid; /* host pids; ppid: the parent at fork */
+    pid_t nspid;     /* in the sandbox's pid namespace; 0 = not read yet */
+    uint32_t exec_id; /* the exec whose tree it belongs to; 0 = none known */
+    bool execd;       /* ran a program of its own (not only a fork) */
+    prog *rec;        /* the program being recorded, if any */
+    struct pent *next;
+} pent;
+
+struct sg_procevents {
+    uv_loop_t *loop;
+    uv_poll_t poll;
+    int fd;
+    pid_t init_pid;
+    char pidns[64]; /* "pid:[N]" of the sandbox */
+    sg_procevents_emit_fn emit;
+    void *ud;
+    pent *bucket[NBUCKETS];
+    size_t tracked, live;
+    uint32_t running[RUNNING_MAX];
+    size_t nrunning;
+    uint32_t last_exec;
+    json_t *exec_argv; /* last_exec's request */
+    char *exec_cwd;
+    /* the window: recorded programs and those only counted */
+    uint64_t recorded, dropped, untracked, lost;
+    bool closed;
+};
+
+/* ---- the set of the sandbox's processes ------------------------------------- */
+
+static pent **slot(sg_procevents *p, pid_t pid)
+{
+    pent **e = &p->bucket[(uint32_t)pid % NBUCKETS];
+    while (*e && (*e)->pid != pid)
+        e = &(*e)->next;
+    return e;
+}
+
+static pent *lookup(sg_procevents *p, pid_t pid)
+{
+    return *slot(p, pid);
+}
+
+static pent *track(sg_procevents *p, pid_t pid, pid_t ppid, uint32_t exec_id)
+{
+    pent **s = slot(p, pid);
+    if (*s)
+        return *s;
+    if (p->tracked >= SG_PROC_TRACK_MAX) {
+        p->untracked++;
+        return NULL;
+    }
+    pent *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->pid = pid;
+    e->ppid = ppid;
+    e->exec_id = exec_id;
+    *s = e;
+    p->tracked++;
+    return e;
+}
+
+static void prog_free(sg_procevents *p, pent *e)
+{
+    if (!e->rec)
+        return;
+    json_decref(e->rec->payload);
+    free(e->rec);
+    e->rec = NULL;
+    p->live--;
+}
+
+static void untrack(sg_procevents *p, pid_t pid)
+{
+    pent **s = slot(p, pid);
+    pent *e = *s;
+    if (!e)
+        return;
+    *s = e->next;
+    prog_free(p, e);
+    free(e);
+    p->tracked--;
+}
+
+/* ---- reading a process from /proc ------------------------------------------- */
+
+/* The monotonic time the connector stamps as RFC 3339 wall time. */
+static void fmt_ts(uint64_t mono_ns, char *buf, size_t len)
+{
+    struct timespec rt, mt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mt);
+    int64_t now_mono = (int64_t)mt.tv_sec * 1000000000 + mt.tv_nsec;
+    int64_t wall = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - (now_mono - (int64_t)mono_ns);
+    time_t sec = (time_t)(wall / 1000000000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%06ld+00:00", base, (long)(wall % 1000000000 / 1000));
+}
+
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t len)
+{
+    sg_autoclose int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+/* The innermost pid of /proc/<dirfd>/status's NSpid (the sandbox's, for a
+ * process of the sandbox), and its PPid (host); 0 when unreadable. */
+static pid_t read_nspid(int dirfd, pid_t *ppid)
+{
+    char buf[2048];
+    ssize_t n = read_at(dirfd, "status", buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *l = strstr(buf, "\nPPid:");
+    if (l && ppid)
+        *ppid = (pid_t)strtol(l + 6, NULL, 10);
+    l = strstr(buf, "\nNSpid:");
+    if (!l)
+        return 0;
+    char *end = strchr(l + 1, '\n');
+    if (end)
+        *end = 0;
+    char *last = strrchr(l, '\t');
+    return last ? (pid_t)strtol(last + 1, NULL, 10) : 0;
+}
+
+static int open_proc(pid_t pid)
+{
+    char path[32];
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* Whether the process behind dirfd lives in the sandbox's pid namespace:
+ * a host process that took a pid we tracked is never read further. */
+static bool in_sandbox(const sg_procevents *p, int dirfd)
+{
+    char ns[64];
+    ssize_t n = readlinkat(dirfd, "ns/pid", ns, sizeof ns - 1);
+    if (n <= 0)
+        return false;
+    ns[n] = 0;
+    return strcmp(ns, p->pidns) == 0;
+}
+
+static pid_t nspid_of(sg_procevents *p, pid_t pid)
+{
+    if (pid == p->init_pid)
+        return 1;
+    pent *e = lookup(p, pid);
+    if (e && e->nspid)
+        return e->nspid;
+    sg_autoclose int d = open_proc(pid);
+    if (d < 0 || !in_sandbox(p, d))
+        return 0;
+    pid_t ns = read_nspid(d, NULL);
+    if (e)
+        e->nspid = ns;
+    return ns;
+}
+
+static json_t *read_argv(int dirfd)
+{
+    char *buf = malloc(SG_PROC_ARGV_MAX + 1);
+    if (!buf)
+        return NULL;
+    ssize_t n = read_at(dirfd, "cmdline", buf, SG_PROC_ARGV_MAX + 1);
+    if (n < 0) {
+        free(buf);
+        return NULL;
+    }
+    bool cut = n > SG_PROC_ARGV_MAX;
+    if (cut)
+        n = SG_PROC_ARGV_MAX;
+    json_t *av = json_array();
+    for (ssize_t i = 0; av && i < n;) {
+        size_t len = strnlen(buf + i, (size_t)(n - i));
+        size_t clen = 0;
+        sg_autofree char *s = sg_utf8_sanitize(buf + i, len, &clen);
+        json_array_append_new(av, json_stringn(s ? s : "", s ? clen : 0));
+        i += (ssize_t)len + 1;
+    }
+    free(buf);
+    return cut ? json_pack("{s:o, s:b}", "argv", av, "cut", true) : av;
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+static bool exec_running(const sg_procevents *p, uint32_t id)
+{
+    for (size_t i = 0; i < p->nrunning; i++)
+        if (p->running[i] == id)
+            return true;
+    return false;
+}
+
+enum how { END_EXIT, END_REPLACED, END_RUNNING };
+
+/* A program ended (exit, or it replaced itself by another exec), or is
+ * still running when the sandbox ends: its event. */
+static void prog_end(sg_procevents *p, pent *e, uint64_t ts_ns, enum how how, int status)
+{
+    if (!e->rec)
+        return;
+    json_t *j = e->rec->payload;
+    e->rec->payload = NULL;
+    char ts[48];
+    fmt_ts(ts_ns, ts, sizeof ts);
+    json_object_set_new(j, "end_ts", json_string(ts));
+    double dur = ts_ns > e->rec->start_ns ? (double)(ts_ns - e->rec->start_ns) / 1e9 : 0;
+    json_object_set_new(j, "duration_s", json_real((double)(int64_t)(dur * 1e6) / 1e6));
+    if (how != END_EXIT) {
+        json_object_set_new(j, "exit_code", json_null());
+        json_object_set_new(j, how == END_REPLACED ? "replaced" : "running_at_end", json_true());
+    } else if (WIFSIGNALED(status)) {
+        json_object_set_new(j, "exit_code", json_null());
+        json_object_set_new(j, "signal", json_integer(WTERMSIG(status)));
+    } else {
+        json_object_set_new(j, "exit_code", json_integer(WEXITSTATUS(status)));
+    }
+    prog_free(p, e);
+    p->emit(p->ud, "process", j);
+}
+
+/* init's ready child runs sandglass-exec (a memfd) before the exec's own
+ * program replaces it: that stub is not the learner's. */
+static bool is_exec_stub(int dirfd)
+{
+    char exe[64];
+    ssize_t n = readlinkat(dirfd, "exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return false;
+    exe[n] = 0;
+    return strncmp(exe, "/memfd:sandglass-exec", 21) == 0;
+}
+
+static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns)
+{
+    pent *e = lookup(p, pid);
+    if (!e)
+        return;
+    sg_autoclose int d = open_proc(pid);
+    if (d >= 0 && !in_sandbox(p, d)) {
+        untrack(p, pid); /* a reused pid: never ours */
+        return;
+    }
+    if (e->ppid == p->init_pid && !e->execd && d >= 0 && is_exec_stub(d))
+        return;
+    bool top = e->ppid == p->init_pid && !e->execd; /* an exec's own program */
+    if (top)
+        e->exec_id = p->nrunning ? p->last_exec : 0;
+    prog_end(p, e, ts_ns, END_REPLACED, 0);
+    e->execd = true;
+    if (p->recorded >= SG_PROC_EVENTS_MAX || p->live >= SG_PROC_LIVE_MAX) {
+        p->dropped++;
+        return;
+    }
+    prog *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->start_ns = ts_ns;
+    if (d >= 0 && !e->nspid)
+        e->nspid = read_nspid(d, NULL);
+    char ts[48];
+    fmt_ts(ts_ns, ts, sizeof ts);
+    json_t *j = json_pack("{s:s}", "start_ts", ts);
+    json_t *av = d >= 0 ? read_argv(d) : NULL;
+    if (json_is_object(av)) { /* cut at SG_PROC_ARGV_MAX */
+        json_object_set(j, "argv", json_object_get(av, "argv"));
+        json_object_set_new(j, "argv_truncated", json_true());
+        json_decref(av);
+    } else if (av) {
+        json_object_set_new(j, "argv", av);
+    } else if (top && e->exec_id && p->exec_argv) { /* gone: the request says */
+        json_object_set(j, "argv", p->exec_argv);
+        json_object_set_new(j, "from_request", json_true());
+    } else {
+        json_object_set_new(j, "argv", json_null()); /* gone before we read it */
+    }
+    char cwd[4096];
+    ssize_t n = d >= 0 ? readlinkat(d, "cwd", cwd, sizeof cwd - 1) : -1;
+    size_t clen = 0;
+    sg_autofree char *cw = n > 0 ? sg_utf8_sanitize(cwd, (size_t)n, &clen) : NULL;
+    if (cw)
+        json_object_set_new(j, "cwd", json_stringn(cw, clen));
+    else
+        json_object_set_new(j, "cwd", top && e->exec_id && p->exec_cwd ? json_string(p->exec_cwd) : json_null());
+    json_object_set_new(j, "pid", e->nspid ? json_integer(e->nspid) : json_null());
+    pid_t pp = nspid_of(p, e->ppid);
+    json_object_set_new(j, "ppid", pp ? json_integer(pp) : json_null());
+    if (e->exec_id) {
+        json_object_set_new(j, "exec_id", json_integer(e->exec_id));
+        json_object_set_new(j, "background", json_boolean(!exec_running(p, e->exec_id)));
+    }
+    r->payload = j;
+    e->rec = r;
+    p->live++;
+    p->recorded++;
+}
+
+static void on_fork(sg_procevents *p, pid_t parent, pid_t child)
+{
+    pent *pe = lookup(p, parent);
+    if (pe)
+        track(p, child, parent, pe->exec_id);
+}
+
+static void on_exit_ev(sg_procevents *p, pid_t pid, uint32_t code, uint64_t ts_ns)
+{
+    pent *e = lookup(p, pid);
+    if (!e || pid == p->init_pid)
+        return;
+    prog_end(p, e, ts_ns, END_EXIT, (int)code);
+    untrack(p, pid);
+}
+
+/* Every process in the sandbox's pid namespace, from /proc: at start (a
+ * claimed or adopted sandbox has processes already) and after the kernel
+ * dropped events. Entries that are no longer in it go. */
+static void rescan(sg_procevents *p)
+{
+    sg_autoclosedir DIR *dir = opendir("/proc");
+    if (!dir)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0 || lookup(p, (pid_t)pid))
+            continue;
+        sg_autoclose int d = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0 || !in_sandbox(p, d))
+            continue;
+        pid_t ppid = 0;
+        pid_t ns = read_nspid(d, &ppid);
+        pent *pe = lookup(p, ppid);
+        pent *e = track(p, (pid_t)pid, ppid, pe ? pe->exec_id : 0);
+        if (e) {
+            e->nspid = ns;
+            e->execd = true; /* already running: not recorded */
+        }
+    }
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (pent **e = &p->bucket[b]; *e;) {
+            sg_autoclose int d = open_proc((*e)->pid);
+            if ((*e)->pid != p->init_pid && (d < 0 || !in_sandbox(p, d))) {
+                pent *gone = *e;
+                *e = gone->next;
+                prog_free(p, gone);
+                free(gone);
+                p->tracked--;
+            } else {
+                e = &(*e)->next;
+            }
+        }
+}
+
+/* ---- the connector ---------------------------------------------------------- */
+
+static void handle(sg_procevents *p, const struct proc_event *ev)
+{
+    switch (ev->what) {
+    case PROC_EVENT_FORK:
+        if (ev->event_data.fork.child_pid == ev->event_data.fork.child_tgid)
+            on_fork(p, ev->event_data.fork.parent_tgid, ev->event_data.fork.child_tgid);
+        break;
+    case PROC_EVENT_EXEC:
+        on_exec(p, ev->event_data.exec.process_tgid, ev->timestamp_ns);
+        break;
+    case PROC_EVENT_EXIT:
+        if (ev->event_data.exit.process_pid == ev->event_data.exit.process_tgid)
+            on_exit_ev(p, ev->event_data.exit.process_tgid, ev->event_data.exit.exit_code,
+                       ev->timestamp_ns);
+        break;
+    default:
+        break;
+    }
+}
+
+void sg_procevents_drain(sg_procevents *p)
+{
+    if (!p || p->fd < 0)
+        return;
+    char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+    for (;;) {
+        ssize_t got = recv(p->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && errno == ENOBUFS) { /* the kernel dropped some */
+            p->lost++;
+            rescan(p);
+            continue;
+        }
+        if (got <= 0)
+            return;
+        int n = (int)got;
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type != NLMSG_DONE)
+                continue;
+            const struct cn_msg *cn = NLMSG_DATA(h);
+            if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
+                h->nlmsg_len < NLMSG_LENGTH(sizeof *cn + sizeof(struct proc_event)))
+                continue;
+            handle(p, (const struct proc_event *)cn->data);
+        }
+    }
+}
+
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    sg_procevents_drain(h->data);
+}
+
+/* Keeps fork (not of a thread), exec and exit (of a thread group), in the
+ * kernel: a host thread storm never wakes a supervisor. Loads are in
+ * network byte order, so constants are too. */
+#define OFF_EV (NLMSG_LENGTH(0) + offsetof(struct cn_msg, data))
+#define OFF(f) ((uint32_t)(OFF_EV + offsetof(struct proc_event, f)))
+static int attach_filter(int fd)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF(what)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXEC), 10, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_FORK), 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXIT), 4, 9),
+        /* fork: child_pid == child_tgid */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF(event_data.fork.child_tgid)),
+        BPF_STMT(BPF_MISC | BPF_TAX, 0),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF(event_data.fork.child_pid)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_X, 0, 4, 5),
+        /* exit: process_pid == process_tgid */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF(event_data.exit.process_tgid)),
+        BPF_STMT(BPF_MISC | BPF_TAX, 0),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF(event_data.exit.process_pid)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_X, 0, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog fprog = {.len = SG_ARRAY_LEN(code), .filter = code};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog);
+}
+
+static int send_op(int fd, enum proc_cn_mcast_op op)
+{
+    struct {
+        struct nlmsghdr h;
+        struct cn_msg cn;
+        enum proc_cn_mcast_op op;
+    } __attribute__((packed)) msg = {0};
+    msg.h.nlmsg_len = sizeof msg;
+    msg.h.nlmsg_type = NLMSG_DONE;
+    msg.h.nlmsg_pid = (uint32_t)getpid();
+    msg.cn.id.idx = CN_IDX_PROC;
+    msg.cn.id.val = CN_VAL_PROC;
+    msg.cn.len = sizeof op;
+    msg.op = op;
+    return send(fd, &msg, sizeof msg, 0) == (ssize_t)sizeof msg ? 0 : -1;
+}
+
+sg_procevents *sg_procevents_new(uv_loop_t *loop, pid_t init_pid, sg_procevents_emit_fn emit,
+                                 void *ud, sg_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)init_pid);
+    char ns[64];
+    ssize_t n = readlink(path, ns, sizeof ns - 1);
+    if (n <= 0) {
+        sg_err_sys(err, "readlink %s", path);
+        return NULL;
+    }
+    ns[n] = 0;
+    sg_autoclose int fd = socket(PF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_CONNECTOR);
+    if (fd < 0) {
+        sg_err_sys(err, "the process events connector");
+        return NULL;
+    }
+    int sz = RCVBUF;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC};
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        sg_err_sys(err, "subscribe to the process events connector");
+        return NULL;
+    }
+    if (attach_filter(fd) < 0) {
+        sg_err_sys(err, "the process events filter");
+        return NULL;
+    }
+    if (send_op(fd, PROC_CN_MCAST_LISTEN) < 0) {
+        sg_err_sys(err, "listen to process events");
+        return NULL;
+    }
+    sg_procevents *p = calloc(1, sizeof *p);
+    if (!p) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    p->fd = -1;
+    p->loop = loop;
+    p->init_pid = init_pid;
+    memcpy(p->pidns, ns, (size_t)n + 1);
+    p->emit = emit;
+    p->ud = ud;
+    pent *init = track(p, init_pid, 0, 0);
+    if (init) {
+        init->nspid = 1;
+        init->execd = true;
+    }
+    rescan(p); /* after subscribing: nothing falls between */
+    if (uv_poll_init(loop, &p->poll, fd) < 0) {
+        sg_procevents_free(p);
+        sg_err_set(err, EIO, "cannot poll the process events connector");
+        return NULL;
+    }
+    p->fd = fd;
+    fd = -1;
+    p->poll.data = p;
+    uv_poll_start(&p->poll, UV_READABLE, on_readable);
+    return p;
+}
+
+/* Closes a window: what was not recorded one by one, summed up. */
+static void window_end(sg_procevents *p)
+{
+    if (p->dropped || p->lost || p->untracked)
+        p->emit(p->ud, "limit", json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "what", "process",
+            "limit", (json_int_t)SG_PROC_EVENTS_MAX, "not_reported", (json_int_t)p->dropped,
+            "queue_overflows", (json_int_t)p->lost, "untracked", (json_int_t)p->untracked,
+            "note", "more programs than the limit, or the kernel's queue overflowed: the rest are "
+                    "not reported one by one"));
+    p->recorded = p->dropped = p->lost = p->untracked = 0;
+}
+
+void sg_procevents_exec_begin(sg_procevents *p, uint32_t exec_id, json_t *argv, const char *cwd)
+{
+    if (!p)
+        return;
+    sg_procevents_drain(p);
+    window_end(p);
+    if (p->nrunning < RUNNING_MAX)
+        p->running[p->nrunning++] = exec_id;
+    p->last_exec = exec_id;
+    json_decref(p->exec_argv);
+    p->exec_argv = json_incref(argv);
+    free(p->exec_cwd);
+    p->exec_cwd = cwd ? strdup(cwd) : NULL;
+}
+
+void sg_procevents_exec_end(sg_procevents *p, uint32_t exec_id)
+{
+    if (!p)
+        return;
+    sg_procevents_drain(p);
+    window_end(p);
+    for (size_t i = 0; i < p->nrunning; i++)
+        if (p->running[i] == exec_id) {
+            p->running[i] = p->running[--p->nrunning];
+            break;
+        }
+}
+
+void sg_procevents_finish(sg_procevents *p)
+{
+    if (!p)
+        return;
+    sg_procevents_drain(p);
+    struct timespec mt;
+    clock_gettime(CLOCK_MONOTONIC, &mt);
+    uint64_t now = (uint64_t)mt.tv_sec * 1000000000 + (uint64_t)mt.tv_nsec;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (pent *e = p->bucket[b]; e; e = e->next)
+            if (e->rec)
+                prog_end(p, e, now, END_RUNNING, 0);
+    window_end(p);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void sg_procevents_close(sg_procevents *p)
+{
+    if (!p || p->closed)
+        return;
+    p->closed = true;
+    if (p->fd >= 0) {
+        send_op(p->fd, PROC_CN_MCAST_IGNORE);
+        uv_poll_stop(&p->poll);
+        uv_close((uv_handle_t *)&p->poll, on_closed);
+    }
+}
+
+void sg_procevents_free(sg_procevents *p)
+{
+    if (!p)
+        return;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        while (p->bucket[b])
+            untrack(p, p->bucket[b]->pid);
+    if (p->fd >= 0)
+        close(p->fd);
+    json_decref(p->exec_argv);
+    free(p->exec_cwd);
+    free(p);
+}

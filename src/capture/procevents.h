@@ -1,0 +1,68 @@
+/* procevents: every program started inside a sandbox, recorded from the
+ * host, whatever the shell or the learner says: one `process` event per
+ * program (pid and parent in the sandbox's pid namespace, argv, cwd, start
+ * and end, exit status, the exec whose process tree it belongs to).
+ *
+ * Mechanism: the kernel's process events connector (NETLINK_CONNECTOR,
+ * CN_IDX_PROC; needs CAP_NET_ADMIN, so a rootless sandbox has none). It is
+ * host-wide: a socket filter in the kernel drops all but process forks,
+ * execs and exits (threads never reach us), and the rest is matched
+ * against the set of the sandbox's processes, which starts with its init
+ * and grows by fork (a fork's parent is always known before its child), so
+ * a host process costs one hash lookup and no /proc read.
+ *
+ * What it can miss (said in docs/ARCHITECTURE.md too):
+ *  - argv, cwd and the namespace pid are read from /proc when the
+ *    supervisor handles the exec event, after the program started: a
+ *    program that exits (or execs again) first — a /bin/true in a busy
+ *    loop on a loaded host — is recorded with its parent, times and exit
+ *    status but argv, cwd and pid null (an exec's own program falls back to
+ *    the exec's request); one that rewrote its argv memory in between is
+ *    recorded as it made itself look. Closing this gap needs the exec
+ *    stopped until it is read (seccomp user notification on execve).
+ *  - the kernel drops events when our socket's queue overflows (a fork
+ *    storm on the host): that is reported as a `limit` event and the set is
+ *    rebuilt from /proc (processes started meanwhile are not recorded).
+ *  - processes started before the capture started (a supervisor that
+ *    adopted a running sandbox) are tracked but not recorded.
+ *  - past SG_PROC_EVENTS_MAX programs in one window (an exec, or the time
+ *    between two) the rest are counted in one `limit` event, and past
+ *    SG_PROC_LIVE_MAX programs alive at once the newer ones are counted
+ *    too: a learner can start 10^5 processes, the host keeps bounded state.
+ */
+#ifndef SG_PROCEVENTS_H
+#define SG_PROCEVENTS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "base/err.h"
+
+typedef struct sg_procevents sg_procevents;
+/* Receives each event (payload stolen): "process" or "limit". */
+typedef void (*sg_procevents_emit_fn)(void *ud, const char *kind, json_t *payload);
+
+/* Subscribes and starts tracking the processes of the sandbox whose init
+ * is init_pid (a host pid). NULL with err when the connector is not
+ * available (no CAP_NET_ADMIN, no kernel support). */
+sg_procevents *sg_procevents_new(uv_loop_t *loop, pid_t init_pid, sg_procevents_emit_fn emit,
+                                 void *ud, sg_err *err);
+/* Reads every event the kernel has queued (each exec's end calls it: the
+ * kernel queues a process's exit before its parent can reap it). */
+void sg_procevents_drain(sg_procevents *p);
+/* An exec starts: init's next child belongs to it; a new window. argv (a
+ * JSON array, borrowed) and cwd are the exec's request: they stand in for
+ * its program's own when that exits before /proc could be read. */
+void sg_procevents_exec_begin(sg_procevents *p, uint32_t exec_id, json_t *argv, const char *cwd);
+/* An exec ended: its events are drained, the window closes. */
+void sg_procevents_exec_end(sg_procevents *p, uint32_t exec_id);
+/* The sandbox ends: drains, then records what is still alive as running. */
+void sg_procevents_finish(sg_procevents *p);
+/* Stops the subscription and closes the handle (inside or outside uv_run);
+ * free after the loop ran the close. */
+void sg_procevents_close(sg_procevents *p);
+void sg_procevents_free(sg_procevents *p);
+
+#endif
