@@ -30,6 +30,7 @@
 #define NBUCKETS 1024
 #define RUNNING_MAX 64          /* execs in flight remembered (SG_MCP_MAX_CALLS) */
 #define RCVBUF (4 * 1024 * 1024) /* the kernel's queue for us: a burst of ~60k events */
+#define BATCH 256               /* events read before any is handled */
 
 /* One program being recorded: what was read at its exec event. */
 typedef struct prog {
@@ -49,7 +50,8 @@ typedef struct pent {
 
 struct sg_procevents {
     uv_loop_t *loop;
-    uv_poll_t poll;
+    uv_poll_t *poll; /* its own allocation: freed by its close callback, so
+                      * the capture can free this at once after close */
     int fd;
     pid_t init_pid;
     char pidns[64]; /* "pid:[N]" of the sandbox */
@@ -293,7 +295,9 @@ static bool is_exec_stub(int dirfd)
     return strncmp(exe, "/memfd:sandglass-exec", 21) == 0;
 }
 
-static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns)
+/* stale: the process exec'd again since (later in the batch): /proc shows
+ * the later program, so this one is recorded without argv and cwd. */
+static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
 {
     pent *e = lookup(p, pid);
     if (!e)
@@ -303,7 +307,10 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns)
         untrack(p, pid); /* a reused pid: never ours */
         return;
     }
-    if (e->ppid == p->init_pid && !e->execd && d >= 0 && is_exec_stub(d))
+    int procd = stale ? -1 : d; /* what may be read of this program */
+    /* init's child: the ready stub, or (stale) the stub that became the
+     * exec's program at once, which the next event records */
+    if (e->ppid == p->init_pid && !e->execd && (stale || (d >= 0 && is_exec_stub(d))))
         return;
     bool top = e->ppid == p->init_pid && !e->execd; /* an exec's own program */
     if (top)
@@ -323,7 +330,7 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns)
     char ts[48];
     fmt_ts(ts_ns, ts, sizeof ts);
     json_t *j = json_pack("{s:s}", "start_ts", ts);
-    json_t *av = d >= 0 ? read_argv(d) : NULL;
+    json_t *av = procd >= 0 ? read_argv(procd) : NULL;
     if (json_is_object(av)) { /* cut at SG_PROC_ARGV_MAX */
         json_object_set(j, "argv", json_object_get(av, "argv"));
         json_object_set_new(j, "argv_truncated", json_true());
@@ -337,7 +344,7 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns)
         json_object_set_new(j, "argv", json_null()); /* gone before we read it */
     }
     char cwd[4096];
-    ssize_t n = d >= 0 ? readlinkat(d, "cwd", cwd, sizeof cwd - 1) : -1;
+    ssize_t n = procd >= 0 ? readlinkat(procd, "cwd", cwd, sizeof cwd - 1) : -1;
     size_t clen = 0;
     sg_autofree char *cw = n > 0 ? sg_utf8_sanitize(cwd, (size_t)n, &clen) : NULL;
     if (cw)
@@ -416,15 +423,27 @@ static void rescan(sg_procevents *p)
 
 /* ---- the connector ---------------------------------------------------------- */
 
-static void handle(sg_procevents *p, const struct proc_event *ev)
+/* Whether a later event of the batch is an exec of the same process: then
+ * /proc shows that later program, not this one. */
+static bool execs_again(const struct proc_event *evs, size_t i, size_t n)
 {
+    pid_t pid = evs[i].event_data.exec.process_tgid;
+    for (size_t j = i + 1; j < n; j++)
+        if (evs[j].what == PROC_EVENT_EXEC && evs[j].event_data.exec.process_tgid == pid)
+            return true;
+    return false;
+}
+
+static void handle(sg_procevents *p, const struct proc_event *evs, size_t i, size_t n)
+{
+    const struct proc_event *ev = &evs[i];
     switch (ev->what) {
     case PROC_EVENT_FORK:
         if (ev->event_data.fork.child_pid == ev->event_data.fork.child_tgid)
             on_fork(p, ev->event_data.fork.parent_tgid, ev->event_data.fork.child_tgid);
         break;
     case PROC_EVENT_EXEC:
-        on_exec(p, ev->event_data.exec.process_tgid, ev->timestamp_ns);
+        on_exec(p, ev->event_data.exec.process_tgid, ev->timestamp_ns, execs_again(evs, i, n));
         break;
     case PROC_EVENT_EXIT:
         if (ev->event_data.exit.process_pid == ev->event_data.exit.process_tgid)
@@ -436,11 +455,11 @@ static void handle(sg_procevents *p, const struct proc_event *ev)
     }
 }
 
-void sg_procevents_drain(sg_procevents *p)
+/* One recv: 0 with *ev filled, 1 for another kind of message, -1 when the
+ * queue is empty (or broken). */
+static int recv_one(sg_procevents *p, struct proc_event *ev)
 {
-    if (!p || p->fd < 0)
-        return;
-    char buf[8192] __attribute__((aligned(NLMSG_ALIGNTO)));
+    char buf[1024] __attribute__((aligned(NLMSG_ALIGNTO)));
     for (;;) {
         ssize_t got = recv(p->fd, buf, sizeof buf, MSG_DONTWAIT);
         if (got < 0 && errno == EINTR)
@@ -451,17 +470,36 @@ void sg_procevents_drain(sg_procevents *p)
             continue;
         }
         if (got <= 0)
+            return -1;
+        struct nlmsghdr *h = (struct nlmsghdr *)buf;
+        if (!NLMSG_OK(h, (int)got) || h->nlmsg_type != NLMSG_DONE)
+            return 1;
+        const struct cn_msg *cn = NLMSG_DATA(h);
+        if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
+            h->nlmsg_len < NLMSG_LENGTH(sizeof *cn + sizeof(struct proc_event)))
+            return 1;
+        memcpy(ev, cn->data, sizeof *ev);
+        return 0;
+    }
+}
+
+/* Reads what is queued in batches: a batch is read whole before any /proc
+ * read, so an exec followed by another exec of the same process in it is
+ * known to be stale (the kernel sends one message per datagram). */
+void sg_procevents_drain(sg_procevents *p)
+{
+    if (!p || p->fd < 0)
+        return;
+    struct proc_event evs[BATCH];
+    for (;;) {
+        size_t n = 0;
+        int r = 0;
+        while (n < BATCH && (r = recv_one(p, &evs[n])) >= 0)
+            n += r == 0;
+        for (size_t i = 0; i < n; i++)
+            handle(p, evs, i, n);
+        if (r < 0)
             return;
-        int n = (int)got;
-        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-            if (h->nlmsg_type != NLMSG_DONE)
-                continue;
-            const struct cn_msg *cn = NLMSG_DATA(h);
-            if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
-                h->nlmsg_len < NLMSG_LENGTH(sizeof *cn + sizeof(struct proc_event)))
-                continue;
-            handle(p, (const struct proc_event *)cn->data);
-        }
     }
 }
 
@@ -469,7 +507,8 @@ static void on_readable(uv_poll_t *h, int status, int events)
 {
     (void)status;
     (void)events;
-    sg_procevents_drain(h->data);
+    if (h->data)
+        sg_procevents_drain(h->data);
 }
 
 /* Keeps fork (not of a thread), exec and exit (of a thread group), in the
@@ -568,15 +607,18 @@ sg_procevents *sg_procevents_new(uv_loop_t *loop, pid_t init_pid, sg_procevents_
         init->execd = true;
     }
     rescan(p); /* after subscribing: nothing falls between */
-    if (uv_poll_init(loop, &p->poll, fd) < 0) {
+    p->poll = calloc(1, sizeof *p->poll);
+    if (!p->poll || uv_poll_init(loop, p->poll, fd) < 0) {
+        free(p->poll);
+        p->poll = NULL;
         sg_procevents_free(p);
         sg_err_set(err, EIO, "cannot poll the process events connector");
         return NULL;
     }
     p->fd = fd;
     fd = -1;
-    p->poll.data = p;
-    uv_poll_start(&p->poll, UV_READABLE, on_readable);
+    p->poll->data = p;
+    uv_poll_start(p->poll, UV_READABLE, on_readable);
     return p;
 }
 
@@ -637,7 +679,7 @@ void sg_procevents_finish(sg_procevents *p)
 
 static void on_closed(uv_handle_t *h)
 {
-    (void)h;
+    free(h);
 }
 
 void sg_procevents_close(sg_procevents *p)
@@ -645,10 +687,13 @@ void sg_procevents_close(sg_procevents *p)
     if (!p || p->closed)
         return;
     p->closed = true;
-    if (p->fd >= 0) {
+    if (p->fd >= 0)
         send_op(p->fd, PROC_CN_MCAST_IGNORE);
-        uv_poll_stop(&p->poll);
-        uv_close((uv_handle_t *)&p->poll, on_closed);
+    if (p->poll) {
+        uv_poll_stop(p->poll);
+        p->poll->data = NULL;
+        uv_close((uv_handle_t *)p->poll, on_closed);
+        p->poll = NULL;
     }
 }
 
@@ -656,6 +701,7 @@ void sg_procevents_free(sg_procevents *p)
 {
     if (!p)
         return;
+    sg_procevents_close(p); /* the handle, if the caller did not */
     for (size_t b = 0; b < NBUCKETS; b++)
         while (p->bucket[b])
             untrack(p, p->bucket[b]->pid);

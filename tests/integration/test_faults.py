@@ -444,9 +444,10 @@ def test_disk_full() -> None:
         sid = env.create_captured("--workspace", wsdir, "--checkpoints", "manual")
         env.sh(sid, "echo before-full > pre.txt")
         # An exec like the ones below, before the disk fills: how many
-        # events one makes (stdin, activity, command, file_diff, stdout,
-        # run_result, activity), all stored.
-        _, pre = env.run_exec(sid, full_script("pre"))
+        # events one makes (stdin, activity, command, process x2, file_diff,
+        # stdout, run_result, activity), all stored.
+        env.run_exec(sid, full_script("pre"))
+        pre = env.last_span  # with its process events (sh, seq)
         per_exec = len(pre)
         ok(per_exec >= 7 and pre[-1]["kind"] == "activity", f"e: an exec of this shape makes {per_exec} events",
            [x["kind"] for x in pre])
