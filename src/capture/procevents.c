@@ -147,20 +147,7 @@ static void fmt_ts(uint64_t mono_ns, char *buf, size_t len)
 static ssize_t read_at(int dirfd, const char *name, char *buf, size_t len)
 {
     sg_autoclose int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = read(fd, buf + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (ssize_t)got;
+    return fd < 0 ? -1 : sg_read_all(fd, buf, len);
 }
 
 /* The innermost pid of /proc/<dirfd>/status's NSpid (the sandbox's, for a
