@@ -3,13 +3,17 @@
  *   (e.g. the original Python one);
  * sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl S] [--secret FILE]
  *   prints a read token for /v1/events and /v1/sandboxes: scoped to what it
- *   names, or every event (an operator token) when it names nothing. */
+ *   names, or every event (an operator token) when it names nothing;
+ * sandglass token --terminal --sandbox ID [--ttl S] [--secret FILE]
+ *   prints a terminal token: opens a shell in that sandbox through
+ *   `sandglass serve` (the browser's terminal), nothing else. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -24,8 +28,12 @@ static const char usage[] =
     "       sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl SECONDS]\n"
     "                       [--secret FILE]\n"
     "  (no --read) a stream token: sends that one stream's events, reads nothing\n"
+    "       sandglass token --terminal --sandbox ID [--ttl SECONDS] [--secret FILE]\n"
     "  --read    a read token: reads the events of what it names (all of them with\n"
     "            no --learner/--task/--sandbox: an operator token), sends nothing\n"
+    "  --terminal  a terminal token: opens a shell in sandbox ID (a live sandbox of\n"
+    "            this host with a task; its learner and task are the sandbox's)\n"
+    "            through `sandglass serve`, and does nothing else\n"
     "  --ttl     validity in seconds (default 604800 = 7 days)\n"
     "  --secret  the ingest's secret file (default <state>/ingest/secret)\n"
     "  --check URL  (stream token) do not print it: ask the ingest at URL (ws://\n"
@@ -75,6 +83,11 @@ static int check_token(const char *url, const char *tok)
     return SG_CLI_FAILED;
 }
 
+static void meta_clearp(sg_sandbox_meta *m)
+{
+    sg_sandbox_meta_clear(m);
+}
+
 int sg_cmd_token(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -84,13 +97,14 @@ int sg_cmd_token(int argc, char **argv)
         {"ttl", required_argument, NULL, 'T'},
         {"secret", required_argument, NULL, 'k'},
         {"read", no_argument, NULL, 'r'},
+        {"terminal", no_argument, NULL, 'x'},
         {"check", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL, *check = NULL;
     uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
-    bool read = false;
+    bool read = false, terminal = false;
     sg_err err;
     int c;
     optind = 1;
@@ -102,6 +116,7 @@ int sg_cmd_token(int argc, char **argv)
         case 's': sandbox = optarg; break;
         case 'k': secret_path = optarg; break;
         case 'r': read = true; break;
+        case 'x': terminal = true; break;
         case 'c': check = optarg; break;
         case 'T':
             if (sg_parse_uint(optarg, SG_TOKEN_TTL_MAX, &ttl, &err) < 0) {
@@ -114,7 +129,31 @@ int sg_cmd_token(int argc, char **argv)
     }
     if (optind < argc)
         return sg_cli_usage("token", "unexpected argument '%.64s' (token takes only options)", argv[optind]);
-    if (!read && (!learner || !task || !sandbox))
+    if (read && terminal)
+        return sg_cli_usage("token", "--read and --terminal are two kinds of token: give one");
+    if (terminal && !sandbox)
+        return sg_cli_usage("token", "--sandbox is required for a terminal token");
+    if (terminal && check)
+        return sg_cli_usage("token", "--check is for a stream token: drop --terminal");
+    /* A terminal token names the sandbox's own learner and task. */
+    __attribute__((cleanup(meta_clearp))) sg_sandbox_meta meta = {0};
+    char sid[SG_ID_LEN + 1];
+    if (terminal) {
+        if (sg_state_resolve_id(sandbox, sid, &err) < 0 || sg_sandbox_meta_load(sid, &meta, &err) < 0)
+            return sg_cli_failf("token", "%s", err.msg);
+        sandbox = sid;
+        bool ok = meta.task != NULL;
+        const char *why = !ok ? "has no task (a terminal token names learner, task and sandbox)"
+                          : learner && strcmp(learner, meta.learner) != 0 ? "belongs to another learner"
+                          : task && strcmp(task, meta.task) != 0 ? "has another task" : NULL;
+        if (!why) {
+            learner = meta.learner;
+            task = meta.task;
+        }
+        if (why)
+            return sg_cli_failf("token", "sandbox %s %s", sid, why);
+    }
+    if (!read && !terminal && (!learner || !task || !sandbox))
         return sg_cli_usage("token", "%s is required for a stream token (or --read for a read token)",
                             !learner ? "--learner" : !task ? "--task" : "--sandbox");
     if (read && check)
@@ -137,6 +176,7 @@ int sg_cmd_token(int argc, char **argv)
     }
     sg_autofree char *tok =
         read ? sg_token_make_read(secret, learner, task, sandbox, (int64_t)ttl, &err)
+        : terminal ? sg_token_make_terminal(secret, learner, task, sandbox, (int64_t)ttl, &err)
              : sg_token_make(secret, learner, task, sandbox, check ? CHECK_TTL_S : (int64_t)ttl, &err);
     memset(secret, 0, sizeof secret);
     if (!tok) {

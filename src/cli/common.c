@@ -36,33 +36,7 @@ int sg_cli_supervisor_path(char *buf, size_t len)
 
 int sg_cli_resolve_id(const char *arg, char *out, sg_err *err)
 {
-    if (!sg_valid_name(arg) || strlen(arg) > SG_ID_LEN)
-        return sg_err_set(err, ENOENT, "no sandbox '%.64s'", arg);
-    sg_autofree char *dir = sg_state_sandbox_path(arg, NULL);
-    struct stat st;
-    if (strlen(arg) == SG_ID_LEN && stat(dir, &st) == 0) {
-        memcpy(out, arg, SG_ID_LEN + 1);
-        return 0;
-    }
-    sg_autostrv char **ids = sg_state_list(err);
-    if (!ids)
-        return -1;
-    size_t n = 0, len = strlen(arg);
-    char found[3][SG_ID_LEN + 1];
-    for (char **p = ids; *p; p++) {
-        if (strncmp(*p, arg, len) != 0 || strlen(*p) != SG_ID_LEN)
-            continue;
-        if (n < 3)
-            memcpy(found[n], *p, SG_ID_LEN + 1);
-        n++;
-    }
-    if (n == 0)
-        return sg_err_set(err, ENOENT, "no sandbox '%s' (see 'sandglass ls')", arg);
-    if (n > 1)
-        return sg_err_set(err, EINVAL, "'%s' is the start of %zu sandbox ids (%s, %s%s): give more of it", arg, n,
-                          found[0], found[1], n > 2 ? ", ..." : "");
-    memcpy(out, found[0], SG_ID_LEN + 1);
-    return 0;
+    return sg_state_resolve_id(arg, out, err);
 }
 
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)

@@ -21,10 +21,7 @@ int sg_cli_supervisor_path(char *buf, size_t len);
  * object (caller decrefs) or NULL with err (the supervisor's message). */
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
 
-/* A sandbox id from what the user typed: the id itself or a unique prefix
- * of one in this state directory. Fills out (SG_ID_LEN + 1 bytes) or
- * returns -1 with err ("no sandbox 'x'", or the ids a short prefix
- * matches). */
+/* sg_state_resolve_id (state.h), under the CLI's name. */
 int sg_cli_resolve_id(const char *arg, char *out, sg_err *err);
 
 /* The version every command reports (--version, MCP's serverInfo). */

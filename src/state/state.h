@@ -76,6 +76,10 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m);
 
 /* Ids of every sandbox with a state directory; NULL-terminated, caller frees. */
 char **sg_state_list(sg_err *err);
+/* A sandbox id from what a user typed: the id itself or a unique prefix of
+ * one in this state directory. Fills out (SG_ID_LEN + 1 bytes) or returns
+ * -1 with err ("no sandbox 'x'", or the ids a short prefix matches). */
+int sg_state_resolve_id(const char *arg, char *out, sg_err *err);
 /* True if a process with this pid exists and its cmdline is ours (best effort). */
 bool sg_state_pid_alive(pid_t pid);
 

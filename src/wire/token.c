@@ -244,6 +244,22 @@ char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
     return sign_claims(secret, claims, err);
 }
 
+char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                             const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
+        sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
+        return NULL;
+    }
+    if (!sg_valid_name(learner) || !sg_valid_name(task) || !sg_valid_name(sandbox)) {
+        sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
+        return NULL;
+    }
+    sg_autojson json_t *claims = json_pack("{s:i, s:s, s:s, s:s, s:I}", "x", 1, "l", learner,
+        "t", task, "s", sandbox, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
+    return sign_claims(secret, claims, err);
+}
+
 char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
                     const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
 {
@@ -263,9 +279,25 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
     return 0;
 }
 
-/* Signature, then claims, then expiry; read: which kind is wanted. */
+typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL } token_kind;
+
+/* What a token of kind `have` may not do where `want` is required. */
+static const char *wrong_kind(token_kind have, token_kind want)
+{
+    static const char *const msg[3][3] = {
+        [KIND_STREAM] = {[KIND_READ] = "a stream token cannot read (use a read token)",
+                         [KIND_TERMINAL] = "a stream token cannot open a terminal (use a terminal token)"},
+        [KIND_READ] = {[KIND_STREAM] = "a read token cannot stream events",
+                       [KIND_TERMINAL] = "a read token cannot open a terminal (use a terminal token)"},
+        [KIND_TERMINAL] = {[KIND_STREAM] = "a terminal token cannot stream events",
+                           [KIND_READ] = "a terminal token cannot read (use a read token)"},
+    };
+    return msg[have][want];
+}
+
+/* Signature, then claims, then expiry; want: which kind is wanted. */
 static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
-                       int64_t now, bool read, sg_token_claims *out, sg_err *err)
+                       int64_t now, token_kind want, sg_token_claims *out, sg_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!token || !*token)
@@ -300,14 +332,19 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
     json_t *exp = json_object_get(claims, "exp");
     if (!json_is_integer(exp))
         return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
-    json_t *r = json_object_get(claims, "r");
+    json_t *r = json_object_get(claims, "r"), *x = json_object_get(claims, "x");
     bool is_read = r != NULL;
     if (is_read && !(json_is_integer(r) && json_integer_value(r) == 1))
         return sg_err_set(err, EINVAL, "malformed token: claim 'r' invalid");
-    if (is_read != read)
-        return sg_err_set(err, EACCES, read ? "a stream token cannot read (use a read token)"
-                                            : "a read token cannot stream events");
+    if (x && !(json_is_integer(x) && json_integer_value(x) == 1))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
+    if (x && is_read)
+        return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
+    token_kind have = is_read ? KIND_READ : x ? KIND_TERMINAL : KIND_STREAM;
+    if (have != want)
+        return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
     out->read = is_read;
+    out->terminal = x != NULL;
     const char *keys[] = {"l", "t", "s"};
     char *dst[] = {out->learner, out->task, out->sandbox};
     for (size_t i = 0; i < SG_ARRAY_LEN(keys); i++) {
@@ -325,11 +362,17 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
 int sg_token_verify(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
                     int64_t now, sg_token_claims *out, sg_err *err)
 {
-    return verify_kind(secret, token, now, false, out, err);
+    return verify_kind(secret, token, now, KIND_STREAM, out, err);
+}
+
+int sg_token_verify_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                             int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, KIND_TERMINAL, out, err);
 }
 
 int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
                          int64_t now, sg_token_claims *out, sg_err *err)
 {
-    return verify_kind(secret, token, now, true, out, err);
+    return verify_kind(secret, token, now, KIND_READ, out, err);
 }

@@ -2,14 +2,18 @@
  *
  *   token  = base64url(claims) "." base64url(HMAC-SHA256(secret, base64url(claims)))
  *
- * Two kinds, told apart by the "r" claim, and each verifier refuses the
- * other kind:
+ * Three kinds, told apart by the "r" and "x" claims, and each verifier
+ * refuses the other kinds:
  *   stream token  {"l": learner, "t": task, "s": sandbox, "exp": unix seconds}
  *                 may only write: open /v1/ingest for exactly that stream.
  *   read token    {"r": 1, ["l": learner,] ["t": task,] ["s": sandbox,] "exp": ...}
  *                 may only read (/v1/events, /v1/sandboxes), limited to the
  *                 events matching every scope claim it has; none at all is
  *                 an operator token (every event).
+ *   terminal token {"x": 1, "l": learner, "t": task, "s": sandbox, "exp": ...}
+ *                 may only open a terminal (a shell) in that one sandbox,
+ *                 whose record must name the same learner and task, through
+ *                 `sandglass serve` (src/serve/terminal.h); it reads nothing.
  *
  * The secret is 32 random bytes kept hex-encoded in a file of mode 0600
  * (<state>/ingest/secret by default); a file readable by group or others is
@@ -38,6 +42,7 @@ typedef struct sg_token_claims {
     char sandbox[SG_NAME_MAX + 1];
     int64_t exp;                        /* unix seconds */
     bool read;                          /* a read token */
+    bool terminal;                      /* a terminal token */
 } sg_token_claims;
 
 /* Reads the secret; refuses a missing, malformed, non-regular, or group- or
@@ -69,5 +74,12 @@ char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
  * token is refused ("a stream token cannot read"). */
 int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
                          int64_t now, sg_token_claims *out, sg_err *err);
+
+/* A terminal token for one sandbox (all three names required). */
+char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                             const char *task, const char *sandbox, int64_t ttl_s, sg_err *err);
+/* Checks a terminal token; the other kinds are refused. */
+int sg_token_verify_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                             int64_t now, sg_token_claims *out, sg_err *err);
 
 #endif

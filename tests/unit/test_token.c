@@ -10,6 +10,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "wire/token.h"
@@ -190,6 +193,101 @@ static void test_known_token(void **state)
     assert_string_equal(err.msg, "bad signature");
 }
 
+/* base64url without padding, for tokens made by hand below. */
+static void b64url(const unsigned char *in, size_t n, char *out)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+                     (i + 2 < n ? in[i + 2] : 0);
+        out[o++] = abc[v >> 18 & 63];
+        out[o++] = abc[v >> 12 & 63];
+        if (i + 1 < n)
+            out[o++] = abc[v >> 6 & 63];
+        if (i + 2 < n)
+            out[o++] = abc[v & 63];
+    }
+    out[o] = '\0';
+}
+
+/* A token with these claims, signed with the secret (as an attacker who
+ * holds a token of another kind cannot). */
+static char *signed_claims(const uint8_t *secret, const char *claims)
+{
+    char *tok = calloc(1, 1024);
+    b64url((const unsigned char *)claims, strlen(claims), tok);
+    unsigned char mac[32];
+    unsigned int n = 0;
+    HMAC(EVP_sha256(), secret, SG_TOKEN_SECRET_LEN, (unsigned char *)tok, strlen(tok), mac, &n);
+    size_t l = strlen(tok);
+    tok[l] = '.';
+    b64url(mac, sizeof mac, tok + l + 1);
+    return tok;
+}
+
+/* Three kinds, each good for one thing only: a terminal token opens a
+ * terminal in one sandbox and neither streams nor reads. */
+static void test_kinds(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    sg_autofree char *st = sg_token_make(f->secret, "ada", "t1", "abc123", 60, &err);
+    sg_autofree char *rd = sg_token_make_read(f->secret, "ada", "t1", "abc123", 60, &err);
+    sg_autofree char *tm = sg_token_make_terminal(f->secret, "ada", "t1", "abc123", 60, &err);
+    assert_non_null(st);
+    assert_non_null(rd);
+    assert_non_null(tm);
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_terminal(f->secret, tm, now, &cl, &err), 0);
+    assert_true(cl.terminal);
+    assert_false(cl.read);
+    assert_string_equal(cl.learner, "ada");
+    assert_string_equal(cl.task, "t1");
+    assert_string_equal(cl.sandbox, "abc123");
+
+    struct { const char *tok; int (*verify)(const uint8_t *, const char *, int64_t, sg_token_claims *, sg_err *);
+             const char *msg; } refused[] = {
+        {tm, sg_token_verify, "a terminal token cannot stream events"},
+        {tm, sg_token_verify_read, "a terminal token cannot read (use a read token)"},
+        {st, sg_token_verify_terminal, "a stream token cannot open a terminal (use a terminal token)"},
+        {rd, sg_token_verify_terminal, "a read token cannot open a terminal (use a terminal token)"},
+        {st, sg_token_verify_read, "a stream token cannot read (use a read token)"},
+        {rd, sg_token_verify, "a read token cannot stream events"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        err = (sg_err){0};
+        assert_int_equal(refused[i].verify(f->secret, refused[i].tok, now, &cl, &err), -1);
+        assert_int_equal(err.code, EACCES);
+        assert_string_equal(err.msg, refused[i].msg);
+    }
+
+    /* All three names, valid, or no terminal token. */
+    assert_null(sg_token_make_terminal(f->secret, "ada", "", "abc123", 60, &err));
+    assert_null(sg_token_make_terminal(f->secret, "ada", "t1", "a b", 60, &err));
+    assert_null(sg_token_make_terminal(f->secret, "ada", "t1", "abc123", 0, &err));
+
+    /* Claims the signer never makes: refused even when signed. */
+    const char *bad[] = {
+        "{\"exp\":99999999999,\"l\":\"a\",\"r\":1,\"s\":\"s\",\"t\":\"t\",\"x\":1}",
+        "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":2}",
+        "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"x\":1}",
+        "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":\"1\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sg_autofree char *tok = signed_claims(f->secret, bad[i]);
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_terminal(f->secret, tok, now, &cl, &err), -1);
+        assert_int_equal(err.code, EINVAL);
+        assert_non_null(strstr(err.msg, "malformed token"));
+    }
+    /* The hand-made signer is right: the same claims as a good token pass. */
+    sg_autofree char *good = signed_claims(f->secret,
+        "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":1}");
+    assert_int_equal(sg_token_verify_terminal(f->secret, good, now, &cl, &err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,6 +298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tampered_and_wrong_secret, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
         cmocka_unit_test(test_known_token),
+        cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
