@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -232,8 +233,7 @@ static size_t collect_calls(app *a, struct pollfd *pfd, sg_mcp_call **calls, siz
 /* Line framing of stdin, with a bound: a longer line is dropped (and
  * answered with an error) and the session goes on. */
 typedef struct linebuf {
-    char *buf;
-    size_t len, cap;
+    sg_buf line;
     bool dropping;
     uint64_t dropped;
 } linebuf;
@@ -245,27 +245,13 @@ static void feed(app *a, linebuf *lb, const char *data, size_t n)
         size_t take = nl ? (size_t)(nl - data) : n;
         if (lb->dropping) {
             lb->dropped += take;
-        } else if (lb->len + take > SG_MCP_MSG_MAX) {
+        } else if (lb->line.len + take > SG_MCP_MSG_MAX) {
             lb->dropping = true;
-            lb->dropped = lb->len + take;
-            lb->len = 0;
-        } else {
-            if (lb->len + take > lb->cap) {
-                size_t cap = lb->cap ? lb->cap : 64 * 1024;
-                while (cap < lb->len + take)
-                    cap *= 2;
-                if (cap > SG_MCP_MSG_MAX)
-                    cap = SG_MCP_MSG_MAX;
-                char *p = realloc(lb->buf, cap);
-                if (!p) {
-                    app_log_msg("out of memory");
-                    exit(1);
-                }
-                lb->buf = p;
-                lb->cap = cap;
-            }
-            memcpy(lb->buf + lb->len, data, take);
-            lb->len += take;
+            lb->dropped = lb->line.len + take;
+            sg_buf_reset(&lb->line);
+        } else if (sg_buf_append(&lb->line, data, take) < 0) {
+            app_log_msg("out of memory");
+            exit(1);
         }
         if (!nl)
             return;
@@ -274,9 +260,9 @@ static void feed(app *a, linebuf *lb, const char *data, size_t n)
             lb->dropping = false;
             lb->dropped = 0;
         } else {
-            sg_mcp_handle_line(a->m, lb->buf, lb->len);
+            sg_mcp_handle_line(a->m, lb->line.data, lb->line.len);
         }
-        lb->len = 0;
+        sg_buf_reset(&lb->line);
         data += take + 1;
         n -= take + 1;
     }
@@ -552,15 +538,15 @@ int sg_cmd_mcp(int argc, char **argv)
             if (got < 0 && (errno == EINTR || errno == EAGAIN))
                 continue;
             if (got <= 0) {
-                if (lb.len)
-                    sg_mcp_handle_line(a.m, lb.buf, lb.len); /* last line without newline */
+                if (lb.line.len)
+                    sg_mcp_handle_line(a.m, lb.line.data, lb.line.len); /* last line without newline */
                 reason = "stdin closed";
             } else {
                 feed(&a, &lb, chunk, (size_t)got);
             }
         }
     }
-    free(lb.buf);
+    sg_buf_free(&lb.line);
     snprintf(msg, sizeof msg, "ending the session: %s", reason);
     app_log_msg(msg);
     abort_session(&a, reason);

@@ -308,11 +308,9 @@ static void answer_call(sg_mcp *m, sg_mcp_call *c, const json_t *result, const c
         snprintf(msg, sizeof msg, "%s: %s", c->tool->name, error ? error : "no result");
         r = text_result(msg, strlen(msg), true);
     } else {
-        sg_mcp_text t = {0};
-        sg_mcp_text_add(&t, "", 0);
-        bool failed = c->tool->shape(c, result, &t);
-        r = text_result(t.s, t.len, failed);
-        free(t.s);
+        sg_autobuf sg_buf t = {0};
+        int failed = c->tool->shape(c, result, &t);
+        r = failed < 0 ? text_result("out of memory", 13, true) : text_result(t.data ? t.data : "", t.len, failed);
     }
     send_result(m, c->id, r, c->modern);
     call_free(c);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -21,41 +22,21 @@
 
 /* ---- result text ------------------------------------------------------------ */
 
-void sg_mcp_text_add(sg_mcp_text *t, const char *s, size_t n)
+/* The result's text goes into an sg_buf; each appender returns -1 on out
+ * of memory (ORed together by the shapers: tools.h). */
+static int text_nl(sg_buf *t)
 {
-    if (t->len + n + 1 > t->cap) {
-        t->cap = (t->len + n + 1) * 2;
-        t->s = sg_xrealloc(t->s, t->cap);
-    }
-    memcpy(t->s + t->len, s, n);
-    t->len += n;
-    t->s[t->len] = '\0';
+    return t->len && t->data[t->len - 1] != '\n' ? sg_buf_append(t, "\n", 1) : 0;
 }
 
-void sg_mcp_text_printf(sg_mcp_text *t, const char *fmt, ...)
+static int text_add_buf(sg_buf *t, const sg_mcp_buf *b, const char *what)
 {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        sg_mcp_text_add(t, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-static void text_nl(sg_mcp_text *t)
-{
-    if (t->len && t->s[t->len - 1] != '\n')
-        sg_mcp_text_add(t, "\n", 1);
-}
-
-static void text_add_buf(sg_mcp_text *t, const sg_mcp_buf *b, const char *what)
-{
-    sg_mcp_text_add(t, b->data, b->len);
+    int r = sg_buf_append(t, b->data, b->len);
     if (b->total > b->len) {
-        text_nl(t);
-        sg_mcp_text_printf(t, "[%s truncated: %" PRIu64 " more bytes not shown]\n", what, b->total - b->len);
+        r |= text_nl(t);
+        r |= sg_buf_printf(t, "[%s truncated: %" PRIu64 " more bytes not shown]\n", what, b->total - b->len);
     }
+    return r;
 }
 
 /* ---- what every exec tool shares ------------------------------------------- */
@@ -110,13 +91,11 @@ static bool exec_ok(const json_t *res)
 }
 
 /* A file tool that failed: the script's own message, or its exit code. */
-static bool file_failed(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int file_failed(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
-    if (c->err.len)
-        sg_mcp_text_add(t, c->err.data, c->err.len);
-    else
-        sg_mcp_text_printf(t, "%s failed (exit code %d)", c->tool->name, exit_code(res));
-    return true;
+    int r = c->err.len ? sg_buf_append(t, c->err.data, c->err.len)
+                       : sg_buf_printf(t, "%s failed (exit code %d)", c->tool->name, exit_code(res));
+    return r < 0 ? -1 : 1;
 }
 
 /* Scripts run inside the sandbox, as the sandbox user: the writes happen
@@ -175,26 +154,26 @@ static const char *plan_run_bash(sg_mcp_call *c, const json_t *args, const char 
     return NULL;
 }
 
-static bool shape_run_bash(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int shape_run_bash(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
-    text_add_buf(t, &c->out, "stdout");
+    int r = text_add_buf(t, &c->out, "stdout");
     if (c->err.total) {
-        text_nl(t);
-        sg_mcp_text_add(t, "[stderr]\n", 9);
-        text_add_buf(t, &c->err, "stderr");
+        r |= text_nl(t);
+        r |= sg_buf_puts(t, "[stderr]\n");
+        r |= text_add_buf(t, &c->err, "stderr");
     }
-    text_nl(t);
+    r |= text_nl(t);
     if (json_is_true(json_object_get(res, "timed_out")))
-        sg_mcp_text_printf(t, "[timed out; killed]\n");
+        r |= sg_buf_puts(t, "[timed out; killed]\n");
     if (json_is_true(json_object_get(res, "output_limit_hit")))
-        sg_mcp_text_printf(t, "[output limit reached; killed]\n");
+        r |= sg_buf_puts(t, "[output limit reached; killed]\n");
     json_t *jsig = json_object_get(res, "signal");
     int sig = json_is_integer(jsig) ? (int)json_integer_value(jsig) : 0;
     if (sig)
-        sg_mcp_text_printf(t, "[exit code %d: killed by signal %d]", exit_code(res), sig);
+        r |= sg_buf_printf(t, "[exit code %d: killed by signal %d]", exit_code(res), sig);
     else
-        sg_mcp_text_printf(t, "[exit code %d]", exit_code(res));
-    return !exec_ok(res);
+        r |= sg_buf_printf(t, "[exit code %d]", exit_code(res));
+    return r < 0 ? -1 : !exec_ok(res);
 }
 
 /* ---- write_file ------------------------------------------------------------- */
@@ -207,7 +186,9 @@ static const char *plan_write_file(sg_mcp_call *c, const json_t *args, const cha
         return why;
     }
     c->content_len = json_string_length(content);
-    c->input = sg_xrealloc(NULL, c->content_len + 1);
+    c->input = malloc(c->content_len + 1);
+    if (!c->input)
+        return "out of memory";
     memcpy(c->input, json_string_value(content), c->content_len);
     c->input_len = c->content_len;
     c->req = exec_req(ws, c->tool->name, args,
@@ -215,12 +196,11 @@ static const char *plan_write_file(sg_mcp_call *c, const json_t *args, const cha
     return NULL;
 }
 
-static bool shape_write_file(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int shape_write_file(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
     if (!exec_ok(res))
         return file_failed(c, res, t);
-    sg_mcp_text_printf(t, "wrote %zu bytes to %s", c->content_len, c->path);
-    return false;
+    return sg_buf_printf(t, "wrote %zu bytes to %s", c->content_len, c->path);
 }
 
 /* ---- edit_file -------------------------------------------------------------- */
@@ -237,7 +217,9 @@ static const char *plan_edit_file(sg_mcp_call *c, const json_t *args, const char
         snprintf(why, n, "old_string and new_string must be at most %u bytes", SG_MCP_FILE_MAX);
         return why;
     }
-    c->input = sg_xrealloc(NULL, ol + nl + 1);
+    c->input = malloc(ol + nl + 1);
+    if (!c->input)
+        return "out of memory";
     memcpy(c->input, json_string_value(o), ol);
     memcpy(c->input + ol, json_string_value(nw), nl);
     c->input_len = ol + nl;
@@ -251,16 +233,15 @@ static const char *plan_edit_file(sg_mcp_call *c, const json_t *args, const char
     return NULL;
 }
 
-static bool shape_edit_file(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int shape_edit_file(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
     if (!exec_ok(res)) {
-        if (exit_code(res) == 127)
-            sg_mcp_text_printf(t, "edit_file needs perl inside the sandbox's root file system: ");
+        if (exit_code(res) == 127 && sg_buf_puts(t, "edit_file needs perl inside the sandbox's root file system: ") < 0)
+            return -1;
         return file_failed(c, res, t);
     }
     long n = c->out.len ? strtol(c->out.data, NULL, 10) : 0;
-    sg_mcp_text_printf(t, "replaced %ld occurrence%s in %s", n, n == 1 ? "" : "s", c->path);
-    return false;
+    return sg_buf_printf(t, "replaced %ld occurrence%s in %s", n, n == 1 ? "" : "s", c->path);
 }
 
 /* ---- read_file -------------------------------------------------------------- */
@@ -285,17 +266,14 @@ static const char *plan_read_file(sg_mcp_call *c, const json_t *args, const char
     return NULL;
 }
 
-static bool shape_read_file(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int shape_read_file(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
     if (!exec_ok(res))
         return file_failed(c, res, t);
-    if (c->out.total > SG_MCP_READ_MAX) {
-        sg_mcp_text_add(t, c->out.data, SG_MCP_READ_MAX);
-        sg_mcp_text_printf(t, "\n[truncated at %u bytes: read the rest with offset and limit]", SG_MCP_READ_MAX);
-    } else {
-        sg_mcp_text_add(t, c->out.data, c->out.len);
-    }
-    return false;
+    if (c->out.total <= SG_MCP_READ_MAX)
+        return sg_buf_append(t, c->out.data, c->out.len);
+    return sg_buf_append(t, c->out.data, SG_MCP_READ_MAX) |
+           sg_buf_printf(t, "\n[truncated at %u bytes: read the rest with offset and limit]", SG_MCP_READ_MAX);
 }
 
 /* ---- checkpoint and rollback ------------------------------------------------ */
@@ -314,14 +292,14 @@ static const char *plan_checkpoint(sg_mcp_call *c, const json_t *args, const cha
     return NULL;
 }
 
-static bool shape_checkpoint(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int shape_checkpoint(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
     const char *id = json_string_value(json_object_get(res, "id"));
-    sg_mcp_text_printf(t, "checkpoint %s", id ? id : "(no id)");
+    int r = sg_buf_printf(t, "checkpoint %s", id ? id : "(no id)");
     const char *label = json_string_value(json_object_get(c->req, "label"));
     if (label)
-        sg_mcp_text_printf(t, " (%.256s)", label);
-    return false;
+        r |= sg_buf_printf(t, " (%.256s)", label);
+    return r;
 }
 
 static const char *plan_rollback(sg_mcp_call *c, const json_t *args, const char *ws, char *why, size_t n)
@@ -338,7 +316,7 @@ static const char *plan_rollback(sg_mcp_call *c, const json_t *args, const char 
     return NULL;
 }
 
-static bool shape_rollback(const sg_mcp_call *c, const json_t *res, sg_mcp_text *t)
+static int shape_rollback(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
     json_t *changes = json_object_get(res, "changes");
     bool restored = json_is_true(json_object_get(res, "restored"));
@@ -346,20 +324,20 @@ static bool shape_rollback(const sg_mcp_call *c, const json_t *res, sg_mcp_text 
     if (!to)
         to = json_string_value(json_object_get(c->req, "to"));
     size_t nch = json_array_size(changes);
-    sg_mcp_text_printf(t, "%s to checkpoint %s: %zu change%s\n", restored ? "rolled back" : "nothing restored",
-                       to ? to : "(latest)", nch, nch == 1 ? "" : "s");
+    int r = sg_buf_printf(t, "%s to checkpoint %s: %zu change%s\n", restored ? "rolled back" : "nothing restored",
+                          to ? to : "(latest)", nch, nch == 1 ? "" : "s");
     size_t i;
     json_t *ch;
     json_array_foreach(changes, i, ch) {
         if (i >= 200) {
-            sg_mcp_text_printf(t, "... and %zu more\n", nch - i);
+            r |= sg_buf_printf(t, "... and %zu more\n", nch - i);
             break;
         }
         const char *p = json_string_value(json_object_get(ch, "path"));
         const char *k = json_string_value(json_object_get(ch, "change"));
-        sg_mcp_text_printf(t, "%s %.900s\n", k ? k : "changed", p ? p : "?");
+        r |= sg_buf_printf(t, "%s %.900s\n", k ? k : "changed", p ? p : "?");
     }
-    return false;
+    return r;
 }
 
 /* ---- the table -------------------------------------------------------------- */

@@ -13,17 +13,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/buf.h"
+
 struct sg_mcp_call;
-
-/* The text of a result, growing; aborts on out of memory (like
- * sg_strdup_printf: a result is at most a few hundred KiB). */
-typedef struct sg_mcp_text {
-    char *s;
-    size_t len, cap;
-} sg_mcp_text;
-
-void sg_mcp_text_add(sg_mcp_text *t, const char *s, size_t n);
-void sg_mcp_text_printf(sg_mcp_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct sg_mcp_tool {
     const char *name;
@@ -43,9 +35,10 @@ typedef struct sg_mcp_tool {
      * static string or written into why). */
     const char *(*plan)(struct sg_mcp_call *c, const json_t *args, const char *workspace, char *why,
                         size_t whylen);
-    /* Writes the result's text from the supervisor's RESULT object;
-     * returns true when the call failed (isError). */
-    bool (*shape)(const struct sg_mcp_call *c, const json_t *res, sg_mcp_text *t);
+    /* Appends the result's text from the supervisor's RESULT object to t:
+     * returns 1 when the call failed (isError), 0 when it did not, -1 out
+     * of memory (the text is bounded by the output caps: bounds.h). */
+    int (*shape)(const struct sg_mcp_call *c, const json_t *res, sg_buf *t);
 } sg_mcp_tool;
 
 extern const sg_mcp_tool sg_mcp_tools[];
