@@ -14,6 +14,7 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/disk.h"
 #include "state/state.h"
 
 static void gc_one(const char *id, int *removed, int *failures)
@@ -58,7 +59,8 @@ int sg_cmd_gc(int argc, char **argv)
                    "one's spool is kept for 'sandglass flush').\n"
                    "\n"
                    "  --orphan-cgroups   also cgroups under sandglass/ with no state directory,\n"
-                   "                     when their owner mark names this state directory\n");
+                   "                     when their owner mark names this state directory, and\n"
+                   "                     the disks (/run/sandglass-disk) of such sandboxes\n");
             return 0;
         }
         if (strcmp(argv[i], "--orphan-cgroups") == 0) {
@@ -105,6 +107,10 @@ int sg_cmd_gc(int argc, char **argv)
             gc_one(*p, &removed, &failures);
         }
     }
+    /* Their disks too: the mounts live outside the state directory. */
+    int disks = orphans ? sg_disk_sweep() : 0;
+    if (disks)
+        printf("gc: %d disk(s) of sandboxes without a state directory detached\n", disks);
     printf("gc: removed %d, failed %d\n", removed, failures);
     return failures ? 1 : 0;
 }

@@ -1,7 +1,9 @@
 /* disk: the workspace's own ext4 file system on a loop device (disk.h). */
 #include "sandbox/disk.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <spawn.h>
@@ -202,4 +204,27 @@ void sg_disk_remove_workspace(const sg_sandbox_meta *m)
     }
     sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
     sg_disk_remove(m->workspace, image);
+}
+
+int sg_disk_sweep(void)
+{
+    int n = 0;
+    sg_autoclosedir DIR *d = opendir(SG_DISK_DIR);
+    sg_autofree char *mine = sg_state_path("sb/");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char *end;
+        unsigned long uid = strtoul(de->d_name, &end, 10);
+        char owner[PATH_MAX];
+        struct stat st;
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || uid > UINT32_MAX ||
+            sg_state_uid_owner((uid_t)uid, owner) != 1 || strncmp(owner, mine, strlen(mine)) != 0 ||
+            strchr(owner + strlen(mine), '/') || stat(owner, &st) == 0 || errno != ENOENT)
+            continue;
+        sg_autofree char *mnt = sg_strdup_printf(SG_DISK_DIR "/%lu", uid);
+        sg_disk_remove(mnt, NULL);
+        sg_state_uid_release((uid_t)uid, owner + strlen(mine));
+        n++;
+    }
+    return n;
 }

@@ -47,6 +47,11 @@ int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char *
  * removes the mount point and the image. Any of them may be gone already. */
 void sg_disk_remove(const char *mnt, const char *image);
 
+/* `gc --orphan-cgroups`: detaches the disks of this state directory's
+ * sandboxes whose records are gone (an `rm -rf` of sb/<id>), found by
+ * their uid's slot, and gives the slot back. Returns how many. */
+int sg_disk_sweep(void);
+
 /* Removes the workspace create made for m (own_workspace): its file
  * system (m->disk > 0) or its directory. Nothing for the operator's own. */
 void sg_disk_remove_workspace(const sg_sandbox_meta *m);

@@ -371,6 +371,15 @@ void sg_state_uid_release(uid_t uid, const char *id)
         unlink(path);
 }
 
+int sg_state_uid_owner(uid_t uid, char owner[PATH_MAX])
+{
+    if (uid < SG_UID_BASE || uid - SG_UID_BASE >= SG_UID_SLOTS)
+        return 0;
+    char path[64];
+    uid_slot_path(path, sizeof path, (unsigned)(uid - SG_UID_BASE));
+    return uid_slot_owner(path, owner) == 1 ? 1 : 0;
+}
+
 /* A small record of a sandbox, <state>/sb/<id>/<name>, replaced whole
  * (rename): a reader sees the old one or the new one. j is stolen. */
 static int record_save(const char *id, const char *name, json_t *j, const char *what, sg_err *err)

@@ -17,6 +17,7 @@
 #ifndef SG_STATE_H
 #define SG_STATE_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -105,6 +106,9 @@ void sg_state_archive_log(const char *id);
 int sg_state_uid_claim(const char *id, uid_t *uid, sg_err *err);
 /* Gives the slot of uid back if sandbox id holds it (any other uid: nothing). */
 void sg_state_uid_release(uid_t uid, const char *id);
+/* The sandbox directory that holds uid's slot, into owner: 1, or 0 when
+ * uid is no slot's or its slot is free or unreadable. */
+int sg_state_uid_owner(uid_t uid, char owner[PATH_MAX]);
 
 /* A session's abort, kept in <state>/sb/<id>/abort.json while it holds:
  * `ls` shows it without asking the supervisor, and a supervisor that takes

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import Env, tap, wait_for  # noqa: E402
+from sgtest import Env, pid_alive, tap, wait_for  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -118,6 +120,37 @@ try:
     tap.ok(wait_for(lambda: not any(x.startswith(img_b) for x in loop_backing()), 30),
            "its loop device is detached", repr(loop_backing()))
     tap.eq(env.exec(c, "echo", "alive").stdout, b"alive\n", "the other sandbox goes on")
+
+    # --- gc: a sandbox whose supervisor died gives its disk back too ---
+    g = env.create("--disk", "16M")
+    rg = record(env, g)
+    workspaces.append(rg["workspace"])
+    img_g = os.path.join(env.state, "sb", g, "disk.img")
+    os.kill(rg["supervisor_pid"], signal.SIGKILL)
+    tap.ok(wait_for(lambda: not pid_alive(rg["supervisor_pid"]), 30), "its supervisor is killed")
+    p = env.run("gc", timeout=120)
+    tap.ok(p.returncode == 0 and f" {rg['workspace']} " not in mounts() and not os.path.exists(img_g),
+           "gc removes its mount and its image", p.stderr.decode(errors="replace"))
+
+    # --- a state directory removed under a live sandbox: rm -rf never
+    # reaches its mount (it lives outside), and gc --orphan-cgroups of that
+    # state directory detaches it ---
+    env2 = Env()
+    try:
+        h = env2.create("--disk", "16M")
+        wh = record(env2, h)["workspace"]
+        workspaces.append(wh)
+        sbh = os.path.join(env2.state, "sb", h)
+        # (its checkpoint worker may be writing there meanwhile: again until gone)
+        wait_for(lambda: shutil.rmtree(sbh, ignore_errors=True) or not os.path.exists(sbh), 30)
+        tap.ok(f" {wh} " in mounts() and not wh.startswith(env2.state),
+               "rm -rf of the sandbox's state went nowhere near its mount", wh)
+        p = env2.run("gc", "--orphan-cgroups", timeout=120)
+        tap.ok(p.returncode == 0 and f" {wh} " not in mounts(),
+               "gc --orphan-cgroups detaches the disk of a sandbox whose state is gone",
+               (p.stdout + p.stderr).decode(errors="replace"))
+    finally:
+        env2.cleanup()
 
     # --- the pool: a spare has the default disk; another --disk builds anew ---
     env.run("pool", "1", check=True)
