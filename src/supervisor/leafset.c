@@ -5,21 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sg_leafset_add(sg_leafset *ls, const char *name)
+#include "base/buf.h"
+#include "base/util.h"
+
+void sg_leafset_add(sg_leafset *ls, const char *name)
 {
-    if (ls->n == ls->cap) {
-        size_t ncap = ls->cap ? ls->cap * 2 : 16;
-        char **v = realloc(ls->names, ncap * sizeof *v);
-        if (!v)
-            return -1;
-        ls->names = v;
-        ls->cap = ncap;
-    }
-    char *copy = strdup(name);
-    if (!copy)
-        return -1;
-    ls->names[ls->n++] = copy;
-    return 0;
+    sg_xgrow(&ls->names, &ls->cap, ls->n + 1, sizeof *ls->names);
+    ls->names[ls->n++] = sg_xstrdup(name);
 }
 
 bool sg_leafset_remove(sg_leafset *ls, const char *name)

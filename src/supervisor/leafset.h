@@ -16,9 +16,9 @@ typedef struct sg_leafset {
     size_t n, cap;
 } sg_leafset;
 
-/* Adds a copy of name. Returns 0, or -1 when out of memory (it is then
- * not tracked: an abort misses it, destroy's recursive kill does not). */
-int sg_leafset_add(sg_leafset *ls, const char *name);
+/* Adds a copy of name. Out of memory ends the process (sg_oom: a name
+ * is small, and a leaf left untracked would escape an abort's kill). */
+void sg_leafset_add(sg_leafset *ls, const char *name);
 
 /* Removes name (one entry); false when it was not there. The order of the
  * others may change. */

@@ -1,25 +1,10 @@
 /* sv_checkpoint: checkpoints, their labels, and rollback. */
 #include <errno.h>
 #include <limits.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <dirent.h>
-#include <unistd.h>
-#include <uv.h>
+#include <time.h>
 
 #include "supervisor/sv_internal.h"
 
@@ -62,7 +47,7 @@ void ckpt_used(sup *s)
 
 /* The watcher's diffs, made by the checkpoint worker. */
 int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
-                       const char *new_, size_t new_len, sg_diff_result *out, sg_err *err)
+                const char *new_, size_t new_len, sg_diff_result *out, sg_err *err)
 {
     sup *s = ud;
     int rc = sg_ckpt_client_unified(s->ckpt, path, old, old_len, new_, new_len, out, err);
@@ -92,7 +77,7 @@ static void ckpt_queue_label(sup *s, const char *label)
 }
 
 void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
-                            double ms, bool reused, json_t **info)
+                     double ms, bool reused, json_t **info)
 {
     json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "id", id, "label", label,
                           "files", (json_int_t)st->files, "bytes", (json_int_t)st->bytes,

@@ -1,25 +1,8 @@
 /* sv_dispatch: the requests: one handler per op. */
-#include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
-#include <jansson.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <dirent.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include "supervisor/sv_internal.h"
 

@@ -1,30 +1,20 @@
 /* sv_exec: the exec lifecycle: start, output, timeout, kill, finish, result. */
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
-#include <jansson.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include "supervisor/sv_internal.h"
 
 __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
-                                                                     const char *fmt, ...)
+                                                              const char *fmt, ...)
 {
     if (ex->kill_cause[0])
         return;
@@ -383,15 +373,9 @@ static bool exec_admit(sup *s, client *c, const sg_exec_req *req)
                                      : "the sandbox is being destroyed");
         return false;
     }
-    if (s->nexecs == s->capexecs) {
-        size_t ncap = s->capexecs ? s->capexecs * 2 : 16;
-        exec_ctx **n = realloc(s->execs, ncap * sizeof *n);
-        if (!n) {
-            client_error(c, "out of memory");
-            return false;
-        }
-        s->execs = n;
-        s->capexecs = ncap;
+    if (sg_grow(&s->execs, &s->capexecs, s->nexecs + 1, sizeof *s->execs) < 0) {
+        client_error(c, "out of memory");
+        return false;
     }
     return true;
 }

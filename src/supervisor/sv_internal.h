@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
