@@ -355,6 +355,12 @@ static int tty_relay(int fd, bool interactive, bool json)
     return code;
 }
 
+void sg_cmd_exec_reset(void)
+{
+    signals_seen = 0;
+    term_sig = 0;
+}
+
 int sg_cmd_exec_as(const char *name, int argc, char **argv)
 {
     prog = name;

@@ -3,6 +3,7 @@
  * /etc/sandglass/shell, read-only: bash if the sandbox has it, else sh,
  * with the host's shell integration), or of the CMD given. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ static void shell_usage(FILE *f)
 {
     fprintf(f,
         "usage: sandglass shell ID [--cwd DIR] [--env K=V]... [--timeout S] [-- CMD [ARG...]]\n"
+        "       sandglass shell ID --repl [--cwd DIR] [--env K=V]... [--timeout S] < LINES\n"
         "\n"
         "Opens an interactive shell in the live sandbox ID on a terminal made inside\n"
         "it, as the sandbox user (bash if the sandbox has it, else sh; or CMD). This\n"
@@ -29,7 +31,10 @@ static void shell_usage(FILE *f)
         "\n"
         "  --cwd DIR     start in this directory inside the sandbox (default /workspace)\n"
         "  --env K=V     one more environment variable (repeatable)\n"
-        "  --timeout S   wall time for the whole shell session\n");
+        "  --timeout S   wall time for the whole shell session (with --repl: for each line)\n"
+        "  --repl        no terminal: each line of stdin runs as `sh -c LINE` (one exec each,\n"
+        "                its stdin /dev/null), captured as the original agent's REPL was;\n"
+        "                exit status: the last line's\n");
 }
 
 int sg_cmd_shell(int argc, char **argv)
@@ -38,6 +43,7 @@ int sg_cmd_shell(int argc, char **argv)
         {"cwd", required_argument, NULL, 'c'},
         {"env", required_argument, NULL, 'e'},
         {"timeout", required_argument, NULL, 'T'},
+        {"repl", no_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -57,12 +63,14 @@ int sg_cmd_shell(int argc, char **argv)
     xargv[xn++] = "-t";
     xargv[xn++] = "-i";
     opterr = 0;
+    bool repl = false;
     int c;
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (c) {
         case 'c': xargv[xn++] = "--cwd"; xargv[xn++] = optarg; break;
         case 'e': xargv[xn++] = "--env"; xargv[xn++] = optarg; break;
         case 'T': xargv[xn++] = "--timeout"; xargv[xn++] = optarg; break;
+        case 'r': repl = true; break;
         case 'h':
             shell_usage(stdout);
             free(xargv);
@@ -80,6 +88,17 @@ int sg_cmd_shell(int argc, char **argv)
         fprintf(stderr, "sandglass shell: missing sandbox id\n");
         free(xargv);
         return SHELL_EXIT_INTERNAL;
+    }
+    if (repl) {
+        if (optind < argc) {
+            fprintf(stderr, "sandglass shell: --repl takes its commands on stdin, not '%s'\n", argv[optind]);
+            free(xargv);
+            return SHELL_EXIT_INTERNAL;
+        }
+        /* the exec options, after "shell" ID -t -i */
+        int code = sg_cli_shell_repl(id, xargv + 4, xn - 4);
+        free(xargv);
+        return code;
     }
     if (!isatty(0)) {
         fprintf(stderr, "sandglass shell: needs a terminal on stdin (stdin is not a terminal)\n");

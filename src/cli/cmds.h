@@ -8,7 +8,12 @@ int sg_cmd_create(int argc, char **argv);
 int sg_cmd_exec(int argc, char **argv);
 /* exec under another name in its messages (shell) */
 int sg_cmd_exec_as(const char *name, int argc, char **argv);
+/* exec's per-call signal state cleared, for a caller that runs several */
+void sg_cmd_exec_reset(void);
 int sg_cmd_shell(int argc, char **argv);
+/* shell --repl: each stdin line as `sh -c LINE` (one exec each), with the
+ * exec options opts (--cwd, --env, --timeout and their values). */
+int sg_cli_shell_repl(const char *id, char **opts, int nopts);
 int sg_cmd_ls(int argc, char **argv);
 int sg_cmd_destroy(int argc, char **argv);
 int sg_cmd_gc(int argc, char **argv);
