@@ -35,6 +35,7 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "mcp/mcp.h"
+#include "mcp/tools.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 
@@ -339,6 +340,9 @@ static int create_sandbox(app *a, char **args, sg_err *err)
 
 static void mcp_usage(FILE *f)
 {
+    sg_autobuf sg_buf names = {0};
+    if (sg_mcp_tool_names(&names, -1) < 0)
+        names.len = 0;
     fprintf(f,
         "usage: sandglass mcp --learner L --task T [--workspace DIR] [--memory 512M] [--pids N]\n"
         "                     [--cpus C] [--timeout S] [--output-limit B] [--disk 1G] [--rootfs DIR]\n"
@@ -347,16 +351,18 @@ static void mcp_usage(FILE *f)
         "                     [--keep S|forever]\n"
         "       sandglass mcp --sandbox ID\n"
         "\n"
-        "Serves the Model Context Protocol (2025-11-25 and 2026-07-28) on stdin/stdout:\n"
-        "tools run_bash, write_file, edit_file, read_file, checkpoint, rollback, all inside\n"
-        "the sandbox. EOF on stdin or SIGTERM/SIGINT aborts the session; the sandbox it\n"
+        "Serves the Model Context Protocol (2025-11-25 and 2026-07-28) on stdin/stdout\n"
+        "with tools that all run inside the sandbox:\n"
+        "  %s\n"
+        "Calls that may write run one at a time, in the order sent; reads run alongside.\n"
+        "EOF on stdin or SIGTERM/SIGINT aborts the session; the sandbox it\n"
         "made is kept (its id is printed on stderr) for 'sandglass rollback', then\n"
         "destroyed by its supervisor (a sandbox event says why).\n"
         "\n"
         "  --keep S       how long to keep it after the session ends (default 300; 'forever'\n"
         "                 keeps it until 'sandglass destroy')\n"
         "  --sandbox ID   serve an existing sandbox (it is never destroyed by mcp)\n"
-        "  the other options are create's (see 'sandglass create --help')\n");
+        "  the other options are create's (see 'sandglass create --help')\n", names.len ? names.data : "");
 }
 
 int sg_cmd_mcp(int argc, char **argv)

@@ -28,18 +28,10 @@ static const char *const legacy_versions[] = {
 };
 static const char *const modern_versions[] = {SG_MCP_PROTOCOL_MODERN};
 
-static const char server_instructions[] =
-    "Tools run inside an isolated Linux sandbox; its workspace is /workspace "
-    "(relative paths are resolved there). Every call is recorded, and the "
-    "workspace is checkpointed before each call that may write: use "
-    "`checkpoint` to mark a state and `rollback` to restore one. Calls that "
-    "may write (run_bash, write_file, edit_file, rollback) run one at a time, "
-    "in the order they were sent; read_file and checkpoint run alongside each "
-    "other once the writes sent before them have ended.";
-
 struct sg_mcp {
     sg_mcp_io io;
     char *workspace;
+    char *instructions; /* initialize's and discover's, naming the tools (tools.h) */
     bool initialized;
     sg_mcp_call *calls;
     size_t ncalls;
@@ -408,7 +400,7 @@ static void do_initialize(sg_mcp *m, const json_t *id, const json_t *params)
             json_string_value(json_object_get(ci, "name")) ?: "?",
             json_string_value(json_object_get(ci, "version")) ?: "?", want, v);
     send_result(m, id, json_pack("{s:s, s:{s:{}}, s:o, s:s}", "protocolVersion", v,
-        "capabilities", "tools", "serverInfo", server_info(), "instructions", server_instructions), false);
+        "capabilities", "tools", "serverInfo", server_info(), "instructions", m->instructions), false);
 }
 
 static void do_tools_call(sg_mcp *m, const json_t *id, const json_t *params, bool modern)
@@ -534,7 +526,7 @@ static void handle_request(sg_mcp *m, const json_t *id, const char *method, cons
         }
         send_result(m, id, json_pack("{s:o, s:{s:{}}, s:s, s:i, s:s}",
             "supportedVersions", version_list(modern_versions, SG_ARRAY_LEN(modern_versions)),
-            "capabilities", "tools", "instructions", server_instructions,
+            "capabilities", "tools", "instructions", m->instructions,
             "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "private"), true);
         return;
     }
@@ -639,7 +631,19 @@ sg_mcp *sg_mcp_new(const sg_mcp_io *io, const char *workspace)
         return NULL;
     m->io = *io;
     m->workspace = strdup(workspace ? workspace : "/workspace");
-    if (!m->workspace) {
+    sg_autobuf sg_buf in = {0};
+    int r = sg_buf_puts(&in, "Tools run inside an isolated Linux sandbox; its workspace is /workspace "
+        "(relative paths are resolved there). Every call is recorded, and the workspace is "
+        "checkpointed before each call that may write: use `checkpoint` to mark a state and "
+        "`rollback` to restore one. Calls that may write (");
+    r |= sg_mcp_tool_names(&in, 1);
+    r |= sg_buf_puts(&in, ") run one at a time, in the order they were sent; the others (");
+    r |= sg_mcp_tool_names(&in, 0);
+    r |= sg_buf_puts(&in, ") run alongside each other once the writes sent before them have ended.");
+    m->instructions = r < 0 ? NULL : sg_buf_steal(&in, NULL);
+    if (!m->workspace || !m->instructions) {
+        free(m->workspace);
+        free(m->instructions);
         free(m);
         return NULL;
     }
@@ -658,6 +662,7 @@ void sg_mcp_free(sg_mcp *m)
         call_free(c);
     }
     free(m->workspace);
+    free(m->instructions);
     free(m);
 }
 

@@ -447,6 +447,19 @@ const sg_mcp_tool *sg_mcp_tool_find(const char *name)
     return NULL;
 }
 
+int sg_mcp_tool_names(sg_buf *b, int writes)
+{
+    int r = 0;
+    bool first = true;
+    for (size_t i = 0; i < sg_mcp_ntools; i++) {
+        if (writes >= 0 && sg_mcp_tools[i].writes != (writes == 1))
+            continue;
+        r |= sg_buf_printf(b, "%s%s", first ? "" : ", ", sg_mcp_tools[i].name);
+        first = false;
+    }
+    return r;
+}
+
 /* The schema of t, parsed; the table is ours, so a schema that does not
  * parse is a bug (the unit test parses every one). */
 static json_t *schema_of(const sg_mcp_tool *t)

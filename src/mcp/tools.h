@@ -46,6 +46,9 @@ extern const size_t sg_mcp_ntools;
 
 /* The tool named name, or NULL. */
 const sg_mcp_tool *sg_mcp_tool_find(const char *name);
+/* Appends the names of the tools (writes: 1 those that may write, 0 those
+ * that only read, -1 all), ", " between them. -1 on out of memory. */
+int sg_mcp_tool_names(sg_buf *b, int writes);
 /* The tools/list entry of t. */
 json_t *sg_mcp_tool_def(const sg_mcp_tool *t);
 /* Checks args against t's schema: NULL when they fit, else what is wrong

@@ -675,6 +675,17 @@ static void test_tool_table(void **state)
         json_decref(args);
     }
     json_decref(j);
+    /* The instructions name every tool, from the table. */
+    char buf[256];
+    snprintf(buf, sizeof buf, INIT, "2025-11-25");
+    feed(f, buf);
+    j = answer(f);
+    const char *ins = json_string_value(json_object_get(json_object_get(j, "result"), "instructions"));
+    assert_non_null(ins);
+    for (size_t i = 0; i < sg_mcp_ntools; i++)
+        assert_non_null(strstr(ins, sg_mcp_tools[i].name));
+    assert_non_null(strstr(ins, "(run_bash, write_file, edit_file, rollback) run one at a time"));
+    json_decref(j);
 }
 
 static void test_checkpoint_rollback_results(void **state)
