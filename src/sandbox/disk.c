@@ -43,8 +43,11 @@ static int run_mkfs(const char *image, uint64_t total, uint64_t reserve, uid_t u
     /* No journal: no jbd2 thread per sandbox, and a workspace does not
      * outlive a reboot anyway. nodiscard: the image is sparse already. */
     snprintf(ext, sizeof ext, "root_owner=%u:%u,nodiscard,lazy_itable_init=1", (unsigned)uid, (unsigned)gid);
+    /* One inode per 8 KiB (ext4's default is 16): a project's many small
+     * files (node_modules) run out of bytes before they run out of inodes. */
     char *argv[] = {(char *)"mkfs.ext4", (char *)"-q", (char *)"-F", (char *)"-O", (char *)"^has_journal",
-                    (char *)"-m", pct, (char *)"-E", ext, (char *)"-L", (char *)"sandglass", (char *)image, NULL};
+                    (char *)"-i", (char *)"8192", (char *)"-m", pct, (char *)"-E", ext,
+                    (char *)"-L", (char *)"sandglass", (char *)image, NULL};
     static const char *const where[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4", "/usr/local/sbin/mkfs.ext4"};
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -159,10 +162,11 @@ int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char *
 {
     if (geteuid() != 0)
         return sg_err_set(err, EPERM, "only root can set up a loop device");
-    /* ext4's inode tables and bitmaps take ~3% of it: added, so the learner
-     * gets about the bytes asked for; then root's reserve on top. */
+    /* ext4's inode tables and bitmaps take ~5% of it (one inode per 8 KiB):
+     * added, so the learner gets about the bytes asked for; then root's
+     * reserve on top. */
     uint64_t reserve = (bytes / 16 + 4095) & ~4095ull;
-    uint64_t total = ((bytes + bytes / 32 + 4095) & ~4095ull) + reserve;
+    uint64_t total = ((bytes + bytes / 20 + 4095) & ~4095ull) + reserve;
     sg_autofree char *path = sg_strdup_printf(SG_DISK_DIR "/%u", (unsigned)uid);
     if (mount_point(path, err) < 0)
         return -1;
