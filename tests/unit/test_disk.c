@@ -86,20 +86,20 @@ static uint64_t fill_as(uid_t uid, const char *dir, const char *name, int *e)
             }
             done += (uint64_t)n;
         }
-        struct { uint64_t done; int err; } r = {done, err};
-        if (write(p[1], &r, sizeof r) != sizeof r)
+        uint64_t r[2] = {done, (uint64_t)err}; /* no padding to send */
+        if (write(p[1], r, sizeof r) != sizeof r)
             _exit(3);
         _exit(0);
     }
     close(p[1]);
-    struct { uint64_t done; int err; } r = {0, 0};
-    assert_int_equal(read(p[0], &r, sizeof r), (ssize_t)sizeof r);
+    uint64_t r[2] = {0, 0};
+    assert_int_equal(read(p[0], r, sizeof r), (ssize_t)sizeof r);
     close(p[0]);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    *e = r.err;
-    return r.done;
+    *e = (int)r[1];
+    return r[0];
 }
 
 static void test_make_fill_remove(void **state)
