@@ -26,7 +26,8 @@
 
 #define INIT_MAX_EXECS 4096 /* execs running at once in one sandbox */
 #define INIT_MAX_FDS (3 + SG_CG_MAX_FDS)
-/* Exec children are preferred OOM victims over init (see supervisor.c). */
+/* Exec children are preferred OOM victims over init (see start_init in
+ * supervisor/sv_start.c). */
 #define SG_EXEC_OOM_SCORE_ADJ "500"
 
 typedef struct running {
