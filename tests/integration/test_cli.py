@@ -146,6 +146,9 @@ try:
             tap.ok(p.returncode == 0 and p.stderr == b"", "the ingest's own key: made, without a word",
                    p.stderr.decode())
             near = p.stdout.decode().strip()
+            p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url)
+            tap.ok(p.returncode == 1 and "rejects" in p.stderr.decode(),
+                   "a passed check holds for its own key only: the other key is still refused", p.stderr.decode())
             env.exec(near, "true")
             await_true(lambda: ingest_of(near).get("state") == "connected", "ls --json: its ingest takes its events",
                        timeout=90, diag=lambda: repr(ingest_of(near)))

@@ -1,0 +1,251 @@
+#include "cli/ingest_check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/common.h"
+#include "state/state.h"
+
+/* --ingest: ws://HOST:PORT[/PATH] or wss://..., the ingest's WebSocket URL.
+ * Fills host and port. A bad one is refused at create: a capture that
+ * could never be delivered must not start in silence. */
+int sg_cli_ingest_url_check(const char *url, char *host, size_t hsize, int *port, char *why, size_t wsize)
+{
+    const char *p;
+    if (strncmp(url, "ws://", 5) == 0) {
+        p = url + 5;
+    } else if (strncmp(url, "wss://", 6) == 0) {
+        p = url + 6;
+    } else {
+        snprintf(why, wsize, strncmp(url, "http", 4) == 0
+                 ? "invalid --ingest '%.200s': the capture streams over WebSocket: use ws://HOST:PORT "
+                   "(http:// is the address of 'sandglass events')"
+                 : "invalid --ingest '%.200s': expected ws://HOST:PORT or wss://HOST:PORT", url);
+        return -1;
+    }
+    size_t hl;
+    const char *colon;
+    if (*p == '[') { /* [v6]:port */
+        const char *end = strchr(p, ']');
+        if (!end || end[1] != ':')
+            goto bad;
+        hl = (size_t)(end - p - 1);
+        if (hl == 0 || hl >= hsize)
+            goto bad;
+        memcpy(host, p + 1, hl);
+        colon = end + 1;
+    } else {
+        colon = strchr(p, ':');
+        if (!colon)
+            goto bad;
+        hl = (size_t)(colon - p);
+        if (hl == 0 || hl >= hsize)
+            goto bad;
+        memcpy(host, p, hl);
+    }
+    host[hl] = '\0';
+    char *end;
+    long v = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || v < 1 || v > 65535 || (*end && *end != '/'))
+        goto bad;
+    *port = (int)v;
+    return 0;
+bad:
+    snprintf(why, wsize, "invalid --ingest '%.200s': expected ws://HOST:PORT with a port from 1 to 65535", url);
+    return -1;
+}
+
+/* The stream tokens' key: 64 hex characters (32 bytes), in a regular file
+ * readable by its owner only (wire/token.h). A missing default file is
+ * made by the capture's first token; a given one must be valid now. */
+int sg_cli_ingest_secret_check(const char *path, char *why, size_t wsize)
+{
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        snprintf(why, wsize, "--secret %.200s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+        snprintf(why, wsize, "--secret %.200s: must be a regular file of mode 0600 (it is the ingest's key)", path);
+        return -1;
+    }
+    char buf[80];
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+    size_t len = n > 0 ? (size_t)n : 0;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    bool hex = len == 64;
+    for (size_t i = 0; hex && i < len; i++)
+        hex = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f') || (buf[i] >= 'A' && buf[i] <= 'F');
+    if (!hex) {
+        snprintf(why, wsize, "--secret %.200s: not a sandglass key (64 hex characters, as 'sandglass ingest' "
+                 "makes in <state>/ingest/secret)", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* One line on stderr when nothing listens at the ingest's address: the
+ * spool keeps every event until it does, but the operator should know.
+ * Returns whether something listens. */
+static bool warn_unreachable(const char *url, const char *host, int port)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gr = getaddrinfo(host, ps, &hints, &ai);
+    if (gr != 0) {
+        fprintf(stderr, "sandglass create: warning: the ingest host '%s' of %s does not resolve (%s): events are "
+                "kept in the spool until it can be reached\n", host, url, gai_strerror(gr));
+        return false;
+    }
+    int err = ECONNREFUSED;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        sg_autoclose int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
+            err = errno;
+            continue;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int soerr = ETIMEDOUT;
+        socklen_t sl = sizeof soerr;
+        if (poll(&pf, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+            freeaddrinfo(ai);
+            return true;
+        }
+        err = soerr;
+    }
+    freeaddrinfo(ai);
+    fprintf(stderr, "sandglass create: warning: the ingest at %s is not reachable (%s): events are kept in the "
+            "spool and sent when it is (see 'sandglass flush')\n", url, strerror(err));
+    return false;
+}
+
+#define TOKEN_CHECK_OUT_MAX 4096
+
+/* Asks `sandglassd token --check` (this binary has no HMAC: no libcrypto)
+ * whether the ingest takes the tokens of this key. Its JSON answer on
+ * stdout, parsed; NULL when it gave none. */
+static json_t *ask_token_check(const char *url, const char *learner, const char *task, const char *secret)
+{
+    char daemon[PATH_MAX];
+    if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
+        return NULL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0)
+            _exit(127);
+        /* The sandbox id is not chosen yet and no part of the check: the
+         * ingest checks the key and the expiry. */
+        execl(daemon, "sandglass", "token", "--learner", learner, "--task", task, "--sandbox", "create-check",
+              "--check", url, secret ? "--secret" : (char *)NULL, secret, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char out[TOKEN_CHECK_OUT_MAX];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(p[0], out + have, sizeof out - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (have += (size_t)n) == sizeof out)
+            break;
+    }
+    close(p[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    return json_loadb(out, have, JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* What a passed check holds for: the URL and the key file's identity.
+ * NULL when the key file cannot be looked at (then nothing is cached). */
+static char *check_key(const char *url, const char *secret)
+{
+    sg_autofree char *def = secret ? NULL : sg_state_path("ingest/secret");
+    const char *path = secret ? secret : def;
+    struct stat st;
+    if (!path || stat(path, &st) < 0)
+        return NULL;
+    return sg_strdup_printf("%s\n%s\n%llu %lld %lld.%09ld\n", url, path, (unsigned long long)st.st_ino,
+                            (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+/* <state>/ingest-check: the last passed check, its time the file's. */
+static bool check_cached(const char *key)
+{
+    sg_autofree char *path = sg_state_path("ingest-check");
+    struct stat st;
+    if (!path || stat(path, &st) < 0 || time(NULL) - st.st_mtime > SG_CLI_INGEST_CHECK_TTL_S ||
+        st.st_mtime > time(NULL))
+        return false;
+    sg_autofree char *body = sg_read_file(path, 4096, NULL, NULL);
+    return body && strcmp(body, key) == 0;
+}
+
+static void check_remember(const char *key)
+{
+    sg_autofree char *path = sg_state_path("ingest-check");
+    if (path)
+        sg_write_file_atomic(path, key, strlen(key), 0600, NULL); /* best effort: a miss only asks again */
+}
+
+/* A captured sandbox's ingest, checked before anything is made: nothing
+ * listening is a warning (the spool keeps everything, by design); an
+ * ingest that rejects this key's tokens is a refusal (the capture could
+ * never be delivered). Returns 0, or -1 with why. */
+int sg_cli_ingest_check(const char *url, const char *host, int port, const char *learner, const char *task,
+                        const char *secret, char *why, size_t wsize)
+{
+    if (!warn_unreachable(url, host, port))
+        return 0;
+    sg_autofree char *key = check_key(url, secret);
+    if (key && check_cached(key))
+        return 0;
+    sg_autojson json_t *ans = ask_token_check(url, learner, task, secret);
+    const char *result = json_string_value(json_object_get(ans, "result"));
+    const char *reason = json_string_value(json_object_get(ans, "reason"));
+    char vbuf[256];
+    const char *vr = sg_vis(reason ? reason : "", reason ? strlen(reason) : 0, vbuf, sizeof vbuf);
+    if (result && strcmp(result, "accepted") == 0 && key)
+        check_remember(key);
+    if (result && strcmp(result, "rejected") == 0) {
+        snprintf(why, wsize, "the ingest at %s rejects the tokens of the key %s (%s): give it its key with --secret",
+                 url, secret ? secret : "<state>/ingest/secret", vr);
+        return -1;
+    }
+    if (!result)
+        fprintf(stderr, "sandglass create: warning: could not ask the ingest at %s whether it takes the tokens of "
+                "the key %s (try 'sandglass token --check %s ...')\n", url,
+                secret ? secret : "<state>/ingest/secret", url);
+    else if (strcmp(result, "unreachable") == 0)
+        fprintf(stderr, "sandglass create: warning: the ingest at %s did not answer (%s): events are kept in the "
+                "spool and sent when it does (see 'sandglass flush')\n", url, vr);
+    return 0;
+}

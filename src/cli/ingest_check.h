@@ -1,0 +1,31 @@
+/* ingest_check: what `sandglass create` checks of a captured sandbox's
+ * ingest before anything is made, so that a capture that could never be
+ * delivered does not start in silence: the URL and the key file's form,
+ * then whether something listens there (a warning when not: the spool
+ * keeps everything, by design) and whether the ingest takes the key's
+ * tokens (a refusal when not). The last is asked of `sandglassd token
+ * --check` (GET /v1/token): this binary has no HMAC (no libcrypto). */
+#ifndef SG_CLI_INGEST_CHECK_H
+#define SG_CLI_INGEST_CHECK_H
+
+#include <stddef.h>
+
+/* A passed token check is trusted this long for the same ingest URL and
+ * key file (same inode, size and mtime): the check costs ~7 ms (a
+ * sandglassd start and an HTTP request) against ~1.5 ms for a create from
+ * the pool. An ingest that changes its key within it shows in `ls`. */
+#define SG_CLI_INGEST_CHECK_TTL_S 60
+
+/* --ingest: ws://HOST:PORT[/PATH] or wss://...; fills host and port. 0, or
+ * -1 with why (naming the flag). */
+int sg_cli_ingest_url_check(const char *url, char *host, size_t hsize, int *port, char *why, size_t wsize);
+/* --secret: a regular 0600 file holding 64 hex characters. 0, or -1 with
+ * why. */
+int sg_cli_ingest_secret_check(const char *path, char *why, size_t wsize);
+/* Reachability (a warning line on stderr when not) and the token check:
+ * 0, or -1 with why when the ingest rejects the key's tokens. secret is
+ * --secret or NULL for <state>/ingest/secret. */
+int sg_cli_ingest_check(const char *url, const char *host, int port, const char *learner, const char *task,
+                        const char *secret, char *why, size_t wsize);
+
+#endif
