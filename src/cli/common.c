@@ -161,6 +161,8 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     }
     if (have_meta)
         sg_disk_remove_workspace(&m);
+    else
+        sg_disk_remove_of(id); /* its mount lives outside the state directory */
     if (have_meta)
         sg_state_uid_release(m.uid, id);
     /* A captured sandbox's spool may hold events the ingest has not

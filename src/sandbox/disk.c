@@ -210,25 +210,41 @@ void sg_disk_remove_workspace(const sg_sandbox_meta *m)
     sg_disk_remove(m->workspace, image);
 }
 
-int sg_disk_sweep(void)
+/* Detaches the disks in SG_DISK_DIR whose uid's slot names a sandbox of
+ * this state directory: id's, or (id NULL) each one whose sandbox
+ * directory is gone; gives their slots back. Returns how many. */
+static int detach_where(const char *id)
 {
     int n = 0;
     sg_autoclosedir DIR *d = opendir(SG_DISK_DIR);
     sg_autofree char *mine = sg_state_path("sb/");
+    size_t ml = strlen(mine);
     struct dirent *de;
     while (d && (de = readdir(d))) {
         char *end;
         unsigned long uid = strtoul(de->d_name, &end, 10);
         char owner[PATH_MAX];
-        struct stat st;
         if (de->d_name[0] < '0' || de->d_name[0] > '9' || *end || uid > UINT32_MAX ||
-            sg_state_uid_owner((uid_t)uid, owner) != 1 || strncmp(owner, mine, strlen(mine)) != 0 ||
-            strchr(owner + strlen(mine), '/') || stat(owner, &st) == 0 || errno != ENOENT)
+            sg_state_uid_owner((uid_t)uid, owner) != 1 || strncmp(owner, mine, ml) != 0 ||
+            strchr(owner + ml, '/'))
+            continue;
+        struct stat st;
+        if (id ? strcmp(owner + ml, id) != 0 : (stat(owner, &st) == 0 || errno != ENOENT))
             continue;
         sg_autofree char *mnt = sg_strdup_printf(SG_DISK_DIR "/%lu", uid);
         sg_disk_remove(mnt, NULL);
-        sg_state_uid_release((uid_t)uid, owner + strlen(mine));
+        sg_state_uid_release((uid_t)uid, owner + ml);
         n++;
     }
     return n;
+}
+
+int sg_disk_sweep(void)
+{
+    return detach_where(NULL);
+}
+
+int sg_disk_remove_of(const char *id)
+{
+    return detach_where(id);
 }

@@ -52,6 +52,10 @@ void sg_disk_remove(const char *mnt, const char *image);
  * their uid's slot, and gives the slot back. Returns how many. */
 int sg_disk_sweep(void);
 
+/* The disk of sandbox id found by its uid's slot, for a cleanup that has
+ * lost the sandbox's record: detached, and the slot given back. */
+int sg_disk_remove_of(const char *id);
+
 /* Removes the workspace create made for m (own_workspace): its file
  * system (m->disk > 0) or its directory. Nothing for the operator's own. */
 void sg_disk_remove_workspace(const sg_sandbox_meta *m);

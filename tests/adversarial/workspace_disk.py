@@ -132,6 +132,18 @@ try:
     tap.ok(p.returncode == 0 and f" {rg['workspace']} " not in mounts() and not os.path.exists(img_g),
            "gc removes its mount and its image", p.stderr.decode(errors="replace"))
 
+    # --- a record lost (meta.json gone): gc still finds the disk, by the
+    # uid's slot ---
+    k = env.create("--disk", "16M")
+    rk = record(env, k)
+    workspaces.append(rk["workspace"])
+    os.kill(rk["supervisor_pid"], signal.SIGKILL)
+    wait_for(lambda: not pid_alive(rk["supervisor_pid"]), 30)
+    os.unlink(os.path.join(env.state, "sb", k, "meta.json"))
+    p = env.run("gc", timeout=120)
+    tap.ok(p.returncode == 0 and f" {rk['workspace']} " not in mounts(),
+           "gc of a sandbox without its record detaches its disk", (p.stdout + p.stderr).decode(errors="replace"))
+
     # --- a state directory removed under a live sandbox: rm -rf never
     # reaches its mount (it lives outside), and gc --orphan-cgroups of that
     # state directory detaches it ---
