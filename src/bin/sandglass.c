@@ -23,6 +23,7 @@ static const struct {
     {"create", sg_cmd_create, "create a sandbox and print its id"},
     {"exec", sg_cmd_exec, "run a command inside a live sandbox"},
     {"shell", sg_cmd_shell, "an interactive shell in a live sandbox, on a terminal"},
+    {"cast", sg_cmd_cast, "a terminal session's recording (asciicast v3)"},
     {"ls", sg_cmd_ls, "list sandboxes"},
     {"destroy", sg_cmd_destroy, "kill everything in a sandbox and remove it"},
     {"gc", sg_cmd_gc, "remove what crashed supervisors left behind"},

@@ -352,6 +352,12 @@ static char *tool_cmdline(const json_t *tool)
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
                                        const char *cwd, const json_t *tool)
 {
+    return sg_capture_exec_begin_ex(c, exec_id, argv, cwd, tool, true);
+}
+
+sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                          const char *cwd, const json_t *tool, bool flush_before)
+{
     if (!c)
         return NULL;
     sg_capture_exec *e = calloc(1, sizeof *e);
@@ -371,8 +377,10 @@ sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *co
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
     /* Changes made before this exec (background processes) come first. */
-    sg_capture_flush_watch(c);
-    diffs_window_end(c);
+    if (flush_before) {
+        sg_capture_flush_watch(c);
+        diffs_window_end(c);
+    }
     json_t *av = json_array();
     for (char *const *a = argv; a && *a; a++) {
         size_t n = 0;
@@ -539,6 +547,7 @@ const sg_capture_api sg_capture_api_v1 = {
     .emit = sg_capture_emit,
     .pending = sg_capture_pending,
     .exec_begin = sg_capture_exec_begin,
+    .exec_begin_ex = sg_capture_exec_begin_ex,
     .exec_output = sg_capture_exec_output,
     .exec_end = sg_capture_exec_end,
     .finish = sg_capture_finish,

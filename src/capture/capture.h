@@ -55,6 +55,11 @@ uint64_t sg_capture_pending(const sg_capture *c);
  * (borrowed). end frees e. */
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
                                        const char *cwd, const json_t *tool);
+/* The same; without flush_before the changes not yet reported are the
+ * exec's: a shell's command is known only once it runs (its mark comes
+ * through the terminal), so what it changed at once is still pending. */
+sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                          const char *cwd, const json_t *tool, bool flush_before);
 void sg_capture_exec_output(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len);
 void sg_capture_exec_end(sg_capture_exec *e, const json_t *result);
 
@@ -79,6 +84,8 @@ typedef struct sg_capture_api {
     uint64_t (*pending)(const sg_capture *c);
     sg_capture_exec *(*exec_begin)(sg_capture *c, uint32_t exec_id, char *const *argv,
                                    const char *cwd, const json_t *tool);
+    sg_capture_exec *(*exec_begin_ex)(sg_capture *c, uint32_t exec_id, char *const *argv,
+                                      const char *cwd, const json_t *tool, bool flush_before);
     void (*exec_output)(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len);
     void (*exec_end)(sg_capture_exec *e, const json_t *result);
     int (*finish)(sg_capture *c, uint64_t timeout_ms, sg_err *err);

@@ -181,6 +181,8 @@ static void exec_usage(FILE *f)
         "                TERM and the window size (and every resize) are passed on\n"
         "  -i, --interactive  with -t: this terminal in raw mode, every key to CMD's\n"
         "                terminal (Ctrl-C reaches its foreground job); restored at the end\n"
+        "  --no-record-input  with -t: the session's recording (sandglass cast) keeps\n"
+        "                the output but not the keys typed (passwords)\n"
         "  --json        end stdout with {exit_code, signal, wall_s, cpu_s, memory_peak,\n"
         "                oom_killed, pids_limit_hit, timed_out, output_bytes,\n"
         "                output_limit_hit, killed_by}\n"
@@ -373,6 +375,7 @@ int sg_cmd_exec(int argc, char **argv)
         {"timeout", required_argument, NULL, 'T'},
         {"tty", no_argument, NULL, 't'},
         {"interactive", no_argument, NULL, 'i'},
+        {"no-record-input", no_argument, NULL, 'N'},
         {"cwd", required_argument, NULL, 'c'},
         {"env", required_argument, NULL, 'e'},
         {"json", no_argument, NULL, 'j'},
@@ -396,6 +399,7 @@ int sg_cmd_exec(int argc, char **argv)
         switch (c) {
         case 't': tty = true; break;
         case 'i': interactive = true; break;
+        case 'N': json_object_set_new(req, "record_input", json_false()); break;
         case 'T': {
             double t;
             if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
@@ -454,6 +458,8 @@ int sg_cmd_exec(int argc, char **argv)
     json_object_set_new(req, "argv", av);
     if (interactive && !tty)
         return exec_fail("-i goes with -t (an exec without a terminal always gets this stdin)");
+    if (!tty && json_object_get(req, "record_input"))
+        return exec_fail("--no-record-input goes with -t (only a terminal's session is recorded)");
     if (tty) {
         /* The terminal itself never crosses (docs/SECURITY.md): one is made
          * inside the sandbox and relayed; ours must be one to relay. */

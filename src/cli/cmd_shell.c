@@ -17,7 +17,8 @@
 static void shell_usage(FILE *f)
 {
     fprintf(f,
-        "usage: sandglass shell ID [--cwd DIR] [--env K=V]... [--timeout S] [-- CMD [ARG...]]\n"
+        "usage: sandglass shell ID [--cwd DIR] [--env K=V]... [--timeout S] [--no-record-input]\n"
+        "                          [-- CMD [ARG...]]\n"
         "       sandglass shell ID --repl [--cwd DIR] [--env K=V]... [--timeout S] < LINES\n"
         "\n"
         "Opens an interactive shell in the live sandbox ID on a terminal made inside\n"
@@ -27,14 +28,17 @@ static void shell_usage(FILE *f)
         "private directory outside the workspace. The shell is one exec: the kill\n"
         "switch, the limits and the exec time limit (--timeout, else the sandbox's)\n"
         "apply to it and to everything started from it. Exit status: the shell's;\n"
-        "125: sandglass's own error.\n"
+        "125: sandglass's own error. The session is recorded on the host as an\n"
+        "asciicast v3 file (sandglass cast ID); in a captured sandbox each command the\n"
+        "shell runs is captured as an exec is.\n"
         "\n"
         "  --cwd DIR     start in this directory inside the sandbox (default /workspace)\n"
         "  --env K=V     one more environment variable (repeatable)\n"
         "  --timeout S   wall time for the whole shell session (with --repl: for each line)\n"
         "  --repl        no terminal: each line of stdin runs as `sh -c LINE` (one exec each,\n"
         "                its stdin /dev/null), captured as the original agent's REPL was;\n"
-        "                exit status: the last line's\n");
+        "                exit status: the last line's\n"
+        "  --no-record-input  the recording keeps the output but not the keys typed\n");
 }
 
 int sg_cmd_shell(int argc, char **argv)
@@ -44,6 +48,7 @@ int sg_cmd_shell(int argc, char **argv)
         {"env", required_argument, NULL, 'e'},
         {"timeout", required_argument, NULL, 'T'},
         {"repl", no_argument, NULL, 'r'},
+        {"no-record-input", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -63,7 +68,7 @@ int sg_cmd_shell(int argc, char **argv)
     xargv[xn++] = "-t";
     xargv[xn++] = "-i";
     opterr = 0;
-    bool repl = false;
+    bool repl = false, no_record_input = false;
     int c;
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (c) {
@@ -71,6 +76,7 @@ int sg_cmd_shell(int argc, char **argv)
         case 'e': xargv[xn++] = "--env"; xargv[xn++] = optarg; break;
         case 'T': xargv[xn++] = "--timeout"; xargv[xn++] = optarg; break;
         case 'r': repl = true; break;
+        case 'N': no_record_input = true; break;
         case 'h':
             shell_usage(stdout);
             free(xargv);
@@ -106,6 +112,8 @@ int sg_cmd_shell(int argc, char **argv)
         return SHELL_EXIT_INTERNAL;
     }
     xargv[1] = (char *)id;
+    if (no_record_input)
+        xargv[xn++] = "--no-record-input";
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     xargv[xn++] = "--";

@@ -14,6 +14,7 @@ int sg_cmd_shell(int argc, char **argv);
 /* shell --repl: each stdin line as `sh -c LINE` (one exec each), with the
  * exec options opts (--cwd, --env, --timeout and their values). */
 int sg_cli_shell_repl(const char *id, char **opts, int nopts);
+int sg_cmd_cast(int argc, char **argv);
 int sg_cmd_ls(int argc, char **argv);
 int sg_cmd_destroy(int argc, char **argv);
 int sg_cmd_gc(int argc, char **argv);

@@ -241,11 +241,7 @@ void exec_finish(exec_ctx *ex)
         exec_close_stream(ex, true);
     if (ex->err_active && !exec_read(ex, ex->err_fd, SG_CTL_STDERR))
         exec_close_stream(ex, false);
-    if (ex->tty) {
-        sg_sup_tty_drain(ex->tty);
-        sg_sup_tty_free(ex->tty);
-        ex->tty = NULL;
-    }
+    sv_tty_end(ex);
     exec_close_stream(ex, true);
     exec_close_stream(ex, false);
     uv_timer_stop(&ex->timer);
@@ -552,7 +548,7 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     int ncg = exec_leaf(s, ex, direct, cgfds, &err);
     if (ncg < 0)
         sg_err_prefix(&err, "cannot create the exec's cgroup");
-    else if (req.tty && sv_tty_start(s, ex, req.winsz, &stdin_fd, &err) < 0)
+    else if (req.tty && sv_tty_start(s, ex, &req, &stdin_fd, &err) < 0)
         sg_err_prefix(&err, "cannot make the exec's terminal");
     else if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || !env)
         sg_err_sys(&err, "cannot create output pipes");

@@ -102,6 +102,7 @@ typedef struct exec_ctx {
     int pending_closes;
     sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
     sg_sup_tty *tty;      /* a tty exec's terminal (tty.h); its output is the exec's stdout */
+    struct sv_shell *shell; /* with tty: its recording and its commands (sv_tty.c) */
 } exec_ctx;
 
 struct client {
@@ -217,7 +218,9 @@ void client_update_poll(client *c);
 /* sv_tty.c: a tty exec's terminal, between tty.c and the exec's caller.
  * sv_tty_start makes the exec child's stdin the socket its terminal's
  * master comes back on (*stdin_fd is replaced). */
-int sv_tty_start(sup *s, exec_ctx *ex, sg_ctl_winsz ws, int *stdin_fd, sg_err *err);
+int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg_err *err);
+/* The exec ended: the terminal's rest, its last command, its recording. */
+void sv_tty_end(exec_ctx *ex);
 void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n);
 exec_ctx *exec_find(sup *s, uint32_t id);
 void exec_finish(exec_ctx *ex);

@@ -1,19 +1,118 @@
-/* sv_tty: a tty exec's terminal (tty.h) wired to the exec and its caller:
- * the terminal's output is the exec's stdout (output limit, capture,
- * caller), the caller's STDIN and WINSZ go to the terminal, and each side
- * holds the other back when it is slow. */
+/* sv_tty: a tty exec's terminal (tty.h) wired to the exec and its caller,
+ * and its shell session's record:
+ *
+ *  - the terminal's output is the exec's stdout (output limit, capture,
+ *    caller); the caller's STDIN and WINSZ go to the terminal; each side
+ *    holds the other back when it is slow;
+ *  - the whole session, as the terminal carried it, goes to an asciicast
+ *    v3 file, <state>/sb/<id>/casts/<exec>.cast (asciicast.h): output, the
+ *    keys typed (unless "record_input": false), resizes, a marker at each
+ *    command, the exit;
+ *  - the shell integration's marks (marks.h) cut the session into
+ *    commands: each is captured as an exec is, with the capture's own exec
+ *    events (command, stdout, run_result or test_result, file_diff events
+ *    flushed around it), under the shell exec's id; a checkpoint is taken
+ *    at each prompt, so before each command typed at it. The marks come
+ *    from inside the sandbox: the cast and the file diffs are the record. */
 #include "supervisor/sv_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "capture/asciicast.h"
+#include "capture/marks.h"
+
+struct sv_shell {
+    exec_ctx *ex;
+    sg_cast cast;
+    bool record_input;
+    sg_marks marks;
+    sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
+    uint64_t cmd_start_ns;
+    uint32_t prompts;
+};
+
+/* A command's end: D's status, or none (a lost mark, the shell's end). */
+static void command_end(struct sv_shell *sh, int status, const char *note)
+{
+    if (!sh->cmd)
+        return;
+    sup *s = sh->ex->s;
+    double wall = (double)(sg_now_mono_ns() - sh->cmd_start_ns) / 1e9;
+    json_t *res = json_pack("{s:o, s:f, s:b, s:o}", "exit_code", status >= 0 ? json_integer(status) : json_null(),
+                            "wall_s", wall, "timed_out", 0,
+                            "signal", status > 128 && status < 128 + 65 ? json_integer(status - 128) : json_null());
+    if (res && note)
+        json_object_set_new(res, "note", json_string(note));
+    s->capi->exec_end(sh->cmd, res);
+    json_decref(res);
+    sh->cmd = NULL;
+}
+
+static void command_begin(struct sv_shell *sh, const sg_mark *m)
+{
+    sup *s = sh->ex->s;
+    command_end(sh, -1, "no end mark came (the shell integration was changed?)");
+    char *cmd = strndup(m->cmd ? m->cmd : "", m->cmd_len);
+    char *cwd = m->cwd && m->cwd_len ? strndup(m->cwd, m->cwd_len) : strdup("/workspace");
+    if (cmd && cwd) {
+        sg_cast_marker(&sh->cast, sg_now_mono_ns(), cmd, strlen(cmd));
+        if (s->cap) {
+            char *argv[] = {"sh", "-c", cmd, NULL};
+            /* what it changed before its mark got here is its own */
+            sh->cmd = s->capi->exec_begin_ex(s->cap, sh->ex->num, argv, cwd, NULL, false);
+            sh->cmd_start_ns = sg_now_mono_ns();
+        }
+    }
+    free(cmd);
+    free(cwd);
+}
+
+static void on_mark(void *ud, const sg_mark *m)
+{
+    struct sv_shell *sh = ud;
+    sup *s = sh->ex->s;
+    switch (m->kind) {
+    case SG_MARK_TEXT:
+        if (sh->cmd)
+            s->capi->exec_output(sh->cmd, false, m->text, m->text_len);
+        break;
+    case SG_MARK_COMMAND:
+        command_begin(sh, m);
+        break;
+    case SG_MARK_DONE:
+        command_end(sh, m->status, NULL);
+        break;
+    case SG_MARK_PROMPT:
+        command_end(sh, -1, "no end mark came (the shell integration was changed?)");
+        /* Nothing runs in the foreground at a prompt: the workspace as it
+         * is now is the one the next command starts from. */
+        if (!s->meta.manual_checkpoints && !s->aborted) {
+            char label[96];
+            snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
+            sup_checkpoint_exec(s, label);
+        }
+        break;
+    case SG_MARK_INPUT:
+        break;
+    }
+}
 
 static void on_tty_output(void *ud, const char *buf, size_t len)
 {
     exec_ctx *ex = ud;
     exec_output(ex, SG_CTL_STDOUT, buf, len);
-    if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX)
+    if (ex->shell) {
+        sg_cast_output(&ex->shell->cast, sg_now_mono_ns(), buf, len);
+        sg_marks_feed(&ex->shell->marks, buf, len, on_mark, ex->shell);
+    }
+    if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX && ex->tty)
         sg_sup_tty_pause(ex->tty, true); /* client_update_poll resumes it */
 }
 
@@ -26,20 +125,63 @@ static void on_tty_input_room(void *ud)
 
 static const sg_sup_tty_ops sv_tty_ops = {on_tty_output, on_tty_input_room};
 
-/* The child's pipes still carry what fails before the terminal is there. */
-int sv_tty_start(sup *s, exec_ctx *ex, sg_ctl_winsz ws, int *stdin_fd, sg_err *err)
+/* The recording: the casts directory is the supervisor's (0700). */
+static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
+{
+    struct sv_shell *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return NULL;
+    sh->ex = ex;
+    sh->record_input = !req->no_record_input;
+    sh->cast.fd = -1;
+    sg_marks_init(&sh->marks);
+    const char *term = "";
+    for (char **e = req->env; e && *e; e++)
+        if (strncmp(*e, "TERM=", 5) == 0)
+            term = *e + 5;
+    sg_autofree char *dir = sg_state_sandbox_path(ex->s->meta.id, "casts");
+    sg_autofree char *path = sg_strdup_printf("%s/%u.cast", dir, ex->num);
+    sg_autofree char *line = sg_exec_cmdline(req->argv);
+    sg_err err = {0};
+    if (dir && path && (mkdir(dir, 0700) == 0 || errno == EEXIST))
+        if (sg_cast_open(&sh->cast, path, req->winsz.cols, req->winsz.rows, term, line, sg_now_mono_ns(), &err) < 0)
+            fprintf(stderr, "supervisor: exec %u: no recording: %s\n", ex->num, err.msg);
+    return sh;
+}
+
+int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg_err *err)
 {
     int tsv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tsv) < 0)
         return sg_err_sys(err, "socketpair");
-    ex->tty = sg_sup_tty_new(&s->loop, tsv[0], ws, &sv_tty_ops, ex);
-    if (!ex->tty) {
+    ex->tty = sg_sup_tty_new(&s->loop, tsv[0], req->winsz, &sv_tty_ops, ex);
+    ex->shell = ex->tty ? shell_new(ex, req) : NULL;
+    if (!ex->shell) {
+        sg_sup_tty_free(ex->tty);
+        ex->tty = NULL;
         close(tsv[1]);
         return sg_err_set(err, ENOMEM, "out of memory");
     }
     close(*stdin_fd);
     *stdin_fd = tsv[1];
     return 0;
+}
+
+void sv_tty_end(exec_ctx *ex)
+{
+    if (ex->tty)
+        sg_sup_tty_drain(ex->tty);
+    sg_sup_tty_free(ex->tty);
+    ex->tty = NULL;
+    struct sv_shell *sh = ex->shell;
+    if (!sh)
+        return;
+    sg_marks_end(&sh->marks, on_mark, sh);
+    command_end(sh, -1, "the shell ended before the command's end mark");
+    int code = !ex->exited ? -1 : WIFEXITED(ex->status) ? WEXITSTATUS(ex->status) : 128 + WTERMSIG(ex->status);
+    sg_cast_exit(&sh->cast, sg_now_mono_ns(), code);
+    free(sh);
+    ex->shell = NULL;
 }
 
 /* Ignored once the exec ended (keys typed while it went). */
@@ -49,11 +191,17 @@ void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n)
     if (!ex || ex->finished || !ex->tty)
         return;
     if (type == SG_CTL_STDIN) {
-        if (sg_sup_tty_input(ex->tty, buf, n) < 0)
+        if (sg_sup_tty_input(ex->tty, buf, n) < 0) {
             client_error(c, "typed input overflowed the terminal's queue");
+            return;
+        }
+        if (ex->shell && ex->shell->record_input)
+            sg_cast_input(&ex->shell->cast, sg_now_mono_ns(), buf, n);
     } else if (n == sizeof(sg_ctl_winsz)) {
         sg_ctl_winsz ws;
         memcpy(&ws, buf, sizeof ws);
         sg_sup_tty_resize(ex->tty, ws);
+        if (ex->shell)
+            sg_cast_resize(&ex->shell->cast, sg_now_mono_ns(), ws.cols, ws.rows);
     }
 }

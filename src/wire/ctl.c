@@ -134,7 +134,7 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
     json_object_foreach(j, key, val) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
             strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool") &&
-            strcmp(key, "result") && strcmp(key, "tty"))
+            strcmp(key, "result") && strcmp(key, "tty") && strcmp(key, "record_input"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -199,6 +199,12 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
         return sg_err_set(err, EINVAL, "\"tty\" must be {\"rows\": 0-65535, \"cols\": 0-65535}");
     }
     out->tty = tty != NULL;
+    json_t *ri = json_object_get(j, "record_input");
+    if (ri && !json_is_boolean(ri)) {
+        sg_exec_req_free(out);
+        return sg_err_set(err, EINVAL, "\"record_input\" must be true or false");
+    }
+    out->no_record_input = json_is_false(ri);
     return 0;
 }
 

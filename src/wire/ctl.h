@@ -78,6 +78,7 @@ typedef struct sg_exec_req {
     bool code_only;    /* "result": "code": answer with EXIT, not RESULT */
     bool tty;          /* "tty": {"rows", "cols"}: on a PTY made inside the sandbox */
     sg_ctl_winsz winsz;
+    bool no_record_input; /* "record_input": false: a tty exec's keys are not kept (passwords) */
 } sg_exec_req;
 
 /* Strict parse of an "exec" request object; every field checked and

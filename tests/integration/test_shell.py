@@ -4,6 +4,7 @@ master of, as a user's terminal would hold it."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import select
@@ -13,9 +14,10 @@ import subprocess
 import termios
 import time
 
-from sgtest import Env, SANDGLASS, tap
+from sgtest import SANDGLASS, tap
+from test_capture import CapEnv
 
-env = Env()
+env = CapEnv()  # an Env with a real ingest and its store
 PROMPT_END = b"\x1b]133;B\x07"
 MARK = re.compile(rb"\x1b\]133;[^\x07]*\x07")
 
@@ -239,6 +241,87 @@ def _():
         tap.ok(b"nosuchsandbox" in t.out and t.out.count(b"\n") == 1, "one line names it", repr(t.out))
     finally:
         t.close()
+
+
+def commands(rows: list[dict], after: int) -> list[tuple[str, str]]:
+    """(kind, cmd) of the command and result events after seq `after`."""
+    return [(r["kind"], r["payload"].get("cmd", "")) for r in rows if r["seq"] > after and
+            r["kind"] in ("command", "run_result", "test_result")]
+
+
+@tap.case("capture: each command typed is captured as an exec is, and the session is recorded")
+def _():
+    sb = env.create_captured()
+    env.exec(sb, "sh", "-c", "printf 'import unittest\\nclass T(unittest.TestCase):\\n"
+             "    def test_ok(self): pass\\n' > test_x.py")
+    first = env.wait_rows(sb, lambda r: any(x["kind"] == "run_result" for x in r))
+    base = max(r["seq"] for r in first)
+    t = Term(["shell", sb])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        m = t.type(b"echo hi; false\r")
+        t.expect(re.escape(PROMPT_END), m)
+        m = t.type(b"echo made > made.txt\r")
+        t.expect(re.escape(PROMPT_END), m)
+        m = t.type(b"python3 -m unittest -q\r")
+        t.expect(re.escape(PROMPT_END), m)
+        t.type(b"exit\r")
+        tap.eq(t.wait(), 0, "the shell ends")
+    finally:
+        t.close()
+    want = [("command", "/bin/sh /etc/sandglass/shell"),
+            ("command", "echo hi"), ("run_result", "echo hi"), ("command", "false"), ("run_result", "false"),
+            ("command", "echo made > made.txt"), ("run_result", "echo made > made.txt"),
+            ("command", "python3 -m unittest -q"), ("test_result", "python3 -m unittest -q"),
+            ("command", "exit"), ("run_result", "exit"),
+            ("run_result", "/bin/sh /etc/sandglass/shell")]
+    rows = env.wait_rows(sb, lambda r: commands(r, base) == want, timeout=30)
+    tap.eq(commands(rows, base), want, "the shell, then each command and its result, in order")
+    res = {r["payload"]["cmd"]: r["payload"] for r in rows if r["seq"] > base and
+           r["kind"] in ("run_result", "test_result")}
+    tap.eq((res.get("echo hi", {}).get("exit_code"), res.get("false", {}).get("exit_code")), (0, 1),
+           "echo hi; false: two results, 0 and 1")
+    outs = [r["payload"]["data"] for r in rows if r["seq"] > base and r["kind"] == "stdout"]
+    tap.ok(any(o == "hi\r\n" for o in outs), "echo hi's stdout is its own output", repr(outs))
+    made = [r for r in rows if r["kind"] == "file_diff" and r["payload"].get("path", "").endswith("made.txt")]
+    tap.ok(len(made) == 1, "the file a command made is one file_diff", repr(made))
+    if made:
+        order = [(r["kind"], r["payload"].get("cmd", "")) for r in rows if r["seq"] > base]
+        i = next(k for k, r in enumerate(rows) if r is made[0])
+        before = [r for r in rows[:i] if r["seq"] > base and r["kind"] == "command"]
+        after = [r for r in rows[i:] if r["kind"] in ("run_result", "test_result")]
+        tap.ok(before and before[-1]["payload"]["cmd"] == "echo made > made.txt" and after and
+               after[0]["payload"]["cmd"] == "echo made > made.txt",
+               "its file_diff comes between that command and its result", repr(order))
+    p = env.run("cast", sb)
+    lines = p.stdout.decode().splitlines()
+    hdr = json.loads(lines[0]) if lines else {}
+    evs = [json.loads(x) for x in lines[1:]]
+    tap.ok(hdr.get("version") == 3 and hdr.get("term", {}).get("cols") == 100 and
+           hdr.get("term", {}).get("type") == "xterm-256color", "cast: an asciicast v3 header", lines[:1])
+    codes = [e[1] for e in evs]
+    tap.ok({"o", "i", "m", "x"} <= set(codes) and evs[-1] == [evs[-1][0], "x", "0"],
+           "cast: output, input, markers, the exit", repr(codes[-5:]))
+    tap.ok(["m", "echo hi"] in [e[1:] for e in evs] and ["m", "false"] in [e[1:] for e in evs],
+           "cast: a marker at each command")
+    out = "".join(e[2] for e in evs if e[1] == "o")
+    tap.ok("hi\r\n" in out and "exit\r\n" in out, "cast: the output replays the session")
+
+
+@tap.case("--no-record-input: the recording has no keys")
+def _():
+    t = Term(["shell", sid, "--no-record-input"])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        m = t.type(b"echo secret-typed\r")
+        t.expect(re.escape(PROMPT_END), m)
+        t.type(b"exit\r")
+        t.wait()
+    finally:
+        t.close()
+    evs = [json.loads(x) for x in env.run("cast", sid).stdout.decode().splitlines()[1:]]
+    tap.ok(evs and not any(e[1] == "i" for e in evs), "no input event", repr(evs[:3]))
+    tap.ok(any(e[1] == "o" and "secret-typed" in e[2] for e in evs), "the echo of what was typed is output")
 
 
 env.cleanup()
