@@ -26,6 +26,7 @@
 #include "delivery/spool.h"
 #include "delivery/uplink.h"
 #include "state/state.h"
+#include "wire/event.h"
 #include "wire/token.h"
 
 #define FLUSH_TIMEOUT_DEFAULT_S 30.0
@@ -56,6 +57,10 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
                ev->type == SG_UPLINK_DISCONNECTED) {
         snprintf(w->why, sizeof w->why, "%s", ev->reason);
     }
+    /* a frame the ingest refused by its seq is said even when the rest
+     * gets through (another holder of the token stored that seq) */
+    if (ev->type == SG_UPLINK_ERROR && ev->code == SG_CLOSE_POLICY)
+        sg_cli_sayf("flush", "%s", ev->reason);
 }
 
 /* Delivers one undelivered spool. Returns 0 when all of it is acknowledged

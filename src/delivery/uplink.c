@@ -13,6 +13,7 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "wire/event.h"
 
 #define LOCAL_PROTO "sg-uplink"
 #define INGEST_PROTO "sg-ingest"
@@ -23,6 +24,7 @@ typedef enum state {
     ST_OPEN,        /* handshake done */
     ST_WAITING,     /* backoff timer running */
     ST_CLOSING,
+    ST_STOPPED,     /* gave up: the ingest refuses a frame by its seq */
 } state;
 
 struct sg_uplink {
@@ -56,6 +58,12 @@ struct sg_uplink {
     bool rx_overflow;
     int close_code;
     char close_reason[128];
+
+    /* the seq the ingest last refused with 1008, and how often in a row */
+    int64_t refused_seq;
+    unsigned refused_times;
+    bool refused_conflict;  /* "stored with other content", not a gap */
+    char stuck[300];        /* why the uplink stopped (ST_STOPPED) */
 
     sg_uplink_event_fn ev_fn;
     void *ev_ud;
@@ -109,6 +117,39 @@ static bool is_refusal(int code)
            code != LWS_CLOSE_STATUS_NO_STATUS && code != LWS_CLOSE_STATUS_ABNORMAL_CLOSE;
 }
 
+/* The seq a 1008 close names ("seq N ..."), or -1. */
+static int64_t refused_seq_of(int code, const char *reason)
+{
+    long long n;
+    if (code != SG_CLOSE_POLICY || sscanf(reason, "seq %lld ", &n) != 1 || n < 0)
+        return -1;
+    return (int64_t)n;
+}
+
+/* A frame refused by its seq: counted; past the bound the uplink stops
+ * instead of sending the same frame again forever. True when it stopped. */
+static bool seq_refused(sg_uplink *u)
+{
+    int64_t seq = refused_seq_of(u->close_code, u->close_reason);
+    if (seq < 0) {
+        u->refused_times = 0;
+        return false;
+    }
+    u->refused_times = seq == u->refused_seq ? u->refused_times + 1 : 1;
+    u->refused_seq = seq;
+    u->refused_conflict = strstr(u->close_reason, "other content") != NULL;
+    if (u->refused_times < SG_UPLINK_SEQ_REFUSALS_MAX)
+        return false;
+    u->st = ST_STOPPED;
+    u->stats.stuck_seq = seq;
+    snprintf(u->stuck, sizeof u->stuck,
+             "gave up: the ingest refused seq %" PRId64 " %u times (%s); it and every later event stay in "
+             "the spool",
+             seq, u->refused_times, u->close_reason);
+    emit(u, SG_UPLINK_REFUSED, u->close_code, u->stuck, 0);
+    return true;
+}
+
 /* The current connection is gone (closed, failed or refused). */
 static void on_lost(sg_uplink *u, int http_status, const char *why)
 {
@@ -117,6 +158,10 @@ static void on_lost(sg_uplink *u, int http_status, const char *why)
     u->wsi = NULL;
     u->ready = false;
     u->stats.connected = false;
+    if (http_status < 400 && is_refusal(u->close_code) && seq_refused(u)) {
+        u->stats.refusals++;
+        return; /* stopped: no retry */
+    }
     u->stats.reconnects++;
     uint32_t delay = schedule_retry(u);
     if (http_status >= 400) {
@@ -201,6 +246,18 @@ static void handle_ack(sg_uplink *u, int64_t ack)
                  " (ingest store lost?): seqs in between are gone from the spool",
                  ack, spool_ack);
         emit(u, SG_UPLINK_ERROR, 0, msg, 0);
+    }
+    if (u->refused_seq >= 0 && ack >= u->refused_seq) {
+        if (u->refused_conflict) { /* the ingest kept another's frame at that seq */
+            char msg[200];
+            snprintf(msg, sizeof msg,
+                     "seq %" PRId64 " is stored with another client's content: ours was refused and is "
+                     "dropped from the spool with this ack",
+                     u->refused_seq);
+            emit(u, SG_UPLINK_ERROR, SG_CLOSE_POLICY, msg, 0);
+        }
+        u->refused_seq = -1;
+        u->refused_times = 0;
     }
     if (sg_spool_ack(u->spool, ack, &err) < 0)
         emit(u, SG_UPLINK_ERROR, err.code, err.msg, 0);
@@ -390,6 +447,8 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     u->spool = spool;
     u->stats.acked_seq = -1;
     u->stats.sent_seq = -1;
+    u->stats.stuck_seq = -1;
+    u->refused_seq = -1;
     u->ack_timeout_ms = SG_UPLINK_ACK_TIMEOUT_MS;
     u->rng = sg_now_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
     if (!u->rng)
@@ -474,18 +533,22 @@ int sg_uplink_drain(sg_uplink *u, uint64_t timeout_ms, sg_err *err)
         return 0;
     if (u->st == ST_CLOSING)
         return sg_err_set(err, ESHUTDOWN, "uplink is closed");
+    if (u->st == ST_STOPPED)
+        return sg_err_set(err, EPROTO, "uplink: %s", u->stuck);
     if (u->st == ST_WAITING)
         connect_now(u); /* cut the backoff short */
     want_write(u);
     u->draining = true;
     u->drain_timed_out = false;
     uv_timer_start(&u->drain_timer, on_drain_timeout, timeout_ms, 0);
-    while (!drained(u) && !u->drain_timed_out)
+    while (!drained(u) && !u->drain_timed_out && u->st != ST_STOPPED)
         uv_run(u->loop, UV_RUN_ONCE);
     uv_timer_stop(&u->drain_timer);
     u->draining = false;
     if (drained(u))
         return 0;
+    if (u->st == ST_STOPPED)
+        return sg_err_set(err, EPROTO, "uplink: %s", u->stuck);
     return sg_err_set(err, ETIMEDOUT,
                       "uplink: %" PRIu64 " events not acknowledged by the ingest after %" PRIu64
                       " ms",

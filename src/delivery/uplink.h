@@ -12,7 +12,15 @@
  * refused handshake (401) or a refused frame the uplink reconnects with
  * exponential backoff, 0.25 s doubling to 8 s, full jitter, and replays
  * from the ingest's ack. Refusals are reported through the event callback
- * and retried (an operator may fix the token). At most SG_UPLINK_WINDOW
+ * and retried (an operator may fix the token) — but a frame the ingest
+ * refuses by its seq (close 1008 naming "seq N": a gap, or other content
+ * stored at N by another holder of the token) is refused again on every
+ * replay: after SG_UPLINK_SEQ_REFUSALS_MAX refusals of the same seq in a
+ * row the uplink stops (no more connections; SG_UPLINK_REFUSED with
+ * retry_ms 0 says why; the spool keeps the frame and all after it, for an
+ * operator; drain fails at once with that reason). A refused frame whose
+ * seq the ingest then acks (it kept another's content) is reported as an
+ * SG_UPLINK_ERROR naming the seq and the bytes dropped. At most SG_UPLINK_WINDOW
  * frames are in flight beyond the ack; a connection that leaves sent frames
  * unacked for SG_UPLINK_ACK_TIMEOUT_MS (a dead peer, a stalled ingest) is
  * dropped and replayed on a new one.
@@ -35,6 +43,7 @@
 #define SG_UPLINK_ACK_TIMEOUT_MS 15000   /* unacked frames and no ack this long:
                                             the connection is dead, reconnect */
 #define SG_UPLINK_TOKEN_MAX 4096
+#define SG_UPLINK_SEQ_REFUSALS_MAX 3     /* the same seq refused this often: stop */
 
 typedef struct sg_uplink sg_uplink;
 
@@ -64,6 +73,7 @@ typedef struct sg_uplink_stats {
     uint64_t reconnects;      /* attempts after a failure or a close */
     uint64_t refusals;        /* 401s and refusal close codes */
     int last_close_code;
+    int64_t stuck_seq;        /* the seq the uplink gave up on, -1 if none */
 } sg_uplink_stats;
 
 /* url: ws://HOST:PORT[/PATH] (PATH defaults to /v1/ingest). Connects at

@@ -135,6 +135,11 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
     static const char *const names[] = {"connected", "disconnected", "refused", "error"};
     session *s = ud;
     const char *name = names[ev->type <= SG_UPLINK_ERROR ? ev->type : SG_UPLINK_ERROR];
+    /* refusals and errors in this log too: a frame refused by its seq, or
+     * given up on, must be findable without the supervisor's log */
+    if (ev->type == SG_UPLINK_REFUSED || ev->type == SG_UPLINK_ERROR)
+        log_line("sandbox %s: %s (%d): %s%s", s->sandbox[0] ? s->sandbox : "?", name, ev->code, ev->reason,
+                 ev->type == SG_UPLINK_REFUSED && ev->retry_ms == 0 ? " [stopped]" : "");
     session_send(s, json_pack("{s:s, s:i, s:s, s:I}", "event", name, "code", ev->code,
                               "reason", ev->reason, "retry_ms", (json_int_t)ev->retry_ms));
 }

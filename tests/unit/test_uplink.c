@@ -49,6 +49,7 @@ typedef struct fixture {
     sg_spool *sp;
     sg_uplink *up;
     int refused_401, refused_close, connected_events;
+    char last_error[300], last_refusal[300];
 } fixture;
 
 static fixture F;
@@ -135,8 +136,11 @@ static void on_event(void *ud, const sg_uplink_event *ev)
     fixture *f = ud;
     if (ev->type == SG_UPLINK_REFUSED && ev->code == 401)
         f->refused_401++;
-    else if (ev->type == SG_UPLINK_REFUSED)
+    else if (ev->type == SG_UPLINK_REFUSED) {
         f->refused_close++;
+        snprintf(f->last_refusal, sizeof f->last_refusal, "%s", ev->reason);
+    } else if (ev->type == SG_UPLINK_ERROR)
+        snprintf(f->last_error, sizeof f->last_error, "%s", ev->reason);
     else if (ev->type == SG_UPLINK_CONNECTED)
         f->connected_events++;
     if (getenv("SG_TEST_VERBOSE"))
@@ -414,6 +418,114 @@ static void test_refused(void **state)
     check_store(0);
 }
 
+/* Appends n events with this text, synced, without telling the uplink. */
+static void append_quietly(sg_spool *sp, int64_t n, const char *text)
+{
+    sg_err err;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t seq = sg_spool_next_seq(sp);
+        sg_autojson json_t *fr = sg_event_frame(seq, "stdout", json_pack("{s:s, s:s}", "stream", "stdout",
+                                                                          "data", text), NULL, SANDBOX);
+        sg_autofree char *s = sg_json_dump(fr);
+        assert_int_equal(sg_spool_append(sp, seq, s, strlen(s), &err), 0);
+    }
+    assert_int_equal(sg_spool_sync(sp, &err), 0);
+}
+
+static bool up_ready(void)
+{
+    sg_uplink_stats st;
+    sg_uplink_get_stats(F.up, &st);
+    return st.connected;
+}
+
+/* The stream-token seq race: another holder of the token stores seqs 0..2
+ * while our frames 0..4 wait. Ours is refused (1008, other content at seq
+ * 0): it is said (an error naming the seq), and the stream goes on with
+ * 3..4 — never the same refused frame sent again and again. */
+static void test_seq_race(void **state)
+{
+    F.port = start_ingest(0);
+    F.token = make_token(SANDBOX);
+    open_uplink(F.token);
+    assert_true(run_until(up_ready, 10));
+    append_quietly(F.sp, 5, "ours");
+    /* the other holder, on its own spool and uplink */
+    char dir2[320];
+    snprintf(dir2, sizeof dir2, "%s/spool2", tmpdir);
+    sg_err err;
+    sg_spool *sp2 = sg_spool_open(dir2, NULL, &err);
+    assert_non_null(sp2);
+    char url[64];
+    snprintf(url, sizeof url, "ws://127.0.0.1:%d", F.port);
+    /* on a loop of its own: ours does not run meanwhile */
+    uv_loop_t loop2;
+    uv_loop_init(&loop2);
+    sg_uplink *evil = sg_uplink_new(&loop2, url, F.token, sp2, &err);
+    assert_non_null(evil);
+    append_quietly(sp2, 3, "forged");
+    assert_int_equal(sg_uplink_drain(evil, 10000, &err), 0);
+    sg_uplink_free(evil);
+    uv_run(&loop2, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop2), 0);
+    sg_spool_close(sp2);
+    sg_uplink_notify(F.up);
+    double t0 = now_s();
+    int r = sg_uplink_drain(F.up, 20000, &err);
+    sg_uplink_stats st;
+    sg_uplink_get_stats(F.up, &st);
+    if (getenv("SG_TEST_VERBOSE"))
+        fprintf(stderr, "# race: drain %d in %.2f s, refusals %llu, error '%s', refusal '%s'\n", r, now_s() - t0,
+                (unsigned long long)st.refusals, F.last_error, F.last_refusal);
+    assert_int_equal(r, 0);
+    assert_true(st.refusals >= 1 && st.refusals < SG_UPLINK_SEQ_REFUSALS_MAX);
+    assert_non_null(strstr(F.last_error, "seq 0 is stored with another client's content"));
+    assert_int_equal(st.acked_seq, 4);
+}
+
+/* A frame the ingest refuses by its seq on every replay (here a gap: the
+ * ingest's store was lost while our spool had trimmed what it acked): the
+ * uplink stops after SG_UPLINK_SEQ_REFUSALS_MAX refusals instead of
+ * sending it forever, keeps it, and drain says why at once. */
+static void test_seq_refused_stops(void **state)
+{
+    F.port = start_ingest(0);
+    F.token = make_token(SANDBOX);
+    F.sp = sg_spool_open(F.spooldir, NULL, &(sg_err){0});
+    assert_non_null(F.sp);
+    sg_spool_set_segment_bytes(F.sp, 4096); /* small segments: acked ones are deleted */
+    open_uplink(F.token);
+    produce(200, 50);
+    sg_err err;
+    assert_int_equal(sg_uplink_drain(F.up, 30000, &err), 0);
+    sg_uplink_free(F.up);
+    F.up = NULL;
+    append_quietly(F.sp, 3, "after the store was lost");
+    kill_ingest();
+    unlink(F.db);
+    char wal[320];
+    snprintf(wal, sizeof wal, "%s-wal", F.db);
+    unlink(wal);
+    snprintf(wal, sizeof wal, "%s-shm", F.db);
+    unlink(wal);
+    F.port = start_ingest(F.port);
+    open_uplink(F.token);
+    double t0 = now_s();
+    int r = sg_uplink_drain(F.up, 60000, &err);
+    double took = now_s() - t0;
+    sg_uplink_stats st;
+    sg_uplink_get_stats(F.up, &st);
+    if (getenv("SG_TEST_VERBOSE"))
+        fprintf(stderr, "# stops: drain %d in %.2f s: %s\n", r, took, err.msg);
+    assert_int_equal(r, -1);
+    assert_int_equal(err.code, EPROTO);
+    assert_non_null(strstr(err.msg, "gave up: the ingest refused seq"));
+    assert_true(took < 50); /* not the drain's timeout: it stopped */
+    assert_true(st.stuck_seq > 0);
+    assert_int_equal(F.refused_close, SG_UPLINK_SEQ_REFUSALS_MAX);
+    assert_true(sg_spool_pending(F.sp) >= 3); /* kept */
+}
+
 int main(void)
 {
     bin = getenv("SANDGLASSD_BIN");
@@ -430,6 +542,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ingest_down_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_ingest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seq_race, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seq_refused_stops, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
