@@ -252,7 +252,10 @@ int sg_cmd_events(int argc, char **argv)
         case 't': task = optarg; break;
         case 's': sandbox = optarg; break;
         case 'f': follow = true; break;
-        case 'j': as_json = true; break;
+        case 'j':
+            as_json = true;
+            sg_cli_json_errors(true);
+            break;
         case 'i': ingest = optarg; break;
         case 'T': token_opt = optarg; break;
         case 'k': secret_path = optarg; break;

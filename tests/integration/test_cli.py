@@ -69,6 +69,16 @@ try:
             p = d(cmd, "--help")
             tap.ok(p.returncode == 0 and p.stdout.startswith(b"usage: ") and b"--" in p.stdout and not p.stderr,
                    f"sandglassd {cmd} --help explains its options on stdout", p.stdout.decode()[:200])
+        for args, rc, word in ((["--after-seq", "x"], 2, "--after-seq"),
+                               (["--ingest", "http://127.0.0.1:9", "--token", "t"], 1, "127.0.0.1:9")):
+            p = env.run("events", "--json", *args)
+            try:
+                err = json.loads(p.stderr)
+            except ValueError:
+                err = {}
+            tap.ok(p.returncode == rc and p.stdout == b"" and word in err.get("error", "")
+                   and err.get("command") == "events", f"events --json {args[0]}: the error is JSON on stderr",
+                   f"{p.returncode} {p.stderr!r}")
         p = d("--help")
         tap.ok(p.returncode == 0 and all(c.encode() in p.stdout for c in ("ingest", "token", "events", "flush")),
                "sandglassd --help lists its commands", p.stdout.decode())
