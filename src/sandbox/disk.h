@@ -31,6 +31,9 @@
 #define SG_DISK_MIN (16ull << 20)     /* ext4 with room to spare for its metadata */
 #define SG_DISK_MAX (16ull << 40)     /* ext4's limit with 4 KiB blocks, at most */
 #define SG_DISK_IMAGE "disk.img"      /* in <state>/sb/<id>/ */
+/* SG_DISK_DIR/.template-v<N>-<bytes>: a formatted image per size, copied
+ * by each create; a new N when mkfs's options change. */
+#define SG_DISK_TEMPLATE_VERSION 1
 
 /* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN to SG_DISK_MAX. */
 int sg_disk_parse(const char *s, uint64_t *bytes, sg_err *err);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -120,6 +121,11 @@ static void test_make_fill_remove(void **state)
         skip();
     }
     assert_true(mounted(mnt));
+    /* Made from a template of that size, kept for the next create. */
+    glob_t g;
+    assert_int_equal(glob(SG_DISK_DIR "/.template-v*", 0, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 1);
+    globfree(&g);
     struct stat st;
     assert_int_equal(stat(mnt, &st), 0);
     assert_int_equal(st.st_uid, TEST_UID);
