@@ -95,7 +95,7 @@ static int loop_attach(int fd, char dev[32], sg_err *err)
     sg_autoclose int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
     if (ctl < 0)
         return sg_err_sys(err, "cannot open /dev/loop-control");
-    /* Buffered, not direct I/O: the metadata mkfs just wrote is read back
+    /* Buffered, not direct I/O: the metadata just copied is read back
      * from the page cache at the mount and the first checkpoint; with
      * direct I/O every first read of it went to the disk (create took
      * about twice as long). */

@@ -1,16 +1,17 @@
 /* disk: the workspace's own file system, so a sandbox's files cannot take
  * the host's disk.
  *
- * This kernel family has no ext4 quota format (CONFIG_QFMT_V2 is often off,
- * as here) and tmpfs pages would be charged to the sandbox's memory, so a
- * sandbox that create makes its workspace for gets a file system of its
- * own: a sparse ext4 image (no journal) of --disk bytes in its state
- * directory, loop-mounted (autoclear, direct I/O, discard) at
- * SG_DISK_DIR/<uid>. The mount point is keyed by the sandbox's own uid
- * (state.h: claimed host-wide, one sandbox at a time), outside every state
- * directory: an `rm -rf` of a state directory never walks into a live
- * mount, and a mount left by a sandbox whose state directory vanished is
- * detached when its uid slot is claimed again. ENOSPC is the learner's
+ * Kernels built without ext4's quota format (CONFIG_QFMT_V2, as here)
+ * have no user or project quotas, and tmpfs pages would be charged to the
+ * sandbox's memory, so a sandbox that create makes its workspace for gets
+ * a file system of its own: a sparse ext4 image (no journal) of --disk
+ * bytes in its state directory, copied from a template of that size,
+ * loop-mounted (autoclear, buffered, discard) at SG_DISK_DIR/<uid>. The
+ * mount point is keyed by the sandbox's own uid (state.h: claimed
+ * host-wide, one sandbox at a time), outside every state directory: an
+ * `rm -rf` of a state directory never walks into a live mount, and a
+ * mount left by a sandbox whose state directory vanished is detached by
+ * gc --orphan-cgroups or when its uid slot is claimed again. ENOSPC is the learner's
  * alone; the space on the host is at most the image's size, and the
  * learner's deletions are punched out of the image (discard).
  *
