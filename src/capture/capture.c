@@ -59,6 +59,47 @@ struct sg_capture_exec {
 
 #define log_line(...) sg_log_line("capture", __VA_ARGS__)
 
+/* A path cut to SG_CAPTURE_PATH_CUT bytes (at a UTF-8 boundary), for an
+ * event that would not fit the ingest's frame otherwise. */
+#define SG_CAPTURE_PATH_CUT 4096
+static void cut_path(json_t *p, const char *key)
+{
+    const char *v = json_string_value(json_object_get(p, key));
+    size_t n = v ? strlen(v) : 0;
+    if (n <= SG_CAPTURE_PATH_CUT)
+        return;
+    size_t k = SG_CAPTURE_PATH_CUT;
+    while (k && ((unsigned char)v[k] & 0xC0) == 0x80)
+        k--;
+    char flag[48];
+    snprintf(flag, sizeof flag, "%s_bytes", key);
+    json_object_set_new(p, flag, json_integer((json_int_t)n));
+    json_object_set_new(p, key, json_stringn(v, k));
+}
+
+/* An event whose frame would pass the ingest's limit (SG_FRAME_MAX) is
+ * refused there, so it is made smaller here, never dropped in silence: a
+ * file_diff (a learner's path can be hundreds of KB, three bytes per
+ * invalid byte, more in the diff's quoted header) loses its diff and hex
+ * forms and keeps its paths' first 4 KiB (with their full lengths); any
+ * other kind, or one still too big, becomes a `limit` event saying so. */
+static json_t *shrink_diff(const json_t *payload, size_t bytes)
+{
+    json_t *p = json_deep_copy(payload);
+    if (!p)
+        return NULL;
+    json_object_del(p, "diff");
+    json_object_del(p, "path_hex");
+    json_object_del(p, "old_path_hex");
+    cut_path(p, "path");
+    cut_path(p, "old_path");
+    json_object_set_new(p, "truncated", json_true());
+    json_object_set_new(p, "event_bytes", json_integer((json_int_t)bytes));
+    return p;
+}
+
+#define FRAME_ROOM (SG_FRAME_MAX - 4096) /* the frame's own keys and a resend's margin */
+
 /* Appends one event; -1 when the spool could not take it. */
 static int emit(sg_capture *c, const char *kind, json_t *payload)
 {
@@ -74,6 +115,19 @@ static int emit(sg_capture *c, const char *kind, json_t *payload)
     }
     c->unsynced = true;
     sg_autofree char *line = sg_json_dump(frame);
+    for (int round = 0; line && strlen(line) > FRAME_ROOM && round < 2; round++) {
+        size_t bytes = strlen(line);
+        bool diff = strcmp(kind, "file_diff") == 0 && round == 0;
+        json_t *small = diff ? shrink_diff(json_object_get(frame, "payload"), bytes)
+                             : json_pack("{s:s, s:s, s:I, s:I}", "what", "event_size", "kind", kind, "bytes",
+                                         (json_int_t)bytes, "limit", (json_int_t)SG_FRAME_MAX);
+        log_line("a %s event of %zu bytes passes the frame limit: %s", kind, bytes,
+                 diff ? "its diff and long paths cut" : "a limit event instead");
+        json_decref(frame);
+        frame = sg_event_frame(seq, diff ? kind : "limit", small, NULL, c->id);
+        free(line);
+        line = frame ? sg_json_dump(frame) : NULL;
+    }
     sg_err err = {0};
     if (!line || sg_spool_append(c->spool, seq, line, strlen(line), &err) < 0) {
         log_line("spool append of seq %lld failed: %s", (long long)seq, line ? err.msg : "out of memory");
