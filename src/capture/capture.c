@@ -138,6 +138,11 @@ static int emit(sg_capture *c, const char *kind, json_t *payload)
 
 void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
 {
+    /* The sandbox's programs end before its end: their last events (the
+     * kill's exits, or still running) come before `sandbox` destroyed. */
+    if (c && strcmp(kind, "sandbox") == 0 &&
+        strcmp(json_string_value(json_object_get(payload, "state")) ?: "", "destroyed") == 0)
+        sg_procevents_finish(c->procs);
     emit(c, kind, payload);
 }
 
