@@ -13,7 +13,7 @@ import re
 import sys
 
 LAYERS = ["base", "state", "wire", "sandbox", "checkpoint", "delivery", "capture", "ingest",
-          "supervisor", "mcp", "cli", "bin"]
+          "serve", "supervisor", "mcp", "cli", "bin"]
 rank = {name: i for i, name in enumerate(LAYERS)}
 src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -11,6 +11,7 @@ pkgs=(
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
   rsync musl-tools cmake
+  chromium  # a real browser for the terminal page test (tests/node/browser_terminal.mjs)
   e2fsprogs  # mkfs.ext4: each workspace's own file system (src/sandbox/disk.c)
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP

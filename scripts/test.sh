@@ -45,8 +45,17 @@ build_option() { # dir, option
     python3 -c "import json,sys; print(next((str(o['value']) for o in json.load(sys.stdin) if o['name']=='$2'), ''))"
 }
 
-# Node peers for the integration tests (ws, MCP Inspector).
-if [ -f tests/node/package.json ] && [ ! -d tests/node/node_modules ]; then
+# The browser terminal's page needs xterm.js (web/package.json), which
+# `sandglass serve` serves from web/node_modules.
+if [ -f web/package.json ] && [ ! -d web/node_modules ]; then
+  if ! (cd web && npm install --no-audit --no-fund --silent >/dev/null 2>&1); then
+    echo "  [setup] npm install in web failed: the browser terminal tests cannot run"
+    failed=$((failed + 1))
+  fi
+fi
+# Node peers for the integration tests (ws, MCP Inspector, playwright-core).
+if [ -f tests/node/package.json ] && { [ ! -d tests/node/node_modules ] ||
+     [ ! -d tests/node/node_modules/playwright-core ]; }; then
   if ! (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null 2>&1); then
     echo "  [setup] npm install in tests/node failed: the Node peer tests cannot run"
     failed=$((failed + 1))

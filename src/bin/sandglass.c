@@ -44,6 +44,7 @@ static const struct {
     {"token", "print an ingest token for an outside capture agent"},
     {"events", "read captured events from an ingest"},
     {"flush", "deliver the capture of destroyed sandboxes the ingest missed"},
+    {"serve", "serve the learner's terminal in a browser (this host's sandboxes)"},
 };
 
 static void usage(FILE *f)

@@ -19,6 +19,7 @@ static const struct {
     {"token", sg_cmd_token, "print an ingest token for an outside capture agent"},
     {"events", sg_cmd_events, "read captured events from an ingest"},
     {"flush", sg_cmd_flush, "deliver the capture of destroyed sandboxes the ingest missed"},
+    {"serve", sg_cmd_serve, "serve the learner's terminal in a browser (this host's sandboxes)"},
 };
 
 static void usage(FILE *f)

@@ -32,5 +32,6 @@ int sg_cmd_ingest(int argc, char **argv);
 int sg_cmd_token(int argc, char **argv);
 int sg_cmd_events(int argc, char **argv);
 int sg_cmd_flush(int argc, char **argv);
+int sg_cmd_serve(int argc, char **argv);
 
 #endif

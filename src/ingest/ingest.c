@@ -19,13 +19,13 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "ingest/framescan.h"
+#include "ingest/http.h"
 #include "ingest/store.h"
 #include "wire/event.h"
 #include "wire/token.h"
 
 #define PROTO_NAME "sg-ingest"
 #define INGEST_PATH "/v1/ingest"
-#define HTTP_BODY_MAX (8 * 1024 * 1024) /* bound of one HTTP answer (1000 events) */
 #define HTTP_PAGE_BYTES (4 * 1024 * 1024) /* payload bytes of one /v1/events page, about */
 #define HTTP_HEADER_DATA (SG_TOKEN_MAX + 4096) /* lws's buffer for one request's headers */
 
@@ -95,10 +95,6 @@ typedef struct conn {
     bool paused;          /* not read until the writer catches up */
 } conn;
 
-typedef struct http_req {
-    unsigned char *body;  /* LWS_PRE bytes of headroom, then the body */
-    size_t len;
-} http_req;
 
 struct sg_ingest {
     uv_loop_t *loop;
@@ -959,36 +955,6 @@ static void limits_free(sg_ingest *ing)
 
 /* ---------------------------------------------------------------- HTTP */
 
-static int http_answer(struct lws *wsi, http_req *req, unsigned int status, json_t *body_json)
-{
-    sg_autofree char *text = body_json ? json_dumps(body_json, JSON_COMPACT) : NULL;
-    json_decref(body_json);
-    if (!text)
-        return -1;
-    size_t len = strlen(text);
-    if (len + 1 > HTTP_BODY_MAX)
-        return lws_return_http_status(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR, "answer too big"),
-               -1;
-    req->body = malloc(LWS_PRE + len + 1);
-    if (!req->body)
-        return -1;
-    memcpy(req->body + LWS_PRE, text, len);
-    req->body[LWS_PRE + len] = '\n';
-    req->len = len + 1;
-
-    unsigned char hbuf[LWS_PRE + 1024], *start = hbuf + LWS_PRE, *p = start,
-                                        *end = hbuf + sizeof hbuf - 1;
-    static const char bearer[] = "Bearer realm=\"sandglass\"";
-    if (lws_add_http_common_headers(wsi, status, "application/json", req->len, &p, end) ||
-        (status == HTTP_STATUS_UNAUTHORIZED && /* RFC 6750 */
-         lws_add_http_header_by_name(wsi, (const unsigned char *)"www-authenticate:",
-                                     (const unsigned char *)bearer, (int)sizeof bearer - 1,
-                                     &p, end)) ||
-        lws_finalize_write_http_header(wsi, start, &p, end))
-        return -1;
-    lws_callback_on_writable(wsi);
-    return 0;
-}
 
 static json_t *error_json(const char *msg)
 {
@@ -1036,7 +1002,7 @@ static const char *bearer(struct lws *wsi, char *token, size_t size, const char 
 
 /* The request's read token (Authorization: Bearer): 0 and *cl, or 1 with
  * the 401 answer sent. Stream tokens are refused: they only write. */
-static int http_auth(sg_ingest *ing, struct lws *wsi, http_req *req, sg_token_claims *cl)
+static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token_claims *cl)
 {
     char token[SG_TOKEN_MAX + 64];
     sg_err err;
@@ -1046,7 +1012,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, http_req *req, sg_token_cl
         why = err.msg;
     if (!why)
         return 0;
-    http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
     return 1;
 }
 
@@ -1055,7 +1021,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, http_req *req, sg_token_cl
  * asks before a capture starts, so that a key the ingest does not share is
  * refused at once instead of failing in the uplink's log. It tells no more
  * than the /v1/ingest handshake does. */
-static int http_token_check(sg_ingest *ing, struct lws *wsi, http_req *req)
+static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
     char token[SG_TOKEN_MAX + 64];
     sg_token_claims cl;
@@ -1064,8 +1030,8 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, http_req *req)
     if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;
     if (why)
-        return http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
-    return http_answer(wsi, req, HTTP_STATUS_OK,
+        return sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                        json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "learner", cl.learner, "task", cl.task,
                                  "sandbox", cl.sandbox));
 }
@@ -1073,7 +1039,7 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, http_req *req)
 /* A query filter under the token's scope: a scoped token fills in its
  * value where the query has none and refuses (403) another one. NULL and
  * the answer sent on refusal. */
-static bool scope_filter(struct lws *wsi, http_req *req, const char *what, const char *claim,
+static bool scope_filter(struct lws *wsi, sg_http_req *req, const char *what, const char *claim,
                          char *val, int present, const char **out)
 {
     *out = present ? val : NULL;
@@ -1082,14 +1048,14 @@ static bool scope_filter(struct lws *wsi, http_req *req, const char *what, const
     if (present && strcmp(val, claim) != 0) {
         char msg[200];
         snprintf(msg, sizeof msg, "this read token is scoped to %s %s", what, claim);
-        http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, error_json(msg));
+        sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, error_json(msg));
         return false;
     }
     *out = claim;
     return true;
 }
 
-static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_token_claims *cl)
+static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
     char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
     bool cut = false;
@@ -1097,7 +1063,7 @@ static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_
     int rl = http_arg(wsi, "learner=", l, sizeof l), rt = http_arg(wsi, "task=", t, sizeof t),
         rs = http_arg(wsi, "sandbox=", sb, sizeof sb);
     if (rl < 0 || rt < 0 || rs < 0)
-        return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                            error_json("learner, task or sandbox too long or given twice"));
     if (!scope_filter(wsi, req, "learner", cl->learner, l, rl, &q.learner) ||
         !scope_filter(wsi, req, "task", cl->task, t, rt, &q.task) ||
@@ -1110,14 +1076,14 @@ static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_
         parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
         char msg[64];
         snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
-        return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, error_json(msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, error_json(msg));
     }
     q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
     q.max_bytes = HTTP_PAGE_BYTES;
     sg_err err;
     json_t *events = sg_store_events(ing->store, &q, &err);
     if (!events)
-        return http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
     /* "more": the page stopped at its row or byte bound, not at the end;
      * the client continues after the last row's id (or seq). */
     bool more = cut || json_array_size(events) >= q.limit;
@@ -1127,17 +1093,17 @@ static int http_events(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_
         json_object_set(ans, "next_after_id", json_object_get(last, "id"));
         json_object_set(ans, "next_after_seq", json_object_get(last, "seq"));
     }
-    return http_answer(wsi, req, HTTP_STATUS_OK, ans);
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK, ans);
 }
 
 /* /v1/sandboxes: the streams within the token's scope. */
-static int http_sandboxes(sg_ingest *ing, struct lws *wsi, http_req *req,
+static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
                           const sg_token_claims *cl)
 {
     sg_err err;
     json_t *sbs = sg_store_sandboxes(ing->store, &err);
     if (!sbs)
-        return http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
     const char *keys[] = {"learner", "task", "sandbox"};
     const char *claims[] = {cl->learner, cl->task, cl->sandbox};
     for (size_t i = json_array_size(sbs); i-- > 0;) {
@@ -1150,17 +1116,17 @@ static int http_sandboxes(sg_ingest *ing, struct lws *wsi, http_req *req,
             }
         }
     }
-    return http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
 }
 
 /* /v1/stats: the counters, for an operator token only. */
-static int http_stats(sg_ingest *ing, struct lws *wsi, http_req *req, const sg_token_claims *cl)
+static int http_stats(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
     if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
-        return http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
+        return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
                            error_json("/v1/stats needs an operator read token (no scope)"));
     const sg_ingest_stats *st = &ing->stats;
-    return http_answer(
+    return sg_http_answer(
         wsi, req, HTTP_STATUS_OK,
         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
                   "inserted", (json_int_t)st->inserted, "duplicates",
@@ -1174,7 +1140,7 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                    size_t len)
 {
     sg_ingest *ing = lws_context_user(lws_get_context(wsi));
-    http_req *req = user;
+    sg_http_req *req = user;
 
     switch (reason) {
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
@@ -1187,16 +1153,16 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         const char *uri = in;
         memset(req, 0, sizeof *req);
         if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
-            return http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
+            return sg_http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
                                error_json("only GET is supported"));
         if (strcmp(uri, "/healthz") == 0)
-            return http_answer(wsi, req, HTTP_STATUS_OK,
+            return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                                json_pack("{s:b, s:I}", "ok", 1, "port", (json_int_t)ing->port));
         if (strcmp(uri, INGEST_PATH) == 0)
-            return http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+            return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                                error_json("WebSocket upgrade required"));
         if (limits_is_reserve(ing, wsi))
-            return http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
+            return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
                                error_json("too many connections (only /healthz answers)"));
         if (strcmp(uri, "/v1/token") == 0)
             return http_token_check(ing, wsi, req);
@@ -1211,21 +1177,11 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return http_events(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/stats") == 0)
             return http_stats(ing, wsi, req, &cl);
-        return http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, error_json("not found"));
+        return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, error_json("not found"));
     }
 
-    case LWS_CALLBACK_HTTP_WRITEABLE: {
-        if (!req->body)
-            return -1;
-        int n = lws_write(wsi, req->body + LWS_PRE, req->len, LWS_WRITE_HTTP_FINAL);
-        free(req->body);
-        req->body = NULL;
-        if (n < (int)req->len)
-            return -1;
-        if (lws_http_transaction_completed(wsi))
-            return -1;
-        return 0;
-    }
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        return sg_http_writeable(wsi, req);
 
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
         return limits_admit(ing, (int)(intptr_t)in);
@@ -1236,8 +1192,7 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         limits_release(ing, wsi);
         return 0;
     case LWS_CALLBACK_CLOSED_HTTP:
-        free(req->body);
-        req->body = NULL;
+        sg_http_req_release(req);
         return 0;
 
     default:
@@ -1246,7 +1201,7 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 }
 
 static const struct lws_protocols protocols[] = {
-    {"http", cb_http, sizeof(http_req), 0, 0, NULL, 0},
+    {"http", cb_http, sizeof(sg_http_req), 0, 0, NULL, 0},
     {PROTO_NAME, cb_ingest, sizeof(conn), 65536, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -1302,9 +1257,7 @@ static void lws_log_emit(int level, const char *line)
     (void)level;
 }
 
-/* Whether host:port can be listened on: a bind of our own, closed at once
- * (SO_REUSEADDR, as lws binds). Fills err with what the user can act on. */
-static int bind_probe(const char *host, int port, sg_err *err)
+int sg_ingest_bind_probe(const char *host, int port, sg_err *err)
 {
     struct sockaddr_storage ss = {0};
     socklen_t len;
@@ -1407,7 +1360,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     info.vhost_name = "default";
     /* An address in use is found here, with a plain bind: lws 4.1 fails
      * its vhost on a foreign loop and then crashes in its teardown. */
-    if (opts->port > 0 && bind_probe(opts->host, opts->port, err) < 0)
+    if (opts->port > 0 && sg_ingest_bind_probe(opts->host, opts->port, err) < 0)
         goto fail;
     ing->ctx = lws_create_context(&info);
     if (!ing->ctx) {

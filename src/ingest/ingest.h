@@ -95,4 +95,9 @@ typedef struct sg_ingest_stats {
 /* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */
 int sg_ingest_parse_listen(const char *s, char *host, size_t host_len, int *port, sg_err *err);
 
+/* Whether host:port can be listened on: a bind of our own, closed at once
+ * (SO_REUSEADDR, as lws binds). Fills err with what the user can act on
+ * ("127.0.0.1:7433 is in use ..."). Also `sandglass serve`'s check. */
+int sg_ingest_bind_probe(const char *host, int port, sg_err *err);
+
 #endif

@@ -1,0 +1,58 @@
+/* http: JSON answers over libwebsockets (see http.h). */
+#include "ingest/http.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+
+int sg_http_answer(struct lws *wsi, sg_http_req *req, unsigned int status, json_t *body_json)
+{
+    sg_autofree char *text = body_json ? json_dumps(body_json, JSON_COMPACT) : NULL;
+    json_decref(body_json);
+    if (!text)
+        return -1;
+    size_t len = strlen(text);
+    if (len + 1 > SG_HTTP_BODY_MAX)
+        return lws_return_http_status(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR, "answer too big"),
+               -1;
+    req->body = malloc(LWS_PRE + len + 1);
+    if (!req->body)
+        return -1;
+    memcpy(req->body + LWS_PRE, text, len);
+    req->body[LWS_PRE + len] = '\n';
+    req->len = len + 1;
+
+    unsigned char hbuf[LWS_PRE + 1024], *start = hbuf + LWS_PRE, *p = start,
+                                        *end = hbuf + sizeof hbuf - 1;
+    static const char bearer[] = "Bearer realm=\"sandglass\"";
+    if (lws_add_http_common_headers(wsi, status, "application/json", req->len, &p, end) ||
+        (status == HTTP_STATUS_UNAUTHORIZED && /* RFC 6750 */
+         lws_add_http_header_by_name(wsi, (const unsigned char *)"www-authenticate:",
+                                     (const unsigned char *)bearer, (int)sizeof bearer - 1,
+                                     &p, end)) ||
+        lws_finalize_write_http_header(wsi, start, &p, end))
+        return -1;
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+int sg_http_writeable(struct lws *wsi, sg_http_req *req)
+{
+    if (!req->body)
+        return -1;
+    int n = lws_write(wsi, req->body + LWS_PRE, req->len, LWS_WRITE_HTTP_FINAL);
+    free(req->body);
+    req->body = NULL;
+    if (n < (int)req->len)
+        return -1;
+    if (lws_http_transaction_completed(wsi))
+        return -1;
+    return 0;
+}
+
+void sg_http_req_release(sg_http_req *req)
+{
+    free(req->body);
+    req->body = NULL;
+}

@@ -1,0 +1,28 @@
+/* http: the JSON answers of the HTTP servers built on libwebsockets (the
+ * ingest's read endpoints, `sandglass serve`'s few): one per request, its
+ * body kept in the request's per-session memory until lws says the
+ * connection is writable. Errors are JSON too ({"error": ...}). */
+#ifndef SG_INGEST_HTTP_H
+#define SG_INGEST_HTTP_H
+
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <stddef.h>
+
+#define SG_HTTP_BODY_MAX (8 * 1024 * 1024) /* bound of one answer (1000 events) */
+
+typedef struct sg_http_req {
+    unsigned char *body; /* LWS_PRE bytes of headroom, then the body */
+    size_t len;
+} sg_http_req;
+
+/* Sends the headers of status with body_json (taken, even on failure) and
+ * asks for a writable callback for the body. A 401 carries
+ * WWW-Authenticate: Bearer. Returns what the lws callback returns. */
+int sg_http_answer(struct lws *wsi, sg_http_req *req, unsigned int status, json_t *body_json);
+/* LWS_CALLBACK_HTTP_WRITEABLE: the body, then the transaction's end. */
+int sg_http_writeable(struct lws *wsi, sg_http_req *req);
+/* LWS_CALLBACK_CLOSED_HTTP: frees what an unsent answer held. */
+void sg_http_req_release(sg_http_req *req);
+
+#endif

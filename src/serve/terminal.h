@@ -1,0 +1,63 @@
+/* terminal: `sandglass serve`, a sandbox host's web front door for the
+ * learner's terminal in a browser (xterm.js, web/terminal.html).
+ *
+ * Why a server on the sandbox host and not the ingest: a terminal needs the
+ * supervisors' control sockets, which exist only on the host the sandboxes
+ * run on, while the ingest may run anywhere and only receives events; and
+ * a terminal runs code, which the ingest's tokens never allow. serve keeps
+ * no state of its own: each browser connection is one `sandglass shell`,
+ * the same tty exec on the sandbox's ctl.sock (the PTY is made inside the
+ * sandbox, wire/ctl.h), relayed — so capture, limits and the kill switch
+ * are the shell's.
+ *
+ * HTTP (GET only):
+ *   /                  the terminal page (web/terminal.html)
+ *   /terminal.js       its script
+ *   /xterm.js, /xterm.css, /addon-fit.js   xterm.js (web/node_modules)
+ *   /healthz           {"ok": true}
+ * WebSocket /v1/terminal, subprotocol "sandglass-terminal":
+ *   browser -> first, within SG_SERVE_AUTH_TIMEOUT_S, a text message
+ *              {"token": T, "rows": R, "cols": C}: T a terminal token
+ *              (wire/token.h) whose sandbox is live on this host with the
+ *              token's learner and task
+ *           -> binary messages: keystrokes (the terminal's input)
+ *           -> text {"resize": {"rows": R, "cols": C}}
+ *   server  -> binary messages: what the terminal prints
+ *           -> text {"exit": N} when the shell ends, or {"error": "..."};
+ *              then it closes (1000, or 1008 with the reason for a refusal)
+ * Bounds: SG_SERVE_CONNS connections in all and SG_SERVE_PER_SANDBOX per
+ * sandbox; a text message of 4 KiB at most; output queued for a slow
+ * browser stops the relay from reading the sandbox (at 1 MiB), input
+ * queued for the sandbox stops reading the browser (at 256 KiB). */
+#ifndef SG_SERVE_TERMINAL_H
+#define SG_SERVE_TERMINAL_H
+
+#include <uv.h>
+
+#include "base/err.h"
+
+#define SG_SERVE_DEFAULT_PORT 7434
+#define SG_SERVE_CONNS 64
+#define SG_SERVE_PER_SANDBOX 4
+#define SG_SERVE_AUTH_TIMEOUT_S 5
+#define SG_SERVE_PROTOCOL "sandglass-terminal"
+
+typedef struct sg_serve sg_serve;
+
+typedef struct sg_serve_opts {
+    const char *host;        /* exactly this address */
+    int port;                /* 0: any free port */
+    const char *secret_path; /* the tokens' HMAC secret */
+    const char *web_dir;     /* terminal.html, terminal.js, node_modules/ */
+} sg_serve_opts;
+
+/* Listens on opts' address in loop. NULL with err (an address in use, a
+ * secret that cannot be read, a web directory without the page). */
+sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err);
+int sg_serve_port(const sg_serve *s);
+/* Closes every connection (their shells end as if the browser left) and
+ * the listener; then run the loop once more and free. */
+void sg_serve_stop(sg_serve *s);
+void sg_serve_free(sg_serve *s);
+
+#endif

@@ -1,0 +1,188 @@
+"""Issue 16: the learner's terminal in a browser. `sandglass serve` on the
+sandbox host serves web/terminal.html (xterm.js) and relays a WebSocket to
+`sandglass shell` of one sandbox, authorized by a terminal token. A real
+browser (Debian's chromium, driven by playwright-core) types a command,
+reads it on the screen, resizes, and the command is then found in the
+ingest's store; a Node WebSocket client checks every refusal."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+
+from sgtest import SANDGLASSD, Env, cgroup_pids, cmdline, tap, wait_for
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NODE_DIR = os.path.join(ROOT, "tests", "node")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+env = Env()
+secret = os.path.join(env.root, "secret")
+db = os.path.join(env.root, "events.db")
+
+
+def start(args: list[str], marker: str) -> tuple[subprocess.Popen, int]:
+    log = open(os.path.join(env.root, f"{args[0]}.log"), "a")
+    p = subprocess.Popen([SANDGLASSD, *args], stdout=subprocess.PIPE, stderr=log, env=env.env, text=True)
+    log.close()
+    line = p.stdout.readline()
+    if marker not in line:
+        p.kill()
+        raise RuntimeError(f"{args[0]} did not start: {line!r}")
+    return p, int(line.strip().rstrip("/").rsplit(":", 1)[1])
+
+
+ingest, ingest_port = start(["ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{db}",
+                             "--secret", secret], "listening on ws://")
+serve, port = start(["serve", "--listen", "127.0.0.1:0", "--secret", secret], "serving terminals on http://")
+sid = env.create("--learner", "ada", "--task", "t1", "--ingest", f"ws://127.0.0.1:{ingest_port}",
+                 "--secret", secret)
+other = env.create("--learner", "bob", "--task", "t1", "--ingest", f"ws://127.0.0.1:{ingest_port}",
+                   "--secret", secret)
+
+
+def token(*args: str) -> str:
+    p = env.run("token", "--secret", secret, *args)
+    return p.stdout.decode().strip()
+
+
+def ws(script: dict) -> dict:
+    p = subprocess.run(["node", os.path.join(NODE_DIR, "terminal_ws.mjs"), str(port), json.dumps(script)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60, cwd=NODE_DIR)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": f"no answer from the client: {p.stdout!r} {p.stderr[-500:]!r}"}
+
+
+def http(path: str) -> tuple[int, str]:
+    p = subprocess.run(["curl", "-s", "-o", "-", "-w", "\n%{http_code}", f"http://127.0.0.1:{port}{path}"],
+                       stdout=subprocess.PIPE, text=True, timeout=30)
+    body, _, code = p.stdout.rpartition("\n")
+    return int(code or 0), body
+
+
+@tap.case("the page and xterm.js are served; anything else is a JSON 404")
+def _http():
+    code, body = http("/")
+    tap.ok(code == 200 and "/xterm.js" in body and "/terminal.js" in body, "GET / is the terminal page", body[:200])
+    code, body = http("/xterm.js")
+    tap.ok(code == 200 and "Terminal" in body, "GET /xterm.js is xterm.js")
+    code, body = http("/healthz")
+    tap.eq((code, json.loads(body).get("ok")), (200, True), "GET /healthz")
+    code, body = http("/../../etc/passwd")
+    tap.ok(code in (400, 403, 404) and "root:" not in body, "no path leaves the web directory", f"{code} {body[:100]}")
+    code, body = http("/v1/terminal")
+    tap.ok(code == 400 and "upgrade" in body, "the terminal path without an upgrade is a 400", body)
+
+
+@tap.case("a real browser: prompt, a typed command on screen, resize, exit")
+def _browser():
+    if not os.path.exists(os.path.join(NODE_DIR, "node_modules", "playwright-core")):
+        tap.ok(False, "playwright-core is installed (npm install in tests/node)")
+        return
+    tap.ok(os.access(CHROMIUM, os.X_OK), f"Debian's chromium is installed ({CHROMIUM})")
+    tok = token("--terminal", "--sandbox", sid)
+    p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_terminal.mjs"),
+                        f"http://127.0.0.1:{port}/#token={tok}", CHROMIUM],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240, cwd=NODE_DIR)
+    try:
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        r = {"ok": False, "error": p.stdout[-1000:] + p.stderr[-1000:]}
+    tap.ok(r.get("ok"), "the browser saw the prompt, the output, the new size and the end", r.get("error", ""))
+    tap.eq(r.get("steps"), ["prompt", "command output", "size after resize", "exit"], "in that order")
+    tap.ok(r.get("size_before") and r.get("size_after") and r["size_before"] != r["size_after"],
+           "a larger window is a larger terminal (stty size inside)", f"{r.get('size_before')} -> {r.get('size_after')}")
+    tap.eq(r.get("status"), "the shell ended (7)", "the page says how the shell ended")
+
+    # Captured: the shell is an exec (command, run_result 7), and what was
+    # typed in it left its trail (the process events of /bin/echo).
+    def rows():
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            return con.execute("SELECT kind, payload FROM events WHERE sandbox=? ORDER BY seq", (sid,)).fetchall()
+        finally:
+            con.close()
+    env.run("flush", sid)  # best effort: events reach the store as they come anyway
+
+    def found():
+        ev = rows()
+        return (any(k == "command" and "/etc/sandglass/shell" in p for k, p in ev) and
+                any("browser-42" in p for k, p in ev if k in ("process", "command")) and
+                any(k == "run_result" and '"exit_code":7' in p.replace(" ", "") for k, p in ev))
+    tap.ok(wait_for(found, 60), "the store holds the shell's command, the typed command and the exit status 7",
+           repr(rows()[-12:]))
+
+
+@tap.case("refusals: each one a reason, and the server keeps serving")
+def _refusals():
+    tok = token("--terminal", "--sandbox", sid)
+    read_tok = token("--read", "--sandbox", sid)
+    stream_tok = token("--learner", "ada", "--task", "t1", "--sandbox", sid)
+    cases = [
+        ("a read token", {"send": [{"text": json.dumps({"token": read_tok, "rows": 24, "cols": 80})}]},
+         "a read token cannot open a terminal"),
+        ("a stream token", {"send": [{"text": json.dumps({"token": stream_tok, "rows": 24, "cols": 80})}]},
+         "a stream token cannot open a terminal"),
+        ("a forged token", {"send": [{"text": json.dumps({"token": tok[:-4] + "AAAA", "rows": 24, "cols": 80})}]},
+         "bad signature"),
+        ("keystrokes before the token", {"send": [{"binary": "ls\r"}]}, "send the token first"),
+        ("not JSON", {"send": [{"text": "hello"}]}, "a text message is a JSON object"),
+        ("a size out of range", {"send": [{"text": json.dumps({"token": tok, "rows": 0, "cols": 80})}]},
+         "the first message is"),
+        ("an unknown key", {"send": [{"text": json.dumps({"token": tok, "rows": 24, "cols": 80, "x": 1})}]},
+         "the first message is"),
+        ("a text message over 4 KiB", {"send": [{"text": "x" * 5000}]}, "at most 4096 bytes"),
+        ("no token in time", {"send": [], "timeout_ms": 20000}, "no token within 5 s"),
+    ]
+    for name, script, why in cases:
+        r = ws(script)
+        tap.ok(r.get("close_code") == 1008 and why in (r.get("close_reason") or ""),
+               f"{name}: closed 1008 with the reason", json.dumps(r)[:400])
+        tap.ok(any(why in t for t in r.get("texts", [])), f"{name}: and said so as {{\"error\"}} first",
+               json.dumps(r.get("texts")))
+    r = ws({"protocol": "", "send": []})
+    tap.ok(not r.get("opened"), "a WebSocket without the subprotocol is refused at the handshake", json.dumps(r)[:300])
+    r = ws({"path": "/v1/other", "send": []})
+    tap.ok(not r.get("opened"), "a WebSocket on another path is refused", json.dumps(r)[:300])
+    # A token of another learner's sandbox does not open this one's: the
+    # sandbox is the token's, and its record must name the same learner.
+    bob_tok = token("--terminal", "--sandbox", other)
+    r = ws({"send": [{"text": json.dumps({"token": bob_tok, "rows": 24, "cols": 80})},
+                     {"binary": "echo I-am-$(id -u)-in-$(hostname)\rexit 0\r"}], "timeout_ms": 30000})
+    tap.ok(r.get("close_code") == 1000 and "I-am-" in r.get("output", ""), "bob's token opens bob's sandbox", json.dumps(r)[:300])
+    code, body = http("/healthz")
+    tap.eq(code, 200, "the server still answers after every refusal")
+    tap.ok(serve.poll() is None, "and is still running")
+
+
+@tap.case("a destroyed sandbox ends its terminal with a reason; the token no longer opens anything")
+def _destroyed():
+    tok = token("--terminal", "--sandbox", other)
+    p = subprocess.Popen(["node", os.path.join(NODE_DIR, "terminal_ws.mjs"), str(port), json.dumps(
+        {"send": [{"text": json.dumps({"token": tok, "rows": 24, "cols": 80})}, {"binary": "sleep 100\r"}],
+         "timeout_ms": 60000})], stdout=subprocess.PIPE, text=True, cwd=NODE_DIR)
+    tap.ok(wait_for(lambda: any(cmdline(q).startswith("sleep") for q in cgroup_pids(other)), 30),
+           "the shell runs sleep")
+    env.run("destroy", other)
+    out, _ = p.communicate(timeout=60)
+    r = json.loads(out.strip().splitlines()[-1])
+    tap.ok(r.get("close_code") in (1000, 1008) and not r.get("timed_out"), "the browser's connection ends", json.dumps(r)[:300])
+    r = ws({"send": [{"text": json.dumps({"token": tok, "rows": 24, "cols": 80})}]})
+    tap.ok(r.get("close_code") == 1008 and "no such sandbox" in (r.get("close_reason") or ""),
+           "a token for a destroyed sandbox is refused", json.dumps(r)[:300])
+
+
+try:
+    serve.terminate()
+    serve.wait(timeout=30)
+    tap.eq(serve.returncode, 0, "serve stops cleanly on SIGTERM")
+finally:
+    ingest.terminate()
+    ingest.wait(timeout=30)
+    env.cleanup()
+    tap.done()

@@ -1,0 +1,52 @@
+// A real browser at the learner's terminal: Debian's chromium, driven by
+// playwright-core (no browser download), opens the page `sandglass serve`
+// serves, waits for the prompt, types commands, resizes the window and
+// reads what the terminal shows. Prints one JSON object with what it saw.
+//   node browser_terminal.mjs URL_WITH_TOKEN CHROMIUM_PATH
+import { chromium } from 'playwright-core';
+
+const [url, exe] = process.argv.slice(2);
+const result = { steps: [] };
+const screen = (page) => page.evaluate(() => {
+  const t = window.sandglassTerm, b = t.buffer.active, lines = [];
+  for (let i = 0; i < b.length; i++) lines.push(b.getLine(i).translateToString(true));
+  return lines.join('\n');
+});
+async function waitScreen(page, re, what, timeoutMs = 30000) {
+  const t0 = Date.now();
+  for (;;) {
+    const s = await screen(page);
+    if (re.test(s)) { result.steps.push(what); return s; }
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}; screen:\n${s}`);
+    await page.waitForTimeout(50);
+  }
+}
+
+const browser = await chromium.launch({ executablePath: exe, headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+try {
+  const page = await browser.newPage({ viewport: { width: 900, height: 500 } });
+  await page.goto(url);
+  await waitScreen(page, /sandbox@\S*:\/workspace\$ $/m, 'prompt');
+  await page.locator('.xterm-helper-textarea').focus();
+  await page.keyboard.type('/bin/echo browser-$((6*7)); stty size\n');
+  const s1 = await waitScreen(page, /^browser-42$[\s\S]*^\d+ \d+$/m, 'command output');
+  result.size_before = s1.match(/^(\d+ \d+)$/m)[1];
+  await page.setViewportSize({ width: 1200, height: 700 });
+  await page.waitForTimeout(300); // the fit addon resizes on the window's resize event
+  await page.keyboard.type('echo size=$(stty size)\n');
+  const s2 = await waitScreen(page, /^size=\d+ \d+$/m, 'size after resize');
+  result.size_after = s2.match(/^size=(\d+ \d+)$/m)[1];
+  await page.keyboard.type('exit 7\n');
+  await page.waitForFunction(() => /the shell ended \(7\)/.test(document.getElementById('status').textContent),
+                             null, { timeout: 30000 });
+  result.steps.push('exit');
+  result.status = await page.locator('#status').textContent();
+  result.ok = true;
+} catch (e) {
+  result.ok = false;
+  result.error = String(e && e.message || e);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(result));
