@@ -110,12 +110,14 @@ def _browser():
     env.run("flush", sid)  # best effort: events reach the store as they come anyway
 
     def found():
-        ev = rows()
-        return (any(k == "command" and "/etc/sandglass/shell" in p for k, p in ev) and
-                any("browser-42" in p for k, p in ev if k in ("process", "command")) and
-                any(k == "run_result" and '"exit_code":7' in p.replace(" ", "") for k, p in ev))
-    tap.ok(wait_for(found, 60), "the store holds the shell's command, the typed command and the exit status 7",
-           repr(rows()[-12:]))
+        ev = [(k, json.loads(p)) for k, p in rows()]
+        typed = [p for k, p in ev if k == "command" and p.get("cmd", "").startswith("/bin/echo browser-")]
+        return (any(k == "command" and p.get("cmd") == "/bin/sh /etc/sandglass/shell" for k, p in ev) and
+                typed and any(k == "stdout" and "browser-42" in p.get("data", "") and
+                              p.get("exec_id") == typed[0].get("exec_id") for k, p in ev) and
+                any(k == "run_result" and p.get("exit_code") == 7 for k, p in ev))
+    tap.ok(wait_for(found, 60), "the store holds the shell's exec, the command typed in the page with its "
+           "output, and the shell's exit status 7", repr(rows()[-14:]))
 
 
 @tap.case("refusals: each one a reason, and the server keeps serving")
