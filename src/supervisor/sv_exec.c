@@ -321,7 +321,8 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
 {
     static const char *defaults[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME=" SG_ROOTFS_HOME, "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
+        ("HOME=" SG_ROOTFS_HOME), /* parenthesized: one string, not a missing comma */
+        "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/sh",
         "LANG=C.UTF-8",
     };
     size_t nextra = 0;
