@@ -173,6 +173,28 @@ def _():
         t.close()
 
 
+@tap.case("shell: job control (Ctrl-Z, jobs, fg)")
+def _():
+    t = Term(["shell", sid])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        m = t.type(b"sleep 101\r")
+        tap.ok(t.expect(rb"cmd=sleep 101\x07", m) and await_running(sid, "sleep"), "sleep runs")
+        m = t.type(b"\x1a")
+        tap.ok(t.expect(rb"Stopped.*sleep 101", m) and t.expect(re.escape(PROMPT_END), m),
+               "Ctrl-Z stops it, a prompt comes back", repr(t.out[m:]))
+        m = t.type(b"jobs\r")
+        tap.ok(t.expect(rb"\[1\]\+\s+Stopped\s+sleep 101", m), "jobs lists it", repr(t.out[m:]))
+        m = t.type(b"fg\r")
+        tap.ok(t.expect(rb"sleep 101\r\n", m), "fg resumes it", repr(t.out[m:]))
+        m = t.type(b"\x03")
+        tap.ok(t.expect(re.escape(PROMPT_END), m), "Ctrl-C ends it, a prompt comes back", repr(t.out[m:]))
+        m = t.type(b"exit 0\r")
+        tap.eq(t.wait(), 0, "exit")
+    finally:
+        t.close()
+
+
 def raw_now(t: Term) -> bool:
     return not (termios.tcgetattr(t.slave)[3] & termios.ICANON)
 
