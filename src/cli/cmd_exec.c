@@ -468,14 +468,15 @@ int sg_cmd_exec(int argc, char **argv)
         sg_ctl_winsz ws = sg_cli_tty_size();
         json_object_set_new(req, "tty", json_pack("{s:i, s:i}", "rows", ws.rows, "cols", ws.cols));
         const char *term = getenv("TERM");
-        if (!has_term && term && *term && strlen(term) < 128 && json_string(term)) {
+        char t[160];
+        snprintf(t, sizeof t, "TERM=%s", term ? term : "");
+        json_t *tj = !has_term && term && *term && strlen(term) < 128 ? json_string(t) : NULL;
+        if (tj) { /* NULL too for a TERM that is not UTF-8: none is passed */
             if (!env) {
                 env = json_array();
                 json_object_set_new(req, "env", env);
             }
-            char t[160];
-            snprintf(t, sizeof t, "TERM=%s", term);
-            json_array_append_new(env, json_string(t));
+            json_array_append_new(env, tj);
         }
     }
     /* Without --json only the exit code is used: the supervisor sends it
