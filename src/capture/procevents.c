@@ -459,7 +459,9 @@ static int recv_one(sg_procevents *p, struct proc_event *ev)
         if (got <= 0)
             return -1;
         struct nlmsghdr *h = (struct nlmsghdr *)buf;
-        if (!NLMSG_OK(h, (int)got) || h->nlmsg_type != NLMSG_DONE)
+        /* NLMSG_OK by hand: the macro compares signed with unsigned */
+        if ((size_t)got < sizeof *h || h->nlmsg_len < sizeof *h || h->nlmsg_len > (size_t)got ||
+            h->nlmsg_type != NLMSG_DONE)
             return 1;
         const struct cn_msg *cn = NLMSG_DATA(h);
         if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
@@ -529,19 +531,16 @@ static int attach_filter(int fd)
 
 static int send_op(int fd, enum proc_cn_mcast_op op)
 {
-    struct {
-        struct nlmsghdr h;
-        struct cn_msg cn;
-        enum proc_cn_mcast_op op;
-    } __attribute__((packed)) msg = {0};
-    msg.h.nlmsg_len = sizeof msg;
-    msg.h.nlmsg_type = NLMSG_DONE;
-    msg.h.nlmsg_pid = (uint32_t)getpid();
-    msg.cn.id.idx = CN_IDX_PROC;
-    msg.cn.id.val = CN_VAL_PROC;
-    msg.cn.len = sizeof op;
-    msg.op = op;
-    return send(fd, &msg, sizeof msg, 0) == (ssize_t)sizeof msg ? 0 : -1;
+    /* nlmsghdr, cn_msg, op, laid out by hand: struct cn_msg ends in a
+     * flexible array, which may not sit inside another struct. */
+    unsigned char msg[NLMSG_LENGTH(sizeof(struct cn_msg) + sizeof op)] = {0};
+    struct nlmsghdr h = {.nlmsg_len = sizeof msg, .nlmsg_type = NLMSG_DONE,
+                         .nlmsg_pid = (uint32_t)getpid()};
+    struct cn_msg cn = {.id = {.idx = CN_IDX_PROC, .val = CN_VAL_PROC}, .len = sizeof op};
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + NLMSG_HDRLEN, &cn, sizeof cn);
+    memcpy(msg + NLMSG_HDRLEN + sizeof cn, &op, sizeof op);
+    return send(fd, msg, sizeof msg, 0) == (ssize_t)sizeof msg ? 0 : -1;
 }
 
 sg_procevents *sg_procevents_new(uv_loop_t *loop, pid_t init_pid, sg_procevents_emit_fn emit,
