@@ -2,9 +2,8 @@
  * terminal's output, which the learner controls byte for byte.
  *
  * Invariants:
- *  - nothing lost, nothing made up: the pieces' bytes (text, and each
- *    mark's raw length) add up to the input, and the text is the input's
- *    bytes outside the marks;
+ *  - nothing lost, nothing made up: the pieces' raw bytes, joined, are
+ *    the input exactly;
  *  - where the input is split does not matter: fed whole and fed in two
  *    pieces (cut where the first byte says), the marks are the same and
  *    the text is the same bytes;
@@ -25,6 +24,8 @@ typedef struct log {
     size_t len, cap;
     char *text;         /* the text pieces, joined */
     size_t text_len, text_cap;
+    char *raws;         /* every piece's raw bytes, joined */
+    size_t raws_len, raws_cap;
     size_t raw;         /* every piece's raw length */
 } log;
 
@@ -49,6 +50,9 @@ static void on_mark(void *ud, const sg_mark *m)
 {
     log *l = ud;
     l->raw += m->raw_len;
+    if (!m->raw && m->raw_len)
+        abort();
+    append(&l->raws, &l->raws_len, &l->raws_cap, m->raw, m->raw_len);
     if (m->kind == SG_MARK_TEXT) {
         if (!m->text || !m->text_len || m->raw_len != m->text_len)
             abort(); /* empty text pieces are never given */
@@ -85,6 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sg_marks_end(&p, on_mark, &split);
     if (whole.raw != size || split.raw != size)
         abort();
+    if (size && (memcmp(whole.raws, data, size) || memcmp(split.raws, data, size)))
+        abort();
+    free(whole.raws);
+    free(split.raws);
     if (whole.text_len != split.text_len || (whole.text_len && memcmp(whole.text, split.text, whole.text_len)))
         abort();
     if (whole.len != split.len || (whole.len && memcmp(whole.buf, split.buf, whole.len)))

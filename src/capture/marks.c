@@ -18,7 +18,7 @@ static void emit_text(const char *b, size_t n, sg_marks_fn fn, void *ud)
 {
     if (!n)
         return;
-    sg_mark m = {.kind = SG_MARK_TEXT, .text = b, .text_len = n, .status = -1, .raw_len = n};
+    sg_mark m = {.kind = SG_MARK_TEXT, .text = b, .text_len = n, .status = -1, .raw = b, .raw_len = n};
     fn(ud, &m);
 }
 
@@ -61,7 +61,7 @@ static void parse_params(const char *s, const char *end, sg_mark *m)
 static void finish(sg_marks *p, size_t body_end, size_t total, sg_marks_fn fn, void *ud)
 {
     const char *body = p->hold + PREFIX_LEN, *end = p->hold + body_end;
-    sg_mark m = {.status = -1, .raw_len = total};
+    sg_mark m = {.status = -1, .raw = p->hold, .raw_len = total};
     if (body < end) {
         switch (*body) {
         case 'A': m.kind = SG_MARK_PROMPT; break;

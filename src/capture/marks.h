@@ -34,7 +34,8 @@ typedef struct sg_mark {
     const char *cmd;    /* C */
     size_t cmd_len;
     int status;         /* D: 0..255, -1 when absent or not a number */
-    size_t raw_len;     /* the bytes the piece took in the stream (TEXT: text_len) */
+    const char *raw;    /* the bytes the piece took in the stream, as they came */
+    size_t raw_len;     /* (TEXT: the text itself) */
 } sg_mark;
 
 /* Called for each piece, in stream order; the pointers live until it returns. */

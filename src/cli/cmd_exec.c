@@ -272,7 +272,13 @@ static bool exec_message(uint8_t type, const char *buf, ssize_t n, bool json, bo
         sg_write_all(2, buf, (size_t)n);
         return false;
     }
-    sg_cli_tty_restore();
+    /* A terminal's last line may be unfinished: the answer's own line
+     * (an error, --json's result) starts on a fresh one. */
+    if (sg_cli_tty_restore() || tty) {
+        if (*last_out != '\n' && (type == SG_CTL_ERROR || json))
+            sg_write_all(2, "\r\n", 2);
+        *last_out = '\n';
+    }
     return exec_answer(type, buf, n, json, *last_out, code);
 }
 

@@ -33,6 +33,8 @@ struct sv_shell {
     sg_cast cast;
     bool record_input;
     sg_marks marks;
+    char *out;             /* the output read, as it came, not yet in the recording */
+    size_t out_len, out_cap;
     sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
     uint64_t cmd_start_ns;
     uint32_t prompts;
@@ -74,10 +76,41 @@ static void command_begin(struct sv_shell *sh, const sg_mark *m)
     free(cwd);
 }
 
+/* The output so far as one "o" event: a command's marker then stands
+ * right after the bytes of its mark. */
+static void record_flush(struct sv_shell *sh)
+{
+    if (sh->out_len)
+        sg_cast_output(&sh->cast, sg_now_mono_ns(), sh->out, sh->out_len);
+    sh->out_len = 0;
+}
+
+static void record_add(struct sv_shell *sh, const char *b, size_t n)
+{
+    if (sh->out_len + n > sh->out_cap) {
+        size_t cap = sh->out_cap ? sh->out_cap : 4096;
+        while (cap < sh->out_len + n)
+            cap *= 2;
+        char *nb = realloc(sh->out, cap);
+        if (!nb) {
+            record_flush(sh);
+            sg_cast_output(&sh->cast, sg_now_mono_ns(), b, n);
+            return;
+        }
+        sh->out = nb;
+        sh->out_cap = cap;
+    }
+    memcpy(sh->out + sh->out_len, b, n);
+    sh->out_len += n;
+}
+
 static void on_mark(void *ud, const sg_mark *m)
 {
     struct sv_shell *sh = ud;
     sup *s = sh->ex->s;
+    record_add(sh, m->raw, m->raw_len);
+    if (m->kind == SG_MARK_COMMAND)
+        record_flush(sh);
     switch (m->kind) {
     case SG_MARK_TEXT:
         if (sh->cmd)
@@ -109,8 +142,8 @@ static void on_tty_output(void *ud, const char *buf, size_t len)
     exec_ctx *ex = ud;
     exec_output(ex, SG_CTL_STDOUT, buf, len);
     if (ex->shell) {
-        sg_cast_output(&ex->shell->cast, sg_now_mono_ns(), buf, len);
         sg_marks_feed(&ex->shell->marks, buf, len, on_mark, ex->shell);
+        record_flush(ex->shell);
     }
     if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX && ex->tty)
         sg_sup_tty_pause(ex->tty, true); /* client_update_poll resumes it */
@@ -177,9 +210,11 @@ void sv_tty_end(exec_ctx *ex)
     if (!sh)
         return;
     sg_marks_end(&sh->marks, on_mark, sh);
+    record_flush(sh);
     command_end(sh, -1, "the shell ended before the command's end mark");
     int code = !ex->exited ? -1 : WIFEXITED(ex->status) ? WEXITSTATUS(ex->status) : 128 + WTERMSIG(ex->status);
     sg_cast_exit(&sh->cast, sg_now_mono_ns(), code);
+    free(sh->out);
     free(sh);
     ex->shell = NULL;
 }

@@ -220,6 +220,26 @@ def _():
         t.close()
 
 
+@tap.case("destroy under a running shell: the terminal is restored, one line says so")
+def _():
+    sb = env.create()
+    t = Term(["shell", sb])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        tap.ok(raw_now(t), "raw during the shell")
+        m = t.type(b"sleep 100\r")
+        t.expect(rb"cmd=sleep 100\x07", m)
+        await_running(sb, "sleep")
+        tap.eq(env.run("destroy", sb).returncode, 0, "destroy")
+        code = t.wait()
+        tap.ok(code not in (None, 0), "the CLI ends with a failure status", f"code {code}")
+        tail = plain(t.out[m:]).decode(errors="replace")
+        tap.ok(re.search(r"\nsandglass [^\n]*\n$", tail) is not None, "its last line says why", repr(tail[-300:]))
+        tap.eq(termios.tcgetattr(t.slave), t.before, "the terminal's settings are as before")
+    finally:
+        t.close()
+
+
 @tap.case("SIGTERM and SIGHUP to the CLI restore the terminal")
 def _():
     for sig in (signal.SIGTERM, signal.SIGHUP):
