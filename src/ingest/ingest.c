@@ -20,6 +20,7 @@
 #include "base/util.h"
 #include "ingest/framescan.h"
 #include "ingest/http.h"
+#include "ingest/query.h"
 #include "ingest/store.h"
 #include "wire/event.h"
 #include "wire/token.h"
@@ -502,31 +503,24 @@ static int refuse_handshake(struct lws *wsi, unsigned int status, const char *re
     return -1;
 }
 
-/* Copies a query argument's value: 1 if present, 0 if absent, -1 if too
- * long for buf or given twice. (lws_get_urlarg_by_name reports an argument
- * longer than its buffer as absent: a filter dropped, not refused.) */
+/* One fragment of the request's query, for query.c (query.h). */
+static int lws_frag(void *ud, int i, char *buf, size_t size)
+{
+    struct lws *wsi = ud;
+    int fl = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i);
+    if (fl <= 0)
+        return -1;
+    if ((size_t)fl >= size || lws_hdr_copy_fragment(wsi, buf, (int)size, WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
+        return -2;
+    return fl;
+}
+
+/* A query argument's value: 1 present, 0 absent, -1 too long or given
+ * twice. (lws_get_urlarg_by_name reports an argument longer than its
+ * buffer as absent: a filter dropped, not refused.) */
 static int urlarg(struct lws *wsi, const char *name_eq, char *buf, int len)
 {
-    size_t nl = strlen(name_eq);
-    int found = 0;
-    char frag[HTTP_HEADER_DATA + 1]; /* a fragment is never longer than the headers */
-    for (int n = 0;; n++) {
-        int fl = lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, n);
-        if (fl <= 0)
-            break;
-        if (fl >= (int)sizeof frag)
-            return -1;
-        if (lws_hdr_copy_fragment(wsi, frag, (int)sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, n) < 0)
-            return -1;
-        if (strncmp(frag, name_eq, nl) != 0)
-            continue;
-        size_t vl = strlen(frag + nl);
-        if (found || (int)vl >= len - 1)
-            return -1;
-        memcpy(buf, frag + nl, vl + 1);
-        found = 1;
-    }
-    return found;
+    return sg_query_arg(lws_frag, wsi, name_eq, buf, (size_t)len);
 }
 
 static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
@@ -970,18 +964,10 @@ static int http_arg(struct lws *wsi, const char *name_eq, char *buf, int len)
 static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int64_t *out,
                          const char **bad)
 {
-    char v[32];
-    int r = http_arg(wsi, name_eq, v, sizeof v);
-    if (r == 0)
-        return 0;
-    char *endp = NULL;
-    errno = 0;
-    long long x = r > 0 ? strtoll(v, &endp, 10) : 0;
-    if (r < 0 || errno || !*v || *endp || x < min) {
+    if (sg_query_i64(lws_frag, wsi, name_eq, min, out) < 0) {
         *bad = name_eq;
         return -1;
     }
-    *out = x;
     return 0;
 }
 
