@@ -480,8 +480,20 @@ def run_tests(env: CapEnv) -> None:
         _, ev = env.run_exec(sid, "python3 -c \"import os; f=open('.ed.txt.tmp','w'); f.write('v2\\n'); "
                                   "f.flush(); os.fsync(f.fileno()); f.close(); os.replace('.ed.txt.tmp','ed.txt')\"")
         d = diffs(ev)
-        ok(len(d) == 1 and d[0]["path"] == "ed.txt" and d[0]["change"] == "modified"
-           and "-v1\n+v2\n" in d[0]["diff"], "write temp + rename over: one modified", d)
+        # One event when the writer closes within SG_WATCH_CAP_MS (watch.h).
+        # Its fsync may take longer on a loaded host (the workspace is a
+        # loop-mounted disk): the temp file is then reported created when
+        # that wait ends, and the rename over ed.txt replaces it. Either
+        # way ed.txt ends as one change to v2 and nothing else is reported.
+        on_target = [x for x in d if x["path"] == "ed.txt"]
+        slow = [x for x in d if x["path"] == ".ed.txt.tmp"]
+        v2 = hashlib.sha256(b"v2\n").hexdigest()
+        ok(len(on_target) == 1 and len(on_target) + len(slow) == len(d) and len(slow) <= 1
+           and (on_target[0]["change"] == "modified" and "-v1\n+v2\n" in on_target[0]["diff"] and not slow
+                or on_target[0]["change"] == "renamed" and on_target[0].get("replaced") is True
+                and on_target[0].get("sha256") == v2 and slow and slow[0]["change"] == "created"),
+           "write temp + rename over: one change of ed.txt to v2 (one modified, unless the writer "
+           "outlasted the watcher's wait)", d)
         _, ev = env.run_exec(sid, "python3 -c \"import time; f=open('ed.txt','r+'); f.truncate(0); f.flush(); "
                                   "time.sleep(0.02); f.write('v3\\n'); f.close()\"")
         d = diffs(ev)
