@@ -1,6 +1,8 @@
 /* uplink_client: the supervisor's side of the uplink daemon. See delivery/uplink_client.h. */
 #include "delivery/uplink_client.h"
 
+#include "delivery/uplinkd_msg.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -196,34 +198,24 @@ static void lost(sg_uplink_client *u, const char *why)
 static void handle_message(sg_uplink_client *u, const char *buf, size_t len)
 {
     sg_err err = {0};
-    sg_autojson json_t *j = sg_json_parse(buf, len, &err);
-    if (!j) {
+    sg_uplinkd_reply r;
+    if (sg_uplinkd_reply_parse(buf, len, &r, &err) < 0) {
         emit(u, SG_UPLINK_ERROR, 0, err.msg, 0);
         return;
     }
-    json_t *ack = json_object_get(j, "ack");
-    const char *ev = json_string_value(json_object_get(j, "event"));
-    const char *error = json_string_value(json_object_get(j, "error"));
-    if (json_is_integer(ack)) {
+    if (r.kind == SG_UPLINKD_ACK) {
         /* Persisted and trimmed here: the daemon only reads the spool. */
-        if (sg_spool_ack(u->spool, (int64_t)json_integer_value(ack), &err) < 0)
+        if (sg_spool_ack(u->spool, r.ack, &err) < 0)
             emit(u, SG_UPLINK_ERROR, 0, err.msg, 0);
-    } else if (ev) {
-        static const char *const names[] = {"connected", "disconnected", "refused", "error"};
-        sg_uplink_event_type type = SG_UPLINK_ERROR;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(ev, names[i]) == 0)
-                type = (sg_uplink_event_type)i;
-        json_int_t retry = json_integer_value(json_object_get(j, "retry_ms"));
-        emit(u, type, (int)json_integer_value(json_object_get(j, "code")),
-             json_string_value(json_object_get(j, "reason")),
-             retry > 0 && retry < UINT32_MAX ? (uint32_t)retry : 0);
-    } else if (error) {
+    } else if (r.kind == SG_UPLINKD_EVENT) {
+        emit(u, (sg_uplink_event_type)r.event, r.code, r.reason, r.retry_ms);
+    } else {
         u->refused = true;
         char m[600];
-        snprintf(m, sizeof m, "the uplink daemon refused this sandbox: %.500s", error);
+        snprintf(m, sizeof m, "the uplink daemon refused this sandbox: %.500s", r.reason);
         emit(u, SG_UPLINK_ERROR, 0, m, 0);
     }
+    sg_uplinkd_reply_clear(&r);
 }
 
 static void on_readable(uv_poll_t *p, int status, int events)

@@ -21,6 +21,7 @@
 #include "base/util.h"
 #include "delivery/spool.h"
 #include "delivery/uplink.h"
+#include "delivery/uplinkd_msg.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 #include "wire/token.h"
@@ -144,47 +145,29 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
                               "reason", ev->reason, "retry_ms", (json_int_t)ev->retry_ms));
 }
 
-static const char *str_field(json_t *j, const char *key)
-{
-    const char *v = json_string_value(json_object_get(j, key));
-    return v && *v ? v : NULL;
-}
-
 /* The hello: make the token, open the spool read-only, start the uplink. */
-static int session_start(session *s, json_t *j, sg_err *err)
+static int session_start(session *s, const sg_uplinkd_msg *m, sg_err *err)
 {
-    const char *sandbox = str_field(j, "sandbox"), *url = str_field(j, "url");
-    const char *dir = str_field(j, "spool"), *secret_file = str_field(j, "secret_file");
-    const char *learner = str_field(j, "learner"), *task = str_field(j, "task");
-    json_t *synced = json_object_get(j, "synced");
-    if (json_integer_value(json_object_get(j, "v")) != 1)
-        return sg_err_set(err, EPROTO, "hello: unknown protocol version (want \"v\":1)");
-    if (!sandbox || !sg_valid_name(sandbox) || !url || !dir || dir[0] != '/' || !secret_file ||
-        !learner || !task || !json_is_integer(synced) || json_integer_value(synced) < -1)
-        return sg_err_set(err, EINVAL, "hello: sandbox, url, spool (absolute), secret_file, "
-                                       "learner, task and synced (an integer >= -1) are required");
-    snprintf(s->sandbox, sizeof s->sandbox, "%s", sandbox);
-
+    snprintf(s->sandbox, sizeof s->sandbox, "%s", m->sandbox);
     uint8_t secret[SG_TOKEN_SECRET_LEN];
-    int r = json_is_true(json_object_get(j, "secret_create"))
-                ? sg_token_secret_ensure(secret_file, secret, err)
-                : sg_token_secret_load(secret_file, secret, err);
+    int r = m->secret_create ? sg_token_secret_ensure(m->secret_file, secret, err)
+                             : sg_token_secret_load(m->secret_file, secret, err);
     if (r < 0)
         return -1;
-    sg_autofree char *token = sg_token_make(secret, learner, task, sandbox, SG_TOKEN_STREAM_TTL_S, err);
+    sg_autofree char *token = sg_token_make(secret, m->learner, m->task, m->sandbox, SG_TOKEN_STREAM_TTL_S, err);
     memset(secret, 0, sizeof secret);
     if (!token)
         return -1;
-    s->spool = sg_spool_open_reader(dir, on_reader_ack, s, err);
+    s->spool = sg_spool_open_reader(m->spool, on_reader_ack, s, err);
     if (!s->spool)
         return -1;
-    sg_spool_reader_set_synced(s->spool, (int64_t)json_integer_value(synced));
-    s->up = sg_uplink_new(&s->d->loop, url, token, s->spool, err);
+    sg_spool_reader_set_synced(s->spool, m->seq);
+    s->up = sg_uplink_new(&s->d->loop, m->url, token, s->spool, err);
     if (!s->up)
         return -1;
     sg_uplink_set_event_cb(s->up, on_uplink_event, s);
     s->started = true;
-    log_line("sandbox %s: streaming %s to %s", sandbox, dir, url);
+    log_line("sandbox %s: streaming %s to %s", m->sandbox, m->spool, m->url);
     return 0;
 }
 
@@ -213,33 +196,24 @@ static void on_session(uv_poll_t *p, int status, int events)
             return;
         }
         sg_err err = {0};
-        sg_autojson json_t *j = sg_json_parse(buf, (size_t)n, &err);
-        const char *op = j ? json_string_value(json_object_get(j, "op")) : NULL;
-        if (!op) {
-            session_fail(s, j ? "message without \"op\"" : err.msg);
+        sg_uplinkd_msg m;
+        if (sg_uplinkd_msg_parse(buf, (size_t)n, &m, &err) < 0) {
+            session_fail(s, err.msg);
             return;
         }
-        if (!s->started) {
-            if (strcmp(op, "hello") != 0) {
-                session_fail(s, "the first message must be the hello");
-                return;
-            }
-            if (session_start(s, j, &err) < 0) {
-                session_fail(s, err.msg);
-                return;
-            }
-        } else if (strcmp(op, "synced") == 0) {
-            json_t *seq = json_object_get(j, "seq");
-            if (!json_is_integer(seq) || json_integer_value(seq) < -1) {
-                session_fail(s, "synced: \"seq\" must be an integer >= -1");
-                return;
-            }
-            sg_spool_reader_set_synced(s->spool, (int64_t)json_integer_value(seq));
-            sg_uplink_notify(s->up);
+        int r = 0;
+        if (!s->started && m.op != SG_UPLINKD_HELLO) {
+            sg_err_set(&err, EPROTO, "the first message must be the hello");
+            r = -1;
+        } else if (m.op == SG_UPLINKD_HELLO) {
+            r = s->started ? sg_err_set(&err, EPROTO, "a second hello") : session_start(s, &m, &err);
         } else {
-            char m[96];
-            snprintf(m, sizeof m, "unknown op \"%.40s\"", op);
-            session_fail(s, m);
+            sg_spool_reader_set_synced(s->spool, m.seq);
+            sg_uplink_notify(s->up);
+        }
+        sg_uplinkd_msg_clear(&m);
+        if (r < 0) {
+            session_fail(s, err.msg);
             return;
         }
     }

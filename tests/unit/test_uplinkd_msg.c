@@ -1,0 +1,78 @@
+/* uplinkd_msg: the supervisor <-> uplink daemon messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "delivery/uplink.h"
+#include "delivery/uplinkd_msg.h"
+
+#define HELLO(extra) \
+    "{\"op\":\"hello\",\"v\":1,\"sandbox\":\"0123456789ab\",\"url\":\"ws://h:1\",\"spool\":\"/s\"," \
+    "\"synced\":3,\"secret_file\":\"/k\",\"learner\":\"l\",\"task\":\"t\"" extra "}"
+
+static int parse(const char *s, sg_uplinkd_msg *m, sg_err *e)
+{
+    return sg_uplinkd_msg_parse(s, strlen(s), m, e);
+}
+
+static void test_msgs(void **state)
+{
+    (void)state;
+    sg_uplinkd_msg m;
+    sg_err e = {0};
+    assert_int_equal(parse(HELLO(",\"secret_create\":true"), &m, &e), 0);
+    assert_int_equal(m.op, SG_UPLINKD_HELLO);
+    assert_string_equal(m.sandbox, "0123456789ab");
+    assert_int_equal(m.seq, 3);
+    assert_true(m.secret_create);
+    sg_uplinkd_msg_clear(&m);
+    assert_int_equal(parse("{\"op\":\"synced\",\"seq\":-1}", &m, &e), 0);
+    assert_int_equal(m.seq, -1);
+    sg_uplinkd_msg_clear(&m);
+    const char *bad[] = {
+        "{\"op\":\"synced\",\"seq\":-2}", "{\"op\":\"synced\",\"seq\":\"1\"}", "{\"seq\":1}", "[1]",
+        "{\"op\":\"bye\"}", "{\"op\":\"hello\",\"v\":2}", HELLO(",\"spool\":\"rel\""),
+        "{\"op\":\"synced\",\"seq\":1,\"seq\":2}", "not json",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e.msg[0] = 0;
+        assert_int_equal(parse(bad[i], &m, &e), -1);
+        assert_true(e.msg[0] != 0);
+        assert_null(m.json);
+    }
+}
+
+static void test_replies(void **state)
+{
+    (void)state;
+    sg_uplinkd_reply r;
+    sg_err e = {0};
+    const char *ack = "{\"ack\":40}";
+    assert_int_equal(sg_uplinkd_reply_parse(ack, strlen(ack), &r, &e), 0);
+    assert_int_equal(r.kind, SG_UPLINKD_ACK);
+    assert_int_equal(r.ack, 40);
+    sg_uplinkd_reply_clear(&r);
+    const char *ev = "{\"event\":\"what\",\"code\":99999999999,\"retry_ms\":-5}";
+    assert_int_equal(sg_uplinkd_reply_parse(ev, strlen(ev), &r, &e), 0);
+    assert_int_equal(r.event, SG_UPLINK_ERROR); /* an unknown name */
+    assert_int_equal(r.code, 0);                /* out of int range */
+    assert_int_equal(r.retry_ms, 0);
+    assert_string_equal(r.reason, "");
+    sg_uplinkd_reply_clear(&r);
+    const char *low = "{\"ack\":-2}", *none = "{\"x\":1}";
+    assert_int_equal(sg_uplinkd_reply_parse(low, strlen(low), &r, &e), -1);
+    assert_int_equal(sg_uplinkd_reply_parse(none, strlen(none), &r, &e), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_msgs),
+        cmocka_unit_test(test_replies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
