@@ -379,7 +379,10 @@ static void rescan(sg_procevents *p)
     while ((de = readdir(dir))) {
         char *end;
         long pid = strtol(de->d_name, &end, 10);
-        if (*end || pid <= 0 || lookup(p, (pid_t)pid))
+        /* the sandbox's processes came after its init: older pids are not
+         * looked at (a pid space that wrapped since is the exception; its
+         * new processes are still tracked by fork). ~4 us a process. */
+        if (*end || pid <= p->init_pid || lookup(p, (pid_t)pid))
             continue;
         sg_autoclose int d = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0 || !in_sandbox(p, d))
@@ -390,7 +393,9 @@ static void rescan(sg_procevents *p)
         pent *e = track(p, (pid_t)pid, ppid, pe ? pe->exec_id : 0);
         if (e) {
             e->nspid = ns;
-            e->execd = true; /* already running: not recorded */
+            /* already running: not recorded; but a ready child (a pool's
+             * spare has one) is still to become an exec's program */
+            e->execd = !(ppid == p->init_pid && is_exec_stub(d));
         }
     }
     for (size_t b = 0; b < NBUCKETS; b++)

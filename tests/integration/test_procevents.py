@@ -181,6 +181,24 @@ def test_cap(env: CapEnv, sid: str) -> None:
        "one limit event counts the rest", repr(lim))
 
 
+def test_pool_claim(env: CapEnv) -> None:
+    """A claimed spare's ready child was made before the capture started:
+    the exec it runs is still recorded as that exec's program."""
+    tap.eq(env.run("pool", "1").returncode, 0, "a pool of one spare")
+    pool = os.path.join(env.state, "pool")
+    ok(wait_for(lambda: any(f != "size" for f in os.listdir(pool)), 120), "the spare is ready")
+    sid = env.create_captured()
+    env.run("pool", "0")
+    r = env.exec(sid, "sh", "-c", "echo claimed")
+    tap.eq(r.returncode, 0, "an exec in the claimed sandbox")
+    rows = env.wait_rows(sid, lambda rs: any(x["kind"] == "run_result" for x in rs))
+    eid = exec_id_of(rows, "sh -c echo claimed")
+    top = next((p["payload"] for p in procs(rows) if p["payload"].get("ppid") == 1), None)
+    ok(top is not None and top.get("exec_id") == eid and eid is not None and top["argv"] == ["sh", "-c", "echo claimed"],
+       "its program is recorded as the exec's (exec_id, argv)", repr(top))
+    env.destroy(sid)
+
+
 def main() -> None:
     env = CapEnv()
     try:
@@ -190,6 +208,7 @@ def main() -> None:
                          ("the cap per exec", test_cap)):
             tap.case(name)(lambda fn=fn: fn(env, sid))
         env.destroy(sid)
+        tap.case("a pool's claimed spare")(lambda: test_pool_claim(env))
     finally:
         env.cleanup()
     tap.done()
