@@ -318,6 +318,10 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
     fmt_ts(ts_ns, ts, sizeof ts);
     json_t *j = json_pack("{s:s}", "start_ts", ts);
     json_t *av = procd >= 0 ? read_argv(procd) : NULL;
+    if (json_is_array(av) && json_array_size(av) == 0) { /* a zombie's: its memory is gone */
+        json_decref(av);
+        av = NULL;
+    }
     if (json_is_object(av)) { /* cut at SG_PROC_ARGV_MAX */
         json_object_set(j, "argv", json_object_get(av, "argv"));
         json_object_set_new(j, "argv_truncated", json_true());
