@@ -368,6 +368,61 @@ def _():
     tap.ok("hi\r\n" in out and "exit\r\n" in out, "cast: the output replays the session")
 
 
+@tap.case("vi on the terminal: opens, edits, saves: one file_diff")
+def _():
+    sb = env.create_captured()
+    t = Term(["shell", sb])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        m = t.type(b"vi -u NONE notes.txt\r")
+        # vi has drawn its screen once it shows the empty file's name
+        tap.ok(t.expect(rb"notes\.txt", m + 40), "vi draws its screen", repr(t.out[m:][-300:]))
+        t.type(b"ihello from vi\x1b")
+        m = t.type(b":wq\r")
+        tap.ok(t.expect(re.escape(PROMPT_END), m), "vi saves and quits, the prompt is back", repr(t.out[m:][-300:]))
+        t.type(b"exit\r")
+        t.wait()
+    finally:
+        t.close()
+    p = env.exec(sb, "cat", "notes.txt")
+    tap.eq(p.stdout, b"hello from vi\n", "the file holds what was typed")
+    rows = env.wait_rows(sb, lambda r: any(x["kind"] == "run_result" and x["payload"].get("cmd") == "cat notes.txt"
+                                             for x in r))
+    diffs = [r for r in rows if r["kind"] == "file_diff" and r["payload"].get("path", "").endswith("notes.txt")]
+    tap.eq(len(diffs), 1, "one file_diff for the save")
+    seq_vi = [r["seq"] for r in rows if r["kind"] == "command" and r["payload"].get("cmd", "").startswith("vi ")]
+    tap.ok(seq_vi and diffs and diffs[0]["seq"] > seq_vi[0], "after vi's command event", repr(seq_vi))
+
+
+@tap.case("a learner who removes the shell integration still leaves the recording and the file diffs")
+def _():
+    sb = env.create_captured()
+    env.exec(sb, "sh", "-c", "echo a > a.txt; echo b > b.txt")
+    t = Term(["shell", sb])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        bare_prompt = rb"(?:\r|\n|\x1b\[\?2004h)x$"  # PS1=x, no marks
+        m = t.type(b"unset PROMPT_COMMAND; trap - DEBUG; PS1=x\r")
+        tap.ok(t.expect(bare_prompt, m), "the bare prompt", repr(t.out[m:]))
+        m = t.type(b"rm -rf *\r")
+        tap.ok(t.expect(bare_prompt, m) and b"133;" not in t.out[m:], "rm runs, no mark any more",
+               repr(t.out[m:]))
+        t.type(b"exit\r")
+        tap.eq(t.wait(), 0, "the shell ends")
+    finally:
+        t.close()
+    rows = env.wait_rows(sb, lambda r: len([x for x in r if x["kind"] == "file_diff" and
+                                            x["payload"].get("change") == "deleted"]) >= 2)
+    gone = sorted(r["payload"]["path"] for r in rows if r["kind"] == "file_diff" and
+                  r["payload"].get("change") == "deleted")
+    tap.ok(any(g.endswith("a.txt") for g in gone) and any(g.endswith("b.txt") for g in gone),
+           "both deletions are file_diff events", repr(gone))
+    evs = [json.loads(x) for x in env.run("cast", sb).stdout.decode().splitlines()[1:]]
+    typed = "".join(e[2] for e in evs if e[1] == "i")
+    shown = "".join(e[2] for e in evs if e[1] == "o")
+    tap.ok("rm -rf *" in typed and "rm -rf *" in shown, "the recording has the command, typed and shown")
+
+
 @tap.case("--no-record-input: the recording has no keys")
 def _():
     t = Term(["shell", sid, "--no-record-input"])
