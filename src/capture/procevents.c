@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -282,6 +283,17 @@ static bool is_exec_stub(int dirfd)
     return strncmp(exe, "/memfd:sandglass-exec", 21) == 0;
 }
 
+/* Whether the process behind dirfd runs the same executable as pid: init's
+ * fresh clone, which has not exec'd its stub yet. */
+static bool same_exe(int dirfd, pid_t pid)
+{
+    struct stat a, b;
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    return fstatat(dirfd, "exe", &a, 0) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* stale: the process exec'd again since (later in the batch): /proc shows
  * the later program, so this one is recorded without argv and cwd. */
 static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
@@ -399,7 +411,7 @@ static void rescan(sg_procevents *p)
             e->nspid = ns;
             /* already running: not recorded; but a ready child (a pool's
              * spare has one) is still to become an exec's program */
-            e->execd = !(ppid == p->init_pid && is_exec_stub(d));
+            e->execd = !(ppid == p->init_pid && (is_exec_stub(d) || same_exe(d, p->init_pid)));
         }
     }
     for (size_t b = 0; b < NBUCKETS; b++)
