@@ -579,18 +579,6 @@ int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len)
     return exe_candidate(buf, len, self, rel);
 }
 
-void sg_log_line(const char *who, const char *fmt, ...)
-{
-    char ts[48];
-    sg_now_iso8601(ts, sizeof ts);
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s %s: ", ts, who);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
 /* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80, len bytes
  * left) and its code point, or 0. */
 static size_t utf8_seq(const unsigned char *p, size_t len, uint32_t *cp)

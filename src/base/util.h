@@ -55,8 +55,6 @@ uint64_t sg_now_mono_ns(void);
 int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len);
 /* Current UTC time as RFC 3339 with microseconds, e.g. 2026-11-29T17:00:00.123456+00:00 */
 void sg_now_iso8601(char *buf, size_t len);
-/* One line to stderr (a process's log): "<ISO 8601 time> <who>: <message>". */
-void sg_log_line(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The out-of-memory policy (docs/ARCHITECTURE.md, "Out of memory"): a
  * small allocation whose size no learner or peer controls aborts the

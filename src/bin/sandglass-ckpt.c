@@ -17,22 +17,24 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "checkpoint/ckpt_worker.h"
 #include "checkpoint/udiff.h"
 
 int main(int argc, char **argv)
 {
+    sg_log_init("sandglass-ckpt");
     char *end = NULL, *end2 = NULL;
     long parent = argc >= 2 ? strtol(argv[1], &end, 10) : 0;
     long njoin = argc == 3 ? strtol(argv[2], &end2, 10) : 0;
     if ((argc != 2 && argc != 3) || !end || *end || parent <= 1 || fcntl(3, F_GETFD) < 0 ||
         (argc == 3 && (!end2 || *end2 || njoin < 0 || njoin > 8))) {
-        fprintf(stderr, "sandglass-ckpt: bad arguments (it is run by a sandbox's supervisor)\n");
+        sg_log(SG_LOG_ERROR, "bad arguments (it is run by a sandbox's supervisor)");
         return 2;
     }
     for (int i = 0; i < (int)njoin; i++) {
         if (write(4 + i, "0", 1) != 1) {
-            fprintf(stderr, "sandglass-ckpt: cannot join the sandbox's cgroup: %s\n", strerror(errno));
+            sg_log(SG_LOG_ERROR, "cannot join the sandbox's cgroup: %s", strerror(errno));
             return 1;
         }
         close(4 + i);
@@ -46,12 +48,12 @@ int main(int argc, char **argv)
     prctl(PR_SET_NAME, "sandglass-ckpt");
     sg_err err = {0};
     if (sg_udiff_global_init(&err) < 0) {
-        fprintf(stderr, "sandglass-ckpt: %s\n", err.msg);
+        sg_log(SG_LOG_ERROR, "%s", err.msg);
         return 1;
     }
     int rc = sg_ckpt_worker_serve(3, &err);
     if (rc < 0)
-        fprintf(stderr, "sandglass-ckpt: %s\n", err.msg);
+        sg_log(SG_LOG_ERROR, "%s", err.msg);
     sg_udiff_global_shutdown();
     return rc < 0 ? 1 : 0;
 }

@@ -10,23 +10,25 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 
+#include "base/log.h"
 #include "delivery/uplink_daemon.h"
 
 int main(int argc, char **argv)
 {
     (void)argv;
+    sg_log_init("sandglass-uplink");
     if (argc != 1) {
-        fprintf(stderr, "sandglass-uplink: takes no arguments (a supervisor starts it)\n");
+        sg_log(SG_LOG_ERROR, "takes no arguments (a supervisor starts it)");
         return 2;
     }
     prctl(PR_SET_NAME, "sandglass-uplin"); /* comm holds 15 characters */
     /* lws's notices (4 lines per session started) would grow the log of a
      * long-lived daemon; errors and warnings stay. */
     lws_set_log_level(getenv("SG_UPLINK_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR | LLL_WARN,
-                      NULL);
+                      sg_log_lws);
     sg_err err = {0};
     int rc = sg_uplink_daemon_serve(&err);
     if (rc < 0)
-        fprintf(stderr, "sandglass-uplink: %s\n", err.msg);
+        sg_log(SG_LOG_ERROR, "%s", err.msg);
     return rc < 0 ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "capture/procevents.h"
 #include "capture/testrule.h"
@@ -57,7 +58,7 @@ struct sg_capture_exec {
     tail out, err;
 };
 
-#define log_line(...) sg_log_line("capture", __VA_ARGS__)
+#define log_line(...) sg_log(SG_LOG_WARN, "capture: " __VA_ARGS__)
 
 /* A path cut to SG_CAPTURE_PATH_CUT bytes (at a UTF-8 boundary), for an
  * event that would not fit the ingest's frame otherwise. */

@@ -24,9 +24,10 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 
-#define log_line(...) sg_log_line("procevents", __VA_ARGS__)
+#define log_line(...) sg_log(SG_LOG_WARN, "process events: " __VA_ARGS__)
 
 #define NBUCKETS 1024
 #define RUNNING_MAX 64          /* execs in flight remembered (SG_MCP_MAX_CALLS) */

@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/report.h"
@@ -104,6 +105,7 @@ int sg_cmd_ingest(int argc, char **argv)
     opts.secret_path = secret;
 
     signal(SIGPIPE, SIG_IGN);
+    sg_log_init("ingest");
     uv_loop_t loop;
     uv_loop_init(&loop);
     run_ctx rc = {0};

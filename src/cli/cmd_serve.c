@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/report.h"
@@ -114,6 +115,7 @@ int sg_cmd_serve(int argc, char **argv)
     opts.web_dir = webdir;
 
     signal(SIGPIPE, SIG_IGN);
+    sg_log_init("serve");
     uv_loop_t loop;
     uv_loop_init(&loop);
     run_ctx rc = {0};

@@ -18,6 +18,7 @@
 
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "delivery/spool.h"
 #include "delivery/uplink.h"
@@ -55,7 +56,6 @@ struct daemon_ctx {
     bool stop;
 };
 
-#define log_line(...) sg_log_line("sandglass-uplink", __VA_ARGS__)
 
 static void on_session(uv_poll_t *p, int status, int events);
 
@@ -99,7 +99,7 @@ static void on_idle(uv_timer_t *t)
 {
     daemon_ctx *d = t->data;
     if (d->live == 0) {
-        log_line("idle for %" PRIu64 " ms: exiting", d->idle_ms);
+        sg_log(SG_LOG_INFO, "idle for %" PRIu64 " ms: exiting", d->idle_ms);
         d->stop = true;
     }
 }
@@ -109,7 +109,7 @@ static void session_end(session *s, const char *why)
     if (s->dead)
         return;
     if (why)
-        log_line("sandbox %s: %s", s->sandbox[0] ? s->sandbox : "?", why);
+        sg_log(SG_LOG_INFO, "sandbox %s: %s", s->sandbox[0] ? s->sandbox : "?", why);
     s->dead = true;
     uv_poll_stop(&s->poll);
     uv_close((uv_handle_t *)&s->poll, on_session_poll_closed);
@@ -139,7 +139,7 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
     /* refusals and errors in this log too: a frame refused by its seq, or
      * given up on, must be findable without the supervisor's log */
     if (ev->type == SG_UPLINK_REFUSED || ev->type == SG_UPLINK_ERROR)
-        log_line("sandbox %s: %s (%d): %s%s", s->sandbox[0] ? s->sandbox : "?", name, ev->code, ev->reason,
+        sg_log(SG_LOG_INFO, "sandbox %s: %s (%d): %s%s", s->sandbox[0] ? s->sandbox : "?", name, ev->code, ev->reason,
                  ev->type == SG_UPLINK_REFUSED && ev->retry_ms == 0 ? " [stopped]" : "");
     session_send(s, json_pack("{s:s, s:i, s:s, s:I}", "event", name, "code", ev->code,
                               "reason", ev->reason, "retry_ms", (json_int_t)ev->retry_ms));
@@ -167,7 +167,7 @@ static int session_start(session *s, const sg_uplinkd_msg *m, sg_err *err)
         return -1;
     sg_uplink_set_event_cb(s->up, on_uplink_event, s);
     s->started = true;
-    log_line("sandbox %s: streaming %s to %s", m->sandbox, m->spool, m->url);
+    sg_log(SG_LOG_INFO, "sandbox %s: streaming %s to %s", m->sandbox, m->spool, m->url);
     return 0;
 }
 
@@ -268,7 +268,7 @@ static void reap_sessions(daemon_ctx *d)
 static void on_stop_signal(uv_signal_t *h, int signum)
 {
     daemon_ctx *d = h->data;
-    log_line("signal %d: exiting", signum);
+    sg_log(SG_LOG_INFO, "signal %d: exiting", signum);
     d->stop = true;
 }
 
@@ -320,7 +320,7 @@ int sg_uplink_daemon_serve(sg_err *err)
     d.sigterm.data = d.sigint.data = &d;
     uv_signal_start(&d.sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&d.sigint, on_stop_signal, SIGINT);
-    log_line("serving %s (pid %d)", sock_path, (int)getpid());
+    sg_log(SG_LOG_INFO, "serving %s (pid %d)", sock_path, (int)getpid());
 
     while (!d.stop) {
         uv_run(&d.loop, UV_RUN_ONCE);

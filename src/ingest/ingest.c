@@ -17,6 +17,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "ingest/framescan.h"
 #include "ingest/http.h"
@@ -272,7 +273,7 @@ static void refuse_row(sg_ingest *ing, const pending *p)
              p->verdict == SG_STORE_GAP ? "seq %lld is not the stream's next seq"
                                         : "seq %lld is stored with other content",
              (long long)p->seq);
-    lwsl_err("sandglass ingest: refused a frame of %s/%s/%s: %s\n", id->learner, id->task,
+    sg_log(SG_LOG_ERROR, "refused a frame of %s/%s/%s: %s", id->learner, id->task,
              id->sandbox, id->reason);
 }
 
@@ -323,7 +324,7 @@ static void reap_job(sg_ingest *ing)
         ing->retry_ms = ing->retry_ms ? ing->retry_ms * 2 : SG_INGEST_RETRY_MIN_MS;
         if (ing->retry_ms > SG_INGEST_RETRY_MAX_MS)
             ing->retry_ms = SG_INGEST_RETRY_MAX_MS;
-        lwsl_err("sandglass ingest: commit failed (retrying in %llu ms): %s\n",
+        sg_log(SG_LOG_ERROR, "commit failed (retrying in %llu ms): %s",
                  (unsigned long long)ing->retry_ms, err.msg);
         ing->last_err = err;
         if (requeue(ing, job, n) < 0)
@@ -498,7 +499,7 @@ static int drain_and_stop_writer(sg_ingest *ing, sg_err *err)
 
 static int refuse_handshake(struct lws *wsi, unsigned int status, const char *reason)
 {
-    lwsl_notice("sandglass ingest: handshake refused (%u): %s\n", status, reason);
+    sg_log(SG_LOG_DEBUG, "handshake refused (%u): %s", status, reason);
     lws_return_http_status(wsi, status, reason);
     return -1;
 }
@@ -588,7 +589,7 @@ static int close_with(struct lws *wsi, int code, const char *reason)
 {
     /* A close reason fits in a 125-byte control frame. */
     size_t n = strnlen(reason, 123);
-    lwsl_notice("sandglass ingest: closing connection (%d): %s\n", code, reason);
+    sg_log(SG_LOG_DEBUG, "closing connection (%d): %s", code, reason);
     lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)reason, n);
     return -1;
 }
@@ -629,7 +630,7 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
         sg_frame_view_clear(&v);
         ing->stats.refused++;
         ing->stats.seq_refused++;
-        lwsl_err("sandglass ingest: refused a frame of %s/%s/%s: %s\n", c->id->learner,
+        sg_log(SG_LOG_ERROR, "refused a frame of %s/%s/%s: %s", c->id->learner,
                  c->id->task, c->id->sandbox, msg);
         return close_with(c->wsi, SG_CLOSE_POLICY, msg);
     }
@@ -765,7 +766,7 @@ static int cb_ingest(struct lws *wsi, enum lws_callback_reasons reason, void *us
             cb[LWS_PRE] = (unsigned char)(SG_CLOSE_POLICY >> 8);
             cb[LWS_PRE + 1] = (unsigned char)(SG_CLOSE_POLICY & 0xff);
             memcpy(cb + LWS_PRE + 2, c->id->reason, rl);
-            lwsl_notice("sandglass ingest: closing connection (%d): %s\n", SG_CLOSE_POLICY,
+            sg_log(SG_LOG_DEBUG, "closing connection (%d): %s", SG_CLOSE_POLICY,
                         c->id->reason);
             if (c->killed)
                 return 0;
@@ -863,7 +864,7 @@ static int limits_admit(sg_ingest *ing, int fd)
         (reserve && (ing->nreserve >= SG_INGEST_CONNS_RESERVE || have_reserve > 0))) {
         ing->stats.conn_refused++;
         if ((ing->stats.conn_refused & (ing->stats.conn_refused - 1)) == 0) /* 1, 2, 4, ... */
-            lwsl_err("sandglass ingest: connection refused: %s (%llu so far)\n",
+            sg_log(SG_LOG_ERROR, "connection refused: %s (%llu so far)",
                      reserve ? "too many connections" : "too many connections from one address",
                      (unsigned long long)ing->stats.conn_refused);
         return -1;
@@ -1236,13 +1237,6 @@ int sg_ingest_parse_listen(const char *s, char *host, size_t host_len, int *port
     return 0;
 }
 
-static void lws_log_emit(int level, const char *line)
-{
-    /* lws logs go to stderr with a prefix; stdout is for the listen line. */
-    fprintf(stderr, "%s", line);
-    (void)level;
-}
-
 int sg_ingest_bind_probe(const char *host, int port, sg_err *err)
 {
     struct sockaddr_storage ss = {0};
@@ -1295,7 +1289,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     ing->protocols = protocols;
 
     lws_set_log_level(getenv("SG_INGEST_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
-                      lws_log_emit);
+                      sg_log_lws);
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *foreign_loops[1] = {loop};

@@ -18,6 +18,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "ingest/http.h"
 #include "ingest/ingest.h"
@@ -612,12 +613,6 @@ static const struct lws_protocols protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-static void lws_log_emit(int level, const char *line)
-{
-    (void)level;
-    fprintf(stderr, "%s", line);
-}
-
 sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err)
 {
     char page[600];
@@ -644,7 +639,7 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
         return NULL;
     }
     lws_set_log_level(getenv("SG_SERVE_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
-                      lws_log_emit);
+                      sg_log_lws);
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *foreign_loops[1] = {loop};

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "base/log.h"
 
 void capture_emit(sup *s, const char *kind, json_t *payload)
 {
@@ -152,7 +153,7 @@ static int sup_shutdown(sup *s)
     if (s->cap) {
         if (s->capi->finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
             undelivered = (json_int_t)s->capi->pending(s->cap);
-            fprintf(stderr, "supervisor: %s\n", err.msg);
+            sg_log(SG_LOG_WARN, "%s", err.msg);
         }
         /* The capture closes its own handles (lws owns some of them)
          * before we close whatever else is left. */
@@ -192,7 +193,7 @@ static int sup_shutdown(sup *s)
         sg_autofree char *dmeta = sg_strdup_printf("%s/meta.json", dst);
         sg_autofree char *dspool = sg_strdup_printf("%s/spool", dst);
         if (sg_mkdir_p(dst, 0700, &err) < 0 || rename(meta, dmeta) < 0 || rename(spool, dspool) < 0) {
-            fprintf(stderr, "supervisor: cannot keep the undelivered spool: %s\n", strerror(errno));
+            sg_log(SG_LOG_ERROR, "cannot keep the undelivered spool: %s", strerror(errno));
             code = 1;
         }
     }
@@ -224,8 +225,8 @@ static int sup_create(sup *s, sg_err *err)
     s->cg = sg_cgroup_create(s->meta.id, &lim, err);
     if (!s->cg && s->rootless) {
         /* No delegated cgroup: run without cgroup limits (README). */
-        fprintf(stderr, "supervisor: rootless without a cgroup (%s): memory is an RLIMIT_AS per process, "
-                        "no pids or cpu limit, kills by pid namespace\n", err->msg);
+        sg_log(SG_LOG_WARN, "rootless without a cgroup (%s): memory is an RLIMIT_AS per process, "
+                            "no pids or cpu limit, kills by pid namespace", err->msg);
     } else if (!s->cg) {
         sg_err_prefix(err, "cannot create the sandbox's cgroup");
         return -1;
@@ -235,8 +236,8 @@ static int sup_create(sup *s, sg_err *err)
         sg_err oerr = {0};
         const char *state = sg_state_dir(&oerr);
         if (!state || sg_cgroup_set_owner(s->cg, state, &oerr) < 0)
-            sg_log_line("supervisor", "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
-                        "alone): %s", oerr.msg);
+            sg_log(SG_LOG_WARN, "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
+                                "alone): %s", oerr.msg);
     }
     oom_baseline(s);
     s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
@@ -322,7 +323,7 @@ static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err
         dprintf(ready_fd, "error: %s\n", err->msg);
         close(ready_fd);
     } else {
-        fprintf(stderr, "sandglass supervisor: %s\n", err->msg);
+        sg_log(SG_LOG_ERROR, "%s", err->msg);
     }
     if (s->cap) {
         s->capi->close(s->cap);
@@ -357,6 +358,7 @@ static void sup_free(sup *s)
 
 int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
 {
+    sg_log_init("supervisor");
     sg_err err = {0};
     sup *s = calloc(1, sizeof *s);
     if (!s)
@@ -380,7 +382,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         close(ready_fd);
     }
     if (!adopt && !sup_checkpoint(s, "create", NULL))
-        fprintf(stderr, "supervisor: the first checkpoint of the workspace failed\n");
+        sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
     ready_next(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     close(s->ctl_fd);

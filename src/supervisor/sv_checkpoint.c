@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "supervisor/sv_internal.h"
+#include "base/log.h"
 
 #define SUP_SAFETY_LABEL "before rollback"
 
@@ -41,7 +42,7 @@ void ckpt_used(sup *s)
 {
     sg_err err = {0};
     if (sg_ckpt_client_owed_error(s->ckpt, &err))
-        fprintf(stderr, "supervisor: checkpoint labels were not recorded: %s\n", err.msg);
+        sg_log(SG_LOG_WARN, "checkpoint labels were not recorded: %s", err.msg);
     uv_timer_start(&s->ckpt_idle, on_ckpt_idle, ckpt_idle_ms(s), 0);
 }
 
@@ -64,7 +65,7 @@ void ckpt_flush_labels(sup *s)
     sg_err err = {0};
     /* Not waited for: the worker's next answer settles it. */
     if (sg_ckpt_client_alias_nowait(s->ckpt, s->last_ckpt, s->labels.v, s->labels.times, s->labels.n, &err) < 0)
-        fprintf(stderr, "supervisor: cannot record %zu checkpoint label(s): %s\n", s->labels.n, err.msg);
+        sg_log(SG_LOG_WARN, "cannot record %zu checkpoint label(s): %s", s->labels.n, err.msg);
     ckpt_used(s);
     sg_labels_clear(&s->labels);
 }
@@ -99,7 +100,7 @@ void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpo
  * "error" and no id), not only a line in the log. */
 static void emit_checkpoint_error(sup *s, const char *label, const sg_err *err, double ms)
 {
-    fprintf(stderr, "supervisor: checkpoint failed: %s\n", err->msg);
+    sg_log(SG_LOG_ERROR, "checkpoint failed: %s", err->msg);
     capture_emit(s, "checkpoint", json_pack("{s:s, s:s, s:i, s:f}", "label", label ? label : "",
                                             "error", err->msg, "errno", err->code, "took_ms", ms));
 }

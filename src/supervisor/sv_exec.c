@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "base/log.h"
 
 __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
                                                               const char *fmt, ...)
@@ -32,11 +33,11 @@ void exec_kill(exec_ctx *ex)
         /* No cgroup (rootless without delegation): the exec's session. */
         sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
         if (send(ex->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
-            fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, strerror(errno));
+            sg_log(SG_LOG_ERROR, "kill of exec %u: %s", ex->num, strerror(errno));
         return;
     }
     if (leaf_kill(ex->s, ex->leaf, 2000, &err) < 0)
-        fprintf(stderr, "supervisor: kill of exec %u: %s\n", ex->num, err.msg);
+        sg_log(SG_LOG_ERROR, "kill of exec %u: %s", ex->num, err.msg);
 }
 
 /* Output of the exec (a pipe's, or its terminal's): the output limit,

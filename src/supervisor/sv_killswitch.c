@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "base/log.h"
 
 /* Host pids of the processes in the sandbox's pid namespace (init
  * included), found through /proc: the kill path when there is no cgroup. */
@@ -148,7 +149,7 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
     snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
-        sg_log_line("supervisor", "%s", err.msg);
+        sg_log(SG_LOG_ERROR, "%s", err.msg);
     json_t *caps = caps_now(s);
     char detail[300];
     snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
@@ -167,7 +168,7 @@ void on_expire(uv_timer_t *t)
     sup *s = t->data;
     if (s->destroying)
         return;
-    sg_log_line("supervisor", "the sandbox's keep after its session ended is over: destroying it");
+    sg_log(SG_LOG_INFO, "the sandbox's keep after its session ended is over: destroying it");
     capture_emit(s, "sandbox", json_pack("{s:s, s:s}", "state", "expired", "reason",
                                          "its agent session ended and the keep (mcp --keep) passed"));
     sup_destroy(s, NULL);

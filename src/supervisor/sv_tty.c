@@ -27,6 +27,7 @@
 
 #include "capture/asciicast.h"
 #include "capture/marks.h"
+#include "base/log.h"
 
 struct sv_shell {
     exec_ctx *ex;
@@ -178,7 +179,7 @@ static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
     sg_err err = {0};
     if (dir && path && (mkdir(dir, 0700) == 0 || errno == EEXIST))
         if (sg_cast_open(&sh->cast, path, req->winsz.cols, req->winsz.rows, term, line, sg_now_mono_ns(), &err) < 0)
-            fprintf(stderr, "supervisor: exec %u: no recording: %s\n", ex->num, err.msg);
+            sg_log(SG_LOG_WARN, "exec %u: no recording: %s", ex->num, err.msg);
     return sh;
 }
 

@@ -1,0 +1,89 @@
+/* Unit tests for log: the line's shape, the level filter from the
+ * environment, one line per message (its newlines escaped), lws's levels. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <regex.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+/* Runs the logging in f with stderr on a pipe; returns what was written. */
+static char *logged(void (*f)(void))
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    int saved = dup(2);
+    assert_int_equal(dup2(p[1], 2), 2);
+    close(p[1]);
+    f();
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    char *buf = calloc(1, 65536);
+    ssize_t n = read(p[0], buf, 65535);
+    close(p[0]);
+    assert_true(n >= 0);
+    return buf;
+}
+
+static void at_info(void)
+{
+    unsetenv("SANDGLASS_LOG_LEVEL");
+    sg_log_init("tester");
+    sg_log(SG_LOG_ERROR, "broke: %d", 7);
+    sg_log(SG_LOG_WARN, "two\nlines\n");
+    sg_log(SG_LOG_INFO, "fine");
+    sg_log(SG_LOG_DEBUG, "hidden");
+    sg_log_lws(1, "lws error");
+    sg_log_lws(4, "lws notice");
+    sg_log_lws(16, "lws debug");
+}
+
+static void at_warn(void)
+{
+    setenv("SANDGLASS_LOG_LEVEL", "WARN", 1);
+    sg_log_init("quiet");
+    sg_log(SG_LOG_WARN, "kept");
+    sg_log(SG_LOG_INFO, "dropped");
+    unsetenv("SANDGLASS_LOG_LEVEL");
+}
+
+static void test_lines(void **state)
+{
+    (void)state;
+    char *out = logged(at_info);
+    regex_t re;
+    assert_int_equal(regcomp(&re, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\\+00:00 error tester: broke: 7$",
+                             REG_EXTENDED | REG_NEWLINE), 0);
+    assert_int_equal(regexec(&re, out, 0, NULL, 0), 0);
+    regfree(&re);
+    assert_non_null(strstr(out, " warn tester: two\\nlines\n")); /* one line, trailing newline dropped */
+    assert_non_null(strstr(out, " info tester: fine\n"));
+    assert_null(strstr(out, "hidden"));
+    assert_non_null(strstr(out, " error tester: lws: lws error\n"));
+    assert_non_null(strstr(out, " info tester: lws: lws notice\n"));
+    assert_null(strstr(out, "lws debug"));
+    size_t lines = 0;
+    for (char *c = out; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 5);
+    free(out);
+    out = logged(at_warn);
+    assert_non_null(strstr(out, " warn quiet: kept\n"));
+    assert_null(strstr(out, "dropped"));
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lines),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
