@@ -8,8 +8,11 @@
   2. shell start: `sandglass shell ID -- true` (a terminal made inside the
      sandbox, relayed, recorded) against `sandglass exec ID -- true`, both
      started the same way, on a terminal of ours;
-  3. output throughput: `cat` of a file through the terminal (a captured
-     sandbox: the capture and the recording on), against `script` on the host.
+  3. output throughput: `cat` of a file through the terminal, against
+     `script` on the host.
+
+The sandbox is captured (the capture, its spool and the session's
+recording on); no ingest listens, so its events stay in the spool.
 
 Rounds alternate between the two sides, so drift hits both alike.
 
@@ -125,8 +128,10 @@ def main() -> int:
     env = dict(os.environ, SANDGLASS_STATE_DIR=os.path.join(root, "s"), TERM="xterm-256color")
     env["SANDGLASSD"] = os.path.join(a.build, "sandglassd")
     os.makedirs(env["SANDGLASS_STATE_DIR"])
-    sid = subprocess.run([sg, "create", "--learner", "bench"], env=env, capture_output=True,
-                         check=True).stdout.decode().strip()
+    # Captured (--task): the capture, its spool and the recording all run;
+    # no ingest listens, so the events stay in the spool (create warns).
+    sid = subprocess.run([sg, "create", "--learner", "bench", "--task", "bench", "--ingest", "ws://127.0.0.1:9"],
+                         env=env, capture_output=True, check=True).stdout.decode().strip()
     res: dict = {}
     try:
         bash = ["bash", "--norc", "--noprofile", "-i"]
