@@ -600,17 +600,3 @@ void sg_capture_free(sg_capture *c)
         sg_spool_close(c->spool);
     free(c);
 }
-
-/* The entry points as the supervisor calls them (capture.h). */
-const sg_capture_api sg_capture_api_v1 = {
-    .open = sg_capture_new,
-    .emit = sg_capture_emit,
-    .pending = sg_capture_pending,
-    .exec_begin = sg_capture_exec_begin,
-    .exec_begin_ex = sg_capture_exec_begin_ex,
-    .exec_output = sg_capture_exec_output,
-    .exec_end = sg_capture_exec_end,
-    .finish = sg_capture_finish,
-    .close = sg_capture_close,
-    .free = sg_capture_free,
-};

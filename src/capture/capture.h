@@ -72,27 +72,4 @@ void sg_capture_close(sg_capture *c);
 /* Outside uv_run, after sg_capture_close and a final uv_run. */
 void sg_capture_free(sg_capture *c);
 
-/* The same entry points as a table, as the supervisor calls them. (The
- * capture was once a shared module loaded only for a sandbox with a task;
- * since the uplink moved to its own daemon it maps nothing the supervisor
- * does not, and linked in it costs a captured supervisor ~50 KiB less PSS:
- * docs/ARCHITECTURE.md.) */
-typedef struct sg_capture_api {
-    sg_capture *(*open)(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
-                        sg_diff_fn differ, void *differ_ud, sg_err *err);
-    void (*emit)(sg_capture *c, const char *kind, json_t *payload);
-    uint64_t (*pending)(const sg_capture *c);
-    sg_capture_exec *(*exec_begin)(sg_capture *c, uint32_t exec_id, char *const *argv,
-                                   const char *cwd, const json_t *tool);
-    sg_capture_exec *(*exec_begin_ex)(sg_capture *c, uint32_t exec_id, char *const *argv,
-                                      const char *cwd, const json_t *tool, bool flush_before);
-    void (*exec_output)(sg_capture_exec *e, bool is_stderr, const char *buf, size_t len);
-    void (*exec_end)(sg_capture_exec *e, const json_t *result);
-    int (*finish)(sg_capture *c, uint64_t timeout_ms, sg_err *err);
-    void (*close)(sg_capture *c);
-    void (*free)(sg_capture *c);
-} sg_capture_api;
-
-extern const sg_capture_api sg_capture_api_v1;
-
 #endif

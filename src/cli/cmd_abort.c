@@ -103,7 +103,7 @@ int sg_cmd_abort(int argc, char **argv)
         return sg_cli_usage("abort", "--reason is longer than 200 characters");
     sg_err err = {0};
     char id[SG_ID_LEN + 1];
-    if (!sg_state_dir(&err) || sg_cli_resolve_id(argv[optind], id, &err) < 0)
+    if (!sg_state_dir(&err) || sg_state_resolve_id(argv[optind], id, &err) < 0)
         return sg_cli_fail("abort", err.msg);
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(id, &m, &err) < 0)
@@ -177,7 +177,7 @@ int sg_cmd_resume(int argc, char **argv)
         return sg_cli_usage("resume", "missing sandbox id");
     sg_err err = {0};
     char id[SG_ID_LEN + 1];
-    if (!sg_state_dir(&err) || sg_cli_resolve_id(arg, id, &err) < 0)
+    if (!sg_state_dir(&err) || sg_state_resolve_id(arg, id, &err) < 0)
         return sg_cli_fail("resume", err.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "resume");
     sg_autojson json_t *res = sg_cli_request(id, req, &err);

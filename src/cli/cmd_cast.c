@@ -77,7 +77,7 @@ int sg_cmd_cast(int argc, char **argv)
         return sg_cli_usage("cast", "too many arguments");
     char id[SG_ID_LEN + 1];
     sg_err err = {0};
-    if (sg_cli_resolve_id(argv[optind], id, &err) < 0)
+    if (sg_state_resolve_id(argv[optind], id, &err) < 0)
         return sg_cli_fail("cast", err.msg);
     sg_autofree char *dir = sg_state_sandbox_path(id, "casts");
     static unsigned long nums[65536];

@@ -25,7 +25,7 @@ static int one_id(const char *cmd, int argc, char **argv, int first, char id[SG_
     if (first != argc - 1)
         return sg_cli_usage(cmd, "takes exactly one sandbox id");
     sg_err err = {0};
-    if (!sg_state_dir(&err) || sg_cli_resolve_id(argv[first], id, &err) < 0)
+    if (!sg_state_dir(&err) || sg_state_resolve_id(argv[first], id, &err) < 0)
         return sg_cli_fail(cmd, err.msg);
     return 0;
 }

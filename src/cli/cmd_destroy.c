@@ -110,7 +110,7 @@ int sg_cmd_destroy(int argc, char **argv)
         return sg_cli_usage("destroy", "missing sandbox id");
     sg_err err = {0};
     char id[SG_ID_LEN + 1];
-    if (!sg_state_dir(&err) || sg_cli_resolve_id(arg, id, &err) < 0)
+    if (!sg_state_dir(&err) || sg_state_resolve_id(arg, id, &err) < 0)
         return sg_cli_fail("destroy", err.msg);
     sg_autojson json_t *res = sg_cli_destroy(id, !json, &err);
     if (!res)

@@ -496,7 +496,7 @@ int sg_cmd_exec(int argc, char **argv)
         /* A unique prefix of an id (looked up only when the name is not an
          * id itself: the hot path connects at once). */
         sg_err rerr = {0};
-        if (sg_cli_resolve_id(id, full, &rerr) < 0)
+        if (sg_state_resolve_id(id, full, &rerr) < 0)
             return exec_fail(rerr.msg);
         id = full;
         fd = sg_ctl_connect(id, &err);

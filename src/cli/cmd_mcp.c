@@ -454,7 +454,7 @@ int sg_cmd_mcp(int argc, char **argv)
                 ? "--max-* caps are set when the sandbox is created: give them to 'sandglass create', or drop --sandbox"
                 : "--sandbox attaches to an existing sandbox: create's options do not apply");
         char full[SG_ID_LEN + 1];
-        if (!sg_state_dir(&err) || sg_cli_resolve_id(sandbox, full, &err) < 0) {
+        if (!sg_state_dir(&err) || sg_state_resolve_id(sandbox, full, &err) < 0) {
             char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
             snprintf(msg, sizeof msg, "cannot attach to sandbox %.64s: %s", sandbox, err.msg);
             return sg_cli_fail("mcp", msg);

@@ -34,11 +34,6 @@ int sg_cli_supervisor_path(char *buf, size_t len)
     return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
 }
 
-int sg_cli_resolve_id(const char *arg, char *out, sg_err *err)
-{
-    return sg_state_resolve_id(arg, out, err);
-}
-
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
 {
     sg_autoclose int fd = sg_ctl_connect(id, err);

@@ -21,8 +21,6 @@ int sg_cli_supervisor_path(char *buf, size_t len);
  * object (caller decrefs) or NULL with err (the supervisor's message). */
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
 
-/* sg_state_resolve_id (state.h), under the CLI's name. */
-int sg_cli_resolve_id(const char *arg, char *out, sg_err *err);
 
 /* The version every command reports (--version, MCP's serverInfo). */
 #define SG_VERSION "0.1.0"

@@ -19,7 +19,7 @@
 void capture_emit(sup *s, const char *kind, json_t *payload)
 {
     if (s->cap)
-        s->capi->emit(s->cap, kind, payload);
+        sg_capture_emit(s->cap, kind, payload);
     else
         json_decref(payload);
 }
@@ -27,8 +27,7 @@ void capture_emit(sup *s, const char *kind, json_t *payload)
 /* Starts the capture of this sandbox. */
 int capture_start(sup *s, bool resumed, sg_err *err)
 {
-    s->capi = &sg_capture_api_v1;
-    s->cap = s->capi->open(&s->loop, &s->meta, resumed, sup_unified, s, err);
+    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sup_unified, s, err);
     return s->cap ? 0 : -1;
 }
 
@@ -151,14 +150,14 @@ static int sup_shutdown(sup *s)
     sg_err err = {0};
     json_int_t undelivered = 0;
     if (s->cap) {
-        if (s->capi->finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
-            undelivered = (json_int_t)s->capi->pending(s->cap);
+        if (sg_capture_finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
+            undelivered = (json_int_t)sg_capture_pending(s->cap);
             sg_log(SG_LOG_WARN, "%s", err.msg);
         }
         /* The capture closes its own handles (lws owns some of them)
          * before we close whatever else is left. */
-        s->capi->close(s->cap);
-        s->capi->free(s->cap);
+        sg_capture_close(s->cap);
+        sg_capture_free(s->cap);
         s->cap = NULL;
     }
     /* Execs still running when the sandbox went (a destroy, a signal):
@@ -326,8 +325,8 @@ static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err
         sg_log(SG_LOG_ERROR, "%s", err->msg);
     }
     if (s->cap) {
-        s->capi->close(s->cap);
-        s->capi->free(s->cap);
+        sg_capture_close(s->cap);
+        sg_capture_free(s->cap);
     }
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);

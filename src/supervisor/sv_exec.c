@@ -57,7 +57,7 @@ void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
     }
     ex->out_bytes += give;
     if (give && ex->cx)
-        ex->s->capi->exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
+        sg_capture_exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
     if (give && ex->cl)
         client_send(ex->cl, type, buf, give);
 }
@@ -272,7 +272,7 @@ void exec_finish(exec_ctx *ex)
         if (s->aborted)
             json_object_set_new(res, "aborted", json_string(s->abort_reason));
         if (ex->cx)
-            s->capi->exec_end(ex->cx, res);
+            sg_capture_exec_end(ex->cx, res);
         ex->cx = NULL;
         if (ex->cl && !ex->code_only) {
             client_send_json(ex->cl, SG_CTL_RESULT, res);
@@ -308,7 +308,7 @@ void exec_fail(exec_ctx *ex, const char *msg)
     if (ex->cx) {
         sg_autojson json_t *res = json_pack("{s:n, s:f, s:b, s:s}", "exit_code", "wall_s", 0.0,
                                             "timed_out", 0, "error", msg);
-        ex->s->capi->exec_end(ex->cx, res);
+        sg_capture_exec_end(ex->cx, res);
         ex->cx = NULL;
     }
     if (ex->cl)
@@ -543,7 +543,7 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
     exec_ctx *ex = exec_new(s, c, &req, direct);
     const char *cwd = req.cwd ? req.cwd : "/workspace";
     exec_checkpoint(s, ex, &req);
-    ex->cx = s->cap ? s->capi->exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
+    ex->cx = s->cap ? sg_capture_exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     int cgfds[SG_CG_MAX_FDS];
     sg_autostrv char **env = build_env(&req, cwd);

@@ -143,7 +143,6 @@ struct sup {
     bool fast_leaves;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
-    const sg_capture_api *capi; /* the capture's entry points, when cap */
     sg_ckpt_client *ckpt;         /* workspace checkpoints, by a worker outside the sandbox */
     uv_timer_t ckpt_idle;   /* stops that worker when idle */
     char last_ckpt[SG_CHECKPOINT_ID_LEN + 1]; /* the newest checkpoint taken */

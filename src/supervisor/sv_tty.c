@@ -46,14 +46,13 @@ static void command_end(struct sv_shell *sh, int status, const char *note)
 {
     if (!sh->cmd)
         return;
-    sup *s = sh->ex->s;
     double wall = (double)(sg_now_mono_ns() - sh->cmd_start_ns) / 1e9;
     json_t *res = json_pack("{s:o, s:f, s:b, s:o}", "exit_code", status >= 0 ? json_integer(status) : json_null(),
                             "wall_s", wall, "timed_out", 0,
                             "signal", status > 128 && status < 128 + 65 ? json_integer(status - 128) : json_null());
     if (res && note)
         json_object_set_new(res, "note", json_string(note));
-    s->capi->exec_end(sh->cmd, res);
+    sg_capture_exec_end(sh->cmd, res);
     json_decref(res);
     sh->cmd = NULL;
 }
@@ -69,7 +68,7 @@ static void command_begin(struct sv_shell *sh, const sg_mark *m)
         if (s->cap) {
             char *argv[] = {"sh", "-c", cmd, NULL};
             /* what it changed before its mark got here is its own */
-            sh->cmd = s->capi->exec_begin_ex(s->cap, sh->ex->num, argv, cwd, NULL, false);
+            sh->cmd = sg_capture_exec_begin_ex(s->cap, sh->ex->num, argv, cwd, NULL, false);
             sh->cmd_start_ns = sg_now_mono_ns();
         }
     }
@@ -115,7 +114,7 @@ static void on_mark(void *ud, const sg_mark *m)
     switch (m->kind) {
     case SG_MARK_TEXT:
         if (sh->cmd)
-            s->capi->exec_output(sh->cmd, false, m->text, m->text_len);
+            sg_capture_exec_output(sh->cmd, false, m->text, m->text_len);
         break;
     case SG_MARK_COMMAND:
         command_begin(sh, m);

@@ -58,22 +58,22 @@ static void test_resolve_id(void **state)
     (void)state;
     char out[SG_ID_LEN + 1];
     sg_err err = {0};
-    assert_int_equal(sg_cli_resolve_id("0123456789ab", out, &err), 0);
+    assert_int_equal(sg_state_resolve_id("0123456789ab", out, &err), 0);
     assert_string_equal(out, "0123456789ab");
-    assert_int_equal(sg_cli_resolve_id("01", out, &err), 0);
+    assert_int_equal(sg_state_resolve_id("01", out, &err), 0);
     assert_string_equal(out, "0123456789ab");
-    assert_int_equal(sg_cli_resolve_id("ab12c", out, &err), 0);
+    assert_int_equal(sg_state_resolve_id("ab12c", out, &err), 0);
     assert_string_equal(out, "ab12cd34ef56");
 
     err = (sg_err){0};
-    assert_int_equal(sg_cli_resolve_id("ab12", out, &err), -1);
+    assert_int_equal(sg_state_resolve_id("ab12", out, &err), -1);
     assert_int_equal(err.code, EINVAL);
     assert_non_null(strstr(err.msg, "is the start of 2 sandbox ids"));
     assert_non_null(strstr(err.msg, "ab12cd34ef56"));
     assert_non_null(strstr(err.msg, "ab12ff000000"));
 
     err = (sg_err){0};
-    assert_int_equal(sg_cli_resolve_id("ffff", out, &err), -1);
+    assert_int_equal(sg_state_resolve_id("ffff", out, &err), -1);
     assert_int_equal(err.code, ENOENT);
     assert_non_null(strstr(err.msg, "no sandbox 'ffff'"));
 
@@ -81,12 +81,12 @@ static void test_resolve_id(void **state)
     const char *bad[] = {"../etc", "a/b", "", "ab12cd34ef56x", "x y"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err = (sg_err){0};
-        assert_int_equal(sg_cli_resolve_id(bad[i], out, &err), -1);
+        assert_int_equal(sg_state_resolve_id(bad[i], out, &err), -1);
         assert_int_equal(err.code, ENOENT);
     }
     /* A full-length id that does not exist is not a prefix of anything. */
     err = (sg_err){0};
-    assert_int_equal(sg_cli_resolve_id("ab12cd34ef57", out, &err), -1);
+    assert_int_equal(sg_state_resolve_id("ab12cd34ef57", out, &err), -1);
     assert_int_equal(err.code, ENOENT);
 }
 
