@@ -15,6 +15,8 @@ Figures (each build with its own state directory and sandboxes):
   checkpoint   `sandglass checkpoint ID` after one file of 1000 changed
   file_diff    write -> file_diff row in the ingest's store (bench_latency.py)
   kill         abort of a fork bomb until the cgroup is empty, p50 (bench_kill.py)
+  ingest       events/s through the real ingest into SQLite (bench_ingest, built
+               with `ninja -C BUILD bench_ingest`): higher is better
 
 Prints a table (before, after, after/before) and writes
 bench/results/compare.json. Never a test: it asserts nothing.
@@ -194,6 +196,25 @@ def bench_script(builds: list[Build], script: str, args: list[str], rounds: int,
             for n, v in out.items()}
 
 
+def bench_ingest(builds: list[Build], rounds: int, events: int = 50000) -> dict:
+    """events/s of each build's bench_ingest against its own sandglassd."""
+    out: dict[str, list[float]] = {b.name: [] for b in builds}
+    for i in range(rounds):
+        for b in (builds if i % 2 == 0 else list(reversed(builds))):
+            exe = os.path.join(b.path, "bench_ingest")
+            if not os.path.exists(exe):
+                continue
+            cwd = tempfile.mkdtemp(prefix="sg-cmp-ingest-")
+            os.makedirs(os.path.join(cwd, "bench", "results"))
+            p = subprocess.run([exe, os.path.join(b.path, "sandglassd"), str(events), "16"], cwd=cwd,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=b.env)
+            shutil.rmtree(cwd, ignore_errors=True)
+            for line in p.stdout.splitlines():
+                if line.startswith("ingest ") and "events/s" in line:
+                    out[b.name].append(float(line.split("events/s")[0].split()[-1]))
+    return {n: {"events_per_s": round(statistics.median(v)) if v else None, "rounds": v} for n, v in out.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", required=True, help="build directory of the old code")
@@ -227,12 +248,14 @@ def main() -> int:
             res["figures"]["kill"] = bench_script(
                 builds, "bench_kill.py", ["--runs", "5"], 2,
                 lambda j: j["ours"]["bomb"]["empty_ms"]["p50"])
+        if want("ingest"):
+            res["figures"]["ingest"] = bench_ingest(builds, 3)
     finally:
         for b in builds:
             b.cleanup()
     print(f"{'figure':<16} {'before':>12} {'after':>12} {'after/before':>13}")
     for k, v in res["figures"].items():
-        for field in ("median_ms", "rss_kib_median", "pss_kib_median"):
+        for field in ("median_ms", "rss_kib_median", "pss_kib_median", "events_per_s"):
             x, y = v["before"].get(field), v["after"].get(field)
             if x is None or y is None:
                 continue
