@@ -19,7 +19,6 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
-#include "delivery/uplink_daemon.h"
 #include "state/state.h"
 #include "wire/seqpacket.h"
 
@@ -36,6 +35,7 @@ struct sg_uplink_client {
     uint32_t retry_ms;
     uint64_t spawned_ns;     /* when we last started a daemon */
     int64_t sent_synced;     /* the last synced seq the daemon was told */
+    char rbuf[SG_UPLINKD_MSG_MAX]; /* one message from the daemon */
     bool closing, drain_timed_out;
     bool refused;            /* the daemon refused the hello: retry slowly */
     int open_handles;
@@ -225,9 +225,9 @@ static void on_readable(uv_poll_t *p, int status, int events)
         lost(u, "the uplink daemon's connection failed");
         return;
     }
-    static char buf[SG_UPLINK_DAEMON_MSG_MAX];
+    char *buf = u->rbuf;
     while (u->fd >= 0) {
-        ssize_t n = sg_seqpacket_recv(u->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv(u->fd, buf, sizeof u->rbuf - 1, MSG_DONTWAIT, NULL, NULL);
         if (n == -EAGAIN || n == -EINTR)
             return;
         if (n <= 0) {

@@ -54,6 +54,7 @@ struct daemon_ctx {
     size_t live;
     uint64_t idle_ms;
     bool stop;
+    char rbuf[SG_UPLINKD_MSG_MAX]; /* one message from a supervisor */
 };
 
 
@@ -182,9 +183,9 @@ static void on_session(uv_poll_t *p, int status, int events)
         send_ack(s, s->ack_owed);
     if (!(events & UV_READABLE))
         return;
-    static char buf[SG_UPLINK_DAEMON_MSG_MAX];
+    char *buf = s->d->rbuf;
     for (;;) {
-        ssize_t n = sg_seqpacket_recv(s->fd, buf, sizeof buf - 1, MSG_DONTWAIT, NULL, NULL);
+        ssize_t n = sg_seqpacket_recv(s->fd, buf, sizeof s->d->rbuf - 1, MSG_DONTWAIT, NULL, NULL);
         if (n == -EAGAIN || n == -EINTR)
             return;
         if (n == 0) {

@@ -38,7 +38,6 @@
 #include "base/err.h"
 
 #define SG_UPLINK_DAEMON_IDLE_MS 30000
-#define SG_UPLINK_DAEMON_MSG_MAX 65536
 #define SG_UPLINK_DAEMON_MAX_SESSIONS 4096
 
 /* Runs the daemon for the state directory (sg_state_dir) until it has been

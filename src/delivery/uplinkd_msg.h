@@ -12,6 +12,9 @@
 
 #include "base/err.h"
 
+/* One message either way, at the most (SOCK_SEQPACKET). */
+#define SG_UPLINKD_MSG_MAX 65536
+
 typedef enum sg_uplinkd_op { SG_UPLINKD_HELLO, SG_UPLINKD_SYNCED } sg_uplinkd_op;
 
 /* supervisor -> daemon */

@@ -28,6 +28,7 @@ struct sg_sup_tty {
     sg_ctl_winsz ws;
     char *in;                  /* typed bytes not yet written */
     size_t in_off, in_len, in_cap;
+    char rbuf[TTY_READ_CHUNK]; /* one read of the master */
 };
 
 static void tty_update(sg_sup_tty *t);
@@ -63,9 +64,9 @@ static void set_winsz(sg_sup_tty *t)
  * open any more) or broken. */
 static bool read_master(sg_sup_tty *t, size_t max)
 {
-    static char buf[TTY_READ_CHUNK];
+    char *buf = t->rbuf;
     for (size_t got = 0; got < max;) {
-        ssize_t n = read(t->master, buf, sizeof buf);
+        ssize_t n = read(t->master, buf, sizeof t->rbuf);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
