@@ -62,7 +62,6 @@ struct sg_uplink {
     /* the seq the ingest last refused with 1008, and how often in a row */
     int64_t refused_seq;
     unsigned refused_times;
-    bool refused_conflict;  /* "stored with other content", not a gap */
     char stuck[300];        /* why the uplink stopped (ST_STOPPED) */
 
     sg_uplink_event_fn ev_fn;
@@ -137,7 +136,6 @@ static bool seq_refused(sg_uplink *u)
     }
     u->refused_times = seq == u->refused_seq ? u->refused_times + 1 : 1;
     u->refused_seq = seq;
-    u->refused_conflict = strstr(u->close_reason, "other content") != NULL;
     if (u->refused_times < SG_UPLINK_SEQ_REFUSALS_MAX)
         return false;
     u->st = ST_STOPPED;
@@ -235,11 +233,18 @@ static void want_write(sg_uplink *u)
         lws_callback_on_writable(u->wsi);
 }
 
-static void handle_ack(sg_uplink *u, int64_t ack)
+/* The first ack of a connection says where the ingest's copy of the stream
+ * is; it trims nothing past the spool's own ack (what was acked to frames
+ * sent on our connections): what lies between may be another token
+ * holder's frames, stored while we were away. Every frame after the spool's
+ * ack is resent; the ingest takes an identical one and refuses (1008) one
+ * whose seq holds other content, so a forgery surfaces as a refusal instead
+ * of our event being trimmed unsent. */
+static void handle_connect_ack(sg_uplink *u, int64_t ack)
 {
-    sg_err err;
     int64_t spool_ack = sg_spool_acked_seq(u->spool);
-    if (!u->ready && ack < spool_ack) {
+    int64_t from = ack < spool_ack ? ack : spool_ack;
+    if (ack < spool_ack) {
         char msg[200];
         snprintf(msg, sizeof msg,
                  "ingest acks seq %" PRId64 " below the spool's ack %" PRId64
@@ -247,34 +252,44 @@ static void handle_ack(sg_uplink *u, int64_t ack)
                  ack, spool_ack);
         emit(u, SG_UPLINK_ERROR, 0, msg, 0);
     }
+    u->ready = true;
+    u->acked_at_connect = from;
+    u->stats.connected = true;
+    u->stats.acked_seq = from;
+    u->stats.sent_seq = from;
+    u->stats.resent_at_connect += (uint64_t)(ack > from ? ack - from : 0);
+    sg_spool_cursor_seek(u->cur, from);
+    if (from >= sg_spool_synced_seq(u->spool))
+        u->attempt = 0; /* nothing to replay: healthy */
+}
+
+static void handle_ack(sg_uplink *u, int64_t ack)
+{
+    sg_err err;
+    u->last_progress_ns = sg_now_mono_ns();
+    if (!u->ready) {
+        handle_connect_ack(u, ack);
+        want_write(u);
+        return;
+    }
+    /* An ack covers only frames sent on this connection (the ingest acks
+     * no more than a connection's own committed frames; this is the
+     * client's half of that rule). */
+    if (ack > u->stats.sent_seq)
+        ack = u->stats.sent_seq;
+    if (ack <= u->stats.acked_seq) {
+        want_write(u);
+        return;
+    }
     if (u->refused_seq >= 0 && ack >= u->refused_seq) {
-        if (u->refused_conflict) { /* the ingest kept another's frame at that seq */
-            char msg[200];
-            snprintf(msg, sizeof msg,
-                     "seq %" PRId64 " is stored with another client's content: ours was refused and is "
-                     "dropped from the spool with this ack",
-                     u->refused_seq);
-            emit(u, SG_UPLINK_ERROR, SG_CLOSE_POLICY, msg, 0);
-        }
-        u->refused_seq = -1;
+        u->refused_seq = -1; /* our frame at that seq is stored after all */
         u->refused_times = 0;
     }
     if (sg_spool_ack(u->spool, ack, &err) < 0)
         emit(u, SG_UPLINK_ERROR, err.code, err.msg, 0);
     u->stats.acked_seq = ack;
-    u->last_progress_ns = sg_now_mono_ns();
-    if (!u->ready) {
-        /* Replay from what the ingest has committed. */
-        u->ready = true;
-        u->acked_at_connect = ack;
-        u->stats.connected = true;
-        u->stats.sent_seq = ack;
-        sg_spool_cursor_seek(u->cur, ack);
-        if (ack >= sg_spool_synced_seq(u->spool))
-            u->attempt = 0; /* nothing to replay: healthy */
-    } else if (ack > u->acked_at_connect) {
+    if (ack > u->acked_at_connect)
         u->attempt = 0; /* the ingest makes progress with our frames */
-    }
     want_write(u);
 }
 

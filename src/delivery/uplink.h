@@ -74,6 +74,9 @@ typedef struct sg_uplink_stats {
     uint64_t refusals;        /* 401s and refusal close codes */
     int last_close_code;
     int64_t stuck_seq;        /* the seq the uplink gave up on, -1 if none */
+    uint64_t resent_at_connect; /* frames the ingest had at a connect but
+                                   the spool's ack did not cover (resent,
+                                   compared there), summed over connects */
 } sg_uplink_stats;
 
 /* url: ws://HOST:PORT[/PATH] (PATH defaults to /v1/ingest). Connects at

@@ -89,6 +89,14 @@ typedef struct conn {
     size_t have, cap;
     int64_t acked;        /* highest contiguous committed seq known */
     int64_t next_seq;     /* the seq this connection may send next (more is a gap) */
+    /* After the first ack (where the stream is), an ack covers no more than
+     * this connection's own committed frames: a frame another holder of the
+     * token stored there is never acked to this client as if it were its
+     * own (its resend is compared, and refused if it differs). */
+    int64_t recv_high;    /* highest seq this connection put in a batch */
+    int64_t job_high;     /* recv_high when its rows went to the writer */
+    int64_t own_high;     /* highest seq of its own committed, -1: none */
+    bool greeted;         /* the first ack is sent */
     bool kill;            /* close at the next WRITEABLE (the store refused a row) */
     bool killed;          /* its close frame is sent */
     bool ack_pending;
@@ -354,6 +362,8 @@ static void reap_job(sg_ingest *ing)
         sg_err qerr;
         if (r != 0)
             continue;
+        if (c->job_high > c->own_high)
+            c->own_high = c->job_high;
         if (!c->id->gap) {
             if (c->id->contig > c->acked)
                 c->acked = c->id->contig;
@@ -393,6 +403,7 @@ static void submit(sg_ingest *ing)
         if (c->dirty) {
             c->dirty = false;
             c->inflight = true;
+            c->job_high = c->recv_high;
         }
     }
     pthread_mutex_lock(&ing->mu);
@@ -440,6 +451,8 @@ static int batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t byt
     p->id = c->id;
     c->id->refs++;
     p->seq = v->seq;
+    if (v->seq > c->recv_high)
+        c->recv_high = v->seq;
     p->kind = v->kind;
     p->data = data;
     p->payload_len = v->payload_len;
@@ -582,6 +595,7 @@ static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
     memset(c, 0, sizeof *c);
     c->id = id;
     c->acked = -1;
+    c->recv_high = c->job_high = c->own_high = -1;
     return 0;
 }
 
@@ -783,10 +797,12 @@ static int cb_ingest(struct lws *wsi, enum lws_callback_reasons reason, void *us
         if (!c->ack_pending)
             return 0;
         unsigned char buf[LWS_PRE + 48];
-        int n = snprintf((char *)buf + LWS_PRE, 48, "{\"ack\":%lld}", (long long)c->acked);
+        int64_t ack = c->greeted && c->own_high < c->acked ? c->own_high : c->acked;
+        int n = snprintf((char *)buf + LWS_PRE, 48, "{\"ack\":%lld}", (long long)ack);
         if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_TEXT) < n)
             return -1;
         c->ack_pending = false;
+        c->greeted = true;
         return 0;
     }
 
