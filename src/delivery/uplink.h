@@ -6,21 +6,23 @@
  * handshake and after each commit (N: highest contiguous committed seq,
  * -1 <= N <= INT64_MAX - SG_UPLINK_WINDOW; any other message is an error
  * event and changes nothing).
- * On an ack the spool is trimmed (sg_spool_ack) — never on "sent" — and
- * every synced record after the ack is sent, oldest first, one text frame
+ * On an ack the spool is trimmed (sg_spool_ack) — never on "sent", and
+ * never past the highest seq sent on that connection: the first ack of a
+ * connection (where the ingest's copy of the stream is) trims nothing
+ * beyond the spool's own ack, as seqs above it may hold another token
+ * holder's frames. Every synced record after the spool's ack is sent (an
+ * identical resend is acked; a conflicting one refused), oldest first, one text frame
  * each, writing while the socket is not choked. After a close, an error, a
  * refused handshake (401) or a refused frame the uplink reconnects with
  * exponential backoff, 0.25 s doubling to 8 s, full jitter, and replays
- * from the ingest's ack. Refusals are reported through the event callback
+ * from the spool's ack. Refusals are reported through the event callback
  * and retried (an operator may fix the token) — but a frame the ingest
  * refuses by its seq (close 1008 naming "seq N": a gap, or other content
  * stored at N by another holder of the token) is refused again on every
  * replay: after SG_UPLINK_SEQ_REFUSALS_MAX refusals of the same seq in a
  * row the uplink stops (no more connections; SG_UPLINK_REFUSED with
  * retry_ms 0 says why; the spool keeps the frame and all after it, for an
- * operator; drain fails at once with that reason). A refused frame whose
- * seq the ingest then acks (it kept another's content) is reported as an
- * SG_UPLINK_ERROR naming the seq and the bytes dropped. At most SG_UPLINK_WINDOW
+ * operator; drain fails at once with that reason). At most SG_UPLINK_WINDOW
  * frames are in flight beyond the ack; a connection that leaves sent frames
  * unacked for SG_UPLINK_ACK_TIMEOUT_MS (a dead peer, a stalled ingest) is
  * dropped and replayed on a new one.

@@ -6,7 +6,10 @@
  *                     accepted when they match the token. Refused with 401.
  *                     Server -> client: {"ack": N} (highest contiguous
  *                     committed seq, -1 if none) right after the handshake
- *                     and after every commit that touched the stream.
+ *                     and after every commit that touched the stream; after
+ *                     the first, N is no higher than the connection's own
+ *                     highest committed frame (another token holder's frames
+ *                     are never acked as this client's: it resends them).
  *   GET  /v1/token      with a stream token in "Authorization: Bearer T":
  *                     200 {"ok", "learner", "task", "sandbox"} when /v1/ingest
  *                     would take it, else 401 {"error": why}; opens and
