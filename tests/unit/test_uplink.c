@@ -269,6 +269,13 @@ static void check_store(int64_t n)
     assert_int_equal(want, n);
 }
 
+static bool up_ready(void);
+
+static bool up_down(void)
+{
+    return !up_ready();
+}
+
 static void test_stream_10k(void **state)
 {
     F.port = start_ingest(0);
@@ -298,6 +305,19 @@ static void test_stream_10k(void **state)
     produce(50, 7);
     assert_int_equal(sg_uplink_drain(F.up, 10000, &err), 0);
     check_store(10050);
+
+    /* An ingest restart with nothing in flight: the reconnect resends
+     * nothing (the spool's ack is the ingest's). */
+    kill_ingest();
+    assert_true(run_until(up_down, 10));
+    F.port = start_ingest(F.port);
+    assert_true(run_until(up_ready, 30));
+    produce(1, 1);
+    assert_int_equal(sg_uplink_drain(F.up, 10000, &err), 0);
+    sg_uplink_get_stats(F.up, &st);
+    assert_int_equal(st.resent_at_connect, 0);
+    assert_int_equal(st.connects, 2);
+    check_store(10051);
 }
 
 static void test_ingest_killed(void **state)
