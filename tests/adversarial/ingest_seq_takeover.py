@@ -64,6 +64,14 @@ try:
         real.send_event(seq, "stdout", {"data": f"real {seq}", "stream": "stdout"})
     tap.eq(real.wait_ack(20), 20, "the real client's replay and next event are accepted")
     real.close()
+    # After the handshake's ack (where the stream is), an ack covers only the
+    # connection's own frames: a client that resends seq 0 learns that 0 is
+    # stored, not that 1..20 (which another holder may have sent) are its own.
+    c = connect(ing, tok)
+    tap.eq(c.wait_ack(None), 20, "a reconnecting client is told the stream is at 20")
+    c.send_event(0, "stdout", {"data": "real 0", "stream": "stdout"})
+    tap.eq(c.wait_ack(0), 0, "its identical resend of seq 0 is acked as 0, not as 20")
+    c.close()
     code, body = http(ing.port, "/v1/stats", op)
     tap.ok(code == 200 and body["seq_refused"] >= 2, "the refusals are counted", f"{body}")
     tap.ok(any("refused a frame of learner/task/sb" in l for l in ing.stderr), "and logged")
