@@ -1,0 +1,174 @@
+/* watch_internal: the workspace watcher's private interface, shared by
+ * the files of the watcher and by nothing else (watch.h is the public one):
+ *   watch_tree.c     the tree of nodes, its hash tables, the dirty list, and
+ *                    reading a file's state (safe opens, hashes, text kept)
+ *   watch_scan.c     directories and scans (watches, baseline, rescans after
+ *                    an overflow or past the watch budget) and raw inotify
+ *                    events (moves paired by cookie)
+ *   watch_resolve.c  a settled burst resolved into file_diff payloads, and
+ *                    the limit events
+ *   watch.c          the loop glue (settle timer), sg_watch_new/flush/free
+ * Names shared between these files carry the watch_ prefix. */
+#ifndef SG_WATCH_INTERNAL_H
+#define SG_WATCH_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <uv.h>
+
+#include "base/bounds.h"
+#include "base/err.h"
+#include "capture/watch.h"
+#include "checkpoint/diff.h"
+
+
+#define DIR_MASK                                                                      \
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY | \
+     IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
+#define READS_PER_CALLBACK 64      /* bounded work per loop turn */
+#define RACY_NS (50ull * 1000000)  /* mtime this close to the read: re-read on rescan */
+
+/* The state of a file as last seen (or as read now). */
+typedef struct fstate {
+    int64_t size;
+    int64_t mtime_ns, ctime_ns;
+    ino_t ino;
+    mode_t mode;
+    int64_t read_rt_ns;  /* realtime of the read, for the racy check */
+    bool has_sha, large, binary, dropped; /* dropped: text not kept (budget) */
+    uint8_t sha[SG_DIFF_SHA256_LEN];
+    char *text;          /* text content when kept */
+    size_t text_len;
+} fstate;
+
+typedef struct node node;
+struct node {
+    node *parent;
+    node *hnext;        /* chain in parent's kid table */
+    char *name;
+    uint32_t hash;
+    uint32_t gen;       /* rescan mark */
+    bool is_dir, dirty, writing, rep;
+    bool unwatched;     /* directory past the watch budget: found by rescans */
+    uint32_t depth;     /* directory: the root is 0 */
+    node *dprev, *dnext; /* dirty list */
+    uint64_t dirty_ns;
+    /* directory */
+    int wd;
+    node *wnext;        /* wd table chain */
+    node **kids;
+    uint32_t nkids, kcap;
+    ino_t dino;
+    /* file */
+    fstate st;          /* last content seen (valid when rep) */
+    char *orig_path;    /* where st was seen, if moved since */
+    uint64_t move_seq;
+};
+
+typedef struct pending_move {
+    uint32_t cookie;
+    int wd;
+    char *name;
+    bool isdir;
+} pending_move;
+
+typedef struct scan_item {
+    node *parent;
+    char *name;
+} scan_item;
+
+enum scan_mode { SCAN_BASELINE, SCAN_NEW };
+
+struct sg_watch {
+    uv_loop_t *loop;
+    uv_poll_t poll;
+    uv_poll_t tpoll;    /* the settle timerfd */
+    int tfd;
+    uint64_t armed;
+    int open_handles;
+    int ifd, rootfd;
+    sg_watch_cb cb;
+    void *ud;
+    sg_diff_fn differ;
+    void *differ_ud;
+    node *root;
+    node **wdtab;
+    size_t wdcap, nwd;
+    node *dhead, *dtail;
+    node **graves;
+    size_t ngraves, gcap;
+    pending_move *moves;
+    size_t nmoves, mcap;
+    scan_item *scanq;
+    size_t nscan, scap;
+    enum scan_mode mode;
+    uint64_t seq;
+    uint32_t gen;
+    bool need_rescan;
+    size_t nfiles, ndirs, bytes_cached;
+    uint64_t events, overflows, dropped;
+    char *scratch;      /* SG_DIFF_MAX_BYTES + 1 */
+    size_t max_watches;  /* this watcher's share of the host's inotify watches */
+    uint64_t host_watches; /* /proc/sys/fs/inotify/max_user_watches */
+    size_t unwatched;    /* directories tracked without a watch */
+    bool degraded;       /* some are: every flush rescans */
+    uint64_t rep_overflows, rep_dropped; /* already reported in limit events */
+    bool rep_unwatched;
+    sg_watch_cb limit_cb;
+    void *limit_ud;
+    sg_watch_gate_fn gate;
+    void *gate_ud;
+};
+
+/* ---- watch_tree.c ---- */
+
+int64_t watch_ts_ns(const struct timespec *t);
+/* openat2 confined under dirfd with no symlink anywhere in the path. */
+int watch_open_beneath(int dirfd, const char *rel, int flags);
+node *watch_kid_find(const node *dir, const char *name);
+void watch_kid_add(node *dir, node *n);
+void watch_kid_remove(node *n);
+node *watch_wd_find(const sg_watch *w, int wd);
+void watch_wd_add(sg_watch *w, node *n);
+void watch_wd_remove(sg_watch *w, node *n);
+/* Relative path of a node ("" for the root); the caller frees it. */
+char *watch_node_path(const node *n);
+char *watch_child_path(const node *dir, const char *name);
+void watch_dirty_unlink(sg_watch *w, node *n);
+void watch_dirty_mark(sg_watch *w, node *n, int writing /* -1: keep */);
+void watch_node_free(sg_watch *w, node *n);
+/* Takes a node out of the tree (a reported file to the graveyard). */
+void watch_node_detach(sg_watch *w, node *n, bool emit);
+/* The file node for dir/name, made if missing (NULL past the limit). */
+node *watch_file_node_get(sg_watch *w, node *dir, const char *name);
+/* 1: exists (regular file or symlink), 0: does not, -1: error. */
+int watch_read_state(sg_watch *w, const char *rel, fstate *out);
+bool watch_same_content(const fstate *a, const fstate *b);
+/* Stores cur as the last content seen, within the text budget. */
+void watch_adopt_state(sg_watch *w, node *n, fstate *cur);
+
+/* ---- watch_scan.c ---- */
+
+void watch_scan_push(sg_watch *w, node *parent, const char *name);
+bool watch_skip_dir_name(const char *name);
+/* Watches dir fd (opened safely) and returns its wd. */
+int watch_add_watch_fd(sg_watch *w, int fd);
+void watch_run_scans(sg_watch *w);
+/* Compares the tree under d with the disk (overflow, degraded flush). */
+void watch_rescan_dir(sg_watch *w, node *d);
+/* Reads inotify until it is empty (or the per-turn bound). 1 if drained. */
+int watch_read_events(sg_watch *w, bool unbounded, sg_err *err);
+
+/* ---- watch_resolve.c ---- */
+
+/* Compares every ready dirty path with the last content seen and emits one
+ * payload per real change, then the limit events. force: do not wait for
+ * open writers. Returns the number of payloads emitted. */
+int watch_resolve(sg_watch *w, bool force);
+
+#endif

@@ -1,0 +1,350 @@
+/* watch_resolve: a settled burst of dirty paths resolved into file_diff
+ * payloads (renames, replacements, diffs against the last content seen),
+ * and the limit events. See watch.h for the rules. */
+#include "capture/watch_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+
+/* ---- resolution ----------------------------------------------------------- */
+
+enum act_kind { ACT_DEL, ACT_REN, ACT_MOD, ACT_CRE };
+
+typedef struct action {
+    enum act_kind kind;
+    node *n;            /* tree node (NULL for a deletion) */
+    node *old;          /* whose st is the old content: n, a grave, or NULL */
+    char *path;         /* current path (deleted: the old path) */
+    fstate cur;
+    node *replaced;     /* renamed over an existing file: that file (a grave) */
+} action;
+
+static int grave_cmp(const void *a, const void *b)
+{
+    return strcmp((*(node *const *)a)->orig_path, (*(node *const *)b)->orig_path);
+}
+
+static node *grave_find(sg_watch *w, const char *path)
+{
+    size_t lo = 0, hi = w->ngraves;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(w->graves[mid]->orig_path, path);
+        if (!c)
+            return w->graves[mid]->dirty ? NULL : w->graves[mid]; /* dirty: consumed */
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static int act_cmp(const void *a, const void *b)
+{
+    const action *x = a, *y = b;
+    if (x->kind != y->kind)
+        return (int)x->kind - (int)y->kind;
+    if (x->kind == ACT_REN)
+        return x->n->move_seq < y->n->move_seq ? -1 : x->n->move_seq > y->n->move_seq;
+    return strcmp(x->path, y->path);
+}
+
+static json_t *jstr_path(const char *p)
+{
+    sg_autofree char *s = sg_utf8_sanitize(p, strlen(p), NULL);
+    return s ? json_string(s) : NULL;
+}
+
+#define SG_WATCH_PATH_HEX_MAX 4096 /* bytes of a path given in path_hex, at most */
+
+/* A path that is not valid UTF-8 shows with U+FFFD in "path" (JSON can
+ * carry nothing else), so two such files could share it: its bytes go
+ * beside it, in hex, so every path in the events is told apart and can be
+ * given back exactly. NULL for a valid path. */
+static json_t *jhex_path_if_invalid(const char *p)
+{
+    size_t n = strlen(p), clean_len = 0;
+    /* Bounded: a learner nests paths far past PATH_MAX, and a file_diff
+     * frame must stay under the ingest's frame limit (path, old_path and
+     * their U+FFFD forms are already in it). Past the bound: no hex. */
+    if (n > SG_WATCH_PATH_HEX_MAX)
+        return NULL;
+    sg_autofree char *s = sg_utf8_sanitize(p, n, &clean_len);
+    if (s && clean_len == n && memcmp(s, p, n) == 0)
+        return NULL;
+    sg_autofree char *hex = malloc(2 * n + 1);
+    if (!hex)
+        return NULL;
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        hex[2 * i] = digits[(unsigned char)p[i] >> 4];
+        hex[2 * i + 1] = digits[(unsigned char)p[i] & 15];
+    }
+    hex[2 * n] = '\0';
+    return json_string(hex);
+}
+
+static json_t *build_payload(sg_watch *w, const action *a)
+{
+    static const char *names[] = {"deleted", "renamed", "modified", "created"};
+    json_t *p = json_object();
+    if (!p)
+        return NULL;
+    json_object_set_new(p, "path", jstr_path(a->path));
+    json_t *raw = jhex_path_if_invalid(a->path);
+    if (raw)
+        json_object_set_new(p, "path_hex", raw);
+    json_object_set_new(p, "change", json_string(names[a->kind]));
+    const fstate *old = a->replaced ? &a->replaced->st : a->old ? &a->old->st : NULL;
+    if (a->kind == ACT_REN) {
+        json_object_set_new(p, "old_path", jstr_path(a->old->orig_path));
+        json_t *oraw = jhex_path_if_invalid(a->old->orig_path);
+        if (oraw)
+            json_object_set_new(p, "old_path_hex", oraw);
+    }
+    if (a->replaced)
+        json_object_set_new(p, "replaced", json_true());
+    const fstate *nw = a->kind == ACT_DEL ? NULL : &a->cur;
+    const fstate *flags = nw ? nw : old;
+    if (nw) {
+        json_object_set_new(p, "size", json_integer(nw->size));
+        if (nw->has_sha) {
+            char hex[SG_DIFF_SHA256_HEX];
+            sg_diff_hex(nw->sha, hex);
+            json_object_set_new(p, "sha256", json_string(hex));
+        }
+    }
+    if (flags->large) {
+        json_object_set_new(p, "truncated", json_true());
+        if (flags->binary)
+            json_object_set_new(p, "binary", json_true());
+        return p;
+    }
+    if (flags->binary) {
+        json_object_set_new(p, "binary", json_true());
+        return p;
+    }
+    const char *otext = NULL, *ntext = NULL;
+    size_t olen = 0, nlen = 0;
+    if (nw) {
+        ntext = nw->text ? nw->text : "";
+        nlen = nw->text_len;
+    }
+    if (old) {
+        if (old->dropped) {
+            json_object_set_new(p, "diff_unavailable", json_true());
+            return p;
+        }
+        if (old->large || old->binary) {
+            json_object_set_new(p, "diff_base", json_string("empty"));
+            otext = "";
+        } else {
+            otext = old->text ? old->text : "";
+            olen = old->text_len;
+        }
+    }
+    sg_diff_result r;
+    sg_err err = {0};
+    /* The diff names the current path on both sides (the rename is in
+     * old_path). */
+    if (w->differ(w->differ_ud, a->path, otext, olen, ntext, nlen, &r, &err) < 0) {
+        json_object_set_new(p, "diff_unavailable", json_true());
+        return p;
+    }
+    json_t *d = json_stringn(r.text, r.len);
+    if (d) {
+        json_object_set_new(p, "diff", d);
+        json_object_set_new(p, "added", json_integer((json_int_t)r.added));
+        json_object_set_new(p, "removed", json_integer((json_int_t)r.removed));
+    } else {
+        json_object_set_new(p, "diff_unavailable", json_true());
+    }
+    sg_diff_result_clear(&r);
+    return p;
+}
+
+/* Limit events (sg_watch_set_limit_cb): the first directory past the
+ * watch budget, each overflow rescan, each growth of the untracked count. */
+static void report_limits(sg_watch *w)
+{
+    if (!w->limit_cb)
+        return;
+    if (w->unwatched && !w->rep_unwatched) {
+        w->rep_unwatched = true;
+        w->limit_cb(w->limit_ud, json_pack("{s:s, s:I, s:I, s:I, s:s}", "what", "watches",
+            "limit", (json_int_t)w->max_watches, "host_max_user_watches", (json_int_t)w->host_watches,
+            "unwatched_dirs", (json_int_t)w->unwatched,
+            "degraded", "directories past the limit are rescanned at each flush (every exec's end)"));
+    }
+    if (w->overflows > w->rep_overflows) {
+        w->rep_overflows = w->overflows;
+        w->limit_cb(w->limit_ud, json_pack("{s:s, s:I, s:s}", "what", "watch_overflow",
+            "overflows", (json_int_t)w->overflows,
+            "degraded", "the kernel's event queue overflowed: changes found by a full rescan"));
+    }
+    if (w->dropped > w->rep_dropped) {
+        w->rep_dropped = w->dropped;
+        w->limit_cb(w->limit_ud, json_pack("{s:s, s:I, s:I, s:I}", "what", "watch_untracked",
+            "untracked", (json_int_t)w->dropped, "max_files", (json_int_t)SG_WATCH_MAX_FILES,
+            "max_dirs", (json_int_t)SG_WATCH_MAX_DIRS));
+    }
+}
+
+void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata)
+{
+    w->gate = gate;
+    w->gate_ud = userdata;
+}
+
+void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata)
+{
+    w->limit_cb = cb;
+    w->limit_ud = userdata;
+}
+
+/* The actions list being built by one resolution. */
+typedef struct action_list {
+    action *v;
+    size_t n, cap;
+} action_list;
+
+static void add_action(action_list *l, action a)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        l->v = sg_xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n++] = a;
+}
+
+/* Takes the ready dirty paths off the dirty list and reads their current
+ * states; the gone ones leave the tree first so that the graveyard is
+ * complete before anything is matched against it. */
+static void read_ready(sg_watch *w, bool force, action_list *acts)
+{
+    uint64_t now = sg_now_mono_ns();
+    node **work = NULL;
+    size_t nwork = 0, wcap = 0;
+    for (node *n = w->dhead, *next; n; n = next) {
+        next = n->dnext;
+        if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
+            continue;
+        watch_dirty_unlink(w, n);
+        if (nwork == wcap) {
+            wcap = wcap ? wcap * 2 : 64;
+            work = sg_xrealloc(work, wcap * sizeof(*work));
+        }
+        work[nwork++] = n;
+    }
+    for (size_t i = 0; i < nwork; i++) {
+        node *n = work[i];
+        char *path = watch_node_path(n);
+        fstate cur;
+        int r = watch_read_state(w, path, &cur);
+        if (r == 0) {
+            free(path);
+            watch_node_detach(w, n, true);
+            continue;
+        }
+        if (r < 0) {
+            free(path);
+            continue;
+        }
+        add_action(acts, (action){ACT_MOD, n, NULL, path, cur, NULL});
+    }
+    free(work);
+}
+
+/* Decides what each read path is (renamed, modified, created, or nothing
+ * at all) against its last content and the graveyard; then what is left in
+ * the graveyard is deleted. A grave is "consumed" (dirty flag reused: graves
+ * are never on the dirty list) when a file at its path replaces it. */
+static void classify(sg_watch *w, action_list *acts)
+{
+    if (w->ngraves)
+        qsort(w->graves, w->ngraves, sizeof(*w->graves), grave_cmp);
+    size_t keep = 0;
+    for (size_t i = 0; i < acts->n; i++) {
+        action *a = &acts->v[i];
+        node *n = a->n;
+        node *g = grave_find(w, a->path);
+        if (n->rep) {
+            const char *opath = n->orig_path ? n->orig_path : a->path;
+            if (strcmp(opath, a->path)) {
+                a->kind = ACT_REN;
+                a->old = n;
+                if (g) {
+                    /* `mv tmp target`: the diff is against what target held */
+                    g->dirty = true;
+                    a->replaced = g;
+                }
+            } else if (!watch_same_content(&n->st, &a->cur)) {
+                a->kind = ACT_MOD;
+                a->old = n;
+            } else {
+                watch_adopt_state(w, n, &a->cur); /* same content; refresh stat */
+                free(a->path);
+                continue;
+            }
+        } else if (g) {
+            g->dirty = true;
+            if (watch_same_content(&g->st, &a->cur)) {
+                watch_adopt_state(w, n, &a->cur); /* replaced by the same bytes */
+                free(a->path);
+                continue;
+            }
+            a->kind = ACT_MOD;
+            a->old = g;
+        } else {
+            a->kind = ACT_CRE;
+        }
+        acts->v[keep++] = *a;
+    }
+    acts->n = keep;
+    for (size_t i = 0; i < w->ngraves; i++) {
+        node *g = w->graves[i];
+        if (!g->dirty)
+            add_action(acts, (action){ACT_DEL, NULL, g, sg_xstrdup(g->orig_path), {0}, NULL});
+    }
+}
+
+static int resolve_(sg_watch *w, bool force)
+{
+    action_list acts = {0};
+    read_ready(w, force, &acts);
+    classify(w, &acts);
+    if (acts.n > 1)
+        qsort(acts.v, acts.n, sizeof(*acts.v), act_cmp);
+    int emitted = 0;
+    for (size_t i = 0; i < acts.n; i++) {
+        action *a = &acts.v[i];
+        /* Past the owner's budget no payload is made: no diff, no JSON
+         * (the state is still adopted, so the next change is right). */
+        json_t *p = !w->gate || w->gate(w->gate_ud) ? build_payload(w, a) : NULL;
+        if (a->n)
+            watch_adopt_state(w, a->n, &a->cur);
+        free(a->path);
+        if (p) {
+            w->events++;
+            emitted++;
+            w->cb(w->ud, p);
+        }
+    }
+    free(acts.v);
+    for (size_t i = 0; i < w->ngraves; i++)
+        watch_node_free(w, w->graves[i]);
+    w->ngraves = 0;
+    return emitted;
+}
+
+int watch_resolve(sg_watch *w, bool force)
+{
+    int n = resolve_(w, force);
+    report_limits(w);
+    return n;
+}

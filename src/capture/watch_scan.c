@@ -1,0 +1,476 @@
+/* watch_scan: the workspace watcher's directories (watch first, then read),
+ * its rescans, and the raw inotify events that mark paths dirty. See
+ * watch.h for the rules. */
+#include "capture/watch_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+
+/* ---- directories and scans ---------------------------------------------- */
+
+void watch_scan_push(sg_watch *w, node *parent, const char *name)
+{
+    if (w->nscan == w->scap) {
+        w->scap = w->scap ? w->scap * 2 : 64;
+        w->scanq = sg_xrealloc(w->scanq, w->scap * sizeof(*w->scanq));
+    }
+    w->scanq[w->nscan++] = (scan_item){parent, sg_xstrdup(name)};
+}
+
+bool watch_skip_dir_name(const char *name)
+{
+    return !strcmp(name, ".git");
+}
+
+/* Watches dir fd (opened safely) and returns its wd. */
+int watch_add_watch_fd(sg_watch *w, int fd)
+{
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return inotify_add_watch(w->ifd, proc, DIR_MASK);
+}
+
+/* Adds the directory parent/name: watch first, then read its entries, so a
+ * file made before the watch existed is found by the read and one made after
+ * by an event. Files become nodes (baseline: with their content; new: dirty,
+ * to be reported as created); subdirectories are queued. */
+static void add_dir(sg_watch *w, node *parent, const char *name)
+{
+    sg_autofree char *rel = watch_child_path(parent, name);
+    sg_autoclose int fd = watch_open_beneath(w->rootfd, rel, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return; /* gone already (or replaced by a symlink): nothing to watch */
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return;
+    node *old = watch_kid_find(parent, name);
+    if (old && old->is_dir && old->dino == st.st_ino && (old->wd >= 0 || old->unwatched))
+        return; /* already known */
+    if (old)
+        watch_node_detach(w, old, true);
+    /* Deeper than SG_WATCH_MAX_DEPTH: not tracked (a "watch_untracked"
+     * limit event); the walks over the tree recurse, and stay bounded. */
+    if (w->ndirs >= SG_WATCH_MAX_DIRS || parent->depth >= SG_WATCH_MAX_DEPTH) {
+        w->dropped++;
+        return;
+    }
+    /* Past this sandbox's share of the host's watches (or with the host
+     * out of them): tracked without a watch, found by the rescan every
+     * flush makes from then on (degraded), and said in a limit event. */
+    int wd = -1;
+    if (w->nwd < w->max_watches) {
+        wd = watch_add_watch_fd(w, fd);
+        if (wd < 0 && errno != ENOSPC) {
+            w->dropped++;
+            return;
+        }
+    }
+    node *stale = wd >= 0 ? watch_wd_find(w, wd) : NULL;
+    if (stale) {
+        /* Same inode as a directory we know elsewhere (a move we missed in
+         * an overflow): that node is stale, the watch is now this one's. */
+        watch_wd_remove(w, stale);
+        watch_node_detach(w, stale, true);
+    }
+    node *d = sg_xrealloc(NULL, sizeof(*d));
+    memset(d, 0, sizeof(*d));
+    d->name = sg_xstrdup(name);
+    d->is_dir = true;
+    d->wd = wd;
+    d->dino = st.st_ino;
+    d->gen = w->gen;
+    d->depth = parent->depth + 1;
+    watch_kid_add(parent, d);
+    if (wd >= 0) {
+        watch_wd_add(w, d);
+    } else {
+        d->unwatched = true;
+        w->unwatched++;
+        w->degraded = true;
+    }
+    w->ndirs++;
+
+    DIR *dp = fdopendir(sg_steal_fd(&fd));
+    if (!dp)
+        return;
+    sg_autoclosedir DIR *dir = dp;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        const char *nm = de->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+            continue;
+        unsigned char type = de->d_type;
+        if (type == DT_UNKNOWN) {
+            struct stat cst;
+            if (fstatat(dirfd(dir), nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            type = S_ISDIR(cst.st_mode) ? DT_DIR : S_ISREG(cst.st_mode) ? DT_REG
+                   : S_ISLNK(cst.st_mode) ? DT_LNK : DT_UNKNOWN;
+        }
+        if (type == DT_DIR) {
+            if (!watch_skip_dir_name(nm))
+                watch_scan_push(w, d, nm);
+            continue;
+        }
+        if (type != DT_REG && type != DT_LNK)
+            continue;
+        node *f = watch_file_node_get(w, d, nm);
+        if (!f)
+            continue;
+        f->gen = w->gen;
+        if (w->mode == SCAN_BASELINE) {
+            sg_autofree char *frel = watch_child_path(d, nm);
+            fstate cur;
+            if (watch_read_state(w, frel, &cur) == 1)
+                watch_adopt_state(w, f, &cur);
+            else
+                watch_node_detach(w, f, false);
+        } else {
+            /* Made before the watch existed: its writer may still have it
+             * open, and its IN_CLOSE_WRITE (if it comes) is our only sign of
+             * the end; without one it resolves at the cap. */
+            watch_dirty_mark(w, f, 1);
+        }
+    }
+}
+
+void watch_run_scans(sg_watch *w)
+{
+    /* LIFO: depth first, one directory fd open at a time. */
+    while (w->nscan) {
+        scan_item it = w->scanq[--w->nscan];
+        add_dir(w, it.parent, it.name);
+        free(it.name);
+    }
+}
+
+static void add_dir_tree(sg_watch *w, node *parent, const char *name, enum scan_mode mode)
+{
+    enum scan_mode saved = w->mode;
+    w->mode = mode;
+    watch_scan_push(w, parent, name);
+    watch_run_scans(w);
+    w->mode = saved;
+}
+
+/* Marks every file under a directory dirty (after a rename of the directory,
+ * they are all renamed). */
+static void mark_subtree_moved(sg_watch *w, node *d)
+{
+    for (uint32_t i = 0; i < d->kcap; i++) {
+        for (node *c = d->kids[i]; c; c = c->hnext) {
+            if (c->is_dir) {
+                mark_subtree_moved(w, c);
+            } else {
+                if (c->rep && !c->orig_path)
+                    c->orig_path = watch_node_path(c);
+                c->move_seq = ++w->seq;
+                watch_dirty_mark(w, c, -1);
+            }
+        }
+    }
+}
+
+/* After an overflow: compare the whole tree with the disk. A file whose stat
+ * changed (or whose last read was racy) is dirty, a file that is gone is
+ * dirty, new files and directories are added as new. */
+void watch_rescan_dir(sg_watch *w, node *d)
+{
+    sg_autofree char *rel = watch_node_path(d);
+    sg_autoclose int fd = watch_open_beneath(w->rootfd, *rel ? rel : ".", O_RDONLY | O_DIRECTORY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || (d->parent && st.st_ino != d->dino)) {
+        if (d->parent) {
+            node *parent = d->parent;
+            sg_autofree char *name = sg_xstrdup(d->name);
+            watch_node_detach(w, d, true);
+            if (fd >= 0)
+                add_dir_tree(w, parent, name, SCAN_NEW);
+        }
+        return;
+    }
+    uint32_t gen = ++w->gen;
+    DIR *dp = fdopendir(sg_steal_fd(&fd));
+    if (!dp)
+        return;
+    sg_autoclosedir DIR *dir = dp;
+    struct dirent *de;
+    char **subdirs = NULL; /* names: a pointer could go stale meanwhile */
+    size_t nsub = 0;
+    while ((de = readdir(dir))) {
+        const char *nm = de->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+            continue;
+        struct stat cst;
+        if (fstatat(dirfd(dir), nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        node *k = watch_kid_find(d, nm);
+        if (S_ISDIR(cst.st_mode)) {
+            if (watch_skip_dir_name(nm))
+                continue;
+            if (k && k->is_dir && k->dino == cst.st_ino) {
+                k->gen = gen;
+                subdirs = sg_xrealloc(subdirs, (nsub + 1) * sizeof(*subdirs));
+                subdirs[nsub++] = sg_xstrdup(nm);
+            } else {
+                add_dir_tree(w, d, nm, SCAN_NEW);
+                node *nk = watch_kid_find(d, nm);
+                if (nk)
+                    nk->gen = gen;
+            }
+            continue;
+        }
+        if (!S_ISREG(cst.st_mode) && !S_ISLNK(cst.st_mode))
+            continue;
+        if (k && k->is_dir)
+            watch_node_detach(w, k, true);
+        k = watch_file_node_get(w, d, nm);
+        if (!k)
+            continue;
+        k->gen = gen;
+        const fstate *s = &k->st;
+        if (!k->rep || s->size != cst.st_size || s->mtime_ns != watch_ts_ns(&cst.st_mtim) ||
+            s->ctime_ns != watch_ts_ns(&cst.st_ctim) || s->ino != cst.st_ino ||
+            s->mode != cst.st_mode || s->mtime_ns + (int64_t)RACY_NS >= s->read_rt_ns)
+            watch_dirty_mark(w, k, 0);
+    }
+    /* Whatever was not seen is gone. */
+    for (uint32_t i = 0; i < d->kcap; i++) {
+        node *c = d->kids[i];
+        while (c) {
+            node *next = c->hnext;
+            if (c->gen != gen) {
+                if (c->is_dir)
+                    watch_node_detach(w, c, true);
+                else
+                    watch_dirty_mark(w, c, 0);
+            }
+            c = next;
+        }
+    }
+    /* One directory open at a time, however deep the tree. */
+    closedir(dir);
+    dir = NULL;
+    for (size_t i = 0; i < nsub; i++) {
+        node *k = watch_kid_find(d, subdirs[i]);
+        if (k && k->is_dir)
+            watch_rescan_dir(w, k);
+        free(subdirs[i]);
+    }
+    free(subdirs);
+}
+
+/* ---- raw events --------------------------------------------------------- */
+
+/* A directory moved to another depth: its subtree's depths, without
+ * recursion; what lands deeper than SG_WATCH_MAX_DEPTH stops being tracked
+ * (its files reported as deleted), so the tree's recursive walks stay
+ * bounded whatever moves a learner makes. */
+static void fix_depths(sg_watch *w, node *top)
+{
+    node **stack = NULL, **over = NULL;
+    size_t n = 0, cap = 0, nover = 0, ocap = 0;
+    stack = sg_xrealloc(NULL, (cap = 16) * sizeof *stack);
+    stack[n++] = top;
+    while (n) {
+        node *d = stack[--n];
+        d->depth = d->parent->depth + 1;
+        if (d->depth > SG_WATCH_MAX_DEPTH) {
+            if (nover == ocap)
+                over = sg_xrealloc(over, (ocap = ocap ? ocap * 2 : 8) * sizeof *over);
+            over[nover++] = d;
+            continue;
+        }
+        for (uint32_t i = 0; i < d->kcap; i++)
+            for (node *c = d->kids[i]; c; c = c->hnext)
+                if (c->is_dir) {
+                    if (n == cap)
+                        stack = sg_xrealloc(stack, (cap *= 2) * sizeof *stack);
+                    stack[n++] = c;
+                }
+    }
+    for (size_t i = 0; i < nover; i++) {
+        watch_node_detach(w, over[i], true);
+        w->dropped++;
+    }
+    free(stack);
+    free(over);
+}
+
+static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
+{
+    node *existing = watch_kid_find(to_dir, to_name);
+    if (existing == n)
+        return;
+    if (existing)
+        watch_node_detach(w, existing, true);
+    if (n->is_dir) {
+        mark_subtree_moved(w, n);
+    } else {
+        if (n->rep && !n->orig_path)
+            n->orig_path = watch_node_path(n);
+        n->move_seq = ++w->seq;
+        watch_dirty_mark(w, n, -1);
+    }
+    watch_kid_remove(n);
+    free(n->name);
+    n->name = sg_xstrdup(to_name);
+    watch_kid_add(to_dir, n);
+    if (n->is_dir && n->depth != to_dir->depth + 1)
+        fix_depths(w, n);
+}
+
+static void moved_in(sg_watch *w, node *dir, const char *name, bool isdir)
+{
+    if (isdir) {
+        if (!watch_skip_dir_name(name))
+            add_dir_tree(w, dir, name, SCAN_NEW);
+        return;
+    }
+    node *n = watch_file_node_get(w, dir, name);
+    if (n)
+        watch_dirty_mark(w, n, 0);
+}
+
+static void moved_out(sg_watch *w, const pending_move *m)
+{
+    node *dir = watch_wd_find(w, m->wd);
+    node *n = dir ? watch_kid_find(dir, m->name) : NULL;
+    if (n)
+        watch_node_detach(w, n, true);
+}
+
+static void finish_moves(sg_watch *w)
+{
+    for (size_t i = 0; i < w->nmoves; i++) {
+        moved_out(w, &w->moves[i]);
+        free(w->moves[i].name);
+    }
+    w->nmoves = 0;
+}
+
+static void handle_event(sg_watch *w, const struct inotify_event *ev)
+{
+    if (ev->mask & IN_Q_OVERFLOW) {
+        w->need_rescan = true;
+        return;
+    }
+    node *dir = watch_wd_find(w, ev->wd);
+    if (!dir)
+        return;
+    if (ev->mask & IN_IGNORED) {
+        watch_wd_remove(w, dir);
+        return;
+    }
+    if (ev->mask & IN_DELETE_SELF) {
+        if (dir == w->root) {
+            while (dir->nkids)
+                for (uint32_t i = 0; i < dir->kcap; i++)
+                    while (dir->kids[i])
+                        watch_node_detach(w, dir->kids[i], true);
+        }
+        return; /* a subdirectory: handled by its parent's IN_DELETE */
+    }
+    if (ev->mask & IN_MOVE_SELF || !ev->len)
+        return; /* handled by the parent's IN_MOVED_* */
+    const char *name = ev->name;
+    bool isdir = ev->mask & IN_ISDIR;
+    if (isdir && watch_skip_dir_name(name) && !(ev->mask & (IN_MOVED_FROM | IN_MOVED_TO)))
+        return;
+
+    if (ev->mask & IN_MOVED_FROM) {
+        if (w->nmoves == w->mcap) {
+            w->mcap = w->mcap ? w->mcap * 2 : 8;
+            w->moves = sg_xrealloc(w->moves, w->mcap * sizeof(*w->moves));
+        }
+        w->moves[w->nmoves++] = (pending_move){ev->cookie, ev->wd, sg_xstrdup(name), isdir};
+        return;
+    }
+    if (ev->mask & IN_MOVED_TO) {
+        for (size_t i = 0; i < w->nmoves; i++) {
+            pending_move m = w->moves[i];
+            if (m.cookie != ev->cookie)
+                continue;
+            memmove(&w->moves[i], &w->moves[i + 1], (w->nmoves - i - 1) * sizeof(*w->moves));
+            w->nmoves--;
+            node *from_dir = watch_wd_find(w, m.wd);
+            node *n = from_dir ? watch_kid_find(from_dir, m.name) : NULL;
+            if (n && isdir && watch_skip_dir_name(name)) {
+                watch_node_detach(w, n, true); /* moved into a .git: gone from view */
+            } else if (n) {
+                move_node(w, n, dir, name);
+            } else {
+                moved_in(w, dir, name, isdir);
+            }
+            free(m.name);
+            return;
+        }
+        moved_in(w, dir, name, isdir);
+        return;
+    }
+    if (isdir) {
+        if (ev->mask & IN_CREATE) {
+            add_dir_tree(w, dir, name, SCAN_NEW);
+        } else if (ev->mask & IN_DELETE) {
+            node *n = watch_kid_find(dir, name);
+            if (n)
+                watch_node_detach(w, n, true);
+        }
+        return;
+    }
+    node *n;
+    if (ev->mask & IN_DELETE) {
+        n = watch_kid_find(dir, name);
+        if (n && !n->is_dir)
+            watch_dirty_mark(w, n, 0);
+        return;
+    }
+    n = watch_file_node_get(w, dir, name);
+    if (!n)
+        return;
+    if (ev->mask & IN_CLOSE_WRITE)
+        watch_dirty_mark(w, n, 0);
+    else if (ev->mask & (IN_CREATE | IN_MODIFY))
+        watch_dirty_mark(w, n, 1);
+    else
+        watch_dirty_mark(w, n, -1);
+}
+
+/* Reads inotify until it is empty (or the per-turn bound). 1 if drained. */
+int watch_read_events(sg_watch *w, bool unbounded, sg_err *err)
+{
+    char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int max = unbounded ? 16 * READS_PER_CALLBACK : READS_PER_CALLBACK;
+    for (int i = 0; i < max; i++) {
+        ssize_t n = read(w->ifd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            /* Drained: an unpaired IN_MOVED_FROM left the workspace. */
+            finish_moves(w);
+            if (w->need_rescan) {
+                w->need_rescan = false;
+                w->overflows++;
+                watch_rescan_dir(w, w->root);
+            }
+            return 1;
+        }
+        if (n <= 0)
+            return sg_err_sys(err, "read inotify");
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            handle_event(w, ev);
+            p += sizeof(*ev) + ev->len;
+        }
+    }
+    return 0;
+}
+
