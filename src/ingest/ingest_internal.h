@@ -1,0 +1,194 @@
+/* ingest_internal: the ingest's private interface, shared by its files and
+ * by nothing else (ingest.h is the public one):
+ *   ingest_batch.c   the batch the loop fills and the writer thread that
+ *                    commits it (group commit, acks, retries)
+ *   ingest_stream.c  the WebSocket side: handshake, frames, the seq rule,
+ *                    acks and refusals written back
+ *   ingest_read.c    the HTTP side: /healthz, /v1/token and the read
+ *                    endpoints (/v1/events, /v1/sandboxes, /v1/stats)
+ *   ingest_limits.c  the connection limits, per address and in all
+ *   ingest.c         start, stop, free; the listen address
+ * http.c answers the HTTP requests, query.c reads their arguments.
+ * Names shared between these files carry the ingest_ prefix. */
+#ifndef SG_INGEST_INTERNAL_H
+#define SG_INGEST_INTERNAL_H
+
+#include <libwebsockets.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <uv.h>
+
+#include "base/bounds.h"
+#include "base/err.h"
+#include "ingest/framescan.h"
+#include "ingest/ingest.h"
+#include "ingest/store.h"
+#include "wire/token.h"
+
+#define PROTO_NAME "sg-ingest"
+#define INGEST_PATH "/v1/ingest"
+#define HTTP_PAGE_BYTES (4 * 1024 * 1024) /* payload bytes of one /v1/events page, about */
+#define HTTP_HEADER_DATA (SG_TOKEN_MAX + 4096) /* lws's buffer for one request's headers */
+
+#define LIMITS_BUCKETS 1024
+
+/* A client address and its connections. */
+typedef struct peer {
+    struct peer *next;
+    unsigned char addr[16];  /* IPv4 as ::ffff:a.b.c.d */
+    unsigned conns, reserve;
+} peer;
+
+/* A connection counted against its peer. */
+typedef struct tracked {
+    struct tracked *next;
+    struct lws *wsi;
+    peer *peer;
+    bool reserve;
+} tracked;
+
+/* A stream identity, shared by a connection and its uncommitted rows (the
+ * connection may close before its rows are committed). */
+typedef struct ident {
+    int refs;
+    int64_t contig;   /* highest contiguous committed seq known to this node */
+    int64_t beyond;   /* highest committed seq seen above a gap */
+    bool gap;         /* committed seqs above a gap: ask the store */
+    bool refused;     /* the store refused a row of this connection's stream */
+    char reason[124]; /* why (the first refusal) */
+    char learner[SG_NAME_MAX + 1];
+    char task[SG_NAME_MAX + 1];
+    char sandbox[SG_NAME_MAX + 1];
+} ident;
+
+
+/* An accepted frame waiting for its commit: what the store needs, copied
+ * out of the frame (no JSON tree; see framescan.h). */
+typedef struct pending {
+    ident *id;
+    int64_t seq;
+    int kind;           /* sg_event_kind */
+    char *data;         /* owned: the payload's JSON text, NUL, ts, NUL */
+    size_t payload_len;
+    const char *ts;     /* into data */
+    char received[40];
+    uint8_t verdict;    /* sg_store_verdict, set by the writer */
+} pending;
+
+typedef struct conn {
+    struct conn *prev, *next;
+    struct lws *wsi;
+    ident *id;
+    char *buf;            /* a message arriving in parts */
+    size_t have, cap;
+    int64_t acked;        /* highest contiguous committed seq known */
+    int64_t next_seq;     /* the seq this connection may send next (more is a gap) */
+    /* After the first ack (where the stream is), an ack covers no more than
+     * this connection's own committed frames: a frame another holder of the
+     * token stored there is never acked to this client as if it were its
+     * own (its resend is compared, and refused if it differs). */
+    int64_t recv_high;    /* highest seq this connection put in a batch */
+    int64_t job_high;     /* recv_high when its rows went to the writer */
+    int64_t own_high;     /* highest seq of its own committed, -1: none */
+    bool greeted;         /* the first ack is sent */
+    bool kill;            /* close at the next WRITEABLE (the store refused a row) */
+    bool killed;          /* its close frame is sent */
+    bool ack_pending;
+    bool dirty;           /* rows of this stream in the filling batch */
+    bool inflight;        /* rows of this stream in the writer's batch */
+    bool paused;          /* not read until the writer catches up */
+} conn;
+
+
+struct sg_ingest {
+    uv_loop_t *loop;
+    struct lws_context *ctx;
+    sg_store *store;
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    sg_store *wstore;             /* the writer thread's connection */
+    uv_check_t check;
+    uv_async_t done_async;
+    bool check_init, async_init;
+    char now[40];                 /* receive time, refreshed per callback */
+    time_t now_sec;               /* the second now's date and time stand for */
+    size_t now_prefix;            /* their length in now */
+    pending *batch;               /* filling (loop thread) */
+    size_t nbatch, batch_cap, batch_bytes;
+    pending *spare;
+    size_t spare_cap;
+    /* Hand-over to the writer, under mu. */
+    pthread_t writer;
+    bool writer_started, writer_quit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pending *job;
+    size_t njob, job_cap, job_inserted;
+    bool job_done;
+    int job_rc;
+    sg_err job_err;
+    bool paused, mu_init;
+    const struct lws_protocols *protocols;
+    conn *conns;
+    /* Connection limits (see ingest.h). */
+    unsigned max_conns, max_per_addr;
+    size_t nconns, nreserve;
+    struct peer *peers[LIMITS_BUCKETS];     /* by address */
+    struct tracked *tracked[LIMITS_BUCKETS]; /* by wsi */
+    struct peer *admitted;                 /* admitted, its wsi not created yet */
+    bool admitted_reserve;
+    bool stopping;
+    int port;
+    sg_ingest_stats stats;
+    sg_err last_err;
+    /* A batch whose commit failed is kept and retried with backoff. */
+    uv_timer_t retry;
+    bool retry_init;
+    uint64_t retry_ms;
+};
+
+/* ---- ingest_batch.c ---- */
+
+void ingest_ident_unref(ident *id);
+void ingest_rows_release(pending *rows, size_t n);
+/* The writer thread: commits one job at a time on its own connection. */
+void *ingest_writer_main(void *arg);
+/* Loop side: the writer finished a job. */
+void ingest_on_done_async(uv_async_t *h);
+/* Once per loop iteration: what was read goes into one transaction. */
+void ingest_on_check(uv_check_t *h);
+/* Copies an accepted frame into the filling batch. -1: out of memory. */
+int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t bytes);
+/* Stops the writer after its current job; commits what is left from here. */
+int ingest_drain_and_stop_writer(sg_ingest *ing, sg_err *err);
+
+/* ---- ingest_stream.c ---- */
+
+int ingest_refuse_handshake(struct lws *wsi, unsigned int status, const char *reason);
+/* One fragment of the request's query, for query.c (query.h). */
+int ingest_lws_frag(void *ud, int i, char *buf, size_t size);
+/* A query argument's value: 1 present, 0 absent, -1 too long or twice. */
+int ingest_urlarg(struct lws *wsi, const char *name_eq, char *buf, int len);
+/* The PROTO_NAME protocol's lws callback. */
+int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                     size_t len);
+
+/* ---- ingest_read.c ---- */
+
+/* The "http" protocol's lws callback (it also sees every connection's
+ * accept, creation and end: the limits). */
+int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                   size_t len);
+
+/* ---- ingest_limits.c ---- */
+
+int ingest_limits_admit(sg_ingest *ing, int fd);
+void ingest_limits_bind(sg_ingest *ing, struct lws *wsi);
+void ingest_limits_release(sg_ingest *ing, struct lws *wsi);
+/* Admitted past max_conns, into the reserve: only /healthz answers. */
+bool ingest_limits_is_reserve(sg_ingest *ing, struct lws *wsi);
+void ingest_limits_free(sg_ingest *ing);
+
+#endif

@@ -1,0 +1,156 @@
+/* ingest_limits: the ingest's connection limits (see ingest.h, and
+ * ingest_internal.h for the files). */
+#include "ingest/ingest_internal.h"
+
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+
+/* ---------------------------------------------------------------- limits
+ *
+ * lws hands us the accepted fd (FILTER_NETWORK_CONNECTION, where we may
+ * refuse it), then creates its wsi (WSI_CREATE, same call stack), and
+ * destroys the wsi at the end (WSI_DESTROY): the peer admitted is bound to
+ * the wsi created next. */
+
+static size_t bucket_of(const void *p, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
+    return (size_t)(h % LIMITS_BUCKETS);
+}
+
+static void peer_put(sg_ingest *ing, peer *pe, bool reserve)
+{
+    pe->conns--;
+    if (reserve) {
+        pe->reserve--;
+        ing->nreserve--;
+    }
+    ing->nconns--;
+    if (pe->conns > 0)
+        return;
+    peer **pp = &ing->peers[bucket_of(pe->addr, sizeof pe->addr)];
+    while (*pp != pe)
+        pp = &(*pp)->next;
+    *pp = pe->next;
+    free(pe);
+}
+
+int ingest_limits_admit(sg_ingest *ing, int fd)
+{
+    if (ing->admitted) { /* the last one admitted never got its wsi */
+        peer_put(ing, ing->admitted, ing->admitted_reserve);
+        ing->admitted = NULL;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    unsigned char addr[16] = {0};
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET) {
+        addr[10] = addr[11] = 0xff;
+        memcpy(addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        memcpy(addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+    } else {
+        return -1;
+    }
+    size_t b = bucket_of(addr, sizeof addr);
+    peer *pe = ing->peers[b];
+    while (pe && memcmp(pe->addr, addr, sizeof addr) != 0)
+        pe = pe->next;
+    unsigned have = pe ? pe->conns : 0, have_reserve = pe ? pe->reserve : 0;
+    bool reserve = ing->nconns - ing->nreserve >= ing->max_conns;
+    if (have - have_reserve >= ing->max_per_addr ||
+        (reserve && (ing->nreserve >= SG_INGEST_CONNS_RESERVE || have_reserve > 0))) {
+        ing->stats.conn_refused++;
+        if ((ing->stats.conn_refused & (ing->stats.conn_refused - 1)) == 0) /* 1, 2, 4, ... */
+            sg_log(SG_LOG_ERROR, "connection refused: %s (%llu so far)",
+                     reserve ? "too many connections" : "too many connections from one address",
+                     (unsigned long long)ing->stats.conn_refused);
+        return -1;
+    }
+    if (!pe) {
+        pe = calloc(1, sizeof *pe);
+        if (!pe)
+            return -1;
+        memcpy(pe->addr, addr, sizeof addr);
+        pe->next = ing->peers[b];
+        ing->peers[b] = pe;
+    }
+    pe->conns++;
+    ing->nconns++;
+    if (reserve) {
+        pe->reserve++;
+        ing->nreserve++;
+    }
+    ing->admitted = pe;
+    ing->admitted_reserve = reserve;
+    return 0;
+}
+
+void ingest_limits_bind(sg_ingest *ing, struct lws *wsi)
+{
+    peer *pe = ing->admitted;
+    if (!pe)
+        return; /* not an accepted connection (the listener) */
+    ing->admitted = NULL;
+    tracked *t = calloc(1, sizeof *t);
+    if (!t) { /* uncounted from here: give its place back */
+        peer_put(ing, pe, ing->admitted_reserve);
+        return;
+    }
+    t->wsi = wsi;
+    t->peer = pe;
+    t->reserve = ing->admitted_reserve;
+    size_t b = bucket_of(&wsi, sizeof wsi);
+    t->next = ing->tracked[b];
+    ing->tracked[b] = t;
+}
+
+static tracked **limits_find(sg_ingest *ing, struct lws *wsi)
+{
+    tracked **tp = &ing->tracked[bucket_of(&wsi, sizeof wsi)];
+    while (*tp && (*tp)->wsi != wsi)
+        tp = &(*tp)->next;
+    return tp;
+}
+
+void ingest_limits_release(sg_ingest *ing, struct lws *wsi)
+{
+    tracked **tp = limits_find(ing, wsi);
+    tracked *t = *tp;
+    if (!t)
+        return;
+    *tp = t->next;
+    peer_put(ing, t->peer, t->reserve);
+    free(t);
+}
+
+bool ingest_limits_is_reserve(sg_ingest *ing, struct lws *wsi)
+{
+    tracked *t = *limits_find(ing, wsi);
+    return t && t->reserve;
+}
+
+void ingest_limits_free(sg_ingest *ing)
+{
+    for (size_t b = 0; b < LIMITS_BUCKETS; b++) {
+        for (tracked *t = ing->tracked[b], *n; t; t = n) {
+            n = t->next;
+            free(t);
+        }
+        for (peer *pe = ing->peers[b], *n; pe; pe = n) {
+            n = pe->next;
+            free(pe);
+        }
+        ing->tracked[b] = NULL;
+        ing->peers[b] = NULL;
+    }
+}
+

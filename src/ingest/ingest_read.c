@@ -1,0 +1,253 @@
+/* ingest_read: the ingest's HTTP side, the read endpoints and their
+ * tokens (see ingest.h, and ingest_internal.h for the files). */
+#include "ingest/ingest_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "ingest/http.h"
+#include "ingest/query.h"
+
+/* ---------------------------------------------------------------- HTTP */
+
+
+static json_t *error_json(const char *msg)
+{
+    return json_pack("{s:s}", "error", msg);
+}
+
+/* Optional query argument: 0 absent, 1 present (copied), -1 too long. */
+static int http_arg(struct lws *wsi, const char *name_eq, char *buf, int len)
+{
+    return ingest_urlarg(wsi, name_eq, buf, len);
+}
+
+static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int64_t *out,
+                         const char **bad)
+{
+    if (sg_query_i64(ingest_lws_frag, wsi, name_eq, min, out) < 0) {
+        *bad = name_eq;
+        return -1;
+    }
+    return 0;
+}
+
+/* The Authorization header of an HTTP request into token ("Bearer T": the
+ * token at token + 7): NULL, or what is wrong with it (missing: the
+ * message given). */
+static const char *bearer(struct lws *wsi, char *token, size_t size, const char *missing)
+{
+    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (alen <= 0)
+        return missing;
+    if ((size_t)alen >= size || lws_hdr_copy(wsi, token, (int)size, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        return "malformed token: too long";
+    if (strncasecmp(token, "Bearer ", 7) != 0)
+        return "Authorization must be 'Bearer <token>'";
+    return NULL;
+}
+
+/* The request's read token (Authorization: Bearer): 0 and *cl, or 1 with
+ * the 401 answer sent. Stream tokens are refused: they only write. */
+static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token_claims *cl)
+{
+    char token[SG_TOKEN_MAX + 64];
+    sg_err err;
+    const char *why = bearer(wsi, token, sizeof token,
+                             "missing read token (Authorization: Bearer <token>; see sandglass token --read)");
+    if (!why && sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
+        why = err.msg;
+    if (!why)
+        return 0;
+    sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    return 1;
+}
+
+/* /v1/token: whether this ingest would take a stream token (Authorization:
+ * Bearer), without opening a stream or writing anything. `sandglass create`
+ * asks before a capture starts, so that a key the ingest does not share is
+ * refused at once instead of failing in the uplink's log. It tells no more
+ * than the /v1/ingest handshake does. */
+static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
+{
+    char token[SG_TOKEN_MAX + 64];
+    sg_token_claims cl;
+    sg_err err;
+    const char *why = bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
+    if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
+        why = err.msg;
+    if (why)
+        return sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK,
+                       json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "learner", cl.learner, "task", cl.task,
+                                 "sandbox", cl.sandbox));
+}
+
+/* A query filter under the token's scope: a scoped token fills in its
+ * value where the query has none and refuses (403) another one. NULL and
+ * the answer sent on refusal. */
+static bool scope_filter(struct lws *wsi, sg_http_req *req, const char *what, const char *claim,
+                         char *val, int present, const char **out)
+{
+    *out = present ? val : NULL;
+    if (!claim[0])
+        return true;
+    if (present && strcmp(val, claim) != 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "this read token is scoped to %s %s", what, claim);
+        sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, error_json(msg));
+        return false;
+    }
+    *out = claim;
+    return true;
+}
+
+static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+{
+    char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
+    bool cut = false;
+    sg_store_query q = {.after_seq = -1, .after_id = -1, .cut = &cut};
+    int rl = http_arg(wsi, "learner=", l, sizeof l), rt = http_arg(wsi, "task=", t, sizeof t),
+        rs = http_arg(wsi, "sandbox=", sb, sizeof sb);
+    if (rl < 0 || rt < 0 || rs < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                           error_json("learner, task or sandbox too long or given twice"));
+    if (!scope_filter(wsi, req, "learner", cl->learner, l, rl, &q.learner) ||
+        !scope_filter(wsi, req, "task", cl->task, t, rt, &q.task) ||
+        !scope_filter(wsi, req, "sandbox", cl->sandbox, sb, rs, &q.sandbox))
+        return 0;
+    const char *bad = NULL;
+    int64_t limit = 0;
+    if (parse_i64_arg(wsi, "after_seq=", -1, &q.after_seq, &bad) < 0 ||
+        parse_i64_arg(wsi, "after_id=", -1, &q.after_id, &bad) < 0 ||
+        parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, error_json(msg));
+    }
+    q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
+    q.max_bytes = HTTP_PAGE_BYTES;
+    sg_err err;
+    json_t *events = sg_store_events(ing->store, &q, &err);
+    if (!events)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+    /* "more": the page stopped at its row or byte bound, not at the end;
+     * the client continues after the last row's id (or seq). */
+    bool more = cut || json_array_size(events) >= q.limit;
+    json_t *ans = json_pack("{s:o, s:b}", "events", events, "more", more);
+    json_t *last = json_array_get(events, json_array_size(events) - 1);
+    if (ans && more && last) { /* where the next page starts */
+        json_object_set(ans, "next_after_id", json_object_get(last, "id"));
+        json_object_set(ans, "next_after_seq", json_object_get(last, "seq"));
+    }
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK, ans);
+}
+
+/* /v1/sandboxes: the streams within the token's scope. */
+static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
+                          const sg_token_claims *cl)
+{
+    sg_err err;
+    json_t *sbs = sg_store_sandboxes(ing->store, &err);
+    if (!sbs)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+    const char *keys[] = {"learner", "task", "sandbox"};
+    const char *claims[] = {cl->learner, cl->task, cl->sandbox};
+    for (size_t i = json_array_size(sbs); i-- > 0;) {
+        json_t *row = json_array_get(sbs, i);
+        for (size_t k = 0; k < SG_ARRAY_LEN(keys); k++) {
+            const char *v = json_string_value(json_object_get(row, keys[k]));
+            if (claims[k][0] && (!v || strcmp(v, claims[k]) != 0)) {
+                json_array_remove(sbs, i);
+                break;
+            }
+        }
+    }
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
+}
+
+/* /v1/stats: the counters, for an operator token only. */
+static int http_stats(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+{
+    if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
+        return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
+                           error_json("/v1/stats needs an operator read token (no scope)"));
+    const sg_ingest_stats *st = &ing->stats;
+    return sg_http_answer(
+        wsi, req, HTTP_STATUS_OK,
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
+                  "inserted", (json_int_t)st->inserted, "duplicates",
+                  (json_int_t)st->duplicates, "refused", (json_int_t)st->refused,
+                  "seq_refused", (json_int_t)st->seq_refused, "conn_refused",
+                  (json_int_t)st->conn_refused, "commits", (json_int_t)st->commits,
+                  "connections", (json_int_t)ing->nconns));
+}
+
+int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                   size_t len)
+{
+    sg_ingest *ing = lws_context_user(lws_get_context(wsi));
+    sg_http_req *req = user;
+
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* "Sec-WebSocket-Protocol: http" would bind an upgrade here, past
+         * the token check: WebSockets are only for PROTO_NAME. */
+        return ingest_refuse_handshake(wsi, HTTP_STATUS_BAD_REQUEST,
+                                "unknown WebSocket subprotocol (use " PROTO_NAME " or none)");
+
+    case LWS_CALLBACK_HTTP: {
+        const char *uri = in;
+        memset(req, 0, sizeof *req);
+        if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
+            return sg_http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
+                               error_json("only GET is supported"));
+        if (strcmp(uri, "/healthz") == 0)
+            return sg_http_answer(wsi, req, HTTP_STATUS_OK,
+                               json_pack("{s:b, s:I}", "ok", 1, "port", (json_int_t)ing->port));
+        if (strcmp(uri, INGEST_PATH) == 0)
+            return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                               error_json("WebSocket upgrade required"));
+        if (ingest_limits_is_reserve(ing, wsi))
+            return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
+                               error_json("too many connections (only /healthz answers)"));
+        if (strcmp(uri, "/v1/token") == 0)
+            return http_token_check(ing, wsi, req);
+        /* Everything else reads learners' data: a read token first, even
+         * to learn that a path does not exist. */
+        sg_token_claims cl;
+        if (http_auth(ing, wsi, req, &cl))
+            return 0;
+        if (strcmp(uri, "/v1/sandboxes") == 0)
+            return http_sandboxes(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/events") == 0)
+            return http_events(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/stats") == 0)
+            return http_stats(ing, wsi, req, &cl);
+        return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, error_json("not found"));
+    }
+
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        return sg_http_writeable(wsi, req);
+
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        return ingest_limits_admit(ing, (int)(intptr_t)in);
+    case LWS_CALLBACK_WSI_CREATE:
+        ingest_limits_bind(ing, wsi);
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        ingest_limits_release(ing, wsi);
+        return 0;
+    case LWS_CALLBACK_CLOSED_HTTP:
+        sg_http_req_release(req);
+        return 0;
+
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
