@@ -18,16 +18,12 @@
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
-#include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "ingest/framescan.h"
 #include "ingest/http.h"
-#include "ingest/query.h"
-#include "ingest/store.h"
-#include "wire/event.h"
-#include "wire/token.h"
 #include "ingest/ingest_internal.h"
+#include "ingest/store.h"
+#include "wire/token.h"
 
 static const struct lws_protocols protocols[] = {
     {"http", ingest_cb_http, sizeof(sg_http_req), 0, 0, NULL, 0},

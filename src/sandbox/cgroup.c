@@ -2,8 +2,6 @@
  * ownership (see cgroup.h; cgroup_internal.h says which file holds what). */
 #include "sandbox/cgroup.h"
 
-#include "sandbox/cgroup_internal.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +19,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
+#include "sandbox/cgroup_internal.h"
 
 /* ---------- leaves, joining ---------- */
 

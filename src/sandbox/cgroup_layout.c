@@ -21,6 +21,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 
+/* The controllers' names, by C_*. */
 static const char *const ctrl_name[C_N] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
 
 /* The cgroup mounts of this process, parsed once. */
