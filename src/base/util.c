@@ -329,6 +329,108 @@ static int rm_open(int dfd, const char *name, struct stat *st)
     return fd;
 }
 
+/* The state of one sg_rm_rf_at walk: the stack of directories being
+ * emptied and the fd of the top one (cur). */
+typedef struct rm_walk {
+    int dfd;   /* the caller's directory, holding the root of the walk */
+    int cur;   /* fd of stk[n - 1], or -1 */
+    dev_t dev; /* the root's device: nothing below it on another is removed */
+    rm_level *stk;
+    size_t n, cap;
+    struct stat st;
+} rm_walk;
+
+static void rm_push(rm_walk *w, char *name)
+{
+    sg_xgrow(&w->stk, &w->cap, w->n + 1, sizeof *w->stk);
+    memset(&w->stk[w->n], 0, sizeof w->stk[w->n]);
+    w->stk[w->n].dev = w->st.st_dev;
+    w->stk[w->n].ino = w->st.st_ino;
+    w->stk[w->n].name = name;
+    w->n++;
+}
+
+/* Takes the next subdirectory of the top level: removes it when it is not
+ * a directory (any more), else opens it and pushes it, listed. */
+static int rm_descend(rm_walk *w, sg_err *err)
+{
+    rm_level *top = &w->stk[w->n - 1];
+    char *child = top->sub[top->isub++];
+    if (unlinkat(w->cur, child, 0) == 0 || errno == ENOENT) { /* not a directory (any more) */
+        free(child);
+        return 0;
+    }
+    int fd = rm_open(w->cur, child, &w->st);
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        free(child);
+        return 0;
+    }
+    if (fd < 0) {
+        int rc = sg_err_sys(err, "cannot open %s/%s", top->name, child);
+        free(child);
+        return rc;
+    }
+    if (w->st.st_dev != w->dev) {
+        close(fd);
+        int rc = sg_err_set(err, EBUSY, "%s/%s is a mount point: not removed", top->name, child);
+        free(child);
+        return rc;
+    }
+    close(w->cur);
+    w->cur = fd;
+    rm_push(w, child);
+    return rm_list(w->cur, &w->stk[w->n - 1], err);
+}
+
+/* The top level is emptied: goes up to its parent (checked against the
+ * identity recorded on the way down) and removes it. When something was
+ * made in it meanwhile, reads it again instead (three times at most). */
+static int rm_ascend(rm_walk *w, sg_err *err)
+{
+    rm_level *top = &w->stk[w->n - 1];
+    int up;
+    if (w->n == 1) {
+        up = w->dfd;
+    } else {
+        const rm_level *parent = &w->stk[w->n - 2];
+        up = openat(w->cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0 || fstat(up, &w->st) < 0 || w->st.st_dev != parent->dev || w->st.st_ino != parent->ino) {
+            if (up >= 0)
+                close(up);
+            return sg_err_set(err, EAGAIN, "%s was moved while being removed", top->name);
+        }
+    }
+    close(w->cur);
+    w->cur = -1;
+    if (unlinkat(up, top->name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+        rm_level_clear(top);
+        w->n--;
+        if (w->n > 0)
+            w->cur = up;
+        return 0;
+    }
+    if (errno != ENOTEMPTY || top->passes >= 3) {
+        int rc = sg_err_sys(err, "cannot remove %s", top->name);
+        if (up != w->dfd)
+            close(up);
+        return rc;
+    }
+    /* Something was made in it meanwhile: read it again. */
+    top->passes++;
+    w->cur = rm_open(up, top->name, &w->st);
+    int e = errno;
+    if (up != w->dfd)
+        close(up);
+    if (w->cur < 0 || w->st.st_ino != top->ino) {
+        errno = w->cur < 0 ? e : EAGAIN;
+        return sg_err_sys(err, "cannot open %s", top->name);
+    }
+    for (size_t i = top->isub; i < top->nsub; i++)
+        free(top->sub[i]);
+    top->nsub = top->isub = 0;
+    return rm_list(w->cur, top, err);
+}
+
 int sg_rm_rf_at(int dfd, const char *name, sg_err *err)
 {
     if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
@@ -339,106 +441,22 @@ int sg_rm_rf_at(int dfd, const char *name, sg_err *err)
      * moment): no recursion, no path longer than one name, so any tree a
      * learner can build goes, however deep. Up is "..", checked against
      * the device and inode recorded on the way down. */
-    struct stat st;
-    int cur = rm_open(dfd, name, &st);
-    if (cur < 0)
+    rm_walk w = {.dfd = dfd, .cur = -1};
+    w.cur = rm_open(dfd, name, &w.st);
+    if (w.cur < 0)
         return errno == ENOENT ? 0 : sg_err_sys(err, "cannot open %s", name);
-    dev_t dev = st.st_dev;
-    rm_level *stk = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-#define RM_PUSH(d_, i_, nm_)                                                   \
-    do {                                                                      \
-        sg_xgrow(&stk, &cap, n + 1, sizeof *stk);                             \
-        memset(&stk[n], 0, sizeof stk[n]);                                    \
-        stk[n].dev = (d_);                                                    \
-        stk[n].ino = (i_);                                                    \
-        stk[n].name = (nm_);                                                  \
-        n++;                                                                  \
-    } while (0)
-    RM_PUSH(st.st_dev, st.st_ino, sg_xstrdup(name));
-    rc = rm_list(cur, &stk[0], err);
-    while (rc == 0 && n > 0) {
-        rm_level *top = &stk[n - 1];
-        if (top->isub < top->nsub) {
-            char *child = top->sub[top->isub++];
-            if (unlinkat(cur, child, 0) == 0 || errno == ENOENT) { /* not a directory (any more) */
-                free(child);
-                continue;
-            }
-            int fd = rm_open(cur, child, &st);
-            if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
-                free(child);
-                continue;
-            }
-            if (fd < 0) {
-                rc = sg_err_sys(err, "cannot open %s/%s", top->name, child);
-                free(child);
-                break;
-            }
-            if (st.st_dev != dev) {
-                close(fd);
-                rc = sg_err_set(err, EBUSY, "%s/%s is a mount point: not removed", top->name, child);
-                free(child);
-                break;
-            }
-            close(cur);
-            cur = fd;
-            RM_PUSH(st.st_dev, st.st_ino, child);
-            rc = rm_list(cur, &stk[n - 1], err);
-            continue;
-        }
-        /* Emptied: go up and remove it. */
-        int up;
-        if (n == 1) {
-            up = dfd;
-        } else {
-            up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (up < 0 || fstat(up, &st) < 0 || st.st_dev != stk[n - 2].dev || st.st_ino != stk[n - 2].ino) {
-                if (up >= 0)
-                    close(up);
-                rc = sg_err_set(err, EAGAIN, "%s was moved while being removed", top->name);
-                break;
-            }
-        }
-        close(cur);
-        cur = -1;
-        if (unlinkat(up, top->name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
-            rm_level_clear(top);
-            n--;
-            if (n == 0)
-                break;
-            cur = up;
-            continue;
-        }
-        if (errno != ENOTEMPTY || top->passes >= 3) {
-            rc = sg_err_sys(err, "cannot remove %s", top->name);
-            if (up != dfd)
-                close(up);
-            break;
-        }
-        /* Something was made in it meanwhile: read it again. */
-        top->passes++;
-        cur = rm_open(up, top->name, &st);
-        int e = errno;
-        if (up != dfd)
-            close(up);
-        if (cur < 0 || st.st_ino != top->ino) {
-            errno = cur < 0 ? e : EAGAIN;
-            rc = sg_err_sys(err, "cannot open %s", top->name);
-            break;
-        }
-        for (size_t i = top->isub; i < top->nsub; i++)
-            free(top->sub[i]);
-        top->nsub = top->isub = 0;
-        rc = rm_list(cur, top, err);
+    w.dev = w.st.st_dev;
+    rm_push(&w, sg_xstrdup(name));
+    int rc = rm_list(w.cur, &w.stk[0], err);
+    while (rc == 0 && w.n > 0) {
+        rm_level *top = &w.stk[w.n - 1];
+        rc = top->isub < top->nsub ? rm_descend(&w, err) : rm_ascend(&w, err);
     }
-#undef RM_PUSH
-    if (cur >= 0 && cur != dfd)
-        close(cur);
-    for (size_t i = 0; i < n; i++)
-        rm_level_clear(&stk[i]);
-    free(stk);
+    if (w.cur >= 0 && w.cur != dfd)
+        close(w.cur);
+    for (size_t i = 0; i < w.n; i++)
+        rm_level_clear(&w.stk[i]);
+    free(w.stk);
     return rc;
 }
 
