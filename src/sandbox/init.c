@@ -311,12 +311,10 @@ static void reap(void)
     }
 }
 
-void sg_init_main(const sg_init_config *cfg)
+/* Keeps only what init needs: the supervisor's other fds (its loop, its
+ * clients) must not leak into the sandbox. */
+static void init_close_fds(const sg_init_config *cfg)
 {
-    sg_err err = {0};
-    int ready = cfg->ready_fd;
-    /* Keep only what init needs: the supervisor's other fds (its loop, its
-     * clients) must not leak into the sandbox. */
     int keep[4] = {cfg->listen_fd, cfg->ready_fd, cfg->go_fd, cfg->exec_stub_fd};
     for (int fd = 3; fd < 1024; fd++) {
         if (fd != keep[0] && fd != keep[1] && fd != keep[2] && fd != keep[3])
@@ -331,6 +329,14 @@ void sg_init_main(const sg_init_config *cfg)
         dup2(devnull, 1);
         close(devnull);
     }
+}
+
+/* Builds the sandbox around init: host name, loopback, file system, its
+ * cgroup namespace, an empty bounding set. Does not return on failure. */
+static void init_setup_sandbox(const sg_init_config *cfg)
+{
+    sg_err err = {0};
+    int ready = cfg->ready_fd;
     /* Two steps from the supervisor: 'm' once our ids are mapped (rootless),
      * then 'g' once we sit in the sandbox's cgroup. Moving a process between
      * cgroups waits for an RCU grace period (~10 ms): the file system is
@@ -368,12 +374,16 @@ void sg_init_main(const sg_init_config *cfg)
         sg_err_set(&err, -br, "cannot empty the capability bounding set: %s", strerror(-br));
         setup_failed(ready, &err);
     }
-    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) {
         dup2(devnull, 2);
         close(devnull);
     }
+}
 
+/* SIGCHLD as an fd for the loop. Does not return on failure. */
+static int init_signalfd(int ready)
+{
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -381,30 +391,38 @@ void sg_init_main(const sg_init_config *cfg)
     signal(SIGPIPE, SIG_IGN);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
+        sg_err err = {0};
         sg_err_sys(&err, "signalfd");
         setup_failed(ready, &err);
     }
-    /* The filter, once, on init itself, last (the set-up above mounts and
-     * unshares): every exec child inherits it and adds only the clone3
-     * rule, which init must not have (clone_into). Init holds CAP_SYS_ADMIN
-     * in its user namespace (the host's as root, its own rootless), so the
-     * kernel takes the filter without no_new_privs; init never execs. */
+    return sfd;
+}
+
+/* The filter, once, on init itself, last (the set-up above mounts and
+ * unshares): every exec child inherits it and adds only the clone3
+ * rule, which init must not have (clone_into). Init holds CAP_SYS_ADMIN
+ * in its user namespace (the host's as root, its own rootless), so the
+ * kernel takes the filter without no_new_privs; init never execs. */
+static void init_load_filter(const sg_init_config *cfg)
+{
     exec_filter = cfg->seccomp;
     if (cfg->seccomp && sg_seccomp_child_prog()) {
         int sr = sg_seccomp_load(cfg->seccomp);
         if (sr < 0) {
+            sg_err err = {0};
             sg_err_set(&err, -sr, "cannot load the syscall filter in init: %s", strerror(-sr));
-            setup_failed(ready, &err);
+            setup_failed(cfg->ready_fd, &err);
         }
         exec_filter = sg_seccomp_child_prog();
     }
-    if (write(ready, "ok\n", 3) != 3)
-        _exit(1);
-    close(ready);
+}
 
+/* Reaps, takes a new supervisor's connection, serves the current one. */
+static __attribute__((noreturn)) void init_loop(int listen_fd, int sfd)
+{
     for (;;) {
         struct pollfd pfd[3] = {
-            {.fd = cfg->listen_fd, .events = POLLIN},
+            {.fd = listen_fd, .events = POLLIN},
             {.fd = sfd, .events = POLLIN},
             {.fd = conn_fd, .events = POLLIN},
         };
@@ -417,7 +435,7 @@ void sg_init_main(const sg_init_config *cfg)
             reap();
         }
         if (pfd[0].revents & POLLIN) {
-            int c = accept4(cfg->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (c >= 0) {
                 /* A new supervisor takes over; the old one is gone or going. */
                 if (conn_fd >= 0)
@@ -428,4 +446,17 @@ void sg_init_main(const sg_init_config *cfg)
         if (conn_fd >= 0 && pfd[2].revents)
             handle_conn();
     }
+}
+
+void sg_init_main(const sg_init_config *cfg)
+{
+    int ready = cfg->ready_fd;
+    init_close_fds(cfg);
+    init_setup_sandbox(cfg);
+    int sfd = init_signalfd(ready);
+    init_load_filter(cfg);
+    if (write(ready, "ok\n", 3) != 3)
+        _exit(1);
+    close(ready);
+    init_loop(cfg->listen_fd, sfd);
 }
