@@ -223,7 +223,18 @@ static void print_timeline(json_t *ev, bool show_stream)
                (long long)json_integer_value(json_object_get(ev, "seq")), kind, summary);
 }
 
-int sg_cmd_events(int argc, char **argv)
+/* What the command line asked for. */
+typedef struct events_opts {
+    const char *learner, *task, *sandbox;
+    const char *ingest;
+    const char *token_opt, *secret_path;
+    long long after_seq;
+    bool follow, as_json;
+} events_opts;
+
+#define EVENTS_GO (-1) /* from a step: carry on (else: the exit code) */
+
+static int events_parse(int argc, char **argv, events_opts *o)
 {
     static const struct option longopts[] = {
         {"learner", required_argument, NULL, 'l'},
@@ -238,32 +249,28 @@ int sg_cmd_events(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *learner = NULL, *task = NULL, *sandbox = NULL;
-    const char *ingest = "http://127.0.0.1:7433";
-    const char *token_opt = NULL, *secret_path = NULL;
-    long long after_seq = -1;
-    bool follow = false, as_json = false;
+    *o = (events_opts){.ingest = "http://127.0.0.1:7433", .after_seq = -1};
     int c;
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'l': learner = optarg; break;
-        case 't': task = optarg; break;
-        case 's': sandbox = optarg; break;
-        case 'f': follow = true; break;
+        case 'l': o->learner = optarg; break;
+        case 't': o->task = optarg; break;
+        case 's': o->sandbox = optarg; break;
+        case 'f': o->follow = true; break;
         case 'j':
-            as_json = true;
+            o->as_json = true;
             sg_cli_json_errors(true);
             break;
-        case 'i': ingest = optarg; break;
-        case 'T': token_opt = optarg; break;
-        case 'k': secret_path = optarg; break;
+        case 'i': o->ingest = optarg; break;
+        case 'T': o->token_opt = optarg; break;
+        case 'k': o->secret_path = optarg; break;
         case 'a': {
             char *end = NULL;
             errno = 0;
-            after_seq = strtoll(optarg, &end, 10);
-            if (errno || !*optarg || *end || after_seq < -1) {
+            o->after_seq = strtoll(optarg, &end, 10);
+            if (errno || !*optarg || *end || o->after_seq < -1) {
                 return sg_cli_usage("events", "--after-seq: not an integer >= -1");
             }
             break;
@@ -274,79 +281,110 @@ int sg_cmd_events(int argc, char **argv)
     }
     if (optind < argc)
         return sg_cli_usage("events", "unexpected argument '%.64s' (events takes only options)", argv[optind]);
+    return EVENTS_GO;
+}
+
+/* Without --token: loads the secret this command makes its tokens from. */
+static int events_load_secret(const events_opts *o, uint8_t secret[SG_TOKEN_SECRET_LEN])
+{
+    sg_err err;
+    if (o->token_opt)
+        return EVENTS_GO;
+    const char *secret_path = o->secret_path;
+    sg_autofree char *secret_default = NULL;
+    if (!secret_path) {
+        if (!sg_state_dir(&err)) {
+            return sg_cli_failf("events", "state directory: %s", err.msg);
+        }
+        secret_path = secret_default = sg_state_path("ingest/secret");
+    }
+    if (sg_token_secret_load(secret_path, secret, &err) < 0) {
+        return sg_cli_failf("events", "%s (reads need a read token: pass --token, made with "
+                            "`sandglass token --read` where the ingest's secret is, or --secret FILE)",
+                            err.msg);
+    }
+    return EVENTS_GO;
+}
+
+/* The request path of one page after cursor. */
+static void events_page_path(const char *base, bool by_id, long long cursor, long long after_seq,
+                             char *path, size_t n)
+{
+    snprintf(path, n, "%s%slimit=%d", base, strchr(base, '?') ? "&" : "?", PAGE);
+    if (by_id) {
+        snprintf(path + strlen(path), n - strlen(path), "&after_id=%lld", cursor);
+        if (after_seq >= 0)
+            snprintf(path + strlen(path), n - strlen(path), "&after_seq=%lld", after_seq);
+    } else if (cursor >= 0) {
+        snprintf(path + strlen(path), n - strlen(path), "&after_seq=%lld", cursor);
+    }
+}
+
+/* Prints one page's events; moves cursor past them. */
+static void events_print_page(const events_opts *o, json_t *events, bool by_id, long long *cursor)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        if (o->as_json) {
+            sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
+            puts(line ? line : "{}");
+        } else {
+            print_timeline(ev, !o->sandbox);
+        }
+        *cursor = json_integer_value(json_object_get(ev, by_id ? "id" : "seq"));
+    }
+    fflush(stdout);
+}
+
+int sg_cmd_events(int argc, char **argv)
+{
+    events_opts o;
+    int rc = events_parse(argc, argv, &o);
+    if (rc != EVENTS_GO)
+        return rc;
     sg_err err;
     sg_cli_target t;
-    if (sg_cli_target_parse(ingest, &t, &err) < 0) {
+    if (sg_cli_target_parse(o.ingest, &t, &err) < 0) {
         return sg_cli_usage("events", "%s", err.msg);
     }
-    if (token_opt && (strlen(token_opt) > SG_TOKEN_MAX || strpbrk(token_opt, "\r\n "))) {
+    if (o.token_opt && (strlen(o.token_opt) > SG_TOKEN_MAX || strpbrk(o.token_opt, "\r\n "))) {
         return sg_cli_usage("events", "--token: not a token");
     }
     uint8_t secret[SG_TOKEN_SECRET_LEN];
-    if (!token_opt) {
-        sg_autofree char *secret_default = NULL;
-        if (!secret_path) {
-            if (!sg_state_dir(&err)) {
-                return sg_cli_failf("events", "state directory: %s", err.msg);
-            }
-            secret_path = secret_default = sg_state_path("ingest/secret");
-        }
-        if (sg_token_secret_load(secret_path, secret, &err) < 0) {
-            return sg_cli_failf("events", "%s (reads need a read token: pass --token, made with "
-                                "`sandglass token --read` where the ingest's secret is, or --secret FILE)",
-                                err.msg);
-        }
-    }
+    rc = events_load_secret(&o, secret);
+    if (rc != EVENTS_GO)
+        return rc;
     char base[1024] = "/v1/events";
-    if (learner)
-        append_arg(base, sizeof base, "learner", learner);
-    if (task)
-        append_arg(base, sizeof base, "task", task);
-    if (sandbox)
-        append_arg(base, sizeof base, "sandbox", sandbox);
+    if (o.learner)
+        append_arg(base, sizeof base, "learner", o.learner);
+    if (o.task)
+        append_arg(base, sizeof base, "task", o.task);
+    if (o.sandbox)
+        append_arg(base, sizeof base, "sandbox", o.sandbox);
     /* One stream: page in seq order. Several, or following: page by row id. */
-    bool by_id = follow || !sandbox;
-    long long cursor = by_id ? 0 : after_seq;
-    bool show_stream = !sandbox;
+    bool by_id = o.follow || !o.sandbox;
+    long long cursor = by_id ? 0 : o.after_seq;
     for (;;) {
         char path[1200];
-        snprintf(path, sizeof path, "%s%slimit=%d", base, strchr(base, '?') ? "&" : "?", PAGE);
-        if (by_id) {
-            snprintf(path + strlen(path), sizeof path - strlen(path), "&after_id=%lld", cursor);
-            if (after_seq >= 0)
-                snprintf(path + strlen(path), sizeof path - strlen(path), "&after_seq=%lld",
-                         after_seq);
-        } else if (cursor >= 0) {
-            snprintf(path + strlen(path), sizeof path - strlen(path), "&after_seq=%lld", cursor);
-        }
-        sg_autofree char *own = token_opt ? NULL
-                                          : sg_token_make_read(secret, NULL, NULL, NULL,
-                                                               SELF_TOKEN_TTL_S, &err);
-        if (!token_opt && !own) {
+        events_page_path(base, by_id, cursor, o.after_seq, path, sizeof path);
+        sg_autofree char *own = o.token_opt ? NULL
+                                            : sg_token_make_read(secret, NULL, NULL, NULL,
+                                                                 SELF_TOKEN_TTL_S, &err);
+        if (!o.token_opt && !own) {
             return sg_cli_failf("events", "%s", err.msg);
         }
-        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, token_opt ? token_opt : own, NULL, &err);
+        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, o.token_opt ? o.token_opt : own, NULL, &err);
         if (!ans) {
             return sg_cli_failf("events", "%s", err.msg);
         }
         json_t *events = json_object_get(ans, "events");
-        size_t i;
-        json_t *ev;
-        json_array_foreach(events, i, ev) {
-            if (as_json) {
-                sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
-                puts(line ? line : "{}");
-            } else {
-                print_timeline(ev, show_stream);
-            }
-            cursor = json_integer_value(json_object_get(ev, by_id ? "id" : "seq"));
-        }
-        fflush(stdout);
+        events_print_page(&o, events, by_id, &cursor);
         json_t *more = json_object_get(ans, "more");
         if (more ? json_is_true(more) && json_array_size(events) > 0
                  : json_array_size(events) >= PAGE)
             continue;
-        if (!follow)
+        if (!o.follow)
             return 0;
         struct timespec ts = {0, FOLLOW_POLL_NS};
         nanosleep(&ts, NULL);
