@@ -365,7 +365,19 @@ static void mcp_usage(FILE *f)
         "  the other options are create's (see 'sandglass create --help')\n", names.len ? names.data : "");
 }
 
-int sg_cmd_mcp(int argc, char **argv)
+#define MCP_GO (-1) /* from a step: carry on (else: the exit code) */
+
+/* What the command line asked for; cargs is the argv for `sandglass
+ * create` (create's options passed on as they came). */
+typedef struct mcp_opts {
+    const char *sandbox;
+    bool have_learner, have_task, have_caps, keep_given;
+    double keep_s;
+    char **cargs;
+    size_t nc;
+} mcp_opts;
+
+static int mcp_parse(int argc, char **argv, mcp_opts *o)
 {
     static const struct option opts[] = {
         {"sandbox", required_argument, NULL, 'S'},
@@ -396,43 +408,34 @@ int sg_cmd_mcp(int argc, char **argv)
         "--max-calls", "--max-wall", "--max-execs", "--max-cpu", "--keep", "--help",
     };
     _Static_assert(SG_ARRAY_LEN(flags) == SG_ARRAY_LEN(opts) - 1, "one flag per option");
-    app a = {0};
-    const char *sandbox = NULL;
-    bool have_learner = false, have_task = false, have_caps = false, keep_given = false;
-    double keep_s = MCP_KEEP_DEFAULT_S;
-    /* argv for `sandglass create`: at most every option twice, plus 4. */
-    sg_autofree char **cargs = calloc((size_t)argc * 2 + 8, sizeof *cargs);
-    if (!cargs)
-        return sg_cli_fail("mcp", "out of memory");
-    size_t nc = 0;
-    cargs[nc++] = "sandglass";
-    cargs[nc++] = "create";
+    o->cargs[o->nc++] = "sandglass";
+    o->cargs[o->nc++] = "create";
     int c, idx = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "+", opts, &idx)) != -1) {
         switch (c) {
-        case 'S': sandbox = optarg; break;
+        case 'S': o->sandbox = optarg; break;
         case 'k':
             if (strcmp(optarg, "forever") == 0) {
-                keep_s = -1;
+                o->keep_s = -1;
             } else {
                 sg_err kerr = {0};
-                if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &keep_s, &kerr) < 0)
+                if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &o->keep_s, &kerr) < 0)
                     return sg_cli_usage("mcp", "--keep: %s (or 'forever')", kerr.msg);
             }
-            keep_given = true;
+            o->keep_given = true;
             break;
         case 'K':
-            have_caps = true;
+            o->have_caps = true;
             __attribute__((fallthrough));
         case 'C': {
             const char *name = opts[idx].name;
             if (strcmp(name, "learner") == 0)
-                have_learner = true;
+                o->have_learner = true;
             if (strcmp(name, "task") == 0)
-                have_task = true;
-            cargs[nc++] = (char *)flags[idx];
-            cargs[nc++] = optarg;
+                o->have_task = true;
+            o->cargs[o->nc++] = (char *)flags[idx];
+            o->cargs[o->nc++] = optarg;
             break;
         }
         case 'h':
@@ -444,54 +447,168 @@ int sg_cmd_mcp(int argc, char **argv)
     }
     if (optind < argc)
         return sg_cli_usage("mcp", "unexpected argument '%.64s' (mcp takes only options)", argv[optind]);
-    if (sandbox && keep_given)
+    if (o->sandbox && o->keep_given)
         return sg_cli_usage("mcp", "--keep is for a sandbox mcp creates; an attached one stays its owner's");
-    bool created = false;
+    return MCP_GO;
+}
+
+/* --sandbox: attaches to an existing sandbox, refused when it is aborted. */
+static int mcp_attach(app *a, const mcp_opts *o)
+{
     sg_err err = {0};
-    if (sandbox) {
-        if (nc > 2)
-            return sg_cli_usage("mcp", "%s", have_caps
-                ? "--max-* caps are set when the sandbox is created: give them to 'sandglass create', or drop --sandbox"
-                : "--sandbox attaches to an existing sandbox: create's options do not apply");
-        char full[SG_ID_LEN + 1];
-        if (!sg_state_dir(&err) || sg_state_resolve_id(sandbox, full, &err) < 0) {
-            char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
-            snprintf(msg, sizeof msg, "cannot attach to sandbox %.64s: %s", sandbox, err.msg);
-            return sg_cli_fail("mcp", msg);
-        }
-        snprintf(a.id, sizeof a.id, "%s", full);
-        sg_autojson json_t *info = json_pack("{s:s}", "op", "info");
-        sg_autojson json_t *res = sg_cli_request(a.id, info, &err);
-        if (!res) {
-            char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
-            snprintf(msg, sizeof msg, "cannot attach to sandbox %s: %s", a.id, err.msg);
-            return sg_cli_fail("mcp", msg);
-        }
-        /* An aborted sandbox would take initialize and then refuse every
-         * call: say so now, and how to go on. */
-        json_t *ab = json_object_get(res, "abort");
-        if (ab) {
-            const char *by = json_string_value(json_object_get(ab, "by"));
-            char msg[600];
-            snprintf(msg, sizeof msg, "sandbox %s is aborted (%s): no call can run in it; %s", a.id,
-                     json_string_value(json_object_get(ab, "reason")),
-                     by && strcmp(by, "cap") == 0 ? "an abort by a cap stays: create a new sandbox"
-                                                  : "'sandglass resume ID' clears it first");
-            return sg_cli_fail("mcp", msg);
-        }
-    } else {
-        if (!have_learner || !have_task)
-            return sg_cli_usage("mcp", "%s is required (or --sandbox ID to attach)",
-                                have_learner ? "--task" : "--learner");
-        cargs[nc++] = "--json";
-        cargs[nc] = NULL;
-        int rc = create_sandbox(&a, cargs, &err);
-        if (rc > 0)
-            return rc; /* create named what was wrong (the flag), on its one line */
-        if (rc < 0)
-            return sg_cli_fail("mcp", err.msg);
-        created = true;
+    if (o->nc > 2)
+        return sg_cli_usage("mcp", "%s", o->have_caps
+            ? "--max-* caps are set when the sandbox is created: give them to 'sandglass create', or drop --sandbox"
+            : "--sandbox attaches to an existing sandbox: create's options do not apply");
+    char full[SG_ID_LEN + 1];
+    if (!sg_state_dir(&err) || sg_state_resolve_id(o->sandbox, full, &err) < 0) {
+        char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
+        snprintf(msg, sizeof msg, "cannot attach to sandbox %.64s: %s", o->sandbox, err.msg);
+        return sg_cli_fail("mcp", msg);
     }
+    snprintf(a->id, sizeof a->id, "%s", full);
+    sg_autojson json_t *info = json_pack("{s:s}", "op", "info");
+    sg_autojson json_t *res = sg_cli_request(a->id, info, &err);
+    if (!res) {
+        char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
+        snprintf(msg, sizeof msg, "cannot attach to sandbox %s: %s", a->id, err.msg);
+        return sg_cli_fail("mcp", msg);
+    }
+    /* An aborted sandbox would take initialize and then refuse every
+     * call: say so now, and how to go on. */
+    json_t *ab = json_object_get(res, "abort");
+    if (ab) {
+        const char *by = json_string_value(json_object_get(ab, "by"));
+        char msg[600];
+        snprintf(msg, sizeof msg, "sandbox %s is aborted (%s): no call can run in it; %s", a->id,
+                 json_string_value(json_object_get(ab, "reason")),
+                 by && strcmp(by, "cap") == 0 ? "an abort by a cap stays: create a new sandbox"
+                                              : "'sandglass resume ID' clears it first");
+        return sg_cli_fail("mcp", msg);
+    }
+    return MCP_GO;
+}
+
+/* Without --sandbox: creates one through `sandglass create --json`. */
+static int mcp_create(app *a, mcp_opts *o)
+{
+    sg_err err = {0};
+    if (!o->have_learner || !o->have_task)
+        return sg_cli_usage("mcp", "%s is required (or --sandbox ID to attach)",
+                            o->have_learner ? "--task" : "--learner");
+    o->cargs[o->nc++] = "--json";
+    o->cargs[o->nc] = NULL;
+    int rc = create_sandbox(a, o->cargs, &err);
+    if (rc > 0)
+        return rc; /* create named what was wrong (the flag), on its one line */
+    if (rc < 0)
+        return sg_cli_fail("mcp", err.msg);
+    return MCP_GO;
+}
+
+/* Serves MCP on stdin/stdout until stdin closes, a signal comes or poll
+ * fails; returns why it ended (in reason_buf when a signal). */
+static const char *mcp_serve(app *a, int sfd, char *reason_buf, size_t reason_len)
+{
+    linebuf lb = {0};
+    static char chunk[MCP_READ_CHUNK];
+    struct pollfd pfd[SG_MCP_MAX_CALLS + 2];
+    sg_mcp_call *calls[SG_MCP_MAX_CALLS];
+    const char *reason = NULL;
+    while (!reason) {
+        size_t n = collect_calls(a, pfd, calls, SG_MCP_MAX_CALLS);
+        pfd[n] = (struct pollfd){.fd = 0, .events = POLLIN};
+        pfd[n + 1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        int timeout = sg_mcp_tick(a->m, sg_now_mono_ns());
+        int r = poll(pfd, n + 2, timeout);
+        if (r < 0 && errno != EINTR) {
+            reason = "poll failed";
+            break;
+        }
+        if (r <= 0)
+            continue;
+        /* Calls first: reading stdin may cancel (free) some of them. */
+        serve_calls(a, pfd, calls, n);
+        if (pfd[n + 1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                snprintf(reason_buf, reason_len, "received %s",
+                         si.ssi_signo == SIGTERM ? "SIGTERM" : si.ssi_signo == SIGINT ? "SIGINT" : "SIGHUP");
+                reason = reason_buf;
+            }
+        }
+        if (!reason && pfd[n].revents) {
+            ssize_t got = read(0, chunk, sizeof chunk);
+            if (got < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (got <= 0) {
+                if (lb.line.len)
+                    sg_mcp_handle_line(a->m, lb.line.data, lb.line.len); /* last line without newline */
+                reason = "stdin closed";
+            } else {
+                feed(a, &lb, chunk, (size_t)got);
+            }
+        }
+    }
+    sg_buf_free(&lb.line);
+    return reason;
+}
+
+/* The abort ended the calls in flight: answer them as they report. */
+static void mcp_drain(app *a)
+{
+    struct pollfd pfd[SG_MCP_MAX_CALLS + 2];
+    sg_mcp_call *calls[SG_MCP_MAX_CALLS];
+    uint64_t deadline = sg_now_mono_ns() + (uint64_t)MCP_DRAIN_MS * 1000000;
+    while (sg_mcp_ncalls(a->m) > 0) {
+        uint64_t now = sg_now_mono_ns();
+        if (now >= deadline)
+            break;
+        size_t n = collect_calls(a, pfd, calls, SG_MCP_MAX_CALLS);
+        if (n == 0)
+            break;
+        int r = poll(pfd, n, (int)((deadline - now) / 1000000) + 1);
+        if (r > 0)
+            serve_calls(a, pfd, calls, n);
+    }
+}
+
+/* A sandbox this session created is kept for rollback, then destroyed by
+ * its supervisor (which records why in a sandbox event): sessions that
+ * end must not leave sandboxes for good. */
+static void mcp_keep(const app *a, double keep_s)
+{
+    sg_err err = {0};
+    if (keep_s >= 0) {
+        sg_autojson json_t *ex = json_pack("{s:s, s:f}", "op", "expire", "after_s", keep_s);
+        sg_autojson json_t *res = sg_cli_request(a->id, ex, &err);
+        if (!res)
+            fprintf(stderr, "sandglass mcp: cannot set the keep of sandbox %s: %s\n", a->id, err.msg);
+    }
+    char keep[64];
+    if (keep_s >= 0)
+        snprintf(keep, sizeof keep, "for %g s", keep_s);
+    else
+        snprintf(keep, sizeof keep, "for good (--keep forever)");
+    fprintf(stderr, "sandglass mcp: sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
+                    "'sandglass destroy %s' removes it\n", a->id, keep, a->id, a->id);
+}
+
+int sg_cmd_mcp(int argc, char **argv)
+{
+    app a = {0};
+    /* argv for `sandglass create`: at most every option twice, plus 4. */
+    sg_autofree char **cargs = calloc((size_t)argc * 2 + 8, sizeof *cargs);
+    if (!cargs)
+        return sg_cli_fail("mcp", "out of memory");
+    mcp_opts o = {.keep_s = MCP_KEEP_DEFAULT_S, .cargs = cargs};
+    int rc = mcp_parse(argc, argv, &o);
+    if (rc != MCP_GO)
+        return rc;
+    rc = o.sandbox ? mcp_attach(&a, &o) : mcp_create(&a, &o);
+    if (rc != MCP_GO)
+        return rc;
+    bool created = !o.sandbox;
     char msg[256];
     snprintf(msg, sizeof msg, "serving MCP on stdio for sandbox %s", a.id);
     app_log_msg(msg);
@@ -511,82 +628,14 @@ int sg_cmd_mcp(int argc, char **argv)
     a.m = sg_mcp_new(&io, "/workspace");
     if (!a.m)
         return sg_cli_fail("mcp", "out of memory");
-    linebuf lb = {0};
-    static char chunk[MCP_READ_CHUNK];
-    struct pollfd pfd[SG_MCP_MAX_CALLS + 2];
-    sg_mcp_call *calls[SG_MCP_MAX_CALLS];
-    const char *reason = NULL;
     char reason_buf[64];
-    while (!reason) {
-        size_t n = collect_calls(&a, pfd, calls, SG_MCP_MAX_CALLS);
-        pfd[n] = (struct pollfd){.fd = 0, .events = POLLIN};
-        pfd[n + 1] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        int timeout = sg_mcp_tick(a.m, sg_now_mono_ns());
-        int r = poll(pfd, n + 2, timeout);
-        if (r < 0 && errno != EINTR) {
-            reason = "poll failed";
-            break;
-        }
-        if (r <= 0)
-            continue;
-        /* Calls first: reading stdin may cancel (free) some of them. */
-        serve_calls(&a, pfd, calls, n);
-        if (pfd[n + 1].revents) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                snprintf(reason_buf, sizeof reason_buf, "received %s",
-                         si.ssi_signo == SIGTERM ? "SIGTERM" : si.ssi_signo == SIGINT ? "SIGINT" : "SIGHUP");
-                reason = reason_buf;
-            }
-        }
-        if (!reason && pfd[n].revents) {
-            ssize_t got = read(0, chunk, sizeof chunk);
-            if (got < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            if (got <= 0) {
-                if (lb.line.len)
-                    sg_mcp_handle_line(a.m, lb.line.data, lb.line.len); /* last line without newline */
-                reason = "stdin closed";
-            } else {
-                feed(&a, &lb, chunk, (size_t)got);
-            }
-        }
-    }
-    sg_buf_free(&lb.line);
+    const char *reason = mcp_serve(&a, sfd, reason_buf, sizeof reason_buf);
     snprintf(msg, sizeof msg, "ending the session: %s", reason);
     app_log_msg(msg);
     abort_session(&a, reason);
-    /* The abort ended the calls in flight: answer them as they report. */
-    uint64_t deadline = sg_now_mono_ns() + (uint64_t)MCP_DRAIN_MS * 1000000;
-    while (sg_mcp_ncalls(a.m) > 0) {
-        uint64_t now = sg_now_mono_ns();
-        if (now >= deadline)
-            break;
-        size_t n = collect_calls(&a, pfd, calls, SG_MCP_MAX_CALLS);
-        if (n == 0)
-            break;
-        int r = poll(pfd, n, (int)((deadline - now) / 1000000) + 1);
-        if (r > 0)
-            serve_calls(&a, pfd, calls, n);
-    }
+    mcp_drain(&a);
     sg_mcp_free(a.m);
-    if (created) {
-        /* Kept for rollback, then destroyed by its supervisor (which
-         * records why in a sandbox event): sessions that end must not
-         * leave sandboxes for good. */
-        if (keep_s >= 0) {
-            sg_autojson json_t *ex = json_pack("{s:s, s:f}", "op", "expire", "after_s", keep_s);
-            sg_autojson json_t *res = sg_cli_request(a.id, ex, &err);
-            if (!res)
-                fprintf(stderr, "sandglass mcp: cannot set the keep of sandbox %s: %s\n", a.id, err.msg);
-        }
-        char keep[64];
-        if (keep_s >= 0)
-            snprintf(keep, sizeof keep, "for %g s", keep_s);
-        else
-            snprintf(keep, sizeof keep, "for good (--keep forever)");
-        fprintf(stderr, "sandglass mcp: sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
-                        "'sandglass destroy %s' removes it\n", a.id, keep, a.id, a.id);
-    }
+    if (created)
+        mcp_keep(&a, o.keep_s);
     return 0;
 }
