@@ -375,7 +375,27 @@ int sg_cmd_exec_as(const char *name, int argc, char **argv)
     return sg_cmd_exec(argc, argv);
 }
 
-int sg_cmd_exec(int argc, char **argv)
+#define EXEC_GO (-1) /* from a step: carry on (else: the exit code) */
+
+/* What the command line asked for; req is the request being built. */
+typedef struct exec_opts {
+    json_t *req;
+    json_t *env; /* req's "env", once there is one */
+    const char *id;
+    bool json, tty, interactive, has_term;
+} exec_opts;
+
+static void exec_add_env(exec_opts *o, json_t *kv)
+{
+    if (!o->env) {
+        o->env = json_array();
+        json_object_set_new(o->req, "env", o->env);
+    }
+    json_array_append_new(o->env, kv);
+}
+
+/* The options, up to the id and the command. */
+static int exec_parse_options(int argc, char **argv, exec_opts *o)
 {
     static const struct option opts[] = {
         {"timeout", required_argument, NULL, 'T'},
@@ -389,46 +409,31 @@ int sg_cmd_exec(int argc, char **argv)
         {0},
     };
     sg_err err = {0};
-    sg_autojson json_t *req = json_pack("{s:s}", "op", "exec");
-    json_t *env = NULL;
-    bool json = false, tty = false, interactive = false, has_term = false;
     int c;
-    opterr = 0;
-    /* "+" stops at the first non-option: the id, then more options. */
-    const char *id = NULL;
-    if (argc >= 2 && argv[1][0] != '-') {
-        id = argv[1];
-        argv++;
-        argc--;
-    }
     while ((c = getopt_long(argc, argv, "+ti", opts, NULL)) != -1) {
         switch (c) {
-        case 't': tty = true; break;
-        case 'i': interactive = true; break;
-        case 'N': json_object_set_new(req, "record_input", json_false()); break;
+        case 't': o->tty = true; break;
+        case 'i': o->interactive = true; break;
+        case 'N': json_object_set_new(o->req, "record_input", json_false()); break;
         case 'T': {
             double t;
             if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
                 return exec_fail(err.msg);
-            json_object_set_new(req, "timeout", json_real(t));
+            json_object_set_new(o->req, "timeout", json_real(t));
             break;
         }
         case 'c':
             if (optarg[0] != '/')
                 return exec_fail("--cwd must be an absolute path inside the sandbox");
-            json_object_set_new(req, "cwd", json_string(optarg));
+            json_object_set_new(o->req, "cwd", json_string(optarg));
             break;
         case 'e':
             if (!strchr(optarg, '=') || optarg[0] == '=')
                 return exec_fail("--env takes KEY=VALUE");
-            if (!env) {
-                env = json_array();
-                json_object_set_new(req, "env", env);
-            }
-            json_array_append_new(env, json_string(optarg));
-            has_term = has_term || strncmp(optarg, "TERM=", 5) == 0;
+            exec_add_env(o, json_string(optarg));
+            o->has_term = o->has_term || strncmp(optarg, "TERM=", 5) == 0;
             break;
-        case 'j': json = true; break;
+        case 'j': o->json = true; break;
         case 'h':
             exec_usage(stdout);
             return 0;
@@ -439,15 +444,31 @@ int sg_cmd_exec(int argc, char **argv)
         }
         }
     }
-    if (!id && optind < argc)
-        id = argv[optind++];
-    if (!id) {
+    return EXEC_GO;
+}
+
+/* The command line into o->req: id, options, the command's argv. */
+static int exec_parse(int argc, char **argv, exec_opts *o)
+{
+    opterr = 0;
+    /* "+" stops at the first non-option: the id, then more options. */
+    if (argc >= 2 && argv[1][0] != '-') {
+        o->id = argv[1];
+        argv++;
+        argc--;
+    }
+    int rc = exec_parse_options(argc, argv, o);
+    if (rc != EXEC_GO)
+        return rc;
+    if (!o->id && optind < argc)
+        o->id = argv[optind++];
+    if (!o->id) {
         exec_usage(stderr);
         return exec_fail("missing sandbox id");
     }
-    if (!sg_valid_name(id)) {
+    if (!sg_valid_name(o->id)) {
         char msg[256];
-        snprintf(msg, sizeof msg, "invalid sandbox id '%.128s'", id);
+        snprintf(msg, sizeof msg, "invalid sandbox id '%.128s'", o->id);
         return exec_fail(msg);
     }
     if (optind < argc && strcmp(argv[optind - 1], "--") != 0 && strcmp(argv[optind], "--") == 0)
@@ -461,73 +482,83 @@ int sg_cmd_exec(int argc, char **argv)
             return exec_fail("arguments must be valid UTF-8");
         json_array_append_new(av, s);
     }
-    json_object_set_new(req, "argv", av);
-    if (interactive && !tty)
+    json_object_set_new(o->req, "argv", av);
+    return EXEC_GO;
+}
+
+/* Checks the options that go together; -t adds the terminal's size and
+ * TERM to the request. */
+static int exec_finish_request(exec_opts *o)
+{
+    if (o->interactive && !o->tty)
         return exec_fail("-i goes with -t (an exec without a terminal always gets this stdin)");
-    if (!tty && json_object_get(req, "record_input"))
+    if (!o->tty && json_object_get(o->req, "record_input"))
         return exec_fail("--no-record-input goes with -t (only a terminal's session is recorded)");
-    if (tty) {
+    if (o->tty) {
         /* The terminal itself never crosses (docs/SECURITY.md): one is made
          * inside the sandbox and relayed; ours must be one to relay. */
         if (!isatty(0))
             return exec_fail("-t needs a terminal on stdin (stdin is not a terminal)");
         sg_ctl_winsz ws = sg_cli_tty_size();
-        json_object_set_new(req, "tty", json_pack("{s:i, s:i}", "rows", ws.rows, "cols", ws.cols));
+        json_object_set_new(o->req, "tty", json_pack("{s:i, s:i}", "rows", ws.rows, "cols", ws.cols));
         const char *term = getenv("TERM");
         char t[160];
         snprintf(t, sizeof t, "TERM=%s", term ? term : "");
-        json_t *tj = !has_term && term && *term && strlen(term) < 128 ? json_string(t) : NULL;
-        if (tj) { /* NULL too for a TERM that is not UTF-8: none is passed */
-            if (!env) {
-                env = json_array();
-                json_object_set_new(req, "env", env);
-            }
-            json_array_append_new(env, tj);
-        }
+        json_t *tj = !o->has_term && term && *term && strlen(term) < 128 ? json_string(t) : NULL;
+        if (tj) /* NULL too for a TERM that is not UTF-8: none is passed */
+            exec_add_env(o, tj);
     }
     /* Without --json only the exit code is used: the supervisor sends it
      * alone (SG_CTL_EXIT), with no JSON to make or to parse. */
-    if (!json)
-        json_object_set_new(req, "result", json_string("code"));
+    if (!o->json)
+        json_object_set_new(o->req, "result", json_string("code"));
+    return EXEC_GO;
+}
 
-    int fd = sg_ctl_connect(id, &err);
-    char full[SG_ID_LEN + 1];
-    if (fd < 0 && strlen(id) < SG_ID_LEN) {
+/* Connects to the sandbox's supervisor (*id may become the full id, in
+ * full), starting a new one when it died but the sandbox lives on. */
+static int exec_connect(const char **id, char full[SG_ID_LEN + 1], int *fdp)
+{
+    sg_err err = {0};
+    int fd = sg_ctl_connect(*id, &err);
+    if (fd < 0 && strlen(*id) < SG_ID_LEN) {
         /* A unique prefix of an id (looked up only when the name is not an
          * id itself: the hot path connects at once). */
         sg_err rerr = {0};
-        if (sg_state_resolve_id(id, full, &rerr) < 0)
+        if (sg_state_resolve_id(*id, full, &rerr) < 0)
             return exec_fail(rerr.msg);
-        id = full;
-        fd = sg_ctl_connect(id, &err);
+        *id = full;
+        fd = sg_ctl_connect(*id, &err);
     }
     if (fd < 0) {
         /* The supervisor died (crash, SIGKILL) but the sandbox may live on:
          * start a new supervisor that takes it over, then go on. */
         sg_sandbox_meta m;
-        if (sg_sandbox_meta_load(id, &m, &err) < 0)
+        if (sg_sandbox_meta_load(*id, &m, &err) < 0)
             return exec_fail(err.msg);
         bool revivable = !sg_state_pid_alive(m.supervisor_pid) && sg_state_pid_alive(m.init_pid);
         sg_sandbox_meta_clear(&m);
-        if (revivable && sg_cli_start_supervisor(id, true, &err) == 0) {
-            fprintf(stderr, "sandglass exec: the supervisor of sandbox %s had died; a new one took over\n", id);
-            fd = sg_ctl_connect(id, &err);
+        if (revivable && sg_cli_start_supervisor(*id, true, &err) == 0) {
+            fprintf(stderr, "sandglass exec: the supervisor of sandbox %s had died; a new one took over\n", *id);
+            fd = sg_ctl_connect(*id, &err);
         }
         if (fd < 0) {
             char msg[256];
             snprintf(msg, sizeof msg, "the supervisor of sandbox %s is not running and the sandbox is gone "
-                     "(run 'sandglass destroy %s' or 'sandglass gc')", id, id);
+                     "(run 'sandglass destroy %s' or 'sandglass gc')", *id, *id);
             return exec_fail(msg);
         }
     }
-    sg_autofree char *body = sg_json_dump(req);
-    if (strlen(body) > SG_CTL_MSG_MAX - 1) {
-        close(fd);
-        return exec_fail("command line too long (at most 64 KiB with its environment)");
-    }
-    /* stdin: as it is when it is already a pipe or /dev/null (the fast
-     * path: nothing to relay), else through a pipe of ours. */
-    static stdin_relay relay = {.src = -1, .dst = -1};
+    *fdp = fd;
+    return EXEC_GO;
+}
+
+/* Sends the request with the command's stdin: as it is when it is
+ * already a pipe or /dev/null (the fast path: nothing to relay), else
+ * through a pipe of ours that relay feeds. Closes fd on failure. */
+static int exec_send(int fd, const char *body, bool tty, stdin_relay *relay)
+{
+    sg_err err = {0};
     int in = 0;
     sg_autoclose int relay_in = -1;
     if (!tty && !sg_ctl_stdin_ok(0)) {
@@ -538,44 +569,34 @@ int sg_cmd_exec(int argc, char **argv)
             return exec_fail(err.msg);
         }
         relay_in = in = p[0];
-        relay.dst = p[1];
-        relay.src = 0;
-        fcntl(relay.dst, F_SETFL, O_NONBLOCK);
+        relay->dst = p[1];
+        relay->src = 0;
+        fcntl(relay->dst, F_SETFL, O_NONBLOCK);
         signal(SIGPIPE, SIG_IGN);
     }
     /* A tty exec sends no stdin: its terminal is made inside. */
     int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), tty ? NULL : &in, tty ? 0 : 1);
     if (r < 0) {
         close(fd);
-        relay_stop(&relay);
+        relay_stop(relay);
         errno = -r;
         sg_err_sys(&err, "cannot send the request to the supervisor");
         return exec_fail(err.msg);
     }
-    if (relay_in >= 0) {
-        close(relay_in); /* the command's end now lives in the sandbox */
-        relay_in = -1;
-    }
-    ctl_fd_for_signals = fd;
-    struct sigaction sa = {.sa_handler = tty ? tty_forward_signal : forward_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    if (tty) {
-        int code = tty_relay(fd, interactive, json);
-        ctl_fd_for_signals = -1;
-        close(fd);
-        return code;
-    }
+    /* relay_in closes here: the command's end now lives in the sandbox. */
+    return EXEC_GO;
+}
 
+/* Without -t: relays stdin, prints what comes back, until the exit. */
+static int exec_wait(int fd, stdin_relay *relay, bool json)
+{
     static char buf[SG_CTL_MSG_MAX];
     char last_out = '\n';
     int code = EXEC_EXIT_INTERNAL;
     for (;;) {
         uint8_t type;
         if (term_sig) {
-            relay_stop(&relay); /* the caller is going away */
+            relay_stop(relay); /* the caller is going away */
             if (!term_wait(fd)) {
                 fprintf(stderr, "sandglass exec: the command did not end within %d s of %s; leaving it "
                         "(it got the signal; the sandbox's limits still hold)\n", EXEC_TERM_GRACE_MS / 1000,
@@ -583,8 +604,8 @@ int sg_cmd_exec(int argc, char **argv)
                 code = 128 + term_sig;
                 break;
             }
-        } else if (relay.src >= 0 ? !relay_until_readable(fd, &relay)
-                                  : poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, -1) < 0) {
+        } else if (relay->src >= 0 ? !relay_until_readable(fd, relay)
+                                   : poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, -1) < 0) {
             /* Waiting in poll, not in the receive (sg_seqpacket_recv_typed retries on
              * EINTR): a signal comes back here, to the grace above. */
             if (errno == EINTR)
@@ -602,8 +623,43 @@ int sg_cmd_exec(int argc, char **argv)
         if (exec_message(type, buf, n, json, false, &last_out, &code))
             break;
     }
+    return code;
+}
+
+int sg_cmd_exec(int argc, char **argv)
+{
+    sg_autojson json_t *req = json_pack("{s:s}", "op", "exec");
+    exec_opts o = {.req = req};
+    int rc = exec_parse(argc, argv, &o);
+    if (rc == EXEC_GO)
+        rc = exec_finish_request(&o);
+    if (rc != EXEC_GO)
+        return rc;
+    const char *id = o.id;
+    char full[SG_ID_LEN + 1];
+    int fd = -1;
+    rc = exec_connect(&id, full, &fd);
+    if (rc != EXEC_GO)
+        return rc;
+    sg_autofree char *body = sg_json_dump(req);
+    if (strlen(body) > SG_CTL_MSG_MAX - 1) {
+        close(fd);
+        return exec_fail("command line too long (at most 64 KiB with its environment)");
+    }
+    static stdin_relay relay = {.src = -1, .dst = -1};
+    rc = exec_send(fd, body, o.tty, &relay);
+    if (rc != EXEC_GO)
+        return rc;
+    ctl_fd_for_signals = fd;
+    struct sigaction sa = {.sa_handler = o.tty ? tty_forward_signal : forward_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int code = o.tty ? tty_relay(fd, o.interactive, o.json) : exec_wait(fd, &relay, o.json);
     ctl_fd_for_signals = -1;
-    relay_stop(&relay);
+    if (!o.tty)
+        relay_stop(&relay);
     close(fd);
     return code;
 }
