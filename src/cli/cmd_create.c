@@ -182,7 +182,84 @@ static int own_workspace(sg_sandbox_meta *m, sg_err *err)
     return 0;
 }
 
-int sg_cmd_create(int argc, char **argv)
+#define CREATE_GO (-1)      /* from a step: carry on (else: the exit code) */
+#define CREATE_UNKNOWN (-2) /* create_parse_limit: not one of its options */
+
+/* What the command line asked for, besides the limits (in the meta). */
+typedef struct create_opts {
+    const char *learner, *task, *ws, *rootfs;
+    const char *ingest, *secret;
+    bool json, spare, disk_given;
+    long online; /* CPUs online: --cpus is at most this */
+    char ingest_host[256];
+    int ingest_port;
+    char wsreal[PATH_MAX], rootreal[PATH_MAX]; /* --workspace, --rootfs resolved */
+} create_opts;
+
+/* One option that sets a limit or a policy in m. Each value error names
+ * its flag and is a usage error (2). */
+static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox_meta *m)
+{
+    sg_err err = {0};
+    switch (c) {
+    case 'm':
+        if (sg_parse_size(arg, &m->memory, &err) < 0)
+            return sg_cli_usage("create", "--memory: %s", err.msg);
+        if (m->memory < 4u << 20)
+            return sg_cli_usage("create", "--memory %s: at least 4M", arg);
+        return CREATE_GO;
+    case 'p':
+        if (sg_parse_uint(arg, 1u << 22, &m->pids, &err) < 0)
+            return sg_cli_usage("create", "--pids: %s", err.msg);
+        return CREATE_GO;
+    case 'o':
+        if (sg_parse_size(arg, &m->output_limit, &err) < 0)
+            return sg_cli_usage("create", "--output-limit: %s", err.msg);
+        return CREATE_GO;
+    case 'D':
+        if (sg_disk_parse(arg, &m->disk, &err) < 0)
+            return sg_cli_usage("create", "--disk: %s", err.msg);
+        o->disk_given = true;
+        return CREATE_GO;
+    case 'c':
+        if (sg_parse_seconds(arg, 1024, &m->cpus, &err) < 0)
+            return sg_cli_usage("create", "invalid --cpus '%.32s': expected a positive number of cores", arg);
+        if (m->cpus > (double)o->online)
+            return sg_cli_usage("create", "invalid --cpus '%.32s': this host has %ld online CPU%s", arg,
+                                o->online, o->online == 1 ? "" : "s");
+        return CREATE_GO;
+    case 'T':
+        if (sg_parse_seconds(arg, 7 * 24 * 3600.0, &m->timeout_s, &err) < 0)
+            return sg_cli_usage("create", "--timeout: %s", err.msg);
+        return CREATE_GO;
+    case 'W':
+        if (sg_parse_seconds(arg, 365 * 24 * 3600.0, &m->max_wall_s, &err) < 0)
+            return sg_cli_usage("create", "--max-wall: %s", err.msg);
+        return CREATE_GO;
+    case 'C':
+        if (sg_parse_seconds(arg, 365 * 24 * 3600.0, &m->max_cpu_s, &err) < 0)
+            return sg_cli_usage("create", "--max-cpu: %s", err.msg);
+        return CREATE_GO;
+    case 'E':
+        if (sg_parse_uint(arg, UINT32_MAX, &m->max_execs, &err) < 0)
+            return sg_cli_usage("create", "--max-execs: %s", err.msg);
+        return CREATE_GO;
+    case 'K':
+        if (sg_parse_uint(arg, UINT32_MAX, &m->max_calls, &err) < 0)
+            return sg_cli_usage("create", "--max-calls: %s", err.msg);
+        return CREATE_GO;
+    case 'P':
+        if (strcmp(arg, "exec") && strcmp(arg, "manual"))
+            return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
+                                arg);
+        m->manual_checkpoints = strcmp(arg, "manual") == 0;
+        return CREATE_GO;
+    default:
+        return CREATE_UNKNOWN;
+    }
+}
+
+static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *m)
 {
     static const struct option opts[] = {
         {"learner", required_argument, NULL, 'l'},
@@ -207,187 +284,259 @@ int sg_cmd_create(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {0},
     };
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': o->learner = optarg; break;
+        case 't': o->task = optarg; break;
+        case 'w': o->ws = optarg; break;
+        case 'r': o->rootfs = optarg; break;
+        case 'i': o->ingest = optarg; break;
+        case 's': o->secret = optarg; break;
+        case 'j': o->json = true; break;
+        case 'S': o->spare = true; break;
+        case 'h':
+            create_usage(stdout);
+            return 0;
+        default: {
+            int rc = create_parse_limit(c, optarg, o, m);
+            if (rc == CREATE_UNKNOWN)
+                return sg_cli_usage("create", "unknown option, or one without its value: '%s'", argv[optind - 1]);
+            if (rc != CREATE_GO)
+                return rc;
+        }
+        }
+    }
+    if (optind < argc)
+        return sg_cli_usage("create", "unexpected argument '%.64s' (create takes only options)", argv[optind]);
+    return CREATE_GO;
+}
+
+/* The options together: learner, task, ingest (reachable, and taking
+ * this learner's events). */
+static int create_check(create_opts *o, sg_sandbox_meta *m)
+{
     sg_err err = {0};
+    if (!o->learner)
+        return sg_cli_usage("create", "--learner is required");
+    if (!sg_valid_name(o->learner))
+        return sg_cli_usage("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
+    if ((strcmp(o->learner, SG_POOL_LEARNER) == 0) != o->spare)
+        return sg_cli_fail("create", "--learner " SG_POOL_LEARNER " is reserved for the pool's spares");
+    /* The operator's own directory stays on its own file system. */
+    if (o->ws && o->disk_given)
+        return sg_cli_usage("create", "--disk sizes the workspace create makes: it does not apply to --workspace");
+    if (o->ws)
+        m->disk = 0;
+    if (o->task && !sg_valid_name(o->task))
+        return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
+    if ((o->ingest || o->secret) && !o->task)
+        return sg_cli_usage("create", "--ingest and --secret go with --task (only a captured sandbox streams)");
+    const char *ingest = o->ingest ? o->ingest : SG_DEFAULT_INGEST_URL;
+    if (o->task) {
+        char why[400];
+        if (sg_cli_ingest_url_check(ingest, o->ingest_host, sizeof o->ingest_host,
+                             &o->ingest_port, why, sizeof why) < 0 ||
+            (o->secret && sg_cli_ingest_secret_check(o->secret, why, sizeof why) < 0))
+            return sg_cli_usage("create", "%s", why);
+    }
+    if (!sg_state_dir(&err))
+        return sg_cli_fail("create", err.msg);
+    if (o->task) {
+        char why[600];
+        if (sg_cli_ingest_check(ingest, o->ingest_host, o->ingest_port, o->learner, o->task, o->secret,
+                         why, sizeof why) < 0)
+            return sg_cli_fail("create", why);
+    }
+    return CREATE_GO;
+}
+
+/* --workspace and --rootfs: existing directories, resolved. */
+static int create_check_paths(create_opts *o)
+{
+    if (o->ws) {
+        struct stat st;
+        if (stat(o->ws, &st) < 0) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "workspace '%s' does not exist", o->ws);
+            return sg_cli_fail("create", msg);
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "workspace '%s' is not a directory", o->ws);
+            return sg_cli_fail("create", msg);
+        }
+        if (!realpath(o->ws, o->wsreal))
+            return sg_cli_fail("create", "cannot resolve the workspace path");
+        if (state_inside(o->wsreal)) {
+            char msg[PATH_MAX + 96];
+            snprintf(msg, sizeof msg, "workspace '%s' contains the state directory (its checkpoints would "
+                     "snapshot themselves): use a directory outside it", o->ws);
+            return sg_cli_fail("create", msg);
+        }
+    }
+    if (o->rootfs) {
+        struct stat st;
+        if (stat(o->rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "rootfs '%s' is not a directory", o->rootfs);
+            return sg_cli_fail("create", msg);
+        }
+        if (!realpath(o->rootfs, o->rootreal))
+            return sg_cli_fail("create", "cannot resolve the rootfs path");
+    }
+    return CREATE_GO;
+}
+
+/* A spare from the pool, when one is ready and fits (pool.h): its result
+ * when claimed, else CREATE_GO. m's strings are borrowed, and put back. */
+static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
+{
+    if (o->ws || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
+        return CREATE_GO;
+    m->learner = (char *)o->learner;
+    m->task = (char *)o->task;
+    char *secret_path = NULL;
+    if (o->task) {
+        m->ingest_url = (char *)(o->ingest ? o->ingest : SG_DEFAULT_INGEST_URL);
+        secret_path = o->secret ? realpath(o->secret, NULL) : sg_state_path("ingest/secret");
+        if (!secret_path)
+            return sg_cli_fail("create", "--secret file does not exist");
+        m->secret_file = secret_path;
+    }
+    m->workspace = (char *)"";
+    sg_now_iso8601(m->created, sizeof m->created);
+    char id[32];
+    int claimed = sg_pool_claim(m, id);
+    free(secret_path);
+    m->learner = m->task = m->ingest_url = m->secret_file = m->workspace = NULL;
+    if (claimed == 1) {
+        sg_pool_refill_async();
+        return print_created(id, o->json);
+    }
+    return CREATE_GO;
+}
+
+/* A fresh id in m and its state directory (*dir). */
+static int create_state_dir(sg_sandbox_meta *m, char **dir)
+{
+    sg_err err = {0};
+    sg_autofree char *sbroot = sg_state_path("sb");
+    if (sg_mkdir_p(sbroot, 0700, &err) < 0)
+        return sg_cli_fail("create", err.msg);
+    for (int tries = 0;; tries++) {
+        if (sg_rand_hex(m->id, SG_ID_LEN, &err) < 0)
+            return sg_cli_fail("create", err.msg);
+        free(*dir);
+        *dir = sg_state_sandbox_path(m->id, NULL);
+        if (mkdir(*dir, 0700) == 0)
+            return CREATE_GO;
+        if (errno != EEXIST || tries > 8)
+            return sg_cli_fail("create", "cannot create the sandbox's state directory");
+    }
+}
+
+/* Fills m (workspace, ingest) and saves it in dir; undoes it all on
+ * failure. */
+static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char *dir)
+{
+    sg_err err = {0};
+    m->learner = strdup(o->learner);
+    m->task = o->task ? strdup(o->task) : NULL;
+    m->rootfs = o->rootfs ? strdup(o->rootreal) : NULL;
+    if (o->ws) {
+        m->workspace = strdup(o->wsreal);
+        if (workspace_user(m, &err) < 0) {
+            sg_rm_rf(dir, NULL);
+            sg_sandbox_meta_clear(m);
+            return sg_cli_fail("create", err.msg);
+        }
+    } else if (own_workspace(m, &err) < 0) {
+        sg_rm_rf(dir, NULL);
+        sg_sandbox_meta_clear(m);
+        return sg_cli_fail("create", err.msg);
+    }
+    if (o->task) {
+        m->ingest_url = strdup(o->ingest ? o->ingest : SG_DEFAULT_INGEST_URL);
+        m->secret_file = o->secret ? realpath(o->secret, NULL) : sg_state_path("ingest/secret");
+        if (!m->secret_file) {
+            sg_disk_remove_workspace(m);
+            sg_state_uid_release(m->uid, m->id);
+            sg_rm_rf(dir, NULL);
+            sg_sandbox_meta_clear(m);
+            return sg_cli_fail("create", "--secret file does not exist");
+        }
+    }
+    sg_now_iso8601(m->created, sizeof m->created);
+    if (sg_sandbox_meta_save(m, &err) < 0) {
+        sg_disk_remove_workspace(m);
+        sg_state_uid_release(m->uid, m->id);
+        sg_rm_rf(dir, NULL);
+        sg_sandbox_meta_clear(m);
+        return sg_cli_fail("create", err.msg);
+    }
+    return CREATE_GO;
+}
+
+/* Starts the sandbox's supervisor; a spare joins the pool. Clears m on
+ * failure. */
+static int create_start(const create_opts *o, sg_sandbox_meta *m)
+{
+    sg_err err = {0};
+    if (sg_cli_start_supervisor(m->id, false, &err) < 0) {
+        sg_err e2 = {0};
+        sg_cli_cleanup_dead(m->id, false, &e2);
+        sg_disk_remove_workspace(m);
+        sg_sandbox_meta_clear(m);
+        return sg_cli_fail("create", err.msg);
+    }
+    /* A spare is listed once its supervisor serves requests (its first
+     * checkpoint and its ready child done): a claim then waits for nothing. */
+    if (o->spare) {
+        sg_autojson json_t *ping = json_pack("{s:s}", "op", "ping");
+        sg_autojson json_t *pong = sg_cli_request(m->id, ping, &err);
+        if (!pong) {
+            sg_err e2 = {0};
+            sg_autojson json_t *d = json_pack("{s:s}", "op", "destroy");
+            json_decref(sg_cli_request(m->id, d, &e2));
+            sg_sandbox_meta_clear(m);
+            return sg_cli_fail("create", err.msg);
+        }
+    }
+    if (o->spare && sg_pool_add(m->id, &err) < 0) {
+        sg_sandbox_meta_clear(m);
+        return sg_cli_fail("create", err.msg);
+    }
+    return CREATE_GO;
+}
+
+int sg_cmd_create(int argc, char **argv)
+{
     sg_sandbox_meta m = {0};
     m.memory = SG_DEFAULT_MEMORY;
     m.pids = SG_DEFAULT_PIDS;
     m.timeout_s = SG_DEFAULT_TIMEOUT_S;
     m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
     m.disk = SG_DISK_DEFAULT;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (online < 1)
-        online = 1;
-    m.cpus = SG_DEFAULT_CPUS < (double)online ? SG_DEFAULT_CPUS : (double)online;
-    const char *learner = NULL, *task = NULL, *ws = NULL, *rootfs = NULL;
-    const char *ingest = NULL, *secret = NULL;
-    bool json = false, spare = false, disk_given = false;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
-        switch (c) {
-        case 'l': learner = optarg; break;
-        case 't': task = optarg; break;
-        case 'w': ws = optarg; break;
-        case 'r': rootfs = optarg; break;
-        case 'i': ingest = optarg; break;
-        case 's': secret = optarg; break;
-        case 'j': json = true; break;
-        case 'S': spare = true; break;
-        /* Each value error names its flag and is a usage error (2). */
-        case 'm':
-            if (sg_parse_size(optarg, &m.memory, &err) < 0)
-                return sg_cli_usage("create", "--memory: %s", err.msg);
-            if (m.memory < 4u << 20)
-                return sg_cli_usage("create", "--memory %s: at least 4M", optarg);
-            break;
-        case 'p':
-            if (sg_parse_uint(optarg, 1u << 22, &m.pids, &err) < 0)
-                return sg_cli_usage("create", "--pids: %s", err.msg);
-            break;
-        case 'o':
-            if (sg_parse_size(optarg, &m.output_limit, &err) < 0)
-                return sg_cli_usage("create", "--output-limit: %s", err.msg);
-            break;
-        case 'D':
-            if (sg_disk_parse(optarg, &m.disk, &err) < 0)
-                return sg_cli_usage("create", "--disk: %s", err.msg);
-            disk_given = true;
-            break;
-        case 'c':
-            if (sg_parse_seconds(optarg, 1024, &m.cpus, &err) < 0)
-                return sg_cli_usage("create", "invalid --cpus '%.32s': expected a positive number of cores", optarg);
-            if (m.cpus > (double)online)
-                return sg_cli_usage("create", "invalid --cpus '%.32s': this host has %ld online CPU%s", optarg,
-                                    online, online == 1 ? "" : "s");
-            break;
-        case 'T':
-            if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &m.timeout_s, &err) < 0)
-                return sg_cli_usage("create", "--timeout: %s", err.msg);
-            break;
-        case 'W':
-            if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &m.max_wall_s, &err) < 0)
-                return sg_cli_usage("create", "--max-wall: %s", err.msg);
-            break;
-        case 'C':
-            if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &m.max_cpu_s, &err) < 0)
-                return sg_cli_usage("create", "--max-cpu: %s", err.msg);
-            break;
-        case 'E':
-            if (sg_parse_uint(optarg, UINT32_MAX, &m.max_execs, &err) < 0)
-                return sg_cli_usage("create", "--max-execs: %s", err.msg);
-            break;
-        case 'K':
-            if (sg_parse_uint(optarg, UINT32_MAX, &m.max_calls, &err) < 0)
-                return sg_cli_usage("create", "--max-calls: %s", err.msg);
-            break;
-        case 'P':
-            if (strcmp(optarg, "exec") && strcmp(optarg, "manual"))
-                return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
-                                    optarg);
-            m.manual_checkpoints = strcmp(optarg, "manual") == 0;
-            break;
-        case 'h':
-            create_usage(stdout);
-            return 0;
-        default:
-            return sg_cli_usage("create", "unknown option, or one without its value: '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return sg_cli_usage("create", "unexpected argument '%.64s' (create takes only options)", argv[optind]);
-    if (!learner)
-        return sg_cli_usage("create", "--learner is required");
-    if (!sg_valid_name(learner))
-        return sg_cli_usage("create", "invalid --learner: use 1-128 of A-Z a-z 0-9 . _ - @");
-    if ((strcmp(learner, SG_POOL_LEARNER) == 0) != spare)
-        return sg_cli_fail("create", "--learner " SG_POOL_LEARNER " is reserved for the pool's spares");
-    /* The operator's own directory stays on its own file system. */
-    if (ws && disk_given)
-        return sg_cli_usage("create", "--disk sizes the workspace create makes: it does not apply to --workspace");
-    if (ws)
-        m.disk = 0;
-    if (task && !sg_valid_name(task))
-        return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
-    char ingest_host[256] = "";
-    int ingest_port = 0;
-    if ((ingest || secret) && !task)
-        return sg_cli_usage("create", "--ingest and --secret go with --task (only a captured sandbox streams)");
-    if (task) {
-        char why[400];
-        if (sg_cli_ingest_url_check(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, sizeof ingest_host,
-                             &ingest_port, why, sizeof why) < 0 ||
-            (secret && sg_cli_ingest_secret_check(secret, why, sizeof why) < 0))
-            return sg_cli_usage("create", "%s", why);
-    }
-    if (!sg_state_dir(&err))
-        return sg_cli_fail("create", err.msg);
-    if (task) {
-        char why[600];
-        if (sg_cli_ingest_check(ingest ? ingest : SG_DEFAULT_INGEST_URL, ingest_host, ingest_port, learner, task, secret,
-                         why, sizeof why) < 0)
-            return sg_cli_fail("create", why);
-    }
-
-    char wsreal[PATH_MAX] = "";
-    if (ws) {
-        struct stat st;
-        if (stat(ws, &st) < 0) {
-            char msg[PATH_MAX + 64];
-            snprintf(msg, sizeof msg, "workspace '%s' does not exist", ws);
-            return sg_cli_fail("create", msg);
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            char msg[PATH_MAX + 64];
-            snprintf(msg, sizeof msg, "workspace '%s' is not a directory", ws);
-            return sg_cli_fail("create", msg);
-        }
-        if (!realpath(ws, wsreal))
-            return sg_cli_fail("create", "cannot resolve the workspace path");
-        if (state_inside(wsreal)) {
-            char msg[PATH_MAX + 96];
-            snprintf(msg, sizeof msg, "workspace '%s' contains the state directory (its checkpoints would "
-                     "snapshot themselves): use a directory outside it", ws);
-            return sg_cli_fail("create", msg);
-        }
-    }
-    char rootreal[PATH_MAX] = "";
-    if (rootfs) {
-        struct stat st;
-        if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            char msg[PATH_MAX + 64];
-            snprintf(msg, sizeof msg, "rootfs '%s' is not a directory", rootfs);
-            return sg_cli_fail("create", msg);
-        }
-        if (!realpath(rootfs, rootreal))
-            return sg_cli_fail("create", "cannot resolve the rootfs path");
-    }
+    create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN)};
+    if (o.online < 1)
+        o.online = 1;
+    m.cpus = SG_DEFAULT_CPUS < (double)o.online ? SG_DEFAULT_CPUS : (double)o.online;
+    int rc = create_parse(argc, argv, &o, &m);
+    if (rc == CREATE_GO)
+        rc = create_check(&o, &m);
+    if (rc == CREATE_GO)
+        rc = create_check_paths(&o);
+    if (rc != CREATE_GO)
+        return rc;
     long maxsb = SG_MAX_SANDBOXES;
     const char *envmax = getenv("SANDGLASS_MAX_SANDBOXES");
     if (envmax && atol(envmax) > 0)
         maxsb = atol(envmax);
-    /* A spare from the pool, when one is ready and fits (pool.h). */
-    if (!ws && !rootfs && !spare && geteuid() == 0 && m.disk == SG_DISK_DEFAULT) {
-        m.learner = (char *)learner;
-        m.task = (char *)task;
-        char *secret_path = NULL;
-        if (task) {
-            m.ingest_url = (char *)(ingest ? ingest : SG_DEFAULT_INGEST_URL);
-            secret_path = secret ? realpath(secret, NULL) : sg_state_path("ingest/secret");
-            if (!secret_path)
-                return sg_cli_fail("create", "--secret file does not exist");
-            m.secret_file = secret_path;
-        }
-        m.workspace = (char *)"";
-        sg_now_iso8601(m.created, sizeof m.created);
-        char id[32];
-        int claimed = sg_pool_claim(&m, id);
-        free(secret_path);
-        m.learner = m.task = m.ingest_url = m.secret_file = m.workspace = NULL;
-        if (claimed == 1) {
-            sg_pool_refill_async();
-            return print_created(id, json);
-        }
-    }
+    rc = create_from_pool(&o, &m);
+    if (rc != CREATE_GO)
+        return rc;
     int live = count_live();
     if (live >= maxsb) {
         char msg[160];
@@ -395,82 +544,16 @@ int sg_cmd_create(int argc, char **argv)
                  live, maxsb);
         return sg_cli_fail("create", msg);
     }
-
-    /* A fresh id and its state directory. */
-    sg_autofree char *sbroot = sg_state_path("sb");
-    if (sg_mkdir_p(sbroot, 0700, &err) < 0)
-        return sg_cli_fail("create", err.msg);
     sg_autofree char *dir = NULL;
-    for (int tries = 0;; tries++) {
-        if (sg_rand_hex(m.id, SG_ID_LEN, &err) < 0)
-            return sg_cli_fail("create", err.msg);
-        free(dir);
-        dir = sg_state_sandbox_path(m.id, NULL);
-        if (mkdir(dir, 0700) == 0)
-            break;
-        if (errno != EEXIST || tries > 8)
-            return sg_cli_fail("create", "cannot create the sandbox's state directory");
-    }
-    m.learner = strdup(learner);
-    m.task = task ? strdup(task) : NULL;
-    m.rootfs = rootfs ? strdup(rootreal) : NULL;
-    if (ws) {
-        m.workspace = strdup(wsreal);
-        if (workspace_user(&m, &err) < 0) {
-            sg_rm_rf(dir, NULL);
-            sg_sandbox_meta_clear(&m);
-            return sg_cli_fail("create", err.msg);
-        }
-    } else if (own_workspace(&m, &err) < 0) {
-        sg_rm_rf(dir, NULL);
-        sg_sandbox_meta_clear(&m);
-        return sg_cli_fail("create", err.msg);
-    }
-    if (task) {
-        m.ingest_url = strdup(ingest ? ingest : SG_DEFAULT_INGEST_URL);
-        m.secret_file = secret ? realpath(secret, NULL) : sg_state_path("ingest/secret");
-        if (!m.secret_file) {
-            sg_disk_remove_workspace(&m);
-            sg_state_uid_release(m.uid, m.id);
-            sg_rm_rf(dir, NULL);
-            sg_sandbox_meta_clear(&m);
-            return sg_cli_fail("create", "--secret file does not exist");
-        }
-    }
-    sg_now_iso8601(m.created, sizeof m.created);
-    if (sg_sandbox_meta_save(&m, &err) < 0) {
-        sg_disk_remove_workspace(&m);
-        sg_state_uid_release(m.uid, m.id);
-        sg_rm_rf(dir, NULL);
-        sg_sandbox_meta_clear(&m);
-        return sg_cli_fail("create", err.msg);
-    }
-    if (sg_cli_start_supervisor(m.id, false, &err) < 0) {
-        sg_err e2 = {0};
-        sg_cli_cleanup_dead(m.id, false, &e2);
-        sg_disk_remove_workspace(&m);
-        sg_sandbox_meta_clear(&m);
-        return sg_cli_fail("create", err.msg);
-    }
-    /* A spare is listed once its supervisor serves requests (its first
-     * checkpoint and its ready child done): a claim then waits for nothing. */
-    if (spare) {
-        sg_autojson json_t *ping = json_pack("{s:s}", "op", "ping");
-        sg_autojson json_t *pong = sg_cli_request(m.id, ping, &err);
-        if (!pong) {
-            sg_err e2 = {0};
-            sg_autojson json_t *d = json_pack("{s:s}", "op", "destroy");
-            json_decref(sg_cli_request(m.id, d, &e2));
-            sg_sandbox_meta_clear(&m);
-            return sg_cli_fail("create", err.msg);
-        }
-    }
-    if (spare && sg_pool_add(m.id, &err) < 0) {
-        sg_sandbox_meta_clear(&m);
-        return sg_cli_fail("create", err.msg);
-    }
+    rc = create_state_dir(&m, &dir);
+    if (rc == CREATE_GO)
+        rc = create_save_meta(&o, &m, dir);
+    if (rc == CREATE_GO)
+        rc = create_start(&o, &m);
+    if (rc != CREATE_GO)
+        return rc;
     char id[32];
     snprintf(id, sizeof id, "%s", m.id);
     sg_sandbox_meta_clear(&m);
-    return print_created(id, json);
+    return print_created(id, o.json);
 }
