@@ -149,6 +149,12 @@ static int sup_shutdown(sup *s)
 {
     sg_err err = {0};
     json_int_t undelivered = 0;
+    /* A terminal still open (a shell the sandbox went under, a signal):
+     * its last command and its recording end before the capture is
+     * delivered, and it is freed with its handles below (LeakSanitizer
+     * found it left behind). */
+    for (size_t i = 0; i < s->nexecs; i++)
+        sv_tty_end(s->execs[i]);
     if (s->cap) {
         if (sg_capture_finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
             undelivered = (json_int_t)sg_capture_pending(s->cap);

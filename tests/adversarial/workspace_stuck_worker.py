@@ -36,9 +36,13 @@ try:
         rec = json.loads(r.stdout or b"{}")
         tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True, "its proof holds", repr(rec)[:600])
         tap.ok(wait_for(lambda: not pid_alive(w), 60), "the stuck worker was killed")
-        errs = [e for e in events(env, sid, "checkpoint") if "error" in e]
-        tap.ok(len(errs) == 1 and "killed" in errs[0]["error"], "the checkpoint it stopped is an event with an error",
-               repr(errs))
+        # The supervisor reports the stopped checkpoint once it sees its
+        # worker gone: after the worker's death, not at it.
+        def errs():
+            return [e for e in events(env, sid, "checkpoint") if "error" in e]
+        wait_for(lambda: errs(), 60)
+        tap.ok(len(errs()) == 1 and "killed" in errs()[0]["error"], "the checkpoint it stopped is an event with an error",
+               repr(errs()))
         r = env.run("rollback", sid, "--yes", timeout=SLOW)
         tap.ok(r.returncode == 0, "a rollback after it works (a new worker)", r.stderr.decode(errors="replace"))
         tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
