@@ -40,7 +40,8 @@ class Session:
         self.raw: list[bytes] = []
         self.next_id = 1
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        self.err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self.err_reader.start()
         self.sid = None
         await_true(lambda: self._sid() is not None, "mcp names its sandbox on stderr", timeout=60,
                    diag=lambda: "".join(self.stderr))
@@ -136,11 +137,15 @@ class Session:
         return r
 
     def close(self, timeout: float = 30) -> int:
+        """Ends the session (EOF) and returns its exit status once all it
+        wrote to stderr has been read (its last lines come at its exit)."""
         try:
             self.p.stdin.close()
         except BrokenPipeError:
             pass
-        return self.p.wait(timeout=timeout)
+        rc = self.p.wait(timeout=timeout)
+        self.err_reader.join(timeout=timeout)
+        return rc
 
 
 def text(result: dict) -> str:
