@@ -53,6 +53,29 @@ int sg_http_writeable(struct lws *wsi, sg_http_req *req)
 
 void sg_http_req_release(sg_http_req *req)
 {
+    if (!req) /* a connection closed before its request was read has none */
+        return;
     free(req->body);
     req->body = NULL;
+}
+
+void sg_http_server_info(struct lws_context_creation_info *info, void **foreign_loops,
+                         const char *host, int port, const struct lws_protocols *protocols,
+                         void *user, unsigned timeout_s)
+{
+    memset(info, 0, sizeof *info);
+    info->port = port;
+    info->iface = host;
+    info->protocols = protocols;
+    info->options = LWS_SERVER_OPTION_LIBUV |
+                    (strchr(host, ':') ? LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE
+                                       : LWS_SERVER_OPTION_DISABLE_IPV6);
+    info->foreign_loops = foreign_loops;
+    info->user = user;
+    info->gid = (gid_t)-1;
+    info->uid = (uid_t)-1;
+    info->timeout_secs = timeout_s;
+    info->timeout_secs_ah_idle = timeout_s;
+    info->keepalive_timeout = (int)timeout_s;
+    info->vhost_name = "default";
 }

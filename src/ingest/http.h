@@ -20,9 +20,19 @@ typedef struct sg_http_req {
  * asks for a writable callback for the body. A 401 carries
  * WWW-Authenticate: Bearer. Returns what the lws callback returns. */
 int sg_http_answer(struct lws *wsi, sg_http_req *req, unsigned int status, json_t *body_json);
+/* The settings both servers share, into a zeroed info: a libuv foreign
+ * loop (foreign_loops[0] = loop, owned by the caller), the address bound
+ * exactly (with IPv6 on, lws 4.1 binds an IPv4 iface as AF_INET6 "::",
+ * the address landing in sin6_flowinfo, i.e. every interface; an IPv6
+ * address binds v6-only), no uid/gid change, handshakes and idle
+ * connections timed out after timeout_s, the vhost "default". */
+void sg_http_server_info(struct lws_context_creation_info *info, void **foreign_loops,
+                         const char *host, int port, const struct lws_protocols *protocols,
+                         void *user, unsigned timeout_s);
 /* LWS_CALLBACK_HTTP_WRITEABLE: the body, then the transaction's end. */
 int sg_http_writeable(struct lws *wsi, sg_http_req *req);
-/* LWS_CALLBACK_CLOSED_HTTP: frees what an unsent answer held. */
+/* LWS_CALLBACK_CLOSED_HTTP: frees what an unsent answer held (req may be
+ * NULL: lws has none for a connection closed before its request). */
 void sg_http_req_release(sg_http_req *req);
 
 #endif

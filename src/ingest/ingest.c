@@ -180,32 +180,14 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     lws_set_log_level(getenv("SG_INGEST_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
                       sg_log_lws);
     struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
     void *foreign_loops[1] = {loop};
-    info.port = opts->port;
-    info.iface = opts->host;
-    info.protocols = protocols;
+    sg_http_server_info(&info, foreign_loops, opts->host, opts->port, protocols, ing,
+                        SG_INGEST_HANDSHAKE_TIMEOUT_S);
     info.pvo = &pvo;
-    info.options = LWS_SERVER_OPTION_LIBUV;
-    /* Bind exactly the address asked for: with IPv6 enabled, lws 4.1 binds
-     * an IPv4 iface as AF_INET6 "::" (the address lands in sin6_flowinfo),
-     * i.e. every interface. An IPv6 address binds v6-only. */
-    if (strchr(opts->host, ':'))
-        info.options |= LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE;
-    else
-        info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
-    info.foreign_loops = foreign_loops;
-    info.user = ing;
-    info.gid = (gid_t)-1;
-    info.uid = (uid_t)-1;
     info.max_http_header_data = HTTP_HEADER_DATA;
     if (conn_limits(ing, opts, err) < 0)
         goto fail;
     info.fd_limit_per_thread = ing->max_conns + SG_INGEST_CONNS_RESERVE + SG_INGEST_FDS_SPARE;
-    info.timeout_secs = SG_INGEST_HANDSHAKE_TIMEOUT_S;
-    info.timeout_secs_ah_idle = SG_INGEST_HANDSHAKE_TIMEOUT_S;
-    info.keepalive_timeout = SG_INGEST_HANDSHAKE_TIMEOUT_S;
-    info.vhost_name = "default";
     /* An address in use is found here, with a plain bind: lws 4.1 fails
      * its vhost on a foreign loop and then crashes in its teardown. */
     if (opts->port > 0 && sg_ingest_bind_probe(opts->host, opts->port, err) < 0)

@@ -641,24 +641,9 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
     lws_set_log_level(getenv("SG_SERVE_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
                       sg_log_lws);
     struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
     void *foreign_loops[1] = {loop};
-    info.port = opts->port;
-    info.iface = opts->host;
-    info.protocols = protocols;
-    /* Bind exactly the address asked for (see ingest.c: lws 4.1 would
-     * bind an IPv4 address as "::" with IPv6 enabled). */
-    info.options = LWS_SERVER_OPTION_LIBUV |
-                   (strchr(opts->host, ':') ? LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE
-                                            : LWS_SERVER_OPTION_DISABLE_IPV6);
-    info.foreign_loops = foreign_loops;
-    info.user = srv;
-    info.gid = (gid_t)-1;
-    info.uid = (uid_t)-1;
-    info.timeout_secs = SG_SERVE_AUTH_TIMEOUT_S;
-    info.timeout_secs_ah_idle = SG_SERVE_AUTH_TIMEOUT_S;
-    info.keepalive_timeout = SG_SERVE_AUTH_TIMEOUT_S;
-    info.vhost_name = "default";
+    sg_http_server_info(&info, foreign_loops, opts->host, opts->port, protocols, srv,
+                        SG_SERVE_AUTH_TIMEOUT_S);
     srv->ctx = lws_create_context(&info);
     if (!srv->ctx) {
         sg_err_set(err, EADDRINUSE, "cannot listen on %s:%d", opts->host, opts->port);
