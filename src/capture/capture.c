@@ -30,6 +30,7 @@ struct sg_capture {
     bool unsynced;
     bool closed;
     int running;       /* execs in flight, for the heartbeat's state */
+    struct sg_capture_exec *inflight; /* those execs, newest first: the heartbeat names them */
     /* file_diff events in this window (an exec, or the time between two):
      * past SG_CAPTURE_DIFFS_MAX they are counted, and one limit event
      * sums them up when the window closes. */
@@ -51,6 +52,8 @@ typedef struct tail {
 
 struct sg_capture_exec {
     sg_capture *c;
+    struct sg_capture_exec *prev, *next; /* c->inflight */
+    uint64_t start_ns;
     uint32_t id;
     char *cmd;
     bool is_test;
@@ -311,11 +314,39 @@ static uint64_t heartbeat_ms(void)
                                                                               : SG_CAPTURE_HEARTBEAT_MS;
 }
 
+/* The commands running now, oldest first, each with how long so far: a
+ * long command is seen running between its `command` and its result. At
+ * most HEARTBEAT_RUNNING_MAX, each line cut to HEARTBEAT_CMD_MAX bytes. */
+#define HEARTBEAT_RUNNING_MAX 16
+#define HEARTBEAT_CMD_MAX 200
+static json_t *running_json(const sg_capture *c)
+{
+    const struct sg_capture_exec *last = c->inflight;
+    while (last && last->next)
+        last = last->next;
+    json_t *a = json_array();
+    uint64_t now = sg_now_mono_ns();
+    for (const struct sg_capture_exec *e = last; e && json_array_size(a) < HEARTBEAT_RUNNING_MAX; e = e->prev) {
+        size_t n = e->cmd ? strlen(e->cmd) : 0;
+        if (n > HEARTBEAT_CMD_MAX) { /* cut at a UTF-8 boundary */
+            n = HEARTBEAT_CMD_MAX;
+            while (n && ((unsigned char)e->cmd[n] & 0xC0) == 0x80)
+                n--;
+        }
+        json_array_append_new(a, json_pack("{s:I, s:s%, s:f}", "exec_id", (json_int_t)e->id, "cmd",
+                                           e->cmd ? e->cmd : "", n, "for_s", (double)(now - e->start_ns) / 1e9));
+    }
+    return a;
+}
+
 static void on_heartbeat(uv_timer_t *t)
 {
     sg_capture *c = t->data;
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
-                                             "spooled", (json_int_t)sg_capture_pending(c)));
+    json_t *p = json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle", "spooled",
+                          (json_int_t)sg_capture_pending(c));
+    if (p && c->inflight)
+        json_object_set_new(p, "running", running_json(c));
+    sg_capture_emit(c, "activity", p);
 }
 
 void sg_capture_flush_watch(sg_capture *c)
@@ -436,6 +467,11 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
     e->is_test = !as_tool && sg_testrule_is_test_argv(argv);
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
+    e->start_ns = sg_now_mono_ns();
+    e->next = c->inflight;
+    if (c->inflight)
+        c->inflight->prev = e;
+    c->inflight = e;
     /* Changes made before this exec (background processes) come first. */
     if (flush_before) {
         sg_capture_flush_watch(c);
@@ -536,6 +572,12 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
             sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
                                                   "cmd", e->cmd ? e->cmd : "", "exec_id", (json_int_t)e->id));
     c->running--;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->inflight = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     /* The exec's events are on disk before its caller hears of it. */

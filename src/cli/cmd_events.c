@@ -106,6 +106,27 @@ static const char *first_line(const char *s, char *buf, size_t n)
 }
 
 /* A process event: "pid 4 <- 3 sh -c 'x' -> exit 0 in 0.102s (exec 2, background)". */
+/* The heartbeat's commands still running: "; running: exec 3 `sleep 100`
+ * for 31 s, ...", appended at len while it fits. */
+static void activity_running(json_t *running, char *out, size_t n, size_t len)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(running, i, r) {
+        if (len >= n)
+            return;
+        const char *cmd = json_string_value(json_object_get(r, "cmd"));
+        char cbuf[120];
+        int w = snprintf(out + len, n - len, "%s exec %lld `%s` for %.0f s", i ? "," : "; running:",
+                         (long long)json_integer_value(json_object_get(r, "exec_id")),
+                         vis_str(cmd ? cmd : "?", cbuf, sizeof cbuf),
+                         json_number_value(json_object_get(r, "for_s")));
+        if (w < 0)
+            return;
+        len += (size_t)w;
+    }
+}
+
 static void process_summary(json_t *p, char *out, size_t n)
 {
     json_t *av = json_object_get(p, "argv");
@@ -203,9 +224,10 @@ static void print_timeline(json_t *ev, bool show_stream)
         if (!sp)
             sp = json_object_get(p, "unacked");
         char stbuf[64];
-        snprintf(summary, sizeof summary, "%s (%lld unacked)",
-                 vis_str(state ? state : "?", stbuf, sizeof stbuf),
-                 (long long)json_integer_value(sp));
+        int l = snprintf(summary, sizeof summary, "%s (%lld unacked)",
+                         vis_str(state ? state : "?", stbuf, sizeof stbuf),
+                         (long long)json_integer_value(sp));
+        activity_running(json_object_get(p, "running"), summary, sizeof summary, (size_t)l);
     } else {
         sg_autofree char *txt = sg_json_dump(p); /* 10 digits: no float noise */
         vis_str(txt ? txt : "", summary, 220);

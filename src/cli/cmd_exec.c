@@ -23,6 +23,7 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/detachkeys.h"
 #include "cli/tty.h"
 #include "state/state.h"
 #include "wire/ctl.h"
@@ -42,6 +43,8 @@ static volatile sig_atomic_t ctl_fd_for_signals = -1;
 static volatile sig_atomic_t interactive_tty; /* -t -i: the caller's keys are raw bytes for the sandbox */
 static volatile sig_atomic_t signals_seen;
 static volatile sig_atomic_t term_sig; /* the first SIGTERM/SIGHUP */
+static volatile sig_atomic_t detachable_tty; /* closing the terminal detaches, not hangs up */
+static const char *exec_id_arg = "ID";   /* the sandbox, for the line that says how to reattach */
 
 /* The first SIGINT/SIGTERM/SIGHUP goes to the command, which may handle
  * it; a second one means the caller will not wait (`timeout`, a second
@@ -73,6 +76,12 @@ static void forward_signal(int sig)
  * window would. Without raw mode (-t without -i) SIGINT goes on as exec's. */
 static void tty_forward_signal(int sig)
 {
+    if (sig == SIGHUP && detachable_tty) {
+        /* The window closed: leaving closes the connection, which detaches
+         * the shell; it runs on until attached again. */
+        sg_cli_tty_restore();
+        _exit(128 + SIGHUP);
+    }
     if (sig != SIGINT || interactive_tty) {
         sg_cli_tty_restore();
         forward_as(sig, SIGHUP, true);
@@ -183,6 +192,9 @@ static void exec_usage(FILE *f)
         "                terminal (Ctrl-C reaches its foreground job); restored at the end\n"
         "  --no-record-input  with -t: the session's recording (sandglass cast) keeps\n"
         "                the output but not the keys typed (passwords)\n"
+        "  --detach-keys KEYS  with -t -i: these keys (e.g. ctrl-p,ctrl-q) detach this\n"
+        "                terminal and CMD runs on, as does closing the terminal (SIGHUP);\n"
+        "                `sandglass shell ID --attach` reattaches\n"
         "  --json        end stdout with {exit_code, signal, wall_s, cpu_s, memory_peak,\n"
         "                oom_killed, pids_limit_hit, timed_out, output_bytes,\n"
         "                output_limit_hit, killed_by}\n"
@@ -222,6 +234,17 @@ static bool exec_answer(uint8_t type, const char *buf, ssize_t n, bool json, cha
     if (type == SG_CTL_ERROR) {
         const char *m = json_string_value(json_object_get(res, "error"));
         fprintf(stderr, "sandglass %s: %s\n", prog, m ? m : "failed");
+        return true;
+    }
+    if (json_is_true(json_object_get(res, "detached"))) {
+        char line[300];
+        int l = snprintf(line, sizeof line, "sandglass %s: detached; the shell (exec %lld) runs on: "
+                         "sandglass shell %s --attach\n", prog,
+                         (long long)json_integer_value(json_object_get(res, "exec")), exec_id_arg);
+        if (last_out != '\n')
+            sg_write_all(2, "\r\n", 2);
+        sg_write_all(2, line, (size_t)l < sizeof line ? (size_t)l : sizeof line - 1);
+        *code = 0;
         return true;
     }
     *code = (int)json_integer_value(json_object_get(res, "exit_code"));
@@ -285,7 +308,7 @@ static bool exec_message(uint8_t type, const char *buf, ssize_t n, bool json, bo
 /* The relay of a tty exec once its request is sent: the caller's keys
  * (with -i) and window size up, the terminal's output down, until the
  * exit code comes. Returns the exit status. */
-static int tty_relay(int fd, bool interactive, bool json)
+static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
 {
     int winch = sg_cli_tty_winch_fd();
     interactive_tty = interactive;
@@ -296,9 +319,10 @@ static int tty_relay(int fd, bool interactive, bool json)
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     static char buf[SG_CTL_MSG_MAX];
-    char in[4096], last_out = '\n';
+    char in[4096 + SG_DETACH_KEYS_MAX], raw[4096], last_out = '\n';
     size_t in_len = 0;
-    bool in_eof = !interactive, ws_pending = false;
+    bool in_eof = !interactive, ws_pending = false, detach = false;
+    detachable_tty = interactive && dk->n > 0;
     int code = EXEC_EXIT_INTERNAL;
     for (;;) {
         if (term_sig) {
@@ -311,7 +335,7 @@ static int tty_relay(int fd, bool interactive, bool json)
             }
         }
         struct pollfd p[3] = {
-            {.fd = fd, .events = POLLIN | (in_len || ws_pending ? POLLOUT : 0)},
+            {.fd = fd, .events = POLLIN | (in_len || ws_pending || detach ? POLLOUT : 0)},
             {.fd = in_eof || in_len ? -1 : 0, .events = POLLIN},
             {.fd = winch, .events = POLLIN},
         };
@@ -325,10 +349,10 @@ static int tty_relay(int fd, bool interactive, bool json)
             ws_pending = true;
         }
         if (p[1].revents) {
-            ssize_t n = read(0, in, sizeof in);
-            if (n > 0)
-                in_len = (size_t)n;
-            else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+            ssize_t n = read(0, raw, sizeof raw);
+            if (n > 0 && sg_detach_filter(dk, raw, (size_t)n, in, &in_len))
+                detach = in_eof = true; /* what came before the keys goes first */
+            else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
                 in_eof = true; /* the caller's terminal is gone: nothing more to type */
         }
         int sent = 1;
@@ -339,6 +363,8 @@ static int tty_relay(int fd, bool interactive, bool json)
         }
         if (sent >= 0 && in_len && (sent = tty_send(fd, SG_CTL_STDIN, in, in_len)) > 0)
             in_len = 0;
+        if (sent >= 0 && detach && !in_len && (sent = tty_send(fd, SG_CTL_DETACH, NULL, 0)) > 0)
+            detach = false; /* the answer ends the relay */
         if (sent < 0 && !p[0].revents) {
             tty_say("sandglass: lost the supervisor\n", 31, last_out);
             break;
@@ -382,7 +408,8 @@ typedef struct exec_opts {
     json_t *req;
     json_t *env; /* req's "env", once there is one */
     const char *id;
-    bool json, tty, interactive, has_term;
+    bool json, tty, interactive, has_term, has_detach_keys;
+    sg_detach_keys dk;
 } exec_opts;
 
 static void exec_add_env(exec_opts *o, json_t *kv)
@@ -402,6 +429,7 @@ static int exec_parse_options(int argc, char **argv, exec_opts *o)
         {"tty", no_argument, NULL, 't'},
         {"interactive", no_argument, NULL, 'i'},
         {"no-record-input", no_argument, NULL, 'N'},
+        {"detach-keys", required_argument, NULL, 'D'},
         {"cwd", required_argument, NULL, 'c'},
         {"env", required_argument, NULL, 'e'},
         {"json", no_argument, NULL, 'j'},
@@ -415,6 +443,11 @@ static int exec_parse_options(int argc, char **argv, exec_opts *o)
         case 't': o->tty = true; break;
         case 'i': o->interactive = true; break;
         case 'N': json_object_set_new(o->req, "record_input", json_false()); break;
+        case 'D':
+            if (sg_detach_keys_parse(optarg, &o->dk, &err) < 0)
+                return exec_fail(err.msg);
+            o->has_detach_keys = true;
+            break;
         case 'T': {
             double t;
             if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
@@ -494,6 +527,10 @@ static int exec_finish_request(exec_opts *o)
         return exec_fail("-i goes with -t (an exec without a terminal always gets this stdin)");
     if (!o->tty && json_object_get(o->req, "record_input"))
         return exec_fail("--no-record-input goes with -t (only a terminal's session is recorded)");
+    if (o->has_detach_keys && !o->interactive)
+        return exec_fail("--detach-keys goes with -t -i (only a terminal typed at can be detached)");
+    if (o->dk.n)
+        json_object_set_new(o->req, "detachable", json_true());
     if (o->tty) {
         /* The terminal itself never crosses (docs/SECURITY.md): one is made
          * inside the sandbox and relayed; ours must be one to relay. */
@@ -656,10 +693,53 @@ int sg_cmd_exec(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int code = o.tty ? tty_relay(fd, o.interactive, o.json) : exec_wait(fd, &relay, o.json);
+    exec_id_arg = id;
+    int code = o.tty ? tty_relay(fd, o.interactive, o.json, &o.dk) : exec_wait(fd, &relay, o.json);
     ctl_fd_for_signals = -1;
     if (!o.tty)
         relay_stop(&relay);
+    close(fd);
+    return code;
+}
+
+int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
+{
+    prog = "shell";
+    sg_detach_keys dk;
+    sg_err err = {0};
+    if (sg_detach_keys_parse(detach_keys, &dk, &err) < 0)
+        return exec_fail(err.msg);
+    if (!isatty(0))
+        return exec_fail("--attach needs a terminal on stdin (stdin is not a terminal)");
+    if (!sg_valid_name(id))
+        return exec_fail("invalid sandbox id");
+    sg_ctl_winsz ws = sg_cli_tty_size();
+    sg_autojson json_t *req = json_pack("{s:s, s:{s:i, s:i}, s:b}", "op", "attach", "tty", "rows", ws.rows,
+                                        "cols", ws.cols, "detachable", dk.n > 0);
+    if (exec_num > 0)
+        json_object_set_new(req, "exec", json_integer(exec_num));
+    char full[SG_ID_LEN + 1];
+    int fd = -1;
+    int rc = exec_connect(&id, full, &fd);
+    if (rc != EXEC_GO)
+        return rc;
+    sg_autofree char *body = sg_json_dump(req);
+    int r = body ? sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), NULL, 0) : -ENOMEM;
+    if (r < 0) {
+        close(fd);
+        errno = -r;
+        sg_err_sys(&err, "cannot send the request to the supervisor");
+        return exec_fail(err.msg);
+    }
+    exec_id_arg = id;
+    ctl_fd_for_signals = fd;
+    struct sigaction sa = {.sa_handler = tty_forward_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int code = tty_relay(fd, true, false, &dk);
+    ctl_fd_for_signals = -1;
     close(fd);
     return code;
 }

@@ -11,6 +11,7 @@
 
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/detachkeys.h"
 
 #define SHELL_EXIT_INTERNAL 125
 
@@ -18,7 +19,8 @@ static void shell_usage(FILE *f)
 {
     fprintf(f,
         "usage: sandglass shell ID [--cwd DIR] [--env K=V]... [--timeout S] [--no-record-input]\n"
-        "                          [-- CMD [ARG...]]\n"
+        "                          [--detach-keys KEYS] [-- CMD [ARG...]]\n"
+        "       sandglass shell ID --attach [EXEC] [--detach-keys KEYS]\n"
         "       sandglass shell ID --repl [--cwd DIR] [--env K=V]... [--timeout S] < LINES\n"
         "\n"
         "Opens an interactive shell in the live sandbox ID on a terminal made inside\n"
@@ -32,13 +34,45 @@ static void shell_usage(FILE *f)
         "asciicast v3 file (sandglass cast ID); in a captured sandbox each command the\n"
         "shell runs is captured as an exec is.\n"
         "\n"
+        "Detaching: Ctrl-P Ctrl-Q (or --detach-keys) leaves the shell running without\n"
+        "this terminal, and so does closing the terminal (SIGHUP); its output goes on\n"
+        "being captured and recorded, and the limits still hold. `--attach` reattaches\n"
+        "(the last 64 KiB of its output are shown again); a shell has one terminal at\n"
+        "a time. The shell ends when it exits, at its time limit, or with the sandbox.\n"
+        "\n"
         "  --cwd DIR     start in this directory inside the sandbox (default /workspace)\n"
         "  --env K=V     one more environment variable (repeatable)\n"
         "  --timeout S   wall time for the whole shell session (with --repl: for each line)\n"
         "  --repl        no terminal: each line of stdin runs as `sh -c LINE` (one exec each,\n"
         "                its stdin /dev/null), captured as the original agent's REPL was;\n"
         "                exit status: the last line's\n"
-        "  --no-record-input  the recording keeps the output but not the keys typed\n");
+        "  --no-record-input  the recording keeps the output but not the keys typed\n"
+        "  --detach-keys KEYS  the keys that detach (default ctrl-p,ctrl-q; ctrl-a..z,\n"
+        "                ctrl-@ [ \\ ] ^ _ or one character, comma-separated); '' turns\n"
+        "                detaching off: closing the terminal then hangs the shell up\n"
+        "  --attach [EXEC]  attach this terminal to the detached shell (EXEC: its exec\n"
+        "                number, when several are detached)\n");
+}
+
+/* --attach [EXEC]: nothing else but --detach-keys goes with it. */
+static int shell_attach(const char *id, int argc, char **argv, bool other, const char *detach_keys)
+{
+    long num = 0;
+    if (optind < argc && strcmp(argv[optind], "--") != 0) {
+        char *end = NULL;
+        num = strtol(argv[optind], &end, 10);
+        if (!*argv[optind] || *end || num <= 0 || num > 0x7fffffff) {
+            fprintf(stderr, "sandglass shell: --attach takes an exec number, not '%.64s'\n", argv[optind]);
+            return SHELL_EXIT_INTERNAL;
+        }
+        optind++;
+    }
+    if (other || optind < argc) {
+        fprintf(stderr, "sandglass shell: --attach takes only an exec number and --detach-keys (the shell "
+                        "runs as it was started)\n");
+        return SHELL_EXIT_INTERNAL;
+    }
+    return sg_cmd_exec_attach(id, num, detach_keys);
 }
 
 int sg_cmd_shell(int argc, char **argv)
@@ -49,6 +83,8 @@ int sg_cmd_shell(int argc, char **argv)
         {"timeout", required_argument, NULL, 'T'},
         {"repl", no_argument, NULL, 'r'},
         {"no-record-input", no_argument, NULL, 'N'},
+        {"detach-keys", required_argument, NULL, 'D'},
+        {"attach", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -68,15 +104,18 @@ int sg_cmd_shell(int argc, char **argv)
     xargv[xn++] = "-t";
     xargv[xn++] = "-i";
     opterr = 0;
-    bool repl = false, no_record_input = false;
+    bool repl = false, no_record_input = false, attach = false, other = false;
+    const char *detach_keys = SG_DETACH_KEYS_DEFAULT;
     int c;
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (c) {
-        case 'c': xargv[xn++] = "--cwd"; xargv[xn++] = optarg; break;
-        case 'e': xargv[xn++] = "--env"; xargv[xn++] = optarg; break;
-        case 'T': xargv[xn++] = "--timeout"; xargv[xn++] = optarg; break;
+        case 'c': xargv[xn++] = "--cwd"; xargv[xn++] = optarg; other = true; break;
+        case 'e': xargv[xn++] = "--env"; xargv[xn++] = optarg; other = true; break;
+        case 'T': xargv[xn++] = "--timeout"; xargv[xn++] = optarg; other = true; break;
         case 'r': repl = true; break;
-        case 'N': no_record_input = true; break;
+        case 'N': no_record_input = true; other = true; break;
+        case 'D': detach_keys = optarg; break;
+        case 'a': attach = true; break;
         case 'h':
             shell_usage(stdout);
             free(xargv);
@@ -94,6 +133,10 @@ int sg_cmd_shell(int argc, char **argv)
         fprintf(stderr, "sandglass shell: missing sandbox id\n");
         free(xargv);
         return SHELL_EXIT_INTERNAL;
+    }
+    if (attach) {
+        free(xargv);
+        return shell_attach(id, argc, argv, repl || other, detach_keys);
     }
     if (repl) {
         if (optind < argc) {
@@ -114,6 +157,8 @@ int sg_cmd_shell(int argc, char **argv)
     xargv[1] = (char *)id;
     if (no_record_input)
         xargv[xn++] = "--no-record-input";
+    xargv[xn++] = "--detach-keys";
+    xargv[xn++] = (char *)detach_keys;
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     xargv[xn++] = "--";

@@ -10,6 +10,9 @@ int sg_cmd_exec(int argc, char **argv);
 int sg_cmd_exec_as(const char *name, int argc, char **argv);
 /* exec's per-call signal state cleared, for a caller that runs several */
 void sg_cmd_exec_reset(void);
+/* shell --attach: this terminal becomes the caller of the sandbox's
+ * detached shell (exec_num, or the only one when 0). */
+int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys);
 int sg_cmd_shell(int argc, char **argv);
 /* shell --repl: each stdin line as `sh -c LINE` (one exec each), with the
  * exec options opts (--cwd, --env, --timeout and their values). */

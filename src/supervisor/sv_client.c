@@ -137,7 +137,11 @@ void client_close(client *c)
         c->qhead = m->next;
         free(m);
     }
-    if (c->ex) {
+    if (c->ex && c->ex->detachable && c->ex->tty && !c->ex->finished) {
+        /* A detachable terminal's caller went away (its window closed):
+         * the shell runs on, to be attached again. */
+        sv_tty_detach(c, false);
+    } else if (c->ex) {
         /* The caller went away mid-exec: stop the command, as a terminal
          * hangup would. */
         exec_ctx *ex = c->ex;
@@ -184,6 +188,11 @@ static void on_client(uv_poll_t *p, int status, int events)
         handle_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
     } else if ((type == SG_CTL_STDIN || type == SG_CTL_WINSZ) && c->requested && !nfds) {
         client_tty_msg(c, type, buf, (size_t)n);
+    } else if (type == SG_CTL_DETACH && n == 0 && !nfds && c->ex && !c->ex->finished) {
+        if (c->ex->detachable && c->ex->tty)
+            sv_tty_detach(c, true);
+        else
+            client_error(c, "this exec cannot be detached (it was started without detach keys)");
     } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
         sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
         if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)

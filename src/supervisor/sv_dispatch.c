@@ -93,6 +93,11 @@ static void op_exec(sup *s, client *c, json_t *req, int fd_in)
     exec_start(s, c, req, fd_in);
 }
 
+static void op_attach(sup *s, client *c, json_t *req, int fd_in)
+{
+    sv_tty_attach(s, c, req);
+}
+
 static void op_info(sup *s, client *c, json_t *req, int fd_in)
 {
     json_t *j = sg_sandbox_meta_json(&s->meta);
@@ -218,6 +223,7 @@ static const struct {
     bool takes_fd;
 } ops[] = {
     {"exec", op_exec, true},
+    {"attach", op_attach, false},
     {"info", op_info, false},
     {"destroy", op_destroy, false},
     {"checkpoint", op_checkpoint, false},

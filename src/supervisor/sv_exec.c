@@ -393,6 +393,7 @@ static exec_ctx *exec_new(sup *s, client *c, const sg_exec_req *req, bool direct
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
     ex->timeout_s = req->timeout_s > 0 ? req->timeout_s : s->meta.timeout_s;
     ex->code_only = req->code_only;
+    ex->detachable = req->detachable;
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
     s->execs[s->nexecs++] = ex;

@@ -103,6 +103,7 @@ typedef struct exec_ctx {
     sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
     sg_sup_tty *tty;      /* a tty exec's terminal (tty.h); its output is the exec's stdout */
     struct sv_shell *shell; /* with tty: its recording and its commands (sv_tty.c) */
+    bool detachable;      /* tty: its caller leaving detaches it (sv_tty_detach), not kills */
 } exec_ctx;
 
 struct client {
@@ -221,6 +222,11 @@ int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg
 /* The exec ended: the terminal's rest, its last command, its recording. */
 void sv_tty_end(exec_ctx *ex);
 void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n);
+/* A detachable tty exec goes on without its caller (c->ex and ex->cl are
+ * cut); answered with RESULT {"detached", "exec"} when c is still there. */
+void sv_tty_detach(client *c, bool answer);
+/* "attach": c becomes the caller of a detached tty exec. */
+void sv_tty_attach(sup *s, client *c, json_t *req);
 exec_ctx *exec_find(sup *s, uint32_t id);
 void exec_finish(exec_ctx *ex);
 void exec_fail(exec_ctx *ex, const char *msg);

@@ -13,7 +13,11 @@
  *    events (command, stdout, run_result or test_result, file_diff events
  *    flushed around it), under the shell exec's id; a checkpoint is taken
  *    at each prompt, so before each command typed at it. The marks come
- *    from inside the sandbox: the cast and the file diffs are the record. */
+ *    from inside the sandbox: the cast and the file diffs are the record;
+ *  - detach and attach: a "detachable" exec outlives its caller (DETACH,
+ *    or the connection closed); "attach" makes a new connection its caller
+ *    and first replays the terminal's last SV_TTY_REPLAY_MAX bytes, so the
+ *    screen is not blank until the program prints again. */
 #include "supervisor/sv_internal.h"
 
 #include <errno.h>
@@ -29,6 +33,9 @@
 #include "capture/marks.h"
 #include "base/log.h"
 
+/* What an attach replays of the terminal's recent output. */
+#define SV_TTY_REPLAY_MAX (64 * 1024)
+
 struct sv_shell {
     exec_ctx *ex;
     sg_cast cast;
@@ -39,7 +46,27 @@ struct sv_shell {
     sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
     uint64_t cmd_start_ns;
     uint32_t prompts;
+    char *ring;            /* the last SV_TTY_REPLAY_MAX bytes of output, for an attach */
+    size_t ring_pos;       /* where the next byte goes */
+    bool ring_full;        /* it wrapped: the oldest byte is at ring_pos */
 };
+
+static void ring_add(struct sv_shell *sh, const char *b, size_t n)
+{
+    if (!sh->ring && !(sh->ring = malloc(SV_TTY_REPLAY_MAX)))
+        return; /* no replay on attach; the session goes on */
+    if (n >= SV_TTY_REPLAY_MAX) {
+        memcpy(sh->ring, b + n - SV_TTY_REPLAY_MAX, SV_TTY_REPLAY_MAX);
+        sh->ring_pos = 0;
+        sh->ring_full = true;
+        return;
+    }
+    size_t first = SV_TTY_REPLAY_MAX - sh->ring_pos < n ? SV_TTY_REPLAY_MAX - sh->ring_pos : n;
+    memcpy(sh->ring + sh->ring_pos, b, first);
+    memcpy(sh->ring, b + first, n - first);
+    sh->ring_full = sh->ring_full || sh->ring_pos + n >= SV_TTY_REPLAY_MAX;
+    sh->ring_pos = (sh->ring_pos + n) % SV_TTY_REPLAY_MAX;
+}
 
 /* A command's end: D's status, or none (a lost mark, the shell's end). */
 static void command_end(struct sv_shell *sh, int status, const char *note)
@@ -141,6 +168,8 @@ static void on_tty_output(void *ud, const char *buf, size_t len)
 {
     exec_ctx *ex = ud;
     exec_output(ex, SG_CTL_STDOUT, buf, len);
+    if (ex->shell && ex->detachable)
+        ring_add(ex->shell, buf, len);
     if (ex->shell) {
         sg_marks_feed(&ex->shell->marks, buf, len, on_mark, ex->shell);
         record_flush(ex->shell);
@@ -215,6 +244,7 @@ void sv_tty_end(exec_ctx *ex)
     int code = !ex->exited ? -1 : WIFEXITED(ex->status) ? WEXITSTATUS(ex->status) : 128 + WTERMSIG(ex->status);
     sg_cast_exit(&sh->cast, sg_now_mono_ns(), code);
     free(sh->out);
+    free(sh->ring);
     free(sh);
     ex->shell = NULL;
 }
@@ -239,4 +269,125 @@ void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n)
         if (ex->shell)
             sg_cast_resize(&ex->shell->cast, sg_now_mono_ns(), ws.cols, ws.rows);
     }
+}
+
+void sv_tty_detach(client *c, bool answer)
+{
+    exec_ctx *ex = c->ex;
+    ex->cl = NULL;
+    c->ex = NULL;
+    /* Nobody to be slow for now: the terminal is read again (the capture,
+     * the recording and the output limit go on). */
+    sg_sup_tty_pause(ex->tty, false);
+    sg_log(SG_LOG_INFO, "exec %u: detached from its terminal's caller", ex->num);
+    capture_emit(ex->s, "activity", json_pack("{s:s, s:I}", "state", "detached", "exec_id", (json_int_t)ex->num));
+    if (answer)
+        client_result(c, json_pack("{s:b, s:I}", "detached", 1, "exec", (json_int_t)ex->num));
+}
+
+/* The exec an attach names, or the one detached shell; NULL with a
+ * one-line reason. */
+static exec_ctx *attach_target(sup *s, json_t *want, char *why, size_t whylen)
+{
+    exec_ctx *found = NULL, *attached = NULL;
+    size_t ndetached = 0;
+    char list[96] = "";
+    for (size_t i = 0; i < s->nexecs; i++) {
+        exec_ctx *ex = s->execs[i];
+        if (!ex->tty || !ex->detachable || ex->finished)
+            continue;
+        if (want && (json_int_t)ex->num != json_integer_value(want))
+            continue;
+        if (ex->cl) {
+            attached = ex;
+            continue;
+        }
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%u", ndetached ? ", " : "", ex->num);
+        ndetached++;
+        found = ex;
+    }
+    if (ndetached == 1)
+        return found;
+    if (ndetached > 1)
+        snprintf(why, whylen, "%zu shells run detached (execs %s): name one, e.g. --attach %u", ndetached, list,
+                 found->num);
+    else if (attached)
+        snprintf(why, whylen, "the shell of exec %u already has a terminal attached: detach that one first "
+                 "(its detach keys) or close it", attached->num);
+    else if (want)
+        snprintf(why, whylen, "exec %lld is not a running shell that can be attached",
+                 (long long)json_integer_value(want));
+    else
+        snprintf(why, whylen, "no detached shell runs in this sandbox (start one with: sandglass shell ID)");
+    return NULL;
+}
+
+/* The replay: the ring from its oldest byte, from the first line start
+ * when it wrapped (not from the middle of an escape sequence). */
+static void attach_replay(client *c, struct sv_shell *sh)
+{
+    if (!sh->ring)
+        return;
+    size_t start = sh->ring_full ? sh->ring_pos : 0;
+    size_t len = sh->ring_full ? SV_TTY_REPLAY_MAX : sh->ring_pos;
+    bool skip = sh->ring_full;
+    for (size_t done = 0; done < len;) {
+        size_t at = (start + done) % SV_TTY_REPLAY_MAX;
+        size_t run = SV_TTY_REPLAY_MAX - at < len - done ? SV_TTY_REPLAY_MAX - at : len - done;
+        const char *p = sh->ring + at;
+        if (skip) {
+            const char *nl = memchr(p, '\n', run);
+            if (!nl) {
+                done += run;
+                continue;
+            }
+            skip = false;
+            done += (size_t)(nl + 1 - p);
+            continue;
+        }
+        for (size_t off = 0; off < run; off += SG_CTL_CHUNK)
+            client_send(c, SG_CTL_STDOUT, p + off, run - off < SG_CTL_CHUNK ? run - off : SG_CTL_CHUNK);
+        done += run;
+    }
+}
+
+void sv_tty_attach(sup *s, client *c, json_t *req)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(req, key, val) {
+        if (strcmp(key, "op") && strcmp(key, "exec") && strcmp(key, "tty") && strcmp(key, "detachable")) {
+            char m[160];
+            snprintf(m, sizeof m, "unknown field \"%.64s\" in attach request", key);
+            client_error(c, m);
+            return;
+        }
+    }
+    json_t *want = json_object_get(req, "exec"), *tty = json_object_get(req, "tty");
+    json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
+    json_t *dt = json_object_get(req, "detachable");
+    if ((want && (!json_is_integer(want) || json_integer_value(want) <= 0)) || !json_is_integer(rows) ||
+        !json_is_integer(cols) || json_integer_value(rows) < 0 || json_integer_value(rows) > 65535 ||
+        json_integer_value(cols) < 0 || json_integer_value(cols) > 65535 || (dt && !json_is_boolean(dt))) {
+        client_error(c, "attach takes {\"exec\": N (optional, > 0), \"tty\": {\"rows\", \"cols\": 0-65535}, "
+                        "\"detachable\": true or false}");
+        return;
+    }
+    char why[200];
+    exec_ctx *ex = attach_target(s, want, why, sizeof why);
+    if (!ex) {
+        client_error(c, why);
+        return;
+    }
+    ex->cl = c;
+    c->ex = ex;
+    ex->code_only = true; /* the attacher gets the exit code: stats were read for the first caller's wish */
+    ex->detachable = !dt || json_is_true(dt);
+    sg_log(SG_LOG_INFO, "exec %u: a terminal attached", ex->num);
+    capture_emit(s, "activity", json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
+    attach_replay(c, ex->shell);
+    sg_ctl_winsz ws = {(uint16_t)json_integer_value(rows), (uint16_t)json_integer_value(cols)};
+    sg_sup_tty_resize(ex->tty, ws);
+    sg_cast_resize(&ex->shell->cast, sg_now_mono_ns(), ws.cols, ws.rows);
 }

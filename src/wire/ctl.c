@@ -134,7 +134,8 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
     json_object_foreach(j, key, val) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
             strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool") &&
-            strcmp(key, "result") && strcmp(key, "tty") && strcmp(key, "record_input"))
+            strcmp(key, "result") && strcmp(key, "tty") && strcmp(key, "record_input") &&
+            strcmp(key, "detachable"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -205,6 +206,12 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
         return sg_err_set(err, EINVAL, "\"record_input\" must be true or false");
     }
     out->no_record_input = json_is_false(ri);
+    json_t *dt = json_object_get(j, "detachable");
+    if (dt && (!json_is_boolean(dt) || (json_is_true(dt) && !out->tty))) {
+        sg_exec_req_free(out);
+        return sg_err_set(err, EINVAL, "\"detachable\" must be true or false, and true only with \"tty\"");
+    }
+    out->detachable = json_is_true(dt);
     return 0;
 }
 

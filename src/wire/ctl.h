@@ -14,6 +14,14 @@
  *                       sandbox, execchild.h): STDIN (raw bytes for the
  *                       terminal) and WINSZ (sg_ctl_winsz: a resize); its
  *                       output comes as STDOUT (stdout and stderr are one).
+ *                       With "detachable" also DETACH (no payload): the
+ *                       supervisor answers RESULT {"detached": true,
+ *                       "exec": N} and the command runs on without a
+ *                       caller; a closed connection detaches it too.
+ *   CLI -> supervisor   REQ "attach" {"exec": N (optional), "tty": {...},
+ *                       "detachable", "result"}: the connection becomes
+ *                       that detached tty exec's caller, as if it had
+ *                       started it (its recent output is replayed first).
  */
 #ifndef SG_CTL_H
 #define SG_CTL_H
@@ -37,6 +45,7 @@ enum sg_ctl_type {
     SG_CTL_EXIT = 8,
     SG_CTL_STDIN = 9,
     SG_CTL_WINSZ = 10,
+    SG_CTL_DETACH = 11,
 };
 
 /* SG_CTL_WINSZ's payload, and the size a tty exec starts with. */
@@ -79,6 +88,7 @@ typedef struct sg_exec_req {
     bool tty;          /* "tty": {"rows", "cols"}: on a PTY made inside the sandbox */
     sg_ctl_winsz winsz;
     bool no_record_input; /* "record_input": false: a tty exec's keys are not kept (passwords) */
+    bool detachable;   /* "detachable": true (with "tty"): its caller leaving detaches, not kills */
 } sg_exec_req;
 
 /* Strict parse of an "exec" request object; every field checked and

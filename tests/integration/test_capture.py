@@ -14,6 +14,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import struct
@@ -346,8 +347,19 @@ def test_heartbeat_and_idle_exit() -> None:
         # the exec's own `activity command` precedes its `command` event; a
         # heartbeat is any other one
         own = {x["seq"] - 1 for x in rows if x["kind"] == "command"}
-        ok([x for x in cmd_beats if x["seq"] not in own],
-           "a heartbeat during a running exec has state command", [x["seq"] for x in cmd_beats])
+        beats_running = [x for x in cmd_beats if x["seq"] not in own]
+        ok(beats_running, "a heartbeat during a running exec has state command", [x["seq"] for x in cmd_beats])
+        cmd_ev = next((x for x in rows if x["kind"] == "command" and "stop" in x["payload"].get("cmd", "")), None)
+        named = [x["payload"].get("running") for x in beats_running]
+        ok(cmd_ev is not None and all(isinstance(n, list) and len(n) == 1 and
+                                      n[0].get("exec_id") == cmd_ev["payload"].get("exec_id") and
+                                      n[0].get("cmd") == cmd_ev["payload"].get("cmd") and
+                                      isinstance(n[0].get("for_s"), float) and n[0]["for_s"] >= 0
+                                      for n in named),
+           "it names the running command (exec_id, cmd) and how long it has run", named[:2])
+        shown = env.run("events", "--sandbox", sid, "--ingest", env.ingest.http_base, "--secret", env.secret)
+        ok(re.search(r"activity\s.*command .*; running: exec \d+ `.*stop.*` for \d+ s", shown.stdout.decode())
+           is not None, "sandglass events shows the running command", shown.stdout.decode()[-1500:])
         open(os.path.join(ws, "stop"), "w").close()
         bg.wait(120)
         tap.eq(bg.returncode, 0, "the running exec ended when told to")

@@ -423,6 +423,106 @@ def _():
     tap.ok("rm -rf *" in typed and "rm -rf *" in shown, "the recording has the command, typed and shown")
 
 
+@tap.case("detach and attach: Ctrl-P Ctrl-Q and a closed terminal leave the shell running; --attach takes it up")
+def _():
+    sb = env.create_captured()
+    t = Term(["shell", sb])
+    try:
+        tap.ok(t.expect(re.escape(PROMPT_END)), "the prompt")
+        m = t.type(b"X=kept; echo one\r")
+        t.expect(rb"one\r\n", m)
+        t.expect(re.escape(PROMPT_END), m)
+        # a command still running when the terminal leaves
+        m = t.type(b"sleep 1; echo while-$((6*7))-detached\r\x10\x11")
+        tap.eq(t.wait(), 0, "the detach keys end the CLI with status 0")
+        tap.ok(re.search(rb"detached; the shell \(exec \d+\) runs on: sandglass shell \S+ --attach", t.out[m:])
+               is not None, "one line says it is detached and how to attach", repr(t.out[m:]))
+        tap.eq(termios.tcgetattr(t.slave), t.before, "the terminal's settings are as before")
+    finally:
+        t.close()
+    rows = env.wait_rows(sb, lambda r: any(x["kind"] == "stdout" and "while-42-detached" in
+                                           json.dumps(x["payload"]) for x in r))
+    tap.ok(any(x["kind"] == "stdout" and "while-42-detached" in json.dumps(x["payload"]) for x in rows),
+           "output printed while detached is captured")
+    tap.ok(any(x["kind"] == "activity" and x["payload"].get("state") == "detached" for x in rows),
+           "the detach is an activity event")
+
+    a = Term(["shell", sb, "--attach"])
+    try:
+        tap.ok(a.expect(rb"while-42-detached"), "attach replays the recent output", repr(a.out[-500:]))
+        m = a.type(b"echo $X-again\r")
+        tap.ok(a.expect(rb"kept-again\r\n", m), "it is the same shell (its variable is still set)", repr(a.out[m:]))
+        a.expect(re.escape(PROMPT_END), m)
+        second = Term(["shell", sb, "--attach"])
+        try:
+            tap.eq(second.wait(), 125, "a second attach is refused: 125")
+            tap.ok(re.search(rb"^sandglass shell: the shell of exec \d+ already has a terminal attached[^\n]*\r?\n$",
+                             second.out) is not None, "in one line", repr(second.out))
+        finally:
+            second.close()
+        m = a.type(b"echo still-here\r")
+        tap.ok(a.expect(rb"still-here\r\n", m), "the attached terminal is undisturbed", repr(a.out[m:]))
+        a.expect(re.escape(PROMPT_END), m)
+        a.proc.send_signal(signal.SIGHUP)  # the terminal window closes
+        a.wait()
+        tap.eq(termios.tcgetattr(a.slave), a.before, "SIGHUP: the terminal's settings are as before")
+    finally:
+        a.close()
+    b = Term(["shell", sb, "--attach"])
+    try:
+        m = b.type(b"echo $X-third\r")
+        tap.ok(b.expect(rb"kept-third\r\n", m), "after SIGHUP the shell ran on and attaches again", repr(b.out[-500:]))
+        b.type(b"exit 5\r")
+        tap.eq(b.wait(), 5, "the shell's exit status reaches the attached terminal")
+    finally:
+        b.close()
+    rows = env.wait_rows(sb, lambda r: any(x["kind"] == "command" and "$X-third" in x["payload"].get("cmd", "")
+                                           for x in r))
+    tap.ok(any(x["kind"] == "command" and "$X-again" in x["payload"].get("cmd", "") for x in rows),
+           "commands typed at an attached terminal are captured", repr([x["payload"].get("cmd") for x in rows
+                                                                       if x["kind"] == "command"]))
+    none = Term(["shell", sb, "--attach"])
+    try:
+        tap.eq(none.wait(), 125, "attach with no shell running: 125")
+        tap.ok(b"no detached shell" in none.out and none.out.count(b"\n") == 1, "one line says so", repr(none.out))
+    finally:
+        none.close()
+
+
+@tap.case("detach keys: '' turns detaching off (a closed terminal hangs up); a bad key is one line")
+def _():
+    sb = env.create()
+    t = Term(["shell", sb, "--detach-keys", ""])
+    try:
+        t.expect(re.escape(PROMPT_END))
+        m = t.type(b"\x10\x11\x15echo still-$((6*7))\r")  # Ctrl-U: whatever Ctrl-P recalled goes
+        tap.ok(t.expect(rb"still-42\r\n", m) and t.proc.poll() is None,
+               "Ctrl-P Ctrl-Q go to the shell: still attached", repr(t.out[m:]))
+        t.proc.send_signal(signal.SIGHUP)
+        t.wait()
+    finally:
+        t.close()
+    end = time.time() + 30
+    while time.time() < end and running(sb, "bash"):
+        time.sleep(0.05)
+    tap.ok(not running(sb, "bash"), "without detach keys SIGHUP hangs the shell up")
+    a = Term(["shell", sb, "--attach"])
+    try:
+        tap.eq(a.wait(), 125, "nothing to attach")
+    finally:
+        a.close()
+    for bad in (["--detach-keys", "ctrl-1"], ["--attach", "x"], ["--attach", "--cwd", "/tmp"]):
+        p = Term(["shell", sb, *bad])
+        try:
+            tap.eq(p.wait(), 125, f"{bad}: 125")
+            tap.ok(p.out.count(b"\n") == 1 and b"sandglass shell:" in p.out, f"{bad}: one line", repr(p.out))
+        finally:
+            p.close()
+    p = env.run("exec", sb, "--detach-keys", "ctrl-a", "--", "true")
+    tap.ok(p.returncode == 125 and b"-t -i" in p.stderr, "exec --detach-keys without -t -i: refused",
+           p.stderr.decode())
+
+
 @tap.case("--no-record-input: the recording has no keys")
 def _():
     t = Term(["shell", sid, "--no-record-input"])
