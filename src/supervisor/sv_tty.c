@@ -374,7 +374,12 @@ void sv_tty_attach(sup *s, client *c, json_t *req)
                         "\"detachable\": true or false}");
         return;
     }
-    char why[200];
+    char why[400];
+    if (s->aborted) {
+        snprintf(why, sizeof why, "session aborted: %s", s->abort_reason);
+        client_error(c, why);
+        return;
+    }
     exec_ctx *ex = attach_target(s, want, why, sizeof why);
     if (!ex) {
         client_error(c, why);

@@ -301,6 +301,18 @@ def _():
         tap.ok(b"nosuchsandbox" in t.out and t.out.count(b"\n") == 1, "one line names it", repr(t.out))
     finally:
         t.close()
+    sb = env.create()
+    tap.eq(env.run("abort", sb, "--reason", "exam over").returncode, 0, "abort a sandbox")
+    for args in (["shell", sb], ["shell", sb, "--attach"], ["exec", sb, "-t", "-i", "--", "true"]):
+        t = Term(args)
+        try:
+            code = t.wait()
+            tap.eq(code, 125, f"{' '.join(args[:1] + args[2:])} on an aborted sandbox: 125")
+            tap.ok(t.out.count(b"\n") == 1 and b"aborted" in t.out and b"exam over" in t.out,
+                   "one line says why", repr(t.out))
+            tap.eq(termios.tcgetattr(t.slave), t.before, "the terminal's settings are as before")
+        finally:
+            t.close()
 
 
 def commands(rows: list[dict], after: int) -> list[tuple[str, str]]:
