@@ -9,8 +9,10 @@
  *    SG_EXEC_MAX_ENV entries, each KEY=VALUE with KEY [A-Za-z_][A-Za-z0-9_]*,
  *    no string holds a NUL (each is exactly its JSON string), cwd is
  *    absolute and at most 4096 bytes, timeout 0 or in (0, 604800], a tool
- *    has a name of 1-64 bytes, code_only iff "result" is "code"; an exec
- *    request is refused when it names an unknown field;
+ *    has a name of 1-64 bytes, code_only iff "result" is "code", tty iff
+ *    "tty" is there, detachable only with tty, no_record_input iff
+ *    "record_input" is false; an exec request is refused when it names an
+ *    unknown field;
  *    (also for an object parsed with JSON_ALLOW_NUL);
  *  - round trip: the parsed request written back as JSON parses to the same
  *    fields, and frees cleanly;
@@ -92,11 +94,16 @@ static void check_bounds(const sg_exec_req *r, const json_t *req)
     const char *res = json_string_value(json_object_get(req, "result"));
     if (r->code_only != (res && strcmp(res, "code") == 0))
         abort();
+    if (r->tty != (json_object_get(req, "tty") != NULL) || (r->detachable && !r->tty) ||
+        r->detachable != json_is_true(json_object_get(req, "detachable")) ||
+        r->no_record_input != json_is_false(json_object_get(req, "record_input")))
+        abort();
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)req, key, v) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") && strcmp(key, "cwd") &&
-            strcmp(key, "timeout") && strcmp(key, "tool") && strcmp(key, "result"))
+            strcmp(key, "timeout") && strcmp(key, "tool") && strcmp(key, "result") && strcmp(key, "tty") &&
+            strcmp(key, "record_input") && strcmp(key, "detachable"))
             abort();
     }
 }
@@ -123,6 +130,12 @@ static void round_trip(const sg_exec_req *r)
         json_object_set(j, "tool", r->tool);
     if (r->code_only)
         json_object_set_new(j, "result", json_string("code"));
+    if (r->tty)
+        json_object_set_new(j, "tty", json_pack("{s:i, s:i}", "rows", r->winsz.rows, "cols", r->winsz.cols));
+    if (r->no_record_input)
+        json_object_set_new(j, "record_input", json_false());
+    if (r->detachable)
+        json_object_set_new(j, "detachable", json_true());
     char *s = sg_json_dump(j);
     json_decref(j);
     sg_err err;
@@ -134,7 +147,9 @@ static void round_trip(const sg_exec_req *r)
     check_bounds(&r2, again);
     if (strv_len(r->argv) != strv_len(r2.argv) || strv_len(r->env) != strv_len(r2.env) ||
         !r->cwd != !r2.cwd || (r->cwd && strcmp(r->cwd, r2.cwd) != 0) ||
-        r->timeout_s != r2.timeout_s || r->code_only != r2.code_only ||
+        r->timeout_s != r2.timeout_s || r->code_only != r2.code_only || r->tty != r2.tty ||
+        r->winsz.rows != r2.winsz.rows || r->winsz.cols != r2.winsz.cols || r->detachable != r2.detachable ||
+        r->no_record_input != r2.no_record_input ||
         !r->tool_name != !r2.tool_name || (r->tool_name && strcmp(r->tool_name, r2.tool_name) != 0) ||
         (r->tool && !json_equal(r->tool, r2.tool)))
         abort();
