@@ -8,13 +8,20 @@
  *    pieces (cut where the first byte says), the marks are the same and
  *    the text is the same bytes;
  *  - a mark's fields lie inside the parser's buffer and are bounded;
- *  - a D mark's status is -1 or 0..255. */
+ *  - a D mark's status is -1 or 0..255; only B has cmdline=echo;
+ *  - echoline (src/capture/echoline.c), fed the text after each B with
+ *    cmdline=echo as the supervisor feeds it: it takes a prefix ending at
+ *    the first newline, or all; a line is trimmed, not empty, bounded, with
+ *    no control byte but tab; the lines are the same however the input is
+ *    split; fed the input on its own from the start, whole and a byte at a
+ *    time, it finds the same lines. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/echoline.h"
 #include "capture/marks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,6 +34,7 @@ typedef struct log {
     char *raws;         /* every piece's raw bytes, joined */
     size_t raws_len, raws_cap;
     size_t raw;         /* every piece's raw length */
+    sg_echoline echo;
 } log;
 
 static void append(char **buf, size_t *len, size_t *cap, const void *b, size_t n)
@@ -46,6 +54,39 @@ static void add(log *l, const void *b, size_t n)
     append(&l->buf, &l->len, &l->cap, b, n);
 }
 
+/* Feeds echoline from b as sv_tty.c does; each line read goes to the log
+ * ('L' and the text, or 'N'). Returns the bytes it took. */
+static size_t echo_feed(sg_echoline *e, const char *b, size_t n, char **buf, size_t *len, size_t *cap)
+{
+    size_t used = sg_echoline_feed(e, b, n);
+    if (used > n || (e->state == SG_ECHOLINE_READING && used != n))
+        abort();
+    if (e->state == SG_ECHOLINE_READING)
+        return used;
+    if (!used || b[used - 1] != '\n' || memchr(b, '\n', used - 1))
+        abort();
+    size_t tl = 0;
+    bool cut = false;
+    const char *t = sg_echoline_text(e, &tl, &cut);
+    if (e->state == SG_ECHOLINE_LINE) {
+        if (!tl || tl > SG_ECHOLINE_MAX || strlen(t) != tl || t[0] == ' ' || t[tl - 1] == ' ')
+            abort();
+        for (size_t i = 0; i < tl; i++)
+            if (((unsigned char)t[i] < 0x20 && t[i] != '\t') || t[i] == 0x7f)
+                abort();
+        append(buf, len, cap, "L", 1);
+        append(buf, len, cap, t, tl + 1);
+    } else if (e->state == SG_ECHOLINE_NONE) {
+        if (tl)
+            abort();
+        append(buf, len, cap, "N", 1);
+    } else {
+        abort();
+    }
+    sg_echoline_stop(e);
+    return used;
+}
+
 static void on_mark(void *ud, const sg_mark *m)
 {
     log *l = ud;
@@ -54,11 +95,18 @@ static void on_mark(void *ud, const sg_mark *m)
         abort();
     append(&l->raws, &l->raws_len, &l->raws_cap, m->raw, m->raw_len);
     if (m->kind == SG_MARK_TEXT) {
-        if (!m->text || !m->text_len || m->raw_len != m->text_len)
+        if (!m->text || !m->text_len || m->raw_len != m->text_len || m->echo_line)
             abort(); /* empty text pieces are never given */
         append(&l->text, &l->text_len, &l->text_cap, m->text, m->text_len);
+        if (l->echo.state == SG_ECHOLINE_READING)
+            echo_feed(&l->echo, m->text, m->text_len, &l->buf, &l->len, &l->cap);
         return;
     }
+    if (m->echo_line && m->kind != SG_MARK_INPUT)
+        abort();
+    sg_echoline_stop(&l->echo);
+    if (m->echo_line)
+        sg_echoline_start(&l->echo);
     unsigned char k = (unsigned char)m->kind;
     add(l, &k, 1);
     if (m->raw_len < 8 || m->raw_len > SG_MARKS_OSC_MAX + 8)
@@ -73,6 +121,21 @@ static void on_mark(void *ud, const sg_mark *m)
     if (m->cmd)
         add(l, m->cmd, m->cmd_len);
     add(l, &m->status, sizeof m->status);
+}
+
+/* echoline on its own: the lines in data, read from its start (a new
+ * line after each), fed in pieces of step bytes. */
+static void echo_alone(const uint8_t *data, size_t size, size_t step, char **buf, size_t *len, size_t *cap)
+{
+    static sg_echoline e;
+    sg_echoline_start(&e);
+    for (size_t off = 0; off < size;) {
+        size_t n = size - off < step ? size - off : step;
+        size_t used = echo_feed(&e, (const char *)data + off, n, buf, len, cap);
+        if (e.state == SG_ECHOLINE_IDLE)
+            sg_echoline_start(&e);
+        off += used;
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -99,6 +162,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     free(whole.buf);
     free(split.buf);
+    char *a = NULL, *b = NULL;
+    size_t al = 0, ac = 0, bl = 0, bc = 0;
+    echo_alone(data, size, size ? size : 1, &a, &al, &ac);
+    echo_alone(data, size, 1, &b, &bl, &bc);
+    if (al != bl || (al && memcmp(a, b, al)))
+        abort();
+    free(a);
+    free(b);
     free(whole.text);
     free(split.text);
     return 0;

@@ -29,7 +29,7 @@ static void give_up(sg_marks *p, sg_marks_fn fn, void *ud)
     p->state = ST_TEXT;
 }
 
-/* "cwd=..." up to the next ';'; "cmd=" takes the rest. */
+/* "cwd=..." up to the next ';'; "cmd=" takes the rest; B's "cmdline=echo". */
 static void parse_params(const char *s, const char *end, sg_mark *m)
 {
     bool first = true;
@@ -41,7 +41,9 @@ static void parse_params(const char *s, const char *end, sg_mark *m)
         }
         const char *semi = memchr(s, ';', (size_t)(end - s));
         const char *pe = semi ? semi : end;
-        if (pe - s >= 4 && memcmp(s, "cwd=", 4) == 0) {
+        if (m->kind == SG_MARK_INPUT && pe - s == 12 && memcmp(s, "cmdline=echo", 12) == 0) {
+            m->echo_line = true;
+        } else if (pe - s >= 4 && memcmp(s, "cwd=", 4) == 0) {
             m->cwd = s + 4;
             m->cwd_len = (size_t)(pe - s - 4);
         } else if (first && m->kind == SG_MARK_DONE && pe > s && pe - s <= 3) {

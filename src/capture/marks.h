@@ -6,13 +6,16 @@
  * either text or part of exactly one mark.
  *
  *   ESC ] 133 ; A [; cwd=DIR]                 prompt
- *   ESC ] 133 ; B                             prompt end (typing starts)
+ *   ESC ] 133 ; B [; cmdline=echo]            prompt end (typing starts); cmdline=echo:
+ *                                             the command line is the terminal's echo
+ *                                             of what is typed next (sh: echoline.h)
  *   ESC ] 133 ; C [; cwd=DIR] [; cmd=TEXT]    command (TEXT: the rest, ';' included)
  *   ESC ] 133 ; D [; STATUS]                  command done
  * each ended by BEL or ESC \. Other OSC kinds and unknown letters are text. */
 #ifndef SG_MARKS_H
 #define SG_MARKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SG_MARKS_OSC_MAX 8192 /* bytes of one mark's body */
@@ -34,6 +37,7 @@ typedef struct sg_mark {
     const char *cmd;    /* C */
     size_t cmd_len;
     int status;         /* D: 0..255, -1 when absent or not a number */
+    bool echo_line;     /* B: cmdline=echo */
     const char *raw;    /* the bytes the piece took in the stream, as they came */
     size_t raw_len;     /* (TEXT: the text itself) */
 } sg_mark;

@@ -48,11 +48,13 @@ static const char bashrc[] =
     "trap '__sg_debug \"$?\"' DEBUG\n";
 
 /* sh: no hook before a command; the prompt gives D (the last status), A
- * (with the cwd) and B. */
+ * (with the cwd) and B with cmdline=echo: the host reads the command line
+ * from the terminal's echo of it (capture/echoline.h). */
 static const char shrc[] =
-    "# sandglass: OSC 133 marks at each prompt (sh has no hook before a command).\n"
+    "# sandglass: OSC 133 marks at each prompt (sh has no hook before a command:\n"
+    "# the host reads the command line from the terminal's echo after B).\n"
     "PS1=\"$(printf '\\033]133;D;')\"'$?'\"$(printf '\\007\\033]133;A;cwd=')\"'$PWD'"
-    "\"$(printf '\\007')\"'$ '\"$(printf '\\033]133;B\\007')\"\n";
+    "\"$(printf '\\007')\"'$ '\"$(printf '\\033]133;B;cmdline=echo\\007')\"\n";
 
 static int write_one(const char *dir, const char *name, const char *text, sg_err *err)
 {

@@ -7,11 +7,13 @@
  *   bashrc   bash's rc: the login set-up (/etc/profile, ~/.bashrc), then
  *            an OSC 133 mark around each command it runs at the top level
  *   shrc     sh's $ENV: marks at each prompt only (sh has no hook before a
- *            command: its prompts give the exit status and the cwd)
+ *            command: its prompts give the exit status and the cwd, and
+ *            B says cmdline=echo: the supervisor reads the command line
+ *            from the terminal's echo, src/capture/echoline.h)
  *
  * The marks, as the supervisor parses them (src/capture/marks.h):
  *   ESC ] 133 ; A ; cwd=DIR BEL          a prompt starts
- *   ESC ] 133 ; B BEL                    the prompt ends: typing starts
+ *   ESC ] 133 ; B [; cmdline=echo] BEL   the prompt ends: typing starts
  *   ESC ] 133 ; C ; cwd=DIR ; cmd=TEXT BEL   a command starts (TEXT: the rest)
  *   ESC ] 133 ; D ; STATUS BEL           the command ended with STATUS
  * They come from inside the sandbox: a learner can remove or forge them.

@@ -9,9 +9,11 @@
  *    keys typed (unless "record_input": false), resizes, a marker at each
  *    command, the exit;
  *  - the shell integration's marks (marks.h) cut the session into
- *    commands: each is captured as an exec is, with the capture's own exec
- *    events (command, stdout, run_result or test_result, file_diff events
- *    flushed around it), under the shell exec's id; a checkpoint is taken
+ *    commands (bash: a C mark each; sh: the echo of the line typed after
+ *    a prompt whose B says cmdline=echo, echoline.h): each is captured as
+ *    an exec is, with the capture's own exec events (command, stdout,
+ *    run_result or test_result, file_diff events flushed around it),
+ *    under the shell exec's id; a checkpoint is taken
  *    at each prompt, so before each command typed at it. The marks come
  *    from inside the sandbox: the cast and the file diffs are the record;
  *  - detach and attach: a "detachable" exec outlives its caller (DETACH,
@@ -30,11 +32,13 @@
 #include <unistd.h>
 
 #include "capture/asciicast.h"
+#include "capture/echoline.h"
 #include "capture/marks.h"
 #include "base/log.h"
 
 /* What an attach replays of the terminal's recent output. */
 #define SV_TTY_REPLAY_MAX (64 * 1024)
+#define SHELL_CWD_MAX 4096 /* a prompt's cwd kept for sh's next command */
 
 struct sv_shell {
     exec_ctx *ex;
@@ -49,6 +53,12 @@ struct sv_shell {
     char *ring;            /* the last SV_TTY_REPLAY_MAX bytes of output, for an attach */
     size_t ring_pos;       /* where the next byte goes */
     bool ring_full;        /* it wrapped: the oldest byte is at ring_pos */
+    /* sh: the command line is the echo after the prompt (echoline.h),
+     * run in the last prompt's cwd; typed_at_prompt: the terminal's typed
+     * bytes when the prompt came */
+    sg_echoline echo;
+    uint64_t typed_at_prompt;
+    char prompt_cwd[SHELL_CWD_MAX + 1];
 };
 
 static void ring_add(struct sv_shell *sh, const char *b, size_t n)
@@ -84,12 +94,13 @@ static void command_end(struct sv_shell *sh, int status, const char *note)
     sh->cmd = NULL;
 }
 
-static void command_begin(struct sv_shell *sh, const sg_mark *m)
+/* A command runs: from a C mark (bash) or the echo of its line (sh). */
+static void command_begin(struct sv_shell *sh, const char *line, size_t line_len, const char *dir, size_t dir_len)
 {
     sup *s = sh->ex->s;
     command_end(sh, -1, "no end mark came (the shell integration was changed?)");
-    char *cmd = strndup(m->cmd ? m->cmd : "", m->cmd_len);
-    char *cwd = m->cwd && m->cwd_len ? strndup(m->cwd, m->cwd_len) : strdup("/workspace");
+    char *cmd = strndup(line ? line : "", line_len);
+    char *cwd = dir && dir_len ? strndup(dir, dir_len) : strdup("/workspace");
     if (cmd && cwd) {
         sg_cast_marker(&sh->cast, sg_now_mono_ns(), cmd, strlen(cmd));
         if (s->cap) {
@@ -131,26 +142,73 @@ static void record_add(struct sv_shell *sh, const char *b, size_t n)
     sh->out_len += n;
 }
 
+/* sh: the echo after its prompt, up to the newline, is the command line;
+ * one nobody typed after the prompt (typed ahead: the shell reads it
+ * without a new echo) is none. The recording's marker stands right after
+ * the newline. Returns the bytes taken. */
+static size_t echo_line(struct sv_shell *sh, const char *b, size_t n)
+{
+    size_t used = sg_echoline_feed(&sh->echo, b, n);
+    record_add(sh, b, used);
+    if (sh->echo.state == SG_ECHOLINE_READING)
+        return used;
+    size_t len = 0;
+    bool truncated = false;
+    const char *line = sg_echoline_text(&sh->echo, &len, &truncated);
+    bool typed = sh->ex->tty && sg_sup_tty_input_written(sh->ex->tty) != sh->typed_at_prompt;
+    if (sh->echo.state == SG_ECHOLINE_LINE && typed) {
+        record_flush(sh);
+        command_begin(sh, line, len, sh->prompt_cwd, strlen(sh->prompt_cwd));
+    }
+    sg_echoline_stop(&sh->echo);
+    return used;
+}
+
+static void on_text(struct sv_shell *sh, const char *b, size_t n)
+{
+    if (sh->echo.state == SG_ECHOLINE_READING) {
+        size_t used = echo_line(sh, b, n);
+        b += used;
+        n -= used;
+    }
+    record_add(sh, b, n);
+    if (sh->cmd && n)
+        sg_capture_exec_output(sh->cmd, false, b, n);
+}
+
+/* sh's next command runs where this prompt is. */
+static void prompt_mark(struct sv_shell *sh, const sg_mark *m)
+{
+    size_t n = m->cwd && m->cwd_len <= SHELL_CWD_MAX ? m->cwd_len : 0;
+    if (n)
+        memcpy(sh->prompt_cwd, m->cwd, n);
+    sh->prompt_cwd[n] = '\0';
+}
+
 static void on_mark(void *ud, const sg_mark *m)
 {
     struct sv_shell *sh = ud;
     sup *s = sh->ex->s;
+    if (m->kind == SG_MARK_TEXT) {
+        on_text(sh, m->text, m->text_len);
+        return;
+    }
+    sg_echoline_stop(&sh->echo); /* a mark before the newline: no line was typed */
     record_add(sh, m->raw, m->raw_len);
     if (m->kind == SG_MARK_COMMAND)
         record_flush(sh);
     switch (m->kind) {
     case SG_MARK_TEXT:
-        if (sh->cmd)
-            sg_capture_exec_output(sh->cmd, false, m->text, m->text_len);
         break;
     case SG_MARK_COMMAND:
-        command_begin(sh, m);
+        command_begin(sh, m->cmd, m->cmd_len, m->cwd, m->cwd_len);
         break;
     case SG_MARK_DONE:
         command_end(sh, m->status, NULL);
         break;
     case SG_MARK_PROMPT:
         command_end(sh, -1, "no end mark came (the shell integration was changed?)");
+        prompt_mark(sh, m);
         /* Nothing runs in the foreground at a prompt: the workspace as it
          * is now is the one the next command starts from. */
         if (!s->meta.manual_checkpoints && !s->aborted) {
@@ -160,6 +218,10 @@ static void on_mark(void *ud, const sg_mark *m)
         }
         break;
     case SG_MARK_INPUT:
+        if (m->echo_line) {
+            sg_echoline_start(&sh->echo);
+            sh->typed_at_prompt = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0;
+        }
         break;
     }
 }

@@ -28,6 +28,7 @@ struct sg_sup_tty {
     sg_ctl_winsz ws;
     char *in;                  /* typed bytes not yet written */
     size_t in_off, in_len, in_cap;
+    uint64_t written;          /* typed bytes the terminal took, in all */
     char rbuf[TTY_READ_CHUNK]; /* one read of the master */
 };
 
@@ -94,6 +95,7 @@ static void write_input(sg_sup_tty *t)
             break;
         }
         t->in_off += (size_t)n;
+        t->written += (uint64_t)n;
     }
     bool was_full = t->in_len - t->in_off >= SG_SUP_TTY_INPUT_MAX / 2;
     if (t->in_off == t->in_len)
@@ -205,6 +207,11 @@ int sg_sup_tty_input(sg_sup_tty *t, const char *buf, size_t len)
         write_input(t); /* most keystrokes go at once, without a loop trip */
     tty_update(t);
     return 0;
+}
+
+uint64_t sg_sup_tty_input_written(const sg_sup_tty *t)
+{
+    return t->written;
 }
 
 bool sg_sup_tty_input_full(const sg_sup_tty *t)

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "wire/ctl.h"
@@ -37,6 +38,9 @@ sg_sup_tty *sg_sup_tty_new(uv_loop_t *loop, int sock, sg_ctl_winsz ws, const sg_
  * SG_SUP_TTY_INPUT_MAX: a caller that ignores sg_sup_tty_input_full. */
 int sg_sup_tty_input(sg_sup_tty *t, const char *buf, size_t len);
 bool sg_sup_tty_input_full(const sg_sup_tty *t);
+/* Typed bytes written to the terminal so far: a line the shell reads was
+ * typed after a prompt only if some were written after it was read. */
+uint64_t sg_sup_tty_input_written(const sg_sup_tty *t);
 
 /* A new window size (TIOCSWINSZ on the master: the foreground job gets
  * SIGWINCH). Kept for the master when it has not come yet. */

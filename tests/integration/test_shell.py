@@ -321,13 +321,18 @@ def commands(rows: list[dict], after: int) -> list[tuple[str, str]]:
             r["kind"] in ("command", "run_result", "test_result")]
 
 
-@tap.case("capture: each command typed is captured as an exec is, and the session is recorded")
-def _():
+def captured_with_test() -> tuple[str, int]:
+    """A captured sandbox with a unittest file, and the seq its events are up to."""
     sb = env.create_captured()
     env.exec(sb, "sh", "-c", "printf 'import unittest\\nclass T(unittest.TestCase):\\n"
              "    def test_ok(self): pass\\n' > test_x.py")
     first = env.wait_rows(sb, lambda r: any(x["kind"] == "run_result" for x in r))
-    base = max(r["seq"] for r in first)
+    return sb, max(r["seq"] for r in first)
+
+
+@tap.case("capture: each command typed is captured as an exec is, and the session is recorded")
+def _():
+    sb, base = captured_with_test()
     t = Term(["shell", sb])
     try:
         t.expect(re.escape(PROMPT_END))
@@ -378,6 +383,99 @@ def _():
            "cast: a marker at each command")
     out = "".join(e[2] for e in evs if e[1] == "o")
     tap.ok("hi\r\n" in out and "exit\r\n" in out, "cast: the output replays the session")
+
+
+SH_PROMPT_END = b"\x1b]133;B;cmdline=echo\x07"
+# sh as the launcher runs it where the sandbox has no bash (this one has).
+SH = ["--", "env", "ENV=/etc/sandglass/shrc", "sh", "-i"]
+
+
+def sh_prompt(t: Term, m: int) -> bool:
+    return t.expect(re.escape(SH_PROMPT_END), m)
+
+
+def shell_commands(rows: list[dict], after: int, shell: str) -> list[tuple[str, str]]:
+    """commands(), of the exec whose command is `shell` only (not of the
+    execs the test ran beside it)."""
+    ids = {r["payload"].get("exec_id") for r in rows if r["seq"] > after and r["kind"] == "command" and
+           r["payload"].get("cmd") == shell}
+    return commands([r for r in rows if r["payload"].get("exec_id") in ids], after)
+
+
+@tap.case("capture under sh: each command line is read from the terminal's echo")
+def _():
+    sb, base = captured_with_test()
+    t = Term(["shell", sb, *SH])
+    try:
+        tap.ok(sh_prompt(t, 0), "sh's prompt ends with B;cmdline=echo", repr(t.out[-300:]))
+        # each line is typed once the prompt is there, as a person would
+        for line in (b"echo hi; false", b"true", b"echo x > f.txt", b"python3 -m unittest -q",
+                     b"", b"echo nevr\x7fer\x03", b"for i in 1 2; do", b"echo n$i", b"done"):
+            if line.endswith(b"\x03"):  # keys one at a time: the kernel drops echoes pending at ^C
+                for k in line[:-1]:
+                    m = t.type(bytes([k]))
+                    t.expect(rb"\x08 \x08$" if k == 0x7f else re.escape(bytes([k])) + b"$", m)
+                m = t.type(b"\x03")
+            else:
+                m = t.type(line + b"\r")
+            if line in (b"for i in 1 2; do", b"echo n$i"):
+                t.expect(rb"\r\n> $", m)  # PS2: the line goes on
+            else:
+                tap.ok(sh_prompt(t, m), f"{line!r}: the prompt comes back", repr(t.out[m:][-300:]))
+        tap.ok(b"echo nevr\b \ber^C" in t.out, "the erase and the interrupt were echoed", repr(t.out[-600:]))
+        # typed ahead while a command runs: echoed then, read by sh later
+        # without an echo after its prompt: not taken for a command
+        m = t.type(b"while [ ! -e go ]; do sleep 0.05; done\r")
+        tap.ok(await_foreground(sb, "sleep"), "the loop runs")
+        t.type(b"echo ahead\r")
+        tap.ok(t.expect(rb"echo ahead\r\n", m), "the line typed ahead is echoed", repr(t.out[m:]))
+        env.exec(sb, "touch", "go")
+        tap.ok(t.expect(rb"\x07ahead\r\n.*" + re.escape(SH_PROMPT_END), m), "sh runs it after the loop",
+               repr(t.out[m:]))
+        m = t.type(b"exit\r")
+        tap.eq(t.wait(), 0, "the shell ends")
+    finally:
+        t.close()
+    want = [("command", "env ENV=/etc/sandglass/shrc sh -i"),
+            ("command", "echo hi; false"), ("run_result", "echo hi; false"),
+            ("command", "true"), ("run_result", "true"),
+            ("command", "echo x > f.txt"), ("run_result", "echo x > f.txt"),
+            ("command", "python3 -m unittest -q"), ("test_result", "python3 -m unittest -q"),
+            ("command", "for i in 1 2; do"), ("run_result", "for i in 1 2; do"),
+            ("command", "while [ ! -e go ]; do sleep 0.05; done"),
+            ("run_result", "while [ ! -e go ]; do sleep 0.05; done"),
+            ("command", "exit"), ("run_result", "exit"),
+            ("run_result", "env ENV=/etc/sandglass/shrc sh -i")]
+    rows = env.wait_rows(sb, lambda r: shell_commands(r, base, want[0][1]) == want, timeout=30)
+    tap.eq(shell_commands(rows, base, want[0][1]), want, "the shell, then each command line and its result, in order: no command "
+           "for the empty line, the interrupted one, PS2's lines or the one typed ahead")
+    res = {r["payload"]["cmd"]: r["payload"] for r in rows if r["seq"] > base and
+           r["kind"] in ("run_result", "test_result")}
+    tap.eq([res.get(c, {}).get("exit_code") for c in ("echo hi; false", "true", "python3 -m unittest -q")],
+           [1, 0, 0], "the statuses: D's at the next prompt")
+    cwd = [r["payload"].get("cwd") for r in rows if r["seq"] > base and r["kind"] == "command"]
+    tap.ok(cwd and all(c == "/workspace" for c in cwd[1:]), "each command's cwd is its prompt's", repr(cwd))
+    outs, cur = {}, None
+    for r in rows:  # a stdout event is its command's: between its command and result events
+        if r["seq"] > base and r["kind"] == "command":
+            cur = r["payload"]["cmd"]
+        elif r["seq"] > base and r["kind"] == "stdout":
+            outs[cur] = r["payload"]["data"]
+    tap.eq(outs.get("echo hi; false"), "hi\r\n", "a command's stdout is what followed its line, no echo")
+    loop = outs.get("for i in 1 2; do", "")
+    tap.ok("n1\r\n" in loop and "n2\r\n" in loop, "PS2's lines belong to the command they continue", repr(loop))
+    made = [r for r in rows if r["kind"] == "file_diff" and r["payload"].get("path", "").endswith("f.txt")]
+    tap.ok(len(made) == 1, "the file a command made is one file_diff", repr(made))
+    if made:
+        i = next(k for k, r in enumerate(rows) if r is made[0])
+        before = [r for r in rows[:i] if r["seq"] > base and r["kind"] == "command"]
+        after = [r for r in rows[i:] if r["kind"] in ("run_result", "test_result")]
+        tap.ok(before and before[-1]["payload"]["cmd"] == "echo x > f.txt" and after and
+               after[0]["payload"]["cmd"] == "echo x > f.txt", "its file_diff comes between that command and its result",
+               repr([(r["kind"], r["payload"].get("cmd", r["payload"].get("path"))) for r in rows if r["seq"] > base]))
+    evs = [json.loads(x) for x in env.run("cast", sb).stdout.decode().splitlines()[1:]]
+    marks = [e[2] for e in evs if e[1] == "m"]
+    tap.ok("echo hi; false" in marks and "true" in marks, "cast: a marker at each command", repr(marks))
 
 
 @tap.case("vi on the terminal: opens, edits, saves: one file_diff")

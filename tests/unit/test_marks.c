@@ -31,6 +31,7 @@ static void on_mark(void *ud, const sg_mark *m)
     seen *s = ud;
     char b[256];
     int n = 0;
+    assert_true(!m->echo_line || m->kind == SG_MARK_INPUT); /* only B has cmdline=echo */
     switch (m->kind) {
     case SG_MARK_TEXT:
         put(s, m->text, m->text_len);
@@ -39,7 +40,7 @@ static void on_mark(void *ud, const sg_mark *m)
         n = snprintf(b, sizeof b, "<A %.*s>", (int)m->cwd_len, m->cwd ? m->cwd : "");
         break;
     case SG_MARK_INPUT:
-        n = snprintf(b, sizeof b, "<B>");
+        n = snprintf(b, sizeof b, m->echo_line ? "<B echo>" : "<B>");
         break;
     case SG_MARK_COMMAND:
         n = snprintf(b, sizeof b, "<C %.*s|%.*s>", (int)m->cwd_len, m->cwd ? m->cwd : "", (int)m->cmd_len,
@@ -93,6 +94,13 @@ static void test_fields(void **state)
     check("\x1b]133;D\x07\x1b]133;D;130\x07\x1b]133;D;x\x07\x1b]133;D;999\x07\x1b]133;D;1;aid=3\x07",
           "<D -1><D 130><D -1><D -1><D 1>");
     check("\x1b]133;A\x07\x1b]133;C\x07", "<A ><C |>");
+    /* sh's prompt end: the command line is the echo; only that exact
+     * param on B says so */
+    check("$ \x1b]133;B;cmdline=echo\x07ls\r\n", "$ <B echo>ls\r\n");
+    check("\x1b]133;B;aid=1;cmdline=echo\x1b\\", "<B echo>");
+    check("\x1b]133;B;cmdline=echoes\x07\x1b]133;B;cmdline=\x07\x1b]133;B;cmdline=ECHO\x07", "<B><B><B>");
+    check("\x1b]133;A;cmdline=echo\x07\x1b]133;C;cmdline=echo\x07\x1b]133;D;cmdline=echo\x07",
+          "<A ><C |><D -1>");
 }
 
 static void test_not_marks(void **state)
