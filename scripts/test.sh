@@ -53,9 +53,12 @@ if [ -f web/package.json ] && [ ! -d web/node_modules ]; then
     failed=$((failed + 1))
   fi
 fi
-# Node peers for the integration tests (ws, MCP Inspector, playwright-core).
+# Node peers for the integration tests (ws, MCP Inspector, playwright-core,
+# asciinema-player): installed anew when one of them is missing (an older
+# checkout's node_modules lacks the ones added since).
 if [ -f tests/node/package.json ] && { [ ! -d tests/node/node_modules ] ||
-     [ ! -d tests/node/node_modules/playwright-core ]; }; then
+     [ ! -d tests/node/node_modules/playwright-core ] ||
+     [ ! -d tests/node/node_modules/asciinema-player ]; }; then
   if ! (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null 2>&1); then
     echo "  [setup] npm install in tests/node failed: the Node peer tests cannot run"
     failed=$((failed + 1))

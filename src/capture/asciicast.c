@@ -122,23 +122,31 @@ static void event(sg_cast *c, uint64_t now_ns, char code, const char *data, size
         data = joined;
         c->held[stream] = 0;
     }
-    char *line = malloc(len * 6 + 64);
+    /* The text goes after room for the "[interval, "code", " prefix
+     * (< 40 bytes), written once we know there is an event at all; then
+     * "]\n (or the escape's NUL). */
+    char *line = malloc(64 + len * 6 + 4);
     if (!line) {
         free(joined);
         return;
     }
-    double dt = now_ns > c->last_ns ? (double)(now_ns - c->last_ns) / 1e9 : 0.0;
-    c->last_ns = now_ns > c->last_ns ? now_ns : c->last_ns;
-    int n = snprintf(line, 64, "[%.6f, \"%c\", \"", dt, code);
     size_t tail = 0;
-    size_t e = sg_cast_escape(line + n, data, len, stream >= 0 ? &tail : NULL);
+    size_t e = sg_cast_escape(line + 64, data, len, stream >= 0 ? &tail : NULL);
     if (tail) {
         memcpy(c->hold[stream], data + len - tail, tail);
         c->held[stream] = tail;
     }
-    memcpy(line + (size_t)n + e, "\"]\n", 3);
-    if (e || code != 'o')
-        put(c, line, (size_t)n + e + 3);
+    /* A stream's bytes all held back make no event; its time is not
+     * spent either (intervals are since the previous event written). */
+    if (e || stream < 0) {
+        char pre[64];
+        double dt = now_ns > c->last_ns ? (double)(now_ns - c->last_ns) / 1e9 : 0.0;
+        c->last_ns = now_ns > c->last_ns ? now_ns : c->last_ns;
+        int n = snprintf(pre, sizeof pre, "[%.6f, \"%c\", \"", dt, code);
+        memcpy(line + 64 - n, pre, (size_t)n);
+        memcpy(line + 64 + e, "\"]\n", 3);
+        put(c, line + 64 - n, (size_t)n + e + 3);
+    }
     free(line);
     free(joined);
 }
@@ -196,6 +204,17 @@ void sg_cast_marker(sg_cast *c, uint64_t now_ns, const char *label, size_t len)
 
 void sg_cast_exit(sg_cast *c, uint64_t now_ns, int status)
 {
+    /* A character still unfinished at the end never will be: its bytes
+     * are invalid, shown as U+FFFD like any other, not dropped. */
+    static const char codes[2] = {'o', 'i'};
+    for (int k = 0; k < 2; k++) {
+        char b[sizeof c->hold[k]];
+        size_t n = c->held[k];
+        memcpy(b, c->hold[k], n);
+        c->held[k] = 0;
+        if (n)
+            event(c, now_ns, codes[k], b, n, -1);
+    }
     char s[16];
     int n = snprintf(s, sizeof s, "%d", status);
     event(c, now_ns, 'x', s, (size_t)n, -1);

@@ -6,9 +6,9 @@
  * "x" the exit status. The supervisor writes it on the host from the
  * terminal's master, so it holds what the terminal really carried, marks or
  * no marks. Data is JSON text: invalid UTF-8 becomes U+FFFD (the player
- * wants text), a character split across two reads is kept whole. The file
- * is bounded (SG_CAST_MAX): past it, one marker says so and the rest is
- * not recorded. */
+ * wants text), a character split across two reads is kept whole (one still
+ * unfinished at the exit is U+FFFD). The file is bounded (SG_CAST_MAX):
+ * past it, one marker says so and the rest is not recorded. */
 #ifndef SG_ASCIICAST_H
 #define SG_ASCIICAST_H
 
