@@ -47,6 +47,8 @@
 #define SG_PROC_LIVE_MAX 1024          /* recorded programs alive at once, per sandbox */
 #define SG_PROC_TRACK_MAX 65536        /* processes tracked per sandbox (also bounded by its pids limit) */
 #define SG_PROC_ARGV_MAX 4096          /* bytes of one program's argv kept */
+#define SG_PROC_ARGS_MAX 256           /* arguments of one program kept (a held execve's) */
+#define SG_PROC_PATH_MAX 4096          /* bytes of a held execve's path kept */
 
 #define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */
 #define SG_MCP_FILE_MAX (4u * 1024 * 1024) /* write_file content; file edited by edit_file */

@@ -4,7 +4,7 @@
  * exec's clone; this one is small, so each exec starts faster and each
  * sandbox costs less memory.
  *
- *   sandglass-init WORKSPACE ROOTFS|"" HOSTNAME UID GID
+ *   sandglass-init WORKSPACE ROOTFS|"" HOSTNAME UID GID idmap|"" notify|""
  *   fds: 3 init.sock (listening), 4 ready pipe, 5 go pipe, 6 seccomp BPF (memfd;
  *   init loads it on itself, see sg_seccomp_build_init), and 7 if open:
  *   sandglass-exec (an execute-only memfd, see exec_main.c)
@@ -22,7 +22,7 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
+    if (argc != 8) {
         dprintf(4, "error: sandglass-init: bad arguments (it is run by the supervisor)\n");
         return 2;
     }
@@ -51,6 +51,7 @@ int main(int argc, char **argv)
     uid_t uid = (uid_t)strtoul(argv[4], NULL, 10);
     gid_t gid = (gid_t)strtoul(argv[5], NULL, 10);
     bool idmap = strcmp(argv[6], "idmap") == 0;
+    bool notify = strcmp(argv[7], "notify") == 0;
     for (int i = 1; i < argc; i++)
         memset(argv[i], 0, strlen(argv[i]));
     sg_init_config cfg = {
@@ -58,7 +59,7 @@ int main(int argc, char **argv)
             .workspace = ws, .rootfs = root, .hostname = host, .uid = uid, .gid = gid, .idmap = idmap,
         },
         .seccomp = &prog, .listen_fd = 3, .ready_fd = 4, .go_fd = 5,
-        .exec_stub_fd = fcntl(7, F_GETFD) >= 0 ? 7 : -1,
+        .exec_stub_fd = fcntl(7, F_GETFD) >= 0 ? 7 : -1, .exec_notify = notify,
     };
     sg_init_main(&cfg);
 }

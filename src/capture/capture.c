@@ -297,6 +297,11 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
     snprintf(c->uplink_reason, sizeof c->uplink_reason, "%s", reason);
 }
 
+struct sg_procevents *sg_capture_procevents(sg_capture *c)
+{
+    return c ? c->procs : NULL;
+}
+
 uint64_t sg_capture_pending(const sg_capture *c)
 {
     return c ? sg_spool_pending(c->spool) : 0;

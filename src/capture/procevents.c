@@ -26,6 +26,8 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "capture/execargs.h"
+#include "capture/procfs.h"
 
 #define log_line(...) sg_log(SG_LOG_WARN, "process events: " __VA_ARGS__)
 
@@ -40,6 +42,14 @@ typedef struct prog {
     uint64_t start_ns;
 } prog;
 
+/* What a held execve asked to run (sg_procevents_exec_held), read while
+ * its caller was stopped: used at its exec event instead of /proc. */
+typedef struct held {
+    json_t *argv;
+    bool truncated;
+    char *path, *cwd;
+} held;
+
 /* One process of the sandbox (a thread group), by host pid. */
 typedef struct pent {
     pid_t pid, ppid; /* host pids; ppid: the parent at fork */
@@ -47,6 +57,7 @@ typedef struct pent {
     uint32_t exec_id; /* the exec whose tree it belongs to; 0 = none known */
     bool execd;       /* ran a program of its own (not only a fork) */
     prog *rec;        /* the program being recorded, if any */
+    held *held;       /* its execve, read while held; NULL: none */
     struct pent *next;
 } pent;
 
@@ -60,7 +71,7 @@ struct sg_procevents {
     sg_procevents_emit_fn emit;
     void *ud;
     pent *bucket[NBUCKETS];
-    size_t tracked, live;
+    size_t tracked, live, nheld;
     uint32_t running[RUNNING_MAX];
     size_t nrunning;
     uint32_t last_exec;
@@ -116,6 +127,27 @@ static void prog_free(sg_procevents *p, pent *e)
     p->live--;
 }
 
+static void held_free(held *h)
+{
+    if (!h)
+        return;
+    json_decref(h->argv);
+    free(h->path);
+    free(h->cwd);
+    free(h);
+}
+
+/* Takes what was read of e's held execve, if anything. */
+static held *held_take(sg_procevents *p, pent *e)
+{
+    held *h = e->held;
+    if (h) {
+        e->held = NULL;
+        p->nheld--;
+    }
+    return h;
+}
+
 static void untrack(sg_procevents *p, pid_t pid)
 {
     pent **s = slot(p, pid);
@@ -123,6 +155,7 @@ static void untrack(sg_procevents *p, pid_t pid)
     if (!e)
         return;
     *s = e->next;
+    held_free(held_take(p, e));
     prog_free(p, e);
     free(e);
     p->tracked--;
@@ -146,51 +179,24 @@ static void fmt_ts(uint64_t mono_ns, char *buf, size_t len)
     snprintf(buf, len, "%s.%06ld+00:00", base, (long)(wall % 1000000000 / 1000));
 }
 
-static ssize_t read_at(int dirfd, const char *name, char *buf, size_t len)
-{
-    sg_autoclose int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    return fd < 0 ? -1 : sg_read_all(fd, buf, len);
-}
 
-/* The innermost pid of /proc/<dirfd>/status's NSpid (the sandbox's, for a
- * process of the sandbox), and its PPid (host); 0 when unreadable. */
-static pid_t read_nspid(int dirfd, pid_t *ppid)
-{
-    char buf[2048];
-    ssize_t n = read_at(dirfd, "status", buf, sizeof buf - 1);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *l = strstr(buf, "\nPPid:");
-    if (l && ppid)
-        *ppid = (pid_t)strtol(l + 6, NULL, 10);
-    l = strstr(buf, "\nNSpid:");
-    if (!l)
-        return 0;
-    char *end = strchr(l + 1, '\n');
-    if (end)
-        *end = 0;
-    char *last = strrchr(l, '\t');
-    return last ? (pid_t)strtol(last + 1, NULL, 10) : 0;
-}
 
-static int open_proc(pid_t pid)
-{
-    char path[32];
-    snprintf(path, sizeof path, "/proc/%d", (int)pid);
-    return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
 
 /* Whether the process behind dirfd lives in the sandbox's pid namespace:
  * a host process that took a pid we tracked is never read further. */
-static bool in_sandbox(const sg_procevents *p, int dirfd)
+static int ns_state(const sg_procevents *p, int dirfd)
 {
     char ns[64];
     ssize_t n = readlinkat(dirfd, "ns/pid", ns, sizeof ns - 1);
     if (n <= 0)
-        return false;
+        return -1; /* gone, or a zombie: its namespaces went at its exit */
     ns[n] = 0;
     return strcmp(ns, p->pidns) == 0;
+}
+
+static bool in_sandbox(const sg_procevents *p, int dirfd)
+{
+    return ns_state(p, dirfd) == 1;
 }
 
 static pid_t nspid_of(sg_procevents *p, pid_t pid)
@@ -200,39 +206,15 @@ static pid_t nspid_of(sg_procevents *p, pid_t pid)
     pent *e = lookup(p, pid);
     if (e && e->nspid)
         return e->nspid;
-    sg_autoclose int d = open_proc(pid);
+    sg_autoclose int d = sg_procfs_open(pid);
     if (d < 0 || !in_sandbox(p, d))
         return 0;
-    pid_t ns = read_nspid(d, NULL);
+    pid_t ns = sg_procfs_nspid(d, NULL);
     if (e)
         e->nspid = ns;
     return ns;
 }
 
-static json_t *read_argv(int dirfd)
-{
-    char *buf = malloc(SG_PROC_ARGV_MAX + 1);
-    if (!buf)
-        return NULL;
-    ssize_t n = read_at(dirfd, "cmdline", buf, SG_PROC_ARGV_MAX + 1);
-    if (n < 0) {
-        free(buf);
-        return NULL;
-    }
-    bool cut = n > SG_PROC_ARGV_MAX;
-    if (cut)
-        n = SG_PROC_ARGV_MAX;
-    json_t *av = json_array();
-    for (ssize_t i = 0; av && i < n;) {
-        size_t len = strnlen(buf + i, (size_t)(n - i));
-        size_t clen = 0;
-        sg_autofree char *s = sg_utf8_sanitize(buf + i, len, &clen);
-        json_array_append_new(av, json_stringn(s ? s : "", s ? clen : 0));
-        i += (ssize_t)len + 1;
-    }
-    free(buf);
-    return cut ? json_pack("{s:o, s:b}", "argv", av, "cut", true) : av;
-}
 
 /* ---- records ---------------------------------------------------------------- */
 
@@ -272,69 +254,29 @@ static void prog_end(sg_procevents *p, pent *e, uint64_t ts_ns, enum how how, in
     p->emit(p->ud, "process", j);
 }
 
-/* init's ready child runs sandglass-exec (a memfd) before the exec's own
- * program replaces it: that stub is not the learner's. */
-static bool is_exec_stub(int dirfd)
-{
-    char exe[64];
-    ssize_t n = readlinkat(dirfd, "exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return false;
-    exe[n] = 0;
-    return strncmp(exe, "/memfd:sandglass-exec", 21) == 0;
-}
 
-/* Whether the process behind dirfd runs the same executable as pid: init's
- * fresh clone, which has not exec'd its stub yet. */
-static bool same_exe(int dirfd, pid_t pid)
-{
-    struct stat a, b;
-    char path[48];
-    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-    return fstatat(dirfd, "exe", &a, 0) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
-           a.st_ino == b.st_ino;
-}
 
-/* stale: the process exec'd again since (later in the batch): /proc shows
- * the later program, so this one is recorded without argv and cwd. */
-static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
+/* argv and cwd of the program that starts: what its held execve showed
+ * (h), else /proc (procd, -1: not this program's any more), else, for an
+ * exec's own program, the exec's request. */
+static void fill_program(sg_procevents *p, pent *e, json_t *j, int procd, bool top, held *h)
 {
-    pent *e = lookup(p, pid);
-    if (!e)
-        return;
-    sg_autoclose int d = open_proc(pid);
-    if (d >= 0 && !in_sandbox(p, d)) {
-        untrack(p, pid); /* a reused pid: never ours */
+    if (h) {
+        json_object_set(j, "argv", h->argv ? h->argv : json_null());
+        if (h->truncated)
+            json_object_set_new(j, "argv_truncated", json_true());
+        json_object_set_new(j, "path", h->path ? json_string(h->path) : json_null());
+        json_object_set_new(j, "cwd", h->cwd ? json_string(h->cwd) : json_null());
+        json_object_set_new(j, "argv_source", json_string("execve"));
         return;
     }
-    int procd = stale ? -1 : d; /* what may be read of this program */
-    /* init's child: the ready stub, or (stale) the stub that became the
-     * exec's program at once, which the next event records */
-    if (e->ppid == p->init_pid && !e->execd && (stale || (d >= 0 && is_exec_stub(d))))
-        return;
-    bool top = e->ppid == p->init_pid && !e->execd; /* an exec's own program */
-    if (top)
-        e->exec_id = p->nrunning ? p->last_exec : 0;
-    prog_end(p, e, ts_ns, END_REPLACED, 0);
-    e->execd = true;
-    if (p->recorded >= SG_PROC_EVENTS_MAX || p->live >= SG_PROC_LIVE_MAX) {
-        p->dropped++;
-        return;
-    }
-    prog *r = calloc(1, sizeof *r);
-    if (!r)
-        return;
-    r->start_ns = ts_ns;
-    if (d >= 0 && !e->nspid)
-        e->nspid = read_nspid(d, NULL);
-    char ts[48];
-    fmt_ts(ts_ns, ts, sizeof ts);
-    json_t *j = json_pack("{s:s}", "start_ts", ts);
-    json_t *av = procd >= 0 ? read_argv(procd) : NULL;
+    json_t *av = procd >= 0 ? sg_procfs_argv(procd) : NULL;
     if (json_is_array(av) && json_array_size(av) == 0) { /* a zombie's: its memory is gone */
         json_decref(av);
         av = NULL;
     }
+    if (av)
+        json_object_set_new(j, "argv_source", json_string("proc"));
     if (json_is_object(av)) { /* cut at SG_PROC_ARGV_MAX */
         json_object_set(j, "argv", json_object_get(av, "argv"));
         json_object_set_new(j, "argv_truncated", json_true());
@@ -355,6 +297,56 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
         json_object_set_new(j, "cwd", json_stringn(cw, clen));
     else
         json_object_set_new(j, "cwd", top && e->exec_id && p->exec_cwd ? json_string(p->exec_cwd) : json_null());
+}
+
+static void held_freep(held **h)
+{
+    held_free(*h);
+}
+
+/* stale: the process exec'd again since (later in the batch): /proc shows
+ * the later program, so this one is recorded without argv and cwd (unless
+ * its execve was held and read then). */
+static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
+{
+    pent *e = lookup(p, pid);
+    if (!e)
+        return;
+    __attribute__((cleanup(held_freep))) held *h = held_take(p, e);
+    sg_autoclose int d = sg_procfs_open(pid);
+    int ns = d >= 0 ? ns_state(p, d) : -1;
+    if (ns == 0) {
+        untrack(p, pid); /* a reused pid: never ours */
+        return;
+    }
+    if (ns < 0) /* exited already (a zombie): nothing to read, still ours */
+        sg_close_reset(&d);
+    int procd = stale ? -1 : d; /* what may be read of this program */
+    /* init's child: the ready stub, or (stale) the stub that became the
+     * exec's program at once, which the next event records */
+    bool stub = h ? !h->path /* execveat(fd, "", AT_EMPTY_PATH): ours alone does that there */
+                  : stale || (d >= 0 && sg_procfs_is_exec_stub(d));
+    if (e->ppid == p->init_pid && !e->execd && stub)
+        return;
+    bool top = e->ppid == p->init_pid && !e->execd; /* an exec's own program */
+    if (top)
+        e->exec_id = p->nrunning ? p->last_exec : 0;
+    prog_end(p, e, ts_ns, END_REPLACED, 0);
+    e->execd = true;
+    if (p->recorded >= SG_PROC_EVENTS_MAX || p->live >= SG_PROC_LIVE_MAX) {
+        p->dropped++;
+        return;
+    }
+    prog *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->start_ns = ts_ns;
+    if (d >= 0 && !e->nspid)
+        e->nspid = sg_procfs_nspid(d, NULL);
+    char ts[48];
+    fmt_ts(ts_ns, ts, sizeof ts);
+    json_t *j = json_pack("{s:s}", "start_ts", ts);
+    fill_program(p, e, j, procd, top, h);
     json_object_set_new(j, "pid", e->nspid ? json_integer(e->nspid) : json_null());
     pid_t pp = nspid_of(p, e->ppid);
     json_object_set_new(j, "ppid", pp ? json_integer(pp) : json_null());
@@ -405,22 +397,23 @@ static void rescan(sg_procevents *p)
         if (d < 0 || !in_sandbox(p, d))
             continue;
         pid_t ppid = 0;
-        pid_t ns = read_nspid(d, &ppid);
+        pid_t ns = sg_procfs_nspid(d, &ppid);
         pent *pe = lookup(p, ppid);
         pent *e = track(p, (pid_t)pid, ppid, pe ? pe->exec_id : 0);
         if (e) {
             e->nspid = ns;
             /* already running: not recorded; but a ready child (a pool's
              * spare has one) is still to become an exec's program */
-            e->execd = !(ppid == p->init_pid && (is_exec_stub(d) || same_exe(d, p->init_pid)));
+            e->execd = !(ppid == p->init_pid && (sg_procfs_is_exec_stub(d) || sg_procfs_same_exe(d, p->init_pid)));
         }
     }
     for (size_t b = 0; b < NBUCKETS; b++)
         for (pent **e = &p->bucket[b]; *e;) {
-            sg_autoclose int d = open_proc((*e)->pid);
+            sg_autoclose int d = sg_procfs_open((*e)->pid);
             if ((*e)->pid != p->init_pid && (d < 0 || !in_sandbox(p, d))) {
                 pent *gone = *e;
                 *e = gone->next;
+                held_free(held_take(p, gone));
                 prog_free(p, gone);
                 free(gone);
                 p->tracked--;
@@ -628,6 +621,44 @@ sg_procevents *sg_procevents_new(uv_loop_t *loop, pid_t init_pid, sg_procevents_
     p->poll->data = p;
     uv_poll_start(p->poll, UV_READABLE, on_readable);
     return p;
+}
+
+
+bool sg_procevents_exec_held(sg_procevents *p, pid_t tid, sg_execargs *a,
+                             bool (*still_held)(void *ud), void *ud)
+{
+    if (!p || p->fd < 0 || p->closed)
+        return false;
+    sg_procevents_drain(p); /* its fork first: then it is tracked */
+    sg_autoclose int d = sg_procfs_open(tid);
+    if (d < 0 || !in_sandbox(p, d))
+        return false;
+    pid_t tgid = sg_procfs_tgid(d);
+    pid_t nspid = sg_procfs_nspid(d, NULL);
+    char cwd[4096];
+    ssize_t n = readlinkat(d, "cwd", cwd, sizeof cwd - 1);
+    /* Only now: if it is still held, tid was that caller all along. */
+    if (!still_held(ud))
+        return false;
+    pent *e = tgid > 0 ? lookup(p, tgid) : NULL;
+    if (!e || (!e->held && p->nheld >= SG_PROC_LIVE_MAX))
+        return false; /* untracked, or too many held at once: /proc at its exec */
+    held *h = calloc(1, sizeof *h);
+    if (!h)
+        return false;
+    size_t clen = 0;
+    h->cwd = n > 0 ? sg_utf8_sanitize(cwd, (size_t)n, &clen) : NULL;
+    h->argv = a->argv;
+    h->path = a->path;
+    h->truncated = a->truncated;
+    a->argv = NULL;
+    a->path = NULL;
+    held_free(held_take(p, e)); /* an earlier execve of it that failed */
+    e->held = h;
+    p->nheld++;
+    if (!e->nspid && tgid == tid)
+        e->nspid = nspid;
+    return true;
 }
 
 /* Closes a window: what was not recorded one by one, summed up. */

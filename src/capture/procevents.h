@@ -11,15 +11,34 @@
  * and grows by fork (a fork's parent is always known before its child), so
  * a host process costs one hash lookup and no /proc read.
  *
+ * argv, cwd, the path given and the namespace pid come from the program's
+ * execve itself where the sandbox holds every execve until the supervisor
+ * read it (sandbox/execnotify.h: a seccomp user notification; Linux >=
+ * 5.5, root sandboxes): sg_procevents_exec_held keeps them for the exec
+ * event (`argv_source: "execve"`), so a program that ends at once is
+ * recorded whole. Elsewhere they are read from /proc at the exec event
+ * (`argv_source: "proc"`).
+ *
  * What it can miss (said in docs/ARCHITECTURE.md too):
- *  - argv, cwd and the namespace pid are read from /proc when the
- *    supervisor handles the exec event, after the program started: a
- *    program that exits (or execs again) first — a /bin/true in a busy
- *    loop on a loaded host — is recorded with its parent, times and exit
- *    status but argv, cwd and pid null (an exec's own program falls back to
- *    the exec's request); one that rewrote its argv memory in between is
- *    recorded as it made itself look. Closing this gap needs the exec
- *    stopped until it is read (seccomp user notification on execve).
+ *  - with the execve held: what is read is what the caller's memory showed
+ *    when we read it; another thread of the caller (or a process of the
+ *    same exec and user writing /proc/PID/mem) can change it before the
+ *    kernel reads it, so a program can be recorded under an argv it did
+ *    not run with. Past SG_PROC_ARGS_MAX arguments or SG_PROC_ARGV_MAX
+ *    bytes argv is cut (`argv_truncated`). Execs are not held while the
+ *    supervisor is down (init lets them go): a supervisor that adopts the
+ *    sandbox records what starts after it, as before. Past
+ *    SG_PROC_LIVE_MAX held execs not yet seen to run (failed execs keep
+ *    theirs until the process's next exec or exit) the rest fall back to
+ *    /proc.
+ *  - without it (rootless, Linux < 5.5, SANDGLASS_EXEC_NOTIFY=0): argv,
+ *    cwd and the namespace pid are read from /proc when the supervisor
+ *    handles the exec event, after the program started: a program that
+ *    exits (or execs again) first — a /bin/true in a busy loop on a loaded
+ *    host — is recorded with its parent, times and exit status but argv,
+ *    cwd and pid null (an exec's own program falls back to the exec's
+ *    request); one that rewrote its argv memory in between is recorded as
+ *    it made itself look.
  *  - the kernel drops events when our socket's queue overflows (a fork
  *    storm on the host): that is reported as a `limit` event and the set is
  *    rebuilt from /proc (processes started meanwhile are not recorded).
@@ -34,6 +53,7 @@
 #define SG_PROCEVENTS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -41,6 +61,7 @@
 #include "base/err.h"
 
 typedef struct sg_procevents sg_procevents;
+struct sg_execargs;
 /* Receives each event (payload stolen): "process" or "limit". */
 typedef void (*sg_procevents_emit_fn)(void *ud, const char *kind, json_t *payload);
 
@@ -58,6 +79,14 @@ void sg_procevents_drain(sg_procevents *p);
 void sg_procevents_exec_begin(sg_procevents *p, uint32_t exec_id, json_t *argv, const char *cwd);
 /* An exec ended: its events are drained, the window closes. */
 void sg_procevents_exec_end(sg_procevents *p, uint32_t exec_id);
+/* An execve held by the kernel until the host read it
+ * (sandbox/execnotify.h): tid is its caller (a host tid), *a what it asked
+ * to run (taken on success). Reads the caller's cwd and pids from /proc,
+ * then asks still_held(ud) (the notification is still valid, so tid was
+ * the held caller during those reads) and keeps it all for the caller's
+ * exec event, which then reads nothing. Returns whether it kept it. */
+bool sg_procevents_exec_held(sg_procevents *p, pid_t tid, struct sg_execargs *a,
+                             bool (*still_held)(void *ud), void *ud);
 /* The sandbox ends: drains, then records what is still alive as running. */
 void sg_procevents_finish(sg_procevents *p);
 /* Stops the subscription and closes the handle (inside or outside uv_run);

@@ -21,6 +21,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "sandbox/execchild.h"
+#include "sandbox/execnotify.h"
 #include "sandbox/privs.h"
 #include "wire/seqpacket.h"
 
@@ -44,6 +45,12 @@ static const sg_seccomp_prog *exec_filter;
 /* sandglass-exec (an execute-only memfd), which ready children become while
  * they wait; -1: they wait as copies of init. */
 static int exec_stub = -1;
+/* The execve listener (execnotify.h): a copy goes to each supervisor that
+ * connects; while none is, init answers it. -1: execs are not held. */
+static int notify_fd = -1;
+/* Set when the supervisor went: the first notification init then gets
+ * marks where the ones the dead supervisor held end. */
+static bool notify_orphaned;
 
 static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *err)
 {
@@ -71,6 +78,7 @@ static void child_prepare(const sg_spawn_hdr *sp)
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
     signal(SIGPIPE, SIG_DFL);
+    signal(SIGALRM, SIG_DFL); /* init's own (notify_answer) */
     int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (adj < 0 || write(adj, SG_EXEC_OOM_SCORE_ADJ, strlen(SG_EXEC_OOM_SCORE_ADJ)) < 0)
         sg_execchild_fail(126, "cannot reset oom_score_adj", NULL, errno);
@@ -398,6 +406,11 @@ static int init_signalfd(int ready)
     return sfd;
 }
 
+static void on_alarm(int sig)
+{
+    (void)sig; /* interrupts a RECV another reader raced us to */
+}
+
 /* The filter, once, on init itself, last (the set-up above mounts and
  * unshares): every exec child inherits it and adds only the clone3
  * rule, which init must not have (clone_into). Init holds CAP_SYS_ADMIN
@@ -415,18 +428,57 @@ static void init_load_filter(const sg_init_config *cfg)
         }
         exec_filter = sg_seccomp_child_prog();
     }
+    /* Last: init itself never execs, so it is never held. */
+    if (cfg->exec_notify) {
+        notify_fd = sg_execnotify_install();
+        struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+        sigaction(SIGALRM, &sa, NULL);
+    }
+}
+
+/* The listener to a new supervisor (execnotify.h), first on its
+ * connection. */
+static void notify_send(void)
+{
+    sg_spawn_reply rep = {.type = SG_SPAWN_NOTIFY};
+    if (notify_fd >= 0 && conn_fd >= 0 &&
+        sg_seqpacket_send(conn_fd, &rep, sizeof rep, &notify_fd, 1) < 0) {
+        close(conn_fd);
+        conn_fd = -1;
+    }
+}
+
+/* No supervisor: held execs go on, unread (no capture runs now). A
+ * bounded batch, so reaping and a new supervisor wait for no storm. */
+static void notify_answer(void)
+{
+    for (int i = 0; i < 64; i++) {
+        struct seccomp_notif n;
+        alarm(1); /* a dead supervisor's fd may linger in its exiting process */
+        int r = sg_execnotify_recv(notify_fd, &n);
+        alarm(0);
+        if (r <= 0)
+            return;
+        if (notify_orphaned) {
+            notify_orphaned = false;
+            sg_execnotify_release_stuck(notify_fd, n.id);
+        }
+        sg_execnotify_continue(notify_fd, n.id);
+    }
 }
 
 /* Reaps, takes a new supervisor's connection, serves the current one. */
 static __attribute__((noreturn)) void init_loop(int listen_fd, int sfd)
 {
     for (;;) {
+        /* the listener is init's to answer only while no supervisor is */
+        bool answer = conn_fd < 0 && notify_fd >= 0;
         struct pollfd pfd[3] = {
             {.fd = listen_fd, .events = POLLIN},
             {.fd = sfd, .events = POLLIN},
-            {.fd = conn_fd, .events = POLLIN},
+            {.fd = answer ? notify_fd : conn_fd, .events = POLLIN},
         };
-        if (poll(pfd, conn_fd >= 0 ? 3 : 2, -1) < 0)
+        if (poll(pfd, conn_fd >= 0 || answer ? 3 : 2, -1) < 0)
             continue;
         if (pfd[1].revents) {
             struct signalfd_siginfo si;
@@ -441,10 +493,15 @@ static __attribute__((noreturn)) void init_loop(int listen_fd, int sfd)
                 if (conn_fd >= 0)
                     close(conn_fd);
                 conn_fd = c;
+                notify_send();
             }
         }
-        if (conn_fd >= 0 && pfd[2].revents)
+        if (answer && conn_fd < 0 && (pfd[2].revents & POLLIN))
+            notify_answer();
+        else if (!answer && conn_fd >= 0 && pfd[2].revents)
             handle_conn();
+        if (conn_fd < 0 && !answer && notify_fd >= 0)
+            notify_orphaned = true; /* the supervisor went just now */
     }
 }
 

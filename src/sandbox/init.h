@@ -26,6 +26,7 @@
 #ifndef SG_INIT_H
 #define SG_INIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,6 +43,7 @@ typedef struct sg_init_config {
     int ready_fd;       /* write end: "ok" or an error line, then closed */
     int go_fd;          /* read end: the supervisor writes a byte once init is in its cgroup */
     int exec_stub_fd;   /* sandglass-exec, execute-only (exec_main.c); -1: none */
+    bool exec_notify;   /* hold every execve for the supervisor (execnotify.h) */
 } sg_init_config;
 
 /* Runs in the cloned child; never returns. */

@@ -345,6 +345,8 @@ static void sup_free(sup *s)
         close(s->ctl_fd);
     if (s->init_fd >= 0)
         close(s->init_fd);
+    if (s->notify_fd >= 0)
+        close(s->notify_fd);
     sg_ckpt_client_free(s->ckpt);
     sg_labels_free(&s->labels);
     for (size_t i = 0; i < s->nspare; i++)
@@ -368,7 +370,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = -1;
+    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
     s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);

@@ -107,6 +107,7 @@ void on_init_msg(uv_poll_t *p, int status, int events)
         if (n <= 0 && n != -EMSGSIZE) {
             /* init is gone: the whole pid namespace died with it. */
             uv_poll_stop(p);
+            execnotify_stop(s);
             s->init_dead = true;
             for (size_t i = s->nexecs; i-- > 0;)
                 exec_fail(s->execs[i], "the sandbox's init died");
@@ -119,6 +120,10 @@ void on_init_msg(uv_poll_t *p, int status, int events)
             s->ready_pid = rep.pid;
             sg_close_reset(&s->ready_pidfd);
             s->ready_pidfd = ready_pidfd_open(s->rl.dirfd);
+            continue;
+        }
+        if (ok && rep.type == SG_SPAWN_NOTIFY && nfds == 1) {
+            execnotify_attach(s, fd);
             continue;
         }
         if (nfds == 1)

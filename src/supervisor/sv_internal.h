@@ -131,6 +131,9 @@ struct sup {
     pid_t init_pid;
     int init_fd;
     uv_poll_t init_poll;
+    int notify_fd;          /* init's execve listener (sandbox/execnotify.h); -1: none */
+    uv_poll_t notify_poll;
+    bool notify_seen;       /* a held execve came since we got it */
     int ctl_fd;
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
@@ -239,6 +242,16 @@ void exec_handoff_done(exec_ctx *ex);
 void exec_handoff_failed(exec_ctx *ex);
 void on_handoff_timeout(uv_timer_t *t);
 void on_init_msg(uv_poll_t *p, int status, int events);
+
+/* ---- sv_execnotify.c ------------------------------------------------------ */
+
+/* Whether init should hold every execve for us (not rootless, a kernel that
+ * can, SANDGLASS_EXEC_NOTIFY is not 0). */
+bool execnotify_wanted(const sup *s);
+/* init's SG_SPAWN_NOTIFY: fd (taken) is the listener to serve. */
+void execnotify_attach(sup *s, int fd);
+/* init's connection is gone: so is ours to the listener. */
+void execnotify_stop(sup *s);
 
 /* ---- sv_leaves.c ----------------------------------------------------------- */
 

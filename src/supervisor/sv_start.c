@@ -98,7 +98,8 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     snprintf(gid, sizeof gid, "%u", (unsigned)cfg->rootfs.gid);
     char *argv[] = {"sandglass-init", (char *)cfg->rootfs.workspace,
                     (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
-                    (char *)cfg->rootfs.hostname, uid, gid, cfg->rootfs.idmap ? "idmap" : "", NULL};
+                    (char *)cfg->rootfs.hostname, uid, gid, cfg->rootfs.idmap ? "idmap" : "",
+                    cfg->exec_notify ? "notify" : "", NULL};
     char *envp[] = {NULL};
     close_range(3 + (unsigned)n, ~0U, 0);
     execve(path, argv, envp);
@@ -173,6 +174,7 @@ int start_init(sup *s, sg_err *err)
             .idmap = s->meta.idmap_workspace,
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
+        .exec_notify = execnotify_wanted(s),
     };
     sg_autoclose int stub = exec_stub_memfd();
     cfg.exec_stub_fd = stub;

@@ -85,5 +85,7 @@ int sg_spawn_reply_decode(const void *msg, size_t len, sg_spawn_reply *r)
     if (len != sizeof *r)
         return -1;
     memcpy(r, msg, sizeof *r);
-    return r->type == SG_SPAWN_SPAWNED || r->type == SG_SPAWN_EXITED || r->type == SG_SPAWN_READY ? 0 : -1;
+    return r->type == SG_SPAWN_SPAWNED || r->type == SG_SPAWN_EXITED || r->type == SG_SPAWN_READY ||
+                   r->type == SG_SPAWN_NOTIFY
+               ? 0 : -1;
 }

@@ -35,6 +35,9 @@ enum sg_spawn_type {
                              exec_id, the supervisor's next one. */
     SG_SPAWN_READY = 6,   /* init -> sup: sg_spawn_reply (exec_id, pid); fd: the ready child's
                              socket, where the supervisor sends it the exec (see above) */
+    SG_SPAWN_NOTIFY = 7,  /* init -> sup, first on each connection when execs are held:
+                             sg_spawn_reply (type only); fd: the execve listener
+                             (sandbox/execnotify.h) */
 };
 
 /* sg_spawn_hdr.flags (PREPARE) */
@@ -90,7 +93,7 @@ int sg_spawn_decode(char *msg, size_t len, char **strs, size_t nstrs, char ***ar
                     char **cwd);
 
 /* An init -> supervisor message: 0 with *r filled when msg is exactly one
- * reply of a type init sends (SPAWNED, EXITED, READY), else -1. */
+ * reply of a type init sends (SPAWNED, EXITED, READY, NOTIFY), else -1. */
 int sg_spawn_reply_decode(const void *msg, size_t len, sg_spawn_reply *r);
 
 #endif

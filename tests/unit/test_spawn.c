@@ -164,7 +164,8 @@ static void test_replies(void **state)
     for (uint32_t t = 0; t < 9; t++) {
         in.type = t;
         memcpy(buf, &in, sizeof in);
-        bool sent_by_init = t == SG_SPAWN_SPAWNED || t == SG_SPAWN_EXITED || t == SG_SPAWN_READY;
+        bool sent_by_init = t == SG_SPAWN_SPAWNED || t == SG_SPAWN_EXITED || t == SG_SPAWN_READY ||
+                            t == SG_SPAWN_NOTIFY;
         assert_int_equal(sg_spawn_reply_decode(buf, sizeof in, &out), sent_by_init ? 0 : -1);
     }
 }

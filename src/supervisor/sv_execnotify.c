@@ -1,0 +1,99 @@
+/* sv_execnotify: the sandbox's held execve calls (sandbox/execnotify.h).
+ * Init sends the listener first on its connection; each held call is read
+ * for the process events (capture/execargs.h, procevents.h), checked to be
+ * still held, and let go. A sandbox without a capture is let go unread. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "capture/execargs.h"
+#include "capture/procevents.h"
+#include "sandbox/execnotify.h"
+#include "supervisor/sv_internal.h"
+
+/* Held calls answered per wake-up: an execve storm takes its turn with the
+ * kill switch, the control socket and the exec pipes. Each held call stops
+ * its caller, so a storm runs at the pace we answer it. */
+#define NOTIFY_BATCH 16
+
+bool execnotify_wanted(const sup *s)
+{
+    const char *env = getenv("SANDGLASS_EXEC_NOTIFY");
+    /* rootless: no process events to feed (no CAP_NET_ADMIN) */
+    return !s->rootless && !(env && strcmp(env, "0") == 0) && sg_execnotify_supported();
+}
+
+typedef struct held_call {
+    int fd;
+    uint64_t id;
+} held_call;
+
+static bool still_held(void *ud)
+{
+    held_call *h = ud;
+    return sg_execnotify_valid(h->fd, h->id);
+}
+
+static void read_held(sup *s, const struct seccomp_notif *n)
+{
+    sg_procevents *pe = sg_capture_procevents(s->cap);
+    if (!pe)
+        return;
+    sg_execargs a;
+    if (sg_execargs_read((pid_t)n->pid, &n->data, &a) < 0)
+        return;
+    held_call h = {s->notify_fd, n->id};
+    sg_procevents_exec_held(pe, (pid_t)n->pid, &a, still_held, &h);
+    sg_execargs_clear(&a);
+}
+
+void execnotify_stop(sup *s)
+{
+    if (s->notify_fd < 0)
+        return;
+    uv_poll_stop(&s->notify_poll);
+    if (!uv_is_closing((uv_handle_t *)&s->notify_poll))
+        uv_close((uv_handle_t *)&s->notify_poll, NULL);
+    sg_close_reset(&s->notify_fd);
+}
+
+static void on_notify(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    sup *s = p->data;
+    for (int i = 0; i < NOTIFY_BATCH && s->notify_fd >= 0; i++) {
+        struct seccomp_notif n;
+        int r = sg_execnotify_recv(s->notify_fd, &n);
+        if (r < 0) { /* the sandbox is gone (no process uses the filter) */
+            execnotify_stop(s);
+            return;
+        }
+        if (r == 0)
+            return;
+        if (!s->notify_seen) {
+            /* a supervisor before us may have died holding some */
+            s->notify_seen = true;
+            sg_execnotify_release_stuck(s->notify_fd, n.id);
+        }
+        read_held(s, &n);
+        sg_execnotify_continue(s->notify_fd, n.id);
+    }
+}
+
+void execnotify_attach(sup *s, int fd)
+{
+    /* init sends it once per connection: a second one is not ours to use */
+    if (s->notify_fd >= 0 || s->notify_poll.loop || uv_poll_init(&s->loop, &s->notify_poll, fd) < 0) {
+        close(fd);
+        if (s->notify_fd < 0)
+            sg_log(SG_LOG_ERROR, "cannot poll the execve listener: the sandbox's execs wait until "
+                                 "this supervisor goes");
+        return;
+    }
+    s->notify_fd = fd;
+    s->notify_poll.data = s;
+    uv_poll_start(&s->notify_poll, UV_READABLE, on_notify);
+}
