@@ -18,6 +18,11 @@ import traceback
 SANDGLASS = os.environ.get("SANDGLASS_BIN", "sandglass")
 SANDGLASSD = os.environ.get("SANDGLASSD_BIN", "sandglassd")
 PROBE = os.environ.get("SG_PROBE_BIN", "")
+# Whether a root sandbox holds each execve for the host (src/sandbox/
+# execnotify.h): one more seccomp filter on init and everything under it.
+# The same gate as the code's: SANDGLASS_EXEC_NOTIFY=0 or Linux < 5.5 turn it off.
+EXEC_HELD = os.environ.get("SANDGLASS_EXEC_NOTIFY") != "0" and \
+    tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit()) >= (5, 5)
 
 
 class Tap:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import cmdline, pid_alive, pidns_members, tap, wait_for  # noqa: E402
+from sgtest import EXEC_HELD, cmdline, pid_alive, pidns_members, tap, wait_for  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 
 ok = tap.ok
@@ -24,8 +24,7 @@ PROC_ARGS_MAX = 256  # SG_PROC_ARGS_MAX
 # unless the kernel cannot (< 5.5) or SANDGLASS_EXEC_NOTIFY=0: then programs
 # that end at once may be recorded without argv, and the tests that need the
 # hold say so and skip.
-HELD = os.environ.get("SANDGLASS_EXEC_NOTIFY") != "0" and \
-    tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit()) >= (5, 5)
+HELD = EXEC_HELD
 
 # Programs that end at once may be gone before the supervisor reads their
 # argv (procevents.h says so): the quick ones here wait on a FIFO until an
