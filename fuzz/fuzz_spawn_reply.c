@@ -4,8 +4,8 @@
  * is, never as more.
  *
  * Invariants: sg_spawn_reply_decode succeeds exactly for an input of one
- * reply's size whose type is one init sends (SPAWNED, EXITED, READY), and
- * then gives the input's bytes, field for field. */
+ * reply's size whose type is one init sends (SPAWNED, EXITED, READY,
+ * NOTIFY), and then gives the input's bytes, field for field. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t type = 0;
     if (size >= sizeof type)
         memcpy(&type, data, sizeof type);
-    int want = size == sizeof r && (type == 2 || type == 3 || type == 6);
+    int want = size == sizeof r && (type == SG_SPAWN_SPAWNED || type == SG_SPAWN_EXITED ||
+                                     type == SG_SPAWN_READY || type == SG_SPAWN_NOTIFY);
     if ((rc == 0) != want)
         abort();
     if (rc == 0 && memcmp(&r, data, sizeof r) != 0)

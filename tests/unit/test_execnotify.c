@@ -196,6 +196,7 @@ static void test_hold(void **state)
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
     pid_t h = holder(sv[1], 2);
+    close(sv[1]); /* a holder that fails ends the wait for its listener (EOF) */
     int fd = take_listener(sv[0]);
     struct seccomp_notif n1, n2;
     assert_int_equal(wait_recv(fd, &n1), 1);
@@ -220,7 +221,6 @@ static void test_hold(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
     close(fd);
     close(sv[0]);
-    close(sv[1]);
 }
 
 static void test_killed_while_held(void **state)
@@ -231,6 +231,7 @@ static void test_killed_while_held(void **state)
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
     pid_t h = holder(sv[1], 1);
+    close(sv[1]); /* a holder that fails ends the wait for its listener (EOF) */
     int fd = take_listener(sv[0]);
     struct seccomp_notif n;
     assert_int_equal(wait_recv(fd, &n), 1);
@@ -249,7 +250,6 @@ static void test_killed_while_held(void **state)
     assert_true(sg_execnotify_recv(fd, &none) <= 0);
     close(fd);
     close(sv[0]);
-    close(sv[1]);
 }
 
 int main(void)
