@@ -192,9 +192,16 @@ def test_cap(env: CapEnv, sid: str) -> None:
 def run_until_result(env: CapEnv, sid: str, script: str):
     """Runs script with sh -c; the rows once its result is stored, and its exec id."""
     r = env.exec(sid, "sh", "-c", script)
-    rows = env.wait_rows(sid, lambda rs: any(x["kind"] == "run_result" and
-                                             x["payload"].get("cmd", "") == "sh -c " + script for x in rs))
-    return r, rows, exec_id_of(rows, "sh -c " + script)
+    line = "sh -c " + script
+
+    def stored(rs) -> bool:
+        # the result names the exec by id (its "cmd" is the script alone)
+        eid = exec_id_of(rs, line)
+        return eid is not None and any(x["kind"] == "run_result" and x["payload"].get("exec_id") == eid
+                                       for x in rs)
+    rows = env.wait_rows(sid, stored)
+    ok(stored(rows), "its result is stored", line[:80])
+    return r, rows, exec_id_of(rows, line)
 
 
 def test_burst(env: CapEnv, sid: str) -> None:
