@@ -206,11 +206,18 @@ bool sg_testrule_is_test_argv(char *const *argv)
     words *ws = calloc(1, sizeof *ws);
     if (!ws)
         return false;
-    for (; argv && *argv && ws->n < TR_MAX_WORDS; argv++) {
-        size_t l = strlen(*argv);
+    /* `SHELL -c SCRIPT` is recorded as SCRIPT (sg_exec_cmdline's rule): its
+     * program is the shell even when its directory looks like an
+     * assignment ("A=b/sh"), so the verdict is the script's there too. */
+    const char *b = argv && argv[0] ? base(argv[0]) : "";
+    bool shell_c = (!strcmp(b, "sh") || !strcmp(b, "bash") || !strcmp(b, "dash")) && argv[1] &&
+                   !strcmp(argv[1], "-c") && argv[2] && !argv[3];
+    for (char *const *a = argv; a && *a && ws->n < TR_MAX_WORDS; a++) {
+        const char *w = shell_c && a == argv ? b : *a;
+        size_t l = strlen(w);
         if (l >= TR_WORD_MAX)
             l = TR_WORD_MAX - 1;
-        memcpy(ws->w[ws->n], *argv, l);
+        memcpy(ws->w[ws->n], w, l);
         ws->w[ws->n++][l] = '\0';
     }
     bool r = simple_is_test(ws, 0);

@@ -48,6 +48,10 @@ static void test_argv(void **state)
     assert_false(sg_testrule_is_test_argv(d));
     char *e[] = {NULL};
     assert_false(sg_testrule_is_test_argv(e));
+    /* a shell whose directory looks like an assignment is still the shell
+     * (recorded as its script, as sg_exec_cmdline does; fuzz_testrule) */
+    char *f[] = {"A=b/sh", "-c", "pytest -q", NULL};
+    assert_true(sg_testrule_is_test_argv(f));
 }
 
 int main(void)
