@@ -177,6 +177,18 @@ static int take_listener(int sock)
     return fd;
 }
 
+/* A holder of nkids execs, and its listener (*fd). */
+static pid_t start_holder(int nkids, int *fd)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    pid_t h = holder(sv[1], nkids);
+    close(sv[1]); /* a holder that fails ends the wait for its listener (EOF) */
+    *fd = take_listener(sv[0]);
+    close(sv[0]);
+    return h;
+}
+
 static int wait_recv(int fd, struct seccomp_notif *n)
 {
     for (int i = 0; i < 60000; i++) { /* up to a minute */
@@ -193,11 +205,8 @@ static void test_hold(void **state)
     (void)state;
     if (!sg_execnotify_supported())
         skip();
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-    pid_t h = holder(sv[1], 2);
-    close(sv[1]); /* a holder that fails ends the wait for its listener (EOF) */
-    int fd = take_listener(sv[0]);
+    int fd = -1;
+    pid_t h = start_holder(2, &fd);
     struct seccomp_notif n1, n2;
     assert_int_equal(wait_recv(fd, &n1), 1);
     /* read while held, then still valid: the reads were its */
@@ -220,7 +229,6 @@ static void test_hold(void **state)
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
     close(fd);
-    close(sv[0]);
 }
 
 static void test_killed_while_held(void **state)
@@ -228,11 +236,8 @@ static void test_killed_while_held(void **state)
     (void)state;
     if (!sg_execnotify_supported())
         skip();
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-    pid_t h = holder(sv[1], 1);
-    close(sv[1]); /* a holder that fails ends the wait for its listener (EOF) */
-    int fd = take_listener(sv[0]);
+    int fd = -1;
+    pid_t h = start_holder(1, &fd);
     struct seccomp_notif n;
     assert_int_equal(wait_recv(fd, &n), 1);
     /* SIGKILL ends it without an answer; its id is then no longer valid
@@ -249,7 +254,6 @@ static void test_killed_while_held(void **state)
     struct seccomp_notif none;
     assert_true(sg_execnotify_recv(fd, &none) <= 0);
     close(fd);
-    close(sv[0]);
 }
 
 int main(void)
