@@ -182,7 +182,7 @@ static void exec_usage(FILE *f)
         "limit, abort) ends with one line on stderr saying why.\n"
         "\n"
         "  --timeout S   wall time for this exec (default: the sandbox's, 600 s unless\n"
-        "                create said otherwise)\n"
+        "                create said otherwise; with -t none: a terminal session)\n"
         "  --cwd DIR     an absolute directory inside the sandbox (default /workspace)\n"
         "  --env K=V     one more environment variable (repeatable)\n"
         "  -t, --tty     run CMD on a terminal made inside the sandbox (stdin must be a\n"

@@ -391,7 +391,10 @@ static exec_ctx *exec_new(sup *s, client *c, const sg_exec_req *req, bool direct
     ex->events_fd = -1;
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
     ex->pending_closes = 1; /* released when exec_finish closes the timer */
-    ex->timeout_s = req->timeout_s > 0 ? req->timeout_s : s->meta.timeout_s;
+    /* A terminal session (shell, exec -t, the browser's) is a learner's
+     * sitting, not one command: the sandbox's per-exec limit is not its
+     * end (exit, abort, destroy and the caps are); an explicit one is. */
+    ex->timeout_s = req->timeout_s > 0 ? req->timeout_s : req->tty ? 0 : s->meta.timeout_s;
     ex->code_only = req->code_only;
     ex->detachable = req->detachable;
     uv_timer_init(&s->loop, &ex->timer);
@@ -497,7 +500,8 @@ static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
-    uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
+    if (ex->timeout_s > 0)
+        uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
     if (!ex->awaiting_ack)
         return;
     if (handoff_lost) {
