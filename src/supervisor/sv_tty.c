@@ -19,7 +19,9 @@
  *  - detach and attach: a "detachable" exec outlives its caller (DETACH,
  *    or the connection closed); "attach" makes a new connection its caller
  *    and first replays the terminal's last SV_TTY_REPLAY_MAX bytes, so the
- *    screen is not blank until the program prints again. */
+ *    screen is not blank until the program prints again; without the
+ *    queries a full-screen program sent (ttyreplay.h): the new terminal
+ *    would answer them, and its answers would be typed into the shell. */
 #include "supervisor/sv_internal.h"
 
 #include <errno.h>
@@ -34,6 +36,7 @@
 #include "capture/asciicast.h"
 #include "capture/echoline.h"
 #include "capture/marks.h"
+#include "supervisor/ttyreplay.h"
 #include "base/log.h"
 
 /* What an attach replays of the terminal's recent output. */
@@ -385,33 +388,53 @@ static exec_ctx *attach_target(sup *s, json_t *want, char *why, size_t whylen)
     return NULL;
 }
 
-/* The replay: the ring from its oldest byte, from the first line start
- * when it wrapped (not from the middle of an escape sequence). */
+/* The replay's frames, as full as SG_CTL_CHUNK allows. */
+struct replay_out {
+    client *c;
+    size_t len;
+    char buf[SG_CTL_CHUNK];
+};
+
+static void replay_flush(struct replay_out *o)
+{
+    if (o->len)
+        client_send(o->c, SG_CTL_STDOUT, o->buf, o->len);
+    o->len = 0;
+}
+
+static void replay_add(void *ud, const char *b, size_t n)
+{
+    struct replay_out *o = ud;
+    while (n) {
+        size_t take = sizeof o->buf - o->len < n ? sizeof o->buf - o->len : n;
+        memcpy(o->buf + o->len, b, take);
+        o->len += take;
+        b += take;
+        n -= take;
+        if (o->len == sizeof o->buf)
+            replay_flush(o);
+    }
+}
+
+/* The replay: the ring from its oldest byte, without what would make the
+ * new terminal answer as if typed (ttyreplay.h), from the first sequence
+ * or line start when it wrapped. */
 static void attach_replay(client *c, struct sv_shell *sh)
 {
     if (!sh->ring)
         return;
-    size_t start = sh->ring_full ? sh->ring_pos : 0;
-    size_t len = sh->ring_full ? SV_TTY_REPLAY_MAX : sh->ring_pos;
-    bool skip = sh->ring_full;
-    for (size_t done = 0; done < len;) {
-        size_t at = (start + done) % SV_TTY_REPLAY_MAX;
-        size_t run = SV_TTY_REPLAY_MAX - at < len - done ? SV_TTY_REPLAY_MAX - at : len - done;
-        const char *p = sh->ring + at;
-        if (skip) {
-            const char *nl = memchr(p, '\n', run);
-            if (!nl) {
-                done += run;
-                continue;
-            }
-            skip = false;
-            done += (size_t)(nl + 1 - p);
-            continue;
-        }
-        for (size_t off = 0; off < run; off += SG_CTL_CHUNK)
-            client_send(c, SG_CTL_STDOUT, p + off, run - off < SG_CTL_CHUNK ? run - off : SG_CTL_CHUNK);
-        done += run;
-    }
+    sg_autofree struct replay_out *o = malloc(sizeof *o);
+    if (!o)
+        return; /* no replay; the session goes on */
+    o->c = c;
+    o->len = 0;
+    sg_ttyreplay f;
+    sg_ttyreplay_init(&f, sh->ring_full, replay_add, o);
+    if (sh->ring_full)
+        sg_ttyreplay_feed(&f, sh->ring + sh->ring_pos, SV_TTY_REPLAY_MAX - sh->ring_pos);
+    sg_ttyreplay_feed(&f, sh->ring, sh->ring_pos);
+    sg_ttyreplay_end(&f);
+    replay_flush(o);
 }
 
 void sv_tty_attach(sup *s, client *c, json_t *req)
