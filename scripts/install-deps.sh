@@ -13,6 +13,7 @@ pkgs=(
   rsync musl-tools cmake
   chromium  # a real browser for the terminal page test (tests/node/browser_terminal.mjs)
   e2fsprogs  # mkfs.ext4: each workspace's own file system (src/sandbox/disk.c)
+  tmux vim  # a real terminal and a full-screen program for the reattach test (test_shell.py)
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP
 # Inspector). Debian's nodejs and npm, unless a node with npm is already
