@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,25 @@ static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *e
 {
     dprintf(ready_fd, "error: %s\n", err->msg);
     _exit(1);
+}
+
+/* Set by a sanitizer runtime (weak: NULL in a build without one). */
+extern void __sanitizer_set_report_path(const char *path) __attribute__((weak));
+
+/* In a sanitized init with the supervisor's sanitizer options (ASan,
+ * UBSan, LSan; sv_start.c passes only those), reports go to fd 2, which
+ * init then keeps on the supervisor's log instead of /dev/null: no host
+ * path of a log_path is visible in the sandbox's mount namespace, and fd 2
+ * is never reopened by path in the exec and ready children init forks
+ * (their instrumented code reports there too, until an exec's stdio
+ * replaces it; the user's command never has it). */
+static bool init_sanitizer_reports(void)
+{
+    if (!__sanitizer_set_report_path ||
+        !(getenv("ASAN_OPTIONS") || getenv("UBSAN_OPTIONS") || getenv("LSAN_OPTIONS")))
+        return false;
+    __sanitizer_set_report_path("stderr");
+    return true;
 }
 
 static void send_reply(const sg_spawn_reply *r)
@@ -382,7 +402,7 @@ static void init_setup_sandbox(const sg_init_config *cfg)
         sg_err_set(&err, -br, "cannot empty the capability bounding set: %s", strerror(-br));
         setup_failed(ready, &err);
     }
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int devnull = init_sanitizer_reports() ? -1 : open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) {
         dup2(devnull, 2);
         close(devnull);

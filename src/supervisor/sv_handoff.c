@@ -1,6 +1,7 @@
 /* sv_handoff: the init connection (wire/spawn.h): its replies, and the direct
  * hand-off of an exec to the ready child. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +94,9 @@ void on_handoff_timeout(uv_timer_t *t)
     handoff_check(t->data, true);
 }
 
-void on_init_msg(uv_poll_t *p, int status, int events)
+/* Reads every report init has sent; false when init is gone. */
+static bool init_drain(sup *s)
 {
-    sup *s = p->data;
     for (;;) {
         char buf[sizeof(sg_spawn_reply)];
         sg_spawn_reply rep;
@@ -103,15 +104,15 @@ void on_init_msg(uv_poll_t *p, int status, int events)
         size_t nfds = 1;
         ssize_t n = sg_seqpacket_recv(s->init_fd, buf, sizeof buf, MSG_DONTWAIT, &fd, &nfds);
         if (n == -EAGAIN || n == -EINTR)
-            return;
+            return true;
         if (n <= 0 && n != -EMSGSIZE) {
             /* init is gone: the whole pid namespace died with it. */
-            uv_poll_stop(p);
+            uv_poll_stop(&s->init_poll);
             execnotify_stop(s);
             s->init_dead = true;
             for (size_t i = s->nexecs; i-- > 0;)
                 exec_fail(s->execs[i], "the sandbox's init died");
-            return;
+            return false;
         }
         bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
         if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->ready &&
@@ -156,5 +157,41 @@ void on_init_msg(uv_poll_t *p, int status, int events)
             ex->exit_rep = rep;
             exec_finish(ex);
         }
+    }
+}
+
+void on_init_msg(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    (void)init_drain(p->data);
+}
+
+static bool killed_exec_running(const sup *s)
+{
+    for (size_t i = 0; i < s->nexecs; i++)
+        if (!s->execs[i]->finished && s->execs[i]->kill_cause[0])
+            return true;
+    return false;
+}
+
+/* After a kill whose proof held, the killed execs' exit reports are on
+ * their way from init: they are read now, so that the answer to the kill
+ * (an abort) is followed by no exec still counted as running (a rollback
+ * right after it would refuse "under them"), and each killed exec's
+ * result comes before the abort's record. Bounded by timeout_ms. */
+void execs_settle_killed(sup *s, int timeout_ms)
+{
+    uint64_t end = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    while (s->init_fd >= 0 && !s->init_dead && killed_exec_running(s)) {
+        uint64_t now = sg_now_mono_ns();
+        if (now >= end)
+            break;
+        struct pollfd pfd = {.fd = s->init_fd, .events = POLLIN};
+        int r = poll(&pfd, 1, (int)((end - now) / 1000000u) + 1);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r > 0 && !init_drain(s))
+            break;
     }
 }

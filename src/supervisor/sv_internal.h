@@ -242,6 +242,7 @@ void exec_handoff_done(exec_ctx *ex);
 void exec_handoff_failed(exec_ctx *ex);
 void on_handoff_timeout(uv_timer_t *t);
 void on_init_msg(uv_poll_t *p, int status, int events);
+void execs_settle_killed(sup *s, int timeout_ms);
 
 /* ---- sv_execnotify.c ------------------------------------------------------ */
 

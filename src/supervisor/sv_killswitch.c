@@ -138,6 +138,10 @@ json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
     return r;
 }
 
+/* How long an abort waits for init's reports of the execs it killed: they
+ * are dead (the proof held), only their reports are on the way. */
+#define SG_ABORT_SETTLE_MS 5000
+
 /* The kill switch. Returns the abort record (new reference). */
 json_t *sup_abort(sup *s, const char *by, const char *reason)
 {
@@ -154,6 +158,10 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
     char detail[300];
     snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
     json_t *k = kill_all_user_processes(s, "abort", detail);
+    /* The proof held: the killed execs' results are read before the
+     * answer, so nothing counts as running after it (SG_ABORT_SETTLE_MS). */
+    if (json_is_true(json_object_get(json_object_get(k, "proof"), "cgroup_holds_only_init")))
+        execs_settle_killed(s, SG_ABORT_SETTLE_MS);
     json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);

@@ -80,6 +80,35 @@ static int bpf_memfd(const sg_seccomp_prog *p)
     return fd;
 }
 
+/* The sanitizer options a sanitized init needs (init.c:
+ * init_sanitizer_reports), and only those: never the caller's other
+ * variables. A log_path is dropped (a host path, not visible in the
+ * sandbox's mount namespace: init reports on its fd 2, the supervisor's
+ * log). Fills envp (NULL-terminated) from buf, no allocation (we are a
+ * clone of a process with threads). */
+#define SAN_VARS 3
+static void sanitizer_env(char buf[SAN_VARS][1024], char *envp[SAN_VARS + 1])
+{
+    static const char *const vars[SAN_VARS] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+    size_t n = 0;
+    for (size_t i = 0; i < SAN_VARS; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v)
+            continue;
+        size_t len = (size_t)snprintf(buf[n], sizeof buf[n], "%s=", vars[i]);
+        for (const char *o = v; *o && len < sizeof buf[n] - 1;) {
+            size_t olen = strcspn(o, ":");
+            if (olen && strncmp(o, "log_path=", 9) != 0 && len + olen + 1 < sizeof buf[n])
+                len += (size_t)snprintf(buf[n] + len, sizeof buf[n] - len, "%s%.*s",
+                                        buf[n][len - 1] == '=' ? "" : ":", (int)olen, o);
+            o += olen + (o[olen] == ':');
+        }
+        envp[n] = buf[n];
+        n++;
+    }
+    envp[n] = NULL;
+}
+
 /* In the cloned child: fds to 3..6, then exec sandglass-init. Returns only
  * if the exec failed (the caller then runs init in this fork). */
 static void exec_init_binary(const char *path, const sg_init_config *cfg, int bpf)
@@ -100,7 +129,8 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
                     (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
                     (char *)cfg->rootfs.hostname, uid, gid, cfg->rootfs.idmap ? "idmap" : "",
                     cfg->exec_notify ? "notify" : "", NULL};
-    char *envp[] = {NULL};
+    char san[SAN_VARS][1024], *envp[SAN_VARS + 1];
+    sanitizer_env(san, envp);
     close_range(3 + (unsigned)n, ~0U, 0);
     execve(path, argv, envp);
     /* fds 3..6 are ours now: put the originals back for the fallback */

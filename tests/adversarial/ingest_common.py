@@ -83,9 +83,9 @@ def new_state() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="sg-adv-ingest-")
 
 
-def tcp_listeners(port: int) -> list[tuple[str, str]]:
-    """(file, local address hex) of every LISTEN socket on port, from
-    /proc/net/tcp and tcp6 (state 0A)."""
+def tcp_sockets(port: int) -> list[tuple[str, str, str, str]]:
+    """(file, local address hex, state hex, inode) of every socket whose
+    local port is port, from /proc/net/tcp and tcp6."""
     out = []
     for f in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -95,6 +95,11 @@ def tcp_listeners(port: int) -> list[tuple[str, str]]:
         for l in lines:
             parts = l.split()
             addr, p = parts[1].rsplit(":", 1)
-            if int(p, 16) == port and parts[3] == "0A":
-                out.append((os.path.basename(f), addr))
+            if int(p, 16) == port:
+                out.append((os.path.basename(f), addr, parts[3], parts[9]))
     return out
+
+
+def tcp_listeners(port: int) -> list[tuple[str, str]]:
+    """(file, local address hex) of every LISTEN socket (state 0A) on port."""
+    return [(f, addr) for f, addr, state, _ino in tcp_sockets(port) if state == "0A"]

@@ -11,12 +11,20 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ingest_common import T, new_state, tcp_listeners  # noqa: E402
+from ingest_common import T, new_state, tcp_listeners, tcp_sockets  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import SANDGLASSD, tap  # noqa: E402
+from sgtest import SANDGLASSD, tap, wait_for  # noqa: E402
+
+
+
+def server_ends(port: int) -> int:
+    """Connections serve holds on port: its accepted sockets (not LISTEN,
+    with an inode: an orphan in TIME_WAIT or FIN_WAIT after serve closed it
+    has none)."""
+    return sum(1 for _f, _a, state, ino in tcp_sockets(port) if state != "0A" and ino != "0")
+
 
 st = new_state()
 env = dict(os.environ, SANDGLASS_STATE_DIR=st.name)
@@ -56,9 +64,14 @@ try:
         except subprocess.TimeoutExpired:
             return False
     tap.ok(healthz(), "/healthz answers with 200 half-open connections held")
+    tap.ok(wait_for(lambda: server_ends(port) >= 200, 60), "serve has accepted the 200 connections",
+           f"{server_ends(port)}")
     for s in held:
         s.close()
-    time.sleep(0.2)
+    # Gone when serve has closed its side of each (their end read, or its
+    # own timeout for a half-open request): then it has dealt with them all.
+    tap.ok(wait_for(lambda: server_ends(port) == 0, 60), "serve lets go of each of them",
+           f"{server_ends(port)} left")
     alive = p.poll() is None
     tap.ok(alive and healthz(), "and serve still runs after they go", "" if alive else f"exit {p.returncode}: {p.stderr.read()[-800:]}")
 finally:

@@ -5,10 +5,14 @@ checkpoint worker) read. A captured sandbox, so the events the host made of
 an attack can be read back from its spool."""
 from __future__ import annotations
 
+import array
+import ctypes
+import fcntl
 import json
 import os
 import signal
 import sys
+import termios
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -59,11 +63,35 @@ def store_bytes(env: CapEnv, sid: str) -> int:
     return total
 
 
-def wchan(pid: int) -> str:
+def queued_to(pid: int) -> int:
+    """Bytes waiting unread in the sockets of process pid (a stopped
+    worker's): each socket is taken with pidfd_getfd(2) and asked FIONREAD.
+    -1 when they cannot be read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    total = 0
     try:
-        return open(f"/proc/{pid}/wchan").read().strip()
+        pidfd = os.pidfd_open(pid)
     except OSError:
-        return ""
+        return -1
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                    continue
+            except OSError:
+                continue
+            dup = libc.syscall(438, pidfd, int(fd), 0)  # pidfd_getfd: the same number on every arch
+            if dup < 0:
+                return -1
+            try:
+                buf = array.array("i", [0])
+                fcntl.ioctl(dup, termios.FIONREAD, buf, True)
+                total += buf[0]
+            finally:
+                os.close(dup)
+    finally:
+        os.close(pidfd)
+    return total
 
 
 def stuck_in_worker(env: CapEnv, sid: str, trigger: tuple[str, ...] = ("exec", "--", "echo", "late")):
@@ -71,8 +99,10 @@ def stuck_in_worker(env: CapEnv, sid: str, trigger: tuple[str, ...] = ("exec", "
     worker is SIGSTOPped and a request (by default an exec, whose
     checkpoint comes first; or "checkpoint") is started here in the
     background. Returns (worker pid, the request's Popen) once the
-    supervisor waits on the worker (it no longer sits in its event loop's
-    epoll)."""
+    supervisor's call waits unread in the stopped worker's socket (the
+    supervisor then waits for its answer): a supervisor merely out of its
+    epoll (making a ready child, say) is not yet that, and a CLI killed
+    before its request reached the supervisor would leave nothing stuck."""
     sup = supervisor_pid(env, sid)
     # A changed workspace: the exec's checkpoint must go to the worker.
     sh(env, sid, "echo $$ > /workspace/changed")
@@ -80,11 +110,12 @@ def stuck_in_worker(env: CapEnv, sid: str, trigger: tuple[str, ...] = ("exec", "
     if not w:
         raise RuntimeError("no checkpoint worker runs")
     os.kill(w, signal.SIGSTOP)
+    if queued_to(w) != 0:
+        raise RuntimeError(f"the stopped worker has {queued_to(w)} bytes queued before any request")
     p = env.spawn([SANDGLASS, trigger[0], sid, *trigger[1:]],
                   stdout=open(os.devnull, "wb"), stderr=open(os.devnull, "wb"))
-    idle = ("do_epoll_wait", "ep_poll", "")
-    if not wait_for(lambda: wchan(sup) not in idle and pid_alive(sup), 60):
-        raise RuntimeError(f"the supervisor never waited on its worker (wchan {wchan(sup)!r})")
+    if not wait_for(lambda: queued_to(w) > 0 and pid_alive(sup), 60):
+        raise RuntimeError(f"the supervisor never sent its worker a call ({queued_to(w)} bytes queued)")
     return w, p
 
 

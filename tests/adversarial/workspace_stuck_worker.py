@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 
-from workspace_common import SLOW, events, new_env, pid_alive, stuck_in_worker, tap, wait_for
+from workspace_common import SANDGLASS, SLOW, events, new_env, pid_alive, sh, stuck_in_worker, tap, wait_for
 
 env = new_env()
 try:
@@ -47,6 +47,33 @@ try:
         tap.ok(r.returncode == 0, "a rollback after it works (a new worker)", r.stderr.decode(errors="replace"))
         tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
         tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n", "the sandbox works")
+
+    @tap.case("abort under a running exec, then rollback")
+    def _abort_running():
+        # The race behind this test's old flakiness: the abort answered
+        # before init's report of the exec it killed was read, so a
+        # rollback right after it found "1 exec(s) running" and refused.
+        # The abort now reads the killed execs' reports first: their
+        # results precede its record, whatever the machine's speed.
+        sh(env, sid, "echo before > /workspace/f")
+        p = env.spawn([SANDGLASS, "exec", sid, "--", "/bin/sh", "-c", "echo $$ > /workspace/pid; exec sleep 600"],
+                      stdout=open(os.devnull, "wb"), stderr=open(os.devnull, "wb"))
+        ws = env.workspace(sid)
+        tap.ok(wait_for(lambda: os.path.exists(os.path.join(ws, "pid")), 60), "the exec runs")
+        n_before = len(events(env, sid, "run_result"))
+        r = env.run("abort", sid, "--json", timeout=SLOW)
+        tap.ok(r.returncode == 0, "abort answers", r.stderr.decode(errors="replace"))
+        kinds = [(e["kind"], e.get("exec_id")) for e in events(env, sid)
+                 if e["kind"] in ("run_result", "session_abort")]
+        last_abort = max(i for i, k in enumerate(kinds) if k[0] == "session_abort")
+        results = [k for k in kinds[:last_abort] if k[0] == "run_result"]
+        tap.ok(len(results) == n_before + 1, "the killed exec's result comes before the abort's record",
+               repr(kinds))
+        r = env.run("rollback", sid, "--yes", timeout=SLOW)
+        tap.ok(r.returncode == 0, "a rollback right after the abort works (no exec counted as running)",
+               r.stderr.decode(errors="replace"))
+        p.wait(timeout=SLOW)
+        tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
 
     @tap.case("destroy")
     def _destroy():

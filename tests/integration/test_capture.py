@@ -391,10 +391,11 @@ def run_tests(env: CapEnv) -> None:
 
     @tap.case("one exec: events in order")
     def _():
-        script = 'echo out1; echo err1 >&2; printf "a\\nb\\n" > first.txt; exit 3'
-        t0 = time.time()
+        # The command sleeps 0.2 s: its duration can be no shorter.
+        script = 'echo out1; echo err1 >&2; printf "a\\nb\\n" > first.txt; sleep 0.2; exit 3'
+        t0 = time.monotonic()
         p, ev = env.run_exec(sid, script)
-        took = time.time() - t0  # the exec ran inside this span (run_exec waits for the store after)
+        took = time.monotonic() - t0  # the exec ran inside this span (run_exec waits for the store after)
         tap.eq(p.returncode, 3, "exec returns the command's status")
         tap.eq(kinds(ev), ["stdin", "activity", "command", "file_diff", "stdout", "stdout",
                            "run_result", "activity"], "stdin, activity, command, file_diff, stdout x2, "
@@ -413,10 +414,11 @@ def run_tests(env: CapEnv) -> None:
         ok([(o["stream"], o["data"]) for o in outs] == [("stdout", "out1\n"), ("stderr", "err1\n")],
                "stdout and stderr kept apart", outs)
         rr = d.get("run_result", {})
-        # duration_s: positive and within the span the test saw the exec
-        # run in (a consistency check, no speed asked of the machine)
+        # duration_s: no shorter than the command's sleep, no longer than the
+        # span the test saw the exec run in (both on the monotonic clock: an
+        # order of events, no speed asked of the machine)
         ok(rr.get("cmd") == script and rr.get("exit_code") == 3 and rr.get("timed_out") is False
-               and isinstance(rr.get("duration_s"), float) and 0 < rr["duration_s"] <= took + 0.01,
+               and isinstance(rr.get("duration_s"), float) and 0.2 <= rr["duration_s"] <= took,
                "run_result: cmd, exit_code, duration_s, timed_out", f"{rr}; the test saw {took:.3f} s")
         acts = [r["payload"] for r in ev if r["kind"] == "activity"]
         ok(all(isinstance(a.get("spooled"), int) and a["spooled"] >= 0 for a in acts)

@@ -1,6 +1,6 @@
 // One WebSocket conversation with `sandglass serve` for the refusal tests:
 //   node terminal_ws.mjs PORT SCRIPT_JSON
-// SCRIPT_JSON: {"path": "/v1/terminal", "protocol": "sandglass-terminal",
+// SCRIPT_JSON: {"path": "/v1/terminal", "protocol": "sandglass-terminal" (null: none),
 //   "send": [{"text": "..."} | {"binary": "..."} | {"wait_ms": N}], "timeout_ms": N}
 // Prints {"opened", "texts": [...], "output": "...", "close_code", "close_reason",
 // "error"} once the server closes (or the timeout passes: "timed_out": true).
@@ -12,8 +12,11 @@ const res = { opened: false, texts: [], output: '' };
 const done = () => { console.log(JSON.stringify(res)); process.exit(0); };
 let ws;
 try {
+  // null asks for no subprotocol at all (an empty string is the client's
+  // own error: the request would never reach the server)
   ws = new WebSocket(`ws://127.0.0.1:${port}${script.path || '/v1/terminal'}`,
-                     script.protocol === undefined ? 'sandglass-terminal' : script.protocol);
+                     script.protocol === undefined ? 'sandglass-terminal'
+                       : script.protocol === null ? [] : script.protocol);
 } catch (e) { res.error = String(e.message || e); done(); }
 ws.on('open', async () => {
   res.opened = true;

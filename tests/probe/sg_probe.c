@@ -1,6 +1,14 @@
 /* sg-probe: runs INSIDE a sandbox and checks what the sandbox hides.
  *
  *   sg-probe [OPTIONS] CHECK...      CHECK: pid1 ns uid caps nnp seccomp net fs dev, or all
+ *   sg-probe --syscalls [--as-nobody] NAME...
+ *                      makes each named syscall once with harmless arguments and
+ *                      prints one JSON object: {"NAME": {"nr": N, "ret": R,
+ *                      "errno": E}, ...}; "nr": null for a name with no number
+ *                      on this architecture, "known": false for a name this probe
+ *                      has no arguments for. --as-nobody (as root) first becomes
+ *                      uid/gid 65534 with no groups: the host's answer without
+ *                      the sandbox's filter, for comparison.
  *
  * Options:
  *   --abstract NAME    an abstract unix socket listening on the host: connecting must fail
@@ -37,6 +45,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -660,6 +669,132 @@ static void check_rootfs(void)
     expect_writable("/tmp");
 }
 
+/* ---- syscalls: each call of the seccomp denylist (src/sandbox/seccomp.c)
+ * with arguments the kernel rejects before it does anything, even as
+ * root: bad pointers (address 1), flag bits no call defines, fd -1. So
+ * without the filter a call fails with EFAULT, EINVAL, EBADF, ESRCH,
+ * ENOSYS, or EPERM where the kernel checks a capability first; with it,
+ * with the filter's errno. ---- */
+#define BADP 1L             /* an unmapped address: EFAULT */
+#define BADF 0x40000000L    /* a flag bit none of these calls defines */
+struct sysc {
+    const char *name;
+    long nr; /* -1: none on this architecture */
+    long a[6];
+};
+#define SC(n, ...) { #n, SYS_##n, { __VA_ARGS__ } }
+#define SC_NONE(n) { #n, -1, { 0 } }
+static const struct sysc syscalls[] = {
+    SC(mount, BADP, BADP, BADP, 0, BADP),
+#ifdef SYS_umount
+    SC(umount, BADP),
+#else
+    SC_NONE(umount),
+#endif
+    SC(umount2, BADP, 0x80000000L),
+    SC(pivot_root, BADP, BADP),
+    SC(chroot, BADP),
+    SC(fsopen, BADP, BADF),
+    SC(fsconfig, -1, 0x7fff, 0, 0, 0),
+    SC(fsmount, -1, BADF, BADF),
+    SC(fspick, -1, BADP, BADF),
+    SC(open_tree, -1, BADP, BADF),
+    SC(move_mount, -1, BADP, -1, BADP, BADF),
+    SC(mount_setattr, -1, BADP, BADF, BADP, 0),
+    SC(ptrace, 0x7fff, 0, 0, 0), /* an unknown request to pid 0: ESRCH */
+    SC(bpf, 0x7fff, BADP, 0),
+    SC(keyctl, 0x7fff, 0, 0, 0, 0),
+    SC(add_key, BADP, BADP, 0, 0, 0),
+    SC(request_key, BADP, BADP, 0, 0),
+    SC(kexec_load, 0, 0x10000, BADP, BADF),
+#ifdef SYS_kexec_file_load
+    SC(kexec_file_load, -1, -1, 0, BADP, BADF),
+#else
+    SC_NONE(kexec_file_load),
+#endif
+    SC(init_module, BADP, 0, BADP), /* length 0: ENOEXEC before any copy */
+    SC(finit_module, -1, BADP, BADF),
+    SC(delete_module, BADP, 0),
+    SC(perf_event_open, BADP, 0, -1, -1, 0),
+    SC(userfaultfd, BADF | 1 /* UFFD_USER_MODE_ONLY */),
+    SC(io_uring_setup, 0, BADP),
+    SC(io_uring_enter, -1, 0, 0, BADF, 0, 0),
+    SC(io_uring_register, -1, 0x7fff, 0, 0),
+    SC(unshare, 0x2000 /* CLONE_PTRACE: not an unshare flag */),
+    SC(setns, -1, 0),
+    SC(swapon, BADP, BADF),
+    SC(swapoff, BADP),
+    SC(reboot, 0, 0, 0, 0), /* no magic: EINVAL past the capability */
+    SC(open_by_handle_at, -1, BADP, 0),
+    SC(name_to_handle_at, -1, BADP, BADP, BADP, BADF),
+    SC(acct, BADP),
+    SC(quotactl, 0xff /* quota type 255 */, 0, 0, 0),
+#ifdef SYS_quotactl_fd
+    SC(quotactl_fd, -1, 0xff, 0, 0),
+#else
+    SC_NONE(quotactl_fd),
+#endif
+#ifdef SYS_lookup_dcookie
+    SC(lookup_dcookie, 0, BADP, 0),
+#else
+    SC_NONE(lookup_dcookie),
+#endif
+    SC(pidfd_getfd, -1, -1, BADF),
+    SC(process_vm_readv, 0, BADP, 1, BADP, 1, BADF),
+    SC(process_vm_writev, 0, BADP, 1, BADP, 1, BADF),
+    SC(process_madvise, -1, BADP, 1, 0, BADF),
+#ifdef SYS_modify_ldt
+    SC(modify_ldt, 0x7f, BADP, 0),
+#else
+    SC_NONE(modify_ldt),
+#endif
+#ifdef SYS_memfd_secret
+    SC(memfd_secret, BADF),
+#else
+    SC_NONE(memfd_secret),
+#endif
+};
+#define N_SYSCALLS (sizeof syscalls / sizeof syscalls[0])
+
+static int become_nobody(void)
+{
+    if (getuid() != 0)
+        return 0;
+    if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+        setresuid(65534, 65534, 65534) < 0) {
+        fprintf(stderr, "sg-probe: cannot become nobody: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int probe_syscalls(char **names, int n, bool as_nobody)
+{
+    if (as_nobody && become_nobody() < 0)
+        return 1;
+    printf("{");
+    for (int i = 0; i < n; i++) {
+        const struct sysc *c = NULL;
+        for (size_t k = 0; k < N_SYSCALLS; k++)
+            if (!strcmp(syscalls[k].name, names[i]))
+                c = &syscalls[k];
+        printf("%s\"%s\": ", i ? ", " : "", names[i]); /* names come from argv: [a-z0-9_] */
+        if (!c) {
+            printf("{\"known\": false}");
+            continue;
+        }
+        if (c->nr < 0) {
+            printf("{\"nr\": null}");
+            continue;
+        }
+        errno = 0;
+        long r = syscall(c->nr, c->a[0], c->a[1], c->a[2], c->a[3], c->a[4], c->a[5]);
+        printf("{\"nr\": %ld, \"ret\": %ld, \"errno\": %d}", c->nr, r, r < 0 ? errno : 0);
+    }
+    printf("}\n");
+    return 0;
+}
+
 struct check {
     const char *name;
     void (*fn)(void);
@@ -675,13 +810,21 @@ static const struct check checks[] = {
 static int usage(void)
 {
     fprintf(stderr, "usage: sg-probe [--abstract NAME] [--hostname NAME] [--init-comm NAME] "
-                    "[--uid N] [--gid N] [--host-ns TYPE=INO] CHECK...|all\n");
+                    "[--uid N] [--gid N] [--host-ns TYPE=INO] CHECK...|all\n"
+                    "       sg-probe --syscalls [--as-nobody] NAME...\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "--syscalls")) {
+        bool nobody = argc > 2 && !strcmp(argv[2], "--as-nobody");
+        for (int i = nobody ? 3 : 2; i < argc; i++)
+            if (strspn(argv[i], "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(argv[i]))
+                return usage();
+        return probe_syscalls(argv + (nobody ? 3 : 2), argc - (nobody ? 3 : 2), nobody);
+    }
     const char *want[N_CHECKS + 1];
     int nwant = 0;
     bool all = false;
