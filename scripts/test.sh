@@ -203,7 +203,11 @@ run_fuzz() {
     t=$(basename "$src" .c)
     if [ ! -x "build-fuzz/fuzz/$t" ]; then echo "FAIL $t: in fuzz/ but not built"; fi
   done
-  rm -f /dev/shm/sg-fuzz-* 2>/dev/null  # what a crashed target left behind
+  # what a crashed target left behind (named by its pid): only dead
+  # targets' (another run's live targets share /dev/shm)
+  for d in /dev/shm/sg-fuzz-*; do
+    [ -e "$d" ] && ! kill -0 "${d##*-}" 2>/dev/null && rm -rf "$d"
+  done
   echo "END"
 }
 fuzz_pid=

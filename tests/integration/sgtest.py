@@ -194,6 +194,24 @@ class Env:
         except OSError:
             pass
 
+    def kill_own_children(self) -> None:
+        """Ends what this test started with this Env's environment but not
+        through spawn (an ingest or a server of its own, run by Popen):
+        the test's children whose SANDGLASS_STATE_DIR is this state
+        directory. Supervisors are not its children (they detach): a
+        sandbox is ended by destroy, and one that outlives it is the
+        run's leak check's to name."""
+        mark = f"SANDGLASS_STATE_DIR={self.state}".encode()
+        for pid in children(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mark not in f.read().split(b"\0"):
+                        continue
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (OSError, ChildProcessError):
+                pass
+
     def cleanup(self) -> None:
         if self._cleaned:
             return
@@ -203,6 +221,7 @@ class Env:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        self.kill_own_children()
         try:
             self.run("pool", "0", timeout=60)
             # side by side: a captured sandbox whose ingest is gone waits
