@@ -56,8 +56,26 @@ def under(path, root):
     return path == root or path.startswith(root + "/")
 
 
+def env_tests(root):
+    """{Env directory name: test script} from ROOT/envs (sgtest.py)."""
+    out = {}
+    for line in read(os.path.join(root, "envs")).splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            out[parts[0]] = parts[1]
+    return out
+
+
+def whose(text, root, tests):
+    """The test whose Env directory text names, as " (made by TEST)"."""
+    rest = text.split(root + "/", 1)
+    name = rest[1].split("/", 1)[0].split()[0] if len(rest) == 2 and rest[1] else ""
+    return f" (made by {tests[name]})" if name in tests else ""
+
+
 def leaked_processes(root):
     mark = f"SG_TEST_ROOT={root}".encode()
+    tests = env_tests(root)
     skip = ancestors()
     out = []
     for d in os.listdir("/proc"):
@@ -68,8 +86,11 @@ def leaked_processes(root):
         if mark in env or root in cmd:
             stat = read(f"/proc/{d}/stat")
             state = stat.rsplit(")", 1)[1].split()[0] if ")" in stat else "?"
+            state_dir = next((v.decode(errors="replace") for v in env
+                              if v.startswith(b"SANDGLASS_STATE_DIR=")), "")
             if stat:
-                out.append(f"process {d} ({read(f'/proc/{d}/comm').strip()}, state {state}): {cmd[:200]}")
+                out.append(f"process {d} ({read(f'/proc/{d}/comm').strip()}, state {state}): {cmd[:200]}"
+                           + whose(state_dir + " " + cmd, root, tests))
     return out
 
 

@@ -133,6 +133,12 @@ class Env:
         self.env["SANDGLASS_INGEST"] = self.ingest_url
         self.procs: list[subprocess.Popen] = []
         self._cleaned = False
+        if RUN_ROOT:  # which test this Env is, for the leak check's report
+            try:
+                with open(os.path.join(RUN_ROOT, "envs"), "a") as f:
+                    f.write(f"{os.path.basename(self.root)} {os.path.basename(sys.argv[0])}\n")
+            except OSError:
+                pass
         _exit_on_sigterm()
         atexit.register(self._cleanup_at_exit)
 
