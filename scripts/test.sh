@@ -15,9 +15,10 @@
 #   valgrind cannot run (suite no-valgrind) and the lint checks.
 # - valgrind: the unit tests of the plain build (uninitialised reads, which
 #   ASan does not see; and leaks), so the plain build runs no other unit test.
-# - fuzz: each target for SG_FUZZ_SECONDS (15) after its seeds, alongside
-#   the ASan suite (its tests wait on the kernel and each other much of the
-#   time; a fuzz target keeps the CPU busy meanwhile).
+# - fuzz: built, then each target for SG_FUZZ_SECONDS (15) after its seeds,
+#   all alongside the suites (their tests wait on the kernel and on each
+#   other much of the time; the fuzz build and targets use the CPU
+#   meanwhile), off the run's critical path.
 # Test programs run SG_TEST_JOBS (2) at a time: each has its own state
 # directory, ports, cgroups and temporary files (tests/meson.build lists the
 # few that must run alone).
@@ -163,23 +164,25 @@ check_sanitizer_reports() { # label
   [ "$n" = 0 ] && echo "  [$1] no sanitizer report from any process"
 }
 
-plain_ok=0; asan_ok=0; fuzz_ok=0
+plain_ok=0; asan_ok=0
 build build || { failed=$((failed + 1)); echo "plain build failed"; plain_ok=1; }
 if ! { build build-asan -Db_sanitize=address,undefined -Db_lundef=false &&
        [ "$(build_option build-asan b_sanitize)" = "address,undefined" ]; }; then
   failed=$((failed + 1)); asan_ok=1
   echo "sanitizer build failed (or is not sanitized: b_sanitize=$(build_option build-asan b_sanitize))"
 fi
-if ! { CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; }; then
-  failed=$((failed + 1)); fuzz_ok=1; echo "fuzz build failed (or is not a fuzz build)"
-fi
 part_done build
 
-# Fuzz targets (clang, libFuzzer + ASan + UBSan, no recovery): a short run
-# each, seeds first (fuzz/corpus); a crash or any sanitizer report fails
-# it. Results go to build-fuzz/results, counted when the run is done.
+# Fuzz targets (clang, libFuzzer + ASan + UBSan, no recovery): built, then
+# a short run each, seeds first (fuzz/corpus); a crash or any sanitizer
+# report fails it. All of it alongside the suites (off their critical
+# path); the results are counted when the run is done.
 run_fuzz() {
   local nfuzz=0 f name seeds src t
+  if ! { CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; }; then
+    echo "FAIL the fuzz build failed (or is not a fuzz build)"; echo "END"; return
+  fi
+  echo "TIME build $((SECONDS - fuzz_start))s"
   for f in build-fuzz/fuzz/fuzz_*; do
     [ -f "$f" ] && [ -x "$f" ] || continue
     nfuzz=$((nfuzz + 1))
@@ -210,12 +213,10 @@ run_fuzz() {
   done
   echo "END"
 }
-fuzz_pid=
-if [ "$fuzz_ok" = 0 ]; then
-  run_fuzz > build-fuzz/results 2>&1 &
-  fuzz_pid=$!
-fi
 fuzz_start=$SECONDS
+fuzz_results="$SG_TEST_ROOT/fuzz-results"
+run_fuzz > "$fuzz_results" 2>&1 &
+fuzz_pid=$!
 
 if [ "$asan_ok" = 0 ]; then
   rm -rf "$san_dir"; mkdir -p "$san_dir/logs"; chmod 1777 "$san_dir" "$san_dir/logs"
@@ -238,20 +239,20 @@ if [ "$plain_ok" = 0 ]; then
   part_done valgrind
 fi
 
-if [ -n "$fuzz_pid" ]; then
-  wait "$fuzz_pid"
-  while read -r verdict rest; do
-    case $verdict in
-      OK) passed=$((passed + 1)); echo "  [fuzz] OK       $rest" ;;
-      FAIL) failed=$((failed + 1)); echo "  [fuzz] FAIL     $rest" ;;
-      END) fuzz_end=1 ;;
-      *) echo "  [fuzz] $verdict $rest" ;;
-    esac
-  done < build-fuzz/results
-  [ "${fuzz_end:-}" = 1 ] || { failed=$((failed + 1)); echo "  [fuzz] FAIL     the fuzz run did not finish"; }
-  times+=("fuzz $((SECONDS - fuzz_start))s (alongside the suites)")
-  part_start=$SECONDS
-fi
+wait "$fuzz_pid"
+fuzz_build=?
+while read -r verdict rest; do
+  case $verdict in
+    OK) passed=$((passed + 1)); echo "  [fuzz] OK       $rest" ;;
+    FAIL) failed=$((failed + 1)); echo "  [fuzz] FAIL     $rest" ;;
+    TIME) fuzz_build=${rest#build } ;;
+    END) fuzz_end=1 ;;
+    *) echo "  [fuzz] $verdict $rest" ;;
+  esac
+done < "$fuzz_results"
+[ "${fuzz_end:-}" = 1 ] || { failed=$((failed + 1)); echo "  [fuzz] FAIL     the fuzz run did not finish"; }
+times+=("fuzz(build $fuzz_build, then runs; alongside the suites) $((SECONDS - fuzz_start))s")
+part_start=$SECONDS
 
 # Nothing this run made is left: processes, cgroups, mounts, loop devices,
 # uid slots (only this run's: two runs may share the host).
