@@ -32,6 +32,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-bash "$(dirname "$0")/build-musl-jansson.sh" ||
-  echo "install-deps: warning: no musl-built jansson: the CLI will be linked with glibc (slower start)" >&2
+# The plain build's static musl CLI and sandglass-exec need jansson built
+# with musl: without it that build would lack binaries its configuration
+# asks for (and their tests would have nothing to test), so this fails.
+if ! bash "$(dirname "$0")/build-musl-jansson.sh"; then
+  echo "install-deps: cannot build jansson with musl (scripts/build-musl-jansson.sh): the plain build" \
+       "would have no static musl CLI and no sandglass-exec" >&2
+  exit 1
+fi
 echo "install-deps: all packages present"

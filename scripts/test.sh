@@ -1,14 +1,38 @@
 #!/usr/bin/env bash
-# Runs every test: unit and integration tests in the plain build and in the
-# ASan+UBSan build, the unit tests under valgrind, and each fuzz target for
-# a short run. Prints per-program results, every skipped check with its
-# reason, and ends with "N passed, N failed, N skipped" (counted over the
-# TAP checks inside each program).
+# Runs every test once for each coverage it gives, and ends with
+# "N passed, N failed, N skipped" (counted over the TAP checks inside each
+# program), after one line with each part's time.
 #
-# With CI=true (as .ci/run runs it) a skipped check is a failure unless its
-# reason is listed in tests/allowed-skips.txt: a green CI means every
-# required suite ran. Any sanitizer report from any process (the CLI, the
-# supervisors, the workers, the daemons, init) fails the run.
+# Which suites run in which build, and why (README "Tests"):
+# - ASan+UBSan build: unit, integration and adversarial, in full. Every
+#   process the tests start (CLI, supervisors, workers, daemons, init) is
+#   sanitized, so this is where a behaviour is checked.
+# - plain build: the suite static-e2e only (tests/meson.build names its
+#   programs: test_sandbox, test_cli, test_shell, ready_child, exec_fds):
+#   they exercise end to end what only the plain build ships — the static
+#   musl CLI, the static-pie init and sandglass-exec, the ready child's
+#   program, which the sanitized build does not make — plus the unit tests
+#   valgrind cannot run (suite no-valgrind) and the lint checks.
+# - valgrind: the unit tests of the plain build (uninitialised reads, which
+#   ASan does not see; and leaks), so the plain build runs no other unit test.
+# - fuzz: built, then each target for SG_FUZZ_SECONDS (15) after its seeds,
+#   all alongside the suites (their tests wait on the kernel and on each
+#   other much of the time; the fuzz build and targets use the CPU
+#   meanwhile), off the run's critical path.
+# Test programs run SG_TEST_JOBS (2) at a time: each has its own state
+# directory, ports, cgroups and temporary files (tests/meson.build lists the
+# few that must run alone).
+#
+# Hermetic: every test lives under this run's own directory SG_TEST_ROOT
+# (also TMPDIR), its captured sandboxes stream to a port of its own
+# (SANDGLASS_INGEST), and the run ends with scripts/leakcheck.py: a process,
+# cgroup, mount, loop device or uid slot this run made and left fails it.
+# Two runs side by side (two checkouts) share nothing.
+#
+# With CI=true (as .ci/run runs it) a skipped check is a failure unless
+# tests/allowed-skips.txt excuses its reason in that build: a green CI means
+# every required suite ran. Any sanitizer report from any process fails the
+# run. Budget: 15 minutes on the 2-core CI machine (README "Tests").
 set -uo pipefail
 # Root is needed (namespaces, cgroups, Debian packages): as root this runs
 # as it is (a fresh Debian has no sudo); as a user it goes through sudo.
@@ -21,6 +45,18 @@ if [ "${CI:-}" = true ] || [ "${SG_STRICT:-}" = 1 ]; then strict=(--strict); fi
 bash scripts/install-deps.sh >/dev/null || { echo "install-deps failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 passed=0; failed=0; skipped=0
+jobs=${SG_TEST_JOBS:-2}
+times=()
+t_start=$SECONDS
+part_start=$SECONDS
+part_done() { times+=("$1 $((SECONDS - part_start))s"); part_start=$SECONDS; }
+
+# This run's own directory: every test's files, state directories and
+# sandboxes live under it (sgtest.py reads SG_TEST_ROOT; tempfile and
+# node's tmpdir() read TMPDIR), and the leak check looks for nothing else.
+SG_TEST_ROOT=$(mktemp -d /tmp/sgrun-XXXXXX) || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+chmod 1777 "$SG_TEST_ROOT"  # as /tmp: the rootless tests' users make files here
+export SG_TEST_ROOT TMPDIR=$SG_TEST_ROOT
 
 # A build directory is (re)made when the options it was set up with differ
 # from the ones asked for: a stale build-asan without -Db_sanitize, or a
@@ -65,29 +101,44 @@ if [ -f tests/node/package.json ] && { [ ! -d tests/node/node_modules ] ||
   fi
 fi
 
-run_suite() { # dir, label, meson test args...
-  local dir=$1 label=$2
+# One meson test run, counted by scripts/testlog.py. It fails when meson
+# fails, when testlog.py fails, or when the programs in the log are not
+# exactly those `meson test --list` names for the same selection (a killed
+# meson, a program that never ran); testlog.py fails a program without a
+# TAP plan, with a plan its checks do not match, or that printed nothing.
+run_suite() { # dir, label, build kind (plain/asan/valgrind), meson test args...
+  local dir=$1 label=$2 kind=$3; shift 3
   rm -f "$dir/meson-logs/testlog-$label".*  "$dir/meson-logs/testlog-$label"-*
-  meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes 1 --logbase "testlog-$label" "${@:3}" \
+  meson test -C "$dir" --no-rebuild --list "$@" 2>/dev/null | grep ' / ' > "$dir/test-list-$label.txt"
+  meson test -C "$dir" --print-errorlogs --no-rebuild --num-processes "$jobs" --logbase "testlog-$label" "$@" \
     > "$dir/test-output-$label.txt" 2>&1
+  local mstatus=$?
   # meson appends the wrapper's name to the log's name
   local log base
   log=$(ls -t "$dir/meson-logs/testlog-$label"*.json 2>/dev/null | head -1)
   base=${log%.json}
-  if [ -n "$log" ] && [ -f "$log" ]; then
-    local out counts p f s
-    out=$(python3 scripts/testlog.py "$log" "$label" "${strict[@]}" --allowed tests/allowed-skips.txt)
-    counts=$(printf '%s\n' "$out" | tail -1)
-    printf '%s\n' "$out" | sed '$d'
-    read -r p f s <<<"$counts"
-    if [ "$f" != 0 ]; then
-      grep -E '^(not ok|#)' "$base.txt" | head -80
-    fi
-    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
-  else
+  if [ -z "$log" ] || [ ! -f "$log" ]; then
     failed=$((failed + 1))
+    echo "  [$label] FAIL     no test log (meson test exited $mstatus)"
     tail -40 "$dir/test-output-$label.txt"
+    return
   fi
+  local out counts p f s tstatus
+  out=$(python3 scripts/testlog.py "$log" "$label" "${strict[@]}" --build "$kind" \
+          --allowed tests/allowed-skips.txt --expect "$dir/test-list-$label.txt" --meson-status "$mstatus")
+  tstatus=$?
+  counts=$(printf '%s\n' "$out" | tail -1)
+  printf '%s\n' "$out" | sed '$d'
+  if [ "$tstatus" != 0 ] || ! [[ "$counts" =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]]; then
+    failed=$((failed + 1))
+    echo "  [$label] FAIL     testlog.py failed (exit $tstatus): its count is not trusted"
+    return
+  fi
+  read -r p f s <<<"$counts"
+  if [ "$f" != 0 ]; then
+    grep -E '^(not ok|#)' "$base.txt" | grep -vE '^# ok - ' | head -80  # cmocka's "# ok - tests" says nothing
+  fi
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
 # Sanitizer reports of every process go to files in this directory
@@ -113,32 +164,25 @@ check_sanitizer_reports() { # label
   [ "$n" = 0 ] && echo "  [$1] no sanitizer report from any process"
 }
 
-if build build; then run_suite build plain; else failed=$((failed + 1)); echo "plain build failed"; fi
-
-if build build-asan -Db_sanitize=address,undefined -Db_lundef=false &&
-   [ "$(build_option build-asan b_sanitize)" = "address,undefined" ]; then
-  rm -rf "$san_dir"; mkdir -p "$san_dir/logs"; chmod 1777 "$san_dir" "$san_dir/logs"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$san_dir/report \
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_dir/report \
-  SANDGLASS_LOG_ARCHIVE=$san_dir/logs \
-    run_suite build-asan asan
-  check_sanitizer_reports asan
-else
-  failed=$((failed + 1)); echo "sanitizer build failed (or is not sanitized: b_sanitize=$(build_option build-asan b_sanitize))"
+plain_ok=0; asan_ok=0
+build build || { failed=$((failed + 1)); echo "plain build failed"; plain_ok=1; }
+if ! { build build-asan -Db_sanitize=address,undefined -Db_lundef=false &&
+       [ "$(build_option build-asan b_sanitize)" = "address,undefined" ]; }; then
+  failed=$((failed + 1)); asan_ok=1
+  echo "sanitizer build failed (or is not sanitized: b_sanitize=$(build_option build-asan b_sanitize))"
 fi
+part_done build
 
-# Unit tests under valgrind: no leaks, no invalid accesses. The suite
-# no-valgrind is left out: valgrind does not emulate seccomp(2), which
-# test_execnotify needs (it runs in the plain and ASan builds).
-if [ -f build/build.ninja ]; then
-  run_suite build valgrind --suite unit --no-suite no-valgrind \
-    --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
-fi
-
-# Fuzz targets (clang, libFuzzer + ASan + UBSan, no recovery): build, then
-# a short run each; a crash or any sanitizer report fails it.
-if CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; then
-  nfuzz=0
+# Fuzz targets (clang, libFuzzer + ASan + UBSan, no recovery): built, then
+# a short run each, seeds first (fuzz/corpus); a crash or any sanitizer
+# report fails it. All of it alongside the suites (off their critical
+# path); the results are counted when the run is done.
+run_fuzz() {
+  local nfuzz=0 f name seeds src t
+  if ! { CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; }; then
+    echo "FAIL the fuzz build failed (or is not a fuzz build)"; echo "END"; return
+  fi
+  echo "TIME build $((SECONDS - fuzz_start))s"
   for f in build-fuzz/fuzz/fuzz_*; do
     [ -f "$f" ] && [ -x "$f" ] || continue
     nfuzz=$((nfuzz + 1))
@@ -150,22 +194,77 @@ if CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" 
        "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" -artifact_prefix="build-fuzz/$name-" \
             "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1 &&
        ! grep -qE 'runtime error:|Sanitizer' "build-fuzz/$name.log"; then
-      passed=$((passed + 1)); echo "  [fuzz] OK       $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"
+      echo "OK $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"
     else
-      failed=$((failed + 1)); echo "  [fuzz] FAIL     $name"; tail -30 "build-fuzz/$name.log"
+      echo "FAIL $name"; tail -30 "build-fuzz/$name.log" | sed 's/^/    /'
     fi
   done
-  if [ "$nfuzz" = 0 ]; then failed=$((failed + 1)); echo "  [fuzz] FAIL     no fuzz target was built"; fi
+  if [ "$nfuzz" = 0 ]; then echo "FAIL no fuzz target was built"; fi
   # Every target in fuzz/ was built and run (a target left out of
   # fuzz/meson.build would otherwise never run).
   for src in fuzz/fuzz_*.c; do
     t=$(basename "$src" .c)
-    if [ ! -x "build-fuzz/fuzz/$t" ]; then failed=$((failed + 1)); echo "  [fuzz] FAIL     $t: in fuzz/ but not built"; fi
+    if [ ! -x "build-fuzz/fuzz/$t" ]; then echo "FAIL $t: in fuzz/ but not built"; fi
   done
-  rm -f /dev/shm/sg-fuzz-* 2>/dev/null  # what a crashed target left behind
-else
-  failed=$((failed + 1)); echo "fuzz build failed (or is not a fuzz build)"
+  # what a crashed target left behind (named by its pid): only dead
+  # targets' (another run's live targets share /dev/shm)
+  for d in /dev/shm/sg-fuzz-*; do
+    [ -e "$d" ] && ! kill -0 "${d##*-}" 2>/dev/null && rm -rf "$d"
+  done
+  echo "END"
+}
+fuzz_start=$SECONDS
+fuzz_results="$SG_TEST_ROOT/fuzz-results"
+run_fuzz > "$fuzz_results" 2>&1 &
+fuzz_pid=$!
+
+if [ "$asan_ok" = 0 ]; then
+  rm -rf "$san_dir"; mkdir -p "$san_dir/logs"; chmod 1777 "$san_dir" "$san_dir/logs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$san_dir/report \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_dir/report \
+  SANDGLASS_LOG_ARCHIVE=$san_dir/logs \
+    run_suite build-asan asan asan --suite unit --suite integration --suite adversarial
+  check_sanitizer_reports asan
+  part_done asan
 fi
 
+if [ "$plain_ok" = 0 ]; then
+  run_suite build plain plain --suite static-e2e --suite no-valgrind --suite lint
+  part_done plain
+  # Unit tests under valgrind: no leaks, no invalid accesses, no
+  # uninitialised reads. The suite no-valgrind is left out: valgrind does
+  # not emulate seccomp(2), which test_execnotify needs (it runs above).
+  run_suite build valgrind valgrind --suite unit --no-suite no-valgrind \
+    --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
+  part_done valgrind
+fi
+
+wait "$fuzz_pid"
+fuzz_build=?
+while read -r verdict rest; do
+  case $verdict in
+    OK) passed=$((passed + 1)); echo "  [fuzz] OK       $rest" ;;
+    FAIL) failed=$((failed + 1)); echo "  [fuzz] FAIL     $rest" ;;
+    TIME) fuzz_build=${rest#build } ;;
+    END) fuzz_end=1 ;;
+    *) echo "  [fuzz] $verdict $rest" ;;
+  esac
+done < "$fuzz_results"
+[ "${fuzz_end:-}" = 1 ] || { failed=$((failed + 1)); echo "  [fuzz] FAIL     the fuzz run did not finish"; }
+times+=("fuzz(build $fuzz_build, then runs; alongside the suites) $((SECONDS - fuzz_start))s")
+part_start=$SECONDS
+
+# Nothing this run made is left: processes, cgroups, mounts, loop devices,
+# uid slots (only this run's: two runs may share the host).
+if python3 scripts/leakcheck.py "$SG_TEST_ROOT"; then
+  echo "  [leaks] none: no process, cgroup, mount, loop device or uid slot of this run is left"
+  rm -rf "$SG_TEST_ROOT"
+else
+  failed=$((failed + 1))
+  echo "  [leaks] FAIL: the above is left by this run (its files stay in $SG_TEST_ROOT)"
+fi
+part_done leakcheck
+
+echo "time: ${times[*]}; total $((SECONDS - t_start))s (CPU shared with whatever else runs)"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" = 0 ]

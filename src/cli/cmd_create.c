@@ -56,7 +56,7 @@ static void create_usage(FILE *f)
         "  --disk SIZE          the workspace's own file system (default 1G, 16M to 16T):\n"
         "                       writes past it fail with ENOSPC; not with --workspace\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
-        "  --ingest URL         where a captured session streams (default ws://127.0.0.1:7433)\n"
+        "  --ingest URL         where a captured session streams (default $SANDGLASS_INGEST, else ws://127.0.0.1:7433)\n"
         "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
@@ -334,7 +334,7 @@ static int create_check(create_opts *o, sg_sandbox_meta *m)
         return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
     if ((o->ingest || o->secret) && !o->task)
         return sg_cli_usage("create", "--ingest and --secret go with --task (only a captured sandbox streams)");
-    const char *ingest = o->ingest ? o->ingest : SG_DEFAULT_INGEST_URL;
+    const char *ingest = o->ingest ? o->ingest : sg_state_default_ingest();
     if (o->task) {
         char why[400];
         if (sg_cli_ingest_url_check(ingest, o->ingest_host, sizeof o->ingest_host,
@@ -400,7 +400,7 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
     m->task = (char *)o->task;
     char *secret_path = NULL;
     if (o->task) {
-        m->ingest_url = (char *)(o->ingest ? o->ingest : SG_DEFAULT_INGEST_URL);
+        m->ingest_url = (char *)(o->ingest ? o->ingest : sg_state_default_ingest());
         secret_path = o->secret ? realpath(o->secret, NULL) : sg_state_path("ingest/secret");
         if (!secret_path)
             return sg_cli_fail("create", "--secret file does not exist");
@@ -459,7 +459,7 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
         return sg_cli_fail("create", err.msg);
     }
     if (o->task) {
-        m->ingest_url = strdup(o->ingest ? o->ingest : SG_DEFAULT_INGEST_URL);
+        m->ingest_url = strdup(o->ingest ? o->ingest : sg_state_default_ingest());
         m->secret_file = o->secret ? realpath(o->secret, NULL) : sg_state_path("ingest/secret");
         if (!m->secret_file) {
             sg_disk_remove_workspace(m);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -44,6 +45,7 @@ static const char usage[] =
     "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
     "                        [--follow] [--json] [--ingest http://HOST:PORT]\n"
     "                        [--token T | --secret FILE]\n"
+    "  --ingest  default $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
     "  --token   a read token (sandglass token --read ...)\n"
     "  --secret  without --token: make an operator read token from this secret\n"
     "            (default <state>/ingest/secret, the local ingest's)\n";
@@ -271,7 +273,11 @@ static int events_parse(int argc, char **argv, events_opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (events_opts){.ingest = "http://127.0.0.1:7433", .after_seq = -1};
+    /* $SANDGLASS_INGEST, create's default too (its ws:// URL names the same
+     * host and port) */
+    const char *env_ingest = getenv("SANDGLASS_INGEST");
+    *o = (events_opts){.ingest = env_ingest && *env_ingest ? env_ingest : "http://127.0.0.1:7433",
+                       .after_seq = -1};
     int c;
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */

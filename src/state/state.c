@@ -57,6 +57,12 @@ const char *sg_state_dir(sg_err *err)
     return state_dir;
 }
 
+const char *sg_state_default_ingest(void)
+{
+    const char *env = getenv("SANDGLASS_INGEST");
+    return env && *env ? env : SG_DEFAULT_INGEST_URL;
+}
+
 char *sg_state_path(const char *rel)
 {
     return sg_strdup_printf("%s/%s", state_dir[0] ? state_dir : sg_state_dir(NULL), rel);

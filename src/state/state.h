@@ -27,6 +27,12 @@
 #define SG_DEFAULT_INGEST_PORT 7433
 #define SG_DEFAULT_INGEST_URL "ws://127.0.0.1:7433"
 
+/* The ingest a captured sandbox streams to and `events` reads when no
+ * --ingest is given: $SANDGLASS_INGEST if set (a test suite points it at
+ * its own port, so an operator's ingest on the default is never met),
+ * else SG_DEFAULT_INGEST_URL. */
+const char *sg_state_default_ingest(void);
+
 /* The state directory (created 0700 if missing). Static storage. */
 const char *sg_state_dir(sg_err *err);
 /* <state>/<rel>; caller frees. */

@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import Env, tap, wait_for  # noqa: E402
+from sgtest import Env, exec_stub_built, tap, wait_for  # noqa: E402
 
 env = Env()
 try:
@@ -43,11 +43,15 @@ try:
                            "[ \"$(cat $p/comm 2>/dev/null)\" = sandglass-ready ] && echo ${p#/proc/}; "
                            "done; true").stdout.split()
             return [int(x) for x in out]
-        have_exec_stub = wait_for(lambda: len(ready_pid()) == 1, 30)
-        if not have_exec_stub:
+        if not exec_stub_built():
             # The sanitizer build has no sandglass-exec (it is built with
-            # musl only): the ready child waits as a copy of init there.
+            # musl only; meson says which builds make it): the ready child
+            # waits as a copy of init there.
             tap.skip("a stopped ready child", "no sandglass-exec in this build (ASan builds have none)")
+            return
+        # The build makes it: a ready child that is not it fails.
+        if not tap.ok(wait_for(lambda: len(ready_pid()) == 1, 60),
+                      "the ready child waits as sandglass-exec (named sandglass-ready)", repr(ready_pid())):
             return
         # Stop it from inside, as the learner can, and look at the state.
         # The ready child for the exec after this one is made while this

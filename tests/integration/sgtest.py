@@ -5,10 +5,12 @@ Stdlib only. Each test file calls `tap.plan()` implicitly via `tap.done()`.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,49 @@ PROBE = os.environ.get("SG_PROBE_BIN", "")
 # The same gate as the code's: SANDGLASS_EXEC_NOTIFY=0 or Linux < 5.5 turn it off.
 EXEC_HELD = os.environ.get("SANDGLASS_EXEC_NOTIFY") != "0" and \
     tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit()) >= (5, 5)
+# scripts/test.sh's root for this run (SG_TEST_ROOT, also TMPDIR): every
+# Env lives under it and records the sandboxes it made there, so the
+# suite's leak check looks at what this run made and nothing else.
+RUN_ROOT = os.environ.get("SG_TEST_ROOT", "")
+
+
+def exec_stub_built() -> bool:
+    """Whether this build makes sandglass-exec (the musl ready child):
+    meson says so (SG_EXEC_STUB_BUILT), so a build that should have it and
+    lost it fails its checks instead of skipping them. Run by hand without
+    meson's environment: whether the file is there."""
+    v = os.environ.get("SG_EXEC_STUB_BUILT")
+    if v in ("0", "1"):
+        return v == "1"
+    cli = os.path.realpath(shutil.which(SANDGLASS) or SANDGLASS)
+    return os.path.exists(os.path.join(os.path.dirname(cli), "sandglass-exec"))
+
+
+def record_sandbox(sid: str) -> None:
+    """Notes a sandbox id this run made (RUN_ROOT/sandboxes): the leak
+    check looks for its cgroups at the end of the run."""
+    if RUN_ROOT and sid and all(c in "0123456789abcdef" for c in sid):
+        try:
+            with open(os.path.join(RUN_ROOT, "sandboxes"), "a") as f:
+                f.write(sid + "\n")
+        except OSError:
+            pass
+
+
+def refused_port() -> socket.socket:
+    """A loopback port of this test's own where nothing listens: bound, not
+    listening, so a connection to it is refused and no other test (or
+    ingest) can take it while the socket is open."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
+def _exit_on_sigterm() -> None:
+    """meson's timeout SIGTERMs a test: exit through finally and atexit,
+    so that its Env still destroys what it made."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 class Tap:
@@ -67,16 +112,41 @@ tap = Tap()
 
 
 class Env:
-    """A private state directory and the processes a test file started."""
+    """A private state directory and the processes a test file started.
+
+    Hermetic: its captured sandboxes stream by default to a loopback port
+    of its own where nothing listens (SANDGLASS_INGEST, self.ingest_url), never
+    to the default 127.0.0.1:7433 an operator's ingest may hold. Its
+    cleanup runs at exit too (and on meson's SIGTERM), so a test that
+    raises still destroys what it made."""
 
     def __init__(self) -> None:
-        self.root = tempfile.mkdtemp(prefix="sgt-", dir="/tmp")
+        base = RUN_ROOT if RUN_ROOT and os.path.isdir(RUN_ROOT) else "/tmp"
+        self.root = tempfile.mkdtemp(prefix="sgt-", dir=base)
         self.state = os.path.join(self.root, "s")
         os.makedirs(self.state)
+        self._refused = refused_port()
+        self.ingest_url = f"ws://127.0.0.1:{self._refused.getsockname()[1]}"
         self.env = dict(os.environ)
         self.env["SANDGLASS_STATE_DIR"] = self.state
         self.env["SANDGLASSD"] = SANDGLASSD
+        self.env["SANDGLASS_INGEST"] = self.ingest_url
         self.procs: list[subprocess.Popen] = []
+        self._cleaned = False
+        if RUN_ROOT:  # which test this Env is, for the leak check's report
+            try:
+                with open(os.path.join(RUN_ROOT, "envs"), "a") as f:
+                    f.write(f"{os.path.basename(self.root)} {os.path.basename(sys.argv[0])}\n")
+            except OSError:
+                pass
+        _exit_on_sigterm()
+        atexit.register(self._cleanup_at_exit)
+
+    def _cleanup_at_exit(self) -> None:
+        # a subclass's cleanup (CapEnv's) ends in this one's: once it ran,
+        # nothing of it runs again
+        if not self._cleaned:
+            self.cleanup()
 
     def run(self, *args: str, input: bytes | None = None, timeout: float = 60,
             check: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -85,6 +155,13 @@ class Env:
             e.update(env)
         p = subprocess.run([SANDGLASS, *args], input=input, capture_output=True,
                            timeout=timeout, env=e)
+        if args and args[0] == "create" and p.returncode == 0:
+            out = p.stdout.decode(errors="replace").strip()
+            try:
+                out = str(json.loads(out).get("id", ""))
+            except (ValueError, AttributeError):
+                pass
+            record_sandbox(out)
         if check and p.returncode != 0:
             raise RuntimeError(f"sandglass {' '.join(args)} failed ({p.returncode}): "
                                f"{p.stderr.decode(errors='replace')}")
@@ -114,19 +191,64 @@ class Env:
     def ls(self) -> list[dict]:
         return json.loads(self.run("ls", "--json", check=True).stdout)
 
+    def record_sandboxes(self) -> None:
+        """Every sandbox with a record in this state directory (made by
+        create, mcp or the pool alike), for the run's leak check."""
+        try:
+            for sid in os.listdir(os.path.join(self.state, "sb")):
+                record_sandbox(sid)
+        except OSError:
+            pass
+
+    def kill_own_children(self) -> None:
+        """Ends what this test started with this Env's environment but not
+        through spawn (an ingest or a server of its own, run by Popen):
+        the test's children whose SANDGLASS_STATE_DIR is this state
+        directory. Supervisors are not its children (they detach): a
+        sandbox is ended by destroy, and one that outlives it is the
+        run's leak check's to name."""
+        mark = f"SANDGLASS_STATE_DIR={self.state}".encode()
+        for pid in children(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mark not in f.read().split(b"\0"):
+                        continue
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (OSError, ChildProcessError):
+                pass
+
     def cleanup(self) -> None:
+        if self._cleaned:
+            return
+        self._cleaned = True
+        self.record_sandboxes()
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        self.kill_own_children()
         try:
             self.run("pool", "0", timeout=60)
-            for sb in self.ls():
-                self.run("destroy", sb["id"], timeout=30)
+            # side by side: a captured sandbox whose ingest is gone waits
+            # out its delivery (10 s) at destroy, each at the same time
+            left = [subprocess.Popen([SANDGLASS, "destroy", sb["id"]], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    for sb in self.ls()]
+            for p in left:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
         except Exception:  # noqa: BLE001
             pass
-        self.run("gc", timeout=60)
+        try:
+            self.run("gc", timeout=60)
+        except Exception:  # noqa: BLE001 - the rest of the cleanup still runs
+            pass
         stop_uplink_daemon(self.state)
+        self._refused.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -4,7 +4,7 @@
 // server/discover + per-request _meta) era. The Inspector needs Node >= 22.19:
 // it runs on the node binary of npm's `node@22` package in node_modules.
 // TAP output; `1..0 # SKIP` without node_modules.
-import { spawnSync, execFileSync } from 'node:child_process';
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -35,7 +35,19 @@ for (const v of ['ASAN_OPTIONS', 'UBSAN_OPTIONS']) {
   const prev = process.env[v] ? `${process.env[v]}:` : '';
   sanVars[v] = `${prev}log_path=${sanDir}/${v.slice(0, 5).toLowerCase()}`;
 }
-const env = { ...process.env, SANDGLASS_STATE_DIR: state, SANDGLASSD, ...sanVars };
+// Hermetic: the captured sandboxes stream to a loopback port of this
+// test's own where nothing listens (a socket bound, not listening, held by
+// a child until the end: connections are refused), never to the default
+// 127.0.0.1:7433 where an operator's ingest may run (scripts/run.sh).
+const holder = spawn('python3', ['-c', 'import socket, sys\ns = socket.socket()\n' +
+  's.bind(("127.0.0.1", 0))\nprint(s.getsockname()[1], flush=True)\nsys.stdin.read()'],
+{ stdio: ['pipe', 'pipe', 'inherit'] });
+const port = await new Promise((res, rej) => {
+  holder.stdout.once('data', (d) => res(parseInt(d.toString(), 10)));
+  holder.once('error', rej);
+});
+const ingestUrl = `ws://127.0.0.1:${port}`;
+const env = { ...process.env, SANDGLASS_STATE_DIR: state, SANDGLASSD, SANDGLASS_INGEST: ingestUrl, ...sanVars };
 
 let n = 0;
 let failed = 0;
@@ -56,7 +68,7 @@ let runs = 0; // Inspector runs, each with its own `sandglass mcp` and sandbox
 function inspect(era, args) {
   runs++;
   const argv = [inspector, '--cli', '--format', 'json',
-    '-e', `SANDGLASS_STATE_DIR=${state}`, '-e', `SANDGLASSD=${SANDGLASSD}`,
+    '-e', `SANDGLASS_STATE_DIR=${state}`, '-e', `SANDGLASSD=${SANDGLASSD}`, '-e', `SANDGLASS_INGEST=${ingestUrl}`,
     ...Object.entries(sanVars).flatMap(([k, v]) => ['-e', `${k}=${v}`])];
   if (era) argv.push('--protocol-era', era);
   argv.push(SANDGLASS, 'mcp', '--learner', 'insp', '--task', `era-${era || 'default'}`, ...args);
@@ -106,7 +118,12 @@ try {
     check(`each Inspector run left its aborted sandbox in place (${runs} runs)`,
       runs > 0 && ls.length === runs, JSON.stringify(ls).slice(0, 1500));
     const sups = ls.map((sb) => sb.supervisor_pid).filter((p) => p > 0);
-    for (const sb of ls) spawnSync(SANDGLASS, ['destroy', sb.id], { env, timeout: 60000 });
+    // side by side: each waits out its delivery to the refused port (10 s)
+    await Promise.all(ls.map((sb) => new Promise((res) => {
+      const c = spawn(SANDGLASS, ['destroy', sb.id], { env, stdio: 'ignore' });
+      const t = setTimeout(() => c.kill('SIGKILL'), 60000);
+      c.on('exit', () => { clearTimeout(t); res(); });
+    })));
     // exit-time leak reports come after destroy answered: wait for each
     // supervisor to be gone (by pid), then read the reports
     const alive = (pid) => {
@@ -128,6 +145,7 @@ try {
     reports.join('\n'));
   rmSync(state, { recursive: true, force: true });
   rmSync(sanDir, { recursive: true, force: true });
+  holder.stdin.end();
 }
 console.log(`1..${n}`);
 process.exit(failed ? 1 : 0);

@@ -415,6 +415,25 @@ static void test_pid_alive(void **state)
     assert_false(sg_state_pid_alive(c));
 }
 
+/* The ingest create streams to and events reads without --ingest:
+ * $SANDGLASS_INGEST when set and not empty, else the default port. */
+static void test_default_ingest(void **state)
+{
+    (void)state;
+    const char *saved = getenv("SANDGLASS_INGEST");
+    sg_autofree char *keep = saved ? strdup(saved) : NULL;
+    unsetenv("SANDGLASS_INGEST");
+    assert_string_equal(sg_state_default_ingest(), SG_DEFAULT_INGEST_URL);
+    setenv("SANDGLASS_INGEST", "", 1);
+    assert_string_equal(sg_state_default_ingest(), SG_DEFAULT_INGEST_URL);
+    setenv("SANDGLASS_INGEST", "ws://127.0.0.1:9", 1);
+    assert_string_equal(sg_state_default_ingest(), "ws://127.0.0.1:9");
+    if (keep)
+        setenv("SANDGLASS_INGEST", keep, 1);
+    else
+        unsetenv("SANDGLASS_INGEST");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_uid_slots),
         cmocka_unit_test(test_is_ours),
         cmocka_unit_test(test_pid_alive),
+        cmocka_unit_test(test_default_ingest),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
