@@ -132,7 +132,7 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         return sg_err_set(err, ENOMEM, "out of memory");
     if (strlen(body) > SG_CTL_MSG_MAX - 1)
         return sg_err_set(err, E2BIG, "request too large for the control socket");
-    sg_autoclose int fd = sg_ctl_connect(a->id, err);
+    sg_autoclose int fd = sg_cli_connect(a->id, "mcp", err);
     if (fd < 0)
         return -1;
     sg_autoclose int in = -1;

@@ -283,7 +283,9 @@ static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
 {
     if (!s->spawn_msg || !s->ctl_buf)
         return sg_err_set(err, ENOMEM, "out of memory");
-    if (!sg_state_dir(err) || sg_sandbox_meta_load(id, &s->meta, err) < 0)
+    /* The lock first: an adopt reads the record its predecessor left. */
+    if (!sg_state_dir(err) || hold_supervisor_lock(s, id, adopt, err) < 0 ||
+        sg_sandbox_meta_load(id, &s->meta, err) < 0)
         return -1;
     if (adopt && adopt_init(s, err) < 0) {
         sg_err_prefix(err, "cannot take over sandbox %s", id);
@@ -341,6 +343,8 @@ static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err
 
 static void sup_free(sup *s)
 {
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
     if (s->ctl_fd >= 0)
         close(s->ctl_fd);
     if (s->init_fd >= 0)
@@ -370,7 +374,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
     s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);

@@ -135,6 +135,7 @@ struct sup {
     uv_poll_t notify_poll;
     bool notify_seen;       /* a held execve came since we got it */
     int ctl_fd;
+    int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
     uint32_t next_exec;     /* init's exec ids */
@@ -194,6 +195,9 @@ void sup_destroy(sup *s, client *c);
 void oom_baseline(sup *s);
 int start_init(sup *s, sg_err *err);
 int adopt_init(sup *s, sg_err *err);
+/* Takes the sandbox's supervisor lock (an adopt first waits, bounded, for
+ * a dying predecessor to let it go). */
+int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err);
 
 /* ---- sv_client.c ----------------------------------------------------------- */
 
