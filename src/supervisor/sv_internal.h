@@ -166,6 +166,10 @@ struct sup {
     uint64_t start_ns;
     uint64_t execs_total, calls_total;
     uv_timer_t cap_timer;   /* wall and cpu caps */
+    int gone_fd;            /* inotify on the directories our record is in; -1: none */
+    int gone_wd[3];         /* watches of sb/, <state>/ and its parent */
+    uv_poll_t gone_poll;
+    bool orphaned;          /* our state directory was removed: the sandbox ends */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
     sg_leafset leaves;      /* exec leaves that may still hold processes */
