@@ -167,6 +167,34 @@ try:
         p = env.sh(sid, "cat work.txt")
         tap.ok(p.returncode == 0 and took_over(p), "the sandbox lives on", p.stderr.decode())
 
+    @tap.case("MCP after a SIGKILL")
+    def _mcp():
+        m = subprocess.Popen([SANDGLASS, "mcp", "--sandbox", sid], env=env.env, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env.procs.append(m)
+
+        def call(i, method, params):
+            m.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
+            m.stdin.flush()
+            while True:
+                line = m.stdout.readline()
+                if not line:
+                    return {}
+                msg = json.loads(line)
+                if msg.get("id") == i:
+                    return msg
+        call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "sgtest", "version": "1"}})
+        m.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        kill_sup(sid)
+        r = call(2, "tools/call", {"name": "run_bash", "arguments": {"command": "cat work.txt"}})
+        text = json.dumps(r.get("result", r))
+        tap.ok("kept" in text and not r.get("result", {}).get("isError"),
+               "an MCP tool call reaches a new supervisor", text)
+        m.stdin.close()
+        m.wait(timeout=WAIT)
+        tap.ok(b"a new one took over" in m.stderr.read(), "and mcp says it took the sandbox over")
+
     @tap.case("destroy after a SIGKILL")
     def _destroy():
         init = rec(sid)["init_pid"]
