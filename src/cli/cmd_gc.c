@@ -39,7 +39,7 @@ static void gc_dead(const char *id, int *removed, int *revived, int *failures)
         printf("gc: %s: its supervisor had died and its init lives: %s\n", id,
                r ? "a new supervisor took it over" : "another supervisor serves it now");
         (*revived)++;
-    } else if (err.code == ESRCH) {
+    } else if (err.code == ESRCH || err.code == ENOENT) { /* its init is dead, or no record */
         gc_one(id, removed, failures);
     } else {
         fprintf(stderr, "sandglass gc: %s: %s\n", id, err.msg);
