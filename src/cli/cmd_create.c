@@ -72,7 +72,8 @@ static int count_live(void)
     for (char **p = ids; p && *p; p++) {
         sg_sandbox_meta m;
         if (sg_sandbox_meta_load(*p, &m, NULL) == 0) {
-            if (sg_state_pid_alive(m.supervisor_pid) || m.supervisor_pid == 0)
+            /* A sandbox whose supervisor died lives on while its init does. */
+            if (m.supervisor_pid == 0 || sg_state_supervisor_held(*p, NULL) == 1 || sg_state_pid_alive(m.init_pid))
                 n++;
             sg_sandbox_meta_clear(&m);
         }

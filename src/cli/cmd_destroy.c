@@ -18,27 +18,22 @@
 #include "cli/common.h"
 #include "state/state.h"
 
-/* Waits for a process that is not our child to exit. */
-static void wait_gone(pid_t pid, int timeout_ms)
-{
-    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pfd >= 0) {
-        struct pollfd p = {.fd = pfd, .events = POLLIN};
-        poll(&p, 1, timeout_ms);
-        close(pfd);
-        return;
-    }
-    for (int i = 0; i < timeout_ms / 5 && sg_state_pid_alive(pid); i++)
-        usleep(5000);
-}
-
 json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
 {
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(id, &m, err) < 0)
         return NULL;
-    pid_t sup = m.supervisor_pid;
     sg_sandbox_meta_clear(&m);
+    /* A supervisor that died while the sandbox's init lives is replaced
+     * first: the sandbox is destroyed by its own supervisor, which proves
+     * it empty and delivers its capture (with the "destroyed" event). */
+    sg_err terr = {0};
+    bool dead = sg_cli_takeover(id, "destroy", &terr) < 0;
+    pid_t sup = 0;
+    if (!dead && sg_sandbox_meta_load(id, &m, NULL) == 0) {
+        sup = m.supervisor_pid;
+        sg_sandbox_meta_clear(&m);
+    }
 
     /* The supervisor may be inside a long checkpoint: its worker is killed
      * first, so this request never waits for it (checkpoint/ckpt_client.h). */
@@ -47,24 +42,25 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
         fprintf(stderr, "sandglass destroy: the checkpoint worker: %s\n", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
     sg_err rerr = {0};
-    json_t *res = sg_cli_request(id, req, &rerr);
+    json_t *res = dead ? NULL : sg_cli_request(id, req, &rerr);
     if (!res) {
-        /* The supervisor is gone (crashed or killed), or it could not
-         * finish (its init or cgroup gone): destroy stays idempotent and
-         * cleans up whatever is left from here, saying what it found. */
-        bool alive = sg_state_pid_alive(sup);
-        if (alive && rerr.code != ENOENT && rerr.code != ECONNREFUSED)
+        /* The sandbox's init is dead too (no supervisor can take it over),
+         * or its supervisor could not finish (its init or cgroup gone):
+         * destroy stays idempotent and cleans up whatever is left from
+         * here, saying what it found. */
+        if (!dead)
             fprintf(stderr, "sandglass destroy: the supervisor could not destroy %s (%s): cleaning up "
                     "from here\n", id, rerr.msg);
         else
-            fprintf(stderr, "sandglass destroy: the supervisor of %s is not running: cleaning up from "
-                    "here\n", id);
+            fprintf(stderr, "sandglass destroy: the supervisor of %s is not running and none can take "
+                    "it over (%s): cleaning up from here\n", id, terr.msg);
         if (sg_cli_cleanup_dead(id, verbose, err) < 0)
             return NULL;
         return json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
                          "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
     }
-    wait_gone(sup, 10000);
+    if (sup > 0)
+        sg_state_wait_exit(sup, 10000);
     json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
     if (left > 0)
         fprintf(stderr, "sandglass destroy: %lld captured event%s of %s could not be delivered to the "

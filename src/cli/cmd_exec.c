@@ -29,6 +29,11 @@
 #include "wire/ctl.h"
 
 #define EXEC_EXIT_INTERNAL 125 /* our own failure, not the command's */
+/* The sandbox's supervisor died while the command ran or the terminal was
+ * open: the command's end is unknown (README). */
+#define EXEC_EXIT_SUPERVISOR_DIED 122
+/* From exec_wait: the supervisor died before it read the request. */
+#define EXEC_RESEND (-2)
 
 /* After a SIGTERM or SIGHUP, how long the command has to end (and its
  * last output to come back) before exec leaves without it: `timeout 60
@@ -112,6 +117,7 @@ static bool term_wait(int ctl)
  * caller's EOF or error, or when the command closed its end. */
 typedef struct stdin_relay {
     int src, dst; /* -1 once done */
+    bool used;    /* something was read from the caller's stdin */
     size_t off, len;
     char buf[65536];
 } stdin_relay;
@@ -129,6 +135,7 @@ static void relay_step(stdin_relay *r, short src_ev, short dst_ev)
         ssize_t n = read(r->src, r->buf, sizeof r->buf);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             return;
+        r->used = true;
         if (n <= 0) {
             if (n < 0)
                 fprintf(stderr, "sandglass exec: cannot read stdin (%s): the command gets EOF\n",
@@ -305,6 +312,32 @@ static bool exec_message(uint8_t type, const char *buf, ssize_t n, bool json, bo
     return exec_answer(type, buf, n, json, *last_out, code);
 }
 
+/* The connection ended with no answer. The sandbox lives on (its record
+ * and its init are there) when its supervisor died under the command: the
+ * next command takes it over. Else it went (a destroy). Fills line (what
+ * to say) and returns the exit status. */
+static int exec_lost(bool tty, char *line, size_t len)
+{
+    sg_sandbox_meta m;
+    bool lives = false;
+    if (sg_sandbox_meta_load(exec_id_arg, &m, NULL) == 0) {
+        lives = sg_state_pid_alive(m.init_pid);
+        sg_sandbox_meta_clear(&m);
+    }
+    if (!lives) {
+        snprintf(line, len, "sandglass %s: lost the supervisor before the command finished (the sandbox was "
+                 "destroyed?)\n", prog);
+        return EXEC_EXIT_INTERNAL;
+    }
+    if (tty)
+        snprintf(line, len, "sandglass %s: the sandbox's supervisor died; the terminal ended; the sandbox lives "
+                 "on: run the %s again\n", prog, strcmp(prog, "shell") == 0 ? "shell" : "command");
+    else
+        snprintf(line, len, "sandglass %s: the sandbox's supervisor died while the command ran: its end is "
+                 "unknown (it may still run); the sandbox lives on: the next command takes it over\n", prog);
+    return EXEC_EXIT_SUPERVISOR_DIED;
+}
+
 /* The relay of a tty exec once its request is sent: the caller's keys
  * (with -i) and window size up, the terminal's output down, until the
  * exit code comes. Returns the exit status. */
@@ -376,10 +409,9 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
         if (n == -EINTR || n == -EAGAIN)
             continue;
         if (n < 0 || type == 0) {
-            char line[160];
-            int l = snprintf(line, sizeof line, "sandglass %s: lost the supervisor before the command finished "
-                             "(the sandbox was destroyed?)\n", prog);
-            tty_say(line, (size_t)l, last_out);
+            char line[320];
+            code = exec_lost(true, line, sizeof line);
+            tty_say(line, strlen(line), last_out);
             break;
         }
         if (exec_message(type, buf, n, json, true, &last_out, &code))
@@ -567,25 +599,13 @@ static int exec_connect(const char **id, char full[SG_ID_LEN + 1], int *fdp)
         *id = full;
         fd = sg_ctl_connect(*id, &err);
     }
-    if (fd < 0) {
+    if (fd < 0 && (err.code == ECONNREFUSED || err.code == ENOENT)) {
         /* The supervisor died (crash, SIGKILL) but the sandbox may live on:
-         * start a new supervisor that takes it over, then go on. */
-        sg_sandbox_meta m;
-        if (sg_sandbox_meta_load(*id, &m, &err) < 0)
-            return exec_fail(err.msg);
-        bool revivable = !sg_state_pid_alive(m.supervisor_pid) && sg_state_pid_alive(m.init_pid);
-        sg_sandbox_meta_clear(&m);
-        if (revivable && sg_cli_start_supervisor(*id, true, &err) == 0) {
-            fprintf(stderr, "sandglass exec: the supervisor of sandbox %s had died; a new one took over\n", *id);
-            fd = sg_ctl_connect(*id, &err);
-        }
-        if (fd < 0) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "the supervisor of sandbox %s is not running and the sandbox is gone "
-                     "(run 'sandglass destroy %s' or 'sandglass gc')", *id, *id);
-            return exec_fail(msg);
-        }
+         * a new supervisor takes it over (revive.h), or we learn it is gone. */
+        fd = sg_cli_connect(*id, prog, &err);
     }
+    if (fd < 0)
+        return exec_fail(err.msg);
     *fdp = fd;
     return EXEC_GO;
 }
@@ -616,6 +636,8 @@ static int exec_send(int fd, const char *body, bool tty, stdin_relay *relay)
     if (r < 0) {
         close(fd);
         relay_stop(relay);
+        if (sg_cli_unread(r))
+            return EXEC_RESEND; /* the supervisor died as we connected */
         errno = -r;
         sg_err_sys(&err, "cannot send the request to the supervisor");
         return exec_fail(err.msg);
@@ -630,6 +652,7 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
     static char buf[SG_CTL_MSG_MAX];
     char last_out = '\n';
     int code = EXEC_EXIT_INTERNAL;
+    bool first = true;
     for (;;) {
         uint8_t type;
         if (term_sig) {
@@ -653,13 +676,38 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
         ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n == -EINTR)
             continue;
+        /* Reset before any answer: the dying supervisor never read the
+         * request (sg_cli_unread), so the command never ran. */
+        if (n < 0 && first && sg_cli_unread((int)n) && !relay->used && !signals_seen)
+            return EXEC_RESEND;
         if (n < 0 || type == 0) {
-            fprintf(stderr, "sandglass exec: lost the supervisor before the command finished\n");
+            char line[320];
+            code = exec_lost(false, line, sizeof line);
+            fputs(line, stderr);
             break;
         }
+        first = false;
         if (exec_message(type, buf, n, json, false, &last_out, &code))
             break;
     }
+    return code;
+}
+
+/* The request is sent: signals forwarded, the relay run to the end.
+ * Returns the exit status, or EXEC_RESEND. */
+static int exec_run(int fd, exec_opts *o, stdin_relay *relay, const char *id)
+{
+    ctl_fd_for_signals = fd;
+    struct sigaction sa = {.sa_handler = o->tty ? tty_forward_signal : forward_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    exec_id_arg = id;
+    int code = o->tty ? tty_relay(fd, o->interactive, o->json, &o->dk) : exec_wait(fd, relay, o->json);
+    ctl_fd_for_signals = -1;
+    if (!o->tty)
+        relay_stop(relay);
     return code;
 }
 
@@ -674,32 +722,31 @@ int sg_cmd_exec(int argc, char **argv)
         return rc;
     const char *id = o.id;
     char full[SG_ID_LEN + 1];
-    int fd = -1;
-    rc = exec_connect(&id, full, &fd);
-    if (rc != EXEC_GO)
-        return rc;
     sg_autofree char *body = sg_json_dump(req);
-    if (strlen(body) > SG_CTL_MSG_MAX - 1) {
-        close(fd);
+    if (strlen(body) > SG_CTL_MSG_MAX - 1)
         return exec_fail("command line too long (at most 64 KiB with its environment)");
+    /* Twice at most: a request the dying supervisor never read goes again
+     * to the one that takes the sandbox over. */
+    for (int attempt = 0;; attempt++) {
+        int fd = -1;
+        rc = exec_connect(&id, full, &fd);
+        if (rc != EXEC_GO)
+            return rc;
+        static stdin_relay relay = {.src = -1, .dst = -1};
+        rc = exec_send(fd, body, o.tty, &relay);
+        if (rc == EXEC_RESEND && attempt == 0)
+            continue;
+        if (rc == EXEC_RESEND)
+            return exec_fail("the supervisor died twice before it read the command");
+        if (rc != EXEC_GO)
+            return rc;
+        int code = exec_run(fd, &o, &relay, id);
+        close(fd);
+        if (code != EXEC_RESEND)
+            return code;
+        if (attempt > 0)
+            return exec_fail("the supervisor died twice before it read the command");
     }
-    static stdin_relay relay = {.src = -1, .dst = -1};
-    rc = exec_send(fd, body, o.tty, &relay);
-    if (rc != EXEC_GO)
-        return rc;
-    ctl_fd_for_signals = fd;
-    struct sigaction sa = {.sa_handler = o.tty ? tty_forward_signal : forward_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    exec_id_arg = id;
-    int code = o.tty ? tty_relay(fd, o.interactive, o.json, &o.dk) : exec_wait(fd, &relay, o.json);
-    ctl_fd_for_signals = -1;
-    if (!o.tty)
-        relay_stop(&relay);
-    close(fd);
-    return code;
 }
 
 int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)

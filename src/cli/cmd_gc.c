@@ -28,6 +28,25 @@ static void gc_one(const char *id, int *removed, int *failures)
     }
 }
 
+/* A sandbox whose supervisor died: a live one (its init runs: the
+ * learner's processes and files are there) is taken over by a new
+ * supervisor, never destroyed; one whose init died too is removed. */
+static void gc_dead(const char *id, int *removed, int *revived, int *failures)
+{
+    sg_err err = {0};
+    int r = sg_cli_takeover(id, "gc", &err);
+    if (r >= 0) {
+        printf("gc: %s: its supervisor had died and its init lives: %s\n", id,
+               r ? "a new supervisor took it over" : "another supervisor serves it now");
+        (*revived)++;
+    } else if (err.code == ESRCH || err.code == ENOENT) { /* its init is dead, or no record */
+        gc_one(id, removed, failures);
+    } else {
+        fprintf(stderr, "sandglass gc: %s: %s\n", id, err.msg);
+        (*failures)++;
+    }
+}
+
 /* 1 when the cgroup of sandbox id carries this state directory's owner
  * mark; 0 (and a line saying why it is left alone) when it has none or
  * another one. */
@@ -55,8 +74,10 @@ int sg_cmd_gc(int argc, char **argv)
             printf("usage: sandglass gc [--orphan-cgroups]\n"
                    "\n"
                    "Removes what crashed supervisors left behind in this state directory:\n"
-                   "sandboxes whose supervisor is dead (processes, cgroups, state; a captured\n"
-                   "one's spool is kept for 'sandglass flush').\n"
+                   "sandboxes whose supervisor and init are dead (processes, cgroups, state; a\n"
+                   "captured one's spool is kept for 'sandglass flush'). A sandbox whose\n"
+                   "supervisor died while its init lives is taken over by a new supervisor,\n"
+                   "never removed.\n"
                    "\n"
                    "  --orphan-cgroups   also cgroups under sandglass/ with no state directory,\n"
                    "                     when their owner mark names this state directory, and\n"
@@ -72,13 +93,14 @@ int sg_cmd_gc(int argc, char **argv)
     sg_err err = {0};
     if (!sg_state_dir(&err))
         return sg_cli_fail("gc", err.msg);
-    int failures = 0, removed = 0;
+    int failures = 0, removed = 0, revived = 0;
     sg_autostrv char **ids = sg_state_list(&err);
     for (char **p = ids; p && *p; p++) {
         sg_sandbox_meta m;
         bool dead = true;
         if (sg_sandbox_meta_load(*p, &m, NULL) == 0) {
-            dead = m.supervisor_pid > 0 && !sg_state_pid_alive(m.supervisor_pid);
+            /* The lock, not the pid: a supervisor still exiting is dead. */
+            dead = m.supervisor_pid > 0 && sg_state_supervisor_held(*p, NULL) == 0;
             /* A record that never got a supervisor is from a create that died. */
             if (m.supervisor_pid == 0) {
                 sg_autofree char *sock = sg_state_sandbox_path(*p, "meta.json");
@@ -88,7 +110,7 @@ int sg_cmd_gc(int argc, char **argv)
             sg_sandbox_meta_clear(&m);
         }
         if (dead)
-            gc_one(*p, &removed, &failures);
+            gc_dead(*p, &removed, &revived, &failures);
     }
     /* Cgroups with no state directory: a sandbox whose state was lost. Only
      * on request, and only those whose owner mark (cgroup.h) names this
@@ -111,6 +133,6 @@ int sg_cmd_gc(int argc, char **argv)
     int disks = orphans ? sg_disk_sweep() : 0;
     if (disks)
         printf("gc: %d disk(s) of sandboxes without a state directory detached\n", disks);
-    printf("gc: removed %d, failed %d\n", removed, failures);
+    printf("gc: removed %d, taken over %d, failed %d\n", removed, revived, failures);
     return failures ? 1 : 0;
 }

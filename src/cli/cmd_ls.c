@@ -1,5 +1,6 @@
 /* sandglass ls: the sandboxes in the state directory and whether their
  * supervisor is alive. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,27 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "state/state.h"
+
+/* running, or dead only when its init is: a sandbox whose supervisor
+ * died while its init lives is taken over (revive.h), never shown dead.
+ * The record is read again: the new supervisor's pid. */
+static const char *ls_state(sg_sandbox_meta *m)
+{
+    if (sg_state_supervisor_held(m->id, NULL) == 1)
+        return "running";
+    sg_err err = {0};
+    if (sg_cli_takeover(m->id, "ls", &err) < 0) {
+        if (err.code != ESRCH)
+            fprintf(stderr, "sandglass ls: %s: %s\n", m->id, err.msg);
+        return "dead";
+    }
+    sg_sandbox_meta fresh;
+    if (sg_sandbox_meta_load(m->id, &fresh, NULL) == 0) {
+        sg_sandbox_meta_clear(m);
+        *m = fresh;
+    }
+    return "running";
+}
 
 int sg_cmd_ls(int argc, char **argv)
 {
@@ -49,8 +71,7 @@ int sg_cmd_ls(int argc, char **argv)
             sg_sandbox_meta_clear(&m); /* a spare: `sandglass pool` counts those */
             continue;
         }
-        const char *state = m.supervisor_pid == 0 ? "starting"
-                            : sg_state_pid_alive(m.supervisor_pid) ? "running" : "dead";
+        const char *state = m.supervisor_pid == 0 ? "starting" : ls_state(&m);
         /* An aborted session says so, and why (state.h keeps the abort). */
         char by[32], reason[256];
         bool aborted = sg_state_abort_load(m.id, by, sizeof by, reason, sizeof reason) == 1;

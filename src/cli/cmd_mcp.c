@@ -132,23 +132,26 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         return sg_err_set(err, ENOMEM, "out of memory");
     if (strlen(body) > SG_CTL_MSG_MAX - 1)
         return sg_err_set(err, E2BIG, "request too large for the control socket");
-    sg_autoclose int fd = sg_ctl_connect(a->id, err);
-    if (fd < 0)
-        return -1;
-    sg_autoclose int in = -1;
-    if (c->input) {
-        in = input_fd(c->input, c->input_len, err);
-        if (in < 0)
+    sg_autoclose int fd = -1;
+    for (int attempt = 0; fd < 0; attempt++) {
+        fd = sg_cli_connect(a->id, "mcp", err);
+        if (fd < 0)
             return -1;
+        sg_autoclose int in = -1;
+        if (c->input && (in = input_fd(c->input, c->input_len, err)) < 0)
+            return -1;
+        int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
+        if (r < 0) {
+            sg_close_reset(&fd);
+            if (attempt == 0 && sg_cli_unread(r))
+                continue; /* the supervisor died as we connected */
+            errno = -r;
+            return sg_err_sys(err, "cannot send the request to the supervisor");
+        }
     }
-    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
-    if (r < 0) {
-        errno = -r;
-        return sg_err_sys(err, "cannot send the request to the supervisor");
-    }
-    /* The supervisor has its own copy of the input now. */
-    free(c->input);
-    c->input = NULL;
+    /* The input stays with the call until it ends: a request a dying
+     * supervisor never read is sent again (call_readable). */
+    c->io_data = NULL; /* set once the supervisor answers anything */
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return sg_err_sys(err, "fcntl");
@@ -182,9 +185,17 @@ static bool call_readable(app *a, sg_mcp_call *c)
         if (n < 0 || type == 0) {
             close(c->fd);
             c->fd = -1;
+            /* Reset before any answer: the supervisor died before it read
+             * the request; the one that takes the sandbox over gets it. */
+            sg_err err = {0};
+            if (n < 0 && !c->io_data && sg_cli_unread((int)n) && io_start(a, c, &err) == 0) {
+                c->io_data = c; /* once */
+                return false;
+            }
             sg_mcp_call_done(a->m, c, NULL, "lost the supervisor before the call finished");
             return true;
         }
+        c->io_data = c;
         if (type == SG_CTL_STDOUT || type == SG_CTL_STDERR) {
             sg_mcp_call_output(c, type == SG_CTL_STDERR, buf, (size_t)n);
             continue;

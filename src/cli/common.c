@@ -22,36 +22,32 @@
 #include "state/state.h"
 #include "wire/ctl.h"
 
-#define CREATE_READY_TIMEOUT_MS 30000
-
 int sg_cli_daemon_path(char *buf, size_t len)
 {
     return sg_sibling_exe("SANDGLASSD", "sandglassd", buf, len);
 }
 
-int sg_cli_supervisor_path(char *buf, size_t len)
+/* One try of a request: -1 with err, and *unread when the supervisor
+ * died before reading it (sg_cli_unread). */
+static json_t *request_once(const char *id, const char *body, bool *unread, sg_err *err)
 {
-    return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
-}
-
-json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
-{
-    sg_autoclose int fd = sg_ctl_connect(id, err);
+    sg_autoclose int fd = sg_cli_connect(id, NULL, err);
     if (fd < 0)
         return NULL;
-    sg_autofree char *s = sg_json_dump(req);
-    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, s, strlen(s), NULL, 0);
+    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), NULL, 0);
     if (r < 0) {
+        *unread = sg_cli_unread(r);
         errno = -r;
         sg_err_sys(err, "cannot send the request");
         return NULL;
     }
     static char buf[SG_CTL_MSG_MAX];
     __attribute__((cleanup(sg_ctl_asm_free))) sg_ctl_asm a = {0};
-    for (;;) {
+    for (bool first = true;; first = false) {
         uint8_t type;
         ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n < 0) {
+            *unread = first && sg_cli_unread((int)n);
             errno = (int)-n;
             sg_err_sys(err, "lost the supervisor");
             return NULL;
@@ -78,6 +74,18 @@ json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
         }
         return j;
     }
+}
+
+json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
+{
+    sg_autofree char *body = sg_json_dump(req);
+    bool unread = false;
+    json_t *j = request_once(id, body, &unread, err);
+    /* Sent to a supervisor that died before reading it (SIGKILLed as we
+     * connected): the one that takes over gets it, once. */
+    if (!j && unread)
+        j = request_once(id, body, &unread, err);
+    return j;
 }
 
 /* Moves a sandbox's spool and record to <state>/undelivered/<id>/, as the
@@ -176,87 +184,4 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     if (verbose)
         printf("removed %s\n", id);
     return 0;
-}
-
-/* Starts the supervisor detached from us (double fork, new session) and
- * returns the read end of its ready pipe. */
-static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
-{
-    char daemon[PATH_MAX];
-    if (sg_cli_supervisor_path(daemon, sizeof daemon) < 0)
-        return sg_err_set(err, ENOENT, "cannot find sandglass-supervisor next to the sandglass binary");
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return sg_err_sys(err, "pipe");
-    sg_autofree char *log = sg_state_sandbox_path(id, "supervisor.log");
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return sg_err_sys(err, "fork");
-    }
-    if (pid == 0) {
-        setsid();
-        if (fork() != 0)
-            _exit(0);
-        int null = open("/dev/null", O_RDONLY);
-        int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (null >= 0)
-            dup2(null, 0);
-        if (lf >= 0) {
-            dup2(lf, 1);
-            dup2(lf, 2);
-        }
-        int rfd = fcntl(p[1], F_DUPFD, 3); /* without O_CLOEXEC */
-        char fdarg[16];
-        snprintf(fdarg, sizeof fdarg, "%d", rfd);
-        execl(daemon, "sandglass-supervisor", "supervisor", id, "--ready-fd", fdarg, adopt ? "--adopt" : (char *)NULL,
-              (char *)NULL);
-        dprintf(rfd, "error: cannot run %s: %s\n", daemon, strerror(errno));
-        _exit(127);
-    }
-    close(p[1]);
-    waitpid(pid, NULL, 0);
-    return p[0];
-}
-
-static int wait_ready(int fd, sg_err *err)
-{
-    char buf[SG_ERR_MSG_MAX + 16];
-    size_t have = 0;
-    for (;;) {
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int r = poll(&pf, 1, CREATE_READY_TIMEOUT_MS);
-        if (r == 0)
-            return sg_err_set(err, ETIMEDOUT, "the supervisor did not become ready in %d s",
-                              CREATE_READY_TIMEOUT_MS / 1000);
-        if (r < 0 && errno == EINTR)
-            continue;
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || (have += (size_t)n) == sizeof buf - 1)
-            break;
-        if (memchr(buf, '\n', have))
-            break;
-    }
-    buf[have] = '\0';
-    char *nl = strchr(buf, '\n');
-    if (nl)
-        *nl = '\0';
-    if (strcmp(buf, "ok") == 0)
-        return 0;
-    if (strncmp(buf, "error: ", 7) == 0)
-        return sg_err_set(err, EIO, "%s", buf + 7);
-    return sg_err_set(err, EIO, "the supervisor exited during setup (see its log)");
-}
-
-int sg_cli_start_supervisor(const char *id, bool adopt, sg_err *err)
-{
-    int rfd = spawn_supervisor(id, adopt, err);
-    if (rfd < 0)
-        return -1;
-    int r = wait_ready(rfd, err);
-    close(rfd);
-    return r;
 }

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/bounds.h"
@@ -269,6 +271,40 @@ bool sg_state_pid_alive(pid_t pid)
         return false;
     const char *rp = strrchr(st, ')');
     return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+}
+
+int sg_state_supervisor_held(const char *id, pid_t *pid)
+{
+    sg_autofree char *path = sg_state_sandbox_path(id, "supervisor.lock");
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        /* No lock file and a record: a supervisor that never got so far. */
+        sg_autofree char *meta = sg_state_sandbox_path(id, "meta.json");
+        return access(meta, F_OK) == 0 ? 0 : -1;
+    }
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_GETLK, &fl) < 0 || fl.l_type == F_UNLCK)
+        return 0;
+    if (pid)
+        *pid = fl.l_pid;
+    return 1;
+}
+
+bool sg_state_wait_exit(pid_t pid, int timeout_ms)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd >= 0) {
+        /* Readable once it has exited (a zombie too). */
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+            ;
+        close(pfd);
+    } else {
+        /* Linux < 5.3: no pidfd; look every 5 ms. */
+        for (int i = 0; i < timeout_ms / 5 && sg_state_pid_alive(pid); i++)
+            usleep(5000);
+    }
+    return !sg_state_pid_alive(pid);
 }
 
 void sg_state_archive_log(const char *id)

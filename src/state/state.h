@@ -7,6 +7,10 @@
  *   <state>/sb/<id>/meta.json   the sandbox's record (written by create)
  *   <state>/sb/<id>/ctl.sock    the supervisor's control socket
  *   <state>/sb/<id>/init.sock   the sandbox init's socket (supervisor only)
+ *   <state>/sb/<id>/supervisor.lock  held (fcntl record lock) by the live
+ *                               supervisor for its whole life
+ *   <state>/sb/<id>/revive.lock one client at a time starts a supervisor
+ *                               that takes the sandbox over (flock)
  *   <state>/sb/<id>/spool/      the capture spool (never in the workspace)
  *   <state>/sb/<id>/checkpoints.git
  *   <state>/sb/<id>/disk.img    the workspace's file system (sandbox/disk.h),
@@ -89,6 +93,16 @@ char **sg_state_list(sg_err *err);
 int sg_state_resolve_id(const char *arg, char *out, sg_err *err);
 /* True if a process with this pid exists and its cmdline is ours (best effort). */
 bool sg_state_pid_alive(pid_t pid);
+/* Whether a supervisor holds sandbox id's supervisor.lock: 1 (and its
+ * pid in *pid when not NULL), 0 none does, -1 no record. Unlike the
+ * supervisor's pid, the lock goes as the supervisor's files close: a
+ * killed supervisor still exiting holds neither it nor its socket. Never
+ * call it in the supervisor itself (closing a file drops its locks). */
+int sg_state_supervisor_held(const char *id, pid_t *pid);
+/* Waits up to timeout_ms for pid (not our child) to exit: to be a zombie
+ * or gone, which a process is only once the kernel has let go of all its
+ * files, locks and sockets. True once it has. */
+bool sg_state_wait_exit(pid_t pid, int timeout_ms);
 
 /* For the test harness: when SANDGLASS_LOG_ARCHIVE names a directory, the
  * sandbox's supervisor.log is copied there (as <id>.<pid>.log) before its

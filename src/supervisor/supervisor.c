@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +39,8 @@ static void stop_loop_handles(sup *s)
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
     uv_timer_stop(&s->cap_timer);
+    if (s->gone_fd >= 0)
+        uv_poll_stop(&s->gone_poll);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer);
     uv_stop(&s->loop);
@@ -144,6 +147,35 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* After a destroy: the state goes, or the spool of events not delivered
+ * stays, under undelivered/, for `sandglass flush`. Returns the exit code. */
+static int sup_keep_or_remove(sup *s, int code, json_int_t undelivered)
+{
+    sg_err err = {0};
+    sg_autofree char *dir = sg_state_sandbox_path(s->meta.id, NULL);
+    if (code == 0 && undelivered) {
+        /* Never lose capture: the spool stays, under undelivered/, for
+         * `sandglass flush`. */
+        sg_autofree char *udir = sg_state_path("undelivered");
+        sg_autofree char *dst = sg_strdup_printf("%s/%s", udir, s->meta.id);
+        sg_autofree char *spool = sg_state_sandbox_path(s->meta.id, "spool");
+        sg_autofree char *meta = sg_state_sandbox_path(s->meta.id, "meta.json");
+        sg_autofree char *dmeta = sg_strdup_printf("%s/meta.json", dst);
+        sg_autofree char *dspool = sg_strdup_printf("%s/spool", dst);
+        if (sg_mkdir_p(dst, 0700, &err) < 0 || rename(meta, dmeta) < 0 || rename(spool, dspool) < 0) {
+            sg_log(SG_LOG_ERROR, "cannot keep the undelivered spool: %s", strerror(errno));
+            code = 1;
+        }
+    }
+    if (code == 0) {
+        sg_disk_remove_workspace(&s->meta);
+        sg_state_archive_log(s->meta.id);
+        sg_state_uid_release(s->meta.uid, s->meta.id);
+        sg_rm_rf(dir, &err);
+    }
+    return code;
+}
+
 /* After the loop: deliver the capture, answer destroy, remove the state. */
 static int sup_shutdown(sup *s)
 {
@@ -187,26 +219,16 @@ static int sup_shutdown(sup *s)
     if (s->destroy_res && s->destroy_type == SG_CTL_RESULT)
         json_object_set_new(s->destroy_res, "events_undelivered", json_integer(undelivered));
     int code = s->exit_code;
-    sg_autofree char *dir = sg_state_sandbox_path(s->meta.id, NULL);
-    if (code == 0 && undelivered) {
-        /* Never lose capture: the spool stays, under undelivered/, for
-         * `sandglass flush`. */
-        sg_autofree char *udir = sg_state_path("undelivered");
-        sg_autofree char *dst = sg_strdup_printf("%s/%s", udir, s->meta.id);
-        sg_autofree char *spool = sg_state_sandbox_path(s->meta.id, "spool");
-        sg_autofree char *meta = sg_state_sandbox_path(s->meta.id, "meta.json");
-        sg_autofree char *dmeta = sg_strdup_printf("%s/meta.json", dst);
-        sg_autofree char *dspool = sg_strdup_printf("%s/spool", dst);
-        if (sg_mkdir_p(dst, 0700, &err) < 0 || rename(meta, dmeta) < 0 || rename(spool, dspool) < 0) {
-            sg_log(SG_LOG_ERROR, "cannot keep the undelivered spool: %s", strerror(errno));
-            code = 1;
-        }
-    }
-    if (code == 0) {
+    if (s->orphaned) {
+        /* Nothing of the state directory is left to keep things in: the
+         * workspace's mount goes, and events the ingest did not get were
+         * removed with the spool (README). */
+        if (undelivered)
+            sg_log(SG_LOG_ERROR, "%lld captured event(s) not delivered: their spool was removed with the "
+                   "state directory", (long long)undelivered);
         sg_disk_remove_workspace(&s->meta);
-        sg_state_archive_log(s->meta.id);
-        sg_state_uid_release(s->meta.uid, s->meta.id);
-        sg_rm_rf(dir, &err);
+    } else {
+        code = sup_keep_or_remove(s, code, undelivered);
     }
     if (s->destroy_fd >= 0) {
         sg_autofree char *body = s->destroy_res ? sg_json_dump(s->destroy_res) : NULL;
@@ -250,6 +272,73 @@ static int sup_create(sup *s, sg_err *err)
     return start_init(s, err);
 }
 
+/* The three names our record hangs from, each in the directory a watch
+ * of gone_wd[] looks at: <state>/sb/<id>, <state>/sb, <state>. */
+static void gone_names(sup *s, const char *names[3], char **state_copy)
+{
+    sg_err err = {0};
+    const char *state = sg_state_dir(&err);
+    *state_copy = state ? strdup(state) : NULL;
+    char *slash = *state_copy ? strrchr(*state_copy, '/') : NULL;
+    names[0] = s->meta.id;
+    names[1] = "sb";
+    names[2] = slash ? slash + 1 : "";
+}
+
+/* Our record, the sandboxes' directory or the state directory was removed
+ * or moved away (an `rm -rf` of a test's state directory): no command can
+ * reach this sandbox any more, so it ends now, as a destroy would, rather
+ * than live on for good. The parents are watched, not the directories:
+ * a directory's own delete event waits for every file open in it (ours)
+ * to close. */
+static void on_gone(uv_poll_t *h, int status, int events)
+{
+    sup *s = h->data;
+    (void)status;
+    (void)events;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    const char *names[3];
+    sg_autofree char *state = NULL;
+    gone_names(s, names, &state);
+    bool gone = false;
+    ssize_t n;
+    while ((n = read(s->gone_fd, buf, sizeof buf)) > 0) {
+        for (char *p = buf; p < buf + n; p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            for (int i = 0; i < 3; i++)
+                gone |= ev->wd == s->gone_wd[i] && ev->len && strcmp(ev->name, names[i]) == 0;
+        }
+    }
+    if (!gone || s->destroying)
+        return;
+    sg_log(SG_LOG_WARN, "the sandbox's state directory was removed: ending the sandbox");
+    s->orphaned = true;
+    sup_destroy(s, NULL);
+}
+
+/* Watches the directories our record hangs from, for removals and moves
+ * (cheap: a wake-up per removal there). Without inotify the sandbox is
+ * only ended by a destroy. */
+static void watch_gone(sup *s)
+{
+    s->gone_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (s->gone_fd < 0)
+        return;
+    sg_err err = {0};
+    const char *state = sg_state_dir(&err);
+    sg_autofree char *sb = sg_state_path("sb");
+    sg_autofree char *parent = state ? strdup(state) : NULL;
+    char *slash = parent ? strrchr(parent, '/') : NULL;
+    if (slash)
+        *(slash == parent ? slash + 1 : slash) = '\0';
+    const char *dirs[3] = {sb, state, slash ? parent : NULL};
+    for (int i = 0; i < 3; i++)
+        s->gone_wd[i] = dirs[i] ? inotify_add_watch(s->gone_fd, dirs[i], IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR) : -1;
+    uv_poll_init(&s->loop, &s->gone_poll, s->gone_fd);
+    s->gone_poll.data = s;
+    uv_poll_start(&s->gone_poll, UV_READABLE, on_gone);
+}
+
 /* The loop's handles: init's socket, the control socket, the caps' and
  * the checkpoint worker's timers, the signals. */
 static void sup_watch(sup *s)
@@ -274,6 +363,7 @@ static void sup_watch(sup *s)
     uv_signal_start(&s->sigchld, on_signal, SIGCHLD);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    watch_gone(s);
 }
 
 /* Everything up to serving: the sandbox made (or adopted), its record
@@ -283,7 +373,9 @@ static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
 {
     if (!s->spawn_msg || !s->ctl_buf)
         return sg_err_set(err, ENOMEM, "out of memory");
-    if (!sg_state_dir(err) || sg_sandbox_meta_load(id, &s->meta, err) < 0)
+    /* The lock first: an adopt reads the record its predecessor left. */
+    if (!sg_state_dir(err) || hold_supervisor_lock(s, id, adopt, err) < 0 ||
+        sg_sandbox_meta_load(id, &s->meta, err) < 0)
         return -1;
     if (adopt && adopt_init(s, err) < 0) {
         sg_err_prefix(err, "cannot take over sandbox %s", id);
@@ -341,6 +433,10 @@ static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err
 
 static void sup_free(sup *s)
 {
+    if (s->gone_fd >= 0)
+        close(s->gone_fd);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
     if (s->ctl_fd >= 0)
         close(s->ctl_fd);
     if (s->init_fd >= 0)
@@ -370,7 +466,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
-    s->init_fd = s->ctl_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
     s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);

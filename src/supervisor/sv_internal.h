@@ -135,6 +135,7 @@ struct sup {
     uv_poll_t notify_poll;
     bool notify_seen;       /* a held execve came since we got it */
     int ctl_fd;
+    int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
     uint32_t next_exec;     /* init's exec ids */
@@ -165,6 +166,10 @@ struct sup {
     uint64_t start_ns;
     uint64_t execs_total, calls_total;
     uv_timer_t cap_timer;   /* wall and cpu caps */
+    int gone_fd;            /* inotify on the directories our record is in; -1: none */
+    int gone_wd[3];         /* watches of sb/, <state>/ and its parent */
+    uv_poll_t gone_poll;
+    bool orphaned;          /* our state directory was removed: the sandbox ends */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
     sg_leafset leaves;      /* exec leaves that may still hold processes */
@@ -194,6 +199,9 @@ void sup_destroy(sup *s, client *c);
 void oom_baseline(sup *s);
 int start_init(sup *s, sg_err *err);
 int adopt_init(sup *s, sg_err *err);
+/* Takes the sandbox's supervisor lock (an adopt first waits, bounded, for
+ * a dying predecessor to let it go). */
+int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err);
 
 /* ---- sv_client.c ----------------------------------------------------------- */
 

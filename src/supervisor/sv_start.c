@@ -17,6 +17,12 @@
 
 #include "supervisor/sv_internal.h"
 
+/* How long an adopting supervisor waits for its predecessor to let go of
+ * the lock and to exit: a SIGKILLed one lets go as its exit closes its
+ * files (within milliseconds, longer for a large ASan process); a
+ * destroyed one after its capture is delivered (SG_CAPTURE_DRAIN_MS). */
+#define ADOPT_LOCK_WAIT_S 20
+
 /* The OOM counter as the supervisor starts: kills before it are not an
  * exec's. */
 void oom_baseline(sup *s)
@@ -259,10 +265,27 @@ int start_init(sup *s, sg_err *err)
     return connect_init(s, err);
 }
 
+/* Whether pid is a supervisor (by its name): a pid reused since is not
+ * waited for. */
+static bool is_supervisor(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    sg_autofree char *c = sg_read_file(path, 64, NULL, NULL);
+    return c && strncmp(c, "sg-supervisor", 13) == 0;
+}
+
 /* Connects to the init of a sandbox whose supervisor died, and takes over
  * the leaves its execs left (background processes). */
 int adopt_init(sup *s, sg_err *err)
 {
+    /* Our predecessor let go of the supervisor lock as its exit closed its
+     * files; the spool's lock and its sockets may go a moment later: a
+     * process has let go of everything only once it is a zombie. */
+    pid_t old = s->meta.supervisor_pid;
+    if (old > 0 && old != getpid() && is_supervisor(old) && !sg_state_wait_exit(old, ADOPT_LOCK_WAIT_S * 1000))
+        return sg_err_set(err, EBUSY, "its old supervisor (pid %d) has not exited in %d s", (int)old,
+                          ADOPT_LOCK_WAIT_S);
     s->cg = sg_cgroup_open(s->meta.id, err);
     if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
@@ -288,4 +311,43 @@ int adopt_init(sup *s, sg_err *err)
     s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
                                      sizeof s->abort_reason) == 1;
     return 0;
+}
+
+static void on_lock_alarm(int sig)
+{
+    (void)sig; /* only interrupts the wait */
+}
+
+/* A record lock (fcntl, not flock): it is the process's, so the init and
+ * the workers we fork never hold it, and the kernel lets it go when we
+ * exit, as it closes our control socket. A client that finds the socket
+ * refusing therefore knows that a supervisor still exiting (alive by its
+ * pid, already deaf) is told apart from a live one by this lock alone. */
+int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err)
+{
+    sg_autofree char *path = sg_state_sandbox_path(id, "supervisor.lock");
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0)
+        return sg_err_sys(err, "cannot open %s", path);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(s->lock_fd, F_SETLK, &fl) == 0)
+        return 0;
+    if (!adopt || (errno != EAGAIN && errno != EACCES))
+        return sg_err_sys(err, "cannot lock %s", path);
+    struct sigaction sa = {.sa_handler = on_lock_alarm}, old; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, &old);
+    alarm(ADOPT_LOCK_WAIT_S);
+    int r = fcntl(s->lock_fd, F_SETLKW, &fl);
+    int e = errno;
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    if (r == 0)
+        return 0;
+    struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    fcntl(s->lock_fd, F_GETLK, &who);
+    errno = e;
+    if (e == EINTR && who.l_type != F_UNLCK)
+        return sg_err_set(err, EBUSY, "its supervisor (pid %d) lives but has not answered for %d s "
+                          "(its control socket removed?)", (int)who.l_pid, ADOPT_LOCK_WAIT_S);
+    return sg_err_sys(err, "cannot lock %s", path);
 }

@@ -121,13 +121,16 @@ try:
            "its loop device is detached", repr(loop_backing()))
     tap.eq(env.exec(c, "echo", "alive").stdout, b"alive\n", "the other sandbox goes on")
 
-    # --- gc: a sandbox whose supervisor died gives its disk back too ---
+    # --- gc: a sandbox whose supervisor and init died gives its disk back
+    # too (one whose init lives is taken over, never removed: issue 21) ---
     g = env.create("--disk", "16M")
     rg = record(env, g)
     workspaces.append(rg["workspace"])
     img_g = os.path.join(env.state, "sb", g, "disk.img")
     os.kill(rg["supervisor_pid"], signal.SIGKILL)
-    tap.ok(wait_for(lambda: not pid_alive(rg["supervisor_pid"]), 30), "its supervisor is killed")
+    os.kill(rg["init_pid"], signal.SIGKILL)
+    tap.ok(wait_for(lambda: not pid_alive(rg["supervisor_pid"]) and not pid_alive(rg["init_pid"]), 30),
+           "its supervisor and its init are killed")
     p = env.run("gc", timeout=120)
     tap.ok(p.returncode == 0 and f" {rg['workspace']} " not in mounts() and not os.path.exists(img_g),
            "gc removes its mount and its image", p.stderr.decode(errors="replace"))
@@ -145,8 +148,9 @@ try:
            "gc of a sandbox without its record detaches its disk", (p.stdout + p.stderr).decode(errors="replace"))
 
     # --- a state directory removed under a live sandbox: rm -rf never
-    # reaches its mount (it lives outside), and gc --orphan-cgroups of that
-    # state directory detaches it ---
+    # reaches its mount (it lives outside); the supervisor notices and ends
+    # the sandbox, detaching its disk (issue 21: no immortal sandbox), and
+    # gc --orphan-cgroups of that state directory finds nothing left ---
     env2 = Env()
     try:
         h = env2.create("--disk", "16M")
@@ -155,11 +159,12 @@ try:
         sbh = os.path.join(env2.state, "sb", h)
         # (its checkpoint worker may be writing there meanwhile: again until gone)
         wait_for(lambda: shutil.rmtree(sbh, ignore_errors=True) or not os.path.exists(sbh), 30)
-        tap.ok(f" {wh} " in mounts() and not wh.startswith(env2.state),
-               "rm -rf of the sandbox's state went nowhere near its mount", wh)
+        tap.ok(not wh.startswith(env2.state), "rm -rf of the sandbox's state went nowhere near its mount", wh)
+        tap.ok(wait_for(lambda: f" {wh} " not in mounts(), 60),
+               "its supervisor ends the sandbox and detaches its disk", mounts())
         p = env2.run("gc", "--orphan-cgroups", timeout=120)
         tap.ok(p.returncode == 0 and f" {wh} " not in mounts(),
-               "gc --orphan-cgroups detaches the disk of a sandbox whose state is gone",
+               "gc --orphan-cgroups of a sandbox whose state is gone leaves no disk",
                (p.stdout + p.stderr).decode(errors="replace"))
     finally:
         env2.cleanup()

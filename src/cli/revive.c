@@ -1,0 +1,187 @@
+/* revive: starting a supervisor, and taking over a sandbox whose
+ * supervisor died (one place for every client: the CLI's commands, MCP,
+ * serve's terminals). */
+#include "cli/revive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "state/state.h"
+#include "wire/ctl.h"
+
+#define CREATE_READY_TIMEOUT_MS 30000
+
+int sg_cli_supervisor_path(char *buf, size_t len)
+{
+    return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
+}
+
+/* Starts the supervisor detached from us (double fork, new session) and
+ * returns the read end of its ready pipe. */
+static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
+{
+    char daemon[PATH_MAX];
+    if (sg_cli_supervisor_path(daemon, sizeof daemon) < 0)
+        return sg_err_set(err, ENOENT, "cannot find sandglass-supervisor next to the sandglass binary");
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "pipe");
+    sg_autofree char *log = sg_state_sandbox_path(id, "supervisor.log");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return sg_err_sys(err, "fork");
+    }
+    if (pid == 0) {
+        setsid();
+        if (fork() != 0)
+            _exit(0);
+        int null = open("/dev/null", O_RDONLY);
+        int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (null >= 0)
+            dup2(null, 0);
+        if (lf >= 0) {
+            dup2(lf, 1);
+            dup2(lf, 2);
+        }
+        int rfd = fcntl(p[1], F_DUPFD, 3); /* without O_CLOEXEC */
+        char fdarg[16];
+        snprintf(fdarg, sizeof fdarg, "%d", rfd);
+        execl(daemon, "sandglass-supervisor", "supervisor", id, "--ready-fd", fdarg, adopt ? "--adopt" : (char *)NULL,
+              (char *)NULL);
+        dprintf(rfd, "error: cannot run %s: %s\n", daemon, strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    waitpid(pid, NULL, 0);
+    return p[0];
+}
+
+static int wait_ready(int fd, sg_err *err)
+{
+    char buf[SG_ERR_MSG_MAX + 16];
+    size_t have = 0;
+    for (;;) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int r = poll(&pf, 1, CREATE_READY_TIMEOUT_MS);
+        if (r == 0)
+            return sg_err_set(err, ETIMEDOUT, "the supervisor did not become ready in %d s",
+                              CREATE_READY_TIMEOUT_MS / 1000);
+        if (r < 0 && errno == EINTR)
+            continue;
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (have += (size_t)n) == sizeof buf - 1)
+            break;
+        if (memchr(buf, '\n', have))
+            break;
+    }
+    buf[have] = '\0';
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = '\0';
+    if (strcmp(buf, "ok") == 0)
+        return 0;
+    if (strncmp(buf, "error: ", 7) == 0)
+        return sg_err_set(err, EIO, "%s", buf + 7);
+    return sg_err_set(err, EIO, "the supervisor exited during setup (see its log)");
+}
+
+int sg_cli_start_supervisor(const char *id, bool adopt, sg_err *err)
+{
+    int rfd = spawn_supervisor(id, adopt, err);
+    if (rfd < 0)
+        return -1;
+    int r = wait_ready(rfd, err);
+    close(rfd);
+    return r;
+}
+
+/* Under the revive lock: a supervisor answers (0), or one is started
+ * that takes the sandbox over (1). */
+static int takeover_locked(const char *id, const char *who, sg_err *err)
+{
+    sg_err cerr = {0};
+    int fd = sg_ctl_connect(id, &cerr);
+    if (fd >= 0) { /* another client took it over while we waited */
+        close(fd);
+        return 0;
+    }
+    if (cerr.code != ECONNREFUSED && cerr.code != ENOENT) {
+        *err = cerr;
+        return -1;
+    }
+    sg_sandbox_meta m;
+    if (sg_sandbox_meta_load(id, &m, err) < 0)
+        return -1;
+    pid_t init = m.init_pid;
+    sg_sandbox_meta_clear(&m);
+    if (!sg_state_pid_alive(init))
+        return sg_err_set(err, ESRCH, "sandbox %s is gone: its supervisor and its init (pid %d) are dead "
+                          "(run 'sandglass destroy %s')", id, (int)init, id);
+    /* A predecessor still exiting holds its lock: the new one waits for it. */
+    if (sg_cli_start_supervisor(id, true, err) < 0) {
+        sg_err_prefix(err, "the supervisor of sandbox %s is not running and none could take it over", id);
+        return -1;
+    }
+    fprintf(stderr, "sandglass%s%s: the supervisor of sandbox %s had died; a new one took over\n",
+            who ? " " : "", who ? who : "", id);
+    return 1;
+}
+
+int sg_cli_takeover(const char *id, const char *who, sg_err *err)
+{
+    if (!sg_state_dir(err))
+        return -1;
+    sg_autofree char *path = sg_state_sandbox_path(id, "revive.lock");
+    sg_autoclose int lk = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lk < 0) {
+        if (errno == ENOENT)
+            return sg_err_set(err, ENOENT, "no sandbox %s", id);
+        return sg_err_sys(err, "cannot open %s", path);
+    }
+    /* flock: held until we close it (or die); a takeover is bounded by
+     * the new supervisor's ready timeout. */
+    while (flock(lk, LOCK_EX) < 0)
+        if (errno != EINTR)
+            return sg_err_sys(err, "cannot lock %s", path);
+    return takeover_locked(id, who, err);
+}
+
+int sg_cli_connect(const char *id, const char *who, sg_err *err)
+{
+    int fd = sg_ctl_connect(id, err);
+    if (fd >= 0 || (err->code != ECONNREFUSED && err->code != ENOENT))
+        return fd;
+    /* No socket and no record: not a sandbox (the connect's own error). */
+    sg_autofree char *meta = sg_state_sandbox_path(id, "meta.json");
+    if (access(meta, F_OK) < 0)
+        return -1;
+    sg_err terr = {0};
+    if (sg_cli_takeover(id, who, &terr) < 0) {
+        *err = terr;
+        return -1;
+    }
+    return sg_ctl_connect(id, err);
+}
+
+bool sg_cli_unread(int neg_errno)
+{
+    /* The kernel resets a connection whose peer closed with our data
+     * unread, or that was never accepted; a send finds the peer gone. A
+     * plain EOF (0) means the request was read: it may have run. */
+    return neg_errno == -ECONNRESET || neg_errno == -EPIPE || neg_errno == -ENOTCONN ||
+           neg_errno == -ECONNREFUSED;
+}
