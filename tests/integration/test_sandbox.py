@@ -519,11 +519,15 @@ def _():
     tap.ok(p.returncode == 0 and not any(pid_alive(x) for x in pids)
            and not any(os.path.exists(c) for c in cgroup_dirs(k)),
            "destroy works after the supervisor was SIGKILLed", p.stderr.decode())
-    # gc
+    # gc: a crashed sandbox is one whose supervisor and init are both dead
+    # (one whose init lives is taken over, never removed: test_takeover.py)
     g = env.create()
-    sup = [s for s in env.ls() if s["id"] == g][0]["supervisor_pid"]
+    rec = [s for s in env.ls() if s["id"] == g][0]
+    sup, ini = rec["supervisor_pid"], rec["init_pid"]
     os.kill(sup, signal.SIGKILL)
     await_true(lambda: not pid_alive(sup), "a third supervisor is SIGKILLed", timeout=60)
+    os.kill(ini, signal.SIGKILL)
+    await_true(lambda: not pid_alive(ini), "and its init", timeout=60)
     p = env.run("gc")
     tap.ok(p.returncode == 0 and g.encode() in p.stdout and not os.path.exists(os.path.join(env.state, "sb", g))
            and not any(os.path.exists(c) for c in cgroup_dirs(g)), "gc removes a crashed sandbox",
