@@ -134,6 +134,7 @@ struct sup {
     int notify_fd;          /* init's execve listener (sandbox/execnotify.h); -1: none */
     uv_poll_t notify_poll;
     bool notify_seen;       /* a held execve came since we got it */
+    uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
     int ctl_fd;
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;

@@ -53,6 +53,11 @@ struct sv_shell {
     sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
     uint64_t cmd_start_ns;
     uint32_t prompts;
+    /* A prompt's checkpoint is decided only when a program ran (the
+     * sandbox's held execve calls) or keys were typed since this shell's
+     * last one, once per read of its output at most (prompt_checkpoint) */
+    uint64_t execs_at_ckpt, typed_at_ckpt;
+    bool decided_this_read;
     char *ring;            /* the last SV_TTY_REPLAY_MAX bytes of output, for an attach */
     size_t ring_pos;       /* where the next byte goes */
     bool ring_full;        /* it wrapped: the oldest byte is at ring_pos */
@@ -188,10 +193,30 @@ static void prompt_mark(struct sv_shell *sh, const sg_mark *m)
     sh->prompt_cwd[n] = '\0';
 }
 
+/* Nothing runs in the foreground at a prompt: the workspace as it is now
+ * is the one the next command starts from. But any program can write a
+ * prompt mark, in a loop: a mark is a hint. It leads to a checkpoint
+ * decision (a workspace fingerprint, a label, maybe a trip to the worker)
+ * only when a program ran or input was typed since the last one, and at
+ * most once per read of the terminal, so marks alone cost their bytes. */
+static void prompt_checkpoint(struct sv_shell *sh)
+{
+    sup *s = sh->ex->s;
+    char label[96];
+    snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
+    uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0;
+    if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read ||
+        (typed == sh->typed_at_ckpt && s->execs_held == sh->execs_at_ckpt))
+        return;
+    sh->decided_this_read = true;
+    sh->typed_at_ckpt = typed;
+    sh->execs_at_ckpt = s->execs_held;
+    sup_checkpoint_exec(s, label);
+}
+
 static void on_mark(void *ud, const sg_mark *m)
 {
     struct sv_shell *sh = ud;
-    sup *s = sh->ex->s;
     if (m->kind == SG_MARK_TEXT) {
         on_text(sh, m->text, m->text_len);
         return;
@@ -212,13 +237,7 @@ static void on_mark(void *ud, const sg_mark *m)
     case SG_MARK_PROMPT:
         command_end(sh, -1, "no end mark came (the shell integration was changed?)");
         prompt_mark(sh, m);
-        /* Nothing runs in the foreground at a prompt: the workspace as it
-         * is now is the one the next command starts from. */
-        if (!s->meta.manual_checkpoints && !s->aborted) {
-            char label[96];
-            snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
-            sup_checkpoint_exec(s, label);
-        }
+        prompt_checkpoint(sh);
         break;
     case SG_MARK_INPUT:
         if (m->echo_line) {
@@ -236,6 +255,7 @@ static void on_tty_output(void *ud, const char *buf, size_t len)
     if (ex->shell && ex->detachable)
         ring_add(ex->shell, buf, len);
     if (ex->shell) {
+        ex->shell->decided_this_read = false;
         sg_marks_feed(&ex->shell->marks, buf, len, on_mark, ex->shell);
         record_flush(ex->shell);
     }
@@ -261,6 +281,7 @@ static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
     sh->ex = ex;
     sh->record_input = !req->no_record_input;
     sh->cast.fd = -1;
+    sh->execs_at_ckpt = UINT64_MAX; /* the first prompt decides */
     sg_marks_init(&sh->marks);
     const char *term = "";
     for (char **e = req->env; e && *e; e++)
