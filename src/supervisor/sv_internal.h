@@ -290,6 +290,9 @@ void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpo
 const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info);
 const char *sup_checkpoint(sup *s, const char *label, json_t **info);
 void sup_checkpoint_exec(sup *s, const char *label);
+/* The same at a shell's prompt; quiet_unchanged: an unchanged workspace
+ * records nothing (no label, no event). */
+void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged);
 void sup_rollback(sup *s, client *c, json_t *req);
 int open_checkpoints(sup *s, sg_err *err);
 

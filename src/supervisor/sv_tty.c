@@ -42,6 +42,9 @@
 /* What an attach replays of the terminal's recent output. */
 #define SV_TTY_REPLAY_MAX (64 * 1024)
 #define SHELL_CWD_MAX 4096 /* a prompt's cwd kept for sh's next command */
+/* Prompts after programs ran but with nothing typed (a loop of programs
+ * printing marks): one checkpoint decision a second at most. */
+#define PROMPT_RAN_CKPT_NS 1000000000ull
 
 struct sv_shell {
     exec_ctx *ex;
@@ -56,7 +59,7 @@ struct sv_shell {
     /* A prompt's checkpoint is decided only when a program ran (the
      * sandbox's held execve calls) or keys were typed since this shell's
      * last one, once per read of its output at most (prompt_checkpoint) */
-    uint64_t execs_at_ckpt, typed_at_ckpt;
+    uint64_t execs_at_ckpt, typed_at_ckpt, ckpt_ns;
     bool decided_this_read;
     char *ring;            /* the last SV_TTY_REPLAY_MAX bytes of output, for an attach */
     size_t ring_pos;       /* where the next byte goes */
@@ -197,21 +200,24 @@ static void prompt_mark(struct sv_shell *sh, const sg_mark *m)
  * is the one the next command starts from. But any program can write a
  * prompt mark, in a loop: a mark is a hint. It leads to a checkpoint
  * decision (a workspace fingerprint, a label, maybe a trip to the worker)
- * only when a program ran or input was typed since the last one, and at
- * most once per read of the terminal, so marks alone cost their bytes. */
+ * only when input was typed since the last one, or programs ran (then
+ * once a second at most, and an unchanged workspace records nothing), and
+ * at most once per read of the terminal: marks alone cost their bytes. */
 static void prompt_checkpoint(struct sv_shell *sh)
 {
     sup *s = sh->ex->s;
     char label[96];
     snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
-    uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0;
-    if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read ||
-        (typed == sh->typed_at_ckpt && s->execs_held == sh->execs_at_ckpt))
+    uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0, now = sg_now_mono_ns();
+    bool was_typed = typed != sh->typed_at_ckpt;
+    bool ran = s->execs_held != sh->execs_at_ckpt && now - sh->ckpt_ns >= PROMPT_RAN_CKPT_NS;
+    if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read || !(was_typed || ran))
         return;
     sh->decided_this_read = true;
     sh->typed_at_ckpt = typed;
     sh->execs_at_ckpt = s->execs_held;
-    sup_checkpoint_exec(s, label);
+    sh->ckpt_ns = now;
+    sup_checkpoint_prompt(s, label, !was_typed);
 }
 
 static void on_mark(void *ud, const sg_mark *m)
@@ -281,7 +287,7 @@ static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
     sh->ex = ex;
     sh->record_input = !req->no_record_input;
     sh->cast.fd = -1;
-    sh->execs_at_ckpt = UINT64_MAX; /* the first prompt decides */
+    sh->typed_at_ckpt = UINT64_MAX; /* the first prompt decides, as after typing */
     sg_marks_init(&sh->marks);
     const char *term = "";
     for (char **e = req->env; e && *e; e++)
