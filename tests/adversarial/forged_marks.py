@@ -18,6 +18,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 
 from workspace_common import SANDGLASS, SLOW, events, new_env, tap
@@ -38,10 +39,11 @@ LOOP_RAN = (f"i=0; while [ $i -lt {MARKS} ]; do echo $i > /workspace/f; /usr/bin
 env = new_env()
 
 
-def run_on_terminal(args: list[str], limit: float) -> tuple[int | None, bytes]:
+def run_on_terminal(args: list[str], limit: float,
+                    flowing: threading.Event | None = None) -> tuple[int | None, bytes]:
     """The CLI on a terminal of ours, its output read as it comes (a
     terminal nobody reads would hold the loop back); its status, or None
-    when it did not end within limit."""
+    when it did not end within limit. flowing is set once 64 KiB came."""
     master, slave = os.openpty()
     p = subprocess.Popen([SANDGLASS, *args], stdin=slave, stdout=slave, stderr=slave,
                          env=dict(env.env, TERM="xterm"), start_new_session=True)
@@ -57,6 +59,8 @@ def run_on_terminal(args: list[str], limit: float) -> tuple[int | None, bytes]:
                 except OSError:
                     break
                 out += d[-4096:] if len(out) > 1 << 20 else d
+                if flowing and len(out) >= 1 << 16:
+                    flowing.set()
         return p.poll(), bytes(out[-4096:])
     finally:
         if p.poll() is None:
@@ -94,6 +98,45 @@ try:
                 n = len(events(env, sid, "checkpoint"))
                 tap.ok(n < 50, "a handful of checkpoint events, not one per mark", f"{n} events")
             tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n", "the sandbox works")
+
+    # The kill switch while the marks flow, with 4,000 files in the
+    # workspace (a fingerprint per mark kept the supervisor busy: abort
+    # had no answer after 180 s, destroy none after 90 s).
+    sid = env.create_captured()
+    env.run("exec", sid, "--", "/bin/sh", "-c", "mkdir -p /workspace/d && cd /workspace/d && i=0; "
+            "while [ $i -lt 4000 ]; do : > f$i; i=$((i+1)); done", timeout=SLOW, check=True)
+
+    @tap.case("4,000 files: abort and destroy while the marks flow")
+    def _kill_switch():
+        flowing = threading.Event()
+        res: list = []
+        th = threading.Thread(target=lambda: res.append(run_on_terminal(
+            ["exec", sid, "-t", "--", "sh", "-c", LOOP], 120, flowing)))
+        th.start()
+        tap.ok(flowing.wait(60), "the marks flow")
+        try:
+            r = env.run("abort", sid, "--json", timeout=20)
+        except subprocess.TimeoutExpired:
+            r = None
+        tap.ok(r is not None and r.returncode == 0, "abort answers within 20 s while they flow",
+               r.stderr.decode(errors="replace") if r else "no answer")
+        rec = json.loads(r.stdout or b"{}") if r else {}
+        tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True, "its proof holds", repr(rec)[:600])
+        th.join(150)
+        tap.ok(bool(res) and res[0][0] is not None, "the exec ends with the abort", repr(res)[:300])
+        tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
+        flowing2 = threading.Event()
+        th2 = threading.Thread(target=lambda: run_on_terminal(["exec", sid, "-t", "--", "sh", "-c", LOOP], 120,
+                                                              flowing2))
+        th2.start()
+        tap.ok(flowing2.wait(60), "the marks flow again")
+        try:
+            r = env.run("destroy", sid, timeout=20)
+        except subprocess.TimeoutExpired:
+            r = None
+        tap.ok(r is not None and r.returncode == 0, "destroy answers within 20 s while they flow",
+               r.stderr.decode(errors="replace") if r else "no answer")
+        th2.join(150)
 finally:
     env.cleanup()
 tap.done()
