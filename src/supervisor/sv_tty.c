@@ -14,7 +14,8 @@
  *    an exec is, with the capture's own exec events (command, stdout,
  *    run_result or test_result, file_diff events flushed around it),
  *    under the shell exec's id; a checkpoint is taken
- *    at each prompt, so before each command typed at it. The marks come
+ *    at a prompt, so before each command typed at it (not at every
+ *    prompt mark: prompt_checkpoint). The marks come
  *    from inside the sandbox: the cast and the file diffs are the record;
  *  - detach and attach: a "detachable" exec outlives its caller (DETACH,
  *    or the connection closed); "attach" makes a new connection its caller
@@ -56,9 +57,8 @@ struct sv_shell {
     sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
     uint64_t cmd_start_ns;
     uint32_t prompts;
-    /* A prompt's checkpoint is decided only when a program ran (the
-     * sandbox's held execve calls) or keys were typed since this shell's
-     * last one, once per read of its output at most (prompt_checkpoint) */
+    /* At the last checkpoint decision (prompt_checkpoint): the sandbox's
+     * held execve calls, the typed bytes, the time */
     uint64_t execs_at_ckpt, typed_at_ckpt, ckpt_ns;
     bool decided_this_read;
     char *ring;            /* the last SV_TTY_REPLAY_MAX bytes of output, for an attach */
