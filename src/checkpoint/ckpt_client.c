@@ -324,6 +324,23 @@ bool sg_ckpt_client_owed_error(sg_ckpt_client *c, sg_err *out)
     return true;
 }
 
+/* A running worker owed no answer, ready for a request: 0; 1 when it was
+ * found gone (try again: a fresh one is spawned); -1 with err. The answer
+ * to "open" is read first when one is owed after it, or always (open_first). */
+static int make_ready(sg_ckpt_client *c, bool open_first, sg_err *err)
+{
+    bool gone = false;
+    if (sg_ckpt_client_start(c, err) < 0)
+        return -1;
+    if ((open_first || c->owed) && read_open(c, &gone, err) < 0)
+        return gone ? 1 : -1;
+    if (settle(c, &gone) < 0) {
+        sg_ckpt_client_stop(c);
+        return 1;
+    }
+    return 0;
+}
+
 /* req (consumed) on a running worker; a worker found dead is replaced and
  * the request sent once more. */
 static json_t *call(sg_ckpt_client *c, json_t *req, sg_err *err)
@@ -332,17 +349,11 @@ static json_t *call(sg_ckpt_client *c, json_t *req, sg_err *err)
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
         sg_err_clear(err);
         bool gone = false;
-        if (sg_ckpt_client_start(c, err) < 0)
+        int ready = make_ready(c, true, err);
+        if (ready < 0)
             break;
-        if (read_open(c, &gone, err) < 0) {
-            if (gone)
-                continue;
-            break;
-        }
-        if (settle(c, &gone) < 0) {
-            sg_ckpt_client_stop(c);
+        if (ready > 0)
             continue;
-        }
         ok = exchange(c, req, &gone, err);
         if (!gone)
             break;
@@ -403,8 +414,14 @@ int sg_ckpt_client_alias_nowait(sg_ckpt_client *c, const char *id, char *const *
     int rc = -1;
     for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
         sg_err_clear(err);
-        if (sg_ckpt_client_start(c, err) < 0)
+        /* The answers owed so far first: left unread they fill the socket,
+         * the worker blocks writing one and stops reading, and our next
+         * send blocks on it: both wait for the other. One owed at most. */
+        int ready = make_ready(c, false, err);
+        if (ready < 0)
             break;
+        if (ready > 0)
+            continue;
         rc = sg_ckpt_proto_send(c->fd, req, err);
         if (rc < 0)
             sg_ckpt_client_stop(c);

@@ -80,7 +80,10 @@ int sg_ckpt_client_take(sg_ckpt_client *c, const char *label, bool reuse_unchang
  * (sg_checkpoint_alias for each, in order), without waiting for the
  * answer; the worker is spawned if it is not running. The next call reads
  * the answer, and an error in it is kept for sg_ckpt_client_owed_error. If the
- * worker is stopped or dies before it answers, the result is not known. */
+ * worker is stopped or dies before it answers, the result is not known.
+ * The answer to an earlier one is read before it is sent: at most one is
+ * owed, so the worker never blocks writing answers nobody reads (and we
+ * never block sending to a worker that does). */
 int sg_ckpt_client_alias_nowait(sg_ckpt_client *c, const char *id, char *const *labels, const int64_t *times,
                           size_t n, sg_err *err);
 /* The first error among answers read for requests sent without waiting;

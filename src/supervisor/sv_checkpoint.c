@@ -140,6 +140,11 @@ const char *sup_checkpoint(sup *s, const char *label, json_t **info)
  * it; the label is queued for the store. */
 void sup_checkpoint_exec(sup *s, const char *label)
 {
+    sup_checkpoint_prompt(s, label, false);
+}
+
+void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged)
+{
     if (!s->ckpt)
         return;
     sg_fingerprint now;
@@ -147,6 +152,8 @@ void sup_checkpoint_exec(sup *s, const char *label)
     uint64_t t0 = sg_now_mono_ns();
     bool usable = sg_fingerprint_take(s->meta.workspace, &now, &err) == 0 && sg_fingerprint_usable(&now);
     if (usable && s->print_valid && s->last_ckpt[0] && sg_fingerprint_equal(&now, &s->last_print)) {
+        if (quiet_unchanged)
+            return;
         sg_checkpoint_stats st = s->last_stats;
         st.changed = st.hashed = 0;
         ckpt_queue_label(s, label);

@@ -78,6 +78,7 @@ static void on_notify(uv_poll_t *p, int status, int events)
             s->notify_seen = true;
             sg_execnotify_release_stuck(s->notify_fd, n.id);
         }
+        s->execs_held++;
         read_held(s, &n);
         sg_execnotify_continue(s->notify_fd, n.id);
     }

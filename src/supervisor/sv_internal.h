@@ -134,6 +134,7 @@ struct sup {
     int notify_fd;          /* init's execve listener (sandbox/execnotify.h); -1: none */
     uv_poll_t notify_poll;
     bool notify_seen;       /* a held execve came since we got it */
+    uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
     int ctl_fd;
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
@@ -297,6 +298,9 @@ void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpo
 const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info);
 const char *sup_checkpoint(sup *s, const char *label, json_t **info);
 void sup_checkpoint_exec(sup *s, const char *label);
+/* The same at a shell's prompt; quiet_unchanged: an unchanged workspace
+ * records nothing (no label, no event). */
+void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged);
 void sup_rollback(sup *s, client *c, json_t *req);
 int open_checkpoints(sup *s, sg_err *err);
 

@@ -14,7 +14,8 @@
  *    an exec is, with the capture's own exec events (command, stdout,
  *    run_result or test_result, file_diff events flushed around it),
  *    under the shell exec's id; a checkpoint is taken
- *    at each prompt, so before each command typed at it. The marks come
+ *    at a prompt, so before each command typed at it (not at every
+ *    prompt mark: prompt_checkpoint). The marks come
  *    from inside the sandbox: the cast and the file diffs are the record;
  *  - detach and attach: a "detachable" exec outlives its caller (DETACH,
  *    or the connection closed); "attach" makes a new connection its caller
@@ -42,6 +43,9 @@
 /* What an attach replays of the terminal's recent output. */
 #define SV_TTY_REPLAY_MAX (64 * 1024)
 #define SHELL_CWD_MAX 4096 /* a prompt's cwd kept for sh's next command */
+/* Prompts after programs ran but with nothing typed (a loop of programs
+ * printing marks): one checkpoint decision a second at most. */
+#define PROMPT_RAN_CKPT_NS 1000000000ull
 
 struct sv_shell {
     exec_ctx *ex;
@@ -53,6 +57,10 @@ struct sv_shell {
     sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
     uint64_t cmd_start_ns;
     uint32_t prompts;
+    /* At the last checkpoint decision (prompt_checkpoint): the sandbox's
+     * held execve calls, the typed bytes, the time */
+    uint64_t execs_at_ckpt, typed_at_ckpt, ckpt_ns;
+    bool decided_this_read;
     char *ring;            /* the last SV_TTY_REPLAY_MAX bytes of output, for an attach */
     size_t ring_pos;       /* where the next byte goes */
     bool ring_full;        /* it wrapped: the oldest byte is at ring_pos */
@@ -188,10 +196,33 @@ static void prompt_mark(struct sv_shell *sh, const sg_mark *m)
     sh->prompt_cwd[n] = '\0';
 }
 
+/* Nothing runs in the foreground at a prompt: the workspace as it is now
+ * is the one the next command starts from. But any program can write a
+ * prompt mark, in a loop: a mark is a hint. It leads to a checkpoint
+ * decision (a workspace fingerprint, a label, maybe a trip to the worker)
+ * only when input was typed since the last one, or programs ran (then
+ * once a second at most, and an unchanged workspace records nothing), and
+ * at most once per read of the terminal: marks alone cost their bytes. */
+static void prompt_checkpoint(struct sv_shell *sh)
+{
+    sup *s = sh->ex->s;
+    char label[96];
+    snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
+    uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0, now = sg_now_mono_ns();
+    bool was_typed = typed != sh->typed_at_ckpt;
+    bool ran = s->execs_held != sh->execs_at_ckpt && now - sh->ckpt_ns >= PROMPT_RAN_CKPT_NS;
+    if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read || !(was_typed || ran))
+        return;
+    sh->decided_this_read = true;
+    sh->typed_at_ckpt = typed;
+    sh->execs_at_ckpt = s->execs_held;
+    sh->ckpt_ns = now;
+    sup_checkpoint_prompt(s, label, !was_typed);
+}
+
 static void on_mark(void *ud, const sg_mark *m)
 {
     struct sv_shell *sh = ud;
-    sup *s = sh->ex->s;
     if (m->kind == SG_MARK_TEXT) {
         on_text(sh, m->text, m->text_len);
         return;
@@ -212,13 +243,7 @@ static void on_mark(void *ud, const sg_mark *m)
     case SG_MARK_PROMPT:
         command_end(sh, -1, "no end mark came (the shell integration was changed?)");
         prompt_mark(sh, m);
-        /* Nothing runs in the foreground at a prompt: the workspace as it
-         * is now is the one the next command starts from. */
-        if (!s->meta.manual_checkpoints && !s->aborted) {
-            char label[96];
-            snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
-            sup_checkpoint_exec(s, label);
-        }
+        prompt_checkpoint(sh);
         break;
     case SG_MARK_INPUT:
         if (m->echo_line) {
@@ -236,6 +261,7 @@ static void on_tty_output(void *ud, const char *buf, size_t len)
     if (ex->shell && ex->detachable)
         ring_add(ex->shell, buf, len);
     if (ex->shell) {
+        ex->shell->decided_this_read = false;
         sg_marks_feed(&ex->shell->marks, buf, len, on_mark, ex->shell);
         record_flush(ex->shell);
     }
@@ -261,6 +287,7 @@ static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
     sh->ex = ex;
     sh->record_input = !req->no_record_input;
     sh->cast.fd = -1;
+    sh->typed_at_ckpt = UINT64_MAX; /* the first prompt decides, as after typing */
     sg_marks_init(&sh->marks);
     const char *term = "";
     for (char **e = req->env; e && *e; e++)

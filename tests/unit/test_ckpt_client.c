@@ -721,6 +721,31 @@ static void test_alias_nowait(void **state)
     sg_checkpoint_infos_free(v, n);
 }
 
+/* Label batches sent one after another without a call between them (a
+ * program printing prompt marks in a loop once made the supervisor do
+ * so): each answer is read before the next is sent, so the worker never
+ * blocks writing answers nobody reads while we block sending to it. */
+static void test_alias_nowait_many(void **state)
+{
+    fx *f = fixture(state);
+    wfile(f, "x", "1");
+    char a[SG_CHECKPOINT_ID_LEN + 1];
+    take(f, "one", false, a, NULL, NULL);
+    enum { SENDS = 20000 };
+    char *label[] = {"a label of some length, as the supervisor's are (exec 1, prompt 1)"};
+    int64_t t[] = {1700000000};
+    sg_err err = {0};
+    for (int i = 0; i < SENDS; i++)
+        if (sg_ckpt_client_alias_nowait(f->c, a, label, t, 1, &err) < 0)
+            fail_msg("alias %d: %s", i, err.msg);
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    if (sg_ckpt_client_list(f->c, &v, &n, &err) < 0)
+        fail_msg("list: %s", err.msg);
+    assert_int_equal(n, 1 + SENDS);
+    sg_checkpoint_infos_free(v, n);
+}
+
 int main(void)
 {
     /* as the supervisor does: a worker gone is EPIPE, not a signal */
@@ -735,6 +760,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unified, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_respawns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alias_nowait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alias_nowait_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_opened, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_worker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_cannot_open, setup, teardown),
