@@ -486,7 +486,7 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
 static int create_start(const create_opts *o, sg_sandbox_meta *m)
 {
     sg_err err = {0};
-    if (sg_cli_start_supervisor(m->id, false, &err) < 0) {
+    if (sg_revive_start_supervisor(m->id, false, &err) < 0) {
         sg_err e2 = {0};
         sg_cli_cleanup_dead(m->id, false, &e2);
         sg_disk_remove_workspace(m);

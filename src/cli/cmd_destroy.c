@@ -28,7 +28,7 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
      * first: the sandbox is destroyed by its own supervisor, which proves
      * it empty and delivers its capture (with the "destroyed" event). */
     sg_err terr = {0};
-    bool dead = sg_cli_takeover(id, "destroy", &terr) < 0;
+    bool dead = sg_revive_takeover(id, "destroy", &terr) < 0;
     pid_t sup = 0;
     if (!dead && sg_sandbox_meta_load(id, &m, NULL) == 0) {
         sup = m.supervisor_pid;

@@ -602,7 +602,7 @@ static int exec_connect(const char **id, char full[SG_ID_LEN + 1], int *fdp)
     if (fd < 0 && (err.code == ECONNREFUSED || err.code == ENOENT)) {
         /* The supervisor died (crash, SIGKILL) but the sandbox may live on:
          * a new supervisor takes it over (revive.h), or we learn it is gone. */
-        fd = sg_cli_connect(*id, prog, &err);
+        fd = sg_revive_connect(*id, prog, &err);
     }
     if (fd < 0)
         return exec_fail(err.msg);
@@ -636,7 +636,7 @@ static int exec_send(int fd, const char *body, bool tty, stdin_relay *relay)
     if (r < 0) {
         close(fd);
         relay_stop(relay);
-        if (sg_cli_unread(r))
+        if (sg_revive_unread(r))
             return EXEC_RESEND; /* the supervisor died as we connected */
         errno = -r;
         sg_err_sys(&err, "cannot send the request to the supervisor");
@@ -677,8 +677,8 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
         if (n == -EINTR)
             continue;
         /* Reset before any answer: the dying supervisor never read the
-         * request (sg_cli_unread), so the command never ran. */
-        if (n < 0 && first && sg_cli_unread((int)n) && !relay->used && !signals_seen)
+         * request (sg_revive_unread), so the command never ran. */
+        if (n < 0 && first && sg_revive_unread((int)n) && !relay->used && !signals_seen)
             return EXEC_RESEND;
         if (n < 0 || type == 0) {
             char line[320];

@@ -34,7 +34,7 @@ static void gc_one(const char *id, int *removed, int *failures)
 static void gc_dead(const char *id, int *removed, int *revived, int *failures)
 {
     sg_err err = {0};
-    int r = sg_cli_takeover(id, "gc", &err);
+    int r = sg_revive_takeover(id, "gc", &err);
     if (r >= 0) {
         printf("gc: %s: its supervisor had died and its init lives: %s\n", id,
                r ? "a new supervisor took it over" : "another supervisor serves it now");

@@ -21,7 +21,7 @@ static const char *ls_state(sg_sandbox_meta *m)
     if (sg_state_supervisor_held(m->id, NULL) == 1)
         return "running";
     sg_err err = {0};
-    if (sg_cli_takeover(m->id, "ls", &err) < 0) {
+    if (sg_revive_takeover(m->id, "ls", &err) < 0) {
         if (err.code != ESRCH)
             fprintf(stderr, "sandglass ls: %s: %s\n", m->id, err.msg);
         return "dead";

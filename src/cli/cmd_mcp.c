@@ -134,7 +134,7 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         return sg_err_set(err, E2BIG, "request too large for the control socket");
     sg_autoclose int fd = -1;
     for (int attempt = 0; fd < 0; attempt++) {
-        fd = sg_cli_connect(a->id, "mcp", err);
+        fd = sg_revive_connect(a->id, "mcp", err);
         if (fd < 0)
             return -1;
         sg_autoclose int in = -1;
@@ -143,7 +143,7 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
         if (r < 0) {
             sg_close_reset(&fd);
-            if (attempt == 0 && sg_cli_unread(r))
+            if (attempt == 0 && sg_revive_unread(r))
                 continue; /* the supervisor died as we connected */
             errno = -r;
             return sg_err_sys(err, "cannot send the request to the supervisor");
@@ -188,7 +188,7 @@ static bool call_readable(app *a, sg_mcp_call *c)
             /* Reset before any answer: the supervisor died before it read
              * the request; the one that takes the sandbox over gets it. */
             sg_err err = {0};
-            if (n < 0 && !c->io_data && sg_cli_unread((int)n) && io_start(a, c, &err) == 0) {
+            if (n < 0 && !c->io_data && sg_revive_unread((int)n) && io_start(a, c, &err) == 0) {
                 c->io_data = c; /* once */
                 return false;
             }

@@ -28,15 +28,15 @@ int sg_cli_daemon_path(char *buf, size_t len)
 }
 
 /* One try of a request: -1 with err, and *unread when the supervisor
- * died before reading it (sg_cli_unread). */
+ * died before reading it (sg_revive_unread). */
 static json_t *request_once(const char *id, const char *body, bool *unread, sg_err *err)
 {
-    sg_autoclose int fd = sg_cli_connect(id, NULL, err);
+    sg_autoclose int fd = sg_revive_connect(id, NULL, err);
     if (fd < 0)
         return NULL;
     int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), NULL, 0);
     if (r < 0) {
-        *unread = sg_cli_unread(r);
+        *unread = sg_revive_unread(r);
         errno = -r;
         sg_err_sys(err, "cannot send the request");
         return NULL;
@@ -47,7 +47,7 @@ static json_t *request_once(const char *id, const char *body, bool *unread, sg_e
         uint8_t type;
         ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
         if (n < 0) {
-            *unread = first && sg_cli_unread((int)n);
+            *unread = first && sg_revive_unread((int)n);
             errno = (int)-n;
             sg_err_sys(err, "lost the supervisor");
             return NULL;

@@ -8,7 +8,7 @@
 
 #include "base/err.h"
 #include "cli/report.h"
-#include "cli/revive.h"
+#include "wire/revive.h"
 
 /* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
  * else ../libexec/sandglassd relative to it. */

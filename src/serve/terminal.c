@@ -20,7 +20,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "cli/revive.h"
+#include "wire/revive.h"
 #include "ingest/http.h"
 #include "ingest/ingest.h"
 #include "state/state.h"
@@ -318,7 +318,7 @@ static void on_ctl(uv_poll_t *h, int status, int events)
 /* The tty exec of the sandbox's shell launcher, as `sandglass shell` asks. */
 static int start_shell(tsess *t, const sg_ctl_winsz *ws, sg_err *err)
 {
-    sg_autoclose int fd = sg_cli_connect(t->sandbox, "serve", err);
+    sg_autoclose int fd = sg_revive_connect(t->sandbox, "serve", err);
     if (fd < 0)
         return -1;
     sg_autojson json_t *req = json_pack("{s:s, s:[s, s], s:{s:i, s:i}, s:[s], s:s}", "op", "exec",

@@ -1,7 +1,7 @@
-/* revive: starting a supervisor, and taking over a sandbox whose
- * supervisor died (one place for every client: the CLI's commands, MCP,
- * serve's terminals). */
-#include "cli/revive.h"
+/* revive, the control protocol's client side: starting a supervisor,
+ * and taking over a sandbox whose supervisor died (one place for every
+ * client: the CLI's commands, MCP, serve's terminals). */
+#include "wire/revive.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 
 #define CREATE_READY_TIMEOUT_MS 30000
 
-int sg_cli_supervisor_path(char *buf, size_t len)
+int sg_revive_supervisor_path(char *buf, size_t len)
 {
     return sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", buf, len);
 }
@@ -31,7 +31,7 @@ int sg_cli_supervisor_path(char *buf, size_t len)
 static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
 {
     char daemon[PATH_MAX];
-    if (sg_cli_supervisor_path(daemon, sizeof daemon) < 0)
+    if (sg_revive_supervisor_path(daemon, sizeof daemon) < 0)
         return sg_err_set(err, ENOENT, "cannot find sandglass-supervisor next to the sandglass binary");
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
@@ -99,7 +99,7 @@ static int wait_ready(int fd, sg_err *err)
     return sg_err_set(err, EIO, "the supervisor exited during setup (see its log)");
 }
 
-int sg_cli_start_supervisor(const char *id, bool adopt, sg_err *err)
+int sg_revive_start_supervisor(const char *id, bool adopt, sg_err *err)
 {
     int rfd = spawn_supervisor(id, adopt, err);
     if (rfd < 0)
@@ -132,7 +132,7 @@ static int takeover_locked(const char *id, const char *who, sg_err *err)
         return sg_err_set(err, ESRCH, "sandbox %s is gone: its supervisor and its init (pid %d) are dead "
                           "(run 'sandglass destroy %s')", id, (int)init, id);
     /* A predecessor still exiting holds its lock: the new one waits for it. */
-    if (sg_cli_start_supervisor(id, true, err) < 0) {
+    if (sg_revive_start_supervisor(id, true, err) < 0) {
         sg_err_prefix(err, "the supervisor of sandbox %s is not running and none could take it over", id);
         return -1;
     }
@@ -141,7 +141,7 @@ static int takeover_locked(const char *id, const char *who, sg_err *err)
     return 1;
 }
 
-int sg_cli_takeover(const char *id, const char *who, sg_err *err)
+int sg_revive_takeover(const char *id, const char *who, sg_err *err)
 {
     if (!sg_state_dir(err))
         return -1;
@@ -160,7 +160,7 @@ int sg_cli_takeover(const char *id, const char *who, sg_err *err)
     return takeover_locked(id, who, err);
 }
 
-int sg_cli_connect(const char *id, const char *who, sg_err *err)
+int sg_revive_connect(const char *id, const char *who, sg_err *err)
 {
     int fd = sg_ctl_connect(id, err);
     if (fd >= 0 || (err->code != ECONNREFUSED && err->code != ENOENT))
@@ -170,14 +170,14 @@ int sg_cli_connect(const char *id, const char *who, sg_err *err)
     if (access(meta, F_OK) < 0)
         return -1;
     sg_err terr = {0};
-    if (sg_cli_takeover(id, who, &terr) < 0) {
+    if (sg_revive_takeover(id, who, &terr) < 0) {
         *err = terr;
         return -1;
     }
     return sg_ctl_connect(id, err);
 }
 
-bool sg_cli_unread(int neg_errno)
+bool sg_revive_unread(int neg_errno)
 {
     /* The kernel resets a connection whose peer closed with our data
      * unread, or that was never accepted; a send finds the peer gone. A
