@@ -227,6 +227,7 @@ static int sup_shutdown(sup *s)
             sg_log(SG_LOG_ERROR, "%lld captured event(s) not delivered: their spool was removed with the "
                    "state directory", (long long)undelivered);
         sg_disk_remove_workspace(&s->meta);
+        sg_state_uid_release(s->meta.uid, s->meta.id); /* the slot is host-wide, not in the state dir */
     } else {
         code = sup_keep_or_remove(s, code, undelivered);
     }

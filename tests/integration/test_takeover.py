@@ -234,6 +234,10 @@ try:
             tap.ok(wait_for(lambda: not any(os.path.exists(c) for c in cgroup_dirs(o)), WAIT),
                    "its cgroups are removed", repr([c for c in cgroup_dirs(o) if os.path.exists(c)]))
             tap.ok(not any(r["workspace"] in ln for ln in open("/proc/mounts")), "its workspace is unmounted")
+            base = 0x70000000  # SG_UID_BASE (state.h): uid = base + slot
+            slot = os.path.join("/run/sandglass-uids", str(r["uid"] - base)) if r["uid"] >= base else ""
+            tap.ok(slot and not os.path.exists(slot), "its uid slot (host-wide, not in the state directory) is freed",
+                   f"uid {r['uid']}: {slot}")
         finally:
             other.cleanup()
 finally:
