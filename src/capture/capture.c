@@ -638,6 +638,15 @@ void sg_capture_free(sg_capture *c)
 {
     if (!c)
         return;
+    /* Execs still running as the supervisor ends (a destroy, a removed
+     * state directory) never reach their end: their state goes here. */
+    while (c->inflight) {
+        sg_capture_exec *e = c->inflight;
+        c->inflight = e->next;
+        free(e->cmd);
+        json_decref(e->tool);
+        free(e);
+    }
     if (c->watch)
         sg_watch_free(c->watch);
     sg_procevents_free(c->procs);

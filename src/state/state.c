@@ -454,6 +454,19 @@ int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_e
     return record_save(id, "abort.json", json_pack("{s:s, s:s}", "by", by, "reason", reason), "the abort", err);
 }
 
+int sg_state_exec_ids_save(const char *id, uint32_t until, sg_err *err)
+{
+    return record_save(id, "execs.json", json_pack("{s:I}", "until", (json_int_t)until), "the exec ids", err);
+}
+
+uint32_t sg_state_exec_ids_load(const char *id)
+{
+    sg_autojson json_t *j = NULL;
+    record_load(id, "execs.json", &j);
+    json_int_t v = json_integer_value(json_object_get(j, "until"));
+    return v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
 int sg_state_uplink_save(const char *id, const char *state, const char *reason, sg_err *err)
 {
     char now[40];

@@ -136,6 +136,15 @@ int sg_state_uid_owner(uid_t uid, char owner[PATH_MAX]);
 int sg_state_abort_save(const char *id, const char *by, const char *reason, sg_err *err);
 /* 1 and by/reason filled when the sandbox is aborted, 0 when it is not. */
 int sg_state_abort_load(const char *id, char *by, size_t by_size, char *reason, size_t reason_size);
+
+/* The exec ids (init's and the exec numbers) a sandbox's supervisors may
+ * have handed out are all below `until`, kept in <state>/sb/<id>/execs.json:
+ * a supervisor that takes the sandbox over numbers past them, so that
+ * init's reports of its predecessor's execs (an exec running at the
+ * death, the ready child it left) never match one of its own. */
+int sg_state_exec_ids_save(const char *id, uint32_t until, sg_err *err);
+/* The saved bound, 0 without a record. */
+uint32_t sg_state_exec_ids_load(const char *id);
 void sg_state_abort_clear(const char *id);
 
 /* How a captured sandbox's events last fared on their way to the ingest,

@@ -385,8 +385,8 @@ static exec_ctx *exec_new(sup *s, client *c, const sg_exec_req *req, bool direct
     exec_ctx *ex = sg_xcalloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
-    ex->id = direct ? s->ready_exec_id : ++s->next_exec;
-    ex->num = ++s->exec_num;
+    ex->id = direct ? s->ready_exec_id : exec_id_new(s);
+    ex->num = exec_num_new(s);
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
     ex->events_fd = -1;
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;

@@ -62,7 +62,7 @@ void exec_handoff_failed(exec_ctx *ex)
                                  : "the sandbox's init is gone");
         return;
     }
-    ex->id = ++s->next_exec;
+    ex->id = exec_id_new(s);
     sg_spawn_hdr sp;
     memcpy(&sp, ex->held_msg, sizeof sp);
     sp.exec_id = ex->id;

@@ -139,8 +139,9 @@ struct sup {
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
-    uint32_t next_exec;     /* init's exec ids */
-    uint32_t exec_num;      /* execs numbered as they come (exec_ctx.num) */
+    uint32_t next_exec;     /* init's exec ids (exec_id_new) */
+    uint32_t exec_num;      /* execs numbered as they come (exec_ctx.num, exec_num_new) */
+    uint32_t ids_until;     /* both stay below it: saved (execs.json) for a takeover */
     exec_ctx **execs;     /* running execs, by slot */
     size_t nexecs, capexecs;
     size_t nclients;
@@ -200,6 +201,10 @@ void sup_destroy(sup *s, client *c);
 void oom_baseline(sup *s);
 int start_init(sup *s, sg_err *err);
 int adopt_init(sup *s, sg_err *err);
+/* A new exec id for init, and a new exec number: both unique across the
+ * supervisors a sandbox has had (execs.json). */
+uint32_t exec_id_new(sup *s);
+uint32_t exec_num_new(sup *s);
 /* Takes the sandbox's supervisor lock (an adopt first waits, bounded, for
  * a dying predecessor to let it go). */
 int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err);

@@ -78,7 +78,7 @@ void ready_next(sup *s)
     l.cpu_base = 0;
     if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &l.cpu_base, &err) < 0)
         sg_close_reset(&l.cpufd);
-    sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = ++s->next_exec,
+    sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = exec_id_new(s),
                         .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
                         .flags = s->ready_taken ? SG_SPAWN_F_TAKEN : 0};
     if (l.dirfd < 0 || sg_seqpacket_send(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "base/log.h"
 
 /* How long an adopting supervisor waits for its predecessor to let go of
  * the lock and to exit: a SIGKILLed one lets go as its exit closes its
@@ -300,17 +301,43 @@ int adopt_init(sup *s, sg_err *err)
     sg_autostrv char **leaves = s->cg ? sg_cgroup_leaves(s->cg, err) : NULL;
     for (char **l = leaves; l && *l; l++)
         leaf_track(s, *l);
-    /* Leaves and exec numbers go on increasing past the old ones. */
+    /* Leaves, exec ids and exec numbers go on past the old ones: init
+     * still reports the old execs by their ids (sg_state_exec_ids_save). */
     uint32_t highest = sg_leafset_highest(leaves);
-    if (highest > s->next_exec)
-        s->next_exec = highest;
     if (highest > s->next_leaf)
         s->next_leaf = highest;
-    s->exec_num = s->next_exec;
+    uint32_t used = sg_state_exec_ids_load(s->meta.id);
+    s->next_exec = s->exec_num = used > highest ? used : highest;
     /* An abort outlives the supervisor that made it. */
     s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
                                      sizeof s->abort_reason) == 1;
     return 0;
+}
+
+/* Ids are reserved by blocks: one small write per block of execs. */
+#define EXEC_IDS_BLOCK 1024
+
+/* Keeps v below the saved bound, saving a higher one first: an id is
+ * used only once a takeover would number past it. */
+static uint32_t ids_cover(sup *s, uint32_t v)
+{
+    if (v < s->ids_until)
+        return v;
+    sg_err err = {0};
+    s->ids_until = v + EXEC_IDS_BLOCK;
+    if (sg_state_exec_ids_save(s->meta.id, s->ids_until, &err) < 0)
+        sg_log(SG_LOG_ERROR, "%s (a takeover may reuse the ids)", err.msg);
+    return v;
+}
+
+uint32_t exec_id_new(sup *s)
+{
+    return ids_cover(s, ++s->next_exec);
+}
+
+uint32_t exec_num_new(sup *s)
+{
+    return ids_cover(s, ++s->exec_num);
 }
 
 static void on_lock_alarm(int sig)

@@ -232,10 +232,24 @@ class CapEnv(Env):
                     hits.append(f"{os.path.basename(name)}: {line.strip()}")
         return hits
 
+    def report_heads(self, hits: list[str]) -> list[str]:
+        """The first 40 lines of each sanitizer report file with a hit: the
+        files go with the test's directory, the diagnostic keeps the stack."""
+        out = []
+        for name in sorted({h.split(": ", 1)[0] for h in hits}):
+            path = os.path.join(self.san_dir, name)
+            try:
+                with open(path, errors="replace") as f:
+                    head = f.read().splitlines()[:40]
+            except OSError:  # a log scanned by its lines only (supervisor, ingest)
+                continue
+            out += [f"--- {name} (head):"] + head
+        return out
+
     def check_sanitizers(self) -> None:
         hits = self.sanitizer_reports()
         tap.ok(not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
-               "processes' sanitizer logs", "\n".join(hits[:30]))
+               "processes' sanitizer logs", "\n".join(hits[:30] + self.report_heads(hits)))
 
     def cleanup(self, check: bool = True) -> None:
         """Destroys what is left, stops the ingest, scans for sanitizer

@@ -308,6 +308,25 @@ static void test_uplink_record(void **state)
     assert_non_null(strstr(err.msg, "cannot record the uplink"));
 }
 
+/* The bound on exec ids a takeover numbers past (execs.json). */
+static void test_exec_ids_record(void **state)
+{
+    (void)state;
+    make_sandbox_dir("ids1");
+    assert_int_equal(sg_state_exec_ids_load("ids1"), 0);
+    sg_err err = {0};
+    assert_int_equal(sg_state_exec_ids_save("ids1", 1025, &err), 0);
+    assert_int_equal(sg_state_exec_ids_load("ids1"), 1025);
+    assert_int_equal(sg_state_exec_ids_save("ids1", UINT32_MAX, &err), 0);
+    assert_int_equal(sg_state_exec_ids_load("ids1"), UINT32_MAX);
+    sg_autofree char *path = sg_state_sandbox_path("ids1", "execs.json");
+    assert_int_equal(sg_write_file_atomic(path, "{\"until\": -3}", 14, 0600, &err), 0);
+    assert_int_equal(sg_state_exec_ids_load("ids1"), 0);
+    err = (sg_err){0};
+    assert_int_equal(sg_state_exec_ids_save("no-dir", 1, &err), -1);
+    assert_non_null(strstr(err.msg, "cannot record the exec ids"));
+}
+
 static void slot_path(uid_t uid, char *buf, size_t n)
 {
     snprintf(buf, n, SG_UID_DIR "/%u", (unsigned)(uid - SG_UID_BASE));
@@ -443,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_list),
         cmocka_unit_test(test_abort_record),
         cmocka_unit_test(test_uplink_record),
+        cmocka_unit_test(test_exec_ids_record),
         cmocka_unit_test(test_uid_slots),
         cmocka_unit_test(test_is_ours),
         cmocka_unit_test(test_pid_alive),
