@@ -250,6 +250,12 @@ try:
         p = env.run("checkpoint", "zzzz")
         tap.ok(p.returncode == 1 and b"no sandbox 'zzzz'" in p.stderr, "an unknown prefix is named",
                p.stderr.decode())
+        for short in (sid[:1], sid[:3]):
+            p = env.run("destroy", short)
+            tap.ok(p.returncode != 0 and b"too short" in p.stderr and p.stderr.count(b"\n") == 1,
+                   f"destroy {short!r}: a prefix under 4 characters is refused in one line", p.stderr.decode())
+        p = env.run("exec", sid, "--", "true")
+        tap.eq(p.returncode, 0, "the sandbox a short prefix matched still lives")
 
     @tap.case("no float noise")
     def _floats():
