@@ -142,6 +142,14 @@ try:
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             tap.ok(b"listening" in ing.stdout.readline(), "an ingest with another key runs")
+            fresh = os.path.join(env.root, "fresh-state")
+            p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url,
+                        env={"SANDGLASS_STATE_DIR": fresh})
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and "no key" in err and "--secret" in err and err.count("\n") == 1,
+                   "a fresh state directory against a listening ingest: refused, not warned", err)
+            tap.ok(not os.path.exists(os.path.join(fresh, "sb")) or not os.listdir(os.path.join(fresh, "sb")),
+                   "and nothing is made there")
             n = len(env.ls())
             p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url)
             err = p.stderr.decode()
