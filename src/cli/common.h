@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "base/err.h"
 #include "cli/report.h"
@@ -33,5 +34,9 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err);
 /* Cleans up a sandbox whose supervisor is gone: kills every process in its
  * cgroup, proves it empty, removes cgroups and state. */
 int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err);
+
+/* Asks "question [y/n]: " on out and reads stdin: y/yes or n/no, anything
+ * else asks again; end of input is no. */
+bool sg_cli_ask_yes(FILE *out, const char *question);
 
 #endif

@@ -355,6 +355,47 @@ try:
         os.close(master)
         tap.eq(env.exec(sid, "cat", "/workspace/g").stdout, b"again\n", "the file is untouched")
 
+    @tap.case("destroy several: by ids, by filter, asked first")
+    def _destroy_many():
+        a, b, c = (env.create("--learner", lr) for lr in ("dm-one", "dm-one", "dm-two"))
+        alive = lambda s: any(sb["id"] == s for sb in env.ls())  # noqa: E731
+        for args, what in (([a, b], "two ids"), ([a[:6]], "a prefix"), (["--learner", "dm-one"], "a filter"),
+                           (["--all"], "--all")):
+            p = env.run("destroy", *args, input=b"")
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and "--yes" in err and err.count("\n") == 1,
+                   f"destroy {what} with no terminal and no --yes: refused in one line", err)
+        tap.ok(alive(a) and alive(b) and alive(c), "and nothing was destroyed")
+        p = env.run("destroy", a, "zzzz", "--yes")
+        tap.ok(p.returncode == 1 and b"no sandbox 'zzzz'" in p.stderr and alive(a),
+               "an unknown id among several: none is destroyed", p.stderr.decode())
+        p = env.run("destroy", a, a[:8], "--yes")
+        tap.ok(p.returncode == 2 and b"named twice" in p.stderr and alive(a), "one sandbox named twice: a usage error",
+               p.stderr.decode())
+        p = env.run("destroy", "--all", "--learner", "x")
+        tap.eq(p.returncode, 2, "--all with a filter: a usage error")
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([SANDGLASS, "destroy", "--learner", "dm-one"], stdin=slave, stdout=slave,
+                                stderr=slave, env=env.env)
+        env.procs.append(proc)
+        os.close(slave)
+        out = b""
+        while b"[y/n]" not in out and select.select([master], [], [], 60)[0]:
+            out += os.read(master, 4096)
+        tap.ok(a.encode() in out and b.encode() in out and c.encode() not in out and b"destroy 2 sandboxes" in out,
+               "on a terminal it lists the learner's two sandboxes and asks", out.decode(errors="replace"))
+        os.write(master, b"n\n")
+        proc.wait(timeout=60)
+        tap.ok(proc.returncode == 1 and alive(a) and alive(b), "n destroys nothing")
+        os.close(master)
+        p = env.run("destroy", "--learner", "dm-one", "--yes", "--json", timeout=120)
+        lines = [json.loads(x) for x in p.stdout.decode().splitlines()]
+        tap.ok(p.returncode == 0 and sorted(d.get("destroyed") for d in lines) == sorted([a, b]),
+               "--learner --yes destroys that learner's sandboxes, one JSON line each", p.stdout.decode())
+        tap.ok(not alive(a) and not alive(b) and alive(c), "and only those")
+        p = env.run("destroy", c, timeout=120)
+        tap.ok(p.returncode == 0 and not alive(c), "one full id needs no --yes", p.stderr.decode())
+
     @tap.case("abort and resume")
     def _abort():
         p = env.run("abort", sid, "--reason", "break", check=True)
