@@ -23,8 +23,6 @@ int sg_cli_daemon_path(char *buf, size_t len);
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
 
 
-/* The version every command reports (--version, MCP's serverInfo). */
-#define SG_VERSION "0.1.0"
 
 /* Destroys sandbox id (the supervisor's proof, or the cleanup from here
  * when it cannot), saying on stderr what it found. Returns the result
