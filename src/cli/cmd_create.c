@@ -1,5 +1,5 @@
 /* sandglass create: validates the options, writes the sandbox's record and
- * starts its supervisor (sandglassd supervisor), then waits until the
+ * starts its supervisor (sandglass-supervisor), then waits until the
  * sandbox accepts execs. */
 #include <errno.h>
 #include <fcntl.h>

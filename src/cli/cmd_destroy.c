@@ -140,19 +140,20 @@ static char **destroy_select(const destroy_opts *o, size_t *n, sg_err *err)
     if (!ids)
         return NULL;
     size_t k = 0;
-    for (char **p = ids; *p; p++) {
+    for (size_t i = 0; ids[i]; i++) {
+        char *id = ids[i];
+        ids[i] = NULL; /* k <= i: a kept id moves down, never onto one unread */
         sg_sandbox_meta m;
         bool keep = o->all;
-        if (!keep && sg_sandbox_meta_load(*p, &m, NULL) == 0) {
+        if (!keep && sg_sandbox_meta_load(id, &m, NULL) == 0) {
             keep = (!o->learner || (m.learner && strcmp(m.learner, o->learner) == 0)) &&
                    (!o->task || (m.task && strcmp(m.task, o->task) == 0));
             sg_sandbox_meta_clear(&m);
         }
         if (keep)
-            ids[k++] = *p;
+            ids[k++] = id;
         else
-            free(*p);
-        *p = NULL;
+            free(id);
     }
     ids[k] = NULL;
     *n = k;

@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 
@@ -52,11 +53,12 @@ try:
                  (["token", "--bogus"], "--bogus"), (["events", "--bogus"], "--bogus"),
                  (["events", "--after-seq", "x"], "--after-seq"), (["events", "stray"], "stray"),
                  (["flush", "--bogus"], "--bogus"), (["flush", "--timeout", "x"], "--timeout"),
-                 (["supervisor"], "sandbox id"), (["nosuchcommand"], "nosuchcommand"), ([], "missing command"))
+                 (["nosuchcommand"], "nosuchcommand"), (["supervisor"], "supervisor"), ([], "missing command"))
         for args, word in cases:
             p = d(*args)
             err = p.stderr.decode()
-            prefix = "sandglassd " + args[0] + ": " if args and args[0] != "nosuchcommand" else "sandglassd: "
+            prefix = "sandglassd " + args[0] + ": " if args and args[0] not in ("nosuchcommand", "supervisor") \
+                else "sandglassd: "
             tap.ok(p.returncode == 2 and err.startswith(prefix) and word in err and err.count("\n") == 1
                    and not p.stdout, f"sandglassd {' '.join(args)}: exit 2, one line naming {word}",
                    f"{p.returncode} {err!r}")
@@ -65,10 +67,19 @@ try:
         tap.ok(p.returncode == 2 and err.startswith("sandglass ingest: ") and "--bogus" in err
                and "'sandglass ingest --help'" in err and err.count("\n") == 1,
                "through sandglass the same line names the command the user ran", err)
-        for cmd in ("ingest", "token", "events", "flush", "supervisor"):
+        for cmd in ("ingest", "token", "events", "flush"):
             p = d(cmd, "--help")
             tap.ok(p.returncode == 0 and p.stdout.startswith(b"usage: ") and b"--" in p.stdout and not p.stderr,
                    f"sandglassd {cmd} --help explains its options on stdout", p.stdout.decode()[:200])
+        # the supervisor is its own binary (sandglassd no longer runs it)
+        sup = os.path.join(os.path.dirname(shutil.which(SANDGLASSD) or SANDGLASSD), "sandglass-supervisor")
+        p = subprocess.run([sup, "supervisor"], capture_output=True, timeout=60, env=env.env)
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 2 and "sandbox id" in err and err.count("\n") == 1,
+               "sandglass-supervisor supervisor: exit 2, one line naming the sandbox id", err)
+        p = subprocess.run([sup, "supervisor", "--help"], capture_output=True, timeout=60, env=env.env)
+        tap.ok(p.returncode == 0 and p.stdout.startswith(b"usage: sandglass-supervisor") and not p.stderr,
+               "sandglass-supervisor supervisor --help explains its options on stdout", p.stdout.decode()[:200])
         for args, rc, word in ((["--after-seq", "x"], 2, "--after-seq"),
                                (["--ingest", "http://127.0.0.1:9", "--token", "t"], 1, "127.0.0.1:9")):
             p = env.run("events", "--json", *args)
