@@ -132,6 +132,8 @@ class WS:
 
     def pump(self, timeout: float = 0.1) -> bool:
         """Reads what has come within timeout; False once the server closed."""
+        while self._frame():  # what came with the handshake's answer, first
+            pass
         if self.close_code is not None:
             return False
         r, _, _ = select.select([self.sock], [], [], timeout)
@@ -163,3 +165,26 @@ class WS:
             self.sock.close()
         except OSError:
             pass
+
+
+def open_terminal(port: int, tok: str, src: str = "127.0.0.1") -> tuple[WS | None, str]:
+    """A terminal from src that shows its prompt and runs a command, or why not."""
+    try:
+        ws = WS(port, src=src, timeout=30)
+    except (OSError, Closed) as e:
+        return None, f"no handshake: {e!r}"
+    ws.auth(tok)
+    if not ws.wait(lambda w: b"$ " in w.output, 60):
+        return ws, f"no prompt: {ws.close_code} {ws.close_reason!r} {ws.texts} {ws.output[-200:]!r}"
+    ws.binary(b"echo term-$((40+2))\r")
+    if not ws.wait(lambda w: b"term-42" in w.output, 60):
+        return ws, f"no output: {ws.output[-200:]!r}"
+    return ws, ""
+
+
+def key_file(path: str, hexbyte: str) -> str:
+    """A valid secret file for tokens (64 hex characters, 0600)."""
+    with open(path, "w") as f:
+        f.write(hexbyte * 32 + "\n")
+    os.chmod(path, 0o600)
+    return path

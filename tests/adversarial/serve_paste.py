@@ -16,7 +16,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_common import WS, start_serve  # noqa: E402
+from serve_common import WS, key_file, start_serve  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from sgtest import Env, tap, wait_for  # noqa: E402
 
@@ -24,10 +24,7 @@ PASTE = 4 * 1024 * 1024
 CHUNK = 64 * 1024
 
 env = Env()
-secret = os.path.join(env.root, "secret")
-with open(secret, "w") as f:  # a valid key file: 64 hex characters, 0600
-    f.write("cd" * 32 + "\n")
-os.chmod(secret, 0o600)
+secret = key_file(os.path.join(env.root, "secret"), "cd")
 sid = env.create("--task", "paste")
 serve, port = start_serve(env, secret)
 tok = env.run("token", "--secret", secret, "--terminal", "--sandbox", sid, check=True).stdout.decode().strip()
