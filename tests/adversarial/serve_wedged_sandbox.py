@@ -13,6 +13,7 @@ the terminals still connecting. After SIGCONT the sandbox opens again."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import socket
@@ -22,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_common  # noqa: E402
 from serve_common import WS, Closed, healthz, key_file, start_serve  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import Env, cmdline, comm, tap  # noqa: E402
+from sgtest import Env, cmdline, comm, pid_alive, tap, wait_for  # noqa: E402
 
 env = Env()
 secret = key_file(os.path.join(env.root, "secret"), "ef")
@@ -121,6 +122,40 @@ if ws:
     ws.binary(b"exit 0\r")
     ws.wait(lambda w: w.close_code is not None, 30)
     ws.close()
+
+# A dead supervisor: serve's terminal takes the sandbox over, which waits
+# (the revive lock, then the new supervisor's start) on the thread pool,
+# not on serve's loop. The test holds the lock a while, as a slow
+# takeover by another client would.
+sup2 = supervisor_of(other)
+os.kill(sup2, signal.SIGKILL)
+tap.ok(wait_for(lambda: not pid_alive(sup2), 30), "another sandbox's supervisor is killed")
+lock = os.open(os.path.join(env.state, "sb", other, "revive.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(lock, fcntl.LOCK_EX)
+try:
+    taking = WS(port, timeout=30)
+    taking.auth(token(other))
+    # The token taken (a terminal slot held) and /healthz still answering:
+    # serve's loop went on past the takeover it started.
+    tap.ok(wait_for(lambda: (healthz(port, 10) or {}).get("terminals") == 1, 60),
+           "/healthz answers while the takeover waits", repr(healthz(port, 10)))
+    ws, why = open_terminal(wedged)
+    tap.ok(not why, "the first sandbox's terminal opens meanwhile", why)
+    if ws:
+        ws.close()
+except (OSError, Closed) as e:
+    taking = None
+    tap.ok(False, "a terminal of the sandbox with a dead supervisor", repr(e))
+finally:
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    os.close(lock)
+tap.ok(taking is not None and taking.wait(lambda w: b"$ " in w.output, 60),
+       "then the takeover ends and that terminal opens",
+       f"{taking.close_code} {taking.close_reason!r} {taking.texts}" if taking else "")
+if taking:
+    taking.close()
+with open(os.path.join(env.root, "serve.log")) as f:
+    tap.ok("a new one took over" in f.read(), "serve says it took the sandbox over")
 tap.ok(serve.poll() is None, "serve still runs")
 serve.terminate()
 serve.wait(timeout=30)
