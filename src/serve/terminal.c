@@ -131,8 +131,9 @@ void serve_refuse(tsess *t, const char *why)
 /* ---- the limits ---------------------------------------------------------- */
 
 /* What the sessions hold: terminal slots (a good token, the shell open or
- * being opened), connections without a token yet, and each of both from
- * one address; a session being closed holds only its connection. */
+ * being opened, until its connection is gone), connections without a
+ * token yet, and each of both from one address; a session refused before
+ * its shell started holds only its connection while it closes. */
 typedef struct slots {
     unsigned terminals, unauth, addr_conns, addr_unauth, sandbox;
 } slots;
@@ -142,11 +143,12 @@ static slots slots_of(const sg_serve *srv, const char *addr, const char *sandbox
     slots n = {0};
     for (const tsess *t = srv->sessions; t; t = t->next) {
         bool here = addr && strcmp(t->addr, addr) == 0, unauth = !t->authed && !t->closing;
-        n.terminals += t->authed;
+        bool term = t->authed && (t->shell_on || !t->closing);
+        n.terminals += term;
         n.unauth += unauth;
         n.addr_conns += here;
         n.addr_unauth += here && unauth;
-        n.sandbox += t->authed && sandbox && strcmp(t->sandbox, sandbox) == 0;
+        n.sandbox += term && sandbox && strcmp(t->sandbox, sandbox) == 0;
     }
     return n;
 }
