@@ -40,6 +40,7 @@ struct sg_serve {
     char web_dir[512];
     tsess *sessions; /* every WebSocket connection, for the limits and stop */
     unsigned nconns;
+    uint64_t refused; /* upgrades refused past the caps */
     bool stopping;
     char rbuf[SG_CTL_CHUNK + 1024]; /* one message from a supervisor */
 };

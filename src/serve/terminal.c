@@ -175,8 +175,12 @@ static int handshake_ok(sg_serve *srv, struct lws *wsi)
     slots n = slots_of(srv, addr, NULL);
     if (srv->nconns >= srv->lim.max_terminals + srv->lim.max_unauth ||
         n.addr_conns >= srv->lim.max_conns_per_addr) {
-        sg_log(SG_LOG_WARN, "refused a WebSocket from %s: %s", addr,
-               n.addr_conns >= srv->lim.max_conns_per_addr ? "too many from one address" : "too many in all");
+        /* 1, 2, 4, ...: a flood does not flood the log. */
+        srv->refused++;
+        if ((srv->refused & (srv->refused - 1)) == 0)
+            sg_log(SG_LOG_WARN, "refused a WebSocket from %s: %s (%llu so far)", addr,
+                   n.addr_conns >= srv->lim.max_conns_per_addr ? "too many from one address" : "too many in all",
+                   (unsigned long long)srv->refused);
         return -1;
     }
     return 0;
