@@ -6,6 +6,10 @@
   const status = document.getElementById("status");
   const say = (s) => { status.textContent = s; };
   const token = new URLSearchParams(location.hash.slice(1)).get("token");
+  // Out of the address bar and the history at once: the fragment never
+  // reaches a server, but a URL with the token would stay in the
+  // browser's history, its session restore, and a screenshot or a copied link.
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
   const term = new Terminal({ cursorBlink: true, scrollback: 5000 });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);

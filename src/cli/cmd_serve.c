@@ -1,5 +1,7 @@
-/* sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]: the
- * browser's terminal into the sandboxes of this host (serve/terminal.h). */
+/* sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]
+ *                 [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]
+ *                 [--max-conns-per-addr N]: the browser's terminal into the
+ * sandboxes of this host (serve/terminal.h). */
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
@@ -20,6 +22,8 @@
 
 static const char usage[] =
     "usage: sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]\n"
+    "                       [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]\n"
+    "                       [--max-conns-per-addr N]\n"
     "\n"
     "Serves the learner's terminal in a browser for the sandboxes of this host:\n"
     "open http://HOST:PORT/#token=TOKEN with a terminal token ('sandglass token\n"
@@ -31,7 +35,22 @@ static const char usage[] =
     "  --secret  the tokens' secret (default <state>/ingest/secret)\n"
     "  --web     the page's directory, with xterm.js installed by 'npm install'\n"
     "            (default: web/ of the source tree the binary was built in, else\n"
-    "            ../share/sandglass/web beside it; $SANDGLASS_WEB_DIR overrides)\n";
+    "            ../share/sandglass/web beside it; $SANDGLASS_WEB_DIR overrides)\n"
+    "  --max-terminals        terminals open at once (default 64; 4 per sandbox)\n"
+    "  --max-unauth           connections still to send their token (default 256)\n"
+    "  --max-unauth-per-addr  of those, from one address (default 8)\n"
+    "  --max-conns-per-addr   WebSockets from one address (default 32)\n";
+
+/* --max-...: a number in 1..100000 into *out; else the usage error's status. */
+static int limit_opt(const char *name, const char *arg, unsigned *out)
+{
+    uint64_t v = 0;
+    sg_err err;
+    if (sg_parse_uint(arg, 100000, &v, &err) < 0 || v == 0)
+        return sg_cli_usage("serve", "--%s: a number in 1..100000", name);
+    *out = (unsigned)v;
+    return 0;
+}
 
 typedef struct run_ctx {
     sg_serve *srv;
@@ -77,10 +96,16 @@ int sg_cmd_serve(int argc, char **argv)
         {"listen", required_argument, NULL, 'l'},
         {"secret", required_argument, NULL, 'k'},
         {"web", required_argument, NULL, 'w'},
+        {"max-terminals", required_argument, NULL, 'T'},
+        {"max-unauth", required_argument, NULL, 'U'},
+        {"max-unauth-per-addr", required_argument, NULL, 'u'},
+        {"max-conns-per-addr", required_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7434", *secret = NULL, *web = NULL;
+    char host[256];
+    sg_serve_opts opts = {.host = host};
     sg_err err;
     int c;
     optind = 1;
@@ -90,14 +115,24 @@ int sg_cmd_serve(int argc, char **argv)
         case 'l': listen = optarg; break;
         case 'k': secret = optarg; break;
         case 'w': web = optarg; break;
+        case 'T':
+        case 'U':
+        case 'u':
+        case 'a': {
+            unsigned *out = c == 'T' ? &opts.max_terminals : c == 'U' ? &opts.max_unauth
+                            : c == 'u' ? &opts.max_unauth_per_addr : &opts.max_conns_per_addr;
+            int r = limit_opt(c == 'T' ? "max-terminals" : c == 'U' ? "max-unauth"
+                              : c == 'u' ? "max-unauth-per-addr" : "max-conns-per-addr", optarg, out);
+            if (r)
+                return r;
+            break;
+        }
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("serve", argv[optind - 1]);
         }
     }
     if (optind < argc)
         return sg_cli_usage("serve", "unexpected argument '%.64s' (serve takes only options)", argv[optind]);
-    char host[256];
-    sg_serve_opts opts = {.host = host};
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0)
         return sg_cli_usage("serve", "%s", err.msg);
     sg_autofree char *secret_default = NULL;

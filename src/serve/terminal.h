@@ -25,10 +25,21 @@
  *   server  -> binary messages: what the terminal prints
  *           -> text {"exit": N} when the shell ends, or {"error": "..."};
  *              then it closes (1000, or 1008 with the reason for a refusal)
- * Bounds: SG_SERVE_CONNS connections in all and SG_SERVE_PER_SANDBOX per
- * sandbox; a text message of 4 KiB at most; output queued for a slow
- * browser stops the relay from reading the sandbox (at 1 MiB), input
- * queued for the sandbox stops reading the browser (at 256 KiB). */
+ * Refusals of a shell that could open later (a busy sandbox, a limit)
+ * close with 1013 ("try again later") instead of 1008.
+ * Bounds: SG_SERVE_CONNS terminals in all and SG_SERVE_PER_SANDBOX per
+ * sandbox, counted from the token's acceptance (while the supervisor is
+ * still being reached, too); a connection without a token yet holds no
+ * terminal slot, but one of SG_SERVE_UNAUTH (SG_SERVE_UNAUTH_PER_ADDR
+ * from one address), and one address holds SG_SERVE_CONNS_PER_ADDR
+ * WebSockets at most (past it the upgrade is refused); a supervisor that
+ * does not accept the connection within SG_SERVE_CONNECT_TIMEOUT_S
+ * refuses the terminal (1013), and never delays another sandbox's
+ * terminal or /healthz (relay.c); a text message of 4 KiB at most;
+ * output queued for a slow browser stops the relay from reading the
+ * sandbox (at 1 MiB), input queued for the sandbox stops reading the
+ * browser (at 256 KiB: a paste into a program that does not read waits
+ * in the browser). */
 #ifndef SG_SERVE_TERMINAL_H
 #define SG_SERVE_TERMINAL_H
 
@@ -39,7 +50,11 @@
 #define SG_SERVE_DEFAULT_PORT 7434
 #define SG_SERVE_CONNS 64
 #define SG_SERVE_PER_SANDBOX 4
+#define SG_SERVE_UNAUTH 256
+#define SG_SERVE_UNAUTH_PER_ADDR 8
+#define SG_SERVE_CONNS_PER_ADDR 32
 #define SG_SERVE_AUTH_TIMEOUT_S 5
+#define SG_SERVE_CONNECT_TIMEOUT_S 5
 #define SG_SERVE_PROTOCOL "sandglass-terminal"
 
 typedef struct sg_serve sg_serve;
@@ -49,6 +64,8 @@ typedef struct sg_serve_opts {
     int port;                /* 0: any free port */
     const char *secret_path; /* the tokens' HMAC secret */
     const char *web_dir;     /* terminal.html, terminal.js, node_modules/ */
+    /* The limits; 0: the default (SG_SERVE_CONNS, ...). */
+    unsigned max_terminals, max_unauth, max_unauth_per_addr, max_conns_per_addr;
 } sg_serve_opts;
 
 /* Listens on opts' address in loop. NULL with err (an address in use, a

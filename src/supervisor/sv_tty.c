@@ -354,6 +354,11 @@ void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n)
         }
         if (ex->shell && ex->shell->record_input)
             sg_cast_input(&ex->shell->cast, sg_now_mono_ns(), buf, n);
+        /* Full: the caller is not read until the terminal takes some
+         * (on_tty_input_room), so a paste into a program that does not
+         * read waits in the caller instead of killing the terminal. */
+        if (sg_sup_tty_input_full(ex->tty))
+            client_update_poll(c);
     } else if (n == sizeof(sg_ctl_winsz)) {
         sg_ctl_winsz ws;
         memcpy(&ws, buf, sizeof ws);

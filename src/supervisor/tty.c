@@ -84,6 +84,9 @@ static bool read_master(sg_sup_tty *t, size_t max)
 
 static void write_input(sg_sup_tty *t)
 {
+    /* Before the writes: the caller was held back (sv_client's poll) only
+     * if the queue was full when it last looked. */
+    bool was_full = sg_sup_tty_input_full(t);
     while (t->in_len > t->in_off) {
         ssize_t n = write(t->master, t->in + t->in_off, t->in_len - t->in_off);
         if (n < 0 && errno == EINTR)
@@ -97,7 +100,6 @@ static void write_input(sg_sup_tty *t)
         t->in_off += (size_t)n;
         t->written += (uint64_t)n;
     }
-    bool was_full = t->in_len - t->in_off >= SG_SUP_TTY_INPUT_MAX / 2;
     if (t->in_off == t->in_len)
         t->in_off = t->in_len = 0;
     if (was_full && !sg_sup_tty_input_full(t) && t->ops->input_room)

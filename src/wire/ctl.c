@@ -19,18 +19,28 @@
 #include "base/util.h"
 #include "state/state.h"
 
-int sg_ctl_connect(const char *id, sg_err *err)
+int sg_ctl_socket(const char *id, int flags, struct sockaddr_un *sa, sg_err *err)
 {
     if (!sg_state_dir(err))
         return -1;
     sg_autofree char *path = sg_state_sandbox_path(id, "ctl.sock");
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path)
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof sa->sun_path)
         return sg_err_set(err, ENAMETOOLONG, "socket path %s is too long", path);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    sg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    memcpy(sa->sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | flags, 0);
     if (fd < 0)
         return sg_err_sys(err, "socket");
+    return fd;
+}
+
+int sg_ctl_connect(const char *id, sg_err *err)
+{
+    struct sockaddr_un sa;
+    sg_autoclose int fd = sg_ctl_socket(id, 0, &sa, err);
+    if (fd < 0)
+        return -1;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
         return sg_err_sys(err, "cannot reach the supervisor of sandbox %s", id);
     return sg_steal_fd(&fd);

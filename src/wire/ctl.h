@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include "base/err.h"
 #include "wire/seqpacket.h"
@@ -67,6 +68,10 @@ typedef struct sg_ctl_asm {
  * it was a PART, -1 when the result grows past SG_CTL_RESULT_MAX. */
 int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg_err *err);
 void sg_ctl_asm_free(sg_ctl_asm *a);
+
+/* A socket for sandbox id's control socket (SOCK_SEQPACKET, close-on-exec,
+ * and flags: SOCK_NONBLOCK), not connected yet, and its address in sa. */
+int sg_ctl_socket(const char *id, int flags, struct sockaddr_un *sa, sg_err *err);
 
 /* Connects to the supervisor of sandbox id. ENOENT/ECONNREFUSED when it is
  * not running. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,6 +176,47 @@ int sg_revive_connect(const char *id, const char *who, sg_err *err)
         return -1;
     }
     return sg_ctl_connect(id, err);
+}
+
+/* What a non-blocking connect's errno means for its caller. */
+static sg_revive_state connect_state(int e, const char *id, sg_err *err)
+{
+    errno = e;
+    sg_err_sys(err, "cannot reach the supervisor of sandbox %s", id);
+    if (e == EAGAIN)
+        return SG_REVIVE_BUSY;
+    if (e == ECONNREFUSED || e == ENOENT)
+        return SG_REVIVE_DEAD;
+    return SG_REVIVE_FAILED;
+}
+
+int sg_revive_connect_nb(const char *id, sg_revive_state *state, sg_err *err)
+{
+    *state = SG_REVIVE_FAILED;
+    struct sockaddr_un sa;
+    sg_autoclose int fd = sg_ctl_socket(id, SOCK_NONBLOCK, &sa, err);
+    if (fd < 0)
+        return -1;
+    /* A Unix socket never waits for accept(): with room in the backlog it
+     * connects at once, without it EAGAIN (retry; nothing is pending). */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+        *state = SG_REVIVE_CONNECTED;
+    else if (errno == EINPROGRESS || errno == EINTR) /* EINTR: it goes on in the background */
+        *state = SG_REVIVE_IN_PROGRESS;
+    else {
+        *state = connect_state(errno, id, err);
+        return -1;
+    }
+    return sg_steal_fd(&fd);
+}
+
+sg_revive_state sg_revive_connect_finish(int fd, const char *id, sg_err *err)
+{
+    int e = 0;
+    socklen_t l = sizeof e;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+        e = errno;
+    return e ? connect_state(e, id, err) : SG_REVIVE_CONNECTED;
 }
 
 bool sg_revive_unread(int neg_errno)

@@ -32,6 +32,28 @@ int sg_revive_takeover(const char *id, const char *who, sg_err *err);
  * when its supervisor died (sg_revive_takeover). Returns the fd or -1. */
 int sg_revive_connect(const char *id, const char *who, sg_err *err);
 
+/* The same connection without blocking, for a caller on an event loop:
+ * a supervisor that does not accept (stopped, or busy) must not stop the
+ * loop, and a takeover (which waits for a new supervisor) is the caller's
+ * to run elsewhere. Returns a non-blocking fd with *state SG_REVIVE_CONNECTED,
+ * or one still connecting (SG_REVIVE_IN_PROGRESS: poll it writable, then
+ * sg_revive_connect_finish); -1 with *state SG_REVIVE_BUSY and EAGAIN (the
+ * supervisor's listen backlog is full: try again later), or with
+ * SG_REVIVE_DEAD and ECONNREFUSED/ENOENT (no supervisor listens: run
+ * sg_revive_takeover off the loop, then connect again), or with
+ * SG_REVIVE_FAILED and err. Never takes a sandbox over itself. */
+typedef enum {
+    SG_REVIVE_CONNECTED,
+    SG_REVIVE_IN_PROGRESS,
+    SG_REVIVE_BUSY,
+    SG_REVIVE_DEAD,
+    SG_REVIVE_FAILED,
+} sg_revive_state;
+int sg_revive_connect_nb(const char *id, sg_revive_state *state, sg_err *err);
+/* The end of an SG_REVIVE_IN_PROGRESS connect once fd polled writable:
+ * SG_REVIVE_CONNECTED, or a state and err as sg_revive_connect_nb's. */
+sg_revive_state sg_revive_connect_finish(int fd, const char *id, sg_err *err);
+
 /* Whether a request sent on a connection that failed this way (the send's
  * or the first receive's -errno) was never read by a supervisor: it died
  * before, so the request can go again to the one that takes over. */

@@ -77,6 +77,14 @@ def _http():
     tap.ok(code in (400, 403, 404) and "root:" not in body, "no path leaves the web directory", f"{code} {body[:100]}")
     code, body = http("/v1/terminal")
     tap.ok(code == 400 and "upgrade" in body, "the terminal path without an upgrade is a 400", body)
+    # issue 22: no other site may frame the page (it could lay itself over
+    # the terminal and catch what the learner types).
+    p = subprocess.run(["curl", "-s", "-D", "-", "-o", "/dev/null", f"http://127.0.0.1:{port}/"],
+                       stdout=subprocess.PIPE, text=True, timeout=30)
+    hdrs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in p.stdout.splitlines()[1:]) if v}
+    tap.ok("frame-ancestors 'none'" in hdrs.get("content-security-policy", ""),
+           "the page's CSP has frame-ancestors 'none'", hdrs.get("content-security-policy", ""))
+    tap.eq(hdrs.get("x-frame-options"), "DENY", "and X-Frame-Options: DENY")
 
 
 @tap.case("a real browser: prompt, a typed command on screen, resize, exit")
@@ -98,6 +106,12 @@ def _browser():
     tap.ok(r.get("size_before") and r.get("size_after") and r["size_before"] != r["size_after"],
            "a larger window is a larger terminal (stty size inside)", f"{r.get('size_before')} -> {r.get('size_after')}")
     tap.eq(r.get("status"), "the shell ended (7)", "the page says how the shell ended")
+    tap.ok(r.get("url_after") and "token" not in r["url_after"], "the token left the page's URL and history at load",
+           r.get("url_after", ""))
+    h = r.get("headers") or {}
+    tap.ok("frame-ancestors 'none'" in h.get("content-security-policy", "") and h.get("x-frame-options") == "DENY",
+           "the browser got the page with frame-ancestors 'none' and X-Frame-Options", json.dumps(h)[:300])
+    tap.eq(r.get("framed"), False, "another page cannot show the terminal page in a frame")
 
     # Captured: the shell is an exec (command, run_result 7), and what was
     # typed in it left its trail (the process events of /bin/echo).

@@ -26,8 +26,11 @@ const browser = await chromium.launch({ executablePath: exe, headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
 try {
   const page = await browser.newPage({ viewport: { width: 900, height: 500 } });
-  await page.goto(url);
+  const resp = await page.goto(url);
+  result.headers = resp.headers();
   await waitScreen(page, /sandbox@\S*:\/workspace\$ $/m, 'prompt');
+  // The token left the address bar (and so the history entry) at load.
+  result.url_after = await page.evaluate(() => location.href);
   await page.locator('.xterm-helper-textarea').focus();
   await page.keyboard.type('/bin/echo browser-$((6*7)); stty size\n');
   const s1 = await waitScreen(page, /^browser-42$[\s\S]*^\d+ \d+$/m, 'command output');
@@ -42,6 +45,14 @@ try {
                              null, { timeout: 30000 });
   result.steps.push('exit');
   result.status = await page.locator('#status').textContent();
+  // Another page that frames the terminal page: the browser refuses to
+  // show it there (frame-ancestors 'none'), so no site can lay itself
+  // over a learner's terminal.
+  const other = await browser.newPage();
+  await other.setContent(`<iframe src="${new URL('/', url).href}"></iframe>`);
+  const frame = await (await other.waitForSelector('iframe')).contentFrame();
+  await frame.waitForLoadState('load');
+  result.framed = await frame.evaluate(() => !!document.getElementById('term')).catch(() => false);
   result.ok = true;
 } catch (e) {
   result.ok = false;

@@ -1,0 +1,101 @@
+/* serve_internal: what terminal.c (the browser's side, the limits, HTTP)
+ * and relay.c (the supervisor's side: connecting, relaying) share. */
+#ifndef SG_SERVE_INTERNAL_H
+#define SG_SERVE_INTERNAL_H
+
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/util.h"
+#include "serve/terminal.h"
+#include "wire/ctl.h"
+#include "wire/token.h"
+
+#define SERVE_TEXT_MAX 4096            /* a text message from the browser */
+#define SERVE_OUT_PAUSE (1u << 20)     /* queued for the browser: stop reading the sandbox */
+#define SERVE_OUT_RESUME (SERVE_OUT_PAUSE / 2)
+#define SERVE_IN_PAUSE (256u * 1024)   /* queued for the sandbox: stop reading the browser */
+#define SERVE_ADDR_MAX 64              /* a peer's address, as text */
+#define SERVE_CLOSE_TRY_AGAIN 1013     /* RFC 6455: try again later (lws has no name for it) */
+
+typedef struct outmsg {
+    struct outmsg *next;
+    bool text;
+    size_t len;
+    unsigned char data[]; /* LWS_PRE of headroom, then len bytes */
+} outmsg;
+
+typedef struct tsess tsess;
+
+struct sg_serve {
+    uv_loop_t *loop;
+    struct lws_context *ctx;
+    int port;
+    sg_serve_opts lim; /* the limits in force (0s replaced by defaults) */
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    char web_dir[512];
+    tsess *sessions; /* every WebSocket connection, for the limits and stop */
+    unsigned nconns;
+    uint64_t refused; /* upgrades refused past the caps */
+    bool stopping;
+    char rbuf[SG_CTL_CHUNK + 1024]; /* one message from a supervisor */
+};
+
+/* One browser terminal. Its memory is ours, not lws's: its uv handles
+ * (and a takeover running off the loop) outlive the wsi. */
+struct tsess {
+    sg_serve *srv;
+    struct lws *wsi;   /* NULL once lws has closed the connection */
+    tsess *next, *prev;
+    char addr[SERVE_ADDR_MAX]; /* the peer's address, for the per-address caps */
+    char sandbox[SG_NAME_MAX + 1];
+    bool authed;       /* the token was good: holds a terminal slot from here */
+    bool shell_on;     /* the exec request went to the supervisor */
+    bool takeover_pending; /* a takeover of the sandbox runs off the loop for us */
+    bool took_over;    /* ... and has run: no second one */
+    uint64_t deadline; /* uv_now() past which a busy supervisor refuses us */
+    sg_ctl_winsz start_ws; /* the size the shell starts with */
+    int ctl;           /* the exec's connection to the supervisor, -1 before */
+    uv_poll_t poll;
+    bool poll_on;      /* initialized (closed with the session) */
+    int poll_events;
+    uv_timer_t timer;  /* the token's timeout, then the connect's retries */
+    int handles;       /* uv handles (and takeovers) still open */
+    char text[SERVE_TEXT_MAX + 1];
+    size_t text_len;
+    bool text_over;
+    outmsg *qhead, *qtail;
+    size_t qbytes;
+    sg_buf in;         /* keystrokes not yet taken by the supervisor */
+    sg_ctl_winsz winsz;
+    bool winsz_pending;
+    bool rx_off;       /* lws_rx_flow_control(wsi, 0) in force */
+    bool closing;      /* close once the queue is sent */
+    bool close_sent;
+    uint16_t close_code;
+    char close_reason[120];
+};
+
+/* terminal.c */
+void serve_queue_json(tsess *t, json_t *j);
+int serve_queue_out(tsess *t, bool text, const void *p, size_t len);
+/* Ends the session once everything queued is sent, with code and reason. */
+void serve_close_after(tsess *t, uint16_t code, const char *reason);
+/* {"error": why} first, then the close (code) with why as the reason. */
+void serve_refuse_code(tsess *t, uint16_t code, const char *why);
+void serve_refuse(tsess *t, const char *why); /* 1008 */
+void serve_sess_free_if_done(tsess *t);
+void serve_on_handle_closed(uv_handle_t *h);
+
+/* relay.c: connects t (authed, t->sandbox and t->start_ws set) to its
+ * supervisor without blocking the loop, starts the shell there and relays;
+ * refuses t with the reason when it cannot. */
+void serve_shell_open(tsess *t);
+/* Reads or writes the supervisor's side as the queues allow. */
+void serve_poll_update(tsess *t);
+
+#endif
