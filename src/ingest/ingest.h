@@ -62,6 +62,14 @@
 #define SG_INGEST_FDS_SPARE 64           /* fds kept for the store, logs, the listener */
 #define SG_INGEST_HANDSHAKE_TIMEOUT_S 5
 #define SG_INGEST_PENDING_MAX (8 * SG_INGEST_BATCH_ROWS) /* rows waiting on the writer */
+/* GET /v1/stream: subscribers in all and per client address (past them:
+ * 503 / 429), and each one's queue of events not yet written (past it the
+ * subscriber is closed with the cursor to resume from: a slow reader never
+ * holds the ingest back). */
+#define SG_INGEST_STREAMS_MAX 1024
+#define SG_INGEST_STREAMS_PER_ADDR 128
+#define SG_INGEST_STREAM_QUEUE 4096                 /* events */
+#define SG_INGEST_STREAM_QUEUE_BYTES (16 * 1024 * 1024)
 
 typedef struct sg_ingest_opts {
     const char *host;        /* listen address, e.g. "127.0.0.1" */
@@ -93,6 +101,8 @@ typedef struct sg_ingest_stats {
     uint64_t seq_refused;  /* frames refused by the order rule (gap, conflicting resend) */
     uint64_t conn_refused; /* connections refused by a connection limit */
     uint64_t commits;
+    uint64_t subscribers;      /* GET /v1/stream connections open */
+    uint64_t stream_overflows; /* subscribers closed for reading too slowly */
 } sg_ingest_stats;
 
 /* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */
