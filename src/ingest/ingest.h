@@ -26,6 +26,14 @@
  *        learner, task or sandbox fills in that filter; a query naming
  *        another is refused with 403. A filter value that is too long or
  *        given twice is refused with 400.
+ *   GET  /v1/stream?learner=&task=&sandbox=&after=   (read token as above,
+ *        or ?token=) -> text/event-stream: every committed event in row id
+ *        order ("id: ID\ndata: {the /v1/events row}\n\n"), pushed after
+ *        each commit (this node's, and others' through the store's commit
+ *        notices), from after= (absent: now) or Last-Event-ID on; an
+ *        "event: live" once caught up, ": ping" every 15 s, and on a full
+ *        queue "event: overflow" with {"after": the last id sent}, then the
+ *        close (ingest_sse.c). Unknown parameters, a bad cursor: 400.
  *
  * Order: a stream's frames must come in seq order - each the stream's next
  * seq, or an identical resend of a stored one (store.h); a gap or a
