@@ -116,9 +116,8 @@ def subscriber_proc(port, token, query, n, want, mode, ready, out):
 
 
 def start_subscribers(port, token, query, nsubs, want, mode):
-    import urllib.request
-    r = urllib.request.Request(f"http://127.0.0.1:{port}/v1/stats", headers={"Authorization": f"Bearer {token}"})
-    print("# before:", json.loads(urllib.request.urlopen(r).read())["subscribers"], file=sys.stderr)
+    while stats(port, token)["subscribers"] > 0:  # the last run's have gone
+        time.sleep(0.05)
     ctx = mp.get_context("fork")
     ready, out = ctx.Queue(), ctx.Queue()
     nprocs = min(4, nsubs)
@@ -181,6 +180,14 @@ class WS:
             if not c:
                 return
             self.buf += c
+
+
+def stats(port, token):
+    import urllib.request
+    r = urllib.request.Request(f"http://127.0.0.1:{port}/v1/stats",
+                               headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(r, timeout=60) as f:
+        return json.loads(f.read())
 
 
 def pct(xs, p):
@@ -287,12 +294,16 @@ def main():
             t100.append(r)
             short += sum(1 for g in got if g < a.tput_events // 8 * 8)
         m0, m100 = statistics.median(t0), statistics.median(t100)
+        overflows = stats(port, rtok)["stream_overflows"]
         print(f"throughput: {m0:.0f} events/s with no subscriber, {m100:.0f} with 100 "
               f"(ratio {m100 / m0:.2f}; runs {[round(x) for x in t0]} / {[round(x) for x in t100]}; "
-              f"subscribers short of events: {short})")
+              f"subscribers short of events: {short}, closed for reading too slowly: {overflows}; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
         res = {"latency": lat, "throughput": {"none": t0, "with_100": t100, "median_none": m0,
                                               "median_100": m100, "ratio": m100 / m0,
-                                              "subscribers_short": short}}
+                                              "subscribers_short": short,
+                                              "overflows": overflows},
+               "loadavg": os.getloadavg()[0], "cpus": os.cpu_count()}
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "stream.json"), "w") as f:
             json.dump(res, f, indent=1)

@@ -195,7 +195,7 @@ static void on_more(uv_timer_t *t);
 /* The rows committed above tail, to every live subscriber they match. */
 static void hub_fetch(sse_hub *h)
 {
-    if (h->nsubs == 0 || !h->tail_valid)
+    if (h->nsubs == 0 || !h->tail_valid || !h->handles)
         return;
     for (int page = 0; page < SSE_TAIL_PAGES; page++) {
         bool cut = false;
