@@ -234,13 +234,42 @@ def latency(bin_, state, port, rtok, nsubs, events, rate, sandbox):
             "ack_to_client_ms": {"p50": pct(ack_lat, 50), "p99": pct(ack_lat, 99)}}
 
 
-def throughput(bin_, state, port, rtok, nsubs, total, run_id):
-    conns = 8
+def curl_subscribers(port, token, queries):
+    """One curl per query, its output counted by grep (C readers: the bench
+    measures the ingest, not a Python reader). Returns [(curl, grep, file)]."""
+    subs = []
+    for q in queries:
+        f = tempfile.TemporaryFile()
+        c = subprocess.Popen(["curl", "-sN", "-H", f"Authorization: Bearer {token}",
+                              f"http://127.0.0.1:{port}/v1/stream?{q}"], stdout=subprocess.PIPE)
+        g = subprocess.Popen(["grep", "-c", "^id: "], stdin=c.stdout, stdout=f)
+        c.stdout.close()
+        subs.append((c, g, f))
+    deadline = time.monotonic() + 120
+    while stats(port, token)["subscribers"] < len(queries) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return subs
+
+
+def curl_counts(subs):
+    for c, _, _ in subs:
+        c.terminate()  # the curl this bench started; its grep then prints its count
+    counts = []
+    for c, g, f in subs:
+        c.wait(60)
+        g.wait(60)
+        f.seek(0)
+        counts.append(int(f.read().strip() or 0))
+    return counts
+
+
+def throughput(bin_, state, port, rtok, nsubs, total, run_id, conns, own):
+    """Events/s through conns writers; nsubs subscribers each reading every
+    event of the run (own False) or one writer's stream each (own True)."""
     per = total // conns
     task = f"tput{run_id}"
-    procs = out = None
-    if nsubs:
-        procs, out = start_subscribers(port, rtok, f"task={task}", nsubs, per * conns, "count")
+    queries = [f"task={task}" + (f"&sandbox=c{k % conns}" if own else "") for k in range(nsubs)]
+    subs = curl_subscribers(port, rtok, queries) if nsubs else []
     wss = [WS(port, tok(bin_, state, "--learner", "bench", "--task", task, "--sandbox", f"c{k}"))
            for k in range(conns)]
     blobs = [b"".join(WS.frame(i, "x" * 100) for i in range(per)) for _ in range(conns)]
@@ -259,12 +288,33 @@ def throughput(bin_, state, port, rtok, nsubs, total, run_id):
     for t in ths:
         t.join()
     secs = max(done) - t0
-    got = None
-    if nsubs:
-        got = [c for c, _ in collect(procs, out)]
+    want = per if own else per * conns
+    if nsubs:  # every subscriber has had the time to read it all (a loaded machine is slow)
+        time.sleep(5)
+    short = sum(1 for c in curl_counts(subs) if c < want)
     for w in wss:
         w.s.close()
-    return per * conns / secs, got
+    return per * conns / secs, short
+
+
+def tput_compare(bin_, state, port, rtok, a, conns, own, label):
+    tag = "own" if own else "all"
+    t0, t100, short = [], [], 0
+    before = stats(port, rtok)["stream_overflows"]
+    for k in range(a.runs):
+        t0.append(throughput(bin_, state, port, rtok, 0, a.tput_events, f"{tag}{k}a", conns, own)[0])
+        r, sh = throughput(bin_, state, port, rtok, 100, a.tput_events, f"{tag}{k}b", conns, own)
+        t100.append(r)
+        short += sh
+    overflows = stats(port, rtok)["stream_overflows"] - before
+    m0, m100 = statistics.median(t0), statistics.median(t100)
+    print(f"throughput, {label}: {m0:.0f} events/s with no subscriber, {m100:.0f} with 100 "
+          f"(ratio {m100 / m0:.2f}; runs {[round(x) for x in t0]} / {[round(x) for x in t100]}; "
+          f"subscribers short of events: {short}, closed for reading too slowly: {overflows}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    return {"writers": conns, "none": t0, "with_100": t100, "median_none": m0,
+            "median_100": m100, "ratio": m100 / m0, "subscribers_short": short,
+            "overflows": overflows, "loadavg": os.getloadavg()[0]}
 
 
 def main():
@@ -287,23 +337,12 @@ def main():
                   f"p99 {r['send_to_client_ms']['p99']:.1f} ms; ack->client p50 "
                   f"{r['ack_to_client_ms']['p50']:.1f} ms p99 {r['ack_to_client_ms']['p99']:.1f} ms; "
                   f"missing {r['missing']}")
-        t0, t100, short = [], [], 0
-        for k in range(a.runs):
-            t0.append(throughput(bin_, state, port, rtok, 0, a.tput_events, f"{k}a")[0])
-            r, got = throughput(bin_, state, port, rtok, 100, a.tput_events, f"{k}b")
-            t100.append(r)
-            short += sum(1 for g in got if g < a.tput_events // 8 * 8)
-        m0, m100 = statistics.median(t0), statistics.median(t100)
-        overflows = stats(port, rtok)["stream_overflows"]
-        print(f"throughput: {m0:.0f} events/s with no subscriber, {m100:.0f} with 100 "
-              f"(ratio {m100 / m0:.2f}; runs {[round(x) for x in t0]} / {[round(x) for x in t100]}; "
-              f"subscribers short of events: {short}, closed for reading too slowly: {overflows}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
-        res = {"latency": lat, "throughput": {"none": t0, "with_100": t100, "median_none": m0,
-                                              "median_100": m100, "ratio": m100 / m0,
-                                              "subscribers_short": short,
-                                              "overflows": overflows},
-               "loadavg": os.getloadavg()[0], "cpus": os.cpu_count()}
+        own = tput_compare(bin_, state, port, rtok, a, 100, True,
+                           "100 writers, each subscriber following one of their streams")
+        every = tput_compare(bin_, state, port, rtok, a, 8, False,
+                             "8 writers, every subscriber reading everything")
+        res = {"latency": lat, "throughput_own_stream": own, "throughput_everything": every,
+               "cpus": os.cpu_count()}
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "stream.json"), "w") as f:
             json.dump(res, f, indent=1)
