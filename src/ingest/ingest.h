@@ -26,7 +26,7 @@
  *        learner, task or sandbox fills in that filter; a query naming
  *        another is refused with 403. A filter value that is too long or
  *        given twice is refused with 400.
- *   GET  /v1/stream?learner=&task=&sandbox=&after=   (read token as above,
+ *   GET  /v1/stream?learner=&task=&sandbox=&after=&after_seq=   (read token as above,
  *        or ?token=) -> text/event-stream: every committed event in row id
  *        order ("id: ID\ndata: {the /v1/events row}\n\n"), pushed after
  *        each commit (this node's, and others' through the store's commit

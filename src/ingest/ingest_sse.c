@@ -49,6 +49,7 @@
 typedef struct sse_msg {
     int refs;
     int64_t id;              /* the event's row id; 0: a notice */
+    int64_t seq;             /* the event's seq in its stream */
     const char *key[3];      /* learner, task, sandbox (into text's allocation) */
     size_t len;
     char text[];             /* the message, then the keys */
@@ -59,6 +60,7 @@ typedef struct sse_sub {
     struct lws *wsi;
     sg_http_req *req;
     char filt[3][SG_NAME_MAX + 1]; /* "": any */
+    int64_t after_seq;        /* only seqs above it (-1: all) */
     unsigned char addr[16];
     int64_t cursor;   /* every matching row up to here is queued or written */
     int64_t sent;     /* the last event id handed to lws */
@@ -107,6 +109,7 @@ static sse_msg *msg_new(int64_t id, const char *const key[3], const char *fmt, .
     va_end(ap);
     m->refs = 1;
     m->id = id;
+    m->seq = -1;
     m->len = (size_t)n;
     char *o = m->text + n + 1;
     for (int k = 0; k < 3; k++) {
@@ -128,7 +131,10 @@ static sse_msg *msg_of_row(json_t *row)
     json_int_t id = json_integer_value(json_object_get(row, "id"));
     if (!data || !key[0] || !key[1] || !key[2])
         return NULL;
-    return msg_new(id, key, "id: %lld\ndata: %s\n\n", (long long)id, data);
+    sse_msg *m = msg_new(id, key, "id: %lld\ndata: %s\n\n", (long long)id, data);
+    if (m)
+        m->seq = json_integer_value(json_object_get(row, "seq"));
+    return m;
 }
 
 static bool sub_matches(const sse_sub *s, const sse_msg *m)
@@ -136,7 +142,7 @@ static bool sub_matches(const sse_sub *s, const sse_msg *m)
     for (int k = 0; k < 3; k++)
         if (s->filt[k][0] && strcmp(s->filt[k], m->key[k]) != 0)
             return false;
-    return true;
+    return m->seq > s->after_seq;
 }
 
 static void queue_drop(sse_sub *s)
@@ -388,7 +394,7 @@ static int sub_catch_up(sse_hub *h, sse_sub *s)
     sg_store_query q = {.learner = s->filt[0][0] ? s->filt[0] : NULL,
                         .task = s->filt[1][0] ? s->filt[1] : NULL,
                         .sandbox = s->filt[2][0] ? s->filt[2] : NULL,
-                        .after_seq = -1, .after_id = s->cursor, .limit = SSE_CATCHUP_ROWS,
+                        .after_seq = s->after_seq, .after_id = s->cursor, .limit = SSE_CATCHUP_ROWS,
                         .max_bytes = SSE_CATCHUP_BYTES, .cut = &cut};
     sg_err err;
     sg_autojson json_t *rows = sg_store_events(h->ing->store, &q, &err);
@@ -473,7 +479,7 @@ int ingest_sse_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 /* A query of only the names /v1/stream takes: NULL, or why not (into msg). */
 static const char *check_names(struct lws *wsi, char *msg, size_t n)
 {
-    static const char *const known[] = {"learner", "task", "sandbox", "after", "token"};
+    static const char *const known[] = {"learner", "task", "sandbox", "after", "after_seq", "token"};
     char frag[SG_QUERY_FRAG_MAX + 1];
     for (int i = 0;; i++) {
         int fl = ingest_lws_frag(wsi, i, frag, sizeof frag);
@@ -488,7 +494,7 @@ static const char *check_names(struct lws *wsi, char *msg, size_t n)
         if (!ok) {
             char vis[80];
             snprintf(msg, n, "unknown query parameter '%s' (GET /v1/stream takes learner, task, "
-                     "sandbox, after)", sg_vis(frag, nl, vis, sizeof vis));
+                     "sandbox, after, after_seq)", sg_vis(frag, nl, vis, sizeof vis));
             return msg;
         }
     }
@@ -586,6 +592,9 @@ int ingest_sse_open(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_
     if (sub_filters(wsi, req, cl, s))
         goto done;
     why = start_cursor(h, wsi, &s->cursor);
+    s->after_seq = -1;
+    if (!why && sg_query_i64(ingest_lws_frag, wsi, "after_seq=", -1, &s->after_seq) < 0)
+        why = "bad value for after_seq (a seq: a decimal integer >= -1)";
     if (!why && peer_addr(wsi, s->addr) == 0)
         status = sub_cap(h, s->addr, &why);
     if (why) {

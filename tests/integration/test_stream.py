@@ -225,6 +225,7 @@ def bad_requests(ing, state):
         ("foo=1", None, "unknown query parameter 'foo'"),
         ("after=abc", None, "bad value for after"),
         ("after=-1", None, "bad value for after"),
+        ("after_seq=1x", None, "bad value for after_seq"),
         ("learner=a&learner=b", None, "learner: empty, too long or given twice"),
         ("learner=", None, "learner: empty"),
         ("", "x1", "bad Last-Event-ID"),
@@ -285,6 +286,15 @@ def scope(ing, state):
     check("and nothing of bob's", all(e["learner"] == "ann" for e in fa.events),
           [e["learner"] for e in fa.events if e["learner"] != "ann"][:3])
     check("ann's events equal the store's, in order, once", [key(e) for e in fa.events] == want)
+    s = SSE(ing.port, atok, "sandbox=a1&after_seq=150&after=0")
+    got = []
+    while True:
+        m = s.next(T)
+        if m is None or m["event"] == "live":
+            break
+        got.append(m["data"]["seq"])
+    s.close()
+    check("sandbox=a1&after_seq=150: that stream's seqs 151..199", got == list(range(151, 200)), got)
 
 
 def restart(state):
