@@ -299,14 +299,14 @@ def scope(ing, state):
 
 def restart(state):
     ing = Ingest(state)
-    box = {"ing": ing}
+    box = {"ing": ing, "port": ing.port}
     port = ing.port
     rtok = run("token", "--read", state=state).stdout.strip()
     before = len(store_rows(ing))
-    f = Follower(lambda: port, rtok, "task=restart")
+    f = Follower(lambda: box["port"], rtok, "task=restart")
     N = 3000
     gate = threading.Event()
-    ws = [Writer(lambda: port, token(state, "ann", "restart", f"r{k}"), N, {"data": "x" * 64},
+    ws = [Writer(lambda: box["port"], token(state, "ann", "restart", f"r{k}"), N, {"data": "x" * 64},
                  gate=gate, gate_at=N // 2)
           for k in range(2)]
     got_some = f.wait_count(300, 300)
@@ -316,8 +316,11 @@ def restart(state):
     os.kill(pid, signal.SIGKILL)  # our own child
     ing.proc.wait(T)
     mid = len(f.events)
-    ing2 = Ingest(state, port=port)
-    box["ing"] = ing2
+    try:
+        ing2 = Ingest(state, port=port)
+    except RuntimeError:  # another program took the port meanwhile: clients move
+        ing2 = Ingest(state)
+    box["ing"], box["port"] = ing2, ing2.port
     gate.set()
     done = all(w.done.wait(300) for w in ws)
     check("the writers finish through the restarted ingest", done, [w.acked for w in ws])
