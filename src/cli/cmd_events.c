@@ -1,7 +1,9 @@
 /* sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]
  *                  [--follow] [--json] [--ingest http://127.0.0.1:7433]
  *                  [--token T | --secret FILE]
- * Reads the ingest's GET /v1/events and prints JSON lines or a timeline.
+ * Reads the ingest's GET /v1/events and prints JSON lines or a timeline;
+ * --follow then stays on GET /v1/stream (pushed events, resumed across an
+ * ingest restart; see "--follow" below).
  *
  * Reads need a read token (token.h): --token, or else one this command
  * makes for itself from the ingest's secret (an operator token valid for a
@@ -38,13 +40,18 @@
 #include "wire/token.h"
 
 #define PAGE 1000
-#define FOLLOW_POLL_NS (500 * 1000 * 1000L)
+#define FOLLOW_IDLE_S 45            /* a stream silent this long is dead (pings: 15 s) */
+#define FOLLOW_BACKOFF_MIN_MS 100L
+#define FOLLOW_BACKOFF_MAX_MS 5000L
+#define FOLLOW_EVENT_MAX (64 * 1024 * 1024) /* one SSE message, at most */
 #define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
 
 static const char usage[] =
     "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
     "                        [--follow] [--json] [--ingest http://HOST:PORT]\n"
     "                        [--token T | --secret FILE]\n"
+    "  --follow  then print each event as it is committed (the ingest's pushed\n"
+    "            stream), reconnecting and resuming when the ingest restarts\n"
     "  --ingest  default $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
     "  --token   a read token (sandglass token --read ...)\n"
     "  --secret  without --token: make an operator read token from this secret\n"
@@ -348,21 +355,174 @@ static void events_page_path(const char *base, bool by_id, long long cursor, lon
     }
 }
 
+static void events_print_one(const events_opts *o, json_t *ev)
+{
+    if (o->as_json) {
+        sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
+        puts(line ? line : "{}");
+    } else {
+        print_timeline(ev, !o->sandbox);
+    }
+}
+
 /* Prints one page's events; moves cursor past them. */
 static void events_print_page(const events_opts *o, json_t *events, bool by_id, long long *cursor)
 {
     size_t i;
     json_t *ev;
     json_array_foreach(events, i, ev) {
-        if (o->as_json) {
-            sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
-            puts(line ? line : "{}");
-        } else {
-            print_timeline(ev, !o->sandbox);
-        }
+        events_print_one(o, ev);
         *cursor = json_integer_value(json_object_get(ev, by_id ? "id" : "seq"));
     }
     fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- --follow
+ *
+ * After the pages, GET /v1/stream (Server-Sent Events) from the last row
+ * id printed: each committed event is pushed as it commits. When the
+ * connection ends (the ingest restarts, or closes a reader that fell
+ * behind) it reconnects with after=<the last id printed>, with backoff,
+ * for as long as it runs: nothing is skipped or printed twice. */
+
+typedef struct follow_conn {
+    int fd;
+    char *buf;
+    size_t have, cap;
+} follow_conn;
+
+/* More bytes into c->buf (bounded): > 0, 0 at the end, -1 error. */
+static int follow_fill(follow_conn *c)
+{
+    if (c->cap - c->have < 65536) {
+        if (c->cap >= FOLLOW_EVENT_MAX)
+            return -1;
+        char *nb = realloc(c->buf, c->cap * 2 + 65536 + 1);
+        if (!nb)
+            return -1;
+        c->buf = nb;
+        c->cap = c->cap * 2 + 65536;
+    }
+    ssize_t n = read(c->fd, c->buf + c->have, c->cap - c->have);
+    if (n < 0 && errno == EINTR)
+        return 1;
+    if (n <= 0)
+        return n == 0 ? 0 : -1;
+    c->have += (size_t)n;
+    c->buf[c->have] = '\0';
+    return 1;
+}
+
+/* The answer's head: its status, and the bytes after it left in c->buf. A
+ * refusal (4xx) is printed and its exit code returned; else EVENTS_GO. */
+static int follow_head(follow_conn *c, int *status)
+{
+    char *end;
+    while (!(c->buf && (end = strstr(c->buf, "\r\n\r\n")))) {
+        if (follow_fill(c) <= 0 || c->have > 65536)
+            return *status = 0, EVENTS_GO;
+    }
+    if (sscanf(c->buf, "HTTP/1.%*[01] %d", status) != 1)
+        *status = 0;
+    size_t hl = (size_t)(end + 4 - c->buf);
+    memmove(c->buf, end + 4, c->have - hl + 1);
+    c->have -= hl;
+    if (*status < 400 || *status >= 500 || *status == 429)
+        return EVENTS_GO; /* 429/5xx: busy or failing, try again later */
+    while (follow_fill(c) > 0 && c->have < 65536)
+        ;
+    sg_err err;
+    sg_autojson json_t *j = c->buf ? sg_json_parse(c->buf, c->have, &err) : NULL;
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    char vbuf[256];
+    return sg_cli_failf("events", "ingest answered HTTP %d: %s", *status,
+                        sg_vis(msg ? msg : "?", strlen(msg ? msg : "?"), vbuf, sizeof vbuf));
+}
+
+/* One SSE message (its lines, NUL-terminated): an event is printed. */
+static void follow_message(const events_opts *o, char *msg, long long *cursor)
+{
+    const char *data = NULL, *event = "message";
+    for (char *line = strtok(msg, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: ", 6) == 0)
+            data = line + 6;
+        else if (strncmp(line, "event: ", 7) == 0)
+            event = line + 7;
+    }
+    if (!data || strcmp(event, "message") != 0)
+        return; /* live, overflow, comments: the reconnect resumes from cursor */
+    sg_err err;
+    sg_autojson json_t *ev = sg_json_parse(data, strlen(data), &err);
+    json_t *id = json_object_get(ev, "id");
+    if (!json_is_integer(id) || json_integer_value(id) <= *cursor)
+        return;
+    *cursor = json_integer_value(id);
+    json_t *seq = json_object_get(ev, "seq");
+    if (o->after_seq < 0 || json_integer_value(seq) > o->after_seq)
+        events_print_one(o, ev);
+}
+
+/* One connection: EVENTS_GO when it ended (reconnect), else an exit code.
+ * *served: the ingest answered 200 (the backoff starts over). */
+static int follow_once(const events_opts *o, const sg_cli_target *t, const char *token,
+                       const char *query, long long *cursor, bool *served)
+{
+    sg_err err;
+    follow_conn c = {.fd = sg_cli_http_connect(t, FOLLOW_IDLE_S, &err)};
+    if (c.fd < 0)
+        return EVENTS_GO;
+    sg_autofree char *req = sg_strdup_printf(
+        "GET /v1/stream?%s%safter=%lld HTTP/1.1\r\nHost: %s:%s\r\nAccept: text/event-stream\r\n"
+        "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
+        query, query[0] ? "&" : "", *cursor, t->host, t->port, token);
+    int status = 0, rc = EVENTS_GO;
+    if (req && sg_write_all(c.fd, req, strlen(req)) == 0)
+        rc = follow_head(&c, &status);
+    *served = status == 200;
+    while (rc == EVENTS_GO && status == 200) {
+        char *end;
+        while (c.buf && (end = strstr(c.buf, "\n\n"))) {
+            *end = '\0';
+            follow_message(o, c.buf, cursor);
+            size_t used = (size_t)(end + 2 - c.buf);
+            memmove(c.buf, end + 2, c.have - used + 1);
+            c.have -= used;
+        }
+        fflush(stdout);
+        if (follow_fill(&c) <= 0)
+            break; /* closed, or silent past FOLLOW_IDLE_S (pings come every 15 s) */
+    }
+    close(c.fd);
+    free(c.buf);
+    return rc;
+}
+
+static int events_follow(const events_opts *o, const sg_cli_target *t, const uint8_t *secret,
+                         const char *query, long long cursor)
+{
+    long backoff_ms = FOLLOW_BACKOFF_MIN_MS;
+    bool lost = false;
+    for (;;) {
+        sg_err err;
+        sg_autofree char *own = o->token_opt ? NULL
+                                             : sg_token_make_read(secret, NULL, NULL, NULL,
+                                                                  SELF_TOKEN_TTL_S, &err);
+        if (!o->token_opt && !own)
+            return sg_cli_failf("events", "%s", err.msg);
+        bool served = false;
+        int rc = follow_once(o, t, o->token_opt ? o->token_opt : own, query, &cursor, &served);
+        if (rc != EVENTS_GO)
+            return rc;
+        if (served)
+            backoff_ms = FOLLOW_BACKOFF_MIN_MS;
+        if (!lost || served)
+            fprintf(stderr, "sandglass events: the stream from the ingest ended; resuming after "
+                    "event id %lld\n", cursor);
+        lost = true;
+        struct timespec ts = {backoff_ms / 1000, (backoff_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff_ms = backoff_ms * 2 > FOLLOW_BACKOFF_MAX_MS ? FOLLOW_BACKOFF_MAX_MS : backoff_ms * 2;
+    }
 }
 
 int sg_cmd_events(int argc, char **argv)
@@ -390,6 +550,7 @@ int sg_cmd_events(int argc, char **argv)
         append_arg(base, sizeof base, "task", o.task);
     if (o.sandbox)
         append_arg(base, sizeof base, "sandbox", o.sandbox);
+    const char *filters = strchr(base, '?') ? strchr(base, '?') + 1 : "";
     /* One stream: page in seq order. Several, or following: page by row id. */
     bool by_id = o.follow || !o.sandbox;
     long long cursor = by_id ? 0 : o.after_seq;
@@ -414,7 +575,6 @@ int sg_cmd_events(int argc, char **argv)
             continue;
         if (!o.follow)
             return 0;
-        struct timespec ts = {0, FOLLOW_POLL_NS};
-        nanosleep(&ts, NULL);
+        return events_follow(&o, &t, secret, filters, cursor);
     }
 }

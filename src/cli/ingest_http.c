@@ -46,23 +46,18 @@ int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err)
     return 0;
 }
 
-json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
-                             sg_err *err)
+int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err)
 {
-    if (status_out)
-        *status_out = 0;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int gr = getaddrinfo(t->host, t->port, &hints, &ai);
-    if (gr != 0) {
-        sg_err_set(err, EINVAL, "resolve %s: %s", t->host, gai_strerror(gr));
-        return NULL;
-    }
-    sg_autoclose int fd = -1;
+    if (gr != 0)
+        return sg_err_set(err, EINVAL, "resolve %s: %s", t->host, gai_strerror(gr));
+    int fd = -1;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         /* An ingest that takes the connection and never answers must not
          * hold us for good: each connect, send and read waits this long. */
-        struct timeval tv = {.tv_sec = SG_CLI_HTTP_TIMEOUT_S};
+        struct timeval tv = {.tv_sec = timeout_s};
         if (fd >= 0) {
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -74,10 +69,19 @@ json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const cha
         fd = -1;
     }
     freeaddrinfo(ai);
-    if (fd < 0) {
-        sg_err_sys(err, "connect to the ingest at %s:%s", t->host, t->port);
+    if (fd < 0)
+        return sg_err_sys(err, "connect to the ingest at %s:%s", t->host, t->port);
+    return fd;
+}
+
+json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
+                             sg_err *err)
+{
+    if (status_out)
+        *status_out = 0;
+    sg_autoclose int fd = sg_cli_http_connect(t, SG_CLI_HTTP_TIMEOUT_S, err);
+    if (fd < 0)
         return NULL;
-    }
     sg_autofree char *req = sg_strdup_printf(
         "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
         "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",

@@ -19,6 +19,10 @@ typedef struct sg_cli_target {
 /* http://HOST[:PORT][/...] or ws://...: the host and port to connect to. */
 int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err);
 
+/* A TCP connection to the ingest, each connect, send and read bounded by
+ * timeout_s: the fd, or -1 with err. */
+int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err);
+
 /* GET path with "Authorization: Bearer token": the answer's body parsed
  * as JSON, or NULL with err. Without status_out only a 200 answer is
  * returned (another is an error naming the answer's message); with it,

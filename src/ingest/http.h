@@ -14,6 +14,7 @@
 typedef struct sg_http_req {
     unsigned char *body; /* LWS_PRE bytes of headroom, then the body */
     size_t len;
+    void *stream; /* the ingest's GET /v1/stream subscriber (ingest_sse.c) */
 } sg_http_req;
 
 /* Sends the headers of status with body_json (taken, even on failure) and

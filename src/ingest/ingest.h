@@ -26,6 +26,14 @@
  *        learner, task or sandbox fills in that filter; a query naming
  *        another is refused with 403. A filter value that is too long or
  *        given twice is refused with 400.
+ *   GET  /v1/stream?learner=&task=&sandbox=&after=&after_seq=   (read token as above,
+ *        or ?token=) -> text/event-stream: every committed event in row id
+ *        order ("id: ID\ndata: {the /v1/events row}\n\n"), pushed after
+ *        each commit (this node's, and others' through the store's commit
+ *        notices), from after= (absent: now) or Last-Event-ID on; an
+ *        "event: live" once caught up, ": ping" every 15 s, and on a full
+ *        queue "event: overflow" with {"after": the last id sent}, then the
+ *        close (ingest_sse.c). Unknown parameters, a bad cursor: 400.
  *
  * Order: a stream's frames must come in seq order - each the stream's next
  * seq, or an identical resend of a stored one (store.h); a gap or a
@@ -62,6 +70,14 @@
 #define SG_INGEST_FDS_SPARE 64           /* fds kept for the store, logs, the listener */
 #define SG_INGEST_HANDSHAKE_TIMEOUT_S 5
 #define SG_INGEST_PENDING_MAX (8 * SG_INGEST_BATCH_ROWS) /* rows waiting on the writer */
+/* GET /v1/stream: subscribers in all and per client address (past them:
+ * 503 / 429), and each one's queue of events not yet written (past it the
+ * subscriber is closed with the cursor to resume from: a slow reader never
+ * holds the ingest back). */
+#define SG_INGEST_STREAMS_MAX 1024
+#define SG_INGEST_STREAMS_PER_ADDR 128
+#define SG_INGEST_STREAM_QUEUE 4096                 /* events */
+#define SG_INGEST_STREAM_QUEUE_BYTES (16 * 1024 * 1024)
 
 typedef struct sg_ingest_opts {
     const char *host;        /* listen address, e.g. "127.0.0.1" */
@@ -93,6 +109,8 @@ typedef struct sg_ingest_stats {
     uint64_t seq_refused;  /* frames refused by the order rule (gap, conflicting resend) */
     uint64_t conn_refused; /* connections refused by a connection limit */
     uint64_t commits;
+    uint64_t subscribers;      /* GET /v1/stream connections open */
+    uint64_t stream_overflows; /* subscribers closed for reading too slowly */
 } sg_ingest_stats;
 
 /* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */

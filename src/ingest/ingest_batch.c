@@ -260,6 +260,8 @@ static void reap_job(sg_ingest *ing)
         free(job);
     }
     conns_after_job(ing, r);
+    if (r == 0 && inserted > 0)
+        ingest_sse_on_commit(ing); /* the new rows to the stream's subscribers */
     if (ing->nbatch > 0 && r == 0)
         submit(ing); /* what piled up meanwhile goes at once */
 }

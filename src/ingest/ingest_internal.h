@@ -7,6 +7,8 @@
  *   ingest_read.c    the HTTP side: /healthz, /v1/token and the read
  *                    endpoints (/v1/events, /v1/sandboxes, /v1/stats)
  *   ingest_limits.c  the connection limits, per address and in all
+ *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
+ *                    subscribers, the fan-out after each commit
  *   ingest.c         start, stop, free; the listen address
  * http.c answers the HTTP requests, query.c reads their arguments.
  * Names shared between these files carry the ingest_ prefix. */
@@ -24,6 +26,7 @@
 #include "base/bounds.h"
 #include "base/err.h"
 #include "ingest/framescan.h"
+#include "ingest/http.h"
 #include "ingest/ingest.h"
 #include "ingest/store.h"
 #include "wire/token.h"
@@ -147,6 +150,7 @@ struct sg_ingest {
     uv_timer_t retry;
     bool retry_init;
     uint64_t retry_ms;
+    struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
 };
 
 /* ---- ingest_batch.c ---- */
@@ -181,6 +185,27 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
  * accept, creation and end: the limits). */
 int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                    size_t len);
+
+json_t *ingest_error_json(const char *msg);
+/* A query filter under the read token's scope (claim, "" for none): the
+ * token's value where the query has none; another value is answered 403
+ * (false). */
+bool ingest_scope_filter(struct lws *wsi, sg_http_req *req, const char *what, const char *claim,
+                         char *val, int present, const char **out);
+
+/* ---- ingest_sse.c ---- */
+
+int ingest_sse_init(sg_ingest *ing, const char *store_url, sg_err *err);
+/* Closes its loop handles (sg_ingest_stop). */
+void ingest_sse_stop(sg_ingest *ing);
+void ingest_sse_free(sg_ingest *ing);
+/* GET /v1/stream with its read token checked. */
+int ingest_sse_open(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_sse_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+void ingest_sse_closed(sg_ingest *ing, sg_http_req *req);
+void ingest_sse_gone(sg_ingest *ing, struct lws *wsi);
+/* Rows were committed (by this node): push them. */
+void ingest_sse_on_commit(sg_ingest *ing);
 
 /* ---- ingest_limits.c ---- */
 

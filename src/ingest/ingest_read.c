@@ -15,7 +15,7 @@
 /* ---------------------------------------------------------------- HTTP */
 
 
-static json_t *error_json(const char *msg)
+json_t *ingest_error_json(const char *msg)
 {
     return json_pack("{s:s}", "error", msg);
 }
@@ -51,19 +51,26 @@ static const char *bearer(struct lws *wsi, char *token, size_t size, const char 
     return NULL;
 }
 
-/* The request's read token (Authorization: Bearer): 0 and *cl, or 1 with
- * the 401 answer sent. Stream tokens are refused: they only write. */
-static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token_claims *cl)
+/* The request's read token (Authorization: Bearer; with or_query and no
+ * such header, ?token=, which a browser's EventSource must use): 0 and
+ * *cl, or 1 with the 401 answer sent. Stream tokens are refused: they
+ * only write. */
+static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token_claims *cl,
+                     bool or_query)
 {
     char token[SG_TOKEN_MAX + 64];
     sg_err err;
     const char *why = bearer(wsi, token, sizeof token,
                              "missing read token (Authorization: Bearer <token>; see sandglass token --read)");
+    if (why && or_query && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) <= 0) {
+        int r = http_arg(wsi, "token=", token + 7, (int)sizeof token - 7);
+        why = r < 0 ? "malformed token: too long or given twice" : r == 0 ? why : NULL;
+    }
     if (!why && sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
         why = err.msg;
     if (!why)
         return 0;
-    sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+    sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, ingest_error_json(why));
     return 1;
 }
 
@@ -81,7 +88,7 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;
     if (why)
-        return sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, error_json(why));
+        return sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, ingest_error_json(why));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                        json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "learner", cl.learner, "task", cl.task,
                                  "sandbox", cl.sandbox));
@@ -90,7 +97,7 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 /* A query filter under the token's scope: a scoped token fills in its
  * value where the query has none and refuses (403) another one. NULL and
  * the answer sent on refusal. */
-static bool scope_filter(struct lws *wsi, sg_http_req *req, const char *what, const char *claim,
+bool ingest_scope_filter(struct lws *wsi, sg_http_req *req, const char *what, const char *claim,
                          char *val, int present, const char **out)
 {
     *out = present ? val : NULL;
@@ -99,7 +106,7 @@ static bool scope_filter(struct lws *wsi, sg_http_req *req, const char *what, co
     if (present && strcmp(val, claim) != 0) {
         char msg[200];
         snprintf(msg, sizeof msg, "this read token is scoped to %s %s", what, claim);
-        sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, error_json(msg));
+        sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, ingest_error_json(msg));
         return false;
     }
     *out = claim;
@@ -115,10 +122,10 @@ static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const 
         rs = http_arg(wsi, "sandbox=", sb, sizeof sb);
     if (rl < 0 || rt < 0 || rs < 0)
         return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
-                           error_json("learner, task or sandbox too long or given twice"));
-    if (!scope_filter(wsi, req, "learner", cl->learner, l, rl, &q.learner) ||
-        !scope_filter(wsi, req, "task", cl->task, t, rt, &q.task) ||
-        !scope_filter(wsi, req, "sandbox", cl->sandbox, sb, rs, &q.sandbox))
+                           ingest_error_json("learner, task or sandbox too long or given twice"));
+    if (!ingest_scope_filter(wsi, req, "learner", cl->learner, l, rl, &q.learner) ||
+        !ingest_scope_filter(wsi, req, "task", cl->task, t, rt, &q.task) ||
+        !ingest_scope_filter(wsi, req, "sandbox", cl->sandbox, sb, rs, &q.sandbox))
         return 0;
     const char *bad = NULL;
     int64_t limit = 0;
@@ -127,14 +134,14 @@ static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const 
         parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
         char msg[64];
         snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
-        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, error_json(msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
     }
     q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
     q.max_bytes = HTTP_PAGE_BYTES;
     sg_err err;
     json_t *events = sg_store_events(ing->store, &q, &err);
     if (!events)
-        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     /* "more": the page stopped at its row or byte bound, not at the end;
      * the client continues after the last row's id (or seq). */
     bool more = cut || json_array_size(events) >= q.limit;
@@ -154,7 +161,7 @@ static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
     sg_err err;
     json_t *sbs = sg_store_sandboxes(ing->store, &err);
     if (!sbs)
-        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     const char *keys[] = {"learner", "task", "sandbox"};
     const char *claims[] = {cl->learner, cl->task, cl->sandbox};
     for (size_t i = json_array_size(sbs); i-- > 0;) {
@@ -175,16 +182,18 @@ static int http_stats(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
 {
     if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
         return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
-                           error_json("/v1/stats needs an operator read token (no scope)"));
+                           ingest_error_json("/v1/stats needs an operator read token (no scope)"));
     const sg_ingest_stats *st = &ing->stats;
     return sg_http_answer(
         wsi, req, HTTP_STATUS_OK,
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
                   "inserted", (json_int_t)st->inserted, "duplicates",
                   (json_int_t)st->duplicates, "refused", (json_int_t)st->refused,
                   "seq_refused", (json_int_t)st->seq_refused, "conn_refused",
                   (json_int_t)st->conn_refused, "commits", (json_int_t)st->commits,
-                  "connections", (json_int_t)ing->nconns));
+                  "connections", (json_int_t)ing->nconns, "subscribers",
+                  (json_int_t)st->subscribers, "stream_overflows",
+                  (json_int_t)st->stream_overflows));
 }
 
 int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -205,33 +214,38 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         memset(req, 0, sizeof *req);
         if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
-                               error_json("only GET is supported"));
+                               ingest_error_json("only GET is supported"));
         if (strcmp(uri, "/healthz") == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                                json_pack("{s:b, s:I}", "ok", 1, "port", (json_int_t)ing->port));
         if (strcmp(uri, INGEST_PATH) == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
-                               error_json("WebSocket upgrade required"));
+                               ingest_error_json("WebSocket upgrade required"));
         if (ingest_limits_is_reserve(ing, wsi))
             return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
-                               error_json("too many connections (only /healthz answers)"));
+                               ingest_error_json("too many connections (only /healthz answers)"));
         if (strcmp(uri, "/v1/token") == 0)
             return http_token_check(ing, wsi, req);
         /* Everything else reads learners' data: a read token first, even
          * to learn that a path does not exist. */
         sg_token_claims cl;
-        if (http_auth(ing, wsi, req, &cl))
+        bool stream = strcmp(uri, "/v1/stream") == 0;
+        if (http_auth(ing, wsi, req, &cl, stream))
             return 0;
+        if (stream)
+            return ingest_sse_open(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/sandboxes") == 0)
             return http_sandboxes(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/events") == 0)
             return http_events(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/stats") == 0)
             return http_stats(ing, wsi, req, &cl);
-        return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, error_json("not found"));
+        return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     }
 
     case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (req && req->stream)
+            return ingest_sse_writeable(ing, wsi, req);
         return sg_http_writeable(wsi, req);
 
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
@@ -240,9 +254,11 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         ingest_limits_bind(ing, wsi);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
+        ingest_sse_gone(ing, wsi);
         ingest_limits_release(ing, wsi);
         return 0;
     case LWS_CALLBACK_CLOSED_HTTP:
+        ingest_sse_closed(ing, req);
         sg_http_req_release(req);
         return 0;
 

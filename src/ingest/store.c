@@ -51,6 +51,23 @@ json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err)
     return s->ops->events(s, q, err);
 }
 
+int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err)
+{
+    return s->ops->last_id(s, id, err);
+}
+
+int sg_store_listen(sg_store *s, sg_err *err)
+{
+    if (!s->ops->listen)
+        return sg_err_set(err, ENOTSUP, "this store has no commit notices");
+    return s->ops->listen(s, err);
+}
+
+int sg_store_notified(sg_store *s)
+{
+    return s->ops->notified ? s->ops->notified(s) : -1;
+}
+
 json_t *sg_store_sandboxes(sg_store *s, sg_err *err)
 {
     return s->ops->sandboxes(s, err);

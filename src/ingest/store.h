@@ -75,6 +75,9 @@ typedef struct sg_store_ops {
                       int64_t *seq, sg_err *err);
     json_t *(*events)(sg_store *s, const sg_store_query *q, sg_err *err);
     json_t *(*sandboxes)(sg_store *s, sg_err *err);
+    int (*last_id)(sg_store *s, int64_t *id, sg_err *err);
+    int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
+    int (*notified)(sg_store *s);
     void (*close)(sg_store *s);
 } sg_store_ops;
 
@@ -124,6 +127,25 @@ json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err);
 /* [{"learner","task","sandbox","events","first_seq","last_seq","acked_seq",
  *   "first_received","last_received"}] */
 json_t *sg_store_sandboxes(sg_store *s, sg_err *err);
+
+/* The stream's cursor (GET /v1/stream) is the row id. Ids are given out
+ * and made visible in commit order: SQLite under its write lock (BEGIN
+ * IMMEDIATE), PostgreSQL under a transaction-level advisory lock held from
+ * the insert to the commit (store_pg.c), so a reader that sees id N sees
+ * every row below N that will ever exist: a row never commits late with a
+ * lower id, whichever node wrote it. (An id may be missing for good: a
+ * rolled-back batch's.) */
+
+/* The highest row id committed (0: none). */
+int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err);
+/* Commit notices from every node writing the store (PostgreSQL: LISTEN;
+ * each commit NOTIFYs): the fd to poll for reading, or -1 with err;
+ * ENOTSUP when the backend has no other writer to hear (SQLite). Use a
+ * store opened for this only. */
+int sg_store_listen(sg_store *s, sg_err *err);
+/* After the fd polled readable: > 0 notices came, 0 none, -1 the
+ * connection is lost (open a new store and listen again). */
+int sg_store_notified(sg_store *s);
 
 /* Backends. */
 sg_store *sg_store_sqlite_open(const char *path, sg_err *err);

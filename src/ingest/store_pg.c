@@ -15,6 +15,9 @@
  *   advance each stream's watermark over the contiguous run of seqs above it
  *   (gaps and islands on the table, not on per-process memory); COMMIT.
  *
+ * Each batch NOTIFYs sg_events at its commit: every node's stream
+ * (GET /v1/stream) hears the others' commits (sg_store_listen).
+ *
  * The row lock makes the watermark right when several nodes write the same
  * stream: whoever holds it next reads, in a fresh READ COMMITTED snapshot,
  * every row committed before it. The advisory lock serialises the inserts
@@ -42,6 +45,7 @@
 /* Advisory lock keys ("SGsch", "SGput"), as SQL literals. */
 #define PG_LOCK_SCHEMA "358049567592"
 #define PG_LOCK_PUT "358049591668"
+#define PG_CHANNEL "sg_events" /* commit notices (LISTEN/NOTIFY) */
 
 typedef struct pg_store {
     sg_store base;
@@ -103,6 +107,8 @@ static const char put_sql[] =
     "  (SELECT learner, task, sandbox FROM sg_batch)) w"
     " WHERE st.learner = w.learner AND st.task = w.task AND st.sandbox = w.sandbox"
     " AND w.hi IS NOT NULL;"
+    /* Delivered at the commit to every node's stream (sg_store_listen). */
+    "NOTIFY " PG_CHANNEL ";"
     "COMMIT;";
 
 /* libpq's message on one line: its newlines and tabs become single spaces. */
@@ -644,6 +650,41 @@ static json_t *pg_sandboxes(sg_store *base, sg_err *err)
     return arr;
 }
 
+static int pg_last_id(sg_store *base, int64_t *id, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    pg_autoclear PGresult *r =
+        query(s, "SELECT coalesce(max(id), 0) FROM sg_events", 0, NULL, "last id", err);
+    if (!r)
+        return -1;
+    *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    return 0;
+}
+
+static int pg_listen(sg_store *base, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    if (ensure_conn(s, err) < 0 || exec_all(s, "LISTEN " PG_CHANNEL, "listen", -1, NULL, err) < 0)
+        return -1;
+    if (PQsetnonblocking(s->conn, 1) != 0)
+        return pg_fail(s, err, "listen", NULL);
+    return PQsocket(s->conn);
+}
+
+static int pg_notified(sg_store *base)
+{
+    pg_store *s = (pg_store *)base;
+    if (conn_lost(s) || !PQconsumeInput(s->conn) || conn_lost(s))
+        return -1;
+    int n = 0;
+    PGnotify *note;
+    while ((note = PQnotifies(s->conn))) {
+        PQfreemem(note);
+        n++;
+    }
+    return n;
+}
+
 static void pg_close(sg_store *base)
 {
     pg_store *s = (pg_store *)base;
@@ -659,6 +700,9 @@ static const sg_store_ops pg_ops = {
     .contiguous = pg_contiguous,
     .events = pg_events,
     .sandboxes = pg_sandboxes,
+    .last_id = pg_last_id,
+    .listen = pg_listen,
+    .notified = pg_notified,
     .close = pg_close,
 };
 

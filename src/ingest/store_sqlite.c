@@ -315,6 +315,21 @@ static json_t *sqlite_sandboxes(sg_store *base, sg_err *err)
     return arr;
 }
 
+static int sqlite_last_id(sg_store *base, int64_t *id, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM events", -1, &st, NULL) !=
+            SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        return db_fail(s, err, "last id");
+    }
+    *id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
 static void sqlite_close(sg_store *base)
 {
     sqlite_store *s = (sqlite_store *)base;
@@ -334,6 +349,7 @@ static const sg_store_ops sqlite_ops = {
     .contiguous = sqlite_contiguous,
     .events = sqlite_events,
     .sandboxes = sqlite_sandboxes,
+    .last_id = sqlite_last_id,
     .close = sqlite_close,
 };
 

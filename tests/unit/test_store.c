@@ -162,6 +162,25 @@ static void test_reopen_keeps_data(void **state)
     assert_int_equal(ins, 0);
 }
 
+/* The stream's cursor: the highest id; SQLite has no other writer to hear. */
+static void test_last_id(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t id = -1;
+    assert_int_equal(sg_store_last_id(f->s, &id, &err), 0);
+    assert_int_equal(id, 0);
+    sg_store_row rows[] = {row("l", 0, "{}"), row("l", 1, "{}"), row("m", 0, "{}")};
+    assert_int_equal(sg_store_put(f->s, rows, 3, NULL, &err), 0);
+    assert_int_equal(sg_store_last_id(f->s, &id, &err), 0);
+    sg_store_query q = {.after_seq = -1, .after_id = 0};
+    sg_autojson json_t *evs = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(evs), 3);
+    assert_int_equal(id, json_integer_value(json_object_get(json_array_get(evs, 2), "id")));
+    assert_int_equal(sg_store_listen(f->s, &err), -1);
+    assert_int_equal(err.code, ENOTSUP);
+}
+
 static void test_bad_urls(void **state)
 {
     (void)state;
@@ -190,6 +209,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_contiguous_gaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_last_id, setup, teardown),
         cmocka_unit_test(test_bad_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

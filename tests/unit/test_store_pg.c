@@ -496,6 +496,93 @@ static void test_two_writers_race(void **state)
     assert_int_equal(wrong, 0);
 }
 
+/* The stream's cursor under concurrent writers: a reader paging by id
+ * (after_id = the last id it saw) while two nodes commit batches of many
+ * streams must see every row in the end; a row that became visible after
+ * a higher id would be skipped. Commit notices reach a listening node. */
+#define ORDER_BATCHES 150
+#define ORDER_ROWS 20
+
+typedef struct order_arg {
+    sg_store *s;
+    int which;
+    char err[SG_ERR_MSG_MAX + 32];
+} order_arg;
+
+static void *order_writer(void *p)
+{
+    order_arg *a = p;
+    sg_err err = {0};
+    for (int b = 0; b < ORDER_BATCHES && !a->err[0]; b++) {
+        char sb[ORDER_ROWS][32];
+        sg_store_row rows[ORDER_ROWS];
+        for (int i = 0; i < ORDER_ROWS; i++) {
+            snprintf(sb[i], sizeof sb[i], "w%d-%d", a->which, i);
+            rows[i] = row(sb[i], b, "{}");
+        }
+        if (sg_store_put(a->s, rows, ORDER_ROWS, NULL, &err) < 0)
+            snprintf(a->err, sizeof a->err, "put: %s", err.msg);
+    }
+    return NULL;
+}
+
+/* Pages after *cursor; the number of rows read. */
+static size_t order_read(sg_store *s, int64_t *cursor)
+{
+    sg_err err = {0};
+    sg_store_query q = {.after_seq = -1, .after_id = *cursor};
+    sg_autojson json_t *evs = sg_store_events(s, &q, &err);
+    assert_non_null(evs);
+    size_t n = json_array_size(evs);
+    if (n)
+        *cursor = json_integer_value(json_object_get(json_array_get(evs, n - 1), "id"));
+    return n;
+}
+
+static void test_id_cursor_concurrent(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_store *listener = sg_store_open(f->url, &err);
+    assert_non_null(listener);
+    int fd = sg_store_listen(listener, &err);
+    assert_true(fd >= 0);
+    order_arg args[2] = {{.which = 0}, {.which = 1}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        args[i].s = sg_store_open(f->url, &err);
+        assert_non_null(args[i].s);
+        assert_int_equal(pthread_create(&th[i], NULL, order_writer, &args[i]), 0);
+    }
+    int64_t cursor = 0;
+    size_t seen = 0;
+    for (int i = 0; i < 2000 && seen < 2 * ORDER_BATCHES * ORDER_ROWS; i++)
+        seen += order_read(f->s, &cursor); /* while they write */
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        sg_store_close(args[i].s);
+        if (args[i].err[0])
+            fail_msg("writer %d: %s", i, args[i].err);
+    }
+    size_t more;
+    while ((more = order_read(f->s, &cursor)) > 0)
+        seen += more;
+    assert_int_equal(seen, 2 * ORDER_BATCHES * ORDER_ROWS);
+    int64_t last = 0;
+    assert_int_equal(sg_store_last_id(f->s, &last, &err), 0);
+    assert_int_equal(last, cursor);
+    /* The writers' commits were announced (wait for the socket, bounded). */
+    int notes = 0;
+    for (int i = 0; i < 600 && notes == 0; i++) {
+        notes = sg_store_notified(listener);
+        if (notes == 0)
+            usleep(50 * 1000);
+    }
+    assert_true(notes > 0);
+    sg_store_close(listener);
+}
+
 /* Two nodes starting at once on an empty database both create the schema. */
 static void *opener(void *p)
 {
@@ -591,6 +678,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_writers_one_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_writers_race, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_id_cursor_concurrent, setup, teardown),
         cmocka_unit_test(test_concurrent_open),
         cmocka_unit_test(test_unreachable_server),
         cmocka_unit_test_setup_teardown(test_server_killed_then_back, setup, teardown),
