@@ -113,7 +113,7 @@ int sg_cmd_abort(int argc, char **argv)
      * first, so this request never waits for it (checkpoint/ckpt_client.h). */
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
-        fprintf(stderr, "sandglass abort: the checkpoint worker: %s\n", kerr.msg);
+        sg_cli_sayf("abort", "the checkpoint worker: %s", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "abort", "reason", reason);
     sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)

@@ -169,8 +169,8 @@ static int own_workspace(sg_sandbox_meta *m, sg_err *err)
         sg_err derr = {0};
         if (sg_disk_make(image, m->disk, m->uid, m->gid, &m->workspace, &derr) == 0)
             return 0;
-        fprintf(stderr, "sandglass create: warning: no disk limit for this sandbox (%s): its workspace is a "
-                "directory on the host's file system\n", derr.msg);
+        sg_cli_sayf("create", "warning: no disk limit for this sandbox (%s): its workspace is a "
+                "directory on the host's file system", derr.msg);
         m->disk = 0;
     }
     /* Reachable by the sandbox user through the 0700 state dir: the bind

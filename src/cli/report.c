@@ -6,6 +6,7 @@
 
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 
 static bool json_errors;
 static const char *prog_name = "sandglass";
@@ -25,17 +26,38 @@ void sg_cli_json_errors(bool on)
     json_errors = on;
 }
 
+/* "PROG CMD: " (ours) ahead of a message escaped by the one printer. */
+static void cli_vsay(const char *cmd, const char *fmt, va_list ap)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%.40s %.100s: ", prog_name, cmd);
+    fflush(stdout); /* what the command printed before stays before */
+    sg_vprint_vis(2, prefix, fmt, ap);
+}
+
+static void cli_say(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cli_say(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vsay(cmd, fmt, ap);
+    va_end(ap);
+}
+
 static void print_error(const char *cmd, const char *msg)
 {
     if (json_errors) {
+        /* JSON_ENSURE_ASCII writes every control byte and non-ASCII
+         * character as \uXXXX but DEL; a message that is not UTF-8 fails
+         * to pack, and it or one with a DEL is printed as a line, escaped. */
         sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
         sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        if (s) {
-            fprintf(stderr, "%s\n", s);
+        if (s && !strchr(s, 0x7f)) {
+            sg_print_vis(2, "", "%s", s);
             return;
         }
     }
-    fprintf(stderr, "%s %s: %s\n", prog_name, cmd, msg);
+    cli_say(cmd, "%s", msg);
 }
 
 int sg_cli_fail(const char *cmd, const char *msg)
@@ -58,9 +80,7 @@ void sg_cli_sayf(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s %s: ", prog_name, cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vsay(cmd, fmt, ap);
     va_end(ap);
 }
 
