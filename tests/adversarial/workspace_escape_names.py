@@ -86,8 +86,9 @@ try:
         c = env.run("checkpoint", sid, timeout=SLOW)
         fails["checkpoint"] += c.returncode != 0
         # without --yes and a terminal: the plan (a diff), then a usage error
+        # (or 0: the renames had put the workspace back as it was)
         d = env.run("rollback", sid, "--to", ck, timeout=SLOW)
-        fails["dry run"] += d.returncode != 2
+        fails["dry run"] += d.returncode not in (0, 2)
         # the plan again, then the loop killed and the workspace restored
         r = env.run("rollback", sid, "--to", ck, "--yes", timeout=SLOW)
         fails["rollback"] += r.returncode != 0
@@ -99,7 +100,7 @@ try:
     tap.ok(not forged(log), "and no forged line", repr(forged(log)))
     tap.ok(not any(fails.values()),
            f"all {ROUNDS} checkpoints, plans and rollbacks taken while the learner renames succeed",
-           f"{fails}: {errs[:600]!r}")
+           f"{fails}: {[ln for ln in errs.splitlines() if b'stdin is not a terminal' not in ln][:4]!r}")
     # and an error naming a hostile string is printed escaped
     bad = env.run("rollback", sid, "--to", HOSTILE, "--yes", timeout=SLOW)
     tap.ok(bad.returncode != 0 and not unsafe(bad.stderr) and b"\\x1b]0;owned\\x07" in bad.stderr,
