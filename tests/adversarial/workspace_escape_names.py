@@ -79,10 +79,14 @@ try:
     tap.eq(first.returncode, 0, "a checkpoint of them")
     ck = json.loads(first.stdout)["id"]
     errs = b""
-    fails = {"loop": 0, "checkpoint": 0, "dry run": 0, "rollback": 0}
+    fails = {"loop": 0, "exec": 0, "checkpoint": 0, "dry run": 0, "rollback": 0}
     for _ in range(ROUNDS):
         bg = env.run("exec", sid, "--", "/bin/sh", "-c", START, LOOP, timeout=SLOW)
         fails["loop"] += bg.returncode != 0
+        # each exec is checkpointed first by the supervisor (its failures
+        # are supervisor.log lines)
+        x = env.run("exec", sid, "--", "true", timeout=SLOW)
+        fails["exec"] += x.returncode != 0
         c = env.run("checkpoint", sid, timeout=SLOW)
         fails["checkpoint"] += c.returncode != 0
         # without --yes and a terminal: the plan (a diff), then a usage error
@@ -92,7 +96,7 @@ try:
         # the plan again, then the loop killed and the workspace restored
         r = env.run("rollback", sid, "--to", ck, "--yes", timeout=SLOW)
         fails["rollback"] += r.returncode != 0
-        errs += bg.stderr + c.stderr + d.stderr + r.stderr
+        errs += bg.stderr + x.stderr + c.stderr + d.stderr + r.stderr
     tap.ok(not unsafe(errs), "the operator's stderr holds no byte a terminal acts on", repr(unsafe(errs)))
     tap.ok(not forged(errs), "and no forged line", repr(forged(errs)))
     log = open(env.sbdir(sid, "supervisor.log"), "rb").read()
