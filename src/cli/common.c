@@ -78,6 +78,11 @@ static json_t *request_once(const char *id, const char *body, bool *unread, sg_e
 
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
 {
+    /* json_pack refuses a string that is not UTF-8: req is NULL then. */
+    if (!req) {
+        sg_err_set(err, EINVAL, "an argument is not valid UTF-8");
+        return NULL;
+    }
     sg_autofree char *body = sg_json_dump(req);
     bool unread = false;
     json_t *j = request_once(id, body, &unread, err);

@@ -3,10 +3,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/util.h"
 
 static bool json_errors;
 static const char *prog_name = "sandglass";
@@ -44,19 +46,32 @@ static void cli_say(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The error as one JSON line: JSON_ENSURE_ASCII writes every control byte
+ * and non-ASCII character as \uXXXX, so the line is printable ASCII (checked:
+ * DEL is not escaped) and goes out whole, in one write. False when it
+ * cannot be (a message that is not UTF-8 fails to pack). */
+static bool print_json_error(const char *cmd, const char *msg)
+{
+    sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
+    sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    if (!s)
+        return false;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return false;
+    s = sg_xrealloc(s, n + 2);
+    s[n++] = '\n';
+    fflush(stdout);
+    ssize_t w = write(2, s, n);
+    (void)w;
+    return true;
+}
+
 static void print_error(const char *cmd, const char *msg)
 {
-    if (json_errors) {
-        /* JSON_ENSURE_ASCII writes every control byte and non-ASCII
-         * character as \uXXXX but DEL; a message that is not UTF-8 fails
-         * to pack, and it or one with a DEL is printed as a line, escaped. */
-        sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
-        sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        if (s && !strchr(s, 0x7f)) {
-            sg_print_vis(2, "", "%s", s);
-            return;
-        }
-    }
+    if (json_errors && print_json_error(cmd, msg))
+        return;
     cli_say(cmd, "%s", msg);
 }
 

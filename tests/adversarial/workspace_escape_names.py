@@ -109,6 +109,10 @@ try:
     bad = env.run("rollback", sid, "--to", HOSTILE, "--yes", timeout=SLOW)
     tap.ok(bad.returncode != 0 and not unsafe(bad.stderr) and b"\\x1b]0;owned\\x07" in bad.stderr,
            "an error quoting a hostile string shows it escaped", repr(bad.stderr[:300]))
+    bad = env.run("rollback", sid, "--to", HOSTILE.encode() + b"\xff", "--yes", timeout=SLOW)
+    tap.ok(bad.returncode == 1 and not unsafe(bad.stderr) and bad.stderr.count(b"\n") == 1,
+           "one that is not UTF-8 is an error in one line (it crashed the CLI)",
+           f"{bad.returncode}: {bad.stderr[:300]!r}")
     r = env.destroy(sid)
     tap.ok(r.returncode == 0, "destroy succeeds", r.stderr.decode(errors="replace"))
 finally:
