@@ -74,6 +74,32 @@ int sg_parse_seconds(const char *s, double max, double *out, sg_err *err)
     return 0;
 }
 
+int sg_parse_duration(const char *s, double max, double *out, sg_err *err)
+{
+    if (!s || !*s)
+        return sg_err_set(err, EINVAL, "empty duration");
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || errno == ERANGE || !isfinite(v) || !isdigit((unsigned char)*s))
+        return sg_err_set(err, EINVAL, "invalid duration '%s': expected seconds or a number with s, m, h or d", s);
+    static const struct { char unit; double mul; } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+    if (*end) {
+        size_t i = 0;
+        while (i < sizeof units / sizeof *units && units[i].unit != *end)
+            i++;
+        if (i == sizeof units / sizeof *units || end[1])
+            return sg_err_set(err, EINVAL, "invalid duration '%s': unknown unit '%s' (use s, m, h or d)", s, end);
+        v *= units[i].mul;
+    }
+    if (v <= 0)
+        return sg_err_set(err, EINVAL, "invalid duration '%s': must be greater than zero", s);
+    if (v > max)
+        return sg_err_set(err, ERANGE, "invalid duration '%s': at most %g s", s, max);
+    *out = v;
+    return 0;
+}
+
 int sg_parse_uint(const char *s, uint64_t max, uint64_t *out, sg_err *err)
 {
     if (!s || !isdigit((unsigned char)*s))

@@ -13,6 +13,9 @@
 int sg_parse_size(const char *s, uint64_t *out, sg_err *err);
 /* "1.5" -> 1.5; positive, finite, at most max. */
 int sg_parse_seconds(const char *s, double max, double *out, sg_err *err);
+/* A duration: "90", "90s", "1.5m", "2h", "7d" -> seconds; positive,
+ * finite, at most max seconds. Every duration option takes this form. */
+int sg_parse_duration(const char *s, double max, double *out, sg_err *err);
 /* Positive integer in [1, max]. */
 int sg_parse_uint(const char *s, uint64_t max, uint64_t *out, sg_err *err);
 /* Learner / task / sandbox names: [A-Za-z0-9._@-], 1..SG_NAME_MAX, not "." or "..". */

@@ -15,7 +15,6 @@ static const struct {
     int (*fn)(int, char **);
     const char *help;
 } daemon_cmds[] = {
-    {"supervisor", sg_cmd_supervisor, "the per-sandbox supervisor (run by sandglass create)"},
     {"ingest", sg_cmd_ingest, "run the event ingest (WebSocket + HTTP, SQLite store)"},
     {"token", sg_cmd_token, "print an ingest token for an outside capture agent"},
     {"events", sg_cmd_events, "read captured events from an ingest"},

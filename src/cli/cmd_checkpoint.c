@@ -166,24 +166,6 @@ static void print_changes(json_t *changes)
     }
 }
 
-/* y or n at the terminal; anything else asks again. */
-static bool ask_yes(void)
-{
-    for (;;) {
-        printf("Revert all changes? [y/n]: ");
-        fflush(stdout);
-        char line[64];
-        if (!fgets(line, sizeof line, stdin))
-            return false;
-        line[strcspn(line, "\r\n")] = '\0';
-        if (!strcasecmp(line, "y") || !strcasecmp(line, "yes"))
-            return true;
-        if (!strcasecmp(line, "n") || !strcasecmp(line, "no"))
-            return false;
-        printf("please answer y or n\n");
-    }
-}
-
 static void rollback_usage(FILE *f)
 {
     fprintf(f,
@@ -264,7 +246,7 @@ int sg_cmd_rollback(int argc, char **argv)
         }
         if (!isatty(0))
             return sg_cli_usage("rollback", "stdin is not a terminal: pass --yes to roll back without asking");
-        if (!ask_yes()) {
+        if (!sg_cli_ask_yes(stdout, "Revert all changes?")) {
             printf("keeping the changes\n");
             return 0;
         }

@@ -1,5 +1,5 @@
 /* sandglass create: validates the options, writes the sandbox's record and
- * starts its supervisor (sandglassd supervisor), then waits until the
+ * starts its supervisor (sandglass-supervisor), then waits until the
  * sandbox accepts execs. */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,7 +65,9 @@ static void create_usage(FILE *f)
         "                       caps: reaching one aborts the whole session (default: none)\n"
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
-        "  --json               print {id, learner, task, workspace, limits, caps, ...}\n");
+        "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
+        "Durations (S) are seconds or a number with s, m, h or d: 90, 90s, 15m, 2h, 7d.\n"
+        "Sizes take K, M, G or T: 512M, 1G.\n");
 }
 
 static int count_live(void)
@@ -256,15 +258,15 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
                                 o->online, o->online == 1 ? "" : "s");
         return CREATE_GO;
     case 'T':
-        if (sg_parse_seconds(arg, 7 * 24 * 3600.0, &m->timeout_s, &err) < 0)
+        if (sg_parse_duration(arg, 7 * 24 * 3600.0, &m->timeout_s, &err) < 0)
             return sg_cli_usage("create", "--timeout: %s", err.msg);
         return CREATE_GO;
     case 'W':
-        if (sg_parse_seconds(arg, 365 * 24 * 3600.0, &m->max_wall_s, &err) < 0)
+        if (sg_parse_duration(arg, 365 * 24 * 3600.0, &m->max_wall_s, &err) < 0)
             return sg_cli_usage("create", "--max-wall: %s", err.msg);
         return CREATE_GO;
     case 'C':
-        if (sg_parse_seconds(arg, 365 * 24 * 3600.0, &m->max_cpu_s, &err) < 0)
+        if (sg_parse_duration(arg, 365 * 24 * 3600.0, &m->max_cpu_s, &err) < 0)
             return sg_cli_usage("create", "--max-cpu: %s", err.msg);
         return CREATE_GO;
     case 'E':

@@ -3,6 +3,7 @@
  * supervisor has exited. A sandbox whose supervisor died is cleaned up
  * from here. */
 #include <errno.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,50 +73,171 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
 static void destroy_usage(FILE *f)
 {
     fprintf(f,
-        "usage: sandglass destroy ID [--json]\n"
+        "usage: sandglass destroy ID... [--json] [--yes]\n"
+        "       sandglass destroy --learner L | --task T | --all [--json] [--yes]\n"
         "\n"
         "Kills every process of the sandbox, proves its cgroup empty, removes its\n"
         "cgroups, mounts, state and (when create made it) its workspace. Whatever\n"
         "is left of a broken sandbox (dead supervisor, gone cgroup) is removed too.\n"
         "A captured sandbox's events the ingest has not acknowledged are kept for\n"
-        "'sandglass flush'. ID may be a unique prefix of the sandbox's id.\n"
+        "'sandglass flush'. ID may be a unique prefix (4 characters at least).\n"
+        "One full id is destroyed at once; several, a prefix or a filter ask first\n"
+        "on a terminal, and need --yes otherwise.\n"
         "\n"
-        "  --json    print the proof as one JSON object (errors as JSON on stderr)\n");
+        "  --learner L, --task T  every sandbox of that learner / task (both: of both)\n"
+        "  --all      every sandbox of this state directory\n"
+        "  --yes      do not ask\n"
+        "  --json     print the proof as one JSON object per sandbox, one a line\n"
+        "             (errors as JSON on stderr)\n");
 }
 
-int sg_cmd_destroy(int argc, char **argv)
+typedef struct {
+    bool json, yes, all;
+    const char *learner, *task;
+    char **args; /* the ids or prefixes typed, argv's */
+    size_t nargs;
+} destroy_opts;
+
+static int destroy_parse(int argc, char **argv, destroy_opts *o)
 {
-    bool json = false;
-    const char *arg = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = true;
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
             sg_cli_json_errors(true);
-        } else if (strcmp(argv[i], "--help") == 0) {
+        } else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
+            o->yes = true;
+        } else if (strcmp(a, "--all") == 0) {
+            o->all = true;
+        } else if (strcmp(a, "--learner") == 0 || strcmp(a, "--task") == 0) {
+            if (i + 1 >= argc)
+                return sg_cli_usage("destroy", "%s needs a value", a);
+            *(a[2] == 'l' ? &o->learner : &o->task) = argv[++i];
+        } else if (strcmp(a, "--help") == 0) {
             destroy_usage(stdout);
             return 0;
-        } else if (argv[i][0] == '-') {
-            return sg_cli_usage("destroy", "unknown option '%s'", argv[i]);
-        } else if (!arg) {
-            arg = argv[i];
+        } else if (a[0] == '-') {
+            return sg_cli_usage("destroy", "unknown option '%s'", a);
         } else {
-            return sg_cli_usage("destroy", "takes one sandbox id, got '%s' too", argv[i]);
+            argv[o->nargs++] = argv[i]; /* argv[0] is never read again */
         }
     }
-    if (!arg)
-        return sg_cli_usage("destroy", "missing sandbox id");
+    o->args = argv;
+    bool filter = o->all || o->learner || o->task;
+    if (!filter && o->nargs == 0)
+        return sg_cli_usage("destroy", "missing sandbox id (or --learner, --task, --all)");
+    if (filter && o->nargs > 0)
+        return sg_cli_usage("destroy", "give ids or a filter (--learner, --task, --all), not both");
+    if (o->all && (o->learner || o->task))
+        return sg_cli_usage("destroy", "--all takes no --learner or --task");
+    return 1;
+}
+
+/* The ids a filter names, in the order of the state directory. */
+static char **destroy_select(const destroy_opts *o, size_t *n, sg_err *err)
+{
+    sg_autostrv char **ids = sg_state_list(err);
+    if (!ids)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; ids[i]; i++) {
+        char *id = ids[i];
+        ids[i] = NULL; /* k <= i: a kept id moves down, never onto one unread */
+        sg_sandbox_meta m;
+        bool keep = o->all;
+        if (!keep && sg_sandbox_meta_load(id, &m, NULL) == 0) {
+            keep = (!o->learner || (m.learner && strcmp(m.learner, o->learner) == 0)) &&
+                   (!o->task || (m.task && strcmp(m.task, o->task) == 0));
+            sg_sandbox_meta_clear(&m);
+        }
+        if (keep)
+            ids[k++] = id;
+        else
+            free(id);
+    }
+    ids[k] = NULL;
+    *n = k;
+    return sg_steal_ptr(&ids);
+}
+
+/* Several sandboxes, a filter or a prefix: a person says yes on a
+ * terminal; a script says --yes. Returns whether to go on. */
+static bool destroy_confirm(const destroy_opts *o, char **ids, size_t n)
+{
+    if (o->yes)
+        return true;
+    if (!isatty(STDIN_FILENO) || !isatty(STDERR_FILENO)) {
+        sg_cli_fail("destroy", n == 1 ? "a prefix or a filter names the sandbox: give its full id, or --yes"
+                                      : "several sandboxes: say --yes (no terminal to ask on)");
+        return false;
+    }
+    for (size_t i = 0; i < n && i < 20; i++)
+        fprintf(stderr, "  %s\n", ids[i]);
+    if (n > 20)
+        fprintf(stderr, "  ... and %zu more\n", n - 20);
+    char q[64];
+    snprintf(q, sizeof q, "destroy %zu sandbox%s?", n, n == 1 ? "" : "es");
+    if (sg_cli_ask_yes(stderr, q))
+        return true;
+    fputs("nothing destroyed\n", stderr);
+    return false;
+}
+
+static int destroy_one(const destroy_opts *o, const char *id)
+{
     sg_err err = {0};
-    char id[SG_ID_LEN + 1];
-    if (!sg_state_dir(&err) || sg_state_resolve_id(arg, id, &err) < 0)
-        return sg_cli_fail("destroy", err.msg);
-    sg_autojson json_t *res = sg_cli_destroy(id, !json, &err);
-    if (!res)
-        return sg_cli_fail("destroy", err.msg);
-    if (json) {
+    sg_autojson json_t *res = sg_cli_destroy(id, !o->json, &err);
+    if (!res) {
+        sg_cli_fail("destroy", err.msg);
+        return 1;
+    }
+    if (o->json) {
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
     } else {
         printf("destroyed %s\n", id);
     }
+    fflush(stdout);
     return 0;
+}
+
+int sg_cmd_destroy(int argc, char **argv)
+{
+    destroy_opts o = {0};
+    int r = destroy_parse(argc, argv, &o);
+    if (r != 1)
+        return r;
+    sg_err err = {0};
+    if (!sg_state_dir(&err))
+        return sg_cli_fail("destroy", err.msg);
+    size_t n = 0;
+    bool ask = o.nargs > 1 || o.all || o.learner || o.task;
+    sg_autostrv char **ids = NULL;
+    if (ask && o.nargs == 0) {
+        if (!(ids = destroy_select(&o, &n, &err)))
+            return sg_cli_fail("destroy", err.msg);
+        if (n == 0)
+            return sg_cli_fail("destroy", "no sandbox matches");
+    } else {
+        /* Every id is resolved before anything is destroyed: a typo in the
+         * third one destroys none. */
+        ids = calloc(o.nargs + 1, sizeof *ids);
+        if (!ids)
+            return sg_cli_fail("destroy", "out of memory");
+        for (; n < o.nargs; n++) {
+            char id[SG_ID_LEN + 1];
+            if (sg_state_resolve_id(o.args[n], id, &err) < 0 || !(ids[n] = strdup(id)))
+                return sg_cli_fail("destroy", err.msg[0] ? err.msg : "out of memory");
+            for (size_t j = 0; j < n; j++)
+                if (strcmp(ids[j], id) == 0)
+                    return sg_cli_usage("destroy", "%s is named twice (%s)", id, o.args[n]);
+            ask = ask || strcmp(o.args[n], id) != 0;
+        }
+    }
+    if (ask && !destroy_confirm(&o, ids, n))
+        return 1;
+    int failed = 0;
+    for (size_t i = 0; i < n; i++)
+        failed |= destroy_one(&o, ids[i]);
+    return failed;
 }

@@ -483,7 +483,7 @@ static int exec_parse_options(int argc, char **argv, exec_opts *o)
             break;
         case 'T': {
             double t;
-            if (sg_parse_seconds(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
+            if (sg_parse_duration(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
                 return exec_fail(err.msg);
             json_object_set_new(o->req, "timeout", json_real(t));
             break;

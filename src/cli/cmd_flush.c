@@ -166,7 +166,7 @@ int sg_cmd_flush(int argc, char **argv)
         case 'i': ingest = optarg; break;
         case 's': secret = optarg; break;
         case 't':
-            if (sg_parse_seconds(optarg, 24 * 3600.0, &timeout_s, &err) < 0) {
+            if (sg_parse_duration(optarg, 24 * 3600.0, &timeout_s, &err) < 0) {
                 return sg_cli_usage("flush", "--timeout: %s", err.msg);
             }
             break;

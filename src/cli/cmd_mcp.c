@@ -431,7 +431,7 @@ static int mcp_parse(int argc, char **argv, mcp_opts *o)
                 o->keep_s = -1;
             } else {
                 sg_err kerr = {0};
-                if (sg_parse_seconds(optarg, 365 * 24 * 3600.0, &o->keep_s, &kerr) < 0)
+                if (sg_parse_duration(optarg, 365 * 24 * 3600.0, &o->keep_s, &kerr) < 0)
                     return sg_cli_usage("mcp", "--keep: %s (or 'forever')", kerr.msg);
             }
             o->keep_given = true;

@@ -1,4 +1,5 @@
-/* sandglassd supervisor ID --ready-fd N: run by `sandglass create`. */
+/* sandglass-supervisor supervisor ID --ready-fd N: run by `sandglass create`
+ * and by a takeover (wire/revive.h). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ int sg_cmd_supervisor(int argc, char **argv)
         else if (strcmp(argv[i], "--adopt") == 0)
             adopt = true;
         else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: sandglassd supervisor ID --ready-fd N [--adopt]\n"
+            printf("usage: sandglass-supervisor supervisor ID --ready-fd N [--adopt]\n"
                    "  the supervisor of sandbox ID, run by 'sandglass create' (not by hand)\n"
                    "  --ready-fd N  writes \"ok\" or \"error: ...\" there once set up\n"
                    "  --adopt       take over a live sandbox whose supervisor died\n");

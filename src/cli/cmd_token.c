@@ -24,17 +24,17 @@
 #include "wire/token.h"
 
 static const char usage[] =
-    "usage: sandglass token --learner L --task T --sandbox ID [--ttl SECONDS] [--secret FILE]\n"
-    "       sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl SECONDS]\n"
+    "usage: sandglass token --learner L --task T --sandbox ID [--ttl DURATION] [--secret FILE]\n"
+    "       sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl DURATION]\n"
     "                       [--secret FILE]\n"
     "  (no --read) a stream token: sends that one stream's events, reads nothing\n"
-    "       sandglass token --terminal --sandbox ID [--ttl SECONDS] [--secret FILE]\n"
+    "       sandglass token --terminal --sandbox ID [--ttl DURATION] [--secret FILE]\n"
     "  --read    a read token: reads the events of what it names (all of them with\n"
     "            no --learner/--task/--sandbox: an operator token), sends nothing\n"
     "  --terminal  a terminal token: opens a shell in sandbox ID (a live sandbox of\n"
     "            this host with a task; its learner and task are the sandbox's)\n"
     "            through `sandglass serve`, and does nothing else\n"
-    "  --ttl     validity in seconds (default 604800 = 7 days)\n"
+    "  --ttl     validity: seconds or 90s, 15m, 2h, 7d (default 7d)\n"
     "  --secret  the ingest's secret file (default <state>/ingest/secret)\n"
     "  --check URL  (stream token) do not print it: ask the ingest at URL (ws://\n"
     "            or http://HOST:PORT) whether it takes it, writing nothing; prints\n"
@@ -119,10 +119,13 @@ int sg_cmd_token(int argc, char **argv)
         case 'x': terminal = true; break;
         case 'c': check = optarg; break;
         case 'T':
-            if (sg_parse_uint(optarg, SG_TOKEN_TTL_MAX, &ttl, &err) < 0) {
+        {
+            double d;
+            if (sg_parse_duration(optarg, (double)SG_TOKEN_TTL_MAX, &d, &err) < 0)
                 return sg_cli_usage("token", "--ttl: %s", err.msg);
-            }
+            ttl = d < 1 ? 1 : (uint64_t)d; /* whole seconds: a token's exp is one */
             break;
+        }
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("token", argv[optind - 1]);
         }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/bounds.h"
@@ -189,4 +190,21 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     if (verbose)
         printf("removed %s\n", id);
     return 0;
+}
+
+bool sg_cli_ask_yes(FILE *out, const char *question)
+{
+    for (;;) {
+        fprintf(out, "%s [y/n]: ", question);
+        fflush(out);
+        char line[64];
+        if (!fgets(line, sizeof line, stdin))
+            return false;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!strcasecmp(line, "y") || !strcasecmp(line, "yes"))
+            return true;
+        if (!strcasecmp(line, "n") || !strcasecmp(line, "no"))
+            return false;
+        fprintf(out, "please answer y or n\n");
+    }
 }

@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "base/err.h"
 #include "cli/report.h"
@@ -23,8 +24,6 @@ int sg_cli_daemon_path(char *buf, size_t len);
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
 
 
-/* The version every command reports (--version, MCP's serverInfo). */
-#define SG_VERSION "0.1.0"
 
 /* Destroys sandbox id (the supervisor's proof, or the cleanup from here
  * when it cannot), saying on stderr what it found. Returns the result
@@ -34,5 +33,9 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err);
 /* Cleans up a sandbox whose supervisor is gone: kills every process in its
  * cgroup, proves it empty, removes cgroups and state. */
 int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err);
+
+/* Asks "question [y/n]: " on out and reads stdin: y/yes or n/no, anything
+ * else asks again; end of input is no. */
+bool sg_cli_ask_yes(FILE *out, const char *question);
 
 #endif

@@ -225,6 +225,14 @@ int sg_cli_ingest_check(const char *url, const char *host, int port, const char 
 {
     if (!warn_unreachable(url, host, port))
         return 0;
+    /* A listening ingest and no key here (a fresh state directory): the
+     * uplink would make a key of its own, which that ingest cannot know. */
+    sg_autofree char *def = secret ? NULL : sg_state_path("ingest/secret");
+    if (def && access(def, F_OK) < 0 && errno == ENOENT) {
+        snprintf(why, wsize, "the ingest at %s listens, but this state directory has no key (%s): give it the "
+                 "ingest's key with --secret", url, def);
+        return -1;
+    }
     sg_autofree char *key = check_key(url, secret);
     if (key && check_cached(key))
         return 0;

@@ -63,7 +63,7 @@ static void send_json(sg_mcp *m, json_t *msg)
 static json_t *server_info(void)
 {
     return json_pack("{s:s, s:s, s:s}", "name", "sandglass", "title", "sandglass sandbox",
-                     "version", "0.1.0");
+                     "version", SG_VERSION);
 }
 
 static void send_result(sg_mcp *m, const json_t *id, json_t *result, bool modern)

@@ -36,6 +36,7 @@
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
+#include "base/util.h"
 #include "sandbox/rootfs.h"
 #include "sandbox/shellrc.h"
 
@@ -151,16 +152,8 @@ static int write_file(const char *path, const char *data, sg_err *err)
     sg_autoclose int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return sg_err_sys(err, "cannot create %s", path);
-    size_t len = strlen(data);
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return sg_err_sys(err, "cannot write %s", path);
-        data += n;
-        len -= (size_t)n;
-    }
+    if (sg_write_all(fd, data, strlen(data)) < 0)
+        return sg_err_sys(err, "cannot write %s", path);
     return 0;
 }
 
@@ -185,14 +178,8 @@ static int copy_file(int srcfd, const char *name, const char *dst, mode_t mode, 
         total += (size_t)n;
         if (total > SG_ROOTFS_COPY_MAX) /* grew since fstat */
             return sg_err_set(err, EFBIG, "%s grew past %d bytes", name, SG_ROOTFS_COPY_MAX);
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0)
-                return sg_err_sys(err, "cannot write %s", dst);
-            off += w;
-        }
+        if (sg_write_all(out, buf, (size_t)n) < 0)
+            return sg_err_sys(err, "cannot write %s", dst);
     }
     /* The umask may have cut the mode. */
     if (fchmod(out, mode) < 0)

@@ -208,10 +208,17 @@ int sg_state_resolve_id(const char *arg, char *out, sg_err *err)
         memcpy(out, arg, SG_ID_LEN + 1);
         return 0;
     }
+    /* One prefix rule for every command that takes an id: at least
+     * SG_ID_MIN_PREFIX characters, so that a slip ("destroy 0") cannot
+     * name a learner's sandbox by accident. */
+    size_t len = strlen(arg);
+    if (len < SG_ID_MIN_PREFIX)
+        return sg_err_set(err, EINVAL, "'%s' is too short for a sandbox id: give its first %d characters at least",
+                          arg, SG_ID_MIN_PREFIX);
     sg_autostrv char **ids = sg_state_list(err);
     if (!ids)
         return -1;
-    size_t n = 0, len = strlen(arg);
+    size_t n = 0;
     char found[3][SG_ID_LEN + 1];
     for (char **p = ids; *p; p++) {
         if (strncmp(*p, arg, len) != 0 || strlen(*p) != SG_ID_LEN)

@@ -87,9 +87,12 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m);
 
 /* Ids of every sandbox with a state directory; NULL-terminated, caller frees. */
 char **sg_state_list(sg_err *err);
+/* The shortest prefix of a sandbox id that names it. */
+#define SG_ID_MIN_PREFIX 4
 /* A sandbox id from what a user typed: the id itself or a unique prefix of
- * one in this state directory. Fills out (SG_ID_LEN + 1 bytes) or returns
- * -1 with err ("no sandbox 'x'", or the ids a short prefix matches). */
+ * one in this state directory, SG_ID_MIN_PREFIX characters at least. Fills
+ * out (SG_ID_LEN + 1 bytes) or returns -1 with err ("no sandbox 'x'", too
+ * short, or the ids an ambiguous prefix matches). */
 int sg_state_resolve_id(const char *arg, char *out, sg_err *err);
 /* True if a process with this pid exists and its cmdline is ours (best effort). */
 bool sg_state_pid_alive(pid_t pid);

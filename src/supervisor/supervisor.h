@@ -4,7 +4,7 @@
  * and timers, and — for captured sandboxes — the capture (events, spool,
  * uplink, workspace watcher).
  *
- * It is started by `sandglass create` as `sandglassd supervisor ID
+ * It is started by `sandglass create` as `sandglass-supervisor supervisor ID
  * --ready-fd N`: it creates the cgroup, clones the init into new
  * namespaces, and writes "ok\n" (or "error: ...\n") to the ready fd once
  * the sandbox accepts execs. */

@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 
@@ -52,11 +53,12 @@ try:
                  (["token", "--bogus"], "--bogus"), (["events", "--bogus"], "--bogus"),
                  (["events", "--after-seq", "x"], "--after-seq"), (["events", "stray"], "stray"),
                  (["flush", "--bogus"], "--bogus"), (["flush", "--timeout", "x"], "--timeout"),
-                 (["supervisor"], "sandbox id"), (["nosuchcommand"], "nosuchcommand"), ([], "missing command"))
+                 (["nosuchcommand"], "nosuchcommand"), (["supervisor"], "supervisor"), ([], "missing command"))
         for args, word in cases:
             p = d(*args)
             err = p.stderr.decode()
-            prefix = "sandglassd " + args[0] + ": " if args and args[0] != "nosuchcommand" else "sandglassd: "
+            prefix = "sandglassd " + args[0] + ": " if args and args[0] not in ("nosuchcommand", "supervisor") \
+                else "sandglassd: "
             tap.ok(p.returncode == 2 and err.startswith(prefix) and word in err and err.count("\n") == 1
                    and not p.stdout, f"sandglassd {' '.join(args)}: exit 2, one line naming {word}",
                    f"{p.returncode} {err!r}")
@@ -65,10 +67,19 @@ try:
         tap.ok(p.returncode == 2 and err.startswith("sandglass ingest: ") and "--bogus" in err
                and "'sandglass ingest --help'" in err and err.count("\n") == 1,
                "through sandglass the same line names the command the user ran", err)
-        for cmd in ("ingest", "token", "events", "flush", "supervisor"):
+        for cmd in ("ingest", "token", "events", "flush"):
             p = d(cmd, "--help")
             tap.ok(p.returncode == 0 and p.stdout.startswith(b"usage: ") and b"--" in p.stdout and not p.stderr,
                    f"sandglassd {cmd} --help explains its options on stdout", p.stdout.decode()[:200])
+        # the supervisor is its own binary (sandglassd no longer runs it)
+        sup = os.path.join(os.path.dirname(shutil.which(SANDGLASSD) or SANDGLASSD), "sandglass-supervisor")
+        p = subprocess.run([sup, "supervisor"], capture_output=True, timeout=60, env=env.env)
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 2 and "sandbox id" in err and err.count("\n") == 1,
+               "sandglass-supervisor supervisor: exit 2, one line naming the sandbox id", err)
+        p = subprocess.run([sup, "supervisor", "--help"], capture_output=True, timeout=60, env=env.env)
+        tap.ok(p.returncode == 0 and p.stdout.startswith(b"usage: sandglass-supervisor") and not p.stderr,
+               "sandglass-supervisor supervisor --help explains its options on stdout", p.stdout.decode()[:200])
         for args, rc, word in ((["--after-seq", "x"], 2, "--after-seq"),
                                (["--ingest", "http://127.0.0.1:9", "--token", "t"], 1, "127.0.0.1:9")):
             p = env.run("events", "--json", *args)
@@ -142,6 +153,14 @@ try:
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             tap.ok(b"listening" in ing.stdout.readline(), "an ingest with another key runs")
+            fresh = os.path.join(env.root, "fresh-state")
+            p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url,
+                        env={"SANDGLASS_STATE_DIR": fresh})
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and "no key" in err and "--secret" in err and err.count("\n") == 1,
+                   "a fresh state directory against a listening ingest: refused, not warned", err)
+            tap.ok(not os.path.exists(os.path.join(fresh, "sb")) or not os.listdir(os.path.join(fresh, "sb")),
+                   "and nothing is made there")
             n = len(env.ls())
             p = env.run("create", "--learner", "t", "--task", "k", "--ingest", url)
             err = p.stderr.decode()
@@ -250,6 +269,12 @@ try:
         p = env.run("checkpoint", "zzzz")
         tap.ok(p.returncode == 1 and b"no sandbox 'zzzz'" in p.stderr, "an unknown prefix is named",
                p.stderr.decode())
+        for short in (sid[:1], sid[:3]):
+            p = env.run("destroy", short)
+            tap.ok(p.returncode != 0 and b"too short" in p.stderr and p.stderr.count(b"\n") == 1,
+                   f"destroy {short!r}: a prefix under 4 characters is refused in one line", p.stderr.decode())
+        p = env.run("exec", sid, "--", "true")
+        tap.eq(p.returncode, 0, "the sandbox a short prefix matched still lives")
 
     @tap.case("no float noise")
     def _floats():
@@ -340,6 +365,47 @@ try:
         proc.wait(timeout=60)
         os.close(master)
         tap.eq(env.exec(sid, "cat", "/workspace/g").stdout, b"again\n", "the file is untouched")
+
+    @tap.case("destroy several: by ids, by filter, asked first")
+    def _destroy_many():
+        a, b, c = (env.create("--learner", lr) for lr in ("dm-one", "dm-one", "dm-two"))
+        alive = lambda s: any(sb["id"] == s for sb in env.ls())  # noqa: E731
+        for args, what in (([a, b], "two ids"), ([a[:6]], "a prefix"), (["--learner", "dm-one"], "a filter"),
+                           (["--all"], "--all")):
+            p = env.run("destroy", *args, input=b"")
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and "--yes" in err and err.count("\n") == 1,
+                   f"destroy {what} with no terminal and no --yes: refused in one line", err)
+        tap.ok(alive(a) and alive(b) and alive(c), "and nothing was destroyed")
+        p = env.run("destroy", a, "zzzz", "--yes")
+        tap.ok(p.returncode == 1 and b"no sandbox 'zzzz'" in p.stderr and alive(a),
+               "an unknown id among several: none is destroyed", p.stderr.decode())
+        p = env.run("destroy", a, a[:8], "--yes")
+        tap.ok(p.returncode == 2 and b"named twice" in p.stderr and alive(a), "one sandbox named twice: a usage error",
+               p.stderr.decode())
+        p = env.run("destroy", "--all", "--learner", "x")
+        tap.eq(p.returncode, 2, "--all with a filter: a usage error")
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([SANDGLASS, "destroy", "--learner", "dm-one"], stdin=slave, stdout=slave,
+                                stderr=slave, env=env.env)
+        env.procs.append(proc)
+        os.close(slave)
+        out = b""
+        while b"[y/n]" not in out and select.select([master], [], [], 60)[0]:
+            out += os.read(master, 4096)
+        tap.ok(a.encode() in out and b.encode() in out and c.encode() not in out and b"destroy 2 sandboxes" in out,
+               "on a terminal it lists the learner's two sandboxes and asks", out.decode(errors="replace"))
+        os.write(master, b"n\n")
+        proc.wait(timeout=60)
+        tap.ok(proc.returncode == 1 and alive(a) and alive(b), "n destroys nothing")
+        os.close(master)
+        p = env.run("destroy", "--learner", "dm-one", "--yes", "--json", timeout=120)
+        lines = [json.loads(x) for x in p.stdout.decode().splitlines()]
+        tap.ok(p.returncode == 0 and sorted(d.get("destroyed") for d in lines) == sorted([a, b]),
+               "--learner --yes destroys that learner's sandboxes, one JSON line each", p.stdout.decode())
+        tap.ok(not alive(a) and not alive(b) and alive(c), "and only those")
+        p = env.run("destroy", c, timeout=120)
+        tap.ok(p.returncode == 0 and not alive(c), "one full id needs no --yes", p.stderr.decode())
 
     @tap.case("abort and resume")
     def _abort():

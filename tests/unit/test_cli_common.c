@@ -60,8 +60,11 @@ static void test_resolve_id(void **state)
     sg_err err = {0};
     assert_int_equal(sg_state_resolve_id("0123456789ab", out, &err), 0);
     assert_string_equal(out, "0123456789ab");
-    assert_int_equal(sg_state_resolve_id("01", out, &err), 0);
+    assert_int_equal(sg_state_resolve_id("0123", out, &err), 0);
     assert_string_equal(out, "0123456789ab");
+    err = (sg_err){0};
+    assert_int_equal(sg_state_resolve_id("012", out, &err), -1); /* under 4 characters */
+    assert_int_equal(err.code, EINVAL);
     assert_int_equal(sg_state_resolve_id("ab12c", out, &err), 0);
     assert_string_equal(out, "ab12cd34ef56");
 

@@ -43,6 +43,25 @@ static void test_parse_seconds_uint(void **state)
     assert_int_equal(sg_parse_seconds("abc", 100, &d, &err), -1);
     assert_int_equal(sg_parse_seconds("nan", 100, &d, &err), -1);
     assert_int_equal(sg_parse_seconds("1000", 100, &d, &err), -1);
+    /* durations: seconds, or a number with s, m, h or d */
+    assert_int_equal(sg_parse_duration("90", 1e6, &d, &err), 0);
+    assert_true(d == 90);
+    assert_int_equal(sg_parse_duration("90s", 1e6, &d, &err), 0);
+    assert_true(d == 90);
+    assert_int_equal(sg_parse_duration("1.5m", 1e6, &d, &err), 0);
+    assert_true(d == 90);
+    assert_int_equal(sg_parse_duration("2h", 1e6, &d, &err), 0);
+    assert_true(d == 7200);
+    assert_int_equal(sg_parse_duration("7d", 1e6, &d, &err), 0);
+    assert_true(d == 604800);
+    assert_int_equal(sg_parse_duration("8d", 7 * 86400.0, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("5x", 1e6, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("5mm", 1e6, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("0m", 1e6, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("-1", 1e6, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("m", 1e6, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("inf", 1e6, &d, &err), -1);
+    assert_int_equal(sg_parse_duration("", 1e6, &d, &err), -1);
     uint64_t u = 0;
     assert_int_equal(sg_parse_uint("42", 100, &u, &err), 0);
     assert_int_equal(u, 42);
