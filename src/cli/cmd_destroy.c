@@ -13,6 +13,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "checkpoint/ckpt_client.h"
 #include "cli/cmds.h"
@@ -172,14 +173,14 @@ static bool destroy_confirm(const destroy_opts *o, char **ids, size_t n)
         return false;
     }
     for (size_t i = 0; i < n && i < 20; i++)
-        fprintf(stderr, "  %s\n", ids[i]);
+        sg_print_vis(2, "  ", "%s", ids[i]);
     if (n > 20)
-        fprintf(stderr, "  ... and %zu more\n", n - 20);
+        sg_print_vis(2, "  ", "... and %zu more", n - 20);
     char q[64];
     snprintf(q, sizeof q, "destroy %zu sandbox%s?", n, n == 1 ? "" : "es");
     if (sg_cli_ask_yes(stderr, q))
         return true;
-    fputs("nothing destroyed\n", stderr);
+    sg_print_vis(2, "", "nothing destroyed");
     return false;
 }
 
