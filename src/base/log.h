@@ -36,8 +36,7 @@ void sg_log(sg_log_level level, const char *fmt, ...) __attribute__((format(prin
  * write(2) to fd. Nothing that reaches stderr or a log file bypasses it
  * (scripts/check-raw-print.py keeps it so). */
 void sg_print_vis(int fd, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void sg_vprint_vis(int fd, const char *prefix, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
+void sg_vprint_vis(int fd, const char *prefix, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 /* An emitter for lws_set_log_level: libwebsockets' lines as ours ("lws:
  * ..."), its levels (1 error, 2 warn, 4 notice, more: debug) mapped. */
 void sg_log_lws(int lws_level, const char *line);

@@ -11,7 +11,8 @@
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "supervisor") != 0) {
-        sg_print_vis(2, "sandglass-supervisor: ", "run by sandglass create (sandglass-supervisor supervisor ID --ready-fd N)");
+        sg_print_vis(
+            2, "sandglass-supervisor: ", "run by sandglass create (sandglass-supervisor supervisor ID --ready-fd N)");
         return 2;
     }
     sg_cli_set_prog("sandglass-supervisor");

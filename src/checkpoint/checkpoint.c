@@ -28,7 +28,13 @@
 static bool raced(const sg_err *e)
 {
     switch (e->code) {
-    case EAGAIN: case ENOENT: case ENOTDIR: case EISDIR: case EEXIST: case ENOTEMPTY: case ESTALE:
+    case EAGAIN:
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case EEXIST:
+    case ENOTEMPTY:
+    case ESTALE:
         return true;
     default:
         return false;
@@ -278,9 +284,8 @@ static int take_update_refs(sg_ckpt_store *st, const git_oid *commit, bool uncha
     return rc;
 }
 
-static int take_once(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
-                     char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats, bool *reused,
-                     sg_err *err)
+static int take_once(sg_ckpt_store *st, const char *label, bool reuse_unchanged, char id_out[SG_CHECKPOINT_ID_LEN + 1],
+                     sg_checkpoint_stats *stats, bool *reused, sg_err *err)
 {
     scan s;
     node root;
@@ -320,8 +325,7 @@ static int take_once(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
 }
 
 int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
-                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
-                          bool *reused, sg_err *err)
+                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats, bool *reused, sg_err *err)
 {
     SG_CKPT_STORE_LOCKED(st);
     if (reused)
@@ -437,8 +441,7 @@ static int change_cmp(const void *a, const void *b)
     return strcmp(((const sg_checkpoint_change *)a)->path, ((const sg_checkpoint_change *)b)->path);
 }
 
-static int diff_once(sg_ckpt_store *st, const git_oid *target, sg_checkpoint_change **out, size_t *nout,
-                     sg_err *err)
+static int diff_once(sg_ckpt_store *st, const git_oid *target, sg_checkpoint_change **out, size_t *nout, sg_err *err)
 {
     scan s;
     node root;
@@ -460,8 +463,7 @@ static int diff_once(sg_ckpt_store *st, const git_oid *target, sg_checkpoint_cha
     return rc;
 }
 
-int sg_checkpoint_diff(sg_ckpt_store *st, const char *id, sg_checkpoint_change **out, size_t *nout,
-                       sg_err *err)
+int sg_checkpoint_diff(sg_ckpt_store *st, const char *id, sg_checkpoint_change **out, size_t *nout, sg_err *err)
 {
     *out = NULL;
     *nout = 0;

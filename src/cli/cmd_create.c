@@ -173,8 +173,10 @@ static int own_disk(sg_sandbox_meta *m, bool disk_given, bool overcommit, sg_err
         sg_err_prefix(err, "--disk %lluM cannot be honoured", (unsigned long long)(m->disk >> 20));
         return -1;
     }
-    sg_cli_sayf("create", "warning: no disk limit for this sandbox (%s): its workspace is a "
-                "directory on the host's file system", derr.msg);
+    sg_cli_sayf("create",
+                "warning: no disk limit for this sandbox (%s): its workspace is a "
+                "directory on the host's file system",
+                derr.msg);
     m->disk = 0;
     return 0;
 }

@@ -51,11 +51,15 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
          * destroy stays idempotent and cleans up whatever is left from
          * here, saying what it found. */
         if (!dead)
-            sg_cli_sayf("destroy", "the supervisor could not destroy %s (%s): cleaning up "
-                    "from here", id, rerr.msg);
+            sg_cli_sayf("destroy",
+                        "the supervisor could not destroy %s (%s): cleaning up "
+                        "from here",
+                        id, rerr.msg);
         else
-            sg_cli_sayf("destroy", "the supervisor of %s is not running and none can take "
-                    "it over (%s): cleaning up from here", id, terr.msg);
+            sg_cli_sayf("destroy",
+                        "the supervisor of %s is not running and none can take "
+                        "it over (%s): cleaning up from here",
+                        id, terr.msg);
         if (sg_cli_cleanup_dead(id, verbose, err) < 0)
             return NULL;
         return json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
@@ -65,9 +69,11 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
         sg_state_wait_exit(sup, 10000);
     json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
     if (left > 0)
-        sg_cli_sayf("destroy", "%lld captured event%s of %s could not be delivered to the "
-                "ingest: kept in the state directory's undelivered/%s; deliver them with "
-                "'sandglass flush %s'", (long long)left, left == 1 ? "" : "s", id, id, id);
+        sg_cli_sayf("destroy",
+                    "%lld captured event%s of %s could not be delivered to the "
+                    "ingest: kept in the state directory's undelivered/%s; deliver them with "
+                    "'sandglass flush %s'",
+                    (long long)left, left == 1 ? "" : "s", id, id, id);
     return res;
 }
 

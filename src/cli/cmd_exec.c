@@ -139,8 +139,7 @@ static void relay_step(stdin_relay *r, short src_ev, short dst_ev)
         r->used = true;
         if (n <= 0) {
             if (n < 0)
-                sg_cli_sayf("exec", "cannot read stdin (%s): the command gets EOF",
-                        strerror(errno));
+                sg_cli_sayf("exec", "cannot read stdin (%s): the command gets EOF", strerror(errno));
             relay_stop(r);
             return;
         }
@@ -659,9 +658,10 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
         if (term_sig) {
             relay_stop(relay); /* the caller is going away */
             if (!term_wait(fd)) {
-                sg_cli_sayf("exec", "the command did not end within %d s of %s; leaving it "
-                        "(it got the signal; the sandbox's limits still hold)", EXEC_TERM_GRACE_MS / 1000,
-                        term_sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+                sg_cli_sayf("exec",
+                            "the command did not end within %d s of %s; leaving it "
+                            "(it got the signal; the sandbox's limits still hold)",
+                            EXEC_TERM_GRACE_MS / 1000, term_sig == SIGHUP ? "SIGHUP" : "SIGTERM");
                 code = 128 + term_sig;
                 break;
             }

@@ -601,8 +601,10 @@ static void mcp_keep(const app *a, double keep_s)
         snprintf(keep, sizeof keep, "for %g s", keep_s);
     else
         snprintf(keep, sizeof keep, "for good (--keep forever)");
-    sg_cli_sayf("mcp", "sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
-                    "'sandglass destroy %s' removes it", a->id, keep, a->id, a->id);
+    sg_cli_sayf("mcp",
+                "sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
+                "'sandglass destroy %s' removes it",
+                a->id, keep, a->id, a->id);
 }
 
 int sg_cmd_mcp(int argc, char **argv)

@@ -71,8 +71,9 @@ static int shell_attach(const char *id, int argc, char **argv, bool other, const
         optind++;
     }
     if (other || optind < argc) {
-        sg_cli_sayf("shell", "--attach takes only an exec number and --detach-keys (the shell "
-                        "runs as it was started)");
+        sg_cli_sayf("shell",
+                    "--attach takes only an exec number and --detach-keys (the shell "
+                    "runs as it was started)");
         return SHELL_EXIT_INTERNAL;
     }
     return sg_cmd_exec_attach(id, num, detach_keys);

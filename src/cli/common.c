@@ -112,8 +112,10 @@ static int keep_spool(const char *id, sg_err *err)
         return -1;
     if (rename(spool, dspool) < 0 || rename(meta, dmeta) < 0)
         return sg_err_sys(err, "cannot keep the spool of sandbox %s in %s", id, dst);
-    sg_cli_sayf("", "sandbox %s: its spool is kept in %s: deliver what the ingest has not "
-            "acknowledged with 'sandglass flush %s'", id, dst, id);
+    sg_cli_sayf("",
+                "sandbox %s: its spool is kept in %s: deliver what the ingest has not "
+                "acknowledged with 'sandglass flush %s'",
+                id, dst, id);
     return 0;
 }
 

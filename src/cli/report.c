@@ -28,11 +28,12 @@ void sg_cli_json_errors(bool on)
     json_errors = on;
 }
 
-/* "PROG CMD: " (ours) ahead of a message escaped by the one printer. */
+/* "PROG CMD: " (ours; "PROG: " without a command) ahead of a message
+ * escaped by the one printer. */
 static void cli_vsay(const char *cmd, const char *fmt, va_list ap)
 {
     char prefix[160];
-    snprintf(prefix, sizeof prefix, "%.40s %.100s: ", prog_name, cmd);
+    snprintf(prefix, sizeof prefix, "%.40s%s%.100s: ", prog_name, *cmd ? " " : "", cmd);
     fflush(stdout); /* what the command printed before stays before */
     sg_vprint_vis(2, prefix, fmt, ap);
 }

@@ -256,8 +256,8 @@ static uint64_t images_growth(const char *sb)
         char rel[NAME_MAX + sizeof "/" SG_DISK_IMAGE + 1];
         snprintf(rel, sizeof rel, "%s/%s", de->d_name, SG_DISK_IMAGE);
         struct stat st;
-        if (de->d_name[0] != '.' && fstatat(dirfd(d), rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISREG(st.st_mode) && (uint64_t)st.st_size > (uint64_t)st.st_blocks * 512)
+        if (de->d_name[0] != '.' && fstatat(dirfd(d), rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            (uint64_t)st.st_size > (uint64_t)st.st_blocks * 512)
             grow += (uint64_t)st.st_size - (uint64_t)st.st_blocks * 512;
     }
     return grow;
@@ -273,10 +273,12 @@ int sg_disk_room(uint64_t bytes, sg_err *err)
     uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize, grow = images_growth(sb);
     if (total + grow <= avail)
         return 0;
-    return sg_err_set(err, ENOSPC, "its image may grow to %llu MiB, and the state directory's file system "
+    return sg_err_set(err, ENOSPC,
+                      "its image may grow to %llu MiB, and the state directory's file system "
                       "has %llu MiB free, %llu MiB of it promised to the images of the other sandboxes "
-                      "(--overcommit makes it anyway)", (unsigned long long)(total >> 20),
-                      (unsigned long long)(avail >> 20), (unsigned long long)(grow >> 20));
+                      "(--overcommit makes it anyway)",
+                      (unsigned long long)(total >> 20), (unsigned long long)(avail >> 20),
+                      (unsigned long long)(grow >> 20));
 }
 
 int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char **mnt, sg_err *err)
