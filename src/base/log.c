@@ -11,6 +11,7 @@
 #include "base/util.h"
 
 #define LINE_MAX_BYTES 4096
+#define PREFIX_MAX_BYTES 256
 
 static char log_who[32] = "sandglass";
 static sg_log_level log_level = SG_LOG_INFO;
@@ -30,35 +31,45 @@ bool sg_log_enabled(sg_log_level level)
     return level <= log_level;
 }
 
+void sg_vprint_vis(int fd, const char *prefix, const char *fmt, va_list ap)
+{
+    char msg[LINE_MAX_BYTES];
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    if (n < 0)
+        return;
+    size_t len = strnlen(msg, sizeof msg);
+    while (len && msg[len - 1] == '\n') /* the caller's own end of line */
+        len--;
+    /* prefix (ours) + the message escaped (4 bytes a byte at worst) + "\n". */
+    char line[PREFIX_MAX_BYTES + 4 * LINE_MAX_BYTES + 8];
+    size_t o = strnlen(prefix, PREFIX_MAX_BYTES);
+    memcpy(line, prefix, o);
+    sg_vis(msg, len, line + o, sizeof line - o - 1);
+    o += strlen(line + o);
+    line[o++] = '\n';
+    ssize_t w = write(fd, line, o); /* one write: lines of two writers never mix */
+    (void)w;
+}
+
+void sg_print_vis(int fd, const char *prefix, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sg_vprint_vis(fd, prefix, fmt, ap);
+    va_end(ap);
+}
+
 void sg_log(sg_log_level level, const char *fmt, ...)
 {
     if (!sg_log_enabled(level))
         return;
-    char msg[LINE_MAX_BYTES];
+    char ts[48], prefix[PREFIX_MAX_BYTES];
+    sg_now_iso8601(ts, sizeof ts);
+    snprintf(prefix, sizeof prefix, "%s %s %s: ", ts, level_name[level], log_who);
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    sg_vprint_vis(2, prefix, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    size_t len = strnlen(msg, sizeof msg);
-    while (len && msg[len - 1] == '\n')
-        msg[--len] = '\0';
-    char line[LINE_MAX_BYTES + 128];
-    char ts[48];
-    sg_now_iso8601(ts, sizeof ts);
-    size_t o = (size_t)snprintf(line, sizeof line, "%s %s %s: ", ts, level_name[level], log_who);
-    for (size_t i = 0; i < len && o < sizeof line - 3; i++) {
-        if (msg[i] == '\n') { /* one event, one line */
-            line[o++] = '\\';
-            line[o++] = 'n';
-        } else {
-            line[o++] = msg[i];
-        }
-    }
-    line[o++] = '\n';
-    ssize_t w = write(2, line, o);
-    (void)w;
 }
 
 void sg_log_lws(int lws_level, const char *line)

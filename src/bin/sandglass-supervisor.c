@@ -4,13 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/report.h"
 
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "supervisor") != 0) {
-        fprintf(stderr, "sandglass-supervisor: run by sandglass create (sandglass-supervisor supervisor ID --ready-fd N)\n");
+        sg_print_vis(
+            2, "sandglass-supervisor: ", "run by sandglass create (sandglass-supervisor supervisor ID --ready-fd N)");
         return 2;
     }
     sg_cli_set_prog("sandglass-supervisor");

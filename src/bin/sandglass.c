@@ -12,6 +12,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 
@@ -104,16 +105,16 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], daemon_cmds[i].name) == 0) {
             char path[PATH_MAX];
             if (sg_cli_daemon_path(path, sizeof path) < 0) {
-                fprintf(stderr, "sandglass: cannot find sandglassd next to this binary\n");
+                sg_print_vis(2, "sandglass: ", "cannot find sandglassd next to this binary");
                 return 1;
             }
             /* Named as the user ran it: its messages say "sandglass CMD". */
             argv[0] = "sandglass";
             execv(path, argv);
-            fprintf(stderr, "sandglass: cannot run %s: %s\n", path, strerror(errno));
+            sg_print_vis(2, "sandglass: ", "cannot run %s: %s", path, strerror(errno));
             return 1;
         }
     }
-    fprintf(stderr, "sandglass: unknown command '%s' (see 'sandglass --help')\n", argv[1]);
+    sg_print_vis(2, "sandglass: ", "unknown command '%.64s' (see 'sandglass --help')", argv[1]);
     return SG_CLI_USAGE;
 }

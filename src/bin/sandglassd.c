@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/report.h"
@@ -38,7 +39,7 @@ int main(int argc, char **argv)
     base = base ? base + 1 : argc > 0 && argv[0] ? argv[0] : "";
     sg_cli_set_prog(strcmp(base, "sandglass") == 0 ? "sandglass" : "sandglassd");
     if (argc < 2) {
-        fprintf(stderr, "sandglassd: missing command (see 'sandglassd --help')\n");
+        sg_print_vis(2, "sandglassd: ", "missing command (see 'sandglassd --help')");
         return SG_CLI_USAGE;
     }
     if (strcmp(argv[1], "--version") == 0) {
@@ -52,6 +53,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
         if (strcmp(argv[1], daemon_cmds[i].name) == 0)
             return daemon_cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "sandglassd: unknown command '%.64s' (see 'sandglassd --help')\n", argv[1]);
+    sg_print_vis(2, "sandglassd: ", "unknown command '%.64s' (see 'sandglassd --help')", argv[1]);
     return SG_CLI_USAGE;
 }

@@ -21,6 +21,36 @@
 #define TRAILER "sandglass-checkpoint:"
 #define SIG "sandglass <sandglass@localhost>"
 
+/* A learner renaming files while the workspace is walked makes a walk fail
+ * with "changed under us" (EAGAIN, or a name gone or replaced between two
+ * calls): the whole scan is taken again, at most SG_CKPT_RACE_TRIES times
+ * with a short backoff, before the error is reported. */
+static bool raced(const sg_err *e)
+{
+    switch (e->code) {
+    case EAGAIN:
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case EEXIST:
+    case ENOTEMPTY:
+    case ESTALE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* After a failed try: true (having waited) when another one is due. */
+static bool race_again(int try, int rc, const sg_err *err)
+{
+    if (rc == 0 || try + 1 >= SG_CKPT_RACE_TRIES || !raced(err))
+        return false;
+    struct timespec ts = {0, (10L << try) * 1000 * 1000}; /* 10, 20, 40 ms */
+    nanosleep(&ts, NULL);
+    return true;
+}
+
 /* ---------- commits ---------- */
 
 static int latest(sg_ckpt_store *st, git_oid *out, sg_err *err)
@@ -254,13 +284,9 @@ static int take_update_refs(sg_ckpt_store *st, const git_oid *commit, bool uncha
     return rc;
 }
 
-int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
-                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats,
-                          bool *reused, sg_err *err)
+static int take_once(sg_ckpt_store *st, const char *label, bool reuse_unchanged, char id_out[SG_CHECKPOINT_ID_LEN + 1],
+                     sg_checkpoint_stats *stats, bool *reused, sg_err *err)
 {
-    SG_CKPT_STORE_LOCKED(st);
-    if (reused)
-        *reused = false;
     scan s;
     node root;
     int rc = sg_ckpt_scan_workspace(st, &s, true, &root, NULL, err);
@@ -295,6 +321,19 @@ int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_uncha
     sg_ckpt_cmpx_free(&c);
     sg_ckpt_node_free(&root);
     sg_ckpt_scan_free(&s);
+    return rc;
+}
+
+int sg_checkpoint_take_ex(sg_ckpt_store *st, const char *label, bool reuse_unchanged,
+                          char id_out[SG_CHECKPOINT_ID_LEN + 1], sg_checkpoint_stats *stats, bool *reused, sg_err *err)
+{
+    SG_CKPT_STORE_LOCKED(st);
+    if (reused)
+        *reused = false;
+    int rc, try = 0;
+    do
+        rc = take_once(st, label, reuse_unchanged, id_out, stats, reused, err);
+    while (race_again(try++, rc, err));
     if (rc < 0)
         sg_err_prefix(err, "checkpoint");
     return rc;
@@ -402,23 +441,14 @@ static int change_cmp(const void *a, const void *b)
     return strcmp(((const sg_checkpoint_change *)a)->path, ((const sg_checkpoint_change *)b)->path);
 }
 
-int sg_checkpoint_diff(sg_ckpt_store *st, const char *id, sg_checkpoint_change **out, size_t *nout,
-                       sg_err *err)
+static int diff_once(sg_ckpt_store *st, const git_oid *target, sg_checkpoint_change **out, size_t *nout, sg_err *err)
 {
-    *out = NULL;
-    *nout = 0;
-    SG_CKPT_STORE_LOCKED(st);
-    git_commit *cm = NULL;
-    if (resolve(st, id, &cm, err) < 0)
-        return -1;
-    git_oid target = *git_commit_tree_id(cm);
-    git_commit_free(cm);
     scan s;
     node root;
     int rc = sg_ckpt_scan_workspace(st, &s, false, &root, NULL, err);
     cmpx c = {.st = st, .err = err, .collect = true};
     if (rc == 0)
-        rc = sg_ckpt_compare(&c, -1, &root, &target);
+        rc = sg_ckpt_compare(&c, -1, &root, target);
     if (rc == 0) {
         if (c.nch)
             qsort(c.ch, c.nch, sizeof(*c.ch), change_cmp);
@@ -430,8 +460,39 @@ int sg_checkpoint_diff(sg_ckpt_store *st, const char *id, sg_checkpoint_change *
     sg_ckpt_cmpx_free(&c);
     sg_ckpt_node_free(&root);
     sg_ckpt_scan_free(&s);
+    return rc;
+}
+
+int sg_checkpoint_diff(sg_ckpt_store *st, const char *id, sg_checkpoint_change **out, size_t *nout, sg_err *err)
+{
+    *out = NULL;
+    *nout = 0;
+    SG_CKPT_STORE_LOCKED(st);
+    git_commit *cm = NULL;
+    if (resolve(st, id, &cm, err) < 0)
+        return -1;
+    git_oid target = *git_commit_tree_id(cm);
+    git_commit_free(cm);
+    int rc, try = 0;
+    do
+        rc = diff_once(st, &target, out, nout, err);
+    while (race_again(try++, rc, err));
     if (rc < 0)
         sg_err_prefix(err, "checkpoint diff");
+    return rc;
+}
+
+/* One try at making the workspace equal to tree target (its scan, then the
+ * changes); *s and *c are the caller's to free. */
+static int restore_once(sg_ckpt_store *st, const git_oid *target, scan *s, cmpx *c, sg_err *err)
+{
+    node root;
+    sg_autoclose int root_fd = -1;
+    int rc = sg_ckpt_scan_workspace(st, s, false, &root, &root_fd, err);
+    *c = (cmpx){.st = st, .err = err, .apply = true};
+    if (rc == 0)
+        rc = sg_ckpt_compare(c, root_fd, &root, target);
+    sg_ckpt_node_free(&root);
     return rc;
 }
 
@@ -449,12 +510,15 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id, sg_checkpoint_stats
     git_commit_free(cm);
 
     scan s;
-    node root;
-    sg_autoclose int root_fd = -1;
-    int rc = sg_ckpt_scan_workspace(st, &s, false, &root, &root_fd, err);
-    cmpx c = {.st = st, .err = err, .apply = true};
-    if (rc == 0)
-        rc = sg_ckpt_compare(&c, root_fd, &root, &target);
+    cmpx c;
+    int rc, try = 0;
+    for (;;) {
+        rc = restore_once(st, &target, &s, &c, err);
+        if (!race_again(try++, rc, err))
+            break;
+        sg_ckpt_cmpx_free(&c);
+        sg_ckpt_scan_free(&s);
+    }
     /* Entries of files left alone stay valid; replaced files have new
      * inodes and ctimes, so stale entries can never match them. */
     sg_err e3 = {0};
@@ -476,7 +540,6 @@ int sg_checkpoint_restore(sg_ckpt_store *st, const char *id, sg_checkpoint_stats
         stats->unrestorable = c.unrestorable;
     }
     sg_ckpt_cmpx_free(&c);
-    sg_ckpt_node_free(&root);
     sg_ckpt_scan_free(&s);
     if (rc < 0)
         sg_err_prefix(err, "rollback to %s", id);

@@ -100,6 +100,9 @@
 #define SG_CKPT_FILE_MAX (32ull * 1024 * 1024)   /* larger files: size + marker, not content */
 #define SG_CKPT_TAKE_MAX (256ull * 1024 * 1024)  /* file bytes one checkpoint reads */
 #define SG_CKPT_STORE_MAX (1024ull * 1024 * 1024) /* bytes stored per sandbox, all checkpoints */
+/* Tries of a take, a diff or a restore whose walk a learner's renames broke
+ * (EAGAIN, a name gone or replaced mid-walk), 10, 20, 40 ms apart. */
+#define SG_CKPT_RACE_TRIES 4
 #define SG_CKPT_MODE_OMITTED 01000000u /* meta record: content not stored */
 #define SG_CKPT_MODE_PARTIAL 02000000u /* meta record (".") : contents not walked */
 

@@ -204,6 +204,12 @@ static int scan_link(scan *s, int dfd, const char *name, node *k)
 {
     char buf[PATH_MAX];
     ssize_t n = readlinkat(dfd, name, buf, sizeof buf);
+    if (n < 0 && errno == ENOENT) {
+        k->recorded = false; /* removed while we walk: not part of the snapshot */
+        return 0;
+    }
+    if (n < 0 && errno == EINVAL) /* no longer a symlink: the walk is taken again */
+        return sg_err_set(s->err, EAGAIN, "%s was replaced while being read", s->path.data);
     if (n < 0)
         return sg_err_sys(s->err, "readlink %s", s->path.data);
     if ((size_t)n >= sizeof buf)
@@ -380,7 +386,11 @@ static int scan_dir(scan *s, int dfd, node *dir, int depth)
         size_t old = sg_ckpt_path_push(&s->path, name);
         if (S_ISDIR(sb.st_mode)) {
             sg_autoclose int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0)
+            if (sub < 0 && errno == ENOENT)
+                k->recorded = false; /* removed while we walk */
+            else if (sub < 0 && (errno == ENOTDIR || errno == ELOOP))
+                rc = sg_err_set(s->err, EAGAIN, "%s was replaced while being read", s->path.data);
+            else if (sub < 0)
                 rc = sg_err_sys(s->err, "opening %s", s->path.data);
             else {
                 s->stats.dirs++;

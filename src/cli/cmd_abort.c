@@ -30,13 +30,15 @@ static const char *bare_reason(json_t *res)
 static void print_abort(const char *id, json_t *res)
 {
     json_t *rb = json_object_get(res, "rollback");
+    /* The reason is free text (a cap's, a signal's or an operator's). */
+    const char *r = bare_reason(res);
+    char vr[1024];
+    sg_vis(r, strlen(r), vr, sizeof vr);
     if (json_is_true(json_object_get(res, "already"))) {
-        printf("%s was already aborted (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")),
-               bare_reason(res));
+        printf("%s was already aborted (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")), vr);
     } else {
         json_t *proof = json_object_get(res, "proof");
-        printf("aborted %s (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")),
-               bare_reason(res));
+        printf("aborted %s (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")), vr);
         printf("  execs killed: %zu, processes killed: %lld\n",
                json_array_size(json_object_get(res, "execs_killed")),
                (long long)json_integer_value(json_object_get(res, "processes_killed")));
@@ -113,7 +115,7 @@ int sg_cmd_abort(int argc, char **argv)
      * first, so this request never waits for it (checkpoint/ckpt_client.h). */
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
-        fprintf(stderr, "sandglass abort: the checkpoint worker: %s\n", kerr.msg);
+        sg_cli_sayf("abort", "the checkpoint worker: %s", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "abort", "reason", reason);
     sg_autojson json_t *res = sg_cli_request(id, req, &err);
     if (!res)

@@ -37,7 +37,7 @@ static void create_usage(FILE *f)
         "                        [--pids 256] [--cpus 1] [--timeout 600] [--output-limit 64M]\n"
         "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
-        "                        [--checkpoints exec|manual] [--disk 1G] [--json]\n"
+        "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
         "\n"
         "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
         "\n"
@@ -53,8 +53,11 @@ static void create_usage(FILE *f)
         "  --timeout S          wall time of each exec (default 600; a terminal session\n"
         "                       has none unless shell or exec -t gives one)\n"
         "  --output-limit SIZE  output bytes of each exec (default 64M)\n"
-        "  --disk SIZE          the workspace's own file system (default 1G, 16M to 16T):\n"
-        "                       writes past it fail with ENOSPC; not with --workspace\n"
+        "  --disk SIZE          the workspace's own file system (default 1G, 16M to 14T):\n"
+        "                       writes past it fail with ENOSPC; not with --workspace; one\n"
+        "                       that cannot be made, or that the state directory's file\n"
+        "                       system has no room for, is an error\n"
+        "  --overcommit         make the disk even when its image could outgrow the free space\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
         "  --ingest URL         where a captured session streams (default $SANDGLASS_INGEST, else ws://127.0.0.1:7433)\n"
         "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
@@ -149,11 +152,39 @@ static int workspace_user(sg_sandbox_meta *m, sg_err *err)
     return 0;
 }
 
+/* The workspace's own file system of m->disk bytes (disk.h), when the
+ * state directory's file system has room for it to grow to its size (or
+ * overcommit). 1: made; 0: none can be made here (no loop device, no
+ * mkfs.ext4, not root) and the default size was asked for: a directory
+ * instead, with a warning; -1: an error (a --disk given is honoured or
+ * create fails: never a workspace with no limit in its place). */
+static int own_disk(sg_sandbox_meta *m, bool disk_given, bool overcommit, sg_err *err)
+{
+    if (geteuid() == 0 && !overcommit && sg_disk_room(m->disk, err) < 0) {
+        sg_err_prefix(err, "--disk %lluM cannot be honoured", (unsigned long long)(m->disk >> 20));
+        return -1;
+    }
+    sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
+    sg_err derr = {0};
+    if (sg_disk_make(image, m->disk, m->uid, m->gid, &m->workspace, &derr) == 0)
+        return 1;
+    if (disk_given) {
+        *err = derr;
+        sg_err_prefix(err, "--disk %lluM cannot be honoured", (unsigned long long)(m->disk >> 20));
+        return -1;
+    }
+    sg_cli_sayf("create",
+                "warning: no disk limit for this sandbox (%s): its workspace is a "
+                "directory on the host's file system",
+                derr.msg);
+    m->disk = 0;
+    return 0;
+}
+
 /* The workspace create makes, handed to a uid of the sandbox's own
- * (state.h): a file system of m->disk bytes of its own (disk.h), or, where
- * none can be made (no loop device, no mkfs.ext4, not root), a directory
- * in the state directory, with a warning: never a silent lack of a limit. */
-static int own_workspace(sg_sandbox_meta *m, sg_err *err)
+ * (state.h): a file system of its own (own_disk), or a directory in the
+ * state directory where none can be made and no --disk was given. */
+static int own_workspace(sg_sandbox_meta *m, bool disk_given, bool overcommit, sg_err *err)
 {
     m->own_workspace = true;
     if (geteuid() != 0) { /* rootless: the caller is the sandbox user */
@@ -166,15 +197,11 @@ static int own_workspace(sg_sandbox_meta *m, sg_err *err)
         m->uid = uid;
         m->gid = (gid_t)uid;
     }
-    if (m->disk) {
-        sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
-        sg_err derr = {0};
-        if (sg_disk_make(image, m->disk, m->uid, m->gid, &m->workspace, &derr) == 0)
-            return 0;
-        fprintf(stderr, "sandglass create: warning: no disk limit for this sandbox (%s): its workspace is a "
-                "directory on the host's file system\n", derr.msg);
-        m->disk = 0;
-    }
+    int made = m->disk ? own_disk(m, disk_given, overcommit, err) : 0;
+    if (made < 0 && geteuid() == 0)
+        sg_state_uid_release(m->uid, m->id);
+    if (made != 0)
+        return made < 0 ? -1 : 0;
     /* Reachable by the sandbox user through the 0700 state dir: the bind
      * mount takes the directory itself, not the path. */
     m->workspace = sg_state_sandbox_path(m->id, "workspace");
@@ -193,7 +220,7 @@ static int own_workspace(sg_sandbox_meta *m, sg_err *err)
 typedef struct create_opts {
     const char *learner, *task, *ws, *rootfs;
     const char *ingest, *secret;
-    bool json, spare, disk_given;
+    bool json, spare, disk_given, overcommit;
     long online; /* CPUs online: --cpus is at most this */
     char ingest_host[256];
     int ingest_port;
@@ -284,6 +311,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"checkpoints", required_argument, NULL, 'P'},
         {"disk", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
+        {"overcommit", no_argument, NULL, 'O'},
         {"spare", no_argument, NULL, 'S'}, /* internal: a spare for the pool (pool.h) */
         {"help", no_argument, NULL, 'h'},
         {0},
@@ -299,6 +327,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         case 'i': o->ingest = optarg; break;
         case 's': o->secret = optarg; break;
         case 'j': o->json = true; break;
+        case 'O': o->overcommit = true; break;
         case 'S': o->spare = true; break;
         case 'h':
             create_usage(stdout);
@@ -456,7 +485,7 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
             sg_sandbox_meta_clear(m);
             return sg_cli_fail("create", err.msg);
         }
-    } else if (own_workspace(m, &err) < 0) {
+    } else if (own_workspace(m, o->disk_given, o->overcommit, &err) < 0) {
         sg_rm_rf(dir, NULL);
         sg_sandbox_meta_clear(m);
         return sg_cli_fail("create", err.msg);

@@ -13,6 +13,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "checkpoint/ckpt_client.h"
 #include "cli/cmds.h"
@@ -40,7 +41,7 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
      * first, so this request never waits for it (checkpoint/ckpt_client.h). */
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
-        fprintf(stderr, "sandglass destroy: the checkpoint worker: %s\n", kerr.msg);
+        sg_cli_sayf("destroy", "the checkpoint worker: %s", kerr.msg);
     sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
     sg_err rerr = {0};
     json_t *res = dead ? NULL : sg_cli_request(id, req, &rerr);
@@ -50,11 +51,15 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
          * destroy stays idempotent and cleans up whatever is left from
          * here, saying what it found. */
         if (!dead)
-            fprintf(stderr, "sandglass destroy: the supervisor could not destroy %s (%s): cleaning up "
-                    "from here\n", id, rerr.msg);
+            sg_cli_sayf("destroy",
+                        "the supervisor could not destroy %s (%s): cleaning up "
+                        "from here",
+                        id, rerr.msg);
         else
-            fprintf(stderr, "sandglass destroy: the supervisor of %s is not running and none can take "
-                    "it over (%s): cleaning up from here\n", id, terr.msg);
+            sg_cli_sayf("destroy",
+                        "the supervisor of %s is not running and none can take "
+                        "it over (%s): cleaning up from here",
+                        id, terr.msg);
         if (sg_cli_cleanup_dead(id, verbose, err) < 0)
             return NULL;
         return json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
@@ -64,9 +69,11 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
         sg_state_wait_exit(sup, 10000);
     json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
     if (left > 0)
-        fprintf(stderr, "sandglass destroy: %lld captured event%s of %s could not be delivered to the "
-                "ingest: kept in the state directory's undelivered/%s; deliver them with "
-                "'sandglass flush %s'\n", (long long)left, left == 1 ? "" : "s", id, id, id);
+        sg_cli_sayf("destroy",
+                    "%lld captured event%s of %s could not be delivered to the "
+                    "ingest: kept in the state directory's undelivered/%s; deliver them with "
+                    "'sandglass flush %s'",
+                    (long long)left, left == 1 ? "" : "s", id, id, id);
     return res;
 }
 
@@ -172,14 +179,14 @@ static bool destroy_confirm(const destroy_opts *o, char **ids, size_t n)
         return false;
     }
     for (size_t i = 0; i < n && i < 20; i++)
-        fprintf(stderr, "  %s\n", ids[i]);
+        sg_print_vis(2, "  ", "%s", ids[i]);
     if (n > 20)
-        fprintf(stderr, "  ... and %zu more\n", n - 20);
+        sg_print_vis(2, "  ", "... and %zu more", n - 20);
     char q[64];
     snprintf(q, sizeof q, "destroy %zu sandbox%s?", n, n == 1 ? "" : "es");
     if (sg_cli_ask_yes(stderr, q))
         return true;
-    fputs("nothing destroyed\n", stderr);
+    sg_print_vis(2, "", "nothing destroyed");
     return false;
 }
 

@@ -21,6 +21,7 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/detachkeys.h"
@@ -138,8 +139,7 @@ static void relay_step(stdin_relay *r, short src_ev, short dst_ev)
         r->used = true;
         if (n <= 0) {
             if (n < 0)
-                fprintf(stderr, "sandglass exec: cannot read stdin (%s): the command gets EOF\n",
-                        strerror(errno));
+                sg_cli_sayf("exec", "cannot read stdin (%s): the command gets EOF", strerror(errno));
             relay_stop(r);
             return;
         }
@@ -212,7 +212,7 @@ static void exec_usage(FILE *f)
 
 static int exec_fail(const char *msg)
 {
-    fprintf(stderr, "sandglass %s: %s\n", prog, msg);
+    sg_cli_sayf(prog, "%s", msg);
     return EXEC_EXIT_INTERNAL;
 }
 
@@ -224,7 +224,7 @@ static bool exec_answer(uint8_t type, const char *buf, ssize_t n, bool json, cha
     if (type == SG_CTL_EXIT && !json) {
         int32_t c32;
         if (n != (ssize_t)sizeof c32) {
-            fprintf(stderr, "sandglass %s: bad answer from the supervisor: an exit code of %zd bytes\n", prog, n);
+            sg_cli_sayf(prog, "bad answer from the supervisor: an exit code of %zd bytes", n);
             return true;
         }
         memcpy(&c32, buf, sizeof c32);
@@ -235,12 +235,12 @@ static bool exec_answer(uint8_t type, const char *buf, ssize_t n, bool json, cha
         return false;
     sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
     if (!res) {
-        fprintf(stderr, "sandglass %s: bad answer from the supervisor: %s\n", prog, err.msg);
+        sg_cli_sayf(prog, "bad answer from the supervisor: %s", err.msg);
         return true;
     }
     if (type == SG_CTL_ERROR) {
         const char *m = json_string_value(json_object_get(res, "error"));
-        fprintf(stderr, "sandglass %s: %s\n", prog, m ? m : "failed");
+        sg_cli_sayf(prog, "%s", m ? m : "failed");
         return true;
     }
     if (json_is_true(json_object_get(res, "detached"))) {
@@ -361,8 +361,8 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
         if (term_sig) {
             in_eof = true;
             if (!term_wait(fd)) {
-                fprintf(stderr, "sandglass %s: the command did not end within %d s of the signal; leaving it\n",
-                        prog, EXEC_TERM_GRACE_MS / 1000);
+                sg_cli_sayf(prog, "the command did not end within %d s of the signal; leaving it",
+                            EXEC_TERM_GRACE_MS / 1000);
                 code = 128 + term_sig;
                 break;
             }
@@ -658,9 +658,10 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
         if (term_sig) {
             relay_stop(relay); /* the caller is going away */
             if (!term_wait(fd)) {
-                fprintf(stderr, "sandglass exec: the command did not end within %d s of %s; leaving it "
-                        "(it got the signal; the sandbox's limits still hold)\n", EXEC_TERM_GRACE_MS / 1000,
-                        term_sig == SIGHUP ? "SIGHUP" : "SIGTERM");
+                sg_cli_sayf("exec",
+                            "the command did not end within %d s of %s; leaving it "
+                            "(it got the signal; the sandbox's limits still hold)",
+                            EXEC_TERM_GRACE_MS / 1000, term_sig == SIGHUP ? "SIGHUP" : "SIGTERM");
                 code = 128 + term_sig;
                 break;
             }
@@ -670,7 +671,7 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
              * EINTR): a signal comes back here, to the grace above. */
             if (errno == EINTR)
                 continue;
-            fprintf(stderr, "sandglass exec: poll: %s\n", strerror(errno));
+            sg_cli_sayf("exec", "poll: %s", strerror(errno));
             break;
         }
         ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
@@ -683,7 +684,7 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
         if (n < 0 || type == 0) {
             char line[320];
             code = exec_lost(false, line, sizeof line);
-            fputs(line, stderr);
+            sg_print_vis(2, "", "%s", line);
             break;
         }
         first = false;

@@ -21,7 +21,7 @@ static void gc_one(const char *id, int *removed, int *failures)
 {
     sg_err err = {0};
     if (sg_cli_cleanup_dead(id, true, &err) < 0) {
-        fprintf(stderr, "sandglass gc: %s\n", err.msg);
+        sg_cli_sayf("gc", "%s", err.msg);
         (*failures)++;
     } else {
         (*removed)++;
@@ -42,7 +42,7 @@ static void gc_dead(const char *id, int *removed, int *revived, int *failures)
     } else if (err.code == ESRCH || err.code == ENOENT) { /* its init is dead, or no record */
         gc_one(id, removed, failures);
     } else {
-        fprintf(stderr, "sandglass gc: %s: %s\n", id, err.msg);
+        sg_cli_sayf("gc", "%s: %s", id, err.msg);
         (*failures)++;
     }
 }
@@ -123,7 +123,7 @@ int sg_cmd_gc(int argc, char **argv)
             continue;
         int own = gc_owns(*p, &err);
         if (own < 0) {
-            fprintf(stderr, "sandglass gc: %s\n", err.msg);
+            sg_cli_sayf("gc", "%s", err.msg);
             failures++;
         } else if (own) {
             gc_one(*p, &removed, &failures);

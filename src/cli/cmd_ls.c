@@ -23,7 +23,7 @@ static const char *ls_state(sg_sandbox_meta *m)
     sg_err err = {0};
     if (sg_revive_takeover(m->id, "ls", &err) < 0) {
         if (err.code != ESRCH)
-            fprintf(stderr, "sandglass ls: %s: %s\n", m->id, err.msg);
+            sg_cli_sayf("ls", "%s: %s", m->id, err.msg);
         return "dead";
     }
     sg_sandbox_meta fresh;

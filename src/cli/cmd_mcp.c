@@ -52,7 +52,7 @@ typedef struct app {
 
 static void app_log_msg(const char *msg)
 {
-    fprintf(stderr, "sandglass mcp: %s\n", msg);
+    sg_cli_sayf("mcp", "%s", msg);
 }
 
 static void io_log(void *ud, const char *msg)
@@ -316,7 +316,7 @@ static int create_sandbox(app *a, char **args, sg_err *err)
         if (null >= 0)
             dup2(null, 0); /* our stdin is the client's: never hand it on */
         execv("/proc/self/exe", args);
-        fprintf(stderr, "sandglass mcp: cannot run sandglass create: %s\n", strerror(errno));
+        sg_cli_sayf("mcp", "cannot run sandglass create: %s", strerror(errno));
         _exit(127);
     }
     close(p[1]);
@@ -594,15 +594,17 @@ static void mcp_keep(const app *a, double keep_s)
         sg_autojson json_t *ex = json_pack("{s:s, s:f}", "op", "expire", "after_s", keep_s);
         sg_autojson json_t *res = sg_cli_request(a->id, ex, &err);
         if (!res)
-            fprintf(stderr, "sandglass mcp: cannot set the keep of sandbox %s: %s\n", a->id, err.msg);
+            sg_cli_sayf("mcp", "cannot set the keep of sandbox %s: %s", a->id, err.msg);
     }
     char keep[64];
     if (keep_s >= 0)
         snprintf(keep, sizeof keep, "for %g s", keep_s);
     else
         snprintf(keep, sizeof keep, "for good (--keep forever)");
-    fprintf(stderr, "sandglass mcp: sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
-                    "'sandglass destroy %s' removes it\n", a->id, keep, a->id, a->id);
+    sg_cli_sayf("mcp",
+                "sandbox %s kept %s: 'sandglass rollback %s' restores a checkpoint, "
+                "'sandglass destroy %s' removes it",
+                a->id, keep, a->id, a->id);
 }
 
 int sg_cmd_mcp(int argc, char **argv)

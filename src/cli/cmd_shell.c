@@ -65,14 +65,15 @@ static int shell_attach(const char *id, int argc, char **argv, bool other, const
         char *end = NULL;
         num = strtol(argv[optind], &end, 10);
         if (!*argv[optind] || *end || num <= 0 || num > 0x7fffffff) {
-            fprintf(stderr, "sandglass shell: --attach takes an exec number, not '%.64s'\n", argv[optind]);
+            sg_cli_sayf("shell", "--attach takes an exec number, not '%.64s'", argv[optind]);
             return SHELL_EXIT_INTERNAL;
         }
         optind++;
     }
     if (other || optind < argc) {
-        fprintf(stderr, "sandglass shell: --attach takes only an exec number and --detach-keys (the shell "
-                        "runs as it was started)\n");
+        sg_cli_sayf("shell",
+                    "--attach takes only an exec number and --detach-keys (the shell "
+                    "runs as it was started)");
         return SHELL_EXIT_INTERNAL;
     }
     return sg_cmd_exec_attach(id, num, detach_keys);
@@ -124,7 +125,7 @@ int sg_cmd_shell(int argc, char **argv)
             free(xargv);
             return 0;
         default:
-            fprintf(stderr, "sandglass shell: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+            sg_cli_sayf("shell", "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
             free(xargv);
             return SHELL_EXIT_INTERNAL;
         }
@@ -133,7 +134,7 @@ int sg_cmd_shell(int argc, char **argv)
         id = argv[optind++];
     if (!id) {
         shell_usage(stderr);
-        fprintf(stderr, "sandglass shell: missing sandbox id\n");
+        sg_cli_sayf("shell", "missing sandbox id");
         free(xargv);
         return SHELL_EXIT_INTERNAL;
     }
@@ -143,7 +144,7 @@ int sg_cmd_shell(int argc, char **argv)
     }
     if (repl) {
         if (optind < argc) {
-            fprintf(stderr, "sandglass shell: --repl takes its commands on stdin, not '%s'\n", argv[optind]);
+            sg_cli_sayf("shell", "--repl takes its commands on stdin, not '%s'", argv[optind]);
             free(xargv);
             return SHELL_EXIT_INTERNAL;
         }
@@ -153,7 +154,7 @@ int sg_cmd_shell(int argc, char **argv)
         return code;
     }
     if (!isatty(0)) {
-        fprintf(stderr, "sandglass shell: needs a terminal on stdin (stdin is not a terminal)\n");
+        sg_cli_sayf("shell", "needs a terminal on stdin (stdin is not a terminal)");
         free(xargv);
         return SHELL_EXIT_INTERNAL;
     }

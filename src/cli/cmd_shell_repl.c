@@ -24,6 +24,7 @@
 #include "base/bounds.h"
 #include "base/cleanup.h"
 #include "cli/cmds.h"
+#include "cli/report.h"
 
 #define REPL_EXIT_INTERNAL 125
 #define REPL_LINE_MAX (32 * 1024) /* a line longer is refused (an exec request is 64 KiB) */
@@ -74,14 +75,14 @@ int sg_cli_shell_repl(const char *id, char **opts, int nopts)
     int lines_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (lines_fd < 0 || null < 0 || dup2(null, 0) < 0) {
-        fprintf(stderr, "sandglass shell: cannot set up the REPL's stdin: %s\n", strerror(errno));
+        sg_cli_sayf("shell", "cannot set up the REPL's stdin: %s", strerror(errno));
         return REPL_EXIT_INTERNAL;
     }
     close(null);
     sg_autofclose FILE *in = fdopen(lines_fd, "r");
     if (!in) {
         close(lines_fd);
-        fprintf(stderr, "sandglass shell: cannot read stdin: %s\n", strerror(errno));
+        sg_cli_sayf("shell", "cannot read stdin: %s", strerror(errno));
         return REPL_EXIT_INTERNAL;
     }
     sg_autofree char *buf = NULL;
@@ -92,12 +93,12 @@ int sg_cli_shell_repl(const char *id, char **opts, int nopts)
     while ((n = getline(&buf, &cap, in)) >= 0) {
         lineno++;
         if (n > REPL_LINE_MAX) {
-            fprintf(stderr, "sandglass shell: line %lu is longer than %d bytes: not run\n", lineno, REPL_LINE_MAX);
+            sg_cli_sayf("shell", "line %lu is longer than %d bytes: not run", lineno, REPL_LINE_MAX);
             code = REPL_EXIT_INTERNAL;
             continue;
         }
         if (memchr(buf, 0, (size_t)n)) {
-            fprintf(stderr, "sandglass shell: line %lu holds a NUL byte: not run\n", lineno);
+            sg_cli_sayf("shell", "line %lu holds a NUL byte: not run", lineno);
             code = REPL_EXIT_INTERNAL;
             continue;
         }

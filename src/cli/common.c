@@ -79,6 +79,11 @@ static json_t *request_once(const char *id, const char *body, bool *unread, sg_e
 
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
 {
+    /* json_pack refuses a string that is not UTF-8: req is NULL then. */
+    if (!req) {
+        sg_err_set(err, EINVAL, "an argument is not valid UTF-8");
+        return NULL;
+    }
     sg_autofree char *body = sg_json_dump(req);
     bool unread = false;
     json_t *j = request_once(id, body, &unread, err);
@@ -107,8 +112,10 @@ static int keep_spool(const char *id, sg_err *err)
         return -1;
     if (rename(spool, dspool) < 0 || rename(meta, dmeta) < 0)
         return sg_err_sys(err, "cannot keep the spool of sandbox %s in %s", id, dst);
-    fprintf(stderr, "sandglass: sandbox %s: its spool is kept in %s: deliver what the ingest has not "
-            "acknowledged with 'sandglass flush %s'\n", id, dst, id);
+    sg_cli_sayf("",
+                "sandbox %s: its spool is kept in %s: deliver what the ingest has not "
+                "acknowledged with 'sandglass flush %s'",
+                id, dst, id);
     return 0;
 }
 

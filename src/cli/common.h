@@ -19,7 +19,8 @@ int sg_cli_daemon_path(char *buf, size_t len);
  * supervisor died is taken over first (revive.h), and a request that the
  * dying supervisor never read goes again to the new one. Returns the
  * result object (caller decrefs) or NULL with err (the supervisor's
- * message). */
+ * message; EINVAL for a NULL req: json_pack refused an argument that is
+ * not UTF-8). */
 json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
 
 

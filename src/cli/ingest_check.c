@@ -111,8 +111,10 @@ static bool warn_unreachable(const char *url, const char *host, int port)
     snprintf(ps, sizeof ps, "%d", port);
     int gr = getaddrinfo(host, ps, &hints, &ai);
     if (gr != 0) {
-        fprintf(stderr, "sandglass create: warning: the ingest host '%s' of %s does not resolve (%s): events are "
-                "kept in the spool until it can be reached\n", host, url, gai_strerror(gr));
+        sg_cli_sayf("create",
+                    "warning: the ingest host '%s' of %s does not resolve (%s): events are "
+                    "kept in the spool until it can be reached",
+                    host, url, gai_strerror(gr));
         return false;
     }
     int err = ECONNREFUSED;
@@ -134,8 +136,10 @@ static bool warn_unreachable(const char *url, const char *host, int port)
         err = soerr;
     }
     freeaddrinfo(ai);
-    fprintf(stderr, "sandglass create: warning: the ingest at %s is not reachable (%s): events are kept in the "
-            "spool and sent when it is (see 'sandglass flush')\n", url, strerror(err));
+    sg_cli_sayf("create",
+                "warning: the ingest at %s is not reachable (%s): events are kept in the "
+                "spool and sent when it is (see 'sandglass flush')",
+                url, strerror(err));
     return false;
 }
 
@@ -249,11 +253,14 @@ int sg_cli_ingest_check(const char *url, const char *host, int port, const char 
         return -1;
     }
     if (!result)
-        fprintf(stderr, "sandglass create: warning: could not ask the ingest at %s whether it takes the tokens of "
-                "the key %s (try 'sandglass token --check %s ...')\n", url,
-                secret ? secret : "<state>/ingest/secret", url);
+        sg_cli_sayf("create",
+                    "warning: could not ask the ingest at %s whether it takes the tokens of "
+                    "the key %s (try 'sandglass token --check %s ...')",
+                    url, secret ? secret : "<state>/ingest/secret", url);
     else if (strcmp(result, "unreachable") == 0)
-        fprintf(stderr, "sandglass create: warning: the ingest at %s did not answer (%s): events are kept in the "
-                "spool and sent when it does (see 'sandglass flush')\n", url, vr);
+        sg_cli_sayf("create",
+                    "warning: the ingest at %s did not answer (%s): events are kept in the "
+                    "spool and sent when it does (see 'sandglass flush')",
+                    url, vr);
     return 0;
 }

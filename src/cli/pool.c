@@ -131,7 +131,7 @@ int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32])
             return 1;
         }
         /* A spare that cannot be claimed is of no use: it goes. */
-        fprintf(stderr, "sandglass create: spare %s could not be claimed (%s); destroying it\n", *id, e.msg);
+        sg_cli_sayf("create", "spare %s could not be claimed (%s); destroying it", *id, e.msg);
         destroy_spare(*id);
     }
     return 0;

@@ -3,9 +3,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
+#include "base/util.h"
 
 static bool json_errors;
 static const char *prog_name = "sandglass";
@@ -25,17 +28,52 @@ void sg_cli_json_errors(bool on)
     json_errors = on;
 }
 
+/* "PROG CMD: " (ours; "PROG: " without a command) ahead of a message
+ * escaped by the one printer. */
+static void cli_vsay(const char *cmd, const char *fmt, va_list ap)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%.40s%s%.100s: ", prog_name, *cmd ? " " : "", cmd);
+    fflush(stdout); /* what the command printed before stays before */
+    sg_vprint_vis(2, prefix, fmt, ap);
+}
+
+static void cli_say(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cli_say(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vsay(cmd, fmt, ap);
+    va_end(ap);
+}
+
+/* The error as one JSON line: JSON_ENSURE_ASCII writes every control byte
+ * and non-ASCII character as \uXXXX, so the line is printable ASCII (checked:
+ * DEL is not escaped) and goes out whole, in one write. False when it
+ * cannot be (a message that is not UTF-8 fails to pack). */
+static bool print_json_error(const char *cmd, const char *msg)
+{
+    sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
+    sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    if (!s)
+        return false;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return false;
+    s = sg_xrealloc(s, n + 2);
+    s[n++] = '\n';
+    fflush(stdout);
+    ssize_t w = write(2, s, n);
+    (void)w;
+    return true;
+}
+
 static void print_error(const char *cmd, const char *msg)
 {
-    if (json_errors) {
-        sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
-        sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-        if (s) {
-            fprintf(stderr, "%s\n", s);
-            return;
-        }
-    }
-    fprintf(stderr, "%s %s: %s\n", prog_name, cmd, msg);
+    if (json_errors && print_json_error(cmd, msg))
+        return;
+    cli_say(cmd, "%s", msg);
 }
 
 int sg_cli_fail(const char *cmd, const char *msg)
@@ -58,9 +96,7 @@ void sg_cli_sayf(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s %s: ", prog_name, cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vsay(cmd, fmt, ap);
     va_end(ap);
 }
 

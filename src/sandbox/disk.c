@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,7 +30,7 @@ int sg_disk_parse(const char *s, uint64_t *bytes, sg_err *err)
     if (sg_parse_size(s, &v, err) < 0)
         return -1;
     if (v < SG_DISK_MIN || v > SG_DISK_MAX)
-        return sg_err_set(err, ERANGE, "invalid size '%s': from 16M to 16T", s);
+        return sg_err_set(err, ERANGE, "invalid size '%s': from 16M to 14T", s);
     *bytes = v;
     return 0;
 }
@@ -235,15 +236,56 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
     return 0;
 }
 
+/* The image's size for a learner's bytes: ext4's inode tables and bitmaps
+ * take ~5% of it (one inode per 8 KiB), added so the learner gets about the
+ * bytes asked for; then root's reserve (*reserve) on top. */
+static uint64_t image_total(uint64_t bytes, uint64_t *reserve)
+{
+    *reserve = (bytes / 16 + 4095) & ~4095ull;
+    return ((bytes + bytes / 20 + 4095) & ~4095ull) + *reserve;
+}
+
+/* What the images in the state directory's sb/ may still grow by: each
+ * one's size less what it holds. */
+static uint64_t images_growth(const char *sb)
+{
+    uint64_t grow = 0;
+    sg_autoclosedir DIR *d = opendir(sb);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char rel[NAME_MAX + sizeof "/" SG_DISK_IMAGE + 1];
+        snprintf(rel, sizeof rel, "%s/%s", de->d_name, SG_DISK_IMAGE);
+        struct stat st;
+        if (de->d_name[0] != '.' && fstatat(dirfd(d), rel, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            (uint64_t)st.st_size > (uint64_t)st.st_blocks * 512)
+            grow += (uint64_t)st.st_size - (uint64_t)st.st_blocks * 512;
+    }
+    return grow;
+}
+
+int sg_disk_room(uint64_t bytes, sg_err *err)
+{
+    uint64_t reserve, total = image_total(bytes, &reserve);
+    sg_autofree char *sb = sg_state_path("sb");
+    struct statvfs vfs;
+    if (statvfs(sb, &vfs) < 0)
+        return sg_err_sys(err, "cannot read the free space of %s", sb);
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize, grow = images_growth(sb);
+    if (total + grow <= avail)
+        return 0;
+    return sg_err_set(err, ENOSPC,
+                      "its image may grow to %llu MiB, and the state directory's file system "
+                      "has %llu MiB free, %llu MiB of it promised to the images of the other sandboxes "
+                      "(--overcommit makes it anyway)",
+                      (unsigned long long)(total >> 20), (unsigned long long)(avail >> 20),
+                      (unsigned long long)(grow >> 20));
+}
+
 int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char **mnt, sg_err *err)
 {
     if (geteuid() != 0)
         return sg_err_set(err, EPERM, "only root can set up a loop device");
-    /* ext4's inode tables and bitmaps take ~5% of it (one inode per 8 KiB):
-     * added, so the learner gets about the bytes asked for; then root's
-     * reserve on top. */
-    uint64_t reserve = (bytes / 16 + 4095) & ~4095ull;
-    uint64_t total = ((bytes + bytes / 20 + 4095) & ~4095ull) + reserve;
+    uint64_t reserve, total = image_total(bytes, &reserve);
     sg_autofree char *path = sg_strdup_printf(SG_DISK_DIR "/%u", (unsigned)uid);
     if (mount_point(path, err) < 0)
         return -1;

@@ -30,20 +30,30 @@
 #define SG_DISK_DIR "/run/sandglass-disk"
 #define SG_DISK_DEFAULT (1ull << 30)  /* --disk when not given */
 #define SG_DISK_MIN (16ull << 20)     /* ext4 with room to spare for its metadata */
-#define SG_DISK_MAX (16ull << 40)     /* ext4's limit with 4 KiB blocks, at most */
+/* Its image (tables and root's reserve on top, ~1.11x) stays under ext4's
+ * 16 TiB file limit (4 KiB blocks): a size create cannot make is refused. */
+#define SG_DISK_MAX (14ull << 40)
 #define SG_DISK_IMAGE "disk.img"      /* in <state>/sb/<id>/ */
 /* SG_DISK_DIR/.template-v<N>-<bytes>: a formatted image per size, copied
  * by each create; a new N when mkfs's options change. */
 #define SG_DISK_TEMPLATE_VERSION 1
 
-/* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN to SG_DISK_MAX. */
+/* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN (16M) to SG_DISK_MAX (14T). */
 int sg_disk_parse(const char *s, uint64_t *bytes, sg_err *err);
+
+/* Whether the state directory's file system has room for the image of a
+ * --disk of bytes to grow to its full size, beside what the images of the
+ * state directory's other sandboxes may still grow by (their size less
+ * what they hold). -1 with ENOSPC saying the figures when not: create
+ * refuses then unless --overcommit. A bound at create, not a reservation
+ * (two creates at once each see the space before the other's image). */
+int sg_disk_room(uint64_t bytes, sg_err *err);
 
 /* Makes the file system: image (created, must not exist) of bytes for the
  * learner, its root owned by uid:gid, mounted at SG_DISK_DIR/<uid>, whose
  * path goes to *mnt (caller frees). On failure nothing is left (no image,
- * loop device or mount) and err says why: the caller falls back to a
- * directory and says so. */
+ * loop device or mount) and err says why: create fails when --disk was
+ * given, else falls back to a directory and says so. */
 int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char **mnt, sg_err *err);
 
 /* Undoes sg_disk_make: detaches the mount (the loop device goes with the

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "state/state.h"
 #include "wire/ctl.h"
@@ -137,8 +138,9 @@ static int takeover_locked(const char *id, const char *who, sg_err *err)
         sg_err_prefix(err, "the supervisor of sandbox %s is not running and none could take it over", id);
         return -1;
     }
-    fprintf(stderr, "sandglass%s%s: the supervisor of sandbox %s had died; a new one took over\n",
-            who ? " " : "", who ? who : "", id);
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "sandglass%s%.40s: ", who ? " " : "", who ? who : "");
+    sg_print_vis(2, prefix, "the supervisor of sandbox %s had died; a new one took over", id);
     return 1;
 }
 

@@ -1,5 +1,6 @@
 /* Unit tests for log: the line's shape, the level filter from the
- * environment, one line per message (its newlines escaped), lws's levels. */
+ * environment, one line per message (its newlines escaped), lws's levels;
+ * a learner's bytes in a message written escaped (sg_print_vis). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,10 +81,39 @@ static void test_lines(void **state)
     free(out);
 }
 
+/* A learner's file name in a message: title, erase, a forged line, a bidi
+ * override, invalid UTF-8, C1 CSI. */
+#define HOSTILE "\x1b]0;owned\x07\x1b[2K\r\n[fake] restored OK\xe2\x80\xae\xff\xc2\x9b"
+
+static void hostile(void)
+{
+    unsetenv("SANDGLASS_LOG_LEVEL");
+    sg_log_init("tester");
+    sg_log(SG_LOG_ERROR, "readlink %s: gone\n", HOSTILE);
+    sg_print_vis(2, "sandglass rollback: ", "checkpoint diff: readlink %s: gone", HOSTILE);
+}
+
+static void test_hostile(void **state)
+{
+    (void)state;
+    char *out = logged(hostile);
+    size_t lines = 0;
+    for (const unsigned char *c = (const unsigned char *)out; *c; c++) {
+        lines += *c == '\n';
+        assert_true(*c == '\n' || (*c >= 0x20 && *c < 0x7f)); /* nothing a terminal acts on */
+    }
+    assert_int_equal(lines, 2); /* each message one line: none forged */
+    const char *shown = "\\x1b]0;owned\\x07\\x1b[2K\\r\\n[fake] restored OK\\u202e\\xff\\u009b";
+    assert_non_null(strstr(out, shown));
+    assert_non_null(strstr(out, "\nsandglass rollback: checkpoint diff: readlink \\x1b]0;"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lines),
+        cmocka_unit_test(test_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
