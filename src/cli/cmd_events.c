@@ -516,8 +516,7 @@ static int events_follow(const events_opts *o, const sg_cli_target *t, const uin
         if (served)
             backoff_ms = FOLLOW_BACKOFF_MIN_MS;
         if (!lost || served)
-            fprintf(stderr, "sandglass events: the stream from the ingest ended; resuming after "
-                    "event id %lld\n", cursor);
+            sg_cli_sayf("events", "the stream from the ingest ended; resuming after event id %lld", cursor);
         lost = true;
         struct timespec ts = {backoff_ms / 1000, (backoff_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
