@@ -12,6 +12,7 @@
 #include "base/util.h"
 #include "capture/procevents.h"
 #include "capture/testrule.h"
+#include "capture/testsummary.h"
 #include "capture/watch.h"
 #include "delivery/spool.h"
 #include "delivery/uplink_client.h"
@@ -525,6 +526,28 @@ void sg_capture_exec_output(sg_capture_exec *e, bool is_stderr, const char *buf,
         tail_add(is_stderr ? &e->err : &e->out, buf, len);
 }
 
+/* The tail's bytes in order into dst (t->len bytes). */
+static void tail_copy(const tail *t, char *dst)
+{
+    size_t first = sizeof t->buf - t->start < t->len ? sizeof t->buf - t->start : t->len;
+    memcpy(dst, t->buf + t->start, first);
+    memcpy(dst + first, t->buf, t->len - first);
+}
+
+/* The runner's own counts from both streams' tails (testsummary.h). */
+static void add_test_counts(const sg_capture_exec *e, const json_t *result, json_t *r)
+{
+    sg_autofree char *both = malloc(e->out.len + 1 + e->err.len);
+    sg_autofree sg_testsummary *s = malloc(sizeof *s);
+    if (!both || !s)
+        return;
+    tail_copy(&e->out, both);
+    both[e->out.len] = '\n';
+    tail_copy(&e->err, both + e->out.len + 1);
+    if (sg_testsummary_parse(both, e->out.len + 1 + e->err.len, s) == 0)
+        sg_testsummary_to_json(s, result, r);
+}
+
 static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
 {
     if (!t->total)
@@ -532,9 +555,7 @@ static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
     sg_autofree char *flat = malloc(t->len + 1);
     if (!flat)
         return;
-    size_t first = sizeof t->buf - t->start < t->len ? sizeof t->buf - t->start : t->len;
-    memcpy(flat, t->buf + t->start, first);
-    memcpy(flat + first, t->buf, t->len - first);
+    tail_copy(t, flat);
     size_t n = 0;
     sg_autofree char *clean = sg_utf8_sanitize(flat, t->len, &n);
     if (!clean)
@@ -567,6 +588,8 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
     }
     if (r && e->tool)
         json_object_set(r, "tool", e->tool);
+    if (e->is_test)
+        add_test_counts(e, result, r);
     sg_capture_emit(c, e->is_test ? "test_result" : "run_result", r);
     static const struct {
         const char *field, *what;

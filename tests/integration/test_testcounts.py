@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""test_result's counts (issue 24): real test runners, run by `sandglass
+exec` inside a captured sandbox, and the counts, failing tests' names and
+outcome the store's test_result holds. The runners are Debian's (the
+sandbox's root is the host's system directories, read-only): pytest
+(python3-pytest), unittest, go test (golang-go), cargo test (cargo, offline,
+a crate without dependencies). A runner whose program is not on the host is
+skipped with why (scripts/install-deps.sh installs them). TAP output.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import tap  # noqa: E402
+from test_capture import CapEnv, ok  # noqa: E402
+
+
+def put(env: CapEnv, sid: str, files: dict[str, str]) -> None:
+    """Writes files into the workspace, as the sandbox's user."""
+    cmds = []
+    for path, text in files.items():
+        b = base64.b64encode(text.encode()).decode()
+        cmds.append(f"mkdir -p \"$(dirname '{path}')\" && echo {b} | base64 -d > '{path}'")
+    p = env.sh(sid, " && ".join(cmds))
+    assert p.returncode == 0, p
+
+
+def result(env: CapEnv, sid: str, script: str, timeout: float = 300) -> dict:
+    p, ev = env.run_exec(sid, script, timeout=timeout)
+    tr = [r["payload"] for r in ev if r["kind"] == "test_result"]
+    return tr[0] if len(tr) == 1 else {"events": [r["kind"] for r in ev], "exit": p.returncode}
+
+
+def counts(tr: dict) -> tuple:
+    return tuple(tr.get(k) for k in ("runner", "parsed", "outcome", "run", "passed", "failed", "errors", "skipped"))
+
+
+PY_TESTS = """\
+import pytest
+
+def test_one():
+    assert 1 + 1 == 2
+
+def test_two():
+    assert 1 + 1 == 3
+
+@pytest.mark.skip(reason="later")
+def test_three():
+    pass
+
+def test_four():
+    pass
+"""
+
+UT_TESTS = """\
+import unittest
+
+class T(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(1, 1)
+
+    def test_fail(self):
+        self.assertEqual(1, 2)
+
+    def test_error(self):
+        raise RuntimeError("boom")
+
+    @unittest.skip("later")
+    def test_skip(self):
+        pass
+"""
+
+GO_TESTS = """\
+package m
+
+import "testing"
+
+func TestAdd(t *testing.T) {}
+
+func TestSub(t *testing.T) { t.Fatal("wrong") }
+
+func TestSkip(t *testing.T) { t.Skip("later") }
+"""
+
+RS_LIB = """\
+pub fn add(a: i32, b: i32) -> i32 { a + b }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn adds() { assert_eq!(super::add(1, 1), 2); }
+    #[test]
+    fn fails() { assert_eq!(super::add(1, 1), 3); }
+    #[test]
+    #[ignore]
+    fn later() {}
+}
+"""
+
+
+def run_tests(env: CapEnv) -> None:
+    sid = env.create_captured()
+
+    @tap.case("pytest: failing, passing, no tests")
+    def _():
+        if not shutil.which("pytest-3") and not os.path.exists("/usr/lib/python3/dist-packages/pytest"):
+            tap.skip("pytest", "python3-pytest is not installed")
+            return
+        put(env, sid, {"py/test_calc.py": PY_TESTS, "py/ok/test_ok.py": "def test_a():\n    pass\n",
+                       "py/none/README": "no tests here\n"})
+        tr = result(env, sid, "cd py && python3 -m pytest -p no:cacheprovider test_calc.py")
+        tap.eq(counts(tr), ("pytest", True, "failed", 3, 2, 1, 0, 1), "pytest: counts of a failing suite")
+        tap.eq(tr.get("failing_tests"), ["test_calc.py::test_two"], "pytest: the failing test's name")
+        tap.eq(tr.get("exit_code"), 1, "pytest: exit status kept")
+        tr = result(env, sid, "cd py/ok && python3 -m pytest -q -p no:cacheprovider")
+        tap.eq(counts(tr), ("pytest", True, "passed", 1, 1, 0, 0, 0), "pytest -q: a passing suite")
+        tr = result(env, sid, "cd py/none && python3 -m pytest -p no:cacheprovider")
+        tap.eq(counts(tr)[:4], ("pytest", True, "no_tests", 0), "pytest: no tests ran is not a pass")
+        tap.eq(tr.get("exit_code"), 5, "pytest: exit 5 for no tests")
+
+    @tap.case("unittest: failing, passing, no tests")
+    def _():
+        put(env, sid, {"ut/test_m.py": UT_TESTS, "ut2/test_p.py":
+                       "import unittest\n\nclass P(unittest.TestCase):\n    def test_p(self):\n        pass\n",
+                       "ut3/README": "none\n"})
+        tr = result(env, sid, "cd ut && python3 -m unittest")
+        tap.eq(counts(tr), ("unittest", True, "failed", 3, 1, 1, 1, 1), "unittest: counts of a failing suite")
+        names = tr.get("failing_tests") or []
+        ok(len(names) == 2 and any(n.startswith("test_fail") for n in names)
+           and any(n.startswith("test_error") for n in names), "unittest: FAIL and ERROR names", names)
+        tr = result(env, sid, "cd ut2 && python3 -m unittest")
+        tap.eq(counts(tr), ("unittest", True, "passed", 1, 1, 0, 0, 0), "unittest: a passing suite")
+        tr = result(env, sid, "cd ut3 && python3 -m unittest")
+        tap.eq(counts(tr)[:4], ("unittest", True, "no_tests", 0), "unittest: Ran 0 tests is not a pass")
+
+    @tap.case("go test: failing (plain and -v), passing, no tests")
+    def _():
+        if not os.path.exists("/usr/bin/go"):
+            tap.skip("go test", "golang-go is not installed")
+            return
+        put(env, sid, {"go1/go.mod": "module example.com/m\n\ngo 1.19\n", "go1/m_test.go": GO_TESTS,
+                       "go2/go.mod": "module example.com/p\n\ngo 1.19\n",
+                       "go2/p_test.go": 'package p\n\nimport "testing"\n\nfunc TestP(t *testing.T) {}\n',
+                       "go3/go.mod": "module example.com/n\n\ngo 1.19\n", "go3/n.go": "package n\n"})
+        goenv = "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath GOPROXY=off GOTOOLCHAIN=local HOME=/tmp"
+        tr = result(env, sid, f"cd go1 && {goenv} go test -v ./...")
+        tap.eq(counts(tr), ("go", True, "failed", 2, 1, 1, 0, 1), "go test -v: counts of a failing suite")
+        tap.eq(tr.get("failing_tests"), ["TestSub"], "go test -v: the failing test's name")
+        tr = result(env, sid, f"cd go1 && {goenv} go test ./...")
+        ok(counts(tr)[:3] == ("go", True, "failed") and tr.get("failed") == 1
+           and tr.get("failing_tests") == ["TestSub"], "go test: failures without -v", tr)
+        tr = result(env, sid, f"cd go2 && {goenv} go test -v ./...")
+        tap.eq(counts(tr), ("go", True, "passed", 1, 1, 0, 0, 0), "go test -v: a passing suite")
+        tr = result(env, sid, f"cd go3 && {goenv} go test ./...")
+        tap.eq(counts(tr)[:4], ("go", True, "no_tests", 0), "go test: no test files is not a pass")
+
+    @tap.case("cargo test: failing, passing (offline, no dependencies)")
+    def _():
+        if not os.path.exists("/usr/bin/cargo"):
+            tap.skip("cargo test", "cargo is not installed")
+            return
+        toml = '[package]\nname = "{n}"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n'
+        put(env, sid, {"rs1/Cargo.toml": toml.format(n="rs1"), "rs1/src/lib.rs": RS_LIB,
+                       "rs2/Cargo.toml": toml.format(n="rs2"),
+                       "rs2/src/lib.rs": "#[cfg(test)]\nmod t {\n    #[test]\n    fn ok() {}\n}\n"})
+        cenv = "CARGO_HOME=/tmp/cargo HOME=/tmp CARGO_TERM_COLOR=never"
+        tr = result(env, sid, f"cd rs1 && {cenv} cargo test --offline --lib")
+        tap.eq(counts(tr), ("cargo", True, "failed", 2, 1, 1, 0, 1), "cargo test: counts of a failing suite")
+        tap.eq(tr.get("failing_tests"), ["tests::fails"], "cargo test: the failing test's name")
+        tr = result(env, sid, f"cd rs2 && {cenv} cargo test --offline")
+        tap.eq(counts(tr)[:5], ("cargo", True, "passed", 1, 1), "cargo test: a passing suite (lib and doc tests)")
+
+    @tap.case("nothing parses: the exit status decides, parsed false")
+    def _():
+        put(env, sid, {"bin/pytest": "#!/bin/sh\necho all good\nexit 0\n"})
+        env.sh(sid, "chmod +x bin/pytest")
+        tr = result(env, sid, "PATH=/workspace/bin:$PATH pytest")
+        tap.eq((tr.get("parsed"), tr.get("outcome"), tr.get("runner")), (False, "passed", None),
+               "an unparsed test command: parsed false, outcome from its exit")
+
+    env.destroy(sid)
+
+
+def main() -> None:
+    env = CapEnv()
+    try:
+        run_tests(env)
+    finally:
+        env.cleanup()
+    tap.done()
+
+
+if __name__ == "__main__":
+    main()
