@@ -14,6 +14,9 @@ pkgs=(
   chromium  # a real browser for the terminal page test (tests/node/browser_terminal.mjs)
   e2fsprogs  # mkfs.ext4: each workspace's own file system (src/sandbox/disk.c)
   tmux vim  # a real terminal and a full-screen program for the reattach test (test_shell.py)
+  # real test runners whose summaries test_result parses (test_testcounts.py): the sandbox
+  # runs the host's /usr/bin ones; cargo works offline on a crate without dependencies
+  python3-pytest golang-go cargo
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP
 # Inspector). Debian's nodejs and npm, unless a node with npm is already

