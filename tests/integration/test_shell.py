@@ -378,6 +378,9 @@ def _():
            r["kind"] in ("run_result", "test_result")}
     tap.eq((res.get("echo hi", {}).get("exit_code"), res.get("false", {}).get("exit_code")), (0, 1),
            "echo hi; false: two results, 0 and 1")
+    ut = res.get("python3 -m unittest -q", {})
+    tap.eq(tuple(ut.get(k) for k in ("runner", "parsed", "outcome", "run", "passed", "failed")),
+           ("unittest", True, "passed", 1, 1, 0), "a test typed in the shell: its runner's counts, from the terminal")
     outs = [r["payload"]["data"] for r in rows if r["seq"] > base and r["kind"] == "stdout"]
     tap.ok(any(o == "hi\r\n" for o in outs), "echo hi's stdout is its own output", repr(outs))
     made = [r for r in rows if r["kind"] == "file_diff" and r["payload"].get("path", "").endswith("made.txt")]
