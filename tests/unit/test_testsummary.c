@@ -71,7 +71,7 @@ static void test_cases(void **state)
     assert_non_null(s);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const tcase *c = &cases[i];
-        print_message("case %zu\n", i);
+        print_message("# case %zu\n", i);
         assert_int_equal(sg_testsummary_parse(c->out, strlen(c->out), s), 0);
         if (!c->runner) {
             assert_null(s->runner);
@@ -146,8 +146,6 @@ static void test_bounds(void **state)
     json_decref(res);
 
     /* the long name alone: cut at a character boundary */
-    const char *one = buf + n - 0; /* unused */
-    (void)one;
     char line[1024];
     size_t m = (size_t)snprintf(line, sizeof line, "FAILED ");
     for (int i = 0; i < 150; i++) {
