@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Attack (issue 22): a program in a terminal writes the shell
+integration's command marks, ESC ] 133 ; C and ESC ] 133 ; D, 100,000
+times, with a file written between them. Each forged command used to
+restart the per-exec caps (1,000 file diffs, 1,000 programs) and make its
+own stdin, command, activity, stdout and run_result events, each made
+durable (an fdatasync) and sent: 600,033 stored events and +130 MB of
+SQLite in 38 s. Now the session's per-minute budgets (capture/budget.h:
+events, bytes, checkpoints) bound what it stores, one `limit` event
+{what: budget} says so, another sandbox's session at the same time is
+recorded whole, and the abort still works."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+
+from workspace_common import SANDGLASS, SLOW, events, new_env, tap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from sgtest import cgroup_pids, wait_for  # noqa: E402
+
+COMMANDS = 100_000
+EVENTS_PER_MIN = 20000  # the default budget (base/bounds.h SG_BUDGET_EVENTS_DEFAULT)
+# Builtins only between the marks: a write of the workspace, then the
+# forged command's end; a `sleep` keeps the exec alive for the abort.
+FLOOD = (f"i=0; while [ $i -lt {COMMANDS} ]; do printf '\\033]133;C;cmd=forged %d\\007' $i; "
+         "echo $i > /workspace/f$((i % 7)); printf '\\033]133;D;0\\007'; i=$((i+1)); done; "
+         "echo FLOOD-DONE; sleep 600")
+OTHER = 20  # execs of the other sandbox, while the flood runs
+
+env = new_env()
+
+
+def run_on_terminal(args: list[str], limit: float, done: threading.Event) -> tuple[int | None, bytes]:
+    """The CLI on a terminal of ours, its output read as it comes; done is
+    set once the flood's last line came."""
+    master, slave = os.openpty()
+    p = subprocess.Popen([SANDGLASS, *args], stdin=slave, stdout=slave, stderr=slave,
+                         env=dict(env.env, TERM="xterm"), start_new_session=True)
+    env.procs.append(p)
+    tail = b""
+    end = time.monotonic() + limit
+    try:
+        while time.monotonic() < end and p.poll() is None:
+            r, _, _ = select.select([master], [], [], 0.2)
+            if r:
+                try:
+                    d = os.read(master, 65536)
+                except OSError:
+                    break
+                tail = (tail + d)[-4096:]
+                if b"FLOOD-DONE" in tail:
+                    done.set()
+        return p.poll(), tail
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+        os.close(slave)
+
+
+try:
+    t0 = time.monotonic()
+    sid = env.create_captured()
+    other = env.create_captured(task="other")
+
+    @tap.case("100,000 forged commands on a terminal, another session beside it")
+    def _flood():
+        done = threading.Event()
+        res: list = []
+        th = threading.Thread(target=lambda: res.append(run_on_terminal(["exec", sid, "-t", "--", "sh", "-c", FLOOD],
+                                                                        600, done)))
+        th.start()
+        # The other sandbox works while the flood runs: every exec recorded.
+        bad = []
+        for i in range(OTHER):
+            r = env.run("exec", other, "--", "/bin/sh", "-c", f"echo {i} > /workspace/g{i}; echo out{i}",
+                        timeout=SLOW)
+            if r.returncode != 0 or r.stdout != f"out{i}\n".encode():
+                bad.append((i, r.returncode, r.stdout[-200:], r.stderr[-200:]))
+        tap.ok(not bad, f"the other sandbox's {OTHER} execs run while the flood goes on", repr(bad)[:600])
+        tap.ok(done.wait(SLOW * 2), "the flood ends")
+        reached = wait_for(lambda: any(e.get("what") == "budget" for e in events(env, sid, "limit")), 60)
+        tap.ok(reached, "a limit event {what: budget} is spooled")
+        try:
+            r = env.run("abort", sid, "--json", timeout=20)
+        except subprocess.TimeoutExpired:
+            r = None
+        tap.ok(r is not None and r.returncode == 0, "abort answers within 20 s",
+               r.stderr.decode(errors="replace") if r else "no answer")
+        rec = json.loads(r.stdout or b"{}") if r else {}
+        tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True, "its proof holds", repr(rec)[:600])
+        tap.ok(len(cgroup_pids(sid)) <= 1, "the cgroup holds init alone", repr(cgroup_pids(sid)))
+        th.join(120)
+        tap.ok(bool(res) and res[0][0] is not None, "the exec ends with the abort", repr(res)[:300])
+
+        # Everything spooled reaches the store (the abort's record last).
+        spooled = len(env.spool_records(sid))
+        rows = env.wait_rows(sid, lambda rs: any(x["kind"] == "session_abort" for x in rs), SLOW)
+        rows = env.wait_rows(sid, lambda rs: len(rs) >= spooled, SLOW)
+        elapsed = time.monotonic() - t0
+        windows = int(elapsed // 60) + 2  # windows the session can have opened, at most
+        # Past the budget only the kinds never dropped are stored: the
+        # sandbox's life, the exec op's own events, checkpoints, limits.
+        bound = EVENTS_PER_MIN * windows + 200
+        print(f"# {len(rows)} events stored for the flooded session in {elapsed:.0f} s "
+              f"({windows} windows at most, bound {bound})", flush=True)
+        tap.ok(len(rows) <= bound, "the flooded session's stored events are bounded by its budget",
+               f"{len(rows)} > {bound}")
+        lim = [x["payload"] for x in rows if x["kind"] == "limit" and x["payload"].get("what") == "budget"]
+        first = next((p for p in lim if p.get("state") == "reached"), {})
+        tap.ok(first.get("budget") in ("events", "bytes") and isinstance(first.get("count"), int)
+               and first.get("limit") and first.get("window_s") == 60,
+               "the limit event names the budget, its count and window", repr(lim)[:600])
+        tap.ok(len(lim) <= 3 * windows, "a few limit events, not one per dropped event", f"{len(lim)}")
+        tap.ok(any(x["kind"] == "session_abort" for x in rows), "the abort is recorded")
+        seqs = [x["seq"] for x in rows]
+        tap.eq(seqs, list(range(seqs[0], seqs[0] + len(seqs))), "no gap in the stored seqs")
+
+        # The other session: every exec and its file change, in its store.
+        orows = env.wait_rows(other, lambda rs: sum(x["kind"] == "run_result" for x in rs) >= OTHER, SLOW)
+        results = [x for x in orows if x["kind"] == "run_result"]
+        diffs = {x["payload"].get("path") for x in orows if x["kind"] == "file_diff"}
+        tap.eq(len(results), OTHER, "the other session's results are all stored")
+        tap.ok(all(any((p or "").endswith(f"g{i}") for p in diffs) for i in range(OTHER)),
+               "the other session's file changes are all stored", repr(sorted(p or "" for p in diffs))[:400])
+        tap.ok(not any(x["kind"] == "limit" and x["payload"].get("what") == "budget" for x in orows),
+               "the other session met no budget")
+        tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
+        tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n", "the sandbox works")
+finally:
+    env.cleanup()
+tap.done()
