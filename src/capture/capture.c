@@ -237,15 +237,15 @@ bool sg_capture_checkpoint_budget(sg_capture *c)
 
 void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
 {
+    /* The sandbox's programs end before its end: their last events (the
+     * kill's exits, or still running) come before `sandbox` destroyed. */
+    if (c && strcmp(kind, "sandbox") == 0 &&
+        strcmp(json_string_value(json_object_get(payload, "state")) ?: "", "destroyed") == 0)
+        sg_procevents_finish(c->procs);
     if (!c || c->closed) {
         json_decref(payload);
         return;
     }
-    /* The sandbox's programs end before its end: their last events (the
-     * kill's exits, or still running) come before `sandbox` destroyed. */
-    if (strcmp(kind, "sandbox") == 0 &&
-        strcmp(json_string_value(json_object_get(payload, "state")) ?: "", "destroyed") == 0)
-        sg_procevents_finish(c->procs);
     if (budget_full(c) && !never_dropped(c, kind)) {
         sg_budget_drop(&c->budget);
         json_decref(payload);
