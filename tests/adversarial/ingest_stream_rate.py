@@ -6,16 +6,22 @@ by back-pressure: past its rate the ingest stops reading that connection
 until its rate allows the next frame, so its acks come later and its
 sender keeps what is not acked. Nothing is dropped and no gap is made:
 every event is stored, in order; the throttling is counted in /v1/stats
-and logged. Another stream at the same time is stored whole too."""
+and logged. Another stream at the same time is stored whole too. Then a
+real sandbox's uplink against a slow rate: its spool keeps what is not
+acked, and every event reaches the store in the end, no gap."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ingest_common import Ingest, connect, http, new_state, read_token, still_serving, token  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import tap  # noqa: E402
+from sgtest import SANDGLASSD, tap  # noqa: E402
+from test_capture import CapEnv  # noqa: E402
 
 RATE = 200   # frames a second per stream
 N = 2000     # ten times the rate's burst: most of it waits for the rate
@@ -55,4 +61,40 @@ try:
 finally:
     ing.stop()
     st.cleanup()
+
+# A real uplink against a slow rate: 600 file_diff events at 100 a second.
+UPLINK_RATE = 100
+env = CapEnv()
+try:
+    env.ingest.kill(signal.SIGTERM)
+    port = env.ingest.port
+    logf = open(env.ingest.log, "a")
+    for _ in range(200):  # the old listener's port may be held for a moment
+        p = subprocess.Popen([SANDGLASSD, "ingest", "--listen", f"127.0.0.1:{port}", "--store", f"sqlite:{env.db}",
+                              "--secret", env.secret, "--max-stream-rate", str(UPLINK_RATE)],
+                             stdout=subprocess.PIPE, stderr=logf, env=env.env, text=True)
+        if p.stdout.readline().startswith("listening on"):
+            break
+        p.wait()
+        time.sleep(0.05)
+    logf.close()
+    env.ingest.proc = p
+    sid = env.create_captured()
+    r = env.run("exec", sid, "--", "/bin/sh", "-c",
+                "i=0; while [ $i -lt 600 ]; do echo $i > /workspace/f$i; i=$((i+1)); done", timeout=SLOW)
+    tap.eq(r.returncode, 0, "a sandbox writes 600 files")
+    spooled = max(seq for seq, _ in env.spool_records(sid))
+    tap.ok(spooled >= 600, "its events are spooled at once", f"last spooled seq {spooled}")
+    rows = env.wait_rows(sid, lambda rs: len(rs) > spooled, SLOW)
+    tap.eq([x["seq"] for x in rows][:spooled + 1], list(range(spooled + 1)),
+           "the uplink delivers every one in the end, in order, no gap")
+    tap.eq(sum(x["kind"] == "file_diff" for x in rows), 600, "all 600 file_diff events stored")
+    stats = env.ingest.http("/v1/stats")
+    tap.ok(stats.get("throttled", 0) >= 1, "the ingest throttled the uplink's stream", repr(stats))
+    tap.ok(stats.get("seq_refused") == 0, "and refused nothing", repr(stats))
+    ls = {x["id"]: x for x in env.ls()}
+    tap.eq(ls[sid].get("uplink", {}).get("state", "connected"), "connected", "the uplink stays connected")
+    env.destroy(sid)
+finally:
+    env.cleanup()
 tap.done()
