@@ -558,6 +558,19 @@ static char *tool_cmdline(const json_t *tool)
     return sg_strdup_printf("%s %s", name, path);
 }
 
+/* A command a terminal's marks announced, past the session's budget: its
+ * `events` events would be dropped, so none is made (they are counted),
+ * nor is the watcher flushed for it: forged marks cost no host work per
+ * command beyond their bytes. An exec op's events are never dropped. */
+static bool exec_quiet(sg_capture_exec *e, unsigned events)
+{
+    if (e->batch || !budget_full(e->c))
+        return false;
+    for (unsigned i = 0; i < events; i++)
+        sg_budget_drop(&e->c->budget);
+    return true;
+}
+
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
                                        const char *cwd, const json_t *tool)
 {
@@ -603,6 +616,10 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
         json_array_append_new(av, json_stringn(s ? s : "", n));
     }
     sg_procevents_exec_begin(c->procs, exec_id, av, cwd);
+    if (exec_quiet(e, 3)) {
+        json_decref(av);
+        return e;
+    }
     c->exempt = e->batch;
     sg_capture_emit(c, "stdin", json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "command",
@@ -660,12 +677,34 @@ static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
         "exec_id", (json_int_t)e->id));
 }
 
+static void exec_end_events(sg_capture_exec *e, const json_t *result);
+
 void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
 {
     if (!e)
         return;
     sg_capture *c = e->c;
     sg_procevents_exec_end(c->procs, e->id); /* its programs before its result */
+    if (!exec_quiet(e, 2 + (e->out.total > 0) + (e->err.total > 0)))
+        exec_end_events(e, result);
+    c->running--;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->inflight = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    /* The exec's events are on disk before its caller hears of it. */
+    sg_capture_sync(c);
+    free(e->cmd);
+    json_decref(e->tool);
+    free(e);
+}
+
+/* An exec's end: the watcher's changes, its output, its result, limits. */
+static void exec_end_events(sg_capture_exec *e, const json_t *result)
+{
+    sg_capture *c = e->c;
     sg_capture_flush_watch(c);
     diffs_window_end(c);
     c->exempt = e->batch;
@@ -693,21 +732,9 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
         if (json_is_true(json_object_get(result, limits[i].field)))
             sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
                                                   "cmd", e->cmd ? e->cmd : "", "exec_id", (json_int_t)e->id));
-    c->running--;
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->inflight = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running > 1 ? "command" : "idle",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     c->exempt = false;
-    /* The exec's events are on disk before its caller hears of it. */
-    sg_capture_sync(c);
-    free(e->cmd);
-    json_decref(e->tool);
-    free(e);
 }
 
 /* ---- shutdown ------------------------------------------------------------------ */
