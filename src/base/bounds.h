@@ -57,7 +57,7 @@
  * editor's saves, make -j2, a test suite): 7,600 events, 1.3 MB and 138
  * checkpoints a minute (docs/SECURITY.md, "A learner's terminal output"). */
 #define SG_BUDGET_EVENTS_DEFAULT 100000
-#define SG_BUDGET_BYTES_DEFAULT (64ull * 1024 * 1024)
+#define SG_BUDGET_BYTES_DEFAULT (16ull * 1024 * 1024)
 #define SG_BUDGET_CHECKPOINTS_DEFAULT 1500
 
 #define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */

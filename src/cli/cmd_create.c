@@ -64,7 +64,7 @@ static void create_usage(FILE *f)
         "                       caps: reaching one aborts the whole session (default: none)\n"
         "  --max-events-per-min N, --max-bytes-per-min SIZE, --max-checkpoints-per-min N\n"
         "                       a captured session's budgets per minute (defaults 100000,\n"
-        "                       64M, 1500; 0: none): past one, the minute's further events\n"
+        "                       16M, 1500; 0: none): past one, the minute's further events\n"
         "                       are counted, not stored (one limit event says so)\n"
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
