@@ -87,7 +87,15 @@ try:
         sid = env.create_captured()
     rec = json.load(open(env.sbdir(sid, "meta.json")))
     tap.eq(rec.get("caps", {}).get("max_events_per_min"), EVENTS_PER_MIN, "the record keeps the budget")
-    other = env.create_captured(task="other")
+    # The other sandbox is a spare of the pool: the claim carries the budgets.
+    p = env.run("pool", "1", timeout=SLOW)
+    spares = set(os.listdir(os.path.join(env.state, "pool"))) if p.returncode == 0 else set()
+    other = env.create_captured("--max-checkpoints-per-min", "1234", task="other")
+    tap.ok(other in spares, "the other sandbox is a claimed spare", f"{other} not in {spares}: {p.stderr!r}")
+    orec = json.load(open(env.sbdir(other, "meta.json")))
+    tap.eq((orec["caps"].get("max_checkpoints_per_min"), orec["caps"].get("max_events_per_min")), (1234, 100000),
+           "the claim gives it the creator's budgets (the rest default)")
+    env.run("pool", "0", timeout=SLOW)
 
     @tap.case("100,000 forged commands on a terminal, another session beside it")
     def _flood():
@@ -149,6 +157,9 @@ try:
                "the other session's file changes are all stored", repr(sorted(p or "" for p in diffs))[:400])
         tap.ok(not any(x["kind"] == "limit" and x["payload"].get("what") == "budget" for x in orows),
                "the other session met no budget")
+        sb = [x["payload"] for x in orows if x["kind"] == "sandbox"]
+        tap.ok(bool(sb) and sb[-1].get("budgets_per_min", {}).get("checkpoints") == 1234,
+               "its sandbox event names its budgets", repr(sb)[:400])
         tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
         tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n", "the sandbox works")
 finally:
