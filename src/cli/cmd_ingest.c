@@ -24,7 +24,7 @@ static const char usage[] =
     "  --secret  HMAC secret file, created 0600 if missing (default <state>/ingest/secret)\n"
     "  --max-conns           connections in all (default 8192, less if RLIMIT_NOFILE is lower)\n"
     "  --max-conns-per-addr  connections from one client address (default 1024)\n"
-    "  --max-stream-rate     events a second one stream may send (default 5000): a faster\n"
+    "  --max-stream-rate     events a second one stream may send (default 10000): a faster\n"
     "                        stream is read more slowly (its uplink keeps the rest)\n";
 
 typedef struct run_ctx {

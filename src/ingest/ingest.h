@@ -69,7 +69,7 @@
  * and no gap is made). Far above what a session's budgets let a
  * supervisor send (capture/budget.h); a forged stream could come from
  * elsewhere. */
-#define SG_INGEST_STREAM_RATE 5000
+#define SG_INGEST_STREAM_RATE 10000
 
 typedef struct sg_ingest_opts {
     const char *host;        /* listen address, e.g. "127.0.0.1" */
