@@ -6,7 +6,8 @@
  *                    acks and refusals written back
  *   ingest_read.c    the HTTP side: /healthz, /v1/token and the read
  *                    endpoints (/v1/events, /v1/sandboxes, /v1/stats)
- *   ingest_limits.c  the connection limits, per address and in all
+ *   ingest_limits.c  the connection limits, per address and in all, and
+ *                    the per-stream rate
  *   ingest.c         start, stop, free; the listen address
  * http.c answers the HTTP requests, query.c reads their arguments.
  * Names shared between these files carry the ingest_ prefix. */

@@ -1,5 +1,5 @@
-/* ingest_limits: the ingest's connection limits (see ingest.h, and
- * ingest_internal.h for the files). */
+/* ingest_limits: the ingest's connection limits and per-stream rate (see
+ * ingest.h, and ingest_internal.h for the files). */
 #include "ingest/ingest_internal.h"
 
 #include <netinet/in.h>
