@@ -162,6 +162,24 @@ try:
                "its sandbox event names its budgets", repr(sb)[:400])
         tap.eq(env.run("resume", sid, timeout=SLOW).returncode, 0, "resume")
         tap.eq(env.run("exec", sid, "--", "echo", "alive", timeout=SLOW).stdout, b"alive\n", "the sandbox works")
+
+    @tap.case("the checkpoint budget: automatic checkpoints stop, one limit event says so")
+    def _checkpoints():
+        t1 = time.monotonic()
+        sb = env.create_captured("--max-checkpoints-per-min", "2")
+        for i in range(6):
+            env.run("exec", sb, "--", "/bin/sh", "-c", f"echo {i} > /workspace/c{i}", timeout=SLOW, check=True)
+        rows = env.wait_rows(sb, lambda rs: sum(x["kind"] == "run_result" for x in rs) >= 6, SLOW)
+        windows = int((time.monotonic() - t1) // 60) + 2
+        before = [x["payload"] for x in rows if x["kind"] == "checkpoint"
+                  and x["payload"].get("label", "").startswith("before exec")]
+        tap.ok(1 <= len(before) <= 2 * windows, "at most the budget's checkpoints before execs",
+               f"{len(before)} in at most {windows} windows")
+        lim = [x["payload"] for x in rows if x["kind"] == "limit" and x["payload"].get("budget") == "checkpoints"]
+        tap.ok(len(lim) >= 1 and lim[0].get("limit") == 2 and lim[0].get("state") == "reached",
+               "a limit event {budget: checkpoints} says so", repr(lim)[:400])
+        tap.eq(sum(x["kind"] == "run_result" for x in rows), 6, "every exec still runs and is recorded")
+        tap.eq(env.run("checkpoint", sb, timeout=SLOW).returncode, 0, "a checkpoint on request is still taken")
 finally:
     env.cleanup()
 tap.done()
