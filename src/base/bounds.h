@@ -50,6 +50,16 @@
 #define SG_PROC_ARGS_MAX 256           /* arguments of one program kept (a held execve's) */
 #define SG_PROC_PATH_MAX 4096          /* bytes of a held execve's path kept */
 
+/* A captured session's per-minute budgets (capture/budget.h), the
+ * defaults of create's --max-events-per-min, --max-bytes-per-min and
+ * --max-checkpoints-per-min: ten times and more above the busiest
+ * session measured, a shell typed at as fast as its prompts came (an
+ * editor's saves, make -j2, a test suite): 7,600 events, 1.3 MB and 138
+ * checkpoints a minute (docs/SECURITY.md, "A learner's terminal output"). */
+#define SG_BUDGET_EVENTS_DEFAULT 100000
+#define SG_BUDGET_BYTES_DEFAULT (16ull * 1024 * 1024)
+#define SG_BUDGET_CHECKPOINTS_DEFAULT 1500
+
 #define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */
 #define SG_MCP_FILE_MAX (4u * 1024 * 1024) /* write_file content; file edited by edit_file */
 #define SG_MCP_COMMAND_MAX (32u * 1024)  /* run_bash command */

@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "capture/budget.h"
 #include "capture/procevents.h"
 #include "capture/testrule.h"
 #include "capture/testsummary.h"
@@ -36,6 +37,12 @@ struct sg_capture {
      * past SG_CAPTURE_DIFFS_MAX they are counted, and one limit event
      * sums them up when the window closes. */
     uint64_t diffs, diffs_dropped;
+    /* The session's per-minute budgets (budget.h); exempt: the events of
+     * an exec op (its caller waits on them; max_execs bounds them) are
+     * counted but never dropped. */
+    sg_budget budget;
+    char window_start[40]; /* the open window's start, RFC 3339 */
+    bool exempt;
     /* Capture lost to a full disk, kept until its report is on disk: a
      * report that cannot be written itself must not swallow the count. */
     sg_spool_loss loss;
@@ -58,6 +65,7 @@ struct sg_capture_exec {
     uint32_t id;
     char *cmd;
     bool is_test;
+    bool batch; /* an exec op's, not a command a terminal's marks announced */
     json_t *tool;
     tail out, err;
 };
@@ -105,8 +113,8 @@ static json_t *shrink_diff(const json_t *payload, size_t bytes)
 
 #define FRAME_ROOM (SG_FRAME_MAX - 4096) /* the frame's own keys and a resend's margin */
 
-/* Appends one event; -1 when the spool could not take it. */
-static int emit(sg_capture *c, const char *kind, json_t *payload)
+/* Appends one event; its bytes, or -1 when the spool could not take it. */
+static int64_t emit(sg_capture *c, const char *kind, json_t *payload)
 {
     if (!c || c->closed) {
         json_decref(payload);
@@ -138,7 +146,94 @@ static int emit(sg_capture *c, const char *kind, json_t *payload)
         log_line("spool append of seq %lld failed: %s", (long long)seq, line ? err.msg : "out of memory");
         return -1;
     }
-    return 0;
+    return (int64_t)strlen(line);
+}
+
+/* ---- budgets ------------------------------------------------------------------ */
+
+static json_t *budget_limits_json(const sg_capture *c)
+{
+    json_t *j = json_object();
+    for (sg_budget_kind k = 0; k < SG_BUDGET_KINDS; k++)
+        json_object_set_new(j, sg_budget_name(k),
+                            c->budget.limit[k] ? json_integer((json_int_t)c->budget.limit[k]) : json_null());
+    return j;
+}
+
+/* The window's clock: a window past its minute closes (its summary is
+ * recorded when it dropped anything) and the next opens. */
+static void budget_roll(sg_capture *c, bool end)
+{
+    uint64_t was = c->budget.window_ns;
+    char start[sizeof c->window_start];
+    memcpy(start, c->window_start, sizeof start);
+    sg_budget_window w;
+    bool due = sg_budget_roll(&c->budget, sg_now_mono_ns(), end, &w);
+    if (c->budget.window_ns != was)
+        sg_now_iso8601(c->window_start, sizeof c->window_start);
+    if (!due)
+        return;
+    log_line("budget: the window from %s dropped %llu event(s) and %llu checkpoint(s)", start,
+             (unsigned long long)w.dropped_events, (unsigned long long)w.dropped_checkpoints);
+    int64_t n = emit(c, "limit", json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:I, s:I, s:o}",
+        "what", "budget", "state", "window_end", "window_start", start, "window_s", w.length_s,
+        "events", (json_int_t)w.used[SG_BUDGET_EVENTS], "bytes", (json_int_t)w.used[SG_BUDGET_BYTES],
+        "checkpoints", (json_int_t)w.used[SG_BUDGET_CHECKPOINTS],
+        "dropped_events", (json_int_t)w.dropped_events,
+        "dropped_checkpoints", (json_int_t)w.dropped_checkpoints, "limits", budget_limits_json(c)));
+    if (n > 0)
+        sg_budget_stored(&c->budget, (uint64_t)n);
+}
+
+/* The one report of a budget reached in this window. */
+static void budget_reached(sg_capture *c, sg_budget_kind k)
+{
+    log_line("budget: %s per minute reached (%llu) in the window from %s", sg_budget_name(k),
+             (unsigned long long)c->budget.limit[k], c->window_start);
+    int64_t n = emit(c, "limit", json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:i, s:s}",
+        "what", "budget", "state", "reached", "budget", sg_budget_name(k),
+        "limit", (json_int_t)c->budget.limit[k], "count", (json_int_t)c->budget.used[k],
+        "window_start", c->window_start, "window_s", SG_BUDGET_WINDOW_S, "note",
+        k == SG_BUDGET_CHECKPOINTS
+            ? "no more automatic checkpoints in this window"
+            : "the rest of this window's events are counted, not stored (sandbox, session_abort, "
+              "rollback, checkpoint, limit and an exec op's own events excepted)"));
+    if (n > 0)
+        sg_budget_stored(&c->budget, (uint64_t)n);
+}
+
+/* Kinds never dropped: the sandbox's life and the operator's acts, and
+ * checkpoints (their own budget decides whether one is taken at all). */
+static bool never_dropped(const sg_capture *c, const char *kind)
+{
+    static const char *const keep[] = {"sandbox", "session_abort", "rollback", "checkpoint"};
+    if (c->exempt)
+        return true;
+    for (size_t i = 0; i < SG_ARRAY_LEN(keep); i++)
+        if (strcmp(kind, keep[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Whether the open window is past its events or bytes budget: a droppable
+ * event is then counted instead of made. */
+static bool budget_full(sg_capture *c)
+{
+    budget_roll(c, false);
+    return sg_budget_over(&c->budget);
+}
+
+bool sg_capture_checkpoint_budget(sg_capture *c)
+{
+    if (!c || c->closed)
+        return true;
+    budget_roll(c, false);
+    bool first = false;
+    if (sg_budget_checkpoint(&c->budget, &first))
+        return true;
+    if (first)
+        budget_reached(c, SG_BUDGET_CHECKPOINTS);
+    return false;
 }
 
 void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
@@ -148,7 +243,19 @@ void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
     if (c && strcmp(kind, "sandbox") == 0 &&
         strcmp(json_string_value(json_object_get(payload, "state")) ?: "", "destroyed") == 0)
         sg_procevents_finish(c->procs);
-    emit(c, kind, payload);
+    if (!c || c->closed) {
+        json_decref(payload);
+        return;
+    }
+    if (budget_full(c) && !never_dropped(c, kind)) {
+        sg_budget_drop(&c->budget);
+        json_decref(payload);
+        return;
+    }
+    int64_t n = emit(c, kind, payload);
+    sg_budget_kind k = n > 0 ? sg_budget_stored(&c->budget, (uint64_t)n) : SG_BUDGET_KINDS;
+    if (k != SG_BUDGET_KINDS)
+        budget_reached(c, k);
 }
 
 static void loss_merge(sg_spool_loss *into, const sg_spool_loss *l)
@@ -177,11 +284,11 @@ static void report_loss(sg_capture *c)
     if (!c->loss.count)
         return;
     sg_err err = {0};
-    int r = emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
+    int64_t r = emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
         "what", "capture_lost", "count", (json_int_t)c->loss.count,
         "first_seq", (json_int_t)c->loss.first_seq, "last_seq", (json_int_t)c->loss.last_seq,
         "error", strerror(c->loss.err)));
-    if (r == 0 && sg_spool_sync(c->spool, &err) < 0) {
+    if (r >= 0 && sg_spool_sync(c->spool, &err) < 0) {
         log_line("spool sync failed: %s", err.msg);
         r = -1;
     }
@@ -239,6 +346,10 @@ static void diffs_window_end(sg_capture *c)
 static bool diffs_gate(void *ud)
 {
     sg_capture *c = ud;
+    if (budget_full(c)) { /* the session's budget bounds the per-exec cap */
+        sg_budget_drop(&c->budget);
+        return false;
+    }
     if (c->diffs < SG_CAPTURE_DIFFS_MAX)
         return true;
     c->diffs_dropped++;
@@ -372,6 +483,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     }
     c->loop = loop;
     snprintf(c->id, sizeof c->id, "%s", m->id);
+    sg_budget_init(&c->budget, m->max_events_per_min, m->max_bytes_per_min, m->max_checkpoints_per_min);
     sg_autofree char *dir = sg_state_sandbox_path(m->id, "spool");
     sg_spool_report rep;
     c->spool = sg_spool_open(dir, &rep, err);
@@ -420,6 +532,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         "state", resumed ? "resumed" : "created", "learner", m->learner, "task", m->task,
         "limits", "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
         "cpus", m->cpus, "timeout_s", m->timeout_s);
+    json_object_set_new(sb, "budgets_per_min", budget_limits_json(c));
     if (rep.torn || rep.quarantined)
         json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I}",
             "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,
@@ -444,6 +557,19 @@ static char *tool_cmdline(const json_t *tool)
     if (!name || !path || strcmp(name, "run_bash") == 0)
         return NULL;
     return sg_strdup_printf("%s %s", name, path);
+}
+
+/* A command a terminal's marks announced, past the session's budget: its
+ * `events` events would be dropped, so none is made (they are counted),
+ * nor is the watcher flushed for it: forged marks cost no host work per
+ * command beyond their bytes. An exec op's events are never dropped. */
+static bool exec_quiet(sg_capture_exec *e, unsigned events)
+{
+    if (e->batch || !budget_full(e->c))
+        return false;
+    for (unsigned i = 0; i < events; i++)
+        sg_budget_drop(&e->c->budget);
+    return true;
 }
 
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
@@ -471,6 +597,7 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
     size_t cmdlen = 0;
     e->cmd = line ? sg_utf8_sanitize(line, strlen(line), &cmdlen) : NULL;
     e->is_test = !as_tool && sg_testrule_is_test_argv(argv);
+    e->batch = flush_before;
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
     e->start_ns = sg_now_mono_ns();
@@ -490,6 +617,11 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
         json_array_append_new(av, json_stringn(s ? s : "", n));
     }
     sg_procevents_exec_begin(c->procs, exec_id, av, cwd);
+    if (exec_quiet(e, 3)) {
+        json_decref(av);
+        return e;
+    }
+    c->exempt = e->batch;
     sg_capture_emit(c, "stdin", json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "command",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
@@ -498,6 +630,7 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
     if (e->tool)
         json_object_set(cmd, "tool", e->tool);
     sg_capture_emit(c, "command", cmd);
+    c->exempt = false;
     return e;
 }
 
@@ -565,14 +698,37 @@ static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
         "exec_id", (json_int_t)e->id));
 }
 
+static void exec_end_events(sg_capture_exec *e, const json_t *result);
+
 void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
 {
     if (!e)
         return;
     sg_capture *c = e->c;
     sg_procevents_exec_end(c->procs, e->id); /* its programs before its result */
+    if (!exec_quiet(e, 2 + (e->out.total > 0) + (e->err.total > 0)))
+        exec_end_events(e, result);
+    c->running--;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->inflight = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    /* The exec's events are on disk before its caller hears of it. */
+    sg_capture_sync(c);
+    free(e->cmd);
+    json_decref(e->tool);
+    free(e);
+}
+
+/* An exec's end: the watcher's changes, its output, its result, limits. */
+static void exec_end_events(sg_capture_exec *e, const json_t *result)
+{
+    sg_capture *c = e->c;
     sg_capture_flush_watch(c);
     diffs_window_end(c);
+    c->exempt = e->batch;
     emit_stream(e, "stdout", &e->out);
     emit_stream(e, "stderr", &e->err);
     json_t *r = json_pack("{s:s, s:O, s:O, s:O, s:I}", "cmd", e->cmd ? e->cmd : "",
@@ -599,20 +755,9 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
         if (json_is_true(json_object_get(result, limits[i].field)))
             sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
                                                   "cmd", e->cmd ? e->cmd : "", "exec_id", (json_int_t)e->id));
-    c->running--;
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->inflight = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running ? "command" : "idle",
+    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running > 1 ? "command" : "idle",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
-    /* The exec's events are on disk before its caller hears of it. */
-    sg_capture_sync(c);
-    free(e->cmd);
-    json_decref(e->tool);
-    free(e);
+    c->exempt = false;
 }
 
 /* ---- shutdown ------------------------------------------------------------------ */
@@ -622,6 +767,7 @@ int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err)
     if (!c)
         return 0;
     sg_procevents_finish(c->procs);
+    budget_roll(c, true); /* what the last window dropped, said before the end */
     sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "stopped",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     sg_capture_sync(c);

@@ -39,8 +39,18 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
                            sg_diff_fn differ, void *differ_ud, sg_err *err);
 
 /* Appends one event (payload stolen). Never fails the caller: a spool that
- * cannot take it counts the loss and reports it once space returns. */
+ * cannot take it counts the loss and reports it once space returns. Past
+ * the session's events or bytes budget of the minute (budget.h; the
+ * record's max_*_per_min) an event is counted, not stored, unless it is
+ * of a kind never dropped: sandbox, session_abort, rollback, checkpoint,
+ * the budget's own limit events, and an exec op's stdin, command,
+ * stdout, result and limits (not those of a command a terminal's marks
+ * announced: any program can write those marks). */
 void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload);
+/* Before an automatic checkpoint (before an exec, at a prompt): whether
+ * the minute's checkpoint budget has room (counted). True without a
+ * capture. */
+bool sg_capture_checkpoint_budget(sg_capture *c);
 /* Makes everything appended durable now and tells the uplink. */
 void sg_capture_sync(sg_capture *c);
 /* Reports every pending workspace change now. */

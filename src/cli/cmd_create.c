@@ -38,6 +38,8 @@ static void create_usage(FILE *f)
         "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
         "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
+        "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
+        "                        [--max-checkpoints-per-min N]\n"
         "\n"
         "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
         "\n"
@@ -63,6 +65,10 @@ static void create_usage(FILE *f)
         "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
+        "  --max-events-per-min N, --max-bytes-per-min SIZE, --max-checkpoints-per-min N\n"
+        "                       a captured session's budgets per minute (defaults 100000,\n"
+        "                       16M, 1500; 0: none): past one, the minute's further events\n"
+        "                       are counted, not stored (one limit event says so)\n"
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
@@ -227,6 +233,9 @@ typedef struct create_opts {
     char wsreal[PATH_MAX], rootreal[PATH_MAX]; /* --workspace, --rootfs resolved */
 } create_opts;
 
+/* The budgets' long options (no short form). */
+enum { OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN };
+
 /* One option that sets a limit or a policy in m. Each value error names
  * its flag and is a usage error (2). */
 static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox_meta *m)
@@ -279,6 +288,17 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
         if (sg_parse_uint(arg, UINT32_MAX, &m->max_calls, &err) < 0)
             return sg_cli_usage("create", "--max-calls: %s", err.msg);
         return CREATE_GO;
+    case OPT_EVENTS_PER_MIN:
+    case OPT_CKPTS_PER_MIN:
+        if (sg_parse_uint(arg, UINT32_MAX, c == OPT_EVENTS_PER_MIN ? &m->max_events_per_min
+                                                                  : &m->max_checkpoints_per_min, &err) < 0)
+            return sg_cli_usage("create", "--max-%s-per-min: %s",
+                                c == OPT_EVENTS_PER_MIN ? "events" : "checkpoints", err.msg);
+        return CREATE_GO;
+    case OPT_BYTES_PER_MIN:
+        if (sg_parse_size(arg, &m->max_bytes_per_min, &err) < 0)
+            return sg_cli_usage("create", "--max-bytes-per-min: %s", err.msg);
+        return CREATE_GO;
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))
             return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
@@ -309,6 +329,9 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"max-cpu", required_argument, NULL, 'C'},
         {"max-calls", required_argument, NULL, 'K'},
         {"checkpoints", required_argument, NULL, 'P'},
+        {"max-events-per-min", required_argument, NULL, OPT_EVENTS_PER_MIN},
+        {"max-bytes-per-min", required_argument, NULL, OPT_BYTES_PER_MIN},
+        {"max-checkpoints-per-min", required_argument, NULL, OPT_CKPTS_PER_MIN},
         {"disk", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"overcommit", no_argument, NULL, 'O'},
@@ -552,6 +575,9 @@ int sg_cmd_create(int argc, char **argv)
     m.timeout_s = SG_DEFAULT_TIMEOUT_S;
     m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
     m.disk = SG_DISK_DEFAULT;
+    m.max_events_per_min = SG_BUDGET_EVENTS_DEFAULT;
+    m.max_bytes_per_min = SG_BUDGET_BYTES_DEFAULT;
+    m.max_checkpoints_per_min = SG_BUDGET_CHECKPOINTS_DEFAULT;
     create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN)};
     if (o.online < 1)
         o.online = 1;

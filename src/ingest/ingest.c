@@ -131,6 +131,7 @@ static int conn_limits(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err)
         ing->max_conns = cap;
     ing->max_per_addr = opts->max_conns_per_addr ? opts->max_conns_per_addr
                                                  : SG_INGEST_CONNS_PER_ADDR;
+    ing->stream_rate = opts->stream_rate ? opts->stream_rate : SG_INGEST_STREAM_RATE;
     return 0;
 }
 
@@ -241,6 +242,7 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
         ing->retry_init = false;
     }
     ingest_sse_stop(ing);
+    ingest_rate_stop(ing);
     /* Inside the loop: lws closes its handles; the loop then drains. */
     if (ing->ctx)
         lws_context_destroy(ing->ctx);

@@ -78,6 +78,14 @@
 #define SG_INGEST_STREAMS_PER_ADDR 128
 #define SG_INGEST_STREAM_QUEUE 4096                 /* events */
 #define SG_INGEST_STREAM_QUEUE_BYTES (16 * 1024 * 1024)
+/* Frames a second one stream (one connection) may send, with a burst of
+ * a second's worth: past it the ingest stops reading that connection until
+ * its rate allows the next frame (back-pressure: its acks come later, the
+ * uplink's window closes and its spool keeps the rest; nothing is dropped
+ * and no gap is made). Far above what a session's budgets let a
+ * supervisor send (capture/budget.h); a forged stream could come from
+ * elsewhere. */
+#define SG_INGEST_STREAM_RATE 10000
 
 typedef struct sg_ingest_opts {
     const char *host;        /* listen address, e.g. "127.0.0.1" */
@@ -86,6 +94,7 @@ typedef struct sg_ingest_opts {
     const char *secret_path; /* created (0600) if missing */
     unsigned max_conns;          /* 0: SG_INGEST_CONNS_MAX (lowered to fit RLIMIT_NOFILE) */
     unsigned max_conns_per_addr; /* 0: SG_INGEST_CONNS_PER_ADDR */
+    unsigned stream_rate;        /* frames/s per stream; 0: SG_INGEST_STREAM_RATE */
 } sg_ingest_opts;
 
 typedef struct sg_ingest sg_ingest;
@@ -111,6 +120,7 @@ typedef struct sg_ingest_stats {
     uint64_t commits;
     uint64_t subscribers;      /* GET /v1/stream connections open */
     uint64_t stream_overflows; /* subscribers closed for reading too slowly */
+    uint64_t throttled;    /* times a stream's reading paused for its rate */
 } sg_ingest_stats;
 
 /* Splits "HOST:PORT" (host may be "[v6]"); port 0..65535. */

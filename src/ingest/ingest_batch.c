@@ -223,7 +223,7 @@ static void conns_after_job(sg_ingest *ing, int r)
         for (conn *c = ing->conns; c; c = c->next)
             if (c->paused) {
                 c->paused = false;
-                lws_rx_flow_control(c->wsi, 1);
+                ingest_conn_flow(c); /* unless its rate holds it */
             }
     }
 }

@@ -6,7 +6,8 @@
  *                    acks and refusals written back
  *   ingest_read.c    the HTTP side: /healthz, /v1/token and the read
  *                    endpoints (/v1/events, /v1/sandboxes, /v1/stats)
- *   ingest_limits.c  the connection limits, per address and in all
+ *   ingest_limits.c  the connection limits, per address and in all, and
+ *                    the per-stream rate
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
  *                    subscribers, the fan-out after each commit
  *   ingest.c         start, stop, free; the listen address
@@ -103,6 +104,9 @@ typedef struct conn {
     bool dirty;           /* rows of this stream in the filling batch */
     bool inflight;        /* rows of this stream in the writer's batch */
     bool paused;          /* not read until the writer catches up */
+    bool throttled;       /* not read until its rate allows (ingest_limits.c) */
+    double tokens;        /* frames its rate allows now (a token bucket) */
+    uint64_t tokens_ns;   /* when tokens was last filled */
 } conn;
 
 
@@ -137,6 +141,9 @@ struct sg_ingest {
     conn *conns;
     /* Connection limits (see ingest.h). */
     unsigned max_conns, max_per_addr;
+    unsigned stream_rate;         /* frames/s per stream */
+    uv_timer_t throttle;          /* reads the throttled streams again */
+    bool throttle_init;
     size_t nconns, nreserve;
     struct peer *peers[LIMITS_BUCKETS];     /* by address */
     struct tracked *tracked[LIMITS_BUCKETS]; /* by wsi */
@@ -215,5 +222,13 @@ void ingest_limits_release(sg_ingest *ing, struct lws *wsi);
 /* Admitted past max_conns, into the reserve: only /healthz answers. */
 bool ingest_limits_is_reserve(sg_ingest *ing, struct lws *wsi);
 void ingest_limits_free(sg_ingest *ing);
+/* The per-stream rate: a connection's reading follows both its pauses
+ * (the writer's, the rate's); a new stream starts with a full bucket; an
+ * accepted frame takes a token, and a stream out of tokens is throttled
+ * until it has one again. */
+void ingest_conn_flow(conn *c);
+void ingest_rate_start(sg_ingest *ing, conn *c);
+void ingest_rate_take(sg_ingest *ing, conn *c);
+void ingest_rate_stop(sg_ingest *ing);
 
 #endif

@@ -1,5 +1,5 @@
-/* ingest_limits: the ingest's connection limits (see ingest.h, and
- * ingest_internal.h for the files). */
+/* ingest_limits: the ingest's connection limits and per-stream rate (see
+ * ingest.h, and ingest_internal.h for the files). */
 #include "ingest/ingest_internal.h"
 
 #include <netinet/in.h>
@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "base/log.h"
+#include "base/util.h"
 
 /* ---------------------------------------------------------------- limits
  *
@@ -154,3 +155,95 @@ void ingest_limits_free(sg_ingest *ing)
     }
 }
 
+
+/* ---------------------------------------------------------------- rate
+ *
+ * A token bucket per connection (one stream each): SG_INGEST_STREAM_RATE
+ * (or --max-stream-rate) tokens a second, at most a second's worth kept.
+ * Throttling is lws_rx_flow_control: the frames lws already holds wait,
+ * the socket fills, the uplink's window of unacked frames closes. */
+
+void ingest_conn_flow(conn *c)
+{
+    lws_rx_flow_control(c->wsi, !(c->paused || c->throttled));
+}
+
+static void rate_fill(const sg_ingest *ing, conn *c, uint64_t now)
+{
+    double rate = (double)ing->stream_rate;
+    c->tokens += (double)(now - c->tokens_ns) / 1e9 * rate;
+    if (c->tokens > rate)
+        c->tokens = rate;
+    c->tokens_ns = now;
+}
+
+void ingest_rate_start(sg_ingest *ing, conn *c)
+{
+    c->tokens = (double)ing->stream_rate;
+    c->tokens_ns = sg_now_mono_ns();
+}
+
+static void on_throttle(uv_timer_t *t);
+
+/* The timer for the throttled connection whose next token comes first. */
+static void rate_arm(sg_ingest *ing)
+{
+    double wait_s = -1;
+    for (conn *c = ing->conns; c; c = c->next)
+        if (c->throttled) {
+            double w = -c->tokens / (double)ing->stream_rate;
+            if (wait_s < 0 || w < wait_s)
+                wait_s = w;
+        }
+    if (wait_s < 0) {
+        uv_timer_stop(&ing->throttle);
+        return;
+    }
+    uv_timer_start(&ing->throttle, on_throttle, (uint64_t)(wait_s * 1000.0) + 1, 0);
+}
+
+static void on_throttle(uv_timer_t *t)
+{
+    sg_ingest *ing = t->data;
+    uint64_t now = sg_now_mono_ns();
+    for (conn *c = ing->conns; c; c = c->next) {
+        if (!c->throttled)
+            continue;
+        rate_fill(ing, c, now);
+        if (c->tokens >= 0) {
+            c->throttled = false;
+            ingest_conn_flow(c);
+        }
+    }
+    rate_arm(ing);
+}
+
+void ingest_rate_take(sg_ingest *ing, conn *c)
+{
+    rate_fill(ing, c, sg_now_mono_ns());
+    c->tokens -= 1;
+    if (c->tokens >= 0 || c->throttled || ing->stopping)
+        return;
+    if (!ing->throttle_init) {
+        uv_timer_init(ing->loop, &ing->throttle);
+        ing->throttle.data = ing;
+        ing->throttle_init = true;
+    }
+    c->throttled = true;
+    ingest_conn_flow(c);
+    ing->stats.throttled++;
+    if ((ing->stats.throttled & (ing->stats.throttled - 1)) == 0) /* 1, 2, 4, ... */
+        sg_log(SG_LOG_WARN, "stream %s/%s/%s throttled: past %u frames a second (%llu throttles so far)",
+               c->id->learner, c->id->task, c->id->sandbox, ing->stream_rate,
+               (unsigned long long)ing->stats.throttled);
+    rate_arm(ing);
+}
+
+void ingest_rate_stop(sg_ingest *ing)
+{
+    if (!ing->throttle_init)
+        return;
+    uv_timer_stop(&ing->throttle);
+    uv_close((uv_handle_t *)&ing->throttle, NULL);
+    ing->throttle_init = false;
+}

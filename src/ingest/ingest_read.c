@@ -186,11 +186,12 @@ static int http_stats(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
     const sg_ingest_stats *st = &ing->stats;
     return sg_http_answer(
         wsi, req, HTTP_STATUS_OK,
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
                   "inserted", (json_int_t)st->inserted, "duplicates",
                   (json_int_t)st->duplicates, "refused", (json_int_t)st->refused,
                   "seq_refused", (json_int_t)st->seq_refused, "conn_refused",
                   (json_int_t)st->conn_refused, "commits", (json_int_t)st->commits,
+                  "throttled", (json_int_t)st->throttled,
                   "connections", (json_int_t)ing->nconns, "subscribers",
                   (json_int_t)st->subscribers, "stream_overflows",
                   (json_int_t)st->stream_overflows));

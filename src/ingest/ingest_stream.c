@@ -163,6 +163,7 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
     sg_frame_view_clear(&v);
     if (r < 0)
         return close_with(c->wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "out of memory");
+    ingest_rate_take(ing, c);
     return 0;
 }
 
@@ -267,6 +268,7 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
             return close_with(wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "store unavailable");
         c->id->contig = c->id->beyond = c->acked;
         c->next_seq = c->acked + 1;
+        ingest_rate_start(ing, c);
         c->ack_pending = true;
         lws_callback_on_writable(wsi);
         return 0;

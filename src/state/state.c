@@ -100,6 +100,9 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         "max_execs", (json_int_t)m->max_execs, "max_cpu_s", m->max_cpu_s,
         "max_calls", (json_int_t)m->max_calls,
         "checkpoints", m->manual_checkpoints ? "manual" : "exec");
+    json_object_set_new(caps, "max_events_per_min", json_integer((json_int_t)m->max_events_per_min));
+    json_object_set_new(caps, "max_bytes_per_min", json_integer((json_int_t)m->max_bytes_per_min));
+    json_object_set_new(caps, "max_checkpoints_per_min", json_integer((json_int_t)m->max_checkpoints_per_min));
     json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:s?, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s?, s:s?}",
         "id", m->id, "learner", m->learner, "task", m->task,
         "workspace", m->workspace, "rootfs", m->rootfs,
@@ -156,6 +159,14 @@ int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err)
     return 0;
 }
 
+/* A record from before the budgets (or a claim without them) has the
+ * defaults; 0 is none. */
+static uint64_t budget_of(json_t *caps, const char *key, uint64_t dflt)
+{
+    json_t *v = json_object_get(caps, key);
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (uint64_t)json_integer_value(v) : dflt;
+}
+
 int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *m, sg_err *err)
 {
     json_t *j = (json_t *)obj;
@@ -183,6 +194,9 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->max_execs = (uint64_t)json_integer_value(json_object_get(caps, "max_execs"));
     m->max_cpu_s = json_number_value(json_object_get(caps, "max_cpu_s"));
     m->max_calls = (uint64_t)json_integer_value(json_object_get(caps, "max_calls"));
+    m->max_events_per_min = budget_of(caps, "max_events_per_min", SG_BUDGET_EVENTS_DEFAULT);
+    m->max_bytes_per_min = budget_of(caps, "max_bytes_per_min", SG_BUDGET_BYTES_DEFAULT);
+    m->max_checkpoints_per_min = budget_of(caps, "max_checkpoints_per_min", SG_BUDGET_CHECKPOINTS_DEFAULT);
     const char *cp = json_string_value(json_object_get(caps, "checkpoints"));
     m->manual_checkpoints = cp && strcmp(cp, "manual") == 0;
     m->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));

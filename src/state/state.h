@@ -69,6 +69,8 @@ typedef struct sg_sandbox_meta {
     uint64_t max_execs;
     double max_cpu_s;
     uint64_t max_calls; /* agent tool calls (execs with a "tool") */
+    /* per-minute budgets of the capture (capture/budget.h), 0 = none */
+    uint64_t max_events_per_min, max_bytes_per_min, max_checkpoints_per_min;
     bool manual_checkpoints; /* --checkpoints manual: only at create and on request */
     uid_t uid;         /* the sandbox user */
     gid_t gid;

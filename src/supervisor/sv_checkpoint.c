@@ -145,7 +145,7 @@ void sup_checkpoint_exec(sup *s, const char *label)
 
 void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged)
 {
-    if (!s->ckpt)
+    if (!s->ckpt || !sg_capture_checkpoint_budget(s->cap))
         return;
     sg_fingerprint now;
     sg_err err = {0};

@@ -54,6 +54,9 @@ static void sup_claim(sup *s, client *c, json_t *req)
     m->max_execs = want.max_execs;
     m->max_cpu_s = want.max_cpu_s;
     m->max_calls = want.max_calls;
+    m->max_events_per_min = want.max_events_per_min;
+    m->max_bytes_per_min = want.max_bytes_per_min;
+    m->max_checkpoints_per_min = want.max_checkpoints_per_min;
     m->manual_checkpoints = want.manual_checkpoints;
     memcpy(m->created, want.created, sizeof m->created);
     sg_sandbox_meta_clear(&want);
