@@ -3,7 +3,7 @@
 # "N passed, N failed, N skipped" (counted over the TAP checks inside each
 # program), after one line with each part's time.
 #
-# Which suites run in which build, and why (README "Tests"):
+# Which suites run in which build, and why (docs/TESTING.md):
 # - ASan+UBSan build: unit, integration and adversarial, in full. Every
 #   process the tests start (CLI, supervisors, workers, daemons, init) is
 #   sanitized, so this is where a behaviour is checked.
@@ -32,7 +32,7 @@
 # With CI=true (as .ci/run runs it) a skipped check is a failure unless
 # tests/allowed-skips.txt excuses its reason in that build: a green CI means
 # every required suite ran. Any sanitizer report from any process fails the
-# run. Budget: 15 minutes on the 2-core CI machine (README "Tests").
+# run. Budget: 15 minutes on the 2-core CI machine (docs/TESTING.md).
 set -uo pipefail
 # Root is needed (namespaces, cgroups, Debian packages): as root this runs
 # as it is (a fresh Debian has no sudo); as a user it goes through sudo.

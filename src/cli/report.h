@@ -2,7 +2,7 @@
  * `sandglassd`) reports an error: one line "PROG CMD: what was wrong",
  * where PROG is the program the user ran (sandglassd when run directly,
  * sandglass when sandglass ran it for them); with --json an object
- * {"error", "command"} on stderr instead. Exit codes (README, "Exit
+ * {"error", "command"} on stderr instead. Exit codes (docs/CLI.md, "Exit
  * codes"): 0 done, 1 the operation failed, 2 a usage error (unknown option,
  * missing or malformed argument); `exec` keeps the command's own status and
  * uses 125 for its own errors. */
