@@ -1,7 +1,9 @@
 /* sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]
- *                  [--follow] [--json] [--ingest http://127.0.0.1:7433]
- *                  [--token T | --secret FILE]
- * Reads the ingest's GET /v1/events and prints JSON lines or a timeline;
+ *                  [--kind K,..] [--since T] [--until T] [--all] [--full]
+ *                  [--diff] [--utc] [--follow] [--json]
+ *                  [--ingest http://127.0.0.1:7433] [--token T | --secret FILE]
+ * Reads the ingest's GET /v1/events and prints JSON lines or a timeline
+ * (for a person: see "timeline" below);
  * --follow then stays on GET /v1/stream (pushed events, resumed across an
  * ingest restart; see "--follow" below).
  *
@@ -48,11 +50,21 @@
 
 static const char usage[] =
     "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
-    "                        [--follow] [--json] [--ingest http://HOST:PORT]\n"
-    "                        [--token T | --secret FILE]\n"
+    "                        [--kind K[,K]] [--since T] [--until T] [--all] [--full]\n"
+    "                        [--diff] [--utc] [--follow] [--json]\n"
+    "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+    "  --sandbox ID  the id or a unique prefix of it (4 characters at least)\n"
+    "  --kind    only these kinds (command,test_result,checkpoint,...), none hidden\n"
+    "  --since, --until  a duration back from now (90s, 15m, 2h, 3d, 1w), a date\n"
+    "            (2026-12-03) or a time (2026-12-03T13:05[:SS][Z|+01:00])\n"
+    "  --all     also activity, process, stdin, command and per-exec checkpoints\n"
+    "  --full    all of each output that was stored (else 20 lines, 4 KiB)\n"
+    "  --diff    the diffs of changed files, under their command\n"
+    "  --utc     times in UTC (else local time, with its zone)\n"
     "  --follow  then print each event as it is committed (the ingest's pushed\n"
     "            stream), reconnecting and resuming when the ingest restarts\n"
-    "  --ingest  default $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
+    "  --ingest  default: the one the sandbox's record names (--sandbox of this\n"
+    "            host), else $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
     "  --token   a read token (sandglass token --read ...)\n"
     "  --secret  without --token: make an operator read token from this secret\n"
     "            (default <state>/ingest/secret, the local ingest's)\n";
@@ -252,8 +264,12 @@ static void tl_out_line(const char *l, size_t len, const char *indent)
             break;
         }
     }
-    char buf[OUT_BYTES * 4 + 64];
-    printf("%s%s\n", indent, vis(l, len, buf, sizeof buf));
+    char small[1024];
+    size_t n = len * 4 + 16; /* sg_vis: at most 4 bytes for one */
+    sg_autofree char *big = n > sizeof small ? malloc(n) : NULL;
+    if (!big)
+        n = sizeof small;
+    printf("%s%s\n", indent, vis(l, len, big ? big : small, n));
 }
 
 /* Text (output, a diff) under its event, line by line, escaped; cut at
@@ -370,6 +386,13 @@ static void tl_file_diff(const tl_printer *o, json_t *ev, json_t *p, bool under)
         tl_block(o, diff, "    ", "--full for the whole diff");
 }
 
+/* A checkpoint's id, its first 12 characters (as git shows a commit),
+ * cut before it is escaped (an escape or a character is never cut). */
+static const char *tl_short_id(const char *id, char *buf, size_t n)
+{
+    return vis(id ? id : "?", id ? strnlen(id, 12) : 1, buf, n);
+}
+
 /* A checkpoint, rollback, abort, sandbox change or limit as a sentence. */
 static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 {
@@ -381,14 +404,15 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
         if (e)
             snprintf(out, n, "checkpoint \"%s\" failed: %s", TL_S("label"), vis_str(e, b, sizeof b));
         else
-            snprintf(out, n, "checkpoint %.12s \"%s\": %lld files, %lld changed%s",
-                     vis_str(json_string_value(json_object_get(p, "id")), b, sizeof b), TL_S("label"),
+            snprintf(out, n, "checkpoint %s \"%s\": %lld files, %lld changed%s",
+                     tl_short_id(json_string_value(json_object_get(p, "id")), b, sizeof b), TL_S("label"),
                      (long long)json_integer_value(json_object_get(p, "files")),
                      (long long)json_integer_value(json_object_get(p, "changed")),
                      json_object_get(p, "not_stored") ? " (some files not stored)" : "");
     } else if (strcmp(kind, "rollback") == 0) {
         json_t *k = json_object_get(p, "killed");
-        snprintf(out, n, "rolled back to checkpoint %.12s: %lld files changed%s", TL_S("to"),
+        snprintf(out, n, "rolled back to checkpoint %s: %lld files changed%s",
+                 tl_short_id(json_string_value(json_object_get(p, "to")), a, sizeof a),
                  (long long)json_integer_value(json_object_get(p, "changed")),
                  json_is_array(k) && json_array_size(k) ? ", processes killed" : "");
     } else if (strcmp(kind, "session_abort") == 0) {
