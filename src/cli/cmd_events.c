@@ -554,6 +554,7 @@ typedef struct events_opts {
     double since, until; /* seconds since the epoch; 0: none */
     bool follow, as_json, ingest_given;
     char sandbox_id[SG_NAME_MAX + 8]; /* --sandbox resolved */
+    char learner_id[SG_NAME_MAX + 8], task_id[SG_NAME_MAX + 8]; /* its stream's */
     char kinds_buf[512];
     tl_printer tl;
 } events_opts;
@@ -957,6 +958,26 @@ static int events_match(json_t *rows, const char *key, const char *want, bool pr
     return hits ? -1 : 0;
 }
 
+/* A sandbox that is one stream: its learner and task into the query too,
+ * so that the store reads it by its (learner, task, sandbox, seq) key in
+ * order instead of scanning every row for the sandbox. */
+static void events_whole_stream(events_opts *o, json_t *rows)
+{
+    size_t i, n = 0;
+    json_t *row, *one = NULL;
+    json_array_foreach(rows, i, row) {
+        const char *v = json_string_value(json_object_get(row, "sandbox"));
+        if (o->sandbox && v && !strcmp(v, o->sandbox))
+            one = row, n++;
+    }
+    if (n != 1)
+        return;
+    snprintf(o->learner_id, sizeof o->learner_id, "%s", json_string_value(json_object_get(one, "learner")));
+    snprintf(o->task_id, sizeof o->task_id, "%s", json_string_value(json_object_get(one, "task")));
+    o->learner = o->learner_id;
+    o->task = o->task_id;
+}
+
 /* --learner, --task, --sandbox against the streams the ingest holds (its
  * /v1/sandboxes, within the token's scope): an unknown one is an error,
  * and a sandbox may be given by a unique prefix of 4 characters or more. */
@@ -991,6 +1012,7 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
             o->sandbox = o->sandbox_id;
         }
     }
+    events_whole_stream(o, rows);
     return EVENTS_GO;
 }
 
