@@ -979,8 +979,9 @@ static void events_whole_stream(events_opts *o, json_t *rows)
 }
 
 /* --learner, --task, --sandbox against the streams the ingest holds (its
- * /v1/sandboxes, within the token's scope): an unknown one is an error,
- * and a sandbox may be given by a unique prefix of 4 characters or more. */
+ * /v1/sandboxes, within the token's scope): an unknown one is an error
+ * (with --follow it is taken as it is, a stream to come), and a sandbox
+ * may be given by a unique prefix of 4 characters or more. */
 static int events_resolve(events_opts *o, const sg_cli_target *t, const char *token)
 {
     if (!o->learner && !o->task && !o->sandbox)
@@ -999,6 +1000,8 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
         char cands[512], vb[160];
         int r = events_match(rows, what[k], *val[k], k == 2, &hit, cands, sizeof cands);
         vis_str(*val[k], vb, sizeof vb);
+        if (r == 0 && o->follow)
+            continue; /* followed: its first events may be still to come */
         if (r == 0)
             return sg_cli_failf("events", "no %s '%s' in the ingest's store (at %s:%s)", what[k], vb, t->host,
                                 t->port);
