@@ -252,17 +252,25 @@ static void tl_head(const tl_printer *o, json_t *ev)
 }
 
 /* One line of output as a terminal leaves it: a CR-LF ends the line, and
- * after a bare CR (a progress bar) the text that followed it stands. */
+ * after a bare CR (a progress bar) the text that followed it stands. Only
+ * plain text is dropped so: when what a CR would hide holds another
+ * control byte (an escape sequence: a title set, a line erased), the whole
+ * line is shown, its CRs escaped, so that nothing hostile goes unseen. */
 static void tl_out_line(const char *l, size_t len, const char *indent)
 {
     while (len > 0 && l[len - 1] == '\r')
         len--;
     for (size_t i = len; i-- > 0;) {
-        if (l[i] == '\r') {
+        if (l[i] != '\r')
+            continue;
+        bool plain = true;
+        for (size_t j = 0; j < i && plain; j++)
+            plain = l[j] == '\r' || ((unsigned char)l[j] >= 0x20 && l[j] != 0x7f);
+        if (plain) {
             len -= i + 1;
             l += i + 1;
-            break;
         }
+        break;
     }
     char small[1024];
     size_t n = len * 4 + 16; /* sg_vis: at most 4 bytes for one */
@@ -371,17 +379,18 @@ static void tl_file_diff(const tl_printer *o, json_t *ev, json_t *p, bool under)
     }
     if (change)
         vis_str(change, how_vis, sizeof how_vis);
+    /* "+3 -1 a.py (modified)": the counts first, as git's --stat */
+    char counts[48] = "";
+    if (!json_is_true(json_object_get(p, "binary")) && !json_is_true(json_object_get(p, "truncated")))
+        snprintf(counts, sizeof counts, "+%d -%d ", plus, minus);
     if (under)
         printf("  ~ ");
     else
         tl_head(o, ev);
-    printf("%s %s%s", how_vis, was_vis, now_vis);
-    if (json_is_true(json_object_get(p, "binary")))
-        printf(" (binary)\n");
-    else if (json_is_true(json_object_get(p, "truncated")))
-        printf(" (no diff: large)\n");
-    else
-        printf(" (+%d -%d)\n", plus, minus);
+    printf("%s%s%s (%s%s)\n", counts, was_vis, now_vis, how_vis,
+           json_is_true(json_object_get(p, "binary"))      ? ", binary"
+           : json_is_true(json_object_get(p, "truncated")) ? ", no diff: large"
+                                                           : "");
     if (o->diff && diff)
         tl_block(o, diff, "    ", "--full for the whole diff");
 }
@@ -461,10 +470,10 @@ static void tl_plain(const tl_printer *o, json_t *ev, const char *kind, json_t *
     if (!strcmp(kind, "run_result") || !strcmp(kind, "test_result"))
         return tl_command_line(o, NULL, ev);
     if (!strcmp(kind, "stdin"))
-        snprintf(summary, sizeof summary, "typed: %s",
+        snprintf(summary, sizeof summary, "typed %s",
                  first_line(json_string_value(json_object_get(p, "line")), line, 200));
     else if (!strcmp(kind, "command"))
-        snprintf(summary, sizeof summary, "command: %s",
+        snprintf(summary, sizeof summary, "command %s",
                  first_line(json_string_value(json_object_get(p, "cmd")), line, 200));
     else if (!strcmp(kind, "process"))
         process_summary(p, summary, sizeof summary);
@@ -474,7 +483,7 @@ static void tl_plain(const tl_printer *o, json_t *ev, const char *kind, json_t *
         if (!sp)
             sp = json_object_get(p, "unacked");
         char stbuf[64];
-        int l = snprintf(summary, sizeof summary, "activity: %s (%lld unacked)",
+        int l = snprintf(summary, sizeof summary, "activity %s (%lld unacked)",
                          vis_str(state ? state : "?", stbuf, sizeof stbuf), (long long)json_integer_value(sp));
         activity_running(json_object_get(p, "running"), summary, sizeof summary, (size_t)l);
     } else

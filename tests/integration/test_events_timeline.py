@@ -77,6 +77,8 @@ def run(env: CapEnv) -> None:
            "the failing test: one line with its command, FAIL, its exit status and duration", "\n".join(cmd))
     tap.ok("  | 3 passed, 1 failed" in lines, "its output below it, in full", out)
     i = lines.index("  | one") if "  | one" in lines else -1
+    tap.ok(any(re.search(r"  ~ \+3 -0 run_tests \(created\)$", ln) for ln in lines),
+           "a file the command made: under it, with its line counts", out)
     tap.ok(i >= 0 and lines[i + 1] == "  | two" and lines[i + 2] == "  | 100%",
            "a CR-LF ends a line; after a progress bar's CRs its last state stands", "\n".join(lines[i - 1:i + 4]))
     tap.ok("\r" not in out and "\x1b" not in out and "\x07" not in out,
@@ -88,11 +90,11 @@ def run(env: CapEnv) -> None:
     ab = [ln for ln in heads if "SESSION ABORTED" in ln]
     tap.ok(len(ab) == 1 and "the test ends it" in ab[0] and "{" not in ab[0],
            "the abort is a sentence with its reason", out)
-    hidden = [ln for ln in heads if re.search(r"activity:|typed:|command:|pid \d+ <-|before exec", ln)]
+    hidden = [ln for ln in heads if re.search(r"  #\d+ +(activity|typed|command) |pid \d+ <-|before exec", ln)]
     tap.eq(hidden, [], "activity, process, stdin, command and per-exec checkpoints are hidden")
 
     rc, out_all, _ = events(env, "--sandbox", sid, "--all")
-    tap.ok(rc == 0 and "activity:" in out_all and "before exec" in out_all and "typed:" in out_all,
+    tap.ok(rc == 0 and "activity idle" in out_all and "before exec" in out_all and "typed " in out_all,
            "--all shows the plumbing", out_all[:400])
 
     rc, outk, _ = events(env, "--sandbox", sid, "--kind", "test_result,session_abort")
