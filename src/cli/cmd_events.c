@@ -1105,3 +1105,123 @@ int sg_cmd_events(int argc, char **argv)
     sg_sandbox_meta_clear(&meta);
     return rc;
 }
+
+/* ---------------------------------------------------------------- sessions
+ *
+ * sandglass sessions [--learner L] [--task T] [--sandbox ID] [--json]
+ *                    [--utc] [--ingest URL] [--token T | --secret FILE]
+ * The sessions (streams) the token may see, from the ingest's
+ * GET /v1/sessions, paged: one line each, or JSON lines. */
+
+static const char sessions_usage[] =
+    "usage: sandglass sessions [--learner L] [--task T] [--sandbox ID] [--json] [--utc]\n"
+    "                          [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+    "  each session the read token may see: its state (active, aborted, destroyed,\n"
+    "  expired), when it started, its last activity, its commands, and whether\n"
+    "  its last test passed; --ingest, --token, --secret as for events\n";
+
+static int sessions_parse(int argc, char **argv, events_opts *o)
+{
+    static const struct option longopts[] = {
+        {"learner", required_argument, NULL, 'l'}, {"task", required_argument, NULL, 't'},
+        {"sandbox", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
+        {"utc", no_argument, NULL, 'u'},           {"ingest", required_argument, NULL, 'i'},
+        {"token", required_argument, NULL, 'T'},   {"secret", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    o->ingest = sg_state_default_ingest();
+    o->after_seq = -1;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': o->learner = optarg; break;
+        case 't': o->task = optarg; break;
+        case 's': o->sandbox = optarg; break;
+        case 'j':
+            o->as_json = true;
+            sg_cli_json_errors(true);
+            break;
+        case 'u': o->tl.utc = true; break;
+        case 'i': o->ingest = optarg, o->ingest_given = true; break;
+        case 'T': o->token_opt = optarg; break;
+        case 'k': o->secret_path = optarg; break;
+        case 'h': fputs(sessions_usage, stdout); return 0;
+        default: return sg_cli_bad_option("sessions", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return sg_cli_usage("sessions", "unexpected argument '%.64s' (sessions takes only options)", argv[optind]);
+    return EVENTS_GO;
+}
+
+static void sessions_print(const events_opts *o, json_t *row)
+{
+    if (o->as_json) {
+        sg_autofree char *line = json_dumps(row, JSON_COMPACT);
+        puts(line ? line : "{}");
+        return;
+    }
+    char v[3][160], st[48], t0[48], t1[48], tests[32];
+    const char *keys[] = {"learner", "task", "sandbox"};
+    for (int i = 0; i < 3; i++)
+        vis_str(json_string_value(json_object_get(row, keys[i])), v[i], sizeof v[i]);
+    vis_str(json_string_value(json_object_get(row, "state")), st, sizeof st);
+    tl_time(&o->tl, json_string_value(json_object_get(row, "started")), t0, sizeof t0);
+    tl_time(&o->tl, json_string_value(json_object_get(row, "last_activity")), t1, sizeof t1);
+    json_t *tx = json_object_get(row, "last_test_exit");
+    snprintf(tests, sizeof tests, "%s", !json_is_integer(tx)          ? "-"
+                                        : json_integer_value(tx) == 0 ? "passing"
+                                                                      : "failing");
+    printf("%-12s %-12s %-12s %-9s %s  %s  %8lld  %s\n", v[0], v[1], v[2], st, t0, t1,
+           (long long)json_integer_value(json_object_get(row, "commands")), tests);
+}
+
+int sg_cmd_sessions(int argc, char **argv)
+{
+    sg_autofree events_opts *o = calloc(1, sizeof *o);
+    if (!o)
+        return sg_cli_failf("sessions", "out of memory");
+    int rc = sessions_parse(argc, argv, o);
+    if (rc != EVENTS_GO)
+        return rc;
+    sg_err err;
+    sg_cli_target t;
+    if (sg_cli_target_parse(o->ingest, &t, &err) < 0)
+        return sg_cli_usage("sessions", "%s", err.msg);
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    if ((rc = events_load_secret(o, secret)) != EVENTS_GO)
+        return rc;
+    char base[1024] = "/v1/sessions";
+    if (o->learner)
+        append_arg(base, sizeof base, "learner", o->learner);
+    if (o->task)
+        append_arg(base, sizeof base, "task", o->task);
+    if (o->sandbox)
+        append_arg(base, sizeof base, "sandbox", o->sandbox);
+    if (!o->as_json)
+        printf("%-12s %-12s %-12s %-9s %-29s  %-29s  %8s  %s\n", "LEARNER", "TASK", "SESSION", "STATE", "STARTED",
+               "LAST ACTIVITY", "COMMANDS", "TESTS");
+    long long after = -1;
+    for (;;) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s%safter=%lld", base, strchr(base, '?') ? "&" : "?", after);
+        sg_autofree char *tok = events_token(o, secret, &err);
+        if (!tok)
+            return sg_cli_failf("sessions", "%s", err.msg);
+        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, tok, NULL, &err);
+        if (!ans)
+            return sg_cli_failf("sessions", "%s", err.msg);
+        json_t *rows = json_object_get(ans, "sessions"), *row;
+        size_t i;
+        json_array_foreach(rows, i, row) {
+            sessions_print(o, row);
+            after = json_integer_value(json_object_get(row, "cursor"));
+        }
+        if (!json_is_true(json_object_get(ans, "more")) || json_array_size(rows) == 0)
+            break;
+    }
+    fflush(stdout);
+    return 0;
+}
