@@ -12,7 +12,8 @@ aborted; then:
 - --kind, --since and --until filter; --json is the rows as before;
 - --sandbox takes a unique prefix of 4 characters (found without --ingest,
   from the sandbox's record), a shorter one is an error naming it;
-- an unknown learner, task or sandbox is one line and a non-zero exit.
+- an unknown learner, task or sandbox is one line and a non-zero exit;
+- `sandglass sessions` shows the session aborted, with its failing test.
 """
 from __future__ import annotations
 
@@ -124,6 +125,16 @@ def run(env: CapEnv) -> None:
         rc, o, e = events(env, *args)
         tap.ok(rc != 0 and o == "" and len(e.strip().splitlines()) == 1 and what in e,
                f"an unknown {what}: one line, exit {rc}", e)
+    p = env.run("sessions", "--json", "--ingest", env.ingest.http_base, "--secret", env.secret)
+    rows = [json.loads(ln) for ln in p.stdout.decode().splitlines()]
+    me = [r for r in rows if r["sandbox"] == sid]
+    tap.ok(p.returncode == 0 and len(me) == 1 and me[0]["aborted"] is True and me[0]["state"] == "aborted"
+           and me[0]["commands"] == 4 and me[0]["last_test_exit"] == 1 and me[0]["learner"] == "ann",
+           "sessions --json: the session, aborted, 4 commands, its last test failing", p.stdout + p.stderr)
+    p = env.run("sessions", "--learner", "ann", "--ingest", env.ingest.http_base, "--secret", env.secret)
+    sl = p.stdout.decode().splitlines()
+    tap.ok(p.returncode == 0 and len(sl) == 2 and sid in sl[1] and "aborted" in sl[1] and "failing" in sl[1],
+           "sessions: its line in the table", p.stdout + p.stderr)
     rc, o, e = events(env, "--sandbox", sid[:3])
     tap.ok(rc != 0 and "4 characters" in e and len(e.strip().splitlines()) == 1,
            "a prefix under 4 characters: an error", e)
