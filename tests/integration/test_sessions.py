@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_ingest import Ingest, check, connect, run, token  # noqa: E402
+from test_ingest import Ingest, check, check_sanitizers, connect, run, token  # noqa: E402
 import test_ingest  # noqa: E402
 from test_ingest_pg import PG, free_port, pg  # noqa: E402
 
@@ -123,6 +123,7 @@ def main():
             ing.stop()
         if port:
             pg("stop", pgdir, port)
+    check_sanitizers()
     print(f"1..{test_ingest._n}")
     return 1 if test_ingest._failed else 0
 
