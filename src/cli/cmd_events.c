@@ -1064,7 +1064,15 @@ static int events_run(events_opts *o)
         append_arg(base, sizeof base, "task", o->task);
     if (o->sandbox)
         append_arg(base, sizeof base, "sandbox", o->sandbox);
-    const char *filters = strchr(base, '?') ? strchr(base, '?') + 1 : "";
+    /* the stream's filters (/v1/stream takes no kind=; --kind is applied as
+     * its events come) */
+    char filters[1024];
+    snprintf(filters, sizeof filters, "%s", strchr(base, '?') ? strchr(base, '?') + 1 : "");
+    if (o->kinds) { /* the store returns only those rows */
+        char k[sizeof o->kinds_buf];
+        snprintf(k, sizeof k, "%.*s", (int)strlen(o->kinds) - 2, o->kinds + 1);
+        append_arg(base, sizeof base, "kind", k);
+    }
     /* One stream: page in seq order. Several, or following: page by row id. */
     bool by_id = o->follow || !o->sandbox;
     long long cursor = by_id ? 0 : o->after_seq;

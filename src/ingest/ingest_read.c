@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "ingest/http.h"
 #include "ingest/query.h"
+#include "wire/event.h"
 
 /* ---------------------------------------------------------------- HTTP */
 
@@ -132,12 +133,48 @@ static int read_filters(struct lws *wsi, sg_http_req *req, const sg_token_claims
     return 0;
 }
 
+#define SG_KINDS_ARG_MAX 512
+
+/* ?kind=a,b (/v1/events): each a known event kind. 0 and *out (NULL when
+ * absent), or 1 with the 400 answer sent. */
+static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[SG_KINDS_ARG_MAX], const char **out)
+{
+    *out = NULL;
+    int r = http_arg(wsi, "kind=", buf, SG_KINDS_ARG_MAX);
+    if (r == 0)
+        return 0;
+    char msg[200] = "kind: too long or given twice";
+    for (const char *k = buf; r > 0;) {
+        size_t n = strcspn(k, ",");
+        char one[64];
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), k);
+        if (n == 0 || n >= sizeof one || sg_event_kind_from_name(one) < 0) {
+            char vis[80];
+            snprintf(msg, sizeof msg, "kind: unknown event kind '%s'", sg_vis(k, n, vis, sizeof vis));
+            r = -1;
+            break;
+        }
+        if (!k[n])
+            break;
+        k += n + 1;
+    }
+    if (r < 0) {
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
+        return 1;
+    }
+    *out = buf;
+    return 0;
+}
+
 static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
     char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
     bool cut = false;
     sg_store_query q = {.after_seq = -1, .after_id = -1, .cut = &cut};
     if (read_filters(wsi, req, cl, &q, l, t, sb))
+        return 0;
+    char kinds[SG_KINDS_ARG_MAX];
+    if (kinds_arg(wsi, req, kinds, &q.kinds))
         return 0;
     const char *bad = NULL;
     int64_t limit = 0;

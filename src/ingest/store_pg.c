@@ -549,7 +549,7 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
              " coalesce(sum(octet_length(payload)) OVER (ORDER BY %s ROWS BETWEEN"
              " UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM sg_events WHERE true",
              budget, order);
-    const char *p[6];
+    const char *p[7];
     char bufs[3][32];
     int np = 0;
     char cond[128];
@@ -578,6 +578,11 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
         snprintf(bufs[1], sizeof bufs[1], "%lld", (long long)q->after_id);
         p[np++] = bufs[1];
         snprintf(cond, sizeof cond, " AND id > $%d", np);
+        strcat(sql, cond);
+    }
+    if (q->kinds) {
+        p[np++] = q->kinds;
+        snprintf(cond, sizeof cond, " AND kind = ANY(string_to_array($%d, ','))", np);
         strcat(sql, cond);
     }
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;

@@ -226,6 +226,8 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
         strcat(sql, " AND seq > ?4");
     if (q->after_id >= 0)
         strcat(sql, " AND id > ?5");
+    if (q->kinds)
+        strcat(sql, " AND instr(',' || ?7 || ',', ',' || kind || ',') > 0");
     strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
     strcat(sql, " LIMIT ?6");
     sqlite3_stmt *st = NULL;
@@ -245,6 +247,8 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     if (q->after_id >= 0)
         sqlite3_bind_int64(st, 5, q->after_id);
     sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
+    if (q->kinds)
+        sqlite3_bind_text(st, 7, q->kinds, -1, SQLITE_STATIC);
     json_t *arr = json_array();
     size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
     if (q->cut)

@@ -9,7 +9,8 @@ Streams are written through a real ingest's /v1/ingest: one with a failing
 then a passing test, one aborted, one destroyed, one of another learner.
 Checked: every field, the token's scope (a learner's token sees only that
 learner's; asking for another is 403), paging (limit=1, then after=the
-cursor), bad values (400), the CLI's table and --json."""
+cursor), bad values (400), the CLI's table and --json; and /v1/events's
+kind= filter (validated: an unknown kind is 400)."""
 import json
 import os
 import subprocess
@@ -76,6 +77,14 @@ def scenario(ing, state, where):
     for q in ("after=x", "limit=0", "limit=-3", "after=1&after=2"):
         code, body = ing.http(f"/v1/sessions?{q}")
         check(f"{where}: ?{q} is 400 with the reason", code == 400 and "bad value" in body.get("error", ""), body)
+
+    code, body = ing.http("/v1/events?kind=test_result,session_abort")
+    check(f"{where}: /v1/events?kind=test_result,session_abort: those rows only",
+          code == 200 and sorted(e["kind"] for e in body["events"]) == ["session_abort"] + ["test_result"] * 3,
+          body)
+    for q in ("kind=bogus", "kind=", "kind=command,,stdout", "kind=command&kind=stdout"):
+        code, body = ing.http(f"/v1/events?{q}")
+        check(f"{where}: /v1/events?{q} is 400 with the reason", code == 400 and "kind" in body.get("error", ""), body)
 
     bob = run("token", "--read", "--learner", "bob", state=state).stdout.strip()
     code, body = ing.http("/v1/sessions", read_token=bob)
