@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import tap  # noqa: E402
+from sgtest import SANDGLASS, tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 
 DATE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d\d:\d\d  ")
@@ -125,6 +127,32 @@ def run(env: CapEnv) -> None:
         rc, o, e = events(env, *args)
         tap.ok(rc != 0 and o == "" and len(e.strip().splitlines()) == 1 and what in e,
                f"an unknown {what}: one line, exit {rc}", e)
+    def on_tty(extra_env):
+        """events on a terminal (a pty): its output bytes."""
+        m, sl = pty.openpty()
+        e = dict(env.env, TZ="UTC", **extra_env)
+        pr = subprocess.Popen([SANDGLASS, "events", "--sandbox", sid, "--ingest", env.ingest.http_base,
+                               "--secret", env.secret], stdout=sl, stderr=subprocess.DEVNULL, env=e)
+        os.close(sl)
+        got = b""
+        while True:
+            try:
+                b = os.read(m, 65536)
+            except OSError:
+                break
+            if not b:
+                break
+            got += b
+        pr.wait(60)
+        os.close(m)
+        return got
+    tty = on_tty({})
+    tap.ok(b"\x1b[1m$ ./run_tests" in tty and b"\x1b[31m" in tty,
+           "on a terminal: colour (the command bold, a failure red)", tty[:400])
+    tap.ok(b"\\x1b]0;pwned" in tty and b"\x1b]0;pwned" not in tty, "and the learner's escapes still escaped")
+    tap.ok(b"\x1b[" not in on_tty({"NO_COLOR": "1"}), "NO_COLOR: none")
+    tap.ok("\x1b[" not in out, "not a terminal: no colour")
+
     p = env.run("sessions", "--json", "--ingest", env.ingest.http_base, "--secret", env.secret)
     rows = [json.loads(ln) for ln in p.stdout.decode().splitlines()]
     me = [r for r in rows if r["sandbox"] == sid]
