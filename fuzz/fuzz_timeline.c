@@ -26,12 +26,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const kinds[] = {"stdin", "command", "stdout", "run_result", "test_result",
-                                    "file_diff", "activity", "checkpoint", "limit", "rollback",
-                                    "session_abort", "sandbox", "process"};
-static const char *const fields[] = {"line", "cmd", "data", "stream", "path", "change",
-                                     "old_path", "diff", "state", "label", "id", "to", "by",
-                                     "reason", "what", "error"};
+static const char *const kinds[] = {"stdin",         "command",  "stdout",     "run_result", "test_result",
+                                    "file_diff",     "activity", "checkpoint", "limit",      "rollback",
+                                    "session_abort", "sandbox",  "process"};
+static const char *const fields[] = {"line",  "cmd",   "data", "stream", "path", "change", "old_path", "diff",
+                                     "state", "label", "id",   "to",     "by",   "reason", "what",     "error"};
 
 static int out_fd = -1;
 
@@ -116,9 +115,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (ftruncate(out_fd, 0) < 0 || lseek(out_fd, 0, SEEK_SET) < 0)
         abort();
-    tl_printer tp = {.show_stream = flags & 1, .all = flags & 2, .full = flags & 4, .diff = flags & 8,
+    tl_printer tp = {.show_stream = flags & 1,
+                     .all = flags & 2,
+                     .full = flags & 4,
+                     .diff = flags & 8,
                      .utc = flags & 16}; /* no colour: its ESC is ours, the check would take it for a leak */
-    if (flags & 64) { /* a command before it, whose result it may be */
+    if (flags & 64) {                    /* a command before it, whose result it may be */
         json_t *c = json_pack("{s:s, s:I, s:s, s:{s:s}}", "kind", "command", "seq", (json_int_t)0, "ts",
                               "2026-12-03T13:05:02.123Z", "payload", "cmd", "make test");
         print_timeline(&tp, c);

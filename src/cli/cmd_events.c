@@ -48,26 +48,25 @@
 #define FOLLOW_EVENT_MAX (64 * 1024 * 1024) /* one SSE message, at most */
 #define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
 
-static const char usage[] =
-    "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
-    "                        [--kind K[,K]] [--since T] [--until T] [--all] [--full]\n"
-    "                        [--diff] [--utc] [--follow] [--json]\n"
-    "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
-    "  --sandbox ID  the id or a unique prefix of it (4 characters at least)\n"
-    "  --kind    only these kinds (command,test_result,checkpoint,...), none hidden\n"
-    "  --since, --until  a duration back from now (90s, 15m, 2h, 3d, 1w), a date\n"
-    "            (2026-12-03) or a time (2026-12-03T13:05[:SS][Z|+01:00])\n"
-    "  --all     also activity, process, stdin, command and per-exec checkpoints\n"
-    "  --full    all of each output that was stored (else 20 lines, 4 KiB)\n"
-    "  --diff    the diffs of changed files, under their command\n"
-    "  --utc     times in UTC (else local time, with its zone)\n"
-    "  --follow  then print each event as it is committed (the ingest's pushed\n"
-    "            stream), reconnecting and resuming when the ingest restarts\n"
-    "  --ingest  default: the one the sandbox's record names (--sandbox of this\n"
-    "            host), else $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
-    "  --token   a read token (sandglass token --read ...)\n"
-    "  --secret  without --token: make an operator read token from this secret\n"
-    "            (default <state>/ingest/secret, the local ingest's)\n";
+static const char usage[] = "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
+                            "                        [--kind K[,K]] [--since T] [--until T] [--all] [--full]\n"
+                            "                        [--diff] [--utc] [--follow] [--json]\n"
+                            "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+                            "  --sandbox ID  the id or a unique prefix of it (4 characters at least)\n"
+                            "  --kind    only these kinds (command,test_result,checkpoint,...), none hidden\n"
+                            "  --since, --until  a duration back from now (90s, 15m, 2h, 3d, 1w), a date\n"
+                            "            (2026-12-03) or a time (2026-12-03T13:05[:SS][Z|+01:00])\n"
+                            "  --all     also activity, process, stdin, command and per-exec checkpoints\n"
+                            "  --full    all of each output that was stored (else 20 lines, 4 KiB)\n"
+                            "  --diff    the diffs of changed files, under their command\n"
+                            "  --utc     times in UTC (else local time, with its zone)\n"
+                            "  --follow  then print each event as it is committed (the ingest's pushed\n"
+                            "            stream), reconnecting and resuming when the ingest restarts\n"
+                            "  --ingest  default: the one the sandbox's record names (--sandbox of this\n"
+                            "            host), else $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
+                            "  --token   a read token (sandglass token --read ...)\n"
+                            "  --secret  without --token: make an operator read token from this secret\n"
+                            "            (default <state>/ingest/secret, the local ingest's)\n";
 
 /* Percent-encodes everything outside the unreserved set. */
 static void append_arg(char *q, size_t qlen, const char *name, const char *val)
@@ -210,8 +209,9 @@ static double ts_epoch(const char *ts)
 {
     struct tm tm = {0};
     char frac[16] = "";
-    if (!ts || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac) < 6)
+    if (!ts ||
+        sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+               &tm.tm_sec, frac) < 6)
         return -1;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
@@ -233,8 +233,8 @@ static void tl_time(const tl_printer *o, const char *ts, char *out, size_t n)
     int off = o->utc ? 0 : (int)(lt.tm_gmtoff % 86400);
     char day[40];
     strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &lt);
-    snprintf(out, n, "%.19s.%03d %c%02d:%02d", day, ms > 999 ? 999 : ms, off < 0 ? '-' : '+',
-             abs(off) / 3600 % 100, abs(off) % 3600 / 60);
+    snprintf(out, n, "%.19s.%03d %c%02d:%02d", day, ms > 999 ? 999 : ms, off < 0 ? '-' : '+', abs(off) / 3600 % 100,
+             abs(off) % 3600 / 60);
 }
 
 /* The start of an event's line: time, stream (when several) and seq. */
@@ -244,8 +244,7 @@ static void tl_head(const tl_printer *o, json_t *ev)
     tl_time(o, json_string_value(json_object_get(ev, "ts")), tbuf, sizeof tbuf);
     printf("%s%s%s  ", tl_c(o, "\033[2m"), tbuf, tl_c(o, "\033[0m"));
     if (o->show_stream)
-        printf("%s/%s/%s  ",
-               vis_str(json_string_value(json_object_get(ev, "learner")), lbuf[0], sizeof lbuf[0]),
+        printf("%s/%s/%s  ", vis_str(json_string_value(json_object_get(ev, "learner")), lbuf[0], sizeof lbuf[0]),
                vis_str(json_string_value(json_object_get(ev, "task")), lbuf[1], sizeof lbuf[1]),
                vis_str(json_string_value(json_object_get(ev, "sandbox")), lbuf[2], sizeof lbuf[2]));
     printf("#%-5lld ", (long long)json_integer_value(json_object_get(ev, "seq")));
@@ -339,8 +338,8 @@ static void tl_command_line(const tl_printer *o, json_t *cmd_ev, json_t *res)
     json_t *ec = json_object_get(rp, "exit_code");
     bool ok = json_is_integer(ec) && json_integer_value(ec) == 0;
     printf("   %s%s%s%s, %.3f s%s\n", tl_c(o, ok ? "\033[32m" : "\033[31m"),
-           test ? (ok ? "tests PASS, " : "tests FAIL, ") : "", tl_status(rp, status, sizeof status),
-           tl_c(o, "\033[0m"), json_number_value(json_object_get(rp, "duration_s")),
+           test ? (ok ? "tests PASS, " : "tests FAIL, ") : "", tl_status(rp, status, sizeof status), tl_c(o, "\033[0m"),
+           json_number_value(json_object_get(rp, "duration_s")),
            json_is_true(json_object_get(rp, "truncated")) ? " (output cut)" : "");
 }
 
@@ -388,9 +387,9 @@ static void tl_file_diff(const tl_printer *o, json_t *ev, json_t *p, bool under)
     else
         tl_head(o, ev);
     printf("%s%s%s (%s%s)\n", counts, was_vis, now_vis, how_vis,
-           json_is_true(json_object_get(p, "binary"))      ? ", binary"
-           : json_is_true(json_object_get(p, "truncated")) ? ", no diff: large"
-                                                           : "");
+           json_is_true(json_object_get(p, "binary"))          ? ", binary"
+               : json_is_true(json_object_get(p, "truncated")) ? ", no diff: large"
+                                                               : "");
     if (o->diff && diff)
         tl_block(o, diff, "    ", "--full for the whole diff");
 }
@@ -406,8 +405,8 @@ static const char *tl_short_id(const char *id, char *buf, size_t n)
 static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 {
     char a[200], b[200], c[100], d[100];
-#define TL_S(k) vis_str(json_string_value(json_object_get(p, k)) ? json_string_value(json_object_get(p, k)) : "?", \
-                        a, sizeof a)
+#define TL_S(k)                                                                                                        \
+    vis_str(json_string_value(json_object_get(p, k)) ? json_string_value(json_object_get(p, k)) : "?", a, sizeof a)
     if (strcmp(kind, "checkpoint") == 0) {
         const char *e = json_string_value(json_object_get(p, "error"));
         if (e)
@@ -426,7 +425,8 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
                  json_is_array(k) && json_array_size(k) ? ", processes killed" : "");
     } else if (strcmp(kind, "session_abort") == 0) {
         /* the reason names who ("operator: ...") when it was given by hand */
-        const char *r = json_string_value(json_object_get(p, "reason")), *by = json_string_value(json_object_get(p, "by"));
+        const char *r = json_string_value(json_object_get(p, "reason")),
+                   *by = json_string_value(json_object_get(p, "by"));
         bool named = r && by && !strncmp(r, by, strlen(by)) && r[strlen(by)] == ':';
         snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s", named ? "" : " (by ", named ? "" : TL_S("by"), named ? "" : ")",
                  vis_str(r ? r : "?", b, sizeof b),
@@ -438,7 +438,8 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
         json_t *v = json_object_get(p, "value"), *l = json_object_get(p, "limit");
         sg_autofree char *vs = v ? sg_json_dump(v) : NULL, *ls = l ? sg_json_dump(l) : NULL;
         snprintf(out, n, "limit reached: %s%s%s%s%s%s%s", TL_S("what"), json_object_get(p, "state") ? " " : "",
-                 json_object_get(p, "state") ? vis_str(json_string_value(json_object_get(p, "state")), b, sizeof b) : "",
+                 json_object_get(p, "state") ? vis_str(json_string_value(json_object_get(p, "state")), b, sizeof b)
+                                             : "",
                  vs ? ", value " : "", vs ? vis_str(vs, c, sizeof c) : "", ls ? ", limit " : "",
                  ls ? vis_str(ls, d, sizeof d) : "");
     } else {
@@ -451,12 +452,11 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 /* Plumbing: shown only with --all. */
 static bool tl_plumbing(const char *kind, json_t *p)
 {
-    if (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin") ||
-        !strcmp(kind, "command"))
+    if (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin") || !strcmp(kind, "command"))
         return true;
     const char *label = json_string_value(json_object_get(p, "label"));
     return !strcmp(kind, "checkpoint") && !json_object_get(p, "error") && label &&
-           (!strncmp(label, "before exec ", 12) || !strncmp(label, "before shell command ", 21));
+        (!strncmp(label, "before exec ", 12) || !strncmp(label, "before shell command ", 21));
 }
 
 /* An event printed on its own line (not held under a command). */
@@ -491,8 +491,12 @@ static void tl_plain(const tl_printer *o, json_t *ev, const char *kind, json_t *
     bool loud = !strcmp(kind, "session_abort") || !strcmp(kind, "limit");
     bool dim = tl_plumbing(kind, p);
     tl_head(o, ev);
-    printf("%s%s%s\n", tl_c(o, loud ? "\033[1;31m" : dim ? "\033[2m" : ""), summary,
-           tl_c(o, loud || dim ? "\033[0m" : ""));
+    printf("%s%s%s\n",
+           tl_c(o,
+                loud      ? "\033[1;31m"
+                    : dim ? "\033[2m"
+                          : ""),
+           summary, tl_c(o, loud || dim ? "\033[0m" : ""));
 }
 
 /* The held command: its line (with res, or "started"), then what it held. */
@@ -503,7 +507,8 @@ static void tl_flush(tl_printer *o, json_t *res)
     tl_command_line(o, o->cmd_ev, res);
     size_t i;
     json_t *h;
-    json_array_foreach(o->held, i, h) {
+    json_array_foreach(o->held, i, h)
+    {
         const char *k = json_string_value(json_object_get(h, "kind"));
         if (!strcmp(k, "stdout"))
             tl_output(o, h, json_object_get(h, "payload"), true);
@@ -562,7 +567,7 @@ typedef struct events_opts {
     const char *since_arg, *until_arg;
     double since, until; /* seconds since the epoch; 0: none */
     bool follow, as_json, ingest_given;
-    char sandbox_id[SG_NAME_MAX + 8]; /* --sandbox resolved */
+    char sandbox_id[SG_NAME_MAX + 8];                           /* --sandbox resolved */
     char learner_id[SG_NAME_MAX + 8], task_id[SG_NAME_MAX + 8]; /* its stream's */
     char kinds_buf[512];
     tl_printer tl;
@@ -579,16 +584,16 @@ static double parse_when(const char *arg, bool utc)
     char unit = 0, rest[2];
     double n;
     if (sscanf(arg, "%lf%c%1s", &n, &unit, rest) == 2 && n >= 0 && strchr("smhdw", unit)) {
-        static const double per[] = {['s' - 'a'] = 1, ['m' - 'a'] = 60, ['h' - 'a'] = 3600,
-                                     ['d' - 'a'] = 86400, ['w' - 'a'] = 604800};
+        static const double per[] = {
+            ['s' - 'a'] = 1, ['m' - 'a'] = 60, ['h' - 'a'] = 3600, ['d' - 'a'] = 86400, ['w' - 'a'] = 604800};
         return (double)time(NULL) - n * per[unit - 'a'];
     }
     struct tm tm = {0};
     char sep = 'T', zone[16] = "";
     double sec = 0;
     int used = 0;
-    int k = sscanf(arg, "%4d-%2d-%2d%n%c%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &used, &sep,
-                   &tm.tm_hour, &tm.tm_min, &used);
+    int k = sscanf(arg, "%4d-%2d-%2d%n%c%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &used, &sep, &tm.tm_hour,
+                   &tm.tm_min, &used);
     if (!(k == 3 && !arg[used]) && !(k == 6 && (sep == 'T' || sep == ' ')))
         return -1;
     const char *p = arg + used;
@@ -619,24 +624,15 @@ static double parse_when(const char *arg, bool utc)
 static int events_parse(int argc, char **argv, events_opts *o)
 {
     static const struct option longopts[] = {
-        {"learner", required_argument, NULL, 'l'},
-        {"task", required_argument, NULL, 't'},
-        {"sandbox", required_argument, NULL, 's'},
-        {"after-seq", required_argument, NULL, 'a'},
-        {"follow", no_argument, NULL, 'f'},
-        {"json", no_argument, NULL, 'j'},
-        {"ingest", required_argument, NULL, 'i'},
-        {"token", required_argument, NULL, 'T'},
-        {"secret", required_argument, NULL, 'k'},
-        {"kind", required_argument, NULL, 'K'},
-        {"since", required_argument, NULL, 'S'},
-        {"until", required_argument, NULL, 'U'},
-        {"utc", no_argument, NULL, 'u'},
-        {"full", no_argument, NULL, 'F'},
-        {"diff", no_argument, NULL, 'd'},
-        {"all", no_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"learner", required_argument, NULL, 'l'}, {"task", required_argument, NULL, 't'},
+        {"sandbox", required_argument, NULL, 's'}, {"after-seq", required_argument, NULL, 'a'},
+        {"follow", no_argument, NULL, 'f'},        {"json", no_argument, NULL, 'j'},
+        {"ingest", required_argument, NULL, 'i'},  {"token", required_argument, NULL, 'T'},
+        {"secret", required_argument, NULL, 'k'},  {"kind", required_argument, NULL, 'K'},
+        {"since", required_argument, NULL, 'S'},   {"until", required_argument, NULL, 'U'},
+        {"utc", no_argument, NULL, 'u'},           {"full", no_argument, NULL, 'F'},
+        {"diff", no_argument, NULL, 'd'},          {"all", no_argument, NULL, 'A'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     /* $SANDGLASS_INGEST, create's default too (its ws:// URL names the same
      * host and port) */
@@ -654,19 +650,33 @@ static int events_parse(int argc, char **argv, events_opts *o)
             o->as_json = true;
             sg_cli_json_errors(true);
             break;
-        case 'i': o->ingest = optarg, o->ingest_given = true; break;
+        case 'i':
+            o->ingest = optarg, o->ingest_given = true;
+            break;
         case 'K':
             if (strlen(optarg) + 3 > sizeof o->kinds_buf || !*optarg)
                 return sg_cli_usage("events", "--kind: a list of kinds (command,test_result,...)");
             snprintf(o->kinds_buf, sizeof o->kinds_buf, ",%s,", optarg);
             o->kinds = o->kinds_buf;
             break;
-        case 'S': o->since_arg = optarg; break;
-        case 'U': o->until_arg = optarg; break;
-        case 'u': o->tl.utc = true; break;
-        case 'F': o->tl.full = true; break;
-        case 'd': o->tl.diff = true; break;
-        case 'A': o->tl.all = true; break;
+        case 'S':
+            o->since_arg = optarg;
+            break;
+        case 'U':
+            o->until_arg = optarg;
+            break;
+        case 'u':
+            o->tl.utc = true;
+            break;
+        case 'F':
+            o->tl.full = true;
+            break;
+        case 'd':
+            o->tl.diff = true;
+            break;
+        case 'A':
+            o->tl.all = true;
+            break;
         case 'T': o->token_opt = optarg; break;
         case 'k': o->secret_path = optarg; break;
         case 'a': {
@@ -860,8 +870,8 @@ static void follow_message(events_opts *o, char *msg, long long *cursor)
 
 /* One connection: EVENTS_GO when it ended (reconnect), else an exit code.
  * *served: the ingest answered 200 (the backoff starts over). */
-static int follow_once(events_opts *o, const sg_cli_target *t, const char *token,
-                       const char *query, long long *cursor, bool *served)
+static int follow_once(events_opts *o, const sg_cli_target *t, const char *token, const char *query, long long *cursor,
+                       bool *served)
 {
     sg_err err;
     follow_conn c = {.fd = sg_cli_http_connect(t, FOLLOW_IDLE_S, &err)};
@@ -893,8 +903,8 @@ static int follow_once(events_opts *o, const sg_cli_target *t, const char *token
     return rc;
 }
 
-static int events_follow(events_opts *o, const sg_cli_target *t, const uint8_t *secret,
-                         const char *query, long long cursor)
+static int events_follow(events_opts *o, const sg_cli_target *t, const uint8_t *secret, const char *query,
+                         long long cursor)
 {
     long backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     bool lost = false;
@@ -938,21 +948,23 @@ static void events_local_sandbox(events_opts *o, sg_sandbox_meta *m)
 /* The value of key in rows matching want (exactly, or with prefix, as a
  * unique prefix of SG_ID_MIN_PREFIX characters at least): 1 and *out, 0
  * none; -1 ambiguous or too short, the candidates in cands. */
-static int events_match(json_t *rows, const char *key, const char *want, bool prefix, const char **out,
-                        char *cands, size_t n)
+static int events_match(json_t *rows, const char *key, const char *want, bool prefix, const char **out, char *cands,
+                        size_t n)
 {
     size_t i, wl = strlen(want), hits = 0;
     json_t *row;
     *out = NULL;
     cands[0] = '\0';
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         const char *v = json_string_value(json_object_get(row, key));
         if (v && !strcmp(v, want))
             return *out = v, 1;
     }
     if (!prefix)
         return 0;
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         const char *v = json_string_value(json_object_get(row, key));
         if (!v || strncmp(v, want, wl) != 0 || (*out && !strcmp(*out, v)))
             continue;
@@ -974,7 +986,8 @@ static void events_whole_stream(events_opts *o, json_t *rows)
 {
     size_t i, n = 0;
     json_t *row, *one = NULL;
-    json_array_foreach(rows, i, row) {
+    json_array_foreach(rows, i, row)
+    {
         const char *v = json_string_value(json_object_get(row, "sandbox"));
         if (o->sandbox && v && !strcmp(v, o->sandbox))
             one = row, n++;
@@ -1012,11 +1025,10 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
         if (r == 0 && o->follow)
             continue; /* followed: its first events may be still to come */
         if (r == 0)
-            return sg_cli_failf("events", "no %s '%s' in the ingest's store (at %s:%s)", what[k], vb, t->host,
-                                t->port);
+            return sg_cli_failf("events", "no %s '%s' in the ingest's store (at %s:%s)", what[k], vb, t->host, t->port);
         if (r < 0 && strlen(*val[k]) < SG_ID_MIN_PREFIX)
-            return sg_cli_failf("events", "sandbox '%s': a prefix needs %d characters at least (it matches %s)",
-                                vb, SG_ID_MIN_PREFIX, cands);
+            return sg_cli_failf("events", "sandbox '%s': a prefix needs %d characters at least (it matches %s)", vb,
+                                SG_ID_MIN_PREFIX, cands);
         if (r < 0)
             return sg_cli_failf("events", "sandbox '%s' is ambiguous: it begins %s", vb, cands);
         if (k == 2 && hit != o->sandbox) {
@@ -1144,19 +1156,36 @@ static int sessions_parse(int argc, char **argv, events_opts *o)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'l': o->learner = optarg; break;
-        case 't': o->task = optarg; break;
-        case 's': o->sandbox = optarg; break;
+        case 'l':
+            o->learner = optarg;
+            break;
+        case 't':
+            o->task = optarg;
+            break;
+        case 's':
+            o->sandbox = optarg;
+            break;
         case 'j':
             o->as_json = true;
             sg_cli_json_errors(true);
             break;
-        case 'u': o->tl.utc = true; break;
-        case 'i': o->ingest = optarg, o->ingest_given = true; break;
-        case 'T': o->token_opt = optarg; break;
-        case 'k': o->secret_path = optarg; break;
-        case 'h': fputs(sessions_usage, stdout); return 0;
-        default: return sg_cli_bad_option("sessions", argv[optind - 1]);
+        case 'u':
+            o->tl.utc = true;
+            break;
+        case 'i':
+            o->ingest = optarg, o->ingest_given = true;
+            break;
+        case 'T':
+            o->token_opt = optarg;
+            break;
+        case 'k':
+            o->secret_path = optarg;
+            break;
+        case 'h':
+            fputs(sessions_usage, stdout);
+            return 0;
+        default:
+            return sg_cli_bad_option("sessions", argv[optind - 1]);
         }
     }
     if (optind < argc)
@@ -1179,9 +1208,10 @@ static void sessions_print(const events_opts *o, json_t *row)
     tl_time(&o->tl, json_string_value(json_object_get(row, "started")), t0, sizeof t0);
     tl_time(&o->tl, json_string_value(json_object_get(row, "last_activity")), t1, sizeof t1);
     json_t *tx = json_object_get(row, "last_test_exit");
-    snprintf(tests, sizeof tests, "%s", !json_is_integer(tx)          ? "-"
-                                        : json_integer_value(tx) == 0 ? "passing"
-                                                                      : "failing");
+    snprintf(tests, sizeof tests, "%s",
+             !json_is_integer(tx)              ? "-"
+                 : json_integer_value(tx) == 0 ? "passing"
+                                               : "failing");
     printf("%-12s %-12s %-12s %-9s %s  %s  %8lld  %s\n", v[0], v[1], v[2], st, t0, t1,
            (long long)json_integer_value(json_object_get(row, "commands")), tests);
 }
@@ -1223,7 +1253,8 @@ int sg_cmd_sessions(int argc, char **argv)
             return sg_cli_failf("sessions", "%s", err.msg);
         json_t *rows = json_object_get(ans, "sessions"), *row;
         size_t i;
-        json_array_foreach(rows, i, row) {
+        json_array_foreach(rows, i, row)
+        {
             sessions_print(o, row);
             after = json_integer_value(json_object_get(row, "cursor"));
         }

@@ -90,8 +90,8 @@ json_t *sg_store_session_row(const char *const id[3], int64_t cursor, int64_t ev
     json_t *tex = test_exit && *test_exit && end && !*end ? json_integer(ex) : json_null();
     return json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:b, s:s, s:o}", "learner", id[0], "task", id[1],
                      "sandbox", id[2], "cursor", (json_int_t)cursor, "events", (json_int_t)events, "started",
-                     started ? started : "", "last_activity", last ? last : "", "commands",
-                     (json_int_t)commands, "aborted", aborts > 0, "state", shown, "last_test_exit", tex);
+                     started ? started : "", "last_activity", last ? last : "", "commands", (json_int_t)commands,
+                     "aborted", aborts > 0, "state", shown, "last_test_exit", tex);
 }
 
 int sg_store_append(sg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
