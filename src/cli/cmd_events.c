@@ -1000,6 +1000,23 @@ static void events_whole_stream(events_opts *o, json_t *rows)
     o->task = o->task_id;
 }
 
+/* Whether the store holds an event under the filters as given (one row
+ * asked for, by the store's key when the learner is given). */
+static bool events_exist(const events_opts *o, const sg_cli_target *t, const char *token)
+{
+    char path[1024] = "/v1/events";
+    if (o->learner)
+        append_arg(path, sizeof path, "learner", o->learner);
+    if (o->task)
+        append_arg(path, sizeof path, "task", o->task);
+    if (o->sandbox)
+        append_arg(path, sizeof path, "sandbox", o->sandbox);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "&limit=1");
+    sg_err err;
+    sg_autojson json_t *ans = sg_cli_http_get_json(t, path, token, NULL, &err);
+    return json_array_size(json_object_get(ans, "events")) > 0;
+}
+
 /* --learner, --task, --sandbox against the streams the ingest holds (its
  * /v1/sandboxes, within the token's scope): an unknown one is an error
  * (with --follow it is taken as it is, a stream to come), and a sandbox
@@ -1009,6 +1026,8 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
     if (!o->learner && !o->task && !o->sandbox)
         return EVENTS_GO;
     sg_err err;
+    if (events_exist(o, t, token))
+        return EVENTS_GO; /* as given: no list of every stream to read */
     sg_autojson json_t *ans = sg_cli_http_get_json(t, "/v1/sandboxes", token, NULL, &err);
     if (!ans)
         return sg_cli_failf("events", "%s", err.msg);
