@@ -1,7 +1,9 @@
 /* sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]
- *                  [--follow] [--json] [--ingest http://127.0.0.1:7433]
- *                  [--token T | --secret FILE]
- * Reads the ingest's GET /v1/events and prints JSON lines or a timeline;
+ *                  [--kind K,..] [--since T] [--until T] [--all] [--full]
+ *                  [--diff] [--utc] [--follow] [--json]
+ *                  [--ingest http://127.0.0.1:7433] [--token T | --secret FILE]
+ * Reads the ingest's GET /v1/events and prints JSON lines or a timeline
+ * (for a person: see "timeline" below);
  * --follow then stays on GET /v1/stream (pushed events, resumed across an
  * ingest restart; see "--follow" below).
  *
@@ -46,16 +48,25 @@
 #define FOLLOW_EVENT_MAX (64 * 1024 * 1024) /* one SSE message, at most */
 #define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
 
-static const char usage[] =
-    "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
-    "                        [--follow] [--json] [--ingest http://HOST:PORT]\n"
-    "                        [--token T | --secret FILE]\n"
-    "  --follow  then print each event as it is committed (the ingest's pushed\n"
-    "            stream), reconnecting and resuming when the ingest restarts\n"
-    "  --ingest  default $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
-    "  --token   a read token (sandglass token --read ...)\n"
-    "  --secret  without --token: make an operator read token from this secret\n"
-    "            (default <state>/ingest/secret, the local ingest's)\n";
+static const char usage[] = "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
+                            "                        [--kind K[,K]] [--since T] [--until T] [--all] [--full]\n"
+                            "                        [--diff] [--utc] [--follow] [--json]\n"
+                            "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+                            "  --sandbox ID  the id or a unique prefix of it (4 characters at least)\n"
+                            "  --kind    only these kinds (command,test_result,checkpoint,...), none hidden\n"
+                            "  --since, --until  a duration back from now (90s, 15m, 2h, 3d, 1w), a date\n"
+                            "            (2026-12-03) or a time (2026-12-03T13:05[:SS][Z|+01:00])\n"
+                            "  --all     also activity, process, stdin, command and per-exec checkpoints\n"
+                            "  --full    all of each output that was stored (else 20 lines, 4 KiB)\n"
+                            "  --diff    the diffs of changed files, under their command\n"
+                            "  --utc     times in UTC (else local time, with its zone)\n"
+                            "  --follow  then print each event as it is committed (the ingest's pushed\n"
+                            "            stream), reconnecting and resuming when the ingest restarts\n"
+                            "  --ingest  default: the one the sandbox's record names (--sandbox of this\n"
+                            "            host), else $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
+                            "  --token   a read token (sandglass token --read ...)\n"
+                            "  --secret  without --token: make an operator read token from this secret\n"
+                            "            (default <state>/ingest/secret, the local ingest's)\n";
 
 /* Percent-encodes everything outside the unreserved set. */
 static void append_arg(char *q, size_t qlen, const char *name, const char *val)
@@ -168,90 +179,382 @@ static void process_summary(json_t *p, char *out, size_t n)
              json_number_value(json_object_get(p, "duration_s")), extra);
 }
 
-static void print_timeline(json_t *ev, bool show_stream)
+/* ---------------------------------------------------------------- timeline
+ *
+ * The timeline for a person: one line per command with its result, its
+ * output below it (escaped, CRs resolved as a terminal shows them, cut at
+ * OUT_LINES / OUT_BYTES unless --full), the rest as sentences. Plumbing
+ * (activity, process, stdin, the command event itself, the checkpoint
+ * before each exec or prompt) only with --all. A command's output and
+ * diffs come before its result in the store: they are held from its
+ * `command` until its result, so the line with the result comes first. */
+
+#define OUT_LINES 20
+#define OUT_BYTES 4096
+#define TL_HELD_MAX 256 /* events held for one command; more are printed as they come */
+
+typedef struct tl_printer {
+    bool utc, full, diff, all, color, show_stream;
+    json_t *cmd_ev; /* the command whose result is awaited (held) */
+    json_t *held;   /* its output and diffs, until then */
+} tl_printer;
+
+static const char *tl_c(const tl_printer *o, const char *code)
 {
-    const char *ts = json_string_value(json_object_get(ev, "ts"));
-    const char *kind = json_string_value(json_object_get(ev, "kind"));
-    json_t *p = json_object_get(ev, "payload");
-    char tbuf[64] = "?";
-    if (ts && strlen(ts) >= 23)
-        vis(ts + 11, 12, tbuf, sizeof tbuf); /* HH:MM:SS.mmm */
-    char line[256];
-    char summary[512] = "";
-    const char *cmd = json_string_value(json_object_get(p, "cmd"));
-    if (!kind)
-        kind = "?";
-    if (strcmp(kind, "stdin") == 0) {
-        snprintf(summary, sizeof summary, "> %s",
-                 first_line(json_string_value(json_object_get(p, "line")), line, 200));
-    } else if (strcmp(kind, "command") == 0) {
-        snprintf(summary, sizeof summary, "$ %s", first_line(cmd, line, 200));
-    } else if (strcmp(kind, "stdout") == 0) {
-        const char *data = json_string_value(json_object_get(p, "data"));
-        const char *stream = json_string_value(json_object_get(p, "stream"));
+    return o->color ? code : "";
+}
+
+/* An event's ts (RFC 3339) in seconds since the epoch; -1 when unreadable. */
+static double ts_epoch(const char *ts)
+{
+    struct tm tm = {0};
+    char frac[16] = "";
+    if (!ts ||
+        sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+               &tm.tm_sec, frac) < 6)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + (frac[0] == '.' ? strtod(frac, NULL) : 0);
+}
+
+/* ts (RFC 3339, UTC, as the ingest stores it) as "2026-12-03 13:05:02.123
+ * +01:00", in local time or UTC. */
+static void tl_time(const tl_printer *o, const char *ts, char *out, size_t n)
+{
+    double e = ts_epoch(ts);
+    struct tm lt;
+    time_t t = (time_t)e;
+    if (e < 0 || (o->utc ? !gmtime_r(&t, &lt) : !localtime_r(&t, &lt))) {
+        snprintf(out, n, "%-29s", "(no time)");
+        return;
+    }
+    int ms = (int)((e - (double)t) * 1000.0 + 0.5);
+    int off = o->utc ? 0 : (int)(lt.tm_gmtoff % 86400);
+    char day[40];
+    strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &lt);
+    snprintf(out, n, "%.19s.%03d %c%02d:%02d", day, ms > 999 ? 999 : ms, off < 0 ? '-' : '+', abs(off) / 3600 % 100,
+             abs(off) % 3600 / 60);
+}
+
+/* The start of an event's line: time, stream (when several) and seq. */
+static void tl_head(const tl_printer *o, json_t *ev)
+{
+    char tbuf[48], lbuf[3][160];
+    tl_time(o, json_string_value(json_object_get(ev, "ts")), tbuf, sizeof tbuf);
+    printf("%s%s%s  ", tl_c(o, "\033[2m"), tbuf, tl_c(o, "\033[0m"));
+    if (o->show_stream)
+        printf("%s/%s/%s  ", vis_str(json_string_value(json_object_get(ev, "learner")), lbuf[0], sizeof lbuf[0]),
+               vis_str(json_string_value(json_object_get(ev, "task")), lbuf[1], sizeof lbuf[1]),
+               vis_str(json_string_value(json_object_get(ev, "sandbox")), lbuf[2], sizeof lbuf[2]));
+    printf("#%-5lld ", (long long)json_integer_value(json_object_get(ev, "seq")));
+}
+
+/* One line of output as a terminal leaves it: a CR-LF ends the line, and
+ * after a bare CR (a progress bar) the text that followed it stands. Only
+ * plain text is dropped so: when what a CR would hide holds another
+ * control byte (an escape sequence: a title set, a line erased), the whole
+ * line is shown, its CRs escaped, so that nothing hostile goes unseen. */
+static void tl_out_line(const char *l, size_t len, const char *indent)
+{
+    while (len > 0 && l[len - 1] == '\r')
+        len--;
+    for (size_t i = len; i-- > 0;) {
+        if (l[i] != '\r')
+            continue;
+        bool plain = true;
+        for (size_t j = 0; j < i && plain; j++)
+            plain = l[j] == '\r' || ((unsigned char)l[j] >= 0x20 && l[j] != 0x7f);
+        if (plain) {
+            len -= i + 1;
+            l += i + 1;
+        }
+        break;
+    }
+    char small[1024];
+    size_t n = len * 4 + 16; /* sg_vis: at most 4 bytes for one */
+    sg_autofree char *big = n > sizeof small ? malloc(n) : NULL;
+    if (!big)
+        n = sizeof small;
+    printf("%s%s\n", indent, vis(l, len, big ? big : small, n));
+}
+
+/* Text (output, a diff) under its event, line by line, escaped; cut at
+ * OUT_LINES lines and OUT_BYTES bytes unless --full. */
+static void tl_block(const tl_printer *o, const char *text, const char *indent, const char *more)
+{
+    if (!text)
+        return;
+    size_t lines = 0, bytes = 0, total = strlen(text);
+    const char *l = text;
+    while (*l) {
+        size_t len = strcspn(l, "\n");
+        if (!o->full && (lines >= OUT_LINES || bytes + len > OUT_BYTES)) {
+            size_t left = 0;
+            for (const char *p = l; *p; p++)
+                left += *p == '\n';
+            printf("%s… %zu more line%s, %zu bytes (%s)\n", indent, left + (text[total - 1] != '\n'),
+                   left == 1 ? "" : "s", total - (size_t)(l - text), more);
+            return;
+        }
+        tl_out_line(l, len, indent);
+        lines++;
+        bytes += len + 1;
+        l += len + (l[len] == '\n');
+    }
+}
+
+static const char *tl_status(json_t *p, char *status, size_t n)
+{
+    json_t *ec = json_object_get(p, "exit_code"), *sig = json_object_get(p, "signal");
+    if (json_is_true(json_object_get(p, "timed_out")))
+        snprintf(status, n, "timed out");
+    else if (json_is_integer(ec))
+        snprintf(status, n, "exit %lld", (long long)json_integer_value(ec));
+    else if (json_is_integer(sig))
+        snprintf(status, n, "killed by signal %lld", (long long)json_integer_value(sig));
+    else
+        snprintf(status, n, "no exit status");
+    return status;
+}
+
+/* "$ make test   FAIL  exit 2, 0.31 s" (res NULL: the command without a
+ * result yet, "started"). */
+static void tl_command_line(const tl_printer *o, json_t *cmd_ev, json_t *res)
+{
+    json_t *cp = json_object_get(cmd_ev ? cmd_ev : res, "payload");
+    json_t *rp = json_object_get(res, "payload");
+    const char *cmd = json_string_value(json_object_get(cp, "cmd"));
+    if (!cmd)
+        cmd = json_string_value(json_object_get(rp, "cmd"));
+    char line[600], status[64];
+    tl_head(o, cmd_ev ? cmd_ev : res);
+    printf("%s$ %s%s", tl_c(o, "\033[1m"), first_line(cmd, line, 500), tl_c(o, "\033[0m"));
+    if (!res) {
+        printf("   (started)\n");
+        return;
+    }
+    bool test = strcmp(json_string_value(json_object_get(res, "kind")), "test_result") == 0;
+    json_t *ec = json_object_get(rp, "exit_code");
+    bool ok = json_is_integer(ec) && json_integer_value(ec) == 0;
+    printf("   %s%s%s%s, %.3f s%s\n", tl_c(o, ok ? "\033[32m" : "\033[31m"),
+           test ? (ok ? "tests PASS, " : "tests FAIL, ") : "", tl_status(rp, status, sizeof status), tl_c(o, "\033[0m"),
+           json_number_value(json_object_get(rp, "duration_s")),
+           json_is_true(json_object_get(rp, "truncated")) ? " (output cut)" : "");
+}
+
+static void tl_output(const tl_printer *o, json_t *ev, json_t *p, bool under)
+{
+    const char *data = json_string_value(json_object_get(p, "data"));
+    const char *stream = json_string_value(json_object_get(p, "stream"));
+    if (!data || !*data)
+        return;
+    bool err = stream && strcmp(stream, "stderr") == 0;
+    if (!under) {
         char sbuf[48];
-        snprintf(summary, sizeof summary, "[%s] %s (%zu bytes)",
-                 vis_str(stream ? stream : "stdout", sbuf, sizeof sbuf),
-                 first_line(data, line, 120), data ? strlen(data) : 0);
-    } else if (strcmp(kind, "run_result") == 0 || strcmp(kind, "test_result") == 0) {
-        json_t *ec = json_object_get(p, "exit_code");
-        double dur = json_number_value(json_object_get(p, "duration_s"));
-        char status[48];
-        if (json_is_true(json_object_get(p, "timed_out")))
-            snprintf(status, sizeof status, "timed out");
-        else if (json_is_integer(ec))
-            snprintf(status, sizeof status, "exit %lld", (long long)json_integer_value(ec));
+        tl_head(o, ev);
+        printf("output (%s)\n", vis_str(stream ? stream : "stdout", sbuf, sizeof sbuf));
+    }
+    if (json_is_true(json_object_get(p, "truncated")))
+        printf("    %s… its first %lld bytes were not kept (the last 64 KiB are)%s\n", tl_c(o, "\033[2m"),
+               (long long)(json_integer_value(json_object_get(p, "bytes")) - (json_int_t)strlen(data)),
+               tl_c(o, "\033[0m"));
+    tl_block(o, data, err ? "  ! " : "  | ", "--full for all of it");
+}
+
+static void tl_file_diff(const tl_printer *o, json_t *ev, json_t *p, bool under)
+{
+    const char *path = json_string_value(json_object_get(p, "path"));
+    const char *change = json_string_value(json_object_get(p, "change"));
+    const char *old = json_string_value(json_object_get(p, "old_path"));
+    const char *diff = json_string_value(json_object_get(p, "diff"));
+    int plus, minus;
+    count_diff_lines(diff, &plus, &minus);
+    char now_vis[400], was_vis[400] = "", how_vis[40] = "changed";
+    vis_str(path ? path : "?", now_vis, sizeof now_vis);
+    if (old) {
+        vis_str(old, was_vis, sizeof was_vis - 8);
+        strcat(was_vis, " -> ");
+    }
+    if (change)
+        vis_str(change, how_vis, sizeof how_vis);
+    /* "+3 -1 a.py (modified)": the counts first, as git's --stat */
+    char counts[48] = "";
+    if (!json_is_true(json_object_get(p, "binary")) && !json_is_true(json_object_get(p, "truncated")))
+        snprintf(counts, sizeof counts, "+%d -%d ", plus, minus);
+    if (under)
+        printf("  ~ ");
+    else
+        tl_head(o, ev);
+    printf("%s%s%s (%s%s)\n", counts, was_vis, now_vis, how_vis,
+           json_is_true(json_object_get(p, "binary"))          ? ", binary"
+               : json_is_true(json_object_get(p, "truncated")) ? ", no diff: large"
+                                                               : "");
+    if (o->diff && diff)
+        tl_block(o, diff, "    ", "--full for the whole diff");
+}
+
+/* A checkpoint's id, its first 12 characters (as git shows a commit),
+ * cut before it is escaped (an escape or a character is never cut). */
+static const char *tl_short_id(const char *id, char *buf, size_t n)
+{
+    return vis(id ? id : "?", id ? strnlen(id, 12) : 1, buf, n);
+}
+
+/* A checkpoint, rollback, abort, sandbox change or limit as a sentence. */
+static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
+{
+    char a[200], b[200], c[100], d[100];
+#define TL_S(k)                                                                                                        \
+    vis_str(json_string_value(json_object_get(p, k)) ? json_string_value(json_object_get(p, k)) : "?", a, sizeof a)
+    if (strcmp(kind, "checkpoint") == 0) {
+        const char *e = json_string_value(json_object_get(p, "error"));
+        if (e)
+            snprintf(out, n, "checkpoint \"%s\" failed: %s", TL_S("label"), vis_str(e, b, sizeof b));
         else
-            snprintf(status, sizeof status, "no exit status");
-        snprintf(summary, sizeof summary, "%s%s -> %s in %.3fs",
-                 strcmp(kind, "test_result") == 0
-                     ? (json_integer_value(ec) == 0 && json_is_integer(ec) ? "PASS " : "FAIL ")
-                     : "",
-                 first_line(cmd, line, 160), status, dur);
-    } else if (strcmp(kind, "file_diff") == 0) {
-        const char *path = json_string_value(json_object_get(p, "path"));
-        const char *change = json_string_value(json_object_get(p, "change"));
-        const char *old = json_string_value(json_object_get(p, "old_path"));
-        int plus, minus;
-        count_diff_lines(json_string_value(json_object_get(p, "diff")), &plus, &minus);
-        char extra[64] = "", pbuf[200], obuf[200], cbuf[40];
-        path = path ? vis_str(path, pbuf, sizeof pbuf) : NULL;
-        old = old ? vis_str(old, obuf, sizeof obuf) : NULL;
-        change = change ? vis_str(change, cbuf, sizeof cbuf) : NULL;
-        if (json_is_true(json_object_get(p, "binary")))
-            snprintf(extra, sizeof extra, ", binary");
-        else if (json_is_true(json_object_get(p, "truncated")))
-            snprintf(extra, sizeof extra, ", no diff (large)");
-        snprintf(summary, sizeof summary, "+%d -%d %s%s%s (%s%s)", plus, minus,
-                 old ? old : "", old ? " -> " : "", path ? path : "?", change ? change : "?",
-                 extra);
-    } else if (strcmp(kind, "process") == 0) {
+            snprintf(out, n, "checkpoint %s \"%s\": %lld files, %lld changed%s",
+                     tl_short_id(json_string_value(json_object_get(p, "id")), b, sizeof b), TL_S("label"),
+                     (long long)json_integer_value(json_object_get(p, "files")),
+                     (long long)json_integer_value(json_object_get(p, "changed")),
+                     json_object_get(p, "not_stored") ? " (some files not stored)" : "");
+    } else if (strcmp(kind, "rollback") == 0) {
+        json_t *k = json_object_get(p, "killed");
+        snprintf(out, n, "rolled back to checkpoint %s: %lld files changed%s",
+                 tl_short_id(json_string_value(json_object_get(p, "to")), a, sizeof a),
+                 (long long)json_integer_value(json_object_get(p, "changed")),
+                 json_is_array(k) && json_array_size(k) ? ", processes killed" : "");
+    } else if (strcmp(kind, "session_abort") == 0) {
+        /* the reason names who ("operator: ...") when it was given by hand */
+        const char *r = json_string_value(json_object_get(p, "reason")),
+                   *by = json_string_value(json_object_get(p, "by"));
+        bool named = r && by && !strncmp(r, by, strlen(by)) && r[strlen(by)] == ':';
+        snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s", named ? "" : " (by ", named ? "" : TL_S("by"), named ? "" : ")",
+                 vis_str(r ? r : "?", b, sizeof b),
+                 json_is_true(json_object_get(p, "already")) ? " (already aborted)" : "");
+    } else if (strcmp(kind, "sandbox") == 0) {
+        const char *r = json_string_value(json_object_get(p, "reason"));
+        snprintf(out, n, "sandbox %s%s%s", TL_S("state"), r ? ": " : "", r ? vis_str(r, b, sizeof b) : "");
+    } else if (strcmp(kind, "limit") == 0) {
+        json_t *v = json_object_get(p, "value"), *l = json_object_get(p, "limit");
+        sg_autofree char *vs = v ? sg_json_dump(v) : NULL, *ls = l ? sg_json_dump(l) : NULL;
+        snprintf(out, n, "limit reached: %s%s%s%s%s%s%s", TL_S("what"), json_object_get(p, "state") ? " " : "",
+                 json_object_get(p, "state") ? vis_str(json_string_value(json_object_get(p, "state")), b, sizeof b)
+                                             : "",
+                 vs ? ", value " : "", vs ? vis_str(vs, c, sizeof c) : "", ls ? ", limit " : "",
+                 ls ? vis_str(ls, d, sizeof d) : "");
+    } else {
+        sg_autofree char *txt = sg_json_dump(p); /* 10 digits: no float noise */
+        vis_str(txt ? txt : "", out, n < 300 ? n : 300);
+    }
+#undef TL_S
+}
+
+/* Plumbing: shown only with --all. */
+static bool tl_plumbing(const char *kind, json_t *p)
+{
+    if (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin") || !strcmp(kind, "command"))
+        return true;
+    const char *label = json_string_value(json_object_get(p, "label"));
+    return !strcmp(kind, "checkpoint") && !json_object_get(p, "error") && label &&
+        (!strncmp(label, "before exec ", 12) || !strncmp(label, "before shell command ", 21));
+}
+
+/* An event printed on its own line (not held under a command). */
+static void tl_plain(const tl_printer *o, json_t *ev, const char *kind, json_t *p)
+{
+    char summary[1024], line[256];
+    if (!strcmp(kind, "stdout"))
+        return tl_output(o, ev, p, false);
+    if (!strcmp(kind, "file_diff"))
+        return tl_file_diff(o, ev, p, false);
+    if (!strcmp(kind, "run_result") || !strcmp(kind, "test_result"))
+        return tl_command_line(o, NULL, ev);
+    if (!strcmp(kind, "stdin"))
+        snprintf(summary, sizeof summary, "typed %s",
+                 first_line(json_string_value(json_object_get(p, "line")), line, 200));
+    else if (!strcmp(kind, "command"))
+        snprintf(summary, sizeof summary, "command %s",
+                 first_line(json_string_value(json_object_get(p, "cmd")), line, 200));
+    else if (!strcmp(kind, "process"))
         process_summary(p, summary, sizeof summary);
-    } else if (strcmp(kind, "activity") == 0) {
+    else if (!strcmp(kind, "activity")) {
         const char *state = json_string_value(json_object_get(p, "state"));
         json_t *sp = json_object_get(p, "spooled");
         if (!sp)
             sp = json_object_get(p, "unacked");
         char stbuf[64];
-        int l = snprintf(summary, sizeof summary, "%s (%lld unacked)",
-                         vis_str(state ? state : "?", stbuf, sizeof stbuf),
-                         (long long)json_integer_value(sp));
+        int l = snprintf(summary, sizeof summary, "activity %s (%lld unacked)",
+                         vis_str(state ? state : "?", stbuf, sizeof stbuf), (long long)json_integer_value(sp));
         activity_running(json_object_get(p, "running"), summary, sizeof summary, (size_t)l);
-    } else {
-        sg_autofree char *txt = sg_json_dump(p); /* 10 digits: no float noise */
-        vis_str(txt ? txt : "", summary, 220);
+    } else
+        tl_sentence(kind, p, summary, sizeof summary);
+    bool loud = !strcmp(kind, "session_abort") || !strcmp(kind, "limit");
+    bool dim = tl_plumbing(kind, p);
+    tl_head(o, ev);
+    printf("%s%s%s\n",
+           tl_c(o,
+                loud      ? "\033[1;31m"
+                    : dim ? "\033[2m"
+                          : ""),
+           summary, tl_c(o, loud || dim ? "\033[0m" : ""));
+}
+
+/* The held command: its line (with res, or "started"), then what it held. */
+static void tl_flush(tl_printer *o, json_t *res)
+{
+    if (!o->cmd_ev)
+        return;
+    tl_command_line(o, o->cmd_ev, res);
+    size_t i;
+    json_t *h;
+    json_array_foreach(o->held, i, h)
+    {
+        const char *k = json_string_value(json_object_get(h, "kind"));
+        if (!strcmp(k, "stdout"))
+            tl_output(o, h, json_object_get(h, "payload"), true);
+        else
+            tl_file_diff(o, h, json_object_get(h, "payload"), true);
     }
-    char kbuf[64], lbuf[3][160];
-    kind = vis_str(kind, kbuf, sizeof kbuf);
-    if (show_stream)
-        printf("%s  %s/%s/%s  #%lld  %-12s %s\n", tbuf,
-               vis_str(json_string_value(json_object_get(ev, "learner")), lbuf[0], sizeof lbuf[0]),
-               vis_str(json_string_value(json_object_get(ev, "task")), lbuf[1], sizeof lbuf[1]),
-               vis_str(json_string_value(json_object_get(ev, "sandbox")), lbuf[2], sizeof lbuf[2]),
-               (long long)json_integer_value(json_object_get(ev, "seq")), kind, summary);
-    else
-        printf("%s  #%-5lld %-12s %s\n", tbuf,
-               (long long)json_integer_value(json_object_get(ev, "seq")), kind, summary);
+    json_decref(o->cmd_ev);
+    json_decref(o->held);
+    o->cmd_ev = o->held = NULL;
+}
+
+static void print_timeline(tl_printer *o, json_t *ev)
+{
+    const char *kind = json_string_value(json_object_get(ev, "kind"));
+    json_t *p = json_object_get(ev, "payload");
+    if (!kind)
+        kind = "?";
+    if (o->all) { /* everything, in store order, one event at a time */
+        if (!strcmp(kind, "run_result") || !strcmp(kind, "test_result"))
+            tl_command_line(o, NULL, ev);
+        else
+            tl_plain(o, ev, kind, p);
+        return;
+    }
+    bool result = !strcmp(kind, "run_result") || !strcmp(kind, "test_result");
+    if (o->cmd_ev && (!strcmp(kind, "stdout") || !strcmp(kind, "file_diff")) &&
+        json_array_size(o->held) < TL_HELD_MAX) {
+        json_array_append(o->held, ev);
+        return;
+    }
+    if (result) {
+        if (o->cmd_ev)
+            tl_flush(o, ev);
+        else
+            tl_command_line(o, NULL, ev);
+        return;
+    }
+    if (tl_plumbing(kind, p) && strcmp(kind, "command") != 0)
+        return;
+    tl_flush(o, NULL); /* anything else: the held command has no result yet */
+    if (!strcmp(kind, "command")) {
+        o->cmd_ev = json_incref(ev);
+        o->held = json_array();
+        return;
+    }
+    tl_plain(o, ev, kind, p);
 }
 
 /* What the command line asked for. */
@@ -259,32 +562,81 @@ typedef struct events_opts {
     const char *learner, *task, *sandbox;
     const char *ingest;
     const char *token_opt, *secret_path;
+    const char *kinds; /* --kind: ",a,b," */
     long long after_seq;
-    bool follow, as_json;
+    const char *since_arg, *until_arg;
+    double since, until; /* seconds since the epoch; 0: none */
+    bool follow, as_json, ingest_given;
+    char sandbox_id[SG_NAME_MAX + 8];                           /* --sandbox resolved */
+    char learner_id[SG_NAME_MAX + 8], task_id[SG_NAME_MAX + 8]; /* its stream's */
+    char kinds_buf[512];
+    tl_printer tl;
 } events_opts;
 
 #define EVENTS_GO (-1) /* from a step: carry on (else: the exit code) */
 
+/* --since/--until: a duration back from now ("90s", "15m", "2h", "3d",
+ * "1w"), a date ("2026-12-03": its midnight), or a time ("2026-12-03T13:05",
+ * seconds, fraction, "Z" or "+01:00" optional; ' ' for 'T' too). Without a
+ * zone: local time, UTC with --utc. -1 when unreadable. */
+static double parse_when(const char *arg, bool utc)
+{
+    char unit = 0, rest[2];
+    double n;
+    if (sscanf(arg, "%lf%c%1s", &n, &unit, rest) == 2 && n >= 0 && strchr("smhdw", unit)) {
+        static const double per[] = {
+            ['s' - 'a'] = 1, ['m' - 'a'] = 60, ['h' - 'a'] = 3600, ['d' - 'a'] = 86400, ['w' - 'a'] = 604800};
+        return (double)time(NULL) - n * per[unit - 'a'];
+    }
+    struct tm tm = {0};
+    char sep = 'T', zone[16] = "";
+    double sec = 0;
+    int used = 0;
+    int k = sscanf(arg, "%4d-%2d-%2d%n%c%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &used, &sep, &tm.tm_hour,
+                   &tm.tm_min, &used);
+    if (!(k == 3 && !arg[used]) && !(k == 6 && (sep == 'T' || sep == ' ')))
+        return -1;
+    const char *p = arg + used;
+    if (k == 6 && *p == ':') {
+        char *end;
+        sec = strtod(p + 1, &end);
+        if (end == p + 1 || sec < 0 || sec >= 61)
+            return -1;
+        p = end;
+    }
+    if (strlen(p) >= sizeof zone)
+        return -1;
+    strcpy(zone, p);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    int zh = 0, zm = 0;
+    char zs = 0;
+    if (!zone[0])
+        return (utc ? (double)timegm(&tm) : (double)mktime(&tm)) + sec;
+    if (!strcmp(zone, "Z") || !strcmp(zone, "z"))
+        return (double)timegm(&tm) + sec;
+    if (sscanf(zone, "%c%2d:%2d%1s", &zs, &zh, &zm, rest) != 3 || (zs != '+' && zs != '-'))
+        return -1;
+    return (double)timegm(&tm) + sec - (zs == '-' ? -1 : 1) * (zh * 3600 + zm * 60);
+}
+
 static int events_parse(int argc, char **argv, events_opts *o)
 {
     static const struct option longopts[] = {
-        {"learner", required_argument, NULL, 'l'},
-        {"task", required_argument, NULL, 't'},
-        {"sandbox", required_argument, NULL, 's'},
-        {"after-seq", required_argument, NULL, 'a'},
-        {"follow", no_argument, NULL, 'f'},
-        {"json", no_argument, NULL, 'j'},
-        {"ingest", required_argument, NULL, 'i'},
-        {"token", required_argument, NULL, 'T'},
-        {"secret", required_argument, NULL, 'k'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"learner", required_argument, NULL, 'l'}, {"task", required_argument, NULL, 't'},
+        {"sandbox", required_argument, NULL, 's'}, {"after-seq", required_argument, NULL, 'a'},
+        {"follow", no_argument, NULL, 'f'},        {"json", no_argument, NULL, 'j'},
+        {"ingest", required_argument, NULL, 'i'},  {"token", required_argument, NULL, 'T'},
+        {"secret", required_argument, NULL, 'k'},  {"kind", required_argument, NULL, 'K'},
+        {"since", required_argument, NULL, 'S'},   {"until", required_argument, NULL, 'U'},
+        {"utc", no_argument, NULL, 'u'},           {"full", no_argument, NULL, 'F'},
+        {"diff", no_argument, NULL, 'd'},          {"all", no_argument, NULL, 'A'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     /* $SANDGLASS_INGEST, create's default too (its ws:// URL names the same
      * host and port) */
-    const char *env_ingest = getenv("SANDGLASS_INGEST");
-    *o = (events_opts){.ingest = env_ingest && *env_ingest ? env_ingest : "http://127.0.0.1:7433",
-                       .after_seq = -1};
+    *o = (events_opts){.ingest = sg_state_default_ingest(), .after_seq = -1};
     int c;
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
@@ -298,7 +650,33 @@ static int events_parse(int argc, char **argv, events_opts *o)
             o->as_json = true;
             sg_cli_json_errors(true);
             break;
-        case 'i': o->ingest = optarg; break;
+        case 'i':
+            o->ingest = optarg, o->ingest_given = true;
+            break;
+        case 'K':
+            if (strlen(optarg) + 3 > sizeof o->kinds_buf || !*optarg)
+                return sg_cli_usage("events", "--kind: a list of kinds (command,test_result,...)");
+            snprintf(o->kinds_buf, sizeof o->kinds_buf, ",%s,", optarg);
+            o->kinds = o->kinds_buf;
+            break;
+        case 'S':
+            o->since_arg = optarg;
+            break;
+        case 'U':
+            o->until_arg = optarg;
+            break;
+        case 'u':
+            o->tl.utc = true;
+            break;
+        case 'F':
+            o->tl.full = true;
+            break;
+        case 'd':
+            o->tl.diff = true;
+            break;
+        case 'A':
+            o->tl.all = true;
+            break;
         case 'T': o->token_opt = optarg; break;
         case 'k': o->secret_path = optarg; break;
         case 'a': {
@@ -316,6 +694,15 @@ static int events_parse(int argc, char **argv, events_opts *o)
     }
     if (optind < argc)
         return sg_cli_usage("events", "unexpected argument '%.64s' (events takes only options)", argv[optind]);
+    if (o->since_arg && (o->since = parse_when(o->since_arg, o->tl.utc)) < 0)
+        return sg_cli_usage("events", "--since: not a time (2h, 2026-12-03, 2026-12-03T13:05:00Z)");
+    if (o->until_arg && (o->until = parse_when(o->until_arg, o->tl.utc)) < 0)
+        return sg_cli_usage("events", "--until: not a time (2h, 2026-12-03, 2026-12-03T13:05:00Z)");
+    const char *nc = getenv("NO_COLOR");
+    o->tl.color = !o->as_json && isatty(STDOUT_FILENO) && !(nc && *nc);
+    o->tl.show_stream = !o->sandbox;
+    if (o->kinds)
+        o->tl.all = true; /* the kinds asked for, each event on its line, none hidden */
     return EVENTS_GO;
 }
 
@@ -355,18 +742,37 @@ static void events_page_path(const char *base, bool by_id, long long cursor, lon
     }
 }
 
-static void events_print_one(const events_opts *o, json_t *ev)
+/* Whether ev passes --kind, --since and --until. */
+static bool events_wanted(const events_opts *o, json_t *ev)
 {
+    if (o->kinds) {
+        const char *k = json_string_value(json_object_get(ev, "kind"));
+        char needle[80];
+        if (!k || snprintf(needle, sizeof needle, ",%s,", k) >= (int)sizeof needle || !strstr(o->kinds, needle))
+            return false;
+    }
+    if (o->since || o->until) {
+        double t = ts_epoch(json_string_value(json_object_get(ev, "ts")));
+        if ((o->since && t < o->since) || (o->until && t > o->until))
+            return false;
+    }
+    return true;
+}
+
+static void events_print_one(events_opts *o, json_t *ev)
+{
+    if (!events_wanted(o, ev))
+        return;
     if (o->as_json) {
         sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
         puts(line ? line : "{}");
     } else {
-        print_timeline(ev, !o->sandbox);
+        print_timeline(&o->tl, ev);
     }
 }
 
 /* Prints one page's events; moves cursor past them. */
-static void events_print_page(const events_opts *o, json_t *events, bool by_id, long long *cursor)
+static void events_print_page(events_opts *o, json_t *events, bool by_id, long long *cursor)
 {
     size_t i;
     json_t *ev;
@@ -440,7 +846,7 @@ static int follow_head(follow_conn *c, int *status)
 }
 
 /* One SSE message (its lines, NUL-terminated): an event is printed. */
-static void follow_message(const events_opts *o, char *msg, long long *cursor)
+static void follow_message(events_opts *o, char *msg, long long *cursor)
 {
     const char *data = NULL, *event = "message";
     for (char *line = strtok(msg, "\n"); line; line = strtok(NULL, "\n")) {
@@ -464,8 +870,8 @@ static void follow_message(const events_opts *o, char *msg, long long *cursor)
 
 /* One connection: EVENTS_GO when it ended (reconnect), else an exit code.
  * *served: the ingest answered 200 (the backoff starts over). */
-static int follow_once(const events_opts *o, const sg_cli_target *t, const char *token,
-                       const char *query, long long *cursor, bool *served)
+static int follow_once(events_opts *o, const sg_cli_target *t, const char *token, const char *query, long long *cursor,
+                       bool *served)
 {
     sg_err err;
     follow_conn c = {.fd = sg_cli_http_connect(t, FOLLOW_IDLE_S, &err)};
@@ -497,8 +903,8 @@ static int follow_once(const events_opts *o, const sg_cli_target *t, const char 
     return rc;
 }
 
-static int events_follow(const events_opts *o, const sg_cli_target *t, const uint8_t *secret,
-                         const char *query, long long cursor)
+static int events_follow(events_opts *o, const sg_cli_target *t, const uint8_t *secret, const char *query,
+                         long long cursor)
 {
     long backoff_ms = FOLLOW_BACKOFF_MIN_MS;
     bool lost = false;
@@ -524,56 +930,356 @@ static int events_follow(const events_opts *o, const sg_cli_target *t, const uin
     }
 }
 
+/* --sandbox naming a sandbox of this host: its full id, and (without
+ * --ingest) the ingest its record names. */
+static void events_local_sandbox(events_opts *o, sg_sandbox_meta *m)
+{
+    sg_err err;
+    char id[SG_ID_LEN + 1];
+    if (!o->sandbox || !sg_state_dir(&err) || sg_state_resolve_id(o->sandbox, id, &err) < 0 ||
+        sg_sandbox_meta_load(id, m, &err) < 0)
+        return;
+    snprintf(o->sandbox_id, sizeof o->sandbox_id, "%s", id);
+    o->sandbox = o->sandbox_id;
+    if (!o->ingest_given && m->ingest_url)
+        o->ingest = m->ingest_url;
+}
+
+/* The value of key in rows matching want (exactly, or with prefix, as a
+ * unique prefix of SG_ID_MIN_PREFIX characters at least): 1 and *out, 0
+ * none; -1 ambiguous or too short, the candidates in cands. */
+static int events_match(json_t *rows, const char *key, const char *want, bool prefix, const char **out, char *cands,
+                        size_t n)
+{
+    size_t i, wl = strlen(want), hits = 0;
+    json_t *row;
+    *out = NULL;
+    cands[0] = '\0';
+    json_array_foreach(rows, i, row)
+    {
+        const char *v = json_string_value(json_object_get(row, key));
+        if (v && !strcmp(v, want))
+            return *out = v, 1;
+    }
+    if (!prefix)
+        return 0;
+    json_array_foreach(rows, i, row)
+    {
+        const char *v = json_string_value(json_object_get(row, key));
+        if (!v || strncmp(v, want, wl) != 0 || (*out && !strcmp(*out, v)))
+            continue;
+        char vb[64];
+        size_t cl = strlen(cands);
+        snprintf(cands + cl, n - cl, "%s%s", hits ? ", " : "", vis_str(v, vb, sizeof vb));
+        *out = v;
+        hits++;
+    }
+    if (hits == 1 && wl >= SG_ID_MIN_PREFIX)
+        return 1;
+    return hits ? -1 : 0;
+}
+
+/* A sandbox that is one stream: its learner and task into the query too,
+ * so that the store reads it by its (learner, task, sandbox, seq) key in
+ * order instead of scanning every row for the sandbox. */
+static void events_whole_stream(events_opts *o, json_t *rows)
+{
+    size_t i, n = 0;
+    json_t *row, *one = NULL;
+    json_array_foreach(rows, i, row)
+    {
+        const char *v = json_string_value(json_object_get(row, "sandbox"));
+        if (o->sandbox && v && !strcmp(v, o->sandbox))
+            one = row, n++;
+    }
+    if (n != 1)
+        return;
+    snprintf(o->learner_id, sizeof o->learner_id, "%s", json_string_value(json_object_get(one, "learner")));
+    snprintf(o->task_id, sizeof o->task_id, "%s", json_string_value(json_object_get(one, "task")));
+    o->learner = o->learner_id;
+    o->task = o->task_id;
+}
+
+/* Whether the store holds an event under the filters as given (one row
+ * asked for, by the store's key when the learner is given). */
+static bool events_exist(const events_opts *o, const sg_cli_target *t, const char *token)
+{
+    char path[1024] = "/v1/events";
+    if (o->learner)
+        append_arg(path, sizeof path, "learner", o->learner);
+    if (o->task)
+        append_arg(path, sizeof path, "task", o->task);
+    if (o->sandbox)
+        append_arg(path, sizeof path, "sandbox", o->sandbox);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "&limit=1");
+    sg_err err;
+    sg_autojson json_t *ans = sg_cli_http_get_json(t, path, token, NULL, &err);
+    return json_array_size(json_object_get(ans, "events")) > 0;
+}
+
+/* --learner, --task, --sandbox against the streams the ingest holds (its
+ * /v1/sandboxes, within the token's scope): an unknown one is an error
+ * (with --follow it is taken as it is, a stream to come), and a sandbox
+ * may be given by a unique prefix of 4 characters or more. */
+static int events_resolve(events_opts *o, const sg_cli_target *t, const char *token)
+{
+    if (!o->learner && !o->task && !o->sandbox)
+        return EVENTS_GO;
+    sg_err err;
+    if (events_exist(o, t, token))
+        return EVENTS_GO; /* as given: no list of every stream to read */
+    sg_autojson json_t *ans = sg_cli_http_get_json(t, "/v1/sandboxes", token, NULL, &err);
+    if (!ans)
+        return sg_cli_failf("events", "%s", err.msg);
+    json_t *rows = json_object_get(ans, "sandboxes");
+    const char *what[] = {"learner", "task", "sandbox"};
+    const char **val[] = {&o->learner, &o->task, &o->sandbox};
+    for (size_t k = 0; k < 3; k++) {
+        if (!*val[k])
+            continue;
+        const char *hit;
+        char cands[512], vb[160];
+        int r = events_match(rows, what[k], *val[k], k == 2, &hit, cands, sizeof cands);
+        vis_str(*val[k], vb, sizeof vb);
+        if (r == 0 && o->follow)
+            continue; /* followed: its first events may be still to come */
+        if (r == 0)
+            return sg_cli_failf("events", "no %s '%s' in the ingest's store (at %s:%s)", what[k], vb, t->host, t->port);
+        if (r < 0 && strlen(*val[k]) < SG_ID_MIN_PREFIX)
+            return sg_cli_failf("events", "sandbox '%s': a prefix needs %d characters at least (it matches %s)", vb,
+                                SG_ID_MIN_PREFIX, cands);
+        if (r < 0)
+            return sg_cli_failf("events", "sandbox '%s' is ambiguous: it begins %s", vb, cands);
+        if (k == 2 && hit != o->sandbox) {
+            snprintf(o->sandbox_id, sizeof o->sandbox_id, "%s", hit);
+            o->sandbox = o->sandbox_id;
+        }
+    }
+    events_whole_stream(o, rows);
+    return EVENTS_GO;
+}
+
+/* A read token for one request: --token, or one made from the secret. */
+static char *events_token(const events_opts *o, const uint8_t *secret, sg_err *err)
+{
+    if (o->token_opt)
+        return strdup(o->token_opt);
+    return sg_token_make_read(secret, NULL, NULL, NULL, SELF_TOKEN_TTL_S, err);
+}
+
+/* The pages of /v1/events, then (--follow) the stream. */
+static int events_run(events_opts *o)
+{
+    sg_err err;
+    sg_cli_target t;
+    if (sg_cli_target_parse(o->ingest, &t, &err) < 0)
+        return sg_cli_usage("events", "%s", err.msg);
+    if (o->token_opt && (strlen(o->token_opt) > SG_TOKEN_MAX || strpbrk(o->token_opt, "\r\n ")))
+        return sg_cli_usage("events", "--token: not a token");
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    int rc = events_load_secret(o, secret);
+    if (rc != EVENTS_GO)
+        return rc;
+    {
+        sg_autofree char *tok = events_token(o, secret, &err);
+        if (!tok)
+            return sg_cli_failf("events", "%s", err.msg);
+        if ((rc = events_resolve(o, &t, tok)) != EVENTS_GO)
+            return rc;
+    }
+    o->tl.show_stream = !o->sandbox;
+    char base[1024] = "/v1/events";
+    if (o->learner)
+        append_arg(base, sizeof base, "learner", o->learner);
+    if (o->task)
+        append_arg(base, sizeof base, "task", o->task);
+    if (o->sandbox)
+        append_arg(base, sizeof base, "sandbox", o->sandbox);
+    /* the stream's filters (/v1/stream takes no kind=; --kind is applied as
+     * its events come) */
+    char filters[1024];
+    snprintf(filters, sizeof filters, "%s", strchr(base, '?') ? strchr(base, '?') + 1 : "");
+    if (o->kinds) { /* the store returns only those rows */
+        char k[sizeof o->kinds_buf];
+        snprintf(k, sizeof k, "%.*s", (int)strlen(o->kinds) - 2, o->kinds + 1);
+        append_arg(base, sizeof base, "kind", k);
+    }
+    /* One stream: page in seq order. Several, or following: page by row id. */
+    bool by_id = o->follow || !o->sandbox;
+    long long cursor = by_id ? 0 : o->after_seq;
+    for (;;) {
+        char path[1200];
+        events_page_path(base, by_id, cursor, o->after_seq, path, sizeof path);
+        sg_autofree char *tok = events_token(o, secret, &err);
+        if (!tok)
+            return sg_cli_failf("events", "%s", err.msg);
+        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, tok, NULL, &err);
+        if (!ans)
+            return sg_cli_failf("events", "%s", err.msg);
+        json_t *events = json_object_get(ans, "events");
+        events_print_page(o, events, by_id, &cursor);
+        json_t *more = json_object_get(ans, "more");
+        if (more ? json_is_true(more) && json_array_size(events) > 0 : json_array_size(events) >= PAGE)
+            continue;
+        if (!o->follow) {
+            tl_flush(&o->tl, NULL);
+            fflush(stdout);
+            return 0;
+        }
+        return events_follow(o, &t, secret, filters, cursor);
+    }
+}
+
 int sg_cmd_events(int argc, char **argv)
 {
-    events_opts o;
-    int rc = events_parse(argc, argv, &o);
+    sg_autofree events_opts *o = calloc(1, sizeof *o);
+    if (!o)
+        return sg_cli_failf("events", "out of memory");
+    int rc = events_parse(argc, argv, o);
+    if (rc != EVENTS_GO)
+        return rc;
+    sg_sandbox_meta meta = {0};
+    events_local_sandbox(o, &meta);
+    rc = events_run(o);
+    sg_sandbox_meta_clear(&meta);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- sessions
+ *
+ * sandglass sessions [--learner L] [--task T] [--sandbox ID] [--json]
+ *                    [--utc] [--ingest URL] [--token T | --secret FILE]
+ * The sessions (streams) the token may see, from the ingest's
+ * GET /v1/sessions, paged: one line each, or JSON lines. */
+
+static const char sessions_usage[] =
+    "usage: sandglass sessions [--learner L] [--task T] [--sandbox ID] [--json] [--utc]\n"
+    "                          [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+    "  each session the read token may see: its state (active, aborted, destroyed,\n"
+    "  expired), when it started, its last activity, its commands, and whether\n"
+    "  its last test passed; --ingest, --token, --secret as for events\n";
+
+static int sessions_parse(int argc, char **argv, events_opts *o)
+{
+    static const struct option longopts[] = {
+        {"learner", required_argument, NULL, 'l'}, {"task", required_argument, NULL, 't'},
+        {"sandbox", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
+        {"utc", no_argument, NULL, 'u'},           {"ingest", required_argument, NULL, 'i'},
+        {"token", required_argument, NULL, 'T'},   {"secret", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    o->ingest = sg_state_default_ingest();
+    o->after_seq = -1;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            o->learner = optarg;
+            break;
+        case 't':
+            o->task = optarg;
+            break;
+        case 's':
+            o->sandbox = optarg;
+            break;
+        case 'j':
+            o->as_json = true;
+            sg_cli_json_errors(true);
+            break;
+        case 'u':
+            o->tl.utc = true;
+            break;
+        case 'i':
+            o->ingest = optarg, o->ingest_given = true;
+            break;
+        case 'T':
+            o->token_opt = optarg;
+            break;
+        case 'k':
+            o->secret_path = optarg;
+            break;
+        case 'h':
+            fputs(sessions_usage, stdout);
+            return 0;
+        default:
+            return sg_cli_bad_option("sessions", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return sg_cli_usage("sessions", "unexpected argument '%.64s' (sessions takes only options)", argv[optind]);
+    return EVENTS_GO;
+}
+
+static void sessions_print(const events_opts *o, json_t *row)
+{
+    if (o->as_json) {
+        sg_autofree char *line = json_dumps(row, JSON_COMPACT);
+        puts(line ? line : "{}");
+        return;
+    }
+    char v[3][160], st[48], t0[48], t1[48], tests[32];
+    const char *keys[] = {"learner", "task", "sandbox"};
+    for (int i = 0; i < 3; i++)
+        vis_str(json_string_value(json_object_get(row, keys[i])), v[i], sizeof v[i]);
+    vis_str(json_string_value(json_object_get(row, "state")), st, sizeof st);
+    tl_time(&o->tl, json_string_value(json_object_get(row, "started")), t0, sizeof t0);
+    tl_time(&o->tl, json_string_value(json_object_get(row, "last_activity")), t1, sizeof t1);
+    json_t *tx = json_object_get(row, "last_test_exit");
+    snprintf(tests, sizeof tests, "%s",
+             !json_is_integer(tx)              ? "-"
+                 : json_integer_value(tx) == 0 ? "passing"
+                                               : "failing");
+    printf("%-12s %-12s %-12s %-9s %s  %s  %8lld  %s\n", v[0], v[1], v[2], st, t0, t1,
+           (long long)json_integer_value(json_object_get(row, "commands")), tests);
+}
+
+int sg_cmd_sessions(int argc, char **argv)
+{
+    sg_autofree events_opts *o = calloc(1, sizeof *o);
+    if (!o)
+        return sg_cli_failf("sessions", "out of memory");
+    int rc = sessions_parse(argc, argv, o);
     if (rc != EVENTS_GO)
         return rc;
     sg_err err;
     sg_cli_target t;
-    if (sg_cli_target_parse(o.ingest, &t, &err) < 0) {
-        return sg_cli_usage("events", "%s", err.msg);
-    }
-    if (o.token_opt && (strlen(o.token_opt) > SG_TOKEN_MAX || strpbrk(o.token_opt, "\r\n "))) {
-        return sg_cli_usage("events", "--token: not a token");
-    }
+    if (sg_cli_target_parse(o->ingest, &t, &err) < 0)
+        return sg_cli_usage("sessions", "%s", err.msg);
     uint8_t secret[SG_TOKEN_SECRET_LEN];
-    rc = events_load_secret(&o, secret);
-    if (rc != EVENTS_GO)
+    if ((rc = events_load_secret(o, secret)) != EVENTS_GO)
         return rc;
-    char base[1024] = "/v1/events";
-    if (o.learner)
-        append_arg(base, sizeof base, "learner", o.learner);
-    if (o.task)
-        append_arg(base, sizeof base, "task", o.task);
-    if (o.sandbox)
-        append_arg(base, sizeof base, "sandbox", o.sandbox);
-    const char *filters = strchr(base, '?') ? strchr(base, '?') + 1 : "";
-    /* One stream: page in seq order. Several, or following: page by row id. */
-    bool by_id = o.follow || !o.sandbox;
-    long long cursor = by_id ? 0 : o.after_seq;
+    char base[1024] = "/v1/sessions";
+    if (o->learner)
+        append_arg(base, sizeof base, "learner", o->learner);
+    if (o->task)
+        append_arg(base, sizeof base, "task", o->task);
+    if (o->sandbox)
+        append_arg(base, sizeof base, "sandbox", o->sandbox);
+    if (!o->as_json)
+        printf("%-12s %-12s %-12s %-9s %-29s  %-29s  %8s  %s\n", "LEARNER", "TASK", "SESSION", "STATE", "STARTED",
+               "LAST ACTIVITY", "COMMANDS", "TESTS");
+    long long after = -1;
     for (;;) {
         char path[1200];
-        events_page_path(base, by_id, cursor, o.after_seq, path, sizeof path);
-        sg_autofree char *own = o.token_opt ? NULL
-                                            : sg_token_make_read(secret, NULL, NULL, NULL,
-                                                                 SELF_TOKEN_TTL_S, &err);
-        if (!o.token_opt && !own) {
-            return sg_cli_failf("events", "%s", err.msg);
+        snprintf(path, sizeof path, "%s%safter=%lld", base, strchr(base, '?') ? "&" : "?", after);
+        sg_autofree char *tok = events_token(o, secret, &err);
+        if (!tok)
+            return sg_cli_failf("sessions", "%s", err.msg);
+        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, tok, NULL, &err);
+        if (!ans)
+            return sg_cli_failf("sessions", "%s", err.msg);
+        json_t *rows = json_object_get(ans, "sessions"), *row;
+        size_t i;
+        json_array_foreach(rows, i, row)
+        {
+            sessions_print(o, row);
+            after = json_integer_value(json_object_get(row, "cursor"));
         }
-        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, o.token_opt ? o.token_opt : own, NULL, &err);
-        if (!ans) {
-            return sg_cli_failf("events", "%s", err.msg);
-        }
-        json_t *events = json_object_get(ans, "events");
-        events_print_page(&o, events, by_id, &cursor);
-        json_t *more = json_object_get(ans, "more");
-        if (more ? json_is_true(more) && json_array_size(events) > 0
-                 : json_array_size(events) >= PAGE)
-            continue;
-        if (!o.follow)
-            return 0;
-        return events_follow(&o, &t, secret, filters, cursor);
+        if (!json_is_true(json_object_get(ans, "more")) || json_array_size(rows) == 0)
+            break;
     }
+    fflush(stdout);
+    return 0;
 }

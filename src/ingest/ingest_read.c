@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "ingest/http.h"
 #include "ingest/query.h"
+#include "wire/event.h"
 
 /* ---------------------------------------------------------------- HTTP */
 
@@ -113,19 +114,67 @@ bool ingest_scope_filter(struct lws *wsi, sg_http_req *req, const char *what, co
     return true;
 }
 
+/* The learner=, task= and sandbox= filters of q under the token's scope
+ * (into l, t, sb): 0, or 1 with the 400 or 403 answer sent. */
+static int read_filters(struct lws *wsi, sg_http_req *req, const sg_token_claims *cl, sg_store_query *q,
+                        char l[SG_NAME_MAX + 8], char t[SG_NAME_MAX + 8], char sb[SG_NAME_MAX + 8])
+{
+    int rl = http_arg(wsi, "learner=", l, SG_NAME_MAX + 8), rt = http_arg(wsi, "task=", t, SG_NAME_MAX + 8),
+        rs = http_arg(wsi, "sandbox=", sb, SG_NAME_MAX + 8);
+    if (rl < 0 || rt < 0 || rs < 0) {
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                       ingest_error_json("learner, task or sandbox too long or given twice"));
+        return 1;
+    }
+    if (!ingest_scope_filter(wsi, req, "learner", cl->learner, l, rl, &q->learner) ||
+        !ingest_scope_filter(wsi, req, "task", cl->task, t, rt, &q->task) ||
+        !ingest_scope_filter(wsi, req, "sandbox", cl->sandbox, sb, rs, &q->sandbox))
+        return 1;
+    return 0;
+}
+
+#define SG_KINDS_ARG_MAX 512
+
+/* ?kind=a,b (/v1/events): each a known event kind. 0 and *out (NULL when
+ * absent), or 1 with the 400 answer sent. */
+static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[SG_KINDS_ARG_MAX], const char **out)
+{
+    *out = NULL;
+    int r = http_arg(wsi, "kind=", buf, SG_KINDS_ARG_MAX);
+    if (r == 0)
+        return 0;
+    char msg[200] = "kind: too long or given twice";
+    for (const char *k = buf; r > 0;) {
+        size_t n = strcspn(k, ",");
+        char one[64];
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), k);
+        if (n == 0 || n >= sizeof one || sg_event_kind_from_name(one) < 0) {
+            char vis[80];
+            snprintf(msg, sizeof msg, "kind: unknown event kind '%s'", sg_vis(k, n, vis, sizeof vis));
+            r = -1;
+            break;
+        }
+        if (!k[n])
+            break;
+        k += n + 1;
+    }
+    if (r < 0) {
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
+        return 1;
+    }
+    *out = buf;
+    return 0;
+}
+
 static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
     char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
     bool cut = false;
     sg_store_query q = {.after_seq = -1, .after_id = -1, .cut = &cut};
-    int rl = http_arg(wsi, "learner=", l, sizeof l), rt = http_arg(wsi, "task=", t, sizeof t),
-        rs = http_arg(wsi, "sandbox=", sb, sizeof sb);
-    if (rl < 0 || rt < 0 || rs < 0)
-        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
-                           ingest_error_json("learner, task or sandbox too long or given twice"));
-    if (!ingest_scope_filter(wsi, req, "learner", cl->learner, l, rl, &q.learner) ||
-        !ingest_scope_filter(wsi, req, "task", cl->task, t, rt, &q.task) ||
-        !ingest_scope_filter(wsi, req, "sandbox", cl->sandbox, sb, rs, &q.sandbox))
+    if (read_filters(wsi, req, cl, &q, l, t, sb))
+        return 0;
+    char kinds[SG_KINDS_ARG_MAX];
+    if (kinds_arg(wsi, req, kinds, &q.kinds))
         return 0;
     const char *bad = NULL;
     int64_t limit = 0;
@@ -152,6 +201,32 @@ static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const 
         json_object_set(ans, "next_after_seq", json_object_get(last, "seq"));
     }
     return sg_http_answer(wsi, req, HTTP_STATUS_OK, ans);
+}
+
+/* /v1/sessions?learner=&task=&sandbox=&after=&limit=: the sessions within
+ * the token's scope, with their state (store.h: sg_store_sessions), in the
+ * order they began; a full page says "more" and the next page starts
+ * after its last row's "cursor". */
+static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+{
+    char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
+    sg_store_query q = {.after_seq = -1, .after_id = -1};
+    if (read_filters(wsi, req, cl, &q, l, t, sb))
+        return 0;
+    const char *bad = NULL;
+    int64_t limit = 0;
+    if (parse_i64_arg(wsi, "after=", -1, &q.after_id, &bad) < 0 || parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
+    }
+    q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
+    sg_err err;
+    json_t *rows = sg_store_sessions(ing->store, &q, &err);
+    if (!rows)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK,
+                          json_pack("{s:o, s:b}", "sessions", rows, "more", json_array_size(rows) >= q.limit));
 }
 
 /* /v1/sandboxes: the streams within the token's scope. */
@@ -237,6 +312,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return ingest_sse_open(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/sandboxes") == 0)
             return http_sandboxes(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/sessions") == 0)
+            return http_sessions(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/events") == 0)
             return http_events(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/stats") == 0)

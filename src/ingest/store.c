@@ -73,6 +73,27 @@ json_t *sg_store_sandboxes(sg_store *s, sg_err *err)
     return s->ops->sandboxes(s, err);
 }
 
+json_t *sg_store_sessions(sg_store *s, const sg_store_query *q, sg_err *err)
+{
+    return s->ops->sessions(s, q, err);
+}
+
+json_t *sg_store_session_row(const char *const id[3], int64_t cursor, int64_t events, const char *started,
+                             const char *last, int64_t commands, int64_t aborts, const char *test_exit,
+                             const char *state)
+{
+    /* a sandbox destroyed or expired stays so; else an abort shows */
+    bool over = state && (!strcmp(state, "destroyed") || !strcmp(state, "expired"));
+    const char *shown = over ? state : aborts > 0 ? "aborted" : "active";
+    char *end = NULL;
+    long long ex = test_exit && *test_exit ? strtoll(test_exit, &end, 10) : 0;
+    json_t *tex = test_exit && *test_exit && end && !*end ? json_integer(ex) : json_null();
+    return json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s, s:I, s:b, s:s, s:o}", "learner", id[0], "task", id[1],
+                     "sandbox", id[2], "cursor", (json_int_t)cursor, "events", (json_int_t)events, "started",
+                     started ? started : "", "last_activity", last ? last : "", "commands", (json_int_t)commands,
+                     "aborted", aborts > 0, "state", shown, "last_test_exit", tex);
+}
+
 int sg_store_append(sg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
                     size_t *inserted, sg_err *err)
 {

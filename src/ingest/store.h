@@ -54,6 +54,7 @@ typedef enum sg_store_verdict {
 
 typedef struct sg_store_query {
     const char *learner, *task, *sandbox;  /* NULL: any */
+    const char *kinds;                     /* "command,test_result": only these; NULL: any */
     int64_t after_seq;                     /* seq > after_seq; -1: all */
     int64_t after_id;                      /* row id > after_id (follow cursor); -1: all */
     size_t limit;                          /* 0 or > SG_STORE_QUERY_MAX: SG_STORE_QUERY_MAX */
@@ -75,6 +76,7 @@ typedef struct sg_store_ops {
                       int64_t *seq, sg_err *err);
     json_t *(*events)(sg_store *s, const sg_store_query *q, sg_err *err);
     json_t *(*sandboxes)(sg_store *s, sg_err *err);
+    json_t *(*sessions)(sg_store *s, const sg_store_query *q, sg_err *err);
     int (*last_id)(sg_store *s, int64_t *id, sg_err *err);
     int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
     int (*notified)(sg_store *s);
@@ -127,6 +129,20 @@ json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err);
 /* [{"learner","task","sandbox","events","first_seq","last_seq","acked_seq",
  *   "first_received","last_received"}] */
 json_t *sg_store_sandboxes(sg_store *s, sg_err *err);
+
+/* The sessions (streams) under q's learner, task and sandbox (NULL: any),
+ * in the order they began, after the one whose "cursor" is q->after_id, at
+ * most q->limit: [{"learner","task","sandbox","cursor","events","started",
+ * "last_activity","commands","aborted","state","last_test_exit"}] with
+ * started and last_activity the first and last event's ts, commands the
+ * run and test results, state the last `sandbox` event's state (or
+ * "aborted" after a session_abort, "active" else), last_test_exit the
+ * last test_result's exit_code (null: no test yet or no status). */
+json_t *sg_store_sessions(sg_store *s, const sg_store_query *q, sg_err *err);
+/* One row of it, for the backends (test_exit, state: NULL when none). */
+json_t *sg_store_session_row(const char *const id[3], int64_t cursor, int64_t events, const char *started,
+                             const char *last, int64_t commands, int64_t aborts, const char *test_exit,
+                             const char *state);
 
 /* The stream's cursor (GET /v1/stream) is the row id. Ids are given out
  * and made visible in commit order: SQLite under its write lock (BEGIN

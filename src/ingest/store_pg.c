@@ -549,7 +549,7 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
              " coalesce(sum(octet_length(payload)) OVER (ORDER BY %s ROWS BETWEEN"
              " UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before FROM sg_events WHERE true",
              budget, order);
-    const char *p[6];
+    const char *p[7];
     char bufs[3][32];
     int np = 0;
     char cond[128];
@@ -578,6 +578,11 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
         snprintf(bufs[1], sizeof bufs[1], "%lld", (long long)q->after_id);
         p[np++] = bufs[1];
         snprintf(cond, sizeof cond, " AND id > $%d", np);
+        strcat(sql, cond);
+    }
+    if (q->kinds) {
+        p[np++] = q->kinds;
+        snprintf(cond, sizeof cond, " AND kind = ANY(string_to_array($%d, ','))", np);
         strcat(sql, cond);
     }
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
@@ -614,6 +619,47 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
     }
     if (!arr)
         sg_err_set(err, ENOMEM, "%s: query events: out of memory", s->where);
+    return arr;
+}
+
+/* As sqlite_sessions (store_sqlite.c). */
+#define PG_SESSION_LAST(what, kind)                                                            \
+    "(SELECT t.payload::json->>'" what "' FROM sg_events t WHERE t.learner = e.learner"        \
+    " AND t.task = e.task AND t.sandbox = e.sandbox AND t.kind = '" kind "'"                    \
+    " ORDER BY t.seq DESC LIMIT 1)"
+
+static json_t *pg_sessions(sg_store *base, const sg_store_query *q, sg_err *err)
+{
+    pg_store *s = (pg_store *)base;
+    char after[32], limit[32];
+    snprintf(after, sizeof after, "%lld", (long long)q->after_id);
+    snprintf(limit, sizeof limit, "%zu", q->limit ? q->limit : (size_t)SG_STORE_QUERY_MAX);
+    const char *const p[] = {q->learner, q->task, q->sandbox, after, limit};
+    pg_autoclear PGresult *r = query(
+        s,
+        "SELECT learner, task, sandbox, min(id), count(*), min(ts), max(ts),"
+        " count(*) FILTER (WHERE kind IN ('run_result', 'test_result')),"
+        " count(*) FILTER (WHERE kind = 'session_abort'),"
+        " " PG_SESSION_LAST("exit_code", "test_result") ", " PG_SESSION_LAST("state", "sandbox")
+        " FROM sg_events e WHERE ($1::text IS NULL OR learner = $1) AND ($2::text IS NULL OR task = $2)"
+        " AND ($3::text IS NULL OR sandbox = $3) GROUP BY learner, task, sandbox"
+        " HAVING min(id) > $4::bigint ORDER BY min(id) LIMIT $5::bigint",
+        5, p, "list sessions", err);
+    if (!r)
+        return NULL;
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < PQntuples(r); i++) {
+        const char *id[3] = {PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2)};
+        json_array_append_new(
+            arr, sg_store_session_row(id, strtoll(PQgetvalue(r, i, 3), NULL, 10),
+                                      strtoll(PQgetvalue(r, i, 4), NULL, 10), PQgetvalue(r, i, 5),
+                                      PQgetvalue(r, i, 6), strtoll(PQgetvalue(r, i, 7), NULL, 10),
+                                      strtoll(PQgetvalue(r, i, 8), NULL, 10),
+                                      PQgetisnull(r, i, 9) ? NULL : PQgetvalue(r, i, 9),
+                                      PQgetisnull(r, i, 10) ? NULL : PQgetvalue(r, i, 10)));
+    }
+    if (!arr)
+        sg_err_set(err, ENOMEM, "%s: list sessions: out of memory", s->where);
     return arr;
 }
 
@@ -700,6 +746,7 @@ static const sg_store_ops pg_ops = {
     .contiguous = pg_contiguous,
     .events = pg_events,
     .sandboxes = pg_sandboxes,
+    .sessions = pg_sessions,
     .last_id = pg_last_id,
     .listen = pg_listen,
     .notified = pg_notified,

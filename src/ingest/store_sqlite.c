@@ -226,6 +226,8 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
         strcat(sql, " AND seq > ?4");
     if (q->after_id >= 0)
         strcat(sql, " AND id > ?5");
+    if (q->kinds)
+        strcat(sql, " AND instr(',' || ?7 || ',', ',' || kind || ',') > 0");
     strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
     strcat(sql, " LIMIT ?6");
     sqlite3_stmt *st = NULL;
@@ -245,6 +247,8 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     if (q->after_id >= 0)
         sqlite3_bind_int64(st, 5, q->after_id);
     sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
+    if (q->kinds)
+        sqlite3_bind_text(st, 7, q->kinds, -1, SQLITE_STATIC);
     json_t *arr = json_array();
     size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
     if (q->cut)
@@ -266,6 +270,55 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     }
     if (rc != SQLITE_DONE) {
         db_fail(s, err, "query");
+        json_decref(arr);
+        arr = NULL;
+    }
+    sqlite3_finalize(st);
+    return arr;
+}
+
+/* Per stream: its counts, and its last test_result's exit code and last
+ * `sandbox` state by the (learner, task, sandbox, seq) key from its end. */
+#define SESSION_LAST(what, kind)                                                               \
+    "(SELECT json_extract(t.payload, '$." what "') FROM events t WHERE t.learner = e.learner"   \
+    " AND t.task = e.task AND t.sandbox = e.sandbox AND t.kind = '" kind "'"                    \
+    " ORDER BY t.seq DESC LIMIT 1)"
+
+static json_t *sqlite_sessions(sg_store *base, const sg_store_query *q, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    const char *sql =
+        "SELECT learner, task, sandbox, min(id), count(*), min(ts), max(ts),"
+        " sum(kind IN ('run_result', 'test_result')), sum(kind = 'session_abort'),"
+        " " SESSION_LAST("exit_code", "test_result") ", " SESSION_LAST("state", "sandbox") " FROM events e"
+        " WHERE (?1 IS NULL OR learner = ?1) AND (?2 IS NULL OR task = ?2) AND (?3 IS NULL OR sandbox = ?3)"
+        " GROUP BY learner, task, sandbox HAVING min(id) > ?4 ORDER BY min(id) LIMIT ?5";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        db_fail(s, err, "list sessions");
+        return NULL;
+    }
+    const char *f[] = {q->learner, q->task, q->sandbox};
+    for (int i = 0; i < 3; i++)
+        if (f[i])
+            sqlite3_bind_text(st, i + 1, f[i], -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, q->after_id);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)(q->limit ? q->limit : SG_STORE_QUERY_MAX));
+    json_t *arr = json_array();
+    int rc;
+    while (arr && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *id[3];
+        for (int i = 0; i < 3; i++)
+            id[i] = (const char *)sqlite3_column_text(st, i);
+        json_array_append_new(
+            arr, sg_store_session_row(id, sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                                      (const char *)sqlite3_column_text(st, 5),
+                                      (const char *)sqlite3_column_text(st, 6), sqlite3_column_int64(st, 7),
+                                      sqlite3_column_int64(st, 8), (const char *)sqlite3_column_text(st, 9),
+                                      (const char *)sqlite3_column_text(st, 10)));
+    }
+    if (arr && rc != SQLITE_DONE) {
+        db_fail(s, err, "list sessions");
         json_decref(arr);
         arr = NULL;
     }
@@ -349,6 +402,7 @@ static const sg_store_ops sqlite_ops = {
     .contiguous = sqlite_contiguous,
     .events = sqlite_events,
     .sandboxes = sqlite_sandboxes,
+    .sessions = sqlite_sessions,
     .last_id = sqlite_last_id,
     .close = sqlite_close,
 };

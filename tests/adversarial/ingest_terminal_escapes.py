@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,13 +37,19 @@ try:
     c.close()
     url = f"http://127.0.0.1:{ing.port}"
     for args in (["--sandbox", "esc"], []):
-        p = subprocess.run([SANDGLASSD, "events", *args, "--ingest", url], capture_output=True,
+        # --all: every event on its line (activity and stdin too); an output
+        # is shown indented under its event's line, so no learner line can
+        # pass for an event's (it never starts a line)
+        p = subprocess.run([SANDGLASSD, "events", "--all", *args, "--ingest", url], capture_output=True,
                            env=dict(os.environ, SANDGLASS_STATE_DIR=st.name), timeout=60)
         raw = [b for b in p.stdout if (b < 0x20 and b != 0x0A) or b == 0x7F]
         text = p.stdout.decode("utf-8", "strict")
         unsafe = [ch for ch in text if 0x80 <= ord(ch) <= 0x9F or ch in "\u202e\u2028"]
-        tap.ok(p.returncode == 0 and not raw and not unsafe and len(text.splitlines()) == len(EVIL),
-               f"timeline {' '.join(args) or '(global)'}: no raw control byte, one line per event",
+        heads = [ln for ln in text.splitlines() if not ln.startswith("  ")]
+        tap.ok(p.returncode == 0 and not raw and not unsafe and len(heads) == len(EVIL)
+               and all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d\d:\d\d ", h) for h in heads),
+               f"timeline {' '.join(args) or '(global)'}: no raw control byte, one line per event, "
+               "each starting with its time; output only indented under it",
                f"raw {raw} unsafe {unsafe!r}\n{text}")
         tap.ok("\\x1b]0;you have been owned\\x07" in text, "the sequence is shown escaped", text)
     p = run("events", "--sandbox", "esc", "--json", "--ingest", url, state=st.name)

@@ -371,7 +371,8 @@ def test_heartbeat_and_idle_exit() -> None:
                                       isinstance(n[0].get("for_s"), float) and n[0]["for_s"] >= 0
                                       for n in named),
            "it names the running command (exec_id, cmd) and how long it has run", named[:2])
-        shown = env.run("events", "--sandbox", sid, "--ingest", env.ingest.http_base, "--secret", env.secret)
+        shown = env.run("events", "--sandbox", sid, "--all", "--ingest", env.ingest.http_base, "--secret",
+                        env.secret)  # heartbeats are plumbing: shown with --all
         ok(re.search(r"activity\s.*command .*; running: exec \d+ `.*stop.*` for \d+ s", shown.stdout.decode())
            is not None, "sandglass events shows the running command", shown.stdout.decode()[-1500:])
         open(os.path.join(ws, "stop"), "w").close()

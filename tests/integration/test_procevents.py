@@ -120,8 +120,8 @@ def test_script(env: CapEnv, sid: str) -> None:
     res = result_of(rows, eid)
     ok(res is not None and all(p["seq"] < res["seq"] for p in ps),
        "the exec's process events come before its run_result")
-    tl = env.run("events", "--sandbox", sid, "--ingest", f"http://127.0.0.1:{env.ingest.port}",
-                 "--secret", env.secret)
+    tl = env.run("events", "--sandbox", sid, "--all", "--ingest", f"http://127.0.0.1:{env.ingest.port}",
+                 "--secret", env.secret)  # process events are plumbing: shown with --all
     want = f"pid {tp['pid']} <- 1 sh /workspace/run.sh -> exit 3"
     ok(tl.returncode == 0 and want in tl.stdout.decode(), f"sandglass events shows {want!r}",
        tl.stdout.decode()[-2000:] + tl.stderr.decode())
