@@ -30,6 +30,7 @@ void sg_cli_json_errors(bool on)
 
 /* "PROG CMD: " (ours; "PROG: " without a command) ahead of a message
  * escaped by the one printer. */
+static void cli_vsay(const char *cmd, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void cli_vsay(const char *cmd, const char *fmt, va_list ap)
 {
     char prefix[160];
