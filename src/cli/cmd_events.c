@@ -318,6 +318,31 @@ static const char *tl_status(json_t *p, char *status, size_t n)
     return status;
 }
 
+/* A test result's verdict: the runner's counts when its summary parsed
+ * (capture/testsummary.h: "tests FAIL 3 passed, 1 failed, "), else the
+ * exit status's. Returns whether it passed. */
+static bool tl_test_verdict(json_t *rp, bool exit_ok, char *buf, size_t n)
+{
+    const char *outcome = json_string_value(json_object_get(rp, "outcome"));
+    if (!json_is_true(json_object_get(rp, "parsed")) || !outcome) {
+        snprintf(buf, n, "%s", exit_ok ? "tests PASS, " : "tests FAIL, ");
+        return exit_ok;
+    }
+    bool ok = strcmp(outcome, "passed") == 0;
+    const char *word = ok ? "PASS" : strcmp(outcome, "no_tests") == 0 ? "NONE RAN" :
+                       strcmp(outcome, "error") == 0 ? "ERROR" : "FAIL";
+    size_t k = (size_t)snprintf(buf, n, "tests %s", word);
+    static const char *counts[] = {"passed", "failed", "errors", "skipped"};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts && k < n; i++) {
+        json_int_t c = json_integer_value(json_object_get(rp, counts[i]));
+        if (c > 0 || i == 0)
+            k += (size_t)snprintf(buf + k, n - k, "%s %lld %s", i ? "," : "", (long long)c, counts[i]);
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, ", ");
+    return ok;
+}
+
 /* "$ make test   FAIL  exit 2, 0.31 s" (res NULL: the command without a
  * result yet, "started"). */
 static void tl_command_line(const tl_printer *o, json_t *cmd_ev, json_t *res)
@@ -337,10 +362,21 @@ static void tl_command_line(const tl_printer *o, json_t *cmd_ev, json_t *res)
     bool test = strcmp(json_string_value(json_object_get(res, "kind")), "test_result") == 0;
     json_t *ec = json_object_get(rp, "exit_code");
     bool ok = json_is_integer(ec) && json_integer_value(ec) == 0;
-    printf("   %s%s%s%s, %.3f s%s\n", tl_c(o, ok ? "\033[32m" : "\033[31m"),
-           test ? (ok ? "tests PASS, " : "tests FAIL, ") : "", tl_status(rp, status, sizeof status), tl_c(o, "\033[0m"),
+    char verdict[160] = "";
+    if (test)
+        ok = tl_test_verdict(rp, ok, verdict, sizeof verdict);
+    printf("   %s%s%s%s, %.3f s%s\n", tl_c(o, ok ? "\033[32m" : "\033[31m"), verdict,
+           tl_status(rp, status, sizeof status), tl_c(o, "\033[0m"),
            json_number_value(json_object_get(rp, "duration_s")),
            json_is_true(json_object_get(rp, "truncated")) ? " (output cut)" : "");
+    json_t *names = json_object_get(rp, "failing_tests");
+    for (size_t i = 0; test && i < json_array_size(names) && i < 10; i++) {
+        char nbuf[420];
+        const char *n = json_string_value(json_array_get(names, i));
+        printf("    %sfailed: %s%s\n", tl_c(o, "\033[31m"), vis_str(n ? n : "", nbuf, sizeof nbuf), tl_c(o, "\033[0m"));
+    }
+    if (test && json_array_size(names) > 10)
+        printf("    ... and %zu more failing\n", json_array_size(names) - 10);
 }
 
 static void tl_output(const tl_printer *o, json_t *ev, json_t *p, bool under)

@@ -136,6 +136,16 @@ def run_tests(env: CapEnv) -> None:
         tap.eq(counts(tr), ("unittest", True, "passed", 1, 1, 0, 0, 0), "unittest: a passing suite")
         tr = result(env, sid, "cd ut3 && python3 -m unittest")
         tap.eq(counts(tr)[:4], ("unittest", True, "no_tests", 0), "unittest: Ran 0 tests is not a pass")
+        # the timeline shows the runner's counts and the failing names
+        p = env.run("events", "--sandbox", sid, "--kind", "test_result", "--ingest", env.ingest.http_base,
+                    "--secret", env.secret)
+        out = p.stdout.decode(errors="replace")
+        line = [ln for ln in out.splitlines() if "cd ut &&" in ln]
+        ok(p.returncode == 0 and line and "tests FAIL 1 passed, 1 failed, 1 errors, 1 skipped" in line[0],
+           "events: a failing suite's line carries its counts", out)
+        ok("failed: test_fail" in out and "failed: test_error" in out, "events: and its failing tests' names", out)
+        ok(any("cd ut3" in ln and "tests NONE RAN" in ln for ln in out.splitlines()),
+           "events: Ran 0 tests reads NONE RAN, not PASS", out)
 
     @tap.case("go test: failing (plain and -v), passing, no tests")
     def _():
