@@ -369,14 +369,14 @@ static void tl_command_line(const tl_printer *o, json_t *cmd_ev, json_t *res)
            tl_status(rp, status, sizeof status), tl_c(o, "\033[0m"),
            json_number_value(json_object_get(rp, "duration_s")),
            json_is_true(json_object_get(rp, "truncated")) ? " (output cut)" : "");
-    json_t *names = json_object_get(rp, "failing_tests");
-    for (size_t i = 0; test && i < json_array_size(names) && i < 10; i++) {
+    json_t *failing = json_object_get(rp, "failing_tests");
+    for (size_t i = 0; test && i < json_array_size(failing) && i < 10; i++) {
         char nbuf[420];
-        const char *n = json_string_value(json_array_get(names, i));
+        const char *n = json_string_value(json_array_get(failing, i));
         printf("    %sfailed: %s%s\n", tl_c(o, "\033[31m"), vis_str(n ? n : "", nbuf, sizeof nbuf), tl_c(o, "\033[0m"));
     }
-    if (test && json_array_size(names) > 10)
-        printf("    ... and %zu more failing\n", json_array_size(names) - 10);
+    if (test && json_array_size(failing) > 10)
+        printf("    ... and %zu more failing\n", json_array_size(failing) - 10);
 }
 
 static void tl_output(const tl_printer *o, json_t *ev, json_t *p, bool under)
