@@ -20,6 +20,12 @@
  * in one sandbox leaves the rest of the host responsive on any machine
  * with two cores or more. Capped at the host's online CPUs. */
 #define SG_DEFAULT_CPUS 1.0
+/* The supervisor's own cgroup, beside its sandbox's (sandbox/cgroup.h):
+ * what it may spend on one sandbox's behalf. One core is all one loop can
+ * use (so the quota never throttles it); memory covers the watcher's tree
+ * at its file limit and its text cache. */
+#define SG_SUPERVISOR_MEMORY (256ull * 1024 * 1024)
+#define SG_SUPERVISOR_CPUS 1.0
 #define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
 #define SG_INGEST_RETRY_MIN_MS 100   /* a failed commit is retried after this... */
 #define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */

@@ -198,14 +198,20 @@ char **sg_cgroup_list(sg_err *err)
         }
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_type != DT_DIR || !sg_valid_name(e->d_name))
+            /* a supervisor's cgroup left alone names its sandbox */
+            char name[sizeof e->d_name];
+            snprintf(name, sizeof name, "%s", e->d_name);
+            size_t len = strlen(name), sl = strlen(SG_CG_SUPERVISOR_SUFFIX);
+            if (len > sl && strcmp(name + len - sl, SG_CG_SUPERVISOR_SUFFIX) == 0)
+                name[len - sl] = '\0';
+            if (e->d_type != DT_DIR || !sg_valid_name(name))
                 continue;
             bool dup = false;
             for (size_t k = 0; k < n && !dup; k++)
-                dup = strcmp(v[k], e->d_name) == 0;
+                dup = strcmp(v[k], name) == 0;
             if (dup)
                 continue;
-            if (sg_strv_push(&v, &n, &cap, e->d_name) < 0) {
+            if (sg_strv_push(&v, &n, &cap, name) < 0) {
                 sg_err_set(err, ENOMEM, "out of memory");
                 return NULL;
             }
@@ -237,6 +243,15 @@ int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err)
 int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err)
 {
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = sg_cgroup_open(id, err);
+    if (!cg && err && err->code == ENOENT) {
+        /* only its supervisor's cgroup is left: it carries the same mark */
+        sg_autofree char *sv = sg_cgroup_supervisor_path(id);
+        ssize_t n = sv ? getxattr(sv, SG_CG_OWNER_XATTR, buf, size - 1) : -1;
+        if (n < 0)
+            return errno == ENODATA || errno == ENOTSUP ? 0 : -1;
+        buf[n] = '\0';
+        return 1;
+    }
     if (!cg)
         return -1;
     int rc = 0;

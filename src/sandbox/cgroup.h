@@ -146,6 +146,25 @@ int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err);
  * with err when the cgroup cannot be read. */
 int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
 
+/* The supervisor's own cgroup: sandglass/<id>:supervisor (':' is never in
+ * a sandbox id), beside its sandbox's, never inside it: a kill, a freeze
+ * or the populated proof of the sandbox never reaches the supervisor, and
+ * the learner's CPU quota or OOM never throttles or kills it; its own
+ * limits bound what it spends on the sandbox's behalf, and its figures
+ * (cpu.stat, cpuacct.usage, memory) say what that was.
+ * join: makes it (or finds it: a takeover), applies lim, marks its owner
+ * like the sandbox's, and moves the calling process into it, keeping the
+ * cgroups it came from (for sg_cgroup_supervisor_leave).
+ * leave: moves the calling process back where the supervisor came from;
+ * async-signal-safe, for a forked child that outlives the sandbox.
+ * remove: after the supervisor has exited (waits a moment for an exiting
+ * one); an absent one is fine. */
+#define SG_CG_SUPERVISOR_SUFFIX ":supervisor"
+int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err);
+void sg_cgroup_supervisor_leave(void);
+int sg_cgroup_supervisor_remove(const char *id, sg_err *err);
+char *sg_cgroup_supervisor_path(const char *id);
+
 /* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy
  * (diagnostics and tests). Caller frees. */
 char *sg_cgroup_path(sg_cgroup *cg, const char *leaf);

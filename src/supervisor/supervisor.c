@@ -485,6 +485,10 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         sg_write_all(ready_fd, "ok\n", 3);
         close(ready_fd);
     }
+    /* After "ready": the move waits for the kernel (an RCU grace period
+     * per hierarchy), which create need not; a pooled sandbox pays it
+     * before it is claimed. */
+    join_own_cgroup(s);
     if (!adopt && !sup_checkpoint(s, "create", NULL))
         sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
     ready_next(s);

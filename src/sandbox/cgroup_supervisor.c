@@ -1,0 +1,133 @@
+/* cgroup_supervisor: the supervisor's own cgroup, sandglass/<id>:supervisor,
+ * beside its sandbox's (see cgroup.h; cgroup_internal.h for the files). */
+#include "sandbox/cgroup_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+
+#define SV_REMOVE_WAIT_MS 2000 /* an exiting supervisor leaves its cgroup within this */
+
+/* cgroup.procs of the cgroups this process lived in before it joined its
+ * own, kept open: a child that must outlive the sandbox (the uplink
+ * daemon) goes back there (sg_cgroup_supervisor_leave). */
+static struct {
+    int fd[SG_CG_MAX_FDS];
+    size_t n;
+} g_home;
+
+/* The path of hierarchy m in one /proc/self/cgroup line, or NULL. */
+static const char *home_path_of(const cg_mount *m, char *line)
+{
+    char *c1 = strchr(line, ':');
+    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+        return NULL;
+    *c2 = '\0';
+    const char *ctrls = c1 + 1, *path = c2 + 1;
+    if (m->v2)
+        return strncmp(line, "0:", 2) == 0 && !*ctrls ? path : NULL;
+    unsigned bits = cg_parse_ctrls(ctrls, ",", NULL);
+    return bits && bits == m->ctrls ? path : NULL;
+}
+
+/* Opens the cgroup.procs of the cgroups we live in now, one per hierarchy
+ * of s (best effort: one that cannot be found or opened is skipped). */
+static void home_open(const cg_set *s)
+{
+    for (size_t i = 0; i < g_home.n; i++)
+        close(g_home.fd[i]);
+    g_home.n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        sg_autofclose FILE *f = fopen("/proc/self/cgroup", "re");
+        sg_autofree char *line = NULL;
+        size_t cap = 0;
+        while (f && getline(&line, &cap, f) > 0) {
+            line[strcspn(line, "\n")] = '\0';
+            const char *path = home_path_of(s->h[i], line);
+            if (!path)
+                continue;
+            sg_autofree char *p = sg_strdup_printf("%s%s/cgroup.procs", s->h[i]->path, path);
+            int fd = open(p, O_WRONLY | O_CLOEXEC);
+            if (fd >= 0)
+                g_home.fd[g_home.n++] = fd;
+            break;
+        }
+    }
+}
+
+static char *sv_name(const char *id, sg_err *err)
+{
+    if (cg_check_name("id", id, err) < 0)
+        return NULL;
+    return sg_strdup_printf("%s" SG_CG_SUPERVISOR_SUFFIX, id);
+}
+
+int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err)
+{
+    sg_autofree char *name = sv_name(id, err);
+    if (!name)
+        return -1;
+    __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(name, err);
+    if (!cg || cg_make_roots(cg, err) < 0)
+        return -1;
+    home_open(&cg->s);
+    for (size_t i = 0; i < cg->s.n; i++) {
+        sg_autofree char *parent = sg_strdup_printf("%s/" SG_CG_ROOT_NAME, cg->s.h[i]->path);
+        sg_autofree char *dir = cg_dir(cg, i, NULL);
+        bool made;
+        /* it exists when a supervisor takes over from a dead one */
+        if (cg_mkdir(cg->s.h[i], parent, dir, true, &made, err) < 0)
+            return -1;
+    }
+    if (lim && sg_cgroup_set_limits(cg, lim, err) < 0)
+        return -1;
+    if (owner)
+        sg_cgroup_set_owner(cg, owner, NULL); /* as the sandbox's: gc of a leftover */
+    return sg_cgroup_attach(cg, NULL, getpid(), err);
+}
+
+void sg_cgroup_supervisor_leave(void)
+{
+    for (size_t i = 0; i < g_home.n; i++)
+        if (write(g_home.fd[i], "0", 1) < 0) {
+            /* best effort: the child then stays charged to this sandbox */
+        }
+}
+
+int sg_cgroup_supervisor_remove(const char *id, sg_err *err)
+{
+    sg_autofree char *name = sv_name(id, err);
+    if (!name)
+        return -1;
+    __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(name, err);
+    if (!cg)
+        return -1;
+    uint64_t deadline = cg_deadline_after(SV_REMOVE_WAIT_MS);
+    for (size_t i = 0; i < cg->s.n; i++) {
+        sg_autofree char *dir = cg_dir(cg, i, NULL);
+        unsigned us = 50;
+        /* EBUSY: its supervisor is still exiting */
+        while (rmdir(dir) < 0 && errno != ENOENT) {
+            if (errno != EBUSY || sg_now_mono_ns() >= deadline)
+                return sg_err_sys(err, "cannot remove the supervisor's cgroup %s", dir);
+            cg_nap(&us, CG_NAP_MAX_US);
+        }
+    }
+    return 0;
+}
+
+char *sg_cgroup_supervisor_path(const char *id)
+{
+    sg_autofree char *name = sv_name(id, NULL);
+    if (!name)
+        return NULL;
+    __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(name, NULL);
+    return cg ? cg_dir(cg, 0, NULL) : NULL;
+}
