@@ -31,10 +31,22 @@
 #define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */
 #define SG_FRAME_MAX (1024 * 1024)      /* one WebSocket message at the ingest */
 #define SG_DIFF_MAX_BYTES (64 * 1024)   /* files larger get no diff */
-#define SG_WATCH_CACHE_MAX (64ull * 1024 * 1024) /* text kept for diffs, all files */
+#define SG_WATCH_CACHE_MAX (8ull * 1024 * 1024) /* text kept for diffs, all files (the supervisor's RSS) */
 #define SG_WATCH_MAX_FILES 500000     /* files tracked per workspace */
 #define SG_WATCH_MAX_DIRS 100000      /* directories watched per workspace */
 #define SG_WATCH_HASH_MAX (32ull * 1024 * 1024) /* larger files get no sha256 (the supervisor reads them: as SG_CKPT_FILE_MAX) */
+/* The watcher's reads of a workspace's files (to hash and diff them), per
+ * sandbox: a token bucket of bytes (a learner rewriting big files byte by
+ * byte cannot keep the supervisor re-hashing flat out), and a slice per
+ * loop turn (the kill path and every timer run between slices). Past
+ * them a dirty file waits; its change comes later, never lost. */
+#define SG_WATCH_READ_RATE (64ull * 1024 * 1024)  /* bytes per second */
+#define SG_WATCH_READ_BURST (64ull * 1024 * 1024) /* bucket size */
+#define SG_WATCH_READ_SLICE (8ull * 1024 * 1024)  /* bytes per loop turn */
+/* A full rescan after an inotify overflow waits at least this long after
+ * the last one, and at least 4x the last one's duration (so a learner who
+ * overflows the queue again and again gets at most ~20% of a core). */
+#define SG_WATCH_RESCAN_MIN_MS 500
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
 #define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
 #define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */

@@ -225,7 +225,7 @@ static void add_action(action_list *l, action a)
 /* Takes the ready dirty paths off the dirty list and reads their current
  * states; the gone ones leave the tree first so that the graveyard is
  * complete before anything is matched against it. */
-static void read_ready(sg_watch *w, bool force, action_list *acts)
+static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferred)
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
@@ -241,8 +241,25 @@ static void read_ready(sg_watch *w, bool force, action_list *acts)
         }
         work[nwork++] = n;
     }
+    /* The read budget: past the bucket or this turn's slice (a flush has
+     * no slice of its own), the rest waits on the dirty list. */
+    uint64_t start = w->read_bytes, turn = 0, slice = force ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
+    bool over = false;
     for (size_t i = 0; i < nwork; i++) {
         node *n = work[i];
+        if (!over) {
+            uint64_t used = w->read_bytes - start;
+            start = w->read_bytes;
+            w->read_tokens -= (int64_t)used;
+            turn += used;
+            over = turn >= slice || watch_budget_wait(w) > 0;
+        }
+        if (over) {
+            watch_dirty_mark(w, n, -1);
+            w->read_deferred++;
+            *deferred = true;
+            continue;
+        }
         char *path = watch_node_path(n);
         fstate cur;
         int r = watch_read_state(w, path, &cur);
@@ -257,6 +274,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts)
         }
         add_action(acts, (action){ACT_MOD, n, NULL, path, cur, NULL});
     }
+    w->read_tokens -= (int64_t)(w->read_bytes - start);
     free(work);
 }
 
@@ -264,7 +282,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts)
  * at all) against its last content and the graveyard; then what is left in
  * the graveyard is deleted. A grave is "consumed" (dirty flag reused: graves
  * are never on the dirty list) when a file at its path replaces it. */
-static void classify(sg_watch *w, action_list *acts)
+static void classify(sg_watch *w, action_list *acts, bool deferred)
 {
     if (w->ngraves)
         qsort(w->graves, w->ngraves, sizeof(*w->graves), grave_cmp);
@@ -306,7 +324,9 @@ static void classify(sg_watch *w, action_list *acts)
         acts->v[keep++] = *a;
     }
     acts->n = keep;
-    for (size_t i = 0; i < w->ngraves; i++) {
+    /* With files put off, a grave may still be claimed by one of them (a
+     * rename): the deletions wait for the round that reads them all. */
+    for (size_t i = 0; i < w->ngraves && !deferred; i++) {
         node *g = w->graves[i];
         if (!g->dirty)
             add_action(acts, (action){ACT_DEL, NULL, g, sg_xstrdup(g->orig_path), {0}, NULL});
@@ -316,8 +336,9 @@ static void classify(sg_watch *w, action_list *acts)
 static int resolve_(sg_watch *w, bool force)
 {
     action_list acts = {0};
-    read_ready(w, force, &acts);
-    classify(w, &acts);
+    bool deferred = false;
+    read_ready(w, force, &acts, &deferred);
+    classify(w, &acts, deferred);
     if (acts.n > 1)
         qsort(acts.v, acts.n, sizeof(*acts.v), act_cmp);
     int emitted = 0;
@@ -336,9 +357,14 @@ static int resolve_(sg_watch *w, bool force)
         }
     }
     free(acts.v);
-    for (size_t i = 0; i < w->ngraves; i++)
-        watch_node_free(w, w->graves[i]);
-    w->ngraves = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < w->ngraves; i++) {
+        if (deferred && !w->graves[i]->dirty)
+            w->graves[keep++] = w->graves[i]; /* unclaimed yet */
+        else
+            watch_node_free(w, w->graves[i]);
+    }
+    w->ngraves = keep;
     return emitted;
 }
 
