@@ -307,6 +307,7 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
     /* the baseline is the start's, not the budget's */
     w->read_tokens = (int64_t)SG_WATCH_READ_BURST;
     w->read_fill_ns = sg_now_mono_ns();
+    w->file_cost_ns = 100000; /* a first guess: 100 files a turn */
     /* Anything that changed during the baseline was marked by an event and
      * is resolved (and reported) on the loop as usual. */
     uv_poll_init(loop, &w->poll, w->ifd);

@@ -3,6 +3,7 @@
  * and the limit events. See watch.h for the rules. */
 #include "capture/watch_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,6 +245,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     /* The read budget: past the bucket or this turn's slice (a flush has
      * no slice of its own), the rest waits on the dirty list. */
     uint64_t start = w->read_bytes, turn = 0, slice = force ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
+    size_t max_files = force ? SIZE_MAX : (size_t)(SG_WATCH_TURN_US * 1000ull / (w->file_cost_ns | 1));
     bool over = false;
     for (size_t i = 0; i < nwork; i++) {
         node *n = work[i];
@@ -252,7 +254,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
             start = w->read_bytes;
             w->read_tokens -= (int64_t)used;
             turn += used;
-            over = turn >= slice || watch_budget_wait(w) > 0;
+            over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0;
         }
         if (over) {
             watch_dirty_mark(w, n, -1);
@@ -337,7 +339,9 @@ static int resolve_(sg_watch *w, bool force)
 {
     action_list acts = {0};
     bool deferred = false;
+    uint64_t t0 = sg_now_mono_ns();
     read_ready(w, force, &acts, &deferred);
+    size_t nread = acts.n;
     classify(w, &acts, deferred);
     if (acts.n > 1)
         qsort(acts.v, acts.n, sizeof(*acts.v), act_cmp);
@@ -365,6 +369,10 @@ static int resolve_(sg_watch *w, bool force)
             watch_node_free(w, w->graves[i]);
     }
     w->ngraves = keep;
+    if (nread) {
+        uint64_t per = (sg_now_mono_ns() - t0) / nread;
+        w->file_cost_ns = w->file_cost_ns ? (3 * w->file_cost_ns + per) / 4 : per;
+    }
     return emitted;
 }
 
