@@ -45,8 +45,10 @@
 #define SG_WATCH_READ_SLICE (8ull * 1024 * 1024)  /* bytes per loop turn */
 /* ... and about this much time per loop turn: files resolved per turn are
  * sized by what one cost lately (its read, hash, diff and event), at least
- * one. A flush (an exec's end) resolves all the bucket allows. */
+ * one. */
 #define SG_WATCH_TURN_US 10000
+#define SG_WATCH_FLUSH_US 1000000 /* ... and a flush (an exec's end) at most this long */
+#define SG_WATCH_FILE_COST 4096   /* bytes of the bucket a file read costs at least */
 /* A full rescan after an inotify overflow waits at least this long after
  * the last one, and at least 4x the last one's duration (so a learner who
  * overflows the queue again and again gets at most ~20% of a core). */

@@ -121,9 +121,15 @@ static void on_inotify(uv_poll_t *h, int status, int events)
     schedule(w);
 }
 
+void sg_watch_hurry(sg_watch *w, bool on)
+{
+    if (w)
+        w->hurry = on;
+}
+
 int sg_watch_flush(sg_watch *w, sg_err *err)
 {
-    if (watch_read_events(w, true, err) < 0)
+    if (watch_read_events(w, !w->hurry, err) < 0)
         return -1;
     if (w->degraded)
         watch_rescan_dir(w, w->root); /* the directories without a watch */

@@ -244,8 +244,9 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     }
     /* The read budget: past the bucket or this turn's slice (a flush has
      * no slice of its own), the rest waits on the dirty list. */
-    uint64_t start = w->read_bytes, turn = 0, slice = force ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
-    size_t max_files = force ? SIZE_MAX : (size_t)(SG_WATCH_TURN_US * 1000ull / (w->file_cost_ns | 1));
+    bool full = force && !w->hurry;
+    uint64_t start = w->read_bytes, turn = 0, slice = full ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
+    size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
     bool over = false;
     for (size_t i = 0; i < nwork; i++) {
         node *n = work[i];
@@ -254,6 +255,8 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
             start = w->read_bytes;
             w->read_tokens -= (int64_t)used;
             turn += used;
+            if (i > 0)
+                w->read_tokens -= SG_WATCH_FILE_COST; /* the open, the stat: a file is never free */
             over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0;
         }
         if (over) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "capture/watch.h"
 #include "base/log.h"
 
 void capture_emit(sup *s, const char *kind, json_t *payload)
@@ -50,6 +51,9 @@ void sup_destroy(sup *s, client *c)
 {
     sg_err err = {0};
     s->destroying = true;
+    /* the watcher's last flushes do one turn each: a destroy never waits
+     * for a learner's pile of changes */
+    sg_watch_hurry(sg_capture_watch(s->cap), true);
     /* The checkpoint worker is killed with the sandbox, never waited for
      * (it comes back only for a last diff of the capture). */
     if (s->ckpt)
