@@ -131,9 +131,11 @@ int sg_watch_flush(sg_watch *w, sg_err *err)
 {
     if (watch_read_events(w, !w->hurry, err) < 0)
         return -1;
-    if (w->degraded)
+    if (w->degraded && !w->hurry)
         watch_rescan_dir(w, w->root); /* the directories without a watch */
-    int n = watch_resolve(w, true);
+    /* Hurried: nothing is resolved here (a diff may have to start a new
+     * checkpoint worker, the one the kill took): the loop does it next. */
+    int n = w->hurry ? 0 : watch_resolve(w, true);
     /* what the read budget put off comes at the timer */
     arm(w, w->dhead || w->ngraves || w->need_rescan ? SG_WATCH_SETTLE_US * 1000ull : 0);
     return n;

@@ -114,9 +114,10 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
  * what is left comes from the loop, in turns. Returns the number of
  * payloads emitted, or < 0. */
 int sg_watch_flush(sg_watch *w, sg_err *err);
-/* While on, a flush does one loop turn's worth (SG_WATCH_TURN_US) and
- * leaves the rest to the loop: the kill switch's own flushes (the killed
- * execs' ends) never wait for a learner's pile of changes. */
+/* While on, a flush only reads what inotify holds (one turn's worth) and
+ * leaves the changes to the loop, which reports them in its turns right
+ * after: the kill switch's own flushes (the killed execs' ends) never wait
+ * for a learner's pile of changes, nor for a new checkpoint worker. */
 void sg_watch_hurry(sg_watch *w, bool on);
 
 void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);

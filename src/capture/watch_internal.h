@@ -129,7 +129,7 @@ struct sg_watch {
     uint64_t read_fill_ns; /* when it was last filled */
     uint64_t read_deferred; /* dirty files put off for the budget, ever */
     uint64_t file_cost_ns; /* what resolving one file cost lately (moving average) */
-    bool hurry;            /* sg_watch_hurry: a flush takes one turn's worth */
+    bool hurry;            /* sg_watch_hurry: a flush leaves the changes to the loop */
     /* overflow rescans, rate-limited (SG_WATCH_RESCAN_MIN_MS) */
     uint64_t rescan_next_ns;
 };

@@ -244,7 +244,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     }
     /* The read budget: past the bucket or this turn's slice (a flush has
      * no slice of its own), the rest waits on the dirty list. */
-    bool full = force && !w->hurry;
+    bool full = force;
     uint64_t start = w->read_bytes, turn = 0, slice = full ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
     size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
     bool over = false;
@@ -338,6 +338,21 @@ static void classify(sg_watch *w, action_list *acts, bool deferred)
     }
 }
 
+/* Past the turn's time (a diff waited for a checkpoint worker that was
+ * just killed, or busy), an action that stands alone — a file changed or
+ * made, no grave in it — waits for the next turn: its node dirty again,
+ * its state as read dropped (it is read again then). */
+static bool put_off(sg_watch *w, action *a)
+{
+    if ((a->kind != ACT_MOD && a->kind != ACT_CRE) || a->replaced || (a->old && a->old != a->n))
+        return false;
+    watch_dirty_mark(w, a->n, -1);
+    w->read_deferred++;
+    free(a->cur.text);
+    free(a->path);
+    return true;
+}
+
 static int resolve_(sg_watch *w, bool force)
 {
     action_list acts = {0};
@@ -349,8 +364,11 @@ static int resolve_(sg_watch *w, bool force)
     if (acts.n > 1)
         qsort(acts.v, acts.n, sizeof(*acts.v), act_cmp);
     int emitted = 0;
+    uint64_t until = t0 + (force ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull;
     for (size_t i = 0; i < acts.n; i++) {
         action *a = &acts.v[i];
+        if (i > 0 && sg_now_mono_ns() > until && put_off(w, a))
+            continue;
         /* Past the owner's budget no payload is made: no diff, no JSON
          * (the state is still adopted, so the next change is right). */
         json_t *p = !w->gate || w->gate(w->gate_ud) ? build_payload(w, a) : NULL;

@@ -75,7 +75,10 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
 /* Like sg_cgroup_procs_fds, for a helper process that must be charged to
  * the sandbox (the checkpoint worker): <id>/<leaf> on the hierarchies that
  * have the leaf, <id> itself on the others (the v1 controllers of a split
- * host with fast leaves, where the limits are). */
+ * host with fast leaves, where the limits are), except a v1 hierarchy of
+ * cpu/cpuacct alone: there the supervisor's own cgroup when it has one
+ * (the supervisor waits for the worker's diffs, and must never wait for
+ * the learner's CPU quota period; still the sandbox's account). */
 int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
 /* Moves a host pid into <id>/<leaf> in every hierarchy. */
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
@@ -163,6 +166,8 @@ int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
 int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err);
 void sg_cgroup_supervisor_leave(void);
 int sg_cgroup_supervisor_remove(const char *id, sg_err *err);
+/* leave, then remove: a supervisor that ends with no one to remove it. */
+void sg_cgroup_supervisor_release(const char *id);
 char *sg_cgroup_supervisor_path(const char *id);
 
 /* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy

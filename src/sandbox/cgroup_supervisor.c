@@ -123,6 +123,14 @@ int sg_cgroup_supervisor_remove(const char *id, sg_err *err)
     return 0;
 }
 
+void sg_cgroup_supervisor_release(const char *id)
+{
+    if (g_home.n == 0)
+        return; /* never joined */
+    sg_cgroup_supervisor_leave();
+    sg_cgroup_supervisor_remove(id, NULL);
+}
+
 char *sg_cgroup_supervisor_path(const char *id)
 {
     sg_autofree char *name = sv_name(id, NULL);

@@ -500,6 +500,10 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     close(s->ctl_fd);
     s->ctl_fd = -1;
     int code = sup_shutdown(s);
+    /* Ended on its own (no destroy waits to remove it): out of its own
+     * cgroup, and that removed. */
+    if (!s->destroying)
+        sg_cgroup_supervisor_release(s->meta.id);
     sup_free(s);
     return code;
 }
