@@ -72,6 +72,11 @@
  * - Every dirty file is re-read and re-hashed when its burst resolves (mtime
  *   is too coarse to trust within a burst); the overflow rescan trusts an
  *   unchanged stat unless the last read was racy (mtime within 50 ms of it).
+ * - That work is bounded per sandbox (bounds.h, SG_WATCH_READ_*): a bucket
+ *   of bytes read per second, a slice of bytes and of time per loop turn
+ *   (SG_WATCH_TURN_US), a flush at most SG_WATCH_FLUSH_US; overflow rescans
+ *   at most every SG_WATCH_RESCAN_MIN_MS. A file past them stays dirty and
+ *   is reported a little later, never lost.
  */
 #ifndef SG_WATCH_H
 #define SG_WATCH_H
