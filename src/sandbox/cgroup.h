@@ -156,10 +156,11 @@ int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
  * limits bound what it spends on the sandbox's behalf, and its figures
  * (cpu.stat, cpuacct.usage, memory) say what that was.
  * join: makes it (or finds it: a takeover), applies lim, marks its owner
- * like the sandbox's, and moves the calling process into it, keeping the
- * cgroups it came from (for sg_cgroup_supervisor_leave).
- * leave: moves the calling process back where the supervisor came from;
- * async-signal-safe, for a forked child that outlives the sandbox.
+ * like the sandbox's, and moves the calling process into it; opens
+ * sandglass/:host, shared by all, for sg_cgroup_supervisor_leave.
+ * leave: moves the calling process to sandglass/:host (never back to the
+ * cgroups the supervisor came from: not ours to touch); async-signal-safe,
+ * for a forked child that serves the host (the uplink daemon).
  * remove: after the supervisor has exited (waits a moment for an exiting
  * one); an absent one is fine. */
 #define SG_CG_SUPERVISOR_SUFFIX ":supervisor"

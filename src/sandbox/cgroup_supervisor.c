@@ -14,51 +14,33 @@
 
 #define SV_REMOVE_WAIT_MS 2000 /* an exiting supervisor leaves its cgroup within this */
 
-/* cgroup.procs of the cgroups this process lived in before it joined its
- * own, kept open: a child that must outlive the sandbox (the uplink
- * daemon) goes back there (sg_cgroup_supervisor_leave). */
+/* cgroup.procs of sandglass/:host (a name no sandbox id can take), kept
+ * open: where a process of ours that serves the host rather than one
+ * sandbox goes when it leaves a supervisor's cgroup (the uplink daemon a
+ * supervisor starts; a supervisor that removes its own cgroup as it
+ * ends). Never back to the cgroups the supervisor came from: those are
+ * not ours to touch. */
+#define HOST_NAME ":host"
 static struct {
     int fd[SG_CG_MAX_FDS];
     size_t n;
 } g_home;
 
-/* The path of hierarchy m in one /proc/self/cgroup line, or NULL. */
-static const char *home_path_of(const cg_mount *m, char *line)
-{
-    char *c1 = strchr(line, ':');
-    char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c2)
-        return NULL;
-    *c2 = '\0';
-    const char *ctrls = c1 + 1, *path = c2 + 1;
-    if (m->v2)
-        return strncmp(line, "0:", 2) == 0 && !*ctrls ? path : NULL;
-    unsigned bits = cg_parse_ctrls(ctrls, ",", NULL);
-    return bits && bits == m->ctrls ? path : NULL;
-}
-
-/* Opens the cgroup.procs of the cgroups we live in now, one per hierarchy
- * of s (best effort: one that cannot be found or opened is skipped). */
-static void home_open(const cg_set *s)
+static void home_open(sg_cgroup *host)
 {
     for (size_t i = 0; i < g_home.n; i++)
         close(g_home.fd[i]);
     g_home.n = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        sg_autofclose FILE *f = fopen("/proc/self/cgroup", "re");
-        sg_autofree char *line = NULL;
-        size_t cap = 0;
-        while (f && getline(&line, &cap, f) > 0) {
-            line[strcspn(line, "\n")] = '\0';
-            const char *path = home_path_of(s->h[i], line);
-            if (!path)
-                continue;
-            sg_autofree char *p = sg_strdup_printf("%s%s/cgroup.procs", s->h[i]->path, path);
-            int fd = open(p, O_WRONLY | O_CLOEXEC);
-            if (fd >= 0)
-                g_home.fd[g_home.n++] = fd;
-            break;
-        }
+    for (size_t i = 0; i < host->s.n; i++) {
+        sg_autofree char *parent = sg_strdup_printf("%s/" SG_CG_ROOT_NAME, host->s.h[i]->path);
+        sg_autofree char *dir = cg_dir(host, i, NULL);
+        sg_autofree char *p = sg_strdup_printf("%s/cgroup.procs", dir);
+        bool made;
+        if (cg_mkdir(host->s.h[i], parent, dir, true, &made, NULL) < 0)
+            continue;
+        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0)
+            g_home.fd[g_home.n++] = fd;
     }
 }
 
@@ -77,7 +59,10 @@ int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const cha
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(name, err);
     if (!cg || cg_make_roots(cg, err) < 0)
         return -1;
-    home_open(&cg->s);
+    __attribute__((cleanup(cg_freep))) sg_cgroup *host = cg_new(HOST_NAME, err);
+    if (!host)
+        return -1;
+    home_open(host);
     for (size_t i = 0; i < cg->s.n; i++) {
         sg_autofree char *parent = sg_strdup_printf("%s/" SG_CG_ROOT_NAME, cg->s.h[i]->path);
         sg_autofree char *dir = cg_dir(cg, i, NULL);
@@ -126,7 +111,7 @@ int sg_cgroup_supervisor_remove(const char *id, sg_err *err)
 void sg_cgroup_supervisor_release(const char *id)
 {
     if (g_home.n == 0)
-        return; /* never joined */
+        return; /* never joined, or nowhere to go */
     sg_cgroup_supervisor_leave();
     sg_cgroup_supervisor_remove(id, NULL);
 }

@@ -500,9 +500,10 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     close(s->ctl_fd);
     s->ctl_fd = -1;
     int code = sup_shutdown(s);
-    /* Ended on its own (no destroy waits to remove it): out of its own
-     * cgroup, and that removed. */
-    if (!s->destroying)
+    /* Ended with no destroy request waiting to remove it (on its own, its
+     * record gone, an expired keep): out of its own cgroup, and that
+     * removed. */
+    if (s->destroy_fd < 0)
         sg_cgroup_supervisor_release(s->meta.id);
     sup_free(s);
     return code;
