@@ -485,14 +485,19 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         sup_free(s);
         return 1;
     }
+    /* The move into its own cgroup waits for the kernel (an RCU grace
+     * period per hierarchy): a pool's spare makes it before it is ready
+     * (listed, claimable: a claim never waits for it), any other sandbox
+     * right after "ready" (create does not wait for it). */
+    bool spare = !adopt && s->meta.learner && strcmp(s->meta.learner, SG_POOL_LEARNER) == 0;
+    if (spare)
+        join_own_cgroup(s);
     if (ready_fd >= 0) {
         sg_write_all(ready_fd, "ok\n", 3);
         close(ready_fd);
     }
-    /* After "ready": the move waits for the kernel (an RCU grace period
-     * per hierarchy), which create need not; a pooled sandbox pays it
-     * before it is claimed. */
-    join_own_cgroup(s);
+    if (!spare)
+        join_own_cgroup(s);
     if (!adopt && !sup_checkpoint(s, "create", NULL))
         sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
     ready_next(s);
