@@ -99,8 +99,9 @@ def leaked_cgroups(root):
         ids = sorted(set(read(os.path.join(root, "sandboxes")).split()))
     except OSError:
         ids = []
-    return [f"cgroup {os.path.join(b, 'sandglass', i)}" for i in ids for b in CG_BASES
-            if os.path.isdir(os.path.join(b, "sandglass", i))]
+    # a sandbox's own, and its supervisor's beside it
+    return [f"cgroup {os.path.join(b, 'sandglass', n)}" for i in ids for n in (i, i + ":supervisor")
+            for b in CG_BASES if os.path.isdir(os.path.join(b, "sandglass", n))]
 
 
 def loop_devices(root):

@@ -20,15 +20,39 @@
  * in one sandbox leaves the rest of the host responsive on any machine
  * with two cores or more. Capped at the host's online CPUs. */
 #define SG_DEFAULT_CPUS 1.0
+/* The supervisor's own cgroup, beside its sandbox's (sandbox/cgroup.h):
+ * what it may spend on one sandbox's behalf. One core is all one loop can
+ * use (so the quota never throttles it); memory covers the watcher's tree
+ * at its file limit and its text cache. */
+#define SG_SUPERVISOR_MEMORY (256ull * 1024 * 1024)
+#define SG_SUPERVISOR_CPUS 1.0
 #define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
 #define SG_INGEST_RETRY_MIN_MS 100   /* a failed commit is retried after this... */
 #define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */
 #define SG_FRAME_MAX (1024 * 1024)      /* one WebSocket message at the ingest */
 #define SG_DIFF_MAX_BYTES (64 * 1024)   /* files larger get no diff */
-#define SG_WATCH_CACHE_MAX (64ull * 1024 * 1024) /* text kept for diffs, all files */
+#define SG_WATCH_CACHE_MAX (8ull * 1024 * 1024) /* text kept for diffs, all files (the supervisor's RSS) */
 #define SG_WATCH_MAX_FILES 500000     /* files tracked per workspace */
 #define SG_WATCH_MAX_DIRS 100000      /* directories watched per workspace */
 #define SG_WATCH_HASH_MAX (32ull * 1024 * 1024) /* larger files get no sha256 (the supervisor reads them: as SG_CKPT_FILE_MAX) */
+/* The watcher's reads of a workspace's files (to hash and diff them), per
+ * sandbox: a token bucket of bytes (a learner rewriting big files byte by
+ * byte cannot keep the supervisor re-hashing flat out), and a slice per
+ * loop turn (the kill path and every timer run between slices). Past
+ * them a dirty file waits; its change comes later, never lost. */
+#define SG_WATCH_READ_RATE (64ull * 1024 * 1024)  /* bytes per second */
+#define SG_WATCH_READ_BURST (64ull * 1024 * 1024) /* bucket size */
+#define SG_WATCH_READ_SLICE (8ull * 1024 * 1024)  /* bytes per loop turn */
+/* ... and about this much time per loop turn: files resolved per turn are
+ * sized by what one cost lately (its read, hash, diff and event), at least
+ * one. */
+#define SG_WATCH_TURN_US 10000
+#define SG_WATCH_FLUSH_US 1000000 /* ... and a flush (an exec's end) at most this long */
+#define SG_WATCH_FILE_COST 4096   /* bytes of the bucket a file read costs at least */
+/* A full rescan after an inotify overflow waits at least this long after
+ * the last one, and at least 4x the last one's duration (so a learner who
+ * overflows the queue again and again gets at most ~20% of a core). */
+#define SG_WATCH_RESCAN_MIN_MS 500
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
 #define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
 #define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */

@@ -414,6 +414,11 @@ struct sg_procevents *sg_capture_procevents(sg_capture *c)
     return c ? c->procs : NULL;
 }
 
+struct sg_watch *sg_capture_watch(sg_capture *c)
+{
+    return c ? c->watch : NULL;
+}
+
 uint64_t sg_capture_pending(const sg_capture *c)
 {
     return c ? sg_spool_pending(c->spool) : 0;

@@ -61,6 +61,8 @@ uint64_t sg_capture_pending(const sg_capture *c);
 /* The process events (procevents.h), NULL when they are not recorded (not
  * available, or closed): held execs are read for them (execargs.h). */
 struct sg_procevents *sg_capture_procevents(sg_capture *c);
+/* Its workspace watcher (NULL if none): the kill switch hurries it. */
+struct sg_watch *sg_capture_watch(sg_capture *c);
 
 /* One exec: begin emits stdin, activity command and command; output keeps
  * the last SG_OUTPUT_CAPTURE_MAX bytes of each stream; end flushes the

@@ -36,6 +36,31 @@ static void arm(sg_watch *w, uint64_t ns)
     w->armed = ns;
 }
 
+uint64_t watch_budget_wait(sg_watch *w)
+{
+    uint64_t now = sg_now_mono_ns();
+    uint64_t dt = now - w->read_fill_ns;
+    w->read_fill_ns = now;
+    /* dt * rate / 1e9 without overflow: dt is capped at the bucket's fill time */
+    uint64_t full_ns = SG_WATCH_READ_BURST * 1000000000ull / SG_WATCH_READ_RATE;
+    if (dt > full_ns)
+        dt = full_ns;
+    int64_t add = (int64_t)((double)dt * (double)SG_WATCH_READ_RATE / 1e9);
+    w->read_tokens += add;
+    if (w->read_tokens > (int64_t)SG_WATCH_READ_BURST)
+        w->read_tokens = (int64_t)SG_WATCH_READ_BURST;
+    if (w->read_tokens > 0)
+        return 0;
+    return (uint64_t)((double)(1 - w->read_tokens) * 1e9 / (double)SG_WATCH_READ_RATE) + 1;
+}
+
+bool watch_rescan_due(sg_watch *w, uint64_t *wait_ns)
+{
+    uint64_t now = sg_now_mono_ns();
+    *wait_ns = now >= w->rescan_next_ns ? 0 : w->rescan_next_ns - now;
+    return *wait_ns == 0;
+}
+
 /* After new events: resolve when the burst settles, or now if the oldest
  * dirty path has waited the cap. No dirty paths: no timer. */
 static void schedule(sg_watch *w)
@@ -44,7 +69,7 @@ static void schedule(sg_watch *w)
     uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull;
     if (w->dhead && now - w->dhead->dirty_ns >= cap_ns)
         watch_resolve(w, false);
-    if (!w->dhead && !w->ngraves) {
+    if (!w->dhead && !w->ngraves && !w->need_rescan) {
         arm(w, 0);
         return;
     }
@@ -58,16 +83,30 @@ static void on_timer(uv_poll_t *h, int status, int events)
     if (read(w->tfd, &expirations, sizeof(expirations)) < 0 && errno == EAGAIN)
         return; /* re-armed meanwhile */
     w->armed = 0;
+    uint64_t rescan_wait = 0;
+    if (w->need_rescan && watch_rescan_due(w, &rescan_wait)) {
+        sg_err err = {0};
+        watch_read_events(w, false, &err); /* the rescan runs once drained */
+    }
     watch_resolve(w, false);
-    if (!w->dhead)
+    if (!w->dhead && !w->ngraves && !w->need_rescan)
         return;
-    /* Only open writers are left: wake at the first one's cap. */
+    /* Open writers, files put off for the read budget, a rescan put off:
+     * wake at the first one's time. */
     uint64_t now = sg_now_mono_ns(), cap_ns = SG_WATCH_CAP_MS * 1000000ull, soonest = cap_ns;
     for (node *n = w->dhead; n; n = n->dnext) {
         uint64_t age = now - n->dirty_ns;
         uint64_t left = age >= cap_ns ? 0 : cap_ns - age;
         if (left < soonest)
             soonest = left;
+    }
+    uint64_t budget = w->dhead ? watch_budget_wait(w) : 0;
+    if (budget > soonest)
+        soonest = budget;
+    if (w->need_rescan) {
+        uint64_t r = rescan_wait ? rescan_wait : SG_WATCH_SETTLE_US * 1000ull;
+        if (r < soonest || !w->dhead)
+            soonest = r;
     }
     arm(w, soonest ? soonest : 1);
 }
@@ -82,14 +121,23 @@ static void on_inotify(uv_poll_t *h, int status, int events)
     schedule(w);
 }
 
+void sg_watch_hurry(sg_watch *w, bool on)
+{
+    if (w)
+        w->hurry = on;
+}
+
 int sg_watch_flush(sg_watch *w, sg_err *err)
 {
-    if (watch_read_events(w, true, err) < 0)
+    if (watch_read_events(w, !w->hurry, err) < 0)
         return -1;
-    if (w->degraded)
+    if (w->degraded && !w->hurry)
         watch_rescan_dir(w, w->root); /* the directories without a watch */
-    int n = watch_resolve(w, true);
-    arm(w, 0);
+    /* Hurried: nothing is resolved here (a diff may have to start a new
+     * checkpoint worker, the one the kill took): the loop does it next. */
+    int n = w->hurry ? 0 : watch_resolve(w, true);
+    /* what the read budget put off comes at the timer */
+    arm(w, w->dhead || w->ngraves || w->need_rescan ? SG_WATCH_SETTLE_US * 1000ull : 0);
     return n;
 }
 
@@ -264,6 +312,10 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
         return NULL;
     }
     watch_run_scans(w);
+    /* the baseline is the start's, not the budget's */
+    w->read_tokens = (int64_t)SG_WATCH_READ_BURST;
+    w->read_fill_ns = sg_now_mono_ns();
+    w->file_cost_ns = 100000; /* a first guess: 100 files a turn */
     /* Anything that changed during the baseline was marked by an event and
      * is resolved (and reported) on the loop as usual. */
     uv_poll_init(loop, &w->poll, w->ifd);

@@ -72,6 +72,11 @@
  * - Every dirty file is re-read and re-hashed when its burst resolves (mtime
  *   is too coarse to trust within a burst); the overflow rescan trusts an
  *   unchanged stat unless the last read was racy (mtime within 50 ms of it).
+ * - That work is bounded per sandbox (bounds.h, SG_WATCH_READ_*): a bucket
+ *   of bytes read per second, a slice of bytes and of time per loop turn
+ *   (SG_WATCH_TURN_US), a flush at most SG_WATCH_FLUSH_US; overflow rescans
+ *   at most every SG_WATCH_RESCAN_MIN_MS. A file past them stays dirty and
+ *   is reported a little later, never lost.
  */
 #ifndef SG_WATCH_H
 #define SG_WATCH_H
@@ -110,8 +115,15 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
                        sg_diff_fn differ, void *differ_ud, sg_err *err);
 
 /* Reads every pending inotify event and resolves every dirty path now
- * (open writers included). Returns the number of payloads emitted, or < 0. */
+ * (open writers included), within the read budget and SG_WATCH_FLUSH_US:
+ * what is left comes from the loop, in turns. Returns the number of
+ * payloads emitted, or < 0. */
 int sg_watch_flush(sg_watch *w, sg_err *err);
+/* While on, a flush only reads what inotify holds (one turn's worth) and
+ * leaves the changes to the loop, which reports them in its turns right
+ * after: the kill switch's own flushes (the killed execs' ends) never wait
+ * for a learner's pile of changes, nor for a new checkpoint worker. */
+void sg_watch_hurry(sg_watch *w, bool on);
 
 void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
 

@@ -30,7 +30,7 @@
 #define DIR_MASK                                                                      \
     (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY | \
      IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
-#define READS_PER_CALLBACK 64      /* bounded work per loop turn */
+#define READS_PER_CALLBACK 16      /* inotify reads (64 KiB each) per loop turn */
 #define RACY_NS (50ull * 1000000)  /* mtime this close to the read: re-read on rescan */
 
 /* The state of a file as last seen (or as read now). */
@@ -123,6 +123,15 @@ struct sg_watch {
     void *limit_ud;
     sg_watch_gate_fn gate;
     void *gate_ud;
+    /* the read budget (SG_WATCH_READ_*) */
+    uint64_t read_bytes;   /* bytes read from files, ever */
+    int64_t read_tokens;   /* the bucket: bytes that may be read now */
+    uint64_t read_fill_ns; /* when it was last filled */
+    uint64_t read_deferred; /* dirty files put off for the budget, ever */
+    uint64_t file_cost_ns; /* what resolving one file cost lately (moving average) */
+    bool hurry;            /* sg_watch_hurry: a flush leaves the changes to the loop */
+    /* overflow rescans, rate-limited (SG_WATCH_RESCAN_MIN_MS) */
+    uint64_t rescan_next_ns;
 };
 
 /* ---- watch_tree.c ---- */
@@ -163,6 +172,11 @@ void watch_run_scans(sg_watch *w);
 void watch_rescan_dir(sg_watch *w, node *d);
 /* Reads inotify until it is empty (or the per-turn bound). 1 if drained. */
 int watch_read_events(sg_watch *w, bool unbounded, sg_err *err);
+
+/* Refills the read bucket; the ns until it holds a byte again (0: now). */
+uint64_t watch_budget_wait(sg_watch *w);
+/* Whether an overflow rescan may run now (else when, in *wait_ns). */
+bool watch_rescan_due(sg_watch *w, uint64_t *wait_ns);
 
 /* ---- watch_resolve.c ---- */
 

@@ -3,6 +3,7 @@
  * and the limit events. See watch.h for the rules. */
 #include "capture/watch_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,7 +226,7 @@ static void add_action(action_list *l, action a)
 /* Takes the ready dirty paths off the dirty list and reads their current
  * states; the gone ones leave the tree first so that the graveyard is
  * complete before anything is matched against it. */
-static void read_ready(sg_watch *w, bool force, action_list *acts)
+static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferred)
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
@@ -241,8 +242,29 @@ static void read_ready(sg_watch *w, bool force, action_list *acts)
         }
         work[nwork++] = n;
     }
+    /* The read budget: past the bucket or this turn's slice (a flush has
+     * no slice of its own), the rest waits on the dirty list. */
+    bool full = force;
+    uint64_t start = w->read_bytes, turn = 0, slice = full ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
+    size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
+    bool over = false;
     for (size_t i = 0; i < nwork; i++) {
         node *n = work[i];
+        if (!over) {
+            uint64_t used = w->read_bytes - start;
+            start = w->read_bytes;
+            w->read_tokens -= (int64_t)used;
+            turn += used;
+            if (i > 0)
+                w->read_tokens -= SG_WATCH_FILE_COST; /* the open, the stat: a file is never free */
+            over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0;
+        }
+        if (over) {
+            watch_dirty_mark(w, n, -1);
+            w->read_deferred++;
+            *deferred = true;
+            continue;
+        }
         char *path = watch_node_path(n);
         fstate cur;
         int r = watch_read_state(w, path, &cur);
@@ -257,6 +279,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts)
         }
         add_action(acts, (action){ACT_MOD, n, NULL, path, cur, NULL});
     }
+    w->read_tokens -= (int64_t)(w->read_bytes - start);
     free(work);
 }
 
@@ -264,7 +287,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts)
  * at all) against its last content and the graveyard; then what is left in
  * the graveyard is deleted. A grave is "consumed" (dirty flag reused: graves
  * are never on the dirty list) when a file at its path replaces it. */
-static void classify(sg_watch *w, action_list *acts)
+static void classify(sg_watch *w, action_list *acts, bool deferred)
 {
     if (w->ngraves)
         qsort(w->graves, w->ngraves, sizeof(*w->graves), grave_cmp);
@@ -306,23 +329,46 @@ static void classify(sg_watch *w, action_list *acts)
         acts->v[keep++] = *a;
     }
     acts->n = keep;
-    for (size_t i = 0; i < w->ngraves; i++) {
+    /* With files put off, a grave may still be claimed by one of them (a
+     * rename): the deletions wait for the round that reads them all. */
+    for (size_t i = 0; i < w->ngraves && !deferred; i++) {
         node *g = w->graves[i];
         if (!g->dirty)
             add_action(acts, (action){ACT_DEL, NULL, g, sg_xstrdup(g->orig_path), {0}, NULL});
     }
 }
 
+/* Past the turn's time (a diff waited for a checkpoint worker that was
+ * just killed, or busy), an action that stands alone — a file changed or
+ * made, no grave in it — waits for the next turn: its node dirty again,
+ * its state as read dropped (it is read again then). */
+static bool put_off(sg_watch *w, action *a)
+{
+    if ((a->kind != ACT_MOD && a->kind != ACT_CRE) || a->replaced || (a->old && a->old != a->n))
+        return false;
+    watch_dirty_mark(w, a->n, -1);
+    w->read_deferred++;
+    free(a->cur.text);
+    free(a->path);
+    return true;
+}
+
 static int resolve_(sg_watch *w, bool force)
 {
     action_list acts = {0};
-    read_ready(w, force, &acts);
-    classify(w, &acts);
+    bool deferred = false;
+    uint64_t t0 = sg_now_mono_ns();
+    read_ready(w, force, &acts, &deferred);
+    size_t nread = acts.n;
+    classify(w, &acts, deferred);
     if (acts.n > 1)
         qsort(acts.v, acts.n, sizeof(*acts.v), act_cmp);
     int emitted = 0;
+    uint64_t until = t0 + (force ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull;
     for (size_t i = 0; i < acts.n; i++) {
         action *a = &acts.v[i];
+        if (i > 0 && sg_now_mono_ns() > until && put_off(w, a))
+            continue;
         /* Past the owner's budget no payload is made: no diff, no JSON
          * (the state is still adopted, so the next change is right). */
         json_t *p = !w->gate || w->gate(w->gate_ud) ? build_payload(w, a) : NULL;
@@ -336,9 +382,18 @@ static int resolve_(sg_watch *w, bool force)
         }
     }
     free(acts.v);
-    for (size_t i = 0; i < w->ngraves; i++)
-        watch_node_free(w, w->graves[i]);
-    w->ngraves = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < w->ngraves; i++) {
+        if (deferred && !w->graves[i]->dirty)
+            w->graves[keep++] = w->graves[i]; /* unclaimed yet */
+        else
+            watch_node_free(w, w->graves[i]);
+    }
+    w->ngraves = keep;
+    if (nread) {
+        uint64_t per = (sg_now_mono_ns() - t0) / nread;
+        w->file_cost_ns = w->file_cost_ns ? (3 * w->file_cost_ns + per) / 4 : per;
+    }
     return emitted;
 }
 

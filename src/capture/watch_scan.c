@@ -456,10 +456,15 @@ int watch_read_events(sg_watch *w, bool unbounded, sg_err *err)
         if (n < 0 && errno == EAGAIN) {
             /* Drained: an unpaired IN_MOVED_FROM left the workspace. */
             finish_moves(w);
-            if (w->need_rescan) {
+            uint64_t wait;
+            /* a flush too waits its turn: the rescan's changes come later */
+            if (w->need_rescan && watch_rescan_due(w, &wait)) {
                 w->need_rescan = false;
                 w->overflows++;
+                uint64_t t0 = sg_now_mono_ns();
                 watch_rescan_dir(w, w->root);
+                uint64_t now = sg_now_mono_ns(), gap = SG_WATCH_RESCAN_MIN_MS * 1000000ull;
+                w->rescan_next_ns = now + (4 * (now - t0) > gap ? 4 * (now - t0) : gap);
             }
             return 1;
         }

@@ -405,6 +405,7 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
     if (got < 0)
         return -1;
     size_t have = (size_t)got;
+    w->read_bytes += have;
     if (have <= SG_DIFF_MAX_BYTES) {
         out->size = (int64_t)have;
         set_text(out, w->scratch, have);
@@ -427,6 +428,7 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
         if (r <= 0)
             break;
         total += (uint64_t)r;
+        w->read_bytes += (uint64_t)r;
         if (total > SG_WATCH_HASH_MAX)
             break;
         sg_sha256_update(&ctx, w->scratch, (size_t)r);

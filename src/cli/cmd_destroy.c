@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "checkpoint/ckpt_client.h"
+#include "sandbox/cgroup.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "state/state.h"
@@ -65,8 +66,11 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
         return json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
                          "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
     }
-    if (sup > 0)
-        sg_state_wait_exit(sup, 10000);
+    /* The supervisor lived in its own cgroup, beside the sandbox's: it is
+     * removed once the supervisor has exited (a leftover goes with gc). */
+    sg_err serr = {0};
+    if (sup > 0 && sg_state_wait_exit(sup, 10000) && sg_cgroup_supervisor_remove(id, &serr) < 0)
+        fprintf(stderr, "sandglass destroy: %s\n", serr.msg);
     json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
     if (left > 0)
         sg_cli_sayf("destroy",

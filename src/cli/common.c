@@ -165,6 +165,11 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     } else if (verbose) {
         printf("%s: its cgroup was gone already\n", id);
     }
+    /* Its supervisor's own cgroup, beside the sandbox's (cgroup.h): the
+     * supervisor is dead by now. */
+    sg_err serr = {0};
+    if (sg_cgroup_supervisor_remove(id, &serr) < 0)
+        fprintf(stderr, "sandglass: %s: %s\n", id, serr.msg);
     if (have_meta && m.init_pid > 0 && sg_state_pid_alive(m.init_pid)) {
         /* Without a cgroup (should not happen) the init is killed directly:
          * killing pid 1 of a pid namespace kills the whole namespace. */

@@ -19,6 +19,7 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "sandbox/cgroup.h"
 #include "state/state.h"
 #include "wire/seqpacket.h"
 
@@ -97,6 +98,9 @@ static int spawn_daemon(sg_uplink_client *u, sg_err *err)
         setsid();
         if (fork() != 0)
             _exit(0);
+        /* It serves every sandbox: not charged to ours, and never holding
+         * our supervisor's cgroup busy. */
+        sg_cgroup_supervisor_leave();
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         int log = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
         if (null < 0 || log < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)

@@ -72,13 +72,37 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
     return (int)n;
 }
 
+/* A v1 hierarchy with only cpu and cpuacct on it: it holds no limit of
+ * memory or pids and no part of the kill (freezer, the procs listed). */
+static bool cpu_only(const cg_set *s, size_t i)
+{
+    unsigned cpu = (1u << C_CPU) | (1u << C_CPUACCT);
+    return (int)i != s->v2 && s->h[i]->ctrls && !(s->h[i]->ctrls & ~cpu);
+}
+
+/* The directory a helper joins on hierarchy i: the leaf where it is,
+ * <id> where it is not, and the supervisor's cgroup for CPU alone when
+ * that exists (a helper the supervisor waits for must not wait for the
+ * learner's quota period). */
+static char *join_dir(sg_cgroup *cg, size_t i, const char *leaf)
+{
+    if (cpu_only(&cg->s, i)) {
+        char *sv = sg_strdup_printf("%s/" SG_CG_ROOT_NAME "/%s" SG_CG_SUPERVISOR_SUFFIX, cg->s.h[i]->path, cg->id);
+        struct stat st;
+        if (stat(sv, &st) == 0)
+            return sv;
+        free(sv);
+    }
+    return cg_dir(cg, i, cg_has_leaf(cg, i, leaf) ? leaf : NULL);
+}
+
 int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err)
 {
     if (cg_check_leaf(leaf, err) < 0)
         return -1;
     size_t n = 0;
     for (size_t i = 0; i < cg->s.n && n < SG_CG_MAX_FDS; i++) {
-        sg_autofree char *dir = cg_dir(cg, i, cg_has_leaf(cg, i, leaf) ? leaf : NULL);
+        sg_autofree char *dir = join_dir(cg, i, leaf);
         sg_autofree char *p = sg_strdup_printf("%s/cgroup.procs", dir);
         int fd = open(p, O_WRONLY | O_CLOEXEC);
         if (fd < 0) {
@@ -198,14 +222,20 @@ char **sg_cgroup_list(sg_err *err)
         }
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_type != DT_DIR || !sg_valid_name(e->d_name))
+            /* a supervisor's cgroup left alone names its sandbox */
+            char name[sizeof e->d_name];
+            snprintf(name, sizeof name, "%s", e->d_name);
+            size_t len = strlen(name), sl = strlen(SG_CG_SUPERVISOR_SUFFIX);
+            if (len > sl && strcmp(name + len - sl, SG_CG_SUPERVISOR_SUFFIX) == 0)
+                name[len - sl] = '\0';
+            if (e->d_type != DT_DIR || !sg_valid_name(name))
                 continue;
             bool dup = false;
             for (size_t k = 0; k < n && !dup; k++)
-                dup = strcmp(v[k], e->d_name) == 0;
+                dup = strcmp(v[k], name) == 0;
             if (dup)
                 continue;
-            if (sg_strv_push(&v, &n, &cap, e->d_name) < 0) {
+            if (sg_strv_push(&v, &n, &cap, name) < 0) {
                 sg_err_set(err, ENOMEM, "out of memory");
                 return NULL;
             }
@@ -237,6 +267,15 @@ int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err)
 int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err)
 {
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = sg_cgroup_open(id, err);
+    if (!cg && err && err->code == ENOENT) {
+        /* only its supervisor's cgroup is left: it carries the same mark */
+        sg_autofree char *sv = sg_cgroup_supervisor_path(id);
+        ssize_t n = sv ? getxattr(sv, SG_CG_OWNER_XATTR, buf, size - 1) : -1;
+        if (n < 0)
+            return errno == ENODATA || errno == ENOTSUP ? 0 : -1;
+        buf[n] = '\0';
+        return 1;
+    }
     if (!cg)
         return -1;
     int rc = 0;

@@ -75,7 +75,10 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
 /* Like sg_cgroup_procs_fds, for a helper process that must be charged to
  * the sandbox (the checkpoint worker): <id>/<leaf> on the hierarchies that
  * have the leaf, <id> itself on the others (the v1 controllers of a split
- * host with fast leaves, where the limits are). */
+ * host with fast leaves, where the limits are), except a v1 hierarchy of
+ * cpu/cpuacct alone: there the supervisor's own cgroup when it has one
+ * (the supervisor waits for the worker's diffs, and must never wait for
+ * the learner's CPU quota period; still the sandbox's account). */
 int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
 /* Moves a host pid into <id>/<leaf> in every hierarchy. */
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
@@ -145,6 +148,28 @@ int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err);
  * has none (made before marks, or where trusted xattrs are refused), -1
  * with err when the cgroup cannot be read. */
 int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
+
+/* The supervisor's own cgroup: sandglass/<id>:supervisor (':' is never in
+ * a sandbox id), beside its sandbox's, never inside it: a kill, a freeze
+ * or the populated proof of the sandbox never reaches the supervisor, and
+ * the learner's CPU quota or OOM never throttles or kills it; its own
+ * limits bound what it spends on the sandbox's behalf, and its figures
+ * (cpu.stat, cpuacct.usage, memory) say what that was.
+ * join: makes it (or finds it: a takeover), applies lim, marks its owner
+ * like the sandbox's, and moves the calling process into it; opens
+ * sandglass/:host, shared by all, for sg_cgroup_supervisor_leave.
+ * leave: moves the calling process to sandglass/:host (never back to the
+ * cgroups the supervisor came from: not ours to touch); async-signal-safe,
+ * for a forked child that serves the host (the uplink daemon).
+ * remove: after the supervisor has exited (waits a moment for an exiting
+ * one); an absent one is fine. */
+#define SG_CG_SUPERVISOR_SUFFIX ":supervisor"
+int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err);
+void sg_cgroup_supervisor_leave(void);
+int sg_cgroup_supervisor_remove(const char *id, sg_err *err);
+/* leave, then remove: a supervisor that ends with no one to remove it. */
+void sg_cgroup_supervisor_release(const char *id);
+char *sg_cgroup_supervisor_path(const char *id);
 
 /* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy
  * (diagnostics and tests). Caller frees. */

@@ -7,6 +7,7 @@
  *   cgroup_kill.c    freeze, populated, the pids, and kill
  *   cgroup_stats.c   the stats and the counters kept open
  *   cgroup.c         leaves and joining, removal, listing, ownership
+ *   cgroup_supervisor.c  the supervisor's own cgroup beside its sandbox's
  * Names shared between these files carry the cg_ prefix. */
 #ifndef SG_CGROUP_INTERNAL_H
 #define SG_CGROUP_INTERNAL_H
@@ -71,6 +72,12 @@ static inline bool cg_has_leaf(const sg_cgroup *cg, size_t i, const char *leaf)
 /* The hierarchies this process would use now (SANDGLASS_CGROUP_LAYOUT). */
 void cg_select_set(cg_set *s);
 void cg_freep(sg_cgroup **cg);
+/* Bits (1 << C_*) of the controllers named in list, split at any of seps. */
+unsigned cg_parse_ctrls(const char *list, const char *seps, bool *cpuset);
+/* A handle on sandglass/<name> (not made, not checked: callers check). */
+sg_cgroup *cg_new(const char *name, sg_err *err);
+/* sandglass/ in every hierarchy, with v2 controllers enabled for its children. */
+int cg_make_roots(sg_cgroup *cg, sg_err *err);
 int cg_mkdir(const cg_mount *m, const char *parent, const char *dir, bool allow_exist, bool *made,
              sg_err *err);
 

@@ -49,7 +49,7 @@ static void unescape_octal(char *s)
     *w = '\0';
 }
 
-static unsigned parse_ctrl_list(const char *list, const char *seps, bool *cpuset)
+unsigned cg_parse_ctrls(const char *list, const char *seps, bool *cpuset)
 {
     unsigned bits = 0;
     sg_autofree char *copy = strdup(list);
@@ -83,9 +83,9 @@ static void add_mount(const char *dev, const char *mnt, const char *fstype, cons
         sg_autofree char *p = sg_strdup_printf("%s/cgroup.controllers", mnt);
         sg_autofree char *ctl = sg_read_file(p, CG_KNOB_MAX, NULL, NULL);
         if (ctl)
-            m.ctrls = parse_ctrl_list(ctl, " \n", NULL) & ((1u << C_MEMORY) | (1u << C_PIDS) | (1u << C_CPU));
+            m.ctrls = cg_parse_ctrls(ctl, " \n", NULL) & ((1u << C_MEMORY) | (1u << C_PIDS) | (1u << C_CPU));
     } else {
-        m.ctrls = parse_ctrl_list(superopts, ",", &m.cpuset);
+        m.ctrls = cg_parse_ctrls(superopts, ",", &m.cpuset);
         if (!m.ctrls)
             return; /* e.g. name=systemd, devices: not ours */
     }
@@ -210,10 +210,10 @@ void cg_freep(sg_cgroup **cg)
     sg_cgroup_free(*cg);
 }
 
-static sg_cgroup *cg_new(const char *id, sg_err *err)
+/* name: the cgroup's directory under sandglass/, checked by the caller
+ * (a sandbox's id, or its supervisor's cgroup, cgroup_supervisor.c). */
+sg_cgroup *cg_new(const char *id, sg_err *err)
 {
-    if (cg_check_name("id", id, err) < 0)
-        return NULL;
     sg_cgroup *cg = calloc(1, sizeof *cg);
     if (cg)
         cg->counter_fd[0] = cg->counter_fd[1] = -1;
@@ -274,7 +274,7 @@ static int v2_enable(const char *dir, unsigned want, sg_err *err)
     sg_autofree char *have = cg_knob_read(dir, "cgroup.subtree_control", false, &missing, err);
     if (!have)
         return -1;
-    unsigned enabled = parse_ctrl_list(have, " \n", NULL);
+    unsigned enabled = cg_parse_ctrls(have, " \n", NULL);
     for (int c = 0; c < C_N; c++) {
         if (!(want & (1u << c)) || (enabled & (1u << c)))
             continue;
@@ -292,7 +292,7 @@ static int v2_enable(const char *dir, unsigned want, sg_err *err)
     return 0;
 }
 
-static int make_roots(sg_cgroup *cg, sg_err *err)
+int cg_make_roots(sg_cgroup *cg, sg_err *err)
 {
     unsigned v2_want = 0;
     if (cg->s.v2 >= 0)
@@ -376,13 +376,15 @@ int sg_cgroup_set_limits(sg_cgroup *cg, const sg_cg_limits *lim, sg_err *err)
 
 sg_cgroup *sg_cgroup_create(const char *id, const sg_cg_limits *lim, sg_err *err)
 {
+    if (cg_check_name("id", id, err) < 0)
+        return NULL;
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(id, err);
     if (!cg)
         return NULL;
     static const sg_cg_limits none = {0};
     if (!lim)
         lim = &none;
-    if (make_roots(cg, err) < 0) {
+    if (cg_make_roots(cg, err) < 0) {
         sg_err_prefix(err, "cgroup for sandbox %s", id);
         return NULL;
     }
@@ -410,6 +412,8 @@ sg_cgroup *sg_cgroup_create(const char *id, const sg_cg_limits *lim, sg_err *err
 
 sg_cgroup *sg_cgroup_open(const char *id, sg_err *err)
 {
+    if (cg_check_name("id", id, err) < 0)
+        return NULL;
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(id, err);
     if (!cg)
         return NULL;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "capture/watch.h"
 #include "base/log.h"
 
 void capture_emit(sup *s, const char *kind, json_t *payload)
@@ -50,6 +51,9 @@ void sup_destroy(sup *s, client *c)
 {
     sg_err err = {0};
     s->destroying = true;
+    /* the watcher's last flushes do one turn each: a destroy never waits
+     * for a learner's pile of changes */
+    sg_watch_hurry(sg_capture_watch(s->cap), true);
     /* The checkpoint worker is killed with the sandbox, never waited for
      * (it comes back only for a last diff of the capture). */
     if (s->ckpt)
@@ -481,10 +485,19 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         sup_free(s);
         return 1;
     }
+    /* The move into its own cgroup waits for the kernel (an RCU grace
+     * period per hierarchy): a pool's spare makes it before it is ready
+     * (listed, claimable: a claim never waits for it), any other sandbox
+     * right after "ready" (create does not wait for it). */
+    bool spare = !adopt && s->meta.learner && strcmp(s->meta.learner, SG_POOL_LEARNER) == 0;
+    if (spare)
+        join_own_cgroup(s);
     if (ready_fd >= 0) {
         sg_write_all(ready_fd, "ok\n", 3);
         close(ready_fd);
     }
+    if (!spare)
+        join_own_cgroup(s);
     if (!adopt && !sup_checkpoint(s, "create", NULL))
         sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
     ready_next(s);
@@ -492,6 +505,11 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     close(s->ctl_fd);
     s->ctl_fd = -1;
     int code = sup_shutdown(s);
+    /* Ended with no destroy request waiting to remove it (on its own, its
+     * record gone, an expired keep): out of its own cgroup, and that
+     * removed. */
+    if (s->destroy_fd < 0)
+        sg_cgroup_supervisor_release(s->meta.id);
     sup_free(s);
     return code;
 }

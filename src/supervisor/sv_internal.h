@@ -201,6 +201,9 @@ void sup_destroy(sup *s, client *c);
 void oom_baseline(sup *s);
 int start_init(sup *s, sg_err *err);
 int adopt_init(sup *s, sg_err *err);
+/* Moves the supervisor into its own cgroup beside the sandbox's (cgroup.h),
+ * with its limits (SG_SUPERVISOR_*). Best effort: a warning if it cannot. */
+void join_own_cgroup(sup *s);
 /* A new exec id for init, and a new exec number: both unique across the
  * supervisors a sandbox has had (execs.json). */
 uint32_t exec_id_new(sup *s);

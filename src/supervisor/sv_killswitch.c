@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "supervisor/sv_internal.h"
+#include "capture/watch.h"
 #include "base/log.h"
 
 /* Host pids of the processes in the sandbox's pid namespace (init
@@ -157,11 +158,15 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
     json_t *caps = caps_now(s);
     char detail[300];
     snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
+    /* The killed execs' ends flush the watcher: one turn's worth each, the
+     * rest of a learner's pile of changes comes after the answer. */
+    sg_watch_hurry(sg_capture_watch(s->cap), true);
     json_t *k = kill_all_user_processes(s, "abort", detail);
     /* The proof held: the killed execs' results are read before the
      * answer, so nothing counts as running after it (SG_ABORT_SETTLE_MS). */
     if (json_is_true(json_object_get(json_object_get(k, "proof"), "cgroup_holds_only_init")))
         execs_settle_killed(s, SG_ABORT_SETTLE_MS);
+    sg_watch_hurry(sg_capture_watch(s->cap), false);
     json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);

@@ -314,6 +314,27 @@ int adopt_init(sup *s, sg_err *err)
     return 0;
 }
 
+/* Sanitized builds keep far more memory (shadow, quarantine). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SUP_MEMORY_SCALE 8
+#else
+#define SUP_MEMORY_SCALE 1
+#endif
+
+void join_own_cgroup(sup *s)
+{
+    if (!s->cg)
+        return; /* rootless without a delegated cgroup */
+    sg_cg_limits lim = {.memory_bytes = SG_SUPERVISOR_MEMORY * SUP_MEMORY_SCALE, .cpus = SG_SUPERVISOR_CPUS};
+    const char *env = getenv("SANDGLASS_SUPERVISOR_MEMORY");
+    if (env && sg_parse_size(env, &lim.memory_bytes, NULL) < 0)
+        sg_log(SG_LOG_WARN, "SANDGLASS_SUPERVISOR_MEMORY=%s is not a size: ignored", env);
+    sg_err err = {0}, oerr = {0};
+    const char *owner = sg_state_dir(&oerr);
+    if (sg_cgroup_supervisor_join(s->meta.id, &lim, owner, &err) < 0)
+        sg_log(SG_LOG_WARN, "the supervisor's work is not charged to the sandbox: %s", err.msg);
+}
+
 /* Ids are reserved by blocks: one small write per block of execs. */
 #define EXEC_IDS_BLOCK 1024
 
