@@ -53,11 +53,6 @@
  * the last one, and at least 4x the last one's duration (so a learner who
  * overflows the queue again and again gets at most ~20% of a core). */
 #define SG_WATCH_RESCAN_MIN_MS 500
-/* An overflow rescan asks every this many entries whether a control
- * request waits (sg_watch_set_yield); one that gave way is taken again
- * this long after (the loop serves the request meanwhile). */
-#define SG_WATCH_RESCAN_YIELD_EVERY 256
-#define SG_WATCH_RESCAN_YIELD_MS 50
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
 #define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
 #define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */

@@ -127,20 +127,12 @@ void sg_watch_hurry(sg_watch *w, bool on)
         w->hurry = on;
 }
 
-void sg_watch_set_yield(sg_watch *w, sg_watch_yield_fn fn, void *ud)
-{
-    if (w) {
-        w->yield = fn;
-        w->yield_ud = ud;
-    }
-}
-
 int sg_watch_flush(sg_watch *w, sg_err *err)
 {
     if (watch_read_events(w, !w->hurry, err) < 0)
         return -1;
-    if (w->degraded && !w->hurry && !watch_rescan_walk(w))
-        w->need_rescan = true; /* the directories without a watch; cut short: later */
+    if (w->degraded && !w->hurry)
+        watch_rescan_dir(w, w->root); /* the directories without a watch */
     /* Hurried: nothing is resolved here (a diff may have to start a new
      * checkpoint worker, the one the kill took): the loop does it next. */
     int n = w->hurry ? 0 : watch_resolve(w, true);

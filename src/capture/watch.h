@@ -124,12 +124,6 @@ int sg_watch_flush(sg_watch *w, sg_err *err);
  * after: the kill switch's own flushes (the killed execs' ends) never wait
  * for a learner's pile of changes, nor for a new checkpoint worker. */
 void sg_watch_hurry(sg_watch *w, bool on);
-/* Asked every few hundred entries of an overflow rescan (a walk of the
- * whole workspace, which a learner can make as long as it likes): true
- * cuts the walk short, to be taken again from the start a moment later,
- * so that a waiting control request (an abort) is served first. */
-typedef bool (*sg_watch_yield_fn)(void *ud);
-void sg_watch_set_yield(sg_watch *w, sg_watch_yield_fn fn, void *ud);
 
 void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
 

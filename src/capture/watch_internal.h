@@ -132,10 +132,6 @@ struct sg_watch {
     bool hurry;            /* sg_watch_hurry: a flush leaves the changes to the loop */
     /* overflow rescans, rate-limited (SG_WATCH_RESCAN_MIN_MS) */
     uint64_t rescan_next_ns;
-    sg_watch_yield_fn yield; /* sg_watch_set_yield: a rescan gives way */
-    void *yield_ud;
-    uint32_t rescan_seen;  /* entries the walk looked at, for the yield's pace */
-    bool rescan_cut;       /* the walk gave way: it is taken again later */
 };
 
 /* ---- watch_tree.c ---- */
@@ -174,9 +170,6 @@ int watch_add_watch_fd(sg_watch *w, int fd);
 void watch_run_scans(sg_watch *w);
 /* Compares the tree under d with the disk (overflow, degraded flush). */
 void watch_rescan_dir(sg_watch *w, node *d);
-/* The whole tree, from the root: false when it gave way to a request
- * (sg_watch_set_yield) before the end. */
-bool watch_rescan_walk(sg_watch *w);
 /* Reads inotify until it is empty (or the per-turn bound). 1 if drained. */
 int watch_read_events(sg_watch *w, bool unbounded, sg_err *err);
 

@@ -179,32 +179,11 @@ static void mark_subtree_moved(sg_watch *w, node *d)
     }
 }
 
-bool watch_rescan_walk(sg_watch *w)
-{
-    w->rescan_cut = false;
-    w->rescan_seen = 0;
-    watch_rescan_dir(w, w->root);
-    return !w->rescan_cut;
-}
-
-/* Every SG_WATCH_RESCAN_YIELD_EVERY entries: does a request wait? */
-static bool rescan_give_way(sg_watch *w)
-{
-    if (!w->rescan_cut && w->yield && ++w->rescan_seen % SG_WATCH_RESCAN_YIELD_EVERY == 0 &&
-        w->yield(w->yield_ud))
-        w->rescan_cut = true;
-    return w->rescan_cut;
-}
-
 /* After an overflow: compare the whole tree with the disk. A file whose stat
  * changed (or whose last read was racy) is dirty, a file that is gone is
- * dirty, new files and directories are added as new. A walk cut short
- * (rescan_give_way) stops where it is and concludes nothing: what it did
- * mark dirty is read again, harmlessly, and nothing is taken as gone. */
+ * dirty, new files and directories are added as new. */
 void watch_rescan_dir(sg_watch *w, node *d)
 {
-    if (w->rescan_cut)
-        return;
     sg_autofree char *rel = watch_node_path(d);
     sg_autoclose int fd = watch_open_beneath(w->rootfd, *rel ? rel : ".", O_RDONLY | O_DIRECTORY);
     struct stat st;
@@ -230,12 +209,6 @@ void watch_rescan_dir(sg_watch *w, node *d)
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, ".."))
             continue;
-        if (rescan_give_way(w)) {
-            for (size_t i = 0; i < nsub; i++)
-                free(subdirs[i]);
-            free(subdirs);
-            return;
-        }
         struct stat cst;
         if (fstatat(dirfd(dir), nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
@@ -287,7 +260,7 @@ void watch_rescan_dir(sg_watch *w, node *d)
     closedir(dir);
     dir = NULL;
     for (size_t i = 0; i < nsub; i++) {
-        node *k = w->rescan_cut ? NULL : watch_kid_find(d, subdirs[i]);
+        node *k = watch_kid_find(d, subdirs[i]);
         if (k && k->is_dir)
             watch_rescan_dir(w, k);
         free(subdirs[i]);
@@ -489,14 +462,9 @@ int watch_read_events(sg_watch *w, bool unbounded, sg_err *err)
                 w->need_rescan = false;
                 w->overflows++;
                 uint64_t t0 = sg_now_mono_ns();
-                bool whole = watch_rescan_walk(w);
+                watch_rescan_dir(w, w->root);
                 uint64_t now = sg_now_mono_ns(), gap = SG_WATCH_RESCAN_MIN_MS * 1000000ull;
                 w->rescan_next_ns = now + (4 * (now - t0) > gap ? 4 * (now - t0) : gap);
-                if (!whole) { /* gave way to a request: again soon, from the start */
-                    w->need_rescan = true;
-                    w->overflows--;
-                    w->rescan_next_ns = now + SG_WATCH_RESCAN_YIELD_MS * 1000000ull;
-                }
             }
             return 1;
         }

@@ -4,7 +4,6 @@
 #include "supervisor/supervisor.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,22 +26,10 @@ void capture_emit(sup *s, const char *kind, json_t *payload)
         json_decref(payload);
 }
 
-/* Does a control request wait: a connection not yet accepted, or one
- * accepted whose request is not read yet? The watcher's long walks give
- * way to it, so an abort never waits for a learner's million files. */
-static bool request_waits(void *ud)
-{
-    sup *s = ud;
-    struct pollfd p = {.fd = s->ctl_fd, .events = POLLIN};
-    return s->unread_clients > 0 || poll(&p, 1, 0) == 1;
-}
-
 /* Starts the capture of this sandbox. */
 int capture_start(sup *s, bool resumed, sg_err *err)
 {
     s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sup_unified, s, err);
-    if (s->cap)
-        sg_watch_set_yield(sg_capture_watch(s->cap), request_waits, s);
     return s->cap ? 0 : -1;
 }
 

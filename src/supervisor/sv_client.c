@@ -88,14 +88,6 @@ void client_result(client *c, json_t *j)
     client_flush(c);
 }
 
-void client_read_done(client *c)
-{
-    if (c->unread) {
-        c->unread = false;
-        c->s->unread_clients--;
-    }
-}
-
 void client_error(client *c, const char *msg)
 {
     client_send_json(c, SG_CTL_ERROR, json_pack("{s:s}", "error", msg));
@@ -140,7 +132,6 @@ void client_close(client *c)
     c->closing = true;
     sup *s = c->s;
     s->nclients--;
-    client_read_done(c);
     while (c->qhead) {
         outmsg *m = c->qhead;
         c->qhead = m->next;
@@ -234,8 +225,6 @@ void on_ctl_accept(uv_poll_t *p, int status, int events)
         c->s = s;
         c->fd = fd;
         s->nclients++;
-        s->unread_clients++;
-        c->unread = true;
         uv_poll_init(&s->loop, &c->poll, fd);
         c->poll.data = c;
         uv_poll_start(&c->poll, UV_READABLE, on_client);

@@ -241,7 +241,6 @@ static const struct {
 
 void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
 {
-    client_read_done(c);
     sg_err err = {0};
     const char *op = NULL;
     sg_autojson json_t *req = sg_ctl_parse_req(buf, len, &op, &err);

@@ -114,7 +114,6 @@ struct client {
     size_t qbytes;
     exec_ctx *ex;
     bool requested; /* one request per connection: an exec's takes signals only */
-    bool unread;    /* accepted, its request not read yet (sup.unread_clients) */
     bool close_after_flush;
     bool closing;
 };
@@ -146,7 +145,6 @@ struct sup {
     exec_ctx **execs;     /* running execs, by slot */
     size_t nexecs, capexecs;
     size_t nclients;
-    size_t unread_clients;  /* accepted, their request not read yet (request_waits) */
     bool destroying;
     bool init_dead;
     bool fast_leaves;
@@ -221,8 +219,6 @@ void client_send(client *c, uint8_t type, const void *buf, size_t len);
 void client_send_json(client *c, uint8_t type, json_t *j);
 void client_result(client *c, json_t *j);
 void client_error(client *c, const char *msg);
-/* The client's request was read (or it went): no longer waiting. */
-void client_read_done(client *c);
 void client_close(client *c);
 void on_ctl_accept(uv_poll_t *p, int status, int events);
 
