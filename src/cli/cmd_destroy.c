@@ -70,7 +70,7 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
      * removed once the supervisor has exited (a leftover goes with gc). */
     sg_err serr = {0};
     if (sup > 0 && sg_state_wait_exit(sup, 10000) && sg_cgroup_supervisor_remove(id, &serr) < 0)
-        fprintf(stderr, "sandglass destroy: %s\n", serr.msg);
+        sg_cli_sayf("destroy", "%s", serr.msg);
     json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
     if (left > 0)
         sg_cli_sayf("destroy",

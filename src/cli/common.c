@@ -169,7 +169,7 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
      * supervisor is dead by now. */
     sg_err serr = {0};
     if (sg_cgroup_supervisor_remove(id, &serr) < 0)
-        fprintf(stderr, "sandglass: %s: %s\n", id, serr.msg);
+        sg_cli_sayf("", "%s: %s", id, serr.msg);
     if (have_meta && m.init_pid > 0 && sg_state_pid_alive(m.init_pid)) {
         /* Without a cgroup (should not happen) the init is killed directly:
          * killing pid 1 of a pid namespace kills the whole namespace. */
