@@ -42,7 +42,7 @@ void exec_kill(exec_ctx *ex)
 
 /* Output of the exec (a pipe's, or its terminal's): the output limit,
  * the capture, the caller. */
-void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
+size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
 {
     uint64_t limit = ex->s->meta.output_limit;
     size_t give = n;
@@ -58,6 +58,12 @@ void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
     ex->out_bytes += give;
     if (give && ex->cx)
         sg_capture_exec_output(ex->cx, type == SG_CTL_STDERR, buf, give);
+    return give;
+}
+
+void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
+{
+    size_t give = exec_output_take(ex, type, buf, n);
     if (give && ex->cl)
         client_send(ex->cl, type, buf, give);
 }

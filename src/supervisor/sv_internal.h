@@ -234,6 +234,9 @@ void exec_kill(exec_ctx *ex);
 void on_close_pending(uv_handle_t *h);
 void on_exec_output(uv_poll_t *p, int status, int events);
 void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n);
+/* exec_output without the send: the output limit and the capture's tail;
+ * returns the bytes the caller may send. */
+size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n);
 void client_update_poll(client *c);
 /* sv_tty.c: a tty exec's terminal, between tty.c and the exec's caller.
  * sv_tty_start makes the exec child's stdin the socket its terminal's

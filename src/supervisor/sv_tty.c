@@ -257,7 +257,7 @@ static void on_mark(void *ud, const sg_mark *m)
 static void on_tty_output(void *ud, const char *buf, size_t len)
 {
     exec_ctx *ex = ud;
-    exec_output(ex, SG_CTL_STDOUT, buf, len);
+    size_t give = exec_output_take(ex, SG_CTL_STDOUT, buf, len);
     if (ex->shell && ex->detachable)
         ring_add(ex->shell, buf, len);
     if (ex->shell) {
@@ -265,6 +265,10 @@ static void on_tty_output(void *ud, const char *buf, size_t len)
         sg_marks_feed(&ex->shell->marks, buf, len, on_mark, ex->shell);
         record_flush(ex->shell);
     }
+    /* Recorded first, then shown: what the learner saw is in the recording
+     * even when the supervisor dies right after (test_takeover). */
+    if (give && ex->cl)
+        client_send(ex->cl, SG_CTL_STDOUT, buf, give);
     if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX && ex->tty)
         sg_sup_tty_pause(ex->tty, true); /* client_update_poll resumes it */
 }
