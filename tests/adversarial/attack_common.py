@@ -253,6 +253,11 @@ def run_attack_test(name: str, rss_growth_max_kb: int | None = None, cpu_share_m
         ex = start_attack(env, sid, name)
         cg0, pc0, t0 = supervisor_cgroup_cpu_us(sid), proc_cpu_us(sup), time.monotonic()
         time.sleep(ATTACK_RUN_S[name])
+        # /proc's CPU times count in clock ticks (10 ms): wait until the
+        # supervisor has spent a few, so the comparison below means something
+        # on a slow or busy host (a bound, not a timing check)
+        while proc_cpu_us(sup) - pc0 < 50000 and time.monotonic() - t0 < 120:
+            time.sleep(0.5)
         cg1, pc1, t1 = supervisor_cgroup_cpu_us(sid), proc_cpu_us(sup), time.monotonic()
         rss1 = rss_kb(sup)
         used = pc1 - pc0
