@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 
-from workspace_common import SANDGLASS, SLOW, new_env, tap
+from workspace_common import SLOW, new_env, tap
+from workspace_common import run_on_terminal as terminal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -49,32 +49,8 @@ def budget_limits(sid: str) -> list[dict]:
 
 
 def run_on_terminal(args: list[str], limit: float, done: threading.Event) -> tuple[int | None, bytes]:
-    """The CLI on a terminal of ours, its output read as it comes; done is
-    set once the flood's last line came."""
-    master, slave = os.openpty()
-    p = subprocess.Popen([SANDGLASS, *args], stdin=slave, stdout=slave, stderr=slave,
-                         env=dict(env.env, TERM="xterm"), start_new_session=True)
-    env.procs.append(p)
-    tail = b""
-    end = time.monotonic() + limit
-    try:
-        while time.monotonic() < end and p.poll() is None:
-            r, _, _ = select.select([master], [], [], 0.2)
-            if r:
-                try:
-                    d = os.read(master, 65536)
-                except OSError:
-                    break
-                tail = (tail + d)[-4096:]
-                if b"FLOOD-DONE" in tail:
-                    done.set()
-        return p.poll(), tail
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        os.close(master)
-        os.close(slave)
+    """workspace_common's, done set once the flood's last line came."""
+    return terminal(env, args, limit, lambda total, tail: done.set() if b"FLOOD-DONE" in tail else None)
 
 
 try:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import threading
 import time
 
-from workspace_common import SANDGLASS, SLOW, events, new_env, tap
+from workspace_common import SLOW, events, new_env, tap
+from workspace_common import run_on_terminal as terminal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -41,33 +41,9 @@ env = new_env()
 
 def run_on_terminal(args: list[str], limit: float,
                     flowing: threading.Event | None = None) -> tuple[int | None, bytes]:
-    """The CLI on a terminal of ours, its output read as it comes (a
-    terminal nobody reads would hold the loop back); its status, or None
-    when it did not end within limit. flowing is set once 64 KiB came."""
-    master, slave = os.openpty()
-    p = subprocess.Popen([SANDGLASS, *args], stdin=slave, stdout=slave, stderr=slave,
-                         env=dict(env.env, TERM="xterm"), start_new_session=True)
-    env.procs.append(p)
-    out = bytearray()
-    end = time.monotonic() + limit
-    try:
-        while time.monotonic() < end and p.poll() is None:
-            r, _, _ = select.select([master], [], [], 0.2)
-            if r:
-                try:
-                    d = os.read(master, 65536)
-                except OSError:
-                    break
-                out += d[-4096:] if len(out) > 1 << 20 else d
-                if flowing and len(out) >= 1 << 16:
-                    flowing.set()
-        return p.poll(), bytes(out[-4096:])
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        os.close(master)
-        os.close(slave)
+    """workspace_common's, flowing set once 64 KiB came."""
+    return terminal(env, args, limit,
+                    lambda total, tail: flowing.set() if flowing and total >= 1 << 16 else None)
 
 
 try:

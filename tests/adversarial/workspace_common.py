@@ -10,9 +10,12 @@ import ctypes
 import fcntl
 import json
 import os
+import select
 import signal
+import subprocess
 import sys
 import termios
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -136,3 +139,35 @@ def deep_script(levels: int, name: str = "d", leaf: str = "f") -> str:
     path handed to a syscall is long) and a file at the bottom."""
     return (f"cd /workspace && i=0; while [ $i -lt {levels} ]; do mkdir {name} && cd {name} || exit 1; "
             f"i=$((i+1)); done; echo bottom > {leaf}")
+
+
+def run_on_terminal(env, args: list[str], limit: float, on_output=None) -> tuple[int | None, bytes]:
+    """The CLI on a terminal of ours, its output read as it comes (a
+    terminal nobody reads would hold the loop back); its status (None when
+    it did not end within limit) and its last 4 KiB. on_output(total, tail)
+    is called after each read with the bytes read so far and that tail."""
+    master, slave = os.openpty()
+    p = subprocess.Popen([SANDGLASS, *args], stdin=slave, stdout=slave, stderr=slave,
+                         env=dict(env.env, TERM="xterm"), start_new_session=True)
+    env.procs.append(p)
+    tail, total = b"", 0
+    end = time.monotonic() + limit
+    try:
+        while time.monotonic() < end and p.poll() is None:
+            r, _, _ = select.select([master], [], [], 0.2)
+            if r:
+                try:
+                    d = os.read(master, 65536)
+                except OSError:
+                    break
+                total += len(d)
+                tail = (tail + d)[-4096:]
+                if on_output:
+                    on_output(total, tail)
+        return p.poll(), tail
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+        os.close(slave)
