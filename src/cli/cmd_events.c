@@ -657,6 +657,28 @@ static double parse_when(const char *arg, bool utc)
     return (double)timegm(&tm) + sec - (zs == '-' ? -1 : 1) * (zh * 3600 + zm * 60);
 }
 
+/* The options events and sessions share (the same letters in both tables):
+ * true when c was one of them. */
+static bool events_common_opt(int c, events_opts *o)
+{
+    switch (c) {
+    case 'l': o->learner = optarg; return true;
+    case 't': o->task = optarg; return true;
+    case 's': o->sandbox = optarg; return true;
+    case 'j':
+        o->as_json = true;
+        sg_cli_json_errors(true);
+        return true;
+    case 'u': o->tl.utc = true; return true;
+    case 'i':
+        o->ingest = optarg, o->ingest_given = true;
+        return true;
+    case 'T': o->token_opt = optarg; return true;
+    case 'k': o->secret_path = optarg; return true;
+    default: return false;
+    }
+}
+
 static int events_parse(int argc, char **argv, events_opts *o)
 {
     static const struct option longopts[] = {
@@ -677,18 +699,10 @@ static int events_parse(int argc, char **argv, events_opts *o)
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (events_common_opt(c, o))
+            continue;
         switch (c) {
-        case 'l': o->learner = optarg; break;
-        case 't': o->task = optarg; break;
-        case 's': o->sandbox = optarg; break;
         case 'f': o->follow = true; break;
-        case 'j':
-            o->as_json = true;
-            sg_cli_json_errors(true);
-            break;
-        case 'i':
-            o->ingest = optarg, o->ingest_given = true;
-            break;
         case 'K':
             if (strlen(optarg) + 3 > sizeof o->kinds_buf || !*optarg)
                 return sg_cli_usage("events", "--kind: a list of kinds (command,test_result,...)");
@@ -701,9 +715,6 @@ static int events_parse(int argc, char **argv, events_opts *o)
         case 'U':
             o->until_arg = optarg;
             break;
-        case 'u':
-            o->tl.utc = true;
-            break;
         case 'F':
             o->tl.full = true;
             break;
@@ -713,8 +724,6 @@ static int events_parse(int argc, char **argv, events_opts *o)
         case 'A':
             o->tl.all = true;
             break;
-        case 'T': o->token_opt = optarg; break;
-        case 'k': o->secret_path = optarg; break;
         case 'a': {
             char *end = NULL;
             errno = 0;
@@ -1210,32 +1219,9 @@ static int sessions_parse(int argc, char **argv, events_opts *o)
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (events_common_opt(c, o))
+            continue;
         switch (c) {
-        case 'l':
-            o->learner = optarg;
-            break;
-        case 't':
-            o->task = optarg;
-            break;
-        case 's':
-            o->sandbox = optarg;
-            break;
-        case 'j':
-            o->as_json = true;
-            sg_cli_json_errors(true);
-            break;
-        case 'u':
-            o->tl.utc = true;
-            break;
-        case 'i':
-            o->ingest = optarg, o->ingest_given = true;
-            break;
-        case 'T':
-            o->token_opt = optarg;
-            break;
-        case 'k':
-            o->secret_path = optarg;
-            break;
         case 'h':
             fputs(sessions_usage, stdout);
             return 0;
