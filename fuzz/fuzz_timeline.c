@@ -1,5 +1,5 @@
-/* libFuzzer target: the timeline `sandglass events` prints (print_timeline
- * in src/cli/cmd_events.c, included here for its static printer). Stored
+/* libFuzzer target: the timeline `sandglass events` prints (sg_tl_print,
+ * src/cli/timeline.c). Stored
  * events are learner-controlled: commands, output, file names, and, with
  * a stream token, any field of a frame.
  *
@@ -20,9 +20,14 @@
  * (fuzz/meson.build: timeline_strict, on); without it only "no crash".
  * The printer before 2a43aac printed learner bytes raw and fails them on
  * the first seed. */
-#include "../src/cli/cmd_events.c"
-
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "cli/timeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -115,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (ftruncate(out_fd, 0) < 0 || lseek(out_fd, 0, SEEK_SET) < 0)
         abort();
-    tl_printer tp = {.show_stream = flags & 1,
+    sg_tl_printer tp = {.show_stream = flags & 1,
                      .all = flags & 2,
                      .full = flags & 4,
                      .diff = flags & 8,
@@ -123,11 +128,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (flags & 64) {                    /* a command before it, whose result it may be */
         json_t *c = json_pack("{s:s, s:I, s:s, s:{s:s}}", "kind", "command", "seq", (json_int_t)0, "ts",
                               "2026-12-03T13:05:02.123Z", "payload", "cmd", "make test");
-        print_timeline(&tp, c);
+        sg_tl_print(&tp, c);
         json_decref(c);
     }
-    print_timeline(&tp, ev);
-    tl_flush(&tp, NULL);
+    sg_tl_print(&tp, ev);
+    sg_tl_flush(&tp, NULL);
     fflush(stdout);
     json_decref(ev);
     off_t n = lseek(out_fd, 0, SEEK_CUR);

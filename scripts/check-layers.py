@@ -2,6 +2,8 @@
 """The arrows of src/ run one way: a folder includes only folders below it.
 
     check-layers.py [SRC_DIR]   (default: the src/ beside this script's folder)
+    check-layers.py --order     the layers, lowest first, one a line (meson.build
+                                builds one library per folder in this order)
 
 The order, lowest first, is LAYERS below (docs/ARCHITECTURE.md draws it).
 Prints TAP: one check per folder, listing every include that goes up or
@@ -15,6 +17,9 @@ import sys
 LAYERS = ["base", "state", "wire", "sandbox", "checkpoint", "delivery", "capture", "ingest",
           "serve", "supervisor", "mcp", "cli", "bin"]
 rank = {name: i for i, name in enumerate(LAYERS)}
+if sys.argv[1:] == ["--order"]:
+    print("\n".join(LAYERS))
+    sys.exit(0)
 src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -43,4 +43,18 @@ if ! bash "$(dirname "$0")/build-musl-jansson.sh"; then
        "would have no static musl CLI and no sandglass-exec" >&2
   exit 1
 fi
+# The page of `sandglass serve` loads xterm.js from npm: `npm ci` installs
+# exactly what the committed web/package-lock.json names (again when the
+# lock file changed since), and the build copies those files into the
+# build and the install (meson.build: web). Nothing is fetched at build or
+# run time. A node_modules that is a link (a second worktree's, made by
+# hand) is left as it is.
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -L "$root/web/node_modules" ] && ! cmp -s "$root/web/package-lock.json" "$root/web/node_modules/.sandglass-lock" 2>/dev/null; then
+  if ! (cd "$root/web" && npm ci --no-audit --no-fund --silent >/dev/null 2>&1 &&
+        cp package-lock.json node_modules/.sandglass-lock); then
+    echo "install-deps: npm ci in web/ failed: the build cannot stage serve's page (xterm.js)" >&2
+    exit 1
+  fi
+fi
 echo "install-deps: all packages present"

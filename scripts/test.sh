@@ -81,14 +81,6 @@ build_option() { # dir, option
     python3 -c "import json,sys; print(next((str(o['value']) for o in json.load(sys.stdin) if o['name']=='$2'), ''))"
 }
 
-# The browser terminal's page needs xterm.js (web/package.json), which
-# `sandglass serve` serves from web/node_modules.
-if [ -f web/package.json ] && [ ! -d web/node_modules ]; then
-  if ! (cd web && npm install --no-audit --no-fund --silent >/dev/null 2>&1); then
-    echo "  [setup] npm install in web failed: the browser terminal tests cannot run"
-    failed=$((failed + 1))
-  fi
-fi
 # Node peers for the integration tests (ws, MCP Inspector, playwright-core,
 # asciinema-player): installed anew when one of them is missing (an older
 # checkout's node_modules lacks the ones added since).

@@ -13,7 +13,7 @@
  * works as it is. Pages are bounded by the ingest (rows and bytes); their
  * "more" says to ask again after the last row.
  *
- * The timeline prints learner-controlled text (commands, output, file
+ * The timeline (cli/timeline.h) prints learner-controlled text (commands, output, file
  * names): every control character, C1 control, invalid UTF-8 byte and
  * bidirectional override in it is shown escaped (\x1b, \u202e), never sent
  * to the terminal raw. --json output is JSON (escaped by its rules). */
@@ -37,6 +37,7 @@
 #include "cli/cmds.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
+#include "cli/timeline.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 #include "wire/token.h"
@@ -83,516 +84,6 @@ static void append_arg(char *q, size_t qlen, const char *name, const char *val)
     q[o] = '\0';
 }
 
-static int count_diff_lines(const char *diff, int *plus, int *minus)
-{
-    *plus = *minus = 0;
-    if (!diff)
-        return 0;
-    for (const char *l = diff; *l; ) {
-        if (l[0] == '+' && strncmp(l, "+++ ", 4) != 0)
-            (*plus)++;
-        else if (l[0] == '-' && strncmp(l, "--- ", 4) != 0)
-            (*minus)++;
-        const char *nl = strchr(l, '\n');
-        if (!nl)
-            break;
-        l = nl + 1;
-    }
-    return 0;
-}
-
-/* s (len bytes) made safe for a terminal (util.h: sg_vis). */
-static const char *vis(const char *s, size_t len, char *buf, size_t n)
-{
-    return sg_vis(s, len, buf, n);
-}
-
-/* vis of a whole string. */
-static const char *vis_str(const char *s, char *buf, size_t n)
-{
-    return vis(s, s ? strlen(s) : 0, buf, n);
-}
-
-/* First line of s, made safe by vis, at most n bytes, into buf. */
-static const char *first_line(const char *s, char *buf, size_t n)
-{
-    if (!s)
-        s = "";
-    size_t l = strcspn(s, "\n");
-    vis(s, l, buf, n);
-    if (s[l] && strlen(buf) + sizeof "…" <= n && !strstr(buf, "…"))
-        strcat(buf, "…");
-    return buf;
-}
-
-/* A process event: "pid 4 <- 3 sh -c 'x' -> exit 0 in 0.102s (exec 2, background)". */
-/* The heartbeat's commands still running: "; running: exec 3 `sleep 100`
- * for 31 s, ...", appended at len while it fits. */
-static void activity_running(json_t *running, char *out, size_t n, size_t len)
-{
-    size_t i;
-    json_t *r;
-    json_array_foreach(running, i, r) {
-        if (len >= n)
-            return;
-        const char *cmd = json_string_value(json_object_get(r, "cmd"));
-        char cbuf[120];
-        int w = snprintf(out + len, n - len, "%s exec %lld `%s` for %.0f s", i ? "," : "; running:",
-                         (long long)json_integer_value(json_object_get(r, "exec_id")),
-                         vis_str(cmd ? cmd : "?", cbuf, sizeof cbuf),
-                         json_number_value(json_object_get(r, "for_s")));
-        if (w < 0)
-            return;
-        len += (size_t)w;
-    }
-}
-
-static void process_summary(json_t *p, char *out, size_t n)
-{
-    json_t *av = json_object_get(p, "argv");
-    char line[200] = "", st[48], extra[64] = "";
-    if (json_is_array(av)) {
-        sg_autofree char *argv_line = NULL;
-        size_t cap = json_array_size(av) + 1;
-        sg_autofree const char **v = calloc(cap, sizeof *v);
-        for (size_t i = 0; v && i + 1 < cap; i++)
-            v[i] = json_string_value(json_array_get(av, i)) ? json_string_value(json_array_get(av, i)) : "";
-        argv_line = v ? sg_exec_cmdline((char *const *)v) : NULL;
-        first_line(argv_line, line, sizeof line);
-    } else {
-        snprintf(line, sizeof line, "(argv not read: it ended first)");
-    }
-    json_t *ec = json_object_get(p, "exit_code"), *sig = json_object_get(p, "signal");
-    if (json_is_integer(ec))
-        snprintf(st, sizeof st, "exit %lld", (long long)json_integer_value(ec));
-    else if (json_is_integer(sig))
-        snprintf(st, sizeof st, "signal %lld", (long long)json_integer_value(sig));
-    else if (json_is_true(json_object_get(p, "replaced")))
-        snprintf(st, sizeof st, "exec'd another program");
-    else
-        snprintf(st, sizeof st, "still running");
-    if (json_is_integer(json_object_get(p, "exec_id")))
-        snprintf(extra, sizeof extra, " (exec %lld%s)", (long long)json_integer_value(json_object_get(p, "exec_id")),
-                 json_is_true(json_object_get(p, "background")) ? ", background" : "");
-    snprintf(out, n, "pid %lld <- %lld %s -> %s in %.3fs%s", (long long)json_integer_value(json_object_get(p, "pid")),
-             (long long)json_integer_value(json_object_get(p, "ppid")), line, st,
-             json_number_value(json_object_get(p, "duration_s")), extra);
-}
-
-/* ---------------------------------------------------------------- timeline
- *
- * The timeline for a person: one line per command with its result, its
- * output below it (escaped, CRs resolved as a terminal shows them, cut at
- * OUT_LINES / OUT_BYTES unless --full), the rest as sentences. Plumbing
- * (activity, process, stdin, the command event itself, the checkpoint
- * before each exec or prompt) only with --all. A command's output and
- * diffs come before its result in the store: they are held from its
- * `command` until its result, so the line with the result comes first. */
-
-#define OUT_LINES 20
-#define OUT_BYTES 4096
-#define TL_HELD_MAX 256 /* events held for one command; more are printed as they come */
-
-typedef struct tl_printer {
-    bool utc, full, diff, all, color, show_stream;
-    json_t *cmd_ev; /* the command whose result is awaited (held) */
-    json_t *held;   /* its output and diffs, until then */
-} tl_printer;
-
-static const char *tl_c(const tl_printer *o, const char *code)
-{
-    return o->color ? code : "";
-}
-
-/* An event's ts (RFC 3339) in seconds since the epoch; -1 when unreadable. */
-static double ts_epoch(const char *ts)
-{
-    struct tm tm = {0};
-    char frac[16] = "";
-    if (!ts ||
-        sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-               &tm.tm_sec, frac) < 6)
-        return -1;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return (double)timegm(&tm) + (frac[0] == '.' ? strtod(frac, NULL) : 0);
-}
-
-/* ts (RFC 3339, UTC, as the ingest stores it) as "2026-12-03 13:05:02.123
- * +01:00", in local time or UTC. */
-static void tl_time(const tl_printer *o, const char *ts, char *out, size_t n)
-{
-    double e = ts_epoch(ts);
-    struct tm lt;
-    time_t t = (time_t)e;
-    if (e < 0 || (o->utc ? !gmtime_r(&t, &lt) : !localtime_r(&t, &lt))) {
-        snprintf(out, n, "%-29s", "(no time)");
-        return;
-    }
-    int ms = (int)((e - (double)t) * 1000.0 + 0.5);
-    int off = o->utc ? 0 : (int)(lt.tm_gmtoff % 86400);
-    char day[40];
-    strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &lt);
-    snprintf(out, n, "%.19s.%03d %c%02d:%02d", day, ms > 999 ? 999 : ms, off < 0 ? '-' : '+', abs(off) / 3600 % 100,
-             abs(off) % 3600 / 60);
-}
-
-/* The start of an event's line: time, stream (when several) and seq. */
-static void tl_head(const tl_printer *o, json_t *ev)
-{
-    char tbuf[48], lbuf[3][160];
-    tl_time(o, json_string_value(json_object_get(ev, "ts")), tbuf, sizeof tbuf);
-    printf("%s%s%s  ", tl_c(o, "\033[2m"), tbuf, tl_c(o, "\033[0m"));
-    if (o->show_stream)
-        printf("%s/%s/%s  ", vis_str(json_string_value(json_object_get(ev, "learner")), lbuf[0], sizeof lbuf[0]),
-               vis_str(json_string_value(json_object_get(ev, "task")), lbuf[1], sizeof lbuf[1]),
-               vis_str(json_string_value(json_object_get(ev, "sandbox")), lbuf[2], sizeof lbuf[2]));
-    printf("#%-5lld ", (long long)json_integer_value(json_object_get(ev, "seq")));
-}
-
-/* One line of output as a terminal leaves it: a CR-LF ends the line, and
- * after a bare CR (a progress bar) the text that followed it stands. Only
- * plain text is dropped so: when what a CR would hide holds another
- * control byte (an escape sequence: a title set, a line erased), the whole
- * line is shown, its CRs escaped, so that nothing hostile goes unseen. */
-static void tl_out_line(const char *l, size_t len, const char *indent)
-{
-    while (len > 0 && l[len - 1] == '\r')
-        len--;
-    for (size_t i = len; i-- > 0;) {
-        if (l[i] != '\r')
-            continue;
-        bool plain = true;
-        for (size_t j = 0; j < i && plain; j++)
-            plain = l[j] == '\r' || ((unsigned char)l[j] >= 0x20 && l[j] != 0x7f);
-        if (plain) {
-            len -= i + 1;
-            l += i + 1;
-        }
-        break;
-    }
-    char small[1024];
-    size_t n = len * 4 + 16; /* sg_vis: at most 4 bytes for one */
-    sg_autofree char *big = n > sizeof small ? malloc(n) : NULL;
-    if (!big)
-        n = sizeof small;
-    printf("%s%s\n", indent, vis(l, len, big ? big : small, n));
-}
-
-/* Text (output, a diff) under its event, line by line, escaped; cut at
- * OUT_LINES lines and OUT_BYTES bytes unless --full. */
-static void tl_block(const tl_printer *o, const char *text, const char *indent, const char *more)
-{
-    if (!text)
-        return;
-    size_t lines = 0, bytes = 0, total = strlen(text);
-    const char *l = text;
-    while (*l) {
-        size_t len = strcspn(l, "\n");
-        if (!o->full && (lines >= OUT_LINES || bytes + len > OUT_BYTES)) {
-            size_t left = 0;
-            for (const char *p = l; *p; p++)
-                left += *p == '\n';
-            printf("%s… %zu more line%s, %zu bytes (%s)\n", indent, left + (text[total - 1] != '\n'),
-                   left == 1 ? "" : "s", total - (size_t)(l - text), more);
-            return;
-        }
-        tl_out_line(l, len, indent);
-        lines++;
-        bytes += len + 1;
-        l += len + (l[len] == '\n');
-    }
-}
-
-static const char *tl_status(json_t *p, char *status, size_t n)
-{
-    json_t *ec = json_object_get(p, "exit_code"), *sig = json_object_get(p, "signal");
-    if (json_is_true(json_object_get(p, "timed_out")))
-        snprintf(status, n, "timed out");
-    else if (json_is_integer(ec))
-        snprintf(status, n, "exit %lld", (long long)json_integer_value(ec));
-    else if (json_is_integer(sig))
-        snprintf(status, n, "killed by signal %lld", (long long)json_integer_value(sig));
-    else
-        snprintf(status, n, "no exit status");
-    return status;
-}
-
-/* A test result's verdict: the runner's counts when its summary parsed
- * (capture/testsummary.h: "tests FAIL 3 passed, 1 failed, "), else the
- * exit status's. Returns whether it passed. */
-static bool tl_test_verdict(json_t *rp, bool exit_ok, char *buf, size_t n)
-{
-    const char *outcome = json_string_value(json_object_get(rp, "outcome"));
-    if (!json_is_true(json_object_get(rp, "parsed")) || !outcome) {
-        snprintf(buf, n, "%s", exit_ok ? "tests PASS, " : "tests FAIL, ");
-        return exit_ok;
-    }
-    bool ok = strcmp(outcome, "passed") == 0;
-    const char *word = ok ? "PASS" : strcmp(outcome, "no_tests") == 0 ? "NONE RAN" :
-                       strcmp(outcome, "error") == 0 ? "ERROR" : "FAIL";
-    size_t k = (size_t)snprintf(buf, n, "tests %s", word);
-    static const char *counts[] = {"passed", "failed", "errors", "skipped"};
-    for (size_t i = 0; i < sizeof counts / sizeof *counts && k < n; i++) {
-        json_int_t c = json_integer_value(json_object_get(rp, counts[i]));
-        if (c > 0 || i == 0)
-            k += (size_t)snprintf(buf + k, n - k, "%s %lld %s", i ? "," : "", (long long)c, counts[i]);
-    }
-    if (k < n)
-        snprintf(buf + k, n - k, ", ");
-    return ok;
-}
-
-/* "$ make test   FAIL  exit 2, 0.31 s" (res NULL: the command without a
- * result yet, "started"). */
-static void tl_command_line(const tl_printer *o, json_t *cmd_ev, json_t *res)
-{
-    json_t *cp = json_object_get(cmd_ev ? cmd_ev : res, "payload");
-    json_t *rp = json_object_get(res, "payload");
-    const char *cmd = json_string_value(json_object_get(cp, "cmd"));
-    if (!cmd)
-        cmd = json_string_value(json_object_get(rp, "cmd"));
-    char line[600], status[64];
-    tl_head(o, cmd_ev ? cmd_ev : res);
-    printf("%s$ %s%s", tl_c(o, "\033[1m"), first_line(cmd, line, 500), tl_c(o, "\033[0m"));
-    if (!res) {
-        printf("   (started)\n");
-        return;
-    }
-    bool test = strcmp(json_string_value(json_object_get(res, "kind")), "test_result") == 0;
-    json_t *ec = json_object_get(rp, "exit_code");
-    bool ok = json_is_integer(ec) && json_integer_value(ec) == 0;
-    char verdict[160] = "";
-    if (test)
-        ok = tl_test_verdict(rp, ok, verdict, sizeof verdict);
-    printf("   %s%s%s%s, %.3f s%s\n", tl_c(o, ok ? "\033[32m" : "\033[31m"), verdict,
-           tl_status(rp, status, sizeof status), tl_c(o, "\033[0m"),
-           json_number_value(json_object_get(rp, "duration_s")),
-           json_is_true(json_object_get(rp, "truncated")) ? " (output cut)" : "");
-    json_t *failing = json_object_get(rp, "failing_tests");
-    for (size_t i = 0; test && i < json_array_size(failing) && i < 10; i++) {
-        char nbuf[420];
-        const char *n = json_string_value(json_array_get(failing, i));
-        printf("    %sfailed: %s%s\n", tl_c(o, "\033[31m"), vis_str(n ? n : "", nbuf, sizeof nbuf), tl_c(o, "\033[0m"));
-    }
-    if (test && json_array_size(failing) > 10)
-        printf("    ... and %zu more failing\n", json_array_size(failing) - 10);
-}
-
-static void tl_output(const tl_printer *o, json_t *ev, json_t *p, bool under)
-{
-    const char *data = json_string_value(json_object_get(p, "data"));
-    const char *stream = json_string_value(json_object_get(p, "stream"));
-    if (!data || !*data)
-        return;
-    bool err = stream && strcmp(stream, "stderr") == 0;
-    if (!under) {
-        char sbuf[48];
-        tl_head(o, ev);
-        printf("output (%s)\n", vis_str(stream ? stream : "stdout", sbuf, sizeof sbuf));
-    }
-    if (json_is_true(json_object_get(p, "truncated")))
-        printf("    %s… its first %lld bytes were not kept (the last 64 KiB are)%s\n", tl_c(o, "\033[2m"),
-               (long long)(json_integer_value(json_object_get(p, "bytes")) - (json_int_t)strlen(data)),
-               tl_c(o, "\033[0m"));
-    tl_block(o, data, err ? "  ! " : "  | ", "--full for all of it");
-}
-
-static void tl_file_diff(const tl_printer *o, json_t *ev, json_t *p, bool under)
-{
-    const char *path = json_string_value(json_object_get(p, "path"));
-    const char *change = json_string_value(json_object_get(p, "change"));
-    const char *old = json_string_value(json_object_get(p, "old_path"));
-    const char *diff = json_string_value(json_object_get(p, "diff"));
-    int plus, minus;
-    count_diff_lines(diff, &plus, &minus);
-    char now_vis[400], was_vis[400] = "", how_vis[40] = "changed";
-    vis_str(path ? path : "?", now_vis, sizeof now_vis);
-    if (old) {
-        vis_str(old, was_vis, sizeof was_vis - 8);
-        strcat(was_vis, " -> ");
-    }
-    if (change)
-        vis_str(change, how_vis, sizeof how_vis);
-    /* "+3 -1 a.py (modified)": the counts first, as git's --stat */
-    char counts[48] = "";
-    if (!json_is_true(json_object_get(p, "binary")) && !json_is_true(json_object_get(p, "truncated")))
-        snprintf(counts, sizeof counts, "+%d -%d ", plus, minus);
-    if (under)
-        printf("  ~ ");
-    else
-        tl_head(o, ev);
-    printf("%s%s%s (%s%s)\n", counts, was_vis, now_vis, how_vis,
-           json_is_true(json_object_get(p, "binary"))          ? ", binary"
-               : json_is_true(json_object_get(p, "truncated")) ? ", no diff: large"
-                                                               : "");
-    if (o->diff && diff)
-        tl_block(o, diff, "    ", "--full for the whole diff");
-}
-
-/* A checkpoint's id, its first 12 characters (as git shows a commit),
- * cut before it is escaped (an escape or a character is never cut). */
-static const char *tl_short_id(const char *id, char *buf, size_t n)
-{
-    return vis(id ? id : "?", id ? strnlen(id, 12) : 1, buf, n);
-}
-
-/* A checkpoint, rollback, abort, sandbox change or limit as a sentence. */
-static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
-{
-    char a[200], b[200], c[100], d[100];
-#define TL_S(k)                                                                                                        \
-    vis_str(json_string_value(json_object_get(p, k)) ? json_string_value(json_object_get(p, k)) : "?", a, sizeof a)
-    if (strcmp(kind, "checkpoint") == 0) {
-        const char *e = json_string_value(json_object_get(p, "error"));
-        if (e)
-            snprintf(out, n, "checkpoint \"%s\" failed: %s", TL_S("label"), vis_str(e, b, sizeof b));
-        else
-            snprintf(out, n, "checkpoint %s \"%s\": %lld files, %lld changed%s",
-                     tl_short_id(json_string_value(json_object_get(p, "id")), b, sizeof b), TL_S("label"),
-                     (long long)json_integer_value(json_object_get(p, "files")),
-                     (long long)json_integer_value(json_object_get(p, "changed")),
-                     json_object_get(p, "not_stored") ? " (some files not stored)" : "");
-    } else if (strcmp(kind, "rollback") == 0) {
-        json_t *k = json_object_get(p, "killed");
-        snprintf(out, n, "rolled back to checkpoint %s: %lld files changed%s",
-                 tl_short_id(json_string_value(json_object_get(p, "to")), a, sizeof a),
-                 (long long)json_integer_value(json_object_get(p, "changed")),
-                 json_is_array(k) && json_array_size(k) ? ", processes killed" : "");
-    } else if (strcmp(kind, "session_abort") == 0) {
-        /* the reason names who ("operator: ...") when it was given by hand */
-        const char *r = json_string_value(json_object_get(p, "reason")),
-                   *by = json_string_value(json_object_get(p, "by"));
-        bool named = r && by && !strncmp(r, by, strlen(by)) && r[strlen(by)] == ':';
-        snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s", named ? "" : " (by ", named ? "" : TL_S("by"), named ? "" : ")",
-                 vis_str(r ? r : "?", b, sizeof b),
-                 json_is_true(json_object_get(p, "already")) ? " (already aborted)" : "");
-    } else if (strcmp(kind, "sandbox") == 0) {
-        const char *r = json_string_value(json_object_get(p, "reason"));
-        snprintf(out, n, "sandbox %s%s%s", TL_S("state"), r ? ": " : "", r ? vis_str(r, b, sizeof b) : "");
-    } else if (strcmp(kind, "limit") == 0) {
-        json_t *v = json_object_get(p, "value"), *l = json_object_get(p, "limit");
-        sg_autofree char *vs = v ? sg_json_dump(v) : NULL, *ls = l ? sg_json_dump(l) : NULL;
-        snprintf(out, n, "limit reached: %s%s%s%s%s%s%s", TL_S("what"), json_object_get(p, "state") ? " " : "",
-                 json_object_get(p, "state") ? vis_str(json_string_value(json_object_get(p, "state")), b, sizeof b)
-                                             : "",
-                 vs ? ", value " : "", vs ? vis_str(vs, c, sizeof c) : "", ls ? ", limit " : "",
-                 ls ? vis_str(ls, d, sizeof d) : "");
-    } else {
-        sg_autofree char *txt = sg_json_dump(p); /* 10 digits: no float noise */
-        vis_str(txt ? txt : "", out, n < 300 ? n : 300);
-    }
-#undef TL_S
-}
-
-/* Plumbing: shown only with --all. */
-static bool tl_plumbing(const char *kind, json_t *p)
-{
-    if (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin") || !strcmp(kind, "command"))
-        return true;
-    const char *label = json_string_value(json_object_get(p, "label"));
-    return !strcmp(kind, "checkpoint") && !json_object_get(p, "error") && label &&
-        (!strncmp(label, "before exec ", 12) || !strncmp(label, "before shell command ", 21));
-}
-
-/* An event printed on its own line (not held under a command). */
-static void tl_plain(const tl_printer *o, json_t *ev, const char *kind, json_t *p)
-{
-    char summary[1024], line[256];
-    if (!strcmp(kind, "stdout"))
-        return tl_output(o, ev, p, false);
-    if (!strcmp(kind, "file_diff"))
-        return tl_file_diff(o, ev, p, false);
-    if (!strcmp(kind, "run_result") || !strcmp(kind, "test_result"))
-        return tl_command_line(o, NULL, ev);
-    if (!strcmp(kind, "stdin"))
-        snprintf(summary, sizeof summary, "typed %s",
-                 first_line(json_string_value(json_object_get(p, "line")), line, 200));
-    else if (!strcmp(kind, "command"))
-        snprintf(summary, sizeof summary, "command %s",
-                 first_line(json_string_value(json_object_get(p, "cmd")), line, 200));
-    else if (!strcmp(kind, "process"))
-        process_summary(p, summary, sizeof summary);
-    else if (!strcmp(kind, "activity")) {
-        const char *state = json_string_value(json_object_get(p, "state"));
-        json_t *sp = json_object_get(p, "spooled");
-        if (!sp)
-            sp = json_object_get(p, "unacked");
-        char stbuf[64];
-        int l = snprintf(summary, sizeof summary, "activity %s (%lld unacked)",
-                         vis_str(state ? state : "?", stbuf, sizeof stbuf), (long long)json_integer_value(sp));
-        activity_running(json_object_get(p, "running"), summary, sizeof summary, (size_t)l);
-    } else
-        tl_sentence(kind, p, summary, sizeof summary);
-    bool loud = !strcmp(kind, "session_abort") || !strcmp(kind, "limit");
-    bool dim = tl_plumbing(kind, p);
-    tl_head(o, ev);
-    printf("%s%s%s\n",
-           tl_c(o,
-                loud      ? "\033[1;31m"
-                    : dim ? "\033[2m"
-                          : ""),
-           summary, tl_c(o, loud || dim ? "\033[0m" : ""));
-}
-
-/* The held command: its line (with res, or "started"), then what it held. */
-static void tl_flush(tl_printer *o, json_t *res)
-{
-    if (!o->cmd_ev)
-        return;
-    tl_command_line(o, o->cmd_ev, res);
-    size_t i;
-    json_t *h;
-    json_array_foreach(o->held, i, h)
-    {
-        const char *k = json_string_value(json_object_get(h, "kind"));
-        if (!strcmp(k, "stdout"))
-            tl_output(o, h, json_object_get(h, "payload"), true);
-        else
-            tl_file_diff(o, h, json_object_get(h, "payload"), true);
-    }
-    json_decref(o->cmd_ev);
-    json_decref(o->held);
-    o->cmd_ev = o->held = NULL;
-}
-
-static void print_timeline(tl_printer *o, json_t *ev)
-{
-    const char *kind = json_string_value(json_object_get(ev, "kind"));
-    json_t *p = json_object_get(ev, "payload");
-    if (!kind)
-        kind = "?";
-    if (o->all) { /* everything, in store order, one event at a time */
-        if (!strcmp(kind, "run_result") || !strcmp(kind, "test_result"))
-            tl_command_line(o, NULL, ev);
-        else
-            tl_plain(o, ev, kind, p);
-        return;
-    }
-    bool result = !strcmp(kind, "run_result") || !strcmp(kind, "test_result");
-    if (o->cmd_ev && (!strcmp(kind, "stdout") || !strcmp(kind, "file_diff")) &&
-        json_array_size(o->held) < TL_HELD_MAX) {
-        json_array_append(o->held, ev);
-        return;
-    }
-    if (result) {
-        if (o->cmd_ev)
-            tl_flush(o, ev);
-        else
-            tl_command_line(o, NULL, ev);
-        return;
-    }
-    if (tl_plumbing(kind, p) && strcmp(kind, "command") != 0)
-        return;
-    tl_flush(o, NULL); /* anything else: the held command has no result yet */
-    if (!strcmp(kind, "command")) {
-        o->cmd_ev = json_incref(ev);
-        o->held = json_array();
-        return;
-    }
-    tl_plain(o, ev, kind, p);
-}
-
 /* What the command line asked for. */
 typedef struct events_opts {
     const char *learner, *task, *sandbox;
@@ -606,7 +97,7 @@ typedef struct events_opts {
     char sandbox_id[SG_NAME_MAX + 8];                           /* --sandbox resolved */
     char learner_id[SG_NAME_MAX + 8], task_id[SG_NAME_MAX + 8]; /* its stream's */
     char kinds_buf[512];
-    tl_printer tl;
+    sg_tl_printer tl;
 } events_opts;
 
 #define EVENTS_GO (-1) /* from a step: carry on (else: the exit code) */
@@ -797,7 +288,7 @@ static bool events_wanted(const events_opts *o, json_t *ev)
             return false;
     }
     if (o->since || o->until) {
-        double t = ts_epoch(json_string_value(json_object_get(ev, "ts")));
+        double t = sg_tl_ts_epoch(json_string_value(json_object_get(ev, "ts")));
         if ((o->since && t < o->since) || (o->until && t > o->until))
             return false;
     }
@@ -812,7 +303,7 @@ static void events_print_one(events_opts *o, json_t *ev)
         sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
         puts(line ? line : "{}");
     } else {
-        print_timeline(&o->tl, ev);
+        sg_tl_print(&o->tl, ev);
     }
 }
 
@@ -1015,7 +506,7 @@ static int events_match(json_t *rows, const char *key, const char *want, bool pr
             continue;
         char vb[64];
         size_t cl = strlen(cands);
-        snprintf(cands + cl, n - cl, "%s%s", hits ? ", " : "", vis_str(v, vb, sizeof vb));
+        snprintf(cands + cl, n - cl, "%s%s", hits ? ", " : "", sg_tl_vis_str(v, vb, sizeof vb));
         *out = v;
         hits++;
     }
@@ -1085,7 +576,7 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
         const char *hit;
         char cands[512], vb[160];
         int r = events_match(rows, what[k], *val[k], k == 2, &hit, cands, sizeof cands);
-        vis_str(*val[k], vb, sizeof vb);
+        sg_tl_vis_str(*val[k], vb, sizeof vb);
         if (r == 0 && o->follow)
             continue; /* followed: its first events may be still to come */
         if (r == 0)
@@ -1167,7 +658,7 @@ static int events_run(events_opts *o)
         if (more ? json_is_true(more) && json_array_size(events) > 0 : json_array_size(events) >= PAGE)
             continue;
         if (!o->follow) {
-            tl_flush(&o->tl, NULL);
+            sg_tl_flush(&o->tl, NULL);
             fflush(stdout);
             return 0;
         }
@@ -1244,10 +735,10 @@ static void sessions_print(const events_opts *o, json_t *row)
     char v[3][160], st[48], t0[48], t1[48], tests[32];
     const char *keys[] = {"learner", "task", "sandbox"};
     for (int i = 0; i < 3; i++)
-        vis_str(json_string_value(json_object_get(row, keys[i])), v[i], sizeof v[i]);
-    vis_str(json_string_value(json_object_get(row, "state")), st, sizeof st);
-    tl_time(&o->tl, json_string_value(json_object_get(row, "started")), t0, sizeof t0);
-    tl_time(&o->tl, json_string_value(json_object_get(row, "last_activity")), t1, sizeof t1);
+        sg_tl_vis_str(json_string_value(json_object_get(row, keys[i])), v[i], sizeof v[i]);
+    sg_tl_vis_str(json_string_value(json_object_get(row, "state")), st, sizeof st);
+    sg_tl_time(&o->tl, json_string_value(json_object_get(row, "started")), t0, sizeof t0);
+    sg_tl_time(&o->tl, json_string_value(json_object_get(row, "last_activity")), t1, sizeof t1);
     json_t *tx = json_object_get(row, "last_test_exit");
     snprintf(tests, sizeof tests, "%s",
              !json_is_integer(tx)              ? "-"

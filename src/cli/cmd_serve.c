@@ -3,7 +3,6 @@
  *                 [--max-conns-per-addr N]: the browser's terminal into the
  * sandboxes of this host (serve/terminal.h). */
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "serve/terminal.h"
+#include "serve/webdir.h"
 #include "state/state.h"
 
 static const char usage[] =
@@ -33,9 +33,9 @@ static const char usage[] =
     "  --listen  address to listen on, exactly (default 127.0.0.1:7434; port 0 = any\n"
     "            free port, printed on the first line)\n"
     "  --secret  the tokens' secret (default <state>/ingest/secret)\n"
-    "  --web     the page's directory, with xterm.js installed by 'npm install'\n"
-    "            (default: web/ of the source tree the binary was built in, else\n"
-    "            ../share/sandglass/web beside it; $SANDGLASS_WEB_DIR overrides)\n"
+    "  --web     the page's directory, as 'meson install' puts it (default:\n"
+    "            $SANDGLASS_WEB_DIR, else ../share/sandglass/web beside sandglassd,\n"
+    "            else a build tree's web/ beside it, else the installed datadir's)\n"
     "  --max-terminals        terminals open at once (default 64; 4 per sandbox)\n"
     "  --max-unauth           connections still to send their token (default 256)\n"
     "  --max-unauth-per-addr  of those, from one address (default 8)\n"
@@ -64,30 +64,6 @@ static void on_signal(uv_signal_t *h, int signum)
     sg_serve_stop(rc->srv);
     uv_close((uv_handle_t *)&rc->sigint, NULL);
     uv_close((uv_handle_t *)&rc->sigterm, NULL);
-}
-
-/* The web directory: $SANDGLASS_WEB_DIR, else beside the binary (a build
- * directory inside the source tree, or an installed libexec). */
-static void default_web_dir(char *buf, size_t size)
-{
-    const char *env = getenv("SANDGLASS_WEB_DIR");
-    if (env && *env) {
-        snprintf(buf, size, "%s", env);
-        return;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    const char *dir = dirname(exe);
-    const char *cands[] = {"/../web", "/../share/sandglass/web"};
-    for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
-        snprintf(buf, size, "%s%s", dir, cands[i]);
-        char page[PATH_MAX + 32];
-        snprintf(page, sizeof page, "%s/terminal.html", buf);
-        if (access(page, R_OK) == 0)
-            return;
-    }
-    snprintf(buf, size, "%s/../web", dir);
 }
 
 int sg_cmd_serve(int argc, char **argv)
@@ -146,7 +122,7 @@ int sg_cmd_serve(int argc, char **argv)
     if (web)
         snprintf(webdir, sizeof webdir, "%s", web);
     else
-        default_web_dir(webdir, sizeof webdir);
+        sg_serve_web_dir(webdir, sizeof webdir);
     opts.web_dir = webdir;
 
     signal(SIGPIPE, SIG_IGN);

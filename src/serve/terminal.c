@@ -404,15 +404,17 @@ static int cb_terminal(struct lws *wsi, enum lws_callback_reasons reason, void *
 /* ---- HTTP ---------------------------------------------------------------- */
 
 
-/* The page's files: name -> (path under the web directory, type). */
+/* The page's files: name -> (path under the web directory, type). The web
+ * directory is laid out as meson.build stages and installs it: web/'s own
+ * files, and under vendor/ those from npm (scripts/stage-web.py). */
 static const struct {
     const char *uri, *path, *mime;
 } web_files[] = {
     {"/", "terminal.html", "text/html; charset=utf-8"},
     {"/terminal.js", "terminal.js", "text/javascript"},
-    {"/xterm.js", "node_modules/@xterm/xterm/lib/xterm.js", "text/javascript"},
-    {"/xterm.css", "node_modules/@xterm/xterm/css/xterm.css", "text/css"},
-    {"/addon-fit.js", "node_modules/@xterm/addon-fit/lib/addon-fit.js", "text/javascript"},
+    {"/xterm.js", "vendor/xterm.js", "text/javascript"},
+    {"/xterm.css", "vendor/xterm.css", "text/css"},
+    {"/addon-fit.js", "vendor/addon-fit.js", "text/javascript"},
 };
 
 /* Only the page's own script and styles, only its own WebSocket; never
@@ -490,9 +492,10 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
         sg_err_set(err, ENOENT, "the terminal page %s is missing (--web DIR)", page);
         return NULL;
     }
-    snprintf(page, sizeof page, "%s/node_modules/@xterm/xterm/lib/xterm.js", opts->web_dir);
+    snprintf(page, sizeof page, "%s/vendor/xterm.js", opts->web_dir);
     if (access(page, R_OK) < 0) {
-        sg_err_set(err, ENOENT, "xterm.js is missing: run 'npm install' in %s", opts->web_dir);
+        sg_err_set(err, ENOENT, "xterm.js is missing from %s/vendor (the build stages it from web/node_modules: "
+                   "scripts/install-deps.sh runs npm ci)", opts->web_dir);
         return NULL;
     }
     sg_serve *srv = calloc(1, sizeof *srv);

@@ -13,7 +13,7 @@
  * HTTP (GET only):
  *   /                  the terminal page (web/terminal.html)
  *   /terminal.js       its script
- *   /xterm.js, /xterm.css, /addon-fit.js   xterm.js (web/node_modules)
+ *   /xterm.js, /xterm.css, /addon-fit.js   xterm.js (vendor/, from npm)
  *   /healthz           {"ok": true}
  * WebSocket /v1/terminal, subprotocol "sandglass-terminal":
  *   browser -> first, within SG_SERVE_AUTH_TIMEOUT_S, a text message
@@ -63,7 +63,7 @@ typedef struct sg_serve_opts {
     const char *host;        /* exactly this address */
     int port;                /* 0: any free port */
     const char *secret_path; /* the tokens' HMAC secret */
-    const char *web_dir;     /* terminal.html, terminal.js, node_modules/ */
+    const char *web_dir;     /* terminal.html, terminal.js, vendor/ (serve/webdir.h) */
     /* The limits; 0: the default (SG_SERVE_CONNS, ...). */
     unsigned max_terminals, max_unauth, max_unauth_per_addr, max_conns_per_addr;
 } sg_serve_opts;

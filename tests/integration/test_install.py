@@ -1,0 +1,128 @@
+"""Issue 23: installable. `meson install` puts the binaries and everything
+they read at run time (the page of `sandglass serve`: web/ and xterm.js from
+npm, as $datadir/sandglass/web) under the prefix, and an installed
+`sandglass` from PATH works with no source tree.
+
+The build is installed into a temporary DESTDIR; every installed command
+then runs in a mount namespace of its own where a tmpfs lies over the
+source tree and the build tree (the supervisors it starts stay in it), so
+nothing it reads can come from there: `sandglass serve` serves /xterm.js,
+and a sandbox is created, runs a command and is destroyed."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+
+from sgtest import Env, tap
+
+SRC = os.path.realpath(os.environ["SG_SOURCE_ROOT"])
+BUILD = os.path.realpath(os.environ["SG_BUILD_ROOT"])
+
+env = Env()
+dest = os.path.join(os.path.realpath(env.root), "destdir")
+meson = shutil.which("meson") or "meson"
+
+
+def under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + os.sep)
+
+
+# A tmpfs over the source tree, and over the build tree when it is not in
+# it, for this command only; then the command.
+HIDE = ('mount -t tmpfs -o size=64k,mode=0755 sg-hidden "$1" && '
+        '{ case "$2" in "$1"|"$1"/*) ;; *) mount -t tmpfs -o size=64k,mode=0755 sg-hidden "$2" ;; esac; } && '
+        'shift 2 && exec "$@"')
+
+
+def hidden(argv: list[str]) -> list[str]:
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE, "sh", SRC, BUILD, *argv]
+
+
+opts = json.loads(subprocess.run([meson, "introspect", "--buildoptions", BUILD], capture_output=True,
+                                 text=True, timeout=120).stdout or "[]")
+opt = {o["name"]: o["value"] for o in opts}
+prefix = opt.get("prefix", "/usr/local")
+bindir = dest + os.path.join(prefix, opt.get("bindir", "bin"))
+datadir = dest + os.path.join(prefix, opt.get("datadir", "share"))
+
+tap.ok(not under(dest, SRC) and not under(dest, BUILD),
+       "the DESTDIR is outside the source and build trees", f"{dest} (source {SRC}, build {BUILD})")
+p = subprocess.run([meson, "install", "-C", BUILD, "--destdir", dest, "--no-rebuild", "--quiet"],
+                   capture_output=True, text=True, timeout=300)
+tap.ok(p.returncode == 0, "meson install into a DESTDIR", p.stdout[-2000:] + p.stderr[-2000:])
+tap.ok(os.access(os.path.join(bindir, "sandglass"), os.X_OK), "sandglass is installed in $bindir", bindir)
+web = os.path.join(datadir, "sandglass", "web")
+for f in ("terminal.html", "terminal.js", "vendor/xterm.js", "vendor/xterm.css", "vendor/addon-fit.js"):
+    tap.ok(os.path.isfile(os.path.join(web, f)), f"$datadir/sandglass/web/{f} is installed")
+
+# The installed commands' environment: the installed bin first in PATH, and
+# nothing that points at the build (the test harness's SANDGLASSD).
+ienv = dict(env.env)
+for k in ("SANDGLASSD", "SANDGLASS_WEB_DIR", "SANDGLASS_SUPERVISOR", "SANDGLASS_INIT"):
+    ienv.pop(k, None)
+ienv["PATH"] = bindir + os.pathsep + ienv.get("PATH", "/usr/bin:/bin")
+
+
+def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(hidden(list(argv)), capture_output=True, text=True, env=ienv, timeout=timeout)
+
+
+p = run("sh", "-c", 'test ! -e "$1/web" && test ! -e "$1/meson.build" && test ! -e "$2/build.ninja" && '
+        'command -v sandglass', "sh", SRC, BUILD)
+tap.ok(p.returncode == 0 and p.stdout.strip() == os.path.join(bindir, "sandglass"),
+       "in the commands' view the source and build trees are empty and sandglass comes from the DESTDIR",
+       p.stdout + p.stderr)
+
+# serve: its page and xterm.js, from the installed web directory alone
+secret = os.path.join(env.root, "secret")
+with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+    f.write(os.urandom(32).hex() + "\n")
+log = open(os.path.join(env.root, "serve.log"), "w")
+serve = subprocess.Popen(hidden(["sandglass", "serve", "--listen", "127.0.0.1:0", "--secret", secret]),
+                         stdout=subprocess.PIPE, stderr=log, env=ienv, text=True)
+env.procs.append(serve)
+log.close()
+line = serve.stdout.readline()
+tap.ok("serving terminals on http://" in line, "the installed sandglass serve starts",
+       line + open(os.path.join(env.root, "serve.log")).read()[-2000:])
+if "serving terminals on http://" in line:
+    port = int(line.strip().rstrip("/").rsplit(":", 1)[1])
+    for path, local in (("/xterm.js", "vendor/xterm.js"), ("/", "terminal.html")):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+                code, body = r.status, r.read()
+        except OSError as e:
+            code, body = 0, str(e).encode()
+        with open(os.path.join(web, local), "rb") as f:
+            want = f.read()
+        tap.ok(code == 200 and body == want, f"GET {path}: the installed {local}", f"{code} {body[:200]!r}")
+    serve.terminate()
+    tap.eq(serve.wait(timeout=60), 0, "serve stops cleanly on SIGTERM")
+else:
+    serve.kill()
+    serve.wait(timeout=60)
+    for path in ("/xterm.js", "/"):
+        tap.ok(False, f"GET {path}: served")
+    tap.ok(False, "serve stops cleanly on SIGTERM")
+
+# create, exec, destroy with the installed binaries (CLI, sandglassd's
+# siblings in $libexecdir: supervisor, init, checkpoint worker)
+p = run("sandglass", "create", "--learner", "installed")
+sid = p.stdout.strip()
+tap.ok(p.returncode == 0 and sid != "", "the installed sandglass creates a sandbox", p.stderr[-2000:])
+if sid:
+    env.record_sandboxes()
+    p = run("sandglass", "exec", sid, "--", "sh", "-c", "echo installed-$((6 * 7))")
+    tap.ok(p.returncode == 0 and p.stdout == "installed-42\n", "and runs a command in it",
+           p.stdout[-500:] + p.stderr[-2000:])
+    p = run("sandglass", "destroy", sid)
+    tap.ok(p.returncode == 0, "and destroys it", p.stderr[-2000:])
+    p = run("sandglass", "ls", "--json")
+    tap.ok(p.returncode == 0 and sid not in p.stdout, "it is gone", p.stdout[-500:] + p.stderr[-500:])
+else:
+    for what in ("runs a command", "destroys it", "it is gone"):
+        tap.ok(False, what)
+tap.done()
