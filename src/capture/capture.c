@@ -547,6 +547,19 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     return c;
 }
 
+sg_capture *sg_capture_new_on_spool(const char *sandbox_id, sg_spool *spool, sg_err *err)
+{
+    sg_capture *c = calloc(1, sizeof *c);
+    if (!c) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(c->id, sizeof c->id, "%s", sandbox_id);
+    sg_budget_init(&c->budget, 0, 0, 0);
+    c->spool = spool;
+    return c;
+}
+
 /* ---- execs -------------------------------------------------------------------- */
 
 /* A file tool's call reads as what it does ("write_file /workspace/a.py"),

@@ -39,6 +39,13 @@ typedef struct sg_capture_exec sg_capture_exec;
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
                            sg_diff_fn differ, void *differ_ud, sg_err *err);
 
+/* A capture that only records an exec's events into spool (taken: freed
+ * with the capture): no loop, uplink, watcher, process events nor budgets.
+ * For the harnesses that check the events themselves (fuzz_capture);
+ * sg_capture_sync syncs the spool. */
+struct sg_spool;
+sg_capture *sg_capture_new_on_spool(const char *sandbox_id, struct sg_spool *spool, sg_err *err);
+
 /* Appends one event (payload stolen). Never fails the caller: a spool that
  * cannot take it counts the loss and reports it once space returns. Past
  * the session's events or bytes budget of the minute (budget.h; the

@@ -309,7 +309,7 @@ static void on_resend(uv_timer_t *t);
 
 void sg_uplink_client_notify(sg_uplink_client *u)
 {
-    if (u->fd < 0 || u->closing)
+    if (!u || u->fd < 0 || u->closing)
         return;
     int64_t synced = sg_spool_synced_seq(u->spool);
     if (synced <= u->sent_synced)
