@@ -1,8 +1,7 @@
 /* libFuzzer target: the capture's events for one exec (capture.c), made
  * from learner bytes: the command's argv, its output, and an agent's tool
- * object, on a real spool. capture.c is included for its struct; the
- * notification of the uplink daemon is compiled out (delivery is not
- * under test, and there is no daemon).
+ * object, on a real spool: a capture made by sg_capture_new_on_spool (no
+ * uplink daemon, watcher or loop; delivery is not under test).
  *
  * Input: byte 0 argc (1..8), byte 1 flags (1 timed out, 2 a tool call,
  * 4 output limit hit, bits 3-7 exit code), byte 2 how many times the output
@@ -23,14 +22,22 @@
  *    is dropped from the record;
  *  - a stream's event holds its last SG_OUTPUT_CAPTURE_MAX bytes made valid
  *    UTF-8, its byte count, and whether it was cut. */
-#include "base/json.h"
-#include "delivery/uplink_client.h"
-#define sg_uplink_client_notify(u) ((void)(u))
-#include "../src/capture/capture.c"
-
+#include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "base/bounds.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "capture/capture.h"
+#include "capture/testrule.h"
+#include "delivery/spool.h"
 #include "ingest/framescan.h"
+#include "wire/ctl.h"
+#include "wire/event.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -91,17 +98,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(dir, sizeof dir, "/dev/shm/sg-fuzz-capture-%d", (int)getpid());
     sg_err err;
     sg_rm_rf(dir, &err);
-    sg_capture c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.id, sizeof c.id, "%s", SANDBOX);
-    c.spool = sg_spool_open(dir, NULL, &err);
-    if (!c.spool)
+    sg_spool *sp = sg_spool_open(dir, NULL, &err);
+    sg_capture *c = sp ? sg_capture_new_on_spool(SANDBOX, sp, &err) : NULL;
+    if (!c)
         abort();
     json_t *tool = NULL;
     if (flags & 2)
         tool = json_pack("{s:s, s:{s:o}}", "name", "run_bash", "arguments", "command",
                          clean_string(argv[k - 1], strlen(argv[k - 1])));
-    sg_capture_exec *e = sg_capture_exec_begin(&c, 7, argv, "/workspace", tool);
+    sg_capture_exec *e = sg_capture_exec_begin(c, 7, argv, "/workspace", tool);
     if (one_write) {
         for (int s2 = 0; s2 < 2; s2++) {
             const uint8_t *b = s2 ? err_out : out;
@@ -143,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         want_kinds[nk++] = "limit";
     want_kinds[nk++] = "activity";
 
-    sg_spool_cursor *cur = sg_spool_cursor_new(c.spool, -1, 0, &err);
+    sg_spool_cursor *cur = sg_spool_cursor_new(sp, -1, 0, &err);
     char *rec;
     size_t len, i = 0;
     int64_t seq;
@@ -197,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_decref(want_cmd);
     json_decref(result);
     json_decref(tool);
-    sg_spool_close(c.spool);
+    sg_capture_free(c); /* and its spool */
     sg_rm_rf(dir, &err);
     return 0;
 }

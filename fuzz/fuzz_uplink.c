@@ -1,7 +1,7 @@
 /* libFuzzer target: the uplink's handling of what the ingest sends (its
- * acks: network bytes), through uplink.c's own handle_message on a real
- * spool. uplink.c is included so that its static message handler is
- * reached without a WebSocket connection (lws is never called: no wsi).
+ * acks: network bytes), through uplink.c's own message handler
+ * (sg_uplink_handle_message, delivery/uplink_internal.h) on a real spool,
+ * without a WebSocket connection (lws is never called: no wsi).
  *
  * Input: byte 0 the number of records spooled (mod 24), then messages from
  * the ingest, one a line.
@@ -20,9 +20,17 @@
  *  - what the uplink would send next (its cursor, up to the synced seq and
  *    the window) continues without gap or repeat after the ack;
  *  - reopened, the spool recovers the ack it was given. */
-#include "../src/delivery/uplink.c"
-
+#include <jansson.h>
+#include <libwebsockets.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "delivery/uplink_internal.h"
+
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -98,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sg_uplink_stats st0 = u->stats;
         bool take = wanted_ack(line, n, &ack);
         bool was_ready = u->ready;
-        handle_message(u);
+        sg_uplink_handle_message(u);
         int64_t spool_ack = sg_spool_acked_seq(sp);
         if (!take) {
             if (n_errors != errors0 + 1 || spool_ack != spool_ack0 ||

@@ -1,5 +1,5 @@
 /* libFuzzer target: the messages between a supervisor and the uplink
- * daemon (src/delivery/uplinkd_msg.c: the wire in uplink_daemon.h), bytes
+ * daemon (src/wire/uplinkd.c: the wire in uplinkd.h), bytes
  * any process of the daemon's user can send on uplink.sock, and that the
  * daemon sends back. Byte 0 picks the direction (even: supervisor ->
  * daemon, odd: daemon -> supervisor); the rest is one message.
@@ -8,11 +8,13 @@
  *  - a message is taken exactly when the wire allows it: hello (v 1, every
  *    string present and non-empty, sandbox a valid name, spool absolute,
  *    synced an integer >= -1) or synced (seq an integer >= -1); what is
- *    taken equals the JSON's fields, and re-encoded it parses the same;
+ *    taken equals the JSON's fields, and re-encoded (sg_uplinkd_msg_encode)
+ *    it parses to the same struct;
  *  - a reply is taken exactly when it has an integer ack >= -1, or a string
  *    event (an unknown name is the error event), or a string error; the
  *    event's code is in int range, its retry in (0, UINT32_MAX) or 0, its
- *    reason never NULL. */
+ *    reason never NULL; re-encoded (sg_uplinkd_reply_encode) it parses to
+ *    the same struct. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "delivery/uplink.h"
-#include "delivery/uplinkd_msg.h"
+#include "wire/uplinkd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -61,19 +63,19 @@ static void check_msg(const char *buf, size_t len)
             !same(m.secret_file, ostr(j, "secret_file")) || !same(m.learner, ostr(j, "learner")) ||
             !same(m.task, ostr(j, "task")) || m.secret_create != json_is_true(json_object_get(j, "secret_create")))
             abort();
-        /* re-encoded, it parses the same */
-        json_t *again = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:b}", "op", "hello", "v", 1,
-                                  "sandbox", m.sandbox, "url", m.url, "spool", m.spool, "secret_file",
-                                  m.secret_file, "learner", m.learner, "task", m.task, "synced",
-                                  (json_int_t)m.seq, "secret_create", m.secret_create);
-        char *text = again ? sg_json_dump(again) : NULL;
+    }
+    if (r == 0) { /* round trip: encoded, it parses to the same struct */
+        char *text = sg_uplinkd_msg_encode(&m);
         sg_uplinkd_msg m2;
-        if (!text || sg_uplinkd_msg_parse(text, strlen(text), &m2, &err) < 0 || !same(m2.sandbox, m.sandbox) ||
-            !same(m2.task, m.task) || m2.seq != m.seq || m2.secret_create != m.secret_create)
+        if (!text || sg_uplinkd_msg_parse(text, strlen(text), &m2, &err) < 0 || m2.op != m.op ||
+            m2.seq != m.seq || m2.secret_create != (m.op == SG_UPLINKD_HELLO && m.secret_create))
+            abort();
+        if (m.op == SG_UPLINKD_HELLO &&
+            (!same(m2.sandbox, m.sandbox) || !same(m2.url, m.url) || !same(m2.spool, m.spool) ||
+             !same(m2.secret_file, m.secret_file) || !same(m2.learner, m.learner) || !same(m2.task, m.task)))
             abort();
         sg_uplinkd_msg_clear(&m2);
         free(text);
-        json_decref(again);
     }
     if (r == 0)
         sg_uplinkd_msg_clear(&m);
@@ -103,6 +105,17 @@ static void check_reply(const char *buf, size_t len)
         json_int_t retry = json_integer_value(json_object_get(j, "retry_ms"));
         if (r.kind == SG_UPLINKD_EVENT && r.retry_ms != (retry > 0 && retry < UINT32_MAX ? (uint32_t)retry : 0))
             abort();
+        /* round trip: encoded, it parses to the same struct */
+        char *text = sg_uplinkd_reply_encode(&r);
+        sg_uplinkd_reply r2;
+        if (!text || sg_uplinkd_reply_parse(text, strlen(text), &r2, &err) < 0 || r2.kind != r.kind)
+            abort();
+        if ((r.kind == SG_UPLINKD_ACK && r2.ack != r.ack) ||
+            (r.kind == SG_UPLINKD_EVENT && (r2.event != r.event || r2.code != r.code || r2.retry_ms != r.retry_ms)) ||
+            (r.kind != SG_UPLINKD_ACK && !same(r2.reason, r.reason)))
+            abort();
+        sg_uplinkd_reply_clear(&r2);
+        free(text);
         sg_uplinkd_reply_clear(&r);
     }
     json_decref(j);

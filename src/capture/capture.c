@@ -114,7 +114,7 @@ static json_t *shrink_diff(const json_t *payload, size_t bytes)
 #define FRAME_ROOM (SG_FRAME_MAX - 4096) /* the frame's own keys and a resend's margin */
 
 /* Appends one event; its bytes, or -1 when the spool could not take it. */
-static int64_t emit(sg_capture *c, const char *kind, json_t *payload)
+static int64_t emit(sg_capture *c, sg_event_kind kind, json_t *payload)
 {
     if (!c || c->closed) {
         json_decref(payload);
@@ -123,21 +123,22 @@ static int64_t emit(sg_capture *c, const char *kind, json_t *payload)
     int64_t seq = sg_spool_next_seq(c->spool);
     sg_autojson json_t *frame = sg_event_frame(seq, kind, payload, NULL, c->id);
     if (!frame) {
-        log_line("cannot build a %s event", kind);
+        log_line("cannot build a %s event", sg_event_kind_name((int)kind));
         return -1;
     }
     c->unsynced = true;
     sg_autofree char *line = sg_json_dump(frame);
+    const char *name = sg_event_kind_name((int)kind);
     for (int round = 0; line && strlen(line) > FRAME_ROOM && round < 2; round++) {
         size_t bytes = strlen(line);
-        bool diff = strcmp(kind, "file_diff") == 0 && round == 0;
+        bool diff = kind == SG_EV_FILE_DIFF && round == 0;
         json_t *small = diff ? shrink_diff(json_object_get(frame, "payload"), bytes)
-                             : json_pack("{s:s, s:s, s:I, s:I}", "what", "event_size", "kind", kind, "bytes",
+                             : json_pack("{s:s, s:s, s:I, s:I}", "what", "event_size", "kind", name, "bytes",
                                          (json_int_t)bytes, "limit", (json_int_t)SG_FRAME_MAX);
-        log_line("a %s event of %zu bytes passes the frame limit: %s", kind, bytes,
+        log_line("a %s event of %zu bytes passes the frame limit: %s", name, bytes,
                  diff ? "its diff and long paths cut" : "a limit event instead");
         json_decref(frame);
-        frame = sg_event_frame(seq, diff ? kind : "limit", small, NULL, c->id);
+        frame = sg_event_frame(seq, diff ? kind : SG_EV_LIMIT, small, NULL, c->id);
         free(line);
         line = frame ? sg_json_dump(frame) : NULL;
     }
@@ -175,7 +176,7 @@ static void budget_roll(sg_capture *c, bool end)
         return;
     log_line("budget: the window from %s dropped %llu event(s) and %llu checkpoint(s)", start,
              (unsigned long long)w.dropped_events, (unsigned long long)w.dropped_checkpoints);
-    int64_t n = emit(c, "limit", json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:I, s:I, s:o}",
+    int64_t n = emit(c, SG_EV_LIMIT, json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:I, s:I, s:o}",
         "what", "budget", "state", "window_end", "window_start", start, "window_s", w.length_s,
         "events", (json_int_t)w.used[SG_BUDGET_EVENTS], "bytes", (json_int_t)w.used[SG_BUDGET_BYTES],
         "checkpoints", (json_int_t)w.used[SG_BUDGET_CHECKPOINTS],
@@ -190,7 +191,7 @@ static void budget_reached(sg_capture *c, sg_budget_kind k)
 {
     log_line("budget: %s per minute reached (%llu) in the window from %s", sg_budget_name(k),
              (unsigned long long)c->budget.limit[k], c->window_start);
-    int64_t n = emit(c, "limit", json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:i, s:s}",
+    int64_t n = emit(c, SG_EV_LIMIT, json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:i, s:s}",
         "what", "budget", "state", "reached", "budget", sg_budget_name(k),
         "limit", (json_int_t)c->budget.limit[k], "count", (json_int_t)c->budget.used[k],
         "window_start", c->window_start, "window_s", SG_BUDGET_WINDOW_S, "note",
@@ -204,15 +205,10 @@ static void budget_reached(sg_capture *c, sg_budget_kind k)
 
 /* Kinds never dropped: the sandbox's life and the operator's acts, and
  * checkpoints (their own budget decides whether one is taken at all). */
-static bool never_dropped(const sg_capture *c, const char *kind)
+static bool never_dropped(const sg_capture *c, sg_event_kind kind)
 {
-    static const char *const keep[] = {"sandbox", "session_abort", "rollback", "checkpoint"};
-    if (c->exempt)
-        return true;
-    for (size_t i = 0; i < SG_ARRAY_LEN(keep); i++)
-        if (strcmp(kind, keep[i]) == 0)
-            return true;
-    return false;
+    return c->exempt || kind == SG_EV_SANDBOX || kind == SG_EV_SESSION_ABORT ||
+           kind == SG_EV_ROLLBACK || kind == SG_EV_CHECKPOINT;
 }
 
 /* Whether the open window is past its events or bytes budget: a droppable
@@ -236,13 +232,14 @@ bool sg_capture_checkpoint_budget(sg_capture *c)
     return false;
 }
 
-void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload)
+void sg_capture_processes_end(sg_capture *c)
 {
-    /* The sandbox's programs end before its end: their last events (the
-     * kill's exits, or still running) come before `sandbox` destroyed. */
-    if (c && strcmp(kind, "sandbox") == 0 &&
-        strcmp(json_string_value(json_object_get(payload, "state")) ?: "", "destroyed") == 0)
+    if (c)
         sg_procevents_finish(c->procs);
+}
+
+void sg_capture_emit(sg_capture *c, sg_event_kind kind, json_t *payload)
+{
     if (!c || c->closed) {
         json_decref(payload);
         return;
@@ -284,7 +281,7 @@ static void report_loss(sg_capture *c)
     if (!c->loss.count)
         return;
     sg_err err = {0};
-    int64_t r = emit(c, "limit", json_pack("{s:s, s:I, s:I, s:I, s:s}",
+    int64_t r = emit(c, SG_EV_LIMIT, json_pack("{s:s, s:I, s:I, s:I, s:s}",
         "what", "capture_lost", "count", (json_int_t)c->loss.count,
         "first_seq", (json_int_t)c->loss.first_seq, "last_seq", (json_int_t)c->loss.last_seq,
         "error", strerror(c->loss.err)));
@@ -328,14 +325,14 @@ static void on_file_change(void *ud, json_t *payload)
         return;
     }
     c->diffs++;
-    sg_capture_emit(c, "file_diff", payload);
+    sg_capture_emit(c, SG_EV_FILE_DIFF, payload);
 }
 
 /* Closes a window of file_diff events: the summary of what went over. */
 static void diffs_window_end(sg_capture *c)
 {
     if (c->diffs_dropped)
-        sg_capture_emit(c, "limit", json_pack("{s:s, s:I, s:I, s:s}", "what", "file_diff",
+        sg_capture_emit(c, SG_EV_LIMIT, json_pack("{s:s, s:I, s:I, s:s}", "what", "file_diff",
             "limit", (json_int_t)SG_CAPTURE_DIFFS_MAX, "not_reported", (json_int_t)c->diffs_dropped,
             "note", "more changed files than the limit: the rest are not reported one by one"));
     c->diffs = c->diffs_dropped = 0;
@@ -358,10 +355,10 @@ static bool diffs_gate(void *ud)
 
 static void on_watch_limit(void *ud, json_t *payload)
 {
-    sg_capture_emit(ud, "limit", payload);
+    sg_capture_emit(ud, SG_EV_LIMIT, payload);
 }
 
-static void on_procevent(void *ud, const char *kind, json_t *payload)
+static void on_procevent(void *ud, sg_event_kind kind, json_t *payload)
 {
     sg_capture_emit(ud, kind, payload);
 }
@@ -377,7 +374,7 @@ static void procs_start(sg_capture *c, pid_t init_pid)
     c->procs = sg_procevents_new(c->loop, init_pid, on_procevent, c, &err);
     if (!c->procs) {
         log_line("no process events: %s", err.msg);
-        sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:s}", "what", "process", "state", "unavailable",
+        sg_capture_emit(c, SG_EV_LIMIT, json_pack("{s:s, s:s, s:s}", "what", "process", "state", "unavailable",
                                               "error", err.msg));
     }
 }
@@ -468,7 +465,7 @@ static void on_heartbeat(uv_timer_t *t)
                           (json_int_t)sg_capture_pending(c));
     if (p && c->inflight)
         json_object_set_new(p, "running", running_json(c));
-    sg_capture_emit(c, "activity", p);
+    sg_capture_emit(c, SG_EV_ACTIVITY, p);
 }
 
 void sg_capture_flush_watch(sg_capture *c)
@@ -542,11 +539,24 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I}",
             "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,
             "records", (json_int_t)rep.records));
-    sg_capture_emit(c, "sandbox", sb);
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "starting",
+    sg_capture_emit(c, SG_EV_SANDBOX, sb);
+    sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     procs_start(c, m->init_pid);
     sg_capture_sync(c);
+    return c;
+}
+
+sg_capture *sg_capture_new_on_spool(const char *sandbox_id, sg_spool *spool, sg_err *err)
+{
+    sg_capture *c = calloc(1, sizeof *c);
+    if (!c) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(c->id, sizeof c->id, "%s", sandbox_id);
+    sg_budget_init(&c->budget, 0, 0, 0);
+    c->spool = spool;
     return c;
 }
 
@@ -627,14 +637,14 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
         return e;
     }
     c->exempt = e->batch;
-    sg_capture_emit(c, "stdin", json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "command",
+    sg_capture_emit(c, SG_EV_STDIN, json_pack("{s:s, s:I}", "line", e->cmd ? e->cmd : "", "exec_id", (json_int_t)exec_id));
+    sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "command",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     json_t *cmd = json_pack("{s:s, s:o, s:s, s:I}", "cmd", e->cmd ? e->cmd : "", "argv", av, "cwd", cwd,
                             "exec_id", (json_int_t)exec_id);
     if (e->tool)
         json_object_set(cmd, "tool", e->tool);
-    sg_capture_emit(c, "command", cmd);
+    sg_capture_emit(c, SG_EV_COMMAND, cmd);
     c->exempt = false;
     return e;
 }
@@ -698,7 +708,7 @@ static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
     sg_autofree char *clean = sg_utf8_sanitize(flat, t->len, &n);
     if (!clean)
         return;
-    sg_capture_emit(e->c, "stdout", json_pack("{s:s, s:s%, s:I, s:b, s:I}", "stream", name,
+    sg_capture_emit(e->c, SG_EV_STDOUT, json_pack("{s:s, s:s%, s:I, s:b, s:I}", "stream", name,
         "data", clean, n, "bytes", (json_int_t)t->total, "truncated", t->total > t->len,
         "exec_id", (json_int_t)e->id));
 }
@@ -751,16 +761,16 @@ static void exec_end_events(sg_capture_exec *e, const json_t *result)
         json_object_set(r, "tool", e->tool);
     if (e->is_test)
         add_test_counts(e, result, r);
-    sg_capture_emit(c, e->is_test ? "test_result" : "run_result", r);
+    sg_capture_emit(c, e->is_test ? SG_EV_TEST_RESULT : SG_EV_RUN_RESULT, r);
     static const struct {
         const char *field, *what;
     } limits[] = {{"oom_killed", "memory"}, {"pids_limit_hit", "pids"},
                   {"timed_out", "timeout"}, {"output_limit_hit", "output"}};
     for (size_t i = 0; i < SG_ARRAY_LEN(limits); i++)
         if (json_is_true(json_object_get(result, limits[i].field)))
-            sg_capture_emit(c, "limit", json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
+            sg_capture_emit(c, SG_EV_LIMIT, json_pack("{s:s, s:s, s:I}", "what", limits[i].what,
                                                   "cmd", e->cmd ? e->cmd : "", "exec_id", (json_int_t)e->id));
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", c->running > 1 ? "command" : "idle",
+    sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", c->running > 1 ? "command" : "idle",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     c->exempt = false;
 }
@@ -771,9 +781,9 @@ int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err)
 {
     if (!c)
         return 0;
-    sg_procevents_finish(c->procs);
+    sg_capture_processes_end(c);
     budget_roll(c, true); /* what the last window dropped, said before the end */
-    sg_capture_emit(c, "activity", json_pack("{s:s, s:I}", "state", "stopped",
+    sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "stopped",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
     sg_capture_sync(c);
     uv_check_stop(&c->check);

@@ -20,6 +20,7 @@
 #include "base/err.h"
 #include "checkpoint/diff.h"
 #include "state/state.h"
+#include "wire/event.h"
 
 #define SG_CAPTURE_HEARTBEAT_MS 30000 /* idle activity heartbeat */
 #define SG_CAPTURE_DRAIN_MS 10000    /* destroy waits this long for acks */
@@ -38,6 +39,13 @@ typedef struct sg_capture_exec sg_capture_exec;
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
                            sg_diff_fn differ, void *differ_ud, sg_err *err);
 
+/* A capture that only records an exec's events into spool (taken: freed
+ * with the capture): no loop, uplink, watcher, process events nor budgets.
+ * For the harnesses that check the events themselves (fuzz_capture);
+ * sg_capture_sync syncs the spool. */
+struct sg_spool;
+sg_capture *sg_capture_new_on_spool(const char *sandbox_id, struct sg_spool *spool, sg_err *err);
+
 /* Appends one event (payload stolen). Never fails the caller: a spool that
  * cannot take it counts the loss and reports it once space returns. Past
  * the session's events or bytes budget of the minute (budget.h; the
@@ -46,7 +54,13 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
  * the budget's own limit events, and an exec op's stdin, command,
  * stdout, result and limits (not those of a command a terminal's marks
  * announced: any program can write those marks). */
-void sg_capture_emit(sg_capture *c, const char *kind, json_t *payload);
+void sg_capture_emit(sg_capture *c, sg_event_kind kind, json_t *payload);
+/* The sandbox's programs are gone (destroy killed them): their last
+ * process events (the kill's exits, or those still running) are made now,
+ * so that they come before `sandbox` destroyed. The supervisor calls it
+ * just before it emits that event; sg_capture_finish does it too, for a
+ * supervisor that ends without a destroy. */
+void sg_capture_processes_end(sg_capture *c);
 /* Before an automatic checkpoint (before an exec, at a prompt): whether
  * the minute's checkpoint budget has room (counted). True without a
  * capture. */

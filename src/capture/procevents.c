@@ -251,7 +251,7 @@ static void prog_end(sg_procevents *p, pent *e, uint64_t ts_ns, enum how how, in
         json_object_set_new(j, "exit_code", json_integer(WEXITSTATUS(status)));
     }
     prog_free(p, e);
-    p->emit(p->ud, "process", j);
+    p->emit(p->ud, SG_EV_PROCESS, j);
 }
 
 
@@ -665,7 +665,7 @@ bool sg_procevents_exec_held(sg_procevents *p, pid_t tid, sg_execargs *a,
 static void window_end(sg_procevents *p)
 {
     if (p->dropped || p->lost || p->untracked)
-        p->emit(p->ud, "limit", json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "what", "process",
+        p->emit(p->ud, SG_EV_LIMIT, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "what", "process",
             "limit", (json_int_t)SG_PROC_EVENTS_MAX, "not_reported", (json_int_t)p->dropped,
             "queue_overflows", (json_int_t)p->lost, "untracked", (json_int_t)p->untracked,
             "note", "more programs than the limit, or the kernel's queue overflowed: the rest are "

@@ -59,11 +59,12 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "wire/event.h"
 
 typedef struct sg_procevents sg_procevents;
 struct sg_execargs;
-/* Receives each event (payload stolen): "process" or "limit". */
-typedef void (*sg_procevents_emit_fn)(void *ud, const char *kind, json_t *payload);
+/* Receives each event (payload stolen): SG_EV_PROCESS or SG_EV_LIMIT. */
+typedef void (*sg_procevents_emit_fn)(void *ud, sg_event_kind kind, json_t *payload);
 
 /* Subscribes and starts tracking the processes of the sandbox whose init
  * is init_pid (a host pid). NULL with err when the connector is not

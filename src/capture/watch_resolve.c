@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -216,10 +217,7 @@ typedef struct action_list {
 
 static void add_action(action_list *l, action a)
 {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 16;
-        l->v = sg_xrealloc(l->v, l->cap * sizeof(*l->v));
-    }
+    sg_xgrow(&l->v, &l->cap, l->n + 1, sizeof *l->v);
     l->v[l->n++] = a;
 }
 
@@ -236,10 +234,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
         if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
             continue;
         watch_dirty_unlink(w, n);
-        if (nwork == wcap) {
-            wcap = wcap ? wcap * 2 : 64;
-            work = sg_xrealloc(work, wcap * sizeof(*work));
-        }
+        sg_xgrow(&work, &wcap, nwork + 1, sizeof *work);
         work[nwork++] = n;
     }
     /* The read budget: past the bucket or this turn's slice (a flush has

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 
@@ -18,10 +19,7 @@
 
 void watch_scan_push(sg_watch *w, node *parent, const char *name)
 {
-    if (w->nscan == w->scap) {
-        w->scap = w->scap ? w->scap * 2 : 64;
-        w->scanq = sg_xrealloc(w->scanq, w->scap * sizeof(*w->scanq));
-    }
+    sg_xgrow(&w->scanq, &w->scap, w->nscan + 1, sizeof *w->scanq);
     w->scanq[w->nscan++] = (scan_item){parent, sg_xstrdup(name)};
 }
 
@@ -204,7 +202,7 @@ void watch_rescan_dir(sg_watch *w, node *d)
     sg_autoclosedir DIR *dir = dp;
     struct dirent *de;
     char **subdirs = NULL; /* names: a pointer could go stale meanwhile */
-    size_t nsub = 0;
+    size_t nsub = 0, subcap = 0;
     while ((de = readdir(dir))) {
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, ".."))
@@ -218,7 +216,7 @@ void watch_rescan_dir(sg_watch *w, node *d)
                 continue;
             if (k && k->is_dir && k->dino == cst.st_ino) {
                 k->gen = gen;
-                subdirs = sg_xrealloc(subdirs, (nsub + 1) * sizeof(*subdirs));
+                sg_xgrow(&subdirs, &subcap, nsub + 1, sizeof *subdirs);
                 subdirs[nsub++] = sg_xstrdup(nm);
             } else {
                 add_dir_tree(w, d, nm, SCAN_NEW);
@@ -278,22 +276,20 @@ static void fix_depths(sg_watch *w, node *top)
 {
     node **stack = NULL, **over = NULL;
     size_t n = 0, cap = 0, nover = 0, ocap = 0;
-    stack = sg_xrealloc(NULL, (cap = 16) * sizeof *stack);
+    sg_xgrow(&stack, &cap, 1, sizeof *stack);
     stack[n++] = top;
     while (n) {
         node *d = stack[--n];
         d->depth = d->parent->depth + 1;
         if (d->depth > SG_WATCH_MAX_DEPTH) {
-            if (nover == ocap)
-                over = sg_xrealloc(over, (ocap = ocap ? ocap * 2 : 8) * sizeof *over);
+            sg_xgrow(&over, &ocap, nover + 1, sizeof *over);
             over[nover++] = d;
             continue;
         }
         for (uint32_t i = 0; i < d->kcap; i++)
             for (node *c = d->kids[i]; c; c = c->hnext)
                 if (c->is_dir) {
-                    if (n == cap)
-                        stack = sg_xrealloc(stack, (cap *= 2) * sizeof *stack);
+                    sg_xgrow(&stack, &cap, n + 1, sizeof *stack);
                     stack[n++] = c;
                 }
     }
@@ -387,10 +383,7 @@ static void handle_event(sg_watch *w, const struct inotify_event *ev)
         return;
 
     if (ev->mask & IN_MOVED_FROM) {
-        if (w->nmoves == w->mcap) {
-            w->mcap = w->mcap ? w->mcap * 2 : 8;
-            w->moves = sg_xrealloc(w->moves, w->mcap * sizeof(*w->moves));
-        }
+        sg_xgrow(&w->moves, &w->mcap, w->nmoves + 1, sizeof *w->moves);
         w->moves[w->nmoves++] = (pending_move){ev->cookie, ev->wd, sg_xstrdup(name), isdir};
         return;
     }

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/digest.h"
 #include "base/util.h"
@@ -304,10 +305,7 @@ void watch_node_detach(sg_watch *w, node *n, bool emit)
             n->orig_path = watch_node_path(n);
         watch_kid_remove(n);
         w->nfiles--;
-        if (w->ngraves == w->gcap) {
-            w->gcap = w->gcap ? w->gcap * 2 : 16;
-            w->graves = sg_xrealloc(w->graves, w->gcap * sizeof(*w->graves));
-        }
+        sg_xgrow(&w->graves, &w->gcap, w->ngraves + 1, sizeof *w->graves);
         w->graves[w->ngraves++] = n;
         return;
     }

@@ -257,6 +257,55 @@ static sg_spool *spool_alloc(const char *dir, const char *what, sg_err *err)
     return sg_steal_ptr(&sp);
 }
 
+/* --- format file: "sandglass spool format N\n" (spool.h: Versions). */
+
+#define FORMAT_FILE "format"
+#define FORMAT_PREFIX "sandglass spool format "
+
+/* The spool's format: 0 when it has no format file (a spool of a build
+ * before the file, whose records are format 1's), or -1 with err when the
+ * file is unreadable or names a format this build does not read. */
+static int format_read(const sg_spool *sp, sg_err *err)
+{
+    char buf[64] = {0};
+    sg_autoclose int fd = openat(sp->dirfd, FORMAT_FILE, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return sg_err_sys(err, "open %s/" FORMAT_FILE, sp->dir);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n < 0)
+        return sg_err_sys(err, "read %s/" FORMAT_FILE, sp->dir);
+    size_t pl = strlen(FORMAT_PREFIX);
+    char *end = NULL;
+    long v = strncmp(buf, FORMAT_PREFIX, pl) == 0 ? strtol(buf + pl, &end, 10) : 0;
+    if (!end || end == buf + pl || *end != '\n' || v < 1) {
+        char shown[64];
+        sg_vis(buf, (size_t)n, shown, sizeof shown);
+        return sg_err_set(err, EPROTO, "spool %s: unreadable format file (\"%s\"): not a spool this "
+                          "build can read; move the directory aside to start an empty spool", sp->dir, shown);
+    }
+    if (v > SG_SPOOL_FORMAT)
+        return sg_err_set(err, EPROTO, "spool %s is format %ld, written by a newer sandglass; this build "
+                          "reads format %d: deliver it with the newer build (run the sandbox's "
+                          "supervisor until `sandglass ls` shows nothing pending), then use this one",
+                          sp->dir, v, SG_SPOOL_FORMAT);
+    return (int)v;
+}
+
+/* Records the format, atomically (a temporary file renamed: recovery
+ * removes a leftover *.tmp). */
+static int format_write(sg_spool *sp, sg_err *err)
+{
+    char line[64];
+    int n = snprintf(line, sizeof line, FORMAT_PREFIX "%d\n", SG_SPOOL_FORMAT);
+    sg_autoclose int fd = openat(sp->dirfd, FORMAT_FILE ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || sg_write_all(fd, line, (size_t)n) < 0 || fdatasync(fd) < 0 ||
+        renameat(sp->dirfd, FORMAT_FILE ".tmp", sp->dirfd, FORMAT_FILE) < 0 || fsync(sp->dirfd) < 0)
+        return sg_err_sys(err, "write %s/" FORMAT_FILE, sp->dir);
+    return 0;
+}
+
 sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err)
 {
     if (rep) {
@@ -282,10 +331,17 @@ sg_spool *sg_spool_open(const char *dir, sg_spool_report *rep, sg_err *err)
             sg_err_sys(err, "lock %s/lock", dir);
         return NULL;
     }
+    /* Before recovery: records of a newer format must not be taken for
+     * corrupt ones and quarantined. */
+    int format = format_read(sp, err);
+    if (format < 0)
+        return NULL;
     if (sg_spool_recover(sp, rep, err) < 0) {
         sg_err_prefix(err, "recover spool %s", dir);
         return NULL;
     }
+    if (format == 0 && format_write(sp, err) < 0)
+        return NULL;
     return sg_steal_ptr(&sp);
 }
 
@@ -297,6 +353,8 @@ sg_spool *sg_spool_open_reader(const char *dir, sg_spool_ack_fn ack_fn, void *ud
     sp->reader = true;
     sp->ack_fn = ack_fn;
     sp->ack_ud = ud;
+    if (format_read(sp, err) < 0)
+        return NULL;
     /* A missing or unreadable ack means everything is replayed, as
      * recovery's ack_reset: the ingest's own ack then decides. */
     uint8_t slots[2 * SG_SPOOL_ACK_SLOT] = {0};

@@ -7,10 +7,21 @@
  *                                    (two checksummed slots, alternating)
  *   quarantine.log                   corrupt bytes found at recovery
  *   lock                             flock: one writer (owner) per spool
+ *   format                           "sandglass spool format N\n"
  *
  * A record is a 24-byte little-endian header + payload (one wire frame):
  *   u32 magic "SGR1" | u32 payload length | i64 seq | u32 reserved (0) |
  *   u32 CRC32C of the header's first 20 bytes and the payload.
+ *
+ * Versions: the format file names the spool's format, SG_SPOOL_FORMAT
+ * (1: the records and ack file above). A spool without it was written by a
+ * build before the file (b7b6c74 and earlier), in format 1: it is read as
+ * such and the file is written after its recovery. A newer format (or an
+ * unreadable file) is refused at open, owner and reader alike, before
+ * recovery looks at a record, with an error saying what to do; a build that
+ * changes the layout of a record or the ack raises SG_SPOOL_FORMAT and
+ * reads the formats before it (tests/fixtures/spool-v1: a spool of the
+ * build before the file, read by unit/spool).
  *
  * Seqs are contiguous from 0: the ingest acks the highest *contiguous* seq,
  * so a hole would stall acks forever. Hence:
@@ -39,6 +50,7 @@
 
 #include "base/err.h"
 
+#define SG_SPOOL_FORMAT 1 /* the format this build writes and the newest it reads */
 #define SG_SPOOL_HDR_SIZE 24
 #define SG_SPOOL_SEGMENT_BYTES_DEFAULT (4u << 20)
 #define SG_SPOOL_REPORT_TEXT 2048

@@ -32,7 +32,7 @@ struct sg_spool_cursor {
     int fd;                /* current segment, -1: pick one */
     int64_t seg_name;
     uint64_t off;          /* next record in it */
-    uint8_t *buf;          /* [headroom][cap] */
+    sg_buf buf;            /* [headroom][cap]: its data as a region (len unused) */
     size_t headroom, cap;
     uint64_t win_off;      /* file range held at buf + headroom */
     size_t win_len;
@@ -40,6 +40,12 @@ struct sg_spool_cursor {
     bool gap_ok;           /* reader: nothing older is on disk, so the next
                               record may be above after + 1 */
 };
+
+/* The window's first byte (after the headroom). */
+static uint8_t *win(const sg_spool_cursor *c)
+{
+    return (uint8_t *)c->buf.data + c->headroom;
+}
 
 sg_spool_cursor *sg_spool_cursor_new(sg_spool *sp, int64_t after_seq, size_t headroom,
                                      sg_err *err)
@@ -53,8 +59,7 @@ sg_spool_cursor *sg_spool_cursor_new(sg_spool *sp, int64_t after_seq, size_t hea
     c->fd = -1;
     c->headroom = headroom;
     c->cap = CURSOR_CHUNK;
-    c->buf = malloc(headroom + c->cap);
-    if (!c->buf) {
+    if (sg_buf_reserve(&c->buf, headroom + c->cap) < 0) {
         free(c);
         sg_err_set(err, ENOMEM, "out of memory");
         return NULL;
@@ -80,7 +85,7 @@ void sg_spool_cursor_free(sg_spool_cursor *c)
         return;
     sg_closep(&c->fd);
     c->sp->ncursors--;
-    free(c->buf);
+    sg_buf_free(&c->buf);
     free(c);
 }
 
@@ -98,10 +103,8 @@ static int window_fill(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t e
 {
     c->win_len = 0; /* a failed read leaves nothing stale behind */
     if (need > c->cap) {
-        uint8_t *n = realloc(c->buf, c->headroom + need);
-        if (!n)
+        if (sg_buf_reserve(&c->buf, c->headroom + need) < 0)
             return sg_err_set(err, ENOMEM, "out of memory");
-        c->buf = n;
         c->cap = need;
     }
     size_t want = c->cap;
@@ -109,7 +112,7 @@ static int window_fill(sg_spool_cursor *c, uint64_t off, size_t need, uint64_t e
         want = (size_t)(end - off);
     size_t got = 0;
     while (got < want) {
-        ssize_t r = pread(c->fd, c->buf + c->headroom + got, want - got, (off_t)(off + got));
+        ssize_t r = pread(c->fd, win(c) + got, want - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -195,7 +198,7 @@ int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_
         }
         if (window(c, c->off, SG_SPOOL_HDR_SIZE, end, err) < 0)
             return -1;
-        const uint8_t *h = c->buf + c->headroom + (c->off - c->win_off);
+        const uint8_t *h = win(c) + (c->off - c->win_off);
         int64_t plen = sg_spool_hdr_payload_len(h);
         if (plen < 0 || c->off + SG_SPOOL_HDR_SIZE + (uint64_t)plen > end)
             return sg_err_set(err, EBADMSG, "spool segment %" PRId64 ": bad record at %" PRIu64,
@@ -209,7 +212,7 @@ int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_
             return 0;
         if (window(c, c->off, SG_SPOOL_HDR_SIZE + (size_t)plen, end, err) < 0)
             return -1;
-        uint8_t *r = c->buf + c->headroom + (c->off - c->win_off);
+        uint8_t *r = win(c) + (c->off - c->win_off);
         if (!sg_spool_rec_crc_ok(r, (uint32_t)plen))
             return sg_err_set(err, EBADMSG, "spool record seq %" PRId64 ": checksum mismatch", rs);
         return cursor_take(c, r, (uint32_t)plen, rs, data, len, seq);
@@ -343,7 +346,7 @@ static int reader_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t 
                 return r < 0 ? -1 : reader_missing(c, want, err);
             continue;
         }
-        const uint8_t *h = c->buf + c->headroom + (c->off - c->win_off);
+        const uint8_t *h = win(c) + (c->off - c->win_off);
         int64_t plen = sg_spool_hdr_payload_len(h);
         if (plen < 0)
             return reader_bad(c, err, "bad record header (seq %" PRId64 " expected)", want);
@@ -371,7 +374,7 @@ static int reader_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t 
         r = reader_window(c, SG_SPOOL_HDR_SIZE + (size_t)plen, rs, false, err);
         if (r < 0)
             return -1;
-        uint8_t *rec = c->buf + c->headroom + (c->off - c->win_off);
+        uint8_t *rec = win(c) + (c->off - c->win_off);
         if (!sg_spool_rec_crc_ok(rec, (uint32_t)plen))
             return reader_bad(c, err, "checksum mismatch in record seq %" PRId64, rs);
         c->gap_ok = false;

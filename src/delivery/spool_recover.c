@@ -20,7 +20,9 @@
 #include "base/bounds.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "base/util.h"
+#include "wire/event.h"
 
 /* --- recovery */
 
@@ -98,13 +100,18 @@ static int scan(const uint8_t *b, size_t n, items *out)
     return 0;
 }
 
-static int placeholder(char *buf, size_t cap, int64_t seq, const char *ts)
+/* The record that stands in for seq, lost to corruption: built by the one
+ * frame builder (wire/event.h); the spool does not know its sandbox, so it
+ * has no sandbox_id (the ingest takes a frame without one). */
+static char *placeholder(int64_t seq, const char *ts)
 {
-    return snprintf(buf, cap,
-                    "{\"seq\":%" PRId64 ",\"kind\":\"activity\",\"payload\":{\"state\":"
-                    "\"spool_gap\",\"reason\":\"event lost to spool corruption, "
-                    "found at recovery\"},\"ts\":\"%s\"}",
-                    seq, ts);
+    json_t *f = sg_event_frame(seq, SG_EV_ACTIVITY,
+                               json_pack("{s:s, s:s}", "state", "spool_gap", "reason",
+                                         "event lost to spool corruption, found at recovery"),
+                               ts, NULL);
+    char *s = f ? sg_json_dump(f) : NULL;
+    json_decref(f);
+    return s;
 }
 
 static int quarantine(sg_spool *sp, const char *segname, const uint8_t *b, const item *x,
@@ -150,13 +157,15 @@ static int rewrite_segment(sg_spool *sp, seg *s, const char *name, const uint8_t
         if (x->type != IT_REC)
             continue;
         for (int64_t g = x->seq - x->gap; g < x->seq; g++) {
-            char ph[256];
-            int pn = placeholder(ph, sizeof ph, g, ts);
+            sg_autofree char *ph = placeholder(g, ts);
+            if (!ph)
+                return sg_err_set(err, ENOMEM, "out of memory");
+            size_t pn = strlen(ph);
             uint8_t hdr[SG_SPOOL_HDR_SIZE];
-            sg_spool_rec_header(hdr, g, ph, (size_t)pn);
+            sg_spool_rec_header(hdr, g, ph, pn);
             fwrite(hdr, 1, sizeof hdr, f);
-            fwrite(ph, 1, (size_t)pn, f);
-            size += SG_SPOOL_HDR_SIZE + (size_t)pn;
+            fwrite(ph, 1, pn, f);
+            size += SG_SPOOL_HDR_SIZE + pn;
             if (s->first < 0)
                 s->first = g;
             s->last = g;

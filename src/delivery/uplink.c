@@ -13,61 +13,11 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "delivery/uplink_internal.h"
 #include "wire/event.h"
 
 #define LOCAL_PROTO "sg-uplink"
 #define INGEST_PROTO "sg-ingest"
-
-typedef enum state {
-    ST_IDLE,        /* nothing going on (before the first connect) */
-    ST_CONNECTING,
-    ST_OPEN,        /* handshake done */
-    ST_WAITING,     /* backoff timer running */
-    ST_CLOSING,
-    ST_STOPPED,     /* gave up: the ingest refuses a frame by its seq */
-} state;
-
-struct sg_uplink {
-    uv_loop_t *loop;
-    sg_spool *spool;
-    struct lws_context *ctx;
-    struct lws *wsi;
-    sg_spool_cursor *cur;
-    char *host, *path, *auth;
-    int port;
-    bool tls;
-
-    state st;
-    uintptr_t gen;          /* id of the current connection attempt */
-    bool ready;             /* first ack of this connection received */
-    int64_t acked_at_connect;
-    unsigned attempt;       /* backoff exponent */
-    uint64_t rng;
-
-    uv_timer_t retry;
-    uv_timer_t drain_timer;
-    uv_timer_t watchdog;    /* 250 ms tick: ack timeout */
-    uint64_t last_progress_ns;
-    uint32_t ack_timeout_ms;
-    bool killing;           /* watchdog asked lws to drop the connection */
-    int open_handles;       /* our timers not yet closed */
-    bool draining, drain_timed_out;
-
-    char rx[SG_UPLINK_RX_MAX];
-    size_t rx_len;
-    bool rx_overflow;
-    int close_code;
-    char close_reason[128];
-
-    /* the seq the ingest last refused with 1008, and how often in a row */
-    int64_t refused_seq;
-    unsigned refused_times;
-    char stuck[300];        /* why the uplink stopped (ST_STOPPED) */
-
-    sg_uplink_event_fn ev_fn;
-    void *ev_ud;
-    sg_uplink_stats stats;
-};
 
 static void emit(sg_uplink *u, sg_uplink_event_type type, int code, const char *reason,
                  uint32_t retry_ms)
@@ -293,7 +243,7 @@ static void handle_ack(sg_uplink *u, int64_t ack)
     want_write(u);
 }
 
-static void handle_message(sg_uplink *u)
+void sg_uplink_handle_message(sg_uplink *u)
 {
     sg_err err;
     sg_autojson json_t *j = sg_json_parse(u->rx, u->rx_len, &err);
@@ -375,7 +325,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             if (u->rx_overflow)
                 emit(u, SG_UPLINK_ERROR, 0, "oversized or binary message from the ingest", 0);
             else
-                handle_message(u);
+                sg_uplink_handle_message(u);
             u->rx_len = 0;
             u->rx_overflow = false;
         }

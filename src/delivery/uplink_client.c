@@ -1,7 +1,6 @@
 /* uplink_client: the supervisor's side of the uplink daemon. See delivery/uplink_client.h. */
 #include "delivery/uplink_client.h"
 
-#include "delivery/uplinkd_msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,11 +21,17 @@
 #include "sandbox/cgroup.h"
 #include "state/state.h"
 #include "wire/seqpacket.h"
+#include "wire/uplinkd.h"
+
+/* The replies' event names are the uplink's event types. */
+_Static_assert(SG_UPLINKD_EV_CONNECTED == (int)SG_UPLINK_CONNECTED && SG_UPLINKD_EV_DISCONNECTED == (int)SG_UPLINK_DISCONNECTED &&
+                   SG_UPLINKD_EV_REFUSED == (int)SG_UPLINK_REFUSED && SG_UPLINKD_EV_ERROR == (int)SG_UPLINK_ERROR,
+               "wire/uplinkd.h follows delivery/uplink.h");
 
 struct sg_uplink_client {
     uv_loop_t *loop;
     sg_spool *spool;
-    json_t *hello;           /* without "synced": added at each connect */
+    sg_uplinkd_msg hello;    /* its json owns the strings; seq set at each connect */
     char *sock_path;
     int fd;                  /* -1: not connected */
     uv_poll_t poll;
@@ -120,9 +125,9 @@ static int spawn_daemon(sg_uplink_client *u, sg_err *err)
     return 0;
 }
 
-static int send_json(sg_uplink_client *u, json_t *j)
+static int send_msg(sg_uplink_client *u, const sg_uplinkd_msg *m)
 {
-    sg_autofree char *text = sg_json_dump(j);
+    sg_autofree char *text = sg_uplinkd_msg_encode(m);
     if (!text)
         return -ENOMEM;
     return sg_seqpacket_send(u->fd, text, strlen(text), NULL, 0);
@@ -143,8 +148,8 @@ static void try_connect(sg_uplink_client *u)
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
         u->fd = fd;
         int64_t synced = sg_spool_synced_seq(u->spool);
-        json_object_set_new(u->hello, "synced", json_integer(synced));
-        if (send_json(u, u->hello) < 0) {
+        u->hello.seq = synced;
+        if (send_msg(u, &u->hello) < 0) {
             disconnect(u);
             schedule_retry(u);
             return;
@@ -242,6 +247,20 @@ static void on_readable(uv_poll_t *p, int status, int events)
     }
 }
 
+/* The hello, its strings copied into its json (NULL: one is not UTF-8). */
+static int hello_init(sg_uplinkd_msg *h, const sg_uplink_client_config *cfg)
+{
+    *h = (sg_uplinkd_msg){.op = SG_UPLINKD_HELLO, .secret_create = cfg->secret_create};
+    h->json = json_pack("[s, s, s, s, s, s]", cfg->sandbox, cfg->url, cfg->spool_dir, cfg->secret_file,
+                        cfg->learner, cfg->task);
+    if (!h->json)
+        return -1;
+    const char **f[] = {&h->sandbox, &h->url, &h->spool, &h->secret_file, &h->learner, &h->task};
+    for (size_t i = 0; i < SG_ARRAY_LEN(f); i++)
+        *f[i] = json_string_value(json_array_get(h->json, i));
+    return 0;
+}
+
 sg_uplink_client *sg_uplink_client_new(uv_loop_t *loop, const sg_uplink_client_config *cfg, sg_spool *spool,
                            sg_err *err)
 {
@@ -262,15 +281,11 @@ sg_uplink_client *sg_uplink_client_new(uv_loop_t *loop, const sg_uplink_client_c
     u->fd = -1;
     u->sent_synced = -1;
     u->sock_path = sg_state_path("uplink.sock");
-    u->hello = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s, s:s}", "op", "hello", "v", 1,
-                         "sandbox", cfg->sandbox, "url", cfg->url, "spool", cfg->spool_dir,
-                         "secret_file", cfg->secret_file, "secret_create", cfg->secret_create,
-                         "learner", cfg->learner, "task", cfg->task);
-    if (!u->hello || strlen(u->sock_path) >= sizeof((struct sockaddr_un *)0)->sun_path) {
-        sg_err_set(err, u->hello ? ENAMETOOLONG : EINVAL,
-                   u->hello ? "uplink: the state directory's path is too long for a socket"
-                            : "uplink: sandbox, url, learner and task must be UTF-8");
-        json_decref(u->hello);
+    if (hello_init(&u->hello, cfg) < 0 || strlen(u->sock_path) >= sizeof((struct sockaddr_un *)0)->sun_path) {
+        sg_err_set(err, u->hello.json ? ENAMETOOLONG : EINVAL,
+                   u->hello.json ? "uplink: the state directory's path is too long for a socket"
+                                 : "uplink: sandbox, url, learner and task must be UTF-8");
+        sg_uplinkd_msg_clear(&u->hello);
         free(u->sock_path);
         free(u);
         return NULL;
@@ -294,14 +309,12 @@ static void on_resend(uv_timer_t *t);
 
 void sg_uplink_client_notify(sg_uplink_client *u)
 {
-    if (u->fd < 0 || u->closing)
+    if (!u || u->fd < 0 || u->closing)
         return;
     int64_t synced = sg_spool_synced_seq(u->spool);
     if (synced <= u->sent_synced)
         return;
-    json_t *j = json_pack("{s:s, s:I}", "op", "synced", "seq", (json_int_t)synced);
-    int r = send_json(u, j);
-    json_decref(j);
+    int r = send_msg(u, &(sg_uplinkd_msg){.op = SG_UPLINKD_SYNCED, .seq = synced});
     if (r == 0)
         u->sent_synced = synced;
     else if (r == -EAGAIN)
@@ -368,7 +381,7 @@ void sg_uplink_client_free(sg_uplink_client *u)
     sg_uplink_client_close(u);
     for (int i = 0; i < 1000 && u->open_handles > 0; i++)
         uv_run(u->loop, UV_RUN_NOWAIT);
-    json_decref(u->hello);
+    sg_uplinkd_msg_clear(&u->hello);
     free(u->sock_path);
     free(u);
 }

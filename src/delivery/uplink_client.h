@@ -38,7 +38,7 @@ sg_uplink_client *sg_uplink_client_new(uv_loop_t *loop, const sg_uplink_client_c
                            sg_err *err);
 void sg_uplink_client_set_event_cb(sg_uplink_client *u, sg_uplink_event_fn fn, void *ud);
 /* New synced records are in the spool. */
-void sg_uplink_client_notify(sg_uplink_client *u);
+void sg_uplink_client_notify(sg_uplink_client *u); /* NULL: nothing */
 /* Outside uv_run only: runs the loop until every synced record is acked
  * (0) or timeout_ms passes (-1, ETIMEDOUT). */
 int sg_uplink_client_drain(sg_uplink_client *u, uint64_t timeout_ms, sg_err *err);

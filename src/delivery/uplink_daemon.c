@@ -22,10 +22,10 @@
 #include "base/util.h"
 #include "delivery/spool.h"
 #include "delivery/uplink.h"
-#include "delivery/uplinkd_msg.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 #include "wire/token.h"
+#include "wire/uplinkd.h"
 
 typedef struct daemon_ctx daemon_ctx;
 
@@ -62,20 +62,19 @@ static void on_session(uv_poll_t *p, int status, int events);
 
 /* An event that does not fit in the socket now is dropped (it is only
  * informative); an ack is kept and sent once the socket takes it. */
-static int session_send(session *s, json_t *j)
+static int session_send(session *s, const sg_uplinkd_reply *r)
 {
-    if (!j)
+    sg_autofree char *text = sg_uplinkd_reply_encode(r);
+    if (!text)
         return -ENOMEM;
-    sg_autofree char *text = sg_json_dump(j);
-    json_decref(j);
-    if (s->dead || !text)
+    if (s->dead)
         return -EPIPE;
     return sg_seqpacket_send(s->fd, text, strlen(text), NULL, 0);
 }
 
 static void send_ack(session *s, int64_t seq)
 {
-    if (session_send(s, json_pack("{s:I}", "ack", (json_int_t)seq)) == -EAGAIN) {
+    if (session_send(s, &(sg_uplinkd_reply){.kind = SG_UPLINKD_ACK, .ack = seq}) == -EAGAIN) {
         /* Acks are cumulative: only the newest one is owed. */
         if (s->ack_owed < 0)
             uv_poll_start(&s->poll, UV_READABLE | UV_WRITABLE, on_session);
@@ -123,7 +122,7 @@ static void session_end(session *s, const char *why)
 
 static void session_fail(session *s, const char *msg)
 {
-    session_send(s, json_pack("{s:s}", "error", msg));
+    session_send(s, &(sg_uplinkd_reply){.kind = SG_UPLINKD_REFUSED, .reason = msg});
     session_end(s, msg);
 }
 
@@ -142,8 +141,8 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
     if (ev->type == SG_UPLINK_REFUSED || ev->type == SG_UPLINK_ERROR)
         sg_log(SG_LOG_INFO, "sandbox %s: %s (%d): %s%s", s->sandbox[0] ? s->sandbox : "?", name, ev->code, ev->reason,
                  ev->type == SG_UPLINK_REFUSED && ev->retry_ms == 0 ? " [stopped]" : "");
-    session_send(s, json_pack("{s:s, s:i, s:s, s:I}", "event", name, "code", ev->code,
-                              "reason", ev->reason, "retry_ms", (json_int_t)ev->retry_ms));
+    session_send(s, &(sg_uplinkd_reply){.kind = SG_UPLINKD_EVENT, .event = (int)ev->type, .code = ev->code,
+                                        .reason = ev->reason, .retry_ms = ev->retry_ms});
 }
 
 /* The hello: make the token, open the spool read-only, start the uplink. */

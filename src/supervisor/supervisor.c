@@ -18,7 +18,7 @@
 #include "capture/watch.h"
 #include "base/log.h"
 
-void capture_emit(sup *s, const char *kind, json_t *payload)
+void capture_emit(sup *s, sg_event_kind kind, json_t *payload)
 {
     if (s->cap)
         sg_capture_emit(s->cap, kind, payload);
@@ -110,7 +110,8 @@ void sup_destroy(sup *s, client *c)
                                    "processes_left", 0, "cgroup_empty", 1, "cgroup_removed", removed == 0,
                                    "kill_ms", kill_ms);
         s->exit_code = removed == 0 ? 0 : 1;
-        capture_emit(s, "sandbox", json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
+        sg_capture_processes_end(s->cap);
+        capture_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
     }
     if (c) {
         /* Answered after the capture is delivered (sg_supervisor_run). */

@@ -93,7 +93,7 @@ void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpo
             "store_full", st->store_full != 0));
     if (info)
         *info = json_deep_copy(j);
-    capture_emit(s, "checkpoint", j);
+    capture_emit(s, SG_EV_CHECKPOINT, j);
 }
 
 /* A checkpoint that failed is an event too (a `checkpoint` event with
@@ -101,7 +101,7 @@ void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpo
 static void emit_checkpoint_error(sup *s, const char *label, const sg_err *err, double ms)
 {
     sg_log(SG_LOG_ERROR, "checkpoint failed: %s", err->msg);
-    capture_emit(s, "checkpoint", json_pack("{s:s, s:s, s:i, s:f}", "label", label ? label : "",
+    capture_emit(s, SG_EV_CHECKPOINT, json_pack("{s:s, s:s, s:i, s:f}", "label", label ? label : "",
                                             "error", err->msg, "errno", err->code, "took_ms", ms));
 }
 
@@ -313,7 +313,7 @@ void sup_rollback(sup *s, client *c, json_t *req)
     if (st.unrestorable)
         json_object_set_new(rec, "not_restored", json_integer((json_int_t)st.unrestorable));
     json_decref(safety);
-    capture_emit(s, "rollback", json_deep_copy(rec));
+    capture_emit(s, SG_EV_ROLLBACK, json_deep_copy(rec));
     client_result(c, rec);
 }
 

@@ -213,7 +213,7 @@ static void op_resume(sup *s, client *c, json_t *req, int fd_in)
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
-    capture_emit(s, "activity", json_pack("{s:s}", "state", "resumed"));
+    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s}", "state", "resumed"));
     ready_next(s);
     client_result(c, r);
 }

@@ -192,7 +192,7 @@ struct sup {
 
 /* ---- supervisor.c ---------------------------------------------------------- */
 
-void capture_emit(sup *s, const char *kind, json_t *payload);
+void capture_emit(sup *s, sg_event_kind kind, json_t *payload);
 int capture_start(sup *s, bool resumed, sg_err *err);
 void sup_destroy(sup *s, client *c);
 

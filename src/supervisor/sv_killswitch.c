@@ -171,7 +171,7 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);
     json_decref(k);
-    capture_emit(s, "session_abort", json_deep_copy(rec));
+    capture_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
     return rec;
 }
 
@@ -182,7 +182,7 @@ void on_expire(uv_timer_t *t)
     if (s->destroying)
         return;
     sg_log(SG_LOG_INFO, "the sandbox's keep after its session ended is over: destroying it");
-    capture_emit(s, "sandbox", json_pack("{s:s, s:s}", "state", "expired", "reason",
+    capture_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:s}", "state", "expired", "reason",
                                          "its agent session ended and the keep (mcp --keep) passed"));
     sup_destroy(s, NULL);
 }

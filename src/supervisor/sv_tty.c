@@ -381,7 +381,7 @@ void sv_tty_detach(client *c, bool answer)
      * the recording and the output limit go on). */
     sg_sup_tty_pause(ex->tty, false);
     sg_log(SG_LOG_INFO, "exec %u: detached from its terminal's caller", ex->num);
-    capture_emit(ex->s, "activity", json_pack("{s:s, s:I}", "state", "detached", "exec_id", (json_int_t)ex->num));
+    capture_emit(ex->s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "detached", "exec_id", (json_int_t)ex->num));
     if (answer)
         client_result(c, json_pack("{s:b, s:I}", "detached", 1, "exec", (json_int_t)ex->num));
 }
@@ -511,7 +511,7 @@ void sv_tty_attach(sup *s, client *c, json_t *req)
     ex->code_only = true; /* the attacher gets the exit code: stats were read for the first caller's wish */
     ex->detachable = !dt || json_is_true(dt);
     sg_log(SG_LOG_INFO, "exec %u: a terminal attached", ex->num);
-    capture_emit(s, "activity", json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
+    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
     attach_replay(c, ex->shell);
     sg_ctl_winsz ws = {(uint16_t)json_integer_value(rows), (uint16_t)json_integer_value(cols)};
     sg_sup_tty_resize(ex->tty, ws);

@@ -42,12 +42,13 @@ int sg_event_kind_from_name(const char *name)
     return -1;
 }
 
-json_t *sg_event_frame(int64_t seq, const char *kind, json_t *payload,
+json_t *sg_event_frame(int64_t seq, sg_event_kind kind, json_t *payload,
                        const char *ts, const char *sandbox_id)
 {
     if (!payload)
         payload = json_object();
-    if (sg_event_kind_from_name(kind) < 0 || seq < 0 || !json_is_object(payload)) {
+    const char *name = sg_event_kind_name((int)kind);
+    if (!name || seq < 0 || !json_is_object(payload)) {
         json_decref(payload);
         return NULL;
     }
@@ -56,7 +57,7 @@ json_t *sg_event_frame(int64_t seq, const char *kind, json_t *payload,
         sg_now_iso8601(now, sizeof now);
         ts = now;
     }
-    json_t *f = json_pack("{s:I, s:s, s:o, s:s}", "seq", (json_int_t)seq, "kind", kind,
+    json_t *f = json_pack("{s:I, s:s, s:o, s:s}", "seq", (json_int_t)seq, "kind", name,
                           "payload", payload, "ts", ts);
     if (!f)
         return NULL; /* json_pack's "o" steals payload even on failure */

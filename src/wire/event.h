@@ -59,9 +59,11 @@ const char *sg_event_kind_name(int kind);
 /* The kind for a name, or -1 if unknown. */
 int sg_event_kind_from_name(const char *name);
 
-/* Builds the wire frame. payload is stolen (NULL: empty object); ts NULL
- * means now; sandbox_id NULL omits the key. NULL on an unknown kind or OOM. */
-json_t *sg_event_frame(int64_t seq, const char *kind, json_t *payload,
+/* The one builder of a wire frame (the capture's events, the spool's
+ * recovery placeholders). payload is stolen (NULL: empty object); ts NULL
+ * means now; sandbox_id NULL omits the key. NULL on a kind out of range, a
+ * negative seq, a payload that is not an object, or OOM. */
+json_t *sg_event_frame(int64_t seq, sg_event_kind kind, json_t *payload,
                        const char *ts, const char *sandbox_id);
 
 /* A validated frame. root owns everything; the other fields borrow from it. */

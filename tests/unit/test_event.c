@@ -60,7 +60,7 @@ static void test_frame_builder_roundtrip(void **state)
 {
     (void)state;
     sg_err err = {0};
-    sg_autojson json_t *f = sg_event_frame(7, "file_diff", json_pack("{s:s}", "path", "a"), NULL, "sb9");
+    sg_autojson json_t *f = sg_event_frame(7, SG_EV_FILE_DIFF, json_pack("{s:s}", "path", "a"), NULL, "sb9");
     assert_non_null(f);
     sg_autofree char *txt = sg_json_dump(f);
     sg_event ev;
@@ -70,13 +70,14 @@ static void test_frame_builder_roundtrip(void **state)
     assert_true(strlen(ev.ts) > 20);
     sg_event_clear(&ev);
 
-    sg_autojson json_t *g = sg_event_frame(1, "stdin", NULL, "T", NULL);
+    sg_autojson json_t *g = sg_event_frame(1, SG_EV_STDIN, NULL, "T", NULL);
     assert_non_null(g);
     assert_null(json_object_get(g, "sandbox_id"));
     assert_string_equal(json_string_value(json_object_get(g, "ts")), "T");
-    assert_null(sg_event_frame(1, "bogus", json_object(), NULL, NULL));
-    assert_null(sg_event_frame(-1, "stdin", json_object(), NULL, NULL));
-    assert_null(sg_event_frame(1, "stdin", json_array(), NULL, NULL));
+    assert_null(sg_event_frame(1, SG_EV__COUNT, json_object(), NULL, NULL));
+    assert_null(sg_event_frame(1, (sg_event_kind)-1, json_object(), NULL, NULL));
+    assert_null(sg_event_frame(-1, SG_EV_STDIN, json_object(), NULL, NULL));
+    assert_null(sg_event_frame(1, SG_EV_STDIN, json_array(), NULL, NULL));
 }
 
 typedef struct refusal {

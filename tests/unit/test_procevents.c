@@ -33,10 +33,10 @@ typedef struct fx {
     int rep[2]; /* init writes its child's pid, then its wait status */
 } fx;
 
-static void collect(void *ud, const char *kind, json_t *payload)
+static void collect(void *ud, sg_event_kind kind, json_t *payload)
 {
     fx *f = ud;
-    json_array_append_new(f->evs, json_pack("[s, o]", kind, payload));
+    json_array_append_new(f->evs, json_pack("[s, o]", sg_event_kind_name((int)kind), payload));
 }
 
 /* The "init": waits for a byte on go, runs sh -c script as its child,

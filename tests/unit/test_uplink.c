@@ -217,7 +217,7 @@ static void produce(int64_t n, int batch)
     for (int64_t i = 0; i < n; i++) {
         int64_t seq = sg_spool_next_seq(F.sp);
         json_t *payload = json_pack("{s:s, s:I}", "stream", "stdout", "n", (json_int_t)seq);
-        sg_autojson json_t *fr = sg_event_frame(seq, "stdout", payload, NULL, SANDBOX);
+        sg_autojson json_t *fr = sg_event_frame(seq, SG_EV_STDOUT, payload, NULL, SANDBOX);
         assert_non_null(fr);
         sg_autofree char *s = sg_json_dump(fr);
         assert_int_equal(sg_spool_append(F.sp, seq, s, strlen(s), &err), 0);
@@ -479,7 +479,7 @@ static void append_quietly(sg_spool *sp, int64_t n, const char *text)
     sg_err err;
     for (int64_t i = 0; i < n; i++) {
         int64_t seq = sg_spool_next_seq(sp);
-        sg_autojson json_t *fr = sg_event_frame(seq, "stdout", json_pack("{s:s, s:s}", "stream", "stdout",
+        sg_autojson json_t *fr = sg_event_frame(seq, SG_EV_STDOUT, json_pack("{s:s, s:s}", "stream", "stdout",
                                                                           "data", text), NULL, SANDBOX);
         sg_autofree char *s = sg_json_dump(fr);
         assert_int_equal(sg_spool_append(sp, seq, s, strlen(s), &err), 0);

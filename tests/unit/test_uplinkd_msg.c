@@ -1,4 +1,4 @@
-/* uplinkd_msg: the supervisor <-> uplink daemon messages. */
+/* uplinkd_msg: the supervisor <-> uplink daemon messages (wire/uplinkd.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "delivery/uplink.h"
-#include "delivery/uplinkd_msg.h"
+#include "wire/uplinkd.h"
 
 #define HELLO(extra) \
     "{\"op\":\"hello\",\"v\":1,\"sandbox\":\"0123456789ab\",\"url\":\"ws://h:1\",\"spool\":\"/s\"," \
@@ -68,11 +68,46 @@ static void test_replies(void **state)
     assert_int_equal(sg_uplinkd_reply_parse(none, strlen(none), &r, &e), -1);
 }
 
+/* What each end sends, as the other reads it. */
+static void test_encode(void **state)
+{
+    (void)state;
+    sg_err e = {0};
+    sg_uplinkd_msg h = {.op = SG_UPLINKD_HELLO, .sandbox = "0123456789ab", .url = "ws://h:1", .spool = "/s",
+                        .secret_file = "/k", .learner = "l", .task = "t", .seq = 3, .secret_create = true};
+    char *text = sg_uplinkd_msg_encode(&h);
+    assert_non_null(strstr(text, "\"v\":1"));
+    sg_uplinkd_msg m;
+    assert_int_equal(parse(text, &m, &e), 0);
+    assert_int_equal(m.op, SG_UPLINKD_HELLO);
+    assert_string_equal(m.spool, "/s");
+    assert_int_equal(m.seq, 3);
+    assert_true(m.secret_create);
+    sg_uplinkd_msg_clear(&m);
+    free(text);
+    text = sg_uplinkd_msg_encode(&(sg_uplinkd_msg){.op = SG_UPLINKD_SYNCED, .seq = 9});
+    assert_string_equal(text, "{\"op\":\"synced\",\"seq\":9}");
+    free(text);
+    text = sg_uplinkd_reply_encode(&(sg_uplinkd_reply){.kind = SG_UPLINKD_EVENT, .event = 99, .code = 1008,
+                                                       .reason = "x", .retry_ms = 5});
+    assert_string_equal(text, "{\"event\":\"error\",\"code\":1008,\"reason\":\"x\",\"retry_ms\":5}");
+    free(text);
+    text = sg_uplinkd_reply_encode(&(sg_uplinkd_reply){.kind = SG_UPLINKD_ACK, .ack = -1});
+    assert_string_equal(text, "{\"ack\":-1}");
+    free(text);
+    text = sg_uplinkd_reply_encode(&(sg_uplinkd_reply){.kind = SG_UPLINKD_REFUSED, .reason = "no"});
+    assert_string_equal(text, "{\"error\":\"no\"}");
+    free(text);
+    /* another version's hello is refused, saying which this end speaks */
+    assert_int_equal(parse(HELLO(",\"v\":2"), &m, &e), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_msgs),
         cmocka_unit_test(test_replies),
+        cmocka_unit_test(test_encode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,12 +1,13 @@
-/* uplinkd_msg: supervisor <-> uplink daemon messages (see uplinkd_msg.h). */
-#include "delivery/uplinkd_msg.h"
+/* uplinkd: supervisor <-> uplink daemon messages (see uplinkd.h). */
+#include "wire/uplinkd.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "base/json.h"
 #include "base/util.h"
-#include "delivery/uplink.h"
+
+static const char *const event_names[SG_UPLINKD_EV__COUNT] = {"connected", "disconnected", "refused", "error"};
 
 static const char *str_field(json_t *j, const char *key)
 {
@@ -51,9 +52,10 @@ int sg_uplinkd_msg_parse(const char *buf, size_t len, sg_uplinkd_msg *m, sg_err 
     m->task = str_field(j, "task");
     m->secret_create = json_is_true(json_object_get(j, "secret_create"));
     json_t *v = json_object_get(j, "v"), *synced = json_object_get(j, "synced");
-    if (!json_is_integer(v) || json_integer_value(v) != 1) {
+    if (!json_is_integer(v) || json_integer_value(v) != SG_UPLINKD_VERSION) {
         sg_uplinkd_msg_clear(m);
-        return sg_err_set(err, EPROTO, "hello: unknown protocol version (want \"v\":1)");
+        return sg_err_set(err, EPROTO, "hello: unknown protocol version (this uplink daemon speaks "
+                          "\"v\":%d; stop it to let the sandbox's build start its own)", SG_UPLINKD_VERSION);
     }
     if (!m->sandbox || !sg_valid_name(m->sandbox) || !m->url || !m->spool || m->spool[0] != '/' ||
         !m->secret_file || !m->learner || !m->task || !json_is_integer(synced) ||
@@ -92,11 +94,10 @@ int sg_uplinkd_reply_parse(const char *buf, size_t len, sg_uplinkd_reply *r, sg_
         return 0;
     }
     if (ev) {
-        static const char *const names[] = {"connected", "disconnected", "refused", "error"};
         r->kind = SG_UPLINKD_EVENT;
-        r->event = SG_UPLINK_ERROR;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(ev, names[i]) == 0)
+        r->event = SG_UPLINKD_EV_ERROR;
+        for (int i = 0; i < SG_UPLINKD_EV__COUNT; i++)
+            if (strcmp(ev, event_names[i]) == 0)
                 r->event = i;
         json_int_t code = json_integer_value(json_object_get(j, "code"));
         json_int_t retry = json_integer_value(json_object_get(j, "retry_ms"));
@@ -120,4 +121,39 @@ void sg_uplinkd_reply_clear(sg_uplinkd_reply *r)
 {
     json_decref(r->json);
     memset(r, 0, sizeof *r);
+}
+
+/* The text of j (stolen), or NULL. */
+static char *dump(json_t *j)
+{
+    char *text = j ? sg_json_dump(j) : NULL;
+    json_decref(j);
+    return text;
+}
+
+char *sg_uplinkd_msg_encode(const sg_uplinkd_msg *m)
+{
+    if (m->op == SG_UPLINKD_SYNCED)
+        return dump(json_pack("{s:s, s:I}", "op", "synced", "seq", (json_int_t)m->seq));
+    return dump(json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:I}", "op", "hello",
+                          "v", SG_UPLINKD_VERSION, "sandbox", m->sandbox, "url", m->url, "spool", m->spool,
+                          "secret_file", m->secret_file, "secret_create", m->secret_create,
+                          "learner", m->learner, "task", m->task, "synced", (json_int_t)m->seq));
+}
+
+char *sg_uplinkd_reply_encode(const sg_uplinkd_reply *r)
+{
+    const char *reason = r->reason ? r->reason : "";
+    switch (r->kind) {
+    case SG_UPLINKD_ACK:
+        return dump(json_pack("{s:I}", "ack", (json_int_t)r->ack));
+    case SG_UPLINKD_EVENT: {
+        int ev = r->event >= 0 && r->event < SG_UPLINKD_EV__COUNT ? r->event : SG_UPLINKD_EV_ERROR;
+        return dump(json_pack("{s:s, s:i, s:s, s:I}", "event", event_names[ev], "code", r->code,
+                              "reason", reason, "retry_ms", (json_int_t)r->retry_ms));
+    }
+    case SG_UPLINKD_REFUSED:
+        return dump(json_pack("{s:s}", "error", reason));
+    }
+    return NULL;
 }
