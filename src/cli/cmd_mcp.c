@@ -172,8 +172,40 @@ static void io_cancel(void *ud, sg_mcp_call *c)
     c->fd = -1;
 }
 
-/* Reads what a call's connection has. Returns true when the call ended
- * (and was answered and freed). */
+static void call_output(void *ud, uint8_t type, const char *buf, size_t len)
+{
+    sg_mcp_call_output(ud, type == SG_CTL_STDERR, buf, len);
+}
+
+/* The call's connection ended: closed, the answer fed to the core. */
+static bool call_end(app *a, sg_mcp_call *c, sg_ctl_call_end e)
+{
+    close(c->fd);
+    c->fd = -1;
+    if (e == SG_CTL_CALL_ERROR && !c->v0 && sg_ctl_is_v0_refusal(c->answer.error)) {
+        /* A supervisor of the build before versions: the request again
+         * without "v" (its protocol is this one without it). */
+        sg_err err = {0};
+        c->v0 = true;
+        json_object_del(c->req, "v");
+        sg_ctl_call_free(&c->answer);
+        c->answer = (sg_ctl_call){.on_output = call_output, .ud = c};
+        if (io_start(a, c, &err) == 0)
+            return false;
+        sg_mcp_call_done(a->m, c, NULL, err.msg);
+        return true;
+    }
+    if (e == SG_CTL_CALL_RESULT)
+        sg_mcp_call_done(a->m, c, c->answer.result, NULL);
+    else if (e == SG_CTL_CALL_ERROR)
+        sg_mcp_call_done(a->m, c, NULL, c->answer.error);
+    else
+        sg_mcp_call_done(a->m, c, NULL, "bad answer from the supervisor");
+    return true;
+}
+
+/* Reads what a call's connection has (the call helper's step, ctl.h).
+ * Returns true when the call ended (and was answered and freed). */
 static bool call_readable(app *a, sg_mcp_call *c)
 {
     static char buf[SG_CTL_MSG_MAX];
@@ -196,29 +228,11 @@ static bool call_readable(app *a, sg_mcp_call *c)
             return true;
         }
         c->io_data = c;
-        if (type == SG_CTL_STDOUT || type == SG_CTL_STDERR) {
-            sg_mcp_call_output(c, type == SG_CTL_STDERR, buf, (size_t)n);
-            continue;
-        }
-        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR && type != SG_CTL_RESULT_PART)
-            continue;
-        sg_err err = {0};
-        int done = sg_ctl_asm_feed(&c->answer, type, buf, (size_t)n, &err);
-        if (done == 0)
-            continue;
-        close(c->fd);
-        c->fd = -1;
-        sg_autojson json_t *res = done < 0 ? NULL : sg_json_parse(c->answer.buf, c->answer.len, &err);
-        sg_ctl_asm_free(&c->answer);
-        if (!res) {
-            sg_mcp_call_done(a->m, c, NULL, "bad answer from the supervisor");
-        } else if (type == SG_CTL_ERROR) {
-            const char *msg = json_string_value(json_object_get(res, "error"));
-            sg_mcp_call_done(a->m, c, NULL, msg ? msg : "failed");
-        } else {
-            sg_mcp_call_done(a->m, c, res, NULL);
-        }
-        return true;
+        c->answer.on_output = call_output;
+        c->answer.ud = c;
+        sg_ctl_call_end e = sg_ctl_call_feed(&c->answer, type, buf, (size_t)n);
+        if (e != SG_CTL_CALL_MORE)
+            return call_end(a, c, e);
     }
 }
 
@@ -283,8 +297,8 @@ static void feed(app *a, linebuf *lb, const char *data, size_t n)
 static void abort_session(app *a, const char *reason)
 {
     sg_err err = {0};
-    sg_autojson json_t *req = json_pack("{s:s, s:s}", "op", "abort", "reason", reason);
-    sg_autojson json_t *res = sg_cli_request(a->id, req, &err);
+    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
+    sg_autojson json_t *res = sg_cli_request(a->id, &req, &err);
     char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 256];
     if (!res) {
         snprintf(msg, sizeof msg, "cannot abort sandbox %s: %s", a->id, err.msg);
@@ -478,8 +492,7 @@ static int mcp_attach(app *a, const mcp_opts *o)
         return sg_cli_fail("mcp", msg);
     }
     snprintf(a->id, sizeof a->id, "%s", full);
-    sg_autojson json_t *info = json_pack("{s:s}", "op", "info");
-    sg_autojson json_t *res = sg_cli_request(a->id, info, &err);
+    sg_autojson json_t *res = sg_cli_request(a->id, &(sg_ctl_req){.op = SG_OP_INFO}, &err);
     if (!res) {
         char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
         snprintf(msg, sizeof msg, "cannot attach to sandbox %s: %s", a->id, err.msg);
@@ -591,8 +604,8 @@ static void mcp_keep(const app *a, double keep_s)
 {
     sg_err err = {0};
     if (keep_s >= 0) {
-        sg_autojson json_t *ex = json_pack("{s:s, s:f}", "op", "expire", "after_s", keep_s);
-        sg_autojson json_t *res = sg_cli_request(a->id, ex, &err);
+        sg_ctl_req ex = {.op = SG_OP_EXPIRE, .u.expire.after_s = keep_s};
+        sg_autojson json_t *res = sg_cli_request(a->id, &ex, &err);
         if (!res)
             sg_cli_sayf("mcp", "cannot set the keep of sandbox %s: %s", a->id, err.msg);
     }

@@ -203,7 +203,7 @@ static void call_free(sg_mcp_call *c)
     free(c->path);
     free(c->out.data);
     free(c->err.data);
-    sg_ctl_asm_free(&c->answer);
+    sg_ctl_call_free(&c->answer);
     free(c);
 }
 

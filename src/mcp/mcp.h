@@ -72,7 +72,8 @@ typedef struct sg_mcp_call {
     sg_mcp_buf out, err;
     uint64_t start_ns, next_progress_ns;
     int fd;                 /* owned by the transport; -1 when none */
-    sg_ctl_asm answer;      /* the supervisor's answer, when it comes in parts */
+    sg_ctl_call answer;     /* the supervisor's answer as it comes (the transport's) */
+    bool v0;                /* the supervisor speaks control protocol 0: req goes without "v" */
     void *io_data;          /* free for the transport */
     struct sg_mcp_call *next;
 } sg_mcp_call;

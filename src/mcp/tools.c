@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "mcp/mcp.h"
+#include "wire/ctl.h"
 
 #define MCP_MAX_TIMEOUT_S 604800 /* 7 days, as run_bash's schema says */
 
@@ -64,19 +65,19 @@ static json_t *capture_args(const json_t *args, bool *cut)
     return c;
 }
 
-/* The exec request of a call: argv in the workspace, the tool and its
- * arguments named for the capture (which records what the call does, not
- * the script that does it). */
-static json_t *exec_req(const char *cwd, const char *tool, const json_t *args, json_t *argv)
+/* The exec request of a call (ctl.h's encoder): argv in the workspace,
+ * the tool and its arguments named for the capture (which records what
+ * the call does, not the script that does it). */
+static json_t *exec_req(const char *cwd, const char *tool, const json_t *args, char *const *argv, double timeout_s)
 {
-    if (!argv)
-        return NULL;
     bool cut;
     json_t *cap = capture_args(args, &cut);
-    json_t *t = json_pack("{s:s, s:o}", "name", tool, "arguments", cap);
-    if (cut)
+    sg_autojson json_t *t = json_pack("{s:s, s:o}", "name", tool, "arguments", cap);
+    if (t && cut)
         json_object_set_new(t, "arguments_truncated", json_true());
-    return json_pack("{s:s, s:o, s:s, s:o}", "op", "exec", "argv", argv, "cwd", cwd, "tool", t);
+    sg_ctl_req r = {.op = SG_OP_EXEC, .v = SG_CTL_VERSION,
+                    .u.exec = {.argv = (char **)argv, .cwd = (char *)cwd, .tool = t, .timeout_s = timeout_s}};
+    return t ? sg_ctl_req_encode(&r) : NULL;
 }
 
 static int exit_code(const json_t *res)
@@ -148,9 +149,8 @@ static const char *plan_run_bash(sg_mcp_call *c, const json_t *args, const char 
     double t = to ? json_number_value(to) : 0;
     if (to && (!(t > 0) || !isfinite(t) || t > MCP_MAX_TIMEOUT_S))
         return "timeout must be a positive number of seconds (at most 7 days)";
-    c->req = exec_req(ws, c->tool->name, args, json_pack("[s, s, O]", "/bin/bash", "-c", cmd));
-    if (c->req && to)
-        json_object_set_new(c->req, "timeout", json_real(t));
+    char *argv[] = {"/bin/bash", "-c", (char *)json_string_value(cmd), NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, to ? t : 0);
     return NULL;
 }
 
@@ -191,8 +191,8 @@ static const char *plan_write_file(sg_mcp_call *c, const json_t *args, const cha
         return "out of memory";
     memcpy(c->input, json_string_value(content), c->content_len);
     c->input_len = c->content_len;
-    c->req = exec_req(ws, c->tool->name, args,
-                      json_pack("[s, s, s, s, s]", "/bin/sh", "-c", write_script, "sh", c->path));
+    char *argv[] = {"/bin/sh", "-c", (char *)write_script, "sh", c->path, NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, 0);
     return NULL;
 }
 
@@ -228,8 +228,8 @@ static const char *plan_edit_file(sg_mcp_call *c, const json_t *args, const char
     snprintf(a_nl, sizeof a_nl, "%zu", nl);
     snprintf(a_max, sizeof a_max, "%u", SG_MCP_FILE_MAX);
     bool all = json_is_true(json_object_get(args, "replace_all"));
-    c->req = exec_req(ws, c->tool->name, args, json_pack("[s, s, s, s, s, s, s, s, s]", "perl", "-e", edit_script,
-                                                         "--", c->path, a_ol, a_nl, all ? "1" : "0", a_max));
+    char *argv[] = {"perl", "-e", (char *)edit_script, "--", c->path, a_ol, a_nl, all ? "1" : "0", a_max, NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, 0);
     return NULL;
 }
 
@@ -261,8 +261,8 @@ static const char *plan_read_file(sg_mcp_call *c, const json_t *args, const char
     else
         snprintf(a_lim, sizeof a_lim, "all");
     snprintf(a_max, sizeof a_max, "%u", SG_MCP_READ_MAX + 1);
-    c->req = exec_req(ws, c->tool->name, args, json_pack("[s, s, s, s, s, s, s, s]", "/bin/sh", "-c", read_script,
-                                                         "sh", c->path, a_off, a_lim, a_max));
+    char *argv[] = {"/bin/sh", "-c", (char *)read_script, "sh", c->path, a_off, a_lim, a_max, NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, 0);
     return NULL;
 }
 
@@ -286,9 +286,9 @@ static const char *plan_checkpoint(sg_mcp_call *c, const json_t *args, const cha
         snprintf(why, n, "label is too long (at most %d bytes)", SG_CKPT_LABEL_MAX);
         return why;
     }
-    c->req = json_pack("{s:s}", "op", "checkpoint");
-    if (c->req)
-        json_object_set_new(c->req, "label", label ? json_incref(label) : json_string("mcp checkpoint"));
+    sg_ctl_req r = {.op = SG_OP_CHECKPOINT, .v = SG_CTL_VERSION,
+                    .u.checkpoint.label = label ? (char *)json_string_value(label) : "mcp checkpoint"};
+    c->req = sg_ctl_req_encode(&r);
     return NULL;
 }
 
@@ -310,9 +310,9 @@ static const char *plan_rollback(sg_mcp_call *c, const json_t *args, const char 
     json_t *to = json_object_get(args, "to");
     if (to && (json_string_length(to) == 0 || json_string_length(to) > 128))
         return "to must be a checkpoint id";
-    c->req = json_pack("{s:s, s:b, s:b}", "op", "rollback", "dry_run", 0, "force", 0);
-    if (c->req && to)
-        json_object_set(c->req, "to", to);
+    sg_ctl_req r = {.op = SG_OP_ROLLBACK, .v = SG_CTL_VERSION,
+                    .u.rollback.to = to ? (char *)json_string_value(to) : NULL};
+    c->req = sg_ctl_req_encode(&r);
     return NULL;
 }
 
