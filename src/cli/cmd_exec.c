@@ -792,7 +792,10 @@ int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
         return exec_fail("--attach needs a terminal on stdin (stdin is not a terminal)");
     if (!sg_valid_name(id))
         return exec_fail("invalid sandbox id");
-    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = SG_CTL_VERSION,
+    /* Sent at version 0 until the supervisor's attach handler decodes with
+     * sg_ctl_decode_attach: today's handler (supervisor/sv_tty.c) refuses
+     * "v", and a refused first try would swallow the keys typed meanwhile. */
+    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = 0,
                       .u.attach = {.exec = exec_num > 0 ? exec_num : 0, .winsz = sg_cli_tty_size(),
                                    .detachable = dk.n > 0}};
     int code = attach_once(&id, &req, &dk);
