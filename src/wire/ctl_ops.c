@@ -501,10 +501,10 @@ void *sg_ctl_encode_exec_reply(const sg_ctl_exec_reply *r)
                           r->exit_code >= 0 ? json_integer(r->exit_code) : json_null(), "signal",
                           r->signal > 0 ? json_integer(r->signal) : json_null(), "timed_out", r->timed_out,
                           "output_limit_hit", r->output_limit_hit);
-    if (j && r->detached) {
+    if (j && r->detached)
         json_object_set_new(j, "detached", json_true());
+    if (j && r->exec)
         json_object_set_new(j, "exec", json_integer(r->exec));
-    }
     return j;
 }
 
