@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -122,6 +123,12 @@ static bool term_wait(int ctl)
 typedef struct stdin_relay {
     int src, dst; /* -1 once done */
     bool used;    /* something was read from the caller's stdin */
+    /* Until the supervisor answers, what was read is kept: a supervisor of
+     * protocol 0 refuses the request (EXEC_RESEND_V0), and the request
+     * that goes again must carry it (at most a pipe's and buf's worth:
+     * nothing drains the pipe before the command runs). */
+    bool keep, kept_lost;
+    sg_buf kept;
     size_t off, len;
     char buf[65536];
 } stdin_relay;
@@ -148,6 +155,8 @@ static void relay_step(stdin_relay *r, short src_ev, short dst_ev)
         }
         r->off = 0;
         r->len = (size_t)n;
+        if (r->keep && sg_buf_append(&r->kept, r->buf, r->len) < 0)
+            r->kept_lost = true;
     }
     if (r->len > r->off && (dst_ev & (POLLOUT | POLLERR | POLLHUP))) {
         ssize_t n = write(r->dst, r->buf + r->off, r->len - r->off);
@@ -641,8 +650,21 @@ static int exec_send(int fd, const char *body, bool tty, stdin_relay *relay)
         relay_in = in = p[0];
         relay->dst = p[1];
         relay->src = 0;
-        fcntl(relay->dst, F_SETFL, O_NONBLOCK);
         signal(SIGPIPE, SIG_IGN);
+        /* Sent again (EXEC_RESEND_V0): what the refused request's pipe got
+         * first. The pipe holds it all: nothing reads it before the command runs. */
+        if (relay->kept.len) {
+            fcntl(relay->dst, F_SETPIPE_SZ, (int)relay->kept.len);
+            if (sg_write_all(relay->dst, relay->kept.data, relay->kept.len) < 0) {
+                close(fd);
+                relay_stop(relay);
+                return exec_fail("cannot relay stdin again to the older supervisor");
+            }
+            relay->off = relay->len = 0;
+        }
+        sg_buf_free(&relay->kept);
+        relay->keep = !relay->kept_lost;
+        fcntl(relay->dst, F_SETFL, O_NONBLOCK);
     }
     /* A tty exec sends no stdin: its terminal is made inside. */
     int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), tty ? NULL : &in, tty ? 0 : 1);
@@ -702,6 +724,10 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
             break;
         }
         first = false;
+        if (type != SG_CTL_ERROR) { /* not a refusal: what was read is the command's */
+            relay->keep = false;
+            sg_buf_free(&relay->kept);
+        }
         if (exec_message(&call, type, buf, n, json, &code))
             break;
     }
@@ -766,7 +792,7 @@ int sg_cmd_exec(int argc, char **argv)
             return rc;
         int code = exec_run(fd, &o, &relay, id);
         close(fd);
-        if (code == EXEC_RESEND_V0 && attempt == 0) {
+        if (code == EXEC_RESEND_V0 && attempt == 0 && !relay.kept_lost) {
             free(body);
             if (!(body = exec_body(&o.req, 0)))
                 return exec_fail("out of memory");
