@@ -19,7 +19,13 @@
  *  - sg_exec_cmdline, for what is not `sh -c SCRIPT`, is the argv shell-
  *    quoted: a POSIX shell's word splitting of it gives argv back;
  *  - sg_ctl_asm_feed reassembles the input cut in parts: the same bytes,
- *    NUL-terminated, complete at the first non-PART message. */
+ *    NUL-terminated, complete at the first non-PART message;
+ *  - every op typed (ctl_ops.c): sg_ctl_req_decode of any object never
+ *    crashes, hands nothing out on refusal, and a decoded request encodes
+ *    and decodes again to the same struct (decode(encode(x)) == x); each
+ *    reply decoder likewise round-trips what it decoded;
+ *  - the call helper's step (sg_ctl_call_feed) takes the input cut in
+ *    messages of any type without crashing or leaking. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -103,7 +109,7 @@ static void check_bounds(const sg_exec_req *r, const json_t *req)
     json_object_foreach((json_t *)req, key, v) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") && strcmp(key, "cwd") &&
             strcmp(key, "timeout") && strcmp(key, "tool") && strcmp(key, "result") && strcmp(key, "tty") &&
-            strcmp(key, "record_input") && strcmp(key, "detachable"))
+            strcmp(key, "record_input") && strcmp(key, "detachable") && strcmp(key, "v"))
             abort();
     }
 }
@@ -237,8 +243,163 @@ static void check_asm(const uint8_t *data, size_t size)
     sg_ctl_asm_free(&a);
 }
 
+static bool str_same(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static bool strv_eq(char **a, char **b)
+{
+    if (strv_len(a) != strv_len(b))
+        return false;
+    for (size_t i = 0; a && a[i]; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return false;
+    return true;
+}
+
+static bool exec_same(const sg_exec_req *a, const sg_exec_req *b)
+{
+    return strv_eq(a->argv, b->argv) && strv_eq(a->env, b->env) && str_same(a->cwd, b->cwd) &&
+           a->timeout_s == b->timeout_s && str_same(a->tool_name, b->tool_name) &&
+           (!a->tool == !b->tool) && (!a->tool || json_equal(a->tool, b->tool)) && a->code_only == b->code_only &&
+           a->tty == b->tty && a->winsz.rows == b->winsz.rows && a->winsz.cols == b->winsz.cols &&
+           a->no_record_input == b->no_record_input && a->detachable == b->detachable;
+}
+
+static bool req_same(const sg_ctl_req *a, const sg_ctl_req *b)
+{
+    if (a->op != b->op || a->v != b->v)
+        return false;
+    switch (a->op) {
+    case SG_OP_EXEC:
+        return exec_same(&a->u.exec, &b->u.exec);
+    case SG_OP_ATTACH:
+        return a->u.attach.exec == b->u.attach.exec && a->u.attach.winsz.rows == b->u.attach.winsz.rows &&
+               a->u.attach.winsz.cols == b->u.attach.winsz.cols && a->u.attach.detachable == b->u.attach.detachable;
+    case SG_OP_CHECKPOINT:
+        return str_same(a->u.checkpoint.label, b->u.checkpoint.label);
+    case SG_OP_ROLLBACK:
+        return str_same(a->u.rollback.to, b->u.rollback.to) && a->u.rollback.dry_run == b->u.rollback.dry_run &&
+               a->u.rollback.force == b->u.rollback.force;
+    case SG_OP_ABORT:
+        return str_same(a->u.abort.reason, b->u.abort.reason);
+    case SG_OP_CLAIM:
+        return json_equal(a->u.claim.meta, b->u.claim.meta);
+    case SG_OP_EXPIRE:
+        return a->u.expire.after_s == b->u.expire.after_s;
+    default:
+        return true;
+    }
+}
+
+static bool req_empty(const sg_ctl_req *r)
+{
+    static const sg_ctl_req zero;
+    return memcmp(r, &zero, sizeof zero) == 0;
+}
+
+/* Every op typed: decode of any object; decode(encode(x)) == x. */
+static void check_typed(const json_t *req)
+{
+    sg_err err = {0};
+    sg_ctl_req r;
+    if (sg_ctl_req_decode(req, &r, &err) < 0) {
+        if (!req_empty(&r) || !err.msg[0])
+            abort(); /* refused: nothing handed out, and says why */
+        return;
+    }
+    if (r.op <= SG_OP_NONE || r.op >= SG_OP_COUNT || r.v < 0 || r.v > SG_CTL_VERSION)
+        abort();
+    char *body = sg_ctl_req_dump(&r);
+    if (!body)
+        abort(); /* what was decoded encodes */
+    const char *op = NULL;
+    json_t *again = sg_ctl_parse_req(body, strlen(body), &op, &err);
+    sg_ctl_req r2;
+    if (!again || sg_ctl_req_decode(again, &r2, &err) < 0 || !req_same(&r, &r2))
+        abort();
+    sg_ctl_req_free(&r2);
+    json_decref(again);
+    free(body);
+    sg_ctl_req_free(&r);
+    if (!req_empty(&r))
+        abort();
+}
+
+/* The replies: what a decoder took encodes and decodes to the same. */
+static void check_replies(const json_t *j)
+{
+    sg_err err = {0};
+    sg_ctl_ping_reply p, p2;
+    if (sg_ctl_decode_ping_reply(j, &p, &err) == 0) {
+        json_t *e = sg_ctl_encode_ping_reply(&p);
+        if (!e || sg_ctl_decode_ping_reply(e, &p2, &err) < 0 || p.pong != p2.pong || p.v != p2.v)
+            abort();
+        json_decref(e);
+    }
+    sg_ctl_exec_reply x, x2;
+    if (sg_ctl_decode_exec_reply(j, &x, &err) == 0) {
+        json_t *e = sg_ctl_encode_exec_reply(&x);
+        if (!e || sg_ctl_decode_exec_reply(e, &x2, &err) < 0 || memcmp(&x, &x2, sizeof x) != 0)
+            abort();
+        json_decref(e);
+    }
+    sg_ctl_abort_reply a, a2;
+    if (sg_ctl_decode_abort_reply(j, &a, &err) == 0) {
+        json_t *e = sg_ctl_encode_abort_reply(&a);
+        if (!e || sg_ctl_decode_abort_reply(e, &a2, &err) < 0 || a.aborted != a2.aborted ||
+            a.already != a2.already || !str_same(a.by, a2.by) || !str_same(a.reason, a2.reason))
+            abort();
+        json_decref(e);
+        sg_ctl_abort_reply_free(&a2);
+        sg_ctl_abort_reply_free(&a);
+    }
+    sg_ctl_rollback_reply b, b2;
+    if (sg_ctl_decode_rollback_reply(j, &b, &err) == 0) {
+        json_t *e = sg_ctl_encode_rollback_reply(&b);
+        if (!e || sg_ctl_decode_rollback_reply(e, &b2, &err) < 0 || b.restored != b2.restored ||
+            b.running_execs != b2.running_execs || !str_same(b.to, b2.to) || !b.changes != !b2.changes ||
+            (b.changes && !json_equal(b.changes, b2.changes)))
+            abort();
+        json_decref(e);
+        sg_ctl_rollback_reply_free(&b2);
+        sg_ctl_rollback_reply_free(&b);
+    }
+    sg_ctl_checkpoint_reply c;
+    if (sg_ctl_decode_checkpoint_reply(j, &c, &err) == 0)
+        sg_ctl_checkpoint_reply_free(&c);
+    sg_ctl_resume_reply s;
+    if (sg_ctl_decode_resume_reply(j, &s, &err) == 0)
+        sg_ctl_resume_reply_free(&s);
+    sg_ctl_expire_reply x3;
+    (void)sg_ctl_decode_expire_reply(j, &x3, &err);
+}
+
+/* The call helper's step over the input cut in messages: byte 0 of each
+ * piece is its type. */
+static void check_call(const uint8_t *data, size_t size)
+{
+    sg_ctl_call c = {0};
+    size_t off = 0;
+    while (off < size) {
+        uint8_t type = data[off] % 13;
+        size_t n = size - off - 1 < 17 ? size - off - 1 : (size_t)(data[off] % 31);
+        if (n > size - off - 1)
+            n = size - off - 1;
+        sg_ctl_call_end e = sg_ctl_call_feed(&c, type, (const char *)data + off + 1, n);
+        off += 1 + n;
+        if (e == SG_CTL_CALL_RESULT && !json_is_object((json_t *)c.result) && c.result)
+            ; /* any JSON value */
+        if (e != SG_CTL_CALL_MORE)
+            break;
+    }
+    sg_ctl_call_free(&c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_call(data, size);
     check_asm(data, size);
     sg_err err = {0};
     const char *op = NULL;
@@ -257,6 +418,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* freed and cleared */
     } else if (r.argv || r.env || r.cwd || r.tool || r.tool_name) {
         abort(); /* a refusal hands nothing out (and leaks nothing) */
+    }
+    if (req) {
+        check_typed(req);
+        check_replies(req);
     }
     json_decref(req);
     /* sg_exec_req_parse's contract holds for any object, also one whose

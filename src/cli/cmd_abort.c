@@ -116,13 +116,13 @@ int sg_cmd_abort(int argc, char **argv)
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         sg_cli_sayf("abort", "the checkpoint worker: %s", kerr.msg);
-    sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "abort", "reason", reason);
-    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
+    sg_autojson json_t *res = sg_cli_request(id, &req, &err);
     if (!res)
         return sg_cli_fail("abort", err.msg);
     if (rollback) {
-        sg_autojson json_t *rb = json_pack("{s:s, s:b}", "op", "rollback", "force", 1);
-        json_t *r2 = sg_cli_request(id, rb, &err);
+        sg_ctl_req rb = {.op = SG_OP_ROLLBACK, .u.rollback.force = true};
+        json_t *r2 = sg_cli_request(id, &rb, &err);
         if (!r2)
             return sg_cli_fail("abort", err.msg);
         json_object_set_new(res, "rollback", r2);
@@ -181,12 +181,14 @@ int sg_cmd_resume(int argc, char **argv)
     char id[SG_ID_LEN + 1];
     if (!sg_state_dir(&err) || sg_state_resolve_id(arg, id, &err) < 0)
         return sg_cli_fail("resume", err.msg);
-    sg_autojson json_t *req = json_pack("{s:s}", "op", "resume");
-    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    sg_autojson json_t *res = sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_RESUME}, &err);
     if (!res)
         return sg_cli_fail("resume", err.msg);
+    __attribute__((cleanup(sg_ctl_resume_reply_free))) sg_ctl_resume_reply rr = {0};
+    if (sg_ctl_decode_resume_reply(res, &rr, &err) < 0)
+        return sg_cli_fail("resume", err.msg);
     if (json) {
-        sg_autojson json_t *out = json_pack("{s:s, s:O?}", "resumed", id, "was", json_object_get(res, "was"));
+        sg_autojson json_t *out = json_pack("{s:s, s:s?}", "resumed", id, "was", rr.was);
         sg_autofree char *s = sg_json_dump(out);
         printf("%s\n", s);
     } else {

@@ -78,15 +78,18 @@ int sg_cmd_checkpoint(int argc, char **argv)
     if (label && strlen(label) > 190)
         return sg_cli_usage("checkpoint", "--label is longer than 190 characters");
     sg_err err = {0};
-    sg_autojson json_t *req = json_pack("{s:s, s:s?}", "op", "checkpoint", "label", label);
-    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    sg_ctl_req req = {.op = SG_OP_CHECKPOINT, .u.checkpoint.label = (char *)label};
+    sg_autojson json_t *res = sg_cli_request(id, &req, &err);
     if (!res)
+        return sg_cli_fail("checkpoint", err.msg);
+    __attribute__((cleanup(sg_ctl_checkpoint_reply_free))) sg_ctl_checkpoint_reply cr = {0};
+    if (sg_ctl_decode_checkpoint_reply(res, &cr, &err) < 0)
         return sg_cli_fail("checkpoint", err.msg);
     if (json) {
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
     } else {
-        printf("%.12s\n", json_string_value(json_object_get(res, "id")));
+        printf("%.12s\n", cr.id ? cr.id : "(null)");
     }
     return 0;
 }
@@ -121,8 +124,7 @@ int sg_cmd_checkpoints(int argc, char **argv)
     if (rc)
         return rc;
     sg_err err = {0};
-    sg_autojson json_t *req = json_pack("{s:s}", "op", "checkpoints");
-    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    sg_autojson json_t *res = sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_CHECKPOINTS}, &err);
     if (!res)
         return sg_cli_fail("checkpoints", err.msg);
     json_t *arr = json_object_get(res, "checkpoints");
@@ -225,8 +227,8 @@ int sg_cmd_rollback(int argc, char **argv)
     sg_autojson json_t *plan = NULL;
     const char *target = to;
     if (!yes) {
-        sg_autojson json_t *dry = json_pack("{s:s, s:s?, s:b}", "op", "rollback", "to", to, "dry_run", 1);
-        plan = sg_cli_request(id, dry, &err);
+        sg_ctl_req dry = {.op = SG_OP_ROLLBACK, .u.rollback = {.to = (char *)to, .dry_run = true}};
+        plan = sg_cli_request(id, &dry, &err);
         if (!plan)
             return sg_cli_fail("rollback", err.msg);
         target = json_string_value(json_object_get(plan, "to"));
@@ -251,8 +253,8 @@ int sg_cmd_rollback(int argc, char **argv)
             return 0;
         }
     }
-    sg_autojson json_t *req = json_pack("{s:s, s:s?, s:b}", "op", "rollback", "to", target, "force", force);
-    sg_autojson json_t *res = sg_cli_request(id, req, &err);
+    sg_ctl_req req = {.op = SG_OP_ROLLBACK, .u.rollback = {.to = (char *)target, .force = force}};
+    sg_autojson json_t *res = sg_cli_request(id, &req, &err);
     if (!res)
         return sg_cli_fail("rollback", err.msg);
     if (json) {

@@ -550,12 +550,10 @@ static int create_start(const create_opts *o, sg_sandbox_meta *m)
     /* A spare is listed once its supervisor serves requests (its first
      * checkpoint and its ready child done): a claim then waits for nothing. */
     if (o->spare) {
-        sg_autojson json_t *ping = json_pack("{s:s}", "op", "ping");
-        sg_autojson json_t *pong = sg_cli_request(m->id, ping, &err);
+        sg_autojson json_t *pong = sg_cli_request(m->id, &(sg_ctl_req){.op = SG_OP_PING}, &err);
         if (!pong) {
             sg_err e2 = {0};
-            sg_autojson json_t *d = json_pack("{s:s}", "op", "destroy");
-            json_decref(sg_cli_request(m->id, d, &e2));
+            json_decref(sg_cli_request(m->id, &(sg_ctl_req){.op = SG_OP_DESTROY}, &e2));
             sg_sandbox_meta_clear(m);
             return sg_cli_fail("create", err.msg);
         }

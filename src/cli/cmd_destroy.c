@@ -43,9 +43,8 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         sg_cli_sayf("destroy", "the checkpoint worker: %s", kerr.msg);
-    sg_autojson json_t *req = json_pack("{s:s}", "op", "destroy");
     sg_err rerr = {0};
-    json_t *res = dead ? NULL : sg_cli_request(id, req, &rerr);
+    json_t *res = dead ? NULL : sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_DESTROY}, &rerr);
     if (!res) {
         /* The sandbox's init is dead too (no supervisor can take it over),
          * or its supervisor could not finish (its init or cgroup gone):

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -35,6 +36,9 @@
 #define EXEC_EXIT_SUPERVISOR_DIED 122
 /* From exec_wait: the supervisor died before it read the request. */
 #define EXEC_RESEND (-2)
+/* From exec_wait and tty_relay: a supervisor of control protocol 0 (the
+ * build before versions) refused "v": the same request goes without it. */
+#define EXEC_RESEND_V0 (-3)
 
 /* After a SIGTERM or SIGHUP, how long the command has to end (and its
  * last output to come back) before exec leaves without it: `timeout 60
@@ -119,6 +123,12 @@ static bool term_wait(int ctl)
 typedef struct stdin_relay {
     int src, dst; /* -1 once done */
     bool used;    /* something was read from the caller's stdin */
+    /* Until the supervisor answers, what was read is kept: a supervisor of
+     * protocol 0 refuses the request (EXEC_RESEND_V0), and the request
+     * that goes again must carry it (at most a pipe's and buf's worth:
+     * nothing drains the pipe before the command runs). */
+    bool keep, kept_lost;
+    sg_buf kept;
     size_t off, len;
     char buf[65536];
 } stdin_relay;
@@ -145,6 +155,8 @@ static void relay_step(stdin_relay *r, short src_ev, short dst_ev)
         }
         r->off = 0;
         r->len = (size_t)n;
+        if (r->keep && sg_buf_append(&r->kept, r->buf, r->len) < 0)
+            r->kept_lost = true;
     }
     if (r->len > r->off && (dst_ev & (POLLOUT | POLLERR | POLLHUP))) {
         ssize_t n = write(r->dst, r->buf + r->off, r->len - r->off);
@@ -216,61 +228,12 @@ static int exec_fail(const char *msg)
     return EXEC_EXIT_INTERNAL;
 }
 
-/* One answer of the supervisor but output: EXIT, RESULT or ERROR end the
- * exchange (returns true, *code set); anything else is ignored. */
-static bool exec_answer(uint8_t type, const char *buf, ssize_t n, bool json, char last_out, int *code)
-{
-    sg_err err = {0};
-    if (type == SG_CTL_EXIT && !json) {
-        int32_t c32;
-        if (n != (ssize_t)sizeof c32) {
-            sg_cli_sayf(prog, "bad answer from the supervisor: an exit code of %zd bytes", n);
-            return true;
-        }
-        memcpy(&c32, buf, sizeof c32);
-        *code = c32;
-        return true;
-    }
-    if (type != SG_CTL_RESULT && type != SG_CTL_ERROR)
-        return false;
-    sg_autojson json_t *res = sg_json_parse(buf, (size_t)n, &err);
-    if (!res) {
-        sg_cli_sayf(prog, "bad answer from the supervisor: %s", err.msg);
-        return true;
-    }
-    if (type == SG_CTL_ERROR) {
-        const char *m = json_string_value(json_object_get(res, "error"));
-        sg_cli_sayf(prog, "%s", m ? m : "failed");
-        return true;
-    }
-    if (json_is_true(json_object_get(res, "detached"))) {
-        char line[300];
-        int l = snprintf(line, sizeof line, "sandglass %s: detached; the shell (exec %lld) runs on: "
-                         "sandglass shell %s --attach\n", prog,
-                         (long long)json_integer_value(json_object_get(res, "exec")), exec_id_arg);
-        if (last_out != '\n')
-            sg_write_all(2, "\r\n", 2);
-        sg_write_all(2, line, (size_t)l < sizeof line ? (size_t)l : sizeof line - 1);
-        *code = 0;
-        return true;
-    }
-    *code = (int)json_integer_value(json_object_get(res, "exit_code"));
-    if (json) {
-        sg_autofree char *s = sg_json_dump(res);
-        if (last_out != '\n')
-            sg_write_all(1, "\n", 1);
-        printf("%s\n", s);
-    }
-    return true;
-}
-
-/* Sends one message on the non-blocking connection of a tty exec: 1 sent,
- * 0 not now (EAGAIN: the supervisor does not read; backpressure), -1 lost. */
-static int tty_send(int fd, uint8_t type, const void *buf, size_t len)
-{
-    int r = sg_seqpacket_send_typed(fd, type, buf, len, NULL, 0);
-    return r == 0 ? 1 : r == -EAGAIN ? 0 : -1;
-}
+/* Where the output of an exec goes, and the last byte it wrote (an
+ * answer of our own starts on a fresh line). */
+typedef struct exec_out {
+    bool tty;
+    char last_out;
+} exec_out;
 
 /* What the supervisor says itself during a tty exec (why it killed the
  * command): on a restored terminal, on a line of its own. */
@@ -282,34 +245,84 @@ static void tty_say(const char *buf, size_t n, char last_out)
     sg_write_all(2, buf, n);
 }
 
-/* One message of the supervisor during an exec: output, or the answer
- * that ends it (returns true, *code set). With a terminal (tty), what the
- * supervisor says itself goes on a restored terminal, on a line of its own. */
-static bool exec_message(uint8_t type, const char *buf, ssize_t n, bool json, bool tty, char *last_out, int *code)
+static void exec_output(void *ud, uint8_t type, const char *buf, size_t n)
 {
+    exec_out *o = ud;
     if (type == SG_CTL_STDOUT) {
-        sg_write_all(1, buf, (size_t)n);
+        sg_write_all(1, buf, n);
         if (n > 0)
-            *last_out = buf[n - 1];
-        return false;
+            o->last_out = buf[n - 1];
+    } else if (o->tty) {
+        tty_say(buf, n, o->last_out);
+        o->last_out = '\n';
+    } else {
+        sg_write_all(2, buf, n);
     }
-    if (type == SG_CTL_STDERR && tty) {
-        tty_say(buf, (size_t)n, *last_out);
-        *last_out = '\n';
-        return false;
+}
+
+/* The RESULT of an exec: its exit code, or a detached shell; --json
+ * prints it whole. */
+static int exec_result(json_t *res, bool json, char last_out)
+{
+    sg_err err = {0};
+    sg_ctl_exec_reply r;
+    if (sg_ctl_decode_exec_reply(res, &r, &err) < 0) {
+        sg_cli_sayf(prog, "bad answer from the supervisor: %s", err.msg);
+        return EXEC_EXIT_INTERNAL;
     }
-    if (type == SG_CTL_STDERR) {
-        sg_write_all(2, buf, (size_t)n);
+    if (r.detached) {
+        char line[300];
+        int l = snprintf(line, sizeof line, "sandglass %s: detached; the shell (exec %lld) runs on: "
+                         "sandglass shell %s --attach\n", prog, r.exec, exec_id_arg);
+        if (last_out != '\n')
+            sg_write_all(2, "\r\n", 2);
+        sg_write_all(2, line, (size_t)l < sizeof line ? (size_t)l : sizeof line - 1);
+        return 0;
+    }
+    if (json) {
+        sg_autofree char *s = sg_json_dump(res);
+        if (last_out != '\n')
+            sg_write_all(1, "\n", 1);
+        printf("%s\n", s);
+    }
+    return r.exit_code < 0 ? 0 : r.exit_code;
+}
+
+/* One message of the supervisor during an exec (c's step): output, or
+ * the answer that ends it (returns true, *code set; EXEC_RESEND_V0 when a
+ * supervisor of protocol 0 refused the request's version). */
+static bool exec_message(sg_ctl_call *c, uint8_t type, const char *buf, ssize_t n, bool json, int *code)
+{
+    exec_out *o = c->ud;
+    sg_ctl_call_end e = sg_ctl_call_feed(c, type, buf, (size_t)n);
+    if (e == SG_CTL_CALL_MORE)
         return false;
+    if (e == SG_CTL_CALL_ERROR && sg_ctl_is_v0_refusal(c->error)) {
+        *code = EXEC_RESEND_V0;
+        return true;
     }
     /* A terminal's last line may be unfinished: the answer's own line
      * (an error, --json's result) starts on a fresh one. */
-    if (sg_cli_tty_restore() || tty) {
-        if (*last_out != '\n' && (type == SG_CTL_ERROR || json))
+    if (sg_cli_tty_restore() || o->tty) {
+        if (o->last_out != '\n' && (e == SG_CTL_CALL_ERROR || json))
             sg_write_all(2, "\r\n", 2);
-        *last_out = '\n';
+        o->last_out = '\n';
     }
-    return exec_answer(type, buf, n, json, *last_out, code);
+    if (e == SG_CTL_CALL_EXIT)
+        *code = c->exit_code;
+    else if (e == SG_CTL_CALL_RESULT)
+        *code = exec_result(c->result, json, o->last_out);
+    else
+        sg_cli_sayf(prog, "%s", c->error);
+    return true;
+}
+
+/* Sends one message on the non-blocking connection of a tty exec: 1 sent,
+ * 0 not now (EAGAIN: the supervisor does not read; backpressure), -1 lost. */
+static int tty_send(int fd, uint8_t type, const void *buf, size_t len)
+{
+    int r = sg_seqpacket_send_typed(fd, type, buf, len, NULL, 0);
+    return r == 0 ? 1 : r == -EAGAIN ? 0 : -1;
 }
 
 /* The connection ended with no answer. The sandbox lives on (its record
@@ -352,7 +365,9 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     static char buf[SG_CTL_MSG_MAX];
-    char in[4096 + SG_DETACH_KEYS_MAX], raw[4096], last_out = '\n';
+    char in[4096 + SG_DETACH_KEYS_MAX], raw[4096];
+    exec_out out = {.tty = true, .last_out = '\n'};
+    __attribute__((cleanup(sg_ctl_call_free))) sg_ctl_call call = {.on_output = exec_output, .ud = &out};
     size_t in_len = 0;
     bool in_eof = !interactive, ws_pending = false, detach = false;
     detachable_tty = interactive && dk->n > 0;
@@ -399,7 +414,7 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
         if (sent >= 0 && detach && !in_len && (sent = tty_send(fd, SG_CTL_DETACH, NULL, 0)) > 0)
             detach = false; /* the answer ends the relay */
         if (sent < 0 && !p[0].revents) {
-            tty_say("sandglass: lost the supervisor\n", 31, last_out);
+            tty_say("sandglass: lost the supervisor\n", 31, out.last_out);
             break;
         }
         if (!p[0].revents)
@@ -411,10 +426,10 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
         if (n < 0 || type == 0) {
             char line[320];
             code = exec_lost(true, line, sizeof line);
-            tty_say(line, strlen(line), last_out);
+            tty_say(line, strlen(line), out.last_out);
             break;
         }
-        if (exec_message(type, buf, n, json, true, &last_out, &code))
+        if (exec_message(&call, type, buf, n, json, &code))
             break;
     }
     sg_cli_tty_restore();
@@ -435,22 +450,35 @@ int sg_cmd_exec_as(const char *name, int argc, char **argv)
 
 #define EXEC_GO (-1) /* from a step: carry on (else: the exit code) */
 
-/* What the command line asked for; req is the request being built. */
+/* What the command line asked for; req is the request being built. Its
+ * strings are the command line's (argv, optarg) and env[]: not owned. */
 typedef struct exec_opts {
-    json_t *req;
-    json_t *env; /* req's "env", once there is one */
+    sg_exec_req req;
+    char *env[SG_EXEC_MAX_ENV + 2];
+    size_t nenv;
+    char term[160];
     const char *id;
     bool json, tty, interactive, has_term, has_detach_keys;
     sg_detach_keys dk;
 } exec_opts;
 
-static void exec_add_env(exec_opts *o, json_t *kv)
+static bool utf8_ok(const char *s)
 {
-    if (!o->env) {
-        o->env = json_array();
-        json_object_set_new(o->req, "env", o->env);
-    }
-    json_array_append_new(o->env, kv);
+    json_t *j = json_string(s);
+    json_decref(j);
+    return j != NULL;
+}
+
+/* One more "K=V"; one that is not UTF-8 is not passed (as before). */
+static int exec_add_env(exec_opts *o, char *kv)
+{
+    if (!utf8_ok(kv))
+        return EXEC_GO;
+    if (o->nenv >= SG_EXEC_MAX_ENV + 1)
+        return exec_fail("too many --env (at most 1024)");
+    o->env[o->nenv++] = kv;
+    o->req.env = o->env;
+    return EXEC_GO;
 }
 
 /* The options, up to the id and the command. */
@@ -474,7 +502,7 @@ static int exec_parse_options(int argc, char **argv, exec_opts *o)
         switch (c) {
         case 't': o->tty = true; break;
         case 'i': o->interactive = true; break;
-        case 'N': json_object_set_new(o->req, "record_input", json_false()); break;
+        case 'N': o->req.no_record_input = true; break;
         case 'D':
             if (sg_detach_keys_parse(optarg, &o->dk, &err) < 0)
                 return exec_fail(err.msg);
@@ -484,18 +512,19 @@ static int exec_parse_options(int argc, char **argv, exec_opts *o)
             double t;
             if (sg_parse_duration(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
                 return exec_fail(err.msg);
-            json_object_set_new(o->req, "timeout", json_real(t));
+            o->req.timeout_s = t;
             break;
         }
         case 'c':
             if (optarg[0] != '/')
                 return exec_fail("--cwd must be an absolute path inside the sandbox");
-            json_object_set_new(o->req, "cwd", json_string(optarg));
+            o->req.cwd = utf8_ok(optarg) ? optarg : NULL;
             break;
         case 'e':
             if (!strchr(optarg, '=') || optarg[0] == '=')
                 return exec_fail("--env takes KEY=VALUE");
-            exec_add_env(o, json_string(optarg));
+            if (exec_add_env(o, optarg) != EXEC_GO)
+                return EXEC_EXIT_INTERNAL;
             o->has_term = o->has_term || strncmp(optarg, "TERM=", 5) == 0;
             break;
         case 'j': o->json = true; break;
@@ -540,14 +569,10 @@ static int exec_parse(int argc, char **argv, exec_opts *o)
         optind++;
     if (optind >= argc)
         return exec_fail("missing command (sandglass exec ID -- CMD [ARG...])");
-    json_t *av = json_array();
-    for (int i = optind; i < argc; i++) {
-        json_t *s = json_string(argv[i]);
-        if (!s)
+    for (int i = optind; i < argc; i++)
+        if (!utf8_ok(argv[i]))
             return exec_fail("arguments must be valid UTF-8");
-        json_array_append_new(av, s);
-    }
-    json_object_set_new(o->req, "argv", av);
+    o->req.argv = argv + optind; /* NULL-terminated, as argv is */
     return EXEC_GO;
 }
 
@@ -557,30 +582,27 @@ static int exec_finish_request(exec_opts *o)
 {
     if (o->interactive && !o->tty)
         return exec_fail("-i goes with -t (an exec without a terminal always gets this stdin)");
-    if (!o->tty && json_object_get(o->req, "record_input"))
+    if (!o->tty && o->req.no_record_input)
         return exec_fail("--no-record-input goes with -t (only a terminal's session is recorded)");
     if (o->has_detach_keys && !o->interactive)
         return exec_fail("--detach-keys goes with -t -i (only a terminal typed at can be detached)");
-    if (o->dk.n)
-        json_object_set_new(o->req, "detachable", json_true());
+    o->req.detachable = o->dk.n > 0;
     if (o->tty) {
         /* The terminal itself never crosses (docs/SECURITY.md): one is made
          * inside the sandbox and relayed; ours must be one to relay. */
         if (!isatty(0))
             return exec_fail("-t needs a terminal on stdin (stdin is not a terminal)");
-        sg_ctl_winsz ws = sg_cli_tty_size();
-        json_object_set_new(o->req, "tty", json_pack("{s:i, s:i}", "rows", ws.rows, "cols", ws.cols));
+        o->req.tty = true;
+        o->req.winsz = sg_cli_tty_size();
         const char *term = getenv("TERM");
-        char t[160];
-        snprintf(t, sizeof t, "TERM=%s", term ? term : "");
-        json_t *tj = !o->has_term && term && *term && strlen(term) < 128 ? json_string(t) : NULL;
-        if (tj) /* NULL too for a TERM that is not UTF-8: none is passed */
-            exec_add_env(o, tj);
+        snprintf(o->term, sizeof o->term, "TERM=%s", term ? term : "");
+        /* A TERM that is not UTF-8 is not passed (exec_add_env). */
+        if (!o->has_term && term && *term && strlen(term) < 128 && exec_add_env(o, o->term) != EXEC_GO)
+            return EXEC_EXIT_INTERNAL;
     }
     /* Without --json only the exit code is used: the supervisor sends it
      * alone (SG_CTL_EXIT), with no JSON to make or to parse. */
-    if (!o->json)
-        json_object_set_new(o->req, "result", json_string("code"));
+    o->req.code_only = !o->json;
     return EXEC_GO;
 }
 
@@ -628,8 +650,21 @@ static int exec_send(int fd, const char *body, bool tty, stdin_relay *relay)
         relay_in = in = p[0];
         relay->dst = p[1];
         relay->src = 0;
-        fcntl(relay->dst, F_SETFL, O_NONBLOCK);
         signal(SIGPIPE, SIG_IGN);
+        /* Sent again (EXEC_RESEND_V0): what the refused request's pipe got
+         * first. The pipe holds it all: nothing reads it before the command runs. */
+        if (relay->kept.len) {
+            fcntl(relay->dst, F_SETPIPE_SZ, (int)relay->kept.len);
+            if (sg_write_all(relay->dst, relay->kept.data, relay->kept.len) < 0) {
+                close(fd);
+                relay_stop(relay);
+                return exec_fail("cannot relay stdin again to the older supervisor");
+            }
+            relay->off = relay->len = 0;
+        }
+        sg_buf_free(&relay->kept);
+        relay->keep = !relay->kept_lost;
+        fcntl(relay->dst, F_SETFL, O_NONBLOCK);
     }
     /* A tty exec sends no stdin: its terminal is made inside. */
     int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), tty ? NULL : &in, tty ? 0 : 1);
@@ -650,7 +685,8 @@ static int exec_send(int fd, const char *body, bool tty, stdin_relay *relay)
 static int exec_wait(int fd, stdin_relay *relay, bool json)
 {
     static char buf[SG_CTL_MSG_MAX];
-    char last_out = '\n';
+    exec_out out = {.tty = false, .last_out = '\n'};
+    __attribute__((cleanup(sg_ctl_call_free))) sg_ctl_call call = {.on_output = exec_output, .ud = &out};
     int code = EXEC_EXIT_INTERNAL;
     bool first = true;
     for (;;) {
@@ -688,7 +724,11 @@ static int exec_wait(int fd, stdin_relay *relay, bool json)
             break;
         }
         first = false;
-        if (exec_message(type, buf, n, json, false, &last_out, &code))
+        if (type != SG_CTL_ERROR) { /* not a refusal: what was read is the command's */
+            relay->keep = false;
+            sg_buf_free(&relay->kept);
+        }
+        if (exec_message(&call, type, buf, n, json, &code))
             break;
     }
     return code;
@@ -712,10 +752,16 @@ static int exec_run(int fd, exec_opts *o, stdin_relay *relay, const char *id)
     return code;
 }
 
+/* The request's payload at protocol version v. */
+static char *exec_body(const sg_exec_req *e, int v)
+{
+    sg_ctl_req r = {.op = SG_OP_EXEC, .v = v, .u.exec = *e};
+    return sg_ctl_req_dump(&r);
+}
+
 int sg_cmd_exec(int argc, char **argv)
 {
-    sg_autojson json_t *req = json_pack("{s:s}", "op", "exec");
-    exec_opts o = {.req = req};
+    exec_opts o = {0};
     int rc = exec_parse(argc, argv, &o);
     if (rc == EXEC_GO)
         rc = exec_finish_request(&o);
@@ -723,11 +769,14 @@ int sg_cmd_exec(int argc, char **argv)
         return rc;
     const char *id = o.id;
     char full[SG_ID_LEN + 1];
-    sg_autofree char *body = sg_json_dump(req);
+    sg_autofree char *body = exec_body(&o.req, SG_CTL_VERSION);
+    if (!body)
+        return exec_fail("arguments must be valid UTF-8");
     if (strlen(body) > SG_CTL_MSG_MAX - 1)
         return exec_fail("command line too long (at most 64 KiB with its environment)");
     /* Twice at most: a request the dying supervisor never read goes again
-     * to the one that takes the sandbox over. */
+     * to the one that takes the sandbox over. A supervisor of protocol 0
+     * gets it again without "v" (EXEC_RESEND_V0). */
     for (int attempt = 0;; attempt++) {
         int fd = -1;
         rc = exec_connect(&id, full, &fd);
@@ -743,12 +792,20 @@ int sg_cmd_exec(int argc, char **argv)
             return rc;
         int code = exec_run(fd, &o, &relay, id);
         close(fd);
+        if (code == EXEC_RESEND_V0 && attempt == 0 && !relay.kept_lost) {
+            free(body);
+            if (!(body = exec_body(&o.req, 0)))
+                return exec_fail("out of memory");
+            continue;
+        }
         if (code != EXEC_RESEND)
-            return code;
+            return code == EXEC_RESEND_V0 ? EXEC_EXIT_INTERNAL : code;
         if (attempt > 0)
             return exec_fail("the supervisor died twice before it read the command");
     }
 }
+
+static int attach_once(const char **idp, const sg_ctl_req *req, sg_detach_keys *dk);
 
 int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
 {
@@ -761,17 +818,32 @@ int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
         return exec_fail("--attach needs a terminal on stdin (stdin is not a terminal)");
     if (!sg_valid_name(id))
         return exec_fail("invalid sandbox id");
-    sg_ctl_winsz ws = sg_cli_tty_size();
-    sg_autojson json_t *req = json_pack("{s:s, s:{s:i, s:i}, s:b}", "op", "attach", "tty", "rows", ws.rows,
-                                        "cols", ws.cols, "detachable", dk.n > 0);
-    if (exec_num > 0)
-        json_object_set_new(req, "exec", json_integer(exec_num));
-    char full[SG_ID_LEN + 1];
+    /* Sent at version 0 until the supervisor's attach handler decodes with
+     * sg_ctl_decode_attach: today's handler (supervisor/sv_tty.c) refuses
+     * "v", and a refused first try would swallow the keys typed meanwhile. */
+    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = 0,
+                      .u.attach = {.exec = exec_num > 0 ? exec_num : 0, .winsz = sg_cli_tty_size(),
+                                   .detachable = dk.n > 0}};
+    int code = attach_once(&id, &req, &dk);
+    if (code != EXEC_RESEND_V0)
+        return code;
+    req.v = 0; /* a supervisor of protocol 0 */
+    code = attach_once(&id, &req, &dk);
+    return code == EXEC_RESEND_V0 ? EXEC_EXIT_INTERNAL : code;
+}
+
+/* One attach: connect, send, relay. */
+static int attach_once(const char **idp, const sg_ctl_req *req, sg_detach_keys *dk)
+{
+    sg_err err = {0};
+    const char *id = *idp;
+    static char full[SG_ID_LEN + 1];
     int fd = -1;
     int rc = exec_connect(&id, full, &fd);
     if (rc != EXEC_GO)
         return rc;
-    sg_autofree char *body = sg_json_dump(req);
+    *idp = id;
+    sg_autofree char *body = sg_ctl_req_dump(req);
     int r = body ? sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), NULL, 0) : -ENOMEM;
     if (r < 0) {
         close(fd);
@@ -786,7 +858,7 @@ int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int code = tty_relay(fd, true, false, &dk);
+    int code = tty_relay(fd, true, false, dk);
     ctl_fd_for_signals = -1;
     close(fd);
     return code;

@@ -84,24 +84,20 @@ static void io_send(void *ud, const char *msg, size_t len)
     }
 }
 
-/* The bytes a command reads on stdin, as the read end of a pipe: only
- * pipes cross into a sandbox (docs/SECURITY.md). The pipe is made large
- * enough to hold them all when it can be (root may pass pipe-max-size);
- * else a writer process, detached from us, feeds it, so that a command
- * reading slowly never blocks the session's loop. */
-static int input_fd(const char *buf, size_t len, sg_err *err)
+/* Writes buf into the pipe wr (closed here, which is the reader's EOF):
+ * the pipe is made large enough to hold it all when it can be (root may
+ * pass pipe-max-size); else a writer process, detached from us, feeds it,
+ * so that a command reading slowly never blocks the session's loop. */
+static int write_behind(int wr_fd, const char *buf, size_t len, sg_err *err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return sg_err_sys(err, "cannot make a pipe for the input");
-    sg_autoclose int rd = p[0], wr = p[1];
+    sg_autoclose int wr = wr_fd;
     int cap = fcntl(wr, F_GETPIPE_SZ);
     if (len > (size_t)(cap > 0 ? cap : 0) && len <= INT32_MAX)
         cap = fcntl(wr, F_SETPIPE_SZ, (int)len);
     if (cap >= 0 && len <= (size_t)cap) {
         if (sg_write_all(wr, buf, len) < 0)
             return sg_err_sys(err, "cannot buffer the input");
-        return sg_steal_fd(&rd);
+        return 0;
     }
     pid_t mid = fork();
     if (mid < 0)
@@ -121,7 +117,49 @@ static int input_fd(const char *buf, size_t len, sg_err *err)
         _exit(0);
     }
     waitpid(mid, NULL, 0);
+    return 0;
+}
+
+/* The stdin of a call's command, as the read end of a pipe: only pipes
+ * cross into a sandbox (docs/SECURITY.md). Its bytes (c->input) are
+ * written behind; a tool with a dialogue (tools.h's reply) keeps the
+ * writing end in c->in_fd for its answer. -1 when there is no stdin. */
+static int input_fd(sg_mcp_call *c, sg_err *err)
+{
+    if (!c->input && !c->tool->reply)
+        return -1;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sg_err_sys(err, "cannot make a pipe for the input");
+    sg_autoclose int rd = p[0];
+    if (c->tool->reply) {
+        sg_close_reset(&c->in_fd);
+        c->in_fd = p[1];
+        fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
+        return sg_steal_fd(&rd);
+    }
+    if (write_behind(p[1], c->input, c->input_len, err) < 0)
+        return -1;
     return sg_steal_fd(&rd);
+}
+
+/* Output of a call; a tool's answer to its command goes on its stdin. */
+static void call_output(void *ud, uint8_t type, const char *buf, size_t len)
+{
+    sg_mcp_call *c = ud;
+    int r = sg_mcp_call_output(c, type == SG_CTL_STDERR, buf, len);
+    if (r == 0 || c->in_fd < 0)
+        return;
+    sg_err err = {0};
+    int wr = c->in_fd;
+    c->in_fd = -1;
+    fcntl(wr, F_SETFL, 0);
+    /* Out of memory (-1): the closed pipe ends the command (its read fails). */
+    if (r > 0 && write_behind(wr, c->reply.data, c->reply.len, &err) < 0)
+        app_log_msg(err.msg);
+    else if (r < 0)
+        close(wr);
+    sg_buf_free(&c->reply);
 }
 
 static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
@@ -137,8 +175,8 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         fd = sg_revive_connect(a->id, "mcp", err);
         if (fd < 0)
             return -1;
-        sg_autoclose int in = -1;
-        if (c->input && (in = input_fd(c->input, c->input_len, err)) < 0)
+        sg_autoclose int in = input_fd(c, err);
+        if (in < 0 && err->code)
             return -1;
         int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
         if (r < 0) {
@@ -162,6 +200,7 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
 static void io_cancel(void *ud, sg_mcp_call *c)
 {
     (void)ud;
+    sg_close_reset(&c->in_fd);
     if (c->fd < 0)
         return;
     /* SIGKILL to the exec at once; closing the connection then makes the
@@ -172,8 +211,36 @@ static void io_cancel(void *ud, sg_mcp_call *c)
     c->fd = -1;
 }
 
-/* Reads what a call's connection has. Returns true when the call ended
- * (and was answered and freed). */
+/* The call's connection ended: closed, the answer fed to the core. */
+static bool call_end(app *a, sg_mcp_call *c, sg_ctl_call_end e)
+{
+    close(c->fd);
+    c->fd = -1;
+    sg_close_reset(&c->in_fd);
+    if (e == SG_CTL_CALL_ERROR && !c->v0 && sg_ctl_is_v0_refusal(c->answer.error)) {
+        /* A supervisor of the build before versions: the request again
+         * without "v" (its protocol is this one without it). */
+        sg_err err = {0};
+        c->v0 = true;
+        json_object_del(c->req, "v");
+        sg_ctl_call_free(&c->answer);
+        c->answer = (sg_ctl_call){.on_output = call_output, .ud = c};
+        if (io_start(a, c, &err) == 0)
+            return false;
+        sg_mcp_call_done(a->m, c, NULL, err.msg);
+        return true;
+    }
+    if (e == SG_CTL_CALL_RESULT)
+        sg_mcp_call_done(a->m, c, c->answer.result, NULL);
+    else if (e == SG_CTL_CALL_ERROR)
+        sg_mcp_call_done(a->m, c, NULL, c->answer.error);
+    else
+        sg_mcp_call_done(a->m, c, NULL, "bad answer from the supervisor");
+    return true;
+}
+
+/* Reads what a call's connection has (the call helper's step, ctl.h).
+ * Returns true when the call ended (and was answered and freed). */
 static bool call_readable(app *a, sg_mcp_call *c)
 {
     static char buf[SG_CTL_MSG_MAX];
@@ -185,6 +252,7 @@ static bool call_readable(app *a, sg_mcp_call *c)
         if (n < 0 || type == 0) {
             close(c->fd);
             c->fd = -1;
+            sg_close_reset(&c->in_fd);
             /* Reset before any answer: the supervisor died before it read
              * the request; the one that takes the sandbox over gets it. */
             sg_err err = {0};
@@ -196,29 +264,11 @@ static bool call_readable(app *a, sg_mcp_call *c)
             return true;
         }
         c->io_data = c;
-        if (type == SG_CTL_STDOUT || type == SG_CTL_STDERR) {
-            sg_mcp_call_output(c, type == SG_CTL_STDERR, buf, (size_t)n);
-            continue;
-        }
-        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR && type != SG_CTL_RESULT_PART)
-            continue;
-        sg_err err = {0};
-        int done = sg_ctl_asm_feed(&c->answer, type, buf, (size_t)n, &err);
-        if (done == 0)
-            continue;
-        close(c->fd);
-        c->fd = -1;
-        sg_autojson json_t *res = done < 0 ? NULL : sg_json_parse(c->answer.buf, c->answer.len, &err);
-        sg_ctl_asm_free(&c->answer);
-        if (!res) {
-            sg_mcp_call_done(a->m, c, NULL, "bad answer from the supervisor");
-        } else if (type == SG_CTL_ERROR) {
-            const char *msg = json_string_value(json_object_get(res, "error"));
-            sg_mcp_call_done(a->m, c, NULL, msg ? msg : "failed");
-        } else {
-            sg_mcp_call_done(a->m, c, res, NULL);
-        }
-        return true;
+        c->answer.on_output = call_output;
+        c->answer.ud = c;
+        sg_ctl_call_end e = sg_ctl_call_feed(&c->answer, type, buf, (size_t)n);
+        if (e != SG_CTL_CALL_MORE)
+            return call_end(a, c, e);
     }
 }
 
@@ -283,8 +333,8 @@ static void feed(app *a, linebuf *lb, const char *data, size_t n)
 static void abort_session(app *a, const char *reason)
 {
     sg_err err = {0};
-    sg_autojson json_t *req = json_pack("{s:s, s:s}", "op", "abort", "reason", reason);
-    sg_autojson json_t *res = sg_cli_request(a->id, req, &err);
+    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
+    sg_autojson json_t *res = sg_cli_request(a->id, &req, &err);
     char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 256];
     if (!res) {
         snprintf(msg, sizeof msg, "cannot abort sandbox %s: %s", a->id, err.msg);
@@ -478,8 +528,7 @@ static int mcp_attach(app *a, const mcp_opts *o)
         return sg_cli_fail("mcp", msg);
     }
     snprintf(a->id, sizeof a->id, "%s", full);
-    sg_autojson json_t *info = json_pack("{s:s}", "op", "info");
-    sg_autojson json_t *res = sg_cli_request(a->id, info, &err);
+    sg_autojson json_t *res = sg_cli_request(a->id, &(sg_ctl_req){.op = SG_OP_INFO}, &err);
     if (!res) {
         char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 64];
         snprintf(msg, sizeof msg, "cannot attach to sandbox %s: %s", a->id, err.msg);
@@ -591,8 +640,8 @@ static void mcp_keep(const app *a, double keep_s)
 {
     sg_err err = {0};
     if (keep_s >= 0) {
-        sg_autojson json_t *ex = json_pack("{s:s, s:f}", "op", "expire", "after_s", keep_s);
-        sg_autojson json_t *res = sg_cli_request(a->id, ex, &err);
+        sg_ctl_req ex = {.op = SG_OP_EXPIRE, .u.expire.after_s = keep_s};
+        sg_autojson json_t *res = sg_cli_request(a->id, &ex, &err);
         if (!res)
             sg_cli_sayf("mcp", "cannot set the keep of sandbox %s: %s", a->id, err.msg);
     }

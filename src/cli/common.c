@@ -42,55 +42,47 @@ static json_t *request_once(const char *id, const char *body, bool *unread, sg_e
         sg_err_sys(err, "cannot send the request");
         return NULL;
     }
-    static char buf[SG_CTL_MSG_MAX];
-    __attribute__((cleanup(sg_ctl_asm_free))) sg_ctl_asm a = {0};
-    for (bool first = true;; first = false) {
-        uint8_t type;
-        ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
-        if (n < 0) {
-            *unread = first && sg_revive_unread((int)n);
-            errno = (int)-n;
-            sg_err_sys(err, "lost the supervisor");
-            return NULL;
-        }
-        if (type == 0) {
-            sg_err_set(err, EPIPE, "the supervisor closed the connection without an answer");
-            return NULL;
-        }
-        if (type != SG_CTL_RESULT && type != SG_CTL_ERROR && type != SG_CTL_RESULT_PART)
-            continue;
-        int done = sg_ctl_asm_feed(&a, type, buf, (size_t)n, err);
-        if (done < 0)
-            return NULL;
-        if (!done)
-            continue;
-        json_t *j = sg_json_parse(a.buf, a.len, err);
-        if (!j)
-            return NULL;
-        if (type == SG_CTL_ERROR) {
-            const char *m = json_string_value(json_object_get(j, "error"));
-            sg_err_set(err, EIO, "%s", m ? m : "unknown error");
-            json_decref(j);
-            return NULL;
-        }
-        return j;
+    __attribute__((cleanup(sg_ctl_call_free))) sg_ctl_call c = {0};
+    switch (sg_ctl_call_recv(fd, &c)) {
+    case SG_CTL_CALL_RESULT:
+        return sg_steal_ptr(&c.result);
+    case SG_CTL_CALL_LOST:
+        *unread = !c.answered && c.lost < 0 && sg_revive_unread(c.lost);
+        sg_err_set(err, c.lost < 0 ? -c.lost : EPIPE, "%s", c.error);
+        return NULL;
+    case SG_CTL_CALL_EXIT:
+        sg_err_set(err, EPROTO, "bad answer from the supervisor: an exit code, not a result");
+        return NULL;
+    default:
+        sg_err_set(err, EIO, "%s", c.error);
+        return NULL;
     }
 }
 
-json_t *sg_cli_request(const char *id, json_t *req, sg_err *err)
+json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err)
 {
-    /* json_pack refuses a string that is not UTF-8: req is NULL then. */
-    if (!req) {
+    sg_ctl_req r = *req;
+    r.v = SG_CTL_VERSION;
+    sg_autofree char *body = sg_ctl_req_dump(&r);
+    /* The encoder refuses a string that is not UTF-8. */
+    if (!body) {
         sg_err_set(err, EINVAL, "an argument is not valid UTF-8");
         return NULL;
     }
-    sg_autofree char *body = sg_json_dump(req);
     bool unread = false;
     json_t *j = request_once(id, body, &unread, err);
     /* Sent to a supervisor that died before reading it (SIGKILLed as we
      * connected): the one that takes over gets it, once. */
     if (!j && unread)
         j = request_once(id, body, &unread, err);
+    /* A supervisor of the build before versions (a sandbox that lived
+     * through an upgrade) refuses "v" in the ops it checks strictly: its
+     * protocol is this one without "v". */
+    if (!j && sg_ctl_is_v0_refusal(err->msg)) {
+        r.v = 0;
+        sg_autofree char *v0 = sg_ctl_req_dump(&r);
+        j = v0 ? request_once(id, v0, &unread, err) : NULL;
+    }
     return j;
 }
 

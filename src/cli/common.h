@@ -9,19 +9,20 @@
 
 #include "base/err.h"
 #include "cli/report.h"
+#include "wire/ctl.h"
 #include "wire/revive.h"
 
 /* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
  * else ../libexec/sandglassd relative to it. */
 int sg_cli_daemon_path(char *buf, size_t len);
 
-/* Sends one request and waits for its RESULT/ERROR. A sandbox whose
- * supervisor died is taken over first (revive.h), and a request that the
- * dying supervisor never read goes again to the new one. Returns the
- * result object (caller decrefs) or NULL with err (the supervisor's
- * message; EINVAL for a NULL req: json_pack refused an argument that is
- * not UTF-8). */
-json_t *sg_cli_request(const char *id, json_t *req, sg_err *err);
+/* Sends one request (req->v is set to SG_CTL_VERSION) and waits for its
+ * RESULT/ERROR. A sandbox whose supervisor died is taken over first
+ * (revive.h), and a request that the dying supervisor never read goes
+ * again to the new one; a supervisor of protocol 0 gets it without "v".
+ * Returns the result object (caller decrefs) or NULL with err (the
+ * supervisor's message; EINVAL for a string that is not UTF-8). */
+json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err);
 
 
 

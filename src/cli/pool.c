@@ -118,14 +118,14 @@ int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32])
         sg_autofree char *p = pool_path(*id);
         if (unlink(p) < 0)
             continue; /* another create took it */
-        sg_autojson json_t *req = json_pack("{s:s, s:o}", "op", "claim", "meta",
-                                            (json_t *)sg_sandbox_meta_json(want));
+        sg_autojson json_t *meta = sg_sandbox_meta_json(want);
+        sg_ctl_req req = {.op = SG_OP_CLAIM, .u.claim.meta = meta};
         sg_err e = {0};
         /* A spare whose supervisor died is not taken over (that costs more
          * than a new sandbox, and it is no one's work): it goes. */
         if (sg_state_supervisor_held(*id, NULL) != 1)
             sg_err_set(&e, ESRCH, "its supervisor died");
-        sg_autojson json_t *res = req && !e.code ? sg_cli_request(*id, req, &e) : NULL;
+        sg_autojson json_t *res = meta && !e.code ? sg_cli_request(*id, &req, &e) : NULL;
         if (res) {
             snprintf(id_out, 32, "%s", *id);
             return 1;

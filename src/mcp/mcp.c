@@ -178,7 +178,7 @@ static sg_mcp_call *call_new(size_t out_cap, size_t err_cap)
     sg_mcp_call *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->fd = -1;
+    c->fd = c->in_fd = -1;
     c->out.cap = out_cap;
     c->err.cap = err_cap;
     c->out.data = malloc(out_cap + 1);
@@ -201,9 +201,11 @@ static void call_free(sg_mcp_call *c)
     json_decref(c->req);
     free(c->input);
     free(c->path);
+    free(c->edit);
+    sg_buf_free(&c->reply);
     free(c->out.data);
     free(c->err.data);
-    sg_ctl_asm_free(&c->answer);
+    sg_ctl_call_free(&c->answer);
     free(c);
 }
 
@@ -269,7 +271,7 @@ static sg_mcp_call *plan_call(sg_mcp *m, const json_t *id, bool modern, const ch
     return c;
 }
 
-void sg_mcp_call_output(sg_mcp_call *c, bool is_stderr, const char *buf, size_t len)
+int sg_mcp_call_output(sg_mcp_call *c, bool is_stderr, const char *buf, size_t len)
 {
     sg_mcp_buf *b = is_stderr ? &c->err : &c->out;
     b->total += len;
@@ -278,6 +280,12 @@ void sg_mcp_call_output(sg_mcp_call *c, bool is_stderr, const char *buf, size_t 
         len = room;
     memcpy(b->data + b->len, buf, len);
     b->len += len;
+    if (is_stderr || !c->tool->reply || c->replied)
+        return 0;
+    int r = c->tool->reply(c, &c->reply);
+    if (r == 1)
+        c->replied = true;
+    return r;
 }
 
 static void unlink_call(sg_mcp *m, sg_mcp_call *c)

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/buf.h"
 #include "wire/ctl.h"
 
 #define SG_MCP_PROTOCOL_MODERN "2026-07-28"
@@ -70,9 +71,20 @@ typedef struct sg_mcp_call {
     char *path;             /* file tools: the resolved path in the sandbox */
     size_t content_len;     /* write_file: bytes written */
     sg_mcp_buf out, err;
+    /* A tool with a dialogue (tools.h's reply: edit_file): what it was
+     * asked, and the bytes for the command's stdin once it has them. */
+    char *edit;             /* old_string, then new_string */
+    size_t edit_old, edit_new;
+    bool edit_all;
+    size_t edit_count;      /* replacements made (or found, when refused) */
+    int edit_verdict;       /* the exit code it answered the command with; 0: wrote */
+    bool replied;
+    sg_buf reply;           /* for the transport to write on stdin (sg_mcp_call_output) */
     uint64_t start_ns, next_progress_ns;
     int fd;                 /* owned by the transport; -1 when none */
-    sg_ctl_asm answer;      /* the supervisor's answer, when it comes in parts */
+    int in_fd;              /* the transport's: the command's stdin for a dialogue, -1 */
+    sg_ctl_call answer;     /* the supervisor's answer as it comes (the transport's) */
+    bool v0;                /* the supervisor speaks control protocol 0: req goes without "v" */
     void *io_data;          /* free for the transport */
     struct sg_mcp_call *next;
 } sg_mcp_call;
@@ -106,8 +118,11 @@ void sg_mcp_handle_line(sg_mcp *m, const char *buf, size_t len);
  * dropped): answers an error with id null. */
 void sg_mcp_oversized(sg_mcp *m, uint64_t len);
 
-/* Output of a running call, as the supervisor sends it. */
-void sg_mcp_call_output(sg_mcp_call *c, bool is_stderr, const char *buf, size_t len);
+/* Output of a running call, as the supervisor sends it. Returns 1 when the
+ * call now has bytes for the command's stdin in c->reply (a tool with a
+ * dialogue: the transport writes them, once, and resets c->reply), 0 when
+ * not, -1 out of memory. */
+int sg_mcp_call_output(sg_mcp_call *c, bool is_stderr, const char *buf, size_t len);
 /* Completes a call with the supervisor's RESULT object, or its ERROR
  * message (or ours when the connection broke): answers the request,
  * unlinks and frees c. */

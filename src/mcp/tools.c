@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "mcp/mcp.h"
+#include "wire/ctl.h"
 
 #define MCP_MAX_TIMEOUT_S 604800 /* 7 days, as run_bash's schema says */
 
@@ -64,19 +65,19 @@ static json_t *capture_args(const json_t *args, bool *cut)
     return c;
 }
 
-/* The exec request of a call: argv in the workspace, the tool and its
- * arguments named for the capture (which records what the call does, not
- * the script that does it). */
-static json_t *exec_req(const char *cwd, const char *tool, const json_t *args, json_t *argv)
+/* The exec request of a call (ctl.h's encoder): argv in the workspace,
+ * the tool and its arguments named for the capture (which records what
+ * the call does, not the script that does it). */
+static json_t *exec_req(const char *cwd, const char *tool, const json_t *args, char *const *argv, double timeout_s)
 {
-    if (!argv)
-        return NULL;
     bool cut;
     json_t *cap = capture_args(args, &cut);
-    json_t *t = json_pack("{s:s, s:o}", "name", tool, "arguments", cap);
-    if (cut)
+    sg_autojson json_t *t = json_pack("{s:s, s:o}", "name", tool, "arguments", cap);
+    if (t && cut)
         json_object_set_new(t, "arguments_truncated", json_true());
-    return json_pack("{s:s, s:o, s:s, s:o}", "op", "exec", "argv", argv, "cwd", cwd, "tool", t);
+    sg_ctl_req r = {.op = SG_OP_EXEC, .v = SG_CTL_VERSION,
+                    .u.exec = {.argv = (char **)argv, .cwd = (char *)cwd, .tool = t, .timeout_s = timeout_s}};
+    return t ? sg_ctl_req_encode(&r) : NULL;
 }
 
 static int exit_code(const json_t *res)
@@ -111,28 +112,22 @@ static const char read_script[] =
     "if [ \"$3\" = all ]; then tail -n \"+$2\" -- \"$f\" | head -c \"$4\"; "
     "else tail -n \"+$2\" -- \"$f\" | head -n \"$3\" | head -c \"$4\"; fi";
 
-/* Exact-string replacement, binary-safe: old and new come on stdin, their
- * lengths as arguments. The file is rewritten in place (mode, owner and
- * hard links kept). Exit 3: cannot read or write, 4: not found, 5: not
- * unique. Prints the number of replacements. */
+/* Exact-string replacement, binary-safe, with no interpreter in the
+ * sandbox: a dialogue over the command's stdin and stdout. The script
+ * (sh and coreutils, as the other file tools) copies the file aside and
+ * sends its length and bytes; sandglass finds the occurrences (edit_reply)
+ * and answers "w\n" and the new bytes, which the script writes over the
+ * file in place (mode, owner and hard links kept), or the exit code it is
+ * to end with. Exit 3: cannot read or write, 4: not found, 5: not unique. */
 static const char edit_script[] =
-    "use strict; my ($p,$ol,$nl,$all,$max)=@ARGV; binmode STDIN; local $/; "
-    "my $in=<STDIN>; $in='' unless defined $in; "
-    "length($in)==$ol+$nl or do { print STDERR \"short edit payload\\n\"; exit 3 }; "
-    "my $old=substr($in,0,$ol); my $new=substr($in,$ol,$nl); "
-    "-e $p or do { print STDERR \"$p: no such file\\n\"; exit 3 }; "
-    "-f _ or do { print STDERR \"$p: not a regular file\\n\"; exit 3 }; "
-    "-s _ <= $max or do { print STDERR \"$p: larger than $max bytes\\n\"; exit 3 }; "
-    "open(my $f,'+<:raw',$p) or do { print STDERR \"$p: $!\\n\"; exit 3 }; "
-    "my $c=<$f>; $c='' unless defined $c; "
-    "my @at; my $i=0; while(($i=index($c,$old,$i))>=0){ push @at,$i; $i+=length($old); } "
-    "if(!@at){ print STDERR \"old_string not found in $p\\n\"; exit 4 } "
-    "if(@at>1 && !$all){ print STDERR \"old_string occurs \".scalar(@at).\" times in $p; "
-    "add context to make it unique, or set replace_all\\n\"; exit 5 } "
-    "for my $k (reverse @at){ substr($c,$k,length($old))=$new } "
-    "seek($f,0,0) or die; print $f $c or do { print STDERR \"$p: $!\\n\"; exit 3 }; "
-    "truncate($f,tell($f)) or die; close($f) or do { print STDERR \"$p: $!\\n\"; exit 3 }; "
-    "print scalar(@at),\"\\n\";";
+    "p=$1; if [ ! -e \"$p\" ]; then echo \"$p: no such file\" >&2; exit 3; fi; "
+    "if [ ! -f \"$p\" ]; then echo \"$p: not a regular file\" >&2; exit 3; fi; "
+    "if [ ! -r \"$p\" ] || [ ! -w \"$p\" ]; then echo \"$p: permission denied\" >&2; exit 3; fi; "
+    "t=$(mktemp) || exit 3; trap 'rm -f \"$t\"' EXIT; cat -- \"$p\" > \"$t\" || exit 3; "
+    "n=$(wc -c < \"$t\") || exit 3; n=$((n)); "
+    "if [ \"$n\" -gt \"$2\" ]; then echo \"$p: larger than $2 bytes\" >&2; exit 3; fi; "
+    "printf '%s\\n' \"$n\"; cat -- \"$t\" || exit 3; "
+    "IFS= read -r go || exit 3; [ \"$go\" = w ] || exit \"$go\"; cat > \"$p\"";
 
 /* ---- run_bash --------------------------------------------------------------- */
 
@@ -148,9 +143,8 @@ static const char *plan_run_bash(sg_mcp_call *c, const json_t *args, const char 
     double t = to ? json_number_value(to) : 0;
     if (to && (!(t > 0) || !isfinite(t) || t > MCP_MAX_TIMEOUT_S))
         return "timeout must be a positive number of seconds (at most 7 days)";
-    c->req = exec_req(ws, c->tool->name, args, json_pack("[s, s, O]", "/bin/bash", "-c", cmd));
-    if (c->req && to)
-        json_object_set_new(c->req, "timeout", json_real(t));
+    char *argv[] = {"/bin/bash", "-c", (char *)json_string_value(cmd), NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, to ? t : 0);
     return NULL;
 }
 
@@ -191,8 +185,8 @@ static const char *plan_write_file(sg_mcp_call *c, const json_t *args, const cha
         return "out of memory";
     memcpy(c->input, json_string_value(content), c->content_len);
     c->input_len = c->content_len;
-    c->req = exec_req(ws, c->tool->name, args,
-                      json_pack("[s, s, s, s, s]", "/bin/sh", "-c", write_script, "sh", c->path));
+    char *argv[] = {"/bin/sh", "-c", (char *)write_script, "sh", c->path, NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, 0);
     return NULL;
 }
 
@@ -217,31 +211,81 @@ static const char *plan_edit_file(sg_mcp_call *c, const json_t *args, const char
         snprintf(why, n, "old_string and new_string must be at most %u bytes", SG_MCP_FILE_MAX);
         return why;
     }
-    c->input = malloc(ol + nl + 1);
-    if (!c->input)
+    c->edit = malloc(ol + nl + 1);
+    if (!c->edit)
         return "out of memory";
-    memcpy(c->input, json_string_value(o), ol);
-    memcpy(c->input + ol, json_string_value(nw), nl);
-    c->input_len = ol + nl;
-    char a_ol[32], a_nl[32], a_max[32];
-    snprintf(a_ol, sizeof a_ol, "%zu", ol);
-    snprintf(a_nl, sizeof a_nl, "%zu", nl);
+    memcpy(c->edit, json_string_value(o), ol);
+    memcpy(c->edit + ol, json_string_value(nw), nl);
+    c->edit_old = ol;
+    c->edit_new = nl;
+    c->edit_all = json_is_true(json_object_get(args, "replace_all"));
+    char a_max[32];
     snprintf(a_max, sizeof a_max, "%u", SG_MCP_FILE_MAX);
-    bool all = json_is_true(json_object_get(args, "replace_all"));
-    c->req = exec_req(ws, c->tool->name, args, json_pack("[s, s, s, s, s, s, s, s, s]", "perl", "-e", edit_script,
-                                                         "--", c->path, a_ol, a_nl, all ? "1" : "0", a_max));
+    char *argv[] = {"/bin/sh", "-c", (char *)edit_script, "sh", c->path, a_max, NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, 0);
     return NULL;
+}
+
+/* The offsets of old in the file, left to right, not overlapping (at
+ * most max of them). */
+static size_t edit_find(const sg_mcp_call *c, const char *f, size_t len, size_t *at, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = 0; k < max && i + c->edit_old <= len;) {
+        const char *hit = memmem(f + i, len - i, c->edit, c->edit_old);
+        if (!hit)
+            break;
+        at[k++] = (size_t)(hit - f);
+        i = (size_t)(hit - f) + c->edit_old;
+    }
+    return k;
+}
+
+/* The dialogue's step (tools.h): once the file's length and bytes are in,
+ * the answer: "w\n" and the new content, or the exit code to end with. */
+static int edit_reply(sg_mcp_call *c, sg_buf *out)
+{
+    const char *nl = memchr(c->out.data, '\n', c->out.len < 24 ? c->out.len : 24);
+    if (!nl)
+        return c->out.len < 24 ? 0 : sg_buf_puts(out, "3\n") < 0 ? -1 : 1;
+    size_t hdr = (size_t)(nl - c->out.data) + 1;
+    unsigned long long flen = strtoull(c->out.data, NULL, 10);
+    if (flen > SG_MCP_FILE_MAX) /* the script refuses it first */
+        return sg_buf_puts(out, "3\n") < 0 ? -1 : 1;
+    if (c->out.len < hdr + flen)
+        return 0;
+    const char *f = c->out.data + hdr;
+    size_t max = flen / c->edit_old + 1;
+    sg_autofree size_t *at = malloc(max * sizeof *at);
+    if (!at)
+        return -1;
+    c->edit_count = edit_find(c, f, flen, at, max);
+    if (c->edit_count == 0 || (c->edit_count > 1 && !c->edit_all)) {
+        c->edit_verdict = c->edit_count ? 5 : 4;
+        return sg_buf_printf(out, "%d\n", c->edit_verdict) < 0 ? -1 : 1;
+    }
+    int r = sg_buf_puts(out, "w\n");
+    size_t from = 0;
+    for (size_t k = 0; k < c->edit_count; k++) {
+        r |= sg_buf_append(out, f + from, at[k] - from);
+        r |= sg_buf_append(out, c->edit + c->edit_old, c->edit_new);
+        from = at[k] + c->edit_old;
+    }
+    r |= sg_buf_append(out, f + from, flen - from);
+    return r < 0 ? -1 : 1;
 }
 
 static int shape_edit_file(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
-    if (!exec_ok(res)) {
-        if (exit_code(res) == 127 && sg_buf_puts(t, "edit_file needs perl inside the sandbox's root file system: ") < 0)
-            return -1;
+    if (c->edit_verdict == 4 && exit_code(res) == 4)
+        return sg_buf_printf(t, "old_string not found in %s", c->path) < 0 ? -1 : 1;
+    if (c->edit_verdict == 5 && exit_code(res) == 5)
+        return sg_buf_printf(t, "old_string occurs %zu times in %s; add context to make it unique, or set "
+                             "replace_all", c->edit_count, c->path) < 0 ? -1 : 1;
+    if (!exec_ok(res) || !c->replied)
         return file_failed(c, res, t);
-    }
-    long n = c->out.len ? strtol(c->out.data, NULL, 10) : 0;
-    return sg_buf_printf(t, "replaced %ld occurrence%s in %s", n, n == 1 ? "" : "s", c->path);
+    size_t n = c->edit_count;
+    return sg_buf_printf(t, "replaced %zu occurrence%s in %s", n, n == 1 ? "" : "s", c->path);
 }
 
 /* ---- read_file -------------------------------------------------------------- */
@@ -261,8 +305,8 @@ static const char *plan_read_file(sg_mcp_call *c, const json_t *args, const char
     else
         snprintf(a_lim, sizeof a_lim, "all");
     snprintf(a_max, sizeof a_max, "%u", SG_MCP_READ_MAX + 1);
-    c->req = exec_req(ws, c->tool->name, args, json_pack("[s, s, s, s, s, s, s, s]", "/bin/sh", "-c", read_script,
-                                                         "sh", c->path, a_off, a_lim, a_max));
+    char *argv[] = {"/bin/sh", "-c", (char *)read_script, "sh", c->path, a_off, a_lim, a_max, NULL};
+    c->req = exec_req(ws, c->tool->name, args, argv, 0);
     return NULL;
 }
 
@@ -286,9 +330,9 @@ static const char *plan_checkpoint(sg_mcp_call *c, const json_t *args, const cha
         snprintf(why, n, "label is too long (at most %d bytes)", SG_CKPT_LABEL_MAX);
         return why;
     }
-    c->req = json_pack("{s:s}", "op", "checkpoint");
-    if (c->req)
-        json_object_set_new(c->req, "label", label ? json_incref(label) : json_string("mcp checkpoint"));
+    sg_ctl_req r = {.op = SG_OP_CHECKPOINT, .v = SG_CTL_VERSION,
+                    .u.checkpoint.label = label ? (char *)json_string_value(label) : "mcp checkpoint"};
+    c->req = sg_ctl_req_encode(&r);
     return NULL;
 }
 
@@ -310,9 +354,9 @@ static const char *plan_rollback(sg_mcp_call *c, const json_t *args, const char 
     json_t *to = json_object_get(args, "to");
     if (to && (json_string_length(to) == 0 || json_string_length(to) > 128))
         return "to must be a checkpoint id";
-    c->req = json_pack("{s:s, s:b, s:b}", "op", "rollback", "dry_run", 0, "force", 0);
-    if (c->req && to)
-        json_object_set(c->req, "to", to);
+    sg_ctl_req r = {.op = SG_OP_ROLLBACK, .v = SG_CTL_VERSION,
+                    .u.rollback.to = to ? (char *)json_string_value(to) : NULL};
+    c->req = sg_ctl_req_encode(&r);
     return NULL;
 }
 
@@ -391,9 +435,10 @@ const sg_mcp_tool sg_mcp_tools[] = {
             "\"required\": [\"path\", \"old_string\", \"new_string\"]}",
         .writes = true,
         .destructive = true,
-        .out_cap = SG_MCP_OUTPUT_MAX,
+        .out_cap = SG_MCP_FILE_MAX + 32, /* the file, for the dialogue (edit_reply) */
         .plan = plan_edit_file,
         .shape = shape_edit_file,
+        .reply = edit_reply,
     },
     {
         .name = "read_file",

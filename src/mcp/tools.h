@@ -39,6 +39,11 @@ typedef struct sg_mcp_tool {
      * returns 1 when the call failed (isError), 0 when it did not, -1 out
      * of memory (the text is bounded by the output caps: bounds.h). */
     int (*shape)(const struct sg_mcp_call *c, const json_t *res, sg_buf *t);
+    /* Optional, a dialogue with the command: called as its stdout comes;
+     * returns 1 once out holds the bytes for its stdin (then never again),
+     * 0 not yet, -1 out of memory. The transport then gives the command a
+     * pipe it keeps the writing end of, instead of c->input. */
+    int (*reply)(struct sg_mcp_call *c, sg_buf *out);
 } sg_mcp_tool;
 
 extern const sg_mcp_tool sg_mcp_tools[];

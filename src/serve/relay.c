@@ -83,33 +83,36 @@ static int ctl_flush(tsess *t)
     return 0;
 }
 
-/* One message from the supervisor; false when the exchange is over. */
+static void ctl_output(void *ud, uint8_t type, const char *buf, size_t len)
+{
+    tsess *t = ud;
+    (void)type; /* STDERR: the supervisor's own lines, e.g. why it killed */
+    if (serve_queue_out(t, false, buf, len) < 0)
+        serve_refuse(t, "out of memory");
+}
+
+/* One message from the supervisor (the call helper's step, ctl.h); false
+ * when the exchange is over. */
 static bool ctl_message(tsess *t, uint8_t type, const char *buf, ssize_t n)
 {
-    switch (type) {
-    case SG_CTL_STDOUT:
-    case SG_CTL_STDERR: /* the supervisor's own lines, e.g. why it killed */
-        if (serve_queue_out(t, false, buf, (size_t)n) < 0)
-            serve_refuse(t, "out of memory");
+    t->call.on_output = ctl_output;
+    t->call.ud = t;
+    switch (sg_ctl_call_feed(&t->call, type, buf, (size_t)n)) {
+    case SG_CTL_CALL_MORE:
         return true;
-    case SG_CTL_EXIT: {
-        int32_t code = 0;
-        if (n == (ssize_t)sizeof code)
-            memcpy(&code, buf, sizeof code);
-        serve_queue_json(t, json_pack("{s:i}", "exit", (int)code));
+    case SG_CTL_CALL_EXIT:
+        serve_queue_json(t, json_pack("{s:i}", "exit", t->call.exit_code));
         serve_close_after(t, LWS_CLOSE_STATUS_NORMAL, "the shell ended");
         return false;
-    }
-    case SG_CTL_ERROR: {
-        sg_err e = {0};
-        sg_autojson json_t *j = sg_json_parse(buf, (size_t)n, &e);
-        const char *msg = json_string_value(json_object_get(j, "error"));
-        serve_refuse(t, msg ? msg : "the supervisor refused the shell");
+    case SG_CTL_CALL_ERROR:
+        /* A supervisor of the build before versions (the sandbox lived
+         * through an upgrade): this serve cannot speak to it. */
+        serve_refuse(t, sg_ctl_is_v0_refusal(t->call.error)
+                            ? "this sandbox's supervisor was started by an older sandglass (control protocol "
+                              "0): open its terminal with `sandglass shell`, or destroy and create it again"
+                            : t->call.error);
         return false;
-    }
-    case SG_CTL_RESULT_PART:
-        return true;
-    default: /* RESULT, or a type this relay does not know */
+    default: /* RESULT */
         serve_close_after(t, LWS_CLOSE_STATUS_NORMAL, "the shell ended");
         return false;
     }
@@ -151,10 +154,10 @@ static void on_ctl(uv_poll_t *h, int status, int events)
  * on the connection just made. */
 static void send_request(tsess *t)
 {
-    sg_autojson json_t *req = json_pack("{s:s, s:[s, s], s:{s:i, s:i}, s:[s], s:s}", "op", "exec",
-        "argv", "/bin/sh", SHELL_LAUNCHER, "tty", "rows", (int)t->start_ws.rows,
-        "cols", (int)t->start_ws.cols, "env", TERM_ENV, "result", "code");
-    sg_autofree char *body = req ? sg_json_dump(req) : NULL;
+    char *argv[] = {"/bin/sh", SHELL_LAUNCHER, NULL}, *env[] = {TERM_ENV, NULL};
+    sg_ctl_req req = {.op = SG_OP_EXEC, .v = SG_CTL_VERSION,
+                      .u.exec = {.argv = argv, .env = env, .tty = true, .winsz = t->start_ws, .code_only = true}};
+    sg_autofree char *body = sg_ctl_req_dump(&req);
     if (!body)
         return serve_refuse(t, "out of memory");
     /* A new connection's buffer is empty: EAGAIN would be a supervisor

@@ -60,6 +60,7 @@ struct tsess {
     uint64_t deadline; /* uv_now() past which a busy supervisor refuses us */
     sg_ctl_winsz start_ws; /* the size the shell starts with */
     int ctl;           /* the exec's connection to the supervisor, -1 before */
+    sg_ctl_call call;  /* its answer, message by message */
     uv_poll_t poll;
     bool poll_on;      /* initialized (closed with the session) */
     int poll_events;

@@ -31,6 +31,7 @@ void serve_sess_free_if_done(tsess *t)
         free(m);
     }
     sg_buf_free(&t->in);
+    sg_ctl_call_free(&t->call);
     free(t);
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/magic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -145,7 +146,7 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
             strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool") &&
             strcmp(key, "result") && strcmp(key, "tty") && strcmp(key, "record_input") &&
-            strcmp(key, "detachable"))
+            strcmp(key, "detachable") && strcmp(key, "v"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -249,6 +250,78 @@ void sg_ctl_asm_free(sg_ctl_asm *a)
 {
     free(a->buf);
     memset(a, 0, sizeof *a);
+}
+
+static sg_ctl_call_end call_bad(sg_ctl_call *c, const char *why)
+{
+    snprintf(c->error, sizeof c->error, "bad answer from the supervisor: %.900s", why);
+    return SG_CTL_CALL_BAD;
+}
+
+sg_ctl_call_end sg_ctl_call_feed(sg_ctl_call *c, uint8_t type, const char *msg, size_t len)
+{
+    if (type == 0) {
+        c->lost = 0;
+        snprintf(c->error, sizeof c->error, "the supervisor closed the connection without an answer");
+        return SG_CTL_CALL_LOST;
+    }
+    c->answered = true;
+    if (type == SG_CTL_STDOUT || type == SG_CTL_STDERR) {
+        if (c->on_output)
+            c->on_output(c->ud, type, msg, len);
+        return SG_CTL_CALL_MORE;
+    }
+    if (type == SG_CTL_EXIT) {
+        int32_t code;
+        if (len != sizeof code)
+            return call_bad(c, "an exit code of the wrong size");
+        memcpy(&code, msg, sizeof code);
+        c->exit_code = code;
+        return SG_CTL_CALL_EXIT;
+    }
+    if (type != SG_CTL_RESULT && type != SG_CTL_ERROR && type != SG_CTL_RESULT_PART)
+        return SG_CTL_CALL_MORE;
+    sg_err err = {0};
+    int done = sg_ctl_asm_feed(&c->answer, type, msg, len, &err);
+    if (done <= 0)
+        return done < 0 ? call_bad(c, err.msg) : SG_CTL_CALL_MORE;
+    json_t *j = sg_json_parse(c->answer.buf, c->answer.len, &err);
+    sg_ctl_asm_free(&c->answer);
+    if (!j)
+        return call_bad(c, err.msg);
+    if (type == SG_CTL_RESULT) {
+        c->result = j;
+        return SG_CTL_CALL_RESULT;
+    }
+    const char *m = json_string_value(json_object_get(j, "error"));
+    snprintf(c->error, sizeof c->error, "%.1000s", m ? m : "failed");
+    json_decref(j);
+    return SG_CTL_CALL_ERROR;
+}
+
+sg_ctl_call_end sg_ctl_call_recv(int fd, sg_ctl_call *c)
+{
+    static char buf[SG_CTL_MSG_MAX];
+    for (;;) {
+        uint8_t type;
+        ssize_t n = sg_seqpacket_recv_typed(fd, &type, buf, sizeof buf - 1, NULL, NULL);
+        if (n < 0) {
+            c->lost = (int)n;
+            snprintf(c->error, sizeof c->error, "lost the supervisor: %.200s", strerror((int)-n));
+            return SG_CTL_CALL_LOST;
+        }
+        sg_ctl_call_end e = sg_ctl_call_feed(c, type, buf, (size_t)n);
+        if (e != SG_CTL_CALL_MORE)
+            return e;
+    }
+}
+
+void sg_ctl_call_free(sg_ctl_call *c)
+{
+    sg_ctl_asm_free(&c->answer);
+    if (c->result)
+        json_decref(c->result);
+    c->result = NULL;
 }
 
 static bool needs_quoting(const char *s)

@@ -22,6 +22,13 @@
  *                       "detachable", "result"}: the connection becomes
  *                       that detached tty exec's caller, as if it had
  *                       started it (its recent output is replayed first).
+ *
+ * Every op has a request struct (and the ops whose answer a client reads
+ * field by field a reply struct) with an encoder and a strict decoder
+ * below: the only place a request's JSON is written or read. Every request
+ * carries the protocol version ("v": SG_CTL_VERSION); a request without it
+ * comes from a CLI of the build before versions (0), which speaks the same
+ * ops. The supervisor answers "ping" with its own version.
  */
 #ifndef SG_CTL_H
 #define SG_CTL_H
@@ -69,6 +76,37 @@ typedef struct sg_ctl_asm {
 int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg_err *err);
 void sg_ctl_asm_free(sg_ctl_asm *a);
 
+/* One exchange's answer, fed one received message at a time: the step a
+ * libuv loop calls with what it receives (serve), and the blocking
+ * sg_ctl_call_recv is a loop over it (CLI, MCP). */
+typedef enum sg_ctl_call_end {
+    SG_CTL_CALL_MORE = 0, /* not over: output, a PART, a type it does not know */
+    SG_CTL_CALL_RESULT,   /* c->result holds the RESULT object */
+    SG_CTL_CALL_EXIT,     /* c->exit_code holds EXIT's code */
+    SG_CTL_CALL_ERROR,    /* c->error holds the supervisor's message */
+    SG_CTL_CALL_BAD,      /* an answer that does not parse: c->error says why */
+    SG_CTL_CALL_LOST,     /* (recv) the connection ended first: c->lost is -errno, 0 for EOF */
+} sg_ctl_call_end;
+
+typedef struct sg_ctl_call {
+    /* STDOUT and STDERR messages as they come; NULL drops them. */
+    void (*on_output)(void *ud, uint8_t type, const char *buf, size_t len);
+    void *ud;
+    bool answered;  /* a message came: a reset before that is a request never read */
+    sg_ctl_asm answer;
+    void *result;   /* json_t*, owned: take it with sg_steal_ptr */
+    int exit_code;
+    int lost;
+    char error[SG_ERR_MSG_MAX];
+} sg_ctl_call;
+
+/* Feeds one message (type 0: the peer closed). Returns the end it makes,
+ * or SG_CTL_CALL_MORE. */
+sg_ctl_call_end sg_ctl_call_feed(sg_ctl_call *c, uint8_t type, const char *msg, size_t len);
+/* Receives on a blocking connection until the exchange ends. */
+sg_ctl_call_end sg_ctl_call_recv(int fd, sg_ctl_call *c);
+void sg_ctl_call_free(sg_ctl_call *c);
+
 /* A socket for sandbox id's control socket (SOCK_SEQPACKET, close-on-exec,
  * and flags: SOCK_NONBLOCK), not connected yet, and its address in sa. */
 int sg_ctl_socket(const char *id, int flags, struct sockaddr_un *sa, sg_err *err);
@@ -81,6 +119,15 @@ int sg_ctl_connect(const char *id, sg_err *err);
  * 0600) at path, replacing whatever file is there: the caller owns it.
  * Returns the fd or -1 with err. */
 int sg_ctl_listen(const char *path, int backlog, sg_err *err);
+
+/* The control protocol's version: a request's "v", a ping's answer.
+ * History: 0 (no "v"): the ops below; 1: "v" on every request. */
+#define SG_CTL_VERSION 1
+
+/* A supervisor of version 0 refuses an exec or an attach that carries a
+ * "v" with this error (its strict field check): the client then sends the
+ * request again without it (sg_ctl_is_v0_refusal). */
+#define SG_CTL_V0_REFUSAL "unknown field \"v\" in "
 
 typedef struct sg_exec_req {
     char **argv;       /* NULL-terminated */
@@ -115,5 +162,158 @@ bool sg_ctl_stdin_ok(int fd);
 /* Parses a REQ payload into a JSON object with a string "op". Returns a
  * json_t* (caller decrefs) or NULL with err. */
 void *sg_ctl_parse_req(const char *buf, size_t len, const char **op, sg_err *err);
+
+/* ---- the ops, typed (ctl_ops.c) ------------------------------------------ */
+
+typedef enum sg_ctl_op {
+    SG_OP_NONE = 0,
+    SG_OP_EXEC,        /* sg_exec_req (stdin fd with it)  -> output, RESULT or EXIT */
+    SG_OP_ATTACH,      /* sg_ctl_attach_req               -> as a tty exec */
+    SG_OP_INFO,        /* -                               -> the sandbox's record + state */
+    SG_OP_DESTROY,     /* -                               -> the destroy's proof */
+    SG_OP_CHECKPOINT,  /* sg_ctl_checkpoint_req           -> sg_ctl_checkpoint_reply */
+    SG_OP_CHECKPOINTS, /* -                               -> {"checkpoints": [...]} */
+    SG_OP_ROLLBACK,    /* sg_ctl_rollback_req             -> sg_ctl_rollback_reply */
+    SG_OP_ABORT,       /* sg_ctl_abort_req                -> sg_ctl_abort_reply */
+    SG_OP_CLAIM,       /* sg_ctl_claim_req                -> the sandbox's record */
+    SG_OP_PING,        /* -                               -> sg_ctl_ping_reply */
+    SG_OP_EXPIRE,      /* sg_ctl_expire_req               -> sg_ctl_expire_reply */
+    SG_OP_RESUME,      /* -                               -> sg_ctl_resume_reply */
+    SG_OP_COUNT,
+} sg_ctl_op;
+
+/* The op's name on the wire ("exec"), or NULL; SG_OP_NONE for an unknown name. */
+const char *sg_ctl_op_name(sg_ctl_op op);
+sg_ctl_op sg_ctl_op_from_name(const char *name);
+
+typedef struct sg_ctl_attach_req {
+    long long exec;      /* the detached exec to attach to; 0: the only one */
+    sg_ctl_winsz winsz;  /* "tty": {"rows", "cols"} */
+    bool detachable;     /* absent on the wire: true */
+} sg_ctl_attach_req;
+
+typedef struct sg_ctl_checkpoint_req {
+    char *label; /* NULL: "on request" */
+} sg_ctl_checkpoint_req;
+
+typedef struct sg_ctl_rollback_req {
+    char *to; /* a checkpoint id (or a prefix); NULL: the latest */
+    bool dry_run, force;
+} sg_ctl_rollback_req;
+
+typedef struct sg_ctl_abort_req {
+    char *reason; /* NULL: "abort requested" */
+} sg_ctl_abort_req;
+
+typedef struct sg_ctl_claim_req {
+    void *meta; /* json_t*, owned: the sandbox record (state.h's sg_sandbox_meta_json) */
+} sg_ctl_claim_req;
+
+typedef struct sg_ctl_expire_req {
+    double after_s; /* destroy in after_s seconds; negative: cancel */
+} sg_ctl_expire_req;
+
+/* One request: op, the sender's version, and the op's fields. */
+typedef struct sg_ctl_req {
+    sg_ctl_op op;
+    int v; /* the sender's protocol version: SG_CTL_VERSION when encoding */
+    union {
+        sg_exec_req exec;
+        sg_ctl_attach_req attach;
+        sg_ctl_checkpoint_req checkpoint;
+        sg_ctl_rollback_req rollback;
+        sg_ctl_abort_req abort;
+        sg_ctl_claim_req claim;
+        sg_ctl_expire_req expire;
+    } u;
+} sg_ctl_req;
+
+/* The request as a JSON object (json_t*, caller decrefs), "v" included when
+ * r->v > 0. NULL when a string is not UTF-8 (or out of memory). */
+void *sg_ctl_req_encode(const sg_ctl_req *r);
+/* The same, dumped: the REQ payload. Caller frees; NULL as above. */
+char *sg_ctl_req_dump(const sg_ctl_req *r);
+
+/* Strict decode of a request object (sg_ctl_parse_req's): the op, the
+ * version (absent: 0; newer than SG_CTL_VERSION: refused with what to do),
+ * and each field's type and bounds; an unknown field is refused. err says
+ * which field was wrong. out is zeroed first and holds nothing on failure. */
+int sg_ctl_req_decode(const void *json_obj, sg_ctl_req *out, sg_err *err);
+void sg_ctl_req_free(sg_ctl_req *r);
+
+/* The same per op, for a handler that knows its op (fields only). */
+int sg_ctl_decode_attach(const void *json_obj, sg_ctl_attach_req *out, sg_err *err);
+int sg_ctl_decode_checkpoint(const void *json_obj, sg_ctl_checkpoint_req *out, sg_err *err);
+int sg_ctl_decode_rollback(const void *json_obj, sg_ctl_rollback_req *out, sg_err *err);
+int sg_ctl_decode_abort(const void *json_obj, sg_ctl_abort_req *out, sg_err *err);
+int sg_ctl_decode_claim(const void *json_obj, sg_ctl_claim_req *out, sg_err *err);
+int sg_ctl_decode_expire(const void *json_obj, sg_ctl_expire_req *out, sg_err *err);
+
+/* Whether an ERROR's message is a version-0 supervisor refusing "v". */
+bool sg_ctl_is_v0_refusal(const char *msg);
+
+/* ---- replies ---------------------------------------------------------------
+ * A reply decoder reads the fields it names and ignores others (a newer
+ * supervisor may add some); a field of the wrong type is refused. */
+
+typedef struct sg_ctl_ping_reply {
+    bool pong;
+    int v; /* the supervisor's protocol version (absent: 0) */
+} sg_ctl_ping_reply;
+
+typedef struct sg_ctl_checkpoint_reply {
+    char *id; /* the checkpoint's id */
+} sg_ctl_checkpoint_reply;
+
+typedef struct sg_ctl_rollback_reply {
+    char *to;      /* the checkpoint rolled back to */
+    bool restored; /* false: a dry run, or nothing to restore */
+    long long running_execs;
+    void *changes; /* json_t* array of {"path", "change"}, owned; NULL: none */
+} sg_ctl_rollback_reply;
+
+typedef struct sg_ctl_abort_reply {
+    bool aborted, already;
+    char *by, *reason;
+} sg_ctl_abort_reply;
+
+typedef struct sg_ctl_resume_reply {
+    bool resumed;
+    char *was; /* the abort's reason */
+} sg_ctl_resume_reply;
+
+typedef struct sg_ctl_expire_reply {
+    bool expires;
+    double after_s;
+} sg_ctl_expire_reply;
+
+/* An exec's RESULT, the fields a client acts on (the object has more:
+ * --json prints it whole). */
+typedef struct sg_ctl_exec_reply {
+    int exit_code;   /* -1: none (null: killed before it ran, or by a signal) */
+    int signal;      /* 0: none */
+    bool timed_out, output_limit_hit;
+    bool detached;   /* a detachable tty exec left running */
+    long long exec;  /* with detached: its exec number */
+} sg_ctl_exec_reply;
+
+void *sg_ctl_encode_ping_reply(const sg_ctl_ping_reply *r);
+int sg_ctl_decode_ping_reply(const void *json_obj, sg_ctl_ping_reply *out, sg_err *err);
+void *sg_ctl_encode_checkpoint_reply(const sg_ctl_checkpoint_reply *r);
+int sg_ctl_decode_checkpoint_reply(const void *json_obj, sg_ctl_checkpoint_reply *out, sg_err *err);
+void sg_ctl_checkpoint_reply_free(sg_ctl_checkpoint_reply *r);
+void *sg_ctl_encode_rollback_reply(const sg_ctl_rollback_reply *r);
+int sg_ctl_decode_rollback_reply(const void *json_obj, sg_ctl_rollback_reply *out, sg_err *err);
+void sg_ctl_rollback_reply_free(sg_ctl_rollback_reply *r);
+void *sg_ctl_encode_abort_reply(const sg_ctl_abort_reply *r);
+int sg_ctl_decode_abort_reply(const void *json_obj, sg_ctl_abort_reply *out, sg_err *err);
+void sg_ctl_abort_reply_free(sg_ctl_abort_reply *r);
+void *sg_ctl_encode_resume_reply(const sg_ctl_resume_reply *r);
+int sg_ctl_decode_resume_reply(const void *json_obj, sg_ctl_resume_reply *out, sg_err *err);
+void sg_ctl_resume_reply_free(sg_ctl_resume_reply *r);
+void *sg_ctl_encode_expire_reply(const sg_ctl_expire_reply *r);
+int sg_ctl_decode_expire_reply(const void *json_obj, sg_ctl_expire_reply *out, sg_err *err);
+void *sg_ctl_encode_exec_reply(const sg_ctl_exec_reply *r);
+int sg_ctl_decode_exec_reply(const void *json_obj, sg_ctl_exec_reply *out, sg_err *err);
 
 #endif

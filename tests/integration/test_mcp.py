@@ -234,6 +234,22 @@ def captured(cap) -> None:
                    ("write_file cap.txt", "write_file cap.txt"),
                    "a file tool's call is recorded as what it does, not as its shell script")
             tap.eq(got["bash"][0]["payload"]["cmd"], "echo from-bash", "a run_bash call as its command")
+        r = s.tool("edit_file", {"path": "cap.txt", "old_string": "captured", "new_string": "edited"})
+        tap.ok(not r.get("isError") and "replaced 1" in text(r), "an edit_file call in a captured session", text(r))
+
+        def edit_programs() -> list | None:
+            rows = cap.rows(s.sid)
+            ids = [r["payload"].get("exec_id") for r in rows if r["kind"] == "command" and tool_of(r) == "edit_file"]
+            if not ids or not any(r["kind"] in ("run_result", "test_result") and r["payload"].get("exec_id") == ids[0]
+                                  for r in rows):
+                return None
+            return [r["payload"].get("argv") or [] for r in rows
+                    if r["kind"] == "process" and r["payload"].get("exec_id") == ids[0]]
+        await_true(lambda: edit_programs() is not None, "the edit's result is stored", timeout=60)
+        progs = edit_programs() or []
+        tap.ok(progs and not any("perl" in os.path.basename(a[0]) for a in progs if a),
+               "edit_file runs no interpreter in the sandbox (sh and coreutils, as the other file tools)",
+               repr(progs))
         tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
         cap.destroy(s.sid)
 
@@ -403,6 +419,13 @@ def run(env: Env) -> None:
         tap.ok(not r.get("isError") and "replaced 1" in text(r), "edit_file replaces a unique string", text(r))
         tap.eq(text(s.tool("read_file", {"path": "dir/sub/a.txt"})), content.replace("line2", "LINE-2"),
                "the edit is in the file")
+        s.tool("write_file", {"path": "bin.txt", "content": "a\u0001b\r\n\u00ff-x-x-\n"})
+        r = s.tool("edit_file", {"path": "bin.txt", "old_string": "\r\n\u00ff", "new_string": ""})
+        tap.ok(not r.get("isError") and "replaced 1" in text(r), "edit_file: control bytes and UTF-8 alike", text(r))
+        r = s.tool("edit_file", {"path": "bin.txt", "old_string": "-x", "new_string": "-yy", "replace_all": True})
+        tap.eq(text(s.tool("read_file", {"path": "bin.txt"})), "a\u0001b-yy-yy-\n", "edit_file: replace_all, left to right")
+        r = s.tool("edit_file", {"path": "nothere.txt", "old_string": "a", "new_string": "b"})
+        tap.ok(r.get("isError") and "no such file" in text(r), "edit_file: a missing file is an error", text(r))
         r = s.tool("edit_file", {"path": "dir/sub/a.txt", "old_string": "absent", "new_string": "x"})
         tap.ok(r.get("isError") and "not found" in text(r), "edit_file: a missing old_string is an error", text(r))
         r = s.tool("edit_file", {"path": "dir/sub/a.txt", "old_string": "line", "new_string": "L"})

@@ -1,0 +1,536 @@
+/* ctl_ops: the control ops typed (ctl.h): each request's and reply's one
+ * encoder and one decoder, and the protocol version. */
+#include "wire/ctl.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+
+static const char *const op_names[SG_OP_COUNT] = {
+    [SG_OP_EXEC] = "exec",         [SG_OP_ATTACH] = "attach",   [SG_OP_INFO] = "info",
+    [SG_OP_DESTROY] = "destroy",   [SG_OP_CHECKPOINT] = "checkpoint",
+    [SG_OP_CHECKPOINTS] = "checkpoints", [SG_OP_ROLLBACK] = "rollback", [SG_OP_ABORT] = "abort",
+    [SG_OP_CLAIM] = "claim",       [SG_OP_PING] = "ping",       [SG_OP_EXPIRE] = "expire",
+    [SG_OP_RESUME] = "resume",
+};
+
+const char *sg_ctl_op_name(sg_ctl_op op)
+{
+    return op > SG_OP_NONE && op < SG_OP_COUNT ? op_names[op] : NULL;
+}
+
+sg_ctl_op sg_ctl_op_from_name(const char *name)
+{
+    for (int i = SG_OP_NONE + 1; name && i < SG_OP_COUNT; i++)
+        if (strcmp(name, op_names[i]) == 0)
+            return (sg_ctl_op)i;
+    return SG_OP_NONE;
+}
+
+bool sg_ctl_is_v0_refusal(const char *msg)
+{
+    return msg && strncmp(msg, SG_CTL_V0_REFUSAL, strlen(SG_CTL_V0_REFUSAL)) == 0;
+}
+
+/* ---- field helpers ---------------------------------------------------------- */
+
+/* Refuses any field of j but "op", "v" and the names in allowed
+ * (NULL-terminated). */
+static int only_fields(const json_t *j, const char *op, const char *const *allowed, sg_err *err)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)j, key, val) {
+        bool ok = !strcmp(key, "op") || !strcmp(key, "v");
+        for (size_t i = 0; !ok && allowed[i]; i++)
+            ok = !strcmp(key, allowed[i]);
+        if (!ok)
+            return sg_err_set(err, EINVAL, "unknown field \"%.64s\" in %s request", key, op);
+    }
+    return 0;
+}
+
+/* An optional string field of at most max bytes, without NUL: *out a copy
+ * or NULL when absent. */
+static int opt_string(const json_t *j, const char *key, size_t max, char **out, sg_err *err)
+{
+    *out = NULL;
+    json_t *v = json_object_get(j, key);
+    if (!v)
+        return 0;
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) != json_string_length(v) || json_string_length(v) > max)
+        return sg_err_set(err, EINVAL, "\"%s\" must be a string of at most %zu bytes without NUL", key, max);
+    *out = strdup(s);
+    return *out ? 0 : sg_err_set(err, ENOMEM, "out of memory");
+}
+
+/* An optional boolean field: absent is dflt. */
+static int opt_bool(const json_t *j, const char *key, bool dflt, bool *out, sg_err *err)
+{
+    json_t *v = json_object_get(j, key);
+    if (v && !json_is_boolean(v))
+        return sg_err_set(err, EINVAL, "\"%s\" must be true or false", key);
+    *out = v ? json_is_true(v) : dflt;
+    return 0;
+}
+
+static int opt_number(const json_t *j, const char *key, double dflt, double *out, sg_err *err)
+{
+    json_t *v = json_object_get(j, key);
+    if (v && !json_is_number(v))
+        return sg_err_set(err, EINVAL, "\"%s\" must be a number", key);
+    *out = v ? json_number_value(v) : dflt;
+    return 0;
+}
+
+static int opt_int(const json_t *j, const char *key, long long *out, sg_err *err)
+{
+    json_t *v = json_object_get(j, key);
+    if (v && !json_is_integer(v))
+        return sg_err_set(err, EINVAL, "\"%s\" must be an integer", key);
+    *out = v ? (long long)json_integer_value(v) : 0;
+    return 0;
+}
+
+/* Sets key to a string (skipped when s is NULL); -1 when s is not UTF-8. */
+static int set_str(json_t *j, const char *key, const char *s)
+{
+    if (!s)
+        return 0;
+    json_t *v = json_string(s);
+    return v ? json_object_set_new(j, key, v) : -1;
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+int sg_ctl_decode_attach(const void *obj, sg_ctl_attach_req *out, sg_err *err)
+{
+    static const char *const f[] = {"exec", "tty", "detachable", NULL};
+    const json_t *j = obj;
+    memset(out, 0, sizeof *out);
+    if (only_fields(j, "attach", f, err) < 0 || opt_int(j, "exec", &out->exec, err) < 0 ||
+        opt_bool(j, "detachable", true, &out->detachable, err) < 0)
+        return -1;
+    if (json_object_get(j, "exec") && out->exec <= 0)
+        return sg_err_set(err, EINVAL, "\"exec\" must be an exec number > 0");
+    json_t *tty = json_object_get(j, "tty");
+    json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
+    if (!json_is_object(tty) || json_object_size(tty) != 2 || !json_is_integer(rows) || !json_is_integer(cols) ||
+        json_integer_value(rows) < 0 || json_integer_value(rows) > 65535 || json_integer_value(cols) < 0 ||
+        json_integer_value(cols) > 65535)
+        return sg_err_set(err, EINVAL, "\"tty\" must be {\"rows\": 0-65535, \"cols\": 0-65535}");
+    out->winsz = (sg_ctl_winsz){(uint16_t)json_integer_value(rows), (uint16_t)json_integer_value(cols)};
+    return 0;
+}
+
+int sg_ctl_decode_checkpoint(const void *obj, sg_ctl_checkpoint_req *out, sg_err *err)
+{
+    static const char *const f[] = {"label", NULL};
+    memset(out, 0, sizeof *out);
+    return only_fields(obj, "checkpoint", f, err) < 0 ? -1
+           : opt_string(obj, "label", SG_CKPT_LABEL_MAX, &out->label, err);
+}
+
+int sg_ctl_decode_rollback(const void *obj, sg_ctl_rollback_req *out, sg_err *err)
+{
+    static const char *const f[] = {"to", "dry_run", "force", NULL};
+    memset(out, 0, sizeof *out);
+    if (only_fields(obj, "rollback", f, err) < 0 || opt_bool(obj, "dry_run", false, &out->dry_run, err) < 0 ||
+        opt_bool(obj, "force", false, &out->force, err) < 0)
+        return -1;
+    return opt_string(obj, "to", 128, &out->to, err);
+}
+
+int sg_ctl_decode_abort(const void *obj, sg_ctl_abort_req *out, sg_err *err)
+{
+    static const char *const f[] = {"reason", NULL};
+    memset(out, 0, sizeof *out);
+    return only_fields(obj, "abort", f, err) < 0 ? -1 : opt_string(obj, "reason", 4096, &out->reason, err);
+}
+
+int sg_ctl_decode_claim(const void *obj, sg_ctl_claim_req *out, sg_err *err)
+{
+    static const char *const f[] = {"meta", NULL};
+    memset(out, 0, sizeof *out);
+    if (only_fields(obj, "claim", f, err) < 0)
+        return -1;
+    json_t *m = json_object_get(obj, "meta");
+    if (!json_is_object(m))
+        return sg_err_set(err, EINVAL, "\"meta\" must be the sandbox record (an object)");
+    out->meta = json_incref(m);
+    return 0;
+}
+
+int sg_ctl_decode_expire(const void *obj, sg_ctl_expire_req *out, sg_err *err)
+{
+    static const char *const f[] = {"after_s", NULL};
+    memset(out, 0, sizeof *out);
+    return only_fields(obj, "expire", f, err) < 0 ? -1 : opt_number(obj, "after_s", -1, &out->after_s, err);
+}
+
+/* The version of a request: absent is 0 (a CLI from before versions). */
+static int decode_version(const json_t *j, int *v, sg_err *err)
+{
+    json_t *jv = json_object_get(j, "v");
+    if (!jv) {
+        *v = 0;
+        return 0;
+    }
+    if (!json_is_integer(jv) || json_integer_value(jv) < 0)
+        return sg_err_set(err, EINVAL, "\"v\" (the control protocol's version) must be an integer >= 0");
+    if (json_integer_value(jv) > SG_CTL_VERSION)
+        return sg_err_set(err, EPROTO, "this request speaks control protocol %lld; this sandbox's supervisor "
+                          "(an older sandglass) speaks %d: use the sandglass that created the sandbox, or "
+                          "destroy it and create it again", (long long)json_integer_value(jv), SG_CTL_VERSION);
+    *v = (int)json_integer_value(jv);
+    return 0;
+}
+
+static int decode_fields(const json_t *j, sg_ctl_req *out, sg_err *err)
+{
+    static const char *const none[] = {NULL};
+    switch (out->op) {
+    case SG_OP_EXEC:
+        return sg_exec_req_parse(j, &out->u.exec, err);
+    case SG_OP_ATTACH:
+        return sg_ctl_decode_attach(j, &out->u.attach, err);
+    case SG_OP_CHECKPOINT:
+        return sg_ctl_decode_checkpoint(j, &out->u.checkpoint, err);
+    case SG_OP_ROLLBACK:
+        return sg_ctl_decode_rollback(j, &out->u.rollback, err);
+    case SG_OP_ABORT:
+        return sg_ctl_decode_abort(j, &out->u.abort, err);
+    case SG_OP_CLAIM:
+        return sg_ctl_decode_claim(j, &out->u.claim, err);
+    case SG_OP_EXPIRE:
+        return sg_ctl_decode_expire(j, &out->u.expire, err);
+    default:
+        return only_fields(j, sg_ctl_op_name(out->op), none, err);
+    }
+}
+
+int sg_ctl_req_decode(const void *obj, sg_ctl_req *out, sg_err *err)
+{
+    const json_t *j = obj;
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(j))
+        return sg_err_set(err, EINVAL, "request is not a JSON object");
+    const char *name = json_string_value(json_object_get(j, "op"));
+    if (!name)
+        return sg_err_set(err, EINVAL, "request has no string \"op\"");
+    sg_ctl_op op = sg_ctl_op_from_name(name);
+    if (op == SG_OP_NONE)
+        return sg_err_set(err, EINVAL, "unknown request op '%.100s'", name);
+    int v = 0;
+    if (decode_version(j, &v, err) < 0)
+        return -1;
+    out->op = op;
+    if (decode_fields(j, out, err) < 0) {
+        sg_ctl_req_free(out);
+        return -1;
+    }
+    out->v = v;
+    return 0;
+}
+
+void sg_ctl_req_free(sg_ctl_req *r)
+{
+    switch (r->op) {
+    case SG_OP_EXEC:
+        sg_exec_req_free(&r->u.exec);
+        break;
+    case SG_OP_CHECKPOINT:
+        free(r->u.checkpoint.label);
+        break;
+    case SG_OP_ROLLBACK:
+        free(r->u.rollback.to);
+        break;
+    case SG_OP_ABORT:
+        free(r->u.abort.reason);
+        break;
+    case SG_OP_CLAIM:
+        if (r->u.claim.meta)
+            json_decref(r->u.claim.meta);
+        break;
+    default:
+        break;
+    }
+    memset(r, 0, sizeof *r);
+}
+
+static json_t *strv_json(char *const *v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && v && v[i]; i++) {
+        json_t *s = json_string(v[i]);
+        if (!s || json_array_append_new(a, s) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *winsz_json(sg_ctl_winsz w)
+{
+    return json_pack("{s:i, s:i}", "rows", (int)w.rows, "cols", (int)w.cols);
+}
+
+static int encode_exec(json_t *j, const sg_exec_req *e)
+{
+    json_t *argv = strv_json(e->argv);
+    int r = argv ? json_object_set_new(j, "argv", argv) : -1;
+    if (e->env) {
+        json_t *env = strv_json(e->env);
+        r |= env ? json_object_set_new(j, "env", env) : -1;
+    }
+    r |= set_str(j, "cwd", e->cwd);
+    if (e->timeout_s > 0)
+        r |= json_object_set_new(j, "timeout", json_real(e->timeout_s));
+    if (e->tool)
+        r |= json_object_set(j, "tool", e->tool);
+    if (e->code_only)
+        r |= json_object_set_new(j, "result", json_string("code"));
+    if (e->tty)
+        r |= json_object_set_new(j, "tty", winsz_json(e->winsz));
+    if (e->no_record_input)
+        r |= json_object_set_new(j, "record_input", json_false());
+    if (e->detachable)
+        r |= json_object_set_new(j, "detachable", json_true());
+    return r;
+}
+
+static int encode_fields(json_t *j, const sg_ctl_req *r)
+{
+    switch (r->op) {
+    case SG_OP_EXEC:
+        return encode_exec(j, &r->u.exec);
+    case SG_OP_ATTACH: {
+        int rc = json_object_set_new(j, "tty", winsz_json(r->u.attach.winsz));
+        rc |= json_object_set_new(j, "detachable", json_boolean(r->u.attach.detachable));
+        if (r->u.attach.exec > 0)
+            rc |= json_object_set_new(j, "exec", json_integer(r->u.attach.exec));
+        return rc;
+    }
+    case SG_OP_CHECKPOINT:
+        return set_str(j, "label", r->u.checkpoint.label);
+    case SG_OP_ROLLBACK:
+        return set_str(j, "to", r->u.rollback.to) |
+               json_object_set_new(j, "dry_run", json_boolean(r->u.rollback.dry_run)) |
+               json_object_set_new(j, "force", json_boolean(r->u.rollback.force));
+    case SG_OP_ABORT:
+        return set_str(j, "reason", r->u.abort.reason);
+    case SG_OP_CLAIM:
+        return r->u.claim.meta ? json_object_set(j, "meta", r->u.claim.meta) : -1;
+    case SG_OP_EXPIRE:
+        return json_object_set_new(j, "after_s", json_real(r->u.expire.after_s));
+    default:
+        return 0;
+    }
+}
+
+void *sg_ctl_req_encode(const sg_ctl_req *r)
+{
+    const char *name = sg_ctl_op_name(r->op);
+    if (!name)
+        return NULL;
+    sg_autojson json_t *j = json_pack("{s:s}", "op", name);
+    if (!j || (r->v > 0 && json_object_set_new(j, "v", json_integer(r->v)) < 0) || encode_fields(j, r) < 0)
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+char *sg_ctl_req_dump(const sg_ctl_req *r)
+{
+    sg_autojson json_t *j = sg_ctl_req_encode(r);
+    return j ? sg_json_dump(j) : NULL;
+}
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static int want_object(const void *obj, const char *what, sg_err *err)
+{
+    return json_is_object((const json_t *)obj) ? 0
+           : sg_err_set(err, EINVAL, "the supervisor's %s answer is not an object", what);
+}
+
+void *sg_ctl_encode_ping_reply(const sg_ctl_ping_reply *r)
+{
+    return json_pack("{s:b, s:i}", "pong", r->pong, "v", r->v);
+}
+
+int sg_ctl_decode_ping_reply(const void *obj, sg_ctl_ping_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    long long v = 0;
+    if (want_object(obj, "ping", err) < 0 || opt_bool(obj, "pong", false, &out->pong, err) < 0 ||
+        opt_int(obj, "v", &v, err) < 0)
+        return -1;
+    if (v < 0 || v > 1000000)
+        return sg_err_set(err, EINVAL, "\"v\" must be a protocol version");
+    out->v = (int)v;
+    return 0;
+}
+
+void *sg_ctl_encode_checkpoint_reply(const sg_ctl_checkpoint_reply *r)
+{
+    json_t *j = json_object();
+    if (j && set_str(j, "id", r->id) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+int sg_ctl_decode_checkpoint_reply(const void *obj, sg_ctl_checkpoint_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    return want_object(obj, "checkpoint", err) < 0 ? -1 : opt_string(obj, "id", 256, &out->id, err);
+}
+
+void sg_ctl_checkpoint_reply_free(sg_ctl_checkpoint_reply *r)
+{
+    free(r->id);
+    memset(r, 0, sizeof *r);
+}
+
+void *sg_ctl_encode_rollback_reply(const sg_ctl_rollback_reply *r)
+{
+    sg_autojson json_t *j = json_pack("{s:b, s:I}", "restored", r->restored, "running_execs",
+                                      (json_int_t)r->running_execs);
+    if (!j || set_str(j, "to", r->to) < 0 || (r->changes && json_object_set(j, "changes", r->changes) < 0))
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+int sg_ctl_decode_rollback_reply(const void *obj, sg_ctl_rollback_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (want_object(obj, "rollback", err) < 0 || opt_bool(obj, "restored", false, &out->restored, err) < 0 ||
+        opt_int(obj, "running_execs", &out->running_execs, err) < 0)
+        return -1;
+    json_t *ch = json_object_get(obj, "changes");
+    if (ch && !json_is_array(ch))
+        return sg_err_set(err, EINVAL, "\"changes\" must be an array");
+    if (opt_string(obj, "to", 256, &out->to, err) < 0)
+        return -1;
+    out->changes = ch ? json_incref(ch) : NULL;
+    return 0;
+}
+
+void sg_ctl_rollback_reply_free(sg_ctl_rollback_reply *r)
+{
+    free(r->to);
+    if (r->changes)
+        json_decref(r->changes);
+    memset(r, 0, sizeof *r);
+}
+
+void *sg_ctl_encode_abort_reply(const sg_ctl_abort_reply *r)
+{
+    sg_autojson json_t *j = json_pack("{s:b, s:b}", "aborted", r->aborted, "already", r->already);
+    if (!j || set_str(j, "by", r->by) < 0 || set_str(j, "reason", r->reason) < 0)
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+int sg_ctl_decode_abort_reply(const void *obj, sg_ctl_abort_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (want_object(obj, "abort", err) < 0 || opt_bool(obj, "aborted", false, &out->aborted, err) < 0 ||
+        opt_bool(obj, "already", false, &out->already, err) < 0 ||
+        opt_string(obj, "by", 4096, &out->by, err) < 0 || opt_string(obj, "reason", 4096, &out->reason, err) < 0) {
+        sg_ctl_abort_reply_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void sg_ctl_abort_reply_free(sg_ctl_abort_reply *r)
+{
+    free(r->by);
+    free(r->reason);
+    memset(r, 0, sizeof *r);
+}
+
+void *sg_ctl_encode_resume_reply(const sg_ctl_resume_reply *r)
+{
+    sg_autojson json_t *j = json_pack("{s:b}", "resumed", r->resumed);
+    if (!j || set_str(j, "was", r->was) < 0)
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+int sg_ctl_decode_resume_reply(const void *obj, sg_ctl_resume_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (want_object(obj, "resume", err) < 0 || opt_bool(obj, "resumed", false, &out->resumed, err) < 0)
+        return -1;
+    return opt_string(obj, "was", 4096, &out->was, err);
+}
+
+void sg_ctl_resume_reply_free(sg_ctl_resume_reply *r)
+{
+    free(r->was);
+    memset(r, 0, sizeof *r);
+}
+
+void *sg_ctl_encode_expire_reply(const sg_ctl_expire_reply *r)
+{
+    return json_pack("{s:b, s:f}", "expires", r->expires, "after_s", r->after_s);
+}
+
+int sg_ctl_decode_expire_reply(const void *obj, sg_ctl_expire_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (want_object(obj, "expire", err) < 0 || opt_bool(obj, "expires", false, &out->expires, err) < 0)
+        return -1;
+    return opt_number(obj, "after_s", 0, &out->after_s, err);
+}
+
+void *sg_ctl_encode_exec_reply(const sg_ctl_exec_reply *r)
+{
+    json_t *j = json_pack("{s:o, s:o, s:b, s:b}", "exit_code",
+                          r->exit_code >= 0 ? json_integer(r->exit_code) : json_null(), "signal",
+                          r->signal > 0 ? json_integer(r->signal) : json_null(), "timed_out", r->timed_out,
+                          "output_limit_hit", r->output_limit_hit);
+    if (j && r->detached)
+        json_object_set_new(j, "detached", json_true());
+    if (j && r->exec)
+        json_object_set_new(j, "exec", json_integer(r->exec));
+    return j;
+}
+
+/* An integer that may be null (none): -1 then, and when absent. */
+static int opt_int_or_null(const json_t *j, const char *key, long long *out, sg_err *err)
+{
+    json_t *v = json_object_get(j, key);
+    if (!v || json_is_null(v)) {
+        *out = -1;
+        return 0;
+    }
+    return opt_int(j, key, out, err);
+}
+
+int sg_ctl_decode_exec_reply(const void *obj, sg_ctl_exec_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    long long code = 0, sig = 0;
+    if (want_object(obj, "exec", err) < 0 || opt_int_or_null(obj, "exit_code", &code, err) < 0 ||
+        opt_int_or_null(obj, "signal", &sig, err) < 0 || opt_bool(obj, "timed_out", false, &out->timed_out, err) < 0 ||
+        opt_bool(obj, "output_limit_hit", false, &out->output_limit_hit, err) < 0 ||
+        opt_bool(obj, "detached", false, &out->detached, err) < 0 || opt_int(obj, "exec", &out->exec, err) < 0)
+        return -1;
+    if (code < -1 || code > 65535 || sig < -1 || sig > 65535)
+        return sg_err_set(err, EINVAL, "\"exit_code\" or \"signal\" out of range");
+    out->exit_code = (int)code;
+    out->signal = sig < 0 ? 0 : (int)sig;
+    return 0;
+}
