@@ -8,13 +8,16 @@ session's (per command: stdin, activity, command, process, stdout,
 run_result or test_result, activity, a checkpoint before it). Then, each
 run with stdout to /dev/null, best of R runs:
   - sqlite3 DB "SELECT id,learner,task,sandbox,seq,kind,ts,received,payload
-    FROM events WHERE sandbox=... ORDER BY seq" (sqlite3's own list output);
+    FROM sg_events WHERE sandbox=... ORDER BY seq" (sqlite3's own list output);
   - sandglass events --sandbox ID --json (the same rows as JSON lines);
   - sandglass events --sandbox ID (the timeline) and --all.
 Prints the times and the ratios (sqlite3's time / events' time: 1.0 is as
 fast as sqlite3) and writes bench/results/events.json. Asserts nothing.
 
-    bench/bench_events.py [--events N] [--runs R] [--build DIR]
+    bench/bench_events.py [--events N] [--runs R] [--build DIR] [--before DIR]
+
+With --before, the same on another build's ingest and CLI, runs
+interleaved, and the ratio of the two builds' times.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def fill(db: str, n: int, sid: str) -> None:
+def fill(db: str, n: int, sid: str, table: str) -> None:
     con = sqlite3.connect(db)
     rows = []
     seq = 0
@@ -60,21 +63,57 @@ def fill(db: str, n: int, sid: str) -> None:
             rows.append(("ann", "bench", sid, seq, kind, t, t, json.dumps(payload)))
             seq += 1
         k += 1
-    con.executemany("INSERT INTO events (learner, task, sandbox, seq, kind, ts, received, payload)"
+    con.executemany(f"INSERT INTO {table} (learner, task, sandbox, seq, kind, ts, received, payload)"
                     " VALUES (?,?,?,?,?,?,?,?)", rows)
     con.commit()
     con.close()
 
 
-def best(args: list[str], runs: int, env: dict) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        times.append(time.perf_counter() - t0)
-        if p.returncode != 0:
-            sys.exit(f"{args[0]} failed: {p.stderr.decode(errors='replace')}")
-    return min(times)
+def table(db: str) -> str:
+    """The events table's name: sg_events since schema version 2, events before."""
+    con = sqlite3.connect(db)
+    try:
+        return "sg_events" if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'sg_events'").fetchone() \
+            else "events"
+    finally:
+        con.close()
+
+
+def timed(args: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    t = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"{args[0]} failed: {p.stderr.decode(errors='replace')}")
+    return t
+
+
+class Setup:
+    """One build's ingest on its own SQLite store, filled with the session."""
+
+    def __init__(self, build: str, root: str, name: str, n: int, sid: str) -> None:
+        sandglass, sandglassd = os.path.join(build, "sandglass"), os.path.join(build, "sandglassd")
+        d = os.path.join(root, name)
+        os.makedirs(d)
+        self.env = dict(os.environ, SANDGLASS_STATE_DIR=os.path.join(d, "s"), SANDGLASSD=sandglassd, TZ="UTC")
+        self.db, secret = os.path.join(d, "events.db"), os.path.join(d, "secret")
+        self.ing = subprocess.Popen([sandglassd, "ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{self.db}",
+                                     "--secret", secret], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=self.env, text=True)
+        port = int(self.ing.stdout.readline().rsplit(":", 1)[1])
+        self.table = table(self.db)
+        fill(self.db, n, sid, self.table)
+        self.events = [sandglass, "events", "--sandbox", sid, "--ingest", f"http://127.0.0.1:{port}",
+                       "--secret", secret]
+        self.sql = ["sqlite3", self.db, f"SELECT id,learner,task,sandbox,seq,kind,ts,received,payload FROM {self.table}"
+                    f" WHERE sandbox='{sid}' ORDER BY seq"]
+
+    def stop(self) -> None:
+        self.ing.terminate()
+        self.ing.wait()
+
+
+MODES = (("json", ["--json"]), ("timeline", []), ("timeline_all", ["--all"]))
 
 
 def main() -> None:
@@ -82,36 +121,41 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--before", help="another build, measured side by side (runs interleaved)")
     a = ap.parse_args()
-    sandglass = os.path.join(a.build, "sandglass")
-    sandglassd = os.path.join(a.build, "sandglassd")
     root = tempfile.mkdtemp(prefix="sg-bench-events-")
-    env = dict(os.environ, SANDGLASS_STATE_DIR=os.path.join(root, "s"), SANDGLASSD=sandglassd, TZ="UTC")
-    db, secret, sid = os.path.join(root, "events.db"), os.path.join(root, "secret"), "0123456789ab"
-    ing = subprocess.Popen([sandglassd, "ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{db}",
-                            "--secret", secret], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           env=env, text=True)
+    sid = "0123456789ab"
+    builds = {"after": a.build} if not a.before else {"before": a.before, "after": a.build}
+    setups: dict[str, Setup] = {}
     try:
-        line = ing.stdout.readline()
-        port = int(line.rsplit(":", 1)[1])
-        fill(db, a.events, sid)
-        ev = [sandglass, "events", "--sandbox", sid, "--ingest", f"http://127.0.0.1:{port}", "--secret", secret]
-        sql = ("SELECT id,learner,task,sandbox,seq,kind,ts,received,payload FROM events"
-               f" WHERE sandbox='{sid}' ORDER BY seq")
-        t_sql = best(["sqlite3", db, sql], a.runs, env)
-        res = {"events": a.events, "runs": a.runs, "sqlite3_s": t_sql}
-        for name, extra in (("json", ["--json"]), ("timeline", []), ("timeline_all", ["--all"])):
-            t = best(ev + extra, a.runs, env)
-            res[f"events_{name}_s"] = t
-            res[f"ratio_{name}"] = t_sql / t
-            print(f"events {' '.join(extra) or '(timeline)'}: {t * 1000:.1f} ms; sqlite3 {t_sql * 1000:.1f} ms;"
-                  f" speed {t_sql / t:.2f}x sqlite3's")
+        for name, b in builds.items():
+            setups[name] = Setup(b, root, name, a.events, sid)
+        best: dict[str, float] = {}
+        for _ in range(a.runs):  # each run: every build and mode in turn
+            for name, st in setups.items():
+                for key, args in [("sqlite3", st.sql)] + [(m, st.events + x) for m, x in MODES]:
+                    t = timed(args, st.env)
+                    best[f"{name}:{key}"] = min(best.get(f"{name}:{key}", t), t)
+        res = {"events": a.events, "runs": a.runs, "builds": builds}
+        for name in setups:
+            t_sql = best[f"{name}:sqlite3"]
+            res[f"{name}_sqlite3_s"] = t_sql
+            for m, extra in MODES:
+                t = best[f"{name}:{m}"]
+                res[f"{name}_events_{m}_s"], res[f"{name}_ratio_{m}"] = t, t_sql / t
+                print(f"{name:6} events {' '.join(extra) or '(timeline)':10}: {t * 1000:7.1f} ms; sqlite3 "
+                      f"{t_sql * 1000:6.1f} ms; speed {t_sql / t:.2f}x sqlite3's")
+        if "before" in setups:
+            for m, extra in MODES:
+                r = best[f"after:{m}"] / best[f"before:{m}"]
+                res[f"after_over_before_{m}"] = r
+                print(f"events {' '.join(extra) or '(timeline)':10}: after/before time {r:.2f}x")
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "events.json"), "w") as f:
             json.dump(res, f, indent=1)
     finally:
-        ing.terminate()
-        ing.wait()
+        for st in setups.values():
+            st.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 

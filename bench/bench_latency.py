@@ -164,6 +164,9 @@ class StoreTail:
         self.con = sqlite3.connect(db, timeout=10)
         self.sid = sid
         self.after = -1
+        # the events table's name: sg_events since schema version 2, events before
+        self.table = "sg_events" if self.con.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'sg_events'").fetchone() else "events"
 
     step = 0.0002
 
@@ -172,7 +175,7 @@ class StoreTail:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             for seq, kind, payload, ts in self.con.execute(
-                    "SELECT seq, kind, payload, ts FROM events WHERE sandbox=? AND seq>? ORDER BY seq",
+                    f"SELECT seq, kind, payload, ts FROM {self.table} WHERE sandbox=? AND seq>? ORDER BY seq",
                     (self.sid, self.after)):
                 self.after = seq
                 pl = json.loads(payload)

@@ -23,6 +23,16 @@ sg_store *sg_store_open(const char *url, sg_err *err)
     return NULL;
 }
 
+int sg_store_schema_check(int version, const char *where, sg_err *err)
+{
+    if (version <= SG_STORE_SCHEMA_VERSION)
+        return 0;
+    return sg_err_set(err, ENOTSUP,
+                      "%s: the store's schema is version %d, newer than this sandglass knows (%d):"
+                      " open it with the sandglass ingest that made it, or a newer one",
+                      where, version, SG_STORE_SCHEMA_VERSION);
+}
+
 void sg_store_close(sg_store *s)
 {
     if (s)

@@ -30,6 +30,14 @@
 
 #include "base/err.h"
 
+/* The schema's version, recorded in the store (table sg_schema). Both
+ * backends use one vocabulary: sg_events (the rows), sg_schema (the
+ * version), and in PostgreSQL sg_streams (each stream's watermark). Version
+ * 1 is the release before: SQLite's table was "events" and neither had
+ * sg_schema. Opening a store migrates an older one at once, in one
+ * transaction; a newer one is refused with the versions named. */
+#define SG_STORE_SCHEMA_VERSION 2
+
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
 
 typedef struct sg_store_row {
@@ -162,6 +170,10 @@ int sg_store_listen(sg_store *s, sg_err *err);
 /* After the fd polled readable: > 0 notices came, 0 none, -1 the
  * connection is lost (open a new store and listen again). */
 int sg_store_notified(sg_store *s);
+
+/* 0 if a store of schema version `version` can be opened (migrated) by
+ * this build; else -1 with err naming both versions (where: the store). */
+int sg_store_schema_check(int version, const char *where, sg_err *err);
 
 /* Backends. */
 sg_store *sg_store_sqlite_open(const char *path, sg_err *err);

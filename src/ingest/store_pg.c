@@ -1,9 +1,10 @@
 /* store_pg: the PostgreSQL backend of store.h, for several ingest nodes
  * sharing one database.
  *
- * Tables sg_events (the same columns as the SQLite store, payload kept as
- * text, byte-exact) and sg_streams (one row per stream: the highest
- * contiguous committed seq). A batch is one transaction:
+ * Tables sg_events (the same table as the SQLite store's, payload kept as
+ * text, byte-exact), sg_schema (its version, store.h) and sg_streams (one
+ * row per stream: the highest contiguous committed seq). A batch is one
+ * transaction:
  *
  *   BEGIN; COPY rows into a per-connection temp table (ON COMMIT DELETE ROWS);
  *   pg_advisory_xact_lock(PUT) -- ids commit in id order, see below;
@@ -30,8 +31,10 @@
  * turns out dead is tried once more on a fresh one (a batch is idempotent:
  * ON CONFLICT DO NOTHING, watermark recomputed). */
 #include <errno.h>
+#include <limits.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,20 +64,24 @@ static void autoclear(PGresult **r)
 }
 #define pg_autoclear __attribute__((cleanup(autoclear)))
 
-static const char schema_sql[] =
-    "BEGIN;"
-    "SELECT pg_advisory_xact_lock(" PG_LOCK_SCHEMA ");"
-    "CREATE TABLE IF NOT EXISTS sg_events ("
+/* The schema, as steps (as store_sqlite.c's): step k takes a store from
+ * version k to k + 1; a new store runs them all. Version 1 had no
+ * sg_schema; its tables already had this vocabulary's names. */
+static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
+    /* 0 -> 1 */
+    "CREATE TABLE sg_events ("
     " id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
     " learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
     " seq bigint NOT NULL, kind text NOT NULL,"
     " ts text NOT NULL, received text NOT NULL, payload text NOT NULL,"
     " UNIQUE (learner, task, sandbox, seq));"
-    "CREATE TABLE IF NOT EXISTS sg_streams ("
+    "CREATE TABLE sg_streams ("
     " learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
     " contiguous bigint NOT NULL DEFAULT -1,"
-    " PRIMARY KEY (learner, task, sandbox));"
-    "COMMIT;";
+    " PRIMARY KEY (learner, task, sandbox));",
+    /* 1 -> 2: the version recorded */
+    "CREATE TABLE sg_schema (version integer NOT NULL);",
+};
 
 /* Per connection: the batch lands here first (COPY), then moves to
  * sg_events with one set-based statement. */
@@ -753,6 +760,50 @@ static const sg_store_ops pg_ops = {
     .close = pg_close,
 };
 
+/* The store's schema version (inside the schema lock): sg_schema's; 1 for
+ * a store of the release before it (sg_events without sg_schema); 0 for a
+ * new one. */
+static int pg_version(pg_store *s, int *v, sg_err *err)
+{
+    pg_autoclear PGresult *r = PQexec(s->conn, "SELECT to_regclass('sg_schema') IS NOT NULL,"
+                                               " to_regclass('sg_events') IS NOT NULL");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return pg_fail(s, err, "schema version", PQresultErrorMessage(r));
+    if (PQgetvalue(r, 0, 0)[0] != 't') {
+        *v = PQgetvalue(r, 0, 1)[0] == 't' ? 1 : 0;
+        return 0;
+    }
+    pg_autoclear PGresult *x = PQexec(s->conn, "SELECT max(version) FROM sg_schema");
+    if (PQresultStatus(x) != PGRES_TUPLES_OK)
+        return pg_fail(s, err, "schema version", PQresultErrorMessage(x));
+    long long n = PQgetisnull(x, 0, 0) ? 0 : strtoll(PQgetvalue(x, 0, 0), NULL, 10);
+    if (n < 1 || n > INT_MAX)
+        return sg_err_set(err, EIO, "%s: sg_schema holds no valid version", s->where);
+    *v = (int)n;
+    return 0;
+}
+
+/* Brings the store to SG_STORE_SCHEMA_VERSION in one transaction, under
+ * the schema lock (nodes starting at once migrate once); a newer store is
+ * refused, untouched. */
+static int pg_migrate(pg_store *s, sg_err *err)
+{
+    int v = 0;
+    if (exec_all(s, "BEGIN; SELECT pg_advisory_xact_lock(" PG_LOCK_SCHEMA ")", "lock the schema", -1, NULL,
+                 err) < 0 ||
+        pg_version(s, &v, err) < 0 || sg_store_schema_check(v, s->where, err) < 0)
+        return -1;
+    for (int k = v; k < SG_STORE_SCHEMA_VERSION; k++)
+        if (exec_all(s, schema_steps[k], "migrate the schema", -1, NULL, err) < 0)
+            return -1;
+    char set[96];
+    snprintf(set, sizeof set, "DELETE FROM sg_schema; INSERT INTO sg_schema (version) VALUES (%d)",
+             SG_STORE_SCHEMA_VERSION);
+    if (v < SG_STORE_SCHEMA_VERSION && exec_all(s, set, "record the schema version", -1, NULL, err) < 0)
+        return -1;
+    return exec_all(s, "COMMIT", "commit the schema", -1, NULL, err);
+}
+
 /* "postgresql HOST:PORT/DB" from the URL, for messages (never the password). */
 static int describe(const char *url, char *out, size_t len, sg_err *err)
 {
@@ -796,8 +847,7 @@ sg_store *sg_store_pg_open(const char *url, sg_err *err)
         return NULL;
     }
     s->base.ops = &pg_ops;
-    if (describe(url, s->where, sizeof s->where, err) < 0 || pg_connect(s, err) < 0 ||
-        exec_all(s, schema_sql, "create the schema", -1, NULL, err) < 0) {
+    if (describe(url, s->where, sizeof s->where, err) < 0 || pg_connect(s, err) < 0 || pg_migrate(s, err) < 0) {
         if (s->conn && PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
             sg_err dummy;
             exec_all(s, "ROLLBACK", "rollback", -1, NULL, &dummy);

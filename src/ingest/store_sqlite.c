@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,13 +29,23 @@ typedef struct sqlite_store {
     char *path;
 } sqlite_store;
 
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS events ("
+/* The schema, as steps: step k takes a store from version k to k + 1 (a
+ * new store runs them all, so the steps an old store migrates by are the
+ * ones every new store is made by). Version 1 (no sg_schema table): the
+ * release before one vocabulary, its table named "events". Each runs in
+ * the opening transaction; sg_schema is rewritten after the last. */
+static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
+    /* 0 -> 1 */
+    "CREATE TABLE events ("
     " id INTEGER PRIMARY KEY,"
     " learner TEXT NOT NULL, task TEXT NOT NULL, sandbox TEXT NOT NULL,"
     " seq INTEGER NOT NULL, kind TEXT NOT NULL,"
     " ts TEXT NOT NULL, received TEXT NOT NULL, payload TEXT NOT NULL,"
-    " UNIQUE (learner, task, sandbox, seq));";
+    " UNIQUE (learner, task, sandbox, seq));",
+    /* 1 -> 2: PostgreSQL's names (sg_), and the version recorded */
+    "ALTER TABLE events RENAME TO sg_events;"
+    "CREATE TABLE sg_schema (version INTEGER NOT NULL);",
+};
 
 static int db_fail(sqlite_store *s, sg_err *err, const char *what)
 {
@@ -51,42 +63,66 @@ static int exec_sql(sqlite_store *s, const char *sql, sg_err *err)
     return 0;
 }
 
-static int sqlite_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *inserted,
-                      sg_err *err)
+/* Ends the transaction: COMMIT when ok (0), else (or when the commit
+ * fails) ROLLBACK; 0 or -1. */
+static int end_tx(sqlite_store *s, int ok, sg_err *err)
 {
-    sqlite_store *s = (sqlite_store *)base;
+    if (ok == 0 && exec_sql(s, "COMMIT", err) == 0)
+        return 0;
+    sg_err dummy;
+    exec_sql(s, "ROLLBACK", &dummy);
+    return -1;
+}
+
+/* One integer a query answers: *out, or -1 for none (no row, or NULL). */
+static int query_int(sqlite_store *s, const char *sql, int64_t *out, sg_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "schema version");
+    int rc = sqlite3_step(st);
+    *out = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "schema version");
+}
+
+/* The store's schema version: sg_schema's; 1 for a store of the release
+ * before it (its table "events" only); 0 for a new, empty one. */
+static int sqlite_version(sqlite_store *s, int *v, sg_err *err)
+{
+    int64_t has_schema, has_v1, x;
+    if (query_int(s, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sg_schema'", &has_schema,
+                  err) < 0 ||
+        query_int(s, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'", &has_v1, err) < 0)
+        return -1;
+    if (has_schema < 0) {
+        *v = has_v1 > 0 ? 1 : 0;
+        return 0;
+    }
+    if (query_int(s, "SELECT max(version) FROM sg_schema", &x, err) < 0)
+        return -1;
+    if (x < 1 || x > INT_MAX)
+        return sg_err_set(err, EIO, "sqlite %s: sg_schema holds no valid version", s->path);
+    *v = (int)x;
+    return 0;
+}
+
+/* Brings the store to SG_STORE_SCHEMA_VERSION in one transaction (a new
+ * store too); a store newer than that is refused, untouched. */
+static int sqlite_migrate(sqlite_store *s, sg_err *err)
+{
     if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
         return -1;
-    size_t added = 0;
-    for (size_t i = 0; i < n; i++) {
-        const sg_store_row *r = &rows[i];
-        sqlite3_stmt *st = s->insert;
-        sqlite3_bind_text(st, 1, r->learner, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, r->task, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, r->sandbox, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 4, r->seq);
-        sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 6, r->ts, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 7, r->received, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 8, r->payload, (int)r->payload_len, SQLITE_STATIC);
-        int rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc != SQLITE_DONE) {
-            db_fail(s, err, "insert");
-            sg_err dummy;
-            exec_sql(s, "ROLLBACK", &dummy);
-            return -1;
-        }
-        added += (size_t)sqlite3_changes(s->db);
-    }
-    if (exec_sql(s, "COMMIT", err) < 0) {
-        sg_err dummy;
-        exec_sql(s, "ROLLBACK", &dummy);
-        return -1;
-    }
-    *inserted = added;
-    return 0;
+    int v = 0;
+    int r = sqlite_version(s, &v, err) < 0 || sg_store_schema_check(v, s->path, err) < 0 ? -1 : 0;
+    for (int k = v; r == 0 && k < SG_STORE_SCHEMA_VERSION; k++)
+        r = exec_sql(s, schema_steps[k], err);
+    char set[96];
+    snprintf(set, sizeof set, "DELETE FROM sg_schema; INSERT INTO sg_schema (version) VALUES (%d);",
+             SG_STORE_SCHEMA_VERSION);
+    if (r == 0 && v < SG_STORE_SCHEMA_VERSION)
+        r = exec_sql(s, set, err);
+    return end_tx(s, r, err);
 }
 
 static void bind_key(sqlite3_stmt *st, const sg_store_row *r)
@@ -94,6 +130,39 @@ static void bind_key(sqlite3_stmt *st, const sg_store_row *r)
     sqlite3_bind_text(st, 1, r->learner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, r->task, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, r->sandbox, -1, SQLITE_STATIC);
+}
+
+/* One row through an insert statement (insert or insert_new). */
+static int insert_row(sqlite_store *s, sqlite3_stmt *st, const sg_store_row *r, sg_err *err)
+{
+    bind_key(st, r);
+    sqlite3_bind_int64(st, 4, r->seq);
+    sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, r->ts, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, r->received, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, r->payload, (int)r->payload_len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, err, "insert");
+}
+
+static int sqlite_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *inserted,
+                      sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+        return -1;
+    size_t added = 0;
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        r = insert_row(s, s->insert, &rows[i], err);
+        added += (size_t)sqlite3_changes(s->db);
+    }
+    if (end_tx(s, r, err) < 0)
+        return -1;
+    *inserted = added;
+    return 0;
 }
 
 static int judge_max_seq(void *ctx, const sg_store_row *rows, size_t i, int64_t *max,
@@ -138,36 +207,17 @@ static int sqlite_append(sg_store *base, const sg_store_row *rows, size_t n, uin
     if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
         return -1;
     size_t added = 0;
-    if (sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err) < 0)
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
+    int r = sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err);
+    for (size_t i = 0; i < n && r == 0; i++) {
         if (verdicts[i] != SG_STORE_NEW)
             continue;
-        const sg_store_row *r = &rows[i];
-        sqlite3_stmt *st = s->insert_new;
-        bind_key(st, r);
-        sqlite3_bind_int64(st, 4, r->seq);
-        sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 6, r->ts, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 7, r->received, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 8, r->payload, (int)r->payload_len, SQLITE_STATIC);
-        int rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc != SQLITE_DONE) {
-            db_fail(s, err, "insert");
-            goto fail;
-        }
+        r = insert_row(s, s->insert_new, &rows[i], err);
         added++;
     }
-    if (exec_sql(s, "COMMIT", err) < 0)
-        goto fail;
+    if (end_tx(s, r, err) < 0)
+        return -1;
     *inserted = added;
     return 0;
-fail:;
-    sg_err dummy;
-    exec_sql(s, "ROLLBACK", &dummy);
-    return -1;
 }
 
 static int sqlite_contiguous(sg_store *base, const char *learner, const char *task,
@@ -215,7 +265,7 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
 {
     sqlite_store *s = (sqlite_store *)base;
     char sql[512] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload "
-                    "FROM events WHERE 1";
+                    "FROM sg_events WHERE 1";
     if (q->learner)
         strcat(sql, " AND learner = ?1");
     if (q->task)
@@ -280,7 +330,7 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
 /* Per stream: its counts, and its last test_result's exit code and last
  * `sandbox` state by the (learner, task, sandbox, seq) key from its end. */
 #define SESSION_LAST(what, kind)                                                               \
-    "(SELECT json_extract(t.payload, '$." what "') FROM events t WHERE t.learner = e.learner"   \
+    "(SELECT json_extract(t.payload, '$." what "') FROM sg_events t WHERE t.learner = e.learner"   \
     " AND t.task = e.task AND t.sandbox = e.sandbox AND t.kind = '" kind "'"                    \
     " ORDER BY t.seq DESC LIMIT 1)"
 
@@ -291,7 +341,7 @@ static json_t *sqlite_sessions(sg_store *base, const sg_store_query *q, sg_err *
     const char *sql =
         "SELECT learner, task, sandbox, min(id), count(*), min(ts), max(ts),"
         " sum(kind IN ('run_result', 'test_result')), sum(kind = 'session_abort'),"
-        " " SESSION_LAST("exit_code", "test_result") ", " SESSION_LAST("state", "sandbox") " FROM events e"
+        " " SESSION_LAST("exit_code", "test_result") ", " SESSION_LAST("state", "sandbox") " FROM sg_events e"
         " WHERE (?1 IS NULL OR learner = ?1) AND (?2 IS NULL OR task = ?2) AND (?3 IS NULL OR sandbox = ?3)"
         " GROUP BY learner, task, sandbox HAVING min(id) > ?4 ORDER BY min(id) LIMIT ?5";
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -331,7 +381,7 @@ static json_t *sqlite_sandboxes(sg_store *base, sg_err *err)
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_stmt *st = NULL;
     const char *sql = "SELECT learner, task, sandbox, count(*), min(seq), max(seq),"
-                      " min(received), max(received) FROM events"
+                      " min(received), max(received) FROM sg_events"
                       " GROUP BY learner, task, sandbox ORDER BY min(id)";
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_fail(s, err, "list sandboxes");
@@ -372,7 +422,7 @@ static int sqlite_last_id(sg_store *base, int64_t *id, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM events", -1, &st, NULL) !=
+    if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM sg_events", -1, &st, NULL) !=
             SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
@@ -451,28 +501,28 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
     }
     sqlite3_busy_timeout(s->db, 10000);
     if (exec_sql(s, "PRAGMA journal_mode=WAL", err) < 0 ||
-        exec_sql(s, "PRAGMA synchronous=FULL", err) < 0 || exec_sql(s, schema, err) < 0) {
+        exec_sql(s, "PRAGMA synchronous=FULL", err) < 0 || sqlite_migrate(s, err) < 0) {
         sqlite_close(&s->base);
         return NULL;
     }
     if (sqlite3_prepare_v3(s->db,
-                           "INSERT OR IGNORE INTO events (learner, task, sandbox, seq, kind,"
+                           "INSERT OR IGNORE INTO sg_events (learner, task, sandbox, seq, kind,"
                            " ts, received, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                            -1, SQLITE_PREPARE_PERSISTENT, &s->insert, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db,
-                           "SELECT seq FROM events WHERE learner = ?1 AND task = ?2"
+                           "SELECT seq FROM sg_events WHERE learner = ?1 AND task = ?2"
                            " AND sandbox = ?3 AND seq > ?4 ORDER BY seq",
                            -1, SQLITE_PREPARE_PERSISTENT, &s->after, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db,
-                           "INSERT INTO events (learner, task, sandbox, seq, kind,"
+                           "INSERT INTO sg_events (learner, task, sandbox, seq, kind,"
                            " ts, received, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                            -1, SQLITE_PREPARE_PERSISTENT, &s->insert_new, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db,
-                           "SELECT max(seq) FROM events WHERE learner = ?1 AND task = ?2"
+                           "SELECT max(seq) FROM sg_events WHERE learner = ?1 AND task = ?2"
                            " AND sandbox = ?3",
                            -1, SQLITE_PREPARE_PERSISTENT, &s->maxseq, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(s->db,
-                           "SELECT kind, payload FROM events WHERE learner = ?1"
+                           "SELECT kind, payload FROM sg_events WHERE learner = ?1"
                            " AND task = ?2 AND sandbox = ?3 AND seq = ?4",
                            -1, SQLITE_PREPARE_PERSISTENT, &s->getrow, NULL) != SQLITE_OK) {
         db_fail(s, err, "prepare");

@@ -42,7 +42,7 @@ def budget_limits(sid: str) -> list[dict]:
     """The stored `limit` {what: budget} events of a sandbox (a busy
     store is asked again)."""
     try:
-        got = env._query("SELECT payload FROM events WHERE sandbox=? AND kind='limit'", (sid,))
+        got = env._query("SELECT payload FROM sg_events WHERE sandbox=? AND kind='limit'", (sid,))
     except sqlite3.OperationalError:
         return []
     return [p for p in (json.loads(x) for (x,) in got) if p.get("what") == "budget"]

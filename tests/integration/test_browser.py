@@ -118,7 +118,7 @@ def _browser():
     def rows():
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
         try:
-            return con.execute("SELECT kind, payload FROM events WHERE sandbox=? ORDER BY seq", (sid,)).fetchall()
+            return con.execute("SELECT kind, payload FROM sg_events WHERE sandbox=? ORDER BY seq", (sid,)).fetchall()
         finally:
             con.close()
     env.run("flush", sid)  # best effort: events reach the store as they come anyway

@@ -150,13 +150,13 @@ class CapEnv(Env):
 
     def rows(self, sid: str) -> list[dict]:
         return [{"seq": s, "kind": k, "payload": json.loads(p)} for s, k, p in
-                self._query("SELECT seq, kind, payload FROM events WHERE sandbox=? ORDER BY seq", (sid,))]
+                self._query("SELECT seq, kind, payload FROM sg_events WHERE sandbox=? ORDER BY seq", (sid,))]
 
     def seqs(self, sid: str) -> list[int]:
-        return [s for (s,) in self._query("SELECT seq FROM events WHERE sandbox=? ORDER BY seq", (sid,))]
+        return [s for (s,) in self._query("SELECT seq FROM sg_events WHERE sandbox=? ORDER BY seq", (sid,))]
 
     def count_all(self, sid: str) -> int:
-        return self._query("SELECT count(*) FROM events WHERE sandbox=?", (sid,))[0][0]
+        return self._query("SELECT count(*) FROM sg_events WHERE sandbox=?", (sid,))[0][0]
 
     def wait_rows(self, sid: str, pred, timeout: float = 60.0) -> list[dict]:
         """The rows once pred holds, or at the timeout (the caller's check

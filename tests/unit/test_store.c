@@ -14,6 +14,8 @@
 #include "base/util.h"
 #include "ingest/store.h"
 
+#include <sqlite3.h>
+
 typedef struct fixture {
     char dir[64];
     char url[160];
@@ -181,6 +183,89 @@ static void test_last_id(void **state)
     assert_int_equal(err.code, ENOTSUP);
 }
 
+/* Runs sql on the SQLite file of url ("sqlite:PATH"); the first column of
+ * its last row, or -1. */
+static int64_t raw_sql(const char *url, const char *sql)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(url + 7, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    const char *rest = sql;
+    while (rest && *rest) {
+        assert_int_equal(sqlite3_prepare_v2(db, rest, -1, &st, &rest), SQLITE_OK);
+        if (!st)
+            break;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        assert_int_equal(rc, SQLITE_DONE);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+/* The version is recorded; a store newer than this build is refused with
+ * both versions named, and left as it was. */
+static void test_schema_version(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), SG_STORE_SCHEMA_VERSION);
+    assert_int_equal(raw_sql(f->url, "SELECT count(*) FROM sqlite_master WHERE name = 'events'"), 0);
+    sg_store_close(f->s);
+    f->s = NULL;
+    raw_sql(f->url, "UPDATE sg_schema SET version = 99");
+    assert_null(sg_store_open(f->url, &err));
+    assert_int_equal(err.code, ENOTSUP);
+    assert_non_null(strstr(err.msg, "version 99"));
+    char known[32];
+    snprintf(known, sizeof known, "knows (%d)", SG_STORE_SCHEMA_VERSION);
+    assert_non_null(strstr(err.msg, known));
+    assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), 99);
+    raw_sql(f->url, "UPDATE sg_schema SET version = 2");
+    f->s = sg_store_open(f->url, &err);
+    assert_non_null(f->s);
+}
+
+/* A store of version 1 (the table "events", no version) is migrated at
+ * open: its rows kept, ids and all, under the one vocabulary. */
+static void test_schema_v1_migrated(void **state)
+{
+    fixture *f = *state;
+    sg_store_close(f->s);
+    f->s = NULL;
+    char path[200];
+    snprintf(path, sizeof path, "%s", f->url + 7);
+    assert_int_equal(unlink(path), 0);
+    raw_sql(f->url, "CREATE TABLE events (id INTEGER PRIMARY KEY, learner TEXT NOT NULL, task TEXT NOT NULL,"
+                    " sandbox TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, ts TEXT NOT NULL,"
+                    " received TEXT NOT NULL, payload TEXT NOT NULL, UNIQUE (learner, task, sandbox, seq));"
+                    "INSERT INTO events VALUES (7, 'alice', 't1', 'old', 0, 'command', 'a', 'b', '{\"cmd\": 1}');"
+                    "INSERT INTO events VALUES (9, 'alice', 't1', 'old', 1, 'command', 'a', 'b', '{}');");
+    sg_err err = {0};
+    f->s = sg_store_open(f->url, &err);
+    assert_non_null(f->s);
+    assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), SG_STORE_SCHEMA_VERSION);
+    assert_int_equal(raw_sql(f->url, "SELECT count(*) FROM sqlite_master WHERE name = 'events'"), 0);
+    assert_int_equal(contiguous(f->s, "old"), 1);
+    sg_store_query q = {.sandbox = "old", .after_seq = -1, .after_id = -1};
+    sg_autojson json_t *evs = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(evs), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(evs, 0), "id")), 7);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(evs, 0), "payload"), "cmd")),
+                     1);
+    /* the unique key came along: a resend is still a duplicate */
+    sg_store_row again = row("old", 1, "{}");
+    size_t ins = 9;
+    assert_int_equal(sg_store_put(f->s, &again, 1, &ins, &err), 0);
+    assert_int_equal(ins, 0);
+    int64_t id = 0;
+    assert_int_equal(sg_store_last_id(f->s, &id, &err), 0);
+    assert_int_equal(id, 9);
+}
+
 static void test_bad_urls(void **state)
 {
     (void)state;
@@ -210,6 +295,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_last_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_v1_migrated, setup, teardown),
         cmocka_unit_test(test_bad_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

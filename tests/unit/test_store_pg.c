@@ -606,6 +606,73 @@ static void test_concurrent_open(void **state)
     }
 }
 
+/* ------------------------------------------------ schema version */
+
+/* Runs sql on the database of url: the first value of its last result. */
+static long long db_sql(const char *url, const char *sql)
+{
+    PGconn *c = PQconnectdb(url);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+    long long v = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+                                                                           : -1;
+    PQclear(r);
+    PQfinish(c);
+    return v;
+}
+
+/* Recorded; a newer store is refused with both versions named, untouched. */
+static void test_schema_version(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(db_sql(f->url, "SELECT version FROM sg_schema"), SG_STORE_SCHEMA_VERSION);
+    sg_store_close(f->s);
+    f->s = NULL;
+    db_sql(f->url, "UPDATE sg_schema SET version = 99");
+    sg_err err = {0};
+    assert_null(sg_store_open(f->url, &err));
+    assert_int_equal(err.code, ENOTSUP);
+    assert_non_null(strstr(err.msg, "version 99"));
+    assert_null(strchr(err.msg, '\n'));
+    assert_int_equal(db_sql(f->url, "SELECT version FROM sg_schema"), 99);
+    db_sql(f->url, "UPDATE sg_schema SET version = 2");
+    f->s = sg_store_open(f->url, &err);
+    assert_non_null(f->s);
+}
+
+/* A version 1 store (sg_events and sg_streams, no sg_schema) is migrated
+ * at open, its rows and watermarks kept. */
+static void test_schema_v1_migrated(void **state)
+{
+    (void)state;
+    char url[160];
+    new_db(url, sizeof url);
+    db_sql(url, "CREATE TABLE sg_events (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+                " learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL, seq bigint NOT NULL,"
+                " kind text NOT NULL, ts text NOT NULL, received text NOT NULL, payload text NOT NULL,"
+                " UNIQUE (learner, task, sandbox, seq));"
+                "CREATE TABLE sg_streams (learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
+                " contiguous bigint NOT NULL DEFAULT -1, PRIMARY KEY (learner, task, sandbox));"
+                "INSERT INTO sg_events (learner, task, sandbox, seq, kind, ts, received, payload) VALUES"
+                " ('alice', 't1', 'old', 0, 'command', 'a', 'b', '{\"cmd\": 1}'),"
+                " ('alice', 't1', 'old', 1, 'command', 'a', 'b', '{}');"
+                "INSERT INTO sg_streams VALUES ('alice', 't1', 'old', 1)");
+    sg_err err = {0};
+    sg_store *s = sg_store_open(url, &err);
+    assert_non_null(s);
+    assert_int_equal(db_sql(url, "SELECT version FROM sg_schema"), SG_STORE_SCHEMA_VERSION);
+    assert_int_equal(contiguous(s, "old"), 1);
+    sg_store_query q = {.sandbox = "old", .after_seq = -1, .after_id = -1};
+    sg_autojson json_t *evs = sg_store_events(s, &q, &err);
+    assert_int_equal(json_array_size(evs), 2);
+    sg_store_row next = row("old", 2, "{}");
+    put_ok(s, &next, 1, NULL);
+    assert_int_equal(contiguous(s, "old"), 2);
+    sg_store_close(s);
+}
+
 /* ------------------------------------------------ failures */
 
 static void test_unreachable_server(void **state)
@@ -680,6 +747,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_writers_race, setup, teardown),
         cmocka_unit_test_setup_teardown(test_id_cursor_concurrent, setup, teardown),
         cmocka_unit_test(test_concurrent_open),
+        cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
+        cmocka_unit_test(test_schema_v1_migrated),
         cmocka_unit_test(test_unreachable_server),
         cmocka_unit_test_setup_teardown(test_server_killed_then_back, setup, teardown),
     };

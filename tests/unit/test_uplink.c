@@ -281,7 +281,7 @@ static void check_store(int64_t n)
     sqlite3_busy_timeout(db, 5000);
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT seq, payload FROM events WHERE learner = ?1 AND "
+                                        "SELECT seq, payload FROM sg_events WHERE learner = ?1 AND "
                                         "task = ?2 AND sandbox = ?3 ORDER BY id",
                                         -1, &st, NULL),
                      SQLITE_OK);
