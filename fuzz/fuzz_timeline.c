@@ -26,7 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "base/util.h"
+#include "base/json.h"
 #include "cli/timeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

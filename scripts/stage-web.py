@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Stages the page of `sandglass serve` into one directory, as installed.
 
-    stage-web.py WEB_SRC OUT DEPFILE
+    stage-web.py WEB_SRC STAMP DEPFILE    stage into the directory beside STAMP
+                                          named web (the custom target `web`)
+    stage-web.py --install STAGED DATADIR copy the staged directory to
+                                          $DESTDIR DATADIR (meson install)
 
-OUT gets every file and folder of WEB_SRC (web/: the page, its script,
+The staged directory gets every file and folder of WEB_SRC (web/: the page, its script,
 web/console/ ...) but node_modules and npm's package files, and, under
 vendor/, the files the page loads from npm (VENDOR below), taken from
 WEB_SRC/node_modules as `npm ci` made it from web/package-lock.json
 (scripts/install-deps.sh). Nothing is fetched. DEPFILE names every input
 file and folder, so that ninja stages again when one changes, appears or
-goes (meson.build: the custom target `web`).
+goes. The target's output is a stamp file, not the directory, so that
+`ninja -t clean` can remove it; the directory is installed by this script
+(meson.build: add_install_script).
 """
 import os
 import shutil
@@ -24,8 +29,23 @@ VENDOR = {
 SKIP = {"node_modules", "package.json", "package-lock.json"}
 
 
+def install(staged: str, datadir: str) -> int:
+    """staged -> $DESTDIR datadir, replacing what an older install left."""
+    dest = os.environ.get("DESTDIR", "") + datadir if os.environ.get("DESTDIR") else datadir
+    if not os.path.isfile(os.path.join(staged, "terminal.html")):
+        print(f"stage-web: {staged} is not staged: build first", file=sys.stderr)
+        return 1
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(staged, dest)
+    print(f"Installing {staged} to {dest}")
+    return 0
+
+
 def main() -> int:
-    src, out, depfile = sys.argv[1:4]
+    if sys.argv[1] == "--install":
+        return install(sys.argv[2], sys.argv[3])
+    src, stamp, depfile = sys.argv[1:4]
+    out = os.path.join(os.path.dirname(stamp) or ".", "web")
     missing = [p for p in VENDOR.values() if not os.path.isfile(os.path.join(src, "node_modules", p))]
     if missing:
         print(f"stage-web: {src}/node_modules lacks {', '.join(missing)}: run `npm ci` in {src} "
@@ -51,10 +71,11 @@ def main() -> int:
     inputs.append(os.path.join(src, "node_modules", ".package-lock.json"))
     shutil.rmtree(out, ignore_errors=True)
     os.rename(tmp, out)
-    os.utime(out)
     with open(depfile, "w") as f:
         esc = [i.replace(" ", "\\ ") for i in inputs if os.path.exists(i)]
-        f.write(f"{out}: {' '.join(esc)}\n")
+        f.write(f"{stamp}: {' '.join(esc)}\n")
+    with open(stamp, "w") as f:
+        f.write("staged\n")
     return 0
 
 

@@ -8,10 +8,11 @@
 #   process the tests start (CLI, supervisors, workers, daemons, init) is
 #   sanitized, so this is where a behaviour is checked.
 # - plain build: the suite static-e2e only (tests/meson.build names its
-#   programs: test_sandbox, test_cli, test_shell, ready_child, exec_fds):
-#   they exercise end to end what only the plain build ships — the static
-#   musl CLI, the static-pie init and sandglass-exec, the ready child's
-#   program, which the sanitized build does not make — plus the unit tests
+#   programs: test_sandbox, test_cli, test_shell, ready_child, exec_fds,
+#   test_install): they exercise end to end what only the plain build
+#   ships — the static musl CLI, the static-pie init and sandglass-exec,
+#   the ready child's program, which the sanitized build does not make, and
+#   the build installed into a DESTDIR — plus the unit tests
 #   valgrind cannot run (suite no-valgrind) and the lint checks.
 # - valgrind: the unit tests of the plain build (uninitialised reads, which
 #   ASan does not see; and leaks), so the plain build runs no other unit test.

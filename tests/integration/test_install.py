@@ -65,6 +65,40 @@ for k in ("SANDGLASSD", "SANDGLASS_WEB_DIR", "SANDGLASS_SUPERVISOR", "SANDGLASS_
     ienv.pop(k, None)
 ienv["PATH"] = bindir + os.pathsep + ienv.get("PATH", "/usr/bin:/bin")
 
+# A sanitized build's reports and archived supervisor logs (scripts/test.sh
+# points them into the checkout) go to a directory of this test's while the
+# trees are hidden, and are handed to the run's own directories at the end,
+# where its check reads them.
+san = os.path.join(env.root, "san")
+os.makedirs(os.path.join(san, "logs"), mode=0o1777)
+os.chmod(san, 0o1777)
+handback: list[tuple[str, str]] = []  # (ours, the run's)
+for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    parts = ienv.get(var, "").split(":")
+    for i, kv in enumerate(parts):
+        if kv.startswith("log_path="):
+            path = os.path.realpath(kv[len("log_path="):])
+            if under(path, SRC) or under(path, BUILD):
+                parts[i] = "log_path=" + os.path.join(san, os.path.basename(path))
+                handback.append((os.path.join(san, os.path.basename(path)), path))
+    if var in ienv:
+        ienv[var] = ":".join(parts)
+archive = ienv.get("SANDGLASS_LOG_ARCHIVE")
+if archive and (under(os.path.realpath(archive), SRC) or under(os.path.realpath(archive), BUILD)):
+    ienv["SANDGLASS_LOG_ARCHIVE"] = os.path.join(san, "logs")
+    handback.append((os.path.join(san, "logs") + os.sep, archive))
+
+
+def hand_back() -> None:
+    for ours, theirs in handback:
+        if ours.endswith(os.sep):
+            for f in os.listdir(ours):
+                shutil.copy(os.path.join(ours, f), theirs)
+            continue
+        for f in os.listdir(san):
+            if f.startswith(os.path.basename(ours) + "."):
+                shutil.copy(os.path.join(san, f), os.path.dirname(theirs))
+
 
 def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(hidden(list(argv)), capture_output=True, text=True, env=ienv, timeout=timeout)
@@ -125,4 +159,5 @@ if sid:
 else:
     for what in ("runs a command", "destroys it", "it is gone"):
         tap.ok(False, what)
+hand_back()
 tap.done()
