@@ -27,7 +27,13 @@
  *    path is /workspace or under /workspace/, normalised (no ".", "..",
  *    "//" or trailing "/") and passed on as the command's argument;
  *  - sg_mcp_resolve_path never leaves the workspace, its result is
- *    normalised and resolves to itself. */
+ *    normalised and resolves to itself;
+ *  - edit_file's dialogue (tools.c's edit_reply), given a file as its
+ *    script sends it (length, newline, bytes), answers once: "4\n" when
+ *    old_string is not in it, "5\n" when it is there more than once
+ *    without replace_all, else "w\n" and the file with every occurrence,
+ *    left to right and not overlapping, replaced (a byte-by-byte scan
+ *    here agrees). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/json.h"
 #include "mcp/mcp.h"
 #include "mcp/tools.h"
@@ -325,6 +332,39 @@ static void check_resolve(const uint8_t *data, size_t size)
     free(path);
 }
 
+/* The file as the script sends it: its length, a newline, its bytes
+ * (the input); the answer checked against a byte-by-byte scan. */
+static void check_edit(sg_mcp_call *c, const uint8_t *data, size_t size)
+{
+    if (!c->tool->reply || c->replied || !c->edit_old)
+        return;
+    char hdr[32];
+    int h = snprintf(hdr, sizeof hdr, "%zu\n", size);
+    if (sg_mcp_call_output(c, false, hdr, (size_t)h) != 0 || size > c->out.cap - (size_t)h)
+        return; /* not whole yet; or a file larger than the script sends */
+    if (sg_mcp_call_output(c, false, (const char *)data, size) != 1 || !c->replied)
+        abort(); /* the whole file: answered once */
+    sg_buf want = {0};
+    size_t count = 0;
+    for (size_t i = 0; i < size;) {
+        if (i + c->edit_old <= size && memcmp(data + i, c->edit, c->edit_old) == 0) {
+            sg_buf_append(&want, c->edit + c->edit_old, c->edit_new);
+            i += c->edit_old;
+            count++;
+        } else {
+            sg_buf_append(&want, data + i++, 1);
+        }
+    }
+    const char *verdict = count == 0 ? "4\n" : count > 1 && !c->edit_all ? "5\n" : NULL;
+    if (verdict ? c->reply.len != 2 || memcmp(c->reply.data, verdict, 2) != 0
+                : c->reply.len != want.len + 2 || memcmp(c->reply.data, "w\n", 2) != 0 ||
+                      (want.len && memcmp(c->reply.data + 2, want.data, want.len) != 0))
+        abort();
+    if (count != c->edit_count)
+        abort();
+    sg_buf_free(&want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz f = {.answers = json_array()};
@@ -355,6 +395,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *id = json_incref(c->id);
         bool modern = c->modern;
         fz_reset(&f);
+        check_edit(c, data, size);
         sg_mcp_call_output(c, f.nstarted & 1, (const char *)data, size);
         if (f.nstarted & 2)
             sg_mcp_call_done(m, c, NULL, "fuzz error");

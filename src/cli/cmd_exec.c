@@ -354,6 +354,12 @@ static int exec_lost(bool tty, char *line, size_t len)
 /* The relay of a tty exec once its request is sent: the caller's keys
  * (with -i) and window size up, the terminal's output down, until the
  * exit code comes. Returns the exit status. */
+/* Keys sent before the supervisor's first answer: a supervisor of
+ * protocol 0 refuses the request (EXEC_RESEND_V0), and they go again on
+ * the next connection. */
+static char tty_kept[4096];
+static size_t tty_kept_len;
+
 static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
 {
     int winch = sg_cli_tty_winch_fd();
@@ -368,7 +374,9 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
     char in[4096 + SG_DETACH_KEYS_MAX], raw[4096];
     exec_out out = {.tty = true, .last_out = '\n'};
     __attribute__((cleanup(sg_ctl_call_free))) sg_ctl_call call = {.on_output = exec_output, .ud = &out};
-    size_t in_len = 0;
+    size_t in_len = tty_kept_len;
+    memcpy(in, tty_kept, tty_kept_len);
+    tty_kept_len = 0;
     bool in_eof = !interactive, ws_pending = false, detach = false;
     detachable_tty = interactive && dk->n > 0;
     int code = EXEC_EXIT_INTERNAL;
@@ -409,8 +417,13 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
             if ((sent = tty_send(fd, SG_CTL_WINSZ, &ws, sizeof ws)) > 0)
                 ws_pending = false;
         }
-        if (sent >= 0 && in_len && (sent = tty_send(fd, SG_CTL_STDIN, in, in_len)) > 0)
+        if (sent >= 0 && in_len && (sent = tty_send(fd, SG_CTL_STDIN, in, in_len)) > 0) {
+            if (!call.answered && in_len <= sizeof tty_kept - tty_kept_len) {
+                memcpy(tty_kept + tty_kept_len, in, in_len);
+                tty_kept_len += in_len;
+            }
             in_len = 0;
+        }
         if (sent >= 0 && detach && !in_len && (sent = tty_send(fd, SG_CTL_DETACH, NULL, 0)) > 0)
             detach = false; /* the answer ends the relay */
         if (sent < 0 && !p[0].revents) {
@@ -429,9 +442,13 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
             tty_say(line, strlen(line), out.last_out);
             break;
         }
+        if (type != SG_CTL_ERROR)
+            tty_kept_len = 0; /* answered: the keys were the command's */
         if (exec_message(&call, type, buf, n, json, &code))
             break;
     }
+    if (code != EXEC_RESEND_V0)
+        tty_kept_len = 0;
     sg_cli_tty_restore();
     return code;
 }

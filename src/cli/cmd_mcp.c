@@ -123,11 +123,9 @@ static int write_behind(int wr_fd, const char *buf, size_t len, sg_err *err)
 /* The stdin of a call's command, as the read end of a pipe: only pipes
  * cross into a sandbox (docs/SECURITY.md). Its bytes (c->input) are
  * written behind; a tool with a dialogue (tools.h's reply) keeps the
- * writing end in c->in_fd for its answer. -1 when there is no stdin. */
+ * writing end in c->in_fd for its answer. */
 static int input_fd(sg_mcp_call *c, sg_err *err)
 {
-    if (!c->input && !c->tool->reply)
-        return -1;
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return sg_err_sys(err, "cannot make a pipe for the input");
@@ -175,8 +173,8 @@ static int io_start(void *ud, sg_mcp_call *c, sg_err *err)
         fd = sg_revive_connect(a->id, "mcp", err);
         if (fd < 0)
             return -1;
-        sg_autoclose int in = input_fd(c, err);
-        if (in < 0 && err->code)
+        sg_autoclose int in = -1;
+        if ((c->input || c->tool->reply) && (in = input_fd(c, err)) < 0)
             return -1;
         int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), in >= 0 ? &in : NULL, in >= 0 ? 1 : 0);
         if (r < 0) {

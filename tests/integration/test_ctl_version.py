@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sgtest import SANDGLASS, Env, tap  # noqa: E402
@@ -61,6 +64,29 @@ def previous_supervisor() -> tuple[str, str]:
     return sup, ""
 
 
+def tty_exec(env: Env, sid: str) -> bytes:
+    """exec -t -i on a terminal: keys typed once the command is ready."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([SANDGLASS, "exec", "-t", "-i", sid, "--", "sh", "-c", "echo ready; read x; echo got-$x"],
+                         stdin=slave, stdout=slave, stderr=slave, env=env.env, start_new_session=True)
+    os.close(slave)
+    out, typed = b"", False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and b"got-typed" not in out:
+        if not typed and b"ready" in out:
+            os.write(master, b"typed\r")
+            typed = True
+        r, _, _ = select.select([master], [], [], 1)
+        if r:
+            try:
+                out += os.read(master, 4096)
+            except OSError:
+                break
+    p.wait(timeout=60)
+    os.close(master)
+    return out
+
+
 def main() -> None:
     sup, why = previous_supervisor()
     if not sup:
@@ -83,6 +109,8 @@ def main() -> None:
             p = subprocess.run([SANDGLASS, "exec", sid, "--", "cat"], stdin=f, capture_output=True, env=env.env,
                                timeout=60)
         tap.eq((p.returncode, p.stdout), (0, b"from a file\n"), "exec: a relayed stdin (a file) goes again whole")
+        out = tty_exec(env, sid)
+        tap.ok(b"got-typed" in out, "exec -t -i: a terminal through the fallback", repr(out[-300:]))
         p = env.run("exec", "--json", sid, "--", "true")
         tap.ok(p.returncode == 0 and b'"exit_code":0' in p.stdout, "exec --json: the result", repr(p.stdout))
         p = env.run("checkpoint", sid, "--label", "up")
