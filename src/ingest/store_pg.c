@@ -541,7 +541,7 @@ static int pg_contiguous(sg_store *base, const char *learner, const char *task,
     return 0;
 }
 
-static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
+static int pg_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err)
 {
     pg_store *s = (pg_store *)base;
     const char *order = q->after_id >= 0 ? "id" : "learner, task, sandbox, seq";
@@ -599,34 +599,29 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
     strcat(sql, cond);
     pg_autoclear PGresult *r = query(s, sql, np, p, "query events", err);
     if (!r)
-        return NULL;
-    json_t *arr = json_array();
+        return -1;
     if (q->cut)
         *q->cut = false;
-    for (int i = 0; arr && i < PQntuples(r); i++) {
+    int i = 0;
+    for (; i < PQntuples(r); i++) {
         bytes = (size_t)strtoull(PQgetvalue(r, i, 9), NULL, 10);
         if (bytes >= budget) {
             if (q->cut)
                 *q->cut = true;
             break;
         }
-        json_t *payload = json_loads(PQgetvalue(r, i, 8), 0, NULL);
-        json_t *row = json_pack(
-            "{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
-            "id", (json_int_t)strtoll(PQgetvalue(r, i, 0), NULL, 10),
-            "learner", PQgetvalue(r, i, 1), "task", PQgetvalue(r, i, 2),
-            "sandbox", PQgetvalue(r, i, 3),
-            "seq", (json_int_t)strtoll(PQgetvalue(r, i, 4), NULL, 10),
-            "kind", PQgetvalue(r, i, 5), "ts", PQgetvalue(r, i, 6),
-            "received", PQgetvalue(r, i, 7), "payload", payload ? payload : json_object());
-        if (!row || json_array_append_new(arr, row) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
+        sg_store_event e = {
+            .id = strtoll(PQgetvalue(r, i, 0), NULL, 10), .learner = PQgetvalue(r, i, 1),
+            .task = PQgetvalue(r, i, 2), .sandbox = PQgetvalue(r, i, 3),
+            .seq = strtoll(PQgetvalue(r, i, 4), NULL, 10), .kind = PQgetvalue(r, i, 5),
+            .ts = PQgetvalue(r, i, 6), .received = PQgetvalue(r, i, 7),
+            .payload = PQgetisnull(r, i, 8) ? NULL : PQgetvalue(r, i, 8),
+            .payload_len = PQgetisnull(r, i, 8) ? 0 : (size_t)PQgetlength(r, i, 8),
+        };
+        if (fn(ud, &e) < 0)
+            return sg_err_set(err, ENOMEM, "%s: query events: out of memory", s->where);
     }
-    if (!arr)
-        sg_err_set(err, ENOMEM, "%s: query events: out of memory", s->where);
-    return arr;
+    return i;
 }
 
 /* As sqlite_sessions (store_sqlite.c). */
@@ -751,7 +746,7 @@ static const sg_store_ops pg_ops = {
     .put = pg_put,
     .append = pg_append,
     .contiguous = pg_contiguous,
-    .events = pg_events,
+    .scan = pg_scan,
     .sandboxes = pg_sandboxes,
     .sessions = pg_sessions,
     .last_id = pg_last_id,

@@ -245,23 +245,26 @@ static int sqlite_contiguous(sg_store *base, const char *learner, const char *ta
     return 0;
 }
 
-static json_t *row_json(sqlite3_stmt *st)
+static const char *col_text(sqlite3_stmt *st, int i)
 {
-    const char *payload = (const char *)sqlite3_column_text(st, 8);
-    json_t *p = payload ? json_loads(payload, 0, NULL) : NULL;
-    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
-                     "id", (json_int_t)sqlite3_column_int64(st, 0),
-                     "learner", (const char *)sqlite3_column_text(st, 1),
-                     "task", (const char *)sqlite3_column_text(st, 2),
-                     "sandbox", (const char *)sqlite3_column_text(st, 3),
-                     "seq", (json_int_t)sqlite3_column_int64(st, 4),
-                     "kind", (const char *)sqlite3_column_text(st, 5),
-                     "ts", (const char *)sqlite3_column_text(st, 6),
-                     "received", (const char *)sqlite3_column_text(st, 7),
-                     "payload", p ? p : json_object());
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    return t ? t : "";
 }
 
-static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *err)
+/* The row of st (the query's columns) to fn. */
+static int scan_row(sqlite3_stmt *st, sg_store_event_fn fn, void *ud)
+{
+    const char *payload = (const char *)sqlite3_column_text(st, 8);
+    sg_store_event e = {
+        .id = sqlite3_column_int64(st, 0), .learner = col_text(st, 1), .task = col_text(st, 2),
+        .sandbox = col_text(st, 3), .seq = sqlite3_column_int64(st, 4), .kind = col_text(st, 5),
+        .ts = col_text(st, 6), .received = col_text(st, 7), .payload = payload,
+        .payload_len = payload ? (size_t)sqlite3_column_bytes(st, 8) : 0,
+    };
+    return fn(ud, &e);
+}
+
+static int sqlite_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     char sql[512] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload "
@@ -281,10 +284,8 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
     strcat(sql, " LIMIT ?6");
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        db_fail(s, err, "query");
-        return NULL;
-    }
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "query");
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
     if (q->learner)
         sqlite3_bind_text(st, 1, q->learner, -1, SQLITE_STATIC);
@@ -299,11 +300,10 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
     if (q->kinds)
         sqlite3_bind_text(st, 7, q->kinds, -1, SQLITE_STATIC);
-    json_t *arr = json_array();
     size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
     if (q->cut)
         *q->cut = false;
-    int rc;
+    int rc, n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (bytes >= budget) {
             if (q->cut)
@@ -312,19 +312,16 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
             break;
         }
         bytes += (size_t)sqlite3_column_bytes(st, 8);
-        json_t *row = row_json(st);
-        if (!row || json_array_append_new(arr, row) < 0) {
-            rc = SQLITE_NOMEM;
-            break;
+        if (scan_row(st, fn, ud) < 0) {
+            sqlite3_finalize(st);
+            return sg_err_set(err, ENOMEM, "sqlite %s: query: out of memory", s->path);
         }
+        n++;
     }
-    if (rc != SQLITE_DONE) {
-        db_fail(s, err, "query");
-        json_decref(arr);
-        arr = NULL;
-    }
+    if (rc != SQLITE_DONE)
+        n = db_fail(s, err, "query");
     sqlite3_finalize(st);
-    return arr;
+    return n;
 }
 
 /* Per stream: its counts, and its last test_result's exit code and last
@@ -450,7 +447,7 @@ static const sg_store_ops sqlite_ops = {
     .put = sqlite_put,
     .append = sqlite_append,
     .contiguous = sqlite_contiguous,
-    .events = sqlite_events,
+    .scan = sqlite_scan,
     .sandboxes = sqlite_sandboxes,
     .sessions = sqlite_sessions,
     .last_id = sqlite_last_id,
