@@ -454,6 +454,32 @@ static const sg_store_ops sqlite_ops = {
     .close = sqlite_close,
 };
 
+/* Learner data: a new store's file is created 0600 here (SQLite would use
+ * 0644 less the umask); SQLite gives its -wal and -shm files the database
+ * file's mode. An existing file keeps its mode and is not opened here:
+ * closing any fd of a file drops every POSIX lock the process holds on it
+ * (fcntl(2)), so a second store of a file this process already has open
+ * (the ingest opens a reader and a writer) would silently lose the first
+ * one's SQLite locks; another process's connection, closing, then finds
+ * itself the last one and checkpoints and deletes the WAL under the
+ * running ingest, whose later commits no reader sees. A symlink is refused
+ * (as O_NOFOLLOW did). */
+static int create_0600(const char *path, sg_err *err)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (S_ISLNK(st.st_mode))
+            return sg_err_set(err, ELOOP, "sqlite %s: create: a symbolic link", path);
+        return 0;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) /* EEXIST: made meanwhile; nothing to do */
+        return sg_err_sys(err, "sqlite %s: create", path);
+    if (fd >= 0)
+        close(fd); /* a new file: no lock of ours on it yet */
+    return 0;
+}
+
 sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
 {
     /* The store's directory must exist: a typo in --store must not make
@@ -477,16 +503,10 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
     }
     s->base.ops = &sqlite_ops;
     s->path = strdup(path);
-    /* Learner data: create the file 0600 ourselves (SQLite would use 0644
-     * less the umask); SQLite gives its -wal and -shm files the database
-     * file's mode. An existing file keeps its mode. */
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        sg_err_sys(err, "sqlite %s: create", path);
+    if (create_0600(path, err) < 0) {
         sqlite_close(&s->base);
         return NULL;
     }
-    close(fd);
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);

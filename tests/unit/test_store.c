@@ -266,6 +266,45 @@ static void test_schema_v1_migrated(void **state)
     assert_int_equal(id, 9);
 }
 
+/* In another process (another owner of POSIX locks: the sqlite3 shell,
+ * a fresh program, not a fork that would share this one's SQLite state):
+ * how many rows the store's file holds, read by a connection of its own,
+ * then closed. */
+static int64_t count_elsewhere(const char *url)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "sqlite3 '%s' 'SELECT count(*) FROM sg_events'", url + 7);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    long long n = -1;
+    if (fscanf(p, "%lld", &n) != 1)
+        n = -1;
+    assert_int_equal(pclose(p), 0);
+    return n;
+}
+
+/* A second store of the same file in this process (the ingest's reader
+ * and writer) keeps the first one's locks: another process's connection,
+ * closing, must not take the WAL away from under it, and what it commits
+ * afterwards is seen by every reader. */
+static void test_second_open_keeps_locks(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_store *other = sg_store_open(f->url, &err);
+    assert_non_null(other);
+    sg_store_row r0 = row("lk", 0, "{}"), r1 = row("lk", 1, "{}");
+    assert_int_equal(sg_store_put(f->s, &r0, 1, NULL, &err), 0);
+    assert_int_equal(count_elsewhere(f->url), 1);
+    char wal[200];
+    snprintf(wal, sizeof wal, "%s-wal", f->url + 7);
+    struct stat st;
+    assert_int_equal(stat(wal, &st), 0);
+    assert_int_equal(sg_store_put(f->s, &r1, 1, NULL, &err), 0);
+    assert_int_equal(count_elsewhere(f->url), 2);
+    sg_store_close(other);
+}
+
 typedef struct texts {
     sg_buf all;
     size_t n;
@@ -365,6 +404,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_v1_migrated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_json_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_open_keeps_locks, setup, teardown),
         cmocka_unit_test(test_bad_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
