@@ -412,6 +412,18 @@ static PGresult *exec_last_rows(pg_store *s, const char *sql, const char *what, 
     return last;
 }
 
+/* Row number i as the k-th element of a bigint[] literal in b; list_end
+ * closes it ("{}" when empty). */
+static int list_add(sg_buf *b, size_t k, size_t i)
+{
+    return sg_buf_printf(b, "%c%zu", k ? ',' : '{', i);
+}
+
+static int list_end(sg_buf *b)
+{
+    return sg_buf_puts(b, b->len ? "}" : "{}");
+}
+
 static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
                        size_t *inserted, sg_err *err)
 {
@@ -421,31 +433,24 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
         return -1;
     pg_facts f = {0};
     sg_autofree int8_t *same = malloc(n);
-    sg_autofree char *list = NULL;
+    sg_autobuf sg_buf list = {0}; /* row numbers, a bigint[] literal */
     size_t added = 0;
-    if (!same) {
-        sg_err_set(err, ENOMEM, "out of memory");
-        goto fail;
-    }
+    if (!same)
+        goto oom;
     memset(same, -1, n);
     f.same = same;
     if (copy_rows(s, rows, n, err) < 0 ||
         !(f.maxes = exec_last_rows(s, maxes_sql, "highest seqs", err)))
         goto fail;
     /* Resends: rows at or below their stream's highest seq. */
-    size_t cap = 4 + n * 21, o = 0, nres = 0;
-    list = malloc(cap);
-    if (!list) {
-        sg_err_set(err, ENOMEM, "out of memory");
-        goto fail;
-    }
-    o += (size_t)snprintf(list, cap, "{");
+    size_t nres = 0;
     for (size_t i = 0; i < n; i++)
-        if (rows[i].seq <= facts_max(&f, &rows[i]))
-            o += (size_t)snprintf(list + o, cap - o, "%s%zu", nres++ ? "," : "", i);
-    snprintf(list + o, cap - o, "}");
+        if (rows[i].seq <= facts_max(&f, &rows[i]) && list_add(&list, nres++, i) < 0)
+            goto oom;
+    if (list_end(&list) < 0)
+        goto oom;
     if (nres > 0) {
-        const char *params[] = {list};
+        const char *params[] = {list.data};
         pg_autoclear PGresult *r =
             PQexecParams(s->conn, same_sql, 1, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -461,15 +466,15 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
     if (sg_store_judge(rows, n, verdicts, &pg_judge, &f, err) < 0)
         goto fail;
     /* What is not new leaves the batch before the insert. */
-    o = 0;
+    sg_buf_reset(&list);
     size_t ndrop = 0;
-    o += (size_t)snprintf(list, cap, "{");
     for (size_t i = 0; i < n; i++)
-        if (verdicts[i] != SG_STORE_NEW)
-            o += (size_t)snprintf(list + o, cap - o, "%s%zu", ndrop++ ? "," : "", i);
-    snprintf(list + o, cap - o, "}");
+        if (verdicts[i] != SG_STORE_NEW && list_add(&list, ndrop++, i) < 0)
+            goto oom;
+    if (list_end(&list) < 0)
+        goto oom;
     if (ndrop > 0) {
-        const char *params[] = {list};
+        const char *params[] = {list.data};
         pg_autoclear PGresult *r = PQexecParams(
             s->conn, "DELETE FROM sg_batch WHERE n = ANY ($1::bigint[])", 1, NULL, params, NULL,
             NULL, 0);
@@ -483,6 +488,8 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
     PQclear(f.maxes);
     *inserted = added;
     return 0;
+oom:
+    sg_err_set(err, ENOMEM, "out of memory");
 fail:
     PQclear(f.maxes);
     if (!conn_lost(s)) {
