@@ -97,12 +97,18 @@ class Setup:
         os.makedirs(d)
         self.env = dict(os.environ, SANDGLASS_STATE_DIR=os.path.join(d, "s"), SANDGLASSD=sandglassd, TZ="UTC")
         self.db, secret = os.path.join(d, "events.db"), os.path.join(d, "secret")
-        self.ing = subprocess.Popen([sandglassd, "ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{self.db}",
-                                     "--secret", secret], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    env=self.env, text=True)
-        port = int(self.ing.stdout.readline().rsplit(":", 1)[1])
+        argv = [sandglassd, "ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{self.db}", "--secret", secret]
+        # the build's ingest makes its schema; the session goes in while no
+        # ingest runs (a build before 986e09a lost its SQLite locks to its
+        # own second open, and another process's writes could then vanish
+        # from its view)
+        self.ing = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
+        self.ing.stdout.readline()
+        self.stop()
         self.table = table(self.db)
         fill(self.db, n, sid, self.table)
+        self.ing = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
+        port = int(self.ing.stdout.readline().rsplit(":", 1)[1])
         self.events = [sandglass, "events", "--sandbox", sid, "--ingest", f"http://127.0.0.1:{port}",
                        "--secret", secret]
         self.sql = ["sqlite3", self.db, f"SELECT id,learner,task,sandbox,seq,kind,ts,received,payload FROM {self.table}"

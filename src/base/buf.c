@@ -84,6 +84,17 @@ void sg_buf_reset(sg_buf *b)
         b->data[0] = '\0';
 }
 
+void sg_buf_consume(sg_buf *b, size_t n)
+{
+    if (n >= b->len) {
+        sg_buf_reset(b);
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+    b->data[b->len] = '\0';
+}
+
 char *sg_buf_steal(sg_buf *b, size_t *len)
 {
     char *p = b->data ? b->data : strdup("");

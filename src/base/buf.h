@@ -28,6 +28,9 @@ int sg_buf_puts(sg_buf *b, const char *s);
 int sg_buf_printf(sg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Empties it, keeping the memory. */
 void sg_buf_reset(sg_buf *b);
+/* Drops the first n bytes (all of them when n >= len): what a reader has
+ * consumed from the front of a queue, the rest moved down. */
+void sg_buf_consume(sg_buf *b, size_t n);
 /* The data (never NULL: "" for an empty buffer, or NULL on OOM), owned by
  * the caller; the buffer is left empty. */
 char *sg_buf_steal(sg_buf *b, size_t *len);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "checkpoint/ckpt_internal.h"
@@ -146,20 +147,16 @@ static int alias_append(sg_ckpt_store *st, const char *id, char *const *labels, 
                         size_t n, sg_err *err)
 {
     sg_autofree char *path = sg_strdup_printf("%s/" ALIASES_FILE, st->repo_dir);
-    sg_autofree char *buf = NULL;
-    size_t len = 0;
+    sg_autobuf sg_buf buf = {0};
     for (size_t i = 0; i < n; i++) {
         sg_autofree char *lab = clean_label(labels[i]);
-        sg_autofree char *line = sg_strdup_printf("%s %lld %s\n", id, (long long)times[i], lab);
-        size_t l = strlen(line);
-        buf = sg_xrealloc(buf, len + l + 1);
-        memcpy(buf + len, line, l + 1);
-        len += l;
+        if (sg_buf_printf(&buf, "%s %lld %s\n", id, (long long)times[i], lab) < 0)
+            sg_oom(); /* this module's policy (util.h), as sg_xrealloc was */
     }
-    if (!len)
+    if (!buf.len)
         return 0;
     sg_autoclose int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || sg_write_all(fd, buf, len) < 0)
+    if (fd < 0 || sg_write_all(fd, buf.data, buf.len) < 0)
         return sg_err_sys(err, "cannot record checkpoint label in %s", path);
     return 0;
 }

@@ -12,7 +12,11 @@ int sg_http_answer(struct lws *wsi, sg_http_req *req, unsigned int status, json_
     json_decref(body_json);
     if (!text)
         return -1;
-    size_t len = strlen(text);
+    return sg_http_answer_text(wsi, req, status, text, strlen(text));
+}
+
+int sg_http_answer_text(struct lws *wsi, sg_http_req *req, unsigned int status, const char *text, size_t len)
+{
     if (len + 1 > SG_HTTP_BODY_MAX)
         return lws_return_http_status(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR, "answer too big"),
                -1;

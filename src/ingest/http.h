@@ -21,6 +21,8 @@ typedef struct sg_http_req {
  * asks for a writable callback for the body. A 401 carries
  * WWW-Authenticate: Bearer. Returns what the lws callback returns. */
 int sg_http_answer(struct lws *wsi, sg_http_req *req, unsigned int status, json_t *body_json);
+/* The same with the body's JSON text already made (len bytes, one line). */
+int sg_http_answer_text(struct lws *wsi, sg_http_req *req, unsigned int status, const char *text, size_t len);
 /* The settings both servers share, into a zeroed info: a libuv foreign
  * loop (foreign_loops[0] = loop, owned by the caller), the address bound
  * exactly (with IPv6 on, lws 4.1 binds an IPv4 iface as AF_INET6 "::",

@@ -105,18 +105,11 @@ static void queue_ack(conn *c)
 /* Puts a failed job's rows back in front of the filling batch. */
 static int requeue(sg_ingest *ing, pending *job, size_t n)
 {
-    size_t total = n + ing->nbatch;
-    size_t cap = total > 1024 ? total : 1024;
-    pending *merged = malloc(cap * sizeof *merged);
-    if (!merged)
+    if (sg_grow(&ing->batch, &ing->batch_cap, n + ing->nbatch, sizeof *ing->batch) < 0)
         return -1;
-    memcpy(merged, job, n * sizeof *job);
-    if (ing->nbatch)
-        memcpy(merged + n, ing->batch, ing->nbatch * sizeof *merged);
-    free(ing->batch);
-    ing->batch = merged;
-    ing->nbatch = total;
-    ing->batch_cap = cap;
+    memmove(ing->batch + n, ing->batch, ing->nbatch * sizeof *ing->batch);
+    memcpy(ing->batch, job, n * sizeof *job);
+    ing->nbatch += n;
     return 0;
 }
 
@@ -309,14 +302,8 @@ void ingest_on_check(uv_check_t *h)
 
 int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t bytes)
 {
-    if (ing->nbatch == ing->batch_cap) {
-        size_t cap = ing->batch_cap ? ing->batch_cap * 2 : 1024;
-        pending *nb = realloc(ing->batch, cap * sizeof *nb);
-        if (!nb)
-            return -1;
-        ing->batch = nb;
-        ing->batch_cap = cap;
-    }
+    if (sg_grow(&ing->batch, &ing->batch_cap, ing->nbatch + 1, sizeof *ing->batch) < 0)
+        return -1;
     /* The payload's own bytes and ts in one block: the frame's buffer
      * belongs to lws, and the store takes the payload as it came. */
     char *data = malloc(v->payload_len + v->ts_len + 2);

@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "ingest/framescan.h"
 #include "ingest/http.h"
@@ -86,8 +87,7 @@ typedef struct conn {
     struct conn *prev, *next;
     struct lws *wsi;
     ident *id;
-    char *buf;            /* a message arriving in parts */
-    size_t have, cap;
+    sg_buf msg;           /* a message arriving in parts */
     int64_t acked;        /* highest contiguous committed seq known */
     int64_t next_seq;     /* the seq this connection may send next (more is a gap) */
     /* After the first ack (where the stream is), an ack covers no more than

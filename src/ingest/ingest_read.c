@@ -2,6 +2,7 @@
  * tokens (see ingest.h, and ingest_internal.h for the files). */
 #include "ingest/ingest_internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -166,6 +167,25 @@ static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[SG_KINDS_ARG_MA
     return 0;
 }
 
+/* A /v1/events page, its rows written as the store holds them (the
+ * payloads validated at ingest are not parsed again): the bytes jansson
+ * would have dumped for the same rows (store.h: sg_store_event_json). */
+typedef struct events_page {
+    sg_buf *b;
+    size_t n;
+    int64_t last_id, last_seq;
+} events_page;
+
+static int page_row(void *ud, const sg_store_event *e)
+{
+    events_page *pg = ud;
+    if ((pg->n++ > 0 && sg_buf_append(pg->b, ",", 1) < 0) || sg_store_event_json(pg->b, e) < 0)
+        return -1;
+    pg->last_id = e->id;
+    pg->last_seq = e->seq;
+    return 0;
+}
+
 static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
     char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
@@ -188,19 +208,21 @@ static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const 
     q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
     q.max_bytes = HTTP_PAGE_BYTES;
     sg_err err;
-    json_t *events = sg_store_events(ing->store, &q, &err);
-    if (!events)
+    sg_autobuf sg_buf page = {0};
+    events_page pg = {.b = &page};
+    int n = sg_buf_puts(&page, "{\"events\":[") < 0 ? -1 : sg_store_scan(ing->store, &q, page_row, &pg, &err);
+    if (n < 0)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     /* "more": the page stopped at its row or byte bound, not at the end;
      * the client continues after the last row's id (or seq). */
-    bool more = cut || json_array_size(events) >= q.limit;
-    json_t *ans = json_pack("{s:o, s:b}", "events", events, "more", more);
-    json_t *last = json_array_get(events, json_array_size(events) - 1);
-    if (ans && more && last) { /* where the next page starts */
-        json_object_set(ans, "next_after_id", json_object_get(last, "id"));
-        json_object_set(ans, "next_after_seq", json_object_get(last, "seq"));
-    }
-    return sg_http_answer(wsi, req, HTTP_STATUS_OK, ans);
+    bool more = cut || (size_t)n >= q.limit;
+    if (sg_buf_printf(&page, "],\"more\":%s", more ? "true" : "false") < 0 ||
+        (more && n > 0 && /* where the next page starts */
+         sg_buf_printf(&page, ",\"next_after_id\":%" PRId64 ",\"next_after_seq\":%" PRId64, pg.last_id,
+                       pg.last_seq) < 0) ||
+        sg_buf_puts(&page, "}") < 0)
+        return -1;
+    return sg_http_answer_text(wsi, req, HTTP_STATUS_OK, page.data, page.len);
 }
 
 /* /v1/sessions?learner=&task=&sandbox=&after=&limit=: the sessions within

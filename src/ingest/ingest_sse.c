@@ -121,19 +121,17 @@ static sse_msg *msg_new(int64_t id, const char *const key[3], const char *fmt, .
     return m;
 }
 
-/* "id: N\ndata: {row}\n\n" (JSON has no raw newline: one data line). */
-static sse_msg *msg_of_row(json_t *row)
+/* "id: N\ndata: {row}\n\n": the row as /v1/events writes it, on one line
+ * (sg_store_event_json), so one data line. */
+static sse_msg *msg_of_event(const sg_store_event *e)
 {
-    sg_autofree char *data = json_dumps(row, JSON_COMPACT);
-    const char *key[3] = {json_string_value(json_object_get(row, "learner")),
-                          json_string_value(json_object_get(row, "task")),
-                          json_string_value(json_object_get(row, "sandbox"))};
-    json_int_t id = json_integer_value(json_object_get(row, "id"));
-    if (!data || !key[0] || !key[1] || !key[2])
+    sg_autobuf sg_buf row = {0};
+    if (sg_store_event_json(&row, e) < 0)
         return NULL;
-    sse_msg *m = msg_new(id, key, "id: %lld\ndata: %s\n\n", (long long)id, data);
+    const char *key[3] = {e->learner, e->task, e->sandbox};
+    sse_msg *m = msg_new(e->id, key, "id: %lld\ndata: %s\n\n", (long long)e->id, row.data);
     if (m)
-        m->seq = json_integer_value(json_object_get(row, "seq"));
+        m->seq = e->seq;
     return m;
 }
 
@@ -198,6 +196,25 @@ static void sub_offer(sse_hub *h, sse_sub *s, sse_msg *m)
 
 static void on_more(uv_timer_t *t);
 
+/* One row above tail to every live subscriber it matches. */
+static int fan_out_row(void *ud, const sg_store_event *e)
+{
+    sse_hub *h = ud;
+    sse_msg *m = msg_of_event(e);
+    if (!m)
+        return 0; /* as before: a row that cannot be built is passed over */
+    for (sse_sub *s = h->subs; s; s = s->next) {
+        if (!s->live || m->id <= s->cursor)
+            continue;
+        s->cursor = m->id;
+        if (sub_matches(s, m))
+            sub_offer(h, s, m);
+    }
+    h->tail = m->id;
+    msg_unref(m);
+    return 0;
+}
+
 /* The rows committed above tail, to every live subscriber they match. */
 static void hub_fetch(sse_hub *h)
 {
@@ -208,30 +225,13 @@ static void hub_fetch(sse_hub *h)
         sg_store_query q = {.after_seq = -1, .after_id = h->tail, .limit = SSE_TAIL_ROWS,
                             .cut = &cut};
         sg_err err;
-        json_t *rows = sg_store_events(h->ing->store, &q, &err);
-        if (!rows) {
+        int n = sg_store_scan(h->ing->store, &q, fan_out_row, h, &err);
+        if (n < 0) {
             sg_log(SG_LOG_ERROR, "stream: read the new events: %s (retrying)", err.msg);
             uv_timer_start(&h->more, on_more, SSE_RELISTEN_MS, 0);
             return;
         }
-        size_t i, n = json_array_size(rows);
-        json_t *row;
-        json_array_foreach(rows, i, row) {
-            sse_msg *m = msg_of_row(row);
-            if (!m)
-                continue;
-            for (sse_sub *s = h->subs; s; s = s->next) {
-                if (!s->live || m->id <= s->cursor)
-                    continue;
-                s->cursor = m->id;
-                if (sub_matches(s, m))
-                    sub_offer(h, s, m);
-            }
-            h->tail = m->id;
-            msg_unref(m);
-        }
-        json_decref(rows);
-        if (n < SSE_TAIL_ROWS && !cut)
+        if ((size_t)n < SSE_TAIL_ROWS && !cut)
             return;
     }
     uv_timer_start(&h->more, on_more, 0, 0); /* the rest after lws's turn */
@@ -386,6 +386,18 @@ void ingest_sse_gone(sg_ingest *ing, struct lws *wsi)
         }
 }
 
+static int catch_up_row(void *ud, const sg_store_event *e)
+{
+    sse_sub *s = ud;
+    sse_msg *m = msg_of_event(e);
+    if (!m)
+        return -1;
+    queue_push(s, m);
+    s->cursor = m->id;
+    msg_unref(m);
+    return 0;
+}
+
 /* One catch-up page from the subscriber's cursor; a short one makes it
  * live. -1: the store failed (the connection closes; the client resumes). */
 static int sub_catch_up(sse_hub *h, sse_sub *s)
@@ -397,22 +409,12 @@ static int sub_catch_up(sse_hub *h, sse_sub *s)
                         .after_seq = s->after_seq, .after_id = s->cursor, .limit = SSE_CATCHUP_ROWS,
                         .max_bytes = SSE_CATCHUP_BYTES, .cut = &cut};
     sg_err err;
-    sg_autojson json_t *rows = sg_store_events(h->ing->store, &q, &err);
-    if (!rows) {
+    int n = sg_store_scan(h->ing->store, &q, catch_up_row, s, &err);
+    if (n < 0) {
         sg_log(SG_LOG_ERROR, "stream: catch up: %s", err.msg);
         return -1;
     }
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        sse_msg *m = msg_of_row(row);
-        if (!m)
-            return -1;
-        queue_push(s, m);
-        s->cursor = m->id;
-        msg_unref(m);
-    }
-    if (json_array_size(rows) < SSE_CATCHUP_ROWS && !cut) {
+    if ((size_t)n < SSE_CATCHUP_ROWS && !cut) {
         s->live = true;
         if (s->cursor < h->tail)
             s->cursor = h->tail; /* nothing of its own up to tail: read above */

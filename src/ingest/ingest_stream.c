@@ -176,30 +176,19 @@ static int on_receive(sg_ingest *ing, conn *c, const char *in, size_t len)
     size_t remaining = lws_remaining_packet_payload(c->wsi);
     bool final = lws_is_final_fragment(c->wsi) && remaining == 0;
     /* lws 4.1 has no message size limit: enforce ours before buffering. */
-    if (c->have + len + remaining > SG_FRAME_MAX) {
+    if (c->msg.len + len + remaining > SG_FRAME_MAX) {
         ing->stats.refused++;
         return close_with(c->wsi, SG_CLOSE_TOO_BIG, "frame exceeds the size limit");
     }
-    if (c->have == 0 && final) /* the common case: a whole message at once */
+    if (c->msg.len == 0 && final) /* the common case: a whole message at once */
         return on_frame(ing, c, in, len);
-    if (c->have + len > c->cap) {
-        size_t cap = c->cap ? c->cap : 4096;
-        while (cap < c->have + len + remaining)
-            cap *= 2;
-        if (cap > SG_FRAME_MAX)
-            cap = SG_FRAME_MAX;
-        char *nb = realloc(c->buf, cap);
-        if (!nb)
-            return close_with(c->wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "out of memory");
-        c->buf = nb;
-        c->cap = cap;
-    }
-    memcpy(c->buf + c->have, in, len);
-    c->have += len;
+    /* room for the whole message at once (within SG_FRAME_MAX, above) */
+    if (sg_buf_reserve(&c->msg, len + remaining) < 0 || sg_buf_append(&c->msg, in, len) < 0)
+        return close_with(c->wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "out of memory");
     if (!final)
         return 0;
-    int r = on_frame(ing, c, c->buf, c->have);
-    c->have = 0;
+    int r = on_frame(ing, c, c->msg.data, c->msg.len);
+    sg_buf_reset(&c->msg);
     return r;
 }
 
@@ -315,8 +304,7 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
     case LWS_CALLBACK_CLOSED:
         conn_unlink(ing, c);
-        free(c->buf);
-        c->buf = NULL;
+        sg_buf_free(&c->msg);
         ingest_ident_unref(c->id);
         c->id = NULL;
         return 0;

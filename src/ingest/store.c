@@ -2,6 +2,8 @@
 #include "ingest/store.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,9 +58,110 @@ int sg_store_contiguous(sg_store *s, const char *learner, const char *task,
     return s->ops->contiguous(s, learner, task, sandbox, seq, err);
 }
 
+int sg_store_scan(sg_store *s, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err)
+{
+    return s->ops->scan(s, q, fn, ud, err);
+}
+
+/* A JSON string of s (len bytes, valid UTF-8), escaped as jansson's
+ * dump_string escapes it without JSON_ENSURE_ASCII: '"', '\\', and the
+ * controls below 0x20 (\b \f \n \r \t, the rest \u00XX). */
+static int json_str(sg_buf *b, const char *s, size_t len)
+{
+    if (sg_buf_reserve(b, len + 2) < 0)
+        return -1;
+    b->data[b->len++] = '"';
+    size_t run = 0; /* bytes copied as they are, not yet appended */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (sg_buf_append(b, s + run, i - run) < 0)
+            return -1;
+        run = i + 1;
+        char esc[8];
+        const char *t = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\f' ? "\\f"
+                        : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+        if (!t) {
+            snprintf(esc, sizeof esc, "\\u%04X", c);
+            t = esc;
+        }
+        if (sg_buf_puts(b, t) < 0)
+            return -1;
+    }
+    if (sg_buf_append(b, s + run, len - run) < 0)
+        return -1;
+    return sg_buf_append(b, "\"", 1);
+}
+
+/* The stored payload, trimmed of surrounding whitespace, when it is an
+ * object's text; else "{}" (what a row whose payload did not parse gave). */
+static const char *payload_text(const sg_store_event *e, size_t *len)
+{
+    const char *p = e->payload ? e->payload : "";
+    size_t n = e->payload ? e->payload_len : 0;
+    while (n > 0 && strchr(" \t\r\n", *p) && *p) {
+        p++;
+        n--;
+    }
+    while (n > 0 && strchr(" \t\r\n", p[n - 1]) && p[n - 1])
+        n--;
+    if (n < 2 || p[0] != '{' || p[n - 1] != '}') {
+        *len = 2;
+        return "{}";
+    }
+    *len = n;
+    return p;
+}
+
+int sg_store_event_json(sg_buf *b, const sg_store_event *e)
+{
+    size_t plen;
+    const char *p = payload_text(e, &plen);
+    const char *str[] = {e->learner, e->task, e->sandbox};
+    static const char *const skey[] = {",\"learner\":", ",\"task\":", ",\"sandbox\":"};
+    if (sg_buf_printf(b, "{\"id\":%" PRId64, e->id) < 0)
+        return -1;
+    for (size_t k = 0; k < 3; k++)
+        if (sg_buf_puts(b, skey[k]) < 0 || json_str(b, str[k], strlen(str[k])) < 0)
+            return -1;
+    if (sg_buf_printf(b, ",\"seq\":%" PRId64 ",\"kind\":", e->seq) < 0 || json_str(b, e->kind, strlen(e->kind)) < 0 ||
+        sg_buf_puts(b, ",\"ts\":") < 0 || json_str(b, e->ts, strlen(e->ts)) < 0 ||
+        sg_buf_puts(b, ",\"received\":") < 0 || json_str(b, e->received, strlen(e->received)) < 0 ||
+        sg_buf_puts(b, ",\"payload\":") < 0)
+        return -1;
+    size_t at = b->len;
+    if (sg_buf_append(b, p, plen) < 0 || sg_buf_append(b, "}", 1) < 0)
+        return -1;
+    /* JSON's whitespace may hold CR and LF; a string cannot hold them raw */
+    for (char *c = b->data + at; (c = memchr(c, '\n', (size_t)(b->data + b->len - c))); c++)
+        *c = ' ';
+    for (char *c = b->data + at; (c = memchr(c, '\r', (size_t)(b->data + b->len - c))); c++)
+        *c = ' ';
+    return 0;
+}
+
+static int tree_row(void *ud, const sg_store_event *e)
+{
+    json_t *p = e->payload ? json_loadb(e->payload, e->payload_len, 0, NULL) : NULL;
+    json_t *row = json_pack("{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}", "id", (json_int_t)e->id, "learner",
+                            e->learner, "task", e->task, "sandbox", e->sandbox, "seq", (json_int_t)e->seq, "kind",
+                            e->kind, "ts", e->ts, "received", e->received, "payload", p ? p : json_object());
+    return row && json_array_append_new(ud, row) == 0 ? 0 : -1;
+}
+
 json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err)
 {
-    return s->ops->events(s, q, err);
+    json_t *arr = json_array();
+    if (!arr) {
+        sg_err_set(err, ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (sg_store_scan(s, q, tree_row, arr, err) < 0) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
 }
 
 int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err)

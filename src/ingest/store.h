@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 /* The schema's version, recorded in the store (table sg_schema). Both
@@ -75,6 +76,18 @@ typedef struct sg_store_query {
 
 typedef struct sg_store sg_store;
 
+/* One stored event as a backend hands it out (sg_store_scan): borrowed,
+ * valid during the callback only. */
+typedef struct sg_store_event {
+    int64_t id, seq;
+    const char *learner, *task, *sandbox, *kind, *ts, *received;
+    const char *payload;     /* the payload object's JSON text as stored */
+    size_t payload_len;
+} sg_store_event;
+
+/* Called for each row in order; < 0 stops the scan (it then fails). */
+typedef int (*sg_store_event_fn)(void *ud, const sg_store_event *e);
+
 /* Backend interface. */
 typedef struct sg_store_ops {
     int (*put)(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
@@ -82,7 +95,7 @@ typedef struct sg_store_ops {
                   size_t *inserted, sg_err *err);
     int (*contiguous)(sg_store *s, const char *learner, const char *task, const char *sandbox,
                       int64_t *seq, sg_err *err);
-    json_t *(*events)(sg_store *s, const sg_store_query *q, sg_err *err);
+    int (*scan)(sg_store *s, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err);
     json_t *(*sandboxes)(sg_store *s, sg_err *err);
     json_t *(*sessions)(sg_store *s, const sg_store_query *q, sg_err *err);
     int (*last_id)(sg_store *s, int64_t *id, sg_err *err);
@@ -129,9 +142,23 @@ bool sg_store_row_same(const sg_store_row *a, const char *kind, const char *payl
 int sg_store_contiguous(sg_store *s, const char *learner, const char *task,
                         const char *sandbox, int64_t *seq, sg_err *err);
 
-/* Events in seq order per stream (ordered by id when after_id >= 0), as a
- * JSON array of {"id","learner","task","sandbox","seq","kind","ts",
- * "received","payload"}. */
+/* The events q selects, in seq order per stream (in id order when
+ * after_id >= 0), one call of fn each, their payloads as stored: no JSON
+ * tree is built. The number of rows, or -1 with err (also when fn stops). */
+int sg_store_scan(sg_store *s, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err);
+
+/* Appends e to b as the JSON object {"id","learner","task","sandbox","seq",
+ * "kind","ts","received","payload"}: the strings escaped as jansson's
+ * compact dump escapes them, the payload written as stored (it was
+ * validated at ingest; a raw CR or LF in it, whitespace in valid JSON,
+ * becomes a space, so the object is one line), so the bytes equal
+ * json_dumps(JSON_COMPACT) of the parsed row whenever the stored payload is
+ * compact, as the capture writes it. -1 on out of memory. */
+int sg_store_event_json(sg_buf *b, const sg_store_event *e);
+
+/* sg_store_scan's rows as a JSON array of the objects above (each payload
+ * parsed; one that does not parse becomes {}): for callers that want a
+ * tree. The read endpoints and the stream use sg_store_event_json. */
 json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err);
 
 /* [{"learner","task","sandbox","events","first_seq","last_seq","acked_seq",

@@ -412,6 +412,18 @@ static PGresult *exec_last_rows(pg_store *s, const char *sql, const char *what, 
     return last;
 }
 
+/* Row number i as the k-th element of a bigint[] literal in b; list_end
+ * closes it ("{}" when empty). */
+static int list_add(sg_buf *b, size_t k, size_t i)
+{
+    return sg_buf_printf(b, "%c%zu", k ? ',' : '{', i);
+}
+
+static int list_end(sg_buf *b)
+{
+    return sg_buf_puts(b, b->len ? "}" : "{}");
+}
+
 static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
                        size_t *inserted, sg_err *err)
 {
@@ -421,31 +433,24 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
         return -1;
     pg_facts f = {0};
     sg_autofree int8_t *same = malloc(n);
-    sg_autofree char *list = NULL;
+    sg_autobuf sg_buf list = {0}; /* row numbers, a bigint[] literal */
     size_t added = 0;
-    if (!same) {
-        sg_err_set(err, ENOMEM, "out of memory");
-        goto fail;
-    }
+    if (!same)
+        goto oom;
     memset(same, -1, n);
     f.same = same;
     if (copy_rows(s, rows, n, err) < 0 ||
         !(f.maxes = exec_last_rows(s, maxes_sql, "highest seqs", err)))
         goto fail;
     /* Resends: rows at or below their stream's highest seq. */
-    size_t cap = 4 + n * 21, o = 0, nres = 0;
-    list = malloc(cap);
-    if (!list) {
-        sg_err_set(err, ENOMEM, "out of memory");
-        goto fail;
-    }
-    o += (size_t)snprintf(list, cap, "{");
+    size_t nres = 0;
     for (size_t i = 0; i < n; i++)
-        if (rows[i].seq <= facts_max(&f, &rows[i]))
-            o += (size_t)snprintf(list + o, cap - o, "%s%zu", nres++ ? "," : "", i);
-    snprintf(list + o, cap - o, "}");
+        if (rows[i].seq <= facts_max(&f, &rows[i]) && list_add(&list, nres++, i) < 0)
+            goto oom;
+    if (list_end(&list) < 0)
+        goto oom;
     if (nres > 0) {
-        const char *params[] = {list};
+        const char *params[] = {list.data};
         pg_autoclear PGresult *r =
             PQexecParams(s->conn, same_sql, 1, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -461,15 +466,15 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
     if (sg_store_judge(rows, n, verdicts, &pg_judge, &f, err) < 0)
         goto fail;
     /* What is not new leaves the batch before the insert. */
-    o = 0;
+    sg_buf_reset(&list);
     size_t ndrop = 0;
-    o += (size_t)snprintf(list, cap, "{");
     for (size_t i = 0; i < n; i++)
-        if (verdicts[i] != SG_STORE_NEW)
-            o += (size_t)snprintf(list + o, cap - o, "%s%zu", ndrop++ ? "," : "", i);
-    snprintf(list + o, cap - o, "}");
+        if (verdicts[i] != SG_STORE_NEW && list_add(&list, ndrop++, i) < 0)
+            goto oom;
+    if (list_end(&list) < 0)
+        goto oom;
     if (ndrop > 0) {
-        const char *params[] = {list};
+        const char *params[] = {list.data};
         pg_autoclear PGresult *r = PQexecParams(
             s->conn, "DELETE FROM sg_batch WHERE n = ANY ($1::bigint[])", 1, NULL, params, NULL,
             NULL, 0);
@@ -483,6 +488,8 @@ static int append_once(pg_store *s, const sg_store_row *rows, size_t n, uint8_t 
     PQclear(f.maxes);
     *inserted = added;
     return 0;
+oom:
+    sg_err_set(err, ENOMEM, "out of memory");
 fail:
     PQclear(f.maxes);
     if (!conn_lost(s)) {
@@ -541,7 +548,7 @@ static int pg_contiguous(sg_store *base, const char *learner, const char *task,
     return 0;
 }
 
-static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
+static int pg_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err)
 {
     pg_store *s = (pg_store *)base;
     const char *order = q->after_id >= 0 ? "id" : "learner, task, sandbox, seq";
@@ -599,34 +606,29 @@ static json_t *pg_events(sg_store *base, const sg_store_query *q, sg_err *err)
     strcat(sql, cond);
     pg_autoclear PGresult *r = query(s, sql, np, p, "query events", err);
     if (!r)
-        return NULL;
-    json_t *arr = json_array();
+        return -1;
     if (q->cut)
         *q->cut = false;
-    for (int i = 0; arr && i < PQntuples(r); i++) {
+    int i = 0;
+    for (; i < PQntuples(r); i++) {
         bytes = (size_t)strtoull(PQgetvalue(r, i, 9), NULL, 10);
         if (bytes >= budget) {
             if (q->cut)
                 *q->cut = true;
             break;
         }
-        json_t *payload = json_loads(PQgetvalue(r, i, 8), 0, NULL);
-        json_t *row = json_pack(
-            "{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
-            "id", (json_int_t)strtoll(PQgetvalue(r, i, 0), NULL, 10),
-            "learner", PQgetvalue(r, i, 1), "task", PQgetvalue(r, i, 2),
-            "sandbox", PQgetvalue(r, i, 3),
-            "seq", (json_int_t)strtoll(PQgetvalue(r, i, 4), NULL, 10),
-            "kind", PQgetvalue(r, i, 5), "ts", PQgetvalue(r, i, 6),
-            "received", PQgetvalue(r, i, 7), "payload", payload ? payload : json_object());
-        if (!row || json_array_append_new(arr, row) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
+        sg_store_event e = {
+            .id = strtoll(PQgetvalue(r, i, 0), NULL, 10), .learner = PQgetvalue(r, i, 1),
+            .task = PQgetvalue(r, i, 2), .sandbox = PQgetvalue(r, i, 3),
+            .seq = strtoll(PQgetvalue(r, i, 4), NULL, 10), .kind = PQgetvalue(r, i, 5),
+            .ts = PQgetvalue(r, i, 6), .received = PQgetvalue(r, i, 7),
+            .payload = PQgetisnull(r, i, 8) ? NULL : PQgetvalue(r, i, 8),
+            .payload_len = PQgetisnull(r, i, 8) ? 0 : (size_t)PQgetlength(r, i, 8),
+        };
+        if (fn(ud, &e) < 0)
+            return sg_err_set(err, ENOMEM, "%s: query events: out of memory", s->where);
     }
-    if (!arr)
-        sg_err_set(err, ENOMEM, "%s: query events: out of memory", s->where);
-    return arr;
+    return i;
 }
 
 /* As sqlite_sessions (store_sqlite.c). */
@@ -751,7 +753,7 @@ static const sg_store_ops pg_ops = {
     .put = pg_put,
     .append = pg_append,
     .contiguous = pg_contiguous,
-    .events = pg_events,
+    .scan = pg_scan,
     .sandboxes = pg_sandboxes,
     .sessions = pg_sessions,
     .last_id = pg_last_id,

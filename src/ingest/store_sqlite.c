@@ -245,23 +245,26 @@ static int sqlite_contiguous(sg_store *base, const char *learner, const char *ta
     return 0;
 }
 
-static json_t *row_json(sqlite3_stmt *st)
+static const char *col_text(sqlite3_stmt *st, int i)
 {
-    const char *payload = (const char *)sqlite3_column_text(st, 8);
-    json_t *p = payload ? json_loads(payload, 0, NULL) : NULL;
-    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o}",
-                     "id", (json_int_t)sqlite3_column_int64(st, 0),
-                     "learner", (const char *)sqlite3_column_text(st, 1),
-                     "task", (const char *)sqlite3_column_text(st, 2),
-                     "sandbox", (const char *)sqlite3_column_text(st, 3),
-                     "seq", (json_int_t)sqlite3_column_int64(st, 4),
-                     "kind", (const char *)sqlite3_column_text(st, 5),
-                     "ts", (const char *)sqlite3_column_text(st, 6),
-                     "received", (const char *)sqlite3_column_text(st, 7),
-                     "payload", p ? p : json_object());
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    return t ? t : "";
 }
 
-static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *err)
+/* The row of st (the query's columns) to fn. */
+static int scan_row(sqlite3_stmt *st, sg_store_event_fn fn, void *ud)
+{
+    const char *payload = (const char *)sqlite3_column_text(st, 8);
+    sg_store_event e = {
+        .id = sqlite3_column_int64(st, 0), .learner = col_text(st, 1), .task = col_text(st, 2),
+        .sandbox = col_text(st, 3), .seq = sqlite3_column_int64(st, 4), .kind = col_text(st, 5),
+        .ts = col_text(st, 6), .received = col_text(st, 7), .payload = payload,
+        .payload_len = payload ? (size_t)sqlite3_column_bytes(st, 8) : 0,
+    };
+    return fn(ud, &e);
+}
+
+static int sqlite_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     char sql[512] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload "
@@ -281,10 +284,8 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
     strcat(sql, " LIMIT ?6");
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        db_fail(s, err, "query");
-        return NULL;
-    }
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "query");
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
     if (q->learner)
         sqlite3_bind_text(st, 1, q->learner, -1, SQLITE_STATIC);
@@ -299,11 +300,10 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
     sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
     if (q->kinds)
         sqlite3_bind_text(st, 7, q->kinds, -1, SQLITE_STATIC);
-    json_t *arr = json_array();
     size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
     if (q->cut)
         *q->cut = false;
-    int rc;
+    int rc, n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (bytes >= budget) {
             if (q->cut)
@@ -312,19 +312,16 @@ static json_t *sqlite_events(sg_store *base, const sg_store_query *q, sg_err *er
             break;
         }
         bytes += (size_t)sqlite3_column_bytes(st, 8);
-        json_t *row = row_json(st);
-        if (!row || json_array_append_new(arr, row) < 0) {
-            rc = SQLITE_NOMEM;
-            break;
+        if (scan_row(st, fn, ud) < 0) {
+            sqlite3_finalize(st);
+            return sg_err_set(err, ENOMEM, "sqlite %s: query: out of memory", s->path);
         }
+        n++;
     }
-    if (rc != SQLITE_DONE) {
-        db_fail(s, err, "query");
-        json_decref(arr);
-        arr = NULL;
-    }
+    if (rc != SQLITE_DONE)
+        n = db_fail(s, err, "query");
     sqlite3_finalize(st);
-    return arr;
+    return n;
 }
 
 /* Per stream: its counts, and its last test_result's exit code and last
@@ -450,12 +447,38 @@ static const sg_store_ops sqlite_ops = {
     .put = sqlite_put,
     .append = sqlite_append,
     .contiguous = sqlite_contiguous,
-    .events = sqlite_events,
+    .scan = sqlite_scan,
     .sandboxes = sqlite_sandboxes,
     .sessions = sqlite_sessions,
     .last_id = sqlite_last_id,
     .close = sqlite_close,
 };
+
+/* Learner data: a new store's file is created 0600 here (SQLite would use
+ * 0644 less the umask); SQLite gives its -wal and -shm files the database
+ * file's mode. An existing file keeps its mode and is not opened here:
+ * closing any fd of a file drops every POSIX lock the process holds on it
+ * (fcntl(2)), so a second store of a file this process already has open
+ * (the ingest opens a reader and a writer) would silently lose the first
+ * one's SQLite locks; another process's connection, closing, then finds
+ * itself the last one and checkpoints and deletes the WAL under the
+ * running ingest, whose later commits no reader sees. A symlink is refused
+ * (as O_NOFOLLOW did). */
+static int create_0600(const char *path, sg_err *err)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (S_ISLNK(st.st_mode))
+            return sg_err_set(err, ELOOP, "sqlite %s: create: a symbolic link", path);
+        return 0;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) /* EEXIST: made meanwhile; nothing to do */
+        return sg_err_sys(err, "sqlite %s: create", path);
+    if (fd >= 0)
+        close(fd); /* a new file: no lock of ours on it yet */
+    return 0;
+}
 
 sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
 {
@@ -480,16 +503,10 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
     }
     s->base.ops = &sqlite_ops;
     s->path = strdup(path);
-    /* Learner data: create the file 0600 ourselves (SQLite would use 0644
-     * less the umask); SQLite gives its -wal and -shm files the database
-     * file's mode. An existing file keeps its mode. */
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        sg_err_sys(err, "sqlite %s: create", path);
+    if (create_0600(path, err) < 0) {
         sqlite_close(&s->base);
         return NULL;
     }
-    close(fd);
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);

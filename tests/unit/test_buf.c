@@ -47,6 +47,28 @@ static void test_append(void **state)
     free(s);
 }
 
+/* Consuming from the front: the rest moved down, still NUL-terminated;
+ * too much empties it; an empty buffer stays as it is. */
+static void test_consume(void **state)
+{
+    (void)state;
+    sg_buf b = {0};
+    sg_buf_consume(&b, 3);
+    assert_null(b.data);
+    assert_int_equal(sg_buf_puts(&b, "abcdef"), 0);
+    sg_buf_consume(&b, 0);
+    assert_string_equal(b.data, "abcdef");
+    sg_buf_consume(&b, 2);
+    assert_int_equal(b.len, 4);
+    assert_string_equal(b.data, "cdef");
+    sg_buf_consume(&b, 99);
+    assert_int_equal(b.len, 0);
+    assert_string_equal(b.data, "");
+    assert_int_equal(sg_buf_puts(&b, "xy"), 0);
+    assert_string_equal(b.data, "xy");
+    sg_buf_free(&b);
+}
+
 static void test_overflow(void **state)
 {
     (void)state;
@@ -112,6 +134,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_append),
+        cmocka_unit_test(test_consume),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_strv),

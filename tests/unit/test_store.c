@@ -266,6 +266,112 @@ static void test_schema_v1_migrated(void **state)
     assert_int_equal(id, 9);
 }
 
+/* In another process (another owner of POSIX locks: the sqlite3 shell,
+ * a fresh program, not a fork that would share this one's SQLite state):
+ * how many rows the store's file holds, read by a connection of its own,
+ * then closed. */
+static int64_t count_elsewhere(const char *url)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "sqlite3 '%s' 'SELECT count(*) FROM sg_events'", url + 7);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    long long n = -1;
+    if (fscanf(p, "%lld", &n) != 1)
+        n = -1;
+    assert_int_equal(pclose(p), 0);
+    return n;
+}
+
+/* A second store of the same file in this process (the ingest's reader
+ * and writer) keeps the first one's locks: another process's connection,
+ * closing, must not take the WAL away from under it, and what it commits
+ * afterwards is seen by every reader. */
+static void test_second_open_keeps_locks(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    sg_store *other = sg_store_open(f->url, &err);
+    assert_non_null(other);
+    sg_store_row r0 = row("lk", 0, "{}"), r1 = row("lk", 1, "{}");
+    assert_int_equal(sg_store_put(f->s, &r0, 1, NULL, &err), 0);
+    assert_int_equal(count_elsewhere(f->url), 1);
+    char wal[200];
+    snprintf(wal, sizeof wal, "%s-wal", f->url + 7);
+    struct stat st;
+    assert_int_equal(stat(wal, &st), 0);
+    assert_int_equal(sg_store_put(f->s, &r1, 1, NULL, &err), 0);
+    assert_int_equal(count_elsewhere(f->url), 2);
+    sg_store_close(other);
+}
+
+typedef struct texts {
+    sg_buf all;
+    size_t n;
+} texts;
+
+static int collect(void *ud, const sg_store_event *e)
+{
+    texts *t = ud;
+    if (t->n++ && sg_buf_append(&t->all, ",", 1) < 0)
+        return -1;
+    return sg_store_event_json(&t->all, e);
+}
+
+/* Rows written as stored (sg_store_event_json) are the bytes jansson's
+ * compact dump of the parsed rows gives, when the payloads are compact as
+ * the capture makes them; a payload with other whitespace is the same
+ * JSON, on one line. */
+static void test_event_json_bytes(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    /* every ASCII byte (controls too), non-ASCII, and values of each type */
+    char all[200];
+    size_t k = 0;
+    for (int c = 1; c < 128; c++)
+        all[k++] = (char)c;
+    all[k] = '\0';
+    sg_autojson json_t *pv = json_pack("{s:s, s:s, s:i, s:f, s:f, s:b, s:n, s:[i, s, {s:s}], s:I}", "all", all,
+                                       "utf8", "h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80 \xe2\x80\xae", "i", -42,
+                                       "f", 1.5, "g", 1e300, "t", 1, "nul", "arr", 1, "x/y", "o", "k",
+                                       "big", (json_int_t)INT64_MAX);
+    sg_autofree char *compact = json_dumps(pv, JSON_COMPACT);
+    sg_store_row rows[] = {row("ej", 0, compact), row("ej", 1, "{}"), row("ej", 2, "{\"a\":{\"b\":[]}}")};
+    rows[0].ts = "ts \"q\" \\ \x01\x1f\x7f \xc3\xa9";
+    rows[1].kind = "stdout";
+    assert_int_equal(sg_store_put(f->s, rows, 3, NULL, &err), 0);
+    sg_store_query q = {.sandbox = "ej", .after_seq = -1, .after_id = -1};
+    texts t = {0};
+    assert_int_equal(sg_store_scan(f->s, &q, collect, &t, &err), 3);
+    sg_autojson json_t *tree = sg_store_events(f->s, &q, &err);
+    sg_autofree char *want = json_dumps(tree, JSON_COMPACT);
+    assert_non_null(want);
+    want[strlen(want) - 1] = '\0'; /* want is [...] */
+    if (strcmp(t.all.data, want + 1) != 0) {
+        size_t d = 0;
+        while (t.all.data[d] == want[1 + d])
+            d++;
+        fail_msg("differ at %zu: ...%.40s vs ...%.40s", d, t.all.data + d, want + 1 + d);
+    }
+    sg_buf_free(&t.all);
+
+    /* another layout of the same payload: the same JSON, one line */
+    sg_store_row spaced = row("ej2", 0, " {\n  \"a\" : [1, 2],\r\n\t\"s\": \"x\"\n}\n");
+    assert_int_equal(sg_store_put(f->s, &spaced, 1, NULL, &err), 0);
+    q.sandbox = "ej2";
+    t = (texts){0};
+    assert_int_equal(sg_store_scan(f->s, &q, collect, &t, &err), 1);
+    assert_null(strchr(t.all.data, '\n'));
+    assert_null(strchr(t.all.data, '\r'));
+    json_error_t je;
+    sg_autojson json_t *got = json_loads(t.all.data, JSON_REJECT_DUPLICATES, &je);
+    assert_non_null(got);
+    sg_autojson json_t *p2 = json_pack("{s:[i, i], s:s}", "a", 1, 2, "s", "x");
+    assert_true(json_equal(json_object_get(got, "payload"), p2));
+    sg_buf_free(&t.all);
+}
+
 static void test_bad_urls(void **state)
 {
     (void)state;
@@ -297,6 +403,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_last_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_v1_migrated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_json_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_open_keeps_locks, setup, teardown),
         cmocka_unit_test(test_bad_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
