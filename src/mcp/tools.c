@@ -282,7 +282,7 @@ static int shape_edit_file(const sg_mcp_call *c, const json_t *res, sg_buf *t)
     if (c->edit_verdict == 5 && exit_code(res) == 5)
         return sg_buf_printf(t, "old_string occurs %zu times in %s; add context to make it unique, or set "
                              "replace_all", c->edit_count, c->path) < 0 ? -1 : 1;
-    if (!exec_ok(res) || !c->replied)
+    if (!exec_ok(res))
         return file_failed(c, res, t);
     size_t n = c->edit_count;
     return sg_buf_printf(t, "replaced %zu occurrence%s in %s", n, n == 1 ? "" : "s", c->path);

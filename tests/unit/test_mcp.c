@@ -1,6 +1,7 @@
 /* mcp: the JSON-RPC parsing and dispatch, without a sandbox. The scripts
  * the file tools run inside a sandbox are run here for real, with /bin/sh
- * and perl in a temporary directory standing in for /workspace. */
+ * and coreutils (no interpreter) in a temporary directory standing in for
+ * /workspace. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -333,6 +334,62 @@ static void test_tools_call_errors(void **state)
     assert_int_equal(sg_mcp_ncalls(f->m), 0);
 }
 
+/* The exit status as the supervisor's result, to the core. */
+static void run_done(fixture *f, sg_mcp_call *c, int st)
+{
+    json_t *res = json_pack("{s:i, s:n, s:b}", "exit_code", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
+                            "signal", "timed_out", 0);
+    f->nstarted = 0;
+    sg_mcp_call_done(f->m, c, res, NULL);
+    json_decref(res);
+}
+
+/* A tool with a dialogue (edit_file): stdout fed as it comes, the core's
+ * answer written on stdin when it has one, as cmd_mcp.c does. */
+static void run_dialogue(fixture *f, sg_mcp_call *c, char **argv)
+{
+    int in[2], out[2];
+    assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
+    int err = memfd_create("err", 0);
+    pid_t pid = sgt_fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(err, 2);
+        close(in[1]);
+        close(out[0]);
+        if (chdir(json_string_value(json_object_get(c->req, "cwd"))) < 0)
+            _exit(126);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    free(argv);
+    close(in[0]);
+    close(out[1]);
+    char buf[8192];
+    ssize_t r;
+    while ((r = read(out[0], buf, sizeof buf)) > 0) {
+        int rc = sg_mcp_call_output(c, false, buf, (size_t)r);
+        assert_true(rc >= 0);
+        if (rc == 1 && in[1] >= 0) {
+            assert_int_equal(sg_write_all(in[1], c->reply.data, c->reply.len), 0);
+            close(in[1]);
+            in[1] = -1;
+        }
+    }
+    if (in[1] >= 0)
+        close(in[1]);
+    close(out[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    lseek(err, 0, SEEK_SET);
+    while ((r = read(err, buf, sizeof buf)) > 0)
+        sg_mcp_call_output(c, true, buf, (size_t)r);
+    close(err);
+    run_done(f, c, st);
+}
+
 /* Runs a planned exec locally: argv from the request, stdin from the call's
  * input, in the fixture's directory; feeds the output and the exit status
  * back as the supervisor would. */
@@ -350,6 +407,10 @@ static void run_locally(fixture *f, sg_mcp_call *c)
     char **argv = calloc(n + 1, sizeof *argv);
     for (size_t i = 0; i < n; i++)
         argv[i] = (char *)json_string_value(json_array_get(av, i));
+    if (c->tool->reply) {
+        run_dialogue(f, c, argv);
+        return;
+    }
     int in = memfd_create("in", 0), out = memfd_create("out", 0), err = memfd_create("err", 0);
     if (c->input)
         assert_int_equal(sg_write_all(in, c->input, c->input_len), 0);
@@ -378,11 +439,7 @@ static void run_locally(fixture *f, sg_mcp_call *c)
     close(in);
     close(out);
     close(err);
-    json_t *res = json_pack("{s:i, s:n, s:b}", "exit_code", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
-                            "signal", "timed_out", 0);
-    f->nstarted = 0;
-    sg_mcp_call_done(f->m, c, res, NULL);
-    json_decref(res);
+    run_done(f, c, st);
 }
 
 /* One tools/call through dispatch and a local run; returns the answer. */
