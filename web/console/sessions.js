@@ -178,21 +178,23 @@ export function sessionsPage(root, app) {
     if (changed) showCount();
   }
 
-  // The stream first (from now on), then the list: what commits in
-  // between comes twice and counts once (a session's events are counted by
-  // seq).
-  let live = null;
-  let listed = false;
-  async function list() {
-    listed = true;
+  async function fetchAll() {
     const all = [];
     let after;
     for (;;) {
       const page = await api.get('v1/sessions', { after, limit: 1000 });
       all.push(...page.sessions);
-      if (!page.more || !page.sessions.length) break;
+      if (!page.more || !page.sessions.length) return all;
       after = page.sessions[page.sessions.length - 1].cursor;
     }
+  }
+
+  // The list and the stream (from now on) start together. What commits
+  // between the two comes in both and counts once (a session's events are
+  // counted by seq); what commits before the stream's start but after the
+  // list was read is in a second read, made once the stream is live.
+  async function list() {
+    const all = await fetchAll();
     const frag = document.createDocumentFragment();
     for (let i = all.length - 1; i >= 0; i--) frag.append(insert(all[i], false).tr);
     tbody.append(frag);
@@ -204,14 +206,33 @@ export function sessionsPage(root, app) {
     root.dataset.ready = '1';
   }
 
-  live = api.stream({}, {
+  async function resync() {
+    const all = await fetchAll();
+    for (const s2 of all) {
+      const r = rows.get(keyOf(s2));
+      if (!r) insert(s2, true);
+      else if (s2.events > r.s.events) {
+        Object.assign(r.s, s2);
+        fill(r);
+        r.tr.hidden = !matches(r.s);
+      }
+    }
+    showCount();
+  }
+
+  const listed = list();
+  let wasLive = false;
+  const live = api.stream({}, {
     events: onEvents,
     live: () => {
-      if (!listed) list().catch((e) => app.fail(e));
+      if (wasLive) return;
+      wasLive = true;
+      listed.then(resync).catch((e) => app.fail(e));
     },
     state: (st) => app.setLive(st),
     auth: (e) => app.fail(e),
   });
+  listed.catch((e) => app.fail(e));
 
   return {
     close() {
