@@ -220,6 +220,7 @@ def main() -> None:
     print(f"a new event, send -> screen: p50 {pct(lv, 50):.0f} ms, p99 {pct(lv, 99):.0f} ms, max {max(lv):.0f} ms; "
           f"commit ack -> screen: p50 {pct(la, 50):.0f} ms, p99 {pct(la, 99):.0f} ms over {a.live} events "
           f"(target p99 <= 100 ms)")
+    print("the session page's last load (marks, ms):", json.dumps(r.get("session_marks")))
     print("the list page's last load (name, start ms, end ms):", json.dumps(r.get("list_timeline")))
     print(f"load average {res['loadavg']:.2f} (a shared machine: the figures move with it)")
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)

@@ -11,10 +11,13 @@ SG_CONSOLE_SCREENSHOTS=DIR also writes console-sessions.png and
 console-session.png there (docs/)."""
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 
 from sgtest import SANDGLASS, SANDGLASSD, Env, tap
 
@@ -51,6 +54,45 @@ def curl(path: str, *extra: str) -> tuple[int, dict, str]:
     hdrs = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
     return code, hdrs, body
 
+
+class Proxy(http.server.BaseHTTPRequestHandler):
+    """A reverse proxy that puts the ingest under /sg/ (as a school's web
+    server would): GETs forwarded with their headers, answers streamed as
+    they come (the pushed stream too)."""
+    PREFIX = "/sg/"
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        if not self.path.startswith(self.PREFIX):
+            self.send_error(404)
+            return
+        up = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        hdrs = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "accept", "last-event-id")}
+        up.request("GET", "/" + self.path[len(self.PREFIX):], headers=hdrs)
+        res = up.getresponse()
+        self.send_response(res.status)
+        for k, v in res.getheaders():
+            if k.lower() not in ("connection", "transfer-encoding", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            while True:
+                chunk = res.read1(65536)
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError:
+            pass
+        up.close()
+
+    def log_message(self, *args):
+        pass
+
+
+proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+proxy.daemon_threads = True
+threading.Thread(target=proxy.serve_forever, daemon=True).start()
 
 sid = env.create("--learner", "ada", "--task", "t1", "--ingest", ws, "--secret", secret)
 env.sh(sid, "printf 'first line\\nsecond\\n' > notes.txt; echo wrote notes")
@@ -117,6 +159,7 @@ def _browser():
         "list_cmd": [SANDGLASS, "exec", sid, "--", "echo", "from-the-list"],
         "live_cmd": [SANDGLASS, "exec", sid, "--", "sh", "-c", f"echo {marker}; echo more >> notes.txt"],
         "marker": marker,
+        "proxy_base": f"http://127.0.0.1:{proxy.server_address[1]}/sg/",
         "screenshots": os.environ.get("SG_CONSOLE_SCREENSHOTS") or None,
     }
     p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_console.mjs"), CHROMIUM, json.dumps(plan)],
@@ -128,7 +171,7 @@ def _browser():
         r = {"ok": False, "error": p.stdout[-1000:] + p.stderr[-1000:]}
     tap.ok(r.get("ok"), "the browser went through every step", r.get("error", ""))
     tap.eq(r.get("steps"), ["asked for a token", "list", "list updated live", "session", "diff", "live exec",
-                            "hostile", "scoped"], "in that order")
+                            "hostile", "scoped", "behind a proxy"], "in that order")
     tap.eq((r.get("no_token_rows"), r.get("no_token_status")), (0, 401),
            "without a token: a token form, no rows, the API says 401")
     tap.ok(r.get("url_after") and "token" not in r["url_after"] and r.get("history_has_token") is False,
@@ -159,6 +202,11 @@ def _browser():
            "no dialog, no page error, no console error")
     tap.eq(r.get("csp_violations"), [], "no CSP violation")
     tap.eq(r.get("scoped_rows"), [other], "a token scoped to a sandbox lists that session only")
+    px = r.get("proxy") or {}
+    tap.ok(px.get("rows") == 3 and px.get("live") and px.get("session_cmds", 0) > 0
+           and all(u.startswith(plan["proxy_base"]) for u in px.get("requests") or ["?"]),
+           "behind a reverse proxy under /sg/: the list, live, a session; every request under /sg/",
+           json.dumps(px)[:400])
 
 
 tap.done()

@@ -39,7 +39,7 @@ try {
   const resp = await page.goto(plan.base);
   r.headers = resp.headers();
   await page.waitForSelector('#token-input', { timeout: 15000 });
-  r.no_token_rows = await page.locator('#sessions tbody tr').count();
+  r.no_token_rows = await page.locator('#sessions .rows > .row').count();
   r.no_token_status = await page.evaluate(async () => (await fetch('v1/sessions')).status);
   r.steps.push('asked for a token');
   // A 401 the page provoked on purpose is the only console error allowed.
@@ -52,26 +52,26 @@ try {
   r.history_has_token = await page.evaluate(() => location.href.includes('token='));
   await page.waitForSelector('#main[data-ready="1"]', { timeout: 30000 });
   r.steps.push('list');
-  const rowsText = await page.locator('#sessions tbody').innerText();
+  const rowsText = await page.locator('#sessions .rows').textContent();
   r.list_has_session = rowsText.includes(plan.sandbox);
-  r.list_rows = await page.locator('#sessions tbody tr').count();
+  r.list_rows = await page.locator('#sessions .rows > .row').count();
 
   // Filter by learner.
   await page.fill('.f-learner', plan.learner);
-  r.filtered_rows = await page.locator('#sessions tbody tr:not([hidden])').count();
-  r.filtered_all_match = (await page.locator('#sessions tbody tr:not([hidden]) td.c-learner').allInnerTexts())
+  r.filtered_rows = await page.locator('#sessions .rows > .row:not([hidden])').count();
+  r.filtered_all_match = (await page.locator('#sessions .rows > .row:not([hidden]) .c-learner').allTextContents())
     .every((t) => t.includes(plan.learner));
   await page.fill('.f-learner', '');
 
   // A live update: an exec in the session while the list is open.
-  const row = page.locator('#sessions tbody tr', { hasText: plan.sandbox });
-  const before = Number(await row.locator('td.c-commands').innerText());
+  const row = page.locator('#sessions .rows > .row', { hasText: plan.sandbox });
+  const before = Number(await row.locator('.c-commands').textContent());
   await page.waitForSelector('#status.live-live', { timeout: 30000 });
   r.list_cmd_rc = await run(plan.list_cmd);
   await page.waitForFunction(([sb, n]) => {
-    for (const tr of document.querySelectorAll('#sessions tbody tr'))
-      if (tr.querySelector('td.c-sandbox').textContent === sb)
-        return Number(tr.querySelector('td.c-commands').textContent) > n;
+    for (const tr of document.querySelectorAll('#sessions .rows > .row'))
+      if (tr.querySelector('.c-sandbox').textContent === sb)
+        return Number(tr.querySelector('.c-commands').textContent) > n;
     return false;
   }, [plan.sandbox, before], { timeout: 60000 });
   r.steps.push('list updated live');
@@ -134,9 +134,25 @@ try {
   const p2 = await ctx.newPage();
   await p2.goto(`${plan.base}?token=${encodeURIComponent(plan.scoped_token)}`);
   await p2.waitForSelector('#main[data-ready="1"]', { timeout: 30000 });
-  r.scoped_rows = await p2.locator('#sessions tbody td.c-sandbox').allInnerTexts();
+  r.scoped_rows = await p2.locator('#sessions .rows .c-sandbox').allTextContents();
   await p2.close();
   r.steps.push('scoped');
+
+  // 6. Behind a reverse proxy under a path prefix: every link relative.
+  const p3 = await ctx.newPage();
+  const reqs = [];
+  p3.on('request', (q) => reqs.push(q.url()));
+  await p3.goto(`${plan.proxy_base}?token=${encodeURIComponent(plan.token)}`);
+  await p3.waitForSelector('#main[data-ready="1"]', { timeout: 30000 });
+  r.proxy = { rows: await p3.locator('#sessions .rows > .row').count() };
+  await p3.waitForSelector('#status.live-live', { timeout: 30000 });
+  r.proxy.live = true;
+  await p3.locator('#sessions .rows > .row', { hasText: plan.sandbox }).locator('a.open').click();
+  await p3.waitForSelector('#main[data-ready="1"] section.cmd', { timeout: 30000 });
+  r.proxy.session_cmds = await p3.locator('section.cmd').count();
+  r.proxy.requests = reqs;
+  await p3.close();
+  r.steps.push('behind a proxy');
   r.ok = true;
 } catch (e) {
   r.ok = false;

@@ -28,14 +28,16 @@ try {
     await page.goto(`${plan.base}?token=${tok}${route}`);
     out.first_paint_ms.push(await paintedAt(page, '#main[data-ready="1"] .timeline .segment > *'));
     out.session_nodes = await page.locator('.timeline [data-seq]').count();
+    out.session_marks = await page.evaluate(() => performance.getEntriesByType('mark').map((m) => [m.name, Math.round(m.startTime)]));
     await page.close();
     const p2 = await ctx.newPage();
     await p2.goto(`${plan.base}?token=${tok}#/`);
     out.list_ms.push(await paintedAt(p2, '#main[data-ready="1"]'));
-    out.list_rows = await p2.locator('#sessions tbody tr').count();
+    out.list_rows = await p2.locator('#sessions .rows > .row').count();
     out.list_timeline = await p2.evaluate(() => {
       const nav = performance.getEntriesByType('navigation')[0];
       return {
+        marks: performance.getEntriesByType('mark').map((m) => [m.name, Math.round(m.startTime)]),
         dom_content_loaded: Math.round(nav.domContentLoadedEventEnd),
         resources: performance.getEntriesByType('resource').map((e) =>
           [e.name.split('/').pop().split('?')[0], Math.round(e.startTime), Math.round(e.responseEnd)]),

@@ -156,6 +156,7 @@ export function sessionPage(root, app, learner, task, sandbox) {
     const lo = Math.max(-1, row.events - 1 - PAGE);
     const rows = await range(id, lo, Infinity);
     if (closed) return;
+    performance.mark('sg-session-fetched');
     atStart = lo === -1;
     lowest = rows.length ? rows[0].seq : lo + 1;
     for (const ev of rows) {
@@ -175,6 +176,7 @@ export function sessionPage(root, app, learner, task, sandbox) {
     startNote.hidden = !atStart;
     document.scrollingElement.scrollTop = document.scrollingElement.scrollHeight;
     root.dataset.ready = '1';
+    performance.mark('sg-session-rendered');
     if (b === newest.length && !atStart) await older();
     io.observe(olderBtn);
     live = api.stream({ ...id, after: maxId, after_seq: maxSeq }, {

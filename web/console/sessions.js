@@ -19,12 +19,19 @@ function testsWord(s) {
   return s.last_test_exit === 0 ? ['passing', 'pass'] : ['failing', 'fail'];
 }
 
-// One row: its cells, made once, filled by fill().
+const COLS = ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'];
+
+// One row: its cells, made once, filled by fill(). Rows are grid rows, not
+// a <table>'s: off screen, a row is neither laid out nor painted
+// (content-visibility), which a table row cannot skip.
 function makeRow(s) {
-  const tr = el('tr');
+  const tr = el('div', 'row');
+  tr.setAttribute('role', 'row');
   const c = {};
-  for (const k of ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'])
-    c[k] = tr.appendChild(el('td', `c-${k}`));
+  for (const k of COLS) {
+    c[k] = tr.appendChild(el('span', `c-${k}`));
+    c[k].setAttribute('role', 'cell');
+  }
   const a = el('a', 'open', vis(s.sandbox));
   a.href = routeHref('s', s.learner, s.task, s.sandbox);
   c.sandbox.append(a);
@@ -97,15 +104,20 @@ export function sessionsPage(root, app) {
   const count = el('span', 'count', 'loading…');
   const bar = add(el('div', 'filters'), fLearner, fTask, fState, count, dlL, dlT);
 
-  const table = el('table', 'sessions');
+  const table = el('div', 'sessions');
   table.id = 'sessions';
-  const head = el('tr');
+  table.setAttribute('role', 'table');
+  const head = el('div', 'row head');
+  head.setAttribute('role', 'row');
   for (const h of ['Learner', 'Task', 'Sandbox', 'State', 'Tests', 'Commands', 'Events',
-    `Started (${zoneLabel()})`, 'Last activity'])
-    head.append(el('th', null, h));
-  const thead = add(el('thead'), head);
-  const tbody = el('tbody');
-  add(table, thead, tbody);
+    `Started (${zoneLabel()})`, 'Last activity']) {
+    const th = el('span', null, h);
+    th.setAttribute('role', 'columnheader');
+    head.append(th);
+  }
+  const tbody = el('div', 'rows');
+  tbody.setAttribute('role', 'rowgroup');
+  add(table, head, tbody);
   add(root, el('h1', null, 'Sessions'), bar, table);
 
   function matches(s) {
@@ -195,6 +207,7 @@ export function sessionsPage(root, app) {
   // list was read is in a second read, made once the stream is live.
   async function list() {
     const all = await fetchAll();
+    performance.mark('sg-list-fetched');
     const frag = document.createDocumentFragment();
     for (let i = all.length - 1; i >= 0; i--) frag.append(insert(all[i], false).tr);
     tbody.append(frag);
@@ -204,6 +217,7 @@ export function sessionsPage(root, app) {
     onEvents(buffered);
     showCount();
     root.dataset.ready = '1';
+    performance.mark('sg-list-rendered');
   }
 
   async function resync() {
