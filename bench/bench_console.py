@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -31,25 +30,14 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench_stream  # noqa: E402 (beside this file)
 ROOT = os.path.dirname(HERE)
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 
 
-class WS:
-    """A bare WebSocket client to /v1/ingest (zero mask key)."""
-
-    def __init__(self, port: int, token: str):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.s.sendall((f"GET /v1/ingest HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                        f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n").encode())
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            c = self.s.recv(4096)
-            if not c:
-                raise RuntimeError("the ingest closed the handshake")
-            buf += c
-        self.buf = buf.split(b"\r\n\r\n", 1)[1]
+class WS(bench_stream.WS):
+    """bench_stream's bare /v1/ingest client, with frames of any kind."""
 
     @staticmethod
     def frame(seq: int, kind: str, payload: dict, ts: str) -> bytes:
@@ -64,23 +52,10 @@ class WS:
         return hdr + b"\0\0\0\0" + p
 
     def wait_ack(self, want: int) -> None:
-        while True:
-            while len(self.buf) >= 2:
-                n, off = self.buf[1] & 0x7F, 2
-                if n == 126:
-                    n, off = struct.unpack("!H", self.buf[2:4])[0], 4
-                if len(self.buf) < off + n:
-                    break
-                op, body, self.buf = self.buf[0] & 0x0F, self.buf[off:off + n], self.buf[off + n:]
-                if op == 8:
-                    raise RuntimeError(f"the ingest closed the stream: {body[2:].decode(errors='replace')}")
-                msg = json.loads(body)
-                if msg.get("ack", -1) >= want:
-                    return
-            c = self.s.recv(65536)
-            if not c:
-                raise RuntimeError("the ingest closed the stream")
-            self.buf += c
+        for ack in self.acks():
+            if ack >= want:
+                return
+        raise RuntimeError("the ingest closed the stream (a frame refused?)")
 
 
 def session_events(n: int, t0: float):

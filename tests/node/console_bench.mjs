@@ -11,16 +11,28 @@ const plan = JSON.parse(planJson);
 const out = { first_paint_ms: [], list_ms: [], list_rows: 0, session_nodes: 0, live_ms: [], live_ack_ms: [] };
 
 // ms since the navigation began, at the first frame after the page said
-// it was ready (its data on screen).
+// it was ready (its data in the DOM): stamped inside the page (the driver's
+// own polling would add its delay on a busy machine).
+const stampReady = () => {
+  new MutationObserver((muts, obs) => {
+    for (const m of muts)
+      if (m.target.id === 'main' && m.target.dataset.ready === '1') {
+        obs.disconnect();
+        requestAnimationFrame(() => setTimeout(() => { window.__painted = performance.now(); }));
+      }
+  }).observe(document, { attributes: true, attributeFilter: ['data-ready'], subtree: true });
+};
 async function paintedAt(page, sel) {
   await page.waitForSelector(sel, { timeout: 60000 });
-  return page.evaluate(() => new Promise((res) => requestAnimationFrame(() => setTimeout(() => res(performance.now())))));
+  await page.waitForFunction(() => window.__painted > 0, null, { timeout: 60000 });
+  return page.evaluate(() => window.__painted);
 }
 
 const browser = await chromium.launch({ executablePath: exe, headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
 try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await ctx.addInitScript(stampReady);
   const tok = encodeURIComponent(plan.token);
   const route = '#/s/' + plan.session.map(encodeURIComponent).join('/');
   for (let i = 0; i < plan.runs; i++) {
