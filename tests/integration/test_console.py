@@ -130,6 +130,9 @@ def _http():
            "nosniff and X-Frame-Options: DENY")
     code, h, body = curl("/console.js")
     tap.ok(code == 200 and h.get("content-type", "").startswith("text/javascript"), "a script, as JavaScript")
+    files = sorted(os.listdir(os.path.join(ROOT, "web", "console")))
+    served = [f for f in files if curl("/" + f)[0] == 200]
+    tap.eq(served, files, "every file of web/console is served (and the page's imports are all there)")
     for path in ("/v1/sessions", "/v1/events", f"/v1/events?sandbox={sid}", "/v1/stream", "/v1/sandboxes",
                  "/console.js/../v1/events", "/web/console/index.html", "/../../etc/passwd"):
         code, h, body = curl(path)
