@@ -30,13 +30,17 @@ env.env["SANDGLASS_WEB_DIR"] = os.path.join(ROOT, "web")
 secret = os.path.join(env.root, "secret")
 db = os.path.join(env.root, "events.db")
 
-log = open(os.path.join(env.root, "ingest.log"), "a")
-ingest = subprocess.Popen([SANDGLASSD, "ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{db}",
-                           "--secret", secret], stdout=subprocess.PIPE, stderr=log, env=env.env, text=True)
-env.procs.append(ingest)
-line = ingest.stdout.readline()
-assert "listening on ws://" in line, line
-port = int(line.strip().rstrip("/").rsplit(":", 1)[1])
+def start_ingest(listen: str) -> tuple[subprocess.Popen, int]:
+    with open(os.path.join(env.root, "ingest.log"), "a") as log:
+        p = subprocess.Popen([SANDGLASSD, "ingest", "--listen", listen, "--store", f"sqlite:{db}",
+                              "--secret", secret], stdout=subprocess.PIPE, stderr=log, env=env.env, text=True)
+    env.procs.append(p)
+    line = p.stdout.readline()
+    assert "listening on ws://" in line, line
+    return p, int(line.strip().rstrip("/").rsplit(":", 1)[1])
+
+
+ingest, port = start_ingest("127.0.0.1:0")
 base = f"http://127.0.0.1:{port}/"
 ws = f"ws://127.0.0.1:{port}"
 
@@ -161,20 +165,34 @@ def _browser():
         "hostile": {"learner": "eve@-.x", "task": "t.-@1", "sandbox": evil},
         "list_cmd": [SANDGLASS, "exec", sid, "--", "echo", "from-the-list"],
         "live_cmd": [SANDGLASS, "exec", sid, "--", "sh", "-c", f"echo {marker}; echo more >> notes.txt"],
-        "marker": marker,
+        "marker": marker, "marker2": "after-restart-51c",
         "proxy_base": f"http://127.0.0.1:{proxy.server_address[1]}/sg/",
         "screenshots": os.environ.get("SG_CONSOLE_SCREENSHOTS") or None,
     }
-    p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_console.mjs"), CHROMIUM, json.dumps(plan)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=400, cwd=NODE_DIR,
-                       env=env.env)
+    global ingest
+    node = subprocess.Popen(["node", os.path.join(NODE_DIR, "browser_console.mjs"), CHROMIUM, json.dumps(plan)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=NODE_DIR, env=env.env)
+    env.procs.append(node)
+    out = []
+    restarted = None
+    for line in node.stdout:  # the script's last line is its JSON; RESTART asks for a restart
+        out.append(line)
+        if line.strip() == "RESTART":
+            ingest.terminate()
+            ingest.wait(60)
+            ingest, _ = start_ingest(f"127.0.0.1:{port}")
+            restarted = env.exec(sid, "echo", plan["marker2"]).returncode
+            node.stdin.write("go\n")
+            node.stdin.flush()
+    node.wait(400)
     try:
-        r = json.loads(p.stdout.strip().splitlines()[-1])
+        r = json.loads(out[-1])
     except (ValueError, IndexError):
-        r = {"ok": False, "error": p.stdout[-1000:] + p.stderr[-1000:]}
+        r = {"ok": False, "error": "".join(out)[-1000:] + node.stderr.read()[-1000:]}
     tap.ok(r.get("ok"), "the browser went through every step", r.get("error", ""))
     tap.eq(r.get("steps"), ["asked for a token", "list", "list updated live", "session", "diff", "live exec",
-                            "hostile", "scoped", "behind a proxy"], "in that order")
+                            "resumed after a restart", "hostile", "scoped", "behind a proxy"], "in that order")
     tap.eq((r.get("no_token_rows"), r.get("no_token_status")), (0, 401),
            "without a token: a token form, no rows, the API says 401")
     tap.ok(r.get("url_after") and "token" not in r["url_after"] and r.get("history_has_token") is False,
@@ -190,6 +208,9 @@ def _browser():
            json.dumps(r.get("diff_added")))
     tap.ok(r.get("live_cmd_rc") == 0 and "exit 0" in r.get("live_text", "") and "notes.txt" in r.get("live_text", ""),
            "an exec made with the session open appeared, with its status and change", r.get("live_text", "")[:300])
+    tap.ok(restarted == 0 and r.get("resumed_same_document") and r.get("resumed_markers") == 1,
+           "the ingest restarted: an exec made then appeared in the same page (the stream resumed), "
+           "nothing shown twice", f"{restarted} {r.get('resumed_same_document')} {r.get('resumed_markers')}")
     h = r.get("hostile") or {}
     tap.ok(h.get("has_script_text") and h.get("has_img_text") and h.get("has_js_url_text"),
            "hostile output, names and test names are shown as text", json.dumps(h)[:400])

@@ -8,6 +8,7 @@
 // PLAN: {base, token, scoped_token, learner, sandbox, task, hostile: {learner, task, sandbox},
 //        live_cmd: [argv], list_cmd: [argv], marker, screenshots: dir|null}
 import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
 
 const [exe, planJson] = process.argv.slice(2);
@@ -97,6 +98,21 @@ try {
   if (plan.screenshots) {
     await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: `${plan.screenshots}/console-session.png` });
+  }
+
+  // The ingest restarts (the test does it when told, then runs an exec):
+  // the page resumes its stream by itself, no reload, nothing lost.
+  if (plan.marker2) {
+    await page.evaluate(() => { window.__sameDocument = true; });
+    const lines = createInterface({ input: process.stdin });
+    const go = new Promise((res) => lines.once('line', res));
+    console.log('RESTART');
+    await go;
+    lines.close();
+    await page.waitForSelector(`section.cmd:has-text("${plan.marker2}") .badge[data-seq]`, { timeout: 90000 });
+    r.resumed_same_document = await page.evaluate(() => window.__sameDocument === true);
+    r.resumed_markers = await page.locator('section.cmd', { hasText: plan.marker }).count();
+    r.steps.push('resumed after a restart');
   }
 
   // 4. Hostile names and output: text, nothing run.
