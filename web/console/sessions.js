@@ -155,7 +155,18 @@ export function sessionsPage(root, app) {
     }
   }
 
+  // A session from a list read: a new row (returned), or what is newer
+  // than its row (a row the stream made first) put into it (null).
   function insert(s, atTop) {
+    const had = rows.get(keyOf(s));
+    if (had) {
+      if (s.events > had.s.events || (had.s.partial && s.events === had.s.events)) {
+        Object.assign(had.s, s, { partial: false });
+        fill(had);
+        had.tr.hidden = !matches(had.s);
+      }
+      return null;
+    }
     const r = makeRow(s);
     fill(r);
     r.tr.hidden = !matches(s);
@@ -177,7 +188,7 @@ export function sessionsPage(root, app) {
         r = insert({
           learner: ev.learner, task: ev.task, sandbox: ev.sandbox, cursor: ev.id, events: ev.seq,
           started: ev.ts, last_activity: ev.ts, commands: 0, aborted: false, state: 'active',
-          last_test_exit: null,
+          last_test_exit: null, partial: true, // its earlier events unseen until a list read
         }, true);
         changed = true;
       }
@@ -204,33 +215,36 @@ export function sessionsPage(root, app) {
   // The list and the stream (from now on) start together. What commits
   // between the two comes in both and counts once (a session's events are
   // counted by seq); what commits before the stream's start but after the
-  // list was read is in a second read, made once the stream is live.
+  // list was read is in a second read, made once the stream is live. The
+  // list comes page by page (oldest first), each page's rows put above the
+  // ones shown (newest first): on screen from the first page on.
   async function list() {
-    const all = await fetchAll();
-    performance.mark('sg-list-fetched');
-    const frag = document.createDocumentFragment();
-    for (let i = all.length - 1; i >= 0; i--) frag.append(insert(all[i], false).tr);
-    tbody.append(frag);
-    loaded = true;
-    const buffered = pending;
-    pending = [];
-    onEvents(buffered);
-    showCount();
-    root.dataset.ready = '1';
-    performance.mark('sg-list-rendered');
+    let after;
+    for (;;) {
+      const page = await api.get('v1/sessions', { after, limit: 1000 });
+      if (!loaded) performance.mark('sg-list-fetched');
+      const frag = document.createDocumentFragment();
+      for (let i = page.sessions.length - 1; i >= 0; i--) {
+        const r = insert(page.sessions[i], false);
+        if (r) frag.append(r.tr);
+      }
+      tbody.prepend(frag);
+      if (!loaded) {
+        loaded = true;
+        const buffered = pending;
+        pending = [];
+        onEvents(buffered);
+        root.dataset.ready = '1';
+        performance.mark('sg-list-rendered');
+      }
+      showCount();
+      if (!page.more || !page.sessions.length) return;
+      after = page.sessions[page.sessions.length - 1].cursor;
+    }
   }
 
   async function resync() {
-    const all = await fetchAll();
-    for (const s2 of all) {
-      const r = rows.get(keyOf(s2));
-      if (!r) insert(s2, true);
-      else if (s2.events > r.s.events) {
-        Object.assign(r.s, s2);
-        fill(r);
-        r.tr.hidden = !matches(r.s);
-      }
-    }
+    for (const s2 of await fetchAll()) insert(s2, true);
     showCount();
   }
 
