@@ -17,7 +17,7 @@
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "serve/terminal.h"
-#include "serve/webdir.h"
+#include "base/webdir.h"
 #include "state/state.h"
 
 static const char usage[] =
@@ -122,7 +122,7 @@ int sg_cmd_serve(int argc, char **argv)
     if (web)
         snprintf(webdir, sizeof webdir, "%s", web);
     else
-        sg_serve_web_dir(webdir, sizeof webdir);
+        sg_web_dir(webdir, sizeof webdir);
     opts.web_dir = webdir;
 
     signal(SIGPIPE, SIG_IGN);

@@ -1,6 +1,7 @@
 /* http: JSON answers over libwebsockets (see http.h). */
 #include "ingest/http.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,22 +21,39 @@ int sg_http_answer_text(struct lws *wsi, sg_http_req *req, unsigned int status, 
     if (len + 1 > SG_HTTP_BODY_MAX)
         return lws_return_http_status(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR, "answer too big"),
                -1;
-    req->body = malloc(LWS_PRE + len + 1);
-    if (!req->body)
+    unsigned char *buf = malloc(LWS_PRE + len + 1);
+    if (!buf)
         return -1;
-    memcpy(req->body + LWS_PRE, text, len);
-    req->body[LWS_PRE + len] = '\n';
-    req->len = len + 1;
+    memcpy(buf + LWS_PRE, text, len);
+    buf[LWS_PRE + len] = '\n';
+    return sg_http_answer_body(wsi, req, status, "application/json", buf, len + 1, NULL, 0);
+}
 
-    unsigned char hbuf[LWS_PRE + 1024], *start = hbuf + LWS_PRE, *p = start,
-                                        *end = hbuf + sizeof hbuf - 1;
-    static const char bearer[] = "Bearer realm=\"sandglass\"";
-    if (lws_add_http_common_headers(wsi, status, "application/json", req->len, &p, end) ||
+static int add_header(struct lws *wsi, const char *name, const char *value, unsigned char **p, unsigned char *end)
+{
+    return lws_add_http_header_by_name(wsi, (const unsigned char *)name, (const unsigned char *)value,
+                                       (int)strlen(value), p, end);
+}
+
+int sg_http_answer_body(struct lws *wsi, sg_http_req *req, unsigned int status, const char *mime, unsigned char *buf,
+                        size_t len, const sg_http_header *hdrs, size_t nhdrs)
+{
+    req->body = buf;
+    req->len = len;
+    unsigned char hbuf[LWS_PRE + 2048], *start = hbuf + LWS_PRE, *p = start, *end = hbuf + sizeof hbuf - 1;
+    bool own_cache = false;
+    for (size_t i = 0; i < nhdrs; i++)
+        own_cache |= strcmp(hdrs[i].name, "cache-control:") == 0;
+    if (lws_add_http_common_headers(wsi, status, mime, len, &p, end) ||
         (status == HTTP_STATUS_UNAUTHORIZED && /* RFC 6750 */
-         lws_add_http_header_by_name(wsi, (const unsigned char *)"www-authenticate:",
-                                     (const unsigned char *)bearer, (int)sizeof bearer - 1,
-                                     &p, end)) ||
-        lws_finalize_write_http_header(wsi, start, &p, end))
+         add_header(wsi, "www-authenticate:", "Bearer realm=\"sandglass\"", &p, end)) ||
+        (!own_cache && add_header(wsi, "cache-control:", "no-store", &p, end)) ||
+        add_header(wsi, "x-content-type-options:", "nosniff", &p, end))
+        return -1;
+    for (size_t i = 0; i < nhdrs; i++)
+        if (add_header(wsi, hdrs[i].name, hdrs[i].value, &p, end))
+            return -1;
+    if (lws_finalize_write_http_header(wsi, start, &p, end))
         return -1;
     lws_callback_on_writable(wsi);
     return 0;

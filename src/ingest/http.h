@@ -19,10 +19,23 @@ typedef struct sg_http_req {
 
 /* Sends the headers of status with body_json (taken, even on failure) and
  * asks for a writable callback for the body. A 401 carries
- * WWW-Authenticate: Bearer. Returns what the lws callback returns. */
+ * WWW-Authenticate: Bearer. Every answer says Cache-Control: no-store
+ * (learners' data stays out of caches) and X-Content-Type-Options:
+ * nosniff. Returns what the lws callback returns. */
 int sg_http_answer(struct lws *wsi, sg_http_req *req, unsigned int status, json_t *body_json);
 /* The same with the body's JSON text already made (len bytes, one line). */
 int sg_http_answer_text(struct lws *wsi, sg_http_req *req, unsigned int status, const char *text, size_t len);
+
+/* A header of sg_http_answer_body: name with its colon ("x-frame-options:"). */
+typedef struct sg_http_header {
+    const char *name, *value;
+} sg_http_header;
+
+/* As sg_http_answer, for a body of any type: buf (taken, even on failure)
+ * holds LWS_PRE bytes of headroom, then len bytes; hdrs are added to the
+ * usual ones (their own Cache-Control replaces no-store). */
+int sg_http_answer_body(struct lws *wsi, sg_http_req *req, unsigned int status, const char *mime, unsigned char *buf,
+                        size_t len, const sg_http_header *hdrs, size_t nhdrs);
 /* The settings both servers share, into a zeroed info: a libuv foreign
  * loop (foreign_loops[0] = loop, owned by the caller), the address bound
  * exactly (with IPv6 on, lws 4.1 binds an IPv4 iface as AF_INET6 "::",

@@ -177,6 +177,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     if (!ing->wstore)
         goto fail;
     ing->protocols = protocols;
+    ingest_console_find(ing);
 
     lws_set_log_level(getenv("SG_INGEST_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
                       sg_log_lws);

@@ -10,6 +10,7 @@
  *                    the per-stream rate
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
  *                    subscribers, the fan-out after each commit
+ *   ingest_console.c the console's page and scripts (web/console) at /
  *   ingest.c         start, stop, free; the listen address
  * http.c answers the HTTP requests, query.c reads their arguments.
  * Names shared between these files carry the ingest_ prefix. */
@@ -158,6 +159,7 @@ struct sg_ingest {
     bool retry_init;
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
+    char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
 };
 
 /* ---- ingest_batch.c ---- */
@@ -213,6 +215,14 @@ void ingest_sse_closed(sg_ingest *ing, sg_http_req *req);
 void ingest_sse_gone(sg_ingest *ing, struct lws *wsi);
 /* Rows were committed (by this node): push them. */
 void ingest_sse_on_commit(sg_ingest *ing);
+
+/* ---- ingest_console.c ---- */
+
+/* Where the console's files are (console_dir), at start. */
+void ingest_console_find(sg_ingest *ing);
+/* Whether uri is one of the console's files (served without a token). */
+bool ingest_console_is_file(const char *uri);
+int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
 
 /* ---- ingest_limits.c ---- */
 

@@ -324,6 +324,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                                ingest_error_json("too many connections (only /healthz answers)"));
         if (strcmp(uri, "/v1/token") == 0)
             return http_token_check(ing, wsi, req);
+        if (ingest_console_is_file(uri)) /* the page: no data, no token */
+            return ingest_console_serve(ing, wsi, req, uri);
         /* Everything else reads learners' data: a read token first, even
          * to learn that a path does not exist. */
         sg_token_claims cl;

@@ -63,7 +63,7 @@ typedef struct sg_serve_opts {
     const char *host;        /* exactly this address */
     int port;                /* 0: any free port */
     const char *secret_path; /* the tokens' HMAC secret */
-    const char *web_dir;     /* terminal.html, terminal.js, vendor/ (serve/webdir.h) */
+    const char *web_dir;     /* terminal.html, terminal.js, vendor/ (base/webdir.h) */
     /* The limits; 0: the default (SG_SERVE_CONNS, ...). */
     unsigned max_terminals, max_unauth, max_unauth_per_addr, max_conns_per_addr;
 } sg_serve_opts;

@@ -1,5 +1,5 @@
-/* webdir: the lookup of `sandglass serve`'s page (serve/webdir.h). */
-#include "serve/webdir.h"
+/* webdir: the lookup of the web pages (base/webdir.h). */
+#include "base/webdir.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@ static int web_complete(const char *dir)
     return 1;
 }
 
-void sg_serve_web_dir(char *buf, size_t size)
+void sg_web_dir(char *buf, size_t size)
 {
     const char *env = getenv("SANDGLASS_WEB_DIR");
     if (env && *env) {

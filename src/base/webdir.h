@@ -1,7 +1,8 @@
-/* webdir: where `sandglass serve` finds its page (terminal.html, its
- * script, vendor/xterm.js ...; meson.build stages and installs them). */
-#ifndef SG_SERVE_WEBDIR_H
-#define SG_SERVE_WEBDIR_H
+/* webdir: where the web pages are found: `sandglass serve`'s terminal
+ * (terminal.html, its script, vendor/xterm.js ...) and the ingest's
+ * console (console/); meson.build stages and installs them together. */
+#ifndef SG_BASE_WEBDIR_H
+#define SG_BASE_WEBDIR_H
 
 #include <stddef.h>
 
@@ -13,8 +14,8 @@
  *   2. <this binary's directory>/web: a build tree's staged copy (the
  *      developer's: ninja stages it from the source tree's web/);
  *   3. SG_WEB_DATADIR, the configured $datadir/sandglass/web.
- * None: the first candidate, whose absence sg_serve_start reports. The
- * command line's --web overrides all of these (cli/cmd_serve.c). */
-void sg_serve_web_dir(char *buf, size_t size);
+ * None: the first candidate, whose absence sg_serve_start reports. serve's
+ * --web overrides all of these (cli/cmd_serve.c). */
+void sg_web_dir(char *buf, size_t size);
 
 #endif

@@ -1,0 +1,119 @@
+/* ingest_console: the teachers' console, the files of web/console/, served by the
+ * ingest at / (docs/CONSOLE.md). Only the page and its own scripts are
+ * served here, without a token: they hold no learner's data. Everything
+ * the page shows comes from the read endpoints, each asked with the read
+ * token (Authorization: Bearer), so nothing is readable without one.
+ *
+ * The files are a fixed list (no path from the request reaches the file
+ * system) read from the console's directory at each request: the same
+ * lookup as `sandglass serve`'s web directory (base/webdir.h), its
+ * console/ subdirectory. */
+#include "ingest/ingest_internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "base/webdir.h"
+
+#define CONSOLE_FILE_MAX (1024 * 1024)
+
+static const struct {
+    const char *uri, *file, *mime;
+} console_files[] = {
+    {"/", "index.html", "text/html; charset=utf-8"},
+    {"/index.html", "index.html", "text/html; charset=utf-8"},
+    {"/console.css", "console.css", "text/css; charset=utf-8"},
+    {"/favicon.svg", "favicon.svg", "image/svg+xml"},
+    {"/console.js", "console.js", "text/javascript; charset=utf-8"},
+    {"/api.js", "api.js", "text/javascript; charset=utf-8"},
+    {"/dom.js", "dom.js", "text/javascript; charset=utf-8"},
+    {"/sessions.js", "sessions.js", "text/javascript; charset=utf-8"},
+    {"/session.js", "session.js", "text/javascript; charset=utf-8"},
+    {"/timeline.js", "timeline.js", "text/javascript; charset=utf-8"},
+};
+
+/* The page runs its own scripts and styles only, talks to its own origin
+ * only, is never framed (a frame laid over it could catch a token typed
+ * into it), and cannot hand a string to an HTML sink at all (Trusted
+ * Types with no policy: innerHTML and the like throw). Every learner's
+ * byte is text (textContent); this makes a slip an error, not a hole. */
+static const sg_http_header console_headers[] = {
+    {"content-security-policy:",
+     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+     "require-trusted-types-for 'script'; trusted-types 'none'"},
+    {"x-frame-options:", "DENY"},
+    {"referrer-policy:", "no-referrer"},
+    {"cross-origin-opener-policy:", "same-origin"},
+    {"cross-origin-resource-policy:", "same-origin"},
+    {"cache-control:", "no-cache"},
+};
+
+void ingest_console_find(sg_ingest *ing)
+{
+    char web[PATH_MAX], page[PATH_MAX + 32];
+    sg_web_dir(web, sizeof web);
+    ing->console_dir[0] = '\0';
+    snprintf(page, sizeof page, "%s/console/index.html", web);
+    if (access(page, R_OK) == 0 && strlen(web) + sizeof "/console" <= sizeof ing->console_dir)
+        memcpy(stpcpy(ing->console_dir, web), "/console", sizeof "/console");
+}
+
+/* A console file's index for uri, or -1. */
+static int console_file(const char *uri)
+{
+    for (size_t i = 0; i < SG_ARRAY_LEN(console_files); i++)
+        if (strcmp(uri, console_files[i].uri) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool ingest_console_is_file(const char *uri)
+{
+    return console_file(uri) >= 0;
+}
+
+/* The file into a buffer with LWS_PRE bytes of headroom, or NULL. */
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > CONSOLE_FILE_MAX)
+        return NULL;
+    unsigned char *buf = malloc(LWS_PRE + (size_t)st.st_size + 1);
+    size_t have = 0;
+    while (buf && have < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + LWS_PRE + have, (size_t)st.st_size - have);
+        if (r <= 0) {
+            free(buf);
+            return NULL;
+        }
+        have += (size_t)r;
+    }
+    *len = have;
+    return buf;
+}
+
+int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri)
+{
+    int i = console_file(uri);
+    if (i < 0 || !ing->console_dir[0])
+        return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND,
+                              ingest_error_json("the console is not installed (web/console: set "
+                                                "SANDGLASS_WEB_DIR, or meson install)"));
+    char path[sizeof ing->console_dir + 64];
+    snprintf(path, sizeof path, "%s/%s", ing->console_dir, console_files[i].file);
+    size_t len = 0;
+    unsigned char *buf = read_file(path, &len);
+    if (!buf)
+        return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("console file missing"));
+    return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, console_files[i].mime, buf, len, console_headers,
+                               SG_ARRAY_LEN(console_headers));
+}

@@ -1,0 +1,270 @@
+// sessions: every session the read token sees (GET /v1/sessions, page by
+// page), filterable by learner, task and state, kept up to date by the
+// pushed stream (GET /v1/stream; no polling). The table is built once;
+// an event updates its session's row in place (a Map from the session's
+// key to its row), and a filter only hides rows, so a thousand sessions
+// stay fast.
+
+import * as api from './api.js';
+import { add, el, fmtTime, routeHref, vis, zoneLabel } from './dom.js';
+
+const STATES = ['active', 'aborted', 'destroyed', 'expired'];
+
+function keyOf(r) {
+  return `${r.learner}\u0000${r.task}\u0000${r.sandbox}`;
+}
+
+function testsWord(s) {
+  if (s.last_test_exit === null || s.last_test_exit === undefined) return ['–', 'none'];
+  return s.last_test_exit === 0 ? ['passing', 'pass'] : ['failing', 'fail'];
+}
+
+const COLS = ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'];
+
+// One row: its cells, made once, filled by fill(). Rows are grid rows, not
+// a <table>'s: off screen, a row is neither laid out nor painted
+// (content-visibility), which a table row cannot skip.
+function makeRow(s) {
+  const tr = el('div', 'row');
+  tr.setAttribute('role', 'row');
+  const c = {};
+  for (const k of COLS) {
+    c[k] = tr.appendChild(el('span', `c-${k}`));
+    c[k].setAttribute('role', 'cell');
+  }
+  const a = el('a', 'open', vis(s.sandbox));
+  a.href = routeHref('s', s.learner, s.task, s.sandbox);
+  c.sandbox.append(a);
+  c.learner.textContent = vis(s.learner);
+  c.task.textContent = vis(s.task);
+  return { s, tr, c, a };
+}
+
+function fill(row) {
+  const { s, c, tr } = row;
+  c.state.textContent = s.state;
+  c.state.className = `c-state st-${STATES.includes(s.state) ? s.state : 'other'}`;
+  const [word, cls] = testsWord(s);
+  c.tests.textContent = word;
+  c.tests.className = `c-tests t-${cls}`;
+  c.commands.textContent = String(s.commands);
+  c.events.textContent = String(s.events);
+  c.started.textContent = fmtTime(s.started);
+  c.started.title = s.started || '';
+  c.last.textContent = fmtTime(s.last_activity);
+  c.last.title = s.last_activity || '';
+  tr.classList.toggle('aborted', s.state === 'aborted');
+}
+
+// An event from the stream into its session's summary (as the store
+// computes it: store.h, sg_store_sessions). false: already counted.
+function apply(s, ev) {
+  if (ev.seq < s.events) return false;
+  s.events = ev.seq + 1;
+  if (!s.last_activity || ev.ts > s.last_activity) s.last_activity = ev.ts;
+  if (!s.started || ev.ts < s.started) s.started = ev.ts;
+  const p = ev.payload || {};
+  if (ev.kind === 'run_result' || ev.kind === 'test_result') s.commands += 1;
+  if (ev.kind === 'test_result') s.last_test_exit = Number.isInteger(p.exit_code) ? p.exit_code : null;
+  if (ev.kind === 'session_abort') s.aborted = true;
+  if (ev.kind === 'sandbox' && (p.state === 'destroyed' || p.state === 'expired')) s.over = p.state;
+  if (s.over === undefined && (s.state === 'destroyed' || s.state === 'expired')) s.over = s.state;
+  s.state = s.over || (s.aborted ? 'aborted' : 'active');
+  return true;
+}
+
+export function sessionsPage(root, app) {
+  const rows = new Map();
+  const learners = new Set();
+  const tasks = new Set();
+  let pending = [];
+  let loaded = false;
+
+  const fLearner = el('input', 'f-learner');
+  fLearner.type = 'search';
+  fLearner.placeholder = 'learner';
+  fLearner.setAttribute('list', 'dl-learners');
+  fLearner.setAttribute('aria-label', 'filter by learner');
+  const fTask = el('input', 'f-task');
+  fTask.type = 'search';
+  fTask.placeholder = 'task';
+  fTask.setAttribute('list', 'dl-tasks');
+  fTask.setAttribute('aria-label', 'filter by task');
+  const fState = el('select', 'f-state');
+  fState.setAttribute('aria-label', 'filter by state');
+  for (const v of ['', ...STATES]) {
+    const o = el('option', null, v || 'any state');
+    o.value = v;
+    fState.append(o);
+  }
+  const dlL = el('datalist');
+  dlL.id = 'dl-learners';
+  const dlT = el('datalist');
+  dlT.id = 'dl-tasks';
+  const count = el('span', 'count', 'loading…');
+  const bar = add(el('div', 'filters'), fLearner, fTask, fState, count, dlL, dlT);
+
+  const table = el('div', 'sessions');
+  table.id = 'sessions';
+  table.setAttribute('role', 'table');
+  const head = el('div', 'row head');
+  head.setAttribute('role', 'row');
+  for (const h of ['Learner', 'Task', 'Sandbox', 'State', 'Tests', 'Commands', 'Events',
+    `Started (${zoneLabel()})`, 'Last activity']) {
+    const th = el('span', null, h);
+    th.setAttribute('role', 'columnheader');
+    head.append(th);
+  }
+  const tbody = el('div', 'rows');
+  tbody.setAttribute('role', 'rowgroup');
+  add(table, head, tbody);
+  add(root, el('h1', null, 'Sessions'), bar, table);
+
+  function matches(s) {
+    const l = fLearner.value.trim().toLowerCase();
+    const t = fTask.value.trim().toLowerCase();
+    const st = fState.value;
+    return (!l || s.learner.toLowerCase().includes(l)) && (!t || s.task.toLowerCase().includes(t)) &&
+      (!st || s.state === st);
+  }
+
+  function showCount() {
+    let shown = 0;
+    let active = 0;
+    for (const r of rows.values()) {
+      if (!r.tr.hidden) shown++;
+      if (r.s.state === 'active') active++;
+    }
+    count.textContent = `${shown} of ${rows.size} sessions shown · ${active} active`;
+  }
+
+  function refilter() {
+    for (const r of rows.values()) r.tr.hidden = !matches(r.s);
+    showCount();
+  }
+  for (const f of [fLearner, fTask]) f.addEventListener('input', refilter);
+  fState.addEventListener('change', refilter);
+
+  function remember(s) {
+    for (const [set, dl, v] of [[learners, dlL, s.learner], [tasks, dlT, s.task]]) {
+      if (set.has(v)) continue;
+      set.add(v);
+      const o = el('option');
+      o.value = v;
+      dl.append(o);
+    }
+  }
+
+  // A session from a list read: a new row (returned), or what is newer
+  // than its row (a row the stream made first) put into it (null).
+  function insert(s, atTop) {
+    const had = rows.get(keyOf(s));
+    if (had) {
+      if (s.events > had.s.events || (had.s.partial && s.events === had.s.events)) {
+        Object.assign(had.s, s, { partial: false });
+        fill(had);
+        had.tr.hidden = !matches(had.s);
+      }
+      return null;
+    }
+    const r = makeRow(s);
+    fill(r);
+    r.tr.hidden = !matches(s);
+    rows.set(keyOf(s), r);
+    remember(s);
+    if (atTop) tbody.prepend(r.tr);
+    return r;
+  }
+
+  function onEvents(evs) {
+    if (!loaded) {
+      pending.push(...evs);
+      return;
+    }
+    let changed = false;
+    for (const ev of evs) {
+      let r = rows.get(keyOf(ev));
+      if (!r) {
+        r = insert({
+          learner: ev.learner, task: ev.task, sandbox: ev.sandbox, cursor: ev.id, events: ev.seq,
+          started: ev.ts, last_activity: ev.ts, commands: 0, aborted: false, state: 'active',
+          last_test_exit: null, partial: true, // its earlier events unseen until a list read
+        }, true);
+        changed = true;
+      }
+      if (apply(r.s, ev)) {
+        fill(r);
+        r.tr.hidden = !matches(r.s);
+        changed = true;
+      }
+    }
+    if (changed) showCount();
+  }
+
+  async function fetchAll() {
+    const all = [];
+    let after;
+    for (;;) {
+      const page = await api.get('v1/sessions', { after, limit: 1000 });
+      all.push(...page.sessions);
+      if (!page.more || !page.sessions.length) return all;
+      after = page.sessions[page.sessions.length - 1].cursor;
+    }
+  }
+
+  // The list and the stream (from now on) start together. What commits
+  // between the two comes in both and counts once (a session's events are
+  // counted by seq); what commits before the stream's start but after the
+  // list was read is in a second read, made once the stream is live. The
+  // list comes page by page (oldest first), each page's rows put above the
+  // ones shown (newest first): on screen from the first page on.
+  async function list() {
+    let after;
+    for (;;) {
+      const page = await api.get('v1/sessions', { after, limit: 1000 });
+      if (!loaded) performance.mark('sg-list-fetched');
+      const frag = document.createDocumentFragment();
+      for (let i = page.sessions.length - 1; i >= 0; i--) {
+        const r = insert(page.sessions[i], false);
+        if (r) frag.append(r.tr);
+      }
+      tbody.prepend(frag);
+      if (!loaded) {
+        loaded = true;
+        const buffered = pending;
+        pending = [];
+        onEvents(buffered);
+        root.dataset.ready = '1';
+        performance.mark('sg-list-rendered');
+      }
+      showCount();
+      if (!page.more || !page.sessions.length) return;
+      after = page.sessions[page.sessions.length - 1].cursor;
+    }
+  }
+
+  async function resync() {
+    for (const s2 of await fetchAll()) insert(s2, true);
+    showCount();
+  }
+
+  const listed = list();
+  let wasLive = false;
+  const live = api.stream({}, {
+    events: onEvents,
+    live: () => {
+      if (wasLive) return;
+      wasLive = true;
+      listed.then(resync).catch((e) => app.fail(e));
+    },
+    state: (st) => app.setLive(st),
+    auth: (e) => app.fail(e),
+  });
+  listed.catch((e) => app.fail(e));
+
+  return {
+    close() {
+      live.close();
+    },
+  };
+}
