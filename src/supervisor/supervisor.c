@@ -448,6 +448,7 @@ static void sup_free(sup *s)
         close(s->init_fd);
     if (s->notify_fd >= 0)
         close(s->notify_fd);
+    execnotify_unmap(s);
     sg_ckpt_client_free(s->ckpt);
     sg_labels_free(&s->labels);
     for (size_t i = 0; i < s->nspare; i++)

@@ -23,6 +23,7 @@
 #include "checkpoint/fingerprint.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/disk.h"
+#include "sandbox/execnotify.h"
 #include "sandbox/init.h"
 #include "sandbox/seccomp.h"
 #include "state/state.h"
@@ -134,6 +135,7 @@ struct sup {
     int notify_fd;          /* init's execve listener (sandbox/execnotify.h); -1: none */
     uv_poll_t notify_poll;
     bool notify_seen;       /* a held execve came since we got it */
+    sg_execnotify_inflight *notify_page; /* init's in-flight page, mapped; NULL: none */
     uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
     int ctl_fd;
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
@@ -270,9 +272,11 @@ void execs_settle_killed(sup *s, int timeout_ms);
  * can, SANDGLASS_EXEC_NOTIFY is not 0). */
 bool execnotify_wanted(const sup *s);
 /* init's SG_SPAWN_NOTIFY: fd (taken) is the listener to serve. */
-void execnotify_attach(sup *s, int fd);
+void execnotify_attach(sup *s, int fd, int page_fd);
 /* init's connection is gone: so is ours to the listener. */
 void execnotify_stop(sup *s);
+/* Unmaps init's in-flight page (execnotify_stop does too). */
+void execnotify_unmap(sup *s);
 
 /* ---- sv_leaves.c ----------------------------------------------------------- */
 
