@@ -36,6 +36,8 @@ int capture_start(sup *s, bool resumed, sg_err *err)
 static void stop_loop_handles(sup *s)
 {
     uv_poll_stop(&s->ctl_poll);
+    ks_stop(s->ks);
+    s->ks = NULL;
     uv_signal_stop(&s->sigterm);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
@@ -207,6 +209,8 @@ static int sup_shutdown(sup *s)
      * closed with the loop's, then what it holds is freed here. */
     for (size_t i = 0; i < s->nexecs; i++)
         s->execs[i]->pending_closes++;
+    ks_stop(s->ks); /* when the loop ended by another way than stop_loop_handles */
+    s->ks = NULL;
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -353,14 +357,13 @@ static void sup_watch(sup *s)
     uv_poll_start(&s->init_poll, UV_READABLE, on_init_msg);
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
-    uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+    killswitch_start(s);
     s->start_ns = sg_now_mono_ns();
     uv_timer_init(&s->loop, &s->cap_timer);
     s->cap_timer.data = s;
     uv_timer_init(&s->loop, &s->ckpt_idle);
     s->ckpt_idle.data = s;
-    if (sg_caps_timed(&s->meta))
-        uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    caps_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);

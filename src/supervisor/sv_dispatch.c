@@ -69,8 +69,7 @@ static void sup_claim(sup *s, client *c, json_t *req)
         return;
     }
     s->start_ns = sg_now_mono_ns();
-    if (sg_caps_timed(m))
-        uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    caps_arm(s);
     client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,

@@ -242,6 +242,8 @@ void exec_finish(exec_ctx *ex)
     if (ex->finished)
         return;
     ex->finished = true;
+    if (ex->timeout_s > 0) /* before its leaf can be reused */
+        ks_disarm(s->ks, ex->leaf);
     handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
@@ -506,8 +508,11 @@ static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
-    if (ex->timeout_s > 0)
+    if (ex->timeout_s > 0) {
         uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
+        /* the kill itself beside the loop; this timer records why */
+        ks_arm(s->ks, ex->leaf, sg_now_mono_ns() + (uint64_t)(ex->timeout_s * 1e9));
+    }
     if (!ex->awaiting_ack)
         return;
     if (handoff_lost) {

@@ -28,6 +28,7 @@
 #include "sandbox/seccomp.h"
 #include "state/state.h"
 #include "supervisor/caps.h"
+#include "supervisor/killswitch.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
 #include "supervisor/tty.h"
@@ -138,6 +139,7 @@ struct sup {
     sg_execnotify_inflight *notify_page; /* init's in-flight page, mapped; NULL: none */
     uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
     int ctl_fd;
+    killswitch *ks;         /* accepts on ctl_fd and kills beside the loop; NULL: the loop accepts */
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
@@ -223,6 +225,8 @@ void client_result(client *c, json_t *j);
 void client_error(client *c, const char *msg);
 void client_close(client *c);
 void on_ctl_accept(uv_poll_t *p, int status, int events);
+/* A connection accepted (by the kill switch or on_ctl_accept) becomes a client. */
+void client_adopt(void *ud, int fd);
 
 /* ---- sv_dispatch.c --------------------------------------------------------- */
 
@@ -300,6 +304,10 @@ json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail);
 json_t *sup_abort(sup *s, const char *by, const char *reason);
 void on_expire(uv_timer_t *t);
 void on_cap_timer(uv_timer_t *t);
+/* The caps' timer and the kill switch's --max-wall deadline, from s->start_ns. */
+void caps_arm(sup *s);
+/* The kill switch on the control socket (else the loop accepts, as a fallback). */
+void killswitch_start(sup *s);
 
 /* ---- sv_checkpoint.c ------------------------------------------------------- */
 

@@ -187,6 +187,26 @@ void on_expire(uv_timer_t *t)
     sup_destroy(s, NULL);
 }
 
+void caps_arm(sup *s)
+{
+    if (!sg_caps_timed(&s->meta))
+        return;
+    uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    if (s->meta.max_wall_s > 0) /* the kill at once; the timer records why */
+        ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
+}
+
+void killswitch_start(sup *s)
+{
+    sg_err err = {0};
+    sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
+    s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, s, &err);
+    if (!s->ks) {
+        sg_log(SG_LOG_WARN, "%s: the loop accepts and kills, as without a kill switch", err.msg);
+        uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+    }
+}
+
 void on_cap_timer(uv_timer_t *t)
 {
     sup *s = t->data;

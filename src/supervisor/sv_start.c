@@ -18,6 +18,11 @@
 #include "supervisor/sv_internal.h"
 #include "base/log.h"
 
+/* Tasks in the supervisor's own cgroup: its two threads, and what it forks
+ * before the child moves on (the checkpoint worker, the uplink daemon) —
+ * a bound, far above that, on what a bug could fork there. */
+#define SUP_PIDS_MAX 64
+
 /* How long an adopting supervisor waits for its predecessor to let go of
  * the lock and to exit: a SIGKILLed one lets go as its exit closes its
  * files (within milliseconds, longer for a large ASan process); a
@@ -325,7 +330,8 @@ void join_own_cgroup(sup *s)
 {
     if (!s->cg)
         return; /* rootless without a delegated cgroup */
-    sg_cg_limits lim = {.memory_bytes = SG_SUPERVISOR_MEMORY * SUP_MEMORY_SCALE, .cpus = SG_SUPERVISOR_CPUS};
+    sg_cg_limits lim = {.memory_bytes = SG_SUPERVISOR_MEMORY * SUP_MEMORY_SCALE, .cpus = SG_SUPERVISOR_CPUS,
+                        .pids = SUP_PIDS_MAX};
     const char *env = getenv("SANDGLASS_SUPERVISOR_MEMORY");
     if (env && sg_parse_size(env, &lim.memory_bytes, NULL) < 0)
         sg_log(SG_LOG_WARN, "SANDGLASS_SUPERVISOR_MEMORY=%s is not a size: ignored", env);

@@ -22,6 +22,7 @@
 #include "wire/ctl.h"
 
 #define CREATE_READY_TIMEOUT_MS 30000
+#define REVIVE_EXIT_WAIT_MS 5000 /* a killed supervisor's last thread exits within this */
 
 int sg_revive_supervisor_path(char *buf, size_t len)
 {
@@ -117,6 +118,16 @@ static int takeover_locked(const char *id, const char *who, sg_err *err)
 {
     sg_err cerr = {0};
     int fd = sg_ctl_connect(id, &cerr);
+    pid_t holder = 0;
+    if (fd >= 0 && sg_state_supervisor_held(id, &holder) == 1 && holder > 0 && !sg_state_pid_alive(holder)) {
+        /* A SIGKILLed supervisor's main thread is a zombie before its
+         * kill switch's thread has exited, and its socket still takes
+         * connections until the last one has: wait for the whole of it. */
+        close(fd);
+        sg_state_wait_exit(holder, REVIVE_EXIT_WAIT_MS);
+        cerr = (sg_err){0};
+        fd = sg_ctl_connect(id, &cerr);
+    }
     if (fd >= 0) { /* another client took it over while we waited */
         close(fd);
         return 0;
