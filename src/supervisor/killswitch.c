@@ -41,6 +41,7 @@ struct killswitch {
     ks_conn_fn on_conn;
     void *ud;
     int ctl_fd, wake_fd, cg_fd; /* cg_fd: the sandbox's v2 cgroup with cgroup.kill; -1: none */
+    bool killed;                /* a request's kill is done, its connection queued (atomic) */
     pthread_mutex_t mu;         /* guards what follows */
     bool stop;
     ks_deadline dl[KS_DEADLINES];
@@ -98,7 +99,10 @@ static void kill_now(killswitch *k, const char *leaf)
 
 /* ---- connections ------------------------------------------------------- */
 
-static void hand_over(killswitch *k, int fd)
+/* Queues fd for the loop; with kill, marks the queue as holding a killing
+ * request (ks_take_killed) and kills, in that order: init's reports of
+ * the deaths can only come after the loop can see the mark. */
+static void hand_over(killswitch *k, int fd, bool kill)
 {
     pthread_mutex_lock(&k->mu);
     bool room = k->nqueue < KS_QUEUE;
@@ -107,7 +111,11 @@ static void hand_over(killswitch *k, int fd)
     pthread_mutex_unlock(&k->mu);
     if (!room)
         close(fd); /* as the loop did past its client limit */
-    else
+    if (kill) {
+        __atomic_store_n(&k->killed, room, __ATOMIC_RELEASE);
+        kill_now(k, NULL);
+    }
+    if (room)
         uv_async_send(&k->async);
 }
 
@@ -140,9 +148,7 @@ static void settle_conn(killswitch *k, int fd, bool force)
         k->pend[k->npend++] = (ks_pending){fd, sg_now_mono_ns() + (uint64_t)KS_WAIT_MS * 1000000u};
         return;
     }
-    if (r == 1)
-        kill_now(k, NULL);
-    hand_over(k, fd);
+    hand_over(k, fd, r == 1);
 }
 
 static void accept_all(killswitch *k)
@@ -246,9 +252,8 @@ static void wake(killswitch *k)
 
 /* ---- the loop's side --------------------------------------------------- */
 
-static void on_async(uv_async_t *a)
+static void take_queue(killswitch *k)
 {
-    killswitch *k = a->data;
     int fds[KS_QUEUE];
     pthread_mutex_lock(&k->mu);
     size_t n = k->nqueue;
@@ -257,6 +262,21 @@ static void on_async(uv_async_t *a)
     pthread_mutex_unlock(&k->mu);
     for (size_t i = 0; i < n; i++)
         k->on_conn(k->ud, fds[i]);
+}
+
+static void on_async(uv_async_t *a)
+{
+    killswitch *k = a->data;
+    __atomic_store_n(&k->killed, false, __ATOMIC_RELAXED);
+    take_queue(k);
+}
+
+bool ks_take_killed(killswitch *k)
+{
+    if (!k || !__atomic_exchange_n(&k->killed, false, __ATOMIC_ACQUIRE))
+        return false;
+    take_queue(k);
+    return true;
 }
 
 static void on_async_closed(uv_handle_t *h)

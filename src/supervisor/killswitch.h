@@ -23,6 +23,7 @@
 #ifndef SG_SUPERVISOR_KILLSWITCH_H
 #define SG_SUPERVISOR_KILLSWITCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -44,6 +45,11 @@ killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn
 void ks_arm(killswitch *k, const char *leaf, uint64_t deadline_ns);
 /* Forgets leaf's deadline (its exec ended: the leaf may be reused). */
 void ks_disarm(killswitch *k, const char *leaf);
+/* When the thread has killed for a request the loop has not read yet:
+ * hands the loop its connections now (on_conn), so that the abort or
+ * destroy is handled before the deaths it caused (init's reports: an
+ * exec killed by an abort ends as killed by it). False: nothing to do. */
+bool ks_take_killed(killswitch *k);
 /* Stops and joins the thread, closes what it holds (not ctl_fd). NULL: no-op. */
 void ks_stop(killswitch *k);
 

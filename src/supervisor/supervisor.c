@@ -1,6 +1,7 @@
 /* supervisor: the sandbox's life: the run (sg_supervisor_run), signals,
- * destroy and shutdown. See supervisor.h; the other parts are listed in
- * sv_internal.h. */
+ * destroy and shutdown. See supervisor.h; the state is sv_sup.h's, each
+ * object has its own header (sv_exec.h, sv_client.h, sv_leaves.h,
+ * sv_killswitch.h with killswitch.h, sv_checkpoint.h, sv_dispatch.h). */
 #include "supervisor/supervisor.h"
 
 #include <errno.h>
@@ -14,7 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
+#include "supervisor/sv_sup.h"
 #include "capture/watch.h"
 #include "base/log.h"
 

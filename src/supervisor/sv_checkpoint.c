@@ -6,15 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 #include "base/log.h"
 
 #define SUP_SAFETY_LABEL "before rollback"
-
-bool tool_is_read_only(const char *tool)
-{
-    return tool && strcmp(tool, "read_file") == 0;
-}
 
 /* The worker stops after SG_CKPT_CLIENT_IDLE_MS without a call (ckpt_client.h). */
 static void on_ckpt_idle(uv_timer_t *t)
@@ -343,4 +341,46 @@ int open_checkpoints(sup *s, sg_err *err)
     s->ckpt = sg_ckpt_client_new(exe, repo, s->meta.workspace);
     sg_ckpt_client_set_join(s->ckpt, ckpt_join, s);
     return sg_ckpt_client_start(s->ckpt, err);
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+void op_checkpoint(sup *s, client *c, json_t *req, int fd_in)
+{
+    const char *label = json_string_value(json_object_get(req, "label"));
+    char l[200];
+    snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
+    json_t *info = NULL;
+    if (!sup_checkpoint(s, l, &info))
+        client_error(c, "cannot take a checkpoint (see the supervisor log)");
+    else
+        client_result(c, info);
+}
+
+void op_checkpoints(sup *s, client *c, json_t *req, int fd_in)
+{
+    sg_err err = {0};
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    if (s->ckpt)
+        ckpt_flush_labels(s);
+    int lrc = s->ckpt ? sg_ckpt_client_list(s->ckpt, &v, &n, &err) : -1;
+    if (s->ckpt)
+        ckpt_used(s);
+    if (lrc < 0) {
+        client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
+            "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
+            "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
+    sg_checkpoint_infos_free(v, n);
+    client_result(c, json_pack("{s:o}", "checkpoints", arr));
+}
+
+void op_rollback(sup *s, client *c, json_t *req, int fd_in)
+{
+    sup_rollback(s, c, req);
 }

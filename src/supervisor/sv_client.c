@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_dispatch.h"
+#include "supervisor/sv_exec.h"
 
 static void on_client(uv_poll_t *p, int status, int events);
 

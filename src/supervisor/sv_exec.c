@@ -11,7 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 #include "base/log.h"
 
 __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
@@ -38,6 +42,13 @@ void exec_kill(exec_ctx *ex)
     }
     if (leaf_kill(ex->s, ex->leaf, 2000, &err) < 0)
         sg_log(SG_LOG_ERROR, "kill of exec %u: %s", ex->num, err.msg);
+}
+
+
+/* An MCP tool call that changes nothing needs no checkpoint after it. */
+static bool tool_is_read_only(const char *tool)
+{
+    return tool && strcmp(tool, "read_file") == 0;
 }
 
 /* Output of the exec (a pipe's, or its terminal's): the output limit,
@@ -150,6 +161,17 @@ static void on_exec_timeout(uv_timer_t *t)
     ex->timed_out = true;
     exec_mark_killed(ex, "timeout", "it ran into its time limit of %g s", ex->timeout_s);
     exec_kill(ex);
+}
+
+void execs_deadlines(sup *s)
+{
+    uint64_t now = sg_now_mono_ns();
+    for (size_t i = 0; i < s->nexecs; i++) {
+        exec_ctx *ex = s->execs[i];
+        if (ex->timeout_s > 0 && ex->start_ns && !ex->finished && !ex->timed_out &&
+            now >= ex->start_ns + (uint64_t)(ex->timeout_s * 1e9))
+            on_exec_timeout(&ex->timer);
+    }
 }
 
 /* The command's exit status as a shell gives it: 128+N for signal N. */
@@ -604,4 +626,21 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
      * is waiting then, and a command runs on one CPU, so this work rarely
      * delays anyone (after the result it would meet the next exec). */
     ready_next(s);
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+/* "exec": the caller's stdin crosses into the sandbox only as a pipe or
+ * /dev/null (docs/SECURITY.md); none given is /dev/null. */
+void op_exec(sup *s, client *c, json_t *req, int fd_in)
+{
+    if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
+        close(fd_in);
+        client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
+                        "anything else): refused");
+        return;
+    }
+    if (fd_in < 0)
+        fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    exec_start(s, c, req, fd_in);
 }

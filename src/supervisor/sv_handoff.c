@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 
 void handoff_release(exec_ctx *ex)
 {
@@ -170,7 +172,12 @@ void on_init_msg(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
-    (void)init_drain(p->data);
+    sup *s = p->data;
+    /* the kill switch's abort first: the deaths init reports are its */
+    ks_take_killed(s->ks);
+    execs_deadlines(s);
+    caps_check_wall(s);
+    (void)init_drain(s);
 }
 
 static bool killed_exec_running(const sup *s)
