@@ -24,6 +24,9 @@
 #define KS_PEEK 4096     /* an abort or destroy request is far shorter */
 #define KS_WAIT_MS 200   /* how long a silent connection is held before the loop gets it */
 #define KS_LEAF_MAX 24
+/* A connection the loop leaves waiting this long is the thread's: the loop
+ * is busy. An idle loop accepts at once, in one hop (the exec path). */
+#define KS_STEAL_NS (5 * 1000000ull)
 
 typedef struct ks_deadline {
     char leaf[KS_LEAF_MAX]; /* "": every leaf */
@@ -210,15 +213,31 @@ static void pending_turn(killswitch *k, const struct pollfd *pfd, uint64_t now)
     }
 }
 
+/* Takes what waits on the control socket, if anything still does. */
+static void steal(killswitch *k)
+{
+    struct pollfd c = {.fd = k->ctl_fd, .events = POLLIN};
+    if (poll(&c, 1, 0) == 1 && (c.revents & POLLIN))
+        accept_all(k);
+}
+
 static void *ks_main(void *arg)
 {
     killswitch *k = arg;
     struct pollfd pfd[2 + KS_PENDING];
+    uint64_t seen = 0; /* when a connection was seen waiting (0: none) */
     for (;;) {
         uint64_t now = sg_now_mono_ns();
+        if (seen && now >= seen + KS_STEAL_NS) {
+            seen = 0;
+            steal(k);
+        }
         uint64_t next = deadlines_due(k, now);
+        if (seen && (!next || seen + KS_STEAL_NS < next))
+            next = seen + KS_STEAL_NS;
         pfd[0] = (struct pollfd){.fd = k->wake_fd, .events = POLLIN};
-        pfd[1] = (struct pollfd){.fd = k->ctl_fd, .events = POLLIN};
+        /* not watched again until the loop has had KS_STEAL_NS for it */
+        pfd[1] = (struct pollfd){.fd = seen ? -1 : k->ctl_fd, .events = POLLIN};
         for (size_t i = 0; i < k->npend; i++)
             pfd[2 + i] = (struct pollfd){.fd = k->pend[i].fd, .events = POLLIN};
         size_t npend = k->npend;
@@ -237,8 +256,8 @@ static void *ks_main(void *arg)
         }
         now = sg_now_mono_ns();
         pending_turn(k, pfd + 2, now);
-        if (pfd[1].revents & POLLIN)
-            accept_all(k);
+        if (!seen && (pfd[1].revents & POLLIN))
+            seen = now;
     }
 }
 

@@ -1,13 +1,14 @@
 /* killswitch: the kill path that no loop a learner can feed stands in
  * front of (issue 22, "the kill switch never waits").
  *
- * A thread of its own, doing almost nothing: it accepts every connection
- * on the control socket, peeks at its first message, and when that is an
- * `abort` or a `destroy` request it kills the sandbox's processes at once
- * (cgroup.kill on every leaf of the sandbox's v2 cgroup: everything but
- * init), before the connection goes on to the loop, which then answers as
- * before (its kill finds the processes gone or dying, proves the cgroup
- * empty, records). It also holds the deadlines — each exec's time limit
+ * A thread of its own, doing almost nothing. The loop accepts on the
+ * control socket as before (one hop: the exec path); a connection the loop
+ * leaves waiting 5 ms (it is busy) the thread accepts instead, peeks at its
+ * first message, and when that is an `abort` or a `destroy` request kills
+ * the sandbox's processes at once (cgroup.kill on every leaf of the
+ * sandbox's v2 cgroup: everything but init), before the connection goes on
+ * to the loop, which then answers as before (its kill finds the processes
+ * gone or dying, proves the cgroup empty, records). It also holds the deadlines — each exec's time limit
  * (its leaf) and the session's --max-wall (every leaf) — and kills when
  * one passes, whatever the loop is doing; the loop's own timers then
  * record why.
@@ -35,7 +36,8 @@ typedef struct killswitch killswitch;
  * its first message unread). */
 typedef void (*ks_conn_fn)(void *ud, int fd);
 
-/* Starts the thread on ctl_fd (the loop must no longer accept on it).
+/* Starts the thread on ctl_fd (the loop accepts there too: whoever comes
+ * first; the thread only after the loop left a connection 5 ms).
  * cg_dir: the sandbox's cgroup (v2 first, sandbox/cgroup.h's
  * sg_cgroup_path), or NULL without one: then nothing is killed here. */
 killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn on_conn, void *ud,

@@ -204,10 +204,9 @@ void killswitch_start(sup *s)
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
     s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, s, &err);
-    if (!s->ks) {
-        sg_log(SG_LOG_WARN, "%s: the loop accepts and kills, as without a kill switch", err.msg);
-        uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
-    }
+    if (!s->ks)
+        sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
+    uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
 }
 
 bool caps_check_wall(sup *s)

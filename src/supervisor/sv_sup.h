@@ -141,7 +141,7 @@ struct sup {
     sg_execnotify_inflight *notify_page; /* init's in-flight page, mapped; NULL: none */
     uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
     int ctl_fd;
-    killswitch *ks;         /* accepts on ctl_fd and kills beside the loop; NULL: the loop accepts */
+    killswitch *ks;         /* kills beside the loop, takes what it leaves on ctl_fd; NULL: none */
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
