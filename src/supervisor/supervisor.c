@@ -35,7 +35,7 @@ void capture_emit(sup *s, const char *kind, json_t *payload)
 /* Starts the capture of this sandbox. */
 int capture_start(sup *s, bool resumed, sg_err *err)
 {
-    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sup_unified, s, err);
+    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, ckpt_unified, s, err);
     return s->cap ? 0 : -1;
 }
 
@@ -405,7 +405,7 @@ static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
         return -1;
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
-    if (open_checkpoints(s, err) < 0)
+    if (ckpt_open(s, err) < 0)
         return -1;
     sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
     s->ctl_fd = sg_ctl_listen(ctl, 128, err);
@@ -508,7 +508,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     }
     if (!spare)
         join_own_cgroup(s);
-    if (!adopt && !sup_checkpoint(s, "create", NULL))
+    if (!adopt && !ckpt_take(s, "create", NULL))
         sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
     ready_next(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);

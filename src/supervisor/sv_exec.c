@@ -444,7 +444,7 @@ static void exec_checkpoint(sup *s, const exec_ctx *ex, const sg_exec_req *req)
     char label[160];
     sg_autofree char *line = sg_exec_cmdline(req->argv);
     snprintf(label, sizeof label, "before exec %u: %.120s", ex->num, line ? line : "");
-    sup_checkpoint_exec(s, label);
+    ckpt_exec(s, label);
 }
 
 /* The exec's leaf: the ready child's, where it sits already (direct), else

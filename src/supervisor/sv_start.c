@@ -249,7 +249,7 @@ int start_init(sup *s, sg_err *err)
     /* The checkpoint worker loads libgit2 and opens the store while init
      * builds its root and its move into the cgroup waits for an RCU grace
      * period. */
-    if (open_checkpoints(s, err) < 0)
+    if (ckpt_open(s, err) < 0)
         return -1;
     /* The OOM killer must pick the user's processes, never the init that
      * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
@@ -482,9 +482,9 @@ static void sup_claim(sup *s, client *c, json_t *req)
      * since its checkpoint: the capture (if any) hears of that checkpoint,
      * and the worker (stopped when idle) is not woken for it. */
     if (s->last_ckpt[0])
-        emit_checkpoint(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+        ckpt_emit(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
     else
-        sup_checkpoint_ex(s, "create", true, NULL);
+        ckpt_take_ex(s, "create", true, NULL);
 }
 
 void op_claim(sup *s, client *c, json_t *req, int fd_in)

@@ -219,7 +219,7 @@ static void prompt_checkpoint(struct sv_shell *sh)
     sh->typed_at_ckpt = typed;
     sh->execs_at_ckpt = s->execs_held;
     sh->ckpt_ns = now;
-    sup_checkpoint_prompt(s, label, !was_typed);
+    ckpt_prompt(s, label, !was_typed);
 }
 
 static void on_mark(void *ud, const sg_mark *m)
