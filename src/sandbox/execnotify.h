@@ -18,10 +18,11 @@
  *
  * A held process is killable (SIGKILL, cgroup.kill): no kill waits on an
  * answer. One the supervisor received but never answered (it died in
- * between) stays held until killed: the kernel gives a received
- * notification to no one else. sg_execnotify_release_stuck answers those
- * by id (ids are handed out in order, so they sit just below the next one
- * received: best effort, a few dozen ids back).
+ * between) would stay held: the kernel gives a received notification to
+ * no one else. Init answers it when the supervisor's connection closes
+ * (the in-flight page below); sg_execnotify_release_stuck is the fallback
+ * when the next one is received (ids are handed out in order, so they sit
+ * just below it: best effort, a few dozen ids back).
  *
  * Needs Linux >= 5.5 (USER_NOTIF and the CONTINUE answer); elsewhere, and
  * when SANDGLASS_EXEC_NOTIFY=0, nothing is loaded and the process events
@@ -33,6 +34,18 @@
 #include <linux/seccomp.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* The id a supervisor is answering, in one page init shares with it (a
+ * memfd init sends beside the listener, SG_SPAWN_NOTIFY). The supervisor
+ * writes each id it receives there before it works on it; init, as soon
+ * as the supervisor's connection closes, answers that id and the few
+ * after it still held (a SIGKILL between receive and answer would
+ * otherwise hold the caller until the next execve, which a loop blocked in
+ * that one never makes). Written with __atomic stores (id, then set). */
+typedef struct sg_execnotify_inflight {
+    uint64_t id;  /* the last id received */
+    uint32_t set; /* 1 once id is meaningful */
+} sg_execnotify_inflight;
 
 /* Ids looked back at by sg_execnotify_release_stuck. */
 #define SG_EXECNOTIFY_STUCK_SCAN 64

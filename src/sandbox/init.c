@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -52,6 +53,48 @@ static int notify_fd = -1;
 /* Set when the supervisor went: the first notification init then gets
  * marks where the ones the dead supervisor held end. */
 static bool notify_orphaned;
+/* The page where the connected supervisor writes the id it is answering
+ * (execnotify.h), and its memfd (sent beside the listener); NULL/-1: none. */
+static sg_execnotify_inflight *inflight;
+static int inflight_fd = -1;
+/* Ids after the recorded one looked at when the supervisor goes: the one it
+ * took after its last record is at most as many ids on as execs were held
+ * in between (one per process). */
+#define INIT_INFLIGHT_SCAN INIT_MAX_EXECS
+
+/* The in-flight page (execnotify.h). Without it a dead supervisor's held
+ * call waits for the next execve, as before it existed. */
+static void inflight_open(void)
+{
+    int fd = memfd_create("sandglass-notify", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return;
+    long pg = sysconf(_SC_PAGESIZE);
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, pg) == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        m = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    inflight = m;
+    inflight_fd = fd;
+}
+
+/* The supervisor's connection closed: it is gone (a takeover closes it
+ * from our side, not here). Answers what it took and left held. */
+static void inflight_release(void)
+{
+    if (!inflight || notify_fd < 0 || !__atomic_load_n(&inflight->set, __ATOMIC_ACQUIRE))
+        return;
+    uint64_t id = __atomic_load_n(&inflight->id, __ATOMIC_RELAXED);
+    /* Only received, unanswered ids are valid, and no one but the dead
+     * supervisor received any: each valid one is its. */
+    for (uint64_t k = 0; k < INIT_INFLIGHT_SCAN; k++)
+        if (sg_execnotify_valid(notify_fd, id + k))
+            sg_execnotify_continue(notify_fd, id + k);
+    __atomic_store_n(&inflight->set, 0, __ATOMIC_RELAXED);
+}
 
 static __attribute__((noreturn)) void setup_failed(int ready_fd, const sg_err *err)
 {
@@ -301,6 +344,7 @@ static void handle_conn(void)
     if (n <= 0) {
         close(conn_fd);
         conn_fd = -1;
+        inflight_release();
     } else if (sg_spawn_hdr_decode(msg, (size_t)n, &sp) == 0) {
         if (sp.type == SG_SPAWN_EXEC)
             handle_spawn(&sp, msg, (size_t)n, fds, nfds);
@@ -439,6 +483,8 @@ static void on_alarm(int sig)
 static void init_load_filter(const sg_init_config *cfg)
 {
     exec_filter = cfg->seccomp;
+    if (cfg->exec_notify)
+        inflight_open();
     if (cfg->seccomp && sg_seccomp_child_prog()) {
         int sr = sg_seccomp_load(cfg->seccomp);
         if (sr < 0) {
@@ -461,8 +507,11 @@ static void init_load_filter(const sg_init_config *cfg)
 static void notify_send(void)
 {
     sg_spawn_reply rep = {.type = SG_SPAWN_NOTIFY};
+    int fds[2] = {notify_fd, inflight_fd};
+    if (inflight)
+        __atomic_store_n(&inflight->set, 0, __ATOMIC_RELAXED); /* the new one's records only */
     if (notify_fd >= 0 && conn_fd >= 0 &&
-        sg_seqpacket_send(conn_fd, &rep, sizeof rep, &notify_fd, 1) < 0) {
+        sg_seqpacket_send(conn_fd, &rep, sizeof rep, fds, inflight_fd >= 0 ? 2 : 1) < 0) {
         close(conn_fd);
         conn_fd = -1;
     }

@@ -1,6 +1,7 @@
 /* supervisor: the sandbox's life: the run (sg_supervisor_run), signals,
- * destroy and shutdown. See supervisor.h; the other parts are listed in
- * sv_internal.h. */
+ * destroy and shutdown. See supervisor.h; the state is sv_sup.h's, each
+ * object has its own header (sv_exec.h, sv_client.h, sv_leaves.h,
+ * sv_killswitch.h with killswitch.h, sv_checkpoint.h, sv_dispatch.h). */
 #include "supervisor/supervisor.h"
 
 #include <errno.h>
@@ -14,7 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
+#include "supervisor/sv_sup.h"
 #include "capture/watch.h"
 #include "base/log.h"
 
@@ -29,13 +35,15 @@ void capture_emit(sup *s, sg_event_kind kind, json_t *payload)
 /* Starts the capture of this sandbox. */
 int capture_start(sup *s, bool resumed, sg_err *err)
 {
-    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sup_unified, s, err);
+    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, ckpt_unified, s, err);
     return s->cap ? 0 : -1;
 }
 
 static void stop_loop_handles(sup *s)
 {
     uv_poll_stop(&s->ctl_poll);
+    ks_stop(s->ks);
+    s->ks = NULL;
     uv_signal_stop(&s->sigterm);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
@@ -208,6 +216,8 @@ static int sup_shutdown(sup *s)
      * closed with the loop's, then what it holds is freed here. */
     for (size_t i = 0; i < s->nexecs; i++)
         s->execs[i]->pending_closes++;
+    ks_stop(s->ks); /* when the loop ended by another way than stop_loop_handles */
+    s->ks = NULL;
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -354,14 +364,13 @@ static void sup_watch(sup *s)
     uv_poll_start(&s->init_poll, UV_READABLE, on_init_msg);
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
-    uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+    killswitch_start(s);
     s->start_ns = sg_now_mono_ns();
     uv_timer_init(&s->loop, &s->cap_timer);
     s->cap_timer.data = s;
     uv_timer_init(&s->loop, &s->ckpt_idle);
     s->ckpt_idle.data = s;
-    if (sg_caps_timed(&s->meta))
-        uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    caps_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
@@ -397,7 +406,7 @@ static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
         return -1;
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
-    if (open_checkpoints(s, err) < 0)
+    if (ckpt_open(s, err) < 0)
         return -1;
     sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
     s->ctl_fd = sg_ctl_listen(ctl, 128, err);
@@ -449,6 +458,7 @@ static void sup_free(sup *s)
         close(s->init_fd);
     if (s->notify_fd >= 0)
         close(s->notify_fd);
+    execnotify_unmap(s);
     sg_ckpt_client_free(s->ckpt);
     sg_labels_free(&s->labels);
     for (size_t i = 0; i < s->nspare; i++)
@@ -499,7 +509,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     }
     if (!spare)
         join_own_cgroup(s);
-    if (!adopt && !sup_checkpoint(s, "create", NULL))
+    if (!adopt && !ckpt_take(s, "create", NULL))
         sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
     ready_next(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);

@@ -6,15 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 #include "base/log.h"
 
 #define SUP_SAFETY_LABEL "before rollback"
-
-bool tool_is_read_only(const char *tool)
-{
-    return tool && strcmp(tool, "read_file") == 0;
-}
 
 /* The worker stops after SG_CKPT_CLIENT_IDLE_MS without a call (ckpt_client.h). */
 static void on_ckpt_idle(uv_timer_t *t)
@@ -47,7 +45,7 @@ void ckpt_used(sup *s)
 }
 
 /* The watcher's diffs, made by the checkpoint worker. */
-int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
+int ckpt_unified(void *ud, const char *path, const char *old, size_t old_len,
                 const char *new_, size_t new_len, sg_diff_result *out, sg_err *err)
 {
     sup *s = ud;
@@ -77,7 +75,7 @@ static void ckpt_queue_label(sup *s, const char *label)
     sg_labels_push(&s->labels, label, (int64_t)time(NULL));
 }
 
-void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
+void ckpt_emit(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
                      double ms, bool reused, json_t **info)
 {
     json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:f}", "id", id, "label", label,
@@ -107,7 +105,7 @@ static void emit_checkpoint_error(sup *s, const char *label, const sg_err *err, 
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
  * a checkpoint event. Returns its id (s->last_ckpt) or NULL. */
-const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info)
+const char *ckpt_take_ex(sup *s, const char *label, bool reuse, json_t **info)
 {
     char id[SG_CHECKPOINT_ID_LEN + 1];
     if (!s->ckpt)
@@ -125,25 +123,25 @@ const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **in
     }
     memcpy(s->last_ckpt, id, sizeof id);
     s->last_stats = st;
-    emit_checkpoint(s, id, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, reused, info);
+    ckpt_emit(s, id, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, reused, info);
     return s->last_ckpt;
 }
 
-const char *sup_checkpoint(sup *s, const char *label, json_t **info)
+const char *ckpt_take(sup *s, const char *label, json_t **info)
 {
-    return sup_checkpoint_ex(s, label, false, info);
+    return ckpt_take_ex(s, label, false, info);
 }
 
 /* The checkpoint before an exec. When the workspace's fingerprint equals
  * the one taken with the last such checkpoint, nothing changed: that
  * checkpoint is the answer, as the worker would find, without the trip to
  * it; the label is queued for the store. */
-void sup_checkpoint_exec(sup *s, const char *label)
+void ckpt_exec(sup *s, const char *label)
 {
-    sup_checkpoint_prompt(s, label, false);
+    ckpt_prompt(s, label, false);
 }
 
-void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged)
+void ckpt_prompt(sup *s, const char *label, bool quiet_unchanged)
 {
     if (!s->ckpt || !sg_capture_checkpoint_budget(s->cap))
         return;
@@ -157,11 +155,11 @@ void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged)
         sg_checkpoint_stats st = s->last_stats;
         st.changed = st.hashed = 0;
         ckpt_queue_label(s, label);
-        emit_checkpoint(s, s->last_ckpt, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, true, NULL);
+        ckpt_emit(s, s->last_ckpt, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, true, NULL);
         return;
     }
     s->print_valid = false;
-    if (sup_checkpoint_ex(s, label, true, NULL) && usable) {
+    if (ckpt_take_ex(s, label, true, NULL) && usable) {
         s->last_print = now;
         s->print_valid = true;
     }
@@ -232,7 +230,7 @@ static int rollback_target(sup *s, const char **to, char latest[SG_CHECKPOINT_ID
     return 0;
 }
 
-void sup_rollback(sup *s, client *c, json_t *req)
+void ckpt_rollback(sup *s, client *c, json_t *req)
 {
     sg_err err = {0};
     if (!s->ckpt) {
@@ -289,7 +287,7 @@ void sup_rollback(sup *s, client *c, json_t *req)
         killed = kill_all_user_processes(s, "rollback", "rollback --force killed it to restore the workspace");
     /* Keep the present too, so that a rollback can itself be undone. */
     json_t *safety = NULL;
-    sup_checkpoint(s, SUP_SAFETY_LABEL, &safety);
+    ckpt_take(s, SUP_SAFETY_LABEL, &safety);
     char target[SG_CHECKPOINT_ID_LEN + 1];
     snprintf(target, sizeof target, "%s", to);
     sg_checkpoint_stats st = {0};
@@ -332,7 +330,7 @@ static int ckpt_join(void *ud, int fds[SG_CKPT_CLIENT_MAX_JOIN], sg_err *err)
 }
 
 /* sandglass-ckpt next to this binary ($SANDGLASS_CKPT overrides). */
-int open_checkpoints(sup *s, sg_err *err)
+int ckpt_open(sup *s, sg_err *err)
 {
     if (s->ckpt)
         return 0;
@@ -343,4 +341,46 @@ int open_checkpoints(sup *s, sg_err *err)
     s->ckpt = sg_ckpt_client_new(exe, repo, s->meta.workspace);
     sg_ckpt_client_set_join(s->ckpt, ckpt_join, s);
     return sg_ckpt_client_start(s->ckpt, err);
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+void op_checkpoint(sup *s, client *c, json_t *req, int fd_in)
+{
+    const char *label = json_string_value(json_object_get(req, "label"));
+    char l[200];
+    snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
+    json_t *info = NULL;
+    if (!ckpt_take(s, l, &info))
+        client_error(c, "cannot take a checkpoint (see the supervisor log)");
+    else
+        client_result(c, info);
+}
+
+void op_checkpoints(sup *s, client *c, json_t *req, int fd_in)
+{
+    sg_err err = {0};
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0;
+    if (s->ckpt)
+        ckpt_flush_labels(s);
+    int lrc = s->ckpt ? sg_ckpt_client_list(s->ckpt, &v, &n, &err) : -1;
+    if (s->ckpt)
+        ckpt_used(s);
+    if (lrc < 0) {
+        client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
+            "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
+            "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
+    sg_checkpoint_infos_free(v, n);
+    client_result(c, json_pack("{s:o}", "checkpoints", arr));
+}
+
+void op_rollback(sup *s, client *c, json_t *req, int fd_in)
+{
+    ckpt_rollback(s, c, req);
 }

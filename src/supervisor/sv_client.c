@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_dispatch.h"
+#include "supervisor/sv_exec.h"
 
 static void on_client(uv_poll_t *p, int status, int events);
 
@@ -206,6 +208,30 @@ static void on_client(uv_poll_t *p, int status, int events)
     }
 }
 
+void client_adopt(void *ud, int fd)
+{
+    sup *s = ud;
+    if (s->nclients >= SUP_MAX_CLIENTS) {
+        close(fd);
+        return;
+    }
+    client *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->s = s;
+    c->fd = fd;
+    s->nclients++;
+    uv_poll_init(&s->loop, &c->poll, fd);
+    c->poll.data = c;
+    uv_poll_start(&c->poll, UV_READABLE, on_client);
+    /* A client sends its request right after connecting: it is usually
+     * here already, and reading it now saves a trip through the loop
+     * on the exec path (EAGAIN otherwise: the poll delivers it). */
+    on_client(&c->poll, 0, UV_READABLE);
+}
+
 void on_ctl_accept(uv_poll_t *p, int status, int events)
 {
     sup *s = p->data;
@@ -213,24 +239,6 @@ void on_ctl_accept(uv_poll_t *p, int status, int events)
         int fd = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return;
-        if (s->nclients >= SUP_MAX_CLIENTS) {
-            close(fd);
-            continue;
-        }
-        client *c = calloc(1, sizeof *c);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        c->s = s;
-        c->fd = fd;
-        s->nclients++;
-        uv_poll_init(&s->loop, &c->poll, fd);
-        c->poll.data = c;
-        uv_poll_start(&c->poll, UV_READABLE, on_client);
-        /* A client sends its request right after connecting: it is usually
-         * here already, and reading it now saves a trip through the loop
-         * on the exec path (EAGAIN otherwise: the poll delivers it). */
-        on_client(&c->poll, 0, UV_READABLE);
+        client_adopt(s, fd);
     }
 }

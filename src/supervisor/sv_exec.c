@@ -11,7 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 #include "base/log.h"
 
 __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
@@ -38,6 +42,13 @@ void exec_kill(exec_ctx *ex)
     }
     if (leaf_kill(ex->s, ex->leaf, 2000, &err) < 0)
         sg_log(SG_LOG_ERROR, "kill of exec %u: %s", ex->num, err.msg);
+}
+
+
+/* An MCP tool call that changes nothing needs no checkpoint after it. */
+static bool tool_is_read_only(const char *tool)
+{
+    return tool && strcmp(tool, "read_file") == 0;
 }
 
 /* Output of the exec (a pipe's, or its terminal's): the output limit,
@@ -152,6 +163,17 @@ static void on_exec_timeout(uv_timer_t *t)
     exec_kill(ex);
 }
 
+void execs_deadlines(sup *s)
+{
+    uint64_t now = sg_now_mono_ns();
+    for (size_t i = 0; i < s->nexecs; i++) {
+        exec_ctx *ex = s->execs[i];
+        if (ex->timeout_s > 0 && ex->start_ns && !ex->finished && !ex->timed_out &&
+            now >= ex->start_ns + (uint64_t)(ex->timeout_s * 1e9))
+            on_exec_timeout(&ex->timer);
+    }
+}
+
 /* The command's exit status as a shell gives it: 128+N for signal N. */
 static int exec_exit_code(const exec_ctx *ex)
 {
@@ -242,6 +264,8 @@ void exec_finish(exec_ctx *ex)
     if (ex->finished)
         return;
     ex->finished = true;
+    if (ex->timeout_s > 0) /* before its leaf can be reused */
+        ks_disarm(s->ks, ex->leaf);
     handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
@@ -420,7 +444,7 @@ static void exec_checkpoint(sup *s, const exec_ctx *ex, const sg_exec_req *req)
     char label[160];
     sg_autofree char *line = sg_exec_cmdline(req->argv);
     snprintf(label, sizeof label, "before exec %u: %.120s", ex->num, line ? line : "");
-    sup_checkpoint_exec(s, label);
+    ckpt_exec(s, label);
 }
 
 /* The exec's leaf: the ready child's, where it sits already (direct), else
@@ -506,8 +530,11 @@ static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
     uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
     uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
-    if (ex->timeout_s > 0)
+    if (ex->timeout_s > 0) {
         uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
+        /* the kill itself beside the loop; this timer records why */
+        ks_arm(s->ks, ex->leaf, sg_now_mono_ns() + (uint64_t)(ex->timeout_s * 1e9));
+    }
     if (!ex->awaiting_ack)
         return;
     if (handoff_lost) {
@@ -599,4 +626,21 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
      * is waiting then, and a command runs on one CPU, so this work rarely
      * delays anyone (after the result it would meet the next exec). */
     ready_next(s);
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+/* "exec": the caller's stdin crosses into the sandbox only as a pipe or
+ * /dev/null (docs/SECURITY.md); none given is /dev/null. */
+void op_exec(sup *s, client *c, json_t *req, int fd_in)
+{
+    if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
+        close(fd_in);
+        client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
+                        "anything else): refused");
+        return;
+    }
+    if (fd_in < 0)
+        fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    exec_start(s, c, req, fd_in);
 }

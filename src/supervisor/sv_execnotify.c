@@ -3,15 +3,20 @@
  * for the process events (capture/execargs.h, procevents.h), checked to be
  * still held, and let go. A sandbox without a capture is let go unread. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "capture/execargs.h"
 #include "capture/procevents.h"
 #include "sandbox/execnotify.h"
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_exec.h"
 
 /* Held calls answered per wake-up: an execve storm takes its turn with the
  * kill switch, the control socket and the exec pipes. Each held call stops
@@ -49,14 +54,55 @@ static void read_held(sup *s, const struct seccomp_notif *n)
     sg_execargs_clear(&a);
 }
 
+void execnotify_unmap(sup *s)
+{
+    if (s->notify_page)
+        munmap(s->notify_page, sizeof *s->notify_page);
+    s->notify_page = NULL;
+}
+
 void execnotify_stop(sup *s)
 {
+    execnotify_unmap(s);
     if (s->notify_fd < 0)
         return;
     uv_poll_stop(&s->notify_poll);
     if (!uv_is_closing((uv_handle_t *)&s->notify_poll))
         uv_close((uv_handle_t *)&s->notify_poll, NULL);
     sg_close_reset(&s->notify_fd);
+}
+
+/* Tests only (test_procevents.py): while the file $SANDGLASS_TEST_HOLD_EXEC
+ * names exists, a received call is held here, unanswered, after FILE.held
+ * is made: the test SIGKILLs us in the window a real crash hits by chance.
+ * At most 30 s. Unset (always, outside tests): nothing. */
+static void test_hold(void)
+{
+    static const char *path;
+    static bool read_env;
+    if (!read_env) {
+        read_env = true;
+        path = getenv("SANDGLASS_TEST_HOLD_EXEC");
+    }
+    if (!path || access(path, F_OK) != 0)
+        return;
+    char held[PATH_MAX];
+    if (snprintf(held, sizeof held, "%s.held", path) >= (int)sizeof held)
+        return;
+    int fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < 300 && access(path, F_OK) == 0; i++)
+        usleep(100000);
+}
+
+/* Where init finds the id we work on if we die before answering it. */
+static void record_inflight(sup *s, uint64_t id)
+{
+    if (!s->notify_page)
+        return;
+    __atomic_store_n(&s->notify_page->id, id, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->notify_page->set, 1, __ATOMIC_RELEASE);
 }
 
 static void on_notify(uv_poll_t *p, int status, int events)
@@ -73,6 +119,8 @@ static void on_notify(uv_poll_t *p, int status, int events)
         }
         if (r == 0)
             return;
+        record_inflight(s, n.id);
+        test_hold();
         if (!s->notify_seen) {
             /* a supervisor before us may have died holding some */
             s->notify_seen = true;
@@ -84,17 +132,33 @@ static void on_notify(uv_poll_t *p, int status, int events)
     }
 }
 
-void execnotify_attach(sup *s, int fd)
+/* init's in-flight page (execnotify.h): mapped, or NULL (then a call we
+ * die holding waits for the sandbox's next execve). Closes page_fd. */
+static sg_execnotify_inflight *map_page(int page_fd)
 {
+    sg_autoclose int fd = page_fd;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(sg_execnotify_inflight))
+        return NULL;
+    void *m = mmap(NULL, sizeof(sg_execnotify_inflight), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+void execnotify_attach(sup *s, int fd, int page_fd)
+{
+    sg_execnotify_inflight *page = map_page(page_fd);
     /* init sends it once per connection: a second one is not ours to use */
     if (s->notify_fd >= 0 || s->notify_poll.loop || uv_poll_init(&s->loop, &s->notify_poll, fd) < 0) {
         close(fd);
+        if (page)
+            munmap(page, sizeof *page);
         if (s->notify_fd < 0)
             sg_log(SG_LOG_ERROR, "cannot poll the execve listener: the sandbox's execs wait until "
                                  "this supervisor goes");
         return;
     }
     s->notify_fd = fd;
+    s->notify_page = page;
     s->notify_poll.data = s;
     uv_poll_start(&s->notify_poll, UV_READABLE, on_notify);
 }

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 
 void handoff_release(exec_ctx *ex)
 {
@@ -100,9 +102,15 @@ static bool init_drain(sup *s)
     for (;;) {
         char buf[sizeof(sg_spawn_reply)];
         sg_spawn_reply rep;
-        int fd = -1;
-        size_t nfds = 1;
-        ssize_t n = sg_seqpacket_recv(s->init_fd, buf, sizeof buf, MSG_DONTWAIT, &fd, &nfds);
+        int fds[2] = {-1, -1}; /* NOTIFY has two, others at most one */
+        size_t nfds = 2;
+        ssize_t n = sg_seqpacket_recv(s->init_fd, buf, sizeof buf, MSG_DONTWAIT, fds, &nfds);
+        int fd = fds[0];
+        if (nfds == 2 && !(n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0 &&
+                           rep.type == SG_SPAWN_NOTIFY)) {
+            close(fds[1]);
+            nfds = 1;
+        }
         if (n == -EAGAIN || n == -EINTR)
             return true;
         if (n <= 0 && n != -EMSGSIZE) {
@@ -123,8 +131,8 @@ static bool init_drain(sup *s)
             s->ready_pidfd = ready_pidfd_open(s->rl.dirfd);
             continue;
         }
-        if (ok && rep.type == SG_SPAWN_NOTIFY && nfds == 1) {
-            execnotify_attach(s, fd);
+        if (ok && rep.type == SG_SPAWN_NOTIFY && nfds >= 1) {
+            execnotify_attach(s, fd, nfds == 2 ? fds[1] : -1);
             continue;
         }
         if (nfds == 1)
@@ -164,7 +172,12 @@ void on_init_msg(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
-    (void)init_drain(p->data);
+    sup *s = p->data;
+    /* the kill switch's abort first: the deaths init reports are its */
+    ks_take_killed(s->ks);
+    execs_deadlines(s);
+    caps_check_wall(s);
+    (void)init_drain(s);
 }
 
 static bool killed_exec_running(const sup *s)

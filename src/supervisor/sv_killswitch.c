@@ -6,7 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
 #include "capture/watch.h"
 #include "base/log.h"
 
@@ -187,21 +190,79 @@ void on_expire(uv_timer_t *t)
     sup_destroy(s, NULL);
 }
 
+void caps_arm(sup *s)
+{
+    if (!sg_caps_timed(&s->meta))
+        return;
+    uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    if (s->meta.max_wall_s > 0) /* the kill at once; the timer records why */
+        ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
+}
+
+void killswitch_start(sup *s)
+{
+    sg_err err = {0};
+    sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
+    s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, s, &err);
+    if (!s->ks)
+        sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
+    uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+}
+
+bool caps_check_wall(sup *s)
+{
+    char why[128];
+    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
+    if (s->aborted || s->destroying || !sg_caps_wall_reached(&s->meta, wall, why, sizeof why))
+        return false;
+    json_decref(sup_abort(s, "cap", why));
+    return true;
+}
+
 void on_cap_timer(uv_timer_t *t)
 {
     sup *s = t->data;
-    if (s->aborted || s->destroying)
+    if (s->aborted || s->destroying || caps_check_wall(s))
         return;
     char why[128];
-    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
-    if (sg_caps_wall_reached(&s->meta, wall, why, sizeof why)) {
-        json_decref(sup_abort(s, "cap", why));
-        return;
-    }
     /* The cgroup's CPU time is read only for a CPU cap. */
     sg_err err = {0};
     sg_cg_stats st = {0};
     if (s->meta.max_cpu_s > 0 && s->cg && sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 &&
         sg_caps_cpu_reached(&s->meta, (double)st.cpu_ns / 1e9, why, sizeof why))
         json_decref(sup_abort(s, "cap", why));
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+void op_abort(sup *s, client *c, json_t *req, int fd_in)
+{
+    const char *reason = json_string_value(json_object_get(req, "reason"));
+    char r[256];
+    snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
+    client_result(c, sup_abort(s, "operator", r));
+}
+
+/* Clears an operator's or a signal's abort, never a cap's. */
+void op_resume(sup *s, client *c, json_t *req, int fd_in)
+{
+    if (!s->aborted) {
+        client_error(c, "the session is not aborted");
+        return;
+    }
+    if (!sg_caps_resumable(s->abort_by)) {
+        char m[400];
+        snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
+        client_error(c, m);
+        return;
+    }
+    json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
+    s->aborted = false;
+    s->abort_reason[0] = s->abort_by[0] = '\0';
+    sg_state_abort_clear(s->meta.id);
+    if (s->expire_init)
+        uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
+    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s}", "state", "resumed"));
+    ready_next(s);
+    client_result(c, r);
 }

@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_leaves.h"
 
 /* Kills what a leaf holds, and marks the execs in it: a leaf cgroup.kill
  * was written to is never reused (leaf_recycle). */

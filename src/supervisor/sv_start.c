@@ -15,8 +15,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
+#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_leaves.h"
+#include "supervisor/sv_sup.h"
 #include "base/log.h"
+
+/* Tasks in the supervisor's own cgroup: its two threads, and what it forks
+ * before the child moves on (the checkpoint worker, the uplink daemon) —
+ * a bound, far above that, on what a bug could fork there. */
+#define SUP_PIDS_MAX 64
 
 /* How long an adopting supervisor waits for its predecessor to let go of
  * the lock and to exit: a SIGKILLed one lets go as its exit closes its
@@ -239,7 +249,7 @@ int start_init(sup *s, sg_err *err)
     /* The checkpoint worker loads libgit2 and opens the store while init
      * builds its root and its move into the cgroup waits for an RCU grace
      * period. */
-    if (open_checkpoints(s, err) < 0)
+    if (ckpt_open(s, err) < 0)
         return -1;
     /* The OOM killer must pick the user's processes, never the init that
      * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
@@ -325,7 +335,8 @@ void join_own_cgroup(sup *s)
 {
     if (!s->cg)
         return; /* rootless without a delegated cgroup */
-    sg_cg_limits lim = {.memory_bytes = SG_SUPERVISOR_MEMORY * SUP_MEMORY_SCALE, .cpus = SG_SUPERVISOR_CPUS};
+    sg_cg_limits lim = {.memory_bytes = SG_SUPERVISOR_MEMORY * SUP_MEMORY_SCALE, .cpus = SG_SUPERVISOR_CPUS,
+                        .pids = SUP_PIDS_MAX};
     const char *env = getenv("SANDGLASS_SUPERVISOR_MEMORY");
     if (env && sg_parse_size(env, &lim.memory_bytes, NULL) < 0)
         sg_log(SG_LOG_WARN, "SANDGLASS_SUPERVISOR_MEMORY=%s is not a size: ignored", env);
@@ -398,4 +409,85 @@ int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err)
         return sg_err_set(err, EBUSY, "its supervisor (pid %d) lives but has not answered for %d s "
                           "(its control socket removed?)", (int)who.l_pid, ADOPT_LOCK_WAIT_S);
     return sg_err_sys(err, "cannot lock %s", path);
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+/* A spare of the pool (cli/pool.c) becomes a learner's sandbox: it takes
+ * the creator's learner, task, limits, caps and capture, and its session
+ * clocks start now. Only a spare that never ran anything can be claimed. */
+static void sup_claim(sup *s, client *c, json_t *req)
+{
+    sg_err err = {0};
+    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
+        client_error(c, "this sandbox is not an unused spare of the pool");
+        return;
+    }
+    sg_sandbox_meta want;
+    if (sg_sandbox_meta_from_json(json_object_get(req, "meta"), s->meta.id, &want, &err) < 0) {
+        sg_err_prefix(&err, "claim: bad sandbox record");
+        client_error(c, err.msg);
+        return;
+    }
+    /* The workspace's file system was sized when the spare was made. */
+    if (want.disk != s->meta.disk) {
+        char m[160];
+        snprintf(m, sizeof m, "this spare's disk is %llu bytes, the create asks for %llu",
+                 (unsigned long long)s->meta.disk, (unsigned long long)want.disk);
+        sg_sandbox_meta_clear(&want);
+        client_error(c, m);
+        return;
+    }
+    /* Only what differs from the spare's limits is written (usually none). */
+    sg_cg_limits lim = {.memory_bytes = want.memory != s->meta.memory ? want.memory : 0,
+                        .pids = want.pids != s->meta.pids ? want.pids : 0,
+                        .cpus = want.cpus != s->meta.cpus ? want.cpus : 0};
+    if (s->cg && sg_cgroup_set_limits(s->cg, &lim, &err) < 0) {
+        sg_sandbox_meta_clear(&want);
+        client_error(c, err.msg);
+        return;
+    }
+    sg_sandbox_meta *m = &s->meta;
+    SG_SWAP_PTR(m->learner, want.learner);
+    SG_SWAP_PTR(m->task, want.task);
+    SG_SWAP_PTR(m->ingest_url, want.ingest_url);
+    SG_SWAP_PTR(m->secret_file, want.secret_file);
+    m->memory = want.memory;
+    m->pids = want.pids;
+    m->cpus = want.cpus;
+    m->timeout_s = want.timeout_s;
+    m->output_limit = want.output_limit;
+    m->max_wall_s = want.max_wall_s;
+    m->max_execs = want.max_execs;
+    m->max_cpu_s = want.max_cpu_s;
+    m->max_calls = want.max_calls;
+    m->max_events_per_min = want.max_events_per_min;
+    m->max_bytes_per_min = want.max_bytes_per_min;
+    m->max_checkpoints_per_min = want.max_checkpoints_per_min;
+    m->manual_checkpoints = want.manual_checkpoints;
+    memcpy(m->created, want.created, sizeof m->created);
+    sg_sandbox_meta_clear(&want);
+    if (sg_sandbox_meta_save(m, &err) < 0) {
+        client_error(c, err.msg);
+        return;
+    }
+    if (m->task && capture_start(s, false, &err) < 0) {
+        client_error(c, err.msg);
+        return;
+    }
+    s->start_ns = sg_now_mono_ns();
+    caps_arm(s);
+    client_result(c, sg_sandbox_meta_json(m));
+    /* The workspace is the spare's empty one, which nothing has run in
+     * since its checkpoint: the capture (if any) hears of that checkpoint,
+     * and the worker (stopped when idle) is not woken for it. */
+    if (s->last_ckpt[0])
+        ckpt_emit(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+    else
+        ckpt_take_ex(s, "create", true, NULL);
+}
+
+void op_claim(sup *s, client *c, json_t *req, int fd_in)
+{
+    sup_claim(s, c, req);
 }

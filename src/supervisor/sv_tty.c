@@ -23,7 +23,9 @@
  *    screen is not blank until the program prints again; without the
  *    queries a full-screen program sent (ttyreplay.h): the new terminal
  *    would answer them, and its answers would be typed into the shell. */
-#include "supervisor/sv_internal.h"
+#include "supervisor/sv_checkpoint.h"
+#include "supervisor/sv_client.h"
+#include "supervisor/sv_exec.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -217,7 +219,7 @@ static void prompt_checkpoint(struct sv_shell *sh)
     sh->typed_at_ckpt = typed;
     sh->execs_at_ckpt = s->execs_held;
     sh->ckpt_ns = now;
-    sup_checkpoint_prompt(s, label, !was_typed);
+    ckpt_prompt(s, label, !was_typed);
 }
 
 static void on_mark(void *ud, const sg_mark *m)
@@ -516,4 +518,11 @@ void sv_tty_attach(sup *s, client *c, json_t *req)
     sg_ctl_winsz ws = {(uint16_t)json_integer_value(rows), (uint16_t)json_integer_value(cols)};
     sg_sup_tty_resize(ex->tty, ws);
     sg_cast_resize(&ex->shell->cast, sg_now_mono_ns(), ws.cols, ws.rows);
+}
+
+/* ---- op handlers (sv_dispatch.c's table) ---- */
+
+void op_attach(sup *s, client *c, json_t *req, int fd_in)
+{
+    sv_tty_attach(s, c, req);
 }

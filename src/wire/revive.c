@@ -22,6 +22,7 @@
 #include "wire/ctl.h"
 
 #define CREATE_READY_TIMEOUT_MS 30000
+#define REVIVE_EXIT_WAIT_MS 5000 /* a killed supervisor's last thread exits within this */
 
 int sg_revive_supervisor_path(char *buf, size_t len)
 {
@@ -115,8 +116,23 @@ int sg_revive_start_supervisor(const char *id, bool adopt, sg_err *err)
  * that takes the sandbox over (1). */
 static int takeover_locked(const char *id, const char *who, sg_err *err)
 {
+    sg_sandbox_meta m;
+    if (sg_sandbox_meta_load(id, &m, err) < 0)
+        return -1;
+    pid_t init = m.init_pid, sup = m.supervisor_pid;
+    sg_sandbox_meta_clear(&m);
     sg_err cerr = {0};
     int fd = sg_ctl_connect(id, &cerr);
+    if (fd >= 0 && sup > 0 && !sg_state_pid_alive(sup)) {
+        /* A SIGKILLed supervisor's main thread is a zombie before its
+         * kill switch's thread has exited, and its socket takes
+         * connections until the last one has: wait for the whole of it
+         * (a pidfd is readable only then). */
+        close(fd);
+        sg_state_wait_exit(sup, REVIVE_EXIT_WAIT_MS);
+        cerr = (sg_err){0};
+        fd = sg_ctl_connect(id, &cerr);
+    }
     if (fd >= 0) { /* another client took it over while we waited */
         close(fd);
         return 0;
@@ -125,11 +141,6 @@ static int takeover_locked(const char *id, const char *who, sg_err *err)
         *err = cerr;
         return -1;
     }
-    sg_sandbox_meta m;
-    if (sg_sandbox_meta_load(id, &m, err) < 0)
-        return -1;
-    pid_t init = m.init_pid;
-    sg_sandbox_meta_clear(&m);
     if (!sg_state_pid_alive(init))
         return sg_err_set(err, ESRCH, "sandbox %s is gone: its supervisor and its init (pid %d) are dead "
                           "(run 'sandglass destroy %s')", id, (int)init, id);

@@ -36,8 +36,9 @@ enum sg_spawn_type {
     SG_SPAWN_READY = 6,   /* init -> sup: sg_spawn_reply (exec_id, pid); fd: the ready child's
                              socket, where the supervisor sends it the exec (see above) */
     SG_SPAWN_NOTIFY = 7,  /* init -> sup, first on each connection when execs are held:
-                             sg_spawn_reply (type only); fd: the execve listener
-                             (sandbox/execnotify.h) */
+                             sg_spawn_reply (type only); fds: the execve listener
+                             (sandbox/execnotify.h), then init's in-flight page
+                             (sg_execnotify_inflight) when init has one */
 };
 
 /* sg_spawn_hdr.flags (PREPARE) */

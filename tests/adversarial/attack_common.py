@@ -15,7 +15,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from sgtest import SANDGLASS, cgroup_pids, tap  # noqa: E402,F401
+from sgtest import SANDGLASS, cgroup_pids, cmdline, tap  # noqa: E402,F401
 
 # Generous: a loaded machine is slow, not broken. The kill switch answers in
 # milliseconds; before the fixes these attacks held the supervisor's loop
@@ -180,11 +180,14 @@ def write_attack(env, sid: str, name: str) -> None:
     os.chmod(path, 0o644)
 
 
-def start_attack(env, sid: str, name: str) -> subprocess.Popen:
-    """Runs the attack as an exec; returns once it said "go" (or 120 s)."""
+def start_attack(env, sid: str, name: str, timeout_s: float | None = None) -> subprocess.Popen:
+    """Runs the attack as an exec (with timeout_s: under that time limit);
+    returns once it said "go" (or 120 s)."""
     write_attack(env, sid, name)
-    p = subprocess.Popen([SANDGLASS, "exec", sid, "--", "python3", "-u", f"/workspace/attack_{name}.py"],
-                         env=env.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    limit = ["--timeout", f"{timeout_s:g}"] if timeout_s else []
+    p = subprocess.Popen([SANDGLASS, "exec", sid, *limit, "--", "python3", "-u", f"/workspace/attack_{name}.py"],
+                         env=env.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE if timeout_s else subprocess.DEVNULL)
     end = time.monotonic() + 120
     line = b""
     while time.monotonic() < end and p.poll() is None:
@@ -228,6 +231,32 @@ def abort_timed(env, sid: str, init_pid: int, bound: float = ABORT_BOUND_S) -> d
     return {"answer_ms": answer_ms, "empty_ms": (t_empty - t0) * 1e3 if t_empty else None,
             "done_ms": max(answer_ms, (t_empty - t0) * 1e3) if answer_ms is not None and t_empty else None,
             "proof": rec.get("proof", {}), "error": err.decode(errors="replace").strip()[:300]}
+
+
+def time_limit_fires(env, sid: str, init_pid: int, name: str) -> None:
+    """The attack again, as an exec with a time limit: the limit fires
+    while the supervisor is busy with it (the kill switch's deadline, not
+    the loop's timer): the exec ends killed by its limit, and the learner's
+    cgroup empties, within a generous bound past the limit."""
+    tap.eq(env.run("resume", sid).returncode, 0, "resume after the abort")
+    limit = ATTACK_RUN_S[name]
+    ex = start_attack(env, sid, name, timeout_s=limit)
+    try:
+        _, err = ex.communicate(timeout=limit + 120)
+    except subprocess.TimeoutExpired:
+        ex.kill()
+        _, err = ex.communicate()
+    tap.ok(ex.returncode not in (None, 0) and b"time limit" in err,
+           f"an exec limited to {limit:g} s ends killed by its limit while attacking",
+           f"exit {ex.returncode}: {err.decode(errors='replace')[-300:]}")
+    def attackers() -> set[int]:
+        # the learner's processes: init's ready child for the next exec
+        # (made once this one ended) is no attacker
+        return {p for p in user_pids(sid, init_pid) if f"attack_{name}" in cmdline(p)}
+    end = time.monotonic() + ABORT_BOUND_S
+    while time.monotonic() < end and attackers():
+        time.sleep(0.01)
+    tap.ok(not attackers(), "and none of its processes is left", repr(attackers()))
 
 
 def run_attack_test(name: str, rss_growth_max_kb: int | None = None, cpu_share_max: float | None = None) -> None:
@@ -287,6 +316,7 @@ def run_attack_test(name: str, rss_growth_max_kb: int | None = None, cpu_share_m
                "the kill left the supervisor alone")
         ex.wait(60)
         ex = None
+        time_limit_fires(env, sid, init, name)
         rd = env.run("destroy", sid, "--json")
         tap.ok(rd.returncode == 0 and not any(os.path.isdir(d) for d in supervisor_cgroup_dirs(sid)),
                "destroy removes the supervisor's cgroup too", rd.stderr.decode(errors="replace"))

@@ -278,8 +278,17 @@ def test_restart(env: CapEnv, sid: str) -> None:
     tap.eq(env.exec(sid, "sh", "-c", loop).returncode, 0, "a background loop of execs runs")
     ok(wait_for(lambda: counter(env, sid) > 20, 60), "it is under way")
     pid = sup_pid(env, sid)
+    hold = env.env["SANDGLASS_TEST_HOLD_EXEC"]
+    if HELD:
+        # The window a crash hits by chance, made certain: the supervisor
+        # has received one of the loop's execves and not answered it.
+        open(hold, "w").close()
+        ok(wait_for(lambda: os.path.exists(hold + ".held"), 60),
+           "the supervisor holds one of the loop's execves, unanswered")
     os.kill(pid, signal.SIGKILL)
     ok(wait_for(lambda: not pid_alive(pid), 60), "the supervisor died")
+    if HELD:
+        os.unlink(hold)
     c = counter(env, sid)
     ok(wait_for(lambda: counter(env, sid) > c + 50, 60),
        "the loop's execs go on with no supervisor", f"{c} -> {counter(env, sid)}")
@@ -346,6 +355,8 @@ def test_pool_claim(env: CapEnv) -> None:
 
 def main() -> None:
     env = CapEnv()
+    # inert until test_restart makes the file (sv_execnotify.c, test_hold)
+    env.env["SANDGLASS_TEST_HOLD_EXEC"] = os.path.join(env.root, "hold-exec")
     try:
         sid = env.create_captured()
         for name, fn in (("a script's programs", test_script), ("pid namespace pids", test_ns_pids),

@@ -1,10 +1,12 @@
-/* sv_internal: the supervisor's private interface, shared by the files of
- * src/supervisor/ and by nothing else (supervisor.h is the public one).
- * The state of one supervisor is `sup`, an exec's `exec_ctx`, a control
- * connection's `client`. Names are the ones they had in the one
- * supervisor.c, so that a branch made before the split finds them. */
-#ifndef SG_SV_INTERNAL_H
-#define SG_SV_INTERNAL_H
+/* sv_sup: one supervisor's state, `sup`, which holds the sandbox's life
+ * (its init, cgroup, record, capture) and its objects' state: the execs
+ * (`exec_ctx`, sv_exec.h), the control connections (`client`,
+ * sv_client.h), the leaves (sv_leaves.h), the kill switch (killswitch.h,
+ * sv_killswitch.h) and the checkpoints (sv_checkpoint.h). Private to
+ * src/supervisor/ (supervisor.h is the public interface). Each object's
+ * functions are declared in its own header, not here. */
+#ifndef SG_SV_SUP_H
+#define SG_SV_SUP_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -23,10 +25,12 @@
 #include "checkpoint/fingerprint.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/disk.h"
+#include "sandbox/execnotify.h"
 #include "sandbox/init.h"
 #include "sandbox/seccomp.h"
 #include "state/state.h"
 #include "supervisor/caps.h"
+#include "supervisor/killswitch.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
 #include "supervisor/tty.h"
@@ -134,8 +138,10 @@ struct sup {
     int notify_fd;          /* init's execve listener (sandbox/execnotify.h); -1: none */
     uv_poll_t notify_poll;
     bool notify_seen;       /* a held execve came since we got it */
+    sg_execnotify_inflight *notify_page; /* init's in-flight page, mapped; NULL: none */
     uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
     int ctl_fd;
+    killswitch *ks;         /* kills beside the loop, takes what it leaves on ctl_fd; NULL: none */
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
@@ -190,13 +196,13 @@ struct sup {
     size_t nspare;
 };
 
-/* ---- supervisor.c ---------------------------------------------------------- */
+/* ---- supervisor.c: the sandbox's life ---------------------------------- */
 
 void capture_emit(sup *s, sg_event_kind kind, json_t *payload);
 int capture_start(sup *s, bool resumed, sg_err *err);
 void sup_destroy(sup *s, client *c);
 
-/* ---- sv_start.c ------------------------------------------------------------ */
+/* ---- sv_start.c: making or adopting the sandbox ------------------------ */
 
 void oom_baseline(sup *s);
 int start_init(sup *s, sg_err *err);
@@ -212,107 +218,7 @@ uint32_t exec_num_new(sup *s);
  * a dying predecessor to let it go). */
 int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err);
 
-/* ---- sv_client.c ----------------------------------------------------------- */
-
-void client_flush(client *c);
-void client_send(client *c, uint8_t type, const void *buf, size_t len);
-void client_send_json(client *c, uint8_t type, json_t *j);
-void client_result(client *c, json_t *j);
-void client_error(client *c, const char *msg);
-void client_close(client *c);
-void on_ctl_accept(uv_poll_t *p, int status, int events);
-
-/* ---- sv_dispatch.c --------------------------------------------------------- */
-
-void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in);
-
-/* ---- sv_exec.c ------------------------------------------------------------- */
-
-__attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
-                                                              const char *fmt, ...);
-void exec_kill(exec_ctx *ex);
-void on_close_pending(uv_handle_t *h);
-void on_exec_output(uv_poll_t *p, int status, int events);
-void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n);
-/* exec_output without the send: the output limit and the capture's tail;
- * returns the bytes the caller may send. */
-size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n);
-void client_update_poll(client *c);
-/* sv_tty.c: a tty exec's terminal, between tty.c and the exec's caller.
- * sv_tty_start makes the exec child's stdin the socket its terminal's
- * master comes back on (*stdin_fd is replaced). */
-int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg_err *err);
-/* The exec ended: the terminal's rest, its last command, its recording. */
-void sv_tty_end(exec_ctx *ex);
-void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n);
-/* A detachable tty exec goes on without its caller (c->ex and ex->cl are
- * cut); answered with RESULT {"detached", "exec"} when c is still there. */
-void sv_tty_detach(client *c, bool answer);
-/* "attach": c becomes the caller of a detached tty exec. */
-void sv_tty_attach(sup *s, client *c, json_t *req);
-exec_ctx *exec_find(sup *s, uint32_t id);
-void exec_finish(exec_ctx *ex);
-void exec_fail(exec_ctx *ex, const char *msg);
-void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd);
-
-/* ---- sv_handoff.c ---------------------------------------------------------- */
-
-void handoff_release(exec_ctx *ex);
-void exec_handoff_done(exec_ctx *ex);
-void exec_handoff_failed(exec_ctx *ex);
-void on_handoff_timeout(uv_timer_t *t);
-void on_init_msg(uv_poll_t *p, int status, int events);
-void execs_settle_killed(sup *s, int timeout_ms);
-
-/* ---- sv_execnotify.c ------------------------------------------------------ */
-
-/* Whether init should hold every execve for us (not rootless, a kernel that
- * can, SANDGLASS_EXEC_NOTIFY is not 0). */
-bool execnotify_wanted(const sup *s);
-/* init's SG_SPAWN_NOTIFY: fd (taken) is the listener to serve. */
-void execnotify_attach(sup *s, int fd);
-/* init's connection is gone: so is ours to the listener. */
-void execnotify_stop(sup *s);
-
-/* ---- sv_leaves.c ----------------------------------------------------------- */
-
-int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err);
-void leaf_track(sup *s, const char *leaf);
-void leaf_untrack(sup *s, const char *leaf);
-void leaves_sweep(sup *s);
-void open_leaf_close(open_leaf *l);
-void ready_next(sup *s);
-bool leaf_recycle(sup *s, exec_ctx *ex);
-void ready_close_fds(sup *s);
-int ready_pidfd_open(int leaf_dirfd);
-void ready_lost(sup *s);
-void ready_retire(sup *s);
-
-/* ---- sv_killswitch.c ------------------------------------------------------- */
-
-size_t pidns_kill(sup *s, bool with_init, int timeout_ms);
-json_t *caps_now(sup *s);
-json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail);
-json_t *sup_abort(sup *s, const char *by, const char *reason);
-void on_expire(uv_timer_t *t);
-void on_cap_timer(uv_timer_t *t);
-
-/* ---- sv_checkpoint.c ------------------------------------------------------- */
-
-bool tool_is_read_only(const char *tool);
-void ckpt_used(sup *s);
-int sup_unified(void *ud, const char *path, const char *old, size_t old_len,
-                const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
-void ckpt_flush_labels(sup *s);
-void emit_checkpoint(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
-                     double ms, bool reused, json_t **info);
-const char *sup_checkpoint_ex(sup *s, const char *label, bool reuse, json_t **info);
-const char *sup_checkpoint(sup *s, const char *label, json_t **info);
-void sup_checkpoint_exec(sup *s, const char *label);
-/* The same at a shell's prompt; quiet_unchanged: an unchanged workspace
- * records nothing (no label, no event). */
-void sup_checkpoint_prompt(sup *s, const char *label, bool quiet_unchanged);
-void sup_rollback(sup *s, client *c, json_t *req);
-int open_checkpoints(sup *s, sg_err *err);
+/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
+void op_claim(sup *s, client *c, json_t *req, int fd_in);
 
 #endif

@@ -1,0 +1,58 @@
+/* killswitch: the kill path that no loop a learner can feed stands in
+ * front of (issue 22, "the kill switch never waits").
+ *
+ * A thread of its own, doing almost nothing. The loop accepts on the
+ * control socket as before (one hop: the exec path); a connection the loop
+ * leaves waiting 5 ms (it is busy) the thread accepts instead, peeks at its
+ * first message, and when that is an `abort` or a `destroy` request kills
+ * the sandbox's processes at once (cgroup.kill on every leaf of the
+ * sandbox's v2 cgroup: everything but init), before the connection goes on
+ * to the loop, which then answers as before (its kill finds the processes
+ * gone or dying, proves the cgroup empty, records). It also holds the deadlines — each exec's time limit
+ * (its leaf) and the session's --max-wall (every leaf) — and kills when
+ * one passes, whatever the loop is doing; the loop's own timers then
+ * record why.
+ *
+ * The loop can be busy for a long turn (a watcher's rescan, a burst of
+ * held execve calls, a flood of terminal output): none of that delays a
+ * kill any more, only the answer, and a killed learner stops feeding it.
+ * Where the v2 cgroup.kill is missing (cgroup v1 only) the thread only
+ * accepts and the loop kills, as before.
+ *
+ * Contract: ks_* are called from the loop's thread only; on_conn is
+ * called there too (through a uv_async). */
+#ifndef SG_SUPERVISOR_KILLSWITCH_H
+#define SG_SUPERVISOR_KILLSWITCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/err.h"
+
+typedef struct killswitch killswitch;
+
+/* Each accepted connection, handed to the loop (non-blocking, close-on-exec,
+ * its first message unread). */
+typedef void (*ks_conn_fn)(void *ud, int fd);
+
+/* Starts the thread on ctl_fd (the loop accepts there too: whoever comes
+ * first; the thread only after the loop left a connection 5 ms).
+ * cg_dir: the sandbox's cgroup (v2 first, sandbox/cgroup.h's
+ * sg_cgroup_path), or NULL without one: then nothing is killed here. */
+killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn on_conn, void *ud,
+                     sg_err *err);
+/* Kills leaf's processes (NULL: every leaf's) once the monotonic clock
+ * passes deadline_ns; replaces the deadline that leaf had. */
+void ks_arm(killswitch *k, const char *leaf, uint64_t deadline_ns);
+/* Forgets leaf's deadline (its exec ended: the leaf may be reused). */
+void ks_disarm(killswitch *k, const char *leaf);
+/* When the thread has killed for a request the loop has not read yet:
+ * hands the loop its connections now (on_conn), so that the abort or
+ * destroy is handled before the deaths it caused (init's reports: an
+ * exec killed by an abort ends as killed by it). False: nothing to do. */
+bool ks_take_killed(killswitch *k);
+/* Stops and joins the thread, closes what it holds (not ctl_fd). NULL: no-op. */
+void ks_stop(killswitch *k);
+
+#endif

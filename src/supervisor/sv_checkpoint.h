@@ -1,0 +1,28 @@
+/* sv_checkpoint: the workspace's checkpoints (by the worker), their labels,
+ * rollback. */
+#ifndef SG_SV_CHECKPOINT_H
+#define SG_SV_CHECKPOINT_H
+
+#include "supervisor/sv_sup.h"
+
+void ckpt_used(sup *s);
+int ckpt_unified(void *ud, const char *path, const char *old, size_t old_len,
+                const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
+void ckpt_flush_labels(sup *s);
+void ckpt_emit(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
+                     double ms, bool reused, json_t **info);
+const char *ckpt_take_ex(sup *s, const char *label, bool reuse, json_t **info);
+const char *ckpt_take(sup *s, const char *label, json_t **info);
+void ckpt_exec(sup *s, const char *label);
+/* The same at a shell's prompt; quiet_unchanged: an unchanged workspace
+ * records nothing (no label, no event). */
+void ckpt_prompt(sup *s, const char *label, bool quiet_unchanged);
+void ckpt_rollback(sup *s, client *c, json_t *req);
+int ckpt_open(sup *s, sg_err *err);
+
+/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
+void op_checkpoint(sup *s, client *c, json_t *req, int fd_in);
+void op_checkpoints(sup *s, client *c, json_t *req, int fd_in);
+void op_rollback(sup *s, client *c, json_t *req, int fd_in);
+
+#endif
