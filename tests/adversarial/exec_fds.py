@@ -141,14 +141,23 @@ def ctl_until_end(s):
 @tap.case("an exec's connection takes only that exec's signals")
 def _ctl_scope():
     s = ctl_connect(sid)
+    # The exec reads a pipe this test holds open: it is still running when
+    # the second request comes (with no stdin it would end at once, and the
+    # supervisor could close the connection before the second send).
+    r, w = os.pipe()
     try:
-        ctl_req(s, {"op": "exec", "argv": ["/bin/sh", "-c", "read x; echo got-$x"]})
+        ctl_req(s, {"op": "exec", "argv": ["/bin/sh", "-c", "read x; echo got-$x"]}, fds=[r])
+        os.close(r)
+        r = -1
         ctl_req(s, {"op": "destroy"})
         t, body = ctl_until_end(s)
         tap.eq(t, 5, "a second request on an exec's connection is an error")
         tap.ok(b"signals only" in body, "the error says why", body.decode(errors="replace"))
     finally:
         s.close()
+        os.close(w)
+        if r >= 0:
+            os.close(r)
     tap.ok(any(sb["id"] == sid for sb in env.ls()), "the sandbox was not destroyed")
     tap.eq(env.exec(sid, "true").returncode, 0, "the sandbox still works")
 
