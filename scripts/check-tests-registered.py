@@ -7,7 +7,8 @@ file that is not would never run, and nothing would say so.
 Test programs: unit/test_*.c (each in unit_tests' sources),
 integration/test_*.py (integration_tests), adversarial/*.py but the
 *_common.py helpers (adversarial_tests), node/*.mjs (a test of its own in
-meson.build, or a peer that a registered Python test runs by name).
+meson.build, or a peer that a registered Python test or a bench/*.py runs by
+name: a bench's peer lives here to share tests/node's npm packages).
 TAP output: one check per file.
 """
 import os
@@ -54,6 +55,11 @@ def main():
                     runners += f.read()
             except OSError:
                 pass
+    bench = os.path.join(tests, "..", "bench")
+    for f in sorted(os.listdir(bench)) if os.path.isdir(bench) else []:
+        if f.endswith(".py"):
+            with open(os.path.join(bench, f)) as fh:
+                runners += fh.read()
     for f in sorted(os.listdir(os.path.join(tests, "node"))):
         if f.endswith(".mjs"):
             checks.append((f"node/{f}", f in node_direct or f in runners))
