@@ -16,10 +16,12 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 
 extern char **environ;
@@ -121,6 +123,156 @@ static int loop_attach(int fd, char dev[32], sg_err *err)
         }
     }
     return sg_err_set(err, EBUSY, "no loop device could be claimed (32 tries)");
+}
+
+/* ---------- the loop device's writes, bounded (disk.h, sg_disk_io_limit) ---------- */
+
+/* A sysfs or cgroup file written; ENOENT (no such knob here) is 0. */
+static int knob_write(const char *path, const char *val, sg_err *err)
+{
+    sg_autoclose int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0 || write(fd, val, strlen(val)) < 0)
+        return sg_err_sys(err, "cannot write '%s' to %s", val, path);
+    return 0;
+}
+
+/* The mount points of the cgroup v1 blkio hierarchy and of cgroup v2
+ * (either "" when absent), from this process's mountinfo. */
+static void cgroup_mounts(char v1_blkio[PATH_MAX], char v2[PATH_MAX])
+{
+    v1_blkio[0] = v2[0] = '\0';
+    sg_autofclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    sg_autofree char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        char mnt[PATH_MAX], fstype[32], opts[512];
+        char *sep = strstr(line, " - ");
+        /* id parent maj:min root mountpoint ... - fstype source superopts;
+         * our cgroup mount points have no spaces to unescape */
+        if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+            sscanf(sep + 3, "%31s %*s %511s", fstype, opts) != 2)
+            continue;
+        bool blkio = false;
+        for (char *save = NULL, *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            blkio |= strcmp(t, "blkio") == 0;
+        if (strcmp(fstype, "cgroup") == 0 && blkio && !v1_blkio[0])
+            snprintf(v1_blkio, PATH_MAX, "%s", mnt);
+        else if (strcmp(fstype, "cgroup2") == 0 && !v2[0])
+            snprintf(v2, PATH_MAX, "%s", mnt);
+    }
+}
+
+/* This process's cgroup in the v1 blkio hierarchy ("/" at its root): the
+ * sandbox's processes inherit it (sandglass places none in blkio). */
+static void own_blkio_cgroup(char out[PATH_MAX])
+{
+    snprintf(out, PATH_MAX, "/");
+    sg_autofclose FILE *f = fopen("/proc/self/cgroup", "re");
+    sg_autofree char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        bool blkio = false;
+        for (char *save = NULL, *t = strtok_r(c1 + 1, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            blkio |= strcmp(t, "blkio") == 0;
+        if (blkio && !strstr(c2 + 1, "/..")) {
+            c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+            snprintf(out, PATH_MAX, "%s", c2 + 1);
+        }
+    }
+}
+
+/* v2 with the io controller: io.max for the device in sandglass/, the
+ * parent of every sandbox's cgroup (v2 is hierarchical, and the device
+ * is this sandbox's alone), the controller enabled for it. Cgroup
+ * writeback charges the flusher's writeback of the learner's pages to the
+ * learner's cgroup, so the rate binds them too. */
+static int v2_io_max(const char *v2, const char *devno, uint64_t bps, sg_err *err)
+{
+    sg_autofree char *ctl = sg_strdup_printf("%s/cgroup.controllers", v2);
+    sg_autofree char *have = sg_read_file(ctl, 4096, NULL, NULL);
+    if (!have || !strstr(have, "io"))
+        return 0; /* no io controller on this host: the bdi's bound alone */
+    bool io = false;
+    for (char *save = NULL, *t = strtok_r(have, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+        io |= strcmp(t, "io") == 0;
+    if (!io)
+        return 0;
+    sg_autofree char *sub = sg_strdup_printf("%s/cgroup.subtree_control", v2);
+    sg_autofree char *dir = sg_strdup_printf("%s/sandglass", v2);
+    sg_autofree char *max = sg_strdup_printf("%s/sandglass/io.max", v2);
+    char val[96];
+    if (bps)
+        snprintf(val, sizeof val, "%s wbps=%llu", devno, (unsigned long long)bps);
+    else
+        snprintf(val, sizeof val, "%s wbps=max", devno);
+    if (!bps && access(max, F_OK) < 0)
+        return 0;
+    if (bps && (knob_write(sub, "+io", err) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST)))
+        return err->msg[0] ? -1 : sg_err_sys(err, "cannot create %s", dir);
+    return knob_write(max, val, err);
+}
+
+int sg_disk_io_limit(dev_t dev, uint64_t dirty, uint64_t bps, sg_err *err)
+{
+    char devno[32], path[PATH_MAX + 64], val[64];
+    snprintf(devno, sizeof devno, "%u:%u", major(dev), minor(dev));
+    /* strict_limit: the bdi's own dirty bound holds even while the host's
+     * dirty memory is under its freerun threshold (gigabytes here). Off:
+     * max_ratio 100 puts max_bytes back to the kernel's default. */
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/max_bytes", devno);
+    snprintf(val, sizeof val, "%llu", (unsigned long long)dirty);
+    int rc = dirty ? knob_write(path, val, err) : 0;
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/strict_limit", devno);
+    if (rc == 0)
+        rc = knob_write(path, dirty ? "1" : "0", err);
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/max_ratio", devno);
+    if (rc == 0 && !dirty)
+        rc = knob_write(path, "100", err);
+    char v1[PATH_MAX], v2[PATH_MAX], own[PATH_MAX];
+    cgroup_mounts(v1, v2);
+    if (rc == 0 && v1[0]) {
+        /* v1 blkio is not hierarchical and charges all writeback to the
+         * root: the rule at the root binds the flusher, and one in the
+         * cgroup the sandbox's processes inherit binds their own writes
+         * (fsync, O_DIRECT) when that is not the root. 0 removes it. */
+        snprintf(val, sizeof val, "%s %llu", devno, (unsigned long long)bps);
+        snprintf(path, sizeof path, "%s/blkio.throttle.write_bps_device", v1);
+        rc = knob_write(path, val, err);
+        own_blkio_cgroup(own);
+        snprintf(path, sizeof path, "%s%s/blkio.throttle.write_bps_device", v1, own);
+        if (rc == 0 && strcmp(own, "/") != 0)
+            rc = knob_write(path, val, err);
+    }
+    if (rc == 0 && v2[0])
+        rc = v2_io_max(v2, devno, bps, err);
+    return rc;
+}
+
+/* A number of MiB from the environment variable name, def without it. */
+static uint64_t env_mib(const char *name, uint64_t def)
+{
+    const char *env = getenv(name);
+    char *end;
+    unsigned long long mib = env ? strtoull(env, &end, 10) : 0;
+    if (!env || *env == '\0' || *end || mib > (1ull << 24))
+        return def;
+    return mib << 20;
+}
+
+uint64_t sg_disk_write_bps(void)
+{
+    return env_mib("SANDGLASS_DISK_WRITE_MIBS", SG_DISK_WRITE_BPS);
+}
+
+uint64_t sg_disk_dirty_max(void)
+{
+    return env_mib("SANDGLASS_DISK_DIRTY_MIB", SG_DISK_DIRTY_MAX);
 }
 
 /* The mount point, free: a mount left there by a sandbox whose state
@@ -228,6 +380,10 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
         return -1;
     if (mount(dev, path, "ext4", MS_NOSUID | MS_NODEV, "discard,noinit_itable") < 0)
         return sg_err_sys(err, "cannot mount %s (ext4) at %s", dev, path);
+    struct stat lst;
+    sg_err lerr = {0};
+    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
+        sg_log(SG_LOG_WARN, "%s: its writes are not bounded (%s)", dev, lerr.msg[0] ? lerr.msg : "fstat failed");
     if (chown(path, uid, gid) < 0) {
         sg_err_sys(err, "cannot hand %s to the sandbox user", path);
         umount2(path, MNT_DETACH);
@@ -309,6 +465,13 @@ void sg_disk_remove(const char *mnt, const char *image)
 {
     /* Only ever one of ours, whatever a record says. */
     if (mnt && strncmp(mnt, SG_DISK_DIR "/", sizeof SG_DISK_DIR) == 0 && !strstr(mnt, "..")) {
+        /* The loop device's bounds off first (it is reused by the next
+         * sandbox or anyone else; the last flush goes at full speed). */
+        struct stat st, up;
+        sg_err lerr = {0};
+        if (stat(mnt, &st) == 0 && stat(SG_DISK_DIR, &up) == 0 && st.st_dev != up.st_dev &&
+            major(st.st_dev) == SG_DISK_LOOP_MAJOR && sg_disk_io_limit(st.st_dev, 0, 0, &lerr) < 0)
+            sg_log(SG_LOG_WARN, "%s: %s", mnt, lerr.msg);
         while (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
             ;
         rmdir(mnt);
