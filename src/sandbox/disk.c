@@ -196,13 +196,11 @@ static int v2_io_max(const char *v2, const char *devno, uint64_t bps, sg_err *er
 {
     sg_autofree char *ctl = sg_strdup_printf("%s/cgroup.controllers", v2);
     sg_autofree char *have = sg_read_file(ctl, 4096, NULL, NULL);
-    if (!have || !strstr(have, "io"))
-        return 0; /* no io controller on this host: the bdi's bound alone */
     bool io = false;
-    for (char *save = NULL, *t = strtok_r(have, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+    for (char *save = NULL, *t = have ? strtok_r(have, " \n", &save) : NULL; t; t = strtok_r(NULL, " \n", &save))
         io |= strcmp(t, "io") == 0;
     if (!io)
-        return 0;
+        return 0; /* no io controller on this host: the bdi's bound alone */
     sg_autofree char *sub = sg_strdup_printf("%s/cgroup.subtree_control", v2);
     sg_autofree char *dir = sg_strdup_printf("%s/sandglass", v2);
     sg_autofree char *max = sg_strdup_printf("%s/sandglass/io.max", v2);
@@ -213,8 +211,10 @@ static int v2_io_max(const char *v2, const char *devno, uint64_t bps, sg_err *er
         snprintf(val, sizeof val, "%s wbps=max", devno);
     if (!bps && access(max, F_OK) < 0)
         return 0;
-    if (bps && (knob_write(sub, "+io", err) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST)))
-        return err->msg[0] ? -1 : sg_err_sys(err, "cannot create %s", dir);
+    if (bps && knob_write(sub, "+io", err) < 0)
+        return -1;
+    if (bps && mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return sg_err_sys(err, "cannot create %s", dir);
     return knob_write(max, val, err);
 }
 

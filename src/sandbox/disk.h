@@ -49,7 +49,7 @@
  * block I/O controller: cgroup v1 blkio (at its root: v1 charges every
  * writeback there) or cgroup v2's io.max (cgroup writeback). */
 #define SG_DISK_DIRTY_MAX (32ull << 20) /* SANDGLASS_DISK_DIRTY_MIB; 0: none */
-#define SG_DISK_WRITE_BPS (64ull << 20) /* SANDGLASS_DISK_WRITE_MIBS (MiB/s); 0: none */
+#define SG_DISK_WRITE_BPS (32ull << 20) /* SANDGLASS_DISK_WRITE_MIBS (MiB/s); 0: none */
 #define SG_DISK_LOOP_MAJOR 7
 
 /* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN (16M) to SG_DISK_MAX (14T). */
