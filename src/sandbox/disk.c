@@ -380,15 +380,15 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
         return -1;
     if (mount(dev, path, "ext4", MS_NOSUID | MS_NODEV, "discard,noinit_itable") < 0)
         return sg_err_sys(err, "cannot mount %s (ext4) at %s", dev, path);
-    struct stat lst;
-    sg_err lerr = {0};
-    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
-        sg_log(SG_LOG_WARN, "%s: its writes are not bounded (%s)", dev, lerr.msg[0] ? lerr.msg : "fstat failed");
     if (chown(path, uid, gid) < 0) {
         sg_err_sys(err, "cannot hand %s to the sandbox user", path);
         umount2(path, MNT_DETACH);
         return -1;
     }
+    struct stat lst;
+    sg_err lerr = {0};
+    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
+        sg_log(SG_LOG_WARN, "%s: its writes are not bounded (%s)", dev, lerr.msg[0] ? lerr.msg : "fstat failed");
     return 0;
 }
 
