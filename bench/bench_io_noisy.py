@@ -13,24 +13,26 @@ which crosses B's spool fdatasync and the ingest's commit. Beside it a
 host probe writes 4 KiB to a file in the state directory and fdatasyncs
 it, every 50 ms: the latency of a host fsync like the spool's.
 
-A's loop device is limited by create (disk.c, sg_disk_io_limit: its bdi's
-strict_limit and max_bytes, a write rate on the device where the host
-can: cgroup v1 blkio at the root, cgroup v2 io.max). The bench saves what
-create set, and per phase:
-  quiet      B alone, A's limits as create set them
-  unlimited  A writing flat out, its limits taken off (bdi defaults,
-             the v1 blkio rule and v2 io.max removed)
-  limited    A writing flat out, its limits as create set them (or, on a
-             build that sets none, --rate-mb and --dirty-mb applied here)
-  bdi_only   only the bdi's strict_limit/max_bytes, no rate
-  dio        the limits, and A's loop device in direct-I/O mode
+A's loop device is bounded by create (disk.c: sg_disk_io_limit, its bdi's
+strict_limit and max_bytes, and a write rate by cgroup v2 io.max where the
+host has it; sg_disk_loop_queue, the loop device in direct I/O with a
+short queue: nr_requests, max_sectors_kb). The bench never writes a cgroup
+outside sandglass/ (no v1 blkio rule: v1 charges writeback to the root).
+It saves what create set, and per phase:
+  quiet      B alone, A's bounds as create set them
+  unlimited  A writing flat out, its bounds taken off (bdi defaults,
+             buffered loop device with the driver's queue, no io.max)
+  limited    A writing flat out, its bounds as create set them
+  bdi_only   only the bdi's strict_limit/max_bytes (the loop buffered)
+  queue_only only direct I/O and the short queue (bdi defaults)
+  dio_only   only direct I/O (bdi defaults, the driver's queue)
   quiet_after
 Phases alternate unlimited/limited --rounds times so they see the same
 machine; ratios are limited/unlimited per round and over all samples.
 Before the phases: A's own sequential write, dd of --dd-mb MiB with
 conv=fsync, unlimited and limited.
 
-usage: bench_io_noisy.py [--build DIR] [--samples N] [--write-mb M] [--rate-mb R] [--dirty-mb D]
+usage: bench_io_noisy.py [--build DIR] [--samples N] [--write-mb M] [--dirty-mb D] [--extra PHASES]
 Run as root (loop devices, bdi knobs).
 """
 from __future__ import annotations
@@ -59,8 +61,8 @@ WRITER = ("import sys, time\n"
           "    with open(f'io/f{i}.txt', 'w') as f: f.write(f'sample {i}\\n')\n"
           "    sys.stdout.write(f'{i} {t!r}\\n'); sys.stdout.flush()\n")
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
 LOOP_SET_DIRECT_IO = 0x4C08
+DRIVER_DEPTH = Path("/sys/module/loop/parameters/hw_queue_depth").read_text().strip()
 
 
 def loop_bdi(workspace_mount: str) -> str:
@@ -73,27 +75,22 @@ def loop_bdi(workspace_mount: str) -> str:
 
 
 class Limits:
-    """A's loop device's limits: read as create left them, taken off, put back."""
+    """A's loop device's bounds: read as create left them, taken off, put back."""
 
     def __init__(self, bdi: str, sid: str, state: str):
         self.bdi = bdi
         self.base = Path(f"/sys/class/bdi/{bdi}")
+        self.queue = Path(f"/sys/dev/block/{bdi}/queue")
+        self.dev = "/dev/loop" + bdi.split(":")[1]
         self.v2 = None
-        for d in Path("/sys/fs/cgroup").glob(f"**/sandglass/{sid}/io.max"):
+        for d in Path("/sys/fs/cgroup").glob("sandglass/io.max"):
             self.v2 = d
         self.strict = (self.base / "strict_limit").read_text().strip()
         self.max_bytes = (self.base / "max_bytes").read_text().strip()
-        self.v1_rate = self._v1_rate()
+        self.dio = Path(f"/sys/dev/block/{bdi}/loop/dio").read_text().strip()
+        self.nr = (self.queue / "nr_requests").read_text().strip()
+        self.kib = (self.queue / "max_sectors_kb").read_text().strip()
         self.v2_line = self._v2_line()
-
-    def _v1_rate(self) -> int:
-        f = BLKIO / "blkio.throttle.write_bps_device"
-        if not f.exists():
-            return 0
-        for line in f.read_text().split("\n"):
-            if line.startswith(self.bdi + " "):
-                return int(line.split()[1])
-        return 0
 
     def _v2_line(self) -> str:
         if self.v2 is None:
@@ -104,18 +101,19 @@ class Limits:
         return ""
 
     def created(self) -> dict:
-        return {"strict_limit": self.strict, "max_bytes": self.max_bytes,
-                "v1_write_bps": self.v1_rate, "v2_io_max": self.v2_line}
+        return {"strict_limit": self.strict, "max_bytes": self.max_bytes, "dio": self.dio,
+                "nr_requests": self.nr, "max_sectors_kb": self.kib, "v2_io_max": self.v2_line}
 
-    def set(self, strict: bool, max_bytes: int, rate: int) -> None:
+    def set(self, strict: bool, max_bytes: int, rate: int, dio: bool, queue: bool) -> None:
         if strict:
             (self.base / "max_bytes").write_text(str(max_bytes))
             (self.base / "strict_limit").write_text("1")
         else:
             (self.base / "strict_limit").write_text("0")
             (self.base / "max_ratio").write_text("100")
-        if (BLKIO / "blkio.throttle.write_bps_device").exists():
-            (BLKIO / "blkio.throttle.write_bps_device").write_text(f"{self.bdi} {rate}")
+        set_dio(self.dev, dio)
+        (self.queue / "max_sectors_kb").write_text(self.kib if queue else "0")
+        (self.queue / "nr_requests").write_text(self.nr if queue else DRIVER_DEPTH)
         if self.v2 is not None:
             self.v2.write_text(f"{self.bdi} wbps={rate or 'max'}")
 
@@ -126,10 +124,6 @@ def set_dio(dev: str, on: bool) -> None:
         fcntl.ioctl(fd, LOOP_SET_DIRECT_IO, 1 if on else 0)
     finally:
         os.close(fd)
-
-
-def loop_dev(bdi: str) -> str:
-    return "/dev/loop" + bdi.split(":")[1]
 
 
 def sample(env, sid: str, tail, writer, n: int, start: int) -> list[float]:
@@ -226,9 +220,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="unlimited/limited pairs")
     ap.add_argument("--write-mb", type=int, default=256, help="A's file size per dd run")
     ap.add_argument("--dd-mb", type=int, default=1024, help="A's own sequential write, MiB")
-    ap.add_argument("--rate-mb", type=int, default=32, help="when create set no rate: MiB/s applied here")
     ap.add_argument("--dirty-mb", type=int, default=32, help="when create set no bdi limit: max_bytes here")
-    ap.add_argument("--extra", default="bdi_only,dio", help="extra phases (bdi_only, dio), comma-separated")
+    ap.add_argument("--extra", default="bdi_only,queue_only,dio_only",
+                    help="extra phases (bdi_only, queue_only, dio_only), comma-separated")
+    ap.add_argument("--queue-reqs", type=int, default=0, help="nr_requests of the bound (default: create's)")
+    ap.add_argument("--queue-kib", type=int, default=0, help="max_sectors_kb of the bound (default: create's)")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds of A's writing before sampling")
     ap.add_argument("--out", default=str(HERE / "results" / "io_noisy.json"))
     a = ap.parse_args()
@@ -241,6 +237,7 @@ def main() -> int:
     env = CapEnv()
     writer = None
     lim = None
+    rate = 0
     probe = None
     try:
         sid_b = env.create_captured()
@@ -250,17 +247,20 @@ def main() -> int:
         host = host_bdi(env.state)
         lim = Limits(bdi, sid_a, env.state)
         made = lim.created()
-        rate = lim.v1_rate or (int(re.search(r"wbps=(\d+)", lim.v2_line).group(1))
-                               if "wbps=" in lim.v2_line else a.rate_mb << 20)
+        rate = int(re.search(r"wbps=(\d+)", lim.v2_line).group(1)) if "wbps=" in lim.v2_line else 0
         dirty = int(lim.max_bytes) if lim.strict == "1" else a.dirty_mb << 20
+        if lim.dio != "1":  # a build that sets no queue bound: the default's here
+            lim.nr, lim.kib = "4", "64"
+        lim.nr, lim.kib = str(a.queue_reqs or lim.nr), str(a.queue_kib or lim.kib)
         res: dict = {"samples": a.samples, "write_mb": a.write_mb, "created_with": made,
-                     "limit": {"rate_bytes_s": rate, "dirty_max_bytes": dirty},
+                     "limit": {"rate_bytes_s": rate, "dirty_max_bytes": dirty,
+                               "nr_requests": lim.nr, "max_sectors_kb": lim.kib},
                      "loop_bdi": bdi, "host_bdi": host, "machine": f"{os.cpu_count()} cpus",
                      "load_at_start": os.getloadavg()[0], "phases": {}}
         print("created with", made, flush=True)
-        lim.set(False, 0, 0)
+        lim.set(False, 0, 0, False, False)
         res["dd_unlimited_mib_s"] = dd_speed(env, sid_a, a.dd_mb)
-        lim.set(True, dirty, rate)
+        lim.set(True, dirty, rate, True, True)
         res["dd_limited_mib_s"] = dd_speed(env, sid_a, a.dd_mb)
         print("dd", res["dd_unlimited_mib_s"], res["dd_limited_mib_s"], flush=True)
 
@@ -279,9 +279,10 @@ def main() -> int:
         all_x: dict = {"unlimited": [], "limited": [], "unlimited_fsync": [], "limited_fsync": []}
         for phase in plan:
             kind = phase.rstrip("0123456789")
-            lim.set(kind != "unlimited", dirty, 0 if kind in ("unlimited", "bdi_only") else rate)
-            if kind == "dio":
-                set_dio(loop_dev(bdi), True)
+            bounds = {"unlimited": (False, 0, False, False), "bdi_only": (True, 0, False, False),
+                      "queue_only": (False, 0, True, True), "dio_only": (False, 0, True, False)}
+            strict, r8, dio, queue = bounds.get(kind, (True, rate, True, True))
+            lim.set(strict, dirty, r8, dio, queue)
             noise = None
             if not kind.startswith("quiet"):
                 noise = noisy(env, sid_a, a.write_mb)
@@ -301,8 +302,6 @@ def main() -> int:
                 all_x[kind + "_fsync"] += fs
             if noise is not None:
                 stop(env, sid_a, noise)
-            if kind == "dio":
-                set_dio(loop_dev(bdi), False)
             res["phases"][phase] = r
             print(phase, json.dumps(r), flush=True)
         q = res["phases"]["quiet"]
@@ -328,7 +327,8 @@ def main() -> int:
             probe.stop_ev.set()
         if lim is not None:
             try:
-                lim.set(lim.strict == "1", int(lim.max_bytes), lim.v1_rate)
+                made_q = lim.dio == "1"
+                lim.set(lim.strict == "1", int(lim.max_bytes), rate, made_q, made_q)
             except (OSError, ValueError):
                 pass
         if writer is not None:

@@ -138,52 +138,22 @@ static int knob_write(const char *path, const char *val, sg_err *err)
     return 0;
 }
 
-/* The mount points of the cgroup v1 blkio hierarchy and of cgroup v2
- * (either "" when absent), from this process's mountinfo. */
-static void cgroup_mounts(char v1_blkio[PATH_MAX], char v2[PATH_MAX])
+/* The mount point of cgroup v2 ("" when absent), from this process's
+ * mountinfo. */
+static void cgroup2_mount(char v2[PATH_MAX])
 {
-    v1_blkio[0] = v2[0] = '\0';
+    v2[0] = '\0';
     sg_autofclose FILE *f = fopen("/proc/self/mountinfo", "re");
     sg_autofree char *line = NULL;
     size_t cap = 0;
-    while (f && getline(&line, &cap, f) > 0) {
-        char mnt[PATH_MAX], fstype[32], opts[512];
+    while (f && getline(&line, &cap, f) > 0 && !v2[0]) {
+        char mnt[PATH_MAX], fstype[32];
         char *sep = strstr(line, " - ");
-        /* id parent maj:min root mountpoint ... - fstype source superopts;
-         * our cgroup mount points have no spaces to unescape */
-        if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
-            sscanf(sep + 3, "%31s %*s %511s", fstype, opts) != 2)
-            continue;
-        bool blkio = false;
-        for (char *save = NULL, *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            blkio |= strcmp(t, "blkio") == 0;
-        if (strcmp(fstype, "cgroup") == 0 && blkio && !v1_blkio[0])
-            snprintf(v1_blkio, PATH_MAX, "%s", mnt);
-        else if (strcmp(fstype, "cgroup2") == 0 && !v2[0])
+        /* id parent maj:min root mountpoint ... - fstype ...; our
+         * cgroup mount point has no spaces to unescape */
+        if (sep && sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && sscanf(sep + 3, "%31s", fstype) == 1 &&
+            strcmp(fstype, "cgroup2") == 0)
             snprintf(v2, PATH_MAX, "%s", mnt);
-    }
-}
-
-/* This process's cgroup in the v1 blkio hierarchy ("/" at its root): the
- * sandbox's processes inherit it (sandglass places none in blkio). */
-static void own_blkio_cgroup(char out[PATH_MAX])
-{
-    snprintf(out, PATH_MAX, "/");
-    sg_autofclose FILE *f = fopen("/proc/self/cgroup", "re");
-    sg_autofree char *line = NULL;
-    size_t cap = 0;
-    while (f && getline(&line, &cap, f) > 0) {
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = '\0';
-        bool blkio = false;
-        for (char *save = NULL, *t = strtok_r(c1 + 1, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            blkio |= strcmp(t, "blkio") == 0;
-        if (blkio && !strstr(c2 + 1, "/..")) {
-            c2[1 + strcspn(c2 + 1, "\n")] = '\0';
-            snprintf(out, PATH_MAX, "%s", c2 + 1);
-        }
     }
 }
 
@@ -234,24 +204,47 @@ int sg_disk_io_limit(dev_t dev, uint64_t dirty, uint64_t bps, sg_err *err)
     snprintf(path, sizeof path, "/sys/class/bdi/%s/max_ratio", devno);
     if (rc == 0 && !dirty)
         rc = knob_write(path, "100", err);
-    char v1[PATH_MAX], v2[PATH_MAX], own[PATH_MAX];
-    cgroup_mounts(v1, v2);
-    if (rc == 0 && v1[0]) {
-        /* v1 blkio is not hierarchical and charges all writeback to the
-         * root: the rule at the root binds the flusher, and one in the
-         * cgroup the sandbox's processes inherit binds their own writes
-         * (fsync, O_DIRECT) when that is not the root. 0 removes it. */
-        snprintf(val, sizeof val, "%s %llu", devno, (unsigned long long)bps);
-        snprintf(path, sizeof path, "%s/blkio.throttle.write_bps_device", v1);
-        rc = knob_write(path, val, err);
-        own_blkio_cgroup(own);
-        snprintf(path, sizeof path, "%s%s/blkio.throttle.write_bps_device", v1, own);
-        if (rc == 0 && strcmp(own, "/") != 0)
-            rc = knob_write(path, val, err);
-    }
+    /* cgroup v1 (blkio) gets no rate: v1 charges the flusher's and the
+     * loop worker's writes to the blkio root, and sandglass touches no
+     * cgroup outside its own subtree; the loop device's direct I/O and
+     * short queue bound it there (sg_disk_loop_queue). */
+    char v2[PATH_MAX];
+    cgroup2_mount(v2);
     if (rc == 0 && v2[0])
         rc = v2_io_max(v2, devno, bps, err);
     return rc;
+}
+
+/* The loop device's queue (/sys/dev/block/MAJ:MIN/queue/knob) set to val. */
+static int queue_knob(dev_t dev, const char *knob, unsigned val, sg_err *err)
+{
+    char path[96], v[16];
+    snprintf(path, sizeof path, "/sys/dev/block/%u:%u/queue/%s", major(dev), minor(dev), knob);
+    snprintf(v, sizeof v, "%u", val);
+    return knob_write(path, v, err);
+}
+
+int sg_disk_loop_queue(int lfd, dev_t dev, bool on, sg_err *err)
+{
+    if (!on) {
+        /* the loop driver's own depth (its hw_queue_depth parameter) and
+         * the default transfer size (0) back for the device's next user */
+        sg_autofree char *d = sg_read_file("/sys/module/loop/parameters/hw_queue_depth", 64, NULL, NULL);
+        unsigned depth = d ? (unsigned)strtoul(d, NULL, 10) : 0;
+        if (queue_knob(dev, "max_sectors_kb", 0, err) < 0)
+            return -1;
+        return queue_knob(dev, "nr_requests", depth ? depth : 128, err);
+    }
+    /* Direct I/O: the learner's writes go to the image's blocks on the
+     * host's disk as they leave the loop device, not into a second round
+     * of dirty pages (the image's) that the host's flusher would send in
+     * bursts ahead of the host's fsyncs; and the short queue keeps at most
+     * nr_requests x max_sectors_kb of them in flight there. */
+    if (lfd >= 0 && ioctl(lfd, LOOP_SET_DIRECT_IO, 1UL) < 0)
+        return sg_err_sys(err, "cannot set direct I/O on the loop device");
+    if (queue_knob(dev, "max_sectors_kb", SG_DISK_QUEUE_KIB, err) < 0)
+        return -1;
+    return queue_knob(dev, "nr_requests", SG_DISK_QUEUE_REQS, err);
 }
 
 /* A number of MiB from the environment variable name, def without it. */
@@ -268,6 +261,12 @@ static uint64_t env_mib(const char *name, uint64_t def)
 uint64_t sg_disk_write_bps(void)
 {
     return env_mib("SANDGLASS_DISK_WRITE_MIBS", SG_DISK_WRITE_BPS);
+}
+
+bool sg_disk_queue_on(void)
+{
+    const char *env = getenv("SANDGLASS_DISK_DIRECT");
+    return !env || strcmp(env, "0") != 0;
 }
 
 uint64_t sg_disk_dirty_max(void)
@@ -387,7 +386,8 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
     }
     struct stat lst;
     sg_err lerr = {0};
-    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
+    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0 ||
+        (sg_disk_queue_on() && sg_disk_loop_queue(lfd, lst.st_rdev, true, &lerr) < 0))
         sg_log(SG_LOG_WARN, "%s: its writes are not bounded (%s)", dev, lerr.msg[0] ? lerr.msg : "fstat failed");
     return 0;
 }
@@ -470,7 +470,8 @@ void sg_disk_remove(const char *mnt, const char *image)
         struct stat st, up;
         sg_err lerr = {0};
         if (stat(mnt, &st) == 0 && stat(SG_DISK_DIR, &up) == 0 && st.st_dev != up.st_dev &&
-            major(st.st_dev) == SG_DISK_LOOP_MAJOR && sg_disk_io_limit(st.st_dev, 0, 0, &lerr) < 0)
+            major(st.st_dev) == SG_DISK_LOOP_MAJOR &&
+            (sg_disk_io_limit(st.st_dev, 0, 0, &lerr) < 0 || sg_disk_loop_queue(-1, st.st_dev, false, &lerr) < 0))
             sg_log(SG_LOG_WARN, "%s: %s", mnt, lerr.msg);
         while (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
             ;

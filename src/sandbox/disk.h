@@ -44,12 +44,16 @@
  * max_bytes with strict_limit, which holds even while the host's dirty
  * memory is far under its own thresholds), so the learner's writers wait
  * in their own context and a bounded amount of writeback is ever queued
- * ahead of the host's fsyncs; and its writes at most SG_DISK_WRITE_BPS
- * where the host has a
- * block I/O controller: cgroup v1 blkio (at its root: v1 charges every
- * writeback there) or cgroup v2's io.max (cgroup writeback). */
+ * ahead of the host's fsyncs; its writes at most SG_DISK_WRITE_BPS on
+ * cgroup v2 with the io controller (io.max in sandglass/: cgroup
+ * writeback charges them to the learner); and on every host, the loop
+ * device in direct I/O with a short queue (sg_disk_loop_queue), which on
+ * cgroup v1 is the only bound on its share of the host's disk (v1 blkio
+ * charges writeback to its root, a cgroup sandglass does not touch). */
 #define SG_DISK_DIRTY_MAX (32ull << 20) /* SANDGLASS_DISK_DIRTY_MIB; 0: none */
 #define SG_DISK_WRITE_BPS (32ull << 20) /* SANDGLASS_DISK_WRITE_MIBS (MiB/s); 0: none */
+#define SG_DISK_QUEUE_REQS 4   /* nr_requests: 4 x 64 KiB in flight at most */
+#define SG_DISK_QUEUE_KIB 64   /* max_sectors_kb */
 #define SG_DISK_LOOP_MAJOR 7
 
 /* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN (16M) to SG_DISK_MAX (14T). */
@@ -80,6 +84,17 @@ int sg_disk_io_limit(dev_t dev, uint64_t dirty, uint64_t bps, sg_err *err);
 uint64_t sg_disk_write_bps(void);
 /* SG_DISK_DIRTY_MAX, or SANDGLASS_DISK_DIRTY_MIB (MiB) when set. */
 uint64_t sg_disk_dirty_max(void);
+
+/* The loop device's share of the host disk's queue (SECURITY.md, "Disk
+ * bandwidth"), on (at create, once the file system is mounted: its
+ * metadata was read from the page cache): direct I/O (lfd, the loop
+ * device's fd) and a queue of SG_DISK_QUEUE_REQS requests of at most
+ * SG_DISK_QUEUE_KIB; off (destroy, lfd -1; the device is reused): the
+ * loop driver's defaults. -1 when a knob refuses. */
+int sg_disk_loop_queue(int lfd, dev_t dev, bool on, sg_err *err);
+/* false when SANDGLASS_DISK_DIRECT=0 (the loop device left buffered with
+ * its default queue, for a comparison). */
+bool sg_disk_queue_on(void);
 
 /* Undoes sg_disk_make: detaches the mount (the loop device goes with the
  * last reference: the sandbox's mount namespace dies with its init),
