@@ -250,7 +250,7 @@ def main() -> int:
         rate = int(re.search(r"wbps=(\d+)", lim.v2_line).group(1)) if "wbps=" in lim.v2_line else 0
         dirty = int(lim.max_bytes) if lim.strict == "1" else a.dirty_mb << 20
         if lim.dio != "1":  # a build that sets no queue bound: the default's here
-            lim.nr, lim.kib = "4", "64"
+            lim.nr, lim.kib = "4", "16"
         lim.nr, lim.kib = str(a.queue_reqs or lim.nr), str(a.queue_kib or lim.kib)
         res: dict = {"samples": a.samples, "write_mb": a.write_mb, "created_with": made,
                      "limit": {"rate_bytes_s": rate, "dirty_max_bytes": dirty,

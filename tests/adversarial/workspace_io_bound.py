@@ -7,9 +7,9 @@ freerun threshold, where a bdi's own limits do not apply).
 
 Now create bounds the loop device (sandbox/disk.h): its bdi's
 strict_limit with max_bytes 32 MiB (sg_disk_io_limit); the device in direct
-I/O with a queue of 4 requests of at most 64 KiB (sg_disk_loop_queue), so
+I/O with a queue of 4 requests of at most 16 KiB (sg_disk_loop_queue), so
 its writes are not a second round of dirty pages on the host's disk and at
-most 256 KiB of them are in flight ahead of the host's I/O; and a write
+most 64 KiB of them are in flight ahead of the host's I/O; and a write
 rate by io.max in sandglass/ where the host has cgroup v2's io controller.
 No cgroup outside sandglass/ is read for a rule or written (cgroup v1
 blkio would charge writeback to its root: sandglass sets nothing there).
@@ -40,7 +40,7 @@ DIRTY_MAX = 32 * MiB     # SG_DISK_DIRTY_MAX
 # of a second bound, and a constant, far under what an unbounded one makes.
 BOUND = 2 * DIRTY_MAX + 32 * MiB
 QUEUE_REQS = 4           # SG_DISK_QUEUE_REQS
-QUEUE_KIB = 64           # SG_DISK_QUEUE_KIB
+QUEUE_KIB = 16           # SG_DISK_QUEUE_KIB
 # A flush request has its own slot beside the tags: a margin of the
 # queue again, far under the driver's depth without the bound.
 INFLIGHT_BOUND = 2 * QUEUE_REQS
@@ -165,7 +165,7 @@ try:
     tap.ok(DIRTY_MAX * 0.9 <= mb <= DIRTY_MAX * 1.1, "its bdi's max_bytes is the bound (32 MiB)", str(mb))
     tap.eq(open(f"/sys/dev/block/{dev}/loop/dio").read().strip(), "1", "it is in direct-I/O mode")
     tap.eq(queue(dev, "nr_requests"), str(QUEUE_REQS), "its queue holds 4 requests")
-    tap.eq(queue(dev, "max_sectors_kb"), str(QUEUE_KIB), "of at most 64 KiB")
+    tap.eq(queue(dev, "max_sectors_kb"), str(QUEUE_KIB), "of at most 16 KiB")
     if v2 and v2_io(v2):
         tap.ok("wbps=" in v2_rule(v2, dev) and "wbps=max" not in v2_rule(v2, dev),
                "cgroup v2: io.max for it in sandglass/", v2_rule(v2, dev))
