@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,6 +248,50 @@ int sg_disk_loop_queue(int lfd, dev_t dev, bool on, sg_err *err)
     return queue_knob(dev, "nr_requests", SG_DISK_QUEUE_REQS, err);
 }
 
+/* sg_disk_loop_queue(on) in a detached grandchild, so create does not wait
+ * for its three queue freezes (an RCU grace period each: 10-40 ms on a
+ * loaded host). It holds the flock taken here on the loop device's open
+ * file (flock follows the open file description it inherits), which
+ * destroy's reset takes first (disk_queue_off): the reset never runs
+ * before the setting. Its other fds are closed (a caller reading create's
+ * output would wait for it); it reports nothing (the knobs are visible in
+ * sysfs). On a failed fork the setting is done here. */
+static void loop_queue_detached(int lfd, dev_t dev)
+{
+    sg_err err = {0};
+    pid_t pid = flock(lfd, LOCK_EX) == 0 ? fork() : -1;
+    if (pid == 0) {
+        if (fork() != 0)
+            _exit(0);
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 || dup2(lfd, 3) < 0)
+            _exit(1);
+        syscall(SYS_close_range, 4, ~0U, 0);
+        _exit(sg_disk_loop_queue(3, dev, true, &err) < 0);
+    }
+    if (pid < 0) {
+        if (sg_disk_loop_queue(lfd, dev, true, &err) < 0)
+            sg_log(SG_LOG_WARN, "its loop device's queue is not bounded (%s)", err.msg);
+        return;
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* Destroy's reset of the queue, after the setting create left running
+ * (its flock). */
+static int disk_queue_off(dev_t dev, sg_err *err)
+{
+    char path[32];
+    snprintf(path, sizeof path, "/dev/loop%u", minor(dev));
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_rdev == dev)
+        while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
+            ;
+    return sg_disk_loop_queue(-1, dev, false, err);
+}
+
 /* A number of MiB from the environment variable name, def without it. */
 static uint64_t env_mib(const char *name, uint64_t def)
 {
@@ -386,9 +431,10 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
     }
     struct stat lst;
     sg_err lerr = {0};
-    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0 ||
-        (sg_disk_queue_on() && sg_disk_loop_queue(lfd, lst.st_rdev, true, &lerr) < 0))
+    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
         sg_log(SG_LOG_WARN, "%s: its writes are not bounded (%s)", dev, lerr.msg[0] ? lerr.msg : "fstat failed");
+    else if (sg_disk_queue_on())
+        loop_queue_detached(lfd, lst.st_rdev);
     return 0;
 }
 
@@ -471,7 +517,7 @@ void sg_disk_remove(const char *mnt, const char *image)
         sg_err lerr = {0};
         if (stat(mnt, &st) == 0 && stat(SG_DISK_DIR, &up) == 0 && st.st_dev != up.st_dev &&
             major(st.st_dev) == SG_DISK_LOOP_MAJOR &&
-            (sg_disk_io_limit(st.st_dev, 0, 0, &lerr) < 0 || sg_disk_loop_queue(-1, st.st_dev, false, &lerr) < 0))
+            (sg_disk_io_limit(st.st_dev, 0, 0, &lerr) < 0 || disk_queue_off(st.st_dev, &lerr) < 0))
             sg_log(SG_LOG_WARN, "%s: %s", mnt, lerr.msg);
         while (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
             ;

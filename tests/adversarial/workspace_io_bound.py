@@ -163,6 +163,9 @@ try:
     tap.eq(bdi(dev, "strict_limit"), "1", "its bdi's strict_limit is set")
     mb = int(bdi(dev, "max_bytes"))
     tap.ok(DIRTY_MAX * 0.9 <= mb <= DIRTY_MAX * 1.1, "its bdi's max_bytes is the bound (32 MiB)", str(mb))
+    # create leaves the queue's setting to a detached process (its freezes
+    # would hold create up): waited for, generously
+    wait_for(lambda: queue(dev, "nr_requests") == str(QUEUE_REQS), timeout=60)
     tap.eq(open(f"/sys/dev/block/{dev}/loop/dio").read().strip(), "1", "it is in direct-I/O mode")
     tap.eq(queue(dev, "nr_requests"), str(QUEUE_REQS), "its queue holds 4 requests")
     tap.eq(queue(dev, "max_sectors_kb"), str(QUEUE_KIB), "of at most 16 KiB")
