@@ -429,6 +429,10 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
         umount2(path, MNT_DETACH);
         return -1;
     }
+    /* empty: only fsck uses it, and the learner should not see it; before
+     * the queue's freezes below, which its blocks' I/O would wait for */
+    sg_autofree char *lf = sg_strdup_printf("%s/lost+found", path);
+    rmdir(lf);
     struct stat lst;
     sg_err lerr = {0};
     if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
@@ -500,8 +504,6 @@ int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char *
         rmdir(path);
         return -1;
     }
-    sg_autofree char *lf = sg_strdup_printf("%s/lost+found", path);
-    rmdir(lf); /* empty: only fsck uses it, and the learner should not see it */
     *mnt = path;
     path = NULL;
     return 0;
