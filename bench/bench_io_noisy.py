@@ -245,6 +245,10 @@ def main() -> int:
         a_mount = json.load(open(os.path.join(env.state, "sb", sid_a, "meta.json")))["workspace"]
         bdi = loop_bdi(a_mount)
         host = host_bdi(env.state)
+        nr = Path(f"/sys/dev/block/{bdi}/queue/nr_requests")
+        end = time.monotonic() + 30  # create leaves the queue's setting to a detached process
+        while nr.read_text().strip() == DRIVER_DEPTH and time.monotonic() < end:
+            time.sleep(0.05)
         lim = Limits(bdi, sid_a, env.state)
         made = lim.created()
         rate = int(re.search(r"wbps=(\d+)", lim.v2_line).group(1)) if "wbps=" in lim.v2_line else 0

@@ -87,8 +87,9 @@ uint64_t sg_disk_dirty_max(void);
 
 /* The loop device's share of the host disk's queue (SECURITY.md, "Disk
  * bandwidth"), on (at create, once the file system is mounted: its
- * metadata was read from the page cache): direct I/O (lfd, the loop
- * device's fd) and a queue of SG_DISK_QUEUE_REQS requests of at most
+ * metadata was read from the page cache; create runs it in a detached
+ * process, since each change freezes the queue): direct I/O (lfd, the
+ * loop device's fd) and a queue of SG_DISK_QUEUE_REQS requests of at most
  * SG_DISK_QUEUE_KIB; off (destroy, lfd -1; the device is reused): the
  * loop driver's defaults. -1 when a knob refuses. */
 int sg_disk_loop_queue(int lfd, dev_t dev, bool on, sg_err *err);
