@@ -261,21 +261,24 @@ static void loop_queue_detached(int lfd, dev_t dev)
     sg_err err = {0};
     pid_t pid = flock(lfd, LOCK_EX) == 0 ? fork() : -1;
     if (pid == 0) {
-        if (fork() != 0)
-            _exit(0);
+        pid_t g = fork();
+        if (g != 0)
+            _exit(g < 0); /* no grandchild: the caller does it */
         int null = open("/dev/null", O_RDWR);
         if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 || dup2(lfd, 3) < 0)
             _exit(1);
         syscall(SYS_close_range, 4, ~0U, 0);
         _exit(sg_disk_loop_queue(3, dev, true, &err) < 0);
     }
-    if (pid < 0) {
-        if (sg_disk_loop_queue(lfd, dev, true, &err) < 0)
-            sg_log(SG_LOG_WARN, "its loop device's queue is not bounded (%s)", err.msg);
-        return;
+    if (pid > 0) {
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            return;
     }
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
+    if (sg_disk_loop_queue(lfd, dev, true, &err) < 0)
+        sg_log(SG_LOG_WARN, "its loop device's queue is not bounded (%s)", err.msg);
 }
 
 /* Destroy's reset of the queue, after the setting create left running
