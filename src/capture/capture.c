@@ -475,6 +475,12 @@ void sg_capture_flush_watch(sg_capture *c)
         log_line("watcher flush: %s", err.msg);
 }
 
+void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud)
+{
+    if (c && c->watch)
+        sg_watch_set_before_settle(c->watch, fn, ud);
+}
+
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
                            sg_diff_fn differ, void *differ_ud, sg_err *err)
 {

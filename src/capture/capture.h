@@ -69,6 +69,11 @@ bool sg_capture_checkpoint_budget(sg_capture *c);
 void sg_capture_sync(sg_capture *c);
 /* Reports every pending workspace change now. */
 void sg_capture_flush_watch(sg_capture *c);
+
+/* Before the watcher's settled changes are emitted: fn reads what the
+ * supervisor has pending from the terminals (a command's mark, written
+ * before the change it makes), so a change comes after its command. */
+void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud);
 /* Events appended but not acknowledged by the ingest. */
 uint64_t sg_capture_pending(const sg_capture *c);
 

@@ -68,7 +68,9 @@ static void schedule(sg_watch *w)
     uint64_t now = sg_now_mono_ns();
     uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull;
     if (w->dhead && now - w->dhead->dirty_ns >= cap_ns)
-        watch_resolve(w, false);
+        if (w->before_settle)
+        w->before_settle(w->before_settle_ud);
+    watch_resolve(w, false);
     if (!w->dhead && !w->ngraves && !w->need_rescan) {
         arm(w, 0);
         return;
@@ -119,6 +121,12 @@ static void on_inotify(uv_poll_t *h, int status, int events)
         return;
     watch_read_events(w, false, &err);
     schedule(w);
+}
+
+void sg_watch_set_before_settle(sg_watch *w, void (*fn)(void *userdata), void *userdata)
+{
+    w->before_settle = fn;
+    w->before_settle_ud = userdata;
 }
 
 void sg_watch_hurry(sg_watch *w, bool on)

@@ -138,6 +138,13 @@ void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
 typedef bool (*sg_watch_gate_fn)(void *userdata);
 void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata);
 
+/* Called when the settle timer fires, before the settled changes become
+ * payloads: the owner reads what else it has pending that happened first
+ * (the capture: a terminal's command mark written before the change), so
+ * that a change never comes before the command that made it. It may call
+ * sg_watch_flush. */
+void sg_watch_set_before_settle(sg_watch *w, void (*fn)(void *userdata), void *userdata);
+
 /* Stops watching and closes the libuv handles; the memory is released when
  * the loop has run the close callbacks (run the loop once more after this).
  * Emits nothing. NULL is fine. */

@@ -123,6 +123,8 @@ struct sg_watch {
     void *limit_ud;
     sg_watch_gate_fn gate;
     void *gate_ud;
+    void (*before_settle)(void *); /* sg_watch_set_before_settle */
+    void *before_settle_ud;
     /* the read budget (SG_WATCH_READ_*) */
     uint64_t read_bytes;   /* bytes read from files, ever */
     int64_t read_tokens;   /* the bucket: bytes that may be read now */

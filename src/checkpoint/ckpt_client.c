@@ -145,7 +145,7 @@ int sg_ckpt_client_kill_sandbox_worker(const char *id, sg_err *err)
     /* With a v2 hierarchy the leaf is there (fast leaves), else on v1. */
     (void)sg_cgroup_set_fast_leaves(cg, true);
     int rc = 0;
-    if (sg_cgroup_kill(cg, SG_CKPT_CLIENT_LEAF, 2000, &e) < 0 && e.code != ENOENT) {
+    if (sg_cgroup_helper_kill(cg, SG_CKPT_CLIENT_LEAF, 2000, &e) < 0) {
         *err = e;
         rc = -1;
     }

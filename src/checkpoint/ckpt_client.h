@@ -11,11 +11,12 @@
  * Reaping: the worker is our child. sg_ckpt_client_reap (from the SIGCHLD
  * handler) collects it without blocking; sg_ckpt_client_free waits for it.
  *
- * Charged to the sandbox: the work the worker does is for the sandbox and
- * on files the learner controls, so it runs in the sandbox's cgroup, in
- * the leaf SG_CKPT_CLIENT_LEAF (<id>/ckpt on the hierarchies that have leaves,
- * <id> itself on the v1 controllers of a split host with fast leaves):
- * the sandbox's memory, pids and cpu limits bound it. The owner's join
+ * Charged to the sandbox, never under the learner's limits: the work is
+ * for the sandbox and on files the learner controls, so it runs in the
+ * leaf SG_CKPT_CLIENT_LEAF of the sandbox's supervisor's cgroup
+ * (<id>:supervisor/ckpt, sandbox/cgroup.h: sg_cgroup_join_fds), bounded by
+ * the supervisor's limits: a learner at its memory limit neither starves
+ * it nor is OOM-killed for it. The owner's join
  * callback opens the cgroup.procs files; the worker writes "0" into each
  * before it does anything else, and refuses to serve when one fails.
  *

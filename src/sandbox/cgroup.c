@@ -72,41 +72,51 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
     return (int)n;
 }
 
-/* A v1 hierarchy with only cpu and cpuacct on it: it holds no limit of
- * memory or pids and no part of the kill (freezer, the procs listed). */
-static bool cpu_only(const cg_set *s, size_t i)
-{
-    unsigned cpu = (1u << C_CPU) | (1u << C_CPUACCT);
-    return (int)i != s->v2 && s->h[i]->ctrls && !(s->h[i]->ctrls & ~cpu);
-}
-
-/* The directory a helper joins on hierarchy i: the leaf where it is,
- * <id> where it is not, and the supervisor's cgroup for CPU alone when
- * that exists (a helper the supervisor waits for must not wait for the
- * learner's quota period). */
+/* The directory a helper joins on hierarchy i when its sandbox has no
+ * supervisor's cgroup (rootless, or made by an older supervisor): the
+ * leaf where it is, <id> where it is not. */
 static char *join_dir(sg_cgroup *cg, size_t i, const char *leaf)
 {
-    if (cpu_only(&cg->s, i)) {
-        char *sv = sg_strdup_printf("%s/" SG_CG_ROOT_NAME "/%s" SG_CG_SUPERVISOR_SUFFIX, cg->s.h[i]->path, cg->id);
-        struct stat st;
-        if (stat(sv, &st) == 0)
-            return sv;
-        free(sv);
-    }
     return cg_dir(cg, i, cg_has_leaf(cg, i, leaf) ? leaf : NULL);
 }
 
-int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err)
+/* The supervisor's cgroup of cg's sandbox, made when it is not there yet
+ * (the checkpoint worker starts before the supervisor joins it); NULL
+ * where it cannot be made (rootless without delegation there). */
+static sg_cgroup *supervisor_cg(sg_cgroup *cg)
 {
-    if (cg_check_leaf(leaf, err) < 0)
-        return -1;
+    return cg_supervisor_make(cg->id, NULL);
+}
+
+/* The supervisor's cgroup of cg's sandbox when it exists (on the first
+ * hierarchy: it is made on all of them at once). */
+static sg_cgroup *supervisor_cg_open(sg_cgroup *cg)
+{
+    sg_autofree char *name = sg_strdup_printf("%s" SG_CG_SUPERVISOR_SUFFIX, cg->id);
+    sg_cgroup *sv = cg_new(name, NULL);
+    sg_autofree char *dir = sv ? cg_dir(sv, 0, NULL) : NULL;
+    struct stat st;
+    if (dir && stat(dir, &st) == 0)
+        return sv;
+    cg_freep(&sv);
+    return NULL;
+}
+
+/* Opens cgroup.procs of <name>/<leaf> on every hierarchy into fds, made
+ * first (make), or of join_dir. Returns how many, or -1 with every one
+ * closed. */
+static int procs_fds(sg_cgroup *cg, const char *leaf, bool make, int fds[SG_CG_MAX_FDS], sg_err *err)
+{
     size_t n = 0;
     for (size_t i = 0; i < cg->s.n && n < SG_CG_MAX_FDS; i++) {
-        sg_autofree char *dir = join_dir(cg, i, leaf);
+        sg_autofree char *dir = make ? cg_dir(cg, i, leaf) : join_dir(cg, i, leaf);
+        sg_autofree char *parent = make ? cg_dir(cg, i, NULL) : NULL;
         sg_autofree char *p = sg_strdup_printf("%s/cgroup.procs", dir);
-        int fd = open(p, O_WRONLY | O_CLOEXEC);
+        bool made;
+        int fd = make && cg_mkdir(cg->s.h[i], parent, dir, true, &made, err) < 0 ? -1 : open(p, O_WRONLY | O_CLOEXEC);
         if (fd < 0) {
-            sg_err_sys(err, "cannot open %s", p);
+            if (!make || (err && err->msg[0] == '\0'))
+                sg_err_sys(err, "cannot open %s", p);
             for (size_t j = 0; j < n; j++) {
                 close(fds[j]);
                 fds[j] = -1;
@@ -116,6 +126,35 @@ int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], 
         fds[n++] = fd;
     }
     return (int)n;
+}
+
+int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err)
+{
+    if (cg_check_leaf(leaf, err) < 0 || !leaf)
+        return leaf ? -1 : sg_err_set(err, EINVAL, "a helper needs a leaf of its own");
+    __attribute__((cleanup(cg_freep))) sg_cgroup *sv = supervisor_cg(cg);
+    if (sv) /* <id>:supervisor/<leaf>: no controller enabled there, so
+             * the supervisor may live beside it, under its limits */
+        return procs_fds(sv, leaf, true, fds, err);
+    return procs_fds(cg, leaf, false, fds, err);
+}
+
+int sg_cgroup_helper_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err)
+{
+    __attribute__((cleanup(cg_freep))) sg_cgroup *sv = supervisor_cg_open(cg);
+    sg_err e = {0};
+    int rc = 0;
+    if (sv && sg_cgroup_kill(sv, leaf, timeout_ms, &e) < 0 && e.code != ENOENT) {
+        *err = e;
+        rc = -1;
+    }
+    /* and where a supervisor of an earlier version put it */
+    e = (sg_err){0};
+    if (sg_cgroup_kill(cg, leaf, timeout_ms, &e) < 0 && e.code != ENOENT && rc == 0) {
+        *err = e;
+        rc = -1;
+    }
+    return rc;
 }
 
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err)

@@ -72,14 +72,19 @@ int sg_cgroup_leaf_create(sg_cgroup *cg, const char *leaf, sg_err *err);
  * sandbox's namespaces: the fds point at the host's cgroupfs). Returns the
  * number of fds (<= SG_CG_MAX_FDS), all O_CLOEXEC. */
 int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
-/* Like sg_cgroup_procs_fds, for a helper process that must be charged to
- * the sandbox (the checkpoint worker): <id>/<leaf> on the hierarchies that
- * have the leaf, <id> itself on the others (the v1 controllers of a split
- * host with fast leaves, where the limits are), except a v1 hierarchy of
- * cpu/cpuacct alone: there the supervisor's own cgroup when it has one
- * (the supervisor waits for the worker's diffs, and must never wait for
- * the learner's CPU quota period; still the sandbox's account). */
+/* Like sg_cgroup_procs_fds, for a helper process the supervisor runs on
+ * the sandbox's behalf (the checkpoint worker): the leaf
+ * <id>:supervisor/<leaf>, made on every hierarchy, when the sandbox's
+ * supervisor has its cgroup: charged to that sandbox's supervisor account
+ * and bounded by its limits, never under the learner's memory limit or
+ * CPU quota (a learner at its limit cannot starve it or make it the
+ * learner's OOM, and its OOM is never the learner's). Else (rootless
+ * without one) <id>/<leaf> where the leaf is, <id> on the others. */
 int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
+/* Kills the processes of a helper's leaf wherever sg_cgroup_join_fds
+ * put them (and where an earlier version did: <id>/<leaf>); a leaf that
+ * is not there is no error. */
+int sg_cgroup_helper_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err);
 /* Moves a host pid into <id>/<leaf> in every hierarchy. */
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
 

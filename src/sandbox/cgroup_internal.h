@@ -76,6 +76,9 @@ void cg_freep(sg_cgroup **cg);
 unsigned cg_parse_ctrls(const char *list, const char *seps, bool *cpuset);
 /* A handle on sandglass/<name> (not made, not checked: callers check). */
 sg_cgroup *cg_new(const char *name, sg_err *err);
+/* sandglass/<id>:supervisor made on every hierarchy (roots first), or
+ * opened when it exists; no limits, no process moved. */
+sg_cgroup *cg_supervisor_make(const char *id, sg_err *err);
 /* sandglass/ in every hierarchy, with v2 controllers enabled for its children. */
 int cg_make_roots(sg_cgroup *cg, sg_err *err);
 int cg_mkdir(const cg_mount *m, const char *parent, const char *dir, bool allow_exist, bool *made,

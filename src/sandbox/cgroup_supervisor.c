@@ -51,26 +51,35 @@ static char *sv_name(const char *id, sg_err *err)
     return sg_strdup_printf("%s" SG_CG_SUPERVISOR_SUFFIX, id);
 }
 
-int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err)
+sg_cgroup *cg_supervisor_make(const char *id, sg_err *err)
 {
     sg_autofree char *name = sv_name(id, err);
     if (!name)
-        return -1;
+        return NULL;
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(name, err);
     if (!cg || cg_make_roots(cg, err) < 0)
+        return NULL;
+    for (size_t i = 0; i < cg->s.n; i++) {
+        sg_autofree char *parent = sg_strdup_printf("%s/" SG_CG_ROOT_NAME, cg->s.h[i]->path);
+        sg_autofree char *dir = cg_dir(cg, i, NULL);
+        bool made;
+        /* it exists when a supervisor takes over from a dead one, or its
+         * checkpoint worker started first (sg_cgroup_join_fds) */
+        if (cg_mkdir(cg->s.h[i], parent, dir, true, &made, err) < 0)
+            return NULL;
+    }
+    return sg_steal_ptr(&cg);
+}
+
+int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err)
+{
+    __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_supervisor_make(id, err);
+    if (!cg)
         return -1;
     __attribute__((cleanup(cg_freep))) sg_cgroup *host = cg_new(HOST_NAME, err);
     if (!host)
         return -1;
     home_open(host);
-    for (size_t i = 0; i < cg->s.n; i++) {
-        sg_autofree char *parent = sg_strdup_printf("%s/" SG_CG_ROOT_NAME, cg->s.h[i]->path);
-        sg_autofree char *dir = cg_dir(cg, i, NULL);
-        bool made;
-        /* it exists when a supervisor takes over from a dead one */
-        if (cg_mkdir(cg->s.h[i], parent, dir, true, &made, err) < 0)
-            return -1;
-    }
     if (lim && sg_cgroup_set_limits(cg, lim, err) < 0)
         return -1;
     if (owner)
@@ -98,11 +107,17 @@ int sg_cgroup_supervisor_remove(const char *id, sg_err *err)
     for (size_t i = 0; i < cg->s.n; i++) {
         sg_autofree char *dir = cg_dir(cg, i, NULL);
         unsigned us = 50;
-        /* EBUSY: its supervisor is still exiting */
-        while (rmdir(dir) < 0 && errno != ENOENT) {
-            if (errno != EBUSY || sg_now_mono_ns() >= deadline)
-                return sg_err_sys(err, "cannot remove the supervisor's cgroup %s", dir);
+        sg_err e = {0};
+        /* EBUSY: its supervisor (or its checkpoint worker, in a leaf
+         * below: sg_cgroup_join_fds) is still exiting */
+        while (cg_rmdir_tree(dir, &e) < 0) {
+            if (e.code != EBUSY || sg_now_mono_ns() >= deadline) {
+                if (err)
+                    *err = e;
+                return -1;
+            }
             cg_nap(&us, CG_NAP_MAX_US);
+            e = (sg_err){0};
         }
     }
     return 0;

@@ -16,10 +16,13 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 
 extern char **environ;
@@ -121,6 +124,202 @@ static int loop_attach(int fd, char dev[32], sg_err *err)
         }
     }
     return sg_err_set(err, EBUSY, "no loop device could be claimed (32 tries)");
+}
+
+/* ---------- the loop device's writes, bounded (disk.h, sg_disk_io_limit) ---------- */
+
+/* A sysfs or cgroup file written; ENOENT (no such knob here) is 0. */
+static int knob_write(const char *path, const char *val, sg_err *err)
+{
+    sg_autoclose int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0 || write(fd, val, strlen(val)) < 0)
+        return sg_err_sys(err, "cannot write '%s' to %s", val, path);
+    return 0;
+}
+
+/* The mount point of cgroup v2 ("" when absent), from this process's
+ * mountinfo. */
+static void cgroup2_mount(char v2[PATH_MAX])
+{
+    v2[0] = '\0';
+    sg_autofclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    sg_autofree char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0 && !v2[0]) {
+        char mnt[PATH_MAX], fstype[32];
+        char *sep = strstr(line, " - ");
+        /* id parent maj:min root mountpoint ... - fstype ...; our
+         * cgroup mount point has no spaces to unescape */
+        if (sep && sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && sscanf(sep + 3, "%31s", fstype) == 1 &&
+            strcmp(fstype, "cgroup2") == 0)
+            snprintf(v2, PATH_MAX, "%s", mnt);
+    }
+}
+
+/* v2 with the io controller: io.max for the device in sandglass/, the
+ * parent of every sandbox's cgroup (v2 is hierarchical, and the device
+ * is this sandbox's alone), the controller enabled for it. Cgroup
+ * writeback charges the flusher's writeback of the learner's pages to the
+ * learner's cgroup, so the rate binds them too. */
+static int v2_io_max(const char *v2, const char *devno, uint64_t bps, sg_err *err)
+{
+    sg_autofree char *ctl = sg_strdup_printf("%s/cgroup.controllers", v2);
+    sg_autofree char *have = sg_read_file(ctl, 4096, NULL, NULL);
+    bool io = false;
+    for (char *save = NULL, *t = have ? strtok_r(have, " \n", &save) : NULL; t; t = strtok_r(NULL, " \n", &save))
+        io |= strcmp(t, "io") == 0;
+    if (!io)
+        return 0; /* no io controller on this host: the bdi's bound alone */
+    sg_autofree char *sub = sg_strdup_printf("%s/cgroup.subtree_control", v2);
+    sg_autofree char *dir = sg_strdup_printf("%s/sandglass", v2);
+    sg_autofree char *max = sg_strdup_printf("%s/sandglass/io.max", v2);
+    char val[96];
+    if (bps)
+        snprintf(val, sizeof val, "%s wbps=%llu", devno, (unsigned long long)bps);
+    else
+        snprintf(val, sizeof val, "%s wbps=max", devno);
+    if (!bps && access(max, F_OK) < 0)
+        return 0;
+    if (bps && knob_write(sub, "+io", err) < 0)
+        return -1;
+    if (bps && mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return sg_err_sys(err, "cannot create %s", dir);
+    return knob_write(max, val, err);
+}
+
+int sg_disk_io_limit(dev_t dev, uint64_t dirty, uint64_t bps, sg_err *err)
+{
+    char devno[32], path[PATH_MAX + 64], val[64];
+    snprintf(devno, sizeof devno, "%u:%u", major(dev), minor(dev));
+    /* strict_limit: the bdi's own dirty bound holds even while the host's
+     * dirty memory is under its freerun threshold (gigabytes here). Off:
+     * max_ratio 100 puts max_bytes back to the kernel's default. */
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/max_bytes", devno);
+    snprintf(val, sizeof val, "%llu", (unsigned long long)dirty);
+    int rc = dirty ? knob_write(path, val, err) : 0;
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/strict_limit", devno);
+    if (rc == 0)
+        rc = knob_write(path, dirty ? "1" : "0", err);
+    snprintf(path, sizeof path, "/sys/class/bdi/%s/max_ratio", devno);
+    if (rc == 0 && !dirty)
+        rc = knob_write(path, "100", err);
+    /* cgroup v1 (blkio) gets no rate: v1 charges the flusher's and the
+     * loop worker's writes to the blkio root, and sandglass touches no
+     * cgroup outside its own subtree; the loop device's direct I/O and
+     * short queue bound it there (sg_disk_loop_queue). */
+    char v2[PATH_MAX];
+    cgroup2_mount(v2);
+    if (rc == 0 && v2[0])
+        rc = v2_io_max(v2, devno, bps, err);
+    return rc;
+}
+
+/* The loop device's queue (/sys/dev/block/MAJ:MIN/queue/knob) set to val. */
+static int queue_knob(dev_t dev, const char *knob, unsigned val, sg_err *err)
+{
+    char path[96], v[16];
+    snprintf(path, sizeof path, "/sys/dev/block/%u:%u/queue/%s", major(dev), minor(dev), knob);
+    snprintf(v, sizeof v, "%u", val);
+    return knob_write(path, v, err);
+}
+
+int sg_disk_loop_queue(int lfd, dev_t dev, bool on, sg_err *err)
+{
+    if (!on) {
+        /* the loop driver's own depth (its hw_queue_depth parameter) and
+         * the default transfer size (0) back for the device's next user */
+        sg_autofree char *d = sg_read_file("/sys/module/loop/parameters/hw_queue_depth", 64, NULL, NULL);
+        unsigned depth = d ? (unsigned)strtoul(d, NULL, 10) : 0;
+        if (queue_knob(dev, "max_sectors_kb", 0, err) < 0)
+            return -1;
+        return queue_knob(dev, "nr_requests", depth ? depth : 128, err);
+    }
+    /* Direct I/O: the learner's writes go to the image's blocks on the
+     * host's disk as they leave the loop device, not into a second round
+     * of dirty pages (the image's) that the host's flusher would send in
+     * bursts ahead of the host's fsyncs; and the short queue keeps at most
+     * nr_requests x max_sectors_kb of them in flight there. */
+    if (lfd >= 0 && ioctl(lfd, LOOP_SET_DIRECT_IO, 1UL) < 0)
+        return sg_err_sys(err, "cannot set direct I/O on the loop device");
+    if (queue_knob(dev, "max_sectors_kb", SG_DISK_QUEUE_KIB, err) < 0)
+        return -1;
+    return queue_knob(dev, "nr_requests", SG_DISK_QUEUE_REQS, err);
+}
+
+/* sg_disk_loop_queue(on) in a detached grandchild, so create does not wait
+ * for its three queue freezes (an RCU grace period each: 10-40 ms on a
+ * loaded host). It holds the flock taken here on the loop device's open
+ * file (flock follows the open file description it inherits), which
+ * destroy's reset takes first (disk_queue_off): the reset never runs
+ * before the setting. Its other fds are closed (a caller reading create's
+ * output would wait for it); it reports nothing (the knobs are visible in
+ * sysfs). On a failed fork the setting is done here. */
+static void loop_queue_detached(int lfd, dev_t dev)
+{
+    sg_err err = {0};
+    pid_t pid = flock(lfd, LOCK_EX) == 0 ? fork() : -1;
+    if (pid == 0) {
+        pid_t g = fork();
+        if (g != 0)
+            _exit(g < 0); /* no grandchild: the caller does it */
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 || dup2(lfd, 3) < 0)
+            _exit(1);
+        syscall(SYS_close_range, 4, ~0U, 0);
+        _exit(sg_disk_loop_queue(3, dev, true, &err) < 0);
+    }
+    if (pid > 0) {
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            return;
+    }
+    if (sg_disk_loop_queue(lfd, dev, true, &err) < 0)
+        sg_log(SG_LOG_WARN, "its loop device's queue is not bounded (%s)", err.msg);
+}
+
+/* Destroy's reset of the queue, after the setting create left running
+ * (its flock). */
+static int disk_queue_off(dev_t dev, sg_err *err)
+{
+    char path[32];
+    snprintf(path, sizeof path, "/dev/loop%u", minor(dev));
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_rdev == dev)
+        while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
+            ;
+    return sg_disk_loop_queue(-1, dev, false, err);
+}
+
+/* A number of MiB from the environment variable name, def without it. */
+static uint64_t env_mib(const char *name, uint64_t def)
+{
+    const char *env = getenv(name);
+    char *end;
+    unsigned long long mib = env ? strtoull(env, &end, 10) : 0;
+    if (!env || *env == '\0' || *end || mib > (1ull << 24))
+        return def;
+    return mib << 20;
+}
+
+uint64_t sg_disk_write_bps(void)
+{
+    return env_mib("SANDGLASS_DISK_WRITE_MIBS", SG_DISK_WRITE_BPS);
+}
+
+bool sg_disk_queue_on(void)
+{
+    const char *env = getenv("SANDGLASS_DISK_DIRECT");
+    return !env || strcmp(env, "0") != 0;
+}
+
+uint64_t sg_disk_dirty_max(void)
+{
+    return env_mib("SANDGLASS_DISK_DIRTY_MIB", SG_DISK_DIRTY_MAX);
 }
 
 /* The mount point, free: a mount left there by a sandbox whose state
@@ -233,6 +432,16 @@ static int format_and_mount(int fd, uint64_t total, uint64_t reserve, uid_t uid,
         umount2(path, MNT_DETACH);
         return -1;
     }
+    /* empty: only fsck uses it, and the learner should not see it; before
+     * the queue's freezes below, which its blocks' I/O would wait for */
+    sg_autofree char *lf = sg_strdup_printf("%s/lost+found", path);
+    rmdir(lf);
+    struct stat lst;
+    sg_err lerr = {0};
+    if (fstat(lfd, &lst) < 0 || sg_disk_io_limit(lst.st_rdev, sg_disk_dirty_max(), sg_disk_write_bps(), &lerr) < 0)
+        sg_log(SG_LOG_WARN, "%s: its writes are not bounded (%s)", dev, lerr.msg[0] ? lerr.msg : "fstat failed");
+    else if (sg_disk_queue_on())
+        loop_queue_detached(lfd, lst.st_rdev);
     return 0;
 }
 
@@ -298,8 +507,6 @@ int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char *
         rmdir(path);
         return -1;
     }
-    sg_autofree char *lf = sg_strdup_printf("%s/lost+found", path);
-    rmdir(lf); /* empty: only fsck uses it, and the learner should not see it */
     *mnt = path;
     path = NULL;
     return 0;
@@ -309,6 +516,14 @@ void sg_disk_remove(const char *mnt, const char *image)
 {
     /* Only ever one of ours, whatever a record says. */
     if (mnt && strncmp(mnt, SG_DISK_DIR "/", sizeof SG_DISK_DIR) == 0 && !strstr(mnt, "..")) {
+        /* The loop device's bounds off first (it is reused by the next
+         * sandbox or anyone else; the last flush goes at full speed). */
+        struct stat st, up;
+        sg_err lerr = {0};
+        if (stat(mnt, &st) == 0 && stat(SG_DISK_DIR, &up) == 0 && st.st_dev != up.st_dev &&
+            major(st.st_dev) == SG_DISK_LOOP_MAJOR &&
+            (sg_disk_io_limit(st.st_dev, 0, 0, &lerr) < 0 || disk_queue_off(st.st_dev, &lerr) < 0))
+            sg_log(SG_LOG_WARN, "%s: %s", mnt, lerr.msg);
         while (umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
             ;
         rmdir(mnt);

@@ -21,6 +21,7 @@
 #ifndef SG_SANDBOX_DISK_H
 #define SG_SANDBOX_DISK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,6 +38,23 @@
 /* SG_DISK_DIR/.template-v<N>-<bytes>: a formatted image per size, copied
  * by each create; a new N when mkfs's options change. */
 #define SG_DISK_TEMPLATE_VERSION 1
+
+/* The bounds on a sandbox's loop device (SECURITY.md, "Disk bandwidth"):
+ * at most SG_DISK_DIRTY_MAX of its pages dirty at once (its bdi's
+ * max_bytes with strict_limit, which holds even while the host's dirty
+ * memory is far under its own thresholds), so the learner's writers wait
+ * in their own context and a bounded amount of writeback is ever queued
+ * ahead of the host's fsyncs; its writes at most SG_DISK_WRITE_BPS on
+ * cgroup v2 with the io controller (io.max in sandglass/: cgroup
+ * writeback charges them to the learner); and on every host, the loop
+ * device in direct I/O with a short queue (sg_disk_loop_queue), which on
+ * cgroup v1 is the only bound on its share of the host's disk (v1 blkio
+ * charges writeback to its root, a cgroup sandglass does not touch). */
+#define SG_DISK_DIRTY_MAX (32ull << 20) /* SANDGLASS_DISK_DIRTY_MIB; 0: none */
+#define SG_DISK_WRITE_BPS (32ull << 20) /* SANDGLASS_DISK_WRITE_MIBS (MiB/s); 0: none */
+#define SG_DISK_QUEUE_REQS 4  /* nr_requests (the block layer's least): 4 x 16 KiB in flight */
+#define SG_DISK_QUEUE_KIB 16  /* max_sectors_kb (64 KiB: the host's fsync p99 0.44x, not 0.15x) */
+#define SG_DISK_LOOP_MAJOR 7
 
 /* --disk SIZE: a size (K, M, G, T) from SG_DISK_MIN (16M) to SG_DISK_MAX (14T). */
 int sg_disk_parse(const char *s, uint64_t *bytes, sg_err *err);
@@ -55,6 +73,29 @@ int sg_disk_room(uint64_t bytes, sg_err *err);
  * loop device or mount) and err says why: create fails when --disk was
  * given, else falls back to a directory and says so. */
 int sg_disk_make(const char *image, uint64_t bytes, uid_t uid, gid_t gid, char **mnt, sg_err *err);
+
+/* The bounds above on the block device dev (a sandbox's loop device):
+ * at most dirty bytes of its pages dirty (0: the kernel's default) and
+ * bps bytes/s of writes (0: no rate); both 0 takes every bound away (the
+ * device is reused). A knob this host lacks is skipped; -1 when one it
+ * has refuses. */
+int sg_disk_io_limit(dev_t dev, uint64_t dirty, uint64_t bps, sg_err *err);
+/* SG_DISK_WRITE_BPS, or SANDGLASS_DISK_WRITE_MIBS (MiB/s) when set. */
+uint64_t sg_disk_write_bps(void);
+/* SG_DISK_DIRTY_MAX, or SANDGLASS_DISK_DIRTY_MIB (MiB) when set. */
+uint64_t sg_disk_dirty_max(void);
+
+/* The loop device's share of the host disk's queue (SECURITY.md, "Disk
+ * bandwidth"), on (at create, once the file system is mounted: its
+ * metadata was read from the page cache; create runs it in a detached
+ * process, since each change freezes the queue): direct I/O (lfd, the
+ * loop device's fd) and a queue of SG_DISK_QUEUE_REQS requests of at most
+ * SG_DISK_QUEUE_KIB; off (destroy, lfd -1; the device is reused): the
+ * loop driver's defaults. -1 when a knob refuses. */
+int sg_disk_loop_queue(int lfd, dev_t dev, bool on, sg_err *err);
+/* false when SANDGLASS_DISK_DIRECT=0 (the loop device left buffered with
+ * its default queue, for a comparison). */
+bool sg_disk_queue_on(void);
 
 /* Undoes sg_disk_make: detaches the mount (the loop device goes with the
  * last reference: the sandbox's mount namespace dies with its init),

@@ -36,6 +36,8 @@ void capture_emit(sup *s, sg_event_kind kind, json_t *payload)
 int capture_start(sup *s, bool resumed, sg_err *err)
 {
     s->cap = sg_capture_new(&s->loop, &s->meta, resumed, ckpt_unified, s, err);
+    /* a shell's command mark is read before the change the command made */
+    sg_capture_set_before_changes(s->cap, sv_tty_catch_up, s);
     return s->cap ? 0 : -1;
 }
 

@@ -25,6 +25,9 @@ size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n);
 int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg_err *err);
 /* The exec ended: the terminal's rest, its last command, its recording. */
 void sv_tty_end(exec_ctx *ex);
+/* Every running terminal's pending output read now (the capture asks
+ * before it emits settled workspace changes: sg_capture_set_before_changes). */
+void sv_tty_catch_up(void *sup_);
 void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n);
 /* A detachable tty exec goes on without its caller (c->ex and ex->cl are
  * cut); answered with RESULT {"detached", "exec"} when c is still there. */

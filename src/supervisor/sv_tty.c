@@ -526,3 +526,12 @@ void op_attach(sup *s, client *c, json_t *req, int fd_in)
 {
     sv_tty_attach(s, c, req);
 }
+
+void sv_tty_catch_up(void *sup_)
+{
+    sup *s = sup_;
+    /* by index, each time against nexecs: reading runs the marks' work */
+    for (size_t i = 0; i < s->nexecs; i++)
+        if (s->execs[i]->tty)
+            sg_sup_tty_catch_up(s->execs[i]->tty);
+}

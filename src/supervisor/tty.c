@@ -244,6 +244,16 @@ void sg_sup_tty_drain(sg_sup_tty *t)
         close_poll(t, &t->master_poll, &t->master_active, &t->master);
 }
 
+void sg_sup_tty_catch_up(sg_sup_tty *t)
+{
+    if (t->freed || t->paused || !t->master_active || t->master < 0)
+        return;
+    if (!read_master(t, TTY_READ_CHUNK * 16))
+        close_poll(t, &t->master_poll, &t->master_active, &t->master);
+    else
+        tty_update(t);
+}
+
 void sg_sup_tty_free(sg_sup_tty *t)
 {
     if (!t)

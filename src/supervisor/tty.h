@@ -53,6 +53,12 @@ void sg_sup_tty_pause(sg_sup_tty *t, bool paused);
  * bounded amount), without waiting. */
 void sg_sup_tty_drain(sg_sup_tty *t);
 
+/* Reads what the terminal already holds, now (at most a bounded amount;
+ * nothing while paused): its output and marks are passed on before the
+ * caller goes on (the watcher's settled changes, which a command marked
+ * earlier made). */
+void sg_sup_tty_catch_up(sg_sup_tty *t);
+
 /* Closes the master; the memory goes once the loop has closed its handles. */
 void sg_sup_tty_free(sg_sup_tty *t);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The host-side work done for a sandbox is bounded and charged to it
-(checkpoint.h: limits; checkpoint/ckpt_client.h: the worker's cgroup; watch.h): the
-checkpoint worker runs in the sandbox's cgroup on every layout and dies
-with the kill switch, the store's cap stops storing content with an event
+(checkpoint.h: limits; sandbox/cgroup.h: sg_cgroup_join_fds; watch.h): the
+checkpoint worker runs in the sandbox's supervisor's cgroup (its leaf
+<id>:supervisor/ckpt, never under the learner's limits) on every layout
+and dies with the kill switch, the store's cap stops storing content with an event
 saying so, a failed checkpoint is an event, and rollback to an earlier good
 checkpoint still works after one. The attacks themselves are in
 tests/adversarial/workspace_*.py."""
@@ -29,9 +30,10 @@ def cgroup_lines(pid: int) -> dict[str, str]:
 
 
 def layout_case(layout: str) -> None:
-    """The worker joins the sandbox's cgroup: on each hierarchy the
-    sandbox uses, its path is the sandbox's (v1 controllers of a split host)
-    or the sandbox's ckpt leaf."""
+    """The worker joins its sandbox's supervisor's cgroup: on each
+    hierarchy the sandbox uses, its path is the supervisor's ckpt leaf
+    (its memory and pids charged to that sandbox's supervisor account,
+    never to the learner's limits)."""
     env = new_env(SANDGLASS_CGROUP_LAYOUT=layout) if layout else new_env()
     try:
         sid = env.create_captured()
@@ -44,17 +46,18 @@ def layout_case(layout: str) -> None:
         mine = cgroup_lines(w)
         init = cgroup_lines(int(json.load(open(env.sbdir(sid, "meta.json")))["init_pid"]))
         base = f"/sandglass/{sid}"
+        leaf = f"/sandglass/{sid}:supervisor/ckpt"
         # Wherever the sandbox's init is in a sandglass cgroup, the worker
-        # is too: in the same one or in its ckpt leaf.
+        # is in the supervisor's ckpt leaf of that hierarchy.
         checked = [k for k, v in init.items() if v.startswith(base)]
         tap.ok(len(checked) > 0, f"[{layout or 'auto'}] the sandbox has cgroups", repr(init))
-        bad = {k: mine.get(k) for k in checked if mine.get(k) not in (base, base + "/ckpt")}
-        tap.ok(not bad, f"[{layout or 'auto'}] the worker is in the sandbox's cgroup on every hierarchy",
+        bad = {k: mine.get(k) for k in checked if mine.get(k) != leaf}
+        tap.ok(not bad, f"[{layout or 'auto'}] the worker is in the supervisor's ckpt leaf on every hierarchy",
                f"worker {mine}\ninit {init}")
         for k in ("memory", "pids"):
             ctl = [c for c in checked if k in c.split(",")]
             if ctl:
-                tap.ok(mine[ctl[0]].startswith(base), f"[{layout or 'auto'}] its {k} is charged to the sandbox",
+                tap.ok(mine[ctl[0]] == leaf, f"[{layout or 'auto'}] its {k} is charged to the supervisor's account",
                        repr(mine))
         r = env.run("abort", sid, "--json", timeout=SLOW)
         rec = json.loads(r.stdout or b"{}")
