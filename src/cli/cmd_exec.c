@@ -835,10 +835,9 @@ int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
         return exec_fail("--attach needs a terminal on stdin (stdin is not a terminal)");
     if (!sg_valid_name(id))
         return exec_fail("invalid sandbox id");
-    /* Sent at version 0 until the supervisor's attach handler decodes with
-     * sg_ctl_decode_attach: today's handler (supervisor/sv_tty.c) refuses
-     * "v", and a refused first try would swallow the keys typed meanwhile. */
-    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = 0,
+    /* A supervisor of protocol 0 refuses "v": the attach goes again
+     * without it, with the keys typed meanwhile (tty_relay keeps them). */
+    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = SG_CTL_VERSION,
                       .u.attach = {.exec = exec_num > 0 ? exec_num : 0, .winsz = sg_cli_tty_size(),
                                    .detachable = dk.n > 0}};
     int code = attach_once(&id, &req, &dk);
