@@ -180,6 +180,57 @@ def _ctl_stdin():
         os.close(w)
 
 
+def ctl_call(obj, fds=()):
+    """One request on its own connection: (type, decoded payload)."""
+    s = ctl_connect(sid)
+    try:
+        ctl_req(s, obj, fds)
+        t, body = ctl_until_end(s)
+        return t, json.loads(body) if t in (4, 5) else body
+    finally:
+        s.close()
+
+
+@tap.case("a request the supervisor cannot read is refused by name, before it acts")
+def _ctl_strict():
+    t, ans = ctl_call({"op": "ping"})
+    tap.ok(t == 4 and ans.get("pong") is True and isinstance(ans.get("v"), int) and ans["v"] >= 1,
+           "ping answers with the supervisor's protocol version", repr(ans))
+    t, info = ctl_call({"op": "info"})
+    tap.ok(t == 4 and info.get("v") == ans.get("v"), "info carries the same version", repr(info.get("v")))
+    future = ans.get("v", 1) + 98
+    for req in ({"op": "abort", "v": future, "reason": "from the future"}, {"op": "destroy", "v": future}):
+        t, err = ctl_call(req)
+        msg = err.get("error", "") if isinstance(err, dict) else ""
+        tap.ok(t == 5 and f"protocol {future}" in msg and "use the sandglass that created the sandbox" in msg,
+               f"{req['op']} of a future version is refused, saying what to do", repr(err))
+    r, w = os.pipe()
+    try:
+        t, err = ctl_call({"op": "exec", "v": future, "argv": ["true"]}, fds=[r])
+        tap.ok(t == 5 and "use the sandglass" in err.get("error", ""), "exec of a future version too",
+               repr(err))
+    finally:
+        os.close(r)
+    os.close(w)
+    i = ctl_call({"op": "info"})[1]
+    tap.eq(i.get("state"), "running", "none of them aborted or destroyed the sandbox")
+    for req, field in (({"op": "expire", "after_s": "soon"}, "after_s"),
+                       ({"op": "checkpoint", "label": 5}, "label"),
+                       ({"op": "rollback", "dry_run": "yes"}, "dry_run"),
+                       ({"op": "abort", "reason": ["x"]}, "reason"),
+                       ({"op": "attach", "tty": {"rows": "24", "cols": 80}}, "tty"),
+                       ({"op": "claim", "meta": "spare"}, "meta"),
+                       ({"op": "info", "verbose": True}, "verbose"),
+                       ({"op": "exec", "argv": ["true"], "timeout": "1h"}, "timeout")):
+        t, err = ctl_call(req)
+        msg = err.get("error", "") if isinstance(err, dict) else ""
+        tap.ok(t == 5 and f'"{field}"' in msg, f"{req['op']}: a malformed field is named ({field})", repr(err))
+    t, err = ctl_call({"op": "frobnicate"})
+    tap.eq(err, {"error": "unknown request op 'frobnicate'"}, "an unknown op keeps its message")
+    tap.eq(ctl_call({"op": "info"})[1].get("state"), "running", "the sandbox is still running")
+    tap.eq(env.exec(sid, "true").returncode, 0, "and still works")
+
+
 ATTACK = r"""
 import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
