@@ -141,14 +141,20 @@ def ctl_until_end(s):
 @tap.case("an exec's connection takes only that exec's signals")
 def _ctl_scope():
     s = ctl_connect(sid)
+    # stdin a pipe kept open: the command waits in read (with none it would
+    # read /dev/null's EOF and end, closing the connection, before the
+    # second request is sent)
+    r, w = os.pipe()
     try:
-        ctl_req(s, {"op": "exec", "argv": ["/bin/sh", "-c", "read x; echo got-$x"]})
+        ctl_req(s, {"op": "exec", "argv": ["/bin/sh", "-c", "read x; echo got-$x"]}, fds=[r])
+        os.close(r)
         ctl_req(s, {"op": "destroy"})
         t, body = ctl_until_end(s)
         tap.eq(t, 5, "a second request on an exec's connection is an error")
         tap.ok(b"signals only" in body, "the error says why", body.decode(errors="replace"))
     finally:
         s.close()
+        os.close(w)
     tap.ok(any(sb["id"] == sid for sb in env.ls()), "the sandbox was not destroyed")
     tap.eq(env.exec(sid, "true").returncode, 0, "the sandbox still works")
 
