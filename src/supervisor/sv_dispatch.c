@@ -1,9 +1,4 @@
-/* sv_dispatch: the requests: one handler per op. */
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-
+/* sv_dispatch: the requests, decoded (wire/ctl.h), to the handler of their op. */
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_dispatch.h"
