@@ -835,10 +835,9 @@ int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
         return exec_fail("--attach needs a terminal on stdin (stdin is not a terminal)");
     if (!sg_valid_name(id))
         return exec_fail("invalid sandbox id");
-    /* Sent at version 0 until the supervisor's attach handler decodes with
-     * sg_ctl_decode_attach: today's handler (supervisor/sv_tty.c) refuses
-     * "v", and a refused first try would swallow the keys typed meanwhile. */
-    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = 0,
+    /* Sent at the supervisor's version (attach_once asks it first); a
+     * refusal of "v" still makes it go again without. */
+    sg_ctl_req req = {.op = SG_OP_ATTACH, .v = SG_CTL_VERSION,
                       .u.attach = {.exec = exec_num > 0 ? exec_num : 0, .winsz = sg_cli_tty_size(),
                                    .detachable = dk.n > 0}};
     int code = attach_once(&id, &req, &dk);
@@ -847,6 +846,21 @@ int sg_cmd_exec_attach(const char *id, long exec_num, const char *detach_keys)
     req.v = 0; /* a supervisor of protocol 0 */
     code = attach_once(&id, &req, &dk);
     return code == EXEC_RESEND_V0 ? EXEC_EXIT_INTERNAL : code;
+}
+
+/* The control protocol the supervisor of sandbox id speaks (its ping's
+ * "v": 0 from one of the build before versions), at most ours. A
+ * supervisor of protocol 0 refuses an attach with "v", and keys typed
+ * before its refusal is read may reset the connection first (they stay
+ * unread in a socket it closes): the attach is sent at its version. */
+static int attach_version(const char *id)
+{
+    sg_err err = {0};
+    sg_autojson json_t *pong = sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_PING}, &err);
+    sg_ctl_ping_reply pr;
+    if (!pong || sg_ctl_decode_ping_reply(pong, &pr, &err) < 0)
+        return SG_CTL_VERSION; /* the attach says what is wrong */
+    return pr.v < SG_CTL_VERSION ? pr.v : SG_CTL_VERSION;
 }
 
 /* One attach: connect, send, relay. */
@@ -860,7 +874,10 @@ static int attach_once(const char **idp, const sg_ctl_req *req, sg_detach_keys *
     if (rc != EXEC_GO)
         return rc;
     *idp = id;
-    sg_autofree char *body = sg_ctl_req_dump(req);
+    sg_ctl_req at = *req;
+    if (at.v > 0)
+        at.v = attach_version(id);
+    sg_autofree char *body = sg_ctl_req_dump(&at);
     int r = body ? sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), NULL, 0) : -ENOMEM;
     if (r < 0) {
         close(fd);

@@ -134,12 +134,16 @@ static int peek_kill(killswitch *k, int fd)
     /* an exec's request (the hot path) names neither */
     if (!memmem(k->peek, (size_t)n, "\"abort\"", 7) && !memmem(k->peek, (size_t)n, "\"destroy\"", 9))
         return 0;
+    /* decoded as the loop will: only a request it carries out kills first
+     * (not one of a newer version, or with a bad field) */
     sg_err err = {0};
     const char *op = NULL;
     json_t *req = sg_ctl_parse_req(k->peek + 1, (size_t)n - 1, &op, &err);
-    int r = req && (strcmp(op, "abort") == 0 || strcmp(op, "destroy") == 0);
+    sg_ctl_req r = {0};
+    int kill = req && sg_ctl_req_decode(req, &r, &err) == 0 && (r.op == SG_OP_ABORT || r.op == SG_OP_DESTROY);
+    sg_ctl_req_free(&r); /* nothing after a failed decode */
     json_decref(req);
-    return r;
+    return kill;
 }
 
 /* A connection whose first message is here (or will not come): killed

@@ -230,16 +230,15 @@ static int rollback_target(sup *s, const char **to, char latest[SG_CHECKPOINT_ID
     return 0;
 }
 
-void ckpt_rollback(sup *s, client *c, json_t *req)
+void ckpt_rollback(sup *s, client *c, const sg_ctl_rollback_req *req)
 {
     sg_err err = {0};
     if (!s->ckpt) {
         client_error(c, "this sandbox has no checkpoint store");
         return;
     }
-    const char *to = json_string_value(json_object_get(req, "to"));
-    bool dry = json_is_true(json_object_get(req, "dry_run"));
-    bool force = json_is_true(json_object_get(req, "force"));
+    const char *to = req->to;
+    bool dry = req->dry_run, force = req->force;
     char latest[SG_CHECKPOINT_ID_LEN + 1];
     if (rollback_target(s, &to, latest, &err) < 0) {
         client_error(c, err.msg);
@@ -345,9 +344,9 @@ int ckpt_open(sup *s, sg_err *err)
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
-void op_checkpoint(sup *s, client *c, json_t *req, int fd_in)
+void op_checkpoint(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    const char *label = json_string_value(json_object_get(req, "label"));
+    const char *label = req->u.checkpoint.label;
     char l[200];
     snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
     json_t *info = NULL;
@@ -357,7 +356,7 @@ void op_checkpoint(sup *s, client *c, json_t *req, int fd_in)
         client_result(c, info);
 }
 
-void op_checkpoints(sup *s, client *c, json_t *req, int fd_in)
+void op_checkpoints(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
     sg_err err = {0};
     sg_checkpoint_info *v = NULL;
@@ -380,7 +379,7 @@ void op_checkpoints(sup *s, client *c, json_t *req, int fd_in)
     client_result(c, json_pack("{s:o}", "checkpoints", arr));
 }
 
-void op_rollback(sup *s, client *c, json_t *req, int fd_in)
+void op_rollback(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    ckpt_rollback(s, c, req);
+    ckpt_rollback(s, c, &req->u.rollback);
 }

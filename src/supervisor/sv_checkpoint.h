@@ -17,12 +17,13 @@ void ckpt_exec(sup *s, const char *label);
 /* The same at a shell's prompt; quiet_unchanged: an unchanged workspace
  * records nothing (no label, no event). */
 void ckpt_prompt(sup *s, const char *label, bool quiet_unchanged);
-void ckpt_rollback(sup *s, client *c, json_t *req);
+void ckpt_rollback(sup *s, client *c, const sg_ctl_rollback_req *req);
 int ckpt_open(sup *s, sg_err *err);
 
-/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
-void op_checkpoint(sup *s, client *c, json_t *req, int fd_in);
-void op_checkpoints(sup *s, client *c, json_t *req, int fd_in);
-void op_rollback(sup *s, client *c, json_t *req, int fd_in);
+/* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
+ * may take over its op's fields, zeroing them; the table frees the rest). */
+void op_checkpoint(sup *s, client *c, sg_ctl_req *req, int fd_in);
+void op_checkpoints(sup *s, client *c, sg_ctl_req *req, int fd_in);
+void op_rollback(sup *s, client *c, sg_ctl_req *req, int fd_in);
 
 #endif

@@ -1,9 +1,4 @@
-/* sv_dispatch: the requests: one handler per op. */
-#include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-
+/* sv_dispatch: the requests, decoded (wire/ctl.h), to the handler of their op. */
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_dispatch.h"
@@ -11,7 +6,7 @@
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 
-static void op_info(sup *s, client *c, json_t *req, int fd_in)
+static void op_info(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
     json_t *j = sg_sandbox_meta_json(&s->meta);
     json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
@@ -20,26 +15,27 @@ static void op_info(sup *s, client *c, json_t *req, int fd_in)
     if (s->aborted)
         json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
     json_object_set_new(j, "caps_now", caps_now(s));
+    json_object_set_new(j, "v", json_integer(SG_CTL_VERSION));
     client_result(c, j);
 }
 
-static void op_destroy(sup *s, client *c, json_t *req, int fd_in)
+static void op_destroy(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
     sup_destroy(s, c);
 }
 
-/* Answered once the loop serves: after the first checkpoint. */
-static void op_ping(sup *s, client *c, json_t *req, int fd_in)
+/* Answered once the loop serves: after the first checkpoint. The version
+ * tells a newer client what this supervisor speaks. */
+static void op_ping(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    client_result(c, json_pack("{s:b}", "pong", 1));
+    client_result(c, sg_ctl_encode_ping_reply(&(sg_ctl_ping_reply){.pong = true, .v = SG_CTL_VERSION}));
 }
 
 /* Destroy in after_s seconds (a negative value cancels): an agent session
  * that ended keeps its sandbox for rollback this long. */
-static void op_expire(sup *s, client *c, json_t *req, int fd_in)
+static void op_expire(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    json_t *v = json_object_get(req, "after_s");
-    double after = json_is_number(v) ? json_number_value(v) : -1;
+    double after = req->u.expire.after_s; /* absent: -1 */
     if (!s->expire_init) {
         uv_timer_init(&s->loop, &s->expire_timer);
         s->expire_timer.data = s;
@@ -51,25 +47,24 @@ static void op_expire(sup *s, client *c, json_t *req, int fd_in)
     client_result(c, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
 }
 
-/* The requests, by "op". Only "exec" takes the fd that came with the
- * request (its stdin); every other handler finds it closed (-1). */
+/* The requests, by op (sg_ctl_req_decode's). Only "exec" takes the fd that
+ * came with the request (its stdin); every other handler finds it closed (-1). */
 static const struct {
-    const char *op;
-    void (*run)(sup *s, client *c, json_t *req, int fd_in);
+    void (*run)(sup *s, client *c, sg_ctl_req *req, int fd_in);
     bool takes_fd;
-} ops[] = {
-    {"exec", op_exec, true},
-    {"attach", op_attach, false},
-    {"info", op_info, false},
-    {"destroy", op_destroy, false},
-    {"checkpoint", op_checkpoint, false},
-    {"checkpoints", op_checkpoints, false},
-    {"rollback", op_rollback, false},
-    {"abort", op_abort, false},
-    {"claim", op_claim, false},
-    {"ping", op_ping, false},
-    {"expire", op_expire, false},
-    {"resume", op_resume, false},
+} ops[SG_OP_COUNT] = {
+    [SG_OP_EXEC] = {op_exec, true},
+    [SG_OP_ATTACH] = {op_attach, false},
+    [SG_OP_INFO] = {op_info, false},
+    [SG_OP_DESTROY] = {op_destroy, false},
+    [SG_OP_CHECKPOINT] = {op_checkpoint, false},
+    [SG_OP_CHECKPOINTS] = {op_checkpoints, false},
+    [SG_OP_ROLLBACK] = {op_rollback, false},
+    [SG_OP_ABORT] = {op_abort, false},
+    [SG_OP_CLAIM] = {op_claim, false},
+    [SG_OP_PING] = {op_ping, false},
+    [SG_OP_EXPIRE] = {op_expire, false},
+    [SG_OP_RESUME] = {op_resume, false},
 };
 
 void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
@@ -78,8 +73,7 @@ void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
     const char *op = NULL;
     sg_autojson json_t *req = sg_ctl_parse_req(buf, len, &op, &err);
     if (!req) {
-        if (fd_in >= 0)
-            close(fd_in);
+        sg_close_reset(&fd_in);
         client_error(c, err.msg);
         return;
     }
@@ -87,24 +81,22 @@ void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
      * own channel: after the request it carries signals only, so whatever
      * got hold of it could not destroy, abort or checkpoint with it. */
     if (c->requested) {
-        if (fd_in >= 0)
-            close(fd_in);
+        sg_close_reset(&fd_in);
         client_error(c, c->ex ? "an exec's connection takes signals only, not another request"
                               : "one request per connection");
         return;
     }
     c->requested = true;
-    for (size_t i = 0; i < SG_ARRAY_LEN(ops); i++) {
-        if (strcmp(op, ops[i].op) != 0)
-            continue;
-        if (!ops[i].takes_fd && fd_in >= 0)
-            sg_close_reset(&fd_in);
-        ops[i].run(s, c, req, fd_in);
+    /* Strict: an unknown op or field, a field of the wrong type, a newer
+     * version are refused here, by name, before any handler runs. */
+    sg_ctl_req r;
+    if (sg_ctl_req_decode(req, &r, &err) < 0) {
+        sg_close_reset(&fd_in);
+        client_error(c, err.msg);
         return;
     }
-    if (fd_in >= 0)
-        close(fd_in);
-    char m[200];
-    snprintf(m, sizeof m, "unknown request op '%.100s'", op);
-    client_error(c, m);
+    if (!ops[r.op].takes_fd)
+        sg_close_reset(&fd_in);
+    ops[r.op].run(s, c, &r, fd_in);
+    sg_ctl_req_free(&r);
 }

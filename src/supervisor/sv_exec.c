@@ -557,15 +557,11 @@ static void close_fds(const int *fds, int n)
             close(fds[i]);
 }
 
-void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
+void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
 {
     sg_err err = {0};
-    sg_exec_req req;
-    if (sg_exec_req_parse(req_json, &req, &err) < 0) {
-        close(stdin_fd);
-        client_error(c, err.msg);
-        return;
-    }
+    sg_exec_req req = *in;
+    memset(in, 0, sizeof *in);
     if (!exec_admit(s, c, &req)) {
         close(stdin_fd);
         sg_exec_req_free(&req);
@@ -632,7 +628,7 @@ void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd)
 
 /* "exec": the caller's stdin crosses into the sandbox only as a pipe or
  * /dev/null (docs/SECURITY.md); none given is /dev/null. */
-void op_exec(sup *s, client *c, json_t *req, int fd_in)
+void op_exec(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
     if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
         close(fd_in);
@@ -642,5 +638,5 @@ void op_exec(sup *s, client *c, json_t *req, int fd_in)
     }
     if (fd_in < 0)
         fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    exec_start(s, c, req, fd_in);
+    exec_start(s, c, &req->u.exec, fd_in);
 }

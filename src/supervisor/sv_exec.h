@@ -33,11 +33,12 @@ void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n);
  * cut); answered with RESULT {"detached", "exec"} when c is still there. */
 void sv_tty_detach(client *c, bool answer);
 /* "attach": c becomes the caller of a detached tty exec. */
-void sv_tty_attach(sup *s, client *c, json_t *req);
+void sv_tty_attach(sup *s, client *c, const sg_ctl_attach_req *req);
 exec_ctx *exec_find(sup *s, uint32_t id);
 void exec_finish(exec_ctx *ex);
 void exec_fail(exec_ctx *ex, const char *msg);
-void exec_start(sup *s, client *c, json_t *req_json, int stdin_fd);
+/* Takes over *in's fields (zeroing it) and stdin_fd, whatever happens. */
+void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd);
 
 void handoff_release(exec_ctx *ex);
 void exec_handoff_done(exec_ctx *ex);
@@ -56,10 +57,12 @@ void execnotify_stop(sup *s);
 /* Unmaps init's in-flight page (execnotify_stop does too). */
 void execnotify_unmap(sup *s);
 
-/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
-void op_exec(sup *s, client *c, json_t *req, int fd_in);
+/* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
+ * may take over its op's fields, zeroing them; the table frees the rest). */
+void op_exec(sup *s, client *c, sg_ctl_req *req, int fd_in);
 
-/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
-void op_attach(sup *s, client *c, json_t *req, int fd_in);
+/* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
+ * may take over its op's fields, zeroing them; the table frees the rest). */
+void op_attach(sup *s, client *c, sg_ctl_req *req, int fd_in);
 
 #endif

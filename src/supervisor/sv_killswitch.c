@@ -235,16 +235,16 @@ void on_cap_timer(uv_timer_t *t)
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
-void op_abort(sup *s, client *c, json_t *req, int fd_in)
+void op_abort(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    const char *reason = json_string_value(json_object_get(req, "reason"));
+    const char *reason = req->u.abort.reason;
     char r[256];
     snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
     client_result(c, sup_abort(s, "operator", r));
 }
 
 /* Clears an operator's or a signal's abort, never a cap's. */
-void op_resume(sup *s, client *c, json_t *req, int fd_in)
+void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
     if (!s->aborted) {
         client_error(c, "the session is not aborted");

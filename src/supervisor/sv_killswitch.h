@@ -19,8 +19,9 @@ void caps_arm(sup *s);
 /* The kill switch on the control socket (else the loop accepts, as a fallback). */
 void killswitch_start(sup *s);
 
-/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
-void op_abort(sup *s, client *c, json_t *req, int fd_in);
-void op_resume(sup *s, client *c, json_t *req, int fd_in);
+/* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
+ * may take over its op's fields, zeroing them; the table frees the rest). */
+void op_abort(sup *s, client *c, sg_ctl_req *req, int fd_in);
+void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in);
 
 #endif

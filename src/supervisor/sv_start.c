@@ -416,7 +416,7 @@ int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err)
 /* A spare of the pool (cli/pool.c) becomes a learner's sandbox: it takes
  * the creator's learner, task, limits, caps and capture, and its session
  * clocks start now. Only a spare that never ran anything can be claimed. */
-static void sup_claim(sup *s, client *c, json_t *req)
+static void sup_claim(sup *s, client *c, const sg_ctl_claim_req *req)
 {
     sg_err err = {0};
     if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
@@ -424,7 +424,7 @@ static void sup_claim(sup *s, client *c, json_t *req)
         return;
     }
     sg_sandbox_meta want;
-    if (sg_sandbox_meta_from_json(json_object_get(req, "meta"), s->meta.id, &want, &err) < 0) {
+    if (sg_sandbox_meta_from_json(req->meta, s->meta.id, &want, &err) < 0) {
         sg_err_prefix(&err, "claim: bad sandbox record");
         client_error(c, err.msg);
         return;
@@ -487,7 +487,7 @@ static void sup_claim(sup *s, client *c, json_t *req)
         ckpt_take_ex(s, "create", true, NULL);
 }
 
-void op_claim(sup *s, client *c, json_t *req, int fd_in)
+void op_claim(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    sup_claim(s, c, req);
+    sup_claim(s, c, &req->u.claim);
 }

@@ -218,7 +218,8 @@ uint32_t exec_num_new(sup *s);
  * a dying predecessor to let it go). */
 int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err);
 
-/* Its ops' handlers (sv_dispatch.c's table): the request as json_t. */
-void op_claim(sup *s, client *c, json_t *req, int fd_in);
+/* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
+ * may take over its op's fields, zeroing them; the table frees the rest). */
+void op_claim(sup *s, client *c, sg_ctl_req *req, int fd_in);
 
 #endif

@@ -390,7 +390,7 @@ void sv_tty_detach(client *c, bool answer)
 
 /* The exec an attach names, or the one detached shell; NULL with a
  * one-line reason. */
-static exec_ctx *attach_target(sup *s, json_t *want, char *why, size_t whylen)
+static exec_ctx *attach_target(sup *s, long long want, char *why, size_t whylen)
 {
     exec_ctx *found = NULL, *attached = NULL;
     size_t ndetached = 0;
@@ -399,7 +399,7 @@ static exec_ctx *attach_target(sup *s, json_t *want, char *why, size_t whylen)
         exec_ctx *ex = s->execs[i];
         if (!ex->tty || !ex->detachable || ex->finished)
             continue;
-        if (want && (json_int_t)ex->num != json_integer_value(want))
+        if (want && (long long)ex->num != want)
             continue;
         if (ex->cl) {
             attached = ex;
@@ -419,8 +419,7 @@ static exec_ctx *attach_target(sup *s, json_t *want, char *why, size_t whylen)
         snprintf(why, whylen, "the shell of exec %u already has a terminal attached: detach that one first "
                  "(its detach keys) or close it", attached->num);
     else if (want)
-        snprintf(why, whylen, "exec %lld is not a running shell that can be attached",
-                 (long long)json_integer_value(want));
+        snprintf(why, whylen, "exec %lld is not a running shell that can be attached", want);
     else
         snprintf(why, whylen, "no detached shell runs in this sandbox (start one with: sandglass shell ID)");
     return NULL;
@@ -475,35 +474,16 @@ static void attach_replay(client *c, struct sv_shell *sh)
     replay_flush(o);
 }
 
-void sv_tty_attach(sup *s, client *c, json_t *req)
+/* req was decoded (sg_ctl_decode_attach): exec 0 is "the only one". */
+void sv_tty_attach(sup *s, client *c, const sg_ctl_attach_req *req)
 {
-    const char *key;
-    json_t *val;
-    json_object_foreach(req, key, val) {
-        if (strcmp(key, "op") && strcmp(key, "exec") && strcmp(key, "tty") && strcmp(key, "detachable")) {
-            char m[160];
-            snprintf(m, sizeof m, "unknown field \"%.64s\" in attach request", key);
-            client_error(c, m);
-            return;
-        }
-    }
-    json_t *want = json_object_get(req, "exec"), *tty = json_object_get(req, "tty");
-    json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
-    json_t *dt = json_object_get(req, "detachable");
-    if ((want && (!json_is_integer(want) || json_integer_value(want) <= 0)) || !json_is_integer(rows) ||
-        !json_is_integer(cols) || json_integer_value(rows) < 0 || json_integer_value(rows) > 65535 ||
-        json_integer_value(cols) < 0 || json_integer_value(cols) > 65535 || (dt && !json_is_boolean(dt))) {
-        client_error(c, "attach takes {\"exec\": N (optional, > 0), \"tty\": {\"rows\", \"cols\": 0-65535}, "
-                        "\"detachable\": true or false}");
-        return;
-    }
     char why[400];
     if (s->aborted) {
         snprintf(why, sizeof why, "session aborted: %s", s->abort_reason);
         client_error(c, why);
         return;
     }
-    exec_ctx *ex = attach_target(s, want, why, sizeof why);
+    exec_ctx *ex = attach_target(s, req->exec, why, sizeof why);
     if (!ex) {
         client_error(c, why);
         return;
@@ -511,20 +491,20 @@ void sv_tty_attach(sup *s, client *c, json_t *req)
     ex->cl = c;
     c->ex = ex;
     ex->code_only = true; /* the attacher gets the exit code: stats were read for the first caller's wish */
-    ex->detachable = !dt || json_is_true(dt);
+    ex->detachable = req->detachable;
     sg_log(SG_LOG_INFO, "exec %u: a terminal attached", ex->num);
     capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
     attach_replay(c, ex->shell);
-    sg_ctl_winsz ws = {(uint16_t)json_integer_value(rows), (uint16_t)json_integer_value(cols)};
+    sg_ctl_winsz ws = req->winsz;
     sg_sup_tty_resize(ex->tty, ws);
     sg_cast_resize(&ex->shell->cast, sg_now_mono_ns(), ws.cols, ws.rows);
 }
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
-void op_attach(sup *s, client *c, json_t *req, int fd_in)
+void op_attach(sup *s, client *c, sg_ctl_req *req, int fd_in)
 {
-    sv_tty_attach(s, c, req);
+    sv_tty_attach(s, c, &req->u.attach);
 }
 
 void sv_tty_catch_up(void *sup_)

@@ -141,14 +141,13 @@ def ctl_until_end(s):
 @tap.case("an exec's connection takes only that exec's signals")
 def _ctl_scope():
     s = ctl_connect(sid)
-    # The exec reads a pipe this test holds open: it is still running when
-    # the second request comes (with no stdin it would end at once, and the
-    # supervisor could close the connection before the second send).
+    # stdin a pipe kept open: the command waits in read (with none it would
+    # read /dev/null's EOF and end, closing the connection, before the
+    # second request is sent)
     r, w = os.pipe()
     try:
         ctl_req(s, {"op": "exec", "argv": ["/bin/sh", "-c", "read x; echo got-$x"]}, fds=[r])
         os.close(r)
-        r = -1
         ctl_req(s, {"op": "destroy"})
         t, body = ctl_until_end(s)
         tap.eq(t, 5, "a second request on an exec's connection is an error")
@@ -156,8 +155,6 @@ def _ctl_scope():
     finally:
         s.close()
         os.close(w)
-        if r >= 0:
-            os.close(r)
     tap.ok(any(sb["id"] == sid for sb in env.ls()), "the sandbox was not destroyed")
     tap.eq(env.exec(sid, "true").returncode, 0, "the sandbox still works")
 
@@ -187,6 +184,57 @@ def _ctl_stdin():
         s.close()
         os.close(r)
         os.close(w)
+
+
+def ctl_call(obj, fds=()):
+    """One request on its own connection: (type, decoded payload)."""
+    s = ctl_connect(sid)
+    try:
+        ctl_req(s, obj, fds)
+        t, body = ctl_until_end(s)
+        return t, json.loads(body) if t in (4, 5) else body
+    finally:
+        s.close()
+
+
+@tap.case("a request the supervisor cannot read is refused by name, before it acts")
+def _ctl_strict():
+    t, ans = ctl_call({"op": "ping"})
+    tap.ok(t == 4 and ans.get("pong") is True and isinstance(ans.get("v"), int) and ans["v"] >= 1,
+           "ping answers with the supervisor's protocol version", repr(ans))
+    t, info = ctl_call({"op": "info"})
+    tap.ok(t == 4 and info.get("v") == ans.get("v"), "info carries the same version", repr(info.get("v")))
+    future = ans.get("v", 1) + 98
+    for req in ({"op": "abort", "v": future, "reason": "from the future"}, {"op": "destroy", "v": future}):
+        t, err = ctl_call(req)
+        msg = err.get("error", "") if isinstance(err, dict) else ""
+        tap.ok(t == 5 and f"protocol {future}" in msg and "use the sandglass that created the sandbox" in msg,
+               f"{req['op']} of a future version is refused, saying what to do", repr(err))
+    r, w = os.pipe()
+    try:
+        t, err = ctl_call({"op": "exec", "v": future, "argv": ["true"]}, fds=[r])
+        tap.ok(t == 5 and "use the sandglass" in err.get("error", ""), "exec of a future version too",
+               repr(err))
+    finally:
+        os.close(r)
+    os.close(w)
+    i = ctl_call({"op": "info"})[1]
+    tap.eq(i.get("state"), "running", "none of them aborted or destroyed the sandbox")
+    for req, field in (({"op": "expire", "after_s": "soon"}, "after_s"),
+                       ({"op": "checkpoint", "label": 5}, "label"),
+                       ({"op": "rollback", "dry_run": "yes"}, "dry_run"),
+                       ({"op": "abort", "reason": ["x"]}, "reason"),
+                       ({"op": "attach", "tty": {"rows": "24", "cols": 80}}, "tty"),
+                       ({"op": "claim", "meta": "spare"}, "meta"),
+                       ({"op": "info", "verbose": True}, "verbose"),
+                       ({"op": "exec", "argv": ["true"], "timeout": "1h"}, "timeout")):
+        t, err = ctl_call(req)
+        msg = err.get("error", "") if isinstance(err, dict) else ""
+        tap.ok(t == 5 and f'"{field}"' in msg, f"{req['op']}: a malformed field is named ({field})", repr(err))
+    t, err = ctl_call({"op": "frobnicate"})
+    tap.eq(err, {"error": "unknown request op 'frobnicate'"}, "an unknown op keeps its message")
+    tap.eq(ctl_call({"op": "info"})[1].get("state"), "running", "the sandbox is still running")
+    tap.eq(env.exec(sid, "true").returncode, 0, "and still works")
 
 
 ATTACK = r"""

@@ -87,6 +87,48 @@ def tty_exec(env: Env, sid: str) -> bytes:
     return out
 
 
+def on_pty(env: Env, args: list[str], steps: list[tuple[bytes, bytes]]) -> tuple[int | None, bytes]:
+    """Runs the CLI on a terminal; each step: when `wait` has shown, type
+    `keys`. Returns (exit status, None if still running after 60 s; output)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([SANDGLASS, *args], stdin=slave, stdout=slave, stderr=slave, env=env.env,
+                         start_new_session=True)
+    os.close(slave)
+    out, i, seen = b"", 0, 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        if i < len(steps) and steps[i][0] in out[seen:]:
+            seen = out.index(steps[i][0], seen) + len(steps[i][0])
+            os.write(master, steps[i][1])
+            i += 1
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                out += os.read(master, 4096)
+            except OSError:
+                break
+    try:
+        code = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        code = None
+    os.close(master)
+    return code, out
+
+
+def attach_checks(env: Env, sid: str) -> None:
+    """shell, detach, shell --attach (its replay shows first): the attach
+    speaks the supervisor's version (protocol 0: no "v")."""
+    code, out = on_pty(env, ["shell", sid, "--", "sh"],
+                       [(b"$ ", b"X=kept; echo up-$X\r"), (b"up-kept", b"\x10\x11")])
+    tap.ok(code == 0, "shell: the detach keys leave it running", repr((code, out[-300:])))
+    code, out = on_pty(env, ["shell", sid, "--attach"],
+                       [(b"up-kept", b"echo $X-again\r"), (b"kept-again", b"exit 5\r")])
+    tap.ok(code == 5 and b"kept-again" in out, "shell --attach: the same shell, through the fallback",
+           repr((code, out[-300:])))
+
+
 def main() -> None:
     sup, why = previous_supervisor()
     if not sup:
@@ -111,6 +153,7 @@ def main() -> None:
         tap.eq((p.returncode, p.stdout), (0, b"from a file\n"), "exec: a relayed stdin (a file) goes again whole")
         out = tty_exec(env, sid)
         tap.ok(b"got-typed" in out, "exec -t -i: a terminal through the fallback", repr(out[-300:]))
+        attach_checks(env, sid)
         p = env.run("exec", "--json", sid, "--", "true")
         tap.ok(p.returncode == 0 and b'"exit_code":0' in p.stdout, "exec --json: the result", repr(p.stdout))
         p = env.run("checkpoint", sid, "--label", "up")
