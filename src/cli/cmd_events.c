@@ -99,7 +99,7 @@ typedef struct events_opts {
     char learner_id[SG_NAME_MAX + 8], task_id[SG_NAME_MAX + 8]; /* its stream's */
     char kinds_buf[512];
     sg_tl_printer tl;
-    sg_evpage page; /* --json: the page's rows as text (cli/evrows.h) */
+    sg_evpage page; /* the page's rows as text (cli/evrows.h) */
 } events_opts;
 
 #define EVENTS_GO (-1) /* from a step: carry on (else: the exit code) */
@@ -334,30 +334,41 @@ static const char *events_row_str(const sg_evpage *pg, bool has, size_t off, siz
     return buf;
 }
 
-/* --json of a page scanned as text: each wanted row written as it is
- * (the bytes json_dumps(JSON_COMPACT) of its tree would be); moves cursor
- * past them. */
+/* A page scanned as text: for --json each wanted row written as it is
+ * (the bytes json_dumps(JSON_COMPACT) of its tree would be), for the
+ * timeline each row it may show parsed alone; moves cursor past them. */
 static void events_print_rows(events_opts *o, const sg_evpage *pg, bool by_id, long long *cursor)
 {
     bool filter = o->kinds || o->since || o->until;
     for (size_t i = 0; i < pg->n; i++) {
         const sg_evrow *r = &pg->rows[i];
         char kb[96], tb[64];
-        if (!filter || events_wanted(o, events_row_str(pg, r->has_kind, r->kind_off, r->kind_len, kb, sizeof kb),
-                                     events_row_str(pg, r->has_ts, r->ts_off, r->ts_len, tb, sizeof tb)))
-            fwrite(pg->out.data + r->off, 1, r->len + 1, stdout);
+        const char *kind = events_row_str(pg, r->has_kind, r->kind_off, r->kind_len, kb, sizeof kb);
         *cursor = by_id ? (r->has_id ? r->id : 0) : (r->has_seq ? r->seq : 0);
+        if (filter && !events_wanted(o, kind, events_row_str(pg, r->has_ts, r->ts_off, r->ts_len, tb, sizeof tb)))
+            continue;
+        if (o->as_json) {
+            fwrite(pg->out.data + r->off, 1, r->len + 1, stdout);
+            continue;
+        }
+        /* the timeline: a row it hides whatever it holds is not parsed */
+        if (!o->tl.all && kind && (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin")))
+            continue;
+        json_error_t je;
+        sg_autojson json_t *ev = json_loadb(pg->out.data + r->off, r->len, JSON_REJECT_DUPLICATES, &je);
+        if (ev) /* it parses: the scan took it whole */
+            sg_tl_print(&o->tl, ev);
     }
     fflush(stdout);
 }
 
-/* One page's answer printed (as text for --json when its form allows,
- * else parsed): *rows and *more as the page says; EVENTS_GO, or the exit
+/* One page's answer printed (scanned as text when its form allows, else
+ * parsed whole): *rows and *more as the page says; EVENTS_GO, or the exit
  * code of an error. */
 static int events_answer(events_opts *o, const char *body, size_t len, int status, bool by_id, long long *cursor,
                          size_t *rows, bool *more)
 {
-    if (status == 200 && o->as_json && sg_evpage_scan(&o->page, body, len) == 0) {
+    if (status == 200 && sg_evpage_scan(&o->page, body, len) == 0) {
         events_print_rows(o, &o->page, by_id, cursor);
         *rows = o->page.n;
         *more = o->page.more_given ? o->page.more && o->page.n > 0 : o->page.n >= PAGE;
