@@ -623,15 +623,21 @@ static bool events_exist(const events_opts *o, const sg_cli_target *t, const cha
 /* --learner, --task, --sandbox against the streams the ingest holds (its
  * /v1/sandboxes, within the token's scope): an unknown one is an error
  * (with --follow it is taken as it is, a stream to come), and a sandbox
- * may be given by a unique prefix of 4 characters or more. */
+ * may be given by a unique prefix of 4 characters or more. A sandbox is
+ * always looked up there, also when given whole: a sandbox that is one
+ * stream is then read by its stream's key (events_whole_stream); by the
+ * sandbox alone the store sorts all the sandbox's rows again for each
+ * page (and for the check that it has any). */
 static int events_resolve(events_opts *o, const sg_cli_target *t, const char *token)
 {
     if (!o->learner && !o->task && !o->sandbox)
         return EVENTS_GO;
     sg_err err;
-    if (events_exist(o, t, token))
+    if (!o->sandbox && events_exist(o, t, token))
         return EVENTS_GO; /* as given: no list of every stream to read */
     sg_autojson json_t *ans = sg_cli_http_get_json(t, "/v1/sandboxes", token, NULL, &err);
+    if (!ans && o->sandbox && events_exist(o, t, token))
+        return EVENTS_GO; /* read by the sandbox alone */
     if (!ans)
         return sg_cli_failf("events", "%s", err.msg);
     json_t *rows = json_object_get(ans, "sandboxes");
