@@ -301,7 +301,11 @@ static int ev_value(ev_scan *s, int depth, sg_evrow *row)
 static int ev_tail(sg_evpage *pg, const char *p, const char *end)
 {
     sg_autobuf sg_buf t = {0};
-    if (p >= end || *p != ',' || sg_buf_puts(&t, "{") < 0 || sg_buf_append(&t, p + 1, (size_t)(end - p - 1)) < 0)
+    const char *k = p + 1; /* a key after the comma: "{" and the rest are then the object the page's end is */
+    while (k < end && (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r'))
+        k++;
+    if (p >= end || *p != ',' || k >= end || *k != '"' || sg_buf_puts(&t, "{") < 0 ||
+        sg_buf_append(&t, k, (size_t)(end - k)) < 0)
         return -1;
     sg_err err;
     sg_autojson json_t *j = sg_json_parse(t.data, t.len, &err);
