@@ -17,7 +17,9 @@ fast as sqlite3) and writes bench/results/events.json. Asserts nothing.
     bench/bench_events.py [--events N] [--runs R] [--build DIR] [--before DIR]
 
 With --before, the same on another build's ingest and CLI, runs
-interleaved, and the ratio of the two builds' times.
+interleaved, and the ratio of the two builds' times; and first the check
+that both CLIs print the same bytes (--json, the timeline, --all) from the
+before build's ingest: it exits 1 when they differ.
 """
 from __future__ import annotations
 
@@ -122,6 +124,18 @@ class Setup:
 MODES = (("json", ["--json"]), ("timeline", []), ("timeline_all", ["--all"]))
 
 
+def same_output(before: Setup, after_build: str) -> None:
+    """Both builds' CLIs on the before build's ingest: the same bytes."""
+    env = dict(before.env, SANDGLASSD=os.path.join(after_build, "sandglassd"))
+    after_events = [os.path.join(after_build, "sandglass")] + before.events[1:]
+    for m, extra in MODES:
+        outs = [subprocess.run(argv + extra, stdout=subprocess.PIPE, env=e, check=True).stdout
+                for argv, e in ((before.events, before.env), (after_events, env))]
+        if outs[0] != outs[1]:
+            sys.exit(f"events {' '.join(extra)}: the builds' outputs differ")
+        print(f"events {' '.join(extra) or '(timeline)':10}: the same {len(outs[0])} bytes from both builds")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=10000)
@@ -136,6 +150,8 @@ def main() -> None:
     try:
         for name, b in builds.items():
             setups[name] = Setup(b, root, name, a.events, sid)
+        if "before" in setups:
+            same_output(setups["before"], a.build)
         best: dict[str, float] = {}
         for _ in range(a.runs):  # each run: every build and mode in turn
             for name, st in setups.items():

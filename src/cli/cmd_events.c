@@ -35,6 +35,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/evrows.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "cli/timeline.h"
@@ -98,6 +99,7 @@ typedef struct events_opts {
     char learner_id[SG_NAME_MAX + 8], task_id[SG_NAME_MAX + 8]; /* its stream's */
     char kinds_buf[512];
     sg_tl_printer tl;
+    sg_evpage page; /* the page's rows as text (cli/evrows.h) */
 } events_opts;
 
 #define EVENTS_GO (-1) /* from a step: carry on (else: the exit code) */
@@ -278,17 +280,17 @@ static void events_page_path(const char *base, bool by_id, long long cursor, lon
     }
 }
 
-/* Whether ev passes --kind, --since and --until. */
-static bool events_wanted(const events_opts *o, json_t *ev)
+/* Whether an event of kind k with time ts passes --kind, --since and
+ * --until. */
+static bool events_wanted(const events_opts *o, const char *k, const char *ts)
 {
     if (o->kinds) {
-        const char *k = json_string_value(json_object_get(ev, "kind"));
         char needle[80];
         if (!k || snprintf(needle, sizeof needle, ",%s,", k) >= (int)sizeof needle || !strstr(o->kinds, needle))
             return false;
     }
     if (o->since || o->until) {
-        double t = sg_tl_ts_epoch(json_string_value(json_object_get(ev, "ts")));
+        double t = sg_tl_ts_epoch(ts);
         if ((o->since && t < o->since) || (o->until && t > o->until))
             return false;
     }
@@ -297,7 +299,7 @@ static bool events_wanted(const events_opts *o, json_t *ev)
 
 static void events_print_one(events_opts *o, json_t *ev)
 {
-    if (!events_wanted(o, ev))
+    if (!events_wanted(o, json_string_value(json_object_get(ev, "kind")), json_string_value(json_object_get(ev, "ts"))))
         return;
     if (o->as_json) {
         sg_autofree char *line = json_dumps(ev, JSON_COMPACT);
@@ -317,6 +319,72 @@ static void events_print_page(events_opts *o, json_t *events, bool by_id, long l
         *cursor = json_integer_value(json_object_get(ev, by_id ? "id" : "seq"));
     }
     fflush(stdout);
+}
+
+/* A row's field of the page's text (plain, no escape), NUL-terminated
+ * into buf (cut at n - 1 bytes: longer than any kind or time is read);
+ * NULL when the row has none. */
+static const char *events_row_str(const sg_evpage *pg, bool has, size_t off, size_t len, char *buf, size_t n)
+{
+    if (!has)
+        return NULL;
+    len = len < n - 1 ? len : n - 1;
+    memcpy(buf, pg->out.data + off, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* A page scanned as text: for --json each wanted row written as it is
+ * (the bytes json_dumps(JSON_COMPACT) of its tree would be), for the
+ * timeline each row it may show parsed alone; moves cursor past them. */
+static void events_print_rows(events_opts *o, const sg_evpage *pg, bool by_id, long long *cursor)
+{
+    bool filter = o->kinds || o->since || o->until;
+    for (size_t i = 0; i < pg->n; i++) {
+        const sg_evrow *r = &pg->rows[i];
+        char kb[96], tb[64];
+        const char *kind = events_row_str(pg, r->has_kind, r->kind_off, r->kind_len, kb, sizeof kb);
+        *cursor = by_id ? (r->has_id ? r->id : 0) : (r->has_seq ? r->seq : 0);
+        if (filter && !events_wanted(o, kind, events_row_str(pg, r->has_ts, r->ts_off, r->ts_len, tb, sizeof tb)))
+            continue;
+        if (o->as_json) {
+            fwrite(pg->out.data + r->off, 1, r->len + 1, stdout);
+            continue;
+        }
+        /* the timeline: a row it hides whatever it holds is not parsed */
+        if (!o->tl.all && kind && (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin")))
+            continue;
+        json_error_t je;
+        /* no duplicate check: the scan took no duplicate key (fuzz_evrows) */
+        sg_autojson json_t *ev = json_loadb(pg->out.data + r->off, r->len, 0, &je);
+        if (ev) /* it parses: the scan took it whole */
+            sg_tl_print(&o->tl, ev);
+    }
+    fflush(stdout);
+}
+
+/* One page's answer printed (scanned as text when its form allows, else
+ * parsed whole): *rows and *more as the page says; EVENTS_GO, or the exit
+ * code of an error. */
+static int events_answer(events_opts *o, const char *body, size_t len, int status, bool by_id, long long *cursor,
+                         size_t *rows, bool *more)
+{
+    if (status == 200 && sg_evpage_scan(&o->page, body, len) == 0) {
+        events_print_rows(o, &o->page, by_id, cursor);
+        *rows = o->page.n;
+        *more = o->page.more_given ? o->page.more && o->page.n > 0 : o->page.n >= PAGE;
+        return EVENTS_GO;
+    }
+    sg_err err;
+    sg_autojson json_t *ans = sg_cli_http_answer_json(body, len, status, NULL, &err);
+    if (!ans)
+        return sg_cli_failf("events", "%s", err.msg);
+    json_t *events = json_object_get(ans, "events");
+    events_print_page(o, events, by_id, cursor);
+    json_t *m = json_object_get(ans, "more");
+    *rows = json_array_size(events);
+    *more = m ? json_is_true(m) && *rows > 0 : *rows >= PAGE;
+    return EVENTS_GO;
 }
 
 /* ---------------------------------------------------------------- --follow
@@ -556,15 +624,21 @@ static bool events_exist(const events_opts *o, const sg_cli_target *t, const cha
 /* --learner, --task, --sandbox against the streams the ingest holds (its
  * /v1/sandboxes, within the token's scope): an unknown one is an error
  * (with --follow it is taken as it is, a stream to come), and a sandbox
- * may be given by a unique prefix of 4 characters or more. */
+ * may be given by a unique prefix of 4 characters or more. A sandbox is
+ * always looked up there, also when given whole: a sandbox that is one
+ * stream is then read by its stream's key (events_whole_stream); by the
+ * sandbox alone the store sorts all the sandbox's rows again for each
+ * page (and for the check that it has any). */
 static int events_resolve(events_opts *o, const sg_cli_target *t, const char *token)
 {
     if (!o->learner && !o->task && !o->sandbox)
         return EVENTS_GO;
     sg_err err;
-    if (events_exist(o, t, token))
+    if (!o->sandbox && events_exist(o, t, token))
         return EVENTS_GO; /* as given: no list of every stream to read */
     sg_autojson json_t *ans = sg_cli_http_get_json(t, "/v1/sandboxes", token, NULL, &err);
+    if (!ans && o->sandbox && events_exist(o, t, token))
+        return EVENTS_GO; /* read by the sandbox alone */
     if (!ans)
         return sg_cli_failf("events", "%s", err.msg);
     json_t *rows = json_object_get(ans, "sandboxes");
@@ -649,13 +723,16 @@ static int events_run(events_opts *o)
         sg_autofree char *tok = events_token(o, secret, &err);
         if (!tok)
             return sg_cli_failf("events", "%s", err.msg);
-        sg_autojson json_t *ans = sg_cli_http_get_json(&t, path, tok, NULL, &err);
-        if (!ans)
+        int status = 0;
+        const char *body = NULL;
+        size_t blen = 0, rows = 0;
+        bool more = false;
+        sg_autofree char *raw = sg_cli_http_get(&t, path, tok, &status, &body, &blen, &err);
+        if (!raw)
             return sg_cli_failf("events", "%s", err.msg);
-        json_t *events = json_object_get(ans, "events");
-        events_print_page(o, events, by_id, &cursor);
-        json_t *more = json_object_get(ans, "more");
-        if (more ? json_is_true(more) && json_array_size(events) > 0 : json_array_size(events) >= PAGE)
+        if ((rc = events_answer(o, body, blen, status, by_id, &cursor, &rows, &more)) != EVENTS_GO)
+            return rc;
+        if (more)
             continue;
         if (!o->follow) {
             sg_tl_flush(&o->tl, NULL);
@@ -674,10 +751,15 @@ int sg_cmd_events(int argc, char **argv)
     int rc = events_parse(argc, argv, o);
     if (rc != EVENTS_GO)
         return rc;
+    /* one large buffer: a line is not a write (each page is flushed, and
+     * each event followed) */
+    static char obuf[1 << 20];
+    setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
     sg_sandbox_meta meta = {0};
     events_local_sandbox(o, &meta);
     rc = events_run(o);
     sg_sandbox_meta_clear(&meta);
+    sg_evpage_free(&o->page);
     return rc;
 }
 

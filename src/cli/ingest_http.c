@@ -74,11 +74,10 @@ int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err)
     return fd;
 }
 
-json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
-                             sg_err *err)
+char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
+                       size_t *body_len, sg_err *err)
 {
-    if (status_out)
-        *status_out = 0;
+    *status = 0;
     sg_autoclose int fd = sg_cli_http_connect(t, SG_CLI_HTTP_TIMEOUT_S, err);
     if (fd < 0)
         return NULL;
@@ -101,30 +100,35 @@ json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const cha
         return NULL;
     }
     char *hend = strstr(buf, "\r\n\r\n");
-    int status = 0;
-    if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", &status) != 1) {
+    if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", status) != 1) {
+        *status = 0;
         sg_err_set(err, EPROTO, "malformed HTTP answer from the ingest");
         return NULL;
     }
-    if (status_out)
-        *status_out = status;
     *hend = '\0';
-    const char *body = hend + 4;
-    size_t body_len = have - (size_t)(body - buf);
+    *body = hend + 4;
+    *body_len = have - (size_t)(*body - buf);
     /* Honour Content-Length when present (the ingest always sends it). */
     for (char *line = strstr(buf, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
         if (strncasecmp(line + 2, "content-length:", 15) == 0) {
             unsigned long long cl = strtoull(line + 17, NULL, 10);
-            if (cl > body_len) {
+            if (cl > *body_len) {
                 sg_err_set(err, EPROTO, "truncated answer from the ingest");
                 return NULL;
             }
-            body_len = (size_t)cl;
+            *body_len = (size_t)cl;
         } else if (strncasecmp(line + 2, "transfer-encoding:", 18) == 0) {
             sg_err_set(err, EPROTO, "chunked answers are not supported");
             return NULL;
         }
     }
+    char *ans = buf;
+    buf = NULL;
+    return ans;
+}
+
+json_t *sg_cli_http_answer_json(const char *body, size_t body_len, int status, int *status_out, sg_err *err)
+{
     json_t *j = sg_json_parse(body, body_len, err);
     if (!j) {
         sg_err_prefix(err, "answer from the ingest (HTTP %d)", status);
@@ -141,3 +145,16 @@ json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const cha
     return j;
 }
 
+json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
+                             sg_err *err)
+{
+    int status = 0;
+    const char *body = NULL;
+    size_t body_len = 0;
+    sg_autofree char *buf = sg_cli_http_get(t, path, token, &status, &body, &body_len, err);
+    if (status_out)
+        *status_out = status;
+    if (!buf)
+        return NULL;
+    return sg_cli_http_answer_json(body, body_len, status, status_out, err);
+}

@@ -28,6 +28,15 @@ int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err);
  * returned (another is an error naming the answer's message); with it,
  * any answer is, and *status_out is its HTTP status, or 0 when none came
  * (the ingest could not be reached, or answered no HTTP). */
+/* GET path: the whole answer (owned by the caller; NULL with err when no
+ * whole HTTP answer came), its status in *status (0: none), its body at
+ * *body (body_len bytes, within the answer). */
+char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
+                      size_t *body_len, sg_err *err);
+
+/* An answer's body as sg_cli_http_get_json returns it. */
+json_t *sg_cli_http_answer_json(const char *body, size_t body_len, int status, int *status_out, sg_err *err);
+
 json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
                              sg_err *err);
 

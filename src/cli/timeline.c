@@ -136,17 +136,27 @@ double sg_tl_ts_epoch(const char *ts)
  * +01:00", in local time or UTC. */
 void sg_tl_time(const sg_tl_printer *o, const char *ts, char *out, size_t n)
 {
+    /* the second last shown, as it was shown: a session's events come
+     * many to a second, and its conversion is most of a line's cost */
+    static time_t last_t = -1;
+    static bool last_utc;
+    static int off;
+    static char day[40];
     double e = sg_tl_ts_epoch(ts);
     struct tm lt;
     time_t t = (time_t)e;
-    if (e < 0 || (o->utc ? !gmtime_r(&t, &lt) : !localtime_r(&t, &lt))) {
+    if (e >= 0 && (t != last_t || o->utc != last_utc)) {
+        last_t = -1;
+        if (o->utc ? !gmtime_r(&t, &lt) : !localtime_r(&t, &lt))
+            e = -1;
+        else if (strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &lt) > 0)
+            last_t = t, last_utc = o->utc, off = o->utc ? 0 : (int)(lt.tm_gmtoff % 86400);
+    }
+    if (e < 0 || last_t != t) {
         snprintf(out, n, "%-29s", "(no time)");
         return;
     }
     int ms = (int)((e - (double)t) * 1000.0 + 0.5);
-    int off = o->utc ? 0 : (int)(lt.tm_gmtoff % 86400);
-    char day[40];
-    strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &lt);
     snprintf(out, n, "%.19s.%03d %c%02d:%02d", day, ms > 999 ? 999 : ms, off < 0 ? '-' : '+', abs(off) / 3600 % 100,
              abs(off) % 3600 / 60);
 }

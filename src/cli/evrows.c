@@ -1,0 +1,359 @@
+/* evrows: a /v1/events page's rows as text (cli/evrows.h). */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "cli/evrows.h"
+
+#define EV_DEPTH_MAX 32 /* deeper: jansson's (as before) */
+#define EV_KEYS_MAX 48  /* keys in one object checked for duplicates; more: jansson's */
+
+typedef struct ev_scan {
+    const char *p, *end;
+    sg_buf *out; /* room for the rest of the input kept ahead (ev_room) */
+    json_t *real; /* a real is written by jansson, as its dump writes it */
+} ev_scan;
+
+/* Bytes copied as they are in a string: printable ASCII but '"' and '\\'. */
+static bool ev_plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+static int ev_room(ev_scan *s, size_t extra)
+{
+    return sg_buf_reserve(s->out, (size_t)(s->end - s->p) + extra);
+}
+
+static void ev_put(ev_scan *s, char c)
+{
+    s->out->data[s->out->len++] = c;
+}
+
+static void ev_ws(ev_scan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+/* The length of the valid UTF-8 sequence (2 to 4 bytes) at p as jansson
+ * takes it (no overlong form, surrogate or code point past U+10FFFF), or 0. */
+static size_t ev_utf8(const unsigned char *p, const unsigned char *end)
+{
+    size_t n = p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
+    if (!n || (size_t)(end - p) < n)
+        return 0;
+    unsigned cp = p[0] & (0x7F >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3F);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+        return 0;
+    return n;
+}
+
+/* An escape at p (p[0] == '\\') that jansson's dump writes the same: its
+ * length, or 0 (jansson writes \u00XX, upper case, only for a control
+ * character without a short form; \/ and other \u as the character). */
+static size_t ev_escape(const char *p, const char *end)
+{
+    if (end - p < 2)
+        return 0;
+    if (p[1] && strchr("\"\\bfnrt", p[1]))
+        return 2;
+    if (p[1] != 'u' || end - p < 6 || strncmp(p + 2, "00", 2) != 0)
+        return 0;
+    unsigned v = 0;
+    for (int i = 4; i < 6; i++) {
+        const char *h = p[i] ? strchr("0123456789ABCDEF", p[i]) : NULL;
+        if (!h)
+            return 0;
+        v = v * 16 + (unsigned)(h - "0123456789ABCDEF");
+    }
+    return v > 0 && v < 0x20 && v != '\b' && v != '\t' && v != '\n' && v != '\f' && v != '\r' ? 6 : 0;
+}
+
+/* A string (s->p at its '"'), copied; *esc whether it held an escape. */
+static int ev_string(ev_scan *s, bool *esc)
+{
+    const char *p = s->p + 1;
+    sg_buf *o = s->out;
+    ev_put(s, '"');
+    *esc = false;
+    for (;;) {
+        const char *q = p;
+        while (q < s->end && ev_plain((unsigned char)*q))
+            q++;
+        memcpy(o->data + o->len, p, (size_t)(q - p));
+        o->len += (size_t)(q - p);
+        p = q;
+        if (p >= s->end)
+            return -1;
+        if (*p == '"')
+            break;
+        size_t n = *p == '\\' ? ev_escape(p, s->end)
+                              : ev_utf8((const unsigned char *)p, (const unsigned char *)s->end);
+        if (!n)
+            return -1; /* a raw control character, or another escape */
+        *esc |= *p == '\\';
+        memcpy(o->data + o->len, p, n);
+        o->len += n;
+        p += n;
+    }
+    ev_put(s, '"');
+    s->p = p + 1;
+    return 0;
+}
+
+static bool ev_digit(const ev_scan *s, const char *p)
+{
+    return p < s->end && *p >= '0' && *p <= '9';
+}
+
+/* A number: an integer copied when jansson writes it back the same, a
+ * real written by jansson. */
+static int ev_number(ev_scan *s)
+{
+    const char *p = s->p, *st = p;
+    bool real = false;
+    p += p < s->end && *p == '-';
+    if (!ev_digit(s, p))
+        return -1;
+    if (*p++ != '0')
+        while (ev_digit(s, p))
+            p++;
+    if (p < s->end && *p == '.') {
+        if (!ev_digit(s, ++p))
+            return -1;
+        while (ev_digit(s, p))
+            p++;
+        real = true;
+    }
+    if (p < s->end && (*p == 'e' || *p == 'E')) {
+        p++;
+        p += p < s->end && (*p == '+' || *p == '-');
+        if (!ev_digit(s, p))
+            return -1;
+        while (ev_digit(s, p))
+            p++;
+        real = true;
+    }
+    size_t n = (size_t)(p - st);
+    s->p = p;
+    if (!real) { /* "-0" is written 0; 19 digits may be past json_int_t */
+        if ((n == 2 && st[0] == '-' && st[1] == '0') || n > 18)
+            return -1;
+        memcpy(s->out->data + s->out->len, st, n);
+        s->out->len += n;
+        return 0;
+    }
+    char tmp[64];
+    if (n >= sizeof tmp || ev_room(s, 64) < 0)
+        return -1;
+    memcpy(tmp, st, n);
+    tmp[n] = '\0';
+    errno = 0;
+    double d = strtod(tmp, NULL);
+    if ((errno == ERANGE && fabs(d) == HUGE_VAL) || !isfinite(d) || json_real_set(s->real, d) < 0)
+        return -1;
+    size_t w = json_dumpb(s->real, s->out->data + s->out->len, 48, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (w == 0 || w > 48)
+        return -1;
+    s->out->len += w;
+    return 0;
+}
+
+static int ev_value(ev_scan *s, int depth, sg_evrow *row);
+
+/* An integer's text (at most 19 bytes, checked) as its value. */
+static long long ev_int(const char *v, size_t vl)
+{
+    char tmp[24];
+    memcpy(tmp, v, vl);
+    tmp[vl] = '\0';
+    return strtoll(tmp, NULL, 10);
+}
+
+/* A row's own field (key at ko, kl bytes; its value copied at vo). */
+static int ev_row_field(ev_scan *s, sg_evrow *row, size_t ko, size_t kl, size_t vo, bool vesc)
+{
+    const char *k = s->out->data + ko, *v = s->out->data + vo;
+    size_t vl = s->out->len - vo;
+    bool str = v[0] == '"', integer = !str && vl < 20;
+    for (size_t i = 0; integer && i < vl; i++)
+        integer = (v[i] >= '0' && v[i] <= '9') || (i == 0 && v[i] == '-');
+    if (kl == 2 && !memcmp(k, "id", 2) && integer)
+        row->id = ev_int(v, vl), row->has_id = true;
+    else if (kl == 3 && !memcmp(k, "seq", 3) && integer)
+        row->seq = ev_int(v, vl), row->has_seq = true;
+    else if (((kl == 4 && !memcmp(k, "kind", 4)) || (kl == 2 && !memcmp(k, "ts", 2))) && str) {
+        if (vesc)
+            return -1; /* compared as text: no escape */
+        bool kind = kl == 4;
+        *(kind ? &row->kind_off : &row->ts_off) = vo + 1;
+        *(kind ? &row->kind_len : &row->ts_len) = vl - 2;
+        *(kind ? &row->has_kind : &row->has_ts) = true;
+    }
+    return 0;
+}
+
+/* An object (s->p at its '{'): its keys checked for duplicates (as the
+ * parse before did), a row's own fields noted when row is given. */
+static int ev_object(ev_scan *s, int depth, sg_evrow *row)
+{
+    size_t keys[EV_KEYS_MAX][2], nk = 0;
+    ev_put(s, '{');
+    s->p++;
+    ev_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        ev_put(s, '}');
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        bool esc;
+        size_t ko = s->out->len + 1;
+        if (s->p >= s->end || *s->p != '"' || nk == EV_KEYS_MAX || ev_string(s, &esc) < 0)
+            return -1;
+        size_t kl = s->out->len - 1 - ko;
+        for (size_t i = 0; i < nk; i++)
+            if (keys[i][1] == kl && !memcmp(s->out->data + keys[i][0], s->out->data + ko, kl))
+                return -1;
+        keys[nk][0] = ko, keys[nk][1] = kl, nk++;
+        ev_ws(s);
+        if (s->p >= s->end || *s->p != ':')
+            return -1;
+        ev_put(s, ':');
+        s->p++;
+        ev_ws(s);
+        size_t vo = s->out->len;
+        bool vesc = s->p < s->end && *s->p == '"';
+        if (vesc ? ev_string(s, &vesc) < 0 : ev_value(s, depth + 1, NULL) < 0)
+            return -1;
+        if (row && ev_row_field(s, row, ko, kl, vo, vesc) < 0)
+            return -1;
+        ev_ws(s);
+        if (s->p >= s->end || (*s->p != ',' && *s->p != '}'))
+            return -1;
+        ev_put(s, *s->p);
+        if (*s->p++ == '}')
+            return 0;
+        ev_ws(s);
+    }
+}
+
+static int ev_array(ev_scan *s, int depth)
+{
+    ev_put(s, '[');
+    s->p++;
+    ev_ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        ev_put(s, ']');
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        if (ev_value(s, depth + 1, NULL) < 0)
+            return -1;
+        ev_ws(s);
+        if (s->p >= s->end || (*s->p != ',' && *s->p != ']'))
+            return -1;
+        ev_put(s, *s->p);
+        if (*s->p++ == ']')
+            return 0;
+        ev_ws(s);
+    }
+}
+
+static int ev_value(ev_scan *s, int depth, sg_evrow *row)
+{
+    if (s->p >= s->end || depth > EV_DEPTH_MAX)
+        return -1;
+    bool esc;
+    static const char *const lits[] = {"true", "false", "null"};
+    switch (*s->p) {
+    case '{': return ev_object(s, depth, row);
+    case '[': return ev_array(s, depth);
+    case '"': return ev_string(s, &esc);
+    case 't':
+    case 'f':
+    case 'n':
+        for (size_t i = 0; i < 3; i++) {
+            size_t n = strlen(lits[i]);
+            if ((size_t)(s->end - s->p) >= n && !memcmp(s->p, lits[i], n)) {
+                memcpy(s->out->data + s->out->len, lits[i], n);
+                s->out->len += n;
+                s->p += n;
+                return 0;
+            }
+        }
+        return -1;
+    default: return ev_number(s);
+    }
+}
+
+/* The page's end after its rows (",\"more\":B,...}"): its "more". */
+static int ev_tail(sg_evpage *pg, const char *p, const char *end)
+{
+    sg_autobuf sg_buf t = {0};
+    const char *k = p + 1; /* a key after the comma: "{" and the rest are then the object the page's end is */
+    while (k < end && (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r'))
+        k++;
+    if (p >= end || *p != ',' || k >= end || *k != '"' || sg_buf_puts(&t, "{") < 0 ||
+        sg_buf_append(&t, k, (size_t)(end - k)) < 0)
+        return -1;
+    sg_err err;
+    sg_autojson json_t *j = sg_json_parse(t.data, t.len, &err);
+    if (!json_is_object(j) || json_object_get(j, "events"))
+        return -1;
+    json_t *more = json_object_get(j, "more");
+    pg->more_given = more != NULL;
+    pg->more = json_is_true(more);
+    return 0;
+}
+
+int sg_evpage_scan(sg_evpage *pg, const char *body, size_t len)
+{
+    static const char head[] = "{\"events\":[";
+    sg_buf_reset(&pg->out);
+    pg->n = 0;
+    if (len < sizeof head - 1 || memcmp(body, head, sizeof head - 1) != 0)
+        return -1;
+    sg_autojson json_t *real = json_real(0);
+    ev_scan s = {.p = body + sizeof head - 1, .end = body + len, .out = &pg->out, .real = real};
+    if (!real || ev_room(&s, 1) < 0)
+        return -1;
+    ev_ws(&s);
+    bool empty = s.p < s.end && *s.p == ']';
+    while (!empty) {
+        ev_ws(&s);
+        if (s.p >= s.end || *s.p != '{' || ev_room(&s, 1) < 0 || sg_grow(&pg->rows, &pg->cap, pg->n + 1, sizeof *pg->rows) < 0)
+            return -1;
+        sg_evrow *row = &pg->rows[pg->n];
+        *row = (sg_evrow){.off = pg->out.len};
+        if (ev_object(&s, 1, row) < 0)
+            return -1;
+        row->len = pg->out.len - row->off;
+        ev_put(&s, '\n');
+        pg->n++;
+        ev_ws(&s);
+        if (s.p < s.end && *s.p == ']')
+            break;
+        if (s.p >= s.end || *s.p++ != ',')
+            return -1;
+    }
+    pg->out.data[pg->out.len] = '\0';
+    return ev_tail(pg, s.p + 1, s.end);
+}
+
+void sg_evpage_free(sg_evpage *pg)
+{
+    sg_buf_free(&pg->out);
+    free(pg->rows);
+    *pg = (sg_evpage){0};
+}

@@ -1,0 +1,45 @@
+/* evrows: the rows of one GET /v1/events page as text, without a tree
+ * (for `sandglass events`, cli/cmd_events.c).
+ *
+ * The ingest writes each row around its stored payload as it is
+ * (ingest/store.h: sg_store_event_json), so --json can print each row's
+ * text instead of parsing the page and dumping every row again. The bytes
+ * must stay those jansson's compact dump of the parsed row gives (what
+ * `events --json` printed before): each row is copied with the whitespace
+ * between tokens dropped, reals written by jansson itself, and anything
+ * whose dump could differ from its text (an escape jansson writes another
+ * way, a non-canonical integer, invalid UTF-8, a duplicate key, a deep
+ * nest, a page of another shape) makes the scan give up: the caller then
+ * parses the page with jansson as before. */
+#ifndef SG_CLI_EVROWS_H
+#define SG_CLI_EVROWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/buf.h"
+
+/* One row: its compact text at out.data + off (len bytes, no newline), and
+ * the row's own fields the printer needs ("kind" and "ts" as plain
+ * strings in out: their text has no escape; absent: len 0, has_ false). */
+typedef struct sg_evrow {
+    size_t off, len;
+    long long id, seq;
+    size_t kind_off, kind_len, ts_off, ts_len;
+    bool has_id, has_seq, has_kind, has_ts;
+} sg_evrow;
+
+typedef struct sg_evpage {
+    sg_buf out;     /* the rows' compact text, each followed by '\n' */
+    sg_evrow *rows;
+    size_t n, cap;
+    bool more, more_given; /* the page's "more", and whether it had one */
+} sg_evpage;
+
+/* Scans body (len bytes: {"events":[ROW,...],"more":B,...}) into pg
+ * (emptied first, its memory kept): 0, or -1 when the page is not in the
+ * form the copy is exact for (or out of memory): parse it with jansson. */
+int sg_evpage_scan(sg_evpage *pg, const char *body, size_t len);
+void sg_evpage_free(sg_evpage *pg);
+
+#endif
