@@ -61,6 +61,15 @@ bool watch_rescan_due(sg_watch *w, uint64_t *wait_ns)
     return *wait_ns == 0;
 }
 
+/* The settled changes become payloads; the owner first reads what it has
+ * pending from before them (sg_watch_set_before_settle). */
+static void resolve_settled(sg_watch *w)
+{
+    if (w->before_settle)
+        w->before_settle(w->before_settle_ud);
+    watch_resolve(w, false);
+}
+
 /* After new events: resolve when the burst settles, or now if the oldest
  * dirty path has waited the cap. No dirty paths: no timer. */
 static void schedule(sg_watch *w)
@@ -68,9 +77,7 @@ static void schedule(sg_watch *w)
     uint64_t now = sg_now_mono_ns();
     uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull;
     if (w->dhead && now - w->dhead->dirty_ns >= cap_ns)
-        if (w->before_settle)
-        w->before_settle(w->before_settle_ud);
-    watch_resolve(w, false);
+        resolve_settled(w);
     if (!w->dhead && !w->ngraves && !w->need_rescan) {
         arm(w, 0);
         return;
@@ -90,7 +97,7 @@ static void on_timer(uv_poll_t *h, int status, int events)
         sg_err err = {0};
         watch_read_events(w, false, &err); /* the rescan runs once drained */
     }
-    watch_resolve(w, false);
+    resolve_settled(w);
     if (!w->dhead && !w->ngraves && !w->need_rescan)
         return;
     /* Open writers, files put off for the read budget, a rescan put off:
