@@ -1,6 +1,7 @@
 #include "base/json.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,14 @@ char *sg_json_dump(const json_t *j)
 {
     /* 10 significant digits: measured times without binary noise
      * (0.010831474, not 0.010831474000000001); no figure of ours needs more. */
-    return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
+    return json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(SG_JSON_REAL_DIGITS));
+}
+
+double sg_json_real_canonical(double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*g", SG_JSON_REAL_DIGITS, v);
+    return strtod(buf, NULL);
 }
 
 /* Length of a valid UTF-8 sequence starting at p (1..4), or 0 if invalid. */

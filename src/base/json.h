@@ -20,6 +20,11 @@ json_t *sg_json_parse(const char *buf, size_t len, sg_err *err);
 
 /* Compact dump; caller frees. NULL on allocation failure. */
 char *sg_json_dump(const json_t *j);
+/* The significant digits sg_json_dump writes a real with. */
+#define SG_JSON_REAL_DIGITS 10
+/* v as it comes back from sg_json_dump and a parse: a decoder that keeps
+ * this (not v itself) reads the same value again after its own encoding. */
+double sg_json_real_canonical(double v);
 
 /* Copies bytes into a valid UTF-8 string, replacing every invalid sequence
  * with U+FFFD; never drops data. Caller frees; *out_len gets the length. */

@@ -194,7 +194,8 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
             sg_exec_req_free(out);
             return sg_err_set(err, EINVAL, "\"timeout\" must be a number of seconds in (0, 604800]");
         }
-        out->timeout_s = v;
+        /* the precision the request travels with: decode(encode(x)) == x */
+        out->timeout_s = sg_json_real_canonical(v);
     }
     json_t *res = json_object_get(j, "result");
     if (res) {

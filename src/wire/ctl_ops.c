@@ -86,7 +86,7 @@ static int opt_number(const json_t *j, const char *key, double dflt, double *out
     json_t *v = json_object_get(j, key);
     if (v && !json_is_number(v))
         return sg_err_set(err, EINVAL, "\"%s\" must be a number", key);
-    *out = v ? json_number_value(v) : dflt;
+    *out = v ? sg_json_real_canonical(json_number_value(v)) : dflt; /* as it travels */
     return 0;
 }
 
