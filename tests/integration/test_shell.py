@@ -795,6 +795,9 @@ def _():
     editor = "vim" if env.exec(sb, "sh", "-c", "command -v vim").returncode == 0 else "vi"
     t = Tmux()
     try:
+        # typed before the outer shell's prompt, the line would stand above
+        # it and our prompt after "outer$ " on its line (seen in CI)
+        t.await_pane(r"^outer\$\s*$")
         t.keys(f"{SANDGLASS} shell {sb}", "Enter")
         tap.ok(t.await_pane(PANE_PROMPT), "the shell's prompt in tmux", t.pane())
         t.keys("tty > /tmp/shell-tty; clear", "Enter")
