@@ -20,7 +20,7 @@
 
 #define KS_DEADLINES 64  /* armed at once: execs with a time limit, and the wall */
 #define KS_PENDING 32    /* connections whose first message is not here yet */
-#define KS_QUEUE 256     /* accepted, not yet taken by the loop (SUP_MAX_CLIENTS) */
+#define KS_QUEUE 256     /* accepted, not yet taken by the loop (SV_MAX_CLIENTS) */
 #define KS_PEEK 4096     /* an abort or destroy request is far shorter */
 #define KS_WAIT_MS 200   /* how long a silent connection is held before the loop gets it */
 #define KS_LEAF_MAX 24

@@ -24,7 +24,7 @@
 #include "capture/watch.h"
 #include "base/log.h"
 
-void capture_emit(sup *s, sg_event_kind kind, json_t *payload)
+void sv_sup_emit(sv_sup *s, sg_event_kind kind, json_t *payload)
 {
     if (s->cap)
         sg_capture_emit(s->cap, kind, payload);
@@ -33,15 +33,15 @@ void capture_emit(sup *s, sg_event_kind kind, json_t *payload)
 }
 
 /* Starts the capture of this sandbox. */
-int capture_start(sup *s, bool resumed, sg_err *err)
+int sv_sup_capture_start(sv_sup *s, bool resumed, sg_err *err)
 {
-    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, ckpt_unified, s, err);
+    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sv_ckpt_unified, s, err);
     /* a shell's command mark is read before the change the command made */
     sg_capture_set_before_changes(s->cap, sv_tty_catch_up, s);
     return s->cap ? 0 : -1;
 }
 
-static void stop_loop_handles(sup *s)
+static void stop_loop_handles(sv_sup *s)
 {
     uv_poll_stop(&s->ctl_poll);
     ks_stop(s->ks);
@@ -57,7 +57,7 @@ static void stop_loop_handles(sup *s)
     uv_stop(&s->loop);
 }
 
-void sup_destroy(sup *s, client *c)
+void sv_sup_destroy(sv_sup *s, sv_client *c)
 {
     sg_err err = {0};
     s->destroying = true;
@@ -69,14 +69,14 @@ void sup_destroy(sup *s, client *c)
     if (s->ckpt)
         sg_ckpt_client_kill(s->ckpt);
     for (size_t i = s->nexecs; i-- > 0;) {
-        exec_ctx *ex = s->execs[i];
+        sv_exec *ex = s->execs[i];
         if (ex->cl) {
-            /* Detached first: client_error may close the client at once,
-             * and client_close would reach back into the exec. */
-            client *cl = ex->cl;
+            /* Detached first: sv_client_error may close the client at once,
+             * and sv_client_close would reach back into the exec. */
+            sv_client *cl = ex->cl;
             cl->ex = NULL;
             ex->cl = NULL;
-            client_error(cl, "the sandbox was destroyed");
+            sv_client_error(cl, "the sandbox was destroyed");
         }
     }
     uint64_t t0 = sg_now_mono_ns();
@@ -89,7 +89,7 @@ void sup_destroy(sup *s, client *c)
          * that did not finish): nothing can be in it. Destroy stays
          * idempotent: init, if it lives, goes the way of the rootless
          * kill, and the rest of the teardown goes on. */
-        size_t left = pidns_kill(s, true, 10000);
+        size_t left = sv_killswitch_pidns_kill(s, true, 10000);
         killed = left ? sg_err_set(&err, ETIMEDOUT, "%zu process(es) survived SIGKILL", left) : 0;
         populated = left != 0;
         sg_cgroup_free(s->cg);
@@ -99,7 +99,7 @@ void sup_destroy(sup *s, client *c)
         populated = sg_cgroup_populated(s->cg, NULL, &err);
     } else {
         /* Killing pid 1 of a pid namespace kills all of it; then prove it. */
-        size_t left = pidns_kill(s, true, 10000);
+        size_t left = sv_killswitch_pidns_kill(s, true, 10000);
         killed = left ? sg_err_set(&err, ETIMEDOUT, "%zu process(es) survived SIGKILL", left) : 0;
         populated = left != 0;
     }
@@ -121,7 +121,7 @@ void sup_destroy(sup *s, client *c)
                                    "kill_ms", kill_ms);
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
-        capture_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
+        sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
     }
     if (c) {
         /* Answered after the capture is delivered (sg_supervisor_run). */
@@ -132,14 +132,14 @@ void sup_destroy(sup *s, client *c)
         }
         /* The dup answers; close the client now so its struct is freed
          * (the shutdown walk closes leftover handles without freeing). */
-        client_close(c);
+        sv_client_close(c);
     }
     stop_loop_handles(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
 {
-    sup *s = h->data;
+    sv_sup *s = h->data;
     if (signum == SIGCHLD) {
         int st;
         if (s->init_pid > 0 && waitpid(s->init_pid, &st, WNOHANG) == s->init_pid) {
@@ -153,7 +153,7 @@ static void on_signal(uv_signal_t *h, int signum)
     /* SIGINT/SIGTERM to a session is an abort, not a teardown: the
      * operator may still roll back or destroy. */
     if (!s->destroying)
-        json_decref(sup_abort(s, "signal", signum == SIGINT ? "received SIGINT" : "received SIGTERM"));
+        json_decref(sv_killswitch_abort(s, "signal", signum == SIGINT ? "received SIGINT" : "received SIGTERM"));
 }
 
 static void close_walk(uv_handle_t *h, void *arg)
@@ -164,7 +164,7 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 /* After a destroy: the state goes, or the spool of events not delivered
  * stays, under undelivered/, for `sandglass flush`. Returns the exit code. */
-static int sup_keep_or_remove(sup *s, int code, json_int_t undelivered)
+static int sup_keep_or_remove(sv_sup *s, int code, json_int_t undelivered)
 {
     sg_err err = {0};
     sg_autofree char *dir = sg_state_sandbox_path(s->meta.id, NULL);
@@ -192,7 +192,7 @@ static int sup_keep_or_remove(sup *s, int code, json_int_t undelivered)
 }
 
 /* After the loop: deliver the capture, answer destroy, remove the state. */
-static int sup_shutdown(sup *s)
+static int sup_shutdown(sv_sup *s)
 {
     sg_err err = {0};
     json_int_t undelivered = 0;
@@ -224,7 +224,7 @@ static int sup_shutdown(sup *s)
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     for (size_t i = 0; i < s->nexecs; i++) {
-        exec_ctx *ex = s->execs[i];
+        sv_exec *ex = s->execs[i];
         if (ex->awaiting_ack) /* its handles are closed: only the memory and fds */
             for (int k = 0; k < 3; k++)
                 sg_close_reset(&ex->hold_fds[k]);
@@ -260,7 +260,7 @@ static int sup_shutdown(sup *s)
 
 /* A new sandbox: the syscall filter, the cgroup (marked as this state
  * directory's), and init cloned into new namespaces. */
-static int sup_create(sup *s, sg_err *err)
+static int sup_create(sv_sup *s, sg_err *err)
 {
     if (sg_seccomp_build_init(&s->prog, err) < 0) {
         sg_err_prefix(err, "cannot build the syscall filter");
@@ -284,15 +284,15 @@ static int sup_create(sup *s, sg_err *err)
             sg_log(SG_LOG_WARN, "no owner mark on the cgroup (gc --orphan-cgroups will leave it "
                                 "alone): %s", oerr.msg);
     }
-    oom_baseline(s);
+    sv_start_oom_baseline(s);
     s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                      sg_cgroup_set_fast_leaves(s->cg, true) == 0;
-    return start_init(s, err);
+    return sv_start_init(s, err);
 }
 
 /* The three names our record hangs from, each in the directory a watch
  * of gone_wd[] looks at: <state>/sb/<id>, <state>/sb, <state>. */
-static void gone_names(sup *s, const char *names[3], char **state_copy)
+static void gone_names(sv_sup *s, const char *names[3], char **state_copy)
 {
     sg_err err = {0};
     const char *state = sg_state_dir(&err);
@@ -311,7 +311,7 @@ static void gone_names(sup *s, const char *names[3], char **state_copy)
  * to close. */
 static void on_gone(uv_poll_t *h, int status, int events)
 {
-    sup *s = h->data;
+    sv_sup *s = h->data;
     (void)status;
     (void)events;
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -331,13 +331,13 @@ static void on_gone(uv_poll_t *h, int status, int events)
         return;
     sg_log(SG_LOG_WARN, "the sandbox's state directory was removed: ending the sandbox");
     s->orphaned = true;
-    sup_destroy(s, NULL);
+    sv_sup_destroy(s, NULL);
 }
 
 /* Watches the directories our record hangs from, for removals and moves
  * (cheap: a wake-up per removal there). Without inotify the sandbox is
  * only ended by a destroy. */
-static void watch_gone(sup *s)
+static void watch_gone(sv_sup *s)
 {
     s->gone_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (s->gone_fd < 0)
@@ -359,20 +359,20 @@ static void watch_gone(sup *s)
 
 /* The loop's handles: init's socket, the control socket, the caps' and
  * the checkpoint worker's timers, the signals. */
-static void sup_watch(sup *s)
+static void sup_watch(sv_sup *s)
 {
     uv_poll_init(&s->loop, &s->init_poll, s->init_fd);
     s->init_poll.data = s;
-    uv_poll_start(&s->init_poll, UV_READABLE, on_init_msg);
+    uv_poll_start(&s->init_poll, UV_READABLE, sv_handoff_on_init_msg);
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
-    killswitch_start(s);
+    sv_killswitch_start(s);
     s->start_ns = sg_now_mono_ns();
     uv_timer_init(&s->loop, &s->cap_timer);
     s->cap_timer.data = s;
     uv_timer_init(&s->loop, &s->ckpt_idle);
     s->ckpt_idle.data = s;
-    caps_arm(s);
+    sv_killswitch_caps_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
@@ -386,15 +386,15 @@ static void sup_watch(sup *s)
 /* Everything up to serving: the sandbox made (or adopted), its record
  * saved, the capture started, the checkpoint worker and the control
  * socket open, the loop's handles set. */
-static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
+static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
 {
     if (!s->spawn_msg || !s->ctl_buf)
         return sg_err_set(err, ENOMEM, "out of memory");
     /* The lock first: an adopt reads the record its predecessor left. */
-    if (!sg_state_dir(err) || hold_supervisor_lock(s, id, adopt, err) < 0 ||
+    if (!sg_state_dir(err) || sv_start_hold_lock(s, id, adopt, err) < 0 ||
         sg_sandbox_meta_load(id, &s->meta, err) < 0)
         return -1;
-    if (adopt && adopt_init(s, err) < 0) {
+    if (adopt && sv_start_adopt(s, err) < 0) {
         sg_err_prefix(err, "cannot take over sandbox %s", id);
         return -1;
     }
@@ -404,11 +404,11 @@ static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
     s->meta.init_pid = s->init_pid;
     if (sg_sandbox_meta_save(&s->meta, err) < 0)
         return -1;
-    if (s->meta.task && capture_start(s, adopt, err) < 0)
+    if (s->meta.task && sv_sup_capture_start(s, adopt, err) < 0)
         return -1;
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
-    if (ckpt_open(s, err) < 0)
+    if (sv_ckpt_open(s, err) < 0)
         return -1;
     sg_autofree char *ctl = sg_state_sandbox_path(id, "ctl.sock");
     s->ctl_fd = sg_ctl_listen(ctl, 128, err);
@@ -420,7 +420,7 @@ static int sup_start(sup *s, const char *id, bool adopt, sg_err *err)
 
 /* A start that failed: a new sandbox's init and cgroup go (an adopted
  * one is left as it was), and the error goes to the ready fd or stderr. */
-static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err)
+static void sup_start_failed(sv_sup *s, bool adopt, int ready_fd, const sg_err *err)
 {
     if (!adopt && s->init_pid > 0) {
         sg_err e2 = {0};
@@ -448,7 +448,7 @@ static void sup_start_failed(sup *s, bool adopt, int ready_fd, const sg_err *err
     uv_loop_close(&s->loop);
 }
 
-static void sup_free(sup *s)
+static void sup_free(sv_sup *s)
 {
     if (s->gone_fd >= 0)
         close(s->gone_fd);
@@ -460,12 +460,12 @@ static void sup_free(sup *s)
         close(s->init_fd);
     if (s->notify_fd >= 0)
         close(s->notify_fd);
-    execnotify_unmap(s);
+    sv_execnotify_unmap(s);
     sg_ckpt_client_free(s->ckpt);
     sg_labels_free(&s->labels);
     for (size_t i = 0; i < s->nspare; i++)
-        open_leaf_close(&s->spare[i]);
-    ready_close_fds(s);
+        sv_open_leaf_close(&s->spare[i]);
+    sv_leaves_ready_close_fds(s);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
@@ -481,7 +481,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
 {
     sg_log_init("supervisor");
     sg_err err = {0};
-    sup *s = calloc(1, sizeof *s);
+    sv_sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
     s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
@@ -504,16 +504,16 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
      * right after "ready" (create does not wait for it). */
     bool spare = !adopt && s->meta.learner && strcmp(s->meta.learner, SG_POOL_LEARNER) == 0;
     if (spare)
-        join_own_cgroup(s);
+        sv_start_join_own_cgroup(s);
     if (ready_fd >= 0) {
         sg_write_all(ready_fd, "ok\n", 3);
         close(ready_fd);
     }
     if (!spare)
-        join_own_cgroup(s);
-    if (!adopt && !ckpt_take(s, "create", NULL))
+        sv_start_join_own_cgroup(s);
+    if (!adopt && !sv_ckpt_take(s, "create", NULL))
         sg_log(SG_LOG_ERROR, "the first checkpoint of the workspace failed");
-    ready_next(s);
+    sv_leaves_ready_next(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     close(s->ctl_fd);
     s->ctl_fd = -1;

@@ -5,25 +5,25 @@
 
 #include "supervisor/sv_sup.h"
 
-void ckpt_used(sup *s);
-int ckpt_unified(void *ud, const char *path, const char *old, size_t old_len,
+void sv_ckpt_used(sv_sup *s);
+int sv_ckpt_unified(void *ud, const char *path, const char *old, size_t old_len,
                 const char *new_, size_t new_len, sg_diff_result *out, sg_err *err);
-void ckpt_flush_labels(sup *s);
-void ckpt_emit(sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
+void sv_ckpt_flush_labels(sv_sup *s);
+void sv_ckpt_emit(sv_sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
                      double ms, bool reused, json_t **info);
-const char *ckpt_take_ex(sup *s, const char *label, bool reuse, json_t **info);
-const char *ckpt_take(sup *s, const char *label, json_t **info);
-void ckpt_exec(sup *s, const char *label);
+const char *sv_ckpt_take_ex(sv_sup *s, const char *label, bool reuse, json_t **info);
+const char *sv_ckpt_take(sv_sup *s, const char *label, json_t **info);
+void sv_ckpt_exec(sv_sup *s, const char *label);
 /* The same at a shell's prompt; quiet_unchanged: an unchanged workspace
  * records nothing (no label, no event). */
-void ckpt_prompt(sup *s, const char *label, bool quiet_unchanged);
-void ckpt_rollback(sup *s, client *c, const sg_ctl_rollback_req *req);
-int ckpt_open(sup *s, sg_err *err);
+void sv_ckpt_prompt(sv_sup *s, const char *label, bool quiet_unchanged);
+void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req);
+int sv_ckpt_open(sv_sup *s, sg_err *err);
 
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */
-void op_checkpoint(sup *s, client *c, sg_ctl_req *req, int fd_in);
-void op_checkpoints(sup *s, client *c, sg_ctl_req *req, int fd_in);
-void op_rollback(sup *s, client *c, sg_ctl_req *req, int fd_in);
+void sv_ckpt_op_take(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
+void sv_ckpt_op_list(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
+void sv_ckpt_op_rollback(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
 
 #endif

@@ -12,10 +12,10 @@
 
 static void on_client(uv_poll_t *p, int status, int events);
 
-void client_flush(client *c)
+void sv_client_flush(sv_client *c)
 {
     while (c->qhead) {
-        outmsg *m = c->qhead;
+        sv_outmsg *m = c->qhead;
         int r = sg_seqpacket_send_typed(c->fd, m->type, m->data, m->len, NULL, 0);
         if (r == -EAGAIN)
             break;
@@ -25,18 +25,18 @@ void client_flush(client *c)
         c->qbytes -= m->len;
         free(m);
         if (r < 0) {
-            client_close(c);
+            sv_client_close(c);
             return;
         }
     }
     if (!c->qhead && c->close_after_flush) {
-        client_close(c);
+        sv_client_close(c);
         return;
     }
-    client_update_poll(c);
+    sv_client_update_poll(c);
 }
 
-void client_send(client *c, uint8_t type, const void *buf, size_t len)
+void sv_client_send(sv_client *c, uint8_t type, const void *buf, size_t len)
 {
     if (!c || c->closing)
         return;
@@ -45,13 +45,13 @@ void client_send(client *c, uint8_t type, const void *buf, size_t len)
         if (r == 0)
             return;
         if (r != -EAGAIN) {
-            client_close(c);
+            sv_client_close(c);
             return;
         }
     }
-    outmsg *m = malloc(sizeof *m + len);
+    sv_outmsg *m = malloc(sizeof *m + len);
     if (!m) {
-        client_close(c);
+        sv_client_close(c);
         return;
     }
     m->next = NULL;
@@ -64,10 +64,10 @@ void client_send(client *c, uint8_t type, const void *buf, size_t len)
         c->qhead = m;
     c->qtail = m;
     c->qbytes += len;
-    client_update_poll(c);
+    sv_client_update_poll(c);
 }
 
-void client_send_json(client *c, uint8_t type, json_t *j)
+void sv_client_send_json(sv_client *c, uint8_t type, json_t *j)
 {
     sg_autofree char *s = sg_json_dump(j);
     json_decref(j);
@@ -77,33 +77,33 @@ void client_send_json(client *c, uint8_t type, json_t *j)
      * parts: one seqpacket message is at most SG_CTL_MSG_MAX. */
     size_t len = strlen(s), off = 0;
     for (; len - off > SG_CTL_CHUNK; off += SG_CTL_CHUNK)
-        client_send(c, SG_CTL_RESULT_PART, s + off, SG_CTL_CHUNK);
-    client_send(c, type, s + off, len - off);
+        sv_client_send(c, SG_CTL_RESULT_PART, s + off, SG_CTL_CHUNK);
+    sv_client_send(c, type, s + off, len - off);
 }
 
 /* A request's answer: one RESULT (in parts when large); the connection
  * closes once it is sent. Takes j. */
-void client_result(client *c, json_t *j)
+void sv_client_result(sv_client *c, json_t *j)
 {
-    client_send_json(c, SG_CTL_RESULT, j);
+    sv_client_send_json(c, SG_CTL_RESULT, j);
     c->close_after_flush = true;
-    client_flush(c);
+    sv_client_flush(c);
 }
 
-void client_error(client *c, const char *msg)
+void sv_client_error(sv_client *c, const char *msg)
 {
-    client_send_json(c, SG_CTL_ERROR, json_pack("{s:s}", "error", msg));
+    sv_client_send_json(c, SG_CTL_ERROR, json_pack("{s:s}", "error", msg));
     if (c)
         c->close_after_flush = true;
     if (c && !c->qhead)
-        client_close(c);
+        sv_client_close(c);
 }
 
-void client_update_poll(client *c)
+void sv_client_update_poll(sv_client *c)
 {
     if (c->closing)
         return;
-    exec_ctx *ex = c->ex;
+    sv_exec *ex = c->ex;
     /* A terminal that does not take what is typed: stop reading more. */
     bool hold = ex && ex->tty && sg_sup_tty_input_full(ex->tty);
     int ev = (hold ? 0 : UV_READABLE) | (c->qhead ? UV_WRITABLE : 0);
@@ -111,31 +111,31 @@ void client_update_poll(client *c)
         uv_poll_start(&c->poll, ev, on_client);
     else
         uv_poll_stop(&c->poll);
-    if (ex && ex->tty && c->qbytes <= SUP_CLIENT_QUEUE_MAX / 2)
+    if (ex && ex->tty && c->qbytes <= SV_CLIENT_QUEUE_MAX / 2)
         sg_sup_tty_pause(ex->tty, false);
-    if (ex && c->qbytes <= SUP_CLIENT_QUEUE_MAX / 2) {
+    if (ex && c->qbytes <= SV_CLIENT_QUEUE_MAX / 2) {
         if (ex->out_active)
-            uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
+            uv_poll_start(&ex->out_poll, UV_READABLE, sv_exec_on_output);
         if (ex->err_active)
-            uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
+            uv_poll_start(&ex->err_poll, UV_READABLE, sv_exec_on_output);
     }
 }
 
 static void on_client_closed(uv_handle_t *h)
 {
-    client *c = h->data;
+    sv_client *c = h->data;
     free(c);
 }
 
-void client_close(client *c)
+void sv_client_close(sv_client *c)
 {
     if (c->closing)
         return;
     c->closing = true;
-    sup *s = c->s;
+    sv_sup *s = c->s;
     s->nclients--;
     while (c->qhead) {
-        outmsg *m = c->qhead;
+        sv_outmsg *m = c->qhead;
         c->qhead = m->next;
         free(m);
     }
@@ -146,11 +146,11 @@ void client_close(client *c)
     } else if (c->ex) {
         /* The caller went away mid-exec: stop the command, as a terminal
          * hangup would. */
-        exec_ctx *ex = c->ex;
+        sv_exec *ex = c->ex;
         ex->cl = NULL;
         c->ex = NULL;
         if (!ex->finished)
-            exec_kill(ex);
+            sv_exec_kill(ex);
     }
     uv_poll_stop(&c->poll);
     close(c->fd);
@@ -159,13 +159,13 @@ void client_close(client *c)
 
 static void on_client(uv_poll_t *p, int status, int events)
 {
-    client *c = p->data;
+    sv_client *c = p->data;
     if (status < 0) {
-        client_close(c);
+        sv_client_close(c);
         return;
     }
     if (events & UV_WRITABLE) {
-        client_flush(c);
+        sv_client_flush(c);
         if (c->closing)
             return;
     }
@@ -180,42 +180,42 @@ static void on_client(uv_poll_t *p, int status, int events)
         return;
     if (n < 0 || type == 0) {
         if (n == -EMSGSIZE) {
-            client_error(c, "request too large");
+            sv_client_error(c, "request too large");
             return;
         }
-        client_close(c);
+        sv_client_close(c);
         return;
     }
     if (type == SG_CTL_REQ) {
-        handle_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
+        sv_dispatch_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
     } else if ((type == SG_CTL_STDIN || type == SG_CTL_WINSZ) && c->requested && !nfds) {
-        client_tty_msg(c, type, buf, (size_t)n);
+        sv_tty_client_msg(c, type, buf, (size_t)n);
     } else if (type == SG_CTL_DETACH && n == 0 && !nfds && c->ex && !c->ex->finished) {
         if (c->ex->detachable && c->ex->tty)
             sv_tty_detach(c, true);
         else
-            client_error(c, "this exec cannot be detached (it was started without detach keys)");
+            sv_client_error(c, "this exec cannot be detached (it was started without detach keys)");
     } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
         sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
         if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
-            exec_kill(c->ex);
+            sv_exec_kill(c->ex);
         for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
     } else {
         for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
-        client_error(c, "unexpected message type");
+        sv_client_error(c, "unexpected message type");
     }
 }
 
-void client_adopt(void *ud, int fd)
+void sv_client_adopt(void *ud, int fd)
 {
-    sup *s = ud;
-    if (s->nclients >= SUP_MAX_CLIENTS) {
+    sv_sup *s = ud;
+    if (s->nclients >= SV_MAX_CLIENTS) {
         close(fd);
         return;
     }
-    client *c = calloc(1, sizeof *c);
+    sv_client *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
         return;
@@ -232,13 +232,13 @@ void client_adopt(void *ud, int fd)
     on_client(&c->poll, 0, UV_READABLE);
 }
 
-void on_ctl_accept(uv_poll_t *p, int status, int events)
+void sv_client_on_accept(uv_poll_t *p, int status, int events)
 {
-    sup *s = p->data;
+    sv_sup *s = p->data;
     for (;;) {
         int fd = accept4(s->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return;
-        client_adopt(s, fd);
+        sv_client_adopt(s, fd);
     }
 }

@@ -1,19 +1,19 @@
-/* sv_client: the control connections (`client`): the request read, its answers queued and sent. */
+/* sv_client: the control connections (`sv_client`): the request read, its answers queued and sent. */
 #ifndef SG_SV_CLIENT_H
 #define SG_SV_CLIENT_H
 
 #include "supervisor/sv_sup.h"
 
-void client_flush(client *c);
-void client_send(client *c, uint8_t type, const void *buf, size_t len);
-void client_send_json(client *c, uint8_t type, json_t *j);
-void client_result(client *c, json_t *j);
-void client_error(client *c, const char *msg);
-void client_close(client *c);
-void on_ctl_accept(uv_poll_t *p, int status, int events);
-/* A connection accepted (by the kill switch or on_ctl_accept) becomes a client. */
-void client_adopt(void *ud, int fd);
+void sv_client_flush(sv_client *c);
+void sv_client_send(sv_client *c, uint8_t type, const void *buf, size_t len);
+void sv_client_send_json(sv_client *c, uint8_t type, json_t *j);
+void sv_client_result(sv_client *c, json_t *j);
+void sv_client_error(sv_client *c, const char *msg);
+void sv_client_close(sv_client *c);
+void sv_client_on_accept(uv_poll_t *p, int status, int events);
+/* A connection accepted (by the kill switch or sv_client_on_accept) becomes a client. */
+void sv_client_adopt(void *ud, int fd);
 /* Reads the client and its exec's output as its queue allows. */
-void client_update_poll(client *c);
+void sv_client_update_poll(sv_client *c);
 
 #endif

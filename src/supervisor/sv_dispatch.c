@@ -6,7 +6,7 @@
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 
-static void op_info(sup *s, client *c, sg_ctl_req *req, int fd_in)
+static void op_info(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     json_t *j = sg_sandbox_meta_json(&s->meta);
     json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
@@ -14,26 +14,26 @@ static void op_info(sup *s, client *c, sg_ctl_req *req, int fd_in)
     json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"));
     if (s->aborted)
         json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
-    json_object_set_new(j, "caps_now", caps_now(s));
+    json_object_set_new(j, "sv_killswitch_caps_now", sv_killswitch_caps_now(s));
     json_object_set_new(j, "v", json_integer(SG_CTL_VERSION));
-    client_result(c, j);
+    sv_client_result(c, j);
 }
 
-static void op_destroy(sup *s, client *c, sg_ctl_req *req, int fd_in)
+static void op_destroy(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
-    sup_destroy(s, c);
+    sv_sup_destroy(s, c);
 }
 
 /* Answered once the loop serves: after the first checkpoint. The version
  * tells a newer client what this supervisor speaks. */
-static void op_ping(sup *s, client *c, sg_ctl_req *req, int fd_in)
+static void op_ping(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
-    client_result(c, sg_ctl_encode_ping_reply(&(sg_ctl_ping_reply){.pong = true, .v = SG_CTL_VERSION}));
+    sv_client_result(c, sg_ctl_encode_ping_reply(&(sg_ctl_ping_reply){.pong = true, .v = SG_CTL_VERSION}));
 }
 
 /* Destroy in after_s seconds (a negative value cancels): an agent session
  * that ended keeps its sandbox for rollback this long. */
-static void op_expire(sup *s, client *c, sg_ctl_req *req, int fd_in)
+static void op_expire(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     double after = req->u.expire.after_s; /* absent: -1 */
     if (!s->expire_init) {
@@ -43,38 +43,38 @@ static void op_expire(sup *s, client *c, sg_ctl_req *req, int fd_in)
     }
     uv_timer_stop(&s->expire_timer);
     if (after >= 0 && after <= 365.0 * 24 * 3600)
-        uv_timer_start(&s->expire_timer, on_expire, (uint64_t)(after * 1000.0), 0);
-    client_result(c, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
+        uv_timer_start(&s->expire_timer, sv_killswitch_on_expire, (uint64_t)(after * 1000.0), 0);
+    sv_client_result(c, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
 }
 
 /* The requests, by op (sg_ctl_req_decode's). Only "exec" takes the fd that
  * came with the request (its stdin); every other handler finds it closed (-1). */
 static const struct {
-    void (*run)(sup *s, client *c, sg_ctl_req *req, int fd_in);
+    void (*run)(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
     bool takes_fd;
 } ops[SG_OP_COUNT] = {
-    [SG_OP_EXEC] = {op_exec, true},
-    [SG_OP_ATTACH] = {op_attach, false},
+    [SG_OP_EXEC] = {sv_exec_op, true},
+    [SG_OP_ATTACH] = {sv_tty_op_attach, false},
     [SG_OP_INFO] = {op_info, false},
     [SG_OP_DESTROY] = {op_destroy, false},
-    [SG_OP_CHECKPOINT] = {op_checkpoint, false},
-    [SG_OP_CHECKPOINTS] = {op_checkpoints, false},
-    [SG_OP_ROLLBACK] = {op_rollback, false},
-    [SG_OP_ABORT] = {op_abort, false},
-    [SG_OP_CLAIM] = {op_claim, false},
+    [SG_OP_CHECKPOINT] = {sv_ckpt_op_take, false},
+    [SG_OP_CHECKPOINTS] = {sv_ckpt_op_list, false},
+    [SG_OP_ROLLBACK] = {sv_ckpt_op_rollback, false},
+    [SG_OP_ABORT] = {sv_killswitch_op_abort, false},
+    [SG_OP_CLAIM] = {sv_start_op_claim, false},
     [SG_OP_PING] = {op_ping, false},
     [SG_OP_EXPIRE] = {op_expire, false},
-    [SG_OP_RESUME] = {op_resume, false},
+    [SG_OP_RESUME] = {sv_killswitch_op_resume, false},
 };
 
-void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
+void sv_dispatch_request(sv_sup *s, sv_client *c, const char *buf, size_t len, int fd_in)
 {
     sg_err err = {0};
     const char *op = NULL;
     sg_autojson json_t *req = sg_ctl_parse_req(buf, len, &op, &err);
     if (!req) {
         sg_close_reset(&fd_in);
-        client_error(c, err.msg);
+        sv_client_error(c, err.msg);
         return;
     }
     /* One request per connection. An exec's connection is the command's
@@ -82,7 +82,7 @@ void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
      * got hold of it could not destroy, abort or checkpoint with it. */
     if (c->requested) {
         sg_close_reset(&fd_in);
-        client_error(c, c->ex ? "an exec's connection takes signals only, not another request"
+        sv_client_error(c, c->ex ? "an exec's connection takes signals only, not another request"
                               : "one request per connection");
         return;
     }
@@ -92,7 +92,7 @@ void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in)
     sg_ctl_req r;
     if (sg_ctl_req_decode(req, &r, &err) < 0) {
         sg_close_reset(&fd_in);
-        client_error(c, err.msg);
+        sv_client_error(c, err.msg);
         return;
     }
     if (!ops[r.op].takes_fd)

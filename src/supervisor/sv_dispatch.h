@@ -4,6 +4,6 @@
 
 #include "supervisor/sv_sup.h"
 
-void handle_request(sup *s, client *c, const char *buf, size_t len, int fd_in);
+void sv_dispatch_request(sv_sup *s, sv_client *c, const char *buf, size_t len, int fd_in);
 
 #endif

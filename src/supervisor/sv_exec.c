@@ -18,7 +18,7 @@
 #include "supervisor/sv_leaves.h"
 #include "base/log.h"
 
-__attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const char *cause,
+__attribute__((format(printf, 3, 4))) void sv_exec_mark_killed(sv_exec *ex, const char *cause,
                                                               const char *fmt, ...)
 {
     if (ex->kill_cause[0])
@@ -30,7 +30,7 @@ __attribute__((format(printf, 3, 4))) void exec_mark_killed(exec_ctx *ex, const 
     va_end(ap);
 }
 
-void exec_kill(exec_ctx *ex)
+void sv_exec_kill(sv_exec *ex)
 {
     sg_err err = {0};
     if (!ex->s->cg) {
@@ -40,7 +40,7 @@ void exec_kill(exec_ctx *ex)
             sg_log(SG_LOG_ERROR, "kill of exec %u: %s", ex->num, strerror(errno));
         return;
     }
-    if (leaf_kill(ex->s, ex->leaf, 2000, &err) < 0)
+    if (sv_leaves_kill(ex->s, ex->leaf, 2000, &err) < 0)
         sg_log(SG_LOG_ERROR, "kill of exec %u: %s", ex->num, err.msg);
 }
 
@@ -53,7 +53,7 @@ static bool tool_is_read_only(const char *tool)
 
 /* Output of the exec (a pipe's, or its terminal's): the output limit,
  * the capture, the caller. */
-size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
+size_t sv_exec_output_take(sv_exec *ex, uint8_t type, const char *buf, size_t n)
 {
     uint64_t limit = ex->s->meta.output_limit;
     size_t give = n;
@@ -61,9 +61,9 @@ size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
         give = ex->out_bytes >= limit ? 0 : (size_t)(limit - ex->out_bytes);
         if (!ex->output_limit_hit) {
             ex->output_limit_hit = true;
-            exec_mark_killed(ex, "output_limit", "its output reached the output limit of %llu bytes",
+            sv_exec_mark_killed(ex, "output_limit", "its output reached the output limit of %llu bytes",
                              (unsigned long long)limit);
-            exec_kill(ex);
+            sv_exec_kill(ex);
         }
     }
     ex->out_bytes += give;
@@ -72,17 +72,17 @@ size_t exec_output_take(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
     return give;
 }
 
-void exec_output(exec_ctx *ex, uint8_t type, const char *buf, size_t n)
+void sv_exec_output(sv_exec *ex, uint8_t type, const char *buf, size_t n)
 {
-    size_t give = exec_output_take(ex, type, buf, n);
+    size_t give = sv_exec_output_take(ex, type, buf, n);
     if (give && ex->cl)
-        client_send(ex->cl, type, buf, give);
+        sv_client_send(ex->cl, type, buf, give);
 }
 
 /* Reads what is available on one output pipe. Returns false at EOF/error. */
-static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
+static bool exec_read(sv_exec *ex, int fd, uint8_t type)
 {
-    char buf[SUP_READ_CHUNK];
+    char buf[SV_READ_CHUNK];
     for (int i = 0; i < 16; i++) {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -91,21 +91,21 @@ static bool exec_read(exec_ctx *ex, int fd, uint8_t type)
             return true;
         if (n <= 0)
             return false;
-        exec_output(ex, type, buf, (size_t)n);
+        sv_exec_output(ex, type, buf, (size_t)n);
         if ((size_t)n < sizeof buf)
             return true;
     }
     return true;
 }
 
-void on_close_pending(uv_handle_t *h)
+void sv_exec_on_close_pending(uv_handle_t *h)
 {
-    exec_ctx *ex = h->data;
+    sv_exec *ex = h->data;
     if (--ex->pending_closes == 0)
         free(ex);
 }
 
-static void exec_close_stream(exec_ctx *ex, bool out)
+static void exec_close_stream(sv_exec *ex, bool out)
 {
     uv_poll_t *p = out ? &ex->out_poll : &ex->err_poll;
     bool *active = out ? &ex->out_active : &ex->err_active;
@@ -115,18 +115,18 @@ static void exec_close_stream(exec_ctx *ex, bool out)
     *active = false;
     uv_poll_stop(p);
     ex->pending_closes++;
-    uv_close((uv_handle_t *)p, on_close_pending);
+    uv_close((uv_handle_t *)p, sv_exec_on_close_pending);
     close(*fd);
     *fd = -1;
 }
 
-void on_exec_output(uv_poll_t *p, int status, int events)
+void sv_exec_on_output(uv_poll_t *p, int status, int events)
 {
-    exec_ctx *ex = p->data;
+    sv_exec *ex = p->data;
     bool out = p == &ex->out_poll;
     if (!exec_read(ex, out ? ex->out_fd : ex->err_fd, out ? SG_CTL_STDOUT : SG_CTL_STDERR))
         exec_close_stream(ex, out);
-    if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX) {
+    if (ex->cl && ex->cl->qbytes > SV_CLIENT_QUEUE_MAX) {
         /* Backpressure: the caller is slow; let the exec block on its pipe. */
         if (ex->out_active)
             uv_poll_stop(&ex->out_poll);
@@ -135,7 +135,7 @@ void on_exec_output(uv_poll_t *p, int status, int events)
     }
 }
 
-static void exec_slot_remove(sup *s, exec_ctx *ex)
+static void exec_slot_remove(sv_sup *s, sv_exec *ex)
 {
     for (size_t i = 0; i < s->nexecs; i++) {
         if (s->execs[i] == ex) {
@@ -145,7 +145,7 @@ static void exec_slot_remove(sup *s, exec_ctx *ex)
     }
 }
 
-exec_ctx *exec_find(sup *s, uint32_t id)
+sv_exec *sv_exec_find(sv_sup *s, uint32_t id)
 {
     for (size_t i = 0; i < s->nexecs; i++)
         if (s->execs[i]->id == id)
@@ -155,19 +155,19 @@ exec_ctx *exec_find(sup *s, uint32_t id)
 
 static void on_exec_timeout(uv_timer_t *t)
 {
-    exec_ctx *ex = t->data;
+    sv_exec *ex = t->data;
     if (ex->finished)
         return;
     ex->timed_out = true;
-    exec_mark_killed(ex, "timeout", "it ran into its time limit of %g s", ex->timeout_s);
-    exec_kill(ex);
+    sv_exec_mark_killed(ex, "timeout", "it ran into its time limit of %g s", ex->timeout_s);
+    sv_exec_kill(ex);
 }
 
-void execs_deadlines(sup *s)
+void sv_exec_deadlines(sv_sup *s)
 {
     uint64_t now = sg_now_mono_ns();
     for (size_t i = 0; i < s->nexecs; i++) {
-        exec_ctx *ex = s->execs[i];
+        sv_exec *ex = s->execs[i];
         if (ex->timeout_s > 0 && ex->start_ns && !ex->finished && !ex->timed_out &&
             now >= ex->start_ns + (uint64_t)(ex->timeout_s * 1e9))
             on_exec_timeout(&ex->timer);
@@ -175,18 +175,18 @@ void execs_deadlines(sup *s)
 }
 
 /* The command's exit status as a shell gives it: 128+N for signal N. */
-static int exec_exit_code(const exec_ctx *ex)
+static int exec_exit_code(const sv_exec *ex)
 {
     return WIFEXITED(ex->status) ? WEXITSTATUS(ex->status) : 128 + WTERMSIG(ex->status);
 }
 
-static void exec_send_code(exec_ctx *ex)
+static void exec_send_code(sv_exec *ex)
 {
     int32_t code = exec_exit_code(ex);
-    client_send(ex->cl, SG_CTL_EXIT, &code, sizeof code);
+    sv_client_send(ex->cl, SG_CTL_EXIT, &code, sizeof code);
 }
 
-static json_t *exec_result_json(exec_ctx *ex, const sg_cg_stats *after)
+static json_t *exec_result_json(sv_exec *ex, const sg_cg_stats *after)
 {
     double wall = (double)(sg_now_mono_ns() - ex->start_ns) / 1e9;
     int st = ex->status;
@@ -211,9 +211,9 @@ static json_t *exec_result_json(exec_ctx *ex, const sg_cg_stats *after)
 }
 
 /* The cgroup counters after the exec, for its result. */
-static void exec_stats_after(exec_ctx *ex, sg_cg_stats *after)
+static void exec_stats_after(sv_exec *ex, sg_cg_stats *after)
 {
-    sup *s = ex->s;
+    sv_sup *s = ex->s;
     sg_err err = {0};
     memset(after, 0, sizeof *after);
     if (s->fast_leaves)
@@ -236,12 +236,12 @@ static void exec_stats_after(exec_ctx *ex, sg_cg_stats *after)
 }
 
 /* Why a command that died of SIGKILL died, when we know it: our own kill
- * (exec_mark_killed), or the OOM killer (the sandbox's OOM counter moved
+ * (sv_exec_mark_killed), or the OOM killer (the sandbox's OOM counter moved
  * since the exec began, or since it was last read when the exec read no
  * counters). Read only on that path, never for a command that exited. */
-static bool exec_find_kill_reason(exec_ctx *ex)
+static bool exec_find_kill_reason(sv_exec *ex)
 {
-    sup *s = ex->s;
+    sv_sup *s = ex->s;
     if (!WIFSIGNALED(ex->status) || WTERMSIG(ex->status) != SIGKILL)
         return false;
     if (!ex->kill_cause[0] && s->cg) {
@@ -250,7 +250,7 @@ static bool exec_find_kill_reason(exec_ctx *ex)
         if (sg_cgroup_counters(s->cg, &oom, &pids, &err) == 0) {
             uint64_t base = (!ex->code_only || ex->cx) ? ex->before.oom_kills : s->oom_seen;
             if (oom > base)
-                exec_mark_killed(ex, "memory", "the sandbox reached its memory limit of %llu MiB "
+                sv_exec_mark_killed(ex, "memory", "the sandbox reached its memory limit of %llu MiB "
                                  "(the kernel's OOM killer)", (unsigned long long)(s->meta.memory >> 20));
             s->oom_seen = oom;
         }
@@ -258,15 +258,15 @@ static bool exec_find_kill_reason(exec_ctx *ex)
     return ex->kill_cause[0] != '\0';
 }
 
-void exec_finish(exec_ctx *ex)
+void sv_exec_finish(sv_exec *ex)
 {
-    sup *s = ex->s;
+    sv_sup *s = ex->s;
     if (ex->finished)
         return;
     ex->finished = true;
     if (ex->timeout_s > 0) /* before its leaf can be reused */
         ks_disarm(s->ks, ex->leaf);
-    handoff_release(ex);
+    sv_handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
         exec_close_stream(ex, true);
@@ -288,7 +288,7 @@ void exec_finish(exec_ctx *ex)
     if (killed && ex->cl) {
         char line[300];
         int n = snprintf(line, sizeof line, "sandglass: killed: %s\n", ex->kill_detail);
-        client_send(ex->cl, SG_CTL_STDERR, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        sv_client_send(ex->cl, SG_CTL_STDERR, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     }
     if (code_first)
         exec_send_code(ex);
@@ -305,7 +305,7 @@ void exec_finish(exec_ctx *ex)
             sg_capture_exec_end(ex->cx, res);
         ex->cx = NULL;
         if (ex->cl && !ex->code_only) {
-            client_send_json(ex->cl, SG_CTL_RESULT, res);
+            sv_client_send_json(ex->cl, SG_CTL_RESULT, res);
         } else {
             json_decref(res);
             if (ex->cl)
@@ -315,25 +315,25 @@ void exec_finish(exec_ctx *ex)
     /* A leaf with background processes stays until they end or destroy.
      * A fast leaf that emptied is kept for a later exec; leaves on v1
      * hierarchies are checked first. */
-    if (!s->cg || (s->fast_leaves ? leaf_recycle(s, ex)
+    if (!s->cg || (s->fast_leaves ? sv_leaves_recycle(s, ex)
                    : sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
                      sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
-        leaf_untrack(s, ex->leaf);
+        sv_leaves_untrack(s, ex->leaf);
     sg_close_reset(&ex->cpu_fd);
     sg_close_reset(&ex->events_fd);
     sg_close_reset(&ex->leaf_fd);
     if (ex->cl) {
         ex->cl->ex = NULL;
         ex->cl->close_after_flush = true;
-        client_flush(ex->cl);
+        sv_client_flush(ex->cl);
     }
     exec_slot_remove(s, ex);
-    /* Drops the reference the exec held since exec_start. */
-    uv_close((uv_handle_t *)&ex->timer, on_close_pending);
-    ready_next(s);
+    /* Drops the reference the exec held since sv_exec_start. */
+    uv_close((uv_handle_t *)&ex->timer, sv_exec_on_close_pending);
+    sv_leaves_ready_next(s);
 }
 
-void exec_fail(exec_ctx *ex, const char *msg)
+void sv_exec_fail(sv_exec *ex, const char *msg)
 {
     if (ex->cx) {
         sg_autojson json_t *res = json_pack("{s:n, s:f, s:b, s:s}", "exit_code", "wall_s", 0.0,
@@ -342,10 +342,10 @@ void exec_fail(exec_ctx *ex, const char *msg)
         ex->cx = NULL;
     }
     if (ex->cl)
-        client_error(ex->cl, msg);
+        sv_client_error(ex->cl, msg);
     ex->cl = NULL;
     ex->spawned = false;
-    exec_finish(ex);
+    sv_exec_finish(ex);
 }
 
 static char **build_env(const sg_exec_req *req, const char *cwd)
@@ -384,25 +384,25 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
 /* Whether the sandbox takes an exec now. A cap the exec would pass aborts
  * the session first (the first reason wins). Answers the caller and
  * returns false when it does not. */
-static bool exec_admit(sup *s, client *c, const sg_exec_req *req)
+static bool exec_admit(sv_sup *s, sv_client *c, const sg_exec_req *req)
 {
     char why[128];
     if (!s->aborted && sg_caps_exec_reached(&s->meta, s->execs_total, s->calls_total,
                                             req->tool_name != NULL, why, sizeof why))
-        json_decref(sup_abort(s, "cap", why));
+        json_decref(sv_killswitch_abort(s, "cap", why));
     if (s->aborted) {
         char m[400];
         snprintf(m, sizeof m, "session aborted: %s", s->abort_reason);
-        client_error(c, m);
+        sv_client_error(c, m);
         return false;
     }
     if (s->destroying || s->init_dead || s->init_fd < 0) {
-        client_error(c, s->init_dead ? "the sandbox's init is gone; destroy it"
+        sv_client_error(c, s->init_dead ? "the sandbox's init is gone; destroy it"
                                      : "the sandbox is being destroyed");
         return false;
     }
     if (sg_grow(&s->execs, &s->capexecs, s->nexecs + 1, sizeof *s->execs) < 0) {
-        client_error(c, "out of memory");
+        sv_client_error(c, "out of memory");
         return false;
     }
     return true;
@@ -410,17 +410,17 @@ static bool exec_admit(sup *s, client *c, const sg_exec_req *req)
 
 /* A new exec, registered with its caller. direct: it goes to the ready
  * child, under the exec id reserved for that child. */
-static exec_ctx *exec_new(sup *s, client *c, const sg_exec_req *req, bool direct)
+static sv_exec *exec_new(sv_sup *s, sv_client *c, const sg_exec_req *req, bool direct)
 {
-    exec_ctx *ex = sg_xcalloc(1, sizeof *ex);
+    sv_exec *ex = sg_xcalloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
-    ex->id = direct ? s->ready_exec_id : exec_id_new(s);
-    ex->num = exec_num_new(s);
+    ex->id = direct ? s->ready_exec_id : sv_sup_exec_id_new(s);
+    ex->num = sv_sup_exec_num_new(s);
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
     ex->events_fd = -1;
     ex->hold_fds[0] = ex->hold_fds[1] = ex->hold_fds[2] = -1;
-    ex->pending_closes = 1; /* released when exec_finish closes the timer */
+    ex->pending_closes = 1; /* released when sv_exec_finish closes the timer */
     /* A terminal session (shell, exec -t, the browser's) is a learner's
      * sitting, not one command: the sandbox's per-exec limit is not its
      * end (exit, abort, destroy and the caps are); an explicit one is. */
@@ -437,20 +437,20 @@ static exec_ctx *exec_new(sup *s, client *c, const sg_exec_req *req, bool direct
 /* The checkpoint before an exec, unless the call only reads or the
  * sandbox takes its checkpoints by hand. An unchanged workspace reuses the
  * newest checkpoint: the exec path then writes no object and no ref. */
-static void exec_checkpoint(sup *s, const exec_ctx *ex, const sg_exec_req *req)
+static void exec_checkpoint(sv_sup *s, const sv_exec *ex, const sg_exec_req *req)
 {
     if (tool_is_read_only(req->tool_name) || s->meta.manual_checkpoints)
         return;
     char label[160];
     sg_autofree char *line = sg_exec_cmdline(req->argv);
     snprintf(label, sizeof label, "before exec %u: %.120s", ex->num, line ? line : "");
-    ckpt_exec(s, label);
+    sv_ckpt_exec(s, label);
 }
 
 /* The exec's leaf: the ready child's, where it sits already (direct), else
  * a new one. Returns how many cgroup fds init needs to clone the exec into
  * it (cgfds; 0 when direct or without cgroups), or -1 with err. */
-static int exec_leaf(sup *s, exec_ctx *ex, bool direct, int cgfds[SG_CG_MAX_FDS], sg_err *err)
+static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FDS], sg_err *err)
 {
     if (direct) {
         memcpy(ex->leaf, s->rl.name, sizeof ex->leaf);
@@ -462,11 +462,11 @@ static int exec_leaf(sup *s, exec_ctx *ex, bool direct, int cgfds[SG_CG_MAX_FDS]
         ex->ready_pid = s->ready_pid;
         s->ready = false;
         s->ready_taken = true;
-        leaf_track(s, ex->leaf);
+        sv_leaves_track(s, ex->leaf);
         return 0;
     }
     snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
-    leaf_track(s, ex->leaf);
+    sv_leaves_track(s, ex->leaf);
     if (!s->cg)
         return 0; /* rootless without cgroups */
     if (sg_cgroup_leaf_create(s->cg, ex->leaf, err) < 0)
@@ -480,10 +480,10 @@ static int exec_leaf(sup *s, exec_ctx *ex, bool direct, int cgfds[SG_CG_MAX_FDS]
 
 /* Sends the encoded exec (s->spawn_msg, len bytes) with its fds (stdio,
  * then the cgroup's): to the ready child (direct), which keeps message and
- * fds until it answers "k" (exec_handoff_done) or never does
- * (exec_handoff_failed); else to init. Returns 0 or -errno; *lost when
+ * fds until it answers "k" (sv_handoff_done) or never does
+ * (sv_handoff_failed); else to init. Returns 0 or -errno; *lost when
  * the ready child's socket refused it (the exec then goes through init). */
-static int exec_send(sup *s, exec_ctx *ex, bool direct, size_t len, const int *fds, int nfds, bool *lost)
+static int exec_send(sv_sup *s, sv_exec *ex, bool direct, size_t len, const int *fds, int nfds, bool *lost)
 {
     if (!direct)
         return sg_seqpacket_send(s->init_fd, s->spawn_msg, len, fds, (size_t)nfds);
@@ -503,7 +503,7 @@ static int exec_send(sup *s, exec_ctx *ex, bool direct, size_t len, const int *f
 }
 
 /* The exec's output pipes (read ends), polled once the exec is sent. */
-static void exec_pipes(sup *s, exec_ctx *ex, int out_r, int err_r)
+static void exec_pipes(sv_sup *s, sv_exec *ex, int out_r, int err_r)
 {
     ex->out_fd = out_r;
     ex->err_fd = err_r;
@@ -517,7 +517,7 @@ static void exec_pipes(sup *s, exec_ctx *ex, int out_r, int err_r)
 
 /* The exec is on its way: its clock, its counters before, its output,
  * its time limit, and the wait for the ready child's "k". */
-static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
+static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
 {
     sg_err err = {0};
     ex->start_ns = sg_now_mono_ns();
@@ -528,8 +528,8 @@ static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
         sg_cgroup_counters(s->cg, &ex->before.oom_kills, &ex->before.pids_max_hits, &err);
     else if (want_stats && s->cg)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
-    uv_poll_start(&ex->out_poll, UV_READABLE, on_exec_output);
-    uv_poll_start(&ex->err_poll, UV_READABLE, on_exec_output);
+    uv_poll_start(&ex->out_poll, UV_READABLE, sv_exec_on_output);
+    uv_poll_start(&ex->err_poll, UV_READABLE, sv_exec_on_output);
     if (ex->timeout_s > 0) {
         uv_timer_start(&ex->timer, on_exec_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
         /* the kill itself beside the loop; this timer records why */
@@ -538,7 +538,7 @@ static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
     if (!ex->awaiting_ack)
         return;
     if (handoff_lost) {
-        exec_handoff_failed(ex);
+        sv_handoff_failed(ex);
         return;
     }
     /* The "k" is not polled for: it is read when init reports the exit,
@@ -547,7 +547,7 @@ static void exec_running(sup *s, exec_ctx *ex, bool handoff_lost)
     uv_timer_init(&s->loop, &ex->ack_timer);
     ex->ack_timer.data = ex;
     ex->pending_closes++;
-    uv_timer_start(&ex->ack_timer, on_handoff_timeout, SG_SPAWN_READY_ACK_MS, 0);
+    uv_timer_start(&ex->ack_timer, sv_handoff_on_timeout, SG_SPAWN_READY_ACK_MS, 0);
 }
 
 static void close_fds(const int *fds, int n)
@@ -557,7 +557,7 @@ static void close_fds(const int *fds, int n)
             close(fds[i]);
 }
 
-void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
+void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
 {
     sg_err err = {0};
     sg_exec_req req = *in;
@@ -570,11 +570,11 @@ void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
     s->execs_total++;
     if (req.tool_name)
         s->calls_total++;
-    leaves_sweep(s);
+    sv_leaves_sweep(s);
     /* A ready child whose socket init has sent takes the exec directly;
      * else init clones a child. */
     bool direct = s->ready && s->cg && s->ready_sock >= 0;
-    exec_ctx *ex = exec_new(s, c, &req, direct);
+    sv_exec *ex = exec_new(s, c, &req, direct);
     const char *cwd = req.cwd ? req.cwd : "/workspace";
     exec_checkpoint(s, ex, &req);
     ex->cx = s->cap ? sg_capture_exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
@@ -594,7 +594,7 @@ void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
         close_fds(cgfds, ncg);
         close(stdin_fd);
         sg_exec_req_free(&req);
-        exec_fail(ex, err.msg);
+        sv_exec_fail(ex, err.msg);
         return;
     }
     /* Message: header, argv..., env..., cwd (NUL-separated). */
@@ -613,7 +613,7 @@ void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
         close_fds(fds, 3 + ncg);
     exec_pipes(s, ex, outp[0], errp[0]);
     if (r < 0) {
-        exec_fail(ex, r == -E2BIG ? "command line and environment are too long (at most 64 KiB)"
+        sv_exec_fail(ex, r == -E2BIG ? "command line and environment are too long (at most 64 KiB)"
                       : r == -ENOMEM ? "out of memory" : "cannot reach the sandbox's init");
         return;
     }
@@ -621,22 +621,22 @@ void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
     /* The next exec's ready child is made while this one runs: the caller
      * is waiting then, and a command runs on one CPU, so this work rarely
      * delays anyone (after the result it would meet the next exec). */
-    ready_next(s);
+    sv_leaves_ready_next(s);
 }
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
 /* "exec": the caller's stdin crosses into the sandbox only as a pipe or
  * /dev/null (docs/SECURITY.md); none given is /dev/null. */
-void op_exec(sup *s, client *c, sg_ctl_req *req, int fd_in)
+void sv_exec_op(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
         close(fd_in);
-        client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
+        sv_client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "
                         "anything else): refused");
         return;
     }
     if (fd_in < 0)
         fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    exec_start(s, c, &req->u.exec, fd_in);
+    sv_exec_start(s, c, &req->u.exec, fd_in);
 }

@@ -23,7 +23,7 @@
  * its caller, so a storm runs at the pace we answer it. */
 #define NOTIFY_BATCH 16
 
-bool execnotify_wanted(const sup *s)
+bool sv_execnotify_wanted(const sv_sup *s)
 {
     const char *env = getenv("SANDGLASS_EXEC_NOTIFY");
     /* rootless: no process events to feed (no CAP_NET_ADMIN) */
@@ -41,7 +41,7 @@ static bool still_held(void *ud)
     return sg_execnotify_valid(h->fd, h->id);
 }
 
-static void read_held(sup *s, const struct seccomp_notif *n)
+static void read_held(sv_sup *s, const struct seccomp_notif *n)
 {
     sg_procevents *pe = sg_capture_procevents(s->cap);
     if (!pe)
@@ -54,16 +54,16 @@ static void read_held(sup *s, const struct seccomp_notif *n)
     sg_execargs_clear(&a);
 }
 
-void execnotify_unmap(sup *s)
+void sv_execnotify_unmap(sv_sup *s)
 {
     if (s->notify_page)
         munmap(s->notify_page, sizeof *s->notify_page);
     s->notify_page = NULL;
 }
 
-void execnotify_stop(sup *s)
+void sv_execnotify_stop(sv_sup *s)
 {
-    execnotify_unmap(s);
+    sv_execnotify_unmap(s);
     if (s->notify_fd < 0)
         return;
     uv_poll_stop(&s->notify_poll);
@@ -97,7 +97,7 @@ static void test_hold(void)
 }
 
 /* Where init finds the id we work on if we die before answering it. */
-static void record_inflight(sup *s, uint64_t id)
+static void record_inflight(sv_sup *s, uint64_t id)
 {
     if (!s->notify_page)
         return;
@@ -109,12 +109,12 @@ static void on_notify(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
-    sup *s = p->data;
+    sv_sup *s = p->data;
     for (int i = 0; i < NOTIFY_BATCH && s->notify_fd >= 0; i++) {
         struct seccomp_notif n;
         int r = sg_execnotify_recv(s->notify_fd, &n);
         if (r < 0) { /* the sandbox is gone (no process uses the filter) */
-            execnotify_stop(s);
+            sv_execnotify_stop(s);
             return;
         }
         if (r == 0)
@@ -144,7 +144,7 @@ static sg_execnotify_inflight *map_page(int page_fd)
     return m == MAP_FAILED ? NULL : m;
 }
 
-void execnotify_attach(sup *s, int fd, int page_fd)
+void sv_execnotify_attach(sv_sup *s, int fd, int page_fd)
 {
     sg_execnotify_inflight *page = map_page(page_fd);
     /* init sends it once per connection: a second one is not ours to use */

@@ -13,13 +13,13 @@
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 
-void handoff_release(exec_ctx *ex)
+void sv_handoff_release(sv_exec *ex)
 {
     if (ex->awaiting_ack) {
         ex->awaiting_ack = false;
         if (ex->ack_timer.data) {
             uv_timer_stop(&ex->ack_timer);
-            uv_close((uv_handle_t *)&ex->ack_timer, on_close_pending);
+            uv_close((uv_handle_t *)&ex->ack_timer, sv_exec_on_close_pending);
         }
         for (int i = 0; i < 3; i++)
             sg_close_reset(&ex->hold_fds[i]);
@@ -32,7 +32,7 @@ void handoff_release(exec_ctx *ex)
 /* 1: the child took the exec ("k"); 0: not yet; -1: it never will (its
  * socket closed: it died). The "k" is sent before the command runs, so it
  * is there by the time init reports the child's exit. */
-static int handoff_ack(exec_ctx *ex)
+static int handoff_ack(sv_exec *ex)
 {
     char k = 0;
     ssize_t n = recv(ex->ready_sock, &k, 1, MSG_DONTWAIT);
@@ -43,28 +43,28 @@ static int handoff_ack(exec_ctx *ex)
     return -1;
 }
 
-void exec_handoff_done(exec_ctx *ex)
+void sv_handoff_done(sv_exec *ex)
 {
     ex->spawned = true;
     ex->pid = ex->ready_pid;
-    handoff_release(ex);
+    sv_handoff_release(ex);
 }
 
 /* The ready child did not take the exec (killed or stopped just before):
  * it is killed, and init clones the exec into the same leaf under a new id
  * (the dead child's exit report keeps the old one). */
-void exec_handoff_failed(exec_ctx *ex)
+void sv_handoff_failed(sv_exec *ex)
 {
-    sup *s = ex->s;
+    sv_sup *s = ex->s;
     sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
     send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
     if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
-        handoff_release(ex);
-        exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
+        sv_handoff_release(ex);
+        sv_exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
                                  : "the sandbox's init is gone");
         return;
     }
-    ex->id = exec_id_new(s);
+    ex->id = sv_sup_exec_id_new(s);
     sg_spawn_hdr sp;
     memcpy(&sp, ex->held_msg, sizeof sp);
     sp.exec_id = ex->id;
@@ -73,31 +73,31 @@ void exec_handoff_failed(exec_ctx *ex)
     memcpy(ex->held_msg, &sp, sizeof sp);
     int fds[4] = {ex->hold_fds[0], ex->hold_fds[1], ex->hold_fds[2], ex->leaf_fd};
     int r = sg_seqpacket_send(s->init_fd, ex->held_msg, ex->held_len, fds, 4);
-    handoff_release(ex);
+    sv_handoff_release(ex);
     if (r < 0)
-        exec_fail(ex, "cannot reach the sandbox's init");
+        sv_exec_fail(ex, "cannot reach the sandbox's init");
 }
 
 /* Settles the hand-off if the child answered, or if it never will: it
  * died, or (last) the wait is over. */
-static void handoff_check(exec_ctx *ex, bool last)
+static void handoff_check(sv_exec *ex, bool last)
 {
     if (!ex->awaiting_ack)
         return;
     int a = handoff_ack(ex);
     if (a > 0)
-        exec_handoff_done(ex);
+        sv_handoff_done(ex);
     else if (a < 0 || last)
-        exec_handoff_failed(ex);
+        sv_handoff_failed(ex);
 }
 
-void on_handoff_timeout(uv_timer_t *t)
+void sv_handoff_on_timeout(uv_timer_t *t)
 {
     handoff_check(t->data, true);
 }
 
 /* Reads every report init has sent; false when init is gone. */
-static bool init_drain(sup *s)
+static bool init_drain(sv_sup *s)
 {
     for (;;) {
         char buf[sizeof(sg_spawn_reply)];
@@ -116,10 +116,10 @@ static bool init_drain(sup *s)
         if (n <= 0 && n != -EMSGSIZE) {
             /* init is gone: the whole pid namespace died with it. */
             uv_poll_stop(&s->init_poll);
-            execnotify_stop(s);
+            sv_execnotify_stop(s);
             s->init_dead = true;
             for (size_t i = s->nexecs; i-- > 0;)
-                exec_fail(s->execs[i], "the sandbox's init died");
+                sv_exec_fail(s->execs[i], "the sandbox's init died");
             return false;
         }
         bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
@@ -128,28 +128,28 @@ static bool init_drain(sup *s)
             s->ready_sock = fd;
             s->ready_pid = rep.pid;
             sg_close_reset(&s->ready_pidfd);
-            s->ready_pidfd = ready_pidfd_open(s->rl.dirfd);
+            s->ready_pidfd = sv_leaves_ready_pidfd_open(s->rl.dirfd);
             continue;
         }
         if (ok && rep.type == SG_SPAWN_NOTIFY && nfds >= 1) {
-            execnotify_attach(s, fd, nfds == 2 ? fds[1] : -1);
+            sv_execnotify_attach(s, fd, nfds == 2 ? fds[1] : -1);
             continue;
         }
         if (nfds == 1)
             close(fd);
         if (!ok)
             continue;
-        exec_ctx *ex = exec_find(s, rep.exec_id);
+        sv_exec *ex = sv_exec_find(s, rep.exec_id);
         if (!ex) {
             if (rep.type == SG_SPAWN_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
-                ready_lost(s);
+                sv_leaves_ready_lost(s);
             continue;
         }
         if (rep.type == SG_SPAWN_SPAWNED) {
             if (rep.err) {
                 char m[160];
                 snprintf(m, sizeof m, "cannot start the command: %s", strerror(rep.err));
-                exec_fail(ex, m);
+                sv_exec_fail(ex, m);
             } else {
                 ex->spawned = true;
                 ex->pid = rep.pid;
@@ -163,24 +163,24 @@ static bool init_drain(sup *s)
             ex->exited = true;
             ex->status = rep.status;
             ex->exit_rep = rep;
-            exec_finish(ex);
+            sv_exec_finish(ex);
         }
     }
 }
 
-void on_init_msg(uv_poll_t *p, int status, int events)
+void sv_handoff_on_init_msg(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
-    sup *s = p->data;
+    sv_sup *s = p->data;
     /* the kill switch's abort first: the deaths init reports are its */
     ks_take_killed(s->ks);
-    execs_deadlines(s);
-    caps_check_wall(s);
+    sv_exec_deadlines(s);
+    sv_killswitch_check_wall(s);
     (void)init_drain(s);
 }
 
-static bool killed_exec_running(const sup *s)
+static bool killed_exec_running(const sv_sup *s)
 {
     for (size_t i = 0; i < s->nexecs; i++)
         if (!s->execs[i]->finished && s->execs[i]->kill_cause[0])
@@ -193,7 +193,7 @@ static bool killed_exec_running(const sup *s)
  * (an abort) is followed by no exec still counted as running (a rollback
  * right after it would refuse "under them"), and each killed exec's
  * result comes before the abort's record. Bounded by timeout_ms. */
-void execs_settle_killed(sup *s, int timeout_ms)
+void sv_handoff_settle_killed(sv_sup *s, int timeout_ms)
 {
     uint64_t end = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000u;
     while (s->init_fd >= 0 && !s->init_dead && killed_exec_running(s)) {

@@ -15,7 +15,7 @@
 
 /* Host pids of the processes in the sandbox's pid namespace (init
  * included), found through /proc: the kill path when there is no cgroup. */
-static size_t pidns_members(sup *s, pid_t *out, size_t max)
+static size_t pidns_members(sv_sup *s, pid_t *out, size_t max)
 {
     char want[64], path[64], got[64];
     snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)s->init_pid);
@@ -44,14 +44,14 @@ static size_t pidns_members(sup *s, pid_t *out, size_t max)
 
 /* SIGKILLs every process of the pid namespace (but init unless with_init)
  * until none is left; returns how many remain. */
-size_t pidns_kill(sup *s, bool with_init, int timeout_ms)
+size_t sv_killswitch_pidns_kill(sv_sup *s, bool with_init, int timeout_ms)
 {
     if (!s->pidns_pids)
-        s->pidns_pids = sg_xcalloc(SUP_PIDNS_MAX, sizeof *s->pidns_pids);
+        s->pidns_pids = sg_xcalloc(SV_PIDNS_MAX, sizeof *s->pidns_pids);
     pid_t *pids = s->pidns_pids;
     uint64_t deadline = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        size_t n = pidns_members(s, pids, SUP_PIDNS_MAX), left = 0;
+        size_t n = pidns_members(s, pids, SV_PIDNS_MAX), left = 0;
         for (size_t i = 0; i < n; i++) {
             if (pids[i] == s->init_pid && !with_init)
                 continue;
@@ -64,7 +64,7 @@ size_t pidns_kill(sup *s, bool with_init, int timeout_ms)
     }
 }
 
-json_t *caps_now(sup *s)
+json_t *sv_killswitch_caps_now(sv_sup *s)
 {
     sg_err err = {0};
     sg_cg_stats st = {0};
@@ -78,14 +78,14 @@ json_t *caps_now(sup *s)
 
 /* Kills every process of the sandbox but its init, and proves it: the
  * sandbox's cgroup then holds exactly the init. */
-json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
+json_t *sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail)
 {
     sg_err err = {0};
     json_t *killed_execs = json_array();
     for (size_t i = 0; i < s->nexecs; i++) {
         if (!s->execs[i]->finished) {
             json_array_append_new(killed_execs, json_integer(s->execs[i]->num));
-            exec_mark_killed(s->execs[i], cause, "%s", detail);
+            sv_exec_mark_killed(s->execs[i], cause, "%s", detail);
         }
     }
     pid_t *before = NULL;
@@ -107,23 +107,23 @@ json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
         for (size_t i = 0; i < s->leaves.n; i++)
-            if (leaf_kill(s, s->leaves.names[i], 5000, &err) < 0)
+            if (sv_leaves_kill(s, s->leaves.names[i], 5000, &err) < 0)
                 ok = false;
         /* The idle ready child last: killed first, its exit would wait for
          * a CPU that a fork bomb holds, and the bomb's kill behind it. */
-        ready_retire(s);
+        sv_leaves_ready_retire(s);
     } else {
-        before = calloc(SUP_PIDNS_MAX, sizeof *before);
-        nbefore = before ? pidns_members(s, before, SUP_PIDNS_MAX) : 0;
+        before = calloc(SV_PIDNS_MAX, sizeof *before);
+        nbefore = before ? pidns_members(s, before, SV_PIDNS_MAX) : 0;
         t0 = sg_now_mono_ns();
-        ok = pidns_kill(s, false, 5000) == 0;
+        ok = sv_killswitch_pidns_kill(s, false, 5000) == 0;
     }
     double kill_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
     if (s->cg) {
         sg_cgroup_pids(s->cg, NULL, &after, &nafter, &err);
     } else {
-        after = calloc(SUP_PIDNS_MAX, sizeof *after);
-        nafter = after ? pidns_members(s, after, SUP_PIDNS_MAX) : 0;
+        after = calloc(SV_PIDNS_MAX, sizeof *after);
+        nafter = after ? pidns_members(s, after, SV_PIDNS_MAX) : 0;
     }
     json_t *left = json_array();
     for (size_t i = 0; i < nafter; i++)
@@ -147,7 +147,7 @@ json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail)
 #define SG_ABORT_SETTLE_MS 5000
 
 /* The kill switch. Returns the abort record (new reference). */
-json_t *sup_abort(sup *s, const char *by, const char *reason)
+json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
 {
     if (s->aborted)
         return json_pack("{s:b, s:b, s:s, s:s}", "aborted", 1, "already", 1,
@@ -158,71 +158,71 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
         sg_log(SG_LOG_ERROR, "%s", err.msg);
-    json_t *caps = caps_now(s);
+    json_t *caps = sv_killswitch_caps_now(s);
     char detail[300];
     snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
     /* The killed execs' ends flush the watcher: one turn's worth each, the
      * rest of a learner's pile of changes comes after the answer. */
     sg_watch_hurry(sg_capture_watch(s->cap), true);
-    json_t *k = kill_all_user_processes(s, "abort", detail);
+    json_t *k = sv_killswitch_kill_all(s, "abort", detail);
     /* The proof held: the killed execs' results are read before the
      * answer, so nothing counts as running after it (SG_ABORT_SETTLE_MS). */
     if (json_is_true(json_object_get(json_object_get(k, "proof"), "cgroup_holds_only_init")))
-        execs_settle_killed(s, SG_ABORT_SETTLE_MS);
+        sv_handoff_settle_killed(s, SG_ABORT_SETTLE_MS);
     sg_watch_hurry(sg_capture_watch(s->cap), false);
     json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);
     json_decref(k);
-    capture_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
+    sv_sup_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
     return rec;
 }
 
 /* The keep of an ended session is over: the sandbox goes, saying why. */
-void on_expire(uv_timer_t *t)
+void sv_killswitch_on_expire(uv_timer_t *t)
 {
-    sup *s = t->data;
+    sv_sup *s = t->data;
     if (s->destroying)
         return;
     sg_log(SG_LOG_INFO, "the sandbox's keep after its session ended is over: destroying it");
-    capture_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:s}", "state", "expired", "reason",
+    sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:s}", "state", "expired", "reason",
                                          "its agent session ended and the keep (mcp --keep) passed"));
-    sup_destroy(s, NULL);
+    sv_sup_destroy(s, NULL);
 }
 
-void caps_arm(sup *s)
+void sv_killswitch_caps_arm(sv_sup *s)
 {
     if (!sg_caps_timed(&s->meta))
         return;
-    uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
+    uv_timer_start(&s->cap_timer, sv_killswitch_on_cap_timer, 100, 100);
     if (s->meta.max_wall_s > 0) /* the kill at once; the timer records why */
         ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
 }
 
-void killswitch_start(sup *s)
+void sv_killswitch_start(sv_sup *s)
 {
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
-    s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, s, &err);
+    s->ks = ks_start(&s->loop, s->ctl_fd, cg, sv_client_adopt, s, &err);
     if (!s->ks)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
-    uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
+    uv_poll_start(&s->ctl_poll, UV_READABLE, sv_client_on_accept);
 }
 
-bool caps_check_wall(sup *s)
+bool sv_killswitch_check_wall(sv_sup *s)
 {
     char why[128];
     double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
     if (s->aborted || s->destroying || !sg_caps_wall_reached(&s->meta, wall, why, sizeof why))
         return false;
-    json_decref(sup_abort(s, "cap", why));
+    json_decref(sv_killswitch_abort(s, "cap", why));
     return true;
 }
 
-void on_cap_timer(uv_timer_t *t)
+void sv_killswitch_on_cap_timer(uv_timer_t *t)
 {
-    sup *s = t->data;
-    if (s->aborted || s->destroying || caps_check_wall(s))
+    sv_sup *s = t->data;
+    if (s->aborted || s->destroying || sv_killswitch_check_wall(s))
         return;
     char why[128];
     /* The cgroup's CPU time is read only for a CPU cap. */
@@ -230,30 +230,30 @@ void on_cap_timer(uv_timer_t *t)
     sg_cg_stats st = {0};
     if (s->meta.max_cpu_s > 0 && s->cg && sg_cgroup_stats(s->cg, NULL, &st, &err) == 0 &&
         sg_caps_cpu_reached(&s->meta, (double)st.cpu_ns / 1e9, why, sizeof why))
-        json_decref(sup_abort(s, "cap", why));
+        json_decref(sv_killswitch_abort(s, "cap", why));
 }
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
-void op_abort(sup *s, client *c, sg_ctl_req *req, int fd_in)
+void sv_killswitch_op_abort(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     const char *reason = req->u.abort.reason;
     char r[256];
     snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
-    client_result(c, sup_abort(s, "operator", r));
+    sv_client_result(c, sv_killswitch_abort(s, "operator", r));
 }
 
 /* Clears an operator's or a signal's abort, never a cap's. */
-void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in)
+void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     if (!s->aborted) {
-        client_error(c, "the session is not aborted");
+        sv_client_error(c, "the session is not aborted");
         return;
     }
     if (!sg_caps_resumable(s->abort_by)) {
         char m[400];
         snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
-        client_error(c, m);
+        sv_client_error(c, m);
         return;
     }
     json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
@@ -262,7 +262,7 @@ void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in)
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
-    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s}", "state", "resumed"));
-    ready_next(s);
-    client_result(c, r);
+    sv_sup_emit(s, SG_EV_ACTIVITY, json_pack("{s:s}", "state", "resumed"));
+    sv_leaves_ready_next(s);
+    sv_client_result(c, r);
 }

@@ -5,23 +5,23 @@
 
 #include "supervisor/sv_sup.h"
 
-size_t pidns_kill(sup *s, bool with_init, int timeout_ms);
-json_t *caps_now(sup *s);
-json_t *kill_all_user_processes(sup *s, const char *cause, const char *detail);
-json_t *sup_abort(sup *s, const char *by, const char *reason);
-void on_expire(uv_timer_t *t);
-void on_cap_timer(uv_timer_t *t);
+size_t sv_killswitch_pidns_kill(sv_sup *s, bool with_init, int timeout_ms);
+json_t *sv_killswitch_caps_now(sv_sup *s);
+json_t *sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail);
+json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason);
+void sv_killswitch_on_expire(uv_timer_t *t);
+void sv_killswitch_on_cap_timer(uv_timer_t *t);
 /* The --max-wall cap: when reached, the abort (true). Also checked before
  * init's reports are read: the kill switch kills at the wall itself. */
-bool caps_check_wall(sup *s);
+bool sv_killswitch_check_wall(sv_sup *s);
 /* The caps' timer and the kill switch's --max-wall deadline, from s->start_ns. */
-void caps_arm(sup *s);
+void sv_killswitch_caps_arm(sv_sup *s);
 /* The kill switch on the control socket (else the loop accepts, as a fallback). */
-void killswitch_start(sup *s);
+void sv_killswitch_start(sv_sup *s);
 
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */
-void op_abort(sup *s, client *c, sg_ctl_req *req, int fd_in);
-void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in);
+void sv_killswitch_op_abort(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
+void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
 
 #endif

@@ -9,8 +9,8 @@
 #include "supervisor/sv_leaves.h"
 
 /* Kills what a leaf holds, and marks the execs in it: a leaf cgroup.kill
- * was written to is never reused (leaf_recycle). */
-int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err)
+ * was written to is never reused (sv_leaves_recycle). */
+int sv_leaves_kill(sv_sup *s, const char *leaf, int timeout_ms, sg_err *err)
 {
     for (size_t k = 0; k < s->nexecs; k++)
         if (strcmp(s->execs[k]->leaf, leaf) == 0)
@@ -18,18 +18,18 @@ int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err)
     return sg_cgroup_kill(s->cg, leaf, timeout_ms, err);
 }
 
-void leaf_track(sup *s, const char *leaf)
+void sv_leaves_track(sv_sup *s, const char *leaf)
 {
     sg_leafset_add(&s->leaves, leaf);
 }
 
-void leaf_untrack(sup *s, const char *leaf)
+void sv_leaves_untrack(sv_sup *s, const char *leaf)
 {
     sg_leafset_remove(&s->leaves, leaf);
 }
 
 /* Removes the leaves that have emptied (background processes ended). */
-void leaves_sweep(sup *s)
+void sv_leaves_sweep(sv_sup *s)
 {
     sg_err err = {0};
     if (!s->cg)
@@ -42,11 +42,11 @@ void leaves_sweep(sup *s)
                 running = true;
         if (!running && sg_cgroup_populated(s->cg, leaf, &err) == 0 &&
             sg_cgroup_leaf_remove(s->cg, leaf, &err) == 0)
-            leaf_untrack(s, leaf);
+            sv_leaves_untrack(s, leaf);
     }
 }
 
-void open_leaf_close(open_leaf *l)
+void sv_open_leaf_close(sv_open_leaf *l)
 {
     sg_close_reset(&l->dirfd);
     sg_close_reset(&l->cpufd);
@@ -56,13 +56,13 @@ void open_leaf_close(open_leaf *l)
 /* Asks init for a ready child in a new leaf, so that the next exec only
  * has to hand it the command (init.h). Off the exec path: called once the
  * sandbox is up, once an exec has started, and after each result. */
-void ready_next(sup *s)
+void sv_leaves_ready_next(sv_sup *s)
 {
     sg_err err = {0};
     if (s->ready || !s->fast_leaves || s->destroying || s->aborted || s->init_dead ||
         s->init_fd < 0)
         return;
-    open_leaf l;
+    sv_open_leaf l;
     if (s->nspare > 0) {
         l = s->spare[--s->nspare];
     } else {
@@ -78,11 +78,11 @@ void ready_next(sup *s)
     l.cpu_base = 0;
     if (l.cpufd >= 0 && sg_cgroup_cpu_stat_read(l.cpufd, &l.cpu_base, &err) < 0)
         sg_close_reset(&l.cpufd);
-    sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = exec_id_new(s),
+    sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = sv_sup_exec_id_new(s),
                         .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
                         .flags = s->ready_taken ? SG_SPAWN_F_TAKEN : 0};
     if (l.dirfd < 0 || sg_seqpacket_send(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
-        open_leaf_close(&l);
+        sv_open_leaf_close(&l);
         sg_cgroup_leaf_remove(s->cg, l.name, &err);
         return;
     }
@@ -98,13 +98,13 @@ void ready_next(sup *s)
  * then SIGKILLs at birth every child cloned into it with CLONE_INTO_CGROUP
  * from another cgroup (fork compares the leaf's kill count with the
  * parent cgroup's). Returns whether it is taken care of (kept or removed). */
-bool leaf_recycle(sup *s, exec_ctx *ex)
+bool sv_leaves_recycle(sv_sup *s, sv_exec *ex)
 {
     sg_err err = {0};
     bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
-    if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SUP_SPARE_LEAVES &&
+    if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SV_SPARE_LEAVES &&
         !s->destroying && !s->aborted) {
-        open_leaf *l = &s->spare[s->nspare++];
+        sv_open_leaf *l = &s->spare[s->nspare++];
         snprintf(l->name, sizeof l->name, "%s", ex->leaf);
         l->dirfd = sg_steal_fd(&ex->leaf_fd);
         l->cpufd = sg_steal_fd(&ex->cpu_fd);
@@ -114,9 +114,9 @@ bool leaf_recycle(sup *s, exec_ctx *ex)
     return sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0;
 }
 
-void ready_close_fds(sup *s)
+void sv_leaves_ready_close_fds(sv_sup *s)
 {
-    open_leaf_close(&s->rl);
+    sv_open_leaf_close(&s->rl);
     sg_close_reset(&s->ready_sock);
     sg_close_reset(&s->ready_pidfd);
 }
@@ -125,7 +125,7 @@ void ready_close_fds(sup *s)
  * The user's processes may SIGSTOP it (same uid): the hand-off sends it a
  * SIGCONT first, so a stopped ready child costs nothing instead of the
  * hand-off's whole timeout on every later exec. -1 when not found. */
-int ready_pidfd_open(int leaf_dirfd)
+int sv_leaves_ready_pidfd_open(int leaf_dirfd)
 {
     char buf[64];
     sg_autoclose int fd = openat(leaf_dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
@@ -142,22 +142,22 @@ int ready_pidfd_open(int leaf_dirfd)
 
 /* The ready child died before an exec came (the OOM killer, a failed
  * set-up): its leaf is swept once empty; the next exec makes another. */
-void ready_lost(sup *s)
+void sv_leaves_ready_lost(sv_sup *s)
 {
     s->ready = false;
-    ready_close_fds(s);
-    leaf_track(s, s->rl.name);
+    sv_leaves_ready_close_fds(s);
+    sv_leaves_track(s, s->rl.name);
 }
 
 /* Kills and removes the ready child's leaf (abort, kill-all). */
-void ready_retire(sup *s)
+void sv_leaves_ready_retire(sv_sup *s)
 {
     sg_err err = {0};
     if (!s->ready)
         return;
     s->ready = false;
-    ready_close_fds(s);
+    sv_leaves_ready_close_fds(s);
     if (sg_cgroup_kill(s->cg, s->rl.name, 2000, &err) < 0 ||
         sg_cgroup_leaf_remove(s->cg, s->rl.name, &err) < 0)
-        leaf_track(s, s->rl.name); /* swept later, or removed by destroy */
+        sv_leaves_track(s, s->rl.name); /* swept later, or removed by destroy */
 }

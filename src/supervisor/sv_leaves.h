@@ -5,16 +5,16 @@
 
 #include "supervisor/sv_sup.h"
 
-int leaf_kill(sup *s, const char *leaf, int timeout_ms, sg_err *err);
-void leaf_track(sup *s, const char *leaf);
-void leaf_untrack(sup *s, const char *leaf);
-void leaves_sweep(sup *s);
-void open_leaf_close(open_leaf *l);
-void ready_next(sup *s);
-bool leaf_recycle(sup *s, exec_ctx *ex);
-void ready_close_fds(sup *s);
-int ready_pidfd_open(int leaf_dirfd);
-void ready_lost(sup *s);
-void ready_retire(sup *s);
+int sv_leaves_kill(sv_sup *s, const char *leaf, int timeout_ms, sg_err *err);
+void sv_leaves_track(sv_sup *s, const char *leaf);
+void sv_leaves_untrack(sv_sup *s, const char *leaf);
+void sv_leaves_sweep(sv_sup *s);
+void sv_open_leaf_close(sv_open_leaf *l);
+void sv_leaves_ready_next(sv_sup *s);
+bool sv_leaves_recycle(sv_sup *s, sv_exec *ex);
+void sv_leaves_ready_close_fds(sv_sup *s);
+int sv_leaves_ready_pidfd_open(int leaf_dirfd);
+void sv_leaves_ready_lost(sv_sup *s);
+void sv_leaves_ready_retire(sv_sup *s);
 
 #endif

@@ -36,7 +36,7 @@
 
 /* The OOM counter as the supervisor starts: kills before it are not an
  * exec's. */
-void oom_baseline(sup *s)
+void sv_start_oom_baseline(sv_sup *s)
 {
     uint64_t pids = 0;
     sg_err err = {0};
@@ -45,7 +45,7 @@ void oom_baseline(sup *s)
 }
 
 /* Connects to the sandbox init's socket (init serves one supervisor). */
-static int connect_init(sup *s, sg_err *err)
+static int connect_init(sv_sup *s, sg_err *err)
 {
     sg_autofree char *path = sg_state_sandbox_path(s->meta.id, "init.sock");
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -158,7 +158,7 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
 
 /* Rootless: init's user namespace maps the sandbox's uid and gid to the
  * caller's (no newuidmap needed). */
-static int init_map_ids(sup *s, sg_err *err)
+static int init_map_ids(sv_sup *s, sg_err *err)
 {
     char p[64], map[64];
     snprintf(p, sizeof p, "/proc/%d/setgroups", s->init_pid);
@@ -199,7 +199,7 @@ static int init_wait_ready(int ready_r, sg_err *err)
     return 0;
 }
 
-int start_init(sup *s, sg_err *err)
+int sv_start_init(sv_sup *s, sg_err *err)
 {
     sg_autofree char *init_sock = sg_state_sandbox_path(s->meta.id, "init.sock");
     sg_autoclose int lfd = sg_ctl_listen(init_sock, 4, err);
@@ -221,7 +221,7 @@ int start_init(sup *s, sg_err *err)
             .idmap = s->meta.idmap_workspace,
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
-        .exec_notify = execnotify_wanted(s),
+        .exec_notify = sv_execnotify_wanted(s),
     };
     sg_autoclose int stub = exec_stub_memfd();
     cfg.exec_stub_fd = stub;
@@ -249,7 +249,7 @@ int start_init(sup *s, sg_err *err)
     /* The checkpoint worker loads libgit2 and opens the store while init
      * builds its root and its move into the cgroup waits for an RCU grace
      * period. */
-    if (ckpt_open(s, err) < 0)
+    if (sv_ckpt_open(s, err) < 0)
         return -1;
     /* The OOM killer must pick the user's processes, never the init that
      * holds the sandbox: init asks for -1000 (needs CAP_SYS_RESOURCE, which
@@ -288,7 +288,7 @@ static bool is_supervisor(pid_t pid)
 
 /* Connects to the init of a sandbox whose supervisor died, and takes over
  * the leaves its execs left (background processes). */
-int adopt_init(sup *s, sg_err *err)
+int sv_start_adopt(sv_sup *s, sg_err *err)
 {
     /* Our predecessor let go of the supervisor lock as its exit closed its
      * files; the spool's lock and its sockets may go a moment later: a
@@ -300,7 +300,7 @@ int adopt_init(sup *s, sg_err *err)
     s->cg = sg_cgroup_open(s->meta.id, err);
     if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
-    oom_baseline(s);
+    sv_start_oom_baseline(s);
     s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                      sg_cgroup_set_fast_leaves(s->cg, true) == 0;
     if (!sg_state_pid_alive(s->meta.init_pid))
@@ -310,7 +310,7 @@ int adopt_init(sup *s, sg_err *err)
         return -1;
     sg_autostrv char **leaves = s->cg ? sg_cgroup_leaves(s->cg, err) : NULL;
     for (char **l = leaves; l && *l; l++)
-        leaf_track(s, *l);
+        sv_leaves_track(s, *l);
     /* Leaves, exec ids and exec numbers go on past the old ones: init
      * still reports the old execs by their ids (sg_state_exec_ids_save). */
     uint32_t highest = sg_leafset_highest(leaves);
@@ -331,7 +331,7 @@ int adopt_init(sup *s, sg_err *err)
 #define SUP_MEMORY_SCALE 1
 #endif
 
-void join_own_cgroup(sup *s)
+void sv_start_join_own_cgroup(sv_sup *s)
 {
     if (!s->cg)
         return; /* rootless without a delegated cgroup */
@@ -351,7 +351,7 @@ void join_own_cgroup(sup *s)
 
 /* Keeps v below the saved bound, saving a higher one first: an id is
  * used only once a takeover would number past it. */
-static uint32_t ids_cover(sup *s, uint32_t v)
+static uint32_t ids_cover(sv_sup *s, uint32_t v)
 {
     if (v < s->ids_until)
         return v;
@@ -362,12 +362,12 @@ static uint32_t ids_cover(sup *s, uint32_t v)
     return v;
 }
 
-uint32_t exec_id_new(sup *s)
+uint32_t sv_sup_exec_id_new(sv_sup *s)
 {
     return ids_cover(s, ++s->next_exec);
 }
 
-uint32_t exec_num_new(sup *s)
+uint32_t sv_sup_exec_num_new(sv_sup *s)
 {
     return ids_cover(s, ++s->exec_num);
 }
@@ -382,7 +382,7 @@ static void on_lock_alarm(int sig)
  * exit, as it closes our control socket. A client that finds the socket
  * refusing therefore knows that a supervisor still exiting (alive by its
  * pid, already deaf) is told apart from a live one by this lock alone. */
-int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err)
+int sv_start_hold_lock(sv_sup *s, const char *id, bool adopt, sg_err *err)
 {
     sg_autofree char *path = sg_state_sandbox_path(id, "supervisor.lock");
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -416,17 +416,17 @@ int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err)
 /* A spare of the pool (cli/pool.c) becomes a learner's sandbox: it takes
  * the creator's learner, task, limits, caps and capture, and its session
  * clocks start now. Only a spare that never ran anything can be claimed. */
-static void sup_claim(sup *s, client *c, const sg_ctl_claim_req *req)
+static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
 {
     sg_err err = {0};
     if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
-        client_error(c, "this sandbox is not an unused spare of the pool");
+        sv_client_error(c, "this sandbox is not an unused spare of the pool");
         return;
     }
     sg_sandbox_meta want;
     if (sg_sandbox_meta_from_json(req->meta, s->meta.id, &want, &err) < 0) {
         sg_err_prefix(&err, "claim: bad sandbox record");
-        client_error(c, err.msg);
+        sv_client_error(c, err.msg);
         return;
     }
     /* The workspace's file system was sized when the spare was made. */
@@ -435,7 +435,7 @@ static void sup_claim(sup *s, client *c, const sg_ctl_claim_req *req)
         snprintf(m, sizeof m, "this spare's disk is %llu bytes, the create asks for %llu",
                  (unsigned long long)s->meta.disk, (unsigned long long)want.disk);
         sg_sandbox_meta_clear(&want);
-        client_error(c, m);
+        sv_client_error(c, m);
         return;
     }
     /* Only what differs from the spare's limits is written (usually none). */
@@ -444,7 +444,7 @@ static void sup_claim(sup *s, client *c, const sg_ctl_claim_req *req)
                         .cpus = want.cpus != s->meta.cpus ? want.cpus : 0};
     if (s->cg && sg_cgroup_set_limits(s->cg, &lim, &err) < 0) {
         sg_sandbox_meta_clear(&want);
-        client_error(c, err.msg);
+        sv_client_error(c, err.msg);
         return;
     }
     sg_sandbox_meta *m = &s->meta;
@@ -468,26 +468,26 @@ static void sup_claim(sup *s, client *c, const sg_ctl_claim_req *req)
     memcpy(m->created, want.created, sizeof m->created);
     sg_sandbox_meta_clear(&want);
     if (sg_sandbox_meta_save(m, &err) < 0) {
-        client_error(c, err.msg);
+        sv_client_error(c, err.msg);
         return;
     }
-    if (m->task && capture_start(s, false, &err) < 0) {
-        client_error(c, err.msg);
+    if (m->task && sv_sup_capture_start(s, false, &err) < 0) {
+        sv_client_error(c, err.msg);
         return;
     }
     s->start_ns = sg_now_mono_ns();
-    caps_arm(s);
-    client_result(c, sg_sandbox_meta_json(m));
+    sv_killswitch_caps_arm(s);
+    sv_client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,
      * and the worker (stopped when idle) is not woken for it. */
     if (s->last_ckpt[0])
-        ckpt_emit(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+        sv_ckpt_emit(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
     else
-        ckpt_take_ex(s, "create", true, NULL);
+        sv_ckpt_take_ex(s, "create", true, NULL);
 }
 
-void op_claim(sup *s, client *c, sg_ctl_req *req, int fd_in)
+void sv_start_op_claim(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sup_claim(s, c, &req->u.claim);
 }

@@ -1,6 +1,6 @@
-/* sv_sup: one supervisor's state, `sup`, which holds the sandbox's life
+/* sv_sup: one supervisor's state, `sv_sup`, which holds the sandbox's life
  * (its init, cgroup, record, capture) and its objects' state: the execs
- * (`exec_ctx`, sv_exec.h), the control connections (`client`,
+ * (`sv_exec`, sv_exec.h), the control connections (`sv_client`,
  * sv_client.h), the leaves (sv_leaves.h), the kill switch (killswitch.h,
  * sv_killswitch.h) and the checkpoints (sv_checkpoint.h). Private to
  * src/supervisor/ (supervisor.h is the public interface). Each object's
@@ -37,36 +37,36 @@
 #include "wire/ctl.h"
 #include "wire/spawn.h"
 
-#define SUP_CLIENT_QUEUE_MAX (4u * 1024 * 1024) /* output queued for a slow CLI before we stop reading the exec */
-#define SUP_MAX_CLIENTS 256
-#define SUP_READ_CHUNK (60 * 1024)
-#define SUP_PIDNS_MAX 65536 /* processes of the pid namespace listed at once (its pid_max) */
+#define SV_CLIENT_QUEUE_MAX (4u * 1024 * 1024) /* output queued for a slow CLI before we stop reading the exec */
+#define SV_MAX_CLIENTS 256
+#define SV_READ_CHUNK (60 * 1024)
+#define SV_PIDNS_MAX 65536 /* processes of the pid namespace listed at once (its pid_max) */
 
 /* Emptied exec leaves kept for later execs. Two alternate in a steady
  * stream of execs: the running exec's and the ready child's. */
-#define SUP_SPARE_LEAVES 2
+#define SV_SPARE_LEAVES 2
 
-typedef struct sup sup;
-typedef struct client client;
+typedef struct sv_sup sv_sup;
+typedef struct sv_client sv_client;
 
 /* A fast exec leaf with the files the exec path reads kept open: the ready
  * child's, or a spare one (emptied, kept for a later exec). */
-typedef struct open_leaf {
+typedef struct sv_open_leaf {
     char name[24];
     int dirfd, cpufd, evfd; /* the directory, its cpu.stat, its cgroup.events */
     uint64_t cpu_base;      /* cpu.stat's usage when handed out: leaves are reused */
-} open_leaf;
+} sv_open_leaf;
 
-typedef struct outmsg {
-    struct outmsg *next;
+typedef struct sv_outmsg {
+    struct sv_outmsg *next;
     uint8_t type;
     size_t len;
     char data[];
-} outmsg;
+} sv_outmsg;
 
-typedef struct exec_ctx {
-    sup *s;
-    client *cl;          /* NULL once the caller went away */
+typedef struct sv_exec {
+    sv_sup *s;
+    sv_client *cl;          /* NULL once the caller went away */
     uint32_t id;         /* init's id for it (init.h); ready children's are reserved ahead */
     uint32_t num;        /* its number in the order execs came: labels, events, logs */
     char leaf[24];
@@ -85,8 +85,8 @@ typedef struct exec_ctx {
     sg_cg_stats before;
     int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
     int events_fd;        /* the leaf's cgroup.events (fast leaves): is it empty at the end? */
-    bool leaf_killed;     /* cgroup.kill was written to its leaf: never reuse it (leaf_recycle) */
-    /* Why we killed it, the first reason only (exec_mark_killed): a short
+    bool leaf_killed;     /* cgroup.kill was written to its leaf: never reuse it (sv_leaves_recycle) */
+    /* Why we killed it, the first reason only (sv_exec_mark_killed): a short
      * cause ("timeout", "output_limit", "memory", "abort", "rollback") and a
      * sentence for the caller's stderr, --json and the run_result. */
     char kill_cause[16];
@@ -108,25 +108,25 @@ typedef struct exec_ctx {
     sg_sup_tty *tty;      /* a tty exec's terminal (tty.h); its output is the exec's stdout */
     struct sv_shell *shell; /* with tty: its recording and its commands (sv_tty.c) */
     bool detachable;      /* tty: its caller leaving detaches it (sv_tty_detach), not kills */
-} exec_ctx;
+} sv_exec;
 
-struct client {
-    sup *s;
+struct sv_client {
+    sv_sup *s;
     int fd;
     uv_poll_t poll;
-    outmsg *qhead, *qtail;
+    sv_outmsg *qhead, *qtail;
     size_t qbytes;
-    exec_ctx *ex;
+    sv_exec *ex;
     bool requested; /* one request per connection: an exec's takes signals only */
     bool close_after_flush;
     bool closing;
 };
 
-struct sup {
+struct sv_sup {
     uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
-    char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (exec_start) */
+    char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
     char *ctl_buf;          /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
-    pid_t *pidns_pids;      /* SUP_PIDNS_MAX entries, once pidns_kill ran */
+    pid_t *pidns_pids;      /* SV_PIDNS_MAX entries, once sv_killswitch_pidns_kill ran */
     uint64_t ckpt_idle_ms;  /* the worker's idle stop; 0 until read from the environment */
     uv_loop_t loop;
     sg_sandbox_meta meta;
@@ -145,10 +145,10 @@ struct sup {
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
-    uint32_t next_exec;     /* init's exec ids (exec_id_new) */
-    uint32_t exec_num;      /* execs numbered as they come (exec_ctx.num, exec_num_new) */
+    uint32_t next_exec;     /* init's exec ids (sv_sup_exec_id_new) */
+    uint32_t exec_num;      /* execs numbered as they come (sv_exec.num, sv_sup_exec_num_new) */
     uint32_t ids_until;     /* both stay below it: saved (execs.json) for a takeover */
-    exec_ctx **execs;     /* running execs, by slot */
+    sv_exec **execs;     /* running execs, by slot */
     size_t nexecs, capexecs;
     size_t nclients;
     bool destroying;
@@ -182,7 +182,7 @@ struct sup {
     bool expire_init;
     sg_leafset leaves;      /* exec leaves that may still hold processes */
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
-    open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
+    sv_open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
     uint32_t ready_exec_id; /* the exec id reserved for it */
     int ready_sock;         /* its socket (SG_SPAWN_READY); -1 until init sent it */
     pid_t ready_pid;
@@ -192,34 +192,34 @@ struct sup {
     /* Emptied fast leaves, open, for the next ready children: an exec then
      * makes and removes no cgroup (mkdir and rmdir in cgroupfs cost ~80 us
      * of CPU per exec, plus the kernel's deferred freeing). */
-    open_leaf spare[SUP_SPARE_LEAVES];
+    sv_open_leaf spare[SV_SPARE_LEAVES];
     size_t nspare;
 };
 
 /* ---- supervisor.c: the sandbox's life ---------------------------------- */
 
-void capture_emit(sup *s, sg_event_kind kind, json_t *payload);
-int capture_start(sup *s, bool resumed, sg_err *err);
-void sup_destroy(sup *s, client *c);
+void sv_sup_emit(sv_sup *s, sg_event_kind kind, json_t *payload);
+int sv_sup_capture_start(sv_sup *s, bool resumed, sg_err *err);
+void sv_sup_destroy(sv_sup *s, sv_client *c);
 
 /* ---- sv_start.c: making or adopting the sandbox ------------------------ */
 
-void oom_baseline(sup *s);
-int start_init(sup *s, sg_err *err);
-int adopt_init(sup *s, sg_err *err);
+void sv_start_oom_baseline(sv_sup *s);
+int sv_start_init(sv_sup *s, sg_err *err);
+int sv_start_adopt(sv_sup *s, sg_err *err);
 /* Moves the supervisor into its own cgroup beside the sandbox's (cgroup.h),
  * with its limits (SG_SUPERVISOR_*). Best effort: a warning if it cannot. */
-void join_own_cgroup(sup *s);
+void sv_start_join_own_cgroup(sv_sup *s);
 /* A new exec id for init, and a new exec number: both unique across the
  * supervisors a sandbox has had (execs.json). */
-uint32_t exec_id_new(sup *s);
-uint32_t exec_num_new(sup *s);
+uint32_t sv_sup_exec_id_new(sv_sup *s);
+uint32_t sv_sup_exec_num_new(sv_sup *s);
 /* Takes the sandbox's supervisor lock (an adopt first waits, bounded, for
  * a dying predecessor to let it go). */
-int hold_supervisor_lock(sup *s, const char *id, bool adopt, sg_err *err);
+int sv_start_hold_lock(sv_sup *s, const char *id, bool adopt, sg_err *err);
 
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */
-void op_claim(sup *s, client *c, sg_ctl_req *req, int fd_in);
+void sv_start_op_claim(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
 
 #endif

@@ -50,7 +50,7 @@
 #define PROMPT_RAN_CKPT_NS 1000000000ull
 
 struct sv_shell {
-    exec_ctx *ex;
+    sv_exec *ex;
     sg_cast cast;
     bool record_input;
     sg_marks marks;
@@ -110,7 +110,7 @@ static void command_end(struct sv_shell *sh, int status, const char *note)
 /* A command runs: from a C mark (bash) or the echo of its line (sh). */
 static void command_begin(struct sv_shell *sh, const char *line, size_t line_len, const char *dir, size_t dir_len)
 {
-    sup *s = sh->ex->s;
+    sv_sup *s = sh->ex->s;
     command_end(sh, -1, "no end mark came (the shell integration was changed?)");
     char *cmd = strndup(line ? line : "", line_len);
     char *cwd = dir && dir_len ? strndup(dir, dir_len) : strdup("/workspace");
@@ -207,7 +207,7 @@ static void prompt_mark(struct sv_shell *sh, const sg_mark *m)
  * at most once per read of the terminal: marks alone cost their bytes. */
 static void prompt_checkpoint(struct sv_shell *sh)
 {
-    sup *s = sh->ex->s;
+    sv_sup *s = sh->ex->s;
     char label[96];
     snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
     uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0, now = sg_now_mono_ns();
@@ -219,7 +219,7 @@ static void prompt_checkpoint(struct sv_shell *sh)
     sh->typed_at_ckpt = typed;
     sh->execs_at_ckpt = s->execs_held;
     sh->ckpt_ns = now;
-    ckpt_prompt(s, label, !was_typed);
+    sv_ckpt_prompt(s, label, !was_typed);
 }
 
 static void on_mark(void *ud, const sg_mark *m)
@@ -258,8 +258,8 @@ static void on_mark(void *ud, const sg_mark *m)
 
 static void on_tty_output(void *ud, const char *buf, size_t len)
 {
-    exec_ctx *ex = ud;
-    size_t give = exec_output_take(ex, SG_CTL_STDOUT, buf, len);
+    sv_exec *ex = ud;
+    size_t give = sv_exec_output_take(ex, SG_CTL_STDOUT, buf, len);
     if (ex->shell && ex->detachable)
         ring_add(ex->shell, buf, len);
     if (ex->shell) {
@@ -270,22 +270,22 @@ static void on_tty_output(void *ud, const char *buf, size_t len)
     /* Recorded first, then shown: what the learner saw is in the recording
      * even when the supervisor dies right after (test_takeover). */
     if (give && ex->cl)
-        client_send(ex->cl, SG_CTL_STDOUT, buf, give);
-    if (ex->cl && ex->cl->qbytes > SUP_CLIENT_QUEUE_MAX && ex->tty)
-        sg_sup_tty_pause(ex->tty, true); /* client_update_poll resumes it */
+        sv_client_send(ex->cl, SG_CTL_STDOUT, buf, give);
+    if (ex->cl && ex->cl->qbytes > SV_CLIENT_QUEUE_MAX && ex->tty)
+        sg_sup_tty_pause(ex->tty, true); /* sv_client_update_poll resumes it */
 }
 
 static void on_tty_input_room(void *ud)
 {
-    exec_ctx *ex = ud;
+    sv_exec *ex = ud;
     if (ex->cl)
-        client_update_poll(ex->cl);
+        sv_client_update_poll(ex->cl);
 }
 
 static const sg_sup_tty_ops sv_tty_ops = {on_tty_output, on_tty_input_room};
 
 /* The recording: the casts directory is the supervisor's (0700). */
-static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
+static struct sv_shell *shell_new(sv_exec *ex, const sg_exec_req *req)
 {
     struct sv_shell *sh = calloc(1, sizeof *sh);
     if (!sh)
@@ -309,7 +309,7 @@ static struct sv_shell *shell_new(exec_ctx *ex, const sg_exec_req *req)
     return sh;
 }
 
-int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg_err *err)
+int sv_tty_start(sv_sup *s, sv_exec *ex, const sg_exec_req *req, int *stdin_fd, sg_err *err)
 {
     int tsv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tsv) < 0)
@@ -327,7 +327,7 @@ int sv_tty_start(sup *s, exec_ctx *ex, const sg_exec_req *req, int *stdin_fd, sg
     return 0;
 }
 
-void sv_tty_end(exec_ctx *ex)
+void sv_tty_end(sv_exec *ex)
 {
     if (ex->tty)
         sg_sup_tty_drain(ex->tty);
@@ -348,14 +348,14 @@ void sv_tty_end(exec_ctx *ex)
 }
 
 /* Ignored once the exec ended (keys typed while it went). */
-void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n)
+void sv_tty_client_msg(sv_client *c, uint8_t type, const char *buf, size_t n)
 {
-    exec_ctx *ex = c->ex;
+    sv_exec *ex = c->ex;
     if (!ex || ex->finished || !ex->tty)
         return;
     if (type == SG_CTL_STDIN) {
         if (sg_sup_tty_input(ex->tty, buf, n) < 0) {
-            client_error(c, "typed input overflowed the terminal's queue");
+            sv_client_error(c, "typed input overflowed the terminal's queue");
             return;
         }
         if (ex->shell && ex->shell->record_input)
@@ -364,7 +364,7 @@ void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n)
          * (on_tty_input_room), so a paste into a program that does not
          * read waits in the caller instead of killing the terminal. */
         if (sg_sup_tty_input_full(ex->tty))
-            client_update_poll(c);
+            sv_client_update_poll(c);
     } else if (n == sizeof(sg_ctl_winsz)) {
         sg_ctl_winsz ws;
         memcpy(&ws, buf, sizeof ws);
@@ -374,29 +374,29 @@ void client_tty_msg(client *c, uint8_t type, const char *buf, size_t n)
     }
 }
 
-void sv_tty_detach(client *c, bool answer)
+void sv_tty_detach(sv_client *c, bool answer)
 {
-    exec_ctx *ex = c->ex;
+    sv_exec *ex = c->ex;
     ex->cl = NULL;
     c->ex = NULL;
     /* Nobody to be slow for now: the terminal is read again (the capture,
      * the recording and the output limit go on). */
     sg_sup_tty_pause(ex->tty, false);
     sg_log(SG_LOG_INFO, "exec %u: detached from its terminal's caller", ex->num);
-    capture_emit(ex->s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "detached", "exec_id", (json_int_t)ex->num));
+    sv_sup_emit(ex->s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "detached", "exec_id", (json_int_t)ex->num));
     if (answer)
-        client_result(c, json_pack("{s:b, s:I}", "detached", 1, "exec", (json_int_t)ex->num));
+        sv_client_result(c, json_pack("{s:b, s:I}", "detached", 1, "exec", (json_int_t)ex->num));
 }
 
 /* The exec an attach names, or the one detached shell; NULL with a
  * one-line reason. */
-static exec_ctx *attach_target(sup *s, long long want, char *why, size_t whylen)
+static sv_exec *attach_target(sv_sup *s, long long want, char *why, size_t whylen)
 {
-    exec_ctx *found = NULL, *attached = NULL;
+    sv_exec *found = NULL, *attached = NULL;
     size_t ndetached = 0;
     char list[96] = "";
     for (size_t i = 0; i < s->nexecs; i++) {
-        exec_ctx *ex = s->execs[i];
+        sv_exec *ex = s->execs[i];
         if (!ex->tty || !ex->detachable || ex->finished)
             continue;
         if (want && (long long)ex->num != want)
@@ -427,7 +427,7 @@ static exec_ctx *attach_target(sup *s, long long want, char *why, size_t whylen)
 
 /* The replay's frames, as full as SG_CTL_CHUNK allows. */
 struct replay_out {
-    client *c;
+    sv_client *c;
     size_t len;
     char buf[SG_CTL_CHUNK];
 };
@@ -435,7 +435,7 @@ struct replay_out {
 static void replay_flush(struct replay_out *o)
 {
     if (o->len)
-        client_send(o->c, SG_CTL_STDOUT, o->buf, o->len);
+        sv_client_send(o->c, SG_CTL_STDOUT, o->buf, o->len);
     o->len = 0;
 }
 
@@ -456,7 +456,7 @@ static void replay_add(void *ud, const char *b, size_t n)
 /* The replay: the ring from its oldest byte, without what would make the
  * new terminal answer as if typed (ttyreplay.h), from the first sequence
  * or line start when it wrapped. */
-static void attach_replay(client *c, struct sv_shell *sh)
+static void attach_replay(sv_client *c, struct sv_shell *sh)
 {
     if (!sh->ring)
         return;
@@ -475,17 +475,17 @@ static void attach_replay(client *c, struct sv_shell *sh)
 }
 
 /* req was decoded (sg_ctl_decode_attach): exec 0 is "the only one". */
-void sv_tty_attach(sup *s, client *c, const sg_ctl_attach_req *req)
+void sv_tty_attach(sv_sup *s, sv_client *c, const sg_ctl_attach_req *req)
 {
     char why[400];
     if (s->aborted) {
         snprintf(why, sizeof why, "session aborted: %s", s->abort_reason);
-        client_error(c, why);
+        sv_client_error(c, why);
         return;
     }
-    exec_ctx *ex = attach_target(s, req->exec, why, sizeof why);
+    sv_exec *ex = attach_target(s, req->exec, why, sizeof why);
     if (!ex) {
-        client_error(c, why);
+        sv_client_error(c, why);
         return;
     }
     ex->cl = c;
@@ -493,7 +493,7 @@ void sv_tty_attach(sup *s, client *c, const sg_ctl_attach_req *req)
     ex->code_only = true; /* the attacher gets the exit code: stats were read for the first caller's wish */
     ex->detachable = req->detachable;
     sg_log(SG_LOG_INFO, "exec %u: a terminal attached", ex->num);
-    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
+    sv_sup_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
     attach_replay(c, ex->shell);
     sg_ctl_winsz ws = req->winsz;
     sg_sup_tty_resize(ex->tty, ws);
@@ -502,14 +502,14 @@ void sv_tty_attach(sup *s, client *c, const sg_ctl_attach_req *req)
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
-void op_attach(sup *s, client *c, sg_ctl_req *req, int fd_in)
+void sv_tty_op_attach(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sv_tty_attach(s, c, &req->u.attach);
 }
 
 void sv_tty_catch_up(void *sup_)
 {
-    sup *s = sup_;
+    sv_sup *s = sup_;
     /* by index, each time against nexecs: reading runs the marks' work */
     for (size_t i = 0; i < s->nexecs; i++)
         if (s->execs[i]->tty)

@@ -316,7 +316,7 @@ def _():
     # has left its leaf (a leaf still populated at the exec's end is removed,
     # not kept): on a loaded machine, more. What does not depend on speed:
     # leaves are reused, and no more than the ready leaf and two spares
-    # (SUP_SPARE_LEAVES) are kept.
+    # (SV_SPARE_LEAVES) are kept.
     tap.ok(len(names) == 30 and len(set(names)) < 30,
            "30 execs in a row reuse their leaves (no mkdir/rmdir per exec)", repr(names))
     tap.ok(0 < len(exec_leaves(r)) <= 3, "and at most 3 leaves are kept: the ready one and two spares",
