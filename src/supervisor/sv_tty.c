@@ -54,8 +54,7 @@ struct sv_shell {
     sg_cast cast;
     bool record_input;
     sg_marks marks;
-    char *out;             /* the output read, as it came, not yet in the recording */
-    size_t out_len, out_cap;
+    sg_buf out;            /* the output read, as it came, not yet in the recording */
     sg_capture_exec *cmd;  /* the command the marks say runs, when captured */
     uint64_t cmd_start_ns;
     uint32_t prompts;
@@ -131,28 +130,17 @@ static void command_begin(struct sv_shell *sh, const char *line, size_t line_len
  * right after the bytes of its mark. */
 static void record_flush(struct sv_shell *sh)
 {
-    if (sh->out_len)
-        sg_cast_output(&sh->cast, sg_now_mono_ns(), sh->out, sh->out_len);
-    sh->out_len = 0;
+    if (sh->out.len)
+        sg_cast_output(&sh->cast, sg_now_mono_ns(), sh->out.data, sh->out.len);
+    sg_buf_reset(&sh->out);
 }
 
 static void record_add(struct sv_shell *sh, const char *b, size_t n)
 {
-    if (sh->out_len + n > sh->out_cap) {
-        size_t cap = sh->out_cap ? sh->out_cap : 4096;
-        while (cap < sh->out_len + n)
-            cap *= 2;
-        char *nb = realloc(sh->out, cap);
-        if (!nb) {
-            record_flush(sh);
-            sg_cast_output(&sh->cast, sg_now_mono_ns(), b, n);
-            return;
-        }
-        sh->out = nb;
-        sh->out_cap = cap;
+    if (sg_buf_append(&sh->out, b, n) < 0) { /* out of memory: recorded unbuffered */
+        record_flush(sh);
+        sg_cast_output(&sh->cast, sg_now_mono_ns(), b, n);
     }
-    memcpy(sh->out + sh->out_len, b, n);
-    sh->out_len += n;
 }
 
 /* sh: the echo after its prompt, up to the newline, is the command line;
@@ -341,7 +329,7 @@ void sv_tty_end(sv_exec *ex)
     command_end(sh, -1, "the shell ended before the command's end mark");
     int code = !ex->exited ? -1 : WIFEXITED(ex->status) ? WEXITSTATUS(ex->status) : 128 + WTERMSIG(ex->status);
     sg_cast_exit(&sh->cast, sg_now_mono_ns(), code);
-    free(sh->out);
+    sg_buf_free(&sh->out);
     free(sh->ring);
     free(sh);
     ex->shell = NULL;

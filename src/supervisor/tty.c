@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "sandbox/pty.h"
 
@@ -26,8 +27,8 @@ struct sg_sup_tty {
     bool paused, freed;
     int pending_closes;
     sg_ctl_winsz ws;
-    char *in;                  /* typed bytes not yet written */
-    size_t in_off, in_len, in_cap;
+    sg_buf in;                 /* typed bytes not yet written: those past in_off */
+    size_t in_off;
     uint64_t written;          /* typed bytes the terminal took, in all */
     char rbuf[TTY_READ_CHUNK]; /* one read of the master */
 };
@@ -38,7 +39,7 @@ static void on_closed(uv_handle_t *h)
 {
     sg_sup_tty *t = h->data;
     if (--t->pending_closes == 0 && t->freed) {
-        free(t->in);
+        sg_buf_free(&t->in);
         free(t);
     }
 }
@@ -87,21 +88,23 @@ static void write_input(sg_sup_tty *t)
     /* Before the writes: the caller was held back (sv_client's poll) only
      * if the queue was full when it last looked. */
     bool was_full = sg_sup_tty_input_full(t);
-    while (t->in_len > t->in_off) {
-        ssize_t n = write(t->master, t->in + t->in_off, t->in_len - t->in_off);
+    while (t->in.len > t->in_off) {
+        ssize_t n = write(t->master, t->in.data + t->in_off, t->in.len - t->in_off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
             break;
         if (n < 0) { /* the terminal is gone: what was typed goes nowhere */
-            t->in_off = t->in_len;
+            t->in_off = t->in.len;
             break;
         }
         t->in_off += (size_t)n;
         t->written += (uint64_t)n;
     }
-    if (t->in_off == t->in_len)
-        t->in_off = t->in_len = 0;
+    if (t->in_off == t->in.len) {
+        sg_buf_reset(&t->in);
+        t->in_off = 0;
+    }
     if (was_full && !sg_sup_tty_input_full(t) && t->ops->input_room)
         t->ops->input_room(t->ud);
 }
@@ -122,7 +125,7 @@ static void tty_update(sg_sup_tty *t)
 {
     if (!t->master_active)
         return;
-    int ev = (t->paused ? 0 : UV_READABLE) | (t->in_len > t->in_off ? UV_WRITABLE : 0);
+    int ev = (t->paused ? 0 : UV_READABLE) | (t->in.len > t->in_off ? UV_WRITABLE : 0);
     if (ev)
         uv_poll_start(&t->master_poll, ev, on_master);
     else
@@ -183,28 +186,15 @@ sg_sup_tty *sg_sup_tty_new(uv_loop_t *loop, int sock, sg_ctl_winsz ws, const sg_
 
 int sg_sup_tty_input(sg_sup_tty *t, const char *buf, size_t len)
 {
-    size_t queued = t->in_len - t->in_off;
+    size_t queued = t->in.len - t->in_off;
     if (queued + len > SG_SUP_TTY_INPUT_MAX)
         return -1;
-    if (t->in_len + len > t->in_cap) {
-        if (t->in_off) { /* room at the front first */
-            memmove(t->in, t->in + t->in_off, queued);
-            t->in_off = 0;
-            t->in_len = queued;
-        }
-        if (t->in_len + len > t->in_cap) {
-            size_t cap = t->in_cap ? t->in_cap : 4096;
-            while (cap < t->in_len + len)
-                cap *= 2;
-            char *n = realloc(t->in, cap);
-            if (!n)
-                return -1;
-            t->in = n;
-            t->in_cap = cap;
-        }
+    if (t->in_off && t->in.len + len + 1 > t->in.cap) { /* room at the front first */
+        sg_buf_consume(&t->in, t->in_off);
+        t->in_off = 0;
     }
-    memcpy(t->in + t->in_len, buf, len);
-    t->in_len += len;
+    if (sg_buf_append(&t->in, buf, len) < 0)
+        return -1;
     if (t->master >= 0)
         write_input(t); /* most keystrokes go at once, without a loop trip */
     tty_update(t);
@@ -218,7 +208,7 @@ uint64_t sg_sup_tty_input_written(const sg_sup_tty *t)
 
 bool sg_sup_tty_input_full(const sg_sup_tty *t)
 {
-    return t->in_len - t->in_off >= SG_SUP_TTY_INPUT_MAX / 2;
+    return t->in.len - t->in_off >= SG_SUP_TTY_INPUT_MAX / 2;
 }
 
 void sg_sup_tty_resize(sg_sup_tty *t, sg_ctl_winsz ws)
@@ -262,7 +252,7 @@ void sg_sup_tty_free(sg_sup_tty *t)
     close_poll(t, &t->sock_poll, &t->sock_active, &t->sock);
     close_poll(t, &t->master_poll, &t->master_active, &t->master);
     if (t->pending_closes == 0) {
-        free(t->in);
+        sg_buf_free(&t->in);
         free(t);
     }
 }
