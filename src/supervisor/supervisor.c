@@ -18,28 +18,16 @@
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
+#include "supervisor/sv_execnotify.h"
+#include "supervisor/sv_handoff.h"
+#include "supervisor/sv_tty.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_start.h"
 #include "supervisor/sv_sup.h"
+#include "supervisor/sv_dispatch.h"
 #include "capture/watch.h"
 #include "base/log.h"
-
-void sv_sup_emit(sv_sup *s, sg_event_kind kind, json_t *payload)
-{
-    if (s->cap)
-        sg_capture_emit(s->cap, kind, payload);
-    else
-        json_decref(payload);
-}
-
-/* Starts the capture of this sandbox. */
-int sv_sup_capture_start(sv_sup *s, bool resumed, sg_err *err)
-{
-    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sv_ckpt_unified, s, err);
-    /* a shell's command mark is read before the change the command made */
-    sg_capture_set_before_changes(s->cap, sv_tty_catch_up, s);
-    return s->cap ? 0 : -1;
-}
 
 static void stop_loop_handles(sv_sup *s)
 {
@@ -57,7 +45,9 @@ static void stop_loop_handles(sv_sup *s)
     uv_stop(&s->loop);
 }
 
-void sv_sup_destroy(sv_sup *s, sv_client *c)
+/* The sandbox's end (s->hooks.destroy): every process killed and the
+ * proof, the cgroup removed; c, the destroy's caller, answered last. */
+static void sup_destroy(sv_sup *s, sv_client *c)
 {
     sg_err err = {0};
     s->destroying = true;
@@ -331,7 +321,7 @@ static void on_gone(uv_poll_t *h, int status, int events)
         return;
     sg_log(SG_LOG_WARN, "the sandbox's state directory was removed: ending the sandbox");
     s->orphaned = true;
-    sv_sup_destroy(s, NULL);
+    sup_destroy(s, NULL);
 }
 
 /* Watches the directories our record hangs from, for removals and moves
@@ -404,7 +394,7 @@ static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
     s->meta.init_pid = s->init_pid;
     if (sg_sandbox_meta_save(&s->meta, err) < 0)
         return -1;
-    if (s->meta.task && sv_sup_capture_start(s, adopt, err) < 0)
+    if (s->meta.task && sv_start_capture(s, adopt, err) < 0)
         return -1;
     /* The first checkpoint is taken right after "ready", before the loop
      * serves any request: create does not wait for it. */
@@ -477,6 +467,24 @@ static void sup_free(sv_sup *s)
     free(s);
 }
 
+/* The calls a lower object makes up (sv_sup_hooks), to the objects that
+ * answer them. */
+static void sup_hooks_set(sv_sup *s)
+{
+    s->hooks = (sv_sup_hooks){
+        .destroy = sup_destroy,
+        .abort = sv_killswitch_abort,
+        .check_wall = sv_killswitch_check_wall,
+        .kill_all = sv_killswitch_kill_all,
+        .tty_end = sv_tty_end,
+        .request = sv_dispatch_request,
+        .client_msg = sv_exec_client_msg,
+        .client_gone = sv_exec_client_gone,
+        .client_holds = sv_exec_client_holds,
+        .client_drained = sv_exec_client_drained,
+    };
+}
+
 int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
 {
     sg_log_init("supervisor");
@@ -484,6 +492,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     sv_sup *s = calloc(1, sizeof *s);
     if (!s)
         return 1;
+    sup_hooks_set(s);
     s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
     s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */

@@ -8,7 +8,6 @@
 
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
-#include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 #include "base/log.h"
 
@@ -283,7 +282,7 @@ void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     json_t *killed = NULL;
     sv_leaves_sweep(s);
     if (running || s->leaves.n)
-        killed = sv_killswitch_kill_all(s, "rollback", "rollback --force killed it to restore the workspace");
+        killed = s->hooks.kill_all(s, "rollback", "rollback --force killed it to restore the workspace");
     /* Keep the present too, so that a rollback can itself be undone. */
     json_t *safety = NULL;
     sv_ckpt_take(s, SUP_SAFETY_LABEL, &safety);

@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include "supervisor/sv_client.h"
-#include "supervisor/sv_dispatch.h"
-#include "supervisor/sv_exec.h"
 
 static void on_client(uv_poll_t *p, int status, int events);
 
@@ -103,22 +101,16 @@ void sv_client_update_poll(sv_client *c)
 {
     if (c->closing)
         return;
-    sv_exec *ex = c->ex;
+    sv_sup *s = c->s;
     /* A terminal that does not take what is typed: stop reading more. */
-    bool hold = ex && ex->tty && sg_sup_tty_input_full(ex->tty);
+    bool hold = c->ex && s->hooks.client_holds(c);
     int ev = (hold ? 0 : UV_READABLE) | (c->qhead ? UV_WRITABLE : 0);
     if (ev)
         uv_poll_start(&c->poll, ev, on_client);
     else
         uv_poll_stop(&c->poll);
-    if (ex && ex->tty && c->qbytes <= SV_CLIENT_QUEUE_MAX / 2)
-        sg_sup_tty_pause(ex->tty, false);
-    if (ex && c->qbytes <= SV_CLIENT_QUEUE_MAX / 2) {
-        if (ex->out_active)
-            uv_poll_start(&ex->out_poll, UV_READABLE, sv_exec_on_output);
-        if (ex->err_active)
-            uv_poll_start(&ex->err_poll, UV_READABLE, sv_exec_on_output);
-    }
+    if (c->ex && c->qbytes <= SV_CLIENT_QUEUE_MAX / 2)
+        s->hooks.client_drained(c);
 }
 
 static void on_client_closed(uv_handle_t *h)
@@ -139,19 +131,8 @@ void sv_client_close(sv_client *c)
         c->qhead = m->next;
         free(m);
     }
-    if (c->ex && c->ex->detachable && c->ex->tty && !c->ex->finished) {
-        /* A detachable terminal's caller went away (its window closed):
-         * the shell runs on, to be attached again. */
-        sv_tty_detach(c, false);
-    } else if (c->ex) {
-        /* The caller went away mid-exec: stop the command, as a terminal
-         * hangup would. */
-        sv_exec *ex = c->ex;
-        ex->cl = NULL;
-        c->ex = NULL;
-        if (!ex->finished)
-            sv_exec_kill(ex);
-    }
+    if (c->ex)
+        s->hooks.client_gone(c); /* the caller went away mid-exec */
     uv_poll_stop(&c->poll);
     close(c->fd);
     uv_close((uv_handle_t *)&c->poll, on_client_closed);
@@ -186,26 +167,10 @@ static void on_client(uv_poll_t *p, int status, int events)
         sv_client_close(c);
         return;
     }
-    if (type == SG_CTL_REQ) {
-        sv_dispatch_request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
-    } else if ((type == SG_CTL_STDIN || type == SG_CTL_WINSZ) && c->requested && !nfds) {
-        sv_tty_client_msg(c, type, buf, (size_t)n);
-    } else if (type == SG_CTL_DETACH && n == 0 && !nfds && c->ex && !c->ex->finished) {
-        if (c->ex->detachable && c->ex->tty)
-            sv_tty_detach(c, true);
-        else
-            sv_client_error(c, "this exec cannot be detached (it was started without detach keys)");
-    } else if (type == SG_CTL_SIGNAL && n == 1 && c->ex && !c->ex->finished) {
-        sg_spawn_hdr sp = {.type = SG_SPAWN_SIGNAL, .exec_id = c->ex->id, .sig = (unsigned char)buf[0]};
-        if (send(c->s->init_fd, &sp, sizeof sp, MSG_NOSIGNAL) < 0)
-            sv_exec_kill(c->ex);
-        for (size_t i = 0; i < nfds; i++)
-            close(fds[i]);
-    } else {
-        for (size_t i = 0; i < nfds; i++)
-            close(fds[i]);
-        sv_client_error(c, "unexpected message type");
-    }
+    if (type == SG_CTL_REQ)
+        c->s->hooks.request(c->s, c, buf, (size_t)n, nfds ? fds[0] : -1);
+    else
+        c->s->hooks.client_msg(c, type, buf, (size_t)n, fds, nfds);
 }
 
 void sv_client_adopt(void *ud, int fd)

@@ -4,6 +4,25 @@
 
 #include "supervisor/sv_sup.h"
 
+typedef struct sv_outmsg {
+    struct sv_outmsg *next;
+    uint8_t type;
+    size_t len;
+    char data[];
+} sv_outmsg;
+
+struct sv_client {
+    sv_sup *s;
+    int fd;
+    uv_poll_t poll;
+    sv_outmsg *qhead, *qtail;
+    size_t qbytes;
+    sv_exec *ex;
+    bool requested; /* one request per connection: an exec's takes signals only */
+    bool close_after_flush;
+    bool closing;
+};
+
 void sv_client_flush(sv_client *c);
 void sv_client_send(sv_client *c, uint8_t type, const void *buf, size_t len);
 void sv_client_send_json(sv_client *c, uint8_t type, json_t *j);

@@ -5,6 +5,8 @@
 #include "supervisor/sv_exec.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_start.h"
+#include "supervisor/sv_tty.h"
 
 static void op_info(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {

@@ -16,7 +16,7 @@
 #include "capture/execargs.h"
 #include "capture/procevents.h"
 #include "sandbox/execnotify.h"
-#include "supervisor/sv_exec.h"
+#include "supervisor/sv_execnotify.h"
 
 /* Held calls answered per wake-up: an execve storm takes its turn with the
  * kill switch, the control socket and the exec pipes. Each held call stops

@@ -10,24 +10,9 @@
 #include <unistd.h>
 
 #include "supervisor/sv_exec.h"
-#include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_execnotify.h"
+#include "supervisor/sv_handoff.h"
 #include "supervisor/sv_leaves.h"
-
-void sv_handoff_release(sv_exec *ex)
-{
-    if (ex->awaiting_ack) {
-        ex->awaiting_ack = false;
-        if (ex->ack_timer.data) {
-            uv_timer_stop(&ex->ack_timer);
-            uv_close((uv_handle_t *)&ex->ack_timer, sv_exec_on_close_pending);
-        }
-        for (int i = 0; i < 3; i++)
-            sg_close_reset(&ex->hold_fds[i]);
-    }
-    sg_close_reset(&ex->ready_sock);
-    free(ex->held_msg);
-    ex->held_msg = NULL;
-}
 
 /* 1: the child took the exec ("k"); 0: not yet; -1: it never will (its
  * socket closed: it died). The "k" is sent before the command runs, so it
@@ -47,7 +32,7 @@ void sv_handoff_done(sv_exec *ex)
 {
     ex->spawned = true;
     ex->pid = ex->ready_pid;
-    sv_handoff_release(ex);
+    sv_exec_handoff_release(ex);
 }
 
 /* The ready child did not take the exec (killed or stopped just before):
@@ -59,7 +44,7 @@ void sv_handoff_failed(sv_exec *ex)
     sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
     send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
     if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
-        sv_handoff_release(ex);
+        sv_exec_handoff_release(ex);
         sv_exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
                                  : "the sandbox's init is gone");
         return;
@@ -73,7 +58,7 @@ void sv_handoff_failed(sv_exec *ex)
     memcpy(ex->held_msg, &sp, sizeof sp);
     int fds[4] = {ex->hold_fds[0], ex->hold_fds[1], ex->hold_fds[2], ex->leaf_fd};
     int r = sg_seqpacket_send(s->init_fd, ex->held_msg, ex->held_len, fds, 4);
-    sv_handoff_release(ex);
+    sv_exec_handoff_release(ex);
     if (r < 0)
         sv_exec_fail(ex, "cannot reach the sandbox's init");
 }
@@ -176,7 +161,7 @@ void sv_handoff_on_init_msg(uv_poll_t *p, int status, int events)
     /* the kill switch's abort first: the deaths init reports are its */
     ks_take_killed(s->ks);
     sv_exec_deadlines(s);
-    sv_killswitch_check_wall(s);
+    s->hooks.check_wall(s);
     (void)init_drain(s);
 }
 

@@ -8,6 +8,7 @@
 
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
+#include "supervisor/sv_handoff.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 #include "capture/watch.h"

@@ -17,10 +17,11 @@
 
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
-#include "supervisor/sv_exec.h"
+#include "supervisor/sv_execnotify.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
-#include "supervisor/sv_sup.h"
+#include "supervisor/sv_start.h"
+#include "supervisor/sv_tty.h"
 #include "base/log.h"
 
 /* Tasks in the supervisor's own cgroup: its two threads, and what it forks
@@ -346,30 +347,12 @@ void sv_start_join_own_cgroup(sv_sup *s)
         sg_log(SG_LOG_WARN, "the supervisor's work is not charged to the sandbox: %s", err.msg);
 }
 
-/* Ids are reserved by blocks: one small write per block of execs. */
-#define EXEC_IDS_BLOCK 1024
-
-/* Keeps v below the saved bound, saving a higher one first: an id is
- * used only once a takeover would number past it. */
-static uint32_t ids_cover(sv_sup *s, uint32_t v)
+int sv_start_capture(sv_sup *s, bool resumed, sg_err *err)
 {
-    if (v < s->ids_until)
-        return v;
-    sg_err err = {0};
-    s->ids_until = v + EXEC_IDS_BLOCK;
-    if (sg_state_exec_ids_save(s->meta.id, s->ids_until, &err) < 0)
-        sg_log(SG_LOG_ERROR, "%s (a takeover may reuse the ids)", err.msg);
-    return v;
-}
-
-uint32_t sv_sup_exec_id_new(sv_sup *s)
-{
-    return ids_cover(s, ++s->next_exec);
-}
-
-uint32_t sv_sup_exec_num_new(sv_sup *s)
-{
-    return ids_cover(s, ++s->exec_num);
+    s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sv_ckpt_unified, s, err);
+    /* a shell's command mark is read before the change the command made */
+    sg_capture_set_before_changes(s->cap, sv_tty_catch_up, s);
+    return s->cap ? 0 : -1;
 }
 
 static void on_lock_alarm(int sig)
@@ -471,7 +454,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
         sv_client_error(c, err.msg);
         return;
     }
-    if (m->task && sv_sup_capture_start(s, false, &err) < 0) {
+    if (m->task && sv_start_capture(s, false, &err) < 0) {
         sv_client_error(c, err.msg);
         return;
     }

@@ -47,7 +47,31 @@
 #define SV_SPARE_LEAVES 2
 
 typedef struct sv_sup sv_sup;
-typedef struct sv_client sv_client;
+typedef struct sv_client sv_client; /* sv_client.h */
+typedef struct sv_exec sv_exec;
+
+/* What a lower object asks of a higher one, without calling up to it:
+ * supervisor.c, which holds them all, sets these before the loop runs
+ * (sup_hooks_set). The calls of the house then run one way, down. */
+typedef struct sv_sup_hooks {
+    /* the sandbox's end (supervisor.c): sv_sup_destroy calls it */
+    void (*destroy)(sv_sup *s, sv_client *c);
+    /* the kill switch (sv_killswitch.c) for the execs' cap (sv_exec.c),
+     * init's reports (sv_handoff.c) and a forced rollback (sv_checkpoint.c) */
+    json_t *(*abort)(sv_sup *s, const char *by, const char *reason);
+    bool (*check_wall)(sv_sup *s);
+    json_t *(*kill_all)(sv_sup *s, const char *cause, const char *detail);
+    /* an exec's end (sv_exec.c) to its terminal (sv_tty.c) */
+    void (*tty_end)(sv_exec *ex);
+    /* a connection's events (sv_client.c): its request (sv_dispatch.c), and
+     * for the exec it called (sv_exec.c): a message other than a request,
+     * its caller gone, whether its input is held, its queue drained */
+    void (*request)(sv_sup *s, sv_client *c, const char *buf, size_t len, int fd_in);
+    void (*client_msg)(sv_client *c, uint8_t type, const char *buf, size_t n, int *fds, size_t nfds);
+    void (*client_gone)(sv_client *c);
+    bool (*client_holds)(sv_client *c);
+    void (*client_drained)(sv_client *c);
+} sv_sup_hooks;
 
 /* A fast exec leaf with the files the exec path reads kept open: the ready
  * child's, or a spare one (emptied, kept for a later exec). */
@@ -57,14 +81,7 @@ typedef struct sv_open_leaf {
     uint64_t cpu_base;      /* cpu.stat's usage when handed out: leaves are reused */
 } sv_open_leaf;
 
-typedef struct sv_outmsg {
-    struct sv_outmsg *next;
-    uint8_t type;
-    size_t len;
-    char data[];
-} sv_outmsg;
-
-typedef struct sv_exec {
+struct sv_exec {
     sv_sup *s;
     sv_client *cl;          /* NULL once the caller went away */
     uint32_t id;         /* init's id for it (init.h); ready children's are reserved ahead */
@@ -108,21 +125,10 @@ typedef struct sv_exec {
     sg_sup_tty *tty;      /* a tty exec's terminal (tty.h); its output is the exec's stdout */
     struct sv_shell *shell; /* with tty: its recording and its commands (sv_tty.c) */
     bool detachable;      /* tty: its caller leaving detaches it (sv_tty_detach), not kills */
-} sv_exec;
-
-struct sv_client {
-    sv_sup *s;
-    int fd;
-    uv_poll_t poll;
-    sv_outmsg *qhead, *qtail;
-    size_t qbytes;
-    sv_exec *ex;
-    bool requested; /* one request per connection: an exec's takes signals only */
-    bool close_after_flush;
-    bool closing;
 };
 
 struct sv_sup {
+    sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
     uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
     char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
     char *ctl_buf;          /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
@@ -196,30 +202,16 @@ struct sv_sup {
     size_t nspare;
 };
 
-/* ---- supervisor.c: the sandbox's life ---------------------------------- */
+/* ---- sv_sup.c: what every object of the supervisor uses ------------- */
 
+/* An event of the sandbox's record (none when it is not captured). */
 void sv_sup_emit(sv_sup *s, sg_event_kind kind, json_t *payload);
-int sv_sup_capture_start(sv_sup *s, bool resumed, sg_err *err);
+/* The sandbox ends (s->hooks.destroy); c, the destroy request's caller,
+ * is answered last. */
 void sv_sup_destroy(sv_sup *s, sv_client *c);
-
-/* ---- sv_start.c: making or adopting the sandbox ------------------------ */
-
-void sv_start_oom_baseline(sv_sup *s);
-int sv_start_init(sv_sup *s, sg_err *err);
-int sv_start_adopt(sv_sup *s, sg_err *err);
-/* Moves the supervisor into its own cgroup beside the sandbox's (cgroup.h),
- * with its limits (SG_SUPERVISOR_*). Best effort: a warning if it cannot. */
-void sv_start_join_own_cgroup(sv_sup *s);
 /* A new exec id for init, and a new exec number: both unique across the
  * supervisors a sandbox has had (execs.json). */
 uint32_t sv_sup_exec_id_new(sv_sup *s);
 uint32_t sv_sup_exec_num_new(sv_sup *s);
-/* Takes the sandbox's supervisor lock (an adopt first waits, bounded, for
- * a dying predecessor to let it go). */
-int sv_start_hold_lock(sv_sup *s, const char *id, bool adopt, sg_err *err);
-
-/* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
- * may take over its op's fields, zeroing them; the table frees the rest). */
-void sv_start_op_claim(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
 
 #endif

@@ -26,6 +26,7 @@
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
+#include "supervisor/sv_tty.h"
 
 #include <errno.h>
 #include <stdio.h>
