@@ -378,7 +378,7 @@ static void sup_watch(sv_sup *s)
  * socket open, the loop's handles set. */
 static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
 {
-    if (!s->spawn_msg || !s->ctl_buf)
+    if (!s->spawn_msg || !s->clients.buf)
         return sg_err_set(err, ENOMEM, "out of memory");
     /* The lock first: an adopt reads the record its predecessor left. */
     if (!sg_state_dir(err) || sv_start_hold_lock(s, id, adopt, err) < 0 ||
@@ -448,8 +448,8 @@ static void sup_free(sv_sup *s)
         close(s->ctl_fd);
     if (s->init_fd >= 0)
         close(s->init_fd);
-    if (s->notify_fd >= 0)
-        close(s->notify_fd);
+    if (s->notify.fd >= 0)
+        close(s->notify.fd);
     sv_execnotify_unmap(s);
     sg_ckpt_client_free(s->ckpt);
     sg_labels_free(&s->labels);
@@ -462,7 +462,7 @@ static void sup_free(sv_sup *s)
     free(s->execs);
     sg_leafset_free(&s->leaves);
     free(s->spawn_msg);
-    free(s->ctl_buf);
+    free(s->clients.buf);
     free(s->pidns_pids);
     free(s);
 }
@@ -493,11 +493,11 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     sup_hooks_set(s);
-    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify_fd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify.fd = -1;
     s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);
-    s->ctl_buf = malloc(SG_CTL_MSG_MAX);
+    s->clients.buf = malloc(SG_CTL_MSG_MAX);
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
     s->rootless = geteuid() != 0;

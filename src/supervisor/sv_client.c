@@ -125,7 +125,7 @@ void sv_client_close(sv_client *c)
         return;
     c->closing = true;
     sv_sup *s = c->s;
-    s->nclients--;
+    s->clients.n--;
     while (c->qhead) {
         sv_outmsg *m = c->qhead;
         c->qhead = m->next;
@@ -152,7 +152,7 @@ static void on_client(uv_poll_t *p, int status, int events)
     }
     if (!(events & UV_READABLE))
         return;
-    char *buf = c->s->ctl_buf;
+    char *buf = c->s->clients.buf;
     uint8_t type;
     int fds[1];
     size_t nfds = 1;
@@ -176,7 +176,7 @@ static void on_client(uv_poll_t *p, int status, int events)
 void sv_client_adopt(void *ud, int fd)
 {
     sv_sup *s = ud;
-    if (s->nclients >= SV_MAX_CLIENTS) {
+    if (s->clients.n >= SV_MAX_CLIENTS) {
         close(fd);
         return;
     }
@@ -187,7 +187,7 @@ void sv_client_adopt(void *ud, int fd)
     }
     c->s = s;
     c->fd = fd;
-    s->nclients++;
+    s->clients.n++;
     uv_poll_init(&s->loop, &c->poll, fd);
     c->poll.data = c;
     uv_poll_start(&c->poll, UV_READABLE, on_client);

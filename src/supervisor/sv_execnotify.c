@@ -49,27 +49,32 @@ static void read_held(sv_sup *s, const struct seccomp_notif *n)
     sg_execargs a;
     if (sg_execargs_read((pid_t)n->pid, &n->data, &a) < 0)
         return;
-    held_call h = {s->notify_fd, n->id};
+    held_call h = {s->notify.fd, n->id};
     sg_procevents_exec_held(pe, (pid_t)n->pid, &a, still_held, &h);
     sg_execargs_clear(&a);
 }
 
+uint64_t sv_execnotify_held(const sv_sup *s)
+{
+    return s->notify.held;
+}
+
 void sv_execnotify_unmap(sv_sup *s)
 {
-    if (s->notify_page)
-        munmap(s->notify_page, sizeof *s->notify_page);
-    s->notify_page = NULL;
+    if (s->notify.page)
+        munmap(s->notify.page, sizeof *s->notify.page);
+    s->notify.page = NULL;
 }
 
 void sv_execnotify_stop(sv_sup *s)
 {
     sv_execnotify_unmap(s);
-    if (s->notify_fd < 0)
+    if (s->notify.fd < 0)
         return;
-    uv_poll_stop(&s->notify_poll);
-    if (!uv_is_closing((uv_handle_t *)&s->notify_poll))
-        uv_close((uv_handle_t *)&s->notify_poll, NULL);
-    sg_close_reset(&s->notify_fd);
+    uv_poll_stop(&s->notify.poll);
+    if (!uv_is_closing((uv_handle_t *)&s->notify.poll))
+        uv_close((uv_handle_t *)&s->notify.poll, NULL);
+    sg_close_reset(&s->notify.fd);
 }
 
 /* Tests only (test_procevents.py): while the file $SANDGLASS_TEST_HOLD_EXEC
@@ -99,10 +104,10 @@ static void test_hold(void)
 /* Where init finds the id we work on if we die before answering it. */
 static void record_inflight(sv_sup *s, uint64_t id)
 {
-    if (!s->notify_page)
+    if (!s->notify.page)
         return;
-    __atomic_store_n(&s->notify_page->id, id, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->notify_page->set, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->notify.page->id, id, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->notify.page->set, 1, __ATOMIC_RELEASE);
 }
 
 static void on_notify(uv_poll_t *p, int status, int events)
@@ -110,9 +115,9 @@ static void on_notify(uv_poll_t *p, int status, int events)
     (void)status;
     (void)events;
     sv_sup *s = p->data;
-    for (int i = 0; i < NOTIFY_BATCH && s->notify_fd >= 0; i++) {
+    for (int i = 0; i < NOTIFY_BATCH && s->notify.fd >= 0; i++) {
         struct seccomp_notif n;
-        int r = sg_execnotify_recv(s->notify_fd, &n);
+        int r = sg_execnotify_recv(s->notify.fd, &n);
         if (r < 0) { /* the sandbox is gone (no process uses the filter) */
             sv_execnotify_stop(s);
             return;
@@ -121,14 +126,14 @@ static void on_notify(uv_poll_t *p, int status, int events)
             return;
         record_inflight(s, n.id);
         test_hold();
-        if (!s->notify_seen) {
+        if (!s->notify.seen) {
             /* a supervisor before us may have died holding some */
-            s->notify_seen = true;
-            sg_execnotify_release_stuck(s->notify_fd, n.id);
+            s->notify.seen = true;
+            sg_execnotify_release_stuck(s->notify.fd, n.id);
         }
-        s->execs_held++;
+        s->notify.held++;
         read_held(s, &n);
-        sg_execnotify_continue(s->notify_fd, n.id);
+        sg_execnotify_continue(s->notify.fd, n.id);
     }
 }
 
@@ -148,17 +153,17 @@ void sv_execnotify_attach(sv_sup *s, int fd, int page_fd)
 {
     sg_execnotify_inflight *page = map_page(page_fd);
     /* init sends it once per connection: a second one is not ours to use */
-    if (s->notify_fd >= 0 || s->notify_poll.loop || uv_poll_init(&s->loop, &s->notify_poll, fd) < 0) {
+    if (s->notify.fd >= 0 || s->notify.poll.loop || uv_poll_init(&s->loop, &s->notify.poll, fd) < 0) {
         close(fd);
         if (page)
             munmap(page, sizeof *page);
-        if (s->notify_fd < 0)
+        if (s->notify.fd < 0)
             sg_log(SG_LOG_ERROR, "cannot poll the execve listener: the sandbox's execs wait until "
                                  "this supervisor goes");
         return;
     }
-    s->notify_fd = fd;
-    s->notify_page = page;
-    s->notify_poll.data = s;
-    uv_poll_start(&s->notify_poll, UV_READABLE, on_notify);
+    s->notify.fd = fd;
+    s->notify.page = page;
+    s->notify.poll.data = s;
+    uv_poll_start(&s->notify.poll, UV_READABLE, on_notify);
 }

@@ -12,6 +12,9 @@ bool sv_execnotify_wanted(const sv_sup *s);
 void sv_execnotify_attach(sv_sup *s, int fd, int page_fd);
 /* init's connection is gone: so is ours to the listener. */
 void sv_execnotify_stop(sv_sup *s);
+/* Held execve calls seen so far: a program ran since the count was last
+ * read (a shell's prompt checkpoints, sv_tty.c). */
+uint64_t sv_execnotify_held(const sv_sup *s);
 /* Unmaps init's in-flight page (sv_execnotify_stop does too). */
 void sv_execnotify_unmap(sv_sup *s);
 

@@ -127,11 +127,25 @@ struct sv_exec {
     bool detachable;      /* tty: its caller leaving detaches it (sv_tty_detach), not kills */
 };
 
+/* sv_execnotify.c's state: init's execve listener (sandbox/execnotify.h). */
+typedef struct sv_execnotify_state {
+    int fd;                       /* the listener; -1: none */
+    uv_poll_t poll;
+    bool seen;                    /* a held execve came since we got it */
+    sg_execnotify_inflight *page; /* init's in-flight page, mapped; NULL: none */
+    uint64_t held;                /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
+} sv_execnotify_state;
+
+/* sv_client.c's state: the connections and the buffer a request is read in. */
+typedef struct sv_clients_state {
+    size_t n;
+    char *buf; /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
+} sv_clients_state;
+
 struct sv_sup {
     sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
     uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
     char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
-    char *ctl_buf;          /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
     pid_t *pidns_pids;      /* SV_PIDNS_MAX entries, once sv_killswitch_pidns_kill ran */
     uint64_t ckpt_idle_ms;  /* the worker's idle stop; 0 until read from the environment */
     uv_loop_t loop;
@@ -141,11 +155,7 @@ struct sv_sup {
     pid_t init_pid;
     int init_fd;
     uv_poll_t init_poll;
-    int notify_fd;          /* init's execve listener (sandbox/execnotify.h); -1: none */
-    uv_poll_t notify_poll;
-    bool notify_seen;       /* a held execve came since we got it */
-    sg_execnotify_inflight *notify_page; /* init's in-flight page, mapped; NULL: none */
-    uint64_t execs_held;    /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
+    sv_execnotify_state notify; /* the held execve calls (sv_execnotify.c's) */
     int ctl_fd;
     killswitch *ks;         /* kills beside the loop, takes what it leaves on ctl_fd; NULL: none */
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
@@ -156,7 +166,7 @@ struct sv_sup {
     uint32_t ids_until;     /* both stay below it: saved (execs.json) for a takeover */
     sv_exec **execs;     /* running execs, by slot */
     size_t nexecs, capexecs;
-    size_t nclients;
+    sv_clients_state clients; /* the control connections (sv_client.c's) */
     bool destroying;
     bool init_dead;
     bool fast_leaves;

@@ -26,6 +26,7 @@
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
+#include "supervisor/sv_execnotify.h"
 #include "supervisor/sv_tty.h"
 
 #include <errno.h>
@@ -201,12 +202,12 @@ static void prompt_checkpoint(struct sv_shell *sh)
     snprintf(label, sizeof label, "before shell command (exec %u, prompt %u)", sh->ex->num, ++sh->prompts);
     uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0, now = sg_now_mono_ns();
     bool was_typed = typed != sh->typed_at_ckpt;
-    bool ran = s->execs_held != sh->execs_at_ckpt && now - sh->ckpt_ns >= PROMPT_RAN_CKPT_NS;
+    bool ran = sv_execnotify_held(s) != sh->execs_at_ckpt && now - sh->ckpt_ns >= PROMPT_RAN_CKPT_NS;
     if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read || !(was_typed || ran))
         return;
     sh->decided_this_read = true;
     sh->typed_at_ckpt = typed;
-    sh->execs_at_ckpt = s->execs_held;
+    sh->execs_at_ckpt = sv_execnotify_held(s);
     sh->ckpt_ns = now;
     sv_ckpt_prompt(s, label, !was_typed);
 }
