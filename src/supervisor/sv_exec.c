@@ -1,4 +1,5 @@
-/* sv_exec: the exec lifecycle: start, output, timeout, kill, finish, result. */
+/* sv_exec: a running exec: its output, time limit, kill, end and result
+ * (sv_exec_start.c starts it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
