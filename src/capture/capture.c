@@ -38,6 +38,7 @@ struct sg_capture {
      * sums them up when the window closes. */
     uint64_t diffs, diffs_dropped;
     uint64_t max_diffs; /* create's --max-file-events: past it, `bulk` events */
+    bool diffs_linger;  /* an exec ended with changes pending: its window stays open */
     /* The session's per-minute budgets (budget.h); exempt: the events of
      * an exec op (its caller waits on them; max_execs bounds them) are
      * counted but never dropped. */
@@ -337,6 +338,15 @@ static void diffs_window_end(sg_capture *c)
             "limit", (json_int_t)c->max_diffs, "not_reported", (json_int_t)c->diffs_dropped,
             "note", "more changed files than the limit: the rest are listed in bulk events"));
     c->diffs = c->diffs_dropped = 0;
+    c->diffs_linger = false;
+}
+
+/* The watcher reported what an exec's end left pending: its window closes. */
+static void on_watch_drained(void *ud)
+{
+    sg_capture *c = ud;
+    if (c->diffs_linger)
+        diffs_window_end(c);
 }
 
 /* The watcher asks before it makes a payload: past the budget the diff
@@ -542,6 +552,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
     sg_watch_set_gate(c->watch, diffs_gate, c);
     sg_watch_set_bulk_cb(c->watch, on_watch_bulk, c);
+    sg_watch_set_drained_cb(c->watch, on_watch_drained, c);
     uv_check_init(loop, &c->check);
     c->check.data = c;
     uv_check_start(&c->check, on_check);
@@ -763,7 +774,12 @@ static void exec_end_events(sg_capture_exec *e, const json_t *result)
 {
     sg_capture *c = e->c;
     sg_capture_flush_watch(c);
-    diffs_window_end(c);
+    /* A flush is bounded: what it left comes from the loop, and counts in
+     * this exec's window, closed when the watcher has drained. */
+    if (sg_watch_pending(c->watch))
+        c->diffs_linger = true;
+    else
+        diffs_window_end(c);
     c->exempt = e->batch;
     emit_stream(e, "stdout", &e->out);
     emit_stream(e, "stderr", &e->err);

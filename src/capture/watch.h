@@ -166,6 +166,13 @@ void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata);
  * are only counted (by the gate's owner). */
 void sg_watch_set_bulk_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
 
+/* Whether changes are still to be reported (a flush's bound, the read
+ * budget, an open writer, the hold left them to the loop). */
+bool sg_watch_pending(const sg_watch *w);
+/* Called when a resolution leaves no change pending: the owner closes
+ * what it kept open for them (the capture: an exec's file_diff window). */
+void sg_watch_set_drained_cb(sg_watch *w, void (*fn)(void *userdata), void *userdata);
+
 /* Called when the settle timer fires, before the settled changes become
  * payloads: the owner reads what else it has pending that happened first
  * (the capture: a terminal's command mark written before the change), so

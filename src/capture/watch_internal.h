@@ -144,6 +144,8 @@ struct sg_watch {
     sg_watch_cb bulk_cb;
     void *bulk_ud;
     json_t *bulk;          /* the files of the payload being filled */
+    void (*drained)(void *); /* sg_watch_set_drained_cb */
+    void *drained_ud;
     size_t bulk_bytes;     /* its size, estimated from above */
 };
 

@@ -517,7 +517,21 @@ static int resolve_(sg_watch *w, bool force)
 
 int watch_resolve(sg_watch *w, bool force)
 {
+    bool had = w->dhead != NULL;
     int n = resolve_(w, force);
     report_limits(w);
+    if (had && !w->dhead && w->drained)
+        w->drained(w->drained_ud);
     return n;
+}
+
+bool sg_watch_pending(const sg_watch *w)
+{
+    return w && w->dhead != NULL;
+}
+
+void sg_watch_set_drained_cb(sg_watch *w, void (*fn)(void *userdata), void *userdata)
+{
+    w->drained = fn;
+    w->drained_ud = userdata;
 }
