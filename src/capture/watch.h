@@ -52,6 +52,8 @@
  * - Contents of directories named `.git` (at any depth) are skipped: a
  *   workspace that is a git repository would otherwise flood binary events.
  *   Other dotfiles are reported.
+ * - Paths on the ignore list (sg_watch_new_ext, ignore.h) are neither
+ *   tracked nor reported; ignored directories are neither watched nor read.
  * - Mode-only changes (chmod) are not reported; content is what counts.
  * - The initial scan in sg_watch_new is a baseline: it emits nothing.
  * - Within one burst, renames are reported in the order they happened; a
