@@ -340,6 +340,12 @@ def _bulk_opt():
     bulk_check(s4, 4000, 10)
     n = len(env._query("SELECT seq FROM sg_events WHERE sandbox=? AND kind='bulk'", (s4,)))
     tap.ok(n >= 2, "3,990 entries of long enough paths take more than one bulk event", str(n))
+    p = env.run("events", "--sandbox", s4, "--ingest", env.ingest.http_base, "--secret", env.secret,
+                "--kind", "bulk", timeout=60)
+    out = p.stdout.decode(errors="replace")
+    lines = [ln for ln in out.splitlines() if "more files changed" in ln]
+    tap.ok(p.returncode == 0 and len(lines) == n and "many/f" in lines[0] and "(created)" in lines[0],
+           "sandglass events shows each bulk event on one line, its files listed", out[-1500:])
     p = env.run("create", "--learner", "t", "--max-file-events", "x")
     eq(p.returncode, 2, "a bad --max-file-events is a usage error")
     env.destroy(s4)
