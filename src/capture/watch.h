@@ -98,6 +98,7 @@
 #define SG_WATCH_HOST_SHARE 16 /* a watcher takes at most 1/16 of the host's inotify watches */
 #define SG_WATCH_MAX_DEPTH 1024 /* directories deeper are not tracked (a limit event) */
 #define SG_WATCH_HOLD_MS 500   /* a new file's / a gone file's wait for the rest of a save */
+#define SG_WATCH_HOLD_MAX 64   /* files held at once, at most: more is no editor's save */
 #define SG_WATCH_BULK_BYTES (256 * 1024) /* a bulk payload's files, at most (estimated) */
 
 typedef struct sg_watch sg_watch;
@@ -131,6 +132,10 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
  *   emacs's, write-to-temp-and-rename as VS Code, sed -i and Python's
  *   atomic writes do) gives one `modified`, and its temporary files
  *   nothing. A flush (every exec's end) resolves everything at once.
+ *   At most SG_WATCH_HOLD_MAX new files are held at a time, and no gone
+ *   file while more than that are gone: a program making or removing
+ *   thousands of files is reported as before, and the loop's passes over
+ *   the dirty list and the graveyard stay short.
  *   Hold is what the loop's reports wait, never a flush. */
 sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                            sg_diff_fn differ, void *differ_ud, sg_ignore *ignore, bool hold,

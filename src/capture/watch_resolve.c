@@ -303,7 +303,7 @@ static node *path_find(sg_watch *w, const char *path)
  * written) then gives one `modified` against the old content. */
 static bool grave_held(sg_watch *w, const node *g, bool force, uint64_t now)
 {
-    if (force || !w->hold_ns)
+    if (force || !w->hold_ns || w->ngraves > SG_WATCH_HOLD_MAX)
         return false;
     if (now - g->dirty_ns < w->hold_ns)
         return true;
@@ -341,15 +341,17 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
-    size_t nwork = 0, wcap = 0, nsorted = w->ngraves;
+    size_t nwork = 0, wcap = 0, nsorted = w->ngraves, held = 0;
     if (nsorted && w->hold_ns)
         qsort(w->graves, nsorted, sizeof(*w->graves), grave_cmp);
     for (node *n = w->dhead, *next; n; n = next) {
         next = n->dnext;
         if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
             continue;
-        if (!force && held_new(w, n, now) && !new_claims_grave(w, nsorted, n))
+        if (!force && held < SG_WATCH_HOLD_MAX && held_new(w, n, now) && !new_claims_grave(w, nsorted, n)) {
+            held++;
             continue;
+        }
         watch_dirty_unlink(w, n);
         sg_xgrow(&work, &wcap, nwork + 1, sizeof *work);
         work[nwork++] = n;
