@@ -27,10 +27,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import tap  # noqa: E402
+from sgtest import SANDGLASS, tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 
 env = CapEnv()
@@ -121,13 +126,96 @@ def _vim_default():
     one_modified(diffs(ev), "calc.py", "x = 1", "x = 2", "vim")
 
 
+class Pane:
+    """`sandglass shell` in a tmux pane of our own (its own socket): the
+    learner's terminal, typed at as a learner types."""
+
+    def __init__(self, sb: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="sgtmux-", dir=env.root)
+        conf = os.path.join(self.dir, "tmux.conf")
+        with open(conf, "w") as f:
+            f.write("set -g default-terminal xterm-256color\nset -g escape-time 0\n")
+        self.base = ["tmux", "-S", os.path.join(self.dir, "sock"), "-f", conf]
+        self.tmux("new-session", "-d", "-x", "100", "-y", "30", "-s", "t", SANDGLASS, "shell", sb,
+                  env=dict(env.env, TERM="xterm-256color"))
+
+    def tmux(self, *args: str, env: dict | None = None) -> str:
+        p = subprocess.run([*self.base, *args], capture_output=True, timeout=30, env=env)
+        if p.returncode != 0:
+            raise RuntimeError(f"tmux {args[0]}: {p.stderr.decode(errors='replace')}")
+        return p.stdout.decode(errors="replace")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "t", *keys)
+
+    def pane(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "t")
+
+    def await_pane(self, pattern: str, timeout: float = 60) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if re.search(pattern, self.pane(), re.M):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        try:
+            self.tmux("kill-server")
+        except (RuntimeError, subprocess.TimeoutExpired):
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+PROMPT = r"^sandbox@sandglass:/workspace\$\s*$"
+
+
+def _all_after(s: str, script: str) -> list[dict]:
+    rows = env.rows(s)
+    st = [i for i, r in enumerate(rows) if r["kind"] == "stdin" and r["payload"].get("line") == script]
+    return rows[st[-1]:] if st else rows[-40:]
+
+
+@tap.case("vim in a terminal session (sandglass shell in tmux), as the issue saw it")
+def _vim_terminal():
+    if not shutil.which("tmux"):
+        tap.skip("vim in tmux: one modified", "tmux is not installed (scripts/install-deps.sh installs it)")
+        return
+    st = env.create_captured()  # its own sandbox: a terminal session outlives its client
+    seed(st, "term.py")
+    t = Pane(st)
+    try:
+        tap.ok(t.await_pane(PROMPT), "the sandbox shell's prompt in tmux", t.pane())
+        t.keys("vim -i NONE term.py", "Enter")
+        tap.ok(t.await_pane(r'"term\.py"'), "vim draws its screen", t.pane())
+        t.keys(":%s/x = 1/x = 12/", "Enter", ":wq", "Enter")
+        tap.ok(t.await_pane(PROMPT), "vim saved and quit: the prompt again", t.pane())
+        t.keys("echo done > term.done", "Enter")
+
+        def span(rows):  # from the vim line's command to the marker's file_diff
+            start = [i for i, r in enumerate(rows) if r["kind"] == "command" and
+                     "vim -i NONE term.py" in str(r["payload"].get("cmd", ""))]
+            end = [i for i, r in enumerate(rows) if r["kind"] == "file_diff" and r["payload"].get("path") == "term.done"]
+            return rows[start[-1]:end[-1]] if start and end and end[-1] > start[-1] else None
+        rows = env.wait_rows(st, lambda r: span(r) is not None, timeout=120)
+        ds = [r["payload"] for r in (span(rows) or []) if r["kind"] == "file_diff"]
+        one_modified(ds, "term.py", "x = 1", "x = 12", "vim in a terminal")
+        t.keys("exit", "Enter")
+    finally:
+        t.close()
+        env.destroy(st)
+
+
 @tap.case("vim with backupcopy=no (rename) and backupcopy=yes (copy)")
 def _vim_backupcopy():
     for mode, old, new in (("no", "x = 2", "x = 3"), ("yes", "x = 3", "x = 4")):
         keys = f":set backup writebackup backupcopy={mode}\r:%s/{old}/{new}/\r:wq\r".encode()
-        p, ev = env.run_exec(sid, in_pty(keys, "vim", "-i", "NONE", "calc.py"))
+        script = in_pty(keys, "vim", "-i", "NONE", "calc.py")
+        p, ev = env.run_exec(sid, script)
         eq(p.returncode, 0, f"vim backupcopy={mode} ran and saved", p.stderr.decode(errors="replace")[-400:])
         one_modified(diffs(ev), "calc.py", old, new, f"vim backupcopy={mode} (backup kept: calc.py~ ignored)")
+        if len(diffs(ev)) != 1:
+            print("# rows: " + repr([(r["seq"], r["kind"], r["payload"].get("path") or r["payload"].get("cmd") or r["payload"].get("state")) for r in _all_after(sid, script)])[:3000], flush=True)
     p = env.sh(sid, "test -f calc.py~ && rm -f calc.py~")
     eq(p.returncode, 0, "vim's kept backup calc.py~ is in the workspace (ignored, not reported)")
 
@@ -300,26 +388,26 @@ def bulk_check(s: str, n: int, limit: int) -> None:
     bulks = [r for r in ev if r["kind"] == "bulk"]
     limits = [r["payload"] for r in ev if r["kind"] == "limit" and r["payload"].get("what") == "file_diff"]
     eq(len(ds), limit, f"{limit} file_diff events (--max-file-events)")
-    tap.ok(len(limits) == 1 and limits[0].get("not_reported") == n - limit and limits[0].get("limit") == limit,
-           "one limit event counts the rest", repr(limits))
-    listed, bad = {}, []
+    listed, bad, entries = {}, [], 0
     for b in bulks:
         pl = b["payload"]
         if pl.get("count") != len(pl.get("files", [])) or pl.get("limit") != limit:
             bad.append(("count/limit", pl.get("count"), pl.get("limit")))
         for f in pl.get("files", []):
-            if f["path"] in listed:
-                bad.append(("twice", f["path"]))
-            listed[f["path"]] = f
+            listed[f["path"]] = f  # a file read while its writer was at it changes twice: the last counts
+            entries += 1
+    tap.ok(len(limits) == 1 and limits[0].get("not_reported") == entries and limits[0].get("limit") == limit,
+           "one limit event counts the changes the bulk events list", repr(limits) + f" entries={entries}")
     for path, f in listed.items():
         body = want.get(path, "").encode()
-        if (f.get("change") != "created" or f.get("size") != len(body) or
+        if (f.get("change") not in ("created", "modified") or f.get("size") != len(body) or
                 f.get("sha256") != hashlib.sha256(body).hexdigest()):
             bad.append((path, f))
-    seen = set(listed) | {d["path"] for d in ds}
     tap.ok(len(bulks) >= 1 and not bad, f"{len(bulks)} bulk event(s): every entry has its change, size and sha256",
            repr(bad[:5]))
-    eq(len(listed), n - limit, "the bulk events list every path the file_diff events do not, once")
+    named = {d["path"] for d in ds}
+    eq(sorted(set(want) - named - set(listed)), [], "the bulk events list every path the file_diff events do not")
+    seen = set(listed) | named
     eq(seen, set(want), f"no path of the {n} is missing from the record",
            repr(sorted(set(want) - seen)[:10]))
     rows = env._query("SELECT length(payload) FROM sg_events WHERE sandbox=? AND kind='bulk'", (s,))
