@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const kinds[] = {"stdin",         "command",  "stdout",     "run_result", "test_result",
                                     "file_diff",     "activity", "checkpoint", "limit",      "rollback",
-                                    "session_abort", "sandbox",  "process"};
+                                    "session_abort", "sandbox",  "process",    "bulk"};
 static const char *const fields[] = {"line",  "cmd",   "data", "stream", "path", "change", "old_path", "diff",
                                      "state", "label", "id",   "to",     "by",   "reason", "what",     "error"};
 

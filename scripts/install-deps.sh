@@ -14,6 +14,7 @@ pkgs=(
   chromium  # a real browser for the terminal page test (tests/node/browser_terminal.mjs)
   e2fsprogs  # mkfs.ext4: each workspace's own file system (src/sandbox/disk.c)
   tmux vim  # a real terminal and a full-screen program for the reattach test (test_shell.py)
+  nano  # an editor whose saves test_saves.py records (emacs-nox is 70 MB: a script does its pattern)
   # real test runners whose summaries test_result parses (test_testcounts.py): the sandbox
   # runs the host's /usr/bin ones; cargo works offline on a crate without dependencies
   python3-pytest golang-go cargo

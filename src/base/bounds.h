@@ -84,6 +84,11 @@
 #define SG_BUDGET_BYTES_DEFAULT (16ull * 1024 * 1024)
 #define SG_BUDGET_CHECKPOINTS_DEFAULT 1500
 
+/* create's --max-file-events: file_diff events of one exec (or of the time
+ * between two); the rest of its changes are listed in `bulk` events. */
+#define SG_FILE_EVENTS_DEFAULT 1000
+#define SG_FILE_EVENTS_MAX 1000000
+
 #define SG_MCP_MSG_MAX (16u * 1024 * 1024) /* one MCP message line from the client */
 #define SG_MCP_FILE_MAX (4u * 1024 * 1024) /* write_file content; file edited by edit_file */
 #define SG_MCP_COMMAND_MAX (32u * 1024)  /* run_bash command */

@@ -37,6 +37,8 @@ struct sg_capture {
      * past SG_CAPTURE_DIFFS_MAX they are counted, and one limit event
      * sums them up when the window closes. */
     uint64_t diffs, diffs_dropped;
+    uint64_t max_diffs; /* create's --max-file-events: past it, `bulk` events */
+    bool diffs_linger;  /* an exec ended with changes pending: its window stays open */
     /* The session's per-minute budgets (budget.h); exempt: the events of
      * an exec op (its caller waits on them; max_execs bounds them) are
      * counted but never dropped. */
@@ -319,7 +321,7 @@ static void on_check(uv_check_t *h)
 static void on_file_change(void *ud, json_t *payload)
 {
     sg_capture *c = ud;
-    if (c->diffs >= SG_CAPTURE_DIFFS_MAX) {
+    if (c->diffs >= c->max_diffs) {
         c->diffs_dropped++;
         json_decref(payload);
         return;
@@ -333,9 +335,18 @@ static void diffs_window_end(sg_capture *c)
 {
     if (c->diffs_dropped)
         sg_capture_emit(c, SG_EV_LIMIT, json_pack("{s:s, s:I, s:I, s:s}", "what", "file_diff",
-            "limit", (json_int_t)SG_CAPTURE_DIFFS_MAX, "not_reported", (json_int_t)c->diffs_dropped,
-            "note", "more changed files than the limit: the rest are not reported one by one"));
+            "limit", (json_int_t)c->max_diffs, "not_reported", (json_int_t)c->diffs_dropped,
+            "note", "more changed files than the limit: the rest are listed in bulk events"));
     c->diffs = c->diffs_dropped = 0;
+    c->diffs_linger = false;
+}
+
+/* The watcher reported what an exec's end left pending: its window closes. */
+static void on_watch_drained(void *ud)
+{
+    sg_capture *c = ud;
+    if (c->diffs_linger)
+        diffs_window_end(c);
 }
 
 /* The watcher asks before it makes a payload: past the budget the diff
@@ -347,10 +358,18 @@ static bool diffs_gate(void *ud)
         sg_budget_drop(&c->budget);
         return false;
     }
-    if (c->diffs < SG_CAPTURE_DIFFS_MAX)
+    if (c->diffs < c->max_diffs)
         return true;
     c->diffs_dropped++;
     return false;
+}
+
+/* The changes past the per-exec limit, listed (watch.h). */
+static void on_watch_bulk(void *ud, json_t *payload)
+{
+    sg_capture *c = ud;
+    json_object_set_new(payload, "limit", json_integer((json_int_t)c->max_diffs));
+    sg_capture_emit(c, SG_EV_BULK, payload);
 }
 
 static void on_watch_limit(void *ud, json_t *payload)
@@ -492,6 +511,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     c->loop = loop;
     snprintf(c->id, sizeof c->id, "%s", m->id);
     sg_budget_init(&c->budget, m->max_events_per_min, m->max_bytes_per_min, m->max_checkpoints_per_min);
+    c->max_diffs = m->max_file_events;
     sg_autofree char *dir = sg_state_sandbox_path(m->id, "spool");
     sg_spool_report rep;
     c->spool = sg_spool_open(dir, &rep, err);
@@ -519,7 +539,10 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         return NULL;
     }
     sg_uplink_client_set_event_cb(c->uplink, on_uplink_event, c);
-    c->watch = sg_watch_new(loop, m->workspace, on_file_change, c, differ, differ_ud, err);
+    /* the operator's ignore list (checked at create), or the default */
+    sg_ignore *ig = sg_ignore_parse(sg_ignore_effective(m->capture_ignore), err);
+    c->watch = ig ? sg_watch_new_ext(loop, m->workspace, on_file_change, c, differ, differ_ud, ig, true, err)
+                  : NULL;
     if (!c->watch) {
         sg_err_prefix(err, "cannot watch the workspace");
         sg_uplink_client_close(c->uplink);
@@ -528,6 +551,8 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     }
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
     sg_watch_set_gate(c->watch, diffs_gate, c);
+    sg_watch_set_bulk_cb(c->watch, on_watch_bulk, c);
+    sg_watch_set_drained_cb(c->watch, on_watch_drained, c);
     uv_check_init(loop, &c->check);
     c->check.data = c;
     uv_check_start(&c->check, on_check);
@@ -562,6 +587,7 @@ sg_capture *sg_capture_new_on_spool(const char *sandbox_id, sg_spool *spool, sg_
     }
     snprintf(c->id, sizeof c->id, "%s", sandbox_id);
     sg_budget_init(&c->budget, 0, 0, 0);
+    c->max_diffs = SG_FILE_EVENTS_DEFAULT;
     c->spool = spool;
     return c;
 }
@@ -748,7 +774,12 @@ static void exec_end_events(sg_capture_exec *e, const json_t *result)
 {
     sg_capture *c = e->c;
     sg_capture_flush_watch(c);
-    diffs_window_end(c);
+    /* A flush is bounded: what it left comes from the loop, and counts in
+     * this exec's window, closed when the watcher has drained. */
+    if (sg_watch_pending(c->watch))
+        c->diffs_linger = true;
+    else
+        diffs_window_end(c);
     c->exempt = e->batch;
     emit_stream(e, "stdout", &e->out);
     emit_stream(e, "stderr", &e->err);

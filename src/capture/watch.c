@@ -102,13 +102,7 @@ static void on_timer(uv_poll_t *h, int status, int events)
         return;
     /* Open writers, files put off for the read budget, a rescan put off:
      * wake at the first one's time. */
-    uint64_t now = sg_now_mono_ns(), cap_ns = SG_WATCH_CAP_MS * 1000000ull, soonest = cap_ns;
-    for (node *n = w->dhead; n; n = n->dnext) {
-        uint64_t age = now - n->dirty_ns;
-        uint64_t left = age >= cap_ns ? 0 : cap_ns - age;
-        if (left < soonest)
-            soonest = left;
-    }
+    uint64_t soonest = watch_next_due(w, sg_now_mono_ns());
     uint64_t budget = w->dhead ? watch_budget_wait(w) : 0;
     if (budget > soonest)
         soonest = budget;
@@ -178,6 +172,8 @@ static void free_all(sg_watch *w)
     for (size_t i = 0; i < w->nscan; i++)
         free(w->scanq[i].name);
     free(w->graves);
+    sg_ignore_free(w->ignore);
+    json_decref(w->bulk);
     free(w->moves);
     free(w->scanq);
     free(w->wdtab);
@@ -252,7 +248,7 @@ static int baseline_root(sg_watch *w, node *r, const char *root, sg_err *err)
         if (fstatat(dirfd(dp), nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (S_ISDIR(cst.st_mode)) {
-            if (!watch_skip_dir_name(nm))
+            if (!watch_skip_dir(w, r, nm))
                 watch_scan_push(w, r, nm);
         } else if (S_ISREG(cst.st_mode) || S_ISLNK(cst.st_mode)) {
             node *f = watch_file_node_get(w, r, nm);
@@ -270,11 +266,21 @@ static int baseline_root(sg_watch *w, node *r, const char *root, sg_err *err)
 sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                        sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
+    return sg_watch_new_ext(loop, root, cb, userdata, differ, differ_ud, NULL, false, err);
+}
+
+sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
+                           sg_diff_fn differ, void *differ_ud, sg_ignore *ignore, bool hold,
+                           sg_err *err)
+{
     sg_watch *w = calloc(1, sizeof(*w));
     if (!w) {
+        sg_ignore_free(ignore);
         sg_err_set(err, ENOMEM, "watch: out of memory");
         return NULL;
     }
+    w->ignore = ignore; /* before the baseline: an ignored file is never tracked */
+    w->hold_ns = hold ? SG_WATCH_HOLD_MS * 1000000ull : 0;
     w->loop = loop;
     w->cb = cb;
     w->ud = userdata;

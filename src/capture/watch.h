@@ -52,6 +52,8 @@
  * - Contents of directories named `.git` (at any depth) are skipped: a
  *   workspace that is a git repository would otherwise flood binary events.
  *   Other dotfiles are reported.
+ * - Paths on the ignore list (sg_watch_new_ext, ignore.h) are neither
+ *   tracked nor reported; ignored directories are neither watched nor read.
  * - Mode-only changes (chmod) are not reported; content is what counts.
  * - The initial scan in sg_watch_new is a baseline: it emits nothing.
  * - Within one burst, renames are reported in the order they happened; a
@@ -88,12 +90,16 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "capture/ignore.h"
 #include "checkpoint/diff.h"
 
 #define SG_WATCH_SETTLE_US 500 /* quiet time that ends a burst */
 #define SG_WATCH_CAP_MS 50    /* longest wait for an open writer / busy burst */
 #define SG_WATCH_HOST_SHARE 16 /* a watcher takes at most 1/16 of the host's inotify watches */
 #define SG_WATCH_MAX_DEPTH 1024 /* directories deeper are not tracked (a limit event) */
+#define SG_WATCH_HOLD_MS 500   /* a new file's / a gone file's wait for the rest of a save */
+#define SG_WATCH_HOLD_MAX 64   /* files held at once, at most: more is no editor's save */
+#define SG_WATCH_BULK_BYTES (256 * 1024) /* a bulk payload's files, at most (estimated) */
 
 typedef struct sg_watch sg_watch;
 
@@ -113,6 +119,27 @@ typedef struct sg_watch_stats {
  * the unified diffs of text files (called with differ_ud). */
 sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                        sg_diff_fn differ, void *differ_ud, sg_err *err);
+
+/* The same, with the capture's two refinements:
+ * - ignore (taken; NULL: nothing ignored): paths on the operator's ignore
+ *   list (ignore.h) are neither tracked nor reported; a tracked file
+ *   renamed to an ignored name leaves the view (deleted, unless replaced);
+ * - hold: a file made since the baseline and not yet reported is read
+ *   only SG_WATCH_HOLD_MS after it appeared, and a reported file that
+ *   left (deleted, or renamed to an ignored name) is reported gone only
+ *   SG_WATCH_HOLD_MS after, unless a file takes its place meanwhile: so
+ *   an editor's save across several bursts (vim's backup by rename,
+ *   emacs's, write-to-temp-and-rename as VS Code, sed -i and Python's
+ *   atomic writes do) gives one `modified`, and its temporary files
+ *   nothing. A flush (every exec's end) resolves everything at once.
+ *   At most SG_WATCH_HOLD_MAX new files are held at a time, and no gone
+ *   file while more than that are gone: a program making or removing
+ *   thousands of files is reported as before, and the loop's passes over
+ *   the dirty list and the graveyard stay short.
+ *   Hold is what the loop's reports wait, never a flush. */
+sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
+                           sg_diff_fn differ, void *differ_ud, sg_ignore *ignore, bool hold,
+                           sg_err *err);
 
 /* Reads every pending inotify event and resolves every dirty path now
  * (open writers included), within the read budget and SG_WATCH_FLUSH_US:
@@ -137,6 +164,21 @@ void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
  * per-exec budget of file_diff events (capture.h). */
 typedef bool (*sg_watch_gate_fn)(void *userdata);
 void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata);
+
+/* Where the changes the gate turned away go, so that none is missing
+ * from the record: `bulk` payloads {files: [{path, change, old_path,
+ * size, sha256, path_hex, old_path_hex}...], count}, each of at most
+ * SG_WATCH_BULK_BYTES (estimated from above), made at the end of each
+ * resolution (ownership passes). No diff is made for them. Unset: they
+ * are only counted (by the gate's owner). */
+void sg_watch_set_bulk_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
+
+/* Whether changes are still to be reported (a flush's bound, the read
+ * budget, an open writer, the hold left them to the loop). */
+bool sg_watch_pending(const sg_watch *w);
+/* Called when a resolution leaves no change pending: the owner closes
+ * what it kept open for them (the capture: an exec's file_diff window). */
+void sg_watch_set_drained_cb(sg_watch *w, void (*fn)(void *userdata), void *userdata);
 
 /* Called when the settle timer fires, before the settled changes become
  * payloads: the owner reads what else it has pending that happened first

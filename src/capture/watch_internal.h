@@ -23,6 +23,7 @@
 
 #include "base/bounds.h"
 #include "base/err.h"
+#include "capture/ignore.h"
 #include "capture/watch.h"
 #include "checkpoint/diff.h"
 
@@ -54,10 +55,12 @@ struct node {
     uint32_t hash;
     uint32_t gen;       /* rescan mark */
     bool is_dir, dirty, writing, rep;
+    bool held;          /* a grave kept for a while: something may take its place */
     bool unwatched;     /* directory past the watch budget: found by rescans */
     uint32_t depth;     /* directory: the root is 0 */
     node *dprev, *dnext; /* dirty list */
-    uint64_t dirty_ns;
+    uint64_t dirty_ns;  /* a grave: when it left the tree */
+    uint64_t born_ns;   /* a file node made after the baseline; 0: moved since */
     /* directory */
     int wd;
     node *wnext;        /* wd table chain */
@@ -134,6 +137,16 @@ struct sg_watch {
     bool hurry;            /* sg_watch_hurry: a flush leaves the changes to the loop */
     /* overflow rescans, rate-limited (SG_WATCH_RESCAN_MIN_MS) */
     uint64_t rescan_next_ns;
+    /* editor saves and ignored paths (sg_watch_new_ext) */
+    sg_ignore *ignore;     /* NULL: nothing ignored */
+    uint64_t hold_ns;      /* 0: no hold */
+    /* past the gate: the changes listed in bulk payloads (sg_watch_set_bulk_cb) */
+    sg_watch_cb bulk_cb;
+    void *bulk_ud;
+    json_t *bulk;          /* the files of the payload being filled */
+    void (*drained)(void *); /* sg_watch_set_drained_cb */
+    void *drained_ud;
+    size_t bulk_bytes;     /* its size, estimated from above */
 };
 
 /* ---- watch_tree.c ---- */
@@ -166,7 +179,10 @@ void watch_adopt_state(sg_watch *w, node *n, fstate *cur);
 /* ---- watch_scan.c ---- */
 
 void watch_scan_push(sg_watch *w, node *parent, const char *name);
-bool watch_skip_dir_name(const char *name);
+/* A directory not walked: a `.git`, or one the ignore list names. */
+bool watch_skip_dir(sg_watch *w, const node *parent, const char *name);
+/* Whether parent/name is on the ignore list (ignore.h). */
+bool watch_ignored(sg_watch *w, const node *parent, const char *name, bool is_dir);
 /* Watches dir fd (opened safely) and returns its wd. */
 int watch_add_watch_fd(sg_watch *w, int fd);
 void watch_run_scans(sg_watch *w);
@@ -186,5 +202,8 @@ bool watch_rescan_due(sg_watch *w, uint64_t *wait_ns);
  * payload per real change, then the limit events. force: do not wait for
  * open writers. Returns the number of payloads emitted. */
 int watch_resolve(sg_watch *w, bool force);
+/* The ns until the first dirty path or held grave is due, at most
+ * SG_WATCH_CAP_MS (the timer's next wake). */
+uint64_t watch_next_due(sg_watch *w, uint64_t now);
 
 #endif

@@ -30,9 +30,10 @@ static int grave_cmp(const void *a, const void *b)
     return strcmp((*(node *const *)a)->orig_path, (*(node *const *)b)->orig_path);
 }
 
-static node *grave_find(sg_watch *w, const char *path)
+/* The unclaimed grave at path among the first n (sorted) graves. */
+static node *grave_find(sg_watch *w, size_t n, const char *path)
 {
-    size_t lo = 0, hi = w->ngraves;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         int c = strcmp(w->graves[mid]->orig_path, path);
@@ -91,36 +92,43 @@ static json_t *jhex_path_if_invalid(const char *p)
     return json_string(hex);
 }
 
-static json_t *build_payload(sg_watch *w, const action *a)
+/* What a change is, in a file_diff payload or a bulk one's entry: its
+ * paths, the change, the new content's size and hash. */
+static void put_identity(json_t *p, const action *a)
 {
     static const char *names[] = {"deleted", "renamed", "modified", "created"};
-    json_t *p = json_object();
-    if (!p)
-        return NULL;
     json_object_set_new(p, "path", jstr_path(a->path));
     json_t *raw = jhex_path_if_invalid(a->path);
     if (raw)
         json_object_set_new(p, "path_hex", raw);
     json_object_set_new(p, "change", json_string(names[a->kind]));
-    const fstate *old = a->replaced ? &a->replaced->st : a->old ? &a->old->st : NULL;
     if (a->kind == ACT_REN) {
         json_object_set_new(p, "old_path", jstr_path(a->old->orig_path));
         json_t *oraw = jhex_path_if_invalid(a->old->orig_path);
         if (oraw)
             json_object_set_new(p, "old_path_hex", oraw);
     }
+    if (a->kind != ACT_DEL) {
+        json_object_set_new(p, "size", json_integer(a->cur.size));
+        if (a->cur.has_sha) {
+            char hex[SG_DIFF_SHA256_HEX];
+            sg_diff_hex(a->cur.sha, hex);
+            json_object_set_new(p, "sha256", json_string(hex));
+        }
+    }
+}
+
+static json_t *build_payload(sg_watch *w, const action *a)
+{
+    json_t *p = json_object();
+    if (!p)
+        return NULL;
+    put_identity(p, a);
+    const fstate *old = a->replaced ? &a->replaced->st : a->old ? &a->old->st : NULL;
     if (a->replaced)
         json_object_set_new(p, "replaced", json_true());
     const fstate *nw = a->kind == ACT_DEL ? NULL : &a->cur;
     const fstate *flags = nw ? nw : old;
-    if (nw) {
-        json_object_set_new(p, "size", json_integer(nw->size));
-        if (nw->has_sha) {
-            char hex[SG_DIFF_SHA256_HEX];
-            sg_diff_hex(nw->sha, hex);
-            json_object_set_new(p, "sha256", json_string(hex));
-        }
-    }
     if (flags->large) {
         json_object_set_new(p, "truncated", json_true());
         if (flags->binary)
@@ -203,6 +211,45 @@ void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata)
     w->gate_ud = userdata;
 }
 
+void sg_watch_set_bulk_cb(sg_watch *w, sg_watch_cb cb, void *userdata)
+{
+    w->bulk_cb = cb;
+    w->bulk_ud = userdata;
+}
+
+/* The bulk payload being filled goes to the owner. */
+static void bulk_flush(sg_watch *w)
+{
+    if (!w->bulk)
+        return;
+    json_t *p = json_pack("{s:o, s:I}", "files", w->bulk, "count", (json_int_t)json_array_size(w->bulk));
+    w->bulk = NULL;
+    w->bulk_bytes = 0;
+    if (p)
+        w->bulk_cb(w->bulk_ud, p);
+}
+
+/* A change past the gate, listed in a bulk payload: its path, change,
+ * size and hash (no diff). A path costs at most 6 bytes a byte in JSON
+ * (\u00XX), its hex 2: the estimate is from above, so that a payload
+ * stays under the frame limit. */
+static void bulk_add(sg_watch *w, const action *a)
+{
+    size_t cost = 8 * strlen(a->path) + 160;
+    if (a->kind == ACT_REN)
+        cost += 8 * strlen(a->old->orig_path);
+    if (w->bulk && w->bulk_bytes + cost > SG_WATCH_BULK_BYTES)
+        bulk_flush(w);
+    json_t *f = json_object();
+    if (!f)
+        return;
+    put_identity(f, a);
+    if (!w->bulk)
+        w->bulk = json_array();
+    json_array_append_new(w->bulk, f);
+    w->bulk_bytes += cost;
+}
+
 void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata)
 {
     w->limit_cb = cb;
@@ -221,6 +268,72 @@ static void add_action(action_list *l, action a)
     l->v[l->n++] = a;
 }
 
+/* A file made since the baseline and never reported waits the hold
+ * (sg_watch_new_ext) before it is read: an editor's temporary file is
+ * renamed into place (or removed) within it, and is never reported. */
+static bool held_new(const sg_watch *w, const node *n, uint64_t now)
+{
+    return w->hold_ns && !n->rep && n->born_ns && now - n->born_ns < w->hold_ns;
+}
+
+/* A new file where a grave is: it replaces it (an editor's save), so it
+ * is not held. */
+static bool new_claims_grave(sg_watch *w, size_t nsorted, const node *n)
+{
+    if (!nsorted)
+        return false;
+    sg_autofree char *path = watch_node_path(n);
+    return grave_find(w, nsorted, path) != NULL;
+}
+
+/* The node at a relative path, or NULL. */
+static node *path_find(sg_watch *w, const char *path)
+{
+    node *d = w->root;
+    sg_autofree char *buf = sg_xstrdup(path);
+    char *save = NULL;
+    for (char *c = strtok_r(buf, "/", &save); c && d; c = strtok_r(NULL, "/", &save))
+        d = d->is_dir ? watch_kid_find(d, c) : NULL;
+    return d;
+}
+
+/* A grave not yet claimed is kept through the hold (from when its file
+ * left), and as long as a file at its path is still to be read: an
+ * editor's backup by rename (`calc.py` -> `calc.py~`, a new `calc.py`
+ * written) then gives one `modified` against the old content. */
+static bool grave_held(sg_watch *w, const node *g, bool force, uint64_t now)
+{
+    if (force || !w->hold_ns || w->ngraves > SG_WATCH_HOLD_MAX)
+        return false;
+    if (now - g->dirty_ns < w->hold_ns)
+        return true;
+    node *k = path_find(w, g->orig_path);
+    return k && !k->is_dir && k->dirty;
+}
+
+uint64_t watch_next_due(sg_watch *w, uint64_t now)
+{
+    uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull, soonest = UINT64_MAX;
+    for (node *n = w->dhead; n; n = n->dnext) {
+        uint64_t left;
+        if (held_new(w, n, now)) {
+            left = n->born_ns + w->hold_ns - now;
+        } else {
+            uint64_t age = now - n->dirty_ns;
+            left = age >= cap_ns ? 0 : cap_ns - age;
+        }
+        if (left < soonest)
+            soonest = left;
+    }
+    for (size_t i = 0; i < w->ngraves; i++) {
+        const node *g = w->graves[i];
+        uint64_t age = now - g->dirty_ns;
+        if (w->hold_ns && age < w->hold_ns && w->hold_ns - age < soonest)
+            soonest = w->hold_ns - age;
+    }
+    return soonest == UINT64_MAX ? cap_ns : soonest;
+}
+
 /* Takes the ready dirty paths off the dirty list and reads their current
  * states; the gone ones leave the tree first so that the graveyard is
  * complete before anything is matched against it. */
@@ -228,11 +341,17 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
-    size_t nwork = 0, wcap = 0;
+    size_t nwork = 0, wcap = 0, nsorted = w->ngraves, held = 0;
+    if (nsorted && w->hold_ns)
+        qsort(w->graves, nsorted, sizeof(*w->graves), grave_cmp);
     for (node *n = w->dhead, *next; n; n = next) {
         next = n->dnext;
         if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
             continue;
+        if (!force && held < SG_WATCH_HOLD_MAX && held_new(w, n, now) && !new_claims_grave(w, nsorted, n)) {
+            held++;
+            continue;
+        }
         watch_dirty_unlink(w, n);
         sg_xgrow(&work, &wcap, nwork + 1, sizeof *work);
         work[nwork++] = n;
@@ -282,15 +401,16 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
  * at all) against its last content and the graveyard; then what is left in
  * the graveyard is deleted. A grave is "consumed" (dirty flag reused: graves
  * are never on the dirty list) when a file at its path replaces it. */
-static void classify(sg_watch *w, action_list *acts, bool deferred)
+static void classify(sg_watch *w, action_list *acts, bool deferred, bool force)
 {
+    uint64_t now = sg_now_mono_ns();
     if (w->ngraves)
         qsort(w->graves, w->ngraves, sizeof(*w->graves), grave_cmp);
     size_t keep = 0;
     for (size_t i = 0; i < acts->n; i++) {
         action *a = &acts->v[i];
         node *n = a->n;
-        node *g = grave_find(w, a->path);
+        node *g = grave_find(w, w->ngraves, a->path);
         if (n->rep) {
             const char *opath = n->orig_path ? n->orig_path : a->path;
             if (strcmp(opath, a->path)) {
@@ -326,9 +446,10 @@ static void classify(sg_watch *w, action_list *acts, bool deferred)
     acts->n = keep;
     /* With files put off, a grave may still be claimed by one of them (a
      * rename): the deletions wait for the round that reads them all. */
-    for (size_t i = 0; i < w->ngraves && !deferred; i++) {
+    for (size_t i = 0; i < w->ngraves; i++) {
         node *g = w->graves[i];
-        if (!g->dirty)
+        g->held = !g->dirty && (deferred || grave_held(w, g, force, now));
+        if (!g->dirty && !g->held)
             add_action(acts, (action){ACT_DEL, NULL, g, sg_xstrdup(g->orig_path), {0}, NULL});
     }
 }
@@ -355,7 +476,7 @@ static int resolve_(sg_watch *w, bool force)
     uint64_t t0 = sg_now_mono_ns();
     read_ready(w, force, &acts, &deferred);
     size_t nread = acts.n;
-    classify(w, &acts, deferred);
+    classify(w, &acts, deferred, force);
     if (acts.n > 1)
         qsort(acts.v, acts.n, sizeof(*acts.v), act_cmp);
     int emitted = 0;
@@ -366,7 +487,10 @@ static int resolve_(sg_watch *w, bool force)
             continue;
         /* Past the owner's budget no payload is made: no diff, no JSON
          * (the state is still adopted, so the next change is right). */
-        json_t *p = !w->gate || w->gate(w->gate_ud) ? build_payload(w, a) : NULL;
+        bool pass = !w->gate || w->gate(w->gate_ud);
+        json_t *p = pass ? build_payload(w, a) : NULL;
+        if (!pass && w->bulk_cb)
+            bulk_add(w, a);
         if (a->n)
             watch_adopt_state(w, a->n, &a->cur);
         free(a->path);
@@ -377,9 +501,10 @@ static int resolve_(sg_watch *w, bool force)
         }
     }
     free(acts.v);
+    bulk_flush(w);
     size_t keep = 0;
     for (size_t i = 0; i < w->ngraves; i++) {
-        if (deferred && !w->graves[i]->dirty)
+        if (w->graves[i]->held)
             w->graves[keep++] = w->graves[i]; /* unclaimed yet */
         else
             watch_node_free(w, w->graves[i]);
@@ -394,7 +519,21 @@ static int resolve_(sg_watch *w, bool force)
 
 int watch_resolve(sg_watch *w, bool force)
 {
+    bool had = w->dhead != NULL;
     int n = resolve_(w, force);
     report_limits(w);
+    if (had && !w->dhead && w->drained)
+        w->drained(w->drained_ud);
     return n;
+}
+
+bool sg_watch_pending(const sg_watch *w)
+{
+    return w && w->dhead != NULL;
+}
+
+void sg_watch_set_drained_cb(sg_watch *w, void (*fn)(void *userdata), void *userdata)
+{
+    w->drained = fn;
+    w->drained_ud = userdata;
 }

@@ -23,9 +23,19 @@ void watch_scan_push(sg_watch *w, node *parent, const char *name)
     w->scanq[w->nscan++] = (scan_item){parent, sg_xstrdup(name)};
 }
 
-bool watch_skip_dir_name(const char *name)
+bool watch_ignored(sg_watch *w, const node *parent, const char *name, bool is_dir)
 {
-    return !strcmp(name, ".git");
+    if (!sg_ignore_count(w->ignore))
+        return false;
+    if (!sg_ignore_needs_path(w->ignore))
+        return sg_ignore_match(w->ignore, name, is_dir);
+    sg_autofree char *rel = watch_child_path(parent, name);
+    return sg_ignore_match(w->ignore, rel, is_dir);
+}
+
+bool watch_skip_dir(sg_watch *w, const node *parent, const char *name)
+{
+    return !strcmp(name, ".git") || watch_ignored(w, parent, name, true);
 }
 
 /* Watches dir fd (opened safely) and returns its wd. */
@@ -114,7 +124,7 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
                    : S_ISLNK(cst.st_mode) ? DT_LNK : DT_UNKNOWN;
         }
         if (type == DT_DIR) {
-            if (!watch_skip_dir_name(nm))
+            if (!watch_skip_dir(w, d, nm))
                 watch_scan_push(w, d, nm);
             continue;
         }
@@ -212,7 +222,7 @@ void watch_rescan_dir(sg_watch *w, node *d)
             continue;
         node *k = watch_kid_find(d, nm);
         if (S_ISDIR(cst.st_mode)) {
-            if (watch_skip_dir_name(nm))
+            if (watch_skip_dir(w, d, nm))
                 continue;
             if (k && k->is_dir && k->dino == cst.st_ino) {
                 k->gen = gen;
@@ -314,6 +324,7 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
         if (n->rep && !n->orig_path)
             n->orig_path = watch_node_path(n);
         n->move_seq = ++w->seq;
+        n->born_ns = 0; /* a temporary file renamed into place: no hold */
         watch_dirty_mark(w, n, -1);
     }
     watch_kid_remove(n);
@@ -327,7 +338,7 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
 static void moved_in(sg_watch *w, node *dir, const char *name, bool isdir)
 {
     if (isdir) {
-        if (!watch_skip_dir_name(name))
+        if (!watch_skip_dir(w, dir, name))
             add_dir_tree(w, dir, name, SCAN_NEW);
         return;
     }
@@ -379,7 +390,7 @@ static void handle_event(sg_watch *w, const struct inotify_event *ev)
         return; /* handled by the parent's IN_MOVED_* */
     const char *name = ev->name;
     bool isdir = ev->mask & IN_ISDIR;
-    if (isdir && watch_skip_dir_name(name) && !(ev->mask & (IN_MOVED_FROM | IN_MOVED_TO)))
+    if (isdir && watch_skip_dir(w, dir, name) && !(ev->mask & (IN_MOVED_FROM | IN_MOVED_TO)))
         return;
 
     if (ev->mask & IN_MOVED_FROM) {
@@ -396,8 +407,10 @@ static void handle_event(sg_watch *w, const struct inotify_event *ev)
             w->nmoves--;
             node *from_dir = watch_wd_find(w, m.wd);
             node *n = from_dir ? watch_kid_find(from_dir, m.name) : NULL;
-            if (n && isdir && watch_skip_dir_name(name)) {
-                watch_node_detach(w, n, true); /* moved into a .git: gone from view */
+            if (n && (isdir ? watch_skip_dir(w, dir, name) : watch_ignored(w, dir, name, false))) {
+                /* moved into a .git or to an ignored name (an editor's
+                 * backup by rename): gone from view */
+                watch_node_detach(w, n, true);
             } else if (n) {
                 move_node(w, n, dir, name);
             } else {

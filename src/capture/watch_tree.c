@@ -305,6 +305,8 @@ void watch_node_detach(sg_watch *w, node *n, bool emit)
             n->orig_path = watch_node_path(n);
         watch_kid_remove(n);
         w->nfiles--;
+        n->dirty_ns = sg_now_mono_ns(); /* a grave's time: its hold counts from it */
+        n->held = false;
         sg_xgrow(&w->graves, &w->gcap, w->ngraves + 1, sizeof *w->graves);
         w->graves[w->ngraves++] = n;
         return;
@@ -324,6 +326,7 @@ static node *file_node_new(sg_watch *w, node *dir, const char *name)
     memset(n, 0, sizeof(*n));
     n->name = sg_xstrdup(name);
     n->wd = -1;
+    n->born_ns = sg_now_mono_ns();
     watch_kid_add(dir, n);
     w->nfiles++;
     return n;
@@ -338,7 +341,10 @@ node *watch_file_node_get(sg_watch *w, node *dir, const char *name)
         watch_node_detach(w, n, true);
         n = NULL;
     }
-    return n ? n : file_node_new(w, dir, name);
+    if (n)
+        return n;
+    /* an ignored name is never tracked (not counted against the limit) */
+    return watch_ignored(w, dir, name, false) ? NULL : file_node_new(w, dir, name);
 }
 
 /* ---- reading a file ---------------------------------------------------- */

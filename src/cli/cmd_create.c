@@ -24,6 +24,7 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/ingest_check.h"
+#include "capture/ignore.h"
 #include "cli/pool.h"
 #include "sandbox/disk.h"
 #include "state/state.h"
@@ -39,7 +40,8 @@ static void create_usage(FILE *f)
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
         "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
         "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
-        "                        [--max-checkpoints-per-min N]\n"
+        "                        [--max-checkpoints-per-min N] [--max-file-events N]\n"
+        "                        [--capture-ignore PATTERN,...]\n"
         "\n"
         "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
         "\n"
@@ -69,6 +71,12 @@ static void create_usage(FILE *f)
         "                       a captured session's budgets per minute (defaults 100000,\n"
         "                       16M, 1500; 0: none): past one, the minute's further events\n"
         "                       are counted, not stored (one limit event says so)\n"
+        "  --max-file-events N  file_diff events of one exec (default 1000, 0 to 1000000):\n"
+        "                       the rest of its changes are listed in `bulk` events\n"
+        "  --capture-ignore LIST  paths not reported one by one, comma-separated globs\n"
+        "                       (`*.swp`, `__pycache__/`, `node_modules/.cache/`; '' for\n"
+        "                       none): replaces the default list (docs/EVENTS.md); ignored\n"
+        "                       files stay in checkpoints\n"
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
@@ -226,6 +234,7 @@ static int own_workspace(sg_sandbox_meta *m, bool disk_given, bool overcommit, s
 typedef struct create_opts {
     const char *learner, *task, *ws, *rootfs;
     const char *ingest, *secret;
+    const char *capture_ignore; /* checked; copied into the meta at its save */
     bool json, spare, disk_given, overcommit;
     long online; /* CPUs online: --cpus is at most this */
     char ingest_host[256];
@@ -234,7 +243,7 @@ typedef struct create_opts {
 } create_opts;
 
 /* The budgets' long options (no short form). */
-enum { OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN };
+enum { OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN, OPT_CAPTURE_IGNORE, OPT_MAX_FILE_EVENTS };
 
 /* One option that sets a limit or a policy in m. Each value error names
  * its flag and is a usage error (2). */
@@ -299,6 +308,18 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
         if (sg_parse_size(arg, &m->max_bytes_per_min, &err) < 0)
             return sg_cli_usage("create", "--max-bytes-per-min: %s", err.msg);
         return CREATE_GO;
+    case OPT_MAX_FILE_EVENTS:
+        if (sg_parse_uint(arg, SG_FILE_EVENTS_MAX, &m->max_file_events, &err) < 0)
+            return sg_cli_usage("create", "--max-file-events: %s", err.msg);
+        return CREATE_GO;
+    case OPT_CAPTURE_IGNORE: {
+        sg_ignore *ig = sg_ignore_parse(arg, &err);
+        if (!ig)
+            return sg_cli_usage("create", "--capture-ignore: %s", err.msg);
+        sg_ignore_free(ig);
+        o->capture_ignore = arg;
+        return CREATE_GO;
+    }
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))
             return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
@@ -332,6 +353,8 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"max-events-per-min", required_argument, NULL, OPT_EVENTS_PER_MIN},
         {"max-bytes-per-min", required_argument, NULL, OPT_BYTES_PER_MIN},
         {"max-checkpoints-per-min", required_argument, NULL, OPT_CKPTS_PER_MIN},
+        {"capture-ignore", required_argument, NULL, OPT_CAPTURE_IGNORE},
+        {"max-file-events", required_argument, NULL, OPT_MAX_FILE_EVENTS},
         {"disk", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"overcommit", no_argument, NULL, 'O'},
@@ -453,6 +476,7 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
         return CREATE_GO;
     m->learner = (char *)o->learner;
     m->task = (char *)o->task;
+    m->capture_ignore = (char *)o->capture_ignore;
     char *secret_path = NULL;
     if (o->task) {
         m->ingest_url = (char *)(o->ingest ? o->ingest : sg_state_default_ingest());
@@ -466,7 +490,7 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
     char id[32];
     int claimed = sg_pool_claim(m, id);
     free(secret_path);
-    m->learner = m->task = m->ingest_url = m->secret_file = m->workspace = NULL;
+    m->learner = m->task = m->ingest_url = m->secret_file = m->workspace = m->capture_ignore = NULL;
     if (claimed == 1) {
         sg_pool_refill_async();
         return print_created(id, o->json);
@@ -500,6 +524,7 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     sg_err err = {0};
     m->learner = strdup(o->learner);
     m->task = o->task ? strdup(o->task) : NULL;
+    m->capture_ignore = o->capture_ignore ? strdup(o->capture_ignore) : NULL;
     m->rootfs = o->rootfs ? strdup(o->rootreal) : NULL;
     if (o->ws) {
         m->workspace = strdup(o->wsreal);
@@ -576,6 +601,7 @@ int sg_cmd_create(int argc, char **argv)
     m.max_events_per_min = SG_BUDGET_EVENTS_DEFAULT;
     m.max_bytes_per_min = SG_BUDGET_BYTES_DEFAULT;
     m.max_checkpoints_per_min = SG_BUDGET_CHECKPOINTS_DEFAULT;
+    m.max_file_events = SG_FILE_EVENTS_DEFAULT;
     create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN)};
     if (o.online < 1)
         o.online = 1;

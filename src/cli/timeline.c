@@ -362,6 +362,32 @@ static const char *tl_short_id(const char *id, char *buf, size_t n)
 }
 
 /* A checkpoint, rollback, abort, sandbox change or limit as a sentence. */
+/* A bulk event on one line: how many files, then each path and its
+ * change, as many as the line holds. */
+static void tl_bulk(json_t *p, char *out, size_t n)
+{
+    json_t *files = json_object_get(p, "files");
+    size_t total = json_array_size(files), i, shown = 0;
+    int l = snprintf(out, n, "%zu more files changed (past the limit of %lld): ", total,
+                     (long long)json_integer_value(json_object_get(p, "limit")));
+    size_t used = l > 0 && (size_t)l < n ? (size_t)l : n - 1;
+    json_t *f;
+    json_array_foreach(files, i, f) {
+        char path[200], chg[24];
+        const char *ps = json_string_value(json_object_get(f, "path")), *cs = json_string_value(json_object_get(f, "change"));
+        char item[260];
+        int il = snprintf(item, sizeof item, "%s%s (%s)", shown ? ", " : "", sg_tl_vis_str(ps ? ps : "?", path, sizeof path),
+                          sg_tl_vis_str(cs ? cs : "?", chg, sizeof chg));
+        if (il < 0 || used + (size_t)il + 24 >= n)
+            break;
+        memcpy(out + used, item, (size_t)il + 1);
+        used += (size_t)il;
+        shown++;
+    }
+    if (shown < total)
+        snprintf(out + used, n - used, "%s... and %zu more", shown ? " " : "", total - shown);
+}
+
 static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 {
     char a[200], b[200], c[100], d[100];
@@ -394,6 +420,8 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
     } else if (strcmp(kind, "sandbox") == 0) {
         const char *r = json_string_value(json_object_get(p, "reason"));
         snprintf(out, n, "sandbox %s%s%s", TL_S("state"), r ? ": " : "", r ? sg_tl_vis_str(r, b, sizeof b) : "");
+    } else if (strcmp(kind, "bulk") == 0) {
+        tl_bulk(p, out, n);
     } else if (strcmp(kind, "limit") == 0) {
         json_t *v = json_object_get(p, "value"), *l = json_object_get(p, "limit");
         sg_autofree char *vs = v ? sg_json_dump(v) : NULL, *ls = l ? sg_json_dump(l) : NULL;

@@ -72,6 +72,9 @@ typedef struct sg_sandbox_meta {
     /* per-minute budgets of the capture (capture/budget.h), 0 = none */
     uint64_t max_events_per_min, max_bytes_per_min, max_checkpoints_per_min;
     bool manual_checkpoints; /* --checkpoints manual: only at create and on request */
+    /* the capture's ignore list (capture/ignore.h); NULL: the default */
+    char *capture_ignore;
+    uint64_t max_file_events; /* file_diff events an exec; past it, `bulk` events */
     uid_t uid;         /* the sandbox user */
     gid_t gid;
     pid_t supervisor_pid;

@@ -23,6 +23,7 @@ static const char *const kind_names[SG_EV__COUNT] = {
     [SG_EV_LIMIT] = "limit",
     [SG_EV_SANDBOX] = "sandbox",
     [SG_EV_PROCESS] = "process",
+    [SG_EV_BULK] = "bulk",
 };
 
 const char *sg_event_kind_name(int kind)

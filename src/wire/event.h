@@ -51,6 +51,7 @@ typedef enum sg_event_kind {
     SG_EV_LIMIT,
     SG_EV_SANDBOX,
     SG_EV_PROCESS, /* a program run in the sandbox, seen from the host (procevents.h) */
+    SG_EV_BULK,    /* the changes of an exec past its file_diff limit, listed (watch.h) */
     SG_EV__COUNT
 } sg_event_kind;
 

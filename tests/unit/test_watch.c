@@ -596,6 +596,89 @@ static void test_rename_chain_and_replace(void **state)
     assert_non_null(strstr(sfield(r, "diff"), "-A2\n+A3\n"));
 }
 
+/* The capture's watcher: the default ignore list and the hold. */
+static void start_ext(fx *f)
+{
+    sg_err err = {0};
+    sg_ignore *ig = sg_ignore_parse(sg_ignore_effective(NULL), &err);
+    assert_non_null(ig);
+    f->w = sg_watch_new_ext(&f->loop, f->dir, collect, f, sg_udiff_fn, NULL, ig, true, &err);
+    if (!f->w)
+        fail_msg("sg_watch_new_ext: %s", err.msg);
+}
+
+/* vim's backup by rename across bursts (the loop runs between the rename
+ * and the new file): one modified; the swap file and the backup nothing. */
+static void test_hold_backup_rename(void **state)
+{
+    fx *f = *state;
+    put(f, "calc.py", "x = 1\n");
+    put(f, ".calc.py.swp", "swap\n");
+    start_ext(f);
+    assert_int_equal(rename(P(f, "calc.py"), P(f, "calc.py~")), 0);
+    run_until(f, 1, 20, 0); /* the rename's burst settles (well within the hold) */
+    put(f, "calc.py", "x = 2\n");
+    put(f, ".calc.py.swp", "swap 2\n");
+    run_until(f, 1, 5000, 600); /* past the hold: anything more would show */
+    expect_n(f, 1);
+    json_t *e = find(f, "calc.py", "modified");
+    assert_non_null(e);
+    assert_non_null(strstr(sfield(e, "diff"), "-x = 1\n+x = 2\n"));
+    /* a temporary file renamed into place after a pause: one modified */
+    clear(f);
+    put(f, "calc.py.tmp", "x = 3\n");
+    run_until(f, 1, 20, 0);
+    assert_int_equal(rename(P(f, "calc.py.tmp"), P(f, "calc.py")), 0);
+    run_until(f, 1, 5000, 600);
+    expect_n(f, 1);
+    assert_non_null(find(f, "calc.py", "modified"));
+    /* a plain delete still comes, after the hold */
+    clear(f);
+    assert_int_equal(unlink(P(f, "calc.py")), 0);
+    run_until(f, 1, 5000, 0);
+    expect_n(f, 1);
+    assert_non_null(find(f, "calc.py", "deleted"));
+}
+
+static bool gate_three(void *ud)
+{
+    int *n = ud;
+    return (*n)++ < 3;
+}
+
+static void collect_bulk(void *ud, json_t *payload)
+{
+    json_array_append_new(((fx *)ud)->evs, json_pack("{s:s, s:o}", "path", "(bulk)", "bulk", payload));
+}
+
+/* Past the gate: every change in bulk payloads, with size and hash. */
+static void test_bulk(void **state)
+{
+    fx *f = *state;
+    start(f);
+    int passed = 0;
+    sg_watch_set_gate(f->w, gate_three, &passed);
+    sg_watch_set_bulk_cb(f->w, collect_bulk, f);
+    for (int i = 0; i < 10; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        put(f, name, "z\n");
+    }
+    sg_err err = {0};
+    assert_true(sg_watch_flush(f->w, &err) >= 0);
+    assert_int_equal(json_array_size(f->evs), 4); /* 3 file_diff payloads, one bulk */
+    json_t *b = json_object_get(find(f, "(bulk)", NULL), "bulk");
+    json_t *files = json_object_get(b, "files");
+    assert_int_equal(json_array_size(files), 7);
+    assert_int_equal(json_integer_value(json_object_get(b, "count")), 7);
+    json_t *e0 = json_array_get(files, 0);
+    assert_string_equal(sfield(e0, "change"), "created");
+    assert_int_equal(json_integer_value(json_object_get(e0, "size")), 2);
+    assert_non_null(sfield(e0, "sha256"));
+    assert_null(json_object_get(e0, "diff"));
+    assert_false(sg_watch_pending(f->w));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -609,6 +692,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flush_and_open_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overflow_rescan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_chain_and_replace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hold_backup_rename, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bulk, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     sg_udiff_global_shutdown();

@@ -204,6 +204,13 @@ function sentence(ev) {
     const v = p.value !== undefined ? `, value ${vis(JSON.stringify(p.value))}` : '';
     const l = p.limit !== undefined ? `, limit ${vis(JSON.stringify(p.limit))}` : '';
     text = `limit reached: ${s(p.what)}${p.state ? ` ${vis(p.state)}` : ''}${v}${l}${p.cmd ? ` — $ ${vis(firstLine(p.cmd))}` : ''}`;
+  } else if (k === 'bulk') {
+    // the changes past the per-exec limit: one line, every file listed below it
+    const files = Array.isArray(p.files) ? p.files : [];
+    text = `${files.length} more files changed (past the limit of ${Number.isInteger(p.limit) ? p.limit : '?'})`;
+    facts = el('details', 'facts');
+    add(facts, el('summary', null, 'files'),
+      el('pre', null, files.map((f) => `${vis(String(f.change))} ${vis(String(f.path))}${f.old_path !== undefined ? ` (from ${vis(String(f.old_path))})` : ''}${Number.isInteger(f.size) ? ` ${f.size} B` : ''}`).join('\n')));
   } else if (k === 'stdin') {
     text = `typed ${vis(firstLine(p.line))}`;
   } else if (k === 'command') {
