@@ -11,6 +11,7 @@
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
  *                    subscribers, the fan-out after each commit
  *   ingest_console.c the console's page and scripts (web/console) at /
+ *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
  *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
  *   ingest.c         start, stop, free; the listen address
  * http.c answers the HTTP requests, query.c reads their arguments.
@@ -161,6 +162,7 @@ struct sg_ingest {
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
+    struct ingest_sessions *sessions; /* GET /v1/sessions' summaries (ingest_sessions.c) */
 };
 
 /* ---- ingest_batch.c ---- */
@@ -227,6 +229,13 @@ void ingest_console_find(sg_ingest *ing);
 /* Whether uri is one of the console's files (served without a token). */
 bool ingest_console_is_file(const char *uri);
 int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
+
+/* ---- ingest_sessions.c ---- */
+
+typedef struct ingest_sessions ingest_sessions;
+/* sg_store_sessions's answer to q, from the summaries kept up to date. */
+json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, sg_err *err);
+void ingest_sessions_free(sg_ingest *ing);
 
 /* ---- ingest_tokens.c ---- */
 

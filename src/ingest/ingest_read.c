@@ -245,7 +245,7 @@ static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
     }
     q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
     sg_err err;
-    json_t *rows = sg_store_sessions(ing->store, &q, &err);
+    json_t *rows = ingest_sessions_list(ing, &q, &err);
     if (!rows)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
