@@ -11,6 +11,7 @@
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
  *                    subscribers, the fan-out after each commit
  *   ingest_console.c the console's page and scripts (web/console) at /
+ *   ingest_replay.c  GET /v1/casts, /v1/cast: terminal recordings (replay)
  *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
  *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
  *   ingest.c         start, stop, free; the listen address
@@ -229,6 +230,12 @@ void ingest_console_find(sg_ingest *ing);
 /* Whether uri is one of the console's files (served without a token). */
 bool ingest_console_is_file(const char *uri);
 int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
+
+/* ---- ingest_replay.c ---- */
+
+/* GET /v1/casts, GET /v1/cast: a sandbox's terminal recordings. */
+int ingest_http_casts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 
 /* ---- ingest_sessions.c ---- */
 

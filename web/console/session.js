@@ -6,7 +6,7 @@
 // session opens as fast as a 400-event one.
 
 import * as api from './api.js';
-import { add, el, fmtTime, vis, zoneLabel } from './dom.js';
+import { add, el, fmtTime, routeHref, vis, zoneLabel } from './dom.js';
 import { Timeline, isBoundary } from './timeline.js';
 
 const PAGE = 400;
@@ -50,7 +50,10 @@ export function sessionPage(root, app, learner, task, sandbox) {
   showAll.id = 'show-all';
   const showLabel = add(el('label', 'toggle'), showAll, ' show everything (activity, processes, checkpoints before each command)');
   showLabel.htmlFor = 'show-all';
-  add(facts, stateEl, countEl, lastEl, el('span', 'zone', `times in ${zoneLabel()}`), showLabel);
+  // The terminal sessions' replay: a page of its own (replay.js).
+  const replay = el('a', 'replay-link', 'replay the terminal');
+  replay.href = 'replay.html' + routeHref(learner, task, sandbox);
+  add(facts, stateEl, countEl, lastEl, el('span', 'zone', `times in ${zoneLabel()}`), showLabel, replay);
   const olderBtn = el('button', 'older', 'load earlier events');
   olderBtn.type = 'button';
   const startNote = el('div', 'note start', 'the session starts here');
