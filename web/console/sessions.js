@@ -1,9 +1,10 @@
 // sessions: every session the read token sees (GET /v1/sessions, page by
 // page), filterable by learner, task and state, kept up to date by the
-// pushed stream (GET /v1/stream; no polling). The table is built once;
-// an event updates its session's row in place (a Map from the session's
-// key to its row), and a filter only hides rows, so a thousand sessions
-// stay fast.
+// pushed stream (GET /v1/stream; no polling). Every session has a record
+// (a Map from its key); only the rows on screen (and a margin) are in the
+// document, in a list as tall as all the rows that pass the filters: a
+// thousand sessions cost what a screenful does, to build and to lay out.
+// An event updates its session's record, and its row if it is on screen.
 
 import * as api from './api.js';
 import { add, el, fmtTime, routeHref, vis, zoneLabel } from './dom.js';
@@ -18,6 +19,9 @@ function testsWord(s) {
   if (s.last_test_exit === null || s.last_test_exit === undefined) return ['–', 'none'];
   return s.last_test_exit === 0 ? ['passing', 'pass'] : ['failing', 'fail'];
 }
+
+const ROW_H = 29; // px, every row (console.css: .sessions .rows > .row)
+const MARGIN = 20; // rows drawn above and below the screen
 
 const COLS = ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'];
 
@@ -130,8 +134,51 @@ export function sessionsPage(root, app) {
   }
   const tbody = el('div', 'rows');
   tbody.setAttribute('role', 'rowgroup');
+  const above = el('div', 'spacer');
+  const below = el('div', 'spacer');
   add(table, head, tbody);
   add(root, el('h1', null, 'Sessions'), bar, table);
+
+  // The sessions, newest first (order), those that pass the filters
+  // (shown), and the window of them on screen (drawn).
+  const order = [];
+  let shown = [];
+  let drawn = [];
+  let queued = false;
+  function reshow() {
+    shown = order.filter((r) => matches(r.s));
+    draw();
+  }
+  function draw() {
+    const top = tbody.getBoundingClientRect().top;
+    const first = Math.max(0, Math.floor(-top / ROW_H) - MARGIN);
+    const last = Math.min(shown.length, Math.ceil((window.innerHeight - top) / ROW_H) + MARGIN);
+    const want = shown.slice(first, Math.max(first, last));
+    for (const r of want) {
+      if (!r.tr) {
+        Object.assign(r, makeRow(r.s));
+        fill(r);
+      } else if (r.stale) {
+        fill(r);
+      }
+      r.stale = false;
+    }
+    if (want.length !== drawn.length || want.some((r, i) => r !== drawn[i]))
+      tbody.replaceChildren(above, ...want.map((r) => r.tr), below);
+    drawn = want;
+    above.style.height = `${first * ROW_H}px`;
+    below.style.height = `${(shown.length - first - want.length) * ROW_H}px`;
+  }
+  function later() {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      draw();
+    });
+  }
+  window.addEventListener('scroll', later, { passive: true });
+  window.addEventListener('resize', later, { passive: true });
 
   // The filters, read once per change (not once per row).
   let want = { l: '', t: '', st: '' };
@@ -145,18 +192,14 @@ export function sessionsPage(root, app) {
   }
 
   function showCount() {
-    let shown = 0;
     let active = 0;
-    for (const r of rows.values()) {
-      if (!r.tr.hidden) shown++;
-      if (r.s.state === 'active') active++;
-    }
-    count.textContent = `${shown} of ${rows.size} sessions shown · ${active} active`;
+    for (const r of rows.values()) if (r.s.state === 'active') active++;
+    count.textContent = `${shown.length} of ${rows.size} sessions shown · ${active} active`;
   }
 
   function refilter() {
     readFilters();
-    for (const r of rows.values()) r.tr.hidden = !matches(r.s);
+    reshow();
     showCount();
   }
   for (const f of [fLearner, fTask]) f.addEventListener('input', refilter);
@@ -189,22 +232,21 @@ export function sessionsPage(root, app) {
 
   // A session from a list read: a new row (returned), or what is newer
   // than its row (a row the stream made first) put into it (null).
-  function insert(s, atTop) {
+  // A session from a list read: a new record (returned; the caller puts
+  // it in order), or what is newer than its record (one the stream made
+  // first) put into it (null).
+  function insert(s) {
     const had = rows.get(keyOf(s));
     if (had) {
       if (s.events > had.s.events || (had.s.partial && s.events === had.s.events)) {
         Object.assign(had.s, s, { partial: false });
-        fill(had);
-        had.tr.hidden = !matches(had.s);
+        had.stale = true;
       }
       return null;
     }
-    const r = makeRow(s);
-    fill(r);
-    r.tr.hidden = !matches(s);
+    const r = { s, tr: null, stale: false };
     rows.set(keyOf(s), r);
     remember(s);
-    if (atTop) tbody.prepend(r.tr);
     return r;
   }
 
@@ -221,16 +263,19 @@ export function sessionsPage(root, app) {
           learner: ev.learner, task: ev.task, sandbox: ev.sandbox, cursor: ev.id, events: ev.seq,
           started: ev.ts, last_activity: ev.ts, commands: 0, aborted: false, state: 'active',
           last_test_exit: null, partial: true, // its earlier events unseen until a list read
-        }, true);
+        });
+        order.unshift(r);
         changed = true;
       }
       if (apply(r.s, ev)) {
-        fill(r);
-        r.tr.hidden = !matches(r.s);
+        r.stale = true;
         changed = true;
       }
     }
-    if (changed) showCount();
+    if (changed) {
+      reshow();
+      showCount();
+    }
   }
 
   async function fetchAll() {
@@ -255,12 +300,13 @@ export function sessionsPage(root, app) {
     for (;;) {
       const page = await api.get('v1/sessions', { after, limit: 1000 });
       if (!loaded) performance.mark('sg-list-fetched');
-      const frag = document.createDocumentFragment();
+      const fresh = [];
       for (let i = page.sessions.length - 1; i >= 0; i--) {
-        const r = insert(page.sessions[i], false);
-        if (r) frag.append(r.tr);
+        const r = insert(page.sessions[i]);
+        if (r) fresh.push(r);
       }
-      tbody.prepend(frag);
+      order.unshift(...fresh);
+      reshow();
       if (!loaded) {
         loaded = true;
         const buffered = pending;
@@ -276,7 +322,13 @@ export function sessionsPage(root, app) {
   }
 
   async function resync() {
-    for (const s2 of await fetchAll()) insert(s2, true);
+    const fresh = [];
+    for (const s2 of await fetchAll()) {
+      const r = insert(s2);
+      if (r) fresh.unshift(r);
+    }
+    order.unshift(...fresh);
+    reshow();
     showCount();
   }
 
@@ -297,6 +349,8 @@ export function sessionsPage(root, app) {
   return {
     close() {
       live.close();
+      window.removeEventListener('scroll', later);
+      window.removeEventListener('resize', later);
     },
   };
 }
