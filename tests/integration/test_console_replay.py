@@ -151,7 +151,7 @@ def _():
 
 @tap.case("the replay page plays it in chromium; clicking a command seeks the player to its marker")
 def _():
-    plan = {"base": base, "token": rtok, "route": ["ada", "t1", sid], "click": 1}
+    plan = {"base": base, "token": rtok, "route": ["ada", "t1", sid], "click": 1, "from_timeline": "ls -a /"}
     p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_replay.mjs"), CHROMIUM, json.dumps(plan)],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300, cwd=NODE_DIR)
     try:
@@ -167,6 +167,10 @@ def _():
     got = r.get("seconds")
     tap.ok(isinstance(got, (int, float)) and abs(got - want) < 0.05,
            "the click seeked the player to that command's marker (the player's own time)", f"{got} vs {want}")
+    labels = [x[1] for x in m]
+    tap.ok(r.get("timeline_label") == "ls -a /" and labels[r.get("timeline_marker", -1)] == "ls -a /",
+           "a command's 'replay' link in the session's timeline opens the replay seeked to that command's marker",
+           f"{r.get('timeline_marker')} {r.get('timeline_label')!r} {labels}")
     tap.eq(r.get("hostile_elements"), 0, "no element made from a label (no <img>)")
     tap.eq(r.get("dialogs"), 0, "no dialog")
     tap.eq(r.get("violations"), [], "no CSP violation")

@@ -9,6 +9,7 @@ import { chromium } from 'playwright-core';
 const [exe, planJson] = process.argv.slice(2);
 const plan = JSON.parse(planJson);
 const out = { ok: false, dialogs: 0, violations: [], page_errors: [] };
+let p2 = null;
 const browser = await chromium.launch({ executablePath: exe, headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
 try {
@@ -35,9 +36,23 @@ try {
   await page.waitForSelector(`#replay-pos[data-marker="${plan.click}"]`, { timeout: 60000 });
   out.seconds = Number(await page.locator('#replay-pos').getAttribute('data-seconds'));
   out.violations = await page.evaluate(() => window.__violations);
+
+  // From the session's timeline: a command's "replay" link opens the
+  // replay seeked to that command.
+  p2 = await ctx.newPage();
+  p2.on('console', (m) => { if (m.type() === 'error') out.page_errors.push(m.text()); });
+  p2.on('pageerror', (e) => out.page_errors.push(String(e)));
+  await p2.goto(`${plan.base}?token=${encodeURIComponent(plan.token)}#/s/${plan.route.map(encodeURIComponent).join('/')}`);
+  const block = p2.locator('#timeline section.cmd', { hasText: plan.from_timeline }).first();
+  await block.locator('a.replay-at').click({ timeout: 60000 });
+  await p2.waitForSelector('#replay-pos[data-marker]', { timeout: 60000 });
+  out.timeline_marker = Number(await p2.locator('#replay-pos').getAttribute('data-marker'));
+  out.timeline_label = await p2.locator('#replay-commands .replay-cmd.current code').textContent();
+  out.timeline_links = await p2.evaluate(() => document.location.hash.startsWith('#/'));
   out.ok = true;
 } catch (e) {
   out.error = String(e && e.stack || e);
+  if (p2) out.error += ` [at ${p2.url()}: ${(await p2.locator('#main').textContent().catch(() => '')).slice(0, 300)}]`;
 } finally {
   await browser.close();
 }

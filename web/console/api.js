@@ -3,7 +3,8 @@
 // in logs and histories); paths are relative to the page, so the console
 // works behind a reverse proxy under any path prefix.
 
-const KEY = 'sandglass.read-token:' + location.pathname;
+// One token per console (its directory: the page and replay.html share it).
+const KEY = 'sandglass.read-token:' + location.pathname.replace(/[^/]*$/, '');
 
 export class AuthError extends Error {
   constructor(msg) {

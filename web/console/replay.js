@@ -17,9 +17,15 @@ const main = document.getElementById('main');
 const crumbs = document.getElementById('crumbs');
 const statusEl = document.getElementById('status');
 let player = null;
+let at = { ts: null, cmd: null };
 
+// The route's parts, and ?at= (a command's time: the replay seeks to the
+// marker nearest it).
 function route() {
-  const p = location.hash.replace(/^#\/?/, '').split('/').filter((x) => x !== '');
+  const [path, query] = location.hash.replace(/^#\/?/, '').split('?');
+  const q = new URLSearchParams(query || '');
+  at = { ts: q.get('at'), cmd: q.get('cmd') };
+  const p = path.split('/').filter((x) => x !== '');
   try {
     return p.map(decodeURIComponent);
   } catch (_) {
@@ -78,6 +84,8 @@ async function play(learner, task, sandbox, session, list) {
   clear(list.body);
   add(list.body, add(el('div', 'replay-grid'), box, side));
   player = window.AsciinemaPlayer.create({ data: text }, box, { preload: true, fit: 'width' });
+  // a seek waits for the player to have read the recording
+  const loaded = new Promise((res) => player.addEventListener('metadata', res));
   markers.forEach((m, i) => {
     const b = el('button', 'replay-cmd');
     b.type = 'button';
@@ -86,6 +94,7 @@ async function play(learner, task, sandbox, session, list) {
     b.addEventListener('click', async () => {
       for (const o of cmds.querySelectorAll('.current')) o.classList.remove('current');
       b.classList.add('current');
+      await loaded;
       await player.seek({ marker: i });
       const now = await player.getCurrentTime();
       pos.textContent = fmtSec(now);
@@ -94,6 +103,22 @@ async function play(learner, task, sandbox, session, list) {
     });
     cmds.append(add(el('li'), b));
   });
+  const start = (() => {
+    try {
+      return JSON.parse(text.slice(0, text.indexOf('\n'))).timestamp;
+    } catch (_) {
+      return undefined;
+    }
+  })();
+  // The command's marker: of those labelled with its line, the nearest
+  // its time (the header's start is in whole seconds); else the nearest.
+  const off = at.ts && typeof start === 'number' ? Date.parse(at.ts) / 1000 - start : NaN;
+  if (markers.length && Number.isFinite(off)) {
+    const same = markers.map((m, i) => i).filter((i) => at.cmd !== null && markers[i].label === at.cmd);
+    const pool = same.length ? same : markers.map((m, i) => i);
+    const best = pool.reduce((b, i) => (Math.abs(markers[i].time - off) < Math.abs(markers[b].time - off) ? i : b));
+    cmds.querySelector(`[data-marker="${best}"]`).click();
+  }
   main.dataset.ready = '1';
 }
 
