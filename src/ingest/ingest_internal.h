@@ -240,8 +240,10 @@ int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg
 /* ---- ingest_sessions.c ---- */
 
 typedef struct ingest_sessions ingest_sessions;
-/* sg_store_sessions's answer to q, from the summaries kept up to date. */
-json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, sg_err *err);
+/* sg_store_sessions's answer to q, from the summaries kept up to date;
+ * with before >= 0 (q->after_id unused), those that began before the
+ * cursor `before`, newest first (0: from the newest). */
+json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, int64_t before, sg_err *err);
 void ingest_sessions_free(sg_ingest *ing);
 
 /* ---- ingest_tokens.c ---- */

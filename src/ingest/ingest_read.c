@@ -237,15 +237,18 @@ static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
     if (read_filters(wsi, req, cl, &q, l, t, sb))
         return 0;
     const char *bad = NULL;
-    int64_t limit = 0;
-    if (parse_i64_arg(wsi, "after=", -1, &q.after_id, &bad) < 0 || parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
+    int64_t limit = 0, before = -1;
+    if (parse_i64_arg(wsi, "after=", -1, &q.after_id, &bad) < 0 || parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0 ||
+        parse_i64_arg(wsi, "before=", -1, &before, &bad) < 0) {
         char msg[64];
         snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
         return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
     }
+    if (before >= 0 && q.after_id >= 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json("give after= or before=, not both"));
     q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
     sg_err err;
-    json_t *rows = ingest_sessions_list(ing, &q, &err);
+    json_t *rows = ingest_sessions_list(ing, &q, before, &err);
     if (!rows)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,

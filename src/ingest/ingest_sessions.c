@@ -193,34 +193,45 @@ static json_t *sum_json(const sess_sum *s)
                                 s->has_exit ? ex : NULL, s->state);
 }
 
-json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, sg_err *err)
+static bool sum_passes(const sess_sum *s, const char *const f[3])
+{
+    return (!f[0] || !strcmp(f[0], s->key[0])) && (!f[1] || !strcmp(f[1], s->key[1])) &&
+           (!f[2] || !strcmp(f[2], s->key[2]));
+}
+
+/* The first index whose cursor is above c (v is in cursor order). */
+static size_t first_above(const ingest_sessions *c, int64_t cursor)
+{
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->v[mid].cursor <= cursor)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, int64_t before, sg_err *err)
 {
     if (!ing->sessions && !(ing->sessions = calloc(1, sizeof *ing->sessions)))
         return NULL;
     ingest_sessions *c = ing->sessions;
     if (sum_catch_up(ing, c, err) < 0)
         return NULL;
-    const char *f[3] = {q->learner, q->task, q->sandbox};
+    const char *const f[3] = {q->learner, q->task, q->sandbox};
     size_t limit = q->limit ? q->limit : SG_STORE_QUERY_MAX;
     json_t *arr = json_array();
-    /* first at a cursor above after: v is in cursor order */
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->v[mid].cursor <= q->after_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; arr && i < c->n && json_array_size(arr) < limit; i++) {
-        const sess_sum *s = &c->v[i];
-        if ((f[0] && strcmp(f[0], s->key[0])) || (f[1] && strcmp(f[1], s->key[1])) ||
-            (f[2] && strcmp(f[2], s->key[2])))
-            continue;
-        if (json_array_append_new(arr, sum_json(s)) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
+    if (before < 0) {
+        for (size_t i = first_above(c, q->after_id); arr && i < c->n && json_array_size(arr) < limit; i++)
+            if (sum_passes(&c->v[i], f) && json_array_append_new(arr, sum_json(&c->v[i])) < 0)
+                json_decref(arr), arr = NULL;
+    } else {
+        /* newest first: down from the last below `before` (0: from the newest) */
+        for (size_t i = before ? first_above(c, before - 1) : c->n; arr && i > 0 && json_array_size(arr) < limit; i--)
+            if (sum_passes(&c->v[i - 1], f) && json_array_append_new(arr, sum_json(&c->v[i - 1])) < 0)
+                json_decref(arr), arr = NULL;
     }
     if (!arr)
         sg_err_set(err, ENOMEM, "list sessions: out of memory");

@@ -97,6 +97,13 @@ def main():
         st, got = a.http(f"/v1/sessions?learner=ann&after={cur}")
         check("the next page after its cursor", got["sessions"] == [s for s in want if s["learner"] == "ann"][1:],
               got)
+        st, got = a.http("/v1/sessions?before=0&limit=2")
+        check("before=0: newest first", st == 200 and got["sessions"] == want[::-1][:2] and got["more"], got)
+        st, got = a.http(f"/v1/sessions?before={got['sessions'][-1]['cursor']}&limit=5")
+        check("before=its cursor: the next older ones", got["sessions"] == want[::-1][2:], got)
+        st, got = a.http("/v1/sessions?before=0&learner=ann")
+        check("before= with a filter", got["sessions"] == [s for s in want if s["learner"] == "ann"][::-1], got)
+        check("after= and before= together: 400", a.http("/v1/sessions?before=0&after=1")[0] == 400)
         st, got = a.http("/v1/sessions?task=t2&sandbox=c1")
         check("task and sandbox filters", got["sessions"] == [s for s in want if s["sandbox"] == "c1"], got)
         a.stop()

@@ -22,6 +22,7 @@ function testsWord(s) {
 
 const ROW_H = 29; // px, every row (console.css: .sessions .rows > .row)
 const MARGIN = 20; // rows drawn above and below the screen
+const FIRST = 100; // the newest sessions, read first: the first screen
 
 const COLS = ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'];
 
@@ -293,28 +294,35 @@ export function sessionsPage(root, app) {
   // between the two comes in both and counts once (a session's events are
   // counted by seq); what commits before the stream's start but after the
   // list was read is in a second read, made once the stream is live. The
-  // list comes page by page (oldest first), each page's rows put above the
-  // ones shown (newest first): on screen from the first page on.
+  // newest sessions come first (one screenful, newest first: on screen at
+  // once), then the whole list page by page (oldest first), each page's
+  // new rows put in their place (newest first, by cursor).
+  function place(page) {
+    let fresh = 0;
+    for (const s2 of page.sessions) {
+      const r = insert(s2);
+      if (r) {
+        order.push(r);
+        fresh++;
+      }
+    }
+    if (fresh || page.sessions.length) order.sort((a, b) => b.s.cursor - a.s.cursor);
+    reshow();
+  }
   async function list() {
+    place(await api.get('v1/sessions', { before: 0, limit: FIRST }));
+    performance.mark('sg-list-fetched');
+    loaded = true;
+    const buffered = pending;
+    pending = [];
+    onEvents(buffered);
+    showCount();
+    root.dataset.ready = '1';
+    performance.mark('sg-list-rendered');
     let after;
     for (;;) {
       const page = await api.get('v1/sessions', { after, limit: 1000 });
-      if (!loaded) performance.mark('sg-list-fetched');
-      const fresh = [];
-      for (let i = page.sessions.length - 1; i >= 0; i--) {
-        const r = insert(page.sessions[i]);
-        if (r) fresh.push(r);
-      }
-      order.unshift(...fresh);
-      reshow();
-      if (!loaded) {
-        loaded = true;
-        const buffered = pending;
-        pending = [];
-        onEvents(buffered);
-        root.dataset.ready = '1';
-        performance.mark('sg-list-rendered');
-      }
+      place(page);
       showCount();
       if (!page.more || !page.sessions.length) return;
       after = page.sessions[page.sessions.length - 1].cursor;
@@ -322,13 +330,7 @@ export function sessionsPage(root, app) {
   }
 
   async function resync() {
-    const fresh = [];
-    for (const s2 of await fetchAll()) {
-      const r = insert(s2);
-      if (r) fresh.unshift(r);
-    }
-    order.unshift(...fresh);
-    reshow();
+    place({ sessions: await fetchAll() });
     showCount();
   }
 
