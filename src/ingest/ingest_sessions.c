@@ -223,18 +223,20 @@ json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, int64_t be
     const char *const f[3] = {q->learner, q->task, q->sandbox};
     size_t limit = q->limit ? q->limit : SG_STORE_QUERY_MAX;
     json_t *arr = json_array();
+    bool ok = arr != NULL;
     if (before < 0) {
-        for (size_t i = first_above(c, q->after_id); arr && i < c->n && json_array_size(arr) < limit; i++)
-            if (sum_passes(&c->v[i], f) && json_array_append_new(arr, sum_json(&c->v[i])) < 0)
-                json_decref(arr), arr = NULL;
+        for (size_t i = first_above(c, q->after_id); ok && i < c->n && json_array_size(arr) < limit; i++)
+            ok = !sum_passes(&c->v[i], f) || json_array_append_new(arr, sum_json(&c->v[i])) == 0;
     } else {
         /* newest first: down from the last below `before` (0: from the newest) */
-        for (size_t i = before ? first_above(c, before - 1) : c->n; arr && i > 0 && json_array_size(arr) < limit; i--)
-            if (sum_passes(&c->v[i - 1], f) && json_array_append_new(arr, sum_json(&c->v[i - 1])) < 0)
-                json_decref(arr), arr = NULL;
+        for (size_t i = before ? first_above(c, before - 1) : c->n; ok && i > 0 && json_array_size(arr) < limit; i--)
+            ok = !sum_passes(&c->v[i - 1], f) || json_array_append_new(arr, sum_json(&c->v[i - 1])) == 0;
     }
-    if (!arr)
+    if (!ok) {
+        json_decref(arr);
         sg_err_set(err, ENOMEM, "list sessions: out of memory");
+        return NULL;
+    }
     return arr;
 }
 
