@@ -4,7 +4,8 @@ by playwright-core: tests/node/console_bench.mjs):
   - first paint of a 10,000-event session: from the navigation to the
     first frame with its timeline on screen (target < 1 s);
   - the sessions list of 1,000 sessions: from the navigation to the first
-    frame with every row (target < 300 ms);
+    frame with the list on screen: all 1,000 in it (its count says so), the
+    rows near the screen drawn (target < 300 ms);
   - a new event, from its send (and from its commit's ack) to the first
     frame showing it, one event at a time (target p99 <= 100 ms).
 A real ingest (sandglassd ingest, SQLite store, on a loopback port) is
@@ -181,7 +182,7 @@ def main() -> None:
         "first_paint_ms": {"median": pct(fp, 50), "max": max(fp), "all": [round(x, 1) for x in fp]},
         "session_rows_rendered": r["session_nodes"],
         "list_ms": {"median": pct(ls, 50), "max": max(ls), "all": [round(x, 1) for x in ls]},
-        "list_rows": r["list_rows"],
+        "list_rows": r["list_rows"], "list_sessions": r.get("list_sessions"),
         "sessions_api_ms": {"median": pct(api_ms, 50), "all": [round(x, 1) for x in api_ms]},
         "live_send_to_screen_ms": {"p50": pct(lv, 50), "p99": pct(lv, 99), "max": max(lv)},
         "live_ack_to_screen_ms": {"p50": pct(la, 50), "p99": pct(la, 99), "max": max(la)},
@@ -190,8 +191,10 @@ def main() -> None:
     print(f"first paint of a {a.events}-event session: median {res['first_paint_ms']['median']:.0f} ms, "
           f"max {res['first_paint_ms']['max']:.0f} ms over {a.runs} runs (target < 1000 ms; "
           f"{r['session_nodes']} event elements on the first screen's page)")
-    print(f"sessions list of {r['list_rows']} sessions: median {res['list_ms']['median']:.0f} ms, "
-          f"max {res['list_ms']['max']:.0f} ms (target < 300 ms)")
+    print(f"sessions list of {r.get('list_sessions')} sessions ({r['list_rows']} rows drawn, those near the screen): "
+          f"median {res['list_ms']['median']:.0f} ms, "
+          f"max {res['list_ms']['max']:.0f} ms (target < 300 ms); scrolled to its end, the last row drawn: "
+          f"{r.get('list_scroll_end')}")
     print(f"a new event, send -> screen: p50 {pct(lv, 50):.0f} ms, p99 {pct(lv, 99):.0f} ms, max {max(lv):.0f} ms; "
           f"commit ack -> screen: p50 {pct(la, 50):.0f} ms, p99 {pct(la, 99):.0f} ms over {a.live} events "
           f"(target p99 <= 100 ms)")

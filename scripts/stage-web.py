@@ -25,6 +25,9 @@ VENDOR = {
     "xterm.js": "@xterm/xterm/lib/xterm.js",
     "xterm.css": "@xterm/xterm/css/xterm.css",
     "addon-fit.js": "@xterm/addon-fit/lib/addon-fit.js",
+    # the console's replay (src/ingest/ingest_console.c serves them)
+    "asciinema-player.min.js": "asciinema-player/dist/bundle/asciinema-player.min.js",
+    "asciinema-player.css": "asciinema-player/dist/bundle/asciinema-player.css",
 }
 SKIP = {"node_modules", "package.json", "package-lock.json"}
 

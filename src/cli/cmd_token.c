@@ -29,6 +29,7 @@ static const char usage[] =
     "                       [--secret FILE]\n"
     "  (no --read) a stream token: sends that one stream's events, reads nothing\n"
     "       sandglass token --terminal --sandbox ID [--ttl DURATION] [--secret FILE]\n"
+    "       sandglass token revoke ID|TOKEN [--ingest URL] [--secret FILE]   (see --help there)\n"
     "  --read    a read token: reads the events of what it names (all of them with\n"
     "            no --learner/--task/--sandbox: an operator token), sends nothing\n"
     "  --terminal  a terminal token: opens a shell in sandbox ID (a live sandbox of\n"
@@ -102,6 +103,8 @@ int sg_cmd_token(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    if (argc > 1 && strcmp(argv[1], "revoke") == 0)
+        return sg_cmd_token_revoke(argc - 1, argv + 1);
     const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL, *check = NULL;
     uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
     bool read = false, terminal = false;

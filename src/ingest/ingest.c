@@ -269,6 +269,7 @@ void sg_ingest_free(sg_ingest *ing)
     sg_store_close(ing->wstore);
     ingest_limits_free(ing);
     ingest_sse_free(ing);
+    ingest_sessions_free(ing);
     OPENSSL_cleanse(ing->secret, sizeof ing->secret);
     free(ing);
 }

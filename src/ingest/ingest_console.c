@@ -26,17 +26,23 @@
 
 static const struct {
     const char *uri, *file, *mime;
+    bool replay; /* the replay page's policy (below) */
 } console_files[] = {
-    {"/", "index.html", "text/html; charset=utf-8"},
-    {"/index.html", "index.html", "text/html; charset=utf-8"},
-    {"/console.css", "console.css", "text/css; charset=utf-8"},
-    {"/favicon.svg", "favicon.svg", "image/svg+xml"},
-    {"/console.js", "console.js", "text/javascript; charset=utf-8"},
-    {"/api.js", "api.js", "text/javascript; charset=utf-8"},
-    {"/dom.js", "dom.js", "text/javascript; charset=utf-8"},
-    {"/sessions.js", "sessions.js", "text/javascript; charset=utf-8"},
-    {"/session.js", "session.js", "text/javascript; charset=utf-8"},
-    {"/timeline.js", "timeline.js", "text/javascript; charset=utf-8"},
+    {"/", "index.html", "text/html; charset=utf-8", false},
+    {"/index.html", "index.html", "text/html; charset=utf-8", false},
+    {"/console.css", "console.css", "text/css; charset=utf-8", false},
+    {"/favicon.svg", "favicon.svg", "image/svg+xml", false},
+    {"/console.js", "console.js", "text/javascript; charset=utf-8", false},
+    {"/api.js", "api.js", "text/javascript; charset=utf-8", false},
+    {"/dom.js", "dom.js", "text/javascript; charset=utf-8", false},
+    {"/sessions.js", "sessions.js", "text/javascript; charset=utf-8", false},
+    {"/session.js", "session.js", "text/javascript; charset=utf-8", false},
+    {"/timeline.js", "timeline.js", "text/javascript; charset=utf-8", false},
+    {"/replay.html", "replay.html", "text/html; charset=utf-8", true},
+    {"/replay.js", "replay.js", "text/javascript; charset=utf-8", true},
+    /* npm's asciinema-player, vendored beside the console (stage-web.py) */
+    {"/vendor/asciinema-player.min.js", "../vendor/asciinema-player.min.js", "text/javascript; charset=utf-8", true},
+    {"/vendor/asciinema-player.css", "../vendor/asciinema-player.css", "text/css; charset=utf-8", true},
 };
 
 /* The page runs its own scripts and styles only, talks to its own origin
@@ -49,6 +55,24 @@ static const sg_http_header console_headers[] = {
      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
      "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
      "require-trusted-types-for 'script'; trusted-types 'none'"},
+    {"x-frame-options:", "DENY"},
+    {"referrer-policy:", "no-referrer"},
+    {"cross-origin-opener-policy:", "same-origin"},
+    {"cross-origin-resource-policy:", "same-origin"},
+    {"cache-control:", "no-cache"},
+};
+
+/* The replay page (replay.html) runs the asciinema player: its terminal
+ * is WebAssembly ('wasm-unsafe-eval' lets the page compile it, and allows
+ * no JavaScript eval) and its UI is built by solid-js, which makes its
+ * fixed templates with innerHTML, so this page has no Trusted Types. The
+ * rest is the console's policy: its own scripts and styles only, its own
+ * origin only. Learners' bytes still go in as text only (replay.js, and
+ * the player's terminal, which writes text nodes). */
+static const sg_http_header replay_headers[] = {
+    {"content-security-policy:",
+     "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; connect-src 'self'; "
+     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
     {"x-frame-options:", "DENY"},
     {"referrer-policy:", "no-referrer"},
     {"cross-origin-opener-policy:", "same-origin"},
@@ -114,6 +138,9 @@ int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
     unsigned char *buf = read_file(path, &len);
     if (!buf)
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("console file missing"));
+    if (console_files[i].replay)
+        return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, console_files[i].mime, buf, len, replay_headers,
+                                   SG_ARRAY_LEN(replay_headers));
     return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, console_files[i].mime, buf, len, console_headers,
                                SG_ARRAY_LEN(console_headers));
 }

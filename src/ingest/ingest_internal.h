@@ -11,6 +11,9 @@
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
  *                    subscribers, the fan-out after each commit
  *   ingest_console.c the console's page and scripts (web/console) at /
+ *   ingest_replay.c  GET /v1/casts, /v1/cast: terminal recordings (replay)
+ *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
+ *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
  *   ingest.c         start, stop, free; the listen address
  * http.c answers the HTTP requests, query.c reads their arguments.
  * Names shared between these files carry the ingest_ prefix. */
@@ -160,6 +163,7 @@ struct sg_ingest {
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
+    struct ingest_sessions *sessions; /* GET /v1/sessions' summaries (ingest_sessions.c) */
 };
 
 /* ---- ingest_batch.c ---- */
@@ -196,6 +200,9 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                    size_t len);
 
 json_t *ingest_error_json(const char *msg);
+/* The Authorization header into token ("Bearer T": the token at token +
+ * 7): NULL, or what is wrong with it (missing: the message given). */
+const char *ingest_bearer(struct lws *wsi, char *token, size_t size, const char *missing);
 /* A query filter under the read token's scope (claim, "" for none): the
  * token's value where the query has none; another value is answered 403
  * (false). */
@@ -223,6 +230,31 @@ void ingest_console_find(sg_ingest *ing);
 /* Whether uri is one of the console's files (served without a token). */
 bool ingest_console_is_file(const char *uri);
 int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
+
+/* ---- ingest_replay.c ---- */
+
+/* GET /v1/casts, GET /v1/cast: a sandbox's terminal recordings. */
+int ingest_http_casts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+
+/* ---- ingest_sessions.c ---- */
+
+typedef struct ingest_sessions ingest_sessions;
+/* sg_store_sessions's answer to q, from the summaries kept up to date;
+ * with before >= 0 (q->after_id unused), those that began before the
+ * cursor `before`, newest first (0: from the newest). */
+json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, int64_t before, sg_err *err);
+void ingest_sessions_free(sg_ingest *ing);
+
+/* ---- ingest_tokens.c ---- */
+
+/* Whether cl's token is revoked: 0 no; 1 yes, or the store could not say,
+ * with the answer's status and message. */
+int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *status, const char **why);
+/* GET /v1/revoke (a revoke token). */
+int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* One line per read: the path, its arguments, the token's id and scope. */
+void ingest_read_log(struct lws *wsi, const char *uri, const sg_token_claims *cl);
 
 /* ---- ingest_limits.c ---- */
 

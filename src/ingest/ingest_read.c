@@ -41,7 +41,7 @@ static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int6
 /* The Authorization header of an HTTP request into token ("Bearer T": the
  * token at token + 7): NULL, or what is wrong with it (missing: the
  * message given). */
-static const char *bearer(struct lws *wsi, char *token, size_t size, const char *missing)
+const char *ingest_bearer(struct lws *wsi, char *token, size_t size, const char *missing)
 {
     int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
     if (alen <= 0)
@@ -62,7 +62,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
 {
     char token[SG_TOKEN_MAX + 64];
     sg_err err;
-    const char *why = bearer(wsi, token, sizeof token,
+    const char *why = ingest_bearer(wsi, token, sizeof token,
                              "missing read token (Authorization: Bearer <token>; see sandglass token --read)");
     if (why && or_query && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) <= 0) {
         int r = http_arg(wsi, "token=", token + 7, (int)sizeof token - 7);
@@ -70,9 +70,10 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
     }
     if (!why && sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
         why = err.msg;
-    if (!why)
+    unsigned status = HTTP_STATUS_UNAUTHORIZED;
+    if (!why && !ingest_token_revoked(ing, cl, &status, &why))
         return 0;
-    sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, ingest_error_json(why));
+    sg_http_answer(wsi, req, status, ingest_error_json(why));
     return 1;
 }
 
@@ -86,7 +87,7 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     char token[SG_TOKEN_MAX + 64];
     sg_token_claims cl;
     sg_err err;
-    const char *why = bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
+    const char *why = ingest_bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
     if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;
     if (why)
@@ -236,15 +237,18 @@ static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
     if (read_filters(wsi, req, cl, &q, l, t, sb))
         return 0;
     const char *bad = NULL;
-    int64_t limit = 0;
-    if (parse_i64_arg(wsi, "after=", -1, &q.after_id, &bad) < 0 || parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
+    int64_t limit = 0, before = -1;
+    if (parse_i64_arg(wsi, "after=", -1, &q.after_id, &bad) < 0 || parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0 ||
+        parse_i64_arg(wsi, "before=", -1, &before, &bad) < 0) {
         char msg[64];
         snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
         return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
     }
+    if (before >= 0 && q.after_id >= 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json("give after= or before=, not both"));
     q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
     sg_err err;
-    json_t *rows = sg_store_sessions(ing->store, &q, &err);
+    json_t *rows = ingest_sessions_list(ing, &q, before, &err);
     if (!rows)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
@@ -324,6 +328,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                                ingest_error_json("too many connections (only /healthz answers)"));
         if (strcmp(uri, "/v1/token") == 0)
             return http_token_check(ing, wsi, req);
+        if (strcmp(uri, "/v1/revoke") == 0)
+            return ingest_revoke(ing, wsi, req);
         if (ingest_console_is_file(uri)) /* the page: no data, no token */
             return ingest_console_serve(ing, wsi, req, uri);
         /* Everything else reads learners' data: a read token first, even
@@ -332,6 +338,7 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         bool stream = strcmp(uri, "/v1/stream") == 0;
         if (http_auth(ing, wsi, req, &cl, stream))
             return 0;
+        ingest_read_log(wsi, uri, &cl);
         if (stream)
             return ingest_sse_open(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/sandboxes") == 0)
@@ -342,6 +349,10 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return http_events(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/stats") == 0)
             return http_stats(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/casts") == 0)
+            return ingest_http_casts(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/cast") == 0)
+            return ingest_http_cast(ing, wsi, req, &cl);
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     }
 

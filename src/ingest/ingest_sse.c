@@ -61,6 +61,7 @@ typedef struct sse_sub {
     sg_http_req *req;
     char filt[3][SG_NAME_MAX + 1]; /* "": any */
     int64_t after_seq;        /* only seqs above it (-1: all) */
+    char tok[SG_TOKEN_ID_LEN + 1]; /* its token's id (checked again at each ping) */
     unsigned char addr[16];
     int64_t cursor;   /* every matching row up to here is queued or written */
     int64_t sent;     /* the last event id handed to lws */
@@ -159,22 +160,27 @@ static void queue_push(sse_sub *s, sse_msg *m)
     s->qbytes += m->len;
 }
 
-/* The queue is full: drop it, and say where to resume (the last id
- * written) before closing. */
-static void sub_overflow(sse_hub *h, sse_sub *s)
+/* Drops s's queue and ends it with m (a notice), then closes. */
+static void sub_end(sse_sub *s, sse_msg *m)
 {
     queue_drop(s);
     s->closing = true;
-    h->ing->stats.stream_overflows++;
-    sse_msg *m = msg_new(0, NULL,
-                         "event: overflow\ndata: {\"after\":%lld,\"reason\":\"this client reads "
-                         "too slowly: reconnect with Last-Event-ID or after=%lld\"}\n\n",
-                         (long long)s->sent, (long long)s->sent);
     if (m)
         queue_push(s, m);
     msg_unref(m);
     lws_set_timeout(s->wsi, PENDING_TIMEOUT_USER_OK, SSE_CLOSE_GRACE_S);
     lws_callback_on_writable(s->wsi);
+}
+
+/* The queue is full: drop it, and say where to resume (the last id
+ * written) before closing. */
+static void sub_overflow(sse_hub *h, sse_sub *s)
+{
+    h->ing->stats.stream_overflows++;
+    sub_end(s, msg_new(0, NULL,
+                       "event: overflow\ndata: {\"after\":%lld,\"reason\":\"this client reads "
+                       "too slowly: reconnect with Last-Event-ID or after=%lld\"}\n\n",
+                       (long long)s->sent, (long long)s->sent));
 }
 
 /* Queues m to s, or overflows s. */
@@ -307,6 +313,12 @@ static void on_ping(uv_timer_t *t)
 {
     sse_hub *h = t->data;
     for (sse_sub *s = h->subs; s; s = s->next) {
+        sg_token_claims cl = {0};
+        unsigned status;
+        const char *why;
+        memcpy(cl.id, s->tok, sizeof cl.id);
+        if (!s->closing && ingest_token_revoked(h->ing, &cl, &status, &why) && status == HTTP_STATUS_UNAUTHORIZED)
+            sub_end(s, msg_new(0, NULL, "event: revoked\ndata: {\"reason\":\"%s\"}\n\n", why));
         if (s->qn > 0 || s->closing)
             continue;
         sse_msg *m = msg_new(0, NULL, ": ping\n\n");
@@ -606,6 +618,7 @@ int ingest_sse_open(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_
     s->wsi = wsi;
     s->req = req;
     s->sent = s->cursor;
+    memcpy(s->tok, cl->id, sizeof s->tok);
     if ((s->next = h->subs))
         s->next->prev = s;
     h->subs = s;

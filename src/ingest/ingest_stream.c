@@ -75,6 +75,10 @@ static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
     sg_err err;
     if (sg_token_verify(ing->secret, token, (int64_t)time(NULL), &cl, &err) < 0)
         return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED, err.msg);
+    unsigned status;
+    const char *why;
+    if (ingest_token_revoked(ing, &cl, &status, &why))
+        return ingest_refuse_handshake(wsi, status, why);
 
     /* The original agent's URL names the identity: it must be the token's. */
     static const char *const names[] = {"learner_id=", "task_id=", "sandbox_id="};

@@ -169,6 +169,16 @@ int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err)
     return s->ops->last_id(s, id, err);
 }
 
+int sg_store_revoke(sg_store *s, const char *token_id, sg_err *err)
+{
+    return s->ops->revoke(s, token_id, err);
+}
+
+int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err)
+{
+    return s->ops->revoked(s, token_id, yes, err);
+}
+
 int sg_store_listen(sg_store *s, sg_err *err)
 {
     if (!s->ops->listen)

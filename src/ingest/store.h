@@ -37,7 +37,7 @@
  * 1 is the release before: SQLite's table was "events" and neither had
  * sg_schema. Opening a store migrates an older one at once, in one
  * transaction; a newer one is refused with the versions named. */
-#define SG_STORE_SCHEMA_VERSION 2
+#define SG_STORE_SCHEMA_VERSION 3
 
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
 
@@ -99,6 +99,8 @@ typedef struct sg_store_ops {
     json_t *(*sandboxes)(sg_store *s, sg_err *err);
     json_t *(*sessions)(sg_store *s, const sg_store_query *q, sg_err *err);
     int (*last_id)(sg_store *s, int64_t *id, sg_err *err);
+    int (*revoke)(sg_store *s, const char *token_id, sg_err *err);
+    int (*revoked)(sg_store *s, const char *token_id, bool *yes, sg_err *err);
     int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
     int (*notified)(sg_store *s);
     void (*close)(sg_store *s);
@@ -189,6 +191,12 @@ json_t *sg_store_session_row(const char *const id[3], int64_t cursor, int64_t ev
 
 /* The highest row id committed (0: none). */
 int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err);
+/* Token revocation (version 3, table sg_revoked_tokens: id, revoked):
+ * token ids (wire/token.h: sg_token_id) withdrawn for good, shared by every
+ * node on the store. sg_store_revoke records one (again: a no-op) and
+ * commits; sg_store_revoked answers whether one is recorded. */
+int sg_store_revoke(sg_store *s, const char *token_id, sg_err *err);
+int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err);
 /* Commit notices from every node writing the store (PostgreSQL: LISTEN;
  * each commit NOTIFYs): the fd to poll for reading, or -1 with err;
  * ENOTSUP when the backend has no other writer to hear (SQLite). Use a

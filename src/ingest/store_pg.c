@@ -81,6 +81,8 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     " PRIMARY KEY (learner, task, sandbox));",
     /* 1 -> 2: the version recorded */
     "CREATE TABLE sg_schema (version integer NOT NULL);",
+    /* 2 -> 3: revoked tokens, by id (store.h) */
+    "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id text PRIMARY KEY, revoked timestamptz NOT NULL DEFAULT now());",
 };
 
 /* Per connection: the batch lands here first (COPY), then moves to
@@ -716,6 +718,27 @@ static int pg_last_id(sg_store *base, int64_t *id, sg_err *err)
     return 0;
 }
 
+static int pg_revoke(sg_store *base, const char *token_id, sg_err *err)
+{
+    const char *const p[] = {token_id};
+    pg_autoclear PGresult *r = query((pg_store *)base,
+                                     "INSERT INTO sg_revoked_tokens (id) VALUES ($1)"
+                                     " ON CONFLICT DO NOTHING RETURNING id",
+                                     1, p, "revoke a token", err);
+    return r ? 0 : -1;
+}
+
+static int pg_revoked(sg_store *base, const char *token_id, bool *yes, sg_err *err)
+{
+    const char *const p[] = {token_id};
+    pg_autoclear PGresult *r =
+        query((pg_store *)base, "SELECT 1 FROM sg_revoked_tokens WHERE id = $1", 1, p, "revoked tokens", err);
+    if (!r)
+        return -1;
+    *yes = PQntuples(r) > 0;
+    return 0;
+}
+
 static int pg_listen(sg_store *base, sg_err *err)
 {
     pg_store *s = (pg_store *)base;
@@ -757,6 +780,8 @@ static const sg_store_ops pg_ops = {
     .sandboxes = pg_sandboxes,
     .sessions = pg_sessions,
     .last_id = pg_last_id,
+    .revoke = pg_revoke,
+    .revoked = pg_revoked,
     .listen = pg_listen,
     .notified = pg_notified,
     .close = pg_close,

@@ -45,6 +45,8 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     /* 1 -> 2: PostgreSQL's names (sg_), and the version recorded */
     "ALTER TABLE events RENAME TO sg_events;"
     "CREATE TABLE sg_schema (version INTEGER NOT NULL);",
+    /* 2 -> 3: revoked tokens, by id (store.h) */
+    "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id TEXT PRIMARY KEY, revoked TEXT NOT NULL);",
 };
 
 static int db_fail(sqlite_store *s, sg_err *err, const char *what)
@@ -430,6 +432,34 @@ static int sqlite_last_id(sg_store *base, int64_t *id, sg_err *err)
     return 0;
 }
 
+/* One statement on one token id: a row (*yes) or none. */
+static int revoked_stmt(sqlite_store *s, const char *sql, const char *token_id, bool *yes, sg_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "revoked tokens");
+    sqlite3_bind_text(st, 1, token_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    *yes = rc == SQLITE_ROW;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(s, err, "revoked tokens");
+}
+
+static int sqlite_revoke(sg_store *base, const char *token_id, sg_err *err)
+{
+    bool dummy;
+    return revoked_stmt((sqlite_store *)base,
+                        "INSERT OR IGNORE INTO sg_revoked_tokens (id, revoked)"
+                        " VALUES (?1, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                        token_id, &dummy, err);
+}
+
+static int sqlite_revoked(sg_store *base, const char *token_id, bool *yes, sg_err *err)
+{
+    return revoked_stmt((sqlite_store *)base, "SELECT 1 FROM sg_revoked_tokens WHERE id = ?1", token_id, yes,
+                        err);
+}
+
 static void sqlite_close(sg_store *base)
 {
     sqlite_store *s = (sqlite_store *)base;
@@ -451,6 +481,8 @@ static const sg_store_ops sqlite_ops = {
     .sandboxes = sqlite_sandboxes,
     .sessions = sqlite_sessions,
     .last_id = sqlite_last_id,
+    .revoke = sqlite_revoke,
+    .revoked = sqlite_revoked,
     .close = sqlite_close,
 };
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/digest.h"
 #include "base/json.h"
 #include "base/util.h"
 
@@ -270,6 +271,40 @@ char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learn
     return sg_token_make_exp(secret, learner, task, sandbox, (int64_t)time(NULL) + ttl_s, err);
 }
 
+void sg_token_id(const char *token, char out[SG_TOKEN_ID_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t d[SG_SHA256_LEN];
+    sg_sha256_buf(token, strlen(token), d);
+    for (int i = 0; i < SG_TOKEN_ID_LEN / 2; i++) {
+        out[2 * i] = hex[d[i] >> 4];
+        out[2 * i + 1] = hex[d[i] & 15];
+    }
+    out[SG_TOKEN_ID_LEN] = '\0';
+}
+
+bool sg_token_id_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (n >= SG_TOKEN_ID_LEN || !((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == SG_TOKEN_ID_LEN;
+}
+
+char *sg_token_make_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *id, int64_t ttl_s,
+                           sg_err *err)
+{
+    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX || !sg_token_id_valid(id)) {
+        sg_err_set(err, EINVAL, "a revoke token needs a token id (16 hex digits) and a ttl in 1..%lld s",
+                   SG_TOKEN_TTL_MAX);
+        return NULL;
+    }
+    sg_autojson json_t *claims =
+        json_pack("{s:s, s:I}", "rv", id, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
+    return sign_claims(secret, claims, err);
+}
+
 static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
 {
     const char *v = json_string_value(json_object_get(claims, key));
@@ -279,11 +314,15 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
     return 0;
 }
 
-typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL } token_kind;
+typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE } token_kind;
 
 /* What a token of kind `have` may not do where `want` is required. */
 static const char *wrong_kind(token_kind have, token_kind want)
 {
+    if (have == KIND_REVOKE)
+        return "a revoke token can only revoke";
+    if (want == KIND_REVOKE)
+        return "not a revoke token";
     static const char *const msg[3][3] = {
         [KIND_STREAM] = {[KIND_READ] = "a stream token cannot read (use a read token)",
                          [KIND_TERMINAL] = "a stream token cannot open a terminal (use a terminal token)"},
@@ -333,16 +372,25 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
     if (!json_is_integer(exp))
         return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
     json_t *r = json_object_get(claims, "r"), *x = json_object_get(claims, "x");
+    json_t *rv = json_object_get(claims, "rv");
     bool is_read = r != NULL;
+    if (rv && (r || x || !json_is_string(rv) || !sg_token_id_valid(json_string_value(rv))))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'rv' invalid");
     if (is_read && !(json_is_integer(r) && json_integer_value(r) == 1))
         return sg_err_set(err, EINVAL, "malformed token: claim 'r' invalid");
     if (x && !(json_is_integer(x) && json_integer_value(x) == 1))
         return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
     if (x && is_read)
         return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
-    token_kind have = is_read ? KIND_READ : x ? KIND_TERMINAL : KIND_STREAM;
+    token_kind have = rv ? KIND_REVOKE : is_read ? KIND_READ : x ? KIND_TERMINAL : KIND_STREAM;
     if (have != want)
         return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
+    sg_token_id(token, out->id);
+    out->exp = json_integer_value(exp);
+    if (rv) {
+        snprintf(out->revoke, sizeof out->revoke, "%s", json_string_value(rv));
+        return now >= out->exp ? sg_err_set(err, EACCES, "token expired") : 0;
+    }
     out->read = is_read;
     out->terminal = x != NULL;
     const char *keys[] = {"l", "t", "s"};
@@ -369,6 +417,12 @@ int sg_token_verify_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const ch
                              int64_t now, sg_token_claims *out, sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_TERMINAL, out, err);
+}
+
+int sg_token_verify_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                           int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, KIND_REVOKE, out, err);
 }
 
 int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,

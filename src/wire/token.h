@@ -14,6 +14,14 @@
  *                 may only open a terminal (a shell) in that one sandbox,
  *                 whose record must name the same learner and task, through
  *                 `sandglass serve` (src/serve/terminal.h); it reads nothing.
+ *   revoke token  {"rv": token id, "exp": ...}
+ *                 may only revoke the one token it names (GET /v1/revoke on
+ *                 an ingest; `sandglass token revoke`), short-lived.
+ *
+ * A token's id is the first 16 hex digits of the SHA-256 of its text
+ * (sg_token_id): logs name a token by it, and revocation is by it (the
+ * ingest's sg_revoked_tokens, checked on every request on every node), so a
+ * token can be withdrawn without rotating the secret.
  *
  * The secret is 32 random bytes kept hex-encoded in a file of mode 0600
  * (<state>/ingest/secret by default); a file readable by group or others is
@@ -34,6 +42,7 @@
 #define SG_TOKEN_MAX 2048               /* bytes of a token we accept */
 #define SG_TOKEN_TTL_DEFAULT (7 * 24 * 3600)
 #define SG_TOKEN_TTL_MAX (366LL * 24 * 3600)
+#define SG_TOKEN_ID_LEN 16              /* hex digits of a token's id */
 
 typedef struct sg_token_claims {
     /* Stream tokens: all three set. Read tokens: "" where unscoped. */
@@ -43,7 +52,14 @@ typedef struct sg_token_claims {
     int64_t exp;                        /* unix seconds */
     bool read;                          /* a read token */
     bool terminal;                      /* a terminal token */
+    char id[SG_TOKEN_ID_LEN + 1];       /* the token's id (sg_token_id) */
+    char revoke[SG_TOKEN_ID_LEN + 1];   /* a revoke token: the id it revokes */
 } sg_token_claims;
+
+/* The token's id: the first 16 hex digits (lowercase) of SHA-256(token). */
+void sg_token_id(const char *token, char out[SG_TOKEN_ID_LEN + 1]);
+/* Whether s is a token id: exactly 16 lowercase hex digits. */
+bool sg_token_id_valid(const char *s);
 
 /* Reads the secret; refuses a missing, malformed, non-regular, or group- or
  * world-accessible file. */
@@ -81,5 +97,13 @@ char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const ch
 /* Checks a terminal token; the other kinds are refused. */
 int sg_token_verify_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
                              int64_t now, sg_token_claims *out, sg_err *err);
+
+/* A revoke token for the token whose id is id, valid ttl_s seconds. */
+char *sg_token_make_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *id, int64_t ttl_s,
+                           sg_err *err);
+/* Checks a revoke token (out->revoke: the id it revokes); the other kinds
+ * are refused, and it is refused by their verifiers. */
+int sg_token_verify_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                           int64_t now, sg_token_claims *out, sg_err *err);
 
 #endif

@@ -46,6 +46,15 @@ try {
     await p2.goto(`${plan.base}?token=${tok}#/`);
     out.list_ms.push(await paintedAt(p2, '#main[data-ready="1"]'));
     out.list_rows = await p2.locator('#sessions .rows > .row').count();
+    // the sessions in the list (only those near the screen are drawn)
+    out.list_sessions = Number(((await p2.locator('.filters .count').textContent()) || '').match(/of (\d+) sessions/)?.[1]);
+    // scrolled to the end: the oldest session is drawn (the window follows)
+    out.list_scroll_end = await p2.evaluate(async () => {
+      window.scrollTo(0, document.body.scrollHeight);
+      await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const rows = document.querySelectorAll('#sessions .rows > .row .c-sandbox');
+      return rows.length ? rows[rows.length - 1].textContent : null;
+    });
     out.list_timeline = await p2.evaluate(() => {
       const nav = performance.getEntriesByType('navigation')[0];
       return {

@@ -288,6 +288,55 @@ static void test_kinds(void **state)
     assert_int_equal(sg_token_verify_terminal(f->secret, good, now, &cl, &err), 0);
 }
 
+/* A token's id is the first 16 hex digits of its SHA-256; a revoke token
+ * names one id, does nothing else, and no other kind passes for it. */
+static void test_revoke_kind(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    char id[SG_TOKEN_ID_LEN + 1];
+    sg_token_id("abc", id); /* SHA-256("abc") = ba7816bf8f01cfea... (FIPS 180-2) */
+    assert_string_equal(id, "ba7816bf8f01cfea");
+    assert_true(sg_token_id_valid(id));
+    assert_false(sg_token_id_valid("BA7816BF8F01CFEA"));
+    assert_false(sg_token_id_valid("ba7816bf8f01cfe"));
+    assert_false(sg_token_id_valid("ba7816bf8f01cfeaa"));
+    sg_autofree char *rd = sg_token_make_read(f->secret, NULL, NULL, NULL, 60, &err);
+    sg_autofree char *rv = sg_token_make_revoke(f->secret, "0123456789abcdef", 60, &err);
+    assert_non_null(rd);
+    assert_non_null(rv);
+    assert_null(sg_token_make_revoke(f->secret, "nothex", 60, &err));
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_read(f->secret, rd, now, &cl, &err), 0);
+    sg_token_id(rd, id);
+    assert_string_equal(cl.id, id);
+    assert_int_equal(sg_token_verify_revoke(f->secret, rv, now, &cl, &err), 0);
+    assert_string_equal(cl.revoke, "0123456789abcdef");
+    assert_int_equal(sg_token_verify_revoke(f->secret, rv, now + 61, &cl, &err), -1);
+    int (*others[])(const uint8_t *, const char *, int64_t, sg_token_claims *, sg_err *) = {
+        sg_token_verify, sg_token_verify_read, sg_token_verify_terminal};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        err = (sg_err){0};
+        assert_int_equal(others[i](f->secret, rv, now, &cl, &err), -1);
+        assert_string_equal(err.msg, "a revoke token can only revoke");
+    }
+    assert_int_equal(sg_token_verify_revoke(f->secret, rd, now, &cl, &err), -1);
+    assert_string_equal(err.msg, "not a revoke token");
+    /* Claims the signer never makes: refused even when signed. */
+    const char *bad[] = {
+        "{\"exp\":99999999999,\"r\":1,\"rv\":\"0123456789abcdef\"}",
+        "{\"exp\":99999999999,\"rv\":\"0123456789ABCDEF\"}",
+        "{\"exp\":99999999999,\"rv\":1}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sg_autofree char *tok = signed_claims(f->secret, bad[i]);
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_revoke(f->secret, tok, now, &cl, &err), -1);
+        assert_int_equal(err.code, EINVAL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
         cmocka_unit_test(test_known_token),
         cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_revoke_kind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

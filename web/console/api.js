@@ -3,7 +3,8 @@
 // in logs and histories); paths are relative to the page, so the console
 // works behind a reverse proxy under any path prefix.
 
-const KEY = 'sandglass.read-token:' + location.pathname;
+// One token per console (its directory: the page and replay.html share it).
+const KEY = 'sandglass.read-token:' + location.pathname.replace(/[^/]*$/, '');
 
 export class AuthError extends Error {
   constructor(msg) {
@@ -51,8 +52,19 @@ async function errorOf(r) {
   return `HTTP ${r.status}`;
 }
 
+// GET path's body as text (a recording), as get() below reads JSON.
+export async function getText(path, params) {
+  const r = await fetch(url(path, params), {
+    headers: { Authorization: `Bearer ${token()}` }, cache: 'no-store', credentials: 'omit',
+  });
+  if (r.status === 401) throw new AuthError(await errorOf(r));
+  if (!r.ok) throw new Error(await errorOf(r));
+  return r.text();
+}
+
 // GET a read endpoint: its JSON. 401 throws AuthError (the page asks for
 // a token again), anything else not 200 an Error with the ingest's reason.
+
 export async function get(path, params, signal) {
   const r = await fetch(url(path, params), {
     headers: { Authorization: `Bearer ${token()}` },

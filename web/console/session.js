@@ -6,7 +6,7 @@
 // session opens as fast as a 400-event one.
 
 import * as api from './api.js';
-import { add, el, fmtTime, vis, zoneLabel } from './dom.js';
+import { add, el, fmtTime, routeHref, vis, zoneLabel } from './dom.js';
 import { Timeline, isBoundary } from './timeline.js';
 
 const PAGE = 400;
@@ -50,7 +50,10 @@ export function sessionPage(root, app, learner, task, sandbox) {
   showAll.id = 'show-all';
   const showLabel = add(el('label', 'toggle'), showAll, ' show everything (activity, processes, checkpoints before each command)');
   showLabel.htmlFor = 'show-all';
-  add(facts, stateEl, countEl, lastEl, el('span', 'zone', `times in ${zoneLabel()}`), showLabel);
+  // The terminal sessions' replay: a page of its own (replay.js).
+  const replay = el('a', 'replay-link', 'replay the terminal');
+  replay.href = 'replay.html' + routeHref(learner, task, sandbox);
+  add(facts, stateEl, countEl, lastEl, el('span', 'zone', `times in ${zoneLabel()}`), showLabel, replay);
   const olderBtn = el('button', 'older', 'load earlier events');
   olderBtn.type = 'button';
   const startNote = el('div', 'note start', 'the session starts here');
@@ -58,7 +61,15 @@ export function sessionPage(root, app, learner, task, sandbox) {
   const tl = el('div', 'timeline');
   tl.id = 'timeline';
   add(root, title, facts, startNote, olderBtn, tl);
-  const timeline = new Timeline(tl);
+  // The terminal sessions recorded (their exec ids): a command typed in
+  // one links to the replay, seeked to it.
+  let recorded = new Set();
+  const timeline = new Timeline(tl, (ev) => {
+    const x = (ev.payload || {}).exec_id;
+    if (!recorded.has(String(x))) return null;
+    const q = new URLSearchParams({ at: ev.ts, cmd: String((ev.payload || {}).cmd ?? '') });
+    return 'replay.html' + routeHref(learner, task, sandbox, String(x)) + '?' + q;
+  });
   showAll.addEventListener('change', () => tl.classList.toggle('show-all', showAll.checked));
 
   let state = { state: '?', aborted: false };
@@ -143,6 +154,7 @@ export function sessionPage(root, app, learner, task, sandbox) {
   }
 
   async function open() {
+    const casts = api.get('v1/casts', { ...id }).catch(() => ({ casts: [] }));
     const info = await api.get('v1/sessions', { ...id, limit: 1 });
     const row = info.sessions.find((r) => r.learner === learner && r.task === task && r.sandbox === sandbox);
     if (!row) {
@@ -155,6 +167,7 @@ export function sessionPage(root, app, learner, task, sandbox) {
     total = row.events;
     const lo = Math.max(-1, row.events - 1 - PAGE);
     const rows = await range(id, lo, Infinity);
+    recorded = new Set(((await casts).casts || []).map((c) => String(c.session)));
     if (closed) return;
     performance.mark('sg-session-fetched');
     atStart = lo === -1;

@@ -1,9 +1,10 @@
 // sessions: every session the read token sees (GET /v1/sessions, page by
 // page), filterable by learner, task and state, kept up to date by the
-// pushed stream (GET /v1/stream; no polling). The table is built once;
-// an event updates its session's row in place (a Map from the session's
-// key to its row), and a filter only hides rows, so a thousand sessions
-// stay fast.
+// pushed stream (GET /v1/stream; no polling). Every session has a record
+// (a Map from its key); only the rows on screen (and a margin) are in the
+// document, in a list as tall as all the rows that pass the filters: a
+// thousand sessions cost what a screenful does, to build and to lay out.
+// An event updates its session's record, and its row if it is on screen.
 
 import * as api from './api.js';
 import { add, el, fmtTime, routeHref, vis, zoneLabel } from './dom.js';
@@ -19,22 +20,39 @@ function testsWord(s) {
   return s.last_test_exit === 0 ? ['passing', 'pass'] : ['failing', 'fail'];
 }
 
+const ROW_H = 29; // px, every row (console.css: .sessions .rows > .row)
+const MARGIN = 20; // rows drawn above and below the screen
+const FIRST = 100; // the newest sessions, read first: the first screen
+
 const COLS = ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'];
 
 // One row: its cells, made once, filled by fill(). Rows are grid rows, not
 // a <table>'s: off screen, a row is neither laid out nor painted
-// (content-visibility), which a table row cannot skip.
-function makeRow(s) {
-  const tr = el('div', 'row');
-  tr.setAttribute('role', 'row');
-  const c = {};
+// (content-visibility), which a table row cannot skip. Each row is a deep
+// clone of one template (one native call instead of a dozen element
+// creations and attribute sets: 1,000 rows stay fast).
+let template = null;
+
+function rowTemplate() {
+  if (template) return template;
+  template = el('div', 'row');
+  template.setAttribute('role', 'row');
   for (const k of COLS) {
-    c[k] = tr.appendChild(el('span', `c-${k}`));
-    c[k].setAttribute('role', 'cell');
+    const c = template.appendChild(el('span', `c-${k}`));
+    c.setAttribute('role', 'cell');
   }
-  const a = el('a', 'open', vis(s.sandbox));
+  template.children[COLS.indexOf('sandbox')].append(el('a', 'open'));
+  return template;
+}
+
+function makeRow(s) {
+  const tr = rowTemplate().cloneNode(true);
+  const c = {};
+  const kids = tr.children;
+  for (let i = 0; i < COLS.length; i++) c[COLS[i]] = kids[i];
+  const a = c.sandbox.firstChild;
+  a.textContent = vis(s.sandbox);
   a.href = routeHref('s', s.learner, s.task, s.sandbox);
-  c.sandbox.append(a);
   c.learner.textContent = vis(s.learner);
   c.task.textContent = vis(s.task);
   return { s, tr, c, a };
@@ -117,62 +135,119 @@ export function sessionsPage(root, app) {
   }
   const tbody = el('div', 'rows');
   tbody.setAttribute('role', 'rowgroup');
+  const above = el('div', 'spacer');
+  const below = el('div', 'spacer');
   add(table, head, tbody);
   add(root, el('h1', null, 'Sessions'), bar, table);
 
+  // The sessions, newest first (order), those that pass the filters
+  // (shown), and the window of them on screen (drawn).
+  const order = [];
+  let shown = [];
+  let drawn = [];
+  let queued = false;
+  function reshow() {
+    shown = order.filter((r) => matches(r.s));
+    draw();
+  }
+  function draw() {
+    const top = tbody.getBoundingClientRect().top;
+    const first = Math.max(0, Math.floor(-top / ROW_H) - MARGIN);
+    const last = Math.min(shown.length, Math.ceil((window.innerHeight - top) / ROW_H) + MARGIN);
+    const want = shown.slice(first, Math.max(first, last));
+    for (const r of want) {
+      if (!r.tr) {
+        Object.assign(r, makeRow(r.s));
+        fill(r);
+      } else if (r.stale) {
+        fill(r);
+      }
+      r.stale = false;
+    }
+    if (want.length !== drawn.length || want.some((r, i) => r !== drawn[i]))
+      tbody.replaceChildren(above, ...want.map((r) => r.tr), below);
+    drawn = want;
+    above.style.height = `${first * ROW_H}px`;
+    below.style.height = `${(shown.length - first - want.length) * ROW_H}px`;
+  }
+  function later() {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      draw();
+    });
+  }
+  window.addEventListener('scroll', later, { passive: true });
+  window.addEventListener('resize', later, { passive: true });
+
+  // The filters, read once per change (not once per row).
+  let want = { l: '', t: '', st: '' };
+  function readFilters() {
+    want = { l: fLearner.value.trim().toLowerCase(), t: fTask.value.trim().toLowerCase(), st: fState.value };
+  }
   function matches(s) {
-    const l = fLearner.value.trim().toLowerCase();
-    const t = fTask.value.trim().toLowerCase();
-    const st = fState.value;
+    const { l, t, st } = want;
     return (!l || s.learner.toLowerCase().includes(l)) && (!t || s.task.toLowerCase().includes(t)) &&
       (!st || s.state === st);
   }
 
   function showCount() {
-    let shown = 0;
     let active = 0;
-    for (const r of rows.values()) {
-      if (!r.tr.hidden) shown++;
-      if (r.s.state === 'active') active++;
-    }
-    count.textContent = `${shown} of ${rows.size} sessions shown · ${active} active`;
+    for (const r of rows.values()) if (r.s.state === 'active') active++;
+    count.textContent = `${shown.length} of ${rows.size} sessions shown · ${active} active`;
   }
 
   function refilter() {
-    for (const r of rows.values()) r.tr.hidden = !matches(r.s);
+    readFilters();
+    reshow();
     showCount();
   }
   for (const f of [fLearner, fTask]) f.addEventListener('input', refilter);
   fState.addEventListener('change', refilter);
 
+  // The names offered by the filters: gathered as rows come, put into
+  // their datalists when a filter is first focused (not while the list
+  // is being built).
+  let offered = 0;
   function remember(s) {
-    for (const [set, dl, v] of [[learners, dlL, s.learner], [tasks, dlT, s.task]]) {
-      if (set.has(v)) continue;
-      set.add(v);
-      const o = el('option');
-      o.value = v;
-      dl.append(o);
-    }
+    learners.add(s.learner);
+    tasks.add(s.task);
   }
+  function offer() {
+    if (offered === learners.size + tasks.size) return;
+    for (const [set, dl] of [[learners, dlL], [tasks, dlT]]) {
+      const have = new Set(Array.from(dl.children, (o) => o.value));
+      const frag = document.createDocumentFragment();
+      for (const v of set) {
+        if (have.has(v)) continue;
+        const o = el('option');
+        o.value = v;
+        frag.append(o);
+      }
+      dl.append(frag);
+    }
+    offered = learners.size + tasks.size;
+  }
+  for (const f of [fLearner, fTask]) f.addEventListener('focus', offer);
 
   // A session from a list read: a new row (returned), or what is newer
   // than its row (a row the stream made first) put into it (null).
-  function insert(s, atTop) {
+  // A session from a list read: a new record (returned; the caller puts
+  // it in order), or what is newer than its record (one the stream made
+  // first) put into it (null).
+  function insert(s) {
     const had = rows.get(keyOf(s));
     if (had) {
       if (s.events > had.s.events || (had.s.partial && s.events === had.s.events)) {
         Object.assign(had.s, s, { partial: false });
-        fill(had);
-        had.tr.hidden = !matches(had.s);
+        had.stale = true;
       }
       return null;
     }
-    const r = makeRow(s);
-    fill(r);
-    r.tr.hidden = !matches(s);
+    const r = { s, tr: null, stale: false };
     rows.set(keyOf(s), r);
     remember(s);
-    if (atTop) tbody.prepend(r.tr);
     return r;
   }
 
@@ -189,16 +264,19 @@ export function sessionsPage(root, app) {
           learner: ev.learner, task: ev.task, sandbox: ev.sandbox, cursor: ev.id, events: ev.seq,
           started: ev.ts, last_activity: ev.ts, commands: 0, aborted: false, state: 'active',
           last_test_exit: null, partial: true, // its earlier events unseen until a list read
-        }, true);
+        });
+        order.unshift(r);
         changed = true;
       }
       if (apply(r.s, ev)) {
-        fill(r);
-        r.tr.hidden = !matches(r.s);
+        r.stale = true;
         changed = true;
       }
     }
-    if (changed) showCount();
+    if (changed) {
+      reshow();
+      showCount();
+    }
   }
 
   async function fetchAll() {
@@ -216,27 +294,35 @@ export function sessionsPage(root, app) {
   // between the two comes in both and counts once (a session's events are
   // counted by seq); what commits before the stream's start but after the
   // list was read is in a second read, made once the stream is live. The
-  // list comes page by page (oldest first), each page's rows put above the
-  // ones shown (newest first): on screen from the first page on.
+  // newest sessions come first (one screenful, newest first: on screen at
+  // once), then the whole list page by page (oldest first), each page's
+  // new rows put in their place (newest first, by cursor).
+  function place(page) {
+    let fresh = 0;
+    for (const s2 of page.sessions) {
+      const r = insert(s2);
+      if (r) {
+        order.push(r);
+        fresh++;
+      }
+    }
+    if (fresh || page.sessions.length) order.sort((a, b) => b.s.cursor - a.s.cursor);
+    reshow();
+  }
   async function list() {
+    place(await api.get('v1/sessions', { before: 0, limit: FIRST }));
+    performance.mark('sg-list-fetched');
+    loaded = true;
+    const buffered = pending;
+    pending = [];
+    onEvents(buffered);
+    showCount();
+    root.dataset.ready = '1';
+    performance.mark('sg-list-rendered');
     let after;
     for (;;) {
       const page = await api.get('v1/sessions', { after, limit: 1000 });
-      if (!loaded) performance.mark('sg-list-fetched');
-      const frag = document.createDocumentFragment();
-      for (let i = page.sessions.length - 1; i >= 0; i--) {
-        const r = insert(page.sessions[i], false);
-        if (r) frag.append(r.tr);
-      }
-      tbody.prepend(frag);
-      if (!loaded) {
-        loaded = true;
-        const buffered = pending;
-        pending = [];
-        onEvents(buffered);
-        root.dataset.ready = '1';
-        performance.mark('sg-list-rendered');
-      }
+      place(page);
       showCount();
       if (!page.more || !page.sessions.length) return;
       after = page.sessions[page.sessions.length - 1].cursor;
@@ -244,7 +330,7 @@ export function sessionsPage(root, app) {
   }
 
   async function resync() {
-    for (const s2 of await fetchAll()) insert(s2, true);
+    place({ sessions: await fetchAll() });
     showCount();
   }
 
@@ -265,6 +351,8 @@ export function sessionsPage(root, app) {
   return {
     close() {
       live.close();
+      window.removeEventListener('scroll', later);
+      window.removeEventListener('resize', later);
     },
   };
 }

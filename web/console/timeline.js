@@ -256,7 +256,7 @@ function testVerdict(p, exitOk) {
 // A command: its line, then (as they come) its output and changes, then
 // its result.
 class Block {
-  constructor(cmdEv) {
+  constructor(cmdEv, replayHref) {
     this.el = el('section', 'cmd running');
     this.head = el('div', 'cmd-head');
     this.line = el('code', 'cmdline');
@@ -269,6 +269,14 @@ class Block {
       this.head.append(timeEl(cmdEv));
     }
     add(this.head, this.line, this.badge, this.dur);
+    // A command typed in a recorded terminal: the replay, seeked to it.
+    const href = cmdEv && replayHref ? replayHref(cmdEv) : null;
+    if (href) {
+      const a = el('a', 'replay-at', '▶ replay');
+      a.href = href;
+      a.title = 'play the terminal from this command';
+      this.head.append(a);
+    }
     add(this.el, this.head, this.body);
   }
 
@@ -351,7 +359,7 @@ function renderInto(parent, evs, ctx) {
     }
     ctx.open = null; // a command without a result stays "running…" (or never ended)
     if (k === 'command') {
-      ctx.open = new Block(ev);
+      ctx.open = new Block(ev, ctx.replayHref);
       parent.append(ctx.open.el);
       continue;
     }
@@ -362,14 +370,16 @@ function renderInto(parent, evs, ctx) {
 }
 
 export class Timeline {
-  constructor(container) {
+  // replayHref(commandEvent): a link to the replay at that command, or null.
+  constructor(container, replayHref) {
     this.el = container;
+    this.replayHref = replayHref || null;
     this.last = null; // the newest segment: {el, ctx}
   }
 
   // An older segment (starting at a boundary) above the others.
   prepend(evs) {
-    const seg = { el: el('div', 'segment'), ctx: { open: null } };
+    const seg = { el: el('div', 'segment'), ctx: { open: null, replayHref: this.replayHref } };
     renderInto(seg.el, evs, seg.ctx);
     const first = this.el.querySelector(':scope > .segment');
     this.el.insertBefore(seg.el, first);
@@ -380,7 +390,7 @@ export class Timeline {
   // Newer events at the end (the live ones).
   append(evs) {
     if (!this.last) {
-      this.last = { el: el('div', 'segment'), ctx: { open: null } };
+      this.last = { el: el('div', 'segment'), ctx: { open: null, replayHref: this.replayHref } };
       this.el.append(this.last.el);
     }
     renderInto(this.last.el, evs, this.last.ctx);
