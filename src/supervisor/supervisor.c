@@ -121,7 +121,9 @@ void sup_destroy(sup *s, client *c)
                                    "kill_ms", kill_ms);
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
-        capture_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
+        capture_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O, s:o, s:o}", "state", "destroyed", "proof",
+            s->destroy_res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
+            "checkpoint", sv_last_checkpoint(s)));
     }
     if (c) {
         /* Answered after the capture is delivered (sg_supervisor_run). */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
 #include "supervisor/sv_killswitch.h"
@@ -174,6 +175,8 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);
     json_decref(k);
+    json_object_set_new(rec, "checkpoint", sv_last_checkpoint(s));
+    json_object_set_new(rec, "actor", sv_actor_current(sg_caps_resumable(by) ? NULL : by, by));
     capture_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
     return rec;
 }
@@ -240,7 +243,10 @@ void op_abort(sup *s, client *c, sg_ctl_req *req, int fd_in)
     const char *reason = req->u.abort.reason;
     char r[256];
     snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
-    client_result(c, sup_abort(s, "operator", r));
+    sv_actor_begin(c);
+    json_t *rec = sup_abort(s, "operator", r);
+    sv_actor_end();
+    client_result(c, rec);
 }
 
 /* Clears an operator's or a signal's abort, never a cap's. */
@@ -262,7 +268,8 @@ void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in)
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
-    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s}", "state", "resumed"));
+    capture_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:o, s:o}", "state", "resumed", "actor",
+                                          sv_actor(c, NULL, NULL), "checkpoint", sv_last_checkpoint(s)));
     ready_next(s);
     client_result(c, r);
 }
