@@ -176,7 +176,7 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
     json_object_update(rec, k);
     json_decref(k);
     json_object_set_new(rec, "checkpoint", sv_last_checkpoint(s));
-    json_object_set_new(rec, "actor", sv_actor_current(sg_caps_resumable(by) ? NULL : by, by));
+    json_object_set_new(rec, "actor", sv_actor_current(strcmp(by, "cap") == 0 ? reason : NULL, reason));
     capture_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
     return rec;
 }

@@ -232,5 +232,17 @@ def _():
            "destroy: the operator and the last checkpoint's full id", repr(ds))
 
 
+@tap.case("an abort a cap fired names the cap")
+def _():
+    cb = env.create_captured("--max-execs", "1")
+    env.sh(cb, "true")
+    p = env.sh(cb, "true")
+    tap.ok(p.returncode != 0, "the second exec is refused: the cap fired", p.stderr.decode())
+    got = env.wait_rows(cb, lambda r: any(x["kind"] == "session_abort" for x in r))
+    ab = [r["payload"] for r in got if r["kind"] == "session_abort"]
+    tap.ok(ab and "execs" in ((ab[0].get("actor") or {}).get("cap") or "") and "uid" not in ab[0]["actor"],
+           "session_abort's actor is the cap that fired, with its reason", repr(ab))
+
+
 env.cleanup()
 tap.done()

@@ -157,7 +157,7 @@ def _():
         tap.ok(t.expect(re.escape(PROMPT_END)), "the prompt appears (with the shell integration's mark)", text(t))
         m = t.type(b"echo hi; false; echo st=$?\r")
         tap.ok(t.expect(rb"hi\r\n.*st=1", m), "echo hi; false: both run, false's status is 1", text(t)[-2000:])
-        tap.ok(t.expect(rb"133;C;[^\x07]*cmd=echo hi; false; echo st=\$\?\x07.*133;D;0\x07", m) and
+        tap.ok(t.expect(rb"(?s)133;C;[^\x07]*cmd=echo hi; false; echo st=\$\?\x07.*133;D;0\x07", m) and
                len(re.findall(rb"133;C;", t.out[m:])) == 1,
                "the typed line is one command, marked once, ended with the line's status",
                repr(t.out[m:]))
@@ -536,7 +536,7 @@ def _():
     try:
         t.expect(re.escape(PROMPT_END))
         bare_prompt = rb"(?:\r|\n|\x1b\[\?2004h)x$"  # PS1=x, no marks
-        m = t.type(b"unset PROMPT_COMMAND; trap - DEBUG; PS1=x\r")
+        m = t.type(b"unset PROMPT_COMMAND PS0; trap - DEBUG; PS1=x\r")  # the whole integration
         tap.ok(t.expect(bare_prompt, m), "the bare prompt", repr(t.out[m:]))
         m = t.type(b"rm -rf *\r")
         tap.ok(t.expect(bare_prompt, m) and b"133;" not in t.out[m:], "rm runs, no mark any more",
