@@ -307,6 +307,7 @@ void ckpt_rollback(sup *s, client *c, const sg_ctl_rollback_req *req)
 {
     sv_actor_begin(c);
     rollback_do(s, c, req);
+    sg_capture_set_operator(s->cap, NULL); /* the restore's changes, after its event */
     sv_actor_end();
 }
 
@@ -371,13 +372,12 @@ static void rollback_do(sup *s, client *c, const sg_ctl_rollback_req *req)
     snprintf(target, sizeof target, "%s", to);
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
-    /* what the restore changes is the operator's rollback */
+    /* what the restore changes is the operator's rollback (ckpt_rollback ends it) */
     json_t *op = json_pack("{s:s, s:s, s:O}", "action", "rollback", "to", target, "actor", ckpt_actor);
     sg_capture_set_operator(s->cap, op);
+    json_decref(op);
     int rrc = sg_ckpt_client_restore(s->ckpt, target, &st, &err);
     ckpt_used(s);
-    sg_capture_set_operator(s->cap, NULL);
-    json_decref(op);
     if (rrc < 0) {
         json_decref(changes);
         json_decref(killed);
