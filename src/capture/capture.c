@@ -51,6 +51,10 @@ struct sg_capture {
     /* The uplink's state as last recorded for `ls` (state.h). */
     char uplink_state[SG_UPLINK_STATE_MAX];
     char uplink_reason[SG_UPLINK_REASON_MAX];
+    /* The terminals' reader (sg_capture_set_before_changes) */
+    void (*before_fn)(void *ud);
+    void *before_ud;
+    json_t *operator; /* an operator's action under way: its changes' cause */
 };
 
 /* The last SG_OUTPUT_CAPTURE_MAX bytes of a stream. */
@@ -68,6 +72,8 @@ struct sg_capture_exec {
     char *cmd;
     bool is_test;
     bool batch; /* an exec op's, not a command a terminal's marks announced */
+    bool shell; /* a batch exec whose terminal's marks announced commands */
+    int64_t command_id; /* a shell command's: its `command` event's seq; 0: none */
     json_t *tool;
     tail out, err;
 };
@@ -318,9 +324,47 @@ static void on_check(uv_check_t *h)
     sg_capture_sync(h->data);
 }
 
+/* What a change was made by (docs/EVENTS.md, "Causes"): an operator's
+ * action under way; else the newest exec in flight, a shell's typed
+ * command when one runs; at a shell's prompt (or with nothing in
+ * flight), the command whose background job last started a program, if
+ * the process events know one; else the shell's exec alone. */
+static void add_cause(sg_capture *c, json_t *p)
+{
+    if (c->operator) {
+        json_object_set(p, "operator", c->operator);
+        return;
+    }
+    const sg_capture_exec *e = c->inflight;
+    uint32_t bx = 0;
+    int64_t bc = 0;
+    if (e && !e->shell) {
+        json_object_set_new(p, "exec_id", json_integer(e->id));
+        if (e->command_id)
+            json_object_set_new(p, "command_id", json_integer(e->command_id));
+    } else if (sg_procevents_last_background(c->procs, &bx, &bc) && (!e || bx == e->id)) {
+        json_object_set_new(p, "exec_id", json_integer(bx));
+        json_object_set_new(p, "command_id", json_integer(bc));
+        json_object_set_new(p, "background", json_true());
+    } else if (e) {
+        json_object_set_new(p, "exec_id", json_integer(e->id));
+    }
+}
+
+void sg_capture_set_operator(sg_capture *c, const json_t *action)
+{
+    if (!c)
+        return;
+    if (!action) /* what it changed is reported before it is over */
+        sg_capture_flush_watch(c);
+    json_decref(c->operator);
+    c->operator = action ? json_deep_copy(action) : NULL;
+}
+
 static void on_file_change(void *ud, json_t *payload)
 {
     sg_capture *c = ud;
+    add_cause(c, payload);
     if (c->diffs >= c->max_diffs) {
         c->diffs_dropped++;
         json_decref(payload);
@@ -368,6 +412,7 @@ static bool diffs_gate(void *ud)
 static void on_watch_bulk(void *ud, json_t *payload)
 {
     sg_capture *c = ud;
+    add_cause(c, payload);
     json_object_set_new(payload, "limit", json_integer((json_int_t)c->max_diffs));
     sg_capture_emit(c, SG_EV_BULK, payload);
 }
@@ -494,10 +539,25 @@ void sg_capture_flush_watch(sg_capture *c)
         log_line("watcher flush: %s", err.msg);
 }
 
+/* Before changes are reported: the terminals' marks, then the programs
+ * started (a background job's tells whose a change at a prompt is). */
+static void before_changes(void *ud)
+{
+    sg_capture *c = ud;
+    if (c->before_fn)
+        c->before_fn(c->before_ud);
+    sg_procevents_drain(c->procs);
+}
+
 void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud)
 {
-    if (c && c->watch)
-        sg_watch_set_before_settle(c->watch, fn, ud);
+    if (!c)
+        return;
+    c->before_fn = fn;
+    c->before_ud = ud;
+    if (c->watch)
+        sg_watch_set_before_settle(c->watch, before_changes, c);
+    sg_procevents_set_before_read(c->procs, fn, ud);
 }
 
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
@@ -645,6 +705,9 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
     e->cmd = line ? sg_utf8_sanitize(line, strlen(line), &cmdlen) : NULL;
     e->is_test = !as_tool && sg_testrule_is_test_argv(argv);
     e->batch = flush_before;
+    for (sg_capture_exec *x = c->inflight; x && !flush_before; x = x->next)
+        if (x->batch && x->id == exec_id)
+            x->shell = true;
     e->tool = tool ? json_deep_copy(tool) : NULL;
     c->running++;
     e->start_ns = sg_now_mono_ns();
@@ -663,7 +726,8 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
         sg_autofree char *s = sg_utf8_sanitize(*a, strlen(*a), &n);
         json_array_append_new(av, json_stringn(s ? s : "", n));
     }
-    sg_procevents_exec_begin(c->procs, exec_id, av, cwd);
+    if (e->batch)
+        sg_procevents_exec_begin(c->procs, exec_id, av, cwd);
     if (exec_quiet(e, 3)) {
         json_decref(av);
         return e;
@@ -676,7 +740,17 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
                             "exec_id", (json_int_t)exec_id);
     if (e->tool)
         json_object_set(cmd, "tool", e->tool);
+    /* A typed command's id is its `command` event's seq: the window's
+     * summary, if due, goes first so as not to take it. */
+    budget_full(c);
+    int64_t seq = sg_spool_next_seq(c->spool);
+    if (!e->batch)
+        json_object_set_new(cmd, "command_id", json_integer(seq));
     sg_capture_emit(c, SG_EV_COMMAND, cmd);
+    if (!e->batch && sg_spool_next_seq(c->spool) > seq) {
+        e->command_id = seq;
+        sg_procevents_command(c->procs, exec_id, seq);
+    }
     c->exempt = false;
     return e;
 }
@@ -740,9 +814,12 @@ static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
     sg_autofree char *clean = sg_utf8_sanitize(flat, t->len, &n);
     if (!clean)
         return;
-    sg_capture_emit(e->c, SG_EV_STDOUT, json_pack("{s:s, s:s%, s:I, s:b, s:I}", "stream", name,
+    json_t *j = json_pack("{s:s, s:s%, s:I, s:b, s:I}", "stream", name,
         "data", clean, n, "bytes", (json_int_t)t->total, "truncated", t->total > t->len,
-        "exec_id", (json_int_t)e->id));
+        "exec_id", (json_int_t)e->id);
+    if (j && e->command_id)
+        json_object_set_new(j, "command_id", json_integer(e->command_id));
+    sg_capture_emit(e->c, SG_EV_STDOUT, j);
 }
 
 static void exec_end_events(sg_capture_exec *e, const json_t *result);
@@ -752,7 +829,11 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
     if (!e)
         return;
     sg_capture *c = e->c;
-    sg_procevents_exec_end(c->procs, e->id); /* its programs before its result */
+    /* its programs before its result */
+    if (e->batch)
+        sg_procevents_exec_end(c->procs, e->id);
+    else if (e->command_id)
+        sg_procevents_command(c->procs, e->id, 0);
     if (!exec_quiet(e, 2 + (e->out.total > 0) + (e->err.total > 0)))
         exec_end_events(e, result);
     c->running--;
@@ -796,6 +877,8 @@ static void exec_end_events(sg_capture_exec *e, const json_t *result)
     }
     if (r && e->tool)
         json_object_set(r, "tool", e->tool);
+    if (r && e->command_id)
+        json_object_set_new(r, "command_id", json_integer(e->command_id));
     if (e->is_test)
         add_test_counts(e, result, r);
     sg_capture_emit(c, e->is_test ? SG_EV_TEST_RESULT : SG_EV_RUN_RESULT, r);
@@ -870,6 +953,7 @@ void sg_capture_free(sg_capture *c)
     }
     if (c->watch)
         sg_watch_free(c->watch);
+    json_decref(c->operator);
     sg_procevents_free(c->procs);
     if (c->uplink)
         sg_uplink_client_free(c->uplink);

@@ -74,6 +74,11 @@ void sg_capture_flush_watch(sg_capture *c);
  * supervisor has pending from the terminals (a command's mark, written
  * before the change it makes), so a change comes after its command. */
 void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud);
+/* An operator's action (rollback, cp, seeding) changes the workspace:
+ * while action is set (copied: {action, user, uid, ...}) the changes
+ * reported carry it as their `operator` cause instead of an exec's;
+ * NULL reports what it changed, then ends it. */
+void sg_capture_set_operator(sg_capture *c, const json_t *action);
 /* Events appended but not acknowledged by the ingest. */
 uint64_t sg_capture_pending(const sg_capture *c);
 

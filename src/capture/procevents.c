@@ -55,6 +55,7 @@ typedef struct pent {
     pid_t pid, ppid; /* host pids; ppid: the parent at fork */
     pid_t nspid;     /* in the sandbox's pid namespace; 0 = not read yet */
     uint32_t exec_id; /* the exec whose tree it belongs to; 0 = none known */
+    int64_t command_id; /* the shell command it was forked under; 0 = none */
     bool execd;       /* ran a program of its own (not only a fork) */
     prog *rec;        /* the program being recorded, if any */
     held *held;       /* its execve, read while held; NULL: none */
@@ -75,6 +76,18 @@ struct sg_procevents {
     uint32_t running[RUNNING_MAX];
     size_t nrunning;
     uint32_t last_exec;
+    /* Each shell's foreground command (sg_procevents_command), and the
+     * command of the last program recorded that started after its
+     * command's end (a background job's) */
+    struct {
+        uint32_t exec_id;
+        int64_t command_id;
+    } fg[RUNNING_MAX];
+    size_t nfg;
+    uint32_t bg_exec;
+    int64_t bg_command;
+    void (*before_read)(void *ud);
+    void *before_ud;
     json_t *exec_argv; /* last_exec's request */
     char *exec_cwd;
     /* the window: recorded programs and those only counted */
@@ -218,6 +231,15 @@ static pid_t nspid_of(sg_procevents *p, pid_t pid)
 
 /* ---- records ---------------------------------------------------------------- */
 
+/* The shell exec's command in the foreground now, 0 when none. */
+static int64_t fg_command(const sg_procevents *p, uint32_t exec_id)
+{
+    for (size_t i = 0; i < p->nfg; i++)
+        if (p->fg[i].exec_id == exec_id)
+            return p->fg[i].command_id;
+    return 0;
+}
+
 static bool exec_running(const sg_procevents *p, uint32_t id)
 {
     for (size_t i = 0; i < p->nrunning; i++)
@@ -351,8 +373,20 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
     pid_t pp = nspid_of(p, e->ppid);
     json_object_set_new(j, "ppid", pp ? json_integer(pp) : json_null());
     if (e->exec_id) {
+        /* a process the shell itself forked runs the command in the
+         * foreground when it was forked, or now (the shell's own exec) */
+        if (!e->command_id && !top)
+            e->command_id = fg_command(p, e->exec_id);
+        bool bg = !exec_running(p, e->exec_id) ||
+                  (e->command_id && e->command_id != fg_command(p, e->exec_id));
         json_object_set_new(j, "exec_id", json_integer(e->exec_id));
-        json_object_set_new(j, "background", json_boolean(!exec_running(p, e->exec_id)));
+        if (e->command_id)
+            json_object_set_new(j, "command_id", json_integer(e->command_id));
+        json_object_set_new(j, "background", json_boolean(bg));
+        if (bg && e->command_id) {
+            p->bg_exec = e->exec_id;
+            p->bg_command = e->command_id;
+        }
     }
     r->payload = j;
     e->rec = r;
@@ -363,8 +397,12 @@ static void on_exec(sg_procevents *p, pid_t pid, uint64_t ts_ns, bool stale)
 static void on_fork(sg_procevents *p, pid_t parent, pid_t child)
 {
     pent *pe = lookup(p, parent);
-    if (pe)
-        track(p, child, parent, pe->exec_id);
+    pent *ce = pe ? track(p, child, parent, pe->exec_id) : NULL;
+    /* a fork of the shell runs its foreground command (a background job
+     * too: bash forks it before its next prompt, after the line's mark) */
+    if (ce)
+        ce->command_id = pe->command_id ? pe->command_id
+                       : pe->ppid == p->init_pid ? fg_command(p, pe->exec_id) : 0;
 }
 
 static void on_exit_ev(sg_procevents *p, pid_t pid, uint32_t code, uint64_t ts_ns)
@@ -507,12 +545,54 @@ void sg_procevents_drain(sg_procevents *p)
     }
 }
 
+static void window_end(sg_procevents *p);
+
 static void on_readable(uv_poll_t *h, int status, int events)
 {
     (void)status;
     (void)events;
+    sg_procevents *p = h->data;
+    if (p && p->before_read)
+        p->before_read(p->before_ud); /* the marks written before these forks */
     if (h->data)
         sg_procevents_drain(h->data);
+}
+
+void sg_procevents_set_before_read(sg_procevents *p, void (*fn)(void *ud), void *ud)
+{
+    if (!p)
+        return;
+    p->before_read = fn;
+    p->before_ud = ud;
+}
+
+void sg_procevents_command(sg_procevents *p, uint32_t exec_id, int64_t command_id)
+{
+    if (!p)
+        return;
+    if (!command_id)
+        sg_procevents_drain(p); /* its programs' events, before it is over */
+    window_end(p);
+    size_t i = 0;
+    while (i < p->nfg && p->fg[i].exec_id != exec_id)
+        i++;
+    if (i == p->nfg && (!command_id || p->nfg == RUNNING_MAX))
+        return;
+    if (i == p->nfg)
+        p->nfg++;
+    p->fg[i].exec_id = exec_id;
+    p->fg[i].command_id = command_id;
+    if (!command_id)
+        p->fg[i] = p->fg[--p->nfg];
+}
+
+bool sg_procevents_last_background(sg_procevents *p, uint32_t *exec_id, int64_t *command_id)
+{
+    if (!p || !p->bg_command)
+        return false;
+    *exec_id = p->bg_exec;
+    *command_id = p->bg_command;
+    return true;
 }
 
 /* Keeps fork (not of a thread), exec and exit (of a thread group), in the

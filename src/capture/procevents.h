@@ -88,6 +88,21 @@ void sg_procevents_exec_end(sg_procevents *p, uint32_t exec_id);
  * exec event, which then reads nothing. Returns whether it kept it. */
 bool sg_procevents_exec_held(sg_procevents *p, pid_t tid, struct sg_execargs *a,
                              bool (*still_held)(void *ud), void *ud);
+/* A shell exec's typed command: command_id (its `command` event's seq)
+ * runs in the foreground from now; 0: it ended (its programs' events are
+ * drained first). A program is the command's when it descends from a
+ * process the shell forked while the command ran (a background job's
+ * too: bash forks it before its next prompt); its event carries
+ * `command_id`, and `background` when it started after its command
+ * ended. */
+void sg_procevents_command(sg_procevents *p, uint32_t exec_id, int64_t command_id);
+/* The exec and command of the last program recorded as a background
+ * job's (false: none yet). */
+bool sg_procevents_last_background(sg_procevents *p, uint32_t *exec_id, int64_t *command_id);
+/* fn(ud) runs before the kernel's queue is read: the supervisor reads the
+ * terminals' marks first (a command's mark is written before the forks
+ * it makes), so a fork finds its command in the foreground. */
+void sg_procevents_set_before_read(sg_procevents *p, void (*fn)(void *ud), void *ud);
 /* The sandbox ends: drains, then records what is still alive as running. */
 void sg_procevents_finish(sg_procevents *p);
 /* Stops the subscription and closes the handle (inside or outside uv_run);

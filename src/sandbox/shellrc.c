@@ -21,31 +21,42 @@ static const char launcher[] =
     "export ENV\n"
     "exec sh -l -i\n";
 
-/* bash: the DEBUG trap marks each top-level simple command (C, with the
- * status of the one before as its D), the prompt closes the last one.
- * Control characters and ';' in the cwd, control characters in the
- * command, are blanked: a mark is one OSC string. */
+/* bash: a typed line is one command, however many ';', '&&', '&' or
+ * pipes it holds: PS0, which bash shows once a line is read and before
+ * it runs (not for an empty line), gives C with the line as bash's
+ * history holds it (the whole line, PS2 continuations joined; with
+ * history off, no cmd); each prompt says the last status (D, as sh's
+ * does: PS0 runs in a subshell and cannot tell the prompt a line ran; a
+ * D with no command open is none's). ignorespace is dropped from HISTCONTROL
+ * so a line typed after a space is still the one history gives. Control
+ * characters and ';' in the cwd, control characters in the command, are
+ * blanked: a mark is one OSC string. */
 static const char bashrc[] =
-    "# sandglass: the login set-up, then OSC 133 marks around each command.\n"
+    "# sandglass: the login set-up, then OSC 133 marks around each typed line.\n"
     "[ -r /etc/profile ] && . /etc/profile\n"
     "[ -r ~/.bashrc ] && . ~/.bashrc\n"
-    "__sg_cmd=0\n"
+    "HISTCONTROL=${HISTCONTROL//ignoreboth/ignoredups}\n"
+    "HISTCONTROL=${HISTCONTROL//ignorespace/}\n"
     "__sg_prompt() {\n"
     "    local s=$?\n"
-    "    [ \"$__sg_cmd\" = 1 ] && printf '\\033]133;D;%s\\007' \"$s\"\n"
-    "    __sg_cmd=0\n"
+    "    printf '\\033]133;D;%s\\007' \"$s\"\n"
     "    printf '\\033]133;A;cwd=%s\\007' \"${PWD//[;[:cntrl:]]/?}\"\n"
     "    return $s\n"
     "}\n"
-    "__sg_debug() {\n"
-    "    [[ $BASH_COMMAND == __sg_prompt* || -n $COMP_LINE ]] && return\n"
-    "    [ \"$__sg_cmd\" = 1 ] && printf '\\033]133;D;%s\\007' \"$1\"\n"
-    "    __sg_cmd=1\n"
-    "    printf '\\033]133;C;cwd=%s;cmd=%s\\007' \"${PWD//[;[:cntrl:]]/?}\" \"${BASH_COMMAND//[[:cntrl:]]/ }\"\n"
+    "__sg_line() {\n"
+    "    local l=\n"
+    "    if [[ -o history ]]; then\n"
+    "        l=$(HISTTIMEFORMAT= history 1)\n"
+    "        l=${l#\"${l%%[0-9]*}\"}\n"
+    "        l=${l#\"${l%%[!0-9]*}\"}\n"
+    "        l=${l#\\*}\n"
+    "        l=${l#\"${l%%[! ]*}\"}\n"
+    "    fi\n"
+    "    printf '\\033]133;C;cwd=%s;cmd=%s\\007' \"${PWD//[;[:cntrl:]]/?}\" \"${l//[[:cntrl:]]/ }\"\n"
     "}\n"
     "PROMPT_COMMAND=\"__sg_prompt${PROMPT_COMMAND:+; $PROMPT_COMMAND}\"\n"
-    "PS1=\"${PS1:-\\\\s-\\\\v\\\\\\$ }\\[\\033]133;B\\007\\]\"\n"
-    "trap '__sg_debug \"$?\"' DEBUG\n";
+    "PS0='$(__sg_line)'\"$PS0\"\n"
+    "PS1=\"${PS1:-\\\\s-\\\\v\\\\\\$ }\\[\\033]133;B\\007\\]\"\n";
 
 /* sh: no hook before a command; the prompt gives D (the last status), A
  * (with the cwd) and B with cmdline=echo: the host reads the command line

@@ -5,7 +5,8 @@
  *   shell    what `sandglass shell` runs (with /bin/sh): bash if the
  *            sandbox has it, else sh, each with the file below
  *   bashrc   bash's rc: the login set-up (/etc/profile, ~/.bashrc), then
- *            an OSC 133 mark around each command it runs at the top level
+ *            an OSC 133 mark around each line typed (PS0: one command
+ *            however many ';', '&&' or pipes it holds)
  *   shrc     sh's $ENV: marks at each prompt only (sh has no hook before a
  *            command: its prompts give the exit status and the cwd, and
  *            B says cmdline=echo: the supervisor reads the command line

@@ -111,7 +111,9 @@ static void sup_destroy(sv_sup *s, sv_client *c)
                                    "kill_ms", kill_ms);
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
-        sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O}", "state", "destroyed", "proof", s->destroy_res));
+        sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O, s:o, s:o}", "state", "destroyed", "proof",
+            s->destroy_res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
+            "checkpoint", sv_last_checkpoint(s)));
     }
     if (c) {
         /* Answered after the capture is delivered (sg_supervisor_run). */

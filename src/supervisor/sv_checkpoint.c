@@ -1,9 +1,11 @@
 /* sv_checkpoint: checkpoints, their labels, and rollback. */
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "supervisor/sv_checkpoint.h"
@@ -12,6 +14,48 @@
 #include "base/log.h"
 
 #define SUP_SAFETY_LABEL "before rollback"
+
+/* The actor of the checkpoints taken now (an operator's checkpoint or
+ * rollback); NULL: the supervisor's own (before an exec, at a prompt). */
+static json_t *ckpt_actor;
+
+json_t *sv_actor(const sv_client *c, const char *cap, const char *why)
+{
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (c && getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
+        struct passwd pw, *res = NULL;
+        char buf[1024];
+        json_t *user = getpwuid_r(cr.uid, &pw, buf, sizeof buf, &res) == 0 && res ? json_string(pw.pw_name) : NULL;
+        return json_pack("{s:o, s:I, s:I}", "user", user ? user : json_null(), "uid", (json_int_t)cr.uid,
+                         "pid", (json_int_t)cr.pid);
+    }
+    if (cap)
+        return json_pack("{s:s}", "cap", cap);
+    return json_pack("{s:s}", "supervisor", why ? why : "automatic");
+}
+
+void sv_actor_begin(const sv_client *c)
+{
+    json_decref(ckpt_actor);
+    ckpt_actor = sv_actor(c, NULL, NULL);
+}
+
+void sv_actor_end(void)
+{
+    json_decref(ckpt_actor);
+    ckpt_actor = NULL;
+}
+
+json_t *sv_actor_current(const char *cap, const char *why)
+{
+    return ckpt_actor ? json_deep_copy(ckpt_actor) : sv_actor(NULL, cap, why);
+}
+
+json_t *sv_last_checkpoint(const sv_sup *s)
+{
+    return s->last_ckpt[0] ? json_string(s->last_ckpt) : json_null();
+}
 
 /* The worker stops after SG_CKPT_CLIENT_IDLE_MS without a call (ckpt_client.h). */
 static void on_ckpt_idle(uv_timer_t *t)
@@ -83,6 +127,7 @@ void sv_ckpt_emit(sv_sup *s, const char *id, const char *label, const sg_checkpo
                           "took_ms", ms);
     if (reused)
         json_object_set_new(j, "unchanged", json_true());
+    json_object_set_new(j, "actor", sv_actor_current(NULL, "automatic"));
     /* What the limits kept out (checkpoint.h: limits): never silent. */
     if (st->omitted || st->partial || st->store_full)
         json_object_set_new(j, "not_stored", json_pack("{s:I, s:I, s:b}",
@@ -98,8 +143,9 @@ void sv_ckpt_emit(sv_sup *s, const char *id, const char *label, const sg_checkpo
 static void emit_checkpoint_error(sv_sup *s, const char *label, const sg_err *err, double ms)
 {
     sg_log(SG_LOG_ERROR, "checkpoint failed: %s", err->msg);
-    sv_sup_emit(s, SG_EV_CHECKPOINT, json_pack("{s:s, s:s, s:i, s:f}", "label", label ? label : "",
-                                            "error", err->msg, "errno", err->code, "took_ms", ms));
+    sv_sup_emit(s, SG_EV_CHECKPOINT, json_pack("{s:s, s:s, s:i, s:f, s:o}", "label", label ? label : "",
+        "error", err->msg, "errno", err->code, "took_ms", ms,
+        "actor", sv_actor_current(NULL, "automatic")));
 }
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
@@ -229,7 +275,42 @@ static int rollback_target(sv_sup *s, const char **to, char latest[SG_CHECKPOINT
     return 0;
 }
 
+/* A prefix typed (153a) becomes the one checkpoint's full id. */
+static int full_id(sv_sup *s, const char **to, char full[SG_CHECKPOINT_ID_LEN + 1], sg_err *err)
+{
+    if (strlen(*to) == SG_CHECKPOINT_ID_LEN)
+        return 0;
+    sg_checkpoint_info *v = NULL;
+    size_t n = 0, hits = 0;
+    sv_ckpt_flush_labels(s);
+    int rc = sg_ckpt_client_list(s->ckpt, &v, &n, err);
+    sv_ckpt_used(s);
+    if (rc < 0)
+        return -1;
+    const char *want = *to;
+    /* one id can be listed once per label it has */
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(v[i].id, want, strlen(want)) == 0 && (!hits || strcmp(full, v[i].id) != 0) && hits++ == 0)
+            snprintf(full, SG_CHECKPOINT_ID_LEN + 1, "%s", v[i].id);
+    sg_checkpoint_infos_free(v, n);
+    if (hits != 1)
+        return sg_err_set(err, ENOENT, hits ? "checkpoint %s is ambiguous: give more of its id"
+                                            : "no checkpoint %s", want);
+    *to = full;
+    return 0;
+}
+
+static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req);
+
 void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
+{
+    sv_actor_begin(c);
+    rollback_do(s, c, req);
+    sg_capture_set_operator(s->cap, NULL); /* the restore's changes, after its event */
+    sv_actor_end();
+}
+
+static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
 {
     sg_err err = {0};
     if (!s->ckpt) {
@@ -239,7 +320,7 @@ void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     const char *to = req->to;
     bool dry = req->dry_run, force = req->force;
     char latest[SG_CHECKPOINT_ID_LEN + 1];
-    if (rollback_target(s, &to, latest, &err) < 0) {
+    if (rollback_target(s, &to, latest, &err) < 0 || full_id(s, &to, latest, &err) < 0) {
         sv_client_error(c, err.msg);
         return;
     }
@@ -290,6 +371,10 @@ void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     snprintf(target, sizeof target, "%s", to);
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
+    /* what the restore changes is the operator's rollback (sv_ckpt_rollback ends it) */
+    json_t *op = json_pack("{s:s, s:s, s:O}", "action", "rollback", "to", target, "actor", ckpt_actor);
+    sg_capture_set_operator(s->cap, op);
+    json_decref(op);
     int rrc = sg_ckpt_client_restore(s->ckpt, target, &st, &err);
     sv_ckpt_used(s);
     if (rrc < 0) {
@@ -308,6 +393,9 @@ void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
      * limits) were left as they are: say so, never silently. */
     if (st.unrestorable)
         json_object_set_new(rec, "not_restored", json_integer((json_int_t)st.unrestorable));
+    if (req->to && strcmp(req->to, target) != 0)
+        json_object_set_new(rec, "asked", json_string(req->to));
+    json_object_set(rec, "actor", ckpt_actor);
     json_decref(safety);
     sv_sup_emit(s, SG_EV_ROLLBACK, json_deep_copy(rec));
     sv_client_result(c, rec);
@@ -349,7 +437,10 @@ void sv_ckpt_op_take(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     char l[200];
     snprintf(l, sizeof l, "%.190s", label && *label ? label : "on request");
     json_t *info = NULL;
-    if (!sv_ckpt_take(s, l, &info))
+    sv_actor_begin(c);
+    const char *id = sv_ckpt_take(s, l, &info);
+    sv_actor_end();
+    if (!id)
         sv_client_error(c, "cannot take a checkpoint (see the supervisor log)");
     else
         sv_client_result(c, info);

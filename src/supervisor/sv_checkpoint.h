@@ -20,6 +20,19 @@ void sv_ckpt_prompt(sv_sup *s, const char *label, bool quiet_unchanged);
 void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req);
 int sv_ckpt_open(sv_sup *s, sg_err *err);
 
+/* Who acted, for the operator's events (rollback, checkpoint, abort,
+ * resume, destroy; docs/EVENTS.md): c's peer on the control socket
+ * (SO_PEERCRED: uid, its user name, pid), else {"cap": cap} when a cap
+ * fired, else {"supervisor": why}. New reference. */
+json_t *sv_actor(const sv_client *c, const char *cap, const char *why);
+/* An operator's op under way (abort): sv_actor_current is c's actor
+ * until sv_actor_end; otherwise sv_actor(NULL, cap, why). */
+void sv_actor_begin(const sv_client *c);
+void sv_actor_end(void);
+json_t *sv_actor_current(const char *cap, const char *why);
+/* The newest checkpoint's full id, or JSON null. */
+json_t *sv_last_checkpoint(const sv_sup *s);
+
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */
 void sv_ckpt_op_take(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);

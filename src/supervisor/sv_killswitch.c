@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
 #include "supervisor/sv_handoff.h"
@@ -175,6 +176,8 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
                             "by", by, "reason", reason, "caps", caps);
     json_object_update(rec, k);
     json_decref(k);
+    json_object_set_new(rec, "checkpoint", sv_last_checkpoint(s));
+    json_object_set_new(rec, "actor", sv_actor_current(strcmp(by, "cap") == 0 ? reason : NULL, reason));
     sv_sup_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
     return rec;
 }
@@ -241,7 +244,10 @@ void sv_killswitch_op_abort(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     const char *reason = req->u.abort.reason;
     char r[256];
     snprintf(r, sizeof r, "operator: %s", reason && *reason ? reason : "abort requested");
-    sv_client_result(c, sv_killswitch_abort(s, "operator", r));
+    sv_actor_begin(c);
+    json_t *rec = sv_killswitch_abort(s, "operator", r);
+    sv_actor_end();
+    sv_client_result(c, rec);
 }
 
 /* Clears an operator's or a signal's abort, never a cap's. */
@@ -263,7 +269,8 @@ void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */
-    sv_sup_emit(s, SG_EV_ACTIVITY, json_pack("{s:s}", "state", "resumed"));
+    sv_sup_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:o, s:o}", "state", "resumed", "actor",
+                                          sv_actor(c, NULL, NULL), "checkpoint", sv_last_checkpoint(s)));
     sv_leaves_ready_next(s);
     sv_client_result(c, r);
 }
