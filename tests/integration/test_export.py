@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""sandglass export, import and purge (issue 24: exports for research,
+retention and erasure), on SQLite and on PostgreSQL (a throwaway cluster
+made by scripts/pg-server.sh; that half skips when its binaries are not
+installed).
+
+Streams are written through a real ingest's /v1/ingest (unicode, a path
+with a comma, quote and newline, a binary/truncated file_diff, a test
+result with failing tests, two learners). Checked: JSONL export is
+deterministic (byte-identical twice), imported into a fresh store it gives
+the same rows (compared row by row) and exports again byte for byte; CSV
+read back by Python's csv and by pandas; ProgSnap2 MainTable read back by
+both (required columns, EventIDs unique, Order consistent with
+ServerTimestamp within a session); a learner's read token exports that
+learner only and another is refused; bad input is refused with a clear
+message (a bad import line is named and nothing is imported); purge
+removes every event of the learner and nothing of the others; the
+ingest's retention setting is exercised through purge --older-than-days."""
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_ingest import Ingest, check, check_sanitizers, connect, run, token  # noqa: E402
+import test_ingest  # noqa: E402
+from test_ingest_pg import PG, free_port, pg  # noqa: E402
+
+BIN = test_ingest.BIN
+try:
+    import pandas  # noqa: F401 (Debian's python3-pandas, scripts/install-deps.sh)
+except ImportError:  # a python3 of the same version beside Debian's: its packages
+    sys.path.append(f"/usr/lib/python3/dist-packages")
+
+
+def write(ing, state, learner, task, sb, events):
+    c = connect(ing, token(state, learner, task, sb))
+    c.wait_ack(None)
+    for i, (kind, payload) in enumerate(events):
+        c.send_event(i, kind, payload)
+    c.wait_ack(len(events) - 1)
+    c.close()
+
+
+def sx(state, *args, timeout=120):
+    env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+ODD_PATH = 'dir/a,b "q"\nz.py'
+
+
+def scenario_events():
+    diff = "--- a/é.py\n+++ b/é.py\n@@ -0,0 +1 @@\n+print('héllo ✓')\n"
+    return {
+        ("ann", "t1", "sbann1"): [
+            ("sandbox", {"state": "created"}),
+            ("stdin", {"exec_id": "e1", "data": "vim é.py\n"}),
+            ("command", {"exec_id": "e1", "cmd": "vim é.py", "cwd": "/work"}),
+            ("file_diff", {"exec_id": "e1", "path": "é.py", "change": "created", "diff": diff, "added": 1,
+                           "removed": 0, "size": 18, "sha256": "a" * 64}),
+            ("file_diff", {"exec_id": "e1", "path": ODD_PATH, "change": "created", "size": 3, "sha256": "b" * 64,
+                           "diff": "+x\r\n"}),
+            ("file_diff", {"exec_id": "e1", "path": "blob.bin", "change": "modified", "binary": True,
+                           "truncated": True, "size": 999999, "sha256": "c" * 64}),
+            ("file_diff", {"exec_id": "e1", "path": "z.py", "old_path": "é.py", "change": "renamed",
+                           "sha256": "a" * 64, "size": 18}),
+            ("stdout", {"exec_id": "e1", "stream": "stdout", "data": "héllo ✓\n\x1b[31mred\x1b[0m", "bytes": 20,
+                        "truncated": False}),
+            ("test_result", {"exec_id": "e1", "cmd": "pytest", "exit_code": 1, "duration_s": 0.25,
+                             "timed_out": False, "runner": "pytest", "parsed": True, "run": 3, "passed": 1,
+                             "failed": 2, "errors": 0, "skipped": 0, "outcome": "failed",
+                             "failing_tests": ["t.py::test_a", "t.py::test_b"], "extra": {"nested": [1, 2]}}),
+            ("run_result", {"exec_id": "e2", "cmd": "python3 z.py", "exit_code": 0, "duration_s": 0.1,
+                            "timed_out": False}),
+            ("file_diff", {"exec_id": "e2", "path": "blob.bin", "change": "deleted"}),
+            ("sandbox", {"state": "destroyed"}),
+        ],
+        ("ann", "t2", "sbann2"): [("sandbox", {"state": "created"}), ("command", {"cmd": "ls"})],
+        ("bob", "t1", "sbbob"): [
+            ("sandbox", {"state": "created"}),
+            ("command", {"exec_id": "e1", "cmd": "echo bob"}),
+            ("run_result", {"exec_id": "e1", "cmd": "echo bob", "exit_code": 0, "duration_s": 0.1,
+                            "timed_out": False}),
+        ],
+    }
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def check_csv(where, path, rows):
+    import pandas as pd
+    with open(path, newline="", encoding="utf-8") as f:
+        got = list(csv.DictReader(f))
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    want_cols = {"learner", "task", "sandbox", "seq", "kind", "ts", "received", "path", "cmd", "payload_other"}
+    check(f"{where}: csv: one row per event, the row's fields and payload columns (csv module)",
+          len(got) == len(rows) and want_cols <= set(got[0]) and
+          [(r["learner"], r["sandbox"], int(r["seq"]), r["kind"]) for r in got] ==
+          [(r["learner"], r["sandbox"], r["seq"], r["kind"]) for r in rows], got[:3])
+    odd = [r for r in got if r["path"] == ODD_PATH]
+    check(f"{where}: csv: a path with comma, quote and newline and unicode survive quoting",
+          len(odd) == 1 and any(r["path"] == "é.py" for r in got), [r["path"] for r in got])
+    tr = [r for r in got if r["kind"] == "test_result"][0]
+    check(f"{where}: csv: lists as JSON, unknown fields in payload_other",
+          json.loads(tr["failing_tests"]) == ["t.py::test_a", "t.py::test_b"] and
+          json.loads(tr["payload_other"]) == {"extra": {"nested": [1, 2]}}, tr)
+    check(f"{where}: csv: pandas reads the same table",
+          len(df) == len(got) and list(df.columns) == list(got[0].keys()) and
+          list(df["path"]) == [r["path"] for r in got], df.head())
+
+
+def check_ps2(where, d, rows):
+    import pandas as pd
+    names = sorted(os.listdir(d))
+    check(f"{where}: progsnap2: DatasetMetadata.csv, MainTable.csv, CodeStates/, Resources/, README.md",
+          {"DatasetMetadata.csv", "MainTable.csv", "CodeStates", "Resources", "README.md"} <= set(names), names)
+    with open(os.path.join(d, "DatasetMetadata.csv"), newline="") as f:
+        meta = {r["Property"]: r["Value"] for r in csv.DictReader(f)}
+    check(f"{where}: progsnap2: metadata names the version, ordering and code state representation",
+          meta.get("Version") and meta.get("EventOrderScope") == "Restricted" and
+          meta.get("EventOrderScopeColumns") == "SessionID" and meta.get("CodeStateRepresentation") == "Directory",
+          meta)
+    with open(os.path.join(d, "MainTable.csv"), newline="", encoding="utf-8") as f:
+        mt = list(csv.DictReader(f))
+    df = pd.read_csv(os.path.join(d, "MainTable.csv"), dtype=str, keep_default_na=False)
+    req = {"EventType", "EventID", "SubjectID", "ToolInstances", "CodeStateID", "Order", "SessionID",
+           "ServerTimestamp", "ServerTimezone"}
+    check(f"{where}: progsnap2: the required columns (pandas)", req <= set(df.columns), list(df.columns))
+    check(f"{where}: progsnap2: EventIDs unique", df["EventID"].is_unique and len(df) == len(mt),
+          df["EventID"].tolist())
+    ok = True
+    for sid, g in df.groupby("SessionID"):
+        g = g.assign(o=g["Order"].astype(int))
+        ok = ok and list(g.sort_values("o", kind="stable")["ServerTimestamp"]) == sorted(g["ServerTimestamp"])
+    check(f"{where}: progsnap2: Order consistent with ServerTimestamp within each session", ok)
+    types = {r["EventID"]: r for r in mt}
+    ann = [r for r in mt if r["SessionID"] == "sbann1"]
+    check(f"{where}: progsnap2: standard event types where one fits",
+          [r["EventType"] for r in ann][:1] == ["Session.Start"] and ann[-1]["EventType"] == "Session.End" and
+          "File.Create" in {r["EventType"] for r in ann} and "File.Rename" in {r["EventType"] for r in ann} and
+          "File.Delete" in {r["EventType"] for r in ann} and "Run.Program" in {r["EventType"] for r in ann},
+          [r["EventType"] for r in ann])
+    tests = [r for r in ann if r["EventType"] == "Run.Test"]
+    check(f"{where}: progsnap2: a test run and one Run.Test per failing test under one ExecutionID",
+          len(tests) == 3 and len({r["ExecutionID"] for r in tests}) == 1 and tests[0]["Score"] == "0.3333"
+          and tests[0]["ExecutionResult"] == "TestFailed" and [r["TestID"] for r in tests[1:]] ==
+          ["t.py::test_a", "t.py::test_b"], tests)
+    ren = [r for r in ann if r["EventType"] == "File.Rename"][0]
+    check(f"{where}: progsnap2: a rename names both sections",
+          ren["CodeStateSection"] == "é.py" and ren["DestinationCodeStateSection"] == "z.py", ren)
+    cs = [r["CodeStateID"] for r in ann]
+    check(f"{where}: progsnap2: a CodeStateID on every event, new at each change, reused between",
+          all(cs) and cs[0] == cs[1] and cs[3] != cs[2] and cs[7] == cs[6] and
+          all(os.path.isdir(os.path.join(d, "CodeStates", c)) for c in set(cs)), cs)
+    out = [r for r in ann if r["ProgramOutput"]]
+    check(f"{where}: progsnap2: output in Resources/, named by ProgramOutput",
+          len(out) == 1 and open(os.path.join(d, out[0]["ProgramOutput"]), encoding="utf-8").read() ==
+          "héllo ✓\n\x1b[31mred\x1b[0m", out)
+    check(f"{where}: progsnap2: ToolInstances names sandglass", all(r["ToolInstances"].startswith("sandglass ")
+                                                                    for r in mt), types and mt[0])
+
+
+def exports(where, ing, state, tmp, rows):
+    url = f"http://127.0.0.1:{ing.port}"
+    j1, j2 = os.path.join(tmp, f"{where}-1.jsonl"), os.path.join(tmp, f"{where}-2.jsonl")
+    p1 = sx(state, "export", "--format", "jsonl", "--out", j1, "--ingest", url)
+    p2 = sx(state, "export", "--format", "jsonl", "--out", j2, "--ingest", url)
+    check(f"{where}: jsonl export runs", p1.returncode == 0 and p2.returncode == 0, p1.stderr + p2.stderr)
+    got = read_jsonl(j1)
+    key = [(r["learner"], r["task"], r["sandbox"], r["seq"]) for r in got]
+    check(f"{where}: jsonl: every event, streams sorted, each in seq order, no store ids",
+          key == sorted(key) and len(got) == len(rows) and all("id" not in r for r in got), key)
+    check(f"{where}: jsonl: deterministic (byte-identical twice)", open(j1, "rb").read() == open(j2, "rb").read())
+    check(f"{where}: jsonl: no temporary file left", not [n for n in os.listdir(tmp) if ".tmp-" in n],
+          os.listdir(tmp))
+    want = {(r["learner"], r["sandbox"], r["seq"]): r for r in rows}
+    check(f"{where}: jsonl: lossless (kind, ts, received, payload as the ingest serves them)",
+          all(want[(r["learner"], r["sandbox"], r["seq"])] == dict(r, id=want[(r["learner"], r["sandbox"],
+                                                                                 r["seq"])]["id"]) for r in got))
+    p = sx(state, "export", "--format", "jsonl", "--out", j1, "--ingest", url)
+    check(f"{where}: an existing output is refused, not replaced", p.returncode != 0 and "exists" in p.stderr,
+          p.stderr)
+    c = os.path.join(tmp, f"{where}.csv")
+    p = sx(state, "export", "--format", "csv", "--out", c, "--ingest", url)
+    check(f"{where}: csv export runs", p.returncode == 0, p.stderr)
+    check_csv(where, c, got)
+    d = os.path.join(tmp, f"{where}-ps2")
+    p = sx(state, "export", "--format", "progsnap2", "--out", d, "--ingest", url)
+    check(f"{where}: progsnap2 export runs", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        check_ps2(where, d, got)
+    return j1
+
+
+def scope(where, ing, state, tmp):
+    url = f"http://127.0.0.1:{ing.port}"
+    tok = sx(state, "token", "--read", "--learner", "bob").stdout.strip()
+    o = os.path.join(tmp, f"{where}-bob.jsonl")
+    p = sx(state, "export", "--format", "jsonl", "--out", o, "--ingest", url, "--token", tok)
+    got = read_jsonl(o) if p.returncode == 0 else []
+    check(f"{where}: a learner's read token exports that learner's events only",
+          got and {r["learner"] for r in got} == {"bob"}, p.stderr)
+    p = sx(state, "export", "--format", "jsonl", "--out", o + "2", "--ingest", url, "--token", tok,
+           "--learner", "ann")
+    check(f"{where}: ... and asking for another learner exports nothing",
+          p.returncode == 0 and read_jsonl(o + "2") == [], p.stderr)
+    ps = os.path.join(tmp, f"{where}-pseudo.jsonl")
+    p = sx(state, "export", "--format", "jsonl", "--out", ps, "--ingest", url, "--pseudonymize")
+    got = read_jsonl(ps) if p.returncode == 0 else []
+    ls = {r["learner"] for r in got}
+    check(f"{where}: --pseudonymize: learner ids replaced by a keyed hash, stable per learner",
+          len(ls) == 2 and not ls & {"ann", "bob"} and all(x.startswith("p-") for x in ls), ls)
+
+
+def bad_input(state, tmp, url):
+    cases = [
+        (["export", "--format", "xml", "--out", "x"], "--format"),
+        (["export", "--format", "jsonl"], "--out"),
+        (["export", "--format", "jsonl", "--out", "y", "--since", "yesterday"], "--since"),
+        (["export", "--format", "progsnap2", "--out", "-"], "directory"),
+        (["purge"], "--learner"),
+        (["purge", "--learner", "a/b"], "not a valid name"),
+        (["import"], "FILE"),
+    ]
+    for args, msg in cases:
+        p = sx(state, *args)
+        check(f"bad input refused with a clear message: {' '.join(args)}", p.returncode == 2 and msg in p.stderr,
+              p.stderr)
+    p = sx(state, "export", "--format", "jsonl", "--out", os.path.join(tmp, "bad.jsonl"), "--ingest", url,
+           "--token", "not.a.token")
+    check("a bad token: refused, and no output file", p.returncode != 0 and "ingest answered HTTP 401" in p.stderr
+          and not os.path.exists(os.path.join(tmp, "bad.jsonl")), p.stderr)
+
+
+def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
+    bad = os.path.join(tmp, f"{where}-bad.jsonl")
+    lines = open(jsonl, encoding="utf-8").read().splitlines()
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines[:3] + ['{"learner":"x","task":"t","sandbox":"s","seq":-1,"kind":"command",'
+                                       '"ts":"t","received":"r","payload":{}}'] + lines[3:]) + "\n")
+    p = sx(state, "import", bad, "--store", fresh_url)
+    check(f"{where}: import: a bad line is named and nothing is imported",
+          p.returncode == 1 and "line 4" in p.stderr and "seq" in p.stderr and fresh_store_rows() == [], p.stderr)
+    p = sx(state, "import", jsonl, "--store", fresh_url)
+    check(f"{where}: import runs in one go", p.returncode == 0 and "imported" in p.stdout, p.stderr)
+    src = [(r["learner"], r["task"], r["sandbox"], r["seq"], r["kind"], r["ts"], r["received"],
+            json.dumps(r["payload"], sort_keys=True)) for r in read_jsonl(jsonl)]
+    got = fresh_store_rows()
+    check(f"{where}: import: the fresh store holds the same rows, row by row", got == src,
+          f"{len(got)} vs {len(src)}")
+    p = sx(state, "import", jsonl, "--store", fresh_url)
+    check(f"{where}: import again: every row already there, nothing doubled",
+          p.returncode == 0 and f"imported 0 events ({len(src)} already" in p.stdout and
+          len(fresh_store_rows()) == len(src), p.stdout + p.stderr)
+
+
+def purge_check(where, ing, state, store_url, rows_of):
+    before = rows_of()
+    p = sx(state, "purge", "--learner", "ann", "--store", store_url)
+    after = rows_of()
+    check(f"{where}: purge --learner: every event of the learner gone, logged",
+          p.returncode == 0 and "removed" in p.stdout and "purged learner=ann" in p.stderr and
+          not [r for r in after if r[0] == "ann"], p.stdout + p.stderr)
+    check(f"{where}: purge --learner: nothing of the others lost",
+          after == [r for r in before if r[0] != "ann"] and after, after)
+    code, body = ing.http("/v1/events?learner=ann")
+    code2, body2 = ing.http("/v1/sandboxes")
+    check(f"{where}: purge: nothing of the learner readable through the ingest",
+          code == 200 and body["events"] == [] and "ann" not in {s["learner"] for s in body2["sandboxes"]},
+          (body, body2))
+    p = sx(state, "purge", "--older-than-days", "1", "--store", store_url)
+    check(f"{where}: retention: sessions newer than the age kept", p.returncode == 0 and rows_of() == after,
+          p.stdout + p.stderr)
+    p = sx(state, "purge", "--older-than-days", "0", "--store", store_url)
+    check(f"{where}: retention: sessions older than the age removed", p.returncode == 0 and rows_of() == [],
+          p.stdout + p.stderr)
+
+
+def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows):
+    for (l, t, s), evs in scenario_events().items():
+        write(ing, state, l, t, s, evs)
+    rows = []
+    for (l, t, s) in sorted(scenario_events()):
+        rows += ing.events(s)
+    jsonl = exports(where, ing, state, tmp, rows)
+    scope(where, ing, state, tmp)
+    import_check(where, state, tmp, jsonl, fresh_url, fresh_rows)
+    # the imported store exports the same bytes
+    ing2 = Ingest(state, extra=("--store", fresh_url))
+    again = os.path.join(tmp, f"{where}-again.jsonl")
+    p = sx(state, "export", "--format", "jsonl", "--out", again, "--ingest", f"http://127.0.0.1:{ing2.port}")
+    check(f"{where}: the imported store exports byte for byte what the first did",
+          p.returncode == 0 and open(again, "rb").read() == open(jsonl, "rb").read(), p.stderr)
+    ing2.stop()
+    purge_check(where, ing, state, store_url, store_rows)
+
+
+def sqlite_rows(path):
+    def rows():
+        if not os.path.exists(path):
+            return []
+        with sqlite3.connect(path) as db:
+            return [(a, b, c, d, e, f, g, json.dumps(json.loads(h), sort_keys=True)) for a, b, c, d, e, f, g, h in
+                    db.execute("SELECT learner, task, sandbox, seq, kind, ts, received, payload FROM sg_events"
+                               " ORDER BY learner, task, sandbox, seq")]
+    return rows
+
+
+def pg_rows(url):
+    def rows():
+        p = subprocess.run(["psql", "-X", "-At", "-d", url, "-c",
+                            "SELECT json_build_array(learner, task, sandbox, seq, kind, ts, received, payload)"
+                            " FROM sg_events ORDER BY learner COLLATE \"C\", task COLLATE \"C\","
+                            " sandbox COLLATE \"C\", seq"], capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr)
+        out = []
+        for line in p.stdout.splitlines():
+            a = json.loads(line)
+            out.append(tuple(a[:7]) + (json.dumps(json.loads(a[7]), sort_keys=True),))
+        return out
+    return rows
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sg-export-")
+    os.chmod(tmp, 0o711)  # the PostgreSQL server runs as `postgres` when we are root
+    state = os.path.join(tmp, "state")
+    os.makedirs(state)
+    db = os.path.join(tmp, "events.db")
+    ing = Ingest(state, extra=("--store", f"sqlite:{db}"))
+    pgdir, port = os.path.join(tmp, "pg"), None
+    try:
+        bad_input(state, tmp, f"http://127.0.0.1:{ing.port}")
+        fresh = os.path.join(tmp, "fresh.db")
+        scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh))
+        ing.stop()
+        if subprocess.run(["bash", PG, "have"]).returncode != 0:
+            check("PostgreSQL # SKIP server binaries not found (scripts/install-deps.sh installs them)", True)
+        else:
+            port = free_port()
+            url = pg("start", pgdir, port)
+            fresh_url = url.rsplit("/", 1)[0] + "/fresh"
+            subprocess.run(["psql", "-X", "-q", "-d", url, "-c", "CREATE DATABASE fresh"], check=True,
+                           capture_output=True)
+            ing = Ingest(state, extra=("--store", url))
+            tmp2 = os.path.join(tmp, "pgout")
+            os.makedirs(tmp2)
+            fresh_rows = pg_rows(fresh_url)
+            scenario("PostgreSQL", ing, state, tmp2, url, pg_rows(url), fresh_url,
+                     lambda: fresh_rows() if _has_table(fresh_url) else [])
+            ing.stop()
+    finally:
+        if ing.proc.poll() is None:
+            ing.stop()
+        if port:
+            pg("stop", pgdir, port)
+    check_sanitizers()
+    print(f"1..{test_ingest._n}")
+    return 1 if test_ingest._failed else 0
+
+
+def _has_table(url):
+    p = subprocess.run(["psql", "-X", "-At", "-d", url, "-c", "SELECT to_regclass('sg_events') IS NOT NULL"],
+                       capture_output=True, text=True, timeout=60)
+    return p.stdout.strip() == "t"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
