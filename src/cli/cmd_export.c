@@ -276,25 +276,10 @@ static bool export_in_time(const export_opts *o, const char *ts)
     return !((o->since && t < o->since) || (o->until && t > o->until));
 }
 
-/* One row's text (the ingest's compact form, "id" first) as the export's
- * row: without the store's id (another store gives other ids), its
- * learner pseudonymized. */
-static int export_row(export_opts *o, sg_export *x, const char *text, size_t len, sg_err *err)
+/* One row (parsed; changed here) as the export's: without the store's id
+ * (another store gives other ids), its learner pseudonymized. */
+static int export_row_json(export_opts *o, sg_export *x, json_t *ev, sg_err *err)
 {
-    if (x->fmt == &export_jsonl && !o->pseudonymize && len > 8 && !memcmp(text, "{\"id\":", 6)) {
-        /* the fast path: the row's bytes as the ingest wrote them */
-        const char *comma = memchr(text, ',', len);
-        if (!comma)
-            return sg_err_set(err, EPROTO, "a row of the ingest's answer has no fields");
-        if (fputc('{', x->out) == EOF || fwrite(comma + 1, 1, len - (size_t)(comma + 1 - text), x->out) !=
-                                               len - (size_t)(comma + 1 - text) || fputc('\n', x->out) == EOF)
-            return sg_err_sys(err, "write");
-        x->rows++;
-        return 0;
-    }
-    sg_autojson json_t *ev = sg_json_parse(text, len, err);
-    if (!ev)
-        return -1;
     json_object_del(ev, "id");
     if (o->pseudonymize) {
         char p[40];
@@ -306,8 +291,24 @@ static int export_row(export_opts *o, sg_export *x, const char *text, size_t len
     return x->fmt->row(x, ev, err);
 }
 
-/* A page the text scan does not take (cli/evrows.h): parsed, each row
- * dumped compact (the same bytes the scan gives). *after: the last seq. */
+/* jsonl without pseudonyms: the row's text ({"id":N,... as the ingest
+ * wrote it, cli/evrows.h) written without its id, never parsed. */
+static int export_row_text(export_opts *o, sg_export *x, const char *text, size_t len, sg_err *err)
+{
+    const char *comma = len > 8 && !memcmp(text, "{\"id\":", 6) ? memchr(text, ',', len) : NULL;
+    if (!comma) {
+        sg_autojson json_t *ev = sg_json_parse(text, len, err);
+        return ev ? export_row_json(o, x, ev, err) : -1;
+    }
+    size_t rest = len - (size_t)(comma + 1 - text);
+    if (fputc('{', x->out) == EOF || fwrite(comma + 1, 1, rest, x->out) != rest || fputc('\n', x->out) == EOF)
+        return sg_err_sys(err, "write");
+    x->rows++;
+    return 0;
+}
+
+/* A page parsed whole (the formats that read each row's fields, or a page
+ * the text scan does not take). *after: the last seq. */
 static int export_page_parsed(export_opts *o, sg_export *x, const char *body, size_t len, long long *after,
                               bool *more, sg_err *err)
 {
@@ -321,10 +322,7 @@ static int export_page_parsed(export_opts *o, sg_export *x, const char *body, si
         *after = json_integer_value(json_object_get(e, "seq"));
         if (!export_in_time(o, json_string_value(json_object_get(e, "ts"))))
             continue;
-        sg_autofree char *t = json_dumps(e, JSON_COMPACT);
-        if (!t)
-            return sg_err_set(err, ENOMEM, "out of memory");
-        if (export_row(o, x, t, strlen(t), err) < 0)
+        if (export_row_json(o, x, e, err) < 0)
             return -1;
     }
     json_t *m = json_object_get(j, "more");
@@ -332,7 +330,7 @@ static int export_page_parsed(export_opts *o, sg_export *x, const char *body, si
     return 0;
 }
 
-/* One page's rows as the text scan gives them. */
+/* One page's rows as the text scan gives them (jsonl). */
 static int export_page_scanned(export_opts *o, sg_export *x, long long *after, bool *more, sg_err *err)
 {
     const sg_evpage *pg = &o->page;
@@ -345,7 +343,7 @@ static int export_page_scanned(export_opts *o, sg_export *x, long long *after, b
             if (!export_in_time(o, ts))
                 continue;
         }
-        if (export_row(o, x, pg->out.data + r->off, r->len, err) < 0)
+        if (export_row_text(o, x, pg->out.data + r->off, r->len, err) < 0)
             return -1;
     }
     *more = pg->more_given ? pg->more && pg->n > 0 : pg->n >= EXPORT_PAGE;
@@ -369,8 +367,9 @@ static int export_stream(export_opts *o, sg_export *x, json_t *st)
         sg_autofree char *ans = export_get(o, path, &body, &len);
         if (!ans)
             return 1;
-        int r = sg_evpage_scan(&o->page, body, len) == 0 ? export_page_scanned(o, x, &after, &more, &err)
-                                                          : export_page_parsed(o, x, body, len, &after, &more, &err);
+        bool text = x->fmt == &export_jsonl && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
+        int r = text ? export_page_scanned(o, x, &after, &more, &err)
+                     : export_page_parsed(o, x, body, len, &after, &more, &err);
         if (r < 0)
             return sg_cli_failf("export", "%s", err.msg);
     }

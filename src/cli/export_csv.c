@@ -50,9 +50,27 @@ int sg_export_csv_value(FILE *f, json_t *v)
     return t ? sg_export_csv_field(f, t, strlen(t)) : -1;
 }
 
+#define NPAYLOAD (sizeof payload_cols / sizeof payload_cols[0])
+
+/* payload_cols' indexes sorted by name, for bsearch (made once). */
+static size_t col_order[NPAYLOAD];
+
+static int col_cmp(const void *key, const void *elem)
+{
+    return strcmp(key, payload_cols[*(const size_t *)elem]);
+}
+
+static int col_sort_cmp(const void *a, const void *b)
+{
+    return strcmp(payload_cols[*(const size_t *)a], payload_cols[*(const size_t *)b]);
+}
+
 static int csv_begin(sg_export *x, sg_err *err)
 {
     FILE *f = x->out;
+    for (size_t i = 0; i < NPAYLOAD; i++)
+        col_order[i] = i;
+    qsort(col_order, NPAYLOAD, sizeof col_order[0], col_sort_cmp);
     for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
         fprintf(f, "%s%s", i ? "," : "", row_cols[i]);
     for (size_t i = 0; i < sizeof payload_cols / sizeof payload_cols[0]; i++)
@@ -68,14 +86,22 @@ static int csv_row(sg_export *x, json_t *ev, sg_err *err)
     int bad = 0;
     for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
         bad |= (i && fputc(',', f) == EOF) | sg_export_csv_value(f, json_object_get(ev, row_cols[i]));
-    json_t *p = json_object_get(ev, "payload");
-    sg_autojson json_t *other = json_is_object(p) ? json_copy(p) : json_object();
-    for (size_t i = 0; i < sizeof payload_cols / sizeof payload_cols[0]; i++) {
-        bad |= (fputc(',', f) == EOF) | sg_export_csv_value(f, json_object_get(other, payload_cols[i]));
-        json_object_del(other, payload_cols[i]);
+    /* one pass over the payload: each field to its column, or to other */
+    json_t *col[NPAYLOAD] = {0};
+    sg_autojson json_t *other = NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(ev, "payload"), k, v) {
+        const size_t *at = bsearch(k, col_order, NPAYLOAD, sizeof col_order[0], col_cmp);
+        if (at)
+            col[*at] = v;
+        else if ((other || (other = json_object())) && json_object_set(other, k, v) < 0)
+            return sg_err_set(err, ENOMEM, "out of memory");
     }
+    for (size_t i = 0; i < NPAYLOAD; i++)
+        bad |= (fputc(',', f) == EOF) | sg_export_csv_value(f, col[i]);
     bad |= fputc(',', f) == EOF;
-    if (json_object_size(other) > 0)
+    if (other)
         bad |= sg_export_csv_value(f, other);
     bad |= fputs("\r\n", f) == EOF;
     return bad ? sg_err_sys(err, "write") : 0;
