@@ -159,6 +159,7 @@ struct sg_ingest {
     bool retry_init;
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
+    struct ingest_retain *retain; /* --retain-days (ingest_retain.c); NULL: none */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
 };
 
@@ -223,6 +224,12 @@ void ingest_console_find(sg_ingest *ing);
 /* Whether uri is one of the console's files (served without a token). */
 bool ingest_console_is_file(const char *uri);
 int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
+
+/* ---- ingest_retain.c ---- */
+
+int ingest_retain_start(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
+void ingest_retain_stop(sg_ingest *ing);
+void ingest_retain_free(sg_ingest *ing);
 
 /* ---- ingest_limits.c ---- */
 

@@ -284,7 +284,27 @@ def purge_check(where, ing, state, store_url, rows_of):
           p.stdout + p.stderr)
 
 
-def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows):
+def retain_check(where, ing, state, store_url, rows_of, age):
+    """The ingest's --retain-days: a session idle for longer is removed at
+    start (and hourly), a recent one kept; the removal is logged."""
+    write(ing, state, "old", "t1", "sbold", [("sandbox", {"state": "created"}), ("command", {"cmd": "ls"})])
+    write(ing, state, "new", "t1", "sbnew", [("sandbox", {"state": "created"})])
+    ing.stop()
+    age("UPDATE sg_events SET received = '2020-01-01T00:00:00.000000+00:00' WHERE learner = 'old'")
+    ing2 = Ingest(state, extra=("--store", store_url, "--retain-days", "30"))
+    gone = test_ingest.wait_until(lambda: not [r for r in rows_of() if r[0] == "old"], timeout=60)
+    logged = test_ingest.wait_until(lambda: any("retention: removed 2 events" in ln for ln in ing2.stderr),
+                                    timeout=60)
+    check(f"{where}: ingest --retain-days: a session idle for longer is removed at start, logged",
+          gone and logged, "".join(ing2.stderr))
+    check(f"{where}: ingest --retain-days: a recent session kept", [r[0] for r in rows_of()] == ["new"],
+          rows_of())
+    ing2.stop()
+    p = sx(state, "ingest", "--retain-days", "0")
+    check(f"{where}: ingest --retain-days 0 refused", p.returncode == 2 and "--retain-days" in p.stderr, p.stderr)
+
+
+def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age):
     for (l, t, s), evs in scenario_events().items():
         write(ing, state, l, t, s, evs)
     rows = []
@@ -301,6 +321,7 @@ def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_row
           p.returncode == 0 and open(again, "rb").read() == open(jsonl, "rb").read(), p.stderr)
     ing2.stop()
     purge_check(where, ing, state, store_url, store_rows)
+    retain_check(where, ing, state, store_url, store_rows, age)
 
 
 def sqlite_rows(path):
@@ -312,6 +333,11 @@ def sqlite_rows(path):
                     db.execute("SELECT learner, task, sandbox, seq, kind, ts, received, payload FROM sg_events"
                                " ORDER BY learner, task, sandbox, seq")]
     return rows
+
+
+def sqlite_exec(path, sql):
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
 
 
 def pg_rows(url):
@@ -341,7 +367,8 @@ def main():
     try:
         bad_input(state, tmp, f"http://127.0.0.1:{ing.port}")
         fresh = os.path.join(tmp, "fresh.db")
-        scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh))
+        scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh),
+                 lambda sql: sqlite_exec(db, sql))
         ing.stop()
         if subprocess.run(["bash", PG, "have"]).returncode != 0:
             check("PostgreSQL # SKIP server binaries not found (scripts/install-deps.sh installs them)", True)
@@ -356,7 +383,9 @@ def main():
             os.makedirs(tmp2)
             fresh_rows = pg_rows(fresh_url)
             scenario("PostgreSQL", ing, state, tmp2, url, pg_rows(url), fresh_url,
-                     lambda: fresh_rows() if _has_table(fresh_url) else [])
+                     lambda: fresh_rows() if _has_table(fresh_url) else [],
+                     lambda sql: subprocess.run(["psql", "-X", "-q", "-d", url, "-c", sql], check=True,
+                                                capture_output=True))
             ing.stop()
     finally:
         if ing.proc.poll() is None:
