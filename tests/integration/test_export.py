@@ -84,6 +84,8 @@ def scenario_events():
         ("bob", "t1", "sbbob"): [
             ("sandbox", {"state": "created"}),
             ("command", {"exec_id": "e1", "cmd": "echo bob"}),
+            ("file_diff", {"exec_id": "e1", "path": "shared.py", "change": "created", "size": 18,
+                           "sha256": "a" * 64}),
             ("run_result", {"exec_id": "e1", "cmd": "echo bob", "exit_code": 0, "duration_s": 0.1,
                             "timed_out": False}),
         ],
@@ -262,10 +264,37 @@ def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
           len(fresh_store_rows()) == len(src), p.stdout + p.stderr)
 
 
-def purge_check(where, ing, state, store_url, rows_of):
+BLOB_TABLES = [
+    "CREATE TABLE IF NOT EXISTS sg_contents (sha256 text PRIMARY KEY, size bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sg_content_parts (sha256 text NOT NULL, off bigint NOT NULL,"
+    " data {blob} NOT NULL, PRIMARY KEY (sha256, off))",
+    "CREATE TABLE IF NOT EXISTS sg_casts (learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
+    " session text NOT NULL, off bigint NOT NULL, data {blob} NOT NULL, PRIMARY KEY (learner, task, sandbox,"
+    " session, off))",
+]
+
+
+def purge_check(where, ing, state, store_url, rows_of, sql, query):
+    # the contents and recordings tables (helper blobs' schema 3), filled:
+    # a shared by ann and bob, b and c ann's only, d named by no event yet
+    blob = "bytea" if "PostgreSQL" in where else "blob"
+    byte = "decode('78', 'hex')" if blob == "bytea" else "X'78'"
+    for t in BLOB_TABLES:
+        sql(t.format(blob=blob))
+    for h in "abcd":
+        sql(f"INSERT INTO sg_contents VALUES ('{h * 64}', 1)")
+        sql(f"INSERT INTO sg_content_parts VALUES ('{h * 64}', 0, {byte})")
+    for l, sb in (("ann", "sbann1"), ("bob", "sbbob")):
+        sql(f"INSERT INTO sg_casts VALUES ('{l}', 't1', '{sb}', '1', 0, {byte})")
     before = rows_of()
     p = sx(state, "purge", "--learner", "ann", "--store", store_url)
     after = rows_of()
+    check(f"{where}: purge: the contents only the learner's events named go, shared and unnamed ones stay",
+          query("SELECT sha256 FROM sg_contents ORDER BY sha256") == ["a" * 64, "d" * 64] and
+          query("SELECT sha256 FROM sg_content_parts ORDER BY sha256") == ["a" * 64, "d" * 64],
+          query("SELECT sha256 FROM sg_contents ORDER BY sha256"))
+    check(f"{where}: purge: the learner's recordings go, the others' stay",
+          query("SELECT learner FROM sg_casts") == ["bob"], query("SELECT learner FROM sg_casts"))
     check(f"{where}: purge --learner: every event of the learner gone, logged",
           p.returncode == 0 and "removed" in p.stdout and "purged learner=ann" in p.stderr and
           not [r for r in after if r[0] == "ann"], p.stdout + p.stderr)
@@ -304,7 +333,7 @@ def retain_check(where, ing, state, store_url, rows_of, age):
     check(f"{where}: ingest --retain-days 0 refused", p.returncode == 2 and "--retain-days" in p.stderr, p.stderr)
 
 
-def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age):
+def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age, query):
     for (l, t, s), evs in scenario_events().items():
         write(ing, state, l, t, s, evs)
     rows = []
@@ -320,7 +349,7 @@ def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_row
     check(f"{where}: the imported store exports byte for byte what the first did",
           p.returncode == 0 and open(again, "rb").read() == open(jsonl, "rb").read(), p.stderr)
     ing2.stop()
-    purge_check(where, ing, state, store_url, store_rows)
+    purge_check(where, ing, state, store_url, store_rows, age, query)
     retain_check(where, ing, state, store_url, store_rows, age)
 
 
@@ -338,6 +367,11 @@ def sqlite_rows(path):
 def sqlite_exec(path, sql):
     with sqlite3.connect(path) as db:
         db.execute(sql)
+
+
+def sqlite_query(path, sql):
+    with sqlite3.connect(path) as db:
+        return [r[0] for r in db.execute(sql)]
 
 
 def pg_rows(url):
@@ -368,7 +402,7 @@ def main():
         bad_input(state, tmp, f"http://127.0.0.1:{ing.port}")
         fresh = os.path.join(tmp, "fresh.db")
         scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh),
-                 lambda sql: sqlite_exec(db, sql))
+                 lambda sql: sqlite_exec(db, sql), lambda sql: sqlite_query(db, sql))
         ing.stop()
         if subprocess.run(["bash", PG, "have"]).returncode != 0:
             check("PostgreSQL # SKIP server binaries not found (scripts/install-deps.sh installs them)", True)
@@ -385,7 +419,9 @@ def main():
             scenario("PostgreSQL", ing, state, tmp2, url, pg_rows(url), fresh_url,
                      lambda: fresh_rows() if _has_table(fresh_url) else [],
                      lambda sql: subprocess.run(["psql", "-X", "-q", "-d", url, "-c", sql], check=True,
-                                                capture_output=True))
+                                                capture_output=True),
+                     lambda sql: subprocess.run(["psql", "-X", "-At", "-d", url, "-c", sql], check=True,
+                                                capture_output=True, text=True).stdout.split())
             ing.stop()
     finally:
         if ing.proc.poll() is None:
