@@ -291,19 +291,24 @@ static int export_row_json(export_opts *o, sg_export *x, json_t *ev, sg_err *err
     return x->fmt->row(x, ev, err);
 }
 
-/* jsonl without pseudonyms: the row's text ({"id":N,... as the ingest
- * wrote it, cli/evrows.h) written without its id, never parsed. */
+/* A row's text ({"id":N,... as the ingest wrote it, cli/evrows.h) to a
+ * format that takes it (fmt->row_text), never parsed. */
 static int export_row_text(export_opts *o, sg_export *x, const char *text, size_t len, sg_err *err)
 {
+    (void)o;
+    x->rows++;
+    return x->fmt->row_text(x, text, len, err);
+}
+
+/* jsonl: the row's text without its id. */
+static int jsonl_row_text(sg_export *x, const char *text, size_t len, sg_err *err)
+{
     const char *comma = len > 8 && !memcmp(text, "{\"id\":", 6) ? memchr(text, ',', len) : NULL;
-    if (!comma) {
-        sg_autojson json_t *ev = sg_json_parse(text, len, err);
-        return ev ? export_row_json(o, x, ev, err) : -1;
-    }
+    if (!comma)
+        return sg_err_set(err, EPROTO, "a row of the ingest's answer does not begin with its id");
     size_t rest = len - (size_t)(comma + 1 - text);
     if (fputc('{', x->out) == EOF || fwrite(comma + 1, 1, rest, x->out) != rest || fputc('\n', x->out) == EOF)
         return sg_err_sys(err, "write");
-    x->rows++;
     return 0;
 }
 
@@ -330,7 +335,7 @@ static int export_page_parsed(export_opts *o, sg_export *x, const char *body, si
     return 0;
 }
 
-/* One page's rows as the text scan gives them (jsonl). */
+/* One page's rows as the text scan gives them (the formats with row_text). */
 static int export_page_scanned(export_opts *o, sg_export *x, long long *after, bool *more, sg_err *err)
 {
     const sg_evpage *pg = &o->page;
@@ -367,7 +372,7 @@ static int export_stream(export_opts *o, sg_export *x, json_t *st)
         sg_autofree char *ans = export_get(o, path, &body, &len);
         if (!ans)
             return 1;
-        bool text = x->fmt == &export_jsonl && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
+        bool text = x->fmt->row_text && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
         int r = text ? export_page_scanned(o, x, &after, &more, &err)
                      : export_page_parsed(o, x, body, len, &after, &more, &err);
         if (r < 0)
@@ -390,7 +395,7 @@ static int jsonl_row(sg_export *x, json_t *ev, sg_err *err)
     return 0;
 }
 
-static const sg_export_fmt export_jsonl = {.name = "jsonl", .row = jsonl_row};
+static const sg_export_fmt export_jsonl = {.name = "jsonl", .row = jsonl_row, .row_text = jsonl_row_text};
 
 /* ---------------------------------------------------------------- output */
 

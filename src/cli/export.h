@@ -24,6 +24,10 @@ typedef struct sg_export_fmt {
     bool is_dir;
     int (*begin)(sg_export *x, sg_err *err);
     int (*row)(sg_export *x, json_t *ev, sg_err *err);
+    /* Optional, without --pseudonymize: the row as the ingest's compact
+     * text ({"id":N,...}, cli/evrows.h), written without a tree, the same
+     * bytes row writes. */
+    int (*row_text)(sg_export *x, const char *text, size_t len, sg_err *err);
     int (*stream_end)(sg_export *x, sg_err *err);
     int (*end)(sg_export *x, sg_err *err);
 } sg_export_fmt;

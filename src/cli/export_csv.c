@@ -7,8 +7,10 @@
  * empty field, an array or object as its compact JSON. RFC 4180 quoting. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "cli/export.h"
@@ -107,4 +109,184 @@ static int csv_row(sg_export *x, json_t *ev, sg_err *err)
     return bad ? sg_err_sys(err, "write") : 0;
 }
 
-const sg_export_fmt sg_export_csv = {.name = "csv", .begin = csv_begin, .row = csv_row};
+/* ---- the text path: a row's compact text (cli/evrows.h: the bytes
+ * jansson's compact dump of the row gives) written without a tree. Each
+ * field comes out as csv_row writes it from the tree: a string unescaped,
+ * null empty, anything else its compact text (a nested value's span is its
+ * own compact dump), payload_other the other fields' "key":value spans. */
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span;
+
+/* The end of the value at p (compact JSON, checked by the scan already),
+ * or NULL past end. */
+static const char *value_end(const char *p, const char *end)
+{
+    int depth = 0;
+    do {
+        if (p >= end)
+            return NULL;
+        if (*p == '"') {
+            for (p++; p < end && *p != '"'; p++)
+                if (*p == '\\')
+                    p++;
+            p++;
+        } else if (*p == '{' || *p == '[') {
+            depth++, p++;
+        } else if (*p == '}' || *p == ']') {
+            depth--, p++;
+        } else {
+            while (p < end && *p != ',' && *p != '}' && *p != ']')
+                p++;
+        }
+        while (depth > 0 && p < end && (*p == ',' || *p == ':'))
+            p++;
+    } while (depth > 0);
+    return p <= end ? p : NULL;
+}
+
+/* The members of the object at o: fn(ud, key (its text, quotes off), value). */
+static int members(span o, int (*fn)(void *ud, span key, span val), void *ud)
+{
+    const char *p = o.p + 1, *end = o.p + o.n - 1;
+    while (p < end && *p == '"') {
+        const char *k = p;
+        p = value_end(p, end);
+        if (!p || p >= end || *p != ':')
+            return -1;
+        span key = {k + 1, (size_t)(p - k) - 2};
+        const char *v = ++p;
+        if (!(p = value_end(p, end)) || fn(ud, key, (span){v, (size_t)(p - v)}) < 0)
+            return -1;
+        if (p < end && *p == ',')
+            p++;
+    }
+    return p == end ? 0 : -1;
+}
+
+static void put_utf8(sg_buf *b, unsigned long c)
+{
+    char u[4];
+    size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (n == 1)
+        u[0] = (char)c;
+    else {
+        for (size_t i = n - 1; i > 0; i--, c >>= 6)
+            u[i] = (char)(0x80 | (c & 0x3f));
+        u[0] = (char)((n == 2 ? 0xc0 : n == 3 ? 0xe0 : 0xf0) | c);
+    }
+    sg_buf_append(b, u, n);
+}
+
+/* A JSON string's text (quotes off) unescaped into b. */
+static void unescape(sg_buf *b, span s)
+{
+    sg_buf_reset(b);
+    for (const char *p = s.p, *end = s.p + s.n; p < end;) {
+        const char *q = memchr(p, '\\', (size_t)(end - p));
+        sg_buf_append(b, p, q ? (size_t)(q - p) : (size_t)(end - p));
+        if (!q || q + 1 >= end)
+            break;
+        char e = q[1];
+        p = q + 2;
+        if (e != 'u') {
+            char c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+            sg_buf_append(b, &c, 1);
+            continue;
+        }
+        unsigned long c = p + 4 <= end ? strtoul((char[5]){p[0], p[1], p[2], p[3], 0}, NULL, 16) : 0xfffd;
+        p += 4;
+        if (c >= 0xd800 && c < 0xdc00 && p + 6 <= end && p[0] == '\\' && p[1] == 'u') {
+            unsigned long lo = strtoul((char[5]){p[2], p[3], p[4], p[5], 0}, NULL, 16);
+            c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
+            p += 6;
+        }
+        put_utf8(b, c);
+    }
+}
+
+typedef struct text_row {
+    FILE *f;
+    sg_buf *tmp, *other;
+    span row[sizeof row_cols / sizeof row_cols[0]];
+    span pay[NPAYLOAD];
+    span payload;
+} text_row;
+
+/* One value as a CSV field (as sg_export_csv_value writes its tree). */
+static int text_value(text_row *t, span v)
+{
+    if (!v.p || (v.n == 4 && !memcmp(v.p, "null", 4)))
+        return 0;
+    if (*v.p != '"')
+        return sg_export_csv_field(t->f, v.p, v.n);
+    unescape(t->tmp, (span){v.p + 1, v.n - 2});
+    return sg_export_csv_field(t->f, t->tmp->data ? t->tmp->data : "", t->tmp->len);
+}
+
+static int key_is(span k, const char *name)
+{
+    return strlen(name) == k.n && !memcmp(k.p, name, k.n);
+}
+
+static int row_member(void *ud, span key, span val)
+{
+    text_row *t = ud;
+    for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
+        if (key_is(key, row_cols[i]))
+            return t->row[i] = val, 0;
+    if (key_is(key, "payload"))
+        t->payload = val;
+    return 0;
+}
+
+static int payload_member(void *ud, span key, span val)
+{
+    text_row *t = ud;
+    char name[64];
+    if (key.n < sizeof name && !memchr(key.p, '\\', key.n)) {
+        memcpy(name, key.p, key.n);
+        name[key.n] = '\0';
+        const size_t *at = bsearch(name, col_order, NPAYLOAD, sizeof col_order[0], col_cmp);
+        if (at)
+            return t->pay[*at] = val, 0;
+    }
+    return sg_buf_append(t->other, t->other->len ? "," : "{", 1) < 0 || sg_buf_append(t->other, key.p - 1, key.n + 2) < 0 ||
+                   sg_buf_append(t->other, ":", 1) < 0 || sg_buf_append(t->other, val.p, val.n) < 0
+               ? -1
+               : 0;
+}
+
+static sg_buf tmp, other; /* csv_row_text's, kept from row to row */
+
+static int csv_row_text(sg_export *x, const char *text, size_t len, sg_err *err)
+{
+    text_row t = {.f = x->out, .tmp = &tmp, .other = &other};
+    sg_buf_reset(&other);
+    if (len < 2 || *text != '{' || members((span){text, len}, row_member, &t) < 0 || !t.payload.p ||
+        *t.payload.p != '{' || members(t.payload, payload_member, &t) < 0)
+        return sg_err_set(err, EPROTO, "a row of the ingest's answer is not an object of the row's fields");
+    int bad = 0;
+    for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
+        bad |= (i && fputc(',', t.f) == EOF) | text_value(&t, t.row[i]);
+    for (size_t i = 0; i < NPAYLOAD; i++)
+        bad |= (fputc(',', t.f) == EOF) | text_value(&t, t.pay[i]);
+    bad |= fputc(',', t.f) == EOF;
+    if (other.len)
+        bad |= sg_buf_append(&other, "}", 1) | sg_export_csv_field(t.f, other.data, other.len);
+    bad |= fputs("\r\n", t.f) == EOF;
+    return bad ? sg_err_sys(err, "write") : 0;
+}
+
+static int csv_end(sg_export *x, sg_err *err)
+{
+    (void)x, (void)err;
+    sg_buf_free(&tmp);
+    sg_buf_free(&other);
+    return 0;
+}
+
+const sg_export_fmt sg_export_csv = {.name = "csv", .begin = csv_begin, .row = csv_row, .row_text = csv_row_text,
+                                     .end = csv_end};
