@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +356,94 @@ static int export_page_scanned(export_opts *o, sg_export *x, long long *after, b
     return 0;
 }
 
+/* ---------------------------------------------------------------- pages
+ *
+ * A stream's pages are fetched one ahead, by a thread of their own, while
+ * the one before is written: the ingest's work on a page overlaps ours on
+ * the one before. The fetcher alone decides where the stream ends (from
+ * the page's tail: "next_after_seq":N} is there only when there is more). */
+
+typedef struct prefetch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    export_opts *o;
+    const char *base;
+    char *ans;         /* the page ready (NULL: none yet), its body below */
+    const char *body;
+    size_t len;
+    bool last;         /* it is the stream's last */
+    bool failed, stop; /* the fetcher failed (message printed) / the writer wants no more */
+} prefetch;
+
+/* Where the next page starts, from the page's tail; -1: this one is the last. */
+static long long page_next(const char *body, size_t len)
+{
+    static const char key[] = "\"next_after_seq\":";
+    const char *end = body + len;
+    while (end > body && end[-1] != '}')
+        end--;
+    const char *d = end > body ? end - 1 : body;
+    while (d > body && d[-1] >= '0' && d[-1] <= '9')
+        d--;
+    size_t kl = sizeof key - 1;
+    if (d == end - 1 || (size_t)(d - body) < kl || memcmp(d - kl, key, kl) != 0)
+        return -1;
+    return strtoll(d, NULL, 10);
+}
+
+static void *prefetch_main(void *arg)
+{
+    prefetch *pf = arg;
+    for (long long after = -1;;) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s&limit=%d&after_seq=%lld", pf->base, EXPORT_PAGE, after);
+        const char *body = NULL;
+        size_t len = 0;
+        char *ans = export_get(pf->o, path, &body, &len);
+        after = ans ? page_next(body, len) : -1;
+        pthread_mutex_lock(&pf->mu);
+        while (pf->ans && !pf->stop)
+            pthread_cond_wait(&pf->cv, &pf->mu);
+        bool stop = pf->stop;
+        if (!stop) {
+            pf->ans = ans, pf->body = body, pf->len = len, pf->last = after < 0, pf->failed = !ans;
+            ans = NULL;
+        }
+        pthread_cond_broadcast(&pf->cv);
+        pthread_mutex_unlock(&pf->mu);
+        free(ans);
+        if (stop || after < 0)
+            return NULL;
+    }
+}
+
+/* The next page from the fetcher (the caller frees *ans): 0, or -1 when
+ * it failed. *last: the stream ends with it. */
+static int prefetch_take(prefetch *pf, char **ans, const char **body, size_t *len, bool *last)
+{
+    pthread_mutex_lock(&pf->mu);
+    while (!pf->ans && !pf->failed)
+        pthread_cond_wait(&pf->cv, &pf->mu);
+    *ans = pf->ans, *body = pf->body, *len = pf->len, *last = pf->last;
+    int rc = pf->failed ? -1 : 0;
+    pf->ans = NULL;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    return rc;
+}
+
+/* One page written; EXPORT_GO or the exit code. */
+static int export_page(export_opts *o, sg_export *x, const char *body, size_t len)
+{
+    long long after = -1;
+    bool more = false;
+    sg_err err;
+    bool text = x->fmt->row_text && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
+    int r = text ? export_page_scanned(o, x, &after, &more, &err)
+                 : export_page_parsed(o, x, body, len, &after, &more, &err);
+    return r < 0 ? sg_cli_failf("export", "%s", err.msg) : EXPORT_GO;
+}
+
 /* The events of one stream, page by page; EXPORT_GO or the exit code. */
 static int export_stream(export_opts *o, sg_export *x, json_t *st)
 {
@@ -362,25 +451,30 @@ static int export_stream(export_opts *o, sg_export *x, json_t *st)
     export_arg(base, sizeof base, "learner", json_string_value(json_object_get(st, "learner")));
     export_arg(base, sizeof base, "task", json_string_value(json_object_get(st, "task")));
     export_arg(base, sizeof base, "sandbox", json_string_value(json_object_get(st, "sandbox")));
-    long long after = -1;
-    sg_err err;
-    for (bool more = true; more;) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s&limit=%d&after_seq=%lld", base, EXPORT_PAGE, after);
+    prefetch pf = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .o = o, .base = base};
+    pthread_t th;
+    if (pthread_create(&th, NULL, prefetch_main, &pf) != 0)
+        return sg_cli_failf("export", "start the page fetcher: %s", strerror(errno));
+    int rc = EXPORT_GO;
+    for (bool last = false; !last && rc == EXPORT_GO;) {
+        char *ans;
         const char *body;
         size_t len;
-        sg_autofree char *ans = export_get(o, path, &body, &len);
-        if (!ans)
-            return 1;
-        bool text = x->fmt->row_text && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
-        int r = text ? export_page_scanned(o, x, &after, &more, &err)
-                     : export_page_parsed(o, x, body, len, &after, &more, &err);
-        if (r < 0)
-            return sg_cli_failf("export", "%s", err.msg);
+        rc = prefetch_take(&pf, &ans, &body, &len, &last) < 0 ? 1 : export_page(o, x, body, len);
+        free(ans);
     }
-    if (x->fmt->stream_end && x->fmt->stream_end(x, &err) < 0)
+    pthread_mutex_lock(&pf.mu);
+    pf.stop = true;
+    pthread_cond_broadcast(&pf.cv);
+    pthread_mutex_unlock(&pf.mu);
+    pthread_join(th, NULL);
+    free(pf.ans);
+    pthread_mutex_destroy(&pf.mu);
+    pthread_cond_destroy(&pf.cv);
+    sg_err err;
+    if (rc == EXPORT_GO && x->fmt->stream_end && x->fmt->stream_end(x, &err) < 0)
         return sg_cli_failf("export", "%s", err.msg);
-    return EXPORT_GO;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- jsonl */
