@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,14 +41,16 @@
 #define EXPORT_GO (-1)
 
 static const char usage[] =
-    "usage: sandglass export --format jsonl|csv|progsnap2 --out FILE|DIR\n"
+    "usage: sandglass export --format jsonl|csv|progsnap2|asciicast --out FILE|DIR\n"
     "                        [--learner L] [--task T] [--sandbox ID] [--since T] [--until T]\n"
     "                        [--pseudonymize [--key FILE]]\n"
     "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
     "  --format  jsonl: one stored row a line, lossless (sandglass import reads it);\n"
     "            csv: one row per event, the payload's fields as columns;\n"
-    "            progsnap2: a ProgSnap2 dataset directory (docs/EXPORT.md)\n"
-    "  --out     the file (jsonl, csv; - for stdout) or directory (progsnap2) to create\n"
+    "            progsnap2: a ProgSnap2 dataset directory (docs/EXPORT.md);\n"
+    "            asciicast: each terminal session's recording kept by the ingest\n"
+    "  --out     the file (jsonl, csv; - for stdout) or directory (progsnap2, asciicast)\n"
+    "            to create\n"
     "  --since, --until  events whose time is at or after / at or before this UTC time\n"
     "            (2026-12-03T13:05:00Z)\n"
     "  --pseudonymize  learner ids replaced by a keyed hash (HMAC-SHA256 with --key's\n"
@@ -70,7 +73,7 @@ static const sg_export_fmt export_jsonl; /* below */
 
 static const sg_export_fmt *export_find_fmt(const char *name)
 {
-    static const sg_export_fmt *const all[] = {&export_jsonl, &sg_export_csv, &sg_export_ps2};
+    static const sg_export_fmt *const all[] = {&export_jsonl, &sg_export_csv, &sg_export_ps2, &sg_export_cast};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name))
             return all[i];
@@ -121,7 +124,7 @@ static int export_parse(int argc, char **argv, export_opts *o)
     if (optind < argc)
         return sg_cli_usage("export", "unexpected argument '%.64s' (export takes only options)", argv[optind]);
     if (!o->format || !export_find_fmt(o->format))
-        return sg_cli_usage("export", "--format: one of jsonl, csv, progsnap2");
+        return sg_cli_usage("export", "--format: one of jsonl, csv, progsnap2, asciicast");
     if (!o->out || !*o->out)
         return sg_cli_usage("export", "--out: the file or directory to write");
     if (export_find_fmt(o->format)->is_dir && !strcmp(o->out, "-"))
@@ -167,8 +170,7 @@ static int export_secrets(export_opts *o)
     return EXPORT_GO;
 }
 
-/* Percent-encodes everything outside the unreserved set. */
-static void export_arg(char *q, size_t qlen, const char *name, const char *val)
+void sg_export_url_arg(char *q, size_t qlen, const char *name, const char *val)
 {
     size_t o = strlen(q);
     o += (size_t)snprintf(q + o, qlen - o, "%s%s=", strchr(q, '?') ? "&" : "?", name);
@@ -182,17 +184,23 @@ static void export_arg(char *q, size_t qlen, const char *name, const char *val)
     q[o] = '\0';
 }
 
+/* The read token of one request: --token, or one made from the secret. */
+static char *export_token(const export_opts *o, sg_err *err)
+{
+    return o->token_opt ? strdup(o->token_opt)
+                        : sg_token_make_read(o->secret, NULL, NULL, NULL, EXPORT_TOKEN_TTL_S, err);
+}
+
 /* One GET under the read token: the whole answer (the caller frees), its
  * body at *body; NULL with the message printed. */
 static char *export_get(export_opts *o, const char *path, const char **body, size_t *len)
 {
     sg_err err;
-    sg_autofree char *own = o->token_opt ? NULL
-                                         : sg_token_make_read(o->secret, NULL, NULL, NULL, EXPORT_TOKEN_TTL_S, &err);
-    if (!o->token_opt && !own)
+    sg_autofree char *tok = export_token(o, &err);
+    if (!tok)
         return sg_cli_failf("export", "token: %s", err.msg), NULL;
     int status = 0;
-    char *ans = sg_cli_http_get(&o->target, path, o->token_opt ? o->token_opt : own, &status, body, len, &err);
+    char *ans = sg_cli_http_get(&o->target, path, tok, &status, body, len, &err);
     if (!ans) {
         sg_cli_failf("export", "%s", err.msg);
         return NULL;
@@ -204,6 +212,82 @@ static char *export_get(export_opts *o, const char *path, const char **body, siz
         return NULL;
     }
     return ans;
+}
+
+static json_t *export_get_json(void *ctx, const char *path, sg_err *err)
+{
+    sg_autofree char *tok = export_token(ctx, err);
+    return tok ? sg_cli_http_get_json(&((export_opts *)ctx)->target, path, tok, NULL, err) : NULL;
+}
+
+/* The answer's head read (bounded): its status, the body's length
+ * (-1: not said), and the body's first bytes past it in buf. */
+static int export_head(int fd, char *buf, size_t size, int *status, long long *clen, size_t *have, size_t *body_at,
+                       sg_err *err)
+{
+    *have = 0;
+    char *end = NULL;
+    while (!end) {
+        ssize_t n = *have + 1 < size ? read(fd, buf + *have, size - 1 - *have) : -1;
+        if (n <= 0)
+            return sg_err_set(err, EPROTO, "no whole HTTP answer from the ingest");
+        *have += (size_t)n;
+        buf[*have] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    *body_at = (size_t)(end + 4 - buf);
+    *clen = -1;
+    if (sscanf(buf, "HTTP/1.%*[01] %d", status) != 1)
+        return sg_err_set(err, EPROTO, "malformed HTTP answer from the ingest");
+    for (char *l = strstr(buf, "\r\n"); l && l < end; l = strstr(l + 2, "\r\n"))
+        if (!strncasecmp(l + 2, "content-length:", 15))
+            *clen = strtoll(l + 17, NULL, 10);
+    return 0;
+}
+
+/* GET path, its body copied to out as it arrives: the bytes, or -1. */
+static long long export_get_to(void *ctx, const char *path, int out, sg_err *err)
+{
+    export_opts *o = ctx;
+    sg_autofree char *tok = export_token(o, err);
+    sg_autoclose int fd = tok ? sg_cli_http_connect(&o->target, SG_CLI_HTTP_TIMEOUT_S, err) : -1;
+    if (fd < 0)
+        return -1;
+    sg_autofree char *req = sg_strdup_printf("GET %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
+                                             "Connection: close\r\n\r\n", path, o->target.host, o->target.port, tok);
+    static char buf[65536];
+    size_t have = 0, at = 0;
+    int status = 0;
+    long long clen = -1, got = 0;
+    if (sg_write_all(fd, req, strlen(req)) < 0)
+        return sg_err_sys(err, "send to the ingest");
+    if (export_head(fd, buf, sizeof buf, &status, &clen, &have, &at, err) < 0)
+        return -1;
+    if (status != 200) { /* an error's answer is small: in the head's read */
+        char msg[200];
+        sg_autojson json_t *j = json_loads(buf + at, 0, NULL);
+        const char *m = json_string_value(json_object_get(j, "error"));
+        return sg_err_set(err, EPROTO, "ingest answered HTTP %d for %.40s: %s", status, path,
+                          sg_vis(m ? m : "?", strlen(m ? m : "?"), msg, sizeof msg));
+    }
+    if (have > at && sg_write_all(out, buf + at, have - at) < 0)
+        return sg_err_sys(err, "write");
+    got = (long long)(have - at);
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return sg_err_sys(err, "read from the ingest");
+        if (n == 0)
+            break;
+        if (sg_write_all(out, buf, (size_t)n) < 0)
+            return sg_err_sys(err, "write");
+        got += n;
+    }
+    if (clen >= 0 && got != clen)
+        return sg_err_set(err, EPROTO, "truncated answer from the ingest (%lld of %lld bytes)", got, clen);
+    return got;
 }
 
 /* learner -> "p-" and the first 16 bytes of HMAC-SHA256(key, learner) in hex. */
@@ -448,9 +532,9 @@ static int export_page(export_opts *o, sg_export *x, const char *body, size_t le
 static int export_stream(export_opts *o, sg_export *x, json_t *st)
 {
     char base[1024] = "/v1/events";
-    export_arg(base, sizeof base, "learner", json_string_value(json_object_get(st, "learner")));
-    export_arg(base, sizeof base, "task", json_string_value(json_object_get(st, "task")));
-    export_arg(base, sizeof base, "sandbox", json_string_value(json_object_get(st, "sandbox")));
+    sg_export_url_arg(base, sizeof base, "learner", json_string_value(json_object_get(st, "learner")));
+    sg_export_url_arg(base, sizeof base, "task", json_string_value(json_object_get(st, "task")));
+    sg_export_url_arg(base, sizeof base, "sandbox", json_string_value(json_object_get(st, "sandbox")));
     prefetch pf = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .o = o, .base = base};
     pthread_t th;
     if (pthread_create(&th, NULL, prefetch_main, &pf) != 0)
@@ -567,6 +651,11 @@ static int export_run(export_opts *o, sg_export *x)
     size_t i;
     json_t *st;
     json_array_foreach(streams, i, st) {
+        if (x->fmt->stream) {
+            if (x->fmt->stream(x, st, &err) < 0)
+                return sg_cli_failf("export", "%s", err.msg);
+            continue;
+        }
         int rc = export_stream(o, x, st);
         if (rc != EXPORT_GO)
             return rc;
@@ -589,7 +678,8 @@ int sg_cmd_export(int argc, char **argv)
     sg_err err;
     if (sg_cli_target_parse(o.ingest, &o.target, &err) < 0)
         return sg_cli_usage("export", "%s", err.msg);
-    sg_export x = {.fmt = export_find_fmt(o.format), .version = SG_VERSION};
+    sg_export x = {.fmt = export_find_fmt(o.format), .version = SG_VERSION, .get_json = export_get_json,
+                   .get_to = export_get_to, .ctx = &o};
     sg_autofree char *tmp = NULL;
     if ((rc = export_open(&o, &x, &tmp)) != EXPORT_GO)
         return rc;

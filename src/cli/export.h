@@ -29,6 +29,9 @@ typedef struct sg_export_fmt {
      * bytes row writes. */
     int (*row_text)(sg_export *x, const char *text, size_t len, sg_err *err);
     int (*stream_end)(sg_export *x, sg_err *err);
+    /* Instead of row: a format that reads something else of each stream
+     * (st: its /v1/sandboxes row), through get_json and get_to. */
+    int (*stream)(sg_export *x, json_t *st, sg_err *err);
     int (*end)(sg_export *x, sg_err *err);
 } sg_export_fmt;
 
@@ -38,10 +41,19 @@ struct sg_export {
     const char *dir;   /* the directory formats' temporary directory */
     const char *version;
     void *state;       /* the format's own */
+    /* GET path from the ingest with the export's read token: the answer
+     * parsed (a 200's; another is an error naming its message), or its
+     * body copied to fd as it arrives (the bytes copied, or -1). */
+    json_t *(*get_json)(void *ctx, const char *path, sg_err *err);
+    long long (*get_to)(void *ctx, const char *path, int fd, sg_err *err);
+    void *ctx;
     uint64_t rows;
 };
 
-extern const sg_export_fmt sg_export_csv, sg_export_ps2;
+extern const sg_export_fmt sg_export_csv, sg_export_ps2, sg_export_cast;
+
+/* Appends &name=value (or ?name=value) to the URL path q, percent-encoded. */
+void sg_export_url_arg(char *q, size_t qlen, const char *name, const char *val);
 
 /* s as one CSV field (RFC 4180: quoted when it holds , " CR or LF). */
 int sg_export_csv_field(FILE *f, const char *s, size_t len);

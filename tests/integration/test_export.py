@@ -287,18 +287,41 @@ BLOB_TABLES = [
 ]
 
 
+CAST = '{"version":3,"term":{"cols":80,"rows":24}}\n[0.5,"o","h\u00e9llo \\u001b[1m\\r\\n"]\n'.encode()
+
+
+def asciicast_check(where, ing, state):
+    """The recordings kept by the ingest (helper blobs' /v1/casts), one file
+    each; an ingest without them is refused with a message that says so."""
+    d = os.path.join(os.path.dirname(state), f"{where}-casts")
+    p = sx(state, "export", "--format", "asciicast", "--out", d, "--ingest", f"http://127.0.0.1:{ing.port}")
+    code, _ = ing.http("/v1/casts?sandbox=sbann1")
+    if code == 404:
+        check(f"{where}: asciicast: an ingest without recordings is refused, saying so",
+              p.returncode == 1 and "/v1/casts" in p.stderr and not os.path.exists(d), p.stderr)
+        return
+    files = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs) if p.returncode == 0 else []
+    check(f"{where}: asciicast: one v3 file per recording, and an index", p.returncode == 0 and
+          files == ["index.csv", "sbann1/1.cast", "sbbob/1.cast"] and
+          open(os.path.join(d, "sbann1", "1.cast"), "rb").read() == CAST and
+          json.loads(CAST.split(b"\n")[0])["version"] == 3, (p.stderr, files))
+
+
 def purge_check(where, ing, state, store_url, rows_of, sql, query):
     # the contents and recordings tables (helper blobs' schema 3), filled:
     # a shared by ann and bob, b and c ann's only, d named by no event yet
     blob = "bytea" if "PostgreSQL" in where else "blob"
     byte = "decode('78', 'hex')" if blob == "bytea" else "X'78'"
+    cast = CAST.hex()
+    cast_sql = f"decode('{cast}', 'hex')" if blob == "bytea" else f"X'{cast}'"
     for t in BLOB_TABLES:
         sql(t.format(blob=blob))
     for h in "abcd":
         sql(f"INSERT INTO sg_contents VALUES ('{h * 64}', 1)")
         sql(f"INSERT INTO sg_content_parts VALUES ('{h * 64}', 0, {byte})")
     for l, sb in (("ann", "sbann1"), ("bob", "sbbob")):
-        sql(f"INSERT INTO sg_casts VALUES ('{l}', 't1', '{sb}', '1', 0, {byte})")
+        sql(f"INSERT INTO sg_casts VALUES ('{l}', 't1', '{sb}', '1', 0, {cast_sql})")
+    asciicast_check(where, ing, state)
     before = rows_of()
     p = sx(state, "purge", "--learner", "ann", "--store", store_url)
     after = rows_of()
