@@ -267,7 +267,7 @@ static long long export_get_to(void *ctx, const char *path, int out, sg_err *err
         char msg[200];
         sg_autojson json_t *j = json_loads(buf + at, 0, NULL);
         const char *m = json_string_value(json_object_get(j, "error"));
-        return sg_err_set(err, EPROTO, "ingest answered HTTP %d for %.40s: %s", status, path,
+        return sg_err_set(err, status == 404 ? ENOENT : EPROTO, "ingest answered HTTP %d for %.40s: %s", status, path,
                           sg_vis(m ? m : "?", strlen(m ? m : "?"), msg, sizeof msg));
     }
     if (have > at && sg_write_all(out, buf + at, have - at) < 0)

@@ -12,6 +12,7 @@
  * one thing held per session (bounded by its files). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@
 
 typedef struct ps2_state {
     FILE *main;
-    json_t *files;     /* this session's path -> sha256 */
+    json_t *files;     /* this session's path -> {"sha256", "content": the file_diff's} */
+    json_t *cache;     /* content sha256 -> whether .contents/ has it */
     char csid[33];     /* its CodeStateID */
     bool csid_valid;
 } ps2_state;
@@ -67,9 +69,10 @@ static const char readme[] =
     "## Code states\n"
     "CodeStateID identifies the set of the session's files (path and sha256 as the capture\n"
     "reported them): the first 32 hex digits of the sha256 of the lines \"path\\tsha256\\n\",\n"
-    "sorted by path. CodeStateRepresentation is Directory: CodeStates/<CodeStateID>/ would hold\n"
-    "the files. This store holds the changes as diffs, not the files' contents, so\n"
-    "CodeStates/ holds for each id only MANIFEST.tsv (path, sha256), not the files.\n\n"
+    "sorted by path (X-CodeStateManifests/<CodeStateID>.tsv lists them). CodeStateRepresentation\n"
+    "is Directory: CodeStates/<CodeStateID>/ holds the files whose contents the store kept\n"
+    "(hard links to one copy each; a symbolic link as a link). A file over the capture's size\n"
+    "limit, or recorded before the store kept contents, is in the manifest only.\n\n"
     "## Resources\n"
     "Resources/<EventID>.txt: an output or input event's text (as stored: the last 64 KiB).\n";
 
@@ -95,7 +98,9 @@ static int ps2_begin(sg_export *x, sg_err *err)
     if (ps2_write_file(x->dir, "DatasetMetadata.csv", meta, strlen(meta), err) < 0 ||
         ps2_write_file(x->dir, "README.md", readme, strlen(readme), err) < 0)
         return -1;
-    if (mkdir(cs, 0755) < 0 || mkdir(res, 0755) < 0)
+    sg_autofree char *man = sg_strdup_printf("%s/X-CodeStateManifests", x->dir);
+    sg_autofree char *cache = sg_strdup_printf("%s/.contents", x->dir);
+    if (mkdir(cs, 0755) < 0 || mkdir(res, 0755) < 0 || mkdir(man, 0755) < 0 || mkdir(cache, 0700) < 0)
         return sg_err_sys(err, "mkdir in %s", x->dir);
     if (!(s->main = fopen(mt, "wx")))
         return sg_err_sys(err, "create %s", mt);
@@ -104,6 +109,7 @@ static int ps2_begin(sg_export *x, sg_err *err)
         fprintf(s->main, "%s%s", i ? "," : "", main_cols[i]);
     fputs("\r\n", s->main);
     s->files = json_object();
+    s->cache = json_object();
     return 0;
 }
 
@@ -112,8 +118,76 @@ static int path_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The session's CodeStateID (and CodeStates/<id>/MANIFEST.tsv the first
- * time it is seen). */
+/* A path that may be written under a state's directory: relative, no
+ * empty, "." or ".." component. */
+static bool path_safe(const char *p)
+{
+    if (!*p || *p == '/')
+        return false;
+    for (const char *c = p; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        c += n + (c[n] == '/');
+    }
+    return true;
+}
+
+/* The content sha (stored by the ingest) in the dataset's cache, fetched
+ * once: 1 there, 0 the store does not have it, -1 error. */
+static int ps2_cached(sg_export *x, ps2_state *s, const char *sha, char **path, sg_err *err)
+{
+    *path = sg_strdup_printf("%s/.contents/%s", x->dir, sha);
+    json_t *known = json_object_get(s->cache, sha);
+    if (known)
+        return json_is_true(known);
+    char q[128];
+    snprintf(q, sizeof q, "/v1/contents?sha256=%.64s", sha);
+    sg_autoclose int fd = open(*path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sg_err_sys(err, "create %s", *path);
+    sg_err e = {0};
+    bool have = x->get_to(x->ctx, q, fd, &e) >= 0;
+    if (!have && e.code != ENOENT) /* 404: not stored (over the limit, or a store before contents) */
+        return *err = e, -1;
+    if (!have)
+        unlink(*path);
+    json_object_set_new(s->cache, sha, json_boolean(have));
+    return have;
+}
+
+/* One file of a state: its content hard-linked from the cache (a symlink
+ * for a link: its content is the target), when the store has it. */
+static int ps2_put_file(sg_export *x, ps2_state *s, const char *dir, const char *path, json_t *c, sg_err *err)
+{
+    const char *type = json_string_value(json_object_get(c, "type"));
+    const char *sha = json_string_value(json_object_get(c, "sha256"));
+    bool link_ = type && !strcmp(type, "link");
+    if (!sha || strlen(sha) != 64 || !json_is_true(json_object_get(c, "stored")) || !path_safe(path) ||
+        (type && strcmp(type, "file") && !link_))
+        return 0;
+    sg_autofree char *cached = NULL;
+    int r = ps2_cached(x, s, sha, &cached, err);
+    if (r <= 0)
+        return r;
+    sg_autofree char *dst = sg_strdup_printf("%s/%s", dir, path);
+    char *slash = strrchr(dst, '/');
+    *slash = '\0';
+    if (sg_mkdir_p(dst, 0755, err) < 0)
+        return -1;
+    *slash = '/';
+    if (!link_)
+        return link(cached, dst) < 0 ? sg_err_sys(err, "link %s", dst) : 0;
+    size_t tl = 0;
+    sg_autofree char *target = sg_read_file(cached, 4096, &tl, err);
+    if (!target)
+        return -1;
+    return tl == 0 || symlink(target, dst) == 0 ? 0 : sg_err_sys(err, "symlink %s", dst);
+}
+
+/* The session's CodeStateID; the first time it is seen, its manifest
+ * (X-CodeStateManifests/ID.tsv: path, sha256) and CodeStates/ID/ with the
+ * files whose contents the store holds. */
 static int ps2_codestate(sg_export *x, ps2_state *s, sg_err *err)
 {
     if (s->csid_valid)
@@ -125,9 +199,11 @@ static int ps2_codestate(sg_export *x, ps2_state *s, sg_err *err)
     json_object_foreach(s->files, k, v) keys[i++] = k;
     qsort(keys, n, sizeof *keys, path_cmp);
     sg_autobuf sg_buf man = {0};
-    for (i = 0; i < n; i++)
-        if (sg_buf_printf(&man, "%s\t%s\n", keys[i], json_string_value(json_object_get(s->files, keys[i]))) < 0)
+    for (i = 0; i < n; i++) {
+        json_t *f = json_object_get(s->files, keys[i]);
+        if (sg_buf_printf(&man, "%s\t%s\n", keys[i], json_string_value(json_object_get(f, "sha256"))) < 0)
             return sg_err_set(err, ENOMEM, "out of memory");
+    }
     unsigned char md[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)(man.data ? man.data : ""), man.len, md);
     for (i = 0; i < 16; i++)
@@ -136,7 +212,14 @@ static int ps2_codestate(sg_export *x, ps2_state *s, sg_err *err)
     sg_autofree char *dir = sg_strdup_printf("%s/CodeStates/%s", x->dir, s->csid);
     if (mkdir(dir, 0755) < 0)
         return errno == EEXIST ? 0 : sg_err_sys(err, "mkdir %s", dir);
-    return ps2_write_file(dir, "MANIFEST.tsv", man.data ? man.data : "", man.len, err);
+    sg_autofree char *mdir = sg_strdup_printf("%s/X-CodeStateManifests", x->dir);
+    sg_autofree char *mname = sg_strdup_printf("%s.tsv", s->csid);
+    if (ps2_write_file(mdir, mname, man.data ? man.data : "", man.len, err) < 0)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (ps2_put_file(x, s, dir, keys[i], json_object_get(json_object_get(s->files, keys[i]), "content"), err) < 0)
+            return -1;
+    return 0;
 }
 
 /* A file_diff's change to the session's set of files. */
@@ -145,7 +228,10 @@ static void ps2_apply_diff(ps2_state *s, json_t *p, const char **type, const cha
     const char *ch = json_string_value(json_object_get(p, "change"));
     const char *path = json_string_value(json_object_get(p, "path"));
     const char *old = json_string_value(json_object_get(p, "old_path"));
+    json_t *content = json_object_get(p, "content");
     const char *sha = json_string_value(json_object_get(p, "sha256"));
+    if (!sha)
+        sha = json_string_value(json_object_get(content, "sha256"));
     ch = ch ? ch : "";
     *type = !strcmp(ch, "created") ? "File.Create" : !strcmp(ch, "deleted") ? "File.Delete"
           : !strcmp(ch, "renamed") ? "File.Rename" : "File.Edit";
@@ -155,7 +241,7 @@ static void ps2_apply_diff(ps2_state *s, json_t *p, const char **type, const cha
     if (path && !strcmp(ch, "deleted"))
         json_object_del(s->files, path);
     else if (path)
-        json_object_set_new(s->files, path, json_string(sha ? sha : ""));
+        json_object_set_new(s->files, path, json_pack("{s:s, s:O?}", "sha256", sha ? sha : "", "content", content));
     s->csid_valid = false;
 }
 
@@ -316,6 +402,10 @@ static int ps2_end(sg_export *x, sg_err *err)
         rc = sg_err_sys(err, "write MainTable.csv");
     s->main = NULL;
     json_decref(s->files);
+    json_decref(s->cache);
+    sg_autofree char *cache = sg_strdup_printf("%s/.contents", x->dir);
+    if (sg_rm_rf(cache, err) < 0 && rc == 0) /* the states hold their links */
+        rc = -1;
     free(s);
     x->state = NULL;
     return rc;
