@@ -39,6 +39,7 @@
 #define EXPORT_PAGE 1000
 #define EXPORT_TOKEN_TTL_S 300
 #define EXPORT_GO (-1)
+#define EXPORT_TRIES 4 /* a page's GET, when no whole answer came */
 
 static const char usage[] =
     "usage: sandglass export --format jsonl|csv|progsnap2|asciicast --out FILE|DIR\n"
@@ -192,26 +193,31 @@ static char *export_token(const export_opts *o, sg_err *err)
 }
 
 /* One GET under the read token: the whole answer (the caller frees), its
- * body at *body; NULL with the message printed. */
+ * body at *body; NULL with the message printed. A request that got no
+ * whole answer (the connection cut, a timeout on a loaded host) is made
+ * again, up to EXPORT_TRIES times: the same page, so the same bytes. */
 static char *export_get(export_opts *o, const char *path, const char **body, size_t *len)
 {
     sg_err err;
-    sg_autofree char *tok = export_token(o, &err);
-    if (!tok)
-        return sg_cli_failf("export", "token: %s", err.msg), NULL;
-    int status = 0;
-    char *ans = sg_cli_http_get(&o->target, path, tok, &status, body, len, &err);
-    if (!ans) {
-        sg_cli_failf("export", "%s", err.msg);
-        return NULL;
+    for (int try = 1;; try++) {
+        sg_autofree char *tok = export_token(o, &err);
+        if (!tok)
+            return sg_cli_failf("export", "token: %s", err.msg), NULL;
+        int status = 0;
+        char *ans = sg_cli_http_get(&o->target, path, tok, &status, body, len, &err);
+        if (ans && status != 200) {
+            json_decref(sg_cli_http_answer_json(*body, *len, status, NULL, &err));
+            sg_cli_failf("export", "%s", err.msg);
+            free(ans);
+            return NULL;
+        }
+        if (ans)
+            return ans;
+        if (try == EXPORT_TRIES)
+            return sg_cli_failf("export", "%s (tried %d times)", err.msg, try), NULL;
+        sg_cli_sayf("export", "%s; asking again", err.msg);
+        usleep(200000U * (unsigned)try);
     }
-    if (status != 200) {
-        json_decref(sg_cli_http_answer_json(*body, *len, status, NULL, &err));
-        sg_cli_failf("export", "%s", err.msg);
-        free(ans);
-        return NULL;
-    }
-    return ans;
 }
 
 static json_t *export_get_json(void *ctx, const char *path, sg_err *err)
