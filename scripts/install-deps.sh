@@ -18,6 +18,7 @@ pkgs=(
   # real test runners whose summaries test_result parses (test_testcounts.py): the sandbox
   # runs the host's /usr/bin ones; cargo works offline on a crate without dependencies
   python3-pytest golang-go cargo
+  python3-pandas  # an independent reader of the csv and ProgSnap2 exports (test_export.py)
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP
 # Inspector). Debian's nodejs and npm, unless a node with npm is already

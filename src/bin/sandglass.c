@@ -47,6 +47,9 @@ static const struct {
     {"sessions", "list the sessions an ingest holds, with their state"},
     {"flush", "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", "serve the learner's terminal in a browser (this host's sandboxes)"},
+    {"export", "export an ingest's events (jsonl, csv, progsnap2, asciicast)"},
+    {"import", "load a jsonl export into a store (an operator's action)"},
+    {"purge", "remove a learner's, task's or sandbox's events from a store"},
 };
 
 static void usage(FILE *f)

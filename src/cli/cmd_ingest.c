@@ -1,5 +1,6 @@
 /* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]
- *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N] */
+ *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]
+ *                  [--retain-days N] */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 static const char usage[] =
     "usage: sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]\n"
     "                        [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]\n"
+    "                        [--retain-days N]\n"
     "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
     "            (default 127.0.0.1:7433; port 0 = any free port)\n"
     "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
@@ -25,7 +27,9 @@ static const char usage[] =
     "  --max-conns           connections in all (default 8192, less if RLIMIT_NOFILE is lower)\n"
     "  --max-conns-per-addr  connections from one client address (default 1024)\n"
     "  --max-stream-rate     events a second one stream may send (default 10000): a faster\n"
-    "                        stream is read more slowly (its uplink keeps the rest)\n";
+    "                        stream is read more slowly (its uplink keeps the rest)\n"
+    "  --retain-days  remove the sessions whose last event is older than N days, at\n"
+    "                 start and every hour (default: keep everything)\n";
 
 typedef struct run_ctx {
     sg_ingest *ing;
@@ -55,11 +59,12 @@ int sg_cmd_ingest(int argc, char **argv)
         {"max-conns", required_argument, NULL, 'm'},
         {"max-conns-per-addr", required_argument, NULL, 'a'},
         {"max-stream-rate", required_argument, NULL, 'r'},
+        {"retain-days", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL;
-    uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0;
+    uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
     sg_err err;
     int c;
     optind = 1;
@@ -80,6 +85,10 @@ int sg_cmd_ingest(int argc, char **argv)
             if (sg_parse_uint(optarg, 10000000, &stream_rate, &err) < 0 || stream_rate == 0)
                 return sg_cli_usage("ingest", "--max-stream-rate: a number in 1..10000000");
             break;
+        case 'R':
+            if (sg_parse_uint(optarg, 100000, &retain_days, &err) < 0 || retain_days == 0)
+                return sg_cli_usage("ingest", "--retain-days: a number of days in 1..100000");
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("ingest", argv[optind - 1]);
         }
@@ -89,7 +98,7 @@ int sg_cmd_ingest(int argc, char **argv)
     char host[256];
     sg_ingest_opts opts = {.host = host, .max_conns = (unsigned)max_conns,
                            .max_conns_per_addr = (unsigned)max_per_addr,
-                           .stream_rate = (unsigned)stream_rate};
+                           .stream_rate = (unsigned)stream_rate, .retain_days = (double)retain_days};
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
         return sg_cli_usage("ingest", "%s", err.msg);
     }

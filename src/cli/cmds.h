@@ -39,5 +39,8 @@ int sg_cmd_events(int argc, char **argv);
 int sg_cmd_sessions(int argc, char **argv);
 int sg_cmd_flush(int argc, char **argv);
 int sg_cmd_serve(int argc, char **argv);
+int sg_cmd_export(int argc, char **argv);
+int sg_cmd_import(int argc, char **argv);
+int sg_cmd_purge(int argc, char **argv);
 
 #endif

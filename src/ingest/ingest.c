@@ -205,7 +205,8 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         sg_err_set(err, EADDRINUSE, "cannot listen on %s:%d", opts->host, opts->port);
         goto fail;
     }
-    if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0)
+    if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
+        ingest_retain_start(ing, opts, err) < 0)
         goto fail;
     return ing;
 fail:
@@ -244,6 +245,7 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
     }
     ingest_sse_stop(ing);
     ingest_rate_stop(ing);
+    ingest_retain_stop(ing);
     /* Inside the loop: lws closes its handles; the loop then drains. */
     if (ing->ctx)
         lws_context_destroy(ing->ctx);
@@ -270,6 +272,7 @@ void sg_ingest_free(sg_ingest *ing)
     ingest_limits_free(ing);
     ingest_sse_free(ing);
     ingest_sessions_free(ing);
+    ingest_retain_free(ing);
     OPENSSL_cleanse(ing->secret, sizeof ing->secret);
     free(ing);
 }

@@ -95,7 +95,12 @@ typedef struct sg_ingest_opts {
     unsigned max_conns;          /* 0: SG_INGEST_CONNS_MAX (lowered to fit RLIMIT_NOFILE) */
     unsigned max_conns_per_addr; /* 0: SG_INGEST_CONNS_PER_ADDR */
     unsigned stream_rate;        /* frames/s per stream; 0: SG_INGEST_STREAM_RATE */
+    /* > 0: sessions whose last event is older than this many days are
+     * removed, at start and every SG_INGEST_RETAIN_EVERY_S (ingest_retain.c). */
+    double retain_days;
 } sg_ingest_opts;
+
+#define SG_INGEST_RETAIN_EVERY_S 3600
 
 typedef struct sg_ingest sg_ingest;
 

@@ -162,6 +162,7 @@ struct sg_ingest {
     bool retry_init;
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
+    struct ingest_retain *retain; /* --retain-days (ingest_retain.c); NULL: none */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
     struct ingest_sessions *sessions; /* GET /v1/sessions' summaries (ingest_sessions.c) */
 };
@@ -255,6 +256,11 @@ int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *st
 int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* One line per read: the path, its arguments, the token's id and scope. */
 void ingest_read_log(struct lws *wsi, const char *uri, const sg_token_claims *cl);
+/* ---- ingest_retain.c ---- */
+
+int ingest_retain_start(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
+void ingest_retain_stop(sg_ingest *ing);
+void ingest_retain_free(sg_ingest *ing);
 
 /* ---- ingest_limits.c ---- */
 

@@ -1,0 +1,525 @@
+#!/usr/bin/env python3
+"""sandglass export, import and purge (issue 24: exports for research,
+retention and erasure), on SQLite and on PostgreSQL (a throwaway cluster
+made by scripts/pg-server.sh; that half skips when its binaries are not
+installed).
+
+Streams are written through a real ingest's /v1/ingest (unicode, a path
+with a comma, quote and newline, a binary/truncated file_diff, a test
+result with failing tests, two learners). Checked: JSONL export is
+deterministic (byte-identical twice), imported into a fresh store it gives
+the same rows (compared row by row) and exports again byte for byte; CSV
+read back by Python's csv and by pandas; ProgSnap2 MainTable read back by
+both (required columns, EventIDs unique, Order consistent with
+ServerTimestamp within a session); a learner's read token exports that
+learner only and another is refused; bad input is refused with a clear
+message (a bad import line is named and nothing is imported); purge
+removes every event of the learner and nothing of the others; the
+ingest's retention setting is exercised through purge --older-than-days."""
+import csv
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_ingest import Ingest, check, check_sanitizers, connect, run, token  # noqa: E402
+import test_ingest  # noqa: E402
+from test_ingest_pg import PG, free_port, pg  # noqa: E402
+
+BIN = test_ingest.BIN
+try:
+    import pandas  # noqa: F401 (Debian's python3-pandas, scripts/install-deps.sh)
+except ImportError:  # a python3 of the same version beside Debian's: its packages
+    sys.path.append(f"/usr/lib/python3/dist-packages")
+
+
+def write(ing, state, learner, task, sb, events):
+    c = connect(ing, token(state, learner, task, sb))
+    c.wait_ack(None)
+    for i, (kind, payload) in enumerate(events):
+        c.send_event(i, kind, payload)
+    c.wait_ack(len(events) - 1)
+    c.close()
+
+
+def sx(state, *args, timeout=120):
+    env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+ODD_PATH = 'dir/a,b "q"\nz.py'
+
+
+def scenario_events():
+    diff = "--- a/é.py\n+++ b/é.py\n@@ -0,0 +1 @@\n+print('héllo ✓')\n"
+    return {
+        ("ann", "t1", "sbann1"): [
+            ("sandbox", {"state": "created"}),
+            ("stdin", {"exec_id": "e1", "data": "vim é.py\n"}),
+            ("command", {"exec_id": "e1", "cmd": "vim é.py", "cwd": "/work"}),
+            ("file_diff", {"exec_id": "e1", "path": "é.py", "change": "created", "diff": diff, "added": 1,
+                           "removed": 0, "size": 18, "sha256": "a" * 64}),
+            ("file_diff", {"exec_id": "e1", "path": ODD_PATH, "change": "created", "size": 3, "sha256": "b" * 64,
+                           "diff": "+x\r\n"}),
+            ("file_diff", {"exec_id": "e1", "path": "blob.bin", "change": "modified", "binary": True,
+                           "truncated": True, "size": 999999, "sha256": "c" * 64}),
+            ("file_diff", {"exec_id": "e1", "path": "z.py", "old_path": "é.py", "change": "renamed",
+                           "sha256": "a" * 64, "size": 18}),
+            ("stdout", {"exec_id": "e1", "stream": "stdout", "data": "héllo ✓\n\x1b[31mred\x1b[0m", "bytes": 20,
+                        "truncated": False}),
+            ("test_result", {"exec_id": "e1", "cmd": "pytest", "exit_code": 1, "duration_s": 0.25,
+                             "timed_out": False, "runner": "pytest", "parsed": True, "run": 3, "passed": 1,
+                             "failed": 2, "errors": 0, "skipped": 0, "outcome": "failed",
+                             "failing_tests": ["t.py::test_a", "t.py::test_b"], "extra": {"nested": [1, 2]}}),
+            ("run_result", {"exec_id": "e2", "cmd": "python3 z.py", "exit_code": 0, "duration_s": 0.1,
+                            "timed_out": False}),
+            ("file_diff", {"exec_id": "e2", "path": "blob.bin", "change": "deleted"}),
+            ("sandbox", {"state": "destroyed"}),
+        ],
+        ("ann", "t2", "sbann2"): [("sandbox", {"state": "created"}), ("command", {"cmd": "ls"})],
+        # more than two pages of /v1/events (1000 rows each)
+        ("cy", "t3", "sbmany"): [("command", {"cmd": f"echo {i}", "exec_id": f"e{i}"}) for i in range(2345)],
+        ("bob", "t1", "sbbob"): [
+            ("sandbox", {"state": "created"}),
+            ("command", {"exec_id": "e1", "cmd": "echo bob"}),
+            ("file_diff", {"exec_id": "e1", "path": "shared.py", "change": "created", "size": 18,
+                           "sha256": "a" * 64}),
+            ("run_result", {"exec_id": "e1", "cmd": "echo bob", "exit_code": 0, "duration_s": 0.1,
+                            "timed_out": False}),
+        ],
+    }
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def check_csv(where, path, rows):
+    import pandas as pd
+    with open(path, newline="", encoding="utf-8") as f:
+        got = list(csv.DictReader(f))
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    want_cols = {"learner", "task", "sandbox", "seq", "kind", "ts", "received", "path", "cmd", "payload_other"}
+    check(f"{where}: csv: one row per event, the row's fields and payload columns (csv module)",
+          len(got) == len(rows) and want_cols <= set(got[0]) and
+          [(r["learner"], r["sandbox"], int(r["seq"]), r["kind"]) for r in got] ==
+          [(r["learner"], r["sandbox"], r["seq"], r["kind"]) for r in rows], got[:3])
+    odd = [r for r in got if r["path"] == ODD_PATH]
+    check(f"{where}: csv: a path with comma, quote and newline and unicode survive quoting",
+          len(odd) == 1 and any(r["path"] == "é.py" for r in got), [r["path"] for r in got])
+    tr = [r for r in got if r["kind"] == "test_result"][0]
+    check(f"{where}: csv: lists as JSON, unknown fields in payload_other",
+          json.loads(tr["failing_tests"]) == ["t.py::test_a", "t.py::test_b"] and
+          json.loads(tr["payload_other"]) == {"extra": {"nested": [1, 2]}}, tr)
+    check(f"{where}: csv: pandas reads the same table",
+          len(df) == len(got) and list(df.columns) == list(got[0].keys()) and
+          list(df["path"]) == [r["path"] for r in got], df.head())
+
+
+def check_ps2(where, d, rows):
+    import pandas as pd
+    names = sorted(os.listdir(d))
+    check(f"{where}: progsnap2: DatasetMetadata.csv, MainTable.csv, CodeStates/, Resources/, README.md",
+          {"DatasetMetadata.csv", "MainTable.csv", "CodeStates", "Resources", "README.md"} <= set(names), names)
+    with open(os.path.join(d, "DatasetMetadata.csv"), newline="") as f:
+        meta = {r["Property"]: r["Value"] for r in csv.DictReader(f)}
+    check(f"{where}: progsnap2: metadata names the version, ordering and code state representation",
+          meta.get("Version") and meta.get("EventOrderScope") == "Restricted" and
+          meta.get("EventOrderScopeColumns") == "SessionID" and meta.get("CodeStateRepresentation") == "Directory",
+          meta)
+    with open(os.path.join(d, "MainTable.csv"), newline="", encoding="utf-8") as f:
+        mt = list(csv.DictReader(f))
+    df = pd.read_csv(os.path.join(d, "MainTable.csv"), dtype=str, keep_default_na=False)
+    req = {"EventType", "EventID", "SubjectID", "ToolInstances", "CodeStateID", "Order", "SessionID",
+           "ServerTimestamp", "ServerTimezone"}
+    check(f"{where}: progsnap2: the required columns (pandas)", req <= set(df.columns), list(df.columns))
+    check(f"{where}: progsnap2: EventIDs unique", df["EventID"].is_unique and len(df) == len(mt),
+          df["EventID"].tolist())
+    ok = True
+    for sid, g in df.groupby("SessionID"):
+        g = g.assign(o=g["Order"].astype(int))
+        ok = ok and list(g.sort_values("o", kind="stable")["ServerTimestamp"]) == sorted(g["ServerTimestamp"])
+    check(f"{where}: progsnap2: Order consistent with ServerTimestamp within each session", ok)
+    types = {r["EventID"]: r for r in mt}
+    ann = [r for r in mt if r["SessionID"] == "sbann1"]
+    check(f"{where}: progsnap2: standard event types where one fits",
+          [r["EventType"] for r in ann][:1] == ["Session.Start"] and ann[-1]["EventType"] == "Session.End" and
+          "File.Create" in {r["EventType"] for r in ann} and "File.Rename" in {r["EventType"] for r in ann} and
+          "File.Delete" in {r["EventType"] for r in ann} and "Run.Program" in {r["EventType"] for r in ann},
+          [r["EventType"] for r in ann])
+    tests = [r for r in ann if r["EventType"] == "Run.Test"]
+    check(f"{where}: progsnap2: a test run and one Run.Test per failing test under one ExecutionID",
+          len(tests) == 3 and len({r["ExecutionID"] for r in tests}) == 1 and tests[0]["Score"] == "0.3333"
+          and tests[0]["ExecutionResult"] == "TestFailed" and [r["TestID"] for r in tests[1:]] ==
+          ["t.py::test_a", "t.py::test_b"], tests)
+    ren = [r for r in ann if r["EventType"] == "File.Rename"][0]
+    check(f"{where}: progsnap2: a rename names both sections",
+          ren["CodeStateSection"] == "é.py" and ren["DestinationCodeStateSection"] == "z.py", ren)
+    cs = [r["CodeStateID"] for r in ann]
+    check(f"{where}: progsnap2: a CodeStateID on every event, new at each change, reused between",
+          all(cs) and cs[0] == cs[1] and cs[3] != cs[2] and cs[7] == cs[6] and
+          all(os.path.isdir(os.path.join(d, "CodeStates", c)) for c in set(cs)), cs)
+    out = [r for r in ann if r["ProgramOutput"]]
+    check(f"{where}: progsnap2: output in Resources/, named by ProgramOutput",
+          len(out) == 1 and open(os.path.join(d, out[0]["ProgramOutput"]), encoding="utf-8").read() ==
+          "héllo ✓\n\x1b[31mred\x1b[0m", out)
+    check(f"{where}: progsnap2: ToolInstances names sandglass", all(r["ToolInstances"].startswith("sandglass ")
+                                                                    for r in mt), types and mt[0])
+
+
+def exports(where, ing, state, tmp, rows):
+    url = f"http://127.0.0.1:{ing.port}"
+    j1, j2 = os.path.join(tmp, f"{where}-1.jsonl"), os.path.join(tmp, f"{where}-2.jsonl")
+    p1 = sx(state, "export", "--format", "jsonl", "--out", j1, "--ingest", url)
+    p2 = sx(state, "export", "--format", "jsonl", "--out", j2, "--ingest", url)
+    check(f"{where}: jsonl export runs", p1.returncode == 0 and p2.returncode == 0, p1.stderr + p2.stderr)
+    got = read_jsonl(j1)
+    key = [(r["learner"], r["task"], r["sandbox"], r["seq"]) for r in got]
+    check(f"{where}: jsonl: every event, streams sorted, each in seq order, no store ids",
+          key == sorted(key) and len(got) == len(rows) and all("id" not in r for r in got), key[:20])
+    check(f"{where}: jsonl: a stream of several pages whole, in order",
+          [r["seq"] for r in got if r["sandbox"] == "sbmany"] == list(range(2345)))
+    check(f"{where}: jsonl: deterministic (byte-identical twice)", open(j1, "rb").read() == open(j2, "rb").read())
+    check(f"{where}: jsonl: no temporary file left", not [n for n in os.listdir(tmp) if ".tmp-" in n],
+          os.listdir(tmp))
+    want = {(r["learner"], r["sandbox"], r["seq"]): r for r in rows}
+    check(f"{where}: jsonl: lossless (kind, ts, received, payload as the ingest serves them)",
+          all(want[(r["learner"], r["sandbox"], r["seq"])] == dict(r, id=want[(r["learner"], r["sandbox"],
+                                                                                 r["seq"])]["id"]) for r in got))
+    p = sx(state, "export", "--format", "jsonl", "--out", j1, "--ingest", url)
+    check(f"{where}: an existing output is refused, not replaced", p.returncode != 0 and "exists" in p.stderr,
+          p.stderr)
+    c = os.path.join(tmp, f"{where}.csv")
+    p = sx(state, "export", "--format", "csv", "--out", c, "--ingest", url)
+    check(f"{where}: csv export runs", p.returncode == 0, p.stderr)
+    check_csv(where, c, got)
+    # the text path (rows written from the ingest's text) and the tree path
+    # (taken with --pseudonymize) give the same fields
+    cp = os.path.join(tmp, f"{where}-pseudo.csv")
+    p = sx(state, "export", "--format", "csv", "--out", cp, "--ingest", url, "--pseudonymize")
+    with open(c, newline="", encoding="utf-8") as f1, open(cp, newline="", encoding="utf-8") as f2:
+        a = [dict(r, learner=None) for r in csv.DictReader(f1)]
+        b = [dict(r, learner=None) for r in csv.DictReader(f2)]
+    check(f"{where}: csv: written from the rows' text and from their trees, the same fields",
+          p.returncode == 0 and a == b, [(x, y) for x, y in zip(a, b) if x != y][:2])
+    d = os.path.join(tmp, f"{where}-ps2")
+    p = sx(state, "export", "--format", "progsnap2", "--out", d, "--ingest", url)
+    check(f"{where}: progsnap2 export runs", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        check_ps2(where, d, got)
+    return j1
+
+
+def scope(where, ing, state, tmp):
+    url = f"http://127.0.0.1:{ing.port}"
+    tok = sx(state, "token", "--read", "--learner", "bob").stdout.strip()
+    o = os.path.join(tmp, f"{where}-bob.jsonl")
+    p = sx(state, "export", "--format", "jsonl", "--out", o, "--ingest", url, "--token", tok)
+    got = read_jsonl(o) if p.returncode == 0 else []
+    check(f"{where}: a learner's read token exports that learner's events only",
+          got and {r["learner"] for r in got} == {"bob"}, p.stderr)
+    p = sx(state, "export", "--format", "jsonl", "--out", o + "2", "--ingest", url, "--token", tok,
+           "--learner", "ann")
+    check(f"{where}: ... and asking for another learner exports nothing",
+          p.returncode == 0 and read_jsonl(o + "2") == [], p.stderr)
+    ps = os.path.join(tmp, f"{where}-pseudo.jsonl")
+    p = sx(state, "export", "--format", "jsonl", "--out", ps, "--ingest", url, "--pseudonymize")
+    got = read_jsonl(ps) if p.returncode == 0 else []
+    ls = {r["learner"] for r in got}
+    check(f"{where}: --pseudonymize: learner ids replaced by a keyed hash, stable per learner",
+          len(ls) == 3 and not ls & {"ann", "bob", "cy"} and all(x.startswith("p-") for x in ls), ls)
+
+
+def bad_input(state, tmp, url):
+    cases = [
+        (["export", "--format", "xml", "--out", "x"], "--format"),
+        (["export", "--format", "jsonl"], "--out"),
+        (["export", "--format", "jsonl", "--out", "y", "--since", "yesterday"], "--since"),
+        (["export", "--format", "progsnap2", "--out", "-"], "directory"),
+        (["purge"], "--learner"),
+        (["purge", "--learner", "a/b"], "not a valid name"),
+        (["import"], "FILE"),
+    ]
+    for args, msg in cases:
+        p = sx(state, *args)
+        check(f"bad input refused with a clear message: {' '.join(args)}", p.returncode == 2 and msg in p.stderr,
+              p.stderr)
+    p = sx(state, "export", "--format", "jsonl", "--out", os.path.join(tmp, "bad.jsonl"), "--ingest", url,
+           "--token", "not.a.token")
+    check("a bad token: refused, and no output file", p.returncode != 0 and "ingest answered HTTP 401" in p.stderr
+          and not os.path.exists(os.path.join(tmp, "bad.jsonl")), p.stderr)
+
+
+def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
+    bad = os.path.join(tmp, f"{where}-bad.jsonl")
+    lines = open(jsonl, encoding="utf-8").read().splitlines()
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines[:3] + ['{"learner":"x","task":"t","sandbox":"s","seq":-1,"kind":"command",'
+                                       '"ts":"t","received":"r","payload":{}}'] + lines[3:]) + "\n")
+    p = sx(state, "import", bad, "--store", fresh_url)
+    check(f"{where}: import: a bad line is named and nothing is imported",
+          p.returncode == 1 and "line 4" in p.stderr and "seq" in p.stderr and fresh_store_rows() == [], p.stderr)
+    p = sx(state, "import", jsonl, "--store", fresh_url)
+    check(f"{where}: import runs in one go", p.returncode == 0 and "imported" in p.stdout, p.stderr)
+    src = [(r["learner"], r["task"], r["sandbox"], r["seq"], r["kind"], r["ts"], r["received"],
+            json.dumps(r["payload"], sort_keys=True)) for r in read_jsonl(jsonl)]
+    got = fresh_store_rows()
+    check(f"{where}: import: the fresh store holds the same rows, row by row", got == src,
+          f"{len(got)} vs {len(src)}")
+    p = sx(state, "import", jsonl, "--store", fresh_url)
+    check(f"{where}: import again: every row already there, nothing doubled",
+          p.returncode == 0 and f"imported 0 events ({len(src)} already" in p.stdout and
+          len(fresh_store_rows()) == len(src), p.stdout + p.stderr)
+
+
+BLOB_TABLES = [
+    "CREATE TABLE IF NOT EXISTS sg_contents (sha256 text PRIMARY KEY, size bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sg_content_parts (sha256 text NOT NULL, off bigint NOT NULL,"
+    " data {blob} NOT NULL, PRIMARY KEY (sha256, off))",
+    "CREATE TABLE IF NOT EXISTS sg_casts (learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
+    " session text NOT NULL, off bigint NOT NULL, data {blob} NOT NULL, PRIMARY KEY (learner, task, sandbox,"
+    " session, off))",
+]
+
+
+CAST = '{"version":3,"term":{"cols":80,"rows":24}}\n[0.5,"o","h\u00e9llo \\u001b[1m\\r\\n"]\n'.encode()
+
+
+def asciicast_check(where, ing, state):
+    """The recordings kept by the ingest (helper blobs' /v1/casts), one file
+    each; an ingest without them is refused with a message that says so."""
+    d = os.path.join(os.path.dirname(state), f"{where}-casts")
+    p = sx(state, "export", "--format", "asciicast", "--out", d, "--ingest", f"http://127.0.0.1:{ing.port}")
+    code, _ = ing.http("/v1/casts?sandbox=sbann1")
+    if code == 404:
+        check(f"{where}: asciicast: an ingest without recordings is refused, saying so",
+              p.returncode == 1 and "/v1/casts" in p.stderr and not os.path.exists(d), p.stderr)
+        return
+    files = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs) if p.returncode == 0 else []
+    check(f"{where}: asciicast: one v3 file per recording, and an index", p.returncode == 0 and
+          files == ["index.csv", "sbann1/1.cast", "sbbob/1.cast"] and
+          open(os.path.join(d, "sbann1", "1.cast"), "rb").read() == CAST and
+          json.loads(CAST.split(b"\n")[0])["version"] == 3, (p.stderr, files))
+
+
+def purge_check(where, ing, state, store_url, rows_of, sql, query):
+    # the contents and recordings tables (helper blobs' schema 3), filled:
+    # a shared by ann and bob, b and c ann's only, d named by no event yet
+    blob = "bytea" if "PostgreSQL" in where else "blob"
+    byte = "decode('78', 'hex')" if blob == "bytea" else "X'78'"
+    cast = CAST.hex()
+    cast_sql = f"decode('{cast}', 'hex')" if blob == "bytea" else f"X'{cast}'"
+    for t in BLOB_TABLES:
+        sql(t.format(blob=blob))
+    for h in "abcd":
+        sql(f"INSERT INTO sg_contents VALUES ('{h * 64}', 1)")
+        sql(f"INSERT INTO sg_content_parts VALUES ('{h * 64}', 0, {byte})")
+    for l, sb in (("ann", "sbann1"), ("bob", "sbbob")):
+        sql(f"INSERT INTO sg_casts VALUES ('{l}', 't1', '{sb}', '1', 0, {cast_sql})")
+    asciicast_check(where, ing, state)
+    before = rows_of()
+    p = sx(state, "purge", "--learner", "ann", "--store", store_url)
+    after = rows_of()
+    kept = [set(query(f"SELECT sha256 FROM {t}")) for t in ("sg_contents", "sg_content_parts")]
+    check(f"{where}: purge: the contents only the learner's events named go, shared and unnamed ones stay",
+          all({"a" * 64, "d" * 64} <= k and not {"b" * 64, "c" * 64} & k for k in kept), kept)
+    check(f"{where}: purge: the learner's recordings go, the others' stay",
+          query("SELECT learner FROM sg_casts") == ["bob"], query("SELECT learner FROM sg_casts"))
+    check(f"{where}: purge --learner: every event of the learner gone, logged",
+          p.returncode == 0 and "removed" in p.stdout and "purged learner=ann" in p.stderr and
+          not [r for r in after if r[0] == "ann"], p.stdout + p.stderr)
+    check(f"{where}: purge --learner: nothing of the others lost",
+          after == [r for r in before if r[0] != "ann"] and after, after)
+    code, body = ing.http("/v1/events?learner=ann")
+    code2, body2 = ing.http("/v1/sandboxes")
+    check(f"{where}: purge: nothing of the learner readable through the ingest",
+          code == 200 and body["events"] == [] and "ann" not in {s["learner"] for s in body2["sandboxes"]},
+          (body, body2))
+    p = sx(state, "purge", "--older-than-days", "1", "--store", store_url)
+    check(f"{where}: retention: sessions newer than the age kept", p.returncode == 0 and rows_of() == after,
+          p.stdout + p.stderr)
+    p = sx(state, "purge", "--older-than-days", "0", "--store", store_url)
+    check(f"{where}: retention: sessions older than the age removed", p.returncode == 0 and rows_of() == [],
+          p.stdout + p.stderr)
+
+
+def contents_check(where, ing, state, tmp, sql):
+    """ProgSnap2's CodeStates hold the files whose contents the store keeps
+    (helper blobs' sg_contents, GET /v1/contents): each state's files equal
+    the contents its file_diffs named, hard links to one copy; a file over
+    the size limit and a path out of the state are left out. Runs where the
+    ingest has the contents' API."""
+    code, _ = ing.http("/v1/casts?sandbox=sbann1")
+    if code == 404:
+        check(f"{where}: CodeStates with files # SKIP this ingest keeps no contents (GET /v1/contents)", True)
+        return
+    import hashlib
+    blob = "bytea" if "PostgreSQL" in where else "blob"
+    data = {"a1": b"print(1)\n", "a2": b"print('\xc3\xa9')\n", "bin": bytes(range(256))}
+    sha = {k: hashlib.sha256(v).hexdigest() for k, v in data.items()}
+    for k, v in data.items():
+        lit = f"decode('{v.hex()}', 'hex')" if blob == "bytea" else f"X'{v.hex()}'"
+        sql(f"INSERT INTO sg_contents VALUES ('{sha[k]}', {len(v)}) ON CONFLICT DO NOTHING")
+        sql(f"INSERT INTO sg_content_parts VALUES ('{sha[k]}', 0, {lit}) ON CONFLICT DO NOTHING")
+
+    def fd(path, change, k, stored=True):
+        return ("file_diff", {"path": path, "change": change, "sha256": sha.get(k, k),
+                              "content": {"type": "file", "sha256": sha.get(k, k), "stored": stored}})
+    write(ing, state, "dee", "t4", "sbfiles", [
+        ("sandbox", {"state": "created"}), fd("a.py", "created", "a1"), fd("d/b.bin", "created", "bin"),
+        fd("a.py", "modified", "a2"), fd("big.dat", "created", "f" * 64, stored=False),
+        fd("../out", "created", "a1")])
+    d = os.path.join(tmp, f"{where}-files")
+    p = sx(state, "export", "--format", "progsnap2", "--out", d, "--sandbox", "sbfiles", "--ingest",
+           f"http://127.0.0.1:{ing.port}")
+    with open(os.path.join(d, "MainTable.csv"), newline="") as f:
+        cs = [r["CodeStateID"] for r in csv.DictReader(f)]
+
+    def tree(c):
+        root = os.path.join(d, "CodeStates", c)
+        return {os.path.relpath(os.path.join(r, n), root): open(os.path.join(r, n), "rb").read()
+                for r, _, ns in os.walk(root) for n in ns}
+    check(f"{where}: CodeStates hold each state's files as the store kept them",
+          p.returncode == 0 and tree(cs[0]) == {} and tree(cs[1]) == {"a.py": data["a1"]} and
+          tree(cs[3]) == {"a.py": data["a2"], os.path.join("d", "b.bin"): data["bin"]} and
+          tree(cs[5]) == tree(cs[3]) and not os.path.exists(os.path.join(d, ".contents")),
+          (p.stderr, [tree(c) for c in cs]))
+
+
+def retain_check(where, ing, state, store_url, rows_of, age):
+    """The ingest's --retain-days: a session idle for longer is removed at
+    start (and hourly), a recent one kept; the removal is logged."""
+    write(ing, state, "old", "t1", "sbold", [("sandbox", {"state": "created"}), ("command", {"cmd": "ls"})])
+    write(ing, state, "new", "t1", "sbnew", [("sandbox", {"state": "created"})])
+    ing.stop()
+    age("UPDATE sg_events SET received = '2020-01-01T00:00:00.000000+00:00' WHERE learner = 'old'")
+    ing2 = Ingest(state, extra=("--store", store_url, "--retain-days", "30"))
+    gone = test_ingest.wait_until(lambda: not [r for r in rows_of() if r[0] == "old"], timeout=60)
+    logged = test_ingest.wait_until(lambda: any("retention: removed 2 events" in ln for ln in ing2.stderr),
+                                    timeout=60)
+    check(f"{where}: ingest --retain-days: a session idle for longer is removed at start, logged",
+          gone and logged, "".join(ing2.stderr))
+    check(f"{where}: ingest --retain-days: a recent session kept", [r[0] for r in rows_of()] == ["new"],
+          rows_of())
+    ing2.stop()
+    p = sx(state, "ingest", "--retain-days", "0")
+    check(f"{where}: ingest --retain-days 0 refused", p.returncode == 2 and "--retain-days" in p.stderr, p.stderr)
+
+
+def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age, query):
+    for (l, t, s), evs in scenario_events().items():
+        write(ing, state, l, t, s, evs)
+    rows = []
+    for (l, t, s) in sorted(scenario_events()):
+        after = -1
+        while page := ing.events(s, after_seq=after):
+            rows += page
+            after = page[-1]["seq"]
+    jsonl = exports(where, ing, state, tmp, rows)
+    scope(where, ing, state, tmp)
+    contents_check(where, ing, state, tmp, age)
+    import_check(where, state, tmp, jsonl, fresh_url, fresh_rows)
+    # the imported store exports the same bytes
+    ing2 = Ingest(state, extra=("--store", fresh_url))
+    again = os.path.join(tmp, f"{where}-again.jsonl")
+    p = sx(state, "export", "--format", "jsonl", "--out", again, "--ingest", f"http://127.0.0.1:{ing2.port}")
+    check(f"{where}: the imported store exports byte for byte what the first did",
+          p.returncode == 0 and open(again, "rb").read() == open(jsonl, "rb").read(), p.stderr)
+    ing2.stop()
+    purge_check(where, ing, state, store_url, store_rows, age, query)
+    retain_check(where, ing, state, store_url, store_rows, age)
+
+
+def sqlite_rows(path):
+    def rows():
+        if not os.path.exists(path):
+            return []
+        with sqlite3.connect(path) as db:
+            return [(a, b, c, d, e, f, g, json.dumps(json.loads(h), sort_keys=True)) for a, b, c, d, e, f, g, h in
+                    db.execute("SELECT learner, task, sandbox, seq, kind, ts, received, payload FROM sg_events"
+                               " ORDER BY learner, task, sandbox, seq")]
+    return rows
+
+
+def sqlite_exec(path, sql):
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+
+
+def sqlite_query(path, sql):
+    with sqlite3.connect(path) as db:
+        return [r[0] for r in db.execute(sql)]
+
+
+def pg_rows(url):
+    def rows():
+        p = subprocess.run(["psql", "-X", "-At", "-d", url, "-c",
+                            "SELECT json_build_array(learner, task, sandbox, seq, kind, ts, received, payload)"
+                            " FROM sg_events ORDER BY learner COLLATE \"C\", task COLLATE \"C\","
+                            " sandbox COLLATE \"C\", seq"], capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr)
+        out = []
+        for line in p.stdout.splitlines():
+            a = json.loads(line)
+            out.append(tuple(a[:7]) + (json.dumps(json.loads(a[7]), sort_keys=True),))
+        return out
+    return rows
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sg-export-")
+    os.chmod(tmp, 0o711)  # the PostgreSQL server runs as `postgres` when we are root
+    state = os.path.join(tmp, "state")
+    os.makedirs(state)
+    db = os.path.join(tmp, "events.db")
+    ing = Ingest(state, extra=("--store", f"sqlite:{db}"))
+    pgdir, port = os.path.join(tmp, "pg"), None
+    try:
+        bad_input(state, tmp, f"http://127.0.0.1:{ing.port}")
+        fresh = os.path.join(tmp, "fresh.db")
+        scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh),
+                 lambda sql: sqlite_exec(db, sql), lambda sql: sqlite_query(db, sql))
+        ing.stop()
+        if subprocess.run(["bash", PG, "have"]).returncode != 0:
+            check("PostgreSQL # SKIP server binaries not found (scripts/install-deps.sh installs them)", True)
+        else:
+            port = free_port()
+            url = pg("start", pgdir, port)
+            fresh_url = url.rsplit("/", 1)[0] + "/fresh"
+            subprocess.run(["psql", "-X", "-q", "-d", url, "-c", "CREATE DATABASE fresh"], check=True,
+                           capture_output=True)
+            ing = Ingest(state, extra=("--store", url))
+            tmp2 = os.path.join(tmp, "pgout")
+            os.makedirs(tmp2)
+            fresh_rows = pg_rows(fresh_url)
+            scenario("PostgreSQL", ing, state, tmp2, url, pg_rows(url), fresh_url,
+                     lambda: fresh_rows() if _has_table(fresh_url) else [],
+                     lambda sql: subprocess.run(["psql", "-X", "-q", "-d", url, "-c", sql], check=True,
+                                                capture_output=True),
+                     lambda sql: subprocess.run(["psql", "-X", "-At", "-d", url, "-c", sql], check=True,
+                                                capture_output=True, text=True).stdout.split())
+            ing.stop()
+    finally:
+        if ing.proc.poll() is None:
+            ing.stop()
+        if port:
+            pg("stop", pgdir, port)
+    check_sanitizers()
+    print(f"1..{test_ingest._n}")
+    return 1 if test_ingest._failed else 0
+
+
+def _has_table(url):
+    p = subprocess.run(["psql", "-X", "-At", "-d", url, "-c", "SELECT to_regclass('sg_events') IS NOT NULL"],
+                       capture_output=True, text=True, timeout=60)
+    return p.stdout.strip() == "t"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
