@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -62,10 +63,11 @@ static bool print_json_error(const char *cmd, const char *msg)
     for (size_t i = 0; i < n; i++)
         if (s[i] < 0x20 || s[i] > 0x7e)
             return false;
-    s = sg_xrealloc(s, n + 2);
-    s[n++] = '\n';
+    sg_autobuf sg_buf line = {0};
+    if (sg_buf_append(&line, s, n) < 0 || sg_buf_puts(&line, "\n") < 0)
+        return false;
     fflush(stdout);
-    ssize_t w = write(2, s, n);
+    ssize_t w = write(2, line.data, line.len);
     (void)w;
     return true;
 }

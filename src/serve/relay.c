@@ -72,10 +72,7 @@ static int ctl_flush(tsess *t)
             return -1;
         off += n;
     }
-    memmove(t->in.data, t->in.data + off, t->in.len - off);
-    t->in.len -= off;
-    if (t->in.data)
-        t->in.data[t->in.len] = '\0';
+    sg_buf_consume(&t->in, off);
     if (t->rx_off && t->in.len < SERVE_IN_PAUSE / 2 && t->wsi) {
         t->rx_off = false;
         lws_rx_flow_control(t->wsi, 1);
