@@ -1,7 +1,8 @@
 """Issue 23: installable. `meson install` puts the binaries and everything
 they read at run time (the page of `sandglass serve`: web/ and xterm.js from
 npm, as $datadir/sandglass/web) under the prefix, and an installed
-`sandglass` from PATH works with no source tree.
+`sandglass` from PATH works with no source tree; `ninja uninstall` then
+removes everything the install put there.
 
 The build is installed into a temporary DESTDIR; every installed command
 then runs in a mount namespace of its own where a tmpfs lies over the
@@ -160,4 +161,13 @@ else:
     for what in ("runs a command", "destroys it", "it is gone"):
         tap.ok(False, what)
 hand_back()
+
+# uninstall: meson's log of what it installed (the web directory with it,
+# and every directory it made) is removed, and nothing is left in the DESTDIR
+ninja = shutil.which("ninja") or "ninja"
+p = subprocess.run([ninja, "-C", BUILD, "uninstall"], capture_output=True, text=True, timeout=300)
+tap.ok(p.returncode == 0, "ninja uninstall", p.stdout[-2000:] + p.stderr[-2000:])
+left = [os.path.join(d, x) for d, dirs, files in os.walk(dest) for x in dirs + files]
+tap.ok(not left, "uninstall leaves nothing in the DESTDIR (no file, no directory)",
+       "\n".join(sorted(left)[:40]))
 tap.done()
