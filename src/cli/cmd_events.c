@@ -404,16 +404,15 @@ typedef struct follow_conn {
 /* More bytes into c->in (bounded): > 0, 0 at the end, -1 error. */
 static int follow_fill(follow_conn *c)
 {
-    if (c->in.len >= FOLLOW_EVENT_MAX || sg_buf_reserve(&c->in, 65536) < 0)
+    char chunk[65536];
+    if (c->in.len >= FOLLOW_EVENT_MAX)
         return -1;
-    ssize_t n = read(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len - 1);
+    ssize_t n = read(c->fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR)
         return 1;
     if (n <= 0)
         return n == 0 ? 0 : -1;
-    c->in.len += (size_t)n;
-    c->in.data[c->in.len] = '\0';
-    return 1;
+    return sg_buf_append(&c->in, chunk, (size_t)n) < 0 ? -1 : 1;
 }
 
 /* The answer's head: its status, and the bytes after it left in c->buf. A
