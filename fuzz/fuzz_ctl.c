@@ -238,7 +238,7 @@ static void check_asm(const uint8_t *data, size_t size)
         if ((rc == 1) != (type == SG_CTL_RESULT))
             abort();
     }
-    if (a.len != size || (size && memcmp(a.buf, data, size) != 0) || a.buf[a.len] != '\0')
+    if (a.len != size || (size && memcmp(a.data, data, size) != 0) || (a.data && a.data[a.len] != '\0'))
         abort();
     sg_ctl_asm_free(&a);
 }
@@ -376,6 +376,61 @@ static void check_replies(const json_t *j)
     (void)sg_ctl_decode_expire_reply(j, &x3, &err);
 }
 
+static bool entries_same(const sg_ctl_checkpoints_reply *a, const sg_ctl_checkpoints_reply *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (!str_same(a->v[i].id, b->v[i].id) || !str_same(a->v[i].label, b->v[i].label) ||
+            a->v[i].time != b->v[i].time || a->v[i].files != b->v[i].files || a->v[i].bytes != b->v[i].bytes)
+            return false;
+    return true;
+}
+
+static bool json_same(const void *a, const void *b)
+{
+    return (!a && !b) || (a && b && json_equal((json_t *)a, (json_t *)b));
+}
+
+/* info, destroy and checkpoints: decode(encode(x)) == x as well. */
+static void check_more_replies(const json_t *j)
+{
+    sg_err err = {0};
+    sg_ctl_info_reply i, i2;
+    if (sg_ctl_decode_info_reply(j, &i, &err) == 0) {
+        json_t *e = sg_ctl_encode_info_reply(&i);
+        if (!e || sg_ctl_decode_info_reply(e, &i2, &err) < 0 || i.running_execs != i2.running_execs ||
+            i.v != i2.v || !str_same(i.cgroup_layout, i2.cgroup_layout) || !str_same(i.state, i2.state) ||
+            !str_same(i.abort_by, i2.abort_by) || !str_same(i.abort_reason, i2.abort_reason) ||
+            !json_same(i.record, i2.record) || !json_same(i.caps_now, i2.caps_now))
+            abort();
+        json_decref(e);
+        sg_ctl_info_reply_free(&i2);
+        sg_ctl_info_reply_free(&i);
+    }
+    sg_ctl_destroy_reply d, d2;
+    if (sg_ctl_decode_destroy_reply(j, &d, &err) == 0) {
+        json_t *e = sg_ctl_encode_destroy_reply(&d);
+        if (!e || sg_ctl_decode_destroy_reply(e, &d2, &err) < 0 || !str_same(d.destroyed, d2.destroyed) ||
+            d.processes_left != d2.processes_left || d.cgroup_empty != d2.cgroup_empty ||
+            d.cgroup_removed != d2.cgroup_removed || d.kill_ms != d2.kill_ms ||
+            d.events_undelivered != d2.events_undelivered || d.supervisor_was_dead != d2.supervisor_was_dead)
+            abort();
+        json_decref(e);
+        sg_ctl_destroy_reply_free(&d2);
+        sg_ctl_destroy_reply_free(&d);
+    }
+    sg_ctl_checkpoints_reply c, c2;
+    if (sg_ctl_decode_checkpoints_reply(j, &c, &err) == 0) {
+        json_t *e = sg_ctl_encode_checkpoints_reply(&c);
+        if (!e || sg_ctl_decode_checkpoints_reply(e, &c2, &err) < 0 || !entries_same(&c, &c2))
+            abort();
+        json_decref(e);
+        sg_ctl_checkpoints_reply_free(&c2);
+        sg_ctl_checkpoints_reply_free(&c);
+    }
+}
+
 /* The call helper's step over the input cut in messages: byte 0 of each
  * piece is its type. */
 static void check_call(const uint8_t *data, size_t size)
@@ -422,6 +477,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (req) {
         check_typed(req);
         check_replies(req);
+        check_more_replies(req);
     }
     json_decref(req);
     /* sg_exec_req_parse's contract holds for any object, also one whose

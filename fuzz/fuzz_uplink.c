@@ -8,9 +8,12 @@
  *
  * Invariants, after each message:
  *  - exactly the messages that are a JSON object with an integer "ack" in
- *    [-1, INT64_MAX - SG_UPLINK_WINDOW] (uplink.h) are taken (the uplink's
- *    stats show that ack); any other is one SG_UPLINK_ERROR event and
- *    changes nothing; sg_spool_ack itself refuses INT64_MAX;
+ *    [-1, INT64_MAX - SG_UPLINK_WINDOW] (uplink.h) and no "v" or an integer
+ *    "v" in [0, SG_ACK_VERSION] (wire/ack.h) are taken (the uplink's stats
+ *    show that ack); one with an integer "v" above SG_ACK_VERSION stops the
+ *    uplink (one SG_UPLINK_REFUSED event, retry 0, the spool unchanged);
+ *    any other is one SG_UPLINK_ERROR event and changes nothing;
+ *    sg_spool_ack itself refuses INT64_MAX;
  *  - a connection's first ack trims nothing past the spool's own ack (the
  *    uplink resends from the lower of the two; an ack below the spool's is
  *    one error event); a later ack counts only up to what the connection
@@ -30,11 +33,12 @@
 
 #include "base/util.h"
 #include "delivery/uplink_internal.h"
+#include "wire/ack.h"
 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static size_t n_errors, n_events;
+static size_t n_errors, n_events, n_refused;
 
 static void on_event(void *ud, const sg_uplink_event *ev)
 {
@@ -42,17 +46,22 @@ static void on_event(void *ud, const sg_uplink_event *ev)
     n_events++;
     if (ev->type == SG_UPLINK_ERROR)
         n_errors++;
+    if (ev->type == SG_UPLINK_REFUSED && ev->retry_ms == 0)
+        n_refused++;
     if (!ev->reason)
         abort();
 }
 
-/* The ack a message carries by the protocol (uplink.h), or false. */
-static bool wanted_ack(const char *p, size_t n, int64_t *ack)
+/* The ack a message carries by the protocol (uplink.h), or false; *newer:
+ * an object whose "v" is an integer above SG_ACK_VERSION. */
+static bool wanted_ack(const char *p, size_t n, int64_t *ack, bool *newer)
 {
     json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
-    json_t *a = json_object_get(j, "ack");
+    json_t *a = json_object_get(j, "ack"), *v = json_object_get(j, "v");
+    *newer = json_is_object(j) && json_is_integer(v) && json_integer_value(v) > SG_ACK_VERSION;
     bool ok = json_is_object(j) && json_is_integer(a) && json_integer_value(a) >= -1 &&
-              json_integer_value(a) <= INT64_MAX - SG_UPLINK_WINDOW;
+              json_integer_value(a) <= INT64_MAX - SG_UPLINK_WINDOW &&
+              (!v || (json_is_integer(v) && json_integer_value(v) >= 0 && !*newer));
     if (ok)
         *ack = (int64_t)json_integer_value(a);
     json_decref(j);
@@ -89,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     u->cur = sg_spool_cursor_new(sp, sg_spool_acked_seq(sp), LWS_PRE, &err);
     if (!u->cur)
         abort();
-    n_errors = n_events = 0;
+    n_errors = n_events = n_refused = 0;
     int64_t sent = -2; /* the last seq read from the cursor; -2: none yet */
     const char *p = (const char *)data + 1, *end = (const char *)data + size;
     while (p < end) {
@@ -104,10 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t ack = 0, spool_ack0 = sg_spool_acked_seq(sp);
         size_t errors0 = n_errors;
         sg_uplink_stats st0 = u->stats;
-        bool take = wanted_ack(line, n, &ack);
+        bool newer = false;
+        bool take = wanted_ack(line, n, &ack, &newer);
         bool was_ready = u->ready;
         sg_uplink_handle_message(u);
         int64_t spool_ack = sg_spool_acked_seq(sp);
+        if (newer) {
+            /* stopped, saying so once; nothing taken */
+            if (u->st != ST_STOPPED || n_refused != 1 || n_errors != errors0 || spool_ack != spool_ack0 ||
+                u->stats.acked_seq != st0.acked_seq || !strstr(u->stuck, "uplink protocol"))
+                abort();
+            break;
+        }
         if (!take) {
             if (n_errors != errors0 + 1 || spool_ack != spool_ack0 ||
                 memcmp(&u->stats, &st0, sizeof st0) != 0)

@@ -3,8 +3,6 @@
 
     stage-web.py WEB_SRC STAMP DEPFILE    stage into the directory beside STAMP
                                           named web (the custom target `web`)
-    stage-web.py --install STAGED DATADIR copy the staged directory to
-                                          $DESTDIR DATADIR (meson install)
 
 The staged directory gets every file and folder of WEB_SRC (web/: the page, its script,
 web/console/ ...) but node_modules and npm's package files, and, under
@@ -13,8 +11,8 @@ WEB_SRC/node_modules as `npm ci` made it from web/package-lock.json
 (scripts/install-deps.sh). Nothing is fetched. DEPFILE names every input
 file and folder, so that ninja stages again when one changes, appears or
 goes. The target's output is a stamp file, not the directory, so that
-`ninja -t clean` can remove it; the directory is installed by this script
-(meson.build: add_install_script).
+`ninja -t clean` can remove it; meson installs the directory
+(meson.build: install_subdir, so that uninstall removes it).
 """
 import os
 import shutil
@@ -32,21 +30,7 @@ VENDOR = {
 SKIP = {"node_modules", "package.json", "package-lock.json"}
 
 
-def install(staged: str, datadir: str) -> int:
-    """staged -> $DESTDIR datadir, replacing what an older install left."""
-    dest = os.environ.get("DESTDIR", "") + datadir if os.environ.get("DESTDIR") else datadir
-    if not os.path.isfile(os.path.join(staged, "terminal.html")):
-        print(f"stage-web: {staged} is not staged: build first", file=sys.stderr)
-        return 1
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(staged, dest)
-    print(f"Installing {staged} to {dest}")
-    return 0
-
-
 def main() -> int:
-    if sys.argv[1] == "--install":
-        return install(sys.argv[2], sys.argv[3])
     src, stamp, depfile = sys.argv[1:4]
     out = os.path.join(os.path.dirname(stamp) or ".", "web")
     missing = [p for p in VENDOR.values() if not os.path.isfile(os.path.join(src, "node_modules", p))]

@@ -1,5 +1,6 @@
 // The learner's terminal: xterm.js on a WebSocket to `sandglass serve`
-// (src/serve/terminal.h has the protocol). The terminal token comes in the
+// (src/wire/termws.h has the protocol: its messages typed, one encoder and
+// strict decoder; this page sends AUTH and RESIZE, reads EXIT and ERROR). The terminal token comes in the
 // page's fragment (#token=...), which the browser never sends to a server.
 (function () {
   "use strict";

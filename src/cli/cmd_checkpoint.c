@@ -94,6 +94,26 @@ int sg_cmd_checkpoint(int argc, char **argv)
     return 0;
 }
 
+/* --json: an array of {id, label, time (RFC 3339), files, bytes}. */
+static int print_checkpoints_json(const sg_ctl_checkpoints_reply *list)
+{
+    sg_autojson json_t *arr = json_array();
+    for (size_t i = 0; arr && i < list->n; i++) {
+        const sg_ctl_checkpoint_entry *e = &list->v[i];
+        char when[32];
+        rfc3339((time_t)e->time, when, sizeof when);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I}", "id", e->id, "label", e->label, "time", when, "files",
+                              (json_int_t)e->files, "bytes", (json_int_t)e->bytes);
+        if (!o || json_array_append_new(arr, o) < 0)
+            return sg_cli_fail("checkpoints", "out of memory");
+    }
+    sg_autofree char *s = arr ? sg_json_dump(arr) : NULL;
+    if (!s)
+        return sg_cli_fail("checkpoints", "out of memory");
+    printf("%s\n", s);
+    return 0;
+}
+
 int sg_cmd_checkpoints(int argc, char **argv)
 {
     bool json = false;
@@ -127,30 +147,21 @@ int sg_cmd_checkpoints(int argc, char **argv)
     sg_autojson json_t *res = sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_CHECKPOINTS}, &err);
     if (!res)
         return sg_cli_fail("checkpoints", err.msg);
-    json_t *arr = json_object_get(res, "checkpoints");
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) {
-        char when[32];
-        rfc3339((time_t)json_integer_value(json_object_get(v, "time")), when, sizeof when);
-        json_object_set_new(v, "time", json_string(when));
-    }
-    if (json) {
-        sg_autofree char *s = sg_json_dump(arr);
-        printf("%s\n", s);
-        return 0;
-    }
-    printf("%-12s %-20s %7s %s\n", "ID", "TIME", "FILES", "LABEL");
-    json_array_foreach(arr, i, v) {
+    sg_ctl_checkpoints_reply list;
+    if (sg_ctl_decode_checkpoints_reply(res, &list, &err) < 0)
+        return sg_cli_fail("checkpoints", err.msg);
+    rc = json ? print_checkpoints_json(&list) : 0;
+    if (!json)
+        printf("%-12s %-20s %7s %s\n", "ID", "TIME", "FILES", "LABEL");
+    for (size_t i = 0; !json && i < list.n; i++) {
         /* Labels hold the exec's command: learner text, shown escaped. */
-        char label[600];
-        const char *l = json_string_value(json_object_get(v, "label"));
-        printf("%-12.12s %-20s %7lld %s\n", json_string_value(json_object_get(v, "id")),
-               json_string_value(json_object_get(v, "time")),
-               (long long)json_integer_value(json_object_get(v, "files")),
-               sg_vis(l, l ? strlen(l) : 0, label, sizeof label));
+        char label[600], when[32];
+        const sg_ctl_checkpoint_entry *e = &list.v[i];
+        rfc3339((time_t)e->time, when, sizeof when);
+        printf("%-12.12s %-20s %7lld %s\n", e->id, when, e->files, sg_vis(e->label, strlen(e->label), label, sizeof label));
     }
-    return 0;
+    sg_ctl_checkpoints_reply_free(&list);
+    return rc;
 }
 
 static void print_changes(json_t *changes)

@@ -62,21 +62,28 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
                         id, terr.msg);
         if (sg_cli_cleanup_dead(id, verbose, err) < 0)
             return NULL;
-        return json_pack("{s:s, s:i, s:b, s:b, s:b}", "destroyed", id, "processes_left", 0,
-                         "cgroup_empty", 1, "cgroup_removed", 1, "supervisor_was_dead", 1);
+        return sg_ctl_encode_destroy_reply(&(sg_ctl_destroy_reply){
+            .destroyed = (char *)id, .cgroup_empty = true, .cgroup_removed = true, .kill_ms = -1,
+            .events_undelivered = -1, .supervisor_was_dead = true});
     }
     /* The supervisor lived in its own cgroup, beside the sandbox's: it is
      * removed once the supervisor has exited (a leftover goes with gc). */
     sg_err serr = {0};
     if (sup > 0 && sg_state_wait_exit(sup, 10000) && sg_cgroup_supervisor_remove(id, &serr) < 0)
         sg_cli_sayf("destroy", "%s", serr.msg);
-    json_int_t left = json_integer_value(json_object_get(res, "events_undelivered"));
+    sg_ctl_destroy_reply proof;
+    if (sg_ctl_decode_destroy_reply(res, &proof, &rerr) < 0) {
+        json_decref(res);
+        return sg_err_set(err, EPROTO, "%s", rerr.msg), NULL;
+    }
+    long long left = proof.events_undelivered;
+    sg_ctl_destroy_reply_free(&proof);
     if (left > 0)
         sg_cli_sayf("destroy",
                     "%lld captured event%s of %s could not be delivered to the "
                     "ingest: kept in the state directory's undelivered/%s; deliver them with "
                     "'sandglass flush %s'",
-                    (long long)left, left == 1 ? "" : "s", id, id, id);
+                    left, left == 1 ? "" : "s", id, id, id);
     return res;
 }
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -397,30 +398,21 @@ static int events_answer(events_opts *o, const char *body, size_t len, int statu
 
 typedef struct follow_conn {
     int fd;
-    char *buf;
-    size_t have, cap;
+    sg_buf in; /* read, not yet handled */
 } follow_conn;
 
-/* More bytes into c->buf (bounded): > 0, 0 at the end, -1 error. */
+/* More bytes into c->in (bounded): > 0, 0 at the end, -1 error. */
 static int follow_fill(follow_conn *c)
 {
-    if (c->cap - c->have < 65536) {
-        if (c->cap >= FOLLOW_EVENT_MAX)
-            return -1;
-        char *nb = realloc(c->buf, c->cap * 2 + 65536 + 1);
-        if (!nb)
-            return -1;
-        c->buf = nb;
-        c->cap = c->cap * 2 + 65536;
-    }
-    ssize_t n = read(c->fd, c->buf + c->have, c->cap - c->have);
+    char chunk[65536];
+    if (c->in.len >= FOLLOW_EVENT_MAX)
+        return -1;
+    ssize_t n = read(c->fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR)
         return 1;
     if (n <= 0)
         return n == 0 ? 0 : -1;
-    c->have += (size_t)n;
-    c->buf[c->have] = '\0';
-    return 1;
+    return sg_buf_append(&c->in, chunk, (size_t)n) < 0 ? -1 : 1;
 }
 
 /* The answer's head: its status, and the bytes after it left in c->buf. A
@@ -428,21 +420,19 @@ static int follow_fill(follow_conn *c)
 static int follow_head(follow_conn *c, int *status)
 {
     char *end;
-    while (!(c->buf && (end = strstr(c->buf, "\r\n\r\n")))) {
-        if (follow_fill(c) <= 0 || c->have > 65536)
+    while (!(c->in.data && (end = strstr(c->in.data, "\r\n\r\n")))) {
+        if (follow_fill(c) <= 0 || c->in.len > 65536)
             return *status = 0, EVENTS_GO;
     }
-    if (sscanf(c->buf, "HTTP/1.%*[01] %d", status) != 1)
+    if (sscanf(c->in.data, "HTTP/1.%*[01] %d", status) != 1)
         *status = 0;
-    size_t hl = (size_t)(end + 4 - c->buf);
-    memmove(c->buf, end + 4, c->have - hl + 1);
-    c->have -= hl;
+    sg_buf_consume(&c->in, (size_t)(end + 4 - c->in.data));
     if (*status < 400 || *status >= 500 || *status == 429)
         return EVENTS_GO; /* 429/5xx: busy or failing, try again later */
-    while (follow_fill(c) > 0 && c->have < 65536)
+    while (follow_fill(c) > 0 && c->in.len < 65536)
         ;
     sg_err err;
-    sg_autojson json_t *j = c->buf ? sg_json_parse(c->buf, c->have, &err) : NULL;
+    sg_autojson json_t *j = c->in.len ? sg_json_parse(c->in.data, c->in.len, &err) : NULL;
     const char *msg = json_string_value(json_object_get(j, "error"));
     char vbuf[256];
     return sg_cli_failf("events", "ingest answered HTTP %d: %s", *status,
@@ -491,19 +481,17 @@ static int follow_once(events_opts *o, const sg_cli_target *t, const char *token
     *served = status == 200;
     while (rc == EVENTS_GO && status == 200) {
         char *end;
-        while (c.buf && (end = strstr(c.buf, "\n\n"))) {
+        while (c.in.data && (end = strstr(c.in.data, "\n\n"))) {
             *end = '\0';
-            follow_message(o, c.buf, cursor);
-            size_t used = (size_t)(end + 2 - c.buf);
-            memmove(c.buf, end + 2, c.have - used + 1);
-            c.have -= used;
+            follow_message(o, c.in.data, cursor);
+            sg_buf_consume(&c.in, (size_t)(end + 2 - c.in.data));
         }
         fflush(stdout);
         if (follow_fill(&c) <= 0)
             break; /* closed, or silent past FOLLOW_IDLE_S (pings come every 15 s) */
     }
     close(c.fd);
-    free(c.buf);
+    sg_buf_free(&c.in);
     return rc;
 }
 

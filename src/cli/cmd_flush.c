@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -193,15 +194,8 @@ int sg_cmd_flush(int argc, char **argv)
         for (struct dirent *de; d && (de = readdir(d));) {
             if (!sg_valid_name(de->d_name))
                 continue;
-            if (nids + 2 > cap) {
-                cap = cap ? cap * 2 : 16;
-                char **n = realloc(found, cap * sizeof *n);
-                if (!n)
-                    break;
-                found = n;
-            }
-            found[nids++] = strdup(de->d_name);
-            found[nids] = NULL;
+            if (sg_strv_push(&found, &nids, &cap, de->d_name) < 0)
+                break;
         }
         if (d)
             closedir(d);

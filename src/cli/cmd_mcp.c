@@ -534,16 +534,20 @@ static int mcp_attach(app *a, const mcp_opts *o)
     }
     /* An aborted sandbox would take initialize and then refuse every
      * call: say so now, and how to go on. */
-    json_t *ab = json_object_get(res, "abort");
-    if (ab) {
-        const char *by = json_string_value(json_object_get(ab, "by"));
+    sg_ctl_info_reply info;
+    if (sg_ctl_decode_info_reply(res, &info, &err) < 0)
+        return sg_cli_fail("mcp", err.msg);
+    if (info.abort_by || info.abort_reason) {
+        const char *by = info.abort_by;
         char msg[600];
         snprintf(msg, sizeof msg, "sandbox %s is aborted (%s): no call can run in it; %s", a->id,
-                 json_string_value(json_object_get(ab, "reason")),
+                 info.abort_reason ? info.abort_reason : "?",
                  by && strcmp(by, "cap") == 0 ? "an abort by a cap stays: create a new sandbox"
                                               : "'sandglass resume ID' clears it first");
+        sg_ctl_info_reply_free(&info);
         return sg_cli_fail("mcp", msg);
     }
+    sg_ctl_info_reply_free(&info);
     return MCP_GO;
 }
 

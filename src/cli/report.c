@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -55,15 +56,15 @@ static void cli_say(const char *cmd, const char *fmt, ...)
 static bool print_json_error(const char *cmd, const char *msg)
 {
     sg_autojson json_t *j = json_pack("{s:s, s:s}", "error", msg, "command", cmd);
-    sg_autofree char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-    if (!s)
+    sg_autofree char *dump = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    sg_autobuf sg_buf line = {0};
+    if (!dump || sg_buf_puts(&line, dump) < 0 || sg_buf_puts(&line, "\n") < 0)
         return false;
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n; i++)
+    const char *s = line.data;
+    size_t n = line.len;
+    for (size_t i = 0; i + 1 < n; i++)
         if (s[i] < 0x20 || s[i] > 0x7e)
             return false;
-    s = sg_xrealloc(s, n + 2);
-    s[n++] = '\n';
     fflush(stdout);
     ssize_t w = write(2, s, n);
     (void)w;

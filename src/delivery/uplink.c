@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "delivery/uplink_internal.h"
+#include "wire/ack.h"
 #include "wire/event.h"
 
 #define LOCAL_PROTO "sg-uplink"
@@ -245,16 +246,23 @@ static void handle_ack(sg_uplink *u, int64_t ack)
 
 void sg_uplink_handle_message(sg_uplink *u)
 {
-    sg_err err;
-    sg_autojson json_t *j = sg_json_parse(u->rx, u->rx_len, &err);
-    json_t *a = j ? json_object_get(j, "ack") : NULL;
-    /* Bounded so that ack + SG_UPLINK_WINDOW (write_records) cannot overflow. */
-    if (!a || !json_is_integer(a) || json_integer_value(a) < -1 ||
-        json_integer_value(a) > INT64_MAX - SG_UPLINK_WINDOW) {
-        emit(u, SG_UPLINK_ERROR, 0, "unexpected message from the ingest (want {\"ack\": N})", 0);
+    sg_err err = {0};
+    sg_ack a;
+    if (sg_ack_decode(u->rx, u->rx_len, &a, &err) < 0 && err.code == EPROTO) {
+        /* A newer ingest: none of its acks can be read, so the spool is
+         * never trimmed; stop (as for a refused seq) and say what to do. */
+        u->st = ST_STOPPED;
+        u->ready = false;
+        snprintf(u->stuck, sizeof u->stuck, "gave up: %.280s", err.msg);
+        emit(u, SG_UPLINK_REFUSED, 0, u->stuck, 0);
         return;
     }
-    handle_ack(u, (int64_t)json_integer_value(a));
+    /* Bounded so that ack + SG_UPLINK_WINDOW (write_records) cannot overflow. */
+    if (err.msg[0] || a.ack > INT64_MAX - SG_UPLINK_WINDOW) {
+        emit(u, SG_UPLINK_ERROR, 0, err.msg[0] ? err.msg : "the ingest's ack is out of range", 0);
+        return;
+    }
+    handle_ack(u, a.ack);
 }
 
 static int write_records(sg_uplink *u, struct lws *wsi)
@@ -328,6 +336,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 sg_uplink_handle_message(u);
             u->rx_len = 0;
             u->rx_overflow = false;
+            if (u->st == ST_STOPPED) {
+                u->wsi = NULL; /* closed by the -1 below */
+                u->stats.connected = false;
+                return -1;
+            }
         }
         return 0;
 

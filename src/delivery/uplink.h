@@ -2,10 +2,12 @@
  * client on the supervisor's libuv loop, as a foreign loop).
  *
  * Protocol: connect to ws://HOST:PORT/v1/ingest (subprotocol "sg-ingest",
- * token in "Authorization: Bearer"); the ingest sends {"ack": N} after the
- * handshake and after each commit (N: highest contiguous committed seq,
- * -1 <= N <= INT64_MAX - SG_UPLINK_WINDOW; any other message is an error
- * event and changes nothing).
+ * token in "Authorization: Bearer"); the ingest sends {"ack": N, "v": 1}
+ * (wire/ack.h) after the handshake and after each commit (N: highest
+ * contiguous committed seq, -1 <= N <= INT64_MAX - SG_UPLINK_WINDOW; any
+ * other message is an error event and changes nothing; an ack of a newer
+ * version than wire/ack.h's stops the uplink, as a refused seq does, with
+ * SG_UPLINK_REFUSED saying what to do).
  * On an ack the spool is trimmed (sg_spool_ack) — never on "sent", and
  * never past the highest seq sent on that connection: the first ack of a
  * connection (where the ingest's copy of the stream is) trims nothing

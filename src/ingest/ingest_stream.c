@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "ingest/query.h"
+#include "wire/ack.h"
 #include "wire/event.h"
 
 /* ---------------------------------------------------------------- WebSocket */
@@ -296,10 +297,10 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
         }
         if (!c->ack_pending)
             return 0;
-        unsigned char buf[LWS_PRE + 48];
+        unsigned char buf[LWS_PRE + SG_ACK_MSG_MAX];
         int64_t ack = c->greeted && c->own_high < c->acked ? c->own_high : c->acked;
-        int n = snprintf((char *)buf + LWS_PRE, 48, "{\"ack\":%lld}", (long long)ack);
-        if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_TEXT) < n)
+        int n = sg_ack_encode(&(sg_ack){.ack = ack, .v = SG_ACK_VERSION}, (char *)buf + LWS_PRE, SG_ACK_MSG_MAX);
+        if (n < 0 || lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_TEXT) < n)
             return -1;
         c->ack_pending = false;
         c->greeted = true;

@@ -72,10 +72,7 @@ static int ctl_flush(tsess *t)
             return -1;
         off += n;
     }
-    memmove(t->in.data, t->in.data + off, t->in.len - off);
-    t->in.len -= off;
-    if (t->in.data)
-        t->in.data[t->in.len] = '\0';
+    sg_buf_consume(&t->in, off);
     if (t->rx_off && t->in.len < SERVE_IN_PAUSE / 2 && t->wsi) {
         t->rx_off = false;
         lws_rx_flow_control(t->wsi, 1);
@@ -101,7 +98,7 @@ static bool ctl_message(tsess *t, uint8_t type, const char *buf, ssize_t n)
     case SG_CTL_CALL_MORE:
         return true;
     case SG_CTL_CALL_EXIT:
-        serve_queue_json(t, json_pack("{s:i}", "exit", t->call.exit_code));
+        serve_queue_msg(t, &(sg_termws_msg){.kind = SG_TERMWS_EXIT, .exit_code = t->call.exit_code});
         serve_close_after(t, LWS_CLOSE_STATUS_NORMAL, "the shell ended");
         return false;
     case SG_CTL_CALL_ERROR:

@@ -13,9 +13,10 @@
 #include "base/util.h"
 #include "serve/terminal.h"
 #include "wire/ctl.h"
+#include "wire/termws.h"
 #include "wire/token.h"
 
-#define SERVE_TEXT_MAX 4096            /* a text message from the browser */
+#define SERVE_TEXT_MAX SG_TERMWS_TEXT_MAX /* a text message from the browser */
 #define SERVE_OUT_PAUSE (1u << 20)     /* queued for the browser: stop reading the sandbox */
 #define SERVE_OUT_RESUME (SERVE_OUT_PAUSE / 2)
 #define SERVE_IN_PAUSE (256u * 1024)   /* queued for the sandbox: stop reading the browser */
@@ -82,7 +83,8 @@ struct tsess {
 };
 
 /* terminal.c */
-void serve_queue_json(tsess *t, json_t *j);
+/* One text message (wire/termws.h) to the browser. */
+void serve_queue_msg(tsess *t, const sg_termws_msg *m);
 int serve_queue_out(tsess *t, bool text, const void *p, size_t len);
 /* Ends the session once everything queued is sent, with code and reason. */
 void serve_close_after(tsess *t, uint16_t code, const char *reason);

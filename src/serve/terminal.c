@@ -17,7 +17,6 @@
 #include "serve/serve_internal.h"
 #include "state/state.h"
 
-#define WINSZ_MAX 1000              /* rows or columns */
 #define WS_PATH "/v1/terminal"
 
 /* ---- sessions ------------------------------------------------------------ */
@@ -92,12 +91,12 @@ int serve_queue_out(tsess *t, bool text, const void *p, size_t len)
     return 0;
 }
 
-void serve_queue_json(tsess *t, json_t *j)
+void serve_queue_msg(tsess *t, const sg_termws_msg *m)
 {
-    sg_autojson json_t *o = j;
-    sg_autofree char *s = o ? sg_json_dump(o) : NULL;
+    size_t len = 0;
+    sg_autofree char *s = sg_termws_encode(m, &len);
     if (s)
-        serve_queue_out(t, true, s, strlen(s));
+        serve_queue_out(t, true, s, len);
 }
 
 void serve_close_after(tsess *t, uint16_t code, const char *reason)
@@ -120,7 +119,7 @@ void serve_refuse_code(tsess *t, uint16_t code, const char *why)
 {
     if (t->closing)
         return;
-    serve_queue_json(t, json_pack("{s:s}", "error", why));
+    serve_queue_msg(t, &(sg_termws_msg){.kind = SG_TERMWS_ERROR, .error = (char *)why});
     serve_close_after(t, code, why);
 }
 
@@ -205,33 +204,16 @@ static void admit(tsess *t)
 
 /* ---- the browser's side -------------------------------------------------- */
 
-/* rows and cols of obj, each an integer in 1..WINSZ_MAX. */
-static bool parse_winsz(json_t *obj, sg_ctl_winsz *ws)
-{
-    json_t *r = json_object_get(obj, "rows"), *c = json_object_get(obj, "cols");
-    if (!json_is_integer(r) || !json_is_integer(c))
-        return false;
-    json_int_t rv = json_integer_value(r), cv = json_integer_value(c);
-    if (rv < 1 || rv > WINSZ_MAX || cv < 1 || cv > WINSZ_MAX)
-        return false;
-    ws->rows = (uint16_t)rv;
-    ws->cols = (uint16_t)cv;
-    return true;
-}
-
 /* The first message: the token and the size. A good token takes a
  * terminal slot at once, while the shell is still being opened: the
  * per-sandbox limit counts connections still reaching a supervisor. */
-static void on_auth(tsess *t, json_t *j)
+static void on_auth(tsess *t, const sg_termws_msg *auth)
 {
     sg_serve *srv = t->srv;
-    const char *token = json_string_value(json_object_get(j, "token"));
-    sg_ctl_winsz ws;
-    if (!token || !parse_winsz(j, &ws) || json_object_size(j) != 3)
-        return serve_refuse(t, "the first message is {\"token\": T, \"rows\": R, \"cols\": C}");
+    sg_ctl_winsz ws = {auth->rows, auth->cols};
     sg_token_claims cl;
     sg_err err = {0};
-    if (sg_token_verify_terminal(srv->secret, token, (int64_t)time(NULL), &cl, &err) < 0)
+    if (sg_token_verify_terminal(srv->secret, auth->token, (int64_t)time(NULL), &cl, &err) < 0)
         return serve_refuse(t, err.msg);
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(cl.sandbox, &m, &err) < 0)
@@ -254,16 +236,15 @@ static void on_auth(tsess *t, json_t *j)
 static void on_text(tsess *t)
 {
     sg_err err = {0};
-    sg_autojson json_t *j = sg_json_parse(t->text, t->text_len, &err);
-    if (!json_is_object(j))
-        return serve_refuse(t, "a text message is a JSON object");
-    if (!t->authed)
-        return on_auth(t, j);
-    json_t *rs = json_object_get(j, "resize");
-    sg_ctl_winsz ws;
-    if (!rs || json_object_size(j) != 1 || !parse_winsz(rs, &ws) || json_object_size(rs) != 2)
-        return serve_refuse(t, "after the token, a text message is {\"resize\": {\"rows\": R, \"cols\": C}}");
-    t->winsz = ws;
+    sg_termws_msg m;
+    if (sg_termws_decode_browser(t->text, t->text_len, t->authed, &m, &err) < 0)
+        return serve_refuse(t, err.msg);
+    if (m.kind == SG_TERMWS_AUTH) {
+        on_auth(t, &m);
+        sg_termws_msg_free(&m);
+        return;
+    }
+    t->winsz = (sg_ctl_winsz){m.rows, m.cols};
     t->winsz_pending = true;
     serve_poll_update(t);
 }

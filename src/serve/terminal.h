@@ -15,7 +15,8 @@
  *   /terminal.js       its script
  *   /xterm.js, /xterm.css, /addon-fit.js   xterm.js (vendor/, from npm)
  *   /healthz           {"ok": true}
- * WebSocket /v1/terminal, subprotocol "sandglass-terminal":
+ * WebSocket /v1/terminal, subprotocol "sandglass-terminal": the messages
+ * are wire/termws.h's (typed there, encoded and decoded only there):
  *   browser -> first, within SG_SERVE_AUTH_TIMEOUT_S, a text message
  *              {"token": T, "rows": R, "cols": C}: T a terminal token
  *              (wire/token.h) whose sandbox is live on this host with the
@@ -25,6 +26,8 @@
  *   server  -> binary messages: what the terminal prints
  *           -> text {"exit": N} when the shell ends, or {"error": "..."};
  *              then it closes (1000, or 1008 with the reason for a refusal)
+ *              (a text message that does not decode is refused with what
+ *              it must be and what was wrong in it)
  * Refusals of a shell that could open later (a busy sandbox, a limit)
  * close with 1013 ("try again later") instead of 1008.
  * Bounds: SG_SERVE_CONNS terminals in all and SG_SERVE_PER_SANDBOX per
@@ -46,6 +49,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "wire/termws.h"
 
 #define SG_SERVE_DEFAULT_PORT 7434
 #define SG_SERVE_CONNS 64
@@ -55,7 +59,7 @@
 #define SG_SERVE_CONNS_PER_ADDR 32
 #define SG_SERVE_AUTH_TIMEOUT_S 5
 #define SG_SERVE_CONNECT_TIMEOUT_S 5
-#define SG_SERVE_PROTOCOL "sandglass-terminal"
+#define SG_SERVE_PROTOCOL SG_TERMWS_PROTOCOL
 
 typedef struct sg_serve sg_serve;
 

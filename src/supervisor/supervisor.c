@@ -106,9 +106,9 @@ static void sup_destroy(sv_sup *s, sv_client *c)
     } else {
         int removed = s->cg ? sg_cgroup_remove(s->cg, &err) : 0;
         s->destroy_type = SG_CTL_RESULT;
-        s->destroy_res = json_pack("{s:s, s:i, s:b, s:b, s:f}", "destroyed", s->meta.id,
-                                   "processes_left", 0, "cgroup_empty", 1, "cgroup_removed", removed == 0,
-                                   "kill_ms", kill_ms);
+        s->destroy_res = sg_ctl_encode_destroy_reply(&(sg_ctl_destroy_reply){
+            .destroyed = s->meta.id, .cgroup_empty = true, .cgroup_removed = removed == 0, .kill_ms = kill_ms,
+            .events_undelivered = -1});
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
         sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O, s:o, s:o}", "state", "destroyed", "proof",
@@ -225,8 +225,13 @@ static int sup_shutdown(sv_sup *s)
         free(ex);
     }
     s->nexecs = 0;
-    if (s->destroy_res && s->destroy_type == SG_CTL_RESULT)
-        json_object_set_new(s->destroy_res, "events_undelivered", json_integer(undelivered));
+    sg_ctl_destroy_reply proof;
+    if (s->destroy_res && s->destroy_type == SG_CTL_RESULT && sg_ctl_decode_destroy_reply(s->destroy_res, &proof, NULL) == 0) {
+        proof.events_undelivered = undelivered;
+        json_decref(s->destroy_res);
+        s->destroy_res = sg_ctl_encode_destroy_reply(&proof);
+        sg_ctl_destroy_reply_free(&proof);
+    }
     int code = s->exit_code;
     if (s->orphaned) {
         /* Nothing of the state directory is left to keep things in: the

@@ -460,13 +460,13 @@ void sv_ckpt_op_list(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
         sv_client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
         return;
     }
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:I}", "id", v[i].id,
-            "label", v[i].label ? v[i].label : "", "time", (json_int_t)v[i].time,
-            "files", (json_int_t)v[i].files, "bytes", (json_int_t)v[i].bytes));
+    sg_ctl_checkpoints_reply r = {.v = n ? calloc(n, sizeof *r.v) : NULL, .n = n};
+    for (size_t i = 0; r.v && i < n; i++)
+        r.v[i] = (sg_ctl_checkpoint_entry){.id = v[i].id, .label = v[i].label, .time = (long long)v[i].time,
+                                           .files = (long long)v[i].files, .bytes = (long long)v[i].bytes};
+    sv_client_result(c, n && !r.v ? NULL : sg_ctl_encode_checkpoints_reply(&r));
+    free(r.v); /* its strings are v's */
     sg_checkpoint_infos_free(v, n);
-    sv_client_result(c, json_pack("{s:o}", "checkpoints", arr));
 }
 
 void sv_ckpt_op_rollback(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)

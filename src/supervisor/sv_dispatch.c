@@ -10,15 +10,15 @@
 
 static void op_info(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
-    json_t *j = sg_sandbox_meta_json(&s->meta);
-    json_object_set_new(j, "running_execs", json_integer((json_int_t)s->nexecs));
-    json_object_set_new(j, "cgroup_layout", json_string(sg_cgroup_layout_name(sg_cgroup_layout())));
-    json_object_set_new(j, "state", json_string(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"));
-    if (s->aborted)
-        json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", s->abort_by, "reason", s->abort_reason));
-    json_object_set_new(j, "sv_killswitch_caps_now", sv_killswitch_caps_now(s));
-    json_object_set_new(j, "v", json_integer(SG_CTL_VERSION));
-    sv_client_result(c, j);
+    sg_autojson json_t *rec = sg_sandbox_meta_json(&s->meta), *caps = sv_killswitch_caps_now(s);
+    sg_ctl_info_reply r = {
+        .record = rec, .running_execs = (long long)s->nexecs,
+        .cgroup_layout = (char *)sg_cgroup_layout_name(sg_cgroup_layout()),
+        .state = (char *)(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"),
+        .abort_by = s->aborted ? s->abort_by : NULL, .abort_reason = s->aborted ? s->abort_reason : NULL,
+        .caps_now = caps, .v = SG_CTL_VERSION,
+    };
+    sv_client_result(c, sg_ctl_encode_info_reply(&r));
 }
 
 static void op_destroy(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
@@ -46,7 +46,7 @@ static void op_expire(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     uv_timer_stop(&s->expire_timer);
     if (after >= 0 && after <= 365.0 * 24 * 3600)
         uv_timer_start(&s->expire_timer, sv_killswitch_on_expire, (uint64_t)(after * 1000.0), 0);
-    sv_client_result(c, json_pack("{s:b, s:f}", "expires", after >= 0, "after_s", after));
+    sv_client_result(c, sg_ctl_encode_expire_reply(&(sg_ctl_expire_reply){.expires = after >= 0, .after_s = after}));
 }
 
 /* The requests, by op (sg_ctl_req_decode's). Only "exec" takes the fd that

@@ -231,26 +231,14 @@ int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg
 {
     if (a->len + len + 1 > SG_CTL_RESULT_MAX)
         return sg_err_set(err, EMSGSIZE, "the supervisor's answer is larger than %d bytes", SG_CTL_RESULT_MAX);
-    if (a->len + len + 1 > a->cap) {
-        size_t cap = a->cap ? a->cap : 65536;
-        while (cap < a->len + len + 1)
-            cap *= 2;
-        char *nb = realloc(a->buf, cap);
-        if (!nb)
-            return sg_err_set(err, ENOMEM, "out of memory");
-        a->buf = nb;
-        a->cap = cap;
-    }
-    memcpy(a->buf + a->len, msg, len);
-    a->len += len;
-    a->buf[a->len] = '\0';
+    if (sg_buf_append(a, msg, len) < 0)
+        return sg_err_set(err, ENOMEM, "out of memory");
     return type == SG_CTL_RESULT_PART ? 0 : 1;
 }
 
 void sg_ctl_asm_free(sg_ctl_asm *a)
 {
-    free(a->buf);
-    memset(a, 0, sizeof *a);
+    sg_buf_free(a);
 }
 
 static sg_ctl_call_end call_bad(sg_ctl_call *c, const char *why)
@@ -286,7 +274,7 @@ sg_ctl_call_end sg_ctl_call_feed(sg_ctl_call *c, uint8_t type, const char *msg, 
     int done = sg_ctl_asm_feed(&c->answer, type, msg, len, &err);
     if (done <= 0)
         return done < 0 ? call_bad(c, err.msg) : SG_CTL_CALL_MORE;
-    json_t *j = sg_json_parse(c->answer.buf, c->answer.len, &err);
+    json_t *j = sg_json_parse(c->answer.data, c->answer.len, &err);
     sg_ctl_asm_free(&c->answer);
     if (!j)
         return call_bad(c, err.msg);
@@ -344,42 +332,21 @@ char *sg_exec_cmdline(char *const *argv)
     if ((!strcmp(b, "sh") || !strcmp(b, "bash") || !strcmp(b, "dash")) && argv[1] &&
         !strcmp(argv[1], "-c") && argv[2] && !argv[3])
         return strdup(argv[2]);
-    size_t cap = 64, len = 0;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    for (char *const *a = argv; *a; a++) {
-        size_t need = strlen(*a) * 4 + 4;
-        if (len + need + 1 > cap) {
-            while (len + need + 1 > cap)
-                cap *= 2;
-            char *n = realloc(out, cap);
-            if (!n) {
-                free(out);
-                return NULL;
-            }
-            out = n;
-        }
+    sg_autobuf sg_buf out = {0};
+    int r = 0;
+    for (char *const *a = argv; r == 0 && *a; a++) {
         if (a != argv)
-            out[len++] = ' ';
+            r |= sg_buf_puts(&out, " ");
         if (!needs_quoting(*a)) {
-            memcpy(out + len, *a, strlen(*a));
-            len += strlen(*a);
+            r |= sg_buf_puts(&out, *a);
             continue;
         }
-        out[len++] = '\'';
-        for (const char *p = *a; *p; p++) {
-            if (*p == '\'') {
-                memcpy(out + len, "'\\''", 4);
-                len += 4;
-            } else {
-                out[len++] = *p;
-            }
-        }
-        out[len++] = '\'';
+        r |= sg_buf_puts(&out, "'");
+        for (const char *p = *a; *p; p++)
+            r |= *p == '\'' ? sg_buf_puts(&out, "'\\''") : sg_buf_append(&out, p, 1);
+        r |= sg_buf_puts(&out, "'");
     }
-    out[len] = '\0';
-    return out;
+    return r == 0 ? sg_buf_steal(&out, NULL) : NULL;
 }
 
 int sg_ctl_listen(const char *path, int backlog, sg_err *err)

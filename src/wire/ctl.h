@@ -39,6 +39,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "wire/seqpacket.h"
 
@@ -64,14 +65,11 @@ typedef struct sg_ctl_winsz {
 #define SG_CTL_CHUNK (60 * 1024)            /* payload of one PART */
 #define SG_CTL_RESULT_MAX (64 * 1024 * 1024) /* an assembled RESULT */
 
-/* Reassembles a RESULT that came in parts. */
-typedef struct sg_ctl_asm {
-    char *buf;
-    size_t len, cap;
-} sg_ctl_asm;
+/* Reassembles a RESULT that came in parts: the one buffer (base/buf.h). */
+typedef sg_buf sg_ctl_asm;
 
 /* Feeds one received message. Returns 1 when msg completes a RESULT or an
- * ERROR (the whole payload is then a->buf, a->len, NUL-terminated), 0 when
+ * ERROR (the whole payload is then a->data, a->len, NUL-terminated), 0 when
  * it was a PART, -1 when the result grows past SG_CTL_RESULT_MAX. */
 int sg_ctl_asm_feed(sg_ctl_asm *a, uint8_t type, const char *msg, size_t len, sg_err *err);
 void sg_ctl_asm_free(sg_ctl_asm *a);
@@ -169,10 +167,10 @@ typedef enum sg_ctl_op {
     SG_OP_NONE = 0,
     SG_OP_EXEC,        /* sg_exec_req (stdin fd with it)  -> output, RESULT or EXIT */
     SG_OP_ATTACH,      /* sg_ctl_attach_req               -> as a tty exec */
-    SG_OP_INFO,        /* -                               -> the sandbox's record + state */
-    SG_OP_DESTROY,     /* -                               -> the destroy's proof */
+    SG_OP_INFO,        /* -                               -> sg_ctl_info_reply */
+    SG_OP_DESTROY,     /* -                               -> sg_ctl_destroy_reply */
     SG_OP_CHECKPOINT,  /* sg_ctl_checkpoint_req           -> sg_ctl_checkpoint_reply */
-    SG_OP_CHECKPOINTS, /* -                               -> {"checkpoints": [...]} */
+    SG_OP_CHECKPOINTS, /* -                               -> sg_ctl_checkpoints_reply */
     SG_OP_ROLLBACK,    /* sg_ctl_rollback_req             -> sg_ctl_rollback_reply */
     SG_OP_ABORT,       /* sg_ctl_abort_req                -> sg_ctl_abort_reply */
     SG_OP_CLAIM,       /* sg_ctl_claim_req                -> the sandbox's record */
@@ -296,6 +294,55 @@ typedef struct sg_ctl_exec_reply {
     bool detached;   /* a detachable tty exec left running */
     long long exec;  /* with detached: its exec number */
 } sg_ctl_exec_reply;
+
+/* "info": the sandbox's record (state.h's sg_sandbox_meta_json, its fields
+ * at the top level of the answer) and what the supervisor knows now. */
+typedef struct sg_ctl_info_reply {
+    void *record;          /* json_t* object, owned: the record's fields (the ones below taken out) */
+    long long running_execs;
+    char *cgroup_layout;   /* "v2", "v1", ... */
+    char *state;           /* "running", "aborted", "broken" */
+    char *abort_by, *abort_reason; /* with state "aborted" ("abort": {"by", "reason"}), else NULL */
+    void *caps_now;        /* json_t* object, owned: the caps and their use; NULL: none */
+    int v;                 /* the supervisor's protocol version (absent: 0) */
+} sg_ctl_info_reply;
+
+/* "destroy": the proof that nothing of the sandbox is left. It is also the
+ * "proof" of the sandbox's "destroyed" event (without events_undelivered,
+ * known only once the capture is delivered). */
+typedef struct sg_ctl_destroy_reply {
+    char *destroyed;       /* the sandbox's id */
+    long long processes_left;
+    bool cgroup_empty, cgroup_removed;
+    double kill_ms;        /* < 0: not measured (absent) */
+    long long events_undelivered; /* < 0: not known (absent) */
+    bool supervisor_was_dead; /* the CLI cleaned up: no supervisor answered */
+} sg_ctl_destroy_reply;
+
+/* "checkpoints": the sandbox's checkpoints, oldest first. */
+typedef struct sg_ctl_checkpoint_entry {
+    char *id;              /* all 40 hex characters */
+    char *label;           /* "" when none */
+    long long time;        /* seconds since the epoch */
+    long long files, bytes;
+} sg_ctl_checkpoint_entry;
+
+typedef struct sg_ctl_checkpoints_reply {
+    sg_ctl_checkpoint_entry *v;
+    size_t n;
+} sg_ctl_checkpoints_reply;
+
+#define SG_CTL_CHECKPOINTS_MAX 1000000 /* entries a client takes in one answer */
+
+void *sg_ctl_encode_info_reply(const sg_ctl_info_reply *r);
+int sg_ctl_decode_info_reply(const void *json_obj, sg_ctl_info_reply *out, sg_err *err);
+void sg_ctl_info_reply_free(sg_ctl_info_reply *r);
+void *sg_ctl_encode_destroy_reply(const sg_ctl_destroy_reply *r);
+int sg_ctl_decode_destroy_reply(const void *json_obj, sg_ctl_destroy_reply *out, sg_err *err);
+void sg_ctl_destroy_reply_free(sg_ctl_destroy_reply *r);
+void *sg_ctl_encode_checkpoints_reply(const sg_ctl_checkpoints_reply *r);
+int sg_ctl_decode_checkpoints_reply(const void *json_obj, sg_ctl_checkpoints_reply *out, sg_err *err);
+void sg_ctl_checkpoints_reply_free(sg_ctl_checkpoints_reply *r);
 
 void *sg_ctl_encode_ping_reply(const sg_ctl_ping_reply *r);
 int sg_ctl_decode_ping_reply(const void *json_obj, sg_ctl_ping_reply *out, sg_err *err);

@@ -534,3 +534,195 @@ int sg_ctl_decode_exec_reply(const void *obj, sg_ctl_exec_reply *out, sg_err *er
     out->signal = sig < 0 ? 0 : (int)sig;
     return 0;
 }
+
+/* ---- info, destroy, checkpoints --------------------------------------------- */
+
+/* An optional object field: *out a new reference, or NULL when absent. */
+static int opt_object(const json_t *j, const char *key, void **out, sg_err *err)
+{
+    json_t *v = json_object_get(j, key);
+    if (v && !json_is_object(v))
+        return sg_err_set(err, EINVAL, "\"%s\" must be an object", key);
+    *out = v ? json_incref(v) : NULL;
+    return 0;
+}
+
+static const char *const info_fields[] = {"running_execs", "cgroup_layout", "state", "abort", "caps_now", "v", NULL};
+
+void *sg_ctl_encode_info_reply(const sg_ctl_info_reply *r)
+{
+    sg_autojson json_t *j = r->record ? json_copy(r->record) : json_object();
+    if (!j || json_object_set_new(j, "running_execs", json_integer(r->running_execs)) < 0 ||
+        set_str(j, "cgroup_layout", r->cgroup_layout) < 0 || set_str(j, "state", r->state) < 0 ||
+        json_object_set_new(j, "v", json_integer(r->v)) < 0 ||
+        (r->caps_now && json_object_set(j, "caps_now", r->caps_now) < 0))
+        return NULL;
+    if (r->abort_by || r->abort_reason) {
+        json_t *ab = json_object();
+        if (!ab || json_object_set_new(j, "abort", ab) < 0 || set_str(ab, "by", r->abort_by) < 0 ||
+            set_str(ab, "reason", r->abort_reason) < 0)
+            return NULL;
+    }
+    return sg_steal_ptr(&j);
+}
+
+/* The record: every field of the answer but info_fields. */
+static json_t *info_record(const json_t *j)
+{
+    json_t *rec = json_object();
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)j, key, val) {
+        bool typed = false;
+        for (size_t i = 0; !typed && info_fields[i]; i++)
+            typed = !strcmp(key, info_fields[i]);
+        if (rec && !typed && json_object_set(rec, key, val) < 0) {
+            json_decref(rec);
+            return NULL;
+        }
+    }
+    return rec;
+}
+
+static int decode_info(const json_t *j, sg_ctl_info_reply *out, sg_err *err)
+{
+    long long v = 0;
+    if (want_object(j, "info", err) < 0 || opt_int(j, "running_execs", &out->running_execs, err) < 0 ||
+        opt_string(j, "cgroup_layout", 64, &out->cgroup_layout, err) < 0 ||
+        opt_string(j, "state", 64, &out->state, err) < 0 || opt_object(j, "caps_now", &out->caps_now, err) < 0 ||
+        opt_int(j, "v", &v, err) < 0)
+        return -1;
+    if (v < 0 || v > 1000000)
+        return sg_err_set(err, EINVAL, "\"v\" must be a protocol version");
+    out->v = (int)v;
+    json_t *ab = json_object_get(j, "abort");
+    if (ab && (!json_is_object(ab) || opt_string(ab, "by", 4096, &out->abort_by, err) < 0 ||
+               opt_string(ab, "reason", 4096, &out->abort_reason, err) < 0))
+        return json_is_object(ab) ? -1 : sg_err_set(err, EINVAL, "\"abort\" must be an object");
+    out->record = info_record(j);
+    return out->record ? 0 : sg_err_set(err, ENOMEM, "out of memory");
+}
+
+int sg_ctl_decode_info_reply(const void *obj, sg_ctl_info_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (decode_info(obj, out, err) < 0) {
+        sg_ctl_info_reply_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void sg_ctl_info_reply_free(sg_ctl_info_reply *r)
+{
+    free(r->cgroup_layout);
+    free(r->state);
+    free(r->abort_by);
+    free(r->abort_reason);
+    if (r->record)
+        json_decref(r->record);
+    if (r->caps_now)
+        json_decref(r->caps_now);
+    memset(r, 0, sizeof *r);
+}
+
+void *sg_ctl_encode_destroy_reply(const sg_ctl_destroy_reply *r)
+{
+    sg_autojson json_t *j = json_pack("{s:I, s:b, s:b}", "processes_left", (json_int_t)r->processes_left,
+                                      "cgroup_empty", r->cgroup_empty, "cgroup_removed", r->cgroup_removed);
+    if (!j || set_str(j, "destroyed", r->destroyed) < 0 ||
+        (r->kill_ms >= 0 && json_object_set_new(j, "kill_ms", json_real(r->kill_ms)) < 0) ||
+        (r->events_undelivered >= 0 &&
+         json_object_set_new(j, "events_undelivered", json_integer(r->events_undelivered)) < 0) ||
+        (r->supervisor_was_dead && json_object_set_new(j, "supervisor_was_dead", json_true()) < 0))
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+int sg_ctl_decode_destroy_reply(const void *obj, sg_ctl_destroy_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const json_t *j = obj;
+    out->events_undelivered = json_object_get(j, "events_undelivered") ? 0 : -1;
+    if (want_object(j, "destroy", err) < 0 || opt_int(j, "processes_left", &out->processes_left, err) < 0 ||
+        opt_bool(j, "cgroup_empty", false, &out->cgroup_empty, err) < 0 ||
+        opt_bool(j, "cgroup_removed", false, &out->cgroup_removed, err) < 0 ||
+        opt_number(j, "kill_ms", -1, &out->kill_ms, err) < 0 ||
+        (out->events_undelivered == 0 && opt_int(j, "events_undelivered", &out->events_undelivered, err) < 0) ||
+        opt_bool(j, "supervisor_was_dead", false, &out->supervisor_was_dead, err) < 0 ||
+        opt_string(j, "destroyed", 256, &out->destroyed, err) < 0)
+        return -1;
+    if (out->processes_left < 0 || (json_object_get(j, "events_undelivered") && out->events_undelivered < 0) ||
+        (json_object_get(j, "kill_ms") && out->kill_ms < 0))
+        return sg_ctl_destroy_reply_free(out), sg_err_set(err, EINVAL, "a count or time in the destroy answer is negative");
+    return 0;
+}
+
+void sg_ctl_destroy_reply_free(sg_ctl_destroy_reply *r)
+{
+    free(r->destroyed);
+    memset(r, 0, sizeof *r);
+}
+
+void *sg_ctl_encode_checkpoints_reply(const sg_ctl_checkpoints_reply *r)
+{
+    sg_autojson json_t *arr = json_array();
+    for (size_t i = 0; arr && i < r->n; i++) {
+        const sg_ctl_checkpoint_entry *e = &r->v[i];
+        json_t *o = json_pack("{s:s?, s:s?, s:I, s:I, s:I}", "id", e->id, "label", e->label ? e->label : "",
+                              "time", (json_int_t)e->time, "files", (json_int_t)e->files, "bytes",
+                              (json_int_t)e->bytes);
+        if (!o || json_array_append_new(arr, o) < 0)
+            return NULL;
+    }
+    return arr ? json_pack("{s:O}", "checkpoints", arr) : NULL;
+}
+
+static int decode_checkpoint_entry(const json_t *o, sg_ctl_checkpoint_entry *e, sg_err *err)
+{
+    if (!json_is_object(o))
+        return sg_err_set(err, EINVAL, "\"checkpoints\" must hold objects");
+    if (opt_string(o, "id", 256, &e->id, err) < 0 || opt_string(o, "label", 4096, &e->label, err) < 0 ||
+        opt_int(o, "time", &e->time, err) < 0 || opt_int(o, "files", &e->files, err) < 0 ||
+        opt_int(o, "bytes", &e->bytes, err) < 0)
+        return -1;
+    if (!e->id)
+        return sg_err_set(err, EINVAL, "a checkpoint has no \"id\"");
+    if (e->files < 0 || e->bytes < 0)
+        return sg_err_set(err, EINVAL, "a checkpoint's \"files\" or \"bytes\" is negative");
+    if (!e->label && !(e->label = strdup("")))
+        return sg_err_set(err, ENOMEM, "out of memory");
+    return 0;
+}
+
+int sg_ctl_decode_checkpoints_reply(const void *obj, sg_ctl_checkpoints_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (want_object(obj, "checkpoints", err) < 0)
+        return -1;
+    json_t *arr = json_object_get(obj, "checkpoints");
+    if (!json_is_array(arr) || json_array_size(arr) > SG_CTL_CHECKPOINTS_MAX)
+        return sg_err_set(err, EINVAL, "\"checkpoints\" must be an array of at most %d", SG_CTL_CHECKPOINTS_MAX);
+    size_t n = json_array_size(arr);
+    out->v = n ? calloc(n, sizeof *out->v) : NULL;
+    if (n && !out->v)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    for (; out->n < n; out->n++) {
+        if (decode_checkpoint_entry(json_array_get(arr, out->n), &out->v[out->n], err) < 0) {
+            out->n++; /* its fields are freed too */
+            sg_ctl_checkpoints_reply_free(out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void sg_ctl_checkpoints_reply_free(sg_ctl_checkpoints_reply *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->v[i].id);
+        free(r->v[i].label);
+    }
+    free(r->v);
+    memset(r, 0, sizeof *r);
+}

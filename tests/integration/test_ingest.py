@@ -170,7 +170,8 @@ class WS:
             if op == 0x8:
                 break
             if op == 0x1:
-                last = json.loads(p)["ack"]
+                self.last_ack_msg = json.loads(p)
+                last = self.last_ack_msg["ack"]
                 if want is None or last >= want:
                     return last
         return last
@@ -371,6 +372,8 @@ def main():
     q = urllib.parse.urlencode({"learner_id": "alice", "task_id": "t1", "sandbox_id": "sb1", "token": tok})
     a = WS(ing.port, "/v1/ingest?" + q)
     check("Python-agent URL form accepted; first ack is -1", a.wait_ack(None) == -1)
+    check("the ack is {\"ack\": N, \"v\": 1} (wire/ack.h: an agent reads \"ack\" alone)",
+          getattr(a, "last_ack_msg", None) == {"ack": -1, "v": 1}, getattr(a, "last_ack_msg", None))
     for i in range(10):
         a.send_event(i, sandbox_id="sb1")
     check("ack 9 after ten frames are committed", a.wait_ack(9) == 9)

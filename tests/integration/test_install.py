@@ -1,7 +1,8 @@
 """Issue 23: installable. `meson install` puts the binaries and everything
 they read at run time (the page of `sandglass serve`: web/ and xterm.js from
 npm, as $datadir/sandglass/web) under the prefix, and an installed
-`sandglass` from PATH works with no source tree.
+`sandglass` from PATH works with no source tree; `ninja uninstall` then
+removes everything the install put there.
 
 The build is installed into a temporary DESTDIR; every installed command
 then runs in a mount namespace of its own where a tmpfs lies over the
@@ -57,6 +58,11 @@ tap.ok(os.access(os.path.join(bindir, "sandglass"), os.X_OK), "sandglass is inst
 web = os.path.join(datadir, "sandglass", "web")
 for f in ("terminal.html", "terminal.js", "vendor/xterm.js", "vendor/xterm.css", "vendor/addon-fit.js"):
     tap.ok(os.path.isfile(os.path.join(web, f)), f"$datadir/sandglass/web/{f} is installed")
+mandir = dest + os.path.join(prefix, opt.get("mandir", "share/man"), "man1")
+pages = sorted(f[:-3] + ".1" for f in os.listdir(os.path.join(SRC, "docs", "man")) if f.endswith(".md"))
+absent = [p for p in pages if not os.path.isfile(os.path.join(mandir, p))]
+tap.ok(len(pages) > 1 and not absent, f"every man page is installed in $mandir/man1 ({len(pages)})",
+       "missing: " + ", ".join(absent))
 
 # The installed commands' environment: the installed bin first in PATH, and
 # nothing that points at the build (the test harness's SANDGLASSD).
@@ -160,4 +166,13 @@ else:
     for what in ("runs a command", "destroys it", "it is gone"):
         tap.ok(False, what)
 hand_back()
+
+# uninstall: meson's log of what it installed (the web directory with it,
+# and every directory it made) is removed, and nothing is left in the DESTDIR
+ninja = shutil.which("ninja") or "ninja"
+p = subprocess.run([ninja, "-C", BUILD, "uninstall"], capture_output=True, text=True, timeout=300)
+tap.ok(p.returncode == 0, "ninja uninstall", p.stdout[-2000:] + p.stderr[-2000:])
+left = [os.path.join(d, x) for d, dirs, files in os.walk(dest) for x in dirs + files]
+tap.ok(not left, "uninstall leaves nothing in the DESTDIR (no file, no directory)",
+       "\n".join(sorted(left)[:40]))
 tap.done()

@@ -184,6 +184,104 @@ static void test_exec_req_tty(void **state)
     parse_result("{\"op\":\"exec\",\"argv\":[\"true\"]}", 0, false, NULL);
 }
 
+static json_t *load(const char *text)
+{
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+/* A reply refused names its field (and holds nothing). */
+#define REFUSED(type, decode, text, field)                                                                        \
+    do {                                                                                                          \
+        json_t *j_ = load(text);                                                                                  \
+        type o_;                                                                                                  \
+        sg_err e_ = {0};                                                                                          \
+        assert_int_equal(decode(j_, &o_, &e_), -1);                                                               \
+        assert_non_null(strstr(e_.msg, field));                                                                   \
+        json_decref(j_);                                                                                          \
+    } while (0)
+
+static void test_info_reply(void **state)
+{
+    (void)state;
+    json_t *rec = load("{\"id\":\"abc\",\"learner\":\"l\"}"), *caps = load("{\"max_calls\":3}");
+    sg_ctl_info_reply r = {.record = rec, .running_execs = 2, .cgroup_layout = "v2", .state = "aborted",
+                           .abort_by = "operator", .abort_reason = "stop", .caps_now = caps, .v = SG_CTL_VERSION};
+    json_t *j = sg_ctl_encode_info_reply(&r);
+    assert_non_null(j);
+    /* the record's fields are at the top level, as before the type */
+    assert_string_equal(json_string_value(json_object_get(j, "learner")), "l");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "abort"), "by")), "operator");
+    sg_ctl_info_reply d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_decode_info_reply(j, &d, &err), 0);
+    assert_true(json_equal(d.record, rec));
+    assert_true(json_equal(d.caps_now, caps));
+    assert_int_equal(d.running_execs, 2);
+    assert_int_equal(d.v, SG_CTL_VERSION);
+    assert_string_equal(d.state, "aborted");
+    assert_string_equal(d.abort_reason, "stop");
+    sg_ctl_info_reply_free(&d);
+    json_decref(j);
+    json_decref(rec);
+    json_decref(caps);
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"running_execs\":\"2\"}", "\"running_execs\"");
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"abort\":[]}", "\"abort\"");
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"abort\":{\"by\":1}}", "\"by\"");
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"caps_now\":1}", "\"caps_now\"");
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "[]", "not an object");
+}
+
+static void test_destroy_reply(void **state)
+{
+    (void)state;
+    sg_ctl_destroy_reply r = {.destroyed = "abc", .cgroup_empty = true, .cgroup_removed = true, .kill_ms = 1.5,
+                              .events_undelivered = -1};
+    json_t *j = sg_ctl_encode_destroy_reply(&r);
+    assert_non_null(j);
+    assert_null(json_object_get(j, "events_undelivered")); /* the event's proof: not known yet */
+    assert_null(json_object_get(j, "supervisor_was_dead"));
+    sg_ctl_destroy_reply d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_decode_destroy_reply(j, &d, &err), 0);
+    assert_string_equal(d.destroyed, "abc");
+    assert_true(d.cgroup_empty && d.cgroup_removed && !d.supervisor_was_dead);
+    assert_true(d.kill_ms == 1.5);
+    assert_int_equal(d.events_undelivered, -1);
+    d.events_undelivered = 7;
+    json_decref(j);
+    j = sg_ctl_encode_destroy_reply(&d);
+    sg_ctl_destroy_reply_free(&d);
+    assert_int_equal(json_integer_value(json_object_get(j, "events_undelivered")), 7);
+    json_decref(j);
+    REFUSED(sg_ctl_destroy_reply, sg_ctl_decode_destroy_reply, "{\"cgroup_empty\":1}", "\"cgroup_empty\"");
+    REFUSED(sg_ctl_destroy_reply, sg_ctl_decode_destroy_reply, "{\"events_undelivered\":1.5}", "\"events_undelivered\"");
+    REFUSED(sg_ctl_destroy_reply, sg_ctl_decode_destroy_reply, "{\"processes_left\":-1}", "negative");
+}
+
+static void test_checkpoints_reply(void **state)
+{
+    (void)state;
+    sg_ctl_checkpoint_entry v[2] = {{.id = "aa", .label = "first", .time = 10, .files = 1, .bytes = 2},
+                                    {.id = "bb", .label = NULL, .time = 11, .files = 3, .bytes = 4}};
+    json_t *j = sg_ctl_encode_checkpoints_reply(&(sg_ctl_checkpoints_reply){v, 2});
+    assert_non_null(j);
+    sg_ctl_checkpoints_reply d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_decode_checkpoints_reply(j, &d, &err), 0);
+    assert_int_equal(d.n, 2);
+    assert_string_equal(d.v[0].label, "first");
+    assert_string_equal(d.v[1].label, ""); /* none: "" */
+    assert_int_equal(d.v[1].bytes, 4);
+    sg_ctl_checkpoints_reply_free(&d);
+    json_decref(j);
+    REFUSED(sg_ctl_checkpoints_reply, sg_ctl_decode_checkpoints_reply, "{}", "\"checkpoints\"");
+    REFUSED(sg_ctl_checkpoints_reply, sg_ctl_decode_checkpoints_reply, "{\"checkpoints\":[{\"label\":\"x\"}]}", "\"id\"");
+    REFUSED(sg_ctl_checkpoints_reply, sg_ctl_decode_checkpoints_reply, "{\"checkpoints\":[{\"id\":\"a\",\"files\":\"1\"}]}",
+            "\"files\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +290,9 @@ int main(void)
         cmocka_unit_test(test_raw_truncated_and_nonblocking),
         cmocka_unit_test(test_exec_req_result),
         cmocka_unit_test(test_exec_req_tty),
+        cmocka_unit_test(test_info_reply),
+        cmocka_unit_test(test_destroy_reply),
+        cmocka_unit_test(test_checkpoints_reply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
