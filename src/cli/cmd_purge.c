@@ -51,8 +51,9 @@ int sg_cmd_purge(int argc, char **argv)
         case 's': q.sandbox = optarg; break;
         case 'S': store = optarg; break;
         case 'd':
-            if (strcmp(optarg, "0") != 0 && (sg_parse_uint(optarg, 100000, &days, &err) < 0 || days == 0))
-                return sg_cli_usage("purge", "--older-than-days: a number of days (0..100000)");
+            /* 0 would be "older than now": every session in the store. */
+            if (sg_parse_uint(optarg, 100000, &days, &err) < 0 || days == 0)
+                return sg_cli_usage("purge", "--older-than-days: a number of days (1..100000)");
             sg_store_cutoff((double)days, cutoff, sizeof cutoff);
             q.older_than = cutoff;
             break;

@@ -344,6 +344,10 @@ def purge_check(where, ing, state, store_url, rows_of, sql, query):
     check(f"{where}: retention: sessions newer than the age kept", p.returncode == 0 and rows_of() == after,
           p.stdout + p.stderr)
     p = sx(state, "purge", "--older-than-days", "0", "--store", store_url)
+    check(f"{where}: retention: 0 days (every session) refused", p.returncode == 2 and
+          "1..100000" in p.stderr and rows_of() == after, p.stdout + p.stderr)
+    sql("UPDATE sg_events SET received = '2020-01-01T00:00:00.000000+00:00'")
+    p = sx(state, "purge", "--older-than-days", "1", "--store", store_url)
     check(f"{where}: retention: sessions older than the age removed", p.returncode == 0 and rows_of() == [],
           p.stdout + p.stderr)
 
