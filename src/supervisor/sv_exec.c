@@ -264,8 +264,7 @@ void exec_finish(exec_ctx *ex)
     if (ex->finished)
         return;
     ex->finished = true;
-    if (ex->timeout_s > 0) /* before its leaf can be reused */
-        ks_disarm(s->ks, ex->leaf);
+    ks_disarm(s->ks, ex->leaf); /* before its leaf can be reused */
     handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
@@ -582,6 +581,8 @@ void exec_start(sup *s, client *c, sg_exec_req *in, int stdin_fd)
     int cgfds[SG_CG_MAX_FDS];
     sg_autostrv char **env = build_env(&req, cwd);
     int ncg = exec_leaf(s, ex, direct, cgfds, &err);
+    if (ncg >= 0)
+        killswitch_exec(s, ex->leaf, ex->num);
     if (ncg < 0)
         sg_err_prefix(&err, "cannot create the exec's cgroup");
     else if (req.tty && sv_tty_start(s, ex, &req, &stdin_fd, &err) < 0)

@@ -155,6 +155,7 @@ json_t *sup_abort(sup *s, const char *by, const char *reason)
     s->aborted = true;
     snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
     snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+    killswitch_publish(s);
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
         sg_log(SG_LOG_ERROR, "%s", err.msg);
@@ -190,8 +191,34 @@ void on_expire(uv_timer_t *t)
     sup_destroy(s, NULL);
 }
 
+void killswitch_publish(sup *s)
+{
+    ks_state st = {.max_wall_s = s->meta.max_wall_s, .max_cpu_s = s->meta.max_cpu_s,
+                   .max_execs = s->meta.max_execs, .max_calls = s->meta.max_calls,
+                   .execs = s->execs_total, .calls = s->calls_total, .start_ns = s->start_ns,
+                   .init_pid = s->init_pid, .aborted = s->aborted};
+    snprintf(st.by, sizeof st.by, "%s", s->abort_by);
+    snprintf(st.reason, sizeof st.reason, "%s", s->abort_reason);
+    ks_publish(s->ks, &st);
+}
+
+void killswitch_exec(sup *s, const char *leaf, unsigned num)
+{
+    ks_exec_begin(s->ks, leaf, num);
+    killswitch_publish(s); /* the counts against the caps */
+}
+
+/* An operator's abort the kill switch's thread answered: recorded here,
+ * once, in order (before init's reports of the deaths it caused). */
+static void on_ks_abort(void *ud, const char *reason)
+{
+    sup *s = ud;
+    json_decref(sup_abort(s, "operator", reason));
+}
+
 void caps_arm(sup *s)
 {
+    killswitch_publish(s); /* the caps (a claim sets them) */
     if (!sg_caps_timed(&s->meta))
         return;
     uv_timer_start(&s->cap_timer, on_cap_timer, 100, 100);
@@ -203,9 +230,10 @@ void killswitch_start(sup *s)
 {
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
-    s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, s, &err);
+    s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, on_ks_abort, s, &err);
     if (!s->ks)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
+    killswitch_publish(s);
     uv_poll_start(&s->ctl_poll, UV_READABLE, on_ctl_accept);
 }
 
@@ -259,6 +287,7 @@ void op_resume(sup *s, client *c, sg_ctl_req *req, int fd_in)
     json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
     s->aborted = false;
     s->abort_reason[0] = s->abort_by[0] = '\0';
+    killswitch_publish(s);
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */

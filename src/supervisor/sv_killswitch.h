@@ -18,6 +18,11 @@ bool caps_check_wall(sup *s);
 void caps_arm(sup *s);
 /* The kill switch on the control socket (else the loop accepts, as a fallback). */
 void killswitch_start(sup *s);
+/* Tells the kill switch's thread the record it answers an abort from
+ * (caps, counts, abort state): after each change of them. */
+void killswitch_publish(sup *s);
+/* An exec started in leaf (and the counts changed). */
+void killswitch_exec(sup *s, const char *leaf, unsigned num);
 
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */
