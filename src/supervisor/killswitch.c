@@ -53,6 +53,7 @@ struct killswitch {
     ks_abort_fn on_abort;
     void *ud;
     int ctl_fd, wake_fd, cg_fd; /* cg_fd: the sandbox's v2 cgroup with cgroup.kill; -1: none */
+    char *quota_path;           /* the sandbox's CPU quota (sg_cgroup_cpu_quota_path), or NULL */
     bool killed;                /* a request's kill is done, its connection queued (atomic) */
     pthread_mutex_t mu;         /* guards what follows */
     bool stop;
@@ -269,6 +270,39 @@ static json_t *abort_record(killswitch *k, const ks_state *st, size_t killed, co
                      "processes_killed", (json_int_t)killed, "proof", proof);
 }
 
+/* The sandbox's CPU quota lifted while an abort kills, as sg_cgroup_kill
+ * does: a killed task must run to exit, and a cgroup at its quota waits
+ * for the next period first (the attacks run at their quota). saved: the
+ * quota to put back, "" for none. */
+static void quota_lift(const killswitch *k, char *saved, size_t n)
+{
+    saved[0] = '\0';
+    char cur[64];
+    sg_autoclose int fd = k->quota_path ? open(k->quota_path, O_RDONLY | O_CLOEXEC) : -1;
+    ssize_t r = fd < 0 ? -1 : read(fd, cur, sizeof cur - 1);
+    if (r <= 0)
+        return;
+    cur[r] = '\0';
+    cur[strcspn(cur, "\n")] = '\0';
+    bool v2 = strstr(k->quota_path, "cpu.max") != NULL;
+    if ((v2 && strncmp(cur, "max", 3) == 0) || (!v2 && strcmp(cur, "-1") == 0))
+        return; /* no limit */
+    const char *none = v2 ? "max" : "-1";
+    sg_autoclose int wfd = open(k->quota_path, O_WRONLY | O_CLOEXEC);
+    if (wfd >= 0 && write(wfd, none, strlen(none)) == (ssize_t)strlen(none))
+        snprintf(saved, n, "%s", cur);
+}
+
+static void quota_restore(const killswitch *k, const char *saved)
+{
+    if (!saved[0])
+        return;
+    sg_autoclose int fd = open(k->quota_path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0 && write(fd, saved, strlen(saved)) < 0) {
+        /* best effort, as sg_cgroup_kill's */
+    }
+}
+
 static void send_result(int fd, json_t *rec)
 {
     sg_autofree char *txt = rec ? sg_json_dump(rec) : NULL;
@@ -311,10 +345,13 @@ static void answer_abort(killswitch *k, int fd)
     ks_tally t = {.k = k};
     each_leaf(k->cg_fd, tally_before, &t);
     size_t killed = t.n;
+    char quota[64];
+    quota_lift(k, quota, sizeof quota);
     uint64_t t0 = sg_now_mono_ns();
     kill_all(k->cg_fd);
     uv_async_send(&k->async); /* the loop records it, before init's reports of the deaths */
     wait_empty(k, &t, st.init_pid);
+    quota_restore(k, quota);
     send_result(fd, abort_record(k, &st, killed, &t, (double)(sg_now_mono_ns() - t0) / 1e6));
     close(fd);
 }
@@ -540,11 +577,13 @@ bool ks_take_killed(killswitch *k)
 
 static void on_async_closed(uv_handle_t *h)
 {
-    free(h->data);
+    killswitch *k = h->data;
+    free(k->quota_path);
+    free(k);
 }
 
-killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn on_conn, ks_abort_fn on_abort,
-                     void *ud, sg_err *err)
+killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path, ks_conn_fn on_conn,
+                     ks_abort_fn on_abort, void *ud, sg_err *err)
 {
     killswitch *k = calloc(1, sizeof *k);
     if (!k) {
@@ -556,6 +595,7 @@ killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn
     k->on_abort = on_abort;
     k->ud = ud;
     k->cg_fd = -1;
+    k->quota_path = quota_path ? sg_xstrdup(quota_path) : NULL;
     if (cg_dir && faccessat(AT_FDCWD, cg_dir, F_OK, 0) == 0) {
         int fd = open(cg_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0 && faccessat(fd, "cgroup.kill", W_OK, 0) == 0)
@@ -587,6 +627,7 @@ killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn
 fail:
     sg_close_reset(&k->wake_fd);
     sg_close_reset(&k->cg_fd);
+    free(k->quota_path);
     free(k);
     return NULL;
 }

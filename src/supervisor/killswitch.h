@@ -61,9 +61,11 @@ typedef void (*ks_abort_fn)(void *ud, const char *reason);
 /* Starts the thread on ctl_fd (the loop accepts there too: whoever comes
  * first; the thread only after the loop left a connection 5 ms).
  * cg_dir: the sandbox's cgroup (v2 first, sandbox/cgroup.h's
- * sg_cgroup_path), or NULL without one: then nothing is killed here. */
-killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn on_conn,
-                     ks_abort_fn on_abort, void *ud, sg_err *err);
+ * sg_cgroup_path), or NULL without one: then nothing is killed here.
+ * quota_path: the sandbox's CPU quota, lifted while an abort kills
+ * (sg_cgroup_cpu_quota_path), or NULL. */
+killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path,
+                     ks_conn_fn on_conn, ks_abort_fn on_abort, void *ud, sg_err *err);
 /* The loop's record changed (caps, counts, abort state): the thread answers
  * from this copy. */
 void ks_publish(killswitch *k, const ks_state *st);

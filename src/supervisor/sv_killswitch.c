@@ -1,5 +1,6 @@
 /* sv_killswitch: the kill switch and the caps. */
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,11 +227,28 @@ void caps_arm(sup *s)
         ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
 }
 
+/* The supervisor's heap, bounded before its second thread starts (its
+ * RSS counts against its cgroup, and the issue's "under 4 MiB at rest"):
+ * one arena (the kill switch's thread allocates a few small objects per
+ * abort; its own arena would be one more heap to fragment), and glibc's
+ * sliding mmap threshold pinned: once a big buffer was freed (a 1 MiB
+ * spool record, a rescan's arrays) the threshold rose to its size and the
+ * heap kept up to twice that free and untrimmed, where the watcher's
+ * 60 KiB texts then came and went (RSS 62 MB after the diffcache attack). */
+static void heap_bounds(void)
+{
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 256 * 1024);
+}
+
 void killswitch_start(sup *s)
 {
+    heap_bounds();
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
-    s->ks = ks_start(&s->loop, s->ctl_fd, cg, client_adopt, on_ks_abort, s, &err);
+    sg_autofree char *quota = s->cg ? sg_cgroup_cpu_quota_path(s->cg) : NULL;
+    s->ks = ks_start(&s->loop, s->ctl_fd, cg, quota, client_adopt, on_ks_abort, s, &err);
     if (!s->ks)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
     killswitch_publish(s);
