@@ -345,10 +345,11 @@ static void answer_abort(killswitch *k, int fd)
     ks_tally t = {.k = k};
     each_leaf(k->cg_fd, tally_before, &t);
     size_t killed = t.n;
-    char quota[64];
-    quota_lift(k, quota, sizeof quota);
     uint64_t t0 = sg_now_mono_ns();
     kill_all(k->cg_fd);
+    /* after the kill (writing the quota may take a while): the killed run to exit */
+    char quota[64];
+    quota_lift(k, quota, sizeof quota);
     uv_async_send(&k->async); /* the loop records it, before init's reports of the deaths */
     wait_empty(k, &t, st.init_pid);
     quota_restore(k, quota);
