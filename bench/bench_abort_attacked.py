@@ -8,7 +8,11 @@ no attack). Target: p99 < 100 ms on this machine. Asserts nothing; writes
 bench/results/abort_attacked.json.
 
     python3 bench/bench_abort_attacked.py [--build build] [--runs 20]
-        [--attacks execve,rehash,overflow,diffcache]
+        [--attacks execve,rehash,overflow,diffcache] [--compare OLD.json]
+
+--compare: a result file of another build (run this bench with --build
+OTHER --out OLD.json first): prints this build's p50/p99 over that one's
+per attack (< 1: faster now), and the supervisor's RSS both ways.
 
 Attacks (tests/adversarial/attack_common.py, the same programs the tests
 run): execve (200 threads exec'ing /bin/true), rehash (twenty 32 MiB files
@@ -26,6 +30,7 @@ import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -47,6 +52,23 @@ def summary(v: list[float]) -> dict:
             "mean": round(statistics.mean(v), 2) if v else None}
 
 
+def compare(results: dict, path: str) -> None:
+    """This build's figures over another build's (its result file)."""
+    with open(path) as f:
+        old = json.load(f)
+    out = {}
+    print(f"\nover {old.get('build')} ({path})")
+    print(f"{'attack':10s} {'p50 now/then':>14s} {'p99 now/then':>14s} {'rss kB now':>11s} {'then':>8s}")
+    for name, r in results["attacks"].items():
+        o = old.get("attacks", {}).get(name)
+        if not o or not o["done_ms"]["n"] or not r["done_ms"]["n"]:
+            continue
+        out[name] = {k: round(r["done_ms"][k] / o["done_ms"][k], 2) for k in ("p50", "p99")}
+        print(f"{name:10s} {out[name]['p50']:14.2f} {out[name]['p99']:14.2f} "
+              f"{r['supervisor_rss_kb_after']:11d} {o.get('supervisor_rss_kb_after', 0):8d}")
+    results["compare"] = {"with": path, "ratios_done_ms": out}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -54,6 +76,7 @@ def main() -> int:
     ap.add_argument("--warm", type=float, default=1.5, help="seconds each attack runs before the abort")
     ap.add_argument("--attacks", default="execve,rehash,overflow,diffcache")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "abort_attacked.json"))
+    ap.add_argument("--compare", help="a result file of another build: ratios to it")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     os.environ["SANDGLASS_BIN"] = os.path.join(build, "sandglass")
@@ -76,7 +99,7 @@ def main() -> int:
             sid = env.create_captured("--timeout", "3600")
             m = ac.meta(env, sid)
             sup, init = m["supervisor_pid"], m["init_pid"]
-            rows, shares = [], []
+            rows, shares, rss = [], [], []
             for _ in range(a.runs):
                 ex = ac.start_attack(env, sid, name)
                 cg0, t0 = ac.supervisor_cgroup_cpu_us(sid), time.monotonic()
@@ -87,6 +110,7 @@ def main() -> int:
                 r = ac.abort_timed(env, sid, init)
                 rows.append(r)
                 ex.wait(60)
+                rss.append(ac.rss_kb(sup))
                 env.run("resume", sid)
             cg1 = ac.supervisor_cgroup_cpu_us(sid)
             done = [r["done_ms"] for r in rows if r["done_ms"] is not None]
@@ -98,10 +122,16 @@ def main() -> int:
                 "failed_runs": len(rows) - len(done),
                 "supervisor_cpu_pct": summary(shares),
                 "supervisor_rss_kb_after": ac.rss_kb(sup),
+                "supervisor_rss_kb_runs": rss,
                 "charged_to_own_cgroup": cg1 is not None,
             }
             print(f"{name:10s} {json.dumps(results['attacks'][name])}", flush=True)
-            env.run("destroy", sid)
+            t = time.monotonic()
+            try:  # a figure too: a destroy right after the attack
+                env.run("destroy", sid, timeout=600)
+            except subprocess.TimeoutExpired:
+                pass
+            results["attacks"][name]["destroy_after_s"] = round(time.monotonic() - t, 2)
         base = results["attacks"]["idle"]["done_ms"]
         ratios = {}
         for name, r in results["attacks"].items():
@@ -119,6 +149,8 @@ def main() -> int:
             print(f"{name:10s} {d['p50'] or 0:8.1f} {d['p99'] or 0:8.1f} {d['max'] or 0:8.1f} "
                   f"{ratios.get(name, {}).get('p99_over_idle', 1.0):9.2f} {r['supervisor_cpu_pct']['p50'] or 0:9.1f}")
         print(json.dumps(results["target"]))
+        if a.compare:
+            compare(results, a.compare)
     finally:
         env.cleanup()
     os.makedirs(os.path.dirname(a.out), exist_ok=True)

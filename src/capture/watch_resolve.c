@@ -337,7 +337,7 @@ uint64_t watch_next_due(sg_watch *w, uint64_t now)
 /* Takes the ready dirty paths off the dirty list and reads their current
  * states; the gone ones leave the tree first so that the graveyard is
  * complete before anything is matched against it. */
-static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferred)
+static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferred, bool *text_full)
 {
     uint64_t now = sg_now_mono_ns();
     node **work = NULL;
@@ -362,8 +362,13 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     uint64_t start = w->read_bytes, turn = 0, slice = full ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
     size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
     bool over = false;
+    size_t text_held = 0; /* text read this round, held until its diff: at most the cache's bound */
     for (size_t i = 0; i < nwork; i++) {
         node *n = work[i];
+        if (!over && text_held >= SG_WATCH_CACHE_MAX) {
+            over = true;
+            *text_full = true;
+        }
         if (!over) {
             uint64_t used = w->read_bytes - start;
             start = w->read_bytes;
@@ -391,6 +396,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
             free(path);
             continue;
         }
+        text_held += cur.text_len;
         add_action(acts, (action){ACT_MOD, n, NULL, path, cur, NULL});
     }
     w->read_tokens -= (int64_t)(w->read_bytes - start);
@@ -469,12 +475,12 @@ static bool put_off(sg_watch *w, action *a)
     return true;
 }
 
-static int resolve_(sg_watch *w, bool force)
+static int resolve_(sg_watch *w, bool force, bool *text_full)
 {
     action_list acts = {0};
     bool deferred = false;
     uint64_t t0 = sg_now_mono_ns();
-    read_ready(w, force, &acts, &deferred);
+    read_ready(w, force, &acts, &deferred, text_full);
     size_t nread = acts.n;
     classify(w, &acts, deferred, force);
     if (acts.n > 1)
@@ -517,10 +523,20 @@ static int resolve_(sg_watch *w, bool force)
     return emitted;
 }
 
+/* A flush goes on in rounds of at most SG_WATCH_CACHE_MAX of text each
+ * (within its time): a round holds every text it read until its diffs are
+ * made, and one round of 1,100 texts of 60 KiB took the supervisor's RSS
+ * to 64 MB for a moment. */
 int watch_resolve(sg_watch *w, bool force)
 {
     bool had = w->dhead != NULL;
-    int n = resolve_(w, force);
+    uint64_t until = sg_now_mono_ns() + SG_WATCH_FLUSH_US * 1000ull;
+    bool text_full;
+    int n = 0;
+    do {
+        text_full = false;
+        n += resolve_(w, force, &text_full);
+    } while (force && text_full && sg_now_mono_ns() < until);
     report_limits(w);
     if (had && !w->dhead && w->drained)
         w->drained(w->drained_ud);

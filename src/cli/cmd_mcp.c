@@ -337,7 +337,7 @@ static void abort_session(app *a, const char *reason)
     if (!res) {
         snprintf(msg, sizeof msg, "cannot abort sandbox %s: %s", a->id, err.msg);
     } else {
-        json_t *k = json_object_get(res, "killed");
+        json_t *k = json_object_get(res, "processes_killed"); /* the abort record's count */
         snprintf(msg, sizeof msg, "aborted the session of sandbox %s (%s); %" JSON_INTEGER_FORMAT " processes killed",
                  a->id, reason, json_is_integer(k) ? json_integer_value(k) : (json_int_t)0);
     }

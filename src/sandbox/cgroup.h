@@ -179,5 +179,9 @@ char *sg_cgroup_supervisor_path(const char *id);
 /* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy
  * (diagnostics and tests). Caller frees. */
 char *sg_cgroup_path(sg_cgroup *cg, const char *leaf);
+/* The file of the sandbox's CPU quota (v2 cpu.max, v1 cpu.cfs_quota_us),
+ * which sg_cgroup_kill lifts while it kills; NULL without a cpu
+ * controller. For a kill elsewhere (the kill switch's thread). Caller frees. */
+char *sg_cgroup_cpu_quota_path(sg_cgroup *cg);
 
 #endif

@@ -256,6 +256,15 @@ static void cpu_unthrottle(sg_cgroup *cg, char *saved, size_t size)
         snprintf(saved, size, "%s", cur);
 }
 
+char *sg_cgroup_cpu_quota_path(sg_cgroup *cg)
+{
+    int i = cg->s.at[C_CPU];
+    if (i < 0)
+        return NULL;
+    sg_autofree char *dir = cg_dir(cg, (size_t)i, NULL);
+    return sg_strdup_printf("%s/%s", dir, cg->s.h[i]->v2 ? "cpu.max" : "cpu.cfs_quota_us");
+}
+
 static void cpu_restore(sg_cgroup *cg, const char *saved)
 {
     if (!saved[0])

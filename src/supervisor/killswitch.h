@@ -7,7 +7,12 @@
  * first message, and when that is an `abort` or a `destroy` request kills
  * the sandbox's processes at once (cgroup.kill on every leaf of the
  * sandbox's v2 cgroup: everything but init), before the connection goes on
- * to the loop, which then answers as before (its kill finds the processes
+ * to the loop. An abort it answers itself, from its own record (what the
+ * loop last published: the caps, the running execs, whether the session is
+ * aborted already) once every leaf is empty, and hands the loop only the
+ * abort to record (on_abort: the event, the execs' ends as killed by it),
+ * so the answer does not wait for a busy loop either. A destroy goes on to
+ * the loop, which tears down and answers (its kill finds the processes
  * gone or dying, proves the cgroup empty, records). It also holds the deadlines — each exec's time limit
  * (its leaf) and the session's --max-wall (every leaf) — and kills when
  * one passes, whatever the loop is doing; the loop's own timers then
@@ -26,26 +31,50 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "base/err.h"
 
 typedef struct killswitch killswitch;
 
+#define SG_KS_REASON_MAX 256
+
+/* What the thread answers an abort from: the loop's record, published
+ * (ks_publish) when it changes. */
+typedef struct ks_state {
+    double max_wall_s, max_cpu_s;
+    uint64_t max_execs, max_calls, execs, calls; /* the caps and the counts against them */
+    uint64_t start_ns;                           /* the session's start (wall) */
+    pid_t init_pid;
+    bool aborted;
+    char by[16], reason[SG_KS_REASON_MAX];
+} ks_state;
+
 /* Each accepted connection, handed to the loop (non-blocking, close-on-exec,
  * its first message unread). */
 typedef void (*ks_conn_fn)(void *ud, int fd);
+/* An operator's abort the thread killed for and answered: the loop records
+ * it (by "operator", reason as answered). Called on the loop's thread. */
+typedef void (*ks_abort_fn)(void *ud, const char *reason);
 
 /* Starts the thread on ctl_fd (the loop accepts there too: whoever comes
  * first; the thread only after the loop left a connection 5 ms).
  * cg_dir: the sandbox's cgroup (v2 first, sandbox/cgroup.h's
- * sg_cgroup_path), or NULL without one: then nothing is killed here. */
-killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, ks_conn_fn on_conn, void *ud,
-                     sg_err *err);
+ * sg_cgroup_path), or NULL without one: then nothing is killed here.
+ * quota_path: the sandbox's CPU quota, lifted while an abort kills
+ * (sg_cgroup_cpu_quota_path), or NULL. */
+killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path,
+                     ks_conn_fn on_conn, ks_abort_fn on_abort, void *ud, sg_err *err);
+/* The loop's record changed (caps, counts, abort state): the thread answers
+ * from this copy. */
+void ks_publish(killswitch *k, const ks_state *st);
+/* An exec runs in leaf (an abort answered by the thread names it). */
+void ks_exec_begin(killswitch *k, const char *leaf, unsigned num);
 /* Kills leaf's processes (NULL: every leaf's) once the monotonic clock
  * passes deadline_ns; replaces the deadline that leaf had. */
 void ks_arm(killswitch *k, const char *leaf, uint64_t deadline_ns);
-/* Forgets leaf's deadline (its exec ended: the leaf may be reused). */
+/* Forgets leaf's deadline and exec (it ended: the leaf may be reused). */
 void ks_disarm(killswitch *k, const char *leaf);
 /* When the thread has killed for a request the loop has not read yet:
  * hands the loop its connections now (on_conn), so that the abort or

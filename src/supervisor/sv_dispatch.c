@@ -89,6 +89,9 @@ void sv_dispatch_request(sv_sup *s, sv_client *c, const char *buf, size_t len, i
         return;
     }
     c->requested = true;
+    /* An abort the kill switch's thread answered is recorded first: a
+     * request sent after its answer finds the session aborted. */
+    ks_take_killed(s->ks);
     /* Strict: an unknown op or field, a field of the wrong type, a newer
      * version are refused here, by name, before any handler runs. */
     sg_ctl_req r;

@@ -275,8 +275,7 @@ void sv_exec_finish(sv_exec *ex)
     if (ex->finished)
         return;
     ex->finished = true;
-    if (ex->timeout_s > 0) /* before its leaf can be reused */
-        ks_disarm(s->ks, ex->leaf);
+    ks_disarm(s->ks, ex->leaf); /* before its leaf can be reused */
     sv_exec_handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))

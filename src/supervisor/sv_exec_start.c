@@ -16,6 +16,7 @@
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_handoff.h"
+#include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 #include "supervisor/sv_tty.h"
 #include "base/log.h"
@@ -260,6 +261,8 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
     int cgfds[SG_CG_MAX_FDS];
     sg_autostrv char **env = build_env(&req, cwd);
     int ncg = exec_leaf(s, ex, direct, cgfds, &err);
+    if (ncg >= 0)
+        sv_killswitch_exec(s, ex->leaf, ex->num);
     if (ncg < 0)
         sg_err_prefix(&err, "cannot create the exec's cgroup");
     else if (req.tty && sv_tty_start(s, ex, &req, &stdin_fd, &err) < 0)

@@ -1,5 +1,6 @@
 /* sv_killswitch: the kill switch and the caps. */
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,7 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
     s->aborted = true;
     snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
     snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+    sv_killswitch_publish(s);
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
         sg_log(SG_LOG_ERROR, "%s", err.msg);
@@ -194,8 +196,34 @@ void sv_killswitch_on_expire(uv_timer_t *t)
     sv_sup_destroy(s, NULL);
 }
 
+void sv_killswitch_publish(sv_sup *s)
+{
+    ks_state st = {.max_wall_s = s->meta.max_wall_s, .max_cpu_s = s->meta.max_cpu_s,
+                   .max_execs = s->meta.max_execs, .max_calls = s->meta.max_calls,
+                   .execs = s->execs_total, .calls = s->calls_total, .start_ns = s->start_ns,
+                   .init_pid = s->init_pid, .aborted = s->aborted};
+    snprintf(st.by, sizeof st.by, "%s", s->abort_by);
+    snprintf(st.reason, sizeof st.reason, "%s", s->abort_reason);
+    ks_publish(s->ks, &st);
+}
+
+void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
+{
+    ks_exec_begin(s->ks, leaf, num);
+    sv_killswitch_publish(s); /* the counts against the caps */
+}
+
+/* An operator's abort the kill switch's thread answered: recorded here,
+ * once, in order (before init's reports of the deaths it caused). */
+static void on_ks_abort(void *ud, const char *reason)
+{
+    sv_sup *s = ud;
+    json_decref(sv_killswitch_abort(s, "operator", reason));
+}
+
 void sv_killswitch_caps_arm(sv_sup *s)
 {
+    sv_killswitch_publish(s); /* the caps (a claim sets them) */
     if (!sg_caps_timed(&s->meta))
         return;
     uv_timer_start(&s->cap_timer, sv_killswitch_on_cap_timer, 100, 100);
@@ -203,13 +231,31 @@ void sv_killswitch_caps_arm(sv_sup *s)
         ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
 }
 
+/* The supervisor's heap, bounded before its second thread starts (its
+ * RSS counts against its cgroup, and the issue's "under 4 MiB at rest"):
+ * one arena (the kill switch's thread allocates a few small objects per
+ * abort; its own arena would be one more heap to fragment), and glibc's
+ * sliding mmap threshold pinned: once a big buffer was freed (a 1 MiB
+ * spool record, a rescan's arrays) the threshold rose to its size and the
+ * heap kept up to twice that free and untrimmed, where the watcher's
+ * 60 KiB texts then came and went (RSS 62 MB after the diffcache attack). */
+static void heap_bounds(void)
+{
+    mallopt(M_ARENA_MAX, 1);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 256 * 1024);
+}
+
 void sv_killswitch_start(sv_sup *s)
 {
+    heap_bounds();
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
-    s->ks = ks_start(&s->loop, s->ctl_fd, cg, sv_client_adopt, s, &err);
+    sg_autofree char *quota = s->cg ? sg_cgroup_cpu_quota_path(s->cg) : NULL;
+    s->ks = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
     if (!s->ks)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
+    sv_killswitch_publish(s);
     uv_poll_start(&s->ctl_poll, UV_READABLE, sv_client_on_accept);
 }
 
@@ -266,6 +312,7 @@ void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in
     json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
     s->aborted = false;
     s->abort_reason[0] = s->abort_by[0] = '\0';
+    sv_killswitch_publish(s);
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */

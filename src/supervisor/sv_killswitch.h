@@ -18,6 +18,11 @@ bool sv_killswitch_check_wall(sv_sup *s);
 void sv_killswitch_caps_arm(sv_sup *s);
 /* The kill switch on the control socket (else the loop accepts, as a fallback). */
 void sv_killswitch_start(sv_sup *s);
+/* Tells the kill switch's thread the record it answers an abort from
+ * (caps, counts, abort state): after each change of them. */
+void sv_killswitch_publish(sv_sup *s);
+/* An exec started in leaf (and the counts changed). */
+void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num);
 
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */

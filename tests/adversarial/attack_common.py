@@ -259,11 +259,15 @@ def time_limit_fires(env, sid: str, init_pid: int, name: str) -> None:
     tap.ok(not attackers(), "and none of its processes is left", repr(attackers()))
 
 
-def run_attack_test(name: str, rss_growth_max_kb: int | None = None, cpu_share_max: float | None = None) -> None:
+def run_attack_test(name: str, rss_growth_max_kb: int | None = None, cpu_share_max: float | None = None,
+                    rss_after_max_kb: int | None = None) -> None:
     """The test of one attack: the supervisor is in its own cgroup; the
     attack runs; its CPU is charged there; its RSS (and, where the work is
     bounded per second, its CPU share) stays under the bound; the abort
-    answers and the learner's cgroup is empty within ABORT_BOUND_S."""
+    answers and the learner's cgroup is empty within ABORT_BOUND_S; after
+    the attack ran twice (the second time under a time limit), the
+    supervisor's RSS is within rss_after_max_kb of what it was before (its
+    heap does not keep what the attack made it allocate)."""
     from test_capture import CapEnv  # noqa: E402
     env = CapEnv()
     ex = None
@@ -317,6 +321,12 @@ def run_attack_test(name: str, rss_growth_max_kb: int | None = None, cpu_share_m
         ex.wait(60)
         ex = None
         time_limit_fires(env, sid, init, name)
+        rss2 = rss_kb(sup)
+        print(f"# {name}: the supervisor's RSS after both attacks {rss2} kB (before {rss0} kB)", flush=True)
+        if rss_after_max_kb is not None and not san:
+            tap.ok(rss2 - rss0 <= rss_after_max_kb,
+                   f"after the attacks the supervisor's RSS is within {rss_after_max_kb // 1024} MiB of before",
+                   f"{rss0} -> {rss2} kB")
         rd = env.run("destroy", sid, "--json")
         tap.ok(rd.returncode == 0 and not any(os.path.isdir(d) for d in supervisor_cgroup_dirs(sid)),
                "destroy removes the supervisor's cgroup too", rd.stderr.decode(errors="replace"))

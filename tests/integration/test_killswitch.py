@@ -126,5 +126,63 @@ def _():
     tap.ok(p.returncode != 0 and b"nosuchid0000" in p.stderr, "abort of an unknown id is refused")
 
 
+@tap.case("abort is answered by the kill switch's thread while the loop is held")
+def _():
+    # The loop held on a received execve (SANDGLASS_TEST_HOLD_EXEC, the
+    # test-only hold of sv_execnotify.c, at most 30 s): the abort is killed
+    # for, proved and answered beside it; the loop records it once released.
+    from test_capture import CapEnv
+    cenv = CapEnv()
+    hold = os.path.join(cenv.root, "hold-exec")
+    cenv.env["SANDGLASS_TEST_HOLD_EXEC"] = hold
+    held = None
+    try:
+        sid = cenv.create_captured()
+        with open(os.path.join(cenv.state, "sb", sid, "meta.json")) as f:
+            init = json.load(f)["init_pid"]
+        cenv.run("exec", sid, "--", "/bin/sh", "-c", "(sleep 1000 >/dev/null 2>&1 &); exit 0")
+        await_true(lambda: len(pids_running(cgroup_pids(sid), "sleep 1000")) == 1, "a background sleep runs",
+                   timeout=60)
+        open(hold, "w").close()
+        held = subprocess.Popen([SANDGLASS, "exec", sid, "--", "/bin/sh", "-c", "/bin/true; sleep 1001"],
+                                env=cenv.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await_true(lambda: os.path.exists(hold + ".held"), "the loop holds an execve, unanswered", timeout=60)
+        p = cenv.run("abort", sid, "--reason", "held loop", "--json", timeout=60)
+        rec = json.loads(p.stdout or b"{}")
+        tap.ok(p.returncode == 0 and rec.get("aborted") and not rec.get("already") and rec.get("by") == "operator"
+               and "held loop" in rec.get("reason", ""), "the abort is answered while the loop is held",
+               p.stdout.decode() + p.stderr.decode())
+        tap.ok(rec.get("proof", {}).get("cgroup_holds_only_init") is True and rec["proof"]["processes_left"] == 0
+               and rec.get("processes_killed", 0) >= 2 and len(rec.get("execs_killed", [])) >= 1
+               and set(rec.get("caps", {})) == {"max_wall_s", "max_execs", "max_cpu_s", "max_calls"},
+               "its record: the proof, what it killed, the caps", json.dumps(rec))
+        tap.eq(cgroup_pids(sid), {init}, "the cgroup holds only init (seen from the host)")
+        p = cenv.run("abort", sid, "--reason", "second", "--json", timeout=60)
+        again = json.loads(p.stdout or b"{}")
+        tap.ok(again.get("already") and "held loop" in again.get("reason", ""),
+               "a second abort, the loop still held, finds it aborted", p.stdout.decode())
+        tap.ok(os.path.exists(hold + ".held") and held.poll() is None, "the loop was held all along")
+        os.unlink(hold)
+        held.wait(120)
+        p = cenv.run("exec", sid, "--", "true")
+        tap.ok(p.returncode != 0 and b"session aborted" in p.stderr and b"held loop" in p.stderr,
+               "released, the loop refuses a new exec and says why", p.stderr.decode())
+        rows = cenv.wait_rows(sid, lambda rs: any(r["kind"] == "session_abort" for r in rs))
+        aborts = [i for i, r in enumerate(rows) if r["kind"] == "session_abort"]
+        tap.eq(len(aborts), 1, "the abort is recorded once")
+        tap.ok(aborts and "held loop" in rows[aborts[0]]["payload"].get("reason", ""), "with its reason",
+               json.dumps(rows[aborts[0]]["payload"]) if aborts else "")
+        tap.eq(cenv.run("resume", sid).returncode, 0, "resume clears it")
+        tap.eq(cenv.run("exec", sid, "--", "true").returncode, 0, "and execs run again")
+        cenv.destroy(sid)
+    finally:
+        if os.path.exists(hold):
+            os.unlink(hold)
+        if held and held.poll() is None:
+            held.kill()
+            held.wait()
+        cenv.cleanup()
+
+
 env.cleanup()
 tap.done()
