@@ -35,9 +35,9 @@
  * backends use one vocabulary: sg_events (the rows), sg_schema (the
  * version), and in PostgreSQL sg_streams (each stream's watermark). Version
  * 1 is the release before: SQLite's table was "events" and neither had
- * sg_schema. Opening a store migrates an older one at once, in one
+ * sg_schema. Version 3 adds the contents and recordings (store_contents.h). Opening a store migrates an older one at once, in one
  * transaction; a newer one is refused with the versions named. */
-#define SG_STORE_SCHEMA_VERSION 2
+#define SG_STORE_SCHEMA_VERSION 3
 
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
 

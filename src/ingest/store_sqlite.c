@@ -17,6 +17,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "ingest/store.h"
+#include "ingest/store_backend.h"
 
 typedef struct sqlite_store {
     sg_store base;
@@ -45,6 +46,13 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     /* 1 -> 2: PostgreSQL's names (sg_), and the version recorded */
     "ALTER TABLE events RENAME TO sg_events;"
     "CREATE TABLE sg_schema (version INTEGER NOT NULL);",
+    /* 2 -> 3: file contents and terminal recordings (store_contents.h) */
+    "CREATE TABLE sg_contents (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE sg_content_parts (sha256 TEXT NOT NULL, off INTEGER NOT NULL,"
+    " data BLOB NOT NULL, PRIMARY KEY (sha256, off)) WITHOUT ROWID;"
+    "CREATE TABLE sg_casts (learner TEXT NOT NULL, task TEXT NOT NULL, sandbox TEXT NOT NULL,"
+    " session TEXT NOT NULL, off INTEGER NOT NULL, data BLOB NOT NULL,"
+    " PRIMARY KEY (learner, task, sandbox, session, off)) WITHOUT ROWID;",
 };
 
 static int db_fail(sqlite_store *s, sg_err *err, const char *what)
@@ -547,4 +555,14 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
         return NULL;
     }
     return &s->base;
+}
+
+sqlite3 *sg_store_sqlite_db(sg_store *base, const char **path)
+{
+    if (!base || base->ops != &sqlite_ops)
+        return NULL;
+    sqlite_store *s = (sqlite_store *)base;
+    if (path)
+        *path = s->path;
+    return s->db;
 }

@@ -34,7 +34,7 @@ ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests", "fixtures", "store_v1")
 SANDGLASS = os.environ.get("SANDGLASS_BIN", "sandglass")
-VERSION = 2  # SG_STORE_SCHEMA_VERSION
+VERSION = 3  # SG_STORE_SCHEMA_VERSION
 
 
 def fixture_rows(name):
@@ -103,7 +103,7 @@ def sqlite_half(tmp):
     names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     ver = con.execute("SELECT version FROM sg_schema").fetchall() if "sg_schema" in names else None
     con.close()
-    check("SQLite: migrated at open: sg_events and sg_schema (version 2), no table 'events'",
+    check(f"SQLite: migrated at open: sg_events and sg_schema (version {VERSION}), no table 'events'",
           {"sg_events", "sg_schema"} <= names and "events" not in names and ver == [(VERSION,)], (names, ver))
     survives("SQLite", ing, state, want)
     takes_more("SQLite", ing, state, want)
@@ -147,7 +147,7 @@ def pg_half(tmp):
         want = fixture_rows("pg.jsonl")
         ing = Ingest(state, extra=("--store", url))
         p = psql(url, "-c", "SELECT version FROM sg_schema")
-        check("PostgreSQL: migrated at open: sg_schema records version 2",
+        check(f"PostgreSQL: migrated at open: sg_schema records version {VERSION}",
               p.returncode == 0 and p.stdout.strip() == str(VERSION), p.stdout + p.stderr)
         survives("PostgreSQL", ing, state, want)
         takes_more("PostgreSQL", ing, state, want)
