@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "capture/budget.h"
+#include "capture/contents.h"
 #include "capture/procevents.h"
 #include "capture/testrule.h"
 #include "capture/testsummary.h"
@@ -26,6 +27,7 @@ struct sg_capture {
     sg_spool *spool;
     sg_uplink_client *uplink;  /* to the per-host uplink daemon (delivery/uplink_daemon.h) */
     sg_watch *watch;
+    sg_contents *contents; /* file contents into the spool (contents.h); NULL: none */
     sg_procevents *procs; /* programs run inside, from the kernel; NULL: unavailable */
     uv_check_t check;
     uv_timer_t heartbeat;
@@ -325,6 +327,7 @@ static void on_file_change(void *ud, json_t *payload)
         return;
     }
     c->diffs++;
+    sg_contents_capture(c->contents, c->spool, payload);
     sg_capture_emit(c, SG_EV_FILE_DIFF, payload);
 }
 
@@ -526,6 +529,10 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         sg_capture_free(c);
         return NULL;
     }
+    sg_err cerr = {0};
+    c->contents = sg_contents_new(m->workspace, SG_CAPTURE_MAX_FILE_DEFAULT, &cerr);
+    if (!c->contents)
+        log_line("file contents are not captured: %s", cerr.msg);
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
     sg_watch_set_gate(c->watch, diffs_gate, c);
     uv_check_init(loop, &c->check);
@@ -839,6 +846,7 @@ void sg_capture_free(sg_capture *c)
     }
     if (c->watch)
         sg_watch_free(c->watch);
+    sg_contents_free(c->contents);
     sg_procevents_free(c->procs);
     if (c->uplink)
         sg_uplink_client_free(c->uplink);

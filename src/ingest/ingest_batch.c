@@ -9,6 +9,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "ingest/store_contents.h"
 #include "wire/event.h"
 
 void ingest_ident_unref(ident *id)
@@ -33,33 +34,75 @@ void ingest_rows_release(pending *rows, size_t n)
         ingest_ident_unref(rows[i].id);
         free(rows[i].data);
         rows[i].data = NULL;
+        sg_blob_clear(rows[i].blob);
+        free(rows[i].blob);
+        rows[i].blob = NULL;
     }
+}
+
+/* Writer side: the job's blobs, in one transaction per kind, before its
+ * events (the acks those events bring cover them). */
+static int job_blobs(sg_store *store, pending *batch, size_t n, size_t *nblobs, sg_err *err)
+{
+    size_t nc = 0, nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (batch[i].blob)
+            batch[i].blob->kind == SG_BLOB_CONTENT ? nc++ : nk++;
+    *nblobs = nc + nk;
+    if (!*nblobs)
+        return 0;
+    sg_autofree sg_content_part *cp = calloc(nc + 1, sizeof *cp);
+    sg_autofree sg_cast_part *kp = calloc(nk + 1, sizeof *kp);
+    if (!cp || !kp)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    nc = nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sg_blob *b = batch[i].blob;
+        if (!b)
+            continue;
+        if (b->kind == SG_BLOB_CONTENT)
+            cp[nc++] = (sg_content_part){b->sha256, b->size, b->off, b->data, b->len};
+        else
+            kp[nk++] = (sg_cast_part){batch[i].id->learner, batch[i].id->task, batch[i].id->sandbox,
+                                      b->session, b->off, b->data, b->len};
+    }
+    if ((nc && sg_store_put_contents(store, cp, nc, err) < 0) ||
+        (nk && sg_store_put_casts(store, kp, nk, err) < 0))
+        return -1;
+    return 0;
 }
 
 /* Writer side: put rows. Touches only the job's rows and the writer's
  * store; identities are read, never refcounted, here. */
 static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserted, sg_err *err)
 {
-    sg_autofree sg_store_row *rows = calloc(n, sizeof *rows);
-    sg_autofree uint8_t *verdicts = calloc(n, 1);
+    size_t nblobs = 0, k = 0;
+    if (job_blobs(store, batch, n, &nblobs, err) < 0)
+        return -1;
+    sg_autofree sg_store_row *rows = calloc(n + 1, sizeof *rows);
+    sg_autofree uint8_t *verdicts = calloc(n + 1, 1);
     if (!rows || !verdicts)
         return sg_err_set(err, ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         pending *p = &batch[i];
-        rows[i] = (sg_store_row){
+        if (p->blob)
+            continue;
+        rows[k++] = (sg_store_row){
             .learner = p->id->learner, .task = p->id->task, .sandbox = p->id->sandbox,
             .seq = p->seq, .kind = sg_event_kind_name(p->kind), .ts = p->ts,
             .received = p->received, .payload = p->data, .payload_len = p->payload_len,
         };
     }
-    int r = sg_store_append(store, rows, n, verdicts, inserted, err);
+    int r = k ? sg_store_append(store, rows, k, verdicts, inserted, err) : 0;
     /* Free the rows' bytes here, off the loop; the loop drops the
      * identities. A failed batch keeps them: the loop requeues the rows. */
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        batch[i].verdict = verdicts[i];
+    for (size_t i = 0, j = 0; r == 0 && i < n; i++) {
+        batch[i].verdict = batch[i].blob ? SG_STORE_NEW : verdicts[j++];
         free(batch[i].data);
         batch[i].data = NULL;
     }
+    if (r == 0)
+        *inserted += nblobs; /* not counted as duplicates */
     return r;
 }
 
@@ -149,6 +192,8 @@ static void job_committed(sg_ingest *ing, pending *job, size_t n, size_t inserte
     ing->retry_ms = 0;
     for (size_t i = 0; i < n; i++) {
         ident *id = job[i].id;
+        if (job[i].blob)
+            continue;
         if (job[i].verdict == SG_STORE_GAP || job[i].verdict == SG_STORE_CONFLICT) {
             refuse_row(ing, &job[i]);
             continue;
@@ -331,6 +376,36 @@ int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t byt
         submit(ing);
     if (ing->nbatch >= SG_INGEST_PENDING_MAX || ing->batch_bytes >= SG_INGEST_BATCH_BYTES) {
         /* Writer behind: stop reading this connection until it catches up. */
+        if (!c->paused)
+            lws_rx_flow_control(c->wsi, 0);
+        c->paused = true;
+        ing->paused = true;
+    }
+    return 0;
+}
+
+int ingest_batch_add_blob(sg_ingest *ing, conn *c, sg_blob *b, size_t bytes)
+{
+    sg_blob *own = malloc(sizeof *own);
+    if (!own || sg_grow(&ing->batch, &ing->batch_cap, ing->nbatch + 1, sizeof *ing->batch) < 0) {
+        free(own);
+        sg_blob_clear(b);
+        return -1;
+    }
+    *own = *b;
+    pending *p = &ing->batch[ing->nbatch++];
+    memset(p, 0, sizeof *p);
+    p->id = c->id;
+    c->id->refs++;
+    p->seq = -1;
+    p->kind = -1;
+    p->blob = own;
+    memcpy(p->received, ing->now, sizeof p->received);
+    ing->batch_bytes += bytes;
+    c->dirty = true;
+    if (ing->nbatch >= SG_INGEST_BATCH_ROWS || ing->batch_bytes >= SG_INGEST_BATCH_BYTES)
+        submit(ing);
+    if (ing->nbatch >= SG_INGEST_PENDING_MAX || ing->batch_bytes >= SG_INGEST_BATCH_BYTES) {
         if (!c->paused)
             lws_rx_flow_control(c->wsi, 0);
         c->paused = true;

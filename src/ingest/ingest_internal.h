@@ -32,6 +32,7 @@
 #include "ingest/http.h"
 #include "ingest/ingest.h"
 #include "ingest/store.h"
+#include "wire/event.h"
 #include "wire/token.h"
 
 #define PROTO_NAME "sg-ingest"
@@ -82,6 +83,7 @@ typedef struct pending {
     const char *ts;     /* into data */
     char received[40];
     uint8_t verdict;    /* sg_store_verdict, set by the writer */
+    sg_blob *blob;      /* owned: a blob frame (kind < 0), stored by what it is, no seq */
 } pending;
 
 typedef struct conn {
@@ -173,6 +175,13 @@ void ingest_on_done_async(uv_async_t *h);
 /* Once per loop iteration: what was read goes into one transaction. */
 void ingest_on_check(uv_check_t *h);
 /* Copies an accepted frame into the filling batch. -1: out of memory. */
+/* A blob frame (wire/event.h) into the batch: stored before the events
+ * that follow it on its connection, so their ack covers it. Takes b. */
+/* ingest_contents.c: GET /v1/contents, /v1/casts, /v1/cast. */
+int ingest_http_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+int ingest_http_casts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_batch_add_blob(sg_ingest *ing, conn *c, sg_blob *b, size_t bytes);
 int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t bytes);
 /* Stops the writer after its current job; commits what is left from here. */
 int ingest_drain_and_stop_writer(sg_ingest *ing, sg_err *err);

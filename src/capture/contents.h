@@ -1,0 +1,34 @@
+/* contents: each changed file's exact content into the spool, as blob
+ * records (delivery/spool.h, wire/event.h) written just before its
+ * file_diff event, and the "content" object added to that event's
+ * payload, which says what the store has of it:
+ *   {"type":"file"|"link"|"fifo"|"socket"|"chardev"|"blockdev",
+ *    "sha256":HEX,"size":N,"mode":M,"stored":true|false[,"over_limit":true]}
+ * A link's content is its target (never followed). A file over the
+ * per-sandbox limit (--capture-max-file) keeps its hash and size only.
+ * Reads are bounded: openat2 beneath the workspace, no symlink followed,
+ * O_NONBLOCK (a FIFO never blocks), at most limit + 1 bytes. */
+#ifndef SG_CONTENTS_H
+#define SG_CONTENTS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define SG_CAPTURE_MAX_FILE_DEFAULT (1024 * 1024)
+
+struct sg_spool;
+typedef struct sg_contents sg_contents;
+
+sg_contents *sg_contents_new(const char *workspace, uint64_t max_file, sg_err *err);
+void sg_contents_free(sg_contents *ct);
+/* For a file_diff payload about to be appended: the blob records of the
+ * path's current content (unless sent already this session) and the
+ * payload's "content". A deletion gets nothing. Never fails the event: a
+ * content that could not be read or spooled says "stored": false. */
+void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payload);
+/* Bytes read from the workspace so far (charged with the watcher's). */
+uint64_t sg_contents_read_bytes(const sg_contents *ct);
+
+#endif

@@ -1,0 +1,247 @@
+/* sandglass workspace: the workspace as it was just after event SEQ,
+ * rebuilt from the ingest's store alone (the sandbox may be gone): the
+ * file_diff events up to SEQ say which content each path held
+ * (capture/contents.h: their "content"), GET /v1/contents gives the
+ * bytes. Files over the capture's size limit are not written; each is
+ * named on stderr with its size and hash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/ingest_http.h"
+#include "cli/report.h"
+#include "state/state.h"
+#include "wire/token.h"
+
+#define WS_PAGE 1000
+#define WS_TOKEN_TTL_S 600
+
+typedef struct ws_opts {
+    const char *ingest, *sandbox, *out, *token, *secret;
+    long long at;
+} ws_opts;
+
+static void ws_usage(FILE *f)
+{
+    fprintf(f, "usage: sandglass workspace --sandbox ID --at SEQ --out DIR [--ingest URL]\n"
+               "                          [--token T | --secret FILE]\n\n"
+               "Writes the workspace of sandbox ID as it was just after event SEQ, from the\n"
+               "ingest's store alone, into DIR (which must not exist yet).\n");
+}
+
+/* The key of a payload's path in the state (path_hex for a path that is not UTF-8). */
+static const char *path_key(json_t *p, const char *key, char *buf, size_t n)
+{
+    char hk[32];
+    snprintf(hk, sizeof hk, "%s_hex", key);
+    const char *h = json_string_value(json_object_get(p, hk));
+    if (h) {
+        snprintf(buf, n, "\x01%s", h);
+        return buf;
+    }
+    return json_string_value(json_object_get(p, key));
+}
+
+/* One file_diff applied to the state {path: content}. */
+static void ws_apply(json_t *state, json_t *p)
+{
+    char kb[8200], ob[8200];
+    const char *change = json_string_value(json_object_get(p, "change"));
+    const char *path = path_key(p, "path", kb, sizeof kb);
+    if (!change || !path)
+        return;
+    json_t *content = json_object_get(p, "content");
+    if (strcmp(change, "deleted") == 0) {
+        json_object_del(state, path);
+        return;
+    }
+    if (strcmp(change, "renamed") == 0) {
+        const char *old = path_key(p, "old_path", ob, sizeof ob);
+        json_t *was = old ? json_incref(json_object_get(state, old)) : NULL;
+        if (old)
+            json_object_del(state, old);
+        if (!content && was)
+            content = was;
+        json_object_set(state, path, content ? content : json_null());
+        json_decref(was);
+        return;
+    }
+    json_object_set(state, path, content ? content : json_null());
+}
+
+static char *ws_token(const ws_opts *o, sg_err *err)
+{
+    if (o->token)
+        return strdup(o->token);
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    sg_autofree char *def = o->secret ? NULL : sg_state_path("ingest/secret");
+    if (!o->secret && !sg_state_dir(err))
+        return NULL;
+    if (sg_token_secret_load(o->secret ? o->secret : def, secret, err) < 0)
+        return NULL;
+    return sg_token_make_read(secret, NULL, NULL, NULL, WS_TOKEN_TTL_S, err);
+}
+
+/* The state just after event o->at: 0, or -1 with err. */
+static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, json_t *state,
+                     long long *last, sg_err *err)
+{
+    long long after = -1;
+    *last = -1;
+    for (;;) {
+        char path[512];
+        snprintf(path, sizeof path, "/v1/events?sandbox=%s&kind=file_diff&limit=%d&after_seq=%lld",
+                 o->sandbox, WS_PAGE, after);
+        sg_autojson json_t *ans = sg_cli_http_get_json(t, path, tok, NULL, err);
+        if (!ans)
+            return -1;
+        json_t *evs = json_object_get(ans, "events"), *e;
+        size_t i;
+        json_array_foreach(evs, i, e) {
+            long long seq = json_integer_value(json_object_get(e, "seq"));
+            if (seq > o->at)
+                return 0;
+            ws_apply(state, json_object_get(e, "payload"));
+            after = *last = seq;
+        }
+        if (!json_is_true(json_object_get(ans, "more")) || json_array_size(evs) == 0)
+            return 0;
+    }
+}
+
+/* parents of rel under dir, made as needed */
+static int ws_mkparents(int dirfd, const char *rel)
+{
+    sg_autofree char *p = strdup(rel);
+    for (char *s = p ? strchr(p, '/') : NULL; s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    return p ? 0 : -1;
+}
+
+static char *ws_unhex(const char *key)
+{
+    if (key[0] != '\x01')
+        return strdup(key);
+    size_t n = strlen(key + 1) / 2;
+    char *p = malloc(n + 1);
+    for (size_t i = 0; p && i < n; i++) {
+        unsigned v = 0;
+        sscanf(key + 1 + 2 * i, "%2x", &v);
+        p[i] = (char)v;
+    }
+    if (p)
+        p[n] = '\0';
+    return p;
+}
+
+/* One path of the state into dirfd. 0 written, 1 not (said on stderr), -1 error. */
+static int ws_write(const sg_cli_target *t, const char *tok, int dirfd, const char *key, json_t *c,
+                    sg_err *err)
+{
+    sg_autofree char *rel = ws_unhex(key);
+    const char *type = json_string_value(json_object_get(c, "type"));
+    const char *sha = json_string_value(json_object_get(c, "sha256"));
+    if (!rel || ws_mkparents(dirfd, rel) < 0)
+        return sg_err_sys(err, "mkdir for %s", key);
+    if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
+        fprintf(stderr, "not stored: %s%s size %lld sha256 %s\n", rel,
+                json_is_true(json_object_get(c, "over_limit")) ? " (over the size limit)" : "",
+                (long long)json_integer_value(json_object_get(c, "size")), sha ? sha : "-");
+        return 1;
+    }
+    char path[160];
+    snprintf(path, sizeof path, "/v1/contents?sha256=%s", sha);
+    int status = 0;
+    const char *body = NULL;
+    size_t blen = 0;
+    sg_autofree char *raw = sg_cli_http_get(t, path, tok, &status, &body, &blen, err);
+    if (!raw || status != 200)
+        return raw ? sg_err_set(err, EIO, "content %s of %s: HTTP %d", sha, rel, status) : -1;
+    if (strcmp(type, "link") == 0) {
+        sg_autofree char *target = strndup(body, blen);
+        return target && symlinkat(target, dirfd, rel) == 0 ? 0 : sg_err_sys(err, "symlink %s", rel);
+    }
+    if (strcmp(type, "file") != 0) {
+        fprintf(stderr, "not written: %s is a %s\n", rel, type);
+        return 1;
+    }
+    mode_t mode = (mode_t)json_integer_value(json_object_get(c, "mode")) & 0777;
+    sg_autoclose int fd = openat(dirfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                 mode ? mode : 0644);
+    if (fd < 0 || sg_write_all(fd, body, blen) < 0)
+        return sg_err_sys(err, "write %s", rel);
+    return 0;
+}
+
+static int ws_parse(int argc, char **argv, ws_opts *o)
+{
+    static const struct option opts[] = {
+        {"sandbox", required_argument, NULL, 's'}, {"at", required_argument, NULL, 'a'},
+        {"out", required_argument, NULL, 'o'}, {"ingest", required_argument, NULL, 'i'},
+        {"token", required_argument, NULL, 't'}, {"secret", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'}, {0},
+    };
+    *o = (ws_opts){.ingest = sg_state_default_ingest(), .at = -1};
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's': o->sandbox = optarg; break;
+        case 'a': o->at = strtoll(optarg, NULL, 10); break;
+        case 'o': o->out = optarg; break;
+        case 'i': o->ingest = optarg; break;
+        case 't': o->token = optarg; break;
+        case 'S': o->secret = optarg; break;
+        case 'h': ws_usage(stdout); return 0;
+        default: return sg_cli_bad_option("workspace", argv[optind - 1]);
+        }
+    }
+    if (!o->sandbox || o->at < 0 || !o->out || strpbrk(o->sandbox, "&?#% /"))
+        return sg_cli_usage("workspace", "--sandbox ID, --at SEQ (>= 0) and --out DIR are required");
+    return -1;
+}
+
+int sg_cmd_workspace(int argc, char **argv)
+{
+    ws_opts o;
+    int rc = ws_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    sg_err err = {0};
+    sg_cli_target t;
+    if (sg_cli_target_parse(o.ingest, &t, &err) < 0)
+        return sg_cli_usage("workspace", "%s", err.msg);
+    sg_autofree char *tok = ws_token(&o, &err);
+    if (!tok)
+        return sg_cli_failf("workspace", "%s", err.msg);
+    sg_autojson json_t *state = json_object();
+    long long last;
+    if (ws_replay(&o, &t, tok, state, &last, &err) < 0)
+        return sg_cli_failf("workspace", "%s", err.msg);
+    if (mkdir(o.out, 0755) < 0)
+        return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));
+    sg_autoclose int dirfd = open(o.out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const char *key;
+    json_t *c;
+    int missing = 0;
+    json_object_foreach(state, key, c) {
+        int r = ws_write(&t, tok, dirfd, key, c, &err);
+        if (r < 0)
+            return sg_cli_failf("workspace", "%s", err.msg);
+        missing += r;
+    }
+    return missing ? 3 : 0;
+}
