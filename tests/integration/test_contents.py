@@ -95,9 +95,14 @@ def run(env: CapEnv) -> None:
         c = env.run("checkpoint", sid, "--label", label, "--json")
         tap.ok(c.returncode == 0, f"checkpoint {label}", c.stderr)
         points.append((label, snapshot(ws)))
-    rows = env.wait_rows(sid, lambda r: sum(1 for x in r if x["kind"] == "checkpoint") >= len(STEPS), 120)
+    labels = {label for label, _ in points}
+    rows = env.wait_rows(sid, lambda r: labels <= {x["payload"].get("label") for x in r if x["kind"] == "checkpoint"},
+                         120)
     at = {x["payload"].get("label"): x["seq"] for x in rows if x["kind"] == "checkpoint"}
     diffs = [x["payload"] for x in rows if x["kind"] == "file_diff"]
+    tap.ok(len(diffs) > 0 and labels <= set(at), "file_diff and checkpoint events in the store",
+           repr(sorted({x["kind"] for x in rows})) + "\n" + open(env.ingest.log, errors="replace").read()[-1500:]
+           + "\n" + open(env.sbdir(sid, "supervisor.log"), errors="replace").read()[-1500:])
     tap.ok(all("content" in d for d in diffs if d.get("change") != "deleted"),
            "every file_diff but a deletion says its content", [d for d in diffs if "content" not in d][:3])
     big = [d for d in diffs if d.get("path") == "big.bin" and d.get("change") != "deleted"]
