@@ -365,6 +365,7 @@ int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t byt
     if (v->seq > c->recv_high)
         c->recv_high = v->seq;
     p->kind = v->kind;
+    p->blob = NULL;
     p->data = data;
     p->payload_len = v->payload_len;
     p->ts = data + v->payload_len + 1;
