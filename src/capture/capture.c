@@ -831,6 +831,11 @@ void sg_capture_close(sg_capture *c)
         sg_uplink_client_close(c->uplink);
 }
 
+struct sg_spool *sg_capture_spool(sg_capture *c)
+{
+    return c ? c->spool : NULL;
+}
+
 void sg_capture_free(sg_capture *c)
 {
     if (!c)

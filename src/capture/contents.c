@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -213,4 +214,70 @@ void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payloa
         sent_check(ct, sha, true);
     json_object_set_new(c, "stored", json_boolean(ok));
     json_object_set_new(payload, "content", c);
+}
+
+/* ---- recordings ------------------------------------------------------- */
+
+#define CAST_TAIL_NS 1000000000ull /* the unfinished part goes at least this often */
+
+struct sg_contents_cast {
+    struct sg_spool *spool;
+    int fd;
+    int64_t off;         /* bytes sent */
+    uint64_t last_ns;    /* when the last part went */
+    char session[SG_BLOB_SESSION_MAX + 1];
+    char *buf;           /* SG_BLOB_PART */
+};
+
+sg_contents_cast *sg_contents_cast_new(struct sg_spool *spool, const char *path, const char *session)
+{
+    if (!spool || !sg_blob_session_valid(session))
+        return NULL;
+    sg_contents_cast *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->spool = spool;
+    k->buf = malloc(SG_BLOB_PART);
+    k->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    k->last_ns = sg_now_mono_ns();
+    snprintf(k->session, sizeof k->session, "%s", session);
+    if (!k->buf || k->fd < 0) {
+        if (k->fd >= 0)
+            close(k->fd);
+        free(k->buf);
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+void sg_contents_cast_pump(sg_contents_cast *k, bool final)
+{
+    if (!k)
+        return;
+    for (;;) {
+        ssize_t n = pread(k->fd, k->buf, SG_BLOB_PART, k->off);
+        if (n <= 0)
+            return;
+        uint64_t now = sg_now_mono_ns();
+        if ((size_t)n < SG_BLOB_PART && !final && now - k->last_ns < CAST_TAIL_NS)
+            return; /* a small tail: wait for more, or for the next second */
+        size_t flen = 0;
+        sg_autofree char *f = sg_blob_cast_frame(k->session, k->off, k->buf, (size_t)n, &flen);
+        sg_err err = {0};
+        if (!f || sg_spool_append_blob(k->spool, f, flen, &err) < 0)
+            return; /* tried again at the next write */
+        k->off += n;
+        k->last_ns = now;
+    }
+}
+
+void sg_contents_cast_end(sg_contents_cast *k)
+{
+    if (!k)
+        return;
+    sg_contents_cast_pump(k, true);
+    close(k->fd);
+    free(k->buf);
+    free(k);
 }

@@ -12,6 +12,7 @@
 #define SG_CONTENTS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -30,5 +31,16 @@ void sg_contents_free(sg_contents *ct);
 void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payload);
 /* Bytes read from the workspace so far (charged with the watcher's). */
 uint64_t sg_contents_read_bytes(const sg_contents *ct);
+
+/* A terminal session's recording streamed to the ingest as it is
+ * written (cast blob frames, wire/event.h): the bytes of the cast file at
+ * path from where the last part ended, in parts of SG_BLOB_PART, the tail
+ * at least once a second while the session writes, and all of it at the
+ * end (final). session: the recording's name (the exec number). */
+typedef struct sg_contents_cast sg_contents_cast;
+sg_contents_cast *sg_contents_cast_new(struct sg_spool *spool, const char *path, const char *session);
+void sg_contents_cast_pump(sg_contents_cast *k, bool final);
+/* Pumps what is left (final) and frees. NULL is fine. */
+void sg_contents_cast_end(sg_contents_cast *k);
 
 #endif

@@ -35,6 +35,7 @@ int sg_cmd_ingest(int argc, char **argv);
 int sg_cmd_token(int argc, char **argv);
 int sg_cmd_events(int argc, char **argv);
 int sg_cmd_workspace(int argc, char **argv);
+int sg_cmd_cast_store(int argc, char **argv);
 int sg_cmd_sessions(int argc, char **argv);
 int sg_cmd_flush(int argc, char **argv);
 int sg_cmd_serve(int argc, char **argv);
