@@ -484,6 +484,11 @@ void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud
         sg_watch_set_before_settle(c->watch, fn, ud);
 }
 
+static void seed_emit(void *ud, json_t *payload)
+{
+    sg_capture_emit(ud, SG_EV_FILE_DIFF, payload);
+}
+
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
                            sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
@@ -555,6 +560,8 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_capture_emit(c, SG_EV_SANDBOX, sb);
     sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
+    if (!resumed) /* the workspace it starts from, so every later state can be rebuilt */
+        sg_contents_seed(c->contents, c->spool, seed_emit, c);
     procs_start(c, m->init_pid);
     sg_capture_sync(c);
     return c;

@@ -1,6 +1,7 @@
 /* contents: changed files' contents into the spool (contents.h). */
 #include "capture/contents.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -285,4 +286,69 @@ void sg_contents_cast_end(sg_contents_cast *k)
     close(k->fd);
     free(k->buf);
     free(k);
+}
+
+/* ---- the starting workspace ---------------------------------------------- */
+
+typedef struct seed_walk {
+    sg_contents *ct;
+    struct sg_spool *spool;
+    sg_contents_emit_fn emit;
+    void *ud;
+    uint64_t seen;
+} seed_walk;
+
+static void seed_entry(seed_walk *w, const char *rel)
+{
+    if (++w->seen > SG_CONTENTS_SEED_MAX)
+        return;
+    json_t *p = json_pack("{s:s, s:s, s:b}", "path", rel, "change", "created", "seed", 1);
+    if (!p)
+        return;
+    sg_contents_capture(w->ct, w->spool, p);
+    json_t *c = json_object_get(p, "content");
+    if (c) { /* the fields a file_diff has */
+        json_object_set(p, "size", json_object_get(c, "size"));
+        if (json_object_get(c, "sha256"))
+            json_object_set(p, "sha256", json_object_get(c, "sha256"));
+    }
+    w->emit(w->ud, p);
+}
+
+static void seed_dir(seed_walk *w, int dfd, const char *prefix, int depth)
+{
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) && w->seen <= SG_CONTENTS_SEED_MAX) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        sg_autofree char *rel = prefix[0] ? sg_strdup_printf("%s/%s", prefix, e->d_name) : strdup(e->d_name);
+        struct stat st;
+        if (!rel || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (!S_ISDIR(st.st_mode)) {
+            seed_entry(w, rel);
+            continue;
+        }
+        int sub = depth < SG_CONTENTS_SEED_DEPTH
+                      ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (sub >= 0)
+            seed_dir(w, sub, rel, depth + 1);
+    }
+    closedir(d);
+}
+
+uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud)
+{
+    if (!ct || !emit)
+        return 0;
+    seed_walk w = {ct, spool, emit, ud, 0};
+    int dfd = openat(ct->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0)
+        seed_dir(&w, dfd, "", 0);
+    return w.seen;
 }

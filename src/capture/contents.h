@@ -29,6 +29,16 @@ void sg_contents_free(sg_contents *ct);
  * payload's "content". A deletion gets nothing. Never fails the event: a
  * content that could not be read or spooled says "stored": false. */
 void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payload);
+/* The workspace a session starts from (a seeded or --workspace directory):
+ * one file_diff payload per entry that is not a directory, {"path",
+ * "change":"created","seed":true,"content"}, handed to emit in the order
+ * of a depth-first walk, after its content's blob records are spooled.
+ * Never follows a link; at most SG_CONTENTS_SEED_MAX entries (more are
+ * counted in the returned total but not emitted). Returns the entries seen. */
+#define SG_CONTENTS_SEED_MAX 100000
+#define SG_CONTENTS_SEED_DEPTH 256
+typedef void (*sg_contents_emit_fn)(void *ud, json_t *payload);
+uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud);
 /* Bytes read from the workspace so far (charged with the watcher's). */
 uint64_t sg_contents_read_bytes(const sg_contents *ct);
 

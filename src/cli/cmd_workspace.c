@@ -35,7 +35,9 @@ static void ws_usage(FILE *f)
     fprintf(f, "usage: sandglass workspace --sandbox ID --at SEQ --out DIR [--ingest URL]\n"
                "                          [--token T | --secret FILE]\n\n"
                "Writes the workspace of sandbox ID as it was just after event SEQ, from the\n"
-               "ingest's store alone, into DIR (which must not exist yet).\n");
+               "ingest's store alone, into DIR (which must not exist yet), or as a tar stream\n"
+               "on stdout with --out -. Files over the capture's size limit are not written:\n"
+               "each is named on stderr with its size and sha256 (exit status 3).\n");
 }
 
 /* The key of a payload's path in the state (path_hex for a path that is not UTF-8). */
@@ -147,14 +149,62 @@ static char *ws_unhex(const char *key)
     return p;
 }
 
-/* One path of the state into dirfd. 0 written, 1 not (said on stderr), -1 error. */
+/* ---- tar (ustar, GNU long names), for --out - */
+
+static void tar_octal(char *f, size_t n, uint64_t v)
+{
+    snprintf(f, n, "%0*llo", (int)n - 1, (unsigned long long)v);
+}
+
+static int tar_block(const void *data, size_t len)
+{
+    static const char zero[512];
+    if (len && sg_write_all(1, data, len) < 0)
+        return -1;
+    return len % 512 ? sg_write_all(1, zero, 512 - len % 512) : 0;
+}
+
+/* One header; a name or link target over 100 bytes goes before it as a
+ * GNU 'L' / 'K' entry. */
+static int tar_header(const char *name, char type, mode_t mode, uint64_t size, const char *link)
+{
+    const char *longs[2] = {name, link};
+    for (int k = 0; k < 2; k++) {
+        if (!longs[k] || strlen(longs[k]) < 100)
+            continue;
+        if (tar_header("././@LongLink", k ? 'K' : 'L', 0644, strlen(longs[k]) + 1, NULL) < 0 ||
+            tar_block(longs[k], strlen(longs[k]) + 1) < 0)
+            return -1;
+    }
+    char h[512] = {0};
+    snprintf(h, 100, "%s", name);
+    tar_octal(h + 100, 8, mode & 07777);
+    tar_octal(h + 108, 8, 0);
+    tar_octal(h + 116, 8, 0);
+    tar_octal(h + 124, 12, size);
+    tar_octal(h + 136, 12, 0);
+    memset(h + 148, ' ', 8);
+    h[156] = type;
+    if (link)
+        snprintf(h + 157, 100, "%s", link);
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+    return tar_block(h, 512);
+}
+
+/* One path of the state into dirfd (-1: onto stdout as tar). 0 written,
+ * 1 not (said on stderr), -1 error. */
 static int ws_write(const sg_cli_target *t, const char *tok, int dirfd, const char *key, json_t *c,
                     sg_err *err)
 {
     sg_autofree char *rel = ws_unhex(key);
     const char *type = json_string_value(json_object_get(c, "type"));
     const char *sha = json_string_value(json_object_get(c, "sha256"));
-    if (!rel || ws_mkparents(dirfd, rel) < 0)
+    if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
         fprintf(stderr, "not stored: %s%s size %lld sha256 %s\n", rel,
@@ -170,20 +220,30 @@ static int ws_write(const sg_cli_target *t, const char *tok, int dirfd, const ch
     sg_autofree char *raw = sg_cli_http_get(t, path, tok, &status, &body, &blen, err);
     if (!raw || status != 200)
         return raw ? sg_err_set(err, EIO, "content %s of %s: HTTP %d", sha, rel, status) : -1;
+    mode_t mode = (mode_t)json_integer_value(json_object_get(c, "mode")) & 0777;
     if (strcmp(type, "link") == 0) {
         sg_autofree char *target = strndup(body, blen);
+        if (dirfd < 0)
+            return target && tar_header(rel, '2', 0777, 0, target) == 0 ? 0 : sg_err_sys(err, "tar %s", rel);
         return target && symlinkat(target, dirfd, rel) == 0 ? 0 : sg_err_sys(err, "symlink %s", rel);
     }
     if (strcmp(type, "file") != 0) {
         fprintf(stderr, "not written: %s is a %s\n", rel, type);
         return 1;
     }
-    mode_t mode = (mode_t)json_integer_value(json_object_get(c, "mode")) & 0777;
+    if (dirfd < 0)
+        return tar_header(rel, '0', mode ? mode : 0644, blen, NULL) == 0 && tar_block(body, blen) == 0
+                   ? 0 : sg_err_sys(err, "tar %s", rel);
     sg_autoclose int fd = openat(dirfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                                  mode ? mode : 0644);
     if (fd < 0 || sg_write_all(fd, body, blen) < 0)
         return sg_err_sys(err, "write %s", rel);
     return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 static int ws_parse(int argc, char **argv, ws_opts *o)
@@ -231,17 +291,32 @@ int sg_cmd_workspace(int argc, char **argv)
     long long last;
     if (ws_replay(&o, &t, tok, state, &last, &err) < 0)
         return sg_cli_failf("workspace", "%s", err.msg);
-    if (mkdir(o.out, 0755) < 0)
+    bool tar = strcmp(o.out, "-") == 0;
+    if (!tar && mkdir(o.out, 0755) < 0)
         return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));
-    sg_autoclose int dirfd = open(o.out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    sg_autoclose int dirfd = tar ? -1 : open(o.out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* In path order: the same store gives the same tar stream. */
+    size_t n = json_object_size(state), k = 0;
+    sg_autofree const char **keys = calloc(n + 1, sizeof *keys);
     const char *key;
     json_t *c;
+    json_object_foreach(state, key, c)
+        if (keys)
+            keys[k++] = key;
+    if (!keys)
+        return sg_cli_fail("workspace", "out of memory");
+    qsort(keys, n, sizeof *keys, cmp_str);
     int missing = 0;
-    json_object_foreach(state, key, c) {
-        int r = ws_write(&t, tok, dirfd, key, c, &err);
+    for (k = 0; k < n; k++) {
+        int r = ws_write(&t, tok, dirfd, keys[k], json_object_get(state, keys[k]), &err);
         if (r < 0)
             return sg_cli_failf("workspace", "%s", err.msg);
         missing += r;
+    }
+    if (tar && tar_block(NULL, 0) == 0) {
+        static const char end[1024];
+        if (sg_write_all(1, end, sizeof end) < 0)
+            return sg_cli_failf("workspace", "write: %s", strerror(errno));
     }
     return missing ? 3 : 0;
 }

@@ -66,8 +66,11 @@ static int job_blobs(sg_store *store, pending *batch, size_t n, size_t *nblobs, 
             kp[nk++] = (sg_cast_part){batch[i].id->learner, batch[i].id->task, batch[i].id->sandbox,
                                       b->session, b->off, b->data, b->len};
     }
-    if ((nc && sg_store_put_contents(store, cp, nc, err) < 0) ||
-        (nk && sg_store_put_casts(store, kp, nk, err) < 0))
+    /* Lazy: the events' durable commit right after flushes them too. A job
+     * of blobs only commits them durably (nothing else would). */
+    bool lazy = *nblobs < n;
+    if ((nc && (lazy ? sg_store_put_contents_lazy : sg_store_put_contents)(store, cp, nc, err) < 0) ||
+        (nk && (lazy ? sg_store_put_casts_lazy : sg_store_put_casts)(store, kp, nk, err) < 0))
         return -1;
     return 0;
 }

@@ -56,6 +56,12 @@ static int sq_step_put(sqlite3_stmt *st, const char *const *texts, int nt, int64
     return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
 }
 
+/* Commit durability of the next transaction (SQLite's synchronous). */
+static void sq_sync_mode(sqlite3 *db, bool durable)
+{
+    sqlite3_exec(db, durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+}
+
 static int sq_put_contents(sqlite3 *db, const char *path, const sg_content_part *p, size_t n,
                            sg_err *err)
 {
@@ -179,9 +185,10 @@ static int pq_simple(PGconn *c, const char *where, const char *sql, sg_err *err)
 }
 
 static int pq_put_contents(PGconn *c, const char *where, const sg_content_part *p, size_t n,
-                           sg_err *err)
+                           bool durable, sg_err *err)
 {
-    if (pq_simple(c, where, "BEGIN", err) < 0)
+    if (pq_simple(c, where, "BEGIN", err) < 0 ||
+        (!durable && pq_simple(c, where, "SET LOCAL synchronous_commit = off", err) < 0))
         return -1;
     for (size_t i = 0; i < n; i++) {
         char size[24], off[24];
@@ -205,9 +212,11 @@ static int pq_put_contents(PGconn *c, const char *where, const sg_content_part *
     return pq_simple(c, where, "COMMIT", err);
 }
 
-static int pq_put_casts(PGconn *c, const char *where, const sg_cast_part *p, size_t n, sg_err *err)
+static int pq_put_casts(PGconn *c, const char *where, const sg_cast_part *p, size_t n, bool durable,
+                        sg_err *err)
 {
-    if (pq_simple(c, where, "BEGIN", err) < 0)
+    if (pq_simple(c, where, "BEGIN", err) < 0 ||
+        (!durable && pq_simple(c, where, "SET LOCAL synchronous_commit = off", err) < 0))
         return -1;
     for (size_t i = 0; i < n; i++) {
         char off[24];
@@ -278,28 +287,56 @@ static int pq_read_parts(PGconn *c, const char *where, const char *sql, int n,
 
 /* ------------------------------------------------------------------ public */
 
-int sg_store_put_contents(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err)
+static int put_contents(sg_store *s, const sg_content_part *parts, size_t n, bool durable, sg_err *err)
 {
     const char *path;
     sqlite3 *db = sg_store_sqlite_db(s, &path);
-    if (db)
-        return sq_put_contents(db, path, parts, n, err);
+    if (db) {
+        sq_sync_mode(db, durable);
+        int r = sq_put_contents(db, path, parts, n, err);
+        sq_sync_mode(db, true);
+        return r;
+    }
     err->code = 0;
     PGconn *c = sg_store_pg_conn(s, &path, err);
-    return c ? pq_put_contents(c, path, parts, n, err) : err->code ? -1 :
+    return c ? pq_put_contents(c, path, parts, n, durable, err) : err->code ? -1 :
            sg_err_set(err, ENOTSUP, "contents: unknown store backend");
+}
+
+static int put_casts(sg_store *s, const sg_cast_part *parts, size_t n, bool durable, sg_err *err)
+{
+    const char *path;
+    sqlite3 *db = sg_store_sqlite_db(s, &path);
+    if (db) {
+        sq_sync_mode(db, durable);
+        int r = sq_put_casts(db, path, parts, n, err);
+        sq_sync_mode(db, true);
+        return r;
+    }
+    err->code = 0;
+    PGconn *c = sg_store_pg_conn(s, &path, err);
+    return c ? pq_put_casts(c, path, parts, n, durable, err) : err->code ? -1 :
+           sg_err_set(err, ENOTSUP, "recordings: unknown store backend");
+}
+
+int sg_store_put_contents(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err)
+{
+    return put_contents(s, parts, n, true, err);
 }
 
 int sg_store_put_casts(sg_store *s, const sg_cast_part *parts, size_t n, sg_err *err)
 {
-    const char *path;
-    sqlite3 *db = sg_store_sqlite_db(s, &path);
-    if (db)
-        return sq_put_casts(db, path, parts, n, err);
-    err->code = 0;
-    PGconn *c = sg_store_pg_conn(s, &path, err);
-    return c ? pq_put_casts(c, path, parts, n, err) : err->code ? -1 :
-           sg_err_set(err, ENOTSUP, "recordings: unknown store backend");
+    return put_casts(s, parts, n, true, err);
+}
+
+int sg_store_put_contents_lazy(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err)
+{
+    return put_contents(s, parts, n, false, err);
+}
+
+int sg_store_put_casts_lazy(sg_store *s, const sg_cast_part *parts, size_t n, sg_err *err)
+{
+    return put_casts(s, parts, n, false, err);
 }
 
 int sg_store_content_stat(sg_store *s, const char *sha256, int64_t *size, sg_err *err)

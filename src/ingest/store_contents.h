@@ -54,6 +54,14 @@ typedef int (*sg_store_bytes_fn)(void *ud, const void *data, size_t len);
 int sg_store_put_contents(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err);
 int sg_store_put_casts(sg_store *s, const sg_cast_part *parts, size_t n, sg_err *err);
 
+/* The same, committed without waiting for the disk (SQLite: synchronous
+ * NORMAL in WAL mode; PostgreSQL: synchronous_commit off for the
+ * transaction): durable with the next durable commit on the same store,
+ * whose log flush covers it. The ingest's writer commits a batch's blobs
+ * so, then its events durably, before any ack: one fsync, not two. */
+int sg_store_put_contents_lazy(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err);
+int sg_store_put_casts_lazy(sg_store *s, const sg_cast_part *parts, size_t n, sg_err *err);
+
 /* 1 and *size when the content is stored whole, 0 when it is not (unknown,
  * or parts missing), -1 on error. */
 int sg_store_content_stat(sg_store *s, const char *sha256, int64_t *size, sg_err *err);

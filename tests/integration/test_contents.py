@@ -76,10 +76,57 @@ STEPS = [
 ]
 
 
+def tar_matches(env: CapEnv, sid: str, seq: int, want_dir: str) -> None:
+    """--out - writes the same tree as a tar stream, the same bytes twice."""
+    import io
+    import tarfile
+    args = ["workspace", "--sandbox", sid, "--at", str(seq), "--out", "-",
+            "--ingest", env.ingest.http_base, "--secret", env.secret]
+    p1, p2 = env.run(*args), env.run(*args)
+    d = tempfile.mkdtemp(prefix="sgt-tar-", dir=env.root)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(p1.stdout)) as tf:
+            tf.extractall(d, filter="tar")
+        ok = snapshot(d) == snapshot(want_dir)
+    except (tarfile.TarError, OSError) as e:
+        ok = False
+        print(f"# tar: {e}")
+    tap.ok(ok and p1.stdout == p2.stdout and p1.stdout,
+           "--out - gives the same tree as a tar stream, deterministically", p1.stderr.decode(errors="replace"))
+
+
+def seeded(env: CapEnv) -> None:
+    """A --workspace directory's files are the session's first events: the
+    rebuilt tree at the last of them equals the directory."""
+    d = tempfile.mkdtemp(prefix="sgt-seed-", dir=env.root)
+    os.makedirs(os.path.join(d, "src/pkg"))
+    open(os.path.join(d, "README.md"), "w").write("# seed\n")
+    open(os.path.join(d, "src/pkg/mod.py"), "w").write("x = 1\n" * 100)
+    open(os.path.join(d, "data.bin"), "wb").write(os.urandom(70000))
+    open(os.path.join(d, "empty"), "wb").close()
+    os.symlink("README.md", os.path.join(d, "readme-link"))
+    want = snapshot(d)
+    sid = env.create_captured("--workspace", d)
+    rows = env.wait_rows(sid, lambda r: sum(1 for x in r if x["kind"] == "file_diff"
+                                            and x["payload"].get("seed")) >= len(want), 120)
+    seeds = [x for x in rows if x["kind"] == "file_diff" and x["payload"].get("seed")]
+    tap.ok(len(seeds) == len(want), "each file of the starting workspace is a seed event",
+           [x["payload"].get("path") for x in seeds])
+    env.destroy(sid)
+    out = os.path.join(env.root, "seed-out")
+    at = max(x["seq"] for x in seeds) if seeds else 0
+    p = env.run("workspace", "--sandbox", sid, "--at", str(at), "--out", out,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    got = snapshot(out) if os.path.isdir(out) else {}
+    tap.ok(p.returncode == 0 and got == want, "the starting workspace rebuilt from the store",
+           {"want": sorted(want), "got": sorted(got), "stderr": p.stderr.decode(errors="replace")[-300:]})
+
+
 def main() -> None:
     env = CapEnv()
     try:
         run(env)
+        seeded(env)
     finally:
         env.cleanup()
     tap.done()
@@ -186,6 +233,7 @@ def run(env: CapEnv) -> None:
                f"workspace at {label} (seq {seq}) equals the checkpoint's tree",
                {"missing": sorted(set(want) - set(got))[:5], "extra": sorted(set(got) - set(want))[:5],
                 "differ": [k for k in want if k in got and got[k] != want[k]][:5], "stderr": said[-500:]})
+    tar_matches(env, sid, points[-1][2], os.path.join(out, points[-1][0]))
 
 
 if __name__ == "__main__":
