@@ -228,8 +228,11 @@ static int recover_segment(sg_spool *sp, seg *s, bool last, int64_t *prev, int64
         if (x->type == IT_REC) {
             int64_t want = *prev >= 0 ? *prev + 1 : fill_from;
             if (x->rtype == SG_SPOOL_REC_BLOB) {
-                /* A blob goes with the event of its seq, the next one. */
-                if (want >= 0 && x->seq != want) {
+                /* A blob goes with the event of its seq, the next one
+                 * (before the first event kept: one at or below where
+                 * the events must start, an acked one kept in its
+                 * segment with its event). */
+                if (*prev >= 0 ? x->seq != want : (fill_from >= 0 && x->seq > fill_from)) {
                     x->type = IT_BAD;
                     x->why = "blob record out of place";
                 } else {
