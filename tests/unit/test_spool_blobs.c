@@ -42,7 +42,7 @@ static void fill(sg_spool *sp, int64_t n)
 {
     sg_err err;
     for (int64_t s = 0; s < n; s++) {
-        char buf[64];
+        char buf[256];
         for (int k = 0; k < s % 3; k++) {
             int m = snprintf(buf, sizeof buf, "b%" PRId64 ".%d%*s", s, k, (int)(s * 7 % 200), "");
             assert_int_equal(sg_spool_append_blob(sp, buf, (size_t)m, &err), 0);
