@@ -9,6 +9,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "ingest/store_backend.h"
 #include "ingest/store_contents.h"
 #include "wire/event.h"
 
@@ -40,37 +41,64 @@ void ingest_rows_release(pending *rows, size_t n)
     }
 }
 
-/* Writer side: the job's blobs, in one transaction per kind, before its
- * events (the acks those events bring cover them). */
-static int job_blobs(sg_store *store, pending *batch, size_t n, size_t *nblobs, sg_err *err)
+/* A job's blobs, gathered for the store (borrowing the job's bytes). */
+typedef struct blobset {
+    sg_content_part *cp;
+    sg_cast_part *kp;
+    size_t nc, nk;
+} blobset;
+
+static void blobset_free(blobset *b)
 {
-    size_t nc = 0, nk = 0;
+    free(b->cp);
+    free(b->kp);
+}
+
+static int job_blobs(pending *batch, size_t n, blobset *set, sg_err *err)
+{
     for (size_t i = 0; i < n; i++)
         if (batch[i].blob)
-            batch[i].blob->kind == SG_BLOB_CONTENT ? nc++ : nk++;
-    *nblobs = nc + nk;
-    if (!*nblobs)
-        return 0;
-    sg_autofree sg_content_part *cp = calloc(nc + 1, sizeof *cp);
-    sg_autofree sg_cast_part *kp = calloc(nk + 1, sizeof *kp);
-    if (!cp || !kp)
+            batch[i].blob->kind == SG_BLOB_CONTENT ? set->nc++ : set->nk++;
+    set->cp = calloc(set->nc + 1, sizeof *set->cp);
+    set->kp = calloc(set->nk + 1, sizeof *set->kp);
+    if (!set->cp || !set->kp)
         return sg_err_set(err, ENOMEM, "out of memory");
-    nc = nk = 0;
+    set->nc = set->nk = 0;
     for (size_t i = 0; i < n; i++) {
         const sg_blob *b = batch[i].blob;
         if (!b)
             continue;
         if (b->kind == SG_BLOB_CONTENT)
-            cp[nc++] = (sg_content_part){b->sha256, b->size, b->off, b->data, b->len};
+            set->cp[set->nc++] = (sg_content_part){b->sha256, b->size, b->off, b->data, b->len};
         else
-            kp[nk++] = (sg_cast_part){batch[i].id->learner, batch[i].id->task, batch[i].id->sandbox,
-                                      b->session, b->off, b->data, b->len};
+            set->kp[set->nk++] = (sg_cast_part){batch[i].id->learner, batch[i].id->task, batch[i].id->sandbox,
+                                                b->session, b->off, b->data, b->len};
     }
-    /* Lazy: the events' durable commit right after flushes them too. A job
-     * of blobs only commits them durably (nothing else would). */
-    bool lazy = *nblobs < n;
-    if ((nc && (lazy ? sg_store_put_contents_lazy : sg_store_put_contents)(store, cp, nc, err) < 0) ||
-        (nk && (lazy ? sg_store_put_casts_lazy : sg_store_put_casts)(store, kp, nk, err) < 0))
+    return 0;
+}
+
+static int blobs_in_tx(sg_store *s, void *ud, sg_err *err)
+{
+    const blobset *b = ud;
+    return sg_store_put_blobs_in_tx(s, b->cp, b->nc, b->kp, b->nk, err);
+}
+
+/* The blobs before the events: on SQLite inside the events' transaction
+ * (one commit, one fsync: *hooked); elsewhere committed lazily just before
+ * it (its log flush covers them), or durably when no event follows. */
+static int blobs_store(sg_store *store, blobset *set, bool events, bool *hooked, sg_err *err)
+{
+    *hooked = false;
+    if (!set->nc && !set->nk)
+        return 0;
+    if (events && sg_store_sqlite_db(store, NULL)) {
+        store->in_tx = blobs_in_tx;
+        store->in_tx_ud = set;
+        *hooked = true;
+        return 0;
+    }
+    if ((set->nc && (events ? sg_store_put_contents_lazy : sg_store_put_contents)(store, set->cp, set->nc, err) < 0) ||
+        (set->nk && (events ? sg_store_put_casts_lazy : sg_store_put_casts)(store, set->kp, set->nk, err) < 0))
         return -1;
     return 0;
 }
@@ -79,13 +107,18 @@ static int job_blobs(sg_store *store, pending *batch, size_t n, size_t *nblobs, 
  * store; identities are read, never refcounted, here. */
 static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserted, sg_err *err)
 {
-    size_t nblobs = 0, k = 0;
-    if (job_blobs(store, batch, n, &nblobs, err) < 0)
+    size_t k = 0;
+    __attribute__((cleanup(blobset_free))) blobset set = {0};
+    if (job_blobs(batch, n, &set, err) < 0)
         return -1;
+    size_t nblobs = set.nc + set.nk;
+    bool hooked; /* the append's transaction takes them (SQLite) */
     sg_autofree sg_store_row *rows = calloc(n + 1, sizeof *rows);
     sg_autofree uint8_t *verdicts = calloc(n + 1, 1);
     if (!rows || !verdicts)
         return sg_err_set(err, ENOMEM, "out of memory");
+    if (blobs_store(store, &set, nblobs < n, &hooked, err) < 0)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         pending *p = &batch[i];
         if (p->blob)
@@ -97,6 +130,8 @@ static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserte
         };
     }
     int r = k ? sg_store_append(store, rows, k, verdicts, inserted, err) : 0;
+    store->in_tx = NULL;
+    store->in_tx_ud = NULL;
     /* Free the rows' bytes here, off the loop; the loop drops the
      * identities. A failed batch keeps them: the loop requeues the rows. */
     for (size_t i = 0, j = 0; r == 0 && i < n; i++) {

@@ -104,8 +104,15 @@ typedef struct sg_store_ops {
     void (*close)(sg_store *s);
 } sg_store_ops;
 
+/* Run by the SQLite backend's append inside its transaction, before the
+ * rows (NULL: nothing): the ingest's blobs commit with their batch's
+ * events, in one transaction and one fsync (store_contents.h). */
+typedef int (*sg_store_in_tx_fn)(sg_store *s, void *ud, sg_err *err);
+
 struct sg_store {
     const sg_store_ops *ops;
+    sg_store_in_tx_fn in_tx;
+    void *in_tx_ud;
 };
 
 /* Opens (creating if needed) the store named by url. */

@@ -63,7 +63,7 @@ static void sq_sync_mode(sqlite3 *db, bool durable)
 }
 
 static int sq_put_contents(sqlite3 *db, const char *path, const sg_content_part *p, size_t n,
-                           sg_err *err)
+                           bool own_tx, sg_err *err)
 {
     sq_auto sqlite3_stmt *head = NULL;
     sq_auto sqlite3_stmt *part = NULL;
@@ -72,17 +72,20 @@ static int sq_put_contents(sqlite3 *db, const char *path, const sg_content_part 
         sq_prepare(db, path, "INSERT OR IGNORE INTO sg_content_parts (sha256, off, data)"
                    " VALUES (?1, ?2, ?3)", &part, err) < 0)
         return -1;
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    if (own_tx && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return sq_fail(db, path, err, "begin");
     for (size_t i = 0; i < n; i++) {
         const char *k[1] = {p[i].sha256};
         if (sq_step_put(head, k, 1, p[i].size, NULL, 0) < 0 ||
             sq_step_put(part, k, 1, p[i].off, p[i].data, p[i].len) < 0) {
             sq_fail(db, path, err, "put contents");
-            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            if (own_tx)
+                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
             return -1;
         }
     }
+    if (!own_tx)
+        return 0;
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         sq_fail(db, path, err, "commit contents");
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -92,22 +95,25 @@ static int sq_put_contents(sqlite3 *db, const char *path, const sg_content_part 
 }
 
 static int sq_put_casts(sqlite3 *db, const char *path, const sg_cast_part *p, size_t n,
-                        sg_err *err)
+                        bool own_tx, sg_err *err)
 {
     sq_auto sqlite3_stmt *st = NULL;
     if (sq_prepare(db, path, "INSERT OR IGNORE INTO sg_casts (learner, task, sandbox, session,"
                    " off, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &st, err) < 0)
         return -1;
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    if (own_tx && sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return sq_fail(db, path, err, "begin");
     for (size_t i = 0; i < n; i++) {
         const char *k[4] = {p[i].learner, p[i].task, p[i].sandbox, p[i].session};
         if (sq_step_put(st, k, 4, p[i].off, p[i].data, p[i].len) < 0) {
             sq_fail(db, path, err, "put recordings");
-            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            if (own_tx)
+                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
             return -1;
         }
     }
+    if (!own_tx)
+        return 0;
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         sq_fail(db, path, err, "commit recordings");
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -293,7 +299,7 @@ static int put_contents(sg_store *s, const sg_content_part *parts, size_t n, boo
     sqlite3 *db = sg_store_sqlite_db(s, &path);
     if (db) {
         sq_sync_mode(db, durable);
-        int r = sq_put_contents(db, path, parts, n, err);
+        int r = sq_put_contents(db, path, parts, n, true, err);
         sq_sync_mode(db, true);
         return r;
     }
@@ -309,7 +315,7 @@ static int put_casts(sg_store *s, const sg_cast_part *parts, size_t n, bool dura
     sqlite3 *db = sg_store_sqlite_db(s, &path);
     if (db) {
         sq_sync_mode(db, durable);
-        int r = sq_put_casts(db, path, parts, n, err);
+        int r = sq_put_casts(db, path, parts, n, true, err);
         sq_sync_mode(db, true);
         return r;
     }
@@ -327,6 +333,17 @@ int sg_store_put_contents(sg_store *s, const sg_content_part *parts, size_t n, s
 int sg_store_put_casts(sg_store *s, const sg_cast_part *parts, size_t n, sg_err *err)
 {
     return put_casts(s, parts, n, true, err);
+}
+
+int sg_store_put_blobs_in_tx(sg_store *s, const sg_content_part *cp, size_t nc,
+                             const sg_cast_part *kp, size_t nk, sg_err *err)
+{
+    const char *path;
+    sqlite3 *db = sg_store_sqlite_db(s, &path);
+    if (!db)
+        return sg_err_set(err, ENOTSUP, "blobs in a transaction: SQLite only");
+    return (nc && sq_put_contents(db, path, cp, nc, false, err) < 0) ||
+           (nk && sq_put_casts(db, path, kp, nk, false, err) < 0) ? -1 : 0;
 }
 
 int sg_store_put_contents_lazy(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err)

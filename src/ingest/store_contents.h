@@ -62,6 +62,11 @@ int sg_store_put_casts(sg_store *s, const sg_cast_part *parts, size_t n, sg_err 
 int sg_store_put_contents_lazy(sg_store *s, const sg_content_part *parts, size_t n, sg_err *err);
 int sg_store_put_casts_lazy(sg_store *s, const sg_cast_part *parts, size_t n, sg_err *err);
 
+/* SQLite: the parts inside the transaction open on s (from its in_tx
+ * hook, store.h), so they commit with that transaction. */
+int sg_store_put_blobs_in_tx(sg_store *s, const sg_content_part *cp, size_t nc,
+                             const sg_cast_part *kp, size_t nk, sg_err *err);
+
 /* 1 and *size when the content is stored whole, 0 when it is not (unknown,
  * or parts missing), -1 on error. */
 int sg_store_content_stat(sg_store *s, const char *sha256, int64_t *size, sg_err *err);

@@ -215,7 +215,9 @@ static int sqlite_append(sg_store *base, const sg_store_row *rows, size_t n, uin
     if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
         return -1;
     size_t added = 0;
-    int r = sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err);
+    int r = base->in_tx ? base->in_tx(base, base->in_tx_ud, err) : 0;
+    if (r == 0)
+        r = sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err);
     for (size_t i = 0; i < n && r == 0; i++) {
         if (verdicts[i] != SG_STORE_NEW)
             continue;
