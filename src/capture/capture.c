@@ -535,7 +535,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         return NULL;
     }
     sg_err cerr = {0};
-    c->contents = sg_contents_new(m->workspace, SG_CAPTURE_MAX_FILE_DEFAULT, &cerr);
+    c->contents = sg_contents_new(m->workspace, m->capture_max_file, &cerr);
     if (!c->contents)
         log_line("file contents are not captured: %s", cerr.msg);
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);

@@ -39,7 +39,7 @@ static void create_usage(FILE *f)
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
         "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
         "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
-        "                        [--max-checkpoints-per-min N]\n"
+        "                        [--max-checkpoints-per-min N] [--capture-max-file SIZE]\n"
         "\n"
         "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
         "\n"
@@ -69,6 +69,8 @@ static void create_usage(FILE *f)
         "                       a captured session's budgets per minute (defaults 100000,\n"
         "                       16M, 1500; 0: none): past one, the minute's further events\n"
         "                       are counted, not stored (one limit event says so)\n"
+        "  --capture-max-file SIZE  files up to SIZE (default 1M) have their contents stored\n"
+        "                       with the events; larger ones their size and sha256 only\n"
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
@@ -234,7 +236,7 @@ typedef struct create_opts {
 } create_opts;
 
 /* The budgets' long options (no short form). */
-enum { OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN };
+enum { OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN, OPT_CAPTURE_MAX_FILE };
 
 /* One option that sets a limit or a policy in m. Each value error names
  * its flag and is a usage error (2). */
@@ -299,6 +301,11 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
         if (sg_parse_size(arg, &m->max_bytes_per_min, &err) < 0)
             return sg_cli_usage("create", "--max-bytes-per-min: %s", err.msg);
         return CREATE_GO;
+    case OPT_CAPTURE_MAX_FILE:
+        if (sg_parse_size(arg, &m->capture_max_file, &err) < 0 || m->capture_max_file == 0 ||
+            m->capture_max_file > (256u << 20))
+            return sg_cli_usage("create", "--capture-max-file: a size from 1 to 256M");
+        return CREATE_GO;
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))
             return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
@@ -332,6 +339,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"max-events-per-min", required_argument, NULL, OPT_EVENTS_PER_MIN},
         {"max-bytes-per-min", required_argument, NULL, OPT_BYTES_PER_MIN},
         {"max-checkpoints-per-min", required_argument, NULL, OPT_CKPTS_PER_MIN},
+        {"capture-max-file", required_argument, NULL, OPT_CAPTURE_MAX_FILE},
         {"disk", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"overcommit", no_argument, NULL, 'O'},

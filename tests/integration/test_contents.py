@@ -122,11 +122,27 @@ def seeded(env: CapEnv) -> None:
            {"want": sorted(want), "got": sorted(got), "stderr": p.stderr.decode(errors="replace")[-300:]})
 
 
+def max_file(env: CapEnv) -> None:
+    """--capture-max-file: the limit is the sandbox's own."""
+    sid = env.create_captured("--capture-max-file", "10K")
+    env.sh(sid, "head -c 5000 /dev/urandom > small.bin; head -c 20000 /dev/urandom > large.bin")
+    rows = env.wait_rows(sid, lambda r: {"small.bin", "large.bin"} <= {x["payload"].get("path") for x in r
+                                                                       if x["kind"] == "file_diff"}, 120)
+    last = {x["payload"]["path"]: x["payload"].get("content", {}) for x in rows if x["kind"] == "file_diff"}
+    tap.ok(last.get("small.bin", {}).get("stored") is True and last.get("large.bin", {}).get("over_limit") is True
+           and last["large.bin"].get("size") == 20000, "--capture-max-file 10K: 5 KB stored, 20 KB by hash and size",
+           last)
+    p = env.run("create", "--learner", "x", "--capture-max-file", "0")
+    tap.ok(p.returncode == 2, "--capture-max-file 0 is a usage error", p.stderr)
+    env.destroy(sid)
+
+
 def main() -> None:
     env = CapEnv()
     try:
         run(env)
         seeded(env)
+        max_file(env)
     finally:
         env.cleanup()
     tap.done()
