@@ -328,6 +328,7 @@ static void on_file_change(void *ud, json_t *payload)
     }
     c->diffs++;
     sg_contents_capture(c->contents, c->spool, payload);
+    sg_watch_charge_read(c->watch, sg_contents_take_read(c->contents));
     sg_capture_emit(c, SG_EV_FILE_DIFF, payload);
 }
 

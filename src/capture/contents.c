@@ -65,9 +65,12 @@ void sg_contents_free(sg_contents *ct)
     free(ct);
 }
 
-uint64_t sg_contents_read_bytes(const sg_contents *ct)
+uint64_t sg_contents_take_read(sg_contents *ct)
 {
-    return ct ? ct->read_bytes : 0;
+    uint64_t n = ct ? ct->read_bytes : 0;
+    if (ct)
+        ct->read_bytes = 0;
+    return n;
 }
 
 static uint64_t key_of(const uint8_t sha[SG_SHA256_LEN])

@@ -39,8 +39,9 @@ void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payloa
 #define SG_CONTENTS_SEED_DEPTH 256
 typedef void (*sg_contents_emit_fn)(void *ud, json_t *payload);
 uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud);
-/* Bytes read from the workspace so far (charged with the watcher's). */
-uint64_t sg_contents_read_bytes(const sg_contents *ct);
+/* Bytes read from the workspace since the last call (for the watcher's
+ * read budget: sg_watch_charge_read). */
+uint64_t sg_contents_take_read(sg_contents *ct);
 
 /* A terminal session's recording streamed to the ingest as it is
  * written (cast blob frames, wire/event.h): the bytes of the cast file at
