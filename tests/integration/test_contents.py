@@ -73,6 +73,10 @@ STEPS = [
     "printf 'again' > sub/f2.txt",
     "rm big.bin",
     "printf 'last\\n' > z.txt",
+    "mv sub sub2",
+    "printf 'atomic' > .z.tmp && mv .z.tmp z.txt",
+    "cp b.txt b.txt~ && printf 'edited\\n' > b.txt.new && mv b.txt.new b.txt && rm b.txt~",
+    "chmod 755 z.txt",
 ]
 
 
