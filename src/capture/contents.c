@@ -14,6 +14,7 @@
 
 #include "base/cleanup.h"
 #include "base/digest.h"
+#include "base/json.h"
 #include "base/util.h"
 #include "capture/watch_internal.h"
 #include "delivery/spool.h"
@@ -305,9 +306,20 @@ static void seed_entry(seed_walk *w, const char *rel)
 {
     if (++w->seen > SG_CONTENTS_SEED_MAX)
         return;
-    json_t *p = json_pack("{s:s, s:s, s:b}", "path", rel, "change", "created", "seed", 1);
+    /* A name that is not UTF-8: U+FFFD in "path", its bytes in path_hex (as
+     * the watcher's file_diffs give it). */
+    size_t n = strlen(rel), shown_len = 0;
+    sg_autofree char *shown = sg_utf8_sanitize(rel, n, &shown_len);
+    json_t *p = shown ? json_pack("{s:s, s:s, s:b}", "path", shown, "change", "created", "seed", 1) : NULL;
     if (!p)
         return;
+    if (shown_len != n || memcmp(shown, rel, n) != 0) {
+        sg_autofree char *hx = malloc(2 * n + 1);
+        if (hx) {
+            hex((const uint8_t *)rel, n, hx);
+            json_object_set_new(p, "path_hex", json_string(hx));
+        }
+    }
     sg_contents_capture(w->ct, w->spool, p);
     json_t *c = json_object_get(p, "content");
     if (c) { /* the fields a file_diff has */

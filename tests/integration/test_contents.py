@@ -109,6 +109,7 @@ def seeded(env: CapEnv) -> None:
     open(os.path.join(d, "data.bin"), "wb").write(os.urandom(70000))
     open(os.path.join(d, "empty"), "wb").close()
     os.symlink("README.md", os.path.join(d, "readme-link"))
+    open(os.path.join(os.fsencode(d), b"bad\xff name.txt"), "wb").write(b"not utf-8 named\n")
     want = snapshot(d)
     sid = env.create_captured("--workspace", d)
     rows = env.wait_rows(sid, lambda r: sum(1 for x in r if x["kind"] == "file_diff"
