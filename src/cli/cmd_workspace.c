@@ -196,9 +196,37 @@ static int tar_header(const char *name, char type, mode_t mode, uint64_t size, c
     return tar_block(h, 512);
 }
 
-/* One path of the state into dirfd (-1: onto stdout as tar). 0 written,
- * 1 not (said on stderr), -1 error. */
-static int ws_write(const sg_cli_target *t, const char *tok, int dirfd, const char *key, json_t *c,
+/* Whether the state's entry c has bytes to fetch. */
+static bool ws_fetchable(json_t *c)
+{
+    return json_string_value(json_object_get(c, "type")) && json_string_value(json_object_get(c, "sha256")) &&
+           json_is_true(json_object_get(c, "stored"));
+}
+
+/* The bytes of sha in a batch answer ("HEX LEN\n" + bytes each), or NULL. */
+static const char *ws_find(const char *body, size_t blen, const char *sha, size_t *len)
+{
+    size_t off = 0;
+    while (off + 66 < blen) {
+        const char *nl = memchr(body + off, '\n', blen - off);
+        if (!nl)
+            return NULL;
+        long long n = strtoll(body + off + 65, NULL, 10);
+        const char *data = nl + 1;
+        if (memcmp(body + off, sha, 64) == 0) {
+            if (n < 0 || (size_t)n > blen - (size_t)(data - body))
+                return NULL;
+            *len = (size_t)n;
+            return data;
+        }
+        off = (size_t)(data - body) + (size_t)(n > 0 ? n : 0);
+    }
+    return NULL;
+}
+
+/* One path of the state into dirfd (-1: onto stdout as tar), its bytes
+ * from a batch answer. 0 written, 1 not (said on stderr), -1 error. */
+static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *key, json_t *c,
                     sg_err *err)
 {
     sg_autofree char *rel = ws_unhex(key);
@@ -212,14 +240,10 @@ static int ws_write(const sg_cli_target *t, const char *tok, int dirfd, const ch
                 (long long)json_integer_value(json_object_get(c, "size")), sha ? sha : "-");
         return 1;
     }
-    char path[160];
-    snprintf(path, sizeof path, "/v1/contents?sha256=%s", sha);
-    int status = 0;
-    const char *body = NULL;
     size_t blen = 0;
-    sg_autofree char *raw = sg_cli_http_get(t, path, tok, &status, &body, &blen, err);
-    if (!raw || status != 200)
-        return raw ? sg_err_set(err, EIO, "content %s of %s: HTTP %d", sha, rel, status) : -1;
+    const char *body = ws_find(batch, batch_len, sha, &blen);
+    if (!body)
+        return sg_err_set(err, EIO, "content %s of %s is not in the store", sha, rel);
     mode_t mode = (mode_t)json_integer_value(json_object_get(c, "mode")) & 0777;
     if (strcmp(type, "link") == 0) {
         sg_autofree char *target = strndup(body, blen);
@@ -239,6 +263,42 @@ static int ws_write(const sg_cli_target *t, const char *tok, int dirfd, const ch
     if (fd < 0 || sg_write_all(fd, body, blen) < 0)
         return sg_err_sys(err, "write %s", rel);
     return 0;
+}
+
+#define WS_BATCH 32 /* contents one request fetches (the ingest's bound) */
+
+/* The entries from keys[*at] on, up to WS_BATCH contents fetched in one
+ * request; *at moves past them. The entries not written, or -1. */
+static int ws_batch(const sg_cli_target *t, const char *tok, int dirfd, json_t *state, const char **keys,
+                    size_t n, size_t *at, sg_err *err)
+{
+    char path[WS_BATCH * 65 + 64] = "/v1/contents?sha256=";
+    size_t k = *at, want = 0;
+    for (; k < n && want < WS_BATCH; k++) {
+        json_t *c = json_object_get(state, keys[k]);
+        if (!ws_fetchable(c) || strstr(path, json_string_value(json_object_get(c, "sha256"))))
+            continue;
+        if (want++)
+            strcat(path, ",");
+        strncat(path, json_string_value(json_object_get(c, "sha256")), 64);
+    }
+    if (want == 1) /* one: the batch form still, so the answer is framed */
+        strcat(path, ",");
+    int status = 0;
+    const char *body = "";
+    size_t blen = 0;
+    sg_autofree char *raw = want ? sg_cli_http_get(t, path, tok, &status, &body, &blen, err) : NULL;
+    if (want && (!raw || status != 200))
+        return raw ? sg_err_set(err, EIO, "contents: HTTP %d", status) : -1;
+    int missing = 0;
+    for (size_t i = *at; i < k; i++) {
+        int r = ws_write(body, blen, dirfd, keys[i], json_object_get(state, keys[i]), err);
+        if (r < 0)
+            return -1;
+        missing += r;
+    }
+    *at = k;
+    return missing;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -307,11 +367,13 @@ int sg_cmd_workspace(int argc, char **argv)
         return sg_cli_fail("workspace", "out of memory");
     qsort(keys, n, sizeof *keys, cmp_str);
     int missing = 0;
-    for (k = 0; k < n; k++) {
-        int r = ws_write(&t, tok, dirfd, keys[k], json_object_get(state, keys[k]), &err);
+    for (k = 0; k < n;) {
+        size_t end = k;
+        int r = ws_batch(&t, tok, dirfd, state, keys, n, &end, &err);
         if (r < 0)
             return sg_cli_failf("workspace", "%s", err.msg);
         missing += r;
+        k = end;
     }
     if (tar && tar_block(NULL, 0) == 0) {
         static const char end[1024];

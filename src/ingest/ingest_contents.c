@@ -1,6 +1,9 @@
 /* ingest_contents: the read endpoints of the contents and recordings
  * (store_contents.h), with a read token:
  *   GET /v1/contents?sha256=HEX          the content's bytes
+ *   GET /v1/contents?sha256=H1,H2,...    up to SG_CONTENTS_BATCH of them, each
+ *                                        as "HEX LEN\n" then its LEN bytes
+ *                                        ("HEX -1\n": not stored whole)
  *   GET /v1/casts?sandbox=ID             the sandbox's recordings (JSON)
  *   GET /v1/cast?sandbox=ID&session=NAME one recording's bytes
  * A content is found by its hash alone: it is shared by every session that
@@ -9,11 +12,14 @@
 #include "ingest/ingest_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "ingest/store_contents.h"
+
+#define SG_CONTENTS_BATCH 32
 
 static int buf_take(void *ud, const void *data, size_t len)
 {
@@ -36,10 +42,38 @@ static int read_failed(struct lws *wsi, sg_http_req *req, const sg_err *err)
                           ingest_error_json(err->msg));
 }
 
+/* Several contents, each framed "HEX LEN\n" + bytes, in one answer. */
+static int contents_batch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, char *list)
+{
+    sg_autobuf sg_buf b = {0};
+    if (sg_buf_reserve(&b, LWS_PRE) < 0)
+        return -1;
+    b.len = LWS_PRE;
+    size_t n = 0;
+    for (char *save = NULL, *sha = strtok_r(list, ",", &save); sha; sha = strtok_r(NULL, ",", &save)) {
+        if (!sg_store_sha256_valid(sha) || ++n > SG_CONTENTS_BATCH)
+            return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                                  ingest_error_json("sha256=: up to 32 hashes of 64 lowercase hex digits"));
+        sg_err err = {0};
+        int64_t size = 0;
+        int w = sg_store_content_stat(ing->store, sha, &size, &err);
+        if (w < 0)
+            return read_failed(wsi, req, &err);
+        if (sg_buf_printf(&b, "%s %lld\n", sha, w ? (long long)size : -1LL) < 0)
+            return -1;
+        if (w && sg_store_content_read(ing->store, sha, buf_take, &b, &err) < 0)
+            return read_failed(wsi, req, &err);
+    }
+    return answer_bytes(wsi, req, &b, "application/octet-stream");
+}
+
 int ingest_http_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
-    char sha[80];
-    if (ingest_urlarg(wsi, "sha256=", sha, sizeof sha) != 1 || !sg_store_sha256_valid(sha))
+    char sha[SG_CONTENTS_BATCH * 65 + 8];
+    int got = ingest_urlarg(wsi, "sha256=", sha, sizeof sha);
+    if (got == 1 && strchr(sha, ','))
+        return contents_batch(ing, wsi, req, sha);
+    if (got != 1 || !sg_store_sha256_valid(sha))
         return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                               ingest_error_json("sha256= must be 64 lowercase hex digits"));
     sg_autobuf sg_buf b = {0};
