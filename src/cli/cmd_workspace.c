@@ -15,6 +15,7 @@
 
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/ingest_http.h"
@@ -235,7 +236,7 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
     if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
-        fprintf(stderr, "not stored: %s%s size %lld sha256 %s\n", rel,
+        sg_print_vis(2, "sandglass workspace: ", "not stored: %s%s size %lld sha256 %s", rel,
                 json_is_true(json_object_get(c, "over_limit")) ? " (over the size limit)" : "",
                 (long long)json_integer_value(json_object_get(c, "size")), sha ? sha : "-");
         return 1;
@@ -252,7 +253,7 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
         return target && symlinkat(target, dirfd, rel) == 0 ? 0 : sg_err_sys(err, "symlink %s", rel);
     }
     if (strcmp(type, "file") != 0) {
-        fprintf(stderr, "not written: %s is a %s\n", rel, type);
+        sg_print_vis(2, "sandglass workspace: ", "not written: %s is a %s", rel, type);
         return 1;
     }
     if (dirfd < 0)
