@@ -226,6 +226,14 @@ void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payloa
     json_object_set_new(payload, "content", c);
 }
 
+void sg_contents_capture_bulk(sg_contents *ct, struct sg_spool *spool, json_t *payload)
+{
+    json_t *f;
+    size_t i;
+    json_array_foreach(json_object_get(payload, "files"), i, f)
+        sg_contents_capture(ct, spool, f);
+}
+
 /* ---- recordings ------------------------------------------------------- */
 
 #define CAST_TAIL_NS 1000000000ull /* the unfinished part goes at least this often */

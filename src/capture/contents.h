@@ -29,6 +29,11 @@ void sg_contents_free(sg_contents *ct);
  * payload's "content". A deletion gets nothing. Never fails the event: a
  * content that could not be read or spooled says "stored": false. */
 void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payload);
+/* The same for each entry of a `bulk` event's "files" (the changes past
+ * the per-exec file_diff limit), so those paths' contents are stored too:
+ * called on a bulk payload before it is emitted. */
+void sg_contents_capture_bulk(sg_contents *ct, struct sg_spool *spool, json_t *payload);
+
 /* The workspace a session starts from (a seeded or --workspace directory):
  * one file_diff payload per entry that is not a directory, {"path",
  * "change":"created","seed":true,"content"}, handed to emit in the order

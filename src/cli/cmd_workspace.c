@@ -94,26 +94,49 @@ static char *ws_token(const ws_opts *o, sg_err *err)
     return sg_token_make_read(secret, NULL, NULL, NULL, WS_TOKEN_TTL_S, err);
 }
 
-/* The state just after event o->at: 0, or -1 with err. */
+/* One event applied: a file_diff, or a bulk event's list of changes
+ * past the per-exec limit (each entry as a file_diff; its content when
+ * the capture gave one). */
+static void ws_event(json_t *state, json_t *e)
+{
+    json_t *p = json_object_get(e, "payload"), *f;
+    if (strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "bulk") != 0) {
+        ws_apply(state, p);
+        return;
+    }
+    size_t i;
+    json_array_foreach(json_object_get(p, "files"), i, f)
+        ws_apply(state, f);
+}
+
+/* The state just after event o->at: 0, or -1 with err. An ingest that
+ * knows no `bulk` kind (400 to the kind list) is asked for file_diff only. */
 static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, json_t *state,
                      long long *last, sg_err *err)
 {
     long long after = -1;
+    const char *kinds = "file_diff,bulk";
     *last = -1;
     for (;;) {
         char path[512];
-        snprintf(path, sizeof path, "/v1/events?sandbox=%s&kind=file_diff&limit=%d&after_seq=%lld",
-                 o->sandbox, WS_PAGE, after);
-        sg_autojson json_t *ans = sg_cli_http_get_json(t, path, tok, NULL, err);
-        if (!ans)
-            return -1;
+        snprintf(path, sizeof path, "/v1/events?sandbox=%s&kind=%s&limit=%d&after_seq=%lld",
+                 o->sandbox, kinds, WS_PAGE, after);
+        int status = 0;
+        sg_autojson json_t *ans = sg_cli_http_get_json(t, path, tok, &status, err);
+        if (ans && status == 400 && strchr(kinds, ',')) {
+            kinds = "file_diff";
+            continue;
+        }
+        if (!ans || status != 200)
+            return ans ? sg_err_set(err, EIO, "events: HTTP %d: %s", status,
+                                    json_string_value(json_object_get(ans, "error")) ?: "") : -1;
         json_t *evs = json_object_get(ans, "events"), *e;
         size_t i;
         json_array_foreach(evs, i, e) {
             long long seq = json_integer_value(json_object_get(e, "seq"));
             if (seq > o->at)
                 return 0;
-            ws_apply(state, json_object_get(e, "payload"));
+            ws_event(state, e);
             after = *last = seq;
         }
         if (!json_is_true(json_object_get(ans, "more")) || json_array_size(evs) == 0)
