@@ -44,6 +44,7 @@ static const struct {
     {"ingest", "run the event ingest (WebSocket + HTTP, SQLite store)"},
     {"token", "print an ingest token for an outside capture agent"},
     {"events", "read captured events from an ingest"},
+    {"workspace", "rebuild a workspace at an event from the ingest's store"},
     {"sessions", "list the sessions an ingest holds, with their state"},
     {"flush", "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", "serve the learner's terminal in a browser (this host's sandboxes)"},

@@ -18,6 +18,8 @@ static const struct {
     {"ingest", sg_cmd_ingest, "run the event ingest (WebSocket + HTTP, SQLite store)"},
     {"token", sg_cmd_token, "print an ingest token for an outside capture agent"},
     {"events", sg_cmd_events, "read captured events from an ingest"},
+    {"cast", sg_cmd_cast_store, "a terminal session's recording from the ingest's store"},
+    {"workspace", sg_cmd_workspace, "rebuild a workspace at an event from the ingest's store"},
     {"sessions", sg_cmd_sessions, "list the sessions an ingest holds, with their state"},
     {"flush", sg_cmd_flush, "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", sg_cmd_serve, "serve the learner's terminal in a browser (this host's sandboxes)"},

@@ -1,5 +1,6 @@
 /* asciicast: a shell session as an asciicast v3 file. See asciicast.h. */
 #include "capture/asciicast.h"
+#include "capture/contents.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +105,7 @@ static void put(sg_cast *c, const char *line, size_t n)
         return;
     }
     c->bytes += n;
+    sg_contents_cast_pump(c->stream, false);
 }
 
 /* One event line: [interval, "code", "data"]. */
@@ -226,4 +228,6 @@ void sg_cast_close(sg_cast *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    sg_contents_cast_end(c->stream);
+    c->stream = NULL;
 }

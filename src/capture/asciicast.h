@@ -27,6 +27,9 @@ typedef struct sg_cast {
     bool full;             /* SG_CAST_MAX reached */
     char hold[2][4];       /* an unfinished UTF-8 character per stream (o, i) */
     size_t held[2];
+    /* The recording streamed to the ingest as written (contents.h); NULL:
+     * not captured. Set after sg_cast_open; ended by sg_cast_close. */
+    struct sg_contents_cast *stream;
 } sg_cast;
 
 /* Creates path (0600, not there before) and writes the header. */

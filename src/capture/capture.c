@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "capture/budget.h"
+#include "capture/contents.h"
 #include "capture/procevents.h"
 #include "capture/testrule.h"
 #include "capture/testsummary.h"
@@ -26,6 +27,7 @@ struct sg_capture {
     sg_spool *spool;
     sg_uplink_client *uplink;  /* to the per-host uplink daemon (delivery/uplink_daemon.h) */
     sg_watch *watch;
+    sg_contents *contents; /* file contents into the spool (contents.h); NULL: none */
     sg_procevents *procs; /* programs run inside, from the kernel; NULL: unavailable */
     uv_check_t check;
     uv_timer_t heartbeat;
@@ -371,6 +373,8 @@ static void on_file_change(void *ud, json_t *payload)
         return;
     }
     c->diffs++;
+    sg_contents_capture(c->contents, c->spool, payload);
+    sg_watch_charge_read(c->watch, sg_contents_take_read(c->contents));
     sg_capture_emit(c, SG_EV_FILE_DIFF, payload);
 }
 
@@ -414,6 +418,8 @@ static void on_watch_bulk(void *ud, json_t *payload)
     sg_capture *c = ud;
     add_cause(c, payload);
     json_object_set_new(payload, "limit", json_integer((json_int_t)c->max_diffs));
+    sg_contents_capture_bulk(c->contents, c->spool, payload); /* the paths past the limit: their contents too */
+    sg_watch_charge_read(c->watch, sg_contents_take_read(c->contents));
     sg_capture_emit(c, SG_EV_BULK, payload);
 }
 
@@ -560,6 +566,11 @@ void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud
     sg_procevents_set_before_read(c->procs, fn, ud);
 }
 
+static void seed_emit(void *ud, json_t *payload)
+{
+    sg_capture_emit(ud, SG_EV_FILE_DIFF, payload);
+}
+
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
                            sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
@@ -609,6 +620,10 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         sg_capture_free(c);
         return NULL;
     }
+    sg_err cerr = {0};
+    c->contents = sg_contents_new(m->workspace, m->capture_max_file, &cerr);
+    if (!c->contents)
+        log_line("file contents are not captured: %s", cerr.msg);
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
     sg_watch_set_gate(c->watch, diffs_gate, c);
     sg_watch_set_bulk_cb(c->watch, on_watch_bulk, c);
@@ -633,6 +648,8 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_capture_emit(c, SG_EV_SANDBOX, sb);
     sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
+    if (!resumed) /* the workspace it starts from, so every later state can be rebuilt */
+        sg_contents_seed(c->contents, c->spool, seed_emit, c);
     procs_start(c, m->init_pid);
     sg_capture_sync(c);
     return c;
@@ -938,6 +955,11 @@ void sg_capture_close(sg_capture *c)
         sg_uplink_client_close(c->uplink);
 }
 
+struct sg_spool *sg_capture_spool(sg_capture *c)
+{
+    return c ? c->spool : NULL;
+}
+
 void sg_capture_free(sg_capture *c)
 {
     if (!c)
@@ -954,6 +976,7 @@ void sg_capture_free(sg_capture *c)
     if (c->watch)
         sg_watch_free(c->watch);
     json_decref(c->operator);
+    sg_contents_free(c->contents);
     sg_procevents_free(c->procs);
     if (c->uplink)
         sg_uplink_client_free(c->uplink);

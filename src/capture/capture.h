@@ -106,6 +106,8 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result);
 /* Outside uv_run: emits `activity` stopped, syncs and waits up to
  * timeout_ms for the ingest to acknowledge everything. Returns 0 when all
  * is acknowledged, -1 (err says how many are left) otherwise. */
+/* The capture's spool (contents.h streams recordings into it). */
+struct sg_spool *sg_capture_spool(sg_capture *c);
 int sg_capture_finish(sg_capture *c, uint64_t timeout_ms, sg_err *err);
 /* Stops the watcher and the uplink handles (inside or outside uv_run). */
 void sg_capture_close(sg_capture *c);

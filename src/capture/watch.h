@@ -164,6 +164,9 @@ void sg_watch_set_limit_cb(sg_watch *w, sg_watch_cb cb, void *userdata);
  * per-exec budget of file_diff events (capture.h). */
 typedef bool (*sg_watch_gate_fn)(void *userdata);
 void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata);
+/* Bytes another reader of the workspace read (the contents sent to the
+ * store, capture/contents.h), charged to the watcher's read budget. */
+void sg_watch_charge_read(sg_watch *w, uint64_t bytes);
 
 /* Where the changes the gate turned away go, so that none is missing
  * from the record: `bulk` payloads {files: [{path, change, old_path,

@@ -205,6 +205,12 @@ static void report_limits(sg_watch *w)
     }
 }
 
+void sg_watch_charge_read(sg_watch *w, uint64_t bytes)
+{
+    if (w && bytes) /* the bucket only: read_bytes is the watcher's own (its turns count it) */
+        w->read_tokens -= (int64_t)bytes;
+}
+
 void sg_watch_set_gate(sg_watch *w, sg_watch_gate_fn gate, void *userdata)
 {
     w->gate = gate;

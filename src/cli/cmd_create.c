@@ -41,7 +41,7 @@ static void create_usage(FILE *f)
         "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
         "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
         "                        [--max-checkpoints-per-min N] [--max-file-events N]\n"
-        "                        [--capture-ignore PATTERN,...]\n"
+        "                        [--capture-ignore PATTERN,...] [--capture-max-file SIZE]\n"
         "\n"
         "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
         "\n"
@@ -77,6 +77,8 @@ static void create_usage(FILE *f)
         "                       (`*.swp`, `__pycache__/`, `node_modules/.cache/`; '' for\n"
         "                       none): replaces the default list (docs/EVENTS.md); ignored\n"
         "                       files stay in checkpoints\n"
+        "  --capture-max-file SIZE  files up to SIZE (default 1M) have their contents stored\n"
+        "                       with the events; larger ones their size and sha256 only\n"
         "  --checkpoints MODE   exec: one before every exec (default); manual: only at create\n"
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
@@ -243,7 +245,10 @@ typedef struct create_opts {
 } create_opts;
 
 /* The budgets' long options (no short form). */
-enum { OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN, OPT_CAPTURE_IGNORE, OPT_MAX_FILE_EVENTS };
+enum {
+    OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN, OPT_CAPTURE_IGNORE, OPT_MAX_FILE_EVENTS,
+    OPT_CAPTURE_MAX_FILE
+};
 
 /* One option that sets a limit or a policy in m. Each value error names
  * its flag and is a usage error (2). */
@@ -320,6 +325,11 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
         o->capture_ignore = arg;
         return CREATE_GO;
     }
+    case OPT_CAPTURE_MAX_FILE:
+        if (sg_parse_size(arg, &m->capture_max_file, &err) < 0 || m->capture_max_file == 0 ||
+            m->capture_max_file > (256u << 20))
+            return sg_cli_usage("create", "--capture-max-file: a size from 1 to 256M");
+        return CREATE_GO;
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))
             return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
@@ -355,6 +365,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"max-checkpoints-per-min", required_argument, NULL, OPT_CKPTS_PER_MIN},
         {"capture-ignore", required_argument, NULL, OPT_CAPTURE_IGNORE},
         {"max-file-events", required_argument, NULL, OPT_MAX_FILE_EVENTS},
+        {"capture-max-file", required_argument, NULL, OPT_CAPTURE_MAX_FILE},
         {"disk", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 'j'},
         {"overcommit", no_argument, NULL, 'O'},

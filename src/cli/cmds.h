@@ -36,6 +36,8 @@ int sg_cmd_token(int argc, char **argv);
 /* sandglass token revoke (cmd_token_revoke.c; sg_cmd_token hands it on). */
 int sg_cmd_token_revoke(int argc, char **argv);
 int sg_cmd_events(int argc, char **argv);
+int sg_cmd_workspace(int argc, char **argv);
+int sg_cmd_cast_store(int argc, char **argv);
 int sg_cmd_sessions(int argc, char **argv);
 int sg_cmd_flush(int argc, char **argv);
 int sg_cmd_serve(int argc, char **argv);

@@ -92,14 +92,20 @@ static void put64(uint8_t *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
-void sg_spool_rec_header(uint8_t hdr[SG_SPOOL_HDR_SIZE], int64_t seq, const void *data, size_t len)
+void sg_spool_rec_header(uint8_t hdr[SG_SPOOL_HDR_SIZE], int64_t seq, uint32_t type,
+                         const void *data, size_t len)
 {
     memcpy(hdr, SG_SPOOL_REC_MAGIC, 4);
     put32(hdr + 4, (uint32_t)len);
     put64(hdr + 8, (uint64_t)seq);
-    put32(hdr + 16, 0);
+    put32(hdr + 16, type);
     uint32_t c = sg_spool_crc32c(0, hdr, 20);
     put32(hdr + 20, sg_spool_crc32c(c, data, len));
+}
+
+uint32_t sg_spool_rec_type(const uint8_t *h)
+{
+    return get32(h + 16);
 }
 
 /* Payload length of the record header at h, or -1 if h is not one. */
@@ -119,18 +125,20 @@ bool sg_spool_rec_crc_ok(const uint8_t *r, uint32_t plen)
 }
 
 /* Size of the valid record at b[off], or 0 if there is none. */
-size_t sg_spool_rec_valid_at(const uint8_t *b, size_t n, size_t off, int64_t *seq)
+size_t sg_spool_rec_valid_at(const uint8_t *b, size_t n, size_t off, int64_t *seq, uint32_t *type)
 {
     if (n - off < SG_SPOOL_HDR_SIZE || memcmp(b + off, SG_SPOOL_REC_MAGIC, 4) != 0)
         return 0;
     uint32_t len = get32(b + off + 4);
     int64_t s = (int64_t)sg_spool_get64(b + off + 8);
     if (len > SG_SPOOL_RECORD_MAX || len > n - off - SG_SPOOL_HDR_SIZE || s < 0 ||
-        get32(b + off + 16) != 0)
+        get32(b + off + 16) > SG_SPOOL_REC_BLOB)
         return 0;
     if (!sg_spool_rec_crc_ok(b + off, len))
         return 0;
     *seq = s;
+    if (type)
+        *type = get32(b + off + 16);
     return SG_SPOOL_HDR_SIZE + len;
 }
 
@@ -513,8 +521,13 @@ static int rotate(sg_spool *sp, sg_err *err)
     return 0;
 }
 
-int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_err *err)
+/* One record of either type at seq (next_seq). A segment is not rotated
+ * while it holds blob records of seq (a.last == seq): they stay in the
+ * segment their event is in, which a reader finds by name. */
+static int append_rec(sg_spool *sp, int64_t seq, uint32_t type, const void *data, size_t len,
+                      sg_err *err)
 {
+    bool blob = type == SG_SPOOL_REC_BLOB;
     if (sp->reader)
         return refuse_write(sp, "append", err);
     if (seq != sp->next_seq)
@@ -524,16 +537,17 @@ int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_
         return sg_err_set(err, EMSGSIZE, "spool append: record of %zu bytes exceeds %d",
                           len, SG_SPOOL_RECORD_MAX);
     seg *a = sg_spool_active(sp);
-    if (!a || sp->actfd < 0 || a->size >= sp->seg_bytes) {
+    if (!a || sp->actfd < 0 || (a->size >= sp->seg_bytes && a->last < seq)) {
         if (rotate(sp, err) < 0) {
-            loss_add(sp, sp->next_seq, sp->next_seq, err->code);
+            if (!blob)
+                loss_add(sp, sp->next_seq, sp->next_seq, err->code);
             sg_err_prefix(err, "spool append");
             return -1;
         }
         a = sg_spool_active(sp);
     }
     uint8_t hdr[SG_SPOOL_HDR_SIZE];
-    sg_spool_rec_header(hdr, seq, data, len);
+    sg_spool_rec_header(hdr, seq, type, data, len);
     struct iovec iov[2] = {{hdr, sizeof hdr}, {(void *)data, len}};
     size_t total = sizeof hdr + len, done = 0;
     while (done < total) {
@@ -544,7 +558,8 @@ int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_
             int e = w < 0 ? errno : ENOSPC;
             /* Cut back to the last good record: the spool stays valid. */
             if (ftruncate(sp->actfd, (off_t)a->size) < 0) { /* nothing better to do */ }
-            loss_add(sp, seq, seq, e);
+            if (!blob)
+                loss_add(sp, seq, seq, e);
             errno = e;
             return sg_err_sys(err, "spool append seq %" PRId64, seq);
         }
@@ -562,9 +577,21 @@ int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_
     if (a->first < 0)
         a->first = seq;
     a->last = seq;
-    sp->next_seq = seq + 1;
-    sp->appended++;
+    if (!blob) {
+        sp->next_seq = seq + 1;
+        sp->appended++;
+    }
     return 0;
+}
+
+int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_err *err)
+{
+    return append_rec(sp, seq, SG_SPOOL_REC_EVENT, data, len, err);
+}
+
+int sg_spool_append_blob(sg_spool *sp, const void *data, size_t len, sg_err *err)
+{
+    return append_rec(sp, sp->next_seq, SG_SPOOL_REC_BLOB, data, len, err);
 }
 
 int sg_spool_ack(sg_spool *sp, int64_t seq, sg_err *err)

@@ -10,8 +10,15 @@
  *   format                           "sandglass spool format N\n"
  *
  * A record is a 24-byte little-endian header + payload (one wire frame):
- *   u32 magic "SGR1" | u32 payload length | i64 seq | u32 reserved (0) |
+ *   u32 magic "SGR1" | u32 payload length | i64 seq | u32 type |
  *   u32 CRC32C of the header's first 20 bytes and the payload.
+ * type 0: an event (format 1 had only these, the field reserved as 0);
+ * type 1 (format 2): a blob frame (wire/event.h: a file content's or a
+ * recording's part), which takes no seq of its own: it carries the seq of
+ * the event appended after it (sg_spool_next_seq() when written), is sent
+ * before that event and acked with it. Several may share a seq; they
+ * never advance next_seq, are never counted as lost events, and stay in
+ * the segment of their event (no rotation between them).
  *
  * Versions: the format file names the spool's format, SG_SPOOL_FORMAT
  * (1: the records and ack file above). A spool without it was written by a
@@ -50,7 +57,10 @@
 
 #include "base/err.h"
 
-#define SG_SPOOL_FORMAT 1 /* the format this build writes and the newest it reads */
+#define SG_SPOOL_FORMAT 2 /* the format this build writes and the newest it reads */
+/* A record's type (the header's u32 after the seq; 0 in format 1). */
+#define SG_SPOOL_REC_EVENT 0u
+#define SG_SPOOL_REC_BLOB 1u
 #define SG_SPOOL_HDR_SIZE 24
 #define SG_SPOOL_SEGMENT_BYTES_DEFAULT (4u << 20)
 #define SG_SPOOL_REPORT_TEXT 2048
@@ -140,6 +150,10 @@ int64_t sg_spool_next_seq(const sg_spool *sp);
  * to before the record, the loss is counted, and -1 returned (errno in
  * err->code); a later append retries. */
 int sg_spool_append(sg_spool *sp, int64_t seq, const void *data, size_t len, sg_err *err);
+/* Appends a blob record at seq sg_spool_next_seq() (above), which it does
+ * not advance. Same limits and errors as sg_spool_append; a failed one is
+ * not counted in the loss (no event is lost). */
+int sg_spool_append_blob(sg_spool *sp, const void *data, size_t len, sg_err *err);
 /* Group commit: one fdatasync for everything appended since the last sync.
  * On failure the unsynced records are cut off and counted as lost,
  * next_seq rewinds, and -1 is returned. */
@@ -164,6 +178,9 @@ sg_spool_cursor *sg_spool_cursor_new(sg_spool *sp, int64_t after_seq, size_t hea
  * until the next call. */
 int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t *len,
                          int64_t *seq, sg_err *err);
+/* Whether the record the last sg_spool_cursor_next returned is a blob
+ * record (its seq is the event's after it, not yet handed out). */
+bool sg_spool_cursor_was_blob(const sg_spool_cursor *c);
 /* Repositions to the first record with seq > after_seq. */
 void sg_spool_cursor_seek(sg_spool_cursor *c, int64_t after_seq);
 void sg_spool_cursor_free(sg_spool_cursor *c);

@@ -39,6 +39,7 @@ struct sg_spool_cursor {
     int64_t win_synced;    /* reader: the synced seq when the window was read */
     bool gap_ok;           /* reader: nothing older is on disk, so the next
                               record may be above after + 1 */
+    bool blob;             /* the record last handed out is a blob record */
 };
 
 /* The window's first byte (after the headroom). */
@@ -145,7 +146,10 @@ static int cursor_take(sg_spool_cursor *c, uint8_t *r, uint32_t plen, int64_t rs
                        size_t *len, int64_t *seq)
 {
     c->off += SG_SPOOL_HDR_SIZE + plen;
-    c->after = rs;
+    /* A blob record shares its seq with the event after it: still wanted. */
+    c->blob = sg_spool_rec_type(r) == SG_SPOOL_REC_BLOB;
+    if (!c->blob)
+        c->after = rs;
     *data = (char *)r + SG_SPOOL_HDR_SIZE;
     *len = plen;
     *seq = rs;
@@ -382,3 +386,8 @@ static int reader_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_t 
     }
 }
 
+
+bool sg_spool_cursor_was_blob(const sg_spool_cursor *c)
+{
+    return c->blob;
+}

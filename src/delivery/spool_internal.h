@@ -51,13 +51,17 @@ struct sg_spool {
 /* ---------- records (spool.c) ---------- */
 
 uint64_t sg_spool_get64(const uint8_t *p);
-void sg_spool_rec_header(uint8_t hdr[SG_SPOOL_HDR_SIZE], int64_t seq, const void *data, size_t len);
+/* type: SG_SPOOL_REC_EVENT or SG_SPOOL_REC_BLOB (spool.h). */
+void sg_spool_rec_header(uint8_t hdr[SG_SPOOL_HDR_SIZE], int64_t seq, uint32_t type,
+                         const void *data, size_t len);
+/* The type of the valid record header at h. */
+uint32_t sg_spool_rec_type(const uint8_t *h);
 /* Payload length of the record header at h, or -1 if h is not one. */
 int64_t sg_spool_hdr_payload_len(const uint8_t *h);
 /* Whether the checksum of the whole record at r (header + plen bytes) holds. */
 bool sg_spool_rec_crc_ok(const uint8_t *r, uint32_t plen);
 /* Size of the valid record at b[off], or 0 if there is none. */
-size_t sg_spool_rec_valid_at(const uint8_t *b, size_t n, size_t off, int64_t *seq);
+size_t sg_spool_rec_valid_at(const uint8_t *b, size_t n, size_t off, int64_t *seq, uint32_t *type);
 
 /* ---------- segments and the ack file (spool.c) ---------- */
 

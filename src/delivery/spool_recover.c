@@ -33,6 +33,7 @@ typedef struct item {
     size_t off, len;
     int64_t seq;
     int64_t gap;           /* IT_REC: placeholders to write before it */
+    uint32_t rtype;        /* IT_REC: SG_SPOOL_REC_EVENT or _BLOB */
     bool tail;             /* IT_BAD: reaches the end of the file */
     const char *why;
 } item;
@@ -73,9 +74,11 @@ static int scan(const uint8_t *b, size_t n, items *out)
     size_t off = 0;
     while (off < n) {
         int64_t seq;
-        size_t sz = sg_spool_rec_valid_at(b, n, off, &seq);
+        uint32_t rtype = 0;
+        size_t sz = sg_spool_rec_valid_at(b, n, off, &seq, &rtype);
         if (sz) {
-            if (items_push(out, (item){.type = IT_REC, .off = off, .len = sz, .seq = seq}) < 0)
+            if (items_push(out, (item){.type = IT_REC, .off = off, .len = sz, .seq = seq,
+                                       .rtype = rtype}) < 0)
                 return -1;
             off += sz;
             continue;
@@ -87,7 +90,7 @@ static int scan(const uint8_t *b, size_t n, items *out)
                 break;
             p = (size_t)(q - b);
             int64_t s2;
-            if (sg_spool_rec_valid_at(b, n, p, &s2)) {
+            if (sg_spool_rec_valid_at(b, n, p, &s2, NULL)) {
                 found = p;
                 break;
             }
@@ -162,7 +165,7 @@ static int rewrite_segment(sg_spool *sp, seg *s, const char *name, const uint8_t
                 return sg_err_set(err, ENOMEM, "out of memory");
             size_t pn = strlen(ph);
             uint8_t hdr[SG_SPOOL_HDR_SIZE];
-            sg_spool_rec_header(hdr, g, ph, pn);
+            sg_spool_rec_header(hdr, g, SG_SPOOL_REC_EVENT, ph, pn);
             fwrite(hdr, 1, sizeof hdr, f);
             fwrite(ph, 1, pn, f);
             size += SG_SPOOL_HDR_SIZE + pn;
@@ -224,7 +227,22 @@ static int recover_segment(sg_spool *sp, seg *s, bool last, int64_t *prev, int64
         item *x = &it.v[i];
         if (x->type == IT_REC) {
             int64_t want = *prev >= 0 ? *prev + 1 : fill_from;
-            if (*prev >= 0 && x->seq <= *prev) {
+            if (x->rtype == SG_SPOOL_REC_BLOB) {
+                /* A blob goes with the event of its seq, the next one
+                 * (before the first event kept: one at or below where
+                 * the events must start, an acked one kept in its
+                 * segment with its event). */
+                if (*prev >= 0 ? x->seq != want : (fill_from >= 0 && x->seq > fill_from)) {
+                    x->type = IT_BAD;
+                    x->why = "blob record out of place";
+                } else {
+                    if (s->first < 0)
+                        s->first = x->seq;
+                    s->last = x->seq;
+                    s->size = x->off + x->len;
+                    continue;
+                }
+            } else if (*prev >= 0 && x->seq <= *prev) {
                 x->type = IT_BAD;
                 x->why = "seq not above the previous record";
             } else if (want >= 0 && x->seq > want) {

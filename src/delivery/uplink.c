@@ -286,7 +286,8 @@ static int write_records(sg_uplink *u, struct lws *wsi)
         if (lws_write(wsi, (unsigned char *)data, len, LWS_WRITE_TEXT) < (int)len)
             return -1;
         u->stats.sent++;
-        u->stats.sent_seq = seq;
+        if (!sg_spool_cursor_was_blob(u->cur)) /* a blob goes before its event's seq */
+            u->stats.sent_seq = seq;
     }
     lws_callback_on_writable(wsi);
     return 0;

@@ -119,6 +119,7 @@ typedef struct sg_ingest_stats {
     uint64_t frames;       /* valid frames received */
     uint64_t inserted;     /* new rows committed */
     uint64_t duplicates;   /* frames that were already stored */
+    uint64_t blobs;        /* blob frames (contents, recordings) received */
     uint64_t refused;      /* connections closed for a bad frame */
     uint64_t seq_refused;  /* frames refused by the order rule (gap, conflicting resend) */
     uint64_t conn_refused; /* connections refused by a connection limit */

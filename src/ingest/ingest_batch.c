@@ -9,6 +9,8 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "ingest/store_backend.h"
+#include "ingest/store_contents.h"
 #include "wire/event.h"
 
 void ingest_ident_unref(ident *id)
@@ -33,33 +35,112 @@ void ingest_rows_release(pending *rows, size_t n)
         ingest_ident_unref(rows[i].id);
         free(rows[i].data);
         rows[i].data = NULL;
+        sg_blob_clear(rows[i].blob);
+        free(rows[i].blob);
+        rows[i].blob = NULL;
     }
+}
+
+/* A job's blobs, gathered for the store (borrowing the job's bytes). */
+typedef struct blobset {
+    sg_content_part *cp;
+    sg_cast_part *kp;
+    size_t nc, nk;
+} blobset;
+
+static void blobset_free(blobset *b)
+{
+    free(b->cp);
+    free(b->kp);
+}
+
+static int job_blobs(pending *batch, size_t n, blobset *set, sg_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (batch[i].blob)
+            batch[i].blob->kind == SG_BLOB_CONTENT ? set->nc++ : set->nk++;
+    set->cp = calloc(set->nc + 1, sizeof *set->cp);
+    set->kp = calloc(set->nk + 1, sizeof *set->kp);
+    if (!set->cp || !set->kp)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    set->nc = set->nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sg_blob *b = batch[i].blob;
+        if (!b)
+            continue;
+        if (b->kind == SG_BLOB_CONTENT)
+            set->cp[set->nc++] = (sg_content_part){b->sha256, b->size, b->off, b->data, b->len};
+        else
+            set->kp[set->nk++] = (sg_cast_part){batch[i].id->learner, batch[i].id->task, batch[i].id->sandbox,
+                                                b->session, b->off, b->data, b->len};
+    }
+    return 0;
+}
+
+static int blobs_in_tx(sg_store *s, void *ud, sg_err *err)
+{
+    const blobset *b = ud;
+    return sg_store_put_blobs_in_tx(s, b->cp, b->nc, b->kp, b->nk, err);
+}
+
+/* The blobs before the events: on SQLite inside the events' transaction
+ * (one commit, one fsync: *hooked); elsewhere committed lazily just before
+ * it (its log flush covers them), or durably when no event follows. */
+static int blobs_store(sg_store *store, blobset *set, bool events, bool *hooked, sg_err *err)
+{
+    *hooked = false;
+    if (!set->nc && !set->nk)
+        return 0;
+    if (events && sg_store_sqlite_db(store, NULL)) {
+        store->in_tx = blobs_in_tx;
+        store->in_tx_ud = set;
+        *hooked = true;
+        return 0;
+    }
+    if ((set->nc && (events ? sg_store_put_contents_lazy : sg_store_put_contents)(store, set->cp, set->nc, err) < 0) ||
+        (set->nk && (events ? sg_store_put_casts_lazy : sg_store_put_casts)(store, set->kp, set->nk, err) < 0))
+        return -1;
+    return 0;
 }
 
 /* Writer side: put rows. Touches only the job's rows and the writer's
  * store; identities are read, never refcounted, here. */
 static int job_commit(sg_store *store, pending *batch, size_t n, size_t *inserted, sg_err *err)
 {
-    sg_autofree sg_store_row *rows = calloc(n, sizeof *rows);
-    sg_autofree uint8_t *verdicts = calloc(n, 1);
+    size_t k = 0;
+    __attribute__((cleanup(blobset_free))) blobset set = {0};
+    if (job_blobs(batch, n, &set, err) < 0)
+        return -1;
+    size_t nblobs = set.nc + set.nk;
+    bool hooked; /* the append's transaction takes them (SQLite) */
+    sg_autofree sg_store_row *rows = calloc(n + 1, sizeof *rows);
+    sg_autofree uint8_t *verdicts = calloc(n + 1, 1);
     if (!rows || !verdicts)
         return sg_err_set(err, ENOMEM, "out of memory");
+    if (blobs_store(store, &set, nblobs < n, &hooked, err) < 0)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         pending *p = &batch[i];
-        rows[i] = (sg_store_row){
+        if (p->blob)
+            continue;
+        rows[k++] = (sg_store_row){
             .learner = p->id->learner, .task = p->id->task, .sandbox = p->id->sandbox,
             .seq = p->seq, .kind = sg_event_kind_name(p->kind), .ts = p->ts,
             .received = p->received, .payload = p->data, .payload_len = p->payload_len,
         };
     }
-    int r = sg_store_append(store, rows, n, verdicts, inserted, err);
+    int r = k ? sg_store_append(store, rows, k, verdicts, inserted, err) : 0;
+    store->in_tx = NULL;
+    store->in_tx_ud = NULL;
     /* Free the rows' bytes here, off the loop; the loop drops the
      * identities. A failed batch keeps them: the loop requeues the rows. */
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        batch[i].verdict = verdicts[i];
+    for (size_t i = 0, j = 0; r == 0 && i < n; i++) {
+        batch[i].verdict = batch[i].blob ? SG_STORE_NEW : verdicts[j++];
         free(batch[i].data);
         batch[i].data = NULL;
     }
+    if (r == 0)
+        *inserted += nblobs; /* not counted as duplicates */
     return r;
 }
 
@@ -149,6 +230,8 @@ static void job_committed(sg_ingest *ing, pending *job, size_t n, size_t inserte
     ing->retry_ms = 0;
     for (size_t i = 0; i < n; i++) {
         ident *id = job[i].id;
+        if (job[i].blob)
+            continue;
         if (job[i].verdict == SG_STORE_GAP || job[i].verdict == SG_STORE_CONFLICT) {
             refuse_row(ing, &job[i]);
             continue;
@@ -320,6 +403,7 @@ int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t byt
     if (v->seq > c->recv_high)
         c->recv_high = v->seq;
     p->kind = v->kind;
+    p->blob = NULL;
     p->data = data;
     p->payload_len = v->payload_len;
     p->ts = data + v->payload_len + 1;
@@ -331,6 +415,36 @@ int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t byt
         submit(ing);
     if (ing->nbatch >= SG_INGEST_PENDING_MAX || ing->batch_bytes >= SG_INGEST_BATCH_BYTES) {
         /* Writer behind: stop reading this connection until it catches up. */
+        if (!c->paused)
+            lws_rx_flow_control(c->wsi, 0);
+        c->paused = true;
+        ing->paused = true;
+    }
+    return 0;
+}
+
+int ingest_batch_add_blob(sg_ingest *ing, conn *c, sg_blob *b, size_t bytes)
+{
+    sg_blob *own = malloc(sizeof *own);
+    if (!own || sg_grow(&ing->batch, &ing->batch_cap, ing->nbatch + 1, sizeof *ing->batch) < 0) {
+        free(own);
+        sg_blob_clear(b);
+        return -1;
+    }
+    *own = *b;
+    pending *p = &ing->batch[ing->nbatch++];
+    memset(p, 0, sizeof *p);
+    p->id = c->id;
+    c->id->refs++;
+    p->seq = -1;
+    p->kind = -1;
+    p->blob = own;
+    memcpy(p->received, ing->now, sizeof p->received);
+    ing->batch_bytes += bytes;
+    c->dirty = true;
+    if (ing->nbatch >= SG_INGEST_BATCH_ROWS || ing->batch_bytes >= SG_INGEST_BATCH_BYTES)
+        submit(ing);
+    if (ing->nbatch >= SG_INGEST_PENDING_MAX || ing->batch_bytes >= SG_INGEST_BATCH_BYTES) {
         if (!c->paused)
             lws_rx_flow_control(c->wsi, 0);
         c->paused = true;

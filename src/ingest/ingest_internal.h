@@ -11,7 +11,6 @@
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
  *                    subscribers, the fan-out after each commit
  *   ingest_console.c the console's page and scripts (web/console) at /
- *   ingest_replay.c  GET /v1/casts, /v1/cast: terminal recordings (replay)
  *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
  *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
  *   ingest.c         start, stop, free; the listen address
@@ -35,6 +34,7 @@
 #include "ingest/http.h"
 #include "ingest/ingest.h"
 #include "ingest/store.h"
+#include "wire/event.h"
 #include "wire/token.h"
 
 #define PROTO_NAME "sg-ingest"
@@ -85,6 +85,7 @@ typedef struct pending {
     const char *ts;     /* into data */
     char received[40];
     uint8_t verdict;    /* sg_store_verdict, set by the writer */
+    sg_blob *blob;      /* owned: a blob frame (kind < 0), stored by what it is, no seq */
 } pending;
 
 typedef struct conn {
@@ -178,6 +179,13 @@ void ingest_on_done_async(uv_async_t *h);
 /* Once per loop iteration: what was read goes into one transaction. */
 void ingest_on_check(uv_check_t *h);
 /* Copies an accepted frame into the filling batch. -1: out of memory. */
+/* A blob frame (wire/event.h) into the batch: stored before the events
+ * that follow it on its connection, so their ack covers it. Takes b. */
+/* ingest_contents.c: GET /v1/contents, /v1/casts, /v1/cast. */
+int ingest_http_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+int ingest_http_casts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+int ingest_batch_add_blob(sg_ingest *ing, conn *c, sg_blob *b, size_t bytes);
 int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t bytes);
 /* Stops the writer after its current job; commits what is left from here. */
 int ingest_drain_and_stop_writer(sg_ingest *ing, sg_err *err);
@@ -231,12 +239,6 @@ void ingest_console_find(sg_ingest *ing);
 /* Whether uri is one of the console's files (served without a token). */
 bool ingest_console_is_file(const char *uri);
 int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
-
-/* ---- ingest_replay.c ---- */
-
-/* GET /v1/casts, GET /v1/cast: a sandbox's terminal recordings. */
-int ingest_http_casts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
-int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 
 /* ---- ingest_sessions.c ---- */
 

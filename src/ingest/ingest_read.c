@@ -347,12 +347,12 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return http_sessions(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/events") == 0)
             return http_events(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/contents") == 0)
+            return ingest_http_contents(ing, wsi, req);
+        if (strcmp(uri, "/v1/casts") == 0 || strcmp(uri, "/v1/cast") == 0)
+            return (uri[8] ? ingest_http_casts : ingest_http_cast)(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/stats") == 0)
             return http_stats(ing, wsi, req, &cl);
-        if (strcmp(uri, "/v1/casts") == 0)
-            return ingest_http_casts(ing, wsi, req, &cl);
-        if (strcmp(uri, "/v1/cast") == 0)
-            return ingest_http_cast(ing, wsi, req, &cl);
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     }
 

@@ -118,10 +118,32 @@ static int close_with(struct lws *wsi, int code, const char *reason)
     return -1;
 }
 
+/* A blob frame: no seq, stored by what it is (wire/event.h). */
+static int on_blob(sg_ingest *ing, conn *c, const char *buf, size_t len)
+{
+    sg_blob b;
+    sg_err err = {0};
+    int r = sg_blob_parse(buf, len, &b, &err);
+    if (r < 0) {
+        ing->stats.refused++;
+        return close_with(c->wsi, -r, err.msg);
+    }
+    if (c->id->refused) {
+        sg_blob_clear(&b);
+        return 0;
+    }
+    if (ingest_batch_add_blob(ing, c, &b, len) < 0)
+        return close_with(c->wsi, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, "out of memory");
+    ing->stats.blobs++;
+    return 0;
+}
+
 static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
 {
     sg_frame_view v;
     sg_err err;
+    if (sg_blob_is(buf, len))
+        return on_blob(ing, c, buf, len);
     int r = sg_frame_scan(buf, len, c->id->sandbox, &v, &err);
     if (r < 0) {
         if (r != -SG_FRAMESCAN_CLOSE_INTERNAL)

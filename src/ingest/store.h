@@ -35,9 +35,10 @@
  * backends use one vocabulary: sg_events (the rows), sg_schema (the
  * version), and in PostgreSQL sg_streams (each stream's watermark). Version
  * 1 is the release before: SQLite's table was "events" and neither had
- * sg_schema. Opening a store migrates an older one at once, in one
+ * sg_schema. Version 3 adds the contents and recordings (store_contents.h),
+ * version 4 the revoked tokens. Opening a store migrates an older one at once, in one
  * transaction; a newer one is refused with the versions named. */
-#define SG_STORE_SCHEMA_VERSION 3
+#define SG_STORE_SCHEMA_VERSION 4
 
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
 
@@ -106,8 +107,15 @@ typedef struct sg_store_ops {
     void (*close)(sg_store *s);
 } sg_store_ops;
 
+/* Run by the SQLite backend's append inside its transaction, before the
+ * rows (NULL: nothing): the ingest's blobs commit with their batch's
+ * events, in one transaction and one fsync (store_contents.h). */
+typedef int (*sg_store_in_tx_fn)(sg_store *s, void *ud, sg_err *err);
+
 struct sg_store {
     const sg_store_ops *ops;
+    sg_store_in_tx_fn in_tx;
+    void *in_tx_ud;
 };
 
 /* Opens (creating if needed) the store named by url. */

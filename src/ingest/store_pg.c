@@ -42,6 +42,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "ingest/store.h"
+#include "ingest/store_backend.h"
 
 #define PG_CONNECT_TIMEOUT "5"       /* seconds; the URL's own value wins */
 #define PG_COPY_CHUNK (256 * 1024)   /* bytes per PQputCopyData */
@@ -81,7 +82,14 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     " PRIMARY KEY (learner, task, sandbox));",
     /* 1 -> 2: the version recorded */
     "CREATE TABLE sg_schema (version integer NOT NULL);",
-    /* 2 -> 3: revoked tokens, by id (store.h) */
+    /* 2 -> 3: file contents and terminal recordings (store_contents.h) */
+    "CREATE TABLE sg_contents (sha256 text PRIMARY KEY, size bigint NOT NULL);"
+    "CREATE TABLE sg_content_parts (sha256 text NOT NULL, off bigint NOT NULL,"
+    " data bytea NOT NULL, PRIMARY KEY (sha256, off));"
+    "CREATE TABLE sg_casts (learner text NOT NULL, task text NOT NULL, sandbox text NOT NULL,"
+    " session text NOT NULL, off bigint NOT NULL, data bytea NOT NULL,"
+    " PRIMARY KEY (learner, task, sandbox, session, off));",
+    /* 3 -> 4: revoked tokens, by id (store.h) */
     "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id text PRIMARY KEY, revoked timestamptz NOT NULL DEFAULT now());",
 };
 
@@ -883,4 +891,16 @@ sg_store *sg_store_pg_open(const char *url, sg_err *err)
         return NULL;
     }
     return &s->base;
+}
+
+PGconn *sg_store_pg_conn(sg_store *base, const char **where, sg_err *err)
+{
+    if (!base || base->ops != &pg_ops)
+        return NULL;
+    pg_store *s = (pg_store *)base;
+    if (where)
+        *where = s->where;
+    if (ensure_conn(s, err) < 0)
+        return NULL;
+    return s->conn;
 }

@@ -17,6 +17,7 @@
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "ingest/store.h"
+#include "ingest/store_backend.h"
 
 typedef struct sqlite_store {
     sg_store base;
@@ -45,7 +46,14 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     /* 1 -> 2: PostgreSQL's names (sg_), and the version recorded */
     "ALTER TABLE events RENAME TO sg_events;"
     "CREATE TABLE sg_schema (version INTEGER NOT NULL);",
-    /* 2 -> 3: revoked tokens, by id (store.h) */
+    /* 2 -> 3: file contents and terminal recordings (store_contents.h) */
+    "CREATE TABLE sg_contents (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TABLE sg_content_parts (sha256 TEXT NOT NULL, off INTEGER NOT NULL,"
+    " data BLOB NOT NULL, PRIMARY KEY (sha256, off)) WITHOUT ROWID;"
+    "CREATE TABLE sg_casts (learner TEXT NOT NULL, task TEXT NOT NULL, sandbox TEXT NOT NULL,"
+    " session TEXT NOT NULL, off INTEGER NOT NULL, data BLOB NOT NULL,"
+    " PRIMARY KEY (learner, task, sandbox, session, off)) WITHOUT ROWID;",
+    /* 3 -> 4: revoked tokens, by id (store.h) */
     "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id TEXT PRIMARY KEY, revoked TEXT NOT NULL);",
 };
 
@@ -209,7 +217,9 @@ static int sqlite_append(sg_store *base, const sg_store_row *rows, size_t n, uin
     if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
         return -1;
     size_t added = 0;
-    int r = sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err);
+    int r = base->in_tx ? base->in_tx(base, base->in_tx_ud, err) : 0;
+    if (r == 0)
+        r = sg_store_judge(rows, n, verdicts, &sqlite_judge, s, err);
     for (size_t i = 0; i < n && r == 0; i++) {
         if (verdicts[i] != SG_STORE_NEW)
             continue;
@@ -579,4 +589,14 @@ sg_store *sg_store_sqlite_open(const char *path, sg_err *err)
         return NULL;
     }
     return &s->base;
+}
+
+sqlite3 *sg_store_sqlite_db(sg_store *base, const char **path)
+{
+    if (!base || base->ops != &sqlite_ops)
+        return NULL;
+    sqlite_store *s = (sqlite_store *)base;
+    if (path)
+        *path = s->path;
+    return s->db;
 }

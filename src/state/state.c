@@ -107,6 +107,8 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
     json_object_set_new(caps, "max_file_events", json_integer((json_int_t)m->max_file_events));
     if (m->capture_ignore)
         json_object_set_new(caps, "capture_ignore", json_string(m->capture_ignore));
+    if (m->capture_max_file)
+        json_object_set_new(caps, "capture_max_file", json_integer((json_int_t)m->capture_max_file));
     json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:s?, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s?, s:s?}",
         "id", m->id, "learner", m->learner, "task", m->task,
         "workspace", m->workspace, "rootfs", m->rootfs,
@@ -203,6 +205,7 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->max_checkpoints_per_min = budget_of(caps, "max_checkpoints_per_min", SG_BUDGET_CHECKPOINTS_DEFAULT);
     m->max_file_events = budget_of(caps, "max_file_events", SG_FILE_EVENTS_DEFAULT);
     m->capture_ignore = dup_opt(caps, "capture_ignore");
+    m->capture_max_file = (uint64_t)json_integer_value(json_object_get(caps, "capture_max_file"));
     const char *cp = json_string_value(json_object_get(caps, "checkpoints"));
     m->manual_checkpoints = cp && strcmp(cp, "manual") == 0;
     m->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));

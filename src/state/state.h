@@ -71,6 +71,7 @@ typedef struct sg_sandbox_meta {
     uint64_t max_calls; /* agent tool calls (execs with a "tool") */
     /* per-minute budgets of the capture (capture/budget.h), 0 = none */
     uint64_t max_events_per_min, max_bytes_per_min, max_checkpoints_per_min;
+    uint64_t capture_max_file; /* bytes of a file whose content is stored (capture/contents.h); 0: 1 MiB */
     bool manual_checkpoints; /* --checkpoints manual: only at create and on request */
     /* the capture's ignore list (capture/ignore.h); NULL: the default */
     char *capture_ignore;

@@ -449,6 +449,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
     m->max_events_per_min = want.max_events_per_min;
     m->max_bytes_per_min = want.max_bytes_per_min;
     m->max_checkpoints_per_min = want.max_checkpoints_per_min;
+    m->capture_max_file = want.capture_max_file;
     m->manual_checkpoints = want.manual_checkpoints;
     memcpy(m->created, want.created, sizeof m->created);
     sg_sandbox_meta_clear(&want);

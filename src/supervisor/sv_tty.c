@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "capture/asciicast.h"
+#include "capture/contents.h"
 #include "capture/echoline.h"
 #include "capture/marks.h"
 #include "supervisor/ttyreplay.h"
@@ -293,9 +294,12 @@ static struct sv_shell *shell_new(sv_exec *ex, const sg_exec_req *req)
     sg_autofree char *path = sg_strdup_printf("%s/%u.cast", dir, ex->num);
     sg_autofree char *line = sg_exec_cmdline(req->argv);
     sg_err err = {0};
-    if (dir && path && (mkdir(dir, 0700) == 0 || errno == EEXIST))
+    if (dir && path && (mkdir(dir, 0700) == 0 || errno == EEXIST)) {
         if (sg_cast_open(&sh->cast, path, req->winsz.cols, req->winsz.rows, term, line, sg_now_mono_ns(), &err) < 0)
             sg_log(SG_LOG_WARN, "exec %u: no recording: %s", ex->num, err.msg);
+        else /* streamed to the ingest too (capture/contents.h) */
+            sh->cast.stream = sg_contents_cast_new(sg_capture_spool(ex->s->cap), path, strrchr(path, '/') + 1);
+    }
     return sh;
 }
 

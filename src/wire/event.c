@@ -1,8 +1,12 @@
 /* event: kinds, wire frame, strict frame validator (see event.h). */
 #include "wire/event.h"
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
@@ -294,4 +298,223 @@ bool sg_event_ts_valid(const char *ts, size_t len)
         return false;
     int oh = digits(ts + i + 1, 2), om = digits(ts + i + 4, 2);
     return oh >= 0 && oh <= 23 && om >= 0 && om <= 59;
+}
+
+/* ---- blob frames (event.h) ---------------------------------------------- */
+
+static const char b64_digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static size_t b64_encode(const unsigned char *in, size_t n, char *out)
+{
+    size_t o = 0, i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[o++] = b64_digits[v >> 18];
+        out[o++] = b64_digits[(v >> 12) & 63];
+        out[o++] = b64_digits[(v >> 6) & 63];
+        out[o++] = b64_digits[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
+        out[o++] = b64_digits[v >> 18];
+        out[o++] = b64_digits[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? b64_digits[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    return o;
+}
+
+static int b64_val(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Strict: padded, canonical (the unused bits zero). Bytes in out (room:
+ * n / 4 * 3), or -1. */
+static ssize_t b64_decode(const char *in, size_t n, unsigned char *out)
+{
+    if (n % 4)
+        return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        bool last = i + 4 == n;
+        for (int k = 0; k < 4; k++)
+            v[k] = b64_val((unsigned char)in[i + k]);
+        int pad = last && in[i + 3] == '=' ? (in[i + 2] == '=' ? 2 : 1) : 0;
+        if (v[0] < 0 || v[1] < 0 || (pad < 2 && v[2] < 0) || (pad < 1 && v[3] < 0))
+            return -1;
+        if ((pad == 2 && (v[1] & 15)) || (pad == 1 && (v[2] & 3)))
+            return -1;
+        uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
+                     (uint32_t)(pad < 2 ? v[2] : 0) << 6 | (uint32_t)(pad < 1 ? v[3] : 0);
+        out[o++] = (unsigned char)(x >> 16);
+        if (pad < 2)
+            out[o++] = (unsigned char)(x >> 8);
+        if (pad < 1)
+            out[o++] = (unsigned char)x;
+    }
+    return (ssize_t)o;
+}
+
+static bool hex64_valid(const char *s)
+{
+    if (!s || strlen(s) != 64)
+        return false;
+    for (size_t i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+bool sg_blob_session_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > SG_BLOB_SESSION_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* head, the data in base64, then "\"}}". */
+static char *blob_frame(const char *head, int hn, const void *data, size_t len, size_t *flen)
+{
+    if (hn < 0 || len > SG_BLOB_PART)
+        return NULL;
+    size_t cap = (size_t)hn + (len + 2) / 3 * 4 + 4;
+    char *f = malloc(cap);
+    if (!f)
+        return NULL;
+    memcpy(f, head, (size_t)hn);
+    size_t o = (size_t)hn + b64_encode(data, len, f + hn);
+    memcpy(f + o, "\"}}", 4);
+    *flen = o + 3;
+    return f;
+}
+
+char *sg_blob_content_frame(const char *sha256, int64_t size, int64_t off, const void *data,
+                            size_t len, size_t *flen)
+{
+    if (!hex64_valid(sha256) || size < 0 || off < 0)
+        return NULL;
+    char head[192];
+    int hn = snprintf(head, sizeof head, "{\"content\":{\"sha256\":\"%s\",\"size\":%lld,"
+                      "\"off\":%lld,\"data\":\"", sha256, (long long)size, (long long)off);
+    return blob_frame(head, hn, data, len, flen);
+}
+
+char *sg_blob_cast_frame(const char *session, int64_t off, const void *data, size_t len,
+                         size_t *flen)
+{
+    if (!sg_blob_session_valid(session) || off < 0)
+        return NULL;
+    char head[256];
+    int hn = snprintf(head, sizeof head, "{\"cast\":{\"session\":\"%s\",\"off\":%lld,\"data\":\"",
+                      session, (long long)off);
+    return blob_frame(head, hn, data, len, flen);
+}
+
+bool sg_blob_is(const char *buf, size_t len)
+{
+    static const char c1[] = "{\"content\":", c2[] = "{\"cast\":";
+    return (len >= sizeof c1 - 1 && memcmp(buf, c1, sizeof c1 - 1) == 0) ||
+           (len >= sizeof c2 - 1 && memcmp(buf, c2, sizeof c2 - 1) == 0);
+}
+
+void sg_blob_clear(sg_blob *b)
+{
+    if (b) {
+        free(b->data);
+        b->data = NULL;
+    }
+}
+
+static int blob_data(json_t *body, sg_blob *out, sg_err *err)
+{
+    json_t *d = json_object_get(body, "data");
+    if (!json_is_string(d))
+        return sg_err_set(err, EINVAL, "blob frame: data is not a string");
+    size_t n = json_string_length(d);
+    if (n > (SG_BLOB_PART + 2) / 3 * 4)
+        return sg_err_set(err, EINVAL, "blob frame: more than %d bytes of data", SG_BLOB_PART);
+    out->data = malloc(n / 4 * 3 + 1);
+    if (!out->data)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    ssize_t got = b64_decode(json_string_value(d), n, out->data);
+    if (got < 0)
+        return sg_err_set(err, EINVAL, "blob frame: data is not canonical base64");
+    out->len = (size_t)got;
+    return 0;
+}
+
+static int blob_int(json_t *body, const char *key, int64_t *v, sg_err *err)
+{
+    json_t *x = json_object_get(body, key);
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+        return sg_err_set(err, EINVAL, "blob frame: %s is not a non-negative integer", key);
+    *v = json_integer_value(x);
+    return 0;
+}
+
+static int blob_check(json_t *root, sg_blob *out, sg_err *err)
+{
+    if (!json_is_object(root) || json_object_size(root) != 1)
+        return sg_err_set(err, EINVAL, "blob frame: not an object of one key");
+    json_t *body = json_object_get(root, "content");
+    out->kind = SG_BLOB_CONTENT;
+    if (!body) {
+        body = json_object_get(root, "cast");
+        out->kind = SG_BLOB_CAST;
+    }
+    if (!json_is_object(body))
+        return sg_err_set(err, EINVAL, "blob frame: content or cast is not an object");
+    if (json_object_size(body) != (out->kind == SG_BLOB_CONTENT ? 4u : 3u) ||
+        blob_int(body, "off", &out->off, err) < 0 || blob_data(body, out, err) < 0)
+        return err->code ? -1 : sg_err_set(err, EINVAL, "blob frame: unknown keys");
+    if (out->kind == SG_BLOB_CAST) {
+        const char *s = json_string_value(json_object_get(body, "session"));
+        if (!sg_blob_session_valid(s))
+            return sg_err_set(err, EINVAL, "blob frame: bad session name");
+        snprintf(out->session, sizeof out->session, "%s", s);
+        return 0;
+    }
+    const char *h = json_string_value(json_object_get(body, "sha256"));
+    if (!hex64_valid(h) || blob_int(body, "size", &out->size, err) < 0)
+        return err->code ? -1 : sg_err_set(err, EINVAL, "blob frame: sha256 is not 64 lowercase hex");
+    if (out->off > out->size || (int64_t)out->len > out->size - out->off ||
+        (out->len == 0 && out->size != 0))
+        return sg_err_set(err, EINVAL, "blob frame: part [%lld, +%zu) outside size %lld",
+                          (long long)out->off, out->len, (long long)out->size);
+    memcpy(out->sha256, h, 65);
+    return 0;
+}
+
+int sg_blob_parse(const char *buf, size_t len, sg_blob *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (len > SG_FRAME_MAX)
+        return sg_err_set(err, EMSGSIZE, "frame exceeds the size limit"), -SG_CLOSE_TOO_BIG;
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return sg_err_set(err, EINVAL, "invalid JSON: %s", je.text), -SG_CLOSE_BAD_DATA;
+    err->code = 0;
+    int r = blob_check(root, out, err);
+    json_decref(root);
+    if (r < 0) {
+        sg_blob_clear(out);
+        return -SG_CLOSE_BAD_DATA;
+    }
+    return 0;
 }

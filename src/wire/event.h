@@ -100,4 +100,47 @@ bool sg_event_ts_valid(const char *ts, size_t len);
  * -1 when the key is written with escapes (then dump the parsed payload). */
 int sg_event_raw_payload(const char *buf, size_t len, const char **start, size_t *plen);
 
+/* ---- blob frames: file contents and terminal recordings ------------------
+ *
+ * They travel on the event stream's connection and spool (a spool record of
+ * kind SG_SPOOL_REC_BLOB, delivery/spool.h), but take no seq: the store
+ * keeps them by what they are (a content by its sha256, a recording part by
+ * its session and offset), so a replay stores nothing twice. Written by
+ * sg_blob_*_frame only, compact, in exactly this form:
+ *   {"content":{"sha256":HEX64,"size":N,"off":O,"data":BASE64}}
+ *   {"cast":{"session":NAME,"off":O,"data":BASE64}}
+ * at most SG_BLOB_PART raw bytes per frame (base64: well below
+ * SG_FRAME_MAX). A content's parts cover [0, size) in order; a file of
+ * size 0 is one part with no data. */
+#define SG_BLOB_PART (384 * 1024)
+#define SG_BLOB_SESSION_MAX 128
+
+typedef enum sg_blob_kind { SG_BLOB_CONTENT = 1, SG_BLOB_CAST = 2 } sg_blob_kind;
+
+typedef struct sg_blob {
+    sg_blob_kind kind;
+    char sha256[65];                       /* content */
+    int64_t size;                          /* content: the whole size */
+    char session[SG_BLOB_SESSION_MAX + 1]; /* cast */
+    int64_t off;
+    unsigned char *data;                   /* owned (sg_blob_clear) */
+    size_t len;
+} sg_blob;
+
+/* The frame text (malloc'd, *flen bytes, NUL-terminated), or NULL (OOM, or
+ * len above SG_BLOB_PART, or a bad sha256 / session). */
+char *sg_blob_content_frame(const char *sha256, int64_t size, int64_t off, const void *data,
+                            size_t len, size_t *flen);
+char *sg_blob_cast_frame(const char *session, int64_t off, const void *data, size_t len,
+                         size_t *flen);
+/* Whether buf is meant as a blob frame (begins as one): then
+ * sg_blob_parse decides it, else it is an event frame. */
+bool sg_blob_is(const char *buf, size_t len);
+/* Strict check of one untrusted blob frame: 0 and out, or -1007 with err. */
+int sg_blob_parse(const char *buf, size_t len, sg_blob *out, sg_err *err);
+void sg_blob_clear(sg_blob *b);
+
+/* A session name for a cast frame: [A-Za-z0-9._-], 1..SG_BLOB_SESSION_MAX. */
+bool sg_blob_session_valid(const char *s);
+
 #endif

@@ -201,14 +201,16 @@ class CapEnv(Env):
 
     # ---- spool
     def spool_records(self, sid: str, base: str | None = None) -> list[tuple[int, dict]]:
-        """(seq, frame) of every record in the spool's segments."""
+        """(seq, frame) of every event record in the spool's segments (blob
+        records, type 1: file contents and recordings, take no seq of their own)."""
         out = []
         for seg in sorted(glob.glob(os.path.join(base or self.sbdir(sid, "spool"), "seg-*.log"))):
             b = open(seg, "rb").read()
             off = 0
             while off + 24 <= len(b) and b[off:off + 4] == b"SGR1":
-                n, seq = struct.unpack_from("<Iq", b, off + 4)
-                out.append((seq, json.loads(b[off + 24:off + 24 + n])))
+                n, seq, rtype = struct.unpack_from("<IqI", b, off + 4)
+                if rtype == 0:
+                    out.append((seq, json.loads(b[off + 24:off + 24 + n])))
                 off += 24 + n
         return out
 

@@ -375,7 +375,8 @@ def crc32c(data: bytes, crc: int = 0) -> int:
 
 
 def spool_check(spool_dir: str) -> tuple[bool, str]:
-    """Every record whole and checksummed, seqs contiguous, nothing after."""
+    """Every record whole and checksummed, the events' seqs contiguous, nothing
+    after; a blob record (type 1) carries the seq of the event after it."""
     import glob
     import struct
     seqs = []
@@ -385,13 +386,18 @@ def spool_check(spool_dir: str) -> tuple[bool, str]:
         while off < len(b):
             if off + 24 > len(b) or b[off:off + 4] != b"SGR1":
                 return False, f"{os.path.basename(seg)}: bad header at {off}"
-            n, seq, _res, crc = struct.unpack_from("<IqII", b, off + 4)
+            n, seq, rtype, crc = struct.unpack_from("<IqII", b, off + 4)
             if off + 24 + n > len(b):
                 return False, f"{os.path.basename(seg)}: torn record at {off}"
             if crc32c(b[off:off + 20] + b[off + 24:off + 24 + n]) != crc:
                 return False, f"{os.path.basename(seg)}: bad CRC at {off} (seq {seq})"
             json.loads(b[off + 24:off + 24 + n])
-            seqs.append(seq)
+            if rtype == 1 and seqs and seq != seqs[-1] + 1:
+                return False, f"{os.path.basename(seg)}: blob record seq {seq} after event {seqs[-1]}"
+            if rtype == 0:
+                seqs.append(seq)
+            elif rtype != 1:
+                return False, f"{os.path.basename(seg)}: record type {rtype} at {off}"
             off += 24 + n
     if seqs != list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False:
         return False, f"seqs not contiguous: {seqs[:5]}...{seqs[-5:]}"

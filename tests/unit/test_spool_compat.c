@@ -139,7 +139,7 @@ static void test_previous_build_read(void **state)
     snprintf(p, sizeof p, "%s/format", spooldir);
     sg_autofree char *fmt = sg_read_file(p, 4096, &n, &err);
     assert_non_null(fmt);
-    assert_string_equal(fmt, "sandglass spool format 1\n");
+    assert_string_equal(fmt, "sandglass spool format 2\n"); /* SG_SPOOL_FORMAT */
     sp = sg_spool_open(spooldir, &rep, &err);
     assert_non_null(sp);
     assert_int_equal(rep.records, FIXTURE_RECORDS + 1);
@@ -168,7 +168,7 @@ static void refused(const char *format, const char *want_msg)
 static void test_newer_format_refused(void **state)
 {
     (void)state;
-    refused("sandglass spool format 2\n", "written by a newer sandglass; this build reads format 1: deliver it");
+    refused("sandglass spool format 3\n", "written by a newer sandglass; this build reads format 2: deliver it");
 }
 
 static void test_unreadable_format_refused(void **state)

@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "ingest/store.h"
+#include "store_contents_check.h"
 
 #include <sqlite3.h>
 
@@ -224,7 +225,7 @@ static void test_schema_version(void **state)
     snprintf(known, sizeof known, "knows (%d)", SG_STORE_SCHEMA_VERSION);
     assert_non_null(strstr(err.msg, known));
     assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), 99);
-    raw_sql(f->url, "UPDATE sg_schema SET version = 2");
+    raw_sql(f->url, "UPDATE sg_schema SET version = 4"); /* SG_STORE_SCHEMA_VERSION */
     f->s = sg_store_open(f->url, &err);
     assert_non_null(f->s);
 }
@@ -393,10 +394,17 @@ static void test_bad_urls(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static void test_contents(void **state)
+{
+    fixture *f = *state;
+    contents_check(f->s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_put_dedup_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_contents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_contiguous_gaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),

@@ -22,6 +22,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "ingest/store.h"
+#include "store_contents_check.h"
 
 static struct {
     char dir[64];
@@ -637,7 +638,7 @@ static void test_schema_version(void **state)
     assert_non_null(strstr(err.msg, "version 99"));
     assert_null(strchr(err.msg, '\n'));
     assert_int_equal(db_sql(f->url, "SELECT version FROM sg_schema"), 99);
-    db_sql(f->url, "UPDATE sg_schema SET version = 2");
+    db_sql(f->url, "UPDATE sg_schema SET version = 4"); /* SG_STORE_SCHEMA_VERSION */
     f->s = sg_store_open(f->url, &err);
     assert_non_null(f->s);
 }
@@ -735,10 +736,17 @@ static void test_server_killed_then_back(void **state)
     assert_int_equal(contiguous(f->s, "k"), 4);
 }
 
+static void test_contents(void **state)
+{
+    fixture *f = *state;
+    contents_check(f->s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_put_dedup_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_contents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_payload_byte_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_contiguous_gaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),

@@ -1,0 +1,62 @@
+/* contents: each changed file's exact content into the spool, as blob
+ * records (delivery/spool.h, wire/event.h) written just before its
+ * file_diff event, and the "content" object added to that event's
+ * payload, which says what the store has of it:
+ *   {"type":"file"|"link"|"fifo"|"socket"|"chardev"|"blockdev",
+ *    "sha256":HEX,"size":N,"mode":M,"stored":true|false[,"over_limit":true]}
+ * A link's content is its target (never followed). A file over the
+ * per-sandbox limit (--capture-max-file) keeps its hash and size only.
+ * Reads are bounded: openat2 beneath the workspace, no symlink followed,
+ * O_NONBLOCK (a FIFO never blocks), at most limit + 1 bytes. */
+#ifndef SG_CONTENTS_H
+#define SG_CONTENTS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define SG_CAPTURE_MAX_FILE_DEFAULT (1024 * 1024)
+
+struct sg_spool;
+typedef struct sg_contents sg_contents;
+
+sg_contents *sg_contents_new(const char *workspace, uint64_t max_file, sg_err *err);
+void sg_contents_free(sg_contents *ct);
+/* For a file_diff payload about to be appended: the blob records of the
+ * path's current content (unless sent already this session) and the
+ * payload's "content". A deletion gets nothing. Never fails the event: a
+ * content that could not be read or spooled says "stored": false. */
+void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payload);
+/* The same for each entry of a `bulk` event's "files" (the changes past
+ * the per-exec file_diff limit), so those paths' contents are stored too:
+ * called on a bulk payload before it is emitted. */
+void sg_contents_capture_bulk(sg_contents *ct, struct sg_spool *spool, json_t *payload);
+
+/* The workspace a session starts from (a seeded or --workspace directory):
+ * one file_diff payload per entry that is not a directory, {"path",
+ * "change":"created","seed":true,"content"}, handed to emit in the order
+ * of a depth-first walk, after its content's blob records are spooled.
+ * Never follows a link; at most SG_CONTENTS_SEED_MAX entries (more are
+ * counted in the returned total but not emitted). Returns the entries seen. */
+#define SG_CONTENTS_SEED_MAX 100000
+#define SG_CONTENTS_SEED_DEPTH 256
+typedef void (*sg_contents_emit_fn)(void *ud, json_t *payload);
+uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud);
+/* Bytes read from the workspace since the last call (for the watcher's
+ * read budget: sg_watch_charge_read). */
+uint64_t sg_contents_take_read(sg_contents *ct);
+
+/* A terminal session's recording streamed to the ingest as it is
+ * written (cast blob frames, wire/event.h): the bytes of the cast file at
+ * path from where the last part ended, in parts of SG_BLOB_PART, the tail
+ * at least once a second while the session writes, and all of it at the
+ * end (final). session: the recording's name (the exec number). */
+typedef struct sg_contents_cast sg_contents_cast;
+sg_contents_cast *sg_contents_cast_new(struct sg_spool *spool, const char *path, const char *session);
+void sg_contents_cast_pump(sg_contents_cast *k, bool final);
+/* Pumps what is left (final) and frees. NULL is fine. */
+void sg_contents_cast_end(sg_contents_cast *k);
+
+#endif

@@ -1,0 +1,408 @@
+/* sandglass workspace: the workspace as it was just after event SEQ,
+ * rebuilt from the ingest's store alone (the sandbox may be gone): the
+ * file_diff events up to SEQ say which content each path held
+ * (capture/contents.h: their "content"), GET /v1/contents gives the
+ * bytes. Files over the capture's size limit are not written; each is
+ * named on stderr with its size and hash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/ingest_http.h"
+#include "cli/report.h"
+#include "state/state.h"
+#include "wire/token.h"
+
+#define WS_PAGE 1000
+#define WS_TOKEN_TTL_S 600
+
+typedef struct ws_opts {
+    const char *ingest, *sandbox, *out, *token, *secret;
+    long long at;
+} ws_opts;
+
+static void ws_usage(FILE *f)
+{
+    fprintf(f, "usage: sandglass workspace --sandbox ID --at SEQ --out DIR [--ingest URL]\n"
+               "                          [--token T | --secret FILE]\n\n"
+               "Writes the workspace of sandbox ID as it was just after event SEQ, from the\n"
+               "ingest's store alone, into DIR (which must not exist yet), or as a tar stream\n"
+               "on stdout with --out -. Files over the capture's size limit are not written:\n"
+               "each is named on stderr with its size and sha256 (exit status 3).\n");
+}
+
+/* The key of a payload's path in the state (path_hex for a path that is not UTF-8). */
+static const char *path_key(json_t *p, const char *key, char *buf, size_t n)
+{
+    char hk[32];
+    snprintf(hk, sizeof hk, "%s_hex", key);
+    const char *h = json_string_value(json_object_get(p, hk));
+    if (h) {
+        snprintf(buf, n, "\x01%s", h);
+        return buf;
+    }
+    return json_string_value(json_object_get(p, key));
+}
+
+/* One file_diff applied to the state {path: content}. */
+static void ws_apply(json_t *state, json_t *p)
+{
+    char kb[8200], ob[8200];
+    const char *change = json_string_value(json_object_get(p, "change"));
+    const char *path = path_key(p, "path", kb, sizeof kb);
+    if (!change || !path)
+        return;
+    json_t *content = json_object_get(p, "content");
+    if (strcmp(change, "deleted") == 0) {
+        json_object_del(state, path);
+        return;
+    }
+    if (strcmp(change, "renamed") == 0) {
+        const char *old = path_key(p, "old_path", ob, sizeof ob);
+        json_t *was = old ? json_incref(json_object_get(state, old)) : NULL;
+        if (old)
+            json_object_del(state, old);
+        if (!content && was)
+            content = was;
+        json_object_set(state, path, content ? content : json_null());
+        json_decref(was);
+        return;
+    }
+    json_object_set(state, path, content ? content : json_null());
+}
+
+static char *ws_token(const ws_opts *o, sg_err *err)
+{
+    if (o->token)
+        return strdup(o->token);
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    sg_autofree char *def = o->secret ? NULL : sg_state_path("ingest/secret");
+    if (!o->secret && !sg_state_dir(err))
+        return NULL;
+    if (sg_token_secret_load(o->secret ? o->secret : def, secret, err) < 0)
+        return NULL;
+    return sg_token_make_read(secret, NULL, NULL, NULL, WS_TOKEN_TTL_S, err);
+}
+
+/* One event applied: a file_diff, or a bulk event's list of changes
+ * past the per-exec limit (each entry as a file_diff; its content when
+ * the capture gave one). */
+static void ws_event(json_t *state, json_t *e)
+{
+    json_t *p = json_object_get(e, "payload"), *f;
+    if (strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "bulk") != 0) {
+        ws_apply(state, p);
+        return;
+    }
+    size_t i;
+    json_array_foreach(json_object_get(p, "files"), i, f)
+        ws_apply(state, f);
+}
+
+/* The state just after event o->at: 0, or -1 with err. An ingest that
+ * knows no `bulk` kind (400 to the kind list) is asked for file_diff only. */
+static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, json_t *state,
+                     long long *last, sg_err *err)
+{
+    long long after = -1;
+    const char *kinds = "file_diff,bulk";
+    *last = -1;
+    for (;;) {
+        char path[512];
+        snprintf(path, sizeof path, "/v1/events?sandbox=%s&kind=%s&limit=%d&after_seq=%lld",
+                 o->sandbox, kinds, WS_PAGE, after);
+        int status = 0;
+        sg_autojson json_t *ans = sg_cli_http_get_json(t, path, tok, &status, err);
+        if (ans && status == 400 && strchr(kinds, ',')) {
+            kinds = "file_diff";
+            continue;
+        }
+        if (!ans || status != 200)
+            return ans ? sg_err_set(err, EIO, "events: HTTP %d: %s", status,
+                                    json_string_value(json_object_get(ans, "error")) ?: "") : -1;
+        json_t *evs = json_object_get(ans, "events"), *e;
+        size_t i;
+        json_array_foreach(evs, i, e) {
+            long long seq = json_integer_value(json_object_get(e, "seq"));
+            if (seq > o->at)
+                return 0;
+            ws_event(state, e);
+            after = *last = seq;
+        }
+        if (!json_is_true(json_object_get(ans, "more")) || json_array_size(evs) == 0)
+            return 0;
+    }
+}
+
+/* parents of rel under dir, made as needed */
+static int ws_mkparents(int dirfd, const char *rel)
+{
+    sg_autofree char *p = strdup(rel);
+    for (char *s = p ? strchr(p, '/') : NULL; s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *s = '/';
+    }
+    return p ? 0 : -1;
+}
+
+static char *ws_unhex(const char *key)
+{
+    if (key[0] != '\x01')
+        return strdup(key);
+    size_t n = strlen(key + 1) / 2;
+    char *p = malloc(n + 1);
+    for (size_t i = 0; p && i < n; i++) {
+        unsigned v = 0;
+        sscanf(key + 1 + 2 * i, "%2x", &v);
+        p[i] = (char)v;
+    }
+    if (p)
+        p[n] = '\0';
+    return p;
+}
+
+/* ---- tar (ustar, GNU long names), for --out - */
+
+static void tar_octal(char *f, size_t n, uint64_t v)
+{
+    snprintf(f, n, "%0*llo", (int)n - 1, (unsigned long long)v);
+}
+
+static int tar_block(const void *data, size_t len)
+{
+    static const char zero[512];
+    if (len && sg_write_all(1, data, len) < 0)
+        return -1;
+    return len % 512 ? sg_write_all(1, zero, 512 - len % 512) : 0;
+}
+
+/* One header; a name or link target over 100 bytes goes before it as a
+ * GNU 'L' / 'K' entry. */
+static int tar_header(const char *name, char type, mode_t mode, uint64_t size, const char *link)
+{
+    const char *longs[2] = {name, link};
+    for (int k = 0; k < 2; k++) {
+        if (!longs[k] || strlen(longs[k]) < 100)
+            continue;
+        if (tar_header("././@LongLink", k ? 'K' : 'L', 0644, strlen(longs[k]) + 1, NULL) < 0 ||
+            tar_block(longs[k], strlen(longs[k]) + 1) < 0)
+            return -1;
+    }
+    char h[512] = {0};
+    snprintf(h, 100, "%s", name);
+    tar_octal(h + 100, 8, mode & 07777);
+    tar_octal(h + 108, 8, 0);
+    tar_octal(h + 116, 8, 0);
+    tar_octal(h + 124, 12, size);
+    tar_octal(h + 136, 12, 0);
+    memset(h + 148, ' ', 8);
+    h[156] = type;
+    if (link)
+        snprintf(h + 157, 100, "%s", link);
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+    return tar_block(h, 512);
+}
+
+/* Whether the state's entry c has bytes to fetch. */
+static bool ws_fetchable(json_t *c)
+{
+    return json_string_value(json_object_get(c, "type")) && json_string_value(json_object_get(c, "sha256")) &&
+           json_is_true(json_object_get(c, "stored"));
+}
+
+/* The bytes of sha in a batch answer ("HEX LEN\n" + bytes each), or NULL. */
+static const char *ws_find(const char *body, size_t blen, const char *sha, size_t *len)
+{
+    size_t off = 0;
+    while (off + 66 < blen) {
+        const char *nl = memchr(body + off, '\n', blen - off);
+        if (!nl)
+            return NULL;
+        long long n = strtoll(body + off + 65, NULL, 10);
+        const char *data = nl + 1;
+        if (memcmp(body + off, sha, 64) == 0) {
+            if (n < 0 || (size_t)n > blen - (size_t)(data - body))
+                return NULL;
+            *len = (size_t)n;
+            return data;
+        }
+        off = (size_t)(data - body) + (size_t)(n > 0 ? n : 0);
+    }
+    return NULL;
+}
+
+/* One path of the state into dirfd (-1: onto stdout as tar), its bytes
+ * from a batch answer. 0 written, 1 not (said on stderr), -1 error. */
+static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *key, json_t *c,
+                    sg_err *err)
+{
+    sg_autofree char *rel = ws_unhex(key);
+    const char *type = json_string_value(json_object_get(c, "type"));
+    const char *sha = json_string_value(json_object_get(c, "sha256"));
+    if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
+        return sg_err_sys(err, "mkdir for %s", key);
+    if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
+        sg_print_vis(2, "sandglass workspace: ", "not stored: %s%s size %lld sha256 %s", rel,
+                json_is_true(json_object_get(c, "over_limit")) ? " (over the size limit)" : "",
+                (long long)json_integer_value(json_object_get(c, "size")), sha ? sha : "-");
+        return 1;
+    }
+    size_t blen = 0;
+    const char *body = ws_find(batch, batch_len, sha, &blen);
+    if (!body)
+        return sg_err_set(err, EIO, "content %s of %s is not in the store", sha, rel);
+    mode_t mode = (mode_t)json_integer_value(json_object_get(c, "mode")) & 0777;
+    if (strcmp(type, "link") == 0) {
+        sg_autofree char *target = strndup(body, blen);
+        if (dirfd < 0)
+            return target && tar_header(rel, '2', 0777, 0, target) == 0 ? 0 : sg_err_sys(err, "tar %s", rel);
+        return target && symlinkat(target, dirfd, rel) == 0 ? 0 : sg_err_sys(err, "symlink %s", rel);
+    }
+    if (strcmp(type, "file") != 0) {
+        sg_print_vis(2, "sandglass workspace: ", "not written: %s is a %s", rel, type);
+        return 1;
+    }
+    if (dirfd < 0)
+        return tar_header(rel, '0', mode ? mode : 0644, blen, NULL) == 0 && tar_block(body, blen) == 0
+                   ? 0 : sg_err_sys(err, "tar %s", rel);
+    sg_autoclose int fd = openat(dirfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                 mode ? mode : 0644);
+    if (fd < 0 || sg_write_all(fd, body, blen) < 0)
+        return sg_err_sys(err, "write %s", rel);
+    return 0;
+}
+
+#define WS_BATCH 32 /* contents one request fetches (the ingest's bound) */
+
+/* The entries from keys[*at] on, up to WS_BATCH contents fetched in one
+ * request; *at moves past them. The entries not written, or -1. */
+static int ws_batch(const sg_cli_target *t, const char *tok, int dirfd, json_t *state, const char **keys,
+                    size_t n, size_t *at, sg_err *err)
+{
+    char path[WS_BATCH * 65 + 64] = "/v1/contents?sha256=";
+    size_t k = *at, want = 0;
+    for (; k < n && want < WS_BATCH; k++) {
+        json_t *c = json_object_get(state, keys[k]);
+        if (!ws_fetchable(c) || strstr(path, json_string_value(json_object_get(c, "sha256"))))
+            continue;
+        if (want++)
+            strcat(path, ",");
+        strncat(path, json_string_value(json_object_get(c, "sha256")), 64);
+    }
+    if (want == 1) /* one: the batch form still, so the answer is framed */
+        strcat(path, ",");
+    int status = 0;
+    const char *body = "";
+    size_t blen = 0;
+    sg_autofree char *raw = want ? sg_cli_http_get(t, path, tok, &status, &body, &blen, err) : NULL;
+    if (want && (!raw || status != 200))
+        return raw ? sg_err_set(err, EIO, "contents: HTTP %d", status) : -1;
+    int missing = 0;
+    for (size_t i = *at; i < k; i++) {
+        int r = ws_write(body, blen, dirfd, keys[i], json_object_get(state, keys[i]), err);
+        if (r < 0)
+            return -1;
+        missing += r;
+    }
+    *at = k;
+    return missing;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int ws_parse(int argc, char **argv, ws_opts *o)
+{
+    static const struct option opts[] = {
+        {"sandbox", required_argument, NULL, 's'}, {"at", required_argument, NULL, 'a'},
+        {"out", required_argument, NULL, 'o'}, {"ingest", required_argument, NULL, 'i'},
+        {"token", required_argument, NULL, 't'}, {"secret", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'}, {0},
+    };
+    *o = (ws_opts){.ingest = sg_state_default_ingest(), .at = -1};
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's': o->sandbox = optarg; break;
+        case 'a': o->at = strtoll(optarg, NULL, 10); break;
+        case 'o': o->out = optarg; break;
+        case 'i': o->ingest = optarg; break;
+        case 't': o->token = optarg; break;
+        case 'S': o->secret = optarg; break;
+        case 'h': ws_usage(stdout); return 0;
+        default: return sg_cli_bad_option("workspace", argv[optind - 1]);
+        }
+    }
+    if (!o->sandbox || o->at < 0 || !o->out || strpbrk(o->sandbox, "&?#% /"))
+        return sg_cli_usage("workspace", "--sandbox ID, --at SEQ (>= 0) and --out DIR are required");
+    return -1;
+}
+
+int sg_cmd_workspace(int argc, char **argv)
+{
+    ws_opts o;
+    int rc = ws_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    sg_err err = {0};
+    sg_cli_target t;
+    if (sg_cli_target_parse(o.ingest, &t, &err) < 0)
+        return sg_cli_usage("workspace", "%s", err.msg);
+    sg_autofree char *tok = ws_token(&o, &err);
+    if (!tok)
+        return sg_cli_failf("workspace", "%s", err.msg);
+    sg_autojson json_t *state = json_object();
+    long long last;
+    if (ws_replay(&o, &t, tok, state, &last, &err) < 0)
+        return sg_cli_failf("workspace", "%s", err.msg);
+    bool tar = strcmp(o.out, "-") == 0;
+    if (!tar && mkdir(o.out, 0755) < 0)
+        return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));
+    sg_autoclose int dirfd = tar ? -1 : open(o.out, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    /* In path order: the same store gives the same tar stream. */
+    size_t n = json_object_size(state), k = 0;
+    sg_autofree const char **keys = calloc(n + 1, sizeof *keys);
+    const char *key;
+    json_t *c;
+    json_object_foreach(state, key, c)
+        if (keys)
+            keys[k++] = key;
+    if (!keys)
+        return sg_cli_fail("workspace", "out of memory");
+    qsort(keys, n, sizeof *keys, cmp_str);
+    int missing = 0;
+    for (k = 0; k < n;) {
+        size_t end = k;
+        int r = ws_batch(&t, tok, dirfd, state, keys, n, &end, &err);
+        if (r < 0)
+            return sg_cli_failf("workspace", "%s", err.msg);
+        missing += r;
+        k = end;
+    }
+    if (tar && tar_block(NULL, 0) == 0) {
+        static const char end[1024];
+        if (sg_write_all(1, end, sizeof end) < 0)
+            return sg_cli_failf("workspace", "write: %s", strerror(errno));
+    }
+    return missing ? 3 : 0;
+}

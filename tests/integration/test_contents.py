@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Issue 24, exact code states: every changed file's content reaches the
+store (content-addressed, deduplicated), and `sandglass workspace --at SEQ`
+rebuilds the workspace from the store alone, after the sandbox is gone.
+
+A scripted session (text, binary, a symlink, renames, deletes, an
+overwrite, a rollback, 300- and 900-file commands, a file over the size limit) takes a
+checkpoint after each step; at the seq where the store has caught up with the
+workspace (the watcher settles in its own time) the rebuilt tree must equal the
+workspace as the host saw it right after that checkpoint:
+byte for byte, links by target, and the file over the limit by size and
+hash only. TAP output."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import tap as _tap  # noqa: E402
+
+
+class _Tap:
+    """tap with any diagnostic shown as its repr."""
+    def ok(self, cond, name, diag=""):
+        return _tap.ok(cond, name, diag if isinstance(diag, str) else repr(diag))
+
+    def done(self):
+        _tap.done()
+
+
+tap = _Tap()
+from test_capture import CapEnv  # noqa: E402
+
+LIMIT = 1024 * 1024  # the capture's default --capture-max-file
+
+
+def snapshot(root: str) -> dict:
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for n in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p))
+            elif os.path.isfile(p):
+                data = open(p, "rb").read()
+                out[rel] = ("file", hashlib.sha256(data).hexdigest(), len(data))
+    return out
+
+
+STEPS = [
+    "printf 'hello\\n' > a.txt",
+    "printf 'hello\\nworld\\n' > a.txt",
+    "head -c 5000 /dev/urandom > bin.dat",
+    "ln -s a.txt link.txt",
+    "mkdir -p sub/deep && printf 'x' > sub/deep/x.txt",
+    "mv a.txt b.txt",
+    "rm sub/deep/x.txt",
+    "printf '' > empty.txt",
+    "for i in $(seq 1 300); do printf \"f$i\" > sub/f$i.txt; done",
+    "cp b.txt c.txt",
+    "head -c 2000000 /dev/urandom > big.bin",
+    "printf 'changed' > bin.dat",
+    "rm -f sub/f1*.txt",
+    "mv bin.dat sub/bin2.dat",
+    "printf '\\000\\001\\002' > nul.bin",
+    "printf 'v2' > c.txt",
+    "rm link.txt && ln -s b.txt link.txt",
+    "head -c 600000 /dev/urandom > mid.bin",
+    "printf 'again' > sub/f2.txt",
+    "rm big.bin",
+    "printf 'last\\n' > z.txt",
+    "mv sub sub2",
+    "printf 'atomic' > .z.tmp && mv .z.tmp z.txt",
+    "cp b.txt b.txt~ && printf 'edited\\n' > b.txt.new && mv b.txt.new b.txt && rm b.txt~",
+    "chmod 755 z.txt",
+]
+
+
+def tar_matches(env: CapEnv, sid: str, seq: int, want_dir: str) -> None:
+    """--out - writes the same tree as a tar stream, the same bytes twice."""
+    import io
+    import tarfile
+    args = ["workspace", "--sandbox", sid, "--at", str(seq), "--out", "-",
+            "--ingest", env.ingest.http_base, "--secret", env.secret]
+    p1, p2 = env.run(*args), env.run(*args)
+    d = tempfile.mkdtemp(prefix="sgt-tar-", dir=env.root)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(p1.stdout)) as tf:
+            tf.extractall(d, filter="tar")
+        ok = snapshot(d) == snapshot(want_dir)
+    except (tarfile.TarError, OSError) as e:
+        ok = False
+        print(f"# tar: {e}")
+    tap.ok(ok and p1.stdout == p2.stdout and p1.stdout,
+           "--out - gives the same tree as a tar stream, deterministically", p1.stderr.decode(errors="replace"))
+
+
+def seeded(env: CapEnv) -> None:
+    """A --workspace directory's files are the session's first events: the
+    rebuilt tree at the last of them equals the directory."""
+    d = tempfile.mkdtemp(prefix="sgt-seed-", dir=env.root)
+    os.makedirs(os.path.join(d, "src/pkg"))
+    open(os.path.join(d, "README.md"), "w").write("# seed\n")
+    open(os.path.join(d, "src/pkg/mod.py"), "w").write("x = 1\n" * 100)
+    open(os.path.join(d, "data.bin"), "wb").write(os.urandom(70000))
+    open(os.path.join(d, "empty"), "wb").close()
+    os.symlink("README.md", os.path.join(d, "readme-link"))
+    open(os.path.join(os.fsencode(d), b"bad\xff name.txt"), "wb").write(b"not utf-8 named\n")
+    want = snapshot(d)
+    sid = env.create_captured("--workspace", d)
+    rows = env.wait_rows(sid, lambda r: sum(1 for x in r if x["kind"] == "file_diff"
+                                            and x["payload"].get("seed")) >= len(want), 120)
+    seeds = [x for x in rows if x["kind"] == "file_diff" and x["payload"].get("seed")]
+    tap.ok(len(seeds) == len(want), "each file of the starting workspace is a seed event",
+           [x["payload"].get("path") for x in seeds])
+    env.destroy(sid)
+    out = os.path.join(env.root, "seed-out")
+    at = max(x["seq"] for x in seeds) if seeds else 0
+    p = env.run("workspace", "--sandbox", sid, "--at", str(at), "--out", out,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    got = snapshot(out) if os.path.isdir(out) else {}
+    tap.ok(p.returncode == 0 and got == want, "the starting workspace rebuilt from the store",
+           {"want": sorted(want), "got": sorted(got), "stderr": p.stderr.decode(errors="replace")[-300:]})
+
+
+def max_file(env: CapEnv) -> None:
+    """--capture-max-file: the limit is the sandbox's own."""
+    sid = env.create_captured("--capture-max-file", "10K")
+    env.sh(sid, "head -c 5000 /dev/urandom > small.bin; head -c 20000 /dev/urandom > large.bin")
+    rows = env.wait_rows(sid, lambda r: {"small.bin", "large.bin"} <= {x["payload"].get("path") for x in r
+                                                                       if x["kind"] == "file_diff"}, 120)
+    last = {x["payload"]["path"]: x["payload"].get("content", {}) for x in rows if x["kind"] == "file_diff"}
+    tap.ok(last.get("small.bin", {}).get("stored") is True and last.get("large.bin", {}).get("over_limit") is True
+           and last["large.bin"].get("size") == 20000, "--capture-max-file 10K: 5 KB stored, 20 KB by hash and size",
+           last)
+    p = env.run("create", "--learner", "x", "--capture-max-file", "0")
+    tap.ok(p.returncode == 2, "--capture-max-file 0 is a usage error", p.stderr)
+    env.destroy(sid)
+
+
+def ingest_killed(env: CapEnv) -> None:
+    """The ingest SIGKILLed mid-session and restarted: every content still
+    arrives (the spool replays what was not acked; the store keeps each
+    once by its key), and the workspace is rebuilt whole."""
+    import signal
+    sid = env.create_captured()
+    env.sh(sid, "for i in $(seq 1 40); do head -c $((i * 997)) /dev/urandom > k$i.bin; done")
+    env.ingest.kill(signal.SIGKILL)
+    env.sh(sid, "for i in $(seq 41 80); do head -c $((i * 997)) /dev/urandom > k$i.bin; done; rm k3.bin")
+    env.ingest.start()
+    ws = env.workspace(sid)
+    want = snapshot(ws)
+    seq = settle(env, sid, want)
+    tap.ok(seq >= 0, "after the ingest's restart the store catches up with the workspace", "")
+    env.destroy(sid)
+    out = os.path.join(env.root, "killed-out")
+    p = env.run("workspace", "--sandbox", sid, "--at", str(seq), "--out", out,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    tap.ok(p.returncode == 0 and snapshot(out) == want, "the workspace rebuilt whole after the ingest's crash",
+           p.stderr.decode(errors="replace"))
+
+
+def main() -> None:
+    env = CapEnv()
+    try:
+        run(env)
+        seeded(env)
+        max_file(env)
+        ingest_killed(env)
+    finally:
+        env.cleanup()
+    tap.done()
+
+
+def replayed(rows: list[dict]) -> dict:
+    """path -> sha256 (or link target hash) as the store's file_diffs say, in seq order."""
+    st: dict = {}
+    for x in rows:
+        if x["kind"] != "file_diff":
+            continue
+        p = x["payload"]
+        ch = p.get("change")
+        if ch == "deleted":
+            st.pop(p.get("path"), None)
+            continue
+        if ch == "renamed":
+            st.pop(p.get("old_path"), None)
+        st[p.get("path")] = (p.get("content") or {}).get("sha256")
+    return st
+
+
+def host_hashes(snap: dict) -> dict:
+    return {k: hashlib.sha256(v[1].encode()).hexdigest() if v[0] == "link" else v[1] for k, v in snap.items()}
+
+
+def settle(env: CapEnv, sid: str, snap: dict) -> int:
+    """The seq at which the store's file_diffs have caught up with the host's
+    view of the workspace (the watcher settles in its own time)."""
+    want = host_hashes(snap)
+    rows = env.wait_rows(sid, lambda r: replayed(r) == want, 120)
+    return max(x["seq"] for x in rows) if replayed(rows) == want else -1
+
+
+def run(env: CapEnv) -> None:
+    sid = env.create_captured()
+    ws = env.workspace(sid)
+    points = []  # (label, host snapshot, seq)
+    ck = {}
+    steps = STEPS[:9] + ["ROLLBACK p7"] + STEPS[9:] + [
+        "mkdir -p many && for i in $(seq 1 900); do printf \"m$i\" > many/m$i.txt; done"]
+    for i, step in enumerate(steps):
+        if step.startswith("ROLLBACK"):
+            p = env.run("rollback", sid, "--to", ck[step.split()[1]], "--yes")
+        else:
+            p = env.sh(sid, step)
+        tap.ok(p.returncode == 0, f"step {i}: {step[:40]}", p.stderr)
+        label = f"p{i}"
+        c = env.run("checkpoint", sid, "--label", label, "--json")
+        tap.ok(c.returncode == 0, f"checkpoint {label}", c.stderr)
+        if c.returncode == 0:
+            ck[label] = json.loads(c.stdout)["id"]
+        snap = snapshot(ws)
+        seq = settle(env, sid, snap)
+        tap.ok(seq >= 0, f"{label}: the store caught up with the workspace", "")
+        points.append((label, snap, seq))
+    rows = env.rows(sid)
+    diffs = [x["payload"] for x in rows if x["kind"] == "file_diff"]
+    tap.ok(len(diffs) > 0, "file_diff events in the store", "")
+    tap.ok(all("content" in d for d in diffs if d.get("change") != "deleted"),
+           "every file_diff but a deletion says its content", [d for d in diffs if "content" not in d][:3])
+    # (the watcher may see big.bin part-written first: that state is stored as it was)
+    big = [d for d in diffs if d.get("path") == "big.bin" and d.get("content", {}).get("size", 0) > LIMIT]
+    tap.ok(big and big[0]["content"].get("over_limit") is True and big[0]["content"]["stored"] is False,
+           "a file over the limit: hash and size only, the payload says so", big[:1])
+    link = [d for d in diffs if d.get("path") == "link.txt" and d.get("change") != "deleted"]
+    tap.ok(link and link[0]["content"]["type"] == "link", "a symlink is recorded as a link", link[:1])
+    # a terminal session: its recording streams to the ingest and outlives the sandbox
+    import subprocess
+    sb = os.environ.get("SANDGLASS_BIN", "sandglass")
+    subprocess.run(["script", "-qec", f"{sb} exec -t {sid} -- /bin/sh -c 'echo hello-cast; sleep 1; echo bye-cast'",
+                    "/dev/null"], env=env.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, timeout=120)
+    casts = sorted(os.listdir(env.sbdir(sid, "casts"))) if os.path.isdir(env.sbdir(sid, "casts")) else []
+    local = open(env.sbdir(sid, "casts/" + casts[-1]), "rb").read() if casts else b""
+    tap.ok(b"hello-cast" in local and b"bye-cast" in local, "the terminal session is recorded on the host", casts)
+    # the recording's last part goes with the next event: a checkpoint brings one
+    env.run("checkpoint", sid, "--label", "after-cast")
+    env.wait_rows(sid, lambda r: any(x["payload"].get("label") == "after-cast" for x in r
+                                     if x["kind"] == "checkpoint"), 120)
+    env.destroy(sid)
+    p = env.run("cast", sid, "--ingest", env.ingest.http_base, "--secret", env.secret)
+    tap.ok(p.returncode == 0 and p.stdout == local and local != b"",
+           "sandglass cast reads the recording from the ingest after destroy, byte for byte",
+           p.stderr.decode(errors="replace") + f" got {len(p.stdout)} want {len(local)}")
+    # deduplicated: each distinct content stored once
+    n, distinct = env._query("SELECT count(*), count(DISTINCT sha256) FROM sg_contents", ())[0]
+    tap.ok(n == distinct and n > 0, "contents stored once each", (n, distinct))
+    stored = env._query("SELECT coalesce(sum(length(data)), 0) FROM sg_content_parts", ())[0][0]
+    sizes = env._query("SELECT coalesce(sum(size), 0) FROM sg_contents", ())[0][0]
+    tap.ok(stored == sizes, "the parts hold exactly the contents' bytes", (stored, sizes))
+    out = tempfile.mkdtemp(prefix="sgt-ws-", dir=env.root)
+    for label, snap, seq in points:
+        d = os.path.join(out, label)
+        p = env.run("workspace", "--sandbox", sid, "--at", str(seq), "--out", d,
+                    "--ingest", env.ingest.http_base, "--secret", env.secret)
+        got = snapshot(d) if os.path.isdir(d) else {}
+        want = dict(snap)
+        over = {k: v for k, v in want.items() if v[0] == "file" and v[2] > LIMIT}
+        for k in over:
+            del want[k]
+        said = p.stderr.decode(errors="replace")
+        tap.ok(got == want and all(f"{k} (over the size limit) size {v[2]} sha256 {v[1]}" in said
+                                   for k, v in over.items()),
+               f"workspace at {label} (seq {seq}) equals the checkpoint's tree",
+               {"missing": sorted(set(want) - set(got))[:5], "extra": sorted(set(got) - set(want))[:5],
+                "differ": [k for k in want if k in got and got[k] != want[k]][:5], "stderr": said[-500:]})
+    tar_matches(env, sid, points[-1][2], os.path.join(out, points[-1][0]))
+
+
+if __name__ == "__main__":
+    main()
