@@ -33,19 +33,19 @@ static char *cast_token(const char *token, const char *secret, sg_err *err)
     return sg_token_make_read(key, NULL, NULL, NULL, CAST_TOKEN_TTL_S, err);
 }
 
-/* The exec number of a session "N.cast", or -1. */
+/* The exec number of a session "N" (its exec's number), or -1. */
 static long session_num(const char *s)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    return end != s && strcmp(end, ".cast") == 0 ? v : -1;
+    return end != s && *end == '\0' && v >= 0 ? v : -1;
 }
 
 static int cast_print(const sg_cli_target *t, const char *tok, const char *sandbox, long want)
 {
     sg_err err = {0};
     char path[512];
-    snprintf(path, sizeof path, "/v1/cast?sandbox=%s&session=%ld.cast", sandbox, want);
+    snprintf(path, sizeof path, "/v1/cast?sandbox=%s&session=%ld", sandbox, want);
     int status = 0;
     const char *body = NULL;
     size_t blen = 0;

@@ -43,6 +43,7 @@ struct ingest_sessions {
     size_t *slots;           /* hash -> index + 1, 0: empty */
     size_t nslots;
     int64_t tail;            /* every row up to this id is counted */
+    int64_t purges;          /* the store's purge count when the summaries were read */
 };
 
 static uint64_t key_hash(const char *const k[3])
@@ -215,9 +216,15 @@ static size_t first_above(const ingest_sessions *c, int64_t cursor)
 
 json_t *ingest_sessions_list(sg_ingest *ing, const sg_store_query *q, int64_t before, sg_err *err)
 {
+    int64_t purges;
+    if (sg_store_purges(ing->store, &purges, err) < 0)
+        return NULL;
+    if (ing->sessions && ing->sessions->purges != purges)
+        ingest_sessions_free(ing); /* rows are gone: read the store whole again */
     if (!ing->sessions && !(ing->sessions = calloc(1, sizeof *ing->sessions)))
         return NULL;
     ingest_sessions *c = ing->sessions;
+    c->purges = purges;
     if (sum_catch_up(ing, c, err) < 0)
         return NULL;
     const char *const f[3] = {q->learner, q->task, q->sandbox};

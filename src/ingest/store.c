@@ -179,6 +179,11 @@ int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err)
     return s->ops->revoked(s, token_id, yes, err);
 }
 
+int sg_store_purges(sg_store *s, int64_t *n, sg_err *err)
+{
+    return s->ops->purges(s, n, err);
+}
+
 int sg_store_listen(sg_store *s, sg_err *err)
 {
     if (!s->ops->listen)

@@ -36,9 +36,9 @@
  * version), and in PostgreSQL sg_streams (each stream's watermark). Version
  * 1 is the release before: SQLite's table was "events" and neither had
  * sg_schema. Version 3 adds the contents and recordings (store_contents.h),
- * version 4 the revoked tokens. Opening a store migrates an older one at once, in one
+ * version 4 the revoked tokens, version 5 the purges' count. Opening a store migrates an older one at once, in one
  * transaction; a newer one is refused with the versions named. */
-#define SG_STORE_SCHEMA_VERSION 4
+#define SG_STORE_SCHEMA_VERSION 5
 
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
 
@@ -102,6 +102,7 @@ typedef struct sg_store_ops {
     int (*last_id)(sg_store *s, int64_t *id, sg_err *err);
     int (*revoke)(sg_store *s, const char *token_id, sg_err *err);
     int (*revoked)(sg_store *s, const char *token_id, bool *yes, sg_err *err);
+    int (*purges)(sg_store *s, int64_t *n, sg_err *err);
     int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
     int (*notified)(sg_store *s);
     void (*close)(sg_store *s);
@@ -205,6 +206,11 @@ int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err);
  * commits; sg_store_revoked answers whether one is recorded. */
 int sg_store_revoke(sg_store *s, const char *token_id, sg_err *err);
 int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err);
+/* How many purges the store has seen (version 5, table sg_purges; each
+ * purge, store_export.h, adds one in its transaction): a reader that keeps
+ * what it read (the ingest's session summaries) reads it again when it
+ * changes, so nothing purged stays readable. */
+int sg_store_purges(sg_store *s, int64_t *n, sg_err *err);
 /* Commit notices from every node writing the store (PostgreSQL: LISTEN;
  * each commit NOTIFYs): the fd to poll for reading, or -1 with err;
  * ENOTSUP when the backend has no other writer to hear (SQLite). Use a

@@ -55,6 +55,7 @@ static const purge_step purge_steps[] = {
     {"DELETE FROM sg_content_parts" ORPHANS, true, false},
     {"DELETE FROM sg_contents" ORPHANS, true, false},
     {"DROP TABLE sg_purge_sha", true, false},
+    {"UPDATE sg_purges SET n = n + 1", false, false}, /* store.h: sg_store_purges */
 };
 
 /* A step's SQL for one backend: SQLite reads $N as ?N and has no casts. */

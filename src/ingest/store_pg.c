@@ -91,6 +91,8 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     " PRIMARY KEY (learner, task, sandbox, session, off));",
     /* 3 -> 4: revoked tokens, by id (store.h) */
     "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id text PRIMARY KEY, revoked timestamptz NOT NULL DEFAULT now());",
+    /* 4 -> 5: the purges' count (store.h: sg_store_purges) */
+    "CREATE TABLE sg_purges (n bigint NOT NULL); INSERT INTO sg_purges VALUES (0);",
 };
 
 /* Per connection: the batch lands here first (COPY), then moves to
@@ -715,15 +717,24 @@ static json_t *pg_sandboxes(sg_store *base, sg_err *err)
     return arr;
 }
 
-static int pg_last_id(sg_store *base, int64_t *id, sg_err *err)
+/* A query's one integer (what: for messages). */
+static int pg_scalar(sg_store *base, const char *sql, const char *what, int64_t *v, sg_err *err)
 {
-    pg_store *s = (pg_store *)base;
-    pg_autoclear PGresult *r =
-        query(s, "SELECT coalesce(max(id), 0) FROM sg_events", 0, NULL, "last id", err);
+    pg_autoclear PGresult *r = query((pg_store *)base, sql, 0, NULL, what, err);
     if (!r)
         return -1;
-    *id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     return 0;
+}
+
+static int pg_last_id(sg_store *base, int64_t *id, sg_err *err)
+{
+    return pg_scalar(base, "SELECT coalesce(max(id), 0) FROM sg_events", "last id", id, err);
+}
+
+static int pg_purges(sg_store *base, int64_t *n, sg_err *err)
+{
+    return pg_scalar(base, "SELECT n FROM sg_purges", "purges", n, err);
 }
 
 static int pg_revoke(sg_store *base, const char *token_id, sg_err *err)
@@ -790,6 +801,7 @@ static const sg_store_ops pg_ops = {
     .last_id = pg_last_id,
     .revoke = pg_revoke,
     .revoked = pg_revoked,
+    .purges = pg_purges,
     .listen = pg_listen,
     .notified = pg_notified,
     .close = pg_close,

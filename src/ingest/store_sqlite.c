@@ -55,6 +55,8 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     " PRIMARY KEY (learner, task, sandbox, session, off)) WITHOUT ROWID;",
     /* 3 -> 4: revoked tokens, by id (store.h) */
     "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id TEXT PRIMARY KEY, revoked TEXT NOT NULL);",
+    /* 4 -> 5: the purges' count (store.h: sg_store_purges) */
+    "CREATE TABLE sg_purges (n INTEGER NOT NULL); INSERT INTO sg_purges VALUES (0);",
 };
 
 static int db_fail(sqlite_store *s, sg_err *err, const char *what)
@@ -427,19 +429,28 @@ static json_t *sqlite_sandboxes(sg_store *base, sg_err *err)
     return arr;
 }
 
-static int sqlite_last_id(sg_store *base, int64_t *id, sg_err *err)
+/* A query's one integer (what: for messages). */
+static int sqlite_scalar(sg_store *base, const char *sql, const char *what, int64_t *v, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM sg_events", -1, &st, NULL) !=
-            SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
-        return db_fail(s, err, "last id");
+        return db_fail(s, err, what);
     }
-    *id = sqlite3_column_int64(st, 0);
+    *v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return 0;
+}
+
+static int sqlite_last_id(sg_store *base, int64_t *id, sg_err *err)
+{
+    return sqlite_scalar(base, "SELECT coalesce(max(id), 0) FROM sg_events", "last id", id, err);
+}
+
+static int sqlite_purges(sg_store *base, int64_t *n, sg_err *err)
+{
+    return sqlite_scalar(base, "SELECT n FROM sg_purges", "purges", n, err);
 }
 
 /* One statement on one token id: a row (*yes) or none. */
@@ -493,6 +504,7 @@ static const sg_store_ops sqlite_ops = {
     .last_id = sqlite_last_id,
     .revoke = sqlite_revoke,
     .revoked = sqlite_revoked,
+    .purges = sqlite_purges,
     .close = sqlite_close,
 };
 

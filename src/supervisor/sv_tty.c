@@ -297,8 +297,11 @@ static struct sv_shell *shell_new(sv_exec *ex, const sg_exec_req *req)
     if (dir && path && (mkdir(dir, 0700) == 0 || errno == EEXIST)) {
         if (sg_cast_open(&sh->cast, path, req->winsz.cols, req->winsz.rows, term, line, sg_now_mono_ns(), &err) < 0)
             sg_log(SG_LOG_WARN, "exec %u: no recording: %s", ex->num, err.msg);
-        else /* streamed to the ingest too (capture/contents.h) */
-            sh->cast.stream = sg_contents_cast_new(sg_capture_spool(ex->s->cap), path, strrchr(path, '/') + 1);
+        else { /* streamed to the ingest too (capture/contents.h), named by its exec's number */
+            char session[16];
+            snprintf(session, sizeof session, "%u", ex->num);
+            sh->cast.stream = sg_contents_cast_new(sg_capture_spool(ex->s->cap), path, session);
+        }
     }
     return sh;
 }

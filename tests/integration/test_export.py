@@ -323,6 +323,9 @@ def purge_check(where, ing, state, store_url, rows_of, sql, query):
         sql(f"INSERT INTO sg_casts VALUES ('{l}', 't1', '{sb}', '1', 0, {cast_sql})")
     asciicast_check(where, ing, state)
     before = rows_of()
+    code, body = ing.http("/v1/sessions")  # the ingest keeps a summary per session from here on
+    check(f"{where}: before the purge the session list names the learner",
+          code == 200 and "ann" in {x["learner"] for x in body["sessions"]}, body)
     p = sx(state, "purge", "--learner", "ann", "--store", store_url)
     after = rows_of()
     kept = [set(query(f"SELECT sha256 FROM {t}")) for t in ("sg_contents", "sg_content_parts")]
@@ -337,9 +340,11 @@ def purge_check(where, ing, state, store_url, rows_of, sql, query):
           after == [r for r in before if r[0] != "ann"] and after, after)
     code, body = ing.http("/v1/events?learner=ann")
     code2, body2 = ing.http("/v1/sandboxes")
+    code3, body3 = ing.http("/v1/sessions")
     check(f"{where}: purge: nothing of the learner readable through the ingest",
-          code == 200 and body["events"] == [] and "ann" not in {s["learner"] for s in body2["sandboxes"]},
-          (body, body2))
+          code == 200 and body["events"] == [] and "ann" not in {s["learner"] for s in body2["sandboxes"]} and
+          code3 == 200 and "ann" not in {x["learner"] for x in body3["sessions"]} and body3["sessions"],
+          (body, body2, body3))
     p = sx(state, "purge", "--older-than-days", "1", "--store", store_url)
     check(f"{where}: retention: sessions newer than the age kept", p.returncode == 0 and rows_of() == after,
           p.stdout + p.stderr)

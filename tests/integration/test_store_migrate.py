@@ -34,7 +34,7 @@ ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests", "fixtures", "store_v1")
 SANDGLASS = os.environ.get("SANDGLASS_BIN", "sandglass")
-VERSION = 4  # SG_STORE_SCHEMA_VERSION
+VERSION = 5  # SG_STORE_SCHEMA_VERSION
 
 
 def fixture_rows(name):
@@ -103,8 +103,9 @@ def sqlite_half(tmp):
     names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     ver = con.execute("SELECT version FROM sg_schema").fetchall() if "sg_schema" in names else None
     con.close()
-    check(f"SQLite: migrated at open: sg_events, sg_schema (version {VERSION}) and sg_revoked_tokens, no table 'events'",
-          {"sg_events", "sg_schema", "sg_revoked_tokens"} <= names and "events" not in names and ver == [(VERSION,)], (names, ver))
+    check(f"SQLite: migrated at open: sg_events, sg_schema (version {VERSION}), sg_contents, sg_revoked_tokens"
+          " and sg_purges, no table 'events'",
+          {"sg_events", "sg_schema", "sg_contents", "sg_casts", "sg_revoked_tokens", "sg_purges"} <= names and "events" not in names and ver == [(VERSION,)], (names, ver))
     survives("SQLite", ing, state, want)
     takes_more("SQLite", ing, state, want)
     ing.stop()
