@@ -9,7 +9,7 @@
  * /v1/ingest handshake): one primary-key read, as fresh as the store, so a
  * revocation made through one node holds on all at once, with no cache to
  * go stale or notice to miss. A store that cannot answer fails the request
- * (503), it never lets a token through unchecked. An open /v1/stream is
+ * (500, as any store error), it never lets a token through unchecked. An open /v1/stream is
  * checked again at each ping (ingest_sse.c) and closed once revoked.
  *
  * Every read is logged (info) with its token's id and scope: who read
@@ -29,7 +29,7 @@ int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *st
     sg_err err;
     if (sg_store_revoked(ing->store, cl->id, &yes, &err) < 0) {
         snprintf(msg, sizeof msg, "cannot check the token's revocation: %s", err.msg);
-        *status = HTTP_STATUS_SERVICE_UNAVAILABLE;
+        *status = HTTP_STATUS_INTERNAL_SERVER_ERROR; /* as every store error: its server named */
         *why = msg;
         return 1;
     }
@@ -71,7 +71,7 @@ int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     if (why)
         return sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, ingest_error_json(why));
     if (sg_store_revoke(ing->store, cl.revoke, &err) < 0)
-        return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE, ingest_error_json(err.msg));
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     sg_log(SG_LOG_INFO, "token %s revoked (revoke token %s)", cl.revoke, cl.id);
     return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:b, s:s}", "ok", 1, "revoked", cl.revoke));
 }
