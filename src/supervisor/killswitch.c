@@ -55,6 +55,7 @@ struct killswitch {
     int ctl_fd, wake_fd, cg_fd; /* cg_fd: the sandbox's v2 cgroup with cgroup.kill; -1: none */
     char *quota_path;           /* the sandbox's CPU quota (sg_cgroup_cpu_quota_path), or NULL */
     bool killed;                /* a request's kill is done, its connection queued (atomic) */
+    pthread_mutex_t kill_mu;    /* held while the thread's abort kills (ks_kill_barrier) */
     pthread_mutex_t mu;         /* guards what follows */
     bool stop;
     ks_deadline dl[KS_DEADLINES];
@@ -341,6 +342,7 @@ static void answer_abort(killswitch *k, int fd)
         close(fd);
         return;
     }
+    pthread_mutex_lock(&k->kill_mu);
     __atomic_store_n(&k->killed, true, __ATOMIC_RELEASE);
     ks_tally t = {.k = k};
     each_leaf(k->cg_fd, tally_before, &t);
@@ -353,6 +355,7 @@ static void answer_abort(killswitch *k, int fd)
     uv_async_send(&k->async); /* the loop records it, before init's reports of the deaths */
     wait_empty(k, &t, st.init_pid);
     quota_restore(k, quota);
+    pthread_mutex_unlock(&k->kill_mu);
     send_result(fd, abort_record(k, &st, killed, &t, (double)(sg_now_mono_ns() - t0) / 1e6));
     close(fd);
 }
@@ -568,6 +571,14 @@ static void on_async(uv_async_t *a)
     take_queue(k);
 }
 
+void ks_kill_barrier(killswitch *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->kill_mu);
+    pthread_mutex_unlock(&k->kill_mu);
+}
+
 bool ks_take_killed(killswitch *k)
 {
     if (!k || !__atomic_exchange_n(&k->killed, false, __ATOMIC_ACQUIRE))
@@ -615,10 +626,12 @@ killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char
     }
     k->async.data = k;
     pthread_mutex_init(&k->mu, NULL);
+    pthread_mutex_init(&k->kill_mu, NULL);
     int r = pthread_create(&k->th, NULL, ks_main, k);
     if (r != 0) {
         sg_err_set(err, r, "cannot start the kill switch's thread: %s", strerror(r));
         pthread_mutex_destroy(&k->mu);
+        pthread_mutex_destroy(&k->kill_mu);
         sg_close_reset(&k->wake_fd);
         sg_close_reset(&k->cg_fd);
         uv_close((uv_handle_t *)&k->async, on_async_closed); /* frees k */
@@ -715,5 +728,6 @@ void ks_stop(killswitch *k)
     sg_close_reset(&k->wake_fd);
     sg_close_reset(&k->cg_fd);
     pthread_mutex_destroy(&k->mu);
+    pthread_mutex_destroy(&k->kill_mu);
     uv_close((uv_handle_t *)&k->async, on_async_closed);
 }

@@ -81,6 +81,10 @@ void ks_disarm(killswitch *k, const char *leaf);
  * destroy is handled before the deaths it caused (init's reports: an
  * exec killed by an abort ends as killed by it). False: nothing to do. */
 bool ks_take_killed(killswitch *k);
+/* Returns once an abort the thread is killing for is done (its leaves
+ * empty): the loop's record of it then sees what the kill left, so its
+ * proof holds and the killed execs' results are read before it. */
+void ks_kill_barrier(killswitch *k);
 /* Stops and joins the thread, closes what it holds (not ctl_fd). NULL: no-op. */
 void ks_stop(killswitch *k);
 

@@ -218,6 +218,7 @@ void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
 static void on_ks_abort(void *ud, const char *reason)
 {
     sv_sup *s = ud;
+    ks_kill_barrier(s->ks); /* the thread's kill done: not raced by the loop's */
     json_decref(sv_killswitch_abort(s, "operator", reason));
 }
 

@@ -172,6 +172,12 @@ def _():
         tap.eq(len(aborts), 1, "the abort is recorded once")
         tap.ok(aborts and "held loop" in rows[aborts[0]]["payload"].get("reason", ""), "with its reason",
                json.dumps(rows[aborts[0]]["payload"]) if aborts else "")
+        killed = [i for i, r in enumerate(rows)
+                  if r["kind"] == "run_result" and "sleep 1001" in r["payload"].get("cmd", "")]
+        tap.ok(killed and aborts and killed[0] < aborts[0] and rows[killed[0]]["payload"].get("killed_by"),
+               "the exec it killed has its result, killed by the abort, before the abort's record",
+               json.dumps([(r["kind"], r["payload"].get("cmd")) for r in rows
+                           if r["kind"] in ("run_result", "session_abort")]))
         tap.eq(cenv.run("resume", sid).returncode, 0, "resume clears it")
         tap.eq(cenv.run("exec", sid, "--", "true").returncode, 0, "and execs run again")
         cenv.destroy(sid)
