@@ -10,6 +10,7 @@ line. TAP output."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import sys
@@ -44,6 +45,23 @@ def tree(root: str) -> dict:
 
 def fork(env: CapEnv, *args: str):
     return env.run("fork", *args, "--ingest", env.ingest.ws, "--secret", env.secret, timeout=120)
+
+
+def ambiguous(env: CapEnv) -> None:
+    """Two streams in the store whose ids share a prefix (loaded by import,
+    the operator's way into a store): the prefix names neither."""
+    rows = [{"learner": "t", "task": "T", "sandbox": f"abcd0000000{i}", "seq": 0, "kind": "sandbox",
+             "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
+             "payload": {"state": "created"}} for i in (1, 2)]
+    f = os.path.join(env.root, "two.jsonl")
+    with open(f, "w") as out:
+        out.writelines(json.dumps(r) + "\n" for r in rows)
+    p = env.run("import", f, "--store", "sqlite:" + env.db)
+    ok(p.returncode == 0, "two streams with ids sharing a prefix imported", p.stderr)
+    p = fork(env, "--sandbox", "abcd", "--at", "0")
+    err = p.stderr.decode()
+    ok(p.returncode == 1 and "names more than one sandbox" in err and err.count("\n") == 1,
+       "bad input: an ambiguous prefix", err)
 
 
 def main() -> None:
@@ -108,6 +126,7 @@ def run(env: CapEnv) -> None:
         p = fork(env, *args)
         err = p.stderr.decode()
         ok(p.returncode == 1 and what in err and err.count("\n") == 1, f"bad input: {what}", err)
+    ambiguous(env)
     p = env.run("fork", "--sandbox", sid)
     ok(p.returncode == 2, "--at missing is a usage error", p.stderr)
     left = [n for n in os.listdir(env.state) if n.startswith("fork.")]
