@@ -142,17 +142,38 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
     }
 }
 
-/* parents of rel under dir, made as needed */
+/* parents of rel under dir, made as needed; each must be a directory, not
+ * a link written before it (a stored "d -> /etc" then "d/x" would
+ * otherwise write through the link, outside dir) */
 static int ws_mkparents(int dirfd, const char *rel)
 {
     sg_autofree char *p = strdup(rel);
     for (char *s = p ? strchr(p, '/') : NULL; s; s = strchr(s + 1, '/')) {
         *s = '\0';
+        struct stat st;
         if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
             return -1;
+        if (fstatat(dirfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+            return errno = ENOTDIR, -1;
         *s = '/';
     }
     return p ? 0 : -1;
+}
+
+/* A path the store names stays inside the tree: relative, no empty, "."
+ * or ".." component (the ingest stores what a stream sent). */
+static bool ws_safe_path(const char *rel)
+{
+    if (!rel[0] || rel[0] == '/')
+        return false;
+    for (const char *c = rel; c;) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        c = end ? end + 1 : NULL;
+    }
+    return true;
 }
 
 static char *ws_unhex(const char *key)
@@ -254,6 +275,10 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
     sg_autofree char *rel = ws_unhex(key);
     const char *type = json_string_value(json_object_get(c, "type"));
     const char *sha = json_string_value(json_object_get(c, "sha256"));
+    if (rel && !ws_safe_path(rel)) {
+        sg_print_vis(2, "sandglass workspace: ", "not written: %s is not a path inside the workspace", rel);
+        return 1;
+    }
     if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {

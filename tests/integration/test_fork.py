@@ -64,6 +64,27 @@ def ambiguous(env: CapEnv) -> None:
        "bad input: an ambiguous prefix", err)
 
 
+def outside(env: CapEnv) -> None:
+    """A stream that names a path outside the workspace (what an outside
+    capture agent could send): the rebuild writes nothing for it."""
+    row = {"learner": "t", "task": "T", "sandbox": "e0110000000a", "seq": 0, "kind": "file_diff",
+           "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
+           "payload": {"path": "a/../../escape.txt", "change": "created",
+                       "content": {"type": "file", "sha256": "0" * 64, "size": 1, "mode": 420, "stored": True}}}
+    f = os.path.join(env.root, "outside.jsonl")
+    with open(f, "w") as out:
+        out.write(json.dumps(row) + "\n")
+    p = env.run("import", f, "--store", "sqlite:" + env.db)
+    ok(p.returncode == 0, "a stream naming a path outside its workspace imported", p.stderr)
+    d = os.path.join(env.root, "outside", "ws")
+    os.makedirs(os.path.dirname(d))
+    p = env.run("workspace", "--sandbox", "e0110000000a", "--at", "0", "--out", d,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    err = p.stderr.decode()
+    ok(p.returncode == 3 and "is not a path inside the workspace" in err and os.listdir(d) == []
+       and os.listdir(os.path.dirname(d)) == ["ws"], "the path is named on stderr and nothing written for it", err)
+
+
 def main() -> None:
     env = CapEnv()
     try:
@@ -127,6 +148,7 @@ def run(env: CapEnv) -> None:
         err = p.stderr.decode()
         ok(p.returncode == 1 and what in err and err.count("\n") == 1, f"bad input: {what}", err)
     ambiguous(env)
+    outside(env)
     p = env.run("fork", "--sandbox", sid)
     ok(p.returncode == 2, "--at missing is a usage error", p.stderr)
     left = [n for n in os.listdir(env.state) if n.startswith("fork.")]
