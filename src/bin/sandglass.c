@@ -45,6 +45,7 @@ static const struct {
     {"token", "print an ingest token for an outside capture agent"},
     {"events", "read captured events from an ingest"},
     {"workspace", "rebuild a workspace at an event from the ingest's store"},
+    {"fork", "a new sandbox from another's workspace at an event"},
     {"sessions", "list the sessions an ingest holds, with their state"},
     {"flush", "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", "serve the learner's terminal in a browser (this host's sandboxes)"},

@@ -20,6 +20,7 @@ static const struct {
     {"events", sg_cmd_events, "read captured events from an ingest"},
     {"cast", sg_cmd_cast_store, "a terminal session's recording from the ingest's store"},
     {"workspace", sg_cmd_workspace, "rebuild a workspace at an event from the ingest's store"},
+    {"fork", sg_cmd_fork, "a new sandbox from another's workspace at an event"},
     {"sessions", sg_cmd_sessions, "list the sessions an ingest holds, with their state"},
     {"flush", sg_cmd_flush, "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", sg_cmd_serve, "serve the learner's terminal in a browser (this host's sandboxes)"},

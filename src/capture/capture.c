@@ -641,6 +641,9 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         "limits", "memory", (json_int_t)m->memory, "pids", (json_int_t)m->pids,
         "cpus", m->cpus, "timeout_s", m->timeout_s);
     json_object_set_new(sb, "budgets_per_min", budget_limits_json(c));
+    json_t *from = m->forked_from && !resumed ? json_loads(m->forked_from, 0, NULL) : NULL;
+    if (from) /* sandglass fork: the moment its workspace was rebuilt from */
+        json_object_set_new(sb, "forked_from", from);
     if (rep.torn || rep.quarantined)
         json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I}",
             "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,

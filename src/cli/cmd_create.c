@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "base/bounds.h"
@@ -237,6 +238,7 @@ typedef struct create_opts {
     const char *learner, *task, *ws, *rootfs;
     const char *ingest, *secret;
     const char *capture_ignore; /* checked; copied into the meta at its save */
+    const char *seed_dir, *forked_from; /* sandglass fork's (sg_cmd_create_from) */
     bool json, spare, disk_given, overcommit;
     long online; /* CPUs online: --cpus is at most this */
     char ingest_host[256];
@@ -483,7 +485,7 @@ static int create_check_paths(create_opts *o)
  * when claimed, else CREATE_GO. m's strings are borrowed, and put back. */
 static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
 {
-    if (o->ws || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
+    if (o->ws || o->seed_dir || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
         return CREATE_GO;
     m->learner = (char *)o->learner;
     m->task = (char *)o->task;
@@ -528,6 +530,17 @@ static int create_state_dir(sg_sandbox_meta *m, char **dir)
     }
 }
 
+/* A sandbox whose workspace and uid were made undone (its state
+ * directory dir removed, m cleared), with create's message. */
+static int create_undo(sg_sandbox_meta *m, const char *dir, const char *msg)
+{
+    sg_disk_remove_workspace(m);
+    sg_state_uid_release(m->uid, m->id);
+    sg_rm_rf(dir, NULL);
+    sg_sandbox_meta_clear(m);
+    return sg_cli_fail("create", msg);
+}
+
 /* Fills m (workspace, ingest) and saves it in dir; undoes it all on
  * failure. */
 static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char *dir)
@@ -537,6 +550,7 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     m->task = o->task ? strdup(o->task) : NULL;
     m->capture_ignore = o->capture_ignore ? strdup(o->capture_ignore) : NULL;
     m->rootfs = o->rootfs ? strdup(o->rootreal) : NULL;
+    m->forked_from = o->forked_from ? strdup(o->forked_from) : NULL;
     if (o->ws) {
         m->workspace = strdup(o->wsreal);
         if (workspace_user(m, &err) < 0) {
@@ -561,13 +575,87 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
         }
     }
     sg_now_iso8601(m->created, sizeof m->created);
-    if (sg_sandbox_meta_save(m, &err) < 0) {
-        sg_disk_remove_workspace(m);
-        sg_state_uid_release(m->uid, m->id);
-        sg_rm_rf(dir, NULL);
-        sg_sandbox_meta_clear(m);
-        return sg_cli_fail("create", err.msg);
+    if (sg_sandbox_meta_save(m, &err) < 0)
+        return create_undo(m, dir, err.msg);
+    return CREATE_GO;
+}
+
+static int seed_copy(int src, int dst, const sg_sandbox_meta *m, int depth, sg_err *err);
+
+/* One entry of a seed directory copied, the sandbox user's (seed_copy). */
+static int seed_entry(int src, int dst, const char *name, const sg_sandbox_meta *m, int depth, sg_err *err)
+{
+    struct stat st;
+    if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return sg_err_sys(err, "seed: stat %s", name);
+    if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX];
+        ssize_t n = readlinkat(src, name, target, sizeof target - 1);
+        if (n < 0)
+            return sg_err_sys(err, "seed: readlink %s", name);
+        target[n] = '\0';
+        if (symlinkat(target, dst, name) < 0 || fchownat(dst, name, m->uid, m->gid, AT_SYMLINK_NOFOLLOW) < 0)
+            return sg_err_sys(err, "seed: symlink %s", name);
+        return 0;
     }
+    if (S_ISDIR(st.st_mode)) {
+        if (mkdirat(dst, name, 0700) < 0)
+            return sg_err_sys(err, "seed: mkdir %s", name);
+        sg_autoclose int s2 = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        sg_autoclose int d2 = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (s2 < 0 || d2 < 0 || fchown(d2, m->uid, m->gid) < 0 || fchmod(d2, st.st_mode & 07777) < 0)
+            return sg_err_sys(err, "seed: directory %s", name);
+        return seed_copy(s2, d2, m, depth + 1, err);
+    }
+    if (!S_ISREG(st.st_mode))
+        return 0; /* the rebuild writes files and links only */
+    sg_autoclose int in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    sg_autoclose int out = openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (in < 0 || out < 0)
+        return sg_err_sys(err, "seed: open %s", name);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (sg_write_all(out, buf, (size_t)n) < 0)
+            return sg_err_sys(err, "seed: write %s", name);
+    if (n < 0 || fchown(out, m->uid, m->gid) < 0 || fchmod(out, st.st_mode & 07777) < 0)
+        return sg_err_sys(err, "seed: copy %s", name);
+    return 0;
+}
+
+/* The tree at src copied into dst (directory fds), every entry the
+ * sandbox user's: sandglass fork's rebuilt workspace into the sandbox's own. */
+static int seed_copy(int src, int dst, const sg_sandbox_meta *m, int depth, sg_err *err)
+{
+    if (depth > 512)
+        return sg_err_set(err, ELOOP, "seed: directories nested too deep");
+    int fd = dup(src);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return sg_err_sys(err, "seed: opendir");
+    }
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            rc = seed_entry(src, dst, e->d_name, m, depth, err);
+    closedir(d);
+    return rc;
+}
+
+/* o->seed_dir copied into the workspace create made; undoes the sandbox
+ * on failure, as create_save_meta does. */
+static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir)
+{
+    sg_err err = {0};
+    sg_autoclose int src = open(o->seed_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    sg_autoclose int dst = open(m->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (src < 0 || dst < 0)
+        sg_err_sys(&err, "seed: open %s", src < 0 ? o->seed_dir : m->workspace);
+    if (src < 0 || dst < 0 || seed_copy(src, dst, m, 0, &err) < 0)
+        return create_undo(m, dir, err.msg);
     return CREATE_GO;
 }
 
@@ -603,6 +691,11 @@ static int create_start(const create_opts *o, sg_sandbox_meta *m)
 
 int sg_cmd_create(int argc, char **argv)
 {
+    return sg_cmd_create_from(argc, argv, NULL, NULL);
+}
+
+int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *forked_from)
+{
     sg_sandbox_meta m = {0};
     m.memory = SG_DEFAULT_MEMORY;
     m.pids = SG_DEFAULT_PIDS;
@@ -613,7 +706,7 @@ int sg_cmd_create(int argc, char **argv)
     m.max_bytes_per_min = SG_BUDGET_BYTES_DEFAULT;
     m.max_checkpoints_per_min = SG_BUDGET_CHECKPOINTS_DEFAULT;
     m.max_file_events = SG_FILE_EVENTS_DEFAULT;
-    create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN)};
+    create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN), .seed_dir = seed_dir, .forked_from = forked_from};
     if (o.online < 1)
         o.online = 1;
     m.cpus = SG_DEFAULT_CPUS < (double)o.online ? SG_DEFAULT_CPUS : (double)o.online;
@@ -642,6 +735,8 @@ int sg_cmd_create(int argc, char **argv)
     rc = create_state_dir(&m, &dir);
     if (rc == CREATE_GO)
         rc = create_save_meta(&o, &m, dir);
+    if (rc == CREATE_GO && o.seed_dir)
+        rc = create_seed(&o, &m, dir);
     if (rc == CREATE_GO)
         rc = create_start(&o, &m);
     if (rc != CREATE_GO)

@@ -20,16 +20,14 @@
 #include "cli/cmds.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
+#include "cli/workspace.h"
 #include "state/state.h"
 #include "wire/token.h"
 
 #define WS_PAGE 1000
 #define WS_TOKEN_TTL_S 600
 
-typedef struct ws_opts {
-    const char *ingest, *sandbox, *out, *token, *secret;
-    long long at;
-} ws_opts;
+typedef sg_ws_opts ws_opts;
 
 static void ws_usage(FILE *f)
 {
@@ -81,7 +79,7 @@ static void ws_apply(json_t *state, json_t *p)
     json_object_set(state, path, content ? content : json_null());
 }
 
-static char *ws_token(const ws_opts *o, sg_err *err)
+char *sg_ws_token(const sg_ws_opts *o, sg_err *err)
 {
     if (o->token)
         return strdup(o->token);
@@ -144,17 +142,38 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
     }
 }
 
-/* parents of rel under dir, made as needed */
+/* parents of rel under dir, made as needed; each must be a directory, not
+ * a link written before it (a stored "d -> /etc" then "d/x" would
+ * otherwise write through the link, outside dir) */
 static int ws_mkparents(int dirfd, const char *rel)
 {
     sg_autofree char *p = strdup(rel);
     for (char *s = p ? strchr(p, '/') : NULL; s; s = strchr(s + 1, '/')) {
         *s = '\0';
+        struct stat st;
         if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
             return -1;
+        if (fstatat(dirfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+            return errno = ENOTDIR, -1;
         *s = '/';
     }
     return p ? 0 : -1;
+}
+
+/* A path the store names stays inside the tree: relative, no empty, "."
+ * or ".." component (the ingest stores what a stream sent). */
+static bool ws_safe_path(const char *rel)
+{
+    if (!rel[0] || rel[0] == '/')
+        return false;
+    for (const char *c = rel; c;) {
+        const char *end = strchr(c, '/');
+        size_t n = end ? (size_t)(end - c) : strlen(c);
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return false;
+        c = end ? end + 1 : NULL;
+    }
+    return true;
 }
 
 static char *ws_unhex(const char *key)
@@ -256,6 +275,10 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
     sg_autofree char *rel = ws_unhex(key);
     const char *type = json_string_value(json_object_get(c, "type"));
     const char *sha = json_string_value(json_object_get(c, "sha256"));
+    if (rel && !ws_safe_path(rel)) {
+        sg_print_vis(2, "sandglass workspace: ", "not written: %s is not a path inside the workspace", rel);
+        return 1;
+    }
     if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
@@ -358,6 +381,37 @@ static int ws_parse(int argc, char **argv, ws_opts *o)
     return -1;
 }
 
+/* Replays the events up to o->at and writes each path: in path order, so
+ * the same store gives the same tar stream. */
+int sg_ws_rebuild(const sg_ws_opts *o, const sg_cli_target *t, const char *tok, int dirfd, sg_err *err)
+{
+    sg_autojson json_t *state = json_object();
+    long long last;
+    if (!state)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    if (ws_replay(o, t, tok, state, &last, err) < 0)
+        return -1;
+    size_t n = json_object_size(state), k = 0;
+    sg_autofree const char **keys = calloc(n + 1, sizeof *keys);
+    const char *key;
+    json_t *c;
+    if (!keys)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    json_object_foreach(state, key, c)
+        keys[k++] = key;
+    qsort(keys, n, sizeof *keys, cmp_str);
+    int missing = 0;
+    for (k = 0; k < n;) {
+        size_t end = k;
+        int r = ws_batch(t, tok, dirfd, state, keys, n, &end, err);
+        if (r < 0)
+            return -1;
+        missing += r;
+        k = end;
+    }
+    return missing;
+}
+
 int sg_cmd_workspace(int argc, char **argv)
 {
     ws_opts o;
@@ -368,37 +422,16 @@ int sg_cmd_workspace(int argc, char **argv)
     sg_cli_target t;
     if (sg_cli_target_parse(o.ingest, &t, &err) < 0)
         return sg_cli_usage("workspace", "%s", err.msg);
-    sg_autofree char *tok = ws_token(&o, &err);
+    sg_autofree char *tok = sg_ws_token(&o, &err);
     if (!tok)
-        return sg_cli_failf("workspace", "%s", err.msg);
-    sg_autojson json_t *state = json_object();
-    long long last;
-    if (ws_replay(&o, &t, tok, state, &last, &err) < 0)
         return sg_cli_failf("workspace", "%s", err.msg);
     bool tar = strcmp(o.out, "-") == 0;
     if (!tar && mkdir(o.out, 0755) < 0)
         return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));
     sg_autoclose int dirfd = tar ? -1 : open(o.out, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    /* In path order: the same store gives the same tar stream. */
-    size_t n = json_object_size(state), k = 0;
-    sg_autofree const char **keys = calloc(n + 1, sizeof *keys);
-    const char *key;
-    json_t *c;
-    json_object_foreach(state, key, c)
-        if (keys)
-            keys[k++] = key;
-    if (!keys)
-        return sg_cli_fail("workspace", "out of memory");
-    qsort(keys, n, sizeof *keys, cmp_str);
-    int missing = 0;
-    for (k = 0; k < n;) {
-        size_t end = k;
-        int r = ws_batch(&t, tok, dirfd, state, keys, n, &end, &err);
-        if (r < 0)
-            return sg_cli_failf("workspace", "%s", err.msg);
-        missing += r;
-        k = end;
-    }
+    int missing = sg_ws_rebuild(&o, &t, tok, dirfd, &err);
+    if (missing < 0)
+        return sg_cli_failf("workspace", "%s", err.msg);
     if (tar && tar_block(NULL, 0) == 0) {
         static const char end[1024];
         if (sg_write_all(1, end, sizeof end) < 0)

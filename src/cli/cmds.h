@@ -5,6 +5,9 @@
 
 /* thin CLI (sandglass) */
 int sg_cmd_create(int argc, char **argv);
+/* create whose own workspace starts as a copy of seed_dir, its `sandbox`
+ * event saying forked_from (JSON text): sandglass fork's (NULL, NULL: create). */
+int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *forked_from);
 int sg_cmd_exec(int argc, char **argv);
 /* exec under another name in its messages (shell) */
 int sg_cmd_exec_as(const char *name, int argc, char **argv);
@@ -37,6 +40,7 @@ int sg_cmd_token(int argc, char **argv);
 int sg_cmd_token_revoke(int argc, char **argv);
 int sg_cmd_events(int argc, char **argv);
 int sg_cmd_workspace(int argc, char **argv);
+int sg_cmd_fork(int argc, char **argv);
 int sg_cmd_cast_store(int argc, char **argv);
 int sg_cmd_sessions(int argc, char **argv);
 int sg_cmd_flush(int argc, char **argv);

@@ -87,6 +87,7 @@ void sg_sandbox_meta_clear(sg_sandbox_meta *m)
     free(m->ingest_url);
     free(m->secret_file);
     free(m->capture_ignore);
+    free(m->forked_from);
     memset(m, 0, sizeof *m);
 }
 
@@ -119,6 +120,11 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         "ingest", m->ingest_url, "secret_file", m->secret_file);
     if (j && m->idmap_workspace)
         json_object_set_new(j, "idmap_workspace", json_true());
+    json_t *from = m->forked_from ? json_loads(m->forked_from, 0, NULL) : NULL;
+    if (j && from)
+        json_object_set_new(j, "forked_from", from);
+    else
+        json_decref(from);
     return j;
 }
 
@@ -205,6 +211,8 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->max_checkpoints_per_min = budget_of(caps, "max_checkpoints_per_min", SG_BUDGET_CHECKPOINTS_DEFAULT);
     m->max_file_events = budget_of(caps, "max_file_events", SG_FILE_EVENTS_DEFAULT);
     m->capture_ignore = dup_opt(caps, "capture_ignore");
+    json_t *from = json_object_get(j, "forked_from");
+    m->forked_from = json_is_object(from) ? json_dumps(from, JSON_COMPACT) : NULL;
     m->capture_max_file = (uint64_t)json_integer_value(json_object_get(caps, "capture_max_file"));
     const char *cp = json_string_value(json_object_get(caps, "checkpoints"));
     m->manual_checkpoints = cp && strcmp(cp, "manual") == 0;

@@ -75,6 +75,9 @@ typedef struct sg_sandbox_meta {
     bool manual_checkpoints; /* --checkpoints manual: only at create and on request */
     /* the capture's ignore list (capture/ignore.h); NULL: the default */
     char *capture_ignore;
+    /* sandglass fork: {learner, task, sandbox, seq} of the moment it was
+     * made from, as JSON text, put in its `sandbox` created event; NULL: none */
+    char *forked_from;
     uint64_t max_file_events; /* file_diff events an exec; past it, `bulk` events */
     uid_t uid;         /* the sandbox user */
     gid_t gid;

@@ -1,0 +1,190 @@
+/* sandglass fork: a new live sandbox on this host whose workspace is
+ * another sandbox's code state just after event SEQ, read from the
+ * ingest's store alone (the original may be gone, or on another host).
+ * The state is rebuilt as `sandglass workspace` does (workspace.h) into a
+ * private directory under the state directory, create copies it into the
+ * new sandbox's own workspace (sg_cmd_create_from) and the directory is
+ * removed. Processes are not carried. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/ingest_http.h"
+#include "cli/report.h"
+#include "cli/workspace.h"
+#include "state/state.h"
+
+typedef struct fork_opts {
+    sg_ws_opts ws;
+    const char *learner, *task;
+    bool json, ingest_given;
+    char id[SG_ID_LEN + 1];
+} fork_opts;
+
+static void fork_usage(FILE *f)
+{
+    fprintf(f, "usage: sandglass fork --sandbox ID --at SEQ [--learner L] [--task T] [--json]\n"
+               "                     [--ingest URL] [--token T | --secret FILE]\n\n"
+               "Creates a new live sandbox on this host whose workspace is sandbox ID's just\n"
+               "after event SEQ, rebuilt from the ingest's store (processes are not carried),\n"
+               "and prints its id. Its `sandbox` event says where it came from (forked_from).\n"
+               "Files the store does not hold are named on stderr (exit status 3).\n");
+}
+
+static int fork_parse(int argc, char **argv, fork_opts *o)
+{
+    static const struct option opts[] = {
+        {"sandbox", required_argument, NULL, 's'}, {"at", required_argument, NULL, 'a'},
+        {"learner", required_argument, NULL, 'l'}, {"task", required_argument, NULL, 'T'},
+        {"ingest", required_argument, NULL, 'i'}, {"token", required_argument, NULL, 't'},
+        {"secret", required_argument, NULL, 'S'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'}, {0},
+    };
+    *o = (fork_opts){.ws = {.ingest = sg_state_default_ingest(), .at = -1}};
+    int ch;
+    char *end = NULL;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's': o->ws.sandbox = optarg; break;
+        case 'a': o->ws.at = strtoll(optarg, &end, 10); o->ws.at = *end || end == optarg ? -1 : o->ws.at; break;
+        case 'l': o->learner = optarg; break;
+        case 'T': o->task = optarg; break;
+        case 'i': o->ws.ingest = optarg; o->ingest_given = true; break;
+        case 't': o->ws.token = optarg; break;
+        case 'S': o->ws.secret = optarg; break;
+        case 'j': o->json = true; break;
+        case 'h': fork_usage(stdout); return 0;
+        default: return sg_cli_bad_option("fork", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return sg_cli_usage("fork", "unexpected argument '%s'", argv[optind]);
+    if (!o->ws.sandbox || o->ws.at < 0)
+        return sg_cli_usage("fork", "--sandbox ID and --at SEQ (>= 0) are required");
+    if (!sg_valid_name(o->ws.sandbox) || strlen(o->ws.sandbox) > SG_ID_LEN)
+        return sg_cli_fail("fork", "no such sandbox in the store");
+    if (strlen(o->ws.sandbox) < SG_ID_MIN_PREFIX)
+        return sg_cli_failf("fork", "'%s' is too short for a sandbox id: give its first %d characters at least",
+                            o->ws.sandbox, SG_ID_MIN_PREFIX);
+    return -1;
+}
+
+/* The store's stream of o->ws.sandbox (an id or a unique prefix): its
+ * full id into o->id, its learner and task (borrowed from *rows), SEQ
+ * checked against its end. -1 with err. */
+static int fork_resolve(fork_opts *o, const sg_cli_target *t, const char *tok, json_t **rows,
+                        const char **learner, const char **task, sg_err *err)
+{
+    int status = 0;
+    *rows = sg_cli_http_get_json(t, "/v1/sandboxes", tok, &status, err);
+    if (!*rows || status != 200)
+        return *rows ? sg_err_set(err, EIO, "sandboxes: HTTP %d: %s", status,
+                                  json_string_value(json_object_get(*rows, "error")) ?: "") : -1;
+    json_t *row, *found = NULL;
+    size_t i, n = strlen(o->ws.sandbox);
+    json_array_foreach(json_object_get(*rows, "sandboxes"), i, row) {
+        const char *sb = json_string_value(json_object_get(row, "sandbox")) ?: "";
+        if (strncmp(sb, o->ws.sandbox, n) != 0)
+            continue;
+        if (found && strcmp(sb, json_string_value(json_object_get(found, "sandbox"))) != 0)
+            return sg_err_set(err, EINVAL, "'%s' names more than one sandbox in the store: give more of its id",
+                              o->ws.sandbox);
+        found = row;
+    }
+    if (!found)
+        return sg_err_set(err, ENOENT, "no sandbox '%s' in the store", o->ws.sandbox);
+    long long last = json_integer_value(json_object_get(found, "last_seq"));
+    snprintf(o->id, sizeof o->id, "%s", json_string_value(json_object_get(found, "sandbox")));
+    if (o->ws.at > last)
+        return sg_err_set(err, ERANGE, "--at %lld is past the end of sandbox %s's events (its last is %lld)",
+                          o->ws.at, o->id, last);
+    *learner = json_string_value(json_object_get(found, "learner"));
+    *task = json_string_value(json_object_get(found, "task"));
+    o->ws.sandbox = o->id;
+    return 0;
+}
+
+/* The state at SEQ written into a new 0700 directory under the state
+ * directory (*dir), the modes as stored (umask 0 meanwhile). The paths not
+ * written, or -1 with err. */
+static int fork_rebuild(const fork_opts *o, const sg_cli_target *t, const char *tok, char **dir, sg_err *err)
+{
+    if (!sg_state_dir(err))
+        return -1;
+    *dir = sg_state_path("fork.XXXXXX");
+    if (!*dir || !mkdtemp(*dir)) {
+        free(*dir);
+        *dir = NULL;
+        return sg_err_sys(err, "a directory for the rebuilt workspace");
+    }
+    sg_autoclose int dirfd = open(*dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return sg_err_sys(err, "open %s", *dir);
+    mode_t old = umask(0);
+    int missing = sg_ws_rebuild(&o->ws, t, tok, dirfd, err);
+    umask(old);
+    return missing;
+}
+
+int sg_cmd_fork(int argc, char **argv)
+{
+    fork_opts o;
+    int rc = fork_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    sg_err err = {0};
+    sg_cli_target t;
+    if (sg_cli_target_parse(o.ws.ingest, &t, &err) < 0)
+        return sg_cli_usage("fork", "%s", err.msg);
+    sg_autofree char *tok = sg_ws_token(&o.ws, &err);
+    if (!tok)
+        return sg_cli_failf("fork", "%s", err.msg);
+    sg_autojson json_t *rows = NULL;
+    const char *learner = NULL, *task = NULL;
+    if (fork_resolve(&o, &t, tok, &rows, &learner, &task, &err) < 0)
+        return sg_cli_failf("fork", "%s", err.msg);
+    sg_autojson json_t *from = json_pack("{s:s?, s:s?, s:s, s:I}", "learner", learner, "task", task,
+                                         "sandbox", o.id, "seq", (json_int_t)o.ws.at);
+    sg_autofree char *from_text = from ? json_dumps(from, JSON_COMPACT) : NULL;
+    sg_autofree char *dir = NULL;
+    int missing = from_text ? fork_rebuild(&o, &t, tok, &dir, &err) : sg_err_set(&err, ENOMEM, "out of memory");
+    if (missing >= 0) {
+        const char *cargv[16] = {"create", "--learner", o.learner ? o.learner : learner ? learner : ""};
+        int n = 3;
+        if (o.task || task) {
+            cargv[n++] = "--task";
+            cargv[n++] = o.task ? o.task : task;
+        }
+        char wsurl[1024]; /* create streams over WebSocket: the same host and port */
+        if (o.ingest_given) {
+            bool http = strncmp(o.ws.ingest, "http://", 7) == 0;
+            snprintf(wsurl, sizeof wsurl, "%s%s", http ? "ws://" : "", o.ws.ingest + (http ? 7 : 0));
+            cargv[n++] = "--ingest";
+            cargv[n++] = wsurl;
+        }
+        if (o.ws.secret) {
+            cargv[n++] = "--secret";
+            cargv[n++] = o.ws.secret;
+        }
+        if (o.json)
+            cargv[n++] = "--json";
+        optind = 0; /* create parses its own argv from the start (glibc: a full reset) */
+        rc = sg_cmd_create_from(n, (char **)cargv, dir, from_text);
+    }
+    if (dir)
+        sg_rm_rf(dir, NULL);
+    if (missing < 0)
+        return sg_cli_failf("fork", "%s", err.msg);
+    return rc == 0 && missing ? 3 : rc;
+}

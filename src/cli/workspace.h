@@ -1,0 +1,23 @@
+/* A workspace rebuilt from the ingest's store at an event (cmd_workspace.c),
+ * shared by `sandglass workspace` and `sandglass fork`. */
+#ifndef SG_CLI_WORKSPACE_H
+#define SG_CLI_WORKSPACE_H
+
+#include "base/err.h"
+#include "cli/ingest_http.h"
+
+typedef struct sg_ws_opts {
+    const char *ingest, *sandbox, *out, *token, *secret;
+    long long at;
+} sg_ws_opts;
+
+/* The read token: o->token, or a short-lived operator read token made from
+ * o->secret (default: the local ingest's). Caller frees; NULL with err. */
+char *sg_ws_token(const sg_ws_opts *o, sg_err *err);
+
+/* The workspace of o->sandbox just after event o->at written into dirfd
+ * (-1: as tar entries on stdout, without the end blocks). The paths not
+ * written (each said on stderr), or -1 with err. */
+int sg_ws_rebuild(const sg_ws_opts *o, const sg_cli_target *t, const char *tok, int dirfd, sg_err *err);
+
+#endif

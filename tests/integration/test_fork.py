@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Issue 24, fork any moment: `sandglass fork --sandbox ID --at SEQ` makes a
+new live sandbox whose workspace is the exact code state at SEQ, read from
+the store alone. A scripted session with a few file changes; a fork at an
+earlier seq: its /workspace equals `workspace --at` of that seq byte for
+byte (and modes), differs from the latest state, its `sandbox` event says
+where it came from, it runs an exec, and a fork works after the original
+is destroyed. Bad input (unknown sandbox, SEQ past the end) fails with one
+line. TAP output."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import tap  # noqa: E402
+from test_capture import CapEnv  # noqa: E402
+from test_contents import settle, snapshot  # noqa: E402
+
+
+def ok(cond, name: str, diag="") -> bool:
+    return tap.ok(bool(cond), name, diag if isinstance(diag, str) else repr(diag))
+
+
+def tree(root: str) -> dict:
+    """path -> (kind, bytes' sha256 or link target, mode bits)."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for n in files + dirs:
+            p = os.path.join(d, n)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode):
+                out[rel] = ("file", hashlib.sha256(open(p, "rb").read()).hexdigest(), oct(st.st_mode & 0o777))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+    return out
+
+
+def fork(env: CapEnv, *args: str):
+    return env.run("fork", *args, "--ingest", env.ingest.ws, "--secret", env.secret, timeout=120)
+
+
+def ambiguous(env: CapEnv) -> None:
+    """Two streams in the store whose ids share a prefix (loaded by import,
+    the operator's way into a store): the prefix names neither."""
+    rows = [{"learner": "t", "task": "T", "sandbox": f"abcd0000000{i}", "seq": 0, "kind": "sandbox",
+             "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
+             "payload": {"state": "created"}} for i in (1, 2)]
+    f = os.path.join(env.root, "two.jsonl")
+    with open(f, "w") as out:
+        out.writelines(json.dumps(r) + "\n" for r in rows)
+    p = env.run("import", f, "--store", "sqlite:" + env.db)
+    ok(p.returncode == 0, "two streams with ids sharing a prefix imported", p.stderr)
+    p = fork(env, "--sandbox", "abcd", "--at", "0")
+    err = p.stderr.decode()
+    ok(p.returncode == 1 and "names more than one sandbox" in err and err.count("\n") == 1,
+       "bad input: an ambiguous prefix", err)
+
+
+def outside(env: CapEnv) -> None:
+    """A stream that names a path outside the workspace (what an outside
+    capture agent could send): the rebuild writes nothing for it."""
+    row = {"learner": "t", "task": "T", "sandbox": "e0110000000a", "seq": 0, "kind": "file_diff",
+           "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
+           "payload": {"path": "a/../../escape.txt", "change": "created",
+                       "content": {"type": "file", "sha256": "0" * 64, "size": 1, "mode": 420, "stored": True}}}
+    f = os.path.join(env.root, "outside.jsonl")
+    with open(f, "w") as out:
+        out.write(json.dumps(row) + "\n")
+    p = env.run("import", f, "--store", "sqlite:" + env.db)
+    ok(p.returncode == 0, "a stream naming a path outside its workspace imported", p.stderr)
+    d = os.path.join(env.root, "outside", "ws")
+    os.makedirs(os.path.dirname(d))
+    p = env.run("workspace", "--sandbox", "e0110000000a", "--at", "0", "--out", d,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    err = p.stderr.decode()
+    ok(p.returncode == 3 and "is not a path inside the workspace" in err and os.listdir(d) == []
+       and os.listdir(os.path.dirname(d)) == ["ws"], "the path is named on stderr and nothing written for it", err)
+
+
+def main() -> None:
+    env = CapEnv()
+    try:
+        run(env)
+    finally:
+        env.cleanup()
+    tap.done()
+
+
+def run(env: CapEnv) -> None:
+    sid = env.create_captured()
+    ws = env.workspace(sid)
+    env.sh(sid, "printf 'one\\n' > a.txt && mkdir -p src/pkg && printf 'x = 1\\n' > src/pkg/m.py"
+                " && ln -s a.txt link && head -c 3000 /dev/urandom > b.bin && chmod 750 b.bin")
+    early = settle(env, sid, snapshot(ws))
+    ok(early >= 0, "the store caught up with the first state")
+    env.sh(sid, "printf 'two\\n' >> a.txt && rm src/pkg/m.py && printf 'new' > c.txt")
+    late = settle(env, sid, snapshot(ws))
+    ok(late > early, "the store caught up with the last state", f"{early} {late}")
+
+    out = os.path.join(env.root, "at-early")
+    p = env.run("workspace", "--sandbox", sid, "--at", str(early), "--out", out,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    ok(p.returncode == 0, "workspace --at the early seq", p.stderr)
+    want = tree(out)
+
+    p = fork(env, "--sandbox", sid[:6], "--at", str(early))
+    fid = p.stdout.decode().strip()
+    ok(p.returncode == 0 and fid and fid != sid, "fork --at the early seq (by an id prefix) prints a new id",
+           p.stderr)
+    got = tree(env.workspace(fid)) if p.returncode == 0 else {}
+    ok(got == want and want, "the fork's workspace equals workspace --at byte for byte, modes too",
+           {"want": want, "got": got})
+    ok(got != tree(ws), "and differs from the original's latest state")
+    e = env.sh(fid, "cat a.txt && cat src/pkg/m.py && id -u")
+    tap.eq(e.stdout.decode().splitlines()[:2], ["one", "x = 1"], "the fork runs an exec on its workspace")
+    rows = env.wait_rows(fid, lambda r: any(x["kind"] == "sandbox" for x in r), 120)
+    first = next((x for x in rows if x["kind"] == "sandbox"), {})
+    tap.eq(first.get("payload", {}).get("forked_from"),
+           {"learner": "t", "task": "T", "sandbox": sid, "seq": early},
+           "its first sandbox event says where it came from")
+    ok(rows and rows[0]["kind"] == "sandbox", "and it is the fork's first event", rows[:1])
+
+    env.destroy(sid)
+    p = fork(env, "--sandbox", sid, "--at", str(late), "--learner", "other", "--task", "T2")
+    fid2 = p.stdout.decode().strip()
+    ok(p.returncode == 0 and fid2, "a fork after the original was destroyed, with another learner and task",
+           p.stderr)
+    if p.returncode == 0:
+        e = env.sh(fid2, "cat a.txt c.txt; test ! -e src/pkg/m.py && echo gone")
+        tap.eq(e.stdout.decode(), "one\ntwo\nnewgone\n", "it holds the latest state")
+        rows = env.wait_rows(fid2, lambda r: any(x["kind"] == "sandbox" for x in r), 120)
+        first = next((x for x in rows if x["kind"] == "sandbox"), {})
+        tap.eq(first.get("payload", {}).get("forked_from", {}).get("seq"), late, "its origin's seq")
+        env.destroy(fid2)
+    env.destroy(fid)
+
+    for args, what in ((["--sandbox", "ffffffffffff", "--at", "1"], "no sandbox 'ffffffffffff' in the store"),
+                       (["--sandbox", sid, "--at", str(10 ** 9)], "past the end")):
+        p = fork(env, *args)
+        err = p.stderr.decode()
+        ok(p.returncode == 1 and what in err and err.count("\n") == 1, f"bad input: {what}", err)
+    ambiguous(env)
+    outside(env)
+    p = env.run("fork", "--sandbox", sid)
+    ok(p.returncode == 2, "--at missing is a usage error", p.stderr)
+    left = [n for n in os.listdir(env.state) if n.startswith("fork.")]
+    ok(not left, "no rebuilt directory is left behind", left)
+
+
+if __name__ == "__main__":
+    main()
