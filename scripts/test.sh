@@ -189,7 +189,7 @@ run_fuzz() {
     seeds="fuzz/corpus/${name#fuzz_}"
     [ -d "$seeds" ] && cp -n "$seeds"/* "build-fuzz/corpus-$name/" 2>/dev/null
     if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-       "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" -artifact_prefix="build-fuzz/$name-" \
+       "$f" -max_total_time="${SG_FUZZ_SECONDS:-15}" -timeout=30 -artifact_prefix="build-fuzz/$name-" \
             "build-fuzz/corpus-$name" >"build-fuzz/$name.log" 2>&1 &&
        ! grep -qE 'runtime error:|Sanitizer' "build-fuzz/$name.log"; then
       echo "OK $name ($(grep -o 'Done [0-9]* runs' "build-fuzz/$name.log"))"

@@ -40,6 +40,10 @@ struct sg_spool_cursor {
     bool gap_ok;           /* reader: nothing older is on disk, so the next
                               record may be above after + 1 */
     bool blob;             /* the record last handed out is a blob record */
+    int64_t done_seg;      /* the last segment read to its end (-1: none): a
+                              blob past its segment's last event leaves `after`
+                              below the segment's last seq, which would pick it
+                              again for ever */
 };
 
 /* The window's first byte (after the headroom). */
@@ -74,6 +78,7 @@ void sg_spool_cursor_seek(sg_spool_cursor *c, int64_t after_seq)
 {
     sg_close_reset(&c->fd);
     c->after = after_seq;
+    c->done_seg = -1;
     c->off = 0;
     c->win_len = 0;
     c->win_synced = -1;
@@ -175,7 +180,7 @@ int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_
         if (c->fd < 0) {
             /* records are in seq order across segments */
             for (size_t i = 0; i < sp->nsegs; i++) {
-                if (sp->segs[i].last > c->after) {
+                if (sp->segs[i].last > c->after && sp->segs[i].name > c->done_seg) {
                     s = &sp->segs[i];
                     break;
                 }
@@ -197,7 +202,8 @@ int sg_spool_cursor_next(sg_spool_cursor *c, int64_t max_seq, char **data, size_
         if (c->off + SG_SPOOL_HDR_SIZE > end) {
             if (is_active)
                 return 0;
-            sg_close_reset(&c->fd); /* every record in it is <= after */
+            c->done_seg = c->seg_name;
+            sg_close_reset(&c->fd); /* every record in it is <= after, or handed out */
             continue;
         }
         if (window(c, c->off, SG_SPOOL_HDR_SIZE, end, err) < 0)
