@@ -71,8 +71,12 @@ try:
     sid = env.create("--memory", str(LIMIT))
     rec = next(sb for sb in env.ls() if sb["id"] == sid)
     sup = rec["supervisor_pid"]
+    # synced: the files' pages are then clean, reclaimable when the hog
+    # below takes the learner to its limit (dirty ones wait for the loop
+    # device's bounded writeback: an OOM of the learner that is not the
+    # worker's doing)
     p = env.sh(sid, "mkdir -p /workspace/d && for i in $(seq 1 200); do head -c 65536 /dev/urandom "
-                    "> /workspace/d/f$i; done")
+                    "> /workspace/d/f$i; done && sync /workspace/d/*")
     tap.eq(p.returncode, 0, "the learner writes 200 files")
     kills0 = oom_kills(sid)
     tap.ok(kills0 >= 0, "the learner's cgroup counts its OOM kills", str(kills0))
