@@ -8,6 +8,7 @@ pkgs=(
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libjansson-dev
   libgit2-dev libseccomp-dev libsqlite3-dev libpq-dev libssl-dev libcap-dev
   libcmocka-dev valgrind
+  libexpat1-dev  # JUnit XML test reports (src/capture/junit.c)
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
   rsync musl-tools cmake

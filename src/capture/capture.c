@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
@@ -12,6 +13,7 @@
 #include "base/util.h"
 #include "capture/budget.h"
 #include "capture/contents.h"
+#include "capture/junit.h"
 #include "capture/procevents.h"
 #include "capture/testrule.h"
 #include "capture/testsummary.h"
@@ -77,6 +79,8 @@ struct sg_capture_exec {
     bool shell; /* a batch exec whose terminal's marks announced commands */
     int64_t command_id; /* a shell command's: its `command` event's seq; 0: none */
     json_t *tool;
+    char *junit;            /* a test's JUnit report, workspace-relative (junit.h); NULL: none */
+    int64_t start_coarse_ns; /* CLOCK_REALTIME_COARSE at the start, as file times are taken */
     tail out, err;
 };
 
@@ -699,6 +703,44 @@ static bool exec_quiet(sg_capture_exec *e, unsigned events)
     return true;
 }
 
+/* The JUnit report the test command asks for, if it is in the workspace
+ * (mounted at /workspace in the sandbox; cwd is the command's there). */
+static void junit_begin(sg_capture_exec *e, char *const *argv, const char *cwd)
+{
+    char arg[SG_JUNIT_PATH_MAX];
+    if (!e->c->contents || !sg_junit_report_arg(argv, arg))
+        return;
+    sg_autofree char *full = arg[0] == '/' ? strdup(arg) : sg_strdup_printf("%s/%s", cwd ? cwd : "/workspace", arg);
+    if (!full || strncmp(full, "/workspace/", 11) != 0 || !full[11])
+        return;
+    e->junit = strdup(full + 11);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    e->start_coarse_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The report's counts and names in place of the output's, when the runner
+ * wrote it during this exec (an older one says nothing of this run). */
+static void junit_end(const sg_capture_exec *e, sg_testsummary *s, json_t *r)
+{
+    size_t len = 0;
+    int64_t mtime = 0;
+    sg_capture *c = e->c;
+    const char *buf = sg_contents_read_file(c->contents, e->junit, SG_JUNIT_MAX_BYTES, &len, &mtime);
+    sg_watch_charge_read(c->watch, sg_contents_take_read(c->contents));
+    sg_autofree sg_testsummary *j = buf && mtime >= e->start_coarse_ns ? malloc(sizeof *j) : NULL;
+    if (!j || sg_junit_parse(buf, len, j) < 0)
+        return;
+    const char *runner = s->runner;
+    *s = *j;
+    s->runner = runner ? runner : j->runner;
+    size_t n = 0;
+    sg_autofree char *p = sg_utf8_sanitize(e->junit, strlen(e->junit), &n);
+    json_object_set_new(r, "source", json_string("junit"));
+    if (p)
+        json_object_set_new(r, "report", json_stringn(p, n));
+}
+
 sg_capture_exec *sg_capture_exec_begin(sg_capture *c, uint32_t exec_id, char *const *argv,
                                        const char *cwd, const json_t *tool)
 {
@@ -724,6 +766,8 @@ sg_capture_exec *sg_capture_exec_begin_ex(sg_capture *c, uint32_t exec_id, char 
     size_t cmdlen = 0;
     e->cmd = line ? sg_utf8_sanitize(line, strlen(line), &cmdlen) : NULL;
     e->is_test = !as_tool && sg_testrule_is_test_argv(argv);
+    if (e->is_test)
+        junit_begin(e, argv, cwd);
     e->batch = flush_before;
     for (sg_capture_exec *x = c->inflight; x && !flush_before; x = x->next)
         if (x->batch && x->id == exec_id)
@@ -818,8 +862,11 @@ static void add_test_counts(const sg_capture_exec *e, const json_t *result, json
     tail_copy(&e->out, both);
     both[e->out.len] = '\n';
     tail_copy(&e->err, both + e->out.len + 1);
-    if (sg_testsummary_parse(both, e->out.len + 1 + e->err.len, s) == 0)
-        sg_testsummary_to_json(s, result, r);
+    if (sg_testsummary_parse(both, e->out.len + 1 + e->err.len, s) < 0)
+        return;
+    if (e->junit && r)
+        junit_end(e, s, r);
+    sg_testsummary_to_json(s, result, r);
 }
 
 static void emit_stream(sg_capture_exec *e, const char *name, const tail *t)
@@ -866,6 +913,7 @@ void sg_capture_exec_end(sg_capture_exec *e, const json_t *result)
     /* The exec's events are on disk before its caller hears of it. */
     sg_capture_sync(c);
     free(e->cmd);
+    free(e->junit);
     json_decref(e->tool);
     free(e);
 }
@@ -973,6 +1021,7 @@ void sg_capture_free(sg_capture *c)
         sg_capture_exec *e = c->inflight;
         c->inflight = e->next;
         free(e->cmd);
+        free(e->junit);
         json_decref(e->tool);
         free(e);
     }

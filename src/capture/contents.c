@@ -187,6 +187,16 @@ static int read_entry(sg_contents *ct, const char *rel, struct stat *st, size_t 
     return 1;
 }
 
+const char *sg_contents_read_file(sg_contents *ct, const char *rel, size_t max, size_t *len,
+                                  int64_t *mtime_ns)
+{
+    struct stat st = {0};
+    if (!ct || !rel || read_entry(ct, rel, &st, len) != 1 || !S_ISREG(st.st_mode) || *len > max)
+        return NULL;
+    *mtime_ns = watch_ts_ns(&st.st_mtim);
+    return ct->buf;
+}
+
 void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payload)
 {
     const char *change = json_string_value(json_object_get(payload, "change"));

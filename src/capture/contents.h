@@ -44,6 +44,13 @@ void sg_contents_capture_bulk(sg_contents *ct, struct sg_spool *spool, json_t *p
 #define SG_CONTENTS_SEED_DEPTH 256
 typedef void (*sg_contents_emit_fn)(void *ud, json_t *payload);
 uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud);
+/* The regular file rel of the workspace (a test runner's report, junit.h),
+ * read as contents are (beneath, no link followed, O_NONBLOCK, charged to
+ * the reads sg_contents_take_read returns): its bytes, valid until ct's
+ * next read, or NULL (missing, not a regular file, over max or over the
+ * contents' limit). *mtime_ns: its modification time (CLOCK_REALTIME). */
+const char *sg_contents_read_file(sg_contents *ct, const char *rel, size_t max, size_t *len,
+                                  int64_t *mtime_ns);
 /* Bytes read from the workspace since the last call (for the watcher's
  * read budget: sg_watch_charge_read). */
 uint64_t sg_contents_take_read(sg_contents *ct);

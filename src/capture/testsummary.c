@@ -437,8 +437,7 @@ static void scan(tsp *t, const char *buf, size_t len)
     mocha_close(t);
 }
 
-/* A name cut to SG_TS_NAME_MAX bytes of valid UTF-8. */
-static void name_out(char *dst, const char *src)
+void sg_testsummary_name_copy(char *dst, const char *src)
 {
     size_t n = 0;
     char *clean = sg_utf8_sanitize(src, strlen(src), &n);
@@ -478,7 +477,7 @@ static void finish(const tsp *t, sg_testsummary *out)
     out->names_truncated = r->truncated;
     out->nnames = r->nnames;
     for (size_t i = 0; i < r->nnames; i++)
-        name_out(out->names[i], r->names[i]);
+        sg_testsummary_name_copy(out->names[i], r->names[i]);
 }
 
 int sg_testsummary_parse(const char *buf, size_t len, sg_testsummary *out)

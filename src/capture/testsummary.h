@@ -40,6 +40,10 @@ typedef struct sg_testsummary {
  * says nothing parsed). */
 int sg_testsummary_parse(const char *buf, size_t len, sg_testsummary *out);
 
+/* Copies a failing test's name into dst (SG_TS_NAME_MAX + 1 bytes): cut to
+ * SG_TS_NAME_MAX bytes of valid UTF-8, never inside a character. */
+void sg_testsummary_name_copy(char *dst, const char *src);
+
 /* passed, failed, no_tests or error, from the summary and the exec's
  * result (exit_code, timed_out, killed_by as in run_result). */
 const char *sg_testsummary_outcome(const sg_testsummary *s, const json_t *result);

@@ -121,6 +121,17 @@ def run_tests(env: CapEnv) -> None:
         tr = result(env, sid, "cd py/none && python3 -m pytest -p no:cacheprovider")
         tap.eq(counts(tr)[:4], ("pytest", True, "no_tests", 0), "pytest: no tests ran is not a pass")
         tap.eq(tr.get("exit_code"), 5, "pytest: exit 5 for no tests")
+        # The runner's JUnit XML report, when the command asks for one: its
+        # counts and names (classname.name), and where it was read.
+        tr = result(env, sid, "cd py && python3 -m pytest -p no:cacheprovider --junitxml=reports/r.xml test_calc.py")
+        tap.eq(counts(tr), ("pytest", True, "failed", 3, 2, 1, 0, 1), "pytest --junitxml: counts from the report")
+        tap.eq((tr.get("source"), tr.get("report")), ("junit", "py/reports/r.xml"),
+               "pytest --junitxml: the report was read")
+        tap.eq(tr.get("failing_tests"), ["test_calc.test_two"], "pytest --junitxml: the failing test's name")
+        # A report left from an earlier run says nothing of this one.
+        tr = result(env, sid, "cd py/none && python3 -m pytest -p no:cacheprovider --junit-xml ../reports/r.xml "
+                              "--collect-only -q nothing.py; touch -d 2000-01-01 ../reports/r.xml")
+        tap.eq(tr.get("source"), None, "pytest --junit-xml: a report older than the run is not read")
 
     @tap.case("unittest: failing, passing, no tests")
     def _():
