@@ -327,6 +327,27 @@ static void check_typed(const json_t *req)
         abort();
 }
 
+static bool json_same(const void *a, const void *b)
+{
+    return (!a && !b) || (a && b && json_equal((json_t *)a, (json_t *)b));
+}
+
+static bool ints_same(const long long *a, size_t na, const long long *b, size_t nb)
+{
+    return na == nb && (!na || memcmp(a, b, na * sizeof *a) == 0);
+}
+
+/* The kill's reports of an abort or a rollback: the same fields. */
+static bool kill_same(const sg_ctl_kill_report *a, const sg_ctl_kill_report *b)
+{
+    const sg_ctl_kill_proof *p = &a->proof, *q = &b->proof;
+    return ints_same(a->execs_killed, a->n_execs_killed, b->execs_killed, b->n_execs_killed) &&
+           a->processes_killed == b->processes_killed && p->processes_left == q->processes_left &&
+           p->cgroup_holds_only_init == q->cgroup_holds_only_init && p->init_pid == q->init_pid &&
+           ints_same(p->left_pids, p->n_left_pids, q->left_pids, q->n_left_pids) && p->kill_ms == q->kill_ms &&
+           str_same(p->checked_by, q->checked_by);
+}
+
 /* The replies: what a decoder took encodes and decodes to the same. */
 static void check_replies(const json_t *j)
 {
@@ -349,7 +370,9 @@ static void check_replies(const json_t *j)
     if (sg_ctl_decode_abort_reply(j, &a, &err) == 0) {
         json_t *e = sg_ctl_encode_abort_reply(&a);
         if (!e || sg_ctl_decode_abort_reply(e, &a2, &err) < 0 || a.aborted != a2.aborted ||
-            a.already != a2.already || !str_same(a.by, a2.by) || !str_same(a.reason, a2.reason))
+            a.already != a2.already || !str_same(a.by, a2.by) || !str_same(a.reason, a2.reason) ||
+            !json_same(a.caps, a2.caps) || !json_same(a.actor, a2.actor) || !str_same(a.checkpoint, a2.checkpoint) ||
+            a.killed != a2.killed || !kill_same(&a.kill, &a2.kill))
             abort();
         json_decref(e);
         sg_ctl_abort_reply_free(&a2);
@@ -359,8 +382,10 @@ static void check_replies(const json_t *j)
     if (sg_ctl_decode_rollback_reply(j, &b, &err) == 0) {
         json_t *e = sg_ctl_encode_rollback_reply(&b);
         if (!e || sg_ctl_decode_rollback_reply(e, &b2, &err) < 0 || b.restored != b2.restored ||
-            b.running_execs != b2.running_execs || !str_same(b.to, b2.to) || !b.changes != !b2.changes ||
-            (b.changes && !json_equal(b.changes, b2.changes)))
+            b.running_execs != b2.running_execs || !str_same(b.to, b2.to) || !json_same(b.changes, b2.changes) ||
+            b.changed != b2.changed || b.took_ms != b2.took_ms || b.not_restored != b2.not_restored ||
+            !str_same(b.safety_checkpoint, b2.safety_checkpoint) || !str_same(b.asked, b2.asked) ||
+            !json_same(b.actor, b2.actor) || b.killed != b2.killed || !kill_same(&b.kill, &b2.kill))
             abort();
         json_decref(e);
         sg_ctl_rollback_reply_free(&b2);
@@ -385,11 +410,6 @@ static bool entries_same(const sg_ctl_checkpoints_reply *a, const sg_ctl_checkpo
             a->v[i].time != b->v[i].time || a->v[i].files != b->v[i].files || a->v[i].bytes != b->v[i].bytes)
             return false;
     return true;
-}
-
-static bool json_same(const void *a, const void *b)
-{
-    return (!a && !b) || (a && b && json_equal((json_t *)a, (json_t *)b));
 }
 
 /* info, destroy and checkpoints: decode(encode(x)) == x as well. */

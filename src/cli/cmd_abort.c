@@ -16,39 +16,35 @@
 #include "state/state.h"
 
 /* The reason without the "by: " the supervisor puts before it. */
-static const char *bare_reason(json_t *res)
+static const char *bare_reason(const sg_ctl_abort_reply *a)
 {
-    const char *by = json_string_value(json_object_get(res, "by"));
-    const char *r = json_string_value(json_object_get(res, "reason"));
-    size_t n = by ? strlen(by) : 0;
-    if (r && n && strncmp(r, by, n) == 0 && r[n] == ':' && r[n + 1] == ' ')
+    size_t n = a->by ? strlen(a->by) : 0;
+    const char *r = a->reason;
+    if (r && n && strncmp(r, a->by, n) == 0 && r[n] == ':' && r[n + 1] == ' ')
         return r + n + 2;
     return r ? r : "";
 }
 
-/* The abort record in words: who, why, what was killed, the proof. */
-static void print_abort(const char *id, json_t *res)
+/* The abort record in words: who, why, what was killed, the proof; rb the
+ * rollback's answer after it, or NULL. */
+static void print_abort(const char *id, const sg_ctl_abort_reply *a, const sg_ctl_rollback_reply *rb)
 {
-    json_t *rb = json_object_get(res, "rollback");
     /* The reason is free text (a cap's, a signal's or an operator's). */
-    const char *r = bare_reason(res);
-    char vr[1024];
+    const char *r = bare_reason(a);
+    char vr[1024], vby[64];
     sg_vis(r, strlen(r), vr, sizeof vr);
-    if (json_is_true(json_object_get(res, "already"))) {
-        printf("%s was already aborted (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")), vr);
+    sg_vis(a->by ? a->by : "?", strlen(a->by ? a->by : "?"), vby, sizeof vby);
+    if (a->already) {
+        printf("%s was already aborted (by %s: %s)\n", id, vby, vr);
     } else {
-        json_t *proof = json_object_get(res, "proof");
-        printf("aborted %s (by %s: %s)\n", id, json_string_value(json_object_get(res, "by")), vr);
-        printf("  execs killed: %zu, processes killed: %lld\n",
-               json_array_size(json_object_get(res, "execs_killed")),
-               (long long)json_integer_value(json_object_get(res, "processes_killed")));
-        if (proof)
+        printf("aborted %s (by %s: %s)\n", id, vby, vr);
+        printf("  execs killed: %zu, processes killed: %lld\n", a->kill.n_execs_killed, a->kill.processes_killed);
+        if (a->killed)
             printf("  proof: the cgroup holds only init: %s (checked in %.1f ms)\n",
-                   json_is_true(json_object_get(proof, "cgroup_holds_only_init")) ? "yes" : "NO",
-                   json_number_value(json_object_get(proof, "kill_ms")));
+                   a->kill.proof.cgroup_holds_only_init ? "yes" : "NO", a->kill.proof.kill_ms);
     }
     if (rb)
-        printf("  rolled back to %.12s\n", json_string_value(json_object_get(rb, "to")) ? json_string_value(json_object_get(rb, "to")) : "?");
+        printf("  rolled back to %.12s\n", rb->to ? rb->to : "?");
 }
 
 static void abort_usage(FILE *f)
@@ -118,14 +114,18 @@ int sg_cmd_abort(int argc, char **argv)
         sg_cli_sayf("abort", "the checkpoint worker: %s", kerr.msg);
     sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
     sg_autojson json_t *res = sg_cli_request(id, &req, &err);
-    if (!res)
+    __attribute__((cleanup(sg_ctl_abort_reply_free))) sg_ctl_abort_reply ab = {0};
+    if (!res || sg_ctl_decode_abort_reply(res, &ab, &err) < 0)
         return sg_cli_fail("abort", err.msg);
+    __attribute__((cleanup(sg_ctl_rollback_reply_free))) sg_ctl_rollback_reply rb = {0};
     if (rollback) {
-        sg_ctl_req rb = {.op = SG_OP_ROLLBACK, .u.rollback.force = true};
-        json_t *r2 = sg_cli_request(id, &rb, &err);
+        sg_ctl_req rbq = {.op = SG_OP_ROLLBACK, .u.rollback.force = true};
+        json_t *r2 = sg_cli_request(id, &rbq, &err);
         if (!r2)
             return sg_cli_fail("abort", err.msg);
         json_object_set_new(res, "rollback", r2);
+        if (sg_ctl_decode_rollback_reply(r2, &rb, &err) < 0)
+            return sg_cli_fail("abort", err.msg);
     }
     if (destroy) {
         json_t *d = sg_cli_destroy(id, !json, &err);
@@ -134,7 +134,7 @@ int sg_cmd_abort(int argc, char **argv)
                 sg_autofree char *s = sg_json_dump(res);
                 printf("%s\n", s);
             } else {
-                print_abort(id, res);
+                print_abort(id, &ab, NULL);
             }
             return sg_cli_fail("abort", err.msg);
         }
@@ -144,7 +144,7 @@ int sg_cmd_abort(int argc, char **argv)
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
     } else {
-        print_abort(id, res);
+        print_abort(id, &ab, rollback ? &rb : NULL);
         if (destroy)
             printf("destroyed %s\n", id);
     }

@@ -235,27 +235,27 @@ int sg_cmd_rollback(int argc, char **argv)
         return rc;
     sg_err err = {0};
     /* With --yes no plan is needed first: the result lists what changed. */
-    sg_autojson json_t *plan = NULL;
+    __attribute__((cleanup(sg_ctl_rollback_reply_free))) sg_ctl_rollback_reply plan = {0};
     const char *target = to;
     if (!yes) {
         sg_ctl_req dry = {.op = SG_OP_ROLLBACK, .u.rollback = {.to = (char *)to, .dry_run = true}};
-        plan = sg_cli_request(id, &dry, &err);
-        if (!plan)
+        sg_autojson json_t *pj = sg_cli_request(id, &dry, &err);
+        if (!pj || sg_ctl_decode_rollback_reply(pj, &plan, &err) < 0)
             return sg_cli_fail("rollback", err.msg);
-        target = json_string_value(json_object_get(plan, "to"));
-        json_t *changes = json_object_get(plan, "changes");
-        if (json_array_size(changes) == 0 && json_integer_value(json_object_get(plan, "running_execs")) == 0) {
+        target = plan.to;
+        if (json_array_size(plan.changes) == 0 && plan.running_execs <= 0) {
             if (json) {
-                sg_autofree char *s = sg_json_dump(plan);
+                sg_autofree char *s = sg_json_dump(pj);
                 printf("%s\n", s);
             } else {
-                printf("%s is already as checkpoint %.12s: nothing to roll back\n", id, target);
+                printf("%s is already as checkpoint %.12s: nothing to roll back\n", id, target ? target : "?");
             }
             return 0;
         }
         if (!json) {
-            printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id, target, json_array_size(changes));
-            print_changes(changes);
+            printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id, target ? target : "?",
+                   json_array_size(plan.changes));
+            print_changes(plan.changes);
         }
         if (!isatty(0))
             return sg_cli_usage("rollback", "stdin is not a terminal: pass --yes to roll back without asking");
@@ -266,25 +266,21 @@ int sg_cmd_rollback(int argc, char **argv)
     }
     sg_ctl_req req = {.op = SG_OP_ROLLBACK, .u.rollback = {.to = (char *)target, .force = force}};
     sg_autojson json_t *res = sg_cli_request(id, &req, &err);
-    if (!res)
+    __attribute__((cleanup(sg_ctl_rollback_reply_free))) sg_ctl_rollback_reply rb = {0};
+    if (!res || sg_ctl_decode_rollback_reply(res, &rb, &err) < 0)
         return sg_cli_fail("rollback", err.msg);
+    const char *done = rb.to ? rb.to : "?";
     if (json) {
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
+    } else if (!rb.restored) {
+        printf("%s is already as checkpoint %.12s: nothing to roll back\n", id, done);
     } else {
-        json_t *changes = json_object_get(res, "changes");
-        if (!json_is_true(json_object_get(res, "restored"))) {
-            printf("%s is already as checkpoint %.12s: nothing to roll back\n", id,
-                   json_string_value(json_object_get(res, "to")));
-            return 0;
-        }
         if (yes) {
-            printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id,
-                   json_string_value(json_object_get(res, "to")), json_array_size(changes));
-            print_changes(changes);
+            printf("rollback of %s to checkpoint %.12s: %zu change(s)\n", id, done, json_array_size(rb.changes));
+            print_changes(rb.changes);
         }
-        printf("restored %s to %.12s (%zu change(s) undone)\n", id,
-               json_string_value(json_object_get(res, "to")), json_array_size(changes));
+        printf("restored %s to %.12s (%zu change(s) undone)\n", id, done, json_array_size(rb.changes));
     }
     return 0;
 }

@@ -333,14 +333,13 @@ static void abort_session(app *a, const char *reason)
     sg_err err = {0};
     sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
     sg_autojson json_t *res = sg_cli_request(a->id, &req, &err);
+    __attribute__((cleanup(sg_ctl_abort_reply_free))) sg_ctl_abort_reply ab = {0};
     char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 256];
-    if (!res) {
+    if (!res || sg_ctl_decode_abort_reply(res, &ab, &err) < 0)
         snprintf(msg, sizeof msg, "cannot abort sandbox %s: %s", a->id, err.msg);
-    } else {
-        json_t *k = json_object_get(res, "processes_killed"); /* the abort record's count */
-        snprintf(msg, sizeof msg, "aborted the session of sandbox %s (%s); %" JSON_INTEGER_FORMAT " processes killed",
-                 a->id, reason, json_is_integer(k) ? json_integer_value(k) : (json_int_t)0);
-    }
+    else
+        snprintf(msg, sizeof msg, "aborted the session of sandbox %s (%s); %lld processes killed", a->id, reason,
+                 ab.kill.processes_killed);
     app_log_msg(msg);
 }
 

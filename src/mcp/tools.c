@@ -362,9 +362,13 @@ static const char *plan_rollback(sg_mcp_call *c, const json_t *args, const char 
 
 static int shape_rollback(const sg_mcp_call *c, const json_t *res, sg_buf *t)
 {
-    json_t *changes = json_object_get(res, "changes");
-    bool restored = json_is_true(json_object_get(res, "restored"));
-    const char *to = json_string_value(json_object_get(res, "to"));
+    __attribute__((cleanup(sg_ctl_rollback_reply_free))) sg_ctl_rollback_reply rb = {0};
+    sg_err err = {0};
+    if (sg_ctl_decode_rollback_reply(res, &rb, &err) < 0)
+        return sg_buf_printf(t, "the supervisor's rollback answer: %s\n", err.msg);
+    json_t *changes = rb.changes;
+    bool restored = rb.restored;
+    const char *to = rb.to;
     if (!to)
         to = json_string_value(json_object_get(c->req, "to"));
     size_t nch = json_array_size(changes);

@@ -249,7 +249,8 @@ static double cgroup_cpu_s(int cg_fd)
     return p && sscanf(p + 11, "%llu", &us) == 1 ? (double)us / 1e6 : 0;
 }
 
-/* The abort record, as the loop's sv_killswitch_abort makes it (cmd_abort prints it). */
+/* The abort record, as the loop's sv_killswitch_abort makes it (wire/ctl.h's
+ * sg_ctl_abort_reply; cmd_abort prints it). */
 static json_t *abort_record(killswitch *k, const ks_state *st, size_t killed, const ks_tally *left,
                             double kill_ms)
 {
@@ -257,18 +258,22 @@ static json_t *abort_record(killswitch *k, const ks_state *st, size_t killed, co
                          .max_cpu_s = st->max_cpu_s, .max_calls = st->max_calls};
     sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - st->start_ns) / 1e9,
                        .cpu_s = cgroup_cpu_s(k->cg_fd), .execs = st->execs, .calls = st->calls};
-    json_t *execs = json_array(), *pids = json_array();
+    long long execs[KS_DEADLINES], pids[KS_LEFT_MAX];
+    size_t nexecs = 0;
     for (size_t i = 0; i < KS_DEADLINES; i++)
         if (k->snap[i].running)
-            json_array_append_new(execs, json_integer(k->snap[i].num));
+            execs[nexecs++] = k->snap[i].num;
     for (size_t i = 0; i < left->nlist; i++)
-        json_array_append_new(pids, json_integer(left->list[i]));
-    json_t *proof = json_pack("{s:I, s:b, s:I, s:o, s:f, s:s}", "processes_left", (json_int_t)left->n,
-                              "cgroup_holds_only_init", left->n == 0, "init_pid", (json_int_t)st->init_pid,
-                              "left_pids", pids, "kill_ms", kill_ms, "checked_by", "cgroup");
-    return json_pack("{s:b, s:b, s:s, s:s, s:o, s:o, s:I, s:o}", "aborted", 1, "already", 0, "by", "operator",
-                     "reason", k->abort_reason, "caps", sg_caps_json(&m, &u), "execs_killed", execs,
-                     "processes_killed", (json_int_t)killed, "proof", proof);
+        pids[i] = left->list[i];
+    sg_autojson json_t *caps = sg_caps_json(&m, &u);
+    sg_ctl_abort_reply r = {
+        .aborted = true, .by = "operator", .reason = k->abort_reason, .caps = caps, .killed = true,
+        .kill = {.execs_killed = execs, .n_execs_killed = nexecs, .processes_killed = (long long)killed,
+                 .proof = {.processes_left = (long long)left->n, .cgroup_holds_only_init = left->n == 0,
+                           .init_pid = st->init_pid, .left_pids = pids, .n_left_pids = left->nlist,
+                           .kill_ms = kill_ms, .checked_by = "cgroup"}},
+    };
+    return sg_ctl_encode_abort_reply(&r);
 }
 
 /* The sandbox's CPU quota lifted while an abort kills, as sg_cgroup_kill
@@ -337,8 +342,8 @@ static void answer_abort(killswitch *k, int fd)
     }
     pthread_mutex_unlock(&k->mu);
     if (st.aborted) {
-        send_result(fd, json_pack("{s:b, s:b, s:s, s:s}", "aborted", 1, "already", 1, "by", st.by,
-                                  "reason", st.reason));
+        send_result(fd, sg_ctl_encode_abort_reply(&(sg_ctl_abort_reply){
+                            .aborted = true, .already = true, .by = st.by, .reason = st.reason}));
         close(fd);
         return;
     }

@@ -338,21 +338,23 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
         sv_client_error(c, err.msg);
         return;
     }
-    json_t *changes = changes_json(ch, n);
+    sg_autojson json_t *changes = changes_json(ch, n);
     sg_checkpoint_changes_free(ch, n);
+    /* the answer (wire/ctl.h's sg_ctl_rollback_reply): the plan, nothing to do, or what was done */
+    sg_ctl_rollback_reply r = {.to = (char *)to, .changes = changes, .running_execs = -1, .changed = -1,
+                               .took_ms = -1};
     if (dry) {
-        sv_client_result(c, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
-                                   "running_execs", (json_int_t)running, "restored", 0));
+        r.running_execs = (long long)running;
+        sv_client_result(c, sg_ctl_encode_rollback_reply(&r));
         return;
     }
     if (n == 0 && !running) {
         /* Nothing to restore: no safety checkpoint, no kill. */
-        sv_client_result(c, json_pack("{s:s, s:o, s:I, s:b}", "to", to, "changes", changes,
-                                   "changed", (json_int_t)0, "restored", 0));
+        r.changed = 0;
+        sv_client_result(c, sg_ctl_encode_rollback_reply(&r));
         return;
     }
     if (running && !force) {
-        json_decref(changes);
         char m[160];
         snprintf(m, sizeof m, "%zu exec(s) running: refusing to roll back under them (--force kills them first)", running);
         sv_client_error(c, m);
@@ -360,12 +362,13 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     }
     /* Background processes left by earlier execs would race the restore
      * (a writer loop would undo it): they go too. */
-    json_t *killed = NULL;
     sv_leaves_sweep(s);
-    if (running || s->leaves.n)
-        killed = s->hooks.kill_all(s, "rollback", "rollback --force killed it to restore the workspace");
+    if (running || s->leaves.n) {
+        s->hooks.kill_all(s, "rollback", "rollback --force killed it to restore the workspace", &r.kill);
+        r.killed = true;
+    }
     /* Keep the present too, so that a rollback can itself be undone. */
-    json_t *safety = NULL;
+    sg_autojson json_t *safety = NULL;
     sv_ckpt_take(s, SUP_SAFETY_LABEL, &safety);
     char target[SG_CHECKPOINT_ID_LEN + 1];
     snprintf(target, sizeof target, "%s", to);
@@ -378,26 +381,24 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     int rrc = sg_ckpt_client_restore(s->ckpt, target, &st, &err);
     sv_ckpt_used(s);
     if (rrc < 0) {
-        json_decref(changes);
-        json_decref(killed);
-        json_decref(safety);
+        sg_ctl_kill_report_free(&r.kill);
         sv_client_error(c, err.msg);
         return;
     }
-    double ms = (double)(sg_now_mono_ns() - t0) / 1e6;
-    json_t *rec = json_pack("{s:s, s:o, s:I, s:f, s:b, s:o, s:o}", "to", target, "changes", changes,
-                            "changed", (json_int_t)st.changed, "took_ms", ms, "restored", 1,
-                            "safety_checkpoint", safety ? json_incref(json_object_get(safety, "id")) : json_null(),
-                            "killed", killed ? killed : json_null());
+    r.to = target;
+    r.restored = true;
+    r.changed = (long long)st.changed;
+    r.took_ms = (double)(sg_now_mono_ns() - t0) / 1e6;
+    r.safety_checkpoint = (char *)json_string_value(json_object_get(safety, "id"));
     /* Files recorded by size only and directories not walked (checkpoint.h:
      * limits) were left as they are: say so, never silently. */
-    if (st.unrestorable)
-        json_object_set_new(rec, "not_restored", json_integer((json_int_t)st.unrestorable));
-    if (req->to && strcmp(req->to, target) != 0)
-        json_object_set_new(rec, "asked", json_string(req->to));
-    json_object_set(rec, "actor", ckpt_actor);
-    json_decref(safety);
-    sv_sup_emit(s, SG_EV_ROLLBACK, json_deep_copy(rec));
+    r.not_restored = (long long)st.unrestorable;
+    r.asked = req->to && strcmp(req->to, target) != 0 ? req->to : NULL;
+    r.actor = ckpt_actor;
+    json_t *rec = sg_ctl_encode_rollback_reply(&r);
+    sg_ctl_kill_report_free(&r.kill);
+    if (rec)
+        sv_sup_emit(s, SG_EV_ROLLBACK, json_deep_copy(rec));
     sv_client_result(c, rec);
 }
 

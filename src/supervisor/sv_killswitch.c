@@ -80,14 +80,17 @@ json_t *sv_killswitch_caps_now(sv_sup *s)
 }
 
 /* Kills every process of the sandbox but its init, and proves it: the
- * sandbox's cgroup then holds exactly the init. */
-json_t *sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail)
+ * sandbox's cgroup then holds exactly the init. out: what it killed and
+ * the proof (the caller frees it: sg_ctl_kill_report_free). */
+void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg_ctl_kill_report *out)
 {
     sg_err err = {0};
-    json_t *killed_execs = json_array();
+    memset(out, 0, sizeof *out);
+    out->execs_killed = s->nexecs ? calloc(s->nexecs, sizeof *out->execs_killed) : NULL;
     for (size_t i = 0; i < s->nexecs; i++) {
         if (!s->execs[i]->finished) {
-            json_array_append_new(killed_execs, json_integer(s->execs[i]->num));
+            if (out->execs_killed)
+                out->execs_killed[out->n_execs_killed++] = s->execs[i]->num;
             sv_exec_mark_killed(s->execs[i], cause, "%s", detail);
         }
     }
@@ -128,21 +131,21 @@ json_t *sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail)
         after = calloc(SV_PIDNS_MAX, sizeof *after);
         nafter = after ? pidns_members(s, after, SV_PIDNS_MAX) : 0;
     }
-    json_t *left = json_array();
+    sg_ctl_kill_proof *p = &out->proof;
+    p->left_pids = nafter ? calloc(nafter, sizeof *p->left_pids) : NULL;
     for (size_t i = 0; i < nafter; i++)
-        if (after[i] != s->init_pid)
-            json_array_append_new(left, json_integer(after[i]));
-    json_t *proof = json_pack("{s:i, s:b, s:I, s:o, s:f, s:s}",
-        "processes_left", (int)json_array_size(left),
-        "cgroup_holds_only_init", ok && json_array_size(left) == 0,
-        "init_pid", (json_int_t)s->init_pid, "left_pids", left, "kill_ms", kill_ms,
-        "checked_by", s->cg ? "cgroup" : "pid namespace");
-    json_t *r = json_pack("{s:o, s:I, s:o}", "execs_killed", killed_execs,
-        "processes_killed", (json_int_t)(nbefore > 1 + nready ? nbefore - 1 - nready : 0),
-        "proof", proof);
+        if (after[i] != s->init_pid) {
+            p->processes_left++;
+            if (p->left_pids)
+                p->left_pids[p->n_left_pids++] = after[i];
+        }
+    p->cgroup_holds_only_init = ok && p->processes_left == 0;
+    p->init_pid = s->init_pid;
+    p->kill_ms = kill_ms;
+    p->checked_by = strdup(s->cg ? "cgroup" : "pid namespace");
+    out->processes_killed = (long long)(nbefore > 1 + nready ? nbefore - 1 - nready : 0);
     free(before);
     free(after);
-    return r;
 }
 
 /* How long an abort waits for init's reports of the execs it killed: they
@@ -153,8 +156,8 @@ json_t *sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail)
 json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
 {
     if (s->aborted)
-        return json_pack("{s:b, s:b, s:s, s:s}", "aborted", 1, "already", 1,
-                         "by", s->abort_by, "reason", s->abort_reason);
+        return sg_ctl_encode_abort_reply(&(sg_ctl_abort_reply){
+            .aborted = true, .already = true, .by = s->abort_by, .reason = s->abort_reason});
     s->aborted = true;
     snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
     snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
@@ -162,25 +165,27 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
         sg_log(SG_LOG_ERROR, "%s", err.msg);
-    json_t *caps = sv_killswitch_caps_now(s);
+    sg_autojson json_t *caps = sv_killswitch_caps_now(s);
     char detail[300];
     snprintf(detail, sizeof detail, "the session was aborted (%s)", reason);
     /* The killed execs' ends flush the watcher: one turn's worth each, the
      * rest of a learner's pile of changes comes after the answer. */
     sg_watch_hurry(sg_capture_watch(s->cap), true);
-    json_t *k = sv_killswitch_kill_all(s, "abort", detail);
+    sg_ctl_abort_reply r = {.aborted = true, .by = (char *)by, .reason = (char *)reason, .caps = caps,
+                            .killed = true};
+    sv_killswitch_kill_all(s, "abort", detail, &r.kill);
     /* The proof held: the killed execs' results are read before the
      * answer, so nothing counts as running after it (SG_ABORT_SETTLE_MS). */
-    if (json_is_true(json_object_get(json_object_get(k, "proof"), "cgroup_holds_only_init")))
+    if (r.kill.proof.cgroup_holds_only_init)
         sv_handoff_settle_killed(s, SG_ABORT_SETTLE_MS);
     sg_watch_hurry(sg_capture_watch(s->cap), false);
-    json_t *rec = json_pack("{s:b, s:b, s:s, s:s, s:o}", "aborted", 1, "already", 0,
-                            "by", by, "reason", reason, "caps", caps);
-    json_object_update(rec, k);
-    json_decref(k);
-    json_object_set_new(rec, "checkpoint", sv_last_checkpoint(s));
-    json_object_set_new(rec, "actor", sv_actor_current(strcmp(by, "cap") == 0 ? reason : NULL, reason));
-    sv_sup_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
+    sg_autojson json_t *actor = sv_actor_current(strcmp(by, "cap") == 0 ? reason : NULL, reason);
+    r.actor = actor;
+    r.checkpoint = s->last_ckpt[0] ? s->last_ckpt : NULL;
+    json_t *rec = sg_ctl_encode_abort_reply(&r);
+    sg_ctl_kill_report_free(&r.kill);
+    if (rec)
+        sv_sup_emit(s, SG_EV_SESSION_ABORT, json_deep_copy(rec));
     return rec;
 }
 

@@ -7,7 +7,7 @@
 
 size_t sv_killswitch_pidns_kill(sv_sup *s, bool with_init, int timeout_ms);
 json_t *sv_killswitch_caps_now(sv_sup *s);
-json_t *sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail);
+void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg_ctl_kill_report *out);
 json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason);
 void sv_killswitch_on_expire(uv_timer_t *t);
 void sv_killswitch_on_cap_timer(uv_timer_t *t);

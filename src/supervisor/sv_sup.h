@@ -60,7 +60,7 @@ typedef struct sv_sup_hooks {
      * init's reports (sv_handoff.c) and a forced rollback (sv_checkpoint.c) */
     json_t *(*abort)(sv_sup *s, const char *by, const char *reason);
     bool (*check_wall)(sv_sup *s);
-    json_t *(*kill_all)(sv_sup *s, const char *cause, const char *detail);
+    void (*kill_all)(sv_sup *s, const char *cause, const char *detail, sg_ctl_kill_report *out);
     /* an exec's end (sv_exec.c) to its terminal (sv_tty.c) */
     void (*tty_end)(sv_exec *ex);
     /* a connection's events (sv_client.c): its request (sv_dispatch.c), and

@@ -263,16 +263,57 @@ typedef struct sg_ctl_checkpoint_reply {
     char *id; /* the checkpoint's id */
 } sg_ctl_checkpoint_reply;
 
+/* The proof a kill of every process of the sandbox (an abort's, a forced
+ * rollback's) left only its init. */
+typedef struct sg_ctl_kill_proof {
+    long long processes_left;
+    bool cgroup_holds_only_init;
+    long long init_pid;
+    long long *left_pids; /* at most SG_CTL_KILL_LIST_MAX */
+    size_t n_left_pids;
+    double kill_ms;       /* how long the kill took */
+    char *checked_by;     /* "cgroup" or "pid namespace" */
+} sg_ctl_kill_proof;
+
+/* What that kill did: "execs_killed" (their numbers), "processes_killed",
+ * "proof". At the top level of an abort's answer; a forced rollback's
+ * "killed" object. */
+typedef struct sg_ctl_kill_report {
+    long long *execs_killed; /* at most SG_CTL_KILL_LIST_MAX */
+    size_t n_execs_killed;
+    long long processes_killed;
+    sg_ctl_kill_proof proof;
+} sg_ctl_kill_report;
+
+#define SG_CTL_KILL_LIST_MAX 100000
+
+/* "rollback": the plan (dry_run: "running_execs", "changes", restored
+ * false), nothing to do ("changed" 0, restored false), or what was done. */
 typedef struct sg_ctl_rollback_reply {
-    char *to;      /* the checkpoint rolled back to */
+    char *to;      /* the checkpoint rolled back to (its full id) */
     bool restored; /* false: a dry run, or nothing to restore */
-    long long running_execs;
+    long long running_execs; /* < 0: absent (only a plan says it) */
     void *changes; /* json_t* array of {"path", "change"}, owned; NULL: none */
+    long long changed;       /* files the restore changed; < 0: absent */
+    double took_ms;          /* < 0: absent */
+    char *safety_checkpoint; /* the checkpoint of the present taken first; NULL: none */
+    bool killed;             /* "killed" is there: what --force killed */
+    sg_ctl_kill_report kill;
+    long long not_restored;  /* files left as they were; 0: absent */
+    char *asked;             /* what the operator named, when not the full id; else NULL */
+    void *actor;             /* json_t* object, owned; NULL: absent */
 } sg_ctl_rollback_reply;
 
+/* "abort": the abort record (also the session_abort event's payload). An
+ * abort of an aborted session answers aborted, already, by, reason only. */
 typedef struct sg_ctl_abort_reply {
     bool aborted, already;
     char *by, *reason;
+    void *caps;         /* json_t* object, owned (caps.h's sg_caps_json); NULL: absent */
+    bool killed;        /* the kill's report is there ("proof" present) */
+    sg_ctl_kill_report kill;
+    char *checkpoint;   /* with killed: the newest checkpoint's id, NULL: none (null) */
+    void *actor;        /* json_t* object, owned; NULL: absent */
 } sg_ctl_abort_reply;
 
 typedef struct sg_ctl_resume_reply {
@@ -352,6 +393,11 @@ void sg_ctl_checkpoint_reply_free(sg_ctl_checkpoint_reply *r);
 void *sg_ctl_encode_rollback_reply(const sg_ctl_rollback_reply *r);
 int sg_ctl_decode_rollback_reply(const void *json_obj, sg_ctl_rollback_reply *out, sg_err *err);
 void sg_ctl_rollback_reply_free(sg_ctl_rollback_reply *r);
+/* The kill's report: its fields set into the object j (-1: out of memory,
+ * or a string not UTF-8); decoded from the object j strictly. */
+int sg_ctl_encode_kill_report(void *j, const sg_ctl_kill_report *r);
+int sg_ctl_decode_kill_report(const void *j, sg_ctl_kill_report *out, sg_err *err);
+void sg_ctl_kill_report_free(sg_ctl_kill_report *r);
 void *sg_ctl_encode_abort_reply(const sg_ctl_abort_reply *r);
 int sg_ctl_decode_abort_reply(const void *json_obj, sg_ctl_abort_reply *out, sg_err *err);
 void sg_ctl_abort_reply_free(sg_ctl_abort_reply *r);

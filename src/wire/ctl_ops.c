@@ -99,6 +99,16 @@ static int opt_int(const json_t *j, const char *key, long long *out, sg_err *err
     return 0;
 }
 
+/* An optional object field: *out a new reference, or NULL when absent. */
+static int opt_object(const json_t *j, const char *key, void **out, sg_err *err)
+{
+    json_t *v = json_object_get(j, key);
+    if (v && !json_is_object(v))
+        return sg_err_set(err, EINVAL, "\"%s\" must be an object", key);
+    *out = v ? json_incref(v) : NULL;
+    return 0;
+}
+
 /* Sets key to a string (skipped when s is NULL); -1 when s is not UTF-8. */
 static int set_str(json_t *j, const char *key, const char *s)
 {
@@ -401,52 +411,258 @@ void sg_ctl_checkpoint_reply_free(sg_ctl_checkpoint_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-void *sg_ctl_encode_rollback_reply(const sg_ctl_rollback_reply *r)
+/* ---- the kill's report (abort, rollback --force) ----------------------------- */
+
+static json_t *ints_json(const long long *v, size_t n)
 {
-    sg_autojson json_t *j = json_pack("{s:b, s:I}", "restored", r->restored, "running_execs",
-                                      (json_int_t)r->running_execs);
-    if (!j || set_str(j, "to", r->to) < 0 || (r->changes && json_object_set(j, "changes", r->changes) < 0))
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer(v[i])) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* A required array of at most SG_CTL_KILL_LIST_MAX integers >= 0. */
+static int ints_field(const json_t *j, const char *key, long long **out, size_t *n, sg_err *err)
+{
+    json_t *a = json_object_get(j, key);
+    if (!json_is_array(a) || json_array_size(a) > SG_CTL_KILL_LIST_MAX)
+        return sg_err_set(err, EINVAL, "\"%s\" must be an array of at most %d integers", key, SG_CTL_KILL_LIST_MAX);
+    size_t len = json_array_size(a);
+    *out = len ? calloc(len, sizeof **out) : NULL;
+    if (len && !*out)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    for (*n = 0; *n < len; (*n)++) {
+        json_t *v = json_array_get(a, *n);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return sg_err_set(err, EINVAL, "\"%s\" must hold integers >= 0", key);
+        (*out)[*n] = json_integer_value(v);
+    }
+    return 0;
+}
+
+/* A required field: absent is refused, naming it. */
+static int need(const json_t *j, const char *key, const char *what, sg_err *err)
+{
+    return json_object_get(j, key) ? 0 : sg_err_set(err, EINVAL, "%s has no \"%s\"", what, key);
+}
+
+static json_t *kill_proof_json(const sg_ctl_kill_proof *p)
+{
+    json_t *pids = ints_json(p->left_pids, p->n_left_pids);
+    sg_autojson json_t *j = pids ? json_pack("{s:I, s:b, s:I, s:o, s:f}", "processes_left",
+                                             (json_int_t)p->processes_left, "cgroup_holds_only_init",
+                                             p->cgroup_holds_only_init, "init_pid", (json_int_t)p->init_pid,
+                                             "left_pids", pids, "kill_ms", p->kill_ms)
+                                 : NULL;
+    if (!j || set_str(j, "checked_by", p->checked_by) < 0)
         return NULL;
     return sg_steal_ptr(&j);
+}
+
+int sg_ctl_encode_kill_report(void *obj, const sg_ctl_kill_report *r)
+{
+    json_t *j = obj, *execs = ints_json(r->execs_killed, r->n_execs_killed), *proof = kill_proof_json(&r->proof);
+    if (!execs || !proof) {
+        json_decref(execs);
+        json_decref(proof);
+        return -1;
+    }
+    return json_object_set_new(j, "execs_killed", execs) | json_object_set_new(j, "proof", proof) |
+           json_object_set_new(j, "processes_killed", json_integer(r->processes_killed));
+}
+
+static int decode_kill_proof(const json_t *p, sg_ctl_kill_proof *out, sg_err *err)
+{
+    if (!json_is_object(p))
+        return sg_err_set(err, EINVAL, "\"proof\" must be an object");
+    if (need(p, "processes_left", "the proof", err) < 0 || need(p, "cgroup_holds_only_init", "the proof", err) < 0 ||
+        opt_int(p, "processes_left", &out->processes_left, err) < 0 ||
+        opt_bool(p, "cgroup_holds_only_init", false, &out->cgroup_holds_only_init, err) < 0 ||
+        opt_int(p, "init_pid", &out->init_pid, err) < 0 || opt_number(p, "kill_ms", 0, &out->kill_ms, err) < 0 ||
+        opt_string(p, "checked_by", 64, &out->checked_by, err) < 0)
+        return -1;
+    if (json_object_get(p, "left_pids") && ints_field(p, "left_pids", &out->left_pids, &out->n_left_pids, err) < 0)
+        return -1;
+    if (out->processes_left < 0 || out->init_pid < 0 || out->kill_ms < 0)
+        return sg_err_set(err, EINVAL, "\"processes_left\", \"init_pid\" or \"kill_ms\" of the proof is negative");
+    return 0;
+}
+
+int sg_ctl_decode_kill_report(const void *obj, sg_ctl_kill_report *out, sg_err *err)
+{
+    const json_t *j = obj;
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    if (!json_is_object(j))
+        rc = sg_err_set(err, EINVAL, "the kill's report must be an object");
+    else if (ints_field(j, "execs_killed", &out->execs_killed, &out->n_execs_killed, err) < 0 ||
+             need(j, "processes_killed", "the kill's report", err) < 0 ||
+             opt_int(j, "processes_killed", &out->processes_killed, err) < 0 ||
+             decode_kill_proof(json_object_get(j, "proof"), &out->proof, err) < 0)
+        rc = -1;
+    else if (out->processes_killed < 0)
+        rc = sg_err_set(err, EINVAL, "\"processes_killed\" is negative");
+    if (rc < 0)
+        sg_ctl_kill_report_free(out);
+    return rc;
+}
+
+void sg_ctl_kill_report_free(sg_ctl_kill_report *r)
+{
+    free(r->execs_killed);
+    free(r->proof.left_pids);
+    free(r->proof.checked_by);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- rollback, abort -------------------------------------------------------- */
+
+static int encode_rollback_more(json_t *j, const sg_ctl_rollback_reply *r)
+{
+    int rc = set_str(j, "to", r->to) | set_str(j, "asked", r->asked);
+    if (r->running_execs >= 0)
+        rc |= json_object_set_new(j, "running_execs", json_integer(r->running_execs));
+    if (r->changed >= 0)
+        rc |= json_object_set_new(j, "changed", json_integer(r->changed));
+    if (r->took_ms >= 0)
+        rc |= json_object_set_new(j, "took_ms", json_real(r->took_ms));
+    if (r->restored || r->safety_checkpoint)
+        rc |= json_object_set_new(j, "safety_checkpoint",
+                                  r->safety_checkpoint ? json_string(r->safety_checkpoint) : json_null());
+    if (r->not_restored > 0)
+        rc |= json_object_set_new(j, "not_restored", json_integer(r->not_restored));
+    if (r->changes)
+        rc |= json_object_set(j, "changes", r->changes);
+    if (r->actor)
+        rc |= json_object_set(j, "actor", r->actor);
+    if (r->killed) {
+        json_t *k = json_object();
+        rc |= !k || json_object_set_new(j, "killed", k) < 0 || sg_ctl_encode_kill_report(k, &r->kill) < 0;
+    } else if (r->restored) {
+        rc |= json_object_set_new(j, "killed", json_null());
+    }
+    return rc;
+}
+
+void *sg_ctl_encode_rollback_reply(const sg_ctl_rollback_reply *r)
+{
+    sg_autojson json_t *j = json_pack("{s:b}", "restored", r->restored);
+    if (!j || encode_rollback_more(j, r) != 0)
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+/* An optional integer >= 0: *out -1 when absent. */
+static int opt_count(const json_t *j, const char *key, long long *out, sg_err *err)
+{
+    if (!json_object_get(j, key)) {
+        *out = -1;
+        return 0;
+    }
+    if (opt_int(j, key, out, err) < 0)
+        return -1;
+    return *out < 0 ? sg_err_set(err, EINVAL, "\"%s\" is negative", key) : 0;
+}
+
+/* An optional string that may be null: NULL then. */
+static int opt_string_or_null(const json_t *j, const char *key, size_t max, char **out, sg_err *err)
+{
+    if (json_is_null(json_object_get(j, key))) {
+        *out = NULL;
+        return 0;
+    }
+    return opt_string(j, key, max, out, err);
+}
+
+static int decode_rollback(const json_t *j, sg_ctl_rollback_reply *out, sg_err *err)
+{
+    out->took_ms = -1;
+    if (want_object(j, "rollback", err) < 0 || opt_bool(j, "restored", false, &out->restored, err) < 0 ||
+        opt_count(j, "running_execs", &out->running_execs, err) < 0 ||
+        opt_count(j, "changed", &out->changed, err) < 0 || opt_count(j, "not_restored", &out->not_restored, err) < 0 ||
+        (json_object_get(j, "took_ms") && opt_number(j, "took_ms", -1, &out->took_ms, err) < 0) ||
+        opt_string(j, "to", 256, &out->to, err) < 0 || opt_string(j, "asked", 256, &out->asked, err) < 0 ||
+        opt_string_or_null(j, "safety_checkpoint", 256, &out->safety_checkpoint, err) < 0 ||
+        opt_object(j, "actor", &out->actor, err) < 0)
+        return -1;
+    if (out->not_restored < 0)
+        out->not_restored = 0;
+    if (out->took_ms < 0 && json_object_get(j, "took_ms"))
+        return sg_err_set(err, EINVAL, "\"took_ms\" is negative");
+    json_t *ch = json_object_get(j, "changes");
+    if (ch && !json_is_array(ch))
+        return sg_err_set(err, EINVAL, "\"changes\" must be an array");
+    out->changes = ch ? json_incref(ch) : NULL;
+    json_t *k = json_object_get(j, "killed");
+    if (k && !json_is_null(k)) {
+        if (sg_ctl_decode_kill_report(k, &out->kill, err) < 0)
+            return -1;
+        out->killed = true;
+    }
+    return 0;
 }
 
 int sg_ctl_decode_rollback_reply(const void *obj, sg_ctl_rollback_reply *out, sg_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (want_object(obj, "rollback", err) < 0 || opt_bool(obj, "restored", false, &out->restored, err) < 0 ||
-        opt_int(obj, "running_execs", &out->running_execs, err) < 0)
+    if (decode_rollback(obj, out, err) < 0) {
+        sg_ctl_rollback_reply_free(out);
         return -1;
-    json_t *ch = json_object_get(obj, "changes");
-    if (ch && !json_is_array(ch))
-        return sg_err_set(err, EINVAL, "\"changes\" must be an array");
-    if (opt_string(obj, "to", 256, &out->to, err) < 0)
-        return -1;
-    out->changes = ch ? json_incref(ch) : NULL;
+    }
     return 0;
 }
 
 void sg_ctl_rollback_reply_free(sg_ctl_rollback_reply *r)
 {
     free(r->to);
+    free(r->asked);
+    free(r->safety_checkpoint);
     if (r->changes)
         json_decref(r->changes);
+    if (r->actor)
+        json_decref(r->actor);
+    sg_ctl_kill_report_free(&r->kill);
     memset(r, 0, sizeof *r);
 }
 
 void *sg_ctl_encode_abort_reply(const sg_ctl_abort_reply *r)
 {
     sg_autojson json_t *j = json_pack("{s:b, s:b}", "aborted", r->aborted, "already", r->already);
-    if (!j || set_str(j, "by", r->by) < 0 || set_str(j, "reason", r->reason) < 0)
+    if (!j || set_str(j, "by", r->by) < 0 || set_str(j, "reason", r->reason) < 0 ||
+        (r->caps && json_object_set(j, "caps", r->caps) < 0) ||
+        (r->actor && json_object_set(j, "actor", r->actor) < 0))
+        return NULL;
+    if (r->killed && sg_ctl_encode_kill_report(j, &r->kill) != 0)
+        return NULL;
+    if ((r->killed || r->checkpoint) &&
+        json_object_set_new(j, "checkpoint", r->checkpoint ? json_string(r->checkpoint) : json_null()) < 0)
         return NULL;
     return sg_steal_ptr(&j);
+}
+
+static int decode_abort(const json_t *j, sg_ctl_abort_reply *out, sg_err *err)
+{
+    if (want_object(j, "abort", err) < 0 || opt_bool(j, "aborted", false, &out->aborted, err) < 0 ||
+        opt_bool(j, "already", false, &out->already, err) < 0 || opt_string(j, "by", 4096, &out->by, err) < 0 ||
+        opt_string(j, "reason", 4096, &out->reason, err) < 0 || opt_object(j, "caps", &out->caps, err) < 0 ||
+        opt_object(j, "actor", &out->actor, err) < 0 ||
+        opt_string_or_null(j, "checkpoint", 256, &out->checkpoint, err) < 0)
+        return -1;
+    if (!json_object_get(j, "proof"))
+        return 0; /* "already": no kill */
+    if (sg_ctl_decode_kill_report(j, &out->kill, err) < 0)
+        return -1;
+    out->killed = true;
+    return 0;
 }
 
 int sg_ctl_decode_abort_reply(const void *obj, sg_ctl_abort_reply *out, sg_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (want_object(obj, "abort", err) < 0 || opt_bool(obj, "aborted", false, &out->aborted, err) < 0 ||
-        opt_bool(obj, "already", false, &out->already, err) < 0 ||
-        opt_string(obj, "by", 4096, &out->by, err) < 0 || opt_string(obj, "reason", 4096, &out->reason, err) < 0) {
+    if (decode_abort(obj, out, err) < 0) {
         sg_ctl_abort_reply_free(out);
         return -1;
     }
@@ -457,6 +673,12 @@ void sg_ctl_abort_reply_free(sg_ctl_abort_reply *r)
 {
     free(r->by);
     free(r->reason);
+    free(r->checkpoint);
+    if (r->caps)
+        json_decref(r->caps);
+    if (r->actor)
+        json_decref(r->actor);
+    sg_ctl_kill_report_free(&r->kill);
     memset(r, 0, sizeof *r);
 }
 
@@ -536,16 +758,6 @@ int sg_ctl_decode_exec_reply(const void *obj, sg_ctl_exec_reply *out, sg_err *er
 }
 
 /* ---- info, destroy, checkpoints --------------------------------------------- */
-
-/* An optional object field: *out a new reference, or NULL when absent. */
-static int opt_object(const json_t *j, const char *key, void **out, sg_err *err)
-{
-    json_t *v = json_object_get(j, key);
-    if (v && !json_is_object(v))
-        return sg_err_set(err, EINVAL, "\"%s\" must be an object", key);
-    *out = v ? json_incref(v) : NULL;
-    return 0;
-}
 
 static const char *const info_fields[] = {"running_execs", "cgroup_layout", "state", "abort", "caps_now", "v", NULL};
 

@@ -282,6 +282,102 @@ static void test_checkpoints_reply(void **state)
             "\"files\"");
 }
 
+static void test_abort_reply(void **state)
+{
+    (void)state;
+    long long execs[2] = {3, 5}, pids[1] = {42};
+    json_t *caps = load("{\"max_calls\":3}"), *actor = load("{\"uid\":0}");
+    sg_ctl_abort_reply r = {.aborted = true, .by = "operator", .reason = "operator: stop", .caps = caps,
+                            .actor = actor, .killed = true, .checkpoint = NULL,
+                            .kill = {.execs_killed = execs, .n_execs_killed = 2, .processes_killed = 9,
+                                     .proof = {.processes_left = 1, .init_pid = 7, .left_pids = pids,
+                                               .n_left_pids = 1, .kill_ms = 2.5, .checked_by = "cgroup"}}};
+    json_t *j = sg_ctl_encode_abort_reply(&r);
+    assert_non_null(j);
+    /* the record as it always was: the kill's fields at the top level, "checkpoint" null */
+    assert_int_equal(json_integer_value(json_object_get(j, "processes_killed")), 9);
+    assert_true(json_is_null(json_object_get(j, "checkpoint")));
+    assert_true(json_number_value(json_object_get(json_object_get(j, "proof"), "kill_ms")) == 2.5);
+    sg_ctl_abort_reply d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_decode_abort_reply(j, &d, &err), 0);
+    assert_true(d.aborted && !d.already && d.killed);
+    assert_string_equal(d.by, "operator");
+    assert_int_equal(d.kill.n_execs_killed, 2);
+    assert_int_equal(d.kill.execs_killed[1], 5);
+    assert_int_equal(d.kill.proof.left_pids[0], 42);
+    assert_false(d.kill.proof.cgroup_holds_only_init);
+    assert_string_equal(d.kill.proof.checked_by, "cgroup");
+    assert_true(json_equal(d.caps, caps) && json_equal(d.actor, actor));
+    assert_null(d.checkpoint);
+    sg_ctl_abort_reply_free(&d);
+    json_decref(j);
+    /* "already": no kill */
+    j = sg_ctl_encode_abort_reply(&(sg_ctl_abort_reply){.aborted = true, .already = true, .by = "cap", .reason = "x"});
+    assert_null(json_object_get(j, "proof"));
+    assert_int_equal(sg_ctl_decode_abort_reply(j, &d, &err), 0);
+    assert_true(d.already && !d.killed);
+    sg_ctl_abort_reply_free(&d);
+    json_decref(j);
+    json_decref(caps);
+    json_decref(actor);
+    REFUSED(sg_ctl_abort_reply, sg_ctl_decode_abort_reply, "{\"aborted\":1}", "\"aborted\"");
+    REFUSED(sg_ctl_abort_reply, sg_ctl_decode_abort_reply, "{\"proof\":{}}", "\"execs_killed\"");
+    REFUSED(sg_ctl_abort_reply, sg_ctl_decode_abort_reply,
+            "{\"execs_killed\":[],\"processes_killed\":1,\"proof\":{\"processes_left\":0}}",
+            "\"cgroup_holds_only_init\"");
+    REFUSED(sg_ctl_abort_reply, sg_ctl_decode_abort_reply,
+            "{\"execs_killed\":[],\"processes_killed\":1,\"proof\":{\"processes_left\":0,"
+            "\"cgroup_holds_only_init\":true,\"kill_ms\":\"1\"}}",
+            "\"kill_ms\"");
+    REFUSED(sg_ctl_abort_reply, sg_ctl_decode_abort_reply, "{\"execs_killed\":[\"1\"],\"processes_killed\":1,\"proof\":{}}",
+            "\"execs_killed\"");
+    REFUSED(sg_ctl_abort_reply, sg_ctl_decode_abort_reply, "{\"caps\":[]}", "\"caps\"");
+}
+
+static void test_rollback_reply(void **state)
+{
+    (void)state;
+    json_t *changes = load("[{\"path\":\"a\",\"change\":\"modified\"}]");
+    /* the plan (a dry run) */
+    sg_ctl_rollback_reply r = {.to = "abcd", .changes = changes, .running_execs = 2, .changed = -1, .took_ms = -1};
+    json_t *j = sg_ctl_encode_rollback_reply(&r);
+    assert_non_null(j);
+    assert_null(json_object_get(j, "changed"));
+    assert_null(json_object_get(j, "killed"));
+    sg_ctl_rollback_reply d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_decode_rollback_reply(j, &d, &err), 0);
+    assert_int_equal(d.running_execs, 2);
+    assert_int_equal(d.changed, -1);
+    assert_false(d.restored || d.killed);
+    assert_true(json_equal(d.changes, changes));
+    sg_ctl_rollback_reply_free(&d);
+    json_decref(j);
+    /* done, after a kill */
+    long long execs[1] = {4};
+    r = (sg_ctl_rollback_reply){.to = "abcd", .changes = changes, .running_execs = -1, .changed = 1, .took_ms = 3,
+                                .restored = true, .safety_checkpoint = "ef", .killed = true, .asked = "ab",
+                                .kill = {.execs_killed = execs, .n_execs_killed = 1, .processes_killed = 2,
+                                         .proof = {.cgroup_holds_only_init = true, .kill_ms = 1}}};
+    j = sg_ctl_encode_rollback_reply(&r);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "killed"), "processes_killed")), 2);
+    assert_int_equal(sg_ctl_decode_rollback_reply(j, &d, &err), 0);
+    assert_true(d.restored && d.killed && d.kill.proof.cgroup_holds_only_init);
+    assert_int_equal(d.kill.execs_killed[0], 4);
+    assert_int_equal(d.running_execs, -1);
+    assert_string_equal(d.safety_checkpoint, "ef");
+    assert_string_equal(d.asked, "ab");
+    sg_ctl_rollback_reply_free(&d);
+    json_decref(j);
+    json_decref(changes);
+    REFUSED(sg_ctl_rollback_reply, sg_ctl_decode_rollback_reply, "{\"running_execs\":\"1\"}", "\"running_execs\"");
+    REFUSED(sg_ctl_rollback_reply, sg_ctl_decode_rollback_reply, "{\"changes\":{}}", "\"changes\"");
+    REFUSED(sg_ctl_rollback_reply, sg_ctl_decode_rollback_reply, "{\"killed\":{\"processes_killed\":1}}",
+            "\"execs_killed\"");
+    REFUSED(sg_ctl_rollback_reply, sg_ctl_decode_rollback_reply, "{\"safety_checkpoint\":1}", "\"safety_checkpoint\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +389,8 @@ int main(void)
         cmocka_unit_test(test_info_reply),
         cmocka_unit_test(test_destroy_reply),
         cmocka_unit_test(test_checkpoints_reply),
+        cmocka_unit_test(test_abort_reply),
+        cmocka_unit_test(test_rollback_reply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
