@@ -468,7 +468,7 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
     if (ev->type == SG_UPLINK_REFUSED && ev->code)
         snprintf(reason, sizeof reason, "%d %s", ev->code, ev->reason);
     else
-        snprintf(reason, sizeof reason, "%s", ev->type == SG_UPLINK_CONNECTED ? "" : ev->reason);
+        snprintf(reason, sizeof reason, "%s", ev->reason); /* connected: to which node */
     if (strcmp(state, c->uplink_state) == 0 && strcmp(reason, c->uplink_reason) == 0)
         return;
     sg_err err = {0};

@@ -37,7 +37,7 @@ static void create_usage(FILE *f)
     fprintf(f,
         "usage: sandglass create --learner L [--task T] [--workspace DIR] [--memory 512M]\n"
         "                        [--pids 256] [--cpus 1] [--timeout 600] [--output-limit 64M]\n"
-        "                        [--rootfs DIR] [--ingest ws://HOST:PORT] [--secret FILE]\n"
+        "                        [--rootfs DIR] [--ingest URL[,URL...]] [--secret FILE]\n"
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
         "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
         "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
@@ -65,6 +65,7 @@ static void create_usage(FILE *f)
         "  --overcommit         make the disk even when its image could outgrow the free space\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
         "  --ingest URL         where a captured session streams (default $SANDGLASS_INGEST, else ws://127.0.0.1:7433)\n"
+        "                       (URL,URL,...: up to 8 ingest nodes of one store, failed over in turn)\n"
         "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
@@ -241,8 +242,6 @@ typedef struct create_opts {
     const char *seed_dir, *forked_from; /* sandglass fork's (sg_cmd_create_from) */
     bool json, spare, disk_given, overcommit;
     long online; /* CPUs online: --cpus is at most this */
-    char ingest_host[256];
-    int ingest_port;
     char wsreal[PATH_MAX], rootreal[PATH_MAX]; /* --workspace, --rootfs resolved */
 } create_opts;
 
@@ -428,8 +427,7 @@ static int create_check(create_opts *o, sg_sandbox_meta *m)
     const char *ingest = o->ingest ? o->ingest : sg_state_default_ingest();
     if (o->task) {
         char why[400];
-        if (sg_cli_ingest_url_check(ingest, o->ingest_host, sizeof o->ingest_host,
-                             &o->ingest_port, why, sizeof why) < 0 ||
+        if (sg_cli_ingest_list_check(ingest, why, sizeof why) < 0 ||
             (o->secret && sg_cli_ingest_secret_check(o->secret, why, sizeof why) < 0))
             return sg_cli_usage("create", "%s", why);
     }
@@ -437,8 +435,7 @@ static int create_check(create_opts *o, sg_sandbox_meta *m)
         return sg_cli_fail("create", err.msg);
     if (o->task) {
         char why[600];
-        if (sg_cli_ingest_check(ingest, o->ingest_host, o->ingest_port, o->learner, o->task, o->secret,
-                         why, sizeof why) < 0)
+        if (sg_cli_ingest_check(ingest, o->learner, o->task, o->secret, why, sizeof why) < 0)
             return sg_cli_fail("create", why);
     }
     return CREATE_GO;

@@ -103,10 +103,13 @@ int sg_cmd_ls(int argc, char **argv)
              * the operator's, or create could not make one. */
             if (m.disk == 0)
                 printf("  (no disk limit)");
+            char vbuf[SG_UPLINK_REASON_MAX * 4];
             if (stuck) {
-                char vbuf[SG_UPLINK_REASON_MAX * 4];
                 printf("  (ingest %s since %s: %s; events kept in the spool)", u.state, u.since,
                        sg_vis(u.reason, strlen(u.reason), vbuf, sizeof vbuf));
+            } else if (uplink && m.ingest_url && strchr(m.ingest_url, ',') && u.reason[0]) {
+                /* several ingest nodes: which one takes the events */
+                printf("  (ingest %s since %s)", sg_vis(u.reason, strlen(u.reason), vbuf, sizeof vbuf), u.since);
             }
             printf("\n");
         }

@@ -70,6 +70,74 @@ bad:
     return -1;
 }
 
+/* Calls fn on each element of a comma-separated list (none empty, at most
+ * SG_CLI_INGEST_NODES_MAX), stopping at its first failure. */
+static int each_node(const char *list, int (*fn)(const char *url, void *ud), void *ud, char *why, size_t wsize)
+{
+    sg_autofree char *copy = strdup(list);
+    if (!copy) {
+        snprintf(why, wsize, "out of memory");
+        return -1;
+    }
+    unsigned n = 0;
+    for (char *p = copy;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*p || ++n > SG_CLI_INGEST_NODES_MAX) {
+            snprintf(why, wsize, !*p ? "invalid --ingest '%.200s': an empty element in the list"
+                                     : "invalid --ingest '%.200s': more than %d ingest nodes",
+                     list, SG_CLI_INGEST_NODES_MAX);
+            return -1;
+        }
+        if (fn(p, ud) < 0)
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+typedef struct node_ctx {
+    const char *learner, *task, *secret;
+    char *why;
+    size_t wsize;
+} node_ctx;
+
+static int url_one(const char *url, void *ud)
+{
+    node_ctx *c = ud;
+    char host[256];
+    int port;
+    return sg_cli_ingest_url_check(url, host, sizeof host, &port, c->why, c->wsize);
+}
+
+int sg_cli_ingest_list_check(const char *list, char *why, size_t wsize)
+{
+    node_ctx c = {.why = why, .wsize = wsize};
+    return each_node(list, url_one, &c, why, wsize);
+}
+
+static int node_check(const char *url, const char *host, int port, const char *learner, const char *task,
+                      const char *secret, char *why, size_t wsize);
+
+static int check_one(const char *url, void *ud)
+{
+    node_ctx *c = ud;
+    char host[256];
+    int port;
+    if (sg_cli_ingest_url_check(url, host, sizeof host, &port, c->why, c->wsize) < 0)
+        return -1;
+    return node_check(url, host, port, c->learner, c->task, c->secret, c->why, c->wsize);
+}
+
+int sg_cli_ingest_check(const char *list, const char *learner, const char *task, const char *secret, char *why,
+                        size_t wsize)
+{
+    node_ctx c = {.learner = learner, .task = task, .secret = secret, .why = why, .wsize = wsize};
+    return each_node(list, check_one, &c, why, wsize);
+}
+
 /* The stream tokens' key: 64 hex characters (32 bytes), in a regular file
  * readable by its owner only (wire/token.h). A missing default file is
  * made by the capture's first token; a given one must be valid now. */
@@ -224,8 +292,8 @@ static void check_remember(const char *key)
  * listening is a warning (the spool keeps everything, by design); an
  * ingest that rejects this key's tokens is a refusal (the capture could
  * never be delivered). Returns 0, or -1 with why. */
-int sg_cli_ingest_check(const char *url, const char *host, int port, const char *learner, const char *task,
-                        const char *secret, char *why, size_t wsize)
+static int node_check(const char *url, const char *host, int port, const char *learner, const char *task,
+                      const char *secret, char *why, size_t wsize)
 {
     if (!warn_unreachable(url, host, port))
         return 0;

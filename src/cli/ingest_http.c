@@ -14,7 +14,7 @@
 #include "base/json.h"
 #include "base/util.h"
 
-int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err)
+static int node_parse(const char *url, sg_cli_node *t, sg_err *err)
 {
     const char *p = url;
     if (strncmp(p, "http://", 7) == 0)
@@ -46,7 +46,32 @@ int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err)
     return 0;
 }
 
-int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err)
+int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err)
+{
+    sg_autofree char *copy = strdup(url);
+    if (!copy)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    t->n = 0;
+    for (char *p = copy;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*p)
+            return sg_err_set(err, EINVAL, "--ingest %s: an empty element in the list", url);
+        if (t->n == SG_CLI_TARGET_NODES)
+            return sg_err_set(err, EINVAL, "--ingest %s: more than %d ingest nodes", url, SG_CLI_TARGET_NODES);
+        if (node_parse(p, &t->node[t->n++], err) < 0)
+            return -1;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    memcpy(t->host, t->node[0].host, sizeof t->host);
+    memcpy(t->port, t->node[0].port, sizeof t->port);
+    return 0;
+}
+
+static int node_connect(const sg_cli_node *t, int timeout_s, sg_err *err)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int gr = getaddrinfo(t->host, t->port, &hints, &ai);
@@ -71,6 +96,14 @@ int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err)
     freeaddrinfo(ai);
     if (fd < 0)
         return sg_err_sys(err, "connect to the ingest at %s:%s", t->host, t->port);
+    return fd;
+}
+
+int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err)
+{
+    int fd = -1;
+    for (unsigned i = 0; i < t->n && fd < 0; i++)
+        fd = node_connect(&t->node[i], timeout_s, err); /* err: the last node's */
     return fd;
 }
 

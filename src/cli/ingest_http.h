@@ -11,16 +11,28 @@
 #define SG_CLI_HTTP_ANSWER_MAX (16 * 1024 * 1024) /* one /v1/events page */
 #define SG_CLI_HTTP_TIMEOUT_S 10 /* one connect, send or read */
 
-typedef struct sg_cli_target {
+#define SG_CLI_TARGET_NODES 8 /* as SG_UPLINK_URLS_MAX */
+
+typedef struct sg_cli_node {
     char host[256];
     char port[8];
+} sg_cli_node;
+
+typedef struct sg_cli_target {
+    char host[256];           /* the first node's (what messages name) */
+    char port[8];
+    unsigned n;               /* nodes of one store, n >= 1 */
+    sg_cli_node node[SG_CLI_TARGET_NODES];
 } sg_cli_target;
 
-/* http://HOST[:PORT][/...] or ws://...: the host and port to connect to. */
+/* http://HOST[:PORT][/...] or ws://..., or several comma-separated (ingest
+ * nodes of one store, none empty, at most SG_CLI_TARGET_NODES): the hosts
+ * and ports to connect to. */
 int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err);
 
 /* A TCP connection to the ingest, each connect, send and read bounded by
- * timeout_s: the fd, or -1 with err. */
+ * timeout_s: the fd, or -1 with err. With several nodes, the first that
+ * takes the connection (a node that is down is skipped). */
 int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err);
 
 /* GET path with "Authorization: Bearer token": the answer's body parsed

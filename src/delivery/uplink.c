@@ -99,6 +99,31 @@ static bool seq_refused(sg_uplink *u)
     return true;
 }
 
+/* After a failure or a loss: the next node at once, or, when every node
+ * failed in a row, the next node after the backoff. The delay. */
+static uint32_t next_node(sg_uplink *u)
+{
+    u->fails++;
+    if (u->n_eps > 1) {
+        u->ep = (u->ep + 1) % u->n_eps;
+        u->stats.node = u->ep;
+        u->stats.failovers++;
+    }
+    if (u->fails % u->n_eps == 0)
+        return schedule_retry(u);
+    u->st = ST_WAITING;
+    uv_timer_start(&u->retry, on_retry, 0, 0); /* not inside lws's callback */
+    return 0;
+}
+
+/* "node I of N (HOST:PORT): " before a reason, when there are several. */
+static void node_prefix(const sg_uplink *u, unsigned i, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (u->n_eps > 1)
+        snprintf(buf, size, "node %u of %u (%s:%d): ", i + 1, u->n_eps, u->eps[i].host, u->eps[i].port);
+}
+
 /* The current connection is gone (closed, failed or refused). */
 static void on_lost(sg_uplink *u, int http_status, const char *why)
 {
@@ -112,19 +137,21 @@ static void on_lost(sg_uplink *u, int http_status, const char *why)
         return; /* stopped: no retry */
     }
     u->stats.reconnects++;
-    uint32_t delay = schedule_retry(u);
+    char node[320], msg[600];
+    node_prefix(u, u->ep, node, sizeof node);
+    uint32_t delay = next_node(u);
     if (http_status >= 400) {
         u->stats.refusals++;
-        char msg[256];
-        snprintf(msg, sizeof msg, "ingest refused the handshake with HTTP %d%s%s", http_status,
+        snprintf(msg, sizeof msg, "%singest refused the handshake with HTTP %d%s%s", node, http_status,
                  why ? ": " : "", why ? why : "");
         emit(u, SG_UPLINK_REFUSED, http_status, msg, delay);
     } else if (is_refusal(u->close_code)) {
         u->stats.refusals++;
-        emit(u, SG_UPLINK_REFUSED, u->close_code, u->close_reason, delay);
+        snprintf(msg, sizeof msg, "%s%s", node, u->close_reason);
+        emit(u, SG_UPLINK_REFUSED, u->close_code, msg, delay);
     } else {
-        emit(u, SG_UPLINK_DISCONNECTED, u->close_code, u->close_reason[0] ? u->close_reason : why,
-             delay);
+        snprintf(msg, sizeof msg, "%s%s", node, u->close_reason[0] ? u->close_reason : why);
+        emit(u, SG_UPLINK_DISCONNECTED, u->close_code, msg, delay);
     }
 }
 
@@ -141,17 +168,18 @@ static void connect_now(sg_uplink *u)
     u->ready = false;
     u->st = ST_CONNECTING;
 
+    const sg_uplink_ep *ep = &u->eps[u->ep];
     struct lws_client_connect_info ci;
     memset(&ci, 0, sizeof ci);
     ci.context = u->ctx;
-    ci.address = u->host;
-    ci.port = u->port;
-    ci.path = u->path;
-    ci.host = u->host;
-    ci.origin = u->host;
+    ci.address = ep->host;
+    ci.port = ep->port;
+    ci.path = ep->path;
+    ci.host = ep->host;
+    ci.origin = ep->host;
     ci.protocol = INGEST_PROTO;
     ci.local_protocol_name = LOCAL_PROTO;
-    ci.ssl_connection = u->tls ? LCCSCF_USE_SSL : 0;
+    ci.ssl_connection = ep->tls ? LCCSCF_USE_SSL : 0;
     /* tells this attempt's callbacks from stale ones; no pwsi: lws would
      * NULL it when an old wsi dies, under a newer connection */
     ci.userdata = (void *)u->gen;
@@ -204,6 +232,7 @@ static void handle_connect_ack(sg_uplink *u, int64_t ack)
         emit(u, SG_UPLINK_ERROR, 0, msg, 0);
     }
     u->ready = true;
+    u->fails = 0; /* a healthy connection: the next loss tries the next node at once */
     u->acked_at_connect = from;
     u->stats.connected = true;
     u->stats.acked_seq = from;
@@ -320,7 +349,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         u->killing = false;
         u->last_progress_ns = sg_now_mono_ns();
         u->stats.connects++;
-        emit(u, SG_UPLINK_CONNECTED, 0, "connected", 0);
+        {
+            char msg[320];
+            const sg_uplink_ep *ep = &u->eps[u->ep];
+            snprintf(msg, sizeof msg, "connected to node %u of %u (%s:%d)", u->ep + 1, u->n_eps, ep->host,
+                     ep->port);
+            emit(u, SG_UPLINK_CONNECTED, 0, msg, 0);
+        }
         return 0;
 
     case LWS_CALLBACK_CLIENT_RECEIVE:
@@ -376,7 +411,7 @@ static const struct lws_protocols protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-static int parse_url(sg_uplink *u, const char *url, sg_err *err)
+static int parse_url(sg_uplink_ep *e, const char *url, sg_err *err)
 {
     sg_autofree char *copy = strdup(url);
     if (!copy)
@@ -386,22 +421,53 @@ static int parse_url(sg_uplink *u, const char *url, sg_err *err)
     if (lws_parse_uri(copy, &prot, &ads, &port, &path) || !*ads)
         return sg_err_set(err, EINVAL, "ingest URL '%s': expected ws://HOST:PORT", url);
     if (strcmp(prot, "ws") == 0) {
-        u->tls = false;
+        e->tls = false;
     } else if (strcmp(prot, "wss") == 0) {
-        u->tls = true;
+        e->tls = true;
     } else {
         return sg_err_set(err, EINVAL, "ingest URL '%s': scheme must be ws or wss", url);
     }
     if (port <= 0 || port > 65535)
         return sg_err_set(err, EINVAL, "ingest URL '%s': bad port", url);
-    u->port = port;
-    u->host = strdup(ads);
+    e->port = port;
+    e->host = strdup(ads);
     while (*path == '/') /* lws_parse_uri gives "/" for no path, else no leading '/' */
         path++;
-    u->path = *path ? sg_strdup_printf("/%s", path) : strdup("/v1/ingest");
-    if (!u->host || !u->path)
+    e->path = *path ? sg_strdup_printf("/%s", path) : strdup("/v1/ingest");
+    if (!e->host || !e->path)
         return sg_err_set(err, ENOMEM, "out of memory");
     return 0;
+}
+
+/* "URL,URL,...": every node parsed up front. */
+static int parse_urls(sg_uplink *u, const char *list, sg_err *err)
+{
+    sg_autofree char *copy = strdup(list);
+    if (!copy)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    char *p = copy;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*p)
+            return sg_err_set(err, EINVAL, "ingest URL list '%s': an empty element", list);
+        if (u->n_eps == SG_UPLINK_URLS_MAX)
+            return sg_err_set(err, EINVAL, "ingest URL list '%s': more than %d nodes", list, SG_UPLINK_URLS_MAX);
+        if (parse_url(&u->eps[u->n_eps++], p, err) < 0)
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+static void free_eps(sg_uplink *u)
+{
+    for (unsigned i = 0; i < u->n_eps; i++) {
+        free(u->eps[i].host);
+        free(u->eps[i].path);
+    }
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -432,8 +498,12 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     u->rng = sg_now_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)u;
     if (!u->rng)
         u->rng = 1;
-    if (parse_url(u, url, err) < 0)
+    if (parse_urls(u, url, err) < 0)
         goto fail;
+    u->stats.nodes = u->n_eps;
+    bool tls = false;
+    for (unsigned i = 0; i < u->n_eps; i++)
+        tls = tls || u->eps[i].tls;
     u->auth = sg_strdup_printf("Bearer %s", token);
     u->cur = sg_spool_cursor_new(spool, sg_spool_acked_seq(spool), LWS_PRE, err);
     if (!u->cur)
@@ -444,7 +514,7 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     void *foreign_loops[1] = {loop};
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = protocols;
-    info.options = LWS_SERVER_OPTION_LIBUV | (u->tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    info.options = LWS_SERVER_OPTION_LIBUV | (tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
     info.foreign_loops = foreign_loops;
     info.user = u;
     info.gid = (gid_t)-1;
@@ -467,8 +537,7 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
 fail:
     /* nothing registered on the loop yet: a plain free is enough */
     sg_spool_cursor_free(u->cur);
-    free(u->host);
-    free(u->path);
+    free_eps(u);
     free(u->auth);
     free(u);
     return NULL;
@@ -570,8 +639,7 @@ void sg_uplink_free(sg_uplink *u)
     uv_run(u->loop, UV_RUN_NOWAIT);
     lws_context_destroy(u->ctx);
     sg_spool_cursor_free(u->cur);
-    free(u->host);
-    free(u->path);
+    free_eps(u);
     free(u->auth);
     free(u);
 }

@@ -29,6 +29,15 @@
  * unacked for SG_UPLINK_ACK_TIMEOUT_MS (a dead peer, a stalled ingest) is
  * dropped and replayed on a new one.
  *
+ * Several ingest nodes of one store (url "ws://A:1,ws://B:2", at most
+ * SG_UPLINK_URLS_MAX): they share the store, so any node's ack is the
+ * store's. A failed or lost connection moves to the next node at once;
+ * only after every node failed in a row does the backoff above apply
+ * (then the next node is tried after it). A healthy connection (its first
+ * ack) resets that count. The replay from the spool's ack is the same on
+ * every node: an identical resend is acked, so a failover leaves no gap
+ * and no duplicate.
+ *
  * Everything runs on the loop's thread. */
 #ifndef SG_UPLINK_H
 #define SG_UPLINK_H
@@ -48,6 +57,7 @@
                                             the connection is dead, reconnect */
 #define SG_UPLINK_TOKEN_MAX 4096
 #define SG_UPLINK_SEQ_REFUSALS_MAX 3     /* the same seq refused this often: stop */
+#define SG_UPLINK_URLS_MAX 8             /* ingest nodes in one --ingest list */
 
 typedef struct sg_uplink sg_uplink;
 
@@ -81,10 +91,15 @@ typedef struct sg_uplink_stats {
     uint64_t resent_at_connect; /* frames the ingest had at a connect but
                                    the spool's ack did not cover (resent,
                                    compared there), summed over connects */
+    uint64_t failovers;       /* moves to another node after a failure */
+    unsigned node;            /* the node connected to or tried (0-based) */
+    unsigned nodes;           /* nodes in the list */
 } sg_uplink_stats;
 
-/* url: ws://HOST:PORT[/PATH] (PATH defaults to /v1/ingest). Connects at
- * once (asynchronously). The spool must outlive the uplink. */
+/* url: ws://HOST:PORT[/PATH] (PATH defaults to /v1/ingest), or several
+ * such, comma-separated (nodes of one store; none empty, at most
+ * SG_UPLINK_URLS_MAX). Connects at once (asynchronously) to the first.
+ * The spool must outlive the uplink. */
 sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg_spool *spool,
                          sg_err *err);
 void sg_uplink_set_event_cb(sg_uplink *u, sg_uplink_event_fn fn, void *ud);

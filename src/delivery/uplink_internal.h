@@ -25,15 +25,25 @@ typedef enum state {
     ST_STOPPED,     /* gave up: the ingest refuses a frame by its seq */
 } state;
 
+/* One ingest node of the store (--ingest URL,URL,...). */
+typedef struct sg_uplink_ep {
+    char *host, *path;
+    int port;
+    bool tls;
+} sg_uplink_ep;
+
 struct sg_uplink {
     uv_loop_t *loop;
     sg_spool *spool;
     struct lws_context *ctx;
     struct lws *wsi;
     sg_spool_cursor *cur;
-    char *host, *path, *auth;
-    int port;
-    bool tls;
+    char *auth;
+    sg_uplink_ep eps[SG_UPLINK_URLS_MAX];
+    unsigned n_eps;
+    unsigned ep;            /* the node connected to or tried now */
+    unsigned fails;         /* connections failed or lost in a row since
+                               the last healthy one (first ack) */
 
     state st;
     uintptr_t gen;          /* id of the current connection attempt */
