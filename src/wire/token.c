@@ -245,8 +245,11 @@ char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
     return sign_claims(secret, claims, err);
 }
 
-char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
-                             const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+/* A token of one sandbox with the claim "x": x (1 terminal, 2 watch: a
+ * verifier that predates watch tokens refuses 2 as malformed instead of
+ * taking it for another kind). */
+static char *make_sandbox_token(const uint8_t secret[SG_TOKEN_SECRET_LEN], int x, const char *learner,
+                                const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
 {
     if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
         sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
@@ -256,27 +259,21 @@ char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const ch
         sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
         return NULL;
     }
-    sg_autojson json_t *claims = json_pack("{s:i, s:s, s:s, s:s, s:I}", "x", 1, "l", learner,
+    sg_autojson json_t *claims = json_pack("{s:i, s:s, s:s, s:s, s:I}", "x", x, "l", learner,
         "t", task, "s", sandbox, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
     return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                             const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    return make_sandbox_token(secret, 1, learner, task, sandbox, ttl_s, err);
 }
 
 char *sg_token_make_watch(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
                           const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
 {
-    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
-        sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
-        return NULL;
-    }
-    if (!sg_valid_name(learner) || !sg_valid_name(task) || !sg_valid_name(sandbox)) {
-        sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
-        return NULL;
-    }
-    /* "x": 2, not a claim of its own: a verifier that predates watch
-     * tokens refuses it as malformed instead of taking it for another kind. */
-    sg_autojson json_t *claims = json_pack("{s:i, s:s, s:s, s:s, s:I}", "x", 2, "l", learner,
-        "t", task, "s", sandbox, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
-    return sign_claims(secret, claims, err);
+    return make_sandbox_token(secret, 2, learner, task, sandbox, ttl_s, err);
 }
 
 char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
