@@ -245,8 +245,11 @@ char *sg_token_make_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
     return sign_claims(secret, claims, err);
 }
 
-char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
-                             const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+/* A token of one sandbox with the claim "x": x (1 terminal, 2 watch: a
+ * verifier that predates watch tokens refuses 2 as malformed instead of
+ * taking it for another kind). */
+static char *make_sandbox_token(const uint8_t secret[SG_TOKEN_SECRET_LEN], int x, const char *learner,
+                                const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
 {
     if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
         sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
@@ -256,9 +259,21 @@ char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const ch
         sg_err_set(err, EINVAL, "invalid learner, task or sandbox name");
         return NULL;
     }
-    sg_autojson json_t *claims = json_pack("{s:i, s:s, s:s, s:s, s:I}", "x", 1, "l", learner,
+    sg_autojson json_t *claims = json_pack("{s:i, s:s, s:s, s:s, s:I}", "x", x, "l", learner,
         "t", task, "s", sandbox, "exp", (json_int_t)((int64_t)time(NULL) + ttl_s));
     return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                             const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    return make_sandbox_token(secret, 1, learner, task, sandbox, ttl_s, err);
+}
+
+char *sg_token_make_watch(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                          const char *task, const char *sandbox, int64_t ttl_s, sg_err *err)
+{
+    return make_sandbox_token(secret, 2, learner, task, sandbox, ttl_s, err);
 }
 
 char *sg_token_make(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
@@ -314,7 +329,7 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
     return 0;
 }
 
-typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE } token_kind;
+typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH } token_kind;
 
 /* What a token of kind `have` may not do where `want` is required. */
 static const char *wrong_kind(token_kind have, token_kind want)
@@ -323,6 +338,10 @@ static const char *wrong_kind(token_kind have, token_kind want)
         return "a revoke token can only revoke";
     if (want == KIND_REVOKE)
         return "not a revoke token";
+    if (have == KIND_WATCH)
+        return "a watch token can only watch a terminal";
+    if (want == KIND_WATCH)
+        return "not a watch token";
     static const char *const msg[3][3] = {
         [KIND_STREAM] = {[KIND_READ] = "a stream token cannot read (use a read token)",
                          [KIND_TERMINAL] = "a stream token cannot open a terminal (use a terminal token)"},
@@ -378,11 +397,12 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'rv' invalid");
     if (is_read && !(json_is_integer(r) && json_integer_value(r) == 1))
         return sg_err_set(err, EINVAL, "malformed token: claim 'r' invalid");
-    if (x && !(json_is_integer(x) && json_integer_value(x) == 1))
+    if (x && !(json_is_integer(x) && (json_integer_value(x) == 1 || json_integer_value(x) == 2)))
         return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
     if (x && is_read)
         return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
-    token_kind have = rv ? KIND_REVOKE : is_read ? KIND_READ : x ? KIND_TERMINAL : KIND_STREAM;
+    token_kind have = rv ? KIND_REVOKE : is_read ? KIND_READ
+                      : x ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL) : KIND_STREAM;
     if (have != want)
         return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
     sg_token_id(token, out->id);
@@ -392,7 +412,8 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return now >= out->exp ? sg_err_set(err, EACCES, "token expired") : 0;
     }
     out->read = is_read;
-    out->terminal = x != NULL;
+    out->terminal = have == KIND_TERMINAL;
+    out->watch = have == KIND_WATCH;
     const char *keys[] = {"l", "t", "s"};
     char *dst[] = {out->learner, out->task, out->sandbox};
     for (size_t i = 0; i < SG_ARRAY_LEN(keys); i++) {
@@ -429,4 +450,10 @@ int sg_token_verify_read(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
                          int64_t now, sg_token_claims *out, sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_READ, out, err);
+}
+
+int sg_token_verify_watch(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                          int64_t now, sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, KIND_WATCH, out, err);
 }

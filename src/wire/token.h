@@ -14,6 +14,9 @@
  *                 may only open a terminal (a shell) in that one sandbox,
  *                 whose record must name the same learner and task, through
  *                 `sandglass serve` (src/serve/terminal.h); it reads nothing.
+ *   watch token   {"x": 2, "l": learner, "t": task, "s": sandbox, "exp": ...}
+ *                 may only watch that sandbox's terminal, read-only (not
+ *                 yet accepted by serve: issue 25, "Watch live").
  *   revoke token  {"rv": token id, "exp": ...}
  *                 may only revoke the one token it names (GET /v1/revoke on
  *                 an ingest; `sandglass token revoke`), short-lived.
@@ -52,6 +55,7 @@ typedef struct sg_token_claims {
     int64_t exp;                        /* unix seconds */
     bool read;                          /* a read token */
     bool terminal;                      /* a terminal token */
+    bool watch;                         /* a watch token */
     char id[SG_TOKEN_ID_LEN + 1];       /* the token's id (sg_token_id) */
     char revoke[SG_TOKEN_ID_LEN + 1];   /* a revoke token: the id it revokes */
 } sg_token_claims;
@@ -97,6 +101,14 @@ char *sg_token_make_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const ch
 /* Checks a terminal token; the other kinds are refused. */
 int sg_token_verify_terminal(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
                              int64_t now, sg_token_claims *out, sg_err *err);
+
+/* A watch token for one sandbox (all three names required). */
+char *sg_token_make_watch(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *learner,
+                          const char *task, const char *sandbox, int64_t ttl_s, sg_err *err);
+/* Checks a watch token; the other kinds are refused, and it is refused by
+ * their verifiers. */
+int sg_token_verify_watch(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
+                          int64_t now, sg_token_claims *out, sg_err *err);
 
 /* A revoke token for the token whose id is id, valid ttl_s seconds. */
 char *sg_token_make_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *id, int64_t ttl_s,

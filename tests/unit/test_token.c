@@ -239,7 +239,13 @@ static void test_kinds(void **state)
     assert_non_null(st);
     assert_non_null(rd);
     assert_non_null(tm);
+    sg_autofree char *wt = sg_token_make_watch(f->secret, "ada", "t1", "abc123", 60, &err);
+    assert_non_null(wt);
     sg_token_claims cl;
+    assert_int_equal(sg_token_verify_watch(f->secret, wt, now, &cl, &err), 0);
+    assert_true(cl.watch);
+    assert_false(cl.terminal);
+    assert_string_equal(cl.sandbox, "abc123");
     assert_int_equal(sg_token_verify_terminal(f->secret, tm, now, &cl, &err), 0);
     assert_true(cl.terminal);
     assert_false(cl.read);
@@ -255,6 +261,11 @@ static void test_kinds(void **state)
         {rd, sg_token_verify_terminal, "a read token cannot open a terminal (use a terminal token)"},
         {st, sg_token_verify_read, "a stream token cannot read (use a read token)"},
         {rd, sg_token_verify, "a read token cannot stream events"},
+        {wt, sg_token_verify_terminal, "a watch token can only watch a terminal"},
+        {wt, sg_token_verify_read, "a watch token can only watch a terminal"},
+        {wt, sg_token_verify, "a watch token can only watch a terminal"},
+        {tm, sg_token_verify_watch, "not a watch token"},
+        {rd, sg_token_verify_watch, "not a watch token"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         err = (sg_err){0};
@@ -271,7 +282,7 @@ static void test_kinds(void **state)
     /* Claims the signer never makes: refused even when signed. */
     const char *bad[] = {
         "{\"exp\":99999999999,\"l\":\"a\",\"r\":1,\"s\":\"s\",\"t\":\"t\",\"x\":1}",
-        "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":2}",
+        "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":3}",
         "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"x\":1}",
         "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":\"1\"}",
     };
