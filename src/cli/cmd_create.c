@@ -329,7 +329,7 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
     case OPT_CAPTURE_MAX_FILE:
         if (sg_parse_size(arg, &m->capture_max_file, &err) < 0 || m->capture_max_file == 0 ||
             m->capture_max_file > (256u << 20))
-            return sg_cli_usage("create", "--capture-max-file: a size from 1 to 256M");
+            return sg_cli_usage("create", "invalid --capture-max-file '%.32s': a size from 1 to 256M", arg);
         return CREATE_GO;
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))

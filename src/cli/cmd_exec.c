@@ -527,8 +527,11 @@ static int exec_parse_options(int argc, char **argv, exec_opts *o)
             break;
         case 'T': {
             double t;
-            if (sg_parse_duration(optarg, 7 * 24 * 3600.0, &t, &err) < 0)
-                return exec_fail(err.msg);
+            if (sg_parse_duration(optarg, 7 * 24 * 3600.0, &t, &err) < 0) {
+                char msg[sizeof err.msg + 16];
+                snprintf(msg, sizeof msg, "--timeout: %s", err.msg);
+                return exec_fail(msg);
+            }
             o->req.timeout_s = t;
             break;
         }
