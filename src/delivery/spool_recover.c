@@ -26,7 +26,7 @@
 
 /* --- recovery */
 
-enum { IT_REC, IT_BAD, IT_DROP };
+enum { IT_REC, IT_BAD };
 
 typedef struct item {
     int type;
@@ -191,44 +191,6 @@ static int rewrite_segment(sg_spool *sp, seg *s, const char *name, const uint8_t
     return 0;
 }
 
-/* The last segment's blob records after its last event: their event was
- * never written (a crash cut the tail between them), so they would go with
- * the next event appended, whose files they are not. They are dropped,
- * counted (blobs_dropped), and s's bounds recomputed from what is kept.
- * Returns whether any was. */
-static bool drop_tail_blobs(seg *s, items *it, int64_t prev, sg_spool_report *rep, const char *name)
-{
-    size_t dropped = 0, bytes = 0;
-    for (size_t i = it->n; i-- > 0;) {
-        item *x = &it->v[i];
-        if (x->type != IT_REC)
-            continue;
-        if (x->rtype != SG_SPOOL_REC_BLOB || x->seq <= prev)
-            break; /* an event, or a blob of one kept */
-        x->type = IT_DROP;
-        dropped++;
-        bytes += x->len;
-    }
-    if (!dropped)
-        return false;
-    s->first = s->last = -1;
-    s->size = 0;
-    for (size_t i = 0; i < it->n; i++) {
-        const item *x = &it->v[i];
-        if (x->type != IT_REC)
-            continue;
-        if (s->first < 0)
-            s->first = x->seq - x->gap;
-        s->last = x->seq;
-        s->size = x->off + x->len;
-    }
-    if (rep)
-        rep->blobs_dropped += dropped;
-    sg_spool_rep_note(rep, "spool %s: %zu blob records (%zu bytes) after the last event dropped "
-                      "(their event was never written)", name, dropped, bytes);
-    return true;
-}
-
 /* Validates one segment; *prev is the last seq kept before it (-1: none
  * yet), fill_from the first seq that must exist (-1: unknown). */
 static int recover_segment(sg_spool *sp, seg *s, bool last, int64_t *prev, int64_t fill_from,
@@ -329,8 +291,6 @@ static int recover_segment(sg_spool *sp, seg *s, bool last, int64_t *prev, int64
                  name, x->len, x->off, x->why);
     }
 
-    if (last && drop_tail_blobs(s, &it, *prev, rep, name))
-        torn_at = s->size < torn_at ? s->size : torn_at;
     if (dirty)
         return rewrite_segment(sp, s, name, b, &it, err);
     if (torn_at < n) {

@@ -117,9 +117,8 @@ static void test_blobs_with_events(void **state)
     sg_spool_close(sp);
 }
 
-/* Blobs whose event was never written (a crash between them) are dropped
- * at recovery and counted: they are not the next event's files. Blobs
- * before a kept event stay with it. */
+/* A blob whose event was never written (a crash between them) goes with
+ * the next event after a reopen. */
 static void test_blob_tail(void **state)
 {
     (void)state;
@@ -129,35 +128,25 @@ static void test_blob_tail(void **state)
     assert_non_null(sp);
     fill(sp, 3);
     assert_int_equal(sg_spool_append_blob(sp, "b3.0", 4, &err), 0);
-    assert_int_equal(sg_spool_append_blob(sp, "b3.1", 4, &err), 0);
     assert_int_equal(sg_spool_next_seq(sp), 3); /* a blob takes no seq */
     assert_int_equal(sg_spool_sync(sp, &err), 0);
     sg_spool_close(sp);
-    sg_spool_report rep;
-    sp = sg_spool_open(dir, &rep, &err);
+    sp = sg_spool_open(dir, NULL, &err);
     assert_non_null(sp);
-    assert_int_equal(rep.blobs_dropped, 2);
-    assert_non_null(strstr(rep.text, "2 blob records"));
-    assert_int_equal(rep.last_seq, 2);
     assert_int_equal(sg_spool_next_seq(sp), 3);
     assert_int_equal(sg_spool_append(sp, 3, "e3", 2, &err), 0);
     assert_int_equal(sg_spool_sync(sp, &err), 0);
-    /* the event alone, after 2's blobs and event */
-    assert_int_equal(check(sp, 0), 3);
+    /* 3 % 3 == 0 blobs expected by check(): read by hand */
     sg_spool_cursor *c = sg_spool_cursor_new(sp, 2, 0, &err);
     char *data;
     size_t len;
     int64_t seq;
     assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
+    assert_true(sg_spool_cursor_was_blob(c) && seq == 3 && len == 4);
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
     assert_true(!sg_spool_cursor_was_blob(c) && seq == 3 && len == 2);
     assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 0);
     sg_spool_cursor_free(c);
-    sg_spool_close(sp);
-    /* a clean reopen drops nothing */
-    sp = sg_spool_open(dir, &rep, &err);
-    assert_non_null(sp);
-    assert_int_equal(rep.blobs_dropped, 0);
-    assert_int_equal(check(sp, 0), 3);
     sg_spool_close(sp);
 }
 
