@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -29,9 +30,13 @@ ATTACKS = {
     # 200 threads, each forking and exec'ing /bin/true as fast as it can:
     # every execve is held for the supervisor to read (execnotify) and
     # reported as a process event.
+    # The threads wait for one start: started one by one into a running
+    # storm, the 200th thread took minutes to get the GIL on a busy host.
     "execve": r"""
 import os, threading
+start = threading.Event()
 def loop():
+    start.wait()
     while True:
         try:
             pid = os.posix_spawn("/bin/true", ["true"], {})
@@ -40,6 +45,7 @@ def loop():
             pass
 for _ in range(200):
     threading.Thread(target=loop, daemon=True).start()
+start.set()
 print("go", flush=True)
 threading.Event().wait()
 """,
@@ -188,11 +194,18 @@ def start_attack(env, sid: str, name: str, timeout_s: float | None = None) -> su
     p = subprocess.Popen([SANDGLASS, "exec", sid, *limit, "--", "python3", "-u", f"/workspace/attack_{name}.py"],
                          env=env.env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE if timeout_s else subprocess.DEVNULL)
+    # the bound holds even when no line comes (readline alone would block)
     end = time.monotonic() + 120
-    line = b""
-    while time.monotonic() < end and p.poll() is None:
-        line = p.stdout.readline()
-        if line.strip() == b"go":
+    pending = b""
+    while p.poll() is None:
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            break
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        pending += chunk
+        if b"go\n" in pending:
             break
     return p
 
