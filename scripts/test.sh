@@ -20,7 +20,9 @@
 #   all alongside the suites (their tests wait on the kernel and on each
 #   other much of the time; the fuzz build and targets use the CPU
 #   meanwhile), off the run's critical path.
-# Test programs run SG_TEST_JOBS (2) at a time: each has its own state
+# The plain build's suites and valgrind run in a lane beside the ASan suite,
+# one program at a time; the slowest programs start first (slow_tests in
+# tests/meson.build). Test programs run SG_TEST_JOBS (2) at a time: each has its own state
 # directory, ports, cgroups and temporary files (tests/meson.build lists the
 # few that must run alone).
 #
@@ -216,6 +218,28 @@ fuzz_results="$SG_TEST_ROOT/fuzz-results"
 run_fuzz > "$fuzz_results" 2>&1 &
 fuzz_pid=$!
 
+# The plain build's suites, then valgrind, in a lane of their own beside
+# the ASan suite (each test is hermetic; run one after the other they
+# added ~150 s to the run). Its counts and times come back in its last line.
+run_plain_lane() {
+  passed=0; failed=0; skipped=0; times=(); part_start=$SECONDS
+  jobs=1  # beside the ASan suite's own jobs: one at a time is enough to end first
+  run_suite build plain plain --suite static-e2e --suite no-valgrind --suite lint
+  part_done plain
+  # Unit tests under valgrind: no leaks, no invalid accesses, no
+  # uninitialised reads. The suite no-valgrind is left out: valgrind does
+  # not emulate seccomp(2), which test_execnotify needs (it runs above).
+  run_suite build valgrind valgrind --suite unit --no-suite no-valgrind \
+    --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
+  part_done valgrind
+  echo "LANE $passed $failed $skipped ${times[*]}"
+}
+plain_lane="$SG_TEST_ROOT/plain-lane"
+if [ "$plain_ok" = 0 ]; then
+  run_plain_lane > "$plain_lane" 2>&1 &
+  plain_pid=$!
+fi
+
 if [ "$asan_ok" = 0 ]; then
   rm -rf "$san_dir"; mkdir -p "$san_dir/logs"; chmod 1777 "$san_dir" "$san_dir/logs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$san_dir/report \
@@ -226,15 +250,19 @@ if [ "$asan_ok" = 0 ]; then
   part_done asan
 fi
 
+
 if [ "$plain_ok" = 0 ]; then
-  run_suite build plain plain --suite static-e2e --suite no-valgrind --suite lint
-  part_done plain
-  # Unit tests under valgrind: no leaks, no invalid accesses, no
-  # uninitialised reads. The suite no-valgrind is left out: valgrind does
-  # not emulate seccomp(2), which test_execnotify needs (it runs above).
-  run_suite build valgrind valgrind --suite unit --no-suite no-valgrind \
-    --wrapper "valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --trace-children=no"
-  part_done valgrind
+  wait "$plain_pid"
+  lane=$(grep '^LANE ' "$plain_lane" | tail -1)
+  grep -v '^LANE ' "$plain_lane"
+  if [ -z "$lane" ]; then
+    failed=$((failed + 1)); echo "  [plain] FAIL     the plain lane did not finish"
+  else
+    read -r _ p f sk rest <<<"$lane"
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + sk))
+    times+=("$rest (beside asan)")
+  fi
+  part_start=$SECONDS
 fi
 
 wait "$fuzz_pid"
