@@ -52,12 +52,35 @@ start)
     exit 1
   fi
   if [ ! -f "$data/PG_VERSION" ]; then
-    mkdir -p "$data" "$sock"
-    chown "$owner" "$data" "$sock"
-    chmod 0700 "$data"
-    as_pg "$PGBIN/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 \
-      --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
-      { cat "$dir/initdb.log" >&2; exit 1; }
+    mkdir -p "$sock"
+    chown "$owner" "$sock"
+    # In a test run (SG_TEST_ROOT) the first cluster is made once, as a
+    # template, and copied (0.7 s) for the others: initdb took 4-10 s each.
+    # -N: no fsync of a cluster thrown away with the run.
+    if [ -n "${SG_TEST_ROOT:-}" ] && [ -d "$SG_TEST_ROOT" ]; then
+      tmpl=$SG_TEST_ROOT/pg-template
+      (
+        flock 9
+        if [ ! -f "$tmpl/data/PG_VERSION" ]; then
+          rm -rf "$tmpl"
+          mkdir -p "$tmpl/data"
+          chmod o+x "$tmpl"
+          chown "$owner" "$tmpl/data"
+          chmod 0700 "$tmpl/data"
+          as_pg "$PGBIN/initdb" -N -D "$tmpl/data" -U postgres --auth=trust --encoding=UTF8 \
+            --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+            { cat "$dir/initdb.log" >&2; rm -rf "$tmpl"; exit 1; }
+        fi
+      ) 9>"$SG_TEST_ROOT/pg-template.lock" || exit 1
+      cp -a "$tmpl/data" "$data"
+    else
+      mkdir -p "$data"
+      chown "$owner" "$data"
+      chmod 0700 "$data"
+      as_pg "$PGBIN/initdb" -N -D "$data" -U postgres --auth=trust --encoding=UTF8 \
+        --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+        { cat "$dir/initdb.log" >&2; exit 1; }
+    fi
   fi
   touch "$log" && chown "$owner" "$log"
   as_pg "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start \
