@@ -19,6 +19,7 @@ bound. TAP output."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -64,8 +65,12 @@ class SSE:
         self.headers = head.decode("latin-1").lower()
         self.body = None
         if self.status != 200:
+            # the body's length, when given: the server keeps the
+            # connection for the next request (5 s), EOF would wait for it
+            m = re.search(r"content-length:\s*(\d+)", self.headers)
+            want = int(m.group(1)) if m else None
             try:
-                while True:
+                while want is None or len(self.buf) < want:
                     c = self.sock.recv(65536)
                     if not c:
                         break
