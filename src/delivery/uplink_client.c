@@ -44,6 +44,7 @@ struct sg_uplink_client {
     char rbuf[SG_UPLINKD_MSG_MAX]; /* one message from the daemon */
     bool closing, drain_timed_out;
     bool refused;            /* the daemon refused the hello: retry slowly */
+    bool reached, failed;    /* the ingest was connected / an attempt failed, ever */
     int open_handles;
     sg_uplink_event_fn ev_fn;
     void *ev_ud;
@@ -217,6 +218,10 @@ static void handle_message(sg_uplink_client *u, const char *buf, size_t len)
         if (sg_spool_ack(u->spool, r.ack, &err) < 0)
             emit(u, SG_UPLINK_ERROR, 0, err.msg, 0);
     } else if (r.kind == SG_UPLINKD_EVENT) {
+        if (r.event == SG_UPLINKD_EV_CONNECTED)
+            u->reached = true;
+        else if (r.event == SG_UPLINKD_EV_DISCONNECTED || r.event == SG_UPLINKD_EV_REFUSED)
+            u->failed = true;
         emit(u, (sg_uplink_event_type)r.event, r.code, r.reason, r.retry_ms);
     } else {
         u->refused = true;
@@ -348,6 +353,12 @@ int sg_uplink_client_drain(sg_uplink_client *u, uint64_t timeout_ms, sg_err *err
         try_connect(u); /* cut a pending wait short */
     }
     sg_uplink_client_notify(u);
+    /* An ingest never reached in this supervisor's life (every attempt
+     * failed) is not waited for long: the spool is kept for `flush`, and a
+     * destroy with the ingest down took the whole timeout. */
+    bool unreached = !u->reached && u->failed;
+    if (unreached && timeout_ms > SG_UPLINK_CLIENT_UNREACHED_DRAIN_MS)
+        timeout_ms = SG_UPLINK_CLIENT_UNREACHED_DRAIN_MS;
     u->drain_timed_out = false;
     uv_timer_start(&u->drain_timer, on_drain_timeout, timeout_ms, 0);
     while (!drained(u) && !u->drain_timed_out)
@@ -356,8 +367,9 @@ int sg_uplink_client_drain(sg_uplink_client *u, uint64_t timeout_ms, sg_err *err
     if (drained(u))
         return 0;
     return sg_err_set(err, ETIMEDOUT,
-                      "uplink: %" PRIu64 " events not acknowledged by the ingest after %" PRIu64 " ms",
-                      sg_spool_pending(u->spool), timeout_ms);
+                      "uplink: %" PRIu64 " events not acknowledged by the ingest after %" PRIu64 " ms%s",
+                      sg_spool_pending(u->spool), timeout_ms,
+                      unreached ? " (it was never reached: every attempt failed)" : "");
 }
 
 void sg_uplink_client_close(sg_uplink_client *u)

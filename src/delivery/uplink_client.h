@@ -22,6 +22,8 @@
 
 #define SG_UPLINK_CLIENT_RETRY_MIN_MS 50
 #define SG_UPLINK_CLIENT_RETRY_MAX_MS 2000
+/* A drain's bound when the ingest was never reached (see sg_uplink_client_drain). */
+#define SG_UPLINK_CLIENT_UNREACHED_DRAIN_MS 1000
 
 typedef struct sg_uplink_client sg_uplink_client;
 
@@ -40,7 +42,9 @@ void sg_uplink_client_set_event_cb(sg_uplink_client *u, sg_uplink_event_fn fn, v
 /* New synced records are in the spool. */
 void sg_uplink_client_notify(sg_uplink_client *u); /* NULL: nothing */
 /* Outside uv_run only: runs the loop until every synced record is acked
- * (0) or timeout_ms passes (-1, ETIMEDOUT). */
+ * (0) or timeout_ms passes (-1, ETIMEDOUT); at most
+ * SG_UPLINK_CLIENT_UNREACHED_DRAIN_MS when the ingest was never reached
+ * (every attempt so far failed). */
 int sg_uplink_client_drain(sg_uplink_client *u, uint64_t timeout_ms, sg_err *err);
 /* Stops (inside or outside the loop); the loop then closes its handles. */
 void sg_uplink_client_close(sg_uplink_client *u);
