@@ -363,7 +363,7 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     /* Background processes left by earlier execs would race the restore
      * (a writer loop would undo it): they go too. */
     sv_leaves_sweep(s);
-    if (running || s->leaves.n) {
+    if (running || s->leaves.set.n) {
         s->hooks.kill_all(s, "rollback", "rollback --force killed it to restore the workspace", &r.kill);
         r.killed = true;
     }

@@ -209,7 +209,7 @@ static void exec_stats_after(sv_exec *ex, sg_cg_stats *after)
     sv_sup *s = ex->s;
     sg_err err = {0};
     memset(after, 0, sizeof *after);
-    if (s->fast_leaves)
+    if (s->leaves.fast)
         /* cpu comes from the leaf; memory from the exec's rusage (the
          * sandbox's figure is its all-time peak) */
         sg_cgroup_counters(s->cg, &after->oom_kills, &after->pids_max_hits, &err);
@@ -325,7 +325,7 @@ void sv_exec_finish(sv_exec *ex)
     /* A leaf with background processes stays until they end or destroy.
      * A fast leaf that emptied is kept for a later exec; leaves on v1
      * hierarchies are checked first. */
-    if (!s->cg || (s->fast_leaves ? sv_leaves_recycle(s, ex)
+    if (!s->cg || (s->leaves.fast ? sv_leaves_recycle(s, ex)
                    : sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
                      sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
         sv_leaves_untrack(s, ex->leaf);

@@ -94,7 +94,7 @@ static sv_exec *exec_new(sv_sup *s, sv_client *c, const sg_exec_req *req, bool d
     sv_exec *ex = sg_xcalloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
-    ex->id = direct ? s->ready_exec_id : sv_sup_exec_id_new(s);
+    ex->id = direct ? s->leaves.ready_exec_id : sv_sup_exec_id_new(s);
     ex->num = sv_sup_exec_num_new(s);
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
     ex->events_fd = -1;
@@ -132,25 +132,25 @@ static void exec_checkpoint(sv_sup *s, const sv_exec *ex, const sg_exec_req *req
 static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FDS], sg_err *err)
 {
     if (direct) {
-        memcpy(ex->leaf, s->rl.name, sizeof ex->leaf);
-        ex->leaf_fd = sg_steal_fd(&s->rl.dirfd);
-        ex->cpu_fd = sg_steal_fd(&s->rl.cpufd);
-        ex->events_fd = sg_steal_fd(&s->rl.evfd);
-        ex->cpu_base_ns = s->rl.cpu_base;
-        ex->ready_sock = sg_steal_fd(&s->ready_sock);
-        ex->ready_pid = s->ready_pid;
-        s->ready = false;
-        s->ready_taken = true;
+        memcpy(ex->leaf, s->leaves.rl.name, sizeof ex->leaf);
+        ex->leaf_fd = sg_steal_fd(&s->leaves.rl.dirfd);
+        ex->cpu_fd = sg_steal_fd(&s->leaves.rl.cpufd);
+        ex->events_fd = sg_steal_fd(&s->leaves.rl.evfd);
+        ex->cpu_base_ns = s->leaves.rl.cpu_base;
+        ex->ready_sock = sg_steal_fd(&s->leaves.ready_sock);
+        ex->ready_pid = s->leaves.ready_pid;
+        s->leaves.ready = false;
+        s->leaves.ready_taken = true;
         sv_leaves_track(s, ex->leaf);
         return 0;
     }
-    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
+    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->leaves.next_leaf);
     sv_leaves_track(s, ex->leaf);
     if (!s->cg)
         return 0; /* rootless without cgroups */
     if (sg_cgroup_leaf_create(s->cg, ex->leaf, err) < 0)
         return -1;
-    if (!s->fast_leaves)
+    if (!s->leaves.fast)
         return sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, err);
     /* one v2 leaf directory: init clones straight into it */
     cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, err);
@@ -173,9 +173,9 @@ static int exec_send(sv_sup *s, sv_exec *ex, bool direct, size_t len, const int 
     ex->held_len = len;
     memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
     ex->awaiting_ack = true;
-    if (s->ready_pidfd >= 0) {
-        syscall(SYS_pidfd_send_signal, s->ready_pidfd, SIGCONT, NULL, 0);
-        sg_close_reset(&s->ready_pidfd);
+    if (s->leaves.ready_pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, s->leaves.ready_pidfd, SIGCONT, NULL, 0);
+        sg_close_reset(&s->leaves.ready_pidfd);
     }
     *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->spawn_msg, len, fds, 3) < 0;
     return 0;
@@ -203,7 +203,7 @@ static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
     /* Counters before the exec, read while the child starts; a caller
      * that wants the exit code alone, uncaptured, gets none of them. */
     bool want_stats = !ex->code_only || ex->cx;
-    if (want_stats && s->fast_leaves)
+    if (want_stats && s->leaves.fast)
         sg_cgroup_counters(s->cg, &ex->before.oom_kills, &ex->before.pids_max_hits, &err);
     else if (want_stats && s->cg)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
@@ -252,7 +252,7 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
     sv_leaves_sweep(s);
     /* A ready child whose socket init has sent takes the exec directly;
      * else init clones a child. */
-    bool direct = s->ready && s->cg && s->ready_sock >= 0;
+    bool direct = s->leaves.ready && s->cg && s->leaves.ready_sock >= 0;
     sv_exec *ex = exec_new(s, c, &req, direct);
     const char *cwd = req.cwd ? req.cwd : "/workspace";
     exec_checkpoint(s, ex, &req);
@@ -281,7 +281,7 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
     /* Message: header, argv..., env..., cwd (NUL-separated). */
     sg_spawn_hdr sp = {.type = SG_SPAWN_EXEC, .exec_id = ex->id,
                        .uid = s->meta.uid, .gid = s->meta.gid,
-                       .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
+                       .nfds_cg = (uint32_t)ncg, .cg_into = s->leaves.fast,
                        .rlimit_as = s->cg ? 0 : s->meta.memory};
     ssize_t len = sg_spawn_encode(s->spawn_msg, SG_SPAWN_MSG_MAX, &sp, req.argv, env, cwd);
     sg_exec_req_free(&req);

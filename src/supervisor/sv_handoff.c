@@ -108,12 +108,12 @@ static bool init_drain(sv_sup *s)
             return false;
         }
         bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
-        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->ready &&
-            rep.exec_id == s->ready_exec_id && s->ready_sock < 0) {
-            s->ready_sock = fd;
-            s->ready_pid = rep.pid;
-            sg_close_reset(&s->ready_pidfd);
-            s->ready_pidfd = sv_leaves_ready_pidfd_open(s->rl.dirfd);
+        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->leaves.ready &&
+            rep.exec_id == s->leaves.ready_exec_id && s->leaves.ready_sock < 0) {
+            s->leaves.ready_sock = fd;
+            s->leaves.ready_pid = rep.pid;
+            sg_close_reset(&s->leaves.ready_pidfd);
+            s->leaves.ready_pidfd = sv_leaves_ready_pidfd_open(s->leaves.rl.dirfd);
             continue;
         }
         if (ok && rep.type == SG_SPAWN_NOTIFY && nfds >= 1) {
@@ -126,7 +126,7 @@ static bool init_drain(sv_sup *s)
             continue;
         sv_exec *ex = sv_exec_find(s, rep.exec_id);
         if (!ex) {
-            if (rep.type == SG_SPAWN_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
+            if (rep.type == SG_SPAWN_EXITED && s->leaves.ready && rep.exec_id == s->leaves.ready_exec_id)
                 sv_leaves_ready_lost(s);
             continue;
         }

@@ -107,13 +107,13 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
         sg_ckpt_client_kill(s->ckpt);
     if (s->cg) {
         pid_t *ready = NULL;
-        if (s->ready && sg_cgroup_pids(s->cg, s->rl.name, &ready, &nready, &err) < 0)
+        if (s->leaves.ready && sg_cgroup_pids(s->cg, s->leaves.rl.name, &ready, &nready, &err) < 0)
             nready = 0;
         free(ready);
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
-        for (size_t i = 0; i < s->leaves.n; i++)
-            if (sv_leaves_kill(s, s->leaves.names[i], 5000, &err) < 0)
+        for (size_t i = 0; i < s->leaves.set.n; i++)
+            if (sv_leaves_kill(s, s->leaves.set.names[i], 5000, &err) < 0)
                 ok = false;
         /* The idle ready child last: killed first, its exit would wait for
          * a CPU that a fork bomb holds, and the bomb's kill behind it. */

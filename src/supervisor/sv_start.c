@@ -302,7 +302,7 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
     sv_start_oom_baseline(s);
-    s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+    s->leaves.fast = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
                      sg_cgroup_set_fast_leaves(s->cg, true) == 0;
     if (!sg_state_pid_alive(s->meta.init_pid))
         return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
@@ -315,8 +315,8 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     /* Leaves, exec ids and exec numbers go on past the old ones: init
      * still reports the old execs by their ids (sg_state_exec_ids_save). */
     uint32_t highest = sg_leafset_highest(leaves);
-    if (highest > s->next_leaf)
-        s->next_leaf = highest;
+    if (highest > s->leaves.next_leaf)
+        s->leaves.next_leaf = highest;
     uint32_t used = sg_state_exec_ids_load(s->meta.id);
     s->next_exec = s->exec_num = used > highest ? used : highest;
     /* An abort outlives the supervisor that made it. */

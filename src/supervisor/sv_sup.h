@@ -33,6 +33,7 @@
 #include "supervisor/killswitch.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
+#include "supervisor/sv_leaves_state.h"
 #include "supervisor/tty.h"
 #include "wire/ctl.h"
 #include "wire/spawn.h"
@@ -41,10 +42,6 @@
 #define SV_MAX_CLIENTS 256
 #define SV_READ_CHUNK (60 * 1024)
 #define SV_PIDNS_MAX 65536 /* processes of the pid namespace listed at once (its pid_max) */
-
-/* Emptied exec leaves kept for later execs. Two alternate in a steady
- * stream of execs: the running exec's and the ready child's. */
-#define SV_SPARE_LEAVES 2
 
 typedef struct sv_sup sv_sup;
 typedef struct sv_client sv_client; /* sv_client.h */
@@ -72,14 +69,6 @@ typedef struct sv_sup_hooks {
     bool (*client_holds)(sv_client *c);
     void (*client_drained)(sv_client *c);
 } sv_sup_hooks;
-
-/* A fast exec leaf with the files the exec path reads kept open: the ready
- * child's, or a spare one (emptied, kept for a later exec). */
-typedef struct sv_open_leaf {
-    char name[24];
-    int dirfd, cpufd, evfd; /* the directory, its cpu.stat, its cgroup.events */
-    uint64_t cpu_base;      /* cpu.stat's usage when handed out: leaves are reused */
-} sv_open_leaf;
 
 struct sv_exec {
     sv_sup *s;
@@ -169,7 +158,6 @@ struct sv_sup {
     sv_clients_state clients; /* the control connections (sv_client.c's) */
     bool destroying;
     bool init_dead;
-    bool fast_leaves;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
     sg_ckpt_client *ckpt;         /* workspace checkpoints, by a worker outside the sandbox */
@@ -196,20 +184,7 @@ struct sv_sup {
     bool orphaned;          /* our state directory was removed: the sandbox ends */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
-    sg_leafset leaves;      /* exec leaves that may still hold processes */
-    uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
-    sv_open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
-    uint32_t ready_exec_id; /* the exec id reserved for it */
-    int ready_sock;         /* its socket (SG_SPAWN_READY); -1 until init sent it */
-    pid_t ready_pid;
-    int ready_pidfd;        /* a pidfd of it (host side), to SIGCONT it at the hand-off */
-    bool ready;
-    bool ready_taken;       /* the last one was handed an exec: the next PREPARE says so */
-    /* Emptied fast leaves, open, for the next ready children: an exec then
-     * makes and removes no cgroup (mkdir and rmdir in cgroupfs cost ~80 us
-     * of CPU per exec, plus the kernel's deferred freeing). */
-    sv_open_leaf spare[SV_SPARE_LEAVES];
-    size_t nspare;
+    sv_leaves_state leaves; /* the exec leaves (sv_leaves.h) */
 };
 
 /* ---- sv_sup.c: what every object of the supervisor uses ------------- */
