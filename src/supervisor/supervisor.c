@@ -32,12 +32,12 @@
 static void stop_loop_handles(sv_sup *s)
 {
     uv_poll_stop(&s->ctl_poll);
-    ks_stop(s->ks);
-    s->ks = NULL;
+    ks_stop(s->ks.thread);
+    s->ks.thread = NULL;
     uv_signal_stop(&s->sigterm);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
-    uv_timer_stop(&s->cap_timer);
+    uv_timer_stop(&s->ks.cap_timer);
     if (s->gone_fd >= 0)
         uv_poll_stop(&s->gone_poll);
     if (s->expire_init)
@@ -210,8 +210,8 @@ static int sup_shutdown(sv_sup *s)
      * closed with the loop's, then what it holds is freed here. */
     for (size_t i = 0; i < s->nexecs; i++)
         s->execs[i]->pending_closes++;
-    ks_stop(s->ks); /* when the loop ended by another way than stop_loop_handles */
-    s->ks = NULL;
+    ks_stop(s->ks.thread); /* when the loop ended by another way than stop_loop_handles */
+    s->ks.thread = NULL;
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -364,9 +364,9 @@ static void sup_watch(sv_sup *s)
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
     sv_killswitch_start(s);
-    s->start_ns = sg_now_mono_ns();
-    uv_timer_init(&s->loop, &s->cap_timer);
-    s->cap_timer.data = s;
+    s->ks.start_ns = sg_now_mono_ns();
+    uv_timer_init(&s->loop, &s->ks.cap_timer);
+    s->ks.cap_timer.data = s;
     uv_timer_init(&s->loop, &s->ckpt_idle);
     s->ckpt_idle.data = s;
     sv_killswitch_caps_arm(s);
@@ -470,7 +470,7 @@ static void sup_free(sv_sup *s)
     sg_leafset_free(&s->leaves.set);
     free(s->spawn_msg);
     free(s->clients.buf);
-    free(s->pidns_pids);
+    free(s->ks.pidns_pids);
     free(s);
 }
 

@@ -275,7 +275,7 @@ void sv_exec_finish(sv_exec *ex)
     if (ex->finished)
         return;
     ex->finished = true;
-    ks_disarm(s->ks, ex->leaf); /* before its leaf can be reused */
+    ks_disarm(s->ks.thread, ex->leaf); /* before its leaf can be reused */
     sv_exec_handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
@@ -309,8 +309,8 @@ void sv_exec_finish(sv_exec *ex)
         if (killed)
             json_object_set_new(res, "killed_by", json_pack("{s:s, s:s}", "cause", ex->kill_cause,
                                                             "detail", ex->kill_detail));
-        if (s->aborted)
-            json_object_set_new(res, "aborted", json_string(s->abort_reason));
+        if (s->ks.aborted)
+            json_object_set_new(res, "aborted", json_string(s->ks.reason));
         if (ex->cx)
             sg_capture_exec_end(ex->cx, res);
         ex->cx = NULL;

@@ -66,12 +66,12 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
 static bool exec_admit(sv_sup *s, sv_client *c, const sg_exec_req *req)
 {
     char why[128];
-    if (!s->aborted && sg_caps_exec_reached(&s->meta, s->execs_total, s->calls_total,
+    if (!s->ks.aborted && sg_caps_exec_reached(&s->meta, s->execs_total, s->calls_total,
                                             req->tool_name != NULL, why, sizeof why))
         json_decref(s->hooks.abort(s, "cap", why));
-    if (s->aborted) {
+    if (s->ks.aborted) {
         char m[400];
-        snprintf(m, sizeof m, "session aborted: %s", s->abort_reason);
+        snprintf(m, sizeof m, "session aborted: %s", s->ks.reason);
         sv_client_error(c, m);
         return false;
     }
@@ -212,7 +212,7 @@ static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
     if (ex->timeout_s > 0) {
         uv_timer_start(&ex->timer, sv_exec_on_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
         /* the kill itself beside the loop; this timer records why */
-        ks_arm(s->ks, ex->leaf, sg_now_mono_ns() + (uint64_t)(ex->timeout_s * 1e9));
+        ks_arm(s->ks.thread, ex->leaf, sg_now_mono_ns() + (uint64_t)(ex->timeout_s * 1e9));
     }
     if (!ex->awaiting_ack)
         return;

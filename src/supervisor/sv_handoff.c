@@ -43,9 +43,9 @@ void sv_handoff_failed(sv_exec *ex)
     sv_sup *s = ex->s;
     sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
     send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
-    if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
+    if (s->ks.aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
         sv_exec_handoff_release(ex);
-        sv_exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
+        sv_exec_fail(ex, s->ks.aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
                                  : "the sandbox's init is gone");
         return;
     }
@@ -159,7 +159,7 @@ void sv_handoff_on_init_msg(uv_poll_t *p, int status, int events)
     (void)events;
     sv_sup *s = p->data;
     /* the kill switch's abort first: the deaths init reports are its */
-    ks_take_killed(s->ks);
+    ks_take_killed(s->ks.thread);
     sv_exec_deadlines(s);
     s->hooks.check_wall(s);
     (void)init_drain(s);

@@ -49,9 +49,9 @@ static size_t pidns_members(sv_sup *s, pid_t *out, size_t max)
  * until none is left; returns how many remain. */
 size_t sv_killswitch_pidns_kill(sv_sup *s, bool with_init, int timeout_ms)
 {
-    if (!s->pidns_pids)
-        s->pidns_pids = sg_xcalloc(SV_PIDNS_MAX, sizeof *s->pidns_pids);
-    pid_t *pids = s->pidns_pids;
+    if (!s->ks.pidns_pids)
+        s->ks.pidns_pids = sg_xcalloc(SV_PIDNS_MAX, sizeof *s->ks.pidns_pids);
+    pid_t *pids = s->ks.pidns_pids;
     uint64_t deadline = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         size_t n = pidns_members(s, pids, SV_PIDNS_MAX), left = 0;
@@ -73,7 +73,7 @@ json_t *sv_killswitch_caps_now(sv_sup *s)
     sg_cg_stats st = {0};
     if (s->cg)
         sg_cgroup_stats(s->cg, NULL, &st, &err);
-    sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - s->start_ns) / 1e9,
+    sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - s->ks.start_ns) / 1e9,
                        .cpu_s = (double)st.cpu_ns / 1e9,
                        .execs = s->execs_total, .calls = s->calls_total};
     return sg_caps_json(&s->meta, &u);
@@ -155,12 +155,12 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
 /* The kill switch. Returns the abort record (new reference). */
 json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
 {
-    if (s->aborted)
+    if (s->ks.aborted)
         return sg_ctl_encode_abort_reply(&(sg_ctl_abort_reply){
-            .aborted = true, .already = true, .by = s->abort_by, .reason = s->abort_reason});
-    s->aborted = true;
-    snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
-    snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+            .aborted = true, .already = true, .by = s->ks.by, .reason = s->ks.reason});
+    s->ks.aborted = true;
+    snprintf(s->ks.by, sizeof s->ks.by, "%s", by);
+    snprintf(s->ks.reason, sizeof s->ks.reason, "%s", reason);
     sv_killswitch_publish(s);
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
@@ -205,16 +205,16 @@ void sv_killswitch_publish(sv_sup *s)
 {
     ks_state st = {.max_wall_s = s->meta.max_wall_s, .max_cpu_s = s->meta.max_cpu_s,
                    .max_execs = s->meta.max_execs, .max_calls = s->meta.max_calls,
-                   .execs = s->execs_total, .calls = s->calls_total, .start_ns = s->start_ns,
-                   .init_pid = s->init_pid, .aborted = s->aborted};
-    snprintf(st.by, sizeof st.by, "%s", s->abort_by);
-    snprintf(st.reason, sizeof st.reason, "%s", s->abort_reason);
-    ks_publish(s->ks, &st);
+                   .execs = s->execs_total, .calls = s->calls_total, .start_ns = s->ks.start_ns,
+                   .init_pid = s->init_pid, .aborted = s->ks.aborted};
+    snprintf(st.by, sizeof st.by, "%s", s->ks.by);
+    snprintf(st.reason, sizeof st.reason, "%s", s->ks.reason);
+    ks_publish(s->ks.thread, &st);
 }
 
 void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
 {
-    ks_exec_begin(s->ks, leaf, num);
+    ks_exec_begin(s->ks.thread, leaf, num);
     sv_killswitch_publish(s); /* the counts against the caps */
 }
 
@@ -223,7 +223,7 @@ void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
 static void on_ks_abort(void *ud, const char *reason)
 {
     sv_sup *s = ud;
-    ks_kill_barrier(s->ks); /* the thread's kill done: not raced by the loop's */
+    ks_kill_barrier(s->ks.thread); /* the thread's kill done: not raced by the loop's */
     json_decref(sv_killswitch_abort(s, "operator", reason));
 }
 
@@ -232,9 +232,9 @@ void sv_killswitch_caps_arm(sv_sup *s)
     sv_killswitch_publish(s); /* the caps (a claim sets them) */
     if (!sg_caps_timed(&s->meta))
         return;
-    uv_timer_start(&s->cap_timer, sv_killswitch_on_cap_timer, 100, 100);
+    uv_timer_start(&s->ks.cap_timer, sv_killswitch_on_cap_timer, 100, 100);
     if (s->meta.max_wall_s > 0) /* the kill at once; the timer records why */
-        ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
+        ks_arm(s->ks.thread, NULL, s->ks.start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
 }
 
 /* The supervisor's heap, bounded before its second thread starts (its
@@ -258,8 +258,8 @@ void sv_killswitch_start(sv_sup *s)
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
     sg_autofree char *quota = s->cg ? sg_cgroup_cpu_quota_path(s->cg) : NULL;
-    s->ks = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
-    if (!s->ks)
+    s->ks.thread = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
+    if (!s->ks.thread)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
     sv_killswitch_publish(s);
     uv_poll_start(&s->ctl_poll, UV_READABLE, sv_client_on_accept);
@@ -268,8 +268,8 @@ void sv_killswitch_start(sv_sup *s)
 bool sv_killswitch_check_wall(sv_sup *s)
 {
     char why[128];
-    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
-    if (s->aborted || s->destroying || !sg_caps_wall_reached(&s->meta, wall, why, sizeof why))
+    double wall = (double)(sg_now_mono_ns() - s->ks.start_ns) / 1e9;
+    if (s->ks.aborted || s->destroying || !sg_caps_wall_reached(&s->meta, wall, why, sizeof why))
         return false;
     json_decref(sv_killswitch_abort(s, "cap", why));
     return true;
@@ -278,7 +278,7 @@ bool sv_killswitch_check_wall(sv_sup *s)
 void sv_killswitch_on_cap_timer(uv_timer_t *t)
 {
     sv_sup *s = t->data;
-    if (s->aborted || s->destroying || sv_killswitch_check_wall(s))
+    if (s->ks.aborted || s->destroying || sv_killswitch_check_wall(s))
         return;
     char why[128];
     /* The cgroup's CPU time is read only for a CPU cap. */
@@ -305,19 +305,19 @@ void sv_killswitch_op_abort(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 /* Clears an operator's or a signal's abort, never a cap's. */
 void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
-    if (!s->aborted) {
+    if (!s->ks.aborted) {
         sv_client_error(c, "the session is not aborted");
         return;
     }
-    if (!sg_caps_resumable(s->abort_by)) {
+    if (!sg_caps_resumable(s->ks.by)) {
         char m[400];
-        snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
+        snprintf(m, sizeof m, "an abort by a cap stays: %s", s->ks.reason);
         sv_client_error(c, m);
         return;
     }
-    json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
-    s->aborted = false;
-    s->abort_reason[0] = s->abort_by[0] = '\0';
+    json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->ks.reason);
+    s->ks.aborted = false;
+    s->ks.reason[0] = s->ks.by[0] = '\0';
     sv_killswitch_publish(s);
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)

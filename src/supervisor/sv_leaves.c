@@ -59,7 +59,7 @@ void sv_open_leaf_close(sv_open_leaf *l)
 void sv_leaves_ready_next(sv_sup *s)
 {
     sg_err err = {0};
-    if (s->leaves.ready || !s->leaves.fast || s->destroying || s->aborted || s->init_dead ||
+    if (s->leaves.ready || !s->leaves.fast || s->destroying || s->ks.aborted || s->init_dead ||
         s->init_fd < 0)
         return;
     sv_open_leaf l;
@@ -103,7 +103,7 @@ bool sv_leaves_recycle(sv_sup *s, sv_exec *ex)
     sg_err err = {0};
     bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
     if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->leaves.nspare < SV_SPARE_LEAVES &&
-        !s->destroying && !s->aborted) {
+        !s->destroying && !s->ks.aborted) {
         sv_open_leaf *l = &s->leaves.spare[s->leaves.nspare++];
         snprintf(l->name, sizeof l->name, "%s", ex->leaf);
         l->dirfd = sg_steal_fd(&ex->leaf_fd);

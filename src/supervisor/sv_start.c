@@ -320,8 +320,8 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     uint32_t used = sg_state_exec_ids_load(s->meta.id);
     s->next_exec = s->exec_num = used > highest ? used : highest;
     /* An abort outlives the supervisor that made it. */
-    s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
-                                     sizeof s->abort_reason) == 1;
+    s->ks.aborted = sg_state_abort_load(s->meta.id, s->ks.by, sizeof s->ks.by, s->ks.reason,
+                                     sizeof s->ks.reason) == 1;
     return 0;
 }
 
@@ -402,7 +402,7 @@ int sv_start_hold_lock(sv_sup *s, const char *id, bool adopt, sg_err *err)
 static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
 {
     sg_err err = {0};
-    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
+    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->ks.aborted) {
         sv_client_error(c, "this sandbox is not an unused spare of the pool");
         return;
     }
@@ -461,7 +461,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
         sv_client_error(c, err.msg);
         return;
     }
-    s->start_ns = sg_now_mono_ns();
+    s->ks.start_ns = sg_now_mono_ns();
     sv_killswitch_caps_arm(s);
     sv_client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in

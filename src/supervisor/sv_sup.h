@@ -33,6 +33,7 @@
 #include "supervisor/killswitch.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
+#include "supervisor/sv_killswitch_state.h"
 #include "supervisor/sv_leaves_state.h"
 #include "supervisor/tty.h"
 #include "wire/ctl.h"
@@ -41,7 +42,6 @@
 #define SV_CLIENT_QUEUE_MAX (4u * 1024 * 1024) /* output queued for a slow CLI before we stop reading the exec */
 #define SV_MAX_CLIENTS 256
 #define SV_READ_CHUNK (60 * 1024)
-#define SV_PIDNS_MAX 65536 /* processes of the pid namespace listed at once (its pid_max) */
 
 typedef struct sv_sup sv_sup;
 typedef struct sv_client sv_client; /* sv_client.h */
@@ -135,7 +135,6 @@ struct sv_sup {
     sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
     uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
     char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
-    pid_t *pidns_pids;      /* SV_PIDNS_MAX entries, once sv_killswitch_pidns_kill ran */
     uint64_t ckpt_idle_ms;  /* the worker's idle stop; 0 until read from the environment */
     uv_loop_t loop;
     sg_sandbox_meta meta;
@@ -146,7 +145,6 @@ struct sv_sup {
     uv_poll_t init_poll;
     sv_execnotify_state notify; /* the held execve calls (sv_execnotify.c's) */
     int ctl_fd;
-    killswitch *ks;         /* kills beside the loop, takes what it leaves on ctl_fd; NULL: none */
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
@@ -171,13 +169,7 @@ struct sv_sup {
     uint8_t destroy_type;
     json_t *destroy_res;
     int exit_code;
-    /* kill switch: the first reason wins and is kept */
-    bool aborted;
-    char abort_by[16];      /* operator | signal | cap */
-    char abort_reason[256];
-    uint64_t start_ns;
     uint64_t execs_total, calls_total;
-    uv_timer_t cap_timer;   /* wall and cpu caps */
     int gone_fd;            /* inotify on the directories our record is in; -1: none */
     int gone_wd[3];         /* watches of sb/, <state>/ and its parent */
     uv_poll_t gone_poll;
@@ -185,6 +177,7 @@ struct sv_sup {
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
     sv_leaves_state leaves; /* the exec leaves (sv_leaves.h) */
+    sv_killswitch_state ks; /* the kill switch (sv_killswitch.h) */
 };
 
 /* ---- sv_sup.c: what every object of the supervisor uses ------------- */

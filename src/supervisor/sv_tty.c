@@ -204,7 +204,7 @@ static void prompt_checkpoint(struct sv_shell *sh)
     uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0, now = sg_now_mono_ns();
     bool was_typed = typed != sh->typed_at_ckpt;
     bool ran = sv_execnotify_held(s) != sh->execs_at_ckpt && now - sh->ckpt_ns >= PROMPT_RAN_CKPT_NS;
-    if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read || !(was_typed || ran))
+    if (s->meta.manual_checkpoints || s->ks.aborted || sh->decided_this_read || !(was_typed || ran))
         return;
     sh->decided_this_read = true;
     sh->typed_at_ckpt = typed;
@@ -475,8 +475,8 @@ static void attach_replay(sv_client *c, struct sv_shell *sh)
 void sv_tty_attach(sv_sup *s, sv_client *c, const sg_ctl_attach_req *req)
 {
     char why[400];
-    if (s->aborted) {
-        snprintf(why, sizeof why, "session aborted: %s", s->abort_reason);
+    if (s->ks.aborted) {
+        snprintf(why, sizeof why, "session aborted: %s", s->ks.reason);
         sv_client_error(c, why);
         return;
     }
