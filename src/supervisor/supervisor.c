@@ -56,8 +56,8 @@ static void sup_destroy(sv_sup *s, sv_client *c)
     sg_watch_hurry(sg_capture_watch(s->cap), true);
     /* The checkpoint worker is killed with the sandbox, never waited for
      * (it comes back only for a last diff of the capture). */
-    if (s->ckpt)
-        sg_ckpt_client_kill(s->ckpt);
+    if (s->ckpt.client)
+        sg_ckpt_client_kill(s->ckpt.client);
     for (size_t i = s->nexecs; i-- > 0;) {
         sv_exec *ex = s->execs[i];
         if (ex->cl) {
@@ -138,8 +138,8 @@ static void on_signal(uv_signal_t *h, int signum)
             s->init_pid = 0;
             s->init_dead = true;
         }
-        if (s->ckpt)
-            sg_ckpt_client_reap(s->ckpt);
+        if (s->ckpt.client)
+            sg_ckpt_client_reap(s->ckpt.client);
         return;
     }
     /* SIGINT/SIGTERM to a session is an abort, not a teardown: the
@@ -367,8 +367,8 @@ static void sup_watch(sv_sup *s)
     s->ks.start_ns = sg_now_mono_ns();
     uv_timer_init(&s->loop, &s->ks.cap_timer);
     s->ks.cap_timer.data = s;
-    uv_timer_init(&s->loop, &s->ckpt_idle);
-    s->ckpt_idle.data = s;
+    uv_timer_init(&s->loop, &s->ckpt.idle);
+    s->ckpt.idle.data = s;
     sv_killswitch_caps_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
@@ -458,8 +458,8 @@ static void sup_free(sv_sup *s)
     if (s->notify.fd >= 0)
         close(s->notify.fd);
     sv_execnotify_unmap(s);
-    sg_ckpt_client_free(s->ckpt);
-    sg_labels_free(&s->labels);
+    sg_ckpt_client_free(s->ckpt.client);
+    sg_labels_free(&s->ckpt.labels);
     for (size_t i = 0; i < s->leaves.nspare; i++)
         sv_open_leaf_close(&s->leaves.spare[i]);
     sv_leaves_ready_close_fds(s);

@@ -103,8 +103,8 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
     size_t nready = 0; /* the ready child: not a user process, not counted */
     /* The checkpoint worker is work for the sandbox, in its cgroup: killed
      * too, never waited for (a new one comes for the next call). */
-    if (s->ckpt)
-        sg_ckpt_client_kill(s->ckpt);
+    if (s->ckpt.client)
+        sg_ckpt_client_kill(s->ckpt.client);
     if (s->cg) {
         pid_t *ready = NULL;
         if (s->leaves.ready && sg_cgroup_pids(s->cg, s->leaves.rl.name, &ready, &nready, &err) < 0)
@@ -181,7 +181,7 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
     sg_watch_hurry(sg_capture_watch(s->cap), false);
     sg_autojson json_t *actor = sv_actor_current(strcmp(by, "cap") == 0 ? reason : NULL, reason);
     r.actor = actor;
-    r.checkpoint = s->last_ckpt[0] ? s->last_ckpt : NULL;
+    r.checkpoint = s->ckpt.last[0] ? s->ckpt.last : NULL;
     json_t *rec = sg_ctl_encode_abort_reply(&r);
     sg_ctl_kill_report_free(&r.kill);
     if (rec)

@@ -467,8 +467,8 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,
      * and the worker (stopped when idle) is not woken for it. */
-    if (s->last_ckpt[0])
-        sv_ckpt_emit(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+    if (s->ckpt.last[0])
+        sv_ckpt_emit(s, s->ckpt.last, "create", &s->ckpt.last_stats, 0, true, NULL);
     else
         sv_ckpt_take_ex(s, "create", true, NULL);
 }

@@ -33,6 +33,7 @@
 #include "supervisor/killswitch.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
+#include "supervisor/sv_checkpoint_state.h"
 #include "supervisor/sv_killswitch_state.h"
 #include "supervisor/sv_leaves_state.h"
 #include "supervisor/tty.h"
@@ -135,7 +136,6 @@ struct sv_sup {
     sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
     uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
     char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
-    uint64_t ckpt_idle_ms;  /* the worker's idle stop; 0 until read from the environment */
     uv_loop_t loop;
     sg_sandbox_meta meta;
     sg_cgroup *cg;
@@ -158,13 +158,6 @@ struct sv_sup {
     bool init_dead;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
-    sg_ckpt_client *ckpt;         /* workspace checkpoints, by a worker outside the sandbox */
-    uv_timer_t ckpt_idle;   /* stops that worker when idle */
-    char last_ckpt[SG_CHECKPOINT_ID_LEN + 1]; /* the newest checkpoint taken */
-    sg_checkpoint_stats last_stats;
-    sg_fingerprint last_print;  /* the workspace when the last exec's checkpoint was taken */
-    bool print_valid;
-    sg_labels labels;       /* labels of execs found unchanged, not yet in the store */
     int destroy_fd;         /* the destroy request's caller, answered last */
     uint8_t destroy_type;
     json_t *destroy_res;
@@ -178,6 +171,7 @@ struct sv_sup {
     bool expire_init;
     sv_leaves_state leaves; /* the exec leaves (sv_leaves.h) */
     sv_killswitch_state ks; /* the kill switch (sv_killswitch.h) */
+    sv_checkpoint_state ckpt; /* the checkpoints (sv_checkpoint.h) */
 };
 
 /* ---- sv_sup.c: what every object of the supervisor uses ------------- */
