@@ -58,8 +58,8 @@ static void sup_destroy(sv_sup *s, sv_client *c)
      * (it comes back only for a last diff of the capture). */
     if (s->ckpt.client)
         sg_ckpt_client_kill(s->ckpt.client);
-    for (size_t i = s->nexecs; i-- > 0;) {
-        sv_exec *ex = s->execs[i];
+    for (size_t i = s->exec.n; i-- > 0;) {
+        sv_exec *ex = s->exec.list[i];
         if (ex->cl) {
             /* Detached first: sv_client_error may close the client at once,
              * and sv_client_close would reach back into the exec. */
@@ -192,8 +192,8 @@ static int sup_shutdown(sv_sup *s)
      * its last command and its recording end before the capture is
      * delivered, and it is freed with its handles below (LeakSanitizer
      * found it left behind). */
-    for (size_t i = 0; i < s->nexecs; i++)
-        sv_tty_end(s->execs[i]);
+    for (size_t i = 0; i < s->exec.n; i++)
+        sv_tty_end(s->exec.list[i]);
     if (s->cap) {
         if (sg_capture_finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
             undelivered = (json_int_t)sg_capture_pending(s->cap);
@@ -208,15 +208,15 @@ static int sup_shutdown(sv_sup *s)
     /* Execs still running when the sandbox went (a destroy, a signal):
      * a reference of the shutdown's own keeps each until its handles are
      * closed with the loop's, then what it holds is freed here. */
-    for (size_t i = 0; i < s->nexecs; i++)
-        s->execs[i]->pending_closes++;
+    for (size_t i = 0; i < s->exec.n; i++)
+        s->exec.list[i]->pending_closes++;
     ks_stop(s->ks.thread); /* when the loop ended by another way than stop_loop_handles */
     s->ks.thread = NULL;
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
-    for (size_t i = 0; i < s->nexecs; i++) {
-        sv_exec *ex = s->execs[i];
+    for (size_t i = 0; i < s->exec.n; i++) {
+        sv_exec *ex = s->exec.list[i];
         if (ex->awaiting_ack) /* its handles are closed: only the memory and fds */
             for (int k = 0; k < 3; k++)
                 sg_close_reset(&ex->hold_fds[k]);
@@ -224,7 +224,7 @@ static int sup_shutdown(sv_sup *s)
         free(ex->held_msg);
         free(ex);
     }
-    s->nexecs = 0;
+    s->exec.n = 0;
     sg_ctl_destroy_reply proof;
     if (s->destroy_res && s->destroy_type == SG_CTL_RESULT && sg_ctl_decode_destroy_reply(s->destroy_res, &proof, NULL) == 0) {
         proof.events_undelivered = undelivered;
@@ -385,7 +385,7 @@ static void sup_watch(sv_sup *s)
  * socket open, the loop's handles set. */
 static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
 {
-    if (!s->spawn_msg || !s->clients.buf)
+    if (!s->exec.spawn_msg || !s->clients.buf)
         return sg_err_set(err, ENOMEM, "out of memory");
     /* The lock first: an adopt reads the record its predecessor left. */
     if (!sg_state_dir(err) || sv_start_hold_lock(s, id, adopt, err) < 0 ||
@@ -466,9 +466,9 @@ static void sup_free(sv_sup *s)
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
-    free(s->execs);
+    free(s->exec.list);
     sg_leafset_free(&s->leaves.set);
-    free(s->spawn_msg);
+    free(s->exec.spawn_msg);
     free(s->clients.buf);
     free(s->ks.pidns_pids);
     free(s);
@@ -503,7 +503,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->leaves.ready_sock = s->leaves.ready_pidfd = s->notify.fd = -1;
     s->leaves.rl.dirfd = s->leaves.rl.cpufd = s->leaves.rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */
-    s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);
+    s->exec.spawn_msg = malloc(SG_SPAWN_MSG_MAX);
     s->clients.buf = malloc(SG_CTL_MSG_MAX);
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);

@@ -325,8 +325,8 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
         return;
     }
     size_t running = 0;
-    for (size_t i = 0; i < s->nexecs; i++)
-        running += !s->execs[i]->finished;
+    for (size_t i = 0; i < s->exec.n; i++)
+        running += !s->exec.list[i]->finished;
     sg_checkpoint_change *ch = NULL;
     size_t n = 0;
     /* The workspace is about to change (or be judged): fingerprint again. */

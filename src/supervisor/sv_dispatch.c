@@ -12,7 +12,7 @@ static void op_info(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sg_autojson json_t *rec = sg_sandbox_meta_json(&s->meta), *caps = sv_killswitch_caps_now(s);
     sg_ctl_info_reply r = {
-        .record = rec, .running_execs = (long long)s->nexecs,
+        .record = rec, .running_execs = (long long)s->exec.n,
         .cgroup_layout = (char *)sg_cgroup_layout_name(sg_cgroup_layout()),
         .state = (char *)(s->init_dead ? "broken" : s->ks.aborted ? "aborted" : "running"),
         .abort_by = s->ks.aborted ? s->ks.by : NULL, .abort_reason = s->ks.aborted ? s->ks.reason : NULL,

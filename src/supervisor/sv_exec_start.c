@@ -66,7 +66,7 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
 static bool exec_admit(sv_sup *s, sv_client *c, const sg_exec_req *req)
 {
     char why[128];
-    if (!s->ks.aborted && sg_caps_exec_reached(&s->meta, s->execs_total, s->calls_total,
+    if (!s->ks.aborted && sg_caps_exec_reached(&s->meta, s->exec.total, s->exec.calls,
                                             req->tool_name != NULL, why, sizeof why))
         json_decref(s->hooks.abort(s, "cap", why));
     if (s->ks.aborted) {
@@ -80,7 +80,7 @@ static bool exec_admit(sv_sup *s, sv_client *c, const sg_exec_req *req)
                                      : "the sandbox is being destroyed");
         return false;
     }
-    if (sg_grow(&s->execs, &s->capexecs, s->nexecs + 1, sizeof *s->execs) < 0) {
+    if (sg_grow(&s->exec.list, &s->exec.cap, s->exec.n + 1, sizeof *s->exec.list) < 0) {
         sv_client_error(c, "out of memory");
         return false;
     }
@@ -108,7 +108,7 @@ static sv_exec *exec_new(sv_sup *s, sv_client *c, const sg_exec_req *req, bool d
     ex->detachable = req->detachable;
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
-    s->execs[s->nexecs++] = ex;
+    s->exec.list[s->exec.n++] = ex;
     c->ex = ex;
     return ex;
 }
@@ -157,7 +157,7 @@ static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FD
     return cgfds[0] < 0 ? -1 : 1;
 }
 
-/* Sends the encoded exec (s->spawn_msg, len bytes) with its fds (stdio,
+/* Sends the encoded exec (s->exec.spawn_msg, len bytes) with its fds (stdio,
  * then the cgroup's): to the ready child (direct), which keeps message and
  * fds until it answers "k" (sv_handoff_done) or never does
  * (sv_handoff_failed); else to init. Returns 0 or -errno; *lost when
@@ -165,11 +165,11 @@ static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FD
 static int exec_send(sv_sup *s, sv_exec *ex, bool direct, size_t len, const int *fds, int nfds, bool *lost)
 {
     if (!direct)
-        return sg_seqpacket_send(s->init_fd, s->spawn_msg, len, fds, (size_t)nfds);
+        return sg_seqpacket_send(s->init_fd, s->exec.spawn_msg, len, fds, (size_t)nfds);
     ex->held_msg = malloc(len);
     if (!ex->held_msg)
         return -ENOMEM;
-    memcpy(ex->held_msg, s->spawn_msg, len);
+    memcpy(ex->held_msg, s->exec.spawn_msg, len);
     ex->held_len = len;
     memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
     ex->awaiting_ack = true;
@@ -177,7 +177,7 @@ static int exec_send(sv_sup *s, sv_exec *ex, bool direct, size_t len, const int 
         syscall(SYS_pidfd_send_signal, s->leaves.ready_pidfd, SIGCONT, NULL, 0);
         sg_close_reset(&s->leaves.ready_pidfd);
     }
-    *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->spawn_msg, len, fds, 3) < 0;
+    *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->exec.spawn_msg, len, fds, 3) < 0;
     return 0;
 }
 
@@ -246,9 +246,9 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
         sg_exec_req_free(&req);
         return;
     }
-    s->execs_total++;
+    s->exec.total++;
     if (req.tool_name)
-        s->calls_total++;
+        s->exec.calls++;
     sv_leaves_sweep(s);
     /* A ready child whose socket init has sent takes the exec directly;
      * else init clones a child. */
@@ -283,7 +283,7 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
                        .uid = s->meta.uid, .gid = s->meta.gid,
                        .nfds_cg = (uint32_t)ncg, .cg_into = s->leaves.fast,
                        .rlimit_as = s->cg ? 0 : s->meta.memory};
-    ssize_t len = sg_spawn_encode(s->spawn_msg, SG_SPAWN_MSG_MAX, &sp, req.argv, env, cwd);
+    ssize_t len = sg_spawn_encode(s->exec.spawn_msg, SG_SPAWN_MSG_MAX, &sp, req.argv, env, cwd);
     sg_exec_req_free(&req);
     int fds[3 + SG_CG_MAX_FDS] = {stdin_fd, outp[1], errp[1]};
     for (int i = 0; i < ncg; i++)

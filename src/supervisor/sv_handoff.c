@@ -103,8 +103,8 @@ static bool init_drain(sv_sup *s)
             uv_poll_stop(&s->init_poll);
             sv_execnotify_stop(s);
             s->init_dead = true;
-            for (size_t i = s->nexecs; i-- > 0;)
-                sv_exec_fail(s->execs[i], "the sandbox's init died");
+            for (size_t i = s->exec.n; i-- > 0;)
+                sv_exec_fail(s->exec.list[i], "the sandbox's init died");
             return false;
         }
         bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
@@ -167,8 +167,8 @@ void sv_handoff_on_init_msg(uv_poll_t *p, int status, int events)
 
 static bool killed_exec_running(const sv_sup *s)
 {
-    for (size_t i = 0; i < s->nexecs; i++)
-        if (!s->execs[i]->finished && s->execs[i]->kill_cause[0])
+    for (size_t i = 0; i < s->exec.n; i++)
+        if (!s->exec.list[i]->finished && s->exec.list[i]->kill_cause[0])
             return true;
     return false;
 }

@@ -75,7 +75,7 @@ json_t *sv_killswitch_caps_now(sv_sup *s)
         sg_cgroup_stats(s->cg, NULL, &st, &err);
     sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - s->ks.start_ns) / 1e9,
                        .cpu_s = (double)st.cpu_ns / 1e9,
-                       .execs = s->execs_total, .calls = s->calls_total};
+                       .execs = s->exec.total, .calls = s->exec.calls};
     return sg_caps_json(&s->meta, &u);
 }
 
@@ -86,12 +86,12 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
 {
     sg_err err = {0};
     memset(out, 0, sizeof *out);
-    out->execs_killed = s->nexecs ? calloc(s->nexecs, sizeof *out->execs_killed) : NULL;
-    for (size_t i = 0; i < s->nexecs; i++) {
-        if (!s->execs[i]->finished) {
+    out->execs_killed = s->exec.n ? calloc(s->exec.n, sizeof *out->execs_killed) : NULL;
+    for (size_t i = 0; i < s->exec.n; i++) {
+        if (!s->exec.list[i]->finished) {
             if (out->execs_killed)
-                out->execs_killed[out->n_execs_killed++] = s->execs[i]->num;
-            sv_exec_mark_killed(s->execs[i], cause, "%s", detail);
+                out->execs_killed[out->n_execs_killed++] = s->exec.list[i]->num;
+            sv_exec_mark_killed(s->exec.list[i], cause, "%s", detail);
         }
     }
     pid_t *before = NULL;
@@ -205,7 +205,7 @@ void sv_killswitch_publish(sv_sup *s)
 {
     ks_state st = {.max_wall_s = s->meta.max_wall_s, .max_cpu_s = s->meta.max_cpu_s,
                    .max_execs = s->meta.max_execs, .max_calls = s->meta.max_calls,
-                   .execs = s->execs_total, .calls = s->calls_total, .start_ns = s->ks.start_ns,
+                   .execs = s->exec.total, .calls = s->exec.calls, .start_ns = s->ks.start_ns,
                    .init_pid = s->init_pid, .aborted = s->ks.aborted};
     snprintf(st.by, sizeof st.by, "%s", s->ks.by);
     snprintf(st.reason, sizeof st.reason, "%s", s->ks.reason);

@@ -12,9 +12,9 @@
  * was written to is never reused (sv_leaves_recycle). */
 int sv_leaves_kill(sv_sup *s, const char *leaf, int timeout_ms, sg_err *err)
 {
-    for (size_t k = 0; k < s->nexecs; k++)
-        if (strcmp(s->execs[k]->leaf, leaf) == 0)
-            s->execs[k]->leaf_killed = true;
+    for (size_t k = 0; k < s->exec.n; k++)
+        if (strcmp(s->exec.list[k]->leaf, leaf) == 0)
+            s->exec.list[k]->leaf_killed = true;
     return sg_cgroup_kill(s->cg, leaf, timeout_ms, err);
 }
 
@@ -37,8 +37,8 @@ void sv_leaves_sweep(sv_sup *s)
     for (size_t i = s->leaves.set.n; i-- > 0;) {
         const char *leaf = s->leaves.set.names[i];
         bool running = false;
-        for (size_t k = 0; k < s->nexecs; k++)
-            if (strcmp(s->execs[k]->leaf, leaf) == 0)
+        for (size_t k = 0; k < s->exec.n; k++)
+            if (strcmp(s->exec.list[k]->leaf, leaf) == 0)
                 running = true;
         if (!running && sg_cgroup_populated(s->cg, leaf, &err) == 0 &&
             sg_cgroup_leaf_remove(s->cg, leaf, &err) == 0)

@@ -42,7 +42,7 @@ void sv_start_oom_baseline(sv_sup *s)
     uint64_t pids = 0;
     sg_err err = {0};
     if (s->cg)
-        sg_cgroup_counters(s->cg, &s->oom_seen, &pids, &err);
+        sg_cgroup_counters(s->cg, &s->exec.oom_seen, &pids, &err);
 }
 
 /* Connects to the sandbox init's socket (init serves one supervisor). */
@@ -318,7 +318,7 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     if (highest > s->leaves.next_leaf)
         s->leaves.next_leaf = highest;
     uint32_t used = sg_state_exec_ids_load(s->meta.id);
-    s->next_exec = s->exec_num = used > highest ? used : highest;
+    s->exec.next_id = s->exec.num = used > highest ? used : highest;
     /* An abort outlives the supervisor that made it. */
     s->ks.aborted = sg_state_abort_load(s->meta.id, s->ks.by, sizeof s->ks.by, s->ks.reason,
                                      sizeof s->ks.reason) == 1;
@@ -402,7 +402,7 @@ int sv_start_hold_lock(sv_sup *s, const char *id, bool adopt, sg_err *err)
 static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
 {
     sg_err err = {0};
-    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->ks.aborted) {
+    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->exec.total || s->cap || s->ks.aborted) {
         sv_client_error(c, "this sandbox is not an unused spare of the pool");
         return;
     }

@@ -34,6 +34,7 @@
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
 #include "supervisor/sv_checkpoint_state.h"
+#include "supervisor/sv_exec_state.h"
 #include "supervisor/sv_killswitch_state.h"
 #include "supervisor/sv_leaves_state.h"
 #include "supervisor/tty.h"
@@ -46,7 +47,7 @@
 
 typedef struct sv_sup sv_sup;
 typedef struct sv_client sv_client; /* sv_client.h */
-typedef struct sv_exec sv_exec;
+typedef struct sv_exec sv_exec; /* sv_exec_state.h */
 
 /* What a lower object asks of a higher one, without calling up to it:
  * supervisor.c, which holds them all, sets these before the loop runs
@@ -71,52 +72,6 @@ typedef struct sv_sup_hooks {
     void (*client_drained)(sv_client *c);
 } sv_sup_hooks;
 
-struct sv_exec {
-    sv_sup *s;
-    sv_client *cl;          /* NULL once the caller went away */
-    uint32_t id;         /* init's id for it (init.h); ready children's are reserved ahead */
-    uint32_t num;        /* its number in the order execs came: labels, events, logs */
-    char leaf[24];
-    int out_fd, err_fd;
-    uv_poll_t out_poll, err_poll;
-    bool out_active, err_active;
-    uv_timer_t timer;
-    double timeout_s;
-    uint64_t start_ns;
-    pid_t pid;
-    bool spawned, exited, timed_out, output_limit_hit, finished;
-    bool code_only;      /* the caller wants the exit code alone (SG_CTL_EXIT) */
-    int status;
-    sg_spawn_reply exit_rep;
-    uint64_t out_bytes;
-    sg_cg_stats before;
-    int cpu_fd;           /* the leaf's cpu.stat, opened ahead; -1: read by path */
-    int events_fd;        /* the leaf's cgroup.events (fast leaves): is it empty at the end? */
-    bool leaf_killed;     /* cgroup.kill was written to its leaf: never reuse it (sv_leaves_recycle) */
-    /* Why we killed it, the first reason only (sv_exec_mark_killed): a short
-     * cause ("timeout", "output_limit", "memory", "abort", "rollback") and a
-     * sentence for the caller's stderr, --json and the run_result. */
-    char kill_cause[16];
-    char kill_detail[240];
-    uint64_t cpu_base_ns; /* the leaf's usage before this exec: leaves are reused */
-    /* Handed to a ready child directly (init.h) and not yet taken: its
-     * socket, the exec's stdio fds, its leaf and message, kept until the
-     * child answers "k", for a clone through init if it never does. */
-    bool awaiting_ack;
-    int ready_sock;
-    pid_t ready_pid;
-    int hold_fds[3];
-    int leaf_fd;          /* the leaf's directory; kept to the end, for reuse */
-    char *held_msg;
-    size_t held_len;
-    uv_timer_t ack_timer;
-    int pending_closes;
-    sg_capture_exec *cx;  /* NULL when the sandbox is not captured */
-    sg_sup_tty *tty;      /* a tty exec's terminal (tty.h); its output is the exec's stdout */
-    struct sv_shell *shell; /* with tty: its recording and its commands (sv_tty.c) */
-    bool detachable;      /* tty: its caller leaving detaches it (sv_tty_detach), not kills */
-};
-
 /* sv_execnotify.c's state: init's execve listener (sandbox/execnotify.h). */
 typedef struct sv_execnotify_state {
     int fd;                       /* the listener; -1: none */
@@ -134,8 +89,6 @@ typedef struct sv_clients_state {
 
 struct sv_sup {
     sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
-    uint64_t oom_seen;      /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
-    char *spawn_msg;        /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
     uv_loop_t loop;
     sg_sandbox_meta meta;
     sg_cgroup *cg;
@@ -148,11 +101,6 @@ struct sv_sup {
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
-    uint32_t next_exec;     /* init's exec ids (sv_sup_exec_id_new) */
-    uint32_t exec_num;      /* execs numbered as they come (sv_exec.num, sv_sup_exec_num_new) */
-    uint32_t ids_until;     /* both stay below it: saved (execs.json) for a takeover */
-    sv_exec **execs;     /* running execs, by slot */
-    size_t nexecs, capexecs;
     sv_clients_state clients; /* the control connections (sv_client.c's) */
     bool destroying;
     bool init_dead;
@@ -162,13 +110,13 @@ struct sv_sup {
     uint8_t destroy_type;
     json_t *destroy_res;
     int exit_code;
-    uint64_t execs_total, calls_total;
     int gone_fd;            /* inotify on the directories our record is in; -1: none */
     int gone_wd[3];         /* watches of sb/, <state>/ and its parent */
     uv_poll_t gone_poll;
     bool orphaned;          /* our state directory was removed: the sandbox ends */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
+    sv_exec_state exec;     /* the execs (sv_exec.h) */
     sv_leaves_state leaves; /* the exec leaves (sv_leaves.h) */
     sv_killswitch_state ks; /* the kill switch (sv_killswitch.h) */
     sv_checkpoint_state ckpt; /* the checkpoints (sv_checkpoint.h) */

@@ -392,8 +392,8 @@ static sv_exec *attach_target(sv_sup *s, long long want, char *why, size_t whyle
     sv_exec *found = NULL, *attached = NULL;
     size_t ndetached = 0;
     char list[96] = "";
-    for (size_t i = 0; i < s->nexecs; i++) {
-        sv_exec *ex = s->execs[i];
+    for (size_t i = 0; i < s->exec.n; i++) {
+        sv_exec *ex = s->exec.list[i];
         if (!ex->tty || !ex->detachable || ex->finished)
             continue;
         if (want && (long long)ex->num != want)
@@ -508,7 +508,7 @@ void sv_tty_catch_up(void *sup_)
 {
     sv_sup *s = sup_;
     /* by index, each time against nexecs: reading runs the marks' work */
-    for (size_t i = 0; i < s->nexecs; i++)
-        if (s->execs[i]->tty)
-            sg_sup_tty_catch_up(s->execs[i]->tty);
+    for (size_t i = 0; i < s->exec.n; i++)
+        if (s->exec.list[i]->tty)
+            sg_sup_tty_catch_up(s->exec.list[i]->tty);
 }
