@@ -100,27 +100,27 @@ static void sup_destroy(sv_sup *s, sv_client *c)
             s->init_pid = 0;
     }
     if (killed < 0 || populated != 0) {
-        s->destroy_type = SG_CTL_ERROR;
-        s->destroy_res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
+        s->destroy.type = SG_CTL_ERROR;
+        s->destroy.res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
         s->exit_code = 1;
     } else {
         int removed = s->cg ? sg_cgroup_remove(s->cg, &err) : 0;
-        s->destroy_type = SG_CTL_RESULT;
-        s->destroy_res = sg_ctl_encode_destroy_reply(&(sg_ctl_destroy_reply){
+        s->destroy.type = SG_CTL_RESULT;
+        s->destroy.res = sg_ctl_encode_destroy_reply(&(sg_ctl_destroy_reply){
             .destroyed = s->meta.id, .cgroup_empty = true, .cgroup_removed = removed == 0, .kill_ms = kill_ms,
             .events_undelivered = -1});
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
         sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O, s:o, s:o}", "state", "destroyed", "proof",
-            s->destroy_res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
+            s->destroy.res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
             "checkpoint", sv_last_checkpoint(s)));
     }
     if (c) {
         /* Answered after the capture is delivered (sg_supervisor_run). */
-        s->destroy_fd = dup(c->fd);
-        if (s->destroy_fd >= 0) {
-            int flags = fcntl(s->destroy_fd, F_GETFL);
-            fcntl(s->destroy_fd, F_SETFL, flags & ~O_NONBLOCK);
+        s->destroy.fd = dup(c->fd);
+        if (s->destroy.fd >= 0) {
+            int flags = fcntl(s->destroy.fd, F_GETFL);
+            fcntl(s->destroy.fd, F_SETFL, flags & ~O_NONBLOCK);
         }
         /* The dup answers; close the client now so its struct is freed
          * (the shutdown walk closes leftover handles without freeing). */
@@ -226,10 +226,10 @@ static int sup_shutdown(sv_sup *s)
     }
     s->exec.n = 0;
     sg_ctl_destroy_reply proof;
-    if (s->destroy_res && s->destroy_type == SG_CTL_RESULT && sg_ctl_decode_destroy_reply(s->destroy_res, &proof, NULL) == 0) {
+    if (s->destroy.res && s->destroy.type == SG_CTL_RESULT && sg_ctl_decode_destroy_reply(s->destroy.res, &proof, NULL) == 0) {
         proof.events_undelivered = undelivered;
-        json_decref(s->destroy_res);
-        s->destroy_res = sg_ctl_encode_destroy_reply(&proof);
+        json_decref(s->destroy.res);
+        s->destroy.res = sg_ctl_encode_destroy_reply(&proof);
         sg_ctl_destroy_reply_free(&proof);
     }
     int code = s->exit_code;
@@ -245,13 +245,13 @@ static int sup_shutdown(sv_sup *s)
     } else {
         code = sup_keep_or_remove(s, code, undelivered);
     }
-    if (s->destroy_fd >= 0) {
-        sg_autofree char *body = s->destroy_res ? sg_json_dump(s->destroy_res) : NULL;
+    if (s->destroy.fd >= 0) {
+        sg_autofree char *body = s->destroy.res ? sg_json_dump(s->destroy.res) : NULL;
         if (body)
-            sg_seqpacket_send_typed(s->destroy_fd, s->destroy_type, body, strlen(body), NULL, 0);
-        close(s->destroy_fd);
+            sg_seqpacket_send_typed(s->destroy.fd, s->destroy.type, body, strlen(body), NULL, 0);
+        close(s->destroy.fd);
     }
-    json_decref(s->destroy_res);
+    json_decref(s->destroy.res);
     return code;
 }
 
@@ -500,7 +500,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     sup_hooks_set(s);
-    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->leaves.ready_sock = s->leaves.ready_pidfd = s->notify.fd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->leaves.ready_sock = s->leaves.ready_pidfd = s->notify.fd = -1;
     s->leaves.rl.dirfd = s->leaves.rl.cpufd = s->leaves.rl.evfd = -1;
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->exec.spawn_msg = malloc(SG_SPAWN_MSG_MAX);
@@ -537,7 +537,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     /* Ended with no destroy request waiting to remove it (on its own, its
      * record gone, an expired keep): out of its own cgroup, and that
      * removed. */
-    if (s->destroy_fd < 0)
+    if (s->destroy.fd < 0)
         sg_cgroup_supervisor_release(s->meta.id);
     sup_free(s);
     return code;

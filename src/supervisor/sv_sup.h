@@ -1,10 +1,14 @@
 /* sv_sup: one supervisor's state, `sv_sup`, which holds the sandbox's life
- * (its init, cgroup, record, capture) and its objects' state: the execs
- * (`sv_exec`, sv_exec.h), the control connections (`sv_client`,
- * sv_client.h), the leaves (sv_leaves.h), the kill switch (killswitch.h,
- * sv_killswitch.h) and the checkpoints (sv_checkpoint.h). Private to
- * src/supervisor/ (supervisor.h is the public interface). Each object's
- * functions are declared in its own header, not here. */
+ * (the loop, its record, init, cgroup, control socket, signals, the watch
+ * on the record's directories, capture) and each object's state as one
+ * member: the execs (`exec`, sv_exec_state.h), the leaves (`leaves`,
+ * sv_leaves_state.h), the kill switch (`ks`, sv_killswitch_state.h), the
+ * checkpoints (`ckpt`, sv_checkpoint_state.h), the held execve calls
+ * (`notify`) and the control connections (`clients`), and the destroy
+ * request (`destroy`). Private to src/supervisor/ (supervisor.h is the
+ * public interface). Each object's functions are declared in its own
+ * header (sv_exec.h, sv_leaves.h, ...), which includes this one: this one
+ * includes the state headers only, never an object's interface. */
 #ifndef SG_SV_SUP_H
 #define SG_SV_SUP_H
 
@@ -87,6 +91,13 @@ typedef struct sv_clients_state {
     char *buf; /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
 } sv_clients_state;
 
+/* The destroy request, answered last (supervisor.c: the sandbox's end). */
+typedef struct sv_destroy_req {
+    int fd;       /* its caller's connection, dup'ed; -1: none */
+    uint8_t type; /* the answer's frame type: SG_CTL_RESULT or SG_CTL_ERROR */
+    json_t *res;  /* the answer */
+} sv_destroy_req;
+
 struct sv_sup {
     sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
     uv_loop_t loop;
@@ -106,9 +117,7 @@ struct sv_sup {
     bool init_dead;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
-    int destroy_fd;         /* the destroy request's caller, answered last */
-    uint8_t destroy_type;
-    json_t *destroy_res;
+    sv_destroy_req destroy; /* the destroy request (supervisor.c's) */
     int exit_code;
     int gone_fd;            /* inotify on the directories our record is in; -1: none */
     int gone_wd[3];         /* watches of sb/, <state>/ and its parent */
