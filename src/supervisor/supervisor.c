@@ -282,8 +282,7 @@ static int sup_create(sv_sup *s, sg_err *err)
                                 "alone): %s", oerr.msg);
     }
     sv_start_oom_baseline(s);
-    s->leaves.fast = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
-                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    sv_leaves_fast_set(s);
     return sv_start_init(s, err);
 }
 
@@ -460,14 +459,11 @@ static void sup_free(sv_sup *s)
     sv_execnotify_unmap(s);
     sg_ckpt_client_free(s->ckpt.client);
     sg_labels_free(&s->ckpt.labels);
-    for (size_t i = 0; i < s->leaves.nspare; i++)
-        sv_open_leaf_close(&s->leaves.spare[i]);
-    sv_leaves_ready_close_fds(s);
+    sv_leaves_free(s);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
     free(s->exec.list);
-    sg_leafset_free(&s->leaves.set);
     free(s->exec.spawn_msg);
     free(s->clients.buf);
     free(s->ks.pidns_pids);
@@ -500,8 +496,8 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     sup_hooks_set(s);
-    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->leaves.ready_sock = s->leaves.ready_pidfd = s->notify.fd = -1;
-    s->leaves.rl.dirfd = s->leaves.rl.cpufd = s->leaves.rl.evfd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->notify.fd = -1;
+    sv_leaves_init(s);
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->exec.spawn_msg = malloc(SG_SPAWN_MSG_MAX);
     s->clients.buf = malloc(SG_CTL_MSG_MAX);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "supervisor/sv_checkpoint.h"
@@ -132,15 +131,7 @@ static void exec_checkpoint(sv_sup *s, const sv_exec *ex, const sg_exec_req *req
 static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FDS], sg_err *err)
 {
     if (direct) {
-        memcpy(ex->leaf, s->leaves.rl.name, sizeof ex->leaf);
-        ex->leaf_fd = sg_steal_fd(&s->leaves.rl.dirfd);
-        ex->cpu_fd = sg_steal_fd(&s->leaves.rl.cpufd);
-        ex->events_fd = sg_steal_fd(&s->leaves.rl.evfd);
-        ex->cpu_base_ns = s->leaves.rl.cpu_base;
-        ex->ready_sock = sg_steal_fd(&s->leaves.ready_sock);
-        ex->ready_pid = s->leaves.ready_pid;
-        s->leaves.ready = false;
-        s->leaves.ready_taken = true;
+        sv_leaves_ready_take(s, ex);
         sv_leaves_track(s, ex->leaf);
         return 0;
     }
@@ -173,10 +164,7 @@ static int exec_send(sv_sup *s, sv_exec *ex, bool direct, size_t len, const int 
     ex->held_len = len;
     memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
     ex->awaiting_ack = true;
-    if (s->leaves.ready_pidfd >= 0) {
-        syscall(SYS_pidfd_send_signal, s->leaves.ready_pidfd, SIGCONT, NULL, 0);
-        sg_close_reset(&s->leaves.ready_pidfd);
-    }
+    sv_leaves_ready_wake(s);
     *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->exec.spawn_msg, len, fds, 3) < 0;
     return 0;
 }

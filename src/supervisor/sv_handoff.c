@@ -108,14 +108,8 @@ static bool init_drain(sv_sup *s)
             return false;
         }
         bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
-        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->leaves.ready &&
-            rep.exec_id == s->leaves.ready_exec_id && s->leaves.ready_sock < 0) {
-            s->leaves.ready_sock = fd;
-            s->leaves.ready_pid = rep.pid;
-            sg_close_reset(&s->leaves.ready_pidfd);
-            s->leaves.ready_pidfd = sv_leaves_ready_pidfd_open(s->leaves.rl.dirfd);
+        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && sv_leaves_ready_socket(s, rep.exec_id, fd, rep.pid))
             continue;
-        }
         if (ok && rep.type == SG_SPAWN_NOTIFY && nfds >= 1) {
             sv_execnotify_attach(s, fd, nfds == 2 ? fds[1] : -1);
             continue;

@@ -1,5 +1,6 @@
 /* sv_leaves: the exec leaves (cgroups) and the ready child waiting in one. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,30 @@
 #include <unistd.h>
 
 #include "supervisor/sv_leaves.h"
+
+/* The state before the sandbox is started or adopted: no fd open. */
+void sv_leaves_init(sv_sup *s)
+{
+    s->leaves.ready_sock = s->leaves.ready_pidfd = -1;
+    s->leaves.rl.dirfd = s->leaves.rl.cpufd = s->leaves.rl.evfd = -1;
+}
+
+/* Fast leaves where the sandbox has a cgroup and they are not turned off
+ * (SANDGLASS_NO_FAST_LEAVES): made ahead, kept open, reused. */
+void sv_leaves_fast_set(sv_sup *s)
+{
+    s->leaves.fast = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+}
+
+/* At the supervisor's end: the fds kept open, the names. */
+void sv_leaves_free(sv_sup *s)
+{
+    for (size_t i = 0; i < s->leaves.nspare; i++)
+        sv_open_leaf_close(&s->leaves.spare[i]);
+    sv_leaves_ready_close_fds(s);
+    sg_leafset_free(&s->leaves.set);
+}
 
 /* Kills what a leaf holds, and marks the execs in it: a leaf cgroup.kill
  * was written to is never reused (sv_leaves_recycle). */
@@ -119,6 +144,45 @@ void sv_leaves_ready_close_fds(sv_sup *s)
     sv_open_leaf_close(&s->leaves.rl);
     sg_close_reset(&s->leaves.ready_sock);
     sg_close_reset(&s->leaves.ready_pidfd);
+}
+
+/* The ready child's socket, sent by init (SG_SPAWN_READY) for exec_id:
+ * taken (true) when it is the ready child we wait for and have no socket
+ * of yet. */
+bool sv_leaves_ready_socket(sv_sup *s, uint32_t exec_id, int fd, pid_t pid)
+{
+    if (!s->leaves.ready || exec_id != s->leaves.ready_exec_id || s->leaves.ready_sock >= 0)
+        return false;
+    s->leaves.ready_sock = fd;
+    s->leaves.ready_pid = pid;
+    sg_close_reset(&s->leaves.ready_pidfd);
+    s->leaves.ready_pidfd = sv_leaves_ready_pidfd_open(s->leaves.rl.dirfd);
+    return true;
+}
+
+/* The ready child and its leaf handed to ex (the exec it takes): the
+ * leaf's fds, its socket; the next PREPARE says it was taken. */
+void sv_leaves_ready_take(sv_sup *s, sv_exec *ex)
+{
+    memcpy(ex->leaf, s->leaves.rl.name, sizeof ex->leaf);
+    ex->leaf_fd = sg_steal_fd(&s->leaves.rl.dirfd);
+    ex->cpu_fd = sg_steal_fd(&s->leaves.rl.cpufd);
+    ex->events_fd = sg_steal_fd(&s->leaves.rl.evfd);
+    ex->cpu_base_ns = s->leaves.rl.cpu_base;
+    ex->ready_sock = sg_steal_fd(&s->leaves.ready_sock);
+    ex->ready_pid = s->leaves.ready_pid;
+    s->leaves.ready = false;
+    s->leaves.ready_taken = true;
+}
+
+/* SIGCONT to the ready child at its hand-off (the user's processes may have
+ * stopped it), once. */
+void sv_leaves_ready_wake(sv_sup *s)
+{
+    if (s->leaves.ready_pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, s->leaves.ready_pidfd, SIGCONT, NULL, 0);
+        sg_close_reset(&s->leaves.ready_pidfd);
+    }
 }
 
 /* A pidfd of the ready child, found as the one process of its fresh leaf.

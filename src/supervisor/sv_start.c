@@ -302,8 +302,7 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
     sv_start_oom_baseline(s);
-    s->leaves.fast = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
-                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    sv_leaves_fast_set(s);
     if (!sg_state_pid_alive(s->meta.init_pid))
         return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
     s->init_pid = s->meta.init_pid;
