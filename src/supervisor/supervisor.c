@@ -32,12 +32,11 @@
 static void stop_loop_handles(sv_sup *s)
 {
     uv_poll_stop(&s->ctl_poll);
-    ks_stop(s->ks.thread);
-    s->ks.thread = NULL;
+    sv_killswitch_stop(s);
     uv_signal_stop(&s->sigterm);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
-    uv_timer_stop(&s->ks.cap_timer);
+    sv_killswitch_caps_stop(s);
     if (s->gone_fd >= 0)
         uv_poll_stop(&s->gone_poll);
     if (s->expire_init)
@@ -56,8 +55,7 @@ static void sup_destroy(sv_sup *s, sv_client *c)
     sg_watch_hurry(sg_capture_watch(s->cap), true);
     /* The checkpoint worker is killed with the sandbox, never waited for
      * (it comes back only for a last diff of the capture). */
-    if (s->ckpt.client)
-        sg_ckpt_client_kill(s->ckpt.client);
+    sv_ckpt_kill(s);
     for (size_t i = s->exec.n; i-- > 0;) {
         sv_exec *ex = s->exec.list[i];
         if (ex->cl) {
@@ -138,8 +136,7 @@ static void on_signal(uv_signal_t *h, int signum)
             s->init_pid = 0;
             s->init_dead = true;
         }
-        if (s->ckpt.client)
-            sg_ckpt_client_reap(s->ckpt.client);
+        sv_ckpt_reap(s);
         return;
     }
     /* SIGINT/SIGTERM to a session is an abort, not a teardown: the
@@ -210,8 +207,7 @@ static int sup_shutdown(sv_sup *s)
      * closed with the loop's, then what it holds is freed here. */
     for (size_t i = 0; i < s->exec.n; i++)
         s->exec.list[i]->pending_closes++;
-    ks_stop(s->ks.thread); /* when the loop ended by another way than stop_loop_handles */
-    s->ks.thread = NULL;
+    sv_killswitch_stop(s); /* when the loop ended by another way than stop_loop_handles */
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -363,11 +359,8 @@ static void sup_watch(sv_sup *s)
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
     sv_killswitch_start(s);
-    s->ks.start_ns = sg_now_mono_ns();
-    uv_timer_init(&s->loop, &s->ks.cap_timer);
-    s->ks.cap_timer.data = s;
-    uv_timer_init(&s->loop, &s->ckpt.idle);
-    s->ckpt.idle.data = s;
+    sv_killswitch_init(s);
+    sv_ckpt_timer_init(s);
     sv_killswitch_caps_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
@@ -457,8 +450,7 @@ static void sup_free(sv_sup *s)
     if (s->notify.fd >= 0)
         close(s->notify.fd);
     sv_execnotify_unmap(s);
-    sg_ckpt_client_free(s->ckpt.client);
-    sg_labels_free(&s->ckpt.labels);
+    sv_ckpt_free(s);
     sv_leaves_free(s);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
@@ -466,7 +458,7 @@ static void sup_free(sv_sup *s)
     free(s->exec.list);
     free(s->exec.spawn_msg);
     free(s->clients.buf);
-    free(s->ks.pidns_pids);
+    sv_killswitch_free(s);
     free(s);
 }
 

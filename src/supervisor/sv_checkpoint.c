@@ -474,3 +474,31 @@ void sv_ckpt_op_rollback(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sv_ckpt_rollback(s, c, &req->u.rollback);
 }
+
+/* The idle stop's timer, on the loop (before it runs). */
+void sv_ckpt_timer_init(sv_sup *s)
+{
+    uv_timer_init(&s->loop, &s->ckpt.idle);
+    s->ckpt.idle.data = s;
+}
+
+/* The worker killed with the sandbox's work (never waited for). */
+void sv_ckpt_kill(sv_sup *s)
+{
+    if (s->ckpt.client)
+        sg_ckpt_client_kill(s->ckpt.client);
+}
+
+/* A SIGCHLD: the worker reaped if it was the one that ended. */
+void sv_ckpt_reap(sv_sup *s)
+{
+    if (s->ckpt.client)
+        sg_ckpt_client_reap(s->ckpt.client);
+}
+
+/* At the supervisor's end: the worker's client, the labels not stored. */
+void sv_ckpt_free(sv_sup *s)
+{
+    sg_ckpt_client_free(s->ckpt.client);
+    sg_labels_free(&s->ckpt.labels);
+}

@@ -103,8 +103,7 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
     size_t nready = 0; /* the ready child: not a user process, not counted */
     /* The checkpoint worker is work for the sandbox, in its cgroup: killed
      * too, never waited for (a new one comes for the next call). */
-    if (s->ckpt.client)
-        sg_ckpt_client_kill(s->ckpt.client);
+    sv_ckpt_kill(s);
     if (s->cg) {
         pid_t *ready = NULL;
         if (s->leaves.ready && sg_cgroup_pids(s->cg, s->leaves.rl.name, &ready, &nready, &err) < 0)
@@ -326,4 +325,45 @@ void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in
                                           sv_actor(c, NULL, NULL), "checkpoint", sv_last_checkpoint(s)));
     sv_leaves_ready_next(s);
     sv_client_result(c, r);
+}
+
+/* The caps' clock starts and their timer is made, on the loop (before it
+ * runs). */
+void sv_killswitch_init(sv_sup *s)
+{
+    s->ks.start_ns = sg_now_mono_ns();
+    uv_timer_init(&s->loop, &s->ks.cap_timer);
+    s->ks.cap_timer.data = s;
+}
+
+/* A pooled sandbox claimed: the caps count from now. */
+void sv_killswitch_caps_restart(sv_sup *s)
+{
+    s->ks.start_ns = sg_now_mono_ns();
+    sv_killswitch_caps_arm(s);
+}
+
+/* An adopted sandbox: the abort its record holds (the first reason stays). */
+void sv_killswitch_abort_load(sv_sup *s)
+{
+    s->ks.aborted = sg_state_abort_load(s->meta.id, s->ks.by, sizeof s->ks.by, s->ks.reason,
+                                        sizeof s->ks.reason) == 1;
+}
+
+/* The thread stopped (it takes no more connections). */
+void sv_killswitch_stop(sv_sup *s)
+{
+    ks_stop(s->ks.thread);
+    s->ks.thread = NULL;
+}
+
+void sv_killswitch_caps_stop(sv_sup *s)
+{
+    uv_timer_stop(&s->ks.cap_timer);
+}
+
+void sv_killswitch_free(sv_sup *s)
+{
+    free(s->ks.pidns_pids);
+    s->ks.pidns_pids = NULL;
 }

@@ -319,8 +319,7 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     uint32_t used = sg_state_exec_ids_load(s->meta.id);
     s->exec.next_id = s->exec.num = used > highest ? used : highest;
     /* An abort outlives the supervisor that made it. */
-    s->ks.aborted = sg_state_abort_load(s->meta.id, s->ks.by, sizeof s->ks.by, s->ks.reason,
-                                     sizeof s->ks.reason) == 1;
+    sv_killswitch_abort_load(s);
     return 0;
 }
 
@@ -460,8 +459,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
         sv_client_error(c, err.msg);
         return;
     }
-    s->ks.start_ns = sg_now_mono_ns();
-    sv_killswitch_caps_arm(s);
+    sv_killswitch_caps_restart(s);
     sv_client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,
