@@ -4,7 +4,8 @@
  * member: the execs (`exec`, sv_exec_state.h), the leaves (`leaves`,
  * sv_leaves_state.h), the kill switch (`ks`, sv_killswitch_state.h), the
  * checkpoints (`ckpt`, sv_checkpoint_state.h), the held execve calls
- * (`notify`) and the control connections (`clients`), and the destroy
+ * (`notify`, sv_execnotify_state.h) and the control connections
+ * (`clients`, sv_client_state.h), and the destroy
  * request (`destroy`). Private to src/supervisor/ (supervisor.h is the
  * public interface). Each object's functions are declared in its own
  * header (sv_exec.h, sv_leaves.h, ...), which includes this one: this one
@@ -38,7 +39,9 @@
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
 #include "supervisor/sv_checkpoint_state.h"
+#include "supervisor/sv_client_state.h"
 #include "supervisor/sv_exec_state.h"
+#include "supervisor/sv_execnotify_state.h"
 #include "supervisor/sv_killswitch_state.h"
 #include "supervisor/sv_leaves_state.h"
 #include "supervisor/tty.h"
@@ -75,21 +78,6 @@ typedef struct sv_sup_hooks {
     bool (*client_holds)(sv_client *c);
     void (*client_drained)(sv_client *c);
 } sv_sup_hooks;
-
-/* sv_execnotify.c's state: init's execve listener (sandbox/execnotify.h). */
-typedef struct sv_execnotify_state {
-    int fd;                       /* the listener; -1: none */
-    uv_poll_t poll;
-    bool seen;                    /* a held execve came since we got it */
-    sg_execnotify_inflight *page; /* init's in-flight page, mapped; NULL: none */
-    uint64_t held;                /* held execve calls seen: a program ran (sv_tty's prompt checkpoints) */
-} sv_execnotify_state;
-
-/* sv_client.c's state: the connections and the buffer a request is read in. */
-typedef struct sv_clients_state {
-    size_t n;
-    char *buf; /* SG_CTL_MSG_MAX bytes: the request being read (on_client) */
-} sv_clients_state;
 
 /* The destroy request, answered last (supervisor.c: the sandbox's end). */
 typedef struct sv_destroy_req {
