@@ -42,6 +42,7 @@
 #include "cli/timeline.h"
 #include "state/state.h"
 #include "wire/ctl.h"
+#include "wire/sse.h"
 #include "wire/token.h"
 
 #define PAGE 1000
@@ -439,20 +440,13 @@ static int follow_head(follow_conn *c, int *status)
                         sg_vis(msg ? msg : "?", strlen(msg ? msg : "?"), vbuf, sizeof vbuf));
 }
 
-/* One SSE message (its lines, NUL-terminated): an event is printed. */
-static void follow_message(events_opts *o, char *msg, long long *cursor)
+/* One SSE frame: an event (type "message", with data) is printed. */
+static void follow_message(events_opts *o, const sg_sse_frame *f, long long *cursor)
 {
-    const char *data = NULL, *event = "message";
-    for (char *line = strtok(msg, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "data: ", 6) == 0)
-            data = line + 6;
-        else if (strncmp(line, "event: ", 7) == 0)
-            event = line + 7;
-    }
-    if (!data || strcmp(event, "message") != 0)
+    if (!f->data || (f->event && strcmp(f->event, "message") != 0))
         return; /* live, overflow, comments: the reconnect resumes from cursor */
     sg_err err;
-    sg_autojson json_t *ev = sg_json_parse(data, strlen(data), &err);
+    sg_autojson json_t *ev = sg_json_parse(f->data, f->data_len, &err);
     json_t *id = json_object_get(ev, "id");
     if (!json_is_integer(id) || json_integer_value(id) <= *cursor)
         return;
@@ -460,6 +454,25 @@ static void follow_message(events_opts *o, char *msg, long long *cursor)
     json_t *seq = json_object_get(ev, "seq");
     if (o->after_seq < 0 || json_integer_value(seq) > o->after_seq)
         events_print_one(o, ev);
+}
+
+/* The stream's bytes (n at p) through the decoder, each event printed. -1
+ * past the decoder's bounds (the connection is dropped and resumed). */
+static int follow_feed(events_opts *o, sg_sse_decoder *d, const char *p, size_t n, long long *cursor)
+{
+    while (n > 0) {
+        sg_sse_frame f;
+        size_t used = 0;
+        sg_err err;
+        int r = sg_sse_decode(d, p, n, &used, &f, &err);
+        if (r < 0)
+            return -1;
+        p += used;
+        n -= used;
+        if (r > 0)
+            follow_message(o, &f, cursor);
+    }
+    return 0;
 }
 
 /* One connection: EVENTS_GO when it ended (reconnect), else an exit code.
@@ -479,17 +492,17 @@ static int follow_once(events_opts *o, const sg_cli_target *t, const char *token
     if (req && sg_write_all(c.fd, req, strlen(req)) == 0)
         rc = follow_head(&c, &status);
     *served = status == 200;
+    sg_sse_decoder dec;
+    sg_sse_decoder_init(&dec, FOLLOW_EVENT_MAX, FOLLOW_EVENT_MAX);
     while (rc == EVENTS_GO && status == 200) {
-        char *end;
-        while (c.in.data && (end = strstr(c.in.data, "\n\n"))) {
-            *end = '\0';
-            follow_message(o, c.in.data, cursor);
-            sg_buf_consume(&c.in, (size_t)(end + 2 - c.in.data));
-        }
+        if (follow_feed(o, &dec, c.in.data, c.in.len, cursor) < 0)
+            break;
+        sg_buf_reset(&c.in);
         fflush(stdout);
         if (follow_fill(&c) <= 0)
             break; /* closed, or silent past FOLLOW_IDLE_S (pings come every 15 s) */
     }
+    sg_sse_decoder_free(&dec);
     close(c.fd);
     sg_buf_free(&c.in);
     return rc;

@@ -410,13 +410,17 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
                  (long long)json_integer_value(json_object_get(p, "changed")),
                  json_is_array(k) && json_array_size(k) ? ", processes killed" : "");
     } else if (strcmp(kind, "session_abort") == 0) {
-        /* the reason names who ("operator: ...") when it was given by hand */
-        const char *r = json_string_value(json_object_get(p, "reason")),
-                   *by = json_string_value(json_object_get(p, "by"));
+        /* the abort record (wire/ctl.h); the reason names who ("operator:
+         * ...") when it was given by hand */
+        sg_ctl_abort_reply ab;
+        sg_err err;
+        (void)sg_ctl_decode_abort_reply(p, &ab, &err); /* one not of its shape: all "?" (zeroed) */
+        const char *r = ab.reason, *by = ab.by;
         bool named = r && by && !strncmp(r, by, strlen(by)) && r[strlen(by)] == ':';
-        snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s", named ? "" : " (by ", named ? "" : TL_S("by"), named ? "" : ")",
-                 sg_tl_vis_str(r ? r : "?", b, sizeof b),
-                 json_is_true(json_object_get(p, "already")) ? " (already aborted)" : "");
+        snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s", named ? "" : " (by ",
+                 named ? "" : sg_tl_vis_str(by ? by : "?", a, sizeof a), named ? "" : ")",
+                 sg_tl_vis_str(r ? r : "?", b, sizeof b), ab.already ? " (already aborted)" : "");
+        sg_ctl_abort_reply_free(&ab);
     } else if (strcmp(kind, "sandbox") == 0) {
         const char *r = json_string_value(json_object_get(p, "reason"));
         snprintf(out, n, "sandbox %s%s%s", TL_S("state"), r ? ": " : "", r ? sg_tl_vis_str(r, b, sizeof b) : "");

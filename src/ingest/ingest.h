@@ -33,7 +33,8 @@
  *        notices), from after= (absent: now) or Last-Event-ID on; an
  *        "event: live" once caught up, ": ping" every 15 s, and on a full
  *        queue "event: overflow" with {"after": the last id sent}, then the
- *        close (ingest_sse.c). Unknown parameters, a bad cursor: 400.
+ *        close (ingest_sse.c; framed by wire/sse.h). Unknown parameters, a
+ *        bad cursor: 400.
  *
  * Order: a stream's frames must come in seq order - each the stream's next
  * seq, or an identical resend of a stored one (store.h); a gap or a

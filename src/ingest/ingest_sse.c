@@ -23,7 +23,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "ingest/query.h"
+#include "wire/sse.h"
 
 #define SSE_TAIL_ROWS 1000        /* rows per fan-out read */
 #define SSE_TAIL_PAGES 4          /* reads per turn; more go after lws's turn */
@@ -90,29 +90,25 @@ static void msg_unref(sse_msg *m)
         free(m);
 }
 
-/* A message of text (len bytes) for the event of id and keys. */
-static sse_msg *msg_new(int64_t id, const char *const key[3], const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sse_msg *msg_new(int64_t id, const char *const key[3], const char *fmt, ...)
+/* A message of f's frame (wire/sse.h) for the event of id and keys (NULL:
+ * a notice, for every subscriber). */
+static sse_msg *msg_new(int64_t id, const char *const key[3], const sg_sse_frame *f)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    sg_autobuf sg_buf text = {0};
+    if (sg_sse_encode(&text, f) < 0)
+        return NULL;
     size_t kl[3] = {0};
     for (int k = 0; k < 3 && key; k++)
         kl[k] = strlen(key[k]) + 1;
-    sse_msg *m = n < 0 ? NULL : malloc(sizeof *m + (size_t)n + 1 + kl[0] + kl[1] + kl[2]);
+    sse_msg *m = malloc(sizeof *m + text.len + 1 + kl[0] + kl[1] + kl[2]);
     if (!m)
         return NULL;
-    va_start(ap, fmt);
-    vsnprintf(m->text, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    memcpy(m->text, text.data, text.len + 1);
     m->refs = 1;
     m->id = id;
     m->seq = -1;
-    m->len = (size_t)n;
-    char *o = m->text + n + 1;
+    m->len = text.len;
+    char *o = m->text + text.len + 1;
     for (int k = 0; k < 3; k++) {
         m->key[k] = key ? o : "";
         if (key)
@@ -122,6 +118,20 @@ static sse_msg *msg_new(int64_t id, const char *const key[3], const char *fmt, .
     return m;
 }
 
+/* A notice: an event named event whose data is text, or a comment when
+ * event is NULL. */
+static sse_msg *msg_notice(const char *event, const char *text)
+{
+    sg_sse_frame f = {.retry = -1, .event = event};
+    if (event) {
+        f.data = text;
+        f.data_len = strlen(text);
+    } else {
+        f.comment = text;
+    }
+    return msg_new(0, NULL, &f);
+}
+
 /* "id: N\ndata: {row}\n\n": the row as /v1/events writes it, on one line
  * (sg_store_event_json), so one data line. */
 static sse_msg *msg_of_event(const sg_store_event *e)
@@ -129,8 +139,10 @@ static sse_msg *msg_of_event(const sg_store_event *e)
     sg_autobuf sg_buf row = {0};
     if (sg_store_event_json(&row, e) < 0)
         return NULL;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)e->id);
     const char *key[3] = {e->learner, e->task, e->sandbox};
-    sse_msg *m = msg_new(e->id, key, "id: %lld\ndata: %s\n\n", (long long)e->id, row.data);
+    sse_msg *m = msg_new(e->id, key, &(sg_sse_frame){.retry = -1, .id = id, .data = row.data, .data_len = row.len});
     if (m)
         m->seq = e->seq;
     return m;
@@ -177,10 +189,12 @@ static void sub_end(sse_sub *s, sse_msg *m)
 static void sub_overflow(sse_hub *h, sse_sub *s)
 {
     h->ing->stats.stream_overflows++;
-    sub_end(s, msg_new(0, NULL,
-                       "event: overflow\ndata: {\"after\":%lld,\"reason\":\"this client reads "
-                       "too slowly: reconnect with Last-Event-ID or after=%lld\"}\n\n",
-                       (long long)s->sent, (long long)s->sent));
+    char data[200];
+    snprintf(data, sizeof data,
+             "{\"after\":%lld,\"reason\":\"this client reads too slowly: reconnect with "
+             "Last-Event-ID or after=%lld\"}",
+             (long long)s->sent, (long long)s->sent);
+    sub_end(s, msg_notice("overflow", data));
 }
 
 /* Queues m to s, or overflows s. */
@@ -317,11 +331,14 @@ static void on_ping(uv_timer_t *t)
         unsigned status;
         const char *why;
         memcpy(cl.id, s->tok, sizeof cl.id);
-        if (!s->closing && ingest_token_revoked(h->ing, &cl, &status, &why) && status == HTTP_STATUS_UNAUTHORIZED)
-            sub_end(s, msg_new(0, NULL, "event: revoked\ndata: {\"reason\":\"%s\"}\n\n", why));
+        if (!s->closing && ingest_token_revoked(h->ing, &cl, &status, &why) && status == HTTP_STATUS_UNAUTHORIZED) {
+            char data[SG_ERR_MSG_MAX + 128]; /* why: an sg_err's message and a little */
+            snprintf(data, sizeof data, "{\"reason\":\"%s\"}", why);
+            sub_end(s, msg_notice("revoked", data));
+        }
         if (s->qn > 0 || s->closing)
             continue;
-        sse_msg *m = msg_new(0, NULL, ": ping\n\n");
+        sse_msg *m = msg_notice(NULL, "ping");
         if (m)
             sub_offer(h, s, m);
         msg_unref(m);
@@ -430,8 +447,9 @@ static int sub_catch_up(sse_hub *h, sse_sub *s)
         s->live = true;
         if (s->cursor < h->tail)
             s->cursor = h->tail; /* nothing of its own up to tail: read above */
-        sse_msg *m = msg_new(0, NULL, "event: live\ndata: {\"after\":%lld}\n\n",
-                             (long long)s->cursor);
+        char data[64];
+        snprintf(data, sizeof data, "{\"after\":%lld}", (long long)s->cursor);
+        sse_msg *m = msg_notice("live", data);
         if (m)
             queue_push(s, m);
         msg_unref(m);
@@ -572,8 +590,9 @@ static int sub_headers(struct lws *wsi, sse_sub *s)
         lws_finalize_write_http_header(wsi, start, &p, end))
         return -1;
     lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0); /* lws_http_mark_sse, less its h2 part */
-    sse_msg *m = msg_new(0, NULL, "retry: %d\n: sandglass stream after %lld\n\n", SSE_RETRY_MS,
-                         (long long)s->cursor);
+    char note[64];
+    snprintf(note, sizeof note, "sandglass stream after %lld", (long long)s->cursor);
+    sse_msg *m = msg_new(0, NULL, &(sg_sse_frame){.retry = SSE_RETRY_MS, .comment = note});
     if (!m)
         return -1;
     queue_push(s, m);

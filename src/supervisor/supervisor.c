@@ -32,12 +32,11 @@
 static void stop_loop_handles(sv_sup *s)
 {
     uv_poll_stop(&s->ctl_poll);
-    ks_stop(s->ks);
-    s->ks = NULL;
+    sv_killswitch_stop(s);
     uv_signal_stop(&s->sigterm);
     uv_signal_stop(&s->sigint);
     uv_signal_stop(&s->sigchld);
-    uv_timer_stop(&s->cap_timer);
+    sv_killswitch_caps_stop(s);
     if (s->gone_fd >= 0)
         uv_poll_stop(&s->gone_poll);
     if (s->expire_init)
@@ -56,10 +55,9 @@ static void sup_destroy(sv_sup *s, sv_client *c)
     sg_watch_hurry(sg_capture_watch(s->cap), true);
     /* The checkpoint worker is killed with the sandbox, never waited for
      * (it comes back only for a last diff of the capture). */
-    if (s->ckpt)
-        sg_ckpt_client_kill(s->ckpt);
-    for (size_t i = s->nexecs; i-- > 0;) {
-        sv_exec *ex = s->execs[i];
+    sv_ckpt_kill(s);
+    for (size_t i = s->exec.n; i-- > 0;) {
+        sv_exec *ex = s->exec.list[i];
         if (ex->cl) {
             /* Detached first: sv_client_error may close the client at once,
              * and sv_client_close would reach back into the exec. */
@@ -100,27 +98,27 @@ static void sup_destroy(sv_sup *s, sv_client *c)
             s->init_pid = 0;
     }
     if (killed < 0 || populated != 0) {
-        s->destroy_type = SG_CTL_ERROR;
-        s->destroy_res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
+        s->destroy.type = SG_CTL_ERROR;
+        s->destroy.res = json_pack("{s:s}", "error", killed < 0 ? err.msg : "the sandbox's cgroup still holds processes");
         s->exit_code = 1;
     } else {
         int removed = s->cg ? sg_cgroup_remove(s->cg, &err) : 0;
-        s->destroy_type = SG_CTL_RESULT;
-        s->destroy_res = sg_ctl_encode_destroy_reply(&(sg_ctl_destroy_reply){
+        s->destroy.type = SG_CTL_RESULT;
+        s->destroy.res = sg_ctl_encode_destroy_reply(&(sg_ctl_destroy_reply){
             .destroyed = s->meta.id, .cgroup_empty = true, .cgroup_removed = removed == 0, .kill_ms = kill_ms,
             .events_undelivered = -1});
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
         sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O, s:o, s:o}", "state", "destroyed", "proof",
-            s->destroy_res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
+            s->destroy.res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
             "checkpoint", sv_last_checkpoint(s)));
     }
     if (c) {
         /* Answered after the capture is delivered (sg_supervisor_run). */
-        s->destroy_fd = dup(c->fd);
-        if (s->destroy_fd >= 0) {
-            int flags = fcntl(s->destroy_fd, F_GETFL);
-            fcntl(s->destroy_fd, F_SETFL, flags & ~O_NONBLOCK);
+        s->destroy.fd = dup(c->fd);
+        if (s->destroy.fd >= 0) {
+            int flags = fcntl(s->destroy.fd, F_GETFL);
+            fcntl(s->destroy.fd, F_SETFL, flags & ~O_NONBLOCK);
         }
         /* The dup answers; close the client now so its struct is freed
          * (the shutdown walk closes leftover handles without freeing). */
@@ -138,8 +136,7 @@ static void on_signal(uv_signal_t *h, int signum)
             s->init_pid = 0;
             s->init_dead = true;
         }
-        if (s->ckpt)
-            sg_ckpt_client_reap(s->ckpt);
+        sv_ckpt_reap(s);
         return;
     }
     /* SIGINT/SIGTERM to a session is an abort, not a teardown: the
@@ -192,8 +189,8 @@ static int sup_shutdown(sv_sup *s)
      * its last command and its recording end before the capture is
      * delivered, and it is freed with its handles below (LeakSanitizer
      * found it left behind). */
-    for (size_t i = 0; i < s->nexecs; i++)
-        sv_tty_end(s->execs[i]);
+    for (size_t i = 0; i < s->exec.n; i++)
+        sv_tty_end(s->exec.list[i]);
     if (s->cap) {
         if (sg_capture_finish(s->cap, SG_CAPTURE_DRAIN_MS, &err) < 0) {
             undelivered = (json_int_t)sg_capture_pending(s->cap);
@@ -208,15 +205,14 @@ static int sup_shutdown(sv_sup *s)
     /* Execs still running when the sandbox went (a destroy, a signal):
      * a reference of the shutdown's own keeps each until its handles are
      * closed with the loop's, then what it holds is freed here. */
-    for (size_t i = 0; i < s->nexecs; i++)
-        s->execs[i]->pending_closes++;
-    ks_stop(s->ks); /* when the loop ended by another way than stop_loop_handles */
-    s->ks = NULL;
+    for (size_t i = 0; i < s->exec.n; i++)
+        s->exec.list[i]->pending_closes++;
+    sv_killswitch_stop(s); /* when the loop ended by another way than stop_loop_handles */
     uv_walk(&s->loop, close_walk, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
-    for (size_t i = 0; i < s->nexecs; i++) {
-        sv_exec *ex = s->execs[i];
+    for (size_t i = 0; i < s->exec.n; i++) {
+        sv_exec *ex = s->exec.list[i];
         if (ex->awaiting_ack) /* its handles are closed: only the memory and fds */
             for (int k = 0; k < 3; k++)
                 sg_close_reset(&ex->hold_fds[k]);
@@ -224,12 +220,12 @@ static int sup_shutdown(sv_sup *s)
         free(ex->held_msg);
         free(ex);
     }
-    s->nexecs = 0;
+    s->exec.n = 0;
     sg_ctl_destroy_reply proof;
-    if (s->destroy_res && s->destroy_type == SG_CTL_RESULT && sg_ctl_decode_destroy_reply(s->destroy_res, &proof, NULL) == 0) {
+    if (s->destroy.res && s->destroy.type == SG_CTL_RESULT && sg_ctl_decode_destroy_reply(s->destroy.res, &proof, NULL) == 0) {
         proof.events_undelivered = undelivered;
-        json_decref(s->destroy_res);
-        s->destroy_res = sg_ctl_encode_destroy_reply(&proof);
+        json_decref(s->destroy.res);
+        s->destroy.res = sg_ctl_encode_destroy_reply(&proof);
         sg_ctl_destroy_reply_free(&proof);
     }
     int code = s->exit_code;
@@ -245,13 +241,13 @@ static int sup_shutdown(sv_sup *s)
     } else {
         code = sup_keep_or_remove(s, code, undelivered);
     }
-    if (s->destroy_fd >= 0) {
-        sg_autofree char *body = s->destroy_res ? sg_json_dump(s->destroy_res) : NULL;
+    if (s->destroy.fd >= 0) {
+        sg_autofree char *body = s->destroy.res ? sg_json_dump(s->destroy.res) : NULL;
         if (body)
-            sg_seqpacket_send_typed(s->destroy_fd, s->destroy_type, body, strlen(body), NULL, 0);
-        close(s->destroy_fd);
+            sg_seqpacket_send_typed(s->destroy.fd, s->destroy.type, body, strlen(body), NULL, 0);
+        close(s->destroy.fd);
     }
-    json_decref(s->destroy_res);
+    json_decref(s->destroy.res);
     return code;
 }
 
@@ -282,8 +278,7 @@ static int sup_create(sv_sup *s, sg_err *err)
                                 "alone): %s", oerr.msg);
     }
     sv_start_oom_baseline(s);
-    s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
-                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    sv_leaves_fast_set(s);
     return sv_start_init(s, err);
 }
 
@@ -364,11 +359,8 @@ static void sup_watch(sv_sup *s)
     uv_poll_init(&s->loop, &s->ctl_poll, s->ctl_fd);
     s->ctl_poll.data = s;
     sv_killswitch_start(s);
-    s->start_ns = sg_now_mono_ns();
-    uv_timer_init(&s->loop, &s->cap_timer);
-    s->cap_timer.data = s;
-    uv_timer_init(&s->loop, &s->ckpt_idle);
-    s->ckpt_idle.data = s;
+    sv_killswitch_init(s);
+    sv_ckpt_timer_init(s);
     sv_killswitch_caps_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
@@ -385,7 +377,7 @@ static void sup_watch(sv_sup *s)
  * socket open, the loop's handles set. */
 static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
 {
-    if (!s->spawn_msg || !s->clients.buf)
+    if (!s->exec.spawn_msg || !s->clients.buf)
         return sg_err_set(err, ENOMEM, "out of memory");
     /* The lock first: an adopt reads the record its predecessor left. */
     if (!sg_state_dir(err) || sv_start_hold_lock(s, id, adopt, err) < 0 ||
@@ -458,19 +450,15 @@ static void sup_free(sv_sup *s)
     if (s->notify.fd >= 0)
         close(s->notify.fd);
     sv_execnotify_unmap(s);
-    sg_ckpt_client_free(s->ckpt);
-    sg_labels_free(&s->labels);
-    for (size_t i = 0; i < s->nspare; i++)
-        sv_open_leaf_close(&s->spare[i]);
-    sv_leaves_ready_close_fds(s);
+    sv_ckpt_free(s);
+    sv_leaves_free(s);
     sg_cgroup_free(s->cg);
     sg_seccomp_prog_free(&s->prog);
     sg_sandbox_meta_clear(&s->meta);
-    free(s->execs);
-    sg_leafset_free(&s->leaves);
-    free(s->spawn_msg);
+    free(s->exec.list);
+    free(s->exec.spawn_msg);
     free(s->clients.buf);
-    free(s->pidns_pids);
+    sv_killswitch_free(s);
     free(s);
 }
 
@@ -500,10 +488,10 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     sup_hooks_set(s);
-    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy_fd = s->ready_sock = s->ready_pidfd = s->notify.fd = -1;
-    s->rl.dirfd = s->rl.cpufd = s->rl.evfd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->notify.fd = -1;
+    sv_leaves_init(s);
     /* Not calloc: pages the supervisor never writes stay unmapped. */
-    s->spawn_msg = malloc(SG_SPAWN_MSG_MAX);
+    s->exec.spawn_msg = malloc(SG_SPAWN_MSG_MAX);
     s->clients.buf = malloc(SG_CTL_MSG_MAX);
     prctl(PR_SET_NAME, "sg-supervisor");
     signal(SIGPIPE, SIG_IGN);
@@ -537,7 +525,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     /* Ended with no destroy request waiting to remove it (on its own, its
      * record gone, an expired keep): out of its own cgroup, and that
      * removed. */
-    if (s->destroy_fd < 0)
+    if (s->destroy.fd < 0)
         sg_cgroup_supervisor_release(s->meta.id);
     sup_free(s);
     return code;

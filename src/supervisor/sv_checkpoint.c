@@ -54,7 +54,7 @@ json_t *sv_actor_current(const char *cap, const char *why)
 
 json_t *sv_last_checkpoint(const sv_sup *s)
 {
-    return s->last_ckpt[0] ? json_string(s->last_ckpt) : json_null();
+    return s->ckpt.last[0] ? json_string(s->ckpt.last) : json_null();
 }
 
 /* The worker stops after SG_CKPT_CLIENT_IDLE_MS without a call (ckpt_client.h). */
@@ -62,7 +62,7 @@ static void on_ckpt_idle(uv_timer_t *t)
 {
     sv_sup *s = t->data;
     sv_ckpt_flush_labels(s);
-    sg_ckpt_client_stop(s->ckpt);
+    sg_ckpt_client_stop(s->ckpt.client);
     uv_timer_stop(t); /* the flush re-armed it */
 }
 
@@ -70,21 +70,21 @@ static void on_ckpt_idle(uv_timer_t *t)
  * tests watch the worker go without waiting 10 s. Read once. */
 static uint64_t ckpt_idle_ms(sv_sup *s)
 {
-    if (!s->ckpt_idle_ms) {
+    if (!s->ckpt.idle_ms) {
         uint64_t v = 0;
         sg_err e = {0};
         const char *env = getenv("SANDGLASS_CKPT_IDLE_MS");
-        s->ckpt_idle_ms = env && sg_parse_uint(env, 3600000, &v, &e) == 0 && v > 0 ? v : SG_CKPT_CLIENT_IDLE_MS;
+        s->ckpt.idle_ms = env && sg_parse_uint(env, 3600000, &v, &e) == 0 && v > 0 ? v : SG_CKPT_CLIENT_IDLE_MS;
     }
-    return s->ckpt_idle_ms;
+    return s->ckpt.idle_ms;
 }
 
 void sv_ckpt_used(sv_sup *s)
 {
     sg_err err = {0};
-    if (sg_ckpt_client_owed_error(s->ckpt, &err))
+    if (sg_ckpt_client_owed_error(s->ckpt.client, &err))
         sg_log(SG_LOG_WARN, "checkpoint labels were not recorded: %s", err.msg);
-    uv_timer_start(&s->ckpt_idle, on_ckpt_idle, ckpt_idle_ms(s), 0);
+    uv_timer_start(&s->ckpt.idle, on_ckpt_idle, ckpt_idle_ms(s), 0);
 }
 
 /* The watcher's diffs, made by the checkpoint worker. */
@@ -92,7 +92,7 @@ int sv_ckpt_unified(void *ud, const char *path, const char *old, size_t old_len,
                 const char *new_, size_t new_len, sg_diff_result *out, sg_err *err)
 {
     sv_sup *s = ud;
-    int rc = sg_ckpt_client_unified(s->ckpt, path, old, old_len, new_, new_len, out, err);
+    int rc = sg_ckpt_client_unified(s->ckpt.client, path, old, old_len, new_, new_len, out, err);
     sv_ckpt_used(s);
     return rc;
 }
@@ -101,21 +101,21 @@ int sv_ckpt_unified(void *ud, const char *path, const char *old, size_t old_len,
  * else asks the worker (a list must show them, in order). */
 void sv_ckpt_flush_labels(sv_sup *s)
 {
-    if (!s->labels.n)
+    if (!s->ckpt.labels.n)
         return;
     sg_err err = {0};
     /* Not waited for: the worker's next answer settles it. */
-    if (sg_ckpt_client_alias_nowait(s->ckpt, s->last_ckpt, s->labels.v, s->labels.times, s->labels.n, &err) < 0)
-        sg_log(SG_LOG_WARN, "cannot record %zu checkpoint label(s): %s", s->labels.n, err.msg);
+    if (sg_ckpt_client_alias_nowait(s->ckpt.client, s->ckpt.last, s->ckpt.labels.v, s->ckpt.labels.times, s->ckpt.labels.n, &err) < 0)
+        sg_log(SG_LOG_WARN, "cannot record %zu checkpoint label(s): %s", s->ckpt.labels.n, err.msg);
     sv_ckpt_used(s);
-    sg_labels_clear(&s->labels);
+    sg_labels_clear(&s->ckpt.labels);
 }
 
 static void ckpt_queue_label(sv_sup *s, const char *label)
 {
-    if (sg_labels_full(&s->labels))
+    if (sg_labels_full(&s->ckpt.labels))
         sv_ckpt_flush_labels(s);
-    sg_labels_push(&s->labels, label, (int64_t)time(NULL));
+    sg_labels_push(&s->ckpt.labels, label, (int64_t)time(NULL));
 }
 
 void sv_ckpt_emit(sv_sup *s, const char *id, const char *label, const sg_checkpoint_stats *st,
@@ -149,27 +149,27 @@ static void emit_checkpoint_error(sv_sup *s, const char *label, const sg_err *er
 }
 
 /* Takes a checkpoint of the workspace (from outside the sandbox) and emits
- * a checkpoint event. Returns its id (s->last_ckpt) or NULL. */
+ * a checkpoint event. Returns its id (s->ckpt.last) or NULL. */
 const char *sv_ckpt_take_ex(sv_sup *s, const char *label, bool reuse, json_t **info)
 {
     char id[SG_CHECKPOINT_ID_LEN + 1];
-    if (!s->ckpt)
+    if (!s->ckpt.client)
         return NULL;
     sg_err err = {0};
     sg_checkpoint_stats st = {0};
     uint64_t t0 = sg_now_mono_ns();
     bool reused = false;
     sv_ckpt_flush_labels(s);
-    int rc = sg_ckpt_client_take(s->ckpt, label, reuse, id, &st, &reused, &err);
+    int rc = sg_ckpt_client_take(s->ckpt.client, label, reuse, id, &st, &reused, &err);
     sv_ckpt_used(s);
     if (rc < 0) {
         emit_checkpoint_error(s, label, &err, (double)(sg_now_mono_ns() - t0) / 1e6);
         return NULL;
     }
-    memcpy(s->last_ckpt, id, sizeof id);
-    s->last_stats = st;
+    memcpy(s->ckpt.last, id, sizeof id);
+    s->ckpt.last_stats = st;
     sv_ckpt_emit(s, id, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, reused, info);
-    return s->last_ckpt;
+    return s->ckpt.last;
 }
 
 const char *sv_ckpt_take(sv_sup *s, const char *label, json_t **info)
@@ -188,25 +188,25 @@ void sv_ckpt_exec(sv_sup *s, const char *label)
 
 void sv_ckpt_prompt(sv_sup *s, const char *label, bool quiet_unchanged)
 {
-    if (!s->ckpt || !sg_capture_checkpoint_budget(s->cap))
+    if (!s->ckpt.client || !sg_capture_checkpoint_budget(s->cap))
         return;
     sg_fingerprint now;
     sg_err err = {0};
     uint64_t t0 = sg_now_mono_ns();
     bool usable = sg_fingerprint_take(s->meta.workspace, &now, &err) == 0 && sg_fingerprint_usable(&now);
-    if (usable && s->print_valid && s->last_ckpt[0] && sg_fingerprint_equal(&now, &s->last_print)) {
+    if (usable && s->ckpt.print_valid && s->ckpt.last[0] && sg_fingerprint_equal(&now, &s->ckpt.last_print)) {
         if (quiet_unchanged)
             return;
-        sg_checkpoint_stats st = s->last_stats;
+        sg_checkpoint_stats st = s->ckpt.last_stats;
         st.changed = st.hashed = 0;
         ckpt_queue_label(s, label);
-        sv_ckpt_emit(s, s->last_ckpt, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, true, NULL);
+        sv_ckpt_emit(s, s->ckpt.last, label, &st, (double)(sg_now_mono_ns() - t0) / 1e6, true, NULL);
         return;
     }
-    s->print_valid = false;
+    s->ckpt.print_valid = false;
     if (sv_ckpt_take_ex(s, label, true, NULL) && usable) {
-        s->last_print = now;
-        s->print_valid = true;
+        s->ckpt.last_print = now;
+        s->ckpt.print_valid = true;
     }
 }
 
@@ -231,7 +231,7 @@ static int newest_checkpoint(sv_sup *s, const char *label, bool same, char out[S
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
     sv_ckpt_flush_labels(s);
-    int rc = sg_ckpt_client_list(s->ckpt, &v, &n, err);
+    int rc = sg_ckpt_client_list(s->ckpt.client, &v, &n, err);
     sv_ckpt_used(s);
     if (rc < 0)
         return -1;
@@ -283,7 +283,7 @@ static int full_id(sv_sup *s, const char **to, char full[SG_CHECKPOINT_ID_LEN + 
     sg_checkpoint_info *v = NULL;
     size_t n = 0, hits = 0;
     sv_ckpt_flush_labels(s);
-    int rc = sg_ckpt_client_list(s->ckpt, &v, &n, err);
+    int rc = sg_ckpt_client_list(s->ckpt.client, &v, &n, err);
     sv_ckpt_used(s);
     if (rc < 0)
         return -1;
@@ -313,7 +313,7 @@ void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
 static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
 {
     sg_err err = {0};
-    if (!s->ckpt) {
+    if (!s->ckpt.client) {
         sv_client_error(c, "this sandbox has no checkpoint store");
         return;
     }
@@ -325,14 +325,14 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
         return;
     }
     size_t running = 0;
-    for (size_t i = 0; i < s->nexecs; i++)
-        running += !s->execs[i]->finished;
+    for (size_t i = 0; i < s->exec.n; i++)
+        running += !s->exec.list[i]->finished;
     sg_checkpoint_change *ch = NULL;
     size_t n = 0;
     /* The workspace is about to change (or be judged): fingerprint again. */
-    s->print_valid = false;
+    s->ckpt.print_valid = false;
     sv_ckpt_flush_labels(s);
-    int drc = sg_ckpt_client_diff(s->ckpt, to, &ch, &n, &err);
+    int drc = sg_ckpt_client_diff(s->ckpt.client, to, &ch, &n, &err);
     sv_ckpt_used(s);
     if (drc < 0) {
         sv_client_error(c, err.msg);
@@ -363,7 +363,7 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     /* Background processes left by earlier execs would race the restore
      * (a writer loop would undo it): they go too. */
     sv_leaves_sweep(s);
-    if (running || s->leaves.n) {
+    if (running || s->leaves.set.n) {
         s->hooks.kill_all(s, "rollback", "rollback --force killed it to restore the workspace", &r.kill);
         r.killed = true;
     }
@@ -378,7 +378,7 @@ static void rollback_do(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req)
     json_t *op = json_pack("{s:s, s:s, s:O}", "action", "rollback", "to", target, "actor", ckpt_actor);
     sg_capture_set_operator(s->cap, op);
     json_decref(op);
-    int rrc = sg_ckpt_client_restore(s->ckpt, target, &st, &err);
+    int rrc = sg_ckpt_client_restore(s->ckpt.client, target, &st, &err);
     sv_ckpt_used(s);
     if (rrc < 0) {
         sg_ctl_kill_report_free(&r.kill);
@@ -419,15 +419,15 @@ static int ckpt_join(void *ud, int fds[SG_CKPT_CLIENT_MAX_JOIN], sg_err *err)
 /* sandglass-ckpt next to this binary ($SANDGLASS_CKPT overrides). */
 int sv_ckpt_open(sv_sup *s, sg_err *err)
 {
-    if (s->ckpt)
+    if (s->ckpt.client)
         return 0;
     char exe[PATH_MAX];
     if (sg_sibling_exe("SANDGLASS_CKPT", "sandglass-ckpt", exe, sizeof exe) < 0)
         return sg_err_set(err, ENOENT, "the checkpoint worker sandglass-ckpt is not next to the supervisor");
     sg_autofree char *repo = sg_state_sandbox_path(s->meta.id, "checkpoints.git");
-    s->ckpt = sg_ckpt_client_new(exe, repo, s->meta.workspace);
-    sg_ckpt_client_set_join(s->ckpt, ckpt_join, s);
-    return sg_ckpt_client_start(s->ckpt, err);
+    s->ckpt.client = sg_ckpt_client_new(exe, repo, s->meta.workspace);
+    sg_ckpt_client_set_join(s->ckpt.client, ckpt_join, s);
+    return sg_ckpt_client_start(s->ckpt.client, err);
 }
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
@@ -452,13 +452,13 @@ void sv_ckpt_op_list(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     sg_err err = {0};
     sg_checkpoint_info *v = NULL;
     size_t n = 0;
-    if (s->ckpt)
+    if (s->ckpt.client)
         sv_ckpt_flush_labels(s);
-    int lrc = s->ckpt ? sg_ckpt_client_list(s->ckpt, &v, &n, &err) : -1;
-    if (s->ckpt)
+    int lrc = s->ckpt.client ? sg_ckpt_client_list(s->ckpt.client, &v, &n, &err) : -1;
+    if (s->ckpt.client)
         sv_ckpt_used(s);
     if (lrc < 0) {
-        sv_client_error(c, s->ckpt ? err.msg : "this sandbox has no checkpoint store");
+        sv_client_error(c, s->ckpt.client ? err.msg : "this sandbox has no checkpoint store");
         return;
     }
     sg_ctl_checkpoints_reply r = {.v = n ? calloc(n, sizeof *r.v) : NULL, .n = n};
@@ -473,4 +473,32 @@ void sv_ckpt_op_list(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 void sv_ckpt_op_rollback(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sv_ckpt_rollback(s, c, &req->u.rollback);
+}
+
+/* The idle stop's timer, on the loop (before it runs). */
+void sv_ckpt_timer_init(sv_sup *s)
+{
+    uv_timer_init(&s->loop, &s->ckpt.idle);
+    s->ckpt.idle.data = s;
+}
+
+/* The worker killed with the sandbox's work (never waited for). */
+void sv_ckpt_kill(sv_sup *s)
+{
+    if (s->ckpt.client)
+        sg_ckpt_client_kill(s->ckpt.client);
+}
+
+/* A SIGCHLD: the worker reaped if it was the one that ended. */
+void sv_ckpt_reap(sv_sup *s)
+{
+    if (s->ckpt.client)
+        sg_ckpt_client_reap(s->ckpt.client);
+}
+
+/* At the supervisor's end: the worker's client, the labels not stored. */
+void sv_ckpt_free(sv_sup *s)
+{
+    sg_ckpt_client_free(s->ckpt.client);
+    sg_labels_free(&s->ckpt.labels);
 }

@@ -19,6 +19,10 @@ void sv_ckpt_exec(sv_sup *s, const char *label);
 void sv_ckpt_prompt(sv_sup *s, const char *label, bool quiet_unchanged);
 void sv_ckpt_rollback(sv_sup *s, sv_client *c, const sg_ctl_rollback_req *req);
 int sv_ckpt_open(sv_sup *s, sg_err *err);
+void sv_ckpt_timer_init(sv_sup *s);
+void sv_ckpt_kill(sv_sup *s);
+void sv_ckpt_reap(sv_sup *s);
+void sv_ckpt_free(sv_sup *s);
 
 /* Who acted, for the operator's events (rollback, checkpoint, abort,
  * resume, destroy; docs/EVENTS.md): c's peer on the control socket

@@ -12,10 +12,10 @@ static void op_info(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sg_autojson json_t *rec = sg_sandbox_meta_json(&s->meta), *caps = sv_killswitch_caps_now(s);
     sg_ctl_info_reply r = {
-        .record = rec, .running_execs = (long long)s->nexecs,
+        .record = rec, .running_execs = (long long)s->exec.n,
         .cgroup_layout = (char *)sg_cgroup_layout_name(sg_cgroup_layout()),
-        .state = (char *)(s->init_dead ? "broken" : s->aborted ? "aborted" : "running"),
-        .abort_by = s->aborted ? s->abort_by : NULL, .abort_reason = s->aborted ? s->abort_reason : NULL,
+        .state = (char *)(s->init_dead ? "broken" : s->ks.aborted ? "aborted" : "running"),
+        .abort_by = s->ks.aborted ? s->ks.by : NULL, .abort_reason = s->ks.aborted ? s->ks.reason : NULL,
         .caps_now = caps, .v = SG_CTL_VERSION,
     };
     sv_client_result(c, sg_ctl_encode_info_reply(&r));
@@ -91,7 +91,7 @@ void sv_dispatch_request(sv_sup *s, sv_client *c, const char *buf, size_t len, i
     c->requested = true;
     /* An abort the kill switch's thread answered is recorded first: a
      * request sent after its answer finds the session aborted. */
-    ks_take_killed(s->ks);
+    ks_take_killed(s->ks.thread);
     /* Strict: an unknown op or field, a field of the wrong type, a newer
      * version are refused here, by name, before any handler runs. */
     sg_ctl_req r;

@@ -130,9 +130,9 @@ void sv_exec_on_output(uv_poll_t *p, int status, int events)
 
 static void exec_slot_remove(sv_sup *s, sv_exec *ex)
 {
-    for (size_t i = 0; i < s->nexecs; i++) {
-        if (s->execs[i] == ex) {
-            s->execs[i] = s->execs[--s->nexecs];
+    for (size_t i = 0; i < s->exec.n; i++) {
+        if (s->exec.list[i] == ex) {
+            s->exec.list[i] = s->exec.list[--s->exec.n];
             return;
         }
     }
@@ -140,9 +140,9 @@ static void exec_slot_remove(sv_sup *s, sv_exec *ex)
 
 sv_exec *sv_exec_find(sv_sup *s, uint32_t id)
 {
-    for (size_t i = 0; i < s->nexecs; i++)
-        if (s->execs[i]->id == id)
-            return s->execs[i];
+    for (size_t i = 0; i < s->exec.n; i++)
+        if (s->exec.list[i]->id == id)
+            return s->exec.list[i];
     return NULL;
 }
 
@@ -159,8 +159,8 @@ void sv_exec_on_timeout(uv_timer_t *t)
 void sv_exec_deadlines(sv_sup *s)
 {
     uint64_t now = sg_now_mono_ns();
-    for (size_t i = 0; i < s->nexecs; i++) {
-        sv_exec *ex = s->execs[i];
+    for (size_t i = 0; i < s->exec.n; i++) {
+        sv_exec *ex = s->exec.list[i];
         if (ex->timeout_s > 0 && ex->start_ns && !ex->finished && !ex->timed_out &&
             now >= ex->start_ns + (uint64_t)(ex->timeout_s * 1e9))
             sv_exec_on_timeout(&ex->timer);
@@ -209,14 +209,14 @@ static void exec_stats_after(sv_exec *ex, sg_cg_stats *after)
     sv_sup *s = ex->s;
     sg_err err = {0};
     memset(after, 0, sizeof *after);
-    if (s->fast_leaves)
+    if (s->leaves.fast)
         /* cpu comes from the leaf; memory from the exec's rusage (the
          * sandbox's figure is its all-time peak) */
         sg_cgroup_counters(s->cg, &after->oom_kills, &after->pids_max_hits, &err);
     else if (s->cg)
         sg_cgroup_stats(s->cg, NULL, after, &err);
-    if (after->oom_kills > s->oom_seen)
-        s->oom_seen = after->oom_kills;
+    if (after->oom_kills > s->exec.oom_seen)
+        s->exec.oom_seen = after->oom_kills;
     sg_cg_stats leaf = {0};
     int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
            : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
@@ -241,11 +241,11 @@ static bool exec_find_kill_reason(sv_exec *ex)
         uint64_t oom = 0, pids = 0;
         sg_err err = {0};
         if (sg_cgroup_counters(s->cg, &oom, &pids, &err) == 0) {
-            uint64_t base = (!ex->code_only || ex->cx) ? ex->before.oom_kills : s->oom_seen;
+            uint64_t base = (!ex->code_only || ex->cx) ? ex->before.oom_kills : s->exec.oom_seen;
             if (oom > base)
                 sv_exec_mark_killed(ex, "memory", "the sandbox reached its memory limit of %llu MiB "
                                  "(the kernel's OOM killer)", (unsigned long long)(s->meta.memory >> 20));
-            s->oom_seen = oom;
+            s->exec.oom_seen = oom;
         }
     }
     return ex->kill_cause[0] != '\0';
@@ -275,7 +275,7 @@ void sv_exec_finish(sv_exec *ex)
     if (ex->finished)
         return;
     ex->finished = true;
-    ks_disarm(s->ks, ex->leaf); /* before its leaf can be reused */
+    ks_disarm(s->ks.thread, ex->leaf); /* before its leaf can be reused */
     sv_exec_handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */
     if (ex->out_active && !exec_read(ex, ex->out_fd, SG_CTL_STDOUT))
@@ -309,8 +309,8 @@ void sv_exec_finish(sv_exec *ex)
         if (killed)
             json_object_set_new(res, "killed_by", json_pack("{s:s, s:s}", "cause", ex->kill_cause,
                                                             "detail", ex->kill_detail));
-        if (s->aborted)
-            json_object_set_new(res, "aborted", json_string(s->abort_reason));
+        if (s->ks.aborted)
+            json_object_set_new(res, "aborted", json_string(s->ks.reason));
         if (ex->cx)
             sg_capture_exec_end(ex->cx, res);
         ex->cx = NULL;
@@ -325,7 +325,7 @@ void sv_exec_finish(sv_exec *ex)
     /* A leaf with background processes stays until they end or destroy.
      * A fast leaf that emptied is kept for a later exec; leaves on v1
      * hierarchies are checked first. */
-    if (!s->cg || (s->fast_leaves ? sv_leaves_recycle(s, ex)
+    if (!s->cg || (s->leaves.fast ? sv_leaves_recycle(s, ex)
                    : sg_cgroup_populated(s->cg, ex->leaf, &err) == 0 &&
                      sg_cgroup_leaf_remove(s->cg, ex->leaf, &err) == 0))
         sv_leaves_untrack(s, ex->leaf);

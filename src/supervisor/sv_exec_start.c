@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "supervisor/sv_checkpoint.h"
@@ -66,12 +65,12 @@ static char **build_env(const sg_exec_req *req, const char *cwd)
 static bool exec_admit(sv_sup *s, sv_client *c, const sg_exec_req *req)
 {
     char why[128];
-    if (!s->aborted && sg_caps_exec_reached(&s->meta, s->execs_total, s->calls_total,
+    if (!s->ks.aborted && sg_caps_exec_reached(&s->meta, s->exec.total, s->exec.calls,
                                             req->tool_name != NULL, why, sizeof why))
         json_decref(s->hooks.abort(s, "cap", why));
-    if (s->aborted) {
+    if (s->ks.aborted) {
         char m[400];
-        snprintf(m, sizeof m, "session aborted: %s", s->abort_reason);
+        snprintf(m, sizeof m, "session aborted: %s", s->ks.reason);
         sv_client_error(c, m);
         return false;
     }
@@ -80,7 +79,7 @@ static bool exec_admit(sv_sup *s, sv_client *c, const sg_exec_req *req)
                                      : "the sandbox is being destroyed");
         return false;
     }
-    if (sg_grow(&s->execs, &s->capexecs, s->nexecs + 1, sizeof *s->execs) < 0) {
+    if (sg_grow(&s->exec.list, &s->exec.cap, s->exec.n + 1, sizeof *s->exec.list) < 0) {
         sv_client_error(c, "out of memory");
         return false;
     }
@@ -94,7 +93,7 @@ static sv_exec *exec_new(sv_sup *s, sv_client *c, const sg_exec_req *req, bool d
     sv_exec *ex = sg_xcalloc(1, sizeof *ex);
     ex->s = s;
     ex->cl = c;
-    ex->id = direct ? s->ready_exec_id : sv_sup_exec_id_new(s);
+    ex->id = direct ? s->leaves.ready_exec_id : sv_sup_exec_id_new(s);
     ex->num = sv_sup_exec_num_new(s);
     ex->out_fd = ex->err_fd = ex->cpu_fd = ex->ready_sock = ex->leaf_fd = -1;
     ex->events_fd = -1;
@@ -108,7 +107,7 @@ static sv_exec *exec_new(sv_sup *s, sv_client *c, const sg_exec_req *req, bool d
     ex->detachable = req->detachable;
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
-    s->execs[s->nexecs++] = ex;
+    s->exec.list[s->exec.n++] = ex;
     c->ex = ex;
     return ex;
 }
@@ -132,32 +131,24 @@ static void exec_checkpoint(sv_sup *s, const sv_exec *ex, const sg_exec_req *req
 static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FDS], sg_err *err)
 {
     if (direct) {
-        memcpy(ex->leaf, s->rl.name, sizeof ex->leaf);
-        ex->leaf_fd = sg_steal_fd(&s->rl.dirfd);
-        ex->cpu_fd = sg_steal_fd(&s->rl.cpufd);
-        ex->events_fd = sg_steal_fd(&s->rl.evfd);
-        ex->cpu_base_ns = s->rl.cpu_base;
-        ex->ready_sock = sg_steal_fd(&s->ready_sock);
-        ex->ready_pid = s->ready_pid;
-        s->ready = false;
-        s->ready_taken = true;
+        sv_leaves_ready_take(s, ex);
         sv_leaves_track(s, ex->leaf);
         return 0;
     }
-    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->next_leaf);
+    snprintf(ex->leaf, sizeof ex->leaf, "x%u", ++s->leaves.next_leaf);
     sv_leaves_track(s, ex->leaf);
     if (!s->cg)
         return 0; /* rootless without cgroups */
     if (sg_cgroup_leaf_create(s->cg, ex->leaf, err) < 0)
         return -1;
-    if (!s->fast_leaves)
+    if (!s->leaves.fast)
         return sg_cgroup_procs_fds(s->cg, ex->leaf, cgfds, err);
     /* one v2 leaf directory: init clones straight into it */
     cgfds[0] = sg_cgroup_leaf_dirfd(s->cg, ex->leaf, err);
     return cgfds[0] < 0 ? -1 : 1;
 }
 
-/* Sends the encoded exec (s->spawn_msg, len bytes) with its fds (stdio,
+/* Sends the encoded exec (s->exec.spawn_msg, len bytes) with its fds (stdio,
  * then the cgroup's): to the ready child (direct), which keeps message and
  * fds until it answers "k" (sv_handoff_done) or never does
  * (sv_handoff_failed); else to init. Returns 0 or -errno; *lost when
@@ -165,19 +156,16 @@ static int exec_leaf(sv_sup *s, sv_exec *ex, bool direct, int cgfds[SG_CG_MAX_FD
 static int exec_send(sv_sup *s, sv_exec *ex, bool direct, size_t len, const int *fds, int nfds, bool *lost)
 {
     if (!direct)
-        return sg_seqpacket_send(s->init_fd, s->spawn_msg, len, fds, (size_t)nfds);
+        return sg_seqpacket_send(s->init_fd, s->exec.spawn_msg, len, fds, (size_t)nfds);
     ex->held_msg = malloc(len);
     if (!ex->held_msg)
         return -ENOMEM;
-    memcpy(ex->held_msg, s->spawn_msg, len);
+    memcpy(ex->held_msg, s->exec.spawn_msg, len);
     ex->held_len = len;
     memcpy(ex->hold_fds, fds, sizeof ex->hold_fds);
     ex->awaiting_ack = true;
-    if (s->ready_pidfd >= 0) {
-        syscall(SYS_pidfd_send_signal, s->ready_pidfd, SIGCONT, NULL, 0);
-        sg_close_reset(&s->ready_pidfd);
-    }
-    *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->spawn_msg, len, fds, 3) < 0;
+    sv_leaves_ready_wake(s);
+    *lost = sg_seqpacket_send_typed(ex->ready_sock, SG_SPAWN_READY_TYPE, s->exec.spawn_msg, len, fds, 3) < 0;
     return 0;
 }
 
@@ -203,7 +191,7 @@ static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
     /* Counters before the exec, read while the child starts; a caller
      * that wants the exit code alone, uncaptured, gets none of them. */
     bool want_stats = !ex->code_only || ex->cx;
-    if (want_stats && s->fast_leaves)
+    if (want_stats && s->leaves.fast)
         sg_cgroup_counters(s->cg, &ex->before.oom_kills, &ex->before.pids_max_hits, &err);
     else if (want_stats && s->cg)
         sg_cgroup_stats(s->cg, NULL, &ex->before, &err);
@@ -212,7 +200,7 @@ static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
     if (ex->timeout_s > 0) {
         uv_timer_start(&ex->timer, sv_exec_on_timeout, (uint64_t)(ex->timeout_s * 1000.0), 0);
         /* the kill itself beside the loop; this timer records why */
-        ks_arm(s->ks, ex->leaf, sg_now_mono_ns() + (uint64_t)(ex->timeout_s * 1e9));
+        ks_arm(s->ks.thread, ex->leaf, sg_now_mono_ns() + (uint64_t)(ex->timeout_s * 1e9));
     }
     if (!ex->awaiting_ack)
         return;
@@ -246,13 +234,13 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
         sg_exec_req_free(&req);
         return;
     }
-    s->execs_total++;
+    s->exec.total++;
     if (req.tool_name)
-        s->calls_total++;
+        s->exec.calls++;
     sv_leaves_sweep(s);
     /* A ready child whose socket init has sent takes the exec directly;
      * else init clones a child. */
-    bool direct = s->ready && s->cg && s->ready_sock >= 0;
+    bool direct = s->leaves.ready && s->cg && s->leaves.ready_sock >= 0;
     sv_exec *ex = exec_new(s, c, &req, direct);
     const char *cwd = req.cwd ? req.cwd : "/workspace";
     exec_checkpoint(s, ex, &req);
@@ -281,9 +269,9 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
     /* Message: header, argv..., env..., cwd (NUL-separated). */
     sg_spawn_hdr sp = {.type = SG_SPAWN_EXEC, .exec_id = ex->id,
                        .uid = s->meta.uid, .gid = s->meta.gid,
-                       .nfds_cg = (uint32_t)ncg, .cg_into = s->fast_leaves,
+                       .nfds_cg = (uint32_t)ncg, .cg_into = s->leaves.fast,
                        .rlimit_as = s->cg ? 0 : s->meta.memory};
-    ssize_t len = sg_spawn_encode(s->spawn_msg, SG_SPAWN_MSG_MAX, &sp, req.argv, env, cwd);
+    ssize_t len = sg_spawn_encode(s->exec.spawn_msg, SG_SPAWN_MSG_MAX, &sp, req.argv, env, cwd);
     sg_exec_req_free(&req);
     int fds[3 + SG_CG_MAX_FDS] = {stdin_fd, outp[1], errp[1]};
     for (int i = 0; i < ncg; i++)

@@ -43,9 +43,9 @@ void sv_handoff_failed(sv_exec *ex)
     sv_sup *s = ex->s;
     sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
     send(s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL);
-    if (s->aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
+    if (s->ks.aborted || s->destroying || s->init_dead || ex->timed_out || ex->leaf_fd < 0) {
         sv_exec_handoff_release(ex);
-        sv_exec_fail(ex, s->aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
+        sv_exec_fail(ex, s->ks.aborted ? "session aborted" : ex->timed_out ? "timed out before it started"
                                  : "the sandbox's init is gone");
         return;
     }
@@ -103,19 +103,13 @@ static bool init_drain(sv_sup *s)
             uv_poll_stop(&s->init_poll);
             sv_execnotify_stop(s);
             s->init_dead = true;
-            for (size_t i = s->nexecs; i-- > 0;)
-                sv_exec_fail(s->execs[i], "the sandbox's init died");
+            for (size_t i = s->exec.n; i-- > 0;)
+                sv_exec_fail(s->exec.list[i], "the sandbox's init died");
             return false;
         }
         bool ok = n > 0 && sg_spawn_reply_decode(buf, (size_t)n, &rep) == 0;
-        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && s->ready &&
-            rep.exec_id == s->ready_exec_id && s->ready_sock < 0) {
-            s->ready_sock = fd;
-            s->ready_pid = rep.pid;
-            sg_close_reset(&s->ready_pidfd);
-            s->ready_pidfd = sv_leaves_ready_pidfd_open(s->rl.dirfd);
+        if (ok && rep.type == SG_SPAWN_READY && nfds == 1 && sv_leaves_ready_socket(s, rep.exec_id, fd, rep.pid))
             continue;
-        }
         if (ok && rep.type == SG_SPAWN_NOTIFY && nfds >= 1) {
             sv_execnotify_attach(s, fd, nfds == 2 ? fds[1] : -1);
             continue;
@@ -126,7 +120,7 @@ static bool init_drain(sv_sup *s)
             continue;
         sv_exec *ex = sv_exec_find(s, rep.exec_id);
         if (!ex) {
-            if (rep.type == SG_SPAWN_EXITED && s->ready && rep.exec_id == s->ready_exec_id)
+            if (rep.type == SG_SPAWN_EXITED && s->leaves.ready && rep.exec_id == s->leaves.ready_exec_id)
                 sv_leaves_ready_lost(s);
             continue;
         }
@@ -159,7 +153,7 @@ void sv_handoff_on_init_msg(uv_poll_t *p, int status, int events)
     (void)events;
     sv_sup *s = p->data;
     /* the kill switch's abort first: the deaths init reports are its */
-    ks_take_killed(s->ks);
+    ks_take_killed(s->ks.thread);
     sv_exec_deadlines(s);
     s->hooks.check_wall(s);
     (void)init_drain(s);
@@ -167,8 +161,8 @@ void sv_handoff_on_init_msg(uv_poll_t *p, int status, int events)
 
 static bool killed_exec_running(const sv_sup *s)
 {
-    for (size_t i = 0; i < s->nexecs; i++)
-        if (!s->execs[i]->finished && s->execs[i]->kill_cause[0])
+    for (size_t i = 0; i < s->exec.n; i++)
+        if (!s->exec.list[i]->finished && s->exec.list[i]->kill_cause[0])
             return true;
     return false;
 }

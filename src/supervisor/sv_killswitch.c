@@ -49,9 +49,9 @@ static size_t pidns_members(sv_sup *s, pid_t *out, size_t max)
  * until none is left; returns how many remain. */
 size_t sv_killswitch_pidns_kill(sv_sup *s, bool with_init, int timeout_ms)
 {
-    if (!s->pidns_pids)
-        s->pidns_pids = sg_xcalloc(SV_PIDNS_MAX, sizeof *s->pidns_pids);
-    pid_t *pids = s->pidns_pids;
+    if (!s->ks.pidns_pids)
+        s->ks.pidns_pids = sg_xcalloc(SV_PIDNS_MAX, sizeof *s->ks.pidns_pids);
+    pid_t *pids = s->ks.pidns_pids;
     uint64_t deadline = sg_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         size_t n = pidns_members(s, pids, SV_PIDNS_MAX), left = 0;
@@ -73,9 +73,9 @@ json_t *sv_killswitch_caps_now(sv_sup *s)
     sg_cg_stats st = {0};
     if (s->cg)
         sg_cgroup_stats(s->cg, NULL, &st, &err);
-    sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - s->start_ns) / 1e9,
+    sg_caps_usage u = {.wall_s = (double)(sg_now_mono_ns() - s->ks.start_ns) / 1e9,
                        .cpu_s = (double)st.cpu_ns / 1e9,
-                       .execs = s->execs_total, .calls = s->calls_total};
+                       .execs = s->exec.total, .calls = s->exec.calls};
     return sg_caps_json(&s->meta, &u);
 }
 
@@ -86,12 +86,12 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
 {
     sg_err err = {0};
     memset(out, 0, sizeof *out);
-    out->execs_killed = s->nexecs ? calloc(s->nexecs, sizeof *out->execs_killed) : NULL;
-    for (size_t i = 0; i < s->nexecs; i++) {
-        if (!s->execs[i]->finished) {
+    out->execs_killed = s->exec.n ? calloc(s->exec.n, sizeof *out->execs_killed) : NULL;
+    for (size_t i = 0; i < s->exec.n; i++) {
+        if (!s->exec.list[i]->finished) {
             if (out->execs_killed)
-                out->execs_killed[out->n_execs_killed++] = s->execs[i]->num;
-            sv_exec_mark_killed(s->execs[i], cause, "%s", detail);
+                out->execs_killed[out->n_execs_killed++] = s->exec.list[i]->num;
+            sv_exec_mark_killed(s->exec.list[i], cause, "%s", detail);
         }
     }
     pid_t *before = NULL;
@@ -103,17 +103,16 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
     size_t nready = 0; /* the ready child: not a user process, not counted */
     /* The checkpoint worker is work for the sandbox, in its cgroup: killed
      * too, never waited for (a new one comes for the next call). */
-    if (s->ckpt)
-        sg_ckpt_client_kill(s->ckpt);
+    sv_ckpt_kill(s);
     if (s->cg) {
         pid_t *ready = NULL;
-        if (s->ready && sg_cgroup_pids(s->cg, s->rl.name, &ready, &nready, &err) < 0)
+        if (s->leaves.ready && sg_cgroup_pids(s->cg, s->leaves.rl.name, &ready, &nready, &err) < 0)
             nready = 0;
         free(ready);
         sg_cgroup_pids(s->cg, NULL, &before, &nbefore, &err);
         t0 = sg_now_mono_ns();
-        for (size_t i = 0; i < s->leaves.n; i++)
-            if (sv_leaves_kill(s, s->leaves.names[i], 5000, &err) < 0)
+        for (size_t i = 0; i < s->leaves.set.n; i++)
+            if (sv_leaves_kill(s, s->leaves.set.names[i], 5000, &err) < 0)
                 ok = false;
         /* The idle ready child last: killed first, its exit would wait for
          * a CPU that a fork bomb holds, and the bomb's kill behind it. */
@@ -155,12 +154,12 @@ void sv_killswitch_kill_all(sv_sup *s, const char *cause, const char *detail, sg
 /* The kill switch. Returns the abort record (new reference). */
 json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
 {
-    if (s->aborted)
+    if (s->ks.aborted)
         return sg_ctl_encode_abort_reply(&(sg_ctl_abort_reply){
-            .aborted = true, .already = true, .by = s->abort_by, .reason = s->abort_reason});
-    s->aborted = true;
-    snprintf(s->abort_by, sizeof s->abort_by, "%s", by);
-    snprintf(s->abort_reason, sizeof s->abort_reason, "%s", reason);
+            .aborted = true, .already = true, .by = s->ks.by, .reason = s->ks.reason});
+    s->ks.aborted = true;
+    snprintf(s->ks.by, sizeof s->ks.by, "%s", by);
+    snprintf(s->ks.reason, sizeof s->ks.reason, "%s", reason);
     sv_killswitch_publish(s);
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
@@ -181,7 +180,7 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
     sg_watch_hurry(sg_capture_watch(s->cap), false);
     sg_autojson json_t *actor = sv_actor_current(strcmp(by, "cap") == 0 ? reason : NULL, reason);
     r.actor = actor;
-    r.checkpoint = s->last_ckpt[0] ? s->last_ckpt : NULL;
+    r.checkpoint = s->ckpt.last[0] ? s->ckpt.last : NULL;
     json_t *rec = sg_ctl_encode_abort_reply(&r);
     sg_ctl_kill_report_free(&r.kill);
     if (rec)
@@ -205,16 +204,16 @@ void sv_killswitch_publish(sv_sup *s)
 {
     ks_state st = {.max_wall_s = s->meta.max_wall_s, .max_cpu_s = s->meta.max_cpu_s,
                    .max_execs = s->meta.max_execs, .max_calls = s->meta.max_calls,
-                   .execs = s->execs_total, .calls = s->calls_total, .start_ns = s->start_ns,
-                   .init_pid = s->init_pid, .aborted = s->aborted};
-    snprintf(st.by, sizeof st.by, "%s", s->abort_by);
-    snprintf(st.reason, sizeof st.reason, "%s", s->abort_reason);
-    ks_publish(s->ks, &st);
+                   .execs = s->exec.total, .calls = s->exec.calls, .start_ns = s->ks.start_ns,
+                   .init_pid = s->init_pid, .aborted = s->ks.aborted};
+    snprintf(st.by, sizeof st.by, "%s", s->ks.by);
+    snprintf(st.reason, sizeof st.reason, "%s", s->ks.reason);
+    ks_publish(s->ks.thread, &st);
 }
 
 void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
 {
-    ks_exec_begin(s->ks, leaf, num);
+    ks_exec_begin(s->ks.thread, leaf, num);
     sv_killswitch_publish(s); /* the counts against the caps */
 }
 
@@ -223,7 +222,7 @@ void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
 static void on_ks_abort(void *ud, const char *reason)
 {
     sv_sup *s = ud;
-    ks_kill_barrier(s->ks); /* the thread's kill done: not raced by the loop's */
+    ks_kill_barrier(s->ks.thread); /* the thread's kill done: not raced by the loop's */
     json_decref(sv_killswitch_abort(s, "operator", reason));
 }
 
@@ -232,9 +231,9 @@ void sv_killswitch_caps_arm(sv_sup *s)
     sv_killswitch_publish(s); /* the caps (a claim sets them) */
     if (!sg_caps_timed(&s->meta))
         return;
-    uv_timer_start(&s->cap_timer, sv_killswitch_on_cap_timer, 100, 100);
+    uv_timer_start(&s->ks.cap_timer, sv_killswitch_on_cap_timer, 100, 100);
     if (s->meta.max_wall_s > 0) /* the kill at once; the timer records why */
-        ks_arm(s->ks, NULL, s->start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
+        ks_arm(s->ks.thread, NULL, s->ks.start_ns + (uint64_t)(s->meta.max_wall_s * 1e9));
 }
 
 /* The supervisor's heap, bounded before its second thread starts (its
@@ -258,8 +257,8 @@ void sv_killswitch_start(sv_sup *s)
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
     sg_autofree char *quota = s->cg ? sg_cgroup_cpu_quota_path(s->cg) : NULL;
-    s->ks = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
-    if (!s->ks)
+    s->ks.thread = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
+    if (!s->ks.thread)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
     sv_killswitch_publish(s);
     uv_poll_start(&s->ctl_poll, UV_READABLE, sv_client_on_accept);
@@ -268,8 +267,8 @@ void sv_killswitch_start(sv_sup *s)
 bool sv_killswitch_check_wall(sv_sup *s)
 {
     char why[128];
-    double wall = (double)(sg_now_mono_ns() - s->start_ns) / 1e9;
-    if (s->aborted || s->destroying || !sg_caps_wall_reached(&s->meta, wall, why, sizeof why))
+    double wall = (double)(sg_now_mono_ns() - s->ks.start_ns) / 1e9;
+    if (s->ks.aborted || s->destroying || !sg_caps_wall_reached(&s->meta, wall, why, sizeof why))
         return false;
     json_decref(sv_killswitch_abort(s, "cap", why));
     return true;
@@ -278,7 +277,7 @@ bool sv_killswitch_check_wall(sv_sup *s)
 void sv_killswitch_on_cap_timer(uv_timer_t *t)
 {
     sv_sup *s = t->data;
-    if (s->aborted || s->destroying || sv_killswitch_check_wall(s))
+    if (s->ks.aborted || s->destroying || sv_killswitch_check_wall(s))
         return;
     char why[128];
     /* The cgroup's CPU time is read only for a CPU cap. */
@@ -305,19 +304,19 @@ void sv_killswitch_op_abort(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 /* Clears an operator's or a signal's abort, never a cap's. */
 void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
-    if (!s->aborted) {
+    if (!s->ks.aborted) {
         sv_client_error(c, "the session is not aborted");
         return;
     }
-    if (!sg_caps_resumable(s->abort_by)) {
+    if (!sg_caps_resumable(s->ks.by)) {
         char m[400];
-        snprintf(m, sizeof m, "an abort by a cap stays: %s", s->abort_reason);
+        snprintf(m, sizeof m, "an abort by a cap stays: %s", s->ks.reason);
         sv_client_error(c, m);
         return;
     }
-    json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->abort_reason);
-    s->aborted = false;
-    s->abort_reason[0] = s->abort_by[0] = '\0';
+    json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->ks.reason);
+    s->ks.aborted = false;
+    s->ks.reason[0] = s->ks.by[0] = '\0';
     sv_killswitch_publish(s);
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
@@ -326,4 +325,45 @@ void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in
                                           sv_actor(c, NULL, NULL), "checkpoint", sv_last_checkpoint(s)));
     sv_leaves_ready_next(s);
     sv_client_result(c, r);
+}
+
+/* The caps' clock starts and their timer is made, on the loop (before it
+ * runs). */
+void sv_killswitch_init(sv_sup *s)
+{
+    s->ks.start_ns = sg_now_mono_ns();
+    uv_timer_init(&s->loop, &s->ks.cap_timer);
+    s->ks.cap_timer.data = s;
+}
+
+/* A pooled sandbox claimed: the caps count from now. */
+void sv_killswitch_caps_restart(sv_sup *s)
+{
+    s->ks.start_ns = sg_now_mono_ns();
+    sv_killswitch_caps_arm(s);
+}
+
+/* An adopted sandbox: the abort its record holds (the first reason stays). */
+void sv_killswitch_abort_load(sv_sup *s)
+{
+    s->ks.aborted = sg_state_abort_load(s->meta.id, s->ks.by, sizeof s->ks.by, s->ks.reason,
+                                        sizeof s->ks.reason) == 1;
+}
+
+/* The thread stopped (it takes no more connections). */
+void sv_killswitch_stop(sv_sup *s)
+{
+    ks_stop(s->ks.thread);
+    s->ks.thread = NULL;
+}
+
+void sv_killswitch_caps_stop(sv_sup *s)
+{
+    uv_timer_stop(&s->ks.cap_timer);
+}
+
+void sv_killswitch_free(sv_sup *s)
+{
+    free(s->ks.pidns_pids);
+    s->ks.pidns_pids = NULL;
 }

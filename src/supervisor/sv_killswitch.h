@@ -14,8 +14,16 @@ void sv_killswitch_on_cap_timer(uv_timer_t *t);
 /* The --max-wall cap: when reached, the abort (true). Also checked before
  * init's reports are read: the kill switch kills at the wall itself. */
 bool sv_killswitch_check_wall(sv_sup *s);
-/* The caps' timer and the kill switch's --max-wall deadline, from s->start_ns. */
+/* The caps' timer and the kill switch's --max-wall deadline, from s->ks.start_ns. */
 void sv_killswitch_caps_arm(sv_sup *s);
+/* The caps' clock and timer (sv_killswitch_init), at the loop's start;
+ * the clock again when a pooled sandbox is claimed (caps_restart). */
+void sv_killswitch_init(sv_sup *s);
+void sv_killswitch_caps_restart(sv_sup *s);
+void sv_killswitch_caps_stop(sv_sup *s);
+void sv_killswitch_abort_load(sv_sup *s);
+void sv_killswitch_stop(sv_sup *s);
+void sv_killswitch_free(sv_sup *s);
 /* The kill switch on the control socket (else the loop accepts, as a fallback). */
 void sv_killswitch_start(sv_sup *s);
 /* Tells the kill switch's thread the record it answers an abort from

@@ -1,5 +1,6 @@
 /* sv_leaves: the exec leaves (cgroups) and the ready child waiting in one. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,24 +9,48 @@
 
 #include "supervisor/sv_leaves.h"
 
+/* The state before the sandbox is started or adopted: no fd open. */
+void sv_leaves_init(sv_sup *s)
+{
+    s->leaves.ready_sock = s->leaves.ready_pidfd = -1;
+    s->leaves.rl.dirfd = s->leaves.rl.cpufd = s->leaves.rl.evfd = -1;
+}
+
+/* Fast leaves where the sandbox has a cgroup and they are not turned off
+ * (SANDGLASS_NO_FAST_LEAVES): made ahead, kept open, reused. */
+void sv_leaves_fast_set(sv_sup *s)
+{
+    s->leaves.fast = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
+                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+}
+
+/* At the supervisor's end: the fds kept open, the names. */
+void sv_leaves_free(sv_sup *s)
+{
+    for (size_t i = 0; i < s->leaves.nspare; i++)
+        sv_open_leaf_close(&s->leaves.spare[i]);
+    sv_leaves_ready_close_fds(s);
+    sg_leafset_free(&s->leaves.set);
+}
+
 /* Kills what a leaf holds, and marks the execs in it: a leaf cgroup.kill
  * was written to is never reused (sv_leaves_recycle). */
 int sv_leaves_kill(sv_sup *s, const char *leaf, int timeout_ms, sg_err *err)
 {
-    for (size_t k = 0; k < s->nexecs; k++)
-        if (strcmp(s->execs[k]->leaf, leaf) == 0)
-            s->execs[k]->leaf_killed = true;
+    for (size_t k = 0; k < s->exec.n; k++)
+        if (strcmp(s->exec.list[k]->leaf, leaf) == 0)
+            s->exec.list[k]->leaf_killed = true;
     return sg_cgroup_kill(s->cg, leaf, timeout_ms, err);
 }
 
 void sv_leaves_track(sv_sup *s, const char *leaf)
 {
-    sg_leafset_add(&s->leaves, leaf);
+    sg_leafset_add(&s->leaves.set, leaf);
 }
 
 void sv_leaves_untrack(sv_sup *s, const char *leaf)
 {
-    sg_leafset_remove(&s->leaves, leaf);
+    sg_leafset_remove(&s->leaves.set, leaf);
 }
 
 /* Removes the leaves that have emptied (background processes ended). */
@@ -34,11 +59,11 @@ void sv_leaves_sweep(sv_sup *s)
     sg_err err = {0};
     if (!s->cg)
         return;
-    for (size_t i = s->leaves.n; i-- > 0;) {
-        const char *leaf = s->leaves.names[i];
+    for (size_t i = s->leaves.set.n; i-- > 0;) {
+        const char *leaf = s->leaves.set.names[i];
         bool running = false;
-        for (size_t k = 0; k < s->nexecs; k++)
-            if (strcmp(s->execs[k]->leaf, leaf) == 0)
+        for (size_t k = 0; k < s->exec.n; k++)
+            if (strcmp(s->exec.list[k]->leaf, leaf) == 0)
                 running = true;
         if (!running && sg_cgroup_populated(s->cg, leaf, &err) == 0 &&
             sg_cgroup_leaf_remove(s->cg, leaf, &err) == 0)
@@ -59,14 +84,14 @@ void sv_open_leaf_close(sv_open_leaf *l)
 void sv_leaves_ready_next(sv_sup *s)
 {
     sg_err err = {0};
-    if (s->ready || !s->fast_leaves || s->destroying || s->aborted || s->init_dead ||
+    if (s->leaves.ready || !s->leaves.fast || s->destroying || s->ks.aborted || s->init_dead ||
         s->init_fd < 0)
         return;
     sv_open_leaf l;
-    if (s->nspare > 0) {
-        l = s->spare[--s->nspare];
+    if (s->leaves.nspare > 0) {
+        l = s->leaves.spare[--s->leaves.nspare];
     } else {
-        snprintf(l.name, sizeof l.name, "x%u", ++s->next_leaf);
+        snprintf(l.name, sizeof l.name, "x%u", ++s->leaves.next_leaf);
         if (sg_cgroup_leaf_create(s->cg, l.name, &err) < 0)
             return;
         l.dirfd = sg_cgroup_leaf_dirfd(s->cg, l.name, &err);
@@ -80,16 +105,16 @@ void sv_leaves_ready_next(sv_sup *s)
         sg_close_reset(&l.cpufd);
     sg_spawn_hdr sp = {.type = SG_SPAWN_PREPARE, .exec_id = sv_sup_exec_id_new(s),
                         .uid = s->meta.uid, .gid = s->meta.gid, .nfds_cg = 1, .cg_into = 1,
-                        .flags = s->ready_taken ? SG_SPAWN_F_TAKEN : 0};
+                        .flags = s->leaves.ready_taken ? SG_SPAWN_F_TAKEN : 0};
     if (l.dirfd < 0 || sg_seqpacket_send(s->init_fd, &sp, sizeof sp, &l.dirfd, 1) < 0) {
         sv_open_leaf_close(&l);
         sg_cgroup_leaf_remove(s->cg, l.name, &err);
         return;
     }
-    s->ready_taken = false;
-    s->ready_exec_id = sp.exec_id;
-    s->rl = l;
-    s->ready = true;
+    s->leaves.ready_taken = false;
+    s->leaves.ready_exec_id = sp.exec_id;
+    s->leaves.rl = l;
+    s->leaves.ready = true;
 }
 
 /* An exec's fast leaf once the exec is over: kept for a later exec if it
@@ -102,9 +127,9 @@ bool sv_leaves_recycle(sv_sup *s, sv_exec *ex)
 {
     sg_err err = {0};
     bool empty = ex->events_fd >= 0 && sg_cgroup_events_populated(ex->events_fd, &err) == 0;
-    if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->nspare < SV_SPARE_LEAVES &&
-        !s->destroying && !s->aborted) {
-        sv_open_leaf *l = &s->spare[s->nspare++];
+    if (empty && !ex->leaf_killed && ex->leaf_fd >= 0 && ex->cpu_fd >= 0 && s->leaves.nspare < SV_SPARE_LEAVES &&
+        !s->destroying && !s->ks.aborted) {
+        sv_open_leaf *l = &s->leaves.spare[s->leaves.nspare++];
         snprintf(l->name, sizeof l->name, "%s", ex->leaf);
         l->dirfd = sg_steal_fd(&ex->leaf_fd);
         l->cpufd = sg_steal_fd(&ex->cpu_fd);
@@ -116,9 +141,48 @@ bool sv_leaves_recycle(sv_sup *s, sv_exec *ex)
 
 void sv_leaves_ready_close_fds(sv_sup *s)
 {
-    sv_open_leaf_close(&s->rl);
-    sg_close_reset(&s->ready_sock);
-    sg_close_reset(&s->ready_pidfd);
+    sv_open_leaf_close(&s->leaves.rl);
+    sg_close_reset(&s->leaves.ready_sock);
+    sg_close_reset(&s->leaves.ready_pidfd);
+}
+
+/* The ready child's socket, sent by init (SG_SPAWN_READY) for exec_id:
+ * taken (true) when it is the ready child we wait for and have no socket
+ * of yet. */
+bool sv_leaves_ready_socket(sv_sup *s, uint32_t exec_id, int fd, pid_t pid)
+{
+    if (!s->leaves.ready || exec_id != s->leaves.ready_exec_id || s->leaves.ready_sock >= 0)
+        return false;
+    s->leaves.ready_sock = fd;
+    s->leaves.ready_pid = pid;
+    sg_close_reset(&s->leaves.ready_pidfd);
+    s->leaves.ready_pidfd = sv_leaves_ready_pidfd_open(s->leaves.rl.dirfd);
+    return true;
+}
+
+/* The ready child and its leaf handed to ex (the exec it takes): the
+ * leaf's fds, its socket; the next PREPARE says it was taken. */
+void sv_leaves_ready_take(sv_sup *s, sv_exec *ex)
+{
+    memcpy(ex->leaf, s->leaves.rl.name, sizeof ex->leaf);
+    ex->leaf_fd = sg_steal_fd(&s->leaves.rl.dirfd);
+    ex->cpu_fd = sg_steal_fd(&s->leaves.rl.cpufd);
+    ex->events_fd = sg_steal_fd(&s->leaves.rl.evfd);
+    ex->cpu_base_ns = s->leaves.rl.cpu_base;
+    ex->ready_sock = sg_steal_fd(&s->leaves.ready_sock);
+    ex->ready_pid = s->leaves.ready_pid;
+    s->leaves.ready = false;
+    s->leaves.ready_taken = true;
+}
+
+/* SIGCONT to the ready child at its hand-off (the user's processes may have
+ * stopped it), once. */
+void sv_leaves_ready_wake(sv_sup *s)
+{
+    if (s->leaves.ready_pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, s->leaves.ready_pidfd, SIGCONT, NULL, 0);
+        sg_close_reset(&s->leaves.ready_pidfd);
+    }
 }
 
 /* A pidfd of the ready child, found as the one process of its fresh leaf.
@@ -144,20 +208,20 @@ int sv_leaves_ready_pidfd_open(int leaf_dirfd)
  * set-up): its leaf is swept once empty; the next exec makes another. */
 void sv_leaves_ready_lost(sv_sup *s)
 {
-    s->ready = false;
+    s->leaves.ready = false;
     sv_leaves_ready_close_fds(s);
-    sv_leaves_track(s, s->rl.name);
+    sv_leaves_track(s, s->leaves.rl.name);
 }
 
 /* Kills and removes the ready child's leaf (abort, kill-all). */
 void sv_leaves_ready_retire(sv_sup *s)
 {
     sg_err err = {0};
-    if (!s->ready)
+    if (!s->leaves.ready)
         return;
-    s->ready = false;
+    s->leaves.ready = false;
     sv_leaves_ready_close_fds(s);
-    if (sg_cgroup_kill(s->cg, s->rl.name, 2000, &err) < 0 ||
-        sg_cgroup_leaf_remove(s->cg, s->rl.name, &err) < 0)
-        sv_leaves_track(s, s->rl.name); /* swept later, or removed by destroy */
+    if (sg_cgroup_kill(s->cg, s->leaves.rl.name, 2000, &err) < 0 ||
+        sg_cgroup_leaf_remove(s->cg, s->leaves.rl.name, &err) < 0)
+        sv_leaves_track(s, s->leaves.rl.name); /* swept later, or removed by destroy */
 }

@@ -42,7 +42,7 @@ void sv_start_oom_baseline(sv_sup *s)
     uint64_t pids = 0;
     sg_err err = {0};
     if (s->cg)
-        sg_cgroup_counters(s->cg, &s->oom_seen, &pids, &err);
+        sg_cgroup_counters(s->cg, &s->exec.oom_seen, &pids, &err);
 }
 
 /* Connects to the sandbox init's socket (init serves one supervisor). */
@@ -302,8 +302,7 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     if (!s->cg && !(s->rootless && err->code == ENOENT))
         return -1;
     sv_start_oom_baseline(s);
-    s->fast_leaves = s->cg && getenv("SANDGLASS_NO_FAST_LEAVES") == NULL &&
-                     sg_cgroup_set_fast_leaves(s->cg, true) == 0;
+    sv_leaves_fast_set(s);
     if (!sg_state_pid_alive(s->meta.init_pid))
         return sg_err_set(err, ESRCH, "the sandbox's init (pid %d) is gone", (int)s->meta.init_pid);
     s->init_pid = s->meta.init_pid;
@@ -315,13 +314,12 @@ int sv_start_adopt(sv_sup *s, sg_err *err)
     /* Leaves, exec ids and exec numbers go on past the old ones: init
      * still reports the old execs by their ids (sg_state_exec_ids_save). */
     uint32_t highest = sg_leafset_highest(leaves);
-    if (highest > s->next_leaf)
-        s->next_leaf = highest;
+    if (highest > s->leaves.next_leaf)
+        s->leaves.next_leaf = highest;
     uint32_t used = sg_state_exec_ids_load(s->meta.id);
-    s->next_exec = s->exec_num = used > highest ? used : highest;
+    s->exec.next_id = s->exec.num = used > highest ? used : highest;
     /* An abort outlives the supervisor that made it. */
-    s->aborted = sg_state_abort_load(s->meta.id, s->abort_by, sizeof s->abort_by, s->abort_reason,
-                                     sizeof s->abort_reason) == 1;
+    sv_killswitch_abort_load(s);
     return 0;
 }
 
@@ -402,7 +400,7 @@ int sv_start_hold_lock(sv_sup *s, const char *id, bool adopt, sg_err *err)
 static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
 {
     sg_err err = {0};
-    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->execs_total || s->cap || s->aborted) {
+    if (strcmp(s->meta.learner, SG_POOL_LEARNER) != 0 || s->exec.total || s->cap || s->ks.aborted) {
         sv_client_error(c, "this sandbox is not an unused spare of the pool");
         return;
     }
@@ -461,14 +459,13 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
         sv_client_error(c, err.msg);
         return;
     }
-    s->start_ns = sg_now_mono_ns();
-    sv_killswitch_caps_arm(s);
+    sv_killswitch_caps_restart(s);
     sv_client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,
      * and the worker (stopped when idle) is not woken for it. */
-    if (s->last_ckpt[0])
-        sv_ckpt_emit(s, s->last_ckpt, "create", &s->last_stats, 0, true, NULL);
+    if (s->ckpt.last[0])
+        sv_ckpt_emit(s, s->ckpt.last, "create", &s->ckpt.last_stats, 0, true, NULL);
     else
         sv_ckpt_take_ex(s, "create", true, NULL);
 }

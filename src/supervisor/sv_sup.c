@@ -24,22 +24,22 @@ void sv_sup_destroy(sv_sup *s, sv_client *c)
  * used only once a takeover would number past it. */
 static uint32_t ids_cover(sv_sup *s, uint32_t v)
 {
-    if (v < s->ids_until)
+    if (v < s->exec.ids_until)
         return v;
     sg_err err = {0};
-    s->ids_until = v + EXEC_IDS_BLOCK;
-    if (sg_state_exec_ids_save(s->meta.id, s->ids_until, &err) < 0)
+    s->exec.ids_until = v + EXEC_IDS_BLOCK;
+    if (sg_state_exec_ids_save(s->meta.id, s->exec.ids_until, &err) < 0)
         sg_log(SG_LOG_ERROR, "%s (a takeover may reuse the ids)", err.msg);
     return v;
 }
 
 uint32_t sv_sup_exec_id_new(sv_sup *s)
 {
-    return ids_cover(s, ++s->next_exec);
+    return ids_cover(s, ++s->exec.next_id);
 }
 
 uint32_t sv_sup_exec_num_new(sv_sup *s)
 {
-    return ids_cover(s, ++s->exec_num);
+    return ids_cover(s, ++s->exec.num);
 }
 

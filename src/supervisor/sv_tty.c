@@ -204,7 +204,7 @@ static void prompt_checkpoint(struct sv_shell *sh)
     uint64_t typed = sh->ex->tty ? sg_sup_tty_input_written(sh->ex->tty) : 0, now = sg_now_mono_ns();
     bool was_typed = typed != sh->typed_at_ckpt;
     bool ran = sv_execnotify_held(s) != sh->execs_at_ckpt && now - sh->ckpt_ns >= PROMPT_RAN_CKPT_NS;
-    if (s->meta.manual_checkpoints || s->aborted || sh->decided_this_read || !(was_typed || ran))
+    if (s->meta.manual_checkpoints || s->ks.aborted || sh->decided_this_read || !(was_typed || ran))
         return;
     sh->decided_this_read = true;
     sh->typed_at_ckpt = typed;
@@ -392,8 +392,8 @@ static sv_exec *attach_target(sv_sup *s, long long want, char *why, size_t whyle
     sv_exec *found = NULL, *attached = NULL;
     size_t ndetached = 0;
     char list[96] = "";
-    for (size_t i = 0; i < s->nexecs; i++) {
-        sv_exec *ex = s->execs[i];
+    for (size_t i = 0; i < s->exec.n; i++) {
+        sv_exec *ex = s->exec.list[i];
         if (!ex->tty || !ex->detachable || ex->finished)
             continue;
         if (want && (long long)ex->num != want)
@@ -475,8 +475,8 @@ static void attach_replay(sv_client *c, struct sv_shell *sh)
 void sv_tty_attach(sv_sup *s, sv_client *c, const sg_ctl_attach_req *req)
 {
     char why[400];
-    if (s->aborted) {
-        snprintf(why, sizeof why, "session aborted: %s", s->abort_reason);
+    if (s->ks.aborted) {
+        snprintf(why, sizeof why, "session aborted: %s", s->ks.reason);
         sv_client_error(c, why);
         return;
     }
@@ -508,7 +508,7 @@ void sv_tty_catch_up(void *sup_)
 {
     sv_sup *s = sup_;
     /* by index, each time against nexecs: reading runs the marks' work */
-    for (size_t i = 0; i < s->nexecs; i++)
-        if (s->execs[i]->tty)
-            sg_sup_tty_catch_up(s->execs[i]->tty);
+    for (size_t i = 0; i < s->exec.n; i++)
+        if (s->exec.list[i]->tty)
+            sg_sup_tty_catch_up(s->exec.list[i]->tty);
 }
