@@ -23,6 +23,7 @@
 #include "supervisor/sv_tty.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_lifecycle.h"
 #include "supervisor/sv_start.h"
 #include "supervisor/sv_sup.h"
 #include "supervisor/sv_dispatch.h"
@@ -370,6 +371,7 @@ static void sup_watch(sv_sup *s)
     uv_timer_init(&s->loop, &s->ckpt_idle);
     s->ckpt_idle.data = s;
     sv_killswitch_caps_arm(s);
+    sv_life_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
@@ -489,6 +491,7 @@ static void sup_hooks_set(sv_sup *s)
         .client_gone = sv_exec_client_gone,
         .client_holds = sv_exec_client_holds,
         .client_drained = sv_exec_client_drained,
+        .activity = sv_life_activity,
     };
 }
 

@@ -247,6 +247,7 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
         return;
     }
     s->execs_total++;
+    s->hooks.activity(s);
     if (req.tool_name)
         s->calls_total++;
     sv_leaves_sweep(s);

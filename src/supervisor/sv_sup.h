@@ -33,6 +33,7 @@
 #include "supervisor/killswitch.h"
 #include "supervisor/labels.h"
 #include "supervisor/leafset.h"
+#include "supervisor/sv_lifecycle_state.h"
 #include "supervisor/tty.h"
 #include "wire/ctl.h"
 #include "wire/spawn.h"
@@ -71,6 +72,9 @@ typedef struct sv_sup_hooks {
     void (*client_gone)(sv_client *c);
     bool (*client_holds)(sv_client *c);
     void (*client_drained)(sv_client *c);
+    /* the session's activity (sv_lifecycle.c): an exec's start and end
+     * (sv_exec*.c), typed input and an attach (sv_tty.c) */
+    void (*activity)(sv_sup *s);
 } sv_sup_hooks;
 
 /* A fast exec leaf with the files the exec path reads kept open: the ready
@@ -196,6 +200,7 @@ struct sv_sup {
     bool orphaned;          /* our state directory was removed: the sandbox ends */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
+    sv_life_state life;     /* the idle timeout and time to live (sv_lifecycle.c's) */
     sg_leafset leaves;      /* exec leaves that may still hold processes */
     uint32_t next_leaf;     /* leaves are x1, x2, ...; exec ids count apart */
     sv_open_leaf rl;           /* the leaf of init's ready child (init.h), if ready */
@@ -223,5 +228,8 @@ void sv_sup_destroy(sv_sup *s, sv_client *c);
  * supervisors a sandbox has had (execs.json). */
 uint32_t sv_sup_exec_id_new(sv_sup *s);
 uint32_t sv_sup_exec_num_new(sv_sup *s);
+/* s->expire_timer (made on first use) calls cb after_s seconds from now;
+ * a negative after_s only stops it. */
+void sv_sup_expire_in(sv_sup *s, double after_s, uv_timer_cb cb);
 
 #endif
