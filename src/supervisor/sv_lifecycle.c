@@ -149,10 +149,19 @@ static void on_life_timer(uv_timer_t *t)
     if (!d)
         return;
     life_save(s, d, why, now);
-    if (now >= d) {
+    if (now >= d && L->due) {
         life_expire(s, why, limit);
         return;
     }
+    if (now >= d) {
+        /* Once more after the loop's next poll (1 ms: a 0 would run in
+         * this same pass of the timers): a supervisor kept off the CPU
+         * runs its timers before it reads the input that waited. */
+        L->due = true;
+        uv_timer_start(&L->timer, on_life_timer, 1, 0);
+        return;
+    }
+    L->due = false;
     /* the warning: at most half the limit before, once per deadline */
     uint64_t warn = secs_ns(s->meta.warning_s < limit / 2 ? s->meta.warning_s : limit / 2);
     if (warn && now + warn >= d && L->warned_ns != d) {
@@ -198,6 +207,7 @@ void sv_life_arm(sv_sup *s)
     }
     L->warned_ns = 0;
     L->saved_at = 0;
+    L->due = false;
     /* computed on the loop's first turn: never an abort before it serves */
     uv_timer_start(&L->timer, on_life_timer, 0, 0);
 }

@@ -14,6 +14,7 @@ typedef struct sv_life_state {
     bool timer_init;    /* the timer's handle is initialised */
     bool on;            /* a limit is set and the session has not expired */
     bool expired;
+    bool due;           /* the deadline passed at the last fire: expires at the next unless moved */
     uint64_t last_ns;   /* the last activity (monotonic) */
     uint64_t ttl_ns;    /* the --ttl deadline (monotonic); 0: none */
     uint64_t warned_ns; /* the deadline the warning was given for; 0: none yet */
