@@ -92,7 +92,8 @@ def _():
 
 @tap.case("idle: typing postpones it, then a warning, the session ends, its event, the destroy")
 def _():
-    sid = env.create_captured("--idle-timeout", "3", "--expiry-warning", "1")
+    # --timeout 1: a terminal session is bound by the session's limits, not an exec's
+    sid = env.create_captured("--idle-timeout", "3", "--expiry-warning", "1", "--timeout", "1")
     t = Pty(["shell", sid])  # at once: the idle clock runs from the create
     try:
         tap.ok(t.until(rb"\x1b\]133;B\x07"), "the shell's prompt", repr(t.out[-300:]))
@@ -102,7 +103,8 @@ def _():
             os.write(t.master, b"x")
             t.pump(0.2)
         tap.ok(t.proc.poll() is None and b"[sandglass]" not in t.out and not expired_events(sid),
-               "typing for longer than the idle timeout kept the session, unwarned", repr(t.out[-300:]))
+               "typing for longer than the idle timeout (and the exec --timeout) kept the session, unwarned",
+               repr(t.out[-300:]))
         life = listed(sid)["lifecycle"]
         tap.eq((life["idle_timeout_s"], life["ttl_s"], life["warning_s"], life["keep_s"]), (3, 0, 1, 0),
                "the record holds the lifecycle")
