@@ -187,16 +187,24 @@ void sv_life_arm(sv_sup *s)
         return;
     uint64_t now = sg_now_mono_ns();
     double wall = sg_now_wall();
-    /* A takeover resumes the idle clock from the deadline its predecessor
-     * recorded (a new session has none) */
-    L->last_ns = now;
+    /* A takeover goes on from what its predecessor recorded (a new
+     * session has no record): an expired session's keep runs out... */
     double at;
     char why[16];
-    if (m->idle_timeout_s > 0 && sg_state_expiry_load(m->id, &at, why, sizeof why) == 1 &&
-        strcmp(why, "idle") == 0) {
+    bool rec = sg_state_expiry_load(m->id, &at, why, sizeof why) == 1;
+    if (rec && strcmp(why, "keep") == 0) {
+        L->on = false;
+        L->expired = true;
+        sv_sup_expire_in(s, at > wall ? at - wall : 0, on_keep_over);
+        return;
+    }
+    /* ...and the idle clock resumes */
+    L->last_ns = now;
+    if (rec && m->idle_timeout_s > 0 && strcmp(why, "idle") == 0) {
         double idle_for = wall - (at - m->idle_timeout_s);
-        if (idle_for > 0)
-            L->last_ns = now - secs_ns(idle_for < m->idle_timeout_s ? idle_for : m->idle_timeout_s);
+        uint64_t back = secs_ns(idle_for < m->idle_timeout_s ? idle_for : m->idle_timeout_s);
+        if (back < now)
+            L->last_ns = now - back;
     }
     /* and the ttl counts from the session's creation, whoever supervises */
     L->ttl_ns = 0;

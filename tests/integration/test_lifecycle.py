@@ -152,23 +152,31 @@ def _():
     await_true(lambda: listed(sid) is None, "the sandbox is gone", timeout=WAIT)
 
 
-@tap.case("--keep: kept, aborted, after its expiry, then destroyed")
+@tap.case("--keep: kept, aborted, after its expiry, a takeover keeps the keep, then destroyed")
 def _():
-    sid = env.create_captured("--idle-timeout", "1", "--keep", "3s", "--expiry-warning", "off", "--ttl", "90m")
+    sid = env.create_captured("--idle-timeout", "1", "--keep", "5s", "--expiry-warning", "off", "--ttl", "90m")
     life = listed(sid)["lifecycle"]
-    tap.eq((life["keep_s"], life["ttl_s"]), (3, 5400), "the record holds the keep and the ttl: 3s, 90m")
+    tap.eq((life["keep_s"], life["ttl_s"]), (5, 5400), "the record holds the keep and the ttl: 5s, 90m")
     env.keep_log(sid)
     rows = []
-    await_true(lambda: rows.append(listed(sid)) or (rows[-1] or {}).get("state") != "running",
+    # the abort first, then the keep's record
+    await_true(lambda: rows.append(listed(sid)) or (rows[-1] or {}).get("expiry", {}).get("why") == "keep",
                "it expires", timeout=WAIT, diag=lambda: repr(rows[-1:]))
     row = rows[-1]
     tap.ok(row and row["state"] == "aborted" and row.get("abort", {}).get("by") == "cap"
            and row.get("expiry", {}).get("why") == "keep", "kept after its expiry: aborted by cap, expiring (keep)",
            json.dumps(row))
+    old = row["supervisor_pid"]
+    os.kill(old, signal.SIGKILL)
+    tap.ok(wait_for(lambda: not pid_alive(old), WAIT), "its supervisor was SIGKILLed during the keep")
     p = env.exec(sid, "true")
-    tap.ok(p.returncode != 0, "it runs nothing more", (p.stdout + p.stderr).decode())
-    tap.eq([e.get("reason") for e in await_expired(sid)], ["idle"], "its sandbox expired event")
+    tap.ok(p.returncode != 0 and b"a new one took over" in p.stderr, "a new supervisor: it runs nothing more",
+           (p.stdout + p.stderr).decode())
     await_true(lambda: listed(sid) is None, "then destroyed once the keep passed", timeout=WAIT)
+    rows = env.wait_rows(sid, lambda r: any(x["kind"] == "sandbox" and x["payload"].get("state") == "destroyed"
+                                            for x in r), WAIT)
+    tap.eq([x["payload"].get("reason") for x in rows if x["kind"] == "sandbox"
+            and x["payload"].get("state") == "expired"], ["idle"], "one sandbox expired event, idle")
 
 
 @tap.case("durations take units; no limit unless asked")
