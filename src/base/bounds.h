@@ -27,6 +27,7 @@
 #define SG_SUPERVISOR_MEMORY (256ull * 1024 * 1024)
 #define SG_SUPERVISOR_CPUS 1.0
 #define SG_DEFAULT_TIMEOUT_S 600.0      /* wall time per exec */
+#define SG_EXPIRY_WARNING_DEFAULT_S 60.0 /* a session's end is told this long before (create --expiry-warning) */
 #define SG_INGEST_RETRY_MIN_MS 100   /* a failed commit is retried after this... */
 #define SG_INGEST_RETRY_MAX_MS 5000  /* ...doubling up to this */
 #define SG_FRAME_MAX (1024 * 1024)      /* one WebSocket message at the ingest */

@@ -549,6 +549,25 @@ void sg_now_iso8601(char *buf, size_t len)
     snprintf(buf, len, "%s.%06ld+00:00", base, ts.tv_nsec / 1000);
 }
 
+double sg_now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void sg_fmt_duration(double sec, char *buf, size_t len)
+{
+    if (sec < 120)
+        snprintf(buf, len, "%llds", sec > 0 ? (long long)sec + ((double)(long long)sec < sec) : 0LL);
+    else if (sec < 2 * 3600)
+        snprintf(buf, len, "%.0fm", sec / 60);
+    else if (sec < 2 * 86400)
+        snprintf(buf, len, "%.0fh", sec / 3600);
+    else
+        snprintf(buf, len, "%.0fd", sec / 86400);
+}
+
 char *sg_strdup_printf(const char *fmt, ...)
 {
     va_list ap;

@@ -58,6 +58,11 @@ uint64_t sg_now_mono_ns(void);
 int sg_sibling_exe(const char *envname, const char *name, char *buf, size_t len);
 /* Current UTC time as RFC 3339 with microseconds, e.g. 2026-11-29T17:00:00.123456+00:00 */
 void sg_now_iso8601(char *buf, size_t len);
+/* The current wall-clock time in unix seconds. */
+double sg_now_wall(void);
+/* A duration for people, in its largest whole unit: "45s", "14m", "3h", "2d"
+ * (seconds rounded up under 2 minutes, the rest to the nearest). */
+void sg_fmt_duration(double seconds, char *buf, size_t len);
 
 /* The out-of-memory policy (docs/ARCHITECTURE.md, "Out of memory"): a
  * small allocation whose size no learner or peer controls aborts the

@@ -58,6 +58,8 @@ struct sg_capture {
     /* The terminals' reader (sg_capture_set_before_changes) */
     void (*before_fn)(void *ud);
     void *before_ud;
+    void (*changes_fn)(void *ud); /* the workspace changed (sg_capture_set_on_changes) */
+    void *changes_ud;
     json_t *operator; /* an operator's action under way: its changes' cause */
 };
 
@@ -554,6 +556,8 @@ void sg_capture_flush_watch(sg_capture *c)
 static void before_changes(void *ud)
 {
     sg_capture *c = ud;
+    if (c->changes_fn)
+        c->changes_fn(c->changes_ud);
     if (c->before_fn)
         c->before_fn(c->before_ud);
     sg_procevents_drain(c->procs);
@@ -568,6 +572,14 @@ void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud
     if (c->watch)
         sg_watch_set_before_settle(c->watch, before_changes, c);
     sg_procevents_set_before_read(c->procs, fn, ud);
+}
+
+void sg_capture_set_on_changes(sg_capture *c, void (*fn)(void *ud), void *ud)
+{
+    if (!c)
+        return;
+    c->changes_fn = fn;
+    c->changes_ud = ud;
 }
 
 static void seed_emit(void *ud, json_t *payload)

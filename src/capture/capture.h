@@ -74,6 +74,10 @@ void sg_capture_flush_watch(sg_capture *c);
  * supervisor has pending from the terminals (a command's mark, written
  * before the change it makes), so a change comes after its command. */
 void sg_capture_set_before_changes(sg_capture *c, void (*fn)(void *ud), void *ud);
+/* The watcher has workspace changes to report: fn is called first (the
+ * session's lifecycle counts them as activity), before the
+ * before-changes hook. Not called for the programs started. */
+void sg_capture_set_on_changes(sg_capture *c, void (*fn)(void *ud), void *ud);
 /* An operator's action (rollback, cp, seeding) changes the workspace:
  * while action is set (copied: {action, user, uid, ...}) the changes
  * reported carry it as their `operator` cause instead of an exec's;

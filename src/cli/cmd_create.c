@@ -43,8 +43,9 @@ static void create_usage(FILE *f)
         "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
         "                        [--max-checkpoints-per-min N] [--max-file-events N]\n"
         "                        [--capture-ignore PATTERN,...] [--capture-max-file SIZE]\n"
+        "                        [--idle-timeout D] [--ttl D] [--expiry-warning D] [--keep D]\n"
         "\n"
-        "Creates a sandbox and prints its id. Sizes take K, M, G; times are seconds.\n"
+        "Creates a sandbox and prints its id.\n"
         "\n"
         "  --learner L          who works in it (required; 1-128 of A-Z a-z 0-9 . _ - @)\n"
         "  --task T             what for: with a task the session is captured and streamed\n"
@@ -69,6 +70,13 @@ static void create_usage(FILE *f)
         "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
+        "  --idle-timeout D     end the session after D with no input, no exec and no file\n"
+        "                       change (default: none); a batch exec running is activity\n"
+        "  --ttl D              end the session D after its creation (default: none)\n"
+        "  --expiry-warning D   warn every attached terminal D before either ends it\n"
+        "                       (default 60s, at most half the limit; off: no warning)\n"
+        "  --keep D             on expiry, abort and keep the sandbox D for a rollback\n"
+        "                       before the destroy (default: destroy at once)\n"
         "  --max-events-per-min N, --max-bytes-per-min SIZE, --max-checkpoints-per-min N\n"
         "                       a captured session's budgets per minute (defaults 100000,\n"
         "                       16M, 1500; 0: none): past one, the minute's further events\n"
@@ -248,8 +256,24 @@ typedef struct create_opts {
 /* The budgets' long options (no short form). */
 enum {
     OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN, OPT_CAPTURE_IGNORE, OPT_MAX_FILE_EVENTS,
-    OPT_CAPTURE_MAX_FILE
+    OPT_CAPTURE_MAX_FILE,
+    /* the session's lifecycle, in this order (create_parse_life) */
+    OPT_IDLE_TIMEOUT, OPT_TTL, OPT_EXPIRY_WARNING, OPT_KEEP
 };
+
+/* --idle-timeout, --ttl, --expiry-warning, --keep: a duration, or off. */
+static int create_parse_life(int c, const char *arg, sg_sandbox_meta *m)
+{
+    static const char *const names[] = {"--idle-timeout", "--ttl", "--expiry-warning", "--keep"};
+    double *const dst[] = {&m->idle_timeout_s, &m->ttl_s, &m->warning_s, &m->keep_s};
+    int i = c - OPT_IDLE_TIMEOUT;
+    sg_err err = {0};
+    if (strcmp(arg, "off") == 0)
+        *dst[i] = 0;
+    else if (sg_parse_duration(arg, 365 * 24 * 3600.0, dst[i], &err) < 0)
+        return sg_cli_usage("create", "%s: %s (or off)", names[i], err.msg);
+    return CREATE_GO;
+}
 
 /* One option that sets a limit or a policy in m. Each value error names
  * its flag and is a usage error (2). */
@@ -331,6 +355,11 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
             m->capture_max_file > (256u << 20))
             return sg_cli_usage("create", "invalid --capture-max-file '%.32s': a size from 1 to 256M", arg);
         return CREATE_GO;
+    case OPT_IDLE_TIMEOUT:
+    case OPT_TTL:
+    case OPT_EXPIRY_WARNING:
+    case OPT_KEEP:
+        return create_parse_life(c, arg, m);
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))
             return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
@@ -368,6 +397,10 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"max-file-events", required_argument, NULL, OPT_MAX_FILE_EVENTS},
         {"capture-max-file", required_argument, NULL, OPT_CAPTURE_MAX_FILE},
         {"disk", required_argument, NULL, 'D'},
+        {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+        {"ttl", required_argument, NULL, OPT_TTL},
+        {"expiry-warning", required_argument, NULL, OPT_EXPIRY_WARNING},
+        {"keep", required_argument, NULL, OPT_KEEP},
         {"json", no_argument, NULL, 'j'},
         {"overcommit", no_argument, NULL, 'O'},
         {"spare", no_argument, NULL, 'S'}, /* internal: a spare for the pool (pool.h) */
@@ -697,6 +730,7 @@ int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *
     m.memory = SG_DEFAULT_MEMORY;
     m.pids = SG_DEFAULT_PIDS;
     m.timeout_s = SG_DEFAULT_TIMEOUT_S;
+    m.warning_s = SG_EXPIRY_WARNING_DEFAULT_S;
     m.output_limit = SG_DEFAULT_OUTPUT_LIMIT;
     m.disk = SG_DISK_DEFAULT;
     m.max_events_per_min = SG_BUDGET_EVENTS_DEFAULT;

@@ -62,7 +62,7 @@ int sg_cmd_ls(int argc, char **argv)
         return sg_cli_fail("ls", err.msg);
     sg_autojson json_t *arr = json_array();
     if (!json)
-        printf("%-14s %-10s %-20s %-20s %s\n", "ID", "STATE", "LEARNER", "TASK", "WORKSPACE");
+        printf("%-14s %-10s %-20s %-20s %-12s %s\n", "ID", "STATE", "LEARNER", "TASK", "EXPIRES", "WORKSPACE");
     for (char **p = ids; *p; p++) {
         sg_sandbox_meta m;
         if (sg_sandbox_meta_load(*p, &m, &err) < 0)
@@ -82,17 +82,28 @@ int sg_cmd_ls(int argc, char **argv)
         sg_state_uplink u;
         bool uplink = m.task && sg_state_uplink_load(m.id, &u) == 1;
         bool stuck = uplink && strcmp(u.state, "connected") != 0;
+        /* when its lifecycle ends it, as its supervisor last armed it (state.h) */
+        double exp_at;
+        char exp_why[16], exp_in[16], exp_col[40] = "-";
+        bool expiry = strcmp(state, "dead") && sg_state_expiry_load(m.id, &exp_at, exp_why, sizeof exp_why) == 1;
+        if (expiry) {
+            sg_fmt_duration(exp_at - sg_now_wall(), exp_in, sizeof exp_in);
+            snprintf(exp_col, sizeof exp_col, "%s (%s)", exp_in, exp_why);
+        }
         if (json) {
             json_t *j = sg_sandbox_meta_json(&m);
             json_object_set_new(j, "state", json_string(state));
             if (aborted)
                 json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", by, "reason", reason));
+            if (expiry)
+                json_object_set_new(j, "expiry", json_pack("{s:f, s:s}", "at", exp_at, "why", exp_why));
             if (uplink)
                 json_object_set_new(j, "uplink", json_pack("{s:s, s:s, s:s}", "state", u.state, "reason", u.reason,
                                                            "since", u.since));
             json_array_append_new(arr, j);
         } else {
-            printf("%-14s %-10s %-20s %-20s %s", m.id, state, m.learner, m.task ? m.task : "-", m.workspace);
+            printf("%-14s %-10s %-20s %-20s %-12s %s", m.id, state, m.learner, m.task ? m.task : "-",
+                   exp_col, m.workspace);
             if (aborted) {
                 size_t n = strlen(by); /* the reason without the "by: " before it */
                 const char *r = strncmp(reason, by, n) == 0 && reason[n] == ':' && reason[n + 1] == ' '

@@ -110,6 +110,8 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         json_object_set_new(caps, "capture_ignore", json_string(m->capture_ignore));
     if (m->capture_max_file)
         json_object_set_new(caps, "capture_max_file", json_integer((json_int_t)m->capture_max_file));
+    json_t *life = json_pack("{s:f, s:f, s:f, s:f}", "idle_timeout_s", m->idle_timeout_s, "ttl_s", m->ttl_s,
+                             "warning_s", m->warning_s, "keep_s", m->keep_s);
     json_t *j = json_pack("{s:s, s:s, s:s?, s:s, s:s?, s:b, s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s?, s:s?}",
         "id", m->id, "learner", m->learner, "task", m->task,
         "workspace", m->workspace, "rootfs", m->rootfs,
@@ -120,6 +122,10 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         "ingest", m->ingest_url, "secret_file", m->secret_file);
     if (j && m->idmap_workspace)
         json_object_set_new(j, "idmap_workspace", json_true());
+    if (j)
+        json_object_set_new(j, "lifecycle", life);
+    else
+        json_decref(life);
     json_t *from = m->forked_from ? json_loads(m->forked_from, 0, NULL) : NULL;
     if (j && from)
         json_object_set_new(j, "forked_from", from);
@@ -214,6 +220,12 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     json_t *from = json_object_get(j, "forked_from");
     m->forked_from = json_is_object(from) ? json_dumps(from, JSON_COMPACT) : NULL;
     m->capture_max_file = (uint64_t)json_integer_value(json_object_get(caps, "capture_max_file"));
+    /* A record from before the lifecycle has none: no limits, destroy on expiry. */
+    json_t *life = json_object_get(j, "lifecycle");
+    m->idle_timeout_s = json_number_value(json_object_get(life, "idle_timeout_s"));
+    m->ttl_s = json_number_value(json_object_get(life, "ttl_s"));
+    m->warning_s = json_number_value(json_object_get(life, "warning_s"));
+    m->keep_s = json_number_value(json_object_get(life, "keep_s"));
     const char *cp = json_string_value(json_object_get(caps, "checkpoints"));
     m->manual_checkpoints = cp && strcmp(cp, "manual") == 0;
     m->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));
@@ -525,6 +537,25 @@ int sg_state_uplink_load(const char *id, sg_state_uplink *u)
     snprintf(u->state, sizeof u->state, "%s", st);
     snprintf(u->reason, sizeof u->reason, "%s", r ? r : "");
     snprintf(u->since, sizeof u->since, "%s", since ? since : "");
+    return 1;
+}
+
+int sg_state_expiry_save(const char *id, double at, const char *why, sg_err *err)
+{
+    return record_save(id, "expiry.json", json_pack("{s:f, s:s}", "at", at, "why", why), "the session's expiry",
+                       err);
+}
+
+int sg_state_expiry_load(const char *id, double *at, char *why, size_t why_size)
+{
+    sg_autojson json_t *j = NULL;
+    record_load(id, "expiry.json", &j);
+    json_t *a = json_object_get(j, "at");
+    const char *w = json_string_value(json_object_get(j, "why"));
+    if (!json_is_number(a) || !w)
+        return 0;
+    *at = json_number_value(a);
+    snprintf(why, why_size, "%s", w);
     return 1;
 }
 

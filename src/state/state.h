@@ -79,6 +79,13 @@ typedef struct sg_sandbox_meta {
      * made from, as JSON text, put in its `sandbox` created event; NULL: none */
     char *forked_from;
     uint64_t max_file_events; /* file_diff events an exec; past it, `bulk` events */
+    /* The session's lifecycle (0 = none): no activity (input, a command, a
+     * file change) for idle_timeout_s, or ttl_s since it started, ends it
+     * (abort, then destroy once the spool is delivered, or keep_s later
+     * when keep_s > 0); the learner's terminals are warned warning_s
+     * before. Not yet enforced: the supervisor's timer (issue 26) is to
+     * read these. */
+    double idle_timeout_s, ttl_s, warning_s, keep_s;
     uid_t uid;         /* the sandbox user */
     gid_t gid;
     pid_t supervisor_pid;
@@ -174,6 +181,15 @@ typedef struct sg_state_uplink {
 int sg_state_uplink_save(const char *id, const char *state, const char *reason, sg_err *err);
 /* 1 and u filled when there is a record, 0 when not. */
 int sg_state_uplink_load(const char *id, sg_state_uplink *u);
+
+/* When the session ends by its lifecycle (sv_lifecycle.h), kept in
+ * <state>/sb/<id>/expiry.json by the supervisor each time it arms its
+ * timer, so that `ls` shows "expiring in" without asking it: `at` (unix
+ * seconds) and why ("idle" or "ttl"). An idle deadline is the earliest
+ * the session can end: activity since moves it later. */
+int sg_state_expiry_save(const char *id, double at, const char *why, sg_err *err);
+/* 1 and at/why filled when there is a record, 0 when not. */
+int sg_state_expiry_load(const char *id, double *at, char *why, size_t why_size);
 
 /* Whether dir names this state directory (after resolving symlinks): the
  * test of a cgroup's owner mark (cgroup.h) before any cleanup touches it. */

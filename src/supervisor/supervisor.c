@@ -23,6 +23,7 @@
 #include "supervisor/sv_tty.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_lifecycle.h"
 #include "supervisor/sv_start.h"
 #include "supervisor/sv_sup.h"
 #include "supervisor/sv_dispatch.h"
@@ -362,6 +363,7 @@ static void sup_watch(sv_sup *s)
     sv_killswitch_init(s);
     sv_ckpt_timer_init(s);
     sv_killswitch_caps_arm(s);
+    sv_life_arm(s);
     uv_signal_init(&s->loop, &s->sigchld);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
@@ -477,6 +479,7 @@ static void sup_hooks_set(sv_sup *s)
         .client_gone = sv_exec_client_gone,
         .client_holds = sv_exec_client_holds,
         .client_drained = sv_exec_client_drained,
+        .activity = sv_life_activity,
     };
 }
 

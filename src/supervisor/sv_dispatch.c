@@ -38,14 +38,7 @@ static void op_ping(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 static void op_expire(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     double after = req->u.expire.after_s; /* absent: -1 */
-    if (!s->expire_init) {
-        uv_timer_init(&s->loop, &s->expire_timer);
-        s->expire_timer.data = s;
-        s->expire_init = true;
-    }
-    uv_timer_stop(&s->expire_timer);
-    if (after >= 0 && after <= 365.0 * 24 * 3600)
-        uv_timer_start(&s->expire_timer, sv_killswitch_on_expire, (uint64_t)(after * 1000.0), 0);
+    sv_sup_expire_in(s, after <= 365.0 * 24 * 3600 ? after : -1, sv_killswitch_on_expire);
     sv_client_result(c, sg_ctl_encode_expire_reply(&(sg_ctl_expire_reply){.expires = after >= 0, .after_s = after}));
 }
 

@@ -275,6 +275,7 @@ void sv_exec_finish(sv_exec *ex)
     if (ex->finished)
         return;
     ex->finished = true;
+    s->hooks.activity(s);
     ks_disarm(s->ks.thread, ex->leaf); /* before its leaf can be reused */
     sv_exec_handoff_release(ex);
     /* Everything the command wrote before it exited is in the pipes now. */

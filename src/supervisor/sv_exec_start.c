@@ -235,6 +235,7 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
         return;
     }
     s->exec.total++;
+    s->hooks.activity(s);
     if (req.tool_name)
         s->exec.calls++;
     sv_leaves_sweep(s);

@@ -20,6 +20,7 @@
 #include "supervisor/sv_execnotify.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_lifecycle.h"
 #include "supervisor/sv_start.h"
 #include "supervisor/sv_tty.h"
 #include "base/log.h"
@@ -350,6 +351,7 @@ int sv_start_capture(sv_sup *s, bool resumed, sg_err *err)
     s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sv_ckpt_unified, s, err);
     /* a shell's command mark is read before the change the command made */
     sg_capture_set_before_changes(s->cap, sv_tty_catch_up, s);
+    sg_capture_set_on_changes(s->cap, sv_life_workspace_changed, s);
     return s->cap ? 0 : -1;
 }
 
@@ -449,6 +451,10 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
     m->max_checkpoints_per_min = want.max_checkpoints_per_min;
     m->capture_max_file = want.capture_max_file;
     m->manual_checkpoints = want.manual_checkpoints;
+    m->idle_timeout_s = want.idle_timeout_s;
+    m->ttl_s = want.ttl_s;
+    m->warning_s = want.warning_s;
+    m->keep_s = want.keep_s;
     memcpy(m->created, want.created, sizeof m->created);
     sg_sandbox_meta_clear(&want);
     if (sg_sandbox_meta_save(m, &err) < 0) {
@@ -460,6 +466,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
         return;
     }
     sv_killswitch_caps_restart(s);
+    sv_life_arm(s);
     sv_client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,

@@ -43,3 +43,15 @@ uint32_t sv_sup_exec_num_new(sv_sup *s)
     return ids_cover(s, ++s->exec.num);
 }
 
+void sv_sup_expire_in(sv_sup *s, double after_s, uv_timer_cb cb)
+{
+    if (!s->expire_init) {
+        uv_timer_init(&s->loop, &s->expire_timer);
+        s->expire_timer.data = s;
+        s->expire_init = true;
+    }
+    uv_timer_stop(&s->expire_timer);
+    if (after_s >= 0)
+        uv_timer_start(&s->expire_timer, cb, (uint64_t)(after_s * 1000.0), 0);
+}
+

@@ -44,6 +44,7 @@
 #include "supervisor/sv_execnotify_state.h"
 #include "supervisor/sv_killswitch_state.h"
 #include "supervisor/sv_leaves_state.h"
+#include "supervisor/sv_lifecycle_state.h"
 #include "supervisor/tty.h"
 #include "wire/ctl.h"
 #include "wire/spawn.h"
@@ -77,6 +78,9 @@ typedef struct sv_sup_hooks {
     void (*client_gone)(sv_client *c);
     bool (*client_holds)(sv_client *c);
     void (*client_drained)(sv_client *c);
+    /* the session's activity (sv_lifecycle.c): an exec's start and end
+     * (sv_exec*.c), typed input and an attach (sv_tty.c) */
+    void (*activity)(sv_sup *s);
 } sv_sup_hooks;
 
 /* The destroy request, answered last (supervisor.c: the sandbox's end). */
@@ -117,6 +121,7 @@ struct sv_sup {
     sv_leaves_state leaves; /* the exec leaves (sv_leaves.h) */
     sv_killswitch_state ks; /* the kill switch (sv_killswitch.h) */
     sv_checkpoint_state ckpt; /* the checkpoints (sv_checkpoint.h) */
+    sv_life_state life;     /* the idle timeout and time to live (sv_lifecycle.c's) */
 };
 
 /* ---- sv_sup.c: what every object of the supervisor uses ------------- */
@@ -130,5 +135,8 @@ void sv_sup_destroy(sv_sup *s, sv_client *c);
  * supervisors a sandbox has had (execs.json). */
 uint32_t sv_sup_exec_id_new(sv_sup *s);
 uint32_t sv_sup_exec_num_new(sv_sup *s);
+/* s->expire_timer (made on first use) calls cb after_s seconds from now;
+ * a negative after_s only stops it. */
+void sv_sup_expire_in(sv_sup *s, double after_s, uv_timer_cb cb);
 
 #endif

@@ -351,6 +351,7 @@ void sv_tty_client_msg(sv_client *c, uint8_t type, const char *buf, size_t n)
     if (!ex || ex->finished || !ex->tty)
         return;
     if (type == SG_CTL_STDIN) {
+        ex->s->hooks.activity(ex->s);
         if (sg_sup_tty_input(ex->tty, buf, n) < 0) {
             sv_client_error(c, "typed input overflowed the terminal's queue");
             return;
@@ -490,6 +491,7 @@ void sv_tty_attach(sv_sup *s, sv_client *c, const sg_ctl_attach_req *req)
     ex->code_only = true; /* the attacher gets the exit code: stats were read for the first caller's wish */
     ex->detachable = req->detachable;
     sg_log(SG_LOG_INFO, "exec %u: a terminal attached", ex->num);
+    s->hooks.activity(s);
     sv_sup_emit(s, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "attached", "exec_id", (json_int_t)ex->num));
     attach_replay(c, ex->shell);
     sg_ctl_winsz ws = req->winsz;

@@ -67,6 +67,15 @@ static void test_parse_seconds_uint(void **state)
     assert_int_equal(u, 42);
     assert_int_equal(sg_parse_uint("4x", 100, &u, &err), -1);
     assert_int_equal(sg_parse_uint("101", 100, &u, &err), -1);
+    /* and back, for people (ls's EXPIRES, the expiry warning) */
+    char b[16];
+    static const struct { double s; const char *want; } f[] = {
+        {-3, "0s"}, {0, "0s"}, {0.2, "1s"}, {59, "59s"}, {119.5, "120s"}, {120, "2m"}, {900, "15m"},
+        {7199, "120m"}, {7200, "2h"}, {86400, "24h"}, {172800, "2d"}, {7 * 86400, "7d"}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        sg_fmt_duration(f[i].s, b, sizeof b);
+        assert_string_equal(b, f[i].want);
+    }
 }
 
 static void test_valid_name(void **state)
