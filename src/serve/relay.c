@@ -85,7 +85,8 @@ static void ctl_output(void *ud, uint8_t type, const char *buf, size_t len)
     tsess *t = ud;
     (void)type; /* STDERR: the supervisor's own lines, e.g. why it killed */
     if (serve_queue_out(t, false, buf, len) < 0)
-        serve_refuse(t, "out of memory");
+        return serve_refuse(t, "out of memory");
+    serve_watch_output(t, buf, len);
 }
 
 /* One message from the supervisor (the call helper's step, ctl.h); false
