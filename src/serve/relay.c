@@ -100,6 +100,7 @@ static bool ctl_message(tsess *t, uint8_t type, const char *buf, ssize_t n)
         return true;
     case SG_CTL_CALL_EXIT:
         serve_queue_msg(t, &(sg_termws_msg){.kind = SG_TERMWS_EXIT, .exit_code = t->call.exit_code});
+        serve_watch_exit(t, t->call.exit_code);
         serve_close_after(t, LWS_CLOSE_STATUS_NORMAL, "the shell ended");
         return false;
     case SG_CTL_CALL_ERROR:

@@ -114,6 +114,8 @@ void serve_watch_open(tsess *t, const char *sandbox, const char *token_id);
  * watchers (a watcher past SERVE_WATCH_QUEUE is closed, the learner never
  * waits). */
 void serve_watch_output(tsess *t, const void *p, size_t len);
+/* The learner t's shell ended with code: its watchers are told (EXIT). */
+void serve_watch_exit(tsess *t, int code);
 /* A watcher sent something: refused (ERROR) and ignored. */
 void serve_watch_input(tsess *t, bool text);
 /* t (a learner or a watcher) is closing or gone: a learner's watchers are

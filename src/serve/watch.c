@@ -19,7 +19,8 @@
  * 512 KiB slower than the learner's browser) it is dropped and the watcher
  * closed (1013, try again). The learner's page is told how many
  * watch ({"watchers": N}, wire/termws.h) whenever that changes; when the
- * learner's terminal ends, its watchers are closed (1000). */
+ * learner's terminal ends, its watchers get its {"exit": N} and then
+ * {"error": "the learner's terminal ended"} and are closed (1000). */
 #include "serve/serve_internal.h"
 
 #include <stdio.h>
@@ -183,9 +184,23 @@ void serve_watch_end(tsess *t)
             tell_count(learner);
         return;
     }
+    /* An ERROR as well as the close's reason: a browser may not show the
+     * reason (nor the code) of a close. */
     for (tsess *w = t->srv->sessions; w; w = w->next)
         if (w->watched == t) {
             w->watched = NULL;
-            serve_close_after(w, LWS_CLOSE_STATUS_NORMAL, "the learner's terminal ended");
+            serve_refuse_code(w, LWS_CLOSE_STATUS_NORMAL, "the learner's terminal ended");
         }
+}
+
+void serve_watch_exit(tsess *t, int code)
+{
+    size_t len = 0;
+    char *s = sg_termws_encode(&(sg_termws_msg){.kind = SG_TERMWS_EXIT, .exit_code = code}, &len);
+    for (tsess *w = t->srv->sessions, *next; s && w; w = next) {
+        next = w->next;
+        if (w->watched == t)
+            watch_send(w, true, s, len);
+    }
+    free(s);
 }

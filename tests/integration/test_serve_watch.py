@@ -13,12 +13,14 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "adversarial"))
 from serve_common import WS, key_file, start_serve  # noqa: E402
-from sgtest import SANDGLASSD, Env, tap  # noqa: E402
+from sgtest import SANDGLASSD, Env, tap, wait_for  # noqa: E402
 
 
 def watchers_said(ws: WS) -> list[int]:
@@ -27,14 +29,16 @@ def watchers_said(ws: WS) -> list[int]:
 
 env = Env()
 secret = key_file(os.path.join(env.root, "secret"), "ab")
+serve, port = start_serve(env, secret)
 # A real ingest takes the session's events (without one, destroy would
-# wait out its delivery).
+# wait out its delivery), and mints watch tokens for this serve.
 ingest = subprocess.Popen([SANDGLASSD, "ingest", "--listen", "127.0.0.1:0", "--store",
-                           f"sqlite:{os.path.join(env.root, 'events.db')}", "--secret", secret],
+                           f"sqlite:{os.path.join(env.root, 'events.db')}", "--secret", secret,
+                           "--serve", f"http://127.0.0.1:{port}/"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.env, text=True)
 ingest_url = ingest.stdout.readline().strip().split(" ")[-1].rstrip("/")
+ingest_http = ingest_url.replace("ws://", "http://")
 sid = env.create("--task", "watched", "--ingest", ingest_url, "--secret", secret)
-serve, port = start_serve(env, secret)
 
 
 def token(*kind: str) -> str:
@@ -45,6 +49,17 @@ term_tok = token("--terminal", "--sandbox", sid)
 watch_tok = token("--watch", "--sandbox", sid)
 read_tok = token("--read", "--sandbox", sid)
 watchers: list[WS] = []
+
+
+def get(path: str, tok: str | None) -> tuple[int, dict, dict]:
+    """An ingest's answer: status, JSON body, headers."""
+    req = urllib.request.Request(ingest_http + path, headers={"Authorization": f"Bearer {tok}"} if tok else {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read()
+            return r.status, json.loads(body) if body.startswith(b"{") else {}, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}"), dict(e.headers)
 
 
 def refused(tok: str, code: int, why: str, name: str) -> None:
@@ -65,9 +80,33 @@ try:
     learner.binary(b"echo before-$((6*7))\r")
     tap.ok(learner.wait(lambda w: b"before-42" in w.output, 30), "the learner runs a command")
 
+    # The ingest mints a watch token for a read token that covers the sandbox.
+    op_tok = token("--read")
+    tap.ok(wait_for(lambda: get(f"/v1/watch?sandbox={sid}", op_tok)[0] == 200, 30),
+           "GET /v1/watch answers an operator's read token once the sandbox's events are stored",
+           repr(get(f"/v1/watch?sandbox={sid}", op_tok)))
+    st, minted, _ = get(f"/v1/watch?sandbox={sid}", op_tok)
+    tap.ok(st == 200 and minted.get("serve") == f"http://127.0.0.1:{port}" and
+           minted.get("serves") == [minted.get("serve")] and minted.get("expires_in") == 60 and
+           minted.get("sandbox") == sid and minted.get("task") == "watched",
+           "with a 60 s watch token and this serve's address", repr(minted)[:300])
+    st, _, _ = get(f"/v1/watch?sandbox={sid}", token("--read", "--sandbox", sid))
+    tap.eq(st, 200, "a read token scoped to the sandbox gets one too")
+    for why, args, want in [("no token", None, 401), ("no sandbox=", "", 400),
+                            ("a token scoped to another sandbox", ("--read", "--sandbox", "0" * 32), 403),
+                            ("a token scoped to another learner", ("--read", "--learner", "someone-else"), 404),
+                            ("a stream token", ("--learner", "x", "--task", "y", "--sandbox", sid), 401)]:
+        path = f"/v1/watch?sandbox={sid}" if args != "" else "/v1/watch"
+        st, body, _ = get(path, None if args is None else op_tok if args == "" else token(*args))
+        tap.ok(st == want and body.get("error"), f"/v1/watch with {why}: {want}, saying why", f"{st} {body}")
+    st, _, hdrs = get("/watch.html", None)
+    csp = {k.lower(): v for k, v in hdrs.items()}.get("content-security-policy", "")
+    tap.ok(st == 200 and f"connect-src 'self' ws://127.0.0.1:{port};" in csp,
+           "the watch page's policy lets it connect to this serve, and only it", f"{st} {csp}")
+
     w1 = WS(port)
     watchers.append(w1)
-    w1.auth(watch_tok, rows=10, cols=20)
+    w1.auth(minted["token"], rows=10, cols=20)  # the ingest's
     tap.ok(w1.wait(lambda w: b"before-42" in w.output, 30),
            "a watcher sees the learner's screen as it was (the replay)", repr(w1.output[-200:]))
     tap.ok(learner.wait(lambda w: 1 in watchers_said(w), 30), "the learner is told: watched by 1",
@@ -131,6 +170,8 @@ try:
     tap.ok(all(w.wait(lambda x: x.close_code is not None, 30) and w.close_code == 1000 and
                "terminal ended" in w.close_reason for w in watchers),
            "its watchers are closed with it", repr([(w.close_code, w.close_reason) for w in watchers]))
+    tap.ok(all('"exit":0' in "".join(w.texts).replace(" ", "") and "terminal ended" in w.texts[-1] for w in watchers),
+           "... told the shell's exit code and why, as messages", repr([w.texts[-2:] for w in watchers]))
     learner.close()
     tap.ok(serve.poll() is None, "serve still runs")
 finally:
