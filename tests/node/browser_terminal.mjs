@@ -4,7 +4,7 @@
 // reads what the terminal shows. Prints one JSON object with what it saw.
 //   node browser_terminal.mjs URL_WITH_TOKEN CHROMIUM_PATH
 import { chromium } from 'playwright-core';
-import { waitScreen as waitOn } from './xterm_screen.mjs';
+import { waitScreen as waitOn } from './lib/xterm_screen.mjs';
 
 const [url, exe] = process.argv.slice(2);
 const result = { steps: [] };

@@ -9,7 +9,7 @@
 // JSON object with what it saw.
 //   node browser_watch.mjs LEARNER_URL CONSOLE_URL_WITH_TOKEN SANDBOX CHROMIUM_PATH
 import { chromium } from 'playwright-core';
-import { screen, waitScreen as waitOn } from './xterm_screen.mjs';
+import { screen, waitScreen as waitOn } from './lib/xterm_screen.mjs';
 
 const [learnerUrl, consoleUrl, sandbox, exe] = process.argv.slice(2);
 const result = { steps: [], violations: [], requests: [] };

@@ -1,5 +1,7 @@
 // What a page's xterm.js terminal (window.sandglassTerm: serve's
-// terminal.js, the console's watch.js) shows, for the browser tests.
+// terminal.js, the console's watch.js) shows, for the browser tests
+// (browser_terminal.mjs, browser_watch.mjs). A helper, not a test: lib/
+// holds no test program (scripts/check-tests-registered.py).
 
 // The terminal's buffer as text, one line a row; '' while the page loads.
 export const screen = (page) => page.evaluate(() => {
