@@ -38,7 +38,9 @@
  * address; closed (1000) when the terminal ends; a watcher with 1.5 MiB
  * unread is closed (1013) and never slows the learner; the learner's page
  * gets {"watchers": N} at each change. Without an open terminal a watch
- * is refused (1013: nothing to watch yet).
+ * is refused (1013: nothing to watch yet). Each terminal keeps its last
+ * 64 KiB of output for a watcher to come (a ring, allocated at its first
+ * output).
  * Refusals of a shell that could open later (a busy sandbox, a limit)
  * close with 1013 ("try again later") instead of 1008.
  * Bounds: SG_SERVE_CONNS terminals in all and SG_SERVE_PER_SANDBOX per

@@ -174,13 +174,16 @@ try:
            "... told the shell's exit code and why, as messages", repr([w.texts[-2:] for w in watchers]))
     learner.close()
     tap.ok(serve.poll() is None, "serve still runs")
+    serve.terminate()
+    tap.eq(serve.wait(timeout=30), 0, "serve stops cleanly (no sanitizer report)")
 finally:
     for w in watchers:
         w.close()
-    serve.terminate()
-    serve.wait(timeout=30)
+    if serve.poll() is None:
+        serve.terminate()
+        serve.wait(timeout=30)
     env.run("destroy", sid)  # while its ingest runs: nothing left to deliver
     ingest.terminate()
-    ingest.wait(timeout=30)
+    tap.eq(ingest.wait(timeout=30), 0, "the ingest stops cleanly (no sanitizer report)")
     env.cleanup()
     tap.done()
