@@ -7,6 +7,8 @@
  *    RESIZE) only when it is a JSON object of at most SG_TERMWS_TEXT_MAX
  *    bytes with exactly its fields; rows and cols are then in
  *    1..SG_TERMWS_WINSZ_MAX and the token holds no NUL;
+ *  - serve's message decodes as EXIT, ERROR or WATCHERS (a count within
+ *    0..SG_TERMWS_WATCHERS_MAX);
  *  - a refusal says what the message must be (serve sends it as the close
  *    reason) and hands nothing out;
  *  - round trip: what decoded encodes and decodes to the same message
@@ -22,13 +24,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static bool same(const sg_termws_msg *a, const sg_termws_msg *b)
 {
     return a->kind == b->kind && a->rows == b->rows && a->cols == b->cols && a->exit_code == b->exit_code &&
+           a->watchers == b->watchers &&
            (!a->token) == (!b->token) && (!a->token || strcmp(a->token, b->token) == 0) &&
            (!a->error) == (!b->error) && (!a->error || strcmp(a->error, b->error) == 0);
 }
 
 static bool empty(const sg_termws_msg *m)
 {
-    return m->kind == SG_TERMWS_NONE && !m->token && !m->error && !m->rows && !m->cols && !m->exit_code;
+    return m->kind == SG_TERMWS_NONE && !m->token && !m->error && !m->rows && !m->cols && !m->exit_code &&
+           !m->watchers;
 }
 
 static void round_trip(const sg_termws_msg *m, int side, bool authed)
@@ -73,7 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 m.rows > SG_TERMWS_WINSZ_MAX || m.cols < 1 || m.cols > SG_TERMWS_WINSZ_MAX ||
                 (!authed && !m.token) || (authed && m.token))
                 abort();
-        } else if (m.kind != SG_TERMWS_EXIT && m.kind != SG_TERMWS_ERROR) {
+        } else if ((m.kind != SG_TERMWS_EXIT && m.kind != SG_TERMWS_ERROR && m.kind != SG_TERMWS_WATCHERS) ||
+                   m.watchers > SG_TERMWS_WATCHERS_MAX || (m.kind != SG_TERMWS_WATCHERS && m.watchers)) {
             abort();
         }
         round_trip(&m, i == 2, authed);

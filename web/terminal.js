@@ -1,11 +1,13 @@
 // The learner's terminal: xterm.js on a WebSocket to `sandglass serve`
 // (src/wire/termws.h has the protocol: its messages typed, one encoder and
-// strict decoder; this page sends AUTH and RESIZE, reads EXIT and ERROR). The terminal token comes in the
+// strict decoder; this page sends AUTH and RESIZE, reads EXIT, ERROR and
+// WATCHERS: "watched by N" while a teacher watches, read-only). The terminal token comes in the
 // page's fragment (#token=...), which the browser never sends to a server.
 (function () {
   "use strict";
   const status = document.getElementById("status");
   const say = (s) => { status.textContent = s; };
+  const watched = document.getElementById("watched");
   const token = new URLSearchParams(location.hash.slice(1)).get("token");
   // Out of the address bar and the history at once: the fragment never
   // reaches a server, but a URL with the token would stay in the
@@ -36,7 +38,11 @@
       return;
     }
     const m = JSON.parse(ev.data);
-    if ("exit" in m) say("the shell ended (" + m.exit + ")");
+    if ("watchers" in m) {
+      const n = Number(m.watchers) | 0;
+      watched.textContent = "watched by " + n;
+      watched.hidden = n === 0;
+    } else if ("exit" in m) say("the shell ended (" + m.exit + ")");
     else if ("error" in m) { say(m.error); term.write("\r\n\x1b[31m" + m.error + "\x1b[0m\r\n"); }
   };
   ws.onclose = (ev) => { if (status.textContent === "connected") say("closed" + (ev.reason ? ": " + ev.reason : "")); };

@@ -1,6 +1,6 @@
 /* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]
  *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]
- *                  [--retain-days N] */
+ *                  [--retain-days N] [--serve URL]... */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -19,7 +19,7 @@
 static const char usage[] =
     "usage: sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]\n"
     "                        [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]\n"
-    "                        [--retain-days N]\n"
+    "                        [--retain-days N] [--serve URL]...\n"
     "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
     "            (default 127.0.0.1:7433; port 0 = any free port)\n"
     "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
@@ -29,7 +29,10 @@ static const char usage[] =
     "  --max-stream-rate     events a second one stream may send (default 10000): a faster\n"
     "                        stream is read more slowly (its uplink keeps the rest)\n"
     "  --retain-days  remove the sessions whose last event is older than N days, at\n"
-    "                 start and every hour (default: keep everything)\n";
+    "                 start and every hour (default: keep everything)\n"
+    "  --serve URL    a sandbox host's `sandglass serve` (http://HOST:PORT), which the\n"
+    "                 console's watch page connects to (and no other host); once per\n"
+    "                 serve, up to 8, tried in order\n";
 
 typedef struct run_ctx {
     sg_ingest *ing;
@@ -60,11 +63,14 @@ int sg_cmd_ingest(int argc, char **argv)
         {"max-conns-per-addr", required_argument, NULL, 'a'},
         {"max-stream-rate", required_argument, NULL, 'r'},
         {"retain-days", required_argument, NULL, 'R'},
+        {"serve", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL;
     uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
+    const char *serves[SG_INGEST_SERVES_MAX];
+    unsigned nserves = 0;
     sg_err err;
     int c;
     optind = 1;
@@ -89,6 +95,15 @@ int sg_cmd_ingest(int argc, char **argv)
             if (sg_parse_uint(optarg, 100000, &retain_days, &err) < 0 || retain_days == 0)
                 return sg_cli_usage("ingest", "--retain-days: a number of days in 1..100000");
             break;
+        case 'S': {
+            char u[SG_INGEST_SERVE_URL_MAX + 1];
+            if (nserves == SG_INGEST_SERVES_MAX)
+                return sg_cli_usage("ingest", "--serve: at most %d serves", SG_INGEST_SERVES_MAX);
+            if (sg_ingest_serve_url_check(optarg, u, sizeof u, &err) < 0)
+                return sg_cli_usage("ingest", "--serve '%.200s': %s", optarg, err.msg);
+            serves[nserves++] = optarg;
+            break;
+        }
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("ingest", argv[optind - 1]);
         }
@@ -98,7 +113,8 @@ int sg_cmd_ingest(int argc, char **argv)
     char host[256];
     sg_ingest_opts opts = {.host = host, .max_conns = (unsigned)max_conns,
                            .max_conns_per_addr = (unsigned)max_per_addr,
-                           .stream_rate = (unsigned)stream_rate, .retain_days = (double)retain_days};
+                           .stream_rate = (unsigned)stream_rate, .retain_days = (double)retain_days,
+                           .serves = serves, .nserves = nserves};
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
         return sg_cli_usage("ingest", "%s", err.msg);
     }

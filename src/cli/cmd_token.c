@@ -6,7 +6,10 @@
  *   names, or every event (an operator token) when it names nothing;
  * sandglass token --terminal --sandbox ID [--ttl S] [--secret FILE]
  *   prints a terminal token: opens a shell in that sandbox through
- *   `sandglass serve` (the browser's terminal), nothing else. */
+ *   `sandglass serve` (the browser's terminal), nothing else;
+ * sandglass token --watch --sandbox ID [--ttl S] [--secret FILE]
+ *   prints a watch token: watches that sandbox's open terminal, read-only,
+ *   through `sandglass serve`, nothing else. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -28,13 +31,15 @@ static const char usage[] =
     "       sandglass token --read [--learner L] [--task T] [--sandbox ID] [--ttl DURATION]\n"
     "                       [--secret FILE]\n"
     "  (no --read) a stream token: sends that one stream's events, reads nothing\n"
-    "       sandglass token --terminal --sandbox ID [--ttl DURATION] [--secret FILE]\n"
+    "       sandglass token --terminal|--watch --sandbox ID [--ttl DURATION] [--secret FILE]\n"
     "       sandglass token revoke ID|TOKEN [--ingest URL] [--secret FILE]   (see --help there)\n"
     "  --read    a read token: reads the events of what it names (all of them with\n"
     "            no --learner/--task/--sandbox: an operator token), sends nothing\n"
     "  --terminal  a terminal token: opens a shell in sandbox ID (a live sandbox of\n"
     "            this host with a task; its learner and task are the sandbox's)\n"
     "            through `sandglass serve`, and does nothing else\n"
+    "  --watch   a watch token: watches the terminal open in sandbox ID through\n"
+    "            `sandglass serve`, read-only (it cannot type or resize)\n"
     "  --ttl     validity: seconds or 90s, 15m, 2h, 7d (default 7d)\n"
     "  --secret  the ingest's secret file (default <state>/ingest/secret)\n"
     "  --check URL  (stream token) do not print it: ask the ingest at URL (ws://\n"
@@ -99,6 +104,7 @@ int sg_cmd_token(int argc, char **argv)
         {"secret", required_argument, NULL, 'k'},
         {"read", no_argument, NULL, 'r'},
         {"terminal", no_argument, NULL, 'x'},
+        {"watch", no_argument, NULL, 'w'},
         {"check", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -107,7 +113,7 @@ int sg_cmd_token(int argc, char **argv)
         return sg_cmd_token_revoke(argc - 1, argv + 1);
     const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL, *check = NULL;
     uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
-    bool read = false, terminal = false;
+    bool read = false, terminal = false, watch = false;
     sg_err err;
     int c;
     optind = 1;
@@ -120,6 +126,7 @@ int sg_cmd_token(int argc, char **argv)
         case 'k': secret_path = optarg; break;
         case 'r': read = true; break;
         case 'x': terminal = true; break;
+        case 'w': watch = true; break;
         case 'c': check = optarg; break;
         case 'T':
         {
@@ -135,12 +142,14 @@ int sg_cmd_token(int argc, char **argv)
     }
     if (optind < argc)
         return sg_cli_usage("token", "unexpected argument '%.64s' (token takes only options)", argv[optind]);
-    if (read && terminal)
-        return sg_cli_usage("token", "--read and --terminal are two kinds of token: give one");
+    if (read + terminal + watch > 1)
+        return sg_cli_usage("token", "--read, --terminal and --watch are three kinds of token: give one");
+    const char *kind = watch ? "--watch" : "--terminal";
+    terminal = terminal || watch; /* both name one sandbox, its learner and task */
     if (terminal && !sandbox)
-        return sg_cli_usage("token", "--sandbox is required for a terminal token");
+        return sg_cli_usage("token", "--sandbox is required for a %s token", kind + 2);
     if (terminal && check)
-        return sg_cli_usage("token", "--check is for a stream token: drop --terminal");
+        return sg_cli_usage("token", "--check is for a stream token: drop %s", kind);
     /* A terminal token names the sandbox's own learner and task. */
     __attribute__((cleanup(meta_clearp))) sg_sandbox_meta meta = {0};
     char sid[SG_ID_LEN + 1];
@@ -182,6 +191,7 @@ int sg_cmd_token(int argc, char **argv)
     }
     sg_autofree char *tok =
         read ? sg_token_make_read(secret, learner, task, sandbox, (int64_t)ttl, &err)
+        : watch ? sg_token_make_watch(secret, learner, task, sandbox, (int64_t)ttl, &err)
         : terminal ? sg_token_make_terminal(secret, learner, task, sandbox, (int64_t)ttl, &err)
              : sg_token_make(secret, learner, task, sandbox, check ? CHECK_TTL_S : (int64_t)ttl, &err);
     memset(secret, 0, sizeof secret);

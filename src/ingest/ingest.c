@@ -178,6 +178,8 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         goto fail;
     ing->protocols = protocols;
     ingest_console_find(ing);
+    if (ingest_watch_init(ing, opts, err) < 0)
+        goto fail;
 
     lws_set_log_level(getenv("SG_INGEST_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
                       sg_log_lws);

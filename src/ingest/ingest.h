@@ -99,7 +99,20 @@ typedef struct sg_ingest_opts {
     /* > 0: sessions whose last event is older than this many days are
      * removed, at start and every SG_INGEST_RETAIN_EVERY_S (ingest_retain.c). */
     double retain_days;
+    /* The `sandglass serve`s a console's watch connects to (http://HOST:PORT),
+     * in the order tried: GET /v1/watch answers them, and the watch page's
+     * policy allows connections to their origins only (ingest_watch.c). */
+    const char *const *serves;
+    unsigned nserves;            /* at most SG_INGEST_SERVES_MAX */
 } sg_ingest_opts;
+
+#define SG_INGEST_SERVES_MAX 8
+#define SG_INGEST_SERVE_URL_MAX 200
+
+/* url, a serve's address for --serve: http:// or https://, a host (a name,
+ * an IPv4 address or [IPv6]) and an optional port, no path (a trailing /
+ * is dropped). Into out (size bytes), or -1 with why. */
+int sg_ingest_serve_url_check(const char *url, char *out, size_t size, sg_err *err);
 
 #define SG_INGEST_RETAIN_EVERY_S 3600
 

@@ -24,9 +24,11 @@
 
 #define CONSOLE_FILE_MAX (1024 * 1024)
 
+enum { POLICY_CONSOLE, POLICY_REPLAY, POLICY_WATCH }; /* the headers of a file (below) */
+
 static const struct {
     const char *uri, *file, *mime;
-    bool replay; /* the replay page's policy (below) */
+    int policy;
 } console_files[] = {
     {"/", "index.html", "text/html; charset=utf-8", false},
     {"/index.html", "index.html", "text/html; charset=utf-8", false},
@@ -38,11 +40,18 @@ static const struct {
     {"/sessions.js", "sessions.js", "text/javascript; charset=utf-8", false},
     {"/session.js", "session.js", "text/javascript; charset=utf-8", false},
     {"/timeline.js", "timeline.js", "text/javascript; charset=utf-8", false},
-    {"/replay.html", "replay.html", "text/html; charset=utf-8", true},
-    {"/replay.js", "replay.js", "text/javascript; charset=utf-8", true},
+    {"/replay.html", "replay.html", "text/html; charset=utf-8", POLICY_REPLAY},
+    {"/replay.js", "replay.js", "text/javascript; charset=utf-8", POLICY_REPLAY},
     /* npm's asciinema-player, vendored beside the console (stage-web.py) */
-    {"/vendor/asciinema-player.min.js", "../vendor/asciinema-player.min.js", "text/javascript; charset=utf-8", true},
-    {"/vendor/asciinema-player.css", "../vendor/asciinema-player.css", "text/css; charset=utf-8", true},
+    {"/vendor/asciinema-player.min.js", "../vendor/asciinema-player.min.js", "text/javascript; charset=utf-8",
+     POLICY_REPLAY},
+    {"/vendor/asciinema-player.css", "../vendor/asciinema-player.css", "text/css; charset=utf-8", POLICY_REPLAY},
+    /* watching a learner's terminal live (ingest_watch.c), with npm's xterm.js */
+    {"/watch.html", "watch.html", "text/html; charset=utf-8", POLICY_WATCH},
+    {"/watch.js", "watch.js", "text/javascript; charset=utf-8", POLICY_WATCH},
+    {"/vendor/xterm.js", "../vendor/xterm.js", "text/javascript; charset=utf-8", POLICY_WATCH},
+    {"/vendor/xterm.css", "../vendor/xterm.css", "text/css; charset=utf-8", POLICY_WATCH},
+    {"/vendor/addon-fit.js", "../vendor/addon-fit.js", "text/javascript; charset=utf-8", POLICY_WATCH},
 };
 
 /* The page runs its own scripts and styles only, talks to its own origin
@@ -138,9 +147,16 @@ int ingest_console_serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
     unsigned char *buf = read_file(path, &len);
     if (!buf)
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("console file missing"));
-    if (console_files[i].replay)
+    if (console_files[i].policy == POLICY_REPLAY)
         return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, console_files[i].mime, buf, len, replay_headers,
                                    SG_ARRAY_LEN(replay_headers));
+    if (console_files[i].policy == POLICY_WATCH) {
+        /* The console's headers, with the policy naming the serves (--serve). */
+        sg_http_header h[SG_ARRAY_LEN(console_headers)];
+        memcpy(h, console_headers, sizeof h);
+        h[0].value = ing->watch_csp;
+        return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, console_files[i].mime, buf, len, h, SG_ARRAY_LEN(h));
+    }
     return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, console_files[i].mime, buf, len, console_headers,
                                SG_ARRAY_LEN(console_headers));
 }

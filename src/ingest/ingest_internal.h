@@ -166,6 +166,9 @@ struct sg_ingest {
     struct ingest_retain *retain; /* --retain-days (ingest_retain.c); NULL: none */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
     struct ingest_sessions *sessions; /* GET /v1/sessions' summaries (ingest_sessions.c) */
+    char serves[SG_INGEST_SERVES_MAX][SG_INGEST_SERVE_URL_MAX + 1]; /* --serve (ingest_watch.c) */
+    unsigned nserves;
+    char watch_csp[SG_INGEST_SERVES_MAX * (SG_INGEST_SERVE_URL_MAX + 8) + 512]; /* the watch page's policy */
 };
 
 /* ---- ingest_batch.c ---- */
@@ -231,6 +234,13 @@ void ingest_sse_closed(sg_ingest *ing, sg_http_req *req);
 void ingest_sse_gone(sg_ingest *ing, struct lws *wsi);
 /* Rows were committed (by this node): push them. */
 void ingest_sse_on_commit(sg_ingest *ing);
+
+/* ---- ingest_watch.c ---- */
+
+/* --serve's URLs and the watch page's policy from opts, at start. */
+int ingest_watch_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
+/* GET /v1/watch with its read token checked: a watch token and the serves. */
+int ingest_http_watch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 
 /* ---- ingest_console.c ---- */
 

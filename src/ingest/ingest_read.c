@@ -353,6 +353,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return (uri[8] ? ingest_http_casts : ingest_http_cast)(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/stats") == 0)
             return http_stats(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/watch") == 0)
+            return ingest_http_watch(ing, wsi, req, &cl);
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     }
 

@@ -85,7 +85,8 @@ static void ctl_output(void *ud, uint8_t type, const char *buf, size_t len)
     tsess *t = ud;
     (void)type; /* STDERR: the supervisor's own lines, e.g. why it killed */
     if (serve_queue_out(t, false, buf, len) < 0)
-        serve_refuse(t, "out of memory");
+        return serve_refuse(t, "out of memory");
+    serve_watch_output(t, buf, len);
 }
 
 /* One message from the supervisor (the call helper's step, ctl.h); false
@@ -99,6 +100,7 @@ static bool ctl_message(tsess *t, uint8_t type, const char *buf, ssize_t n)
         return true;
     case SG_CTL_CALL_EXIT:
         serve_queue_msg(t, &(sg_termws_msg){.kind = SG_TERMWS_EXIT, .exit_code = t->call.exit_code});
+        serve_watch_exit(t, t->call.exit_code);
         serve_close_after(t, LWS_CLOSE_STATUS_NORMAL, "the shell ended");
         return false;
     case SG_CTL_CALL_ERROR:

@@ -22,6 +22,12 @@
 #define SERVE_IN_PAUSE (256u * 1024)   /* queued for the sandbox: stop reading the browser */
 #define SERVE_ADDR_MAX 64              /* a peer's address, as text */
 #define SERVE_CLOSE_TRY_AGAIN 1013     /* RFC 6455: try again later (lws has no name for it) */
+#define SERVE_WATCH_REPLAY (64u * 1024) /* a learner's last output, shown to a new watcher */
+/* Queued for one watcher: past it, the watcher is closed. Above
+ * SERVE_OUT_PAUSE (the learner's own queue, at which the relay stops
+ * reading the sandbox): a watcher as fast as the learner's browser is never
+ * closed, one 512 KiB behind it is. */
+#define SERVE_WATCH_QUEUE (SERVE_OUT_PAUSE + 512u * 1024)
 
 typedef struct outmsg {
     struct outmsg *next;
@@ -55,6 +61,12 @@ struct tsess {
     char addr[SERVE_ADDR_MAX]; /* the peer's address, for the per-address caps */
     char sandbox[SG_NAME_MAX + 1];
     bool authed;       /* the token was good: holds a terminal slot from here */
+    bool watcher;      /* ... a watch token: follows `watched`, read-only, no terminal slot */
+    tsess *watched;    /* a watcher's learner session; NULL once it ended */
+    char token_id[SG_TOKEN_ID_LEN + 1]; /* the watch token's, for the log */
+    char *ring;        /* a learner's last SERVE_WATCH_REPLAY bytes of output (watch.c) */
+    size_t ring_pos;   /* where the next byte goes */
+    bool ring_full;    /* ... and the ring has wrapped */
     bool shell_on;     /* the exec request went to the supervisor */
     bool takeover_pending; /* a takeover of the sandbox runs off the loop for us */
     bool took_over;    /* ... and has run: no second one */
@@ -93,6 +105,24 @@ void serve_refuse_code(tsess *t, uint16_t code, const char *why);
 void serve_refuse(tsess *t, const char *why); /* 1008 */
 void serve_sess_free_if_done(tsess *t);
 void serve_on_handle_closed(uv_handle_t *h);
+
+/* watch.c: a watcher (a watch token, read-only) of a learner's terminal. */
+/* t's token was a watch token (claims cl): attach it to the newest open
+ * terminal of the sandbox, replay, count; or refuse with why. */
+void serve_watch_open(tsess *t, const char *sandbox, const char *token_id);
+/* What the learner t's terminal printed: into its ring and to its
+ * watchers (a watcher past SERVE_WATCH_QUEUE is closed, the learner never
+ * waits). */
+void serve_watch_output(tsess *t, const void *p, size_t len);
+/* The learner t's shell ended with code: its watchers are told (EXIT). */
+void serve_watch_exit(tsess *t, int code);
+/* A watcher sent something: refused (ERROR) and ignored. */
+void serve_watch_input(tsess *t, bool text);
+/* t (a learner or a watcher) is closing or gone: a learner's watchers are
+ * closed, a watcher's learner told the new count. */
+void serve_watch_end(tsess *t);
+/* Watchers of sandbox (all when NULL), not closing. */
+unsigned serve_watchers(const sg_serve *srv, const char *sandbox);
 
 /* relay.c: connects t (authed, t->sandbox and t->start_ws set) to its
  * supervisor without blocking the loop, starts the shell there and relays;

@@ -31,6 +31,7 @@ void serve_sess_free_if_done(tsess *t)
     }
     sg_buf_free(&t->in);
     sg_ctl_call_free(&t->call);
+    free(t->ring);
     free(t);
 }
 
@@ -50,6 +51,7 @@ void serve_on_handle_closed(uv_handle_t *h)
 static void sess_detach(tsess *t)
 {
     sg_serve *srv = t->srv;
+    serve_watch_end(t);
     if (t->prev)
         t->prev->next = t->next;
     else if (srv->sessions == t)
@@ -104,6 +106,7 @@ void serve_close_after(tsess *t, uint16_t code, const char *reason)
     if (t->closing)
         return;
     t->closing = true;
+    serve_watch_end(t);
     t->close_code = code;
     snprintf(t->close_reason, sizeof t->close_reason, "%s", reason);
     if (t->poll_on) {
@@ -143,7 +146,7 @@ static slots slots_of(const sg_serve *srv, const char *addr, const char *sandbox
     slots n = {0};
     for (const tsess *t = srv->sessions; t; t = t->next) {
         bool here = addr && strcmp(t->addr, addr) == 0, unauth = !t->authed && !t->closing;
-        bool term = t->authed && (t->shell_on || !t->closing);
+        bool term = t->authed && !t->watcher && (t->shell_on || !t->closing);
         n.terminals += term;
         n.unauth += unauth;
         n.addr_conns += here;
@@ -213,7 +216,10 @@ static void on_auth(tsess *t, const sg_termws_msg *auth)
     sg_ctl_winsz ws = {auth->rows, auth->cols};
     sg_token_claims cl;
     sg_err err = {0};
-    if (sg_token_verify_terminal(srv->secret, auth->token, (int64_t)time(NULL), &cl, &err) < 0)
+    /* A watch token watches; any other kind is refused as a terminal
+     * token's verifier says why. */
+    bool watch = sg_token_verify_watch(srv->secret, auth->token, (int64_t)time(NULL), &cl, &err) == 0;
+    if (!watch && sg_token_verify_terminal(srv->secret, auth->token, (int64_t)time(NULL), &cl, &err) < 0)
         return serve_refuse(t, err.msg);
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(cl.sandbox, &m, &err) < 0)
@@ -222,6 +228,8 @@ static void on_auth(tsess *t, const sg_termws_msg *auth)
     sg_sandbox_meta_clear(&m);
     if (!same)
         return serve_refuse(t, "the token's learner or task is not the sandbox's");
+    if (watch)
+        return serve_watch_open(t, cl.sandbox, cl.id);
     slots n = slots_of(srv, NULL, cl.sandbox);
     if (n.sandbox >= SG_SERVE_PER_SANDBOX)
         return serve_refuse_code(t, SERVE_CLOSE_TRY_AGAIN, "too many terminals open on this sandbox");
@@ -237,6 +245,8 @@ static void on_text(tsess *t)
 {
     sg_err err = {0};
     sg_termws_msg m;
+    if (t->watcher)
+        return serve_watch_input(t, true);
     if (sg_termws_decode_browser(t->text, t->text_len, t->authed, &m, &err) < 0)
         return serve_refuse(t, err.msg);
     if (m.kind == SG_TERMWS_AUTH) {
@@ -255,6 +265,8 @@ static void on_keys(tsess *t, const void *in, size_t len)
 {
     if (!t->authed)
         return serve_refuse(t, "send the token first");
+    if (t->watcher)
+        return serve_watch_input(t, false);
     if (sg_buf_append(&t->in, in, len) < 0)
         return serve_refuse(t, "out of memory");
     if (t->in.len >= SERVE_IN_PAUSE && !t->rx_off) {
@@ -437,9 +449,9 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                              json_pack("{s:s}", "error", "only GET is supported"));
         if (strcmp(uri, "/healthz") == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_OK,
-                             json_pack("{s:b, s:i, s:i}", "ok", 1, "terminals",
-                                       (int)slots_of(srv, NULL, NULL).terminals, "connections",
-                                       (int)srv->nconns));
+                             json_pack("{s:b, s:i, s:i, s:i}", "ok", 1, "terminals",
+                                       (int)slots_of(srv, NULL, NULL).terminals, "watchers",
+                                       (int)serve_watchers(srv, NULL), "connections", (int)srv->nconns));
         if (strcmp(uri, WS_PATH) == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                              json_pack("{s:s}", "error", "WebSocket upgrade required (" SG_SERVE_PROTOCOL ")"));

@@ -24,10 +24,23 @@
  *           -> binary messages: keystrokes (the terminal's input)
  *           -> text {"resize": {"rows": R, "cols": C}}
  *   server  -> binary messages: what the terminal prints
+ *           -> text {"watchers": N}: how many watch this terminal now
  *           -> text {"exit": N} when the shell ends, or {"error": "..."};
  *              then it closes (1000, or 1008 with the reason for a refusal)
  *              (a text message that does not decode is refused with what
  *              it must be and what was wrong in it)
+ * Watching (watch.c): an AUTH with a watch token (wire/token.h) instead
+ * of a terminal token opens no shell: the connection follows the newest
+ * terminal open in that sandbox on this serve, read-only — the last 64 KiB
+ * it printed, then its output live; its input and resizes are answered
+ * with an ERROR and dropped; SG_SERVE_WATCHERS_PER_SANDBOX watchers a
+ * sandbox (1013 past it), no terminal slot, but a connection of its
+ * address; closed (1000) when the terminal ends; a watcher with 1.5 MiB
+ * unread is closed (1013) and never slows the learner; the learner's page
+ * gets {"watchers": N} at each change. Without an open terminal a watch
+ * is refused (1013: nothing to watch yet). Each terminal keeps its last
+ * 64 KiB of output for a watcher to come (a ring, allocated at its first
+ * output).
  * Refusals of a shell that could open later (a busy sandbox, a limit)
  * close with 1013 ("try again later") instead of 1008.
  * Bounds: SG_SERVE_CONNS terminals in all and SG_SERVE_PER_SANDBOX per
@@ -54,6 +67,7 @@
 #define SG_SERVE_DEFAULT_PORT 7434
 #define SG_SERVE_CONNS 64
 #define SG_SERVE_PER_SANDBOX 4
+#define SG_SERVE_WATCHERS_PER_SANDBOX 4
 #define SG_SERVE_UNAUTH 256
 #define SG_SERVE_UNAUTH_PER_ADDR 8
 #define SG_SERVE_CONNS_PER_ADDR 32

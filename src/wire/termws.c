@@ -31,6 +31,9 @@ char *sg_termws_encode(const sg_termws_msg *m, size_t *len)
     case SG_TERMWS_ERROR:
         j = json_pack("{s:s}", "error", m->error ? m->error : "");
         break;
+    case SG_TERMWS_WATCHERS:
+        j = json_pack("{s:I}", "watchers", (json_int_t)m->watchers);
+        break;
     default:
         return NULL;
     }
@@ -131,16 +134,25 @@ int sg_termws_decode_browser(const char *buf, size_t len, bool authed, sg_termws
 
 int sg_termws_decode_serve(const char *buf, size_t len, sg_termws_msg *out, sg_err *err)
 {
-    static const char *const is = "serve's text message is {\"exit\": N} or {\"error\": \"...\"}";
+    static const char *const is =
+        "serve's text message is {\"exit\": N}, {\"error\": \"...\"} or {\"watchers\": N}";
     memset(out, 0, sizeof *out);
     sg_autojson json_t *j = parse(buf, len, err);
     if (!j)
         return -1;
-    static const char *const f[] = {"exit", "error", NULL};
+    static const char *const f[] = {"exit", "error", "watchers", NULL};
     if (only_fields(j, f, is, err) < 0)
         return -1;
     if (json_object_size(j) != 1)
-        return sg_err_set(err, EINVAL, "%s: one field of the two", is);
+        return sg_err_set(err, EINVAL, "%s: one field of the three", is);
+    json_t *w = json_object_get(j, "watchers");
+    if (w) {
+        if (!json_is_integer(w) || json_integer_value(w) < 0 || json_integer_value(w) > SG_TERMWS_WATCHERS_MAX)
+            return sg_err_set(err, EINVAL, "%s: \"watchers\" must be an integer 0-%d", is, SG_TERMWS_WATCHERS_MAX);
+        out->kind = SG_TERMWS_WATCHERS;
+        out->watchers = (unsigned)json_integer_value(w);
+        return 0;
+    }
     json_t *x = json_object_get(j, "exit");
     if (x) {
         if (!json_is_integer(x) || json_integer_value(x) < INT_MIN || json_integer_value(x) > INT_MAX)

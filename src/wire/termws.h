@@ -8,8 +8,16 @@
  *                      (AUTH); then binary messages (keystrokes, raw) and
  *                      text {"resize": {"rows": R, "cols": C}} (RESIZE)
  *   serve -> browser   binary messages (what the terminal prints, raw);
+ *                      text {"watchers": N} (WATCHERS: how many watch this
+ *                      terminal now, sent to the learner whenever it
+ *                      changes; N in 0..SG_TERMWS_WATCHERS_MAX);
  *                      text {"exit": N} (EXIT) when the shell ends, or
- *                      {"error": "..."} (ERROR); then it closes
+ *                      {"error": "..."} (ERROR); then it closes, except
+ *                      that a watcher's refused input or resize gets an
+ *                      ERROR and the watch goes on
+ * A watcher (AUTH with a watch token, wire/token.h) receives the
+ * terminal's output and the same EXIT/ERROR, and sends nothing after its
+ * AUTH: serve refuses (ERROR) and ignores whatever it sends.
  * R and C are integers in 1..SG_TERMWS_WINSZ_MAX; a text message is at
  * most SG_TERMWS_TEXT_MAX bytes; a message has exactly its fields (an
  * unknown one is refused by name). The binary messages are not framed:
@@ -29,6 +37,7 @@
 #define SG_TERMWS_PROTOCOL "sandglass-terminal"
 #define SG_TERMWS_TEXT_MAX 4096 /* one text message, either way */
 #define SG_TERMWS_WINSZ_MAX 1000 /* rows or columns */
+#define SG_TERMWS_WATCHERS_MAX 1000 /* a WATCHERS count */
 
 typedef enum sg_termws_kind {
     SG_TERMWS_NONE = 0,
@@ -36,6 +45,7 @@ typedef enum sg_termws_kind {
     SG_TERMWS_RESIZE, /* browser -> serve */
     SG_TERMWS_EXIT,   /* serve -> browser */
     SG_TERMWS_ERROR,  /* serve -> browser */
+    SG_TERMWS_WATCHERS, /* serve -> browser (the learner's) */
 } sg_termws_kind;
 
 typedef struct sg_termws_msg {
@@ -44,6 +54,7 @@ typedef struct sg_termws_msg {
     uint16_t rows, cols; /* AUTH, RESIZE */
     int exit_code;       /* EXIT: the shell's exit code */
     char *error;         /* ERROR: why, owned */
+    unsigned watchers;   /* WATCHERS: how many watch */
 } sg_termws_msg;
 
 /* The text message of m, NUL-terminated, *len its length (without the
@@ -55,7 +66,7 @@ char *sg_termws_encode(const sg_termws_msg *m, size_t *len);
  * says what the message must be and what was wrong in it. out is zeroed
  * first and holds nothing on failure. */
 int sg_termws_decode_browser(const char *buf, size_t len, bool authed, sg_termws_msg *out, sg_err *err);
-/* A text message from serve: EXIT or ERROR. */
+/* A text message from serve: EXIT, ERROR or WATCHERS. */
 int sg_termws_decode_serve(const char *buf, size_t len, sg_termws_msg *out, sg_err *err);
 void sg_termws_msg_free(sg_termws_msg *m);
 

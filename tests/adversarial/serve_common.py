@@ -56,8 +56,10 @@ class WS:
     """One WebSocket to serve's /v1/terminal. frames() collects what came:
     binary output, text messages, the close code and reason."""
 
-    def __init__(self, port: int, src: str = "127.0.0.1", timeout: float = 10) -> None:
+    def __init__(self, port: int, src: str = "127.0.0.1", timeout: float = 10, rcvbuf: int = 0) -> None:
         self.sock = socket.socket()
+        if rcvbuf:  # a client that reads slowly: a small window
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(timeout)
         self.sock.bind((src, 0))
         self.sock.connect(("127.0.0.1", port))
@@ -76,7 +78,7 @@ class WS:
         if self.status != 101:
             raise Closed(f"handshake answered {self.status}")
         self.sock.settimeout(None)  # reads wait in select(); a paste may block its sender
-        self.output = b""
+        self.output = bytearray()  # appended to in place: a large output costs no copies
         self.texts: list[str] = []
         self.close_code: int | None = None
         self.close_reason = ""

@@ -35,9 +35,12 @@ def start(args: list[str], marker: str) -> tuple[subprocess.Popen, int]:
     return p, int(line.strip().rstrip("/").rsplit(":", 1)[1])
 
 
-ingest, ingest_port = start(["ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{db}",
-                             "--secret", secret], "listening on ws://")
+with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+    f.write(os.urandom(32).hex() + "\n")  # the secret both share (serve starts first: its port is the ingest's --serve)
 serve, port = start(["serve", "--listen", "127.0.0.1:0", "--secret", secret], "serving terminals on http://")
+# The console's watch page connects to this serve (and no other host).
+ingest, ingest_port = start(["ingest", "--listen", "127.0.0.1:0", "--store", f"sqlite:{db}",
+                             "--secret", secret, "--serve", f"http://127.0.0.1:{port}"], "listening on ws://")
 sid = env.create("--learner", "ada", "--task", "t1", "--ingest", f"ws://127.0.0.1:{ingest_port}",
                  "--secret", secret)
 other = env.create("--learner", "bob", "--task", "t1", "--ingest", f"ws://127.0.0.1:{ingest_port}",
@@ -132,6 +135,37 @@ def _browser():
                 any(k == "run_result" and p.get("exit_code") == 7 for k, p in ev))
     tap.ok(wait_for(found, 60), "the store holds the shell's exec, the command typed in the page with its "
            "output, and the shell's exit status 7", repr(rows()[-14:]))
+
+
+@tap.case("a teacher watches the learner's terminal from the console (issue 25)")
+def _watch():
+    term_tok = token("--terminal", "--sandbox", sid)
+    read_tok = token("--read")
+    p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_watch.mjs"),
+                        f"http://127.0.0.1:{port}/#token={term_tok}",
+                        f"http://127.0.0.1:{ingest_port}/?token={read_tok}", sid, CHROMIUM],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240, cwd=NODE_DIR)
+    try:
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        r = {"ok": False, "error": p.stdout[-1000:] + p.stderr[-1000:]}
+    tap.ok(r.get("ok"), "the console's watch link opened the watch page, which showed the learner's screen, "
+           "then its output live, until it ended",
+           r.get("error", ""))
+    tap.eq(r.get("steps"), ["learner prompt", "learner output", "watch link", "watch replay", "learner told", "watch live",
+                            "watch after", "watch closed"], "in that order")
+    tap.ok(r.get("watched") == "watched by 1", "the learner's page says it is watched", repr(r.get("watched")))
+    tap.eq(r.get("teacher_typed"), False, "keys typed into the watch page reach no terminal")
+    tap.ok(r.get("url_after") and "token" not in r["url_after"] and r["url_after"].endswith(f"/watch.html#/{sid}"),
+           "the watch page's URL names the sandbox, and holds no token",
+           r.get("url_after", ""))
+    csp = r.get("watch_csp", "")
+    tap.ok(f"connect-src 'self' ws://127.0.0.1:{port};" in csp and "script-src 'self';" in csp and
+           "trusted-types 'none'" in csp, "the watch page may connect to the ingest and the named serve only", csp)
+    hosts = {u.split("/")[2] for u in r.get("requests", []) if "://" in u}
+    tap.ok(hosts <= {f"127.0.0.1:{ingest_port}", f"127.0.0.1:{port}"}, "nothing loaded from another host",
+           repr(sorted(hosts)))
+    tap.eq(r.get("violations"), [], "no policy violation and no error on the watch page")
 
 
 @tap.case("refusals: each one a reason, and the server keeps serving")

@@ -220,8 +220,8 @@ def _browser():
     tap.eq((h.get("imgs"), h.get("handlers"), h.get("pwned")), (0, 0, False),
            "no element or handler came from the content")
     tap.eq(h.get("scripts"), ["console.js"], "the page's own script only")
-    tap.ok(all(x.startswith(("#/", "replay.html#/")) for x in h.get("hrefs") or ["?"]),
-           "every link is a console route (or the replay page's, its parts encoded after #/)",
+    tap.ok(all(x.startswith(("#/", "replay.html#/", "watch.html#/")) for x in h.get("hrefs") or ["?"]),
+           "every link is a console route (or the replay or watch page's, its parts encoded after #/)",
            json.dumps(h.get("hrefs"))[:300])
     tap.eq((r.get("dialogs"), r.get("page_errors"), r.get("console_errors")), (0, [], []),
            "no dialog, no page error, no console error")

@@ -4,23 +4,11 @@
 // reads what the terminal shows. Prints one JSON object with what it saw.
 //   node browser_terminal.mjs URL_WITH_TOKEN CHROMIUM_PATH
 import { chromium } from 'playwright-core';
+import { waitScreen as waitOn } from './lib/xterm_screen.mjs';
 
 const [url, exe] = process.argv.slice(2);
 const result = { steps: [] };
-const screen = (page) => page.evaluate(() => {
-  const t = window.sandglassTerm, b = t.buffer.active, lines = [];
-  for (let i = 0; i < b.length; i++) lines.push(b.getLine(i).translateToString(true));
-  return lines.join('\n');
-});
-async function waitScreen(page, re, what, timeoutMs = 30000) {
-  const t0 = Date.now();
-  for (;;) {
-    const s = await screen(page);
-    if (re.test(s)) { result.steps.push(what); return s; }
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}; screen:\n${s}`);
-    await page.waitForTimeout(50);
-  }
-}
+const waitScreen = (page, re, what, ms) => waitOn(page, re, what, result.steps, ms);
 
 const browser = await chromium.launch({ executablePath: exe, headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });

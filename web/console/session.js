@@ -53,7 +53,10 @@ export function sessionPage(root, app, learner, task, sandbox) {
   // The terminal sessions' replay: a page of its own (replay.js).
   const replay = el('a', 'replay-link', 'replay the terminal');
   replay.href = 'replay.html' + routeHref(learner, task, sandbox);
-  add(facts, stateEl, countEl, lastEl, el('span', 'zone', `times in ${zoneLabel()}`), showLabel, replay);
+  // The learner's terminal, live and read-only (watch.js).
+  const watchLink = el('a', 'watch-link', 'watch live');
+  watchLink.href = 'watch.html' + routeHref(sandbox);
+  add(facts, stateEl, countEl, lastEl, el('span', 'zone', `times in ${zoneLabel()}`), showLabel, replay, watchLink);
   const olderBtn = el('button', 'older', 'load earlier events');
   olderBtn.type = 'button';
   const startNote = el('div', 'note start', 'the session starts here');

@@ -41,7 +41,11 @@ function rowTemplate() {
     const c = template.appendChild(el('span', `c-${k}`));
     c.setAttribute('role', 'cell');
   }
-  template.children[COLS.indexOf('sandbox')].append(el('a', 'open'));
+  // "watch" (its text from console.css: the cell's text stays the id)
+  const watch = el('a', 'watch');
+  watch.setAttribute('aria-label', 'watch the terminal live');
+  watch.title = 'watch the terminal live (read-only)';
+  template.children[COLS.indexOf('sandbox')].append(watch, el('a', 'open')); // first: a long id is cut at its end
   return template;
 }
 
@@ -50,9 +54,11 @@ function makeRow(s) {
   const c = {};
   const kids = tr.children;
   for (let i = 0; i < COLS.length; i++) c[COLS[i]] = kids[i];
-  const a = c.sandbox.firstChild;
+  const a = c.sandbox.lastChild;
   a.textContent = vis(s.sandbox);
   a.href = routeHref('s', s.learner, s.task, s.sandbox);
+  // A live sandbox's terminal, watched read-only (watch.html).
+  a.previousSibling.href = 'watch.html' + routeHref(s.sandbox);
   c.learner.textContent = vis(s.learner);
   c.task.textContent = vis(s.task);
   return { s, tr, c, a };
@@ -72,6 +78,7 @@ function fill(row) {
   c.last.textContent = fmtTime(s.last_activity);
   c.last.title = s.last_activity || '';
   tr.classList.toggle('aborted', s.state === 'aborted');
+  c.sandbox.firstChild.hidden = s.state !== 'active';
 }
 
 // An event from the stream into its session's summary (as the store
