@@ -3,7 +3,8 @@
  * yields records with strictly increasing, contiguous seqs that read back
  * with valid checksums; every record read back is one found whole in the
  * input (recovery invents nothing but its spool_gap placeholders, with the
- * seq they stand for); a second recovery finds nothing left to repair;
+ * seq they stand for); no blob record is left after the last event; a
+ * second recovery finds nothing left to repair or drop;
  * the recovered spool accepts the next append, which reads back.
  * Seeds: fuzz/gen_spool_corpus.py writes fuzz/corpus/spool. */
 #include <stdbool.h>
@@ -95,9 +96,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len;
     int64_t seq, prev = -1;
     int rc;
+    bool blob = false;
     while ((rc = sg_spool_cursor_next(c, INT64_MAX, &rec, &len, &seq, &err)) == 1) {
         /* a blob record carries the seq of the event after it and takes none */
-        bool blob = sg_spool_cursor_was_blob(c);
+        blob = sg_spool_cursor_was_blob(c);
         if (prev >= 0 && seq != prev + 1)
             abort();
         if (!blob)
@@ -107,6 +109,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (rc < 0)
         abort();
+    /* blobs after the spool's last event (their event never written) were
+     * dropped at recovery, whichever segment they were in */
+    if (blob)
+        abort();
     sg_spool_cursor_free(c);
     int64_t next = sg_spool_next_seq(sp);
     if (prev >= next)
@@ -114,7 +120,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sg_spool_close(sp);
 
     sp = sg_spool_open(dir, &rep, &err);
-    if (!sp || rep.torn || rep.quarantined || rep.placeholders || sg_spool_next_seq(sp) != next)
+    if (!sp || rep.torn || rep.quarantined || rep.placeholders || rep.blobs_dropped ||
+        sg_spool_next_seq(sp) != next)
         abort();
     if (sg_spool_append(sp, next, "{}", 2, &err) < 0 || sg_spool_sync(sp, &err) < 0)
         abort();

@@ -103,6 +103,23 @@ def seeds():
     out["two_segments_torn"] = seed(1, 128, first + second[:-7])
     out["two_segments_overlap"] = seed(1, 128, recs(range(7)) + recs(range(3, 10)))
     out["big_payloads"] = seed(0, 0, recs(range(3), pad=3000))
+    # Blob records (type 1) before their event, and after the last event
+    # (a crash between a file's content and its file_diff): dropped at
+    # recovery, whichever segment holds them.
+    def blob(seq, n=40):
+        return record(seq, b'{"blob":"content","part":"' + b"y" * n + b'"}', reserved=1)
+    with_blobs = recs([0]) + blob(1) + blob(1) + recs([1])
+    out["blobs_with_event"] = seed(0, 0, with_blobs)
+    out["blobs_after_last"] = seed(0, 0, with_blobs + blob(2) + blob(2, 300))
+    out["blobs_after_last_torn"] = seed(0, 0, with_blobs + blob(2) + blob(2)[:20])
+    out["blobs_after_last_ack"] = seed(2, 2, with_blobs + blob(2))
+    # Two segments, equal halves (b1 = 128): seg-0 ends with blobs, seg-7 is
+    # a torn record (cut off: seg-0 becomes the tail), or blobs only.
+    tail0 = with_blobs + blob(2) + blob(2)
+    out["blobs_tail_then_torn_segment"] = seed(1, 128, tail0 + blob(2, 2 * len(tail0))[:len(tail0)])
+    only = blob(2) + blob(2, len(tail0) - 2 * len(blob(2)) + 40)
+    assert len(only) == len(tail0)
+    out["blobs_tail_then_blob_segment"] = seed(1, 128, tail0 + only)
     return out
 
 

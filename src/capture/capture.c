@@ -660,10 +660,10 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     json_t *from = m->forked_from && !resumed ? json_loads(m->forked_from, 0, NULL) : NULL;
     if (from) /* sandglass fork: the moment its workspace was rebuilt from */
         json_object_set_new(sb, "forked_from", from);
-    if (rep.torn || rep.quarantined)
-        json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I}",
+    if (rep.torn || rep.quarantined || rep.blobs_dropped)
+        json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I, s:I}",
             "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,
-            "records", (json_int_t)rep.records));
+            "records", (json_int_t)rep.records, "blobs_dropped", (json_int_t)rep.blobs_dropped));
     sg_capture_emit(c, SG_EV_SANDBOX, sb);
     sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));

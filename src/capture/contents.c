@@ -147,7 +147,7 @@ static int spool_parts(struct sg_spool *spool, const char *sha, const char *buf,
 
 static const char *type_of(mode_t m)
 {
-    return S_ISREG(m) ? "file" : S_ISLNK(m) ? "link" : S_ISFIFO(m) ? "fifo" : S_ISSOCK(m) ? "socket"
+    return S_ISREG(m) ? "file" : S_ISLNK(m) ? "link" : S_ISDIR(m) ? "dir" : S_ISFIFO(m) ? "fifo" : S_ISSOCK(m) ? "socket"
          : S_ISCHR(m) ? "chardev" : S_ISBLK(m) ? "blockdev" : "other";
 }
 
@@ -209,7 +209,7 @@ void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payloa
     if (r < 0)
         return; /* gone already: its deletion follows */
     json_t *c = json_pack("{s:s, s:I, s:I}", "type", type_of(st.st_mode), "size",
-                          (json_int_t)(r ? (int64_t)len : st.st_size), "mode",
+                          (json_int_t)(r ? (int64_t)len : S_ISDIR(st.st_mode) ? 0 : st.st_size), "mode",
                           (json_int_t)(st.st_mode & 07777));
     if (!c)
         return;
@@ -320,7 +320,7 @@ typedef struct seed_walk {
     uint64_t seen;
 } seed_walk;
 
-static void seed_entry(seed_walk *w, const char *rel)
+static void seed_entry(seed_walk *w, const char *rel, bool dir)
 {
     if (++w->seen > SG_CONTENTS_SEED_MAX)
         return;
@@ -338,6 +338,8 @@ static void seed_entry(seed_walk *w, const char *rel)
             json_object_set_new(p, "path_hex", json_string(hx));
         }
     }
+    if (dir)
+        json_object_set_new(p, "dir", json_true());
     sg_contents_capture(w->ct, w->spool, p);
     json_t *c = json_object_get(p, "content");
     if (c) { /* the fields a file_diff has */
@@ -348,31 +350,36 @@ static void seed_entry(seed_walk *w, const char *rel)
     w->emit(w->ud, p);
 }
 
-static void seed_dir(seed_walk *w, int dfd, const char *prefix, int depth)
+/* The entries under dfd; an empty directory is an entry of its own (the
+ * files imply the others). Returns whether it held any entry. */
+static bool seed_dir(seed_walk *w, int dfd, const char *prefix, int depth)
 {
     DIR *d = fdopendir(dfd);
     if (!d) {
         close(dfd);
-        return;
+        return true; /* unreadable: not said to be empty */
     }
+    bool any = false;
     struct dirent *e;
     while ((e = readdir(d)) && w->seen <= SG_CONTENTS_SEED_MAX) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
+        any = true;
         sg_autofree char *rel = prefix[0] ? sg_strdup_printf("%s/%s", prefix, e->d_name) : strdup(e->d_name);
         struct stat st;
         if (!rel || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (!S_ISDIR(st.st_mode)) {
-            seed_entry(w, rel);
+            seed_entry(w, rel, false);
             continue;
         }
         int sub = depth < SG_CONTENTS_SEED_DEPTH
                       ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-        if (sub >= 0)
-            seed_dir(w, sub, rel, depth + 1);
+        if (sub >= 0 && !seed_dir(w, sub, rel, depth + 1))
+            seed_entry(w, rel, true);
     }
     closedir(d);
+    return any;
 }
 
 uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud)

@@ -35,7 +35,8 @@ void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payloa
 void sg_contents_capture_bulk(sg_contents *ct, struct sg_spool *spool, json_t *payload);
 
 /* The workspace a session starts from (a seeded or --workspace directory):
- * one file_diff payload per entry that is not a directory, {"path",
+ * one file_diff payload per entry that is not a directory, and per empty
+ * directory (with "dir":true, content type "dir"), {"path",
  * "change":"created","seed":true,"content"}, handed to emit in the order
  * of a depth-first walk, after its content's blob records are spooled.
  * Never follows a link; at most SG_CONTENTS_SEED_MAX entries (more are

@@ -78,7 +78,7 @@ static void schedule(sg_watch *w)
     uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull;
     if (w->dhead && now - w->dhead->dirty_ns >= cap_ns)
         resolve_settled(w);
-    if (!w->dhead && !w->ngraves && !w->need_rescan) {
+    if (!watch_busy(w)) {
         arm(w, 0);
         return;
     }
@@ -98,7 +98,7 @@ static void on_timer(uv_poll_t *h, int status, int events)
         watch_read_events(w, false, &err); /* the rescan runs once drained */
     }
     resolve_settled(w);
-    if (!w->dhead && !w->ngraves && !w->need_rescan)
+    if (!watch_busy(w))
         return;
     /* Open writers, files put off for the read budget, a rescan put off:
      * wake at the first one's time. */
@@ -146,7 +146,7 @@ int sg_watch_flush(sg_watch *w, sg_err *err)
      * checkpoint worker, the one the kill took): the loop does it next. */
     int n = w->hurry ? 0 : watch_resolve(w, true);
     /* what the read budget put off comes at the timer */
-    arm(w, w->dhead || w->ngraves || w->need_rescan ? SG_WATCH_SETTLE_US * 1000ull : 0);
+    arm(w, watch_busy(w) ? SG_WATCH_SETTLE_US * 1000ull : 0);
     return n;
 }
 
@@ -169,6 +169,9 @@ static void free_all(sg_watch *w)
         watch_node_free(w, w->graves[i]);
     for (size_t i = 0; i < w->nmoves; i++)
         free(w->moves[i].name);
+    for (size_t i = 0; i < w->ndirq; i++)
+        free(w->dirq[i].path);
+    free(w->dirq);
     for (size_t i = 0; i < w->nscan; i++)
         free(w->scanq[i].name);
     free(w->graves);

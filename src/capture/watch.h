@@ -45,8 +45,15 @@
  *   added, removed  line counts of the diff
  *
  * Rules:
- * - Only files are reported (regular files and symlinks); a deleted directory
- *   reports each file it contained as deleted. Empty directories are silent.
+ * - Files are reported (regular files and symlinks); a deleted directory
+ *   reports each file it contained as deleted. A directory is reported
+ *   only when the files do not imply it: {path, change, dir: true}
+ *   "created" when it is empty on disk and not reported yet (a new one
+ *   SG_WATCH_HOLD_MS after it appeared, or at a flush: `mkdir -p d &&
+ *   echo > d/f` gives no event of d; one its last file left), "deleted"
+ *   when a reported one (or an empty one of the baseline) is removed or
+ *   moved away (its new path is checked as a new one's). Through the gate
+ *   and bulk payloads as files are.
  * - A symlink is reported as a file whose content is its target string (as
  *   git stores it); it is never followed.
  * - Contents of directories named `.git` (at any depth) are skipped: a

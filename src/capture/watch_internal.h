@@ -80,6 +80,16 @@ typedef struct pending_move {
     bool isdir;
 } pending_move;
 
+/* A directory to report (watch.h: empty directories): one that may have
+ * become an empty directory the record does not hold yet, checked when
+ * the burst resolves, or one the record holds that is gone. By path: its
+ * node may be freed meanwhile. */
+typedef struct dir_item {
+    char *path;
+    bool gone;
+    uint64_t at_ns; /* when it was queued: a new directory waits SG_WATCH_HOLD_MS for its files */
+} dir_item;
+
 typedef struct scan_item {
     node *parent;
     char *name;
@@ -107,6 +117,8 @@ struct sg_watch {
     size_t ngraves, gcap;
     pending_move *moves;
     size_t nmoves, mcap;
+    dir_item *dirq;     /* directories to report at the next resolution */
+    size_t ndirq, dqcap;
     scan_item *scanq;
     size_t nscan, scap;
     enum scan_mode mode;
@@ -166,6 +178,15 @@ char *watch_child_path(const node *dir, const char *name);
 void watch_dirty_unlink(sg_watch *w, node *n);
 void watch_dirty_mark(sg_watch *w, node *n, int writing /* -1: keep */);
 void watch_node_free(sg_watch *w, node *n);
+/* Queues directory d to be reported (dir_item): gone, or checked for
+ * being empty and not yet reported. The root never is. */
+void watch_dir_queue(sg_watch *w, const node *d, bool gone);
+/* Queues every directory of the subtree at d to be checked (after d was
+ * moved in, or moved). */
+void watch_dir_queue_tree(sg_watch *w, const node *d);
+/* Whether the watcher has work for the timer: dirty paths, graves,
+ * directories to report, a rescan. */
+bool watch_busy(const sg_watch *w);
 /* Takes a node out of the tree (a reported file to the graveyard). */
 void watch_node_detach(sg_watch *w, node *n, bool emit);
 /* The file node for dir/name, made if missing (NULL past the limit). */

@@ -3,7 +3,10 @@
  * and the limit events. See watch.h for the rules. */
 #include "capture/watch_internal.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -481,6 +484,103 @@ static bool put_off(sg_watch *w, action *a)
     return true;
 }
 
+/* A held grave under directory path: a file of it may come back (an
+ * editor's save), so it is not empty yet. */
+static bool grave_held_under(const sg_watch *w, const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < w->ngraves; i++) {
+        const node *g = w->graves[i];
+        if (g->held && !strncmp(g->orig_path, path, n) && g->orig_path[n] == '/')
+            return true;
+    }
+    return false;
+}
+
+/* A directory's change: {path, change, dir: true}, through the gate as a
+ * file's is (past it: an entry of the bulk payload). */
+static int dir_emit(sg_watch *w, const char *path, bool gone)
+{
+    json_t *p = json_object();
+    if (!p)
+        return 0;
+    json_object_set_new(p, "path", jstr_path(path));
+    json_t *raw = jhex_path_if_invalid(path);
+    if (raw)
+        json_object_set_new(p, "path_hex", raw);
+    json_object_set_new(p, "change", json_string(gone ? "deleted" : "created"));
+    json_object_set_new(p, "dir", json_true());
+    if (w->gate && !w->gate(w->gate_ud)) {
+        size_t cost = 8 * strlen(path) + 160;
+        if (w->bulk && w->bulk_bytes + cost > SG_WATCH_BULK_BYTES)
+            bulk_flush(w);
+        if (!w->bulk_cb || (!w->bulk && !(w->bulk = json_array()))) {
+            json_decref(p);
+            return 0;
+        }
+        json_array_append_new(w->bulk, p);
+        w->bulk_bytes += cost;
+        return 0;
+    }
+    w->events++;
+    w->cb(w->ud, p);
+    return 1;
+}
+
+/* Whether the directory at rel holds nothing at all on disk (no entry,
+ * not even one the watcher skips: a `.git`, an ignored name). */
+static bool dir_empty_on_disk(const sg_watch *w, const char *rel)
+{
+    int fd = watch_open_beneath(w->rootfd, rel, O_RDONLY | O_DIRECTORY);
+    DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dp) {
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    const struct dirent *de;
+    bool empty = true;
+    while (empty && (de = readdir(dp)))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    closedir(dp);
+    return empty;
+}
+
+/* The directories queued (watch_dir_queue), after the files' changes: the
+ * record's directories that are gone, then each queued directory that is
+ * here, empty on disk and not in the record yet. A new one waits
+ * SG_WATCH_HOLD_MS for its files unless forced (`mkdir -p d && echo >
+ * d/f` gives no event of d), and one with a held grave under it waits for
+ * the grave (an editor's save). So an empty directory is in the record,
+ * and `sandglass workspace` makes it; a directory with files is implied
+ * by them. */
+static int resolve_dirs(sg_watch *w, bool force)
+{
+    int emitted = 0;
+    size_t keep = 0;
+    uint64_t now = sg_now_mono_ns();
+    for (size_t i = 0; i < w->ndirq; i++)
+        if (w->dirq[i].gone)
+            emitted += dir_emit(w, w->dirq[i].path, true);
+    for (size_t i = 0; i < w->ndirq; i++) {
+        dir_item *q = &w->dirq[i];
+        node *d = q->gone ? NULL : path_find(w, q->path);
+        if (d && d->is_dir && d->parent && !d->rep && !d->nkids) {
+            if ((!force && now - q->at_ns < SG_WATCH_HOLD_MS * 1000000ull) || grave_held_under(w, q->path)) {
+                w->dirq[keep++] = *q;
+                continue;
+            }
+            if (dir_empty_on_disk(w, q->path)) {
+                d->rep = true;
+                emitted += dir_emit(w, q->path, false);
+            }
+        }
+        free(q->path);
+    }
+    w->ndirq = keep;
+    return emitted;
+}
+
 static int resolve_(sg_watch *w, bool force, bool *text_full)
 {
     action_list acts = {0};
@@ -513,6 +613,7 @@ static int resolve_(sg_watch *w, bool force, bool *text_full)
         }
     }
     free(acts.v);
+    emitted += resolve_dirs(w, force);
     bulk_flush(w);
     size_t keep = 0;
     for (size_t i = 0; i < w->ngraves; i++) {

@@ -105,16 +105,22 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
         w->degraded = true;
     }
     w->ndirs++;
+    if (w->mode == SCAN_NEW)
+        watch_dir_queue(w, d, false); /* reported if it is still empty then */
 
     DIR *dp = fdopendir(sg_steal_fd(&fd));
     if (!dp)
         return;
     sg_autoclosedir DIR *dir = dp;
     struct dirent *de;
+    /* An empty directory of the baseline is one the record holds (the
+     * session's seed, contents.h): its removal is reported. */
+    d->rep = w->mode == SCAN_BASELINE;
     while ((de = readdir(dir))) {
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, ".."))
             continue;
+        d->rep = false;
         unsigned char type = de->d_type;
         if (type == DT_UNKNOWN) {
             struct stat cst;
@@ -173,6 +179,10 @@ static void add_dir_tree(sg_watch *w, node *parent, const char *name, enum scan_
  * they are all renamed). */
 static void mark_subtree_moved(sg_watch *w, node *d)
 {
+    if (d->rep) { /* the record's directory is gone from here */
+        watch_dir_queue(w, d, true);
+        d->rep = false;
+    }
     for (uint32_t i = 0; i < d->kcap; i++) {
         for (node *c = d->kids[i]; c; c = c->hnext) {
             if (c->is_dir) {
@@ -318,6 +328,9 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
         return;
     if (existing)
         watch_node_detach(w, existing, true);
+    node *from = n->parent;
+    if (from && from->nkids == 1)
+        watch_dir_queue(w, from, false); /* it may be left empty */
     if (n->is_dir) {
         mark_subtree_moved(w, n);
     } else {
@@ -333,6 +346,8 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
     watch_kid_add(to_dir, n);
     if (n->is_dir && n->depth != to_dir->depth + 1)
         fix_depths(w, n);
+    if (n->is_dir && n->parent)
+        watch_dir_queue_tree(w, n); /* its empty directories, at their new paths */
 }
 
 static void moved_in(sg_watch *w, node *dir, const char *name, bool isdir)

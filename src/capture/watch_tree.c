@@ -279,12 +279,42 @@ void watch_node_free(sg_watch *w, node *n)
     free(n);
 }
 
+void watch_dir_queue(sg_watch *w, const node *d, bool gone)
+{
+    if (!d || !d->is_dir || !d->parent)
+        return;
+    sg_xgrow(&w->dirq, &w->dqcap, w->ndirq + 1, sizeof *w->dirq);
+    w->dirq[w->ndirq++] = (dir_item){watch_node_path(d), gone, sg_now_mono_ns()};
+}
+
+void watch_dir_queue_tree(sg_watch *w, const node *d)
+{
+    if (!d->nkids) {
+        watch_dir_queue(w, d, false);
+        return;
+    }
+    for (uint32_t i = 0; i < d->kcap; i++)
+        for (const node *c = d->kids[i]; c; c = c->hnext)
+            if (c->is_dir)
+                watch_dir_queue_tree(w, c);
+}
+
+bool watch_busy(const sg_watch *w)
+{
+    return w->dhead || w->ngraves || w->need_rescan || w->ndirq;
+}
+
 /* Takes a node out of the tree. A file whose content was reported goes to
  * the graveyard (reported as deleted unless something replaces it in the
  * same resolution); anything else is freed. emit=false frees everything. */
 void watch_node_detach(sg_watch *w, node *n, bool emit)
 {
+    node *parent = n->parent;
+    if (emit && parent && parent->nkids == 1)
+        watch_dir_queue(w, parent, false); /* it may be left empty */
     if (n->is_dir) {
+        if (emit && n->rep)
+            watch_dir_queue(w, n, true);
         while (n->nkids) {
             for (uint32_t i = 0; i < n->kcap; i++)
                 while (n->kids[i])

@@ -52,7 +52,35 @@ static const char *path_key(json_t *p, const char *key, char *buf, size_t n)
     return json_string_value(json_object_get(p, key));
 }
 
-/* One file_diff applied to the state {path: content}. */
+static char *ws_unhex(const char *key);
+
+static bool ws_is_dir(json_t *content)
+{
+    const char *type = json_string_value(json_object_get(content, "type"));
+    return type && strcmp(type, "dir") == 0;
+}
+
+/* A directory gone: it and whatever the state still has under it (a
+ * directory is removed empty: what is left under it is stale, such as a
+ * file whose deletion comes after it). */
+static void ws_dir_gone(json_t *state, const char *path)
+{
+    json_object_del(state, path);
+    sg_autofree char *raw = ws_unhex(path);
+    size_t n = raw ? strlen(raw) : 0;
+    const char *key;
+    json_t *c;
+    void *tmp;
+    json_object_foreach_safe(state, tmp, key, c) {
+        sg_autofree char *k = ws_unhex(key);
+        if (raw && k && strncmp(k, raw, n) == 0 && k[n] == '/')
+            json_object_del(state, key);
+    }
+}
+
+/* One file_diff applied to the state {path: content}. A directory's
+ * (`dir: true`: an empty one made, or one removed) is an entry of type
+ * "dir"; a file's deletion never removes one, nor a directory's a file. */
 static void ws_apply(json_t *state, json_t *p)
 {
     char kb[8200], ob[8200];
@@ -61,8 +89,17 @@ static void ws_apply(json_t *state, json_t *p)
     if (!change || !path)
         return;
     json_t *content = json_object_get(p, "content");
+    bool dir = json_is_true(json_object_get(p, "dir"));
+    json_t *had = json_object_get(state, path);
     if (strcmp(change, "deleted") == 0) {
-        json_object_del(state, path);
+        if (dir && (!had || ws_is_dir(had)))
+            ws_dir_gone(state, path);
+        else if (!dir && !ws_is_dir(had))
+            json_object_del(state, path);
+        return;
+    }
+    if (dir) {
+        json_object_set_new(state, path, ws_is_dir(content) ? json_incref(content) : json_pack("{s:s}", "type", "dir"));
         return;
     }
     if (strcmp(change, "renamed") == 0) {
@@ -281,6 +318,18 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
     }
     if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
+    if (type && strcmp(type, "dir") == 0) { /* an empty directory (or one made before its files) */
+        mode_t dmode = ((mode_t)json_integer_value(json_object_get(c, "mode")) & 0777) | 0700;
+        if (dirfd < 0) {
+            sg_autofree char *name = sg_strdup_printf("%s/", rel);
+            return tar_header(name, '5', dmode, 0, NULL) == 0 ? 0 : sg_err_sys(err, "tar %s", rel);
+        }
+        struct stat st;
+        if (mkdirat(dirfd, rel, dmode) < 0 &&
+            (errno != EEXIST || fstatat(dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)))
+            return sg_err_sys(err, "mkdir %s", rel);
+        return 0;
+    }
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
         sg_print_vis(2, "sandglass workspace: ", "not stored: %s%s size %lld sha256 %s", rel,
                 json_is_true(json_object_get(c, "over_limit")) ? " (over the size limit)" : "",

@@ -20,10 +20,12 @@ static const char *const row_cols[] = {"learner", "task", "sandbox", "seq", "kin
 /* The payload fields with a column of their own. */
 static const char *const payload_cols[] = {
     "exec_id", "command_id", "cmd", "cwd", "line", "stream", "data", "exit_code", "signal", "duration_s",
-    "timed_out", "note", "path", "old_path", "change", "size", "sha256", "added", "removed", "binary",
-    "truncated", "diff", "path_hex", "old_path_hex", "runner", "parsed", "outcome", "run", "passed",
-    "failed", "errors", "skipped", "failing_tests", "pid", "ppid", "argv", "start_ts", "end_ts",
-    "background", "state", "what", "reason", "checkpoint", "to", "operator",
+    "timed_out", "cpu_s", "memory_peak", "oom_killed", "pids_limit_hit", "output_limit_hit", "output_bytes",
+    "killed_by", "aborted", "note", "path", "old_path", "change", "size", "sha256", "added", "removed",
+    "binary", "truncated", "diff", "path_hex", "old_path_hex", "runner", "parsed", "outcome", "run",
+    "passed", "failed", "errors", "skipped", "failing_tests", "failing_tests_truncated", "partial", "source",
+    "report", "pid", "ppid", "argv", "start_ts", "end_ts", "background", "state", "what", "reason",
+    "checkpoint", "to", "operator",
 };
 
 int sg_export_csv_field(FILE *f, const char *s, size_t len)

@@ -18,7 +18,12 @@
  * the event appended after it (sg_spool_next_seq() when written), is sent
  * before that event and acked with it. Several may share a seq; they
  * never advance next_seq, are never counted as lost events, and stay in
- * the segment of their event (no rotation between them).
+ * the segment of their event (no rotation between them). Blobs after the
+ * spool's last event (a crash between them and their event) are dropped
+ * at recovery and counted (sg_spool_report.blobs_dropped): they would
+ * otherwise go with the next event appended, whose they are not. The
+ * tail is the last segment holding a record once each is recovered (an
+ * emptied last segment makes the one before it the tail).
  *
  * Versions: the format file names the spool's format, SG_SPOOL_FORMAT
  * (1: the records and ack file above). A spool without it was written by a
@@ -79,6 +84,7 @@ typedef struct sg_spool_report {
     size_t quarantined;        /* corrupt regions moved to quarantine.log */
     size_t quarantined_bytes;
     size_t placeholders;       /* missing seqs filled with a spool_gap record */
+    size_t blobs_dropped;      /* blob records after the last event, whose event was never written */
     bool ack_reset;            /* ack file unreadable: everything is replayed */
     int64_t first_seq;         /* oldest record kept, -1 if none */
     int64_t last_seq;          /* newest record kept, -1 if none */

@@ -305,6 +305,55 @@ static int recover_segment(sg_spool *sp, seg *s, bool last, int64_t *prev, int64
     return 0;
 }
 
+/* Blob records after the spool's last event: their event was never
+ * written (a crash came between a file's content and its file_diff), so
+ * they would go with the next event appended, whose files they are not.
+ * They are cut off the end and counted (blobs_dropped). The tail is the
+ * last segment that holds a record after the segments' own recovery: a
+ * segment left empty (or holding only such blobs, dropped whole) makes the
+ * one before it the tail, so a second recovery finds none left. */
+static int drop_tail_blobs(sg_spool *sp, sg_spool_report *rep, sg_err *err)
+{
+    for (size_t i = sp->nsegs; i-- > 0;) {
+        seg *s = &sp->segs[i];
+        if (s->first < 0 || s->size == 0)
+            continue;
+        char name[SG_SPOOL_SEG_NAME_LEN + 8];
+        sg_spool_seg_filename(name, s->name);
+        sg_autoclose int fd = openat(sp->dirfd, name, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return sg_err_sys(err, "open %s/%s", sp->dir, name);
+        __attribute__((cleanup(unmapp))) mapping m = {NULL, (size_t)s->size};
+        void *p = mmap(NULL, m.n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            return sg_err_sys(err, "map %s/%s", sp->dir, name);
+        m.p = p;
+        __attribute__((cleanup(items_freep))) items it = {0};
+        if (scan(p, m.n, &it) < 0)
+            return sg_err_set(err, ENOMEM, "out of memory");
+        /* the trailing blob records (a bad region, which recovery leaves
+         * none of, ends the search) */
+        size_t k = it.n, dropped = 0;
+        while (k > 0 && it.v[k - 1].type == IT_REC && it.v[k - 1].rtype == SG_SPOOL_REC_BLOB)
+            k--, dropped++;
+        if (!dropped)
+            return 0; /* the spool ends with an event */
+        size_t cut = it.v[k].off;
+        if (ftruncate(fd, (off_t)cut) < 0 || fdatasync(fd) < 0)
+            return sg_err_sys(err, "cut %s/%s", sp->dir, name);
+        s->first = k ? it.v[0].seq : -1;
+        s->last = k ? it.v[k - 1].seq : -1;
+        s->size = cut;
+        if (rep)
+            rep->blobs_dropped += dropped;
+        sg_spool_rep_note(rep, "spool %s: %zu blob records (%zu bytes) after the last event dropped "
+                          "(their event was never written)", name, dropped, m.n - cut);
+        if (k)
+            return 0;
+    }
+    return 0;
+}
+
 /* Fills sp->segs with the segment files, sorted by name (a reader lists
  * again whenever it looks for a segment). */
 int sg_spool_list_segments(sg_spool *sp, sg_err *err)
@@ -376,6 +425,8 @@ int sg_spool_recover(sg_spool *sp, sg_spool_report *rep, sg_err *err)
                             err) < 0)
             return -1;
     }
+    if (drop_tail_blobs(sp, rep, err) < 0)
+        return -1;
     if (rep)
         rep->segments = sp->nsegs;
 

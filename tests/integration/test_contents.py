@@ -4,7 +4,7 @@ store (content-addressed, deduplicated), and `sandglass workspace --at SEQ`
 rebuilds the workspace from the store alone, after the sandbox is gone.
 
 A scripted session (text, binary, a symlink, renames, deletes, an
-overwrite, a rollback, 300- and 900-file commands, a file over the size limit) takes a
+overwrite, empty directories made, moved and removed, a rollback, 300- and 900-file commands, a file over the size limit) takes a
 checkpoint after each step; at the seq where the store has caught up with the
 workspace (the watcher settles in its own time) the rebuilt tree must equal the
 workspace as the host saw it right after that checkpoint:
@@ -38,8 +38,13 @@ LIMIT = 1024 * 1024  # the capture's default --capture-max-file
 
 
 def snapshot(root: str) -> dict:
+    """Every file, link and directory under root (a directory as ("dir",):
+    an empty one is part of the workspace too)."""
     out = {}
     for d, dirs, files in os.walk(root):
+        for n in dirs:
+            if not os.path.islink(os.path.join(d, n)):
+                out[os.path.relpath(os.path.join(d, n), root)] = ("dir",)
         for n in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
             p = os.path.join(d, n)
             rel = os.path.relpath(p, root)
@@ -77,6 +82,10 @@ STEPS = [
     "printf 'atomic' > .z.tmp && mv .z.tmp z.txt",
     "cp b.txt b.txt~ && printf 'edited\\n' > b.txt.new && mv b.txt.new b.txt && rm b.txt~",
     "chmod 755 z.txt",
+    # empty directories: made, nested, emptied, moved, removed
+    "mkdir empty1 && mkdir -p nest/a/b && mkdir keep && printf k > keep/k.txt",
+    "rm keep/k.txt && mv nest nest2 && rmdir empty1",
+    "rm -r nest2/a/b && mkdir -p sub2/newdir",
 ]
 
 
@@ -110,12 +119,17 @@ def seeded(env: CapEnv) -> None:
     open(os.path.join(d, "empty"), "wb").close()
     os.symlink("README.md", os.path.join(d, "readme-link"))
     open(os.path.join(os.fsencode(d), b"bad\xff name.txt"), "wb").write(b"not utf-8 named\n")
+    os.makedirs(os.path.join(d, "emptyd/inner"))
     want = snapshot(d)
+    # one seed event per file and link, and per empty directory (the others are implied)
+    nseeds = sum(1 for k, v in want.items() if v[0] != "dir" or not os.listdir(os.path.join(d, k)))
     sid = env.create_captured("--workspace", d)
     rows = env.wait_rows(sid, lambda r: sum(1 for x in r if x["kind"] == "file_diff"
-                                            and x["payload"].get("seed")) >= len(want), 120)
+                                            and x["payload"].get("seed")) >= nseeds, 120)
     seeds = [x for x in rows if x["kind"] == "file_diff" and x["payload"].get("seed")]
-    tap.ok(len(seeds) == len(want), "each file of the starting workspace is a seed event",
+    tap.ok(len(seeds) == nseeds and any(x["payload"].get("path") == "emptyd/inner" and x["payload"].get("dir")
+                                        for x in seeds),
+           "each file of the starting workspace, and each empty directory, is a seed event",
            [x["payload"].get("path") for x in seeds])
     env.destroy(sid)
     out = os.path.join(env.root, "seed-out")
@@ -177,24 +191,41 @@ def main() -> None:
 
 
 def replayed(rows: list[dict]) -> dict:
-    """path -> sha256 (or link target hash) as the store's file_diffs say, in seq order."""
+    """path -> sha256 (or link target hash) as the store's file_diffs say, in
+    seq order; a directory -> "dir": one a `dir` event made (until one
+    removes it and what is under it), or one a path is under."""
     st: dict = {}
+    dirs: set = set()
     for x in rows:
         if x["kind"] != "file_diff":
             continue
         p = x["payload"]
-        ch = p.get("change")
+        ch, path = p.get("change"), p.get("path")
+        if p.get("dir"):
+            if ch == "deleted":
+                dirs.discard(path)
+                dirs -= {k for k in dirs if k.startswith(path + "/")}
+                for k in [k for k in st if k.startswith(path + "/")]:
+                    del st[k]
+            else:
+                dirs.add(path)
+            continue
         if ch == "deleted":
-            st.pop(p.get("path"), None)
+            st.pop(path, None)
             continue
         if ch == "renamed":
             st.pop(p.get("old_path"), None)
-        st[p.get("path")] = (p.get("content") or {}).get("sha256")
-    return st
+        st[path] = (p.get("content") or {}).get("sha256")
+    for k in list(st) + list(dirs):
+        while "/" in k:
+            k = k.rsplit("/", 1)[0]
+            dirs.add(k)
+    return dict(st, **{k: "dir" for k in dirs})
 
 
 def host_hashes(snap: dict) -> dict:
-    return {k: hashlib.sha256(v[1].encode()).hexdigest() if v[0] == "link" else v[1] for k, v in snap.items()}
+    return {k: "dir" if v[0] == "dir" else hashlib.sha256(v[1].encode()).hexdigest() if v[0] == "link" else v[1]
+            for k, v in snap.items()}
 
 
 def settle(env: CapEnv, sid: str, snap: dict) -> int:

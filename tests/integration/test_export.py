@@ -74,7 +74,10 @@ def scenario_events():
             ("test_result", {"exec_id": "e1", "cmd": "pytest", "exit_code": 1, "duration_s": 0.25,
                              "timed_out": False, "runner": "pytest", "parsed": True, "run": 3, "passed": 1,
                              "failed": 2, "errors": 0, "skipped": 0, "outcome": "failed",
-                             "failing_tests": ["t.py::test_a", "t.py::test_b"], "extra": {"nested": [1, 2]}}),
+                             "failing_tests": ["t.py::test_a", "t.py::test_b"], "failing_tests_truncated": True,
+                             "partial": True, "source": "junit", "report": "reports/r,1.xml", "cpu_s": 0.125,
+                             "memory_peak": 4096, "oom_killed": False, "output_bytes": 20,
+                             "killed_by": {"cause": "timeout"}, "extra": {"nested": [1, 2]}}),
             ("run_result", {"exec_id": "e2", "cmd": "python3 z.py", "exit_code": 0, "duration_s": 0.1,
                             "timed_out": False}),
             ("file_diff", {"exec_id": "e2", "path": "blob.bin", "change": "deleted"}),
@@ -116,6 +119,12 @@ def check_csv(where, path, rows):
     check(f"{where}: csv: lists as JSON, unknown fields in payload_other",
           json.loads(tr["failing_tests"]) == ["t.py::test_a", "t.py::test_b"] and
           json.loads(tr["payload_other"]) == {"extra": {"nested": [1, 2]}}, tr)
+    # test_result's documented fields (docs/EVENTS.md) each in a column of its own
+    check(f"{where}: csv: test_result's source, report, partial, truncation and resources have columns",
+          (tr.get("source"), tr.get("report"), tr.get("partial"), tr.get("failing_tests_truncated"),
+           tr.get("cpu_s"), tr.get("memory_peak"), tr.get("oom_killed"), tr.get("output_bytes"),
+           tr.get("killed_by")) ==
+          ("junit", "reports/r,1.xml", "true", "true", "0.125", "4096", "false", "20", '{"cause":"timeout"}'), tr)
     check(f"{where}: csv: pandas reads the same table",
           len(df) == len(got) and list(df.columns) == list(got[0].keys()) and
           list(df["path"]) == [r["path"] for r in got], df.head())

@@ -101,6 +101,89 @@ mod tests {
 }
 """
 
+# A runner that writes what a hostile learner's would: its JUnit report
+# (--junitxml=P) or its output, as the last word says.
+HOSTILE_RUNNER = r"""#!/usr/bin/env python3
+import os
+import sys
+rep = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--junitxml=")][0]
+mode = sys.argv[-1]
+os.makedirs(os.path.dirname(rep) or ".", exist_ok=True)
+if mode == "sparse":
+    with open(rep, "wb") as f:
+        f.truncate(10 << 30)
+elif mode == "xml":
+    names = ["bidi\u202egnp.exe", "csi\u009b2J\u009b31mred", "c1\u0085osc\u009d0;pwned\u009c",
+             "nl&#10;FAILED forged&#13;x", "big" + "A" * 1000000] + ["t%d" % i for i in range(60)]
+    cases = "".join('<testcase classname="c" name="%s"><failure message="m"/></testcase>' % n for n in names)
+    with open(rep, "w", encoding="utf-8") as f:
+        f.write('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="s">%s</testsuite></testsuites>'
+                % cases)
+elif mode == "out":
+    for i in range(60):
+        sys.stdout.write("FAILED t.py::esc\x1b]0;pwned\x07osc\x1b[2Jcsi\u202ebidi\u009b31m%d - boom\n" % i)
+    sys.stdout.write("FAILED t.py::big" + "B" * 30000 + " - boom\n")
+    sys.stdout.write("==== 61 failed in 0.10s ====\n")
+sys.exit(1)
+"""
+
+
+def no_raw_controls(b: bytes) -> list[str]:
+    """What of a terminal's controls is in b raw: ESC and other C0 bytes
+    but newline, C1 controls, bidi controls."""
+    t = b.decode("utf-8", errors="replace")
+    return sorted({repr(c) for c in t if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) < 0xa0
+                   or 0x202a <= ord(c) <= 0x202e or 0x2066 <= ord(c) <= 0x2069 or c in "\u2028\u2029\u200e\u200f"})
+
+
+def hostile_names(env: CapEnv, sid: str) -> None:
+    """Failing tests' names a learner chose: escape sequences, C1 and bidi
+    controls, newlines, a 1 MB name, 60 of them (from a JUnit report and
+    from the output), and a sparse 10 GB report: the record keeps at most
+    50 names of at most 200 bytes, `events` prints them escaped, the huge
+    report is refused by the size cap, and the sandbox works on."""
+    put(env, sid, {"hb/pytest": HOSTILE_RUNNER})
+    env.sh(sid, "chmod +x hb/pytest")
+
+    def bounded(tr: dict, what: str) -> None:
+        names = tr.get("failing_tests") or []
+        ok(0 < len(names) <= 50 and all(len(n.encode()) <= 200 for n in names),
+           f"{what}: at most 50 failing names, each at most 200 bytes", [len(n.encode()) for n in names])
+
+    tr = result(env, sid, "PATH=/workspace/hb:$PATH pytest --junitxml=hr/r.xml xml")
+    tap.eq((tr.get("source"), tr.get("failed"), tr.get("outcome")), ("junit", 65, "failed"),
+           "hostile JUnit report: read, every testcase counted")
+    bounded(tr, "hostile JUnit report")
+    names = tr.get("failing_tests") or []
+    ok(any("\u202e" in n for n in names) and any("\n" in n for n in names),
+       "hostile JUnit report: the names are kept as written (bidi, newline) in the record", names[:5])
+    tr = result(env, sid, "PATH=/workspace/hb:$PATH pytest --junitxml=hr/o.xml out")
+    tap.eq((tr.get("runner"), tr.get("failed"), tr.get("outcome")), ("pytest", 61, "failed"),
+           "hostile output: its summary counted")
+    bounded(tr, "hostile output")
+    tr = result(env, sid, "PATH=/workspace/hb:$PATH pytest --junitxml=hr/s.xml sparse")
+    ok(tr.get("source") is None and tr.get("outcome") == "failed",
+       "a sparse 10 GB report: refused by the size cap, the exit status decides", tr)
+    fd = [r["payload"] for r in env.rows(sid) if r["kind"] == "file_diff"
+          and r["payload"].get("path") == "hr/s.xml"]
+    ok(fd and (fd[-1].get("content") or {}).get("size") == 10 << 30
+       and (fd[-1].get("content") or {}).get("stored") is False,
+       "a sparse 10 GB report: recorded by its size, its content not stored", fd[-1:] and fd[-1].get("content"))
+    p = env.sh(sid, "rm -f hr/s.xml && echo alive")
+    ok(p.returncode == 0 and b"alive" in p.stdout, "the sandbox works on", p)
+    p = env.run("events", "--sandbox", sid, "--kind", "test_result", "--ingest", env.ingest.http_base,
+                "--secret", env.secret)
+    out = p.stdout
+    ok(p.returncode == 0 and out.count(b"failed: ") >= 20 and b"more failing" in out, "events: the hostile suites' names are listed",
+       out[-2000:])
+    tap.eq(no_raw_controls(out), [], "events: no raw escape, C1 or bidi control reaches stdout")
+    ok(b"\\u202e" in out and b"\\u009b" in out and b"\\n" in out,
+       "events: the controls are shown escaped (\\u202e, \\u009b, \\n)", out[-4000:])
+    ok(all(len(ln) < 2000 for ln in out.splitlines()), "events: a 1 MB name is cut",
+       max(len(ln) for ln in out.splitlines()) if out else 0)
+    tap.eq([ln for ln in out.splitlines() if ln.lstrip().startswith(b"FAILED forged")], [],
+           "events: a newline in a name does not make a line of its own")
+
 
 def run_tests(env: CapEnv) -> None:
     sid = env.create_captured()
@@ -198,6 +281,10 @@ def run_tests(env: CapEnv) -> None:
         tap.eq(counts(tr), ("cargo", True, "passed", 1, 1, 0, 0, 0), "cargo test: a passing suite")
         tr = result(env, sid, f"cd rs2 && {cenv} cargo test --offline --lib nothing_matches")
         tap.eq(counts(tr)[:4], ("cargo", True, "no_tests", 0), "cargo test: a filter that matches no test")
+
+    @tap.case("hostile test names: bounded, and escaped in the timeline")
+    def _():
+        hostile_names(env, sid)
 
     @tap.case("nothing parses: the exit status decides, parsed false")
     def _():

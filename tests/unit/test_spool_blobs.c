@@ -117,8 +117,24 @@ static void test_blobs_with_events(void **state)
     sg_spool_close(sp);
 }
 
-/* A blob whose event was never written (a crash between them) goes with
- * the next event after a reopen. */
+/* After seq `after`: the event `want` (seq after + 1) alone, no blob before it. */
+static void only_event_after(sg_spool *sp, int64_t after, const char *want)
+{
+    sg_err err;
+    sg_spool_cursor *c = sg_spool_cursor_new(sp, after, 0, &err);
+    char *data;
+    size_t len;
+    int64_t seq;
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
+    assert_true(!sg_spool_cursor_was_blob(c) && seq == after + 1 && len == strlen(want));
+    assert_memory_equal(data, want, len);
+    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 0);
+    sg_spool_cursor_free(c);
+}
+
+/* Blobs whose event was never written (a crash between them) are dropped
+ * at recovery and counted: they are not the next event's files. Blobs
+ * before a kept event stay with it. */
 static void test_blob_tail(void **state)
 {
     (void)state;
@@ -128,26 +144,79 @@ static void test_blob_tail(void **state)
     assert_non_null(sp);
     fill(sp, 3);
     assert_int_equal(sg_spool_append_blob(sp, "b3.0", 4, &err), 0);
+    assert_int_equal(sg_spool_append_blob(sp, "b3.1", 4, &err), 0);
     assert_int_equal(sg_spool_next_seq(sp), 3); /* a blob takes no seq */
     assert_int_equal(sg_spool_sync(sp, &err), 0);
     sg_spool_close(sp);
-    sp = sg_spool_open(dir, NULL, &err);
+    sg_spool_report rep;
+    sp = sg_spool_open(dir, &rep, &err);
     assert_non_null(sp);
+    assert_int_equal(rep.blobs_dropped, 2);
+    assert_non_null(strstr(rep.text, "2 blob records"));
+    assert_int_equal(rep.last_seq, 2);
     assert_int_equal(sg_spool_next_seq(sp), 3);
     assert_int_equal(sg_spool_append(sp, 3, "e3", 2, &err), 0);
     assert_int_equal(sg_spool_sync(sp, &err), 0);
-    /* 3 % 3 == 0 blobs expected by check(): read by hand */
-    sg_spool_cursor *c = sg_spool_cursor_new(sp, 2, 0, &err);
-    char *data;
-    size_t len;
-    int64_t seq;
-    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
-    assert_true(sg_spool_cursor_was_blob(c) && seq == 3 && len == 4);
-    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 1);
-    assert_true(!sg_spool_cursor_was_blob(c) && seq == 3 && len == 2);
-    assert_int_equal(sg_spool_cursor_next(c, INT64_MAX, &data, &len, &seq, &err), 0);
-    sg_spool_cursor_free(c);
+    /* the event alone, after 2's blobs and event */
+    assert_int_equal(check(sp, 0), 3);
+    only_event_after(sp, 2, "e3");
     sg_spool_close(sp);
+    /* a clean reopen drops nothing */
+    sp = sg_spool_open(dir, &rep, &err);
+    assert_non_null(sp);
+    assert_int_equal(rep.blobs_dropped, 0);
+    assert_int_equal(check(sp, 0), 3);
+    sg_spool_close(sp);
+}
+
+/* Several segments: the last one emptied (a torn record cut off, or a
+ * file left empty) makes the one before it the tail, and the blobs at its
+ * end are dropped at the first recovery; a segment holding only such
+ * blobs goes whole. A second recovery finds nothing to drop. */
+static void test_blob_tail_segments(void **state)
+{
+    (void)state;
+    sg_err err;
+    for (int shape = 0; shape < 3; shape++) {
+        sg_autofree char *dir = sg_strdup_printf("%s/spool%d", tmpdir, shape);
+        sg_spool *sp = sg_spool_open(dir, NULL, &err);
+        assert_non_null(sp);
+        sg_spool_set_segment_bytes(sp, 200);
+        fill(sp, 20);
+        assert_int_equal(sg_spool_append_blob(sp, "b20.0", 5, &err), 0);
+        assert_int_equal(sg_spool_sync(sp, &err), 0);
+        sg_spool_close(sp);
+        /* a later segment past the blobs: empty, torn, or only blobs; a
+         * blob record of seq 20 as spool.h lays it out (little-endian) */
+        sg_autofree char *later = sg_strdup_printf("%s/seg-%020d.log", dir, 900);
+        uint8_t rec[SG_SPOOL_HDR_SIZE + 5] = "SGR1";
+        uint32_t len32 = 5, type = SG_SPOOL_REC_BLOB;
+        uint64_t seq64 = 20;
+        memcpy(rec + 4, &len32, 4);
+        memcpy(rec + 8, &seq64, 8);
+        memcpy(rec + 16, &type, 4);
+        memcpy(rec + SG_SPOOL_HDR_SIZE, "b20.1", 5);
+        uint32_t crc = sg_spool_crc32c(sg_spool_crc32c(0, rec, 20), "b20.1", 5);
+        memcpy(rec + 20, &crc, 4);
+        size_t n = shape == 0 ? 0 : shape == 1 ? sizeof rec - 3 /* torn */ : sizeof rec;
+        assert_int_equal(sg_write_file_atomic(later, rec, n, 0600, &err), 0);
+        sg_spool_report rep;
+        sp = sg_spool_open(dir, &rep, &err);
+        assert_non_null(sp);
+        assert_int_equal(rep.blobs_dropped, shape == 2 ? 2 : 1);
+        assert_int_equal(sg_spool_next_seq(sp), 20);
+        assert_int_equal(check(sp, -1), 20);
+        sg_spool_close(sp);
+        sp = sg_spool_open(dir, &rep, &err);
+        assert_non_null(sp);
+        assert_true(rep.blobs_dropped == 0 && rep.torn == 0 && rep.quarantined == 0);
+        assert_int_equal(sg_spool_next_seq(sp), 20);
+        assert_int_equal(sg_spool_append(sp, 20, "e20", 3, &err), 0);
+        assert_int_equal(sg_spool_sync(sp, &err), 0);
+        /* after e19: e20 alone, its dropped blobs not before it */
+        only_event_after(sp, 19, "e20");
+        sg_spool_close(sp);
+    }
 }
 
 static void test_blob_frames(void **state)
@@ -198,6 +267,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_blobs_with_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blob_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blob_tail_segments, setup, teardown),
         cmocka_unit_test(test_blob_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

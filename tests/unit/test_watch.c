@@ -688,6 +688,60 @@ static void test_bulk(void **state)
     assert_false(sg_watch_pending(f->w));
 }
 
+/* The changes of the events since the last clear, "change path[/]" each
+ * (a directory's with a slash), in order. */
+static char *changes(fx *f)
+{
+    static char buf[1024];
+    size_t i, o = 0;
+    json_t *e;
+    buf[0] = '\0';
+    json_array_foreach(f->evs, i, e)
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s %s%s", i ? ", " : "", sfield(e, "change"),
+                              sfield(e, "path"), json_is_true(json_object_get(e, "dir")) ? "/" : "");
+    return buf;
+}
+
+static void test_empty_dirs(void **state)
+{
+    fx *f = *state;
+    sg_err err = {0};
+    assert_int_equal(mkdir(P(f, "old"), 0755), 0);
+    start(f);
+    /* an empty directory made: reported as one (after the hold, by the loop) */
+    assert_int_equal(mkdir(P(f, "e1"), 0755), 0);
+    run_until(f, 1, 3000, 0);
+    assert_string_equal(changes(f), "created e1/");
+    /* one with files is implied by them: no event of its own */
+    clear(f);
+    assert_int_equal(sg_mkdir_p(P(f, "d/x"), 0755, &err), 0);
+    put(f, "d/x/f.txt", "f\n");
+    assert_int_equal(sg_watch_flush(f->w, &err), 1);
+    assert_string_equal(changes(f), "created d/x/f.txt");
+    /* emptied: reported; removed: gone, and its parent left empty */
+    clear(f);
+    assert_int_equal(unlink(P(f, "d/x/f.txt")), 0);
+    sg_watch_flush(f->w, &err);
+    assert_string_equal(changes(f), "deleted d/x/f.txt, created d/x/");
+    clear(f);
+    assert_int_equal(rmdir(P(f, "d/x")), 0);
+    sg_watch_flush(f->w, &err);
+    assert_string_equal(changes(f), "deleted d/x/, created d/");
+    /* moved: gone from the old path, made at the new one */
+    clear(f);
+    assert_int_equal(rename(P(f, "e1"), P(f, "e2")), 0);
+    sg_watch_flush(f->w, &err);
+    assert_string_equal(changes(f), "deleted e1/, created e2/");
+    /* one that holds only what the watcher skips is not empty; an empty
+     * one of the baseline (the seed's) is gone when removed */
+    clear(f);
+    assert_int_equal(sg_mkdir_p(P(f, "pkg/.git"), 0755, &err), 0);
+    assert_int_equal(rmdir(P(f, "old")), 0);
+    sg_watch_flush(f->w, &err);
+    assert_string_equal(changes(f), "deleted old/");
+    assert_false(sg_watch_pending(f->w));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +757,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rename_chain_and_replace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold_backup_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bulk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_dirs, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     sg_udiff_global_shutdown();
