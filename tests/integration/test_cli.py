@@ -220,7 +220,7 @@ try:
     def _flush():
         import socket
         p = env.run("flush", "nosuchid0000")
-        tap.ok(p.returncode == 1 and b"no undelivered spool" in p.stderr and b"nosuchid0000" in p.stderr,
+        tap.ok(p.returncode == 1 and b"no sandbox 'nosuchid0000' with an undelivered spool" in p.stderr,
                "flush of an unknown id says there is no such spool", p.stderr.decode())
         sid2 = env.create("--task", "k", "--ingest", "ws://127.0.0.1:9")
         env.exec(sid2, "echo", "hi")
@@ -275,6 +275,33 @@ try:
                    f"destroy {short!r}: a prefix under 4 characters is refused in one line", p.stderr.decode())
         p = env.run("exec", sid, "--", "true")
         tap.eq(p.returncode, 0, "the sandbox a short prefix matched still lives")
+        p = env.run("destroy", "0")
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 1 and "a sandbox id prefix needs at least 4 characters" in err,
+               "destroy 0: refused, saying what a prefix needs", err)
+        # six more ids sharing the first 4 characters (directories alone: no record)
+        fakes = [sid[:4] + f"zzzzzzz{i}" for i in range(6)]
+        for f in fakes:
+            os.makedirs(os.path.join(env.state, "sb", f))
+        total = len([d for d in os.listdir(os.path.join(env.state, "sb")) if d.startswith(sid[:4])])
+        try:
+            for args in (["destroy", sid[:4]], ["exec", sid[:4], "--", "true"], ["checkpoints", sid[:4]],
+                         ["abort", sid[:4]], ["shell", sid[:4]], ["events", "--sandbox", sid[:4]]):
+                p = env.run(*args, input=b"")
+                err = p.stderr.decode()
+                named = [c for c in os.listdir(os.path.join(env.state, "sb")) if c in err]
+                tap.ok(p.returncode != 0 and f"is the start of {total} sandbox ids" in err and len(named) == 5
+                       and ", ...)" in err and err.count("\n") == 1,
+                       f"{args[0]} {sid[:4]}: an ambiguous prefix is refused naming 5 of its {total} candidates", err)
+            p = env.run("exec", sid[:5], "--", "true")
+            tap.eq(p.returncode, 0, "one more character names it")
+        finally:
+            for f in fakes:
+                os.rmdir(os.path.join(env.state, "sb", f))
+        p = env.run("flush", sid[:6])
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 1 and f"no sandbox '{sid[:6]}' with an undelivered spool" in err,
+               "flush: a prefix of no undelivered spool is named", err)
 
     @tap.case("no float noise")
     def _floats():
