@@ -492,7 +492,17 @@ try:
         p = env.run("destroy", "--task", "ls-task", "--yes")
         tap.ok(p.returncode == 1 and "no sandbox matches" in p.stderr.decode(), "a filter that matches none fails",
                p.stderr.decode())
-        env.run("destroy", a, timeout=120)
+        broken = os.path.join(env.state, "sb", "zzzzzzzzzz01")  # a directory without a record
+        os.makedirs(broken)
+        try:
+            p = env.run("destroy", a, "zzzzzzzzzz01", "--yes", timeout=120)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and p.stdout.decode() == f"destroyed {a}\n" and err.count("\n") == 1
+                   and "zzzzzzzzzz01" in err and a not in rows(),
+                   "destroy of two, one failing: each result on its own line, the other destroyed, exit 1",
+                   p.stdout.decode() + err)
+        finally:
+            os.rmdir(broken)
 
     @tap.case("abort and resume")
     def _abort():
