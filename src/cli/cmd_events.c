@@ -825,6 +825,14 @@ int sg_cmd_sessions(int argc, char **argv)
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if ((rc = events_load_secret(o, secret)) != EVENTS_GO)
         return rc;
+    if (o->sandbox) { /* the id or a unique prefix of it (the one rule), in the store */
+        sg_autofree char *tok = events_token(o, secret, &err);
+        sg_autojson json_t *rows =
+            tok ? sg_cli_store_sandbox(&t, tok, o->sandbox, o->sandbox_id, sizeof o->sandbox_id, &err) : NULL;
+        if (!rows)
+            return sg_cli_failf("sessions", "%s", err.msg);
+        o->sandbox = o->sandbox_id;
+    }
     char base[1024] = "/v1/sessions";
     if (o->learner)
         append_arg(base, sizeof base, "learner", o->learner);

@@ -72,7 +72,8 @@ def ambiguous(env: CapEnv) -> None:
     store = ("--ingest", env.ingest.ws, "--secret", env.secret)
     for args in (["events", "--sandbox", "abcd"], ["workspace", "--sandbox", "abcd0000000", "--at", "0",
                                                     "--out", os.path.join(env.root, "never")],
-                 ["cast", "abcd"]):
+                 ["cast", "abcd"], ["sessions", "--sandbox", "abcd"],
+                 ["export", "--format", "jsonl", "--out", "-", "--sandbox", "abcd"]):
         p = env.run(*args, *store, timeout=120)
         err = p.stderr.decode()
         ok(p.returncode == 1 and "is the start of 2 sandbox ids" in err and err.count("\n") == 1,
