@@ -84,13 +84,17 @@ int sg_cmd_cast_store(int argc, char **argv)
     }
     if (optind >= argc || argc - optind > 2 || strpbrk(argv[optind], "&?#% /"))
         return sg_cli_usage("cast", "ID [N]: a sandbox id and an optional exec number");
-    const char *sandbox = argv[optind];
     sg_err err = {0};
     sg_cli_target t;
     if (sg_cli_target_parse(ingest, &t, &err) < 0)
         return sg_cli_usage("cast", "%s", err.msg);
     sg_autofree char *tok = cast_token(token, secret, &err);
     if (!tok)
+        return sg_cli_failf("cast", "%s", err.msg);
+    /* the id or a unique prefix of it (the one rule), in the store */
+    char sandbox[SG_NAME_MAX + 1];
+    sg_autojson json_t *streams = sg_cli_store_sandbox(&t, tok, argv[optind], sandbox, sizeof sandbox, &err);
+    if (!streams)
         return sg_cli_failf("cast", "%s", err.msg);
     char path[512];
     snprintf(path, sizeof path, "/v1/casts?sandbox=%s", sandbox);

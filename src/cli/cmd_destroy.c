@@ -205,7 +205,11 @@ static int destroy_one(const destroy_opts *o, const char *id)
     sg_err err = {0};
     sg_autojson json_t *res = sg_cli_destroy(id, !o->json, &err);
     if (!res) {
-        sg_cli_fail("destroy", err.msg);
+        /* each target's result on its own line, named */
+        if (strstr(err.msg, id))
+            sg_cli_fail("destroy", err.msg);
+        else
+            sg_cli_failf("destroy", "%s: %s", id, err.msg);
         return 1;
     }
     if (o->json) {

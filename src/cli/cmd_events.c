@@ -536,52 +536,40 @@ static int events_follow(events_opts *o, const sg_cli_target *t, const uint8_t *
 }
 
 /* --sandbox naming a sandbox of this host: its full id, and (without
- * --ingest) the ingest its record names. */
-static void events_local_sandbox(events_opts *o, sg_sandbox_meta *m)
+ * --ingest) the ingest its record names. A prefix ambiguous here is an
+ * error (the one rule: sg_state_resolve_id): EVENTS_GO or the
+ * exit status. */
+static int events_local_sandbox(events_opts *o, sg_sandbox_meta *m)
 {
-    sg_err err;
+    sg_err err = {0};
     char id[SG_ID_LEN + 1];
-    if (!o->sandbox || !sg_state_dir(&err) || sg_state_resolve_id(o->sandbox, id, &err) < 0 ||
-        sg_sandbox_meta_load(id, m, &err) < 0)
-        return;
+    if (!o->sandbox || !sg_state_dir(&err))
+        return EVENTS_GO;
+    /* too short here: the store may hold an outside agent's short name */
+    if (sg_state_resolve_id(o->sandbox, id, &err) < 0)
+        return err.code == EINVAL && strlen(o->sandbox) >= SG_ID_MIN_PREFIX ? sg_cli_failf("events", "%s", err.msg)
+                                                                             : EVENTS_GO;
+    if (sg_sandbox_meta_load(id, m, &err) < 0)
+        return EVENTS_GO;
     snprintf(o->sandbox_id, sizeof o->sandbox_id, "%s", id);
     o->sandbox = o->sandbox_id;
     if (!o->ingest_given && m->ingest_url)
         o->ingest = m->ingest_url;
+    return EVENTS_GO;
 }
 
-/* The value of key in rows matching want (exactly, or with prefix, as a
- * unique prefix of SG_ID_MIN_PREFIX characters at least): 1 and *out, 0
- * none; -1 ambiguous or too short, the candidates in cands. */
-static int events_match(json_t *rows, const char *key, const char *want, bool prefix, const char **out, char *cands,
-                        size_t n)
+/* Whether a row of rows has want as its key. */
+static bool events_has(json_t *rows, const char *key, const char *want)
 {
-    size_t i, wl = strlen(want), hits = 0;
+    size_t i;
     json_t *row;
-    *out = NULL;
-    cands[0] = '\0';
     json_array_foreach(rows, i, row)
     {
         const char *v = json_string_value(json_object_get(row, key));
         if (v && !strcmp(v, want))
-            return *out = v, 1;
+            return true;
     }
-    if (!prefix)
-        return 0;
-    json_array_foreach(rows, i, row)
-    {
-        const char *v = json_string_value(json_object_get(row, key));
-        if (!v || strncmp(v, want, wl) != 0 || (*out && !strcmp(*out, v)))
-            continue;
-        char vb[64];
-        size_t cl = strlen(cands);
-        snprintf(cands + cl, n - cl, "%s%s", hits ? ", " : "", sg_tl_vis_str(v, vb, sizeof vb));
-        *out = v;
-        hits++;
-    }
-    if (hits == 1 && wl >= SG_ID_MIN_PREFIX)
-        return 1;
-    return hits ? -1 : 0;
+    return false;
 }
 
 /* A sandbox that is one stream: its learner and task into the query too,
@@ -625,11 +613,12 @@ static bool events_exist(const events_opts *o, const sg_cli_target *t, const cha
 /* --learner, --task, --sandbox against the streams the ingest holds (its
  * /v1/sandboxes, within the token's scope): an unknown one is an error
  * (with --follow it is taken as it is, a stream to come), and a sandbox
- * may be given by a unique prefix of 4 characters or more. A sandbox is
- * always looked up there, also when given whole: a sandbox that is one
- * stream is then read by its stream's key (events_whole_stream); by the
- * sandbox alone the store sorts all the sandbox's rows again for each
- * page (and for the check that it has any). */
+ * is named by the one prefix rule (base/idprefix.h), resolved by the
+ * ingest's ?prefix= (sg_cli_store_sandbox). A sandbox is always looked up
+ * there, also when given whole: a sandbox that is one stream is then read
+ * by its stream's key (events_whole_stream); by the sandbox alone the
+ * store sorts all the sandbox's rows again for each page (and for the
+ * check that it has any). */
 static int events_resolve(events_opts *o, const sg_cli_target *t, const char *token)
 {
     if (!o->learner && !o->task && !o->sandbox)
@@ -637,34 +626,36 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
     sg_err err;
     if (!o->sandbox && events_exist(o, t, token))
         return EVENTS_GO; /* as given: no list of every stream to read */
-    sg_autojson json_t *ans = sg_cli_http_get_json(t, "/v1/sandboxes", token, NULL, &err);
-    if (!ans && o->sandbox && events_exist(o, t, token))
-        return EVENTS_GO; /* read by the sandbox alone */
-    if (!ans)
-        return sg_cli_failf("events", "%s", err.msg);
-    json_t *rows = json_object_get(ans, "sandboxes");
-    const char *what[] = {"learner", "task", "sandbox"};
-    const char **val[] = {&o->learner, &o->task, &o->sandbox};
-    for (size_t k = 0; k < 3; k++) {
-        if (!*val[k])
+    sg_autojson json_t *rows = NULL;
+    if (o->sandbox) {
+        char id[SG_NAME_MAX + 1];
+        rows = sg_cli_store_sandbox(t, token, o->sandbox, id, sizeof id, &err);
+        bool named = rows || err.code == ENOENT || err.code == EINVAL; /* the store answered */
+        if (!rows && err.code == ENOENT && o->follow)
+            return EVENTS_GO; /* followed: its first events may be still to come */
+        if (!named && events_exist(o, t, token))
+            return EVENTS_GO; /* read by the sandbox alone */
+        if (!rows)
+            return sg_cli_failf("events", "%s", err.msg);
+        snprintf(o->sandbox_id, sizeof o->sandbox_id, "%s", id);
+        o->sandbox = o->sandbox_id;
+    } else {
+        sg_autojson json_t *ans = sg_cli_http_get_json(t, "/v1/sandboxes", token, NULL, &err);
+        if (!ans)
+            return sg_cli_failf("events", "%s", err.msg);
+        rows = json_incref(json_object_get(ans, "sandboxes"));
+    }
+    const char *what[] = {"learner", "task"};
+    const char *val[] = {o->learner, o->task};
+    for (size_t k = 0; k < 2; k++) {
+        char vb[160], sb[160];
+        if (!val[k] || events_has(rows, what[k], val[k]) || o->follow)
             continue;
-        const char *hit;
-        char cands[512], vb[160];
-        int r = events_match(rows, what[k], *val[k], k == 2, &hit, cands, sizeof cands);
-        sg_tl_vis_str(*val[k], vb, sizeof vb);
-        if (r == 0 && o->follow)
-            continue; /* followed: its first events may be still to come */
-        if (r == 0)
-            return sg_cli_failf("events", "no %s '%s' in the ingest's store (at %s:%s)", what[k], vb, t->host, t->port);
-        if (r < 0 && strlen(*val[k]) < SG_ID_MIN_PREFIX)
-            return sg_cli_failf("events", "sandbox '%s': a prefix needs %d characters at least (it matches %s)", vb,
-                                SG_ID_MIN_PREFIX, cands);
-        if (r < 0)
-            return sg_cli_failf("events", "sandbox '%s' is ambiguous: it begins %s", vb, cands);
-        if (k == 2 && hit != o->sandbox) {
-            snprintf(o->sandbox_id, sizeof o->sandbox_id, "%s", hit);
-            o->sandbox = o->sandbox_id;
-        }
+        sg_tl_vis_str(val[k], vb, sizeof vb);
+        if (o->sandbox)
+            return sg_cli_failf("events", "no %s '%s' of sandbox %s in the ingest's store (at %s:%s)", what[k], vb,
+                                sg_tl_vis_str(o->sandbox, sb, sizeof sb), t->host, t->port);
+        return sg_cli_failf("events", "no %s '%s' in the ingest's store (at %s:%s)", what[k], vb, t->host, t->port);
     }
     events_whole_stream(o, rows);
     return EVENTS_GO;
@@ -757,8 +748,9 @@ int sg_cmd_events(int argc, char **argv)
     static char obuf[1 << 20];
     setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
     sg_sandbox_meta meta = {0};
-    events_local_sandbox(o, &meta);
-    rc = events_run(o);
+    rc = events_local_sandbox(o, &meta);
+    if (rc == EVENTS_GO)
+        rc = events_run(o);
     sg_sandbox_meta_clear(&meta);
     sg_evpage_free(&o->page);
     return rc;
@@ -846,6 +838,14 @@ int sg_cmd_sessions(int argc, char **argv)
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if ((rc = events_load_secret(o, secret)) != EVENTS_GO)
         return rc;
+    if (o->sandbox) { /* the id or a unique prefix of it (the one rule), in the store */
+        sg_autofree char *tok = events_token(o, secret, &err);
+        sg_autojson json_t *rows =
+            tok ? sg_cli_store_sandbox(&t, tok, o->sandbox, o->sandbox_id, sizeof o->sandbox_id, &err) : NULL;
+        if (!rows)
+            return sg_cli_failf("sessions", "%s", err.msg);
+        o->sandbox = o->sandbox_id;
+    }
     char base[1024] = "/v1/sessions";
     if (o->learner)
         append_arg(base, sizeof base, "learner", o->learner);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/idprefix.h"
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
@@ -335,9 +336,19 @@ static json_t *export_streams(export_opts *o)
     json_t *all = json_object_get(j, "sandboxes");
     if (!json_is_array(all))
         return sg_cli_failf("export", "the ingest's /v1/sandboxes answer has no list"), NULL;
-    json_t *keep = json_array();
     size_t i;
     json_t *row;
+    if (o->sandbox) { /* the id or a unique prefix of it (the one rule) */
+        static char full[SG_NAME_MAX + 1];
+        size_t n = json_array_size(all);
+        sg_autofree const char **ids = sg_xcalloc(n + 1, sizeof *ids);
+        json_array_foreach(all, i, row)
+            ids[i] = json_string_value(json_object_get(row, "sandbox"));
+        if (sg_id_resolve(o->sandbox, ids, n, " in the ingest's store", full, sizeof full, &err) < 0)
+            return sg_cli_failf("export", "%s", err.msg), NULL;
+        o->sandbox = full;
+    }
+    json_t *keep = json_array();
     json_array_foreach(all, i, row) {
         const char *want[] = {o->learner, o->task, o->sandbox}, *keys[] = {"learner", "task", "sandbox"};
         bool ok = true;

@@ -20,6 +20,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/idprefix.h"
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
@@ -182,26 +183,44 @@ int sg_cmd_flush(int argc, char **argv)
         return sg_cli_failf("flush", "state directory: %s", err.msg);
     }
     sg_autofree char *udir = sg_state_path("undelivered");
+    /* the undelivered spools: all of them, or those the ids given name
+     * (each the id or a unique prefix of it: the one rule) */
     sg_autostrv char **found = NULL;
-    char **ids = argv + optind;
-    size_t nids = (size_t)(argc - optind);
-    if (nids == 0) {
-        DIR *d = opendir(udir);
-        if (!d && errno != ENOENT) {
-            return sg_cli_failf("flush", "cannot read %s: %s", udir, strerror(errno));
-        }
-        size_t cap = 0;
-        for (struct dirent *de; d && (de = readdir(d));) {
-            if (!sg_valid_name(de->d_name))
-                continue;
-            if (sg_strv_push(&found, &nids, &cap, de->d_name) < 0)
-                break;
-        }
-        if (d)
-            closedir(d);
-        ids = found;
+    size_t nfound = 0, cap = 0;
+    DIR *d = opendir(udir);
+    if (!d && errno != ENOENT)
+        return sg_cli_failf("flush", "cannot read %s: %s", udir, strerror(errno));
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (!sg_valid_name(de->d_name))
+            continue;
+        if (sg_strv_push(&found, &nfound, &cap, de->d_name) < 0)
+            break;
     }
+    if (d)
+        closedir(d);
+    char **ids = found;
+    size_t nids = nfound;
+    sg_autostrv char **named = NULL;
     size_t ok = 0, failed = 0;
+    if (optind < argc) {
+        nids = 0;
+        named = calloc((size_t)(argc - optind) + 1, sizeof *named);
+        if (!named)
+            return sg_cli_fail("flush", "out of memory");
+        for (int i = optind; i < argc; i++) {
+            char id[SG_NAME_MAX + 1];
+            sg_err e = {0};
+            if (sg_id_resolve(argv[i], (const char *const *)found, nfound,
+                              " with an undelivered spool (see 'sandglass flush' with no id for all of them)", id,
+                              sizeof id, &e) < 0) {
+                sg_cli_sayf("flush", "%s", e.msg);
+                failed++;
+                continue;
+            }
+            named[nids++] = sg_xstrdup(id);
+        }
+        ids = named;
+    }
     uint64_t events = 0;
     for (size_t i = 0; i < nids; i++) {
         if (!ids[i] || !sg_valid_name(ids[i])) {

@@ -72,40 +72,20 @@ static int fork_parse(int argc, char **argv, fork_opts *o)
         return sg_cli_usage("fork", "unexpected argument '%s'", argv[optind]);
     if (!o->ws.sandbox || o->ws.at < 0)
         return sg_cli_usage("fork", "--sandbox ID and --at SEQ (>= 0) are required");
-    if (!sg_valid_name(o->ws.sandbox) || strlen(o->ws.sandbox) > SG_ID_LEN)
-        return sg_cli_fail("fork", "no such sandbox in the store");
-    if (strlen(o->ws.sandbox) < SG_ID_MIN_PREFIX)
-        return sg_cli_failf("fork", "'%s' is too short for a sandbox id: give its first %d characters at least",
-                            o->ws.sandbox, SG_ID_MIN_PREFIX);
     return -1;
 }
 
-/* The store's stream of o->ws.sandbox (an id or a unique prefix): its
- * full id into o->id, its learner and task (borrowed from *rows), SEQ
- * checked against its end. -1 with err. */
+/* The store's stream of o->ws.sandbox (an id or a unique prefix, the one
+ * rule: sg_cli_store_sandbox): its full id into o->id, its learner and
+ * task (borrowed from *rows), SEQ checked against its end. -1 with err. */
 static int fork_resolve(fork_opts *o, const sg_cli_target *t, const char *tok, json_t **rows,
                         const char **learner, const char **task, sg_err *err)
 {
-    int status = 0;
-    *rows = sg_cli_http_get_json(t, "/v1/sandboxes", tok, &status, err);
-    if (!*rows || status != 200)
-        return *rows ? sg_err_set(err, EIO, "sandboxes: HTTP %d: %s", status,
-                                  json_string_value(json_object_get(*rows, "error")) ?: "") : -1;
-    json_t *row, *found = NULL;
-    size_t i, n = strlen(o->ws.sandbox);
-    json_array_foreach(json_object_get(*rows, "sandboxes"), i, row) {
-        const char *sb = json_string_value(json_object_get(row, "sandbox")) ?: "";
-        if (strncmp(sb, o->ws.sandbox, n) != 0)
-            continue;
-        if (found && strcmp(sb, json_string_value(json_object_get(found, "sandbox"))) != 0)
-            return sg_err_set(err, EINVAL, "'%s' names more than one sandbox in the store: give more of its id",
-                              o->ws.sandbox);
-        found = row;
-    }
-    if (!found)
-        return sg_err_set(err, ENOENT, "no sandbox '%s' in the store", o->ws.sandbox);
+    *rows = sg_cli_store_sandbox(t, tok, o->ws.sandbox, o->id, sizeof o->id, err);
+    if (!*rows)
+        return -1;
+    json_t *found = json_array_get(*rows, json_array_size(*rows) - 1); /* its last stream */
     long long last = json_integer_value(json_object_get(found, "last_seq"));
-    snprintf(o->id, sizeof o->id, "%s", json_string_value(json_object_get(found, "sandbox")));
     if (o->ws.at > last)
         return sg_err_set(err, ERANGE, "--at %lld is past the end of sandbox %s's events (its last is %lld)",
                           o->ws.at, o->id, last);

@@ -9,9 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/bounds.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/detachkeys.h"
+#include "state/state.h"
 
 #define SHELL_EXIT_INTERNAL 125
 
@@ -138,6 +140,15 @@ int sg_cmd_shell(int argc, char **argv)
         free(xargv);
         return SHELL_EXIT_INTERNAL;
     }
+    /* the id or a unique prefix of it (the one rule), for every way on */
+    static char full[SG_ID_LEN + 1];
+    sg_err rerr = {0};
+    if (!sg_state_dir(&rerr) || sg_state_resolve_id(id, full, &rerr) < 0) {
+        sg_cli_sayf("shell", "%s", rerr.msg);
+        free(xargv);
+        return SHELL_EXIT_INTERNAL;
+    }
+    id = full;
     if (attach) {
         free(xargv);
         return shell_attach(id, argc, argv, repl || other, detach_keys);

@@ -474,6 +474,12 @@ int sg_cmd_workspace(int argc, char **argv)
     sg_autofree char *tok = sg_ws_token(&o, &err);
     if (!tok)
         return sg_cli_failf("workspace", "%s", err.msg);
+    /* the id or a unique prefix of it (the one rule), in the store */
+    char id[SG_NAME_MAX + 1];
+    sg_autojson json_t *streams = sg_cli_store_sandbox(&t, tok, o.sandbox, id, sizeof id, &err);
+    if (!streams)
+        return sg_cli_failf("workspace", "%s", err.msg);
+    o.sandbox = id;
     bool tar = strcmp(o.out, "-") == 0;
     if (!tar && mkdir(o.out, 0755) < 0)
         return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));

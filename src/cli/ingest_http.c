@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/idprefix.h"
 #include "base/json.h"
 #include "base/util.h"
 
@@ -190,4 +191,33 @@ json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const cha
     if (!buf)
         return NULL;
     return sg_cli_http_answer_json(body, body_len, status, status_out, err);
+}
+
+json_t *sg_cli_store_sandbox(const sg_cli_target *t, const char *token, const char *arg, char *out, size_t outlen,
+                             sg_err *err)
+{
+    char where[300];
+    snprintf(where, sizeof where, " in the ingest's store (at %s:%s)", t->host, t->port);
+    if (!sg_valid_name(arg)) /* no stream has that name: nothing to ask */
+        return sg_id_resolve(arg, NULL, 0, where, out, outlen, err), NULL;
+    sg_autofree char *path = sg_strdup_printf("/v1/sandboxes?prefix=%s", arg);
+    sg_autojson json_t *ans = sg_cli_http_get_json(t, path, token, NULL, err);
+    if (!ans)
+        return NULL;
+    json_t *rows = json_object_get(ans, "sandboxes"), *row;
+    size_t n = json_array_size(rows), i;
+    sg_autofree const char **ids = calloc(n + 1, sizeof *ids);
+    if (!ids)
+        return sg_err_set(err, ENOMEM, "out of memory"), NULL;
+    json_array_foreach(rows, i, row)
+        ids[i] = json_string_value(json_object_get(row, "sandbox"));
+    if (sg_id_resolve(arg, ids, n, where, out, outlen, err) < 0)
+        return NULL;
+    json_t *mine = json_array();
+    json_array_foreach(rows, i, row)
+        if (mine && ids[i] && strcmp(ids[i], out) == 0)
+            json_array_append(mine, row);
+    if (!mine)
+        sg_err_set(err, ENOMEM, "out of memory");
+    return mine;
 }

@@ -52,4 +52,12 @@ json_t *sg_cli_http_answer_json(const char *body, size_t body_len, int status, i
 json_t *sg_cli_http_get_json(const sg_cli_target *t, const char *path, const char *token, int *status_out,
                              sg_err *err);
 
+/* The sandbox arg names in the ingest's store, by the one prefix rule
+ * (base/idprefix.h; /v1/sandboxes?prefix= within the token's scope): its
+ * id into out (outlen bytes) and its streams' rows ({learner, task,
+ * sandbox, last_seq...}, caller decrefs), or NULL with err ("no sandbox
+ * 'x' in the ingest's store", too short, ambiguous). */
+json_t *sg_cli_store_sandbox(const sg_cli_target *t, const char *token, const char *arg, char *out, size_t outlen,
+                             sg_err *err);
+
 #endif

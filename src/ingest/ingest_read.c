@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "base/cleanup.h"
+#include "base/idprefix.h"
 #include "base/json.h"
 #include "base/util.h"
 #include "ingest/http.h"
@@ -255,11 +256,20 @@ static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
                           json_pack("{s:o, s:b}", "sessions", rows, "more", json_array_size(rows) >= q.limit));
 }
 
-/* /v1/sandboxes: the streams within the token's scope. */
+/* /v1/sandboxes[?prefix=P]: the streams within the token's scope; with
+ * P, only those of the sandbox P names by the one prefix rule
+ * (base/idprefix.h: P itself, or the sandboxes it begins when it has
+ * SG_ID_MIN_PREFIX characters at least), so that a client resolves a
+ * prefix without the list of every stream. */
 static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
                           const sg_token_claims *cl)
 {
     sg_err err;
+    char prefix[SG_NAME_MAX + 8];
+    int hasp = http_arg(wsi, "prefix=", prefix, (int)sizeof prefix);
+    if (hasp < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                              ingest_error_json("prefix= is too long or given twice"));
     json_t *sbs = sg_store_sandboxes(ing->store, &err);
     if (!sbs)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
@@ -267,6 +277,10 @@ static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
     const char *claims[] = {cl->learner, cl->task, cl->sandbox};
     for (size_t i = json_array_size(sbs); i-- > 0;) {
         json_t *row = json_array_get(sbs, i);
+        if (hasp && !sg_id_matches(json_string_value(json_object_get(row, "sandbox")) ?: "", prefix)) {
+            json_array_remove(sbs, i);
+            continue;
+        }
         for (size_t k = 0; k < SG_ARRAY_LEN(keys); k++) {
             const char *v = json_string_value(json_object_get(row, keys[k]));
             if (claims[k][0] && (!v || strcmp(v, claims[k]) != 0)) {

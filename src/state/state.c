@@ -243,40 +243,25 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
 
 int sg_state_resolve_id(const char *arg, char *out, sg_err *err)
 {
-    if (!sg_valid_name(arg) || strlen(arg) > SG_ID_LEN)
-        return sg_err_set(err, ENOENT, "no sandbox '%.64s'", arg);
+    static const char where[] = " (see 'sandglass ls')";
+    size_t len = strlen(arg);
+    /* not a name, or too short to be a prefix: no directory to read */
+    if (!sg_valid_name(arg) || len > SG_ID_LEN || len < SG_ID_MIN_PREFIX)
+        return sg_id_resolve(arg, NULL, 0, where, out, SG_ID_LEN + 1, err);
     sg_autofree char *dir = sg_state_sandbox_path(arg, NULL);
     struct stat st;
-    if (strlen(arg) == SG_ID_LEN && stat(dir, &st) == 0) {
+    if (len == SG_ID_LEN && stat(dir, &st) == 0) {
         memcpy(out, arg, SG_ID_LEN + 1);
         return 0;
     }
-    /* One prefix rule for every command that takes an id: at least
-     * SG_ID_MIN_PREFIX characters, so that a slip ("destroy 0") cannot
-     * name a learner's sandbox by accident. */
-    size_t len = strlen(arg);
-    if (len < SG_ID_MIN_PREFIX)
-        return sg_err_set(err, EINVAL, "'%s' is too short for a sandbox id: give its first %d characters at least",
-                          arg, SG_ID_MIN_PREFIX);
     sg_autostrv char **ids = sg_state_list(err);
     if (!ids)
         return -1;
     size_t n = 0;
-    char found[3][SG_ID_LEN + 1];
-    for (char **p = ids; *p; p++) {
-        if (strncmp(*p, arg, len) != 0 || strlen(*p) != SG_ID_LEN)
-            continue;
-        if (n < 3)
-            memcpy(found[n], *p, SG_ID_LEN + 1);
-        n++;
-    }
-    if (n == 0)
-        return sg_err_set(err, ENOENT, "no sandbox '%s' (see 'sandglass ls')", arg);
-    if (n > 1)
-        return sg_err_set(err, EINVAL, "'%s' is the start of %zu sandbox ids (%s, %s%s): give more of it", arg, n,
-                          found[0], found[1], n > 2 ? ", ..." : "");
-    memcpy(out, found[0], SG_ID_LEN + 1);
-    return 0;
+    for (; ids[n]; n++)
+        if (strlen(ids[n]) != SG_ID_LEN)
+            ids[n][0] = '\0'; /* not a sandbox's directory: matches nothing */
+    return sg_id_resolve(arg, (const char *const *)ids, n, where, out, SG_ID_LEN + 1, err);
 }
 
 char **sg_state_list(sg_err *err)

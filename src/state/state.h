@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "base/idprefix.h"
 
 #define SG_DEFAULT_INGEST_PORT 7433
 #define SG_DEFAULT_INGEST_URL "ws://127.0.0.1:7433"
@@ -103,11 +104,9 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m);
 
 /* Ids of every sandbox with a state directory; NULL-terminated, caller frees. */
 char **sg_state_list(sg_err *err);
-/* The shortest prefix of a sandbox id that names it. */
-#define SG_ID_MIN_PREFIX 4
-/* A sandbox id from what a user typed: the id itself or a unique prefix of
- * one in this state directory, SG_ID_MIN_PREFIX characters at least. Fills
- * out (SG_ID_LEN + 1 bytes) or returns -1 with err ("no sandbox 'x'", too
+/* A sandbox id from what a user typed, by the one prefix rule
+ * (base/idprefix.h) against this state directory's sandboxes. Fills out
+ * (SG_ID_LEN + 1 bytes) or returns -1 with err ("no sandbox 'x'", too
  * short, or the ids an ambiguous prefix matches). */
 int sg_state_resolve_id(const char *arg, char *out, sg_err *err);
 /* True if a process with this pid exists and its cmdline is ours (best effort). */

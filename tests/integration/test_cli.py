@@ -220,7 +220,7 @@ try:
     def _flush():
         import socket
         p = env.run("flush", "nosuchid0000")
-        tap.ok(p.returncode == 1 and b"no undelivered spool" in p.stderr and b"nosuchid0000" in p.stderr,
+        tap.ok(p.returncode == 1 and b"no sandbox 'nosuchid0000' with an undelivered spool" in p.stderr,
                "flush of an unknown id says there is no such spool", p.stderr.decode())
         sid2 = env.create("--task", "k", "--ingest", "ws://127.0.0.1:9")
         env.exec(sid2, "echo", "hi")
@@ -275,6 +275,33 @@ try:
                    f"destroy {short!r}: a prefix under 4 characters is refused in one line", p.stderr.decode())
         p = env.run("exec", sid, "--", "true")
         tap.eq(p.returncode, 0, "the sandbox a short prefix matched still lives")
+        p = env.run("destroy", "0")
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 1 and "a sandbox id prefix needs at least 4 characters" in err,
+               "destroy 0: refused, saying what a prefix needs", err)
+        # six more ids sharing the first 4 characters (directories alone: no record)
+        fakes = [sid[:4] + f"zzzzzzz{i}" for i in range(6)]
+        for f in fakes:
+            os.makedirs(os.path.join(env.state, "sb", f))
+        total = len([d for d in os.listdir(os.path.join(env.state, "sb")) if d.startswith(sid[:4])])
+        try:
+            for args in (["destroy", sid[:4]], ["exec", sid[:4], "--", "true"], ["checkpoints", sid[:4]],
+                         ["abort", sid[:4]], ["shell", sid[:4]], ["events", "--sandbox", sid[:4]]):
+                p = env.run(*args, input=b"")
+                err = p.stderr.decode()
+                named = [c for c in os.listdir(os.path.join(env.state, "sb")) if c in err]
+                tap.ok(p.returncode != 0 and f"is the start of {total} sandbox ids" in err and len(named) == 5
+                       and ", ...)" in err and err.count("\n") == 1,
+                       f"{args[0]} {sid[:4]}: an ambiguous prefix is refused naming 5 of its {total} candidates", err)
+            p = env.run("exec", sid[:5], "--", "true")
+            tap.eq(p.returncode, 0, "one more character names it")
+        finally:
+            for f in fakes:
+                os.rmdir(os.path.join(env.state, "sb", f))
+        p = env.run("flush", sid[:6])
+        err = p.stderr.decode()
+        tap.ok(p.returncode == 1 and f"no sandbox '{sid[:6]}' with an undelivered spool" in err,
+               "flush: a prefix of no undelivered spool is named", err)
 
     @tap.case("no float noise")
     def _floats():
@@ -406,6 +433,76 @@ try:
         tap.ok(not alive(a) and not alive(b) and alive(c), "and only those")
         p = env.run("destroy", c, timeout=120)
         tap.ok(p.returncode == 0 and not alive(c), "one full id needs no --yes", p.stderr.decode())
+
+    @tap.case("ls for an operator: times, running execs, filters, --json; a wedged supervisor does not stall it")
+    def _ls():
+        import signal
+        import time
+        a = env.create("--learner", "ls-one")
+        b = env.create("--learner", "ls-two", "--task", "ls-task", "--ingest", "ws://127.0.0.1:9")
+        env.exec(b, "true")
+
+        def rows(*args):
+            p = env.run("ls", "--json", *args, check=True)
+            return {r["id"]: r for r in json.loads(p.stdout)}
+        ra, rb = rows().get(a, {}), rows().get(b, {})
+        tap.ok(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)", ra.get("created", ""))
+               and ra.get("running_execs") == 0
+               and "last_active" in ra and ra.get("state") == "running",
+               "ls --json: created (RFC 3339), running_execs, last_active, state", json.dumps(ra))
+        tap.ok(RFC3339.fullmatch(rb.get("last_active") or "") and rb["last_active"] >= rb["created"][:19],
+               "a captured sandbox was last active at its last event", json.dumps(rb))
+        cat = env.spawn([SANDGLASS, "exec", a, "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        await_true(lambda: rows().get(a, {}).get("running_execs") == 1, "ls: an exec running counts", timeout=60, step=0.2)
+        cat.stdin.close()
+        cat.wait(timeout=60)
+        await_true(lambda: rows().get(a, {}).get("running_execs") == 0, "and no longer once it ended", timeout=60, step=0.2)
+        for args, want in ((["--learner", "ls-one"], {a}), (["--task", "ls-task"], {b}),
+                           (["--learner", "ls-two", "--task", "ls-task"], {b}), (["--learner", "nobody"], set()),
+                           (["--state", "dead"], set())):
+            got = set(rows(*args)) & {a, b} if want else set(rows(*args))
+            tap.eq(got, want, f"ls {' '.join(args)}")
+        p = env.run("ls", "--state", "sleeping")
+        tap.ok(p.returncode == 2 and "sleeping" in p.stderr.decode(), "--state of no state: a usage error",
+               p.stderr.decode())
+        text = env.run("ls", "--learner", "ls-one", check=True).stdout.decode().splitlines()
+        tap.ok(len(text) == 2 and text[0].split()[:6] == ["ID", "STATE", "CREATED", "LAST", "ACTIVE", "EXECS"]
+               and text[1].startswith(a) and " running " in text[1] and " 0 " in text[1]
+               and len(RFC3339.findall(text[1])) == 1,
+               "ls: the table's columns", "\n".join(text))
+        sup = ra.get("supervisor_pid", 0)
+        os.kill(sup, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            p = env.run("ls", "--learner", "ls-one", timeout=60)
+            took = time.monotonic() - t0
+            line = p.stdout.decode().splitlines()[1:]
+            tap.ok(p.returncode == 0 and line and " ? " in line[0] and took < 10,
+                   "a stopped supervisor: its execs shown as ?, ls does not wait on it", f"{took:.1f}s {line}")
+            tap.eq(rows("--learner", "ls-one").get(a, {}).get("running_execs", 0), None,
+                   "--json: running_execs null")
+        finally:
+            os.kill(sup, signal.SIGCONT)
+        p = env.run("destroy", "--task", "ls-task", input=b"")
+        tap.ok(p.returncode == 1 and "--yes" in p.stderr.decode(), "destroy --task with no terminal needs --yes",
+               p.stderr.decode())
+        p = env.run("destroy", "--task", "ls-task", "--yes", timeout=120)
+        tap.ok(p.returncode == 0 and p.stdout.decode() == f"destroyed {b}\n" and b not in rows() and a in rows(),
+               "destroy --task --yes: that task's sandbox, one line", p.stdout.decode() + p.stderr.decode())
+        p = env.run("destroy", "--task", "ls-task", "--yes")
+        tap.ok(p.returncode == 1 and "no sandbox matches" in p.stderr.decode(), "a filter that matches none fails",
+               p.stderr.decode())
+        broken = os.path.join(env.state, "sb", "zzzzzzzzzz01")  # a directory without a record
+        os.makedirs(broken)
+        try:
+            p = env.run("destroy", a, "zzzzzzzzzz01", "--yes", timeout=120)
+            err = p.stderr.decode()
+            tap.ok(p.returncode == 1 and p.stdout.decode() == f"destroyed {a}\n" and err.count("\n") == 1
+                   and "zzzzzzzzzz01" in err and a not in rows(),
+                   "destroy of two, one failing: each result on its own line, the other destroyed, exit 1",
+                   p.stdout.decode() + err)
+        finally:
+            os.rmdir(broken)
 
     @tap.case("abort and resume")
     def _abort():

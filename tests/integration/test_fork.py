@@ -60,8 +60,31 @@ def ambiguous(env: CapEnv) -> None:
     ok(p.returncode == 0, "two streams with ids sharing a prefix imported", p.stderr)
     p = fork(env, "--sandbox", "abcd", "--at", "0")
     err = p.stderr.decode()
-    ok(p.returncode == 1 and "names more than one sandbox" in err and err.count("\n") == 1,
-       "bad input: an ambiguous prefix", err)
+    ok(p.returncode == 1 and "is the start of 2 sandbox ids (abcd00000001, abcd00000002)" in err
+       and err.count("\n") == 1, "bad input: an ambiguous prefix, its candidates named", err)
+    # the ingest resolves a prefix itself: only the streams it names travel
+    def sbs(q):
+        return sorted(r["sandbox"] for r in env.ingest.http("/v1/sandboxes" + q)["sandboxes"])
+    ok(sbs("?prefix=abcd") == ["abcd00000001", "abcd00000002"] and sbs("?prefix=abcd00000002") == ["abcd00000002"]
+       and sbs("?prefix=abc") == [] and len(sbs("")) > 2, "/v1/sandboxes?prefix=: the one rule, on the ingest",
+       [sbs("?prefix=abcd"), sbs("?prefix=abc")])
+    # the one prefix rule for every command that reads the store
+    store = ("--ingest", env.ingest.ws, "--secret", env.secret)
+    for args in (["events", "--sandbox", "abcd"], ["workspace", "--sandbox", "abcd0000000", "--at", "0",
+                                                    "--out", os.path.join(env.root, "never")],
+                 ["cast", "abcd"], ["sessions", "--sandbox", "abcd"],
+                 ["export", "--format", "jsonl", "--out", "-", "--sandbox", "abcd"]):
+        p = env.run(*args, *store, timeout=120)
+        err = p.stderr.decode()
+        ok(p.returncode == 1 and "is the start of 2 sandbox ids" in err and err.count("\n") == 1,
+           f"{args[0]}: an ambiguous prefix in the store is refused naming its candidates", err)
+    p = env.run("events", "--sandbox", "abcd00000002", *store, "--json", timeout=120)
+    ok(p.returncode == 0 and p.stdout.count(b"\n") == 1 and b"abcd00000001" not in p.stdout,
+       "events: the whole id names one of them", p.stdout + p.stderr)
+    p = env.run("events", "--sandbox", "abc", *store, timeout=120)
+    err = p.stderr.decode()
+    ok(p.returncode == 1 and "a sandbox id prefix needs at least 4 characters" in err and err.count("\n") == 1,
+       "events: a prefix under 4 characters is refused", err)
 
 
 def outside(env: CapEnv) -> None:
@@ -142,7 +165,7 @@ def run(env: CapEnv) -> None:
         env.destroy(fid2)
     env.destroy(fid)
 
-    for args, what in ((["--sandbox", "ffffffffffff", "--at", "1"], "no sandbox 'ffffffffffff' in the store"),
+    for args, what in ((["--sandbox", "ffffffffffff", "--at", "1"], "no sandbox 'ffffffffffff' in the ingest's store"),
                        (["--sandbox", sid, "--at", str(10 ** 9)], "past the end")):
         p = fork(env, *args)
         err = p.stderr.decode()

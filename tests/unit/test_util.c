@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <cmocka.h>
 
 #include "base/cleanup.h"
+#include "base/idprefix.h"
 #include "base/json.h"
 #include "base/util.h"
 
@@ -151,6 +153,51 @@ static void test_files(void **state)
     assert_int_equal(strlen(hex), 12);
 }
 
+static void test_id_prefix(void **state)
+{
+    (void)state;
+    sg_err err = {0};
+    char out[16];
+    const char *ids[] = {"abcd00000001", "abcd00000002", "abce00000003", NULL, "abcd00000001", "ab",
+                         "ffff00000001", "ffff00000002", "ffff00000003", "ffff00000004", "ffff00000005",
+                         "ffff00000006"};
+    size_t n = sizeof ids / sizeof ids[0];
+    assert_int_equal(sg_id_resolve("abce", ids, n, "", out, sizeof out, &err), 0);
+    assert_string_equal(out, "abce00000003");
+    assert_int_equal(sg_id_resolve("abcd00000002", ids, n, "", out, sizeof out, &err), 0);
+    assert_string_equal(out, "abcd00000002");
+    /* a repeat (a sandbox of two streams) is one candidate */
+    assert_int_equal(sg_id_resolve("abcd0000000", ids, n, "", out, sizeof out, &err), -1);
+    assert_int_equal(err.code, EINVAL);
+    assert_non_null(strstr(err.msg, "is the start of 2 sandbox ids (abcd00000001, abcd00000002)"));
+    assert_int_equal(sg_id_resolve("abcd000000001", ids, n, " here", out, sizeof out, &err), -1);
+    assert_int_equal(err.code, ENOENT);
+    assert_string_equal(err.msg, "no sandbox 'abcd000000001' here");
+    /* under 4 characters: refused, unless a whole id */
+    assert_int_equal(sg_id_resolve("abc", ids, n, "", out, sizeof out, &err), -1);
+    assert_int_equal(err.code, EINVAL);
+    assert_non_null(strstr(err.msg, "a sandbox id prefix needs at least 4 characters"));
+    assert_int_equal(sg_id_resolve("0", NULL, 0, "", out, sizeof out, &err), -1);
+    assert_int_equal(err.code, EINVAL);
+    assert_int_equal(sg_id_resolve("ab", ids, n, "", out, sizeof out, &err), 0);
+    assert_string_equal(out, "ab");
+    /* many candidates: five named, and how many */
+    assert_int_equal(sg_id_resolve("ffff", ids, n, "", out, sizeof out, &err), -1);
+    assert_non_null(strstr(err.msg, "is the start of 6 sandbox ids (ffff00000001, ffff00000002, ffff00000003, "
+                                    "ffff00000004, ffff00000005, ...)"));
+    assert_null(strstr(err.msg, "ffff00000006"));
+    /* what the user typed is escaped */
+    assert_int_equal(sg_id_resolve("\x1b[31m", ids, n, "", out, sizeof out, &err), -1);
+    assert_null(strchr(err.msg, '\x1b'));
+    /* too long for out */
+    assert_int_equal(sg_id_resolve("abcd00000001", ids, n, "", out, 8, &err), -1);
+    assert_int_equal(err.code, ENAMETOOLONG);
+    assert_true(sg_id_matches("abcd00000001", "abcd"));
+    assert_true(sg_id_matches("ab", "ab"));
+    assert_false(sg_id_matches("abcd00000001", "abc"));
+    assert_false(sg_id_matches("abcd00000001", "abce"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -160,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_utf8_sanitize),
         cmocka_unit_test(test_json_strict),
         cmocka_unit_test(test_files),
+        cmocka_unit_test(test_id_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
