@@ -245,8 +245,13 @@ int sg_state_resolve_id(const char *arg, char *out, sg_err *err)
 {
     static const char where[] = " (see 'sandglass ls')";
     size_t len = strlen(arg);
-    /* not a name, or too short to be a prefix: no directory to read */
-    if (!sg_valid_name(arg) || len > SG_ID_LEN || len < SG_ID_MIN_PREFIX)
+    /* not a name (no path is made of it), or too short to be a prefix:
+     * no directory to read */
+    if (!sg_valid_name(arg) || len > SG_ID_LEN) {
+        char vis[80];
+        return sg_err_set(err, ENOENT, "no sandbox '%s'%s", sg_vis(arg, len, vis, sizeof vis), where);
+    }
+    if (len < SG_ID_MIN_PREFIX)
         return sg_id_resolve(arg, NULL, 0, where, out, SG_ID_LEN + 1, err);
     sg_autofree char *dir = sg_state_sandbox_path(arg, NULL);
     struct stat st;

@@ -445,7 +445,8 @@ try:
         def rows(*args):
             p = env.run("ls", "--json", *args, check=True)
             return {r["id"]: r for r in json.loads(p.stdout)}
-        ra, rb = rows().get(a, {}), rows().get(b, {})
+        now = rows()
+        ra, rb = now.get(a, {}), now.get(b, {})
         tap.ok(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)", ra.get("created", ""))
                and ra.get("running_execs") == 0
                and "last_active" in ra and ra.get("state") == "running",

@@ -65,6 +65,7 @@ static void test_resolve_id(void **state)
     err = (sg_err){0};
     assert_int_equal(sg_state_resolve_id("012", out, &err), -1); /* under 4 characters */
     assert_int_equal(err.code, EINVAL);
+    assert_non_null(strstr(err.msg, "a sandbox id prefix needs at least 4 characters"));
     assert_int_equal(sg_state_resolve_id("ab12c", out, &err), 0);
     assert_string_equal(out, "ab12cd34ef56");
 
