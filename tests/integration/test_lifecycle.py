@@ -173,6 +173,9 @@ def _():
                                             for x in r), WAIT)
     order = [x["payload"].get("state") or x["kind"] for x in rows if x["kind"] in ("sandbox", "session_abort")]
     tap.eq(order[-3:], ["expired", "session_abort", "destroyed"], "expired, then the abort, then destroyed")
+    gone = [x["payload"] for x in rows if x["kind"] == "sandbox" and x["payload"].get("state") == "destroyed"]
+    tap.ok(gone and "expired" in gone[0].get("actor", {}).get("supervisor", ""), "destroyed: the actor says why",
+           repr(gone))
     abort = [x["payload"] for x in rows if x["kind"] == "session_abort"]
     tap.ok(abort and abort[0]["by"] == "cap" and "idle" in abort[0]["reason"], "the abort: by cap, idle",
            repr(abort))
