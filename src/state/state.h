@@ -84,8 +84,9 @@ typedef struct sg_sandbox_meta {
      * file change) for idle_timeout_s, or ttl_s since it started, ends it
      * (abort, then destroy once the spool is delivered, or keep_s later
      * when keep_s > 0); the learner's terminals are warned warning_s
-     * before. Not yet enforced: the supervisor's timer (issue 26) is to
-     * read these. */
+     * before (at most half the limit). Enforced by the supervisor
+     * (sv_lifecycle.h); set by create --idle-timeout, --ttl,
+     * --expiry-warning, --keep. */
     double idle_timeout_s, ttl_s, warning_s, keep_s;
     uid_t uid;         /* the sandbox user */
     gid_t gid;

@@ -111,7 +111,8 @@ static void sup_destroy(sv_sup *s, sv_client *c)
         s->exit_code = removed == 0 ? 0 : 1;
         sg_capture_processes_end(s->cap);
         sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:O, s:o, s:o}", "state", "destroyed", "proof",
-            s->destroy.res, "actor", sv_actor(c, NULL, "the keep after the session passed"),
+            s->destroy.res, "actor", sv_actor(c, NULL, s->life.expired ? "the session expired (--idle-timeout, --ttl)" :
+                                                        "the keep after the session passed"),
             "checkpoint", sv_last_checkpoint(s)));
     }
     if (c) {
