@@ -51,6 +51,8 @@ struct killswitch {
     uv_async_t async;
     ks_conn_fn on_conn;
     ks_abort_fn on_abort;
+    struct ucred abort_who;  /* the answered abort's requester (mu) */
+    bool abort_who_known;
     void *ud;
     int ctl_fd, wake_fd, cg_fd; /* cg_fd: the sandbox's v2 cgroup with cgroup.kill; -1: none */
     char *quota_path;           /* the sandbox's CPU quota (sg_cgroup_cpu_quota_path), or NULL */
@@ -331,9 +333,15 @@ static void answer_abort(killswitch *k, int fd)
     if (recv(fd, k->peek, sizeof k->peek, MSG_DONTWAIT) < 0) {
         /* peeked already: it is there */
     }
+    /* who asked: the loop's record names them as it does for its own aborts */
+    struct ucred who;
+    socklen_t wlen = sizeof who;
+    bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &wlen) == 0;
     pthread_mutex_lock(&k->mu);
     ks_state st = k->st;
     if (!st.aborted) {
+        k->abort_who = who;
+        k->abort_who_known = known;
         k->st.aborted = true;
         snprintf(k->st.by, sizeof k->st.by, "operator");
         snprintf(k->st.reason, sizeof k->st.reason, "%s", k->abort_reason);
@@ -560,11 +568,13 @@ static void take_queue(killswitch *k)
     k->nqueue = 0;
     bool ab = k->abort_queued;
     k->abort_queued = false;
+    struct ucred who = k->abort_who;
+    bool known = k->abort_who_known;
     if (ab)
         memcpy(reason, k->st.reason, sizeof reason);
     pthread_mutex_unlock(&k->mu);
     if (ab) /* before what came after it */
-        k->on_abort(k->ud, reason);
+        k->on_abort(k->ud, reason, known ? &who : NULL);
     for (size_t i = 0; i < n; i++)
         k->on_conn(k->ud, fds[i]);
 }

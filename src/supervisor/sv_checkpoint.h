@@ -32,6 +32,9 @@ json_t *sv_actor(const sv_client *c, const char *cap, const char *why);
 /* An operator's op under way (abort): sv_actor_current is c's actor
  * until sv_actor_end; otherwise sv_actor(NULL, cap, why). */
 void sv_actor_begin(const sv_client *c);
+/* The same for a requester known by its credentials (the kill switch's
+ * thread answered it); NULL: none known. */
+void sv_actor_begin_cred(const struct ucred *who);
 void sv_actor_end(void);
 json_t *sv_actor_current(const char *cap, const char *why);
 /* The newest checkpoint's full id, or JSON null. */
