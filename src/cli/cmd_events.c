@@ -49,7 +49,7 @@
 #define FOLLOW_IDLE_S 45            /* a stream silent this long is dead (pings: 15 s) */
 #define FOLLOW_BACKOFF_MIN_MS 100L
 #define FOLLOW_BACKOFF_MAX_MS 5000L
-#define FOLLOW_EVENT_MAX (64 * 1024 * 1024) /* one SSE message, at most */
+#define FOLLOW_EVENT_MAX (64 * 1024 * 1024) /* one SSE line or frame, at most (wire/sse.h) */
 #define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
 
 static const char usage[] = "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"

@@ -5,8 +5,8 @@
  * sv_leaves_state.h), the kill switch (`ks`, sv_killswitch_state.h), the
  * checkpoints (`ckpt`, sv_checkpoint_state.h), the held execve calls
  * (`notify`, sv_execnotify_state.h) and the control connections
- * (`clients`, sv_client_state.h), and the destroy
- * request (`destroy`). Private to src/supervisor/ (supervisor.h is the
+ * (`clients`, sv_client_state.h), and the destroy request (`destroy`).
+ * Private to src/supervisor/ (supervisor.h is the
  * public interface). Each object's functions are declared in its own
  * header (sv_exec.h, sv_leaves.h, ...), which includes this one: this one
  * includes the state headers only, never an object's interface. */
@@ -92,6 +92,7 @@ typedef struct sv_destroy_req {
 
 struct sv_sup {
     sv_sup_hooks hooks;     /* calls up, set by supervisor.c (see sv_sup_hooks) */
+    /* the sandbox's life */
     uv_loop_t loop;
     sg_sandbox_meta meta;
     sg_cgroup *cg;
@@ -99,17 +100,14 @@ struct sv_sup {
     pid_t init_pid;
     int init_fd;
     uv_poll_t init_poll;
-    sv_execnotify_state notify; /* the held execve calls (sv_execnotify.c's) */
     int ctl_fd;
     int lock_fd;            /* sb/<id>/supervisor.lock, held (fcntl) for our life */
     uv_poll_t ctl_poll;
     uv_signal_t sigchld, sigterm, sigint;
-    sv_clients_state clients; /* the control connections (sv_client.c's) */
     bool destroying;
     bool init_dead;
     bool rootless;          /* in a user namespace; cg may then be NULL */
     sg_capture *cap;        /* NULL: not captured (no task) */
-    sv_destroy_req destroy; /* the destroy request (supervisor.c's) */
     int exit_code;
     int gone_fd;            /* inotify on the directories our record is in; -1: none */
     int gone_wd[3];         /* watches of sb/, <state>/ and its parent */
@@ -117,11 +115,15 @@ struct sv_sup {
     bool orphaned;          /* our state directory was removed: the sandbox ends */
     uv_timer_t expire_timer; /* "expire": destroy when it fires (an ended MCP session's --keep) */
     bool expire_init;
-    sv_exec_state exec;     /* the execs (sv_exec.h) */
-    sv_leaves_state leaves; /* the exec leaves (sv_leaves.h) */
-    sv_killswitch_state ks; /* the kill switch (sv_killswitch.h) */
-    sv_checkpoint_state ckpt; /* the checkpoints (sv_checkpoint.h) */
-    sv_life_state life;     /* the idle timeout and time to live (sv_lifecycle.c's) */
+    /* each object's state, written by that object */
+    sv_exec_state exec;         /* the execs (sv_exec.h) */
+    sv_leaves_state leaves;     /* the exec leaves (sv_leaves.h) */
+    sv_killswitch_state ks;     /* the kill switch (sv_killswitch.h) */
+    sv_checkpoint_state ckpt;   /* the checkpoints (sv_checkpoint.h) */
+    sv_execnotify_state notify; /* the held execve calls (sv_execnotify.h) */
+    sv_clients_state clients;   /* the control connections (sv_client.h) */
+    sv_destroy_req destroy;     /* the destroy request (supervisor.c's) */
+    sv_life_state life;         /* the idle timeout and time to live (sv_lifecycle.c's) */
 };
 
 /* ---- sv_sup.c: what every object of the supervisor uses ------------- */

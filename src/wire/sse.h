@@ -70,7 +70,8 @@ void sg_sse_decoder_init(sg_sse_decoder *d, size_t line_max, size_t frame_max);
 /* Reads from buf (len bytes) up to the end of the next frame: 1 with the
  * frame in *out (valid until the next call or sg_sse_decoder_free), 0 when
  * all of buf was taken and no frame ended; *used: the bytes taken. -1
- * (EMSGSIZE) past a bound, naming it, and for every call after that. */
+ * (EMSGSIZE) past a bound, naming it, and for every call after that; -1
+ * (ENOMEM) without memory. */
 int sg_sse_decode(sg_sse_decoder *d, const void *buf, size_t len, size_t *used, sg_sse_frame *out, sg_err *err);
 void sg_sse_decoder_free(sg_sse_decoder *d);
 
