@@ -273,6 +273,15 @@ def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
     p = sx(state, "import", bad, "--store", fresh_url)
     check(f"{where}: import: a bad line is named and nothing is imported",
           p.returncode == 1 and "line 4" in p.stderr and "seq" in p.stderr and fresh_store_rows() == [], p.stderr)
+    # a bad line past the first batches (1000 rows each, streamed into the
+    # one transaction): rolled back, still nothing imported
+    late = len(lines) - 1
+    assert late > 2000
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines[:late] + ['{"learner":"x"}'] + lines[late:]) + "\n")
+    p = sx(state, "import", bad, "--store", fresh_url)
+    check(f"{where}: import: a bad line after {late} rows is named and nothing is imported",
+          p.returncode == 1 and f"line {late + 1}" in p.stderr and fresh_store_rows() == [], p.stderr)
     p = sx(state, "import", jsonl, "--store", fresh_url)
     check(f"{where}: import runs in one go", p.returncode == 0 and "imported" in p.stdout, p.stderr)
     src = [(r["learner"], r["task"], r["sandbox"], r["seq"], r["kind"], r["ts"], r["received"],
