@@ -400,7 +400,9 @@ def contents_check(where, ing, state, tmp, sql):
     write(ing, state, "dee", "t4", "sbfiles", [
         ("sandbox", {"state": "created"}), fd("a.py", "created", "a1"), fd("d/b.bin", "created", "bin"),
         fd("a.py", "modified", "a2"), fd("big.dat", "created", "f" * 64, stored=False),
-        fd("../out", "created", "a1")])
+        fd("../out", "created", "a1"),
+        ("file_diff", {"path": "empty/sub", "change": "created", "dir": True,
+                       "content": {"type": "dir", "mode": 493, "size": 0, "stored": False}})])
     d = os.path.join(tmp, f"{where}-files")
     p = sx(state, "export", "--format", "progsnap2", "--out", d, "--sandbox", "sbfiles", "--ingest",
            f"http://127.0.0.1:{ing.port}")
@@ -416,6 +418,9 @@ def contents_check(where, ing, state, tmp, sql):
           tree(cs[3]) == {"a.py": data["a2"], os.path.join("d", "b.bin"): data["bin"]} and
           tree(cs[5]) == tree(cs[3]) and not os.path.exists(os.path.join(d, ".contents")),
           (p.stderr, [tree(c) for c in cs]))
+    check(f"{where}: CodeStates hold an empty directory as `workspace` makes it",
+          len(cs) > 6 and tree(cs[6]) == tree(cs[5]) and
+          os.path.isdir(os.path.join(d, "CodeStates", cs[6], "empty", "sub")), cs)
 
 
 def retain_check(where, ing, state, store_url, rows_of, age):
