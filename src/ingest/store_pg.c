@@ -104,7 +104,8 @@ static const char session_sql[] =
 
 /* A batch moved from sg_batch into sg_events, its streams' contiguity
  * advanced; put_sql commits it, load_sql leaves the transaction open for
- * the next batch (sg_store_load_put). */
+ * the next batch (sg_store_load_put), sg_batch truncated (a DELETE leaves
+ * its dead rows for every later batch to scan: 4x slower over 200 of them). */
 #define PUT_BATCH_SQL \
     "SELECT pg_advisory_xact_lock(" PG_LOCK_PUT ");" \
     /* Key order (then batch order: the first of two duplicates wins). */ \
@@ -133,7 +134,7 @@ static const char session_sql[] =
     "NOTIFY " PG_CHANNEL ";"
 
 static const char put_sql[] = PUT_BATCH_SQL "COMMIT;";
-static const char load_sql[] = PUT_BATCH_SQL "DELETE FROM sg_batch;";
+static const char load_sql[] = PUT_BATCH_SQL "TRUNCATE sg_batch;";
 
 /* libpq's message on one line: its newlines and tabs become single spaces. */
 static void pg_msg(const char *m, char *out, size_t len)
