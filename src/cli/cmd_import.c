@@ -6,11 +6,12 @@
  * the store's own access, the file's 0600 or the database's credentials,
  * is the authority, as for the ingest), never through a read token.
  *
- * Every line is checked before anything is written; a bad one is named
- * (its number and what is wrong) and nothing is imported. All rows go in
- * one transaction (sg_store_put): all or nothing. A row already in the
- * store (its learner, task, sandbox and seq) is left as it is, and
- * counted. The rows are held in memory until the commit. */
+ * All rows go in one transaction, all or nothing, streamed into it in
+ * batches (sg_store_load_*: at most IMPORT_BATCH_ROWS rows or about
+ * IMPORT_BATCH_BYTES of payload held at once, whatever the file's size); a
+ * bad line is named (its number and what is wrong), the transaction rolled
+ * back, and nothing is imported. A row already in the store (its learner,
+ * task, sandbox and seq) is left as it is, and counted. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -28,6 +29,8 @@
 #include "wire/event.h"
 
 #define IMPORT_LINE_MAX (64 * 1024 * 1024)
+#define IMPORT_BATCH_ROWS 1000
+#define IMPORT_BATCH_BYTES (4 * 1024 * 1024)
 
 static const char usage[] = "usage: sandglass import FILE [--store URL]\n"
                             "  FILE     a jsonl export (sandglass export --format jsonl); - for stdin\n"
@@ -38,14 +41,37 @@ typedef struct import_rows {
     sg_store_row *rows;
     size_t n, cap;
     char **owned; /* each row's strings, one allocation */
+    size_t bytes; /* the batch's payload bytes */
+    sg_store *store;
+    size_t total, inserted;
 } import_rows;
 
-static void import_rows_free(import_rows *r)
+/* The batch's rows freed (after they went to the store). */
+static void import_rows_clear(import_rows *r)
 {
     for (size_t i = 0; i < r->n; i++)
         free(r->owned[i]);
+    r->n = 0;
+    r->bytes = 0;
+}
+
+static void import_rows_free(import_rows *r)
+{
+    import_rows_clear(r);
     free(r->owned);
     free(r->rows);
+}
+
+/* The batch into the load's transaction. 0, or -1 with err. */
+static int import_flush(import_rows *r, sg_err *err)
+{
+    size_t added = 0;
+    if (sg_store_load_put(r->store, r->rows, r->n, &added, err) < 0)
+        return -1;
+    r->total += r->n;
+    r->inserted += added;
+    import_rows_clear(r);
+    return 0;
 }
 
 /* The payload's text as the line holds it (the bytes the store had), when
@@ -117,6 +143,7 @@ static const char *import_line(import_rows *r, const char *line, size_t len, cha
     r->rows[r->n++] = (sg_store_row){.learner = cp[0], .task = cp[1], .sandbox = cp[2], .kind = cp[3], .ts = cp[4],
                                      .received = cp[5], .seq = json_integer_value(seq), .payload = w,
                                      .payload_len = plen};
+    r->bytes += need;
     return NULL;
 }
 
@@ -134,9 +161,15 @@ static int import_read(FILE *f, const char *name, import_rows *r)
         const char *bad = len > IMPORT_LINE_MAX ? "longer than 64 MiB" : import_line(r, line, (size_t)len, why, sizeof why);
         if (bad)
             return sg_cli_failf("import", "%s line %lu: %s (nothing imported)", name, no, bad);
+        sg_err err;
+        if ((r->n >= IMPORT_BATCH_ROWS || r->bytes >= IMPORT_BATCH_BYTES) && import_flush(r, &err) < 0)
+            return sg_cli_failf("import", "%s (nothing imported)", err.msg);
     }
     if (ferror(f))
         return sg_cli_failf("import", "read %s: %s (nothing imported)", name, strerror(errno));
+    sg_err err;
+    if (import_flush(r, &err) < 0)
+        return sg_cli_failf("import", "%s (nothing imported)", err.msg);
     return 0;
 }
 
@@ -170,19 +203,20 @@ int sg_cmd_import(int argc, char **argv)
     if (!f)
         return sg_cli_failf("import", "open %s: %s", path, strerror(errno));
     import_rows r = {0};
-    int rc = import_read(f, path, &r);
+    int rc;
+    if (!(r.store = sg_store_open(store, &err)) || sg_store_load_begin(r.store, &err) < 0) {
+        rc = sg_cli_failf("import", "%s (nothing imported)", err.msg);
+    } else {
+        rc = import_read(f, path, &r);
+        if (sg_store_load_end(r.store, rc == 0, &err) < 0)
+            rc = sg_cli_failf("import", "%s (nothing imported)", err.msg);
+        else if (rc == 0)
+            printf("imported %zu events (%zu already in the store)\n", r.inserted, r.total - r.inserted);
+    }
     if (f != stdin)
         fclose(f);
-    if (rc == 0) {
-        sg_store *s = sg_store_open(store, &err);
-        size_t inserted = 0;
-        if (!s || sg_store_put(s, r.rows, r.n, &inserted, &err) < 0)
-            rc = sg_cli_failf("import", "%s (nothing imported)", err.msg);
-        else
-            printf("imported %zu events (%zu already in the store)\n", inserted, r.n - inserted);
-        if (s)
-            sg_store_close(s);
-    }
+    if (r.store)
+        sg_store_close(r.store);
     import_rows_free(&r);
     return rc;
 }

@@ -163,6 +163,12 @@ static int ps2_put_file(sg_export *x, ps2_state *s, const char *dir, const char 
     const char *type = json_string_value(json_object_get(c, "type"));
     const char *sha = json_string_value(json_object_get(c, "sha256"));
     bool link_ = type && !strcmp(type, "link");
+    if (type && !strcmp(type, "dir")) { /* an empty directory (file_diff dir: true) */
+        if (!path_safe(path))
+            return 0;
+        sg_autofree char *dst = sg_strdup_printf("%s/%s", dir, path);
+        return sg_mkdir_p(dst, 0755, err);
+    }
     if (!sha || strlen(sha) != 64 || !json_is_true(json_object_get(c, "stored")) || !path_safe(path) ||
         (type && strcmp(type, "file") && !link_))
         return 0;

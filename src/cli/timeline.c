@@ -338,10 +338,20 @@ static void tl_file_diff(const sg_tl_printer *o, json_t *ev, json_t *p, bool und
     }
     if (change)
         sg_tl_vis_str(change, how_vis, sizeof how_vis);
-    /* "+3 -1 a.py (modified)": the counts first, as git's --stat */
+    /* "+3 -1 a.py (modified)": the counts first, as git's --stat; an
+     * empty directory's "d/ (directory created)" (docs/EVENTS.md) */
     char counts[48] = "";
-    if (!json_is_true(json_object_get(p, "binary")) && !json_is_true(json_object_get(p, "truncated")))
+    bool dir = json_is_true(json_object_get(p, "dir"));
+    if (dir) {
+        size_t l = strlen(now_vis);
+        if (l + 2 <= sizeof now_vis)
+            strcpy(now_vis + l, "/");
+        char c[40];
+        snprintf(c, sizeof c, "directory %s", how_vis);
+        snprintf(how_vis, sizeof how_vis, "%s", c);
+    } else if (!json_is_true(json_object_get(p, "binary")) && !json_is_true(json_object_get(p, "truncated"))) {
         snprintf(counts, sizeof counts, "+%d -%d ", plus, minus);
+    }
     if (under)
         printf("  ~ ");
     else

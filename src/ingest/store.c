@@ -52,6 +52,25 @@ int sg_store_put(sg_store *s, const sg_store_row *rows, size_t n, size_t *insert
     return s->ops->put(s, rows, n, inserted, err);
 }
 
+int sg_store_load_begin(sg_store *s, sg_err *err)
+{
+    return s->ops->load_begin(s, err);
+}
+
+int sg_store_load_put(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err)
+{
+    size_t dummy;
+    if (!inserted)
+        inserted = &dummy;
+    *inserted = 0;
+    return n ? s->ops->load_put(s, rows, n, inserted, err) : 0;
+}
+
+int sg_store_load_end(sg_store *s, bool commit, sg_err *err)
+{
+    return s->ops->load_end(s, commit, err);
+}
+
 int sg_store_contiguous(sg_store *s, const char *learner, const char *task,
                         const char *sandbox, int64_t *seq, sg_err *err)
 {

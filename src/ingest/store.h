@@ -92,6 +92,9 @@ typedef int (*sg_store_event_fn)(void *ud, const sg_store_event *e);
 /* Backend interface. */
 typedef struct sg_store_ops {
     int (*put)(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
+    int (*load_begin)(sg_store *s, sg_err *err);
+    int (*load_put)(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
+    int (*load_end)(sg_store *s, bool commit, sg_err *err);
     int (*append)(sg_store *s, const sg_store_row *rows, size_t n, uint8_t *verdicts,
                   size_t *inserted, sg_err *err);
     int (*contiguous)(sg_store *s, const char *learner, const char *task, const char *sandbox,
@@ -126,6 +129,17 @@ void sg_store_close(sg_store *s);
 /* Stores rows in one transaction, committed durably before it returns.
  * Duplicates are ignored; *inserted (optional) counts the new rows. */
 int sg_store_put(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
+
+/* A load too large to hold at once (sandglass import), in one transaction
+ * fed in batches: sg_store_load_begin, then sg_store_load_put for each
+ * batch (rows as sg_store_put takes them; the caller may free a batch once
+ * the call returns), then sg_store_load_end: commit (durably) or roll back
+ * everything (also after a failed put). Nothing is visible before the
+ * commit. The store's writers wait meanwhile (SQLite's write lock, the
+ * PostgreSQL put lock). */
+int sg_store_load_begin(sg_store *s, sg_err *err);
+int sg_store_load_put(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
+int sg_store_load_end(sg_store *s, bool commit, sg_err *err);
 
 /* Stores rows in one transaction under the order rule above; verdicts[i]
  * (sg_store_verdict) says what became of rows[i]. Refused rows do not fail

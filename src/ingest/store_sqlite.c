@@ -159,6 +159,19 @@ static int insert_row(sqlite_store *s, sqlite3_stmt *st, const sg_store_row *r, 
     return rc == SQLITE_DONE ? 0 : db_fail(s, err, "insert");
 }
 
+/* The rows through the insert statement, in the open transaction. */
+static int insert_rows(sqlite_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err)
+{
+    size_t added = 0;
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        r = insert_row(s, s->insert, &rows[i], err);
+        added += (size_t)sqlite3_changes(s->db);
+    }
+    *inserted = added;
+    return r;
+}
+
 static int sqlite_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *inserted,
                       sg_err *err)
 {
@@ -166,14 +179,29 @@ static int sqlite_put(sg_store *base, const sg_store_row *rows, size_t n, size_t
     if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
         return -1;
     size_t added = 0;
-    int r = 0;
-    for (size_t i = 0; i < n && r == 0; i++) {
-        r = insert_row(s, s->insert, &rows[i], err);
-        added += (size_t)sqlite3_changes(s->db);
-    }
-    if (end_tx(s, r, err) < 0)
+    if (end_tx(s, insert_rows(s, rows, n, &added, err), err) < 0)
         return -1;
     *inserted = added;
+    return 0;
+}
+
+static int sqlite_load_begin(sg_store *base, sg_err *err)
+{
+    return exec_sql((sqlite_store *)base, "BEGIN IMMEDIATE", err);
+}
+
+static int sqlite_load_put(sg_store *base, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err)
+{
+    return insert_rows((sqlite_store *)base, rows, n, inserted, err);
+}
+
+static int sqlite_load_end(sg_store *base, bool commit, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    if (commit)
+        return end_tx(s, 0, err);
+    sg_err dummy;
+    exec_sql(s, "ROLLBACK", &dummy);
     return 0;
 }
 
@@ -496,6 +524,9 @@ static void sqlite_close(sg_store *base)
 
 static const sg_store_ops sqlite_ops = {
     .put = sqlite_put,
+    .load_begin = sqlite_load_begin,
+    .load_put = sqlite_load_put,
+    .load_end = sqlite_load_end,
     .append = sqlite_append,
     .contiguous = sqlite_contiguous,
     .scan = sqlite_scan,

@@ -552,6 +552,10 @@ def run_tests(env: CapEnv) -> None:
         tap.eq(d, [("t1/a/b/c/deep.txt", "created", False), ("t1/a/top.txt", "created", False),
                    ("t1/e", "created", True)],
                "every file of the new tree reported, and the empty directory as one")
+        p = env.run("events", "--sandbox", sid, "--kind", "file_diff", "--ingest", env.ingest.http_base,
+                    "--secret", env.secret)
+        ok(p.returncode == 0 and b"t1/e/ (directory created)" in p.stdout and b"+0 -0 t1/e" not in p.stdout,
+           "events: the empty directory shows as a directory", p.stdout[-1500:])
 
     @tap.case("the exec's events are in the spool before exec returns")
     def _():

@@ -273,6 +273,15 @@ def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
     p = sx(state, "import", bad, "--store", fresh_url)
     check(f"{where}: import: a bad line is named and nothing is imported",
           p.returncode == 1 and "line 4" in p.stderr and "seq" in p.stderr and fresh_store_rows() == [], p.stderr)
+    # a bad line past the first batches (1000 rows each, streamed into the
+    # one transaction): rolled back, still nothing imported
+    late = len(lines) - 1
+    assert late > 2000
+    with open(bad, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines[:late] + ['{"learner":"x"}'] + lines[late:]) + "\n")
+    p = sx(state, "import", bad, "--store", fresh_url)
+    check(f"{where}: import: a bad line after {late} rows is named and nothing is imported",
+          p.returncode == 1 and f"line {late + 1}" in p.stderr and fresh_store_rows() == [], p.stderr)
     p = sx(state, "import", jsonl, "--store", fresh_url)
     check(f"{where}: import runs in one go", p.returncode == 0 and "imported" in p.stdout, p.stderr)
     src = [(r["learner"], r["task"], r["sandbox"], r["seq"], r["kind"], r["ts"], r["received"],
@@ -391,7 +400,9 @@ def contents_check(where, ing, state, tmp, sql):
     write(ing, state, "dee", "t4", "sbfiles", [
         ("sandbox", {"state": "created"}), fd("a.py", "created", "a1"), fd("d/b.bin", "created", "bin"),
         fd("a.py", "modified", "a2"), fd("big.dat", "created", "f" * 64, stored=False),
-        fd("../out", "created", "a1")])
+        fd("../out", "created", "a1"),
+        ("file_diff", {"path": "empty/sub", "change": "created", "dir": True,
+                       "content": {"type": "dir", "mode": 493, "size": 0, "stored": False}})])
     d = os.path.join(tmp, f"{where}-files")
     p = sx(state, "export", "--format", "progsnap2", "--out", d, "--sandbox", "sbfiles", "--ingest",
            f"http://127.0.0.1:{ing.port}")
@@ -407,6 +418,9 @@ def contents_check(where, ing, state, tmp, sql):
           tree(cs[3]) == {"a.py": data["a2"], os.path.join("d", "b.bin"): data["bin"]} and
           tree(cs[5]) == tree(cs[3]) and not os.path.exists(os.path.join(d, ".contents")),
           (p.stderr, [tree(c) for c in cs]))
+    check(f"{where}: CodeStates hold an empty directory as `workspace` makes it",
+          len(cs) > 6 and tree(cs[6]) == tree(cs[5]) and
+          os.path.isdir(os.path.join(d, "CodeStates", cs[6], "empty", "sub")), cs)
 
 
 def retain_check(where, ing, state, store_url, rows_of, age):
