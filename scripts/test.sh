@@ -21,7 +21,8 @@
 #   other much of the time; the fuzz build and targets use the CPU
 #   meanwhile), off the run's critical path.
 # The plain build's suites and valgrind run in a lane beside the ASan suite,
-# one program at a time; the slowest programs start first (slow_tests in
+# one program at a time, niced (as the fuzz runs are) so the ASan suite
+# keeps the CPU; the slowest programs start first (slow_tests in
 # tests/meson.build). Test programs run SG_TEST_JOBS (2) at a time: each has its own state
 # directory, ports, cgroups and temporary files (tests/meson.build lists the
 # few that must run alone).
@@ -179,6 +180,10 @@ part_done build
 # path); the results are counted when the run is done.
 run_fuzz() {
   local nfuzz=0 f name seeds src t
+  # Below the ASan suite's priority: the fuzz runs are time-boxed, so they
+  # take its idle CPU and never slow it (a fresh-clone run beside them saw
+  # a flood test's learner slowed 7x).
+  renice -n 15 -p "$BASHPID" >/dev/null
   if ! { CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; }; then
     echo "FAIL the fuzz build failed (or is not a fuzz build)"; echo "END"; return
   fi
@@ -222,6 +227,7 @@ fuzz_pid=$!
 # the ASan suite (each test is hermetic; run one after the other they
 # added ~150 s to the run). Its counts and times come back in its last line.
 run_plain_lane() {
+  renice -n 10 -p "$BASHPID" >/dev/null  # the ASan suite first: this lane fills its idle CPU
   passed=0; failed=0; skipped=0; times=(); part_start=$SECONDS
   jobs=1  # beside the ASan suite's own jobs: one at a time is enough to end first
   run_suite build plain plain --suite static-e2e --suite no-valgrind --suite lint
