@@ -183,7 +183,7 @@ run_fuzz() {
   # Below the ASan suite's priority: the fuzz runs are time-boxed, so they
   # take its idle CPU and never slow it (a fresh-clone run beside them saw
   # a flood test's learner slowed 7x).
-  renice -n 15 -p "$BASHPID" >/dev/null
+  renice -n 5 -p "$BASHPID" >/dev/null
   if ! { CC=clang build build-fuzz -Dfuzz=true && [ "$(build_option build-fuzz fuzz)" = True ]; }; then
     echo "FAIL the fuzz build failed (or is not a fuzz build)"; echo "END"; return
   fi
@@ -227,7 +227,7 @@ fuzz_pid=$!
 # the ASan suite (each test is hermetic; run one after the other they
 # added ~150 s to the run). Its counts and times come back in its last line.
 run_plain_lane() {
-  renice -n 10 -p "$BASHPID" >/dev/null  # the ASan suite first: this lane fills its idle CPU
+  renice -n 5 -p "$BASHPID" >/dev/null  # the ASan suite first: this lane fills its idle CPU
   passed=0; failed=0; skipped=0; times=(); part_start=$SECONDS
   jobs=1  # beside the ASan suite's own jobs: one at a time is enough to end first
   run_suite build plain plain --suite static-e2e --suite no-valgrind --suite lint
