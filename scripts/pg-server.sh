@@ -83,8 +83,15 @@ start)
     fi
   fi
   touch "$log" && chown "$owner" "$log"
-  as_pg "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start \
-    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$sock" \
+  # In a test run, no fsync: an immediate shutdown (kill) still loses
+  # nothing the server acknowledged (a commit's WAL is still written to
+  # the page cache, which survives it; only a host crash would not). A
+  # bench measures the real, fsynced server.
+  opts="-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$sock"
+  if [ -n "${SG_TEST_ROOT:-}" ]; then
+    opts="$opts -c fsync=off -c full_page_writes=off"
+  fi
+  as_pg "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start -o "$opts" \
     >/dev/null || { tail -20 "$log" >&2; exit 1; }
   echo "postgresql://postgres@127.0.0.1:$port/postgres"
   ;;

@@ -165,8 +165,9 @@ check_sanitizer_reports() { # label
   [ "$n" = 0 ] && echo "  [$1] no sanitizer report from any process"
 }
 
-plain_ok=0; asan_ok=0
-build build || { failed=$((failed + 1)); echo "plain build failed"; plain_ok=1; }
+# The ASan build first: its suite is the run's critical path. The plain
+# build is made in the plain lane, beside that suite (below).
+asan_ok=0
 if ! { build build-asan -Db_sanitize=address,undefined -Db_lundef=false &&
        [ "$(build_option build-asan b_sanitize)" = "address,undefined" ]; }; then
   failed=$((failed + 1)); asan_ok=1
@@ -223,12 +224,18 @@ fuzz_results="$SG_TEST_ROOT/fuzz-results"
 run_fuzz > "$fuzz_results" 2>&1 &
 fuzz_pid=$!
 
-# The plain build's suites, then valgrind, in a lane of their own beside
+# The plain build, its suites, then valgrind, in a lane of their own beside
 # the ASan suite (each test is hermetic; run one after the other they
 # added ~150 s to the run). Its counts and times come back in its last line.
 run_plain_lane() {
   renice -n 5 -p "$BASHPID" >/dev/null  # the ASan suite first: this lane fills its idle CPU
   passed=0; failed=0; skipped=0; times=(); part_start=$SECONDS
+  if ! build build; then
+    echo "  [plain] FAIL     the plain build failed"
+    echo "LANE 0 1 0 plain-build $((SECONDS - part_start))s"
+    return
+  fi
+  part_done plain-build
   jobs=1  # beside the ASan suite's own jobs: one at a time is enough to end first
   run_suite build plain plain --suite static-e2e --suite no-valgrind --suite lint
   part_done plain
@@ -241,10 +248,8 @@ run_plain_lane() {
   echo "LANE $passed $failed $skipped ${times[*]}"
 }
 plain_lane="$SG_TEST_ROOT/plain-lane"
-if [ "$plain_ok" = 0 ]; then
-  run_plain_lane > "$plain_lane" 2>&1 &
-  plain_pid=$!
-fi
+run_plain_lane > "$plain_lane" 2>&1 &
+plain_pid=$!
 
 if [ "$asan_ok" = 0 ]; then
   rm -rf "$san_dir"; mkdir -p "$san_dir/logs"; chmod 1777 "$san_dir" "$san_dir/logs"
@@ -257,19 +262,17 @@ if [ "$asan_ok" = 0 ]; then
 fi
 
 
-if [ "$plain_ok" = 0 ]; then
-  wait "$plain_pid"
-  lane=$(grep '^LANE ' "$plain_lane" | tail -1)
-  grep -v '^LANE ' "$plain_lane"
-  if [ -z "$lane" ]; then
-    failed=$((failed + 1)); echo "  [plain] FAIL     the plain lane did not finish"
-  else
-    read -r _ p f sk rest <<<"$lane"
-    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + sk))
-    times+=("$rest (beside asan)")
-  fi
-  part_start=$SECONDS
+wait "$plain_pid"
+lane=$(grep '^LANE ' "$plain_lane" | tail -1)
+grep -v '^LANE ' "$plain_lane"
+if [ -z "$lane" ]; then
+  failed=$((failed + 1)); echo "  [plain] FAIL     the plain lane did not finish"
+else
+  read -r _ p f sk rest <<<"$lane"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + sk))
+  times+=("$rest (beside asan)")
 fi
+part_start=$SECONDS
 
 wait "$fuzz_pid"
 fuzz_build=?

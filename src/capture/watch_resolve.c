@@ -327,6 +327,11 @@ uint64_t watch_next_due(sg_watch *w, uint64_t now)
         uint64_t left;
         if (held_new(w, n, now)) {
             left = n->born_ns + w->hold_ns - now;
+        } else if (!n->writing) {
+            /* put off only because the turn's slice was full: due after
+             * one more turn's length (the loop's other work between), not
+             * after a writer's wait; the byte bucket still paces it */
+            left = SG_WATCH_TURN_US * 1000ull;
         } else {
             uint64_t age = now - n->dirty_ns;
             left = age >= cap_ns ? 0 : cap_ns - age;

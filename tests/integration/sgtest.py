@@ -218,20 +218,12 @@ class Env:
             except (OSError, ChildProcessError):
                 pass
 
-    def cleanup(self) -> None:
-        if self._cleaned:
-            return
-        self._cleaned = True
-        self.record_sandboxes()
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        self.kill_own_children()
+    def _destroy_all(self) -> None:
+        """Empties the pool and destroys every sandbox left, side by side
+        (a captured sandbox whose ingest is gone waits out its delivery,
+        each at the same time)."""
         try:
             self.run("pool", "0", timeout=60)
-            # side by side: a captured sandbox whose ingest is gone waits
-            # out its delivery (10 s) at destroy, each at the same time
             left = [subprocess.Popen([SANDGLASS, "destroy", sb["id"]], env=self.env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     for sb in self.ls()]
@@ -241,8 +233,25 @@ class Env:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the rest of the cleanup still runs
             pass
+
+    def cleanup(self) -> None:
+        if self._cleaned:
+            return
+        self._cleaned = True
+        self.record_sandboxes()
+        # Destroyed while the test's own ingest (a spawned process) still
+        # runs: a captured sandbox then delivers its last events at once
+        # instead of waiting out its delivery (10 s) against a dead port.
+        # What a spawned process made meanwhile is destroyed after it ends.
+        self._destroy_all()
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.kill_own_children()
+        self._destroy_all()
         try:
             self.run("gc", timeout=60)
         except Exception:  # noqa: BLE001 - the rest of the cleanup still runs
