@@ -25,7 +25,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASSD, Env, children, comm, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import SANDGLASS, SANDGLASSD, Env, children, comm, pid_alive, tap, wait_for  # noqa: E402
 
 SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
@@ -174,13 +174,21 @@ class CapEnv(Env):
                 return r
             time.sleep(0.02)
 
-    def run_exec(self, sid: str, script: str, *opts: str, timeout: float = 60.0, **kw):
+    def run_exec(self, sid: str, script: str, *opts: str, timeout: float = 60.0, hold=None, **kw):
         """Runs `sh -c script` and returns (process, the exec's events from
         its stdin to the activity after its result), waiting for the store.
         `process` events (test_procevents.py checks them) are left out of
         the list, whose order they would make depend on timing; the whole
-        span is in self.last_span."""
-        p = self.run("exec", sid, *opts, "--", "/bin/sh", "-c", script, **kw)
+        span is in self.last_span.
+
+        hold: the exec's stdin is a pipe the test holds open (a script that
+        ends reading it, `cat >/dev/null`, runs on) until hold(rows of the
+        store since the exec's stdin event) is true, then closed; whether
+        it came true before the timeout is in self.held."""
+        if hold is None:
+            p = self.run("exec", sid, *opts, "--", "/bin/sh", "-c", script, **kw)
+        else:
+            p = self._exec_held(sid, script, opts, hold, timeout)
 
         def span(rows):
             start = None
@@ -198,6 +206,31 @@ class CapEnv(Env):
         rows = self.wait_rows(sid, lambda r: span(r) is not None, timeout)
         self.last_span = span(rows) or []
         return p, [r for r in self.last_span if r["kind"] != "process"]
+
+    def _exec_held(self, sid: str, script: str, opts, hold, timeout: float) -> subprocess.CompletedProcess:
+        args = [SANDGLASS, "exec", sid, *opts, "--", "/bin/sh", "-c", script]
+        p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=self.env)
+        out: dict[str, bytes] = {}
+        readers = [threading.Thread(target=lambda k, f: out.__setitem__(k, f.read()), args=(k, f), daemon=True)
+                   for k, f in (("out", p.stdout), ("err", p.stderr))]
+        for t in readers:
+            t.start()
+
+        def since(rows):
+            st = [i for i, r in enumerate(rows) if r["kind"] == "stdin" and r["payload"].get("line") == script]
+            return rows[st[-1]:] if st else []
+        rows = self.wait_rows(sid, lambda r: p.poll() is not None or hold(since(r)), timeout)
+        self.held = p.poll() is None and hold(since(rows))
+        p.stdin.close()
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for t in readers:
+            t.join(timeout)
+        return subprocess.CompletedProcess(args, p.returncode, out.get("out", b""), out.get("err", b""))
 
     # ---- spool
     def spool_records(self, sid: str, base: str | None = None) -> list[tuple[int, dict]]:
