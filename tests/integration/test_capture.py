@@ -286,9 +286,11 @@ class CapEnv(Env):
         tap.ok(not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
                "processes' sanitizer logs", "\n".join(hits[:30] + self.report_heads(hits)))
 
-    def cleanup(self, check: bool = True) -> None:
+    def cleanup(self, check: bool = True, into: list | None = None) -> None:
         """Destroys what is left, stops the ingest, scans for sanitizer
-        reports (a TAP line when check), removes the files."""
+        reports (a TAP line when check; into: appended there instead, as
+        (processes left, report lines), for a caller that checks several
+        Envs in one line: combined_checks), removes the files."""
         try:
             for sb in self.ls():
                 self.destroy(sb["id"])
@@ -306,11 +308,24 @@ class CapEnv(Env):
             os.kill(up, signal.SIGTERM)
             self.watched[up] = "sandglass-uplin"
         left = [p for p, c in self.watched.items() if not wait_exit(p, c, 120)]
-        if check:
+        if into is not None:
+            hits = self.sanitizer_reports()
+            into.append(({p: self.watched[p] for p in left}, hits[:30] + self.report_heads(hits)))
+        elif check:
             tap.ok(not left, "every supervisor, worker and uplink daemon exited (their reports are complete)",
                    repr({p: self.watched[p] for p in left}))
             self.check_sanitizers()
         super().cleanup()
+
+
+def combined_checks(results: list) -> None:
+    """CapEnv.cleanup's two checks, once for several Envs (their `into`)."""
+    left = {p: c for lf, _ in results for p, c in lf.items()}
+    ok(results and not left, "every supervisor, worker and uplink daemon exited (their reports are complete)",
+       repr(left))
+    hits = [h for _, hs in results for h in hs]
+    ok(results and not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
+       "processes' sanitizer logs", "\n".join(hits))
 
 
 def ok(cond, name: str, diag="") -> bool:
