@@ -25,7 +25,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASS, SANDGLASSD, Env, children, comm, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import SANDGLASS, SANDGLASSD, Env, _exit_on_sigterm, children, comm, pid_alive, tap, wait_for  # noqa: E402
 
 SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
@@ -316,6 +316,54 @@ class CapEnv(Env):
                    repr({p: self.watched[p] for p in left}))
             self.check_sanitizers()
         super().cleanup()
+
+
+def side_by_side(cases: list, jobs: int = 2) -> tuple[dict, list]:
+    """Runs each case (name, fn, own_env) as a tap case, `jobs` at a time in
+    threads: fn(env) in a CapEnv of its own when own_env (its exit and
+    sanitizer checks kept for combined_checks), else fn(). Their TAP
+    results are recorded, not printed: the caller replays them (tap.replay)
+    in its own fixed order. Returns (results by name, the Envs' checks); a
+    case missing from the first did not finish."""
+    _exit_on_sigterm()  # here: each Env sets it up, but a thread cannot
+    into: list = []
+    out: dict[str, list] = {}
+    queue = list(cases)
+    lock = threading.Lock()
+
+    def one(name: str, fn, own_env: bool) -> None:
+        def case() -> None:
+            if not own_env:
+                fn()
+                return
+            env = CapEnv()
+            try:
+                fn(env)
+            finally:
+                env.cleanup(into=into)
+        out[name] = tap.recorded(name, case)
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                c = queue.pop(0)
+            one(*c)
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(jobs)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return out, into
+
+
+def replay(out: dict, name: str) -> None:
+    """A case's recorded results (side_by_side), or a failure if it did not finish."""
+    if name in out:
+        tap.replay(out[name])
+    else:
+        ok(False, f"{name}: did not finish")
 
 
 def combined_checks(results: list) -> None:

@@ -34,8 +34,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import _exit_on_sigterm, comm, pid_alive, tap, uplink_daemon_pid, wait_for  # noqa: E402
-from test_capture import CapEnv, combined_checks, contiguous, ok  # noqa: E402
+from sgtest import comm, pid_alive, tap, uplink_daemon_pid, wait_for  # noqa: E402
+from test_capture import CapEnv, combined_checks, contiguous, ok, replay, side_by_side  # noqa: E402
 
 WAIT = 120.0  # generous: a loaded machine is slow, not broken
 
@@ -532,58 +532,21 @@ def test_disk_full() -> None:
 
 SCENARIOS = (("a", test_ingest_killed), ("b", test_supervisor_killed), ("c", test_ingest_down_long),
              ("d", test_destroy_while_down), ("f", test_uplink_daemon_killed))
-JOBS = 2  # scenarios side by side: each waits on its processes far more than it computes
-
-
-def run_scenario(name: str, fn, into: list) -> list:
-    """One scenario in an Env (state dir, ingest, store) of its own, in this
-    thread; its TAP results recorded for main to print in order. Its Env's
-    exit and sanitizer checks go to `into`: one line for all, as when the
-    scenarios shared one Env."""
-    def case() -> None:
-        if fn is test_disk_full:
-            fn()
-            return
-        env = CapEnv()
-        try:
-            fn(env)
-        finally:
-            env.cleanup(into=into)
-    return tap.recorded(f"fault {name}", case)
 
 
 def main() -> None:
     only = set(sys.argv[1:])
-    _exit_on_sigterm()  # here: each Env sets it up, but a thread cannot
-    todo = [(n, fn) for n, fn in SCENARIOS + (("e", test_disk_full),) if not only or n in only]
-    into: list = []
-    out: dict[str, list] = {}
-    queue = list(todo)
-    lock = threading.Lock()
-
-    def worker() -> None:
-        while True:
-            with lock:
-                if not queue:
-                    return
-                name, fn = queue.pop(0)
-            out[name] = run_scenario(name, fn, into)
-    workers = [threading.Thread(target=worker, daemon=True) for _ in range(JOBS)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    todo = [(f"fault {n}", fn, n != "e") for n, fn in SCENARIOS + (("e", test_disk_full),) if not only or n in only]
+    # two at a time: each waits on its processes far more than it computes
+    out, into = side_by_side(todo, 2)
     # in the order they ran one after the other: a, b, c, d, f, the
     # Envs' checks, then e (whose Env checks itself)
-    shared = any(n != "e" for n, _ in todo)
-    for name, _ in todo:
-        if name == "e" and shared:
+    shared = any(own for _, _, own in todo)
+    for name, _, own in todo:
+        if not own and shared:
             combined_checks(into)
             shared = False
-        if name in out:
-            tap.replay(out[name])
-        else:
-            ok(False, f"fault {name}: did not finish")
+        replay(out, name)
     if shared:
         combined_checks(into)
     tap.done()
