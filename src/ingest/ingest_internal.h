@@ -234,6 +234,9 @@ void ingest_sse_closed(sg_ingest *ing, sg_http_req *req);
 void ingest_sse_gone(sg_ingest *ing, struct lws *wsi);
 /* Rows were committed (by this node): push them. */
 void ingest_sse_on_commit(sg_ingest *ing);
+/* Token id was revoked through this node: its open streams end now, with
+ * the `revoked` notice saying why (other nodes' at their ping). */
+void ingest_sse_revoked(sg_ingest *ing, const char *id, const char *why);
 
 /* ---- ingest_watch.c ---- */
 

@@ -61,7 +61,7 @@ typedef struct sse_sub {
     sg_http_req *req;
     char filt[3][SG_NAME_MAX + 1]; /* "": any */
     int64_t after_seq;        /* only seqs above it (-1: all) */
-    char tok[SG_TOKEN_ID_LEN + 1]; /* its token's id (checked again at each ping) */
+    char tok[SG_TOKEN_ID_LEN + 1]; /* its token's id (checked again at each ping, and at a revoke) */
     unsigned char addr[16];
     int64_t cursor;   /* every matching row up to here is queued or written */
     int64_t sent;     /* the last event id handed to lws */
@@ -323,6 +323,24 @@ static void hub_listen(sse_hub *h)
     hub_fetch(h);
 }
 
+/* Ends s with the `revoked` notice, why its reason. */
+static void sub_revoked(sse_sub *s, const char *why)
+{
+    char data[SG_ERR_MSG_MAX + 128]; /* why: an sg_err's message and a little */
+    snprintf(data, sizeof data, "{\"reason\":\"%s\"}", why);
+    sub_end(s, msg_notice("revoked", data));
+}
+
+/* Every open stream of the token id (the revoke this node took) ends now;
+ * other nodes' streams end at their ping. */
+void ingest_sse_revoked(sg_ingest *ing, const char *id, const char *why)
+{
+    sse_hub *h = ing->sse;
+    for (sse_sub *s = h ? h->subs : NULL; s; s = s->next)
+        if (!s->closing && strcmp(s->tok, id) == 0)
+            sub_revoked(s, why);
+}
+
 static void on_ping(uv_timer_t *t)
 {
     sse_hub *h = t->data;
@@ -331,11 +349,8 @@ static void on_ping(uv_timer_t *t)
         unsigned status;
         const char *why;
         memcpy(cl.id, s->tok, sizeof cl.id);
-        if (!s->closing && ingest_token_revoked(h->ing, &cl, &status, &why) && status == HTTP_STATUS_UNAUTHORIZED) {
-            char data[SG_ERR_MSG_MAX + 128]; /* why: an sg_err's message and a little */
-            snprintf(data, sizeof data, "{\"reason\":\"%s\"}", why);
-            sub_end(s, msg_notice("revoked", data));
-        }
+        if (!s->closing && ingest_token_revoked(h->ing, &cl, &status, &why) && status == HTTP_STATUS_UNAUTHORIZED)
+            sub_revoked(s, why);
         if (s->qn > 0 || s->closing)
             continue;
         sse_msg *m = msg_notice(NULL, "ping");
@@ -343,6 +358,17 @@ static void on_ping(uv_timer_t *t)
             sub_offer(h, s, m);
         msg_unref(m);
     }
+}
+
+/* The ping's period: SANDGLASS_STREAM_PING_MS overrides the 15 s, so a
+ * test sees a ping's revocation check without waiting 15 s (or keeps it
+ * out of the way of the revoke's own). */
+static uint64_t ping_ms(void)
+{
+    uint64_t v = 0;
+    sg_err e = {0};
+    const char *env = getenv("SANDGLASS_STREAM_PING_MS");
+    return env && sg_parse_uint(env, 24ull * 3600 * 1000, &v, &e) == 0 && v > 0 ? v : SSE_PING_MS;
 }
 
 /* ---------------------------------------------------------------- subscribers */
@@ -668,7 +694,8 @@ int ingest_sse_init(sg_ingest *ing, const char *store_url, sg_err *err)
         timers[i]->data = h;
     }
     h->handles = true;
-    uv_timer_start(&h->ping, on_ping, SSE_PING_MS, SSE_PING_MS);
+    uint64_t every = ping_ms();
+    uv_timer_start(&h->ping, on_ping, every, every);
     uv_unref((uv_handle_t *)&h->ping);
     ing->sse = h;
     return 0;

@@ -9,8 +9,10 @@
  * /v1/ingest handshake): one primary-key read, as fresh as the store, so a
  * revocation made through one node holds on all at once, with no cache to
  * go stale or notice to miss. A store that cannot answer fails the request
- * (500, as any store error), it never lets a token through unchecked. An open /v1/stream is
- * checked again at each ping (ingest_sse.c) and closed once revoked.
+ * (500, as any store error), it never lets a token through unchecked. An open /v1/stream
+ * of the token is ended at once by the node that took the revoke
+ * (ingest_sse_revoked, once the store has it); another node's is checked
+ * again at each ping (ingest_sse.c) and closed once revoked.
  *
  * Every read is logged (info) with its token's id and scope: who read
  * what, without the token itself. */
@@ -22,9 +24,17 @@
 
 #include "base/log.h"
 
+static __thread char msg[sizeof ((sg_err *)0)->msg + 64];
+
+/* The reason a revoked token is refused with (and its open streams ended). */
+static const char *revoked_msg(const char *id)
+{
+    snprintf(msg, sizeof msg, "token revoked (id %s)", id);
+    return msg;
+}
+
 int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *status, const char **why)
 {
-    static __thread char msg[sizeof ((sg_err *)0)->msg + 64];
     bool yes = false;
     sg_err err;
     if (sg_store_revoked(ing->store, cl->id, &yes, &err) < 0) {
@@ -35,9 +45,8 @@ int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *st
     }
     if (!yes)
         return 0;
-    snprintf(msg, sizeof msg, "token revoked (id %s)", cl->id);
     *status = HTTP_STATUS_UNAUTHORIZED;
-    *why = msg;
+    *why = revoked_msg(cl->id);
     return 1;
 }
 
@@ -73,5 +82,6 @@ int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     if (sg_store_revoke(ing->store, cl.revoke, &err) < 0)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     sg_log(SG_LOG_INFO, "token %s revoked (revoke token %s)", cl.revoke, cl.id);
+    ingest_sse_revoked(ing, cl.revoke, revoked_msg(cl.revoke));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:b, s:s}", "ok", 1, "revoked", cl.revoke));
 }

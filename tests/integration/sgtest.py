@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -71,12 +72,21 @@ def _exit_on_sigterm() -> None:
 
 
 class Tap:
+    """TAP output. A thread may record its results instead (recorded()),
+    for the caller to print later in a fixed order (replay()): cases run
+    side by side keep the output, and the numbering, one order."""
+
     def __init__(self) -> None:
         self.n = 0
         self.failed = 0
         self.skipped = 0
+        self._local = threading.local()
 
     def ok(self, cond: bool, name: str, diag: str = "") -> bool:
+        rec = getattr(self._local, "rec", None)
+        if rec is not None:
+            rec.append(("ok", cond, name, diag))
+            return cond
         self.n += 1
         print(f"{'ok' if cond else 'not ok'} {self.n} - {name}", flush=True)
         if not cond:
@@ -86,9 +96,30 @@ class Tap:
         return cond
 
     def skip(self, name: str, why: str) -> None:
+        rec = getattr(self._local, "rec", None)
+        if rec is not None:
+            rec.append(("skip", True, name, why))
+            return
         self.n += 1
         self.skipped += 1
         print(f"ok {self.n} - {name} # SKIP {why}", flush=True)
+
+    def recorded(self, name: str, fn) -> list:
+        """Runs fn as a case (tap.case) in this thread, its results kept,
+        not printed: replay() prints them."""
+        self._local.rec = []
+        try:
+            self.case(name)(fn)
+            return self._local.rec
+        finally:
+            self._local.rec = None
+
+    def replay(self, records: list) -> None:
+        for what, cond, name, text in records:
+            if what == "skip":
+                self.skip(name, text)
+            else:
+                self.ok(cond, name, text)
 
     def eq(self, got, want, name: str) -> bool:
         return self.ok(got == want, name, f"got:  {got!r}\nwant: {want!r}")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import sqlite3
 import subprocess
+import threading
 import time
 
 from sgtest import SANDGLASSD, Env, cgroup_pids, cmdline, tap, wait_for
@@ -53,12 +55,79 @@ def token(*args: str) -> str:
 
 
 def ws(script: dict) -> dict:
-    p = subprocess.run(["node", os.path.join(NODE_DIR, "terminal_ws.mjs"), str(port), json.dumps(script)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60, cwd=NODE_DIR)
+    return ws_all([script], jobs=1)[0]
+
+
+def ws_all(scripts: list[dict], jobs: int = 4) -> list[dict]:
+    """The conversations, each on a connection of its own, `jobs` at a
+    time in one Node client: their results in the scripts' order."""
+    p = subprocess.run(["node", os.path.join(NODE_DIR, "terminal_ws.mjs"), str(port),
+                        json.dumps({"all": scripts, "jobs": jobs})],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=NODE_DIR)
     try:
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        if isinstance(got, list) and len(got) == len(scripts):
+            return got
     except (ValueError, IndexError):
-        return {"error": f"no answer from the client: {p.stdout!r} {p.stderr[-500:]!r}"}
+        pass
+    return [{"error": f"no answer from the client: {p.stdout[-500:]!r} {p.stderr[-500:]!r}"}] * len(scripts)
+
+
+class Browser:
+    """One chromium for the program's browser cases (browser_cases.mjs):
+    launched while the first cases run, each case in a context of its own."""
+
+    def __init__(self) -> None:
+        self.proc = None
+        self.lines: queue.Queue = queue.Queue()
+        if os.path.exists(os.path.join(NODE_DIR, "node_modules", "playwright-core")):
+            self.proc = subprocess.Popen(["node", os.path.join(NODE_DIR, "browser_cases.mjs"), CHROMIUM],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True, cwd=NODE_DIR)
+            env.procs.append(self.proc)
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def run(self, module: str, *args: str, timeout: float = 240) -> dict:
+        """The case's result, or {"ok": False, "error"} saying why none came."""
+        if self.proc is None:
+            return {"ok": False, "error": "playwright-core is not installed (npm install in tests/node)"}
+        try:
+            self.proc.stdin.write(json.dumps({"module": module, "args": args}) + "\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            return {"ok": False, "error": f"the browser's node process is gone: {e}"}
+        end, seen = time.monotonic() + timeout, []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                return {"ok": False, "error": f"no result from {module} in {timeout} s: {''.join(seen)[-1000:]}"}
+            if line is None:
+                return {"ok": False, "error": f"the browser's node process ended: {''.join(seen)[-1000:]} "
+                                              f"{self.proc.stderr.read()[-1000:]}"}
+            if line.startswith("RESULT "):
+                try:
+                    return json.loads(line[len("RESULT "):])
+                except ValueError:
+                    return {"ok": False, "error": line[-1000:]}
+            seen.append(line)
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+browser = Browser()
 
 
 def http(path: str) -> tuple[int, str]:
@@ -97,13 +166,7 @@ def _browser():
         return
     tap.ok(os.access(CHROMIUM, os.X_OK), f"Debian's chromium is installed ({CHROMIUM})")
     tok = token("--terminal", "--sandbox", sid)
-    p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_terminal.mjs"),
-                        f"http://127.0.0.1:{port}/#token={tok}", CHROMIUM],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240, cwd=NODE_DIR)
-    try:
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        r = {"ok": False, "error": p.stdout[-1000:] + p.stderr[-1000:]}
+    r = browser.run("browser_terminal.mjs", f"http://127.0.0.1:{port}/#token={tok}")
     tap.ok(r.get("ok"), "the browser saw the prompt, the output, the new size and the end", r.get("error", ""))
     tap.eq(r.get("steps"), ["prompt", "command output", "size after resize", "exit"], "in that order")
     tap.ok(r.get("size_before") and r.get("size_after") and r["size_before"] != r["size_after"],
@@ -141,14 +204,8 @@ def _browser():
 def _watch():
     term_tok = token("--terminal", "--sandbox", sid)
     read_tok = token("--read")
-    p = subprocess.run(["node", os.path.join(NODE_DIR, "browser_watch.mjs"),
-                        f"http://127.0.0.1:{port}/#token={term_tok}",
-                        f"http://127.0.0.1:{ingest_port}/?token={read_tok}", sid, CHROMIUM],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240, cwd=NODE_DIR)
-    try:
-        r = json.loads(p.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        r = {"ok": False, "error": p.stdout[-1000:] + p.stderr[-1000:]}
+    r = browser.run("browser_watch.mjs", f"http://127.0.0.1:{port}/#token={term_tok}",
+                    f"http://127.0.0.1:{ingest_port}/?token={read_tok}", sid)
     tap.ok(r.get("ok"), "the console's watch link opened the watch page, which showed the learner's screen, "
            "then its output live, until it ended",
            r.get("error", ""))
@@ -189,8 +246,13 @@ def _refusals():
         ("a text message over 4 KiB", {"send": [{"text": "x" * 5000}]}, "at most 4096 bytes"),
         ("no token in time", {"send": [], "timeout_ms": 20000}, "no token within 5 s"),
     ]
-    for name, script, why in cases:
-        r = ws(script)
+    # side by side, a few at a time (each on its own connection, as many
+    # browsers would): the slowest, no token in time, waits out serve's 5 s
+    # beside the others
+    handshakes = [{"send": [{"text": "hello"}]}, {"protocol": None, "send": []}, {"protocol": "other", "send": []},
+                  {"path": "/v1/other", "send": []}]
+    got = ws_all([script for _, script, _ in cases] + handshakes)
+    for (name, script, why), r in zip(cases, got):
         tap.ok(r.get("close_code") == 1008 and why in (r.get("close_reason") or ""),
                f"{name}: closed 1008 with the reason", json.dumps(r)[:400])
         tap.ok(any(why in t for t in r.get("texts", [])), f"{name}: and said so as {{\"error\"}} first",
@@ -204,16 +266,16 @@ def _refusals():
     def refused_at_handshake(r: dict) -> bool:
         return ("opened" in r and not r["opened"] and serve.poll() is None and
                 (r.get("http_status") in (400, 403, 404) or r.get("error") == "socket hang up"))
-    r = ws({"send": [{"text": "hello"}]})
+    r = got[len(cases)]
     tap.ok(r.get("opened") is True and r.get("close_code") == 1008, "the same client with the subprotocol opens",
            json.dumps(r)[:300])
-    r = ws({"protocol": None, "send": []})
+    r = got[len(cases) + 1]
     tap.ok(refused_at_handshake(r), "a WebSocket without the subprotocol is refused at the handshake",
            json.dumps(r)[:300])
-    r = ws({"protocol": "other", "send": []})
+    r = got[len(cases) + 2]
     tap.ok(refused_at_handshake(r), "a WebSocket with another subprotocol is refused at the handshake",
            json.dumps(r)[:300])
-    r = ws({"path": "/v1/other", "send": []})
+    r = got[len(cases) + 3]
     tap.ok(refused_at_handshake(r), "a WebSocket on another path is refused", json.dumps(r)[:300])
     # A token of another learner's sandbox does not open this one's: the
     # sandbox is the token's, and its record must name the same learner.
@@ -244,6 +306,10 @@ def _destroyed():
 
 
 try:
+    browser.close()
+    # while its ingest runs: a captured sandbox whose ingest is gone waits
+    # out its delivery (10 s) at destroy
+    env.run("destroy", sid)
     serve.terminate()
     serve.wait(timeout=30)
     tap.eq(serve.returncode, 0, "serve stops cleanly on SIGTERM")

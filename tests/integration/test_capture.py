@@ -25,7 +25,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASSD, Env, children, comm, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import SANDGLASS, SANDGLASSD, Env, _exit_on_sigterm, children, comm, pid_alive, tap, wait_for  # noqa: E402
 
 SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
@@ -174,13 +174,21 @@ class CapEnv(Env):
                 return r
             time.sleep(0.02)
 
-    def run_exec(self, sid: str, script: str, *opts: str, timeout: float = 60.0, **kw):
+    def run_exec(self, sid: str, script: str, *opts: str, timeout: float = 60.0, hold=None, **kw):
         """Runs `sh -c script` and returns (process, the exec's events from
         its stdin to the activity after its result), waiting for the store.
         `process` events (test_procevents.py checks them) are left out of
         the list, whose order they would make depend on timing; the whole
-        span is in self.last_span."""
-        p = self.run("exec", sid, *opts, "--", "/bin/sh", "-c", script, **kw)
+        span is in self.last_span.
+
+        hold: the exec's stdin is a pipe the test holds open (a script that
+        ends reading it, `cat >/dev/null`, runs on) until hold(rows of the
+        store since the exec's stdin event) is true, then closed; whether
+        it came true before the timeout is in self.held."""
+        if hold is None:
+            p = self.run("exec", sid, *opts, "--", "/bin/sh", "-c", script, **kw)
+        else:
+            p = self._exec_held(sid, script, opts, hold, timeout)
 
         def span(rows):
             start = None
@@ -198,6 +206,31 @@ class CapEnv(Env):
         rows = self.wait_rows(sid, lambda r: span(r) is not None, timeout)
         self.last_span = span(rows) or []
         return p, [r for r in self.last_span if r["kind"] != "process"]
+
+    def _exec_held(self, sid: str, script: str, opts, hold, timeout: float) -> subprocess.CompletedProcess:
+        args = [SANDGLASS, "exec", sid, *opts, "--", "/bin/sh", "-c", script]
+        p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=self.env)
+        out: dict[str, bytes] = {}
+        readers = [threading.Thread(target=lambda k, f: out.__setitem__(k, f.read()), args=(k, f), daemon=True)
+                   for k, f in (("out", p.stdout), ("err", p.stderr))]
+        for t in readers:
+            t.start()
+
+        def since(rows):
+            st = [i for i, r in enumerate(rows) if r["kind"] == "stdin" and r["payload"].get("line") == script]
+            return rows[st[-1]:] if st else []
+        rows = self.wait_rows(sid, lambda r: p.poll() is not None or hold(since(r)), timeout)
+        self.held = p.poll() is None and hold(since(rows))
+        p.stdin.close()
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for t in readers:
+            t.join(timeout)
+        return subprocess.CompletedProcess(args, p.returncode, out.get("out", b""), out.get("err", b""))
 
     # ---- spool
     def spool_records(self, sid: str, base: str | None = None) -> list[tuple[int, dict]]:
@@ -253,9 +286,11 @@ class CapEnv(Env):
         tap.ok(not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
                "processes' sanitizer logs", "\n".join(hits[:30] + self.report_heads(hits)))
 
-    def cleanup(self, check: bool = True) -> None:
+    def cleanup(self, check: bool = True, into: list | None = None) -> None:
         """Destroys what is left, stops the ingest, scans for sanitizer
-        reports (a TAP line when check), removes the files."""
+        reports (a TAP line when check; into: appended there instead, as
+        (processes left, report lines), for a caller that checks several
+        Envs in one line: combined_checks), removes the files."""
         try:
             for sb in self.ls():
                 self.destroy(sb["id"])
@@ -273,11 +308,72 @@ class CapEnv(Env):
             os.kill(up, signal.SIGTERM)
             self.watched[up] = "sandglass-uplin"
         left = [p for p, c in self.watched.items() if not wait_exit(p, c, 120)]
-        if check:
+        if into is not None:
+            hits = self.sanitizer_reports()
+            into.append(({p: self.watched[p] for p in left}, hits[:30] + self.report_heads(hits)))
+        elif check:
             tap.ok(not left, "every supervisor, worker and uplink daemon exited (their reports are complete)",
                    repr({p: self.watched[p] for p in left}))
             self.check_sanitizers()
         super().cleanup()
+
+
+def side_by_side(cases: list, jobs: int = 2) -> tuple[dict, list]:
+    """Runs each case (name, fn, own_env) as a tap case, `jobs` at a time in
+    threads: fn(env) in a CapEnv of its own when own_env (its exit and
+    sanitizer checks kept for combined_checks), else fn(). Their TAP
+    results are recorded, not printed: the caller replays them (tap.replay)
+    in its own fixed order. Returns (results by name, the Envs' checks); a
+    case missing from the first did not finish."""
+    _exit_on_sigterm()  # here: each Env sets it up, but a thread cannot
+    into: list = []
+    out: dict[str, list] = {}
+    queue = list(cases)
+    lock = threading.Lock()
+
+    def one(name: str, fn, own_env: bool) -> None:
+        def case() -> None:
+            if not own_env:
+                fn()
+                return
+            env = CapEnv()
+            try:
+                fn(env)
+            finally:
+                env.cleanup(into=into)
+        out[name] = tap.recorded(name, case)
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                c = queue.pop(0)
+            one(*c)
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(jobs)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return out, into
+
+
+def replay(out: dict, name: str) -> None:
+    """A case's recorded results (side_by_side), or a failure if it did not finish."""
+    if name in out:
+        tap.replay(out[name])
+    else:
+        ok(False, f"{name}: did not finish")
+
+
+def combined_checks(results: list) -> None:
+    """CapEnv.cleanup's two checks, once for several Envs (their `into`)."""
+    left = {p: c for lf, _ in results for p, c in lf.items()}
+    ok(results and not left, "every supervisor, worker and uplink daemon exited (their reports are complete)",
+       repr(left))
+    hits = [h for _, hs in results for h in hs]
+    ok(results and not hits, "no sanitizer report in the supervisor logs, the ingest log or the "
+       "processes' sanitizer logs", "\n".join(hits))
 
 
 def ok(cond, name: str, diag="") -> bool:

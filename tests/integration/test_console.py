@@ -234,4 +234,8 @@ def _browser():
            json.dumps(px)[:400])
 
 
+# Destroyed while the ingest runs (the cleanup would stop it first): a
+# captured sandbox whose ingest is gone waits out its delivery (10 s).
+for sb in (sid, other, evil):
+    env.run("destroy", sb)
 tap.done()

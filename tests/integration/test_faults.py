@@ -10,8 +10,11 @@ after recovery the store holds every event exactly once, in order (seqs
  e. disk full: the state dir on a tiny tmpfs
  f. the per-host uplink daemon SIGKILLed mid-stream, twice
 
-TAP output, stdlib only. Needs root (tmpfs mount in e; without it e is a
-TAP skip with its reason, which CI counts as a failure).
+Each scenario has an Env of its own (state dir, ingest, store), and two
+run side by side; their TAP lines are printed in one fixed order (a, b,
+c, d, f, then e), as when they ran one after the other. TAP output,
+stdlib only. Needs root (tmpfs mount in e; without it e is a TAP skip
+with its reason, which CI counts as a failure).
 
 No check depends on the machine's speed: faults are injected when the
 stream has made progress (counted execs), never after a fixed time, and
@@ -32,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import comm, pid_alive, tap, uplink_daemon_pid, wait_for  # noqa: E402
-from test_capture import CapEnv, contiguous, ok  # noqa: E402
+from test_capture import CapEnv, combined_checks, contiguous, ok, replay, side_by_side  # noqa: E402
 
 WAIT = 120.0  # generous: a loaded machine is slow, not broken
 
@@ -527,22 +530,25 @@ def test_disk_full() -> None:
         shutil.rmtree(env.root, ignore_errors=True)
 
 
+SCENARIOS = (("a", test_ingest_killed), ("b", test_supervisor_killed), ("c", test_ingest_down_long),
+             ("d", test_destroy_while_down), ("f", test_uplink_daemon_killed))
+
+
 def main() -> None:
     only = set(sys.argv[1:])
-    env = CapEnv()
-    try:
-        for name, fn in (("a", test_ingest_killed), ("b", test_supervisor_killed),
-                         ("c", test_ingest_down_long), ("d", test_destroy_while_down),
-                         ("f", test_uplink_daemon_killed)):
-            if only and name not in only:
-                continue
-            if not env.ingest.alive():
-                env.ingest.start()
-            tap.case(f"fault {name}")(lambda: fn(env))
-    finally:
-        env.cleanup()
-    if not only or "e" in only:
-        tap.case("fault e")(test_disk_full)
+    todo = [(f"fault {n}", fn, n != "e") for n, fn in SCENARIOS + (("e", test_disk_full),) if not only or n in only]
+    # two at a time: each waits on its processes far more than it computes
+    out, into = side_by_side(todo, 2)
+    # in the order they ran one after the other: a, b, c, d, f, the
+    # Envs' checks, then e (whose Env checks itself)
+    shared = any(own for _, _, own in todo)
+    for name, _, own in todo:
+        if not own and shared:
+            combined_checks(into)
+            shared = False
+        replay(out, name)
+    if shared:
+        combined_checks(into)
     tap.done()
 
 

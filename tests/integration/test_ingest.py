@@ -203,9 +203,9 @@ SAN_MARKERS = ("Sanitizer", "runtime error:")
 class Ingest:
     started = []  # every ingest this file ran: their stderr is scanned at the end
 
-    def __init__(self, state, port=0, extra=()):
+    def __init__(self, state, port=0, extra=(), env=None):
         self.state = state
-        env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+        env = dict(os.environ, SANDGLASS_STATE_DIR=state, **(env or {}))
         self.proc = subprocess.Popen([BIN, "ingest", "--listen", f"127.0.0.1:{port}", *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                      text=True)

@@ -107,11 +107,25 @@ def one_modified(ds: list[dict], name: str, minus: str, plus: str, what: str) ->
            f"{what}: its diff is the one-line edit", repr(d)[:600])
 
 
+# The end of an editing script: it runs on until the test closes the exec's
+# stdin (run_exec's hold), once the save is stored, so that the watcher's
+# loop (not the exec's end, which flushes whatever is left) resolved it.
+HOLD = "cat >/dev/null"
+
+
 def in_pty(keys: bytes, *argv: str) -> str:
-    """The sh script running argv on a pty with keys typed, then a pause
-    so that the loop (not only the exec's end) resolves the save."""
+    """The sh script running argv on a pty with keys typed, then HOLD."""
     drv = f"cat > /tmp/sg_pty.py <<'EOF'\n{PTY_DRIVER}\nEOF\n"
-    return drv + f"python3 /tmp/sg_pty.py {keys.hex()} {' '.join(shq(a) for a in argv)}; rc=$?; sleep 1; exit $rc"
+    return drv + f"python3 /tmp/sg_pty.py {keys.hex()} {' '.join(shq(a) for a in argv)}; rc=$?; {HOLD}; exit $rc"
+
+
+def exec_saving(sid: str, script: str, name: str, what: str):
+    """run_exec of script (ending in HOLD), its stdin held until the save
+    of name is stored."""
+    p, ev = env.run_exec(sid, script, hold=lambda rows: any(
+        r["kind"] == "file_diff" and r["payload"].get("path") == name for r in rows))
+    tap.ok(env.held, f"{what}: the save is stored while the exec still runs (the watcher's loop resolved it)")
+    return p, ev
 
 
 sid = env.create_captured()
@@ -121,7 +135,7 @@ sid = env.create_captured()
 def _vim_default():
     seed(sid)
     keys = b":%s/x = 1/x = 2/\r:wq\r"
-    p, ev = env.run_exec(sid, in_pty(keys, "vim", "-i", "NONE", "calc.py"))
+    p, ev = exec_saving(sid, in_pty(keys, "vim", "-i", "NONE", "calc.py"), "calc.py", "vim")
     eq(p.returncode, 0, "vim ran and saved", p.stderr.decode(errors="replace")[-400:])
     one_modified(diffs(ev), "calc.py", "x = 1", "x = 2", "vim")
 
@@ -211,7 +225,7 @@ def _vim_backupcopy():
     for mode, old, new in (("no", "x = 2", "x = 3"), ("yes", "x = 3", "x = 4")):
         keys = f":set backup writebackup backupcopy={mode}\r:%s/{old}/{new}/\r:wq\r".encode()
         script = in_pty(keys, "vim", "-i", "NONE", "calc.py")
-        p, ev = env.run_exec(sid, script)
+        p, ev = exec_saving(sid, script, "calc.py", f"vim backupcopy={mode}")
         eq(p.returncode, 0, f"vim backupcopy={mode} ran and saved", p.stderr.decode(errors="replace")[-400:])
         one_modified(diffs(ev), "calc.py", old, new, f"vim backupcopy={mode} (backup kept: calc.py~ ignored)")
         if len(diffs(ev)) != 1:
@@ -223,7 +237,7 @@ def _vim_backupcopy():
 @tap.case("vim -es (ex mode, swap file and backup by rename within one burst)")
 def _vim_ex():
     seed(sid, "ex.py")
-    p, ev = env.run_exec(sid, "vim -i NONE -es -c '%s/x = 1/x = 5/' -c 'wq' ex.py; sleep 1")
+    p, ev = exec_saving(sid, f"vim -i NONE -es -c '%s/x = 1/x = 5/' -c 'wq' ex.py; {HOLD}", "ex.py", "vim -es")
     eq(p.returncode, 0, "vim -es ran", p.stderr.decode(errors="replace")[-400:])
     one_modified(diffs(ev), "ex.py", "x = 1", "x = 5", "vim -es")
 
@@ -236,7 +250,7 @@ def _nano():
     seed(sid, "n.py")
     # ^\ replace: x = 1 -> x = 6, all; ^O Enter: write; ^X: exit
     keys = b"\x1c" + b"x = 1\r" + b"x = 6\r" + b"a" + b"\x0f\r" + b"\x18"
-    p, ev = env.run_exec(sid, in_pty(keys, "nano", "--ignorercfiles", "n.py"))
+    p, ev = exec_saving(sid, in_pty(keys, "nano", "--ignorercfiles", "n.py"), "n.py", "nano")
     eq(p.returncode, 0, "nano ran and saved", p.stderr.decode(errors="replace")[-400:])
     one_modified(diffs(ev), "n.py", "x = 1", "x = 6", "nano")
 
@@ -254,7 +268,7 @@ os.unlink(".#e.py")
 @tap.case("emacs's save pattern (a script: lock symlink, backup by rename, a new file)")
 def _emacs():
     seed(sid, "e.py")
-    p, ev = env.run_exec(sid, f"python3 -c {shq(EMACS_SAVE)}; sleep 1")
+    p, ev = exec_saving(sid, f"python3 -c {shq(EMACS_SAVE)}; {HOLD}", "e.py", "emacs pattern")
     eq(p.returncode, 0, "the emacs-pattern script ran", p.stderr.decode(errors="replace")[-400:])
     one_modified(diffs(ev), "e.py", "x = 1", "x = 7", "emacs pattern")
 
@@ -288,11 +302,11 @@ def _atomic():
     for name, script, new, what in (("v.py", VSCODE_SAVE, "x = 8", "VS Code-style atomic write"),
                                     ("a.py", PY_ATOMIC, "x = 9", "Python atomic write (mkstemp, os.replace)")):
         seed(sid, name)
-        p, ev = env.run_exec(sid, f"python3 -c {shq(script)}; sleep 1")
+        p, ev = exec_saving(sid, f"python3 -c {shq(script)}; {HOLD}", name, what)
         eq(p.returncode, 0, f"{what}: ran", p.stderr.decode(errors="replace")[-400:])
         one_modified(diffs(ev), name, "x = 1", new, what)
     seed(sid, "s.py")
-    p, ev = env.run_exec(sid, "sed -i 's/x = 1/x = 10/' s.py; sleep 1")
+    p, ev = exec_saving(sid, f"sed -i 's/x = 1/x = 10/' s.py; {HOLD}", "s.py", "sed -i")
     eq(p.returncode, 0, "sed -i ran")
     one_modified(diffs(ev), "s.py", "x = 1", "x = 10", "sed -i")
 

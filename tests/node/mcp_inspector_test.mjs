@@ -63,7 +63,9 @@ function check(name, cond, diag = '') {
 
 // One Inspector CLI run: it spawns `sandglass mcp` (a fresh sandbox) over
 // stdio. The Inspector hands a stdio server only a few variables of its own
-// environment, so ours go through -e.
+// environment, so ours go through -e. Runs are independent (each its own
+// sandbox): they go JOBS at a time, their checks then made in order.
+const JOBS = 4;
 let runs = 0; // Inspector runs, each with its own `sandglass mcp` and sandbox
 function inspect(era, args) {
   runs++;
@@ -72,45 +74,72 @@ function inspect(era, args) {
     ...Object.entries(sanVars).flatMap(([k, v]) => ['-e', `${k}=${v}`])];
   if (era) argv.push('--protocol-era', era);
   argv.push(SANDGLASS, 'mcp', '--learner', 'insp', '--task', `era-${era || 'default'}`, ...args);
-  const r = spawnSync(node22, argv, { env, timeout: 120000, maxBuffer: 16 << 20 });
-  const out = r.stdout?.toString() ?? '';
-  const err = r.stderr?.toString() ?? '';
-  let json = null;
-  try { json = JSON.parse(out); } catch { /* checked by the caller */ }
-  return { status: r.status, out, err, json, diag: `exit ${r.status}\nstdout: ${out.slice(0, 1500)}\nstderr: ${err.slice(-1500)}` };
+  return new Promise((resolve) => {
+    const c = spawn(node22, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const bufs = { out: [], err: [] };
+    c.stdout.on('data', (d) => bufs.out.push(d));
+    c.stderr.on('data', (d) => bufs.err.push(d));
+    const t = setTimeout(() => c.kill('SIGKILL'), 120000);
+    c.on('close', (status) => {
+      clearTimeout(t);
+      const out = Buffer.concat(bufs.out).toString();
+      const err = Buffer.concat(bufs.err).toString();
+      let json = null;
+      try { json = JSON.parse(out); } catch { /* checked by the caller */ }
+      resolve({ status, out, err, json, diag: `exit ${status}\nstdout: ${out.slice(0, 1500)}\nstderr: ${err.slice(-1500)}` });
+    });
+  });
+}
+
+// [era, args, checks(result)] each: the runs JOBS at a time, then each
+// run's checks in the list's order.
+async function runAll(plan) {
+  const results = new Array(plan.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < plan.length) {
+      const i = next++;
+      results[i] = await inspect(plan[i][0], plan[i][1]);
+    }
+  };
+  await Promise.all(Array.from({ length: JOBS }, worker));
+  plan.forEach(([, , checks], i) => checks(results[i]));
 }
 
 const text = (res) => (res?.content ?? []).map((c) => c.text ?? '').join('');
 
 try {
+  const plan = [];
   for (const era of [null, 'modern']) {
     const tag = era ? `--protocol-era ${era}` : 'default era';
-    let r = inspect(era, ['--method', 'tools/list']);
-    const tools = r.json?.tools ?? r.json?.result?.tools ?? [];
-    const names = tools.map((t) => t.name).sort();
-    check(`${tag}: tools/list exits 0`, r.status === 0, r.diag);
-    check(`${tag}: tools/list lists the six tools`,
-      JSON.stringify(names) === JSON.stringify(['checkpoint', 'edit_file', 'read_file', 'rollback', 'run_bash', 'write_file']), r.diag);
-    check(`${tag}: every tool has an object inputSchema`, tools.length > 0 && tools.every((t) => t.inputSchema?.type === 'object'), r.diag);
-
-    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-arg', 'command=echo hi']);
-    const res = r.json?.result ?? r.json;
-    check(`${tag}: tools/call run_bash echo hi exits 0`, r.status === 0, r.diag);
-    check(`${tag}: run_bash returns the output`, /^hi\n/.test(text(res)) && text(res).includes('[exit code 0]'), r.diag);
-    if (era === 'modern')
-      check(`${tag}: the modern result carries serverInfo in _meta`,
-        res?._meta?.['io.modelcontextprotocol/serverInfo']?.name === 'sandglass', r.diag);
-
-    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-arg', 'command=echo oops >&2; exit 3']);
-    check(`${tag}: a failing command is a tool error (Inspector exit 5)`, r.status === 5 && r.out.includes('exit code 3'), r.diag);
-
-    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-args-json',
-      JSON.stringify({ command: "printf 'x = 1\\n' > w.txt && cat w.txt" })]);
-    check(`${tag}: --tool-args-json reaches the sandbox`, r.status === 0 && text(r.json?.result ?? r.json).startsWith('x = 1\n'), r.diag);
-
-    r = inspect(era, ['--method', 'tools/call', '--tool-name', 'no_such_tool']);
-    check(`${tag}: an unknown tool fails`, r.status !== 0, r.diag);
+    plan.push([era, ['--method', 'tools/list'], (r) => {
+      const tools = r.json?.tools ?? r.json?.result?.tools ?? [];
+      const names = tools.map((t) => t.name).sort();
+      check(`${tag}: tools/list exits 0`, r.status === 0, r.diag);
+      check(`${tag}: tools/list lists the six tools`,
+        JSON.stringify(names) === JSON.stringify(['checkpoint', 'edit_file', 'read_file', 'rollback', 'run_bash', 'write_file']), r.diag);
+      check(`${tag}: every tool has an object inputSchema`, tools.length > 0 && tools.every((t) => t.inputSchema?.type === 'object'), r.diag);
+    }]);
+    plan.push([era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-arg', 'command=echo hi'], (r) => {
+      const res = r.json?.result ?? r.json;
+      check(`${tag}: tools/call run_bash echo hi exits 0`, r.status === 0, r.diag);
+      check(`${tag}: run_bash returns the output`, /^hi\n/.test(text(res)) && text(res).includes('[exit code 0]'), r.diag);
+      if (era === 'modern')
+        check(`${tag}: the modern result carries serverInfo in _meta`,
+          res?._meta?.['io.modelcontextprotocol/serverInfo']?.name === 'sandglass', r.diag);
+    }]);
+    plan.push([era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-arg', 'command=echo oops >&2; exit 3'], (r) => {
+      check(`${tag}: a failing command is a tool error (Inspector exit 5)`, r.status === 5 && r.out.includes('exit code 3'), r.diag);
+    }]);
+    plan.push([era, ['--method', 'tools/call', '--tool-name', 'run_bash', '--tool-args-json',
+      JSON.stringify({ command: "printf 'x = 1\\n' > w.txt && cat w.txt" })], (r) => {
+      check(`${tag}: --tool-args-json reaches the sandbox`, r.status === 0 && text(r.json?.result ?? r.json).startsWith('x = 1\n'), r.diag);
+    }]);
+    plan.push([era, ['--method', 'tools/call', '--tool-name', 'no_such_tool'], (r) => {
+      check(`${tag}: an unknown tool fails`, r.status !== 0, r.diag);
+    }]);
   }
+  await runAll(plan);
 } finally {
   // Each run left its sandbox for the operator (the session was aborted on EOF).
   try {
