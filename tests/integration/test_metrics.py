@@ -38,7 +38,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_ingest import (BIN, HandshakeError, Ingest, T, WS, check, check_sanitizers, connect,  # noqa: E402
+from test_ingest import (BIN, HandshakeError, Ingest, T, check, check_sanitizers, connect,  # noqa: E402
                          token, wait_until)
 import test_ingest  # noqa: E402
 
@@ -234,10 +234,10 @@ def promtool(text):
           f"rc {p.returncode}\n{p.stdout}\n{p.stderr}")
 
 
-def prometheus(tmp, mport, token_file, want):
-    """A real Prometheus server scrapes the ingest; its API answers the
-    stored count."""
-    port = free_port()
+def start_prometheus(tmp, mport, token_file):
+    """Prometheus on a free loopback port, with a config of its own: (proc,
+    port, log). The port is found free, then bound by Prometheus: if another
+    process took it meanwhile, Prometheus exits and this tries another."""
     cfg = os.path.join(tmp, "prometheus.yml")
     with open(cfg, "w") as f:
         f.write(f"""global:
@@ -250,10 +250,36 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:{mport}']
 """)
-    data = os.path.join(tmp, "prom-data")
-    log = open(os.path.join(tmp, "prometheus.log"), "w+")
-    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
+    for attempt in range(5):
+        port = free_port()
+        log = open(os.path.join(tmp, f"prometheus-{attempt}.log"), "w+")
+        proc = subprocess.Popen(["prometheus", f"--config.file={cfg}",
+                                 f"--storage.tsdb.path={os.path.join(tmp, f'prom-data-{attempt}')}",
+                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
+
+        def ready():
+            if proc.poll() is not None:
+                return True
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=5) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_until(ready, timeout=T, step=0.1)
+        if proc.poll() is None:
+            return proc, port, log
+        log.seek(0)
+        text = log.read()
+        log.close()
+        if "address already in use" not in text:
+            raise RuntimeError(f"prometheus exited: {text[-2000:]}")
+    raise RuntimeError("prometheus found no free port in 5 tries")
+
+
+def prometheus(tmp, mport, token_file, want):
+    """A real Prometheus server scrapes the ingest; its API answers the
+    stored count."""
+    proc, port, log = start_prometheus(tmp, mport, token_file)
     got = {}
 
     def value():
@@ -273,8 +299,8 @@ scrape_configs:
                 health = json.loads(r.read())["data"]["activeTargets"][0]["health"]
         log.seek(0)
         check("Prometheus scraped the ingest: its API answers events_stored_total "
-              f"= {want}", ok, f"{got}\n{log.read()[-3000:]}")
-        check("Prometheus sees the target up", health == "up", health)
+              f"= {want:g}", ok, f"{got}\n{log.read()[-3000:]}")
+        check("Prometheus sees the target up (its scrapes carry the token)", health == "up", health)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
