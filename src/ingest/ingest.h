@@ -35,6 +35,10 @@
  *        queue "event: overflow" with {"after": the last id sent}, then the
  *        close (ingest_sse.c; framed by wire/sse.h). Unknown parameters, a
  *        bad cursor: 400.
+ *   GET  /metrics    the counters in Prometheus's text format (ingest_metrics.c,
+ *                     docs/METRICS.md): on the main port to loopback peers, or
+ *                     on opts.metrics_host's own listener, with the token of
+ *                     opts.metrics_token_path when given.
  *
  * Order: a stream's frames must come in seq order - each the stream's next
  * seq, or an identical resend of a stored one (store.h); a gap or a

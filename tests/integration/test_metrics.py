@@ -101,6 +101,12 @@ def bad_options(state, tmp):
 
     refused(["--metrics-listen", "localhost:9"], "--metrics-listen", "--metrics-listen with a name is refused")
     refused(["--metrics-listen", "127.0.0.1:99999"], "bad port", "--metrics-listen with a bad port is refused")
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    refused(["--metrics-listen", f"127.0.0.1:{held.getsockname()[1]}"], "is in use",
+            "--metrics-listen on a port in use is refused")
+    held.close()
     missing = os.path.join(tmp, "no-such-token")
     refused(["--metrics-token", missing], missing, "a missing --metrics-token file is refused, named")
     loose = os.path.join(tmp, "loose-token")
