@@ -6,7 +6,9 @@ ingest protocol (the WebSocket client of test_ingest.py), then scrapes:
 
 - bad --metrics-listen / --metrics-token values are refused, each with a
   message naming what is wrong;
-- by default /metrics answers on the main port (a loopback peer);
+- by default /metrics answers on the main port to a loopback peer, and
+  403 to another (an ingest in a network namespace of its own, listening
+  on a second address of its lo: no traffic leaves loopback);
 - --metrics-listen serves it on its own address (404 on the main port),
   --metrics-token makes a scrape carry the token: none or a wrong one is
   401, counted as refusals{reason="metrics"};
@@ -132,6 +134,42 @@ def default_access(state):
     check("its content type is the text format 0.0.4", ctype.startswith("text/plain; version=0.0.4"), ctype)
     check("it starts at zero events", parse(body).get("sandglass_ingest_events_received_total") == 0, body[:300])
     ing.stop()
+
+
+def other_peer(state):
+    """A peer that is not loopback, without leaving loopback: the ingest in
+    a network namespace of its own whose lo also holds 10.9.9.1, listening
+    there; a client in that namespace connects from 10.9.9.1 (403), or
+    from 127.0.0.1 with --interface (200)."""
+    env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+    p = subprocess.Popen(["unshare", "-n", "sh", "-c",
+                          'ip link set lo up && ip addr add 10.9.9.1/32 dev lo && exec "$0" ingest '
+                          "--listen 10.9.9.1:0", BIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env, text=True)
+    line = p.stdout.readline()
+    m = re.match(r"listening on ws://10\.9\.9\.1:(\d+)$", line.strip())
+    if not check("an ingest in a network namespace of its own listens on 10.9.9.1", m is not None,
+                 line + (p.stderr.read() if p.poll() is not None else "")):
+        p.kill()
+        return
+
+    def curl(*args):
+        r = subprocess.run(["nsenter", "-t", str(p.pid), "-n", "curl", "-s", "-w", "\n%{http_code}", *args,
+                            f"http://10.9.9.1:{m.group(1)}/metrics"], capture_output=True, text=True, timeout=T)
+        body, _, code = r.stdout.rpartition("\n")
+        return code, body
+    code, body = curl()
+    check("default: a peer that is not loopback gets 403", code == "403" and "loopback peers only" in body,
+          f"{code} {body}")
+    code, body = curl("--interface", "127.0.0.1")
+    check("a loopback peer of the same ingest gets 200", code == "200", f"{code} {body[:200]}")
+    check("the refused scrape is counted", 'sandglass_ingest_refusals_total{reason="metrics"} 1' in body,
+          body[-2000:])
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=T)
+    hits = [l for l in err.splitlines() if "Sanitizer" in l or "runtime error:" in l]
+    check("that ingest stopped cleanly, no sanitizer report", p.returncode == 0 and not hits,
+          f"rc {p.returncode}\n" + "\n".join(hits[:20]))
 
 
 def delta(before, after, key):
@@ -324,6 +362,7 @@ def main():
     os.mkdir(state)
     bad_options(state, tmp)
     default_access(state)
+    other_peer(os.path.join(tmp, "state-ns"))
 
     token_file = os.path.join(tmp, "metrics-token")
     mtok = "m3trics-" + os.urandom(12).hex()
