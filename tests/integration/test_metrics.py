@@ -101,7 +101,8 @@ def bad_options(state, tmp):
                            text=True, env=env, timeout=T)
         check(name, p.returncode != 0 and want in p.stderr, f"rc {p.returncode}: {p.stderr}")
 
-    refused(["--metrics-listen", "localhost:9"], "--metrics-listen", "--metrics-listen with a name is refused")
+    refused(["--metrics-listen", "localhost:9"], "--metrics-listen: listen address 'localhost:9': expected an IPv4",
+            "--metrics-listen with a name is refused")
     refused(["--metrics-listen", "127.0.0.1:99999"], "bad port", "--metrics-listen with a bad port is refused")
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
