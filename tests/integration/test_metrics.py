@@ -17,6 +17,8 @@ ingest protocol (the WebSocket client of test_ingest.py), then scrapes:
   the stream and subscriber gauges follow connections opening and closing,
   each refusal (a bad stream token, a bad read token, a bad frame, a gap)
   lands on its reason;
+- a connection past --max-conns-per-addr lands on refusals{addr_limit}
+  (scraped on --metrics-listen's address, outside the main port's limits);
 - `promtool check metrics` passes on a scrape;
 - a real Prometheus server (started here, on a free loopback port, with a
   temporary config and storage) scrapes the ingest with the token file,
@@ -171,6 +173,36 @@ def other_peer(state):
     hits = [l for l in err.splitlines() if "Sanitizer" in l or "runtime error:" in l]
     check("that ingest stopped cleanly, no sanitizer report", p.returncode == 0 and not hits,
           f"rc {p.returncode}\n" + "\n".join(hits[:20]))
+
+
+def addr_limit(state):
+    """A connection past --max-conns-per-addr is counted under addr_limit;
+    the scrapes go to --metrics-listen's address, which the main port's
+    limits do not hold."""
+    ing = Ingest(state, extra=("--max-conns-per-addr", "2", "--metrics-listen", "127.0.0.1:0"))
+    mport = int(ing.proc.stdout.readline().strip().rsplit(":", 1)[1].split("/")[0])
+    scrape = Scraper(mport)
+    key = 'sandglass_ingest_refusals_total{reason="addr_limit"}'
+    # two streams hold the address's slots (an idle HTTP connection would
+    # be closed after 5 s, a stream is not)
+    held = [connect(ing, token(state, "lrn", "tsk", f"sb-limit-{i}")) for i in range(2)]
+    for w in held:
+        w.wait_ack(-1)
+    check("two streams held: connections{kind=stream} 2",
+          wait_until(lambda: scrape().get('sandglass_ingest_connections{kind="stream"}') == 2))
+    third = socket.create_connection(("127.0.0.1", ing.port), timeout=T)
+    try:
+        closed = third.recv(1) == b""
+    except OSError:
+        closed = True
+    check("a third connection from the address is closed at once", closed)
+    third.close()
+    check("refusals{reason=addr_limit} 1, conn_limit 0",
+          wait_until(lambda: scrape().get(key) == 1) and
+          scrape().get('sandglass_ingest_refusals_total{reason="conn_limit"}') == 0, scrape.text()[-1500:])
+    for h in held:
+        h.close()
+    ing.stop()
 
 
 def delta(before, after, key):
@@ -364,6 +396,7 @@ def main():
     bad_options(state, tmp)
     default_access(state)
     other_peer(os.path.join(tmp, "state-ns"))
+    addr_limit(state)
 
     token_file = os.path.join(tmp, "metrics-token")
     mtok = "m3trics-" + os.urandom(12).hex()
