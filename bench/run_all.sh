@@ -15,6 +15,7 @@ run python3 bench/bench_latency.py --build build
 run python3 bench/bench_kill.py --build build
 run python3 bench/bench_rollback.py --build build
 run python3 bench/bench_shell.py --build build
+run python3 bench/bench_metrics.py --build build
 run build/bench_ingest build/sandglassd
 run build/bench_watch
 run build/bench_checkpoint

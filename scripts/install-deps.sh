@@ -20,6 +20,7 @@ pkgs=(
   # runs the host's /usr/bin ones; cargo works offline on a crate without dependencies
   python3-pytest golang-go cargo
   python3-pandas  # an independent reader of the csv and ProgSnap2 exports (test_export.py)
+  prometheus  # a real server scrapes the ingest's /metrics, and promtool lints it (test_metrics.py)
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP
 # Inspector). Debian's nodejs and npm, unless a node with npm is already
@@ -37,6 +38,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian's prometheus enables and starts its service at install (port 9090,
+  # scraping localhost): test_metrics.py starts its own server on a free
+  # loopback port, so the one installed here is stopped and disabled (a
+  # prometheus that was there before is left alone).
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 fi
 # The plain build's static musl CLI and sandglass-exec need jansson built
 # with musl: without it that build would lack binaries its configuration

@@ -1,6 +1,7 @@
 /* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]
  *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]
- *                  [--retain-days N] [--serve URL]... */
+ *                  [--retain-days N] [--serve URL]...
+ *                  [--metrics-listen HOST:PORT] [--metrics-token FILE] */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@ static const char usage[] =
     "usage: sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]\n"
     "                        [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]\n"
     "                        [--retain-days N] [--serve URL]...\n"
+    "                        [--metrics-listen HOST:PORT] [--metrics-token FILE]\n"
     "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
     "            (default 127.0.0.1:7433; port 0 = any free port)\n"
     "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
@@ -32,7 +34,12 @@ static const char usage[] =
     "                 start and every hour (default: keep everything)\n"
     "  --serve URL    a sandbox host's `sandglass serve` (http://HOST:PORT), which the\n"
     "                 console's watch page connects to (and no other host); once per\n"
-    "                 serve, up to 8, tried in order\n";
+    "                 serve, up to 8, tried in order\n"
+    "  --metrics-listen HOST:PORT  serve GET /metrics (Prometheus) on this address only,\n"
+    "                 not on --listen's (port 0 = any free port)\n"
+    "  --metrics-token FILE  a scrape must send this file's token (Authorization:\n"
+    "                 Bearer); the file must not be readable by every user.\n"
+    "                 With neither, /metrics answers loopback peers on --listen only\n";
 
 typedef struct run_ctx {
     sg_ingest *ing;
@@ -64,10 +71,13 @@ int sg_cmd_ingest(int argc, char **argv)
         {"max-stream-rate", required_argument, NULL, 'r'},
         {"retain-days", required_argument, NULL, 'R'},
         {"serve", required_argument, NULL, 'S'},
+        {"metrics-listen", required_argument, NULL, 'M'},
+        {"metrics-token", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL;
+    const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL, *metrics_listen = NULL;
+    const char *metrics_token = NULL;
     uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
     const char *serves[SG_INGEST_SERVES_MAX];
     unsigned nserves = 0;
@@ -104,19 +114,32 @@ int sg_cmd_ingest(int argc, char **argv)
             serves[nserves++] = optarg;
             break;
         }
+        case 'M': metrics_listen = optarg; break;
+        case 'T':
+            if (!optarg[0])
+                return sg_cli_usage("ingest", "--metrics-token: a file name (the file holds the token)");
+            metrics_token = optarg;
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("ingest", argv[optind - 1]);
         }
     }
     if (optind < argc)
         return sg_cli_usage("ingest", "unexpected argument '%.64s' (ingest takes only options)", argv[optind]);
-    char host[256];
-    sg_ingest_opts opts = {.host = host, .max_conns = (unsigned)max_conns,
+    char host[256], mhost[256];
+    sg_ingest_opts opts = {.host = host, .metrics_token_path = metrics_token, .max_conns = (unsigned)max_conns,
                            .max_conns_per_addr = (unsigned)max_per_addr,
                            .stream_rate = (unsigned)stream_rate, .retain_days = (double)retain_days,
                            .serves = serves, .nserves = nserves};
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
         return sg_cli_usage("ingest", "%s", err.msg);
+    }
+    if (metrics_listen) {
+        if (sg_ingest_parse_listen(metrics_listen, mhost, sizeof mhost, &opts.metrics_port, &err) < 0)
+            return sg_cli_usage("ingest", "--metrics-listen: %s", err.msg);
+        if (opts.port != 0 && opts.metrics_port == opts.port && strcmp(mhost, host) == 0)
+            return sg_cli_usage("ingest", "--metrics-listen %s: the same address as --listen", metrics_listen);
+        opts.metrics_host = mhost;
     }
     sg_autofree char *store_default = NULL, *secret_default = NULL;
     if (!store || !secret) {
@@ -151,6 +174,11 @@ int sg_cmd_ingest(int argc, char **argv)
     bool v6 = strchr(host, ':') != NULL;
     printf("listening on ws://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",
            sg_ingest_port(rc.ing));
+    if (opts.metrics_host) {
+        bool mv6 = strchr(mhost, ':') != NULL;
+        printf("metrics on http://%s%s%s:%d/metrics\n", mv6 ? "[" : "", mhost, mv6 ? "]" : "",
+               sg_ingest_metrics_port(rc.ing));
+    }
     fflush(stdout);
 
     uv_signal_init(&loop, &rc.sigint);

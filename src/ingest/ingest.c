@@ -178,7 +178,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         goto fail;
     ing->protocols = protocols;
     ingest_console_find(ing);
-    if (ingest_watch_init(ing, opts, err) < 0)
+    if (ingest_watch_init(ing, opts, err) < 0 || ingest_metrics_init(ing, opts, err) < 0)
         goto fail;
 
     lws_set_log_level(getenv("SG_INGEST_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
@@ -207,6 +207,8 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         sg_err_set(err, EADDRINUSE, "cannot listen on %s:%d", opts->host, opts->port);
         goto fail;
     }
+    if (ingest_metrics_listen(ing, opts, err) < 0)
+        goto fail;
     if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
         ingest_retain_start(ing, opts, err) < 0)
         goto fail;

@@ -35,6 +35,10 @@
  *        queue "event: overflow" with {"after": the last id sent}, then the
  *        close (ingest_sse.c; framed by wire/sse.h). Unknown parameters, a
  *        bad cursor: 400.
+ *   GET  /metrics    the counters in Prometheus's text format (ingest_metrics.c,
+ *                     docs/METRICS.md): on the main port to loopback peers, or
+ *                     on opts.metrics_host's own listener, with the token of
+ *                     opts.metrics_token_path when given.
  *
  * Order: a stream's frames must come in seq order - each the stream's next
  * seq, or an identical resend of a stored one (store.h); a gap or a
@@ -104,7 +108,21 @@ typedef struct sg_ingest_opts {
      * policy allows connections to their origins only (ingest_watch.c). */
     const char *const *serves;
     unsigned nserves;            /* at most SG_INGEST_SERVES_MAX */
+    /* GET /metrics (ingest_metrics.c, docs/METRICS.md): with metrics_host,
+     * served on that address only (its own listener; port 0: any free
+     * port) instead of on the main one; with metrics_token_path, a scrape
+     * must carry that file's token ("Authorization: Bearer T", compared in
+     * constant time); with neither, served on the main port to loopback
+     * peers only. */
+    const char *metrics_host;
+    int metrics_port;
+    const char *metrics_token_path;
 } sg_ingest_opts;
+
+/* A --metrics-token file's token: at most this many bytes, printable
+ * ASCII without spaces (it travels in a header), one trailing newline
+ * allowed; a file that every user may read is refused. */
+#define SG_INGEST_METRICS_TOKEN_MAX 4096
 
 #define SG_INGEST_SERVES_MAX 8
 #define SG_INGEST_SERVE_URL_MAX 200
@@ -122,6 +140,8 @@ typedef struct sg_ingest sg_ingest;
 sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *err);
 /* The port actually listened on. */
 int sg_ingest_port(const sg_ingest *ing);
+/* The port /metrics has its own listener on (opts.metrics_host), or 0. */
+int sg_ingest_metrics_port(const sg_ingest *ing);
 /* Stops accepting, commits what is pending, closes every connection. The
  * loop then drains; call sg_ingest_free after uv_run returns. Returns < 0 if
  * the final commit failed. */

@@ -9,6 +9,7 @@
 
 #include "base/cleanup.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "ingest/store_backend.h"
 #include "ingest/store_contents.h"
 #include "wire/event.h"
@@ -158,8 +159,11 @@ void *ingest_writer_main(void *arg)
         pthread_mutex_unlock(&ing->mu);
         size_t inserted = 0;
         sg_err err = {0};
+        uint64_t t0 = sg_now_mono_ns();
         int r = job_commit(ing->wstore, job, n, &inserted, &err);
+        uint64_t ns = sg_now_mono_ns() - t0;
         pthread_mutex_lock(&ing->mu);
+        ing->job_ns = ns;
         ing->job_rc = r;
         ing->job_err = err;
         ing->job_inserted = inserted;
@@ -230,8 +234,10 @@ static void job_committed(sg_ingest *ing, pending *job, size_t n, size_t inserte
     ing->retry_ms = 0;
     for (size_t i = 0; i < n; i++) {
         ident *id = job[i].id;
-        if (job[i].blob)
+        if (job[i].blob) {
+            ing->metrics.blobs_stored++; /* stored by what it is: always new */
             continue;
+        }
         if (job[i].verdict == SG_STORE_GAP || job[i].verdict == SG_STORE_CONFLICT) {
             refuse_row(ing, &job[i]);
             continue;
@@ -317,16 +323,20 @@ static void reap_job(sg_ingest *ing)
     int r = ing->job_rc;
     sg_err err = ing->job_err;
     size_t inserted = ing->job_inserted;
+    uint64_t ns = ing->job_ns;
     ing->job = NULL;
     ing->njob = 0;
     ing->job_done = false;
     pthread_cond_broadcast(&ing->cv);
     pthread_mutex_unlock(&ing->mu);
 
-    if (r == 0)
+    if (r == 0) {
+        ingest_metrics_commit(ing, ns, n);
         job_committed(ing, job, n, inserted);
-    else
+    } else {
+        ing->metrics.store_errors++;
         job_failed(ing, job, n, &err);
+    }
     /* Keep the larger array for the next batch. */
     if (!ing->spare || ing->spare_cap < ing->job_cap) {
         free(ing->spare);
@@ -409,6 +419,7 @@ int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t byt
     p->ts = data + v->payload_len + 1;
     memcpy(p->received, ing->now, sizeof p->received);
     ing->batch_bytes += bytes;
+    ing->metrics.received_bytes += bytes;
     ing->stats.frames++;
     c->dirty = true;
     if (ing->nbatch >= SG_INGEST_BATCH_ROWS)
@@ -441,6 +452,7 @@ int ingest_batch_add_blob(sg_ingest *ing, conn *c, sg_blob *b, size_t bytes)
     p->blob = own;
     memcpy(p->received, ing->now, sizeof p->received);
     ing->batch_bytes += bytes;
+    ing->metrics.received_bytes += bytes;
     c->dirty = true;
     if (ing->nbatch >= SG_INGEST_BATCH_ROWS || ing->batch_bytes >= SG_INGEST_BATCH_BYTES)
         submit(ing);

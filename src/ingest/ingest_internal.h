@@ -13,6 +13,8 @@
  *   ingest_console.c the console's page and scripts (web/console) at /
  *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
  *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
+ *   ingest_metrics.c GET /metrics (Prometheus): the counters kept where
+ *                    things happen, its access rule, its own listener
  *   ingest.c         start, stop, free; the listen address
  * http.c answers the HTTP requests, query.c reads their arguments.
  * Names shared between these files carry the ingest_ prefix. */
@@ -115,6 +117,45 @@ typedef struct conn {
 } conn;
 
 
+/* Why a connection or request was refused (or a stream closed): the fixed
+ * label set of sandglass_ingest_refusals_total{reason} (ingest_metrics.c
+ * names them; docs/METRICS.md). Never a learner-controlled string. */
+typedef enum ingest_refusal {
+    INGEST_REFUSED_TOKEN,       /* a stream's handshake: no token, a bad, expired or revoked one */
+    INGEST_REFUSED_READ_TOKEN,  /* a read request without a valid read token */
+    INGEST_REFUSED_CONN_LIMIT,  /* past --max-conns */
+    INGEST_REFUSED_ADDR_LIMIT,  /* past --max-conns-per-addr */
+    INGEST_REFUSED_FRAME,       /* a frame that is not valid closed its stream */
+    INGEST_REFUSED_ORDER,       /* the order rule (a gap, a conflicting resend) closed it */
+    INGEST_REFUSED_SUBSCRIBERS, /* GET /v1/stream past its subscriber caps */
+    INGEST_REFUSED_METRICS,     /* a scrape without the metrics token, or from a peer not allowed */
+    INGEST_REFUSED_N
+} ingest_refusal;
+
+#define INGEST_COMMIT_BUCKETS 14 /* commit latency bounds, seconds (ingest_metrics.c) */
+#define INGEST_BATCH_BUCKETS 12  /* rows per commit bounds */
+
+/* What /metrics shows beyond sg_ingest_stats: plain integers, all touched
+ * on the loop thread only (the writer's commit time is handed over under
+ * mu with its job). A scrape reads them and walks the open streams; it
+ * never asks the store. */
+typedef struct ingest_metrics {
+    double start_time;          /* unix seconds */
+    uint64_t refusals[INGEST_REFUSED_N];
+    uint64_t received_bytes;    /* frame bytes of the accepted frames */
+    uint64_t store_errors;      /* commits that failed (retried) */
+    uint64_t blobs_stored;      /* blob rows of the committed jobs (stats.inserted counts them too) */
+    uint64_t commit_le[INGEST_COMMIT_BUCKETS + 1]; /* per bucket, the last +Inf; not cumulative */
+    uint64_t commit_count;
+    double commit_sum;
+    uint64_t batch_le[INGEST_BATCH_BUCKETS + 1];
+    uint64_t batch_count, batch_sum;
+    bool token_set;             /* --metrics-token: its SHA-256 */
+    uint8_t token_sha[32];
+    bool own;                   /* --metrics-listen: served there, not on the main port */
+    int port;
+} ingest_metrics;
+
 struct sg_ingest {
     uv_loop_t *loop;
     struct lws_context *ctx;
@@ -138,6 +179,7 @@ struct sg_ingest {
     pthread_cond_t cv;
     pending *job;
     size_t njob, job_cap, job_inserted;
+    uint64_t job_ns;              /* the job's commit time (the writer's clock) */
     bool job_done;
     int job_rc;
     sg_err job_err;
@@ -157,6 +199,7 @@ struct sg_ingest {
     bool stopping;
     int port;
     sg_ingest_stats stats;
+    ingest_metrics metrics;       /* GET /metrics (ingest_metrics.c) */
     sg_err last_err;
     /* A batch whose commit failed is kept and retried with backoff. */
     uv_timer_t retry;
@@ -271,6 +314,17 @@ int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *st
 int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* One line per read: the path, its arguments, the token's id and scope. */
 void ingest_read_log(struct lws *wsi, const char *uri, const sg_token_claims *cl);
+/* ---- ingest_metrics.c ---- */
+
+/* The start time and --metrics-token's file, before the listeners. */
+int ingest_metrics_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
+/* --metrics-listen's listener: a second lws vhost, once the context is up. */
+int ingest_metrics_listen(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
+/* GET /metrics on the main port: its access rule, then the scrape. */
+int ingest_metrics_http(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* A committed job: its time and rows into the histograms. */
+void ingest_metrics_commit(sg_ingest *ing, uint64_t ns, size_t rows);
+
 /* ---- ingest_retain.c ---- */
 
 int ingest_retain_start(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);

@@ -70,6 +70,8 @@ int ingest_limits_admit(sg_ingest *ing, int fd)
     if (have - have_reserve >= ing->max_per_addr ||
         (reserve && (ing->nreserve >= SG_INGEST_CONNS_RESERVE || have_reserve > 0))) {
         ing->stats.conn_refused++;
+        ing->metrics.refusals[have - have_reserve >= ing->max_per_addr ? INGEST_REFUSED_ADDR_LIMIT
+                                                                       : INGEST_REFUSED_CONN_LIMIT]++;
         if ((ing->stats.conn_refused & (ing->stats.conn_refused - 1)) == 0) /* 1, 2, 4, ... */
             sg_log(SG_LOG_ERROR, "connection refused: %s (%llu so far)",
                      reserve ? "too many connections" : "too many connections from one address",

@@ -74,6 +74,8 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
     unsigned status = HTTP_STATUS_UNAUTHORIZED;
     if (!why && !ingest_token_revoked(ing, cl, &status, &why))
         return 0;
+    if (status == HTTP_STATUS_UNAUTHORIZED)
+        ing->metrics.refusals[INGEST_REFUSED_READ_TOKEN]++;
     sg_http_answer(wsi, req, status, ingest_error_json(why));
     return 1;
 }
@@ -340,6 +342,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (ingest_limits_is_reserve(ing, wsi))
             return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
                                ingest_error_json("too many connections (only /healthz answers)"));
+        if (strcmp(uri, "/metrics") == 0) /* counts, no learner's data: its own rule */
+            return ingest_metrics_http(ing, wsi, req);
         if (strcmp(uri, "/v1/token") == 0)
             return http_token_check(ing, wsi, req);
         if (strcmp(uri, "/v1/revoke") == 0)

@@ -393,6 +393,7 @@ static int peer_addr(struct lws *wsi, unsigned char addr[16])
 static unsigned sub_cap(sse_hub *h, const unsigned char addr[16], const char **why)
 {
     if (h->nsubs >= SG_INGEST_STREAMS_MAX) {
+        h->ing->metrics.refusals[INGEST_REFUSED_SUBSCRIBERS]++;
         *why = "too many stream subscribers on this ingest";
         return HTTP_STATUS_SERVICE_UNAVAILABLE;
     }
@@ -400,6 +401,7 @@ static unsigned sub_cap(sse_hub *h, const unsigned char addr[16], const char **w
     for (sse_sub *s = h->subs; s; s = s->next)
         same += memcmp(s->addr, addr, 16) == 0;
     if (same >= SG_INGEST_STREAMS_PER_ADDR) {
+        h->ing->metrics.refusals[INGEST_REFUSED_SUBSCRIBERS]++;
         *why = "too many stream subscribers from this address";
         return 429;
     }

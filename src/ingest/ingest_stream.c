@@ -43,6 +43,15 @@ int ingest_urlarg(struct lws *wsi, const char *name_eq, char *buf, int len)
     return sg_query_arg(ingest_lws_frag, wsi, name_eq, buf, (size_t)len);
 }
 
+/* A stream's token refused: counted (a 401; a store that could not say
+ * is not the token's fault), then the answer. */
+static int refuse_token(sg_ingest *ing, struct lws *wsi, unsigned int status, const char *why)
+{
+    if (status == HTTP_STATUS_UNAUTHORIZED)
+        ing->metrics.refusals[INGEST_REFUSED_TOKEN]++;
+    return ingest_refuse_handshake(wsi, status, why);
+}
+
 static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
 {
     char uri[256];
@@ -58,28 +67,28 @@ static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
     if (alen > 0) {
         if (alen >= (int)sizeof token ||
             lws_hdr_copy(wsi, token, sizeof token, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
-            return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED, "malformed token: too long");
+            return refuse_token(ing, wsi, HTTP_STATUS_UNAUTHORIZED, "malformed token: too long");
         if (strncasecmp(token, "Bearer ", 7) != 0)
-            return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED,
-                                    "Authorization must be 'Bearer <token>'");
+            return refuse_token(ing, wsi, HTTP_STATUS_UNAUTHORIZED,
+                                "Authorization must be 'Bearer <token>'");
         memmove(token, token + 7, strlen(token + 7) + 1);
     } else {
         int r = ingest_urlarg(wsi, "token=", token, sizeof token);
         if (r < 0)
-            return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED,
-                                    "malformed token: too long or given twice");
+            return refuse_token(ing, wsi, HTTP_STATUS_UNAUTHORIZED,
+                                "malformed token: too long or given twice");
         if (r == 0)
-            return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED,
-                                    "missing token (Authorization: Bearer or ?token=)");
+            return refuse_token(ing, wsi, HTTP_STATUS_UNAUTHORIZED,
+                                "missing token (Authorization: Bearer or ?token=)");
     }
     sg_token_claims cl;
     sg_err err;
     if (sg_token_verify(ing->secret, token, (int64_t)time(NULL), &cl, &err) < 0)
-        return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED, err.msg);
+        return refuse_token(ing, wsi, HTTP_STATUS_UNAUTHORIZED, err.msg);
     unsigned status;
     const char *why;
     if (ingest_token_revoked(ing, &cl, &status, &why))
-        return ingest_refuse_handshake(wsi, status, why);
+        return refuse_token(ing, wsi, status, why);
 
     /* The original agent's URL names the identity: it must be the token's. */
     static const char *const names[] = {"learner_id=", "task_id=", "sandbox_id="};
@@ -91,7 +100,7 @@ static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
             char msg[96];
             snprintf(msg, sizeof msg, "query %.*s does not match the token",
                      (int)strlen(names[i]) - 1, names[i]);
-            return ingest_refuse_handshake(wsi, HTTP_STATUS_UNAUTHORIZED, msg);
+            return refuse_token(ing, wsi, HTTP_STATUS_UNAUTHORIZED, msg);
         }
     }
 
@@ -126,6 +135,7 @@ static int on_blob(sg_ingest *ing, conn *c, const char *buf, size_t len)
     int r = sg_blob_parse(buf, len, &b, &err);
     if (r < 0) {
         ing->stats.refused++;
+        ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
         return close_with(c->wsi, -r, err.msg);
     }
     if (c->id->refused) {
@@ -146,8 +156,10 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
         return on_blob(ing, c, buf, len);
     int r = sg_frame_scan(buf, len, c->id->sandbox, &v, &err);
     if (r < 0) {
-        if (r != -SG_FRAMESCAN_CLOSE_INTERNAL)
+        if (r != -SG_FRAMESCAN_CLOSE_INTERNAL) {
             ing->stats.refused++;
+            ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
+        }
         return close_with(c->wsi, -r, err.msg);
     }
     /* The ts the clients write (event.h); then the order rule's cheap half:
@@ -157,6 +169,7 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
     if (!sg_event_ts_valid(v.ts, v.ts_len)) {
         sg_frame_view_clear(&v);
         ing->stats.refused++;
+        ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
         return close_with(c->wsi, SG_CLOSE_BAD_DATA, "ts is not an RFC 3339 date-time");
     }
     if (v.seq > c->next_seq) {
@@ -174,8 +187,9 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
         snprintf(msg, sizeof msg, "seq %lld skips ahead: the stream's next seq is %lld",
                  (long long)v.seq, (long long)c->next_seq);
         sg_frame_view_clear(&v);
-        ing->stats.refused++;
         ing->stats.seq_refused++;
+        ing->stats.refused++;
+        ing->metrics.refusals[INGEST_REFUSED_ORDER]++;
         sg_log(SG_LOG_ERROR, "refused a frame of %s/%s/%s: %s", c->id->learner,
                  c->id->task, c->id->sandbox, msg);
         return close_with(c->wsi, SG_CLOSE_POLICY, msg);
@@ -198,6 +212,7 @@ static int on_receive(sg_ingest *ing, conn *c, const char *in, size_t len)
 {
     if (lws_frame_is_binary(c->wsi)) {
         ing->stats.refused++;
+        ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
         return close_with(c->wsi, SG_CLOSE_UNSUPPORTED, "binary messages are not accepted");
     }
     size_t remaining = lws_remaining_packet_payload(c->wsi);
@@ -205,6 +220,7 @@ static int on_receive(sg_ingest *ing, conn *c, const char *in, size_t len)
     /* lws 4.1 has no message size limit: enforce ours before buffering. */
     if (c->msg.len + len + remaining > SG_FRAME_MAX) {
         ing->stats.refused++;
+        ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
         return close_with(c->wsi, SG_CLOSE_TOO_BIG, "frame exceeds the size limit");
     }
     if (c->msg.len == 0 && final) /* the common case: a whole message at once */
@@ -309,6 +325,7 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
                 return 0;
             c->killed = true;
             ing->stats.refused++;
+            ing->metrics.refusals[INGEST_REFUSED_ORDER]++;
             /* 4: lws's internal LWS_WRITE_CLOSE (lws-write.h reserves it). */
             if (lws_write(wsi, cb + LWS_PRE, rl + 2, (enum lws_write_protocol)4) < 0)
                 return -1;
