@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
 
 static const struct {
     const char *name;
@@ -104,9 +105,18 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(argv[1], cmds[i].name) == 0)
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name) == 0) {
+            /* The operator's defaults (sandglass.conf(5)); sandglassd
+             * reads them itself. */
+            sg_err err = {0};
+            if (sg_config_load(&err) < 0) {
+                sg_print_vis(2, "sandglass: ", "%s", err.msg);
+                return 1;
+            }
             return cmds[i].fn(argc - 1, argv + 1);
+        }
+    }
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++) {
         if (strcmp(argv[1], daemon_cmds[i].name) == 0) {
             char path[PATH_MAX];
