@@ -66,9 +66,9 @@ static void create_usage(FILE *f)
         "                       system has no room for, is an error\n"
         "  --overcommit         make the disk even when its image could outgrow the free space\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
-        "  --ingest URL         where a captured session streams (default $SANDGLASS_INGEST, else ws://127.0.0.1:7433)\n"
+        "  --ingest URL         where a captured session streams (default the config's url, else ws://127.0.0.1:7433)\n"
         "                       (URL,URL,...: up to 8 ingest nodes of one store, failed over in turn)\n"
-        "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
+        "  --secret FILE        the ingest's key for its tokens (default the config's secret, else <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
         "  --idle-timeout D     end the session after D with no input, no exec and no file\n"
@@ -94,6 +94,8 @@ static void create_usage(FILE *f)
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
         "Durations (S) are seconds or a number with s, m, h or d: 90, 90s, 15m, 2h, 7d.\n"
+        "Every default above can be set in sandglass.conf(5) or a SANDGLASS_* variable\n"
+        "(SANDGLASS_MEMORY=1G); a flag overrides both.\n"
         "Sizes take K, M, G or T: 512M, 1G.\n");
 }
 
@@ -448,9 +450,9 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    int c;
+    int c, idx = -1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+", opts, &idx)) != -1) {
         switch (c) {
         case 'l': o->learner = optarg; break;
         case 't': o->task = optarg; break;
@@ -465,9 +467,8 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
             create_usage(stdout);
             return 0;
         default: {
-            char flag[64];
-            const char *bad = argv[optind - 1];
-            snprintf(flag, sizeof flag, "%.*s", (int)strcspn(bad, "="), bad);
+            char flag[64]; /* its whole name, also when abbreviated */
+            snprintf(flag, sizeof flag, "--%s", idx >= 0 && c != '?' ? opts[idx].name : "?");
             int rc = create_parse_limit(c, optarg, o, m, flag);
             if (rc == CREATE_UNKNOWN)
                 return sg_cli_usage("create", "unknown option, or one without its value: '%s'", argv[optind - 1]);
