@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
@@ -150,7 +151,8 @@ static int check_value(conf_type t, const char *v, sg_err *err)
                    ? 0
                    : sg_err_set(err, EINVAL, "'%s' is not a positive number of cores", v);
     case V_LEVEL:
-        if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
+        /* any case, as the logger reads it (base/log.c) */
+        if (strcasecmp(v, "error") && strcasecmp(v, "warn") && strcasecmp(v, "info") && strcasecmp(v, "debug"))
             return sg_err_set(err, EINVAL, "'%s' is not a level (error, warn, info or debug)", v);
         return 0;
     case V_CHECKPOINTS:

@@ -194,11 +194,11 @@ static void test_exported(void **state)
                                                    "[ingest]\nsecret = /etc/sg/secret\n");
     setenv("SANDGLASS_CONFIG", p, 1);
     unsetenv("SANDGLASS_STATE_DIR");
-    setenv("SANDGLASS_LOG_LEVEL", "warn", 1);
+    setenv("SANDGLASS_LOG_LEVEL", "WARN", 1); /* any case, as the logger takes it */
     load_ok();
     assert_string_equal(getenv("SANDGLASS_STATE_DIR"), "/srv/sg"); /* for children and the state layer */
-    assert_string_equal(getenv("SANDGLASS_LOG_LEVEL"), "warn");    /* the environment's stays */
-    assert_string_equal(sg_config_get(SG_CONF_LOG_LEVEL, NULL), "warn");
+    assert_string_equal(getenv("SANDGLASS_LOG_LEVEL"), "WARN");    /* the environment's stays */
+    assert_string_equal(sg_config_get(SG_CONF_LOG_LEVEL, NULL), "WARN");
     sg_autofree char *secret = sg_config_secret();
     assert_string_equal(secret, "/etc/sg/secret");
     /* no secret configured: the local ingest's */
