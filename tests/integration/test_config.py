@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import tap  # noqa: E402
+from sgtest import config_vars, hermetic_env, tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 
 env = CapEnv()
@@ -194,6 +194,33 @@ def _():
     tap.ok(sid in ids, "ls lists the sandboxes of the file's state directory", p.stderr.decode(errors="replace"))
     p = run("exec", sid, "--", "/bin/echo", "here", config=path, drop=("SANDGLASS_STATE_DIR",))
     tap.eq((p.returncode, p.stdout), (0, b"here\n"), "exec reaches a sandbox there")
+
+
+@tap.case("the tests' environment holds none of the caller's defaults")
+def _():
+    names = config_vars()
+    tap.ok(len(names) >= 27 and "SANDGLASS_MEMORY" in names and "SANDGLASS_MAX_CHECKPOINTS_PER_MIN" in names,
+           "every key's variable is read from src/cli/config.c", repr(names))
+    saved = {k: os.environ.get(k) for k in ("SANDGLASS_MEMORY", "SANDGLASS_CONFIG")}
+    os.environ.update(SANDGLASS_MEMORY="1G", SANDGLASS_CONFIG="/etc/elsewhere.conf")
+    try:
+        e = hermetic_env()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    tap.ok("SANDGLASS_MEMORY" not in e and e.get("SANDGLASS_CONFIG") == "none", "sgtest drops them, reads no file")
+    # each of those names is a variable the CLI reads: a bad value of it is refused by name
+    unread = []
+    for name in names:
+        if name in ("SANDGLASS_INGEST", "SANDGLASS_CAPTURE_IGNORE"):  # free text, checked by its command
+            continue
+        p = run("ls", config="none", **{name: "x!"})
+        if p.returncode != 1 or name not in p.stderr.decode(errors="replace"):
+            unread.append(name)
+    tap.ok(not unread, "every other key's variable is read and checked", ", ".join(unread))
 
 
 for s in sids:
