@@ -62,7 +62,9 @@ static void usage(FILE *f)
         fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
         fprintf(f, "  %-12s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
-    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options and their defaults.\n"
+    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options and their defaults; the\n"
+               "defaults can be set in /etc/sandglass/sandglass.conf, ~/.config/sandglass/sandglass.conf\n"
+               "or SANDGLASS_* variables (man 5 sandglass.conf).\n"
                "Exit codes: 0 done, 1 failed, 2 a usage error; exec: the command's own status,\n"
                "125 sandglass's error, 126 the command could not start, 127 not found.\n"
                "'sandglass --version' prints the version (" SG_VERSION ").\n");
