@@ -302,10 +302,11 @@ int sg_config_load(sg_err *err)
         set_value(k, v, sg_xstrdup(keys[k].env));
     }
     /* What the state layer, the logger and every child (supervisor,
-     * sandglassd, the uplink) read from the environment. */
+     * sandglassd, the uplink) read from the environment: the value is the
+     * variable's own, or a file's when the variable was unset or empty. */
     static const sg_conf_key exported[] = {SG_CONF_STATE_DIR, SG_CONF_LOG_LEVEL};
     for (size_t i = 0; i < sizeof exported / sizeof *exported; i++)
-        if (vals[exported[i]].value && setenv(keys[exported[i]].env, vals[exported[i]].value, 0) < 0) {
+        if (vals[exported[i]].value && setenv(keys[exported[i]].env, vals[exported[i]].value, 1) < 0) {
             sg_config_reset();
             return sg_err_sys(err, "setenv %s", keys[exported[i]].env);
         }

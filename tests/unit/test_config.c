@@ -193,7 +193,7 @@ static void test_exported(void **state)
     sg_autofree char *p = write_conf("state.conf", "[sandglass]\nstate-dir = /srv/sg\nlog-level = debug\n"
                                                    "[ingest]\nsecret = /etc/sg/secret\n");
     setenv("SANDGLASS_CONFIG", p, 1);
-    unsetenv("SANDGLASS_STATE_DIR");
+    setenv("SANDGLASS_STATE_DIR", "", 1); /* empty: unset, so the file's */
     setenv("SANDGLASS_LOG_LEVEL", "WARN", 1); /* any case, as the logger takes it */
     load_ok();
     assert_string_equal(getenv("SANDGLASS_STATE_DIR"), "/srv/sg"); /* for children and the state layer */
