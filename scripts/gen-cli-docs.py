@@ -26,6 +26,9 @@ at build time. A page:
     ## OPTIONS           "- `--opt ARG`: what it does" items
     ## ANY OTHER         paragraphs, fenced blocks, "- " lists
 
+The config files' page, docs/man/sandglass.conf.md, is sandglass.conf(5)
+(installed in man5) and CLI.md's "Configuration".
+
 Inline: `code` (bold in troff), **bold**, *italic*, [text](link) (the text).
 The overview page docs/man/sandglass.md lists the commands under
 "## COMMANDS" in "### Group" subsections, one "- sandglass-NAME(1)" a line:
@@ -43,6 +46,7 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 MAN = os.path.join(ROOT, "docs", "man")
 CLI_MD = os.path.join(ROOT, "docs", "CLI.md")
+CONF_MD = os.path.join(MAN, "sandglass.conf.md")  # the config files' page, section 5
 VERSION_RE = re.compile(r"version\s*:\s*'([^']+)'")
 
 
@@ -51,10 +55,12 @@ class Page:
         self.path = path
         text = open(path, encoding="utf-8").read()
         lines = text.split("\n")
-        m = re.match(r"^# (sandglass(?:-([a-z]+))?)\(1\) -- (.+)$", lines[0])
+        m = re.match(r"^# (sandglass(?:-([a-z]+))?)\(1\) -- (.+)$", lines[0]) or \
+            re.match(r"^# (sandglass\.conf)()\(5\) -- (.+)$", lines[0])
         if not m:
-            raise SystemExit(f"{path}:1: want '# sandglass-NAME(1) -- summary'")
+            raise SystemExit(f"{path}:1: want '# sandglass-NAME(1) -- summary' or '# sandglass.conf(5) -- summary'")
         self.title, self.name, self.summary = m.group(1), m.group(2) or "", m.group(3).strip()
+        self.mansect = "5" if self.title == "sandglass.conf" else "1"
         self.sections: list[tuple[str, list[str]]] = []
         for line in lines[1:]:
             if line.startswith("## "):
@@ -131,7 +137,7 @@ def roff_line(s: str) -> str:
 
 def to_man(page: Page, version: str) -> str:
     name = page.title
-    out = [f'.TH "{name.upper()}" "1" "" "sandglass {version}" "sandglass manual"',
+    out = [f'.TH "{name.upper()}" "{page.mansect}" "" "sandglass {version}" "sandglass manual"',
            ".SH NAME", f"{name} \\- {roff_text(page.summary)}"]
     for sec, body in page.sections:
         out.append(f".SH {sec}")
@@ -206,6 +212,14 @@ def cli_md() -> str:
                 else:
                     out.append("")
                 out += md_body([l.replace("### ", "#### ", 1) if l.startswith("### ") else l for l in body])
+    conf = Page(CONF_MD)
+    out += ["", "## Configuration", "", f"{conf.summary[0].upper()}{conf.summary[1:]}: sandglass.conf(5).", ""]
+    out += md_body(conf.section("SYNOPSIS") or [])
+    for sec, body in conf.sections:
+        if sec in ("SYNOPSIS", "SEE ALSO"):
+            continue
+        out += ["", f"### {sec.capitalize()}", ""] if sec != "DESCRIPTION" else [""]
+        out += md_body([l.replace("### ", "#### ", 1) if l.startswith("### ") else l for l in body])
     for sec, body in top.sections:
         if sec in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "SEE ALSO"):
             continue
@@ -249,8 +263,8 @@ def check(binary: str | None) -> int:
     bad = [f"{c}: page '{pages[c].summary}', sandglass --help '{cmds[c]}'" for c in sorted(set(cmds) & set(pages))
            if pages[c].summary != cmds[c]]
     ok(not bad, "each page's summary is the command's line in sandglass --help", "\n".join(bad))
-    built = set(re.findall(r"'(sandglass[a-z-]*)'", open(os.path.join(MAN, "meson.build"), encoding="utf-8").read()))
-    want_built = {"sandglass"} | {f"sandglass-{c}" for c in pages}
+    built = set(re.findall(r"'(sandglass[a-z.-]*)'", open(os.path.join(MAN, "meson.build"), encoding="utf-8").read()))
+    want_built = {"sandglass", "sandglass.conf"} | {f"sandglass-{c}" for c in pages}
     ok(built == want_built, "docs/man/meson.build builds and installs every page",
        f"missing: {sorted(want_built - built)}; no such page: {sorted(built - want_built)}")
     nosyn = [c for c, p in pages.items() if not p.section("SYNOPSIS") or not p.section("DESCRIPTION")]

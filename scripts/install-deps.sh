@@ -9,6 +9,7 @@ pkgs=(
   libgit2-dev libseccomp-dev libsqlite3-dev libpq-dev libssl-dev libcap-dev
   libcmocka-dev valgrind
   libexpat1-dev  # JUnit XML test reports (src/capture/junit.c)
+  libinih-dev  # the config files (src/cli/config.c, sandglass.conf(5))
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
   rsync musl-tools cmake

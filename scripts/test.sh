@@ -61,6 +61,13 @@ part_done() { times+=("$1 $((SECONDS - part_start))s"); part_start=$SECONDS; }
 SG_TEST_ROOT=$(mktemp -d /tmp/sgrun-XXXXXX) || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 chmod 1777 "$SG_TEST_ROOT"  # as /tmp: the rootless tests' users make files here
 export SG_TEST_ROOT TMPDIR=$SG_TEST_ROOT
+# No operator's config reaches a test: no key's SANDGLASS_* default of the
+# caller's is passed on (src/cli/config.c names every one), and no config
+# file is read (sandglass.conf(5)); a test sets the ones it means.
+for v in $(grep -o 'SANDGLASS_[A-Z_]*' src/cli/config.c | sort -u); do
+  unset "$v"
+done
+export SANDGLASS_CONFIG=none
 
 # A build directory is (re)made when the options it was set up with differ
 # from the ones asked for: a stale build-asan without -Db_sanitize, or a

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
 
 static const struct {
     const char *name;
@@ -61,7 +62,9 @@ static void usage(FILE *f)
         fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
         fprintf(f, "  %-12s %s\n", daemon_cmds[i].name, daemon_cmds[i].help);
-    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options and their defaults.\n"
+    fprintf(f, "\nRun 'sandglass COMMAND --help' for a command's options and their defaults; the\n"
+               "defaults can be set in /etc/sandglass/sandglass.conf, ~/.config/sandglass/sandglass.conf\n"
+               "or SANDGLASS_* variables (man 5 sandglass.conf).\n"
                "Exit codes: 0 done, 1 failed, 2 a usage error; exec: the command's own status,\n"
                "125 sandglass's error, 126 the command could not start, 127 not found.\n"
                "'sandglass --version' prints the version (" SG_VERSION ").\n");
@@ -104,9 +107,18 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(argv[1], cmds[i].name) == 0)
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name) == 0) {
+            /* The operator's defaults (sandglass.conf(5)); sandglassd
+             * reads them itself. */
+            sg_err err = {0};
+            if (sg_config_load(&err) < 0) {
+                sg_print_vis(2, "sandglass: ", "%s", err.msg);
+                return 1;
+            }
             return cmds[i].fn(argc - 1, argv + 1);
+        }
+    }
     for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++) {
         if (strcmp(argv[1], daemon_cmds[i].name) == 0) {
             char path[PATH_MAX];

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
 #include "cli/report.h"
 
 static const struct {
@@ -57,9 +58,16 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++)
-        if (strcmp(argv[1], daemon_cmds[i].name) == 0)
+    for (size_t i = 0; i < sizeof daemon_cmds / sizeof daemon_cmds[0]; i++) {
+        if (strcmp(argv[1], daemon_cmds[i].name) == 0) {
+            sg_err err = {0}; /* the operator's defaults (sandglass.conf(5)) */
+            if (sg_config_load(&err) < 0) {
+                sg_print_vis(2, strcmp(base, "sandglass") == 0 ? "sandglass: " : "sandglassd: ", "%s", err.msg);
+                return 1;
+            }
             return daemon_cmds[i].fn(argc - 1, argv + 1);
+        }
+    }
     sg_print_vis(2, "sandglassd: ", "unknown command '%.64s' (see 'sandglassd --help')", argv[1]);
     return SG_CLI_USAGE;
 }

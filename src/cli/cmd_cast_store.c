@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
@@ -25,7 +26,7 @@ static char *cast_token(const char *token, const char *secret, sg_err *err)
     if (token)
         return strdup(token);
     uint8_t key[SG_TOKEN_SECRET_LEN];
-    sg_autofree char *def = secret ? NULL : sg_state_path("ingest/secret");
+    sg_autofree char *def = secret ? NULL : sg_config_secret();
     if (!secret && !sg_state_dir(err))
         return NULL;
     if (sg_token_secret_load(secret ? secret : def, key, err) < 0)
@@ -65,7 +66,7 @@ int sg_cmd_cast_store(int argc, char **argv)
         {"token", required_argument, NULL, 't'}, {"secret", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'}, {0},
     };
-    const char *ingest = sg_state_default_ingest(), *token = NULL, *secret = NULL;
+    const char *ingest = sg_config_ingest(), *token = NULL, *secret = NULL;
     bool list = false;
     int c;
     optind = 1;

@@ -24,6 +24,7 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
 #include "cli/ingest_check.h"
 #include "capture/ignore.h"
 #include "cli/pool.h"
@@ -65,9 +66,9 @@ static void create_usage(FILE *f)
         "                       system has no room for, is an error\n"
         "  --overcommit         make the disk even when its image could outgrow the free space\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
-        "  --ingest URL         where a captured session streams (default $SANDGLASS_INGEST, else ws://127.0.0.1:7433)\n"
+        "  --ingest URL         where a captured session streams (default the config's url, else ws://127.0.0.1:7433)\n"
         "                       (URL,URL,...: up to 8 ingest nodes of one store, failed over in turn)\n"
-        "  --secret FILE        the ingest's key for its tokens (default <state>/ingest/secret)\n"
+        "  --secret FILE        the ingest's key for its tokens (default the config's secret, else <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
         "  --idle-timeout D     end the session after D with no input, no exec and no file\n"
@@ -93,6 +94,8 @@ static void create_usage(FILE *f)
         "                       and on request\n"
         "  --json               print {id, learner, task, workspace, limits, caps, ...}\n"
         "Durations (S) are seconds or a number with s, m, h or d: 90, 90s, 15m, 2h, 7d.\n"
+        "Every default above can be set in sandglass.conf(5) or a SANDGLASS_* variable\n"
+        "(SANDGLASS_MEMORY=1G); a flag overrides both.\n"
         "Sizes take K, M, G or T: 512M, 1G.\n");
 }
 
@@ -262,90 +265,41 @@ enum {
 };
 
 /* --idle-timeout, --ttl, --expiry-warning, --keep: a duration, or off. */
-static int create_parse_life(int c, const char *arg, sg_sandbox_meta *m)
+static int create_parse_life(int c, const char *arg, sg_sandbox_meta *m, const char *name)
 {
-    static const char *const names[] = {"--idle-timeout", "--ttl", "--expiry-warning", "--keep"};
     double *const dst[] = {&m->idle_timeout_s, &m->ttl_s, &m->warning_s, &m->keep_s};
     int i = c - OPT_IDLE_TIMEOUT;
     sg_err err = {0};
     if (strcmp(arg, "off") == 0)
         *dst[i] = 0;
     else if (sg_parse_duration(arg, 365 * 24 * 3600.0, dst[i], &err) < 0)
-        return sg_cli_usage("create", "%s: %s (or off)", names[i], err.msg);
+        return sg_cli_usage("create", "%s: %s (or off)", name, err.msg);
     return CREATE_GO;
 }
 
-/* One option that sets a limit or a policy in m. Each value error names
- * its flag and is a usage error (2). */
-static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox_meta *m)
+/* The budgets and the capture's options (create_parse_limit). */
+static int create_parse_capture(int c, const char *arg, create_opts *o, sg_sandbox_meta *m, const char *name)
 {
     sg_err err = {0};
     switch (c) {
-    case 'm':
-        if (sg_parse_size(arg, &m->memory, &err) < 0)
-            return sg_cli_usage("create", "--memory: %s", err.msg);
-        if (m->memory < 4u << 20)
-            return sg_cli_usage("create", "--memory %s: at least 4M", arg);
-        return CREATE_GO;
-    case 'p':
-        if (sg_parse_uint(arg, 1u << 22, &m->pids, &err) < 0)
-            return sg_cli_usage("create", "--pids: %s", err.msg);
-        return CREATE_GO;
-    case 'o':
-        if (sg_parse_size(arg, &m->output_limit, &err) < 0)
-            return sg_cli_usage("create", "--output-limit: %s", err.msg);
-        return CREATE_GO;
-    case 'D':
-        if (sg_disk_parse(arg, &m->disk, &err) < 0)
-            return sg_cli_usage("create", "--disk: %s", err.msg);
-        o->disk_given = true;
-        return CREATE_GO;
-    case 'c':
-        if (sg_parse_seconds(arg, 1024, &m->cpus, &err) < 0)
-            return sg_cli_usage("create", "invalid --cpus '%.32s': expected a positive number of cores", arg);
-        if (m->cpus > (double)o->online)
-            return sg_cli_usage("create", "invalid --cpus '%.32s': this host has %ld online CPU%s", arg,
-                                o->online, o->online == 1 ? "" : "s");
-        return CREATE_GO;
-    case 'T':
-        if (sg_parse_duration(arg, 7 * 24 * 3600.0, &m->timeout_s, &err) < 0)
-            return sg_cli_usage("create", "--timeout: %s", err.msg);
-        return CREATE_GO;
-    case 'W':
-        if (sg_parse_duration(arg, 365 * 24 * 3600.0, &m->max_wall_s, &err) < 0)
-            return sg_cli_usage("create", "--max-wall: %s", err.msg);
-        return CREATE_GO;
-    case 'C':
-        if (sg_parse_duration(arg, 365 * 24 * 3600.0, &m->max_cpu_s, &err) < 0)
-            return sg_cli_usage("create", "--max-cpu: %s", err.msg);
-        return CREATE_GO;
-    case 'E':
-        if (sg_parse_uint(arg, UINT32_MAX, &m->max_execs, &err) < 0)
-            return sg_cli_usage("create", "--max-execs: %s", err.msg);
-        return CREATE_GO;
-    case 'K':
-        if (sg_parse_uint(arg, UINT32_MAX, &m->max_calls, &err) < 0)
-            return sg_cli_usage("create", "--max-calls: %s", err.msg);
-        return CREATE_GO;
     case OPT_EVENTS_PER_MIN:
     case OPT_CKPTS_PER_MIN:
         if (sg_parse_uint(arg, UINT32_MAX, c == OPT_EVENTS_PER_MIN ? &m->max_events_per_min
                                                                   : &m->max_checkpoints_per_min, &err) < 0)
-            return sg_cli_usage("create", "--max-%s-per-min: %s",
-                                c == OPT_EVENTS_PER_MIN ? "events" : "checkpoints", err.msg);
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
         return CREATE_GO;
     case OPT_BYTES_PER_MIN:
         if (sg_parse_size(arg, &m->max_bytes_per_min, &err) < 0)
-            return sg_cli_usage("create", "--max-bytes-per-min: %s", err.msg);
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
         return CREATE_GO;
     case OPT_MAX_FILE_EVENTS:
         if (sg_parse_uint(arg, SG_FILE_EVENTS_MAX, &m->max_file_events, &err) < 0)
-            return sg_cli_usage("create", "--max-file-events: %s", err.msg);
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
         return CREATE_GO;
     case OPT_CAPTURE_IGNORE: {
         sg_ignore *ig = sg_ignore_parse(arg, &err);
         if (!ig)
-            return sg_cli_usage("create", "--capture-ignore: %s", err.msg);
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
         sg_ignore_free(ig);
         o->capture_ignore = arg;
         return CREATE_GO;
@@ -353,22 +307,111 @@ static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox
     case OPT_CAPTURE_MAX_FILE:
         if (sg_parse_size(arg, &m->capture_max_file, &err) < 0 || m->capture_max_file == 0 ||
             m->capture_max_file > (256u << 20))
-            return sg_cli_usage("create", "invalid --capture-max-file '%.32s': a size from 1 to 256M", arg);
+            return sg_cli_usage("create", "%s: invalid size '%.32s': a size from 1 to 256M", name, arg);
         return CREATE_GO;
-    case OPT_IDLE_TIMEOUT:
-    case OPT_TTL:
-    case OPT_EXPIRY_WARNING:
-    case OPT_KEEP:
-        return create_parse_life(c, arg, m);
     case 'P':
         if (strcmp(arg, "exec") && strcmp(arg, "manual"))
-            return sg_cli_usage("create", "invalid --checkpoints '%.32s': use exec (before every exec) or manual",
-                                arg);
+            return sg_cli_usage("create", "%s: invalid value '%.32s': use exec (before every exec) or manual",
+                                name, arg);
         m->manual_checkpoints = strcmp(arg, "manual") == 0;
         return CREATE_GO;
     default:
         return CREATE_UNKNOWN;
     }
+}
+
+/* One option that sets a limit or a policy in m, from a flag or the
+ * config: name is the flag ("--memory") or the value's origin
+ * ("FILE:7: memory"). Each value error names it and is a usage error (2). */
+static int create_parse_limit(int c, const char *arg, create_opts *o, sg_sandbox_meta *m, const char *name)
+{
+    sg_err err = {0};
+    switch (c) {
+    case 'm':
+        if (sg_parse_size(arg, &m->memory, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        if (m->memory < 4u << 20)
+            return sg_cli_usage("create", "%s %s: at least 4M", name, arg);
+        return CREATE_GO;
+    case 'p':
+        if (sg_parse_uint(arg, 1u << 22, &m->pids, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        return CREATE_GO;
+    case 'o':
+        if (sg_parse_size(arg, &m->output_limit, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        return CREATE_GO;
+    case 'D':
+        if (sg_disk_parse(arg, &m->disk, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        o->disk_given = true;
+        return CREATE_GO;
+    case 'c':
+        if (sg_parse_seconds(arg, 1024, &m->cpus, &err) < 0)
+            return sg_cli_usage("create", "invalid %s '%.32s': expected a positive number of cores", name, arg);
+        if (m->cpus > (double)o->online)
+            return sg_cli_usage("create", "invalid %s '%.32s': this host has %ld online CPU%s", name, arg,
+                                o->online, o->online == 1 ? "" : "s");
+        return CREATE_GO;
+    case 'T':
+        if (sg_parse_duration(arg, 7 * 24 * 3600.0, &m->timeout_s, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        return CREATE_GO;
+    case 'W':
+    case 'C':
+        if (sg_parse_duration(arg, 365 * 24 * 3600.0, c == 'W' ? &m->max_wall_s : &m->max_cpu_s, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        return CREATE_GO;
+    case 'E':
+    case 'K':
+        if (sg_parse_uint(arg, UINT32_MAX, c == 'E' ? &m->max_execs : &m->max_calls, &err) < 0)
+            return sg_cli_usage("create", "%s: %s", name, err.msg);
+        return CREATE_GO;
+    case OPT_IDLE_TIMEOUT:
+    case OPT_TTL:
+    case OPT_EXPIRY_WARNING:
+    case OPT_KEEP:
+        return create_parse_life(c, arg, m, name);
+    default:
+        return create_parse_capture(c, arg, o, m, name);
+    }
+}
+
+/* The config's key of each option create_parse_limit takes. */
+static const struct {
+    int c;
+    sg_conf_key key;
+} create_conf[] = {
+    {'m', SG_CONF_MEMORY}, {'p', SG_CONF_PIDS}, {'c', SG_CONF_CPUS}, {'T', SG_CONF_TIMEOUT},
+    {'o', SG_CONF_OUTPUT_LIMIT}, {'D', SG_CONF_DISK}, {'W', SG_CONF_MAX_WALL}, {'E', SG_CONF_MAX_EXECS},
+    {'C', SG_CONF_MAX_CPU}, {'K', SG_CONF_MAX_CALLS}, {'P', SG_CONF_CHECKPOINTS},
+    {OPT_EVENTS_PER_MIN, SG_CONF_MAX_EVENTS_PER_MIN}, {OPT_BYTES_PER_MIN, SG_CONF_MAX_BYTES_PER_MIN},
+    {OPT_CKPTS_PER_MIN, SG_CONF_MAX_CHECKPOINTS_PER_MIN}, {OPT_MAX_FILE_EVENTS, SG_CONF_MAX_FILE_EVENTS},
+    {OPT_CAPTURE_IGNORE, SG_CONF_CAPTURE_IGNORE}, {OPT_CAPTURE_MAX_FILE, SG_CONF_CAPTURE_MAX_FILE},
+    {OPT_IDLE_TIMEOUT, SG_CONF_IDLE_TIMEOUT}, {OPT_TTL, SG_CONF_TTL}, {OPT_EXPIRY_WARNING, SG_CONF_EXPIRY_WARNING},
+    {OPT_KEEP, SG_CONF_KEEP},
+};
+
+/* The config's defaults (environment, files) into m, before the flags
+ * override them, each through the flag's own parser. A disk size from
+ * the config is a default, not a --disk: it yields to --workspace. */
+static int create_defaults(create_opts *o, sg_sandbox_meta *m)
+{
+    for (size_t i = 0; i < sizeof create_conf / sizeof *create_conf; i++) {
+        const char *origin = NULL;
+        const char *v = sg_config_get(create_conf[i].key, &origin);
+        if (!v)
+            continue;
+        char name[PATH_MAX + 64];
+        snprintf(name, sizeof name, "%s: %s", origin, sg_config_key_name(create_conf[i].key));
+        if (strncmp(origin, "SANDGLASS_", 10) == 0) /* the variable alone says which */
+            snprintf(name, sizeof name, "%s", origin);
+        int rc = create_parse_limit(create_conf[i].c, v, o, m, name);
+        if (rc != CREATE_GO)
+            return rc;
+    }
+    o->disk_given = false;
+    return CREATE_GO;
 }
 
 static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *m)
@@ -407,9 +450,9 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"help", no_argument, NULL, 'h'},
         {0},
     };
-    int c;
+    int c, idx = -1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+", opts, &idx)) != -1) {
         switch (c) {
         case 'l': o->learner = optarg; break;
         case 't': o->task = optarg; break;
@@ -424,7 +467,9 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
             create_usage(stdout);
             return 0;
         default: {
-            int rc = create_parse_limit(c, optarg, o, m);
+            char flag[64]; /* its whole name, also when abbreviated */
+            snprintf(flag, sizeof flag, "--%s", idx >= 0 && c != '?' ? opts[idx].name : "?");
+            int rc = create_parse_limit(c, optarg, o, m, flag);
             if (rc == CREATE_UNKNOWN)
                 return sg_cli_usage("create", "unknown option, or one without its value: '%s'", argv[optind - 1]);
             if (rc != CREATE_GO)
@@ -457,7 +502,12 @@ static int create_check(create_opts *o, sg_sandbox_meta *m)
         return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
     if ((o->ingest || o->secret) && !o->task)
         return sg_cli_usage("create", "--ingest and --secret go with --task (only a captured sandbox streams)");
-    const char *ingest = o->ingest ? o->ingest : sg_state_default_ingest();
+    /* The config's, else the built-in ones (<state>/ingest/secret: NULL). */
+    if (!o->ingest)
+        o->ingest = sg_config_ingest();
+    if (!o->secret)
+        o->secret = sg_config_get(SG_CONF_SECRET, NULL);
+    const char *ingest = o->ingest;
     if (o->task) {
         char why[400];
         if (sg_cli_ingest_list_check(ingest, why, sizeof why) < 0 ||
@@ -522,8 +572,8 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
     m->capture_ignore = (char *)o->capture_ignore;
     char *secret_path = NULL;
     if (o->task) {
-        m->ingest_url = (char *)(o->ingest ? o->ingest : sg_state_default_ingest());
-        secret_path = o->secret ? realpath(o->secret, NULL) : sg_state_path("ingest/secret");
+        m->ingest_url = (char *)o->ingest;
+        secret_path = o->secret ? realpath(o->secret, NULL) : sg_config_secret();
         if (!secret_path)
             return sg_cli_fail("create", "--secret file does not exist");
         m->secret_file = secret_path;
@@ -534,11 +584,10 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
     int claimed = sg_pool_claim(m, id);
     free(secret_path);
     m->learner = m->task = m->ingest_url = m->secret_file = m->workspace = m->capture_ignore = NULL;
-    if (claimed == 1) {
-        sg_pool_refill_async();
-        return print_created(id, o->json);
-    }
-    return CREATE_GO;
+    /* A claim or a pool short of its size (one the config gave, never
+     * filled yet) refills in the background. */
+    sg_pool_refill_async();
+    return claimed == 1 ? print_created(id, o->json) : CREATE_GO;
 }
 
 /* A fresh id in m and its state directory (*dir). */
@@ -594,8 +643,8 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
         return sg_cli_fail("create", err.msg);
     }
     if (o->task) {
-        m->ingest_url = strdup(o->ingest ? o->ingest : sg_state_default_ingest());
-        m->secret_file = o->secret ? realpath(o->secret, NULL) : sg_state_path("ingest/secret");
+        m->ingest_url = strdup(o->ingest);
+        m->secret_file = o->secret ? realpath(o->secret, NULL) : sg_config_secret();
         if (!m->secret_file) {
             sg_disk_remove_workspace(m);
             sg_state_uid_release(m->uid, m->id);
@@ -741,7 +790,9 @@ int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *
     if (o.online < 1)
         o.online = 1;
     m.cpus = SG_DEFAULT_CPUS < (double)o.online ? SG_DEFAULT_CPUS : (double)o.online;
-    int rc = create_parse(argc, argv, &o, &m);
+    int rc = create_defaults(&o, &m);
+    if (rc == CREATE_GO)
+        rc = create_parse(argc, argv, &o, &m);
     if (rc == CREATE_GO)
         rc = create_check(&o, &m);
     if (rc == CREATE_GO)
@@ -749,9 +800,9 @@ int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *
     if (rc != CREATE_GO)
         return rc;
     long maxsb = SG_MAX_SANDBOXES;
-    const char *envmax = getenv("SANDGLASS_MAX_SANDBOXES");
-    if (envmax && atol(envmax) > 0)
-        maxsb = atol(envmax);
+    const char *confmax = sg_config_get(SG_CONF_MAX_SANDBOXES, NULL); /* checked: 1 and up */
+    if (confmax)
+        maxsb = atol(confmax);
     rc = create_from_pool(&o, &m);
     if (rc != CREATE_GO)
         return rc;

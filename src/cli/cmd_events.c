@@ -36,6 +36,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/evrows.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
@@ -189,7 +190,7 @@ static int events_parse(int argc, char **argv, events_opts *o)
     };
     /* $SANDGLASS_INGEST, create's default too (its ws:// URL names the same
      * host and port) */
-    *o = (events_opts){.ingest = sg_state_default_ingest(), .after_seq = -1};
+    *o = (events_opts){.ingest = sg_config_ingest(), .after_seq = -1};
     int c;
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
@@ -258,7 +259,7 @@ static int events_load_secret(const events_opts *o, uint8_t secret[SG_TOKEN_SECR
         if (!sg_state_dir(&err)) {
             return sg_cli_failf("events", "state directory: %s", err.msg);
         }
-        secret_path = secret_default = sg_state_path("ingest/secret");
+        secret_path = secret_default = sg_config_secret();
     }
     if (sg_token_secret_load(secret_path, secret, &err) < 0) {
         return sg_cli_failf("events", "%s (reads need a read token: pass --token, made with "
@@ -779,7 +780,7 @@ static int sessions_parse(int argc, char **argv, events_opts *o)
         {"token", required_argument, NULL, 'T'},   {"secret", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
-    o->ingest = sg_state_default_ingest();
+    o->ingest = sg_config_ingest();
     o->after_seq = -1;
     int c;
     optind = 1;

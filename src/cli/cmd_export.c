@@ -29,6 +29,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/evrows.h"
 #include "cli/export.h"
 #include "cli/ingest_http.h"
@@ -101,7 +102,7 @@ static int export_parse(int argc, char **argv, export_opts *o)
         {"token", required_argument, NULL, 'T'},   {"secret", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
-    *o = (export_opts){.ingest = sg_state_default_ingest()};
+    *o = (export_opts){.ingest = sg_config_ingest()};
     int c;
     optind = 1;
     opterr = 0;
@@ -153,7 +154,7 @@ static int export_secrets(export_opts *o)
             return sg_cli_failf("export", "state directory: %s", err.msg);
     }
     if (!o->token_opt) {
-        const char *p = o->secret_path ? o->secret_path : (secret_default = sg_state_path("ingest/secret"));
+        const char *p = o->secret_path ? o->secret_path : (secret_default = sg_config_secret());
         if (sg_token_secret_load(p, o->secret, &err) < 0)
             return sg_cli_failf("export", "%s (reads need a read token: pass --token, made with "
                                 "`sandglass token --read`, or --secret FILE)", err.msg);

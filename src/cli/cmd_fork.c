@@ -19,6 +19,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "cli/workspace.h"
@@ -50,7 +51,7 @@ static int fork_parse(int argc, char **argv, fork_opts *o)
         {"secret", required_argument, NULL, 'S'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'}, {0},
     };
-    *o = (fork_opts){.ws = {.ingest = sg_state_default_ingest(), .at = -1}};
+    *o = (fork_opts){.ws = {.ingest = sg_config_ingest(), .at = -1}};
     int ch;
     char *end = NULL;
     optind = 1;

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "state/state.h"
@@ -155,7 +156,7 @@ int sg_cmd_ingest(int argc, char **argv)
             store = store_default = sg_strdup_printf("sqlite:%s", db);
         }
         if (!secret)
-            secret = secret_default = sg_state_path("ingest/secret");
+            secret = secret_default = sg_config_secret();
     }
     opts.store_url = store;
     opts.secret_path = secret;

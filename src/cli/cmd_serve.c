@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "serve/terminal.h"
@@ -115,7 +116,7 @@ int sg_cmd_serve(int argc, char **argv)
     if (!secret) {
         if (!sg_state_dir(&err))
             return sg_cli_failf("serve", "state directory: %s", err.msg);
-        secret = secret_default = sg_state_path("ingest/secret");
+        secret = secret_default = sg_config_secret();
     }
     opts.secret_path = secret;
     char webdir[PATH_MAX];

@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
@@ -183,7 +184,7 @@ int sg_cmd_token(int argc, char **argv)
         if (!sg_state_dir(&err)) {
             return sg_cli_failf("token", "state directory: %s", err.msg);
         }
-        secret_path = secret_default = sg_state_path("ingest/secret");
+        secret_path = secret_default = sg_config_secret();
     }
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if (sg_token_secret_load(secret_path, secret, &err) < 0) {

@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
@@ -38,7 +39,7 @@ int sg_cmd_token_revoke(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *ingest = sg_state_default_ingest(), *secret_path = NULL;
+    const char *ingest = sg_config_ingest(), *secret_path = NULL;
     sg_err err;
     int c;
     optind = 1;
@@ -69,7 +70,7 @@ int sg_cmd_token_revoke(int argc, char **argv)
     if (!secret_path) {
         if (!sg_state_dir(&err))
             return sg_cli_failf("token revoke", "state directory: %s", err.msg);
-        secret_path = secret_default = sg_state_path("ingest/secret");
+        secret_path = secret_default = sg_config_secret();
     }
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if (sg_token_secret_load(secret_path, secret, &err) < 0)

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "cli/workspace.h"
@@ -121,7 +122,7 @@ char *sg_ws_token(const sg_ws_opts *o, sg_err *err)
     if (o->token)
         return strdup(o->token);
     uint8_t secret[SG_TOKEN_SECRET_LEN];
-    sg_autofree char *def = o->secret ? NULL : sg_state_path("ingest/secret");
+    sg_autofree char *def = o->secret ? NULL : sg_config_secret();
     if (!o->secret && !sg_state_dir(err))
         return NULL;
     if (sg_token_secret_load(o->secret ? o->secret : def, secret, err) < 0)
@@ -410,7 +411,7 @@ static int ws_parse(int argc, char **argv, ws_opts *o)
         {"token", required_argument, NULL, 't'}, {"secret", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'}, {0},
     };
-    *o = (ws_opts){.ingest = sg_state_default_ingest(), .at = -1};
+    *o = (ws_opts){.ingest = sg_config_ingest(), .at = -1};
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -19,6 +19,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/common.h"
+#include "cli/config.h"
 #include "state/state.h"
 
 /* --ingest: ws://HOST:PORT[/PATH] or wss://..., the ingest's WebSocket URL.
@@ -260,7 +261,7 @@ static json_t *ask_token_check(const char *url, const char *learner, const char 
  * NULL when the key file cannot be looked at (then nothing is cached). */
 static char *check_key(const char *url, const char *secret)
 {
-    sg_autofree char *def = secret ? NULL : sg_state_path("ingest/secret");
+    sg_autofree char *def = secret ? NULL : sg_config_secret();
     const char *path = secret ? secret : def;
     struct stat st;
     if (!path || stat(path, &st) < 0)
@@ -299,7 +300,7 @@ static int node_check(const char *url, const char *host, int port, const char *l
         return 0;
     /* A listening ingest and no key here (a fresh state directory): the
      * uplink would make a key of its own, which that ingest cannot know. */
-    sg_autofree char *def = secret ? NULL : sg_state_path("ingest/secret");
+    sg_autofree char *def = secret ? NULL : sg_config_secret();
     if (def && access(def, F_OK) < 0 && errno == ENOENT) {
         snprintf(why, wsize, "the ingest at %s listens, but this state directory has no key (%s): give it the "
                  "ingest's key with --secret", url, def);

@@ -18,6 +18,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/common.h"
+#include "cli/config.h"
 
 static char *pool_path(const char *name)
 {
@@ -61,7 +62,9 @@ unsigned sg_pool_size(void)
 {
     sg_autofree char *p = pool_path("size");
     sg_autofree char *buf = sg_read_file(p, 64, NULL, NULL);
-    unsigned long n = buf ? strtoul(buf, NULL, 10) : 0;
+    /* Never set by `sandglass pool N` here: the config's pool-size. */
+    const char *conf = buf ? NULL : sg_config_get(SG_CONF_POOL_SIZE, NULL);
+    unsigned long n = buf ? strtoul(buf, NULL, 10) : conf ? strtoul(conf, NULL, 10) : 0;
     return n > SG_POOL_MAX ? SG_POOL_MAX : (unsigned)n;
 }
 

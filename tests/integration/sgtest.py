@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import re
 import tempfile
 import threading
 import time
@@ -30,6 +31,25 @@ EXEC_HELD = os.environ.get("SANDGLASS_EXEC_NOTIFY") != "0" and \
 # Env lives under it and records the sandboxes it made there, so the
 # suite's leak check looks at what this run made and nothing else.
 RUN_ROOT = os.environ.get("SG_TEST_ROOT", "")
+
+
+def config_vars() -> list[str]:
+    """The SANDGLASS_* variable of every config key (sandglass.conf(5)),
+    read from the one table that defines them (src/cli/config.c)."""
+    root = os.environ.get("SG_SOURCE_ROOT") or \
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(root, "src", "cli", "config.c")) as f:
+        return re.findall(r'"(SANDGLASS_[A-Z_]+)",\s*V_[A-Z]+\}', f.read())
+
+
+def hermetic_env() -> dict:
+    """os.environ without the caller's config: no file read
+    (SANDGLASS_CONFIG=none) and none of the keys' SANDGLASS_* defaults, so
+    that an operator's settings never reach a test; a test sets the ones it
+    means."""
+    e = {k: v for k, v in os.environ.items() if k not in set(config_vars())}
+    e["SANDGLASS_CONFIG"] = "none"
+    return e
 
 
 def exec_stub_built() -> bool:
@@ -158,7 +178,7 @@ class Env:
         os.makedirs(self.state)
         self._refused = refused_port()
         self.ingest_url = f"ws://127.0.0.1:{self._refused.getsockname()[1]}"
-        self.env = dict(os.environ)
+        self.env = hermetic_env()
         self.env["SANDGLASS_STATE_DIR"] = self.state
         self.env["SANDGLASSD"] = SANDGLASSD
         self.env["SANDGLASS_INGEST"] = self.ingest_url

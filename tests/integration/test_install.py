@@ -58,10 +58,12 @@ tap.ok(os.access(os.path.join(bindir, "sandglass"), os.X_OK), "sandglass is inst
 web = os.path.join(datadir, "sandglass", "web")
 for f in ("terminal.html", "terminal.js", "vendor/xterm.js", "vendor/xterm.css", "vendor/addon-fit.js"):
     tap.ok(os.path.isfile(os.path.join(web, f)), f"$datadir/sandglass/web/{f} is installed")
-mandir = dest + os.path.join(prefix, opt.get("mandir", "share/man"), "man1")
-pages = sorted(f[:-3] + ".1" for f in os.listdir(os.path.join(SRC, "docs", "man")) if f.endswith(".md"))
+mandir = dest + os.path.join(prefix, opt.get("mandir", "share/man"))
+# sandglass.conf.md is section 5 (the config files), the others section 1
+pages = sorted(os.path.join("man5", f[:-3] + ".5") if f == "sandglass.conf.md" else os.path.join("man1", f[:-3] + ".1")
+               for f in os.listdir(os.path.join(SRC, "docs", "man")) if f.endswith(".md"))
 absent = [p for p in pages if not os.path.isfile(os.path.join(mandir, p))]
-tap.ok(len(pages) > 1 and not absent, f"every man page is installed in $mandir/man1 ({len(pages)})",
+tap.ok(len(pages) > 1 and not absent, f"every man page is installed in $mandir/man1 and man5 ({len(pages)})",
        "missing: " + ", ".join(absent))
 
 # The installed commands' environment: the installed bin first in PATH, and

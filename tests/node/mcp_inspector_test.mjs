@@ -47,7 +47,7 @@ const port = await new Promise((res, rej) => {
   holder.once('error', rej);
 });
 const ingestUrl = `ws://127.0.0.1:${port}`;
-const env = { ...process.env, SANDGLASS_STATE_DIR: state, SANDGLASSD, SANDGLASS_INGEST: ingestUrl, ...sanVars };
+const env = { ...process.env, SANDGLASS_CONFIG: 'none', SANDGLASS_STATE_DIR: state, SANDGLASSD, SANDGLASS_INGEST: ingestUrl, ...sanVars };
 
 let n = 0;
 let failed = 0;

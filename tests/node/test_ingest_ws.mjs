@@ -17,7 +17,7 @@ const { default: WebSocket } = await import('ws');
 
 const BIN = process.env.SANDGLASSD_BIN || 'sandglassd';
 const state = mkdtempSync(join(tmpdir(), 'sg-node-'));
-const env = { ...process.env, SANDGLASS_STATE_DIR: state };
+const env = { ...process.env, SANDGLASS_CONFIG: 'none', SANDGLASS_STATE_DIR: state };
 
 let n = 0;
 let failed = 0;

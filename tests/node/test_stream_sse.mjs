@@ -24,7 +24,7 @@ const { EventSource } = await import('eventsource');
 
 const BIN = process.env.SANDGLASSD_BIN || 'sandglassd';
 const state = mkdtempSync(join(tmpdir(), 'sg-node-sse-'));
-const env = { ...process.env, SANDGLASS_STATE_DIR: state };
+const env = { ...process.env, SANDGLASS_CONFIG: 'none', SANDGLASS_STATE_DIR: state };
 const T = 120000;
 
 let n = 0;
