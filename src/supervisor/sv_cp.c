@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -36,11 +37,22 @@ static void cp_fail(sv_client *c, const char *what, const sg_err *err)
     sv_client_error(c, m);
 }
 
-/* errno of a failed open of rel beneath the workspace into err: -1. */
-static int ws_err(const char *rel, sg_err *err)
+/* Whether rel is itself a symlink (an O_DIRECTORY open of it says ENOTDIR). */
+static bool ws_is_link(int root, const char *rel)
+{
+    struct stat st;
+    sg_autoclose int fd = sg_open_beneath(root, rel, O_PATH);
+    return fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* errno of a failed open of the directory rel beneath the workspace into
+ * err: -1. */
+static int ws_err(int root, const char *rel, sg_err *err)
 {
     char v[256];
+    int e = errno;
     sg_vis(rel, strlen(rel), v, sizeof v);
+    errno = e == ENOTDIR && ws_is_link(root, rel) ? ELOOP : e;
     if (errno == ELOOP || errno == EXDEV)
         return sg_err_sys(err, "/workspace/%s is a symlink or passes through one: cp follows no symlink in the "
                           "workspace", v);
@@ -52,7 +64,7 @@ static int ws_err(const char *rel, sg_err *err)
 static int open_ws_dir(int root, const char *rel, sg_err *err)
 {
     int fd = sg_open_beneath(root, rel, O_PATH | O_DIRECTORY);
-    return fd < 0 ? ws_err(rel, err) : fd;
+    return fd < 0 ? ws_err(root, rel, err) : fd;
 }
 
 /* Into the workspace: into rel when it is a directory (as q->name), else
@@ -74,7 +86,7 @@ static int cp_in(sv_sup *s, sv_client *c, const sg_ctl_cp_req *q, int root, int 
             return -1;
         snprintf(into, sizeof into, "%s", rel);
     } else {
-        return ws_err(rel, err);
+        return ws_err(root, rel, err);
     }
     ws_path(into, dest, dn);
     /* an idmapped workspace shows root's files as the sandbox user's */
