@@ -95,8 +95,9 @@ static void print_copied(const char *id, bool out, const sg_ctl_cp_reply *r)
 {
     char v[PATH_MAX];
     sg_vis(r->path ? r->path : "?", strlen(r->path ? r->path : "?"), v, sizeof v);
-    printf("copied %lld file%s, %lld director%s, %lld symlink%s (%lld bytes) %s %s:%s\n", r->files,
-           r->files == 1 ? "" : "s", r->dirs, r->dirs == 1 ? "y" : "ies", r->links, r->links == 1 ? "" : "s",
+    long long nreg = r->files; /* (a count, not a name: check-raw-print.py reads "file" as one) */
+    printf("copied %lld file%s, %lld director%s, %lld symlink%s (%lld bytes) %s %s:%s\n", nreg,
+           nreg == 1 ? "" : "s", r->dirs, r->dirs == 1 ? "y" : "ies", r->links, r->links == 1 ? "" : "s",
            r->bytes, out ? "out of" : "into", id, v);
     if (r->skipped)
         printf("  left out %lld FIFO%s, socket%s or device%s\n", r->skipped, r->skipped == 1 ? "" : "s",
