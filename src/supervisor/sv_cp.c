@@ -67,6 +67,17 @@ static int open_ws_dir(int root, const char *rel, sg_err *err)
     return fd < 0 ? ws_err(root, rel, err) : fd;
 }
 
+/* A path written with a trailing '/' names a directory: a real one (a
+ * learner's symlink to one is not followed), as cp(1) would insist. */
+static int dir_if_slash(int root, const char *path, const char *rel, sg_err *err)
+{
+    size_t l = strlen(path);
+    if (l == 0 || path[l - 1] != '/' || strcmp(rel, ".") == 0)
+        return 0;
+    sg_autoclose int fd = sg_open_beneath(root, rel, O_PATH | O_DIRECTORY);
+    return fd < 0 ? ws_err(root, rel, err) : 0;
+}
+
 /* Into the workspace: into rel when it is a directory (as q->name), else
  * as rel itself; the entries made are the sandbox user's, and the
  * watcher's reports of them name the operator's cp. */
@@ -152,6 +163,7 @@ void sv_cp_op(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
         sg_err_sys(&err, "the workspace %s", s->meta.workspace);
     sg_wscopy_stats n = {0};
     if (root < 0 || sg_wscopy_rel(q->path, rel, sizeof rel, &err) < 0 ||
+        dir_if_slash(root, q->path, rel, &err) < 0 ||
         (q->out ? cp_out(c, q, root, local, rel, &n, where, sizeof where, &err)
                 : cp_in(s, c, q, root, local, rel, &n, where, sizeof where, &err)) < 0) {
         cp_fail(c, what, &err);

@@ -103,6 +103,7 @@ def _():
         ("in", (host("payload"), f"{sid}:pw"), "a learner's symlink to a file as the destination"),
         ("out", (f"{sid}:/workspace/../../etc/passwd", host("o1")), "'..' out of the workspace"),
         ("out", (f"{sid}:evil/secret", host("o2")), "a path through a learner's symlink"),
+        ("out", (f"{sid}:evil/", host("o3")), "a learner's symlink named as a directory ('/')"),
     ]
     for way, args, what in cases:
         p = cp(*args)
@@ -110,7 +111,10 @@ def _():
                f"cp {way} refused: {what}", f"{p.returncode} {err(p)}")
     tap.eq(sorted(os.listdir(target)), ["secret", "victim"], "nothing was written into the host directory")
     tap.eq(open(os.path.join(target, "victim"), "rb").read(), b"orig\n", "the host file a symlink names is unchanged")
-    tap.ok(not any(os.path.lexists(host(n)) for n in ("o1", "o2")), "nothing was copied out by a refused cp")
+    tap.ok(not any(os.path.lexists(host(n)) for n in ("o1", "o2", "o3")), "nothing was copied out by a refused cp")
+    p = cp(host("payload"), f"{sid}:nodir/")
+    tap.ok(p.returncode == 1 and not env.sh(sid, "test -e nodir").returncode == 0,
+           "a destination written as a directory ('/') that is none is refused", err(p))
     p = cp(f"{sid}:sec", host("o4"))
     tap.ok(p.returncode == 0 and os.path.islink(host("o4")), "a learner's symlink out is copied as a link, not read",
            err(p))
