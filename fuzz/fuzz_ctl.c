@@ -290,7 +290,7 @@ static bool req_same(const sg_ctl_req *a, const sg_ctl_req *b)
         return a->u.expire.after_s == b->u.expire.after_s;
     case SG_OP_CP:
         return a->u.cp.out == b->u.cp.out && str_same(a->u.cp.path, b->u.cp.path) &&
-               str_same(a->u.cp.name, b->u.cp.name);
+            str_same(a->u.cp.name, b->u.cp.name);
     default:
         return true;
     }

@@ -731,8 +731,7 @@ static int open_beneath_walk(int dirfd, const char *rel, int flags)
         }
         memcpy(comp, p, l);
         comp[l] = '\0';
-        int next = openat(cur >= 0 ? cur : dirfd, comp,
-                          O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int next = openat(cur >= 0 ? cur : dirfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0)
             return -1;
         if (cur >= 0)

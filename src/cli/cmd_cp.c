@@ -26,20 +26,20 @@
 static void cp_usage(FILE *f)
 {
     fprintf(f,
-        "usage: sandglass cp [--json] LOCAL ID:PATH\n"
-        "       sandglass cp [--json] ID:PATH LOCAL\n"
-        "\n"
-        "Copies a file or a directory tree into or out of a sandbox's workspace.\n"
-        "PATH is under /workspace, absolute or relative to it; nothing outside the\n"
-        "workspace is reached, and no symlink in it is followed (symlinks are copied\n"
-        "as links; FIFOs, sockets and devices inside a tree are left out). Into an\n"
-        "existing directory the copy goes under its own name. Files copied in are the\n"
-        "sandbox user's; a captured sandbox records them as file_diff events whose\n"
-        "cause is the operator's cp. Refused while the sandbox is aborted. ID may be\n"
-        "a unique prefix of at least 4 characters. A local path with a ':' before\n"
-        "any '/' is written ./NAME.\n"
-        "\n"
-        "  --json    print {\"path\", \"files\", \"dirs\", \"links\", \"bytes\", \"skipped\"}\n");
+            "usage: sandglass cp [--json] LOCAL ID:PATH\n"
+            "       sandglass cp [--json] ID:PATH LOCAL\n"
+            "\n"
+            "Copies a file or a directory tree into or out of a sandbox's workspace.\n"
+            "PATH is under /workspace, absolute or relative to it; nothing outside the\n"
+            "workspace is reached, and no symlink in it is followed (symlinks are copied\n"
+            "as links; FIFOs, sockets and devices inside a tree are left out). Into an\n"
+            "existing directory the copy goes under its own name. Files copied in are the\n"
+            "sandbox user's; a captured sandbox records them as file_diff events whose\n"
+            "cause is the operator's cp. Refused while the sandbox is aborted. ID may be\n"
+            "a unique prefix of at least 4 characters. A local path with a ':' before\n"
+            "any '/' is written ./NAME.\n"
+            "\n"
+            "  --json    print {\"path\", \"files\", \"dirs\", \"links\", \"bytes\", \"skipped\"}\n");
 }
 
 /* Whether arg names a sandbox's path ("ID:PATH"): a ':' before any '/'. */
@@ -96,9 +96,9 @@ static void print_copied(const char *id, bool out, const sg_ctl_cp_reply *r)
     char v[PATH_MAX];
     sg_vis(r->path ? r->path : "?", strlen(r->path ? r->path : "?"), v, sizeof v);
     long long nreg = r->files; /* (a count, not a name: check-raw-print.py reads "file" as one) */
-    printf("copied %lld file%s, %lld director%s, %lld symlink%s (%lld bytes) %s %s:%s\n", nreg,
-           nreg == 1 ? "" : "s", r->dirs, r->dirs == 1 ? "y" : "ies", r->links, r->links == 1 ? "" : "s",
-           r->bytes, out ? "out of" : "into", id, v);
+    printf("copied %lld file%s, %lld director%s, %lld symlink%s (%lld bytes) %s %s:%s\n", nreg, nreg == 1 ? "" : "s",
+           r->dirs, r->dirs == 1 ? "y" : "ies", r->links, r->links == 1 ? "" : "s", r->bytes, out ? "out of" : "into",
+           id, v);
     if (r->skipped)
         printf("  left out %lld FIFO%s, socket%s or device%s\n", r->skipped, r->skipped == 1 ? "" : "s",
                r->skipped == 1 ? "" : "s", r->skipped == 1 ? "" : "s");
@@ -119,8 +119,10 @@ static int cp_run(const char *remote, const char *local, bool out, bool json)
     sg_ctl_req req = {.op = SG_OP_CP, .u.cp = {.out = out, .path = (char *)colon + 1, .name = name[0] ? name : NULL}};
     sg_autojson json_t *res = sg_cli_request_fd(id, &req, dfd, &err);
     if (!res && strstr(err.msg, "unknown request op"))
-        return sg_cli_failf("cp", "the supervisor of %s is older than cp (a sandglass from before it): copy with "
-                            "tar through exec, or create the sandbox again", id);
+        return sg_cli_failf("cp",
+                            "the supervisor of %s is older than cp (a sandglass from before it): copy with "
+                            "tar through exec, or create the sandbox again",
+                            id);
     __attribute__((cleanup(sg_ctl_cp_reply_free))) sg_ctl_cp_reply r = {0};
     if (!res || sg_ctl_decode_cp_reply(res, &r, &err) < 0)
         return sg_cli_fail("cp", err.msg);
@@ -157,12 +159,15 @@ int sg_cmd_cp(int argc, char **argv)
         }
     }
     if (argc - optind != 2)
-        return sg_cli_usage("cp", argc - optind < 2 ? "needs a source and a destination" : "takes exactly a source "
-                            "and a destination");
+        return sg_cli_usage("cp",
+                            argc - optind < 2 ? "needs a source and a destination"
+                                              : "takes exactly a source "
+                                                "and a destination");
     const char *src = argv[optind], *dst = argv[optind + 1];
     bool rs = remote_colon(src) != NULL, rd = remote_colon(dst) != NULL;
     if (rs == rd)
-        return sg_cli_usage("cp", rs ? "both paths are a sandbox's: one must be local" :
-                            "neither path is a sandbox's: write one as ID:PATH");
+        return sg_cli_usage("cp",
+                            rs ? "both paths are a sandbox's: one must be local"
+                               : "neither path is a sandbox's: write one as ID:PATH");
     return rs ? cp_run(src, dst, true, json) : cp_run(dst, src, false, json);
 }

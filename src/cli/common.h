@@ -27,8 +27,6 @@ json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err);
  * whose handler takes one (exec's stdin, cp's directory). fd stays ours. */
 json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err);
 
-
-
 /* Destroys sandbox id (the supervisor's proof, or the cleanup from here
  * when it cannot), saying on stderr what it found. Returns the result
  * object (caller decrefs) or NULL with err. */

@@ -63,8 +63,10 @@ int sg_wscopy_rel(const char *arg, char *out, size_t n, sg_err *err)
         return sg_err_set(err, ENAMETOOLONG, "the workspace path is longer than %d bytes", PATH_MAX - 1);
     if (arg[0] == '/') {
         if (strncmp(arg, ws, wl) != 0 || (arg[wl] != '\0' && arg[wl] != '/'))
-            return sg_err_set(err, EXDEV, "'%s' is outside the workspace: give a path under /workspace, or one "
-                              "relative to it", sg_vis(arg, strlen(arg), v, sizeof v));
+            return sg_err_set(err, EXDEV,
+                              "'%s' is outside the workspace: give a path under /workspace, or one "
+                              "relative to it",
+                              sg_vis(arg, strlen(arg), v, sizeof v));
         p = arg + wl;
     }
     if (n < 2)
@@ -162,7 +164,8 @@ static int copy_file(cp_ctx *x, int sdir, const char *sname, const struct stat *
         return fail_sys(x, "cannot open", sname);
     if (!S_ISREG(s2.st_mode) || s2.st_ino != st->st_ino || s2.st_dev != st->st_dev)
         return fail(x, EAGAIN, sname, "changed while it was copied");
-    sg_autoclose int out = openat(ddir, dname, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+    sg_autoclose int out =
+        openat(ddir, dname, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
     if (out < 0 && errno == ELOOP)
         return fail(x, EEXIST, dname, "exists and is a symlink: cp does not write through it");
     if (out < 0 || fstat(out, &d) < 0)
@@ -231,8 +234,7 @@ static int copy_dir(cp_ctx *x, int sdir, const char *sname, const struct stat *s
     return 0;
 }
 
-static int copy_entry(cp_ctx *x, int sdir, const char *sname, int ddir, const char *dname, unsigned depth,
-                      bool in_tree)
+static int copy_entry(cp_ctx *x, int sdir, const char *sname, int ddir, const char *dname, unsigned depth, bool in_tree)
 {
     struct stat st;
     if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -243,7 +245,8 @@ static int copy_entry(cp_ctx *x, int sdir, const char *sname, int ddir, const ch
         return 0;
     }
     if (special)
-        return fail(x, EINVAL, sname, "is not a regular file, a directory or a symlink (a FIFO, a socket or a "
+        return fail(x, EINVAL, sname,
+                    "is not a regular file, a directory or a symlink (a FIFO, a socket or a "
                     "device): cp copies none");
     if (x->st->files + x->st->dirs + x->st->links >= x->max_entries)
         return sg_err_set(x->err, EFBIG, "more than %llu entries: one cp copies at most that many",
@@ -255,12 +258,14 @@ static int copy_entry(cp_ctx *x, int sdir, const char *sname, int ddir, const ch
     return copy_file(x, sdir, sname, &st, ddir, dname);
 }
 
-int sg_wscopy(int sdir, const char *sname, int ddir, const char *dname, const sg_wscopy_opts *opts,
-              sg_wscopy_stats *st, sg_err *err)
+int sg_wscopy(int sdir, const char *sname, int ddir, const char *dname, const sg_wscopy_opts *opts, sg_wscopy_stats *st,
+              sg_err *err)
 {
     memset(st, 0, sizeof *st);
     cp_ctx x = {
-        .o = opts, .st = st, .err = err,
+        .o = opts,
+        .st = st,
+        .err = err,
         .max_bytes = opts->max_bytes ? opts->max_bytes : SG_CP_MAX_BYTES,
         .max_entries = opts->max_entries ? opts->max_entries : SG_CP_MAX_ENTRIES,
     };

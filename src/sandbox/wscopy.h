@@ -20,8 +20,8 @@
 #include "base/err.h"
 
 #define SG_CP_MAX_BYTES (1024ull * 1024 * 1024) /* file bytes one cp copies */
-#define SG_CP_MAX_ENTRIES 100000                 /* entries one cp makes */
-#define SG_CP_MAX_DEPTH 256                      /* directory nesting one cp walks */
+#define SG_CP_MAX_ENTRIES 100000                /* entries one cp makes */
+#define SG_CP_MAX_DEPTH 256                     /* directory nesting one cp walks */
 
 typedef struct sg_wscopy_opts {
     uid_t uid; /* the owner of every entry made */
@@ -52,7 +52,7 @@ void sg_wscopy_split(const char *rel, char *dir, size_t n, const char **base);
  * the tree's entries (merged); an existing regular file is overwritten by
  * a file; anything else there (a symlink above all) is refused. Counts
  * into *st (zeroed first). On failure what was copied stays. */
-int sg_wscopy(int sdir, const char *sname, int ddir, const char *dname, const sg_wscopy_opts *opts,
-              sg_wscopy_stats *st, sg_err *err);
+int sg_wscopy(int sdir, const char *sname, int ddir, const char *dname, const sg_wscopy_opts *opts, sg_wscopy_stats *st,
+              sg_err *err);
 
 #endif

@@ -54,8 +54,10 @@ static int ws_err(int root, const char *rel, sg_err *err)
     sg_vis(rel, strlen(rel), v, sizeof v);
     errno = e == ENOTDIR && ws_is_link(root, rel) ? ELOOP : e;
     if (errno == ELOOP || errno == EXDEV)
-        return sg_err_sys(err, "/workspace/%s is a symlink or passes through one: cp follows no symlink in the "
-                          "workspace", v);
+        return sg_err_sys(err,
+                          "/workspace/%s is a symlink or passes through one: cp follows no symlink in the "
+                          "workspace",
+                          v);
     return sg_err_sys(err, "/workspace/%s", v);
 }
 
@@ -105,8 +107,8 @@ static int cp_in(sv_sup *s, sv_client *c, const sg_ctl_cp_req *q, int root, int 
                         .gid = s->meta.idmap_workspace ? 0 : s->meta.gid};
     /* what the learner changed before is reported as theirs first */
     sg_capture_flush_watch(s->cap);
-    sg_autojson json_t *op = json_pack("{s:s, s:s, s:o}", "action", "cp", "path", dest, "actor",
-                                       sv_actor(c, NULL, NULL));
+    sg_autojson json_t *op =
+        json_pack("{s:s, s:s, s:o}", "action", "cp", "path", dest, "actor", sv_actor(c, NULL, NULL));
     sg_capture_set_operator(s->cap, op);
     int r = sg_wscopy(local, q->name, ddir, dname, &o, st, err);
     sg_capture_set_operator(s->cap, NULL); /* reports the copy's changes, then ends it */
@@ -115,8 +117,8 @@ static int cp_in(sv_sup *s, sv_client *c, const sg_ctl_cp_req *q, int root, int 
 
 /* Out of the workspace: rel made in the caller's directory as q->name (or
  * rel's own name), owned by the caller. */
-static int cp_out(sv_client *c, const sg_ctl_cp_req *q, int root, int local, const char *rel,
-                  sg_wscopy_stats *st, char *src, size_t sn, sg_err *err)
+static int cp_out(sv_client *c, const sg_ctl_cp_req *q, int root, int local, const char *rel, sg_wscopy_stats *st,
+                  char *src, size_t sn, sg_err *err)
 {
     struct ucred cr = {0};
     socklen_t len = sizeof cr;
@@ -147,8 +149,10 @@ void sv_cp_op(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     const char *what = q->out ? "cp out" : "cp in";
     if (s->ks.aborted) {
         char m[600];
-        snprintf(m, sizeof m, "%s: the sandbox is aborted (%s): nothing is copied in or out until it is resumed "
-                 "(sandglass resume)", what, s->ks.reason);
+        snprintf(m, sizeof m,
+                 "%s: the sandbox is aborted (%s): nothing is copied in or out until it is resumed "
+                 "(sandglass resume)",
+                 what, s->ks.reason);
         sv_client_error(c, m);
         return;
     }
@@ -162,14 +166,17 @@ void sv_cp_op(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     if (root < 0)
         sg_err_sys(&err, "the workspace %s", s->meta.workspace);
     sg_wscopy_stats n = {0};
-    if (root < 0 || sg_wscopy_rel(q->path, rel, sizeof rel, &err) < 0 ||
-        dir_if_slash(root, q->path, rel, &err) < 0 ||
+    if (root < 0 || sg_wscopy_rel(q->path, rel, sizeof rel, &err) < 0 || dir_if_slash(root, q->path, rel, &err) < 0 ||
         (q->out ? cp_out(c, q, root, local, rel, &n, where, sizeof where, &err)
                 : cp_in(s, c, q, root, local, rel, &n, where, sizeof where, &err)) < 0) {
         cp_fail(c, what, &err);
         return;
     }
-    sg_ctl_cp_reply r = {.path = where, .files = (long long)n.files, .dirs = (long long)n.dirs,
-                         .links = (long long)n.links, .bytes = (long long)n.bytes, .skipped = (long long)n.skipped};
+    sg_ctl_cp_reply r = {.path = where,
+                         .files = (long long)n.files,
+                         .dirs = (long long)n.dirs,
+                         .links = (long long)n.links,
+                         .bytes = (long long)n.bytes,
+                         .skipped = (long long)n.skipped};
     sv_client_result(c, sg_ctl_encode_cp_reply(&r));
 }

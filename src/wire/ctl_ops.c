@@ -383,7 +383,7 @@ static int encode_fields(json_t *j, const sg_ctl_req *r)
         return json_object_set_new(j, "after_s", json_real(r->u.expire.after_s));
     case SG_OP_CP:
         return json_object_set_new(j, "dir", json_string(r->u.cp.out ? "out" : "in")) |
-               (r->u.cp.path ? set_str(j, "path", r->u.cp.path) : -1) | set_str(j, "name", r->u.cp.name);
+            (r->u.cp.path ? set_str(j, "path", r->u.cp.path) : -1) | set_str(j, "name", r->u.cp.name);
     default:
         return 0;
     }
@@ -762,9 +762,9 @@ int sg_ctl_decode_expire_reply(const void *obj, sg_ctl_expire_reply *out, sg_err
 
 void *sg_ctl_encode_cp_reply(const sg_ctl_cp_reply *r)
 {
-    sg_autojson json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)r->files, "dirs",
-                                      (json_int_t)r->dirs, "links", (json_int_t)r->links, "bytes",
-                                      (json_int_t)r->bytes, "skipped", (json_int_t)r->skipped);
+    sg_autojson json_t *j =
+        json_pack("{s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)r->files, "dirs", (json_int_t)r->dirs, "links",
+                  (json_int_t)r->links, "bytes", (json_int_t)r->bytes, "skipped", (json_int_t)r->skipped);
     if (!j || set_str(j, "path", r->path) < 0)
         return NULL;
     return sg_steal_ptr(&j);
