@@ -84,6 +84,21 @@ def _():
     env.destroy(sid)
 
 
+@tap.case("an operator's root-owned --workspace (idmapped): root's on disk, the sandbox user's inside")
+def _():
+    ws = host("operators-ws")
+    os.makedirs(ws)
+    sid = env.create("--workspace", ws)
+    uid = env.uid_of(sid)
+    write(host("idm.txt"), b"idm\n", 0o644)
+    p = cp(host("idm.txt"), f"{sid}:idm.txt")
+    st = os.lstat(os.path.join(ws, "idm.txt")) if p.returncode == 0 else None
+    tap.ok(st is not None and st.st_uid == 0, "on disk the copy is root's, as the sandbox user's own files are",
+           err(p) + repr(st))
+    tap.eq(inside(sid, "stat -c %u idm.txt"), uid, "inside it is the sandbox user's")
+    env.destroy(sid)
+
+
 @tap.case("escapes refused: '..', a learner's symlink, both ways")
 def _():
     sid = env.create()
