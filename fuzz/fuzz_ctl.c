@@ -288,6 +288,9 @@ static bool req_same(const sg_ctl_req *a, const sg_ctl_req *b)
         return json_equal(a->u.claim.meta, b->u.claim.meta);
     case SG_OP_EXPIRE:
         return a->u.expire.after_s == b->u.expire.after_s;
+    case SG_OP_CP:
+        return a->u.cp.out == b->u.cp.out && str_same(a->u.cp.path, b->u.cp.path) &&
+            str_same(a->u.cp.name, b->u.cp.name);
     default:
         return true;
     }
@@ -399,6 +402,16 @@ static void check_replies(const json_t *j)
         sg_ctl_resume_reply_free(&s);
     sg_ctl_expire_reply x3;
     (void)sg_ctl_decode_expire_reply(j, &x3, &err);
+    sg_ctl_cp_reply k, k2;
+    if (sg_ctl_decode_cp_reply(j, &k, &err) == 0) {
+        json_t *e = sg_ctl_encode_cp_reply(&k);
+        if (!e || sg_ctl_decode_cp_reply(e, &k2, &err) < 0 || !str_same(k.path, k2.path) || k.files != k2.files ||
+            k.dirs != k2.dirs || k.links != k2.links || k.bytes != k2.bytes || k.skipped != k2.skipped)
+            abort();
+        json_decref(e);
+        sg_ctl_cp_reply_free(&k2);
+        sg_ctl_cp_reply_free(&k);
+    }
 }
 
 static bool entries_same(const sg_ctl_checkpoints_reply *a, const sg_ctl_checkpoints_reply *b)

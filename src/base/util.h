@@ -46,6 +46,12 @@ int sg_mkdir_p(const char *path, mode_t mode, sg_err *err);
 int sg_rm_rf(const char *path, sg_err *err);
 /* The same for name in the directory dfd. */
 int sg_rm_rf_at(int dfd, const char *name, sg_err *err);
+/* openat2 of rel confined under dirfd (RESOLVE_BENEATH), with no symlink
+ * anywhere in the path (RESOLVE_NO_SYMLINKS; O_NOFOLLOW and O_CLOEXEC
+ * added): a learner's symlink never makes host-side code open a host file.
+ * Without openat2, or for a path past PATH_MAX, the same rules one
+ * component at a time. "." is dirfd itself; ".." anywhere is EXDEV. */
+int sg_open_beneath(int dirfd, const char *rel, int flags);
 
 /* Random lowercase hex string of n chars into buf (buf holds n+1). */
 int sg_rand_hex(char *buf, size_t n, sg_err *err);

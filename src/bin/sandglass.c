@@ -32,6 +32,7 @@ static const struct {
     {"mcp", sg_cmd_mcp, "serve an agent session over MCP (stdio) in a sandbox"},
     {"abort", sg_cmd_abort, "kill switch: stop the session and every process in it"},
     {"resume", sg_cmd_resume, "clear an operator's abort"},
+    {"cp", sg_cmd_cp, "copy files and trees into or out of a workspace"},
     {"checkpoint", sg_cmd_checkpoint, "snapshot the workspace now"},
     {"checkpoints", sg_cmd_checkpoints, "list a sandbox's checkpoints"},
     {"rollback", sg_cmd_rollback, "restore the workspace to a checkpoint"},

@@ -155,9 +155,9 @@ static const char *type_of(mode_t m)
  * over the limit or not readable as bytes (a FIFO...), -1 gone. */
 static int read_entry(sg_contents *ct, const char *rel, struct stat *st, size_t *len)
 {
-    sg_autoclose int fd = watch_open_beneath(ct->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    sg_autoclose int fd = sg_open_beneath(ct->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0 && errno == ELOOP) {
-        sg_autoclose int pfd = watch_open_beneath(ct->rootfd, rel, O_PATH);
+        sg_autoclose int pfd = sg_open_beneath(ct->rootfd, rel, O_PATH);
         if (pfd < 0 || fstat(pfd, st) < 0 || !S_ISLNK(st->st_mode))
             return -1;
         ssize_t n = readlinkat(pfd, "", ct->buf, ct->max_file < PATH_MAX ? ct->max_file : PATH_MAX);
@@ -168,7 +168,7 @@ static int read_entry(sg_contents *ct, const char *rel, struct stat *st, size_t 
     }
     if (fd < 0) {
         /* A FIFO, socket or device: its type, from an O_PATH stat. */
-        sg_autoclose int pfd = watch_open_beneath(ct->rootfd, rel, O_PATH);
+        sg_autoclose int pfd = sg_open_beneath(ct->rootfd, rel, O_PATH);
         return pfd >= 0 && fstat(pfd, st) == 0 ? 0 : -1;
     }
     if (fstat(fd, st) < 0)

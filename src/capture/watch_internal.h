@@ -164,8 +164,6 @@ struct sg_watch {
 /* ---- watch_tree.c ---- */
 
 int64_t watch_ts_ns(const struct timespec *t);
-/* openat2 confined under dirfd with no symlink anywhere in the path. */
-int watch_open_beneath(int dirfd, const char *rel, int flags);
 node *watch_kid_find(const node *dir, const char *name);
 void watch_kid_add(node *dir, node *n);
 void watch_kid_remove(node *n);

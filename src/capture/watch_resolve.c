@@ -536,7 +536,7 @@ static int dir_emit(sg_watch *w, const char *path, bool gone)
  * not even one the watcher skips: a `.git`, an ignored name). */
 static bool dir_empty_on_disk(const sg_watch *w, const char *rel)
 {
-    int fd = watch_open_beneath(w->rootfd, rel, O_RDONLY | O_DIRECTORY);
+    int fd = sg_open_beneath(w->rootfd, rel, O_RDONLY | O_DIRECTORY);
     DIR *dp = fd >= 0 ? fdopendir(fd) : NULL;
     if (!dp) {
         if (fd >= 0)

@@ -53,7 +53,7 @@ int watch_add_watch_fd(sg_watch *w, int fd)
 static void add_dir(sg_watch *w, node *parent, const char *name)
 {
     sg_autofree char *rel = watch_child_path(parent, name);
-    sg_autoclose int fd = watch_open_beneath(w->rootfd, rel, O_RDONLY | O_DIRECTORY);
+    sg_autoclose int fd = sg_open_beneath(w->rootfd, rel, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
         return; /* gone already (or replaced by a symlink): nothing to watch */
     struct stat st;
@@ -203,7 +203,7 @@ static void mark_subtree_moved(sg_watch *w, node *d)
 void watch_rescan_dir(sg_watch *w, node *d)
 {
     sg_autofree char *rel = watch_node_path(d);
-    sg_autoclose int fd = watch_open_beneath(w->rootfd, *rel ? rel : ".", O_RDONLY | O_DIRECTORY);
+    sg_autoclose int fd = sg_open_beneath(w->rootfd, *rel ? rel : ".", O_RDONLY | O_DIRECTORY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || (d->parent && st.st_ino != d->dino)) {
         if (d->parent) {

@@ -6,10 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -35,68 +33,6 @@ static int64_t now_rt_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return watch_ts_ns(&t);
-}
-
-/* The same walk without openat2 (kernels before 5.6, valgrind): component
- * by component, never following a symlink. */
-static int open_beneath_walk(int dirfd, const char *rel, int flags)
-{
-    if (!strcmp(rel, "."))
-        return openat(dirfd, ".", flags | O_CLOEXEC | O_NOFOLLOW);
-    sg_autoclose int cur = -1;
-    const char *p = rel;
-    for (;;) {
-        const char *slash = strchr(p, '/');
-        if (!slash)
-            break;
-        size_t l = (size_t)(slash - p);
-        char comp[NAME_MAX + 1];
-        if (l == 0 || l > NAME_MAX || (l == 2 && !memcmp(p, "..", 2))) {
-            errno = EXDEV;
-            return -1;
-        }
-        memcpy(comp, p, l);
-        comp[l] = '\0';
-        int next = openat(cur >= 0 ? cur : dirfd, comp,
-                          O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (next < 0)
-            return -1;
-        if (cur >= 0)
-            close(cur);
-        cur = next;
-        p = slash + 1;
-    }
-    if (!strcmp(p, "..")) {
-        errno = EXDEV;
-        return -1;
-    }
-    return openat(cur >= 0 ? cur : dirfd, p, flags | O_CLOEXEC | O_NOFOLLOW);
-}
-
-/* openat2 confined under dirfd with no symlink anywhere in the path: a
- * learner's symlink must never make the host-side watcher read a host file. */
-int watch_open_beneath(int dirfd, const char *rel, int flags)
-{
-    static bool no_openat2;
-    if (no_openat2)
-        return open_beneath_walk(dirfd, rel, flags);
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd;
-    do
-        fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0 && errno == ENOSYS) {
-        no_openat2 = true;
-        return open_beneath_walk(dirfd, rel, flags);
-    }
-    /* A path longer than PATH_MAX (a deep tree): one component at a time,
-     * with the same rules, so its changes are still seen. */
-    if (fd < 0 && errno == ENAMETOOLONG)
-        return open_beneath_walk(dirfd, rel, flags);
-    return fd;
 }
 
 /* ---- tree ---------------------------------------------------------------- */
@@ -407,10 +343,10 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
 {
     memset(out, 0, sizeof(*out));
     out->read_rt_ns = now_rt_ns();
-    sg_autoclose int fd = watch_open_beneath(w->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    sg_autoclose int fd = sg_open_beneath(w->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0 && errno == ELOOP) {
         /* The last component may be a symlink: its content is its target. */
-        sg_autoclose int pfd = watch_open_beneath(w->rootfd, rel, O_PATH);
+        sg_autoclose int pfd = sg_open_beneath(w->rootfd, rel, O_PATH);
         if (pfd < 0)
             return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV
                        ? 0 : -1;

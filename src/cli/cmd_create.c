@@ -15,7 +15,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "base/bounds.h"
@@ -29,6 +28,7 @@
 #include "capture/ignore.h"
 #include "cli/pool.h"
 #include "sandbox/disk.h"
+#include "sandbox/wscopy.h"
 #include "state/state.h"
 
 
@@ -659,71 +659,6 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     return CREATE_GO;
 }
 
-static int seed_copy(int src, int dst, const sg_sandbox_meta *m, int depth, sg_err *err);
-
-/* One entry of a seed directory copied, the sandbox user's (seed_copy). */
-static int seed_entry(int src, int dst, const char *name, const sg_sandbox_meta *m, int depth, sg_err *err)
-{
-    struct stat st;
-    if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return sg_err_sys(err, "seed: stat %s", name);
-    if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(src, name, target, sizeof target - 1);
-        if (n < 0)
-            return sg_err_sys(err, "seed: readlink %s", name);
-        target[n] = '\0';
-        if (symlinkat(target, dst, name) < 0 || fchownat(dst, name, m->uid, m->gid, AT_SYMLINK_NOFOLLOW) < 0)
-            return sg_err_sys(err, "seed: symlink %s", name);
-        return 0;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        if (mkdirat(dst, name, 0700) < 0)
-            return sg_err_sys(err, "seed: mkdir %s", name);
-        sg_autoclose int s2 = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        sg_autoclose int d2 = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (s2 < 0 || d2 < 0 || fchown(d2, m->uid, m->gid) < 0 || fchmod(d2, st.st_mode & 07777) < 0)
-            return sg_err_sys(err, "seed: directory %s", name);
-        return seed_copy(s2, d2, m, depth + 1, err);
-    }
-    if (!S_ISREG(st.st_mode))
-        return 0; /* the rebuild writes files and links only */
-    sg_autoclose int in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    sg_autoclose int out = openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (in < 0 || out < 0)
-        return sg_err_sys(err, "seed: open %s", name);
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(in, buf, sizeof buf)) > 0)
-        if (sg_write_all(out, buf, (size_t)n) < 0)
-            return sg_err_sys(err, "seed: write %s", name);
-    if (n < 0 || fchown(out, m->uid, m->gid) < 0 || fchmod(out, st.st_mode & 07777) < 0)
-        return sg_err_sys(err, "seed: copy %s", name);
-    return 0;
-}
-
-/* The tree at src copied into dst (directory fds), every entry the
- * sandbox user's: sandglass fork's rebuilt workspace into the sandbox's own. */
-static int seed_copy(int src, int dst, const sg_sandbox_meta *m, int depth, sg_err *err)
-{
-    if (depth > 512)
-        return sg_err_set(err, ELOOP, "seed: directories nested too deep");
-    int fd = dup(src);
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return sg_err_sys(err, "seed: opendir");
-    }
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rc = seed_entry(src, dst, e->d_name, m, depth, err);
-    closedir(d);
-    return rc;
-}
-
 /* o->seed_dir copied into the workspace create made; undoes the sandbox
  * on failure, as create_save_meta does. */
 static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir)
@@ -733,7 +668,14 @@ static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir
     sg_autoclose int dst = open(m->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (src < 0 || dst < 0)
         sg_err_sys(&err, "seed: open %s", src < 0 ? o->seed_dir : m->workspace);
-    if (src < 0 || dst < 0 || seed_copy(src, dst, m, 0, &err) < 0)
+    /* the rebuilt tree into the workspace itself ("." onto "."), every entry
+     * the sandbox user's, as `sandglass cp` copies in; unbounded: the
+     * rebuild is ours, made from the store */
+    sg_wscopy_opts wo = {.uid = m->uid, .gid = m->gid, .max_bytes = UINT64_MAX, .max_entries = UINT64_MAX};
+    sg_wscopy_stats st;
+    if (src >= 0 && dst >= 0 && sg_wscopy(src, ".", dst, ".", &wo, &st, &err) < 0)
+        sg_err_prefix(&err, "seed");
+    if (src < 0 || dst < 0 || err.msg[0])
         return create_undo(m, dir, err.msg);
     return CREATE_GO;
 }

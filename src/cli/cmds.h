@@ -27,6 +27,7 @@ int sg_cmd_gc(int argc, char **argv);
 int sg_cmd_mcp(int argc, char **argv);
 int sg_cmd_abort(int argc, char **argv);
 int sg_cmd_resume(int argc, char **argv);
+int sg_cmd_cp(int argc, char **argv);
 int sg_cmd_checkpoint(int argc, char **argv);
 int sg_cmd_checkpoints(int argc, char **argv);
 int sg_cmd_rollback(int argc, char **argv);

@@ -30,12 +30,13 @@ int sg_cli_daemon_path(char *buf, size_t len)
 
 /* One try of a request: -1 with err, and *unread when the supervisor
  * died before reading it (sg_revive_unread). */
-static json_t *request_once(const char *id, const char *body, bool *unread, sg_err *err)
+static json_t *request_once(const char *id, const char *body, int with_fd, bool *unread, sg_err *err)
 {
     sg_autoclose int fd = sg_revive_connect(id, NULL, err);
     if (fd < 0)
         return NULL;
-    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), NULL, 0);
+    int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), with_fd >= 0 ? &with_fd : NULL,
+                                    with_fd >= 0 ? 1 : 0);
     if (r < 0) {
         *unread = sg_revive_unread(r);
         errno = -r;
@@ -61,6 +62,11 @@ static json_t *request_once(const char *id, const char *body, bool *unread, sg_e
 
 json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err)
 {
+    return sg_cli_request_fd(id, req, -1, err);
+}
+
+json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err)
+{
     sg_ctl_req r = *req;
     r.v = SG_CTL_VERSION;
     sg_autofree char *body = sg_ctl_req_dump(&r);
@@ -70,18 +76,18 @@ json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err)
         return NULL;
     }
     bool unread = false;
-    json_t *j = request_once(id, body, &unread, err);
+    json_t *j = request_once(id, body, fd, &unread, err);
     /* Sent to a supervisor that died before reading it (SIGKILLed as we
      * connected): the one that takes over gets it, once. */
     if (!j && unread)
-        j = request_once(id, body, &unread, err);
+        j = request_once(id, body, fd, &unread, err);
     /* A supervisor of the build before versions (a sandbox that lived
      * through an upgrade) refuses "v" in the ops it checks strictly: its
      * protocol is this one without "v". */
     if (!j && sg_ctl_is_v0_refusal(err->msg)) {
         r.v = 0;
         sg_autofree char *v0 = sg_ctl_req_dump(&r);
-        j = v0 ? request_once(id, v0, &unread, err) : NULL;
+        j = v0 ? request_once(id, v0, fd, &unread, err) : NULL;
     }
     return j;
 }

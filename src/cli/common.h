@@ -23,8 +23,9 @@ int sg_cli_daemon_path(char *buf, size_t len);
  * Returns the result object (caller decrefs) or NULL with err (the
  * supervisor's message; EINVAL for a string that is not UTF-8). */
 json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err);
-
-
+/* The same with fd sent beside the request (SCM_RIGHTS; -1: none): the ops
+ * whose handler takes one (exec's stdin, cp's directory). fd stays ours. */
+json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err);
 
 /* Destroys sandbox id (the supervisor's proof, or the cleanup from here
  * when it cannot), saying on stderr what it found. Returns the result

@@ -1,6 +1,7 @@
 /* sv_dispatch: the requests, decoded (wire/ctl.h), to the handler of their op. */
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
+#include "supervisor/sv_cp.h"
 #include "supervisor/sv_dispatch.h"
 #include "supervisor/sv_exec.h"
 #include "supervisor/sv_killswitch.h"
@@ -42,8 +43,9 @@ static void op_expire(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
     sv_client_result(c, sg_ctl_encode_expire_reply(&(sg_ctl_expire_reply){.expires = after >= 0, .after_s = after}));
 }
 
-/* The requests, by op (sg_ctl_req_decode's). Only "exec" takes the fd that
- * came with the request (its stdin); every other handler finds it closed (-1). */
+/* The requests, by op (sg_ctl_req_decode's). Only "exec" (its stdin) and
+ * "cp" (the caller's directory) take the fd that came with the request;
+ * every other handler finds it closed (-1). */
 static const struct {
     void (*run)(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);
     bool takes_fd;
@@ -60,6 +62,7 @@ static const struct {
     [SG_OP_PING] = {op_ping, false},
     [SG_OP_EXPIRE] = {op_expire, false},
     [SG_OP_RESUME] = {sv_killswitch_op_resume, false},
+    [SG_OP_CP] = {sv_cp_op, true},
 };
 
 void sv_dispatch_request(sv_sup *s, sv_client *c, const char *buf, size_t len, int fd_in)

@@ -119,7 +119,9 @@ int sg_ctl_connect(const char *id, sg_err *err);
 int sg_ctl_listen(const char *path, int backlog, sg_err *err);
 
 /* The control protocol's version: a request's "v", a ping's answer.
- * History: 0 (no "v"): the ops below; 1: "v" on every request. */
+ * History: 0 (no "v"): the ops below; 1: "v" on every request. An op
+ * added since (cp) is not a new version: a supervisor without it answers
+ * "unknown request op", which the client turns into what to do. */
 #define SG_CTL_VERSION 1
 
 /* A supervisor of version 0 refuses an exec or an attach that carries a
@@ -177,6 +179,7 @@ typedef enum sg_ctl_op {
     SG_OP_PING,        /* -                               -> sg_ctl_ping_reply */
     SG_OP_EXPIRE,      /* sg_ctl_expire_req               -> sg_ctl_expire_reply */
     SG_OP_RESUME,      /* -                               -> sg_ctl_resume_reply */
+    SG_OP_CP,          /* sg_ctl_cp_req (a directory fd)  -> sg_ctl_cp_reply */
     SG_OP_COUNT,
 } sg_ctl_op;
 
@@ -211,6 +214,17 @@ typedef struct sg_ctl_expire_req {
     double after_s; /* destroy in after_s seconds; negative: cancel */
 } sg_ctl_expire_req;
 
+/* sandglass cp: a copy into or out of the workspace, done by the
+ * supervisor (sandbox/wscopy.h). The fd sent with the request is a
+ * directory of the caller's: in, the one holding the source `name`; out,
+ * the one the copy is made in, as `name` (absent: the workspace entry's
+ * own name; "workspace" for the workspace itself). */
+typedef struct sg_ctl_cp_req {
+    bool out;   /* "dir": "in" (into the workspace) or "out" */
+    char *path; /* the workspace path as the user gave it (wscopy.h's sg_wscopy_rel) */
+    char *name; /* one file name (no '/', not "." or ".."); required in */
+} sg_ctl_cp_req;
+
 /* One request: op, the sender's version, and the op's fields. */
 typedef struct sg_ctl_req {
     sg_ctl_op op;
@@ -223,6 +237,7 @@ typedef struct sg_ctl_req {
         sg_ctl_abort_req abort;
         sg_ctl_claim_req claim;
         sg_ctl_expire_req expire;
+        sg_ctl_cp_req cp;
     } u;
 } sg_ctl_req;
 
@@ -246,6 +261,7 @@ int sg_ctl_decode_rollback(const void *json_obj, sg_ctl_rollback_req *out, sg_er
 int sg_ctl_decode_abort(const void *json_obj, sg_ctl_abort_req *out, sg_err *err);
 int sg_ctl_decode_claim(const void *json_obj, sg_ctl_claim_req *out, sg_err *err);
 int sg_ctl_decode_expire(const void *json_obj, sg_ctl_expire_req *out, sg_err *err);
+int sg_ctl_decode_cp(const void *json_obj, sg_ctl_cp_req *out, sg_err *err);
 
 /* Whether an ERROR's message is a version-0 supervisor refusing "v". */
 bool sg_ctl_is_v0_refusal(const char *msg);
@@ -325,6 +341,13 @@ typedef struct sg_ctl_expire_reply {
     bool expires;
     double after_s;
 } sg_ctl_expire_reply;
+
+/* "cp": the workspace path it copied from or to ("/workspace/..."), what
+ * it copied, and the special files of a tree it left out. */
+typedef struct sg_ctl_cp_reply {
+    char *path;
+    long long files, dirs, links, bytes, skipped;
+} sg_ctl_cp_reply;
 
 /* An exec's RESULT, the fields a client acts on (the object has more:
  * --json prints it whole). */
@@ -406,6 +429,9 @@ int sg_ctl_decode_resume_reply(const void *json_obj, sg_ctl_resume_reply *out, s
 void sg_ctl_resume_reply_free(sg_ctl_resume_reply *r);
 void *sg_ctl_encode_expire_reply(const sg_ctl_expire_reply *r);
 int sg_ctl_decode_expire_reply(const void *json_obj, sg_ctl_expire_reply *out, sg_err *err);
+void *sg_ctl_encode_cp_reply(const sg_ctl_cp_reply *r);
+int sg_ctl_decode_cp_reply(const void *json_obj, sg_ctl_cp_reply *out, sg_err *err);
+void sg_ctl_cp_reply_free(sg_ctl_cp_reply *r);
 void *sg_ctl_encode_exec_reply(const sg_ctl_exec_reply *r);
 int sg_ctl_decode_exec_reply(const void *json_obj, sg_ctl_exec_reply *out, sg_err *err);
 

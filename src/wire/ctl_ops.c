@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ static const char *const op_names[SG_OP_COUNT] = {
     [SG_OP_DESTROY] = "destroy",   [SG_OP_CHECKPOINT] = "checkpoint",
     [SG_OP_CHECKPOINTS] = "checkpoints", [SG_OP_ROLLBACK] = "rollback", [SG_OP_ABORT] = "abort",
     [SG_OP_CLAIM] = "claim",       [SG_OP_PING] = "ping",       [SG_OP_EXPIRE] = "expire",
-    [SG_OP_RESUME] = "resume",
+    [SG_OP_RESUME] = "resume",     [SG_OP_CP] = "cp",
 };
 
 const char *sg_ctl_op_name(sg_ctl_op op)
@@ -185,6 +186,39 @@ int sg_ctl_decode_expire(const void *obj, sg_ctl_expire_req *out, sg_err *err)
     return only_fields(obj, "expire", f, err) < 0 ? -1 : opt_number(obj, "after_s", -1, &out->after_s, err);
 }
 
+int sg_ctl_decode_cp(const void *obj, sg_ctl_cp_req *out, sg_err *err)
+{
+    static const char *const f[] = {"dir", "path", "name", NULL};
+    memset(out, 0, sizeof *out);
+    if (only_fields(obj, "cp", f, err) < 0)
+        return -1;
+    const char *dir = json_string_value(json_object_get(obj, "dir"));
+    if (!dir || (strcmp(dir, "in") != 0 && strcmp(dir, "out") != 0))
+        return sg_err_set(err, EINVAL, "\"dir\" must be \"in\" or \"out\"");
+    out->out = dir[1] == 'u';
+    if (opt_string(obj, "path", PATH_MAX, &out->path, err) < 0 ||
+        opt_string(obj, "name", NAME_MAX, &out->name, err) < 0)
+        goto bad;
+    if (!out->path) {
+        sg_err_set(err, EINVAL, "\"path\" (the workspace path) is missing");
+        goto bad;
+    }
+    if (out->name && (!*out->name || strchr(out->name, '/') || !strcmp(out->name, ".") || !strcmp(out->name, ".."))) {
+        sg_err_set(err, EINVAL, "\"name\" must be one file name (no '/', not \".\" or \"..\")");
+        goto bad;
+    }
+    if (!out->out && !out->name) {
+        sg_err_set(err, EINVAL, "\"name\" (the source's name) is missing");
+        goto bad;
+    }
+    return 0;
+bad:
+    free(out->path);
+    free(out->name);
+    memset(out, 0, sizeof *out);
+    return -1;
+}
+
 /* The version of a request: absent is 0 (a CLI from before versions). */
 static int decode_version(const json_t *j, int *v, sg_err *err)
 {
@@ -221,6 +255,8 @@ static int decode_fields(const json_t *j, sg_ctl_req *out, sg_err *err)
         return sg_ctl_decode_claim(j, &out->u.claim, err);
     case SG_OP_EXPIRE:
         return sg_ctl_decode_expire(j, &out->u.expire, err);
+    case SG_OP_CP:
+        return sg_ctl_decode_cp(j, &out->u.cp, err);
     default:
         return only_fields(j, sg_ctl_op_name(out->op), none, err);
     }
@@ -268,6 +304,10 @@ void sg_ctl_req_free(sg_ctl_req *r)
     case SG_OP_CLAIM:
         if (r->u.claim.meta)
             json_decref(r->u.claim.meta);
+        break;
+    case SG_OP_CP:
+        free(r->u.cp.path);
+        free(r->u.cp.name);
         break;
     default:
         break;
@@ -341,6 +381,9 @@ static int encode_fields(json_t *j, const sg_ctl_req *r)
         return r->u.claim.meta ? json_object_set(j, "meta", r->u.claim.meta) : -1;
     case SG_OP_EXPIRE:
         return json_object_set_new(j, "after_s", json_real(r->u.expire.after_s));
+    case SG_OP_CP:
+        return json_object_set_new(j, "dir", json_string(r->u.cp.out ? "out" : "in")) |
+            (r->u.cp.path ? set_str(j, "path", r->u.cp.path) : -1) | set_str(j, "name", r->u.cp.name);
     default:
         return 0;
     }
@@ -715,6 +758,38 @@ int sg_ctl_decode_expire_reply(const void *obj, sg_ctl_expire_reply *out, sg_err
     if (want_object(obj, "expire", err) < 0 || opt_bool(obj, "expires", false, &out->expires, err) < 0)
         return -1;
     return opt_number(obj, "after_s", 0, &out->after_s, err);
+}
+
+void *sg_ctl_encode_cp_reply(const sg_ctl_cp_reply *r)
+{
+    sg_autojson json_t *j =
+        json_pack("{s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)r->files, "dirs", (json_int_t)r->dirs, "links",
+                  (json_int_t)r->links, "bytes", (json_int_t)r->bytes, "skipped", (json_int_t)r->skipped);
+    if (!j || set_str(j, "path", r->path) < 0)
+        return NULL;
+    return sg_steal_ptr(&j);
+}
+
+int sg_ctl_decode_cp_reply(const void *obj, sg_ctl_cp_reply *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    static const char *const f[] = {"files", "dirs", "links", "bytes", "skipped"};
+    long long *v[] = {&out->files, &out->dirs, &out->links, &out->bytes, &out->skipped};
+    if (want_object(obj, "cp", err) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (opt_int(obj, f[i], v[i], err) < 0)
+            return -1;
+        if (*v[i] < 0)
+            return sg_err_set(err, EINVAL, "\"%s\" is negative", f[i]);
+    }
+    return opt_string(obj, "path", PATH_MAX, &out->path, err);
+}
+
+void sg_ctl_cp_reply_free(sg_ctl_cp_reply *r)
+{
+    free(r->path);
+    memset(r, 0, sizeof *r);
 }
 
 void *sg_ctl_encode_exec_reply(const sg_ctl_exec_reply *r)

@@ -35,6 +35,8 @@ try:
         for args, word in ((["abort", sid, "--bogus"], "--bogus"), (["destroy", sid, "--bogus"], "--bogus"),
                            (["checkpoint", sid, "--bogus"], "--bogus"), (["rollback", sid, "--bogus"], "--bogus"),
                            (["resume", sid, "--bogus"], "--bogus"), (["checkpoints", sid, "--bogus"], "--bogus"),
+                           (["cp", "--bogus", "a", f"{sid}:b"], "--bogus"), (["cp", "a", "b"], "ID:PATH"),
+                           (["cp", f"{sid}:a"], "destination"),
                            (["abort"], "missing sandbox id"), (["nosuchcommand"], "nosuchcommand")):
             p = env.run(*args)
             err = p.stderr.decode()
@@ -42,6 +44,18 @@ try:
                    f"{' '.join(args[:1])} {args[-1]}: exit 2, one line naming it", f"{p.returncode} {err}")
         p = env.run("exec", sid, "--bogus", "--", "true")
         tap.eq(p.returncode, 125, "exec: its own usage error is 125 (the command's codes stay the command's)")
+
+    @tap.case("cp in and out through this build's CLI (the directory fd it sends)")
+    def _cp():
+        src = os.path.join(env.root, "cp-in.txt")
+        with open(src, "w") as f:
+            f.write("via cp\n")
+        p = env.run("cp", src, f"{sid}:/workspace/cp-in.txt")
+        tap.ok(p.returncode == 0 and env.sh(sid, "cat cp-in.txt").stdout == b"via cp\n", "cp LOCAL ID:PATH",
+               p.stderr.decode())
+        dst = os.path.join(env.root, "cp-out.txt")
+        p = env.run("cp", f"{sid}:cp-in.txt", dst)
+        tap.ok(p.returncode == 0 and open(dst).read() == "via cp\n", "cp ID:PATH LOCAL", p.stderr.decode())
 
     @tap.case("sandglassd speaks as sandglass does")
     def _daemon_usage():
