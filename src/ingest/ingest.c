@@ -215,8 +215,15 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     return ing;
 fail:
     if (ing->ctx) {
-        lws_context_destroy(ing->ctx);
-        ing->ctx = NULL;
+        /* The shutdown's order (DEPENDENCY-NOTES): a context destroyed
+         * once outside a running loop keeps its handles and its memory.
+         * The loop is the caller's fresh one: nothing else runs on it. */
+        sg_err ignored;
+        sg_ingest_stop(ing, &ignored);
+        uv_run(loop, UV_RUN_DEFAULT);
+        sg_ingest_free(ing);
+        uv_run(loop, UV_RUN_DEFAULT);
+        return NULL;
     }
     sg_ingest_free(ing);
     return NULL;

@@ -361,6 +361,13 @@ int ingest_metrics_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err)
     ing->metrics.own = opts->metrics_host != NULL;
     if (opts->metrics_token_path && read_token(&ing->metrics, opts->metrics_token_path, err) < 0)
         return -1;
+    /* Before the lws context exists (as the main port's probe): lws 4.1
+     * fails a vhost on a foreign loop badly. */
+    if (opts->metrics_host && opts->metrics_port > 0 &&
+        sg_ingest_bind_probe(opts->metrics_host, opts->metrics_port, err) < 0) {
+        sg_err_prefix(err, "--metrics-listen");
+        return -1;
+    }
     return 0;
 }
 
@@ -368,10 +375,6 @@ int ingest_metrics_listen(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *er
 {
     if (!opts->metrics_host)
         return 0;
-    if (opts->metrics_port > 0 && sg_ingest_bind_probe(opts->metrics_host, opts->metrics_port, err) < 0) {
-        sg_err_prefix(err, "--metrics-listen");
-        return -1;
-    }
     struct lws_context_creation_info info;
     sg_http_server_info(&info, NULL, opts->metrics_host, opts->metrics_port, metrics_protocols, ing,
                         SG_INGEST_HANDSHAKE_TIMEOUT_S);
