@@ -4,7 +4,11 @@ Debian's chromium (tests/node/cast_player.mjs): the session is a real
 `sandglass shell` on a terminal of ours (Python's pty); the player must load
 the exported file without error, play it to its end, and show on its screen
 what the shell computed, with a marker per command and the resizes; a broken
-file must make the player fail (so these checks can fail)."""
+file must make the player fail (so these checks can fail).
+
+Issue 24: the sandbox is captured through a real ingest (its SQLite store),
+and `sandglass export --format asciicast` of that store, after the sandbox
+is destroyed, writes the same recording, which the player plays too."""
 from __future__ import annotations
 
 import fcntl
@@ -18,7 +22,7 @@ import subprocess
 import termios
 import time
 
-from sgtest import SANDGLASS, Env, tap, wait_for
+from sgtest import SANDGLASS, SANDGLASSD, Env, tap, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NODE_DIR = os.path.join(ROOT, "tests", "node")
@@ -26,7 +30,15 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROMPT_END = rb"\x1b\]133;B\x07"  # the shell integration's end of a prompt
 
 env = Env()
-sid = env.create()
+secret = os.path.join(env.root, "secret")
+with open(os.path.join(env.root, "ingest.log"), "a") as log:
+    ing = subprocess.Popen([SANDGLASSD, "ingest", "--listen", "127.0.0.1:0", "--store",
+                            f"sqlite:{env.root}/events.db", "--secret", secret],
+                           stdout=subprocess.PIPE, stderr=log, env=env.env, text=True)
+env.procs.append(ing)
+ingest_url = "http://127.0.0.1:" + ing.stdout.readline().strip().rstrip("/").rsplit(":", 1)[1]
+sid = env.create("--learner", "ada", "--task", "t1", "--ingest", ingest_url.replace("http", "ws"),
+                 "--secret", secret)
 
 
 def session(steps: list, rows: int = 20, cols: int = 90) -> int | None:
@@ -178,6 +190,26 @@ def _():
     r = play(headless, "cast-play-42")
     tap.ok(not r.get("ok") and r.get("error") and r.get("error_overlay"),
            "no header: the player reports an error", json.dumps(r)[:1500])
+
+
+@tap.case("the ingest's export of the recordings, after destroy, plays the same")
+def _():
+    want = open(good, "rb").read()
+    env.run("destroy", sid, check=True)  # waits for delivery: the recordings are in the store
+    out = os.path.join(env.root, "casts")
+    p = env.run("export", "--format", "asciicast", "--out", out, "--ingest", ingest_url, "--secret", secret)
+    tap.eq(p.returncode, 0, "export --format asciicast succeeds: " + p.stderr.decode()[-300:])
+    files = sorted(os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs
+                   if f.endswith(".cast"))
+    tap.eq(len(files), 2, "one file per shell session of the sandbox: " + repr(files))
+    same = [f for f in files if open(os.path.join(out, f), "rb").read() == want]
+    tap.eq(len(same), 1, "one of them is byte for byte what `sandglass cast` gave while it lived")
+    r = play(os.path.join(out, same[0]) if same else os.path.join(out, files[0]), "cast-play-42")
+    tap.ok(r.get("ok") and r.get("ended") and not r.get("error") and not r.get("error_overlay"),
+           "the player plays the exported file to the end, without error", json.dumps(r)[:1500])
+    tap.ok("cast-play-42" in lines(r.get("screen", "")), "its screen shows the computed output",
+           r.get("screen", ""))
+    tap.eq([m[1] for m in r.get("markers") or []], [typed, "exit"], "with a marker per command")
 
 
 env.cleanup()
