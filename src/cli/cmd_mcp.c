@@ -215,12 +215,14 @@ static bool call_end(app *a, sg_mcp_call *c, sg_ctl_call_end e)
     close(c->fd);
     c->fd = -1;
     sg_close_reset(&c->in_fd);
-    if (e == SG_CTL_CALL_ERROR && !c->v0 && sg_ctl_is_v0_refusal(c->answer.error)) {
+    bool v0 = !c->v0 && sg_ctl_is_v0_refusal(c->answer.error);
+    if (e == SG_CTL_CALL_ERROR && (v0 || (json_object_get(c->req, "via") && sg_ctl_is_via_refusal(c->answer.error)))) {
         /* A supervisor of the build before versions: the request again
-         * without "v" (its protocol is this one without it). */
+         * without "v" (its protocol is this one without it); one before
+         * "via": without that. */
         sg_err err = {0};
-        c->v0 = true;
-        json_object_del(c->req, "v");
+        c->v0 |= v0;
+        json_object_del(c->req, v0 ? "v" : "via");
         sg_ctl_call_free(&c->answer);
         c->answer = (sg_ctl_call){.on_output = call_output, .ud = c};
         if (io_start(a, c, &err) == 0)
@@ -331,7 +333,7 @@ static void feed(app *a, linebuf *lb, const char *data, size_t n)
 static void abort_session(app *a, const char *reason)
 {
     sg_err err = {0};
-    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
+    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason, .via = (char *)sg_mcp_via(a->m)};
     sg_autojson json_t *res = sg_cli_request(a->id, &req, &err);
     __attribute__((cleanup(sg_ctl_abort_reply_free))) sg_ctl_abort_reply ab = {0};
     char msg[SG_ERR_MSG_MAX + SG_NAME_MAX + 256];

@@ -89,6 +89,13 @@ json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err 
         sg_autofree char *v0 = sg_ctl_req_dump(&r);
         j = v0 ? request_once(id, v0, fd, &unread, err) : NULL;
     }
+    /* One of the build before "via": the request without it (its actor is
+     * then the caller's credentials alone). */
+    if (!j && r.via && sg_ctl_is_via_refusal(err->msg)) {
+        r.via = NULL;
+        sg_autofree char *plain = sg_ctl_req_dump(&r);
+        j = plain ? request_once(id, plain, fd, &unread, err) : NULL;
+    }
     return j;
 }
 

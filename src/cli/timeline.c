@@ -371,6 +371,27 @@ static const char *tl_short_id(const char *id, char *buf, size_t n)
     return vis(id ? id : "?", id ? strnlen(id, 12) : 1, buf, n);
 }
 
+/* " (by USER via VIA)" for an operator's action (its payload's actor:
+ * wire/ctl.h, EVENTS.md), "" for the supervisor's own or a cap's. */
+static const char *tl_actor(json_t *p, char *out, size_t n)
+{
+    json_t *a = json_object_get(p, "actor");
+    const char *user = json_string_value(json_object_get(a, "user"));
+    json_t *uid = json_object_get(a, "uid");
+    const char *via = json_string_value(json_object_get(a, "via"));
+    char u[100], v[200];
+    if (!user && !json_is_integer(uid)) {
+        out[0] = '\0';
+        return out;
+    }
+    if (user)
+        sg_tl_vis_str(user, u, sizeof u);
+    else
+        snprintf(u, sizeof u, "uid %lld", (long long)json_integer_value(uid));
+    snprintf(out, n, " (by %s%s%s)", u, via ? " via " : "", via ? sg_tl_vis_str(via, v, sizeof v) : "");
+    return out;
+}
+
 /* A checkpoint, rollback, abort, sandbox change or limit as a sentence. */
 /* A bulk event on one line: how many files, then each path and its
  * change, as many as the line holds. */
@@ -400,7 +421,7 @@ static void tl_bulk(json_t *p, char *out, size_t n)
 
 static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 {
-    char a[200], b[200], c[100], d[100];
+    char a[200], b[200], c[100], d[100], who[320];
 #define TL_S(k)                                                                                                        \
     sg_tl_vis_str(json_string_value(json_object_get(p, k)) ? json_string_value(json_object_get(p, k)) : "?", a, sizeof a)
     if (strcmp(kind, "checkpoint") == 0) {
@@ -408,17 +429,17 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
         if (e)
             snprintf(out, n, "checkpoint \"%s\" failed: %s", TL_S("label"), sg_tl_vis_str(e, b, sizeof b));
         else
-            snprintf(out, n, "checkpoint %s \"%s\": %lld files, %lld changed%s",
+            snprintf(out, n, "checkpoint %s \"%s\": %lld files, %lld changed%s%s",
                      tl_short_id(json_string_value(json_object_get(p, "id")), b, sizeof b), TL_S("label"),
                      (long long)json_integer_value(json_object_get(p, "files")),
                      (long long)json_integer_value(json_object_get(p, "changed")),
-                     json_object_get(p, "not_stored") ? " (some files not stored)" : "");
+                     json_object_get(p, "not_stored") ? " (some files not stored)" : "", tl_actor(p, who, sizeof who));
     } else if (strcmp(kind, "rollback") == 0) {
         json_t *k = json_object_get(p, "killed");
-        snprintf(out, n, "rolled back to checkpoint %s: %lld files changed%s",
+        snprintf(out, n, "rolled back to checkpoint %s: %lld files changed%s%s",
                  tl_short_id(json_string_value(json_object_get(p, "to")), a, sizeof a),
                  (long long)json_integer_value(json_object_get(p, "changed")),
-                 json_is_array(k) && json_array_size(k) ? ", processes killed" : "");
+                 json_is_array(k) && json_array_size(k) ? ", processes killed" : "", tl_actor(p, who, sizeof who));
     } else if (strcmp(kind, "session_abort") == 0) {
         /* the abort record (wire/ctl.h); the reason names who ("operator:
          * ...") when it was given by hand */
@@ -427,9 +448,10 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
         (void)sg_ctl_decode_abort_reply(p, &ab, &err); /* one not of its shape: all "?" (zeroed) */
         const char *r = ab.reason, *by = ab.by;
         bool named = r && by && !strncmp(r, by, strlen(by)) && r[strlen(by)] == ':';
-        snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s", named ? "" : " (by ",
+        snprintf(out, n, "SESSION ABORTED%s%s%s: %s%s%s", named ? "" : " (by ",
                  named ? "" : sg_tl_vis_str(by ? by : "?", a, sizeof a), named ? "" : ")",
-                 sg_tl_vis_str(r ? r : "?", b, sizeof b), ab.already ? " (already aborted)" : "");
+                 sg_tl_vis_str(r ? r : "?", b, sizeof b), ab.already ? " (already aborted)" : "",
+                 tl_actor(p, who, sizeof who));
         sg_ctl_abort_reply_free(&ab);
     } else if (strcmp(kind, "sandbox") == 0) {
         const char *r = json_string_value(json_object_get(p, "reason"));

@@ -33,6 +33,7 @@ struct sg_mcp {
     char *workspace;
     char *instructions; /* initialize's and discover's, naming the tools (tools.h) */
     bool initialized;
+    char via[SG_CTL_VIA_MAX + 1]; /* "mcp: " and the client's name (initialize); "": not told */
     sg_mcp_call *calls;
     size_t ncalls;
 };
@@ -263,6 +264,12 @@ static sg_mcp_call *plan_call(sg_mcp *m, const json_t *id, bool modern, const ch
         fail = tool->plan(c, args, m->workspace, why, sizeof why);
     if (!fail && !c->req)
         fail = "out of memory";
+    /* a checkpoint or rollback records whom it was for (an exec is the
+     * learner's command: its cause is the exec itself) */
+    const char *op = json_string_value(json_object_get(c->req, "op"));
+    if (!fail && m->via[0] && op && strcmp(op, "exec") != 0 &&
+        json_object_set_new(c->req, "via", json_string(m->via)) < 0)
+        fail = "out of memory";
     if (fail) {
         answer_tool_error(m, id, modern, fail);
         call_free(c);
@@ -393,6 +400,28 @@ static json_t *tools_list(void)
     return t;
 }
 
+/* Whom this session's operator actions act for: "mcp: " and the client's
+ * name, cut at a character's start to fit (wire/ctl.h's "via"). */
+static void set_via(sg_mcp *m, const char *name)
+{
+    m->via[0] = '\0';
+    if (!name || !*name)
+        return;
+    static const char pre[] = "mcp: ";
+    size_t room = sizeof m->via - sizeof pre, len = strlen(name);
+    if (len > room) {
+        len = room;
+        while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80)
+            len--; /* name[len], the first byte left out, inside a character: cut before it */
+    }
+    snprintf(m->via, sizeof m->via, "%s%.*s", pre, (int)len, name);
+}
+
+const char *sg_mcp_via(const sg_mcp *m)
+{
+    return m->via[0] ? m->via : NULL;
+}
+
 static void do_initialize(sg_mcp *m, const json_t *id, const json_t *params)
 {
     const char *want = json_string_value(json_object_get(params, "protocolVersion"));
@@ -404,6 +433,7 @@ static void do_initialize(sg_mcp *m, const json_t *id, const json_t *params)
     const char *v = in_list(want, legacy_versions, SG_ARRAY_LEN(legacy_versions)) ? want : SG_MCP_PROTOCOL_LEGACY;
     m->initialized = true;
     json_t *ci = json_object_get(params, "clientInfo");
+    set_via(m, json_string_value(json_object_get(ci, "name")));
     mcp_log(m, "initialize: client %.64s %.32s asks %.32s, answering %s",
             json_string_value(json_object_get(ci, "name")) ?: "?",
             json_string_value(json_object_get(ci, "version")) ?: "?", want, v);

@@ -110,6 +110,9 @@ typedef struct sg_mcp sg_mcp;
 sg_mcp *sg_mcp_new(const sg_mcp_io *io, const char *workspace);
 /* Cancels (io->cancel) and frees every call still in flight. */
 void sg_mcp_free(sg_mcp *m);
+/* "mcp: " and the client's name (its initialize's clientInfo.name), for a
+ * control request's "via"; NULL before it is told. */
+const char *sg_mcp_via(const sg_mcp *m);
 
 /* Handles one message (a line without its newline). Never fails: every
  * problem is answered with a JSON-RPC error and the session goes on. */

@@ -53,6 +53,7 @@ struct killswitch {
     ks_abort_fn on_abort;
     struct ucred abort_who;  /* the answered abort's requester (mu) */
     bool abort_who_known;
+    char abort_who_via[SG_CTL_VIA_MAX + 1]; /* and whom it acted for (mu) */
     void *ud;
     int ctl_fd, wake_fd, cg_fd; /* cg_fd: the sandbox's v2 cgroup with cgroup.kill; -1: none */
     char *quota_path;           /* the sandbox's CPU quota (sg_cgroup_cpu_quota_path), or NULL */
@@ -67,6 +68,7 @@ struct killswitch {
     ks_deadline snap[KS_DEADLINES]; /* the thread's copy of dl while it answers */
     bool abort_queued; /* the thread answered an abort the loop has not recorded */
     char abort_reason[SG_KS_REASON_MAX];
+    char abort_via[SG_CTL_VIA_MAX + 1]; /* the peeked abort's "via" ("": none) */
     /* the thread's own */
     ks_pending pend[KS_PENDING];
     size_t npend;
@@ -342,6 +344,7 @@ static void answer_abort(killswitch *k, int fd)
     if (!st.aborted) {
         k->abort_who = who;
         k->abort_who_known = known;
+        memcpy(k->abort_who_via, k->abort_via, sizeof k->abort_who_via);
         k->st.aborted = true;
         snprintf(k->st.by, sizeof k->st.by, "operator");
         snprintf(k->st.reason, sizeof k->st.reason, "%s", k->abort_reason);
@@ -417,9 +420,11 @@ static int peek_kill(killswitch *k, int fd)
     int kill = 0;
     if (req && sg_ctl_req_decode(req, &r, &err) == 0) {
         kill = r.op == SG_OP_DESTROY ? 1 : r.op == SG_OP_ABORT ? 2 : 0;
-        if (kill == 2) /* as sv_killswitch_op_abort words it */
+        if (kill == 2) { /* as sv_killswitch_op_abort words it */
             snprintf(k->abort_reason, sizeof k->abort_reason, "operator: %s",
                      r.u.abort.reason && *r.u.abort.reason ? r.u.abort.reason : "abort requested");
+            snprintf(k->abort_via, sizeof k->abort_via, "%s", r.via ? r.via : "");
+        }
     }
     sg_ctl_req_free(&r); /* nothing after a failed decode */
     json_decref(req);
@@ -570,11 +575,13 @@ static void take_queue(killswitch *k)
     k->abort_queued = false;
     struct ucred who = k->abort_who;
     bool known = k->abort_who_known;
+    char via[SG_CTL_VIA_MAX + 1];
+    memcpy(via, k->abort_who_via, sizeof via);
     if (ab)
         memcpy(reason, k->st.reason, sizeof reason);
     pthread_mutex_unlock(&k->mu);
     if (ab) /* before what came after it */
-        k->on_abort(k->ud, reason, known ? &who : NULL);
+        k->on_abort(k->ud, reason, known ? &who : NULL, via);
     for (size_t i = 0; i < n; i++)
         k->on_conn(k->ud, fds[i]);
 }

@@ -57,8 +57,9 @@ typedef struct ks_state {
 typedef void (*ks_conn_fn)(void *ud, int fd);
 /* An operator's abort the thread killed for and answered: the loop records
  * it (by "operator", reason as answered; who: the requester's SO_PEERCRED,
- * NULL when it could not be read). Called on the loop's thread. */
-typedef void (*ks_abort_fn)(void *ud, const char *reason, const struct ucred *who);
+ * NULL when it could not be read; via: its request's "via", "" none).
+ * Called on the loop's thread. */
+typedef void (*ks_abort_fn)(void *ud, const char *reason, const struct ucred *who, const char *via);
 
 /* Starts the thread on ctl_fd (the loop accepts there too: whoever comes
  * first; the thread only after the loop left a connection 5 ms).

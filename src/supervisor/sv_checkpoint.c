@@ -19,13 +19,16 @@
  * rollback); NULL: the supervisor's own (before an exec, at a prompt). */
 static json_t *ckpt_actor;
 
-static json_t *actor_of(const struct ucred *cr)
+static json_t *actor_of(const struct ucred *cr, const char *via)
 {
     struct passwd pw, *res = NULL;
     char buf[1024];
     json_t *user = getpwuid_r(cr->uid, &pw, buf, sizeof buf, &res) == 0 && res ? json_string(pw.pw_name) : NULL;
-    return json_pack("{s:o, s:I, s:I}", "user", user ? user : json_null(), "uid", (json_int_t)cr->uid,
-                     "pid", (json_int_t)cr->pid);
+    json_t *a = json_pack("{s:o, s:I, s:I}", "user", user ? user : json_null(), "uid", (json_int_t)cr->uid,
+                          "pid", (json_int_t)cr->pid);
+    if (a && via && *via) /* decoded: UTF-8, bounded (wire/ctl.h) */
+        json_object_set_new(a, "via", json_string(via));
+    return a;
 }
 
 json_t *sv_actor(const sv_client *c, const char *cap, const char *why)
@@ -33,7 +36,7 @@ json_t *sv_actor(const sv_client *c, const char *cap, const char *why)
     struct ucred cr;
     socklen_t len = sizeof cr;
     if (c && getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0)
-        return actor_of(&cr);
+        return actor_of(&cr, c->via);
     if (cap)
         return json_pack("{s:s}", "cap", cap);
     return json_pack("{s:s}", "supervisor", why ? why : "automatic");
@@ -45,10 +48,10 @@ void sv_actor_begin(const sv_client *c)
     ckpt_actor = sv_actor(c, NULL, NULL);
 }
 
-void sv_actor_begin_cred(const struct ucred *who)
+void sv_actor_begin_cred(const struct ucred *who, const char *via)
 {
     json_decref(ckpt_actor);
-    ckpt_actor = who ? actor_of(who) : NULL;
+    ckpt_actor = who ? actor_of(who, via) : NULL;
 }
 
 void sv_actor_end(void)

@@ -26,15 +26,16 @@ void sv_ckpt_free(sv_sup *s);
 
 /* Who acted, for the operator's events (rollback, checkpoint, abort,
  * resume, destroy; docs/EVENTS.md): c's peer on the control socket
- * (SO_PEERCRED: uid, its user name, pid), else {"cap": cap} when a cap
- * fired, else {"supervisor": why}. New reference. */
+ * (SO_PEERCRED: uid, its user name, pid; "via": whom it acts for, its
+ * request's, when given), else {"cap": cap} when a cap fired, else
+ * {"supervisor": why}. New reference. */
 json_t *sv_actor(const sv_client *c, const char *cap, const char *why);
 /* An operator's op under way (abort): sv_actor_current is c's actor
  * until sv_actor_end; otherwise sv_actor(NULL, cap, why). */
 void sv_actor_begin(const sv_client *c);
 /* The same for a requester known by its credentials (the kill switch's
- * thread answered it); NULL: none known. */
-void sv_actor_begin_cred(const struct ucred *who);
+ * thread answered it; via as above, "" none); NULL: none known. */
+void sv_actor_begin_cred(const struct ucred *who, const char *via);
 void sv_actor_end(void);
 json_t *sv_actor_current(const char *cap, const char *why);
 /* The newest checkpoint's full id, or JSON null. */

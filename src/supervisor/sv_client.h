@@ -19,6 +19,7 @@ struct sv_client {
     size_t qbytes;
     sv_exec *ex;
     bool requested; /* one request per connection: an exec's takes signals only */
+    char via[SG_CTL_VIA_MAX + 1]; /* its request's "via" ("": none): the actor's (sv_actor) */
     bool close_after_flush;
     bool closing;
 };

@@ -96,6 +96,7 @@ void sv_dispatch_request(sv_sup *s, sv_client *c, const char *buf, size_t len, i
         sv_client_error(c, err.msg);
         return;
     }
+    snprintf(c->via, sizeof c->via, "%s", r.via ? r.via : "");
     if (!ops[r.op].takes_fd)
         sg_close_reset(&fd_in);
     ops[r.op].run(s, c, &r, fd_in);

@@ -219,11 +219,11 @@ void sv_killswitch_exec(sv_sup *s, const char *leaf, unsigned num)
 
 /* An operator's abort the kill switch's thread answered: recorded here,
  * once, in order (before init's reports of the deaths it caused). */
-static void on_ks_abort(void *ud, const char *reason, const struct ucred *who)
+static void on_ks_abort(void *ud, const char *reason, const struct ucred *who, const char *via)
 {
     sv_sup *s = ud;
     ks_kill_barrier(s->ks.thread); /* the thread's kill done: not raced by the loop's */
-    sv_actor_begin_cred(who); /* the requester, as the loop's own abort records them */
+    sv_actor_begin_cred(who, via); /* the requester, as the loop's own abort records them */
     json_decref(sv_killswitch_abort(s, "operator", reason));
     sv_actor_end();
 }

@@ -124,6 +124,14 @@ int sg_ctl_listen(const char *path, int backlog, sg_err *err);
  * "unknown request op", which the client turns into what to do. */
 #define SG_CTL_VERSION 1
 
+/* "via" (a request's optional field, not a new version either): whom the
+ * caller acts for, recorded in the actor of what the request does (an
+ * MCP client's name: "mcp: NAME"). A supervisor without it refuses the
+ * field by name; the client sends the request again without it
+ * (sg_ctl_is_via_refusal). Not on "exec". */
+#define SG_CTL_VIA_MAX 128
+#define SG_CTL_VIA_REFUSAL "unknown field \"via\" in "
+
 /* A supervisor of version 0 refuses an exec or an attach that carries a
  * "v" with this error (its strict field check): the client then sends the
  * request again without it (sg_ctl_is_v0_refusal). */
@@ -229,6 +237,7 @@ typedef struct sg_ctl_cp_req {
 typedef struct sg_ctl_req {
     sg_ctl_op op;
     int v; /* the sender's protocol version: SG_CTL_VERSION when encoding */
+    char *via; /* SG_CTL_VIA_MAX bytes at most; NULL: none (above) */
     union {
         sg_exec_req exec;
         sg_ctl_attach_req attach;
@@ -265,6 +274,8 @@ int sg_ctl_decode_cp(const void *json_obj, sg_ctl_cp_req *out, sg_err *err);
 
 /* Whether an ERROR's message is a version-0 supervisor refusing "v". */
 bool sg_ctl_is_v0_refusal(const char *msg);
+/* Whether it is a supervisor of the build before "via" refusing it. */
+bool sg_ctl_is_via_refusal(const char *msg);
 
 /* ---- replies ---------------------------------------------------------------
  * A reply decoder reads the fields it names and ignores others (a newer

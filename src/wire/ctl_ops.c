@@ -39,16 +39,21 @@ bool sg_ctl_is_v0_refusal(const char *msg)
     return msg && strncmp(msg, SG_CTL_V0_REFUSAL, strlen(SG_CTL_V0_REFUSAL)) == 0;
 }
 
+bool sg_ctl_is_via_refusal(const char *msg)
+{
+    return msg && strncmp(msg, SG_CTL_VIA_REFUSAL, strlen(SG_CTL_VIA_REFUSAL)) == 0;
+}
+
 /* ---- field helpers ---------------------------------------------------------- */
 
-/* Refuses any field of j but "op", "v" and the names in allowed
+/* Refuses any field of j but "op", "v", "via" and the names in allowed
  * (NULL-terminated). */
 static int only_fields(const json_t *j, const char *op, const char *const *allowed, sg_err *err)
 {
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)j, key, val) {
-        bool ok = !strcmp(key, "op") || !strcmp(key, "v");
+        bool ok = !strcmp(key, "op") || !strcmp(key, "v") || !strcmp(key, "via");
         for (size_t i = 0; !ok && allowed[i]; i++)
             ok = !strcmp(key, allowed[i]);
         if (!ok)
@@ -278,7 +283,8 @@ int sg_ctl_req_decode(const void *obj, sg_ctl_req *out, sg_err *err)
     if (decode_version(j, &v, err) < 0)
         return -1;
     out->op = op;
-    if (decode_fields(j, out, err) < 0) {
+    if (decode_fields(j, out, err) < 0 ||
+        (op != SG_OP_EXEC && opt_string(j, "via", SG_CTL_VIA_MAX, &out->via, err) < 0)) {
         sg_ctl_req_free(out);
         return -1;
     }
@@ -288,6 +294,7 @@ int sg_ctl_req_decode(const void *obj, sg_ctl_req *out, sg_err *err)
 
 void sg_ctl_req_free(sg_ctl_req *r)
 {
+    free(r->via);
     switch (r->op) {
     case SG_OP_EXEC:
         sg_exec_req_free(&r->u.exec);
@@ -395,7 +402,8 @@ void *sg_ctl_req_encode(const sg_ctl_req *r)
     if (!name)
         return NULL;
     sg_autojson json_t *j = json_pack("{s:s}", "op", name);
-    if (!j || (r->v > 0 && json_object_set_new(j, "v", json_integer(r->v)) < 0) || encode_fields(j, r) < 0)
+    if (!j || (r->v > 0 && json_object_set_new(j, "v", json_integer(r->v)) < 0) || encode_fields(j, r) < 0 ||
+        (r->via && set_str(j, "via", r->via) < 0))
         return NULL;
     return sg_steal_ptr(&j);
 }

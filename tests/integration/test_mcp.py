@@ -250,7 +250,32 @@ def captured(cap) -> None:
         tap.ok(progs and not any("perl" in os.path.basename(a[0]) for a in progs if a),
                "edit_file runs no interpreter in the sandbox (sh and coreutils, as the other file tools)",
                repr(progs))
+        # issue 24: the operator's actions an agent takes name the MCP
+        # client (initialize's clientInfo.name) beside the credentials
+        r = s.tool("checkpoint", {"label": "by-agent"})
+        tap.ok(not r.get("isError") and text(r).startswith("checkpoint "), "a checkpoint call", text(r))
+        ck = text(r).split()[1]
+        s.tool("write_file", {"path": "after.txt", "content": "undone\n"})
+        r = s.tool("rollback", {"to": ck})
+        tap.ok(not r.get("isError") and "rolled back" in text(r), "a rollback call", text(r))
         tap.eq(s.close(timeout=120), 0, "the session ends on EOF")
+
+        def acted() -> dict:
+            rows = cap.rows(s.sid)
+            return {"checkpoint": [r for r in rows if r["kind"] == "checkpoint"
+                                   and r["payload"].get("label") == "by-agent"],
+                    "rollback": [r for r in rows if r["kind"] == "rollback"],
+                    "session_abort": [r for r in rows if r["kind"] == "session_abort"]}
+        await_true(lambda: all(acted().values()), "the store has the agent's checkpoint, rollback and abort",
+                   timeout=60, diag=lambda: repr(acted()))
+        for kind, got in acted().items():
+            actor = got[0]["payload"].get("actor") if got else None
+            tap.ok(isinstance(actor, dict) and actor.get("via") == "mcp: sgtest" and actor.get("uid") == os.getuid(),
+                   f"the {kind} names the MCP client it was done for, and the caller's uid", repr(actor))
+        p = cap.run("events", "--sandbox", s.sid, "--ingest", cap.ingest.http_base, "--secret", cap.secret)
+        line = [ln for ln in p.stdout.decode().splitlines() if "rolled back" in ln]
+        tap.ok(len(line) == 1 and line[0].endswith(" via mcp: sgtest)"),
+               "the timeline says who rolled back, and for which client", p.stdout.decode()[-1500:])
         cap.destroy(s.sid)
 
 

@@ -378,6 +378,48 @@ static void test_rollback_reply(void **state)
     REFUSED(sg_ctl_rollback_reply, sg_ctl_decode_rollback_reply, "{\"safety_checkpoint\":1}", "\"safety_checkpoint\"");
 }
 
+/* "via": whom a request acts for, round trip, bounds, and not on exec. */
+static void test_req_via(void **state)
+{
+    (void)state;
+    sg_ctl_req r = {.op = SG_OP_ROLLBACK, .v = SG_CTL_VERSION, .via = "mcp: claude \u00e9"};
+    json_t *j = sg_ctl_req_encode(&r);
+    assert_non_null(j);
+    sg_ctl_req d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_req_decode(j, &d, &err), 0);
+    assert_string_equal(d.via, "mcp: claude \u00e9");
+    sg_ctl_req_free(&d);
+    json_decref(j);
+    r.via = NULL; /* absent: none */
+    j = sg_ctl_req_encode(&r);
+    assert_null(json_object_get(j, "via"));
+    assert_int_equal(sg_ctl_req_decode(j, &d, &err), 0);
+    assert_null(d.via);
+    sg_ctl_req_free(&d);
+    json_decref(j);
+    static const struct { const char *req, *msg; } bad[] = {
+        {"{\"op\":\"abort\",\"via\":7}", "\"via\" must be a string"},
+        {"{\"op\":\"exec\",\"argv\":[\"true\"],\"via\":\"x\"}", "unknown field \"via\" in exec request"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = json_loads(bad[i].req, 0, NULL);
+        assert_non_null(j);
+        assert_int_equal(sg_ctl_req_decode(j, &d, &err), -1);
+        assert_non_null(strstr(err.msg, bad[i].msg));
+        json_decref(j);
+    }
+    char longer[SG_CTL_VIA_MAX + 2];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    j = json_pack("{s:s, s:s}", "op", "checkpoint", "via", longer);
+    assert_int_equal(sg_ctl_req_decode(j, &d, &err), -1);
+    assert_non_null(strstr(err.msg, "at most 128 bytes"));
+    json_decref(j);
+    assert_true(sg_ctl_is_via_refusal("unknown field \"via\" in rollback request"));
+    assert_false(sg_ctl_is_via_refusal("unknown field \"v\" in rollback request"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +433,7 @@ int main(void)
         cmocka_unit_test(test_checkpoints_reply),
         cmocka_unit_test(test_abort_reply),
         cmocka_unit_test(test_rollback_reply),
+        cmocka_unit_test(test_req_via),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
