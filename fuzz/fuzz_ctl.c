@@ -269,7 +269,7 @@ static bool exec_same(const sg_exec_req *a, const sg_exec_req *b)
 
 static bool req_same(const sg_ctl_req *a, const sg_ctl_req *b)
 {
-    if (a->op != b->op || a->v != b->v)
+    if (a->op != b->op || a->v != b->v || !str_same(a->via, b->via))
         return false;
     switch (a->op) {
     case SG_OP_EXEC:
