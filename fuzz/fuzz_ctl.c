@@ -435,7 +435,8 @@ static void check_more_replies(const json_t *j)
         if (!e || sg_ctl_decode_info_reply(e, &i2, &err) < 0 || i.running_execs != i2.running_execs ||
             i.v != i2.v || !str_same(i.cgroup_layout, i2.cgroup_layout) || !str_same(i.state, i2.state) ||
             !str_same(i.abort_by, i2.abort_by) || !str_same(i.abort_reason, i2.abort_reason) ||
-            !json_same(i.record, i2.record) || !json_same(i.caps_now, i2.caps_now))
+            !json_same(i.record, i2.record) || !json_same(i.caps_now, i2.caps_now) || i.attached != i2.attached ||
+            i.unacked != i2.unacked || !str_same(i.now, i2.now))
             abort();
         json_decref(e);
         sg_ctl_info_reply_free(&i2);

@@ -771,3 +771,13 @@ int sg_open_beneath(int dirfd, const char *rel, int flags)
         return open_beneath_walk(dirfd, rel, flags);
     return fd;
 }
+
+size_t sg_utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) /* s[n], the first byte left out, continues one */
+        n--;
+    return n;
+}

@@ -81,6 +81,10 @@ void *sg_xrealloc(void *p, size_t n);
 void *sg_xcalloc(size_t n, size_t size);
 char *sg_xstrdup(const char *s);
 
+/* The length of s's longest prefix of at most max bytes (s is len bytes)
+ * that does not end inside a UTF-8 character. */
+size_t sg_utf8_cut(const char *s, size_t len, size_t max);
+
 /* printf into a fresh heap string (aborts on OOM, which we cannot handle). */
 char *sg_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -40,6 +40,9 @@ typedef struct ls_row {
     bool uplink; /* u holds the capture's uplink record */
     sg_state_uplink u;
     long long execs;     /* running execs by its supervisor; -1: not known */
+    long long attached;  /* terminals with a caller; -1: not known */
+    long long unacked;   /* captured events the ingest has not acknowledged; -1: not known */
+    char now[SG_CTL_NOW_MAX + 1]; /* the command running now ("": none or not known) */
     time_t last_active;  /* the newest capture or terminal write; 0: none */
     bool expiry;         /* its lifecycle ends it: exp_at, exp_why (state.h's expiry.json) */
     double exp_at;
@@ -119,6 +122,9 @@ static bool ls_ask_read(ls_ask *a)
         sg_err err;
         if (end == SG_CTL_CALL_RESULT && sg_ctl_decode_info_reply(a->call.result, &info, &err) == 0) {
             a->row->execs = info.running_execs;
+            a->row->attached = info.attached;
+            a->row->unacked = info.unacked;
+            snprintf(a->row->now, sizeof a->row->now, "%s", info.now ? info.now : "");
             sg_ctl_info_reply_free(&info);
         }
         return true;
@@ -204,12 +210,32 @@ static void cell_learner(const ls_row *r, char *b, size_t n) { snprintf(b, n, "%
 static void cell_task(const ls_row *r, char *b, size_t n) { snprintf(b, n, "%s", r->m.task ? r->m.task : "-"); }
 static void cell_workspace(const ls_row *r, char *b, size_t n) { snprintf(b, n, "%s", r->m.workspace); }
 
-static void cell_execs(const ls_row *r, char *b, size_t n)
+/* A count the supervisor answers: "?" when a live one did not, "-" when
+ * none runs. */
+static void cell_count(const ls_row *r, long long v, char *b, size_t n)
 {
-    if (r->execs >= 0)
-        snprintf(b, n, "%lld", r->execs);
+    if (v >= 0)
+        snprintf(b, n, "%lld", v);
     else
         snprintf(b, n, "%s", strcmp(r->state, "running") == 0 || strcmp(r->state, "aborted") == 0 ? "?" : "-");
+}
+
+static void cell_execs(const ls_row *r, char *b, size_t n) { cell_count(r, r->execs, b, n); }
+static void cell_attached(const ls_row *r, char *b, size_t n) { cell_count(r, r->attached, b, n); }
+
+/* The learner's command line: escaped, and cut to the column (a long
+ * one's whole is in --json). */
+static void cell_now(const ls_row *r, char *b, size_t n)
+{
+    char v[sizeof r->now * 4];
+    sg_vis(r->now, strlen(r->now), v, sizeof v);
+    size_t len = strlen(v), max = 28;
+    if (!r->now[0])
+        snprintf(b, n, "-");
+    else if (len <= max)
+        snprintf(b, n, "%s", v);
+    else
+        snprintf(b, n, "%.*s...", (int)sg_utf8_cut(v, len, max - 3), v);
 }
 
 /* When its lifecycle ends it (create --idle-timeout, --ttl, --keep), as
@@ -231,6 +257,8 @@ static const ls_col ls_cols[] = {
     {"CREATED", 20, cell_created},
     {"LAST ACTIVE", 20, cell_active},
     {"EXECS", 5, cell_execs},
+    {"TERMS", 5, cell_attached},
+    {"NOW", 28, cell_now},
     {"EXPIRES", 12, cell_expires},
     {"LEARNER", 16, cell_learner},
     {"TASK", 16, cell_task},
@@ -255,8 +283,11 @@ static void ls_notes(const ls_row *r)
         printf("  (no disk limit)");
     char vbuf[SG_UPLINK_REASON_MAX * 4];
     if (r->uplink && strcmp(r->u.state, "connected") != 0) {
-        printf("  (ingest %s since %s: %s; events kept in the spool)", r->u.state, r->u.since,
-               sg_vis(r->u.reason, strlen(r->u.reason), vbuf, sizeof vbuf));
+        char kept[48] = "events";
+        if (r->unacked >= 0)
+            snprintf(kept, sizeof kept, "%lld event%s", r->unacked, r->unacked == 1 ? "" : "s");
+        printf("  (ingest %s since %s: %s; %s kept in the spool)", r->u.state, r->u.since,
+               sg_vis(r->u.reason, strlen(r->u.reason), vbuf, sizeof vbuf), kept);
     } else if (r->uplink && r->m.ingest_url && strchr(r->m.ingest_url, ',') && r->u.reason[0]) {
         /* several ingest nodes: which one takes the events */
         printf("  (ingest %s since %s)", sg_vis(r->u.reason, strlen(r->u.reason), vbuf, sizeof vbuf), r->u.since);
@@ -290,6 +321,9 @@ static json_t *ls_json(const ls_row *r)
     json_object_set_new(j, "state", json_string(r->state));
     json_object_set_new(j, "last_active", r->last_active > 0 ? json_string(t) : json_null());
     json_object_set_new(j, "running_execs", r->execs >= 0 ? json_integer(r->execs) : json_null());
+    json_object_set_new(j, "attached", r->attached >= 0 ? json_integer(r->attached) : json_null());
+    json_object_set_new(j, "now", r->now[0] ? json_string(r->now) : json_null());
+    json_object_set_new(j, "unacked_events", r->unacked >= 0 ? json_integer(r->unacked) : json_null());
     if (r->aborted)
         json_object_set_new(j, "abort", json_pack("{s:s, s:s}", "by", r->by, "reason", r->reason));
     if (r->expiry)
@@ -314,16 +348,19 @@ static int ls_usage(FILE *f)
                "Lists this state directory's sandboxes (the pool's spares left out): id,\n"
                "state (running, aborted and why, starting, dead), created, last active (the\n"
                "newest captured event or terminal output), execs running now (\"?\": its\n"
-               "supervisor did not answer within %d ms), expires (when the session's\n"
-               "lifecycle ends it, and why), learner, task, workspace; a captured\n"
-               "one whose ingest cannot be reached or rejects its token says so.\n"
+               "supervisor did not answer within %d ms), terminals attached, the command\n"
+               "running now (a shell's typed command; \"-\" at its prompt), expires (when\n"
+               "the session's lifecycle ends it, and why), learner, task, workspace; a\n"
+               "captured one whose ingest cannot be reached or rejects its token says so,\n"
+               "with the events its spool keeps.\n"
                "\n"
                "  --learner L  only that learner's sandboxes\n"
                "  --task T     only that task's\n"
                "  --state S    only those in state S: running, aborted, starting or dead\n"
                "  --json       a JSON array of the sandboxes' records, with state,\n"
-               "               last_active (RFC 3339 or null), running_execs (null: not\n"
-               "               known), abort {by, reason}, expiry {at, why} and uplink {state:\n"
+               "               last_active (RFC 3339 or null), running_execs, attached, now\n"
+               "               and unacked_events (each null: not known), abort {by, reason},\n"
+               "               expiry {at, why} and uplink {state:\n"
                "               connected|unreachable|rejected|error, reason, since}\n",
             LS_INFO_TIMEOUT_MS);
     return 0;
@@ -361,7 +398,7 @@ static int ls_parse(int argc, char **argv, ls_opts *o)
  * is not listed (a pool's spare, another learner's or task's). */
 static bool ls_load(const ls_opts *o, const char *id, ls_row *r)
 {
-    *r = (ls_row){.execs = -1};
+    *r = (ls_row){.execs = -1, .attached = -1, .unacked = -1};
     if (sg_sandbox_meta_load(id, &r->m, NULL) < 0)
         return false;
     sg_sandbox_meta *m = &r->m;

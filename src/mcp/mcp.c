@@ -408,12 +408,7 @@ static void set_via(sg_mcp *m, const char *name)
     if (!name || !*name)
         return;
     static const char pre[] = "mcp: ";
-    size_t room = sizeof m->via - sizeof pre, len = strlen(name);
-    if (len > room) {
-        len = room;
-        while (len > 0 && ((unsigned char)name[len] & 0xC0) == 0x80)
-            len--; /* name[len], the first byte left out, inside a character: cut before it */
-    }
+    size_t len = sg_utf8_cut(name, strlen(name), sizeof m->via - sizeof pre);
     snprintf(m->via, sizeof m->via, "%s%.*s", pre, (int)len, name);
 }
 

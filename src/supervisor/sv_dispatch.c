@@ -12,7 +12,20 @@
 static void op_info(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
     sg_autojson json_t *rec = sg_sandbox_meta_json(&s->meta), *caps = sv_killswitch_caps_now(s);
+    long long attached = 0;
+    const char *now = NULL;
+    uint32_t newest = 0;
+    for (size_t i = 0; i < s->exec.n; i++) {
+        const sv_exec *ex = s->exec.list[i];
+        attached += ex->tty && ex->cl;
+        const char *n = sv_tty_now(ex);
+        if (n[0] && ex->num >= newest) { /* the newest exec's command */
+            now = n;
+            newest = ex->num;
+        }
+    }
     sg_ctl_info_reply r = {
+        .attached = attached, .now = (char *)now, .unacked = s->cap ? (long long)sg_capture_pending(s->cap) : -1,
         .record = rec, .running_execs = (long long)s->exec.n,
         .cgroup_layout = (char *)sg_cgroup_layout_name(sg_cgroup_layout()),
         .state = (char *)(s->init_dead ? "broken" : s->ks.aborted ? "aborted" : "running"),

@@ -105,6 +105,9 @@ static sv_exec *exec_new(sv_sup *s, sv_client *c, const sg_exec_req *req, bool d
     ex->timeout_s = req->timeout_s > 0 ? req->timeout_s : req->tty ? 0 : s->meta.timeout_s;
     ex->code_only = req->code_only;
     ex->detachable = req->detachable;
+    sg_autofree char *line = req->tool_name ? sg_strdup_printf("%s (tool)", req->tool_name) : sg_exec_cmdline(req->argv);
+    if (line)
+        snprintf(ex->now, sizeof ex->now, "%.*s", (int)sg_utf8_cut(line, strlen(line), SG_CTL_NOW_MAX), line);
     uv_timer_init(&s->loop, &ex->timer);
     ex->timer.data = ex;
     s->exec.list[s->exec.n++] = ex;

@@ -15,6 +15,7 @@
 #include "capture/capture.h"
 #include "sandbox/cgroup.h"
 #include "supervisor/tty.h"
+#include "wire/ctl.h"
 #include "wire/spawn.h"
 
 typedef struct sv_sup sv_sup;       /* sv_sup.h */
@@ -33,6 +34,7 @@ struct sv_exec {
     uv_timer_t timer;
     double timeout_s;
     uint64_t start_ns;
+    char now[SG_CTL_NOW_MAX + 1]; /* its command line, cut (ls's NOW: sv_exec_now) */
     pid_t pid;
     bool spawned, exited, timed_out, output_limit_hit, finished;
     bool code_only;      /* the caller wants the exit code alone (SG_CTL_EXIT) */

@@ -74,6 +74,7 @@ struct sv_shell {
     sg_echoline echo;
     uint64_t typed_at_prompt;
     char prompt_cwd[SHELL_CWD_MAX + 1];
+    char now[SG_CTL_NOW_MAX + 1]; /* the command the marks say runs ("": at a prompt) */
 };
 
 static void ring_add(struct sv_shell *sh, const char *b, size_t n)
@@ -96,6 +97,7 @@ static void ring_add(struct sv_shell *sh, const char *b, size_t n)
 /* A command's end: D's status, or none (a lost mark, the shell's end). */
 static void command_end(struct sv_shell *sh, int status, const char *note)
 {
+    sh->now[0] = '\0';
     if (!sh->cmd)
         return;
     double wall = (double)(sg_now_mono_ns() - sh->cmd_start_ns) / 1e9;
@@ -117,6 +119,7 @@ static void command_begin(struct sv_shell *sh, const char *line, size_t line_len
     char *cmd = strndup(line ? line : "", line_len);
     char *cwd = dir && dir_len ? strndup(dir, dir_len) : strdup("/workspace");
     if (cmd && cwd) {
+        snprintf(sh->now, sizeof sh->now, "%.*s", (int)sg_utf8_cut(cmd, strlen(cmd), SG_CTL_NOW_MAX), cmd);
         sg_cast_marker(&sh->cast, sg_now_mono_ns(), cmd, strlen(cmd));
         if (s->cap) {
             char *argv[] = {"sh", "-c", cmd, NULL};
@@ -513,4 +516,12 @@ void sv_tty_catch_up(void *sup_)
     for (size_t i = 0; i < s->exec.n; i++)
         if (s->exec.list[i]->tty)
             sg_sup_tty_catch_up(s->exec.list[i]->tty);
+}
+
+const char *sv_tty_now(const sv_exec *ex)
+{
+    const struct sv_shell *sh = ex->shell;
+    if (!sh || sh->prompts == 0) /* no shell integration: the program itself */
+        return ex->now;
+    return sh->now;
 }

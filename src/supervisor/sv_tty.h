@@ -20,6 +20,10 @@ void sv_tty_detach(sv_client *c, bool answer);
 /* "attach": c becomes the caller of a detached tty exec. */
 void sv_tty_attach(sv_sup *s, sv_client *c, const sg_ctl_attach_req *req);
 
+/* What runs now in ex, for ls: a shell's command its marks announced (""
+ * at its prompt), else the exec's own command line. */
+const char *sv_tty_now(const sv_exec *ex);
+
 /* Its ops' handlers (sv_dispatch.c's table): the decoded request (a handler
  * may take over its op's fields, zeroing them; the table frees the rest). */
 void sv_tty_op_attach(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in);

@@ -380,7 +380,11 @@ typedef struct sg_ctl_info_reply {
     char *abort_by, *abort_reason; /* with state "aborted" ("abort": {"by", "reason"}), else NULL */
     void *caps_now;        /* json_t* object, owned: the caps and their use; NULL: none */
     int v;                 /* the supervisor's protocol version (absent: 0) */
+    long long attached;    /* terminals with a caller attached (absent: -1, not told) */
+    char *now;             /* the command running now, SG_CTL_NOW_MAX bytes at most; NULL: none */
+    long long unacked;     /* captured events the ingest has not acknowledged (absent: -1) */
 } sg_ctl_info_reply;
+#define SG_CTL_NOW_MAX 160
 
 /* "destroy": the proof that nothing of the sandbox is left. It is also the
  * "proof" of the sandbox's "destroyed" event (without events_undelivered,

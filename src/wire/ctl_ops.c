@@ -842,7 +842,8 @@ int sg_ctl_decode_exec_reply(const void *obj, sg_ctl_exec_reply *out, sg_err *er
 
 /* ---- info, destroy, checkpoints --------------------------------------------- */
 
-static const char *const info_fields[] = {"running_execs", "cgroup_layout", "state", "abort", "caps_now", "v", NULL};
+static const char *const info_fields[] = {"running_execs", "cgroup_layout", "state", "abort", "caps_now", "v",
+                                          "attached", "now", "unacked", NULL};
 
 void *sg_ctl_encode_info_reply(const sg_ctl_info_reply *r)
 {
@@ -850,7 +851,10 @@ void *sg_ctl_encode_info_reply(const sg_ctl_info_reply *r)
     if (!j || json_object_set_new(j, "running_execs", json_integer(r->running_execs)) < 0 ||
         set_str(j, "cgroup_layout", r->cgroup_layout) < 0 || set_str(j, "state", r->state) < 0 ||
         json_object_set_new(j, "v", json_integer(r->v)) < 0 ||
-        (r->caps_now && json_object_set(j, "caps_now", r->caps_now) < 0))
+        (r->caps_now && json_object_set(j, "caps_now", r->caps_now) < 0) ||
+        (r->attached >= 0 && json_object_set_new(j, "attached", json_integer(r->attached)) < 0) ||
+        set_str(j, "now", r->now) < 0 ||
+        (r->unacked >= 0 && json_object_set_new(j, "unacked", json_integer(r->unacked)) < 0))
         return NULL;
     if (r->abort_by || r->abort_reason) {
         json_t *ab = json_object();
@@ -885,7 +889,8 @@ static int decode_info(const json_t *j, sg_ctl_info_reply *out, sg_err *err)
     if (want_object(j, "info", err) < 0 || opt_int(j, "running_execs", &out->running_execs, err) < 0 ||
         opt_string(j, "cgroup_layout", 64, &out->cgroup_layout, err) < 0 ||
         opt_string(j, "state", 64, &out->state, err) < 0 || opt_object(j, "caps_now", &out->caps_now, err) < 0 ||
-        opt_int(j, "v", &v, err) < 0)
+        opt_int(j, "v", &v, err) < 0 || opt_count(j, "attached", &out->attached, err) < 0 ||
+        opt_string(j, "now", SG_CTL_NOW_MAX, &out->now, err) < 0 || opt_count(j, "unacked", &out->unacked, err) < 0)
         return -1;
     if (v < 0 || v > 1000000)
         return sg_err_set(err, EINVAL, "\"v\" must be a protocol version");
@@ -910,6 +915,7 @@ int sg_ctl_decode_info_reply(const void *obj, sg_ctl_info_reply *out, sg_err *er
 
 void sg_ctl_info_reply_free(sg_ctl_info_reply *r)
 {
+    free(r->now);
     free(r->cgroup_layout);
     free(r->state);
     free(r->abort_by);

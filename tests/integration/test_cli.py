@@ -21,6 +21,45 @@ from sgtest import SANDGLASS, SANDGLASSD, Env, await_true, tap  # noqa: E402
 env = Env()
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
+
+def ls_shell(sid: str, rows) -> None:
+    """A learner's shell on a terminal of ours (`sandglass shell`): ls
+    counts the terminal attached, and shows the command typed at its
+    prompt while it runs, nothing back at the prompt."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([SANDGLASS, "shell", sid], stdin=slave, stdout=slave, stderr=slave,
+                            env=dict(env.env, TERM="xterm"), start_new_session=True)
+    os.close(slave)
+    seen = bytearray()
+
+    def drain() -> bool:
+        while select.select([master], [], [], 0)[0]:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:
+                break
+        return True
+    try:
+        await_true(lambda: drain() and b"\x1b]133;B\x07" in seen, "the shell's prompt", timeout=60)
+        tap.eq(rows().get(sid, {}).get("attached"), 1, "ls: a shell attached counts as a terminal")
+        os.write(master, b"sleep 300\r")
+        await_true(lambda: drain() and rows().get(sid, {}).get("now") == "sleep 300",
+                   "ls: the command typed in the shell is what runs now", timeout=60, step=0.2,
+                   diag=lambda: repr(rows().get(sid, {}).get("now")))
+        os.write(master, b"\x03")  # ^C: back at the prompt
+        await_true(lambda: drain() and rows().get(sid, {}).get("now") is None,
+                   "back at its prompt, nothing runs now", timeout=60, step=0.2,
+                   diag=lambda: repr(rows().get(sid, {}).get("now")))
+        os.write(master, b"exit\r")
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    await_true(lambda: rows().get(sid, {}).get("attached") == 0, "the shell gone, no terminal attached", timeout=60,
+               step=0.2)
+
 try:
     sid = env.create()
 
@@ -467,11 +506,24 @@ try:
                "ls --json: created (RFC 3339), running_execs, last_active, state", json.dumps(ra))
         tap.ok(RFC3339.fullmatch(rb.get("last_active") or "") and rb["last_active"] >= rb["created"][:19],
                "a captured sandbox was last active at its last event", json.dumps(rb))
-        cat = env.spawn([SANDGLASS, "exec", a, "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        hostile = "cat # \x1b]0;pwned\x07\x1b[2J"
+        cat = env.spawn([SANDGLASS, "exec", a, "--", "sh", "-c", hostile], stdin=subprocess.PIPE,
+                        stdout=subprocess.DEVNULL)
         await_true(lambda: rows().get(a, {}).get("running_execs") == 1, "ls: an exec running counts", timeout=60, step=0.2)
+        tap.eq((rows().get(a, {}).get("now"), rows().get(a, {}).get("attached")), (hostile, 0),
+               "ls --json: the command running now (its line as given), no terminal attached")
+        line = next((ln for ln in env.run("ls", check=True).stdout.decode().splitlines() if ln.startswith(a)), "")
+        tap.ok("\x1b" not in line and "\x07" not in line and "cat # \\x1b]0;pwned" in line,
+               "the table shows the command escaped, never its raw control bytes", repr(line))
         cat.stdin.close()
         cat.wait(timeout=60)
         await_true(lambda: rows().get(a, {}).get("running_execs") == 0, "and no longer once it ended", timeout=60, step=0.2)
+        tap.eq(rows().get(a, {}).get("now", ""), None, "nothing runs now: now is null")
+        tap.ok((rows().get(b, {}).get("unacked_events") or 0) > 0 and rows().get(a, {}).get("unacked_events", 0) is None,
+               "a captured sandbox whose ingest is away counts the events its spool keeps; an uncaptured one none",
+               json.dumps({k: rows().get(b, {}).get(k) for k in ("unacked_events", "uplink")}))
+        line = next((ln for ln in env.run("ls", check=True).stdout.decode().splitlines() if ln.startswith(b)), "")
+        tap.ok(re.search(r"; \d+ events? kept in the spool\)", line), "and the table says how many", line)
         for args, want in ((["--learner", "ls-one"], {a}), (["--task", "ls-task"], {b}),
                            (["--learner", "ls-two", "--task", "ls-task"], {b}), (["--learner", "nobody"], set()),
                            (["--state", "dead"], set())):
@@ -481,10 +533,12 @@ try:
         tap.ok(p.returncode == 2 and "sleeping" in p.stderr.decode(), "--state of no state: a usage error",
                p.stderr.decode())
         text = env.run("ls", "--learner", "ls-one", check=True).stdout.decode().splitlines()
-        tap.ok(len(text) == 2 and text[0].split()[:6] == ["ID", "STATE", "CREATED", "LAST", "ACTIVE", "EXECS"]
+        tap.ok(len(text) == 2 and text[0].split()[:8] == ["ID", "STATE", "CREATED", "LAST", "ACTIVE", "EXECS",
+                                                          "TERMS", "NOW"]
                and text[1].startswith(a) and " running " in text[1] and " 0 " in text[1]
                and len(RFC3339.findall(text[1])) == 1,
                "ls: the table's columns", "\n".join(text))
+        ls_shell(a, rows)
         sup = ra.get("supervisor_pid", 0)
         os.kill(sup, signal.SIGSTOP)
         try:

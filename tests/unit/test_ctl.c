@@ -207,7 +207,8 @@ static void test_info_reply(void **state)
     (void)state;
     json_t *rec = load("{\"id\":\"abc\",\"learner\":\"l\"}"), *caps = load("{\"max_calls\":3}");
     sg_ctl_info_reply r = {.record = rec, .running_execs = 2, .cgroup_layout = "v2", .state = "aborted",
-                           .abort_by = "operator", .abort_reason = "stop", .caps_now = caps, .v = SG_CTL_VERSION};
+                           .abort_by = "operator", .abort_reason = "stop", .caps_now = caps, .v = SG_CTL_VERSION,
+                           .attached = 1, .now = "make test", .unacked = 7};
     json_t *j = sg_ctl_encode_info_reply(&r);
     assert_non_null(j);
     /* the record's fields are at the top level, as before the type */
@@ -222,6 +223,16 @@ static void test_info_reply(void **state)
     assert_int_equal(d.v, SG_CTL_VERSION);
     assert_string_equal(d.state, "aborted");
     assert_string_equal(d.abort_reason, "stop");
+    assert_int_equal(d.attached, 1);
+    assert_string_equal(d.now, "make test");
+    assert_int_equal(d.unacked, 7);
+    assert_null(json_object_get(d.record, "now")); /* typed, not the record's */
+    sg_ctl_info_reply_free(&d);
+    json_decref(j);
+    /* from a supervisor before them: not told (-1, NULL) */
+    j = load("{\"id\":\"abc\",\"running_execs\":0}");
+    assert_int_equal(sg_ctl_decode_info_reply(j, &d, &err), 0);
+    assert_true(d.attached == -1 && d.unacked == -1 && d.now == NULL);
     sg_ctl_info_reply_free(&d);
     json_decref(j);
     json_decref(rec);
@@ -230,6 +241,8 @@ static void test_info_reply(void **state)
     REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"abort\":[]}", "\"abort\"");
     REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"abort\":{\"by\":1}}", "\"by\"");
     REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"caps_now\":1}", "\"caps_now\"");
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"attached\":-1}", "\"attached\" is negative");
+    REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "{\"now\":3}", "\"now\"");
     REFUSED(sg_ctl_info_reply, sg_ctl_decode_info_reply, "[]", "not an object");
 }
 
