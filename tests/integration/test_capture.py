@@ -242,6 +242,8 @@ class CapEnv(Env):
             off = 0
             while off + 24 <= len(b) and b[off:off + 4] == b"SGR1":
                 n, seq, rtype = struct.unpack_from("<IqI", b, off + 4)
+                if off + 24 + n > len(b):  # read while it is written: the rest comes
+                    break
                 if rtype == 0:
                     out.append((seq, json.loads(b[off + 24:off + 24 + n])))
                 off += 24 + n
