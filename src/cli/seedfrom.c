@@ -14,6 +14,7 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "cli/common.h"
 #include "sandbox/wscopy.h"
 
 #define VIS_MAX 256
@@ -74,37 +75,8 @@ static int seed_dir(const sg_seedfrom *f, const sg_sandbox_meta *m, sg_wscopy_st
 /* sandglass-seed's answer (argv) into st, or its error into err. */
 static int run_seeder(char *const *argv, sg_wscopy_stats *st, sg_err *err)
 {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return sg_err_sys(err, "pipe");
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return sg_err_sys(err, "fork");
-    }
-    if (pid == 0) {
-        int null = open("/dev/null", O_RDONLY);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0)
-            _exit(127);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(p[1]);
-    char out[SEED_ANSWER_MAX];
-    size_t have = 0;
-    for (;;) {
-        ssize_t n = read(p[0], out + have, sizeof out - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || (have += (size_t)n) == sizeof out)
-            break;
-    }
-    close(p[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    sg_autojson json_t *j = json_loadb(out, have, JSON_REJECT_DUPLICATES, NULL);
+    int status;
+    sg_autojson json_t *j = sg_cli_run_json(argv[0], argv, SEED_ANSWER_MAX, false, &status);
     const char *msg = json_string_value(json_object_get(j, "error"));
     if (msg)
         return sg_err_set(err, EINVAL, "%s", msg);
