@@ -21,6 +21,9 @@ struct sv_client {
     bool requested; /* one request per connection: an exec's takes signals only */
     bool close_after_flush;
     bool closing;
+    /* set to NULL when the connection closes: a reply that comes after
+     * the request's handler returned (a cp off the loop, sv_cp.c) */
+    sv_client **weak;
 };
 
 void sv_client_flush(sv_client *c);
