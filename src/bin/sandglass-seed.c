@@ -26,10 +26,10 @@
 
 static int answer(int rc, const sg_wscopy_stats *st, const sg_err *err)
 {
-    json_t *j = rc < 0 ? json_pack("{s:s}", "error", err->msg)
-                       : json_pack("{s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)st->files, "dirs",
-                                   (json_int_t)st->dirs, "links", (json_int_t)st->links, "bytes",
-                                   (json_int_t)st->bytes, "skipped", (json_int_t)st->skipped);
+    json_t *j = rc < 0
+        ? json_pack("{s:s}", "error", err->msg)
+        : json_pack("{s:I, s:I, s:I, s:I, s:I}", "files", (json_int_t)st->files, "dirs", (json_int_t)st->dirs, "links",
+                    (json_int_t)st->links, "bytes", (json_int_t)st->bytes, "skipped", (json_int_t)st->skipped);
     if (!j) /* an error message that is not UTF-8 */
         j = json_pack("{s:s}", "error", "the seed failed (its message is not printable)");
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;

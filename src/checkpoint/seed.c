@@ -143,9 +143,10 @@ int sg_seed_tar(int tarfd, int wsfd, sg_wscopy_stats *st, sg_err *err)
         return sg_err_set(err, ENOMEM, "out of memory");
     archive_read_support_filter_all(in);
     archive_read_support_format_tar(in);
-    archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                            ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_PERM |
-                                            ARCHIVE_EXTRACT_TIME);
+    archive_write_disk_set_options(out,
+                                   ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                       ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_PERM |
+                                       ARCHIVE_EXTRACT_TIME);
     if (archive_read_open_fd(in, tarfd, 65536) != ARCHIVE_OK)
         return sg_err_set(err, EINVAL, "not a tarball: %s", archive_error_string(in));
     tar_ctx x = {.in = in, .out = out, .st = st, .err = err};

@@ -27,7 +27,8 @@ static int from_checkpoint(const char *arg, const char *at, sg_seedfrom *f, sg_e
     snprintf(idpart, sizeof idpart, "%.*s", (int)(at - arg), arg);
     const char *ck = at + 1;
     if (!*ck || strlen(ck) >= sizeof f->ckpt)
-        return sg_err_set(err, EINVAL, "'%s': give ID@CHECKPOINT, a checkpoint id (or a prefix of 4 hex digits or "
+        return sg_err_set(err, EINVAL,
+                          "'%s': give ID@CHECKPOINT, a checkpoint id (or a prefix of 4 hex digits or "
                           "more) after the '@' (sandglass checkpoints ID lists them)",
                           sg_vis(arg, strlen(arg), v, sizeof v));
     if (sg_state_resolve_id(idpart, f->id, err) < 0) {
@@ -51,7 +52,8 @@ int sg_seedfrom_check(const char *arg, sg_seedfrom *f, sg_err *err)
         return sg_err_sys(err, "'%s' (a directory, a tarball or ID@CHECKPOINT)", sg_vis(arg, strlen(arg), v, sizeof v));
     }
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-        return sg_err_set(err, EINVAL, "'%s' is neither a directory nor a tarball", sg_vis(arg, strlen(arg), v, sizeof v));
+        return sg_err_set(err, EINVAL, "'%s' is neither a directory nor a tarball",
+                          sg_vis(arg, strlen(arg), v, sizeof v));
     if (!realpath(arg, f->path))
         return sg_err_sys(err, "'%s'", sg_vis(arg, strlen(arg), v, sizeof v));
     f->kind = S_ISDIR(st.st_mode) ? SG_SEED_DIR : SG_SEED_TAR;
@@ -101,8 +103,7 @@ static int seed_other(const sg_seedfrom *f, const sg_sandbox_meta *m, sg_wscopy_
         return run_seeder((char *const[]){exe, "tar", (char *)f->path, m->workspace, uid, gid, NULL}, st, err);
     sg_autofree char *store = sg_state_sandbox_path(f->id, "checkpoints.git");
     sg_autofree char *scratch = sg_state_sandbox_path(m->id, "seed.git");
-    return run_seeder((char *const[]){exe, "checkpoint", store, (char *)f->ckpt, m->workspace, scratch, uid, gid,
-                                      NULL},
+    return run_seeder((char *const[]){exe, "checkpoint", store, (char *)f->ckpt, m->workspace, scratch, uid, gid, NULL},
                       st, err);
 }
 
@@ -119,10 +120,10 @@ int sg_seedfrom_run(const sg_seedfrom *f, sg_sandbox_meta *m, sg_err *err)
         snprintf(src, sizeof src, "%s", f->path);
     size_t n;
     sg_autofree char *source = sg_utf8_sanitize(src, strlen(src), &n); /* a path's bytes, made valid */
-    sg_autojson json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "kind", kinds[f->kind], "source", source,
-                                      "files", (json_int_t)st.files, "dirs", (json_int_t)st.dirs, "links",
-                                      (json_int_t)st.links, "bytes", (json_int_t)st.bytes, "skipped",
-                                      (json_int_t)st.skipped);
+    sg_autojson json_t *j =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "kind", kinds[f->kind], "source", source, "files",
+                  (json_int_t)st.files, "dirs", (json_int_t)st.dirs, "links", (json_int_t)st.links, "bytes",
+                  (json_int_t)st.bytes, "skipped", (json_int_t)st.skipped);
     free(m->from);
     m->from = j ? json_dumps(j, JSON_COMPACT) : NULL;
     return 0;

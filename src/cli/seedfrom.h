@@ -19,9 +19,9 @@ typedef enum { SG_SEED_DIR, SG_SEED_TAR, SG_SEED_CHECKPOINT } sg_seed_kind;
 
 typedef struct sg_seedfrom {
     sg_seed_kind kind;
-    char path[PATH_MAX];        /* dir, tar: resolved */
-    char id[SG_ID_LEN + 1];     /* checkpoint: the sandbox */
-    char ckpt[64];              /* checkpoint: the checkpoint as given */
+    char path[PATH_MAX];    /* dir, tar: resolved */
+    char id[SG_ID_LEN + 1]; /* checkpoint: the sandbox */
+    char ckpt[64];          /* checkpoint: the checkpoint as given */
 } sg_seedfrom;
 
 /* arg classified into f; err names what is wrong (missing, neither a

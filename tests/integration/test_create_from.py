@@ -128,6 +128,9 @@ def _():
     rows = env.wait_rows(sid, lambda r: any(x["kind"] == "file_diff" and x["payload"].get("path") == "later.txt"
                                             for x in r))
     seed_rows_ok(sid, rows, "tar")
+    shown = env.run("events", "--sandbox", sid, "--ingest", env.ingest.http_base, "--secret", env.secret)
+    tap.ok(f"sandbox created, seeded from tar {os.path.realpath(tgz)} (3 files)" in shown.stdout.decode(),
+           "sandglass events says where the session started", shown.stdout.decode()[:1500] + err(shown))
     tap.eq((record(sid).get("from") or {}).get("source"), os.path.realpath(tgz), "the record names the tarball")
     # another sandbox's checkpoint: its state at that checkpoint, not now
     ck = json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)[0]["id"]
