@@ -6,7 +6,7 @@ seeded files in the real store only as the session's seed (`seed: true`,
 no exec or command as their cause), never as a learner's change; the first
 checkpoint holds the seed, so a rollback to it restores it; hostile
 archives (`..`, an absolute path, a symlink out then a file through it, a
-1 TiB sparse entry) refused with a message naming the entry, a device
+1 TiB sparse entry, hard links out) refused with a message naming the entry, a device
 node, a FIFO and a set-uid bit neutralised, nothing written outside the
 workspace; errors naming what was wrong. Real sandboxes, a real ingest and
 store (CapEnv). TAP."""
@@ -167,6 +167,7 @@ def _():
     outside = host("outside")
     os.makedirs(outside)
     sparse = host("sparse")
+    write(os.path.join(outside, "x"), b"host file\n")
     os.makedirs(sparse)
     with open(os.path.join(sparse, "huge"), "wb") as f:
         f.truncate(1 << 40)  # 1 TiB, all hole
@@ -180,12 +181,20 @@ def _():
          tar_of("link.tar", [(ti("out", tarfile.SYMTYPE, 0o777, outside), b""), (ti("out/pwned"), b"evil\n")]),
          "pwned"),
         ("a 1 TiB sparse file", huge, "huge"),
+        ("a hard link to an absolute path",
+         tar_of("hlabs.tar", [(ti("hl1", tarfile.LNKTYPE, 0o644, os.path.join(outside, "x")), b"")]), "hl1"),
+        ("a hard link with '..'", tar_of("hldd.tar", [(ti("hl2", tarfile.LNKTYPE, 0o644, "../../etc/passwd"), b"")]),
+         "hl2"),
+        ("a hard link through a symlink out",
+         tar_of("hlsym.tar", [(ti("out2", tarfile.SYMTYPE, 0o777, outside), b""),
+                              (ti("hl3", tarfile.LNKTYPE, 0o644, "out2/x"), b"")]), "hl3"),
     ]
     for what, tar, name in refused:
         p = create_from(tar)
         tap.ok(p.returncode == 1 and name in err(p) and "--from" in err(p),
                f"refused: {what}, the entry named", err(p))
-    tap.eq(os.listdir(outside), [], "nothing was written into the directory the archives aim at")
+    tap.eq((os.listdir(outside), os.stat(os.path.join(outside, "x")).st_nlink), (["x"], 1),
+           "nothing was written into (or linked from) the directory the archives aim at")
     tap.ok(not os.path.lexists("/run/sandglass-disk/escape.txt") and not os.path.lexists("/run/escape.txt") and
            not any(os.path.lexists(os.path.join(env.state, "sb", n)) for n in ("escape.txt", "../escape.txt")),
            "no '..' entry landed beside a workspace")
