@@ -10,6 +10,7 @@ pkgs=(
   libcmocka-dev valgrind
   libexpat1-dev  # JUnit XML test reports (src/capture/junit.c)
   libinih-dev  # the config files (src/cli/config.c, sandglass.conf(5))
+  libarchive-dev  # create --from TARBALL: secure extraction (src/checkpoint/seed.c, sandglass-seed)
   sqlite3 postgresql
   bubblewrap iproute2 util-linux procps python3 hyperfine curl git perl
   rsync musl-tools cmake

@@ -22,7 +22,7 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 8) {
+    if (argc != 9) {
         dprintf(4, "error: sandglass-init: bad arguments (it is run by the supervisor)\n");
         return 2;
     }
@@ -52,11 +52,13 @@ int main(int argc, char **argv)
     gid_t gid = (gid_t)strtoul(argv[5], NULL, 10);
     bool idmap = strcmp(argv[6], "idmap") == 0;
     bool notify = strcmp(argv[7], "notify") == 0;
+    char *lxcfs = argv[8][0] ? strdup(argv[8]) : NULL;
     for (int i = 1; i < argc; i++)
         memset(argv[i], 0, strlen(argv[i]));
     sg_init_config cfg = {
         .rootfs = {
             .workspace = ws, .rootfs = root, .hostname = host, .uid = uid, .gid = gid, .idmap = idmap,
+            .lxcfs = lxcfs,
         },
         .seccomp = &prog, .listen_fd = 3, .ready_fd = 4, .go_fd = 5,
         .exec_stub_fd = fcntl(7, F_GETFD) >= 0 ? 7 : -1, .exec_notify = notify,

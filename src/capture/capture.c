@@ -660,6 +660,9 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     json_t *from = m->forked_from && !resumed ? json_loads(m->forked_from, 0, NULL) : NULL;
     if (from) /* sandglass fork: the moment its workspace was rebuilt from */
         json_object_set_new(sb, "forked_from", from);
+    json_t *seeded = m->from && !resumed ? json_loads(m->from, 0, NULL) : NULL;
+    if (seeded) /* create --from: what the workspace was seeded with */
+        json_object_set_new(sb, "from", seeded);
     if (rep.torn || rep.quarantined || rep.blobs_dropped)
         json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I, s:I}",
             "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,

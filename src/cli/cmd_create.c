@@ -27,6 +27,7 @@
 #include "cli/ingest_check.h"
 #include "capture/ignore.h"
 #include "cli/pool.h"
+#include "cli/seedfrom.h"
 #include "sandbox/disk.h"
 #include "sandbox/wscopy.h"
 #include "state/state.h"
@@ -45,6 +46,7 @@ static void create_usage(FILE *f)
         "                        [--max-checkpoints-per-min N] [--max-file-events N]\n"
         "                        [--capture-ignore PATTERN,...] [--capture-max-file SIZE]\n"
         "                        [--idle-timeout D] [--ttl D] [--expiry-warning D] [--keep D]\n"
+        "                        [--from DIR|TARBALL|ID@CHECKPOINT]\n"
         "\n"
         "Creates a sandbox and prints its id.\n"
         "\n"
@@ -66,6 +68,11 @@ static void create_usage(FILE *f)
         "                       system has no room for, is an error\n"
         "  --overcommit         make the disk even when its image could outgrow the free space\n"
         "  --rootfs DIR         this directory as / instead of the host's system directories\n"
+        "  --from SRC           seed the workspace before the session starts: a directory's\n"
+        "                       tree, a tarball's entries (tar, gzip, xz, zstd, bzip2), or\n"
+        "                       ID@CHECKPOINT, a checkpoint of another sandbox of this host;\n"
+        "                       owned by the sandbox user, bounded as cp is, recorded as the\n"
+        "                       session's start (`from`); not with --workspace\n"
         "  --ingest URL         where a captured session streams (default the config's url, else ws://127.0.0.1:7433)\n"
         "                       (URL,URL,...: up to 8 ingest nodes of one store, failed over in turn)\n"
         "  --secret FILE        the ingest's key for its tokens (default the config's secret, else <state>/ingest/secret)\n"
@@ -251,6 +258,8 @@ typedef struct create_opts {
     const char *ingest, *secret;
     const char *capture_ignore; /* checked; copied into the meta at its save */
     const char *seed_dir, *forked_from; /* sandglass fork's (sg_cmd_create_from) */
+    const char *from;                   /* --from */
+    sg_seedfrom seed;                   /* --from, classified */
     bool json, spare, disk_given, overcommit;
     long online; /* CPUs online: --cpus is at most this */
     char wsreal[PATH_MAX], rootreal[PATH_MAX]; /* --workspace, --rootfs resolved */
@@ -261,7 +270,7 @@ enum {
     OPT_EVENTS_PER_MIN = 0x100, OPT_BYTES_PER_MIN, OPT_CKPTS_PER_MIN, OPT_CAPTURE_IGNORE, OPT_MAX_FILE_EVENTS,
     OPT_CAPTURE_MAX_FILE,
     /* the session's lifecycle, in this order (create_parse_life) */
-    OPT_IDLE_TIMEOUT, OPT_TTL, OPT_EXPIRY_WARNING, OPT_KEEP
+    OPT_IDLE_TIMEOUT, OPT_TTL, OPT_EXPIRY_WARNING, OPT_KEEP, OPT_FROM
 };
 
 /* --idle-timeout, --ttl, --expiry-warning, --keep: a duration, or off. */
@@ -444,6 +453,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"ttl", required_argument, NULL, OPT_TTL},
         {"expiry-warning", required_argument, NULL, OPT_EXPIRY_WARNING},
         {"keep", required_argument, NULL, OPT_KEEP},
+        {"from", required_argument, NULL, OPT_FROM},
         {"json", no_argument, NULL, 'j'},
         {"overcommit", no_argument, NULL, 'O'},
         {"spare", no_argument, NULL, 'S'}, /* internal: a spare for the pool (pool.h) */
@@ -463,6 +473,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         case 'j': o->json = true; break;
         case 'O': o->overcommit = true; break;
         case 'S': o->spare = true; break;
+        case OPT_FROM: o->from = optarg; break;
         case 'h':
             create_usage(stdout);
             return 0;
@@ -498,6 +509,11 @@ static int create_check(create_opts *o, sg_sandbox_meta *m)
         return sg_cli_usage("create", "--disk sizes the workspace create makes: it does not apply to --workspace");
     if (o->ws)
         m->disk = 0;
+    /* the operator's own directory is never written into by a seed */
+    if (o->ws && o->from)
+        return sg_cli_usage("create", "--from seeds the workspace create makes: it does not go with --workspace");
+    if (o->from && !*o->from)
+        return sg_cli_usage("create", "--from: give a directory, a tarball or ID@CHECKPOINT");
     if (o->task && !sg_valid_name(o->task))
         return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
     if ((o->ingest || o->secret) && !o->task)
@@ -548,6 +564,12 @@ static int create_check_paths(create_opts *o)
             return sg_cli_fail("create", msg);
         }
     }
+    sg_err ferr = {0};
+    if (o->from && sg_seedfrom_check(o->from, &o->seed, &ferr) < 0) {
+        char msg[sizeof ferr.msg + 16];
+        snprintf(msg, sizeof msg, "--from %s", ferr.msg);
+        return sg_cli_fail("create", msg);
+    }
     if (o->rootfs) {
         struct stat st;
         if (stat(o->rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -565,7 +587,7 @@ static int create_check_paths(create_opts *o)
  * when claimed, else CREATE_GO. m's strings are borrowed, and put back. */
 static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
 {
-    if (o->ws || o->seed_dir || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
+    if (o->ws || o->seed_dir || o->from || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
         return CREATE_GO;
     m->learner = (char *)o->learner;
     m->task = (char *)o->task;
@@ -680,6 +702,20 @@ static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir
     return CREATE_GO;
 }
 
+/* --from: the workspace seeded and the record's `from` saved, before
+ * the supervisor (and its capture and first checkpoint) starts; undoes
+ * the sandbox on failure. */
+static int create_from_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir)
+{
+    sg_err err = {0};
+    char v[256], msg[sizeof err.msg + 320];
+    if (sg_seedfrom_run(&o->seed, m, &err) < 0 || sg_sandbox_meta_save(m, &err) < 0) {
+        snprintf(msg, sizeof msg, "--from '%s': %s", sg_vis(o->from, strlen(o->from), v, sizeof v), err.msg);
+        return create_undo(m, dir, msg);
+    }
+    return CREATE_GO;
+}
+
 /* Starts the sandbox's supervisor; a spare joins the pool. Clears m on
  * failure. */
 static int create_start(const create_opts *o, sg_sandbox_meta *m)
@@ -761,6 +797,8 @@ int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *
         rc = create_save_meta(&o, &m, dir);
     if (rc == CREATE_GO && o.seed_dir)
         rc = create_seed(&o, &m, dir);
+    if (rc == CREATE_GO && o.from)
+        rc = create_from_seed(&o, &m, dir);
     if (rc == CREATE_GO)
         rc = create_start(&o, &m);
     if (rc != CREATE_GO)

@@ -28,6 +28,41 @@ int sg_cli_daemon_path(char *buf, size_t len)
     return sg_sibling_exe("SANDGLASSD", "sandglassd", buf, len);
 }
 
+json_t *sg_cli_run_json(const char *path, char *const argv[], size_t max, bool quiet, int *status)
+{
+    *status = -1;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return NULL;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || (quiet && dup2(null, 2) < 0))
+            _exit(127);
+        execv(path, argv);
+        _exit(127);
+    }
+    close(p[1]);
+    sg_autofree char *out = sg_xrealloc(NULL, max);
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(p[0], out + have, max - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (have += (size_t)n) == max)
+            break;
+    }
+    close(p[0]);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    return json_loadb(out, have, JSON_REJECT_DUPLICATES, NULL);
+}
+
 /* One try of a request: -1 with err, and *unread when the supervisor
  * died before reading it (sg_revive_unread). */
 static json_t *request_once(const char *id, const char *body, int with_fd, bool *unread, sg_err *err)

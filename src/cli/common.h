@@ -16,6 +16,11 @@
  * else ../libexec/sandglassd relative to it. */
 int sg_cli_daemon_path(char *buf, size_t len);
 
+/* Runs path with argv (stdin /dev/null; stderr /dev/null when quiet, else
+ * ours) and parses its stdout, at most max bytes, as one JSON value; its
+ * wait status into *status. NULL when it gave none (or could not run). */
+json_t *sg_cli_run_json(const char *path, char *const argv[], size_t max, bool quiet, int *status);
+
 /* Sends one request (req->v is set to SG_CTL_VERSION) and waits for its
  * RESULT/ERROR. A sandbox whose supervisor died is taken over first
  * (revive.h), and a request that the dying supervisor never read goes

@@ -222,39 +222,12 @@ static json_t *ask_token_check(const char *url, const char *learner, const char 
     char daemon[PATH_MAX];
     if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
         return NULL;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return NULL;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return NULL;
-    }
-    if (pid == 0) {
-        int null = open("/dev/null", O_RDWR);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0)
-            _exit(127);
-        /* The sandbox id is not chosen yet and no part of the check: the
-         * ingest checks the key and the expiry. */
-        execl(daemon, "sandglass", "token", "--learner", learner, "--task", task, "--sandbox", "create-check",
-              "--check", url, secret ? "--secret" : (char *)NULL, secret, (char *)NULL);
-        _exit(127);
-    }
-    close(p[1]);
-    char out[TOKEN_CHECK_OUT_MAX];
-    size_t have = 0;
-    for (;;) {
-        ssize_t n = read(p[0], out + have, sizeof out - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || (have += (size_t)n) == sizeof out)
-            break;
-    }
-    close(p[0]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-    return json_loadb(out, have, JSON_REJECT_DUPLICATES, NULL);
+    /* The sandbox id is not chosen yet and no part of the check: the
+     * ingest checks the key and the expiry. */
+    char *argv[] = {"sandglass", "token", "--learner", (char *)learner, "--task", (char *)task, "--sandbox",
+                    "create-check", "--check", (char *)url, secret ? "--secret" : NULL, (char *)secret, NULL};
+    int status;
+    return sg_cli_run_json(daemon, argv, TOKEN_CHECK_OUT_MAX, true, &status);
 }
 
 /* What a passed check holds for: the URL and the key file's identity.

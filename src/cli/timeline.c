@@ -419,6 +419,24 @@ static void tl_bulk(json_t *p, char *out, size_t n)
         snprintf(out + used, n - used, "%s... and %zu more", shown ? " " : "", total - shown);
 }
 
+/* A sandbox's change; its start seeded by create --from says from what. */
+static void tl_sandbox(json_t *p, char *out, size_t n)
+{
+    char a[200], b[200], c[300], k[32];
+    const char *st = json_string_value(json_object_get(p, "state"));
+    const char *r = json_string_value(json_object_get(p, "reason"));
+    json_t *from = json_object_get(p, "from");
+    const char *src = json_string_value(json_object_get(from, "source"));
+    const char *kind = json_string_value(json_object_get(from, "kind"));
+    c[0] = '\0';
+    if (src && kind)
+        snprintf(c, sizeof c, ", seeded from %s %s (%lld files)", sg_tl_vis_str(kind, k, sizeof k),
+                 sg_tl_vis_str(src, b, sizeof b),
+                 (long long)json_integer_value(json_object_get(from, "files")));
+    snprintf(out, n, "sandbox %s%s%s%s", sg_tl_vis_str(st ? st : "?", a, sizeof a), r ? ": " : "",
+             r ? sg_tl_vis_str(r, b, sizeof b) : "", c);
+}
+
 static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 {
     char a[200], b[200], c[100], d[100], who[320];
@@ -454,8 +472,7 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
                  tl_actor(p, who, sizeof who));
         sg_ctl_abort_reply_free(&ab);
     } else if (strcmp(kind, "sandbox") == 0) {
-        const char *r = json_string_value(json_object_get(p, "reason"));
-        snprintf(out, n, "sandbox %s%s%s", TL_S("state"), r ? ": " : "", r ? sg_tl_vis_str(r, b, sizeof b) : "");
+        tl_sandbox(p, out, n);
     } else if (strcmp(kind, "bulk") == 0) {
         tl_bulk(p, out, n);
     } else if (strcmp(kind, "limit") == 0) {

@@ -30,6 +30,8 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -360,7 +362,34 @@ static int mkdir_stage(const char *rel, mode_t mode, sg_err *err)
     return 0;
 }
 
-static int setup_proc(sg_err *err)
+/* LXCFS's proc files (opened as lxfd before STAGE covered /tmp, where a
+ * test's mount lives) bound read-only over the new /proc's. */
+static int bind_lxcfs(int lxfd, sg_err *err)
+{
+    static const char *const files[] = {SG_ROOTFS_LXCFS_FILES};
+    char src[PATH_MAX], dst[PATH_MAX];
+    for (size_t i = 0; i < SG_ARRAY_LEN(files); i++) {
+        snprintf(src, sizeof src, "/proc/self/fd/%d/proc/%s", lxfd, files[i]);
+        snprintf(dst, sizeof dst, STAGE "/proc/%s", files[i]);
+        if (access(src, R_OK) < 0 || access(dst, F_OK) < 0)
+            continue; /* an older LXCFS without it: the kernel's */
+        if (mount(src, dst, "none", MS_BIND, NULL) < 0)
+            return sg_err_sys(err, "cannot bind LXCFS's %s over /proc's", files[i]);
+        if (restrict_mount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, false, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+bool sg_rootfs_lxcfs(const char *dir)
+{
+    struct statfs sf;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/proc/meminfo", dir);
+    return statfs(dir, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC && access(p, R_OK) == 0;
+}
+
+static int setup_proc(int lxfd, sg_err *err)
 {
     if (mkdir_stage("proc", 0555, err) < 0)
         return -1;
@@ -388,7 +417,7 @@ static int setup_proc(sg_err *err)
         if (bind_mount(p, p, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, err) < 0)
             return -1;
     }
-    return 0;
+    return lxfd >= 0 ? bind_lxcfs(lxfd, err) : 0;
 }
 
 static int setup_dev(sg_err *err)
@@ -616,6 +645,9 @@ int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
     sg_autoclose int rootfd = open(o->rootfs ? o->rootfs : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rootfd < 0)
         return sg_err_sys(err, "cannot open rootfs %s", o->rootfs);
+    sg_autoclose int lxfd = o->lxcfs ? open(o->lxcfs, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (o->lxcfs && lxfd < 0)
+        return sg_err_sys(err, "cannot open the LXCFS mount %s", o->lxcfs);
     char wspath[64], rootpath[64];
     snprintf(wspath, sizeof wspath, "/proc/self/fd/%d", wsfd);
     if (o->rootfs)
@@ -630,7 +662,7 @@ int sg_rootfs_setup(const sg_rootfs_opts *o, sg_err *err)
 
     if (setup_system(o, rootfd, rootpath, hostname, err) < 0)
         return -1;
-    if (setup_proc(err) < 0 || setup_dev(err) < 0)
+    if (setup_proc(lxfd, err) < 0 || setup_dev(err) < 0)
         return -1;
 
     if (mkdir_stage("tmp", 01777, err) < 0)

@@ -10,6 +10,7 @@
 #ifndef SG_ROOTFS_H
 #define SG_ROOTFS_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "base/err.h"
@@ -30,7 +31,22 @@ typedef struct sg_rootfs_opts {
      * operator's changes owner. Needs a file system with idmapped mounts
      * (ext4, xfs, btrfs, tmpfs >= 6.3 ...): refused otherwise. */
     bool idmap;
+    /* A running LXCFS's mount (sg_rootfs_lxcfs): its proc files, the
+     * sandbox's own memory, CPUs, uptime and load as its cgroup makes
+     * them, bound read-only over /proc's (SG_ROOTFS_LXCFS_FILES); NULL:
+     * none, /proc shows the host's. */
+    const char *lxcfs;
 } sg_rootfs_opts;
+
+/* The /proc files an LXCFS mount replaces. */
+#define SG_ROOTFS_LXCFS_FILES "meminfo", "cpuinfo", "stat", "uptime", "loadavg", "diskstats", "swaps"
+/* Where Debian's lxcfs mounts itself. */
+#define SG_ROOTFS_LXCFS_DEFAULT "/var/lib/lxcfs"
+
+/* Whether dir is a running LXCFS: a FUSE mount whose proc/meminfo reads.
+ * The supervisor asks at each sandbox's start ($SANDGLASS_LXCFS, else
+ * SG_ROOTFS_LXCFS_DEFAULT; "off": never). */
+bool sg_rootfs_lxcfs(const char *dir);
 
 /* Must be called in a fresh mount+uts namespace, as root in it. Makes every
  * mount private, builds the tree, pivot_roots into it, detaches the old root

@@ -128,6 +128,16 @@ static int copy_link(cp_ctx *x, int sdir, const char *sname, int ddir, const cha
     return 0;
 }
 
+static bool cancelled(cp_ctx *x)
+{
+    if (!x->o->cancel || !__atomic_load_n(x->o->cancel, __ATOMIC_ACQUIRE))
+        return false;
+    sg_err_set(x->err, ECANCELED, "cancelled (the sandbox was aborted or is going) after %llu files, %llu bytes: "
+               "what was copied stays",
+               (unsigned long long)x->st->files, (unsigned long long)x->st->bytes);
+    return true;
+}
+
 /* in's bytes to out, counted against the copy's byte budget. */
 static int pump(cp_ctx *x, int in, int out, const char *name)
 {
@@ -140,6 +150,8 @@ static int pump(cp_ctx *x, int in, int out, const char *name)
             return fail_sys(x, "cannot read", name);
         if (n == 0)
             return 0;
+        if (cancelled(x))
+            return -1;
         if ((uint64_t)n > x->max_bytes - x->st->bytes)
             return fail(x, EFBIG, name, "grew past what one cp copies");
         x->st->bytes += (uint64_t)n;
@@ -237,6 +249,8 @@ static int copy_dir(cp_ctx *x, int sdir, const char *sname, const struct stat *s
 static int copy_entry(cp_ctx *x, int sdir, const char *sname, int ddir, const char *dname, unsigned depth, bool in_tree)
 {
     struct stat st;
+    if (cancelled(x))
+        return -1;
     if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return fail_sys(x, "cannot stat", sname);
     bool special = !S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode);

@@ -28,6 +28,9 @@ typedef struct sg_wscopy_opts {
     gid_t gid;
     uint64_t max_bytes;   /* 0: SG_CP_MAX_BYTES */
     uint64_t max_entries; /* 0: SG_CP_MAX_ENTRIES */
+    /* when not NULL and 1 (read atomically, before every entry and every
+     * 64 KiB), the copy stops: ECANCELED, what was copied stays */
+    const int *cancel;
 } sg_wscopy_opts;
 
 typedef struct sg_wscopy_stats {

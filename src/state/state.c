@@ -88,6 +88,7 @@ void sg_sandbox_meta_clear(sg_sandbox_meta *m)
     free(m->secret_file);
     free(m->capture_ignore);
     free(m->forked_from);
+    free(m->from);
     memset(m, 0, sizeof *m);
 }
 
@@ -131,6 +132,11 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         json_object_set_new(j, "forked_from", from);
     else
         json_decref(from);
+    json_t *seed = m->from ? json_loads(m->from, 0, NULL) : NULL;
+    if (j && seed)
+        json_object_set_new(j, "from", seed);
+    else
+        json_decref(seed);
     return j;
 }
 
@@ -219,6 +225,8 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->capture_ignore = dup_opt(caps, "capture_ignore");
     json_t *from = json_object_get(j, "forked_from");
     m->forked_from = json_is_object(from) ? json_dumps(from, JSON_COMPACT) : NULL;
+    json_t *seed = json_object_get(j, "from");
+    m->from = json_is_object(seed) ? json_dumps(seed, JSON_COMPACT) : NULL;
     m->capture_max_file = (uint64_t)json_integer_value(json_object_get(caps, "capture_max_file"));
     /* A record from before the lifecycle has none: no limits, destroy on expiry. */
     json_t *life = json_object_get(j, "lifecycle");

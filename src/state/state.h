@@ -79,6 +79,11 @@ typedef struct sg_sandbox_meta {
     /* sandglass fork: {learner, task, sandbox, seq} of the moment it was
      * made from, as JSON text, put in its `sandbox` created event; NULL: none */
     char *forked_from;
+    /* create --from: {kind: dir|tar|checkpoint, source, files, bytes} of
+     * what the workspace was seeded with before its capture started, as
+     * JSON text, kept in the record and put in its `sandbox` created
+     * event; NULL: none */
+    char *from;
     uint64_t max_file_events; /* file_diff events an exec; past it, `bulk` events */
     /* The session's lifecycle (0 = none): no activity (input, a command, a
      * file change) for idle_timeout_s, or ttl_s since it started, ends it

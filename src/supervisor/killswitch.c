@@ -69,6 +69,7 @@ struct killswitch {
     bool abort_queued; /* the thread answered an abort the loop has not recorded */
     char abort_reason[SG_KS_REASON_MAX];
     char abort_via[SG_CTL_VIA_MAX + 1]; /* the peeked abort's "via" ("": none) */
+    int *stop_flag; /* set to 1 when an abort or destroy comes (ks_set_stop_flag) */
     /* the thread's own */
     ks_pending pend[KS_PENDING];
     size_t npend;
@@ -440,6 +441,8 @@ static void settle_conn(killswitch *k, int fd, bool force)
         k->pend[k->npend++] = (ks_pending){fd, sg_now_mono_ns() + (uint64_t)KS_WAIT_MS * 1000000u};
         return;
     }
+    if (r > 0 && k->stop_flag) /* a cp off the loop stops at once */
+        __atomic_store_n(k->stop_flag, 1, __ATOMIC_RELEASE);
     if (r == 2 && k->cg_fd >= 0 && k->on_abort)
         answer_abort(k, fd);
     else
@@ -591,6 +594,12 @@ static void on_async(uv_async_t *a)
     killswitch *k = a->data;
     __atomic_store_n(&k->killed, false, __ATOMIC_RELAXED);
     take_queue(k);
+}
+
+void ks_set_stop_flag(killswitch *k, int *flag)
+{
+    if (k)
+        k->stop_flag = flag; /* before the thread can see a request: set once, at start */
 }
 
 void ks_kill_barrier(killswitch *k)

@@ -69,6 +69,9 @@ typedef void (*ks_abort_fn)(void *ud, const char *reason, const struct ucred *wh
  * (sg_cgroup_cpu_quota_path), or NULL. */
 killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path,
                      ks_conn_fn on_conn, ks_abort_fn on_abort, void *ud, sg_err *err);
+/* flag is set to 1 (atomically) by the thread as soon as it takes an
+ * abort or a destroy (sv_killswitch_state's stopping). */
+void ks_set_stop_flag(killswitch *k, int *flag);
 /* The loop's record changed (caps, counts, abort state): the thread answers
  * from this copy. */
 void ks_publish(killswitch *k, const ks_state *st);

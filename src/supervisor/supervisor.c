@@ -51,6 +51,7 @@ static void sup_destroy(sv_sup *s, sv_client *c)
 {
     sg_err err = {0};
     s->destroying = true;
+    __atomic_store_n(&s->ks.stopping, 1, __ATOMIC_RELEASE); /* a cp running stops */
     /* the watcher's last flushes do one turn each: a destroy never waits
      * for a learner's pile of changes */
     sg_watch_hurry(sg_capture_watch(s->cap), true);

@@ -124,6 +124,8 @@ void sv_client_close(sv_client *c)
     if (c->closing)
         return;
     c->closing = true;
+    if (c->weak)
+        *c->weak = NULL;
     sv_sup *s = c->s;
     s->clients.n--;
     while (c->qhead) {

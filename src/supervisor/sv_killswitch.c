@@ -158,6 +158,7 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
         return sg_ctl_encode_abort_reply(&(sg_ctl_abort_reply){
             .aborted = true, .already = true, .by = s->ks.by, .reason = s->ks.reason});
     s->ks.aborted = true;
+    __atomic_store_n(&s->ks.stopping, 1, __ATOMIC_RELEASE); /* a cp running stops */
     snprintf(s->ks.by, sizeof s->ks.by, "%s", by);
     snprintf(s->ks.reason, sizeof s->ks.reason, "%s", reason);
     sv_killswitch_publish(s);
@@ -260,6 +261,7 @@ void sv_killswitch_start(sv_sup *s)
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
     sg_autofree char *quota = s->cg ? sg_cgroup_cpu_quota_path(s->cg) : NULL;
     s->ks.thread = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
+    ks_set_stop_flag(s->ks.thread, &s->ks.stopping);
     if (!s->ks.thread)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
     sv_killswitch_publish(s);
@@ -318,6 +320,7 @@ void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in
     }
     json_t *r = json_pack("{s:b, s:s}", "resumed", 1, "was", s->ks.reason);
     s->ks.aborted = false;
+    __atomic_store_n(&s->ks.stopping, 0, __ATOMIC_RELEASE);
     s->ks.reason[0] = s->ks.by[0] = '\0';
     sv_killswitch_publish(s);
     sg_state_abort_clear(s->meta.id);

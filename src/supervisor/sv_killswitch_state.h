@@ -23,6 +23,11 @@ typedef struct sv_killswitch_state {
     uint64_t start_ns;     /* the sandbox's start: the wall cap counts from it */
     uv_timer_t cap_timer;  /* wall and cpu caps */
     pid_t *pidns_pids;     /* SV_PIDNS_MAX entries, once sv_killswitch_pidns_kill ran */
+    /* 1 (atomic) from the moment an abort or a destroy comes, by the
+     * loop or the thread, until a resume: host-side work that runs off
+     * the loop (a cp, sv_cp.c) polls it and stops, so the kill switch
+     * never waits for it */
+    int stopping;
 } sv_killswitch_state;
 
 #endif

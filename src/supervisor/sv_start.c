@@ -147,7 +147,7 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     char *argv[] = {"sandglass-init", (char *)cfg->rootfs.workspace,
                     (char *)(cfg->rootfs.rootfs ? cfg->rootfs.rootfs : ""),
                     (char *)cfg->rootfs.hostname, uid, gid, cfg->rootfs.idmap ? "idmap" : "",
-                    cfg->exec_notify ? "notify" : "", NULL};
+                    cfg->exec_notify ? "notify" : "", (char *)(cfg->rootfs.lxcfs ? cfg->rootfs.lxcfs : ""), NULL};
     char san[SAN_VARS][1024], *envp[SAN_VARS + 1];
     sanitizer_env(san, envp);
     close_range(3 + (unsigned)n, ~0U, 0);
@@ -156,6 +156,19 @@ static void exec_init_binary(const char *path, const sg_init_config *cfg, int bp
     dup2(3, cfg->listen_fd);
     dup2(4, cfg->ready_fd);
     dup2(5, cfg->go_fd);
+}
+
+/* A running LXCFS for the sandbox's /proc (rootfs.h), or NULL: what
+ * shows there is then the kernel's, the host's totals. */
+static const char *lxcfs_dir(void)
+{
+    const char *d = getenv("SANDGLASS_LXCFS");
+    if (!d || !*d)
+        d = SG_ROOTFS_LXCFS_DEFAULT;
+    if (strcmp(d, "off") == 0 || !sg_rootfs_lxcfs(d))
+        return NULL;
+    sg_log(SG_LOG_INFO, "LXCFS at %s: the sandbox's /proc shows its own memory, CPUs, uptime and load", d);
+    return d;
 }
 
 /* Rootless: init's user namespace maps the sandbox's uid and gid to the
@@ -220,7 +233,7 @@ int sv_start_init(sv_sup *s, sg_err *err)
         .rootfs = {
             .workspace = s->meta.workspace, .rootfs = s->meta.rootfs,
             .hostname = "sandglass", .uid = s->meta.uid, .gid = s->meta.gid,
-            .idmap = s->meta.idmap_workspace,
+            .idmap = s->meta.idmap_workspace, .lxcfs = lxcfs_dir(),
         },
         .seccomp = &s->prog, .listen_fd = lfd, .ready_fd = ready_w, .go_fd = go_r,
         .exec_notify = sv_execnotify_wanted(s),

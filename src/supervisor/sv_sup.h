@@ -40,6 +40,7 @@
 #include "supervisor/leafset.h"
 #include "supervisor/sv_checkpoint_state.h"
 #include "supervisor/sv_client_state.h"
+#include "supervisor/sv_cp_state.h"
 #include "supervisor/sv_exec_state.h"
 #include "supervisor/sv_execnotify_state.h"
 #include "supervisor/sv_killswitch_state.h"
@@ -123,6 +124,7 @@ struct sv_sup {
     sv_execnotify_state notify; /* the held execve calls (sv_execnotify.h) */
     sv_clients_state clients;   /* the control connections (sv_client.h) */
     sv_destroy_req destroy;     /* the destroy request (supervisor.c's) */
+    sv_cp_state cp;             /* the cp running off the loop (sv_cp.c's) */
     sv_life_state life;         /* the idle timeout and time to live (sv_lifecycle.c's) */
 };
 

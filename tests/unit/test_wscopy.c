@@ -186,6 +186,27 @@ static void test_bounds(void **state)
     assert_int_equal(err.code, EFBIG);
 }
 
+/* A copy whose stop flag is set (an abort, a destroy: sv_cp.c) ends with
+ * ECANCELED before the next entry, and copies nothing after; one whose
+ * flag is clear copies all. */
+static void test_cancel(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdirat(f->src, "t", 0755), 0);
+    put(f->src, "t/a", "a", 0644);
+    int stop = 1;
+    sg_wscopy_opts o = {.cancel = &stop};
+    sg_wscopy_stats st;
+    sg_err err = {0};
+    assert_int_equal(sg_wscopy(f->src, "t", f->dst, "t", &o, &st, &err), -1);
+    assert_int_equal(err.code, ECANCELED);
+    assert_non_null(strstr(err.msg, "cancelled"));
+    assert_int_equal(st.files + st.dirs, 0);
+    stop = 0;
+    assert_int_equal(sg_wscopy(f->src, "t", f->dst, "t", &o, &st, &err), 0);
+    assert_int_equal(st.files, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -193,6 +214,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_write_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
