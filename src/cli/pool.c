@@ -140,9 +140,16 @@ int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32])
     return 0;
 }
 
+bool sg_pool_daemon_running(void)
+{
+    sg_autofree char *p = sg_state_path(SG_POOL_DAEMON_LOCK);
+    sg_autoclose int fd = open(p, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 void sg_pool_refill_async(void)
 {
-    if (sg_pool_size() == 0)
+    if (sg_pool_size() == 0 || sg_pool_daemon_running())
         return;
     char self[4096];
     ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_metrics.h"
 #include "supervisor/sv_sup.h"
 
 /* The record's created time (RFC 3339, UTC: sg_now_iso8601's form) as unix
@@ -111,6 +112,7 @@ static void life_expire(sv_sup *s, const char *why, double limit)
     L->on = false;
     L->expired = true;
     uv_timer_stop(&L->timer);
+    sv_metrics_expiry(s, strcmp(why, "idle") == 0 ? SG_CTR_EXPIRY_IDLE : SG_CTR_EXPIRY_TTL);
     sg_log(SG_LOG_INFO, "the session expired (%s, limit %g s)", why, limit);
     sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:s, s:f}", "state", "expired", "reason", why, "limit_s", limit));
     char reason[128];

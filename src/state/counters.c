@@ -1,0 +1,284 @@
+/* counters: a sandbox host's counters in small files (counters.h). */
+#include "state/counters.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/util.h"
+#include "state/state.h"
+
+#define COUNTERS_MAGIC "sandglass-counters 1\n"
+
+const double sg_counters_bounds[SG_COUNTERS_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                        0.25,   0.5,   1,      2.5,   5,    10,    60,   600};
+const char *const sg_ctr_exec_names[SG_CTR_EXEC_N] = {"ok", "failed", "killed", "error"};
+const char *const sg_ctr_kill_names[SG_CTR_KILL_N] = {"timeout", "output_limit", "memory",
+                                                      "abort",   "rollback",     "other"};
+const char *const sg_ctr_limit_names[SG_CTR_LIMIT_N] = {"memory", "pids", "output", "time", "cap"};
+const char *const sg_ctr_expiry_names[SG_CTR_EXPIRY_N] = {"idle", "ttl"};
+const char *const sg_ctr_state_names[SG_CTR_STATE_N] = {"running", "aborted", "expired", "spare", "dead"};
+
+/* Every member of sg_counters is a uint64_t: the file is a list of named
+ * runs of them. */
+#define U64S(member) (sizeof(((sg_counters *)0)->member) / sizeof(uint64_t))
+static const struct field {
+    const char *key;
+    size_t off, n;
+    bool gauge; /* a value of now: never folded into the retired sum */
+} fields[] = {
+    {"state", offsetof(sg_counters, state), 1, true},
+    {"execs", offsetof(sg_counters, execs), U64S(execs), false},
+    {"exec_time", offsetof(sg_counters, exec_time), U64S(exec_time), false},
+    {"kills", offsetof(sg_counters, kills), U64S(kills), false},
+    {"kill_time", offsetof(sg_counters, kill_time), U64S(kill_time), false},
+    {"ooms", offsetof(sg_counters, ooms), 1, false},
+    {"limits", offsetof(sg_counters, limits), U64S(limits), false},
+    {"expiries", offsetof(sg_counters, expiries), U64S(expiries), false},
+    {"ckpt_time", offsetof(sg_counters, ckpt_time), U64S(ckpt_time), false},
+    {"spool_events", offsetof(sg_counters, spool_events), 1, true},
+    {"spool_bytes", offsetof(sg_counters, spool_bytes), 1, true},
+};
+#define NFIELDS (sizeof fields / sizeof fields[0])
+
+static uint64_t *at(const sg_counters *c, const struct field *f)
+{
+    return (uint64_t *)((char *)(uintptr_t)c + f->off);
+}
+
+void sg_ctr_observe(sg_ctr_hist *h, uint64_t ns)
+{
+    double s = (double)ns / 1e9;
+    size_t i = 0;
+    while (i < SG_COUNTERS_BUCKETS && s > sg_counters_bounds[i])
+        i++;
+    h->le[i]++;
+    h->count++;
+    h->sum_ns += ns;
+}
+
+sg_ctr_kill sg_ctr_kill_of(const char *cause)
+{
+    for (int i = 0; i < SG_CTR_KILL_OTHER; i++)
+        if (strcmp(cause, sg_ctr_kill_names[i]) == 0)
+            return (sg_ctr_kill)i;
+    return SG_CTR_KILL_OTHER;
+}
+
+size_t sg_counters_format(const sg_counters *c, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "%s", COUNTERS_MAGIC);
+    for (size_t i = 0; i < NFIELDS && len < size; i++) {
+        len += (size_t)snprintf(buf + len, size - len, "%s", fields[i].key);
+        for (size_t k = 0; k < fields[i].n && len < size; k++)
+            len += (size_t)snprintf(buf + len, size - len, " %llu", (unsigned long long)at(c, &fields[i])[k]);
+        if (len < size)
+            buf[len++] = '\n';
+    }
+    return len < size ? len : size;
+}
+
+/* One line (NUL-terminated, without its newline) into c; an unknown key
+ * is a newer build's and is skipped. */
+static int parse_line(char *line, sg_counters *c)
+{
+    char *sp = strchr(line, ' ');
+    if (!sp)
+        return -1;
+    *sp = '\0';
+    for (size_t i = 0; i < NFIELDS; i++) {
+        if (strcmp(line, fields[i].key) != 0)
+            continue;
+        char *p = sp + 1;
+        for (size_t k = 0; k < fields[i].n; k++) {
+            if (*p < '0' || *p > '9')
+                return -1;
+            errno = 0;
+            char *end;
+            unsigned long long v = strtoull(p, &end, 10);
+            if (errno || (*end != ' ' && *end != '\0') || (*end == ' ') != (k + 1 < fields[i].n))
+                return -1;
+            at(c, &fields[i])[k] = v;
+            p = end + (*end == ' ');
+        }
+        return 0;
+    }
+    return 0;
+}
+
+int sg_counters_parse(const char *text, size_t len, sg_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t ml = strlen(COUNTERS_MAGIC);
+    if (len > SG_COUNTERS_FILE_MAX || len < ml || memcmp(text, COUNTERS_MAGIC, ml) != 0 || text[len - 1] != '\n')
+        return -1;
+    char copy[SG_COUNTERS_FILE_MAX + 1];
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    for (char *line = copy + ml; *line;) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        if (parse_line(line, out) < 0)
+            return -1;
+        line = nl + 1;
+    }
+    return out->state < SG_CTR_STATE_DEAD ? 0 : -1;
+}
+
+void sg_counters_add(sg_counters *a, const sg_counters *b)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (!fields[i].gauge)
+            for (size_t k = 0; k < fields[i].n; k++)
+                at(a, &fields[i])[k] += at(b, &fields[i])[k];
+}
+
+/* A counters file at dfd/path into out: 1, 0 when there is none, -1 bad. */
+static int read_at(int dfd, const char *path, sg_counters *out)
+{
+    sg_autoclose int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    char buf[SG_COUNTERS_FILE_MAX + 1];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof buf - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0 || (len += (size_t)n) == sizeof buf)
+            break;
+    }
+    return sg_counters_parse(buf, len, out) < 0 ? -1 : 1;
+}
+
+int sg_counters_save(const char *id, const sg_counters *c, sg_err *err)
+{
+    char buf[SG_COUNTERS_FILE_MAX];
+    size_t len = sg_counters_format(c, buf, sizeof buf);
+    sg_autofree char *p = sg_state_sandbox_path(id, "counters");
+    return sg_write_file_atomic(p, buf, len, 0600, err);
+}
+
+int sg_counters_load(const char *id, sg_counters *out)
+{
+    sg_autofree char *p = sg_state_sandbox_path(id, "counters");
+    return read_at(AT_FDCWD, p, out);
+}
+
+/* <state>/host/lock, flock'ed as op asks. */
+static int host_lock(int op, sg_err *err)
+{
+    sg_autofree char *dir = sg_state_path("host");
+    if (sg_mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    sg_autofree char *p = sg_state_path("host/lock");
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sg_err_sys(err, "cannot open %s", p);
+    while (flock(fd, op) < 0) {
+        if (errno != EINTR) {
+            sg_err_sys(err, "cannot lock %s", p);
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+int sg_counters_retire(const char *id, sg_err *err)
+{
+    sg_autoclose int lock = host_lock(LOCK_EX, err);
+    if (lock < 0)
+        return -1;
+    sg_autofree char *mine = sg_state_sandbox_path(id, "counters");
+    sg_counters c, sum = {0};
+    if (read_at(AT_FDCWD, mine, &c) != 1)
+        return unlink(mine) < 0 && errno != ENOENT ? sg_err_sys(err, "cannot remove %s", mine) : 0;
+    sg_autofree char *rp = sg_state_path("host/retired");
+    read_at(AT_FDCWD, rp, &sum); /* none or bad: from zero (a bad one is lost, not kept forever) */
+    sg_counters_add(&sum, &c);
+    sum.state = SG_CTR_STATE_RUNNING;
+    sum.spool_events = sum.spool_bytes = 0;
+    char buf[SG_COUNTERS_FILE_MAX];
+    size_t len = sg_counters_format(&sum, buf, sizeof buf);
+    if (sg_write_file_atomic(rp, buf, len, 0600, err) < 0)
+        return -1;
+    if (unlink(mine) < 0)
+        return sg_err_sys(err, "cannot remove %s", mine);
+    return 0;
+}
+
+/* Whether a supervisor holds <dfd>/<id>/supervisor.lock (state.h's rule). */
+static bool held_at(int dfd, const char *id)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s/supervisor.lock", id);
+    sg_autoclose int fd = openat(dfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    return fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+static void scan_one(sg_host_counters *out, int dfd, const char *id)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s/counters", id);
+    sg_counters c;
+    int r = read_at(dfd, p, &c);
+    out->sandboxes++;
+    if (r < 0)
+        out->bad_files++;
+    if (!held_at(dfd, id))
+        out->states[SG_CTR_STATE_DEAD]++;
+    else
+        out->states[r == 1 ? c.state : SG_CTR_STATE_RUNNING]++; /* no file yet: starting */
+    if (r == 1) {
+        sg_counters_add(&out->total, &c);
+        out->total.spool_events += c.spool_events;
+        out->total.spool_bytes += c.spool_bytes;
+    }
+}
+
+static uint64_t count_entries(const char *rel)
+{
+    sg_autofree char *dir = sg_state_path(rel);
+    sg_autoclosedir DIR *d = opendir(dir);
+    uint64_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += de->d_name[0] != '.' && sg_valid_name(de->d_name);
+    return n;
+}
+
+int sg_counters_scan(sg_host_counters *out, sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    sg_autoclose int lock = host_lock(LOCK_SH, err);
+    if (lock < 0)
+        return -1;
+    sg_autofree char *rp = sg_state_path("host/retired");
+    if (read_at(AT_FDCWD, rp, &out->total) < 0) {
+        out->bad_files++;
+        memset(&out->total, 0, sizeof out->total);
+    }
+    out->total.state = 0;
+    out->total.spool_events = out->total.spool_bytes = 0;
+    sg_autofree char *sb = sg_state_path("sb");
+    sg_autoclosedir DIR *d = opendir(sb);
+    if (!d && errno != ENOENT)
+        return sg_err_sys(err, "cannot list %s", sb);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.' && strlen(de->d_name) < 64 && sg_valid_name(de->d_name))
+            scan_one(out, dirfd(d), de->d_name);
+    out->undelivered = count_entries("undelivered");
+    return 0;
+}
