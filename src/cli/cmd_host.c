@@ -56,10 +56,9 @@ typedef struct host_ctx {
     uv_signal_t sigint, sigterm;
     sg_prom_server *prom;
     /* the pool */
-    uv_fs_event_t pool_watch;
+    uv_fs_event_t pool_watch, sb_watch; /* <state>/pool (a claim, a new size), <state>/sb (a spare destroyed) */
     uv_timer_t pool_timer;
-    uv_process_t refill;
-    bool refilling;
+    uv_process_t *refill; /* the `pool --refill` running, or NULL (each its own handle: one closes as the next starts) */
     char cli[PATH_MAX];
     uint64_t refills, refill_failures;
     double start_time;
@@ -161,6 +160,11 @@ static int render(void *ud, sg_buf *b)
 
 static void pool_look(host_ctx *hc);
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void on_refill_exit(uv_process_t *p, int64_t status, int sig)
 {
     host_ctx *hc = p->data;
@@ -171,8 +175,8 @@ static void on_refill_exit(uv_process_t *p, int64_t status, int sig)
         sg_log(SG_LOG_WARN, "refilling the pool failed (exit %lld, signal %d); again in %d s", (long long)status,
                sig, POOL_LOOK_MS / 1000);
     }
-    uv_close((uv_handle_t *)p, NULL);
-    hc->refilling = false;
+    uv_close((uv_handle_t *)p, free_handle);
+    hc->refill = NULL;
     if (ok)
         pool_look(hc);
 }
@@ -181,7 +185,7 @@ static void on_refill_exit(uv_process_t *p, int64_t status, int sig)
  * when spares are missing and none is running. */
 static void pool_look(host_ctx *hc)
 {
-    if (hc->refilling || uv_is_closing((uv_handle_t *)&hc->pool_timer))
+    if (hc->refill || uv_is_closing((uv_handle_t *)&hc->pool_timer))
         return;
     unsigned size = sg_pool_size();
     if (size == 0 || sg_pool_ready() >= size)
@@ -190,15 +194,16 @@ static void pool_look(host_ctx *hc)
     uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_INHERIT_FD, .data.fd = 2}};
     uv_process_options_t o = {.exit_cb = on_refill_exit, .file = hc->cli, .args = argv,
                               .stdio_count = 3, .stdio = stdio};
-    hc->refill.data = hc;
-    int r = uv_spawn(&hc->loop, &hc->refill, &o);
+    uv_process_t *p = sg_xcalloc(1, sizeof *p);
+    p->data = hc;
+    int r = uv_spawn(&hc->loop, p, &o);
     if (r < 0) {
         hc->refill_failures++;
         sg_log(SG_LOG_WARN, "cannot run %s pool --refill: %s", hc->cli, uv_strerror(r));
-        uv_close((uv_handle_t *)&hc->refill, NULL);
+        uv_close((uv_handle_t *)p, free_handle);
         return;
     }
-    hc->refilling = true;
+    hc->refill = p;
 }
 
 static void on_pool_change(uv_fs_event_t *h, const char *name, int events, int status)
@@ -230,18 +235,23 @@ static int find_cli(char *buf, size_t len)
     return n > 0 && (size_t)n < len ? access(buf, X_OK) : -1;
 }
 
+static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
+{
+    sg_autofree char *dir = sg_state_path(rel);
+    uv_fs_event_init(&hc->loop, h);
+    h->data = hc;
+    if (sg_mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    int r = uv_fs_event_start(h, on_pool_change, dir, 0);
+    return r < 0 ? sg_err_set(err, -r, "cannot watch %s: %s", dir, uv_strerror(r)) : 0;
+}
+
 static int pool_start(host_ctx *hc, sg_err *err)
 {
     if (find_cli(hc->cli, sizeof hc->cli) < 0)
         return sg_err_set(err, ENOENT, "cannot find the sandglass program the pool's refills run (set SANDGLASS_CLI)");
-    sg_autofree char *dir = sg_state_path("pool");
-    if (sg_mkdir_p(dir, 0700, err) < 0)
+    if (watch(hc, &hc->pool_watch, "pool", err) < 0 || watch(hc, &hc->sb_watch, "sb", err) < 0)
         return -1;
-    uv_fs_event_init(&hc->loop, &hc->pool_watch);
-    hc->pool_watch.data = hc;
-    int r = uv_fs_event_start(&hc->pool_watch, on_pool_change, dir, 0);
-    if (r < 0)
-        return sg_err_set(err, -r, "cannot watch %s: %s", dir, uv_strerror(r));
     uv_timer_init(&hc->loop, &hc->pool_timer);
     hc->pool_timer.data = hc;
     uv_timer_start(&hc->pool_timer, on_pool_timer, 0, POOL_LOOK_MS);
@@ -257,9 +267,11 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&hc->sigint, NULL);
     uv_close((uv_handle_t *)&hc->sigterm, NULL);
     uv_close((uv_handle_t *)&hc->pool_watch, NULL);
+    uv_close((uv_handle_t *)&hc->sb_watch, NULL);
     uv_close((uv_handle_t *)&hc->pool_timer, NULL);
-    if (hc->refilling) /* its `pool --refill` goes on alone: a spare half made is not lost */
-        uv_close((uv_handle_t *)&hc->refill, NULL);
+    if (hc->refill) /* its `pool --refill` goes on alone: a spare half made is not lost */
+        uv_close((uv_handle_t *)hc->refill, free_handle);
+    hc->refill = NULL;
     sg_prom_server_stop(hc->prom);
 }
 
@@ -307,6 +319,7 @@ static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *a
     if (!hc->prom) {
         if (geteuid() == 0) {
             uv_close((uv_handle_t *)&hc->pool_watch, NULL);
+            uv_close((uv_handle_t *)&hc->sb_watch, NULL);
             uv_close((uv_handle_t *)&hc->pool_timer, NULL);
         }
         uv_run(&hc->loop, UV_RUN_DEFAULT);

@@ -36,7 +36,9 @@ static char **spares(void)
     sg_autoclosedir DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)) && n < SG_POOL_MAX) {
-        if (de->d_name[0] == '.' || strcmp(de->d_name, "size") == 0 || !sg_valid_name(de->d_name))
+        /* "size" and its "size.tmp.<pid>" while `pool N` writes it (the
+         * daemon looks at the pool as that happens) */
+        if (de->d_name[0] == '.' || strncmp(de->d_name, "size", 4) == 0 || !sg_valid_name(de->d_name))
             continue;
         sg_autofree char *sb = sg_state_sandbox_path(de->d_name, "meta.json");
         if (access(sb, F_OK) < 0) {
