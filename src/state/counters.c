@@ -146,18 +146,13 @@ static int read_at(int dfd, const char *path, sg_counters *out)
     sg_autoclose int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return errno == ENOENT ? 0 : -1;
+    /* One read: a regular file of at most a few KiB, replaced whole by a
+     * rename, comes in one (a scan makes 1,000 of them). */
     char buf[SG_COUNTERS_FILE_MAX + 1];
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, sizeof buf - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0 || (len += (size_t)n) == sizeof buf)
-            break;
-    }
-    return sg_counters_parse(buf, len, out) < 0 ? -1 : 1;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
+        ;
+    return n < 0 || sg_counters_parse(buf, (size_t)n, out) < 0 ? -1 : 1;
 }
 
 int sg_counters_save(const char *id, const sg_counters *c, sg_err *err)

@@ -13,7 +13,8 @@ and execs, scrapes over HTTP.
   that: execs by outcome, kills by cause, limit hits, OOMs, the exec and
   kill time histograms' counts; sandboxes by state (running, aborted);
 - a destroyed sandbox's counters stay in the host's (the retired file):
-  no counter goes down;
+  no counter goes down; an idle session's expiry is counted;
+- a counters file over 4 KiB or malformed is skipped and counted;
 - no learner name and no sandbox id appears in a scrape; `promtool check
   metrics` passes on it;
 - SIGTERM stops the daemon and leaves the sandboxes running (a new exec
@@ -161,12 +162,44 @@ def counters_case(env, d):
     else:
         tap.skip("promtool check metrics passes", "no promtool (scripts/install-deps.sh installs it)")
     env.run("destroy", a, check=True)
+    expiry_case(env, d, now)
     after = d.scrape()
     down = [k for k, v in now.items() if k.endswith("_total") or "_bucket" in k or k.endswith("_count")
             if after.get(k, 0) < v]
     tap.ok(not down, "a destroy takes no counter down (the retired file keeps them)", str(down))
     tap.eq(after.get('sandglass_host_sandboxes{state="running"}'), 0.0, "the destroyed sandbox is gone from states")
     return b, after
+
+
+def expiry_case(env, d, before):
+    """A session that expires (--idle-timeout) is counted, then destroyed:
+    its counters go to the retired file."""
+    e = env.create("--learner", LEARNER, "--idle-timeout", "1")
+    key = 'sandglass_host_expiries_total{reason="idle"}'
+    await_true(lambda: e not in os.listdir(os.path.join(env.state, "sb")) and
+               delta(d.scrape(), before, key) == 1, "an idle session expires and goes", timeout=T)
+    now = d.scrape()
+    tap.eq(delta(now, before, key), 1, "expiries{idle} moved by 1")
+    tap.eq(delta(now, before, 'sandglass_host_expiries_total{reason="ttl"}'), 0, "expiries{ttl} did not move")
+
+
+def bad_file_case(env, d, sid):
+    """A counters file over 4 KiB or malformed is skipped, and counted."""
+    path = os.path.join(env.state, "sb", sid, "counters")
+    with open(path) as f:
+        good = f.read()
+    base = d.scrape()
+    for bad, what in (("x" * 5000, "over 4 KiB"), ("sandglass-counters 1\nexecs 1 x\n", "malformed")):
+        with open(path, "w") as f:
+            f.write(bad)
+        now = d.scrape()
+        tap.eq(now.get("sandglass_host_skipped_files"), 1.0, f"a counters file {what} is skipped, counted")
+        # sid's one exec (killed by the abort) is left out with its file
+        tap.eq(delta(now, base, 'sandglass_host_execs_total{outcome="killed"}'), -1,
+               f"the counters of a file {what} are left out")
+    with open(path, "w") as f:
+        f.write(good)
+    tap.eq(d.scrape().get("sandglass_host_skipped_files"), 0.0, "the file put back is read again")
 
 
 def restart_case(env, d, b):
@@ -234,6 +267,7 @@ def main():
         bad_options(env)
         d = Daemon(env)
         b, _ = counters_case(env, d)
+        bad_file_case(env, d, b)
         d2 = restart_case(env, d, b)
         pool_case(env, d2)
         rc, _ = d2.stop()
