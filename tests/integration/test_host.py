@@ -36,9 +36,9 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import SANDGLASS, Env, await_true, cgroup_pids, comm, tap  # noqa: E402
+from test_metrics import parse  # noqa: E402 - the ingest's scrape parser, the same text format
 
 T = 60
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 LEARNER = "learner-zq7host"
 OOM = "b = []\nwhile True: b.append(bytearray(1 << 20))"
 
@@ -52,18 +52,6 @@ def get(port, tok=None):
             return r.status, r.headers.get("content-type", ""), r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, "", e.read().decode()
-
-
-def parse(text):
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        if not m:
-            raise ValueError(f"not a sample line: {line!r}")
-        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
 
 
 class Daemon:
