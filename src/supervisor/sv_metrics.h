@@ -3,9 +3,11 @@
  * counters (state/counters.h).
  *
  * A change (an exec's end, a kill, an OOM, an abort, an expiry, a
- * checkpoint) is counted in memory and the file rewritten once after the
- * loop's pass (a 0 ms timer): after the exec's reply went out, and once
- * for all that pass changed. The spool's backlog (events not yet
+ * checkpoint) is counted in memory and the file rewritten 100 ms later
+ * (a timer), once for all the changes meanwhile: never on an exec's path
+ * (its reply has long gone), and execs back to back cost one write per
+ * 100 ms. The last write is made at the sandbox's end, before a destroy
+ * folds the file into the host's (sv_metrics_stop). The spool's backlog (events not yet
  * acknowledged) is looked at 1 s after an event is spooled, and every
  * second while some are pending: an idle supervisor with a delivered spool
  * never wakes for it. */

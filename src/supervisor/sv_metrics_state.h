@@ -12,7 +12,7 @@
 typedef struct sv_metrics_state {
     sg_counters c;       /* as last changed */
     sg_counters written; /* as last written: an unchanged file is not rewritten */
-    uv_timer_t timer;    /* the write, after the loop's pass (0 ms) or the backlog's next look */
+    uv_timer_t timer;    /* the next write: 100 ms after a change, or the backlog's next look */
     bool timer_init;
     bool on;             /* sv_metrics_start ran: the file is ours to write */
 } sv_metrics_state;
