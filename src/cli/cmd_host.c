@@ -60,6 +60,7 @@ typedef struct host_ctx {
     uv_timer_t pool_timer;
     uv_process_t *refill; /* the `pool --refill` running, or NULL (each its own handle: one closes as the next starts) */
     char cli[PATH_MAX];
+    bool pool_on;         /* pool_start ran: its handles exist (root only) */
     uint64_t refills, refill_failures;
     double start_time;
 } host_ctx;
@@ -185,7 +186,7 @@ static void on_refill_exit(uv_process_t *p, int64_t status, int sig)
  * when spares are missing and none is running. */
 static void pool_look(host_ctx *hc)
 {
-    if (hc->refill || uv_is_closing((uv_handle_t *)&hc->pool_timer))
+    if (hc->refill || !hc->pool_on)
         return;
     unsigned size = sg_pool_size();
     if (size == 0 || sg_pool_ready() >= size)
@@ -238,8 +239,6 @@ static int find_cli(char *buf, size_t len)
 static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
 {
     sg_autofree char *dir = sg_state_path(rel);
-    uv_fs_event_init(&hc->loop, h);
-    h->data = hc;
     if (sg_mkdir_p(dir, 0700, err) < 0)
         return -1;
     int r = uv_fs_event_start(h, on_pool_change, dir, 0);
@@ -250,12 +249,28 @@ static int pool_start(host_ctx *hc, sg_err *err)
 {
     if (find_cli(hc->cli, sizeof hc->cli) < 0)
         return sg_err_set(err, ENOENT, "cannot find the sandglass program the pool's refills run (set SANDGLASS_CLI)");
+    uv_fs_event_init(&hc->loop, &hc->pool_watch);
+    uv_fs_event_init(&hc->loop, &hc->sb_watch);
+    uv_timer_init(&hc->loop, &hc->pool_timer);
+    hc->pool_watch.data = hc->sb_watch.data = hc->pool_timer.data = hc;
+    hc->pool_on = true; /* pool_stop closes them, whatever comes next */
     if (watch(hc, &hc->pool_watch, "pool", err) < 0 || watch(hc, &hc->sb_watch, "sb", err) < 0)
         return -1;
-    uv_timer_init(&hc->loop, &hc->pool_timer);
-    hc->pool_timer.data = hc;
     uv_timer_start(&hc->pool_timer, on_pool_timer, 0, POOL_LOOK_MS);
     return 0;
+}
+
+static void pool_stop(host_ctx *hc)
+{
+    if (!hc->pool_on)
+        return;
+    hc->pool_on = false;
+    uv_close((uv_handle_t *)&hc->pool_watch, NULL);
+    uv_close((uv_handle_t *)&hc->sb_watch, NULL);
+    uv_close((uv_handle_t *)&hc->pool_timer, NULL);
+    if (hc->refill) /* its `pool --refill` goes on alone: a spare half made is not lost */
+        uv_close((uv_handle_t *)hc->refill, free_handle);
+    hc->refill = NULL;
 }
 
 /* ---------------------------------------------------------------- the daemon */
@@ -266,12 +281,7 @@ static void on_signal(uv_signal_t *h, int signum)
     sg_log(SG_LOG_INFO, "stopping on %s; the sandboxes stay running", signum == SIGINT ? "SIGINT" : "SIGTERM");
     uv_close((uv_handle_t *)&hc->sigint, NULL);
     uv_close((uv_handle_t *)&hc->sigterm, NULL);
-    uv_close((uv_handle_t *)&hc->pool_watch, NULL);
-    uv_close((uv_handle_t *)&hc->sb_watch, NULL);
-    uv_close((uv_handle_t *)&hc->pool_timer, NULL);
-    if (hc->refill) /* its `pool --refill` goes on alone: a spare half made is not lost */
-        uv_close((uv_handle_t *)hc->refill, free_handle);
-    hc->refill = NULL;
+    pool_stop(hc);
     sg_prom_server_stop(hc->prom);
 }
 
@@ -313,15 +323,14 @@ static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *a
         sg_log(SG_LOG_WARN, "not root: the host's cgroups are not made, and the pool is not kept");
     else if (sg_cgroup_host_setup(&err) < 0)
         return sg_cli_failf("host", "the host's cgroups: %s", err.msg);
-    if (geteuid() == 0 && pool_start(hc, &err) < 0)
+    if (geteuid() == 0 && pool_start(hc, &err) < 0) {
+        pool_stop(hc);
+        uv_run(&hc->loop, UV_RUN_DEFAULT);
         return sg_cli_failf("host", "the pool: %s", err.msg);
+    }
     hc->prom = sg_prom_server_start(&hc->loop, host, port, acc, render, hc, &err);
     if (!hc->prom) {
-        if (geteuid() == 0) {
-            uv_close((uv_handle_t *)&hc->pool_watch, NULL);
-            uv_close((uv_handle_t *)&hc->sb_watch, NULL);
-            uv_close((uv_handle_t *)&hc->pool_timer, NULL);
-        }
+        pool_stop(hc);
         uv_run(&hc->loop, UV_RUN_DEFAULT);
         return sg_cli_failf("host", "--metrics-listen: %s", err.msg);
     }
