@@ -60,6 +60,7 @@ typedef struct host_ctx {
     uv_timer_t pool_timer;
     uv_process_t *refill; /* the `pool --refill` running, or NULL (each its own handle: one closes as the next starts) */
     char cli[PATH_MAX];
+    sg_counters_cache *cache; /* the last scrape's reads (state/counters.h) */
     bool pool_on;         /* pool_start ran: its handles exist (root only) */
     uint64_t refills, refill_failures;
     double start_time;
@@ -149,7 +150,7 @@ static int render(void *ud, sg_buf *b)
     sg_host_counters h;
     sg_err err = {0};
     uint64_t t0 = sg_now_mono_ns();
-    if (sg_counters_scan(&h, &err) < 0) {
+    if (sg_counters_scan(hc->cache, &h, &err) < 0) {
         sg_log(SG_LOG_ERROR, "a scrape could not read the counters: %s", err.msg);
         return -1;
     }
@@ -392,10 +393,11 @@ int sg_cmd_host(int argc, char **argv)
     sg_autoclose int lock = lock_host(&err);
     if (lock < 0)
         return sg_cli_failf("host", "%s", err.msg);
-    host_ctx hc = {.start_time = sg_now_wall()};
+    host_ctx hc = {.start_time = sg_now_wall(), .cache = sg_counters_cache_new()};
     uv_loop_init(&hc.loop);
     r = run(&hc, host, port, &acc);
     if (uv_loop_close(&hc.loop) != 0)
         sg_log(SG_LOG_WARN, "event loop not fully closed");
+    sg_counters_cache_free(hc.cache);
     return r;
 }

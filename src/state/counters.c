@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/util.h"
 #include "state/state.h"
@@ -212,33 +215,114 @@ int sg_counters_retire(const char *id, sg_err *err)
     return 0;
 }
 
-/* Whether a supervisor holds <dfd>/<id>/supervisor.lock (state.h's rule). */
-static bool held_at(int dfd, const char *id)
+/* Whether a supervisor holds <dfd>/<id>/supervisor.lock (state.h's
+ * rule), and which pid. */
+static bool held_at(int dfd, const char *id, pid_t *pid)
 {
     char p[96];
     snprintf(p, sizeof p, "%s/supervisor.lock", id);
     sg_autoclose int fd = openat(dfd, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    return fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    bool held = fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    *pid = held ? fl.l_pid : 0;
+    return held;
 }
 
-static void scan_one(sg_host_counters *out, int dfd, const char *id)
+/* What a scan knew of a sandbox: its file as last read (by identity:
+ * inode, size, mtime), and its supervisor as last proven by its lock. */
+typedef struct cache_ent {
+    char id[64];
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    int r;              /* read_at's answer for that file */
+    sg_counters c;
+    pid_t pid;          /* the lock's holder, 0: none */
+    uint64_t proven_ns; /* when the lock was last looked at */
+} cache_ent;
+
+struct sg_counters_cache {
+    cache_ent *v;       /* sorted by id */
+    size_t n;
+};
+
+sg_counters_cache *sg_counters_cache_new(void)
+{
+    return sg_xcalloc(1, sizeof(sg_counters_cache));
+}
+
+void sg_counters_cache_free(sg_counters_cache *cc)
+{
+    if (cc)
+        free(cc->v);
+    free(cc);
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+    return strcmp(((const cache_ent *)a)->id, ((const cache_ent *)b)->id);
+}
+
+static const cache_ent *cache_find(const sg_counters_cache *cc, const char *id)
+{
+    cache_ent key;
+    snprintf(key.id, sizeof key.id, "%s", id);
+    return cc && cc->n ? bsearch(&key, cc->v, cc->n, sizeof *cc->v, ent_cmp) : NULL;
+}
+
+/* The file, from the cache when it is the one read last time. */
+static void ent_file(cache_ent *e, const cache_ent *old, int dfd)
 {
     char p[96];
-    snprintf(p, sizeof p, "%s/counters", id);
-    sg_counters c;
-    int r = read_at(dfd, p, &c);
+    snprintf(p, sizeof p, "%s/counters", e->id);
+    struct stat st;
+    if (fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        e->r = errno == ENOENT ? 0 : -1;
+        return;
+    }
+    e->ino = st.st_ino;
+    e->size = st.st_size;
+    e->mtime = st.st_mtim;
+    if (old && old->ino == e->ino && old->size == e->size && old->mtime.tv_sec == e->mtime.tv_sec &&
+        old->mtime.tv_nsec == e->mtime.tv_nsec) {
+        e->r = old->r;
+        e->c = old->c;
+        return;
+    }
+    e->r = read_at(dfd, p, &e->c);
+}
+
+/* Its supervisor: alive while the pid its lock proved is (kill 0), the
+ * lock looked at again every SG_COUNTERS_PROOF_S (a pid taken again by
+ * another process after the supervisor died is believed that long). */
+static void ent_alive(cache_ent *e, const cache_ent *old, int dfd, uint64_t now)
+{
+    if (old && old->pid > 0 && now - old->proven_ns < (uint64_t)SG_COUNTERS_PROOF_S * 1000000000u &&
+        (kill(old->pid, 0) == 0 || errno == EPERM)) {
+        e->pid = old->pid;
+        e->proven_ns = old->proven_ns;
+        return;
+    }
+    held_at(dfd, e->id, &e->pid);
+    e->proven_ns = now;
+}
+
+static void scan_one(sg_host_counters *out, sg_counters_cache *cc, cache_ent *e, int dfd, uint64_t now)
+{
+    const cache_ent *old = cache_find(cc, e->id);
+    ent_file(e, old, dfd);
+    ent_alive(e, old, dfd, now);
     out->sandboxes++;
-    if (r < 0)
+    if (e->r < 0)
         out->bad_files++;
-    if (!held_at(dfd, id))
+    if (e->pid <= 0)
         out->states[SG_CTR_STATE_DEAD]++;
     else
-        out->states[r == 1 ? c.state : SG_CTR_STATE_RUNNING]++; /* no file yet: starting */
-    if (r == 1) {
-        sg_counters_add(&out->total, &c);
-        out->total.spool_events += c.spool_events;
-        out->total.spool_bytes += c.spool_bytes;
+        out->states[e->r == 1 ? e->c.state : SG_CTR_STATE_RUNNING]++; /* no file yet: starting */
+    if (e->r == 1) {
+        sg_counters_add(&out->total, &e->c);
+        out->total.spool_events += e->c.spool_events;
+        out->total.spool_bytes += e->c.spool_bytes;
     }
 }
 
@@ -253,7 +337,38 @@ static uint64_t count_entries(const char *rel)
     return n;
 }
 
-int sg_counters_scan(sg_host_counters *out, sg_err *err)
+/* Every sandbox of <state>/sb into out; the entries seen replace cc's. */
+static int scan_sandboxes(sg_host_counters *out, sg_counters_cache *cc, sg_err *err)
+{
+    sg_autofree char *sb = sg_state_path("sb");
+    sg_autoclosedir DIR *d = opendir(sb);
+    if (!d && errno != ENOENT)
+        return sg_err_sys(err, "cannot list %s", sb);
+    cache_ent *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t now = sg_now_mono_ns();
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof v->id || !sg_valid_name(de->d_name))
+            continue;
+        sg_xgrow(&v, &cap, n + 1, sizeof *v);
+        memset(&v[n], 0, sizeof v[n]);
+        snprintf(v[n].id, sizeof v[n].id, "%s", de->d_name);
+        scan_one(out, cc, &v[n++], dirfd(d), now);
+    }
+    if (!cc) {
+        free(v);
+        return 0;
+    }
+    if (n)
+        qsort(v, n, sizeof *v, ent_cmp);
+    free(cc->v);
+    cc->v = v;
+    cc->n = n;
+    return 0;
+}
+
+int sg_counters_scan(sg_counters_cache *cc, sg_host_counters *out, sg_err *err)
 {
     memset(out, 0, sizeof *out);
     sg_autoclose int lock = host_lock(LOCK_SH, err);
@@ -266,14 +381,8 @@ int sg_counters_scan(sg_host_counters *out, sg_err *err)
     }
     out->total.state = 0;
     out->total.spool_events = out->total.spool_bytes = 0;
-    sg_autofree char *sb = sg_state_path("sb");
-    sg_autoclosedir DIR *d = opendir(sb);
-    if (!d && errno != ENOENT)
-        return sg_err_sys(err, "cannot list %s", sb);
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        if (de->d_name[0] != '.' && strlen(de->d_name) < 64 && sg_valid_name(de->d_name))
-            scan_one(out, dirfd(d), de->d_name);
+    if (scan_sandboxes(out, cc, err) < 0)
+        return -1;
     out->undelivered = count_entries("undelivered");
     return 0;
 }

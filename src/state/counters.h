@@ -108,6 +108,16 @@ typedef struct sg_host_counters {
     uint64_t bad_files;             /* counters files skipped (too long, malformed) */
     uint64_t undelivered;           /* spools of destroyed sandboxes kept for flush */
 } sg_host_counters;
-int sg_counters_scan(sg_host_counters *out, sg_err *err);
+/* What one scan keeps for the next (the daemon's, between scrapes): each
+ * sandbox's file as last read, by its identity (inode, size, mtime: a
+ * write is a rename, a new inode), and its supervisor's pid as last proven
+ * by its lock. A scan then costs a stat and a kill(pid, 0) a sandbox
+ * whose file did not change, and the lock is looked at again every
+ * SG_COUNTERS_PROOF_S. NULL: a scan that reads everything. */
+#define SG_COUNTERS_PROOF_S 60
+typedef struct sg_counters_cache sg_counters_cache;
+sg_counters_cache *sg_counters_cache_new(void);
+void sg_counters_cache_free(sg_counters_cache *cc);
+int sg_counters_scan(sg_counters_cache *cc, sg_host_counters *out, sg_err *err);
 
 #endif

@@ -117,7 +117,7 @@ static void test_retire_scan(void **state)
     make_sandbox("bbbbbbbbbbbb", &b);
     sg_host_counters h;
     sg_err err = {0};
-    assert_int_equal(sg_counters_scan(&h, &err), 0);
+    assert_int_equal(sg_counters_scan(NULL, &h, &err), 0);
     assert_int_equal(h.sandboxes, 2);
     assert_int_equal(h.states[SG_CTR_STATE_DEAD], 2); /* no supervisor holds them */
     assert_int_equal(h.total.execs[SG_CTR_EXEC_OK], 33);
@@ -127,26 +127,59 @@ static void test_retire_scan(void **state)
     sg_autofree char *gone = sg_state_sandbox_path("aaaaaaaaaaaa", "counters");
     assert_int_equal(access(gone, F_OK), -1);
     sg_host_counters h2;
-    assert_int_equal(sg_counters_scan(&h2, &err), 0);
+    assert_int_equal(sg_counters_scan(NULL, &h2, &err), 0);
     /* the counters stay, the gauges (its spool) go with it */
     assert_int_equal(h2.total.execs[SG_CTR_EXEC_OK], 33);
     assert_int_equal(h2.total.exec_time.count, 4);
     assert_int_equal(h2.total.spool_events, 5);
     /* a second retire of the same adds nothing (its file is gone) */
     assert_int_equal(sg_counters_retire("aaaaaaaaaaaa", &err), 0);
-    assert_int_equal(sg_counters_scan(&h2, &err), 0);
+    assert_int_equal(sg_counters_scan(NULL, &h2, &err), 0);
     assert_int_equal(h2.total.execs[SG_CTR_EXEC_OK], 33);
     /* a bad file is skipped and counted */
     sg_autofree char *bp = sg_state_sandbox_path("bbbbbbbbbbbb", "counters");
     assert_int_equal(sg_write_file_atomic(bp, "garbage\n", 8, 0600, &err), 0);
-    assert_int_equal(sg_counters_scan(&h2, &err), 0);
+    assert_int_equal(sg_counters_scan(NULL, &h2, &err), 0);
     assert_int_equal(h2.bad_files, 1);
     assert_int_equal(h2.total.execs[SG_CTR_EXEC_OK], 3);
     /* and retired as nothing: the sum keeps what it had */
     assert_int_equal(sg_counters_retire("bbbbbbbbbbbb", &err), 0);
-    assert_int_equal(sg_counters_scan(&h2, &err), 0);
+    assert_int_equal(sg_counters_scan(NULL, &h2, &err), 0);
     assert_int_equal(h2.total.execs[SG_CTR_EXEC_OK], 3);
     assert_int_equal(h2.total.ooms, 1);
+}
+
+/* A scan with the cache: a file rewritten (a new inode) is read again, a
+ * sandbox gone is gone from the sums, a bad file stays counted as bad. */
+static void test_cache(void **state)
+{
+    (void)state;
+    sg_counters_cache *cc = sg_counters_cache_new();
+    sg_counters a = sample(2);
+    make_sandbox("cccccccccccc", &a);
+    sg_host_counters h, plain;
+    sg_err err = {0};
+    assert_int_equal(sg_counters_scan(cc, &h, &err), 0);
+    assert_int_equal(sg_counters_scan(NULL, &plain, &err), 0);
+    assert_memory_equal(&h, &plain, sizeof h);
+    assert_int_equal(sg_counters_scan(cc, &h, &err), 0); /* from the cache */
+    assert_memory_equal(&h, &plain, sizeof h);
+    a.execs[SG_CTR_EXEC_OK] += 100;
+    assert_int_equal(sg_counters_save("cccccccccccc", &a, &err), 0);
+    assert_int_equal(sg_counters_scan(cc, &h, &err), 0);
+    assert_int_equal(h.total.execs[SG_CTR_EXEC_OK], plain.total.execs[SG_CTR_EXEC_OK] + 100);
+    sg_autofree char *bp = sg_state_sandbox_path("cccccccccccc", "counters");
+    assert_int_equal(sg_write_file_atomic(bp, "bad\n", 4, 0600, &err), 0);
+    assert_int_equal(sg_counters_scan(cc, &h, &err), 0);
+    assert_int_equal(h.bad_files, 1);
+    assert_int_equal(sg_counters_scan(cc, &h, &err), 0);
+    assert_int_equal(h.bad_files, 1);
+    sg_autofree char *dir = sg_state_sandbox_path("cccccccccccc", NULL);
+    assert_int_equal(sg_rm_rf(dir, &err), 0);
+    assert_int_equal(sg_counters_scan(cc, &h, &err), 0);
+    assert_int_equal(h.bad_files, 0);
+    assert_int_equal(h.sandboxes, plain.sandboxes - 1);
+    sg_counters_cache_free(cc);
 }
 
 int main(void)
@@ -155,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_retire_scan),
+        cmocka_unit_test(test_cache),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
