@@ -75,17 +75,32 @@ sg_ctr_kill sg_ctr_kill_of(const char *cause)
     return SG_CTR_KILL_OTHER;
 }
 
+/* FNV-1a: the last line's check of the lines before it. */
+static uint32_t fnv1a(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return h;
+}
+
+#define SUM_LINE_LEN 14 /* "sum " + 8 hex digits + "\n" ... and its NUL while made */
+
 size_t sg_counters_format(const sg_counters *c, char *buf, size_t size)
 {
     size_t len = (size_t)snprintf(buf, size, "%s", COUNTERS_MAGIC);
     for (size_t i = 0; i < NFIELDS && len < size; i++) {
         len += (size_t)snprintf(buf + len, size - len, "%s", fields[i].key);
+        /* fixed width: the file keeps its length, written in place */
         for (size_t k = 0; k < fields[i].n && len < size; k++)
-            len += (size_t)snprintf(buf + len, size - len, " %llu", (unsigned long long)at(c, &fields[i])[k]);
+            len += (size_t)snprintf(buf + len, size - len, " %020llu", (unsigned long long)at(c, &fields[i])[k]);
         if (len < size)
             buf[len++] = '\n';
     }
-    return len < size ? len : size;
+    if (len + SUM_LINE_LEN > size)
+        return 0;
+    len += (size_t)snprintf(buf + len, size - len, "sum %08x\n", fnv1a(buf, len));
+    return len;
 }
 
 /* One line (NUL-terminated, without its newline) into c; an unknown key
@@ -120,8 +135,16 @@ int sg_counters_parse(const char *text, size_t len, sg_counters *out)
 {
     memset(out, 0, sizeof *out);
     size_t ml = strlen(COUNTERS_MAGIC);
-    if (len > SG_COUNTERS_FILE_MAX || len < ml || memcmp(text, COUNTERS_MAGIC, ml) != 0 || text[len - 1] != '\n')
+    if (len > SG_COUNTERS_FILE_MAX || len < ml + SUM_LINE_LEN - 1 || memcmp(text, COUNTERS_MAGIC, ml) != 0 ||
+        text[len - 1] != '\n')
         return -1;
+    /* the last line checks the rest: a read torn by a write in place fails */
+    size_t body = len - (SUM_LINE_LEN - 1);
+    char want[SUM_LINE_LEN];
+    snprintf(want, sizeof want, "sum %08x\n", fnv1a(text, body));
+    if (memcmp(text + body, want, SUM_LINE_LEN - 1) != 0 || text[body - 1] != '\n')
+        return -1; /* (each line ends in a newline: the walk below relies on it) */
+    len = body;
     char copy[SG_COUNTERS_FILE_MAX + 1];
     memcpy(copy, text, len);
     copy[len] = '\0';
@@ -149,13 +172,20 @@ static int read_at(int dfd, const char *path, sg_counters *out)
     sg_autoclose int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return errno == ENOENT ? 0 : -1;
-    /* One read: a regular file of at most a few KiB, replaced whole by a
-     * rename, comes in one (a scan makes 1,000 of them). */
+    /* One read: a regular file of at most a few KiB comes in one (a scan
+     * makes 1,000 of them); one torn by a write in place fails its sum and
+     * is read again. */
     char buf[SG_COUNTERS_FILE_MAX + 1];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
-        ;
-    return n < 0 || sg_counters_parse(buf, (size_t)n, out) < 0 ? -1 : 1;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        ssize_t n;
+        while ((n = pread(fd, buf, sizeof buf, 0)) < 0 && errno == EINTR)
+            ;
+        if (n < 0)
+            return -1;
+        if (sg_counters_parse(buf, (size_t)n, out) == 0)
+            return 1;
+    }
+    return -1;
 }
 
 int sg_counters_save(const char *id, const sg_counters *c, sg_err *err)
@@ -164,6 +194,24 @@ int sg_counters_save(const char *id, const sg_counters *c, sg_err *err)
     size_t len = sg_counters_format(c, buf, sizeof buf);
     sg_autofree char *p = sg_state_sandbox_path(id, "counters");
     return sg_write_file_atomic(p, buf, len, 0600, err);
+}
+
+int sg_counters_open(const char *id, sg_err *err)
+{
+    sg_autofree char *p = sg_state_sandbox_path(id, "counters");
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    return fd < 0 ? sg_err_sys(err, "cannot open %s", p) : fd;
+}
+
+int sg_counters_write(int fd, const sg_counters *c, sg_err *err)
+{
+    char buf[SG_COUNTERS_FILE_MAX];
+    size_t len = sg_counters_format(c, buf, sizeof buf);
+    struct stat st;
+    if (pwrite(fd, buf, len, 0) != (ssize_t)len || fstat(fd, &st) < 0 ||
+        (st.st_size > (off_t)len && ftruncate(fd, (off_t)len) < 0))
+        return sg_err_sys(err, "cannot write the sandbox's counters");
+    return 0;
 }
 
 int sg_counters_load(const char *id, sg_counters *out)

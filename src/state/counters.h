@@ -3,8 +3,8 @@
  * never asks a supervisor anything.
  *
  *   <state>/sb/<id>/counters  one supervisor's counters and its sandbox's
- *                             state, rewritten (write, rename) by it after
- *                             each change (sv_metrics.c)
+ *                             state, rewritten in place by it after each
+ *                             change (sv_metrics.c, sg_counters_write)
  *   <state>/host/retired      the sum of the counters of every sandbox that
  *                             is gone: sg_counters_retire folds a sandbox's
  *                             file into it as its state directory goes
@@ -13,7 +13,8 @@
  *                             counters in exactly one place: the host's
  *                             totals never go down
  *
- * A file is text, one `key N N ...` line per figure (format 1), at most
+ * A file is text, one `key N N ...` line per figure (format 1; numbers 20
+ * digits wide), then `sum H` (FNV-1a of the lines before), at most
  * SG_COUNTERS_FILE_MAX bytes: a longer or malformed one is skipped by a
  * scan and counted (`bad_files`). Counts only: no learner, task or any
  * other string a user chose is in a file. Writes are not fsync'ed: after a
@@ -92,8 +93,16 @@ int sg_counters_parse(const char *text, size_t len, sg_counters *out);
 /* Adds the counters (not the gauges) of b to a. */
 void sg_counters_add(sg_counters *a, const sg_counters *b);
 
-/* Sandbox id's file: save (atomic), load (1 loaded, 0 none, -1 bad). */
+/* Sandbox id's file: save (atomic: a new file renamed over it), load (1
+ * loaded, 0 none, -1 bad). */
 int sg_counters_save(const char *id, const sg_counters *c, sg_err *err);
+/* The supervisor's way: the file opened (made) once at its start, then
+ * written in place (fixed-width numbers: the same length each time), so
+ * that no file is ever made in the sandbox's directory while it lives (an
+ * `rm -rf` of the state directory meets no new name). A read torn by a
+ * write fails the file's sum and is read again. */
+int sg_counters_open(const char *id, sg_err *err);
+int sg_counters_write(int fd, const sg_counters *c, sg_err *err);
 int sg_counters_load(const char *id, sg_counters *out);
 /* Folds sandbox id's file into <state>/host/retired and removes it, under
  * the lock. Called just before a sandbox's state directory is removed; a

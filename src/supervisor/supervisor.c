@@ -496,7 +496,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     sup_hooks_set(s);
-    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->notify.fd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->notify.fd = s->metrics.fd = -1;
     sv_leaves_init(s);
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->exec.spawn_msg = malloc(SG_SPAWN_MSG_MAX);

@@ -2,6 +2,7 @@
 #include "supervisor/sv_metrics.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "base/bounds.h"
 #include "base/log.h"
@@ -19,7 +20,7 @@ static void write_now(sv_sup *s)
     if (memcmp(&m->c, &m->written, sizeof m->c) == 0)
         return;
     sg_err err = {0};
-    if (sg_counters_save(s->meta.id, &m->c, &err) < 0) {
+    if (m->fd < 0 || sg_counters_write(m->fd, &m->c, &err) < 0) {
         sg_log(SG_LOG_WARN, "the host's metrics miss this sandbox's counters: %s", err.msg);
         return;
     }
@@ -57,6 +58,10 @@ void sv_metrics_start(sv_sup *s)
     sv_metrics_state *m = &s->metrics;
     if (sg_counters_load(s->meta.id, &m->c) != 1) /* a takeover goes on from its predecessor's */
         memset(&m->c, 0, sizeof m->c);
+    sg_err err = {0};
+    m->fd = sg_counters_open(s->meta.id, &err);
+    if (m->fd < 0)
+        sg_log(SG_LOG_WARN, "the host's metrics miss this sandbox's counters: %s", err.msg);
     m->c.state = s->life.expired ? SG_CTR_STATE_EXPIRED
                  : s->ks.aborted ? SG_CTR_STATE_ABORTED
                  : s->meta.learner && strcmp(s->meta.learner, SG_POOL_LEARNER) == 0 ? SG_CTR_STATE_SPARE
@@ -129,4 +134,7 @@ void sv_metrics_stop(sv_sup *s)
         return;
     write_now(s);
     s->metrics.on = false;
+    if (s->metrics.fd >= 0)
+        close(s->metrics.fd);
+    s->metrics.fd = -1;
 }

@@ -15,6 +15,7 @@ typedef struct sv_metrics_state {
     uv_timer_t timer;    /* the next write: 100 ms after a change, or the backlog's next look */
     bool timer_init;
     bool on;             /* sv_metrics_start ran: the file is ours to write */
+    int fd;              /* sb/<id>/counters, written in place; -1: none */
 } sv_metrics_state;
 
 #endif

@@ -40,6 +40,15 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* body, then its "sum" line (the FNV-1a the format ends with), into out. */
+static size_t with_sum(const char *body, size_t n, char *out, size_t size)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)body[i]) * 16777619u;
+    return (size_t)snprintf(out, size, "%.*ssum %08x\n", (int)n, body, h);
+}
+
 static sg_counters sample(uint64_t k)
 {
     sg_counters c = {0};
@@ -63,7 +72,7 @@ static void test_roundtrip(void **state)
     sg_counters c = sample(7), back;
     char buf[SG_COUNTERS_FILE_MAX];
     size_t n = sg_counters_format(&c, buf, sizeof buf);
-    assert_true(n > 0 && n < 1024);
+    assert_true(n > 0 && n < SG_COUNTERS_FILE_MAX);
     assert_int_equal(sg_counters_parse(buf, n, &back), 0);
     assert_memory_equal(&c, &back, sizeof c);
     /* the buckets: 2 ms in le=0.0025, 700 s past the last bound */
@@ -71,10 +80,16 @@ static void test_roundtrip(void **state)
     assert_int_equal(back.exec_time.le[SG_COUNTERS_BUCKETS], 1);
     assert_int_equal(back.exec_time.count, 2);
     /* a key of a newer build is skipped */
-    char more[SG_COUNTERS_FILE_MAX];
-    int m = snprintf(more, sizeof more, "%.*sfuture 1 2 3\n", (int)n, buf);
-    assert_int_equal(sg_counters_parse(more, (size_t)m, &back), 0);
+    char body[SG_COUNTERS_FILE_MAX], more[SG_COUNTERS_FILE_MAX];
+    int bl = snprintf(body, sizeof body, "%.*sfuture 1 2 3\n", (int)(n - 13), buf);
+    size_t m = with_sum(body, (size_t)bl, more, sizeof more);
+    assert_int_equal(sg_counters_parse(more, m, &back), 0);
     assert_memory_equal(&c, &back, sizeof c);
+    /* the same with a wrong sum, or one byte changed: refused */
+    more[m - 2] = more[m - 2] == '0' ? '1' : '0';
+    assert_int_equal(sg_counters_parse(more, m, &back), -1);
+    buf[30] ^= 1;
+    assert_int_equal(sg_counters_parse(buf, n, &back), -1);
 }
 
 static void test_refused(void **state)
@@ -83,7 +98,7 @@ static void test_refused(void **state)
     static const char *const bad[] = {
         "",
         "sandglass-counters 2\nooms 1\n",      /* another format */
-        "sandglass-counters 1\nooms 1",        /* no last newline */
+        "sandglass-counters 1\nooms 1",        /* no newline before the sum */
         "sandglass-counters 1\nooms x\n",      /* not a number */
         "sandglass-counters 1\nooms -1\n",
         "sandglass-counters 1\nooms 1 2\n",    /* too many */
@@ -93,8 +108,15 @@ static void test_refused(void **state)
         "sandglass-counters 1\nooms\n",
     };
     sg_counters c;
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(sg_counters_parse(bad[i], strlen(bad[i]), &c), -1);
+    char text[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = with_sum(bad[i], strlen(bad[i]), text, sizeof text); /* refused for what it says, not its sum */
+        assert_int_equal(sg_counters_parse(text, n, &c), -1);
+    }
+    /* the good one of the same shape passes */
+    size_t n = with_sum("sandglass-counters 1\nooms 1\n", 28, text, sizeof text);
+    assert_int_equal(sg_counters_parse(text, n, &c), 0);
+    assert_int_equal(c.ooms, 1);
     char big[SG_COUNTERS_FILE_MAX + 2];
     memset(big, '\n', sizeof big);
     memcpy(big, "sandglass-counters 1\n", 21);
