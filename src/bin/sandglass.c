@@ -51,6 +51,7 @@ static const struct {
     {"sessions", "list the sessions an ingest holds, with their state"},
     {"flush", "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", "serve the learner's terminal in a browser (this host's sandboxes)"},
+    {"host", "the sandbox host's daemon: its cgroups, the pool, its metrics"},
     {"export", "export an ingest's events (jsonl, csv, progsnap2, asciicast)"},
     {"import", "load a jsonl export into a store (an operator's action)"},
     {"purge", "remove a learner's, task's or sandbox's events from a store"},

@@ -25,6 +25,7 @@ static const struct {
     {"sessions", sg_cmd_sessions, "list the sessions an ingest holds, with their state"},
     {"flush", sg_cmd_flush, "deliver the capture of destroyed sandboxes the ingest missed"},
     {"serve", sg_cmd_serve, "serve the learner's terminal in a browser (this host's sandboxes)"},
+    {"host", sg_cmd_host, "the sandbox host's daemon: its cgroups, the pool, its metrics"},
     {"export", sg_cmd_export, "export an ingest's events (jsonl, csv, progsnap2, asciicast)"},
     {"import", sg_cmd_import, "load a jsonl export into a store (an operator's action)"},
     {"purge", sg_cmd_purge, "remove a learner's, task's or sandbox's events from a store"},

@@ -497,6 +497,15 @@ uint64_t sg_capture_pending(const sg_capture *c)
     return c ? sg_spool_pending(c->spool) : 0;
 }
 
+void sg_capture_backlog(const sg_capture *c, uint64_t *events, uint64_t *bytes)
+{
+    sg_spool_stats st = {0};
+    if (c)
+        sg_spool_get_stats(c->spool, &st);
+    *events = st.pending;
+    *bytes = st.pending_bytes;
+}
+
 /* The heartbeat's period: SANDGLASS_CAPTURE_HEARTBEAT_MS overrides the
  * 30 s so tests watch heartbeats come (or keep them out of a count) without
  * waiting 30 s. */

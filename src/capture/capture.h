@@ -85,6 +85,9 @@ void sg_capture_set_on_changes(sg_capture *c, void (*fn)(void *ud), void *ud);
 void sg_capture_set_operator(sg_capture *c, const json_t *action);
 /* Events appended but not acknowledged by the ingest. */
 uint64_t sg_capture_pending(const sg_capture *c);
+/* The spool's backlog: events not yet acknowledged, and the bytes of the
+ * segments that hold them (0 and 0 for NULL). */
+void sg_capture_backlog(const sg_capture *c, uint64_t *events, uint64_t *bytes);
 
 /* The process events (procevents.h), NULL when they are not recorded (not
  * available, or closed): held execs are read for them (execargs.h). */

@@ -46,6 +46,7 @@ int sg_cmd_cast_store(int argc, char **argv);
 int sg_cmd_sessions(int argc, char **argv);
 int sg_cmd_flush(int argc, char **argv);
 int sg_cmd_serve(int argc, char **argv);
+int sg_cmd_host(int argc, char **argv);
 int sg_cmd_export(int argc, char **argv);
 int sg_cmd_import(int argc, char **argv);
 int sg_cmd_purge(int argc, char **argv);

@@ -20,6 +20,7 @@
 #include "base/util.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/disk.h"
+#include "state/counters.h"
 #include "state/state.h"
 #include "wire/ctl.h"
 
@@ -231,6 +232,9 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
     if (have_meta)
         sg_sandbox_meta_clear(&m);
     sg_autofree char *dir = sg_state_sandbox_path(id, NULL);
+    sg_err cerr = {0};
+    if (sg_counters_retire(id, &cerr) < 0) /* the host's counters keep what it counted */
+        sg_cli_sayf("", "%s: %s", id, cerr.msg);
     sg_state_archive_log(id);
     if (sg_rm_rf(dir, err) < 0)
         return -1;

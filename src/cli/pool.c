@@ -36,7 +36,9 @@ static char **spares(void)
     sg_autoclosedir DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)) && n < SG_POOL_MAX) {
-        if (de->d_name[0] == '.' || strcmp(de->d_name, "size") == 0 || !sg_valid_name(de->d_name))
+        /* "size" and its "size.tmp.<pid>" while `pool N` writes it (the
+         * daemon looks at the pool as that happens) */
+        if (de->d_name[0] == '.' || strncmp(de->d_name, "size", 4) == 0 || !sg_valid_name(de->d_name))
             continue;
         sg_autofree char *sb = sg_state_sandbox_path(de->d_name, "meta.json");
         if (access(sb, F_OK) < 0) {
@@ -140,9 +142,16 @@ int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32])
     return 0;
 }
 
+bool sg_pool_daemon_running(void)
+{
+    sg_autofree char *p = sg_state_path(SG_POOL_DAEMON_LOCK);
+    sg_autoclose int fd = open(p, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 void sg_pool_refill_async(void)
 {
-    if (sg_pool_size() == 0)
+    if (sg_pool_size() == 0 || sg_pool_daemon_running())
         return;
     char self[4096];
     ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -27,8 +27,13 @@
  * and was destroyed). */
 int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32]);
 
-/* Starts a detached `sandglass pool --refill`: up to the pool's size. */
+/* Starts a detached `sandglass pool --refill`: up to the pool's size;
+ * nothing when the host's daemon runs (`sandglass host` refills it). */
 void sg_pool_refill_async(void);
+/* <state>/SG_POOL_DAEMON_LOCK: flock'ed by the host's daemon (cmd_host.c)
+ * for its life; true while it is. */
+#define SG_POOL_DAEMON_LOCK "host/daemon.lock"
+bool sg_pool_daemon_running(void);
 
 /* Records a new spare: create --spare calls it once the spare is ready. */
 int sg_pool_add(const char *id, sg_err *err);

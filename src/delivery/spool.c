@@ -669,4 +669,8 @@ void sg_spool_get_stats(const sg_spool *sp, sg_spool_stats *out)
     out->syncs = sp->syncs;
     out->lost = sp->lost;
     out->segments = sp->nsegs;
+    out->pending_bytes = 0;
+    for (size_t i = 0; i < sp->nsegs && !sp->reader; i++)
+        if (sp->segs[i].last > sp->acked_seq)
+            out->pending_bytes += sp->segs[i].size;
 }

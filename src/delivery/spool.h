@@ -102,6 +102,7 @@ typedef struct sg_spool_loss {
 typedef struct sg_spool_stats {
     int64_t next_seq, synced_seq, acked_seq;
     uint64_t pending;          /* appended but not acked */
+    uint64_t pending_bytes;    /* bytes of the segments holding those (an owner's; 0 for a reader) */
     uint64_t appended, syncs, lost;
     size_t segments;
 } sg_spool_stats;

@@ -60,6 +60,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "ingest/prom.h"
 
 #define SG_INGEST_BATCH_ROWS 1000
 #define SG_INGEST_BATCH_BYTES (16 * 1024 * 1024)
@@ -122,7 +123,7 @@ typedef struct sg_ingest_opts {
 /* A --metrics-token file's token: at most this many bytes, printable
  * ASCII without spaces (it travels in a header), one trailing newline
  * allowed; a file that every user may read is refused. */
-#define SG_INGEST_METRICS_TOKEN_MAX 4096
+#define SG_INGEST_METRICS_TOKEN_MAX SG_PROM_TOKEN_MAX
 
 #define SG_INGEST_SERVES_MAX 8
 #define SG_INGEST_SERVE_URL_MAX 200

@@ -32,6 +32,7 @@
 #include "base/bounds.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "ingest/prom.h"
 #include "ingest/framescan.h"
 #include "ingest/http.h"
 #include "ingest/ingest.h"
@@ -150,9 +151,7 @@ typedef struct ingest_metrics {
     double commit_sum;
     uint64_t batch_le[INGEST_BATCH_BUCKETS + 1];
     uint64_t batch_count, batch_sum;
-    bool token_set;             /* --metrics-token: its SHA-256 */
-    uint8_t token_sha[32];
-    bool own;                   /* --metrics-listen: served there, not on the main port */
+    sg_prom_access access;      /* --metrics-token's SHA-256; own: --metrics-listen (prom.h) */
     int port;
 } ingest_metrics;
 

@@ -11,27 +11,17 @@
  * Access (ingest.h, sg_ingest_opts): --metrics-listen serves it on its own
  * address (a second lws vhost on the same context and loop) and not on the
  * main port; --metrics-token makes every scrape carry the file's token,
- * compared by SHA-256 in constant time; with neither, the main port
+ * compared by SHA-256 in constant time (the rule and text helpers are
+ * prom.h's, shared with the sandbox host's /metrics); with neither, the main port
  * answers loopback peers only. */
 #include "ingest/ingest_internal.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "base/cleanup.h"
-#include "base/digest.h"
 #include "base/util.h"
 
 #define METRICS_PATH "/metrics"
-#define METRICS_MIME "text/plain; version=0.0.4; charset=utf-8"
 
 /* Bucket bounds: a commit's seconds (SQLite's fsync to a slow PostgreSQL),
  * a commit's rows (1 to SG_INGEST_PENDING_MAX). */
@@ -75,36 +65,6 @@ void ingest_metrics_commit(sg_ingest *ing, uint64_t ns, size_t rows)
 
 /* ---------------------------------------------------------------- the text */
 
-static int head(sg_buf *b, const char *name, const char *type, const char *help)
-{
-    return sg_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static int counter(sg_buf *b, const char *name, const char *help, uint64_t v)
-{
-    return head(b, name, "counter", help) < 0 ? -1 : sg_buf_printf(b, "%s %llu\n", name, (unsigned long long)v);
-}
-
-static int gauge(sg_buf *b, const char *name, const char *help, double v)
-{
-    return head(b, name, "gauge", help) < 0 ? -1 : sg_buf_printf(b, "%s %.17g\n", name, v);
-}
-
-static int histogram(sg_buf *b, const char *name, const char *help, const double *bounds, size_t n,
-                     const uint64_t *le, uint64_t count, double sum)
-{
-    if (head(b, name, "histogram", help) < 0)
-        return -1;
-    uint64_t cum = 0;
-    for (size_t i = 0; i < n; i++) {
-        cum += le[i];
-        if (sg_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum) < 0)
-            return -1;
-    }
-    return sg_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.17g\n%s_count %llu\n", name,
-                         (unsigned long long)count, name, sum, name, (unsigned long long)count);
-}
-
 /* The open streams and their frames received but not yet acknowledged
  * (received, not committed, or committed and the ack not yet sent). */
 static int streams(sg_ingest *ing, sg_buf *b, uint64_t *nstreams)
@@ -120,12 +80,12 @@ static int streams(sg_ingest *ing, sg_buf *b, uint64_t *nstreams)
         }
     }
     *nstreams = n;
-    if (gauge(b, "sandglass_ingest_streams", "Event streams (WebSocket connections past the handshake) open.",
+    if (sg_prom_gauge(b, "sandglass_ingest_streams", "Event streams (WebSocket connections past the handshake) open.",
               (double)n) < 0 ||
-        gauge(b, "sandglass_ingest_stream_unacked_events",
+        sg_prom_gauge(b, "sandglass_ingest_stream_unacked_events",
               "Events received on the open streams and not yet acknowledged (the ack lag, summed).",
               (double)lag) < 0 ||
-        gauge(b, "sandglass_ingest_stream_unacked_events_max",
+        sg_prom_gauge(b, "sandglass_ingest_stream_unacked_events_max",
               "The largest number of events one open stream has received and not yet had acknowledged.",
               (double)lag_max) < 0)
         return -1;
@@ -136,7 +96,7 @@ static int connections(sg_ingest *ing, sg_buf *b, uint64_t nstreams)
 {
     uint64_t sse = ing->stats.subscribers, all = ing->nconns;
     uint64_t http = all > nstreams + sse ? all - nstreams - sse : 0;
-    if (head(b, "sandglass_ingest_connections", "gauge",
+    if (sg_prom_head(b, "sandglass_ingest_connections", "gauge",
              "Connections open on the main port, by kind: stream (WebSocket event streams), sse "
              "(GET /v1/stream subscribers), http (the rest: requests, handshakes under way).") < 0)
         return -1;
@@ -149,39 +109,34 @@ static int connections(sg_ingest *ing, sg_buf *b, uint64_t nstreams)
 
 static int refusals(sg_ingest *ing, sg_buf *b)
 {
-    if (head(b, "sandglass_ingest_refusals_total", "counter",
-             "Connections and requests refused, and streams closed, by reason (docs/METRICS.md).") < 0)
-        return -1;
-    for (size_t i = 0; i < INGEST_REFUSED_N; i++)
-        if (sg_buf_printf(b, "sandglass_ingest_refusals_total{reason=\"%s\"} %llu\n", refusal_names[i],
-                          (unsigned long long)ing->metrics.refusals[i]) < 0)
-            return -1;
-    return 0;
+    return sg_prom_labeled(b, "sandglass_ingest_refusals_total", "counter",
+                           "Connections and requests refused, and streams closed, by reason (docs/METRICS.md).",
+                           "reason", refusal_names, ing->metrics.refusals, INGEST_REFUSED_N);
 }
 
 static int counters(sg_ingest *ing, sg_buf *b)
 {
     const sg_ingest_stats *st = &ing->stats;
     const ingest_metrics *m = &ing->metrics;
-    return counter(b, "sandglass_ingest_events_received_total", "Valid event frames received.", st->frames) < 0 ||
-           counter(b, "sandglass_ingest_events_stored_total", "Events newly committed to the store.",
+    return sg_prom_counter(b, "sandglass_ingest_events_received_total", "Valid event frames received.", st->frames) < 0 ||
+           sg_prom_counter(b, "sandglass_ingest_events_stored_total", "Events newly committed to the store.",
                    st->inserted - m->blobs_stored) < 0 ||
-           counter(b, "sandglass_ingest_events_duplicate_total",
+           sg_prom_counter(b, "sandglass_ingest_events_duplicate_total",
                    "Event frames that were already stored (identical resends).", st->duplicates) < 0 ||
-           counter(b, "sandglass_ingest_blobs_received_total",
+           sg_prom_counter(b, "sandglass_ingest_blobs_received_total",
                    "Blob frames (file contents, terminal recordings) received.", st->blobs) < 0 ||
-           counter(b, "sandglass_ingest_blobs_stored_total", "Blob frames committed to the store.",
+           sg_prom_counter(b, "sandglass_ingest_blobs_stored_total", "Blob frames committed to the store.",
                    m->blobs_stored) < 0 ||
-           counter(b, "sandglass_ingest_received_bytes_total", "Bytes of the valid frames received.",
+           sg_prom_counter(b, "sandglass_ingest_received_bytes_total", "Bytes of the valid frames received.",
                    m->received_bytes) < 0 ||
-           counter(b, "sandglass_ingest_order_refused_events_total",
+           sg_prom_counter(b, "sandglass_ingest_order_refused_events_total",
                    "Event frames refused by the order rule (a gap, a conflicting resend).", st->seq_refused) < 0 ||
-           counter(b, "sandglass_ingest_commits_total", "Store transactions committed.", st->commits) < 0 ||
-           counter(b, "sandglass_ingest_store_errors_total",
+           sg_prom_counter(b, "sandglass_ingest_commits_total", "Store transactions committed.", st->commits) < 0 ||
+           sg_prom_counter(b, "sandglass_ingest_store_errors_total",
                    "Commits that failed (their rows are kept and retried).", m->store_errors) < 0 ||
-           counter(b, "sandglass_ingest_stream_throttles_total",
+           sg_prom_counter(b, "sandglass_ingest_stream_throttles_total",
                    "Times a stream's reading paused for its rate (--max-stream-rate).", st->throttled) < 0 ||
-           counter(b, "sandglass_ingest_subscriber_overflows_total",
+           sg_prom_counter(b, "sandglass_ingest_subscriber_overflows_total",
                    "GET /v1/stream subscribers closed for reading too slowly.", st->stream_overflows) < 0
                ? -1
                : 0;
@@ -194,54 +149,18 @@ static int render(sg_ingest *ing, sg_buf *b)
     uint64_t nstreams = 0;
     if (counters(ing, b) < 0 || refusals(ing, b) < 0 || streams(ing, b, &nstreams) < 0 ||
         connections(ing, b, nstreams) < 0 ||
-        histogram(b, "sandglass_ingest_commit_duration_seconds",
+        sg_prom_histogram(b, "sandglass_ingest_commit_duration_seconds",
                   "Time the writer took to commit one batch (group commit).", commit_bounds,
                   INGEST_COMMIT_BUCKETS, m->commit_le, m->commit_count, m->commit_sum) < 0 ||
-        histogram(b, "sandglass_ingest_batch_rows", "Rows (events and blobs) in one committed batch.",
+        sg_prom_histogram(b, "sandglass_ingest_batch_rows", "Rows (events and blobs) in one committed batch.",
                   batch_bounds, INGEST_BATCH_BUCKETS, m->batch_le, m->batch_count, (double)m->batch_sum) < 0 ||
-        gauge(b, "process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+        sg_prom_gauge(b, "process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
               m->start_time) < 0)
         return -1;
     return 0;
 }
 
 /* ---------------------------------------------------------------- access */
-
-/* Whether the peer of wsi is a loopback address (127.0.0.0/8, ::1, or
- * IPv4's as ::ffff:127.x). */
-static bool peer_loopback(struct lws *wsi)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int fd = (int)lws_get_socket_fd(wsi);
-    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
-        return false;
-    if (ss.ss_family == AF_INET)
-        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss.ss_family != AF_INET6)
-        return false;
-    const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-}
-
-/* The scrape's token against --metrics-token's: NULL, or why not. */
-static const char *token_check(sg_ingest *ing, struct lws *wsi)
-{
-    char token[SG_INGEST_METRICS_TOKEN_MAX + 64];
-    const char *why = ingest_bearer(wsi, token, sizeof token,
-                                    "missing metrics token (Authorization: Bearer <token>; see --metrics-token)");
-    if (why)
-        return why;
-    uint8_t got[SG_SHA256_LEN];
-    sg_sha256 h;
-    sg_sha256_init(&h);
-    sg_sha256_update(&h, token + 7, strlen(token + 7));
-    sg_sha256_final(&h, got);
-    OPENSSL_cleanse(token, sizeof token);
-    if (CRYPTO_memcmp(got, ing->metrics.token_sha, sizeof got) != 0)
-        return "wrong metrics token";
-    return NULL;
-}
 
 static int scrape(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
@@ -250,22 +169,14 @@ static int scrape(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     if (sg_buf_reserve(&b, LWS_PRE + 16384) < 0 || sg_buf_append(&b, headroom, LWS_PRE) < 0 ||
         render(ing, &b) < 0)
         return -1;
-    size_t len = b.len - LWS_PRE;
-    unsigned char *body = (unsigned char *)sg_buf_steal(&b, NULL);
-    return sg_http_answer_body(wsi, req, HTTP_STATUS_OK, METRICS_MIME, body, len, NULL, 0);
+    return sg_prom_answer(wsi, req, &b);
 }
 
 /* The access rule (the file's comment), then the scrape. */
 static int serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
-    const char *why = NULL;
-    unsigned status = HTTP_STATUS_UNAUTHORIZED;
-    if (ing->metrics.token_set) {
-        why = token_check(ing, wsi);
-    } else if (!ing->metrics.own && !peer_loopback(wsi)) {
-        why = "/metrics answers loopback peers only (see sandglass ingest --metrics-listen, --metrics-token)";
-        status = HTTP_STATUS_FORBIDDEN;
-    }
+    unsigned status;
+    const char *why = sg_prom_refusal(&ing->metrics.access, wsi, &status);
     if (why) {
         ing->metrics.refusals[INGEST_REFUSED_METRICS]++;
         return sg_http_answer(wsi, req, status, ingest_error_json(why));
@@ -275,7 +186,7 @@ static int serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 
 int ingest_metrics_http(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
-    if (ing->metrics.own) /* served on --metrics-listen's address only */
+    if (ing->metrics.access.own) /* served on --metrics-listen's address only */
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     return serve(ing, wsi, req);
 }
@@ -314,52 +225,11 @@ static const struct lws_protocols metrics_protocols[] = {
 
 /* ---------------------------------------------------------------- start */
 
-/* --metrics-token's file: its token's SHA-256 into m. */
-static int read_token(ingest_metrics *m, const char *path, sg_err *err)
-{
-    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        return sg_err_sys(err, "--metrics-token %s", path);
-    if (!S_ISREG(st.st_mode))
-        return sg_err_set(err, EINVAL, "--metrics-token %s: not a regular file", path);
-    if (st.st_mode & S_IROTH)
-        return sg_err_set(err, EPERM, "--metrics-token %s: every user may read it (chmod o-r, e.g. 0600 or 0640)",
-                          path);
-    size_t len = 0;
-    sg_autofree char *tok = sg_read_fd(fd, SG_INGEST_METRICS_TOKEN_MAX + 2, &len, err);
-    if (!tok) {
-        sg_err_prefix(err, "--metrics-token %s", path);
-        return -1;
-    }
-    if (len > 0 && tok[len - 1] == '\n')
-        len--;
-    if (len > 0 && tok[len - 1] == '\r')
-        len--;
-    if (len == 0 || len > SG_INGEST_METRICS_TOKEN_MAX)
-        return sg_err_set(err, EINVAL, "--metrics-token %s: the token must be 1 to %d bytes on one line", path,
-                          SG_INGEST_METRICS_TOKEN_MAX);
-    for (size_t i = 0; i < len; i++)
-        if (tok[i] <= ' ' || tok[i] > '~') {
-            OPENSSL_cleanse(tok, len);
-            return sg_err_set(err, EINVAL,
-                              "--metrics-token %s: the token must be printable ASCII without spaces "
-                              "(byte %zu is not)", path, i + 1);
-        }
-    sg_sha256 h;
-    sg_sha256_init(&h);
-    sg_sha256_update(&h, tok, len);
-    sg_sha256_final(&h, m->token_sha);
-    OPENSSL_cleanse(tok, len);
-    m->token_set = true;
-    return 0;
-}
-
 int ingest_metrics_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err)
 {
     ing->metrics.start_time = sg_now_wall();
-    ing->metrics.own = opts->metrics_host != NULL;
-    if (opts->metrics_token_path && read_token(&ing->metrics, opts->metrics_token_path, err) < 0)
+    ing->metrics.access.own = opts->metrics_host != NULL;
+    if (opts->metrics_token_path && sg_prom_token_load(&ing->metrics.access, opts->metrics_token_path, err) < 0)
         return -1;
     /* Before the lws context exists (as the main port's probe): lws 4.1
      * fails a vhost on a foreign loop badly. */
@@ -390,5 +260,5 @@ int ingest_metrics_listen(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *er
 
 int sg_ingest_metrics_port(const sg_ingest *ing)
 {
-    return ing->metrics.own ? ing->metrics.port : 0;
+    return ing->metrics.access.own ? ing->metrics.port : 0;
 }

@@ -175,6 +175,12 @@ int sg_cgroup_supervisor_remove(const char *id, sg_err *err);
 /* leave, then remove: a supervisor that ends with no one to remove it. */
 void sg_cgroup_supervisor_release(const char *id);
 char *sg_cgroup_supervisor_path(const char *id);
+/* The host's part, made at the start of the host daemon (`sandglass
+ * host`): sandglass/ on every hierarchy in use, v2 controllers enabled
+ * for its children, and sandglass/:host. Nothing outside sandglass/ is
+ * made; on v2 the root's subtree_control gains the controllers sandboxes
+ * use, as the first create would. */
+int sg_cgroup_host_setup(sg_err *err);
 
 /* Path of <id>/<leaf> on the v2 mount if any, else on the first v1 hierarchy
  * (diagnostics and tests). Caller frees. */

@@ -51,11 +51,10 @@ static char *sv_name(const char *id, sg_err *err)
     return sg_strdup_printf("%s" SG_CG_SUPERVISOR_SUFFIX, id);
 }
 
-sg_cgroup *cg_supervisor_make(const char *id, sg_err *err)
+/* sandglass/ (v2: its controllers enabled) and sandglass/<name> made on
+ * every hierarchy in use; an existing one is fine. */
+static sg_cgroup *make_named(const char *name, sg_err *err)
 {
-    sg_autofree char *name = sv_name(id, err);
-    if (!name)
-        return NULL;
     __attribute__((cleanup(cg_freep))) sg_cgroup *cg = cg_new(name, err);
     if (!cg || cg_make_roots(cg, err) < 0)
         return NULL;
@@ -69,6 +68,19 @@ sg_cgroup *cg_supervisor_make(const char *id, sg_err *err)
             return NULL;
     }
     return sg_steal_ptr(&cg);
+}
+
+sg_cgroup *cg_supervisor_make(const char *id, sg_err *err)
+{
+    sg_autofree char *name = sv_name(id, err);
+    return name ? make_named(name, err) : NULL;
+}
+
+int sg_cgroup_host_setup(sg_err *err)
+{
+    sg_cgroup *cg = make_named(HOST_NAME, err);
+    sg_cgroup_free(cg);
+    return cg ? 0 : -1;
 }
 
 int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err)

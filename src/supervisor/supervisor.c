@@ -24,6 +24,7 @@
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 #include "supervisor/sv_lifecycle.h"
+#include "supervisor/sv_metrics.h"
 #include "supervisor/sv_start.h"
 #include "supervisor/sv_sup.h"
 #include "supervisor/sv_dispatch.h"
@@ -176,6 +177,9 @@ static int sup_keep_or_remove(sv_sup *s, int code, json_int_t undelivered)
     }
     if (code == 0) {
         sg_disk_remove_workspace(&s->meta);
+        sv_metrics_stop(s);
+        if (sg_counters_retire(s->meta.id, &err) < 0) /* the host's counters keep what it counted */
+            sg_log(SG_LOG_WARN, "%s", err.msg);
         sg_state_archive_log(s->meta.id);
         sg_state_uid_release(s->meta.uid, s->meta.id);
         sg_rm_rf(dir, &err);
@@ -493,7 +497,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     if (!s)
         return 1;
     sup_hooks_set(s);
-    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->notify.fd = -1;
+    s->init_fd = s->ctl_fd = s->lock_fd = s->gone_fd = s->destroy.fd = s->notify.fd = s->metrics.fd = -1;
     sv_leaves_init(s);
     /* Not calloc: pages the supervisor never writes stay unmapped. */
     s->exec.spawn_msg = malloc(SG_SPAWN_MSG_MAX);
@@ -518,6 +522,7 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
         sg_write_all(ready_fd, "ok\n", 3);
         close(ready_fd);
     }
+    sv_metrics_start(s);
     if (!spare)
         sv_start_join_own_cgroup(s);
     if (!adopt && !sv_ckpt_take(s, "create", NULL))

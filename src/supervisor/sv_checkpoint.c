@@ -11,6 +11,7 @@
 #include "supervisor/sv_checkpoint.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_metrics.h"
 #include "base/log.h"
 
 #define SUP_SAFETY_LABEL "before rollback"
@@ -148,6 +149,8 @@ void sv_ckpt_emit(sv_sup *s, const char *id, const char *label, const sg_checkpo
             "store_full", st->store_full != 0));
     if (info)
         *info = json_deep_copy(j);
+    if (!reused || ms > 0) /* a spare's checkpoint handed to its claimer was timed once */
+        sv_metrics_checkpoint(s, ms);
     sv_sup_emit(s, SG_EV_CHECKPOINT, j);
 }
 
@@ -156,6 +159,7 @@ void sv_ckpt_emit(sv_sup *s, const char *id, const char *label, const sg_checkpo
 static void emit_checkpoint_error(sv_sup *s, const char *label, const sg_err *err, double ms)
 {
     sg_log(SG_LOG_ERROR, "checkpoint failed: %s", err->msg);
+    sv_metrics_checkpoint(s, ms);
     sv_sup_emit(s, SG_EV_CHECKPOINT, json_pack("{s:s, s:s, s:i, s:f, s:o}", "label", label ? label : "",
         "error", err->msg, "errno", err->code, "took_ms", ms,
         "actor", sv_actor_current(NULL, "automatic")));

@@ -15,6 +15,7 @@
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_exec.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_metrics.h"
 #include "base/log.h"
 
 __attribute__((format(printf, 3, 4))) void sv_exec_mark_killed(sv_exec *ex, const char *cause,
@@ -23,6 +24,7 @@ __attribute__((format(printf, 3, 4))) void sv_exec_mark_killed(sv_exec *ex, cons
     if (ex->kill_cause[0])
         return;
     snprintf(ex->kill_cause, sizeof ex->kill_cause, "%s", cause);
+    ex->kill_ns = sg_now_mono_ns();
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ex->kill_detail, sizeof ex->kill_detail, fmt, ap);
@@ -215,8 +217,7 @@ static void exec_stats_after(sv_exec *ex, sg_cg_stats *after)
         sg_cgroup_counters(s->cg, &after->oom_kills, &after->pids_max_hits, &err);
     else if (s->cg)
         sg_cgroup_stats(s->cg, NULL, after, &err);
-    if (after->oom_kills > s->exec.oom_seen)
-        s->exec.oom_seen = after->oom_kills;
+    sv_metrics_oom_seen(s, after->oom_kills);
     sg_cg_stats leaf = {0};
     int lr = ex->cpu_fd >= 0 ? sg_cgroup_cpu_stat_read(ex->cpu_fd, &leaf.cpu_ns, &err)
            : s->cg ? sg_cgroup_stats(s->cg, ex->leaf, &leaf, &err) : -1;
@@ -245,7 +246,7 @@ static bool exec_find_kill_reason(sv_exec *ex)
             if (oom > base)
                 sv_exec_mark_killed(ex, "memory", "the sandbox reached its memory limit of %llu MiB "
                                  "(the kernel's OOM killer)", (unsigned long long)(s->meta.memory >> 20));
-            s->exec.oom_seen = oom;
+            sv_metrics_oom_seen(s, oom);
         }
     }
     return ex->kill_cause[0] != '\0';
@@ -267,6 +268,21 @@ void sv_exec_handoff_release(sv_exec *ex)
     sg_close_reset(&ex->ready_sock);
     free(ex->held_msg);
     ex->held_msg = NULL;
+}
+
+/* The exec in the host's metrics (sv_metrics.h). */
+static void exec_count(sv_exec *ex, bool killed, bool pids_hit)
+{
+    uint64_t now = sg_now_mono_ns();
+    sg_ctr_exec outcome = !ex->spawned              ? SG_CTR_EXEC_ERROR
+                          : !WIFEXITED(ex->status)  ? SG_CTR_EXEC_KILLED
+                          : WEXITSTATUS(ex->status) ? SG_CTR_EXEC_FAILED
+                                                    : SG_CTR_EXEC_OK;
+    bool limits[SG_CTR_LIMIT_N] = {[SG_CTR_LIMIT_PIDS] = pids_hit, [SG_CTR_LIMIT_OUTPUT] = ex->output_limit_hit,
+                                   [SG_CTR_LIMIT_TIME] = ex->timed_out};
+    uint64_t wall = ex->start_ns && now > ex->start_ns ? now - ex->start_ns : 0;
+    uint64_t kill = ex->kill_ns && now > ex->kill_ns ? now - ex->kill_ns : 0;
+    sv_metrics_exec_end(ex->s, outcome, wall, killed ? ex->kill_cause : NULL, kill, limits);
 }
 
 void sv_exec_finish(sv_exec *ex)
@@ -303,9 +319,11 @@ void sv_exec_finish(sv_exec *ex)
     }
     if (code_first)
         exec_send_code(ex);
+    bool pids_hit = false;
     if (ex->spawned && !code_first) {
         sg_cg_stats after;
         exec_stats_after(ex, &after);
+        pids_hit = after.pids_max_hits > ex->before.pids_max_hits;
         json_t *res = exec_result_json(ex, &after);
         if (killed)
             json_object_set_new(res, "killed_by", json_pack("{s:s, s:s}", "cause", ex->kill_cause,
@@ -323,6 +341,7 @@ void sv_exec_finish(sv_exec *ex)
                 exec_send_code(ex);
         }
     }
+    exec_count(ex, killed, pids_hit);
     /* A leaf with background processes stays until they end or destroy.
      * A fast leaf that emptied is kept for a later exec; leaves on v1
      * hierarchies are checked first. */

@@ -50,6 +50,7 @@ struct sv_exec {
      * sentence for the caller's stderr, --json and the run_result. */
     char kill_cause[16];
     char kill_detail[240];
+    uint64_t kill_ns;     /* when the kill was decided (its time, for the metrics) */
     uint64_t cpu_base_ns; /* the leaf's usage before this exec: leaves are reused */
     /* Handed to a ready child directly (init.h) and not yet taken: its
      * socket, the exec's stdio fds, its leaf and message, kept until the

@@ -13,6 +13,7 @@
 #include "supervisor/sv_handoff.h"
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
+#include "supervisor/sv_metrics.h"
 #include "capture/watch.h"
 #include "base/log.h"
 
@@ -162,6 +163,10 @@ json_t *sv_killswitch_abort(sv_sup *s, const char *by, const char *reason)
     snprintf(s->ks.by, sizeof s->ks.by, "%s", by);
     snprintf(s->ks.reason, sizeof s->ks.reason, "%s", reason);
     sv_killswitch_publish(s);
+    if (strcmp(by, "cap") == 0 && !s->life.expired) /* an expiry is counted as one (sv_lifecycle.c) */
+        sv_metrics_limit(s, SG_CTR_LIMIT_CAP);
+    if (!s->life.expired)
+        sv_metrics_set_state(s, SG_CTR_STATE_ABORTED);
     sg_err err = {0};
     if (sg_state_abort_save(s->meta.id, by, reason, &err) < 0)
         sg_log(SG_LOG_ERROR, "%s", err.msg);
@@ -323,6 +328,7 @@ void sv_killswitch_op_resume(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in
     __atomic_store_n(&s->ks.stopping, 0, __ATOMIC_RELEASE);
     s->ks.reason[0] = s->ks.by[0] = '\0';
     sv_killswitch_publish(s);
+    sv_metrics_set_state(s, SG_CTR_STATE_RUNNING);
     sg_state_abort_clear(s->meta.id);
     if (s->expire_init)
         uv_timer_stop(&s->expire_timer); /* in use again: no expiry */

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "supervisor/sv_client.h"
 #include "supervisor/sv_killswitch.h"
+#include "supervisor/sv_metrics.h"
 #include "supervisor/sv_sup.h"
 
 /* The record's created time (RFC 3339, UTC: sg_now_iso8601's form) as unix
@@ -114,10 +115,12 @@ static void life_expire(sv_sup *s, const char *why, double limit)
     sg_log(SG_LOG_INFO, "the session expired (%s, limit %g s)", why, limit);
     sv_sup_emit(s, SG_EV_SANDBOX, json_pack("{s:s, s:s, s:f}", "state", "expired", "reason", why, "limit_s", limit));
     char reason[128];
-    if (strcmp(why, "idle") == 0)
+    bool idle = strcmp(why, "idle") == 0;
+    if (idle)
         snprintf(reason, sizeof reason, "the session expired: idle for %g s (--idle-timeout)", limit);
     else
         snprintf(reason, sizeof reason, "the session expired: its time to live of %g s passed (--ttl)", limit);
+    sv_metrics_expiry(s, idle ? SG_CTR_EXPIRY_IDLE : SG_CTR_EXPIRY_TTL);
     json_decref(sv_killswitch_abort(s, "cap", reason));
     if (s->destroying)
         return;

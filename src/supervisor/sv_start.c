@@ -21,6 +21,7 @@
 #include "supervisor/sv_killswitch.h"
 #include "supervisor/sv_leaves.h"
 #include "supervisor/sv_lifecycle.h"
+#include "supervisor/sv_metrics.h"
 #include "supervisor/sv_start.h"
 #include "supervisor/sv_tty.h"
 #include "base/log.h"
@@ -480,6 +481,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
     }
     sv_killswitch_caps_restart(s);
     sv_life_arm(s);
+    sv_metrics_set_state(s, SG_CTR_STATE_RUNNING);
     sv_client_result(c, sg_sandbox_meta_json(m));
     /* The workspace is the spare's empty one, which nothing has run in
      * since its checkpoint: the capture (if any) hears of that checkpoint,

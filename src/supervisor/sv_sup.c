@@ -3,12 +3,14 @@
 #include "supervisor/sv_sup.h"
 
 #include "base/log.h"
+#include "supervisor/sv_metrics.h"
 
 void sv_sup_emit(sv_sup *s, sg_event_kind kind, json_t *payload)
 {
-    if (s->cap)
+    if (s->cap) {
         sg_capture_emit(s->cap, kind, payload);
-    else
+        sv_metrics_spooled(s);
+    } else
         json_decref(payload);
 }
 

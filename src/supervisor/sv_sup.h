@@ -46,6 +46,7 @@
 #include "supervisor/sv_killswitch_state.h"
 #include "supervisor/sv_leaves_state.h"
 #include "supervisor/sv_lifecycle_state.h"
+#include "supervisor/sv_metrics_state.h"
 #include "supervisor/tty.h"
 #include "wire/ctl.h"
 #include "wire/spawn.h"
@@ -126,6 +127,7 @@ struct sv_sup {
     sv_destroy_req destroy;     /* the destroy request (supervisor.c's) */
     sv_cp_state cp;             /* the cp running off the loop (sv_cp.c's) */
     sv_life_state life;         /* the idle timeout and time to live (sv_lifecycle.c's) */
+    sv_metrics_state metrics;   /* the counters of the host's metrics (sv_metrics.h) */
 };
 
 /* ---- sv_sup.c: what every object of the supervisor uses ------------- */

@@ -1,0 +1,403 @@
+/* sandglass host: the sandbox host's daemon (docs/man/sandglass-host.md).
+ *
+ * One libuv loop, for as long as the host serves sandboxes (a systemd
+ * unit's main process, sandglass-host.service): it makes the host's part
+ * of the cgroups at start (sandglass/ and sandglass/:host, cgroup.h), keeps
+ * the pool at its size, and answers GET /metrics with the host's figures.
+ *
+ * It holds no sandbox: each is its supervisor's, a process of its own
+ * that outlives the daemon (as a container runtime's shims do). Stopping
+ * or restarting it (SIGTERM, SIGINT) leaves every sandbox running; a host
+ * that should end them too runs `sandglass destroy --all --yes` (a unit's
+ * ExecStopPost=). The metrics are read at each scrape from the files the
+ * supervisors keep (state/counters.h), never by asking a supervisor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "cli/pool.h"
+#include "ingest/ingest.h"
+#include "ingest/prom.h"
+#include "sandbox/cgroup.h"
+#include "state/counters.h"
+#include "state/state.h"
+
+#define HOST_METRICS_DEFAULT "127.0.0.1:9464"
+#define POOL_LOOK_MS 10000 /* the pool is looked at this often, besides on each change of its directory */
+
+static const char usage[] =
+    "usage: sandglass host [--metrics-listen HOST:PORT] [--metrics-token FILE]\n"
+    "\n"
+    "The sandbox host's daemon: makes the host's sandglass cgroups, keeps the pool\n"
+    "(sandglass pool N) at its size, and serves the host's metrics (Prometheus) at\n"
+    "GET /metrics. SIGTERM stops it and leaves every sandbox running.\n"
+    "\n"
+    "  --metrics-listen HOST:PORT  where /metrics answers (default " HOST_METRICS_DEFAULT ";\n"
+    "                 port 0 = any free port); an address other than loopback needs\n"
+    "                 --metrics-token\n"
+    "  --metrics-token FILE  a scrape must send this file's token (Authorization:\n"
+    "                 Bearer); the file must not be readable by every user\n";
+
+typedef struct host_ctx {
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm;
+    sg_prom_server *prom;
+    /* the pool */
+    uv_fs_event_t pool_watch, sb_watch; /* <state>/pool (a claim, a new size), <state>/sb (a spare destroyed) */
+    uv_timer_t pool_timer;
+    uv_process_t *refill; /* the `pool --refill` running, or NULL (each its own handle: one closes as the next starts) */
+    char cli[PATH_MAX];
+    sg_counters_cache *cache; /* the last scrape's reads (state/counters.h) */
+    bool pool_on;         /* pool_start ran: its handles exist (root only) */
+    uint64_t refills, refill_failures;
+    double start_time;
+} host_ctx;
+
+/* ---------------------------------------------------------------- the metrics */
+
+static int render_counts(sg_buf *b, const sg_host_counters *h)
+{
+    const sg_counters *c = &h->total;
+    return sg_prom_labeled(b, "sandglass_host_sandboxes", "gauge",
+                           "Sandboxes of this host by state (dead: no supervisor holds it).", "state",
+                           sg_ctr_state_names, h->states, SG_CTR_STATE_N) < 0 ||
+                   sg_prom_labeled(b, "sandglass_host_execs_total", "counter",
+                                   "Execs ended, by outcome (ok: exit 0; failed: another status; killed: a "
+                                   "signal; error: could not start).",
+                                   "outcome", sg_ctr_exec_names, c->execs, SG_CTR_EXEC_N) < 0 ||
+                   sg_prom_labeled(b, "sandglass_host_kills_total", "counter",
+                                   "Execs killed by sandglass or the OOM killer, by cause.", "cause",
+                                   sg_ctr_kill_names, c->kills, SG_CTR_KILL_N) < 0 ||
+                   sg_prom_counter(b, "sandglass_host_ooms_total", "OOM kills in the sandboxes (the kernel's).",
+                                   c->ooms) < 0 ||
+                   sg_prom_labeled(b, "sandglass_host_limit_hits_total", "counter",
+                                   "Limits execs and sessions ran into (memory, pids, output, time, a session cap).",
+                                   "limit", sg_ctr_limit_names, c->limits, SG_CTR_LIMIT_N) < 0 ||
+                   sg_prom_labeled(b, "sandglass_host_expiries_total", "counter",
+                                   "Sessions that expired, by limit (--idle-timeout, --ttl).", "reason",
+                                   sg_ctr_expiry_names, c->expiries, SG_CTR_EXPIRY_N) < 0
+               ? -1
+               : 0;
+}
+
+static int hist(sg_buf *b, const char *name, const char *help, const sg_ctr_hist *h)
+{
+    return sg_prom_histogram(b, name, help, sg_counters_bounds, SG_COUNTERS_BUCKETS, h->le, h->count,
+                             (double)h->sum_ns / 1e9);
+}
+
+static int render_times(sg_buf *b, const sg_host_counters *h)
+{
+    const sg_counters *c = &h->total;
+    return hist(b, "sandglass_host_exec_duration_seconds", "An exec's wall time, from its start to its end.",
+                &c->exec_time) < 0 ||
+                   hist(b, "sandglass_host_kill_duration_seconds",
+                        "From sandglass's decision to kill an exec to the exec reaped.", &c->kill_time) < 0 ||
+                   hist(b, "sandglass_host_checkpoint_duration_seconds", "A checkpoint's time.", &c->ckpt_time) < 0
+               ? -1
+               : 0;
+}
+
+static int render_host(host_ctx *hc, sg_buf *b, const sg_host_counters *h, double scan_s)
+{
+    return sg_prom_gauge(b, "sandglass_host_spool_backlog_events",
+                         "Events the sandboxes spooled and the ingest has not acknowledged yet.",
+                         (double)h->total.spool_events) < 0 ||
+                   sg_prom_gauge(b, "sandglass_host_spool_backlog_bytes",
+                                 "Bytes of the spool segments that hold those events.",
+                                 (double)h->total.spool_bytes) < 0 ||
+                   sg_prom_gauge(b, "sandglass_host_undelivered_spools",
+                                 "Spools of destroyed sandboxes kept for sandglass flush.",
+                                 (double)h->undelivered) < 0 ||
+                   sg_prom_gauge(b, "sandglass_host_skipped_files",
+                                 "Sandboxes' counters files this scrape skipped (too long or malformed).",
+                                 (double)h->bad_files) < 0 ||
+                   sg_prom_gauge(b, "sandglass_host_pool_size", "Spare sandboxes the pool is to hold.",
+                                 (double)sg_pool_size()) < 0 ||
+                   sg_prom_gauge(b, "sandglass_host_pool_ready", "Spare sandboxes ready.",
+                                 (double)sg_pool_ready()) < 0 ||
+                   sg_prom_counter(b, "sandglass_host_pool_refills_total", "Refills of the pool this daemon ran.",
+                                   hc->refills) < 0 ||
+                   sg_prom_counter(b, "sandglass_host_pool_refill_failures_total",
+                                   "Refills of the pool that failed (sandglass create could not make a spare).",
+                                   hc->refill_failures) < 0 ||
+                   sg_prom_counter(b, "sandglass_host_metrics_refusals_total",
+                                   "Scrapes refused (no token, a wrong one).", sg_prom_server_refusals(hc->prom)) < 0 ||
+                   sg_prom_gauge(b, "sandglass_host_scan_duration_seconds",
+                                 "Time this scrape took to read the sandboxes' counters.", scan_s) < 0 ||
+                   sg_prom_gauge(b, "process_start_time_seconds",
+                                 "Start time of the process since unix epoch in seconds.", hc->start_time) < 0
+               ? -1
+               : 0;
+}
+
+static int render(void *ud, sg_buf *b)
+{
+    host_ctx *hc = ud;
+    sg_host_counters h;
+    sg_err err = {0};
+    uint64_t t0 = sg_now_mono_ns();
+    if (sg_counters_scan(hc->cache, &h, &err) < 0) {
+        sg_log(SG_LOG_ERROR, "a scrape could not read the counters: %s", err.msg);
+        return -1;
+    }
+    double scan_s = (double)(sg_now_mono_ns() - t0) / 1e9;
+    return render_counts(b, &h) < 0 || render_times(b, &h) < 0 || render_host(hc, b, &h, scan_s) < 0 ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- the pool */
+
+static void pool_look(host_ctx *hc);
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void on_refill_exit(uv_process_t *p, int64_t status, int sig)
+{
+    host_ctx *hc = p->data;
+    hc->refills++;
+    bool ok = status == 0 && sig == 0;
+    if (!ok) {
+        hc->refill_failures++;
+        sg_log(SG_LOG_WARN, "refilling the pool failed (exit %lld, signal %d); again in %d s", (long long)status,
+               sig, POOL_LOOK_MS / 1000);
+    }
+    uv_close((uv_handle_t *)p, free_handle);
+    hc->refill = NULL;
+    if (ok)
+        pool_look(hc);
+}
+
+/* `sandglass pool --refill` (cli/pool.c: one filler at a time, by a lock)
+ * when spares are missing and none is running. */
+static void pool_look(host_ctx *hc)
+{
+    if (hc->refill || !hc->pool_on)
+        return;
+    unsigned size = sg_pool_size();
+    if (size == 0 || sg_pool_ready() >= size)
+        return;
+    char *argv[] = {(char *)"sandglass", (char *)"pool", (char *)"--refill", NULL};
+    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_INHERIT_FD, .data.fd = 2}};
+    uv_process_options_t o = {.exit_cb = on_refill_exit, .file = hc->cli, .args = argv,
+                              .stdio_count = 3, .stdio = stdio};
+    uv_process_t *p = sg_xcalloc(1, sizeof *p);
+    p->data = hc;
+    int r = uv_spawn(&hc->loop, p, &o);
+    if (r < 0) {
+        hc->refill_failures++;
+        sg_log(SG_LOG_WARN, "cannot run %s pool --refill: %s", hc->cli, uv_strerror(r));
+        uv_close((uv_handle_t *)p, free_handle);
+        return;
+    }
+    hc->refill = p;
+}
+
+static void on_pool_change(uv_fs_event_t *h, const char *name, int events, int status)
+{
+    pool_look(h->data);
+}
+
+static void on_pool_timer(uv_timer_t *t)
+{
+    pool_look(t->data);
+}
+
+/* The CLI the refills run: $SANDGLASS_CLI, else `sandglass` beside this
+ * program, in its ../libexec's ../bin (installed), or beside it. */
+static int find_cli(char *buf, size_t len)
+{
+    if (sg_sibling_exe("SANDGLASS_CLI", "sandglass", buf, len) == 0)
+        return 0;
+    char self[PATH_MAX];
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l <= 0)
+        return -1;
+    self[l] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    int n = snprintf(buf, len, "%.*s/../bin/sandglass", PATH_MAX - 32, self);
+    return n > 0 && (size_t)n < len ? access(buf, X_OK) : -1;
+}
+
+static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
+{
+    sg_autofree char *dir = sg_state_path(rel);
+    if (sg_mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    int r = uv_fs_event_start(h, on_pool_change, dir, 0);
+    return r < 0 ? sg_err_set(err, -r, "cannot watch %s: %s", dir, uv_strerror(r)) : 0;
+}
+
+static int pool_start(host_ctx *hc, sg_err *err)
+{
+    if (find_cli(hc->cli, sizeof hc->cli) < 0)
+        return sg_err_set(err, ENOENT, "cannot find the sandglass program the pool's refills run (set SANDGLASS_CLI)");
+    uv_fs_event_init(&hc->loop, &hc->pool_watch);
+    uv_fs_event_init(&hc->loop, &hc->sb_watch);
+    uv_timer_init(&hc->loop, &hc->pool_timer);
+    hc->pool_watch.data = hc->sb_watch.data = hc->pool_timer.data = hc;
+    hc->pool_on = true; /* pool_stop closes them, whatever comes next */
+    if (watch(hc, &hc->pool_watch, "pool", err) < 0 || watch(hc, &hc->sb_watch, "sb", err) < 0)
+        return -1;
+    uv_timer_start(&hc->pool_timer, on_pool_timer, 0, POOL_LOOK_MS);
+    return 0;
+}
+
+static void pool_stop(host_ctx *hc)
+{
+    if (!hc->pool_on)
+        return;
+    hc->pool_on = false;
+    uv_close((uv_handle_t *)&hc->pool_watch, NULL);
+    uv_close((uv_handle_t *)&hc->sb_watch, NULL);
+    uv_close((uv_handle_t *)&hc->pool_timer, NULL);
+    if (hc->refill) /* its `pool --refill` goes on alone: a spare half made is not lost */
+        uv_close((uv_handle_t *)hc->refill, free_handle);
+    hc->refill = NULL;
+}
+
+/* ---------------------------------------------------------------- the daemon */
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    host_ctx *hc = h->data;
+    sg_log(SG_LOG_INFO, "stopping on %s; the sandboxes stay running", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    uv_close((uv_handle_t *)&hc->sigint, NULL);
+    uv_close((uv_handle_t *)&hc->sigterm, NULL);
+    pool_stop(hc);
+    sg_prom_server_stop(hc->prom);
+}
+
+/* <state>/host/daemon.lock: one daemon a state directory. The fd is kept
+ * (the lock lives as long as the daemon). */
+static int lock_host(sg_err *err)
+{
+    sg_autofree char *dir = sg_state_path("host");
+    if (sg_mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    sg_autofree char *p = sg_state_path(SG_POOL_DAEMON_LOCK);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sg_err_sys(err, "cannot open %s", p);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        close(fd);
+        return sg_err_set(err, EBUSY, "another sandglass host runs on the state directory %s", sg_state_dir(NULL));
+    }
+    return fd;
+}
+
+/* Where /metrics listens, checked: loopback, or a token. */
+static int parse_listen(const char *listen, const char *token, char *host, size_t hlen, int *port)
+{
+    sg_err err = {0};
+    if (sg_ingest_parse_listen(listen, host, hlen, port, &err) < 0)
+        return sg_cli_usage("host", "--metrics-listen: %s", err.msg);
+    bool loopback = strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+    if (!loopback && !token)
+        return sg_cli_usage("host", "--metrics-listen %s: an address other than loopback needs --metrics-token FILE",
+                            listen);
+    return 0;
+}
+
+static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *acc)
+{
+    sg_err err = {0};
+    if (geteuid() != 0)
+        sg_log(SG_LOG_WARN, "not root: the host's cgroups are not made, and the pool is not kept");
+    else if (sg_cgroup_host_setup(&err) < 0)
+        return sg_cli_failf("host", "the host's cgroups: %s", err.msg);
+    if (geteuid() == 0 && pool_start(hc, &err) < 0) {
+        pool_stop(hc);
+        uv_run(&hc->loop, UV_RUN_DEFAULT);
+        return sg_cli_failf("host", "the pool: %s", err.msg);
+    }
+    hc->prom = sg_prom_server_start(&hc->loop, host, port, acc, render, hc, &err);
+    if (!hc->prom) {
+        pool_stop(hc);
+        uv_run(&hc->loop, UV_RUN_DEFAULT);
+        return sg_cli_failf("host", "--metrics-listen: %s", err.msg);
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    printf("metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           sg_prom_server_port(hc->prom));
+    fflush(stdout);
+    sg_log(SG_LOG_INFO, "serving the host's metrics on port %d", sg_prom_server_port(hc->prom));
+    uv_signal_init(&hc->loop, &hc->sigint);
+    uv_signal_init(&hc->loop, &hc->sigterm);
+    hc->sigint.data = hc->sigterm.data = hc;
+    uv_signal_start(&hc->sigint, on_signal, SIGINT);
+    uv_signal_start(&hc->sigterm, on_signal, SIGTERM);
+    uv_run(&hc->loop, UV_RUN_DEFAULT);
+    sg_prom_server_free(hc->prom);
+    uv_run(&hc->loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
+    return 0;
+}
+
+int sg_cmd_host(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"metrics-listen", required_argument, NULL, 'M'},
+        {"metrics-token", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *listen = HOST_METRICS_DEFAULT, *token = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'M': listen = optarg; break;
+        case 'T':
+            if (!optarg[0])
+                return sg_cli_usage("host", "--metrics-token: a file name (the file holds the token)");
+            token = optarg;
+            break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: return sg_cli_bad_option("host", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return sg_cli_usage("host", "unexpected argument '%.64s' (host takes only options)", argv[optind]);
+    char host[256];
+    int port = 0;
+    int r = parse_listen(listen, token, host, sizeof host, &port);
+    if (r != 0)
+        return r;
+    sg_err err = {0};
+    sg_prom_access acc = {.own = true};
+    if (token && sg_prom_token_load(&acc, token, &err) < 0)
+        return sg_cli_failf("host", "%s", err.msg);
+    if (!sg_state_dir(&err))
+        return sg_cli_failf("host", "state directory: %s", err.msg);
+    signal(SIGPIPE, SIG_IGN);
+    sg_log_init("host");
+    sg_autoclose int lock = lock_host(&err);
+    if (lock < 0)
+        return sg_cli_failf("host", "%s", err.msg);
+    host_ctx hc = {.start_time = sg_now_wall(), .cache = sg_counters_cache_new()};
+    uv_loop_init(&hc.loop);
+    r = run(&hc, host, port, &acc);
+    if (uv_loop_close(&hc.loop) != 0)
+        sg_log(SG_LOG_WARN, "event loop not fully closed");
+    sg_counters_cache_free(hc.cache);
+    return r;
+}
