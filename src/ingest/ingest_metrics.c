@@ -268,6 +268,7 @@ static int serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     }
     if (why) {
         ing->metrics.refusals[INGEST_REFUSED_METRICS]++;
+        ingest_log_refused(wsi, "a scrape of /metrics", status, why);
         return sg_http_answer(wsi, req, status, ingest_error_json(why));
     }
     return scrape(ing, wsi, req);
@@ -352,6 +353,16 @@ static int read_token(ingest_metrics *m, const char *path, sg_err *err)
     sg_sha256_final(&h, m->token_sha);
     OPENSSL_cleanse(tok, len);
     m->token_set = true;
+    return 0;
+}
+
+int ingest_metrics_reload(sg_ingest *ing, sg_err *err)
+{
+    ingest_metrics fresh = {0};
+    if (read_token(&fresh, ing->metrics_token_path, err) < 0)
+        return -1;
+    memcpy(ing->metrics.token_sha, fresh.token_sha, sizeof fresh.token_sha);
+    OPENSSL_cleanse(&fresh, sizeof fresh);
     return 0;
 }
 
