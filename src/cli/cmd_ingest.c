@@ -208,9 +208,6 @@ int sg_cmd_ingest(int argc, char **argv)
                sg_ingest_metrics_port(rc.ing));
     }
     fflush(stdout);
-    /* A PostgreSQL URL may carry a password: only its kind is logged. */
-    sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, store %s, secret %s", host,
-           sg_ingest_port(rc.ing), strncmp(store, "sqlite:", 7) == 0 ? store : "postgresql", secret);
 
     uv_signal_init(&loop, &rc.sigint);
     uv_signal_init(&loop, &rc.sigterm);

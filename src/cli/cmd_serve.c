@@ -167,8 +167,6 @@ int sg_cmd_serve(int argc, char **argv)
     printf("serving terminals on http://%s%s%s:%d/\n", v6 ? "[" : "", host, v6 ? "]" : "",
            sg_serve_port(rc.srv));
     fflush(stdout);
-    sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, secret %s, page %s", host,
-           sg_serve_port(rc.srv), secret, webdir);
     uv_signal_init(&loop, &rc.sigint);
     uv_signal_init(&loop, &rc.sigterm);
     uv_signal_init(&loop, &rc.sighup);

@@ -215,6 +215,10 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
         ingest_retain_start(ing, opts, err) < 0)
         goto fail;
+    /* A PostgreSQL URL may carry a password: only its kind is logged. */
+    sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, store %s, secret %s", opts->host,
+           ing->port, strncmp(opts->store_url, "sqlite:", 7) == 0 ? opts->store_url : "postgresql",
+           opts->secret_path);
     return ing;
 fail:
     if (ing->ctx) {

@@ -16,12 +16,25 @@
 
 /* ---------------------------------------------------------------- WebSocket */
 
+/* The peer's address for a log line ("?" when lws cannot say). */
+static const char *peer_of(struct lws *wsi, char addr[64])
+{
+    if (!wsi || !lws_get_peer_simple(wsi, addr, 64))
+        snprintf(addr, 64, "?");
+    return addr;
+}
+
 void ingest_log_refused(struct lws *wsi, const char *what, unsigned status, const char *why)
 {
     char addr[64];
-    if (!wsi || !lws_get_peer_simple(wsi, addr, sizeof addr))
-        snprintf(addr, sizeof addr, "?");
-    sg_log(SG_LOG_INFO, "refused %s from %s (%u): %s", what, addr, status, why);
+    sg_log(SG_LOG_INFO, "refused %s from %s (%u): %s", what, peer_of(wsi, addr), status, why);
+}
+
+/* A stream closed: one line, as a refusal's. */
+static void log_closed(struct lws *wsi, int code, const char *why)
+{
+    char addr[64];
+    sg_log(SG_LOG_INFO, "closed a stream from %s (%d): %s", peer_of(wsi, addr), code, why);
 }
 
 int ingest_refuse_handshake(struct lws *wsi, unsigned int status, const char *reason)
@@ -130,10 +143,7 @@ static int close_with(struct lws *wsi, int code, const char *reason)
 {
     /* A close reason fits in a 125-byte control frame. */
     size_t n = strnlen(reason, 123);
-    char addr[64];
-    if (!lws_get_peer_simple(wsi, addr, sizeof addr))
-        snprintf(addr, sizeof addr, "?");
-    sg_log(SG_LOG_INFO, "closed a stream from %s (%d): %s", addr, code, reason);
+    log_closed(wsi, code, reason);
     lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)reason, n);
     return -1;
 }
@@ -344,10 +354,7 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
             memcpy(cb + LWS_PRE + 2, why, rl);
             if (c->killed)
                 return 0;
-            char addr[64];
-            if (!lws_get_peer_simple(wsi, addr, sizeof addr))
-                snprintf(addr, sizeof addr, "?");
-            sg_log(SG_LOG_INFO, "closed a stream from %s (%d): %s", addr, SG_CLOSE_POLICY, why);
+            log_closed(wsi, SG_CLOSE_POLICY, why);
             c->killed = true;
             if (c->rotated) {
                 ing->metrics.refusals[INGEST_REFUSED_TOKEN]++;

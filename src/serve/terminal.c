@@ -528,6 +528,8 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
         return NULL;
     }
     srv->port = lws_get_vhost_listen_port(lws_get_vhost_by_name(srv->ctx, "default"));
+    sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, secret %s, page %s", opts->host,
+           srv->port, opts->secret_path, opts->web_dir);
     return srv;
 }
 
