@@ -238,6 +238,18 @@ quiet.drain.join(T)
 tap.eq([ln for ln in quiet.stderr if "Sanitizer" not in ln], [],
        "at --log-level error nothing is logged (no start line, refusal or lws line)")
 
+loud = Ingest(state, extra=("--secret", secret, "--log-level", "debug"))
+tap.eq(loud.stop(), 0, "an ingest at --log-level debug stops cleanly")
+loud.drain.join(T)
+tap.ok(any(" ingest: lws: " in ln for ln in loud.stderr),
+       "at --log-level debug libwebsockets' own lines are passed on", "".join(loud.stderr[:20]))
+
+over = Ingest(state, extra=("--secret", secret, "--log-level", "info"), env={"SANDGLASS_LOG_LEVEL": "error"})
+tap.eq(over.stop(), 0, "an ingest with SANDGLASS_LOG_LEVEL=error and --log-level info stops cleanly")
+over.drain.join(T)
+tap.ok(any(" info ingest: started" in ln for ln in over.stderr), "--log-level wins over SANDGLASS_LOG_LEVEL",
+       "".join(over.stderr[:20]))
+
 # --- serve: a real sandbox of this host (captured, so that a terminal
 # token names its task; its ingest is a port where nothing listens)
 env = Env()
