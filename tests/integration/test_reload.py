@@ -22,6 +22,7 @@ files, real tokens from `sandglass token`, real WebSocket and HTTP clients:
 TAP output."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -119,6 +120,16 @@ def sse_read_until(s: socket.socket, data: bytes, want: bytes) -> bytes:
     return data
 
 
+def _at_exit() -> None:
+    """Whatever raised: the ingests this file started end, its files go."""
+    for i in Ingest.started:
+        if i.proc.poll() is None:
+            i.proc.kill()
+            i.proc.wait()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+atexit.register(_at_exit)
 write(secret, os.urandom(32).hex() + "\n")
 write(mtok, "metrics-one\n")
 ing = Ingest(state, extra=("--secret", secret, "--metrics-token", mtok))
@@ -338,5 +349,4 @@ tap.ok(" info serve: stopped" in serve_log().strip().splitlines()[-1], "serve's 
 san = [ln for ln in serve_log().splitlines() if "Sanitizer" in ln or "runtime error:" in ln]
 tap.ok(not san, "no sanitizer report from serve", "\n".join(san[:20]))
 errlog.close()
-shutil.rmtree(root, ignore_errors=True)
 tap.done()
