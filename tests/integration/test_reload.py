@@ -18,11 +18,15 @@ files, real tokens from `sandglass token`, real WebSocket and HTTP clients:
   libwebsockets line) off stderr; a bad level is a usage error naming it;
 - `sandglassd serve` the same: a bad file keeps the secret; a replaced one
   refuses the old tokens, closes the terminal one of them opened, and
-  takes the new one's.
+  takes the new one's;
+- a running captured sandbox after a rotation: its capture is refused and
+  kept in its spool (ls: rejected) until its uplink daemon starts anew and
+  signs its token with the new secret; then it is delivered.
 TAP output."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -35,7 +39,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "adversarial"))
 from ingest_common import (T, WS, HandshakeError, Ingest, connect, http, read_token,  # noqa: E402
                            run, token, wait_until)
-from sgtest import Env, hermetic_env, tap  # noqa: E402
+from sgtest import Env, hermetic_env, stop_uplink_daemon, tap  # noqa: E402
 
 BIN = os.environ.get("SANDGLASSD_BIN", "sandglassd")
 
@@ -138,6 +142,21 @@ alive = lambda: ing.proc.poll() is None  # noqa: E731
 tap.ok(wait_until(lambda: any("started (sandglass" in ln and "listening on 127.0.0.1:" in ln for ln in ing.stderr)),
        "the ingest logs a line when it starts", "".join(ing.stderr[-10:]))
 
+# A sandbox of this host captured into this ingest: its uplink daemon signs
+# its stream token with the secret file when the supervisor says hello.
+env = Env()
+sid = env.create("--task", "t-cap", "--ingest", f"ws://127.0.0.1:{ing.port}", "--secret", secret)
+
+
+def stored(marker: str) -> bool:
+    code, body = http(ing.port, f"/v1/events?sandbox={sid}", read_token(state, secret=secret))
+    return code == 200 and marker in json.dumps(body)
+
+
+p = env.sh(sid, "echo before-$((6 * 7))")
+tap.ok(p.returncode == 0 and wait_until(lambda: stored("before-42"), timeout=T),
+       "a captured sandbox's events reach the ingest", p.stderr.decode()[-500:])
+
 tok_old = token(state, "alice", "t1", "sb-reload", secret=secret)
 rtok_old = read_token(state, secret=secret)
 a = connect(ing, tok_old)
@@ -214,6 +233,30 @@ tap.ok(code == 200 and [e["seq"] for e in body["events"]] == list(range(6)),
        "a read token of the new secret reads every event, each once", f"{code} {body}")
 tap.eq(scrape(ing.port, "metrics-one"), 401, "the old metrics token is refused")
 tap.eq(scrape(ing.port, "metrics-two"), 200, "the new metrics token scrapes")
+# The running sandbox: its stream was closed and its old token is refused,
+# so its new events stay in its spool (ls: rejected) until its uplink daemon
+# starts anew and signs its token with the new secret (docs/DEPLOY.md).
+p = env.sh(sid, "echo after-$((6 * 7))")
+tap.eq(p.returncode, 0, "the sandbox runs a command after the rotation")
+
+
+def uplink_state() -> str:
+    q = env.run("ls", "--json")
+    try:
+        rows = json.loads(q.stdout)
+        rows = rows.get("sandboxes", rows) if isinstance(rows, dict) else rows
+        return next((r.get("uplink") or {}).get("state", "") for r in rows if r.get("id") == sid)
+    except (ValueError, StopIteration, AttributeError):
+        return ""
+
+
+tap.ok(wait_until(lambda: uplink_state() == "rejected", timeout=T) and not stored("after-42"),
+       "its capture is refused with its old token (ls: rejected) and kept in its spool", uplink_state())
+stop_uplink_daemon(env.state)
+tap.ok(wait_until(lambda: stored("after-42"), timeout=T),
+       "once its uplink daemon starts anew (the supervisor starts it), its spool is delivered with the new secret",
+       uplink_state())
+tap.ok(wait_until(lambda: uplink_state() == "connected", timeout=T), "and ls says connected", uplink_state())
 log = "".join(ing.stderr)
 tap.ok("info ingest: refused a WebSocket from 127.0.0.1 (401):" in log,
        "the refused handshake is logged with the peer's address and why", log[-2000:])
@@ -261,10 +304,8 @@ over.drain.join(T)
 tap.ok(any(" info ingest: started" in ln for ln in over.stderr), "--log-level wins over SANDGLASS_LOG_LEVEL",
        "".join(over.stderr[:20]))
 
-# --- serve: a real sandbox of this host (captured, so that a terminal
-# token names its task; its ingest is a port where nothing listens)
-env = Env()
-sid = env.create("--task", "t-serve", "--secret", secret)
+# --- serve: the captured sandbox of this host (a terminal token names its
+# task; its ingest is stopped now: what the terminal records stays spooled)
 serve_env = dict(env.env)
 errlog = open(os.path.join(root, "serve.log"), "w+")
 srv = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0", "--secret", secret], stdout=subprocess.PIPE,
