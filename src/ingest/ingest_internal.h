@@ -12,7 +12,8 @@
  *                    subscribers, the fan-out after each commit
  *   ingest_console.c the console's page and scripts (web/console) at /
  *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
- *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
+ *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log,
+ *                    the secret's reload (sg_ingest_reload, on SIGHUP)
  *   ingest_metrics.c GET /metrics (Prometheus): the counters kept where
  *                    things happen, its access rule, its own listener
  *   ingest.c         start, stop, free; the listen address
