@@ -225,7 +225,8 @@ else:
         tap.skip(f"systemd-analyze {what}",
                  "no systemd-analyze (Debian's systemd)" if not analyze else "the units are not installed")
 
-compdir = opt.get("bashcompletiondir") or pc_var("bash-completion", "completionsdir", f"prefix={prefix}") or \
+compdir = opt.get("bashcompletiondir") or \
+    pc_var("bash-completion", "completionsdir", "datadir=" + os.path.join(prefix, opt.get("datadir", "share"))) or \
     os.path.join(datadir, "bash-completion", "completions")[len(dest):]
 comp = {n: dest + os.path.join(compdir, n) for n in ("sandglass", "sandglassd")}
 tap.ok(all(os.path.isfile(f) for f in comp.values()), f"bash completion for sandglass and sandglassd in {compdir}")
@@ -260,11 +261,29 @@ if os.path.isfile(comp["sandglass"]):
         got = set(complete(["sandglass", c, "--"]))
         tap.ok(p.returncode == 0 and want and want <= got, f"sandglass {c} --<TAB>: every option its --help names",
                f"missing: {sorted(want - got)}")
+    # bash-completion's own loader finds it where it was installed, by the
+    # command's name, as an interactive bash would on first <TAB>.
+    loader = "/usr/share/bash-completion/bash_completion"
+    if os.path.isfile(loader) and compdir.endswith("/completions"):
+        script = ('source "$1"; for c in sandglass sandglassd; do __load_completion "$c" || exit 1; '
+                  'complete -p "$c"; done; COMP_WORDS=(sandglassd ing); COMP_CWORD=1; _sandglass_complete; '
+                  'printf "%s\\n" "${COMPREPLY[@]}"')
+        q = subprocess.run(["bash", "--norc", "--noprofile", "-c", script, "bash", loader], capture_output=True,
+                           text=True, timeout=60,
+                           env=dict(os.environ, BASH_COMPLETION_USER_DIR=os.path.dirname(dest + compdir)))
+        tap.ok(q.returncode == 0 and q.stdout.split("\n") == [
+                   "complete -o default -F _sandglass_complete sandglass",
+                   "complete -o default -F _sandglass_complete sandglassd", "ingest", ""],
+               "bash-completion's loader loads it for sandglass and sandglassd by name", q.stdout + q.stderr)
+    else:
+        tap.skip("bash-completion's loader loads it for sandglass and sandglassd by name",
+                 "no bash-completion (Debian's bash-completion)" if not os.path.isfile(loader)
+                 else f"{compdir} is not a completions directory")
     tap.ok(complete(["sandglass", "ingest", "--log-level", ""]) == [] and
            "--log-level" in complete(["sandglass", "serve", "--lo"]), "--log-level is completed for serve, and its value is not an option")
 else:
     for what in ("every command", "cre", "--mem", "no option after --memory", "sandglassd", "ingest's options",
-                 "create's options", "--log-level"):
+                 "create's options", "bash-completion's loader", "--log-level"):
         tap.ok(False, f"bash completion: {what} (not installed)")
 
 # uninstall: meson's log of what it installed (the web directory with it,
