@@ -22,6 +22,8 @@ pkgs=(
   # runs the host's /usr/bin ones; cargo works offline on a crate without dependencies
   python3-pytest golang-go cargo
   python3-pandas  # an independent reader of the csv and ProgSnap2 exports (test_export.py)
+  systemd  # systemd-analyze verify checks the installed units (test_install.py)
+  bash-completion  # its loader finds the installed completion (test_install.py)
   prometheus  # a real server scrapes the ingest's /metrics, and promtool lints it (test_metrics.py)
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP

@@ -17,13 +17,27 @@ static char log_who[32] = "sandglass";
 static sg_log_level log_level = SG_LOG_INFO;
 static const char *const level_name[] = {"error", "warn", "info", "debug"};
 
+int sg_log_level_parse(const char *name, sg_log_level *out)
+{
+    for (int l = SG_LOG_ERROR; name && l <= SG_LOG_DEBUG; l++)
+        if (strcasecmp(name, level_name[l]) == 0) {
+            *out = (sg_log_level)l;
+            return 0;
+        }
+    return -1;
+}
+
 void sg_log_init(const char *who)
 {
     snprintf(log_who, sizeof log_who, "%s", who);
-    const char *env = getenv("SANDGLASS_LOG_LEVEL");
-    for (int l = SG_LOG_ERROR; env && l <= SG_LOG_DEBUG; l++)
-        if (strcasecmp(env, level_name[l]) == 0)
-            log_level = (sg_log_level)l;
+    sg_log_level l;
+    if (sg_log_level_parse(getenv("SANDGLASS_LOG_LEVEL"), &l) == 0)
+        log_level = l;
+}
+
+void sg_log_set_level(sg_log_level level)
+{
+    log_level = level;
 }
 
 bool sg_log_enabled(sg_log_level level)

@@ -28,6 +28,10 @@ typedef enum sg_log_level {
 
 /* The process's name in its lines ("supervisor"); reads the level. */
 void sg_log_init(const char *who);
+/* "error", "warn", "info", "debug" (any case) into *out; -1: not a level. */
+int sg_log_level_parse(const char *name, sg_log_level *out);
+/* A daemon's --log-level, over $SANDGLASS_LOG_LEVEL. */
+void sg_log_set_level(sg_log_level level);
 bool sg_log_enabled(sg_log_level level);
 void sg_log(sg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The one escaping printer of CLI messages and logs: prefix (ours, written
@@ -38,7 +42,10 @@ void sg_log(sg_log_level level, const char *fmt, ...) __attribute__((format(prin
 void sg_print_vis(int fd, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void sg_vprint_vis(int fd, const char *prefix, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 /* An emitter for lws_set_log_level: libwebsockets' lines as ours ("lws:
- * ..."), its levels (1 error, 2 warn, 4 notice, more: debug) mapped. */
+ * ..."), its levels (1 error, 2 warn, 4 notice, more: debug) mapped. The
+ * ingest and serve pass lws's lines on only at level debug (or with their
+ * SG_*_DEBUG variable): what lws says of a failure, ours says in its own
+ * words, so none of lws's lines reaches an operator's terminal unasked. */
 void sg_log_lws(int lws_level, const char *line);
 
 #endif

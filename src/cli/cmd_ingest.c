@@ -1,7 +1,8 @@
 /* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]
  *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]
  *                  [--retain-days N] [--serve URL]...
- *                  [--metrics-listen HOST:PORT] [--metrics-token FILE] */
+ *                  [--metrics-listen HOST:PORT] [--metrics-token FILE]
+ *                  [--log-level LEVEL] */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -23,6 +24,7 @@ static const char usage[] =
     "                        [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]\n"
     "                        [--retain-days N] [--serve URL]...\n"
     "                        [--metrics-listen HOST:PORT] [--metrics-token FILE]\n"
+    "                        [--log-level LEVEL]\n"
     "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
     "            (default 127.0.0.1:7433; port 0 = any free port)\n"
     "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
@@ -40,18 +42,23 @@ static const char usage[] =
     "                 not on --listen's (port 0 = any free port)\n"
     "  --metrics-token FILE  a scrape must send this file's token (Authorization:\n"
     "                 Bearer); the file must not be readable by every user.\n"
-    "                 With neither, /metrics answers loopback peers on --listen only\n";
+    "                 With neither, /metrics answers loopback peers on --listen only\n"
+    "  --log-level LEVEL  error, warn, info or debug: the lowest level logged on stderr\n"
+    "                 (default: $SANDGLASS_LOG_LEVEL, the config's log-level, else info)\n"
+    "SIGHUP reads the secret and --metrics-token's file again: tokens of a replaced\n"
+    "secret are refused from then on and the streams they opened are closed; a file\n"
+    "that cannot be read keeps the old one (logged). SIGINT, SIGTERM: commit and stop.\n";
 
 typedef struct run_ctx {
     sg_ingest *ing;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     int status;
 } run_ctx;
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *rc = h->data;
-    sg_cli_sayf("ingest", "%s, committing and stopping", strsignal(signum));
+    sg_log(SG_LOG_INFO, "%s, committing and stopping", strsignal(signum));
     sg_err err;
     if (sg_ingest_stop(rc->ing, &err) < 0) {
         sg_cli_sayf("ingest", "final commit failed: %s", err.msg);
@@ -59,6 +66,16 @@ static void on_signal(uv_signal_t *h, int signum)
     }
     uv_close((uv_handle_t *)&rc->sigint, NULL);
     uv_close((uv_handle_t *)&rc->sigterm, NULL);
+    uv_close((uv_handle_t *)&rc->sighup, NULL);
+}
+
+static void on_hup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    run_ctx *rc = h->data;
+    sg_err err;
+    sg_log(SG_LOG_INFO, "SIGHUP: reading the secret and the metrics token again");
+    (void)sg_ingest_reload(rc->ing, &err); /* each outcome logged; the old secret kept on an error */
 }
 
 int sg_cmd_ingest(int argc, char **argv)
@@ -74,6 +91,7 @@ int sg_cmd_ingest(int argc, char **argv)
         {"serve", required_argument, NULL, 'S'},
         {"metrics-listen", required_argument, NULL, 'M'},
         {"metrics-token", required_argument, NULL, 'T'},
+        {"log-level", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -82,6 +100,8 @@ int sg_cmd_ingest(int argc, char **argv)
     uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
     const char *serves[SG_INGEST_SERVES_MAX];
     unsigned nserves = 0;
+    const char *log_level = NULL;
+    sg_log_level level = SG_LOG_INFO;
     sg_err err;
     int c;
     optind = 1;
@@ -120,6 +140,11 @@ int sg_cmd_ingest(int argc, char **argv)
             if (!optarg[0])
                 return sg_cli_usage("ingest", "--metrics-token: a file name (the file holds the token)");
             metrics_token = optarg;
+            break;
+        case 'L':
+            if (sg_log_level_parse(optarg, &level) < 0)
+                return sg_cli_usage("ingest", "--log-level '%.64s': not a level (error, warn, info or debug)", optarg);
+            log_level = optarg;
             break;
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("ingest", argv[optind - 1]);
@@ -163,6 +188,8 @@ int sg_cmd_ingest(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     sg_log_init("ingest");
+    if (log_level)
+        sg_log_set_level(level);
     uv_loop_t loop;
     uv_loop_init(&loop);
     run_ctx rc = {0};
@@ -184,14 +211,17 @@ int sg_cmd_ingest(int argc, char **argv)
 
     uv_signal_init(&loop, &rc.sigint);
     uv_signal_init(&loop, &rc.sigterm);
-    rc.sigint.data = rc.sigterm.data = &rc;
+    uv_signal_init(&loop, &rc.sighup);
+    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
     uv_signal_start(&rc.sigint, on_signal, SIGINT);
     uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
 
     uv_run(&loop, UV_RUN_DEFAULT);
     sg_ingest_free(rc.ing);
     uv_run(&loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
     if (uv_loop_close(&loop) != 0)
         sg_cli_sayf("ingest", "warning: event loop not fully closed");
+    sg_log(rc.status ? SG_LOG_ERROR : SG_LOG_INFO, "stopped%s", rc.status ? " (the final commit failed)" : "");
     return rc.status;
 }

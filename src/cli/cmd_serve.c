@@ -1,6 +1,6 @@
 /* sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]
  *                 [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]
- *                 [--max-conns-per-addr N]: the browser's terminal into the
+ *                 [--max-conns-per-addr N] [--log-level LEVEL]: the browser's terminal into the
  * sandboxes of this host (serve/terminal.h). */
 #include <getopt.h>
 #include <limits.h>
@@ -24,7 +24,7 @@
 static const char usage[] =
     "usage: sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]\n"
     "                       [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]\n"
-    "                       [--max-conns-per-addr N]\n"
+    "                       [--max-conns-per-addr N] [--log-level LEVEL]\n"
     "\n"
     "Serves the learner's terminal in a browser for the sandboxes of this host:\n"
     "open http://HOST:PORT/#token=TOKEN with a terminal token ('sandglass token\n"
@@ -40,7 +40,14 @@ static const char usage[] =
     "  --max-terminals        terminals open at once (default 64; 4 per sandbox)\n"
     "  --max-unauth           connections still to send their token (default 256)\n"
     "  --max-unauth-per-addr  of those, from one address (default 8)\n"
-    "  --max-conns-per-addr   WebSockets from one address (default 32)\n";
+    "  --max-conns-per-addr   WebSockets from one address (default 32)\n"
+    "  --log-level LEVEL      error, warn, info or debug: the lowest level logged on\n"
+    "                         stderr (default: $SANDGLASS_LOG_LEVEL, the config's\n"
+    "                         log-level, else info)\n"
+    "\n"
+    "SIGHUP reads the secret again: tokens of a replaced secret are refused from\n"
+    "then on and the connections they opened are closed; a file that cannot be read\n"
+    "keeps the old secret (logged). SIGINT, SIGTERM: close every terminal and stop.\n";
 
 /* --max-...: a number in 1..100000 into *out; else the usage error's status. */
 static int limit_opt(const char *name, const char *arg, unsigned *out)
@@ -55,16 +62,26 @@ static int limit_opt(const char *name, const char *arg, unsigned *out)
 
 typedef struct run_ctx {
     sg_serve *srv;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
 } run_ctx;
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *rc = h->data;
-    sg_cli_sayf("serve", "%s, closing every terminal", strsignal(signum));
+    sg_log(SG_LOG_INFO, "%s, closing every terminal", strsignal(signum));
     sg_serve_stop(rc->srv);
     uv_close((uv_handle_t *)&rc->sigint, NULL);
     uv_close((uv_handle_t *)&rc->sigterm, NULL);
+    uv_close((uv_handle_t *)&rc->sighup, NULL);
+}
+
+static void on_hup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    run_ctx *rc = h->data;
+    sg_err err;
+    sg_log(SG_LOG_INFO, "SIGHUP: reading the secret again");
+    (void)sg_serve_reload(rc->srv, &err); /* logged; the old secret kept on an error */
 }
 
 int sg_cmd_serve(int argc, char **argv)
@@ -77,12 +94,15 @@ int sg_cmd_serve(int argc, char **argv)
         {"max-unauth", required_argument, NULL, 'U'},
         {"max-unauth-per-addr", required_argument, NULL, 'u'},
         {"max-conns-per-addr", required_argument, NULL, 'a'},
+        {"log-level", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7434", *secret = NULL, *web = NULL;
     char host[256];
     sg_serve_opts opts = {.host = host};
+    const char *log_level = NULL;
+    sg_log_level level = SG_LOG_INFO;
     sg_err err;
     int c;
     optind = 1;
@@ -104,6 +124,11 @@ int sg_cmd_serve(int argc, char **argv)
                 return r;
             break;
         }
+        case 'L':
+            if (sg_log_level_parse(optarg, &level) < 0)
+                return sg_cli_usage("serve", "--log-level '%.64s': not a level (error, warn, info or debug)", optarg);
+            log_level = optarg;
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("serve", argv[optind - 1]);
         }
@@ -128,6 +153,8 @@ int sg_cmd_serve(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     sg_log_init("serve");
+    if (log_level)
+        sg_log_set_level(level);
     uv_loop_t loop;
     uv_loop_init(&loop);
     run_ctx rc = {0};
@@ -142,12 +169,15 @@ int sg_cmd_serve(int argc, char **argv)
     fflush(stdout);
     uv_signal_init(&loop, &rc.sigint);
     uv_signal_init(&loop, &rc.sigterm);
-    rc.sigint.data = rc.sigterm.data = &rc;
+    uv_signal_init(&loop, &rc.sighup);
+    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
     uv_signal_start(&rc.sigint, on_signal, SIGINT);
     uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
     uv_run(&loop, UV_RUN_DEFAULT);
     sg_serve_free(rc.srv);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
+    sg_log(SG_LOG_INFO, "stopped");
     return 0;
 }

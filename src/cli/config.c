@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "state/state.h"
 
@@ -151,10 +151,12 @@ static int check_value(conf_type t, const char *v, sg_err *err)
                    ? 0
                    : sg_err_set(err, EINVAL, "'%s' is not a positive number of cores", v);
     case V_LEVEL:
-        /* any case, as the logger reads it (base/log.c) */
-        if (strcasecmp(v, "error") && strcasecmp(v, "warn") && strcasecmp(v, "info") && strcasecmp(v, "debug"))
+    {
+        sg_log_level l; /* any case, as the logger reads it (base/log.c) */
+        if (sg_log_level_parse(v, &l) < 0)
             return sg_err_set(err, EINVAL, "'%s' is not a level (error, warn, info or debug)", v);
         return 0;
+    }
     case V_CHECKPOINTS:
         if (strcmp(v, "exec") && strcmp(v, "manual"))
             return sg_err_set(err, EINVAL, "'%s' is not exec or manual", v);

@@ -168,6 +168,8 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         return NULL;
     }
     ing->loop = loop;
+    ing->secret_path = sg_xstrdup(opts->secret_path);
+    ing->metrics_token_path = opts->metrics_token_path ? sg_xstrdup(opts->metrics_token_path) : NULL;
     if (sg_token_secret_ensure(opts->secret_path, ing->secret, err) < 0)
         goto fail;
     ing->store = sg_store_open(opts->store_url, err);
@@ -181,8 +183,9 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     if (ingest_watch_init(ing, opts, err) < 0 || ingest_metrics_init(ing, opts, err) < 0)
         goto fail;
 
-    lws_set_log_level(getenv("SG_INGEST_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
-                      sg_log_lws);
+    /* lws's own lines at level debug only (base/log.h: sg_log_lws). */
+    bool lws_lines = getenv("SG_INGEST_DEBUG") || sg_log_enabled(SG_LOG_DEBUG);
+    lws_set_log_level(lws_lines ? LLL_ERR | LLL_WARN | LLL_NOTICE : 0, sg_log_lws);
     struct lws_context_creation_info info;
     void *foreign_loops[1] = {loop};
     sg_http_server_info(&info, foreign_loops, opts->host, opts->port, protocols, ing,
@@ -212,6 +215,10 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
         ingest_retain_start(ing, opts, err) < 0)
         goto fail;
+    /* A PostgreSQL URL may carry a password: only its kind is logged. */
+    sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, store %s, secret %s", opts->host,
+           ing->port, strncmp(opts->store_url, "sqlite:", 7) == 0 ? opts->store_url : "postgresql",
+           opts->secret_path);
     return ing;
 fail:
     if (ing->ctx) {
@@ -285,6 +292,8 @@ void sg_ingest_free(sg_ingest *ing)
     ingest_sessions_free(ing);
     ingest_retain_free(ing);
     OPENSSL_cleanse(ing->secret, sizeof ing->secret);
+    free(ing->secret_path);
+    free(ing->metrics_token_path);
     free(ing);
 }
 

@@ -143,6 +143,17 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
 int sg_ingest_port(const sg_ingest *ing);
 /* The port /metrics has its own listener on (opts.metrics_host), or 0. */
 int sg_ingest_metrics_port(const sg_ingest *ing);
+/* SIGHUP: the secret's file and --metrics-token's read again, each line
+ * logged; neither drops a connection by itself. A file that cannot be read
+ * or is not a secret (a token) keeps the old one, logged as an error, and
+ * makes this return -1 (err: the first). A secret that changed applies to
+ * every token checked from now on (a token of the old secret is refused:
+ * a leaked secret is replaced to lock out what it signed), and ends the
+ * connections that were let in by a token of the old secret: the open
+ * /v1/ingest streams (closed 1008, saying why) and /v1/stream subscribers
+ * (their `revoked` notice). Each node sharing a store reloads on its own
+ * SIGHUP. */
+int sg_ingest_reload(sg_ingest *ing, sg_err *err);
 /* Stops accepting, commits what is pending, closes every connection. The
  * loop then drains; call sg_ingest_free after uv_run returns. Returns < 0 if
  * the final commit failed. */

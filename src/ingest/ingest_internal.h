@@ -12,7 +12,8 @@
  *                    subscribers, the fan-out after each commit
  *   ingest_console.c the console's page and scripts (web/console) at /
  *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
- *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log
+ *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log,
+ *                    the secret's reload (sg_ingest_reload, on SIGHUP)
  *   ingest_metrics.c GET /metrics (Prometheus): the counters kept where
  *                    things happen, its access rule, its own listener
  *   ingest.c         start, stop, free; the listen address
@@ -108,6 +109,7 @@ typedef struct conn {
     bool greeted;         /* the first ack is sent */
     bool kill;            /* close at the next WRITEABLE (the store refused a row) */
     bool killed;          /* its close frame is sent */
+    bool rotated;         /* its token was signed by a secret since replaced (SIGHUP) */
     bool ack_pending;
     bool dirty;           /* rows of this stream in the filling batch */
     bool inflight;        /* rows of this stream in the writer's batch */
@@ -160,6 +162,7 @@ struct sg_ingest {
     struct lws_context *ctx;
     sg_store *store;
     uint8_t secret[SG_TOKEN_SECRET_LEN];
+    char *secret_path, *metrics_token_path; /* read again on sg_ingest_reload */
     sg_store *wstore;             /* the writer thread's connection */
     uv_check_t check;
     uv_async_t done_async;
@@ -237,6 +240,11 @@ int ingest_drain_and_stop_writer(sg_ingest *ing, sg_err *err);
 
 /* ---- ingest_stream.c ---- */
 
+/* One line (info) for each refused connection or request: the peer's
+ * address, what was refused (a WebSocket, a read, a scrape, ...), the
+ * status answered and why. */
+void ingest_log_refused(struct lws *wsi, const char *what, unsigned status, const char *why);
+/* Logged, then the status and reason answered (-1: lws closes). */
 int ingest_refuse_handshake(struct lws *wsi, unsigned int status, const char *reason);
 /* One fragment of the request's query, for query.c (query.h). */
 int ingest_lws_frag(void *ud, int i, char *buf, size_t size);
@@ -245,6 +253,10 @@ int ingest_urlarg(struct lws *wsi, const char *name_eq, char *buf, int len);
 /* The PROTO_NAME protocol's lws callback. */
 int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                      size_t len);
+/* The secret changed (sg_ingest_reload): every open stream, whose token
+ * the old secret signed, is closed (policy, saying why). */
+void ingest_streams_rotated(sg_ingest *ing);
+#define INGEST_ROTATED_MSG "the ingest's secret was replaced: a token of the new secret is needed"
 
 /* ---- ingest_read.c ---- */
 
@@ -277,7 +289,8 @@ void ingest_sse_gone(sg_ingest *ing, struct lws *wsi);
 /* Rows were committed (by this node): push them. */
 void ingest_sse_on_commit(sg_ingest *ing);
 /* Token id was revoked through this node: its open streams end now, with
- * the `revoked` notice saying why (other nodes' at their ping). */
+ * the `revoked` notice saying why (other nodes' at their ping). id NULL:
+ * every token (the secret was replaced). */
 void ingest_sse_revoked(sg_ingest *ing, const char *id, const char *why);
 
 /* ---- ingest_watch.c ---- */
@@ -319,6 +332,9 @@ void ingest_read_log(struct lws *wsi, const char *uri, const sg_token_claims *cl
 int ingest_metrics_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
 /* --metrics-listen's listener: a second lws vhost, once the context is up. */
 int ingest_metrics_listen(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
+/* --metrics-token's file read again (SIGHUP): the old token kept when
+ * the file is bad. */
+int ingest_metrics_reload(sg_ingest *ing, sg_err *err);
 /* GET /metrics on the main port: its access rule, then the scrape. */
 int ingest_metrics_http(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* A committed job: its time and rows into the histograms. */

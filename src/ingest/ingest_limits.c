@@ -2,6 +2,7 @@
  * ingest.h, and ingest_internal.h for the files). */
 #include "ingest/ingest_internal.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,10 +73,15 @@ int ingest_limits_admit(sg_ingest *ing, int fd)
         ing->stats.conn_refused++;
         ing->metrics.refusals[have - have_reserve >= ing->max_per_addr ? INGEST_REFUSED_ADDR_LIMIT
                                                                        : INGEST_REFUSED_CONN_LIMIT]++;
-        if ((ing->stats.conn_refused & (ing->stats.conn_refused - 1)) == 0) /* 1, 2, 4, ... */
-            sg_log(SG_LOG_ERROR, "connection refused: %s (%llu so far)",
-                     reserve ? "too many connections" : "too many connections from one address",
-                     (unsigned long long)ing->stats.conn_refused);
+        if ((ing->stats.conn_refused & (ing->stats.conn_refused - 1)) == 0) { /* 1, 2, 4, ... */
+            char a[INET6_ADDRSTRLEN] = "?";
+            inet_ntop(ss.ss_family, ss.ss_family == AF_INET ? (void *)&((struct sockaddr_in *)&ss)->sin_addr
+                                                             : (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr,
+                      a, sizeof a);
+            sg_log(SG_LOG_WARN, "refused a connection from %s: %s (%llu so far)", a,
+                   reserve ? "too many connections" : "too many connections from one address",
+                   (unsigned long long)ing->stats.conn_refused);
+        }
         return -1;
     }
     if (!pe) {

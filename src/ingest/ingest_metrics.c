@@ -16,6 +16,7 @@
  * answers loopback peers only. */
 #include "ingest/ingest_internal.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -179,6 +180,7 @@ static int serve(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     const char *why = sg_prom_refusal(&ing->metrics.access, wsi, &status);
     if (why) {
         ing->metrics.refusals[INGEST_REFUSED_METRICS]++;
+        ingest_log_refused(wsi, "a scrape of /metrics", status, why);
         return sg_http_answer(wsi, req, status, ingest_error_json(why));
     }
     return scrape(ing, wsi, req);
@@ -224,6 +226,17 @@ static const struct lws_protocols metrics_protocols[] = {
 };
 
 /* ---------------------------------------------------------------- start */
+
+/* SIGHUP: the --metrics-token file read again; a bad file keeps the old token. */
+int ingest_metrics_reload(sg_ingest *ing, sg_err *err)
+{
+    sg_prom_access fresh = {0};
+    if (sg_prom_token_load(&fresh, ing->metrics_token_path, err) < 0)
+        return -1;
+    memcpy(ing->metrics.access.token_sha, fresh.token_sha, sizeof fresh.token_sha);
+    OPENSSL_cleanse(&fresh, sizeof fresh);
+    return 0;
+}
 
 int ingest_metrics_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err)
 {

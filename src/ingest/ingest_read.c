@@ -76,6 +76,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
         return 0;
     if (status == HTTP_STATUS_UNAUTHORIZED)
         ing->metrics.refusals[INGEST_REFUSED_READ_TOKEN]++;
+    ingest_log_refused(wsi, "a read", status, why);
     sg_http_answer(wsi, req, status, ingest_error_json(why));
     return 1;
 }
@@ -93,8 +94,10 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     const char *why = ingest_bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
     if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;
-    if (why)
+    if (why) {
+        ingest_log_refused(wsi, "a token check (/v1/token)", HTTP_STATUS_UNAUTHORIZED, why);
         return sg_http_answer(wsi, req, HTTP_STATUS_UNAUTHORIZED, ingest_error_json(why));
+    }
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                        json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "learner", cl.learner, "task", cl.task,
                                  "sandbox", cl.sandbox));

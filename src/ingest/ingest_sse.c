@@ -337,7 +337,7 @@ void ingest_sse_revoked(sg_ingest *ing, const char *id, const char *why)
 {
     sse_hub *h = ing->sse;
     for (sse_sub *s = h ? h->subs : NULL; s; s = s->next)
-        if (!s->closing && strcmp(s->tok, id) == 0)
+        if (!s->closing && (!id || strcmp(s->tok, id) == 0))
             sub_revoked(s, why);
 }
 
@@ -659,6 +659,7 @@ int ingest_sse_open(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_
     if (!why && peer_addr(wsi, s->addr) == 0)
         status = sub_cap(h, s->addr, &why);
     if (why) {
+        ingest_log_refused(wsi, "a /v1/stream subscriber", status ? status : HTTP_STATUS_BAD_REQUEST, why);
         r = sg_http_answer(wsi, req, status ? status : HTTP_STATUS_BAD_REQUEST, ingest_error_json(why));
         goto done;
     }

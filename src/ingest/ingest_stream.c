@@ -16,9 +16,30 @@
 
 /* ---------------------------------------------------------------- WebSocket */
 
+/* The peer's address for a log line ("?" when lws cannot say). */
+static const char *peer_of(struct lws *wsi, char addr[64])
+{
+    if (!wsi || !lws_get_peer_simple(wsi, addr, 64))
+        snprintf(addr, 64, "?");
+    return addr;
+}
+
+void ingest_log_refused(struct lws *wsi, const char *what, unsigned status, const char *why)
+{
+    char addr[64];
+    sg_log(SG_LOG_INFO, "refused %s from %s (%u): %s", what, peer_of(wsi, addr), status, why);
+}
+
+/* A stream closed: one line, as a refusal's. */
+static void log_closed(struct lws *wsi, int code, const char *why)
+{
+    char addr[64];
+    sg_log(SG_LOG_INFO, "closed a stream from %s (%d): %s", peer_of(wsi, addr), code, why);
+}
+
 int ingest_refuse_handshake(struct lws *wsi, unsigned int status, const char *reason)
 {
-    sg_log(SG_LOG_DEBUG, "handshake refused (%u): %s", status, reason);
+    ingest_log_refused(wsi, "a WebSocket", status, reason);
     lws_return_http_status(wsi, status, reason);
     return -1;
 }
@@ -122,7 +143,7 @@ static int close_with(struct lws *wsi, int code, const char *reason)
 {
     /* A close reason fits in a 125-byte control frame. */
     size_t n = strnlen(reason, 123);
-    sg_log(SG_LOG_DEBUG, "closing connection (%d): %s", code, reason);
+    log_closed(wsi, code, reason);
     lws_close_reason(wsi, (enum lws_close_status)code, (unsigned char *)reason, n);
     return -1;
 }
@@ -210,6 +231,8 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
 
 static int on_receive(sg_ingest *ing, conn *c, const char *in, size_t len)
 {
+    if (c->rotated) /* nothing more from a token the secret no longer signs */
+        return close_with(c->wsi, SG_CLOSE_POLICY, INGEST_ROTATED_MSG);
     if (lws_frame_is_binary(c->wsi)) {
         ing->stats.refused++;
         ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
@@ -253,6 +276,15 @@ static void conn_unlink(sg_ingest *ing, conn *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+}
+
+void ingest_streams_rotated(sg_ingest *ing)
+{
+    for (conn *c = ing->conns; c; c = c->next)
+        if (!c->rotated) {
+            c->rotated = c->kill = true; /* closed from its WRITEABLE callback */
+            lws_callback_on_writable(c->wsi);
+        }
 }
 
 /* ing->now = sg_now_iso8601(), with the date and time of day formatted
@@ -314,18 +346,22 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
         if (c->kill) {
             /* Outside RECEIVE, lws closes without sending the reason set
              * by lws_close_reason: send the close frame ourselves. */
-            unsigned char cb[LWS_PRE + 2 + sizeof c->id->reason];
-            size_t rl = strnlen(c->id->reason, 123);
+            const char *why = c->rotated ? INGEST_ROTATED_MSG : c->id->reason;
+            unsigned char cb[LWS_PRE + 2 + 124];
+            size_t rl = strnlen(why, 123);
             cb[LWS_PRE] = (unsigned char)(SG_CLOSE_POLICY >> 8);
             cb[LWS_PRE + 1] = (unsigned char)(SG_CLOSE_POLICY & 0xff);
-            memcpy(cb + LWS_PRE + 2, c->id->reason, rl);
-            sg_log(SG_LOG_DEBUG, "closing connection (%d): %s", SG_CLOSE_POLICY,
-                        c->id->reason);
+            memcpy(cb + LWS_PRE + 2, why, rl);
             if (c->killed)
                 return 0;
+            log_closed(wsi, SG_CLOSE_POLICY, why);
             c->killed = true;
-            ing->stats.refused++;
-            ing->metrics.refusals[INGEST_REFUSED_ORDER]++;
+            if (c->rotated) {
+                ing->metrics.refusals[INGEST_REFUSED_TOKEN]++;
+            } else {
+                ing->stats.refused++;
+                ing->metrics.refusals[INGEST_REFUSED_ORDER]++;
+            }
             /* 4: lws's internal LWS_WRITE_CLOSE (lws-write.h reserves it). */
             if (lws_write(wsi, cb + LWS_PRE, rl + 2, (enum lws_write_protocol)4) < 0)
                 return -1;

@@ -15,9 +15,14 @@
  * again at each ping (ingest_sse.c) and closed once revoked.
  *
  * Every read is logged (info) with its token's id and scope: who read
- * what, without the token itself. */
+ * what, without the token itself.
+ *
+ * Rotating the secret (sg_ingest_reload, on SIGHUP) withdraws every token
+ * at once: the new secret alone signs from then on, and what the old one
+ * let in is closed. */
 #include "ingest/ingest_internal.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -84,4 +89,51 @@ int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     sg_log(SG_LOG_INFO, "token %s revoked (revoke token %s)", cl.revoke, cl.id);
     ingest_sse_revoked(ing, cl.revoke, revoked_msg(cl.revoke));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:b, s:s}", "ok", 1, "revoked", cl.revoke));
+}
+
+/* The secret's file again: 1 changed, 0 the same, -1 kept (err says why). */
+static int reload_secret(sg_ingest *ing, sg_err *err)
+{
+    uint8_t fresh[SG_TOKEN_SECRET_LEN];
+    if (sg_token_secret_load(ing->secret_path, fresh, err) < 0) {
+        sg_err_prefix(err, "reload: the secret");
+        return -1;
+    }
+    int changed = CRYPTO_memcmp(fresh, ing->secret, sizeof fresh) != 0;
+    memcpy(ing->secret, fresh, sizeof fresh);
+    OPENSSL_cleanse(fresh, sizeof fresh);
+    return changed;
+}
+
+int sg_ingest_reload(sg_ingest *ing, sg_err *err)
+{
+    int rc = 0;
+    sg_err e = {0};
+    int r = reload_secret(ing, &e);
+    if (r < 0) {
+        sg_log(SG_LOG_ERROR, "%s (the old secret is kept)", e.msg);
+        *err = e;
+        rc = -1;
+    } else if (r == 0) {
+        sg_log(SG_LOG_INFO, "reload: the secret %s is unchanged", ing->secret_path);
+    } else {
+        size_t n = 0;
+        for (conn *c = ing->conns; c; c = c->next)
+            n += !c->rotated;
+        sg_log(SG_LOG_WARN, "reload: the secret %s was replaced: tokens of the old one are refused from now on; "
+               "closing %zu open stream(s) and the read streams they let in", ing->secret_path, n);
+        ingest_streams_rotated(ing);
+        ingest_sse_revoked(ing, NULL, INGEST_ROTATED_MSG);
+    }
+    if (ing->metrics_token_path) {
+        if (ingest_metrics_reload(ing, &e) < 0) {
+            sg_log(SG_LOG_ERROR, "reload: %s (the old metrics token is kept)", e.msg);
+            if (rc == 0)
+                *err = e;
+            rc = -1;
+        } else {
+            sg_log(SG_LOG_INFO, "reload: the metrics token read again from %s", ing->metrics_token_path);
+        }
+    }
+    return rc;
 }

@@ -44,6 +44,7 @@ struct sg_serve {
     int port;
     sg_serve_opts lim; /* the limits in force (0s replaced by defaults) */
     uint8_t secret[SG_TOKEN_SECRET_LEN];
+    char secret_path[4096]; /* read again by sg_serve_reload */
     char web_dir[512];
     tsess *sessions; /* every WebSocket connection, for the limits and stop */
     unsigned nconns;

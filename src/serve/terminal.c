@@ -122,6 +122,8 @@ void serve_refuse_code(tsess *t, uint16_t code, const char *why)
 {
     if (t->closing)
         return;
+    sg_log(SG_LOG_INFO, "closed the connection from %s%s%s (%u): %s", t->addr, t->sandbox[0] ? " to sandbox " : "",
+           t->sandbox, code, why);
     serve_queue_msg(t, &(sg_termws_msg){.kind = SG_TERMWS_ERROR, .error = (char *)why});
     serve_close_after(t, code, why);
 }
@@ -506,13 +508,15 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
     srv->lim.max_conns_per_addr = opts->max_conns_per_addr ? opts->max_conns_per_addr
                                                              : SG_SERVE_CONNS_PER_ADDR;
     snprintf(srv->web_dir, sizeof srv->web_dir, "%s", opts->web_dir);
+    snprintf(srv->secret_path, sizeof srv->secret_path, "%s", opts->secret_path);
     if (sg_token_secret_load(opts->secret_path, srv->secret, err) < 0 ||
         (opts->port > 0 && sg_ingest_bind_probe(opts->host, opts->port, err) < 0)) {
         free(srv);
         return NULL;
     }
-    lws_set_log_level(getenv("SG_SERVE_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE : LLL_ERR,
-                      sg_log_lws);
+    /* lws's own lines at level debug only (base/log.h: sg_log_lws). */
+    bool lws_lines = getenv("SG_SERVE_DEBUG") || sg_log_enabled(SG_LOG_DEBUG);
+    lws_set_log_level(lws_lines ? LLL_ERR | LLL_WARN | LLL_NOTICE : 0, sg_log_lws);
     struct lws_context_creation_info info;
     void *foreign_loops[1] = {loop};
     sg_http_server_info(&info, foreign_loops, opts->host, opts->port, protocols, srv,
@@ -524,12 +528,37 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
         return NULL;
     }
     srv->port = lws_get_vhost_listen_port(lws_get_vhost_by_name(srv->ctx, "default"));
+    sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, secret %s, page %s", opts->host,
+           srv->port, opts->secret_path, opts->web_dir);
     return srv;
 }
 
 int sg_serve_port(const sg_serve *s)
 {
     return s->port;
+}
+
+int sg_serve_reload(sg_serve *s, sg_err *err)
+{
+    uint8_t fresh[SG_TOKEN_SECRET_LEN];
+    if (sg_token_secret_load(s->secret_path, fresh, err) < 0) {
+        sg_err_prefix(err, "reload: the secret");
+        sg_log(SG_LOG_ERROR, "%s (the old secret is kept)", err->msg);
+        return -1;
+    }
+    if (memcmp(fresh, s->secret, sizeof fresh) == 0) {
+        sg_log(SG_LOG_INFO, "reload: the secret %s is unchanged", s->secret_path);
+        return 0;
+    }
+    memcpy(s->secret, fresh, sizeof fresh);
+    memset(fresh, 0, sizeof fresh);
+    unsigned n = 0;
+    for (tsess *t = s->sessions; t; t = t->next, n++) /* every one was let in by the old secret */
+        serve_close_after(t, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                          "the secret was replaced: a token of the new secret is needed");
+    sg_log(SG_LOG_WARN, "reload: the secret %s was replaced: tokens of the old one are refused from now on; "
+           "closing %u open connection(s)", s->secret_path, n);
+    return 0;
 }
 
 void sg_serve_stop(sg_serve *s)

@@ -90,6 +90,12 @@ typedef struct sg_serve_opts {
  * secret that cannot be read, a web directory without the page). */
 sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err);
 int sg_serve_port(const sg_serve *s);
+/* SIGHUP: the secret's file read again. A file that cannot be read or is
+ * not a secret keeps the old secret (-1, logged as an error). A secret
+ * that changed refuses the old one's tokens from now on and closes every
+ * open connection (1008, saying why), as the ingest does (ingest.h:
+ * sg_ingest_reload); the same secret changes nothing. */
+int sg_serve_reload(sg_serve *s, sg_err *err);
 /* Closes every connection (their shells end as if the browser left) and
  * the listener; then run the loop once more and free. */
 void sg_serve_stop(sg_serve *s);

@@ -81,6 +81,38 @@ static void test_lines(void **state)
     free(out);
 }
 
+/* --log-level's parser and its override of the environment's level. */
+static void at_flag(void)
+{
+    setenv("SANDGLASS_LOG_LEVEL", "error", 1);
+    sg_log_init("flagged");
+    sg_log_set_level(SG_LOG_DEBUG); /* the flag wins */
+    sg_log(SG_LOG_DEBUG, "shown");
+    sg_log_set_level(SG_LOG_ERROR);
+    sg_log(SG_LOG_WARN, "not shown");
+    unsetenv("SANDGLASS_LOG_LEVEL");
+}
+
+static void test_level_flag(void **state)
+{
+    (void)state;
+    sg_log_level l = SG_LOG_INFO;
+    assert_int_equal(sg_log_level_parse("Debug", &l), 0);
+    assert_int_equal(l, SG_LOG_DEBUG);
+    assert_int_equal(sg_log_level_parse("error", &l), 0);
+    assert_int_equal(l, SG_LOG_ERROR);
+    assert_int_equal(sg_log_level_parse("loud", &l), -1);
+    assert_int_equal(sg_log_level_parse("", &l), -1);
+    assert_int_equal(sg_log_level_parse("warning", &l), -1);
+    assert_int_equal(sg_log_level_parse(NULL, &l), -1);
+    assert_int_equal(l, SG_LOG_ERROR); /* unchanged by a refusal */
+    char *out = logged(at_flag);
+    assert_non_null(strstr(out, " debug flagged: shown\n"));
+    assert_null(strstr(out, "not shown"));
+    free(out);
+    sg_log_set_level(SG_LOG_INFO);
+}
+
 /* A learner's file name in a message: title, erase, a forged line, a bidi
  * override, invalid UTF-8, C1 CSI. */
 #define HOSTILE "\x1b]0;owned\x07\x1b[2K\r\n[fake] restored OK\xe2\x80\xae\xff\xc2\x9b"
@@ -114,6 +146,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lines),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_level_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
