@@ -1,7 +1,8 @@
 /* sandglass ingest [--listen HOST:PORT] [--store sqlite:PATH] [--secret FILE]
  *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]
  *                  [--retain-days N] [--serve URL]...
- *                  [--metrics-listen HOST:PORT] [--metrics-token FILE] */
+ *                  [--metrics-listen HOST:PORT] [--metrics-token FILE]
+ *                  [--tls-cert FILE --tls-key FILE | --insecure-plaintext] */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/config.h"
+#include "cli/listen_tls.h"
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "state/state.h"
@@ -23,8 +25,10 @@ static const char usage[] =
     "                        [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]\n"
     "                        [--retain-days N] [--serve URL]...\n"
     "                        [--metrics-listen HOST:PORT] [--metrics-token FILE]\n"
+    "                        [--tls-cert FILE --tls-key FILE | --insecure-plaintext]\n"
     "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
-    "            (default 127.0.0.1:7433; port 0 = any free port)\n"
+    "            (default 127.0.0.1:7433; port 0 = any free port); without TLS, a\n"
+    "            loopback address only unless --insecure-plaintext\n"
     "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
     "  --secret  HMAC secret file, created 0600 if missing (default <state>/ingest/secret)\n"
     "  --max-conns           connections in all (default 8192, less if RLIMIT_NOFILE is lower)\n"
@@ -40,7 +44,9 @@ static const char usage[] =
     "                 not on --listen's (port 0 = any free port)\n"
     "  --metrics-token FILE  a scrape must send this file's token (Authorization:\n"
     "                 Bearer); the file must not be readable by every user.\n"
-    "                 With neither, /metrics answers loopback peers on --listen only\n";
+    "                 With neither, /metrics answers loopback peers on --listen only\n"
+    SG_CLI_TLS_USAGE
+    "                 (both listeners, --listen's and --metrics-listen's, alike)\n";
 
 typedef struct run_ctx {
     sg_ingest *ing;
@@ -74,11 +80,13 @@ int sg_cmd_ingest(int argc, char **argv)
         {"serve", required_argument, NULL, 'S'},
         {"metrics-listen", required_argument, NULL, 'M'},
         {"metrics-token", required_argument, NULL, 'T'},
+        SG_CLI_TLS_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL, *metrics_listen = NULL;
     const char *metrics_token = NULL;
+    sg_cli_tls tls = {0};
     uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
     const char *serves[SG_INGEST_SERVES_MAX];
     unsigned nserves = 0;
@@ -87,6 +95,8 @@ int sg_cmd_ingest(int argc, char **argv)
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (sg_cli_tls_opt(&tls, c, optarg))
+            continue;
         switch (c) {
         case 'l': listen = optarg; break;
         case 's': store = optarg; break;
@@ -142,6 +152,12 @@ int sg_cmd_ingest(int argc, char **argv)
             return sg_cli_usage("ingest", "--metrics-listen %s: the same address as --listen", metrics_listen);
         opts.metrics_host = mhost;
     }
+    int trc = sg_cli_tls_check("ingest", &tls, (const char *const[]){"--listen", "--metrics-listen"},
+                               (const char *const[]){host, opts.metrics_host}, 2);
+    if (trc)
+        return trc;
+    opts.tls_cert = tls.cert;
+    opts.tls_key = tls.key;
     sg_autofree char *store_default = NULL, *secret_default = NULL;
     if (!store || !secret) {
         if (!sg_state_dir(&err)) {
@@ -173,11 +189,11 @@ int sg_cmd_ingest(int argc, char **argv)
         return 1;
     }
     bool v6 = strchr(host, ':') != NULL;
-    printf("listening on ws://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",
+    printf("listening on %s://%s%s%s:%d\n", sg_cli_tls_scheme(&tls, true), v6 ? "[" : "", host, v6 ? "]" : "",
            sg_ingest_port(rc.ing));
     if (opts.metrics_host) {
         bool mv6 = strchr(mhost, ':') != NULL;
-        printf("metrics on http://%s%s%s:%d/metrics\n", mv6 ? "[" : "", mhost, mv6 ? "]" : "",
+        printf("metrics on %s://%s%s%s:%d/metrics\n", sg_cli_tls_scheme(&tls, false), mv6 ? "[" : "", mhost, mv6 ? "]" : "",
                sg_ingest_metrics_port(rc.ing));
     }
     fflush(stdout);

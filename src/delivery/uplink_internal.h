@@ -39,6 +39,7 @@ struct sg_uplink {
     struct lws *wsi;
     sg_spool_cursor *cur;
     char *auth;
+    char *ca_file;          /* wss: the CAs to trust; NULL: the system's */
     sg_uplink_ep eps[SG_UPLINK_URLS_MAX];
     unsigned n_eps;
     unsigned ep;            /* the node connected to or tried now */
