@@ -357,14 +357,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 {
     struct lws_context *ctx = lws_get_context(wsi);
     sg_uplink *u = ctx ? lws_context_user(ctx) : NULL;
-    /* The client's TLS context is made (user: its SSL_CTX): without a CA
-     * file, the system's trust store (lws 4.1 of Debian would look in a
-     * relative "../share" and trust nothing). */
-    if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS) {
-        if (u && !u->ca_file && user && SSL_CTX_set_default_verify_paths(user) != 1)
-            ERR_clear_error();
-        return 0;
-    }
     if (!u || (uintptr_t)user != u->gen || u->st == ST_CLOSING)
         return reason == LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER ? -1 : 0;
 
@@ -519,6 +511,22 @@ static void on_timer_closed(uv_handle_t *h)
     u->open_handles--;
 }
 
+/* A TLS client context that verifies the peer by the CAs of ca (NULL: the
+ * system's), TLS 1.2 at least, ALPN http/1.1. NULL with err. */
+static SSL_CTX *client_ssl_ctx(const char *ca, sg_err *err)
+{
+    SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+    if (!c || SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION) != 1 ||
+        (ca ? SSL_CTX_load_verify_locations(c, ca, NULL) : SSL_CTX_set_default_verify_paths(c)) != 1) {
+        SSL_CTX_free(c);
+        ERR_clear_error();
+        sg_err_set(err, EIO, "uplink: cannot set up TLS%s%s", ca ? " with the CA file " : "", ca ? ca : "");
+        return NULL;
+    }
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+    return c;
+}
+
 int sg_uplink_ca_check(const char *path, sg_err *err)
 {
     FILE *f = fopen(path, "re");
@@ -579,7 +587,16 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = protocols;
     info.options = LWS_SERVER_OPTION_LIBUV | (tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
-    info.client_ssl_ca_filepath = u->ca_file;
+    /* The client's TLS context is ours, not lws's: lws 4.1 finds the
+     * refcount of its own by an ex_data index that every TLS context's
+     * global init makes anew, so with two uplinks alive the first's
+     * SSL_CTX was never freed (LeakSanitizer, an uplink daemon with two
+     * wss:// streams). Verification on; the CAs of the CA file alone (as
+     * curl's --cacert and cli/ingest_http.c), else the system's. lws
+     * checks the host (name or IP address) on each connection. */
+    if (tls && !(u->ssl_ctx = client_ssl_ctx(u->ca_file, err)))
+        goto fail;
+    info.provided_client_ssl_ctx = u->ssl_ctx;
     info.foreign_loops = foreign_loops;
     info.user = u;
     info.gid = (gid_t)-1;
@@ -602,6 +619,7 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
 fail:
     /* nothing registered on the loop yet: a plain free is enough */
     sg_spool_cursor_free(u->cur);
+    SSL_CTX_free(u->ssl_ctx);
     free_eps(u);
     free(u->auth);
     free(u->ca_file);
@@ -704,6 +722,7 @@ void sg_uplink_free(sg_uplink *u)
         uv_run(u->loop, UV_RUN_NOWAIT);
     uv_run(u->loop, UV_RUN_NOWAIT);
     lws_context_destroy(u->ctx);
+    SSL_CTX_free(u->ssl_ctx); /* after lws: its connections used it */
     sg_spool_cursor_free(u->cur);
     free_eps(u);
     free(u->auth);
