@@ -37,6 +37,12 @@ static bool same(const char *a, const char *b)
     return a && b && strcmp(a, b) == 0;
 }
 
+/* Both absent, or the same. */
+static bool same_opt(const char *a, const char *b)
+{
+    return (!a && !b) || same(a, b);
+}
+
 static void check_msg(const char *buf, size_t len)
 {
     sg_err err = {0}, oerr = {0};
@@ -46,7 +52,9 @@ static void check_msg(const char *buf, size_t len)
     const char *op = json_string_value(json_object_get(j, "op"));
     json_t *seq = json_object_get(j, "seq"), *synced = json_object_get(j, "synced"), *v = json_object_get(j, "v");
     bool want_synced = op && strcmp(op, "synced") == 0 && json_is_integer(seq) && json_integer_value(seq) >= -1;
-    bool want_hello = op && strcmp(op, "hello") == 0 && json_is_integer(v) && json_integer_value(v) == 1 &&
+    json_int_t vi = json_integer_value(v);
+    bool ca_ok = !json_object_get(j, "ca_file") || (ostr(j, "ca_file") && ostr(j, "ca_file")[0] == '/' && vi == 2);
+    bool want_hello = op && strcmp(op, "hello") == 0 && json_is_integer(v) && (vi == 1 || vi == 2) && ca_ok &&
                       ostr(j, "sandbox") && sg_valid_name(ostr(j, "sandbox")) && ostr(j, "url") &&
                       ostr(j, "spool") && ostr(j, "spool")[0] == '/' && ostr(j, "secret_file") &&
                       ostr(j, "learner") && ostr(j, "task") && json_is_integer(synced) &&
@@ -61,7 +69,8 @@ static void check_msg(const char *buf, size_t len)
         if (m.op != SG_UPLINKD_HELLO || m.seq != json_integer_value(synced) || !same(m.sandbox, ostr(j, "sandbox")) ||
             !same(m.url, ostr(j, "url")) || !same(m.spool, ostr(j, "spool")) ||
             !same(m.secret_file, ostr(j, "secret_file")) || !same(m.learner, ostr(j, "learner")) ||
-            !same(m.task, ostr(j, "task")) || m.secret_create != json_is_true(json_object_get(j, "secret_create")))
+            !same(m.task, ostr(j, "task")) || m.secret_create != json_is_true(json_object_get(j, "secret_create")) ||
+            !same_opt(m.ca_file, ostr(j, "ca_file")))
             abort();
     }
     if (r == 0) { /* round trip: encoded, it parses to the same struct */
@@ -72,7 +81,8 @@ static void check_msg(const char *buf, size_t len)
             abort();
         if (m.op == SG_UPLINKD_HELLO &&
             (!same(m2.sandbox, m.sandbox) || !same(m2.url, m.url) || !same(m2.spool, m.spool) ||
-             !same(m2.secret_file, m.secret_file) || !same(m2.learner, m.learner) || !same(m2.task, m.task)))
+             !same(m2.secret_file, m.secret_file) || !same(m2.learner, m.learner) || !same(m2.task, m.task) ||
+             !same_opt(m2.ca_file, m.ca_file)))
             abort();
         sg_uplinkd_msg_clear(&m2);
         free(text);

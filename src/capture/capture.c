@@ -624,7 +624,7 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_autofree char *default_secret = sg_state_path("ingest/secret");
     sg_uplink_client_config ucfg = {
         .sandbox = m->id, .url = m->ingest_url, .learner = m->learner, .task = m->task,
-        .spool_dir = dir, .secret_file = m->secret_file,
+        .spool_dir = dir, .secret_file = m->secret_file, .ca_file = m->ingest_ca,
         .secret_create = m->secret_file && strcmp(m->secret_file, default_secret) == 0,
     };
     c->uplink = sg_uplink_client_new(loop, &ucfg, c->spool, err);

@@ -63,10 +63,11 @@ int sg_cmd_cast_store(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"list", no_argument, NULL, 'l'}, {"ingest", required_argument, NULL, 'i'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"token", required_argument, NULL, 't'}, {"secret", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'}, {0},
     };
-    const char *ingest = sg_config_ingest(), *token = NULL, *secret = NULL;
+    const char *ingest = sg_config_ingest(), *ingest_ca = NULL, *token = NULL, *secret = NULL;
     bool list = false;
     int c;
     optind = 1;
@@ -74,10 +75,12 @@ int sg_cmd_cast_store(int argc, char **argv)
         switch (c) {
         case 'l': list = true; break;
         case 'i': ingest = optarg; break;
+        case 'C': ingest_ca = optarg; break;
         case 't': token = optarg; break;
         case 'S': secret = optarg; break;
         case 'h':
-            printf("usage: sandglass cast ID [N] [--list] [--ingest URL] [--token T | --secret FILE]\n\n"
+            printf("usage: sandglass cast ID [N] [--list] [--ingest URL] [--ingest-ca FILE]\n"
+                   "                      [--token T | --secret FILE]\n\n"
                    "The recording of a terminal session of sandbox ID from the ingest's store.\n");
             return 0;
         default: return sg_cli_bad_option("cast", argv[optind - 1]);
@@ -87,7 +90,7 @@ int sg_cmd_cast_store(int argc, char **argv)
         return sg_cli_usage("cast", "ID [N]: a sandbox id and an optional exec number");
     sg_err err = {0};
     sg_cli_target t;
-    if (sg_cli_target_parse(ingest, &t, &err) < 0)
+    if (sg_cli_target_parse(ingest, ingest_ca, &t, &err) < 0)
         return sg_cli_usage("cast", "%s", err.msg);
     sg_autofree char *tok = cast_token(token, secret, &err);
     if (!tok)

@@ -39,7 +39,8 @@ static void create_usage(FILE *f)
     fprintf(f,
         "usage: sandglass create --learner L [--task T] [--workspace DIR] [--memory 512M]\n"
         "                        [--pids 256] [--cpus 1] [--timeout 600] [--output-limit 64M]\n"
-        "                        [--rootfs DIR] [--ingest URL[,URL...]] [--secret FILE]\n"
+        "                        [--rootfs DIR] [--ingest URL[,URL...]] [--ingest-ca FILE]\n"
+        "                        [--secret FILE]\n"
         "                        [--max-wall S] [--max-execs N] [--max-cpu S] [--max-calls N]\n"
         "                        [--checkpoints exec|manual] [--disk 1G] [--overcommit] [--json]\n"
         "                        [--max-events-per-min N] [--max-bytes-per-min SIZE]\n"
@@ -74,7 +75,10 @@ static void create_usage(FILE *f)
         "                       owned by the sandbox user, bounded as cp is, recorded as the\n"
         "                       session's start (`from`); not with --workspace\n"
         "  --ingest URL         where a captured session streams (default the config's url, else ws://127.0.0.1:7433)\n"
-        "                       (URL,URL,...: up to 8 ingest nodes of one store, failed over in turn)\n"
+        "                       (URL,URL,...: up to 8 ingest nodes of one store, failed over in turn);\n"
+        "                       wss://HOST:PORT for an ingest with TLS\n"
+        "  --ingest-ca FILE     the CA file (PEM) a wss:// ingest's certificate is verified by\n"
+        "                       (default the config's ca, else the system's trust store)\n"
         "  --secret FILE        the ingest's key for its tokens (default the config's secret, else <state>/ingest/secret)\n"
         "  --max-wall S, --max-execs N, --max-cpu S, --max-calls N\n"
         "                       caps: reaching one aborts the whole session (default: none)\n"
@@ -255,7 +259,7 @@ static int own_workspace(sg_sandbox_meta *m, bool disk_given, bool overcommit, s
 /* What the command line asked for, besides the limits (in the meta). */
 typedef struct create_opts {
     const char *learner, *task, *ws, *rootfs;
-    const char *ingest, *secret;
+    const char *ingest, *ingest_ca, *secret;
     const char *capture_ignore; /* checked; copied into the meta at its save */
     const char *seed_dir, *forked_from; /* sandglass fork's (sg_cmd_create_from) */
     const char *from;                   /* --from */
@@ -263,6 +267,7 @@ typedef struct create_opts {
     bool json, spare, disk_given, overcommit;
     long online; /* CPUs online: --cpus is at most this */
     char wsreal[PATH_MAX], rootreal[PATH_MAX]; /* --workspace, --rootfs resolved */
+    char careal[PATH_MAX];                     /* --ingest-ca resolved ("": none) */
 } create_opts;
 
 /* The budgets' long options (no short form). */
@@ -437,6 +442,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         {"rootfs", required_argument, NULL, 'r'},
         {"ingest", required_argument, NULL, 'i'},
         {"secret", required_argument, NULL, 's'},
+        {"ingest-ca", required_argument, NULL, 'A'},
         {"max-wall", required_argument, NULL, 'W'},
         {"max-execs", required_argument, NULL, 'E'},
         {"max-cpu", required_argument, NULL, 'C'},
@@ -470,6 +476,7 @@ static int create_parse(int argc, char **argv, create_opts *o, sg_sandbox_meta *
         case 'r': o->rootfs = optarg; break;
         case 'i': o->ingest = optarg; break;
         case 's': o->secret = optarg; break;
+        case 'A': o->ingest_ca = optarg; break;
         case 'j': o->json = true; break;
         case 'O': o->overcommit = true; break;
         case 'S': o->spare = true; break;
@@ -516,25 +523,30 @@ static int create_check(create_opts *o, sg_sandbox_meta *m)
         return sg_cli_usage("create", "--from: give a directory, a tarball or ID@CHECKPOINT");
     if (o->task && !sg_valid_name(o->task))
         return sg_cli_usage("create", "invalid --task: use 1-128 of A-Z a-z 0-9 . _ - @");
-    if ((o->ingest || o->secret) && !o->task)
-        return sg_cli_usage("create", "--ingest and --secret go with --task (only a captured sandbox streams)");
+    if ((o->ingest || o->secret || o->ingest_ca) && !o->task)
+        return sg_cli_usage("create", "--ingest, --ingest-ca and --secret go with --task (only a captured sandbox "
+                            "streams)");
     /* The config's, else the built-in ones (<state>/ingest/secret: NULL). */
     if (!o->ingest)
         o->ingest = sg_config_ingest();
     if (!o->secret)
         o->secret = sg_config_get(SG_CONF_SECRET, NULL);
+    if (!o->ingest_ca)
+        o->ingest_ca = sg_config_get(SG_CONF_INGEST_CA, NULL);
     const char *ingest = o->ingest;
     if (o->task) {
         char why[400];
         if (sg_cli_ingest_list_check(ingest, why, sizeof why) < 0 ||
-            (o->secret && sg_cli_ingest_secret_check(o->secret, why, sizeof why) < 0))
+            (o->secret && sg_cli_ingest_secret_check(o->secret, why, sizeof why) < 0) ||
+            (o->ingest_ca && sg_cli_ingest_ca_check(o->ingest_ca, o->careal, sizeof o->careal, why, sizeof why) < 0))
             return sg_cli_usage("create", "%s", why);
     }
     if (!sg_state_dir(&err))
         return sg_cli_fail("create", err.msg);
     if (o->task) {
         char why[600];
-        if (sg_cli_ingest_check(ingest, o->learner, o->task, o->secret, why, sizeof why) < 0)
+        if (sg_cli_ingest_check(ingest, o->careal[0] ? o->careal : NULL, o->learner, o->task, o->secret, why,
+                                sizeof why) < 0)
             return sg_cli_fail("create", why);
     }
     return CREATE_GO;
@@ -595,6 +607,7 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
     char *secret_path = NULL;
     if (o->task) {
         m->ingest_url = (char *)o->ingest;
+        m->ingest_ca = o->careal[0] ? (char *)o->careal : NULL;
         secret_path = o->secret ? realpath(o->secret, NULL) : sg_config_secret();
         if (!secret_path)
             return sg_cli_fail("create", "--secret file does not exist");
@@ -606,6 +619,7 @@ static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
     int claimed = sg_pool_claim(m, id);
     free(secret_path);
     m->learner = m->task = m->ingest_url = m->secret_file = m->workspace = m->capture_ignore = NULL;
+    m->ingest_ca = NULL;
     /* A claim or a pool short of its size (one the config gave, never
      * filled yet) refills in the background. */
     sg_pool_refill_async();
@@ -666,6 +680,7 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     }
     if (o->task) {
         m->ingest_url = strdup(o->ingest);
+        m->ingest_ca = o->careal[0] ? strdup(o->careal) : NULL;
         m->secret_file = o->secret ? realpath(o->secret, NULL) : sg_config_secret();
         if (!m->secret_file) {
             sg_disk_remove_workspace(m);

@@ -56,7 +56,8 @@
 static const char usage[] = "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
                             "                        [--kind K[,K]] [--since T] [--until T] [--all] [--full]\n"
                             "                        [--diff] [--utc] [--follow] [--json]\n"
-                            "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+                            "                        [--ingest http://HOST:PORT] [--ingest-ca FILE]\n"
+                            "                        [--token T | --secret FILE]\n"
                             "  --sandbox ID  the id or a unique prefix of it (4 characters at least)\n"
                             "  --kind    only these kinds (command,test_result,checkpoint,...), none hidden\n"
                             "  --since, --until  a duration back from now (90s, 15m, 2h, 3d, 1w), a date\n"
@@ -68,7 +69,11 @@ static const char usage[] = "usage: sandglass events [--learner L] [--task T] [-
                             "  --follow  then print each event as it is committed (the ingest's pushed\n"
                             "            stream), reconnecting and resuming when the ingest restarts\n"
                             "  --ingest  default: the one the sandbox's record names (--sandbox of this\n"
-                            "            host), else $SANDGLASS_INGEST, else http://127.0.0.1:7433\n"
+                            "            host), else $SANDGLASS_INGEST, else http://127.0.0.1:7433;\n"
+                            "            https:// (or wss://) for an ingest with TLS\n"
+                            "  --ingest-ca  the CA file (PEM) an https ingest's certificate is verified by\n"
+                            "            (default the sandbox's record's, $SANDGLASS_INGEST_CA, else the\n"
+                            "            system's trust store)\n"
                             "  --token   a read token (sandglass token --read ...)\n"
                             "  --secret  without --token: make an operator read token from this secret\n"
                             "            (default <state>/ingest/secret, the local ingest's)\n";
@@ -91,7 +96,7 @@ static void append_arg(char *q, size_t qlen, const char *name, const char *val)
 /* What the command line asked for. */
 typedef struct events_opts {
     const char *learner, *task, *sandbox;
-    const char *ingest;
+    const char *ingest, *ingest_ca; /* ingest_ca: NULL for the config's */
     const char *token_opt, *secret_path;
     const char *kinds; /* --kind: ",a,b," */
     long long after_seq;
@@ -169,6 +174,7 @@ static bool events_common_opt(int c, events_opts *o)
     case 'i':
         o->ingest = optarg, o->ingest_given = true;
         return true;
+    case 'C': o->ingest_ca = optarg; return true;
     case 'T': o->token_opt = optarg; return true;
     case 'k': o->secret_path = optarg; return true;
     default: return false;
@@ -186,6 +192,7 @@ static int events_parse(int argc, char **argv, events_opts *o)
         {"since", required_argument, NULL, 'S'},   {"until", required_argument, NULL, 'U'},
         {"utc", no_argument, NULL, 'u'},           {"full", no_argument, NULL, 'F'},
         {"diff", no_argument, NULL, 'd'},          {"all", no_argument, NULL, 'A'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     /* $SANDGLASS_INGEST, create's default too (its ws:// URL names the same
@@ -399,7 +406,7 @@ static int events_answer(events_opts *o, const char *body, size_t len, int statu
  * for as long as it runs: nothing is skipped or printed twice. */
 
 typedef struct follow_conn {
-    int fd;
+    sg_cli_conn c;
     sg_buf in; /* read, not yet handled */
 } follow_conn;
 
@@ -409,7 +416,7 @@ static int follow_fill(follow_conn *c)
     char chunk[65536];
     if (c->in.len >= FOLLOW_EVENT_MAX)
         return -1;
-    ssize_t n = read(c->fd, chunk, sizeof chunk);
+    ssize_t n = sg_cli_conn_read(&c->c, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR)
         return 1;
     if (n <= 0)
@@ -482,15 +489,15 @@ static int follow_once(events_opts *o, const sg_cli_target *t, const char *token
                        bool *served)
 {
     sg_err err;
-    follow_conn c = {.fd = sg_cli_http_connect(t, FOLLOW_IDLE_S, &err)};
-    if (c.fd < 0)
+    follow_conn c = {0};
+    if (sg_cli_conn_open(t, FOLLOW_IDLE_S, &c.c, &err) < 0)
         return EVENTS_GO;
     sg_autofree char *req = sg_strdup_printf(
         "GET /v1/stream?%s%safter=%lld HTTP/1.1\r\nHost: %s:%s\r\nAccept: text/event-stream\r\n"
         "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
         query, query[0] ? "&" : "", *cursor, t->host, t->port, token);
     int status = 0, rc = EVENTS_GO;
-    if (req && sg_write_all(c.fd, req, strlen(req)) == 0)
+    if (req && sg_cli_conn_write_all(&c.c, req, strlen(req)) == 0)
         rc = follow_head(&c, &status);
     *served = status == 200;
     sg_sse_decoder dec;
@@ -504,7 +511,7 @@ static int follow_once(events_opts *o, const sg_cli_target *t, const char *token
             break; /* closed, or silent past FOLLOW_IDLE_S (pings come every 15 s) */
     }
     sg_sse_decoder_free(&dec);
-    close(c.fd);
+    sg_cli_conn_close(&c.c);
     sg_buf_free(&c.in);
     return rc;
 }
@@ -554,8 +561,11 @@ static int events_local_sandbox(events_opts *o, sg_sandbox_meta *m)
         return EVENTS_GO;
     snprintf(o->sandbox_id, sizeof o->sandbox_id, "%s", id);
     o->sandbox = o->sandbox_id;
-    if (!o->ingest_given && m->ingest_url)
+    if (!o->ingest_given && m->ingest_url) {
         o->ingest = m->ingest_url;
+        if (!o->ingest_ca && m->ingest_ca) /* the CA the sandbox's uplink verifies by */
+            o->ingest_ca = m->ingest_ca;
+    }
     return EVENTS_GO;
 }
 
@@ -675,7 +685,7 @@ static int events_run(events_opts *o)
 {
     sg_err err;
     sg_cli_target t;
-    if (sg_cli_target_parse(o->ingest, &t, &err) < 0)
+    if (sg_cli_target_parse(o->ingest, o->ingest_ca, &t, &err) < 0)
         return sg_cli_usage("events", "%s", err.msg);
     if (o->token_opt && (strlen(o->token_opt) > SG_TOKEN_MAX || strpbrk(o->token_opt, "\r\n ")))
         return sg_cli_usage("events", "--token: not a token");
@@ -766,10 +776,12 @@ int sg_cmd_events(int argc, char **argv)
 
 static const char sessions_usage[] =
     "usage: sandglass sessions [--learner L] [--task T] [--sandbox ID] [--json] [--utc]\n"
-    "                          [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+    "                          [--ingest http://HOST:PORT] [--ingest-ca FILE]\n"
+    "                          [--token T | --secret FILE]\n"
     "  each session the read token may see: its state (active, aborted, destroyed,\n"
     "  expired), when it started, its last activity, its commands, and whether\n"
-    "  its last test passed; --ingest, --token, --secret as for events\n";
+    "  its last test passed; --ingest, --ingest-ca, --token, --secret as for\n"
+    "  events\n";
 
 static int sessions_parse(int argc, char **argv, events_opts *o)
 {
@@ -778,6 +790,7 @@ static int sessions_parse(int argc, char **argv, events_opts *o)
         {"sandbox", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
         {"utc", no_argument, NULL, 'u'},           {"ingest", required_argument, NULL, 'i'},
         {"token", required_argument, NULL, 'T'},   {"secret", required_argument, NULL, 'k'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     o->ingest = sg_config_ingest();
@@ -834,7 +847,7 @@ int sg_cmd_sessions(int argc, char **argv)
         return rc;
     sg_err err;
     sg_cli_target t;
-    if (sg_cli_target_parse(o->ingest, &t, &err) < 0)
+    if (sg_cli_target_parse(o->ingest, o->ingest_ca, &t, &err) < 0)
         return sg_cli_usage("sessions", "%s", err.msg);
     uint8_t secret[SG_TOKEN_SECRET_LEN];
     if ((rc = events_load_secret(o, secret)) != EVENTS_GO)

@@ -47,7 +47,8 @@ static const char usage[] =
     "usage: sandglass export --format jsonl|csv|progsnap2|asciicast --out FILE|DIR\n"
     "                        [--learner L] [--task T] [--sandbox ID] [--since T] [--until T]\n"
     "                        [--pseudonymize [--key FILE]]\n"
-    "                        [--ingest http://HOST:PORT] [--token T | --secret FILE]\n"
+    "                        [--ingest http://HOST:PORT] [--ingest-ca FILE]\n"
+    "                        [--token T | --secret FILE]\n"
     "  --format  jsonl: one stored row a line, lossless (sandglass import reads it);\n"
     "            csv: one row per event, the payload's fields as columns;\n"
     "            progsnap2: a ProgSnap2 dataset directory (docs/EXPORT.md);\n"
@@ -58,12 +59,12 @@ static const char usage[] =
     "            (2026-12-03T13:05:00Z)\n"
     "  --pseudonymize  learner ids replaced by a keyed hash (HMAC-SHA256 with --key's\n"
     "            secret, default <state>/export/pseudonym.key, created 0600)\n"
-    "  --ingest, --token, --secret  as for sandglass events (a read token's scope\n"
-    "            limits what is exported)\n";
+    "  --ingest, --ingest-ca, --token, --secret  as for sandglass events (a read\n"
+    "            token's scope limits what is exported)\n";
 
 typedef struct export_opts {
     const char *format, *out, *learner, *task, *sandbox, *since_arg, *until_arg;
-    const char *ingest, *token_opt, *secret_path, *key_path;
+    const char *ingest, *ingest_ca, *token_opt, *secret_path, *key_path;
     double since, until;
     bool pseudonymize;
     uint8_t secret[SG_TOKEN_SECRET_LEN];
@@ -100,6 +101,7 @@ static int export_parse(int argc, char **argv, export_opts *o)
         {"until", required_argument, NULL, 'U'},   {"pseudonymize", no_argument, NULL, 'p'},
         {"key", required_argument, NULL, 'K'},     {"ingest", required_argument, NULL, 'i'},
         {"token", required_argument, NULL, 'T'},   {"secret", required_argument, NULL, 'k'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     *o = (export_opts){.ingest = sg_config_ingest()};
@@ -118,6 +120,7 @@ static int export_parse(int argc, char **argv, export_opts *o)
         case 'p': o->pseudonymize = true; break;
         case 'K': o->key_path = optarg; break;
         case 'i': o->ingest = optarg; break;
+        case 'C': o->ingest_ca = optarg; break;
         case 'T': o->token_opt = optarg; break;
         case 'k': o->secret_path = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
@@ -230,13 +233,13 @@ static json_t *export_get_json(void *ctx, const char *path, sg_err *err)
 
 /* The answer's head read (bounded): its status, the body's length
  * (-1: not said), and the body's first bytes past it in buf. */
-static int export_head(int fd, char *buf, size_t size, int *status, long long *clen, size_t *have, size_t *body_at,
+static int export_head(sg_cli_conn *conn, char *buf, size_t size, int *status, long long *clen, size_t *have, size_t *body_at,
                        sg_err *err)
 {
     *have = 0;
     char *end = NULL;
     while (!end) {
-        ssize_t n = *have + 1 < size ? read(fd, buf + *have, size - 1 - *have) : -1;
+        ssize_t n = *have + 1 < size ? sg_cli_conn_read(conn, buf + *have, size - 1 - *have) : -1;
         if (n <= 0)
             return sg_err_set(err, EPROTO, "no whole HTTP answer from the ingest");
         *have += (size_t)n;
@@ -254,22 +257,18 @@ static int export_head(int fd, char *buf, size_t size, int *status, long long *c
 }
 
 /* GET path, its body copied to out as it arrives: the bytes, or -1. */
-static long long export_get_to(void *ctx, const char *path, int out, sg_err *err)
+static long long export_copy(export_opts *o, sg_cli_conn *conn, const char *path, const char *tok, int out,
+                             sg_err *err)
 {
-    export_opts *o = ctx;
-    sg_autofree char *tok = export_token(o, err);
-    sg_autoclose int fd = tok ? sg_cli_http_connect(&o->target, SG_CLI_HTTP_TIMEOUT_S, err) : -1;
-    if (fd < 0)
-        return -1;
     sg_autofree char *req = sg_strdup_printf("GET %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n"
                                              "Connection: close\r\n\r\n", path, o->target.host, o->target.port, tok);
     static char buf[65536];
     size_t have = 0, at = 0;
     int status = 0;
     long long clen = -1, got = 0;
-    if (sg_write_all(fd, req, strlen(req)) < 0)
+    if (sg_cli_conn_write_all(conn, req, strlen(req)) < 0)
         return sg_err_sys(err, "send to the ingest");
-    if (export_head(fd, buf, sizeof buf, &status, &clen, &have, &at, err) < 0)
+    if (export_head(conn, buf, sizeof buf, &status, &clen, &have, &at, err) < 0)
         return -1;
     if (status != 200) { /* an error's answer is small: in the head's read */
         char msg[200];
@@ -282,7 +281,7 @@ static long long export_get_to(void *ctx, const char *path, int out, sg_err *err
         return sg_err_sys(err, "write");
     got = (long long)(have - at);
     for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
+        ssize_t n = sg_cli_conn_read(conn, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -295,6 +294,18 @@ static long long export_get_to(void *ctx, const char *path, int out, sg_err *err
     }
     if (clen >= 0 && got != clen)
         return sg_err_set(err, EPROTO, "truncated answer from the ingest (%lld of %lld bytes)", got, clen);
+    return got;
+}
+
+static long long export_get_to(void *ctx, const char *path, int out, sg_err *err)
+{
+    export_opts *o = ctx;
+    sg_autofree char *tok = export_token(o, err);
+    sg_cli_conn conn;
+    if (!tok || sg_cli_conn_open(&o->target, SG_CLI_HTTP_TIMEOUT_S, &conn, err) < 0)
+        return -1;
+    long long got = export_copy(o, &conn, path, tok, out, err);
+    sg_cli_conn_close(&conn);
     return got;
 }
 
@@ -694,7 +705,7 @@ int sg_cmd_export(int argc, char **argv)
     if ((rc = export_secrets(&o)) != EXPORT_GO)
         return rc;
     sg_err err;
-    if (sg_cli_target_parse(o.ingest, &o.target, &err) < 0)
+    if (sg_cli_target_parse(o.ingest, o.ingest_ca, &o.target, &err) < 0)
         return sg_cli_usage("export", "%s", err.msg);
     sg_export x = {.fmt = export_find_fmt(o.format), .version = SG_VERSION, .get_json = export_get_json,
                    .get_to = export_get_to, .ctx = &o};

@@ -24,6 +24,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/config.h"
 #include "cli/report.h"
 #include "delivery/spool.h"
 #include "delivery/uplink.h"
@@ -35,10 +36,13 @@
 #define FLUSH_META_MAX (64u * 1024)
 
 static const char usage[] =
-    "usage: sandglass flush [--ingest ws://HOST:PORT] [--secret FILE] [--timeout S] [ID...]\n"
+    "usage: sandglass flush [--ingest ws://HOST:PORT] [--ingest-ca FILE] [--secret FILE]\n"
+    "                       [--timeout S] [ID...]\n"
     "  delivers the capture spools of destroyed sandboxes that the ingest did not\n"
     "  acknowledge (kept under <state>/undelivered/), then removes them\n"
     "  --ingest   deliver there instead of the ingest the sandbox was created with\n"
+    "  --ingest-ca  verify a wss:// ingest by this CA file (default: the sandbox's,\n"
+    "             unless --ingest; else the config's; else the system's trust store)\n"
     "  --secret   sign the tokens with this key instead of the one the sandbox used\n"
     "  --timeout  give up on one spool after this many seconds (default 30)\n";
 
@@ -65,11 +69,31 @@ static void on_uplink_event(void *ud, const sg_uplink_event *ev)
         sg_cli_sayf("flush", "%s", ev->reason);
 }
 
+/* What the command line overrides of each sandbox's record (NULL: the
+ * record's), and the bound of one spool. */
+typedef struct flush_opts {
+    const char *ingest, *ingest_ca, *secret;
+    double timeout_s;
+} flush_opts;
+
+/* The CA file of a spool's uplink: --ingest-ca; else the record's, unless
+ * --ingest points elsewhere; else the config's; else none (the system's). */
+static const char *flush_ca(const flush_opts *o, json_t *meta)
+{
+    const char *mine = json_string_value(json_object_get(meta, "ingest_ca"));
+    if (o->ingest_ca)
+        return o->ingest_ca;
+    if (!o->ingest && mine)
+        return mine;
+    return sg_config_get(SG_CONF_INGEST_CA, NULL);
+}
+
 /* Delivers one undelivered spool. Returns 0 when all of it is acknowledged
  * (and removed), -1 otherwise; *delivered counts the events sent. */
-static int flush_one(const char *udir, const char *id, const char *ingest_override,
-                     const char *secret_override, double timeout_s, uint64_t *delivered, sg_err *err)
+static int flush_one(const char *udir, const char *id, const flush_opts *o, uint64_t *delivered, sg_err *err)
 {
+    const char *ingest_override = o->ingest, *secret_override = o->secret;
+    double timeout_s = o->timeout_s;
     *delivered = 0;
     sg_autofree char *dir = sg_strdup_printf("%s/%s", udir, id);
     struct stat st;
@@ -119,7 +143,7 @@ static int flush_one(const char *udir, const char *id, const char *ingest_overri
     uv_loop_init(&loop);
     int r = 0;
     flush_watch w = {0};
-    sg_uplink *u = sg_uplink_new(&loop, url, token, sp, err);
+    sg_uplink *u = sg_uplink_new(&loop, url, token, sp, flush_ca(o, meta), err);
     if (!u) {
         sg_err_prefix(err, "cannot start an uplink to %s", url);
         r = -1;
@@ -152,23 +176,24 @@ int sg_cmd_flush(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"ingest", required_argument, NULL, 'i'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"timeout", required_argument, NULL, 't'},
         {"secret", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *ingest = NULL, *secret = NULL;
-    double timeout_s = FLUSH_TIMEOUT_DEFAULT_S;
+    flush_opts o = {.timeout_s = FLUSH_TIMEOUT_DEFAULT_S};
     sg_err err = {0};
     int c;
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'i': ingest = optarg; break;
-        case 's': secret = optarg; break;
+        case 'i': o.ingest = optarg; break;
+        case 'C': o.ingest_ca = optarg; break;
+        case 's': o.secret = optarg; break;
         case 't':
-            if (sg_parse_duration(optarg, 24 * 3600.0, &timeout_s, &err) < 0) {
+            if (sg_parse_duration(optarg, 24 * 3600.0, &o.timeout_s, &err) < 0) {
                 return sg_cli_usage("flush", "--timeout: %s", err.msg);
             }
             break;
@@ -230,7 +255,7 @@ int sg_cmd_flush(int argc, char **argv)
         }
         uint64_t n = 0;
         sg_err e = {0};
-        if (flush_one(udir, ids[i], ingest, secret, timeout_s, &n, &e) < 0) {
+        if (flush_one(udir, ids[i], &o, &n, &e) < 0) {
             if (strncmp(e.msg, "no undelivered spool", 20) == 0)
                 sg_cli_sayf("flush", "%s", e.msg);
             else

@@ -35,7 +35,7 @@ typedef struct fork_opts {
 static void fork_usage(FILE *f)
 {
     fprintf(f, "usage: sandglass fork --sandbox ID --at SEQ [--learner L] [--task T] [--json]\n"
-               "                     [--ingest URL] [--token T | --secret FILE]\n\n"
+               "                     [--ingest URL] [--ingest-ca FILE] [--token T | --secret FILE]\n\n"
                "Creates a new live sandbox on this host whose workspace is sandbox ID's just\n"
                "after event SEQ, rebuilt from the ingest's store (processes are not carried),\n"
                "and prints its id. Its `sandbox` event says where it came from (forked_from).\n"
@@ -49,6 +49,7 @@ static int fork_parse(int argc, char **argv, fork_opts *o)
         {"learner", required_argument, NULL, 'l'}, {"task", required_argument, NULL, 'T'},
         {"ingest", required_argument, NULL, 'i'}, {"token", required_argument, NULL, 't'},
         {"secret", required_argument, NULL, 'S'}, {"json", no_argument, NULL, 'j'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'}, {0},
     };
     *o = (fork_opts){.ws = {.ingest = sg_config_ingest(), .at = -1}};
@@ -62,6 +63,7 @@ static int fork_parse(int argc, char **argv, fork_opts *o)
         case 'l': o->learner = optarg; break;
         case 'T': o->task = optarg; break;
         case 'i': o->ws.ingest = optarg; o->ingest_given = true; break;
+        case 'C': o->ws.ingest_ca = optarg; break;
         case 't': o->ws.token = optarg; break;
         case 'S': o->ws.secret = optarg; break;
         case 'j': o->json = true; break;
@@ -126,7 +128,7 @@ int sg_cmd_fork(int argc, char **argv)
         return rc;
     sg_err err = {0};
     sg_cli_target t;
-    if (sg_cli_target_parse(o.ws.ingest, &t, &err) < 0)
+    if (sg_cli_target_parse(o.ws.ingest, o.ws.ingest_ca, &t, &err) < 0)
         return sg_cli_usage("fork", "%s", err.msg);
     sg_autofree char *tok = sg_ws_token(&o.ws, &err);
     if (!tok)
@@ -149,10 +151,15 @@ int sg_cmd_fork(int argc, char **argv)
         }
         char wsurl[1024]; /* create streams over WebSocket: the same host and port */
         if (o.ingest_given) {
-            bool http = strncmp(o.ws.ingest, "http://", 7) == 0;
-            snprintf(wsurl, sizeof wsurl, "%s%s", http ? "ws://" : "", o.ws.ingest + (http ? 7 : 0));
+            bool http = strncmp(o.ws.ingest, "http://", 7) == 0, https = strncmp(o.ws.ingest, "https://", 8) == 0;
+            snprintf(wsurl, sizeof wsurl, "%s%s", http ? "ws://" : https ? "wss://" : "",
+                     o.ws.ingest + (http ? 7 : https ? 8 : 0));
             cargv[n++] = "--ingest";
             cargv[n++] = wsurl;
+        }
+        if (o.ws.ingest_ca) {
+            cargv[n++] = "--ingest-ca";
+            cargv[n++] = o.ws.ingest_ca;
         }
         if (o.ws.secret) {
             cargv[n++] = "--secret";

@@ -2,7 +2,8 @@
  *                  [--max-conns N] [--max-conns-per-addr N] [--max-stream-rate N]
  *                  [--retain-days N] [--serve URL]...
  *                  [--metrics-listen HOST:PORT] [--metrics-token FILE]
- *                  [--log-level LEVEL] */
+ *                  [--log-level LEVEL]
+ *                  [--tls-cert FILE --tls-key FILE | --insecure-plaintext] */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -15,6 +16,7 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/config.h"
+#include "cli/listen_tls.h"
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "state/state.h"
@@ -25,8 +27,10 @@ static const char usage[] =
     "                        [--retain-days N] [--serve URL]...\n"
     "                        [--metrics-listen HOST:PORT] [--metrics-token FILE]\n"
     "                        [--log-level LEVEL]\n"
+    "                        [--tls-cert FILE --tls-key FILE | --insecure-plaintext]\n"
     "  --listen  address to listen on, exactly: an IPv4 address or [IPv6] address\n"
-    "            (default 127.0.0.1:7433; port 0 = any free port)\n"
+    "            (default 127.0.0.1:7433; port 0 = any free port); without TLS, a\n"
+    "            loopback address only unless --insecure-plaintext\n"
     "  --store   event store (default sqlite:<state>/ingest/events.db, created 0600)\n"
     "  --secret  HMAC secret file, created 0600 if missing (default <state>/ingest/secret)\n"
     "  --max-conns           connections in all (default 8192, less if RLIMIT_NOFILE is lower)\n"
@@ -43,6 +47,8 @@ static const char usage[] =
     "  --metrics-token FILE  a scrape must send this file's token (Authorization:\n"
     "                 Bearer); the file must not be readable by every user.\n"
     "                 With neither, /metrics answers loopback peers on --listen only\n"
+    SG_CLI_TLS_USAGE
+    "                 (both listeners, --listen's and --metrics-listen's, alike)\n"
     "  --log-level LEVEL  error, warn, info or debug: the lowest level logged on stderr\n"
     "                 (default: $SANDGLASS_LOG_LEVEL, the config's log-level, else info)\n"
     "SIGHUP reads the secret and --metrics-token's file again: tokens of a replaced\n"
@@ -92,11 +98,13 @@ int sg_cmd_ingest(int argc, char **argv)
         {"metrics-listen", required_argument, NULL, 'M'},
         {"metrics-token", required_argument, NULL, 'T'},
         {"log-level", required_argument, NULL, 'L'},
+        SG_CLI_TLS_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL, *metrics_listen = NULL;
     const char *metrics_token = NULL;
+    sg_cli_tls tls = {0};
     uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
     const char *serves[SG_INGEST_SERVES_MAX];
     unsigned nserves = 0;
@@ -107,6 +115,8 @@ int sg_cmd_ingest(int argc, char **argv)
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (sg_cli_tls_opt(&tls, c, optarg))
+            continue;
         switch (c) {
         case 'l': listen = optarg; break;
         case 's': store = optarg; break;
@@ -167,6 +177,12 @@ int sg_cmd_ingest(int argc, char **argv)
             return sg_cli_usage("ingest", "--metrics-listen %s: the same address as --listen", metrics_listen);
         opts.metrics_host = mhost;
     }
+    int trc = sg_cli_tls_check("ingest", &tls, (const char *const[]){"--listen", "--metrics-listen"},
+                               (const char *const[]){host, opts.metrics_host}, 2);
+    if (trc)
+        return trc;
+    opts.tls_cert = tls.cert;
+    opts.tls_key = tls.key;
     sg_autofree char *store_default = NULL, *secret_default = NULL;
     if (!store || !secret) {
         if (!sg_state_dir(&err)) {
@@ -200,11 +216,11 @@ int sg_cmd_ingest(int argc, char **argv)
         return 1;
     }
     bool v6 = strchr(host, ':') != NULL;
-    printf("listening on ws://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",
+    printf("listening on %s://%s%s%s:%d\n", sg_cli_tls_scheme(&tls, true), v6 ? "[" : "", host, v6 ? "]" : "",
            sg_ingest_port(rc.ing));
     if (opts.metrics_host) {
         bool mv6 = strchr(mhost, ':') != NULL;
-        printf("metrics on http://%s%s%s:%d/metrics\n", mv6 ? "[" : "", mhost, mv6 ? "]" : "",
+        printf("metrics on %s://%s%s%s:%d/metrics\n", sg_cli_tls_scheme(&tls, false), mv6 ? "[" : "", mhost, mv6 ? "]" : "",
                sg_ingest_metrics_port(rc.ing));
     }
     fflush(stdout);

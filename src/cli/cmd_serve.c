@@ -1,6 +1,7 @@
 /* sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]
  *                 [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]
- *                 [--max-conns-per-addr N] [--log-level LEVEL]: the browser's terminal into the
+ *                 [--max-conns-per-addr N] [--log-level LEVEL]
+ *                 [--tls-cert FILE --tls-key FILE | --insecure-plaintext]: the browser's terminal into the
  * sandboxes of this host (serve/terminal.h). */
 #include <getopt.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/config.h"
+#include "cli/listen_tls.h"
 #include "cli/report.h"
 #include "ingest/ingest.h"
 #include "serve/terminal.h"
@@ -25,6 +27,7 @@ static const char usage[] =
     "usage: sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]\n"
     "                       [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]\n"
     "                       [--max-conns-per-addr N] [--log-level LEVEL]\n"
+    "                       [--tls-cert FILE --tls-key FILE | --insecure-plaintext]\n"
     "\n"
     "Serves the learner's terminal in a browser for the sandboxes of this host:\n"
     "open http://HOST:PORT/#token=TOKEN with a terminal token ('sandglass token\n"
@@ -32,7 +35,8 @@ static const char usage[] =
     "captured command by command like any shell.\n"
     "\n"
     "  --listen  address to listen on, exactly (default 127.0.0.1:7434; port 0 = any\n"
-    "            free port, printed on the first line)\n"
+    "            free port, printed on the first line); without TLS, a loopback\n"
+    "            address only unless --insecure-plaintext\n"
     "  --secret  the tokens' secret (default <state>/ingest/secret)\n"
     "  --web     the page's directory, as 'meson install' puts it (default:\n"
     "            $SANDGLASS_WEB_DIR, else ../share/sandglass/web beside sandglassd,\n"
@@ -41,6 +45,7 @@ static const char usage[] =
     "  --max-unauth           connections still to send their token (default 256)\n"
     "  --max-unauth-per-addr  of those, from one address (default 8)\n"
     "  --max-conns-per-addr   WebSockets from one address (default 32)\n"
+    SG_CLI_TLS_USAGE
     "  --log-level LEVEL      error, warn, info or debug: the lowest level logged on\n"
     "                         stderr (default: $SANDGLASS_LOG_LEVEL, the config's\n"
     "                         log-level, else info)\n"
@@ -95,6 +100,7 @@ int sg_cmd_serve(int argc, char **argv)
         {"max-unauth-per-addr", required_argument, NULL, 'u'},
         {"max-conns-per-addr", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'L'},
+        SG_CLI_TLS_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -103,11 +109,14 @@ int sg_cmd_serve(int argc, char **argv)
     sg_serve_opts opts = {.host = host};
     const char *log_level = NULL;
     sg_log_level level = SG_LOG_INFO;
+    sg_cli_tls tls = {0};
     sg_err err;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (sg_cli_tls_opt(&tls, c, optarg))
+            continue;
         switch (c) {
         case 'l': listen = optarg; break;
         case 'k': secret = optarg; break;
@@ -137,6 +146,11 @@ int sg_cmd_serve(int argc, char **argv)
         return sg_cli_usage("serve", "unexpected argument '%.64s' (serve takes only options)", argv[optind]);
     if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0)
         return sg_cli_usage("serve", "%s", err.msg);
+    int trc = sg_cli_tls_check("serve", &tls, (const char *const[]){"--listen"}, (const char *const[]){host}, 1);
+    if (trc)
+        return trc;
+    opts.tls_cert = tls.cert;
+    opts.tls_key = tls.key;
     sg_autofree char *secret_default = NULL;
     if (!secret) {
         if (!sg_state_dir(&err))
@@ -164,7 +178,7 @@ int sg_cmd_serve(int argc, char **argv)
         return sg_cli_failf("serve", "%s", err.msg);
     }
     bool v6 = strchr(host, ':') != NULL;
-    printf("serving terminals on http://%s%s%s:%d/\n", v6 ? "[" : "", host, v6 ? "]" : "",
+    printf("serving terminals on %s://%s%s%s:%d/\n", sg_cli_tls_scheme(&tls, false), v6 ? "[" : "", host, v6 ? "]" : "",
            sg_serve_port(rc.srv));
     fflush(stdout);
     uv_signal_init(&loop, &rc.sigint);

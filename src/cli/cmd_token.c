@@ -43,30 +43,32 @@ static const char usage[] =
     "            `sandglass serve`, read-only (it cannot type or resize)\n"
     "  --ttl     validity: seconds or 90s, 15m, 2h, 7d (default 7d)\n"
     "  --secret  the ingest's secret file (default <state>/ingest/secret)\n"
-    "  --check URL  (stream token) do not print it: ask the ingest at URL (ws://\n"
-    "            or http://HOST:PORT) whether it takes it, writing nothing; prints\n"
-    "            {\"result\": accepted|rejected|unreachable|unchecked, \"reason\"} and\n"
-    "            exits 0 only when accepted ('sandglass create' asks this)\n";
+    "  --check URL  (stream token) do not print it: ask the ingest at URL (ws://,\n"
+    "            wss://, http:// or https://HOST:PORT) whether it takes it, writing\n"
+    "            nothing; prints {\"result\": accepted|rejected|tls-failed|unreachable|\n"
+    "            unchecked, \"reason\"} and exits 0 only when accepted ('sandglass\n"
+    "            create' asks this)\n"
+    "  --ingest-ca FILE  with --check: the CA file (PEM) a TLS ingest is verified by\n"
+    "            (default the config's, else the system's trust store)\n";
 
 #define CHECK_TTL_S 60 /* a token made only to be checked */
 
 /* --check: whether the ingest at url takes tok (GET /v1/token, which opens
  * and writes nothing). One JSON object on stdout; a line on stderr when
  * the answer is not "accepted". */
-static int check_token(const char *url, const char *tok)
+static int check_token(const char *url, const char *ca, const char *tok)
 {
     const char *result, *reason = "";
     sg_err err = {0};
     sg_cli_target t;
     int status = 0;
     sg_autojson json_t *ans = NULL;
-    if (strncmp(url, "wss://", 6) == 0) {
-        result = "unchecked";
-        reason = "no TLS in this check: the uplink's first connection will tell";
-    } else if (sg_cli_target_parse(url, &t, &err) < 0) {
+    if (sg_cli_target_parse(url, ca, &t, &err) < 0) {
         return sg_cli_usage("token", "%s", err.msg);
     } else if (!(ans = sg_cli_http_get_json(&t, "/v1/token", tok, &status, &err))) {
-        result = status ? "unchecked" : "unreachable";
+        /* TLS that fails (an unknown CA, another host's certificate, a
+         * plain port): the uplink would fail the same way, for ever. */
+        result = status ? "unchecked" : err.code == EKEYREJECTED ? "tls-failed" : "unreachable";
         reason = err.msg;
     } else if (status == 200) {
         result = "accepted";
@@ -107,12 +109,14 @@ int sg_cmd_token(int argc, char **argv)
         {"terminal", no_argument, NULL, 'x'},
         {"watch", no_argument, NULL, 'w'},
         {"check", required_argument, NULL, 'c'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     if (argc > 1 && strcmp(argv[1], "revoke") == 0)
         return sg_cmd_token_revoke(argc - 1, argv + 1);
     const char *learner = NULL, *task = NULL, *sandbox = NULL, *secret_path = NULL, *check = NULL;
+    const char *ingest_ca = NULL;
     uint64_t ttl = SG_TOKEN_TTL_DEFAULT;
     bool read = false, terminal = false, watch = false;
     sg_err err;
@@ -129,6 +133,7 @@ int sg_cmd_token(int argc, char **argv)
         case 'x': terminal = true; break;
         case 'w': watch = true; break;
         case 'c': check = optarg; break;
+        case 'C': ingest_ca = optarg; break;
         case 'T':
         {
             double d;
@@ -174,6 +179,8 @@ int sg_cmd_token(int argc, char **argv)
                             !learner ? "--learner" : !task ? "--task" : "--sandbox");
     if (read && check)
         return sg_cli_usage("token", "--check is for a stream token: drop --read");
+    if (ingest_ca && !check)
+        return sg_cli_usage("token", "--ingest-ca goes with --check URL (the ingest it verifies)");
     const char *names[][2] = {{"--learner", learner}, {"--task", task}, {"--sandbox", sandbox}};
     for (size_t i = 0; i < SG_ARRAY_LEN(names); i++)
         if (names[i][1] && !sg_valid_name(names[i][1])) {
@@ -200,7 +207,7 @@ int sg_cmd_token(int argc, char **argv)
         return sg_cli_failf("token", "%s", err.msg);
     }
     if (check)
-        return check_token(check, tok);
+        return check_token(check, ingest_ca, tok);
     puts(tok);
     return 0;
 }

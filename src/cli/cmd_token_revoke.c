@@ -21,12 +21,14 @@
 #include "wire/token.h"
 
 static const char usage[] =
-    "usage: sandglass token revoke ID|TOKEN [--ingest URL] [--secret FILE]\n"
+    "usage: sandglass token revoke ID|TOKEN [--ingest URL] [--ingest-ca FILE] [--secret FILE]\n"
     "  revokes a token (any kind) on every ingest node sharing the store\n"
     "  ID        the token's id: 16 hex digits (the ingest logs it with each read;\n"
     "            printf %s TOKEN | sha256sum | cut -c1-16); or the token itself\n"
     "  --ingest  the ingest (default: the config's, else $SANDGLASS_INGEST, else\n"
     "            http://127.0.0.1:7433)\n"
+    "  --ingest-ca  the CA file an https ingest is verified by (default the\n"
+    "            config's, else the system's trust store)\n"
     "  --secret  the ingest's secret file (default <state>/ingest/secret)\n";
 
 #define REVOKE_TTL_S 60
@@ -35,11 +37,12 @@ int sg_cmd_token_revoke(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"ingest", required_argument, NULL, 'i'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"secret", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *ingest = sg_config_ingest(), *secret_path = NULL;
+    const char *ingest = sg_config_ingest(), *ingest_ca = NULL, *secret_path = NULL;
     sg_err err;
     int c;
     optind = 1;
@@ -47,6 +50,7 @@ int sg_cmd_token_revoke(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'i': ingest = optarg; break;
+        case 'C': ingest_ca = optarg; break;
         case 'k': secret_path = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("token revoke", argv[optind - 1]);
@@ -64,7 +68,7 @@ int sg_cmd_token_revoke(int argc, char **argv)
         return sg_cli_usage("token revoke", "'%.64s' is neither a token id (16 hex digits, lowercase) nor a token",
                             arg);
     sg_cli_target t;
-    if (sg_cli_target_parse(ingest, &t, &err) < 0)
+    if (sg_cli_target_parse(ingest, ingest_ca, &t, &err) < 0)
         return sg_cli_usage("token revoke", "--ingest: %s", err.msg);
     sg_autofree char *secret_default = NULL;
     if (!secret_path) {

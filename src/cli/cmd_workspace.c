@@ -33,7 +33,7 @@ typedef sg_ws_opts ws_opts;
 static void ws_usage(FILE *f)
 {
     fprintf(f, "usage: sandglass workspace --sandbox ID --at SEQ --out DIR [--ingest URL]\n"
-               "                          [--token T | --secret FILE]\n\n"
+               "                          [--ingest-ca FILE] [--token T | --secret FILE]\n\n"
                "Writes the workspace of sandbox ID as it was just after event SEQ, from the\n"
                "ingest's store alone, into DIR (which must not exist yet), or as a tar stream\n"
                "on stdout with --out -. Files over the capture's size limit are not written:\n"
@@ -409,6 +409,7 @@ static int ws_parse(int argc, char **argv, ws_opts *o)
         {"sandbox", required_argument, NULL, 's'}, {"at", required_argument, NULL, 'a'},
         {"out", required_argument, NULL, 'o'}, {"ingest", required_argument, NULL, 'i'},
         {"token", required_argument, NULL, 't'}, {"secret", required_argument, NULL, 'S'},
+        {"ingest-ca", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'}, {0},
     };
     *o = (ws_opts){.ingest = sg_config_ingest(), .at = -1};
@@ -420,6 +421,7 @@ static int ws_parse(int argc, char **argv, ws_opts *o)
         case 'a': o->at = strtoll(optarg, NULL, 10); break;
         case 'o': o->out = optarg; break;
         case 'i': o->ingest = optarg; break;
+        case 'C': o->ingest_ca = optarg; break;
         case 't': o->token = optarg; break;
         case 'S': o->secret = optarg; break;
         case 'h': ws_usage(stdout); return 0;
@@ -470,7 +472,7 @@ int sg_cmd_workspace(int argc, char **argv)
         return rc;
     sg_err err = {0};
     sg_cli_target t;
-    if (sg_cli_target_parse(o.ingest, &t, &err) < 0)
+    if (sg_cli_target_parse(o.ingest, o.ingest_ca, &t, &err) < 0)
         return sg_cli_usage("workspace", "%s", err.msg);
     sg_autofree char *tok = sg_ws_token(&o, &err);
     if (!tok)

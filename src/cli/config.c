@@ -40,6 +40,7 @@ static const struct {
     [SG_CONF_MAX_SANDBOXES] = {"sandglass", "max-sandboxes", "SANDGLASS_MAX_SANDBOXES", V_UINT},
     [SG_CONF_INGEST] = {"ingest", "url", "SANDGLASS_INGEST", V_TEXT},
     [SG_CONF_SECRET] = {"ingest", "secret", "SANDGLASS_SECRET", V_PATH},
+    [SG_CONF_INGEST_CA] = {"ingest", "ca", "SANDGLASS_INGEST_CA", V_PATH},
     [SG_CONF_MEMORY] = {"limits", "memory", "SANDGLASS_MEMORY", V_SIZE},
     [SG_CONF_PIDS] = {"limits", "pids", "SANDGLASS_PIDS", V_UINT},
     [SG_CONF_CPUS] = {"limits", "cpus", "SANDGLASS_CPUS", V_CPUS},

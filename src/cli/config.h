@@ -28,6 +28,7 @@ typedef enum {
     /* [ingest] */
     SG_CONF_INGEST,
     SG_CONF_SECRET,
+    SG_CONF_INGEST_CA,
     /* [limits]: create's, per sandbox or per exec */
     SG_CONF_MEMORY,
     SG_CONF_PIDS,

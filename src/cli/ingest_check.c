@@ -100,7 +100,7 @@ static int each_node(const char *list, int (*fn)(const char *url, void *ud), voi
 }
 
 typedef struct node_ctx {
-    const char *learner, *task, *secret;
+    const char *learner, *task, *secret, *ca;
     char *why;
     size_t wsize;
 } node_ctx;
@@ -119,8 +119,7 @@ int sg_cli_ingest_list_check(const char *list, char *why, size_t wsize)
     return each_node(list, url_one, &c, why, wsize);
 }
 
-static int node_check(const char *url, const char *host, int port, const char *learner, const char *task,
-                      const char *secret, char *why, size_t wsize);
+static int node_check(const char *url, const char *host, int port, const node_ctx *c);
 
 static int check_one(const char *url, void *ud)
 {
@@ -129,13 +128,13 @@ static int check_one(const char *url, void *ud)
     int port;
     if (sg_cli_ingest_url_check(url, host, sizeof host, &port, c->why, c->wsize) < 0)
         return -1;
-    return node_check(url, host, port, c->learner, c->task, c->secret, c->why, c->wsize);
+    return node_check(url, host, port, c);
 }
 
-int sg_cli_ingest_check(const char *list, const char *learner, const char *task, const char *secret, char *why,
-                        size_t wsize)
+int sg_cli_ingest_check(const char *list, const char *ca, const char *learner, const char *task, const char *secret,
+                        char *why, size_t wsize)
 {
-    node_ctx c = {.learner = learner, .task = task, .secret = secret, .why = why, .wsize = wsize};
+    node_ctx c = {.learner = learner, .task = task, .secret = secret, .ca = ca, .why = why, .wsize = wsize};
     return each_node(list, check_one, &c, why, wsize);
 }
 
@@ -167,6 +166,30 @@ int sg_cli_ingest_secret_check(const char *path, char *why, size_t wsize)
                  "makes in <state>/ingest/secret)", path);
         return -1;
     }
+    return 0;
+}
+
+int sg_cli_ingest_ca_check(const char *path, char *real, size_t rsize, char *why, size_t wsize)
+{
+    char buf[65536];
+    sg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n < 0) {
+        snprintf(why, wsize, "--ingest-ca %.200s: %s", path, strerror(errno));
+        return -1;
+    }
+    buf[n] = '\0';
+    if (!strstr(buf, "-----BEGIN CERTIFICATE-----")) {
+        snprintf(why, wsize, "--ingest-ca %.200s: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+                 path);
+        return -1;
+    }
+    char tmp[PATH_MAX];
+    if (!realpath(path, tmp) || strlen(tmp) >= rsize) {
+        snprintf(why, wsize, "--ingest-ca %.200s: %s", path, strerror(errno ? errno : ENAMETOOLONG));
+        return -1;
+    }
+    snprintf(real, rsize, "%s", tmp);
     return 0;
 }
 
@@ -217,30 +240,43 @@ static bool warn_unreachable(const char *url, const char *host, int port)
 /* Asks `sandglassd token --check` (this binary has no HMAC: no libcrypto)
  * whether the ingest takes the tokens of this key. Its JSON answer on
  * stdout, parsed; NULL when it gave none. */
-static json_t *ask_token_check(const char *url, const char *learner, const char *task, const char *secret)
+static json_t *ask_token_check(const char *url, const node_ctx *c)
 {
     char daemon[PATH_MAX];
     if (sg_cli_daemon_path(daemon, sizeof daemon) < 0)
         return NULL;
     /* The sandbox id is not chosen yet and no part of the check: the
      * ingest checks the key and the expiry. */
-    char *argv[] = {"sandglass", "token", "--learner", (char *)learner, "--task", (char *)task, "--sandbox",
-                    "create-check", "--check", (char *)url, secret ? "--secret" : NULL, (char *)secret, NULL};
+    char *argv[16] = {"sandglass", "token", "--learner", (char *)c->learner, "--task", (char *)c->task,
+                      "--sandbox", "create-check", "--check", (char *)url};
+    int n = 10;
+    if (c->ca) {
+        argv[n++] = "--ingest-ca";
+        argv[n++] = (char *)c->ca;
+    }
+    if (c->secret) {
+        argv[n++] = "--secret";
+        argv[n++] = (char *)c->secret;
+    }
     int status;
     return sg_cli_run_json(daemon, argv, TOKEN_CHECK_OUT_MAX, true, &status);
 }
 
 /* What a passed check holds for: the URL and the key file's identity.
  * NULL when the key file cannot be looked at (then nothing is cached). */
-static char *check_key(const char *url, const char *secret)
+static char *check_key(const char *url, const char *secret, const char *ca)
 {
     sg_autofree char *def = secret ? NULL : sg_config_secret();
     const char *path = secret ? secret : def;
-    struct stat st;
-    if (!path || stat(path, &st) < 0)
+    struct stat st, cst = {0};
+    if (!path || stat(path, &st) < 0 || (ca && stat(ca, &cst) < 0))
         return NULL;
-    return sg_strdup_printf("%s\n%s\n%llu %lld %lld.%09ld\n", url, path, (unsigned long long)st.st_ino,
-                            (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    /* the CA file's identity too: a check passed with one CA says nothing
+     * of another */
+    return sg_strdup_printf("%s\n%s\n%llu %lld %lld.%09ld\n%s\n%llu %lld.%09ld\n", url, path,
+                            (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                            st.st_mtim.tv_nsec, ca ? ca : "-", (unsigned long long)cst.st_ino,
+                            (long long)cst.st_mtim.tv_sec, cst.st_mtim.tv_nsec);
 }
 
 /* <state>/ingest-check: the last passed check, its time the file's. */
@@ -266,9 +302,11 @@ static void check_remember(const char *key)
  * listening is a warning (the spool keeps everything, by design); an
  * ingest that rejects this key's tokens is a refusal (the capture could
  * never be delivered). Returns 0, or -1 with why. */
-static int node_check(const char *url, const char *host, int port, const char *learner, const char *task,
-                      const char *secret, char *why, size_t wsize)
+static int node_check(const char *url, const char *host, int port, const node_ctx *c)
 {
+    const char *secret = c->secret;
+    char *why = c->why;
+    size_t wsize = c->wsize;
     if (!warn_unreachable(url, host, port))
         return 0;
     /* A listening ingest and no key here (a fresh state directory): the
@@ -279,16 +317,20 @@ static int node_check(const char *url, const char *host, int port, const char *l
                  "ingest's key with --secret", url, def);
         return -1;
     }
-    sg_autofree char *key = check_key(url, secret);
+    sg_autofree char *key = check_key(url, secret, c->ca);
     if (key && check_cached(key))
         return 0;
-    sg_autojson json_t *ans = ask_token_check(url, learner, task, secret);
+    sg_autojson json_t *ans = ask_token_check(url, c);
     const char *result = json_string_value(json_object_get(ans, "result"));
     const char *reason = json_string_value(json_object_get(ans, "reason"));
     char vbuf[256];
     const char *vr = sg_vis(reason ? reason : "", reason ? strlen(reason) : 0, vbuf, sizeof vbuf);
     if (result && strcmp(result, "accepted") == 0 && key)
         check_remember(key);
+    if (result && strcmp(result, "tls-failed") == 0) {
+        snprintf(why, wsize, "the ingest at %s: %s", url, vr);
+        return -1;
+    }
     if (result && strcmp(result, "rejected") == 0) {
         snprintf(why, wsize, "the ingest at %s rejects the tokens of the key %s (%s): give it its key with --secret",
                  url, secret ? secret : "<state>/ingest/secret", vr);

@@ -22,18 +22,26 @@ int sg_cli_ingest_url_check(const char *url, char *host, size_t hsize, int *port
 /* --secret: a regular 0600 file holding 64 hex characters. 0, or -1 with
  * why. */
 int sg_cli_ingest_secret_check(const char *path, char *why, size_t wsize);
+/* --ingest-ca: a readable file holding a PEM certificate ("-----BEGIN
+ * CERTIFICATE-----"; OpenSSL reads it for real in the token check and the
+ * uplink), resolved to an absolute path into real (rsize bytes): the
+ * uplink daemon, detached, reads it later from wherever it runs. 0, or -1
+ * with why. */
+int sg_cli_ingest_ca_check(const char *path, char *real, size_t rsize, char *why, size_t wsize);
 /* --ingest URL,URL,...: ingest nodes of one store, each checked as
  * above; an empty element or more than SG_CLI_INGEST_NODES_MAX is refused,
  * naming the list. 0, or -1 with why. */
 #define SG_CLI_INGEST_NODES_MAX 8 /* as SG_UPLINK_URLS_MAX */
 int sg_cli_ingest_list_check(const char *list, char *why, size_t wsize);
 /* Reachability (a warning line on stderr when not) and the token check
- * of each node of the list: 0, or -1 with why when a node rejects the
- * key's tokens (the uplink may fail over to any node, so every node that
+ * of each node of the list (a TLS node verified by the CAs of ca, an
+ * absolute path, or NULL for the system's): 0, or -1 with why when a node
+ * rejects the key's tokens or its TLS fails (an unknown CA, another host's
+ * certificate, a plain port behind wss://) (the uplink may fail over to any node, so every node that
  * answers must take the key; a node that does not listen is a warning
  * only, as for one ingest: the spool keeps everything). secret is
  * --secret or NULL for <state>/ingest/secret. */
-int sg_cli_ingest_check(const char *list, const char *learner, const char *task, const char *secret, char *why,
-                        size_t wsize);
+int sg_cli_ingest_check(const char *list, const char *ca, const char *learner, const char *task, const char *secret,
+                        char *why, size_t wsize);
 
 #endif

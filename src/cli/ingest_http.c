@@ -1,7 +1,10 @@
 #include "cli/ingest_http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +13,33 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/idprefix.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "cli/config.h"
+#include "delivery/uplink.h"
 
 static int node_parse(const char *url, sg_cli_node *t, sg_err *err)
 {
+    static const struct {
+        const char *prefix;
+        bool tls;
+    } schemes[] = {{"http://", false}, {"ws://", false}, {"https://", true}, {"wss://", true}};
     const char *p = url;
-    if (strncmp(p, "http://", 7) == 0)
-        p += 7;
-    else if (strncmp(p, "ws://", 5) == 0)
-        p += 5;
-    else if (strstr(p, "://"))
-        return sg_err_set(err, EINVAL, "--ingest %s: only http:// (or ws://) is supported", url);
+    size_t i;
+    for (i = 0; i < SG_ARRAY_LEN(schemes); i++)
+        if (strncmp(p, schemes[i].prefix, strlen(schemes[i].prefix)) == 0)
+            break;
+    if (i < SG_ARRAY_LEN(schemes)) {
+        p += strlen(schemes[i].prefix);
+        t->tls = schemes[i].tls;
+    } else if (strstr(p, "://")) {
+        return sg_err_set(err, EINVAL, "--ingest %s: expected http://, ws://, https:// or wss://", url);
+    } else {
+        t->tls = false;
+    }
     const char *slash = strchr(p, '/');
     size_t hl = slash ? (size_t)(slash - p) : strlen(p);
     char hostport[300];
@@ -36,7 +52,7 @@ static int node_parse(const char *url, sg_cli_node *t, sg_err *err)
         *colon = '\0';
         snprintf(t->port, sizeof t->port, "%.7s", colon + 1);
     } else {
-        snprintf(t->port, sizeof t->port, "80");
+        snprintf(t->port, sizeof t->port, t->tls ? "443" : "80");
     }
     char *h = hostport;
     if (h[0] == '[') {
@@ -47,7 +63,7 @@ static int node_parse(const char *url, sg_cli_node *t, sg_err *err)
     return 0;
 }
 
-int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err)
+int sg_cli_target_parse(const char *url, const char *ca, sg_cli_target *t, sg_err *err)
 {
     sg_autofree char *copy = strdup(url);
     if (!copy)
@@ -69,6 +85,19 @@ int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err)
     }
     memcpy(t->host, t->node[0].host, sizeof t->host);
     memcpy(t->port, t->node[0].port, sizeof t->port);
+    const char *origin = "--ingest-ca";
+    if (!ca)
+        ca = sg_config_get(SG_CONF_INGEST_CA, &origin);
+    t->ca[0] = '\0';
+    if (ca && *ca) {
+        if (sg_uplink_ca_check(ca, err) < 0) {
+            sg_err_prefix(err, "%s", origin);
+            return -1;
+        }
+        if (strlen(ca) >= sizeof t->ca)
+            return sg_err_set(err, ENAMETOOLONG, "%s: the path is too long", origin);
+        snprintf(t->ca, sizeof t->ca, "%s", ca);
+    }
     return 0;
 }
 
@@ -100,43 +129,197 @@ static int node_connect(const sg_cli_node *t, int timeout_s, sg_err *err)
     return fd;
 }
 
-int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err)
+/* OpenSSL's first queued error as text ("" when none), the queue cleared. */
+static const char *ssl_error_text(char *buf, size_t size)
 {
-    int fd = -1;
-    for (unsigned i = 0; i < t->n && fd < 0; i++)
-        fd = node_connect(&t->node[i], timeout_s, err); /* err: the last node's */
-    return fd;
+    unsigned long e = ERR_get_error();
+    buf[0] = '\0';
+    if (e)
+        ERR_error_string_n(e, buf, size);
+    ERR_clear_error();
+    return buf;
+}
+
+/* The TLS client context: verification on, TLS 1.2 at least, the CAs of
+ * ca (or the system's), ALPN http/1.1. NULL with err. */
+static SSL_CTX *tls_ctx(const char *ca, sg_err *err)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    char e[256];
+    if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        (ca[0] ? SSL_CTX_load_verify_locations(ctx, ca, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+        SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x08http/1.1", 9) != 0) {
+        sg_err_set(err, EIO, "TLS: cannot set up the client (%s)%s%s", ssl_error_text(e, sizeof e),
+                   ca[0] ? ": CA file " : "", ca);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    return ctx;
+}
+
+/* The TLS handshake on c->fd with node n, its certificate checked for n's
+ * host (a DNS name, or an IP address against the certificate's IP
+ * addresses). -1 with err saying what failed and what to do. */
+static int tls_handshake(sg_cli_conn *c, const sg_cli_node *n, const char *ca, sg_err *err)
+{
+    c->ssl = SSL_new(c->ctx);
+    if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1)
+        return sg_err_set(err, ENOMEM, "TLS: out of memory");
+    unsigned char ip[16];
+    bool is_ip = inet_pton(AF_INET, n->host, ip) == 1 || inet_pton(AF_INET6, n->host, ip) == 1;
+    X509_VERIFY_PARAM *param = SSL_get0_param(c->ssl);
+    if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, n->host) != 1
+              : (SSL_set_tlsext_host_name(c->ssl, n->host) != 1 || SSL_set1_host(c->ssl, n->host) != 1))
+        return sg_err_set(err, EINVAL, "TLS: cannot check the host %s", n->host);
+    if (SSL_connect(c->ssl) == 1)
+        return 0;
+    char e[256];
+    long v = SSL_get_verify_result(c->ssl);
+    ssl_error_text(e, sizeof e);
+    if (v != X509_V_OK)
+        return sg_err_set(err, EKEYREJECTED, "TLS with the ingest at %s:%s: certificate verify failed: %s (%s)", n->host,
+                          n->port, X509_verify_cert_error_string(v),
+                          v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH
+                              ? "the certificate is for another host"
+                          : ca[0] ? "not signed by the CAs of --ingest-ca"
+                                  : "give the CA that signed it with --ingest-ca FILE");
+    return sg_err_set(err, EKEYREJECTED, "TLS handshake with the ingest at %s:%s failed%s%s (is it a plain ws:// "
+                      "ingest? then use http:// or ws://)", n->host, n->port, e[0] ? ": " : "", e);
+}
+
+int sg_cli_conn_open(const sg_cli_target *t, int timeout_s, sg_cli_conn *c, sg_err *err)
+{
+    *c = (sg_cli_conn){.fd = -1};
+    for (unsigned i = 0; i < t->n; i++) { /* err: the last node's */
+        c->fd = node_connect(&t->node[i], timeout_s, err);
+        if (c->fd < 0 || !t->node[i].tls)
+            continue;
+        if (!c->ctx && !(c->ctx = tls_ctx(t->ca, err))) {
+            sg_cli_conn_close(c);
+            return -1;
+        }
+        if (tls_handshake(c, &t->node[i], t->ca, err) == 0)
+            return 0;
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->fd >= 0)
+        return 0;
+    sg_cli_conn_close(c);
+    return -1;
+}
+
+ssize_t sg_cli_conn_read(sg_cli_conn *c, void *buf, size_t n)
+{
+    if (!c->ssl)
+        return read(c->fd, buf, n);
+    int r = SSL_read(c->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    /* A peer that closes without close_notify (lws at the answer's end):
+     * the end, as for a plain socket; a timeout stays an error. */
+    if (e == SSL_ERROR_SYSCALL && errno == 0)
+        return 0;
+    if (e != SSL_ERROR_SYSCALL)
+        errno = EPROTO;
+    return -1;
+}
+
+int sg_cli_conn_write_all(sg_cli_conn *c, const void *buf, size_t n)
+{
+    if (!c->ssl)
+        return sg_write_all(c->fd, buf, n);
+    size_t done = 0;
+    while (done < n) {
+        size_t w = 0;
+        if (SSL_write_ex(c->ssl, (const char *)buf + done, n - done, &w) != 1) {
+            ERR_clear_error();
+            if (errno == 0)
+                errno = EPIPE;
+            return -1;
+        }
+        done += w;
+    }
+    return 0;
+}
+
+void sg_cli_conn_close(sg_cli_conn *c)
+{
+    if (c->ssl) {
+        SSL_shutdown(c->ssl); /* our close_notify; its answer is not waited for */
+        SSL_free(c->ssl);
+    }
+    SSL_CTX_free(c->ctx);
+    ERR_clear_error();
+    if (c->fd >= 0)
+        close(c->fd);
+    *c = (sg_cli_conn){.fd = -1};
+}
+
+/* The whole answer to GET path (NUL-terminated, at most
+ * SG_CLI_HTTP_ANSWER_MAX bytes) into *out, its length in *len. */
+static int http_exchange(const sg_cli_target *t, const char *path, const char *token, char **out, size_t *len,
+                         sg_err *err)
+{
+    sg_cli_conn c;
+    if (sg_cli_conn_open(t, SG_CLI_HTTP_TIMEOUT_S, &c, err) < 0)
+        return -1;
+    sg_autofree char *req = sg_strdup_printf(
+        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
+        "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
+        path, t->host, t->port, token);
+    sg_buf b = {0};
+    int rc = sg_cli_conn_write_all(&c, req, strlen(req));
+    if (rc < 0)
+        sg_err_sys(err, "send to the ingest");
+    while (rc == 0) {
+        char chunk[65536];
+        ssize_t n = sg_cli_conn_read(&c, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && b.len == 0) /* a TLS port resets a plain request */
+            rc = sg_err_sys(err, "the ingest at %s:%s closed the connection without an answer (a TLS port? then "
+                            "use https:// or wss://)", t->host, t->port);
+        else if (n < 0)
+            rc = sg_err_sys(err, "read from the ingest");
+        else if (n == 0)
+            break;
+        else if (b.len + (size_t)n > SG_CLI_HTTP_ANSWER_MAX)
+            rc = sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", SG_CLI_HTTP_ANSWER_MAX);
+        else if (sg_buf_append(&b, chunk, (size_t)n) < 0)
+            rc = sg_err_set(err, ENOMEM, "out of memory");
+    }
+    sg_cli_conn_close(&c);
+    if (rc < 0) {
+        sg_buf_free(&b);
+        return -1;
+    }
+    *out = sg_buf_steal(&b, len); /* NUL-terminated */
+    return *out ? 0 : sg_err_set(err, ENOMEM, "out of memory");
 }
 
 char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
                        size_t *body_len, sg_err *err)
 {
     *status = 0;
-    sg_autoclose int fd = sg_cli_http_connect(t, SG_CLI_HTTP_TIMEOUT_S, err);
-    if (fd < 0)
-        return NULL;
-    sg_autofree char *req = sg_strdup_printf(
-        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
-        "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
-        path, t->host, t->port, token);
-    if (sg_write_all(fd, req, strlen(req)) < 0) {
-        sg_err_sys(err, "send to the ingest");
-        return NULL;
-    }
+    sg_autofree char *buf = NULL;
     size_t have = 0;
-    sg_err re = {0};
-    sg_autofree char *buf = sg_read_fd(fd, SG_CLI_HTTP_ANSWER_MAX, &have, &re);
-    if (!buf) {
-        if (re.code == EFBIG)
-            sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", SG_CLI_HTTP_ANSWER_MAX);
-        else
-            sg_err_set(err, re.code, "read from the ingest: %s", re.msg);
+    if (http_exchange(t, path, token, &buf, &have, err) < 0)
         return NULL;
-    }
     char *hend = strstr(buf, "\r\n\r\n");
     if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", status) != 1) {
         *status = 0;
-        sg_err_set(err, EPROTO, "malformed HTTP answer from the ingest");
+        /* A TLS port drops a plain request without a word. */
+        sg_err_set(err, EPROTO, have ? "malformed HTTP answer from the ingest"
+                                     : "the ingest at %s:%s closed the connection without an answer (a TLS port? "
+                                       "then use https:// or wss://)", t->host, t->port);
         return NULL;
     }
     *hend = '\0';

@@ -1,10 +1,18 @@
 /* ingest_http: the HTTP/1.1 client of sandglassd's commands that ask an
  * ingest something (events, token --check): one GET with Connection:
- * close, a JSON answer. Plain HTTP only (http:// or ws:// addresses). */
+ * close, a JSON answer. http:// or ws:// addresses are plain; https:// and
+ * wss:// speak TLS (OpenSSL), the ingest's certificate verified, its name
+ * or IP address against the URL's host, by the CAs of --ingest-ca FILE
+ * (or the config's [ingest] ca, SANDGLASS_INGEST_CA), else the system's
+ * trust store. Verification cannot be turned off. */
 #ifndef SG_CLI_INGEST_HTTP_H
 #define SG_CLI_INGEST_HTTP_H
 
 #include <jansson.h>
+#include <limits.h>
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <sys/types.h>
 
 #include "base/err.h"
 
@@ -16,6 +24,7 @@
 typedef struct sg_cli_node {
     char host[256];
     char port[8];
+    bool tls;                 /* https:// or wss:// */
 } sg_cli_node;
 
 typedef struct sg_cli_target {
@@ -23,17 +32,34 @@ typedef struct sg_cli_target {
     char port[8];
     unsigned n;               /* nodes of one store, n >= 1 */
     sg_cli_node node[SG_CLI_TARGET_NODES];
+    char ca[PATH_MAX];        /* TLS: the CA file; "": the system's trust store */
 } sg_cli_target;
 
-/* http://HOST[:PORT][/...] or ws://..., or several comma-separated (ingest
- * nodes of one store, none empty, at most SG_CLI_TARGET_NODES): the hosts
- * and ports to connect to. */
-int sg_cli_target_parse(const char *url, sg_cli_target *t, sg_err *err);
+/* http://HOST[:PORT][/...], ws://..., https://... or wss://... (port 80 or
+ * 443 by default), or several comma-separated (ingest nodes of one store,
+ * none empty, at most SG_CLI_TARGET_NODES): the hosts and ports to connect
+ * to. ca: --ingest-ca's value, or NULL for the config's (SANDGLASS_INGEST_CA,
+ * [ingest] ca), else none; a CA file that holds no certificate is refused
+ * here. */
+int sg_cli_target_parse(const char *url, const char *ca, sg_cli_target *t, sg_err *err);
 
-/* A TCP connection to the ingest, each connect, send and read bounded by
- * timeout_s: the fd, or -1 with err. With several nodes, the first that
- * takes the connection (a node that is down is skipped). */
-int sg_cli_http_connect(const sg_cli_target *t, int timeout_s, sg_err *err);
+/* A connection to the ingest: TCP, with TLS for an https/wss node. */
+typedef struct sg_cli_conn {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+} sg_cli_conn;
+
+/* Opens c to the ingest, each connect, handshake, send and read bounded
+ * by timeout_s: 0, or -1 with err (a TLS failure has the code EKEYREJECTED
+ * and names it: "certificate verify failed: ..."). With several nodes, the first that takes the
+ * connection (a node that is down is skipped). */
+int sg_cli_conn_open(const sg_cli_target *t, int timeout_s, sg_cli_conn *c, sg_err *err);
+/* read(2) and a whole write over c; -1 with errno on failure. */
+ssize_t sg_cli_conn_read(sg_cli_conn *c, void *buf, size_t n);
+int sg_cli_conn_write_all(sg_cli_conn *c, const void *buf, size_t n);
+/* Closes c (a fd of -1 is fine: nothing open). */
+void sg_cli_conn_close(sg_cli_conn *c);
 
 /* GET path with "Authorization: Bearer token": the answer's body parsed
  * as JSON, or NULL with err. Without status_out only a 200 answer is

@@ -7,7 +7,7 @@
 #include "cli/ingest_http.h"
 
 typedef struct sg_ws_opts {
-    const char *ingest, *sandbox, *out, *token, *secret;
+    const char *ingest, *ingest_ca, *sandbox, *out, *token, *secret;
     long long at;
 } sg_ws_opts;
 

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libwebsockets.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +181,9 @@ static void connect_now(sg_uplink *u)
     ci.origin = ep->host;
     ci.protocol = INGEST_PROTO;
     ci.local_protocol_name = LOCAL_PROTO;
+    /* Verification on, the host name checked: no flag that relaxes it. */
     ci.ssl_connection = ep->tls ? LCCSCF_USE_SSL : 0;
+    ci.alpn = "http/1.1";
     /* tells this attempt's callbacks from stale ones; no pwsi: lws would
      * NULL it when an old wsi dies, under a newer connection */
     ci.userdata = (void *)u->gen;
@@ -322,6 +326,32 @@ static int write_records(sg_uplink *u, struct lws *wsi)
     return 0;
 }
 
+/* Why a wss:// connection failed in its TLS, in words an operator can act
+ * on (lws 4.1 says "connect SSL err 1: error:00000001:lib(0)::reason(1)"):
+ * true with why filled when the certificate did not verify, or the peer
+ * spoke no TLS. */
+static bool tls_failure(const sg_uplink *u, struct lws *wsi, char *why, size_t size)
+{
+    if (!u->eps[u->ep].tls)
+        return false;
+    SSL *ssl = lws_get_ssl(wsi);
+    long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+    ERR_clear_error();
+    if (v != X509_V_OK) {
+        snprintf(why, size, "TLS: certificate verify failed: %s (%s)", X509_verify_cert_error_string(v),
+                 v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH
+                     ? "the certificate is for another host"
+                 : u->ca_file ? "not signed by the CAs of the CA file"
+                              : "give the CA that signed it with --ingest-ca FILE");
+        return true;
+    }
+    if (ssl && !SSL_is_init_finished(ssl)) {
+        snprintf(why, size, "TLS handshake failed (is it a plain ws:// ingest? then use ws://)");
+        return true;
+    }
+    return false;
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                     size_t len)
 {
@@ -340,7 +370,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     }
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
         int status = (int)lws_http_client_http_response(wsi);
-        on_lost(u, status, in ? (const char *)in : "connection failed");
+        char why[300];
+        on_lost(u, status, tls_failure(u, wsi, why, sizeof why) ? why : in ? (const char *)in : "connection failed");
         return 0;
     }
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
@@ -398,7 +429,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
     case LWS_CALLBACK_CLIENT_CLOSED:
     case LWS_CALLBACK_WSI_DESTROY:
-        on_lost(u, 0, "connection closed");
+        /* closed before the handshake's answer: a TLS port drops a plain
+         * request without a word */
+        on_lost(u, 0, u->st == ST_CONNECTING && !u->eps[u->ep].tls
+                          ? "connection closed before the WebSocket handshake (a TLS port? then use wss://)"
+                          : "connection closed");
         return 0;
 
     default:
@@ -476,8 +511,40 @@ static void on_timer_closed(uv_handle_t *h)
     u->open_handles--;
 }
 
+/* A TLS client context that verifies the peer by the CAs of ca (NULL: the
+ * system's), TLS 1.2 at least, ALPN http/1.1. NULL with err. */
+static SSL_CTX *client_ssl_ctx(const char *ca, sg_err *err)
+{
+    SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+    if (!c || SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION) != 1 ||
+        (ca ? SSL_CTX_load_verify_locations(c, ca, NULL) : SSL_CTX_set_default_verify_paths(c)) != 1) {
+        SSL_CTX_free(c);
+        ERR_clear_error();
+        sg_err_set(err, EIO, "uplink: cannot set up TLS%s%s", ca ? " with the CA file " : "", ca ? ca : "");
+        return NULL;
+    }
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+    return c;
+}
+
+int sg_uplink_ca_check(const char *path, sg_err *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return sg_err_sys(err, "CA file %s: cannot read", path);
+    fclose(f);
+    SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+    int ok = c && SSL_CTX_load_verify_locations(c, path, NULL) == 1;
+    SSL_CTX_free(c);
+    ERR_clear_error();
+    if (!ok)
+        return sg_err_set(err, EINVAL, "CA file %s: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+                          path);
+    return 0;
+}
+
 sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg_spool *spool,
-                         sg_err *err)
+                         const char *ca_file, sg_err *err)
 {
     if (!token || !*token || strlen(token) > SG_UPLINK_TOKEN_MAX) {
         sg_err_set(err, EINVAL, "uplink: missing or oversized token");
@@ -504,6 +571,11 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     bool tls = false;
     for (unsigned i = 0; i < u->n_eps; i++)
         tls = tls || u->eps[i].tls;
+    /* Checked here: a CA file lws cannot load fails its vhost on our
+     * foreign loop, and lws 4.1 crashes in that teardown. */
+    if (tls && ca_file && sg_uplink_ca_check(ca_file, err) < 0)
+        goto fail;
+    u->ca_file = tls && ca_file ? strdup(ca_file) : NULL;
     u->auth = sg_strdup_printf("Bearer %s", token);
     u->cur = sg_spool_cursor_new(spool, sg_spool_acked_seq(spool), LWS_PRE, err);
     if (!u->cur)
@@ -515,6 +587,16 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = protocols;
     info.options = LWS_SERVER_OPTION_LIBUV | (tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    /* The client's TLS context is ours, not lws's: lws 4.1 finds the
+     * refcount of its own by an ex_data index that every TLS context's
+     * global init makes anew, so with two uplinks alive the first's
+     * SSL_CTX was never freed (LeakSanitizer, an uplink daemon with two
+     * wss:// streams). Verification on; the CAs of the CA file alone (as
+     * curl's --cacert and cli/ingest_http.c), else the system's. lws
+     * checks the host (name or IP address) on each connection. */
+    if (tls && !(u->ssl_ctx = client_ssl_ctx(u->ca_file, err)))
+        goto fail;
+    info.provided_client_ssl_ctx = u->ssl_ctx;
     info.foreign_loops = foreign_loops;
     info.user = u;
     info.gid = (gid_t)-1;
@@ -537,8 +619,10 @@ sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg
 fail:
     /* nothing registered on the loop yet: a plain free is enough */
     sg_spool_cursor_free(u->cur);
+    SSL_CTX_free(u->ssl_ctx);
     free_eps(u);
     free(u->auth);
+    free(u->ca_file);
     free(u);
     return NULL;
 }
@@ -638,8 +722,10 @@ void sg_uplink_free(sg_uplink *u)
         uv_run(u->loop, UV_RUN_NOWAIT);
     uv_run(u->loop, UV_RUN_NOWAIT);
     lws_context_destroy(u->ctx);
+    SSL_CTX_free(u->ssl_ctx); /* after lws: its connections used it */
     sg_spool_cursor_free(u->cur);
     free_eps(u);
     free(u->auth);
+    free(u->ca_file);
     free(u);
 }

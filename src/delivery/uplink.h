@@ -96,12 +96,20 @@ typedef struct sg_uplink_stats {
     unsigned nodes;           /* nodes in the list */
 } sg_uplink_stats;
 
-/* url: ws://HOST:PORT[/PATH] (PATH defaults to /v1/ingest), or several
- * such, comma-separated (nodes of one store; none empty, at most
+/* url: ws://HOST:PORT[/PATH] or wss://... (PATH defaults to /v1/ingest),
+ * or several such, comma-separated (nodes of one store; none empty, at most
  * SG_UPLINK_URLS_MAX). Connects at once (asynchronously) to the first.
- * The spool must outlive the uplink. */
+ * The spool must outlive the uplink. wss: the ingest's certificate is
+ * verified, its name or address against the URL's host, by the CAs of
+ * ca_file (PEM, checked here by sg_uplink_ca_check) or, when NULL, of the
+ * system's trust store (OpenSSL's default paths); there is no way to skip
+ * it. A failed verification is a DISCONNECTED event naming it, retried as
+ * any failed connection. */
 sg_uplink *sg_uplink_new(uv_loop_t *loop, const char *url, const char *token, sg_spool *spool,
-                         sg_err *err);
+                         const char *ca_file, sg_err *err);
+/* Whether path is a CA file TLS clients can use: readable, holding at
+ * least one PEM certificate. -1 with err naming path and why. */
+int sg_uplink_ca_check(const char *path, sg_err *err);
 void sg_uplink_set_event_cb(sg_uplink *u, sg_uplink_event_fn fn, void *ud);
 /* Default SG_UPLINK_ACK_TIMEOUT_MS (tests use short ones). */
 void sg_uplink_set_ack_timeout(sg_uplink *u, uint32_t ms);

@@ -256,13 +256,13 @@ static void on_readable(uv_poll_t *p, int status, int events)
 static int hello_init(sg_uplinkd_msg *h, const sg_uplink_client_config *cfg)
 {
     *h = (sg_uplinkd_msg){.op = SG_UPLINKD_HELLO, .secret_create = cfg->secret_create};
-    h->json = json_pack("[s, s, s, s, s, s]", cfg->sandbox, cfg->url, cfg->spool_dir, cfg->secret_file,
-                        cfg->learner, cfg->task);
+    h->json = json_pack("[s, s, s, s, s, s, s*]", cfg->sandbox, cfg->url, cfg->spool_dir, cfg->secret_file,
+                        cfg->learner, cfg->task, cfg->ca_file);
     if (!h->json)
         return -1;
-    const char **f[] = {&h->sandbox, &h->url, &h->spool, &h->secret_file, &h->learner, &h->task};
+    const char **f[] = {&h->sandbox, &h->url, &h->spool, &h->secret_file, &h->learner, &h->task, &h->ca_file};
     for (size_t i = 0; i < SG_ARRAY_LEN(f); i++)
-        *f[i] = json_string_value(json_array_get(h->json, i));
+        *f[i] = json_string_value(json_array_get(h->json, i)); /* ca_file: NULL for null */
     return 0;
 }
 

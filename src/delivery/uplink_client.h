@@ -31,6 +31,8 @@ typedef struct sg_uplink_client_config {
     const char *sandbox, *url, *learner, *task;
     const char *spool_dir;     /* the spool's directory, absolute */
     const char *secret_file;   /* the token's secret (the daemon signs) */
+    const char *ca_file;       /* wss: the CAs to verify the ingest by (absolute;
+                                  NULL: the system's), sent in the hello */
     bool secret_create;        /* the default secret: made if missing */
 } sg_uplink_client_config;
 

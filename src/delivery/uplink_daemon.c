@@ -162,12 +162,13 @@ static int session_start(session *s, const sg_uplinkd_msg *m, sg_err *err)
     if (!s->spool)
         return -1;
     sg_spool_reader_set_synced(s->spool, m->seq);
-    s->up = sg_uplink_new(&s->d->loop, m->url, token, s->spool, err);
+    s->up = sg_uplink_new(&s->d->loop, m->url, token, s->spool, m->ca_file, err);
     if (!s->up)
         return -1;
     sg_uplink_set_event_cb(s->up, on_uplink_event, s);
     s->started = true;
-    sg_log(SG_LOG_INFO, "sandbox %s: streaming %s to %s", m->sandbox, m->spool, m->url);
+    sg_log(SG_LOG_INFO, "sandbox %s: streaming %s to %s%s%s%s", m->sandbox, m->spool, m->url,
+           m->ca_file ? " (CA file " : "", m->ca_file ? m->ca_file : "", m->ca_file ? ")" : "");
     return 0;
 }
 

@@ -39,6 +39,8 @@ struct sg_uplink {
     struct lws *wsi;
     sg_spool_cursor *cur;
     char *auth;
+    char *ca_file;          /* wss: the CAs to trust; NULL: the system's */
+    struct ssl_ctx_st *ssl_ctx; /* wss: the client TLS context (ours, lws uses it) */
     sg_uplink_ep eps[SG_UPLINK_URLS_MAX];
     unsigned n_eps;
     unsigned ep;            /* the node connected to or tried now */

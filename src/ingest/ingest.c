@@ -23,6 +23,7 @@
 #include "ingest/http.h"
 #include "ingest/ingest_internal.h"
 #include "ingest/store.h"
+#include "ingest/tls.h"
 #include "wire/token.h"
 
 static const struct lws_protocols protocols[] = {
@@ -170,6 +171,10 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     ing->loop = loop;
     ing->secret_path = sg_xstrdup(opts->secret_path);
     ing->metrics_token_path = opts->metrics_token_path ? sg_xstrdup(opts->metrics_token_path) : NULL;
+    /* Before the store and the secret are made: a start that fails on its
+     * certificate leaves nothing behind. */
+    if (opts->tls_cert && sg_tls_server_check(opts->tls_cert, opts->tls_key, err) < 0)
+        goto fail;
     if (sg_token_secret_ensure(opts->secret_path, ing->secret, err) < 0)
         goto fail;
     ing->store = sg_store_open(opts->store_url, err);
@@ -190,6 +195,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     void *foreign_loops[1] = {loop};
     sg_http_server_info(&info, foreign_loops, opts->host, opts->port, protocols, ing,
                         SG_INGEST_HANDSHAKE_TIMEOUT_S);
+    sg_tls_server_info(&info, opts->tls_cert, opts->tls_key);
     info.pvo = &pvo;
     info.max_http_header_data = HTTP_HEADER_DATA;
     if (conn_limits(ing, opts, err) < 0)

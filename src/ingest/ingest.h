@@ -118,6 +118,10 @@ typedef struct sg_ingest_opts {
     const char *metrics_host;
     int metrics_port;
     const char *metrics_token_path;
+    /* TLS (ingest/tls.h): PEM files, both or neither; checked before
+     * anything listens. Every listener (the main one and metrics_host's)
+     * then speaks https/wss only. */
+    const char *tls_cert, *tls_key;
 } sg_ingest_opts;
 
 /* A --metrics-token file's token: at most this many bytes, printable

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "ingest/tls.h"
 
 #define METRICS_PATH "/metrics"
 
@@ -261,6 +262,7 @@ int ingest_metrics_listen(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *er
     struct lws_context_creation_info info;
     sg_http_server_info(&info, NULL, opts->metrics_host, opts->metrics_port, metrics_protocols, ing,
                         SG_INGEST_HANDSHAKE_TIMEOUT_S);
+    sg_tls_server_info(&info, opts->tls_cert, opts->tls_key);
     info.vhost_name = "metrics";
     struct lws_vhost *vh = lws_create_vhost(ing->ctx, &info);
     int port = vh ? lws_get_vhost_listen_port(vh) : -1;

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "ingest/http.h"
 #include "ingest/ingest.h"
+#include "ingest/tls.h"
 #include "serve/serve_internal.h"
 #include "state/state.h"
 
@@ -510,6 +511,7 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
     snprintf(srv->web_dir, sizeof srv->web_dir, "%s", opts->web_dir);
     snprintf(srv->secret_path, sizeof srv->secret_path, "%s", opts->secret_path);
     if (sg_token_secret_load(opts->secret_path, srv->secret, err) < 0 ||
+        (opts->tls_cert && sg_tls_server_check(opts->tls_cert, opts->tls_key, err) < 0) ||
         (opts->port > 0 && sg_ingest_bind_probe(opts->host, opts->port, err) < 0)) {
         free(srv);
         return NULL;
@@ -521,6 +523,7 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
     void *foreign_loops[1] = {loop};
     sg_http_server_info(&info, foreign_loops, opts->host, opts->port, protocols, srv,
                         SG_SERVE_AUTH_TIMEOUT_S);
+    sg_tls_server_info(&info, opts->tls_cert, opts->tls_key);
     srv->ctx = lws_create_context(&info);
     if (!srv->ctx) {
         sg_err_set(err, EADDRINUSE, "cannot listen on %s:%d", opts->host, opts->port);

@@ -84,10 +84,14 @@ typedef struct sg_serve_opts {
     const char *web_dir;     /* terminal.html, terminal.js, vendor/ (base/webdir.h) */
     /* The limits; 0: the default (SG_SERVE_CONNS, ...). */
     unsigned max_terminals, max_unauth, max_unauth_per_addr, max_conns_per_addr;
+    /* TLS (ingest/tls.h): PEM files, both or neither, checked before the
+     * listener exists; then https/wss only. */
+    const char *tls_cert, *tls_key;
 } sg_serve_opts;
 
 /* Listens on opts' address in loop. NULL with err (an address in use, a
- * secret that cannot be read, a web directory without the page). */
+ * secret that cannot be read, a web directory without the page, a
+ * certificate or key that cannot serve). */
 sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err);
 int sg_serve_port(const sg_serve *s);
 /* SIGHUP: the secret's file read again. A file that cannot be read or is

@@ -86,6 +86,7 @@ void sg_sandbox_meta_clear(sg_sandbox_meta *m)
     free(m->rootfs);
     free(m->ingest_url);
     free(m->secret_file);
+    free(m->ingest_ca);
     free(m->capture_ignore);
     free(m->forked_from);
     free(m->from);
@@ -123,6 +124,8 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         "ingest", m->ingest_url, "secret_file", m->secret_file);
     if (j && m->idmap_workspace)
         json_object_set_new(j, "idmap_workspace", json_true());
+    if (j && m->ingest_ca)
+        json_object_set_new(j, "ingest_ca", json_string(m->ingest_ca));
     if (j)
         json_object_set_new(j, "lifecycle", life);
     else
@@ -204,6 +207,7 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->rootfs = dup_opt(j, "rootfs");
     m->ingest_url = dup_opt(j, "ingest");
     m->secret_file = dup_opt(j, "secret_file");
+    m->ingest_ca = dup_opt(j, "ingest_ca");
     m->own_workspace = json_is_true(json_object_get(j, "own_workspace"));
     m->idmap_workspace = json_is_true(json_object_get(j, "idmap_workspace"));
     json_t *l = json_object_get(j, "limits");

@@ -53,6 +53,8 @@ typedef struct sg_sandbox_meta {
     char *rootfs;      /* NULL: host system dirs */
     char *ingest_url;  /* NULL when not captured */
     char *secret_file;
+    char *ingest_ca;   /* wss: the CAs the ingest is verified by (absolute,
+                          resolved at create); NULL: the system's */
     bool own_workspace; /* we made the workspace: destroy removes it */
     /* The workspace is the operator's and root's: it is mounted idmapped
      * (root's files appear as the sandbox user's, and the sandbox user's

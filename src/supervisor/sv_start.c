@@ -449,6 +449,7 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
     SG_SWAP_PTR(m->task, want.task);
     SG_SWAP_PTR(m->ingest_url, want.ingest_url);
     SG_SWAP_PTR(m->secret_file, want.secret_file);
+    SG_SWAP_PTR(m->ingest_ca, want.ingest_ca);
     SG_SWAP_PTR(m->capture_ignore, want.capture_ignore);
     m->max_file_events = want.max_file_events;
     m->memory = want.memory;

@@ -50,9 +50,10 @@ int sg_uplinkd_msg_parse(const char *buf, size_t len, sg_uplinkd_msg *m, sg_err 
     m->secret_file = str_field(j, "secret_file");
     m->learner = str_field(j, "learner");
     m->task = str_field(j, "task");
+    m->ca_file = str_field(j, "ca_file");
     m->secret_create = json_is_true(json_object_get(j, "secret_create"));
     json_t *v = json_object_get(j, "v"), *synced = json_object_get(j, "synced");
-    if (!json_is_integer(v) || json_integer_value(v) != SG_UPLINKD_VERSION) {
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SG_UPLINKD_VERSION) {
         sg_uplinkd_msg_clear(m);
         return sg_err_set(err, EPROTO, "hello: unknown protocol version (this uplink daemon speaks "
                           "\"v\":%d; stop it to let the sandbox's build start its own)", SG_UPLINKD_VERSION);
@@ -63,6 +64,11 @@ int sg_uplinkd_msg_parse(const char *buf, size_t len, sg_uplinkd_msg *m, sg_err 
         sg_uplinkd_msg_clear(m);
         return sg_err_set(err, EINVAL, "hello: sandbox, url, spool (absolute), secret_file, "
                                        "learner, task and synced (an integer >= -1) are required");
+    }
+    json_t *ca = json_object_get(j, "ca_file");
+    if (ca && (!m->ca_file || m->ca_file[0] != '/' || json_integer_value(v) < 2)) {
+        sg_uplinkd_msg_clear(m);
+        return sg_err_set(err, EINVAL, "hello: \"ca_file\" must be an absolute path (and \"v\" 2)");
     }
     m->seq = (int64_t)json_integer_value(synced);
     return 0;
@@ -135,10 +141,15 @@ char *sg_uplinkd_msg_encode(const sg_uplinkd_msg *m)
 {
     if (m->op == SG_UPLINKD_SYNCED)
         return dump(json_pack("{s:s, s:I}", "op", "synced", "seq", (json_int_t)m->seq));
-    return dump(json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:I}", "op", "hello",
-                          "v", SG_UPLINKD_VERSION, "sandbox", m->sandbox, "url", m->url, "spool", m->spool,
+    json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:I}", "op", "hello",
+                          "v", m->ca_file ? 2 : 1, "sandbox", m->sandbox, "url", m->url, "spool", m->spool,
                           "secret_file", m->secret_file, "secret_create", m->secret_create,
-                          "learner", m->learner, "task", m->task, "synced", (json_int_t)m->seq));
+                          "learner", m->learner, "task", m->task, "synced", (json_int_t)m->seq);
+    if (j && m->ca_file && json_object_set_new(j, "ca_file", json_string(m->ca_file)) < 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
 }
 
 char *sg_uplinkd_reply_encode(const sg_uplinkd_reply *r)

@@ -5,11 +5,15 @@
  * SOCK_SEQPACKET message:
  *   supervisor -> daemon  {"op":"hello","v":1,"sandbox","url","spool",
  *                          "secret_file","secret_create","learner","task",
- *                          "synced"}   once, first
+ *                          "synced"[,"ca_file"]}   once, first
  *                         {"op":"synced","seq":N}   records up to N on disk
  *   daemon -> supervisor  {"ack":N} | {"event":NAME,"code","reason",
  *                          "retry_ms"} | {"error":TEXT} (then it closes)
- * Version: hello's "v" (SG_UPLINKD_VERSION). The daemon lives longer than
+ * Version: hello's "v" (SG_UPLINKD_VERSION). 2 added "ca_file" (the CAs a
+ * wss:// ingest's certificate is verified by, an absolute path); a hello
+ * without it says "v":1, which a daemon of version 1 still takes, and one
+ * with it says 2, which such a daemon refuses instead of verifying by the
+ * system's CAs behind the operator's back. The daemon lives longer than
  * one build (one per host, shared by every supervisor): a hello of another
  * version is answered {"error":...} saying which it speaks, and the
  * supervisor reports that as an uplink error (`sandglass ls`); stop the old
@@ -29,7 +33,7 @@
 /* One message either way, at the most (SOCK_SEQPACKET). */
 #define SG_UPLINKD_MSG_MAX 65536
 /* hello's "v": the protocol this build speaks. */
-#define SG_UPLINKD_VERSION 1
+#define SG_UPLINKD_VERSION 2
 
 typedef enum sg_uplinkd_op { SG_UPLINKD_HELLO, SG_UPLINKD_SYNCED } sg_uplinkd_op;
 
@@ -38,6 +42,7 @@ typedef struct sg_uplinkd_msg {
     sg_uplinkd_op op;
     /* hello: every string non-empty, sandbox a valid name, spool absolute */
     const char *sandbox, *url, *spool, *secret_file, *learner, *task;
+    const char *ca_file; /* hello: optional (NULL: the system's CAs), absolute */
     bool secret_create;
     int64_t seq; /* hello's synced, or synced's seq: >= -1 */
     json_t *json;

@@ -143,11 +143,12 @@ def other_peer(state):
     """A peer that is not loopback, without leaving loopback: the ingest in
     a network namespace of its own whose lo also holds 10.9.9.1, listening
     there; a client in that namespace connects from 10.9.9.1 (403), or
-    from 127.0.0.1 with --interface (200)."""
+    from 127.0.0.1 with --interface (200). Plain HTTP off loopback needs
+    --insecure-plaintext (ingest/tls.h)."""
     env = dict(os.environ, SANDGLASS_STATE_DIR=state)
     p = subprocess.Popen(["unshare", "-n", "sh", "-c",
                           'ip link set lo up && ip addr add 10.9.9.1/32 dev lo && exec "$0" ingest '
-                          "--listen 10.9.9.1:0", BIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          "--listen 10.9.9.1:0 --insecure-plaintext", BIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=env, text=True)
     line = p.stdout.readline()
     m = re.match(r"listening on ws://10\.9\.9\.1:(\d+)$", line.strip())

@@ -203,7 +203,7 @@ static void open_uplink(const char *token)
     assert_non_null(F.sp);
     char url[64];
     snprintf(url, sizeof url, "ws://127.0.0.1:%d", F.port);
-    F.up = sg_uplink_new(&F.loop, url, token, F.sp, &err);
+    F.up = sg_uplink_new(&F.loop, url, token, F.sp, NULL, &err);
     if (!F.up)
         fail_msg("%s", err.msg);
     sg_uplink_set_event_cb(F.up, on_event, &F);
@@ -517,7 +517,7 @@ static void test_seq_race(void **state)
     /* on a loop of its own: ours does not run meanwhile */
     uv_loop_t loop2;
     uv_loop_init(&loop2);
-    sg_uplink *evil = sg_uplink_new(&loop2, url, F.token, sp2, &err);
+    sg_uplink *evil = sg_uplink_new(&loop2, url, F.token, sp2, NULL, &err);
     assert_non_null(evil);
     append_quietly(sp2, 3, "forged");
     assert_int_equal(sg_uplink_drain(evil, 10000, &err), 0);

@@ -36,6 +36,7 @@ static void test_msgs(void **state)
     const char *bad[] = {
         "{\"op\":\"synced\",\"seq\":-2}", "{\"op\":\"synced\",\"seq\":\"1\"}", "{\"seq\":1}", "[1]",
         "{\"op\":\"bye\"}", "{\"op\":\"hello\",\"v\":2}", HELLO(",\"spool\":\"rel\""),
+        HELLO(",\"ca_file\":\"/ca.pem\""), /* a CA file needs v 2: a v1 daemon would ignore it */
         "{\"op\":\"synced\",\"seq\":1,\"seq\":2}", "not json",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -102,12 +103,49 @@ static void test_encode(void **state)
     assert_int_equal(parse(HELLO(",\"v\":2"), &m, &e), -1);
 }
 
+/* Version 2: the CA file a wss:// ingest is verified by travels in the
+ * hello; a v2 hello without one is taken too, a relative path or another
+ * version is not. */
+static void test_ca_file(void **state)
+{
+    (void)state;
+    sg_err e = {0};
+    sg_uplinkd_msg m;
+    const char *v2 = "{\"op\":\"hello\",\"v\":2,\"sandbox\":\"0123456789ab\",\"url\":\"wss://h:1\",\"spool\":\"/s\","
+                     "\"synced\":3,\"secret_file\":\"/k\",\"learner\":\"l\",\"task\":\"t\"";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s,\"ca_file\":\"/etc/ca.pem\"}", v2);
+    assert_int_equal(parse(buf, &m, &e), 0);
+    assert_string_equal(m.ca_file, "/etc/ca.pem");
+    sg_uplinkd_msg_clear(&m);
+    snprintf(buf, sizeof buf, "%s}", v2);
+    assert_int_equal(parse(buf, &m, &e), 0);
+    assert_null(m.ca_file);
+    sg_uplinkd_msg_clear(&m);
+    snprintf(buf, sizeof buf, "%s,\"ca_file\":\"ca.pem\"}", v2);
+    assert_int_equal(parse(buf, &m, &e), -1);
+    assert_non_null(strstr(e.msg, "ca_file"));
+    char v3[512];
+    snprintf(v3, sizeof v3, "%s}", v2);
+    v3[strstr(v3, "\"v\":2") - v3 + 4] = '3';
+    assert_int_equal(parse(v3, &m, &e), -1);
+    sg_uplinkd_msg h = {.op = SG_UPLINKD_HELLO, .sandbox = "0123456789ab", .url = "wss://h:1", .spool = "/s",
+                        .secret_file = "/k", .learner = "l", .task = "t", .seq = 3, .ca_file = "/ca.pem"};
+    char *text = sg_uplinkd_msg_encode(&h);
+    assert_non_null(strstr(text, "\"v\":2"));
+    assert_int_equal(parse(text, &m, &e), 0);
+    assert_string_equal(m.ca_file, "/ca.pem");
+    sg_uplinkd_msg_clear(&m);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_msgs),
         cmocka_unit_test(test_replies),
         cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_ca_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
