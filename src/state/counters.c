@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -278,11 +279,13 @@ static bool held_at(int dfd, const char *id, pid_t *pid)
 
 /* What a scan knew of a sandbox: its file as last read (by identity:
  * inode, size, mtime), and its supervisor as last proven by its lock. */
+#define RACY_NS 1000000000ll /* > any file system's mtime granularity */
 typedef struct cache_ent {
     char id[64];
     ino_t ino;
     off_t size;
     struct timespec mtime;
+    long long read_ns;  /* wall time of the read, for the racy rule */
     int r;              /* read_at's answer for that file */
     sg_counters c;
     pid_t pid;          /* the lock's holder, 0: none */
@@ -331,12 +334,20 @@ static void ent_file(cache_ent *e, const cache_ent *old, int dfd)
     e->ino = st.st_ino;
     e->size = st.st_size;
     e->mtime = st.st_mtim;
+    /* Trusted only when the file was already that old when it was read:
+     * a write in place within the mtime's granularity after that read
+     * keeps size and mtime (the racy-git rule). */
+    long long mns = (long long)e->mtime.tv_sec * 1000000000ll + e->mtime.tv_nsec;
     if (old && old->ino == e->ino && old->size == e->size && old->mtime.tv_sec == e->mtime.tv_sec &&
-        old->mtime.tv_nsec == e->mtime.tv_nsec) {
+        old->mtime.tv_nsec == e->mtime.tv_nsec && old->read_ns - mns > RACY_NS) {
         e->r = old->r;
         e->c = old->c;
+        e->read_ns = old->read_ns;
         return;
     }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    e->read_ns = (long long)now.tv_sec * 1000000000ll + now.tv_nsec;
     e->r = read_at(dfd, p, &e->c);
 }
 

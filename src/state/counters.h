@@ -93,8 +93,8 @@ int sg_counters_parse(const char *text, size_t len, sg_counters *out);
 /* Adds the counters (not the gauges) of b to a. */
 void sg_counters_add(sg_counters *a, const sg_counters *b);
 
-/* Sandbox id's file: save (atomic: a new file renamed over it), load (1
- * loaded, 0 none, -1 bad). */
+/* Sandbox id's file: save (atomic: a new file renamed over it; the
+ * tests' way to make one), load (1 loaded, 0 none, -1 bad). */
 int sg_counters_save(const char *id, const sg_counters *c, sg_err *err);
 /* The supervisor's way: the file opened (made) once at its start, then
  * written in place (fixed-width numbers: the same length each time), so
@@ -118,9 +118,10 @@ typedef struct sg_host_counters {
     uint64_t undelivered;           /* spools of destroyed sandboxes kept for flush */
 } sg_host_counters;
 /* What one scan keeps for the next (the daemon's, between scrapes): each
- * sandbox's file as last read, by its identity (inode, size, mtime: a
- * write is a rename, a new inode), and its supervisor's pid as last proven
- * by its lock. A scan then costs a stat and a kill(pid, 0) a sandbox
+ * sandbox's file as last read, by its identity (inode, size, mtime; a
+ * file written less than a second before it was read is read again, since
+ * a write in place may keep size and mtime), and its supervisor's pid as
+ * last proven by its lock. A scan then costs a stat and a kill(pid, 0) a sandbox
  * whose file did not change, and the lock is looked at again every
  * SG_COUNTERS_PROOF_S. NULL: a scan that reads everything. */
 #define SG_COUNTERS_PROOF_S 60
