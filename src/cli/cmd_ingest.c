@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/common.h"
 #include "cli/config.h"
 #include "cli/listen_tls.h"
 #include "cli/report.h"
@@ -84,6 +85,151 @@ static void on_hup(uv_signal_t *h, int signum)
     (void)sg_ingest_reload(rc->ing, &err); /* each outcome logged; the old secret kept on an error */
 }
 
+/* What the command line asked for. */
+typedef struct ingest_args {
+    const char *listen, *store, *secret, *metrics_listen, *metrics_token, *log_level;
+    sg_cli_tls tls;
+    uint64_t max_conns, max_per_addr, stream_rate, retain_days;
+    const char *serves[SG_INGEST_SERVES_MAX];
+    unsigned nserves;
+    sg_log_level level;
+} ingest_args;
+
+/* One option (getopt's c, its optarg) into a; 0, or the usage error's
+ * status. */
+static int parse_opt(ingest_args *a, int c, const char *arg, char **argv)
+{
+    sg_err err;
+    switch (c) {
+    case 'l': a->listen = arg; break;
+    case 's': a->store = arg; break;
+    case 'k': a->secret = arg; break;
+    case 'm':
+    case 'a': {
+        uint64_t *v = c == 'm' ? &a->max_conns : &a->max_per_addr;
+        if (sg_parse_uint(arg, 1000000, v, &err) < 0 || *v == 0)
+            return sg_cli_usage("ingest", "--%s: a number in 1..1000000", c == 'm' ? "max-conns" : "max-conns-per-addr");
+        break;
+    }
+    case 'r':
+        if (sg_parse_uint(arg, 10000000, &a->stream_rate, &err) < 0 || a->stream_rate == 0)
+            return sg_cli_usage("ingest", "--max-stream-rate: a number in 1..10000000");
+        break;
+    case 'R':
+        if (sg_parse_uint(arg, 100000, &a->retain_days, &err) < 0 || a->retain_days == 0)
+            return sg_cli_usage("ingest", "--retain-days: a number of days in 1..100000");
+        break;
+    case 'S': {
+        char u[SG_INGEST_SERVE_URL_MAX + 1];
+        if (a->nserves == SG_INGEST_SERVES_MAX)
+            return sg_cli_usage("ingest", "--serve: at most %d serves", SG_INGEST_SERVES_MAX);
+        if (sg_ingest_serve_url_check(arg, u, sizeof u, &err) < 0)
+            return sg_cli_usage("ingest", "--serve '%.200s': %s", arg, err.msg);
+        a->serves[a->nserves++] = arg;
+        break;
+    }
+    case 'M': a->metrics_listen = arg; break;
+    case 'T':
+        if (!arg[0])
+            return sg_cli_usage("ingest", "--metrics-token: a file name (the file holds the token)");
+        a->metrics_token = arg;
+        break;
+    case 'L':
+        if (sg_log_level_parse(arg, &a->level) < 0)
+            return sg_cli_usage("ingest", "--log-level '%.64s': not a level (error, warn, info or debug)", arg);
+        a->log_level = arg;
+        break;
+    default: return sg_cli_bad_option("ingest", argv[optind - 1]);
+    }
+    return 0;
+}
+
+/* The listeners, TLS and the store's and secret's defaults into opts
+ * (host and mhost: 256 bytes each; the defaults' strings into *store_d,
+ * *secret_d, the caller's to free); 0, or the command's status. */
+static int resolve_opts(ingest_args *a, sg_ingest_opts *opts, char *host, char *mhost, char **store_d, char **secret_d)
+{
+    sg_err err;
+    *opts = (sg_ingest_opts){.host = host, .metrics_token_path = a->metrics_token,
+                             .max_conns = (unsigned)a->max_conns, .max_conns_per_addr = (unsigned)a->max_per_addr,
+                             .stream_rate = (unsigned)a->stream_rate, .retain_days = (double)a->retain_days,
+                             .serves = a->serves, .nserves = a->nserves};
+    if (sg_ingest_parse_listen(a->listen, host, 256, &opts->port, &err) < 0)
+        return sg_cli_usage("ingest", "%s", err.msg);
+    if (a->metrics_listen) {
+        if (sg_ingest_parse_listen(a->metrics_listen, mhost, 256, &opts->metrics_port, &err) < 0)
+            return sg_cli_usage("ingest", "--metrics-listen: %s", err.msg);
+        if (opts->port != 0 && opts->metrics_port == opts->port && strcmp(mhost, host) == 0)
+            return sg_cli_usage("ingest", "--metrics-listen %s: the same address as --listen", a->metrics_listen);
+        opts->metrics_host = mhost;
+    }
+    int trc = sg_cli_tls_check("ingest", &a->tls, (const char *const[]){"--listen", "--metrics-listen"},
+                               (const char *const[]){host, opts->metrics_host}, 2);
+    if (trc)
+        return trc;
+    opts->tls_cert = a->tls.cert;
+    opts->tls_key = a->tls.key;
+    if (!a->store || !a->secret) {
+        if (!sg_state_dir(&err))
+            return sg_cli_failf("ingest", "state directory: %s", err.msg);
+        if (!a->store) {
+            sg_autofree char *db = sg_state_path("ingest/events.db");
+            sg_autofree char *dir = sg_state_path("ingest");
+            if (sg_mkdir_p(dir, 0700, &err) < 0)
+                return sg_cli_failf("ingest", "%s", err.msg);
+            a->store = *store_d = sg_strdup_printf("sqlite:%s", db);
+        }
+        if (!a->secret)
+            a->secret = *secret_d = sg_config_secret();
+    }
+    opts->store_url = a->store;
+    opts->secret_path = a->secret;
+    return 0;
+}
+
+/* Starts the ingest on a loop of its own and runs it until a signal. */
+static int run(const sg_ingest_opts *opts, const sg_cli_tls *tls)
+{
+    sg_err err;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    run_ctx rc = {0};
+    sigset_t held;
+    sg_cli_signals_hold(&held);
+    rc.ing = sg_ingest_start(&loop, opts, &err);
+    if (!rc.ing) {
+        sg_cli_sayf("ingest", "%s", err.msg);
+        uv_loop_close(&loop);
+        return 1;
+    }
+    bool v6 = strchr(opts->host, ':') != NULL;
+    printf("listening on %s://%s%s%s:%d\n", sg_cli_tls_scheme(tls, true), v6 ? "[" : "", opts->host,
+           v6 ? "]" : "", sg_ingest_port(rc.ing));
+    if (opts->metrics_host) {
+        bool mv6 = strchr(opts->metrics_host, ':') != NULL;
+        printf("metrics on %s://%s%s%s:%d/metrics\n", sg_cli_tls_scheme(tls, false), mv6 ? "[" : "",
+               opts->metrics_host, mv6 ? "]" : "", sg_ingest_metrics_port(rc.ing));
+    }
+    fflush(stdout);
+
+    uv_signal_init(&loop, &rc.sigint);
+    uv_signal_init(&loop, &rc.sigterm);
+    uv_signal_init(&loop, &rc.sighup);
+    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
+    uv_signal_start(&rc.sigint, on_signal, SIGINT);
+    uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
+    sg_cli_signals_release(&held);
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+    sg_ingest_free(rc.ing);
+    uv_run(&loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
+    if (uv_loop_close(&loop) != 0)
+        sg_cli_sayf("ingest", "warning: event loop not fully closed");
+    sg_log(rc.status ? SG_LOG_ERROR : SG_LOG_INFO, "stopped%s", rc.status ? " (the final commit failed)" : "");
+    return rc.status;
+}
+
 int sg_cmd_ingest(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -102,142 +248,33 @@ int sg_cmd_ingest(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *listen = "127.0.0.1:7433", *store = NULL, *secret = NULL, *metrics_listen = NULL;
-    const char *metrics_token = NULL;
-    sg_cli_tls tls = {0};
-    uint64_t max_conns = 0, max_per_addr = 0, stream_rate = 0, retain_days = 0;
-    const char *serves[SG_INGEST_SERVES_MAX];
-    unsigned nserves = 0;
-    const char *log_level = NULL;
-    sg_log_level level = SG_LOG_INFO;
-    sg_err err;
+    ingest_args a = {.listen = "127.0.0.1:7433", .level = SG_LOG_INFO};
     int c;
     optind = 1;
     opterr = 0; /* our one-line message, not getopt's */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (sg_cli_tls_opt(&tls, c, optarg))
+        if (sg_cli_tls_opt(&a.tls, c, optarg))
             continue;
-        switch (c) {
-        case 'l': listen = optarg; break;
-        case 's': store = optarg; break;
-        case 'k': secret = optarg; break;
-        case 'm':
-        case 'a':
-            if (sg_parse_uint(optarg, 1000000, c == 'm' ? &max_conns : &max_per_addr, &err) < 0 ||
-                (c == 'm' ? max_conns : max_per_addr) == 0) {
-                return sg_cli_usage("ingest", "--%s: a number in 1..1000000", c == 'm' ? "max-conns" : "max-conns-per-addr");
-            }
-            break;
-        case 'r':
-            if (sg_parse_uint(optarg, 10000000, &stream_rate, &err) < 0 || stream_rate == 0)
-                return sg_cli_usage("ingest", "--max-stream-rate: a number in 1..10000000");
-            break;
-        case 'R':
-            if (sg_parse_uint(optarg, 100000, &retain_days, &err) < 0 || retain_days == 0)
-                return sg_cli_usage("ingest", "--retain-days: a number of days in 1..100000");
-            break;
-        case 'S': {
-            char u[SG_INGEST_SERVE_URL_MAX + 1];
-            if (nserves == SG_INGEST_SERVES_MAX)
-                return sg_cli_usage("ingest", "--serve: at most %d serves", SG_INGEST_SERVES_MAX);
-            if (sg_ingest_serve_url_check(optarg, u, sizeof u, &err) < 0)
-                return sg_cli_usage("ingest", "--serve '%.200s': %s", optarg, err.msg);
-            serves[nserves++] = optarg;
-            break;
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 0;
         }
-        case 'M': metrics_listen = optarg; break;
-        case 'T':
-            if (!optarg[0])
-                return sg_cli_usage("ingest", "--metrics-token: a file name (the file holds the token)");
-            metrics_token = optarg;
-            break;
-        case 'L':
-            if (sg_log_level_parse(optarg, &level) < 0)
-                return sg_cli_usage("ingest", "--log-level '%.64s': not a level (error, warn, info or debug)", optarg);
-            log_level = optarg;
-            break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: return sg_cli_bad_option("ingest", argv[optind - 1]);
-        }
+        int rc = parse_opt(&a, c, optarg, argv);
+        if (rc)
+            return rc;
     }
     if (optind < argc)
         return sg_cli_usage("ingest", "unexpected argument '%.64s' (ingest takes only options)", argv[optind]);
     char host[256], mhost[256];
-    sg_ingest_opts opts = {.host = host, .metrics_token_path = metrics_token, .max_conns = (unsigned)max_conns,
-                           .max_conns_per_addr = (unsigned)max_per_addr,
-                           .stream_rate = (unsigned)stream_rate, .retain_days = (double)retain_days,
-                           .serves = serves, .nserves = nserves};
-    if (sg_ingest_parse_listen(listen, host, sizeof host, &opts.port, &err) < 0) {
-        return sg_cli_usage("ingest", "%s", err.msg);
-    }
-    if (metrics_listen) {
-        if (sg_ingest_parse_listen(metrics_listen, mhost, sizeof mhost, &opts.metrics_port, &err) < 0)
-            return sg_cli_usage("ingest", "--metrics-listen: %s", err.msg);
-        if (opts.port != 0 && opts.metrics_port == opts.port && strcmp(mhost, host) == 0)
-            return sg_cli_usage("ingest", "--metrics-listen %s: the same address as --listen", metrics_listen);
-        opts.metrics_host = mhost;
-    }
-    int trc = sg_cli_tls_check("ingest", &tls, (const char *const[]){"--listen", "--metrics-listen"},
-                               (const char *const[]){host, opts.metrics_host}, 2);
-    if (trc)
-        return trc;
-    opts.tls_cert = tls.cert;
-    opts.tls_key = tls.key;
+    sg_ingest_opts opts;
     sg_autofree char *store_default = NULL, *secret_default = NULL;
-    if (!store || !secret) {
-        if (!sg_state_dir(&err)) {
-            return sg_cli_failf("ingest", "state directory: %s", err.msg);
-        }
-        if (!store) {
-            sg_autofree char *db = sg_state_path("ingest/events.db");
-            sg_autofree char *dir = sg_state_path("ingest");
-            if (sg_mkdir_p(dir, 0700, &err) < 0) {
-                return sg_cli_failf("ingest", "%s", err.msg);
-            }
-            store = store_default = sg_strdup_printf("sqlite:%s", db);
-        }
-        if (!secret)
-            secret = secret_default = sg_config_secret();
-    }
-    opts.store_url = store;
-    opts.secret_path = secret;
+    int rc = resolve_opts(&a, &opts, host, mhost, &store_default, &secret_default);
+    if (rc)
+        return rc;
 
     signal(SIGPIPE, SIG_IGN);
     sg_log_init("ingest");
-    if (log_level)
-        sg_log_set_level(level);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    run_ctx rc = {0};
-    rc.ing = sg_ingest_start(&loop, &opts, &err);
-    if (!rc.ing) {
-        sg_cli_sayf("ingest", "%s", err.msg);
-        uv_loop_close(&loop);
-        return 1;
-    }
-    bool v6 = strchr(host, ':') != NULL;
-    printf("listening on %s://%s%s%s:%d\n", sg_cli_tls_scheme(&tls, true), v6 ? "[" : "", host, v6 ? "]" : "",
-           sg_ingest_port(rc.ing));
-    if (opts.metrics_host) {
-        bool mv6 = strchr(mhost, ':') != NULL;
-        printf("metrics on %s://%s%s%s:%d/metrics\n", sg_cli_tls_scheme(&tls, false), mv6 ? "[" : "", mhost, mv6 ? "]" : "",
-               sg_ingest_metrics_port(rc.ing));
-    }
-    fflush(stdout);
-
-    uv_signal_init(&loop, &rc.sigint);
-    uv_signal_init(&loop, &rc.sigterm);
-    uv_signal_init(&loop, &rc.sighup);
-    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
-    uv_signal_start(&rc.sigint, on_signal, SIGINT);
-    uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
-
-    uv_run(&loop, UV_RUN_DEFAULT);
-    sg_ingest_free(rc.ing);
-    uv_run(&loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
-    if (uv_loop_close(&loop) != 0)
-        sg_cli_sayf("ingest", "warning: event loop not fully closed");
-    sg_log(rc.status ? SG_LOG_ERROR : SG_LOG_INFO, "stopped%s", rc.status ? " (the final commit failed)" : "");
-    return rc.status;
+    if (a.log_level)
+        sg_log_set_level(a.level);
+    return run(&opts, &a.tls);
 }

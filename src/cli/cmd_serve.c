@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/common.h"
 #include "cli/config.h"
 #include "cli/listen_tls.h"
 #include "cli/report.h"
@@ -87,6 +88,40 @@ static void on_hup(uv_signal_t *h, int signum)
     sg_err err;
     sg_log(SG_LOG_INFO, "SIGHUP: reading the secret again");
     (void)sg_serve_reload(rc->srv, &err); /* logged; the old secret kept on an error */
+}
+
+/* Starts serve on a loop of its own and runs it until a signal. */
+static int run(const sg_serve_opts *opts, const sg_cli_tls *tls)
+{
+    sg_err err;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    run_ctx rc = {0};
+    sigset_t held;
+    sg_cli_signals_hold(&held);
+    rc.srv = sg_serve_start(&loop, opts, &err);
+    if (!rc.srv) {
+        uv_loop_close(&loop);
+        return sg_cli_failf("serve", "%s", err.msg);
+    }
+    bool v6 = strchr(opts->host, ':') != NULL;
+    printf("serving terminals on %s://%s%s%s:%d/\n", sg_cli_tls_scheme(tls, false), v6 ? "[" : "", opts->host,
+           v6 ? "]" : "", sg_serve_port(rc.srv));
+    fflush(stdout);
+    uv_signal_init(&loop, &rc.sigint);
+    uv_signal_init(&loop, &rc.sigterm);
+    uv_signal_init(&loop, &rc.sighup);
+    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
+    uv_signal_start(&rc.sigint, on_signal, SIGINT);
+    uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
+    sg_cli_signals_release(&held);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    sg_serve_free(rc.srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    sg_log(SG_LOG_INFO, "stopped");
+    return 0;
 }
 
 int sg_cmd_serve(int argc, char **argv)
@@ -169,29 +204,5 @@ int sg_cmd_serve(int argc, char **argv)
     sg_log_init("serve");
     if (log_level)
         sg_log_set_level(level);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    run_ctx rc = {0};
-    rc.srv = sg_serve_start(&loop, &opts, &err);
-    if (!rc.srv) {
-        uv_loop_close(&loop);
-        return sg_cli_failf("serve", "%s", err.msg);
-    }
-    bool v6 = strchr(host, ':') != NULL;
-    printf("serving terminals on %s://%s%s%s:%d/\n", sg_cli_tls_scheme(&tls, false), v6 ? "[" : "", host, v6 ? "]" : "",
-           sg_serve_port(rc.srv));
-    fflush(stdout);
-    uv_signal_init(&loop, &rc.sigint);
-    uv_signal_init(&loop, &rc.sigterm);
-    uv_signal_init(&loop, &rc.sighup);
-    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
-    uv_signal_start(&rc.sigint, on_signal, SIGINT);
-    uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    sg_serve_free(rc.srv);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    sg_log(SG_LOG_INFO, "stopped");
-    return 0;
+    return run(&opts, &tls);
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sys/wait.h>
 #include <poll.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -258,4 +259,19 @@ bool sg_cli_ask_yes(FILE *out, const char *question)
             return false;
         fprintf(out, "please answer y or n\n");
     }
+}
+
+void sg_cli_signals_hold(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+void sg_cli_signals_release(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
 }
