@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
-#include "cli/common.h"
+#include "cli/daemon_signals.h"
 #include "cli/config.h"
 #include "cli/listen_tls.h"
 #include "cli/report.h"
@@ -68,23 +68,19 @@ static int limit_opt(const char *name, const char *arg, unsigned *out)
 
 typedef struct run_ctx {
     sg_serve *srv;
-    uv_signal_t sigint, sigterm, sighup;
+    sg_cli_signals sigs;
 } run_ctx;
 
-static void on_signal(uv_signal_t *h, int signum)
+static void on_signal(void *ud, int signum)
 {
-    run_ctx *rc = h->data;
+    run_ctx *rc = ud;
     sg_log(SG_LOG_INFO, "%s, closing every terminal", strsignal(signum));
     sg_serve_stop(rc->srv);
-    uv_close((uv_handle_t *)&rc->sigint, NULL);
-    uv_close((uv_handle_t *)&rc->sigterm, NULL);
-    uv_close((uv_handle_t *)&rc->sighup, NULL);
 }
 
-static void on_hup(uv_signal_t *h, int signum)
+static void on_hup(void *ud)
 {
-    (void)signum;
-    run_ctx *rc = h->data;
+    run_ctx *rc = ud;
     sg_err err;
     sg_log(SG_LOG_INFO, "SIGHUP: reading the secret again");
     (void)sg_serve_reload(rc->srv, &err); /* logged; the old secret kept on an error */
@@ -97,8 +93,8 @@ static int run(const sg_serve_opts *opts, const sg_cli_tls *tls)
     uv_loop_t loop;
     uv_loop_init(&loop);
     run_ctx rc = {0};
-    sigset_t held;
-    sg_cli_signals_hold(&held);
+    rc.sigs = (sg_cli_signals){.stop = on_signal, .hup = on_hup, .ud = &rc};
+    sg_cli_signals_hold(&rc.sigs);
     rc.srv = sg_serve_start(&loop, opts, &err);
     if (!rc.srv) {
         uv_loop_close(&loop);
@@ -108,14 +104,7 @@ static int run(const sg_serve_opts *opts, const sg_cli_tls *tls)
     printf("serving terminals on %s://%s%s%s:%d/\n", sg_cli_tls_scheme(tls, false), v6 ? "[" : "", opts->host,
            v6 ? "]" : "", sg_serve_port(rc.srv));
     fflush(stdout);
-    uv_signal_init(&loop, &rc.sigint);
-    uv_signal_init(&loop, &rc.sigterm);
-    uv_signal_init(&loop, &rc.sighup);
-    rc.sigint.data = rc.sigterm.data = rc.sighup.data = &rc;
-    uv_signal_start(&rc.sigint, on_signal, SIGINT);
-    uv_signal_start(&rc.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&rc.sighup, on_hup, SIGHUP);
-    sg_cli_signals_release(&held);
+    sg_cli_signals_start(&loop, &rc.sigs);
     uv_run(&loop, UV_RUN_DEFAULT);
     sg_serve_free(rc.srv);
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <sys/wait.h>
 #include <poll.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -259,19 +258,4 @@ bool sg_cli_ask_yes(FILE *out, const char *question)
             return false;
         fprintf(out, "please answer y or n\n");
     }
-}
-
-void sg_cli_signals_hold(sigset_t *old)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, old);
-}
-
-void sg_cli_signals_release(const sigset_t *old)
-{
-    pthread_sigmask(SIG_SETMASK, old, NULL);
 }

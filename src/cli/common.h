@@ -3,7 +3,6 @@
 #define SG_CLI_COMMON_H
 
 #include <jansson.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -45,13 +44,5 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err);
 /* Asks "question [y/n]: " on out and reads stdin: y/yes or n/no, anything
  * else asks again; end of input is no. */
 bool sg_cli_ask_yes(FILE *out, const char *question);
-
-/* A daemon's start: SIGINT, SIGTERM and SIGHUP held (blocked; the mask
- * before into *old) from before its first line is printed until its libuv
- * handlers are in place, so that a caller that signals it as soon as it
- * reads that line is answered by the handler, not killed by the default
- * action. Threads made meanwhile keep them blocked. */
-void sg_cli_signals_hold(sigset_t *old);
-void sg_cli_signals_release(const sigset_t *old);
 
 #endif
