@@ -69,6 +69,16 @@ def fill_backlog(sid: str) -> int:
     return 0
 
 
+def opens_again(what: str) -> None:
+    """After SIGCONT: the wedged sandbox's terminal opens, runs, exits."""
+    ws, why = open_terminal(wedged)
+    tap.ok(not why, f"after SIGCONT: the sandbox's terminal opens again{what}", why)
+    if ws:
+        ws.binary(b"exit 0\r")
+        ws.wait(lambda w: w.close_code is not None, 30)
+        ws.close()
+
+
 sup = supervisor_of(wedged)
 tap.ok(sup > 0, "the wedged sandbox's supervisor is found", wedged)
 held: list[WS] = []
@@ -121,12 +131,7 @@ finally:
         w.close()
     if sup:
         os.kill(sup, signal.SIGCONT)
-ws, why = open_terminal(wedged)
-tap.ok(not why, "after SIGCONT: the sandbox's terminal opens again", why)
-if ws:
-    ws.binary(b"exit 0\r")
-    ws.wait(lambda w: w.close_code is not None, 30)
-    ws.close()
+opens_again("")
 
 
 def stopped(pid: int) -> bool:
@@ -170,12 +175,7 @@ try:
     mute.close()
 finally:
     os.kill(sup, signal.SIGCONT)
-ws, why = open_terminal(wedged)
-tap.ok(not why, "after SIGCONT: the sandbox's terminal opens again, the refused one's request ignored", why)
-if ws:
-    ws.binary(b"exit 0\r")
-    ws.wait(lambda w: w.close_code is not None, 30)
-    ws.close()
+opens_again(", the refused one's request ignored")
 
 # A dead supervisor: serve's terminal takes the sandbox over, which waits
 # (the revive lock, then the new supervisor's start) on the thread pool,
