@@ -5,7 +5,9 @@
  * (stopped, wedged, its backlog full of connections nobody accepted) must
  * delay only its own sandbox's terminals. So the connect is non-blocking,
  * retried on a timer while the backlog is full, and given up with 1013
- * after SG_SERVE_CONNECT_TIMEOUT_S; a takeover (a dead supervisor: start
+ * after SG_SERVE_CONNECT_TIMEOUT_S; a supervisor that accepted but does
+ * not answer the shell's request (stopped after the accept) is given up
+ * the same way after SG_SERVE_ANSWER_TIMEOUT_S; a takeover (a dead supervisor: start
  * a new one and wait until it is ready, up to 30 s) runs on libuv's
  * thread pool. */
 #include "serve/serve_internal.h"
@@ -28,6 +30,7 @@
 
 static void on_ctl(uv_poll_t *h, int status, int events);
 static void connect_try(tsess *t);
+static void on_no_answer(uv_timer_t *h);
 
 void serve_poll_update(tsess *t)
 {
@@ -93,6 +96,8 @@ static void ctl_output(void *ud, uint8_t type, const char *buf, size_t len)
  * when the exchange is over. */
 static bool ctl_message(tsess *t, uint8_t type, const char *buf, ssize_t n)
 {
+    if (!t->call.answered)
+        uv_timer_stop(&t->timer); /* the first answer: no deadline from here */
     t->call.on_output = ctl_output;
     t->call.ud = t;
     switch (sg_ctl_call_feed(&t->call, type, buf, (size_t)n)) {
@@ -169,17 +174,29 @@ static void send_request(tsess *t)
         snprintf(why, sizeof why, "cannot reach the sandbox's supervisor: %s", strerror(-r));
         return serve_refuse(t, why);
     }
-    uv_timer_stop(&t->timer);
+    /* A supervisor that accepted and then stopped (or stops now) never
+     * answers: its first answer, too, has a deadline. */
+    uv_timer_start(&t->timer, on_no_answer, SG_SERVE_ANSWER_TIMEOUT_S * 1000, 0);
     t->shell_on = true;
     t->poll_events = 0;
     serve_poll_update(t);
 }
 
-static void on_connect_timeout(uv_timer_t *h)
+/* The connect, or the supervisor's first answer, took too long: busy. The
+ * supervisor's connection is closed at once (were the shell to start
+ * later, it sees its client gone and ends), and the terminal's slot is
+ * free at once, not when the browser has taken the close. */
+static void on_no_answer(uv_timer_t *h)
 {
     tsess *t = h->data;
-    if (!t->shell_on)
-        serve_refuse_code(t, SERVE_CLOSE_TRY_AGAIN, BUSY_REASON);
+    if (t->call.answered || t->closing)
+        return;
+    t->shell_on = false;
+    if (t->poll_on) {
+        t->poll_on = false;
+        uv_close((uv_handle_t *)&t->poll, serve_on_handle_closed); /* closes t->ctl */
+    }
+    serve_refuse_code(t, SERVE_CLOSE_TRY_AGAIN, BUSY_REASON);
 }
 
 /* A connect that did not finish at once (not a Unix socket's way, but
@@ -212,7 +229,7 @@ static void adopt_fd(tsess *t, int fd, bool connected)
     if (connected)
         return send_request(t);
     uv_poll_start(&t->poll, UV_WRITABLE, on_connecting);
-    uv_timer_start(&t->timer, on_connect_timeout,
+    uv_timer_start(&t->timer, on_no_answer,
                    t->deadline > uv_now(t->srv->loop) ? t->deadline - uv_now(t->srv->loop) : 0, 0);
 }
 

@@ -49,8 +49,9 @@
  * terminal slot, but one of SG_SERVE_UNAUTH (SG_SERVE_UNAUTH_PER_ADDR
  * from one address), and one address holds SG_SERVE_CONNS_PER_ADDR
  * WebSockets at most (past it the upgrade is refused); a supervisor that
- * does not accept the connection within SG_SERVE_CONNECT_TIMEOUT_S
- * refuses the terminal (1013), and never delays another sandbox's
+ * does not accept the connection within SG_SERVE_CONNECT_TIMEOUT_S, or
+ * does not answer the shell's request within SG_SERVE_ANSWER_TIMEOUT_S,
+ * refuses the terminal (1013, its slot free at once), and never delays another sandbox's
  * terminal or /healthz (relay.c); a text message of 4 KiB at most;
  * output queued for a slow browser stops the relay from reading the
  * sandbox (at 1 MiB), input queued for the sandbox stops reading the
@@ -73,6 +74,10 @@
 #define SG_SERVE_CONNS_PER_ADDR 32
 #define SG_SERVE_AUTH_TIMEOUT_S 5
 #define SG_SERVE_CONNECT_TIMEOUT_S 5
+/* From the shell's request to the supervisor's first answer (the shell's
+ * first output, or an error): longer than the connect's, as a shell's start
+ * on a loaded host takes seconds. */
+#define SG_SERVE_ANSWER_TIMEOUT_S 30
 #define SG_SERVE_PROTOCOL SG_TERMWS_PROTOCOL
 
 typedef struct sg_serve sg_serve;

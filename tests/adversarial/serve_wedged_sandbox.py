@@ -7,8 +7,9 @@ it, unaccepted), the next terminal of that sandbox blocked serve's one
 loop: /healthz timed out and no other learner's terminal opened.
 
 Now the connect is non-blocking and retried until SG_SERVE_CONNECT_TIMEOUT_S,
-then refused with 1013 and a reason; meanwhile /healthz answers and
-another sandbox's terminal opens and runs. The per-sandbox limit counts
+then refused with 1013 and a reason (a connection the stopped supervisor
+took but never answers: after SG_SERVE_ANSWER_TIMEOUT_S, the same way);
+meanwhile /healthz answers and another sandbox's terminal opens and runs. The per-sandbox limit counts
 the terminals still connecting. After SIGCONT the sandbox opens again."""
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import fcntl
 import os
 import signal
 import socket
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,6 +69,16 @@ def fill_backlog(sid: str) -> int:
     return 0
 
 
+def opens_again(what: str) -> None:
+    """After SIGCONT: the wedged sandbox's terminal opens, runs, exits."""
+    ws, why = open_terminal(wedged)
+    tap.ok(not why, f"after SIGCONT: the sandbox's terminal opens again{what}", why)
+    if ws:
+        ws.binary(b"exit 0\r")
+        ws.wait(lambda w: w.close_code is not None, 30)
+        ws.close()
+
+
 sup = supervisor_of(wedged)
 tap.ok(sup > 0, "the wedged sandbox's supervisor is found", wedged)
 held: list[WS] = []
@@ -80,22 +92,20 @@ try:
     tap.ok(n > 0, "the stopped supervisor's backlog is full", f"after {n} connections")
     # The learner's next terminals on the wedged sandbox: each connects in
     # vain. The first four hold the sandbox's terminal slots meanwhile.
+    # Their tokens made first: the fifth comes right after them, while
+    # they still connect (SG_SERVE_CONNECT_TIMEOUT_S), also on a slow host.
+    tokens = [token(wedged) for _ in range(5)]
     try:
         for i in range(4):
             w = WS(port, timeout=30)
-            w.auth(token(wedged))
+            w.auth(tokens[i])
             held.append(w)
     except (OSError, Closed):
         pass
     tap.eq(len(held), 4, "four terminals of the wedged sandbox open their WebSockets (and send the token)")
-    tap.ok(healthz(port, 10) is not None, "/healthz answers while they wait")
-    ws, why = open_terminal(other)
-    tap.ok(not why, "another sandbox's terminal opens and runs a command meanwhile", why)
-    if ws:
-        ws.close()
     try:
         fifth = WS(port, timeout=30)
-        fifth.auth(token(wedged))
+        fifth.auth(tokens[4])
         fifth.wait(lambda w: w.close_code is not None, 30)
         tap.ok(fifth.close_code == 1013 and "too many terminals open on this sandbox" in fifth.close_reason,
                "a fifth terminal of the wedged sandbox is refused: the four still connecting count",
@@ -103,6 +113,11 @@ try:
         fifth.close()
     except (OSError, Closed) as e:
         tap.ok(False, "a fifth terminal of the wedged sandbox is refused", repr(e))
+    tap.ok(healthz(port, 10) is not None, "/healthz answers while they wait")
+    ws, why = open_terminal(other)
+    tap.ok(not why, "another sandbox's terminal opens and runs a command meanwhile", why)
+    if ws:
+        ws.close()
     for i, w in enumerate(held):
         w.wait(lambda w: w.close_code is not None, 60)
         tap.ok(w.close_code == 1013 and "busy" in w.close_reason and
@@ -116,12 +131,51 @@ finally:
         w.close()
     if sup:
         os.kill(sup, signal.SIGCONT)
-ws, why = open_terminal(wedged)
-tap.ok(not why, "after SIGCONT: the sandbox's terminal opens again", why)
-if ws:
-    ws.binary(b"exit 0\r")
-    ws.wait(lambda w: w.close_code is not None, 30)
-    ws.close()
+opens_again("")
+
+
+def stopped(pid: int) -> bool:
+    """Every thread of pid stopped: a SIGSTOP takes effect thread by thread."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        return all(open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T" for t in tasks)
+    except OSError:
+        return False
+
+
+def unaccepted(sid: str) -> int:
+    """Connections waiting in the supervisor's listen backlog (ss's Recv-Q
+    of a listening socket), -1 without the socket."""
+    path = os.path.join(env.state, "sb", sid, "ctl.sock")
+    out = subprocess.run(["ss", "-xlH"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) > 4 and f[4] == path:
+            return int(f[2])
+    return -1
+
+
+# A supervisor stopped with room in its backlog (as the one above may
+# still accept a few before all its threads stop): the terminal connects,
+# sends the shell's request, and no answer comes. Refused after
+# SG_SERVE_ANSWER_TIMEOUT_S, busy, its slot free at once.
+os.kill(sup, signal.SIGSTOP)
+try:
+    tap.ok(wait_for(lambda: stopped(sup), 30), "the supervisor is stopped again, every thread")
+    mute = WS(port, timeout=30)
+    mute.auth(token(wedged))
+    tap.ok(wait_for(lambda: unaccepted(wedged) == 1, 30),
+           "a terminal connects to the stopped supervisor (one connection in its backlog)", unaccepted(wedged))
+    tap.eq((healthz(port, 10) or {}).get("terminals"), 1, "it holds a slot while the answer is awaited")
+    mute.wait(lambda w: w.close_code is not None, 120)
+    tap.ok(mute.close_code == 1013 and "busy" in mute.close_reason and any("busy" in t for t in mute.texts),
+           "no answer: refused in the end, 1013 with the reason",
+           f"{mute.close_code} {mute.close_reason!r} {mute.texts}")
+    tap.eq((healthz(port, 10) or {}).get("terminals"), 0, "/healthz: its slot is free")
+    mute.close()
+finally:
+    os.kill(sup, signal.SIGCONT)
+opens_again(", the refused one's request ignored")
 
 # A dead supervisor: serve's terminal takes the sandbox over, which waits
 # (the revive lock, then the new supervisor's start) on the thread pool,
