@@ -24,6 +24,7 @@ pkgs=(
   python3-pandas  # an independent reader of the csv and ProgSnap2 exports (test_export.py)
   systemd  # systemd-analyze verify checks the installed units (test_install.py)
   bash-completion  # its loader finds the installed completion (test_install.py)
+  lxcfs  # the sandbox's own /proc/meminfo & co (test_lxcfs.py starts one on its own directory)
   prometheus  # a real server scrapes the ingest's /metrics, and promtool lints it (test_metrics.py)
 )
 # Node and npm run the independent peers in tests/node (ws, the MCP
@@ -48,6 +49,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   # prometheus that was there before is left alone).
   if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
     systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+  # Debian's lxcfs starts its service too, on /var/lib/lxcfs, which every
+  # sandbox would then bind: the tests expect /proc as a host without LXCFS
+  # shows it unless they start their own.
+  if [[ " ${missing[*]} " == *" lxcfs "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now lxcfs.service >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/lxcfs ]; then
+      /etc/init.d/lxcfs stop >/dev/null 2>&1 || true
+    fi
   fi
 fi
 # The plain build's static musl CLI and sandglass-exec need jansson built
