@@ -122,6 +122,8 @@ int sg_cmd_gc(int argc, char **argv)
         if (stat(dir, &st) == 0)
             continue;
         int own = gc_owns(*p, &err);
+        if (own < 0 && err.code == ENOENT)
+            continue; /* destroyed since it was listed */
         if (own < 0) {
             sg_cli_sayf("gc", "%s", err.msg);
             failures++;

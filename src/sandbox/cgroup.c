@@ -310,8 +310,10 @@ int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err)
         /* only its supervisor's cgroup is left: it carries the same mark */
         sg_autofree char *sv = sg_cgroup_supervisor_path(id);
         ssize_t n = sv ? getxattr(sv, SG_CG_OWNER_XATTR, buf, size - 1) : -1;
-        if (n < 0)
-            return errno == ENODATA || errno == ENOTSUP ? 0 : -1;
+        if (n < 0 && (errno == ENODATA || errno == ENOTSUP))
+            return 0;
+        if (n < 0) /* gone meanwhile (its sandbox destroyed): ENOENT */
+            return sg_err_sys(err, "cannot read the owner of sandglass/%s", id);
         buf[n] = '\0';
         return 1;
     }

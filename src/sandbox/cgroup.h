@@ -151,7 +151,7 @@ char **sg_cgroup_list(sg_err *err);
 int sg_cgroup_set_owner(sg_cgroup *cg, const char *owner, sg_err *err);
 /* The mark of sandbox id's cgroup into buf: 1 when it has one, 0 when it
  * has none (made before marks, or where trusted xattrs are refused), -1
- * with err when the cgroup cannot be read. */
+ * with err when the cgroup cannot be read (err->code ENOENT: it is gone). */
 int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
 
 /* The supervisor's own cgroup: sandglass/<id>:supervisor (':' is never in

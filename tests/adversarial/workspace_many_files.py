@@ -4,8 +4,7 @@
 exec, and one `limit` event sums up the rest."""
 from __future__ import annotations
 
-from sgtest import wait_for
-from workspace_common import SLOW, events, new_env, sh, tap
+from workspace_common import SLOW, events, new_env, sh, tap, wait_for
 
 env = new_env()
 try:
