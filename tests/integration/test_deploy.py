@@ -45,6 +45,7 @@ from sgtest import PG_SKIP, IngestNode, PgCluster, have_pg, tap, uplink_daemon_p
 from test_capture import CapEnv, combined_checks  # noqa: E402
 
 MARK = re.compile(r"dmark-(\d+)-(\d+)\b")
+EXEC_ID = re.compile(r'"exec_id":\s*(\d+)')
 
 
 class Sandbox:
@@ -258,8 +259,12 @@ def stream_problems(rows: list[tuple[int, str, str]], want: list[int], index: in
     if got != want:
         dup = sorted({n for n in got if got.count(n) > 1})
         lost = sorted(set(want) - set(got))
-        bad.append(f"marks: {len(got)} stored for {len(want)} execs; twice {dup[:5]}, lost {lost[:5]}"
-                   + ("" if dup or lost else ", out of order"))
+        extra = sorted(set(got) - set(want))
+        where = [(seq, m.group(0), EXEC_ID.findall(payload)) for seq, kind, payload in rows if kind == "stdout"
+                 for m in MARK.finditer(payload) if int(m.group(2)) in dup + extra]
+        bad.append(f"marks: {len(got)} stored for {len(want)} execs; twice {dup[:5]}, lost {lost[:5]}, "
+                   f"of no exec that succeeded {extra[:5]}" + ("" if dup or lost or extra else ", out of order")
+                   + (f"; (seq, mark, exec_id) of those: {where[:10]}" if where else ""))
     return bad
 
 
