@@ -17,33 +17,29 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from sgtest import IngestNode, PgCluster, have_pg  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
-from test_failover import Node, marks, stored, uplink_reason  # noqa: E402
-from test_ingest_pg import PG, free_port, pg  # noqa: E402
+from test_failover import marks, stored, uplink_reason  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
     rounds = ap.parse_args().rounds
-    if subprocess.run(["bash", PG, "have"]).returncode != 0:
+    if not have_pg():
         print("PostgreSQL server binaries not found")
         return 1
-    tmp = tempfile.mkdtemp(prefix="sg-bench-failover-")
-    os.chmod(tmp, 0o711)
-    pgdir, port = os.path.join(tmp, "pg"), free_port()
+    cluster = PgCluster("sg-bench-failover-")
     env = CapEnv()
-    nodes: list[Node] = []
+    nodes: list[IngestNode] = []
     try:
-        store = pg("start", pgdir, port)
-        nodes = [Node(env, store), Node(env, store)]
+        store = cluster.start()
+        nodes = [IngestNode(env.env, store, env.secret) for _ in range(2)]
         sid = env.create("--task", "T", "--ingest", ",".join(n.ws for n in nodes), "--secret", env.secret)
         took, execs = [], []
         for r in range(rounds + 1):
@@ -83,11 +79,7 @@ def main() -> int:
         for n in nodes:
             n.kill()
         env.cleanup()
-        try:
-            pg("stop", pgdir, port)
-        except RuntimeError:
-            pass
-        subprocess.run(["rm", "-rf", tmp])
+        cluster.close()
     return 0
 
 

@@ -480,3 +480,138 @@ def ns_pid(pid: int) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+# ---- PostgreSQL and ingest nodes on it (issue 26: many hosts, one store) ----
+
+ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PG = os.path.join(ROOT, "scripts", "pg-server.sh")
+PG_SKIP = "1..0 # SKIP PostgreSQL server binaries not found (scripts/install-deps.sh installs them)"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pg(verb: str, d: str, port: int) -> str:
+    """scripts/pg-server.sh VERB DIR PORT; its output (start: the URL)."""
+    p = subprocess.run(["bash", PG, verb, d, str(port)], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"pg-server.sh {verb}: {p.stdout}{p.stderr}")
+    return p.stdout.strip()
+
+
+def have_pg() -> bool:
+    """Whether the PostgreSQL server binaries are installed (CI has them
+    and counts a skip for their absence as a failure)."""
+    return subprocess.run(["bash", PG, "have"]).returncode == 0
+
+
+class PgCluster:
+    """A throwaway PostgreSQL cluster (scripts/pg-server.sh) in a directory
+    of its own, listening on 127.0.0.1 on a free port: start() gives its
+    URL, close() stops it and removes its files. A context manager."""
+
+    def __init__(self, prefix: str = "sg-pg-") -> None:
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(self.tmp, 0o711)  # the server runs as `postgres` when we are root
+        self.dir, self.port, self.url = os.path.join(self.tmp, "pg"), free_port(), ""
+
+    def start(self) -> str:
+        self.url = pg("start", self.dir, self.port)
+        return self.url
+
+    def sql(self, query: str, timeout: float = 60) -> str:
+        """One statement through psql, its rows unaligned (-At); raises on
+        any error, so that a reader never takes a failure for no rows."""
+        p = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", self.url, "-c", query],
+                           capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise RuntimeError(f"psql: {p.stderr.strip()}")
+        return p.stdout.strip()
+
+    def close(self) -> None:
+        try:
+            pg("stop", self.dir, self.port)
+        except RuntimeError:
+            pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "PgCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
+
+
+class IngestNode:
+    """`sandglassd ingest` on a shared store (`--store URL`), restartable
+    on its own port: one node of a deployment. env is the environment to
+    run it in (a test's Env.env), log its stderr's file (None: dropped)."""
+
+    def __init__(self, env: dict, store: str, secret: str, log: str | None = None) -> None:
+        self.env, self.store, self.secret, self.log = env, store, secret, log
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self, deadline_s: float = 20.0) -> None:
+        end = time.monotonic() + deadline_s
+        while True:
+            err = open(self.log, "a") if self.log else subprocess.DEVNULL
+            p = subprocess.Popen([SANDGLASSD, "ingest", "--listen", f"127.0.0.1:{self.port}", "--store",
+                                  self.store, "--secret", self.secret],
+                                 stdout=subprocess.PIPE, stderr=err, env=self.env, text=True)
+            if self.log:
+                err.close()
+            line = p.stdout.readline()
+            if line.startswith("listening on ws://127.0.0.1:"):
+                self.proc = p
+                return
+            p.wait()
+            if time.monotonic() > end:  # the old listener's port may be held a moment
+                raise RuntimeError(f"ingest did not start on port {self.port}: {line!r}")
+            time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(timeout=60)
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def read_token(env: dict, secret: str) -> str:
+    """An operator's read token made from the ingest's secret."""
+    return subprocess.run([SANDGLASSD, "token", "--read", "--secret", secret], capture_output=True,
+                          text=True, env=env, check=True).stdout.strip()
+
+
+def stored_events(http: str, token: str, sid: str) -> list[dict]:
+    """Every stored event of a sandbox, read through an ingest's
+    /v1/events (http: its base URL), page by page; raises on any error."""
+    import urllib.parse
+    import urllib.request
+    out, after = [], -1
+    while True:
+        q = urllib.parse.urlencode({"sandbox": sid, "after_seq": after, "limit": 1000})
+        req = urllib.request.Request(f"{http}/v1/events?{q}", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            page = json.loads(r.read())["events"]
+        if not page:
+            return out
+        out += page
+        after = page[-1]["seq"]

@@ -7,25 +7,15 @@ Skipped (as test_ingest_pg.py) where the server binaries are missing. TAP."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASSD, tap  # noqa: E402
+from sgtest import PG_SKIP, IngestNode, PgCluster, have_pg, tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 from test_contents import snapshot  # noqa: E402
-from test_ingest_pg import PG, free_port, pg  # noqa: E402
-
-
-def start_ingest(env: CapEnv, url: str) -> tuple[subprocess.Popen, str]:
-    p = subprocess.Popen([SANDGLASSD, "ingest", "--listen", "127.0.0.1:0", "--store", url, "--secret", env.secret],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.env, text=True)
-    line = p.stdout.readline()
-    if not line.startswith("listening on ws://127.0.0.1:"):
-        raise RuntimeError(f"the PostgreSQL ingest did not start: {line!r}")
-    return p, f"127.0.0.1:{int(line.rsplit(':', 1)[1])}"
 
 
 def rebuilt(env: CapEnv, sid: str, where: str, out: str) -> dict:
@@ -37,7 +27,8 @@ def rebuilt(env: CapEnv, sid: str, where: str, out: str) -> dict:
 
 
 def run(env: CapEnv, url: str) -> None:
-    ing, where = start_ingest(env, url)
+    ing = IngestNode(env.env, url, env.secret)
+    where = f"127.0.0.1:{ing.port}"
     try:
         sid = env.create("--task", "T", "--ingest", f"ws://{where}", "--secret", env.secret)
         env.sh(sid, "printf 'hello\\n' > a.txt; head -c 70000 /dev/urandom > b.bin; ln -s a.txt l;"
@@ -62,27 +53,20 @@ def run(env: CapEnv, url: str) -> None:
         tap.ok(p.stdout == local and b"pg-cast" in local, "PostgreSQL: the recording after destroy, byte for byte",
                p.stderr.decode(errors="replace"))
     finally:
-        ing.terminate()
-        ing.wait(timeout=60)
+        ing.kill(signal.SIGTERM)
 
 
 def main() -> int:
-    if subprocess.run(["bash", PG, "have"]).returncode != 0:
-        print("1..0 # SKIP PostgreSQL server binaries not found (scripts/install-deps.sh installs them)")
+    if not have_pg():
+        print(PG_SKIP)
         return 0
-    tmp = tempfile.mkdtemp(prefix="sg-contents-pg-")
-    os.chmod(tmp, 0o711)  # the server runs as `postgres` when we are root
-    pgdir, port = os.path.join(tmp, "pg"), free_port()
+    cluster = PgCluster("sg-contents-pg-")
     env = CapEnv()
     try:
-        run(env, pg("start", pgdir, port))
+        run(env, cluster.start())
     finally:
         env.cleanup()
-        try:
-            pg("stop", pgdir, port)
-        except RuntimeError:
-            pass
-        subprocess.run(["rm", "-rf", tmp])
+        cluster.close()
     tap.done()
     return 0
 

@@ -15,71 +15,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.parse
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASSD, await_true, tap  # noqa: E402
+from sgtest import PG_SKIP, IngestNode, PgCluster, await_true, have_pg, read_token, stored_events, tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
-from test_ingest_pg import PG, free_port, pg  # noqa: E402
 
 
-class Node:
-    """An ingest node on the shared store, restartable on its port."""
-
-    def __init__(self, env: CapEnv, store: str) -> None:
-        self.env, self.store, self.port = env, store, free_port()
-        self.proc: subprocess.Popen | None = None
-        self.start()
-
-    def start(self, deadline_s: float = 20.0) -> None:
-        end = time.monotonic() + deadline_s
-        while True:
-            p = subprocess.Popen([SANDGLASSD, "ingest", "--listen", f"127.0.0.1:{self.port}", "--store",
-                                  self.store, "--secret", self.env.secret],
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env.env, text=True)
-            line = p.stdout.readline()
-            if line.startswith("listening on ws://127.0.0.1:"):
-                self.proc = p
-                return
-            p.wait()
-            if time.monotonic() > end:  # the old listener's port may be held a moment
-                raise RuntimeError(f"ingest did not start on port {self.port}: {line!r}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=20)
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-def stored(env: CapEnv, node: Node, sid: str) -> list[dict]:
-    """Every stored event of the sandbox, read through node, page by page."""
-    tok = subprocess.run([SANDGLASSD, "token", "--read", "--secret", env.secret], capture_output=True,
-                         text=True, env=env.env, check=True).stdout.strip()
-    out, after = [], -1
-    while True:
-        q = urllib.parse.urlencode({"sandbox": sid, "after_seq": after, "limit": 1000})
-        req = urllib.request.Request(f"{node.http}/v1/events?{q}", headers={"Authorization": f"Bearer {tok}"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            page = json.loads(r.read())["events"]
-        if not page:
-            return out
-        out += page
-        after = page[-1]["seq"]
+def stored(env: CapEnv, node: IngestNode, sid: str) -> list[dict]:
+    """Every stored event of the sandbox, read through node."""
+    return stored_events(node.http, read_token(env.env, env.secret), sid)
 
 
 def marks(events: list[dict]) -> list[str]:
@@ -101,14 +46,14 @@ def uplink_reason(env: CapEnv, sid: str) -> str:
 
 
 def run(env: CapEnv, store: str) -> None:
-    a = Node(env, store)
-    b = Node(env, store)
+    a = IngestNode(env.env, store, env.secret)
+    b = IngestNode(env.env, store, env.secret)
     nodes = [a, b]
     try:
         sid = env.create("--task", "T", "--ingest", f"{a.ws},{b.ws}", "--secret", env.secret)
         n = 0
 
-        def execs(k: int, node: Node, what: str) -> None:
+        def execs(k: int, node: IngestNode, what: str) -> None:
             nonlocal n
             first = n
             for _ in range(k):
@@ -165,22 +110,16 @@ def run(env: CapEnv, store: str) -> None:
 
 
 def main() -> int:
-    if subprocess.run(["bash", PG, "have"]).returncode != 0:
-        print("1..0 # SKIP PostgreSQL server binaries not found (scripts/install-deps.sh installs them)")
+    if not have_pg():
+        print(PG_SKIP)
         return 0
-    tmp = tempfile.mkdtemp(prefix="sg-failover-")
-    os.chmod(tmp, 0o711)  # the server runs as `postgres` when we are root
-    pgdir, port = os.path.join(tmp, "pg"), free_port()
+    cluster = PgCluster("sg-failover-")
     env = CapEnv()
     try:
-        run(env, pg("start", pgdir, port))
+        run(env, cluster.start())
     finally:
         env.cleanup()
-        try:
-            pg("stop", pgdir, port)
-        except RuntimeError:
-            pass
-        subprocess.run(["rm", "-rf", tmp])
+        cluster.close()
     tap.done()
     return 0
 

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,23 +26,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_ingest import Ingest, check, connect, token, wait_until  # noqa: E402
 import test_ingest  # noqa: E402
 
-ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PG = os.path.join(ROOT, "scripts", "pg-server.sh")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def pg(verb, d, port):
-    p = subprocess.run(["bash", PG, verb, d, str(port)], capture_output=True, text=True,
-                       timeout=120)
-    if p.returncode != 0:
-        raise RuntimeError(f"pg-server.sh {verb}: {p.stdout}{p.stderr}")
-    return p.stdout.strip()
+# The cluster's script and its helpers live in sgtest (shared with the
+# failover and deployment tests and benches); these names stay importable
+# from here for the tests that take them from this file.
+from sgtest import PG, ROOT, free_port, pg  # noqa: E402,F401
 
 
 def all_events(ing, sandbox):
