@@ -350,6 +350,53 @@ static void test_revoke_kind(void **state)
     }
 }
 
+/* A host token registers one host, does nothing else, and no other kind
+ * passes for it; it expires as the others do. */
+static void test_host_kind(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    sg_autofree char *ht = sg_token_make_host(f->secret, "host-a.example", 60, &err);
+    sg_autofree char *rd = sg_token_make_read(f->secret, NULL, NULL, NULL, 60, &err);
+    sg_autofree char *st = sg_token_make(f->secret, "a", "t", "s", 60, &err);
+    assert_non_null(ht);
+    assert_null(sg_token_make_host(f->secret, "bad name", 60, &err));
+    assert_null(sg_token_make_host(f->secret, "h", 0, &err));
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_host(f->secret, ht, now, &cl, &err), 0);
+    assert_string_equal(cl.host, "host-a.example");
+    assert_int_equal(sg_token_verify_host(f->secret, ht, now + 61, &cl, &err), -1);
+    assert_string_equal(err.msg, "token expired");
+    int (*others[])(const uint8_t *, const char *, int64_t, sg_token_claims *, sg_err *) = {
+        sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
+        sg_token_verify_revoke};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        err = (sg_err){0};
+        assert_int_equal(others[i](f->secret, ht, now, &cl, &err), -1);
+        assert_string_equal(err.msg, "a host token can only register its host");
+    }
+    const char *notme[] = {rd, st};
+    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_host(f->secret, notme[i], now, &cl, &err), -1);
+        assert_string_equal(err.msg, "not a host token");
+    }
+    /* Claims the signer never makes: refused even when signed. */
+    const char *bad[] = {
+        "{\"exp\":99999999999,\"h\":\"a\",\"r\":1}",
+        "{\"exp\":99999999999,\"h\":\"a\",\"x\":1}",
+        "{\"exp\":99999999999,\"h\":\"a b\"}",
+        "{\"exp\":99999999999,\"h\":7}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sg_autofree char *tok = signed_claims(f->secret, bad[i]);
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_host(f->secret, tok, now, &cl, &err), -1);
+        assert_int_equal(err.code, EINVAL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_known_token),
         cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revoke_kind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_kind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
