@@ -16,6 +16,7 @@ typedef struct field {
     const char *key;
     field_kind kind;
     long long max; /* F_COUNT: the largest value */
+    long long min; /* F_COUNT: the smallest */
 } field;
 
 static const field top_fields[] = {
@@ -23,7 +24,7 @@ static const field top_fields[] = {
     {"name", F_NAME, 0},
     {"serve_url", F_URL_OR_NULL, 0},
     {"version", F_TEXT, 0},
-    {"heartbeat_s", F_COUNT, SG_HOSTREG_HEARTBEAT_MAX},
+    {"heartbeat_s", F_COUNT, SG_HOSTREG_HEARTBEAT_MAX, 1},
     {"sandboxes_total", F_COUNT, 1LL << 40},
 };
 
@@ -80,7 +81,7 @@ static const char *check_value(const field *f, json_t *v)
     if (json_is_null(v))
         return nullable ? NULL : "must not be null";
     if (f->kind == F_COUNT) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > f->max)
+        if (!json_is_integer(v) || json_integer_value(v) < f->min || json_integer_value(v) > f->max)
             return "must be a whole number in range";
         return NULL;
     }
