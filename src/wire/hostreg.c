@@ -20,28 +20,28 @@ typedef struct field {
 } field;
 
 static const field top_fields[] = {
-    {"v", F_COUNT, SG_HOSTREG_VERSION},
-    {"name", F_NAME, 0},
-    {"serve_url", F_URL_OR_NULL, 0},
-    {"version", F_TEXT, 0},
+    {"v", F_COUNT, 1 << 20, 0}, /* then held to SG_HOSTREG_VERSION, named */
+    {"name", F_NAME, 0, 0},
+    {"serve_url", F_URL_OR_NULL, 0, 0},
+    {"version", F_TEXT, 0, 0},
     {"heartbeat_s", F_COUNT, SG_HOSTREG_HEARTBEAT_MAX, 1},
-    {"sandboxes_total", F_COUNT, 1LL << 40},
+    {"sandboxes_total", F_COUNT, 1LL << 40, 0},
 };
 
 static const field cap_fields[] = {
-    {"cpus", F_COUNT, 1 << 20},
-    {"memory_bytes", F_COUNT, 1LL << 60},
-    {"max_sandboxes", F_COUNT, 1 << 20},
-    {"pool_size", F_COUNT, 1 << 20},
+    {"cpus", F_COUNT, 1 << 20, 0},
+    {"memory_bytes", F_COUNT, 1LL << 60, 0},
+    {"max_sandboxes", F_COUNT, 1 << 20, 0},
+    {"pool_size", F_COUNT, 1 << 20, 0},
 };
 
 static const field sb_fields[] = {
-    {"id", F_NAME, 0},
-    {"learner", F_NAME, 0},
-    {"task", F_NAME_OR_NULL, 0},
-    {"state", F_STATE, 0},
-    {"created", F_TEXT, 0},
-    {"last_active", F_TEXT_OR_NULL, 0},
+    {"id", F_NAME, 0, 0},
+    {"learner", F_NAME, 0, 0},
+    {"task", F_NAME_OR_NULL, 0, 0},
+    {"state", F_STATE, 0, 0},
+    {"created", F_TEXT, 0, 0},
+    {"last_active", F_TEXT_OR_NULL, 0, 0},
 };
 
 int sg_hostreg_state_known(const char *s)
