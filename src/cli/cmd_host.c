@@ -535,8 +535,16 @@ static int reg_setup(host_ctx *hc, const host_opts *o)
         return sg_cli_usage("host", "--ingest: %s", err.msg);
     const char *secret = o->secret ? o->secret : sg_config_get(SG_CONF_SECRET, NULL);
     sg_autofree char *def = secret ? NULL : sg_config_secret();
-    if (sg_token_secret_load(secret ? secret : def, hc->secret, &err) < 0)
-        return sg_cli_failf("host", "registering with the ingest needs its secret: %s (or --no-register)", err.msg);
+    if (sg_token_secret_load(secret ? secret : def, hc->secret, &err) < 0) {
+        /* asked for on the command line: an error; the config's ingest
+         * without its secret (this host's creates may not capture): the
+         * host runs unregistered, and says so */
+        if (o->ingest || o->secret)
+            return sg_cli_failf("host", "registering with the ingest needs its secret: %s (or --no-register)",
+                                err.msg);
+        sg_cli_sayf("host", "not registering with the ingest %.200s: no secret (%s)", ingest, err.msg);
+        return 0;
+    }
     hc->reg_on = true;
     return 0;
 }

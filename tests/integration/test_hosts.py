@@ -296,6 +296,15 @@ def main() -> int:
         tap.ok(p.returncode == 2 and b"--name" in p.stderr, "a bad --name is refused", p.stderr.decode())
         p = a.run("host", "--heartbeat", "0", timeout=T)
         tap.ok(p.returncode == 2 and b"--heartbeat" in p.stderr, "--heartbeat 0 is refused", p.stderr.decode())
+        # the config's ingest (Env sets SANDGLASS_INGEST) without its secret:
+        # the daemon runs, unregistered, and says so
+        d = b.spawn([SANDGLASS, "host", "--metrics-listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+        line = d.stdout.readline()
+        d.send_signal(signal.SIGTERM)
+        rc, err = d.wait(timeout=T), d.stderr.read()
+        tap.ok(line.startswith("metrics on ") and rc == 0 and "not registering with the ingest" in err,
+               "the config's ingest without a secret: the daemon runs unregistered and says so", line + err)
         db = os.path.join(a.root, "events.db")
         run("SQLite", a, b, f"sqlite:{db}", secret, sa, sb, db)
         if subprocess.run(["bash", PG, "have"]).returncode != 0:
