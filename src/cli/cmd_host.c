@@ -428,16 +428,17 @@ static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *a
         uv_run(&hc->loop, UV_RUN_DEFAULT);
         return sg_cli_failf("host", "--metrics-listen: %s", err.msg);
     }
-    bool v6 = strchr(host, ':') != NULL;
-    printf("metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host, v6 ? "]" : "",
-           sg_prom_server_port(hc->prom));
-    fflush(stdout);
-    sg_log(SG_LOG_INFO, "serving the host's metrics on port %d", sg_prom_server_port(hc->prom));
+    /* the signals first: a caller may stop it as soon as the line says it runs */
     uv_signal_init(&hc->loop, &hc->sigint);
     uv_signal_init(&hc->loop, &hc->sigterm);
     hc->sigint.data = hc->sigterm.data = hc;
     uv_signal_start(&hc->sigint, on_signal, SIGINT);
     uv_signal_start(&hc->sigterm, on_signal, SIGTERM);
+    bool v6 = strchr(host, ':') != NULL;
+    printf("metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           sg_prom_server_port(hc->prom));
+    fflush(stdout);
+    sg_log(SG_LOG_INFO, "serving the host's metrics on port %d", sg_prom_server_port(hc->prom));
     reg_start(hc);
     uv_run(&hc->loop, UV_RUN_DEFAULT);
     sg_prom_server_free(hc->prom);
