@@ -76,7 +76,9 @@ int ingest_hosts_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 int ingest_hosts_body(struct lws *wsi, sg_http_req *req, const void *in, size_t len)
 {
     (void)wsi;
-    if (!req->post || len > req->post_max - req->post_len)
+    if (!req->post) /* a POST answered at once (405, 411, 413): its body is dropped */
+        return 0;
+    if (len > req->post_max - req->post_len)
         return -1; /* lws gives no more than Content-Length: not a request of ours */
     memcpy(req->post + req->post_len, in, len);
     req->post_len += len;
@@ -113,8 +115,8 @@ static int hosts_store(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 
 int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
-    if (!req->post)
-        return -1;
+    if (!req->post) /* answered at once */
+        return 0;
     if (!req->post_to) {
         ingest_log_refused(wsi, "a host's registration", req->post_status, req->post_why);
         return sg_http_answer(wsi, req, req->post_status, ingest_error_json(req->post_why));
