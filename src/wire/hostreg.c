@@ -155,8 +155,10 @@ json_t *sg_hostreg_parse(const char *buf, size_t len, sg_err *err)
     if (len > SG_HOSTREG_BODY_MAX)
         return sg_err_set(err, EFBIG, "registration: larger than %d bytes", SG_HOSTREG_BODY_MAX), NULL;
     sg_autojson json_t *in = sg_json_parse(buf, len, err);
-    if (!in) {
-        sg_err_prefix(err, "registration: not JSON");
+    if (!in) { /* the parser's message may quote the bytes: escaped */
+        char vis[sizeof err->msg];
+        sg_vis(err->msg, strlen(err->msg), vis, sizeof vis);
+        sg_err_set(err, EINVAL, "registration: not JSON: %s", vis);
         return NULL;
     }
     if (!json_is_object(in))
