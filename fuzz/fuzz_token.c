@@ -141,7 +141,10 @@ static verdict reference(const char *tok, int64_t now, bool read, sg_token_claim
     json_t *j = json_loadb((const char *)raw, rn, JSON_REJECT_DUPLICATES, NULL);
     json_t *r = json_object_get(j, "r");
     verdict v = REFUSED;
-    if (json_is_object(j) && json_is_integer(json_object_get(j, "exp")) &&
+    /* "x" (terminal, watch), "rv" (revoke) and "h" (host): the other kinds,
+     * never a stream or read token */
+    bool other = json_object_get(j, "x") || json_object_get(j, "rv") || json_object_get(j, "h");
+    if (json_is_object(j) && !other && json_is_integer(json_object_get(j, "exp")) &&
         (r ? json_is_integer(r) && json_integer_value(r) == 1 : true) && !r == !read &&
         claim(j, "l", read, c->learner) && claim(j, "t", read, c->task) &&
         claim(j, "s", read, c->sandbox) && now < json_integer_value(json_object_get(j, "exp"))) {

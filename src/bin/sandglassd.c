@@ -19,6 +19,7 @@ static const struct {
     {"ingest", sg_cmd_ingest, "run the event ingest (WebSocket + HTTP, SQLite store)"},
     {"token", sg_cmd_token, "print an ingest token for an outside capture agent"},
     {"events", sg_cmd_events, "read captured events from an ingest"},
+    {"ls", sg_cmd_ls_hosts, "list every registered host's sandboxes (ls --all-hosts)"},
     {"cast", sg_cmd_cast_store, "a terminal session's recording from the ingest's store"},
     {"workspace", sg_cmd_workspace, "rebuild a workspace at an event from the ingest's store"},
     {"fork", sg_cmd_fork, "a new sandbox from another's workspace at an event"},

@@ -51,25 +51,12 @@ static size_t list_casts(const char *dir, unsigned long *out, size_t max)
     return n;
 }
 
-/* The recording from the ingest's store (sandglassd cast). */
-static int cast_from_store(char **argv)
-{
-    char path[PATH_MAX];
-    if (sg_cli_daemon_path(path, sizeof path) < 0)
-        return sg_cli_fail("cast", "cannot find sandglassd next to this binary");
-    argv[0] = "cast";
-    char **args = argv - 1; /* argv[-1] is the program's name: "sandglass" */
-    args[0] = "sandglass";
-    execv(path, args);
-    return sg_cli_failf("cast", "cannot run %s: %s", path, strerror(errno));
-}
-
 int sg_cmd_cast(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (strncmp(argv[i], "--ingest", 8) == 0 || strncmp(argv[i], "--token", 7) == 0 ||
             strncmp(argv[i], "--secret", 8) == 0)
-            return cast_from_store(argv);
+            return sg_cli_handoff("cast", argv); /* from the ingest's store: sandglassd cast */
     static const struct option opts[] = {
         {"list", no_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
@@ -95,7 +82,7 @@ int sg_cmd_cast(int argc, char **argv)
     char id[SG_ID_LEN + 1];
     sg_err err = {0};
     if (sg_state_resolve_id(argv[optind], id, &err) < 0) /* gone: the ingest may have it */
-        return err.code == ENOENT ? cast_from_store(argv) : sg_cli_fail("cast", err.msg);
+        return err.code == ENOENT ? sg_cli_handoff("cast", argv) : sg_cli_fail("cast", err.msg);
     sg_autofree char *dir = sg_state_sandbox_path(id, "casts");
     static unsigned long nums[65536];
     size_t n = list_casts(dir, nums, sizeof nums / sizeof nums[0]);

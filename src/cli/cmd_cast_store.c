@@ -14,25 +14,13 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/config.h"
+#include "cli/hostreg.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "state/state.h"
 #include "wire/token.h"
 
 #define CAST_TOKEN_TTL_S 600
-
-static char *cast_token(const char *token, const char *secret, sg_err *err)
-{
-    if (token)
-        return strdup(token);
-    uint8_t key[SG_TOKEN_SECRET_LEN];
-    sg_autofree char *def = secret ? NULL : sg_config_secret();
-    if (!secret && !sg_state_dir(err))
-        return NULL;
-    if (sg_token_secret_load(secret ? secret : def, key, err) < 0)
-        return NULL;
-    return sg_token_make_read(key, NULL, NULL, NULL, CAST_TOKEN_TTL_S, err);
-}
 
 /* The exec number of a session "N" (its exec's number), or -1. */
 static long session_num(const char *s)
@@ -92,7 +80,7 @@ int sg_cmd_cast_store(int argc, char **argv)
     sg_cli_target t;
     if (sg_cli_target_parse(ingest, ingest_ca, &t, &err) < 0)
         return sg_cli_usage("cast", "%s", err.msg);
-    sg_autofree char *tok = cast_token(token, secret, &err);
+    sg_autofree char *tok = sg_cli_read_token(token, secret, CAST_TOKEN_TTL_S, &err);
     if (!tok)
         return sg_cli_failf("cast", "%s", err.msg);
     /* the id or a unique prefix of it (the one rule), in the store */

@@ -10,8 +10,16 @@
  * or restarting it (SIGTERM, SIGINT) leaves every sandbox running; a host
  * that should end them too runs `sandglass destroy --all --yes` (a unit's
  * ExecStopPost=). The metrics are read at each scrape from the files the
- * supervisors keep (state/counters.h), never by asking a supervisor. */
+ * supervisors keep (state/counters.h), never by asking a supervisor.
+ *
+ * With an ingest configured (--ingest, or the config's), it registers the
+ * host in the ingest's store at start and then every --heartbeat seconds
+ * (cli/hostreg.h, wire/hostreg.h): its name, serve's URL, capacity,
+ * version and sandboxes. Each registration runs on libuv's thread pool
+ * (its HTTP exchange blocks for up to the client's timeouts), one at a
+ * time: a beat that finds the last one still running is skipped. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -24,27 +32,44 @@
 #include <uv.h>
 
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
+#include "cli/hostreg.h"
 #include "cli/pool.h"
 #include "ingest/ingest.h"
 #include "ingest/prom.h"
 #include "sandbox/cgroup.h"
 #include "state/counters.h"
 #include "state/state.h"
+#include "wire/hostreg.h"
 
 #define HOST_METRICS_DEFAULT "127.0.0.1:9464"
 #define POOL_LOOK_MS 10000 /* the pool is looked at this often, besides on each change of its directory */
 
 static const char usage[] =
     "usage: sandglass host [--metrics-listen HOST:PORT] [--metrics-token FILE]\n"
+    "                      [--ingest URL[,URL...]] [--ingest-ca FILE] [--secret FILE]\n"
+    "                      [--name NAME] [--serve-url URL] [--heartbeat SECONDS] [--no-register]\n"
     "\n"
     "The sandbox host's daemon: makes the host's sandglass cgroups, keeps the pool\n"
-    "(sandglass pool N) at its size, and serves the host's metrics (Prometheus) at\n"
-    "GET /metrics. SIGTERM stops it and leaves every sandbox running.\n"
+    "(sandglass pool N) at its size, serves the host's metrics (Prometheus) at\n"
+    "GET /metrics, and registers the host in its ingest's store (with an ingest\n"
+    "configured). SIGTERM stops it and leaves every sandbox running.\n"
     "\n"
+    "  --ingest URL   the ingest(s) the host registers with (default the config's;\n"
+    "                 none configured: no registration)\n"
+    "  --ingest-ca FILE  the CA file (PEM) an https ingest's certificate is verified by\n"
+    "  --secret FILE  the ingest's key its host tokens are made from (default the\n"
+    "                 config's secret, else <state>/ingest/secret)\n"
+    "  --name NAME    the host's name in the store (default the system's host name)\n"
+    "  --serve-url URL  where this host's `sandglass serve` answers (http:// or https://)\n"
+    "  --heartbeat SECONDS  registers again this often (default 30; 1..3600); a host\n"
+    "                 not seen for more than 3 heartbeats is listed as stale\n"
+    "  --no-register  no registration, even with an ingest configured\n"
     "  --metrics-listen HOST:PORT  where /metrics answers (default " HOST_METRICS_DEFAULT ";\n"
     "                 port 0 = any free port); an address other than loopback needs\n"
     "                 --metrics-token\n"
@@ -62,6 +87,15 @@ typedef struct host_ctx {
     char cli[PATH_MAX];
     sg_counters_cache *cache; /* the last scrape's reads (state/counters.h) */
     bool pool_on;         /* pool_start ran: its handles exist (root only) */
+    /* the registration (none when reg_on is false) */
+    bool reg_on, reg_busy, reg_ok, reg_tried;
+    uv_timer_t reg_timer;
+    uv_work_t reg_work;
+    sg_cli_target reg_target;
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    const char *name, *serve_url;
+    int heartbeat_s;
+    sg_err reg_err;
     uint64_t refills, refill_failures;
     double start_time;
 } host_ctx;
@@ -274,6 +308,63 @@ static void pool_stop(host_ctx *hc)
     hc->refill = NULL;
 }
 
+/* ---------------------------------------------------------------- the registration */
+
+static void reg_run(uv_work_t *w)
+{
+    host_ctx *hc = w->data;
+    hc->reg_err = (sg_err){0};
+    sg_autojson json_t *reg = sg_cli_host_registration(hc->name, hc->serve_url, hc->heartbeat_s, &hc->reg_err);
+    if (reg && sg_cli_host_register(&hc->reg_target, hc->secret, reg, &hc->reg_err) == 0)
+        hc->reg_err.code = 0, hc->reg_err.msg[0] = '\0';
+    else if (hc->reg_err.msg[0] == '\0')
+        sg_err_set(&hc->reg_err, EIO, "registration failed");
+}
+
+/* Logged when it changes: the first result, a failure after a success, a
+ * success after a failure. */
+static void reg_done(uv_work_t *w, int status)
+{
+    host_ctx *hc = w->data;
+    hc->reg_busy = false;
+    bool ok = status == 0 && hc->reg_err.msg[0] == '\0';
+    if (ok && (!hc->reg_tried || !hc->reg_ok))
+        sg_log(SG_LOG_INFO, "registered as %s with the ingest at %s:%s (again every %d s)", hc->name,
+               hc->reg_target.host, hc->reg_target.port, hc->heartbeat_s);
+    else if (!ok && (!hc->reg_tried || hc->reg_ok))
+        sg_log(SG_LOG_WARN, "cannot register as %s with the ingest at %s:%s: %s (trying again every %d s)", hc->name,
+               hc->reg_target.host, hc->reg_target.port, status == 0 ? hc->reg_err.msg : uv_strerror(status),
+               hc->heartbeat_s);
+    hc->reg_tried = true;
+    hc->reg_ok = ok;
+}
+
+static void on_reg_timer(uv_timer_t *t)
+{
+    host_ctx *hc = t->data;
+    if (hc->reg_busy)
+        return;
+    hc->reg_work.data = hc;
+    if (uv_queue_work(&hc->loop, &hc->reg_work, reg_run, reg_done) == 0)
+        hc->reg_busy = true;
+}
+
+static void reg_start(host_ctx *hc)
+{
+    if (!hc->reg_on)
+        return;
+    uv_timer_init(&hc->loop, &hc->reg_timer);
+    hc->reg_timer.data = hc;
+    uv_timer_start(&hc->reg_timer, on_reg_timer, 0, (uint64_t)hc->heartbeat_s * 1000);
+}
+
+static void reg_stop(host_ctx *hc)
+{
+    if (hc->reg_on)
+        uv_close((uv_handle_t *)&hc->reg_timer, NULL); /* a registration running ends on its own */
+    hc->reg_on = false;
+}
+
 /* ---------------------------------------------------------------- the daemon */
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -283,6 +374,7 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&hc->sigint, NULL);
     uv_close((uv_handle_t *)&hc->sigterm, NULL);
     pool_stop(hc);
+    reg_stop(hc);
     sg_prom_server_stop(hc->prom);
 }
 
@@ -331,73 +423,167 @@ static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *a
     }
     hc->prom = sg_prom_server_start(&hc->loop, host, port, acc, render, hc, &err);
     if (!hc->prom) {
+        hc->reg_on = false;
         pool_stop(hc);
         uv_run(&hc->loop, UV_RUN_DEFAULT);
         return sg_cli_failf("host", "--metrics-listen: %s", err.msg);
     }
-    bool v6 = strchr(host, ':') != NULL;
-    printf("metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host, v6 ? "]" : "",
-           sg_prom_server_port(hc->prom));
-    fflush(stdout);
-    sg_log(SG_LOG_INFO, "serving the host's metrics on port %d", sg_prom_server_port(hc->prom));
+    /* the signals first: a caller may stop it as soon as the line says it runs */
     uv_signal_init(&hc->loop, &hc->sigint);
     uv_signal_init(&hc->loop, &hc->sigterm);
     hc->sigint.data = hc->sigterm.data = hc;
     uv_signal_start(&hc->sigint, on_signal, SIGINT);
     uv_signal_start(&hc->sigterm, on_signal, SIGTERM);
+    bool v6 = strchr(host, ':') != NULL;
+    printf("metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host, v6 ? "]" : "",
+           sg_prom_server_port(hc->prom));
+    fflush(stdout);
+    sg_log(SG_LOG_INFO, "serving the host's metrics on port %d", sg_prom_server_port(hc->prom));
+    reg_start(hc);
     uv_run(&hc->loop, UV_RUN_DEFAULT);
     sg_prom_server_free(hc->prom);
     uv_run(&hc->loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
     return 0;
 }
 
-int sg_cmd_host(int argc, char **argv)
+typedef struct host_opts {
+    const char *listen, *token;
+    const char *ingest, *ingest_ca, *secret, *name, *serve_url;
+    int heartbeat_s;
+    bool no_register;
+} host_opts;
+
+/* One option into o: 0, or the usage error's exit status. */
+static int host_opt(int c, host_opts *o, char **argv)
+{
+    char *end = NULL;
+    long v;
+    switch (c) {
+    case 'M': o->listen = optarg; return 0;
+    case 'T':
+        if (!optarg[0])
+            return sg_cli_usage("host", "--metrics-token: a file name (the file holds the token)");
+        o->token = optarg;
+        return 0;
+    case 'i': o->ingest = optarg; return 0;
+    case 'C': o->ingest_ca = optarg; return 0;
+    case 'S': o->secret = optarg; return 0;
+    case 'n': o->name = optarg; return 0;
+    case 'u': o->serve_url = optarg; return 0;
+    case 'N': o->no_register = true; return 0;
+    case 'b':
+        v = strtol(optarg, &end, 10);
+        if (end == optarg || *end || v < 1 || v > SG_HOSTREG_HEARTBEAT_MAX)
+            return sg_cli_usage("host", "--heartbeat: seconds, 1..%d (not '%.32s')", SG_HOSTREG_HEARTBEAT_MAX, optarg);
+        o->heartbeat_s = (int)v;
+        return 0;
+    default: return sg_cli_bad_option("host", argv[optind - 1]);
+    }
+}
+
+static int host_parse(int argc, char **argv, host_opts *o)
 {
     static const struct option longopts[] = {
-        {"metrics-listen", required_argument, NULL, 'M'},
-        {"metrics-token", required_argument, NULL, 'T'},
-        {"help", no_argument, NULL, 'h'},
+        {"metrics-listen", required_argument, NULL, 'M'}, {"metrics-token", required_argument, NULL, 'T'},
+        {"ingest", required_argument, NULL, 'i'},         {"ingest-ca", required_argument, NULL, 'C'},
+        {"secret", required_argument, NULL, 'S'},         {"name", required_argument, NULL, 'n'},
+        {"serve-url", required_argument, NULL, 'u'},      {"heartbeat", required_argument, NULL, 'b'},
+        {"no-register", no_argument, NULL, 'N'},          {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *listen = HOST_METRICS_DEFAULT, *token = NULL;
-    int c;
+    *o = (host_opts){.listen = HOST_METRICS_DEFAULT, .heartbeat_s = SG_HOST_HEARTBEAT_DEFAULT_S};
+    int c, r;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'M': listen = optarg; break;
-        case 'T':
-            if (!optarg[0])
-                return sg_cli_usage("host", "--metrics-token: a file name (the file holds the token)");
-            token = optarg;
-            break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: return sg_cli_bad_option("host", argv[optind - 1]);
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 0;
         }
+        if ((r = host_opt(c, o, argv)) != 0)
+            return r;
     }
     if (optind < argc)
         return sg_cli_usage("host", "unexpected argument '%.64s' (host takes only options)", argv[optind]);
+    return -1;
+}
+
+/* The registration's settings, checked at start (a bad one is the
+ * operator's to fix now, not a warning every heartbeat): 0, or the exit
+ * status. */
+static int reg_setup(host_ctx *hc, const host_opts *o)
+{
+    const char *ingest = o->ingest ? o->ingest : sg_config_get(SG_CONF_INGEST, NULL);
+    hc->heartbeat_s = o->heartbeat_s;
+    if (o->no_register || !ingest)
+        return 0;
+    static char hostname[256];
+    if (!o->name && gethostname(hostname, sizeof hostname - 1) < 0)
+        return sg_cli_failf("host", "gethostname: %s (give --name)", strerror(errno));
+    hc->name = o->name ? o->name : hostname;
+    char vb[300];
+    if (!sg_valid_name(hc->name))
+        return sg_cli_usage("host", "%s '%s' is not a valid host name for the store (letters, digits, '.', '_', "
+                            "'-', '@'; %d at most): give --name", o->name ? "--name" : "the system's host name",
+                            sg_vis(hc->name, strlen(hc->name), vb, sizeof vb), SG_NAME_MAX);
+    hc->serve_url = o->serve_url;
+    if (o->serve_url && ((strncmp(o->serve_url, "http://", 7) != 0 && strncmp(o->serve_url, "https://", 8) != 0) ||
+                         strlen(o->serve_url) > SG_HOSTREG_URL_MAX || strpbrk(o->serve_url, " \t\r\n")))
+        return sg_cli_usage("host", "--serve-url '%s': an http:// or https:// URL (%d bytes at most)",
+                            sg_vis(o->serve_url, strlen(o->serve_url), vb, sizeof vb), SG_HOSTREG_URL_MAX);
+    sg_err err = {0};
+    if (sg_cli_target_parse(ingest, o->ingest_ca, &hc->reg_target, &err) < 0)
+        return sg_cli_usage("host", "--ingest: %s", err.msg);
+    const char *secret = o->secret ? o->secret : sg_config_get(SG_CONF_SECRET, NULL);
+    sg_autofree char *def = secret ? NULL : sg_config_secret();
+    if (sg_token_secret_load(secret ? secret : def, hc->secret, &err) < 0) {
+        /* asked for on the command line: an error; the config's ingest
+         * without its secret (this host's creates may not capture): the
+         * host runs unregistered, and says so */
+        if (o->ingest || o->secret)
+            return sg_cli_failf("host", "registering with the ingest needs its secret: %s (or --no-register)",
+                                err.msg);
+        sg_cli_sayf("host", "not registering with the ingest %.200s: no secret (%s)", ingest, err.msg);
+        return 0;
+    }
+    hc->reg_on = true;
+    return 0;
+}
+
+int sg_cmd_host(int argc, char **argv)
+{
+    host_opts o;
+    int r = host_parse(argc, argv, &o);
+    if (r >= 0)
+        return r;
     char host[256];
     int port = 0;
-    int r = parse_listen(listen, token, host, sizeof host, &port);
+    r = parse_listen(o.listen, o.token, host, sizeof host, &port);
     if (r != 0)
         return r;
     sg_err err = {0};
     sg_prom_access acc = {.own = true};
-    if (token && sg_prom_token_load(&acc, token, &err) < 0)
+    if (o.token && sg_prom_token_load(&acc, o.token, &err) < 0)
         return sg_cli_failf("host", "%s", err.msg);
     if (!sg_state_dir(&err))
         return sg_cli_failf("host", "state directory: %s", err.msg);
+    host_ctx hc = {.start_time = sg_now_wall(), .cache = sg_counters_cache_new()};
+    if ((r = reg_setup(&hc, &o)) != 0) {
+        sg_counters_cache_free(hc.cache);
+        return r;
+    }
     signal(SIGPIPE, SIG_IGN);
     sg_log_init("host");
     sg_autoclose int lock = lock_host(&err);
-    if (lock < 0)
+    if (lock < 0) {
+        sg_counters_cache_free(hc.cache);
         return sg_cli_failf("host", "%s", err.msg);
-    host_ctx hc = {.start_time = sg_now_wall(), .cache = sg_counters_cache_new()};
+    }
     uv_loop_init(&hc.loop);
     r = run(&hc, host, port, &acc);
     if (uv_loop_close(&hc.loop) != 0)
         sg_log(SG_LOG_WARN, "event loop not fully closed");
     sg_counters_cache_free(hc.cache);
+    OPENSSL_cleanse(hc.secret, sizeof hc.secret);
     return r;
 }

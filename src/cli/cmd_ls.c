@@ -70,25 +70,6 @@ static const char *ls_state(sg_sandbox_meta *m)
     return "running";
 }
 
-/* The newest modification time of the files in <state>/sb/<id>/<rel>/:
- * the capture's spool segments (each event appends to the newest) and
- * the terminal recordings (each output written). 0: none. */
-static time_t ls_newest(const char *id, const char *rel)
-{
-    sg_autofree char *dir = sg_state_sandbox_path(id, rel);
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    time_t newest = 0;
-    struct stat st;
-    for (struct dirent *de; (de = readdir(d));)
-        if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISREG(st.st_mode) && st.st_mtime > newest)
-            newest = st.st_mtime;
-    closedir(d);
-    return newest;
-}
-
 static void ls_time(time_t t, char *buf, size_t n)
 {
     struct tm tm;
@@ -344,6 +325,7 @@ typedef struct ls_opts {
 static int ls_usage(FILE *f)
 {
     fprintf(f, "usage: sandglass ls [--learner L] [--task T] [--state S] [--json]\n"
+               "       sandglass ls --all-hosts [...] (every registered host's: ls --all-hosts --help)\n"
                "\n"
                "Lists this state directory's sandboxes (the pool's spares left out): id,\n"
                "state (running, aborted and why, starting, dead), created, last active (the\n"
@@ -420,7 +402,7 @@ static bool ls_load(const ls_opts *o, const char *id, ls_row *r)
     /* A captured sandbox whose events do not reach the ingest says so
      * (the capture records its uplink's state: state.h). */
     r->uplink = m->task && sg_state_uplink_load(m->id, &r->u) == 1;
-    time_t spool = ls_newest(m->id, "spool"), casts = ls_newest(m->id, "casts");
+    time_t spool = sg_cli_newest_mtime(m->id, "spool"), casts = sg_cli_newest_mtime(m->id, "casts");
     r->last_active = spool > casts ? spool : casts;
     r->expiry = strcmp(r->state, "dead") != 0 &&
                 sg_state_expiry_load(m->id, &r->exp_at, r->exp_why, sizeof r->exp_why) == 1;
@@ -429,6 +411,9 @@ static bool ls_load(const ls_opts *o, const char *id, ls_row *r)
 
 int sg_cmd_ls(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--all-hosts") == 0)
+            return sg_cli_handoff("ls", argv); /* sandglassd's: it speaks HTTP to the ingest */
     ls_opts o = {0};
     int rc = ls_parse(argc, argv, &o);
     if (rc >= 0)

@@ -22,6 +22,8 @@ int sg_cmd_shell(int argc, char **argv);
 int sg_cli_shell_repl(const char *id, char **opts, int nopts);
 int sg_cmd_cast(int argc, char **argv);
 int sg_cmd_ls(int argc, char **argv);
+/* ls --all-hosts (sandglassd: it asks the ingest) */
+int sg_cmd_ls_hosts(int argc, char **argv);
 int sg_cmd_destroy(int argc, char **argv);
 int sg_cmd_gc(int argc, char **argv);
 int sg_cmd_mcp(int argc, char **argv);

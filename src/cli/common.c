@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sys/wait.h>
 #include <poll.h>
@@ -258,4 +259,32 @@ bool sg_cli_ask_yes(FILE *out, const char *question)
             return false;
         fprintf(out, "please answer y or n\n");
     }
+}
+
+time_t sg_cli_newest_mtime(const char *id, const char *rel)
+{
+    sg_autofree char *dir = sg_state_sandbox_path(id, rel);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    time_t newest = 0;
+    struct stat st;
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode) && st.st_mtime > newest)
+            newest = st.st_mtime;
+    closedir(d);
+    return newest;
+}
+
+int sg_cli_handoff(const char *cmd, char **argv)
+{
+    char path[PATH_MAX];
+    if (sg_cli_daemon_path(path, sizeof path) < 0)
+        return sg_cli_fail(cmd, "cannot find sandglassd next to this binary");
+    argv[0] = (char *)cmd;
+    char **args = argv - 1; /* argv[-1] is the program's name: "sandglass" */
+    args[0] = "sandglass";
+    execv(path, args);
+    return sg_cli_failf(cmd, "cannot run %s: %s", path, strerror(errno));
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "cli/report.h"
@@ -15,6 +16,16 @@
 /* Path of sandglassd: $SANDGLASSD if set, else next to /proc/self/exe,
  * else ../libexec/sandglassd relative to it. */
 int sg_cli_daemon_path(char *buf, size_t len);
+/* Runs `sandglassd cmd argv[1..]` in this process's place (argv as the
+ * command got it, argv[-1] the program's name): what the thin CLI hands
+ * over (cast from the store, ls --all-hosts). Returns only on failure,
+ * with the exit status. */
+int sg_cli_handoff(const char *cmd, char **argv);
+
+/* The newest modification time of the regular files in
+ * <state>/sb/<id>/<rel>/ (0: none): a sandbox's last activity is its
+ * spool's (each captured event) or its casts' (each terminal write). */
+time_t sg_cli_newest_mtime(const char *id, const char *rel);
 
 /* Runs path with argv (stdin /dev/null; stderr /dev/null when quiet, else
  * ours) and parses its stdout, at most max bytes, as one JSON value; its

@@ -263,20 +263,26 @@ void sg_cli_conn_close(sg_cli_conn *c)
     *c = (sg_cli_conn){.fd = -1};
 }
 
-/* The whole answer to GET path (NUL-terminated, at most
- * SG_CLI_HTTP_ANSWER_MAX bytes) into *out, its length in *len. */
-static int http_exchange(const sg_cli_target *t, const char *path, const char *token, char **out, size_t *len,
-                         sg_err *err)
+/* The whole answer to GET path (or POST with body: post, post_len bytes
+ * of JSON) (NUL-terminated, at most SG_CLI_HTTP_ANSWER_MAX bytes) into
+ * *out, its length in *len. */
+static int http_exchange(const sg_cli_target *t, const char *path, const char *token, const char *post,
+                         size_t post_len, char **out, size_t *len, sg_err *err)
 {
     sg_cli_conn c;
     if (sg_cli_conn_open(t, SG_CLI_HTTP_TIMEOUT_S, &c, err) < 0)
         return -1;
+    char clen[64] = "";
+    if (post)
+        snprintf(clen, sizeof clen, "Content-Type: application/json\r\nContent-Length: %zu\r\n", post_len);
     sg_autofree char *req = sg_strdup_printf(
-        "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
-        "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
-        path, t->host, t->port, token);
+        "%s %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
+        "Authorization: Bearer %s\r\n%sConnection: close\r\n\r\n",
+        post ? "POST" : "GET", path, t->host, t->port, token, clen);
     sg_buf b = {0};
     int rc = sg_cli_conn_write_all(&c, req, strlen(req));
+    if (rc == 0 && post)
+        rc = sg_cli_conn_write_all(&c, post, post_len);
     if (rc < 0)
         sg_err_sys(err, "send to the ingest");
     while (rc == 0) {
@@ -308,10 +314,16 @@ static int http_exchange(const sg_cli_target *t, const char *path, const char *t
 char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
                        size_t *body_len, sg_err *err)
 {
+    return sg_cli_http_request(t, path, token, NULL, 0, status, body, body_len, err);
+}
+
+char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *token, const char *post,
+                          size_t post_len, int *status, const char **body, size_t *body_len, sg_err *err)
+{
     *status = 0;
     sg_autofree char *buf = NULL;
     size_t have = 0;
-    if (http_exchange(t, path, token, &buf, &have, err) < 0)
+    if (http_exchange(t, path, token, post, post_len, &buf, &have, err) < 0)
         return NULL;
     char *hend = strstr(buf, "\r\n\r\n");
     if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", status) != 1) {

@@ -72,6 +72,10 @@ void sg_cli_conn_close(sg_cli_conn *c);
 char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
                       size_t *body_len, sg_err *err);
 
+/* The same for POST path with post_len bytes of JSON at post (NULL: GET). */
+char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *token, const char *post,
+                          size_t post_len, int *status, const char **body, size_t *body_len, sg_err *err);
+
 /* An answer's body as sg_cli_http_get_json returns it. */
 json_t *sg_cli_http_answer_json(const char *body, size_t body_len, int status, int *status_out, sg_err *err);
 

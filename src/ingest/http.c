@@ -79,6 +79,10 @@ void sg_http_req_release(sg_http_req *req)
         return;
     free(req->body);
     req->body = NULL;
+    free(req->post);
+    free(req->post_to);
+    req->post = NULL;
+    req->post_to = NULL;
 }
 
 void sg_http_server_info(struct lws_context_creation_info *info, void **foreign_loops,

@@ -15,6 +15,14 @@ typedef struct sg_http_req {
     unsigned char *body; /* LWS_PRE bytes of headroom, then the body */
     size_t len;
     void *stream; /* the ingest's GET /v1/stream subscriber (ingest_sse.c) */
+    /* A POST's body as it comes (the ingest's POST /v1/hosts), bounded by
+     * its Content-Length; post_to: what the request's token let in (the
+     * host it may register), NULL when refused (post_why says why). */
+    unsigned char *post;
+    size_t post_len, post_max;
+    char *post_to;
+    const char *post_why;
+    unsigned post_status;
 } sg_http_req;
 
 /* Sends the headers of status with body_json (taken, even on failure) and

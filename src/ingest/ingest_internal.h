@@ -300,6 +300,18 @@ int ingest_watch_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err);
 /* GET /v1/watch with its read token checked: a watch token and the serves. */
 int ingest_http_watch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 
+/* ---- ingest_hosts.c ---- */
+
+/* POST /v1/hosts, its headers in: the host token checked and the body's
+ * buffer made (its Content-Length); a refusal waits for the body. */
+int ingest_hosts_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* LWS_CALLBACK_HTTP_BODY: a part of it. */
+int ingest_hosts_body(struct lws *wsi, sg_http_req *req, const void *in, size_t len);
+/* LWS_CALLBACK_HTTP_BODY_COMPLETION: checked and stored, or refused. */
+int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* GET /v1/hosts with its read token checked (an operator's). */
+int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+
 /* ---- ingest_console.c ---- */
 
 /* Where the console's files are (console_dir), at start. */

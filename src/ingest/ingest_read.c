@@ -333,9 +333,14 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
     case LWS_CALLBACK_HTTP: {
         const char *uri = in;
         memset(req, 0, sizeof *req);
+        if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 && strcmp(uri, "/v1/hosts") == 0)
+            return ingest_limits_is_reserve(ing, wsi)
+                       ? sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
+                                        ingest_error_json("too many connections (only /healthz answers)"))
+                       : ingest_hosts_post(ing, wsi, req);
         if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
-                               ingest_error_json("only GET is supported"));
+                               ingest_error_json("only GET is supported (and POST /v1/hosts)"));
         if (strcmp(uri, "/healthz") == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                                json_pack("{s:b, s:I}", "ok", 1, "port", (json_int_t)ing->port));
@@ -376,8 +381,15 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return http_stats(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/watch") == 0)
             return ingest_http_watch(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/hosts") == 0)
+            return ingest_http_hosts(ing, wsi, req, &cl);
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     }
+
+    case LWS_CALLBACK_HTTP_BODY:
+        return req ? ingest_hosts_body(wsi, req, in, len) : -1;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        return req ? ingest_hosts_body_done(ing, wsi, req) : -1;
 
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (req && req->stream)

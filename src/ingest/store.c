@@ -198,6 +198,26 @@ int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err)
     return s->ops->revoked(s, token_id, yes, err);
 }
 
+int sg_store_host_put(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err)
+{
+    return s->ops->host_put(s, name, info, last_seen, err);
+}
+
+json_t *sg_store_hosts(sg_store *s, const char *name, sg_err *err)
+{
+    return s->ops->hosts(s, name, err);
+}
+
+json_t *sg_store_host_row(const char *name, const char *info, int64_t last_seen)
+{
+    json_t *j = json_loads(info, 0, NULL);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return json_pack("{s:s, s:I, s:o}", "name", name, "last_seen", (json_int_t)last_seen, "info", j);
+}
+
 int sg_store_purges(sg_store *s, int64_t *n, sg_err *err)
 {
     return s->ops->purges(s, n, err);

@@ -36,11 +36,13 @@
  * version), and in PostgreSQL sg_streams (each stream's watermark). Version
  * 1 is the release before: SQLite's table was "events" and neither had
  * sg_schema. Version 3 adds the contents and recordings (store_contents.h),
- * version 4 the revoked tokens, version 5 the purges' count. Opening a store migrates an older one at once, in one
+ * version 4 the revoked tokens, version 5 the purges' count, version 6 the
+ * sandbox hosts (sg_hosts). Opening a store migrates an older one at once, in one
  * transaction; a newer one is refused with the versions named. */
-#define SG_STORE_SCHEMA_VERSION 5
+#define SG_STORE_SCHEMA_VERSION 6
 
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
+#define SG_STORE_HOSTS_MAX 256           /* hosts sg_store_hosts returns at most (the backends' LIMIT) */
 
 typedef struct sg_store_row {
     const char *learner, *task, *sandbox;
@@ -106,6 +108,8 @@ typedef struct sg_store_ops {
     int (*revoke)(sg_store *s, const char *token_id, sg_err *err);
     int (*revoked)(sg_store *s, const char *token_id, bool *yes, sg_err *err);
     int (*purges)(sg_store *s, int64_t *n, sg_err *err);
+    int (*host_put)(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
+    json_t *(*hosts)(sg_store *s, const char *name, sg_err *err);
     int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
     int (*notified)(sg_store *s);
     void (*close)(sg_store *s);
@@ -225,6 +229,16 @@ int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err);
  * what it read (the ingest's session summaries) reads it again when it
  * changes, so nothing purged stays readable. */
 int sg_store_purges(sg_store *s, int64_t *n, sg_err *err);
+/* The sandbox hosts (version 6, table sg_hosts: name, info, last_seen):
+ * each host's last registration (wire/hostreg.h: info is its canonical
+ * JSON text) and when the ingest took it (unix seconds, the ingest's
+ * clock). sg_store_host_put replaces a host's row, or adds it, and
+ * commits; sg_store_hosts lists them by name (only name's when not NULL),
+ * SG_STORE_HOSTS_MAX at most: [{"name", "last_seen", "info": {...}}]. */
+int sg_store_host_put(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
+json_t *sg_store_hosts(sg_store *s, const char *name, sg_err *err);
+/* One row of it, for the backends: NULL when info is not JSON. */
+json_t *sg_store_host_row(const char *name, const char *info, int64_t last_seen);
 /* Commit notices from every node writing the store (PostgreSQL: LISTEN;
  * each commit NOTIFYs): the fd to poll for reading, or -1 with err;
  * ENOTSUP when the backend has no other writer to hear (SQLite). Use a

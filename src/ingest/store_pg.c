@@ -93,6 +93,8 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id text PRIMARY KEY, revoked timestamptz NOT NULL DEFAULT now());",
     /* 4 -> 5: the purges' count (store.h: sg_store_purges) */
     "CREATE TABLE sg_purges (n bigint NOT NULL); INSERT INTO sg_purges VALUES (0);",
+    /* 5 -> 6: the sandbox hosts (store.h: sg_store_hosts) */
+    "CREATE TABLE sg_hosts (name text PRIMARY KEY, info text NOT NULL, last_seen bigint NOT NULL);",
 };
 
 /* Per connection: the batch lands here first (COPY), then moves to
@@ -796,6 +798,38 @@ static int pg_revoked(sg_store *base, const char *token_id, bool *yes, sg_err *e
     return 0;
 }
 
+static int pg_host_put(sg_store *base, const char *name, const char *info, int64_t last_seen, sg_err *err)
+{
+    char seen[24];
+    snprintf(seen, sizeof seen, "%lld", (long long)last_seen);
+    const char *const p[] = {name, info, seen};
+    pg_autoclear PGresult *r = query((pg_store *)base,
+                                     "INSERT INTO sg_hosts (name, info, last_seen) VALUES ($1, $2, $3)"
+                                     " ON CONFLICT (name) DO UPDATE SET info = excluded.info,"
+                                     " last_seen = excluded.last_seen RETURNING name",
+                                     3, p, "register a host", err);
+    return r ? 0 : -1;
+}
+
+static json_t *pg_hosts(sg_store *base, const char *name, sg_err *err)
+{
+    const char *const p[] = {name};
+    pg_autoclear PGresult *r = query((pg_store *)base,
+                                     "SELECT name, info, last_seen FROM sg_hosts WHERE $1::text IS NULL OR name = $1"
+                                     " ORDER BY name LIMIT 256", /* SG_STORE_HOSTS_MAX */
+                                     1, p, "list hosts", err);
+    if (!r)
+        return NULL;
+    json_t *arr = json_array();
+    for (int i = 0; i < PQntuples(r); i++) {
+        json_t *row = sg_store_host_row(PQgetvalue(r, i, 0), PQgetvalue(r, i, 1),
+                                        strtoll(PQgetvalue(r, i, 2), NULL, 10));
+        if (row)
+            json_array_append_new(arr, row);
+    }
+    return arr;
+}
+
 static int pg_listen(sg_store *base, sg_err *err)
 {
     pg_store *s = (pg_store *)base;
@@ -843,6 +877,8 @@ static const sg_store_ops pg_ops = {
     .revoke = pg_revoke,
     .revoked = pg_revoked,
     .purges = pg_purges,
+    .host_put = pg_host_put,
+    .hosts = pg_hosts,
     .listen = pg_listen,
     .notified = pg_notified,
     .close = pg_close,

@@ -57,6 +57,8 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE IF NOT EXISTS sg_revoked_tokens (id TEXT PRIMARY KEY, revoked TEXT NOT NULL);",
     /* 4 -> 5: the purges' count (store.h: sg_store_purges) */
     "CREATE TABLE sg_purges (n INTEGER NOT NULL); INSERT INTO sg_purges VALUES (0);",
+    /* 5 -> 6: the sandbox hosts (store.h: sg_store_hosts) */
+    "CREATE TABLE sg_hosts (name TEXT PRIMARY KEY, info TEXT NOT NULL, last_seen INTEGER NOT NULL) WITHOUT ROWID;",
 };
 
 static int db_fail(sqlite_store *s, sg_err *err, const char *what)
@@ -509,6 +511,53 @@ static int sqlite_revoked(sg_store *base, const char *token_id, bool *yes, sg_er
                         err);
 }
 
+static int sqlite_host_put(sg_store *base, const char *name, const char *info, int64_t last_seen, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO sg_hosts (name, info, last_seen) VALUES (?1, ?2, ?3)"
+                           " ON CONFLICT (name) DO UPDATE SET info = excluded.info, last_seen = excluded.last_seen",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "register a host");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, info, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, last_seen);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(s, err, "register a host");
+}
+
+static json_t *sqlite_hosts(sg_store *base, const char *name, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT name, info, last_seen FROM sg_hosts WHERE ?1 IS NULL OR name = ?1"
+                           " ORDER BY name LIMIT 256", /* SG_STORE_HOSTS_MAX */
+                           -1, &st, NULL) != SQLITE_OK) {
+        db_fail(s, err, "list hosts");
+        return NULL;
+    }
+    if (name)
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    json_t *arr = json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *row = sg_store_host_row((const char *)sqlite3_column_text(st, 0),
+                                        (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+        if (row)
+            json_array_append_new(arr, row);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        db_fail(s, err, "list hosts");
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 static void sqlite_close(sg_store *base)
 {
     sqlite_store *s = (sqlite_store *)base;
@@ -536,6 +585,8 @@ static const sg_store_ops sqlite_ops = {
     .revoke = sqlite_revoke,
     .revoked = sqlite_revoked,
     .purges = sqlite_purges,
+    .host_put = sqlite_host_put,
+    .hosts = sqlite_hosts,
     .close = sqlite_close,
 };
 

@@ -320,6 +320,27 @@ char *sg_token_make_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char
     return sign_claims(secret, claims, err);
 }
 
+char *sg_token_make_host_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *host, int64_t exp,
+                             sg_err *err)
+{
+    if (!sg_valid_name(host)) {
+        sg_err_set(err, EINVAL, "a host token needs a host name (letters, digits, '.', '_', '-', '@'; %d at most)",
+                   SG_NAME_MAX);
+        return NULL;
+    }
+    sg_autojson json_t *claims = json_pack("{s:s, s:I}", "h", host, "exp", (json_int_t)exp);
+    return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *host, int64_t ttl_s, sg_err *err)
+{
+    if (ttl_s <= 0 || ttl_s > SG_TOKEN_TTL_MAX) {
+        sg_err_set(err, EINVAL, "token ttl must be in 1..%lld seconds", SG_TOKEN_TTL_MAX);
+        return NULL;
+    }
+    return sg_token_make_host_exp(secret, host, (int64_t)time(NULL) + ttl_s, err);
+}
+
 static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
 {
     const char *v = json_string_value(json_object_get(claims, key));
@@ -329,11 +350,15 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
     return 0;
 }
 
-typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH } token_kind;
+typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH, KIND_HOST } token_kind;
 
 /* What a token of kind `have` may not do where `want` is required. */
 static const char *wrong_kind(token_kind have, token_kind want)
 {
+    if (have == KIND_HOST)
+        return "a host token can only register its host";
+    if (want == KIND_HOST)
+        return "not a host token";
     if (have == KIND_REVOKE)
         return "a revoke token can only revoke";
     if (want == KIND_REVOKE)
@@ -391,8 +416,10 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
     if (!json_is_integer(exp))
         return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
     json_t *r = json_object_get(claims, "r"), *x = json_object_get(claims, "x");
-    json_t *rv = json_object_get(claims, "rv");
+    json_t *rv = json_object_get(claims, "rv"), *h = json_object_get(claims, "h");
     bool is_read = r != NULL;
+    if (h && (r || x || rv || !json_is_string(h) || !sg_valid_name(json_string_value(h))))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'h' invalid");
     if (rv && (r || x || !json_is_string(rv) || !sg_token_id_valid(json_string_value(rv))))
         return sg_err_set(err, EINVAL, "malformed token: claim 'rv' invalid");
     if (is_read && !(json_is_integer(r) && json_integer_value(r) == 1))
@@ -401,14 +428,17 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
     if (x && is_read)
         return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
-    token_kind have = rv ? KIND_REVOKE : is_read ? KIND_READ
+    token_kind have = h ? KIND_HOST : rv ? KIND_REVOKE : is_read ? KIND_READ
                       : x ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL) : KIND_STREAM;
     if (have != want)
         return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
     sg_token_id(token, out->id);
     out->exp = json_integer_value(exp);
-    if (rv) {
-        snprintf(out->revoke, sizeof out->revoke, "%s", json_string_value(rv));
+    if (rv || h) {
+        if (rv)
+            snprintf(out->revoke, sizeof out->revoke, "%s", json_string_value(rv));
+        else
+            snprintf(out->host, sizeof out->host, "%s", json_string_value(h));
         return now >= out->exp ? sg_err_set(err, EACCES, "token expired") : 0;
     }
     out->read = is_read;
@@ -456,4 +486,10 @@ int sg_token_verify_watch(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char 
                           int64_t now, sg_token_claims *out, sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_WATCH, out, err);
+}
+
+int sg_token_verify_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
+                         sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, KIND_HOST, out, err);
 }

@@ -20,6 +20,12 @@
  *   revoke token  {"rv": token id, "exp": ...}
  *                 may only revoke the one token it names (GET /v1/revoke on
  *                 an ingest; `sandglass token revoke`), short-lived.
+ *   host token    {"h": host name, "exp": ...}
+ *                 may only register that one sandbox host (POST /v1/hosts:
+ *                 `sandglass host`'s heartbeat), short-lived; it reads and
+ *                 streams nothing, and no other kind registers a host. A
+ *                 verifier that predates it takes it for a stream token
+ *                 without "l": malformed, refused.
  *
  * A token's id is the first 16 hex digits of the SHA-256 of its text
  * (sg_token_id): logs name a token by it, and revocation is by it (the
@@ -58,6 +64,7 @@ typedef struct sg_token_claims {
     bool watch;                         /* a watch token */
     char id[SG_TOKEN_ID_LEN + 1];       /* the token's id (sg_token_id) */
     char revoke[SG_TOKEN_ID_LEN + 1];   /* a revoke token: the id it revokes */
+    char host[SG_NAME_MAX + 1];         /* a host token: the host it registers */
 } sg_token_claims;
 
 /* The token's id: the first 16 hex digits (lowercase) of SHA-256(token). */
@@ -117,5 +124,16 @@ char *sg_token_make_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char
  * are refused, and it is refused by their verifiers. */
 int sg_token_verify_revoke(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token,
                            int64_t now, sg_token_claims *out, sg_err *err);
+
+/* A host token for the sandbox host named host (sg_valid_name), valid
+ * ttl_s seconds. */
+char *sg_token_make_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *host, int64_t ttl_s, sg_err *err);
+/* Same with an absolute expiry (tests). */
+char *sg_token_make_host_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *host, int64_t exp,
+                             sg_err *err);
+/* Checks a host token (out->host: the host it registers); the other kinds
+ * are refused, and it is refused by their verifiers. */
+int sg_token_verify_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
+                         sg_token_claims *out, sg_err *err);
 
 #endif

@@ -34,7 +34,7 @@ ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests", "fixtures", "store_v1")
 SANDGLASS = os.environ.get("SANDGLASS_BIN", "sandglass")
-VERSION = 5  # SG_STORE_SCHEMA_VERSION
+VERSION = 6  # SG_STORE_SCHEMA_VERSION
 
 
 def fixture_rows(name):
@@ -103,9 +103,9 @@ def sqlite_half(tmp):
     names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     ver = con.execute("SELECT version FROM sg_schema").fetchall() if "sg_schema" in names else None
     con.close()
-    check(f"SQLite: migrated at open: sg_events, sg_schema (version {VERSION}), sg_contents, sg_revoked_tokens"
-          " and sg_purges, no table 'events'",
-          {"sg_events", "sg_schema", "sg_contents", "sg_casts", "sg_revoked_tokens", "sg_purges"} <= names and "events" not in names and ver == [(VERSION,)], (names, ver))
+    check(f"SQLite: migrated at open: sg_events, sg_schema (version {VERSION}), sg_contents, sg_revoked_tokens,"
+          " sg_purges and sg_hosts, no table 'events'",
+          {"sg_events", "sg_schema", "sg_contents", "sg_casts", "sg_revoked_tokens", "sg_purges", "sg_hosts"} <= names and "events" not in names and ver == [(VERSION,)], (names, ver))
     survives("SQLite", ing, state, want)
     takes_more("SQLite", ing, state, want)
     ing.stop()
@@ -150,6 +150,9 @@ def pg_half(tmp):
         p = psql(url, "-c", "SELECT version FROM sg_schema")
         check(f"PostgreSQL: migrated at open: sg_schema records version {VERSION}",
               p.returncode == 0 and p.stdout.strip() == str(VERSION), p.stdout + p.stderr)
+        p = psql(url, "-c", "SELECT count(*) FROM sg_hosts")
+        check("PostgreSQL: migrated at open: sg_hosts made (empty)",
+              p.returncode == 0 and p.stdout.strip() == "0", p.stdout + p.stderr)
         survives("PostgreSQL", ing, state, want)
         takes_more("PostgreSQL", ing, state, want)
         ing.stop()

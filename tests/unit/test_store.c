@@ -225,7 +225,7 @@ static void test_schema_version(void **state)
     snprintf(known, sizeof known, "knows (%d)", SG_STORE_SCHEMA_VERSION);
     assert_non_null(strstr(err.msg, known));
     assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), 99);
-    raw_sql(f->url, "UPDATE sg_schema SET version = 5"); /* SG_STORE_SCHEMA_VERSION */
+    raw_sql(f->url, "UPDATE sg_schema SET version = 6"); /* SG_STORE_SCHEMA_VERSION */
     f->s = sg_store_open(f->url, &err);
     assert_non_null(f->s);
 }
@@ -400,6 +400,31 @@ static void test_contents(void **state)
     contents_check(f->s);
 }
 
+/* sg_hosts: a host's row replaced by its next registration (an upsert by
+ * name), listed by name, one asked for by name. */
+static void test_hosts(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    assert_int_equal(sg_store_host_put(f->s, "b", "{\"n\":1}", 100, &err), 0);
+    assert_int_equal(sg_store_host_put(f->s, "a", "{\"n\":2}", 101, &err), 0);
+    assert_int_equal(sg_store_host_put(f->s, "b", "{\"n\":3}", 102, &err), 0);
+    json_t *all = sg_store_hosts(f->s, NULL, &err);
+    assert_non_null(all);
+    assert_int_equal(json_array_size(all), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(all, 0), "name")), "a");
+    json_t *b = json_array_get(all, 1);
+    assert_int_equal(json_integer_value(json_object_get(b, "last_seen")), 102);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "info"), "n")), 3);
+    json_decref(all);
+    json_t *one = sg_store_hosts(f->s, "a", &err);
+    assert_int_equal(json_array_size(one), 1);
+    json_decref(one);
+    json_t *none = sg_store_hosts(f->s, "zz", &err);
+    assert_int_equal(json_array_size(none), 0);
+    json_decref(none);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +438,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema_v1_migrated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_json_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_keeps_locks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),
         cmocka_unit_test(test_bad_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

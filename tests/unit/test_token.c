@@ -228,6 +228,23 @@ static char *signed_claims(const uint8_t *secret, const char *claims)
     return tok;
 }
 
+typedef int (*verify_fn)(const uint8_t *, const char *, int64_t, sg_token_claims *, sg_err *);
+
+/* Claims the signer never makes, signed here: verify refuses each as
+ * malformed (EINVAL). */
+static void refused_signed(const uint8_t *secret, const char *const *bad, size_t n, verify_fn verify)
+{
+    for (size_t i = 0; i < n; i++) {
+        sg_autofree char *tok = signed_claims(secret, bad[i]);
+        sg_token_claims cl;
+        sg_err err = {0};
+        assert_int_equal(verify(secret, tok, (int64_t)time(NULL), &cl, &err), -1);
+        assert_int_equal(err.code, EINVAL);
+        assert_non_null(strstr(err.msg, "malformed token"));
+    }
+}
+
+
 /* Three kinds, each good for one thing only: a terminal token opens a
  * terminal in one sandbox and neither streams nor reads. */
 static void test_kinds(void **state)
@@ -288,13 +305,7 @@ static void test_kinds(void **state)
         "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"x\":1}",
         "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":\"1\"}",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        sg_autofree char *tok = signed_claims(f->secret, bad[i]);
-        err = (sg_err){0};
-        assert_int_equal(sg_token_verify_terminal(f->secret, tok, now, &cl, &err), -1);
-        assert_int_equal(err.code, EINVAL);
-        assert_non_null(strstr(err.msg, "malformed token"));
-    }
+    refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_terminal);
     /* The hand-made signer is right: the same claims as a good token pass. */
     sg_autofree char *good = signed_claims(f->secret,
         "{\"exp\":99999999999,\"l\":\"a\",\"s\":\"s\",\"t\":\"t\",\"x\":1}");
@@ -342,12 +353,48 @@ static void test_revoke_kind(void **state)
         "{\"exp\":99999999999,\"rv\":\"0123456789ABCDEF\"}",
         "{\"exp\":99999999999,\"rv\":1}",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        sg_autofree char *tok = signed_claims(f->secret, bad[i]);
+    refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_revoke);
+}
+
+/* A host token registers one host, does nothing else, and no other kind
+ * passes for it; it expires as the others do. */
+static void test_host_kind(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    sg_autofree char *ht = sg_token_make_host(f->secret, "host-a.example", 60, &err);
+    sg_autofree char *rd = sg_token_make_read(f->secret, NULL, NULL, NULL, 60, &err);
+    sg_autofree char *st = sg_token_make(f->secret, "a", "t", "s", 60, &err);
+    assert_non_null(ht);
+    assert_null(sg_token_make_host(f->secret, "bad name", 60, &err));
+    assert_null(sg_token_make_host(f->secret, "h", 0, &err));
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_host(f->secret, ht, now, &cl, &err), 0);
+    assert_string_equal(cl.host, "host-a.example");
+    assert_int_equal(sg_token_verify_host(f->secret, ht, now + 61, &cl, &err), -1);
+    assert_string_equal(err.msg, "token expired");
+    verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
+                          sg_token_verify_revoke};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
         err = (sg_err){0};
-        assert_int_equal(sg_token_verify_revoke(f->secret, tok, now, &cl, &err), -1);
-        assert_int_equal(err.code, EINVAL);
+        assert_int_equal(others[i](f->secret, ht, now, &cl, &err), -1);
+        assert_string_equal(err.msg, "a host token can only register its host");
     }
+    const char *notme[] = {rd, st};
+    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_host(f->secret, notme[i], now, &cl, &err), -1);
+        assert_string_equal(err.msg, "not a host token");
+    }
+    /* Claims the signer never makes: refused even when signed. */
+    const char *bad[] = {
+        "{\"exp\":99999999999,\"h\":\"a\",\"r\":1}",
+        "{\"exp\":99999999999,\"h\":\"a\",\"x\":1}",
+        "{\"exp\":99999999999,\"h\":\"a b\"}",
+        "{\"exp\":99999999999,\"h\":7}",
+    };
+    refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_host);
 }
 
 int main(void)
@@ -362,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_known_token),
         cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revoke_kind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_kind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

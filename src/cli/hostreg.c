@@ -1,0 +1,120 @@
+/* hostreg: a host's registration, made and sent (see hostreg.h). */
+#include "cli/hostreg.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/bounds.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/util.h"
+#include "cli/common.h"
+#include "cli/config.h"
+#include "cli/pool.h"
+#include "state/state.h"
+#include "wire/hostreg.h"
+
+static json_t *iso_or_null(time_t t)
+{
+    struct tm tm;
+    char buf[32];
+    if (t <= 0 || !gmtime_r(&t, &tm) || strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return json_null();
+    return json_string(buf);
+}
+
+/* One sandbox as the registration lists it (NULL: not listed: a spare,
+ * or no record). Its state as ls tells it, without taking over a
+ * supervisor (that is ls's, run by an operator). */
+static json_t *sandbox_row(const char *id)
+{
+    sg_sandbox_meta m;
+    if (sg_sandbox_meta_load(id, &m, NULL) < 0)
+        return NULL;
+    json_t *row = NULL;
+    if (strcmp(m.learner, SG_POOL_LEARNER) != 0 && sg_valid_name(m.learner) && m.created[0]) {
+        char by[32], reason[256];
+        const char *state = m.supervisor_pid == 0                         ? "starting"
+                            : sg_state_supervisor_held(m.id, NULL) != 1   ? "dead"
+                            : sg_state_abort_load(m.id, by, sizeof by, reason, sizeof reason) == 1 ? "aborted"
+                                                                                                  : "running";
+        time_t spool = sg_cli_newest_mtime(m.id, "spool"), casts = sg_cli_newest_mtime(m.id, "casts");
+        row = json_pack("{s:s, s:s, s:o, s:s, s:s, s:o}", "id", m.id, "learner", m.learner, "task",
+                        m.task ? json_string(m.task) : json_null(), "state", state, "created", m.created,
+                        "last_active", iso_or_null(spool > casts ? spool : casts));
+    }
+    sg_sandbox_meta_clear(&m);
+    return row;
+}
+
+static json_t *capacity(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    const char *confmax = sg_config_get(SG_CONF_MAX_SANDBOXES, NULL); /* checked at load: 1 and up */
+    long long maxsb = confmax ? strtoll(confmax, NULL, 10) : SG_MAX_SANDBOXES;
+    return json_pack("{s:I, s:I, s:I, s:I}", "cpus", (json_int_t)(cpus > 0 ? cpus : 0), "memory_bytes",
+                     (json_int_t)(pages > 0 && psize > 0 ? (long long)pages * psize : 0), "max_sandboxes",
+                     (json_int_t)maxsb, "pool_size", (json_int_t)sg_pool_size());
+}
+
+char *sg_cli_read_token(const char *token, const char *secret, int64_t ttl_s, sg_err *err)
+{
+    if (token)
+        return strdup(token);
+    uint8_t key[SG_TOKEN_SECRET_LEN];
+    sg_autofree char *def = secret ? NULL : sg_config_secret();
+    if (!secret && !sg_state_dir(err))
+        return NULL;
+    if (sg_token_secret_load(secret ? secret : def, key, err) < 0)
+        return NULL;
+    return sg_token_make_read(key, NULL, NULL, NULL, ttl_s, err);
+}
+
+json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, sg_err *err)
+{
+    sg_autostrv char **ids = sg_state_list(err);
+    if (!ids)
+        return NULL;
+    json_t *sbs = json_array();
+    size_t total = 0;
+    for (size_t i = 0; ids[i]; i++) {
+        json_t *row = sandbox_row(ids[i]);
+        if (!row)
+            continue;
+        if (total++ < SG_HOSTREG_SANDBOXES_MAX)
+            json_array_append_new(sbs, row);
+        else
+            json_decref(row);
+    }
+    json_t *reg = json_pack("{s:i, s:s, s:o, s:s, s:i, s:o, s:I, s:o}", "v", SG_HOSTREG_VERSION, "name", name,
+                            "serve_url", serve_url ? json_string(serve_url) : json_null(), "version", SG_VERSION,
+                            "heartbeat_s", heartbeat_s, "capacity", capacity(), "sandboxes_total",
+                            (json_int_t)total, "sandboxes", sbs);
+    if (!reg)
+        sg_err_set(err, ENOMEM, "out of memory");
+    return reg;
+}
+
+int sg_cli_host_register(const sg_cli_target *t, const uint8_t secret[SG_TOKEN_SECRET_LEN], json_t *reg,
+                         sg_err *err)
+{
+    const char *name = json_string_value(json_object_get(reg, "name"));
+    sg_autofree char *token = sg_token_make_host(secret, name, SG_HOST_TOKEN_TTL_S, err);
+    sg_autofree char *body = token ? sg_json_dump(reg) : NULL;
+    if (!body)
+        return token ? sg_err_set(err, ENOMEM, "out of memory") : -1;
+    int status = 0;
+    const char *ans = NULL;
+    size_t ans_len = 0;
+    sg_autofree char *buf =
+        sg_cli_http_request(t, "/v1/hosts", token, body, strlen(body), &status, &ans, &ans_len, err);
+    if (!buf)
+        return -1;
+    sg_autojson json_t *j = sg_cli_http_answer_json(ans, ans_len, status, NULL, err);
+    return j ? 0 : -1;
+}

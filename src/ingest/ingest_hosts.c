@@ -1,0 +1,155 @@
+/* ingest_hosts: the sandbox hosts' registrations (docs/man/sandglass-ingest.md,
+ * "POST /v1/hosts", "GET /v1/hosts").
+ *
+ * A host daemon (`sandglass host`, its heartbeat) POSTs its registration
+ * (wire/hostreg.h) with a host token (wire/token.h) naming itself: the
+ * token is checked (signature, kind, expiry, revocation) before any of the
+ * body is kept, the body is bounded by its Content-Length (at most
+ * SG_HOSTREG_BODY_MAX; none given: refused), then parsed strictly, its
+ * name held to the token's, and its canonical form upserted into the
+ * store's sg_hosts with the ingest's clock as last_seen. Every node on
+ * the store shares the table, so a host registers with whichever node
+ * answers.
+ *
+ * GET /v1/hosts (an operator read token: the hosts' sandboxes are every
+ * learner's) lists them with their age and whether they are stale: not
+ * seen for more than INGEST_HOST_STALE_BEATS of their own heartbeats. */
+#include "ingest/ingest_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "wire/hostreg.h"
+
+#define INGEST_HOST_STALE_BEATS 3
+
+/* The refusal to answer once the body is in (read whole first: a client
+ * that sends its body before reading gets its answer, not a reset). */
+static int post_refuse(sg_http_req *req, unsigned status, const char *why)
+{
+    req->post_status = status;
+    req->post_why = why;
+    return 0;
+}
+
+int ingest_hosts_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
+{
+    static __thread char why_buf[sizeof ((sg_err *)0)->msg];
+    char token[SG_TOKEN_MAX + 64], clen[32] = "";
+    sg_token_claims cl;
+    sg_err err;
+    int cn = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    if (cn <= 0 || cn >= (int)sizeof clen || lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_LENGTH_REQUIRED,
+                              ingest_error_json("a registration needs a Content-Length"));
+    char *end = NULL;
+    unsigned long long n = strtoull(clen, &end, 10);
+    if (end == clen || *end || n == 0 || n > SG_HOSTREG_BODY_MAX) {
+        snprintf(why_buf, sizeof why_buf, "registration: Content-Length must be 1..%d bytes", SG_HOSTREG_BODY_MAX);
+        return sg_http_answer(wsi, req, HTTP_STATUS_REQ_ENTITY_TOO_LARGE, ingest_error_json(why_buf));
+    }
+    req->post_max = (size_t)n;
+    req->post = malloc(req->post_max);
+    if (!req->post)
+        return -1;
+    const char *why = ingest_bearer(wsi, token, sizeof token,
+                                    "missing host token (Authorization: Bearer <token>; sandglass host makes it)");
+    if (!why && sg_token_verify_host(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0) {
+        snprintf(why_buf, sizeof why_buf, "%s", err.msg);
+        why = why_buf;
+    }
+    unsigned status = HTTP_STATUS_UNAUTHORIZED;
+    if (!why && ingest_token_revoked(ing, &cl, &status, &why))
+        return post_refuse(req, status, why);
+    if (why)
+        return post_refuse(req, HTTP_STATUS_UNAUTHORIZED, why);
+    req->post_to = strdup(cl.host);
+    return req->post_to ? 0 : -1;
+}
+
+int ingest_hosts_body(struct lws *wsi, sg_http_req *req, const void *in, size_t len)
+{
+    (void)wsi;
+    if (!req->post) /* a POST answered at once (405, 411, 413): its body is dropped */
+        return 0;
+    if (len > req->post_max - req->post_len)
+        return -1; /* lws gives no more than Content-Length: not a request of ours */
+    memcpy(req->post + req->post_len, in, len);
+    req->post_len += len;
+    return 0;
+}
+
+/* The registration in req checked and stored: the answer. */
+static int hosts_store(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
+{
+    sg_err err = {0};
+    sg_autojson json_t *reg = sg_hostreg_parse((const char *)req->post, req->post_len, &err);
+    if (!reg) {
+        ingest_log_refused(wsi, "a host's registration", HTTP_STATUS_BAD_REQUEST, err.msg);
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(err.msg));
+    }
+    const char *name = json_string_value(json_object_get(reg, "name"));
+    if (strcmp(name, req->post_to) != 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "name: this host token registers the host %s, not %s", req->post_to, name);
+        ingest_log_refused(wsi, "a host's registration", HTTP_STATUS_FORBIDDEN, msg);
+        return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN, ingest_error_json(msg));
+    }
+    sg_autofree char *text = sg_json_dump(reg);
+    int64_t now = (int64_t)time(NULL);
+    if (!text)
+        return -1;
+    if (sg_store_host_put(ing->store, name, text, now, &err) < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    sg_log(SG_LOG_DEBUG, "host %s registered (%zu sandboxes listed)", name,
+           json_array_size(json_object_get(reg, "sandboxes")));
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK,
+                          json_pack("{s:b, s:s, s:I}", "ok", 1, "name", name, "last_seen", (json_int_t)now));
+}
+
+int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
+{
+    if (!req->post) /* answered at once */
+        return 0;
+    if (!req->post_to) {
+        ingest_log_refused(wsi, "a host's registration", req->post_status, req->post_why);
+        return sg_http_answer(wsi, req, req->post_status, ingest_error_json(req->post_why));
+    }
+    if (req->post_len != req->post_max)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                              ingest_error_json("registration: shorter than its Content-Length"));
+    return hosts_store(ing, wsi, req);
+}
+
+int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+{
+    if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
+        return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
+                              ingest_error_json("/v1/hosts needs an operator read token (no scope)"));
+    char name[SG_NAME_MAX + 8];
+    int r = ingest_urlarg(wsi, "name=", name, (int)sizeof name);
+    if (r < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json("name= is too long or given twice"));
+    sg_err err;
+    json_t *hosts = sg_store_hosts(ing->store, r > 0 ? name : NULL, &err);
+    if (!hosts)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    int64_t now = (int64_t)time(NULL);
+    size_t i;
+    json_t *h;
+    json_array_foreach(hosts, i, h) {
+        int64_t seen = json_integer_value(json_object_get(h, "last_seen"));
+        int64_t beat = json_integer_value(json_object_get(json_object_get(h, "info"), "heartbeat_s"));
+        json_object_set_new(h, "age_s", json_integer(now - seen));
+        json_object_set_new(h, "stale", json_boolean(now - seen > INGEST_HOST_STALE_BEATS * beat));
+    }
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK,
+                          json_pack("{s:o, s:I, s:i}", "hosts", hosts, "now", (json_int_t)now, "stale_after_beats",
+                                    INGEST_HOST_STALE_BEATS));
+}

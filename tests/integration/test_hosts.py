@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Hosts in the store (issue 26, "Many hosts, one store";
+sandglass-host(1) "Registration", sandglass-ls(1) --all-hosts).
+
+Real parts only: a real ingest on a loopback port with its SQLite store,
+then the same on PostgreSQL (scripts/pg-server.sh), two `sandglass host`
+daemons with state directories of their own, each with a real sandbox.
+
+- both hosts register (name, serve URL, capacity, version, their
+  sandboxes) and `sandglass ls --all-hosts` lists both sandboxes with their
+  HOST, --json too; a host stopped is marked stale once it has missed more
+  than 3 heartbeats, the other is not;
+- hostile registrations are refused, each with a message naming what was
+  wrong: a Content-Length over the bound (before any body), no
+  Content-Length, invalid UTF-8, an unknown field, a bad field, another
+  host's name, a read token (wrong kind), an expired host token, a bad
+  signature; a host token cannot read /v1/hosts, a scoped read token may
+  not either;
+- a learner name the store holds with terminal escapes (written into the
+  SQLite store directly: the ingest would refuse it) reaches the terminal
+  escaped.
+
+No check depends on speed: every wait polls for its event with a deadline.
+TAP output."""
+
+import base64
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sgtest import SANDGLASS, SANDGLASSD, Env, await_true, tap  # noqa: E402
+from test_ingest_pg import PG, free_port, pg  # noqa: E402
+
+T = 60
+
+
+def b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def mint(secret_file: str, claims: dict, key: bytes | None = None) -> str:
+    """A token as wire/token.c signs it (claims compact, keys sorted)."""
+    with open(secret_file) as f:
+        secret = bytes.fromhex(f.read().strip())
+    body = b64(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
+    sig = hmac.new(key or secret, body.encode(), hashlib.sha256).digest()
+    return f"{body}.{b64(sig)}"
+
+
+def post(port: int, token: str | None, body: bytes | None, length: int | None = None):
+    """POST /v1/hosts: (status, the answer's JSON). length: a
+    Content-Length other than the body's (and then no body sent)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.putrequest("POST", "/v1/hosts")
+    if token:
+        c.putheader("Authorization", f"Bearer {token}")
+    if length is not None:
+        c.putheader("Content-Length", str(length))
+    elif body is not None:
+        c.putheader("Content-Length", str(len(body)))
+    c.putheader("Connection", "close")
+    c.endheaders()
+    if body is not None and length is None:
+        c.send(body)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, {"raw": data.decode(errors="replace")}
+
+
+def get_hosts(port: int, token: str):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/v1/hosts", headers={"Authorization": f"Bearer {token}"})
+    r = c.getresponse()
+    data = json.loads(r.read())
+    c.close()
+    return r.status, data
+
+
+def registration(name: str, **over) -> dict:
+    reg = {"v": 1, "name": name, "serve_url": None, "version": "test", "heartbeat_s": 1,
+           "capacity": {"cpus": 1, "memory_bytes": 1 << 30, "max_sandboxes": 10, "pool_size": 0},
+           "sandboxes_total": 1,
+           "sandboxes": [{"id": "0123456789ab", "learner": "eve", "task": None, "state": "running",
+                          "created": "2026-01-01T00:00:00Z", "last_active": None}]}
+    reg.update(over)
+    return reg
+
+
+class Ingest:
+    def __init__(self, env: Env, store: str, secret: str):
+        self.log = os.path.join(env.root, f"ingest-{len(env.procs)}.log")
+        with open(self.log, "w") as log:
+            self.p = env.spawn([SANDGLASSD, "ingest", "--listen", "127.0.0.1:0", "--store", store, "--secret",
+                                secret], stdout=subprocess.PIPE, stderr=log, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("listening on ws://127.0.0.1:"):
+            raise RuntimeError(f"the ingest did not start: {line!r}")
+        self.port = int(line.rsplit(":", 1)[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.p.terminate()
+        rc = self.p.wait(timeout=T)
+        with open(self.log, errors="replace") as f:
+            return rc, f.read()
+
+
+def clean(where: str, what: str, rc: int, err: str) -> None:
+    """A daemon stopped by SIGTERM: exit 0, no sanitizer report (ASan builds)."""
+    tap.ok(rc == 0 and "Sanitizer" not in err and "runtime error" not in err,
+           f"{where}: {what} stops cleanly (exit 0, no sanitizer report)", f"rc {rc}: {err[-2000:]}")
+
+
+class Host:
+    """`sandglass host` on env's state directory, registering with ing."""
+
+    def __init__(self, env: Env, ing: Ingest, secret: str, name: str, *extra: str):
+        self.p = env.spawn([SANDGLASS, "host", "--metrics-listen", "127.0.0.1:0", "--ingest", ing.url,
+                            "--secret", secret, "--name", name, "--heartbeat", "1", *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("metrics on "):
+            self.p.kill()
+            raise RuntimeError(f"sandglass host did not start: {line!r} {self.p.stderr.read()}")
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        rc = self.p.wait(timeout=T)
+        return rc, self.p.stderr.read()
+
+
+def ls_all(env: Env, ing: Ingest, secret: str, *args: str):
+    return env.run("ls", "--all-hosts", "--ingest", ing.url, "--secret", secret, *args, timeout=T)
+
+
+def ls_json(env, ing, secret) -> dict:
+    p = ls_all(env, ing, secret, "--json")
+    if p.returncode != 0:
+        return {}
+    return {h["name"]: h for h in json.loads(p.stdout)}
+
+
+def listing_case(where, a: Env, b: Env, ing, secret, sa, sb):
+    ha = Host(a, ing, secret, "host-a", "--serve-url", "https://a.example:7681")
+    hb = Host(b, ing, secret, "host-b")
+    try:
+        def both():
+            hosts = ls_json(a, ing, secret)
+            return {s["id"] for s in hosts.get("host-a", {}).get("sandboxes", [])} == {sa} and \
+                {s["id"] for s in hosts.get("host-b", {}).get("sandboxes", [])} == {sb}
+        await_true(both, f"{where}: both hosts registered with their sandboxes", timeout=T)
+        hosts = ls_json(a, ing, secret)
+        one = hosts.get("host-a", {})
+        tap.ok(one.get("serve_url") == "https://a.example:7681" and one.get("version") and
+               one.get("capacity", {}).get("cpus", 0) >= 1 and one.get("capacity", {}).get("memory_bytes", 0) > 0 and
+               one.get("heartbeat_s") == 1 and one.get("sandboxes_total") == 1 and one.get("stale") is False,
+               f"{where}: host-a's registration: serve URL, version, capacity, heartbeat", json.dumps(one))
+        sbx = (one.get("sandboxes") or [{}])[0]
+        tap.ok(sbx.get("learner") == "alice" and sbx.get("state") == "running" and sbx.get("task") is None and
+               re.match(r"\d{4}-\d\d-\d\dT", sbx.get("created", "")),
+               f"{where}: its sandbox: learner, state, created", json.dumps(sbx))
+        tap.ok(hosts.get("host-b", {}).get("serve_url") is None, f"{where}: host-b has no serve URL")
+        p = ls_all(b, ing, secret)
+        out = p.stdout.decode()
+        rows = {line.split()[1]: line.split()[0] for line in out.splitlines()[1:] if line.strip()}
+        tap.ok(p.returncode == 0 and out.startswith("HOST ") and rows.get(sa) == "host-a" and rows.get(sb) == "host-b",
+               f"{where}: ls --all-hosts shows both sandboxes with their HOST", out + p.stderr.decode())
+        p = ls_all(b, ing, secret, "--learner", "bob")
+        out = p.stdout.decode()
+        tap.ok(sb in out and sa not in out, f"{where}: ls --all-hosts --learner filters", out)
+        rc, err = hb.stop()
+        clean(where, "host-b's daemon", rc, err)
+        tap.ok("registered as host-b" in err, f"{where}: host-b's log says it registered", err)
+        await_true(lambda: ls_json(a, ing, secret).get("host-b", {}).get("stale") is True,
+                   f"{where}: host-b is stale once it missed 3 heartbeats", timeout=T)
+        hosts = ls_json(a, ing, secret)
+        tap.ok(hosts["host-b"]["stale"] and hosts["host-b"]["age_s"] > 3 and not hosts["host-a"]["stale"],
+               f"{where}: host-b stale (age over 3 heartbeats), host-a not", json.dumps(
+                   {k: (v["stale"], v["age_s"]) for k, v in hosts.items()}))
+        out = ls_all(a, ing, secret).stdout.decode()
+        line = next((x for x in out.splitlines() if x.startswith("host-b ")), "")
+        tap.ok("(stale: not seen for" in line, f"{where}: the table marks host-b stale", out)
+    finally:
+        for h in (ha, hb):
+            if h.p.poll() is None:
+                clean(where, "host-a's daemon", *h.stop())
+
+
+def hostile_case(where, ing, secret):
+    now = int(time.time())
+    ht = mint(secret, {"h": "host-x", "exp": now + 300})
+
+    def refused(name, token, body, status, want, length=None):
+        st, ans = post(ing.port, token, body, length)
+        tap.ok(st == status and want in ans.get("error", ""), f"{where}: {name} is refused ({status})",
+               f"{st} {ans}")
+
+    good = json.dumps(registration("host-x")).encode()
+    st, ans = post(ing.port, ht, good)
+    tap.ok(st == 200 and ans.get("name") == "host-x", f"{where}: a well-formed registration is taken", f"{st} {ans}")
+    refused("a Content-Length over 1 MiB (no body read)", ht, b"", 413, "Content-Length", length=2 * 1024 * 1024)
+    refused("a registration without a token", None, good, 401, "missing host token")
+    refused("a registration with a read token (wrong kind)", mint(secret, {"r": 1, "exp": now + 300}), good, 401,
+            "not a host token")
+    refused("a registration with a stream token (wrong kind)",
+            mint(secret, {"l": "a", "t": "t", "s": "s", "exp": now + 300}), good, 401, "not a host token")
+    refused("an expired host token", mint(secret, {"h": "host-x", "exp": now - 1}), good, 401, "token expired")
+    refused("a host token of another key", mint(secret, {"h": "host-x", "exp": now + 300}, key=b"k" * 32), good, 401,
+            "bad signature")
+    refused("another host's name", mint(secret, {"h": "host-y", "exp": now + 300}), good, 403,
+            "registers the host host-y, not host-x")
+    refused("invalid UTF-8", ht, good.replace(b'"test"', b'"te\xffst"'), 400, "registration: not JSON")
+    refused("an unknown field", ht, json.dumps(registration("host-x", extra=1)).encode(), 400, "unknown field 'extra'")
+    bad_sb = registration("host-x")
+    bad_sb["sandboxes"][0]["state"] = "\x1b[31mrunning"
+    refused("a bad sandbox state", ht, json.dumps(bad_sb).encode(), 400, "sandboxes[0].state")
+    bad_sb = registration("host-x")
+    bad_sb["sandboxes"][0]["learner"] = "x" * 200
+    refused("an overlong learner", ht, json.dumps(bad_sb).encode(), 400, "sandboxes[0].learner")
+    refused("a serve_url that is no URL", ht, json.dumps(registration("host-x", serve_url="javascript:x")).encode(),
+            400, "serve_url")
+    refused("a heartbeat out of range", ht, json.dumps(registration("host-x", heartbeat_s=0)).encode(), 400,
+            "heartbeat_s")
+    refused("more sandboxes listed than the total", ht,
+            json.dumps(registration("host-x", sandboxes_total=0)).encode(), 400, "sandboxes_total")
+    many = registration("host-x", sandboxes_total=2000)
+    many["sandboxes"] = many["sandboxes"] * 1025
+    refused("more than 1024 sandboxes", ht, json.dumps(many).encode(), 400, "more than 1024")
+    st, ans = get_hosts(ing.port, ht)
+    tap.ok(st == 401 and "a host token can only register its host" in ans.get("error", ""),
+           f"{where}: a host token cannot read /v1/hosts", f"{st} {ans}")
+    st, ans = get_hosts(ing.port, mint(secret, {"r": 1, "l": "eve", "exp": now + 300}))
+    tap.ok(st == 403, f"{where}: a learner's read token cannot list the hosts", f"{st} {ans}")
+    st, ans = get_hosts(ing.port, mint(secret, {"r": 1, "exp": now + 300}))
+    xs = [h for h in ans.get("hosts", []) if h["name"] == "host-x"]
+    tap.ok(st == 200 and len(xs) == 1 and xs[0]["info"]["version"] == "test",
+           f"{where}: only the well-formed registration is stored", f"{st} {ans}")
+
+
+def escape_case(env, ing, secret, db):
+    """A hostile store's row (the ingest refuses such a registration)
+    reaches the terminal escaped."""
+    reg = registration("host-esc")
+    reg["sandboxes"][0]["learner"] = "ev\x1b]0;pwned\x07il"
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO sg_hosts (name, info, last_seen) VALUES (?, ?, ?)",
+                ("host-esc", json.dumps(reg), int(time.time())))
+    con.commit()
+    con.close()
+    p = ls_all(env, ing, secret)
+    out = p.stdout
+    tap.ok(p.returncode == 0 and b"host-esc" in out and b"\x1b" not in out and b"\x07" not in out,
+           "a learner name with terminal escapes is printed escaped", repr(out[-400:]))
+
+
+def run(where, a, b, store, secret, sa, sb, db=None):
+    ing = Ingest(a, store, secret)
+    try:
+        listing_case(where, a, b, ing, secret, sa, sb)
+        hostile_case(where, ing, secret)
+        if db:
+            escape_case(a, ing, secret, db)
+    finally:
+        clean(where, "the ingest", *ing.stop())
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        tap.skip("hosts in the store", "needs root (real sandboxes)")
+        tap.done()
+        return 0
+    a, b = Env(), Env()
+    secret = os.path.join(a.root, "ingest-secret")
+    try:
+        sa = a.create("--learner", "alice")
+        sb = b.create("--learner", "bob")
+        p = a.run("host", "--ingest", "http://127.0.0.1:9", "--secret", os.path.join(a.root, "none"),
+                  "--name", "h", timeout=T)
+        tap.ok(p.returncode == 1 and b"needs its secret" in p.stderr,
+               "a host whose ingest secret is missing is refused at start", p.stderr.decode())
+        p = a.run("host", "--ingest", "http://127.0.0.1:9", "--name", "bad name", timeout=T)
+        tap.ok(p.returncode == 2 and b"--name" in p.stderr, "a bad --name is refused", p.stderr.decode())
+        p = a.run("host", "--heartbeat", "0", timeout=T)
+        tap.ok(p.returncode == 2 and b"--heartbeat" in p.stderr, "--heartbeat 0 is refused", p.stderr.decode())
+        # the config's ingest (Env sets SANDGLASS_INGEST) without its secret:
+        # the daemon runs, unregistered, and says so
+        d = b.spawn([SANDGLASS, "host", "--metrics-listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+        line = d.stdout.readline()
+        d.send_signal(signal.SIGTERM)
+        rc, err = d.wait(timeout=T), d.stderr.read()
+        tap.ok(line.startswith("metrics on ") and rc == 0 and "not registering with the ingest" in err,
+               "the config's ingest without a secret: the daemon runs unregistered and says so", line + err)
+        db = os.path.join(a.root, "events.db")
+        run("SQLite", a, b, f"sqlite:{db}", secret, sa, sb, db)
+        if subprocess.run(["bash", PG, "have"]).returncode != 0:
+            tap.skip("PostgreSQL: hosts in the store", "PostgreSQL server binaries not found")
+        else:
+            tmp = tempfile.mkdtemp(prefix="sg-hosts-pg-")
+            os.chmod(tmp, 0o711)  # the server runs as `postgres` when we are root
+            pgdir, port = os.path.join(tmp, "pg"), free_port()
+            try:
+                run("PostgreSQL", a, b, pg("start", pgdir, port), secret, sa, sb)
+            finally:
+                try:
+                    pg("stop", pgdir, port)
+                except RuntimeError:
+                    pass
+                subprocess.run(["rm", "-rf", tmp])
+    finally:
+        a.cleanup()
+        b.cleanup()
+    tap.done()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
