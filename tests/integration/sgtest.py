@@ -615,3 +615,19 @@ def stored_events(http: str, token: str, sid: str) -> list[dict]:
             return out
         out += page
         after = page[-1]["seq"]
+
+
+def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
+    """A host file of the test's (its directories made), with this mode."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    os.chmod(path, mode)
+
+
+def sh_out(env, sid: str, script: str) -> str:
+    """What a script run in sandbox sid printed (stripped), or 'exit N: stderr'."""
+    p = env.sh(sid, script)
+    if p.returncode == 0:
+        return p.stdout.decode(errors="replace").strip()
+    return f"exit {p.returncode}: {p.stderr.decode(errors='replace')}"

@@ -14,7 +14,7 @@ import os
 import stat
 import subprocess
 
-from sgtest import tap
+from sgtest import sh_out, tap, write_file
 from test_capture import CapEnv
 
 env = CapEnv()
@@ -33,16 +33,11 @@ def host(*parts: str) -> str:
     return os.path.join(env.root, *parts)
 
 
-def write(path: str, data: bytes, mode: int) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)
+write = write_file
 
 
 def inside(sid: str, script: str) -> str:
-    p = env.sh(sid, script)
-    return p.stdout.decode(errors="replace").strip() if p.returncode == 0 else f"exit {p.returncode}: {err(p)}"
+    return sh_out(env, sid, script)
 
 
 @tap.case("a file and a tree in and out: contents, modes, the sandbox user's")

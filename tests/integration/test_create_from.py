@@ -20,7 +20,7 @@ import stat
 import subprocess
 import tarfile
 
-from sgtest import tap
+from sgtest import sh_out, tap, write_file
 from test_capture import CapEnv
 
 env = CapEnv()
@@ -34,16 +34,11 @@ def err(p: subprocess.CompletedProcess) -> str:
     return p.stderr.decode(errors="replace")
 
 
-def write(path: str, data: bytes, mode: int = 0o644) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    os.chmod(path, mode)
+write = write_file
 
 
 def inside(sid: str, script: str) -> str:
-    p = env.sh(sid, script)
-    return p.stdout.decode(errors="replace").strip() if p.returncode == 0 else f"exit {p.returncode}: {err(p)}"
+    return sh_out(env, sid, script)
 
 
 def record(sid: str) -> dict:
