@@ -185,6 +185,23 @@ static void exec_pipes(sv_sup *s, sv_exec *ex, int out_r, int err_r)
     ex->out_active = ex->err_active = true;
 }
 
+/* How long the ready child has to answer "k" (SG_SPAWN_READY_ACK_MS).
+ * Tests only (test_exec_once.py): $SANDGLASS_TEST_READY_ACK_MS shortens it,
+ * to 0 for a wait that always ends before the child answers: the window a
+ * loaded host hits by chance. Unset (always, outside tests): the default. */
+static uint64_t ready_ack_ms(void)
+{
+    static long ms = -2;
+    if (ms == -2) {
+        const char *env = getenv("SANDGLASS_TEST_READY_ACK_MS");
+        char *end = NULL;
+        ms = env && *env ? strtol(env, &end, 10) : -1;
+        if (!end || *end || ms < 0 || ms > SG_SPAWN_READY_ACK_MS)
+            ms = -1;
+    }
+    return ms < 0 ? SG_SPAWN_READY_ACK_MS : (uint64_t)ms;
+}
+
 /* The exec is on its way: its clock, its counters before, its output,
  * its time limit, and the wait for the ready child's "k". */
 static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
@@ -217,7 +234,7 @@ static void exec_running(sv_sup *s, sv_exec *ex, bool handoff_lost)
     uv_timer_init(&s->loop, &ex->ack_timer);
     ex->ack_timer.data = ex;
     ex->pending_closes++;
-    uv_timer_start(&ex->ack_timer, sv_handoff_on_timeout, SG_SPAWN_READY_ACK_MS, 0);
+    uv_timer_start(&ex->ack_timer, sv_handoff_on_timeout, ready_ack_ms(), 0);
 }
 
 static void close_fds(const int *fds, int n)

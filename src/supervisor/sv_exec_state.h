@@ -56,6 +56,7 @@ struct sv_exec {
      * socket, the exec's stdio fds, its leaf and message, kept until the
      * child answers "k", for a clone through init if it never does. */
     bool awaiting_ack;
+    bool handoff_killed;  /* the wait for its "k" ended: the ready child was killed (sv_handoff.c) */
     int ready_sock;
     pid_t ready_pid;
     int hold_fds[3];

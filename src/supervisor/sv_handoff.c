@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include "supervisor/sv_exec.h"
@@ -63,22 +65,59 @@ void sv_handoff_failed(sv_exec *ex)
         sv_exec_fail(ex, "cannot reach the sandbox's init");
 }
 
-/* Settles the hand-off if the child answered, or if it never will: it
- * died, or (last) the wait is over. */
-static void handoff_check(sv_exec *ex, bool last)
+/* Settles the hand-off once the ready child is dead (init reported its
+ * exit): its "k", sent before the command runs, is there or never will
+ * be. With it the exit is the exec's; without it the command never ran
+ * and init clones the exec. */
+static void handoff_check(sv_exec *ex)
 {
     if (!ex->awaiting_ack)
         return;
-    int a = handoff_ack(ex);
-    if (a > 0)
+    if (handoff_ack(ex) > 0) {
+        if (ex->handoff_killed)
+            sv_exec_mark_killed(ex, "start", "the sandbox did not start it in time (a stopped or "
+                                "overloaded sandbox): it was killed as it started");
         sv_handoff_done(ex);
-    else if (a < 0 || last)
+    } else {
         sv_handoff_failed(ex);
+    }
 }
 
+/* Whether the ready child has read the exec off its socket (nothing we
+ * sent is left in it): it runs the command, its "k" on the way. */
+static bool handoff_taken(const sv_exec *ex)
+{
+    int q = -1;
+    return ioctl(ex->ready_sock, SIOCOUTQ, &q) == 0 && q == 0;
+}
+
+/* The wait for the "k" is over. The child may take the exec at any moment
+ * still (a loaded host runs it late): cloning it now could run the
+ * command twice. One that read it runs it: left to it. One that did not is
+ * killed, and its exit report settles the hand-off (handoff_check): an
+ * exec runs once. */
 void sv_handoff_on_timeout(uv_timer_t *t)
 {
-    handoff_check(t->data, true);
+    sv_exec *ex = t->data;
+    if (!ex->awaiting_ack)
+        return;
+    int a = handoff_ack(ex);
+    if (a > 0) {
+        sv_handoff_done(ex);
+        return;
+    }
+    if (a < 0) { /* its socket closed with no "k": it died before it took the exec */
+        sv_handoff_failed(ex);
+        return;
+    }
+    if (handoff_taken(ex))
+        return;
+    sg_spawn_hdr kill_it = {.type = SG_SPAWN_SIGNAL, .exec_id = ex->id, .sig = SIGKILL};
+    if (send(ex->s->init_fd, &kill_it, sizeof kill_it, MSG_NOSIGNAL) < 0) {
+        sv_handoff_failed(ex); /* init is gone: nothing runs the exec any more */
+        return;
+    }
+    ex->handoff_killed = true;
 }
 
 /* Reads every report init has sent; false when init is gone. */
@@ -135,7 +174,7 @@ static bool init_drain(sv_sup *s)
             }
         } else if (rep.type == SG_SPAWN_EXITED) {
             if (ex->awaiting_ack) {
-                handoff_check(ex, true);
+                handoff_check(ex);
                 if (!ex->spawned)
                     continue; /* the ready child died before it took the exec */
             }
