@@ -39,6 +39,9 @@
 /* From exec_wait and tty_relay: a supervisor of control protocol 0 (the
  * build before versions) refused "v": the same request goes without it. */
 #define EXEC_RESEND_V0 (-3)
+/* From exec_wait and tty_relay: a supervisor of the build before "rid"
+ * refused it: the same request goes without it. */
+#define EXEC_RESEND_NORID (-4)
 
 /* After a SIGTERM or SIGHUP, how long the command has to end (and its
  * last output to come back) before exec leaves without it: `timeout 60
@@ -301,6 +304,10 @@ static bool exec_message(sg_ctl_call *c, uint8_t type, const char *buf, ssize_t 
         *code = EXEC_RESEND_V0;
         return true;
     }
+    if (e == SG_CTL_CALL_ERROR && sg_ctl_is_rid_refusal(c->error)) {
+        *code = EXEC_RESEND_NORID;
+        return true;
+    }
     /* A terminal's last line may be unfinished: the answer's own line
      * (an error, --json's result) starts on a fresh one. */
     if (sg_cli_tty_restore() || o->tty) {
@@ -314,6 +321,10 @@ static bool exec_message(sg_ctl_call *c, uint8_t type, const char *buf, ssize_t 
         *code = exec_result(c->result, json, o->last_out);
     else
         sg_cli_sayf(prog, "%s", c->error);
+    /* Our request again, after a connection lost before any answer: the
+     * supervisor had started it; it ran once, its end unknown here. */
+    if (e == SG_CTL_CALL_ERROR && sg_ctl_is_rid_seen(c->error))
+        *code = EXEC_EXIT_SUPERVISOR_DIED;
     return true;
 }
 
@@ -447,7 +458,7 @@ static int tty_relay(int fd, bool interactive, bool json, sg_detach_keys *dk)
         if (exec_message(&call, type, buf, n, json, &code))
             break;
     }
-    if (code != EXEC_RESEND_V0)
+    if (code != EXEC_RESEND_V0 && code != EXEC_RESEND_NORID)
         tty_kept_len = 0;
     sg_cli_tty_restore();
     return code;
@@ -789,39 +800,49 @@ int sg_cmd_exec(int argc, char **argv)
         return rc;
     const char *id = o.id;
     char full[SG_ID_LEN + 1];
+    if (sg_rand_hex(o.req.rid, 32, NULL) < 0)
+        o.req.rid[0] = '\0'; /* no randomness: the request goes without an id */
     sg_autofree char *body = exec_body(&o.req, SG_CTL_VERSION);
     if (!body)
         return exec_fail("arguments must be valid UTF-8");
     if (strlen(body) > SG_CTL_MSG_MAX - 1)
         return exec_fail("command line too long (at most 64 KiB with its environment)");
-    /* Twice at most: a request the dying supervisor never read goes again
-     * to the one that takes the sandbox over. A supervisor of protocol 0
-     * gets it again without "v" (EXEC_RESEND_V0). */
-    for (int attempt = 0;; attempt++) {
+    /* A request the dying supervisor never read goes again to the one
+     * that takes the sandbox over, once; under the same "rid": a copy of
+     * one that was started after all is refused, never run twice. A
+     * supervisor of protocol 0 gets it again without "v"
+     * (EXEC_RESEND_V0), one of the build before "rid" without that. */
+    bool resent = false, v0 = false;
+    for (;;) {
         int fd = -1;
         rc = exec_connect(&id, full, &fd);
         if (rc != EXEC_GO)
             return rc;
         static stdin_relay relay = {.src = -1, .dst = -1};
         rc = exec_send(fd, body, o.tty, &relay);
-        if (rc == EXEC_RESEND && attempt == 0)
-            continue;
-        if (rc == EXEC_RESEND)
-            return exec_fail("the supervisor died twice before it read the command");
-        if (rc != EXEC_GO)
+        int code = rc;
+        if (rc == EXEC_GO) {
+            code = exec_run(fd, &o, &relay, id);
+            close(fd);
+        } else if (rc != EXEC_RESEND) {
             return rc;
-        int code = exec_run(fd, &o, &relay, id);
-        close(fd);
-        if (code == EXEC_RESEND_V0 && attempt == 0 && !relay.kept_lost) {
+        }
+        bool refused = (code == EXEC_RESEND_V0 && !v0) || (code == EXEC_RESEND_NORID && o.req.rid[0]);
+        if (refused && !relay.kept_lost) {
+            v0 |= code == EXEC_RESEND_V0;
+            o.req.rid[0] = '\0'; /* a supervisor of protocol 0 has no "rid" either */
             free(body);
-            if (!(body = exec_body(&o.req, 0)))
+            if (!(body = exec_body(&o.req, v0 ? 0 : SG_CTL_VERSION)))
                 return exec_fail("out of memory");
             continue;
         }
-        if (code != EXEC_RESEND)
-            return code == EXEC_RESEND_V0 ? EXEC_EXIT_INTERNAL : code;
-        if (attempt > 0)
+        if (code == EXEC_RESEND && !resent) {
+            resent = true;
+            continue;
+        }
+        if (code == EXEC_RESEND)
             return exec_fail("the supervisor died twice before it read the command");
+        return code == EXEC_RESEND_V0 || code == EXEC_RESEND_NORID ? EXEC_EXIT_INTERNAL : code;
     }
 }
 

@@ -216,13 +216,16 @@ static bool call_end(app *a, sg_mcp_call *c, sg_ctl_call_end e)
     c->fd = -1;
     sg_close_reset(&c->in_fd);
     bool v0 = !c->v0 && sg_ctl_is_v0_refusal(c->answer.error);
-    if (e == SG_CTL_CALL_ERROR && (v0 || (json_object_get(c->req, "via") && sg_ctl_is_via_refusal(c->answer.error)))) {
+    const char *drop = v0 ? "v"
+                     : json_object_get(c->req, "via") && sg_ctl_is_via_refusal(c->answer.error) ? "via"
+                     : json_object_get(c->req, "rid") && sg_ctl_is_rid_refusal(c->answer.error) ? "rid" : NULL;
+    if (e == SG_CTL_CALL_ERROR && drop) {
         /* A supervisor of the build before versions: the request again
          * without "v" (its protocol is this one without it); one before
-         * "via": without that. */
+         * "via" or "rid": without that. */
         sg_err err = {0};
         c->v0 |= v0;
-        json_object_del(c->req, v0 ? "v" : "via");
+        json_object_del(c->req, drop);
         sg_ctl_call_free(&c->answer);
         c->answer = (sg_ctl_call){.on_output = call_output, .ud = c};
         if (io_start(a, c, &err) == 0)

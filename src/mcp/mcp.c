@@ -270,6 +270,12 @@ static sg_mcp_call *plan_call(sg_mcp *m, const json_t *id, bool modern, const ch
     if (!fail && m->via[0] && op && strcmp(op, "exec") != 0 &&
         json_object_set_new(c->req, "via", json_string(m->via)) < 0)
         fail = "out of memory";
+    /* an exec's id: a copy the transport resends (a connection reset
+     * before any answer) is refused if it was started after all (ctl.h) */
+    char rid[33];
+    if (!fail && op && strcmp(op, "exec") == 0 && sg_rand_hex(rid, 32, NULL) == 0 &&
+        json_object_set_new(c->req, "rid", json_string(rid)) < 0)
+        fail = "out of memory";
     if (fail) {
         answer_tool_error(m, id, modern, fail);
         call_free(c);

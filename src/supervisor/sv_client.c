@@ -10,6 +10,38 @@
 
 static void on_client(uv_poll_t *p, int status, int events);
 
+/* Tests only (test_exec_once.py): when the file $SANDGLASS_TEST_DROP_EXEC
+ * names exists, it is removed and the next request is read with MSG_PEEK,
+ * left in the socket, and carried out, its caller sent nothing; at its
+ * exec's end the connection closes with it unread, so the caller's first
+ * receive is ECONNRESET before any answer: what a supervisor closing with
+ * anything unread gives after it started a command. Returns whether it
+ * took the request. Unset (always, outside tests): nothing. */
+static bool test_drop_exec(sv_client *c)
+{
+    static const char *path;
+    static bool read_env;
+    if (!read_env) {
+        read_env = true;
+        path = getenv("SANDGLASS_TEST_DROP_EXEC");
+    }
+    if (!path || c->requested || unlink(path) != 0)
+        return false;
+    char *buf = c->s->clients.buf;
+    int fds[1];
+    size_t nfds = 1;
+    ssize_t n = sg_seqpacket_recv(c->fd, buf, SG_CTL_MSG_MAX - 1, MSG_PEEK, fds, &nfds);
+    if (n < 1 || (uint8_t)buf[0] != SG_CTL_REQ) {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        return false;
+    }
+    c->test_drop = true;
+    sv_client_update_poll(c);
+    c->s->hooks.request(c->s, c, buf + 1, (size_t)n - 1, nfds ? fds[0] : -1);
+    return true;
+}
+
 void sv_client_flush(sv_client *c)
 {
     while (c->qhead) {
@@ -36,7 +68,7 @@ void sv_client_flush(sv_client *c)
 
 void sv_client_send(sv_client *c, uint8_t type, const void *buf, size_t len)
 {
-    if (!c || c->closing)
+    if (!c || c->closing || c->test_drop) /* test_drop: no answer before the reset */
         return;
     if (!c->qhead) {
         int r = sg_seqpacket_send_typed(c->fd, type, buf, len, NULL, 0);
@@ -103,7 +135,7 @@ void sv_client_update_poll(sv_client *c)
         return;
     sv_sup *s = c->s;
     /* A terminal that does not take what is typed: stop reading more. */
-    bool hold = c->ex && s->hooks.client_holds(c);
+    bool hold = (c->ex && s->hooks.client_holds(c)) || c->test_drop;
     int ev = (hold ? 0 : UV_READABLE) | (c->qhead ? UV_WRITABLE : 0);
     if (ev)
         uv_poll_start(&c->poll, ev, on_client);
@@ -152,7 +184,7 @@ static void on_client(uv_poll_t *p, int status, int events)
         if (c->closing)
             return;
     }
-    if (!(events & UV_READABLE))
+    if (!(events & UV_READABLE) || c->test_drop || test_drop_exec(c))
         return;
     char *buf = c->s->clients.buf;
     uint8_t type;

@@ -22,6 +22,7 @@ struct sv_client {
     char via[SG_CTL_VIA_MAX + 1]; /* its request's "via" ("": none): the actor's (sv_actor) */
     bool close_after_flush;
     bool closing;
+    bool test_drop; /* tests only: its request left unread, closed at its exec's end (sv_client.c) */
     /* set to NULL when the connection closes: a reply that comes after
      * the request's handler returned (a cp off the loop, sv_cp.c) */
     sv_client **weak;

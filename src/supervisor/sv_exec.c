@@ -353,9 +353,14 @@ void sv_exec_finish(sv_exec *ex)
     sg_close_reset(&ex->events_fd);
     sg_close_reset(&ex->leaf_fd);
     if (ex->cl) {
-        ex->cl->ex = NULL;
-        ex->cl->close_after_flush = true;
-        sv_client_flush(ex->cl);
+        sv_client *cl = ex->cl;
+        cl->ex = NULL;
+        ex->cl = NULL;
+        cl->close_after_flush = true;
+        if (cl->test_drop)
+            sv_client_close(cl); /* its request unread (sv_client.c, tests only) */
+        else
+            sv_client_flush(cl);
     }
     exec_slot_remove(s, ex);
     /* Drops the reference the exec held since sv_exec_start. */

@@ -244,6 +244,25 @@ static void close_fds(const int *fds, int n)
             close(fds[i]);
 }
 
+/* The exec a copy of request id rid started, or 0: none of the last
+ * SV_EXEC_RIDS. */
+static uint32_t rid_started(const sv_sup *s, const char *rid)
+{
+    for (size_t i = 0; i < SV_EXEC_RIDS; i++)
+        if (s->exec.rids[i].rid[0] && strcmp(s->exec.rids[i].rid, rid) == 0)
+            return s->exec.rids[i].num;
+    return 0;
+}
+
+static void rid_remember(sv_sup *s, const char *rid, uint32_t num)
+{
+    sv_exec_rid *r = &s->exec.rids[s->exec.rid_next++ % SV_EXEC_RIDS];
+    snprintf(r->rid, sizeof r->rid, "%s", rid);
+    r->num = num;
+}
+
+/* "exec": the caller's stdin crosses into the sandbox only as a pipe or
+ * /dev/null (docs/SECURITY.md); none given is /dev/null. */
 void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
 {
     sg_err err = {0};
@@ -263,6 +282,8 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
      * else init clones a child. */
     bool direct = s->leaves.ready && s->cg && s->leaves.ready_sock >= 0;
     sv_exec *ex = exec_new(s, c, &req, direct);
+    if (req.rid[0])
+        rid_remember(s, req.rid, ex->num);
     const char *cwd = req.cwd ? req.cwd : "/workspace";
     exec_checkpoint(s, ex, &req);
     ex->cx = s->cap ? sg_capture_exec_begin(s->cap, ex->num, req.argv, cwd, req.tool) : NULL;
@@ -316,10 +337,21 @@ void sv_exec_start(sv_sup *s, sv_client *c, sg_exec_req *in, int stdin_fd)
 
 /* ---- op handlers (sv_dispatch.c's table) ---- */
 
-/* "exec": the caller's stdin crosses into the sandbox only as a pipe or
- * /dev/null (docs/SECURITY.md); none given is /dev/null. */
 void sv_exec_op(sv_sup *s, sv_client *c, sg_ctl_req *req, int fd_in)
 {
+    const char *rid = req->u.exec.rid;
+    uint32_t seen = rid[0] ? rid_started(s, rid) : 0;
+    if (seen) {
+        /* A copy of a request we started: its caller lost the connection
+         * before any answer and sent it again (sg_revive_unread). */
+        char m[200];
+        snprintf(m, sizeof m, SG_CTL_RID_SEEN " (exec %u): not run again; its end is unknown to this "
+                 "caller (sandglass events shows it)", seen);
+        if (fd_in >= 0)
+            close(fd_in);
+        sv_client_error(c, m);
+        return;
+    }
     if (fd_in >= 0 && !sg_ctl_stdin_ok(fd_in)) {
         close(fd_in);
         sv_client_error(c, "an exec's stdin must be a pipe or /dev/null (sandglass exec relays "

@@ -71,6 +71,14 @@ struct sv_exec {
     bool detachable;      /* tty: its caller leaving detaches it (sv_tty_detach), not kills */
 };
 
+/* The "rid"s of the last execs started (wire/ctl.h): a copy of one of
+ * them is refused, never run again. A ring: the oldest goes first. */
+#define SV_EXEC_RIDS 64
+typedef struct sv_exec_rid {
+    char rid[SG_CTL_RID_MAX + 1];
+    uint32_t num; /* the exec it started */
+} sv_exec_rid;
+
 typedef struct sv_exec_state {
     sv_exec **list;        /* running execs, by slot */
     size_t n, cap;
@@ -80,6 +88,8 @@ typedef struct sv_exec_state {
     uint64_t total, calls; /* execs started, and of them agent tool calls: the caps count them */
     char *spawn_msg;       /* SG_SPAWN_MSG_MAX bytes: the exec message being sent (sv_exec_start) */
     uint64_t oom_seen;     /* the sandbox's OOM kill counter when last read (exec_find_kill_reason) */
+    sv_exec_rid rids[SV_EXEC_RIDS];
+    unsigned rid_next;     /* the slot the next one takes */
 } sv_exec_state;
 
 #endif

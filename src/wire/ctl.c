@@ -146,7 +146,7 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") &&
             strcmp(key, "cwd") && strcmp(key, "timeout") && strcmp(key, "tool") &&
             strcmp(key, "result") && strcmp(key, "tty") && strcmp(key, "record_input") &&
-            strcmp(key, "detachable") && strcmp(key, "v"))
+            strcmp(key, "detachable") && strcmp(key, "v") && strcmp(key, "rid"))
             return sg_err_set(err, EINVAL, "unknown field \"%s\" in exec request", key);
     }
     out->argv = strv_from_json(json_object_get(j, "argv"), SG_EXEC_MAX_ARGS, "argv", false, err);
@@ -205,6 +205,17 @@ int sg_exec_req_parse(const void *obj, sg_exec_req *out, sg_err *err)
             return sg_err_set(err, EINVAL, "\"result\" must be \"code\" or \"full\"");
         }
         out->code_only = strcmp(r, "code") == 0;
+    }
+    json_t *rid = json_object_get(j, "rid");
+    if (rid) {
+        const char *r = json_string_value(rid);
+        size_t n = r ? strlen(r) : 0;
+        if (!r || n == 0 || n > SG_CTL_RID_MAX || n != json_string_length(rid) ||
+            strspn(r, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") != n) {
+            sg_exec_req_free(out);
+            return sg_err_set(err, EINVAL, "\"rid\" must be 1-%d of [0-9A-Za-z_-]", SG_CTL_RID_MAX);
+        }
+        memcpy(out->rid, r, n + 1);
     }
     json_t *tty = json_object_get(j, "tty");
     if (tty && parse_winsz(tty, &out->winsz) < 0) {

@@ -137,6 +137,18 @@ int sg_ctl_listen(const char *path, int backlog, sg_err *err);
  * request again without it (sg_ctl_is_v0_refusal). */
 #define SG_CTL_V0_REFUSAL "unknown field \"v\" in "
 
+/* "rid" (an exec's optional field, not a new version either): the
+ * request's id, random per command the client runs, the same in every
+ * copy of the request it sends. A supervisor remembers the ids of the
+ * execs it started (a bounded number of recent ones) and refuses a copy
+ * of one with SG_CTL_RID_SEEN: a resent request never runs twice (the
+ * client resends only what it believes unread: sg_revive_unread). One
+ * without it refuses the field by name (SG_CTL_RID_REFUSAL); the client
+ * sends the request again without it. 1-64 of [0-9A-Za-z_-]. */
+#define SG_CTL_RID_MAX 64
+#define SG_CTL_RID_REFUSAL "unknown field \"rid\" in "
+#define SG_CTL_RID_SEEN "this request was started already"
+
 typedef struct sg_exec_req {
     char **argv;       /* NULL-terminated */
     char **env;        /* NULL-terminated "K=V" extras */
@@ -149,6 +161,7 @@ typedef struct sg_exec_req {
     sg_ctl_winsz winsz;
     bool no_record_input; /* "record_input": false: a tty exec's keys are not kept (passwords) */
     bool detachable;   /* "detachable": true (with "tty"): its caller leaving detaches, not kills */
+    char rid[SG_CTL_RID_MAX + 1]; /* "rid" (above); "": none */
 } sg_exec_req;
 
 /* Strict parse of an "exec" request object; every field checked and
@@ -276,6 +289,10 @@ int sg_ctl_decode_cp(const void *json_obj, sg_ctl_cp_req *out, sg_err *err);
 bool sg_ctl_is_v0_refusal(const char *msg);
 /* Whether it is a supervisor of the build before "via" refusing it. */
 bool sg_ctl_is_via_refusal(const char *msg);
+/* Whether it is one of the build before "rid" refusing it. */
+bool sg_ctl_is_rid_refusal(const char *msg);
+/* Whether it is a refusal of an exec whose "rid" was started already. */
+bool sg_ctl_is_rid_seen(const char *msg);
 
 /* ---- replies ---------------------------------------------------------------
  * A reply decoder reads the fields it names and ignores others (a newer

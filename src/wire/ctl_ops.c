@@ -44,6 +44,16 @@ bool sg_ctl_is_via_refusal(const char *msg)
     return msg && strncmp(msg, SG_CTL_VIA_REFUSAL, strlen(SG_CTL_VIA_REFUSAL)) == 0;
 }
 
+bool sg_ctl_is_rid_refusal(const char *msg)
+{
+    return msg && strncmp(msg, SG_CTL_RID_REFUSAL, strlen(SG_CTL_RID_REFUSAL)) == 0;
+}
+
+bool sg_ctl_is_rid_seen(const char *msg)
+{
+    return msg && strncmp(msg, SG_CTL_RID_SEEN, strlen(SG_CTL_RID_SEEN)) == 0;
+}
+
 /* ---- field helpers ---------------------------------------------------------- */
 
 /* Refuses any field of j but "op", "v", "via" and the names in allowed
@@ -361,6 +371,7 @@ static int encode_exec(json_t *j, const sg_exec_req *e)
         r |= json_object_set_new(j, "record_input", json_false());
     if (e->detachable)
         r |= json_object_set_new(j, "detachable", json_true());
+    r |= set_str(j, "rid", e->rid[0] ? e->rid : NULL);
     return r;
 }
 

@@ -433,6 +433,49 @@ static void test_req_via(void **state)
     assert_false(sg_ctl_is_via_refusal("unknown field \"v\" in rollback request"));
 }
 
+/* An exec's "rid": it round-trips; a bad one is refused by name; the
+ * refusals a client turns into what to do are recognised. */
+static void test_exec_rid(void **state)
+{
+    (void)state;
+    static char *argv[] = {"true", NULL};
+    sg_ctl_req r = {.op = SG_OP_EXEC, .v = SG_CTL_VERSION, .u.exec = {.argv = argv, .rid = "0123abcd-_Z"}};
+    json_t *j = sg_ctl_req_encode(&r);
+    assert_non_null(j);
+    sg_ctl_req d;
+    sg_err err = {0};
+    assert_int_equal(sg_ctl_req_decode(j, &d, &err), 0);
+    assert_string_equal(d.u.exec.rid, "0123abcd-_Z");
+    sg_ctl_req_free(&d);
+    json_decref(j);
+    r.u.exec.rid[0] = '\0'; /* none: not on the wire */
+    j = sg_ctl_req_encode(&r);
+    assert_null(json_object_get(j, "rid"));
+    assert_int_equal(sg_ctl_req_decode(j, &d, &err), 0);
+    assert_string_equal(d.u.exec.rid, "");
+    sg_ctl_req_free(&d);
+    json_decref(j);
+    char longer[SG_CTL_RID_MAX + 2];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    json_t *bad[] = {
+        json_pack("{s:s, s:[s], s:s}", "op", "exec", "argv", "true", "rid", ""),
+        json_pack("{s:s, s:[s], s:s}", "op", "exec", "argv", "true", "rid", longer),
+        json_pack("{s:s, s:[s], s:s}", "op", "exec", "argv", "true", "rid", "a b"),
+        json_pack("{s:s, s:[s], s:i}", "op", "exec", "argv", "true", "rid", 7),
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_non_null(bad[i]);
+        assert_int_equal(sg_ctl_req_decode(bad[i], &d, &err), -1);
+        assert_non_null(strstr(err.msg, "\"rid\" must be"));
+        json_decref(bad[i]);
+    }
+    assert_true(sg_ctl_is_rid_refusal("unknown field \"rid\" in exec request"));
+    assert_false(sg_ctl_is_rid_refusal("unknown field \"v\" in exec request"));
+    assert_true(sg_ctl_is_rid_seen(SG_CTL_RID_SEEN " (exec 3): not run again"));
+    assert_false(sg_ctl_is_rid_seen("session aborted: cap"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_abort_reply),
         cmocka_unit_test(test_rollback_reply),
         cmocka_unit_test(test_req_via),
+        cmocka_unit_test(test_exec_rid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
