@@ -11,8 +11,9 @@
  *    absolute and at most 4096 bytes, timeout 0 or in (0, 604800], a tool
  *    has a name of 1-64 bytes, code_only iff "result" is "code", tty iff
  *    "tty" is there, detachable only with tty, no_record_input iff
- *    "record_input" is false; an exec request is refused when it names an
- *    unknown field;
+ *    "record_input" is false, rid 1-SG_CTL_RID_MAX of [0-9A-Za-z_-] iff
+ *    "rid" is there; an exec request is refused when it names an unknown
+ *    field;
  *    (also for an object parsed with JSON_ALLOW_NUL);
  *  - round trip: the parsed request written back as JSON parses to the same
  *    fields, and frees cleanly;
@@ -109,9 +110,15 @@ static void check_bounds(const sg_exec_req *r, const json_t *req)
     json_object_foreach((json_t *)req, key, v) {
         if (strcmp(key, "op") && strcmp(key, "argv") && strcmp(key, "env") && strcmp(key, "cwd") &&
             strcmp(key, "timeout") && strcmp(key, "tool") && strcmp(key, "result") && strcmp(key, "tty") &&
-            strcmp(key, "record_input") && strcmp(key, "detachable") && strcmp(key, "v"))
+            strcmp(key, "record_input") && strcmp(key, "detachable") && strcmp(key, "v") && strcmp(key, "rid"))
             abort();
     }
+    /* "rid": 1-SG_CTL_RID_MAX of [0-9A-Za-z_-], and there iff given */
+    size_t rl = strlen(r->rid);
+    if (!rl != !json_object_get(req, "rid") || rl > SG_CTL_RID_MAX ||
+        strspn(r->rid, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") != rl ||
+        (rl && strcmp(r->rid, json_string_value(json_object_get(req, "rid"))) != 0))
+        abort();
 }
 
 static json_t *strv_json(char **v)
@@ -142,6 +149,8 @@ static void round_trip(const sg_exec_req *r)
         json_object_set_new(j, "record_input", json_false());
     if (r->detachable)
         json_object_set_new(j, "detachable", json_true());
+    if (r->rid[0])
+        json_object_set_new(j, "rid", json_string(r->rid));
     char *s = sg_json_dump(j);
     json_decref(j);
     sg_err err;
@@ -155,7 +164,7 @@ static void round_trip(const sg_exec_req *r)
         !r->cwd != !r2.cwd || (r->cwd && strcmp(r->cwd, r2.cwd) != 0) ||
         r->timeout_s != r2.timeout_s || r->code_only != r2.code_only || r->tty != r2.tty ||
         r->winsz.rows != r2.winsz.rows || r->winsz.cols != r2.winsz.cols || r->detachable != r2.detachable ||
-        r->no_record_input != r2.no_record_input ||
+        r->no_record_input != r2.no_record_input || strcmp(r->rid, r2.rid) != 0 ||
         !r->tool_name != !r2.tool_name || (r->tool_name && strcmp(r->tool_name, r2.tool_name) != 0) ||
         (r->tool && !json_equal(r->tool, r2.tool)))
         abort();
@@ -264,7 +273,8 @@ static bool exec_same(const sg_exec_req *a, const sg_exec_req *b)
            a->timeout_s == b->timeout_s && str_same(a->tool_name, b->tool_name) &&
            (!a->tool == !b->tool) && (!a->tool || json_equal(a->tool, b->tool)) && a->code_only == b->code_only &&
            a->tty == b->tty && a->winsz.rows == b->winsz.rows && a->winsz.cols == b->winsz.cols &&
-           a->no_record_input == b->no_record_input && a->detachable == b->detachable;
+           a->no_record_input == b->no_record_input && a->detachable == b->detachable &&
+           strcmp(a->rid, b->rid) == 0;
 }
 
 static bool req_same(const sg_ctl_req *a, const sg_ctl_req *b)
