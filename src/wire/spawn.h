@@ -47,9 +47,14 @@ enum sg_spawn_type {
 /* The type byte of the exec a ready child takes on its socket (the value
  * the control protocol's REQ has: one receive path in sandglass-exec). */
 #define SG_SPAWN_READY_TYPE 1
-/* How long the supervisor waits for the ready child's "k" before it has
- * the exec cloned instead (a stopped or dying ready child never takes it). */
-#define SG_SPAWN_READY_ACK_MS 1000
+/* How long the supervisor waits for the ready child's "k" before it kills
+ * a child that has not read the exec (a child stopped again after the
+ * hand-off's SIGCONT, or wedged, never takes it; a dying one is reported by
+ * init at once): then, and only once init reports that child's exit, the
+ * exec is cloned (sv_handoff.c). Long, as only those cases wait it out: on
+ * a loaded host a child that is merely late must not be killed as it
+ * starts the command (it was 1 s). */
+#define SG_SPAWN_READY_ACK_MS 5000
 
 typedef struct sg_spawn_hdr {
     uint32_t type;
