@@ -729,11 +729,17 @@ static json_t *pg_sandboxes(sg_store *base, sg_err *err)
     pg_store *s = (pg_store *)base;
     pg_autoclear PGresult *r = query(
         s,
-        "SELECT e.learner, e.task, e.sandbox, count(*), min(e.seq), max(e.seq),"
-        " min(e.received), max(e.received), coalesce(st.contiguous, -1)"
-        " FROM sg_events e LEFT JOIN sg_streams st ON st.learner = e.learner"
-        " AND st.task = e.task AND st.sandbox = e.sandbox"
-        " GROUP BY e.learner, e.task, e.sandbox, st.contiguous ORDER BY min(e.id)",
+        /* as SQLite's: the groups from the unique index, then the first
+         * and last events looked up (the first one's id orders them) */
+        "SELECT g.learner, g.task, g.sandbox, g.n, g.lo, g.hi, f.received,"
+        " (SELECT received FROM sg_events WHERE learner = g.learner AND task = g.task"
+        "  AND sandbox = g.sandbox AND seq = g.hi), coalesce(st.contiguous, -1)"
+        " FROM (SELECT learner, task, sandbox, count(*) AS n, min(seq) AS lo, max(seq) AS hi"
+        "  FROM sg_events GROUP BY learner, task, sandbox) AS g"
+        " JOIN sg_events f ON f.learner = g.learner AND f.task = g.task AND f.sandbox = g.sandbox"
+        "  AND f.seq = g.lo"
+        " LEFT JOIN sg_streams st ON st.learner = g.learner AND st.task = g.task AND st.sandbox = g.sandbox"
+        " ORDER BY f.id",
         0, NULL, "list sandboxes", err);
     if (!r)
         return NULL;
