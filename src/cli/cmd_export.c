@@ -471,21 +471,38 @@ static int export_page_scanned(export_opts *o, sg_export *x, long long *after, b
 
 /* ---------------------------------------------------------------- pages
  *
- * A stream's pages are fetched one ahead, by a thread of their own, while
- * the one before is written: the ingest's work on a page overlaps ours on
- * the one before. The fetcher alone decides where the stream ends (from
- * the page's tail: "next_after_seq":N} is there only when there is more). */
+ * The pages are fetched by PREFETCHERS threads of their own, fetcher k
+ * taking the streams k, k + PREFETCHERS, ... in order, each up to
+ * PREFETCH_DEPTH pages ahead of the writer, which takes the streams in
+ * order. The ingest builds one fetcher's next page while the other's is on
+ * the wire and we write the one before: no side waits for another's turn
+ * (one fetcher per stream, one request at a time, left the pipe empty at
+ * each stream's start and during each transfer: 0.30x of sqlite3's dump
+ * for 100 streams of 2,000 events). A fetcher alone decides where a
+ * stream ends (from the page's tail: "next_after_seq":N} is there only
+ * when there is more). */
+
+#define PREFETCHERS 2
+#define PREFETCH_DEPTH 2
+
+typedef struct fetched {
+    char *ans;        /* the whole answer (NULL: the fetch failed, message printed) */
+    const char *body; /* its body */
+    size_t len;
+    size_t stream;    /* the stream's index in the list */
+    bool last;        /* the stream's last page */
+} fetched;
 
 typedef struct prefetch {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     export_opts *o;
-    const char *base;
-    char *ans;         /* the page ready (NULL: none yet), its body below */
-    const char *body;
-    size_t len;
-    bool last;         /* it is the stream's last */
-    bool failed, stop; /* the fetcher failed (message printed) / the writer wants no more */
+    char **bases;      /* each stream's /v1/events?... */
+    size_t nbases;
+    size_t first;      /* this fetcher's streams: first, first + PREFETCHERS, ... */
+    fetched q[PREFETCH_DEPTH];
+    size_t head, n;    /* the queue: q[head], n of them */
+    bool stop;         /* the writer wants no more */
 } prefetch;
 
 /* Where the next page starts, from the page's tail; -1: this one is the last. */
@@ -504,45 +521,55 @@ static long long page_next(const char *body, size_t len)
     return strtoll(d, NULL, 10);
 }
 
+/* f into the queue once there is room; false: the writer stopped (f freed). */
+static bool prefetch_put(prefetch *pf, fetched f)
+{
+    pthread_mutex_lock(&pf->mu);
+    while (pf->n == PREFETCH_DEPTH && !pf->stop)
+        pthread_cond_wait(&pf->cv, &pf->mu);
+    bool stop = pf->stop;
+    if (!stop)
+        pf->q[(pf->head + pf->n++) % PREFETCH_DEPTH] = f;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    if (stop)
+        free(f.ans);
+    return !stop;
+}
+
 static void *prefetch_main(void *arg)
 {
     prefetch *pf = arg;
-    for (long long after = -1;;) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s&limit=%d&after_seq=%lld", pf->base, EXPORT_PAGE, after);
-        const char *body = NULL;
-        size_t len = 0;
-        char *ans = export_get(pf->o, path, &body, &len);
-        after = ans ? page_next(body, len) : -1;
-        pthread_mutex_lock(&pf->mu);
-        while (pf->ans && !pf->stop)
-            pthread_cond_wait(&pf->cv, &pf->mu);
-        bool stop = pf->stop;
-        if (!stop) {
-            pf->ans = ans, pf->body = body, pf->len = len, pf->last = after < 0, pf->failed = !ans;
-            ans = NULL;
+    for (size_t s = pf->first; s < pf->nbases; s += PREFETCHERS) {
+        for (long long after = -1;;) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s&limit=%d&after_seq=%lld", pf->bases[s], EXPORT_PAGE, after);
+            fetched f = {.stream = s};
+            f.ans = export_get(pf->o, path, &f.body, &f.len);
+            after = f.ans ? page_next(f.body, f.len) : -1;
+            f.last = after < 0;
+            if (!prefetch_put(pf, f) || !f.ans)
+                return NULL;
+            if (f.last)
+                break;
         }
-        pthread_cond_broadcast(&pf->cv);
-        pthread_mutex_unlock(&pf->mu);
-        free(ans);
-        if (stop || after < 0)
-            return NULL;
     }
+    return NULL;
 }
 
-/* The next page from the fetcher (the caller frees *ans): 0, or -1 when
- * it failed. *last: the stream ends with it. */
-static int prefetch_take(prefetch *pf, char **ans, const char **body, size_t *len, bool *last)
+/* The next page from the fetcher (the caller frees its ans; NULL: the
+ * fetch failed). */
+static fetched prefetch_take(prefetch *pf)
 {
     pthread_mutex_lock(&pf->mu);
-    while (!pf->ans && !pf->failed)
+    while (pf->n == 0)
         pthread_cond_wait(&pf->cv, &pf->mu);
-    *ans = pf->ans, *body = pf->body, *len = pf->len, *last = pf->last;
-    int rc = pf->failed ? -1 : 0;
-    pf->ans = NULL;
+    fetched f = pf->q[pf->head];
+    pf->head = (pf->head + 1) % PREFETCH_DEPTH;
+    pf->n--;
     pthread_cond_broadcast(&pf->cv);
     pthread_mutex_unlock(&pf->mu);
-    return rc;
+    return f;
 }
 
 /* One page written; EXPORT_GO or the exit code. */
@@ -557,36 +584,71 @@ static int export_page(export_opts *o, sg_export *x, const char *body, size_t le
     return r < 0 ? sg_cli_failf("export", "%s", err.msg) : EXPORT_GO;
 }
 
-/* The events of one stream, page by page; EXPORT_GO or the exit code. */
-static int export_stream(export_opts *o, sg_export *x, json_t *st)
+/* One stream's /v1/events?learner=&task=&sandbox= (the caller frees). */
+static char *stream_base(json_t *st)
 {
     char base[1024] = "/v1/events";
     sg_export_url_arg(base, sizeof base, "learner", json_string_value(json_object_get(st, "learner")));
     sg_export_url_arg(base, sizeof base, "task", json_string_value(json_object_get(st, "task")));
     sg_export_url_arg(base, sizeof base, "sandbox", json_string_value(json_object_get(st, "sandbox")));
-    prefetch pf = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .o = o, .base = base};
-    pthread_t th;
-    if (pthread_create(&th, NULL, prefetch_main, &pf) != 0)
-        return sg_cli_failf("export", "start the page fetcher: %s", strerror(errno));
-    int rc = EXPORT_GO;
-    for (bool last = false; !last && rc == EXPORT_GO;) {
-        char *ans;
-        const char *body;
-        size_t len;
-        rc = prefetch_take(&pf, &ans, &body, &len, &last) < 0 ? 1 : export_page(o, x, body, len);
-        free(ans);
-    }
-    pthread_mutex_lock(&pf.mu);
-    pf.stop = true;
-    pthread_cond_broadcast(&pf.cv);
-    pthread_mutex_unlock(&pf.mu);
+    return sg_xstrdup(base);
+}
+
+/* The fetchers told to stop, joined, and what they queued freed. */
+static void prefetch_end(prefetch *pf, pthread_t th)
+{
+    pthread_mutex_lock(&pf->mu);
+    pf->stop = true;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
     pthread_join(th, NULL);
-    free(pf.ans);
-    pthread_mutex_destroy(&pf.mu);
-    pthread_cond_destroy(&pf.cv);
-    sg_err err;
-    if (rc == EXPORT_GO && x->fmt->stream_end && x->fmt->stream_end(x, &err) < 0)
-        return sg_cli_failf("export", "%s", err.msg);
+    for (; pf->n; pf->n--, pf->head = (pf->head + 1) % PREFETCH_DEPTH)
+        free(pf->q[pf->head].ans);
+    pthread_mutex_destroy(&pf->mu);
+    pthread_cond_destroy(&pf->cv);
+}
+
+/* The events of every stream, page by page, each stream's end told to
+ * the format; EXPORT_GO or the exit code. */
+static int export_pages(export_opts *o, sg_export *x, json_t *streams)
+{
+    size_t n = json_array_size(streams);
+    if (n == 0)
+        return EXPORT_GO;
+    char **bases = sg_xcalloc(n, sizeof *bases);
+    for (size_t i = 0; i < n; i++)
+        bases[i] = stream_base(json_array_get(streams, i));
+    prefetch pf[PREFETCHERS];
+    pthread_t th[PREFETCHERS];
+    size_t started = 0;
+    int rc = EXPORT_GO;
+    for (; started < PREFETCHERS && started < n; started++) {
+        pf[started] = (prefetch){.o = o, .bases = bases, .nbases = n, .first = started};
+        pthread_mutex_init(&pf[started].mu, NULL);
+        pthread_cond_init(&pf[started].cv, NULL);
+        if (pthread_create(&th[started], NULL, prefetch_main, &pf[started]) != 0) {
+            pthread_mutex_destroy(&pf[started].mu);
+            pthread_cond_destroy(&pf[started].cv);
+            rc = sg_cli_failf("export", "start the page fetcher: %s", strerror(errno));
+            break;
+        }
+    }
+    for (size_t s = 0; s < n && rc == EXPORT_GO;) {
+        fetched f = prefetch_take(&pf[s % PREFETCHERS]);
+        rc = f.ans ? export_page(o, x, f.body, f.len) : 1;
+        free(f.ans);
+        if (rc != EXPORT_GO || !f.last)
+            continue;
+        s++;
+        sg_err err;
+        if (x->fmt->stream_end && x->fmt->stream_end(x, &err) < 0)
+            rc = sg_cli_failf("export", "%s", err.msg);
+    }
+    for (size_t k = 0; k < started; k++)
+        prefetch_end(&pf[k], th[k]);
+    for (size_t i = 0; i < n; i++)
+        free(bases[i]);
+    free(bases);
     return rc;
 }
 
@@ -679,13 +741,12 @@ static int export_run(export_opts *o, sg_export *x)
         return sg_cli_failf("export", "%s", err.msg);
     size_t i;
     json_t *st;
-    json_array_foreach(streams, i, st) {
-        if (x->fmt->stream) {
+    if (x->fmt->stream) { /* a format that reads each stream itself */
+        json_array_foreach(streams, i, st)
             if (x->fmt->stream(x, st, &err) < 0)
                 return sg_cli_failf("export", "%s", err.msg);
-            continue;
-        }
-        int rc = export_stream(o, x, st);
+    } else {
+        int rc = export_pages(o, x, streams);
         if (rc != EXPORT_GO)
             return rc;
     }

@@ -6,6 +6,8 @@
  * written as itself, a number or boolean as its JSON text, null as an
  * empty field, an array or object as its compact JSON. RFC 4180 quoting. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +33,17 @@ static const char *const payload_cols[] = {
 int sg_export_csv_field(FILE *f, const char *s, size_t len)
 {
     if (!memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\n', len) && !memchr(s, '\r', len))
-        return fwrite(s, 1, len, f) == len ? 0 : -1;
-    if (fputc('"', f) == EOF)
+        return fwrite_unlocked(s, 1, len, f) == len ? 0 : -1;
+    if (fputc_unlocked('"', f) == EOF)
         return -1;
     for (const char *p = s, *end = s + len; p < end;) {
         const char *q = memchr(p, '"', (size_t)(end - p));
         size_t n = q ? (size_t)(q - p) + 1 : (size_t)(end - p);
-        if (fwrite(p, 1, n, f) != n || (q && fputc('"', f) == EOF))
+        if (fwrite_unlocked(p, 1, n, f) != n || (q && fputc_unlocked('"', f) == EOF))
             return -1;
         p += n;
     }
-    return fputc('"', f) == EOF ? -1 : 0;
+    return fputc_unlocked('"', f) == EOF ? -1 : 0;
 }
 
 int sg_export_csv_value(FILE *f, json_t *v)
@@ -79,7 +81,7 @@ static int csv_begin(sg_export *x, sg_err *err)
         fprintf(f, "%s%s", i ? "," : "", row_cols[i]);
     for (size_t i = 0; i < sizeof payload_cols / sizeof payload_cols[0]; i++)
         fprintf(f, ",%s", payload_cols[i]);
-    if (fputs(",payload_other\r\n", f) == EOF)
+    if (fputs_unlocked(",payload_other\r\n", f) == EOF)
         return sg_err_sys(err, "write");
     return 0;
 }
@@ -89,7 +91,7 @@ static int csv_row(sg_export *x, json_t *ev, sg_err *err)
     FILE *f = x->out;
     int bad = 0;
     for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
-        bad |= (i && fputc(',', f) == EOF) | sg_export_csv_value(f, json_object_get(ev, row_cols[i]));
+        bad |= (i && fputc_unlocked(',', f) == EOF) | sg_export_csv_value(f, json_object_get(ev, row_cols[i]));
     /* one pass over the payload: each field to its column, or to other */
     json_t *col[NPAYLOAD] = {0};
     sg_autojson json_t *other = NULL;
@@ -103,11 +105,11 @@ static int csv_row(sg_export *x, json_t *ev, sg_err *err)
             return sg_err_set(err, ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < NPAYLOAD; i++)
-        bad |= (fputc(',', f) == EOF) | sg_export_csv_value(f, col[i]);
-    bad |= fputc(',', f) == EOF;
+        bad |= (fputc_unlocked(',', f) == EOF) | sg_export_csv_value(f, col[i]);
+    bad |= fputc_unlocked(',', f) == EOF;
     if (other)
         bad |= sg_export_csv_value(f, other);
-    bad |= fputs("\r\n", f) == EOF;
+    bad |= fputs_unlocked("\r\n", f) == EOF;
     return bad ? sg_err_sys(err, "write") : 0;
 }
 
@@ -130,11 +132,18 @@ static const char *value_end(const char *p, const char *end)
     do {
         if (p >= end)
             return NULL;
-        if (*p == '"') {
-            for (p++; p < end && *p != '"'; p++)
-                if (*p == '\\')
-                    p++;
-            p++;
+        if (*p == '"') { /* to the quote no odd run of backslashes escapes */
+            const char *open = p++;
+            bool closed = false;
+            for (const char *q; !closed && p < end && (q = memchr(p, '"', (size_t)(end - p)));) {
+                size_t bs = 0;
+                while (q - bs - 1 > open && q[-(ptrdiff_t)bs - 1] == '\\')
+                    bs++;
+                p = q + 1;
+                closed = bs % 2 == 0;
+            }
+            if (!closed)
+                return NULL;
         } else if (*p == '{' || *p == '[') {
             depth++, p++;
         } else if (*p == '}' || *p == ']') {
@@ -272,13 +281,13 @@ static int csv_row_text(sg_export *x, const char *text, size_t len, sg_err *err)
         return sg_err_set(err, EPROTO, "a row of the ingest's answer is not an object of the row's fields");
     int bad = 0;
     for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
-        bad |= (i && fputc(',', t.f) == EOF) | text_value(&t, t.row[i]);
+        bad |= (i && fputc_unlocked(',', t.f) == EOF) | text_value(&t, t.row[i]);
     for (size_t i = 0; i < NPAYLOAD; i++)
-        bad |= (fputc(',', t.f) == EOF) | text_value(&t, t.pay[i]);
-    bad |= fputc(',', t.f) == EOF;
+        bad |= (fputc_unlocked(',', t.f) == EOF) | text_value(&t, t.pay[i]);
+    bad |= fputc_unlocked(',', t.f) == EOF;
     if (other.len)
         bad |= sg_buf_append(&other, "}", 1) | sg_export_csv_field(t.f, other.data, other.len);
-    bad |= fputs("\r\n", t.f) == EOF;
+    bad |= fputs_unlocked("\r\n", t.f) == EOF;
     return bad ? sg_err_sys(err, "write") : 0;
 }
 

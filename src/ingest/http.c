@@ -104,4 +104,8 @@ void sg_http_server_info(struct lws_context_creation_info *info, void **foreign_
     info->timeout_secs_ah_idle = timeout_s;
     info->keepalive_timeout = (int)timeout_s;
     info->vhost_name = "default";
+    /* lws drains a body the socket did not take at once in pieces of this
+     * size, one loop turn (and three epoll_ctl) each: at its 4 KiB default
+     * a 1 MB page of /v1/events cost ~250 turns. */
+    info->pt_serv_buf_size = SG_HTTP_SERV_BUF;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #define SG_HTTP_BODY_MAX (8 * 1024 * 1024) /* bound of one answer (1000 events) */
+#define SG_HTTP_SERV_BUF (256 * 1024)      /* lws's per-thread I/O buffer: see sg_http_server_info */
 
 typedef struct sg_http_req {
     unsigned char *body; /* LWS_PRE bytes of headroom, then the body */

@@ -191,7 +191,9 @@ int sg_store_event_json(sg_buf *b, const sg_store_event *e);
 json_t *sg_store_events(sg_store *s, const sg_store_query *q, sg_err *err);
 
 /* [{"learner","task","sandbox","events","first_seq","last_seq","acked_seq",
- *   "first_received","last_received"}] */
+ *   "first_received","last_received"}], in the order of each stream's
+ * first event; first/last_received: when the ingest received the events
+ * first_seq and last_seq. */
 json_t *sg_store_sandboxes(sg_store *s, sg_err *err);
 
 /* The sessions (streams) under q's learner, task and sandbox (NULL: any),
