@@ -252,25 +252,6 @@ static void on_pool_timer(uv_timer_t *t)
     pool_look(t->data);
 }
 
-/* The CLI the refills run: $SANDGLASS_CLI, else `sandglass` beside this
- * program, in its ../libexec's ../bin (installed), or beside it. */
-static int find_cli(char *buf, size_t len)
-{
-    if (sg_sibling_exe("SANDGLASS_CLI", "sandglass", buf, len) == 0)
-        return 0;
-    char self[PATH_MAX];
-    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (l <= 0)
-        return -1;
-    self[l] = '\0';
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        return -1;
-    *slash = '\0';
-    int n = snprintf(buf, len, "%.*s/../bin/sandglass", PATH_MAX - 32, self);
-    return n > 0 && (size_t)n < len ? access(buf, X_OK) : -1;
-}
-
 static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
 {
     sg_autofree char *dir = sg_state_path(rel);
@@ -282,7 +263,7 @@ static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
 
 static int pool_start(host_ctx *hc, sg_err *err)
 {
-    if (find_cli(hc->cli, sizeof hc->cli) < 0)
+    if (sg_cli_find_cli(hc->cli, sizeof hc->cli) < 0)
         return sg_err_set(err, ENOENT, "cannot find the sandglass program the pool's refills run (set SANDGLASS_CLI)");
     uv_fs_event_init(&hc->loop, &hc->pool_watch);
     uv_fs_event_init(&hc->loop, &hc->sb_watch);

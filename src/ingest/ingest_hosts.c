@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "base/cleanup.h"
+#include "base/idprefix.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -58,7 +59,7 @@ int ingest_hosts_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     req->post = malloc(req->post_max);
     if (!req->post)
         return -1;
-    const char *why = ingest_bearer(wsi, token, sizeof token,
+    const char *why = sg_http_bearer(wsi, token, sizeof token,
                                     "missing host token (Authorization: Bearer <token>; sandglass host makes it)");
     if (!why && sg_token_verify_host(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0) {
         snprintf(why_buf, sizeof why_buf, "%s", err.msg);
@@ -127,17 +128,49 @@ int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     return hosts_store(ing, wsi, req);
 }
 
+/* A host's sandboxes cut to those whose id begins with prefix. */
+static void keep_sandboxes(json_t *h, const char *prefix)
+{
+    json_t *sbs = json_object_get(json_object_get(h, "info"), "sandboxes");
+    size_t n = strlen(prefix);
+    for (size_t k = json_array_size(sbs); k-- > 0;) {
+        const char *id = json_string_value(json_object_get(json_array_get(sbs, k), "id"));
+        if (!id || strncmp(id, prefix, n) != 0)
+            json_array_remove(sbs, k);
+    }
+}
+
+/* name=, after= and sandbox= of GET /v1/hosts into q (bufs: their room):
+ * NULL, or what is wrong. */
+static const char *hosts_args(struct lws *wsi, char bufs[3][SG_NAME_MAX + 8], sg_store_hosts_query *q)
+{
+    static const char *const keys[] = {"name=", "after=", "sandbox="};
+    const char **dst[] = {&q->name, &q->after, &q->sandbox};
+    for (size_t i = 0; i < 3; i++) {
+        int r = ingest_urlarg(wsi, keys[i], bufs[i], SG_NAME_MAX + 8);
+        if (r < 0 || (r > 0 && !sg_valid_name(bufs[i])))
+            return i == 0 ? "name= is not a host name, or given twice"
+                   : i == 1 ? "after= is not a host name (the last page's \"next\"), or given twice"
+                            : "sandbox= is not a sandbox id or prefix, or given twice";
+        *dst[i] = r > 0 ? bufs[i] : NULL;
+    }
+    if (q->sandbox && strlen(q->sandbox) < SG_ID_MIN_PREFIX)
+        return "sandbox= needs 4 characters at least (a sandbox id or a prefix of it)";
+    return NULL;
+}
+
 int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
     if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
         return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
                               ingest_error_json("/v1/hosts needs an operator read token (no scope)"));
-    char name[SG_NAME_MAX + 8];
-    int r = ingest_urlarg(wsi, "name=", name, (int)sizeof name);
-    if (r < 0)
-        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json("name= is too long or given twice"));
+    char bufs[3][SG_NAME_MAX + 8];
+    sg_store_hosts_query q = {0};
+    const char *bad = hosts_args(wsi, bufs, &q);
+    if (bad)
+        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(bad));
     sg_err err;
-    json_t *hosts = sg_store_hosts(ing->store, r > 0 ? name : NULL, &err);
+    json_t *hosts = sg_store_hosts(ing->store, &q, &err);
     if (!hosts)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     int64_t now = (int64_t)time(NULL);
@@ -148,8 +181,14 @@ int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
         int64_t beat = json_integer_value(json_object_get(json_object_get(h, "info"), "heartbeat_s"));
         json_object_set_new(h, "age_s", json_integer(now - seen));
         json_object_set_new(h, "stale", json_boolean(now - seen > INGEST_HOST_STALE_BEATS * beat));
+        if (q.sandbox)
+            keep_sandboxes(h, q.sandbox);
     }
+    /* a full page may have a next one: it starts after this page's last name */
+    size_t n = json_array_size(hosts);
+    json_t *next = n == SG_STORE_HOSTS_MAX ? json_incref(json_object_get(json_array_get(hosts, n - 1), "name"))
+                                           : json_null();
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
-                          json_pack("{s:o, s:I, s:i}", "hosts", hosts, "now", (json_int_t)now, "stale_after_beats",
-                                    INGEST_HOST_STALE_BEATS));
+                          json_pack("{s:o, s:I, s:i, s:o}", "hosts", hosts, "now", (json_int_t)now,
+                                    "stale_after_beats", INGEST_HOST_STALE_BEATS, "next", next));
 }

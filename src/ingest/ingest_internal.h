@@ -266,9 +266,6 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                    size_t len);
 
 json_t *ingest_error_json(const char *msg);
-/* The Authorization header into token ("Bearer T": the token at token +
- * 7): NULL, or what is wrong with it (missing: the message given). */
-const char *ingest_bearer(struct lws *wsi, char *token, size_t size, const char *missing);
 /* A query filter under the read token's scope (claim, "" for none): the
  * token's value where the query has none; another value is answered 403
  * (false). */

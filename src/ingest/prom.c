@@ -78,7 +78,7 @@ bool sg_prom_peer_loopback(struct lws *wsi)
 static const char *token_check(const sg_prom_access *a, struct lws *wsi)
 {
     char token[SG_PROM_TOKEN_MAX + 64];
-    const char *why = ingest_bearer(wsi, token, sizeof token,
+    const char *why = sg_http_bearer(wsi, token, sizeof token,
                                     "missing metrics token (Authorization: Bearer <token>; see --metrics-token)");
     if (why)
         return why;

@@ -811,13 +811,20 @@ static int pg_host_put(sg_store *base, const char *name, const char *info, int64
     return r ? 0 : -1;
 }
 
-static json_t *pg_hosts(sg_store *base, const char *name, sg_err *err)
+static json_t *pg_hosts(sg_store *base, const sg_store_hosts_query *q, sg_err *err)
 {
-    const char *const p[] = {name};
+    const char *const p[] = {q->name, q->after, q->sandbox};
+    /* COLLATE "C": the order of bytes, as SQLite's (a cursor read by one
+     * node pages on another the same way, whatever the database's locale) */
     pg_autoclear PGresult *r = query((pg_store *)base,
-                                     "SELECT name, info, last_seen FROM sg_hosts WHERE $1::text IS NULL OR name = $1"
-                                     " ORDER BY name LIMIT 256", /* SG_STORE_HOSTS_MAX */
-                                     1, p, "list hosts", err);
+                                     "SELECT name, info, last_seen FROM sg_hosts"
+                                     " WHERE ($1::text IS NULL OR name = $1)"
+                                     " AND ($2::text IS NULL OR name COLLATE \"C\" > $2)"
+                                     " AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM"
+                                     "  jsonb_array_elements(info::jsonb -> 'sandboxes') AS sb"
+                                     "  WHERE left(sb ->> 'id', length($3)) = $3))"
+                                     " ORDER BY name COLLATE \"C\" LIMIT 256", /* SG_STORE_HOSTS_MAX */
+                                     3, p, "list hosts", err);
     if (!r)
         return NULL;
     json_t *arr = json_array();

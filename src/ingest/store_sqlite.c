@@ -528,19 +528,24 @@ static int sqlite_host_put(sg_store *base, const char *name, const char *info, i
     return rc == SQLITE_DONE ? 0 : db_fail(s, err, "register a host");
 }
 
-static json_t *sqlite_hosts(sg_store *base, const char *name, sg_err *err)
+static json_t *sqlite_hosts(sg_store *base, const sg_store_hosts_query *q, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db,
-                           "SELECT name, info, last_seen FROM sg_hosts WHERE ?1 IS NULL OR name = ?1"
+                           "SELECT name, info, last_seen FROM sg_hosts WHERE (?1 IS NULL OR name = ?1)"
+                           " AND (?2 IS NULL OR name > ?2)"
+                           " AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(info, '$.sandboxes') AS sb"
+                           "  WHERE substr(json_extract(sb.value, '$.id'), 1, length(?3)) = ?3))"
                            " ORDER BY name LIMIT 256", /* SG_STORE_HOSTS_MAX */
                            -1, &st, NULL) != SQLITE_OK) {
         db_fail(s, err, "list hosts");
         return NULL;
     }
-    if (name)
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    const char *binds[] = {q->name, q->after, q->sandbox};
+    for (int i = 0; i < 3; i++)
+        if (binds[i])
+            sqlite3_bind_text(st, i + 1, binds[i], -1, SQLITE_STATIC);
     json_t *arr = json_array();
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

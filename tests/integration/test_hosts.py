@@ -57,11 +57,11 @@ def mint(secret_file: str, claims: dict, key: bytes | None = None) -> str:
     return f"{body}.{b64(sig)}"
 
 
-def post(port: int, token: str | None, body: bytes | None, length: int | None = None):
-    """POST /v1/hosts: (status, the answer's JSON). length: a
+def post(port: int, token: str | None, body: bytes | None, length: int | None = None, path: str = "/v1/hosts"):
+    """POST path (/v1/hosts): (status, the answer's JSON). length: a
     Content-Length other than the body's (and then no body sent)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
-    c.putrequest("POST", "/v1/hosts")
+    c.putrequest("POST", path)
     if token:
         c.putheader("Authorization", f"Bearer {token}")
     if length is not None:
