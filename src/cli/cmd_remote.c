@@ -33,7 +33,6 @@
 #include "wire/token.h"
 
 #define REMOTE_READ_TTL_S 300
-#define REMOTE_PAGES_MAX 64 /* pages of /v1/hosts followed (64 x 256 hosts) */
 
 typedef struct remote_opts {
     const char *cmd; /* "abort" or "destroy" */
@@ -49,32 +48,6 @@ typedef struct remote_host {
     bool stale;
     long long age_s;
 } remote_host;
-
-/* Every host listing a sandbox that arg begins, page after page, into
- * hosts (an array, taken). */
-static int hosts_listing(const sg_cli_target *t, const char *token, const char *arg, json_t *hosts, sg_err *err)
-{
-    sg_autofree char *after = NULL;
-    for (int page = 0; page < REMOTE_PAGES_MAX; page++) {
-        sg_autofree char *path = after ? sg_strdup_printf("/v1/hosts?sandbox=%s&after=%s", arg, after)
-                                       : sg_strdup_printf("/v1/hosts?sandbox=%s", arg);
-        sg_autojson json_t *ans = sg_cli_http_get_json(t, path, token, NULL, err);
-        if (!ans)
-            return -1;
-        json_t *hs = json_object_get(ans, "hosts");
-        if (!json_is_array(hs))
-            return sg_err_set(err, EPROTO, "the ingest's answer has no hosts (an ingest older than this sandglass?)");
-        json_array_extend(hosts, hs);
-        const char *next = json_string_value(json_object_get(ans, "next"));
-        if (!next)
-            return 0;
-        free(after);
-        after = strdup(next);
-        if (!after || !sg_valid_name(after))
-            return sg_err_set(err, EPROTO, "the ingest's answer has a bad \"next\"");
-    }
-    return 0;
-}
 
 /* Of the hosts listing id, the one to ask: not stale before stale, then
  * the most recently seen. */
@@ -122,8 +95,8 @@ static int find_host(const remote_opts *o, const sg_cli_target *t, remote_host *
                       "(--token) or the secret (--secret)", o->arg);
         return -1;
     }
-    sg_autojson json_t *hosts = json_array();
-    if (hosts_listing(t, token, o->arg, hosts, err) < 0) {
+    sg_autojson json_t *hosts = sg_cli_hosts_all(t, token, o->arg, err);
+    if (!hosts) {
         sg_err_prefix(err, "no sandbox '%s' here, and the ingest could not say which host has it", o->arg);
         return -1;
     }

@@ -13,7 +13,10 @@
  *
  * GET /v1/hosts (an operator read token: the hosts' sandboxes are every
  * learner's) lists them with their age and whether they are stale: not
- * seen for more than INGEST_HOST_STALE_BEATS of their own heartbeats. */
+ * seen for more than INGEST_HOST_STALE_BEATS of their own heartbeats; in
+ * pages of SG_STORE_HOSTS_MAX by name (after=, the answer's "next"); with
+ * sandbox=, only the hosts listing a sandbox that begins so (a session's
+ * host: its sandbox id is what ties them). */
 #include "ingest/ingest_internal.h"
 
 #include <stdio.h>

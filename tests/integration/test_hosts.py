@@ -81,9 +81,9 @@ def post(port: int, token: str | None, body: bytes | None, length: int | None = 
         return r.status, {"raw": data.decode(errors="replace")}
 
 
-def get_hosts(port: int, token: str):
+def get_hosts(port: int, token: str, query: str = ""):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
-    c.request("GET", "/v1/hosts", headers={"Authorization": f"Bearer {token}"})
+    c.request("GET", "/v1/hosts" + query, headers={"Authorization": f"Bearer {token}"})
     r = c.getresponse()
     data = json.loads(r.read())
     c.close()
@@ -251,6 +251,58 @@ def hostile_case(where, ing, secret):
            f"{where}: only the well-formed registration is stored", f"{st} {ans}")
 
 
+def paging_case(where, env, ing, secret):
+    """More hosts than a page (256): GET /v1/hosts pages by name with
+    after=/next, and ls --all-hosts follows every page."""
+    now = int(time.time())
+    names = [f"bulk-{i:03d}" for i in range(300)]
+    bad = []
+    for i, name in enumerate(names):
+        reg = registration(name, heartbeat_s=600)
+        reg["sandboxes"][0]["id"] = f"b{i:011x}"
+        st, ans = post(ing.port, mint(secret, {"h": name, "exp": now + 300}), json.dumps(reg).encode())
+        if st != 200:
+            bad.append((name, st, ans))
+    tap.ok(not bad, f"{where}: 300 more hosts registered", repr(bad[:3]))
+    rt = mint(secret, {"r": 1, "exp": now + 300})
+    seen, after, pages = [], None, 0
+    while pages < 10:
+        st, ans = get_hosts(ing.port, rt, f"?after={after}" if after else "")
+        pages += 1
+        if st != 200:
+            break
+        seen += [h["name"] for h in ans["hosts"]]
+        after = ans.get("next")
+        if after is None:
+            break
+    stored = [n for n in seen]
+    tap.ok(pages == 2 and len(seen) == len(set(seen)) and seen == sorted(seen, key=lambda n: n.encode()) and
+           set(names) <= set(seen), f"{where}: /v1/hosts in pages of 256 by name, each host once ({len(seen)} hosts, "
+           f"{pages} pages)", f"{st} {pages} {seen[:3]} {seen[-3:]}")
+    st, ans = get_hosts(ing.port, rt, "?after=bulk-298")
+    tap.ok(st == 200 and [h["name"] for h in ans["hosts"]][:1] == ["bulk-299"] and ans.get("next") is None,
+           f"{where}: after= starts after that name; the last page's next is null", f"{st} {ans.get('next')}")
+    st, ans = get_hosts(ing.port, rt, "?sandbox=b000000000ff")
+    hs = ans.get("hosts", [])
+    tap.ok(st == 200 and [h["name"] for h in hs] == ["bulk-255"] and
+           [s["id"] for s in hs[0]["info"]["sandboxes"]] == ["b000000000ff"],
+           f"{where}: sandbox=ID: the host that lists it, with that sandbox only", f"{st} {ans}")
+    st, ans = get_hosts(ing.port, rt, "?sandbox=b00")
+    tap.ok(st == 400 and "4 characters" in ans.get("error", ""), f"{where}: sandbox= shorter than 4: refused",
+           f"{st} {ans}")
+    st, ans = get_hosts(ing.port, rt, "?after=a%20b")
+    tap.ok(st == 400 and "after=" in ans.get("error", ""), f"{where}: a bad after= is refused", f"{st} {ans}")
+    p = ls_all(env, ing, secret, "--json")
+    listed = [h["name"] for h in json.loads(p.stdout)] if p.returncode == 0 else []
+    tap.ok(listed == stored and set(names) <= set(listed),
+           f"{where}: ls --all-hosts --json follows the pages: every host once ({len(listed)})",
+           p.stderr.decode()[-500:])
+    p = ls_all(env, ing, secret)
+    rows = [line.split()[0] for line in p.stdout.decode().splitlines()[1:] if line.startswith("bulk-")]
+    tap.ok(p.returncode == 0 and rows == names, f"{where}: ls --all-hosts prints all 300 (the table)",
+           f"{len(rows)} rows")
+
+
 def escape_case(env, ing, secret, db):
     """A hostile store's row (the ingest refuses such a registration)
     reaches the terminal escaped."""
@@ -272,6 +324,7 @@ def run(where, a, b, store, secret, sa, sb, db=None):
     try:
         listing_case(where, a, b, ing, secret, sa, sb)
         hostile_case(where, ing, secret)
+        paging_case(where, a, ing, secret)
         if db:
             escape_case(a, ing, secret, db)
     finally:
