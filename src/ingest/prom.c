@@ -254,6 +254,11 @@ int sg_prom_server_port(const sg_prom_server *ps)
     return ps->port;
 }
 
+void sg_prom_server_set_access(sg_prom_server *ps, const sg_prom_access *a)
+{
+    ps->access = *a;
+}
+
 uint64_t sg_prom_server_refusals(const sg_prom_server *ps)
 {
     return ps->refused;

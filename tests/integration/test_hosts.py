@@ -303,6 +303,63 @@ def paging_case(where, env, ing, secret):
            f"{len(rows)} rows")
 
 
+def reload_case(env, ing, secret):
+    """sandglass host on SIGHUP: the config and the secret read again; a
+    config that cannot be read changes nothing; SIGHUP at the first line
+    does not kill it (held from the start)."""
+    conf = os.path.join(env.root, "host.conf")
+    wrong = os.path.join(env.root, "wrong-secret")
+    with open(wrong, "w") as f:
+        f.write("ab" * 32 + "\n")
+    os.chmod(wrong, 0o600)
+
+    def write_conf(secret_file: str, extra: str = "") -> None:
+        with open(conf + ".tmp", "w") as f:
+            f.write(f"[ingest]\nurl = {ing.url}\nsecret = {secret_file}\n{extra}")
+        os.rename(conf + ".tmp", conf)
+
+    write_conf(wrong)
+    e = dict(env.env, SANDGLASS_CONFIG=conf)
+    e.pop("SANDGLASS_INGEST", None)
+    log = os.path.join(env.root, "host-reload.log")
+    with open(log, "w") as lf:
+        d = subprocess.Popen([SANDGLASS, "host", "--metrics-listen", "127.0.0.1:0", "--name", "host-hup",
+                              "--heartbeat", "1"], env=e, stdout=subprocess.PIPE, stderr=lf, text=True)
+    env.procs.append(d)
+
+    def logged(what: str) -> bool:
+        with open(log, errors="replace") as f:
+            return what in f.read()
+    try:
+        line = d.stdout.readline()
+        d.send_signal(signal.SIGHUP)  # at once: the handler's, not the default action's (death)
+        tap.ok(line.startswith("metrics on ") and await_true(lambda: logged("SIGHUP: reading"),
+                                                             "the daemon logs the SIGHUP", timeout=T)
+               and d.poll() is None, "sandglass host: SIGHUP right after its first line is handled, not fatal",
+               line)
+        await_true(lambda: logged("cannot register as host-hup"), "the wrong secret's registration is refused",
+                   timeout=T)
+        tap.ok("host-hup" not in ls_json(env, ing, secret), "with the config's wrong secret host-hup is not listed")
+        write_conf(secret)
+        d.send_signal(signal.SIGHUP)
+        tap.ok(await_true(lambda: "host-hup" in ls_json(env, ing, secret), "host-hup registered", timeout=T) and
+               logged("reload: registering as host-hup"),
+               "SIGHUP: the config's new secret is read and the host registers", open(log).read()[-1500:])
+        with open(conf, "a") as f:
+            f.write("bogus = 1\n")
+        d.send_signal(signal.SIGHUP)
+        await_true(lambda: logged("(nothing changed)"), "a broken config's reload is refused", timeout=T)
+        seen = ls_json(env, ing, secret)["host-hup"]["last_seen"]
+        tap.ok(await_true(lambda: ls_json(env, ing, secret)["host-hup"]["last_seen"] > seen,
+                          "host-hup keeps registering", timeout=T) and d.poll() is None,
+               "a config that cannot be read: logged, nothing changed, the host keeps registering",
+               open(log).read()[-1500:])
+    finally:
+        d.send_signal(signal.SIGTERM)
+        rc = d.wait(timeout=T)
+        clean("SIGHUP", "the reloaded host daemon", rc, open(log, errors="replace").read())
+
+
 def escape_case(env, ing, secret, db):
     """A hostile store's row (the ingest refuses such a registration)
     reaches the terminal escaped."""
@@ -327,6 +384,7 @@ def run(where, a, b, store, secret, sa, sb, db=None):
         paging_case(where, a, ing, secret)
         if db:
             escape_case(a, ing, secret, db)
+            reload_case(a, ing, secret)
     finally:
         clean(where, "the ingest", *ing.stop())
 
