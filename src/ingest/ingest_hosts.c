@@ -49,12 +49,15 @@ int ingest_hosts_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     sg_token_claims cl;
     sg_err err;
     int cn = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
-    if (cn <= 0 || cn >= (int)sizeof clen || lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0)
+    if (cn <= 0 || cn >= (int)sizeof clen || lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0) {
+        ing->metrics.host_regs_refused++;
         return sg_http_answer(wsi, req, HTTP_STATUS_LENGTH_REQUIRED,
                               ingest_error_json("a registration needs a Content-Length"));
+    }
     char *end = NULL;
     unsigned long long n = strtoull(clen, &end, 10);
     if (end == clen || *end || n == 0 || n > SG_HOSTREG_BODY_MAX) {
+        ing->metrics.host_regs_refused++;
         snprintf(why_buf, sizeof why_buf, "registration: Content-Length must be 1..%d bytes", SG_HOSTREG_BODY_MAX);
         return sg_http_answer(wsi, req, HTTP_STATUS_REQ_ENTITY_TOO_LARGE, ingest_error_json(why_buf));
     }
@@ -89,9 +92,11 @@ int ingest_hosts_body(struct lws *wsi, sg_http_req *req, const void *in, size_t 
     return 0;
 }
 
-/* The registration in req checked and stored: the answer. */
+/* The registration in req checked and stored: the answer. Counted for
+ * /metrics: stored, or refused (whatever the reason). */
 static int hosts_store(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
+    ing->metrics.host_regs_refused++; /* until it is stored */
     sg_err err = {0};
     sg_autojson json_t *reg = sg_hostreg_parse((const char *)req->post, req->post_len, &err);
     if (!reg) {
@@ -111,6 +116,8 @@ static int hosts_store(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
         return -1;
     if (sg_store_host_put(ing->store, name, text, now, &err) < 0)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    ing->metrics.host_regs_refused--;
+    ing->metrics.host_regs++;
     sg_log(SG_LOG_DEBUG, "host %s registered (%zu sandboxes listed)", name,
            json_array_size(json_object_get(reg, "sandboxes")));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
@@ -122,12 +129,15 @@ int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     if (!req->post) /* answered at once */
         return 0;
     if (!req->post_to) {
+        ing->metrics.host_regs_refused++;
         ingest_log_refused(wsi, "a host's registration", req->post_status, req->post_why);
         return sg_http_answer(wsi, req, req->post_status, ingest_error_json(req->post_why));
     }
-    if (req->post_len != req->post_max)
+    if (req->post_len != req->post_max) {
+        ing->metrics.host_regs_refused++;
         return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                               ingest_error_json("registration: shorter than its Content-Length"));
+    }
     return hosts_store(ing, wsi, req);
 }
 
@@ -194,4 +204,33 @@ int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                           json_pack("{s:o, s:I, s:i, s:o}", "hosts", hosts, "now", (json_int_t)now,
                                     "stale_after_beats", INGEST_HOST_STALE_BEATS, "next", next));
+}
+
+static void hosts_count(uv_timer_t *t)
+{
+    sg_ingest *ing = t->data;
+    int64_t known = 0, stale = 0;
+    sg_err err = {0};
+    if (sg_store_hosts_count(ing->store, (int64_t)time(NULL), INGEST_HOST_STALE_BEATS, &known, &stale, &err) < 0) {
+        sg_log(SG_LOG_WARN, "counting the hosts for /metrics: %s", err.msg);
+        return;
+    }
+    ing->metrics.hosts_known = known;
+    ing->metrics.hosts_stale = stale;
+}
+
+void ingest_hosts_start(sg_ingest *ing)
+{
+    uv_timer_init(ing->loop, &ing->metrics.hosts_timer);
+    ing->metrics.hosts_timer.data = ing;
+    ing->metrics.hosts_timer_on = true;
+    uv_timer_start(&ing->metrics.hosts_timer, hosts_count, 0, INGEST_HOSTS_COUNT_EVERY_S * 1000);
+}
+
+void ingest_hosts_stop(sg_ingest *ing)
+{
+    if (!ing->metrics.hosts_timer_on)
+        return;
+    ing->metrics.hosts_timer_on = false;
+    uv_close((uv_handle_t *)&ing->metrics.hosts_timer, NULL);
 }

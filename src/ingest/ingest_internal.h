@@ -155,6 +155,12 @@ typedef struct ingest_metrics {
     uint64_t batch_count, batch_sum;
     sg_prom_access access;      /* --metrics-token's SHA-256; own: --metrics-listen (prom.h) */
     int port;
+    /* the hosts' registrations (ingest_hosts.c): this node's POSTs, and the
+     * store's hosts as counted every INGEST_HOSTS_COUNT_EVERY_S */
+    uint64_t host_regs, host_regs_refused;
+    int64_t hosts_known, hosts_stale;
+    uv_timer_t hosts_timer;
+    bool hosts_timer_on;
 } ingest_metrics;
 
 struct sg_ingest {
@@ -308,6 +314,11 @@ int ingest_hosts_body(struct lws *wsi, sg_http_req *req, const void *in, size_t 
 int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* GET /v1/hosts with its read token checked (an operator's). */
 int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+/* The count of the store's hosts for /metrics, at start and every
+ * INGEST_HOSTS_COUNT_EVERY_S on the loop (a scrape never asks the store). */
+#define INGEST_HOSTS_COUNT_EVERY_S 10
+void ingest_hosts_start(sg_ingest *ing);
+void ingest_hosts_stop(sg_ingest *ing);
 
 /* ---- ingest_console.c ---- */
 

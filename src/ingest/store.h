@@ -112,6 +112,7 @@ typedef struct sg_store_ops {
     int (*purges)(sg_store *s, int64_t *n, sg_err *err);
     int (*host_put)(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
     json_t *(*hosts)(sg_store *s, const struct sg_store_hosts_query *q, sg_err *err);
+    int (*hosts_count)(sg_store *s, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err);
     int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
     int (*notified)(sg_store *s);
     void (*close)(sg_store *s);
@@ -249,6 +250,9 @@ typedef struct sg_store_hosts_query {
 } sg_store_hosts_query;
 int sg_store_host_put(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
 json_t *sg_store_hosts(sg_store *s, const sg_store_hosts_query *q, sg_err *err);
+/* How many hosts are registered, and how many of them are stale at now:
+ * not seen for more than stale_beats of their own heartbeats. */
+int sg_store_hosts_count(sg_store *s, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err);
 /* One row of it, for the backends: NULL when info is not JSON. */
 json_t *sg_store_host_row(const char *name, const char *info, int64_t last_seen);
 /* Commit notices from every node writing the store (PostgreSQL: LISTEN;

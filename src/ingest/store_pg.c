@@ -837,6 +837,23 @@ static json_t *pg_hosts(sg_store *base, const sg_store_hosts_query *q, sg_err *e
     return arr;
 }
 
+static int pg_hosts_count(sg_store *base, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err)
+{
+    char n[24], b[16];
+    snprintf(n, sizeof n, "%lld", (long long)now);
+    snprintf(b, sizeof b, "%d", stale_beats);
+    const char *const p[] = {n, b};
+    pg_autoclear PGresult *r = query((pg_store *)base,
+                                     "SELECT count(*), count(*) FILTER (WHERE $1::bigint - last_seen > $2::bigint *"
+                                     " coalesce((info::jsonb ->> 'heartbeat_s')::bigint, 1)) FROM sg_hosts",
+                                     2, p, "count hosts", err);
+    if (!r)
+        return -1;
+    *known = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *stale = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    return 0;
+}
+
 static int pg_listen(sg_store *base, sg_err *err)
 {
     pg_store *s = (pg_store *)base;
@@ -886,6 +903,7 @@ static const sg_store_ops pg_ops = {
     .purges = pg_purges,
     .host_put = pg_host_put,
     .hosts = pg_hosts,
+    .hosts_count = pg_hosts_count,
     .listen = pg_listen,
     .notified = pg_notified,
     .close = pg_close,

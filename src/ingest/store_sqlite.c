@@ -563,6 +563,27 @@ static json_t *sqlite_hosts(sg_store *base, const sg_store_hosts_query *q, sg_er
     return arr;
 }
 
+static int sqlite_hosts_count(sg_store *base, int64_t now, int stale_beats, int64_t *known, int64_t *stale,
+                              sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT count(*), coalesce(sum(?1 - last_seen > ?2 * coalesce(json_extract(info,"
+                           " '$.heartbeat_s'), 1)), 0) FROM sg_hosts",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "count hosts");
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int64(st, 2, stale_beats);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *known = sqlite3_column_int64(st, 0);
+        *stale = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : db_fail(s, err, "count hosts");
+}
+
 static void sqlite_close(sg_store *base)
 {
     sqlite_store *s = (sqlite_store *)base;
@@ -592,6 +613,7 @@ static const sg_store_ops sqlite_ops = {
     .purges = sqlite_purges,
     .host_put = sqlite_host_put,
     .hosts = sqlite_hosts,
+    .hosts_count = sqlite_hosts_count,
     .close = sqlite_close,
 };
 

@@ -301,6 +301,39 @@ def paging_case(where, env, ing, secret):
     rows = [line.split()[0] for line in p.stdout.decode().splitlines()[1:] if line.startswith("bulk-")]
     tap.ok(p.returncode == 0 and rows == names, f"{where}: ls --all-hosts prints all 300 (the table)",
            f"{len(rows)} rows")
+    metrics_case(where, ing, len(set(seen)))
+
+
+def scrape(port: int) -> str:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    return text
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return -1
+
+
+def metrics_case(where, ing, known):
+    """The ingest's /metrics counts the registrations and the hosts, and
+    names none."""
+    await_true(lambda: metric(scrape(ing.port), "sandglass_ingest_hosts") == known,
+               f"{where}: /metrics counts the {known} hosts in the store (counted every 10 s)", timeout=T,
+               diag=lambda: scrape(ing.port)[-3000:])
+    text = scrape(ing.port)
+    # host-a, host-b (their daemons stopped) and host-x (one registration, heartbeat 1 s) are stale
+    tap.ok(metric(text, "sandglass_ingest_hosts_stale") == 3 and
+           metric(text, "sandglass_ingest_host_registrations_total") >= 301 and
+           metric(text, "sandglass_ingest_host_registrations_refused_total") >= 14,
+           f"{where}: /metrics: stale hosts, registrations stored and refused",
+           "\n".join(x for x in text.splitlines() if "host" in x))
+    tap.ok("bulk-" not in text and "host-a" not in text and "host-x" not in text,
+           f"{where}: /metrics names no host (counts only)")
 
 
 def reload_case(env, ing, secret):
