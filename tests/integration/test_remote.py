@@ -16,7 +16,9 @@ sandboxes), host A only the CLI.
 - B's serve refuses, each with its reason: no token, an expired token, a
   replayed one (single use), a tampered one, one of another key, one for
   another sandbox, one for the other action, one that claims to live an
-  hour, a read token (wrong kind), a body with an unknown field.
+  hour, a read token (wrong kind), a body with an unknown field;
+- over https (a CA the test makes): refused without --ingest-ca (the
+  certificate is verified), done with it.
 
 No check depends on speed: every wait polls for its event with a deadline.
 TAP output."""
@@ -29,23 +31,24 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASS, Env, await_true, refused_port, tap  # noqa: E402
+from sgtest import SANDGLASS, Env, await_true, make_ca, make_cert, refused_port, tap  # noqa: E402
 from test_hosts import Host, Ingest, clean, ls_json, mint, post, registration  # noqa: E402
 
 T = 60
 
 
 class Serve:
-    def __init__(self, env: Env, secret: str):
-        self.log = os.path.join(env.root, "serve.log")
+    def __init__(self, env: Env, secret: str, *tls: str):
+        self.log = os.path.join(env.root, f"serve-{len(env.procs)}.log")
         with open(self.log, "w") as log:
-            self.p = env.spawn([SANDGLASS, "serve", "--listen", "127.0.0.1:0", "--secret", secret],
+            self.p = env.spawn([SANDGLASS, "serve", "--listen", "127.0.0.1:0", "--secret", secret, *tls],
                                stdout=subprocess.PIPE, stderr=log, text=True)
         line = self.p.stdout.readline()
-        if not line.startswith("serving terminals on http://127.0.0.1:"):
+        scheme = "https" if tls else "http"
+        if not line.startswith(f"serving terminals on {scheme}://127.0.0.1:"):
             raise RuntimeError(f"serve did not start: {line!r}")
         self.port = int(line.strip().rstrip("/").rsplit(":", 1)[1])
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     def stop(self):
         self.p.terminate()
@@ -158,6 +161,37 @@ def serve_cases(b: Env, srv: Serve, secret: str, sid: str, other: str):
            "a destroy of a sandbox this host does not have: the local command's error (409)", f"{st} {ans}")
 
 
+def tls_case(a: Env, b: Env, ing: Ingest, secret: str):
+    """Host B's serve on https: the CLI verifies it by --ingest-ca, and
+    refuses it without the CA that signed it. B's host daemon is stopped:
+    the host is registered by hand, listing a sandbox made since."""
+    pki = os.path.join(a.root, "pki")
+    os.makedirs(pki)
+    make_ca(pki, "ca")
+    make_cert(pki, "serve", "IP:127.0.0.1")
+    sid = b.create("--learner", "carol")
+    srv = Serve(b, secret, "--tls-cert", os.path.join(pki, "serve.pem"), "--tls-key", os.path.join(pki, "serve.key"))
+    try:
+        reg = registration("host-tls", serve_url=srv.url, heartbeat_s=60)
+        reg["sandboxes"][0]["id"] = sid
+        st, ans = post(ing.port, mint(secret, {"h": "host-tls", "exp": int(time.time()) + 300}),
+                       json.dumps(reg).encode())
+        tap.ok(st == 200, "host-tls registered with an https serve URL", f"{st} {ans}")
+        opts = ["--ingest", ing.url, "--secret", secret]
+        p = a.run("abort", sid, *opts, timeout=T)
+        tap.ok(p.returncode == 1 and b"TLS with serve at 127.0.0.1:" in p.stderr and
+               b"certificate verify failed" in p.stderr and state_of(b, sid) == "running",
+               "https serve, no CA given: refused (certificate verify failed), nothing done", p.stderr.decode())
+        p = a.run("abort", sid, "--ingest-ca", os.path.join(pki, "ca.pem"), *opts, timeout=T)
+        tap.ok(p.returncode == 0 and p.stdout.decode().startswith(f"aborted {sid} ") and state_of(b, sid) == "aborted",
+               "https serve verified by --ingest-ca: aborted", p.stdout.decode() + p.stderr.decode())
+        p = a.run("destroy", sid, "--ingest-ca", os.path.join(pki, "ca.pem"), *opts, timeout=T)
+        tap.ok(p.returncode == 0 and state_of(b, sid) is None, "and destroyed over https",
+               p.stdout.decode() + p.stderr.decode())
+    finally:
+        clean("host B", "its https serve", *srv.stop())
+
+
 def main() -> int:
     if os.geteuid() != 0:
         tap.skip("abort and destroy on another host", "needs root (real sandboxes)")
@@ -175,8 +209,11 @@ def main() -> int:
                        == set(sbs), "host-b registered its sandboxes", timeout=T)
             s3 = remote_cases(a, b, ing, secret, sbs)
             serve_cases(b, srv, secret, s3, sbs[0])
-        finally:
             clean("host B", "its host daemon", *host.stop())
+            tls_case(a, b, ing, secret)
+        finally:
+            if host.p.poll() is None:
+                clean("host B", "its host daemon", *host.stop())
             rc, log = srv.stop()
             clean("host B", "serve", rc, log)
             tap.ok("refused abort" in log and "abort of " in log, "serve logs the actions and the refusals",
