@@ -17,7 +17,10 @@
  * (cli/hostreg.h, wire/hostreg.h): its name, serve's URL, capacity,
  * version and sandboxes. Each registration runs on libuv's thread pool
  * (its HTTP exchange blocks for up to the client's timeouts), one at a
- * time: a beat that finds the last one still running is skipped.
+ * time: a beat that finds the last one still running is skipped. A
+ * sandbox made or destroyed (<state>/sb changes; root only, as the pool)
+ * brings the next registration to within a second, so that the store
+ * knows a new sandbox's host before the next heartbeat.
  *
  * SIGHUP reads the config, the secret and the metrics token again
  * (on_hup); new registration settings take over between two
@@ -53,6 +56,8 @@
 #include "wire/hostreg.h"
 
 #define HOST_METRICS_DEFAULT "127.0.0.1:9464"
+#define REG_SOON_MS 1000 /* a registration this soon after a sandbox is made or gone */
+#define REG_SOON_TRIES 30 /* ... and again while a sandbox's record is not whole, this many times */
 #define POOL_LOOK_MS 10000 /* the pool is looked at this often, besides on each change of its directory */
 
 static const char usage[] =
@@ -111,6 +116,9 @@ typedef struct host_ctx {
     bool pool_on;         /* pool_start ran: its handles exist (root only) */
     /* the registration (none when reg.on is false) */
     bool reg_busy, reg_ok, reg_tried, reg_timer_on;
+    bool reg_wanted; /* a sandbox made or gone since the last registration started */
+    size_t reg_unready; /* the last registration's sandboxes left out, their records not whole */
+    unsigned reg_retries; /* registrations in a row that found some */
     uv_timer_t reg_timer;
     uv_work_t reg_work;
     reg_cfg reg;       /* in force (read by reg_run off the loop: replaced only while none runs) */
@@ -265,9 +273,14 @@ static void pool_look(host_ctx *hc)
     hc->refill = p;
 }
 
+static void reg_soon(host_ctx *hc);
+
 static void on_pool_change(uv_fs_event_t *h, const char *name, int events, int status)
 {
-    pool_look(h->data);
+    host_ctx *hc = h->data;
+    pool_look(hc);
+    if (h == &hc->sb_watch) /* a sandbox made or gone: the store learns it soon, not at the next beat */
+        reg_soon(hc);
 }
 
 static void on_pool_timer(uv_timer_t *t)
@@ -320,7 +333,8 @@ static void reg_run(uv_work_t *w)
 {
     host_ctx *hc = w->data;
     hc->reg_err = (sg_err){0};
-    sg_autojson json_t *reg = sg_cli_host_registration(hc->name, hc->serve_url, hc->heartbeat_s, &hc->reg_err);
+    sg_autojson json_t *reg =
+        sg_cli_host_registration(hc->name, hc->serve_url, hc->heartbeat_s, &hc->reg_unready, &hc->reg_err);
     if (reg && sg_cli_host_register(&hc->reg.target, hc->reg.secret, reg, &hc->reg_err) == 0)
         hc->reg_err.code = 0, hc->reg_err.msg[0] = '\0';
     else if (hc->reg_err.msg[0] == '\0')
@@ -343,6 +357,11 @@ static void reg_done(uv_work_t *w, int status)
                hc->heartbeat_s);
     hc->reg_tried = true;
     hc->reg_ok = ok;
+    /* a sandbox made or gone while it ran, or one still being made (its
+     * record not whole: looked at again, REG_SOON_TRIES times at most) */
+    hc->reg_retries = hc->reg_unready ? hc->reg_retries + 1 : 0;
+    if (hc->reg_wanted || (hc->reg_unready && hc->reg_retries <= REG_SOON_TRIES))
+        reg_soon(hc);
     if (hc->reg_next_set) { /* a reload came meanwhile */
         hc->reg_next_set = false;
         reg_apply(hc, &hc->reg_next);
@@ -354,10 +373,12 @@ static void on_reg_timer(uv_timer_t *t)
 {
     host_ctx *hc = t->data;
     if (hc->reg_busy)
-        return;
+        return; /* a change's (reg_wanted) goes after it: reg_done */
     hc->reg_work.data = hc;
-    if (uv_queue_work(&hc->loop, &hc->reg_work, reg_run, reg_done) == 0)
+    if (uv_queue_work(&hc->loop, &hc->reg_work, reg_run, reg_done) == 0) {
         hc->reg_busy = true;
+        hc->reg_wanted = false; /* this one reads the state directory as it is now */
+    }
 }
 
 static void reg_start(host_ctx *hc)
@@ -375,6 +396,16 @@ static void reg_stop(host_ctx *hc)
         uv_close((uv_handle_t *)&hc->reg_timer, NULL); /* a registration running ends on its own */
     hc->reg_timer_on = false;
     hc->reg.on = false;
+}
+
+/* A registration within REG_SOON_MS (a burst of changes is one), unless
+ * one is due sooner anyway. */
+static void reg_soon(host_ctx *hc)
+{
+    hc->reg_wanted = true;
+    if (!hc->reg.on || !hc->reg_timer_on || uv_timer_get_due_in(&hc->reg_timer) <= REG_SOON_MS)
+        return;
+    uv_timer_start(&hc->reg_timer, on_reg_timer, REG_SOON_MS, (uint64_t)hc->heartbeat_s * 1000);
 }
 
 /* c in force (none running: reg_run reads it), and a registration now

@@ -30,13 +30,18 @@ static json_t *iso_or_null(time_t t)
 }
 
 /* One sandbox as the registration lists it (NULL: not listed: a spare,
- * or no record). Its state as ls tells it, without taking over a
- * supervisor (that is ls's, run by an operator). */
-static json_t *sandbox_row(const char *id)
+ * or no record: *unready set when it may be one being made). Its state as
+ * ls tells it, without taking over a supervisor (that is ls's, run by an
+ * operator). */
+static json_t *sandbox_row(const char *id, bool *unready)
 {
     sg_sandbox_meta m;
-    if (sg_sandbox_meta_load(id, &m, NULL) < 0)
+    if (sg_sandbox_meta_load(id, &m, NULL) < 0) {
+        *unready = true;
         return NULL;
+    }
+    if (!m.created[0])
+        *unready = true;
     json_t *row = NULL;
     if (strcmp(m.learner, SG_POOL_LEARNER) != 0 && sg_valid_name(m.learner) && m.created[0]) {
         char by[32], reason[256];
@@ -76,15 +81,19 @@ char *sg_cli_read_token(const char *token, const char *secret, int64_t ttl_s, sg
     return sg_token_make_read(key, NULL, NULL, NULL, ttl_s, err);
 }
 
-json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, sg_err *err)
+json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, size_t *unready,
+                                 sg_err *err)
 {
+    *unready = 0;
     sg_autostrv char **ids = sg_state_list(err);
     if (!ids)
         return NULL;
     json_t *sbs = json_array();
     size_t total = 0;
     for (size_t i = 0; ids[i]; i++) {
-        json_t *row = sandbox_row(ids[i]);
+        bool not_yet = false;
+        json_t *row = sandbox_row(ids[i], &not_yet);
+        *unready += not_yet;
         if (!row)
             continue;
         if (total++ < SG_HOSTREG_SANDBOXES_MAX)

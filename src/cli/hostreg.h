@@ -29,8 +29,11 @@ json_t *sg_cli_hosts_all(const sg_cli_target *t, const char *token, const char *
 
 /* This host's registration (wire/hostreg.h) from the state directory:
  * name, serve_url (NULL: none), heartbeat_s, capacity, version and at most
- * SG_HOSTREG_SANDBOXES_MAX sandboxes (the pool's spares left out). */
-json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, sg_err *err);
+ * SG_HOSTREG_SANDBOXES_MAX sandboxes (the pool's spares left out);
+ * *unready: the sandboxes left out for a record not (yet) whole, such as
+ * one being made. */
+json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, size_t *unready,
+                                 sg_err *err);
 
 /* POSTs reg to t's /v1/hosts with a fresh host token for its name: 0, or
  * -1 with err (the ingest's refusal named). */

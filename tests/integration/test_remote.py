@@ -203,10 +203,17 @@ def main() -> int:
         sbs = [b.create("--learner", "bob") for _ in range(3)]
         ing = Ingest(a, f"sqlite:{os.path.join(a.root, 'events.db')}", secret)
         srv = Serve(b, secret)
-        host = Host(b, ing, secret, "host-b", "--serve-url", srv.url)
+        # a heartbeat of 600 s: what the store learns sooner comes from the
+        # host daemon's watch of its sandboxes
+        host = Host(b, ing, secret, "host-b", "--serve-url", srv.url, "--heartbeat", "600")
+        listed = lambda: {s["id"] for s in ls_json(a, ing, secret).get("host-b", {}).get("sandboxes", [])}  # noqa: E731
         try:
-            await_true(lambda: {s["id"] for s in ls_json(a, ing, secret).get("host-b", {}).get("sandboxes", [])}
-                       == set(sbs), "host-b registered its sandboxes", timeout=T)
+            await_true(lambda: listed() == set(sbs), "host-b registered its sandboxes", timeout=T)
+            fresh = b.create("--learner", "dave")
+            await_true(lambda: fresh in listed(), "a sandbox made on host B is in the store within seconds, "
+                       "not at the next heartbeat (600 s)", timeout=T)
+            b.run("destroy", fresh, timeout=T)
+            await_true(lambda: fresh not in listed(), "and one destroyed leaves it as soon", timeout=T)
             s3 = remote_cases(a, b, ing, secret, sbs)
             serve_cases(b, srv, secret, s3, sbs[0])
             clean("host B", "its host daemon", *host.stop())
