@@ -103,10 +103,12 @@ static int find_host(const remote_opts *o, const sg_cli_target *t, remote_host *
     sg_autofree const char **ids = NULL;
     size_t n = 0, i, j;
     json_t *h, *sb;
-    json_array_foreach(hosts, i, h) json_array_foreach(json_object_get(json_object_get(h, "info"), "sandboxes"), j, sb)
-    {
-        ids = sg_xrealloc(ids, (n + 1) * sizeof *ids);
-        ids[n++] = json_string_value(json_object_get(sb, "id"));
+    json_array_foreach(hosts, i, h) {
+        json_t *sbs = json_object_get(json_object_get(h, "info"), "sandboxes");
+        json_array_foreach(sbs, j, sb) {
+            ids = sg_xrealloc(ids, (n + 1) * sizeof *ids);
+            ids[n++] = json_string_value(json_object_get(sb, "id"));
+        }
     }
     char id[SG_ID_LEN + 1];
     if (sg_id_resolve(o->arg, ids, n, where, id, sizeof id, err) < 0)

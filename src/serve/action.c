@@ -355,13 +355,13 @@ int serve_action_body_done(sg_serve *srv, struct lws *wsi, serve_http *h)
         status = HTTP_STATUS_BAD_REQUEST, why = "the body is not JSON";
     if (!why && (why = body_check(h, body, &reason)))
         status = strncmp(why, "wrong sandbox", 13) == 0 ? HTTP_STATUS_FORBIDDEN : HTTP_STATUS_BAD_REQUEST;
+    if (!why && srv->nactions >= SERVE_ACTIONS) /* before the nonce: the token is not spent */
+        status = HTTP_STATUS_SERVICE_UNAVAILABLE, why = "too many actions running: try again later";
     int t = why ? 0 : nonce_take(srv, h->claims.nonce, h->claims.exp, (int64_t)time(NULL));
     if (t > 0)
         status = HTTP_STATUS_UNAUTHORIZED, why = "action token already used (each is good for one request)";
     else if (t < 0)
         status = HTTP_STATUS_SERVICE_UNAVAILABLE, why = "too many actions in the last minute: try again later";
-    else if (!why && srv->nactions >= SERVE_ACTIONS)
-        status = HTTP_STATUS_SERVICE_UNAVAILABLE, why = "too many actions running: try again later";
     if (why) {
         char addr[SERVE_ADDR_MAX] = "?";
         lws_get_peer_simple(wsi, addr, sizeof addr);
