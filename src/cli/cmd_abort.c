@@ -126,7 +126,7 @@ int sg_cmd_abort(int argc, char **argv)
         return sg_cli_fail("abort", err.msg);
     if (sg_state_resolve_id(argv[optind], id, &err) < 0) {
         /* not here: another host's, through its serve (sandglassd speaks HTTP) */
-        if (err.code == ENOENT && (ingest || sg_config_ingest()))
+        if (err.code == ENOENT && (ingest || sg_config_ingest_given()))
             return sg_cli_handoff("abort", argv);
         return sg_cli_fail("abort", err.msg);
     }

@@ -274,7 +274,7 @@ int sg_cmd_destroy(int argc, char **argv)
             char id[SG_ID_LEN + 1];
             /* one id that is not here: another host's, through its serve (sandglassd speaks HTTP) */
             if (sg_state_resolve_id(o.args[n], id, &err) < 0 && err.code == ENOENT && o.nargs == 1 &&
-                (o.ingest || sg_config_ingest()))
+                (o.ingest || sg_config_ingest_given()))
                 return sg_cli_handoff("destroy", orig + 1);
             if (err.code || !(ids[n] = strdup(id)))
                 return sg_cli_fail("destroy", err.msg[0] ? err.msg : "out of memory");

@@ -182,7 +182,7 @@ static json_t *serve_call(const remote_opts *o, const remote_host *h, const char
 /* The ingest's target, and the sandbox's host: 0, or the exit status. */
 static int remote_setup(const remote_opts *o, remote_host *h)
 {
-    const char *ingest = o->ingest ? o->ingest : sg_config_ingest();
+    const char *ingest = o->ingest ? o->ingest : sg_config_ingest_given();
     sg_err err = {0};
     if (!ingest)
         return sg_cli_usage(o->cmd, "no sandbox '%s' here, and no --ingest to find it on another host", o->arg);

@@ -114,6 +114,12 @@ const char *sg_config_get(sg_conf_key key, const char **origin)
     return vals[key].value;
 }
 
+const char *sg_config_ingest_given(void)
+{
+    const char *v = sg_config_get(SG_CONF_INGEST, NULL);
+    return v && *v ? v : NULL;
+}
+
 const char *sg_config_ingest(void)
 {
     const char *v = sg_config_get(SG_CONF_INGEST, NULL);

@@ -83,6 +83,9 @@ const char *sg_config_key_name(sg_conf_key key);
 /* The ingest URL(s) a command uses without --ingest: the config's, else
  * ws://127.0.0.1:7433. */
 const char *sg_config_ingest(void);
+/* The ingest URL(s) the config or the environment gives; NULL when none
+ * (no default: abort and destroy ask another host only when told where). */
+const char *sg_config_ingest_given(void);
 
 /* The secret file a command uses without --secret (caller frees): the
  * config's, else <state>/ingest/secret. */
