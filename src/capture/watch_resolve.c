@@ -323,8 +323,15 @@ static bool grave_held(sg_watch *w, const node *g, bool force, uint64_t now)
 uint64_t watch_next_due(sg_watch *w, uint64_t now)
 {
     uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull, soonest = UINT64_MAX;
+    size_t visits = 0;
     for (node *n = w->dhead; n; n = n->dnext) {
         uint64_t left;
+        if (visits++ >= SG_WATCH_HOLD_MAX + SG_WATCH_WALK_SKIP) {
+            /* a long list (read_ready's bound): the rest after a turn */
+            left = SG_WATCH_TURN_US * 1000ull;
+            soonest = left < soonest ? left : soonest;
+            break;
+        }
         if (held_new(w, n, now)) {
             left = n->born_ns + w->hold_ns - now;
         } else if (!n->writing) {
@@ -358,8 +365,20 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     size_t nwork = 0, wcap = 0, nsorted = w->ngraves, held = 0;
     if (nsorted && w->hold_ns)
         qsort(w->graves, nsorted, sizeof(*w->graves), grave_cmp);
+    bool full = force;
+    size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
+    /* The walk itself is bounded: a learner can make the dirty list as
+     * long as the workspace (130,000 files touched after an overflow), and
+     * walking all of it to take this turn's few and put the rest back cost
+     * 50-170 ms a turn. The oldest come first; the rest wait in place (and
+     * may claim a grave: the deletions wait with them). */
+    size_t visits = 0, max_visits = max_files + SG_WATCH_HOLD_MAX + SG_WATCH_WALK_SKIP;
     for (node *n = w->dhead, *next; n; n = next) {
         next = n->dnext;
+        if (nwork > max_files || visits++ >= max_visits) {
+            *deferred = true;
+            break;
+        }
         if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
             continue;
         if (!force && held < SG_WATCH_HOLD_MAX && held_new(w, n, now) && !new_claims_grave(w, nsorted, n)) {
@@ -372,9 +391,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     }
     /* The read budget: past the bucket or this turn's slice (a flush has
      * no slice of its own), the rest waits on the dirty list. */
-    bool full = force;
     uint64_t start = w->read_bytes, turn = 0, slice = full ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
-    size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
     bool over = false;
     size_t text_held = 0; /* text read this round, held until its diff: at most the cache's bound */
     for (size_t i = 0; i < nwork; i++) {

@@ -237,7 +237,7 @@ void watch_dir_queue_tree(sg_watch *w, const node *d)
 
 bool watch_busy(const sg_watch *w)
 {
-    return w->dhead || w->ngraves || w->need_rescan || w->ndirq;
+    return w->dhead || w->ngraves || w->need_rescan || w->rs_active || w->ndirq;
 }
 
 /* Takes a node out of the tree. A file whose content was reported goes to
