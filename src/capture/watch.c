@@ -138,6 +138,19 @@ void sg_watch_hurry(sg_watch *w, bool on)
         w->hurry = on;
 }
 
+void sg_watch_set_yield(sg_watch *w, sg_watch_yield_fn fn, void *ud)
+{
+    if (w) {
+        w->yield = fn;
+        w->yield_ud = ud;
+    }
+}
+
+bool watch_yield(sg_watch *w)
+{
+    return w->yield && w->yield(w->yield_ud);
+}
+
 int sg_watch_flush(sg_watch *w, sg_err *err)
 {
     if (watch_read_events(w, !w->hurry, err) < 0)

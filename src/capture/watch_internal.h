@@ -148,6 +148,8 @@ struct sg_watch {
     uint64_t read_deferred; /* dirty files put off for the budget, ever */
     uint64_t file_cost_ns; /* what resolving one file cost lately (moving average) */
     bool hurry;            /* sg_watch_hurry: a flush leaves the changes to the loop */
+    sg_watch_yield_fn yield; /* sg_watch_set_yield: the turn gives way */
+    void *yield_ud;
     /* overflow rescans, rate-limited (SG_WATCH_RESCAN_MIN_MS) */
     uint64_t rescan_next_ns;
     /* the overflow rescan under way, in pieces (watch_rescan_turn) */
@@ -220,6 +222,8 @@ void watch_rescan_dir(sg_watch *w, node *d);
 /* The overflow's rescan: started when asked for and due, then a slice of
  * it per call (unbounded: to the end). */
 void watch_rescan_turn(sg_watch *w, bool unbounded);
+/* Whether the turn gives way now (sg_watch_set_yield). */
+bool watch_yield(sg_watch *w);
 /* Drops a rescan under way (the watcher is freed). */
 void watch_rescan_clear(sg_watch *w);
 /* Reads inotify until it is empty (or the per-turn bound). 1 if drained. */

@@ -407,7 +407,8 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
             turn += used;
             if (i > 0)
                 w->read_tokens -= SG_WATCH_FILE_COST; /* the open, the stat: a file is never free */
-            over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0;
+            over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0 ||
+                   (i > 0 && watch_yield(w));
         }
         if (over) {
             watch_dirty_mark(w, n, -1);
@@ -617,7 +618,7 @@ static int resolve_(sg_watch *w, bool force, bool *text_full)
     uint64_t until = t0 + (force ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull;
     for (size_t i = 0; i < acts.n; i++) {
         action *a = &acts.v[i];
-        if (i > 0 && sg_now_mono_ns() > until && put_off(w, a))
+        if (i > 0 && (sg_now_mono_ns() > until || watch_yield(w)) && put_off(w, a))
             continue;
         /* Past the owner's budget no payload is made: no diff, no JSON
          * (the state is still adopted, so the next change is right). */

@@ -399,7 +399,8 @@ static bool rescan_step(sg_watch *w, uint64_t budget_ns)
         while ((de = readdir(w->rs_dir))) {
             if (rescan_entry(w, d, dirfd(w->rs_dir), de->d_name, w->rs_gen))
                 rescan_todo_push(w, watch_child_path(d, de->d_name));
-            if (budget_ns && ++n % SG_WATCH_RESCAN_CHECK == 0 && sg_now_mono_ns() - t0 >= budget_ns) {
+            if (budget_ns && ++n % SG_WATCH_RESCAN_CHECK == 0 &&
+                (sg_now_mono_ns() - t0 >= budget_ns || watch_yield(w))) {
                 cut = true;
                 break;
             }
@@ -621,6 +622,8 @@ int watch_read_events(sg_watch *w, bool unbounded, sg_err *err)
     char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
     int max = unbounded ? 16 * READS_PER_CALLBACK : READS_PER_CALLBACK;
     for (int i = 0; i < max; i++) {
+        if (i > 0 && watch_yield(w))
+            return 0; /* the rest at the next turn */
         ssize_t n = read(w->ifd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
