@@ -177,6 +177,8 @@ struct sg_watch {
 
 int64_t watch_ts_ns(const struct timespec *t);
 node *watch_kid_find(const node *dir, const char *name);
+/* The node at a relative path ("": the root), or NULL. */
+node *watch_path_find(sg_watch *w, const char *path);
 void watch_kid_add(node *dir, node *n);
 void watch_kid_remove(node *n);
 node *watch_wd_find(const sg_watch *w, int wd);

@@ -295,16 +295,6 @@ static bool new_claims_grave(sg_watch *w, size_t nsorted, const node *n)
     return grave_find(w, nsorted, path) != NULL;
 }
 
-/* The node at a relative path, or NULL. */
-static node *path_find(sg_watch *w, const char *path)
-{
-    node *d = w->root;
-    sg_autofree char *buf = sg_xstrdup(path);
-    char *save = NULL;
-    for (char *c = strtok_r(buf, "/", &save); c && d; c = strtok_r(NULL, "/", &save))
-        d = d->is_dir ? watch_kid_find(d, c) : NULL;
-    return d;
-}
 
 /* A grave not yet claimed is kept through the hold (from when its file
  * left), and as long as a file at its path is still to be read: an
@@ -316,7 +306,7 @@ static bool grave_held(sg_watch *w, const node *g, bool force, uint64_t now)
         return false;
     if (now - g->dirty_ns < w->hold_ns)
         return true;
-    node *k = path_find(w, g->orig_path);
+    node *k = watch_path_find(w, g->orig_path);
     return k && !k->is_dir && k->dirty;
 }
 
@@ -587,7 +577,7 @@ static int resolve_dirs(sg_watch *w, bool force)
             emitted += dir_emit(w, w->dirq[i].path, true);
     for (size_t i = 0; i < w->ndirq; i++) {
         dir_item *q = &w->dirq[i];
-        node *d = q->gone ? NULL : path_find(w, q->path);
+        node *d = q->gone ? NULL : watch_path_find(w, q->path);
         if (d && d->is_dir && d->parent && !d->rep && !d->nkids) {
             if ((!force && now - q->at_ns < SG_WATCH_HOLD_MS * 1000000ull) || grave_held_under(w, q->path)) {
                 w->dirq[keep++] = *q;

@@ -349,11 +349,7 @@ void watch_rescan_clear(sg_watch *w)
 /* The directory node at rel, or NULL. */
 static node *dir_at(sg_watch *w, const char *rel)
 {
-    node *d = w->root;
-    sg_autofree char *buf = sg_xstrdup(rel);
-    char *save = NULL;
-    for (char *c = strtok_r(buf, "/", &save); c && d; c = strtok_r(NULL, "/", &save))
-        d = d->is_dir ? watch_kid_find(d, c) : NULL;
+    node *d = watch_path_find(w, rel);
     return d && d->is_dir ? d : NULL;
 }
 
