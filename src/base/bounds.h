@@ -50,10 +50,16 @@
 #define SG_WATCH_TURN_US 10000
 #define SG_WATCH_FLUSH_US 1000000 /* ... and a flush (an exec's end) at most this long */
 #define SG_WATCH_FILE_COST 4096   /* bytes of the bucket a file read costs at least */
+/* Dirty files a turn passes over without taking them (open writers not
+ * yet at their cap): past them the rest of the list waits for a turn. */
+#define SG_WATCH_WALK_SKIP 4096
 /* A full rescan after an inotify overflow waits at least this long after
  * the last one, and at least 4x the last one's duration (so a learner who
  * overflows the queue again and again gets at most ~20% of a core). */
 #define SG_WATCH_RESCAN_MIN_MS 500
+/* The rescan goes in slices of SG_WATCH_TURN_US, one a loop turn; the
+ * clock is read every this many entries. */
+#define SG_WATCH_RESCAN_CHECK 64
 #define SG_SPOOL_RECORD_MAX (1024 * 1024) /* one spool record */
 #define SG_CG_MAX_DEPTH 8               /* nested cgroups walked below a sandbox cgroup */
 #define SG_ROOTFS_COPY_MAX (256 * 1024) /* /etc files copied into the root; larger are bound */

@@ -93,9 +93,11 @@ static void on_timer(uv_poll_t *h, int status, int events)
         return; /* re-armed meanwhile */
     w->armed = 0;
     uint64_t rescan_wait = 0;
-    if (w->need_rescan && watch_rescan_due(w, &rescan_wait)) {
+    if (w->rs_active) {
+        watch_rescan_turn(w, false); /* the next slice of the one under way */
+    } else if (w->need_rescan && watch_rescan_due(w, &rescan_wait)) {
         sg_err err = {0};
-        watch_read_events(w, false, &err); /* the rescan runs once drained */
+        watch_read_events(w, false, &err); /* the rescan starts once drained */
     }
     resolve_settled(w);
     if (!watch_busy(w))
@@ -106,8 +108,8 @@ static void on_timer(uv_poll_t *h, int status, int events)
     uint64_t budget = w->dhead ? watch_budget_wait(w) : 0;
     if (budget > soonest)
         soonest = budget;
-    if (w->need_rescan) {
-        uint64_t r = rescan_wait ? rescan_wait : SG_WATCH_SETTLE_US * 1000ull;
+    if (w->need_rescan || w->rs_active) {
+        uint64_t r = rescan_wait && !w->rs_active ? rescan_wait : SG_WATCH_SETTLE_US * 1000ull;
         if (r < soonest || !w->dhead)
             soonest = r;
     }
@@ -136,6 +138,19 @@ void sg_watch_hurry(sg_watch *w, bool on)
         w->hurry = on;
 }
 
+void sg_watch_set_yield(sg_watch *w, sg_watch_yield_fn fn, void *ud)
+{
+    if (w) {
+        w->yield = fn;
+        w->yield_ud = ud;
+    }
+}
+
+bool watch_yield(sg_watch *w)
+{
+    return w->yield && w->yield(w->yield_ud);
+}
+
 int sg_watch_flush(sg_watch *w, sg_err *err)
 {
     if (watch_read_events(w, !w->hurry, err) < 0)
@@ -162,6 +177,7 @@ void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out)
 
 static void free_all(sg_watch *w)
 {
+    watch_rescan_clear(w);
     if (w->root)
         watch_node_detach(w, w->root, false);
     w->root = NULL;

@@ -158,6 +158,13 @@ int sg_watch_flush(sg_watch *w, sg_err *err);
  * after: the kill switch's own flushes (the killed execs' ends) never wait
  * for a learner's pile of changes, nor for a new checkpoint worker. */
 void sg_watch_hurry(sg_watch *w, bool on);
+/* Asked between pieces of the watcher's work in a loop turn (each inotify
+ * read, each file resolved, every few entries of a rescan): true ends the
+ * turn there, its rest left for the next, so that a request the kill
+ * switch took (an abort, a destroy: killswitch.h's ks_kill_waiting) is
+ * handled at once. Called on the loop's thread; fn must be cheap. */
+typedef bool (*sg_watch_yield_fn)(void *ud);
+void sg_watch_set_yield(sg_watch *w, sg_watch_yield_fn fn, void *ud);
 
 void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
 

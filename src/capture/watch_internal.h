@@ -12,6 +12,7 @@
 #ifndef SG_WATCH_INTERNAL_H
 #define SG_WATCH_INTERNAL_H
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -147,8 +148,19 @@ struct sg_watch {
     uint64_t read_deferred; /* dirty files put off for the budget, ever */
     uint64_t file_cost_ns; /* what resolving one file cost lately (moving average) */
     bool hurry;            /* sg_watch_hurry: a flush leaves the changes to the loop */
+    sg_watch_yield_fn yield; /* sg_watch_set_yield: the turn gives way */
+    void *yield_ud;
     /* overflow rescans, rate-limited (SG_WATCH_RESCAN_MIN_MS) */
     uint64_t rescan_next_ns;
+    /* the overflow rescan under way, in pieces (watch_rescan_turn) */
+    bool rs_active;
+    DIR *rs_dir;           /* the directory being read (kept open between turns), or NULL */
+    char *rs_rel;          /* its path ("": the root) */
+    ino_t rs_dino;         /* its inode: a directory put in its place is not it */
+    uint32_t rs_gen;       /* its gen: its kids seen are stamped with it */
+    char **rs_todo;        /* directories still to read, by path (LIFO: depth first) */
+    size_t rs_ntodo, rs_todocap;
+    uint64_t rs_ns;        /* time spent on it so far, for the next one's wait */
     /* editor saves and ignored paths (sg_watch_new_ext) */
     sg_ignore *ignore;     /* NULL: nothing ignored */
     uint64_t hold_ns;      /* 0: no hold */
@@ -165,6 +177,8 @@ struct sg_watch {
 
 int64_t watch_ts_ns(const struct timespec *t);
 node *watch_kid_find(const node *dir, const char *name);
+/* The node at a relative path ("": the root), or NULL. */
+node *watch_path_find(sg_watch *w, const char *path);
 void watch_kid_add(node *dir, node *n);
 void watch_kid_remove(node *n);
 node *watch_wd_find(const sg_watch *w, int wd);
@@ -205,8 +219,15 @@ bool watch_ignored(sg_watch *w, const node *parent, const char *name, bool is_di
 /* Watches dir fd (opened safely) and returns its wd. */
 int watch_add_watch_fd(sg_watch *w, int fd);
 void watch_run_scans(sg_watch *w);
-/* Compares the tree under d with the disk (overflow, degraded flush). */
+/* Compares the tree under d with the disk, in one piece (degraded flush). */
 void watch_rescan_dir(sg_watch *w, node *d);
+/* The overflow's rescan: started when asked for and due, then a slice of
+ * it per call (unbounded: to the end). */
+void watch_rescan_turn(sg_watch *w, bool unbounded);
+/* Whether the turn gives way now (sg_watch_set_yield). */
+bool watch_yield(sg_watch *w);
+/* Drops a rescan under way (the watcher is freed). */
+void watch_rescan_clear(sg_watch *w);
 /* Reads inotify until it is empty (or the per-turn bound). 1 if drained. */
 int watch_read_events(sg_watch *w, bool unbounded, sg_err *err);
 

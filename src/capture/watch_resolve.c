@@ -295,16 +295,6 @@ static bool new_claims_grave(sg_watch *w, size_t nsorted, const node *n)
     return grave_find(w, nsorted, path) != NULL;
 }
 
-/* The node at a relative path, or NULL. */
-static node *path_find(sg_watch *w, const char *path)
-{
-    node *d = w->root;
-    sg_autofree char *buf = sg_xstrdup(path);
-    char *save = NULL;
-    for (char *c = strtok_r(buf, "/", &save); c && d; c = strtok_r(NULL, "/", &save))
-        d = d->is_dir ? watch_kid_find(d, c) : NULL;
-    return d;
-}
 
 /* A grave not yet claimed is kept through the hold (from when its file
  * left), and as long as a file at its path is still to be read: an
@@ -316,15 +306,22 @@ static bool grave_held(sg_watch *w, const node *g, bool force, uint64_t now)
         return false;
     if (now - g->dirty_ns < w->hold_ns)
         return true;
-    node *k = path_find(w, g->orig_path);
+    node *k = watch_path_find(w, g->orig_path);
     return k && !k->is_dir && k->dirty;
 }
 
 uint64_t watch_next_due(sg_watch *w, uint64_t now)
 {
     uint64_t cap_ns = SG_WATCH_CAP_MS * 1000000ull, soonest = UINT64_MAX;
+    size_t visits = 0;
     for (node *n = w->dhead; n; n = n->dnext) {
         uint64_t left;
+        if (visits++ >= SG_WATCH_HOLD_MAX + SG_WATCH_WALK_SKIP) {
+            /* a long list (read_ready's bound): the rest after a turn */
+            left = SG_WATCH_TURN_US * 1000ull;
+            soonest = left < soonest ? left : soonest;
+            break;
+        }
         if (held_new(w, n, now)) {
             left = n->born_ns + w->hold_ns - now;
         } else if (!n->writing) {
@@ -358,8 +355,20 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     size_t nwork = 0, wcap = 0, nsorted = w->ngraves, held = 0;
     if (nsorted && w->hold_ns)
         qsort(w->graves, nsorted, sizeof(*w->graves), grave_cmp);
+    bool full = force;
+    size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
+    /* The walk itself is bounded: a learner can make the dirty list as
+     * long as the workspace (130,000 files touched after an overflow), and
+     * walking all of it to take this turn's few and put the rest back cost
+     * 50-170 ms a turn. The oldest come first; the rest wait in place (and
+     * may claim a grave: the deletions wait with them). */
+    size_t visits = 0, max_visits = max_files + SG_WATCH_HOLD_MAX + SG_WATCH_WALK_SKIP;
     for (node *n = w->dhead, *next; n; n = next) {
         next = n->dnext;
+        if (nwork > max_files || visits++ >= max_visits) {
+            *deferred = true;
+            break;
+        }
         if (!force && n->writing && now - n->dirty_ns < SG_WATCH_CAP_MS * 1000000ull)
             continue;
         if (!force && held < SG_WATCH_HOLD_MAX && held_new(w, n, now) && !new_claims_grave(w, nsorted, n)) {
@@ -372,9 +381,7 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
     }
     /* The read budget: past the bucket or this turn's slice (a flush has
      * no slice of its own), the rest waits on the dirty list. */
-    bool full = force;
     uint64_t start = w->read_bytes, turn = 0, slice = full ? SG_WATCH_READ_BURST : SG_WATCH_READ_SLICE;
-    size_t max_files = (size_t)((full ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull / (w->file_cost_ns | 1));
     bool over = false;
     size_t text_held = 0; /* text read this round, held until its diff: at most the cache's bound */
     for (size_t i = 0; i < nwork; i++) {
@@ -390,7 +397,8 @@ static void read_ready(sg_watch *w, bool force, action_list *acts, bool *deferre
             turn += used;
             if (i > 0)
                 w->read_tokens -= SG_WATCH_FILE_COST; /* the open, the stat: a file is never free */
-            over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0;
+            over = turn >= slice || (i > 0 && i >= max_files) || watch_budget_wait(w) > 0 ||
+                   (i > 0 && watch_yield(w));
         }
         if (over) {
             watch_dirty_mark(w, n, -1);
@@ -569,7 +577,7 @@ static int resolve_dirs(sg_watch *w, bool force)
             emitted += dir_emit(w, w->dirq[i].path, true);
     for (size_t i = 0; i < w->ndirq; i++) {
         dir_item *q = &w->dirq[i];
-        node *d = q->gone ? NULL : path_find(w, q->path);
+        node *d = q->gone ? NULL : watch_path_find(w, q->path);
         if (d && d->is_dir && d->parent && !d->rep && !d->nkids) {
             if ((!force && now - q->at_ns < SG_WATCH_HOLD_MS * 1000000ull) || grave_held_under(w, q->path)) {
                 w->dirq[keep++] = *q;
@@ -600,7 +608,7 @@ static int resolve_(sg_watch *w, bool force, bool *text_full)
     uint64_t until = t0 + (force ? SG_WATCH_FLUSH_US : SG_WATCH_TURN_US) * 1000ull;
     for (size_t i = 0; i < acts.n; i++) {
         action *a = &acts.v[i];
-        if (i > 0 && sg_now_mono_ns() > until && put_off(w, a))
+        if (i > 0 && (sg_now_mono_ns() > until || watch_yield(w)) && put_off(w, a))
             continue;
         /* Past the owner's budget no payload is made: no diff, no JSON
          * (the state is still adopted, so the next change is right). */

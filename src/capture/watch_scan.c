@@ -197,10 +197,9 @@ static void mark_subtree_moved(sg_watch *w, node *d)
     }
 }
 
-/* After an overflow: compare the whole tree with the disk. A file whose stat
- * changed (or whose last read was racy) is dirty, a file that is gone is
- * dirty, new files and directories are added as new. */
-void watch_rescan_dir(sg_watch *w, node *d)
+/* The directory d opened for a rescan, or NULL: nothing to read (d was
+ * replaced on disk: its node goes, and what is there now is added as new). */
+static DIR *rescan_open(sg_watch *w, node *d)
 {
     sg_autofree char *rel = watch_node_path(d);
     sg_autoclose int fd = sg_open_beneath(w->rootfd, *rel ? rel : ".", O_RDONLY | O_DIRECTORY);
@@ -213,59 +212,62 @@ void watch_rescan_dir(sg_watch *w, node *d)
             if (fd >= 0)
                 add_dir_tree(w, parent, name, SCAN_NEW);
         }
-        return;
+        return NULL;
     }
-    uint32_t gen = ++w->gen;
-    DIR *dp = fdopendir(sg_steal_fd(&fd));
-    if (!dp)
-        return;
-    sg_autoclosedir DIR *dir = dp;
-    struct dirent *de;
-    char **subdirs = NULL; /* names: a pointer could go stale meanwhile */
-    size_t nsub = 0, subcap = 0;
-    while ((de = readdir(dir))) {
-        const char *nm = de->d_name;
-        if (!strcmp(nm, ".") || !strcmp(nm, ".."))
-            continue;
-        struct stat cst;
-        if (fstatat(dirfd(dir), nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        node *k = watch_kid_find(d, nm);
-        if (S_ISDIR(cst.st_mode)) {
-            if (watch_skip_dir(w, d, nm))
-                continue;
-            if (k && k->is_dir && k->dino == cst.st_ino) {
-                k->gen = gen;
-                sg_xgrow(&subdirs, &subcap, nsub + 1, sizeof *subdirs);
-                subdirs[nsub++] = sg_xstrdup(nm);
-            } else {
-                add_dir_tree(w, d, nm, SCAN_NEW);
-                node *nk = watch_kid_find(d, nm);
-                if (nk)
-                    nk->gen = gen;
-            }
-            continue;
+    return fdopendir(sg_steal_fd(&fd));
+}
+
+/* One entry nm of directory d (open as dfd) against the tree: a file whose
+ * stat changed (or whose last read was racy) is dirty, new files and
+ * directories are added as new; true: nm is a known subdirectory to
+ * rescan in turn. */
+static bool rescan_entry(sg_watch *w, node *d, int dfd, const char *nm, uint32_t gen)
+{
+    if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+        return false;
+    struct stat cst;
+    if (fstatat(dfd, nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+        return false;
+    node *k = watch_kid_find(d, nm);
+    if (S_ISDIR(cst.st_mode)) {
+        if (watch_skip_dir(w, d, nm))
+            return false;
+        if (k && k->is_dir && k->dino == cst.st_ino) {
+            k->gen = gen;
+            return true;
         }
-        if (!S_ISREG(cst.st_mode) && !S_ISLNK(cst.st_mode))
-            continue;
-        if (k && k->is_dir)
-            watch_node_detach(w, k, true);
-        k = watch_file_node_get(w, d, nm);
-        if (!k)
-            continue;
-        k->gen = gen;
-        const fstate *s = &k->st;
-        if (!k->rep || s->size != cst.st_size || s->mtime_ns != watch_ts_ns(&cst.st_mtim) ||
-            s->ctime_ns != watch_ts_ns(&cst.st_ctim) || s->ino != cst.st_ino ||
-            s->mode != cst.st_mode || s->mtime_ns + (int64_t)RACY_NS >= s->read_rt_ns)
-            watch_dirty_mark(w, k, 0);
+        add_dir_tree(w, d, nm, SCAN_NEW);
+        node *nk = watch_kid_find(d, nm);
+        if (nk)
+            nk->gen = gen;
+        return false;
     }
-    /* Whatever was not seen is gone. */
+    if (!S_ISREG(cst.st_mode) && !S_ISLNK(cst.st_mode))
+        return false;
+    if (k && k->is_dir)
+        watch_node_detach(w, k, true);
+    k = watch_file_node_get(w, d, nm);
+    if (!k)
+        return false;
+    k->gen = gen;
+    const fstate *s = &k->st;
+    if (!k->rep || s->size != cst.st_size || s->mtime_ns != watch_ts_ns(&cst.st_mtim) ||
+        s->ctime_ns != watch_ts_ns(&cst.st_ctim) || s->ino != cst.st_ino || s->mode != cst.st_mode ||
+        s->mtime_ns + (int64_t)RACY_NS >= s->read_rt_ns)
+        watch_dirty_mark(w, k, 0);
+    return false;
+}
+
+/* After d's entries were all read: whatever was not seen is gone. A kid
+ * stamped after the read began (gen above it: made or moved in by an event
+ * while a rescan in pieces waited) is there. */
+static void rescan_sweep(sg_watch *w, node *d, uint32_t gen)
+{
     for (uint32_t i = 0; i < d->kcap; i++) {
         node *c = d->kids[i];
         while (c) {
             node *next = c->hnext;
-            if (c->gen != gen) {
+            if (c->gen < gen) {
                 if (c->is_dir)
                     watch_node_detach(w, c, true);
                 else
@@ -274,6 +276,27 @@ void watch_rescan_dir(sg_watch *w, node *d)
             c = next;
         }
     }
+}
+
+/* After an overflow (a degraded flush): compare the whole tree under d
+ * with the disk, in one piece. */
+void watch_rescan_dir(sg_watch *w, node *d)
+{
+    DIR *dp = rescan_open(w, d);
+    if (!dp)
+        return;
+    uint32_t gen = ++w->gen;
+    sg_autoclosedir DIR *dir = dp;
+    struct dirent *de;
+    char **subdirs = NULL; /* names: a pointer could go stale meanwhile */
+    size_t nsub = 0, subcap = 0;
+    while ((de = readdir(dir))) {
+        if (rescan_entry(w, d, dirfd(dir), de->d_name, gen)) {
+            sg_xgrow(&subdirs, &subcap, nsub + 1, sizeof *subdirs);
+            subdirs[nsub++] = sg_xstrdup(de->d_name);
+        }
+    }
+    rescan_sweep(w, d, gen);
     /* One directory open at a time, however deep the tree. */
     closedir(dir);
     dir = NULL;
@@ -284,6 +307,129 @@ void watch_rescan_dir(sg_watch *w, node *d)
         free(subdirs[i]);
     }
     free(subdirs);
+}
+
+/* ---- the overflow rescan, in pieces ------------------------------------- */
+
+/* A rescan of the whole tree that a learner can make as long as it likes
+ * (130,000 files: 0.1-0.2 s) goes a slice at a time (SG_WATCH_TURN_US),
+ * one turn of the loop each: a cursor (the directory being read, kept
+ * open, and the directories still to read, by path) is taken up again at
+ * the next turn. Between slices events are read and resolved as ever: a
+ * node they free or move is found again by path (or not: its events said
+ * what happened to it), and a node they make is stamped with the current
+ * gen, so that the sweep of a directory never takes it for gone. */
+
+static void rescan_todo_push(sg_watch *w, char *rel)
+{
+    sg_xgrow(&w->rs_todo, &w->rs_todocap, w->rs_ntodo + 1, sizeof *w->rs_todo);
+    w->rs_todo[w->rs_ntodo++] = rel;
+}
+
+static void rescan_close_dir(sg_watch *w)
+{
+    if (w->rs_dir)
+        closedir(w->rs_dir);
+    w->rs_dir = NULL;
+    free(w->rs_rel);
+    w->rs_rel = NULL;
+}
+
+void watch_rescan_clear(sg_watch *w)
+{
+    rescan_close_dir(w);
+    for (size_t i = 0; i < w->rs_ntodo; i++)
+        free(w->rs_todo[i]);
+    free(w->rs_todo);
+    w->rs_todo = NULL;
+    w->rs_ntodo = w->rs_todocap = 0;
+    w->rs_active = false;
+}
+
+/* The directory node at rel, or NULL. */
+static node *dir_at(sg_watch *w, const char *rel)
+{
+    node *d = watch_path_find(w, rel);
+    return d && d->is_dir ? d : NULL;
+}
+
+/* Opens the next directory of the cursor; false when none is left. */
+static bool rescan_next_dir(sg_watch *w)
+{
+    while (w->rs_ntodo) {
+        char *rel = w->rs_todo[--w->rs_ntodo];
+        node *d = dir_at(w, rel);
+        DIR *dp = d ? rescan_open(w, d) : NULL;
+        if (!dp) { /* gone meanwhile, or replaced (rescan_open added the new one) */
+            free(rel);
+            continue;
+        }
+        w->rs_dir = dp;
+        w->rs_rel = rel;
+        w->rs_dino = d->dino;
+        w->rs_gen = ++w->gen;
+        return true;
+    }
+    return false;
+}
+
+/* Reads on from the cursor until budget_ns passed (checked every few
+ * entries; 0: no bound); true when the rescan is done. */
+static bool rescan_step(sg_watch *w, uint64_t budget_ns)
+{
+    uint64_t t0 = sg_now_mono_ns();
+    unsigned n = 0;
+    bool done = false;
+    for (;;) {
+        if (!w->rs_dir && !rescan_next_dir(w)) {
+            done = true;
+            break;
+        }
+        node *d = dir_at(w, w->rs_rel);
+        if (!d || (d != w->root && d->dino != w->rs_dino)) {
+            rescan_close_dir(w); /* moved or gone meanwhile: its events said so */
+            continue;
+        }
+        struct dirent *de;
+        bool cut = false;
+        while ((de = readdir(w->rs_dir))) {
+            if (rescan_entry(w, d, dirfd(w->rs_dir), de->d_name, w->rs_gen))
+                rescan_todo_push(w, watch_child_path(d, de->d_name));
+            if (budget_ns && ++n % SG_WATCH_RESCAN_CHECK == 0 &&
+                (sg_now_mono_ns() - t0 >= budget_ns || watch_yield(w))) {
+                cut = true;
+                break;
+            }
+        }
+        if (cut)
+            break;
+        rescan_sweep(w, d, w->rs_gen);
+        rescan_close_dir(w);
+        if (budget_ns && sg_now_mono_ns() - t0 >= budget_ns)
+            break;
+    }
+    w->rs_ns += sg_now_mono_ns() - t0;
+    return done;
+}
+
+/* Starts the overflow's rescan when one is asked for and due, and goes on
+ * with the one under way: a slice (or, unbounded, to the end). When it
+ * ends, the next waits at least 4x its duration (SG_WATCH_RESCAN_MIN_MS). */
+void watch_rescan_turn(sg_watch *w, bool unbounded)
+{
+    uint64_t wait;
+    if (!w->rs_active && w->need_rescan && watch_rescan_due(w, &wait)) {
+        w->need_rescan = false;
+        w->overflows++;
+        w->rs_active = true;
+        w->rs_ns = 0;
+        rescan_todo_push(w, sg_xstrdup(""));
+    }
+    if (!w->rs_active || !rescan_step(w, unbounded ? 0 : SG_WATCH_TURN_US * 1000ull))
+        return;
+    watch_rescan_clear(w);
+    uint64_t now = sg_now_mono_ns(), gap = SG_WATCH_RESCAN_MIN_MS * 1000000ull;
+    w->rescan_next_ns = now + (4 * w->rs_ns > gap ? 4 * w->rs_ns : gap);
 }
 
 /* ---- raw events --------------------------------------------------------- */
@@ -344,6 +490,7 @@ static void move_node(sg_watch *w, node *n, node *to_dir, const char *to_name)
     free(n->name);
     n->name = sg_xstrdup(to_name);
     watch_kid_add(to_dir, n);
+    n->gen = w->gen; /* there, for a rescan under way (rescan_sweep) */
     if (n->is_dir && n->depth != to_dir->depth + 1)
         fix_depths(w, n);
     if (n->is_dir && n->parent)
@@ -471,22 +618,16 @@ int watch_read_events(sg_watch *w, bool unbounded, sg_err *err)
     char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
     int max = unbounded ? 16 * READS_PER_CALLBACK : READS_PER_CALLBACK;
     for (int i = 0; i < max; i++) {
+        if (i > 0 && watch_yield(w))
+            return 0; /* the rest at the next turn */
         ssize_t n = read(w->ifd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
             /* Drained: an unpaired IN_MOVED_FROM left the workspace. */
             finish_moves(w);
-            uint64_t wait;
             /* a flush too waits its turn: the rescan's changes come later */
-            if (w->need_rescan && watch_rescan_due(w, &wait)) {
-                w->need_rescan = false;
-                w->overflows++;
-                uint64_t t0 = sg_now_mono_ns();
-                watch_rescan_dir(w, w->root);
-                uint64_t now = sg_now_mono_ns(), gap = SG_WATCH_RESCAN_MIN_MS * 1000000ull;
-                w->rescan_next_ns = now + (4 * (now - t0) > gap ? 4 * (now - t0) : gap);
-            }
+            watch_rescan_turn(w, unbounded);
             return 1;
         }
         if (n <= 0)

@@ -237,7 +237,7 @@ void watch_dir_queue_tree(sg_watch *w, const node *d)
 
 bool watch_busy(const sg_watch *w)
 {
-    return w->dhead || w->ngraves || w->need_rescan || w->ndirq;
+    return w->dhead || w->ngraves || w->need_rescan || w->rs_active || w->ndirq;
 }
 
 /* Takes a node out of the tree. A file whose content was reported goes to
@@ -442,3 +442,13 @@ void watch_adopt_state(sg_watch *w, node *n, fstate *cur)
     n->orig_path = NULL;
 }
 
+
+node *watch_path_find(sg_watch *w, const char *path)
+{
+    node *d = w->root;
+    sg_autofree char *buf = sg_xstrdup(path);
+    char *save = NULL;
+    for (char *c = strtok_r(buf, "/", &save); c && d; c = strtok_r(NULL, "/", &save))
+        d = d->is_dir ? watch_kid_find(d, c) : NULL;
+    return d;
+}

@@ -610,6 +610,11 @@ void ks_kill_barrier(killswitch *k)
     pthread_mutex_unlock(&k->kill_mu);
 }
 
+bool ks_kill_waiting(const killswitch *k)
+{
+    return k && __atomic_load_n(&k->killed, __ATOMIC_ACQUIRE);
+}
+
 bool ks_take_killed(killswitch *k)
 {
     if (!k || !__atomic_exchange_n(&k->killed, false, __ATOMIC_ACQUIRE))

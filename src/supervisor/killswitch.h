@@ -87,6 +87,12 @@ void ks_disarm(killswitch *k, const char *leaf);
  * destroy is handled before the deaths it caused (init's reports: an
  * exec killed by an abort ends as killed by it). False: nothing to do. */
 bool ks_take_killed(killswitch *k);
+/* Whether the thread has killed for a request the loop has not taken yet
+ * (an abort it answered, a destroy queued): the loop's long work (the
+ * watcher's) gives way to it at once, so the request is handled at the
+ * next turn, not after a learner's pile of changes. Any thread; NULL:
+ * false. */
+bool ks_kill_waiting(const killswitch *k);
 /* Returns once an abort the thread is killing for is done (its leaves
  * empty): the loop's record of it then sees what the kill left, so its
  * proof holds and the killed execs' results are read before it. */

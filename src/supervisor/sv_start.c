@@ -25,6 +25,7 @@
 #include "supervisor/sv_start.h"
 #include "supervisor/sv_tty.h"
 #include "base/log.h"
+#include "capture/watch.h"
 
 /* Tasks in the supervisor's own cgroup: its two threads, and what it forks
  * before the child moves on (the checkpoint worker, the uplink daemon) —
@@ -360,9 +361,18 @@ void sv_start_join_own_cgroup(sv_sup *s)
         sg_log(SG_LOG_WARN, "the supervisor's work is not charged to the sandbox: %s", err.msg);
 }
 
+/* The watcher's turn gives way to a request the kill switch took. */
+static bool kill_waits(void *ud)
+{
+    sv_sup *s = ud;
+    return ks_kill_waiting(s->ks.thread);
+}
+
 int sv_start_capture(sv_sup *s, bool resumed, sg_err *err)
 {
     s->cap = sg_capture_new(&s->loop, &s->meta, resumed, sv_ckpt_unified, s, err);
+    if (s->cap)
+        sg_watch_set_yield(sg_capture_watch(s->cap), kill_waits, s);
     /* a shell's command mark is read before the change the command made */
     sg_capture_set_before_changes(s->cap, sv_tty_catch_up, s);
     sg_capture_set_on_changes(s->cap, sv_life_workspace_changed, s);
