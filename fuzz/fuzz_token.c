@@ -15,7 +15,12 @@
  *    exp and not from exp on, with the names it was made for; no mutation
  *    of it (a byte changed anywhere, cut short, extended) verifies, nor does
  *    it under another secret; a read token made for the same names is a
- *    read token with that scope, and neither kind passes for the other. */
+ *    read token with that scope, and neither kind passes for the other;
+ *  - the same for action tokens (sg_token_verify_action against a
+ *    verifier written here: exactly "a" abort|destroy, "s" a name, "n" 32
+ *    lowercase hex digits and an integer "exp" after now and at most
+ *    SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S ahead), and one made by
+ *    the signer verifies as that action on that sandbox and as no other kind. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -141,9 +146,10 @@ static verdict reference(const char *tok, int64_t now, bool read, sg_token_claim
     json_t *j = json_loadb((const char *)raw, rn, JSON_REJECT_DUPLICATES, NULL);
     json_t *r = json_object_get(j, "r");
     verdict v = REFUSED;
-    /* "x" (terminal, watch), "rv" (revoke) and "h" (host): the other kinds,
+    /* "x" (terminal, watch), "rv" (revoke), "h" (host) and "a" (action): the other kinds,
      * never a stream or read token */
-    bool other = json_object_get(j, "x") || json_object_get(j, "rv") || json_object_get(j, "h");
+    bool other = json_object_get(j, "x") || json_object_get(j, "rv") || json_object_get(j, "h") ||
+                 json_object_get(j, "a");
     if (json_is_object(j) && !other && json_is_integer(json_object_get(j, "exp")) &&
         (r ? json_is_integer(r) && json_integer_value(r) == 1 : true) && !r == !read &&
         claim(j, "l", read, c->learner) && claim(j, "t", read, c->task) &&
@@ -156,8 +162,62 @@ static verdict reference(const char *tok, int64_t now, bool read, sg_token_claim
     return v;
 }
 
+static bool nonce_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n == SG_TOKEN_NONCE_LEN && strspn(s, "0123456789abcdef") == n;
+}
+
+/* token.h's action verifier, written again. */
+static verdict reference_action(const char *tok, int64_t now, sg_token_claims *c)
+{
+    const char *dot = strchr(tok, '.');
+    if (!dot)
+        return REFUSED;
+    unsigned char sig[SG_TOKEN_MAX], mac[32], raw[SG_TOKEN_MAX];
+    size_t sn, rn, len = strlen(tok);
+    unsigned int mn = 0;
+    if (!len || len > SG_TOKEN_MAX || strchr(dot + 1, '.') || !b64_decode(dot + 1, strlen(dot + 1), sig, &sn) ||
+        sn != 32 || !HMAC(EVP_sha256(), secret, sizeof secret, (const unsigned char *)tok, (size_t)(dot - tok), mac, &mn) ||
+        CRYPTO_memcmp(mac, sig, 32) != 0 || !b64_decode(tok, (size_t)(dot - tok), raw, &rn))
+        return REFUSED;
+    json_t *j = json_loadb((const char *)raw, rn, JSON_REJECT_DUPLICATES, NULL);
+    const char *a = json_string_value(json_object_get(j, "a"));
+    const char *sb = json_string_value(json_object_get(j, "s"));
+    const char *n = json_string_value(json_object_get(j, "n"));
+    json_t *exp = json_object_get(j, "exp");
+    verdict v = REFUSED;
+    if (json_is_object(j) && json_object_size(j) == 4 && a && (!strcmp(a, "abort") || !strcmp(a, "destroy")) &&
+        sb && name_ok(sb) && n && nonce_ok(n) && json_is_integer(exp) && now < json_integer_value(exp) &&
+        json_integer_value(exp) - now <= SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S) {
+        snprintf(c->action, sizeof c->action, "%s", a);
+        snprintf(c->sandbox, sizeof c->sandbox, "%s", sb);
+        snprintf(c->nonce, sizeof c->nonce, "%s", n);
+        c->exp = json_integer_value(exp);
+        v = ACCEPTED;
+    }
+    json_decref(j);
+    return v;
+}
+
+static void differential_action(const char *tok)
+{
+    sg_token_claims got, want;
+    memset(&want, 0, sizeof want);
+    sg_err err;
+    int64_t now = NOW;
+    verdict v = reference_action(tok, now, &want);
+    int rc = sg_token_verify_action(secret, tok, now, &got, &err);
+    if ((rc == 0) != (v == ACCEPTED))
+        abort();
+    if (rc == 0 && (strcmp(got.action, want.action) || strcmp(got.sandbox, want.sandbox) ||
+                    strcmp(got.nonce, want.nonce) || got.exp != want.exp))
+        abort();
+}
+
 static void differential(const char *tok)
 {
+    differential_action(tok);
     for (int read = 0; read < 2; read++) {
         sg_token_claims got, want;
         memset(&want, 0, sizeof want);
@@ -265,6 +325,16 @@ static void round_trip(const uint8_t *data, size_t size)
         strcmp(c.sandbox, scope[2]))
         abort(); /* a read token streams, or lost its scope */
     free(rt);
+    /* An action token on the sandbox's name: that action, no other kind. */
+    char *at = sg_token_make_action_exp(secret, size && data[0] & 1 ? "destroy" : "abort", names[2],
+                                        "0123456789abcdef0123456789abcdef", exp, &err);
+    if (!at)
+        return; /* an invalid name: refused above already (stream token) */
+    if (sg_token_verify_action(secret, at, exp - 1, &c, &err) != 0 || strcmp(c.sandbox, names[2]) ||
+        strcmp(c.action, size && data[0] & 1 ? "destroy" : "abort") || verifies(at, exp - 1) ||
+        sg_token_verify_read(secret, at, exp - 1, &c, &err) == 0 || sg_token_verify_action(secret, at, exp, &c, &err) == 0)
+        abort(); /* an action token lost its claims, passed for another kind, or outlived exp */
+    free(at);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -20,6 +20,8 @@ static const struct {
     {"token", sg_cmd_token, "print an ingest token for an outside capture agent"},
     {"events", sg_cmd_events, "read captured events from an ingest"},
     {"ls", sg_cmd_ls_hosts, "list every registered host's sandboxes (ls --all-hosts)"},
+    {"abort", sg_cmd_abort_remote, "abort a sandbox of another host, through its serve"},
+    {"destroy", sg_cmd_destroy_remote, "destroy a sandbox of another host, through its serve"},
     {"cast", sg_cmd_cast_store, "a terminal session's recording from the ingest's store"},
     {"workspace", sg_cmd_workspace, "rebuild a workspace at an event from the ingest's store"},
     {"fork", sg_cmd_fork, "a new sandbox from another's workspace at an event"},

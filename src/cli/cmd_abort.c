@@ -2,6 +2,7 @@
  * the sandbox but its init (without tearing it down unless --destroy), and
  * prints the abort record with the proof that nothing is left running.
  * --rollback then restores the workspace to the latest checkpoint. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "checkpoint/ckpt_client.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
 #include "state/state.h"
 
 /* The reason without the "by: " the supervisor puts before it. */
@@ -27,7 +29,7 @@ static const char *bare_reason(const sg_ctl_abort_reply *a)
 
 /* The abort record in words: who, why, what was killed, the proof; rb the
  * rollback's answer after it, or NULL. */
-static void print_abort(const char *id, const sg_ctl_abort_reply *a, const sg_ctl_rollback_reply *rb)
+void sg_cli_print_abort(const char *id, const sg_ctl_abort_reply *a, const sg_ctl_rollback_reply *rb)
 {
     /* The reason is free text (a cap's, a signal's or an operator's). */
     const char *r = bare_reason(a);
@@ -51,6 +53,7 @@ static void abort_usage(FILE *f)
 {
     fprintf(f,
         "usage: sandglass abort ID [--reason TEXT] [--destroy | --rollback] [--json]\n"
+        "                       [--ingest URL [--ingest-ca FILE] [--token T] [--secret FILE]]\n"
         "\n"
         "The kill switch: refuses new execs, kills every process of the sandbox but\n"
         "its init (escapers and fork bombs included), proves the cgroup holds only\n"
@@ -60,7 +63,17 @@ static void abort_usage(FILE *f)
         "  --reason TEXT   why (at most 200 characters; default: \"abort requested\")\n"
         "  --destroy       destroy the sandbox after the abort\n"
         "  --rollback      then restore the workspace to the newest checkpoint\n"
-        "  --json          print one JSON object (with --destroy: its proof under \"destroy\")\n");
+        "  --json          print one JSON object (with --destroy: its proof under \"destroy\")\n"
+        "\n"
+        "A sandbox of another host (not in this state directory) is aborted through\n"
+        "that host's serve, found in the ingest's store (the hosts' registrations):\n"
+        "  --ingest URL    the ingest to ask (default the config's; none: no other host)\n"
+        "  --ingest-ca FILE  the CA (PEM) an https ingest's and serve's certificates are\n"
+        "                  verified by\n"
+        "  --token T       an operator read token to find the host with (default:\n"
+        "                  one made from the secret)\n"
+        "  --secret FILE   the secret that host's serve verifies, for the action token\n"
+        "                  (default the config's, else <state>/ingest/secret)\n");
 }
 
 int sg_cmd_abort(int argc, char **argv)
@@ -71,9 +84,13 @@ int sg_cmd_abort(int argc, char **argv)
         {"rollback", no_argument, NULL, 'b'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
+        {"ingest", required_argument, NULL, 'i'},
+        {"ingest-ca", required_argument, NULL, 'C'},
+        {"token", required_argument, NULL, 'T'},
+        {"secret", required_argument, NULL, 'S'},
         {0},
     };
-    const char *reason = NULL;
+    const char *reason = NULL, *ingest = NULL;
     bool destroy = false, rollback = false, json = false;
     int c;
     opterr = 0;
@@ -82,6 +99,10 @@ int sg_cmd_abort(int argc, char **argv)
         case 'r': reason = optarg; break;
         case 'd': destroy = true; break;
         case 'b': rollback = true; break;
+        case 'i': ingest = optarg; break;
+        case 'C':
+        case 'T':
+        case 'S': break; /* the other host's path's (sandglassd) */
         case 'j':
             json = true;
             sg_cli_json_errors(true);
@@ -101,8 +122,14 @@ int sg_cmd_abort(int argc, char **argv)
         return sg_cli_usage("abort", "--reason is longer than 200 characters");
     sg_err err = {0};
     char id[SG_ID_LEN + 1];
-    if (!sg_state_dir(&err) || sg_state_resolve_id(argv[optind], id, &err) < 0)
+    if (!sg_state_dir(&err))
         return sg_cli_fail("abort", err.msg);
+    if (sg_state_resolve_id(argv[optind], id, &err) < 0) {
+        /* not here: another host's, through its serve (sandglassd speaks HTTP) */
+        if (err.code == ENOENT && (ingest || sg_config_ingest_given()))
+            return sg_cli_handoff("abort", argv);
+        return sg_cli_fail("abort", err.msg);
+    }
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(id, &m, &err) < 0)
         return sg_cli_fail("abort", err.msg);
@@ -134,7 +161,7 @@ int sg_cmd_abort(int argc, char **argv)
                 sg_autofree char *s = sg_json_dump(res);
                 printf("%s\n", s);
             } else {
-                print_abort(id, &ab, NULL);
+                sg_cli_print_abort(id, &ab, NULL);
             }
             return sg_cli_fail("abort", err.msg);
         }
@@ -144,7 +171,7 @@ int sg_cmd_abort(int argc, char **argv)
         sg_autofree char *s = sg_json_dump(res);
         printf("%s\n", s);
     } else {
-        print_abort(id, &ab, rollback ? &rb : NULL);
+        sg_cli_print_abort(id, &ab, rollback ? &rb : NULL);
         if (destroy)
             printf("destroyed %s\n", id);
     }

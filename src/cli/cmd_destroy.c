@@ -19,6 +19,7 @@
 #include "sandbox/cgroup.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/config.h"
 #include "state/state.h"
 
 json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
@@ -105,12 +106,17 @@ static void destroy_usage(FILE *f)
         "  --all      every sandbox of this state directory\n"
         "  --yes      do not ask\n"
         "  --json     print the proof as one JSON object per sandbox, one a line\n"
-        "             (errors as JSON on stderr)\n");
+        "             (errors as JSON on stderr)\n"
+        "\n"
+        "One sandbox of another host (not in this state directory) is destroyed\n"
+        "through that host's serve, found in the ingest's store:\n"
+        "  --ingest URL, --ingest-ca FILE, --token T, --secret FILE  as abort's\n");
 }
 
 typedef struct {
     bool json, yes, all;
     const char *learner, *task;
+    const char *ingest; /* another host's sandbox: the ingest to find it with */
     char **args; /* the ids or prefixes typed, argv's */
     size_t nargs;
 } destroy_opts;
@@ -130,6 +136,13 @@ static int destroy_parse(int argc, char **argv, destroy_opts *o)
             if (i + 1 >= argc)
                 return sg_cli_usage("destroy", "%s needs a value", a);
             *(a[2] == 'l' ? &o->learner : &o->task) = argv[++i];
+        } else if (strcmp(a, "--ingest") == 0 || strcmp(a, "--ingest-ca") == 0 || strcmp(a, "--token") == 0 ||
+                   strcmp(a, "--secret") == 0) { /* the other host's path's (sandglassd) */
+            if (i + 1 >= argc)
+                return sg_cli_usage("destroy", "%s needs a value", a);
+            if (strcmp(a, "--ingest") == 0)
+                o->ingest = argv[i + 1];
+            i++;
         } else if (strcmp(a, "--help") == 0) {
             destroy_usage(stdout);
             return 0;
@@ -222,9 +235,21 @@ static int destroy_one(const destroy_opts *o, const char *id)
     return 0;
 }
 
+/* argv as sg_cli_handoff takes it, copied before destroy_parse reuses argv. */
+static char **handoff_argv(int argc, char **argv)
+{
+    char **copy = calloc((size_t)argc + 2, sizeof *copy);
+    if (copy)
+        memcpy(copy + 1, argv, (size_t)argc * sizeof *argv);
+    return copy;
+}
+
 int sg_cmd_destroy(int argc, char **argv)
 {
     destroy_opts o = {0};
+    sg_autofree char **orig = handoff_argv(argc, argv);
+    if (!orig)
+        return sg_cli_fail("destroy", "out of memory");
     int r = destroy_parse(argc, argv, &o);
     if (r != 1)
         return r;
@@ -247,7 +272,11 @@ int sg_cmd_destroy(int argc, char **argv)
             return sg_cli_fail("destroy", "out of memory");
         for (; n < o.nargs; n++) {
             char id[SG_ID_LEN + 1];
-            if (sg_state_resolve_id(o.args[n], id, &err) < 0 || !(ids[n] = strdup(id)))
+            /* one id that is not here: another host's, through its serve (sandglassd speaks HTTP) */
+            if (sg_state_resolve_id(o.args[n], id, &err) < 0 && err.code == ENOENT && o.nargs == 1 &&
+                (o.ingest || sg_config_ingest_given()))
+                return sg_cli_handoff("destroy", orig + 1);
+            if (err.code || !(ids[n] = strdup(id)))
                 return sg_cli_fail("destroy", err.msg[0] ? err.msg : "out of memory");
             for (size_t j = 0; j < n; j++)
                 if (strcmp(ids[j], id) == 0)

@@ -17,7 +17,14 @@
  * (cli/hostreg.h, wire/hostreg.h): its name, serve's URL, capacity,
  * version and sandboxes. Each registration runs on libuv's thread pool
  * (its HTTP exchange blocks for up to the client's timeouts), one at a
- * time: a beat that finds the last one still running is skipped. */
+ * time: a beat that finds the last one still running is skipped. A
+ * sandbox made or destroyed (<state>/sb changes; root only, as the pool)
+ * brings the next registration to within a second, so that the store
+ * knows a new sandbox's host before the next heartbeat.
+ *
+ * SIGHUP reads the config, the secret and the metrics token again
+ * (on_hup); new registration settings take over between two
+ * registrations, never under a running one. */
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <fcntl.h>
@@ -38,6 +45,7 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/config.h"
+#include "cli/daemon_signals.h"
 #include "cli/hostreg.h"
 #include "cli/pool.h"
 #include "ingest/ingest.h"
@@ -48,6 +56,8 @@
 #include "wire/hostreg.h"
 
 #define HOST_METRICS_DEFAULT "127.0.0.1:9464"
+#define REG_SOON_MS 1000 /* a registration this soon after a sandbox is made or gone */
+#define REG_SOON_TRIES 30 /* ... and again while a sandbox's record is not whole, this many times */
 #define POOL_LOOK_MS 10000 /* the pool is looked at this often, besides on each change of its directory */
 
 static const char usage[] =
@@ -58,7 +68,8 @@ static const char usage[] =
     "The sandbox host's daemon: makes the host's sandglass cgroups, keeps the pool\n"
     "(sandglass pool N) at its size, serves the host's metrics (Prometheus) at\n"
     "GET /metrics, and registers the host in its ingest's store (with an ingest\n"
-    "configured). SIGTERM stops it and leaves every sandbox running.\n"
+    "configured). SIGTERM stops it and leaves every sandbox running; SIGHUP reads\n"
+    "the config, the secret and the metrics token again.\n"
     "\n"
     "  --ingest URL   the ingest(s) the host registers with (default the config's;\n"
     "                 none configured: no registration)\n"
@@ -76,9 +87,25 @@ static const char usage[] =
     "  --metrics-token FILE  a scrape must send this file's token (Authorization:\n"
     "                 Bearer); the file must not be readable by every user\n";
 
+/* What a registration is sent with: from the flags and the config, read
+ * again on SIGHUP. */
+typedef struct reg_cfg {
+    bool on;
+    sg_cli_target target;
+    uint8_t secret[SG_TOKEN_SECRET_LEN];
+} reg_cfg;
+
+typedef struct host_opts {
+    const char *listen, *token;
+    const char *ingest, *ingest_ca, *secret, *name, *serve_url;
+    int heartbeat_s;
+    bool no_register;
+} host_opts;
+
 typedef struct host_ctx {
     uv_loop_t loop;
-    uv_signal_t sigint, sigterm;
+    sg_cli_signals sigs;
+    const host_opts *opts;
     sg_prom_server *prom;
     /* the pool */
     uv_fs_event_t pool_watch, sb_watch; /* <state>/pool (a claim, a new size), <state>/sb (a spare destroyed) */
@@ -87,12 +114,16 @@ typedef struct host_ctx {
     char cli[PATH_MAX];
     sg_counters_cache *cache; /* the last scrape's reads (state/counters.h) */
     bool pool_on;         /* pool_start ran: its handles exist (root only) */
-    /* the registration (none when reg_on is false) */
-    bool reg_on, reg_busy, reg_ok, reg_tried;
+    /* the registration (none when reg.on is false) */
+    bool reg_busy, reg_ok, reg_tried, reg_timer_on;
+    bool reg_wanted; /* a sandbox made or gone since the last registration started */
+    size_t reg_unready; /* the last registration's sandboxes left out, their records not whole */
+    unsigned reg_retries; /* registrations in a row that found some */
     uv_timer_t reg_timer;
     uv_work_t reg_work;
-    sg_cli_target reg_target;
-    uint8_t secret[SG_TOKEN_SECRET_LEN];
+    reg_cfg reg;       /* in force (read by reg_run off the loop: replaced only while none runs) */
+    reg_cfg reg_next;  /* a reload's, waiting for the running registration's end */
+    bool reg_next_set;
     const char *name, *serve_url;
     int heartbeat_s;
     sg_err reg_err;
@@ -242,33 +273,19 @@ static void pool_look(host_ctx *hc)
     hc->refill = p;
 }
 
+static void reg_soon(host_ctx *hc);
+
 static void on_pool_change(uv_fs_event_t *h, const char *name, int events, int status)
 {
-    pool_look(h->data);
+    host_ctx *hc = h->data;
+    pool_look(hc);
+    if (h == &hc->sb_watch) /* a sandbox made or gone: the store learns it soon, not at the next beat */
+        reg_soon(hc);
 }
 
 static void on_pool_timer(uv_timer_t *t)
 {
     pool_look(t->data);
-}
-
-/* The CLI the refills run: $SANDGLASS_CLI, else `sandglass` beside this
- * program, in its ../libexec's ../bin (installed), or beside it. */
-static int find_cli(char *buf, size_t len)
-{
-    if (sg_sibling_exe("SANDGLASS_CLI", "sandglass", buf, len) == 0)
-        return 0;
-    char self[PATH_MAX];
-    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (l <= 0)
-        return -1;
-    self[l] = '\0';
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        return -1;
-    *slash = '\0';
-    int n = snprintf(buf, len, "%.*s/../bin/sandglass", PATH_MAX - 32, self);
-    return n > 0 && (size_t)n < len ? access(buf, X_OK) : -1;
 }
 
 static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
@@ -282,7 +299,7 @@ static int watch(host_ctx *hc, uv_fs_event_t *h, const char *rel, sg_err *err)
 
 static int pool_start(host_ctx *hc, sg_err *err)
 {
-    if (find_cli(hc->cli, sizeof hc->cli) < 0)
+    if (sg_cli_find_cli(hc->cli, sizeof hc->cli) < 0)
         return sg_err_set(err, ENOENT, "cannot find the sandglass program the pool's refills run (set SANDGLASS_CLI)");
     uv_fs_event_init(&hc->loop, &hc->pool_watch);
     uv_fs_event_init(&hc->loop, &hc->sb_watch);
@@ -310,12 +327,15 @@ static void pool_stop(host_ctx *hc)
 
 /* ---------------------------------------------------------------- the registration */
 
+static void reg_apply(host_ctx *hc, const reg_cfg *c);
+
 static void reg_run(uv_work_t *w)
 {
     host_ctx *hc = w->data;
     hc->reg_err = (sg_err){0};
-    sg_autojson json_t *reg = sg_cli_host_registration(hc->name, hc->serve_url, hc->heartbeat_s, &hc->reg_err);
-    if (reg && sg_cli_host_register(&hc->reg_target, hc->secret, reg, &hc->reg_err) == 0)
+    sg_autojson json_t *reg =
+        sg_cli_host_registration(hc->name, hc->serve_url, hc->heartbeat_s, &hc->reg_unready, &hc->reg_err);
+    if (reg && sg_cli_host_register(&hc->reg.target, hc->reg.secret, reg, &hc->reg_err) == 0)
         hc->reg_err.code = 0, hc->reg_err.msg[0] = '\0';
     else if (hc->reg_err.msg[0] == '\0')
         sg_err_set(&hc->reg_err, EIO, "registration failed");
@@ -330,49 +350,84 @@ static void reg_done(uv_work_t *w, int status)
     bool ok = status == 0 && hc->reg_err.msg[0] == '\0';
     if (ok && (!hc->reg_tried || !hc->reg_ok))
         sg_log(SG_LOG_INFO, "registered as %s with the ingest at %s:%s (again every %d s)", hc->name,
-               hc->reg_target.host, hc->reg_target.port, hc->heartbeat_s);
+               hc->reg.target.host, hc->reg.target.port, hc->heartbeat_s);
     else if (!ok && (!hc->reg_tried || hc->reg_ok))
         sg_log(SG_LOG_WARN, "cannot register as %s with the ingest at %s:%s: %s (trying again every %d s)", hc->name,
-               hc->reg_target.host, hc->reg_target.port, status == 0 ? hc->reg_err.msg : uv_strerror(status),
+               hc->reg.target.host, hc->reg.target.port, status == 0 ? hc->reg_err.msg : uv_strerror(status),
                hc->heartbeat_s);
     hc->reg_tried = true;
     hc->reg_ok = ok;
+    /* a sandbox made or gone while it ran, or one still being made (its
+     * record not whole: looked at again, REG_SOON_TRIES times at most) */
+    hc->reg_retries = hc->reg_unready ? hc->reg_retries + 1 : 0;
+    if (hc->reg_wanted || (hc->reg_unready && hc->reg_retries <= REG_SOON_TRIES))
+        reg_soon(hc);
+    if (hc->reg_next_set) { /* a reload came meanwhile */
+        hc->reg_next_set = false;
+        reg_apply(hc, &hc->reg_next);
+        OPENSSL_cleanse(hc->reg_next.secret, sizeof hc->reg_next.secret);
+    }
 }
 
 static void on_reg_timer(uv_timer_t *t)
 {
     host_ctx *hc = t->data;
     if (hc->reg_busy)
-        return;
+        return; /* a change's (reg_wanted) goes after it: reg_done */
     hc->reg_work.data = hc;
-    if (uv_queue_work(&hc->loop, &hc->reg_work, reg_run, reg_done) == 0)
+    if (uv_queue_work(&hc->loop, &hc->reg_work, reg_run, reg_done) == 0) {
         hc->reg_busy = true;
+        hc->reg_wanted = false; /* this one reads the state directory as it is now */
+    }
 }
 
 static void reg_start(host_ctx *hc)
 {
-    if (!hc->reg_on)
-        return;
     uv_timer_init(&hc->loop, &hc->reg_timer);
     hc->reg_timer.data = hc;
-    uv_timer_start(&hc->reg_timer, on_reg_timer, 0, (uint64_t)hc->heartbeat_s * 1000);
+    hc->reg_timer_on = true;
+    if (hc->reg.on)
+        uv_timer_start(&hc->reg_timer, on_reg_timer, 0, (uint64_t)hc->heartbeat_s * 1000);
 }
 
 static void reg_stop(host_ctx *hc)
 {
-    if (hc->reg_on)
+    if (hc->reg_timer_on)
         uv_close((uv_handle_t *)&hc->reg_timer, NULL); /* a registration running ends on its own */
-    hc->reg_on = false;
+    hc->reg_timer_on = false;
+    hc->reg.on = false;
+}
+
+/* A registration within REG_SOON_MS (a burst of changes is one), unless
+ * one is due sooner anyway. */
+static void reg_soon(host_ctx *hc)
+{
+    hc->reg_wanted = true;
+    if (!hc->reg.on || !hc->reg_timer_on || uv_timer_get_due_in(&hc->reg_timer) <= REG_SOON_MS)
+        return;
+    uv_timer_start(&hc->reg_timer, on_reg_timer, REG_SOON_MS, (uint64_t)hc->heartbeat_s * 1000);
+}
+
+/* c in force (none running: reg_run reads it), and a registration now
+ * when it is on: a reload's result shows at once. */
+static void reg_apply(host_ctx *hc, const reg_cfg *c)
+{
+    hc->reg = *c;
+    hc->reg_tried = false; /* the next result is logged */
+    if (!hc->reg_timer_on)
+        return;
+    if (c->on)
+        uv_timer_start(&hc->reg_timer, on_reg_timer, 0, (uint64_t)hc->heartbeat_s * 1000);
+    else
+        uv_timer_stop(&hc->reg_timer);
 }
 
 /* ---------------------------------------------------------------- the daemon */
 
-static void on_signal(uv_signal_t *h, int signum)
+static void on_signal(void *ud, int signum)
 {
-    host_ctx *hc = h->data;
+    host_ctx *hc = ud;
     sg_log(SG_LOG_INFO, "stopping on %s; the sandboxes stay running", signum == SIGINT ? "SIGINT" : "SIGTERM");
-    uv_close((uv_handle_t *)&hc->sigint, NULL);
-    uv_close((uv_handle_t *)&hc->sigterm, NULL);
     pool_stop(hc);
     reg_stop(hc);
     sg_prom_server_stop(hc->prom);
@@ -423,17 +478,14 @@ static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *a
     }
     hc->prom = sg_prom_server_start(&hc->loop, host, port, acc, render, hc, &err);
     if (!hc->prom) {
-        hc->reg_on = false;
+        hc->reg.on = false;
         pool_stop(hc);
         uv_run(&hc->loop, UV_RUN_DEFAULT);
         return sg_cli_failf("host", "--metrics-listen: %s", err.msg);
     }
-    /* the signals first: a caller may stop it as soon as the line says it runs */
-    uv_signal_init(&hc->loop, &hc->sigint);
-    uv_signal_init(&hc->loop, &hc->sigterm);
-    hc->sigint.data = hc->sigterm.data = hc;
-    uv_signal_start(&hc->sigint, on_signal, SIGINT);
-    uv_signal_start(&hc->sigterm, on_signal, SIGTERM);
+    /* held since the start (sg_cmd_host): a caller may signal it as soon
+     * as the line says it runs */
+    sg_cli_signals_start(&hc->loop, &hc->sigs);
     bool v6 = strchr(host, ':') != NULL;
     printf("metrics on http://%s%s%s:%d/metrics\n", v6 ? "[" : "", host, v6 ? "]" : "",
            sg_prom_server_port(hc->prom));
@@ -445,13 +497,6 @@ static int run(host_ctx *hc, const char *host, int port, const sg_prom_access *a
     uv_run(&hc->loop, UV_RUN_DEFAULT); /* handles lws closed in its second destroy */
     return 0;
 }
-
-typedef struct host_opts {
-    const char *listen, *token;
-    const char *ingest, *ingest_ca, *secret, *name, *serve_url;
-    int heartbeat_s;
-    bool no_register;
-} host_opts;
 
 /* One option into o: 0, or the usage error's exit status. */
 static int host_opt(int c, host_opts *o, char **argv)
@@ -508,46 +553,119 @@ static int host_parse(int argc, char **argv, host_opts *o)
     return -1;
 }
 
-/* The registration's settings, checked at start (a bad one is the
- * operator's to fix now, not a warning every heartbeat): 0, or the exit
- * status. */
+/* The registration's settings the flags and the config give now, into
+ * out: 0 (out->on false: no ingest, --no-register, or the config's ingest
+ * without its secret, which note says), or -1 with err (*flag_fault: a flag's
+ * fault). */
+static int reg_settings(const host_ctx *hc, const host_opts *o, reg_cfg *out, char *note, size_t nlen, bool *flag_fault,
+                        sg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    note[0] = '\0';
+    *flag_fault = false;
+    const char *ingest = o->ingest ? o->ingest : sg_config_get(SG_CONF_INGEST, NULL);
+    if (o->no_register || !ingest)
+        return 0;
+    if (!hc->name) {
+        *flag_fault = true;
+        return sg_err_set(err, EINVAL, "the system's host name is not a valid host name for the store: give --name");
+    }
+    if (sg_cli_target_parse(ingest, o->ingest_ca, &out->target, err) < 0) {
+        *flag_fault = true;
+        sg_err_prefix(err, "--ingest");
+        return -1;
+    }
+    const char *secret = o->secret ? o->secret : sg_config_get(SG_CONF_SECRET, NULL);
+    sg_autofree char *def = secret ? NULL : sg_config_secret();
+    if (sg_token_secret_load(secret ? secret : def, out->secret, err) < 0) {
+        /* asked for on the command line: an error; the config's ingest
+         * without its secret (this host's creates may not capture): the
+         * host runs unregistered, and says so */
+        if (o->ingest || o->secret) {
+            sg_err_prefix(err, "registering with the ingest needs its secret");
+            return -1;
+        }
+        snprintf(note, nlen, "not registering with the ingest %.200s: no secret (%.250s)", ingest, err->msg);
+        return 0;
+    }
+    out->on = true;
+    return 0;
+}
+
+/* The name and the serve URL (flags: never reloaded), checked at start
+ * when there is an ingest to register with (a bad one is the operator's
+ * to fix now, not a warning every heartbeat): 0, or the exit status. */
 static int reg_setup(host_ctx *hc, const host_opts *o)
 {
     const char *ingest = o->ingest ? o->ingest : sg_config_get(SG_CONF_INGEST, NULL);
     hc->heartbeat_s = o->heartbeat_s;
-    if (o->no_register || !ingest)
-        return 0;
     static char hostname[256];
     if (!o->name && gethostname(hostname, sizeof hostname - 1) < 0)
-        return sg_cli_failf("host", "gethostname: %s (give --name)", strerror(errno));
-    hc->name = o->name ? o->name : hostname;
+        hostname[0] = '\0';
+    const char *name = o->name ? o->name : hostname;
+    hc->name = sg_valid_name(name) ? name : NULL;
+    hc->serve_url = o->serve_url;
+    if (o->no_register || !ingest)
+        return 0;
     char vb[300];
-    if (!sg_valid_name(hc->name))
+    if (!hc->name)
         return sg_cli_usage("host", "%s '%s' is not a valid host name for the store (letters, digits, '.', '_', "
                             "'-', '@'; %d at most): give --name", o->name ? "--name" : "the system's host name",
-                            sg_vis(hc->name, strlen(hc->name), vb, sizeof vb), SG_NAME_MAX);
-    hc->serve_url = o->serve_url;
+                            sg_vis(name, strlen(name), vb, sizeof vb), SG_NAME_MAX);
     if (o->serve_url && ((strncmp(o->serve_url, "http://", 7) != 0 && strncmp(o->serve_url, "https://", 8) != 0) ||
                          strlen(o->serve_url) > SG_HOSTREG_URL_MAX || strpbrk(o->serve_url, " \t\r\n")))
         return sg_cli_usage("host", "--serve-url '%s': an http:// or https:// URL (%d bytes at most)",
                             sg_vis(o->serve_url, strlen(o->serve_url), vb, sizeof vb), SG_HOSTREG_URL_MAX);
     sg_err err = {0};
-    if (sg_cli_target_parse(ingest, o->ingest_ca, &hc->reg_target, &err) < 0)
-        return sg_cli_usage("host", "--ingest: %s", err.msg);
-    const char *secret = o->secret ? o->secret : sg_config_get(SG_CONF_SECRET, NULL);
-    sg_autofree char *def = secret ? NULL : sg_config_secret();
-    if (sg_token_secret_load(secret ? secret : def, hc->secret, &err) < 0) {
-        /* asked for on the command line: an error; the config's ingest
-         * without its secret (this host's creates may not capture): the
-         * host runs unregistered, and says so */
-        if (o->ingest || o->secret)
-            return sg_cli_failf("host", "registering with the ingest needs its secret: %s (or --no-register)",
-                                err.msg);
-        sg_cli_sayf("host", "not registering with the ingest %.200s: no secret (%s)", ingest, err.msg);
-        return 0;
-    }
-    hc->reg_on = true;
+    char note[512];
+    bool flag_fault = false;
+    if (reg_settings(hc, o, &hc->reg, note, sizeof note, &flag_fault, &err) < 0)
+        return flag_fault ? sg_cli_usage("host", "%s", err.msg) : sg_cli_failf("host", "%s (or --no-register)", err.msg);
+    if (note[0])
+        sg_cli_sayf("host", "%s", note);
     return 0;
+}
+
+/* SIGHUP: the config's files, the secret's file and the metrics token's
+ * read again; what cannot be read keeps what was in force (logged). */
+static void on_hup(void *ud)
+{
+    host_ctx *hc = ud;
+    sg_err err = {0};
+    sg_log(SG_LOG_INFO, "SIGHUP: reading the configuration, the secret and the metrics token again");
+    if (sg_config_reload(&err) < 0) {
+        sg_log(SG_LOG_ERROR, "reload: %s (nothing changed)", err.msg);
+        return;
+    }
+    reg_cfg c;
+    char note[512];
+    bool flag_fault;
+    if (reg_settings(hc, hc->opts, &c, note, sizeof note, &flag_fault, &err) < 0) {
+        sg_log(SG_LOG_ERROR, "reload: %s (the registration goes on as it was)", err.msg);
+    } else {
+        if (note[0])
+            sg_log(SG_LOG_WARN, "reload: %s", note);
+        else if (c.on)
+            sg_log(SG_LOG_INFO, "reload: registering as %s with the ingest at %s:%s", hc->name, c.target.host,
+                   c.target.port);
+        else
+            sg_log(SG_LOG_INFO, "reload: no ingest to register with");
+        if (hc->reg_busy) { /* reg_run reads hc->reg: in force at its end */
+            hc->reg_next = c;
+            hc->reg_next_set = true;
+        } else {
+            reg_apply(hc, &c);
+        }
+    }
+    OPENSSL_cleanse(c.secret, sizeof c.secret);
+    if (hc->opts->token && hc->prom) {
+        sg_prom_access acc = {.own = true};
+        if (sg_prom_token_load(&acc, hc->opts->token, &err) < 0)
+            sg_log(SG_LOG_ERROR, "reload: %s (the old metrics token is kept)", err.msg);
+        else
+            sg_prom_server_set_access(hc->prom, &acc);
+        OPENSSL_cleanse(&acc, sizeof acc);
+    }
 }
 
 int sg_cmd_host(int argc, char **argv)
@@ -567,7 +685,11 @@ int sg_cmd_host(int argc, char **argv)
         return sg_cli_failf("host", "%s", err.msg);
     if (!sg_state_dir(&err))
         return sg_cli_failf("host", "state directory: %s", err.msg);
-    host_ctx hc = {.start_time = sg_now_wall(), .cache = sg_counters_cache_new()};
+    host_ctx hc = {.start_time = sg_now_wall(), .cache = sg_counters_cache_new(), .opts = &o};
+    /* held from here: a caller that signals at the first line gets the
+     * handlers (daemon_signals.h) */
+    hc.sigs = (sg_cli_signals){.stop = on_signal, .hup = on_hup, .ud = &hc};
+    sg_cli_signals_hold(&hc.sigs);
     if ((r = reg_setup(&hc, &o)) != 0) {
         sg_counters_cache_free(hc.cache);
         return r;
@@ -584,6 +706,6 @@ int sg_cmd_host(int argc, char **argv)
     if (uv_loop_close(&hc.loop) != 0)
         sg_log(SG_LOG_WARN, "event loop not fully closed");
     sg_counters_cache_free(hc.cache);
-    OPENSSL_cleanse(hc.secret, sizeof hc.secret);
+    OPENSSL_cleanse(hc.reg.secret, sizeof hc.reg.secret);
     return r;
 }

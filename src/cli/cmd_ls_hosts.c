@@ -1,5 +1,5 @@
 /* sandglassd ls --all-hosts: the sandboxes of every host registered in the
- * ingest's store (GET /v1/hosts; `sandglass host` registers each), one row
+ * ingest's store (GET /v1/hosts, every page; `sandglass host` registers each), one row
  * a sandbox with its HOST, a host that lists none as one row of its own.
  * `sandglass ls --all-hosts` hands over to it (the thin CLI speaks no
  * HTTP). Every string the store gave is escaped on the terminal: the
@@ -189,12 +189,9 @@ int sg_cmd_ls_hosts(int argc, char **argv)
     sg_autofree char *tok = sg_cli_read_token(o.token, o.secret, LS_HOSTS_TOKEN_TTL_S, &err);
     if (!tok)
         return sg_cli_failf("ls", "%s (pass --token, an operator read token, or --secret)", err.msg);
-    sg_autojson json_t *ans = sg_cli_http_get_json(&t, "/v1/hosts", tok, NULL, &err);
-    if (!ans)
+    sg_autojson json_t *hosts = sg_cli_hosts_all(&t, tok, NULL, &err); /* every page */
+    if (!hosts)
         return sg_cli_failf("ls", "%s", err.msg);
-    json_t *hosts = json_object_get(ans, "hosts");
-    if (!json_is_array(hosts))
-        return sg_cli_fail("ls", "the ingest's answer has no hosts (an ingest older than this sandglass?)");
     if (o.json) {
         sg_autojson json_t *out = hosts_json(&o, hosts);
         sg_autofree char *s = sg_json_dump(out);

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/cmds.h"
+#include "cli/common.h"
 #include "cli/daemon_signals.h"
 #include "cli/config.h"
 #include "cli/listen_tls.h"
@@ -188,6 +189,9 @@ int sg_cmd_serve(int argc, char **argv)
     else
         sg_web_dir(webdir, sizeof webdir);
     opts.web_dir = webdir;
+    char cli[PATH_MAX];
+    if (sg_cli_find_cli(cli, sizeof cli) == 0)
+        opts.cli = cli;
 
     signal(SIGPIPE, SIG_IGN);
     sg_log_init("serve");

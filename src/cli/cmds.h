@@ -28,6 +28,9 @@ int sg_cmd_destroy(int argc, char **argv);
 int sg_cmd_gc(int argc, char **argv);
 int sg_cmd_mcp(int argc, char **argv);
 int sg_cmd_abort(int argc, char **argv);
+/* sandglassd's: abort and destroy of a sandbox on another host (cmd_remote.c). */
+int sg_cmd_abort_remote(int argc, char **argv);
+int sg_cmd_destroy_remote(int argc, char **argv);
 int sg_cmd_resume(int argc, char **argv);
 int sg_cmd_cp(int argc, char **argv);
 int sg_cmd_checkpoint(int argc, char **argv);

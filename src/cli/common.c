@@ -288,3 +288,20 @@ int sg_cli_handoff(const char *cmd, char **argv)
     execv(path, args);
     return sg_cli_failf(cmd, "cannot run %s: %s", path, strerror(errno));
 }
+
+int sg_cli_find_cli(char *buf, size_t len)
+{
+    if (sg_sibling_exe("SANDGLASS_CLI", "sandglass", buf, len) == 0)
+        return 0;
+    char self[PATH_MAX];
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l <= 0)
+        return -1;
+    self[l] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    int n = snprintf(buf, len, "%.*s/../bin/sandglass", PATH_MAX - 32, self);
+    return n > 0 && (size_t)n < len ? access(buf, X_OK) : -1;
+}

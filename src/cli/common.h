@@ -21,6 +21,10 @@ int sg_cli_daemon_path(char *buf, size_t len);
  * over (cast from the store, ls --all-hosts). Returns only on failure,
  * with the exit status. */
 int sg_cli_handoff(const char *cmd, char **argv);
+/* The `sandglass` program sandglassd's daemons run (the host's pool
+ * refills, serve's actions): $SANDGLASS_CLI, else `sandglass` beside this
+ * program, in its ../libexec's ../bin (installed), or beside it. 0, or -1. */
+int sg_cli_find_cli(char *buf, size_t len);
 
 /* The newest modification time of the regular files in
  * <state>/sb/<id>/<rel>/ (0: none): a sandbox's last activity is its
@@ -47,6 +51,9 @@ json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err 
  * when it cannot), saying on stderr what it found. Returns the result
  * object (caller decrefs) or NULL with err. */
 json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err);
+/* abort's answer in words (cmd_abort.c): who, why, what was killed, the
+ * proof; rb the rollback's answer after it, or NULL. */
+void sg_cli_print_abort(const char *id, const sg_ctl_abort_reply *a, const sg_ctl_rollback_reply *rb);
 
 /* Cleans up a sandbox whose supervisor is gone: kills every process in its
  * cgroup, proves it empty, removes cgroups and state. */

@@ -114,6 +114,12 @@ const char *sg_config_get(sg_conf_key key, const char **origin)
     return vals[key].value;
 }
 
+const char *sg_config_ingest_given(void)
+{
+    const char *v = sg_config_get(SG_CONF_INGEST, NULL);
+    return v && *v ? v : NULL;
+}
+
 const char *sg_config_ingest(void)
 {
     const char *v = sg_config_get(SG_CONF_INGEST, NULL);
@@ -283,6 +289,24 @@ static int load_files(sg_err *err)
     else if (home && *home)
         user = sg_strdup_printf("%s/.config/sandglass/sandglass.conf", home);
     return user ? load_file(user, false, err) : 0;
+}
+
+int sg_config_reload(sg_err *err)
+{
+    __typeof__(vals) old;
+    memcpy(old, vals, sizeof vals);
+    memset(vals, 0, sizeof vals);
+    loaded = false;
+    if (sg_config_load(err) < 0) { /* it reset what it read: the old values back */
+        memcpy(vals, old, sizeof vals);
+        loaded = true;
+        return -1;
+    }
+    for (int k = 0; k < SG_CONF__COUNT; k++) {
+        free(old[k].value);
+        free(old[k].origin);
+    }
+    return 0;
 }
 
 int sg_config_load(sg_err *err)

@@ -64,6 +64,12 @@ typedef enum {
  * SANDGLASS_LOG_LEVEL) when a file set them and the environment did not.
  * Each binary's main calls it once before it runs a command. */
 int sg_config_load(sg_err *err);
+/* A daemon's SIGHUP: the files and variables read again as
+ * sg_config_load does, the new values in force only when all of them are
+ * good (-1 with err: the old ones kept). What the first load exported to
+ * the environment (state-dir, log-level) is the environment's from then
+ * on: a reload does not move a daemon's state directory. */
+int sg_config_reload(sg_err *err);
 
 /* key's value: the environment's, else the user file's, else the system
  * file's; NULL for the built-in default (or before a successful load).
@@ -77,6 +83,9 @@ const char *sg_config_key_name(sg_conf_key key);
 /* The ingest URL(s) a command uses without --ingest: the config's, else
  * ws://127.0.0.1:7433. */
 const char *sg_config_ingest(void);
+/* The ingest URL(s) the config or the environment gives; NULL when none
+ * (no default: abort and destroy ask another host only when told where). */
+const char *sg_config_ingest_given(void);
 
 /* The secret file a command uses without --secret (caller frees): the
  * config's, else <state>/ingest/secret. */

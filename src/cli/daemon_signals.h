@@ -1,4 +1,4 @@
-/* daemon_signals: the signals of the long-running commands (ingest, serve)
+/* daemon_signals: the signals of the long-running commands (ingest, serve, host)
  * on their libuv loop. */
 #ifndef SG_CLI_DAEMON_SIGNALS_H
 #define SG_CLI_DAEMON_SIGNALS_H

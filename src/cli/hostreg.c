@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
@@ -29,13 +30,18 @@ static json_t *iso_or_null(time_t t)
 }
 
 /* One sandbox as the registration lists it (NULL: not listed: a spare,
- * or no record). Its state as ls tells it, without taking over a
- * supervisor (that is ls's, run by an operator). */
-static json_t *sandbox_row(const char *id)
+ * or no record: *unready set when it may be one being made). Its state as
+ * ls tells it, without taking over a supervisor (that is ls's, run by an
+ * operator). */
+static json_t *sandbox_row(const char *id, bool *unready)
 {
     sg_sandbox_meta m;
-    if (sg_sandbox_meta_load(id, &m, NULL) < 0)
+    if (sg_sandbox_meta_load(id, &m, NULL) < 0) {
+        *unready = true;
         return NULL;
+    }
+    if (!m.created[0])
+        *unready = true;
     json_t *row = NULL;
     if (strcmp(m.learner, SG_POOL_LEARNER) != 0 && sg_valid_name(m.learner) && m.created[0]) {
         char by[32], reason[256];
@@ -75,15 +81,19 @@ char *sg_cli_read_token(const char *token, const char *secret, int64_t ttl_s, sg
     return sg_token_make_read(key, NULL, NULL, NULL, ttl_s, err);
 }
 
-json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, sg_err *err)
+json_t *sg_cli_host_registration(const char *name, const char *serve_url, int heartbeat_s, size_t *unready,
+                                 sg_err *err)
 {
+    *unready = 0;
     sg_autostrv char **ids = sg_state_list(err);
     if (!ids)
         return NULL;
     json_t *sbs = json_array();
     size_t total = 0;
     for (size_t i = 0; ids[i]; i++) {
-        json_t *row = sandbox_row(ids[i]);
+        bool not_yet = false;
+        json_t *row = sandbox_row(ids[i], &not_yet);
+        *unready += not_yet;
         if (!row)
             continue;
         if (total++ < SG_HOSTREG_SANDBOXES_MAX)
@@ -117,4 +127,40 @@ int sg_cli_host_register(const sg_cli_target *t, const uint8_t secret[SG_TOKEN_S
         return -1;
     sg_autojson json_t *j = sg_cli_http_answer_json(ans, ans_len, status, NULL, err);
     return j ? 0 : -1;
+}
+
+json_t *sg_cli_hosts_all(const sg_cli_target *t, const char *token, const char *sandbox, sg_err *err)
+{
+    sg_autojson json_t *hosts = json_array();
+    sg_autofree char *after = NULL;
+    for (int page = 0; hosts && page < SG_CLI_HOSTS_PAGES; page++) {
+        sg_buf path = {0};
+        sg_buf_printf(&path, "/v1/hosts?");
+        if (sandbox)
+            sg_buf_printf(&path, "sandbox=%s&", sandbox);
+        if (after)
+            sg_buf_printf(&path, "after=%s", after);
+        sg_autofree char *p = sg_buf_steal(&path, NULL);
+        sg_autojson json_t *ans = p ? sg_cli_http_get_json(t, p, token, NULL, err) : NULL;
+        if (!ans)
+            return p ? NULL : (sg_err_set(err, ENOMEM, "out of memory"), NULL);
+        json_t *hs = json_object_get(ans, "hosts");
+        if (!json_is_array(hs))
+            return sg_err_set(err, EPROTO, "the ingest's answer has no hosts (an ingest older than this sandglass?)"),
+                   NULL;
+        json_array_extend(hosts, hs);
+        json_t *next = json_object_get(ans, "next");
+        if (!next || json_is_null(next)) /* an ingest before pages has no "next": one page */
+            return sg_steal_ptr(&hosts);
+        const char *n = json_string_value(next);
+        if (!n || !sg_valid_name(n) || (after && strcmp(n, after) <= 0))
+            return sg_err_set(err, EPROTO, "the ingest's answer has a bad \"next\""), NULL;
+        free(after);
+        after = strdup(n);
+        if (!after)
+            return sg_err_set(err, ENOMEM, "out of memory"), NULL;
+    }
+    if (!hosts)
+        return sg_err_set(err, ENOMEM, "out of memory"), NULL;
+    return sg_err_set(err, EFBIG, "more than %d pages of hosts", SG_CLI_HOSTS_PAGES), NULL;
 }

@@ -69,6 +69,7 @@ int sg_cli_target_parse(const char *url, const char *ca, sg_cli_target *t, sg_er
     if (!copy)
         return sg_err_set(err, ENOMEM, "out of memory");
     t->n = 0;
+    t->peer = NULL;
     for (char *p = copy;;) {
         char *comma = strchr(p, ',');
         if (comma)
@@ -101,7 +102,12 @@ int sg_cli_target_parse(const char *url, const char *ca, sg_cli_target *t, sg_er
     return 0;
 }
 
-static int node_connect(const sg_cli_node *t, int timeout_s, sg_err *err)
+static const char *peer_of(const sg_cli_target *t)
+{
+    return t->peer ? t->peer : "the ingest";
+}
+
+static int node_connect(const sg_cli_node *t, const char *peer, int timeout_s, sg_err *err)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int gr = getaddrinfo(t->host, t->port, &hints, &ai);
@@ -125,7 +131,7 @@ static int node_connect(const sg_cli_node *t, int timeout_s, sg_err *err)
     }
     freeaddrinfo(ai);
     if (fd < 0)
-        return sg_err_sys(err, "connect to the ingest at %s:%s", t->host, t->port);
+        return sg_err_sys(err, "connect to %s at %s:%s", peer, t->host, t->port);
     return fd;
 }
 
@@ -161,7 +167,7 @@ static SSL_CTX *tls_ctx(const char *ca, sg_err *err)
 /* The TLS handshake on c->fd with node n, its certificate checked for n's
  * host (a DNS name, or an IP address against the certificate's IP
  * addresses). -1 with err saying what failed and what to do. */
-static int tls_handshake(sg_cli_conn *c, const sg_cli_node *n, const char *ca, sg_err *err)
+static int tls_handshake(sg_cli_conn *c, const sg_cli_node *n, const char *peer, const char *ca, sg_err *err)
 {
     c->ssl = SSL_new(c->ctx);
     if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1)
@@ -178,28 +184,28 @@ static int tls_handshake(sg_cli_conn *c, const sg_cli_node *n, const char *ca, s
     long v = SSL_get_verify_result(c->ssl);
     ssl_error_text(e, sizeof e);
     if (v != X509_V_OK)
-        return sg_err_set(err, EKEYREJECTED, "TLS with the ingest at %s:%s: certificate verify failed: %s (%s)", n->host,
+        return sg_err_set(err, EKEYREJECTED, "TLS with %s at %s:%s: certificate verify failed: %s (%s)", peer, n->host,
                           n->port, X509_verify_cert_error_string(v),
                           v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH
                               ? "the certificate is for another host"
                           : ca[0] ? "not signed by the CAs of --ingest-ca"
                                   : "give the CA that signed it with --ingest-ca FILE");
-    return sg_err_set(err, EKEYREJECTED, "TLS handshake with the ingest at %s:%s failed%s%s (is it a plain ws:// "
-                      "ingest? then use http:// or ws://)", n->host, n->port, e[0] ? ": " : "", e);
+    return sg_err_set(err, EKEYREJECTED, "TLS handshake with %s at %s:%s failed%s%s (is it a plain ws:// "
+                      "ingest? then use http:// or ws://)", peer, n->host, n->port, e[0] ? ": " : "", e);
 }
 
 int sg_cli_conn_open(const sg_cli_target *t, int timeout_s, sg_cli_conn *c, sg_err *err)
 {
     *c = (sg_cli_conn){.fd = -1};
     for (unsigned i = 0; i < t->n; i++) { /* err: the last node's */
-        c->fd = node_connect(&t->node[i], timeout_s, err);
+        c->fd = node_connect(&t->node[i], peer_of(t), timeout_s, err);
         if (c->fd < 0 || !t->node[i].tls)
             continue;
         if (!c->ctx && !(c->ctx = tls_ctx(t->ca, err))) {
             sg_cli_conn_close(c);
             return -1;
         }
-        if (tls_handshake(c, &t->node[i], t->ca, err) == 0)
+        if (tls_handshake(c, &t->node[i], peer_of(t), t->ca, err) == 0)
             return 0;
         SSL_free(c->ssl);
         c->ssl = NULL;
@@ -284,21 +290,21 @@ static int http_exchange(const sg_cli_target *t, const char *path, const char *t
     if (rc == 0 && post)
         rc = sg_cli_conn_write_all(&c, post, post_len);
     if (rc < 0)
-        sg_err_sys(err, "send to the ingest");
+        sg_err_sys(err, "send to %s", peer_of(t));
     while (rc == 0) {
         char chunk[65536];
         ssize_t n = sg_cli_conn_read(&c, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && b.len == 0) /* a TLS port resets a plain request */
-            rc = sg_err_sys(err, "the ingest at %s:%s closed the connection without an answer (a TLS port? then "
-                            "use https:// or wss://)", t->host, t->port);
+            rc = sg_err_sys(err, "%s at %s:%s closed the connection without an answer (a TLS port? then "
+                            "use https:// or wss://)", peer_of(t), t->host, t->port);
         else if (n < 0)
-            rc = sg_err_sys(err, "read from the ingest");
+            rc = sg_err_sys(err, "read from %s", peer_of(t));
         else if (n == 0)
             break;
         else if (b.len + (size_t)n > SG_CLI_HTTP_ANSWER_MAX)
-            rc = sg_err_set(err, EFBIG, "answer from the ingest exceeds %d bytes", SG_CLI_HTTP_ANSWER_MAX);
+            rc = sg_err_set(err, EFBIG, "answer from %s exceeds %d bytes", peer_of(t), SG_CLI_HTTP_ANSWER_MAX);
         else if (sg_buf_append(&b, chunk, (size_t)n) < 0)
             rc = sg_err_set(err, ENOMEM, "out of memory");
     }
@@ -329,9 +335,9 @@ char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *
     if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", status) != 1) {
         *status = 0;
         /* A TLS port drops a plain request without a word. */
-        sg_err_set(err, EPROTO, have ? "malformed HTTP answer from the ingest"
-                                     : "the ingest at %s:%s closed the connection without an answer (a TLS port? "
-                                       "then use https:// or wss://)", t->host, t->port);
+        sg_err_set(err, EPROTO, have ? "malformed HTTP answer from %s"
+                                     : "%s at %s:%s closed the connection without an answer (a TLS port? "
+                                       "then use https:// or wss://)", peer_of(t), t->host, t->port);
         return NULL;
     }
     *hend = '\0';
@@ -342,7 +348,7 @@ char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *
         if (strncasecmp(line + 2, "content-length:", 15) == 0) {
             unsigned long long cl = strtoull(line + 17, NULL, 10);
             if (cl > *body_len) {
-                sg_err_set(err, EPROTO, "truncated answer from the ingest");
+                sg_err_set(err, EPROTO, "truncated answer from %s", peer_of(t));
                 return NULL;
             }
             *body_len = (size_t)cl;

@@ -33,6 +33,7 @@ typedef struct sg_cli_target {
     unsigned n;               /* nodes of one store, n >= 1 */
     sg_cli_node node[SG_CLI_TARGET_NODES];
     char ca[PATH_MAX];        /* TLS: the CA file; "": the system's trust store */
+    const char *peer;         /* what messages call it: NULL "the ingest" (another host's "serve") */
 } sg_cli_target;
 
 /* http://HOST[:PORT][/...], ws://..., https://... or wss://... (port 80 or

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/cleanup.h"
 
@@ -108,4 +109,16 @@ void sg_http_server_info(struct lws_context_creation_info *info, void **foreign_
      * size, one loop turn (and three epoll_ctl) each: at its 4 KiB default
      * a 1 MB page of /v1/events cost ~250 turns. */
     info->pt_serv_buf_size = SG_HTTP_SERV_BUF;
+}
+
+const char *sg_http_bearer(struct lws *wsi, char *token, size_t size, const char *missing)
+{
+    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (alen <= 0)
+        return missing;
+    if ((size_t)alen >= size || lws_hdr_copy(wsi, token, (int)size, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        return "malformed token: too long";
+    if (strncasecmp(token, "Bearer ", 7) != 0)
+        return "Authorization must be 'Bearer <token>'";
+    return NULL;
 }

@@ -60,4 +60,8 @@ int sg_http_writeable(struct lws *wsi, sg_http_req *req);
  * NULL: lws has none for a connection closed before its request). */
 void sg_http_req_release(sg_http_req *req);
 
+/* The Authorization header into token ("Bearer T": the token at token +
+ * 7): NULL, or what is wrong with it (missing: the message given). */
+const char *sg_http_bearer(struct lws *wsi, char *token, size_t size, const char *missing);
+
 #endif

@@ -221,6 +221,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
         ingest_retain_start(ing, opts, err) < 0)
         goto fail;
+    ingest_hosts_start(ing);
     /* A PostgreSQL URL may carry a password: only its kind is logged. */
     sg_log(SG_LOG_INFO, "started (sandglass " SG_VERSION "): listening on %s:%d, store %s, secret %s", opts->host,
            ing->port, strncmp(opts->store_url, "sqlite:", 7) == 0 ? opts->store_url : "postgresql",
@@ -270,6 +271,7 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
     ingest_sse_stop(ing);
     ingest_rate_stop(ing);
     ingest_retain_stop(ing);
+    ingest_hosts_stop(ing);
     /* Inside the loop: lws closes its handles; the loop then drains. */
     if (ing->ctx)
         lws_context_destroy(ing->ctx);

@@ -155,6 +155,12 @@ typedef struct ingest_metrics {
     uint64_t batch_count, batch_sum;
     sg_prom_access access;      /* --metrics-token's SHA-256; own: --metrics-listen (prom.h) */
     int port;
+    /* the hosts' registrations (ingest_hosts.c): this node's POSTs, and the
+     * store's hosts as counted every INGEST_HOSTS_COUNT_EVERY_S */
+    uint64_t host_regs, host_regs_refused;
+    int64_t hosts_known, hosts_stale;
+    uv_timer_t hosts_timer;
+    bool hosts_timer_on;
 } ingest_metrics;
 
 struct sg_ingest {
@@ -266,9 +272,6 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                    size_t len);
 
 json_t *ingest_error_json(const char *msg);
-/* The Authorization header into token ("Bearer T": the token at token +
- * 7): NULL, or what is wrong with it (missing: the message given). */
-const char *ingest_bearer(struct lws *wsi, char *token, size_t size, const char *missing);
 /* A query filter under the read token's scope (claim, "" for none): the
  * token's value where the query has none; another value is answered 403
  * (false). */
@@ -311,6 +314,11 @@ int ingest_hosts_body(struct lws *wsi, sg_http_req *req, const void *in, size_t 
 int ingest_hosts_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* GET /v1/hosts with its read token checked (an operator's). */
 int ingest_http_hosts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+/* The count of the store's hosts for /metrics, at start and every
+ * INGEST_HOSTS_COUNT_EVERY_S on the loop (a scrape never asks the store). */
+#define INGEST_HOSTS_COUNT_EVERY_S 10
+void ingest_hosts_start(sg_ingest *ing);
+void ingest_hosts_stop(sg_ingest *ing);
 
 /* ---- ingest_console.c ---- */
 

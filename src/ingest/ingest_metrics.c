@@ -139,7 +139,17 @@ static int counters(sg_ingest *ing, sg_buf *b)
            sg_prom_counter(b, "sandglass_ingest_stream_throttles_total",
                    "Times a stream's reading paused for its rate (--max-stream-rate).", st->throttled) < 0 ||
            sg_prom_counter(b, "sandglass_ingest_subscriber_overflows_total",
-                   "GET /v1/stream subscribers closed for reading too slowly.", st->stream_overflows) < 0
+                   "GET /v1/stream subscribers closed for reading too slowly.", st->stream_overflows) < 0 ||
+           sg_prom_counter(b, "sandglass_ingest_host_registrations_total",
+                   "Sandbox hosts' registrations (POST /v1/hosts) this node stored.", m->host_regs) < 0 ||
+           sg_prom_counter(b, "sandglass_ingest_host_registrations_refused_total",
+                   "Sandbox hosts' registrations this node refused (a token, a body, the store).",
+                   m->host_regs_refused) < 0 ||
+           sg_prom_gauge(b, "sandglass_ingest_hosts", "Sandbox hosts registered in the store (counted every 10 s).",
+                   (double)m->hosts_known) < 0 ||
+           sg_prom_gauge(b, "sandglass_ingest_hosts_stale",
+                   "Of those, hosts not seen for more than 3 of their heartbeats (counted every 10 s).",
+                   (double)m->hosts_stale) < 0
                ? -1
                : 0;
 }

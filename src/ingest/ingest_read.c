@@ -39,21 +39,6 @@ static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int6
     return 0;
 }
 
-/* The Authorization header of an HTTP request into token ("Bearer T": the
- * token at token + 7): NULL, or what is wrong with it (missing: the
- * message given). */
-const char *ingest_bearer(struct lws *wsi, char *token, size_t size, const char *missing)
-{
-    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-    if (alen <= 0)
-        return missing;
-    if ((size_t)alen >= size || lws_hdr_copy(wsi, token, (int)size, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
-        return "malformed token: too long";
-    if (strncasecmp(token, "Bearer ", 7) != 0)
-        return "Authorization must be 'Bearer <token>'";
-    return NULL;
-}
-
 /* The request's read token (Authorization: Bearer; with or_query and no
  * such header, ?token=, which a browser's EventSource must use): 0 and
  * *cl, or 1 with the 401 answer sent. Stream tokens are refused: they
@@ -63,7 +48,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
 {
     char token[SG_TOKEN_MAX + 64];
     sg_err err;
-    const char *why = ingest_bearer(wsi, token, sizeof token,
+    const char *why = sg_http_bearer(wsi, token, sizeof token,
                              "missing read token (Authorization: Bearer <token>; see sandglass token --read)");
     if (why && or_query && lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) <= 0) {
         int r = http_arg(wsi, "token=", token + 7, (int)sizeof token - 7);
@@ -91,7 +76,7 @@ static int http_token_check(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     char token[SG_TOKEN_MAX + 64];
     sg_token_claims cl;
     sg_err err;
-    const char *why = ingest_bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
+    const char *why = sg_http_bearer(wsi, token, sizeof token, "missing stream token (Authorization: Bearer <token>)");
     if (!why && sg_token_verify(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;
     if (why) {

@@ -78,7 +78,7 @@ int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     char token[SG_TOKEN_MAX + 64];
     sg_token_claims cl;
     sg_err err;
-    const char *why = ingest_bearer(wsi, token, sizeof token,
+    const char *why = sg_http_bearer(wsi, token, sizeof token,
                                     "missing revoke token (Authorization: Bearer <token>; see sandglass token revoke)");
     if (!why && sg_token_verify_revoke(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;

@@ -78,7 +78,7 @@ bool sg_prom_peer_loopback(struct lws *wsi)
 static const char *token_check(const sg_prom_access *a, struct lws *wsi)
 {
     char token[SG_PROM_TOKEN_MAX + 64];
-    const char *why = ingest_bearer(wsi, token, sizeof token,
+    const char *why = sg_http_bearer(wsi, token, sizeof token,
                                     "missing metrics token (Authorization: Bearer <token>; see --metrics-token)");
     if (why)
         return why;
@@ -252,6 +252,11 @@ sg_prom_server *sg_prom_server_start(uv_loop_t *loop, const char *host, int port
 int sg_prom_server_port(const sg_prom_server *ps)
 {
     return ps->port;
+}
+
+void sg_prom_server_set_access(sg_prom_server *ps, const sg_prom_access *a)
+{
+    ps->access = *a;
 }
 
 uint64_t sg_prom_server_refusals(const sg_prom_server *ps)

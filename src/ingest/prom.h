@@ -62,6 +62,8 @@ typedef struct sg_prom_server sg_prom_server;
 sg_prom_server *sg_prom_server_start(uv_loop_t *loop, const char *host, int port, const sg_prom_access *a,
                                      sg_prom_render_fn render, void *ud, sg_err *err);
 int sg_prom_server_port(const sg_prom_server *ps);
+/* The access rule replaced (a reload's metrics token). */
+void sg_prom_server_set_access(sg_prom_server *ps, const sg_prom_access *a);
 /* Scrapes refused (no token, a wrong one, a peer not allowed). */
 uint64_t sg_prom_server_refusals(const sg_prom_server *ps);
 /* Stops listening; inside the running loop (lws closes its handles on

@@ -203,9 +203,14 @@ int sg_store_host_put(sg_store *s, const char *name, const char *info, int64_t l
     return s->ops->host_put(s, name, info, last_seen, err);
 }
 
-json_t *sg_store_hosts(sg_store *s, const char *name, sg_err *err)
+json_t *sg_store_hosts(sg_store *s, const sg_store_hosts_query *q, sg_err *err)
 {
-    return s->ops->hosts(s, name, err);
+    return s->ops->hosts(s, q, err);
+}
+
+int sg_store_hosts_count(sg_store *s, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err)
+{
+    return s->ops->hosts_count(s, now, stale_beats, known, stale, err);
 }
 
 json_t *sg_store_host_row(const char *name, const char *info, int64_t last_seen)

@@ -92,6 +92,8 @@ typedef struct sg_store_event {
 typedef int (*sg_store_event_fn)(void *ud, const sg_store_event *e);
 
 /* Backend interface. */
+struct sg_store_hosts_query;
+
 typedef struct sg_store_ops {
     int (*put)(sg_store *s, const sg_store_row *rows, size_t n, size_t *inserted, sg_err *err);
     int (*load_begin)(sg_store *s, sg_err *err);
@@ -109,7 +111,8 @@ typedef struct sg_store_ops {
     int (*revoked)(sg_store *s, const char *token_id, bool *yes, sg_err *err);
     int (*purges)(sg_store *s, int64_t *n, sg_err *err);
     int (*host_put)(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
-    json_t *(*hosts)(sg_store *s, const char *name, sg_err *err);
+    json_t *(*hosts)(sg_store *s, const struct sg_store_hosts_query *q, sg_err *err);
+    int (*hosts_count)(sg_store *s, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err);
     int (*listen)(sg_store *s, sg_err *err);  /* NULL: no commit notices (one node) */
     int (*notified)(sg_store *s);
     void (*close)(sg_store *s);
@@ -235,10 +238,23 @@ int sg_store_purges(sg_store *s, int64_t *n, sg_err *err);
  * each host's last registration (wire/hostreg.h: info is its canonical
  * JSON text) and when the ingest took it (unix seconds, the ingest's
  * clock). sg_store_host_put replaces a host's row, or adds it, and
- * commits; sg_store_hosts lists them by name (only name's when not NULL),
- * SG_STORE_HOSTS_MAX at most: [{"name", "last_seen", "info": {...}}]. */
+ * commits; sg_store_hosts lists them in the order of their names,
+ * SG_STORE_HOSTS_MAX at most a call (a page: the next starts after its
+ * last name): [{"name", "last_seen", "info": {...}}].
+ *
+ * A session's host: a registration lists the host's sandboxes by id
+ * (info.sandboxes[].id), the same id as the session's stream (learner,
+ * task, sandbox) in sg_events; q->sandbox finds the hosts that list it. */
+typedef struct sg_store_hosts_query {
+    const char *name;    /* only this host; NULL: any */
+    const char *after;   /* only names after this one (the page's cursor); NULL: from the first */
+    const char *sandbox; /* only hosts listing a sandbox whose id begins with this; NULL: any */
+} sg_store_hosts_query;
 int sg_store_host_put(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
-json_t *sg_store_hosts(sg_store *s, const char *name, sg_err *err);
+json_t *sg_store_hosts(sg_store *s, const sg_store_hosts_query *q, sg_err *err);
+/* How many hosts are registered, and how many of them are stale at now:
+ * not seen for more than stale_beats of their own heartbeats. */
+int sg_store_hosts_count(sg_store *s, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err);
 /* One row of it, for the backends: NULL when info is not JSON. */
 json_t *sg_store_host_row(const char *name, const char *info, int64_t last_seen);
 /* Commit notices from every node writing the store (PostgreSQL: LISTEN;

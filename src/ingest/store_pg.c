@@ -820,13 +820,20 @@ static int pg_host_put(sg_store *base, const char *name, const char *info, int64
     return r ? 0 : -1;
 }
 
-static json_t *pg_hosts(sg_store *base, const char *name, sg_err *err)
+static json_t *pg_hosts(sg_store *base, const sg_store_hosts_query *q, sg_err *err)
 {
-    const char *const p[] = {name};
+    const char *const p[] = {q->name, q->after, q->sandbox};
+    /* COLLATE "C": the order of bytes, as SQLite's (a cursor read by one
+     * node pages on another the same way, whatever the database's locale) */
     pg_autoclear PGresult *r = query((pg_store *)base,
-                                     "SELECT name, info, last_seen FROM sg_hosts WHERE $1::text IS NULL OR name = $1"
-                                     " ORDER BY name LIMIT 256", /* SG_STORE_HOSTS_MAX */
-                                     1, p, "list hosts", err);
+                                     "SELECT name, info, last_seen FROM sg_hosts"
+                                     " WHERE ($1::text IS NULL OR name = $1)"
+                                     " AND ($2::text IS NULL OR name COLLATE \"C\" > $2)"
+                                     " AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM"
+                                     "  jsonb_array_elements(info::jsonb -> 'sandboxes') AS sb"
+                                     "  WHERE left(sb ->> 'id', length($3)) = $3))"
+                                     " ORDER BY name COLLATE \"C\" LIMIT 256", /* SG_STORE_HOSTS_MAX */
+                                     3, p, "list hosts", err);
     if (!r)
         return NULL;
     json_t *arr = json_array();
@@ -837,6 +844,23 @@ static json_t *pg_hosts(sg_store *base, const char *name, sg_err *err)
             json_array_append_new(arr, row);
     }
     return arr;
+}
+
+static int pg_hosts_count(sg_store *base, int64_t now, int stale_beats, int64_t *known, int64_t *stale, sg_err *err)
+{
+    char n[24], b[16];
+    snprintf(n, sizeof n, "%lld", (long long)now);
+    snprintf(b, sizeof b, "%d", stale_beats);
+    const char *const p[] = {n, b};
+    pg_autoclear PGresult *r = query((pg_store *)base,
+                                     "SELECT count(*), count(*) FILTER (WHERE $1::bigint - last_seen > $2::bigint *"
+                                     " coalesce((info::jsonb ->> 'heartbeat_s')::bigint, 1)) FROM sg_hosts",
+                                     2, p, "count hosts", err);
+    if (!r)
+        return -1;
+    *known = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *stale = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    return 0;
 }
 
 static int pg_listen(sg_store *base, sg_err *err)
@@ -888,6 +912,7 @@ static const sg_store_ops pg_ops = {
     .purges = pg_purges,
     .host_put = pg_host_put,
     .hosts = pg_hosts,
+    .hosts_count = pg_hosts_count,
     .listen = pg_listen,
     .notified = pg_notified,
     .close = pg_close,

@@ -535,19 +535,24 @@ static int sqlite_host_put(sg_store *base, const char *name, const char *info, i
     return rc == SQLITE_DONE ? 0 : db_fail(s, err, "register a host");
 }
 
-static json_t *sqlite_hosts(sg_store *base, const char *name, sg_err *err)
+static json_t *sqlite_hosts(sg_store *base, const sg_store_hosts_query *q, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db,
-                           "SELECT name, info, last_seen FROM sg_hosts WHERE ?1 IS NULL OR name = ?1"
+                           "SELECT name, info, last_seen FROM sg_hosts WHERE (?1 IS NULL OR name = ?1)"
+                           " AND (?2 IS NULL OR name > ?2)"
+                           " AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(info, '$.sandboxes') AS sb"
+                           "  WHERE substr(json_extract(sb.value, '$.id'), 1, length(?3)) = ?3))"
                            " ORDER BY name LIMIT 256", /* SG_STORE_HOSTS_MAX */
                            -1, &st, NULL) != SQLITE_OK) {
         db_fail(s, err, "list hosts");
         return NULL;
     }
-    if (name)
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    const char *binds[] = {q->name, q->after, q->sandbox};
+    for (int i = 0; i < 3; i++)
+        if (binds[i])
+            sqlite3_bind_text(st, i + 1, binds[i], -1, SQLITE_STATIC);
     json_t *arr = json_array();
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -563,6 +568,27 @@ static json_t *sqlite_hosts(sg_store *base, const char *name, sg_err *err)
         return NULL;
     }
     return arr;
+}
+
+static int sqlite_hosts_count(sg_store *base, int64_t now, int stale_beats, int64_t *known, int64_t *stale,
+                              sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT count(*), coalesce(sum(?1 - last_seen > ?2 * coalesce(json_extract(info,"
+                           " '$.heartbeat_s'), 1)), 0) FROM sg_hosts",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "count hosts");
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int64(st, 2, stale_beats);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *known = sqlite3_column_int64(st, 0);
+        *stale = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : db_fail(s, err, "count hosts");
 }
 
 static void sqlite_close(sg_store *base)
@@ -594,6 +620,7 @@ static const sg_store_ops sqlite_ops = {
     .purges = sqlite_purges,
     .host_put = sqlite_host_put,
     .hosts = sqlite_hosts,
+    .hosts_count = sqlite_hosts_count,
     .close = sqlite_close,
 };
 

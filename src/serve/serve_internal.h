@@ -11,6 +11,7 @@
 
 #include "base/buf.h"
 #include "base/util.h"
+#include "ingest/http.h"
 #include "serve/terminal.h"
 #include "wire/ctl.h"
 #include "wire/termws.h"
@@ -37,6 +38,22 @@ typedef struct outmsg {
 } outmsg;
 
 typedef struct tsess tsess;
+typedef struct serve_action serve_action;
+
+#define SERVE_ACTIONS 16            /* abort/destroy commands running at once (action.c) */
+#define SERVE_ACTION_TIMEOUT_S 60   /* ... each, at most: then killed */
+#define SERVE_NONCES 4096           /* action tokens' nonces remembered at once (each until its exp) */
+
+/* An HTTP request's memory (lws's per-session data of the "http"
+ * protocol): the shared answer's, then a POST /v1/abort|destroy's. */
+typedef struct serve_http {
+    sg_http_req req;
+    char action[8];               /* the endpoint's: "abort" or "destroy" */
+    sg_token_claims claims;       /* its action token's, once checked */
+    char why[sizeof ((sg_err *)0)->msg]; /* a refusal to answer once the body is in */
+    serve_action *act;            /* the action running for it, or NULL */
+    struct lws *wsi;              /* its connection (while act is set) */
+} serve_http;
 
 struct sg_serve {
     uv_loop_t *loop;
@@ -49,6 +66,14 @@ struct sg_serve {
     tsess *sessions; /* every WebSocket connection, for the limits and stop */
     unsigned nconns;
     uint64_t refused; /* upgrades refused past the caps */
+    char cli[4096];   /* the sandglass program the actions run ("": none found) */
+    serve_action *actions; /* running (action.c) */
+    unsigned nactions;
+    struct {
+        char nonce[SG_TOKEN_NONCE_LEN + 1];
+        int64_t exp;
+    } nonces[SERVE_NONCES]; /* the action tokens taken, until their exp */
+    size_t nnonces;
     bool stopping;
     char rbuf[SG_CTL_CHUNK + 1024]; /* one message from a supervisor */
 };
@@ -124,6 +149,19 @@ void serve_watch_input(tsess *t, bool text);
 void serve_watch_end(tsess *t);
 /* Watchers of sandbox (all when NULL), not closing. */
 unsigned serve_watchers(const sg_serve *srv, const char *sandbox);
+
+/* action.c: POST /v1/abort and /v1/destroy (an action token, wire/token.h). */
+/* The request's headers: its token checked (a refusal is kept for the
+ * body's end), its body's buffer made; what the lws callback returns. */
+int serve_action_post(sg_serve *srv, struct lws *wsi, serve_http *h, const char *what);
+int serve_action_body(serve_http *h, const void *in, size_t len);
+/* The body's end: the refusal, or the body checked, the nonce taken and
+ * the local command started (its answer sent when it ends). */
+int serve_action_body_done(sg_serve *srv, struct lws *wsi, serve_http *h);
+/* The request's connection closed: its action runs on, unanswered. */
+void serve_action_detach(serve_http *h);
+/* serve stops: every running action's handles closed (the commands go on). */
+void serve_actions_stop(sg_serve *srv);
 
 /* relay.c: connects t (authed, t->sandbox and t->start_ws set) to its
  * supervisor without blocking the loop, starts the shell there and relays;

@@ -439,17 +439,20 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                    size_t len)
 {
     sg_serve *srv = lws_context_user(lws_get_context(wsi));
+    serve_http *h = user;
     sg_http_req *req = user;
-    (void)len;
     switch (reason) {
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
         return -1; /* WebSockets only as SG_SERVE_PROTOCOL */
     case LWS_CALLBACK_HTTP: {
         const char *uri = in;
-        memset(req, 0, sizeof *req);
+        memset(h, 0, sizeof *h);
+        if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 &&
+            (strcmp(uri, "/v1/abort") == 0 || strcmp(uri, "/v1/destroy") == 0))
+            return serve_action_post(srv, wsi, h, uri + 4);
         if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
-                             json_pack("{s:s}", "error", "only GET is supported"));
+                             json_pack("{s:s}", "error", "only GET is supported (and POST /v1/abort, /v1/destroy)"));
         if (strcmp(uri, "/healthz") == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                              json_pack("{s:b, s:i, s:i, s:i}", "ok", 1, "terminals",
@@ -463,11 +466,17 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
                 return http_file(srv, wsi, web_files[i].path, web_files[i].mime);
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, json_pack("{s:s}", "error", "not found"));
     }
+    case LWS_CALLBACK_HTTP_BODY:
+        return h ? serve_action_body(h, in, len) : -1;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        return h ? serve_action_body_done(srv, wsi, h) : -1;
     case LWS_CALLBACK_HTTP_WRITEABLE:
         return sg_http_writeable(wsi, req);
     case LWS_CALLBACK_HTTP_FILE_COMPLETION:
         return lws_http_transaction_completed(wsi) ? -1 : 0;
     case LWS_CALLBACK_CLOSED_HTTP:
+        if (h)
+            serve_action_detach(h);
         sg_http_req_release(req);
         return 0;
     default:
@@ -476,7 +485,7 @@ static int cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
 }
 
 static const struct lws_protocols protocols[] = {
-    {"http", cb_http, sizeof(sg_http_req), 0, 0, NULL, 0},
+    {"http", cb_http, sizeof(serve_http), 0, 0, NULL, 0},
     {SG_SERVE_PROTOCOL, cb_terminal, sizeof(tsess *), SERVE_TEXT_MAX, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -510,6 +519,7 @@ sg_serve *sg_serve_start(uv_loop_t *loop, const sg_serve_opts *opts, sg_err *err
                                                              : SG_SERVE_CONNS_PER_ADDR;
     snprintf(srv->web_dir, sizeof srv->web_dir, "%s", opts->web_dir);
     snprintf(srv->secret_path, sizeof srv->secret_path, "%s", opts->secret_path);
+    snprintf(srv->cli, sizeof srv->cli, "%s", opts->cli ? opts->cli : "");
     if (sg_token_secret_load(opts->secret_path, srv->secret, err) < 0 ||
         (opts->tls_cert && sg_tls_server_check(opts->tls_cert, opts->tls_key, err) < 0) ||
         (opts->port > 0 && sg_ingest_bind_probe(opts->host, opts->port, err) < 0)) {
@@ -567,6 +577,7 @@ int sg_serve_reload(sg_serve *s, sg_err *err)
 void sg_serve_stop(sg_serve *s)
 {
     s->stopping = true;
+    serve_actions_stop(s);
     for (tsess *t = s->sessions; t; t = t->next)
         serve_close_after(t, LWS_CLOSE_STATUS_GOINGAWAY, "sandglass serve is stopping");
     /* Inside the loop: lws closes its handles; the loop then drains, and

@@ -10,11 +10,14 @@
  * sandbox, wire/ctl.h), relayed — so capture, limits and the kill switch
  * are the shell's.
  *
- * HTTP (GET only):
- *   /                  the terminal page (web/terminal.html)
- *   /terminal.js       its script
- *   /xterm.js, /xterm.css, /addon-fit.js   xterm.js (vendor/, from npm)
- *   /healthz           {"ok": true}
+ * HTTP:
+ *   GET /              the terminal page (web/terminal.html)
+ *   GET /terminal.js   its script
+ *   GET /xterm.js, /xterm.css, /addon-fit.js   xterm.js (vendor/, from npm)
+ *   GET /healthz       {"ok": true}
+ *   POST /v1/abort, POST /v1/destroy   an operator's abort or destroy of one
+ *                      of this host's sandboxes from another host, with an
+ *                      action token (wire/token.h), single use: action.c
  * WebSocket /v1/terminal, subprotocol "sandglass-terminal": the messages
  * are wire/termws.h's (typed there, encoded and decoded only there):
  *   browser -> first, within SG_SERVE_AUTH_TIMEOUT_S, a text message
@@ -92,6 +95,9 @@ typedef struct sg_serve_opts {
     /* TLS (ingest/tls.h): PEM files, both or neither, checked before the
      * listener exists; then https/wss only. */
     const char *tls_cert, *tls_key;
+    /* The sandglass program POST /v1/abort and /v1/destroy run (NULL:
+     * none; they answer 503). */
+    const char *cli;
 } sg_serve_opts;
 
 /* Listens on opts' address in loop. NULL with err (an address in use, a

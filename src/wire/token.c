@@ -341,6 +341,47 @@ char *sg_token_make_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
     return sg_token_make_host_exp(secret, host, (int64_t)time(NULL) + ttl_s, err);
 }
 
+static bool nonce_valid(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (n >= SG_TOKEN_NONCE_LEN || !((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == SG_TOKEN_NONCE_LEN;
+}
+
+static bool action_valid(const char *a)
+{
+    return a && (strcmp(a, "abort") == 0 || strcmp(a, "destroy") == 0);
+}
+
+char *sg_token_make_action_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *action, const char *sandbox,
+                               const char *nonce, int64_t exp, sg_err *err)
+{
+    if (!action_valid(action) || !sg_valid_name(sandbox) || !nonce_valid(nonce)) {
+        sg_err_set(err, EINVAL, "an action token needs abort or destroy, a sandbox id and a nonce");
+        return NULL;
+    }
+    sg_autojson json_t *claims =
+        json_pack("{s:s, s:s, s:s, s:I}", "a", action, "s", sandbox, "n", nonce, "exp", (json_int_t)exp);
+    return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *action, const char *sandbox,
+                           sg_err *err)
+{
+    uint8_t raw[SG_TOKEN_NONCE_LEN / 2];
+    char nonce[SG_TOKEN_NONCE_LEN + 1];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        sg_err_sys(err, "getrandom");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
+    return sg_token_make_action_exp(secret, action, sandbox, nonce, (int64_t)time(NULL) + SG_TOKEN_ACTION_TTL_S,
+                                    err);
+}
+
 static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
 {
     const char *v = json_string_value(json_object_get(claims, key));
@@ -350,11 +391,17 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
     return 0;
 }
 
-typedef enum token_kind { KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH, KIND_HOST } token_kind;
+typedef enum token_kind {
+    KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH, KIND_HOST, KIND_ACTION
+} token_kind;
 
 /* What a token of kind `have` may not do where `want` is required. */
 static const char *wrong_kind(token_kind have, token_kind want)
 {
+    if (have == KIND_ACTION)
+        return "an action token can only abort or destroy its sandbox through serve";
+    if (want == KIND_ACTION)
+        return "not an action token";
     if (have == KIND_HOST)
         return "a host token can only register its host";
     if (want == KIND_HOST)
@@ -376,6 +423,29 @@ static const char *wrong_kind(token_kind have, token_kind want)
                            [KIND_READ] = "a terminal token cannot read (use a read token)"},
     };
     return msg[have][want];
+}
+
+/* An action token's claims (a: its "a"), checked whole: out filled, or
+ * -1 with err. Only "a", "s", "n" and "exp": a claim of another kind
+ * beside them is malformed, not a token of two kinds. */
+static int action_claims(json_t *claims, json_t *a, int64_t now, sg_token_claims *out, sg_err *err)
+{
+    const char *s = json_string_value(json_object_get(claims, "s"));
+    const char *n = json_string_value(json_object_get(claims, "n"));
+    if (json_object_size(claims) != 4 || !action_valid(json_string_value(a)))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'a' invalid");
+    if (!s || !sg_valid_name(s))
+        return sg_err_set(err, EINVAL, "malformed token: claim 's' missing or invalid");
+    if (!n || !nonce_valid(n))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'n' missing or invalid");
+    snprintf(out->action, sizeof out->action, "%s", json_string_value(a));
+    snprintf(out->sandbox, sizeof out->sandbox, "%s", s);
+    snprintf(out->nonce, sizeof out->nonce, "%s", n);
+    if (now >= out->exp)
+        return sg_err_set(err, EACCES, "token expired");
+    if (out->exp - now > SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S)
+        return sg_err_set(err, EACCES, "action token lives too long (%d s at most)", SG_TOKEN_ACTION_TTL_S);
+    return 0;
 }
 
 /* Signature, then claims, then expiry; want: which kind is wanted. */
@@ -417,7 +487,10 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
     json_t *r = json_object_get(claims, "r"), *x = json_object_get(claims, "x");
     json_t *rv = json_object_get(claims, "rv"), *h = json_object_get(claims, "h");
+    json_t *a = json_object_get(claims, "a");
     bool is_read = r != NULL;
+    if (a && (r || x || rv || h))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'a' invalid");
     if (h && (r || x || rv || !json_is_string(h) || !sg_valid_name(json_string_value(h))))
         return sg_err_set(err, EINVAL, "malformed token: claim 'h' invalid");
     if (rv && (r || x || !json_is_string(rv) || !sg_token_id_valid(json_string_value(rv))))
@@ -428,12 +501,14 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
     if (x && is_read)
         return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
-    token_kind have = h ? KIND_HOST : rv ? KIND_REVOKE : is_read ? KIND_READ
+    token_kind have = a ? KIND_ACTION : h ? KIND_HOST : rv ? KIND_REVOKE : is_read ? KIND_READ
                       : x ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL) : KIND_STREAM;
     if (have != want)
         return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
     sg_token_id(token, out->id);
     out->exp = json_integer_value(exp);
+    if (a)
+        return action_claims(claims, a, now, out, err);
     if (rv || h) {
         if (rv)
             snprintf(out->revoke, sizeof out->revoke, "%s", json_string_value(rv));
@@ -492,4 +567,10 @@ int sg_token_verify_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *
                          sg_token_claims *out, sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_HOST, out, err);
+}
+
+int sg_token_verify_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
+                           sg_token_claims *out, sg_err *err)
+{
+    return verify_kind(secret, token, now, KIND_ACTION, out, err);
 }

@@ -26,6 +26,16 @@
  *                 streams nothing, and no other kind registers a host. A
  *                 verifier that predates it takes it for a stream token
  *                 without "l": malformed, refused.
+ *   action token  {"a": "abort"|"destroy", "s": sandbox, "n": nonce, "exp": ...}
+ *                 may only abort or destroy that one sandbox through the
+ *                 serve of the host it lives on (POST /v1/abort,
+ *                 /v1/destroy: `sandglass abort|destroy` of a sandbox on
+ *                 another host), once: it lives SG_TOKEN_ACTION_TTL_S
+ *                 (a verifier refuses one whose exp lies further ahead than
+ *                 that and SG_TOKEN_ACTION_SKEW_S), and serve remembers its
+ *                 nonce (32 random hex digits) until exp, refusing it again.
+ *                 A verifier that predates it refuses it as malformed (a
+ *                 stream token without "l").
  *
  * A token's id is the first 16 hex digits of the SHA-256 of its text
  * (sg_token_id): logs name a token by it, and revocation is by it (the
@@ -52,6 +62,9 @@
 #define SG_TOKEN_TTL_DEFAULT (7 * 24 * 3600)
 #define SG_TOKEN_TTL_MAX (366LL * 24 * 3600)
 #define SG_TOKEN_ID_LEN 16              /* hex digits of a token's id */
+#define SG_TOKEN_ACTION_TTL_S 60        /* an action token's lifetime */
+#define SG_TOKEN_ACTION_SKEW_S 30       /* clocks' difference an action token's exp may show */
+#define SG_TOKEN_NONCE_LEN 32           /* hex digits of an action token's nonce */
 
 typedef struct sg_token_claims {
     /* Stream tokens: all three set. Read tokens: "" where unscoped. */
@@ -65,6 +78,8 @@ typedef struct sg_token_claims {
     char id[SG_TOKEN_ID_LEN + 1];       /* the token's id (sg_token_id) */
     char revoke[SG_TOKEN_ID_LEN + 1];   /* a revoke token: the id it revokes */
     char host[SG_NAME_MAX + 1];         /* a host token: the host it registers */
+    char action[8];                     /* an action token: "abort" or "destroy" (sandbox: its sandbox) */
+    char nonce[SG_TOKEN_NONCE_LEN + 1]; /* ... and its nonce */
 } sg_token_claims;
 
 /* The token's id: the first 16 hex digits (lowercase) of SHA-256(token). */
@@ -135,5 +150,20 @@ char *sg_token_make_host_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const ch
  * are refused, and it is refused by their verifiers. */
 int sg_token_verify_host(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
                          sg_token_claims *out, sg_err *err);
+
+/* An action token: action ("abort" or "destroy") on sandbox, with a fresh
+ * random nonce, valid SG_TOKEN_ACTION_TTL_S seconds from now. */
+char *sg_token_make_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *action, const char *sandbox,
+                           sg_err *err);
+/* Same with an absolute expiry and a given nonce (tests). */
+char *sg_token_make_action_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *action, const char *sandbox,
+                               const char *nonce, int64_t exp, sg_err *err);
+/* Checks an action token (out->action, out->sandbox, out->nonce); one whose
+ * exp lies more than SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S ahead
+ * of now is refused ("action token lives too long"); the other kinds are
+ * refused, and it is refused by their verifiers. Whether its nonce was
+ * seen is the caller's to remember. */
+int sg_token_verify_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
+                           sg_token_claims *out, sg_err *err);
 
 #endif

@@ -401,6 +401,31 @@ def ckpt_worker(sup_pid: int) -> int:
     return next((c for c in children(sup_pid) if comm(c) == "sandglass-ckpt"), 0)
 
 
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+def make_ca(pki: str, name: str) -> None:
+    """A CA for TLS tests: pki/NAME.pem and NAME.key (openssl CLI)."""
+    p = lambda x: os.path.join(pki, x)  # noqa: E731
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", p(name + ".key"), "-out", p(name + ".pem"),
+            "-days", "2", "-subj", f"/CN=sandglass test {name}", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+
+def make_cert(pki: str, name: str, san: str, ca: str = "ca") -> None:
+    """A server certificate pki/NAME.pem (key NAME.key, mode 0600) for san
+    ("IP:127.0.0.1,DNS:localhost"), signed by pki's CA ca."""
+    p = lambda x: os.path.join(pki, x)  # noqa: E731
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", p(name + ".key"), "-out", p(name + ".csr"),
+            "-subj", f"/CN={name}")
+    with open(p(name + ".ext"), "w") as f:
+        f.write(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", p(name + ".csr"), "-CA", p(ca + ".pem"), "-CAkey", p(ca + ".key"),
+            "-CAcreateserial", "-out", p(name + ".pem"), "-days", "2", "-extfile", p(name + ".ext"))
+    os.chmod(p(name + ".key"), 0o600)
+
+
 def wait_for(pred, timeout: float = 10.0, step: float = 0.02) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -57,11 +57,11 @@ def mint(secret_file: str, claims: dict, key: bytes | None = None) -> str:
     return f"{body}.{b64(sig)}"
 
 
-def post(port: int, token: str | None, body: bytes | None, length: int | None = None):
-    """POST /v1/hosts: (status, the answer's JSON). length: a
+def post(port: int, token: str | None, body: bytes | None, length: int | None = None, path: str = "/v1/hosts"):
+    """POST path (/v1/hosts): (status, the answer's JSON). length: a
     Content-Length other than the body's (and then no body sent)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
-    c.putrequest("POST", "/v1/hosts")
+    c.putrequest("POST", path)
     if token:
         c.putheader("Authorization", f"Bearer {token}")
     if length is not None:
@@ -81,9 +81,9 @@ def post(port: int, token: str | None, body: bytes | None, length: int | None = 
         return r.status, {"raw": data.decode(errors="replace")}
 
 
-def get_hosts(port: int, token: str):
+def get_hosts(port: int, token: str, query: str = ""):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
-    c.request("GET", "/v1/hosts", headers={"Authorization": f"Bearer {token}"})
+    c.request("GET", "/v1/hosts" + query, headers={"Authorization": f"Bearer {token}"})
     r = c.getresponse()
     data = json.loads(r.read())
     c.close()
@@ -251,6 +251,149 @@ def hostile_case(where, ing, secret):
            f"{where}: only the well-formed registration is stored", f"{st} {ans}")
 
 
+def paging_case(where, env, ing, secret):
+    """More hosts than a page (256): GET /v1/hosts pages by name with
+    after=/next, and ls --all-hosts follows every page."""
+    now = int(time.time())
+    names = [f"bulk-{i:03d}" for i in range(300)]
+    bad = []
+    for i, name in enumerate(names):
+        reg = registration(name, heartbeat_s=600)
+        reg["sandboxes"][0]["id"] = f"b{i:011x}"
+        st, ans = post(ing.port, mint(secret, {"h": name, "exp": now + 300}), json.dumps(reg).encode())
+        if st != 200:
+            bad.append((name, st, ans))
+    tap.ok(not bad, f"{where}: 300 more hosts registered", repr(bad[:3]))
+    rt = mint(secret, {"r": 1, "exp": now + 300})
+    seen, after, pages = [], None, 0
+    while pages < 10:
+        st, ans = get_hosts(ing.port, rt, f"?after={after}" if after else "")
+        pages += 1
+        if st != 200:
+            break
+        seen += [h["name"] for h in ans["hosts"]]
+        after = ans.get("next")
+        if after is None:
+            break
+    stored = [n for n in seen]
+    tap.ok(pages == 2 and len(seen) == len(set(seen)) and seen == sorted(seen, key=lambda n: n.encode()) and
+           set(names) <= set(seen), f"{where}: /v1/hosts in pages of 256 by name, each host once ({len(seen)} hosts, "
+           f"{pages} pages)", f"{st} {pages} {seen[:3]} {seen[-3:]}")
+    st, ans = get_hosts(ing.port, rt, "?after=bulk-298")
+    tap.ok(st == 200 and [h["name"] for h in ans["hosts"]][:1] == ["bulk-299"] and ans.get("next") is None,
+           f"{where}: after= starts after that name; the last page's next is null", f"{st} {ans.get('next')}")
+    st, ans = get_hosts(ing.port, rt, "?sandbox=b000000000ff")
+    hs = ans.get("hosts", [])
+    tap.ok(st == 200 and [h["name"] for h in hs] == ["bulk-255"] and
+           [s["id"] for s in hs[0]["info"]["sandboxes"]] == ["b000000000ff"],
+           f"{where}: sandbox=ID: the host that lists it, with that sandbox only", f"{st} {ans}")
+    st, ans = get_hosts(ing.port, rt, "?sandbox=b00")
+    tap.ok(st == 400 and "4 characters" in ans.get("error", ""), f"{where}: sandbox= shorter than 4: refused",
+           f"{st} {ans}")
+    st, ans = get_hosts(ing.port, rt, "?after=a%20b")
+    tap.ok(st == 400 and "after=" in ans.get("error", ""), f"{where}: a bad after= is refused", f"{st} {ans}")
+    p = ls_all(env, ing, secret, "--json")
+    listed = [h["name"] for h in json.loads(p.stdout)] if p.returncode == 0 else []
+    tap.ok(listed == stored and set(names) <= set(listed),
+           f"{where}: ls --all-hosts --json follows the pages: every host once ({len(listed)})",
+           p.stderr.decode()[-500:])
+    p = ls_all(env, ing, secret)
+    rows = [line.split()[0] for line in p.stdout.decode().splitlines()[1:] if line.startswith("bulk-")]
+    tap.ok(p.returncode == 0 and rows == names, f"{where}: ls --all-hosts prints all 300 (the table)",
+           f"{len(rows)} rows")
+    metrics_case(where, ing, len(set(seen)))
+
+
+def scrape(port: int) -> str:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    return text
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return -1
+
+
+def metrics_case(where, ing, known):
+    """The ingest's /metrics counts the registrations and the hosts, and
+    names none."""
+    # host-a, host-b (their daemons stopped) and host-x (one registration,
+    # heartbeat 1 s) are stale once 3 s passed since their last
+    await_true(lambda: (lambda t: metric(t, "sandglass_ingest_hosts") == known and
+                        metric(t, "sandglass_ingest_hosts_stale") == 3)(scrape(ing.port)),
+               f"{where}: /metrics counts the {known} hosts in the store and the 3 stale (counted every 10 s)",
+               timeout=T, diag=lambda: scrape(ing.port)[-3000:])
+    text = scrape(ing.port)
+    tap.ok(metric(text, "sandglass_ingest_host_registrations_total") >= 301 and
+           metric(text, "sandglass_ingest_host_registrations_refused_total") >= 14,
+           f"{where}: /metrics: stale hosts, registrations stored and refused",
+           "\n".join(x for x in text.splitlines() if "host" in x))
+    tap.ok("bulk-" not in text and "host-a" not in text and "host-x" not in text,
+           f"{where}: /metrics names no host (counts only)")
+
+
+def reload_case(env, ing, secret):
+    """sandglass host on SIGHUP: the config and the secret read again; a
+    config that cannot be read changes nothing; SIGHUP at the first line
+    does not kill it (held from the start)."""
+    conf = os.path.join(env.root, "host.conf")
+    wrong = os.path.join(env.root, "wrong-secret")
+    with open(wrong, "w") as f:
+        f.write("ab" * 32 + "\n")
+    os.chmod(wrong, 0o600)
+
+    def write_conf(secret_file: str, extra: str = "") -> None:
+        with open(conf + ".tmp", "w") as f:
+            f.write(f"[ingest]\nurl = {ing.url}\nsecret = {secret_file}\n{extra}")
+        os.rename(conf + ".tmp", conf)
+
+    write_conf(wrong)
+    e = dict(env.env, SANDGLASS_CONFIG=conf)
+    e.pop("SANDGLASS_INGEST", None)
+    log = os.path.join(env.root, "host-reload.log")
+    with open(log, "w") as lf:
+        d = subprocess.Popen([SANDGLASS, "host", "--metrics-listen", "127.0.0.1:0", "--name", "host-hup",
+                              "--heartbeat", "1"], env=e, stdout=subprocess.PIPE, stderr=lf, text=True)
+    env.procs.append(d)
+
+    def logged(what: str) -> bool:
+        with open(log, errors="replace") as f:
+            return what in f.read()
+    try:
+        line = d.stdout.readline()
+        d.send_signal(signal.SIGHUP)  # at once: the handler's, not the default action's (death)
+        tap.ok(line.startswith("metrics on ") and await_true(lambda: logged("SIGHUP: reading"),
+                                                             "the daemon logs the SIGHUP", timeout=T)
+               and d.poll() is None, "sandglass host: SIGHUP right after its first line is handled, not fatal",
+               line)
+        await_true(lambda: logged("cannot register as host-hup"), "the wrong secret's registration is refused",
+                   timeout=T)
+        tap.ok("host-hup" not in ls_json(env, ing, secret), "with the config's wrong secret host-hup is not listed")
+        write_conf(secret)
+        d.send_signal(signal.SIGHUP)
+        tap.ok(await_true(lambda: "host-hup" in ls_json(env, ing, secret), "host-hup registered", timeout=T) and
+               logged("reload: registering as host-hup"),
+               "SIGHUP: the config's new secret is read and the host registers", open(log).read()[-1500:])
+        with open(conf, "a") as f:
+            f.write("bogus = 1\n")
+        d.send_signal(signal.SIGHUP)
+        await_true(lambda: logged("(nothing changed)"), "a broken config's reload is refused", timeout=T)
+        seen = ls_json(env, ing, secret)["host-hup"]["last_seen"]
+        tap.ok(await_true(lambda: ls_json(env, ing, secret)["host-hup"]["last_seen"] > seen,
+                          "host-hup keeps registering", timeout=T) and d.poll() is None,
+               "a config that cannot be read: logged, nothing changed, the host keeps registering",
+               open(log).read()[-1500:])
+    finally:
+        d.send_signal(signal.SIGTERM)
+        rc = d.wait(timeout=T)
+        clean("SIGHUP", "the reloaded host daemon", rc, open(log, errors="replace").read())
+
+
 def escape_case(env, ing, secret, db):
     """A hostile store's row (the ingest refuses such a registration)
     reaches the terminal escaped."""
@@ -272,8 +415,10 @@ def run(where, a, b, store, secret, sa, sb, db=None):
     try:
         listing_case(where, a, b, ing, secret, sa, sb)
         hostile_case(where, ing, secret)
+        paging_case(where, a, ing, secret)
         if db:
             escape_case(a, ing, secret, db)
+            reload_case(a, ing, secret)
     finally:
         clean(where, "the ingest", *ing.stop())
 

@@ -33,6 +33,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import SANDGLASS, SANDGLASSD, Env, await_true, refused_port, tap  # noqa: E402
+import sgtest  # noqa: E402
 
 T = 30  # bound of one command
 
@@ -47,24 +48,12 @@ def P(name: str) -> str:
     return os.path.join(pki, name)
 
 
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=T)
-
-
 def make_ca(name: str) -> None:
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", P(name + ".key"), "-out", P(name + ".pem"),
-            "-days", "2", "-subj", f"/CN=sandglass test {name}", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    sgtest.make_ca(pki, name)
 
 
 def make_cert(name: str, san: str, ca: str = "ca") -> None:
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", P(name + ".key"), "-out", P(name + ".csr"),
-            "-subj", f"/CN={name}")
-    with open(P(name + ".ext"), "w") as f:
-        f.write(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    openssl("x509", "-req", "-in", P(name + ".csr"), "-CA", P(ca + ".pem"), "-CAkey", P(ca + ".key"),
-            "-CAcreateserial", "-out", P(name + ".pem"), "-days", "2", "-extfile", P(name + ".ext"))
-    os.chmod(P(name + ".key"), 0o600)
+    sgtest.make_cert(pki, name, san, ca)
 
 
 make_ca("ca")

@@ -215,6 +215,29 @@ static void test_exported(void **state)
     sg_config_reset();
 }
 
+/* A daemon's SIGHUP: a good file's new values in force; a broken one
+ * keeps every old value (not the built-in defaults). */
+static void test_reload(void **state)
+{
+    (void)state;
+    sg_autofree char *p = write_conf("reload.conf", "[limits]\nmemory = 256M\n[ingest]\nurl = ws://a:1\n");
+    setenv("SANDGLASS_CONFIG", p, 1);
+    load_ok();
+    assert_string_equal(sg_config_get(SG_CONF_INGEST, NULL), "ws://a:1");
+    free(write_conf("reload.conf", "[limits]\nmemory = 512M\n[ingest]\nurl = ws://b:2\n"));
+    sg_err err = {0};
+    assert_int_equal(sg_config_reload(&err), 0);
+    assert_string_equal(sg_config_get(SG_CONF_INGEST, NULL), "ws://b:2");
+    assert_string_equal(sg_config_get(SG_CONF_MEMORY, NULL), "512M");
+    free(write_conf("reload.conf", "[limits]\nmemory = 12Q\n[ingest]\nurl = ws://c:3\n"));
+    assert_int_equal(sg_config_reload(&err), -1);
+    assert_non_null(strstr(err.msg, "reload.conf:2"));
+    assert_string_equal(sg_config_get(SG_CONF_INGEST, NULL), "ws://b:2"); /* the old ones kept */
+    assert_string_equal(sg_config_get(SG_CONF_MEMORY, NULL), "512M");
+    unsetenv("SANDGLASS_CONFIG");
+    sg_config_reset();
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -223,6 +246,7 @@ int main(void)
         cmocka_unit_test_setup(test_precedence, setup),
         cmocka_unit_test_setup(test_errors, setup),
         cmocka_unit_test_setup(test_exported, setup),
+        cmocka_unit_test_setup(test_reload, setup),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     sg_rm_rf(dir, NULL);

@@ -409,7 +409,7 @@ static void test_hosts(void **state)
     assert_int_equal(sg_store_host_put(f->s, "b", "{\"n\":1}", 100, &err), 0);
     assert_int_equal(sg_store_host_put(f->s, "a", "{\"n\":2}", 101, &err), 0);
     assert_int_equal(sg_store_host_put(f->s, "b", "{\"n\":3}", 102, &err), 0);
-    json_t *all = sg_store_hosts(f->s, NULL, &err);
+    json_t *all = sg_store_hosts(f->s, &(sg_store_hosts_query){0}, &err);
     assert_non_null(all);
     assert_int_equal(json_array_size(all), 2);
     assert_string_equal(json_string_value(json_object_get(json_array_get(all, 0), "name")), "a");
@@ -417,12 +417,32 @@ static void test_hosts(void **state)
     assert_int_equal(json_integer_value(json_object_get(b, "last_seen")), 102);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "info"), "n")), 3);
     json_decref(all);
-    json_t *one = sg_store_hosts(f->s, "a", &err);
+    json_t *one = sg_store_hosts(f->s, &(sg_store_hosts_query){.name = "a"}, &err);
     assert_int_equal(json_array_size(one), 1);
     json_decref(one);
-    json_t *none = sg_store_hosts(f->s, "zz", &err);
+    json_t *none = sg_store_hosts(f->s, &(sg_store_hosts_query){.name = "zz"}, &err);
     assert_int_equal(json_array_size(none), 0);
     json_decref(none);
+    /* the next page: names after the cursor */
+    json_t *next = sg_store_hosts(f->s, &(sg_store_hosts_query){.after = "a"}, &err);
+    assert_int_equal(json_array_size(next), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(next, 0), "name")), "b");
+    json_decref(next);
+    /* the hosts that list a sandbox: by its id, or a prefix of it */
+    assert_int_equal(sg_store_host_put(f->s, "c", "{\"sandboxes\":[{\"id\":\"0123456789ab\"},{\"id\":\"ffff00\"}]}",
+                                       103, &err), 0);
+    const char *hits[] = {"0123456789ab", "0123", "ffff00"}, *misses[] = {"0124", "123456789ab"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *h = sg_store_hosts(f->s, &(sg_store_hosts_query){.sandbox = hits[i]}, &err);
+        assert_int_equal(json_array_size(h), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(h, 0), "name")), "c");
+        json_decref(h);
+    }
+    for (size_t i = 0; i < 2; i++) {
+        json_t *h = sg_store_hosts(f->s, &(sg_store_hosts_query){.sandbox = misses[i]}, &err);
+        assert_int_equal(json_array_size(h), 0);
+        json_decref(h);
+    }
 }
 
 int main(void)

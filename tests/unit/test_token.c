@@ -397,6 +397,76 @@ static void test_host_kind(void **state)
     refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_host);
 }
 
+/* An action token aborts or destroys one sandbox, once, within a minute:
+ * no other kind passes for it, it passes for no other, and one that claims
+ * a longer life is refused. */
+static void test_action_kind(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    sg_autofree char *at = sg_token_make_action(f->secret, "abort", "0123456789ab", &err);
+    sg_autofree char *dt = sg_token_make_action(f->secret, "destroy", "0123456789ab", &err);
+    sg_autofree char *ht = sg_token_make_host(f->secret, "host-a", 60, &err);
+    sg_autofree char *rd = sg_token_make_read(f->secret, NULL, NULL, NULL, 60, &err);
+    sg_autofree char *st = sg_token_make(f->secret, "a", "t", "s", 60, &err);
+    sg_autofree char *tt = sg_token_make_terminal(f->secret, "a", "t", "s", 60, &err);
+    assert_non_null(at);
+    assert_non_null(dt);
+    assert_null(sg_token_make_action(f->secret, "resume", "0123456789ab", &err));
+    assert_null(sg_token_make_action(f->secret, "abort", "bad id", &err));
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_action(f->secret, at, now, &cl, &err), 0);
+    assert_string_equal(cl.action, "abort");
+    assert_string_equal(cl.sandbox, "0123456789ab");
+    assert_int_equal(strlen(cl.nonce), SG_TOKEN_NONCE_LEN);
+    char first[SG_TOKEN_NONCE_LEN + 1];
+    memcpy(first, cl.nonce, sizeof first);
+    assert_int_equal(sg_token_verify_action(f->secret, dt, now, &cl, &err), 0);
+    assert_string_equal(cl.action, "destroy");
+    assert_string_not_equal(cl.nonce, first); /* each token its own nonce */
+    assert_int_equal(sg_token_verify_action(f->secret, at, now + SG_TOKEN_ACTION_TTL_S + 1, &cl, &err), -1);
+    assert_string_equal(err.msg, "token expired");
+    /* a signer's token that claims an hour: refused, even signed */
+    sg_autofree char *longer = sg_token_make_action_exp(f->secret, "abort", "0123456789ab",
+                                                        "0123456789abcdef0123456789abcdef", now + 3600, &err);
+    assert_non_null(longer);
+    assert_int_equal(sg_token_verify_action(f->secret, longer, now, &cl, &err), -1);
+    assert_non_null(strstr(err.msg, "lives too long"));
+    verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
+                          sg_token_verify_revoke, sg_token_verify_host};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        err = (sg_err){0};
+        assert_int_equal(others[i](f->secret, at, now, &cl, &err), -1);
+        assert_string_equal(err.msg, "an action token can only abort or destroy its sandbox through serve");
+    }
+    const char *notme[] = {rd, st, tt, ht};
+    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_action(f->secret, notme[i], now, &cl, &err), -1);
+        assert_string_equal(err.msg, "not an action token");
+    }
+    /* tampered: one character of the claims changed */
+    sg_autofree char *bent = strdup(at);
+    bent[3] = bent[3] == 'A' ? 'B' : 'A';
+    assert_int_equal(sg_token_verify_action(f->secret, bent, now, &cl, &err), -1);
+    /* Claims the signer never makes: refused even when signed. */
+    const char *bad[] = {
+        "{\"a\":\"abort\",\"exp\":99999999999,\"n\":\"0123456789abcdef0123456789abcdef\",\"r\":1,"
+        "\"s\":\"x\"}",
+        "{\"a\":\"abort\",\"exp\":99999999999,\"h\":\"a\",\"n\":\"0123456789abcdef0123456789abcdef\","
+        "\"s\":\"x\"}",
+        "{\"a\":\"abort\",\"exp\":99999999999,\"l\":\"a\",\"n\":\"0123456789abcdef0123456789abcdef\","
+        "\"s\":\"x\"}",
+        "{\"a\":\"resume\",\"exp\":99999999999,\"n\":\"0123456789abcdef0123456789abcdef\",\"s\":\"x\"}",
+        "{\"a\":\"abort\",\"exp\":99999999999,\"n\":\"0123\",\"s\":\"x\"}",
+        "{\"a\":\"abort\",\"exp\":99999999999,\"n\":\"0123456789abcdef0123456789abcdef\",\"s\":\"a b\"}",
+        "{\"a\":\"abort\",\"exp\":99999999999,\"n\":\"0123456789abcdef0123456789abcdef\"}",
+        "{\"a\":1,\"exp\":99999999999,\"n\":\"0123456789abcdef0123456789abcdef\",\"s\":\"x\"}",
+    };
+    refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_action);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +480,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revoke_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_kind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_action_kind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
