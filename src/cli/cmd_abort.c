@@ -52,7 +52,7 @@ void sg_cli_print_abort(const char *id, const sg_ctl_abort_reply *a, const sg_ct
 static void abort_usage(FILE *f)
 {
     fprintf(f,
-        "usage: sandglass abort ID [--reason TEXT] [--destroy | --rollback] [--json]\n"
+        "usage: sandglass abort ID [--reason TEXT] [--destroy | --rollback] [--json] [--via TEXT]\n"
         "                       [--ingest URL [--ingest-ca FILE] [--token T] [--secret FILE]]\n"
         "\n"
         "The kill switch: refuses new execs, kills every process of the sandbox but\n"
@@ -64,6 +64,9 @@ static void abort_usage(FILE *f)
         "  --destroy       destroy the sandbox after the abort\n"
         "  --rollback      then restore the workspace to the newest checkpoint\n"
         "  --json          print one JSON object (with --destroy: its proof under \"destroy\")\n"
+        "  --via TEXT      whom the abort is for, recorded in its actor beside you (serve\n"
+        "                  gives \"remote: USER@HOST\" for another host's operator; never\n"
+        "                  relayed to another host)\n"
         "\n"
         "A sandbox of another host (not in this state directory) is aborted through\n"
         "that host's serve, found in the ingest's store (the hosts' registrations):\n"
@@ -88,9 +91,10 @@ int sg_cmd_abort(int argc, char **argv)
         {"ingest-ca", required_argument, NULL, 'C'},
         {"token", required_argument, NULL, 'T'},
         {"secret", required_argument, NULL, 'S'},
+        {"via", required_argument, NULL, 'v'},
         {0},
     };
-    const char *reason = NULL, *ingest = NULL;
+    const char *reason = NULL, *ingest = NULL, *via = NULL;
     bool destroy = false, rollback = false, json = false;
     int c;
     opterr = 0;
@@ -100,6 +104,11 @@ int sg_cmd_abort(int argc, char **argv)
         case 'd': destroy = true; break;
         case 'b': rollback = true; break;
         case 'i': ingest = optarg; break;
+        case 'v':
+            via = optarg;
+            if (!sg_cli_via_ok(via))
+                return sg_cli_usage("abort", SG_CLI_VIA_IS);
+            break;
         case 'C':
         case 'T':
         case 'S': break; /* the other host's path's (sandglassd) */
@@ -126,7 +135,7 @@ int sg_cmd_abort(int argc, char **argv)
         return sg_cli_fail("abort", err.msg);
     if (sg_state_resolve_id(argv[optind], id, &err) < 0) {
         /* not here: another host's, through its serve (sandglassd speaks HTTP) */
-        if (err.code == ENOENT && (ingest || sg_config_ingest_given()))
+        if (err.code == ENOENT && !via && (ingest || sg_config_ingest_given())) /* --via: relayed already */
             return sg_cli_handoff("abort", argv);
         return sg_cli_fail("abort", err.msg);
     }
@@ -139,7 +148,7 @@ int sg_cmd_abort(int argc, char **argv)
     sg_err kerr = {0};
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         sg_cli_sayf("abort", "the checkpoint worker: %s", kerr.msg);
-    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason};
+    sg_ctl_req req = {.op = SG_OP_ABORT, .u.abort.reason = (char *)reason, .via = (char *)via};
     sg_autojson json_t *res = sg_cli_request(id, &req, &err);
     __attribute__((cleanup(sg_ctl_abort_reply_free))) sg_ctl_abort_reply ab = {0};
     if (!res || sg_ctl_decode_abort_reply(res, &ab, &err) < 0)
@@ -155,7 +164,7 @@ int sg_cmd_abort(int argc, char **argv)
             return sg_cli_fail("abort", err.msg);
     }
     if (destroy) {
-        json_t *d = sg_cli_destroy(id, !json, &err);
+        json_t *d = sg_cli_destroy(id, via, !json, &err);
         if (!d) {
             if (json) {
                 sg_autofree char *s = sg_json_dump(res);

@@ -22,7 +22,7 @@
 #include "cli/config.h"
 #include "state/state.h"
 
-json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
+json_t *sg_cli_destroy(const char *id, const char *via, bool verbose, sg_err *err)
 {
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(id, &m, err) < 0)
@@ -45,7 +45,7 @@ json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err)
     if (sg_ckpt_client_kill_sandbox_worker(id, &kerr) < 0)
         sg_cli_sayf("destroy", "the checkpoint worker: %s", kerr.msg);
     sg_err rerr = {0};
-    json_t *res = dead ? NULL : sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_DESTROY}, &rerr);
+    json_t *res = dead ? NULL : sg_cli_request(id, &(sg_ctl_req){.op = SG_OP_DESTROY, .via = (char *)via}, &rerr);
     if (!res) {
         /* The sandbox's init is dead too (no supervisor can take it over),
          * or its supervisor could not finish (its init or cgroup gone):
@@ -107,6 +107,7 @@ static void destroy_usage(FILE *f)
         "  --yes      do not ask\n"
         "  --json     print the proof as one JSON object per sandbox, one a line\n"
         "             (errors as JSON on stderr)\n"
+        "  --via TEXT whom the destroy is for, recorded in its actor (as abort's)\n"
         "\n"
         "One sandbox of another host (not in this state directory) is destroyed\n"
         "through that host's serve, found in the ingest's store:\n"
@@ -117,6 +118,7 @@ typedef struct {
     bool json, yes, all;
     const char *learner, *task;
     const char *ingest; /* another host's sandbox: the ingest to find it with */
+    const char *via;    /* --via: whom the destroy acts for (serve's, for another host's operator) */
     char **args; /* the ids or prefixes typed, argv's */
     size_t nargs;
 } destroy_opts;
@@ -143,6 +145,12 @@ static int destroy_parse(int argc, char **argv, destroy_opts *o)
             if (strcmp(a, "--ingest") == 0)
                 o->ingest = argv[i + 1];
             i++;
+        } else if (strcmp(a, "--via") == 0) {
+            if (i + 1 >= argc)
+                return sg_cli_usage("destroy", "%s needs a value", a);
+            o->via = argv[++i];
+            if (!sg_cli_via_ok(o->via))
+                return sg_cli_usage("destroy", SG_CLI_VIA_IS);
         } else if (strcmp(a, "--help") == 0) {
             destroy_usage(stdout);
             return 0;
@@ -216,7 +224,7 @@ static bool destroy_confirm(const destroy_opts *o, char **ids, size_t n)
 static int destroy_one(const destroy_opts *o, const char *id)
 {
     sg_err err = {0};
-    sg_autojson json_t *res = sg_cli_destroy(id, !o->json, &err);
+    sg_autojson json_t *res = sg_cli_destroy(id, o->via, !o->json, &err);
     if (!res) {
         /* each target's result on its own line, named */
         if (strstr(err.msg, id))
@@ -273,8 +281,8 @@ int sg_cmd_destroy(int argc, char **argv)
         for (; n < o.nargs; n++) {
             char id[SG_ID_LEN + 1];
             /* one id that is not here: another host's, through its serve (sandglassd speaks HTTP) */
-            if (sg_state_resolve_id(o.args[n], id, &err) < 0 && err.code == ENOENT && o.nargs == 1 &&
-                (o.ingest || sg_config_ingest_given()))
+            if (sg_state_resolve_id(o.args[n], id, &err) < 0 && err.code == ENOENT && o.nargs == 1 && !o.via &&
+                (o.ingest || sg_config_ingest_given())) /* --via: relayed here already, never again */
                 return sg_cli_handoff("destroy", orig + 1);
             if (err.code || !(ids[n] = strdup(id)))
                 return sg_cli_fail("destroy", err.msg[0] ? err.msg : "out of memory");

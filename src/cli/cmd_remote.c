@@ -9,11 +9,15 @@
  * rule against the ids the hosts list. Then the action goes to that host's
  * serve (its registration's serve_url): POST /v1/abort or /v1/destroy with
  * an action token (wire/token.h, 60 s, single use) made from the secret
- * that serve verifies, and the body {"sandbox": ID[, "reason": R]}. serve
- * runs the host's own `sandglass abort|destroy ID --json` and answers its
- * JSON, which is printed as a local abort or destroy prints it. */
+ * that serve verifies, and the body {"sandbox": ID[, "reason": R], "by":
+ * USER@HOST} (who asks, from where: the record's "via" over there). serve
+ * runs the host's own `sandglass abort|destroy ID --json --via ...` and
+ * answers its JSON, which is printed as a local abort or destroy prints
+ * it. */
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +132,24 @@ static int load_secret(const remote_opts *o, uint8_t key[SG_TOKEN_SECRET_LEN], s
     return 0;
 }
 
+/* Who asks, for the record on the other host: USER@HOST (this process's
+ * user and host names, each character outside [A-Za-z0-9._-] as '_'). */
+static void asker(char *out, size_t size)
+{
+    struct passwd *pw = getpwuid(geteuid());
+    char host[65] = "?";
+    if (gethostname(host, sizeof host - 1) < 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    snprintf(out, size, "%.31s@%.31s", pw && pw->pw_name[0] ? pw->pw_name : "?", host);
+    for (char *c = out; *c; c++) {
+        bool ok = *c == '.' || *c == '_' || *c == '-' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+                  (*c >= 'A' && *c <= 'Z');
+        if (!ok && !(*c == '@' && c == strchr(out, '@')))
+            *c = '_';
+    }
+}
+
 /* POST /v1/<what> to h's serve: its JSON answer (200), or NULL with err
  * naming the host and what went wrong. */
 static json_t *serve_call(const remote_opts *o, const remote_host *h, const char *what, sg_err *err)
@@ -151,7 +173,9 @@ static json_t *serve_call(const remote_opts *o, const remote_host *h, const char
         return NULL;
     sg_autofree char *token = sg_token_make_action(key, what, h->id, err);
     memset(key, 0, sizeof key);
-    sg_autojson json_t *body = json_pack("{s:s}", "sandbox", h->id);
+    char by[65];
+    asker(by, sizeof by);
+    sg_autojson json_t *body = json_pack("{s:s, s:s}", "sandbox", h->id, "by", by);
     if (o->reason && strcmp(what, "abort") == 0)
         json_object_set_new(body, "reason", json_string(o->reason));
     sg_autofree char *text = token && body ? sg_json_dump(body) : NULL;

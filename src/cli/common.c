@@ -305,3 +305,14 @@ int sg_cli_find_cli(char *buf, size_t len)
     int n = snprintf(buf, len, "%.*s/../bin/sandglass", PATH_MAX - 32, self);
     return n > 0 && (size_t)n < len ? access(buf, X_OK) : -1;
 }
+
+bool sg_cli_via_ok(const char *via)
+{
+    size_t n = strlen(via);
+    if (n == 0 || n > SG_CTL_VIA_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (via[i] < 0x20 || via[i] > 0x7e)
+            return false;
+    return true;
+}

@@ -48,9 +48,16 @@ json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err);
 json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err);
 
 /* Destroys sandbox id (the supervisor's proof, or the cleanup from here
- * when it cannot), saying on stderr what it found. Returns the result
- * object (caller decrefs) or NULL with err. */
-json_t *sg_cli_destroy(const char *id, bool verbose, sg_err *err);
+ * when it cannot), saying on stderr what it found; via (NULL: none) is
+ * recorded as whom it acts for (wire/ctl.h). Returns the result object
+ * (caller decrefs) or NULL with err. */
+/* abort's and destroy's --via: whom the action is for, recorded beside
+ * the operator (serve passes "remote: USER@HOST" for another host's):
+ * 1 to SG_CTL_VIA_MAX printable ASCII characters. */
+#define SG_CLI_VIA_IS "--via is 1 to 128 printable ASCII characters" /* SG_CTL_VIA_MAX */
+bool sg_cli_via_ok(const char *via);
+
+json_t *sg_cli_destroy(const char *id, const char *via, bool verbose, sg_err *err);
 /* abort's answer in words (cmd_abort.c): who, why, what was killed, the
  * proof; rb the rollback's answer after it, or NULL. */
 void sg_cli_print_abort(const char *id, const sg_ctl_abort_reply *a, const sg_ctl_rollback_reply *rb);

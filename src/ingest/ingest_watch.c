@@ -8,21 +8,27 @@
  * Where: the serve(s) the operator names at start (`ingest --serve URL`,
  * up to SG_INGEST_SERVES_MAX). The watch page may connect to those origins
  * and no other (its Content-Security-Policy's connect-src is built from
- * them here), and tries them in the order given: a serve that does not
- * hold the sandbox refuses it at once ("no such sandbox on this host").
- * Why not the sandbox's record: the ingest sees only the events, and the
- * `sandbox` event would have to carry the address (the capture's; not
- * done yet); an operator has few sandbox hosts and names them once.
+ * them here, once: the page is served without a token, so its policy may
+ * not tell anything of the store). Which of them holds the sandbox comes
+ * from the store: the host whose registration (sg_hosts, `sandglass host
+ * --serve-url`) lists the sandbox names its serve, and that serve is
+ * tried first; the others follow in the order given (a serve that does
+ * not hold the sandbox refuses it at once: "no such sandbox on this
+ * host"). A registered serve the operator did not name is not tried (the
+ * page could not connect to it): the answer names it ("unlisted") so the
+ * page can say what to add.
  *
  *   GET /v1/watch?sandbox=ID   (a read token, Authorization: Bearer)
  *     200 {"token": T, "expires_in": 60, "sandbox", "learner", "task",
- *          "serve": URL (the first), "serves": [URL...]}
+ *          "serve": URL (the first), "serves": [URL...],
+ *          "host": its host's name or null, "unlisted": URL or null}
  *     400 no or a bad sandbox=; 403 a token scoped to another sandbox;
  *     404 no event of that sandbox within the token's scope;
  *     503 no serve named (--serve) */
 #include "ingest/ingest_internal.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -115,6 +121,35 @@ int ingest_watch_init(sg_ingest *ing, const sg_ingest_opts *opts, sg_err *err)
     return 0;
 }
 
+/* The host whose last registration lists sandbox sb, and its serve URL
+ * (normalized as --serve's; "" when it names none or a bad one). A store
+ * that cannot answer, or no host, leaves both "": the configured serves
+ * are tried in their order, as before hosts registered. */
+static void watch_host_of(sg_ingest *ing, const char *sb, char *name, size_t nsize, char *serve, size_t ssize)
+{
+    name[0] = serve[0] = '\0';
+    sg_err err;
+    sg_store_hosts_query q = {.sandbox = sb};
+    sg_autojson json_t *hosts = sg_store_hosts(ing->store, &q, &err);
+    size_t i, k;
+    json_t *h, *sbx;
+    json_array_foreach(hosts, i, h) {
+        json_t *info = json_object_get(h, "info");
+        bool lists = false;
+        json_array_foreach(json_object_get(info, "sandboxes"), k, sbx)
+            lists |= json_is_string(json_object_get(sbx, "id")) &&
+                     strcmp(json_string_value(json_object_get(sbx, "id")), sb) == 0;
+        if (!lists) /* q.sandbox is a prefix: another sandbox's id may begin with this one's */
+            continue;
+        const char *n = json_string_value(json_object_get(h, "name"));
+        const char *u = json_string_value(json_object_get(info, "serve_url"));
+        snprintf(name, nsize, "%s", n ? n : "");
+        if (!u || sg_ingest_serve_url_check(u, serve, ssize, &err) < 0)
+            serve[0] = '\0';
+        return;
+    }
+}
+
 static int first_row(void *ud, const sg_store_event *e)
 {
     json_t **row = ud;
@@ -146,10 +181,18 @@ int ingest_http_watch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
     if (!row)
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND,
                               ingest_error_json("no events of this sandbox within this read token's scope"));
-    if (ing->nserves == 0)
-        return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
-                              ingest_error_json("this ingest names no serve to watch through: start it with "
-                                                "--serve http://HOST:PORT (the sandbox host's sandglass serve)"));
+    char host[SG_NAME_MAX + 1], hserve[SG_INGEST_SERVE_URL_MAX + 1];
+    watch_host_of(ing, sb, host, sizeof host, hserve, sizeof hserve);
+    if (ing->nserves == 0) {
+        char msg[SG_INGEST_SERVE_URL_MAX + SG_NAME_MAX + 200];
+        if (hserve[0])
+            snprintf(msg, sizeof msg, "this ingest names no serve to watch through: the sandbox's host %s serves "
+                     "at %s; start the ingest with --serve %s", host, hserve, hserve);
+        else
+            snprintf(msg, sizeof msg, "this ingest names no serve to watch through: start it with "
+                     "--serve http://HOST:PORT (the sandbox host's sandglass serve)");
+        return sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE, ingest_error_json(msg));
+    }
     const char *learner = json_string_value(json_object_get(row, "learner"));
     const char *task = json_string_value(json_object_get(row, "task"));
     sg_autofree char *tok = sg_token_make_watch(ing->secret, learner, task, sb, WATCH_TTL_S, &err);
@@ -159,11 +202,21 @@ int ingest_http_watch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
     sg_token_id(tok, id);
     sg_log(SG_LOG_INFO, "watch token %s for sandbox %s (learner %s task %s) minted for read token %s", id, sb,
            learner, task, cl->id);
+    /* the registered host's serve first, when the operator named it */
+    int first = -1;
+    for (unsigned i = 0; hserve[0] && i < ing->nserves; i++)
+        if (strcmp(ing->serves[i], hserve) == 0)
+            first = (int)i;
     json_t *serves = json_array();
+    if (serves && first >= 0)
+        json_array_append_new(serves, json_string(ing->serves[first]));
     for (unsigned i = 0; serves && i < ing->nserves; i++)
-        json_array_append_new(serves, json_string(ing->serves[i]));
+        if ((int)i != first)
+            json_array_append_new(serves, json_string(ing->serves[i]));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK,
-                          json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o}", "token", tok, "expires_in", WATCH_TTL_S,
-                                    "sandbox", sb, "learner", learner, "task", task, "serve", ing->serves[0],
-                                    "serves", serves));
+                          json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "token", tok, "expires_in",
+                                    WATCH_TTL_S, "sandbox", sb, "learner", learner, "task", task, "serve",
+                                    json_string_value(json_array_get(serves, 0)), "serves", serves, "host",
+                                    host[0] ? json_string(host) : json_null(), "unlisted",
+                                    hserve[0] && first < 0 ? json_string(hserve) : json_null()));
 }

@@ -4,7 +4,9 @@
  *
  * The request carries an action token (wire/token.h: Authorization:
  * Bearer) of the endpoint's action and the body {"sandbox": ID[,
- * "reason": TEXT]} (abort's reason, 200 characters at most), ID the
+ * "reason": TEXT][, "by": USER@HOST]} (abort's reason, 200 characters at
+ * most; who asked, on which host: recorded as the action's "via",
+ * "remote: USER@HOST", beside this host's operator that runs it), ID the
  * token's. The token is checked before any of the body is kept (a
  * refusal is answered once the body is in, as the ingest's POST
  * /v1/hosts does), then its nonce: a token is taken once, its nonce
@@ -12,7 +14,8 @@
  * is refused with 503, never let through).
  *
  * The action itself is this host's own CLI, `sandglass abort ID --json
- * [--reason R]` or `sandglass destroy ID --json` (opts->cli), run as a
+ * --via V [--reason R]` or `sandglass destroy ID --json --via V`
+ * (opts->cli), run as a
  * child of serve on the loop, never blocking it: the answer is that
  * command's JSON (200), or its error ({"error": ...}, 409), so the asking
  * CLI prints what a local abort or destroy would. SERVE_ACTIONS children
@@ -20,6 +23,7 @@
  * killed (504). A connection closed before the answer leaves its action
  * running to its end. */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +39,7 @@
 #define SERVE_ACTION_BODY_MAX 1024      /* the request's body */
 #define SERVE_ACTION_OUT_MAX (64 * 1024) /* what the child prints, each of stdout and stderr */
 #define SERVE_ACTION_REASON_MAX 200     /* as `sandglass abort --reason` */
+#define SERVE_ACTION_BY_MAX 64          /* the asker's USER@HOST */
 
 struct serve_action {
     sg_serve *srv;
@@ -131,22 +136,43 @@ int serve_action_body(serve_http *h, const void *in, size_t len)
     return 0;
 }
 
+/* The asker's "by": USER@HOST of [A-Za-z0-9._-] and one '@',
+ * SERVE_ACTION_BY_MAX bytes at most. */
+static bool by_ok(const char *by)
+{
+    size_t n = strlen(by), at = 0;
+    if (n == 0 || n > SERVE_ACTION_BY_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = by[i];
+        at += c == '@';
+        if (!(c == '@' || c == '.' || c == '_' || c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+              (c >= 'A' && c <= 'Z')))
+            return false;
+    }
+    return at == 1;
+}
+
 /* The body checked against the token: NULL, or what is wrong. reason:
- * the abort's, or NULL. */
-static const char *body_check(serve_http *h, json_t *body, const char **reason)
+ * the abort's, or NULL; by: who asked, or NULL. */
+static const char *body_check(serve_http *h, json_t *body, const char **reason, const char **by)
 {
     const char *key;
     json_t *v;
-    *reason = NULL;
+    *reason = *by = NULL;
     if (!json_is_object(body))
-        return "the body must be a JSON object {\"sandbox\": ID[, \"reason\": TEXT]}";
+        return "the body must be a JSON object {\"sandbox\": ID[, \"reason\": TEXT][, \"by\": USER@HOST]}";
     json_object_foreach(body, key, v) {
         if (strcmp(key, "reason") == 0 && strcmp(h->action, "abort") == 0) {
             if (!json_is_string(v) || json_string_length(v) > SERVE_ACTION_REASON_MAX)
                 return "reason: a string of 200 characters at most";
             *reason = json_string_value(v);
+        } else if (strcmp(key, "by") == 0) {
+            if (!json_is_string(v) || !by_ok(json_string_value(v)))
+                return "by: USER@HOST, of letters, digits, '.', '_' and '-', 64 characters at most";
+            *by = json_string_value(v);
         } else if (strcmp(key, "sandbox") != 0) {
-            return "the body has a field this action does not take (sandbox, and an abort's reason)";
+            return "the body has a field this action does not take (sandbox, by, and an abort's reason)";
         }
     }
     const char *sb = json_string_value(json_object_get(body, "sandbox"));
@@ -277,13 +303,16 @@ static void on_timeout(uv_timer_t *t)
 }
 
 /* The local command, started: 0, or -1 with err (nothing left running). */
-static int action_spawn(serve_action *a, const char *reason, sg_err *err)
+static int action_spawn(serve_action *a, const char *reason, const char *by, sg_err *err)
 {
     sg_serve *srv = a->srv;
-    char *argv[8] = {(char *)"sandglass", a->what, a->sandbox, (char *)"--json", NULL};
+    /* recorded as whom the action is for: from another host, through us */
+    char via[SERVE_ACTION_BY_MAX + 16];
+    snprintf(via, sizeof via, "remote: %s", by ? by : "?");
+    char *argv[10] = {(char *)"sandglass", a->what, a->sandbox, (char *)"--json", (char *)"--via", via, NULL};
     if (reason) {
-        argv[4] = (char *)"--reason";
-        argv[5] = (char *)reason;
+        argv[6] = (char *)"--reason";
+        argv[7] = (char *)reason;
     }
     uv_pipe_init(srv->loop, &a->out, 0);
     uv_pipe_init(srv->loop, &a->err, 0);
@@ -308,7 +337,7 @@ static int action_spawn(serve_action *a, const char *reason, sg_err *err)
 }
 
 /* The checked request's action, started; the answer comes when it ends. */
-static int action_start(sg_serve *srv, struct lws *wsi, serve_http *h, const char *reason)
+static int action_start(sg_serve *srv, struct lws *wsi, serve_http *h, const char *reason, const char *by)
 {
     if (!srv->cli[0])
         return sg_http_answer(wsi, &h->req, HTTP_STATUS_SERVICE_UNAVAILABLE,
@@ -329,14 +358,14 @@ static int action_start(sg_serve *srv, struct lws *wsi, serve_http *h, const cha
     srv->actions = a;
     srv->nactions++;
     sg_err err = {0};
-    if (action_spawn(a, reason, &err) < 0) {
+    if (action_spawn(a, reason, by, &err) < 0) {
         sg_log(SG_LOG_ERROR, "%s of %s: %s", a->what, a->sandbox, err.msg);
         action_close(a);
         return sg_http_answer(wsi, &h->req, HTTP_STATUS_INTERNAL_SERVER_ERROR, error_json(err.msg));
     }
     /* the command may take longer than lws's idle timeout */
     lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, SERVE_ACTION_TIMEOUT_S + 10);
-    sg_log(SG_LOG_INFO, "%s of %s asked (action token %s)", a->what, a->sandbox, a->token_id);
+    sg_log(SG_LOG_INFO, "%s of %s asked by %s (action token %s)", a->what, a->sandbox, by ? by : "?", a->token_id);
     return 0;
 }
 
@@ -346,14 +375,14 @@ int serve_action_body_done(sg_serve *srv, struct lws *wsi, serve_http *h)
         return 0;
     unsigned status = h->req.post_status;
     const char *why = h->why[0] ? h->why : NULL;
-    const char *reason = NULL;
+    const char *reason = NULL, *by = NULL;
     sg_err jerr;
     sg_autojson json_t *body = NULL;
     if (!why && h->req.post_len != h->req.post_max)
         status = HTTP_STATUS_BAD_REQUEST, why = "the body is shorter than its Content-Length";
     if (!why && !(body = sg_json_parse((const char *)h->req.post, h->req.post_len, &jerr)))
         status = HTTP_STATUS_BAD_REQUEST, why = "the body is not JSON";
-    if (!why && (why = body_check(h, body, &reason)))
+    if (!why && (why = body_check(h, body, &reason, &by)))
         status = strncmp(why, "wrong sandbox", 13) == 0 ? HTTP_STATUS_FORBIDDEN : HTTP_STATUS_BAD_REQUEST;
     if (!why && srv->nactions >= SERVE_ACTIONS) /* before the nonce: the token is not spent */
         status = HTTP_STATUS_SERVICE_UNAVAILABLE, why = "too many actions running: try again later";
@@ -369,7 +398,7 @@ int serve_action_body_done(sg_serve *srv, struct lws *wsi, serve_http *h)
                addr, why);
         return sg_http_answer(wsi, &h->req, status, error_json(why));
     }
-    return action_start(srv, wsi, h, reason);
+    return action_start(srv, wsi, h, reason, by);
 }
 
 void serve_action_detach(serve_http *h)

@@ -31,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASS, Env, await_true, make_ca, make_cert, refused_port, tap  # noqa: E402
+from sgtest import SANDGLASS, Env, await_true, make_ca, make_cert, refused_port, tap, wait_for  # noqa: E402
 from test_hosts import Host, Ingest, clean, ls_json, mint, post, registration  # noqa: E402
 
 T = 60
@@ -69,7 +69,7 @@ def state_of(env: Env, sid: str):
 
 def remote_cases(a: Env, b: Env, ing: Ingest, secret: str, sbs: list[str]):
     opts = ["--ingest", ing.url, "--secret", secret]
-    s1, s2, s3 = sbs
+    s1, s2, s3, s4 = sbs
 
     p = a.run("abort", s1, "--reason", "remote test", *opts, timeout=T)
     out = p.stdout.decode()
@@ -85,6 +85,18 @@ def remote_cases(a: Env, b: Env, ing: Ingest, secret: str, sbs: list[str]):
         j = {}
     tap.ok(p.returncode == 0 and j.get("already") is True, "abort --json again: the JSON of a local abort "
            "(already aborted)", p.stdout.decode() + p.stderr.decode())
+    # s4 is captured: its session_abort, in the store, names who acted
+    p = a.run("abort", s4, *opts, timeout=T)
+    tap.ok(p.returncode == 0, "abort from host A of host B's captured sandbox", p.stderr.decode())
+
+    def abort_actor() -> dict:
+        q = b.run("events", "--sandbox", s4, "--json", "--ingest", ing.url, "--secret", secret, timeout=T)
+        rows = [json.loads(line) for line in q.stdout.decode().splitlines() if line.startswith("{")]
+        return next((r["payload"].get("actor") or {} for r in rows if r.get("kind") == "session_abort"), {})
+    tap.ok(wait_for(lambda: abort_actor().get("via", "").startswith("remote: "), 30) and
+           abort_actor()["via"].count("@") == 1 and len(abort_actor()["via"]) > len("remote: @"),
+           "the session_abort's actor names who asked from the other host (via \"remote: USER@HOST\"), beside "
+           "host B's operator that ran it", repr(abort_actor()))
 
     p = a.run("destroy", s1[:6], *opts, timeout=T)
     tap.ok(p.returncode == 1 and b"--yes" in p.stderr and state_of(b, s1) is not None,
@@ -151,6 +163,9 @@ def serve_cases(b: Env, srv: Serve, secret: str, sid: str, other: str):
     refused("an abort token on /v1/destroy", "destroy", tok({}), body, 403, "may abort, not destroy")
     refused("a token for another sandbox", "abort", tok({}), {"sandbox": other}, 403, "wrong sandbox")
     refused("a body with an unknown field", "abort", tok({}), {"sandbox": sid, "x": 1}, 400, "does not take")
+    for bad in ("eve", "eve@a@b", "ev e@host", "eve@\x1b[31mred", "e" * 60 + "@host"):
+        refused(f"a body whose asker is not USER@HOST ({bad!r})", "abort", tok({}), {"sandbox": sid, "by": bad}, 400,
+                "by: USER@HOST")
     tap.eq(state_of(b, sid), "running", "none of those touched the sandbox")
     st, ans = action(srv.port, "abort", good, {"sandbox": sid, "reason": "by hand"})
     tap.ok(st == 200 and ans.get("aborted") is True and "by hand" in ans.get("reason", ""),
@@ -202,6 +217,8 @@ def main() -> int:
     try:
         sbs = [b.create("--learner", "bob") for _ in range(3)]
         ing = Ingest(a, f"sqlite:{os.path.join(a.root, 'events.db')}", secret)
+        sbs.append(b.create("--learner", "bob", "--task", "remote", "--ingest", ing.url.replace("http:", "ws:"),
+                            "--secret", secret))
         srv = Serve(b, secret)
         # a heartbeat of 600 s: what the store learns sooner comes from the
         # host daemon's watch of its sandboxes

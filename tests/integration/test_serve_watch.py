@@ -6,7 +6,10 @@ checks: the watcher sees the learner's current screen (the replay) and
 then its output live; its keys and resizes are refused with an ERROR and
 never reach the shell; a 5th watcher of the sandbox is refused; a token of
 another kind is refused; the learner is told how many watch; the
-watchers are closed when the learner's terminal ends."""
+watchers are closed when the learner's terminal ends. The ingest names two
+serves, one where nothing listens first; the sandbox's host registered in
+the store (a real `sandglass host --serve-url`) puts its serve first, and a
+registered serve the ingest does not name is said to be unlisted."""
 from __future__ import annotations
 
 import json
@@ -20,13 +23,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "adversarial"))
 from serve_common import WS, key_file, start_serve  # noqa: E402
-from sgtest import SANDGLASSD, Env, tap, wait_for  # noqa: E402
+from sgtest import SANDGLASS, SANDGLASSD, Env, tap, wait_for  # noqa: E402
 
 
 def watchers_said(ws: WS) -> list[int]:
     return [json.loads(t)["watchers"] for t in ws.texts if '"watchers"' in t]
 
 
+NOBODY = 9  # the discard port: no serve listens there (a host's serve that is down)
 env = Env()
 secret = key_file(os.path.join(env.root, "secret"), "ab")
 serve, port = start_serve(env, secret)
@@ -34,7 +38,7 @@ serve, port = start_serve(env, secret)
 # wait out its delivery), and mints watch tokens for this serve.
 ingest = subprocess.Popen([SANDGLASSD, "ingest", "--listen", "127.0.0.1:0", "--store",
                            f"sqlite:{os.path.join(env.root, 'events.db')}", "--secret", secret,
-                           "--serve", f"http://127.0.0.1:{port}/"],
+                           "--serve", f"http://127.0.0.1:{NOBODY}", "--serve", f"http://127.0.0.1:{port}/"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env.env, text=True)
 ingest_url = ingest.stdout.readline().strip().split(" ")[-1].rstrip("/")
 ingest_http = ingest_url.replace("ws://", "http://")
@@ -86,10 +90,38 @@ try:
            "GET /v1/watch answers an operator's read token once the sandbox's events are stored",
            repr(get(f"/v1/watch?sandbox={sid}", op_tok)))
     st, minted, _ = get(f"/v1/watch?sandbox={sid}", op_tok)
-    tap.ok(st == 200 and minted.get("serve") == f"http://127.0.0.1:{port}" and
-           minted.get("serves") == [minted.get("serve")] and minted.get("expires_in") == 60 and
+    real, down = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{NOBODY}"
+    tap.ok(st == 200 and minted.get("serves") == [down, real] and minted.get("serve") == down and
+           minted.get("host") is None and minted.get("unlisted") is None and minted.get("expires_in") == 60 and
            minted.get("sandbox") == sid and minted.get("task") == "watched",
-           "with a 60 s watch token and this serve's address", repr(minted)[:300])
+           "with a 60 s watch token and the serves in the order named (no host registered)", repr(minted)[:300])
+
+    def host(serve_url: str) -> subprocess.Popen:
+        """`sandglass host` registering this state directory's sandboxes."""
+        h = env.spawn([SANDGLASS, "host", "--metrics-listen", "127.0.0.1:0", "--ingest", ingest_url, "--secret",
+                       secret, "--name", "watch-host", "--heartbeat", "1", "--serve-url", serve_url],
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        h.stdout.readline()  # "metrics on ...": started
+        return h
+
+    def minted_host() -> dict:
+        return get(f"/v1/watch?sandbox={sid}", op_tok)[1]
+
+    h = host(real)
+    tap.ok(wait_for(lambda: minted_host().get("host") == "watch-host", 30) and
+           minted_host().get("serves") == [real, down] and minted_host().get("serve") == real and
+           minted_host().get("unlisted") is None,
+           "the sandbox's host registered its serve: that serve comes first", repr(minted_host()))
+    h.terminate()
+    tap.eq(h.wait(timeout=30), 0, "the host daemon stops cleanly")
+    unnamed = "http://127.0.0.1:8"
+    h = host(unnamed)
+    tap.ok(wait_for(lambda: minted_host().get("unlisted") == unnamed, 30) and
+           minted_host().get("serves") == [down, real] and minted_host().get("host") == "watch-host",
+           "a registered serve the ingest does not name is not tried, and is said to be unlisted",
+           repr(minted_host()))
+    h.terminate()
+    tap.eq(h.wait(timeout=30), 0, "the host daemon stops cleanly again")
     st, _, _ = get(f"/v1/watch?sandbox={sid}", token("--read", "--sandbox", sid))
     tap.eq(st, 200, "a read token scoped to the sandbox gets one too")
     for why, args, want in [("no token", None, 401), ("no sandbox=", "", 400),
@@ -101,8 +133,8 @@ try:
         tap.ok(st == want and body.get("error"), f"/v1/watch with {why}: {want}, saying why", f"{st} {body}")
     st, _, hdrs = get("/watch.html", None)
     csp = {k.lower(): v for k, v in hdrs.items()}.get("content-security-policy", "")
-    tap.ok(st == 200 and f"connect-src 'self' ws://127.0.0.1:{port};" in csp,
-           "the watch page's policy lets it connect to this serve, and only it", f"{st} {csp}")
+    tap.ok(st == 200 and f"connect-src 'self' ws://127.0.0.1:{NOBODY} ws://127.0.0.1:{port};" in csp,
+           "the watch page's policy lets it connect to the serves named, and only them", f"{st} {csp}")
 
     w1 = WS(port)
     watchers.append(w1)

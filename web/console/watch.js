@@ -5,8 +5,10 @@
 // hosts' `sandglass serve` addresses); the page opens serve's terminal
 // WebSocket with it (src/wire/termws.h: AUTH, then only what the terminal
 // prints comes; serve refuses any key or resize a watcher sends, and this
-// page sends none). The serves are tried in the order the ingest gives:
-// one that does not hold the sandbox refuses it at once. The learner's
+// page sends none). The serves are tried in the order the ingest gives
+// (first the one the sandbox's host registered, when the ingest lists it):
+// one that does not hold the sandbox refuses it at once, one that cannot
+// be reached is passed over. The learner's
 // bytes go only to xterm.js (vendor/, from npm), never into the page's
 // HTML; the page may connect to the ingest and those serves only (its
 // Content-Security-Policy, src/ingest/ingest_watch.c).
@@ -42,15 +44,22 @@ window.addEventListener('resize', () => fit.fit());
 // close's reason).
 function watch(w, i) {
   if (i >= w.serves.length) {
-    say('no serve holds this sandbox');
+    // the store names the sandbox's host and its serve, but not one the
+    // ingest lists (--serve): this page may not connect to it
+    say(typeof w.unlisted === 'string'
+      ? `no serve this ingest names holds this sandbox: its host ${vis(String(w.host || '?'))} serves at ` +
+        `${vis(w.unlisted)}, which the ingest does not list (--serve)`
+      : 'no serve holds this sandbox');
     return;
   }
   const ws = new WebSocket(w.serves[i].replace(/^http/, 'ws') + '/v1/terminal', 'sandglass-terminal');
   ws.binaryType = 'arraybuffer';
+  let opened = false; // the connection was made: a serve answers there
   let held = false;  // the serve took the token: output came
   let ended = '';    // the learner's shell ended: that stays the status
   let why = '';      // serve's last {"error"}
   ws.onopen = () => {
+    opened = true;
     ws.send(JSON.stringify({ token: w.token, rows: term.rows, cols: term.cols }));
     say('watching (read-only)');
   };
@@ -69,7 +78,8 @@ function watch(w, i) {
     say(ended || vis(why));
   };
   ws.onclose = (ev) => {
-    if (!held && /no such sandbox on this host/.test(why || ev.reason || '')) {
+    // the next serve when this one is not there or does not hold the sandbox
+    if (!held && (!opened || /no such sandbox on this host/.test(why || ev.reason || ''))) {
       watch(w, i + 1);
       return;
     }
