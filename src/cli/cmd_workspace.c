@@ -182,20 +182,50 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
 
 /* parents of rel under dir, made as needed; each must be a directory, not
  * a link written before it (a stored "d -> /etc" then "d/x" would
- * otherwise write through the link, outside dir) */
-static int ws_mkparents(int dirfd, const char *rel)
+ * otherwise write through the link, outside dir). *done is the last parent
+ * checked (the paths come sorted, so neighbours share it): its components
+ * are directories this run made or found, and nothing this run writes
+ * replaces one (every write is O_EXCL / symlinkat), so they are not
+ * checked again. */
+static int ws_mkparents(int dirfd, const char *rel, char **done)
 {
     sg_autofree char *p = strdup(rel);
-    for (char *s = p ? strchr(p, '/') : NULL; s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        struct stat st;
-        if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
-            return -1;
-        if (fstatat(dirfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-            return errno = ENOTDIR, -1;
-        *s = '/';
+    if (!p)
+        return -1;
+    char *slash = strrchr(p, '/');
+    if (!slash)
+        return 0;
+    *slash = '\0';
+    size_t skip = 0; /* bytes of p (whole components) already checked */
+    if (*done) {
+        size_t dl = strlen(*done);
+        if (strncmp(p, *done, dl) == 0 && (p[dl] == '\0' || p[dl] == '/'))
+            skip = dl;
+        else
+            for (size_t i = 0; (*done)[i] && (*done)[i] == p[i]; i++)
+                if ((*done)[i + 1] == '/' && (p[i + 1] == '/' || p[i + 1] == '\0'))
+                    skip = i + 1;
     }
-    return p ? 0 : -1;
+    if (p[skip] != '\0') {
+        for (char *s = p + skip + 1;; s++) {
+            if (*s != '/' && *s != '\0')
+                continue;
+            char c = *s;
+            *s = '\0';
+            struct stat st;
+            if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
+                return -1;
+            if (fstatat(dirfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                return errno = ENOTDIR, -1;
+            *s = c;
+            if (!c)
+                break;
+        }
+    }
+    free(*done);
+    *done = p;
+    p = NULL;
+    return 0;
 }
 
 /* A path the store names stays inside the tree: relative, no empty, "."
@@ -308,7 +338,7 @@ static const char *ws_find(const char *body, size_t blen, const char *sha, size_
 /* One path of the state into dirfd (-1: onto stdout as tar), its bytes
  * from a batch answer. 0 written, 1 not (said on stderr), -1 error. */
 static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *key, json_t *c,
-                    sg_err *err)
+                    char **done, sg_err *err)
 {
     sg_autofree char *rel = ws_unhex(key);
     const char *type = json_string_value(json_object_get(c, "type"));
@@ -317,7 +347,7 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
         sg_print_vis(2, "sandglass workspace: ", "not written: %s is not a path inside the workspace", rel);
         return 1;
     }
-    if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel) < 0))
+    if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel, done) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
     if (type && strcmp(type, "dir") == 0) { /* an empty directory (or one made before its files) */
         mode_t dmode = ((mode_t)json_integer_value(json_object_get(c, "mode")) & 0777) | 0700;
@@ -367,7 +397,7 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
 /* The entries from keys[*at] on, up to WS_BATCH contents fetched in one
  * request; *at moves past them. The entries not written, or -1. */
 static int ws_batch(const sg_cli_target *t, const char *tok, int dirfd, json_t *state, const char **keys,
-                    size_t n, size_t *at, sg_err *err)
+                    size_t n, size_t *at, char **done, sg_err *err)
 {
     char path[WS_BATCH * 65 + 64] = "/v1/contents?sha256=";
     size_t k = *at, want = 0;
@@ -389,7 +419,7 @@ static int ws_batch(const sg_cli_target *t, const char *tok, int dirfd, json_t *
         return raw ? sg_err_set(err, EIO, "contents: HTTP %d", status) : -1;
     int missing = 0;
     for (size_t i = *at; i < k; i++) {
-        int r = ws_write(body, blen, dirfd, keys[i], json_object_get(state, keys[i]), err);
+        int r = ws_write(body, blen, dirfd, keys[i], json_object_get(state, keys[i]), done, err);
         if (r < 0)
             return -1;
         missing += r;
@@ -453,9 +483,10 @@ int sg_ws_rebuild(const sg_ws_opts *o, const sg_cli_target *t, const char *tok, 
         keys[k++] = key;
     qsort(keys, n, sizeof *keys, cmp_str);
     int missing = 0;
+    sg_autofree char *done = NULL; /* the last parent ws_mkparents checked */
     for (k = 0; k < n;) {
         size_t end = k;
-        int r = ws_batch(t, tok, dirfd, state, keys, n, &end, err);
+        int r = ws_batch(t, tok, dirfd, state, keys, n, &end, &done, err);
         if (r < 0)
             return -1;
         missing += r;
