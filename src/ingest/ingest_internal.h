@@ -109,7 +109,8 @@ typedef struct conn {
     bool greeted;         /* the first ack is sent */
     bool kill;            /* close at the next WRITEABLE (the store refused a row) */
     bool killed;          /* its close frame is sent */
-    bool rotated;         /* its token was signed by a secret since replaced (SIGHUP) */
+    char token_id[SG_TOKEN_ID_LEN + 1]; /* its token's (wire/token.h: sg_token_id) */
+    char gone[96];        /* "" or why its token no longer holds: the secret replaced (SIGHUP), or revoked */
     bool ack_pending;
     bool dirty;           /* rows of this stream in the filling batch */
     bool inflight;        /* rows of this stream in the writer's batch */
@@ -261,7 +262,12 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
                      size_t len);
 /* The secret changed (sg_ingest_reload): every open stream, whose token
  * the old secret signed, is closed (policy, saying why). */
-void ingest_streams_rotated(sg_ingest *ing);
+/* The open streams whose token id is id (NULL: every one) closed with
+ * why (1008): the secret replaced, or the token revoked. */
+void ingest_streams_gone(sg_ingest *ing, const char *id, const char *why);
+/* The open streams whose token the store lists as revoked (another
+ * node's revoke), closed: at each ping of the read streams. */
+void ingest_streams_check_revoked(sg_ingest *ing);
 #define INGEST_ROTATED_MSG "the ingest's secret was replaced: a token of the new secret is needed"
 
 /* ---- ingest_read.c ---- */

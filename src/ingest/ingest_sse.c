@@ -344,6 +344,7 @@ void ingest_sse_revoked(sg_ingest *ing, const char *id, const char *why)
 static void on_ping(uv_timer_t *t)
 {
     sse_hub *h = t->data;
+    ingest_streams_check_revoked(h->ing); /* another node's revokes: the /v1/ingest streams too */
     for (sse_sub *s = h->subs; s; s = s->next) {
         sg_token_claims cl = {0};
         unsigned status;

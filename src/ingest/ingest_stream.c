@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "ingest/query.h"
@@ -134,6 +135,7 @@ static int check_handshake(sg_ingest *ing, struct lws *wsi, conn *c)
     memcpy(id->sandbox, cl.sandbox, sizeof id->sandbox);
     memset(c, 0, sizeof *c);
     c->id = id;
+    memcpy(c->token_id, cl.id, sizeof c->token_id);
     c->acked = -1;
     c->recv_high = c->job_high = c->own_high = -1;
     return 0;
@@ -231,8 +233,8 @@ static int on_frame(sg_ingest *ing, conn *c, const char *buf, size_t len)
 
 static int on_receive(sg_ingest *ing, conn *c, const char *in, size_t len)
 {
-    if (c->rotated) /* nothing more from a token the secret no longer signs */
-        return close_with(c->wsi, SG_CLOSE_POLICY, INGEST_ROTATED_MSG);
+    if (c->gone[0]) /* nothing more from a token the secret no longer signs, or revoked */
+        return close_with(c->wsi, SG_CLOSE_POLICY, c->gone);
     if (lws_frame_is_binary(c->wsi)) {
         ing->stats.refused++;
         ing->metrics.refusals[INGEST_REFUSED_FRAME]++;
@@ -278,13 +280,36 @@ static void conn_unlink(sg_ingest *ing, conn *c)
     c->prev = c->next = NULL;
 }
 
-void ingest_streams_rotated(sg_ingest *ing)
+void ingest_streams_gone(sg_ingest *ing, const char *id, const char *why)
 {
     for (conn *c = ing->conns; c; c = c->next)
-        if (!c->rotated) {
-            c->rotated = c->kill = true; /* closed from its WRITEABLE callback */
+        if (!c->gone[0] && (!id || strcmp(c->token_id, id) == 0)) {
+            snprintf(c->gone, sizeof c->gone, "%s", why);
+            c->kill = true; /* closed from its WRITEABLE callback */
             lws_callback_on_writable(c->wsi);
         }
+}
+
+void ingest_streams_check_revoked(sg_ingest *ing)
+{
+    if (!ing->conns)
+        return;
+    sg_err err;
+    sg_autojson json_t *ids = sg_store_revoked_ids(ing->store, &err);
+    if (!ids) { /* the next ping asks again; a new handshake is checked anyway */
+        sg_log(SG_LOG_WARN, "the open streams' tokens not checked for revocations: %s", err.msg);
+        return;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v) {
+        const char *id = json_string_value(v);
+        if (!id)
+            continue;
+        char why[64];
+        snprintf(why, sizeof why, "token revoked (id %.16s)", id);
+        ingest_streams_gone(ing, id, why);
+    }
 }
 
 /* ing->now = sg_now_iso8601(), with the date and time of day formatted
@@ -346,7 +371,7 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
         if (c->kill) {
             /* Outside RECEIVE, lws closes without sending the reason set
              * by lws_close_reason: send the close frame ourselves. */
-            const char *why = c->rotated ? INGEST_ROTATED_MSG : c->id->reason;
+            const char *why = c->gone[0] ? c->gone : c->id->reason;
             unsigned char cb[LWS_PRE + 2 + 124];
             size_t rl = strnlen(why, 123);
             cb[LWS_PRE] = (unsigned char)(SG_CLOSE_POLICY >> 8);
@@ -356,7 +381,7 @@ int ingest_cb_stream(struct lws *wsi, enum lws_callback_reasons reason, void *us
                 return 0;
             log_closed(wsi, SG_CLOSE_POLICY, why);
             c->killed = true;
-            if (c->rotated) {
+            if (c->gone[0]) {
                 ing->metrics.refusals[INGEST_REFUSED_TOKEN]++;
             } else {
                 ing->stats.refused++;

@@ -88,6 +88,7 @@ int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     sg_log(SG_LOG_INFO, "token %s revoked (revoke token %s)", cl.revoke, cl.id);
     ingest_sse_revoked(ing, cl.revoke, revoked_msg(cl.revoke));
+    ingest_streams_gone(ing, cl.revoke, revoked_msg(cl.revoke));
     return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:b, s:s}", "ok", 1, "revoked", cl.revoke));
 }
 
@@ -119,10 +120,10 @@ int sg_ingest_reload(sg_ingest *ing, sg_err *err)
     } else {
         size_t n = 0;
         for (conn *c = ing->conns; c; c = c->next)
-            n += !c->rotated;
+            n += !c->gone[0];
         sg_log(SG_LOG_WARN, "reload: the secret %s was replaced: tokens of the old one are refused from now on; "
                "closing %zu open stream(s) and the read streams they let in", ing->secret_path, n);
-        ingest_streams_rotated(ing);
+        ingest_streams_gone(ing, NULL, INGEST_ROTATED_MSG);
         ingest_sse_revoked(ing, NULL, INGEST_ROTATED_MSG);
     }
     if (ing->metrics_token_path) {

@@ -240,6 +240,11 @@ int sg_store_notified(sg_store *s)
     return s->ops->notified ? s->ops->notified(s) : -1;
 }
 
+json_t *sg_store_revoked_ids(sg_store *s, sg_err *err)
+{
+    return s->ops->revoked_ids(s, err);
+}
+
 json_t *sg_store_sandboxes(sg_store *s, sg_err *err)
 {
     return s->ops->sandboxes(s, err);

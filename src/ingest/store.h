@@ -109,6 +109,7 @@ typedef struct sg_store_ops {
     int (*last_id)(sg_store *s, int64_t *id, sg_err *err);
     int (*revoke)(sg_store *s, const char *token_id, sg_err *err);
     int (*revoked)(sg_store *s, const char *token_id, bool *yes, sg_err *err);
+    json_t *(*revoked_ids)(sg_store *s, sg_err *err);
     int (*purges)(sg_store *s, int64_t *n, sg_err *err);
     int (*host_put)(sg_store *s, const char *name, const char *info, int64_t last_seen, sg_err *err);
     json_t *(*hosts)(sg_store *s, const struct sg_store_hosts_query *q, sg_err *err);
@@ -229,6 +230,9 @@ int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err);
  * commits; sg_store_revoked answers whether one is recorded. */
 int sg_store_revoke(sg_store *s, const char *token_id, sg_err *err);
 int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err);
+/* Every revoked token id, as a JSON array of strings (few: an operator's
+ * withdrawals), for a node to check its open streams at once. */
+json_t *sg_store_revoked_ids(sg_store *s, sg_err *err);
 /* How many purges the store has seen (version 5, table sg_purges; each
  * purge, store_export.h, adds one in its transaction): a reader that keeps
  * what it read (the ingest's session summaries) reads it again when it

@@ -807,6 +807,19 @@ static int pg_revoked(sg_store *base, const char *token_id, bool *yes, sg_err *e
     return 0;
 }
 
+static json_t *pg_revoked_ids(sg_store *base, sg_err *err)
+{
+    pg_autoclear PGresult *r = query((pg_store *)base, "SELECT id FROM sg_revoked_tokens", 0, NULL, "revoked tokens", err);
+    if (!r)
+        return NULL;
+    json_t *ids = json_array();
+    for (int i = 0; ids && i < PQntuples(r); i++)
+        json_array_append_new(ids, json_string(PQgetvalue(r, i, 0)));
+    if (!ids)
+        sg_err_set(err, ENOMEM, "out of memory");
+    return ids;
+}
+
 static int pg_host_put(sg_store *base, const char *name, const char *info, int64_t last_seen, sg_err *err)
 {
     char seen[24];
@@ -909,6 +922,7 @@ static const sg_store_ops pg_ops = {
     .last_id = pg_last_id,
     .revoke = pg_revoke,
     .revoked = pg_revoked,
+    .revoked_ids = pg_revoked_ids,
     .purges = pg_purges,
     .host_put = pg_host_put,
     .hosts = pg_hosts,

@@ -518,6 +518,29 @@ static int sqlite_revoked(sg_store *base, const char *token_id, bool *yes, sg_er
                         err);
 }
 
+static json_t *sqlite_revoked_ids(sg_store *base, sg_err *err)
+{
+    sqlite_store *s = (sqlite_store *)base;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT id FROM sg_revoked_tokens", -1, &st, NULL) != SQLITE_OK) {
+        db_fail(s, err, "revoked tokens");
+        return NULL;
+    }
+    json_t *ids = json_array();
+    int rc;
+    while (ids && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(ids, json_string((const char *)sqlite3_column_text(st, 0)));
+    sqlite3_finalize(st);
+    if (ids && rc != SQLITE_DONE) {
+        json_decref(ids);
+        ids = NULL;
+        db_fail(s, err, "revoked tokens");
+    } else if (!ids) {
+        sg_err_set(err, ENOMEM, "out of memory");
+    }
+    return ids;
+}
+
 static int sqlite_host_put(sg_store *base, const char *name, const char *info, int64_t last_seen, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
@@ -617,6 +640,7 @@ static const sg_store_ops sqlite_ops = {
     .last_id = sqlite_last_id,
     .revoke = sqlite_revoke,
     .revoked = sqlite_revoked,
+    .revoked_ids = sqlite_revoked_ids,
     .purges = sqlite_purges,
     .host_put = sqlite_host_put,
     .hosts = sqlite_hosts,

@@ -110,9 +110,20 @@ def scenario(where, state, nodes):
 
     # A stream token, revoked by the token itself: the handshake is refused.
     check(f"{where}: before: the stream token opens /v1/ingest", refused_handshake(b, stok) is None)
+    open_a = connect(a, stok)  # open while it is revoked: ended by the revoke itself (node A's ping is an hour away)
+    open_b = connect(b, stok) if b is not a else None  # ended at node B's ping
     p = revoke(state, stok, a)
     check(f"{where}: sandglass token revoke TOKEN: done, by its id",
           p.returncode == 0 and p.stdout.strip() == f"revoked {tid(stok)}", p.stdout + p.stderr)
+    code = open_a.wait_close()
+    check(f"{where}: its /v1/ingest stream open on the revoking node is closed at once (1008, saying why)",
+          code == 1008 and "revoked" in (open_a.close_reason or ""), (code, open_a.close_reason))
+    open_a.close()
+    if open_b:
+        code = open_b.wait_close()
+        check(f"{where}: its /v1/ingest stream open on node B is closed at node B's ping (1008, saying why)",
+              code == 1008 and "revoked" in (open_b.close_reason or ""), (code, open_b.close_reason))
+        open_b.close()
     for n, name in zip(nodes, ("node A", "node B")):
         e = refused_handshake(n, stok)
         check(f"{where}: {name}: the revoked stream token is refused at the handshake (401)",
