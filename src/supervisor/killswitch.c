@@ -17,6 +17,8 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "base/log.h"
+#include "state/state.h"
 #include "supervisor/caps.h"
 #include "wire/ctl.h"
 
@@ -57,6 +59,7 @@ struct killswitch {
     void *ud;
     int ctl_fd, wake_fd, cg_fd; /* cg_fd: the sandbox's v2 cgroup with cgroup.kill; -1: none */
     char *quota_path;           /* the sandbox's CPU quota (sg_cgroup_cpu_quota_path), or NULL */
+    char *sandbox_id;           /* whose abort record an answered abort writes, or NULL */
     bool killed;                /* a request's kill is done, its connection queued (atomic) */
     pthread_mutex_t kill_mu;    /* held while the thread's abort kills (ks_kill_barrier) */
     pthread_mutex_t mu;         /* guards what follows */
@@ -342,6 +345,7 @@ static void answer_abort(killswitch *k, int fd)
     bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &wlen) == 0;
     pthread_mutex_lock(&k->mu);
     ks_state st = k->st;
+    char reason[sizeof k->st.reason] = "";
     if (!st.aborted) {
         k->abort_who = who;
         k->abort_who_known = known;
@@ -349,6 +353,7 @@ static void answer_abort(killswitch *k, int fd)
         k->st.aborted = true;
         snprintf(k->st.by, sizeof k->st.by, "operator");
         snprintf(k->st.reason, sizeof k->st.reason, "%s", k->abort_reason);
+        memcpy(reason, k->st.reason, sizeof reason);
         k->abort_queued = true;
         memcpy(k->snap, k->dl, sizeof k->snap);
     }
@@ -359,6 +364,12 @@ static void answer_abort(killswitch *k, int fd)
         close(fd);
         return;
     }
+    /* The record before the answer (and before the loop's, which writes the
+     * same after the wake-up below): a supervisor killed right after
+     * answering leaves the session aborted for the one that takes over. */
+    sg_err serr = {0};
+    if (k->sandbox_id && sg_state_abort_save(k->sandbox_id, "operator", reason, &serr) < 0)
+        sg_log(SG_LOG_ERROR, "%s", serr.msg);
     pthread_mutex_lock(&k->kill_mu);
     __atomic_store_n(&k->killed, true, __ATOMIC_RELEASE);
     ks_tally t = {.k = k};
@@ -627,11 +638,12 @@ static void on_async_closed(uv_handle_t *h)
 {
     killswitch *k = h->data;
     free(k->quota_path);
+    free(k->sandbox_id);
     free(k);
 }
 
-killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path, ks_conn_fn on_conn,
-                     ks_abort_fn on_abort, void *ud, sg_err *err)
+killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path,
+                     const char *sandbox_id, ks_conn_fn on_conn, ks_abort_fn on_abort, void *ud, sg_err *err)
 {
     killswitch *k = calloc(1, sizeof *k);
     if (!k) {
@@ -644,6 +656,7 @@ killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char
     k->ud = ud;
     k->cg_fd = -1;
     k->quota_path = quota_path ? sg_xstrdup(quota_path) : NULL;
+    k->sandbox_id = sandbox_id ? sg_xstrdup(sandbox_id) : NULL;
     if (cg_dir && faccessat(AT_FDCWD, cg_dir, F_OK, 0) == 0) {
         int fd = open(cg_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0 && faccessat(fd, "cgroup.kill", W_OK, 0) == 0)
@@ -678,6 +691,7 @@ fail:
     sg_close_reset(&k->wake_fd);
     sg_close_reset(&k->cg_fd);
     free(k->quota_path);
+    free(k->sandbox_id);
     free(k);
     return NULL;
 }

@@ -66,9 +66,11 @@ typedef void (*ks_abort_fn)(void *ud, const char *reason, const struct ucred *wh
  * cg_dir: the sandbox's cgroup (v2 first, sandbox/cgroup.h's
  * sg_cgroup_path), or NULL without one: then nothing is killed here.
  * quota_path: the sandbox's CPU quota, lifted while an abort kills
- * (sg_cgroup_cpu_quota_path), or NULL. */
+ * (sg_cgroup_cpu_quota_path), or NULL. sandbox_id: whose abort record
+ * (state/state.h) an abort answered here writes before its answer, or
+ * NULL. */
 killswitch *ks_start(uv_loop_t *loop, int ctl_fd, const char *cg_dir, const char *quota_path,
-                     ks_conn_fn on_conn, ks_abort_fn on_abort, void *ud, sg_err *err);
+                     const char *sandbox_id, ks_conn_fn on_conn, ks_abort_fn on_abort, void *ud, sg_err *err);
 /* flag is set to 1 (atomically) by the thread as soon as it takes an
  * abort or a destroy (sv_killswitch_state's stopping). */
 void ks_set_stop_flag(killswitch *k, int *flag);

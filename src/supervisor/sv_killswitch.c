@@ -265,7 +265,7 @@ void sv_killswitch_start(sv_sup *s)
     sg_err err = {0};
     sg_autofree char *cg = s->cg ? sg_cgroup_path(s->cg, NULL) : NULL;
     sg_autofree char *quota = s->cg ? sg_cgroup_cpu_quota_path(s->cg) : NULL;
-    s->ks.thread = ks_start(&s->loop, s->ctl_fd, cg, quota, sv_client_adopt, on_ks_abort, s, &err);
+    s->ks.thread = ks_start(&s->loop, s->ctl_fd, cg, quota, s->meta.id, sv_client_adopt, on_ks_abort, s, &err);
     ks_set_stop_flag(s->ks.thread, &s->ks.stopping);
     if (!s->ks.thread)
         sg_log(SG_LOG_WARN, "%s: the loop alone accepts and kills", err.msg);
