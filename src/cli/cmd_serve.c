@@ -1,6 +1,7 @@
 /* sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]
  *                 [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]
  *                 [--max-conns-per-addr N] [--log-level LEVEL]
+ *                 [--ingest URL [--ingest-ca FILE] [--revoked-poll SECONDS]]
  *                 [--tls-cert FILE --tls-key FILE | --insecure-plaintext]: the browser's terminal into the
  * sandboxes of this host (serve/terminal.h). */
 #include <getopt.h>
@@ -20,6 +21,7 @@
 #include "cli/config.h"
 #include "cli/listen_tls.h"
 #include "cli/report.h"
+#include "cli/revoked_poll.h"
 #include "ingest/ingest.h"
 #include "serve/terminal.h"
 #include "base/webdir.h"
@@ -29,6 +31,7 @@ static const char usage[] =
     "usage: sandglass serve [--listen HOST:PORT] [--secret FILE] [--web DIR]\n"
     "                       [--max-terminals N] [--max-unauth N] [--max-unauth-per-addr N]\n"
     "                       [--max-conns-per-addr N] [--log-level LEVEL]\n"
+    "                       [--ingest URL [--ingest-ca FILE] [--revoked-poll SECONDS]]\n"
     "                       [--tls-cert FILE --tls-key FILE | --insecure-plaintext]\n"
     "\n"
     "Serves the learner's terminal in a browser for the sandboxes of this host:\n"
@@ -47,6 +50,12 @@ static const char usage[] =
     "  --max-unauth           connections still to send their token (default 256)\n"
     "  --max-unauth-per-addr  of those, from one address (default 8)\n"
     "  --max-conns-per-addr   WebSockets from one address (default 32)\n"
+    "  --ingest URL           the ingest whose store's revoked tokens this serve refuses\n"
+    "                         (GET /v1/revoked; default: the config's ingest, else\n"
+    "                         $SANDGLASS_INGEST; none given: revocations are not checked)\n"
+    "  --ingest-ca FILE       the CA file an https ingest is verified by\n"
+    "  --revoked-poll SECONDS asks for the revoked tokens this often (default 15; 1..3600);\n"
+    "                         open terminals and watches of a revoked token are closed\n"
     SG_CLI_TLS_USAGE
     "  --log-level LEVEL      error, warn, info or debug: the lowest level logged on\n"
     "                         stderr (default: $SANDGLASS_LOG_LEVEL, the config's\n"
@@ -54,7 +63,8 @@ static const char usage[] =
     "\n"
     "SIGHUP reads the secret again: tokens of a replaced secret are refused from\n"
     "then on and the connections they opened are closed; a file that cannot be read\n"
-    "keeps the old secret (logged). SIGINT, SIGTERM: close every terminal and stop.\n";
+    "keeps the old secret (logged); and asks the ingest for the revoked tokens at once.\n"
+    "SIGINT, SIGTERM: close every terminal and stop.\n";
 
 /* --max-...: a number in 1..100000 into *out; else the usage error's status. */
 static int limit_opt(const char *name, const char *arg, unsigned *out)
@@ -70,12 +80,17 @@ static int limit_opt(const char *name, const char *arg, unsigned *out)
 typedef struct run_ctx {
     sg_serve *srv;
     sg_cli_signals sigs;
+    const sg_cli_target *ingest; /* NULL: revocations not checked */
+    const char *ingest_url;
+    unsigned poll_s;
+    sg_revoked_poll revoked;
 } run_ctx;
 
 static void on_signal(void *ud, int signum)
 {
     run_ctx *rc = ud;
     sg_log(SG_LOG_INFO, "%s, closing every terminal", strsignal(signum));
+    sg_revoked_poll_stop(&rc->revoked);
     sg_serve_stop(rc->srv);
 }
 
@@ -85,15 +100,16 @@ static void on_hup(void *ud)
     sg_err err;
     sg_log(SG_LOG_INFO, "SIGHUP: reading the secret again");
     (void)sg_serve_reload(rc->srv, &err); /* logged; the old secret kept on an error */
+    sg_revoked_poll_now(&rc->revoked);
 }
 
 /* Starts serve on a loop of its own and runs it until a signal. */
-static int run(const sg_serve_opts *opts, const sg_cli_tls *tls)
+static int run(const sg_serve_opts *opts, const sg_cli_tls *tls, run_ctx *rcp)
 {
     sg_err err;
     uv_loop_t loop;
     uv_loop_init(&loop);
-    run_ctx rc = {0};
+    run_ctx rc = *rcp;
     rc.sigs = (sg_cli_signals){.stop = on_signal, .hup = on_hup, .ud = &rc};
     sg_cli_signals_hold(&rc.sigs);
     rc.srv = sg_serve_start(&loop, opts, &err);
@@ -106,6 +122,11 @@ static int run(const sg_serve_opts *opts, const sg_cli_tls *tls)
            v6 ? "]" : "", sg_serve_port(rc.srv));
     fflush(stdout);
     sg_cli_signals_start(&loop, &rc.sigs);
+    if (rc.ingest)
+        sg_revoked_poll_start(&rc.revoked, &loop, rc.srv, rc.ingest, rc.ingest_url, opts->secret_path, rc.poll_s);
+    else
+        sg_log(SG_LOG_INFO, "no --ingest: revoked tokens are not checked (terminal and watch tokens hold until "
+               "they expire or the secret changes)");
     uv_run(&loop, UV_RUN_DEFAULT);
     sg_serve_free(rc.srv);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -125,6 +146,9 @@ int sg_cmd_serve(int argc, char **argv)
         {"max-unauth-per-addr", required_argument, NULL, 'u'},
         {"max-conns-per-addr", required_argument, NULL, 'a'},
         {"log-level", required_argument, NULL, 'L'},
+        {"ingest", required_argument, NULL, 'i'},
+        {"ingest-ca", required_argument, NULL, 'C'},
+        {"revoked-poll", required_argument, NULL, 'P'},
         SG_CLI_TLS_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -135,6 +159,8 @@ int sg_cmd_serve(int argc, char **argv)
     const char *log_level = NULL;
     sg_log_level level = SG_LOG_INFO;
     sg_cli_tls tls = {0};
+    const char *ingest = NULL, *ingest_ca = NULL;
+    unsigned poll_s = SG_REVOKED_POLL_DEFAULT_S;
     sg_err err;
     int c;
     optind = 1;
@@ -163,6 +189,16 @@ int sg_cmd_serve(int argc, char **argv)
                 return sg_cli_usage("serve", "--log-level '%.64s': not a level (error, warn, info or debug)", optarg);
             log_level = optarg;
             break;
+        case 'i': ingest = optarg; break;
+        case 'C': ingest_ca = optarg; break;
+        case 'P': {
+            uint64_t v = 0;
+            if (sg_parse_uint(optarg, SG_REVOKED_POLL_MAX_S, &v, &err) < 0 || v == 0)
+                return sg_cli_usage("serve", "--revoked-poll: seconds, 1..%d (not '%.32s')", SG_REVOKED_POLL_MAX_S,
+                                    optarg);
+            poll_s = (unsigned)v;
+            break;
+        }
         case 'h': fputs(usage, stdout); return 0;
         default: return sg_cli_bad_option("serve", argv[optind - 1]);
         }
@@ -193,9 +229,18 @@ int sg_cmd_serve(int argc, char **argv)
     if (sg_cli_find_cli(cli, sizeof cli) == 0)
         opts.cli = cli;
 
+    if (!ingest)
+        ingest = sg_config_ingest_given();
+    sg_cli_target target;
+    if (ingest && sg_cli_target_parse(ingest, ingest_ca, &target, &err) < 0)
+        return sg_cli_usage("serve", "--ingest: %s", err.msg);
+    if (!ingest && ingest_ca)
+        return sg_cli_usage("serve", "--ingest-ca needs an ingest (--ingest, the config's or $SANDGLASS_INGEST)");
+    run_ctx rc = {.ingest = ingest ? &target : NULL, .ingest_url = ingest, .poll_s = poll_s};
+
     signal(SIGPIPE, SIG_IGN);
     sg_log_init("serve");
     if (log_level)
         sg_log_set_level(level);
-    return run(&opts, &tls);
+    return run(&opts, &tls, &rc);
 }

@@ -350,6 +350,7 @@ void ingest_sessions_free(sg_ingest *ing);
 int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *status, const char **why);
 /* GET /v1/revoke (a revoke token). */
 int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+int ingest_http_revoked(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 /* One line per read: the path, its arguments, the token's id and scope. */
 void ingest_read_log(struct lws *wsi, const char *uri, const sg_token_claims *cl);
 /* ---- ingest_metrics.c ---- */

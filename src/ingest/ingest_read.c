@@ -368,6 +368,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return ingest_http_watch(ing, wsi, req, &cl);
         if (strcmp(uri, "/v1/hosts") == 0)
             return ingest_http_hosts(ing, wsi, req, &cl);
+        if (strcmp(uri, "/v1/revoked") == 0)
+            return ingest_http_revoked(ing, wsi, req, &cl);
         return sg_http_answer(wsi, req, HTTP_STATUS_NOT_FOUND, ingest_error_json("not found"));
     }
 

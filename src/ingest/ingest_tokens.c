@@ -92,6 +92,21 @@ int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:b, s:s}", "ok", 1, "revoked", cl.revoke));
 }
 
+/* GET /v1/revoked (an operator read token): every revoked id, sorted, for
+ * a `sandglass serve` that checks its terminal and watch tokens against
+ * them (it has no store: docs/SECURITY.md, "Tokens"). */
+int ingest_http_revoked(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+{
+    if (cl->learner[0] || cl->task[0] || cl->sandbox[0])
+        return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
+                              ingest_error_json("/v1/revoked needs an operator read token (no scope)"));
+    sg_err err;
+    json_t *ids = sg_store_revoked_ids(ing->store, &err);
+    if (!ids)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "revoked", ids));
+}
+
 /* The secret's file again: 1 changed, 0 the same, -1 kept (err says why). */
 static int reload_secret(sg_ingest *ing, sg_err *err)
 {

@@ -230,7 +230,7 @@ int sg_store_last_id(sg_store *s, int64_t *id, sg_err *err);
  * commits; sg_store_revoked answers whether one is recorded. */
 int sg_store_revoke(sg_store *s, const char *token_id, sg_err *err);
 int sg_store_revoked(sg_store *s, const char *token_id, bool *yes, sg_err *err);
-/* Every revoked token id, as a JSON array of strings (few: an operator's
+/* Every revoked token id, in order, as a JSON array of strings (few: an operator's
  * withdrawals), for a node to check its open streams at once. */
 json_t *sg_store_revoked_ids(sg_store *s, sg_err *err);
 /* How many purges the store has seen (version 5, table sg_purges; each

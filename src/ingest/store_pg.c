@@ -809,7 +809,7 @@ static int pg_revoked(sg_store *base, const char *token_id, bool *yes, sg_err *e
 
 static json_t *pg_revoked_ids(sg_store *base, sg_err *err)
 {
-    pg_autoclear PGresult *r = query((pg_store *)base, "SELECT id FROM sg_revoked_tokens", 0, NULL, "revoked tokens", err);
+    pg_autoclear PGresult *r = query((pg_store *)base, "SELECT id FROM sg_revoked_tokens ORDER BY id", 0, NULL, "revoked tokens", err);
     if (!r)
         return NULL;
     json_t *ids = json_array();

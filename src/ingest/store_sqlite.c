@@ -522,7 +522,7 @@ static json_t *sqlite_revoked_ids(sg_store *base, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT id FROM sg_revoked_tokens", -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(s->db, "SELECT id FROM sg_revoked_tokens ORDER BY id", -1, &st, NULL) != SQLITE_OK) {
         db_fail(s, err, "revoked tokens");
         return NULL;
     }

@@ -115,7 +115,8 @@ int serve_action_post(sg_serve *srv, struct lws *wsi, serve_http *h, const char 
                                      "destroy make it)");
     if (why)
         refuse_later(h, HTTP_STATUS_UNAUTHORIZED, why);
-    else if (sg_token_verify_action(srv->secret, token + 7, (int64_t)time(NULL), &h->claims, &err) < 0)
+    else if (sg_token_verify_action(srv->secret, token + 7, (int64_t)time(NULL), &h->claims, &err) < 0 ||
+             serve_token_revoked(srv, h->claims.id, err.msg, sizeof err.msg))
         refuse_later(h, HTTP_STATUS_UNAUTHORIZED, err.msg);
     else if (strcmp(h->claims.action, what) != 0) {
         char msg[128];

@@ -74,6 +74,8 @@ struct sg_serve {
         int64_t exp;
     } nonces[SERVE_NONCES]; /* the action tokens taken, until their exp */
     size_t nnonces;
+    char (*revoked)[SG_TOKEN_ID_LEN + 1]; /* revoked token ids, sorted (sg_serve_set_revoked) */
+    size_t nrevoked;
     bool stopping;
     char rbuf[SG_CTL_CHUNK + 1024]; /* one message from a supervisor */
 };
@@ -89,7 +91,7 @@ struct tsess {
     bool authed;       /* the token was good: holds a terminal slot from here */
     bool watcher;      /* ... a watch token: follows `watched`, read-only, no terminal slot */
     tsess *watched;    /* a watcher's learner session; NULL once it ended */
-    char token_id[SG_TOKEN_ID_LEN + 1]; /* the watch token's, for the log */
+    char token_id[SG_TOKEN_ID_LEN + 1]; /* its token's: the log, a revocation */
     char *ring;        /* a learner's last SERVE_WATCH_REPLAY bytes of output (watch.c) */
     size_t ring_pos;   /* where the next byte goes */
     bool ring_full;    /* ... and the ring has wrapped */
@@ -121,6 +123,9 @@ struct tsess {
 };
 
 /* terminal.c */
+/* Whether id is among the revoked ids in force; if so, why holds the
+ * refusal ("token revoked (id X)", why_len bytes). */
+bool serve_token_revoked(const sg_serve *s, const char *id, char *why, size_t why_len);
 /* One text message (wire/termws.h) to the browser. */
 void serve_queue_msg(tsess *t, const sg_termws_msg *m);
 int serve_queue_out(tsess *t, bool text, const void *p, size_t len);

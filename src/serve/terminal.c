@@ -224,6 +224,8 @@ static void on_auth(tsess *t, const sg_termws_msg *auth)
     bool watch = sg_token_verify_watch(srv->secret, auth->token, (int64_t)time(NULL), &cl, &err) == 0;
     if (!watch && sg_token_verify_terminal(srv->secret, auth->token, (int64_t)time(NULL), &cl, &err) < 0)
         return serve_refuse(t, err.msg);
+    if (serve_token_revoked(srv, cl.id, err.msg, sizeof err.msg))
+        return serve_refuse(t, err.msg);
     sg_sandbox_meta m;
     if (sg_sandbox_meta_load(cl.sandbox, &m, &err) < 0)
         return serve_refuse(t, "no such sandbox on this host");
@@ -239,6 +241,7 @@ static void on_auth(tsess *t, const sg_termws_msg *auth)
     if (n.terminals >= srv->lim.max_terminals)
         return serve_refuse_code(t, SERVE_CLOSE_TRY_AGAIN, "too many terminals open on this host: try again");
     snprintf(t->sandbox, sizeof t->sandbox, "%s", cl.sandbox);
+    snprintf(t->token_id, sizeof t->token_id, "%s", cl.id);
     t->start_ws = ws;
     t->authed = true;
     serve_shell_open(t);
@@ -574,6 +577,46 @@ int sg_serve_reload(sg_serve *s, sg_err *err)
     return 0;
 }
 
+static int id_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+bool serve_token_revoked(const sg_serve *s, const char *id, char *why, size_t why_len)
+{
+    if (!s->nrevoked || !bsearch(id, s->revoked, s->nrevoked, sizeof *s->revoked, id_cmp))
+        return false;
+    snprintf(why, why_len, "token revoked (id %s)", id);
+    return true;
+}
+
+int sg_serve_set_revoked(sg_serve *s, const char *const *ids, size_t n, sg_err *err)
+{
+    char(*list)[SG_TOKEN_ID_LEN + 1] = n ? calloc(n, sizeof *list) : NULL;
+    if (n && !list)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(ids[i]) == SG_TOKEN_ID_LEN) /* another length is no token's id */
+            memcpy(list[kept++], ids[i], SG_TOKEN_ID_LEN + 1);
+    qsort(list, kept, sizeof *list, id_cmp); /* the ingest sorts them; not trusted to */
+    free(s->revoked);
+    s->revoked = list;
+    s->nrevoked = kept;
+    unsigned closed = 0;
+    char why[64];
+    for (tsess *t = s->sessions; t; t = t->next)
+        if (t->authed && !t->closing && serve_token_revoked(s, t->token_id, why, sizeof why)) {
+            sg_log(SG_LOG_INFO, "%s of sandbox %s from %s closed: %s", t->watcher ? "watch" : "terminal", t->sandbox,
+                   t->addr, why);
+            serve_refuse(t, why);
+            closed++;
+        }
+    if (closed)
+        sg_log(SG_LOG_WARN, "%u open connection(s) closed: their tokens were revoked", closed);
+    return 0;
+}
+
 void sg_serve_stop(sg_serve *s)
 {
     s->stopping = true;
@@ -593,5 +636,6 @@ void sg_serve_free(sg_serve *s)
     if (s->ctx)
         lws_context_destroy(s->ctx);
     memset(s->secret, 0, sizeof s->secret);
+    free(s->revoked);
     free(s);
 }

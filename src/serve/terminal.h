@@ -111,6 +111,13 @@ int sg_serve_port(const sg_serve *s);
  * open connection (1008, saying why), as the ingest does (ingest.h:
  * sg_ingest_reload); the same secret changes nothing. */
 int sg_serve_reload(sg_serve *s, sg_err *err);
+/* The revoked token ids (n strings of SG_TOKEN_ID_LEN hex digits, as the
+ * ingest's GET /v1/revoked lists them; others are ignored), replacing the
+ * ones in force: a terminal, watch or action token among them is refused
+ * from now on, and every open terminal or watch its token let in is
+ * closed (1008, "token revoked (id X)"). 0, or -1 with err (out of
+ * memory: the old list kept). */
+int sg_serve_set_revoked(sg_serve *s, const char *const *ids, size_t n, sg_err *err);
 /* Closes every connection (their shells end as if the browser left) and
  * the listener; then run the loop once more and free. */
 void sg_serve_stop(sg_serve *s);
