@@ -22,7 +22,7 @@ function testsWord(s) {
 
 const ROW_H = 29; // px, every row (console.css: .sessions .rows > .row)
 const MARGIN = 20; // rows drawn above and below the screen
-const FIRST = 100; // the newest sessions, read first: the first screen
+const PAGE = 1000; // sessions a read asks for (the ingest's most a page)
 
 const COLS = ['learner', 'task', 'sandbox', 'state', 'tests', 'commands', 'events', 'started', 'last'];
 
@@ -290,7 +290,7 @@ export function sessionsPage(root, app) {
     const all = [];
     let after;
     for (;;) {
-      const page = await api.get('v1/sessions', { after, limit: 1000 });
+      const page = await api.get('v1/sessions', { after, limit: PAGE });
       all.push(...page.sessions);
       if (!page.more || !page.sessions.length) return all;
       after = page.sessions[page.sessions.length - 1].cursor;
@@ -301,9 +301,11 @@ export function sessionsPage(root, app) {
   // between the two comes in both and counts once (a session's events are
   // counted by seq); what commits before the stream's start but after the
   // list was read is in a second read, made once the stream is live. The
-  // newest sessions come first (one screenful, newest first: on screen at
-  // once), then the whole list page by page (oldest first), each page's
-  // new rows put in their place (newest first, by cursor).
+  // newest sessions come first, a page of them (one read: 1,000 sessions
+  // are one answer, so the list is whole at its first screen), then the
+  // older ones page by page down (before=), each page's rows put in their
+  // place (newest first, by cursor); a session that begins meanwhile comes
+  // by the stream.
   function place(page) {
     let fresh = 0;
     for (const s2 of page.sessions) {
@@ -317,7 +319,8 @@ export function sessionsPage(root, app) {
     reshow();
   }
   async function list() {
-    place(await api.get('v1/sessions', { before: 0, limit: FIRST }));
+    let page = await api.get('v1/sessions', { before: 0, limit: PAGE });
+    place(page);
     performance.mark('sg-list-fetched');
     loaded = true;
     const buffered = pending;
@@ -326,13 +329,11 @@ export function sessionsPage(root, app) {
     showCount();
     root.dataset.ready = '1';
     performance.mark('sg-list-rendered');
-    let after;
-    for (;;) {
-      const page = await api.get('v1/sessions', { after, limit: 1000 });
+    while (page.more && page.sessions.length) {
+      const before = page.sessions[page.sessions.length - 1].cursor;
+      page = await api.get('v1/sessions', { before, limit: PAGE });
       place(page);
       showCount();
-      if (!page.more || !page.sessions.length) return;
-      after = page.sessions[page.sessions.length - 1].cursor;
     }
   }
 
