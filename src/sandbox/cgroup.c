@@ -48,6 +48,16 @@ int sg_cgroup_leaf_create(sg_cgroup *cg, const char *leaf, sg_err *err)
     return 0;
 }
 
+/* Closes the n fds opened so far (each set to -1): -1, the failure. */
+static int close_fds(int *fds, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        close(fds[j]);
+        fds[j] = -1;
+    }
+    return -1;
+}
+
 int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err)
 {
     if (cg_check_leaf(leaf, err) < 0)
@@ -61,11 +71,7 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
         int fd = open(p, O_WRONLY | O_CLOEXEC);
         if (fd < 0) {
             sg_err_sys(err, "cannot open %s", p);
-            for (size_t j = 0; j < n; j++) {
-                close(fds[j]);
-                fds[j] = -1;
-            }
-            return -1;
+            return close_fds(fds, n);
         }
         fds[n++] = fd;
     }
@@ -117,11 +123,7 @@ static int procs_fds(sg_cgroup *cg, const char *leaf, bool make, int fds[SG_CG_M
         if (fd < 0) {
             if (!make || (err && err->msg[0] == '\0'))
                 sg_err_sys(err, "cannot open %s", p);
-            for (size_t j = 0; j < n; j++) {
-                close(fds[j]);
-                fds[j] = -1;
-            }
-            return -1;
+            return close_fds(fds, n);
         }
         fds[n++] = fd;
     }
