@@ -154,6 +154,9 @@ static int start_writer(sg_ingest *ing, uv_loop_t *loop, sg_err *err)
     uv_timer_init(loop, &ing->retry);
     ing->retry.data = ing;
     ing->retry_init = true;
+    uv_timer_init(loop, &ing->hold);
+    ing->hold.data = ing;
+    ing->hold_init = true;
     uv_check_init(loop, &ing->check);
     ing->check.data = ing;
     ing->check_init = true;
@@ -267,6 +270,11 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
         uv_timer_stop(&ing->retry);
         uv_close((uv_handle_t *)&ing->retry, NULL);
         ing->retry_init = false;
+    }
+    if (ing->hold_init) {
+        uv_timer_stop(&ing->hold);
+        uv_close((uv_handle_t *)&ing->hold, NULL);
+        ing->hold_init = false;
     }
     ingest_sse_stop(ing);
     ingest_rate_stop(ing);

@@ -53,7 +53,10 @@
  * when the loop has drained pending input (uv_check) or at
  * SG_INGEST_BATCH_ROWS rows; while the writer commits, the next batch grows
  * (group commit) up to SG_INGEST_PENDING_MAX rows / SG_INGEST_BATCH_BYTES,
- * then reading pauses. Acks go out only after the commit. */
+ * then reading pauses. Acks go out only after the commit. A batch whose
+ * last frame is a file's content (a blob, sent just before its file_diff
+ * event) waits for that event up to SG_INGEST_BLOB_HOLD_MS: committed alone
+ * it would take a commit (an fsync) of its own before the event's. */
 #ifndef SG_INGEST_H
 #define SG_INGEST_H
 
@@ -64,6 +67,7 @@
 
 #define SG_INGEST_BATCH_ROWS 1000
 #define SG_INGEST_BATCH_BYTES (16 * 1024 * 1024)
+#define SG_INGEST_BLOB_HOLD_MS 2
 /* Connection limits: one client address may hold SG_INGEST_CONNS_PER_ADDR
  * connections (an uplink holds one per sandbox of its host), all together
  * SG_INGEST_CONNS_MAX; past those a new connection is closed at once. Past

@@ -386,11 +386,29 @@ static void submit(sg_ingest *ing)
     ing->batch_bytes = 0;
 }
 
+static void on_hold(uv_timer_t *t)
+{
+    submit(t->data);
+}
+
 /* Runs once per loop iteration, after the I/O callbacks: everything read
- * in this iteration goes into one transaction (group commit). */
+ * in this iteration goes into one transaction (group commit). A batch that
+ * ends with a file's content waits (SG_INGEST_BLOB_HOLD_MS at most, from
+ * the first such iteration) for the event its uplink sends right after
+ * it, which the loop may read an iteration later: alone, the content
+ * would be committed with an fsync of its own, and the event after it. */
 void ingest_on_check(uv_check_t *h)
 {
-    submit(h->data);
+    sg_ingest *ing = h->data;
+    const pending *last = ing->nbatch ? &ing->batch[ing->nbatch - 1] : NULL;
+    if (last && last->blob && last->blob->kind == SG_BLOB_CONTENT && ing->hold_init && !ing->job) {
+        if (!uv_is_active((uv_handle_t *)&ing->hold))
+            uv_timer_start(&ing->hold, on_hold, SG_INGEST_BLOB_HOLD_MS, 0);
+        return;
+    }
+    if (ing->hold_init)
+        uv_timer_stop(&ing->hold);
+    submit(ing);
 }
 
 int ingest_batch_add(sg_ingest *ing, conn *c, const sg_frame_view *v, size_t bytes)

@@ -213,6 +213,9 @@ struct sg_ingest {
     /* A batch whose commit failed is kept and retried with backoff. */
     uv_timer_t retry;
     bool retry_init;
+    /* A batch ending in a content blob waits for its event (ingest.h). */
+    uv_timer_t hold;
+    bool hold_init;
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
     struct ingest_retain *retain; /* --retain-days (ingest_retain.c); NULL: none */
