@@ -7,7 +7,7 @@ Sandbox A (not captured) writes its workspace disk flat out: dd of
 image on the host's disk: without a sync, a file removed before writeback
 never reaches a disk), removed, again, for as long as a phase lasts.
 Sandbox B (captured, the real ingest on an ephemeral port, its SQLite
-store) writes a small file when told; the bench measures file write ->
+store) rewrites a small file (made before) when told; the bench measures file write ->
 its file_diff row committed in the store (polled from the SQLite file),
 which crosses B's spool fdatasync and the ingest's commit. Beside it a
 host probe writes 4 KiB to a file in the state directory and fdatasyncs
@@ -126,13 +126,21 @@ def set_dio(dev: str, on: bool) -> None:
         os.close(fd)
 
 
+def plan_phases(a) -> list[str]:
+    plan = ["quiet"]
+    for r in range(a.rounds):
+        plan += [f"unlimited{r}", f"limited{r}"]
+    return plan + [x for x in a.extra.split(",") if x] + ["quiet_after"]
+
+
 def sample(env, sid: str, tail, writer, n: int, start: int) -> list[float]:
     out = []
     for i in range(start, start + n):
         writer.stdin.write(f"{i}\n")
         writer.stdin.flush()
         path = f"io/f{i}.txt"
-        t1, _pl, _ts = tail.wait(lambda k, p: k == "file_diff" and p.get("path") == path, timeout=60)
+        t1, _pl, _ts = tail.wait(lambda k, p: k == "file_diff" and p.get("path") == path and
+                                 p.get("change") == "modified", timeout=60)
         idx, t_write = writer.stdout.readline().split()
         assert int(idx) == i
         if t1 is not None:
@@ -268,17 +276,17 @@ def main() -> int:
         res["dd_limited_mib_s"] = dd_speed(env, sid_a, a.dd_mb)
         print("dd", res["dd_unlimited_mib_s"], res["dd_limited_mib_s"], flush=True)
 
-        env.sh(sid_b, "mkdir -p io")
+        # The samples rewrite files made here (a new file would time the
+        # watcher's 500 ms hold for editor saves: bench_latency.py).
+        total = a.samples * (len(plan_phases(a)))
+        env.sh(sid_b, f"mkdir -p io && for i in $(seq 0 {total - 1}); do echo old > io/f$i.txt; done")
         tail = StoreTail(env.db, sid_b)
         writer = subprocess.Popen([os.environ["SANDGLASS_BIN"], "exec", sid_b, "--", "python3", "-S", "-c", WRITER],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env.env, text=True, bufsize=1)
         probe = FsyncProbe(os.path.join(env.state, ".bench-fsync-probe"))
         probe.start()
         time.sleep(0.5)
-        plan = ["quiet"]
-        for r in range(a.rounds):
-            plan += [f"unlimited{r}", f"limited{r}"]
-        plan += [x for x in a.extra.split(",") if x] + ["quiet_after"]
+        plan = plan_phases(a)
         k = 0
         all_x: dict = {"unlimited": [], "limited": [], "unlimited_fsync": [], "limited_fsync": []}
         for phase in plan:
