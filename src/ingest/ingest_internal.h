@@ -314,7 +314,7 @@ int ingest_pages_init(sg_ingest *ing, const char *store_url, sg_err *err);
  * request's 400, 403 or 503 answered). */
 int ingest_pages_get(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 /* HTTP_WRITEABLE of a request whose page is queued or being read. */
-int ingest_pages_writeable(struct lws *wsi, sg_http_req *req);
+int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* CLOSED_HTTP: a page not begun is dropped, one being read thrown away. */
 void ingest_pages_closed(sg_http_req *req);
 /* /v1/stats: pages being read, and waiting for a reader (0 on SQLite). */
@@ -387,6 +387,8 @@ void ingest_sessions_free(sg_ingest *ing);
 /* Whether cl's token is revoked: 0 no; 1 yes, or the store could not say,
  * with the answer's status and message. */
 int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *status, const char **why);
+/* The same on store s, from any thread (*why is the calling thread's). */
+int ingest_token_revoked_in(sg_store *s, const char *id, unsigned *status, const char **why);
 /* GET /v1/revoke (a revoke token). */
 int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* One line per read: the path, its arguments, the token's id and scope. */

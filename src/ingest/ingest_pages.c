@@ -11,6 +11,10 @@
  * page. While the loop writes one page, PostgreSQL executes the next (the
  * export's two fetchers ask two at a time).
  *
+ * The request's token is looked up in the revoked tokens by the reader
+ * too, just before its page: a token revoked on any node is refused (401)
+ * as on the loop, without a round trip to the database on the loop.
+ *
  * Bounds: INGEST_READERS pages in the making at once (so as many
  * connections), INGEST_READ_QUEUE_MAX requests waiting for a reader (more
  * are answered 503), each statement INGEST_READ_TIMEOUT_MS at most, and
@@ -45,8 +49,10 @@ struct page_job {
     reader *rd;              /* while read */
     uv_work_t work;
     ingest_events_args a;
+    char token_id[SG_TOKEN_ID_LEN + 1]; /* looked up in the revoked tokens by the reader */
     bool done;
     int rc;                  /* ingest_events_body's (or the reader's open) */
+    unsigned status;         /* when rc < 0: 500, or 401 for a revoked token */
     sg_err err;
     sg_buf body;
 };
@@ -105,6 +111,13 @@ static void job_work(uv_work_t *w)
             j->rc = -1;
             return;
         }
+    }
+    unsigned status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
+    const char *why = NULL;
+    if (ingest_token_revoked_in(rd->store, j->token_id, &status, &why)) {
+        j->status = status;
+        j->rc = sg_err_set(&j->err, 0, "%s", why);
+        return;
     }
     j->rc = ingest_events_body(rd->store, &j->a.q, &j->body, &j->err);
 }
@@ -168,6 +181,8 @@ int ingest_pages_get(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg
         free(j);
         return 0;
     }
+    snprintf(j->token_id, sizeof j->token_id, "%s", cl->id);
+    j->status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
     j->pp = pp;
     j->wsi = wsi;
     j->req = req;
@@ -185,14 +200,18 @@ int ingest_pages_get(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg
     return 0;
 }
 
-int ingest_pages_writeable(struct lws *wsi, sg_http_req *req)
+int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
     page_job *j = req->page;
     if (!j->done)
         return 0; /* not ours: the page comes later */
     job_detach(j);
     lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0); /* as an answer made at once: written at the client's pace */
-    int r = j->rc < 0 ? sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(j->err.msg))
+    if (j->rc < 0 && j->status == HTTP_STATUS_UNAUTHORIZED) { /* as ingest_read.c's http_auth refuses */
+        ing->metrics.refusals[INGEST_REFUSED_READ_TOKEN]++;
+        ingest_log_refused(wsi, "a read", j->status, j->err.msg);
+    }
+    int r = j->rc < 0 ? sg_http_answer(wsi, req, j->status, ingest_error_json(j->err.msg))
                       : sg_http_answer_text(wsi, req, HTTP_STATUS_OK, j->body.data, j->body.len);
     job_free(j);
     return r;

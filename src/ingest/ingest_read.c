@@ -43,9 +43,10 @@ static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int6
 /* The request's read token (Authorization: Bearer; with or_query and no
  * such header, ?token=, which a browser's EventSource must use): 0 and
  * *cl, or 1 with the 401 answer sent. Stream tokens are refused: they
- * only write. */
+ * only write. revoked_later: the revoked tokens are looked up by whoever
+ * serves the request (a page read off the loop), not here. */
 static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token_claims *cl,
-                     bool or_query)
+                     bool or_query, bool revoked_later)
 {
     char token[SG_TOKEN_MAX + 64];
     sg_err err;
@@ -58,7 +59,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
     if (!why && sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
         why = err.msg;
     unsigned status = HTTP_STATUS_UNAUTHORIZED;
-    if (!why && !ingest_token_revoked(ing, cl, &status, &why))
+    if (!why && (revoked_later || !ingest_token_revoked(ing, cl, &status, &why)))
         return 0;
     if (status == HTTP_STATUS_UNAUTHORIZED)
         ing->metrics.refusals[INGEST_REFUSED_READ_TOKEN]++;
@@ -379,7 +380,9 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
          * to learn that a path does not exist. */
         sg_token_claims cl;
         bool stream = strcmp(uri, "/v1/stream") == 0;
-        if (http_auth(ing, wsi, req, &cl, stream))
+        /* a page read off the loop looks its token up there too (ingest_pages.c) */
+        bool off_loop = ing->pages && strcmp(uri, "/v1/events") == 0;
+        if (http_auth(ing, wsi, req, &cl, stream, off_loop))
             return 0;
         ingest_read_log(wsi, uri, &cl);
         if (stream)
@@ -412,7 +415,7 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (req && req->stream)
             return ingest_sse_writeable(ing, wsi, req);
         if (req && req->page)
-            return ingest_pages_writeable(wsi, req);
+            return ingest_pages_writeable(ing, wsi, req);
         return sg_http_writeable(wsi, req);
 
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
