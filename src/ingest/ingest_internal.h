@@ -6,7 +6,8 @@
  *                    acks and refusals written back
  *   ingest_read.c    the HTTP side: /healthz, /v1/token and the read
  *                    endpoints (/v1/events, /v1/sandboxes, /v1/stats)
- *   ingest_pages.c   /v1/events on PostgreSQL, read off the loop
+ *   ingest_pages.c   /v1/events and /v1/sandboxes on PostgreSQL, read off
+ *                    the loop
  *   ingest_limits.c  the connection limits, per address and in all, and
  *                    the per-stream rate
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
@@ -301,10 +302,15 @@ int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims
  * with err. Touches s, q and body only, so it runs on any thread that
  * holds s. */
 int ingest_events_body(sg_store *s, sg_store_query *q, sg_buf *body, sg_err *err);
+/* GET /v1/sandboxes' answer for the token cl (its scope) and prefix
+ * (NULL: none), appended to body: 0, or -1 with err. Any thread. */
+int ingest_sandboxes_body(sg_store *s, const sg_token_claims *cl, const char *prefix, sg_buf *body, sg_err *err);
+/* Its ?prefix= into prefix (*out NULL when absent): 0, or 1 with the 400 sent. */
+int ingest_sandboxes_prefix(struct lws *wsi, sg_http_req *req, char prefix[SG_NAME_MAX + 8], const char **out);
 /* ---- ingest_pages.c ---- */
-/* GET /v1/events on PostgreSQL: each page read and built on libuv's thread
- * pool by one of INGEST_READERS connections of its own, the loop only
- * writing the answer. */
+/* GET /v1/events and /v1/sandboxes on PostgreSQL: each answer read and
+ * built on libuv's thread pool by one of INGEST_READERS connections of its
+ * own, the loop only writing it. */
 #define INGEST_READERS 2            /* pages in the making at once (each a connection) */
 #define INGEST_READ_QUEUE_MAX 64    /* requests waiting for a reader; past it 503 */
 #define INGEST_READ_TIMEOUT_MS 30000 /* a page's query at most (statement_timeout) */
@@ -313,6 +319,8 @@ int ingest_pages_init(sg_ingest *ing, const char *store_url, sg_err *err);
 /* GET /v1/events with its read token checked: the page queued (or the
  * request's 400, 403 or 503 answered). */
 int ingest_pages_get(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+/* GET /v1/sandboxes alike: the list is read as a page is. */
+int ingest_pages_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 /* HTTP_WRITEABLE of a request whose page is queued or being read. */
 int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* CLOSED_HTTP: a page not begun is dropped, one being read thrown away. */

@@ -276,28 +276,16 @@ static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
                           json_pack("{s:o, s:b}", "sessions", rows, "more", json_array_size(rows) >= q.limit));
 }
 
-/* /v1/sandboxes[?prefix=P]: the streams within the token's scope; with
- * P, only those of the sandbox P names by the one prefix rule
- * (base/idprefix.h: P itself, or the sandboxes it begins when it has
- * SG_ID_MIN_PREFIX characters at least), so that a client resolves a
- * prefix without the list of every stream. */
-static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
-                          const sg_token_claims *cl)
+int ingest_sandboxes_body(sg_store *s, const sg_token_claims *cl, const char *prefix, sg_buf *body, sg_err *err)
 {
-    sg_err err;
-    char prefix[SG_NAME_MAX + 8];
-    int hasp = http_arg(wsi, "prefix=", prefix, (int)sizeof prefix);
-    if (hasp < 0)
-        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
-                              ingest_error_json("prefix= is too long or given twice"));
-    json_t *sbs = sg_store_sandboxes(ing->store, &err);
+    json_t *sbs = sg_store_sandboxes(s, err);
     if (!sbs)
-        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+        return -1;
     const char *keys[] = {"learner", "task", "sandbox"};
     const char *claims[] = {cl->learner, cl->task, cl->sandbox};
     for (size_t i = json_array_size(sbs); i-- > 0;) {
         json_t *row = json_array_get(sbs, i);
-        if (hasp && !sg_id_matches(json_string_value(json_object_get(row, "sandbox")) ?: "", prefix)) {
+        if (prefix && !sg_id_matches(json_string_value(json_object_get(row, "sandbox")) ?: "", prefix)) {
             json_array_remove(sbs, i);
             continue;
         }
@@ -309,7 +297,45 @@ static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
             }
         }
     }
-    return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
+    sg_autojson json_t *answer = json_pack("{s:o}", "sandboxes", sbs);
+    sg_autofree char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
+    if (!text || sg_buf_puts(body, text) < 0)
+        return sg_err_set(err, ENOMEM, "the list of sandboxes: out of memory");
+    return 0;
+}
+
+int ingest_sandboxes_prefix(struct lws *wsi, sg_http_req *req, char prefix[SG_NAME_MAX + 8], const char **out)
+{
+    int hasp = http_arg(wsi, "prefix=", prefix, SG_NAME_MAX + 8);
+    if (hasp < 0) {
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json("prefix= is too long or given twice"));
+        return 1;
+    }
+    *out = hasp ? prefix : NULL;
+    return 0;
+}
+
+/* /v1/sandboxes[?prefix=P]: the streams within the token's scope; with
+ * P, only those of the sandbox P names by the one prefix rule
+ * (base/idprefix.h: P itself, or the sandboxes it begins when it has
+ * SG_ID_MIN_PREFIX characters at least), so that a client resolves a
+ * prefix without the list of every stream. On PostgreSQL read off the
+ * loop (ingest_pages.c): its count of every stream's rows takes the
+ * database a while on a large store. */
+static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
+                          const sg_token_claims *cl)
+{
+    if (ing->pages)
+        return ingest_pages_sandboxes(ing, wsi, req, cl);
+    char prefix[SG_NAME_MAX + 8];
+    const char *p;
+    if (ingest_sandboxes_prefix(wsi, req, prefix, &p))
+        return 0;
+    sg_err err;
+    sg_autobuf sg_buf body = {0};
+    if (ingest_sandboxes_body(ing->store, cl, p, &body, &err) < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    return sg_http_answer_text(wsi, req, HTTP_STATUS_OK, body.data, body.len);
 }
 
 /* /v1/stats: the counters, for an operator token only. */
@@ -381,7 +407,7 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         sg_token_claims cl;
         bool stream = strcmp(uri, "/v1/stream") == 0;
         /* a page read off the loop looks its token up there too (ingest_pages.c) */
-        bool off_loop = ing->pages && strcmp(uri, "/v1/events") == 0;
+        bool off_loop = ing->pages && (strcmp(uri, "/v1/events") == 0 || strcmp(uri, "/v1/sandboxes") == 0);
         if (http_auth(ing, wsi, req, &cl, stream, off_loop))
             return 0;
         ingest_read_log(wsi, uri, &cl);

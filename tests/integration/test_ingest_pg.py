@@ -99,7 +99,10 @@ def pages_off_the_loop(a, url, tok):
         check("the node holds two database connections for its pages, not one a request", waiting == "2", waiting)
         code, body = a.http("/v1/events?sandbox=move")
         check("one more page is refused with 503, saying why",
-              code == 503 and "too many pages" in body.get("error", ""), f"{code} {body}")
+              code == 503 and "too many reads" in body.get("error", ""), f"{code} {body}")
+        code, body = a.http("/v1/sandboxes")
+        check("and so is the list of sandboxes, read the same way",
+              code == 503 and "too many reads" in body.get("error", ""), f"{code} {body}")
         for s in held[40:]:
             s.close()  # lws sees it when it writes their answers: thrown away then
         lock.stdin.write("ROLLBACK;\n")
@@ -109,6 +112,9 @@ def pages_off_the_loop(a, url, tok):
         codes = [raw_status(s) for s in held[:40]]
         check("and each waiting client gets its page", codes == [200] * 40, codes)
         check("the node reads pages as before", all_events(a, "move") == list(range(4000)))
+        code, body = a.http("/v1/sandboxes?prefix=move")
+        check("and lists the sandboxes a prefix names", code == 200
+              and [s["sandbox"] for s in body["sandboxes"]] == ["move"], f"{code} {body}")
     finally:
         for s in held:
             s.close()
