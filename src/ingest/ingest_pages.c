@@ -15,6 +15,12 @@
  * database a while on a large store (0.4 s at 1,000,000 events not yet
  * vacuumed), is read the same way.
  *
+ * Threads, not libpq's asynchronous API with the socket watched by the
+ * loop: that would take the wait off the loop but not the page's JSON (a
+ * large part of the ingest's CPU in an export), and libpq 15 has no
+ * chunked-rows mode, so the rows would come one PGresult at a time on the
+ * loop.
+ *
  * The request's token is looked up in the revoked tokens by the reader
  * too, just before its page: a token revoked on any node is refused (401)
  * as on the loop, without a round trip to the database on the loop.
