@@ -222,6 +222,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
     if (ingest_metrics_listen(ing, opts, err) < 0)
         goto fail;
     if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
+        ingest_pages_init(ing, opts->store_url, err) < 0 ||
         ingest_retain_start(ing, opts, err) < 0)
         goto fail;
     ingest_hosts_start(ing);
@@ -277,6 +278,7 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
         ing->hold_init = false;
     }
     ingest_sse_stop(ing);
+    ingest_pages_stop(ing);
     ingest_rate_stop(ing);
     ingest_retain_stop(ing);
     ingest_hosts_stop(ing);
@@ -305,6 +307,7 @@ void sg_ingest_free(sg_ingest *ing)
     sg_store_close(ing->wstore);
     ingest_limits_free(ing);
     ingest_sse_free(ing);
+    ingest_pages_free(ing);
     ingest_sessions_free(ing);
     ingest_retain_free(ing);
     OPENSSL_cleanse(ing->secret, sizeof ing->secret);

@@ -6,6 +6,8 @@
  *                    acks and refusals written back
  *   ingest_read.c    the HTTP side: /healthz, /v1/token and the read
  *                    endpoints (/v1/events, /v1/sandboxes, /v1/stats)
+ *   ingest_pages.c   /v1/events and /v1/sandboxes on PostgreSQL, read off
+ *                    the loop
  *   ingest_limits.c  the connection limits, per address and in all, and
  *                    the per-stream rate
  *   ingest_sse.c     GET /v1/stream: the pushed event stream (SSE), its
@@ -218,6 +220,7 @@ struct sg_ingest {
     bool hold_init;
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
+    struct ingest_pages *pages; /* /v1/events off the loop (ingest_pages.c); NULL: SQLite */
     struct ingest_retain *retain; /* --retain-days (ingest_retain.c); NULL: none */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
     struct ingest_sessions *sessions; /* GET /v1/sessions' summaries (ingest_sessions.c) */
@@ -287,6 +290,50 @@ json_t *ingest_error_json(const char *msg);
 bool ingest_scope_filter(struct lws *wsi, sg_http_req *req, const char *what, const char *claim,
                          char *val, int present, const char **out);
 
+/* GET /v1/events' arguments under the token's scope: the query and the
+ * strings it points into. */
+#define INGEST_KINDS_ARG_MAX 512
+typedef struct ingest_events_args {
+    sg_store_query q;
+    char learner[SG_NAME_MAX + 8], task[SG_NAME_MAX + 8], sandbox[SG_NAME_MAX + 8];
+    char kinds[INGEST_KINDS_ARG_MAX];
+} ingest_events_args;
+/* The request's arguments into a (its pointers into a itself): 0, or 1
+ * with the 400 or 403 answer sent. */
+int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims *cl, ingest_events_args *a);
+/* A page's answer, {"events":[...],"more":...}, appended to body: 0, or -1
+ * with err. Touches s, q and body only, so it runs on any thread that
+ * holds s. */
+int ingest_events_body(sg_store *s, sg_store_query *q, sg_buf *body, sg_err *err);
+/* GET /v1/sandboxes' answer for the token cl (its scope) and prefix
+ * (NULL: none), appended to body: 0, or -1 with err. Any thread. */
+int ingest_sandboxes_body(sg_store *s, const sg_token_claims *cl, const char *prefix, sg_buf *body, sg_err *err);
+/* Its ?prefix= into prefix (*out NULL when absent): 0, or 1 with the 400 sent. */
+int ingest_sandboxes_prefix(struct lws *wsi, sg_http_req *req, char prefix[SG_NAME_MAX + 8], const char **out);
+/* ---- ingest_pages.c ---- */
+/* GET /v1/events and /v1/sandboxes on PostgreSQL: each answer read and
+ * built on libuv's thread pool by one of INGEST_READERS connections of its
+ * own, the loop only writing it. */
+#define INGEST_READERS 2            /* pages in the making at once (each a connection) */
+#define INGEST_READ_QUEUE_MAX 64    /* requests waiting for a reader; past it 503 */
+#define INGEST_READ_TIMEOUT_MS 30000 /* a page's query at most (statement_timeout) */
+#define INGEST_PAGE_WAIT_S 60        /* from a request to its page's answer at most; then closed */
+int ingest_pages_init(sg_ingest *ing, const char *store_url, sg_err *err);
+/* GET /v1/events with its read token checked: the page queued (or the
+ * request's 400, 403 or 503 answered). */
+int ingest_pages_get(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+/* GET /v1/sandboxes alike: the list is read as a page is. */
+int ingest_pages_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+/* HTTP_WRITEABLE of a request whose page is queued or being read. */
+int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* CLOSED_HTTP: a page not begun is dropped, one being read thrown away. */
+void ingest_pages_closed(sg_http_req *req);
+/* /v1/stats: pages being read, and waiting for a reader (0 on SQLite). */
+void ingest_pages_counts(const sg_ingest *ing, size_t *reading, size_t *waiting);
+/* sg_ingest_stop: every request forgotten (lws closes them). */
+void ingest_pages_stop(sg_ingest *ing);
+/* After the loop drained (nothing in the thread pool): the connections. */
+void ingest_pages_free(sg_ingest *ing);
 /* ---- ingest_sse.c ---- */
 
 int ingest_sse_init(sg_ingest *ing, const char *store_url, sg_err *err);
@@ -351,6 +398,8 @@ void ingest_sessions_free(sg_ingest *ing);
 /* Whether cl's token is revoked: 0 no; 1 yes, or the store could not say,
  * with the answer's status and message. */
 int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *status, const char **why);
+/* The same on store s, from any thread (*why is the calling thread's). */
+int ingest_token_revoked_in(sg_store *s, const char *id, unsigned *status, const char **why);
 /* GET /v1/revoke (a revoke token). */
 int ingest_revoke(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 int ingest_http_revoked(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);

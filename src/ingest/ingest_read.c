@@ -2,6 +2,7 @@
  * tokens (see ingest.h, and ingest_internal.h for the files). */
 #include "ingest/ingest_internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,9 +43,10 @@ static int parse_i64_arg(struct lws *wsi, const char *name_eq, int64_t min, int6
 /* The request's read token (Authorization: Bearer; with or_query and no
  * such header, ?token=, which a browser's EventSource must use): 0 and
  * *cl, or 1 with the 401 answer sent. Stream tokens are refused: they
- * only write. */
+ * only write. revoked_later: the revoked tokens are looked up by whoever
+ * serves the request (a page read off the loop), not here. */
 static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token_claims *cl,
-                     bool or_query)
+                     bool or_query, bool revoked_later)
 {
     char token[SG_TOKEN_MAX + 64];
     sg_err err;
@@ -57,7 +59,7 @@ static int http_auth(sg_ingest *ing, struct lws *wsi, sg_http_req *req, sg_token
     if (!why && sg_token_verify_read(ing->secret, token + 7, (int64_t)time(NULL), cl, &err) < 0)
         why = err.msg;
     unsigned status = HTTP_STATUS_UNAUTHORIZED;
-    if (!why && !ingest_token_revoked(ing, cl, &status, &why))
+    if (!why && (revoked_later || !ingest_token_revoked(ing, cl, &status, &why)))
         return 0;
     if (status == HTTP_STATUS_UNAUTHORIZED)
         ing->metrics.refusals[INGEST_REFUSED_READ_TOKEN]++;
@@ -126,14 +128,12 @@ static int read_filters(struct lws *wsi, sg_http_req *req, const sg_token_claims
     return 0;
 }
 
-#define SG_KINDS_ARG_MAX 512
-
 /* ?kind=a,b (/v1/events): each a known event kind. 0 and *out (NULL when
  * absent), or 1 with the 400 answer sent. */
-static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[SG_KINDS_ARG_MAX], const char **out)
+static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[INGEST_KINDS_ARG_MAX], const char **out)
 {
     *out = NULL;
-    int r = http_arg(wsi, "kind=", buf, SG_KINDS_ARG_MAX);
+    int r = http_arg(wsi, "kind=", buf, INGEST_KINDS_ARG_MAX);
     if (r == 0)
         return 0;
     char msg[200] = "kind: too long or given twice";
@@ -178,42 +178,72 @@ static int page_row(void *ud, const sg_store_event *e)
     return 0;
 }
 
-static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+int ingest_events_body(sg_store *s, sg_store_query *q, sg_buf *body, sg_err *err)
 {
-    char l[SG_NAME_MAX + 8], t[SG_NAME_MAX + 8], sb[SG_NAME_MAX + 8];
     bool cut = false;
-    sg_store_query q = {.after_seq = -1, .after_id = -1, .cut = &cut};
-    if (read_filters(wsi, req, cl, &q, l, t, sb))
-        return 0;
-    char kinds[SG_KINDS_ARG_MAX];
-    if (kinds_arg(wsi, req, kinds, &q.kinds))
-        return 0;
+    q->cut = &cut;
+    events_page pg = {.b = body};
+    int n = sg_buf_puts(body, "{\"events\":[") < 0 ? -1 : sg_store_scan(s, q, page_row, &pg, err);
+    q->cut = NULL;
+    if (n < 0)
+        return -1;
+    /* "more": the page stopped at its row or byte bound, not at the end;
+     * the client continues after the last row's id (or seq). */
+    bool more = cut || (size_t)n >= q->limit;
+    if (sg_buf_printf(body, "],\"more\":%s", more ? "true" : "false") < 0 ||
+        (more && n > 0 && /* where the next page starts */
+         sg_buf_printf(body, ",\"next_after_id\":%" PRId64 ",\"next_after_seq\":%" PRId64, pg.last_id,
+                       pg.last_seq) < 0) ||
+        sg_buf_puts(body, "}") < 0)
+        return sg_err_set(err, ENOMEM, "a page of events: out of memory");
+    return 0;
+}
+
+/* v in buf (a claim of the token, which lives as long as the callback,
+ * copied into the request's arguments). */
+static const char *arg_own(const char *v, char buf[SG_NAME_MAX + 8])
+{
+    if (v && v != buf)
+        snprintf(buf, SG_NAME_MAX + 8, "%s", v);
+    return v ? buf : NULL;
+}
+
+int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims *cl, ingest_events_args *a)
+{
+    a->q = (sg_store_query){.after_seq = -1, .after_id = -1};
+    if (read_filters(wsi, req, cl, &a->q, a->learner, a->task, a->sandbox) || kinds_arg(wsi, req, a->kinds, &a->q.kinds))
+        return 1;
+    a->q.learner = arg_own(a->q.learner, a->learner);
+    a->q.task = arg_own(a->q.task, a->task);
+    a->q.sandbox = arg_own(a->q.sandbox, a->sandbox);
     const char *bad = NULL;
     int64_t limit = 0;
-    if (parse_i64_arg(wsi, "after_seq=", -1, &q.after_seq, &bad) < 0 ||
-        parse_i64_arg(wsi, "after_id=", -1, &q.after_id, &bad) < 0 ||
+    if (parse_i64_arg(wsi, "after_seq=", -1, &a->q.after_seq, &bad) < 0 ||
+        parse_i64_arg(wsi, "after_id=", -1, &a->q.after_id, &bad) < 0 ||
         parse_i64_arg(wsi, "limit=", 1, &limit, &bad) < 0) {
         char msg[64];
         snprintf(msg, sizeof msg, "bad value for %.*s", (int)strlen(bad) - 1, bad);
-        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json(msg));
+        return 1;
     }
-    q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
-    q.max_bytes = HTTP_PAGE_BYTES;
+    a->q.limit = limit == 0 || limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : (size_t)limit;
+    a->q.max_bytes = HTTP_PAGE_BYTES;
+    return 0;
+}
+
+/* /v1/events: on PostgreSQL read off the loop (ingest_pages.c); on
+ * SQLite here, a page being a few milliseconds of the loop's. */
+static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
+{
+    if (ing->pages)
+        return ingest_pages_get(ing, wsi, req, cl);
+    ingest_events_args a;
+    if (ingest_events_query(wsi, req, cl, &a))
+        return 0;
     sg_err err;
     sg_autobuf sg_buf page = {0};
-    events_page pg = {.b = &page};
-    int n = sg_buf_puts(&page, "{\"events\":[") < 0 ? -1 : sg_store_scan(ing->store, &q, page_row, &pg, &err);
-    if (n < 0)
+    if (ingest_events_body(ing->store, &a.q, &page, &err) < 0)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
-    /* "more": the page stopped at its row or byte bound, not at the end;
-     * the client continues after the last row's id (or seq). */
-    bool more = cut || (size_t)n >= q.limit;
-    if (sg_buf_printf(&page, "],\"more\":%s", more ? "true" : "false") < 0 ||
-        (more && n > 0 && /* where the next page starts */
-         sg_buf_printf(&page, ",\"next_after_id\":%" PRId64 ",\"next_after_seq\":%" PRId64, pg.last_id,
-                       pg.last_seq) < 0) ||
-        sg_buf_puts(&page, "}") < 0)
-        return -1;
     return sg_http_answer_text(wsi, req, HTTP_STATUS_OK, page.data, page.len);
 }
 
@@ -246,28 +276,16 @@ static int http_sessions(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cons
                           json_pack("{s:o, s:b}", "sessions", rows, "more", json_array_size(rows) >= q.limit));
 }
 
-/* /v1/sandboxes[?prefix=P]: the streams within the token's scope; with
- * P, only those of the sandbox P names by the one prefix rule
- * (base/idprefix.h: P itself, or the sandboxes it begins when it has
- * SG_ID_MIN_PREFIX characters at least), so that a client resolves a
- * prefix without the list of every stream. */
-static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
-                          const sg_token_claims *cl)
+int ingest_sandboxes_body(sg_store *s, const sg_token_claims *cl, const char *prefix, sg_buf *body, sg_err *err)
 {
-    sg_err err;
-    char prefix[SG_NAME_MAX + 8];
-    int hasp = http_arg(wsi, "prefix=", prefix, (int)sizeof prefix);
-    if (hasp < 0)
-        return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
-                              ingest_error_json("prefix= is too long or given twice"));
-    json_t *sbs = sg_store_sandboxes(ing->store, &err);
+    json_t *sbs = sg_store_sandboxes(s, err);
     if (!sbs)
-        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+        return -1;
     const char *keys[] = {"learner", "task", "sandbox"};
     const char *claims[] = {cl->learner, cl->task, cl->sandbox};
     for (size_t i = json_array_size(sbs); i-- > 0;) {
         json_t *row = json_array_get(sbs, i);
-        if (hasp && !sg_id_matches(json_string_value(json_object_get(row, "sandbox")) ?: "", prefix)) {
+        if (prefix && !sg_id_matches(json_string_value(json_object_get(row, "sandbox")) ?: "", prefix)) {
             json_array_remove(sbs, i);
             continue;
         }
@@ -279,7 +297,45 @@ static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
             }
         }
     }
-    return sg_http_answer(wsi, req, HTTP_STATUS_OK, json_pack("{s:o}", "sandboxes", sbs));
+    sg_autojson json_t *answer = json_pack("{s:o}", "sandboxes", sbs);
+    sg_autofree char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
+    if (!text || sg_buf_puts(body, text) < 0)
+        return sg_err_set(err, ENOMEM, "the list of sandboxes: out of memory");
+    return 0;
+}
+
+int ingest_sandboxes_prefix(struct lws *wsi, sg_http_req *req, char prefix[SG_NAME_MAX + 8], const char **out)
+{
+    int hasp = http_arg(wsi, "prefix=", prefix, SG_NAME_MAX + 8);
+    if (hasp < 0) {
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST, ingest_error_json("prefix= is too long or given twice"));
+        return 1;
+    }
+    *out = hasp ? prefix : NULL;
+    return 0;
+}
+
+/* /v1/sandboxes[?prefix=P]: the streams within the token's scope; with
+ * P, only those of the sandbox P names by the one prefix rule
+ * (base/idprefix.h: P itself, or the sandboxes it begins when it has
+ * SG_ID_MIN_PREFIX characters at least), so that a client resolves a
+ * prefix without the list of every stream. On PostgreSQL read off the
+ * loop (ingest_pages.c): its count of every stream's rows takes the
+ * database a while on a large store. */
+static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
+                          const sg_token_claims *cl)
+{
+    if (ing->pages)
+        return ingest_pages_sandboxes(ing, wsi, req, cl);
+    char prefix[SG_NAME_MAX + 8];
+    const char *p;
+    if (ingest_sandboxes_prefix(wsi, req, prefix, &p))
+        return 0;
+    sg_err err;
+    sg_autobuf sg_buf body = {0};
+    if (ingest_sandboxes_body(ing->store, cl, p, &body, &err) < 0)
+        return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
+    return sg_http_answer_text(wsi, req, HTTP_STATUS_OK, body.data, body.len);
 }
 
 /* /v1/stats: the counters, for an operator token only. */
@@ -289,9 +345,11 @@ static int http_stats(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
         return sg_http_answer(wsi, req, HTTP_STATUS_FORBIDDEN,
                            ingest_error_json("/v1/stats needs an operator read token (no scope)"));
     const sg_ingest_stats *st = &ing->stats;
+    size_t reading = 0, waiting = 0;
+    ingest_pages_counts(ing, &reading, &waiting);
     return sg_http_answer(
         wsi, req, HTTP_STATUS_OK,
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "frames", (json_int_t)st->frames,
                   "inserted", (json_int_t)st->inserted, "duplicates",
                   (json_int_t)st->duplicates, "refused", (json_int_t)st->refused,
                   "seq_refused", (json_int_t)st->seq_refused, "conn_refused",
@@ -299,7 +357,8 @@ static int http_stats(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const s
                   "throttled", (json_int_t)st->throttled,
                   "connections", (json_int_t)ing->nconns, "subscribers",
                   (json_int_t)st->subscribers, "stream_overflows",
-                  (json_int_t)st->stream_overflows));
+                  (json_int_t)st->stream_overflows, "pages_reading", (json_int_t)reading, "pages_waiting",
+                  (json_int_t)waiting));
 }
 
 int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -347,7 +406,9 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
          * to learn that a path does not exist. */
         sg_token_claims cl;
         bool stream = strcmp(uri, "/v1/stream") == 0;
-        if (http_auth(ing, wsi, req, &cl, stream))
+        /* a page read off the loop looks its token up there too (ingest_pages.c) */
+        bool off_loop = ing->pages && (strcmp(uri, "/v1/events") == 0 || strcmp(uri, "/v1/sandboxes") == 0);
+        if (http_auth(ing, wsi, req, &cl, stream, off_loop))
             return 0;
         ingest_read_log(wsi, uri, &cl);
         if (stream)
@@ -381,6 +442,8 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (req && req->stream)
             return ingest_sse_writeable(ing, wsi, req);
+        if (req && req->page)
+            return ingest_pages_writeable(ing, wsi, req);
         return sg_http_writeable(wsi, req);
 
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
@@ -394,6 +457,7 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         return 0;
     case LWS_CALLBACK_CLOSED_HTTP:
         ingest_sse_closed(ing, req);
+        ingest_pages_closed(req);
         sg_http_req_release(req);
         return 0;
 

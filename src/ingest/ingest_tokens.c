@@ -6,7 +6,8 @@
  * signs for that id only, `sandglass token revoke`) records the id in the
  * store's sg_revoked_tokens. Every node on the store looks each request's
  * token up there when it checks the token (read endpoints, /v1/stream, the
- * /v1/ingest handshake): one primary-key read, as fresh as the store, so a
+ * /v1/ingest handshake; a /v1/events page on PostgreSQL by the connection
+ * that reads it, ingest_pages.c): one primary-key read, as fresh as the store, so a
  * revocation made through one node holds on all at once, with no cache to
  * go stale or notice to miss. A store that cannot answer fails the request
  * (500, as any store error), it never lets a token through unchecked. An open /v1/stream
@@ -40,9 +41,14 @@ static const char *revoked_msg(const char *id)
 
 int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *status, const char **why)
 {
+    return ingest_token_revoked_in(ing->store, cl->id, status, why);
+}
+
+int ingest_token_revoked_in(sg_store *s, const char *id, unsigned *status, const char **why)
+{
     bool yes = false;
     sg_err err;
-    if (sg_store_revoked(ing->store, cl->id, &yes, &err) < 0) {
+    if (sg_store_revoked(s, id, &yes, &err) < 0) {
         snprintf(msg, sizeof msg, "cannot check the token's revocation: %s", err.msg);
         *status = HTTP_STATUS_INTERNAL_SERVER_ERROR; /* as every store error: its server named */
         *why = msg;
@@ -51,7 +57,7 @@ int ingest_token_revoked(sg_ingest *ing, const sg_token_claims *cl, unsigned *st
     if (!yes)
         return 0;
     *status = HTTP_STATUS_UNAUTHORIZED;
-    *why = revoked_msg(cl->id);
+    *why = revoked_msg(id);
     return 1;
 }
 

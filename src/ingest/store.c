@@ -84,34 +84,60 @@ int sg_store_scan(sg_store *s, const sg_store_query *q, sg_store_event_fn fn, vo
 
 /* A JSON string of s (len bytes, valid UTF-8), escaped as jansson's
  * dump_string escapes it without JSON_ENSURE_ASCII: '"', '\\', and the
- * controls below 0x20 (\b \f \n \r \t, the rest \u00XX). */
-static int json_str(sg_buf *b, const char *s, size_t len)
+ * controls below 0x20 (\b \f \n \r \t, the rest \u00XX), written at o,
+ * which has room for 6 * len + 2 bytes. Past its end. */
+static char *put_str(char *o, const char *s, size_t len)
 {
-    if (sg_buf_reserve(b, len + 2) < 0)
-        return -1;
-    b->data[b->len++] = '"';
-    size_t run = 0; /* bytes copied as they are, not yet appended */
+    static const char hex[] = "0123456789ABCDEF";
+    *o++ = '"';
+    size_t run = 0; /* bytes to copy as they are */
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
-        if (sg_buf_append(b, s + run, i - run) < 0)
-            return -1;
+        memcpy(o, s + run, i - run);
+        o += i - run;
         run = i + 1;
-        char esc[8];
-        const char *t = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\f' ? "\\f"
-                        : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-        if (!t) {
-            snprintf(esc, sizeof esc, "\\u%04X", c);
-            t = esc;
+        char t = c == '"' ? '"' : c == '\\' ? '\\' : c == '\b' ? 'b' : c == '\f' ? 'f'
+                 : c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : 0;
+        *o++ = '\\';
+        if (t) {
+            *o++ = t;
+            continue;
         }
-        if (sg_buf_puts(b, t) < 0)
-            return -1;
+        memcpy(o, "u00", 3);
+        o[3] = hex[c >> 4];
+        o[4] = hex[c & 15];
+        o += 5;
     }
-    if (sg_buf_append(b, s + run, len - run) < 0)
-        return -1;
-    return sg_buf_append(b, "\"", 1);
+    memcpy(o, s + run, len - run);
+    o += len - run;
+    *o++ = '"';
+    return o;
 }
+
+/* key (a literal: its text and length), then v in decimal. */
+static char *put_i64(char *o, const char *key, size_t klen, int64_t v)
+{
+    memcpy(o, key, klen);
+    o += klen;
+    char d[24], *e = d + sizeof d, *p = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do
+        *--p = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--p = '-';
+    memcpy(o, p, (size_t)(e - p));
+    return o + (e - p);
+}
+
+static char *put_lit(char *o, const char *lit, size_t n)
+{
+    memcpy(o, lit, n);
+    return o + n;
+}
+#define PUT_LIT(o, lit) put_lit(o, lit, sizeof lit - 1)
 
 /* The stored payload, trimmed of surrounding whitespace, when it is an
  * object's text; else "{}" (what a row whose payload did not parse gave). */
@@ -137,25 +163,32 @@ int sg_store_event_json(sg_buf *b, const sg_store_event *e)
 {
     size_t plen;
     const char *p = payload_text(e, &plen);
-    const char *str[] = {e->learner, e->task, e->sandbox};
-    static const char *const skey[] = {",\"learner\":", ",\"task\":", ",\"sandbox\":"};
-    if (sg_buf_printf(b, "{\"id\":%" PRId64, e->id) < 0)
+    const char *str[] = {e->learner, e->task, e->sandbox, e->kind, e->ts, e->received};
+    size_t len[SG_ARRAY_LEN(str)], all = 0;
+    for (size_t k = 0; k < SG_ARRAY_LEN(str); k++)
+        all += len[k] = strlen(str[k]);
+    /* one reservation a row, the worst case: keys and numbers, every
+     * string's bytes escaped as \u00XX */
+    if (sg_buf_reserve(b, 160 + 6 * all + plen) < 0)
         return -1;
-    for (size_t k = 0; k < 3; k++)
-        if (sg_buf_puts(b, skey[k]) < 0 || json_str(b, str[k], strlen(str[k])) < 0)
-            return -1;
-    if (sg_buf_printf(b, ",\"seq\":%" PRId64 ",\"kind\":", e->seq) < 0 || json_str(b, e->kind, strlen(e->kind)) < 0 ||
-        sg_buf_puts(b, ",\"ts\":") < 0 || json_str(b, e->ts, strlen(e->ts)) < 0 ||
-        sg_buf_puts(b, ",\"received\":") < 0 || json_str(b, e->received, strlen(e->received)) < 0 ||
-        sg_buf_puts(b, ",\"payload\":") < 0)
-        return -1;
-    size_t at = b->len;
-    if (sg_buf_append(b, p, plen) < 0 || sg_buf_append(b, "}", 1) < 0)
-        return -1;
+    char *o = b->data + b->len;
+    o = put_i64(o, "{\"id\":", 6, e->id);
+    o = put_str(PUT_LIT(o, ",\"learner\":"), str[0], len[0]);
+    o = put_str(PUT_LIT(o, ",\"task\":"), str[1], len[1]);
+    o = put_str(PUT_LIT(o, ",\"sandbox\":"), str[2], len[2]);
+    o = put_i64(o, ",\"seq\":", 7, e->seq);
+    o = put_str(PUT_LIT(o, ",\"kind\":"), str[3], len[3]);
+    o = put_str(PUT_LIT(o, ",\"ts\":"), str[4], len[4]);
+    o = put_str(PUT_LIT(o, ",\"received\":"), str[5], len[5]);
+    char *at = o = PUT_LIT(o, ",\"payload\":");
+    o = put_lit(o, p, plen);
+    *o++ = '}';
+    *o = '\0'; /* as sg_buf keeps its text */
+    b->len = (size_t)(o - b->data);
     /* JSON's whitespace may hold CR and LF; a string cannot hold them raw */
-    for (char *c = b->data + at; (c = memchr(c, '\n', (size_t)(b->data + b->len - c))); c++)
+    for (char *c = at; (c = memchr(c, '\n', (size_t)(o - c))); c++)
         *c = ' ';
-    for (char *c = b->data + at; (c = memchr(c, '\r', (size_t)(b->data + b->len - c))); c++)
+    for (char *c = at; (c = memchr(c, '\r', (size_t)(o - c))); c++)
         *c = ' ';
     return 0;
 }

@@ -16,4 +16,10 @@ sqlite3 *sg_store_sqlite_db(sg_store *s, const char **path);
  * or no connection (err set). */
 PGconn *sg_store_pg_conn(sg_store *s, const char **where, sg_err *err);
 
+/* Every statement on s's connection, and on each it opens again, ends
+ * after ms milliseconds at most (PostgreSQL's statement_timeout): for the
+ * connections that serve readers, which nobody may hold for long. 0, or
+ * -1 with err (EINVAL: s is not PostgreSQL). */
+int sg_store_pg_statement_timeout(sg_store *s, unsigned ms, sg_err *err);
+
 #endif

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,72 @@ def committed_range(ing, sandbox, lo, hi):
         want += len(got)
         after = got[-1]
     return True
+
+
+def raw_get(port, path, tok):
+    """A GET sent on a connection of its own, its answer left unread."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=test_ingest.T)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\n\r\n".encode())
+    return s
+
+
+def raw_status(s):
+    """The status of the answer on s (None: closed before one came)."""
+    data = b""
+    while b"\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def pages_off_the_loop(a, url, tok):
+    """/v1/events on PostgreSQL (ingest_pages.c): a page waiting for the
+    database holds one of the node's two readers, never its loop; 64 more
+    wait, past that 503; clients that go away or never read their answers
+    hold no reader."""
+    lock = subprocess.Popen(["psql", "-X", "-q", "-d", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    held = []
+    try:
+        lock.stdin.write("BEGIN;\nLOCK TABLE sg_events IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n")
+        lock.stdin.flush()
+        check("a session holds sg_events locked", lock.stdout.readline().strip() == "locked")
+        held = [raw_get(a.port, "/v1/events?sandbox=move", tok) for _ in range(2 + 64)]
+
+        def stats():
+            return a.http("/v1/stats")[1]
+        check("two pages wait on the database, 64 wait for a reader, and the loop answers meanwhile",
+              wait_until(lambda: (stats()["pages_reading"], stats()["pages_waiting"]) == (2, 64)), stats())
+        waiting = subprocess.run(["psql", "-X", "-At", "-d", url, "-c",
+                                  "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                  " AND application_name = 'sandglass-ingest'"],
+                                 capture_output=True, text=True).stdout.strip()
+        check("the node holds two database connections for its pages, not one a request", waiting == "2", waiting)
+        code, body = a.http("/v1/events?sandbox=move")
+        check("one more page is refused with 503, saying why",
+              code == 503 and "too many reads" in body.get("error", ""), f"{code} {body}")
+        code, body = a.http("/v1/sandboxes")
+        check("and so is the list of sandboxes, read the same way",
+              code == 503 and "too many reads" in body.get("error", ""), f"{code} {body}")
+        for s in held[40:]:
+            s.close()  # lws sees it when it writes their answers: thrown away then
+        lock.stdin.write("ROLLBACK;\n")
+        lock.stdin.flush()
+        check("with the table free every page is read, while their clients have read nothing",
+              wait_until(lambda: (stats()["pages_reading"], stats()["pages_waiting"]) == (0, 0)), stats())
+        codes = [raw_status(s) for s in held[:40]]
+        check("and each waiting client gets its page", codes == [200] * 40, codes)
+        check("the node reads pages as before", all_events(a, "move") == list(range(4000)))
+        code, body = a.http("/v1/sandboxes?prefix=move")
+        check("and lists the sandboxes a prefix names", code == 200
+              and [s["sandbox"] for s in body["sandboxes"]] == ["move"], f"{code} {body}")
+    finally:
+        for s in held:
+            s.close()
+        lock.stdin.close()
+        lock.wait(timeout=test_ingest.T)
 
 
 class AckReader:
@@ -194,6 +261,8 @@ def main():
         check("acks never go backwards on a connection",
               all(x <= y for x, y in zip(r1.acks, r1.acks[1:])) and
               all(x <= y for x, y in zip(r2.acks, r2.acks[1:])))
+
+        pages_off_the_loop(a, url, a.read_token)
 
         # ---- the database goes away under a running node, then comes back
         tok3 = token(state, "lena", "t1", "outage")

@@ -22,6 +22,7 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "ingest/store.h"
+#include "ingest/store_backend.h"
 #include "store_contents_check.h"
 
 static struct {
@@ -315,6 +316,81 @@ static void test_query_filters(void **state)
     q = (sg_store_query){.after_seq = -1, .after_id = -1, .limit = 100000};
     sg_autojson json_t *d = sg_store_events(f->s, &q, &err);
     assert_int_equal(json_array_size(d), 50);
+}
+
+/* A page is bounded by its payloads' bytes as on SQLite: a row is
+ * returned while the bytes before it stay under max_bytes (the first
+ * always), "cut" says a row was left for the next page, and the rows come
+ * one at a time (the scan stops reading at the bound; the store goes on
+ * with a fresh connection). */
+static void test_scan_page_bytes(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    char payload[101];
+    snprintf(payload, sizeof payload, "{\"d\":\"%0*d\"}", 92, 0); /* 100 bytes */
+    assert_int_equal(strlen(payload), 100);
+    sg_store_row rows[10];
+    for (int i = 0; i < 10; i++)
+        rows[i] = row("b", i, payload);
+    put_ok(f->s, rows, 10, NULL);
+    bool cut = false;
+    sg_store_query q = {.sandbox = "b", .after_seq = -1, .after_id = -1, .max_bytes = 250, .cut = &cut};
+    sg_autojson json_t *a = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(a), 3); /* 0, 100 and 200 bytes before them */
+    assert_true(cut);
+    q.after_seq = 2;
+    sg_autojson json_t *b = sg_store_events(f->s, &q, &err);
+    assert_non_null(b);
+    assert_int_equal(json_array_size(b), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(b, 0), "seq")), 3);
+    assert_true(cut);
+    q.after_seq = -1;
+    q.max_bytes = 50; /* a row over the bound comes alone */
+    sg_autojson json_t *c = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(c), 1);
+    assert_true(cut);
+    q.max_bytes = 1000; /* 900 bytes before the last row: all, nothing left */
+    sg_autojson json_t *d = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(d), 10);
+    assert_false(cut);
+    q.max_bytes = 0;
+    q.limit = 4;
+    sg_autojson json_t *e = sg_store_events(f->s, &q, &err);
+    assert_int_equal(json_array_size(e), 4);
+    assert_false(cut);
+}
+
+/* A reader's connection ends every statement at its timeout, and keeps
+ * the timeout on the connection it opens after losing one. */
+static void test_statement_timeout(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    assert_int_equal(sg_store_pg_statement_timeout(f->s, 200, &err), 0);
+    for (int round = 0; round < 2; round++) {
+        PGconn *c = sg_store_pg_conn(f->s, NULL, &err);
+        assert_non_null(c);
+        PGresult *r = PQexec(c, "SELECT pg_sleep(30)");
+        assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+        assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "57014"); /* query_canceled */
+        PQclear(r);
+        r = PQexec(c, "SHOW statement_timeout");
+        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+        assert_string_equal(PQgetvalue(r, 0, 0), "200ms");
+        PQclear(r);
+        char kill[64]; /* lost: the store connects again at its next call */
+        snprintf(kill, sizeof kill, "SELECT pg_terminate_backend(%d)", PQbackendPID(c));
+        admin(kill);
+        PQclear(PQexec(c, "SELECT 1"));
+        assert_int_not_equal(PQstatus(c), CONNECTION_OK);
+    }
+    sg_store *sq = sg_store_open("sqlite::memory:", &err);
+    if (sq) {
+        assert_int_equal(sg_store_pg_statement_timeout(sq, 200, &err), -1);
+        assert_int_equal(err.code, EINVAL);
+        sg_store_close(sq);
+    }
 }
 
 static void test_reopen_keeps_data(void **state)
@@ -734,6 +810,12 @@ static void test_server_killed_then_back(void **state)
     put_ok(f->s, &c, 1, &ins);
     assert_int_equal(ins, 1);
     assert_int_equal(contiguous(f->s, "k"), 4);
+    /* The same for a page of events (its rows read one at a time). */
+    assert_int_equal(pg_server("stop", NULL, 0), 0);
+    assert_int_equal(pg_server("start", url, sizeof url), 0);
+    sg_autojson json_t *evs = sg_store_events(f->s, &q, &err);
+    assert_non_null(evs);
+    assert_int_equal(json_array_size(evs), 5);
 }
 
 static void test_contents(void **state)
@@ -750,6 +832,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_payload_byte_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_contiguous_gaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_filters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scan_page_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_statement_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_writers_one_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_writers_race, setup, teardown),
