@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "base/buf.h"
 
 /* One row: its compact text at out.data + off (len bytes, no newline), and
@@ -41,5 +43,9 @@ typedef struct sg_evpage {
  * form the copy is exact for (or out of memory): parse it with jansson. */
 int sg_evpage_scan(sg_evpage *pg, const char *body, size_t len);
 void sg_evpage_free(sg_evpage *pg);
+/* Row r of a scanned page as a tree, the one json_loadb would build from
+ * its text (the scan's checks make a plain build exact: no lexer byte by
+ * byte); NULL out of memory. */
+json_t *sg_evrow_tree(const sg_evpage *pg, const sg_evrow *r);
 
 #endif

@@ -128,22 +128,26 @@ static int read_filters(struct lws *wsi, sg_http_req *req, const sg_token_claims
 
 #define SG_KINDS_ARG_MAX 512
 
-/* ?kind=a,b (/v1/events): each a known event kind. 0 and *out (NULL when
- * absent), or 1 with the 400 answer sent. */
-static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[SG_KINDS_ARG_MAX], const char **out)
+/* ?kind=a,b or ?except_kind=a,b (/v1/events; name_eq: "kind="): each a
+ * known event kind. 0 and *out (NULL when absent), or 1 with the 400
+ * answer sent. */
+static int kinds_arg(struct lws *wsi, sg_http_req *req, const char *name_eq, char buf[SG_KINDS_ARG_MAX],
+                     const char **out)
 {
     *out = NULL;
-    int r = http_arg(wsi, "kind=", buf, SG_KINDS_ARG_MAX);
+    int r = http_arg(wsi, name_eq, buf, SG_KINDS_ARG_MAX);
     if (r == 0)
         return 0;
-    char msg[200] = "kind: too long or given twice";
+    char msg[200];
+    snprintf(msg, sizeof msg, "%.*s: too long or given twice", (int)strlen(name_eq) - 1, name_eq);
     for (const char *k = buf; r > 0;) {
         size_t n = strcspn(k, ",");
         char one[64];
         snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), k);
         if (n == 0 || n >= sizeof one || sg_event_kind_from_name(one) < 0) {
             char vis[80];
-            snprintf(msg, sizeof msg, "kind: unknown event kind '%s'", sg_vis(k, n, vis, sizeof vis));
+            snprintf(msg, sizeof msg, "%.*s: unknown event kind '%s'", (int)strlen(name_eq) - 1, name_eq,
+                     sg_vis(k, n, vis, sizeof vis));
             r = -1;
             break;
         }
@@ -185,8 +189,8 @@ static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const 
     sg_store_query q = {.after_seq = -1, .after_id = -1, .cut = &cut};
     if (read_filters(wsi, req, cl, &q, l, t, sb))
         return 0;
-    char kinds[SG_KINDS_ARG_MAX];
-    if (kinds_arg(wsi, req, kinds, &q.kinds))
+    char kinds[SG_KINDS_ARG_MAX], except[SG_KINDS_ARG_MAX];
+    if (kinds_arg(wsi, req, "kind=", kinds, &q.kinds) || kinds_arg(wsi, req, "except_kind=", except, &q.except_kinds))
         return 0;
     const char *bad = NULL;
     int64_t limit = 0;

@@ -616,7 +616,7 @@ static int pg_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn
              " CASE WHEN coalesce(sum(octet_length(payload)) OVER w, 0) < %zu THEN payload END,"
              " coalesce(sum(octet_length(payload)) OVER w, 0) FROM sg_events WHERE true",
              budget);
-    const char *p[7];
+    const char *p[8];
     char bufs[3][32];
     int np = 0;
     char cond[160];
@@ -650,6 +650,11 @@ static int pg_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn
     if (q->kinds) {
         p[np++] = q->kinds;
         snprintf(cond, sizeof cond, " AND kind = ANY(string_to_array($%d, ','))", np);
+        strcat(sql, cond);
+    }
+    if (q->except_kinds) {
+        p[np++] = q->except_kinds;
+        snprintf(cond, sizeof cond, " AND kind <> ALL(string_to_array($%d, ','))", np);
         strcat(sql, cond);
     }
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
