@@ -381,6 +381,11 @@ static void events_print_rows(events_opts *o, const sg_evpage *pg, bool by_id, l
          * is not parsed */
         if (!o->tl.all && kind && (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin")))
             continue;
+        /* nor a checkpoint it hides by its payload's label and error (the
+         * one before each exec: an eighth of a session's rows) */
+        if (!o->tl.all && kind && !strcmp(kind, "checkpoint") && r->payload_obj && !r->has_error && r->has_label &&
+            sg_tl_plumbing_label(pg->out.data + r->label_off, r->label_len))
+            continue;
         /* the tree json_loadb would give (the scan took the row whole,
          * with no duplicate key: fuzz_evrows), built without its lexer */
         sg_autojson json_t *ev = sg_evrow_tree(pg, r);

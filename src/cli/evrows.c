@@ -16,6 +16,7 @@ typedef struct ev_scan {
     const char *p, *end;
     sg_buf *out; /* room for the rest of the input kept ahead (ev_room) */
     json_t *real; /* a real is written by jansson, as its dump writes it */
+    sg_evrow *payload_of; /* the next object is this row's payload */
 } ev_scan;
 
 /* Bytes copied as they are in a string: printable ASCII but '"' and '\\'. */
@@ -203,11 +204,30 @@ static int ev_row_field(ev_scan *s, sg_evrow *row, size_t ko, size_t kl, size_t 
     return 0;
 }
 
+/* A row's payload's field (key at ko, kl bytes; its value at vo): its
+ * "label" when a string, whether it has an "error". */
+static void ev_payload_field(ev_scan *s, sg_evrow *pl, size_t ko, size_t kl, size_t vo)
+{
+    const char *k = s->out->data + ko, *v = s->out->data + vo;
+    if (kl == 5 && !memcmp(k, "label", 5) && v[0] == '"') {
+        pl->label_off = vo + 1;
+        pl->label_len = s->out->len - vo - 2;
+        pl->has_label = true;
+    } else if (kl == 5 && !memcmp(k, "error", 5)) {
+        pl->has_error = true;
+    }
+}
+
 /* An object (s->p at its '{'): its keys checked for duplicates (as the
- * parse before did), a row's own fields noted when row is given. */
+ * parse before did), a row's own fields noted when row is given, its
+ * payload's (ev_payload_field) when it is s->payload_of's. */
 static int ev_object(ev_scan *s, int depth, sg_evrow *row)
 {
     size_t keys[EV_KEYS_MAX][2], nk = 0;
+    sg_evrow *pl = s->payload_of;
+    s->payload_of = NULL;
+    if (pl)
+        pl->payload_obj = true;
     ev_put(s, '{');
     s->p++;
     ev_ws(s);
@@ -234,10 +254,14 @@ static int ev_object(ev_scan *s, int depth, sg_evrow *row)
         ev_ws(s);
         size_t vo = s->out->len;
         bool vesc = s->p < s->end && *s->p == '"';
+        if (row && kl == 7 && !memcmp(s->out->data + ko, "payload", 7) && s->p < s->end && *s->p == '{')
+            s->payload_of = row; /* taken by the ev_object that value is */
         if (vesc ? ev_string(s, &vesc) < 0 : ev_value(s, depth + 1, NULL) < 0)
             return -1;
         if (row && ev_row_field(s, row, ko, kl, vo, vesc) < 0)
             return -1;
+        if (pl)
+            ev_payload_field(s, pl, ko, kl, vo);
         ev_ws(s);
         if (s->p >= s->end || (*s->p != ',' && *s->p != '}'))
             return -1;

@@ -301,8 +301,12 @@ static int http_recv(const sg_cli_target *t, sg_cli_conn *c, char **out, size_t 
     sg_buf b = {0};
     int rc = 0;
     while (rc == 0) {
-        char chunk[65536];
-        ssize_t n = sg_cli_conn_read(c, chunk, sizeof chunk);
+        /* read into the answer's own buffer: a page is megabytes */
+        if (sg_buf_reserve(&b, 65536) < 0) {
+            rc = sg_err_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        ssize_t n = sg_cli_conn_read(c, b.data + b.len, 65536);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && b.len == 0) /* a TLS port resets a plain request */
@@ -314,8 +318,8 @@ static int http_recv(const sg_cli_target *t, sg_cli_conn *c, char **out, size_t 
             break;
         else if (b.len + (size_t)n > SG_CLI_HTTP_ANSWER_MAX)
             rc = sg_err_set(err, EFBIG, "answer from %s exceeds %d bytes", peer_of(t), SG_CLI_HTTP_ANSWER_MAX);
-        else if (sg_buf_append(&b, chunk, (size_t)n) < 0)
-            rc = sg_err_set(err, ENOMEM, "out of memory");
+        else
+            b.data[b.len += (size_t)n] = '\0';
     }
     sg_cli_conn_close(c);
     if (rc < 0) {

@@ -521,6 +521,11 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 #undef TL_S
 }
 
+bool sg_tl_plumbing_label(const char *label, size_t n)
+{
+    return (n >= 12 && !memcmp(label, "before exec ", 12)) || (n >= 21 && !memcmp(label, "before shell command ", 21));
+}
+
 /* Plumbing: shown only with --all. */
 static bool tl_plumbing(const char *kind, json_t *p)
 {
@@ -528,7 +533,7 @@ static bool tl_plumbing(const char *kind, json_t *p)
         return true;
     const char *label = json_string_value(json_object_get(p, "label"));
     return !strcmp(kind, "checkpoint") && !json_object_get(p, "error") && label &&
-        (!strncmp(label, "before exec ", 12) || !strncmp(label, "before shell command ", 21));
+           sg_tl_plumbing_label(label, json_string_length(json_object_get(p, "label")));
 }
 
 /* An event printed on its own line (not held under a command). */
