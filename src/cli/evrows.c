@@ -437,64 +437,50 @@ static int ev_tree_str(ev_tree *t, const char **s, size_t *n)
     return 0;
 }
 
-static json_t *ev_tree_object(ev_tree *t)
+/* One "key":value of an object at t->p, set into o: 0, or -1. */
+static int ev_tree_member(ev_tree *t, json_t *o)
 {
-    json_t *o = json_object();
-    t->p++;
-    if (o && t->p < t->end && *t->p == '}') {
-        t->p++;
-        return o;
-    }
-    while (o) {
-        const char *k;
-        size_t kl;
-        if (t->p >= t->end || *t->p != '"' || ev_tree_str(t, &k, &kl) < 0)
-            break;
-        char small[64];
-        sg_autofree char *big = kl >= sizeof small ? malloc(kl + 1) : NULL;
-        char *key = big ? big : small;
-        if (kl >= sizeof small && !big)
-            break;
-        memcpy(key, k, kl); /* before the value: it may unescape into tmp */
-        key[kl] = '\0';
-        if (t->p >= t->end || *t->p++ != ':')
-            break;
-        json_t *v = ev_tree_value(t);
-        if (!v || json_object_setn_new_nocheck(o, key, kl, v) < 0)
-            break;
-        if (t->p < t->end && *t->p == ',') {
-            t->p++;
-            continue;
-        }
-        if (t->p < t->end && *t->p++ == '}')
-            return o;
-        break;
-    }
-    json_decref(o);
-    return NULL;
+    const char *k;
+    size_t kl;
+    if (t->p >= t->end || *t->p != '"' || ev_tree_str(t, &k, &kl) < 0)
+        return -1;
+    char small[64];
+    sg_autofree char *big = kl >= sizeof small ? malloc(kl + 1) : NULL;
+    char *key = big ? big : small;
+    if (kl >= sizeof small && !big)
+        return -1;
+    memcpy(key, k, kl); /* before the value: it may unescape into tmp */
+    key[kl] = '\0';
+    if (t->p >= t->end || *t->p++ != ':')
+        return -1;
+    json_t *v = ev_tree_value(t);
+    return v && json_object_setn_new_nocheck(o, key, kl, v) == 0 ? 0 : -1;
 }
 
-static json_t *ev_tree_array(ev_tree *t)
+/* An object or an array (t->p at its '{' or '['). */
+static json_t *ev_tree_container(ev_tree *t)
 {
-    json_t *a = json_array();
+    bool obj = *t->p == '{';
+    char close = obj ? '}' : ']';
+    json_t *c = obj ? json_object() : json_array();
     t->p++;
-    if (a && t->p < t->end && *t->p == ']') {
+    if (c && t->p < t->end && *t->p == close) {
         t->p++;
-        return a;
+        return c;
     }
-    while (a) {
-        json_t *v = ev_tree_value(t);
-        if (!v || json_array_append_new(a, v) < 0)
+    while (c) {
+        json_t *v = obj ? NULL : ev_tree_value(t);
+        if (obj ? ev_tree_member(t, c) < 0 : !v || json_array_append_new(c, v) < 0)
             break;
         if (t->p < t->end && *t->p == ',') {
             t->p++;
             continue;
         }
-        if (t->p < t->end && *t->p++ == ']')
-            return a;
+        if (t->p < t->end && *t->p++ == close)
+            return c;
         break;
     }
-    json_decref(a);
+    json_decref(c);
     return NULL;
 }
 
@@ -503,8 +489,8 @@ static json_t *ev_tree_value(ev_tree *t)
     if (t->p >= t->end)
         return NULL;
     switch (*t->p) {
-    case '{': return ev_tree_object(t);
-    case '[': return ev_tree_array(t);
+    case '{':
+    case '[': return ev_tree_container(t);
     case '"': {
         const char *s;
         size_t n;
