@@ -27,7 +27,9 @@
  * not drained to a quarter within SSE_STALL_MS is the slow one: it
  * overflows (closed, as above), and the fan-out goes on; so a slow reader
  * holds the others back SSE_STALL_MS at most, and one that keeps up is
- * not closed for the writer's bursts. The ingest's own work (frames,
+ * not closed for the writer's bursts. Held SSE_HOLD_MAX_MS in a row,
+ * whoever holds it (slow readers whose stalls are staggered), every queue
+ * still over half full overflows. The ingest's own work (frames,
  * commits, acks) is never held: only what is read for the subscribers. */
 #include "ingest/ingest_internal.h"
 
@@ -55,6 +57,7 @@
 #define SSE_CLOSE_GRACE_S 60     /* for the overflow notice to be read */
 #define SSE_RETRY_MS 1000         /* the client's reconnect delay (SSE "retry:") */
 #define SSE_STALL_MS 1000         /* a subscriber holding the fan-out back longer overflows */
+#define SSE_HOLD_MAX_MS 3000      /* the fan-out held longer in a row: every full queue overflows */
 /* A fan-out page's payload bytes, at most (and its one row past them):
  * with its SSE_TAIL_ROWS events it fits a queue under half full. */
 #define SSE_TAIL_BYTES (SG_INGEST_STREAM_QUEUE_BYTES / 4)
@@ -99,6 +102,7 @@ typedef struct sse_hub {
     uv_timer_t ping, more, relisten, stall;
     bool poll_on, handles;
     bool held; /* the fan-out waits for a queue to drain (sub_full) */
+    uint64_t held_since; /* loop time it has waited since, without a page read (0: not held) */
 } sse_hub;
 
 static void msg_unref(sse_msg *m)
@@ -280,6 +284,10 @@ static bool hub_held(sse_hub *h)
         held = true;
     }
     h->held = held;
+    if (!held)
+        h->held_since = 0;
+    else if (!h->held_since)
+        h->held_since = now;
     if (held && !uv_is_active((uv_handle_t *)&h->stall))
         uv_timer_start(&h->stall, on_stall, SSE_STALL_MS, 0);
     else if (!held)
@@ -317,14 +325,17 @@ static void on_more(uv_timer_t *t)
 }
 
 /* While the fan-out is held back: a subscriber that held it and has not
- * drained to a quarter for SSE_STALL_MS overflows; the fan-out goes on
- * (held again by another, this checks again SSE_STALL_MS later). */
+ * drained to a quarter for SSE_STALL_MS overflows, and after
+ * SSE_HOLD_MAX_MS held in a row every one still too full does; the
+ * fan-out goes on (held again, this checks again SSE_STALL_MS later). */
 static void on_stall(uv_timer_t *t)
 {
     sse_hub *h = t->data;
     uint64_t now = uv_now(h->ing->loop) + 1;
+    bool too_long = h->held_since && now - h->held_since >= SSE_HOLD_MAX_MS;
     for (sse_sub *s = h->subs; s; s = s->next)
-        if (s->live && !s->closing && s->full_since && now - s->full_since >= SSE_STALL_MS && !sub_low(s))
+        if (s->live && !s->closing && s->full_since &&
+            ((now - s->full_since >= SSE_STALL_MS && !sub_low(s)) || (too_long && sub_full(s))))
             sub_overflow(h, s);
     hub_fetch(h);
 }
