@@ -5,7 +5,7 @@ subscribers against none. Prints the figures and writes
 bench/results/stream.json. Asserts nothing (not a test).
 
     python3 bench/bench_stream.py [--build build] [--events 500] [--rate 100]
-                                  [--tput-events 80000] [--runs 3]
+                                  [--tput-events 80000] [--runs 3] [--curl]
 
 Latency: one writer sends --events events of one stream, one every
 1/--rate s; subscribers (in 4 processes of their own) note when each event
@@ -20,7 +20,12 @@ Throughput: 8 connections each send --tput-events/8 pre-built frames as
 fast as they can; the clock stops when every last seq is acked (committed).
 With 100 subscribers reading everything (each one checked to get every
 event), against none; --runs of each, alternating; the median of each and
-their ratio.
+their ratio. The subscribers are bench_stream_reader (C, epoll, 4
+processes of 25 connections; --curl: one curl | grep -c each, as before:
+200 processes that on 2 CPUs take the CPU the ingest needs, so that
+figure measured the readers). With the C readers, also the delivered
+rate: the events over the time until every subscriber had every one
+(the fan-out may trail the commits: the ingest's own work comes first).
 """
 from __future__ import annotations
 
@@ -234,42 +239,77 @@ def latency(bin_, state, port, rtok, nsubs, events, rate, sandbox):
             "ack_to_client_ms": {"p50": pct(ack_lat, 50), "p99": pct(ack_lat, 99)}}
 
 
-def curl_subscribers(port, token, queries):
-    """One curl per query, its output counted by grep (C readers: the bench
-    measures the ingest, not a Python reader). Returns [(curl, grep, file)]."""
+READER_PROCS = 4  # reader processes, as the latency subscribers' (2 CPUs: the ingest needs them)
+
+
+def curl_subscribers(port, token, queries, reader, want=0):
+    """The subscribers of a throughput run, each counting the events it
+    gets. reader: bench_stream_reader (C, epoll: READER_PROCS processes of
+    many connections, every byte read and scanned), or None: one curl per
+    query piped to grep -c (200 processes and two pipe copies per
+    subscriber: on 2 CPUs that measures the readers more than the ingest).
+    The same readers whatever the run: only the 100-subscriber runs have
+    any. Returns [(proc, grep or None, file, nconns)]."""
+    # the last run's have gone: else the ingest's 128 subscribers an
+    # address refuses some of these (429), which then miss events (the
+    # 72 = 100 + 100 - 128 subscribers short of the runs before)
+    while stats(port, token)["subscribers"] > 0:
+        time.sleep(0.05)
     subs = []
-    for q in queries:
+    if reader:
+        k = min(READER_PROCS, len(queries))
+        for i in range(k):
+            part = queries[i::k]
+            f = tempfile.TemporaryFile()
+            c = subprocess.Popen([reader, str(port), token, str(want), *part], stdout=f)
+            subs.append((c, None, f, len(part)))
+    for q in queries if not reader else ():
         f = tempfile.TemporaryFile()
         c = subprocess.Popen(["curl", "-sN", "-H", f"Authorization: Bearer {token}",
                               f"http://127.0.0.1:{port}/v1/stream?{q}"], stdout=subprocess.PIPE)
         g = subprocess.Popen(["grep", "-c", "^id: "], stdin=c.stdout, stdout=f)
         c.stdout.close()
-        subs.append((c, g, f))
+        subs.append((c, g, f, 1))
     deadline = time.monotonic() + 120
     while stats(port, token)["subscribers"] < len(queries) and time.monotonic() < deadline:
         time.sleep(0.05)
     return subs
 
 
-def curl_counts(subs):
-    for c, _, _ in subs:
-        c.terminate()  # the curl this bench started; its grep then prints its count
-    counts = []
-    for c, g, f in subs:
+def curl_counts(subs, wait=0):
+    """Each subscriber's count, and when the last had all it wanted
+    (CLOCK_MONOTONIC, as time.monotonic(); None: not known, or not all).
+    wait: seconds the readers have to end on their own (having it all)."""
+    deadline = time.monotonic() + wait
+    for c, _, _, _ in subs:
+        try:
+            c.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for c, _, _, _ in subs:
+        c.terminate()  # the reader (or curl) this bench started; it (or its grep) then prints its counts
+    counts, t_all = [], []
+    for c, g, f, n in subs:
         c.wait(60)
-        g.wait(60)
+        if g:
+            g.wait(60)
         f.seek(0)
-        counts.append(int(f.read().strip() or 0))
-    return counts
+        lines = f.read().decode().split("\n")
+        got = [int(x) for x in lines if x.strip().isdigit()]
+        t_all += [float(x.split()[1]) for x in lines if x.startswith("all ")]
+        counts += got + [0] * (n - len(got))
+    done = None if any(g for _, g, _, _ in subs) or not t_all or min(t_all) < 0 else max(t_all)
+    return counts, done
 
 
-def throughput(bin_, state, port, rtok, nsubs, total, run_id, conns, own):
+def throughput(bin_, state, port, rtok, nsubs, total, run_id, conns, own, reader):
     """Events/s through conns writers; nsubs subscribers each reading every
     event of the run (own False) or one writer's stream each (own True)."""
     per = total // conns
     task = f"tput{run_id}"
     queries = [f"task={task}" + (f"&sandbox=c{k % conns}" if own else "") for k in range(nsubs)]
-    subs = curl_subscribers(port, rtok, queries) if nsubs else []
+    want = per if own else per * conns
+    subs = curl_subscribers(port, rtok, queries, reader, want) if nsubs else []
     wss = [WS(port, tok(bin_, state, "--learner", "bench", "--task", task, "--sandbox", f"c{k}"))
            for k in range(conns)]
     blobs = [b"".join(WS.frame(i, "x" * 100) for i in range(per)) for _ in range(conns)]
@@ -288,33 +328,37 @@ def throughput(bin_, state, port, rtok, nsubs, total, run_id, conns, own):
     for t in ths:
         t.join()
     secs = max(done) - t0
-    want = per if own else per * conns
-    if nsubs:  # every subscriber has had the time to read it all (a loaded machine is slow)
+    if nsubs and not reader:  # every subscriber has had the time to read it all (a loaded machine is slow)
         time.sleep(5)
-    short = sum(1 for c in curl_counts(subs) if c < want)
+    counts, t_all = curl_counts(subs, 60 if reader else 0) if nsubs else ([], None)
+    short = sum(1 for c in counts if c < want)
     for w in wss:
         w.s.close()
-    return per * conns / secs, short
+    # delivered: every subscriber had every event by t_all
+    return per * conns / secs, short, (per * conns / (t_all - t0) if t_all else None)
 
 
 def tput_compare(bin_, state, port, rtok, a, conns, own, label):
     tag = "own" if own else "all"
-    t0, t100, short = [], [], 0
+    t0, t100, short, deliv = [], [], 0, []
     before = stats(port, rtok)["stream_overflows"]
     for k in range(a.runs):
-        t0.append(throughput(bin_, state, port, rtok, 0, a.tput_events, f"{tag}{k}a", conns, own)[0])
-        r, sh = throughput(bin_, state, port, rtok, 100, a.tput_events, f"{tag}{k}b", conns, own)
+        t0.append(throughput(bin_, state, port, rtok, 0, a.tput_events, f"{tag}{k}a", conns, own, a.reader)[0])
+        r, sh, d = throughput(bin_, state, port, rtok, 100, a.tput_events, f"{tag}{k}b", conns, own, a.reader)
         t100.append(r)
         short += sh
+        deliv.append(d)
     overflows = stats(port, rtok)["stream_overflows"] - before
     m0, m100 = statistics.median(t0), statistics.median(t100)
     print(f"throughput, {label}: {m0:.0f} events/s with no subscriber, {m100:.0f} with 100 "
           f"(ratio {m100 / m0:.2f}; runs {[round(x) for x in t0]} / {[round(x) for x in t100]}; "
           f"subscribers short of events: {short}, closed for reading too slowly: {overflows}; "
+          f"delivered to every subscriber at {[round(x) if x else None for x in deliv]} events/s; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     return {"writers": conns, "none": t0, "with_100": t100, "median_none": m0,
             "median_100": m100, "ratio": m100 / m0, "subscribers_short": short,
-            "overflows": overflows, "loadavg": os.getloadavg()[0]}
+            "overflows": overflows, "loadavg": os.getloadavg()[0], "delivered_100": deliv,
+            "readers": "bench_stream_reader" if a.reader else "curl | grep -c"}
 
 
 def main():
@@ -324,7 +368,14 @@ def main():
     ap.add_argument("--rate", type=float, default=100)
     ap.add_argument("--tput-events", type=int, default=80000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--curl", action="store_true",
+                    help="throughput subscribers as curl | grep (else bench_stream_reader, built if need be)")
     a = ap.parse_args()
+    a.reader = None
+    if not a.curl:
+        a.reader = os.path.join(a.build, "bench_stream_reader")
+        if not os.path.exists(a.reader):
+            subprocess.run(["ninja", "-C", a.build, "bench_stream_reader"], check=True, stdout=subprocess.DEVNULL)
     bin_ = os.path.join(a.build, "sandglassd")
     state = tempfile.mkdtemp(prefix="sg-bench-stream-")
     ing, port = start_ingest(bin_, state)

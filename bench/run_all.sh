@@ -4,7 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || meson setup build >/dev/null
-ninja -C build >/dev/null && ninja -C build bench_ingest bench_watch bench_checkpoint bench_seccomp >/dev/null
+ninja -C build >/dev/null && ninja -C build bench_ingest bench_watch bench_checkpoint bench_seccomp bench_stream_reader >/dev/null
 mkdir -p bench/results
 run() { # the log is named after the bench (the first argument naming one)
   local name; name=$(printf '%s\n' "$@" | grep -m1 bench_ | xargs basename | sed 's/\..*//')

@@ -8,7 +8,11 @@
  * Invariant: when sg_evpage_scan takes it, the whole page parses (with
  * duplicate keys rejected, as the command parses it) and each row's text
  * is the compact dump of that row, its "more" the page's, and its id,
- * seq, kind and ts the row's. */
+ * seq, kind and ts the row's; the row's tree (sg_evrow_tree, what the
+ * timeline prints from) equals the row jansson parsed; its payload's
+ * label and error as the row's payload has them, the label's text
+ * beginning with "before exec " or "before shell command " when the
+ * string does (the timeline hides such a checkpoint unparsed). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,6 +30,22 @@ static void check_row(const sg_evpage *pg, const sg_evrow *r, json_t *ev)
         pg->out.data[r->off + r->len] != '\n')
         abort();
     free(dump);
+    json_t *tree = sg_evrow_tree(pg, r);
+    if (!tree || !json_equal(tree, ev) || json_typeof(tree) != json_typeof(ev))
+        abort();
+    json_decref(tree);
+    json_t *pl = json_object_get(ev, "payload"), *label = json_object_get(pl, "label");
+    if (r->payload_obj != json_is_object(pl) || r->has_error != (json_object_get(pl, "error") != NULL) ||
+        r->has_label != json_is_string(label))
+        abort();
+    static const char *const pre[] = {"before exec ", "before shell command "};
+    for (int k = 0; r->has_label && k < 2; k++) {
+        size_t n = strlen(pre[k]);
+        bool raw = r->label_len >= n && !memcmp(pg->out.data + r->label_off, pre[k], n);
+        bool str = json_string_length(label) >= n && !memcmp(json_string_value(label), pre[k], n);
+        if (raw != str)
+            abort();
+    }
     json_t *id = json_object_get(ev, "id"), *seq = json_object_get(ev, "seq");
     if (r->has_id != json_is_integer(id) || (r->has_id && r->id != json_integer_value(id)) ||
         r->has_seq != json_is_integer(seq) || (r->has_seq && r->seq != json_integer_value(seq)))

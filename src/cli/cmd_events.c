@@ -52,6 +52,10 @@
 #define FOLLOW_BACKOFF_MAX_MS 5000L
 #define FOLLOW_EVENT_MAX (64 * 1024 * 1024) /* one SSE line or frame, at most (wire/sse.h) */
 #define SELF_TOKEN_TTL_S 300 /* a token this command makes for one request */
+/* The kinds the timeline hides whatever they hold (without --all,
+ * timeline.h; a checkpoint before an exec is hidden too, by its label):
+ * not asked of the ingest (/v1/events?except_kind=). */
+#define TL_HIDDEN_KINDS "activity,process,stdin"
 
 static const char usage[] = "usage: sandglass events [--learner L] [--task T] [--sandbox ID] [--after-seq N]\n"
                             "                        [--kind K[,K]] [--since T] [--until T] [--all] [--full]\n"
@@ -344,6 +348,18 @@ static const char *events_row_str(const sg_evpage *pg, bool has, size_t off, siz
     return buf;
 }
 
+/* The cursor after row r. */
+static long long events_row_cursor(const sg_evrow *r, bool by_id)
+{
+    return by_id ? (r->has_id ? r->id : 0) : (r->has_seq ? r->seq : 0);
+}
+
+/* Whether a scanned page says more follow. */
+static bool events_page_more(const sg_evpage *pg)
+{
+    return pg->more_given ? pg->more && pg->n > 0 : pg->n >= PAGE;
+}
+
 /* A page scanned as text: for --json each wanted row written as it is
  * (the bytes json_dumps(JSON_COMPACT) of its tree would be), for the
  * timeline each row it may show parsed alone; moves cursor past them. */
@@ -354,37 +370,37 @@ static void events_print_rows(events_opts *o, const sg_evpage *pg, bool by_id, l
         const sg_evrow *r = &pg->rows[i];
         char kb[96], tb[64];
         const char *kind = events_row_str(pg, r->has_kind, r->kind_off, r->kind_len, kb, sizeof kb);
-        *cursor = by_id ? (r->has_id ? r->id : 0) : (r->has_seq ? r->seq : 0);
+        *cursor = events_row_cursor(r, by_id);
         if (filter && !events_wanted(o, kind, events_row_str(pg, r->has_ts, r->ts_off, r->ts_len, tb, sizeof tb)))
             continue;
         if (o->as_json) {
             fwrite(pg->out.data + r->off, 1, r->len + 1, stdout);
             continue;
         }
-        /* the timeline: a row it hides whatever it holds is not parsed */
+        /* the timeline: a row it hides whatever it holds (TL_HIDDEN_KINDS)
+         * is not parsed */
         if (!o->tl.all && kind && (!strcmp(kind, "activity") || !strcmp(kind, "process") || !strcmp(kind, "stdin")))
             continue;
-        json_error_t je;
-        /* no duplicate check: the scan took no duplicate key (fuzz_evrows) */
-        sg_autojson json_t *ev = json_loadb(pg->out.data + r->off, r->len, 0, &je);
-        if (ev) /* it parses: the scan took it whole */
+        /* nor a checkpoint it hides by its payload's label and error (the
+         * one before each exec: an eighth of a session's rows) */
+        if (!o->tl.all && kind && !strcmp(kind, "checkpoint") && r->payload_obj && !r->has_error && r->has_label &&
+            sg_tl_plumbing_label(pg->out.data + r->label_off, r->label_len))
+            continue;
+        /* the tree json_loadb would give (the scan took the row whole,
+         * with no duplicate key: fuzz_evrows), built without its lexer */
+        sg_autojson json_t *ev = sg_evrow_tree(pg, r);
+        if (ev)
             sg_tl_print(&o->tl, ev);
     }
     fflush(stdout);
 }
 
-/* One page's answer printed (scanned as text when its form allows, else
- * parsed whole): *rows and *more as the page says; EVENTS_GO, or the exit
- * code of an error. */
+/* One page's answer printed, parsed whole (one the scan does not take,
+ * or an error): *more as the page says; EVENTS_GO, or the exit code of an
+ * error. */
 static int events_answer(events_opts *o, const char *body, size_t len, int status, bool by_id, long long *cursor,
-                         size_t *rows, bool *more)
+                         bool *more)
 {
-    if (status == 200 && sg_evpage_scan(&o->page, body, len) == 0) {
-        events_print_rows(o, &o->page, by_id, cursor);
-        *rows = o->page.n;
-        *more = o->page.more_given ? o->page.more && o->page.n > 0 : o->page.n >= PAGE;
-        return EVENTS_GO;
-    }
     sg_err err;
     sg_autojson json_t *ans = sg_cli_http_answer_json(body, len, status, NULL, &err);
     if (!ans)
@@ -392,8 +408,8 @@ static int events_answer(events_opts *o, const char *body, size_t len, int statu
     json_t *events = json_object_get(ans, "events");
     events_print_page(o, events, by_id, cursor);
     json_t *m = json_object_get(ans, "more");
-    *rows = json_array_size(events);
-    *more = m ? json_is_true(m) && *rows > 0 : *rows >= PAGE;
+    size_t rows = json_array_size(events);
+    *more = m ? json_is_true(m) && rows > 0 : rows >= PAGE;
     return EVENTS_GO;
 }
 
@@ -672,12 +688,33 @@ static int events_resolve(events_opts *o, const sg_cli_target *t, const char *to
     return EVENTS_GO;
 }
 
-/* A read token for one request: --token, or one made from the secret. */
+/* A read token for one request: --token, or one made from the secret
+ * (made again when half its life is gone: its HMAC cost a page's time). */
 static char *events_token(const events_opts *o, const uint8_t *secret, sg_err *err)
 {
+    static char *made;
+    static struct timespec made_at;
     if (o->token_opt)
         return strdup(o->token_opt);
-    return sg_token_make_read(secret, NULL, NULL, NULL, SELF_TOKEN_TTL_S, err);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!made || now.tv_sec - made_at.tv_sec >= SELF_TOKEN_TTL_S / 2) {
+        free(made);
+        made = sg_token_make_read(secret, NULL, NULL, NULL, SELF_TOKEN_TTL_S, err);
+        made_at = now;
+    }
+    return made ? strdup(made) : NULL;
+}
+
+/* Asks for the page after cursor on a new connection c (its answer:
+ * sg_cli_http_get_recv): 0, or -1 with err. */
+static int events_ask(const events_opts *o, const sg_cli_target *t, const uint8_t *secret, const char *base,
+                      bool by_id, long long cursor, sg_cli_conn *c, sg_err *err)
+{
+    char path[1200];
+    events_page_path(base, by_id, cursor, o->after_seq, path, sizeof path);
+    sg_autofree char *tok = events_token(o, secret, err);
+    return tok ? sg_cli_http_get_send(t, path, tok, c, err) : -1;
 }
 
 /* The pages of /v1/events, then (--follow) the stream. */
@@ -716,25 +753,46 @@ static int events_run(events_opts *o)
         char k[sizeof o->kinds_buf];
         snprintf(k, sizeof k, "%.*s", (int)strlen(o->kinds) - 2, o->kinds + 1);
         append_arg(base, sizeof base, "kind", k);
+    } else if (!o->as_json && !o->tl.all) {
+        /* the kinds the timeline hides whatever they hold stay in the
+         * store (an ingest before except_kind= ignores it: they are then
+         * skipped here, unparsed, as before) */
+        append_arg(base, sizeof base, "except_kind", TL_HIDDEN_KINDS);
     }
-    /* One stream: page in seq order. Several, or following: page by row id. */
+    /* One stream: page in seq order. Several, or following: page by row id.
+     * The next page is asked for as soon as a page is scanned (its last
+     * row is the cursor), and read after this one is printed: the ingest
+     * makes it meanwhile. */
     bool by_id = o->follow || !o->sandbox;
     long long cursor = by_id ? 0 : o->after_seq;
+    sg_cli_conn conn;
+    if (events_ask(o, &t, secret, base, by_id, cursor, &conn, &err) < 0)
+        return sg_cli_failf("events", "%s", err.msg);
     for (;;) {
-        char path[1200];
-        events_page_path(base, by_id, cursor, o->after_seq, path, sizeof path);
-        sg_autofree char *tok = events_token(o, secret, &err);
-        if (!tok)
-            return sg_cli_failf("events", "%s", err.msg);
         int status = 0;
         const char *body = NULL;
-        size_t blen = 0, rows = 0;
-        bool more = false;
-        sg_autofree char *raw = sg_cli_http_get(&t, path, tok, &status, &body, &blen, &err);
+        size_t blen = 0;
+        bool more = false, asked = false;
+        sg_autofree char *raw = sg_cli_http_get_recv(&t, &conn, &status, &body, &blen, &err);
         if (!raw)
             return sg_cli_failf("events", "%s", err.msg);
-        if ((rc = events_answer(o, body, blen, status, by_id, &cursor, &rows, &more)) != EVENTS_GO)
+        if (status == 200 && sg_evpage_scan(&o->page, body, blen) == 0) {
+            sg_evpage *pg = &o->page;
+            more = events_page_more(pg);
+            int ask = 0; /* a failed ask is said after this page, as before */
+            if (more) { /* from the page's last row, as events_print_rows moves the cursor */
+                ask = events_ask(o, &t, secret, base, by_id, events_row_cursor(&pg->rows[pg->n - 1], by_id), &conn,
+                                 &err);
+                asked = true;
+            }
+            events_print_rows(o, pg, by_id, &cursor);
+            if (ask < 0)
+                return sg_cli_failf("events", "%s", err.msg);
+        } else if ((rc = events_answer(o, body, blen, status, by_id, &cursor, &more)) != EVENTS_GO) {
             return rc;
+        }
+        if (more && !asked && events_ask(o, &t, secret, base, by_id, cursor, &conn, &err) < 0)
+            return sg_cli_failf("events", "%s", err.msg);
         if (more)
             continue;
         if (!o->follow) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "base/json.h"
 #include "cli/evrows.h"
 
@@ -15,6 +16,7 @@ typedef struct ev_scan {
     const char *p, *end;
     sg_buf *out; /* room for the rest of the input kept ahead (ev_room) */
     json_t *real; /* a real is written by jansson, as its dump writes it */
+    sg_evrow *payload_of; /* the next object is this row's payload */
 } ev_scan;
 
 /* Bytes copied as they are in a string: printable ASCII but '"' and '\\'. */
@@ -202,11 +204,30 @@ static int ev_row_field(ev_scan *s, sg_evrow *row, size_t ko, size_t kl, size_t 
     return 0;
 }
 
+/* A row's payload's field (key at ko, kl bytes; its value at vo): its
+ * "label" when a string, whether it has an "error". */
+static void ev_payload_field(ev_scan *s, sg_evrow *pl, size_t ko, size_t kl, size_t vo)
+{
+    const char *k = s->out->data + ko, *v = s->out->data + vo;
+    if (kl == 5 && !memcmp(k, "label", 5) && v[0] == '"') {
+        pl->label_off = vo + 1;
+        pl->label_len = s->out->len - vo - 2;
+        pl->has_label = true;
+    } else if (kl == 5 && !memcmp(k, "error", 5)) {
+        pl->has_error = true;
+    }
+}
+
 /* An object (s->p at its '{'): its keys checked for duplicates (as the
- * parse before did), a row's own fields noted when row is given. */
+ * parse before did), a row's own fields noted when row is given, its
+ * payload's (ev_payload_field) when it is s->payload_of's. */
 static int ev_object(ev_scan *s, int depth, sg_evrow *row)
 {
     size_t keys[EV_KEYS_MAX][2], nk = 0;
+    sg_evrow *pl = s->payload_of;
+    s->payload_of = NULL;
+    if (pl)
+        pl->payload_obj = true;
     ev_put(s, '{');
     s->p++;
     ev_ws(s);
@@ -233,10 +254,14 @@ static int ev_object(ev_scan *s, int depth, sg_evrow *row)
         ev_ws(s);
         size_t vo = s->out->len;
         bool vesc = s->p < s->end && *s->p == '"';
+        if (row && kl == 7 && !memcmp(s->out->data + ko, "payload", 7) && s->p < s->end && *s->p == '{')
+            s->payload_of = row; /* taken by the ev_object that value is */
         if (vesc ? ev_string(s, &vesc) < 0 : ev_value(s, depth + 1, NULL) < 0)
             return -1;
         if (row && ev_row_field(s, row, ko, kl, vo, vesc) < 0)
             return -1;
+        if (pl)
+            ev_payload_field(s, pl, ko, kl, vo);
         ev_ws(s);
         if (s->p >= s->end || (*s->p != ',' && *s->p != '}'))
             return -1;
@@ -349,6 +374,158 @@ int sg_evpage_scan(sg_evpage *pg, const char *body, size_t len)
     }
     pg->out.data[pg->out.len] = '\0';
     return ev_tail(pg, s.p + 1, s.end);
+}
+
+/* ---------------------------------------------------------------- the tree
+ *
+ * A row's tree from its compact text, which the scan has checked: no
+ * whitespace, valid UTF-8, only the escapes ev_escape takes (no \u0000),
+ * integers of at most 18 digits, reals as jansson wrote them, no
+ * duplicate key, at most EV_DEPTH_MAX deep. So each value is built as
+ * json_loadb would build it, without its byte-by-byte lexer. */
+
+typedef struct ev_tree {
+    const char *p, *end;
+    char *tmp; /* an unescaped string (grown) */
+    size_t tmp_cap;
+} ev_tree;
+
+static json_t *ev_tree_value(ev_tree *t);
+
+/* A string at t->p (its '"'): its bytes, unescaped, at *s (n bytes). */
+static int ev_tree_str(ev_tree *t, const char **s, size_t *n)
+{
+    const char *p = t->p + 1, *q = p;
+    while (q < t->end && *q != '"' && *q != '\\')
+        q++;
+    if (q < t->end && *q == '"') { /* no escape: the text itself */
+        *s = p, *n = (size_t)(q - p);
+        t->p = q + 1;
+        return 0;
+    }
+    const char *close = q;
+    while (close < t->end && *close != '"')
+        close += *close == '\\' ? 2 : 1;
+    if (close >= t->end || sg_grow(&t->tmp, &t->tmp_cap, (size_t)(close - p) + 1, 1) < 0)
+        return -1;
+    size_t o = (size_t)(q - p);
+    memcpy(t->tmp, p, o);
+    while (q < close) {
+        if (*q != '\\') {
+            const char *e = q;
+            while (e < close && *e != '\\')
+                e++;
+            memcpy(t->tmp + o, q, (size_t)(e - q));
+            o += (size_t)(e - q);
+            q = e;
+            continue;
+        }
+        char c = q[1];
+        if (c == 'u') { /* \u00XX (ev_escape): a control character */
+            unsigned v = 0;
+            for (int i = 2; i < 6; i++)
+                v = v * 16 + (unsigned)(q[i] <= '9' ? q[i] - '0' : (q[i] | 0x20) - 'a' + 10);
+            t->tmp[o++] = (char)v;
+            q += 6;
+            continue;
+        }
+        t->tmp[o++] = c == 'b' ? '\b' : c == 'f' ? '\f' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c;
+        q += 2;
+    }
+    *s = t->tmp, *n = o;
+    t->p = close + 1;
+    return 0;
+}
+
+/* One "key":value of an object at t->p, set into o: 0, or -1. */
+static int ev_tree_member(ev_tree *t, json_t *o)
+{
+    const char *k;
+    size_t kl;
+    if (t->p >= t->end || *t->p != '"' || ev_tree_str(t, &k, &kl) < 0)
+        return -1;
+    char small[64];
+    sg_autofree char *big = kl >= sizeof small ? malloc(kl + 1) : NULL;
+    char *key = big ? big : small;
+    if (kl >= sizeof small && !big)
+        return -1;
+    memcpy(key, k, kl); /* before the value: it may unescape into tmp */
+    key[kl] = '\0';
+    if (t->p >= t->end || *t->p++ != ':')
+        return -1;
+    json_t *v = ev_tree_value(t);
+    return v && json_object_setn_new_nocheck(o, key, kl, v) == 0 ? 0 : -1;
+}
+
+/* An object or an array (t->p at its '{' or '['). */
+static json_t *ev_tree_container(ev_tree *t)
+{
+    bool obj = *t->p == '{';
+    char close = obj ? '}' : ']';
+    json_t *c = obj ? json_object() : json_array();
+    t->p++;
+    if (c && t->p < t->end && *t->p == close) {
+        t->p++;
+        return c;
+    }
+    while (c) {
+        json_t *v = obj ? NULL : ev_tree_value(t);
+        if (obj ? ev_tree_member(t, c) < 0 : !v || json_array_append_new(c, v) < 0)
+            break;
+        if (t->p < t->end && *t->p == ',') {
+            t->p++;
+            continue;
+        }
+        if (t->p < t->end && *t->p++ == close)
+            return c;
+        break;
+    }
+    json_decref(c);
+    return NULL;
+}
+
+static json_t *ev_tree_value(ev_tree *t)
+{
+    if (t->p >= t->end)
+        return NULL;
+    switch (*t->p) {
+    case '{':
+    case '[': return ev_tree_container(t);
+    case '"': {
+        const char *s;
+        size_t n;
+        return ev_tree_str(t, &s, &n) < 0 ? NULL : json_stringn_nocheck(s, n);
+    }
+    case 't': t->p += 4; return json_true();
+    case 'f': t->p += 5; return json_false();
+    case 'n': t->p += 4; return json_null();
+    default: break;
+    }
+    const char *st = t->p;
+    bool real = false;
+    while (t->p < t->end && strchr("-+.eE0123456789", *t->p) && *t->p) {
+        real |= *t->p == '.' || *t->p == 'e' || *t->p == 'E';
+        t->p++;
+    }
+    char tmp[64];
+    size_t n = (size_t)(t->p - st);
+    if (n == 0 || n >= sizeof tmp)
+        return NULL;
+    memcpy(tmp, st, n);
+    tmp[n] = '\0';
+    return real ? json_real(strtod(tmp, NULL)) : json_integer(strtoll(tmp, NULL, 10));
+}
+
+json_t *sg_evrow_tree(const sg_evpage *pg, const sg_evrow *r)
+{
+    ev_tree t = {.p = pg->out.data + r->off, .end = pg->out.data + r->off + r->len};
+    json_t *v = ev_tree_value(&t);
+    free(t.tmp);
+    if (v && t.p != t.end) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
 }
 
 void sg_evpage_free(sg_evpage *pg)

@@ -17,16 +17,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "base/buf.h"
 
 /* One row: its compact text at out.data + off (len bytes, no newline), and
  * the row's own fields the printer needs ("kind" and "ts" as plain
- * strings in out: their text has no escape; absent: len 0, has_ false). */
+ * strings in out: their text has no escape; absent: len 0, has_ false),
+ * and of its payload when that is an object: its "label"'s text when a
+ * string (as in the row: escapes not undone) and whether it has an
+ * "error" (the timeline hides a checkpoint by them, unparsed). */
 typedef struct sg_evrow {
     size_t off, len;
     long long id, seq;
     size_t kind_off, kind_len, ts_off, ts_len;
     bool has_id, has_seq, has_kind, has_ts;
+    bool payload_obj, has_label, has_error;
+    size_t label_off, label_len;
 } sg_evrow;
 
 typedef struct sg_evpage {
@@ -41,5 +48,9 @@ typedef struct sg_evpage {
  * form the copy is exact for (or out of memory): parse it with jansson. */
 int sg_evpage_scan(sg_evpage *pg, const char *body, size_t len);
 void sg_evpage_free(sg_evpage *pg);
+/* Row r of a scanned page as a tree, the one json_loadb would build from
+ * its text (the scan's checks make a plain build exact: no lexer byte by
+ * byte); NULL out of memory. */
+json_t *sg_evrow_tree(const sg_evpage *pg, const sg_evrow *r);
 
 #endif

@@ -272,11 +272,11 @@ void sg_cli_conn_close(sg_cli_conn *c)
 /* The whole answer to GET path (or POST with body: post, post_len bytes
  * of JSON) (NUL-terminated, at most SG_CLI_HTTP_ANSWER_MAX bytes) into
  * *out, its length in *len. */
-static int http_exchange(const sg_cli_target *t, const char *path, const char *token, const char *post,
-                         size_t post_len, char **out, size_t *len, sg_err *err)
+/* Opens c and sends the request (the answer is read by http_recv). */
+static int http_send(const sg_cli_target *t, const char *path, const char *token, const char *post, size_t post_len,
+                     sg_cli_conn *c, sg_err *err)
 {
-    sg_cli_conn c;
-    if (sg_cli_conn_open(t, SG_CLI_HTTP_TIMEOUT_S, &c, err) < 0)
+    if (sg_cli_conn_open(t, SG_CLI_HTTP_TIMEOUT_S, c, err) < 0)
         return -1;
     char clen[64] = "";
     if (post)
@@ -285,15 +285,28 @@ static int http_exchange(const sg_cli_target *t, const char *path, const char *t
         "%s %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
         "Authorization: Bearer %s\r\n%sConnection: close\r\n\r\n",
         post ? "POST" : "GET", path, t->host, t->port, token, clen);
-    sg_buf b = {0};
-    int rc = sg_cli_conn_write_all(&c, req, strlen(req));
+    int rc = req ? sg_cli_conn_write_all(c, req, strlen(req)) : -1;
     if (rc == 0 && post)
-        rc = sg_cli_conn_write_all(&c, post, post_len);
-    if (rc < 0)
+        rc = sg_cli_conn_write_all(c, post, post_len);
+    if (rc < 0) {
         sg_err_sys(err, "send to %s", peer_of(t));
+        sg_cli_conn_close(c);
+    }
+    return rc;
+}
+
+/* The whole answer on c (sent by http_send), then c closed. */
+static int http_recv(const sg_cli_target *t, sg_cli_conn *c, char **out, size_t *len, sg_err *err)
+{
+    sg_buf b = {0};
+    int rc = 0;
     while (rc == 0) {
-        char chunk[65536];
-        ssize_t n = sg_cli_conn_read(&c, chunk, sizeof chunk);
+        /* read into the answer's own buffer: a page is megabytes */
+        if (sg_buf_reserve(&b, 65536) < 0) {
+            rc = sg_err_set(err, ENOMEM, "out of memory");
+            break;
+        }
+        ssize_t n = sg_cli_conn_read(c, b.data + b.len, 65536);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && b.len == 0) /* a TLS port resets a plain request */
@@ -305,10 +318,10 @@ static int http_exchange(const sg_cli_target *t, const char *path, const char *t
             break;
         else if (b.len + (size_t)n > SG_CLI_HTTP_ANSWER_MAX)
             rc = sg_err_set(err, EFBIG, "answer from %s exceeds %d bytes", peer_of(t), SG_CLI_HTTP_ANSWER_MAX);
-        else if (sg_buf_append(&b, chunk, (size_t)n) < 0)
-            rc = sg_err_set(err, ENOMEM, "out of memory");
+        else
+            b.data[b.len += (size_t)n] = '\0';
     }
-    sg_cli_conn_close(&c);
+    sg_cli_conn_close(c);
     if (rc < 0) {
         sg_buf_free(&b);
         return -1;
@@ -317,20 +330,12 @@ static int http_exchange(const sg_cli_target *t, const char *path, const char *t
     return *out ? 0 : sg_err_set(err, ENOMEM, "out of memory");
 }
 
-char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
-                       size_t *body_len, sg_err *err)
+/* The answer's head read: its status and body within buf (taken), or
+ * NULL with err. */
+static char *http_answer(const sg_cli_target *t, char *buf, size_t have, int *status, const char **body,
+                         size_t *body_len, sg_err *err)
 {
-    return sg_cli_http_request(t, path, token, NULL, 0, status, body, body_len, err);
-}
-
-char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *token, const char *post,
-                          size_t post_len, int *status, const char **body, size_t *body_len, sg_err *err)
-{
-    *status = 0;
-    sg_autofree char *buf = NULL;
-    size_t have = 0;
-    if (http_exchange(t, path, token, post, post_len, &buf, &have, err) < 0)
-        return NULL;
+    sg_autofree char *own = buf;
     char *hend = strstr(buf, "\r\n\r\n");
     if (!hend || sscanf(buf, "HTTP/1.%*[01] %d", status) != 1) {
         *status = 0;
@@ -357,9 +362,42 @@ char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *
             return NULL;
         }
     }
-    char *ans = buf;
-    buf = NULL;
-    return ans;
+    own = NULL;
+    return buf;
+}
+
+char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *token, int *status, const char **body,
+                       size_t *body_len, sg_err *err)
+{
+    return sg_cli_http_request(t, path, token, NULL, 0, status, body, body_len, err);
+}
+
+char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *token, const char *post,
+                          size_t post_len, int *status, const char **body, size_t *body_len, sg_err *err)
+{
+    *status = 0;
+    sg_cli_conn c;
+    char *buf = NULL;
+    size_t have = 0;
+    if (http_send(t, path, token, post, post_len, &c, err) < 0 || http_recv(t, &c, &buf, &have, err) < 0)
+        return NULL;
+    return http_answer(t, buf, have, status, body, body_len, err);
+}
+
+int sg_cli_http_get_send(const sg_cli_target *t, const char *path, const char *token, sg_cli_conn *c, sg_err *err)
+{
+    return http_send(t, path, token, NULL, 0, c, err);
+}
+
+char *sg_cli_http_get_recv(const sg_cli_target *t, sg_cli_conn *c, int *status, const char **body, size_t *body_len,
+                           sg_err *err)
+{
+    *status = 0;
+    char *buf = NULL;
+    size_t have = 0;
+    if (http_recv(t, c, &buf, &have, err) < 0)
+        return NULL;
+    return http_answer(t, buf, have, status, body, body_len, err);
 }
 
 json_t *sg_cli_http_answer_json(const char *body, size_t body_len, int status, int *status_out, sg_err *err)

@@ -77,6 +77,14 @@ char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *toke
 char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *token, const char *post,
                           size_t post_len, int *status, const char **body, size_t *body_len, sg_err *err);
 
+/* sg_cli_http_get in two steps, so that a caller works while the ingest
+ * answers: _send opens c and sends the request (0, or -1 with err and c
+ * closed), _recv reads the answer on c and closes it (as
+ * sg_cli_http_get's). */
+int sg_cli_http_get_send(const sg_cli_target *t, const char *path, const char *token, sg_cli_conn *c, sg_err *err);
+char *sg_cli_http_get_recv(const sg_cli_target *t, sg_cli_conn *c, int *status, const char **body, size_t *body_len,
+                           sg_err *err);
+
 /* An answer's body as sg_cli_http_get_json returns it. */
 json_t *sg_cli_http_answer_json(const char *body, size_t body_len, int status, int *status_out, sg_err *err);
 

@@ -118,14 +118,45 @@ static const char *tl_c(const sg_tl_printer *o, const char *code)
     return o->color ? code : "";
 }
 
+/* ts's "YYYY-MM-DDTHH:MM:SS" (digits where digits are) into tm: false
+ * when it is not exactly so (then sscanf reads it, as it always did). */
+static bool ts_fixed(const char *ts, struct tm *tm)
+{
+    static const char shape[] = "DDDD-DD-DDTDD:DD:DD";
+    for (size_t i = 0; i < sizeof shape - 1; i++)
+        if (shape[i] == 'D' ? !(ts[i] >= '0' && ts[i] <= '9') : ts[i] != shape[i])
+            return false;
+#define TS_N2(i) ((ts[i] - '0') * 10 + (ts[(i) + 1] - '0'))
+    *tm = (struct tm){.tm_year = TS_N2(0) * 100 + TS_N2(2), .tm_mon = TS_N2(5), .tm_mday = TS_N2(8),
+                      .tm_hour = TS_N2(11), .tm_min = TS_N2(14), .tm_sec = TS_N2(17)};
+#undef TS_N2
+    return true;
+}
+
 /* An event's ts (RFC 3339) in seconds since the epoch; -1 when unreadable. */
 double sg_tl_ts_epoch(const char *ts)
 {
+    /* the last second converted: a session's events come many to one
+     * (sscanf and timegm were a tenth of a line's cost) */
+    static char last[20];
+    static time_t last_t;
     struct tm tm = {0};
     char frac[16] = "";
-    if (!ts ||
-        sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
-               &tm.tm_sec, frac) < 6)
+    if (!ts)
+        return -1;
+    if (ts_fixed(ts, &tm)) {
+        size_t f = strspn(ts + 19, ".0123456789"); /* %15[.0-9] */
+        memcpy(frac, ts + 19, f < 15 ? f : 15);
+        if (memcmp(last, ts, 19) != 0) {
+            tm.tm_year -= 1900;
+            tm.tm_mon -= 1;
+            last_t = timegm(&tm);
+            memcpy(last, ts, 19);
+        }
+        return (double)last_t + (frac[0] == '.' ? strtod(frac, NULL) : 0);
+    }
+    if (sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, frac) < 6)
         return -1;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
@@ -490,6 +521,11 @@ static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)
 #undef TL_S
 }
 
+bool sg_tl_plumbing_label(const char *label, size_t n)
+{
+    return (n >= 12 && !memcmp(label, "before exec ", 12)) || (n >= 21 && !memcmp(label, "before shell command ", 21));
+}
+
 /* Plumbing: shown only with --all. */
 static bool tl_plumbing(const char *kind, json_t *p)
 {
@@ -497,7 +533,7 @@ static bool tl_plumbing(const char *kind, json_t *p)
         return true;
     const char *label = json_string_value(json_object_get(p, "label"));
     return !strcmp(kind, "checkpoint") && !json_object_get(p, "error") && label &&
-        (!strncmp(label, "before exec ", 12) || !strncmp(label, "before shell command ", 21));
+           sg_tl_plumbing_label(label, json_string_length(json_object_get(p, "label")));
 }
 
 /* An event printed on its own line (not held under a command). */

@@ -35,6 +35,11 @@ void sg_tl_time(const sg_tl_printer *o, const char *ts, char *out, size_t n);
 /* ts (RFC 3339, UTC, as the ingest stores it) in seconds since the epoch;
  * -1 when unreadable. */
 double sg_tl_ts_epoch(const char *ts);
+/* Whether a checkpoint's label (n bytes) makes it plumbing (the one
+ * before an exec or a shell command: hidden without all, when it has no
+ * "error"). Its first bytes are ASCII: a label's text in JSON, escapes
+ * and all, answers the same. */
+bool sg_tl_plumbing_label(const char *label, size_t n);
 /* s made safe for a terminal (sg_vis) into buf. */
 const char *sg_tl_vis_str(const char *s, char *buf, size_t n);
 

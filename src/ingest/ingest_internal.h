@@ -296,7 +296,7 @@ bool ingest_scope_filter(struct lws *wsi, sg_http_req *req, const char *what, co
 typedef struct ingest_events_args {
     sg_store_query q;
     char learner[SG_NAME_MAX + 8], task[SG_NAME_MAX + 8], sandbox[SG_NAME_MAX + 8];
-    char kinds[INGEST_KINDS_ARG_MAX];
+    char kinds[INGEST_KINDS_ARG_MAX], except_kinds[INGEST_KINDS_ARG_MAX];
 } ingest_events_args;
 /* The request's arguments into a (its pointers into a itself): 0, or 1
  * with the 400 or 403 answer sent. */

@@ -128,22 +128,26 @@ static int read_filters(struct lws *wsi, sg_http_req *req, const sg_token_claims
     return 0;
 }
 
-/* ?kind=a,b (/v1/events): each a known event kind. 0 and *out (NULL when
- * absent), or 1 with the 400 answer sent. */
-static int kinds_arg(struct lws *wsi, sg_http_req *req, char buf[INGEST_KINDS_ARG_MAX], const char **out)
+/* ?kind=a,b or ?except_kind=a,b (/v1/events; name_eq: "kind="): each a
+ * known event kind. 0 and *out (NULL when absent), or 1 with the 400
+ * answer sent. */
+static int kinds_arg(struct lws *wsi, sg_http_req *req, const char *name_eq, char buf[INGEST_KINDS_ARG_MAX],
+                     const char **out)
 {
     *out = NULL;
-    int r = http_arg(wsi, "kind=", buf, INGEST_KINDS_ARG_MAX);
+    int r = http_arg(wsi, name_eq, buf, INGEST_KINDS_ARG_MAX);
     if (r == 0)
         return 0;
-    char msg[200] = "kind: too long or given twice";
+    char msg[200];
+    snprintf(msg, sizeof msg, "%.*s: too long or given twice", (int)strlen(name_eq) - 1, name_eq);
     for (const char *k = buf; r > 0;) {
         size_t n = strcspn(k, ",");
         char one[64];
         snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), k);
         if (n == 0 || n >= sizeof one || sg_event_kind_from_name(one) < 0) {
             char vis[80];
-            snprintf(msg, sizeof msg, "kind: unknown event kind '%s'", sg_vis(k, n, vis, sizeof vis));
+            snprintf(msg, sizeof msg, "%.*s: unknown event kind '%s'", (int)strlen(name_eq) - 1, name_eq,
+                     sg_vis(k, n, vis, sizeof vis));
             r = -1;
             break;
         }
@@ -211,7 +215,9 @@ static const char *arg_own(const char *v, char buf[SG_NAME_MAX + 8])
 int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims *cl, ingest_events_args *a)
 {
     a->q = (sg_store_query){.after_seq = -1, .after_id = -1};
-    if (read_filters(wsi, req, cl, &a->q, a->learner, a->task, a->sandbox) || kinds_arg(wsi, req, a->kinds, &a->q.kinds))
+    if (read_filters(wsi, req, cl, &a->q, a->learner, a->task, a->sandbox) ||
+        kinds_arg(wsi, req, "kind=", a->kinds, &a->q.kinds) ||
+        kinds_arg(wsi, req, "except_kind=", a->except_kinds, &a->q.except_kinds))
         return 1;
     a->q.learner = arg_own(a->q.learner, a->learner);
     a->q.task = arg_own(a->q.task, a->task);

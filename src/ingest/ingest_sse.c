@@ -18,7 +18,19 @@
  * Queues are bounded (SG_INGEST_STREAM_QUEUE events / _BYTES): past them
  * the queue is dropped, an "overflow" event names the last id written,
  * and the connection closes (at once if even that cannot be written
- * within SSE_CLOSE_GRACE_S). */
+ * within SSE_CLOSE_GRACE_S).
+ *
+ * The fan-out reads a page only when every live subscriber's queue has
+ * room for it (under half full): the writer commits thousands of rows at
+ * once, and a page read faster than the sockets take it would overflow a
+ * reader that keeps up. A subscriber that held the fan-out back and has
+ * not drained to a quarter within SSE_STALL_MS is the slow one: it
+ * overflows (closed, as above), and the fan-out goes on; so a slow reader
+ * holds the others back SSE_STALL_MS at most, and one that keeps up is
+ * not closed for the writer's bursts. Held SSE_HOLD_MAX_MS in a row,
+ * whoever holds it (slow readers whose stalls are staggered), every queue
+ * still over half full overflows. The ingest's own work (frames,
+ * commits, acks) is never held: only what is read for the subscribers. */
 #include "ingest/ingest_internal.h"
 
 #include <errno.h>
@@ -44,6 +56,11 @@
 #define SSE_RELISTEN_MS 1000      /* the commit-notice connection, after a loss */
 #define SSE_CLOSE_GRACE_S 60     /* for the overflow notice to be read */
 #define SSE_RETRY_MS 1000         /* the client's reconnect delay (SSE "retry:") */
+#define SSE_STALL_MS 1000         /* a subscriber holding the fan-out back longer overflows */
+#define SSE_HOLD_MAX_MS 3000      /* the fan-out held longer in a row: every full queue overflows */
+/* A fan-out page's payload bytes, at most (and its one row past them):
+ * with its SSE_TAIL_ROWS events it fits a queue under half full. */
+#define SSE_TAIL_BYTES (SG_INGEST_STREAM_QUEUE_BYTES / 4)
 
 /* One SSE message, shared by the queues it is in. */
 typedef struct sse_msg {
@@ -66,6 +83,8 @@ typedef struct sse_sub {
     int64_t cursor;   /* every matching row up to here is queued or written */
     int64_t sent;     /* the last event id handed to lws */
     bool live;        /* caught up: fed by the fan-out */
+    uint64_t full_since; /* loop time it held the fan-out back since (sub_full), until it drained
+                          * to a quarter (sub_low); 0: not */
     bool closing;     /* write what is queued (the overflow notice), then close */
     sse_msg **q;      /* ring */
     size_t qhead, qn, qbytes;
@@ -80,8 +99,10 @@ typedef struct sse_hub {
     char *url;               /* the store, for the commit-notice connection */
     sg_store *lstore;
     uv_poll_t poll;
-    uv_timer_t ping, more, relisten;
+    uv_timer_t ping, more, relisten, stall;
     bool poll_on, handles;
+    bool held; /* the fan-out waits for a queue to drain (sub_full) */
+    uint64_t held_since; /* loop time it has waited since, without a page read (0: not held) */
 } sse_hub;
 
 static void msg_unref(sse_msg *m)
@@ -215,6 +236,7 @@ static void sub_offer(sse_hub *h, sse_sub *s, sse_msg *m)
 /* ---------------------------------------------------------------- fan-out */
 
 static void on_more(uv_timer_t *t);
+static void on_stall(uv_timer_t *t);
 
 /* One row above tail to every live subscriber it matches. */
 static int fan_out_row(void *ud, const sg_store_event *e)
@@ -235,15 +257,55 @@ static int fan_out_row(void *ud, const sg_store_event *e)
     return 0;
 }
 
+/* Whether s's queue is too full for another fan-out page. */
+static bool sub_full(const sse_sub *s)
+{
+    return s->live && !s->closing &&
+           (s->qn >= SG_INGEST_STREAM_QUEUE / 2 || s->qbytes >= SG_INGEST_STREAM_QUEUE_BYTES / 2);
+}
+
+/* Whether s's queue has drained to a quarter (its stall clock stops). */
+static bool sub_low(const sse_sub *s)
+{
+    return s->qn < SG_INGEST_STREAM_QUEUE / 4 && s->qbytes < SG_INGEST_STREAM_QUEUE_BYTES / 4;
+}
+
+/* Whether a live subscriber's queue holds the fan-out back (each one's
+ * stall clock started; on_stall checks them while one does). */
+static bool hub_held(sse_hub *h)
+{
+    uint64_t now = uv_now(h->ing->loop) + 1; /* never 0 */
+    bool held = false;
+    for (sse_sub *s = h->subs; s; s = s->next) {
+        if (!sub_full(s))
+            continue;
+        if (!s->full_since)
+            s->full_since = now;
+        held = true;
+    }
+    h->held = held;
+    if (!held)
+        h->held_since = 0;
+    else if (!h->held_since)
+        h->held_since = now;
+    if (held && !uv_is_active((uv_handle_t *)&h->stall))
+        uv_timer_start(&h->stall, on_stall, SSE_STALL_MS, 0);
+    else if (!held)
+        uv_timer_stop(&h->stall);
+    return held;
+}
+
 /* The rows committed above tail, to every live subscriber they match. */
 static void hub_fetch(sse_hub *h)
 {
     if (h->nsubs == 0 || !h->tail_valid || !h->handles)
         return;
     for (int page = 0; page < SSE_TAIL_PAGES; page++) {
+        if (hub_held(h))
+            return; /* on: when the queue drains (ingest_sse_writeable), or the stall's overflow */
         bool cut = false;
         sg_store_query q = {.after_seq = -1, .after_id = h->tail, .limit = SSE_TAIL_ROWS,
-                            .cut = &cut};
+                            .max_bytes = SSE_TAIL_BYTES, .cut = &cut};
         sg_err err;
         int n = sg_store_scan(h->ing->store, &q, fan_out_row, h, &err);
         if (n < 0) {
@@ -260,6 +322,22 @@ static void hub_fetch(sse_hub *h)
 static void on_more(uv_timer_t *t)
 {
     hub_fetch(t->data);
+}
+
+/* While the fan-out is held back: a subscriber that held it and has not
+ * drained to a quarter for SSE_STALL_MS overflows, and after
+ * SSE_HOLD_MAX_MS held in a row every one still too full does; the
+ * fan-out goes on (held again, this checks again SSE_STALL_MS later). */
+static void on_stall(uv_timer_t *t)
+{
+    sse_hub *h = t->data;
+    uint64_t now = uv_now(h->ing->loop) + 1;
+    bool too_long = h->held_since && now - h->held_since >= SSE_HOLD_MAX_MS;
+    for (sse_sub *s = h->subs; s; s = s->next)
+        if (s->live && !s->closing && s->full_since &&
+            ((now - s->full_since >= SSE_STALL_MS && !sub_low(s)) || (too_long && sub_full(s))))
+            sub_overflow(h, s);
+    hub_fetch(h);
 }
 
 void ingest_sse_on_commit(sg_ingest *ing)
@@ -421,6 +499,8 @@ static void sub_free(sse_hub *h, sse_sub *s)
     h->ing->stats.subscribers = h->nsubs;
     if (h->nsubs == 0)
         h->tail_valid = false; /* no fan-out while nobody listens */
+    else if (h->held && h->handles)
+        uv_timer_start(&h->more, on_more, 0, 0); /* it may have been the one holding the fan-out */
     if (s->req)
         s->req->stream = NULL;
     queue_drop(s);
@@ -530,6 +610,10 @@ int ingest_sse_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     sg_autofree unsigned char *buf = sub_take(s, &len);
     if (!buf || lws_write(wsi, buf + LWS_PRE, len, LWS_WRITE_HTTP) < (int)len)
         return -1;
+    if (s->full_since && sub_low(s))
+        s->full_since = 0;
+    if (h->held && !sub_full(s))
+        uv_timer_start(&h->more, on_more, 0, 0); /* the fan-out may go on (hub_held checks them all) */
     if (s->qn > 0 || !s->live || s->closing)
         lws_callback_on_writable(wsi);
     return 0;
@@ -692,7 +776,7 @@ int ingest_sse_init(sg_ingest *ing, const char *store_url, sg_err *err)
         return sg_err_set(err, ENOMEM, "out of memory");
     }
     h->ing = ing;
-    uv_timer_t *timers[] = {&h->ping, &h->more, &h->relisten};
+    uv_timer_t *timers[] = {&h->ping, &h->more, &h->relisten, &h->stall};
     for (size_t i = 0; i < SG_ARRAY_LEN(timers); i++) {
         uv_timer_init(ing->loop, timers[i]);
         timers[i]->data = h;
@@ -716,7 +800,7 @@ void ingest_sse_stop(sg_ingest *ing)
         uv_close((uv_handle_t *)&h->poll, NULL);
         h->poll_on = false;
     }
-    uv_timer_t *timers[] = {&h->ping, &h->more, &h->relisten};
+    uv_timer_t *timers[] = {&h->ping, &h->more, &h->relisten, &h->stall};
     for (size_t i = 0; i < SG_ARRAY_LEN(timers); i++) {
         uv_timer_stop(timers[i]);
         uv_close((uv_handle_t *)timers[i], NULL);

@@ -67,6 +67,7 @@ typedef enum sg_store_verdict {
 typedef struct sg_store_query {
     const char *learner, *task, *sandbox;  /* NULL: any */
     const char *kinds;                     /* "command,test_result": only these; NULL: any */
+    const char *except_kinds;              /* "activity,process": not these; NULL: none left out */
     int64_t after_seq;                     /* seq > after_seq; -1: all */
     int64_t after_id;                      /* row id > after_id (follow cursor); -1: all */
     size_t limit;                          /* 0 or > SG_STORE_QUERY_MAX: SG_STORE_QUERY_MAX */

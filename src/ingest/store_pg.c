@@ -606,7 +606,7 @@ static int pg_contiguous(sg_store *base, const char *learner, const char *task,
 /* pg_scan's statement for q (its parameters into p, bufs): the rows in the
  * index's order, so they stream from it unsorted. The number of
  * parameters. */
-static int scan_sql(const sg_store_query *q, char *sql, size_t size, const char *p[7], char bufs[3][32])
+static int scan_sql(const sg_store_query *q, char *sql, size_t size, const char *p[8], char bufs[3][32])
 {
     const char *order = q->after_id >= 0 ? "id" : "learner, task, sandbox, seq";
     int np = 0, n = snprintf(sql, size,
@@ -628,6 +628,9 @@ static int scan_sql(const sg_store_query *q, char *sql, size_t size, const char 
     }
     if (q->kinds)
         p[np++] = q->kinds, n += snprintf(sql + n, size - (size_t)n, " AND kind = ANY(string_to_array($%d, ','))", np);
+    if (q->except_kinds)
+        p[np++] = q->except_kinds,
+        n += snprintf(sql + n, size - (size_t)n, " AND kind <> ALL(string_to_array($%d, ','))", np);
     size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
     snprintf(bufs[2], sizeof bufs[2], "%zu", limit);
     p[np++] = bufs[2];
@@ -640,7 +643,7 @@ static int scan_sql(const sg_store_query *q, char *sql, size_t size, const char 
 static int scan_once(pg_store *s, const sg_store_query *q, sg_store_event_fn fn, void *ud, int *rows, sg_err *err)
 {
     char sql[1024], bufs[3][32];
-    const char *p[7];
+    const char *p[8];
     int np = scan_sql(q, sql, sizeof sql, p, bufs);
     if (!PQsendQueryParams(s->conn, sql, np, NULL, p, NULL, NULL, 0) || !PQsetSingleRowMode(s->conn))
         return pg_fail(s, err, "query events", NULL);

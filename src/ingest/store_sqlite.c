@@ -311,7 +311,7 @@ static int scan_row(sqlite3_stmt *st, sg_store_event_fn fn, void *ud)
 static int sqlite_scan(sg_store *base, const sg_store_query *q, sg_store_event_fn fn, void *ud, sg_err *err)
 {
     sqlite_store *s = (sqlite_store *)base;
-    char sql[512] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload "
+    char sql[640] = "SELECT id, learner, task, sandbox, seq, kind, ts, received, payload "
                     "FROM sg_events WHERE 1";
     if (q->learner)
         strcat(sql, " AND learner = ?1");
@@ -325,6 +325,8 @@ static int sqlite_scan(sg_store *base, const sg_store_query *q, sg_store_event_f
         strcat(sql, " AND id > ?5");
     if (q->kinds)
         strcat(sql, " AND instr(',' || ?7 || ',', ',' || kind || ',') > 0");
+    if (q->except_kinds)
+        strcat(sql, " AND instr(',' || ?8 || ',', ',' || kind || ',') = 0");
     strcat(sql, q->after_id >= 0 ? " ORDER BY id" : " ORDER BY learner, task, sandbox, seq");
     strcat(sql, " LIMIT ?6");
     sqlite3_stmt *st = NULL;
@@ -344,6 +346,8 @@ static int sqlite_scan(sg_store *base, const sg_store_query *q, sg_store_event_f
     sqlite3_bind_int64(st, 6, (sqlite3_int64)limit);
     if (q->kinds)
         sqlite3_bind_text(st, 7, q->kinds, -1, SQLITE_STATIC);
+    if (q->except_kinds)
+        sqlite3_bind_text(st, 8, q->except_kinds, -1, SQLITE_STATIC);
     size_t budget = q->max_bytes ? q->max_bytes : SG_STORE_PAGE_BYTES, bytes = 0;
     if (q->cut)
         *q->cut = false;

@@ -10,6 +10,8 @@ aborted; then:
 - checkpoints and aborts read as sentences, not JSON; activity, process,
   stdin and per-exec checkpoints are hidden, and --all shows them;
 - --kind, --since and --until filter; --json is the rows as before;
+- /v1/events?except_kind= (what the timeline leaves in the store): every
+  row but those kinds, in order; an unknown kind is a 400;
 - --sandbox takes a unique prefix of 4 characters (found without --ingest,
   from the sandbox's record), a shorter one is an error naming it;
 - an unknown learner, task or sandbox is one line and a non-zero exit;
@@ -23,9 +25,12 @@ import pty
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sgtest import SANDGLASS, tap  # noqa: E402
+from sgtest import SANDGLASS, read_token, tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
 
 DATE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [+-]\d\d:\d\d  ")
@@ -109,6 +114,24 @@ def run(env: CapEnv) -> None:
     rows = [json.loads(ln) for ln in outj.splitlines()]
     tap.ok(rc == 0 and rows and all(r["kind"] == "checkpoint" for r in rows)
            and {"id", "seq", "ts", "payload"} <= set(rows[0]), "--kind with --json: the rows as JSON", outj[:300])
+    tok = read_token(env.env, env.secret)
+
+    def get(q):
+        req = urllib.request.Request(f"{env.ingest.http_base}/v1/events?{urllib.parse.urlencode(q)}",
+                                     headers={"Authorization": f"Bearer {tok}"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+    code, page = get({"sandbox": sid, "except_kind": "activity,process,stdin", "limit": 1000})
+    want = [(r["seq"], r["kind"]) for r in env.rows(sid) if r["kind"] not in ("activity", "process", "stdin")]
+    got = [(r["seq"], r["kind"]) for r in page.get("events", [])]
+    tap.ok(code == 200 and got == want and len(want) < len(env.rows(sid)),
+           "/v1/events?except_kind=activity,process,stdin: every other row, in order", (code, got[:5], want[:5]))
+    code, page = get({"sandbox": sid, "except_kind": "activity,nosuchkind"})
+    tap.ok(code == 400 and "nosuchkind" in page.get("error", ""), "except_kind= with an unknown kind: 400", page)
+
     rc, outs, _ = events(env, "--sandbox", sid, "--since", "1h")
     tap.ok(rc == 0 and outs == out, "--since 1h: all of it")
     rc, outs, _ = events(env, "--sandbox", sid, "--until", "2h")

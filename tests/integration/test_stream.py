@@ -9,6 +9,8 @@ module (stdlib only).
 - the ingest SIGKILLed (by pid, an ingest this test started) and restarted
   mid-stream while a writer streams: the client resumes with
   Last-Event-ID, and its events equal the store's, in order, once;
+- clients that keep reading are not closed by a writer's burst (8,000
+  events sent at once: the writer commits thousands of rows at a time);
 - a client that stops reading: the ingest keeps storing, the client is
   closed with an "overflow" event naming the id to resume after, and
   resumes without a gap;
@@ -346,6 +348,29 @@ def restart(state):
     return ing2, before
 
 
+def burst(ing, state):
+    """Two readers that keep up, one writer's 8,000 events sent at once:
+    the fan-out waits for their queues to drain rather than closing them
+    (it read 4,000 rows a turn into 4,096-event queues before any write,
+    and closed both after a few hundred events)."""
+    rtok = run("token", "--read", state=state).stdout.strip()
+    before = ing.http("/v1/stats")[1].get("stream_overflows", 0)
+    fs = [Follower(lambda: ing.port, rtok, "task=burst") for _ in range(2)]
+    check("two subscribers of task=burst", wait_until(lambda: ing.http("/v1/stats")[1].get("subscribers", 0) >= 2))
+    N = 8000
+    w = Writer(lambda: ing.port, token(state, "ann", "burst", "b1"), N)
+    check("the writer's burst is stored", w.done.wait(300), w.acked)
+    got_all = all(f.wait_count(N, 300) for f in fs)
+    for f in fs:
+        f.close()
+    want = [key(e) for e in store_rows(ing, task="burst")]
+    check("each reader got every event, in order, once, on its first connection",
+          got_all and all([key(e) for e in f.events] == want and f.reconnects <= 1 and not f.overflows for f in fs)
+          and len(want) == N, [(len(f.events), f.reconnects, f.overflows[:1]) for f in fs])
+    check("no reader was closed for overflow", ing.http("/v1/stats")[1].get("stream_overflows", 0) == before,
+          ing.http("/v1/stats")[1])
+
+
 def slow_consumer(ing, state):
     rtok = run("token", "--read", state=state).stdout.strip()
     s = SSE(ing.port, rtok, "task=slow", rcvbuf=4096)  # from now on; not read until told
@@ -426,6 +451,7 @@ def main():
     bad_requests(ing, state)
     caps(ing, state)
     scope(ing, state)
+    burst(ing, state)
     ing.stop()
     ing2, _ = restart(state)
     slow_consumer(ing2, state)
