@@ -103,6 +103,7 @@ typedef struct sse_hub {
     bool poll_on, handles;
     bool held; /* the fan-out waits for a queue to drain (sub_full) */
     uint64_t held_since; /* loop time it has waited since, without a page read (0: not held) */
+    uint64_t stall_ms;   /* SSE_STALL_MS, or the test's (env_ms) */
 } sse_hub;
 
 static void msg_unref(sse_msg *m)
@@ -289,7 +290,7 @@ static bool hub_held(sse_hub *h)
     else if (!h->held_since)
         h->held_since = now;
     if (held && !uv_is_active((uv_handle_t *)&h->stall))
-        uv_timer_start(&h->stall, on_stall, SSE_STALL_MS, 0);
+        uv_timer_start(&h->stall, on_stall, h->stall_ms, 0);
     else if (!held)
         uv_timer_stop(&h->stall);
     return held;
@@ -332,10 +333,10 @@ static void on_stall(uv_timer_t *t)
 {
     sse_hub *h = t->data;
     uint64_t now = uv_now(h->ing->loop) + 1;
-    bool too_long = h->held_since && now - h->held_since >= SSE_HOLD_MAX_MS;
+    bool too_long = h->held_since && now - h->held_since >= h->stall_ms * (SSE_HOLD_MAX_MS / SSE_STALL_MS);
     for (sse_sub *s = h->subs; s; s = s->next)
         if (s->live && !s->closing && s->full_since &&
-            ((now - s->full_since >= SSE_STALL_MS && !sub_low(s)) || (too_long && sub_full(s))))
+            ((now - s->full_since >= h->stall_ms && !sub_low(s)) || (too_long && sub_full(s))))
             sub_overflow(h, s);
     hub_fetch(h);
 }
@@ -439,15 +440,18 @@ static void on_ping(uv_timer_t *t)
     }
 }
 
-/* The ping's period: SANDGLASS_STREAM_PING_MS overrides the 15 s, so a
+/* Test hooks: SANDGLASS_STREAM_PING_MS overrides the ping's 15 s, so a
  * test sees a ping's revocation check without waiting 15 s (or keeps it
- * out of the way of the revoke's own). */
-static uint64_t ping_ms(void)
+ * out of the way of the revoke's own); SANDGLASS_STREAM_STALL_MS the
+ * stall's 1 s (SSE_HOLD_MAX_MS grows with it, 3 stalls), so a test of
+ * readers that keep up does not depend on their being scheduled within
+ * a second. */
+static uint64_t env_ms(const char *name, uint64_t def)
 {
     uint64_t v = 0;
     sg_err e = {0};
-    const char *env = getenv("SANDGLASS_STREAM_PING_MS");
-    return env && sg_parse_uint(env, 24ull * 3600 * 1000, &v, &e) == 0 && v > 0 ? v : SSE_PING_MS;
+    const char *env = getenv(name);
+    return env && sg_parse_uint(env, 24ull * 3600 * 1000, &v, &e) == 0 && v > 0 ? v : def;
 }
 
 /* ---------------------------------------------------------------- subscribers */
@@ -782,7 +786,8 @@ int ingest_sse_init(sg_ingest *ing, const char *store_url, sg_err *err)
         timers[i]->data = h;
     }
     h->handles = true;
-    uint64_t every = ping_ms();
+    uint64_t every = env_ms("SANDGLASS_STREAM_PING_MS", SSE_PING_MS);
+    h->stall_ms = env_ms("SANDGLASS_STREAM_STALL_MS", SSE_STALL_MS);
     uv_timer_start(&h->ping, on_ping, every, every);
     uv_unref((uv_handle_t *)&h->ping);
     ing->sse = h;
