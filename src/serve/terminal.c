@@ -599,7 +599,8 @@ int sg_serve_set_revoked(sg_serve *s, const char *const *ids, size_t n, sg_err *
     for (size_t i = 0; i < n; i++)
         if (strlen(ids[i]) == SG_TOKEN_ID_LEN) /* another length is no token's id */
             memcpy(list[kept++], ids[i], SG_TOKEN_ID_LEN + 1);
-    qsort(list, kept, sizeof *list, id_cmp); /* the ingest sorts them; not trusted to */
+    if (kept > 1) /* the ingest sorts them; not trusted to (and no qsort of NULL) */
+        qsort(list, kept, sizeof *list, id_cmp);
     free(s->revoked);
     s->revoked = list;
     s->nrevoked = kept;
