@@ -171,6 +171,10 @@ int sg_cgroup_owner(const char *id, char *buf, size_t size, sg_err *err);
 #define SG_CG_SUPERVISOR_SUFFIX ":supervisor"
 int sg_cgroup_supervisor_join(const char *id, const sg_cg_limits *lim, const char *owner, sg_err *err);
 void sg_cgroup_supervisor_leave(void);
+/* Moves the calling process into sandglass/:host (made if need be): a
+ * process of ours that serves the host and was not started by a
+ * supervisor (the disk's reclaimer, disk.h). */
+int sg_cgroup_host_join(sg_err *err);
 int sg_cgroup_supervisor_remove(const char *id, sg_err *err);
 /* leave, then remove: a supervisor that ends with no one to remove it. */
 void sg_cgroup_supervisor_release(const char *id);
