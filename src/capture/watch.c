@@ -177,6 +177,11 @@ void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out)
     out->rescanning = w->rs_active;
 }
 
+const char *sg_watch_test_rescan_at(const sg_watch *w)
+{
+    return w->rs_dir ? w->rs_rel : NULL;
+}
+
 void sg_watch_test_rescan_slice(sg_watch *w, unsigned entries)
 {
     w->rs_check = entries ? entries : SG_WATCH_RESCAN_CHECK;

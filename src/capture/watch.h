@@ -176,6 +176,9 @@ void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
  * changes made between them, on however fast a machine; 0 puts the time
  * slices back. */
 void sg_watch_test_rescan_slice(sg_watch *w, unsigned entries);
+/* Tests only: the directory the rescan's cursor holds open between two
+ * slices (its path, "" for the root), NULL when none. */
+const char *sg_watch_test_rescan_at(const sg_watch *w);
 
 /* Where limit payloads go ({"what": "watches" | "watch_overflow" |
  * "watch_untracked", ...}; ownership passes): the capture emits them as

@@ -27,6 +27,7 @@ typedef struct fx {
     uv_loop_t loop;
     sg_watch *w;
     json_t *evs;
+    uv_timer_t *guard; /* a test's own bound on its loop, closed by teardown after a failure */
 } fx;
 
 static void collect(void *ud, json_t *payload)
@@ -83,6 +84,8 @@ static int teardown(void **state)
 {
     fx *f = *state;
     sg_watch_free(f->w);
+    if (f->guard)
+        uv_close((uv_handle_t *)f->guard, (uv_close_cb)free);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     sg_err err = {0};
@@ -535,13 +538,18 @@ static void test_overflow_rescan(void **state)
     assert_non_null(find(f, "keep.txt", "modified"));
 }
 
-/* ---- an overflow rescan across many slices, changes between them ---- */
+/* ---- an overflow rescan across many slices, changes between them ----
+ * The rescan's cursor (the directory it holds open, the directories still
+ * to read, by path) is taken up again at each slice: what changed between
+ * two slices (inotify's events, read as ever) and what the overflow lost
+ * (the rescan's to find) must each be reported once. */
 
 #define RS_DIRS 12     /* d00..d11; d10 removed and d11 renamed mid-rescan */
 #define RS_FILES 20    /* f00..f19 in each */
 #define RS_OPS_DIRS 10 /* the file operations stay in d00..d09 */
 #define RS_PER_SLICE 2 /* operations between two slices */
 #define RS_OPS 96      /* file operations in all: f04..f13 of d00..d09 (f00..f03: before) */
+#define RS_GDIRS 4     /* g00..g03: one is replaced while the cursor holds it open */
 
 /* What the workspace is expected to hold at the end, and how many events
  * each path may get (1: changed once, 0: left alone). */
@@ -637,6 +645,43 @@ static void rs_dir_op(fx *f, rs_model *m, int d, bool remove)
         assert_int_equal(rename(P(f, from), P(f, to)), 0);
 }
 
+/* Operation k of the test: a file's, and two directories' on the way. */
+static void rs_next(fx *f, rs_model *m, int k)
+{
+    if (k == 10)
+        rs_dir_op(f, m, 11, false);
+    if (k == 30)
+        rs_dir_op(f, m, 10, true);
+    rs_op(f, m, k);
+}
+
+/* The directory the cursor holds open, when it is a gNN not replaced yet:
+ * renamed to hNN and a new gNN made in its place, with a file. */
+static bool rs_replace_open(fx *f, rs_model *m)
+{
+    const char *at = sg_watch_test_rescan_at(f->w);
+    if (!at || at[0] != 'g' || strlen(at) != 3)
+        return false;
+    char from[8], to[8], rel[64];
+    snprintf(from, sizeof from, "%s", at);
+    snprintf(to, sizeof to, "h%s", at + 1);
+    for (int i = 0; i < RS_FILES; i++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s/f%02d", from, i);
+        snprintf(b, sizeof b, "%s/f%02d", to, i);
+        json_object_set(m->now, b, json_object_get(m->now, a));
+        json_object_del(m->now, a);
+        rs_touch(m, a);
+        rs_touch(m, b);
+    }
+    assert_int_equal(rename(P(f, from), P(f, to)), 0);
+    assert_int_equal(mkdir(P(f, from), 0755), 0);
+    snprintf(rel, sizeof rel, "%s/new", from);
+    rs_put(f, m, rel, "in its place\n");
+    rs_touch(m, rel);
+    return true;
+}
+
 /* The events applied to the baseline give the workspace as it is, and
  * each path got exactly the events expected of it: none lost, none twice. */
 static void rs_check(fx *f, json_t *base, rs_model *m)
@@ -727,6 +772,15 @@ static void test_overflow_rescan_slices(void **state)
             rs_put(f, &m, rel, body);
         }
     }
+    for (int d = 0; d < RS_GDIRS; d++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "g%02d", d);
+        assert_int_equal(sg_mkdir_p(P(f, rel), 0755, &err), 0);
+        for (int i = 0; i < RS_FILES; i++) {
+            snprintf(rel, sizeof rel, "g%02d/f%02d", d, i);
+            rs_put(f, &m, rel, "g\n");
+        }
+    }
     rs_put(f, &m, "flood", "0\n");
     json_t *base = json_deep_copy(m.now);
     start(f);
@@ -778,43 +832,46 @@ static void test_overflow_rescan_slices(void **state)
      * removed). */
     int ops = 0, during = 0, turns = 0;
     uint64_t last = 0;
-    bool began = false;
-    uv_timer_t guard;
-    int fired = 0;
-    uv_timer_init(&f->loop, &guard);
-    guard.data = &fired;
-    uv_timer_start(&guard, on_stop, 60000, 0);
+    bool began = false, replaced = false;
+    static int fired;
+    fired = 0;
+    f->guard = malloc(sizeof *f->guard);
+    assert_non_null(f->guard);
+    uv_timer_init(&f->loop, f->guard);
+    f->guard->data = &fired;
+    uv_timer_start(f->guard, on_stop, 60000, 0);
     while (!fired) {
         uv_run(&f->loop, UV_RUN_ONCE);
         turns++;
         sg_watch_get_stats(f->w, &st);
         began = began || st.rescanning;
-        if (began && !st.rescanning && ops >= RS_OPS)
+        if (began && !st.rescanning)
             break;
         if (st.rescan_slices == last)
             continue;
         last = st.rescan_slices;
-        for (int i = 0; i < RS_PER_SLICE && ops < RS_OPS; i++) {
-            if (ops == 10)
-                rs_dir_op(f, &m, 11, false);
-            if (ops == 30)
-                rs_dir_op(f, &m, 10, true);
-            rs_op(f, &m, ops++);
-            during += st.rescanning;
-        }
+        if (!replaced && st.rescanning)
+            replaced = rs_replace_open(f, &m);
+        for (int i = 0; i < RS_PER_SLICE && ops < RS_OPS; i++, during++)
+            rs_next(f, &m, ops++);
     }
-    uv_close((uv_handle_t *)&guard, NULL);
+    uv_close((uv_handle_t *)f->guard, (uv_close_cb)free);
+    f->guard = NULL;
     assert_false(fired);
+    while (ops < RS_OPS) /* a rescan that ended early: the rest after it */
+        rs_next(f, &m, ops++);
     sg_watch_get_stats(f->w, &st);
     print_message("# rescan: %llu slices, %d operations made between them, %d turns\n",
                   (unsigned long long)st.rescan_slices, during, turns);
-    assert_int_equal(st.overflows, 1);
-    assert_true(st.rescan_slices >= 40);
-    assert_true(during >= RS_OPS / 2); /* most of them while it was under way */
     /* everything settles; anything doubled shows up meanwhile */
     run_until(f, SIZE_MAX, 1000, 0);
     assert_int_equal(sg_watch_flush(f->w, &err) >= 0, 1);
     rs_check(f, base, &m);
+    /* and the test did what it says */
+    assert_int_equal(st.overflows, 1);
+    assert_true(st.rescan_slices >= 40);
+    assert_true(during >= RS_OPS / 2); /* most of them while it was under way */
+    assert_true(replaced);             /* the cursor's directory was replaced under it */
     json_decref(base);
     json_decref(m.now);
     json_decref(m.touch);
