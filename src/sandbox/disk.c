@@ -668,18 +668,16 @@ bool sg_disk_release_workspace(const sg_sandbox_meta *m)
     return true;
 }
 
-/* The test hook (disk.h): waits until SANDGLASS_TEST_RECLAIM_HOLD, a fifo,
- * is opened for writing. */
+/* The test hook (disk.h): waits while the file SANDGLASS_TEST_RECLAIM_HOLD
+ * exists, RECLAIM_HOLD_MAX_S at most (a test that died never leaves a
+ * reclaimer behind for long). */
+#define RECLAIM_HOLD_MAX_S 120
 static void reclaim_hold(void)
 {
-    const char *fifo = getenv("SANDGLASS_TEST_RECLAIM_HOLD");
-    if (!fifo || !*fifo)
-        return;
-    int fd;
-    while ((fd = open(fifo, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR)
-        ;
-    if (fd >= 0)
-        close(fd);
+    const char *path = getenv("SANDGLASS_TEST_RECLAIM_HOLD");
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000};
+    for (int i = 0; path && *path && i < RECLAIM_HOLD_MAX_S * 100 && access(path, F_OK) == 0; i++)
+        nanosleep(&ts, NULL);
 }
 
 /* Takes the flock of entry name in the reclaim directory d, waiting up to

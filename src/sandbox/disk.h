@@ -139,8 +139,8 @@ bool sg_disk_release_workspace(const sg_sandbox_meta *m);
 int sg_disk_reclaim(int wait_ms);
 
 /* `sandglass-supervisor reclaim STATE_DIR`: the reclaimer's main. With
- * SANDGLASS_TEST_RECLAIM_HOLD=FIFO (tests only) it holds each entry it
- * took (its flock) until the fifo is opened for writing. */
+ * SANDGLASS_TEST_RECLAIM_HOLD=FILE (tests only) it holds each entry it
+ * took (its flock) while FILE exists (2 minutes at most). */
 int sg_disk_reclaim_main(int argc, char **argv);
 
 #endif

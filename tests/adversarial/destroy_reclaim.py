@@ -8,7 +8,7 @@ reclaimer (sandglass-supervisor reclaim, in sandglass/:host) detaches the
 mount, frees the loop device, gives the uid slot back and unlinks the image
 (sandbox/disk.h).
 
-Held by SANDGLASS_TEST_RECLAIM_HOLD (a fifo), the reclaimer shows the
+Held by SANDGLASS_TEST_RECLAIM_HOLD (while that file exists), the reclaimer shows the
 order: destroy has answered and the record is gone while the image sits in
 the reclaim directory and the mount and the uid slot are still held; let
 go, everything is given back. A reclaimer killed mid-way (a crash) leaves
@@ -21,44 +21,14 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import Env, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import Env, loop_backing, mounts, pid_alive, tap, wait_for  # noqa: E402
 
 UID_DIR = "/run/sandglass-uids"
 
 
-def mounts() -> str:
-    return open("/proc/self/mounts").read()
-
-
-def loop_backing() -> list[str]:
-    out = []
-    for d in os.listdir("/sys/block"):
-        try:
-            out.append(open(f"/sys/block/{d}/loop/backing_file").read().strip())
-        except OSError:
-            pass
-    return out
-
-
-def holders(path: str) -> list[int]:
-    """The processes with path open: the reclaimer waiting on the fifo."""
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            for fd in os.listdir(f"/proc/{p}/fd"):
-                if os.readlink(f"/proc/{p}/fd/{fd}") == path:
-                    out.append(int(p))
-                    break
-        except OSError:
-            pass
-    return out
-
-
-def reclaimer_waiting(fifo: str) -> list[int]:
-    """Reclaimers blocked in their open of the fifo (no fd yet): found by
-    their command line and their wait channel's state."""
+def reclaimers(hold: str) -> list[int]:
+    """The live reclaimers of this test (their command line and the hold
+    in their environment)."""
     out = []
     for p in os.listdir("/proc"):
         if not p.isdigit():
@@ -68,22 +38,22 @@ def reclaimer_waiting(fifo: str) -> list[int]:
                 argv = f.read().split(b"\0")
             if argv[:2] == [b"sandglass-supervisor", b"reclaim"] and pid_alive(int(p)):
                 with open(f"/proc/{p}/environ", "rb") as f:
-                    if f"SANDGLASS_TEST_RECLAIM_HOLD={fifo}".encode() in f.read().split(b"\0"):
+                    if f"SANDGLASS_TEST_RECLAIM_HOLD={hold}".encode() in f.read().split(b"\0"):
                         out.append(int(p))
         except OSError:
             pass
-    return out + [h for h in holders(fifo) if h not in out]
+    return out
 
 
-def release(fifo: str) -> None:
-    """Lets a held reclaimer go: opens the fifo for writing (ENXIO while no
-    reader waits on it)."""
+def hold_on(hold: str) -> None:
+    open(hold, "w").close()
+
+
+def release(hold: str) -> None:
     try:
-        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        os.close(fd)
-    except OSError as e:
-        if e.errno != errno.ENXIO:
-            raise
+        os.unlink(hold)
+    except FileNotFoundError:
+        pass
 
 
 def slot_held(uid: int) -> bool:
@@ -91,10 +61,9 @@ def slot_held(uid: int) -> bool:
 
 
 env = Env()
-fifo = os.path.join(env.root, "hold")
-os.mkfifo(fifo)
+hold = os.path.join(env.root, "hold")
 # in the environment of create: the supervisor starts the reclaimer
-env.env["SANDGLASS_TEST_RECLAIM_HOLD"] = fifo
+env.env["SANDGLASS_TEST_RECLAIM_HOLD"] = hold
 try:
     def make(label: str) -> tuple[str, dict]:
         sid = env.create("--disk", "32M")
@@ -109,6 +78,7 @@ try:
     a, ra = make("held")
     ws, uid = ra["workspace"], ra["uid"]
     entry = os.path.join(env.state, "reclaim", a)
+    hold_on(hold)
     p = env.run("destroy", a)
     tap.ok(p.returncode == 0, "destroy answers while the reclaimer is held", p.stderr.decode(errors="replace"))
     tap.ok(not os.path.exists(os.path.join(env.state, "sb", a)), "the sandbox's record and state are gone")
@@ -117,15 +87,15 @@ try:
            repr(os.listdir(os.path.dirname(entry)) if os.path.isdir(os.path.dirname(entry)) else None))
     tap.ok(f" {ws} " in mounts(), "its file system is still mounted (the reclaimer's to detach)")
     tap.ok(slot_held(uid), "its uid slot is still held: no other sandbox mounts there before the release")
-    tap.ok(wait_for(lambda: len(reclaimer_waiting(fifo)) == 1, 30), "one reclaimer waits on the hold",
-           repr(reclaimer_waiting(fifo)))
-    pids = reclaimer_waiting(fifo)
+    tap.ok(wait_for(lambda: len(reclaimers(hold)) == 1, 30), "one reclaimer waits on the hold",
+           repr(reclaimers(hold)))
+    pids = reclaimers(hold)
     if pids:
         cg = open(f"/proc/{pids[0]}/cgroup").read()
         tap.ok("/sandglass/:host" in cg, "the reclaimer is charged to sandglass/:host, not the caller", cg)
     else:
         tap.ok(False, "the reclaimer is charged to sandglass/:host, not the caller")
-    release(fifo)
+    release(hold)
     tap.ok(wait_for(lambda: not any(pid_alive(p) for p in pids), 30), "let go, the reclaimer ends")
     tap.ok(wait_for(lambda: not os.path.exists(entry), 60), "its image is unlinked")
     tap.ok(f" {ws} " not in mounts() and not os.path.exists(ws), "its mount is detached and its mount point removed")
@@ -143,14 +113,15 @@ try:
     os.kill(rc_["init_pid"], signal.SIGKILL)
     tap.ok(wait_for(lambda: not pid_alive(rc_["supervisor_pid"]) and not pid_alive(rc_["init_pid"]), 30),
            "dead supervisor: its supervisor and init are killed")
+    hold_on(hold)
     p = env.run("destroy", c, timeout=60)
     tap.ok(p.returncode == 0, "dead supervisor: destroy answers (its output closed) while the reclaimer is held",
            p.stderr.decode(errors="replace"))
     tap.ok(os.path.isfile(entry_c) and f" {rc_['workspace']} " in mounts(),
            "dead supervisor: its image sits in the reclaim directory, still mounted")
-    tap.ok(wait_for(lambda: len(reclaimer_waiting(fifo)) == 1, 30), "dead supervisor: its reclaimer waits")
-    pids = reclaimer_waiting(fifo)
-    release(fifo)
+    tap.ok(wait_for(lambda: len(reclaimers(hold)) == 1, 30), "dead supervisor: its reclaimer waits")
+    pids = reclaimers(hold)
+    release(hold)
     tap.ok(wait_for(lambda: not any(pid_alive(p) for p in pids) and not os.path.exists(entry_c), 60)
            and f" {rc_['workspace']} " not in mounts(), "dead supervisor: let go, its disk is released")
 
@@ -158,12 +129,14 @@ try:
     b, rb = make("crashed")
     wsb = rb["workspace"]
     entry_b = os.path.join(env.state, "reclaim", b)
+    hold_on(hold)
     p = env.run("destroy", b)
     tap.ok(p.returncode == 0, "destroy of the second sandbox", p.stderr.decode(errors="replace"))
-    tap.ok(wait_for(lambda: len(reclaimer_waiting(fifo)) == 1, 30), "its reclaimer waits on the hold")
-    for pid in reclaimer_waiting(fifo):
+    tap.ok(wait_for(lambda: len(reclaimers(hold)) == 1, 30), "its reclaimer waits on the hold")
+    for pid in reclaimers(hold):
         os.kill(pid, signal.SIGKILL)
-    tap.ok(wait_for(lambda: not reclaimer_waiting(fifo), 30), "the reclaimer is killed")
+    tap.ok(wait_for(lambda: not reclaimers(hold), 30), "the reclaimer is killed")
+    release(hold)
     tap.ok(os.path.isfile(entry_b) and f" {wsb} " in mounts(), "its entry and its mount are left behind")
     p = env.run("gc", timeout=120)
     out = p.stdout.decode(errors="replace")
@@ -176,9 +149,6 @@ try:
     tap.ok(not slot_held(rb["uid"]), "its uid slot is given back")
     tap.ok(not os.listdir(os.path.join(env.state, "reclaim")), "the reclaim directory is empty")
 finally:
-    # a reclaimer still held is let go; the cleanup's destroys are not
-    # held: without the fifo the hook's open fails at once
-    release(fifo)
-    os.unlink(fifo)
+    release(hold)  # a reclaimer still held is let go; the cleanup's are not held
     env.cleanup()
 tap.done()

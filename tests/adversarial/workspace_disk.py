@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import Env, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import Env, loop_backing, mounts, pid_alive, tap, wait_for  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -39,20 +39,6 @@ except OSError as e:
 def host_free(path: str) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
-
-
-def mounts() -> str:
-    return open("/proc/self/mounts").read()
-
-
-def loop_backing() -> list[str]:
-    out = []
-    for d in os.listdir("/sys/block"):
-        try:
-            out.append(open(f"/sys/block/{d}/loop/backing_file").read().strip())
-        except OSError:
-            pass
-    return out
 
 
 def record(env: Env, sid: str) -> dict:
