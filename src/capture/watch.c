@@ -173,6 +173,19 @@ void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out)
     out->events = w->events;
     out->overflows = w->overflows;
     out->dropped = w->dropped;
+    out->rescan_slices = w->rs_slices;
+    out->rescanning = w->rs_active;
+}
+
+const char *sg_watch_test_rescan_at(const sg_watch *w)
+{
+    return w->rs_dir ? w->rs_rel : NULL;
+}
+
+void sg_watch_test_rescan_slice(sg_watch *w, unsigned entries)
+{
+    w->rs_check = entries ? entries : SG_WATCH_RESCAN_CHECK;
+    w->rs_slice_ns = entries ? 1 : SG_WATCH_TURN_US * 1000ull;
 }
 
 static void free_all(sg_watch *w)
@@ -300,6 +313,7 @@ sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, vo
     }
     w->ignore = ignore; /* before the baseline: an ignored file is never tracked */
     w->hold_ns = hold ? SG_WATCH_HOLD_MS * 1000000ull : 0;
+    sg_watch_test_rescan_slice(w, 0);
     w->loop = loop;
     w->cb = cb;
     w->ud = userdata;

@@ -120,6 +120,8 @@ typedef struct sg_watch_stats {
     uint64_t events;      /* payloads emitted */
     uint64_t overflows;   /* IN_Q_OVERFLOW rescans */
     uint64_t dropped;     /* files/dirs not tracked (limits) */
+    uint64_t rescan_slices; /* slices the overflow rescans took (one a loop turn) */
+    bool rescanning;      /* an overflow rescan is under way */
 } sg_watch_stats;
 
 /* Watches root (recursively) on loop and takes the baseline. differ makes
@@ -167,6 +169,16 @@ typedef bool (*sg_watch_yield_fn)(void *ud);
 void sg_watch_set_yield(sg_watch *w, sg_watch_yield_fn fn, void *ud);
 
 void sg_watch_get_stats(const sg_watch *w, sg_watch_stats *out);
+
+/* Tests only (test_watch.c): the overflow rescan's slices end after every
+ * `entries` directory entries read (and at each directory's end) instead
+ * of after SG_WATCH_TURN_US, so that a rescan spans many slices, with
+ * changes made between them, on however fast a machine; 0 puts the time
+ * slices back. */
+void sg_watch_test_rescan_slice(sg_watch *w, unsigned entries);
+/* Tests only: the directory the rescan's cursor holds open between two
+ * slices (its path, "" for the root), NULL when none. */
+const char *sg_watch_test_rescan_at(const sg_watch *w);
 
 /* Where limit payloads go ({"what": "watches" | "watch_overflow" |
  * "watch_untracked", ...}; ownership passes): the capture emits them as

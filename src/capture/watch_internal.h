@@ -161,6 +161,9 @@ struct sg_watch {
     char **rs_todo;        /* directories still to read, by path (LIFO: depth first) */
     size_t rs_ntodo, rs_todocap;
     uint64_t rs_ns;        /* time spent on it so far, for the next one's wait */
+    uint64_t rs_slices;    /* slices taken, all rescans (stats) */
+    uint64_t rs_slice_ns;  /* a slice's time (SG_WATCH_TURN_US; a test's 1 ns) */
+    unsigned rs_check;     /* entries between two looks at the clock (SG_WATCH_RESCAN_CHECK) */
     /* editor saves and ignored paths (sg_watch_new_ext) */
     sg_ignore *ignore;     /* NULL: nothing ignored */
     uint64_t hold_ns;      /* 0: no hold */

@@ -395,7 +395,7 @@ static bool rescan_step(sg_watch *w, uint64_t budget_ns)
         while ((de = readdir(w->rs_dir))) {
             if (rescan_entry(w, d, dirfd(w->rs_dir), de->d_name, w->rs_gen))
                 rescan_todo_push(w, watch_child_path(d, de->d_name));
-            if (budget_ns && ++n % SG_WATCH_RESCAN_CHECK == 0 &&
+            if (budget_ns && ++n % w->rs_check == 0 &&
                 (sg_now_mono_ns() - t0 >= budget_ns || watch_yield(w))) {
                 cut = true;
                 break;
@@ -409,6 +409,7 @@ static bool rescan_step(sg_watch *w, uint64_t budget_ns)
             break;
     }
     w->rs_ns += sg_now_mono_ns() - t0;
+    w->rs_slices++;
     return done;
 }
 
@@ -425,7 +426,7 @@ void watch_rescan_turn(sg_watch *w, bool unbounded)
         w->rs_ns = 0;
         rescan_todo_push(w, sg_xstrdup(""));
     }
-    if (!w->rs_active || !rescan_step(w, unbounded ? 0 : SG_WATCH_TURN_US * 1000ull))
+    if (!w->rs_active || !rescan_step(w, unbounded ? 0 : w->rs_slice_ns))
         return;
     watch_rescan_clear(w);
     uint64_t now = sg_now_mono_ns(), gap = SG_WATCH_RESCAN_MIN_MS * 1000000ull;

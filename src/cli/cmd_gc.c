@@ -17,6 +17,8 @@
 #include "sandbox/disk.h"
 #include "state/state.h"
 
+#define GC_RECLAIM_WAIT_MS 30000 /* a reclaimer at work (a large image's discards) */
+
 static void gc_one(const char *id, int *removed, int *failures)
 {
     sg_err err = {0};
@@ -77,7 +79,8 @@ int sg_cmd_gc(int argc, char **argv)
                    "sandboxes whose supervisor and init are dead (processes, cgroups, state; a\n"
                    "captured one's spool is kept for 'sandglass flush'). A sandbox whose\n"
                    "supervisor died while its init lives is taken over by a new supervisor,\n"
-                   "never removed.\n"
+                   "never removed. Disks a destroy's reclaimer left in <state>/reclaim/ are\n"
+                   "released.\n"
                    "\n"
                    "  --orphan-cgroups   also cgroups under sandglass/ with no state directory,\n"
                    "                     when their owner mark names this state directory, and\n"
@@ -135,6 +138,12 @@ int sg_cmd_gc(int argc, char **argv)
     int disks = orphans ? sg_disk_sweep() : 0;
     if (disks)
         printf("gc: %d disk(s) of sandboxes without a state directory detached\n", disks);
+    /* Disks whose release a reclaimer began (destroy, or the cleanups
+     * above) and did not finish: it died (disk.h). One at work is waited
+     * for, a while. */
+    int reclaimed = sg_disk_reclaim(GC_RECLAIM_WAIT_MS);
+    if (reclaimed)
+        printf("gc: %d disk(s) of destroyed sandboxes reclaimed\n", reclaimed);
     printf("gc: removed %d, taken over %d, failed %d\n", removed, revived, failures);
     return failures ? 1 : 0;
 }

@@ -217,12 +217,11 @@ int sg_cli_cleanup_dead(const char *id, bool verbose, sg_err *err)
          * killing pid 1 of a pid namespace kills the whole namespace. */
         kill(m.init_pid, SIGKILL);
     }
-    if (have_meta)
-        sg_disk_remove_workspace(&m);
-    else
-        sg_disk_remove_of(id); /* its mount lives outside the state directory */
-    if (have_meta)
+    /* in the background (disk.h): its reclaimer gives the uid slot back */
+    if (have_meta && !sg_disk_release_workspace(&m))
         sg_state_uid_release(m.uid, id);
+    else if (!have_meta)
+        sg_disk_remove_of(id); /* its mount lives outside the state directory */
     /* A captured sandbox's spool may hold events the ingest has not
      * acknowledged: it is kept for `sandglass flush` (the ingest stores
      * each seq once, so a resend of delivered ones is harmless). */

@@ -107,6 +107,12 @@ void sg_cgroup_supervisor_leave(void)
         }
 }
 
+int sg_cgroup_host_join(sg_err *err)
+{
+    __attribute__((cleanup(cg_freep))) sg_cgroup *cg = make_named(HOST_NAME, err);
+    return cg ? sg_cgroup_attach(cg, NULL, getpid(), err) : -1;
+}
+
 int sg_cgroup_supervisor_remove(const char *id, sg_err *err)
 {
     sg_autofree char *name = sv_name(id, err);

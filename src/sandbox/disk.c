@@ -2,6 +2,8 @@
 #include "sandbox/disk.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <time.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -21,9 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/bounds.h"
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "sandbox/cgroup.h"
 
 extern char **environ;
 
@@ -581,4 +585,170 @@ int sg_disk_sweep(void)
 int sg_disk_remove_of(const char *id)
 {
     return detach_where(id);
+}
+
+/* ---------- destroy's release, in the background (disk.h) ---------- */
+
+/* An entry of the reclaim directory: a sandbox id (SG_ID_LEN hex). */
+static bool reclaim_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n == SG_ID_LEN && strspn(name, "0123456789abcdef") == n;
+}
+
+/* Starts the reclaimer detached (its own session, not our child: destroy
+ * does not wait for it), in sandglass/:host: the intermediate child leaves
+ * a supervisor's cgroup first, so its grandchild never holds that cgroup
+ * busy, and the reclaimer joins :host itself too (a CLI has no fd of it
+ * open). Returns -1 when it cannot be started. */
+static int reclaimer_spawn(const char *state)
+{
+    char exe[PATH_MAX];
+    if (sg_sibling_exe("SANDGLASS_SUPERVISOR", "sandglass-supervisor", exe, sizeof exe) < 0)
+        return -1;
+    sg_autofree char *log = sg_state_path(SG_DISK_RECLAIM ".log");
+    pid_t mid = fork();
+    if (mid < 0)
+        return -1;
+    if (mid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        setsid();
+        sg_cgroup_supervisor_leave();
+        pid_t g = fork();
+        if (g != 0)
+            _exit(g < 0);
+        /* none of the caller's fds: a caller reading destroy's output to
+         * its end would wait for the reclaimer */
+        int null = open("/dev/null", O_RDWR);
+        int lf = open(log, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(lf >= 0 ? lf : null, 2) < 0)
+            _exit(126);
+        syscall(SYS_close_range, 3, ~0U, 0);
+        if (chdir("/") < 0) /* it holds no directory busy */
+            _exit(126);
+        execl(exe, "sandglass-supervisor", "reclaim", state, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(mid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+bool sg_disk_release_workspace(const sg_sandbox_meta *m)
+{
+    if (!m->own_workspace || !m->workspace || m->disk == 0) {
+        sg_disk_remove_workspace(m);
+        return false;
+    }
+    sg_err err = {0};
+    const char *state = sg_state_dir(&err);
+    sg_autofree char *image = sg_state_sandbox_path(m->id, SG_DISK_IMAGE);
+    sg_autofree char *dir = sg_state_path(SG_DISK_RECLAIM);
+    sg_autofree char *entry = sg_strdup_printf("%s/%s", dir, m->id);
+    if (!state || !reclaim_name_ok(m->id) || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+        (rename(image, entry) < 0 && errno != ENOENT)) {
+        sg_disk_remove_workspace(m); /* here, then: it waits, but nothing is left */
+        return false;
+    }
+    /* An entry with no image (gone already) still names the mount and
+     * the slot: a file of its own, empty. */
+    if (access(entry, F_OK) < 0) {
+        int fd = open(entry, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
+    if (reclaimer_spawn(state) < 0) {
+        sg_log(SG_LOG_WARN, "cannot start the disk's reclaimer: its disk is released here");
+        sg_disk_reclaim(0);
+    }
+    return true;
+}
+
+/* The test hook (disk.h): waits while the file SANDGLASS_TEST_RECLAIM_HOLD
+ * exists, RECLAIM_HOLD_MAX_S at most (a test that died never leaves a
+ * reclaimer behind for long). */
+#define RECLAIM_HOLD_MAX_S 120
+static void reclaim_hold(void)
+{
+    const char *path = getenv("SANDGLASS_TEST_RECLAIM_HOLD");
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000000};
+    for (int i = 0; path && *path && i < RECLAIM_HOLD_MAX_S * 100 && access(path, F_OK) == 0; i++)
+        nanosleep(&ts, NULL);
+}
+
+/* Takes the flock of entry name in the reclaim directory d, waiting up to
+ * wait_ms for a reclaimer that holds it. Returns its fd, -1 when it is
+ * held still or gone (another one reclaimed it meanwhile). */
+static int reclaim_lock(int d, const char *name, int wait_ms)
+{
+    int fd = openat(d, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    uint64_t deadline = sg_now_mono_ns() + (uint64_t)wait_ms * 1000000u;
+    unsigned us = 1000;
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || sg_now_mono_ns() >= deadline) {
+            close(fd);
+            return -1;
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
+        nanosleep(&ts, NULL);
+        us = us < 64000 ? us * 2 : us;
+    }
+    /* the entry we locked is the one still there, not one reclaimed and
+     * gone while we waited */
+    struct stat a, b;
+    if (fstat(fd, &a) < 0 || fstatat(d, name, &b, AT_SYMLINK_NOFOLLOW) < 0 || a.st_ino != b.st_ino ||
+        a.st_dev != b.st_dev) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int reclaim_all(int wait_ms, bool hold)
+{
+    sg_autofree char *dir = sg_state_path(SG_DISK_RECLAIM);
+    sg_autoclosedir DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!reclaim_name_ok(de->d_name))
+            continue;
+        sg_autoclose int fd = reclaim_lock(dirfd(d), de->d_name, wait_ms);
+        if (fd < 0)
+            continue;
+        if (hold)
+            reclaim_hold();
+        /* the mount and the slot first: the image is the loop device's
+         * backing file until the file system lets it go */
+        sg_disk_remove_of(de->d_name);
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+            n++;
+    }
+    return n;
+}
+
+int sg_disk_reclaim(int wait_ms)
+{
+    return reclaim_all(wait_ms, false);
+}
+
+int sg_disk_reclaim_main(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] != '/')
+        return 2;
+    if (setenv("SANDGLASS_STATE_DIR", argv[1], 1) < 0)
+        return 1;
+    sg_log_init("reclaim");
+    sg_err err = {0};
+    if (sg_cgroup_host_join(&err) < 0 && err.code != ENOENT)
+        sg_log(SG_LOG_DEBUG, "the reclaimer stays in its cgroup: %s", err.msg);
+    /* entries a reclaimer started before us holds are that one's */
+    reclaim_all(0, true);
+    return 0;
 }

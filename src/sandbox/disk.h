@@ -115,4 +115,32 @@ int sg_disk_remove_of(const char *id);
  * system (m->disk > 0) or its directory. Nothing for the operator's own. */
 void sg_disk_remove_workspace(const sg_sandbox_meta *m);
 
+/* Destroy's release of m's workspace, without waiting for it. A file
+ * system's release takes seconds when the learner left much to write back
+ * or the host discards on unlink (ext4 `discard`: the image's freed
+ * extents discarded synchronously): destroy answers first. Its image is
+ * renamed at once (O(1)) to <state>/SG_DISK_RECLAIM/<id>, and a detached
+ * reclaimer (`sandglass-supervisor reclaim`, in sandglass/:host: charged
+ * to sandglass, neither to the caller nor to the sandbox) resets the loop
+ * device's bounds, detaches the mount (the loop device goes with it),
+ * gives the uid slot back (only then: no other sandbox mounts on the mount
+ * point before it is free) and unlinks the image. Returns true when the
+ * reclaimer has it (the caller then leaves the uid slot alone); false when
+ * the workspace was removed here (a directory, or no rename: as
+ * sg_disk_remove_workspace). A reclaimer that died leaves its entry:
+ * `sandglass gc` reclaims it (sg_disk_reclaim). */
+#define SG_DISK_RECLAIM "reclaim"
+bool sg_disk_release_workspace(const sg_sandbox_meta *m);
+
+/* Reclaims the entries of <state>/SG_DISK_RECLAIM: each one's mount,
+ * slot and image, as the reclaimer does. An entry a live reclaimer holds
+ * (its flock) is waited for up to wait_ms (0: skipped). Returns how many
+ * were reclaimed here. */
+int sg_disk_reclaim(int wait_ms);
+
+/* `sandglass-supervisor reclaim STATE_DIR`: the reclaimer's main. With
+ * SANDGLASS_TEST_RECLAIM_HOLD=FILE (tests only) it holds each entry it
+ * took (its flock) while FILE exists (2 minutes at most). */
+int sg_disk_reclaim_main(int argc, char **argv);
+
 #endif

@@ -176,12 +176,15 @@ static int sup_keep_or_remove(sv_sup *s, int code, json_int_t undelivered)
         }
     }
     if (code == 0) {
-        sg_disk_remove_workspace(&s->meta);
+        /* Destroy's answer does not wait for the disk's release (disk.h):
+         * its reclaimer gives the uid slot back once the mount is gone. */
+        bool reclaimer = sg_disk_release_workspace(&s->meta);
         sv_metrics_stop(s);
         if (sg_counters_retire(s->meta.id, &err) < 0) /* the host's counters keep what it counted */
             sg_log(SG_LOG_WARN, "%s", err.msg);
         sg_state_archive_log(s->meta.id);
-        sg_state_uid_release(s->meta.uid, s->meta.id);
+        if (!reclaimer)
+            sg_state_uid_release(s->meta.uid, s->meta.id);
         sg_rm_rf(dir, &err);
     }
     return code;

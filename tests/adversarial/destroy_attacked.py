@@ -63,7 +63,8 @@ def case(env, name: str) -> None:
         tap.ok(not any(os.path.isdir(d) for d in cgroup_dirs(sid) + ac.supervisor_cgroup_dirs(sid)),
                f"{name}: its cgroups are gone (the sandbox's and the supervisor's)")
         tap.ok(wait_for(lambda: not pid_alive(sup), 30), f"{name}: its supervisor exited")
-        tap.ok(not mounted(ws), f"{name}: its workspace is unmounted", ws)
+        # released after the answer, by the disk's reclaimer (disk.h)
+        tap.ok(wait_for(lambda: not mounted(ws), 120), f"{name}: its workspace is unmounted", ws)
         ls = env.run("ls", "--json")
         tap.ok(ls.returncode == 0 and sid.encode() not in ls.stdout, f"{name}: ls no longer lists it")
         rows = env.wait_rows(sid, lambda r: bool(destroyed_records(r)))

@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sgtest import Env, pid_alive, tap, wait_for  # noqa: E402
+from sgtest import Env, loop_backing, mounts, pid_alive, tap, wait_for  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -39,20 +39,6 @@ except OSError as e:
 def host_free(path: str) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
-
-
-def mounts() -> str:
-    return open("/proc/self/mounts").read()
-
-
-def loop_backing() -> list[str]:
-    out = []
-    for d in os.listdir("/sys/block"):
-        try:
-            out.append(open(f"/sys/block/{d}/loop/backing_file").read().strip())
-        except OSError:
-            pass
-    return out
 
 
 def record(env: Env, sid: str) -> dict:
@@ -115,8 +101,11 @@ try:
     # --- destroy gives back the mount, the loop device and the image ---
     p = env.run("destroy", b)
     tap.eq(p.returncode, 0, "destroy of the full sandbox")
-    tap.ok(f" {rb['workspace']} " not in mounts(), "its file system is unmounted")
-    tap.ok(not os.path.exists(img_b), "its image is removed")
+    # after destroy's answer, by the disk's reclaimer (sandbox/disk.h)
+    reclaim_b = os.path.join(env.state, "reclaim", b)
+    tap.ok(wait_for(lambda: f" {rb['workspace']} " not in mounts(), 60), "its file system is unmounted")
+    tap.ok(wait_for(lambda: not os.path.exists(img_b) and not os.path.exists(reclaim_b), 60),
+           "its image is removed")
     tap.ok(wait_for(lambda: not any(x.startswith(img_b) for x in loop_backing()), 30),
            "its loop device is detached", repr(loop_backing()))
     tap.eq(env.exec(c, "echo", "alive").stdout, b"alive\n", "the other sandbox goes on")

@@ -426,6 +426,22 @@ def make_cert(pki: str, name: str, san: str, ca: str = "ca") -> None:
     os.chmod(p(name + ".key"), 0o600)
 
 
+def mounts() -> str:
+    """The host's mount table (/proc/self/mounts), for a disk's mount."""
+    return open("/proc/self/mounts").read()
+
+
+def loop_backing() -> list[str]:
+    """The backing file of every loop device in use."""
+    out = []
+    for d in os.listdir("/sys/block"):
+        try:
+            out.append(open(f"/sys/block/{d}/loop/backing_file").read().strip())
+        except OSError:
+            pass
+    return out
+
+
 def wait_for(pred, timeout: float = 10.0, step: float = 0.02) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:

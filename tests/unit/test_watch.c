@@ -27,6 +27,7 @@ typedef struct fx {
     uv_loop_t loop;
     sg_watch *w;
     json_t *evs;
+    uv_timer_t *guard; /* a test's own bound on its loop, closed by teardown after a failure */
 } fx;
 
 static void collect(void *ud, json_t *payload)
@@ -83,6 +84,8 @@ static int teardown(void **state)
 {
     fx *f = *state;
     sg_watch_free(f->w);
+    if (f->guard)
+        uv_close((uv_handle_t *)f->guard, (uv_close_cb)free);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     sg_err err = {0};
@@ -535,6 +538,345 @@ static void test_overflow_rescan(void **state)
     assert_non_null(find(f, "keep.txt", "modified"));
 }
 
+/* ---- an overflow rescan across many slices, changes between them ----
+ * The rescan's cursor (the directory it holds open, the directories still
+ * to read, by path) is taken up again at each slice: what changed between
+ * two slices (inotify's events, read as ever) and what the overflow lost
+ * (the rescan's to find) must each be reported once. */
+
+#define RS_DIRS 12     /* d00..d11; d10 removed and d11 renamed mid-rescan */
+#define RS_FILES 20    /* f00..f19 in each */
+#define RS_OPS_DIRS 10 /* the file operations stay in d00..d09 */
+#define RS_PER_SLICE 2 /* operations between two slices */
+#define RS_OPS 96      /* file operations in all: f04..f13 of d00..d09 (f00..f03: before) */
+#define RS_GDIRS 4     /* g00..g03: one is replaced while the cursor holds it open */
+
+/* What the workspace is expected to hold at the end, and how many events
+ * each path may get (1: changed once, 0: left alone). */
+typedef struct rs_model {
+    json_t *now;   /* path -> content ("" for a file whose content is not followed) */
+    json_t *touch; /* path -> events expected (an integer) */
+} rs_model;
+
+static void rs_touch(rs_model *m, const char *path)
+{
+    assert_null(json_object_get(m->touch, path)); /* each path changed once at most */
+    json_object_set_new(m->touch, path, json_integer(1));
+}
+
+static void rs_put(fx *f, rs_model *m, const char *rel, const char *content)
+{
+    put(f, rel, content);
+    json_object_set_new(m->now, rel, json_string(content));
+}
+
+static void rs_rm(fx *f, rs_model *m, const char *rel)
+{
+    assert_int_equal(unlink(P(f, rel)), 0);
+    json_object_del(m->now, rel);
+}
+
+static void rs_mv(fx *f, rs_model *m, const char *from, const char *to)
+{
+    assert_int_equal(rename(P(f, from), P(f, to)), 0);
+    json_object_set(m->now, to, json_object_get(m->now, from));
+    json_object_del(m->now, from);
+}
+
+/* File operation k (each on a file of its own): modified, deleted,
+ * created, renamed in its directory, renamed to another directory. */
+static void rs_op(fx *f, rs_model *m, int k)
+{
+    int d = k % RS_OPS_DIRS, fi = 4 + k / RS_OPS_DIRS;
+    char rel[64], to[64], body[64];
+    snprintf(rel, sizeof rel, "d%02d/f%02d", d, fi);
+    snprintf(body, sizeof body, "op %d\n", k);
+    switch (k % 5) {
+    case 0:
+        rs_put(f, m, rel, body);
+        rs_touch(m, rel);
+        break;
+    case 1:
+        rs_rm(f, m, rel);
+        rs_touch(m, rel);
+        break;
+    case 2:
+        snprintf(to, sizeof to, "d%02d/c%03d", d, k);
+        rs_put(f, m, to, body);
+        rs_touch(m, to);
+        break;
+    case 3:
+        snprintf(to, sizeof to, "d%02d/m%03d", d, k);
+        rs_mv(f, m, rel, to);
+        rs_touch(m, rel);
+        rs_touch(m, to);
+        break;
+    default:
+        snprintf(to, sizeof to, "d%02d/x%03d", (d + 5) % RS_OPS_DIRS, k);
+        rs_mv(f, m, rel, to);
+        rs_touch(m, rel);
+        rs_touch(m, to);
+        break;
+    }
+}
+
+/* A whole directory: renamed (every file in it moves) or removed. */
+static void rs_dir_op(fx *f, rs_model *m, int d, bool remove)
+{
+    char from[32], to[32];
+    snprintf(from, sizeof from, "d%02d", d);
+    snprintf(to, sizeof to, "e%02d", d);
+    for (int i = 0; i < RS_FILES; i++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s/f%02d", from, i);
+        snprintf(b, sizeof b, "%s/f%02d", to, i);
+        if (remove) {
+            rs_rm(f, m, a);
+        } else {
+            json_object_set(m->now, b, json_object_get(m->now, a));
+            json_object_del(m->now, a);
+            rs_touch(m, b);
+        }
+        rs_touch(m, a);
+    }
+    if (remove)
+        assert_int_equal(rmdir(P(f, from)), 0);
+    else
+        assert_int_equal(rename(P(f, from), P(f, to)), 0);
+}
+
+/* Operation k of the test: a file's, and two directories' on the way. */
+static void rs_next(fx *f, rs_model *m, int k)
+{
+    if (k == 10)
+        rs_dir_op(f, m, 11, false);
+    if (k == 30)
+        rs_dir_op(f, m, 10, true);
+    rs_op(f, m, k);
+}
+
+/* The directory the cursor holds open, when it is a gNN not replaced yet:
+ * renamed to hNN and a new gNN made in its place, with a file. */
+static bool rs_replace_open(fx *f, rs_model *m)
+{
+    const char *at = sg_watch_test_rescan_at(f->w);
+    if (!at || at[0] != 'g' || strlen(at) != 3)
+        return false;
+    char from[8], to[8], rel[64];
+    snprintf(from, sizeof from, "%s", at);
+    snprintf(to, sizeof to, "h%s", at + 1);
+    for (int i = 0; i < RS_FILES; i++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s/f%02d", from, i);
+        snprintf(b, sizeof b, "%s/f%02d", to, i);
+        json_object_set(m->now, b, json_object_get(m->now, a));
+        json_object_del(m->now, a);
+        rs_touch(m, a);
+        rs_touch(m, b);
+    }
+    assert_int_equal(rename(P(f, from), P(f, to)), 0);
+    assert_int_equal(mkdir(P(f, from), 0755), 0);
+    snprintf(rel, sizeof rel, "%s/new", from);
+    rs_put(f, m, rel, "in its place\n");
+    rs_touch(m, rel);
+    return true;
+}
+
+/* The events applied to the baseline give the workspace as it is, and
+ * each path got exactly the events expected of it: none lost, none twice. */
+static void rs_check(fx *f, json_t *base, rs_model *m)
+{
+    json_t *have = json_deep_copy(base), *seen = json_object();
+    size_t i;
+    json_t *e;
+    json_array_foreach(f->evs, i, e) {
+        const char *ch = sfield(e, "change"), *path = sfield(e, "path"), *old = sfield(e, "old_path");
+        if (json_is_true(json_object_get(e, "dir"))) {
+            dump(f);
+            fail_msg("event %zu: a directory event (%s %s/): no directory was left empty", i, ch, path);
+        }
+        const char *paths[2] = {path, old};
+        for (int k = 0; k < 2; k++)
+            if (paths[k])
+                json_object_set_new(seen, paths[k],
+                                    json_integer(json_integer_value(json_object_get(seen, paths[k])) + 1));
+        bool had = json_object_get(have, path) != NULL;
+        if (!strcmp(ch, "created") || !strcmp(ch, "modified")) {
+            if (had != !strcmp(ch, "modified")) {
+                dump(f);
+                fail_msg("event %zu: %s %s, which the workspace %s", i, ch, path, had ? "had" : "did not have");
+            }
+            json_object_set_new(have, path, json_string(""));
+        } else if (!strcmp(ch, "deleted")) {
+            if (!had) {
+                dump(f);
+                fail_msg("event %zu: deleted %s, which was not there", i, path);
+            }
+            json_object_del(have, path);
+        } else if (!strcmp(ch, "renamed")) {
+            if (!old || !json_object_get(have, old) ||
+                (had && !json_is_true(json_object_get(e, "replaced")))) {
+                dump(f);
+                fail_msg("event %zu: renamed %s -> %s does not follow", i, old ? old : "?", path);
+            }
+            json_object_del(have, old);
+            json_object_set_new(have, path, json_string(""));
+        } else {
+            fail_msg("event %zu: change '%s'", i, ch);
+        }
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(m->now, k, v) {
+        if (!json_object_get(have, k)) {
+            dump(f);
+            fail_msg("%s is in the workspace and no event made it", k);
+        }
+    }
+    json_object_foreach(have, k, v) {
+        if (!json_object_get(m->now, k)) {
+            dump(f);
+            fail_msg("the events leave %s, which is gone", k);
+        }
+    }
+    json_object_foreach(seen, k, v) {
+        json_int_t want = json_integer_value(json_object_get(m->touch, k));
+        if (json_integer_value(v) != want) {
+            dump(f);
+            fail_msg("%s: %lld event(s), expected %lld", k, (long long)json_integer_value(v), (long long)want);
+        }
+    }
+    json_object_foreach(m->touch, k, v) {
+        if (!json_object_get(seen, k)) {
+            dump(f);
+            fail_msg("%s changed and got no event", k);
+        }
+    }
+    json_decref(have);
+    json_decref(seen);
+}
+
+static void test_overflow_rescan_slices(void **state)
+{
+    fx *f = *state;
+    sg_err err = {0};
+    rs_model m = {json_object(), json_object()};
+    for (int d = 0; d < RS_DIRS; d++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "d%02d", d);
+        assert_int_equal(sg_mkdir_p(P(f, rel), 0755, &err), 0);
+        for (int i = 0; i < RS_FILES; i++) {
+            char body[64];
+            snprintf(rel, sizeof rel, "d%02d/f%02d", d, i);
+            snprintf(body, sizeof body, "base %d %d\n", d, i);
+            rs_put(f, &m, rel, body);
+        }
+    }
+    for (int d = 0; d < RS_GDIRS; d++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "g%02d", d);
+        assert_int_equal(sg_mkdir_p(P(f, rel), 0755, &err), 0);
+        for (int i = 0; i < RS_FILES; i++) {
+            snprintf(rel, sizeof rel, "g%02d/f%02d", d, i);
+            rs_put(f, &m, rel, "g\n");
+        }
+    }
+    rs_put(f, &m, "flood", "0\n");
+    json_t *base = json_deep_copy(m.now);
+    start(f);
+    sg_watch_test_rescan_slice(f->w, 4);
+
+    /* The kernel's queue overflows (the loop is not running): a write and
+     * a close in turn, never two alike in a row (inotify folds those). */
+    sg_watch_stats st;
+    int fd = open(P(f, "flood"), O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    for (int i = 0; i < 10000; i++) {
+        assert_int_equal(pwrite(fd, "1\n", 2, 0), 2);
+        int again = open(P(f, "flood"), O_WRONLY | O_CLOEXEC);
+        assert_true(again >= 0);
+        close(again); /* IN_CLOSE_WRITE between two IN_MODIFY */
+    }
+    close(fd);
+    json_object_set_new(m.now, "flood", json_string("1\n"));
+    rs_touch(&m, "flood");
+    /* Changes made while the queue is full: only the rescan finds them. */
+    for (int d = 0; d < 4; d++) {
+        char rel[64], to[64];
+        snprintf(rel, sizeof rel, "d%02d/f%02d", d, d);
+        switch (d) {
+        case 0:
+            rs_put(f, &m, rel, "lost modify\n");
+            rs_touch(&m, rel);
+            break;
+        case 1:
+            rs_rm(f, &m, rel);
+            rs_touch(&m, rel);
+            break;
+        case 2:
+            snprintf(to, sizeof to, "d%02d/lost", d);
+            rs_put(f, &m, to, "lost create\n");
+            rs_touch(&m, to);
+            break;
+        default:
+            snprintf(to, sizeof to, "d%02d/lostmv", d);
+            rs_mv(f, &m, rel, to);
+            rs_touch(&m, rel);
+            rs_touch(&m, to);
+        }
+    }
+
+    /* The loop, a turn at a time: between two slices of the rescan, the
+     * next operations (files of directories read already, of the one
+     * being read, of ones still to read; a directory renamed, one
+     * removed). */
+    int ops = 0, during = 0, turns = 0;
+    uint64_t last = 0;
+    bool began = false, replaced = false;
+    static int fired;
+    fired = 0;
+    f->guard = malloc(sizeof *f->guard);
+    assert_non_null(f->guard);
+    uv_timer_init(&f->loop, f->guard);
+    f->guard->data = &fired;
+    uv_timer_start(f->guard, on_stop, 60000, 0);
+    while (!fired) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        turns++;
+        sg_watch_get_stats(f->w, &st);
+        began = began || st.rescanning;
+        if (began && !st.rescanning)
+            break;
+        if (st.rescan_slices == last)
+            continue;
+        last = st.rescan_slices;
+        if (!replaced && st.rescanning)
+            replaced = rs_replace_open(f, &m);
+        for (int i = 0; i < RS_PER_SLICE && ops < RS_OPS; i++, during++)
+            rs_next(f, &m, ops++);
+    }
+    uv_close((uv_handle_t *)f->guard, (uv_close_cb)free);
+    f->guard = NULL;
+    assert_false(fired);
+    while (ops < RS_OPS) /* a rescan that ended early: the rest after it */
+        rs_next(f, &m, ops++);
+    sg_watch_get_stats(f->w, &st);
+    print_message("# rescan: %llu slices, %d operations made between them, %d turns\n",
+                  (unsigned long long)st.rescan_slices, during, turns);
+    /* everything settles; anything doubled shows up meanwhile */
+    run_until(f, SIZE_MAX, 1000, 0);
+    assert_int_equal(sg_watch_flush(f->w, &err) >= 0, 1);
+    rs_check(f, base, &m);
+    /* and the test did what it says */
+    assert_int_equal(st.overflows, 1);
+    assert_true(st.rescan_slices >= 40);
+    assert_true(during >= RS_OPS / 2); /* most of them while it was under way */
+    assert_true(replaced);             /* the cursor's directory was replaced under it */
+    json_decref(base);
+    json_decref(m.now);
+    json_decref(m.touch);
+}
+
 /* Two names that differ only in bytes that are not UTF-8 show as the same
  * "path" (U+FFFD): path_hex tells them apart, exactly. */
 static void test_invalid_utf8_names(void **state)
@@ -754,6 +1096,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_git_skipped_dotfiles_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_and_open_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overflow_rescan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_rescan_slices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_chain_and_replace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hold_backup_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bulk, setup, teardown),
