@@ -10,9 +10,10 @@ over the sum of the distinct contents' sizes. Target: at most 1.5.
 
 Then the latency side by side: two captured sandboxes on the same ingest,
 one with content capture and one without (SANDGLASS_CAPTURE_CONTENTS=0 at
-its create), a writer in each, samples alternating between them: the
-rewrite of an existing file -> its file_diff row committed (bench_latency.py's
-method). Target: p50 and p99 with contents at most 1.2x without.
+its create), a writer in each, samples alternating between them: file
+write -> its file_diff row committed (bench_latency.py's method), each
+write a modification of a file made before the sampling. Target:
+p50 and p99 with contents at most 1.2x without.
 
 usage: bench_contents.py [--build DIR] [--files N] [--samples N]
 writes bench/results/contents.json"""
@@ -53,12 +54,18 @@ def latency(env, samples: int) -> dict:
             env.env["SANDGLASS_CAPTURE_CONTENTS"] = "0"
         sids[mode] = env.create_captured()
         env.env.pop("SANDGLASS_CAPTURE_CONTENTS", None)
-        env.sh(sids[mode], f"mkdir -p lat && for i in $(seq 0 {samples - 1}); do echo old > lat/f$i.txt; done")
+        # the files exist before sampling, so each sample is a modification: a
+        # new file is held SG_WATCH_HOLD_MS (500 ms, capture/watch.h) for the
+        # rest of an editor's save, which would be all of either side's figure
+        env.sh(sids[mode], f"mkdir -p lat && cd lat && for i in $(seq 0 {samples - 1}); do echo init$i > f$i.txt; done")
         writers[mode] = subprocess.Popen([os.environ["SANDGLASS_BIN"], "exec", sids[mode], "--", "python3", "-S",
                                           "-c", WRITER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          env=env.env, text=True, bufsize=1)
         tails[mode] = StoreTail(env.db, sids[mode])
-    time.sleep(0.5)
+    for mode, tail in tails.items():  # every file's creation stored before the first sample
+        last = f"lat/f{samples - 1}.txt"
+        t, _, _ = tail.wait(lambda k, p: k == "file_diff" and p.get("path") == last, timeout=120)
+        assert t is not None, f"{mode}: the files' creation never reached the store"
     try:
         for i in range(samples):
             for mode in (got if i % 2 else reversed(list(got))):
@@ -66,8 +73,8 @@ def latency(env, samples: int) -> dict:
                 w.stdin.write(f"{i}\n")
                 w.stdin.flush()
                 path = f"lat/f{i}.txt"
-                t1, pl, _ = tails[mode].wait(lambda k, p: k == "file_diff" and p.get("path") == path and
-                                             p.get("change") == "modified")
+                t1, pl, _ = tails[mode].wait(lambda k, p: k == "file_diff" and p.get("path") == path
+                                             and p.get("change") == "modified")
                 n, t_write = w.stdout.readline().split()
                 if t1 is not None:
                     got[mode].append(t1 - float(t_write))

@@ -29,7 +29,6 @@
 #include "cli/pool.h"
 #include "cli/seedfrom.h"
 #include "sandbox/disk.h"
-#include "sandbox/wscopy.h"
 #include "state/state.h"
 
 
@@ -261,7 +260,9 @@ typedef struct create_opts {
     const char *learner, *task, *ws, *rootfs;
     const char *ingest, *ingest_ca, *secret;
     const char *capture_ignore; /* checked; copied into the meta at its save */
-    const char *seed_dir, *forked_from; /* sandglass fork's (sg_cmd_create_from) */
+    sg_create_seed_fn seed_fn;          /* sandglass fork's (sg_cmd_create_from) */
+    void *seed_ud;
+    const char *forked_from;
     const char *from;                   /* --from */
     sg_seedfrom seed;                   /* --from, classified */
     bool json, spare, disk_given, overcommit;
@@ -599,7 +600,7 @@ static int create_check_paths(create_opts *o)
  * when claimed, else CREATE_GO. m's strings are borrowed, and put back. */
 static int create_from_pool(const create_opts *o, sg_sandbox_meta *m)
 {
-    if (o->ws || o->seed_dir || o->from || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
+    if (o->ws || o->seed_fn || o->from || o->rootfs || o->spare || geteuid() != 0 || m->disk != SG_DISK_DEFAULT)
         return CREATE_GO;
     m->learner = (char *)o->learner;
     m->task = (char *)o->task;
@@ -696,23 +697,18 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     return CREATE_GO;
 }
 
-/* o->seed_dir copied into the workspace create made; undoes the sandbox
+/* The workspace create made filled by o->seed_fn (fork's rebuild, written
+ * into it directly: no copy of a tree made elsewhere); undoes the sandbox
  * on failure, as create_save_meta does. */
 static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir)
 {
     sg_err err = {0};
-    sg_autoclose int src = open(o->seed_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     sg_autoclose int dst = open(m->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (src < 0 || dst < 0)
-        sg_err_sys(&err, "seed: open %s", src < 0 ? o->seed_dir : m->workspace);
-    /* the rebuilt tree into the workspace itself ("." onto "."), every entry
-     * the sandbox user's, as `sandglass cp` copies in; unbounded: the
-     * rebuild is ours, made from the store */
-    sg_wscopy_opts wo = {.uid = m->uid, .gid = m->gid, .max_bytes = UINT64_MAX, .max_entries = UINT64_MAX};
-    sg_wscopy_stats st;
-    if (src >= 0 && dst >= 0 && sg_wscopy(src, ".", dst, ".", &wo, &st, &err) < 0)
+    if (dst < 0)
+        sg_err_sys(&err, "seed: open %s", m->workspace);
+    else if (o->seed_fn(o->seed_ud, dst, m->uid, m->gid, &err) < 0)
         sg_err_prefix(&err, "seed");
-    if (src < 0 || dst < 0 || err.msg[0])
+    if (dst < 0 || err.msg[0])
         return create_undo(m, dir, err.msg);
     return CREATE_GO;
 }
@@ -763,10 +759,10 @@ static int create_start(const create_opts *o, sg_sandbox_meta *m)
 
 int sg_cmd_create(int argc, char **argv)
 {
-    return sg_cmd_create_from(argc, argv, NULL, NULL);
+    return sg_cmd_create_from(argc, argv, NULL, NULL, NULL);
 }
 
-int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *forked_from)
+int sg_cmd_create_from(int argc, char **argv, sg_create_seed_fn seed, void *seed_ud, const char *forked_from)
 {
     sg_sandbox_meta m = {0};
     m.memory = SG_DEFAULT_MEMORY;
@@ -779,7 +775,8 @@ int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *
     m.max_bytes_per_min = SG_BUDGET_BYTES_DEFAULT;
     m.max_checkpoints_per_min = SG_BUDGET_CHECKPOINTS_DEFAULT;
     m.max_file_events = SG_FILE_EVENTS_DEFAULT;
-    create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN), .seed_dir = seed_dir, .forked_from = forked_from};
+    create_opts o = {.online = sysconf(_SC_NPROCESSORS_ONLN), .seed_fn = seed, .seed_ud = seed_ud,
+                     .forked_from = forked_from};
     if (o.online < 1)
         o.online = 1;
     m.cpus = SG_DEFAULT_CPUS < (double)o.online ? SG_DEFAULT_CPUS : (double)o.online;
@@ -810,7 +807,7 @@ int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *
     rc = create_state_dir(&m, &dir);
     if (rc == CREATE_GO)
         rc = create_save_meta(&o, &m, dir);
-    if (rc == CREATE_GO && o.seed_dir)
+    if (rc == CREATE_GO && o.seed_fn)
         rc = create_seed(&o, &m, dir);
     if (rc == CREATE_GO && o.from)
         rc = create_from_seed(&o, &m, dir);

@@ -15,7 +15,6 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <openssl/hmac.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include "cli/evrows.h"
 #include "cli/export.h"
 #include "cli/ingest_http.h"
+#include "cli/prefetch.h"
 #include "cli/report.h"
 #include "cli/timeline.h"
 #include "state/state.h"
@@ -471,39 +471,17 @@ static int export_page_scanned(export_opts *o, sg_export *x, long long *after, b
 
 /* ---------------------------------------------------------------- pages
  *
- * The pages are fetched by PREFETCHERS threads of their own, fetcher k
- * taking the streams k, k + PREFETCHERS, ... in order, each up to
- * PREFETCH_DEPTH pages ahead of the writer, which takes the streams in
- * order. The ingest builds one fetcher's next page while the other's is on
- * the wire and we write the one before: no side waits for another's turn
- * (one fetcher per stream, one request at a time, left the pipe empty at
- * each stream's start and during each transfer: 0.30x of sqlite3's dump
- * for 100 streams of 2,000 events). A fetcher alone decides where a
- * stream ends (from the page's tail: "next_after_seq":N} is there only
- * when there is more). */
+ * The pages are fetched ahead (cli/prefetch.h), each stream a job: one
+ * fetcher per stream, one request at a time, left the pipe empty at each
+ * stream's start and during each transfer (0.30x of sqlite3's dump for
+ * 100 streams of 2,000 events). A fetcher alone decides where a stream
+ * ends (from the page's tail: "next_after_seq":N} is there only when there
+ * is more). */
 
-#define PREFETCHERS 2
-#define PREFETCH_DEPTH 2
-
-typedef struct fetched {
-    char *ans;        /* the whole answer (NULL: the fetch failed, message printed) */
-    const char *body; /* its body */
-    size_t len;
-    size_t stream;    /* the stream's index in the list */
-    bool last;        /* the stream's last page */
-} fetched;
-
-typedef struct prefetch {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+typedef struct pages_ctx {
     export_opts *o;
-    char **bases;      /* each stream's /v1/events?... */
-    size_t nbases;
-    size_t first;      /* this fetcher's streams: first, first + PREFETCHERS, ... */
-    fetched q[PREFETCH_DEPTH];
-    size_t head, n;    /* the queue: q[head], n of them */
-    bool stop;         /* the writer wants no more */
-} prefetch;
+    char **bases; /* each stream's /v1/events?... */
+} pages_ctx;
 
 /* Where the next page starts, from the page's tail; -1: this one is the last. */
 static long long page_next(const char *body, size_t len)
@@ -521,54 +499,16 @@ static long long page_next(const char *body, size_t len)
     return strtoll(d, NULL, 10);
 }
 
-/* f into the queue once there is room; false: the writer stopped (f freed). */
-static bool prefetch_put(prefetch *pf, fetched f)
+/* The page of stream s after *after (a fetcher's job). */
+static sg_fetched page_fetch(void *ud, size_t s, long long *after)
 {
-    pthread_mutex_lock(&pf->mu);
-    while (pf->n == PREFETCH_DEPTH && !pf->stop)
-        pthread_cond_wait(&pf->cv, &pf->mu);
-    bool stop = pf->stop;
-    if (!stop)
-        pf->q[(pf->head + pf->n++) % PREFETCH_DEPTH] = f;
-    pthread_cond_broadcast(&pf->cv);
-    pthread_mutex_unlock(&pf->mu);
-    if (stop)
-        free(f.ans);
-    return !stop;
-}
-
-static void *prefetch_main(void *arg)
-{
-    prefetch *pf = arg;
-    for (size_t s = pf->first; s < pf->nbases; s += PREFETCHERS) {
-        for (long long after = -1;;) {
-            char path[1200];
-            snprintf(path, sizeof path, "%s&limit=%d&after_seq=%lld", pf->bases[s], EXPORT_PAGE, after);
-            fetched f = {.stream = s};
-            f.ans = export_get(pf->o, path, &f.body, &f.len);
-            after = f.ans ? page_next(f.body, f.len) : -1;
-            f.last = after < 0;
-            if (!prefetch_put(pf, f) || !f.ans)
-                return NULL;
-            if (f.last)
-                break;
-        }
-    }
-    return NULL;
-}
-
-/* The next page from the fetcher (the caller frees its ans; NULL: the
- * fetch failed). */
-static fetched prefetch_take(prefetch *pf)
-{
-    pthread_mutex_lock(&pf->mu);
-    while (pf->n == 0)
-        pthread_cond_wait(&pf->cv, &pf->mu);
-    fetched f = pf->q[pf->head];
-    pf->head = (pf->head + 1) % PREFETCH_DEPTH;
-    pf->n--;
-    pthread_cond_broadcast(&pf->cv);
-    pthread_mutex_unlock(&pf->mu);
+    pages_ctx *c = ud;
+    char path[1200];
+    snprintf(path, sizeof path, "%s&limit=%d&after_seq=%lld", c->bases[s], EXPORT_PAGE, *after);
+    sg_fetched f = {0};
+    f.ans = export_get(c->o, path, &f.body, &f.len);
+    *after = f.ans ? page_next(f.body, f.len) : -1;
+    f.last = *after < 0;
     return f;
 }
 
@@ -594,20 +534,6 @@ static char *stream_base(json_t *st)
     return sg_xstrdup(base);
 }
 
-/* The fetchers told to stop, joined, and what they queued freed. */
-static void prefetch_end(prefetch *pf, pthread_t th)
-{
-    pthread_mutex_lock(&pf->mu);
-    pf->stop = true;
-    pthread_cond_broadcast(&pf->cv);
-    pthread_mutex_unlock(&pf->mu);
-    pthread_join(th, NULL);
-    for (; pf->n; pf->n--, pf->head = (pf->head + 1) % PREFETCH_DEPTH)
-        free(pf->q[pf->head].ans);
-    pthread_mutex_destroy(&pf->mu);
-    pthread_cond_destroy(&pf->cv);
-}
-
 /* The events of every stream, page by page, each stream's end told to
  * the format; EXPORT_GO or the exit code. */
 static int export_pages(export_opts *o, sg_export *x, json_t *streams)
@@ -618,23 +544,13 @@ static int export_pages(export_opts *o, sg_export *x, json_t *streams)
     char **bases = sg_xcalloc(n, sizeof *bases);
     for (size_t i = 0; i < n; i++)
         bases[i] = stream_base(json_array_get(streams, i));
-    prefetch pf[PREFETCHERS];
-    pthread_t th[PREFETCHERS];
-    size_t started = 0;
+    pages_ctx ctx = {.o = o, .bases = bases};
+    sg_prefetch pf;
     int rc = EXPORT_GO;
-    for (; started < PREFETCHERS && started < n; started++) {
-        pf[started] = (prefetch){.o = o, .bases = bases, .nbases = n, .first = started};
-        pthread_mutex_init(&pf[started].mu, NULL);
-        pthread_cond_init(&pf[started].cv, NULL);
-        if (pthread_create(&th[started], NULL, prefetch_main, &pf[started]) != 0) {
-            pthread_mutex_destroy(&pf[started].mu);
-            pthread_cond_destroy(&pf[started].cv);
-            rc = sg_cli_failf("export", "start the page fetcher: %s", strerror(errno));
-            break;
-        }
-    }
+    if (sg_prefetch_start(&pf, n, page_fetch, &ctx) < 0)
+        rc = sg_cli_failf("export", "start the page fetcher: %s", strerror(errno));
     for (size_t s = 0; s < n && rc == EXPORT_GO;) {
-        fetched f = prefetch_take(&pf[s % PREFETCHERS]);
+        sg_fetched f = sg_prefetch_take(&pf, s);
         rc = f.ans ? export_page(o, x, f.body, f.len) : 1;
         free(f.ans);
         if (rc != EXPORT_GO || !f.last)
@@ -644,8 +560,7 @@ static int export_pages(export_opts *o, sg_export *x, json_t *streams)
         if (x->fmt->stream_end && x->fmt->stream_end(x, &err) < 0)
             rc = sg_cli_failf("export", "%s", err.msg);
     }
-    for (size_t k = 0; k < started; k++)
-        prefetch_end(&pf[k], th[k]);
+    sg_prefetch_end(&pf);
     for (size_t i = 0; i < n; i++)
         free(bases[i]);
     free(bases);

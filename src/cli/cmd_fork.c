@@ -1,10 +1,10 @@
 /* sandglass fork: a new live sandbox on this host whose workspace is
  * another sandbox's code state just after event SEQ, read from the
  * ingest's store alone (the original may be gone, or on another host).
- * The state is rebuilt as `sandglass workspace` does (workspace.h) into a
- * private directory under the state directory, create copies it into the
- * new sandbox's own workspace (sg_cmd_create_from) and the directory is
- * removed. Processes are not carried. */
+ * The state is rebuilt as `sandglass workspace` does (workspace.h),
+ * straight into the new sandbox's own workspace by create's seed step
+ * (sg_cmd_create_from), before its supervisor starts. Processes are not
+ * carried. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -95,29 +95,34 @@ static int fork_resolve(fork_opts *o, const sg_cli_target *t, const char *tok, j
     *learner = json_string_value(json_object_get(found, "learner"));
     *task = json_string_value(json_object_get(found, "task"));
     o->ws.sandbox = o->id;
+    if (json_array_size(*rows) == 1) {
+        o->ws.learner = *learner;
+        o->ws.task = *task;
+    }
     return 0;
 }
 
-/* The state at SEQ written into a new 0700 directory under the state
- * directory (*dir), the modes as stored (umask 0 meanwhile). The paths not
- * written, or -1 with err. */
-static int fork_rebuild(const fork_opts *o, const sg_cli_target *t, const char *tok, char **dir, sg_err *err)
+/* create's seed (cmds.h): the state at SEQ written straight into the new
+ * sandbox's workspace, before its supervisor starts, each entry its
+ * user's, the modes as stored (umask 0 meanwhile). */
+typedef struct fork_seed {
+    fork_opts *o;
+    const sg_cli_target *t;
+    const char *tok;
+    int missing; /* the paths not written */
+} fork_seed;
+
+static int fork_rebuild(void *ud, int dirfd, uid_t uid, gid_t gid, sg_err *err)
 {
-    if (!sg_state_dir(err))
-        return -1;
-    *dir = sg_state_path("fork.XXXXXX");
-    if (!*dir || !mkdtemp(*dir)) {
-        free(*dir);
-        *dir = NULL;
-        return sg_err_sys(err, "a directory for the rebuilt workspace");
-    }
-    sg_autoclose int dirfd = open(*dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return sg_err_sys(err, "open %s", *dir);
+    fork_seed *fs = ud;
+    sg_ws_opts ws = fs->o->ws;
+    ws.own = true;
+    ws.uid = uid;
+    ws.gid = gid;
     mode_t old = umask(0);
-    int missing = sg_ws_rebuild(&o->ws, t, tok, dirfd, err);
+    fs->missing = sg_ws_rebuild(&ws, fs->t, fs->tok, dirfd, err);
     umask(old);
-    return missing;
+    return fs->missing < 0 ? -1 : 0;
 }
 
 int sg_cmd_fork(int argc, char **argv)
@@ -140,39 +145,34 @@ int sg_cmd_fork(int argc, char **argv)
     sg_autojson json_t *from = json_pack("{s:s?, s:s?, s:s, s:I}", "learner", learner, "task", task,
                                          "sandbox", o.id, "seq", (json_int_t)o.ws.at);
     sg_autofree char *from_text = from ? json_dumps(from, JSON_COMPACT) : NULL;
-    sg_autofree char *dir = NULL;
-    int missing = from_text ? fork_rebuild(&o, &t, tok, &dir, &err) : sg_err_set(&err, ENOMEM, "out of memory");
-    if (missing >= 0) {
-        const char *cargv[16] = {"create", "--learner", o.learner ? o.learner : learner ? learner : ""};
-        int n = 3;
-        if (o.task || task) {
-            cargv[n++] = "--task";
-            cargv[n++] = o.task ? o.task : task;
-        }
-        char wsurl[1024]; /* create streams over WebSocket: the same host and port */
-        if (o.ingest_given) {
-            bool http = strncmp(o.ws.ingest, "http://", 7) == 0, https = strncmp(o.ws.ingest, "https://", 8) == 0;
-            snprintf(wsurl, sizeof wsurl, "%s%s", http ? "ws://" : https ? "wss://" : "",
-                     o.ws.ingest + (http ? 7 : https ? 8 : 0));
-            cargv[n++] = "--ingest";
-            cargv[n++] = wsurl;
-        }
-        if (o.ws.ingest_ca) {
-            cargv[n++] = "--ingest-ca";
-            cargv[n++] = o.ws.ingest_ca;
-        }
-        if (o.ws.secret) {
-            cargv[n++] = "--secret";
-            cargv[n++] = o.ws.secret;
-        }
-        if (o.json)
-            cargv[n++] = "--json";
-        optind = 0; /* create parses its own argv from the start (glibc: a full reset) */
-        rc = sg_cmd_create_from(n, (char **)cargv, dir, from_text);
+    if (!from_text)
+        return sg_cli_failf("fork", "out of memory");
+    const char *cargv[16] = {"create", "--learner", o.learner ? o.learner : learner ? learner : ""};
+    int n = 3;
+    if (o.task || task) {
+        cargv[n++] = "--task";
+        cargv[n++] = o.task ? o.task : task;
     }
-    if (dir)
-        sg_rm_rf(dir, NULL);
-    if (missing < 0)
-        return sg_cli_failf("fork", "%s", err.msg);
-    return rc == 0 && missing ? 3 : rc;
+    char wsurl[1024]; /* create streams over WebSocket: the same host and port */
+    if (o.ingest_given) {
+        bool http = strncmp(o.ws.ingest, "http://", 7) == 0, https = strncmp(o.ws.ingest, "https://", 8) == 0;
+        snprintf(wsurl, sizeof wsurl, "%s%s", http ? "ws://" : https ? "wss://" : "",
+                 o.ws.ingest + (http ? 7 : https ? 8 : 0));
+        cargv[n++] = "--ingest";
+        cargv[n++] = wsurl;
+    }
+    if (o.ws.ingest_ca) {
+        cargv[n++] = "--ingest-ca";
+        cargv[n++] = o.ws.ingest_ca;
+    }
+    if (o.ws.secret) {
+        cargv[n++] = "--secret";
+        cargv[n++] = o.ws.secret;
+    }
+    if (o.json)
+        cargv[n++] = "--json";
+    optind = 0; /* create parses its own argv from the start (glibc: a full reset) */
+    fork_seed fs = {.o = &o, .t = &t, .tok = tok};
+    rc = sg_cmd_create_from(n, (char **)cargv, fork_rebuild, &fs, from_text);
+    return rc == 0 && fs.missing ? 3 : rc;
 }

@@ -19,7 +19,9 @@
 #include "base/util.h"
 #include "cli/cmds.h"
 #include "cli/config.h"
+#include "cli/export.h"
 #include "cli/ingest_http.h"
+#include "cli/prefetch.h"
 #include "cli/report.h"
 #include "cli/workspace.h"
 #include "state/state.h"
@@ -153,10 +155,20 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
     long long after = -1;
     const char *kinds = "file_diff,bulk";
     *last = -1;
+    /* the stream's learner and task when known: the store's index
+     * (learner, task, sandbox, seq) then gives each page from where it
+     * starts; without them every page sorted the sandbox's rows after it
+     * again. The diffs' text is not needed: the ingest leaves it out
+     * (omit=diff; one that does not know omit= sends it, unread). */
+    char base[1024] = "/v1/events";
+    if (o->learner && o->task) {
+        sg_export_url_arg(base, sizeof base, "learner", o->learner);
+        sg_export_url_arg(base, sizeof base, "task", o->task);
+    }
+    sg_export_url_arg(base, sizeof base, "sandbox", o->sandbox);
     for (;;) {
-        char path[512];
-        snprintf(path, sizeof path, "/v1/events?sandbox=%s&kind=%s&limit=%d&after_seq=%lld",
-                 o->sandbox, kinds, WS_PAGE, after);
+        char path[1400];
+        snprintf(path, sizeof path, "%s&kind=%s&omit=diff&limit=%d&after_seq=%lld", base, kinds, WS_PAGE, after);
         int status = 0;
         sg_autojson json_t *ans = sg_cli_http_get_json(t, path, tok, &status, err);
         if (ans && status == 400 && strchr(kinds, ',')) {
@@ -180,6 +192,13 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
     }
 }
 
+/* An entry this run made (rel under dirfd, not followed) given to o's
+ * owner, when o asks for one. */
+static int ws_own(const ws_opts *o, int dirfd, const char *rel)
+{
+    return o->own ? fchownat(dirfd, rel, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) : 0;
+}
+
 /* parents of rel under dir, made as needed; each must be a directory, not
  * a link written before it (a stored "d -> /etc" then "d/x" would
  * otherwise write through the link, outside dir). *done is the last parent
@@ -187,7 +206,7 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
  * are directories this run made or found, and nothing this run writes
  * replaces one (every write is O_EXCL / symlinkat), so they are not
  * checked again. */
-static int ws_mkparents(int dirfd, const char *rel, char **done)
+static int ws_mkparents(const ws_opts *o, int dirfd, const char *rel, char **done)
 {
     sg_autofree char *p = strdup(rel);
     if (!p)
@@ -213,10 +232,13 @@ static int ws_mkparents(int dirfd, const char *rel, char **done)
             char c = *s;
             *s = '\0';
             struct stat st;
-            if (mkdirat(dirfd, p, 0755) < 0 && errno != EEXIST)
+            int made = mkdirat(dirfd, p, 0755);
+            if (made < 0 && errno != EEXIST)
                 return -1;
             if (fstatat(dirfd, p, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
                 return errno = ENOTDIR, -1;
+            if (made == 0 && ws_own(o, dirfd, p) < 0)
+                return -1;
             *s = c;
             if (!c)
                 break;
@@ -337,7 +359,7 @@ static const char *ws_find(const char *body, size_t blen, const char *sha, size_
 
 /* One path of the state into dirfd (-1: onto stdout as tar), its bytes
  * from a batch answer. 0 written, 1 not (said on stderr), -1 error. */
-static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *key, json_t *c,
+static int ws_write(const ws_opts *o, const char *batch, size_t batch_len, int dirfd, const char *key, json_t *c,
                     char **done, sg_err *err)
 {
     sg_autofree char *rel = ws_unhex(key);
@@ -347,7 +369,7 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
         sg_print_vis(2, "sandglass workspace: ", "not written: %s is not a path inside the workspace", rel);
         return 1;
     }
-    if (!rel || (dirfd >= 0 && ws_mkparents(dirfd, rel, done) < 0))
+    if (!rel || (dirfd >= 0 && ws_mkparents(o, dirfd, rel, done) < 0))
         return sg_err_sys(err, "mkdir for %s", key);
     if (type && strcmp(type, "dir") == 0) { /* an empty directory (or one made before its files) */
         mode_t dmode = ((mode_t)json_integer_value(json_object_get(c, "mode")) & 0777) | 0700;
@@ -356,10 +378,11 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
             return tar_header(name, '5', dmode, 0, NULL) == 0 ? 0 : sg_err_sys(err, "tar %s", rel);
         }
         struct stat st;
-        if (mkdirat(dirfd, rel, dmode) < 0 &&
+        int made = mkdirat(dirfd, rel, dmode);
+        if (made < 0 &&
             (errno != EEXIST || fstatat(dirfd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)))
             return sg_err_sys(err, "mkdir %s", rel);
-        return 0;
+        return made == 0 && ws_own(o, dirfd, rel) < 0 ? sg_err_sys(err, "chown %s", rel) : 0;
     }
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
         sg_print_vis(2, "sandglass workspace: ", "not stored: %s%s size %lld sha256 %s", rel,
@@ -376,7 +399,8 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
         sg_autofree char *target = strndup(body, blen);
         if (dirfd < 0)
             return target && tar_header(rel, '2', 0777, 0, target) == 0 ? 0 : sg_err_sys(err, "tar %s", rel);
-        return target && symlinkat(target, dirfd, rel) == 0 ? 0 : sg_err_sys(err, "symlink %s", rel);
+        return target && symlinkat(target, dirfd, rel) == 0 && ws_own(o, dirfd, rel) == 0
+                   ? 0 : sg_err_sys(err, "symlink %s", rel);
     }
     if (strcmp(type, "file") != 0) {
         sg_print_vis(2, "sandglass workspace: ", "not written: %s is a %s", rel, type);
@@ -387,45 +411,81 @@ static int ws_write(const char *batch, size_t batch_len, int dirfd, const char *
                    ? 0 : sg_err_sys(err, "tar %s", rel);
     sg_autoclose int fd = openat(dirfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                                  mode ? mode : 0644);
-    if (fd < 0 || sg_write_all(fd, body, blen) < 0)
+    if (fd < 0 || (o->own && fchown(fd, o->uid, o->gid) < 0) || sg_write_all(fd, body, blen) < 0)
         return sg_err_sys(err, "write %s", rel);
     return 0;
 }
 
 #define WS_BATCH 32 /* contents one request fetches (the ingest's bound) */
 
-/* The entries from keys[*at] on, up to WS_BATCH contents fetched in one
- * request; *at moves past them. The entries not written, or -1. */
-static int ws_batch(const sg_cli_target *t, const char *tok, int dirfd, json_t *state, const char **keys,
-                    size_t n, size_t *at, char **done, sg_err *err)
+/* The contents of the state's paths, WS_BATCH distinct ones to a request,
+ * fetched ahead (cli/prefetch.h) while the paths before are written: batch
+ * b holds the paths keys[at[b]] to keys[at[b + 1]] and asks for paths[b]
+ * (NULL: none of them has bytes to fetch). */
+typedef struct ws_batches {
+    const sg_cli_target *t;
+    const char *tok;
+    size_t n;
+    size_t *at;
+    char **paths;
+    sg_err *errs; /* why batch b's fetch failed */
+} ws_batches;
+
+/* The batches of the n sorted keys: 0, or -1 with err. */
+static int ws_plan(ws_batches *bs, json_t *state, const char **keys, size_t n, sg_err *err)
 {
-    char path[WS_BATCH * 65 + 64] = "/v1/contents?sha256=";
-    size_t k = *at, want = 0;
-    for (; k < n && want < WS_BATCH; k++) {
-        json_t *c = json_object_get(state, keys[k]);
-        if (!ws_fetchable(c) || strstr(path, json_string_value(json_object_get(c, "sha256"))))
-            continue;
-        if (want++)
+    bs->at = calloc(n + 2, sizeof *bs->at);
+    bs->paths = calloc(n + 1, sizeof *bs->paths);
+    bs->errs = calloc(n + 1, sizeof *bs->errs);
+    if (!bs->at || !bs->paths || !bs->errs)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    for (size_t k = 0; k < n;) {
+        char path[WS_BATCH * 65 + 64] = "/v1/contents?sha256=";
+        size_t want = 0;
+        bs->at[bs->n] = k;
+        for (; k < n && want < WS_BATCH; k++) {
+            json_t *c = json_object_get(state, keys[k]);
+            if (!ws_fetchable(c) || strstr(path, json_string_value(json_object_get(c, "sha256"))))
+                continue;
+            if (want++)
+                strcat(path, ",");
+            strncat(path, json_string_value(json_object_get(c, "sha256")), 64);
+        }
+        if (want == 1) /* one: the batch form still, so the answer is framed */
             strcat(path, ",");
-        strncat(path, json_string_value(json_object_get(c, "sha256")), 64);
+        if (want && !(bs->paths[bs->n] = strdup(path)))
+            return sg_err_set(err, ENOMEM, "out of memory");
+        bs->n++;
     }
-    if (want == 1) /* one: the batch form still, so the answer is framed */
-        strcat(path, ",");
-    int status = 0;
-    const char *body = "";
-    size_t blen = 0;
-    sg_autofree char *raw = want ? sg_cli_http_get(t, path, tok, &status, &body, &blen, err) : NULL;
-    if (want && (!raw || status != 200))
-        return raw ? sg_err_set(err, EIO, "contents: HTTP %d", status) : -1;
-    int missing = 0;
-    for (size_t i = *at; i < k; i++) {
-        int r = ws_write(body, blen, dirfd, keys[i], json_object_get(state, keys[i]), done, err);
-        if (r < 0)
-            return -1;
-        missing += r;
+    bs->at[bs->n] = n;
+    return 0;
+}
+
+static void ws_plan_free(ws_batches *bs)
+{
+    for (size_t b = 0; bs->paths && b < bs->n; b++)
+        free(bs->paths[b]);
+    free(bs->paths);
+    free(bs->at);
+    free(bs->errs);
+}
+
+/* Batch b's answer (a fetcher's job; one answer). */
+static sg_fetched ws_fetch(void *ud, size_t b, long long *cursor)
+{
+    ws_batches *bs = ud;
+    sg_fetched f = {.last = true, .body = ""};
+    (void)cursor;
+    if (!bs->paths[b] && !(f.ans = strdup("")))
+        sg_err_set(&bs->errs[b], ENOMEM, "out of memory");
+    else if (bs->paths[b])
+        f.ans = sg_cli_http_get(bs->t, bs->paths[b], bs->tok, &f.status, &f.body, &f.len, &bs->errs[b]);
+    if (f.ans && bs->paths[b] && f.status != 200) {
+        sg_err_set(&bs->errs[b], EIO, "contents: HTTP %d", f.status);
+        free(f.ans);
+        f.ans = NULL;
     }
-    *at = k;
-    return missing;
+    return f;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -482,16 +542,32 @@ int sg_ws_rebuild(const sg_ws_opts *o, const sg_cli_target *t, const char *tok, 
     json_object_foreach(state, key, c)
         keys[k++] = key;
     qsort(keys, n, sizeof *keys, cmp_str);
+    ws_batches bs = {.t = t, .tok = tok};
+    sg_prefetch pf;
     int missing = 0;
     sg_autofree char *done = NULL; /* the last parent ws_mkparents checked */
-    for (k = 0; k < n;) {
-        size_t end = k;
-        int r = ws_batch(t, tok, dirfd, state, keys, n, &end, &done, err);
-        if (r < 0)
-            return -1;
-        missing += r;
-        k = end;
+    if (ws_plan(&bs, state, keys, n, err) < 0) {
+        ws_plan_free(&bs);
+        return -1;
     }
+    if (sg_prefetch_start(&pf, bs.n, ws_fetch, &bs) < 0) {
+        ws_plan_free(&bs);
+        return sg_err_sys(err, "start the content fetchers");
+    }
+    for (size_t b = 0; b < bs.n && missing >= 0; b++) {
+        sg_fetched f = sg_prefetch_take(&pf, b);
+        if (!f.ans) {
+            *err = bs.errs[b];
+            missing = -1;
+        }
+        for (k = bs.at[b]; k < bs.at[b + 1] && missing >= 0; k++) {
+            int r = ws_write(o, f.body, f.len, dirfd, keys[k], json_object_get(state, keys[k]), &done, err);
+            missing = r < 0 ? -1 : missing + r;
+        }
+        free(f.ans);
+    }
+    sg_prefetch_end(&pf);
+    ws_plan_free(&bs);
     return missing;
 }
 
@@ -514,6 +590,10 @@ int sg_cmd_workspace(int argc, char **argv)
     if (!streams)
         return sg_cli_failf("workspace", "%s", err.msg);
     o.sandbox = id;
+    if (json_array_size(streams) == 1) { /* its one stream's */
+        o.learner = json_string_value(json_object_get(json_array_get(streams, 0), "learner"));
+        o.task = json_string_value(json_object_get(json_array_get(streams, 0), "task"));
+    }
     bool tar = strcmp(o.out, "-") == 0;
     if (!tar && mkdir(o.out, 0755) < 0)
         return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));

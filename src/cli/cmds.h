@@ -3,11 +3,18 @@
 #ifndef SG_CMDS_H
 #define SG_CMDS_H
 
+#include <sys/types.h>
+
+#include "base/err.h"
+
 /* thin CLI (sandglass) */
 int sg_cmd_create(int argc, char **argv);
-/* create whose own workspace starts as a copy of seed_dir, its `sandbox`
- * event saying forked_from (JSON text): sandglass fork's (NULL, NULL: create). */
-int sg_cmd_create_from(int argc, char **argv, const char *seed_dir, const char *forked_from);
+/* Fills a new sandbox's own workspace (dirfd: empty) before its
+ * supervisor starts, every entry made owned by uid:gid: 0, or -1 with err. */
+typedef int (*sg_create_seed_fn)(void *ud, int dirfd, uid_t uid, gid_t gid, sg_err *err);
+/* create whose own workspace seed fills, its `sandbox` event saying
+ * forked_from (JSON text): sandglass fork's (NULL, NULL, NULL: create). */
+int sg_cmd_create_from(int argc, char **argv, sg_create_seed_fn seed, void *seed_ud, const char *forked_from);
 int sg_cmd_exec(int argc, char **argv);
 /* exec under another name in its messages (shell) */
 int sg_cmd_exec_as(const char *name, int argc, char **argv);

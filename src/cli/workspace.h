@@ -3,12 +3,19 @@
 #ifndef SG_CLI_WORKSPACE_H
 #define SG_CLI_WORKSPACE_H
 
+#include <stdbool.h>
+#include <sys/types.h>
+
 #include "base/err.h"
 #include "cli/ingest_http.h"
 
 typedef struct sg_ws_opts {
     const char *ingest, *ingest_ca, *sandbox, *out, *token, *secret;
+    const char *learner, *task; /* the sandbox's one stream's, when known (NULL: not) */
     long long at;
+    bool own;         /* every entry made chowned to uid:gid (fork: the new sandbox's user) */
+    uid_t uid;
+    gid_t gid;
 } sg_ws_opts;
 
 /* The read token: o->token, or a short-lived operator read token made from

@@ -42,6 +42,11 @@ static int read_failed(struct lws *wsi, sg_http_req *req, const sg_err *err)
                           ingest_error_json(err->msg));
 }
 
+static int head_take(void *ud, const char *sha, int64_t size)
+{
+    return sg_buf_printf(ud, "%s %lld\n", sha, (long long)size);
+}
+
 /* Several contents, each framed "HEX LEN\n" + bytes, in one answer. */
 static int contents_batch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, char *list)
 {
@@ -49,21 +54,17 @@ static int contents_batch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cha
     if (sg_buf_reserve(&b, LWS_PRE) < 0)
         return -1;
     b.len = LWS_PRE;
+    const char *shas[SG_CONTENTS_BATCH];
     size_t n = 0;
     for (char *save = NULL, *sha = strtok_r(list, ",", &save); sha; sha = strtok_r(NULL, ",", &save)) {
-        if (!sg_store_sha256_valid(sha) || ++n > SG_CONTENTS_BATCH)
+        if (!sg_store_sha256_valid(sha) || n == SG_CONTENTS_BATCH)
             return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                                   ingest_error_json("sha256=: up to 32 hashes of 64 lowercase hex digits"));
-        sg_err err = {0};
-        int64_t size = 0;
-        int w = sg_store_content_stat(ing->store, sha, &size, &err);
-        if (w < 0)
-            return read_failed(wsi, req, &err);
-        if (sg_buf_printf(&b, "%s %lld\n", sha, w ? (long long)size : -1LL) < 0)
-            return -1;
-        if (w && sg_store_content_read(ing->store, sha, buf_take, &b, &err) < 0)
-            return read_failed(wsi, req, &err);
+        shas[n++] = sha;
     }
+    sg_err err = {0};
+    if (sg_store_contents_each(ing->store, shas, n, head_take, buf_take, &b, &err) < 0)
+        return read_failed(wsi, req, &err);
     return answer_bytes(wsi, req, &b, "application/octet-stream");
 }
 

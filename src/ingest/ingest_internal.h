@@ -293,10 +293,12 @@ bool ingest_scope_filter(struct lws *wsi, sg_http_req *req, const char *what, co
 /* GET /v1/events' arguments under the token's scope: the query and the
  * strings it points into. */
 #define INGEST_KINDS_ARG_MAX 512
+#define INGEST_OMIT_ARG_MAX 128 /* ?omit=: its bytes */
 typedef struct ingest_events_args {
     sg_store_query q;
     char learner[SG_NAME_MAX + 8], task[SG_NAME_MAX + 8], sandbox[SG_NAME_MAX + 8];
     char kinds[INGEST_KINDS_ARG_MAX], except_kinds[INGEST_KINDS_ARG_MAX];
+    char omit[INGEST_OMIT_ARG_MAX]; /* ?omit=: "" or payload members' names */
 } ingest_events_args;
 /* The request's arguments into a (its pointers into a itself): 0, or 1
  * with the 400 or 403 answer sent. */
@@ -304,7 +306,7 @@ int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims
 /* A page's answer, {"events":[...],"more":...}, appended to body: 0, or -1
  * with err. Touches s, q and body only, so it runs on any thread that
  * holds s. */
-int ingest_events_body(sg_store *s, sg_store_query *q, sg_buf *body, sg_err *err);
+int ingest_events_body(sg_store *s, ingest_events_args *a, sg_buf *body, sg_err *err);
 /* GET /v1/sandboxes' answer for the token cl (its scope) and prefix
  * (NULL: none), appended to body: 0, or -1 with err. Any thread. */
 int ingest_sandboxes_body(sg_store *s, const sg_token_claims *cl, const char *prefix, sg_buf *body, sg_err *err);

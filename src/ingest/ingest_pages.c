@@ -137,7 +137,7 @@ static void job_work(uv_work_t *w)
 
 static int build_events(page_job *j, sg_store *s)
 {
-    return ingest_events_body(s, &j->a.q, &j->body, &j->err);
+    return ingest_events_body(s, &j->a, &j->body, &j->err);
 }
 
 static int build_sandboxes(page_job *j, sg_store *s)

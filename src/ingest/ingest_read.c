@@ -163,18 +163,155 @@ static int kinds_arg(struct lws *wsi, sg_http_req *req, const char *name_eq, cha
     return 0;
 }
 
+#define SG_OMIT_MAX 8        /* ?omit=: its names */
+
+/* ?omit=a,b (/v1/events): payload members left out of every row, each
+ * 1-63 of [a-z0-9_], at most SG_OMIT_MAX. 0 (buf "" when absent), or 1
+ * with the 400 answer sent. */
+static int omit_arg(struct lws *wsi, sg_http_req *req, char buf[INGEST_OMIT_ARG_MAX])
+{
+    int r = http_arg(wsi, "omit=", buf, INGEST_OMIT_ARG_MAX);
+    size_t names = 1, run = 0;
+    for (const char *c = r > 0 ? buf : ""; r > 0 && r != -1; c++) {
+        if (*c == ',' || !*c) {
+            if (run == 0 || run > 63 || (*c && ++names > SG_OMIT_MAX))
+                r = -1;
+            run = 0;
+            if (!*c)
+                break;
+        } else if ((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_') {
+            run++;
+        } else {
+            r = -1;
+        }
+    }
+    if (r < 0) {
+        sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
+                       ingest_error_json("omit: up to 8 payload member names of [a-z0-9_], comma-separated"));
+        return 1;
+    }
+    if (r == 0)
+        buf[0] = '\0';
+    return 0;
+}
+
+/* The end of the JSON value starting at p[i] (p: a stored payload, valid
+ * JSON), or 0 when it is not one this scan understands. */
+static size_t value_end(const char *p, size_t n, size_t i)
+{
+    int depth = 0;
+    for (size_t at = i; at < n; at++) {
+        char c = p[at];
+        if (c == '"') { /* to the first quote after it that no odd run of backslashes escapes */
+            for (;;) {
+                const char *q = memchr(p + at + 1, '"', n - at - 1);
+                if (!q)
+                    return 0;
+                at = (size_t)(q - p);
+                size_t bs = 0;
+                while (p[at - 1 - bs] == '\\')
+                    bs++;
+                if (bs % 2 == 0)
+                    break;
+            }
+            if (depth == 0)
+                return at + 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth == 0)
+                return at > i ? at : 0; /* a scalar's end at its object's close */
+            if (--depth == 0)
+                return at + 1;
+        } else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r')) {
+            return at > i ? at : 0;
+        }
+    }
+    return 0;
+}
+
+static bool omitted(const char *omit, const char *key, size_t len)
+{
+    for (const char *c = omit; *c;) {
+        size_t n = strcspn(c, ",");
+        if (n == len && memcmp(c, key, len) == 0)
+            return true;
+        c += n + (c[n] == ',');
+    }
+    return false;
+}
+
+/* The payload object p without its top-level members named in omit (the
+ * key's bytes as stored), into out: 0, or -1 when p is not an object this
+ * scan understands (the caller writes it whole). */
+static int payload_omit(const char *p, size_t n, const char *omit, sg_buf *out)
+{
+    out->len = 0;
+    size_t i = 0;
+#define WS() while (i < n && strchr(" \t\r\n", p[i]) && p[i]) i++
+    WS();
+    if (i >= n || p[i++] != '{' || sg_buf_append(out, "{", 1) < 0)
+        return -1;
+    bool first = true;
+    for (;;) {
+        WS();
+        if (i < n && p[i] == '}' && first)
+            break;
+        if (i >= n || p[i] != '"')
+            return -1;
+        size_t ks = i, ke = value_end(p, n, i);
+        if (!ke)
+            return -1;
+        i = ke;
+        WS();
+        if (i >= n || p[i++] != ':')
+            return -1;
+        WS();
+        size_t ve = value_end(p, n, i);
+        if (!ve)
+            return -1;
+        i = ve;
+        if (!omitted(omit, p + ks + 1, ke - ks - 2) &&
+            ((out->len > 1 && sg_buf_append(out, ",", 1) < 0) || sg_buf_append(out, p + ks, ve - ks) < 0))
+            return -1;
+        first = false;
+        WS();
+        if (i < n && p[i] == ',') {
+            i++;
+            continue;
+        }
+        if (i < n && p[i] == '}')
+            break;
+        return -1;
+    }
+    i++;
+    WS();
+#undef WS
+    return i == n && sg_buf_append(out, "}", 1) == 0 ? 0 : -1;
+}
+
 /* A /v1/events page, its rows written as the store holds them (the
  * payloads validated at ingest are not parsed again): the bytes jansson
- * would have dumped for the same rows (store.h: sg_store_event_json). */
+ * would have dumped for the same rows (store.h: sg_store_event_json);
+ * with ?omit=, each payload without the members it names. */
 typedef struct events_page {
     sg_buf *b;
     size_t n;
     int64_t last_id, last_seq;
+    const char *omit; /* "" or the names, comma-separated */
+    sg_buf trimmed;   /* one row's payload with them left out */
 } events_page;
 
 static int page_row(void *ud, const sg_store_event *e)
 {
     events_page *pg = ud;
+    sg_store_event t;
+    if (pg->omit[0] && e->payload && payload_omit(e->payload, e->payload_len, pg->omit, &pg->trimmed) == 0) {
+        t = *e;
+        t.payload = pg->trimmed.data;
+        t.payload_len = pg->trimmed.len;
+        e = &t;
+    }
     if ((pg->n++ > 0 && sg_buf_append(pg->b, ",", 1) < 0) || sg_store_event_json(pg->b, e) < 0)
         return -1;
     pg->last_id = e->id;
@@ -182,12 +319,14 @@ static int page_row(void *ud, const sg_store_event *e)
     return 0;
 }
 
-int ingest_events_body(sg_store *s, sg_store_query *q, sg_buf *body, sg_err *err)
+int ingest_events_body(sg_store *s, ingest_events_args *a, sg_buf *body, sg_err *err)
 {
     bool cut = false;
+    sg_store_query *q = &a->q;
     q->cut = &cut;
-    events_page pg = {.b = body};
+    events_page pg = {.b = body, .omit = a->omit};
     int n = sg_buf_puts(body, "{\"events\":[") < 0 ? -1 : sg_store_scan(s, q, page_row, &pg, err);
+    sg_buf_free(&pg.trimmed);
     q->cut = NULL;
     if (n < 0)
         return -1;
@@ -217,7 +356,7 @@ int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims
     a->q = (sg_store_query){.after_seq = -1, .after_id = -1};
     if (read_filters(wsi, req, cl, &a->q, a->learner, a->task, a->sandbox) ||
         kinds_arg(wsi, req, "kind=", a->kinds, &a->q.kinds) ||
-        kinds_arg(wsi, req, "except_kind=", a->except_kinds, &a->q.except_kinds))
+        kinds_arg(wsi, req, "except_kind=", a->except_kinds, &a->q.except_kinds) || omit_arg(wsi, req, a->omit))
         return 1;
     a->q.learner = arg_own(a->q.learner, a->learner);
     a->q.task = arg_own(a->q.task, a->task);
@@ -248,7 +387,7 @@ static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const 
         return 0;
     sg_err err;
     sg_autobuf sg_buf page = {0};
-    if (ingest_events_body(ing->store, &a.q, &page, &err) < 0)
+    if (ingest_events_body(ing->store, &a, &page, &err) < 0)
         return sg_http_answer(wsi, req, HTTP_STATUS_INTERNAL_SERVER_ERROR, ingest_error_json(err.msg));
     return sg_http_answer_text(wsi, req, HTTP_STATUS_OK, page.data, page.len);
 }

@@ -75,6 +75,15 @@ int sg_store_content_stat(sg_store *s, const char *sha256, int64_t *size, sg_err
 int sg_store_content_read(sg_store *s, const char *sha256, sg_store_bytes_fn fn, void *ud,
                           sg_err *err);
 
+/* Called before each content's bytes in sg_store_contents_each: its size,
+ * or -1 when it is not stored whole (no bytes follow); < 0 stops. */
+typedef int (*sg_store_content_fn)(void *ud, const char *sha256, int64_t size);
+
+/* The n contents in turn: head, then (when whole) the bytes by fn. On
+ * SQLite in one read transaction. 0, or -1 with err. */
+int sg_store_contents_each(sg_store *s, const char *const *sha256, size_t n, sg_store_content_fn head,
+                           sg_store_bytes_fn fn, void *ud, sg_err *err);
+
 /* The recordings of a sandbox: [{"learner","task","sandbox","session","bytes"}]
  * (learner, task: NULL any). */
 json_t *sg_store_casts(sg_store *s, const char *learner, const char *task, const char *sandbox,

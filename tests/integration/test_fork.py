@@ -144,6 +144,17 @@ def run(env: CapEnv) -> None:
     ok(got != tree(ws), "and differs from the original's latest state")
     e = env.sh(fid, "cat a.txt && cat src/pkg/m.py && id -u")
     tap.eq(e.stdout.decode().splitlines()[:2], ["one", "x = 1"], "the fork runs an exec on its workspace")
+    # written straight into the new workspace: every entry its user's, as a copy in was
+    meta = json.load(open(env.sbdir(fid, "meta.json")))
+    fws = env.workspace(fid)
+    owners = {os.path.relpath(os.path.join(d, n), fws): (st.st_uid, st.st_gid)
+              for d, dirs, files in os.walk(fws) for n in files + dirs
+              for st in [os.lstat(os.path.join(d, n))] if n != "lost+found"}
+    ok(owners and all(v == (meta["uid"], meta["gid"]) for v in owners.values()),
+       "every entry of the fork's workspace is the sandbox user's, links and directories too",
+       {"uid": meta["uid"], "owners": owners})
+    e = env.sh(fid, "printf z >> a.txt && mkdir src/pkg/new && touch src/pkg/new/f src/f")
+    ok(e.returncode == 0, "the learner writes into the forked files and directories", e.stderr)
     rows = env.wait_rows(fid, lambda r: any(x["kind"] == "sandbox" for x in r), 120)
     first = next((x for x in rows if x["kind"] == "sandbox"), {})
     tap.eq(first.get("payload", {}).get("forked_from"),

@@ -511,6 +511,31 @@ def main():
     check("events timeline shows command, exit status and diff summary",
           p.returncode == 0 and "$ pytest -q" in out and "exit 1" in out and "+3 -1 a.py" in out, out + p.stderr)
 
+    # ---- ?omit=: top-level payload members left out, the rest as stored
+    # (strings holding quotes, backslashes and brackets; the same key
+    # nested stays; whitespace between the stored tokens)
+    h = connect(ing, token(state, "erin", "t4", "om"))
+    h.wait_ack(None)
+    sent = [{"path": "q\"\\.py", "change": "modified", "diff": "a \"b\" \\\" {[ ]} , \\", "size": 3,
+             "content": {"sha256": "ab", "diff": "nested stays"}, "x_list": [1, {"diff": 2}, "]"],
+             "x_null": None, "x_true": True, "x_real": -2.5e3},
+            {"diff": "only", "path": "b"}, {"path": "c", "diff": ""}, {"path": "d", "change": "created"}]
+    for i, pl in enumerate(sent):
+        h.send_event(i, "file_diff", pl)
+    h.wait_ack(len(sent) - 1)
+    h.close()
+    code, body = ing.http("/v1/events?sandbox=om&kind=file_diff&omit=diff")
+    want = [{k: v for k, v in pl.items() if k != "diff"} for pl in sent]
+    check("GET /v1/events?omit=diff leaves out the payloads' diff members, the rest as sent",
+          code == 200 and [e["payload"] for e in body["events"]] == want, body)
+    code, body = ing.http("/v1/events?sandbox=om&omit=diff,size,x_list")
+    check("GET /v1/events?omit= takes several names",
+          code == 200 and [{k: v for k, v in e["payload"].items()} for e in body["events"]][0] ==
+          {k: v for k, v in sent[0].items() if k not in ("diff", "size", "x_list")}, body)
+    for bad in ("", "Diff", "a%20b", "x,,y", ",".join(["a"] * 9), "a" * 64):
+        code, body = ing.http("/v1/events?sandbox=om&omit=" + bad)
+        check(f"GET /v1/events refuses omit={bad[:20]} with 400", code == 400, body)
+
     # ---- secret permissions
     os.chmod(secret, 0o644)
     p = run("token", "--learner", "a", "--task", "b", "--sandbox", "c", state=state)
