@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from workspace_common import SLOW, deep_py, events, new_env, tap
+from workspace_common import SLOW, deep_py, events, new_env, tap, wait_for
 
 NAME = "n" * 120
 env = new_env()
@@ -28,7 +28,8 @@ try:
     tap.ok(cks and all("error" not in c for c in cks), "checkpoints keep working", repr(cks)[:600])
     r = env.destroy(sid)
     tap.ok(r.returncode == 0, "destroy succeeds", r.stderr.decode(errors="replace"))
-    tap.ok(not os.path.exists(ws), "the workspace is gone")
+    # destroy answers before a disk's release (the reclaimer's, after it)
+    tap.ok(wait_for(lambda: not os.path.exists(ws), 60), "the workspace is gone")
     tap.ok(not os.path.exists(env.sbdir(sid)), "the sandbox's state directory is gone")
     g = env.run("gc", timeout=SLOW)
     tap.ok(g.returncode == 0, "gc has nothing left to fail on", g.stderr.decode(errors="replace"))
