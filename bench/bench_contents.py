@@ -28,6 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from bench_latency import cap_env  # noqa: E402
 
 
 # Each sample rewrites a file made before the samples (a "modified": the
@@ -100,13 +102,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--out", default=str(HERE / "results" / "contents.json"))
     a = ap.parse_args()
-    build = Path(a.build).resolve()
-    os.environ.setdefault("SANDGLASS_BIN", str(build / "sandglass"))
-    os.environ.setdefault("SANDGLASSD_BIN", str(build / "sandglassd"))
-    sys.path.insert(0, str(ROOT / "tests" / "integration"))
-    from test_capture import CapEnv  # noqa: E402
-
-    env = CapEnv()
+    env = cap_env(a.build)
     try:
         sid = env.create_captured()
         script = ("import os, random\n"

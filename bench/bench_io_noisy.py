@@ -52,7 +52,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from bench_latency import StoreTail, summary  # noqa: E402
+from bench_latency import StoreTail, cap_env, summary  # noqa: E402
 
 WRITER = ("import sys, time\n"
           "for line in sys.stdin:\n"
@@ -236,13 +236,7 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=3.0, help="seconds of A's writing before sampling")
     ap.add_argument("--out", default=str(HERE / "results" / "io_noisy.json"))
     a = ap.parse_args()
-    build = Path(a.build).resolve()
-    os.environ.setdefault("SANDGLASS_BIN", str(build / "sandglass"))
-    os.environ.setdefault("SANDGLASSD_BIN", str(build / "sandglassd"))
-    sys.path.insert(0, str(ROOT / "tests" / "integration"))
-    from test_capture import CapEnv  # noqa: E402  (reads the *_BIN variables)
-
-    env = CapEnv()
+    env = cap_env(a.build)
     writer = None
     lim = None
     rate = 0

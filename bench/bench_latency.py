@@ -188,6 +188,18 @@ class StoreTail:
         return None, None, None
 
 
+def cap_env(build_dir: str):
+    """A CapEnv (tests/integration/test_capture.py: a state directory and a
+    real ingest with its SQLite store) on the binaries of build_dir (unless
+    SANDGLASS_BIN / SANDGLASSD_BIN name others)."""
+    build = Path(build_dir).resolve()
+    os.environ.setdefault("SANDGLASS_BIN", str(build / "sandglass"))
+    os.environ.setdefault("SANDGLASSD_BIN", str(build / "sandglassd"))
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    from test_capture import CapEnv  # noqa: E402  (reads the *_BIN variables)
+    return CapEnv()
+
+
 WRITER = ("import sys, time\n"
           "for line in sys.stdin:\n"
           "    i = line.strip()\n"
@@ -239,13 +251,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "latency.json"))
     ap.add_argument("--poll-ms", type=float, default=0.2, help="store poll interval")
     a = ap.parse_args()
-    build = Path(a.build).resolve()
-    os.environ.setdefault("SANDGLASS_BIN", str(build / "sandglass"))
-    os.environ.setdefault("SANDGLASSD_BIN", str(build / "sandglassd"))
-    sys.path.insert(0, str(ROOT / "tests" / "integration"))
-    from test_capture import CapEnv  # noqa: E402  (reads the *_BIN variables)
-
-    env = CapEnv()
+    env = cap_env(a.build)
     orig = None
     try:
         sid = env.create_captured()

@@ -37,6 +37,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from bench_latency import cap_env  # noqa: E402
 
 SCRIPT = ("import os\n"
           "for d in range(20):\n"
@@ -83,13 +85,7 @@ def main() -> int:
     ap.add_argument("--hold", type=float, default=0,
                     help="after the setup, print the commands and wait this many seconds (to profile by hand)")
     a = ap.parse_args()
-    build = Path(a.build).resolve()
-    os.environ.setdefault("SANDGLASS_BIN", str(build / "sandglass"))
-    os.environ.setdefault("SANDGLASSD_BIN", str(build / "sandglassd"))
-    sys.path.insert(0, str(ROOT / "tests" / "integration"))
-    from test_capture import CapEnv  # noqa: E402
-
-    env = CapEnv()
+    env = cap_env(a.build)
     bins = {"": os.environ["SANDGLASS_BIN"]}
     if a.compare:
         bins["other_"] = str(Path(a.compare).resolve())
