@@ -214,6 +214,10 @@ try:
     tap.eq(env.exec(a, "echo", "alive").stdout, b"alive\n", "the sandbox works after it")
     p = env.run("destroy", a, timeout=300)
     tap.eq(p.returncode, 0, "destroy")
+    # destroy answers before its disk's release: the reclaimer takes the
+    # bounds off, then detaches (waited for, the checks below say what)
+    wait_for(lambda: bdi(dev, "strict_limit") == "0" and queue(dev, "nr_requests") == depth and
+             queue(dev, "max_sectors_kb") == queue(dev, "max_hw_sectors_kb"), 60)
     tap.eq(bdi(dev, "strict_limit"), "0", "destroy takes strict_limit off the loop device")
     tap.ok(int(bdi(dev, "max_bytes")) > DIRTY_MAX * 4, "and its max_bytes", bdi(dev, "max_bytes"))
     tap.eq(queue(dev, "nr_requests"), depth, "and gives its queue the driver's depth back")
