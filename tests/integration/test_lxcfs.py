@@ -3,8 +3,11 @@
 a directory of the test's own), a sandbox's /proc/meminfo, /proc/uptime
 and `free` show the sandbox's own memory limit and age, not the host's;
 the files are read-only; with SANDGLASS_LXCFS=off (or no LXCFS) /proc
-shows the host's totals, as docs/SANDBOX.md says. Skips, with its reason,
-without the lxcfs program or /dev/fuse. TAP."""
+shows the host's totals, as docs/SANDBOX.md says; its teardown removes no
+cgroup but its sandboxes' (LXCFS's mount shows the host's cgroup v1
+hierarchies under cgroup/: LXCFS is stopped and unmounted before the
+state directory goes). Skips, with its reason, without the lxcfs program
+or /dev/fuse. TAP."""
 from __future__ import annotations
 
 import os
@@ -13,9 +16,9 @@ import signal
 import subprocess
 import time
 
-from sgtest import Env, tap
+from sgtest import Env, cgroup_dirs, tap
 
-PLAN = 6
+PLAN = 7
 
 
 def meminfo_kb(text: str, key: str = "MemTotal") -> int:
@@ -38,6 +41,33 @@ if not lxcfs or not os.path.exists("/dev/fuse") or os.geteuid() != 0:
     tap.done()
     raise SystemExit(0)
 
+
+def stop_lxcfs(proc: subprocess.Popen, mnt: str) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+
+
+# An empty cgroup of ours, as a sandbox's is between its mkdir and its
+# init's move into it: LXCFS shows it under <mnt>/cgroup/, where an rmdir
+# removes the host's (an rm -r of the state directory over the live mount
+# did, beside other tests' creates). The teardown must leave it. Made
+# once the first sandbox has made the sandglass/ roots.
+sentinel: list[str] = []
+
+
+def make_sentinel() -> None:
+    for d in cgroup_dirs(f"lxcfs-sentinel-{os.getpid()}"):
+        if os.path.isdir(os.path.dirname(d)):
+            os.mkdir(d)
+            sentinel.append(d)
+
+
 env = Env()
 mnt = os.path.join(env.root, "lxcfs")
 os.makedirs(mnt)
@@ -52,6 +82,7 @@ try:
 
     env.env["SANDGLASS_LXCFS"] = mnt
     sid = env.create("--memory", "256M")
+    make_sentinel()
     p = env.exec(sid, "/bin/sh", "-c", "cat /proc/meminfo; echo ==; free -m; echo ==; cat /proc/uptime")
     meminfo, free, uptime = (p.stdout.decode(errors="replace").split("==\n") + ["", "", ""])[:3]
     tap.eq(meminfo_kb(meminfo), 256 * 1024, "/proc/meminfo inside: MemTotal is the sandbox's 256 MiB")
@@ -74,13 +105,16 @@ try:
            "without LXCFS /proc/meminfo shows the host's total (the kernel's)")
     env.run("destroy", sid, check=True)
 finally:
+    # LXCFS first: nothing of the state directory's removal may go
+    # through its mount (a sandbox left by a failure is destroyed without it)
+    stop_lxcfs(proc, mnt)
     env.cleanup()
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+    gone = [d for d in sentinel if not os.path.isdir(d)]
+    for d in sentinel:
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
+            os.rmdir(d)
+        except OSError:
+            pass
+tap.ok(sentinel != [] and gone == [], "the teardown removed no cgroup but its own (an empty one of ours stays)",
+       f"made {sentinel}, gone {gone}")
 tap.done()
