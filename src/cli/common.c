@@ -66,10 +66,12 @@ json_t *sg_cli_run_json(const char *path, char *const argv[], size_t max, bool q
 }
 
 /* One try of a request: -1 with err, and *unread when the supervisor
- * died before reading it (sg_revive_unread). */
-static json_t *request_once(const char *id, const char *body, int with_fd, bool *unread, sg_err *err)
+ * died before reading it (sg_revive_unread). revive: a sandbox whose
+ * supervisor died is taken over first; else only a live one gets it. */
+static json_t *request_once(const char *id, const char *body, int with_fd, bool revive, bool *unread,
+                            sg_err *err)
 {
-    sg_autoclose int fd = sg_revive_connect(id, NULL, err);
+    sg_autoclose int fd = revive ? sg_revive_connect(id, NULL, err) : sg_ctl_connect(id, err);
     if (fd < 0)
         return NULL;
     int r = sg_seqpacket_send_typed(fd, SG_CTL_REQ, body, strlen(body), with_fd >= 0 ? &with_fd : NULL,
@@ -97,12 +99,7 @@ static json_t *request_once(const char *id, const char *body, int with_fd, bool 
     }
 }
 
-json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err)
-{
-    return sg_cli_request_fd(id, req, -1, err);
-}
-
-json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err)
+static json_t *request(const char *id, const sg_ctl_req *req, int fd, bool revive, sg_err *err)
 {
     sg_ctl_req r = *req;
     r.v = SG_CTL_VERSION;
@@ -113,27 +110,42 @@ json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err 
         return NULL;
     }
     bool unread = false;
-    json_t *j = request_once(id, body, fd, &unread, err);
+    json_t *j = request_once(id, body, fd, revive, &unread, err);
     /* Sent to a supervisor that died before reading it (SIGKILLed as we
      * connected): the one that takes over gets it, once. */
-    if (!j && unread)
-        j = request_once(id, body, fd, &unread, err);
+    if (!j && unread && revive)
+        j = request_once(id, body, fd, revive, &unread, err);
     /* A supervisor of the build before versions (a sandbox that lived
      * through an upgrade) refuses "v" in the ops it checks strictly: its
      * protocol is this one without "v". */
     if (!j && sg_ctl_is_v0_refusal(err->msg)) {
         r.v = 0;
         sg_autofree char *v0 = sg_ctl_req_dump(&r);
-        j = v0 ? request_once(id, v0, fd, &unread, err) : NULL;
+        j = v0 ? request_once(id, v0, fd, revive, &unread, err) : NULL;
     }
     /* One of the build before "via": the request without it (its actor is
      * then the caller's credentials alone). */
     if (!j && r.via && sg_ctl_is_via_refusal(err->msg)) {
         r.via = NULL;
         sg_autofree char *plain = sg_ctl_req_dump(&r);
-        j = plain ? request_once(id, plain, fd, &unread, err) : NULL;
+        j = plain ? request_once(id, plain, fd, revive, &unread, err) : NULL;
     }
     return j;
+}
+
+json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err)
+{
+    return request(id, req, -1, true, err);
+}
+
+json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err)
+{
+    return request(id, req, fd, true, err);
+}
+
+json_t *sg_cli_request_live(const char *id, const sg_ctl_req *req, sg_err *err)
+{
+    return request(id, req, -1, false, err);
 }
 
 /* Moves a sandbox's spool and record to <state>/undelivered/<id>/, as the

@@ -46,6 +46,11 @@ json_t *sg_cli_request(const char *id, const sg_ctl_req *req, sg_err *err);
 /* The same with fd sent beside the request (SCM_RIGHTS; -1: none): the ops
  * whose handler takes one (exec's stdin, cp's directory). fd stays ours. */
 json_t *sg_cli_request_fd(const char *id, const sg_ctl_req *req, int fd, sg_err *err);
+/* The same (no fd) to a supervisor that serves the sandbox now, never
+ * one that takes it over: a dead or dying supervisor (its socket refuses,
+ * or resets the request unread) is an error, ECONNREFUSED/ENOENT or the
+ * reset's. For a pool's spare, which is destroyed rather than revived. */
+json_t *sg_cli_request_live(const char *id, const sg_ctl_req *req, sg_err *err);
 
 /* Destroys sandbox id (the supervisor's proof, or the cleanup from here
  * when it cannot), saying on stderr what it found; via (NULL: none) is

@@ -127,10 +127,13 @@ int sg_pool_claim(const sg_sandbox_meta *want, char id_out[32])
         sg_ctl_req req = {.op = SG_OP_CLAIM, .u.claim.meta = meta};
         sg_err e = {0};
         /* A spare whose supervisor died is not taken over (that costs more
-         * than a new sandbox, and it is no one's work): it goes. */
+         * than a new sandbox, and it is no one's work): it goes. The lock
+         * is only a first look: a SIGKILLed supervisor holds it (and its
+         * socket takes connections) until its last thread has exited, so
+         * the request goes only to a live one, never reviving it. */
         if (sg_state_supervisor_held(*id, NULL) != 1)
             sg_err_set(&e, ESRCH, "its supervisor died");
-        sg_autojson json_t *res = meta && !e.code ? sg_cli_request(*id, &req, &e) : NULL;
+        sg_autojson json_t *res = meta && !e.code ? sg_cli_request_live(*id, &req, &e) : NULL;
         if (res) {
             snprintf(id_out, 32, "%s", *id);
             return 1;
