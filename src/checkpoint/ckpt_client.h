@@ -24,7 +24,8 @@
  * destroy). sg_ckpt_client_kill_sandbox_worker does the kill from another
  * process (the CLI's abort and destroy, before they ask the supervisor,
  * which may be inside a long call): it leaves the flag <repo>/sg-killed,
- * then SIGKILLs the worker through its leaf; the call in flight then fails
+ * then SIGKILLs the worker through its leaf (cgroup.kill written, its
+ * death not waited for: the request goes at once); the call in flight then fails
  * at once with ECANCELED instead of being retried on a fresh worker (any
  * other death of the worker, its OOM kill included, gets one retry). */
 #ifndef SG_CKPT_CLIENT_H

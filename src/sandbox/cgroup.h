@@ -83,7 +83,7 @@ int sg_cgroup_procs_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS],
 int sg_cgroup_join_fds(sg_cgroup *cg, const char *leaf, int fds[SG_CG_MAX_FDS], sg_err *err);
 /* Kills the processes of a helper's leaf wherever sg_cgroup_join_fds
  * put them (and where an earlier version did: <id>/<leaf>); a leaf that
- * is not there is no error. */
+ * is not there is no error. timeout_ms as sg_cgroup_kill's. */
 int sg_cgroup_helper_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err);
 /* Moves a host pid into <id>/<leaf> in every hierarchy. */
 int sg_cgroup_attach(sg_cgroup *cg, const char *leaf, pid_t pid, sg_err *err);
@@ -112,7 +112,9 @@ int sg_cgroup_events_populated(int fd, sg_err *err);
  * kill, thaw, repeat), and waits until none is left or timeout_ms passes
  * (<= 0: SG_CG_KILL_DEFAULT_MS). Returns 0 only once the cgroup is proven
  * empty (zombies do not count: they hold no resources and are gone from
- * cgroup.procs); ETIMEDOUT names what is left. */
+ * cgroup.procs); ETIMEDOUT names what is left. timeout_ms < 0 with v2's
+ * cgroup.kill: the kill is written and not waited for (0: written);
+ * without cgroup.kill (v1's freeze, kill, thaw loop), as <= 0. */
 int sg_cgroup_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err);
 /* 1 populated, 0 empty (recursive), -1 error. */
 int sg_cgroup_populated(sg_cgroup *cg, const char *leaf, sg_err *err);

@@ -278,6 +278,10 @@ int sg_cgroup_kill(sg_cgroup *cg, const char *leaf, int timeout_ms, sg_err *err)
 {
     if (cg_check_leaf(leaf, err) < 0)
         return -1;
+    if (timeout_ms < 0 && v2_has(cg, leaf, "cgroup.kill")) { /* killed, not waited for */
+        sg_autofree char *dir = cg_dir(cg, (size_t)cg->s.v2, leaf);
+        return cg_knob_write(dir, "cgroup.kill", "1", err);
+    }
     if (timeout_ms <= 0)
         timeout_ms = SG_CG_KILL_DEFAULT_MS;
     uint64_t deadline = cg_deadline_after(timeout_ms);
