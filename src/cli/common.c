@@ -68,8 +68,7 @@ json_t *sg_cli_run_json(const char *path, char *const argv[], size_t max, bool q
 /* One try of a request: -1 with err, and *unread when the supervisor
  * died before reading it (sg_revive_unread). revive: a sandbox whose
  * supervisor died is taken over first; else only a live one gets it. */
-static json_t *request_once(const char *id, const char *body, int with_fd, bool revive, bool *unread,
-                            sg_err *err)
+static json_t *request_once(const char *id, const char *body, int with_fd, bool revive, bool *unread, sg_err *err)
 {
     sg_autoclose int fd = revive ? sg_revive_connect(id, NULL, err) : sg_ctl_connect(id, err);
     if (fd < 0)
