@@ -225,7 +225,7 @@ static void test_schema_version(void **state)
     snprintf(known, sizeof known, "knows (%d)", SG_STORE_SCHEMA_VERSION);
     assert_non_null(strstr(err.msg, known));
     assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), 99);
-    raw_sql(f->url, "UPDATE sg_schema SET version = 6"); /* SG_STORE_SCHEMA_VERSION */
+    raw_sql(f->url, "UPDATE sg_schema SET version = 7"); /* SG_STORE_SCHEMA_VERSION */
     f->s = sg_store_open(f->url, &err);
     assert_non_null(f->s);
 }
