@@ -132,7 +132,8 @@ static void job_work(uv_work_t *w)
     reader *rd = j->rd;
     if (!rd->store) {
         rd->store = sg_store_open(j->pp->url, &j->err);
-        if (rd->store && !j->pp->sqlite && sg_store_pg_statement_timeout(rd->store, INGEST_READ_TIMEOUT_MS, &j->err) < 0) {
+        if (rd->store && !j->pp->sqlite &&
+            sg_store_pg_statement_timeout(rd->store, INGEST_READ_TIMEOUT_MS, &j->err) < 0) {
             sg_store_close(rd->store);
             rd->store = NULL;
         }
