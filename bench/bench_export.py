@@ -94,15 +94,17 @@ def pct(xs: list[float], p: float) -> float:
     return round(xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] * 1000, 2) if xs else float("nan")
 
 
-def probe(port: int, state: str, sandglassd: str, busy) -> dict:
+def probe(port: int, state: str, sandglassd: str, busy, secret: str = "") -> dict:
     """Round trips of GET /healthz and of one event to its ack, in turn,
-    while busy() runs (ms: p50, p99, max)."""
+    while busy() runs (ms: p50, p99, max); the stream's token from secret
+    (default: the state's)."""
     import threading
     import urllib.request
     from bench_stream import WS
     env = dict(os.environ, SANDGLASS_STATE_DIR=state)
     sb = f"probe{port}-{time.monotonic_ns()}"
-    tok = subprocess.run([sandglassd, "token", "--learner", "bench", "--task", "probe", "--sandbox", sb], env=env,
+    tok = subprocess.run([sandglassd, "token", "--learner", "bench", "--task", "probe", "--sandbox", sb,
+                          *(["--secret", secret] if secret else [])], env=env,
                          check=True, capture_output=True, text=True).stdout.strip()
     ws = WS(port, tok)
     acks = ws.acks()

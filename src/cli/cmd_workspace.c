@@ -289,12 +289,37 @@ static void tar_octal(char *f, size_t n, uint64_t v)
     snprintf(f, n, "%0*llo", (int)n - 1, (unsigned long long)v);
 }
 
+/* The stream goes out in pieces of up to TAR_OUT bytes: 2 or 3 writes a
+ * file (header, bytes, padding) were 2,000 system calls for 1,000 files,
+ * each a wake-up of the reader at a pipe's other end. */
+#define TAR_OUT (256 * 1024)
+static char tar_buf[TAR_OUT];
+static size_t tar_len;
+
+static int tar_flush(void)
+{
+    int r = tar_len ? sg_write_all(1, tar_buf, tar_len) : 0;
+    tar_len = 0;
+    return r;
+}
+
+static int tar_out(const void *data, size_t len)
+{
+    if (tar_len + len > TAR_OUT && tar_flush() < 0)
+        return -1;
+    if (len >= TAR_OUT)
+        return sg_write_all(1, data, len);
+    memcpy(tar_buf + tar_len, data, len);
+    tar_len += len;
+    return 0;
+}
+
 static int tar_block(const void *data, size_t len)
 {
     static const char zero[512];
-    if (len && sg_write_all(1, data, len) < 0)
+    if (len && tar_out(data, len) < 0)
         return -1;
-    return len % 512 ? sg_write_all(1, zero, 512 - len % 512) : 0;
+    return len % 512 ? tar_out(zero, 512 - len % 512) : 0;
 }
 
 /* One header; a name or link target over 100 bytes goes before it as a
@@ -417,6 +442,11 @@ static int ws_write(const ws_opts *o, const char *batch, size_t batch_len, int d
 }
 
 #define WS_BATCH 32 /* contents one request fetches (the ingest's bound) */
+/* and their bytes, at most (a batch is closed past it): the fetchers hold
+ * up to SG_PREFETCHERS * SG_PREFETCH_DEPTH answers and the writer one, so
+ * at most 5 * (WS_BATCH_BYTES + a content) in memory: 45 MiB at the 1 MiB
+ * file limit, where 32 contents a batch could be 160 MiB */
+#define WS_BATCH_BYTES (8 * 1024 * 1024)
 
 /* The contents of the state's paths, WS_BATCH distinct ones to a request,
  * fetched ahead (cli/prefetch.h) while the paths before are written: batch
@@ -442,11 +472,14 @@ static int ws_plan(ws_batches *bs, json_t *state, const char **keys, size_t n, s
     for (size_t k = 0; k < n;) {
         char path[WS_BATCH * 65 + 64] = "/v1/contents?sha256=";
         size_t want = 0;
+        long long bytes = 0;
         bs->at[bs->n] = k;
-        for (; k < n && want < WS_BATCH; k++) {
+        for (; k < n && want < WS_BATCH && bytes < WS_BATCH_BYTES; k++) {
             json_t *c = json_object_get(state, keys[k]);
             if (!ws_fetchable(c) || strstr(path, json_string_value(json_object_get(c, "sha256"))))
                 continue;
+            json_int_t size = json_integer_value(json_object_get(c, "size"));
+            bytes += size > 0 ? size : 0;
             if (want++)
                 strcat(path, ",");
             strncat(path, json_string_value(json_object_get(c, "sha256")), 64);
@@ -599,11 +632,14 @@ int sg_cmd_workspace(int argc, char **argv)
         return sg_cli_failf("workspace", "mkdir %s: %s", o.out, strerror(errno));
     sg_autoclose int dirfd = tar ? -1 : open(o.out, O_PATH | O_DIRECTORY | O_CLOEXEC);
     int missing = sg_ws_rebuild(&o, &t, tok, dirfd, &err);
-    if (missing < 0)
+    if (missing < 0) {
+        if (tar)
+            tar_flush(); /* the entries made, as they were written before */
         return sg_cli_failf("workspace", "%s", err.msg);
-    if (tar && tar_block(NULL, 0) == 0) {
+    }
+    if (tar) {
         static const char end[1024];
-        if (sg_write_all(1, end, sizeof end) < 0)
+        if (tar_out(end, sizeof end) < 0 || tar_flush() < 0)
             return sg_cli_failf("workspace", "write: %s", strerror(errno));
     }
     return missing ? 3 : 0;

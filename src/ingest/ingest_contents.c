@@ -8,7 +8,10 @@
  *   GET /v1/cast?sandbox=ID&session=NAME one recording's bytes
  * A content is found by its hash alone: it is shared by every session that
  * made it, so a scoped token reads a content it can name (its events name
- * their contents' hashes). Recordings are read under the token's scope. */
+ * their contents' hashes). Recordings are read under the token's scope.
+ * Contents are read off the loop, by ingest_pages.c's readers (a batch is
+ * up to 32 MiB: on the loop it held every stream's frames and acks while
+ * it was read). */
 #include "ingest/ingest_internal.h"
 
 #include <errno.h>
@@ -18,8 +21,6 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "ingest/store_contents.h"
-
-#define SG_CONTENTS_BATCH 32
 
 static int buf_take(void *ud, const void *data, size_t len)
 {
@@ -47,13 +48,33 @@ static int head_take(void *ud, const char *sha, int64_t size)
     return sg_buf_printf(ud, "%s %lld\n", sha, (long long)size);
 }
 
-/* Several contents, each framed "HEX LEN\n" + bytes, in one answer. */
-static int contents_batch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, char *list)
+int ingest_contents_body(sg_store *s, const char *const *sha, size_t n, bool batch, sg_buf *body, sg_err *err)
 {
+    if (batch)
+        return sg_store_contents_each(s, sha, n, head_take, buf_take, body, err);
+    return sg_store_content_read(s, sha[0], buf_take, body, err);
+}
+
+/* One content, or several (the framed form): read off the loop by a
+ * reader (ingest_pages.c), or on it when the ingest has none. */
+static int contents_answer(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *const *shas, size_t n,
+                           bool batch)
+{
+    if (ing->pages)
+        return ingest_pages_contents(ing, wsi, req, shas, n, batch);
     sg_autobuf sg_buf b = {0};
     if (sg_buf_reserve(&b, LWS_PRE) < 0)
         return -1;
     b.len = LWS_PRE;
+    sg_err err = {0};
+    if (ingest_contents_body(ing->store, shas, n, batch, &b, &err) < 0)
+        return read_failed(wsi, req, &err);
+    return answer_bytes(wsi, req, &b, "application/octet-stream");
+}
+
+/* Several contents, each framed "HEX LEN\n" + bytes, in one answer. */
+static int contents_batch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, char *list)
+{
     const char *shas[SG_CONTENTS_BATCH];
     size_t n = 0;
     for (char *save = NULL, *sha = strtok_r(list, ",", &save); sha; sha = strtok_r(NULL, ",", &save)) {
@@ -62,10 +83,7 @@ static int contents_batch(sg_ingest *ing, struct lws *wsi, sg_http_req *req, cha
                                   ingest_error_json("sha256=: up to 32 hashes of 64 lowercase hex digits"));
         shas[n++] = sha;
     }
-    sg_err err = {0};
-    if (sg_store_contents_each(ing->store, shas, n, head_take, buf_take, &b, &err) < 0)
-        return read_failed(wsi, req, &err);
-    return answer_bytes(wsi, req, &b, "application/octet-stream");
+    return contents_answer(ing, wsi, req, shas, n, true);
 }
 
 int ingest_http_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
@@ -77,14 +95,8 @@ int ingest_http_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
     if (got != 1 || !sg_store_sha256_valid(sha))
         return sg_http_answer(wsi, req, HTTP_STATUS_BAD_REQUEST,
                               ingest_error_json("sha256= must be 64 lowercase hex digits"));
-    sg_autobuf sg_buf b = {0};
-    sg_err err = {0};
-    if (sg_buf_reserve(&b, LWS_PRE) < 0)
-        return -1;
-    b.len = LWS_PRE;
-    if (sg_store_content_read(ing->store, sha, buf_take, &b, &err) < 0)
-        return read_failed(wsi, req, &err);
-    return answer_bytes(wsi, req, &b, "application/octet-stream");
+    const char *one[1] = {sha};
+    return contents_answer(ing, wsi, req, one, 1, false);
 }
 
 /* sandbox= (required), learner= and task= under the token's scope. */

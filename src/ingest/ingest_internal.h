@@ -244,6 +244,12 @@ void ingest_on_check(uv_check_t *h);
  * that follow it on its connection, so their ack covers it. Takes b. */
 /* ingest_contents.c: GET /v1/contents, /v1/casts, /v1/cast. */
 int ingest_http_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+#define SG_CONTENTS_BATCH 32 /* hashes one GET /v1/contents asks for at most */
+/* The answer of GET /v1/contents for the n hashes (batch: framed; else
+ * n == 1, its bytes alone) appended to body, which has LWS_PRE of
+ * headroom: 0, or -1 with err (ENOENT: the one content is not stored
+ * whole). Touches s and body only: any thread that holds s. */
+int ingest_contents_body(sg_store *s, const char *const *sha, size_t n, bool batch, sg_buf *body, sg_err *err);
 int ingest_http_casts(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 int ingest_http_cast(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 int ingest_batch_add_blob(sg_ingest *ing, conn *c, sg_blob *b, size_t bytes);
@@ -313,9 +319,9 @@ int ingest_sandboxes_body(sg_store *s, const sg_token_claims *cl, const char *pr
 /* Its ?prefix= into prefix (*out NULL when absent): 0, or 1 with the 400 sent. */
 int ingest_sandboxes_prefix(struct lws *wsi, sg_http_req *req, char prefix[SG_NAME_MAX + 8], const char **out);
 /* ---- ingest_pages.c ---- */
-/* GET /v1/events and /v1/sandboxes on PostgreSQL: each answer read and
- * built on libuv's thread pool by one of INGEST_READERS connections of its
- * own, the loop only writing it. */
+/* GET /v1/events and /v1/sandboxes on PostgreSQL, and GET /v1/contents on
+ * both backends: each answer read and built on libuv's thread pool by one
+ * of INGEST_READERS connections of its own, the loop only writing it. */
 #define INGEST_READERS 2            /* pages in the making at once (each a connection) */
 #define INGEST_READ_QUEUE_MAX 64    /* requests waiting for a reader; past it 503 */
 #define INGEST_READ_TIMEOUT_MS 30000 /* a page's query at most (statement_timeout) */
@@ -326,11 +332,18 @@ int ingest_pages_init(sg_ingest *ing, const char *store_url, sg_err *err);
 int ingest_pages_get(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
 /* GET /v1/sandboxes alike: the list is read as a page is. */
 int ingest_pages_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl);
+/* Whether /v1/events and /v1/sandboxes are read off the loop (PostgreSQL). */
+bool ingest_pages_events_off_loop(const sg_ingest *ing);
+/* GET /v1/contents with its read token checked and its n hashes valid
+ * (copied): the answer queued (or the request's 503 answered). batch: the
+ * framed form ("HEX LEN\n" + bytes each), else the one content's bytes. */
+int ingest_pages_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *const *sha, size_t n,
+                          bool batch);
 /* HTTP_WRITEABLE of a request whose page is queued or being read. */
 int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* CLOSED_HTTP: a page not begun is dropped, one being read thrown away. */
 void ingest_pages_closed(sg_http_req *req);
-/* /v1/stats: pages being read, and waiting for a reader (0 on SQLite). */
+/* /v1/stats: pages being read, and waiting for a reader (contents only on SQLite). */
 void ingest_pages_counts(const sg_ingest *ing, size_t *reading, size_t *waiting);
 /* sg_ingest_stop: every request forgotten (lws closes them). */
 void ingest_pages_stop(sg_ingest *ing);

@@ -1,5 +1,5 @@
-/* ingest_pages: GET /v1/events and /v1/sandboxes on PostgreSQL, read off
- * the loop.
+/* ingest_pages: GET /v1/events and /v1/sandboxes on PostgreSQL, and GET
+ * /v1/contents on both backends, read off the loop.
  *
  * On the loop, a page's query waited for PostgreSQL and its JSON was built
  * while nothing else ran: the database's work and the ingest's never
@@ -32,7 +32,18 @@
  * reader is held for the query only, never while a client reads: the page
  * is whole before its first byte is written, so a slow or silent client
  * holds its answer (bounded as every answer is, SG_HTTP_BODY_MAX) and no
- * connection to the database. A request that lws closes (its client gone,
+ * connection to the database.
+ *
+ * Contents (ingest_contents.c) are read the same way on both backends: a
+ * batch of 32 is up to 32 MiB, most of its time copies of the bytes, which
+ * on the loop held every stream's frames and acks, and let one fetcher's
+ * batch be read only while the other's was not. On SQLite a reader is a
+ * connection of its own to the same file (WAL: it reads beside the
+ * writer, never blocks it), /v1/events and /v1/sandboxes staying on the
+ * loop. The loop checks a contents request's token (as every read's on
+ * SQLite): its reader does not look it up again.
+ *
+ * A request that lws closes (its client gone,
  * found at the latest when its answer is written; or INGEST_PAGE_WAIT_S
  * passed) leaves the queue, or has its page thrown away when it comes. */
 #include <errno.h>
@@ -59,13 +70,17 @@ struct page_job {
     uv_work_t work;
     int (*build)(page_job *j, sg_store *s); /* the answer into body, on the pool's thread */
     ingest_events_args a;                   /* a page of /v1/events */
+    char sha[SG_CONTENTS_BATCH][65];        /* /v1/contents: the hashes, */
+    size_t nsha;
+    bool batch;                             /* and its form */
     sg_token_claims cl;                     /* /v1/sandboxes: the token's scope, */
     char prefix[SG_NAME_MAX + 8];           /* and ?prefix= ("" and has_prefix false: none) */
     bool has_prefix;
     char token_id[SG_TOKEN_ID_LEN + 1]; /* looked up in the revoked tokens by the reader */
     bool done;
     int rc;                  /* ingest_events_body's (or the reader's open) */
-    unsigned status;         /* when rc < 0: 500, or 401 for a revoked token */
+    unsigned status;         /* when rc < 0: 500, 401 for a revoked token, 404 (a content) */
+    const char *mime;        /* the answer's when not JSON (body then has LWS_PRE of headroom) */
     sg_err err;
     sg_buf body;
 };
@@ -73,6 +88,7 @@ struct page_job {
 struct ingest_pages {
     uv_loop_t *loop;
     char *url;
+    bool sqlite;             /* contents only: events and sandboxes on the loop */
     reader readers[INGEST_READERS];
     page_job *head, *tail;   /* waiting for a reader, first come first served */
     size_t queued;
@@ -80,13 +96,14 @@ struct ingest_pages {
 
 int ingest_pages_init(sg_ingest *ing, const char *store_url, sg_err *err)
 {
-    if (strncmp(store_url, "sqlite:", 7) == 0)
-        return 0; /* SQLite's pages stay on the loop (ingest_read.c) */
+    if (strstr(store_url, ":memory:"))
+        return 0; /* a store only its own connection sees: everything on the loop */
     struct ingest_pages *pp = calloc(1, sizeof *pp);
     if (!pp || !(pp->url = strdup(store_url))) {
         free(pp);
         return sg_err_set(err, ENOMEM, "out of memory");
     }
+    pp->sqlite = strncmp(store_url, "sqlite:", 7) == 0; /* its pages stay on the loop (ingest_read.c) */
     pp->loop = ing->loop;
     ing->pages = pp;
     return 0;
@@ -115,7 +132,8 @@ static void job_work(uv_work_t *w)
     reader *rd = j->rd;
     if (!rd->store) {
         rd->store = sg_store_open(j->pp->url, &j->err);
-        if (rd->store && sg_store_pg_statement_timeout(rd->store, INGEST_READ_TIMEOUT_MS, &j->err) < 0) {
+        if (rd->store && !j->pp->sqlite &&
+            sg_store_pg_statement_timeout(rd->store, INGEST_READ_TIMEOUT_MS, &j->err) < 0) {
             sg_store_close(rd->store);
             rd->store = NULL;
         }
@@ -127,7 +145,7 @@ static void job_work(uv_work_t *w)
     }
     unsigned status = HTTP_STATUS_INTERNAL_SERVER_ERROR;
     const char *why = NULL;
-    if (ingest_token_revoked_in(rd->store, j->token_id, &status, &why)) {
+    if (j->token_id[0] && ingest_token_revoked_in(rd->store, j->token_id, &status, &why)) {
         j->status = status;
         j->rc = sg_err_set(&j->err, 0, "%s", why);
         return;
@@ -143,6 +161,20 @@ static int build_events(page_job *j, sg_store *s)
 static int build_sandboxes(page_job *j, sg_store *s)
 {
     return ingest_sandboxes_body(s, &j->cl, j->has_prefix ? j->prefix : NULL, &j->body, &j->err);
+}
+
+static int build_contents(page_job *j, sg_store *s)
+{
+    const char *sha[SG_CONTENTS_BATCH];
+    for (size_t i = 0; i < j->nsha; i++)
+        sha[i] = j->sha[i];
+    if (sg_buf_reserve(&j->body, LWS_PRE) < 0)
+        return sg_err_set(&j->err, ENOMEM, "out of memory");
+    j->body.len = LWS_PRE;
+    int rc = ingest_contents_body(s, sha, j->nsha, j->batch, &j->body, &j->err);
+    if (rc < 0 && j->err.code == ENOENT)
+        j->status = HTTP_STATUS_NOT_FOUND;
+    return rc;
 }
 
 static void job_done(uv_work_t *w, int status);
@@ -258,6 +290,28 @@ int ingest_pages_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req, co
     return job_queue(ing->pages, wsi, req, cl, j);
 }
 
+bool ingest_pages_events_off_loop(const sg_ingest *ing)
+{
+    return ing->pages && !ing->pages->sqlite;
+}
+
+int ingest_pages_contents(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *const *sha, size_t n,
+                          bool batch)
+{
+    int r;
+    page_job *j = job_new(ing->pages, wsi, req, &r);
+    if (!j)
+        return r;
+    for (size_t i = 0; i < n && i < SG_CONTENTS_BATCH; i++)
+        snprintf(j->sha[i], sizeof j->sha[i], "%s", sha[i]);
+    j->nsha = n < SG_CONTENTS_BATCH ? n : SG_CONTENTS_BATCH;
+    j->batch = batch;
+    j->mime = "application/octet-stream";
+    j->build = build_contents;
+    const sg_token_claims none = {0}; /* checked on the loop already: no id to look up */
+    return job_queue(ing->pages, wsi, req, &none, j);
+}
+
 int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 {
     page_job *j = req->page;
@@ -269,8 +323,17 @@ int ingest_pages_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
         ing->metrics.refusals[INGEST_REFUSED_READ_TOKEN]++;
         ingest_log_refused(wsi, "a read", j->status, j->err.msg);
     }
-    int r = j->rc < 0 ? sg_http_answer(wsi, req, j->status, ingest_error_json(j->err.msg))
-                      : sg_http_answer_text(wsi, req, HTTP_STATUS_OK, j->body.data, j->body.len);
+    int r;
+    if (j->rc < 0) {
+        r = sg_http_answer(wsi, req, j->status, ingest_error_json(j->err.msg));
+    } else if (j->mime) { /* the bytes as read, handed over (their LWS_PRE in front) */
+        size_t len = j->body.len - LWS_PRE;
+        unsigned char *data = (unsigned char *)j->body.data;
+        j->body = (sg_buf){0};
+        r = sg_http_answer_body(wsi, req, HTTP_STATUS_OK, j->mime, data, len, NULL, 0);
+    } else {
+        r = sg_http_answer_text(wsi, req, HTTP_STATUS_OK, j->body.data, j->body.len);
+    }
     job_free(j);
     return r;
 }

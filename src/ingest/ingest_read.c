@@ -380,7 +380,7 @@ int ingest_events_query(struct lws *wsi, sg_http_req *req, const sg_token_claims
  * SQLite here, a page being a few milliseconds of the loop's. */
 static int http_events(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const sg_token_claims *cl)
 {
-    if (ing->pages)
+    if (ingest_pages_events_off_loop(ing))
         return ingest_pages_get(ing, wsi, req, cl);
     ingest_events_args a;
     if (ingest_events_query(wsi, req, cl, &a))
@@ -470,7 +470,7 @@ int ingest_sandboxes_prefix(struct lws *wsi, sg_http_req *req, char prefix[SG_NA
 static int http_sandboxes(sg_ingest *ing, struct lws *wsi, sg_http_req *req,
                           const sg_token_claims *cl)
 {
-    if (ing->pages)
+    if (ingest_pages_events_off_loop(ing))
         return ingest_pages_sandboxes(ing, wsi, req, cl);
     char prefix[SG_NAME_MAX + 8];
     const char *p;
@@ -552,7 +552,7 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
         sg_token_claims cl;
         bool stream = strcmp(uri, "/v1/stream") == 0;
         /* a page read off the loop looks its token up there too (ingest_pages.c) */
-        bool off_loop = ing->pages && (strcmp(uri, "/v1/events") == 0 || strcmp(uri, "/v1/sandboxes") == 0);
+        bool off_loop = ingest_pages_events_off_loop(ing) && (strcmp(uri, "/v1/events") == 0 || strcmp(uri, "/v1/sandboxes") == 0);
         if (http_auth(ing, wsi, req, &cl, stream, off_loop))
             return 0;
         ingest_read_log(wsi, uri, &cl);

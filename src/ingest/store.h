@@ -37,9 +37,11 @@
  * 1 is the release before: SQLite's table was "events" and neither had
  * sg_schema. Version 3 adds the contents and recordings (store_contents.h),
  * version 4 the revoked tokens, version 5 the purges' count, version 6 the
- * sandbox hosts (sg_hosts). Opening a store migrates an older one at once, in one
+ * sandbox hosts (sg_hosts), version 7 SQLite's content and recording parts
+ * in rowid tables (store_sqlite.c: a part's bytes out of its key's
+ * b-tree). Opening a store migrates an older one at once, in one
  * transaction; a newer one is refused with the versions named. */
-#define SG_STORE_SCHEMA_VERSION 6
+#define SG_STORE_SCHEMA_VERSION 7
 
 #define SG_STORE_QUERY_MAX 1000          /* rows one query returns at most */
 #define SG_STORE_HOSTS_MAX 256           /* hosts sg_store_hosts returns at most (the backends' LIMIT) */

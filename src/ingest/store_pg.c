@@ -96,6 +96,9 @@ static const char *const schema_steps[SG_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE sg_purges (n bigint NOT NULL); INSERT INTO sg_purges VALUES (0);",
     /* 5 -> 6: the sandbox hosts (store.h: sg_store_hosts) */
     "CREATE TABLE sg_hosts (name text PRIMARY KEY, info text NOT NULL, last_seen bigint NOT NULL);",
+    /* 6 -> 7: nothing here (SQLite's parts leave WITHOUT ROWID; PostgreSQL
+     * keeps a part's bytes out of its index already: TOAST, a heap) */
+    "SELECT 1;",
 };
 
 /* Per connection: the batch lands here first (COPY), then moves to

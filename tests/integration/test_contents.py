@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -32,7 +33,7 @@ class _Tap:
 
 
 tap = _Tap()
-from test_capture import CapEnv  # noqa: E402
+from test_capture import SANDGLASSD, CapEnv  # noqa: E402
 
 LIMIT = 1024 * 1024  # the capture's default --capture-max-file
 
@@ -178,10 +179,45 @@ def ingest_killed(env: CapEnv) -> None:
            p.stderr.decode(errors="replace"))
 
 
+def contents_http(env: CapEnv) -> None:
+    """GET /v1/contents's answers, read off the ingest's loop by its readers:
+    a stored content's bytes, the framed batch (an unknown hash "HEX -1"),
+    404 for one unknown content, 400 for a bad hash, 401 without a token."""
+    import urllib.error
+    import urllib.request
+    tok = subprocess.run([SANDGLASSD, "token", "--read", "--secret", env.secret], capture_output=True, text=True,
+                         env=env.env, check=True).stdout.strip()
+
+    def get(q, auth=True):
+        req = urllib.request.Request(f"{env.ingest.http_base}/v1/contents?sha256={q}",
+                                     headers={"Authorization": f"Bearer {tok}"} if auth else {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+    sha, size = env._query("SELECT sha256, size FROM sg_contents ORDER BY size DESC LIMIT 1", ())[0]
+    st, body = get(sha)
+    tap.ok(st == 200 and len(body) == size and hashlib.sha256(body).hexdigest() == sha,
+           "one content: its bytes", (st, len(body), size))
+    unknown = "0" * 64
+    st, body = get(f"{sha},{unknown}")
+    head = f"{sha} {size}\n".encode()
+    tap.ok(st == 200 and body.startswith(head) and body[len(head) + size:] == f"{unknown} -1\n".encode(),
+           "a batch: framed, the unknown hash -1", (st, body[:80], body[len(head) + size:]))
+    st, body = get(unknown)
+    tap.ok(st == 404 and b"not in the store" in body, "one unknown content: 404", (st, body[:200]))
+    st, body = get("xyz")
+    tap.ok(st == 400, "a bad hash: 400", (st, body[:200]))
+    st, _ = get(sha, auth=False)
+    tap.ok(st == 401, "no token: 401", st)
+
+
 def main() -> None:
     env = CapEnv()
     try:
         run(env)
+        contents_http(env)
         seeded(env)
         max_file(env)
         ingest_killed(env)

@@ -34,7 +34,7 @@ ROOT = os.environ.get("SG_SOURCE_ROOT") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIX = os.path.join(ROOT, "tests", "fixtures", "store_v1")
 SANDGLASS = os.environ.get("SANDGLASS_BIN", "sandglass")
-VERSION = 6  # SG_STORE_SCHEMA_VERSION
+VERSION = 7  # SG_STORE_SCHEMA_VERSION
 
 
 def fixture_rows(name):

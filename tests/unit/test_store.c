@@ -225,9 +225,52 @@ static void test_schema_version(void **state)
     snprintf(known, sizeof known, "knows (%d)", SG_STORE_SCHEMA_VERSION);
     assert_non_null(strstr(err.msg, known));
     assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), 99);
-    raw_sql(f->url, "UPDATE sg_schema SET version = 6"); /* SG_STORE_SCHEMA_VERSION */
+    raw_sql(f->url, "UPDATE sg_schema SET version = 7"); /* SG_STORE_SCHEMA_VERSION */
     f->s = sg_store_open(f->url, &err);
     assert_non_null(f->s);
+}
+
+/* A store of version 6 (content and recording parts WITHOUT ROWID, their
+ * bytes in the key's b-tree) is migrated: the parts kept, in rowid tables. */
+static void test_schema_v6_parts_migrated(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    const char *sha = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+    static unsigned char data[20000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (unsigned char)(i * 13);
+    sg_content_part cp = {sha, sizeof data, 0, data, sizeof data};
+    sg_cast_part kp = {"alice", "t1", "sb", "s1", 0, "{\"version\": 2}\n", 15};
+    assert_int_equal(sg_store_put_contents(f->s, &cp, 1, &err), 0);
+    assert_int_equal(sg_store_put_casts(f->s, &kp, 1, &err), 0);
+    sg_store_close(f->s);
+    f->s = NULL;
+    raw_sql(f->url, "CREATE TABLE p6 (sha256 TEXT NOT NULL, off INTEGER NOT NULL, data BLOB NOT NULL,"
+                    " PRIMARY KEY (sha256, off)) WITHOUT ROWID; INSERT INTO p6 SELECT * FROM sg_content_parts;"
+                    "DROP TABLE sg_content_parts; ALTER TABLE p6 RENAME TO sg_content_parts;"
+                    "CREATE TABLE c6 (learner TEXT NOT NULL, task TEXT NOT NULL, sandbox TEXT NOT NULL,"
+                    " session TEXT NOT NULL, off INTEGER NOT NULL, data BLOB NOT NULL,"
+                    " PRIMARY KEY (learner, task, sandbox, session, off)) WITHOUT ROWID;"
+                    "INSERT INTO c6 SELECT * FROM sg_casts; DROP TABLE sg_casts; ALTER TABLE c6 RENAME TO sg_casts;"
+                    "UPDATE sg_schema SET version = 6");
+    assert_int_equal(raw_sql(f->url, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%WITHOUT ROWID%'"
+                                     " AND name IN ('sg_content_parts', 'sg_casts')"), 2);
+    f->s = sg_store_open(f->url, &err);
+    assert_non_null(f->s);
+    assert_int_equal(raw_sql(f->url, "SELECT version FROM sg_schema"), SG_STORE_SCHEMA_VERSION);
+    assert_int_equal(raw_sql(f->url, "SELECT count(*) FROM sqlite_master WHERE sql LIKE '%WITHOUT ROWID%'"
+                                     " AND name IN ('sg_content_parts', 'sg_casts')"), 0);
+    sg_autobuf sg_buf b = {0};
+    assert_int_equal(sg_store_content_read(f->s, sha, contents_take, &b, &err), 0);
+    assert_int_equal(b.len, sizeof data);
+    assert_memory_equal(b.data, data, sizeof data);
+    sg_autobuf sg_buf c = {0};
+    assert_int_equal(sg_store_cast_read(f->s, "alice", "t1", "sb", "s1", contents_take, &c, &err), 0);
+    assert_int_equal(c.len, 15);
+    /* the key is still unique: a part put again is stored once */
+    assert_int_equal(sg_store_put_contents(f->s, &cp, 1, &err), 0);
+    assert_int_equal(raw_sql(f->url, "SELECT count(*) FROM sg_content_parts"), 1);
 }
 
 /* A store of version 1 (the table "events", no version) is migrated at
@@ -456,6 +499,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_last_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schema_v1_migrated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schema_v6_parts_migrated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_json_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_open_keeps_locks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),

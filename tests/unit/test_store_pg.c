@@ -714,7 +714,7 @@ static void test_schema_version(void **state)
     assert_non_null(strstr(err.msg, "version 99"));
     assert_null(strchr(err.msg, '\n'));
     assert_int_equal(db_sql(f->url, "SELECT version FROM sg_schema"), 99);
-    db_sql(f->url, "UPDATE sg_schema SET version = 6"); /* SG_STORE_SCHEMA_VERSION */
+    db_sql(f->url, "UPDATE sg_schema SET version = 7"); /* SG_STORE_SCHEMA_VERSION */
     f->s = sg_store_open(f->url, &err);
     assert_non_null(f->s);
 }
