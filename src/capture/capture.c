@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
@@ -679,6 +680,13 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_capture_emit(c, SG_EV_SANDBOX, sb);
     sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
+    /* sandglass fork's known files serve this seed only (removed unread
+     * when resumed, or when contents are off) */
+    sg_autofree char *known = sg_state_sandbox_path(m->id, SG_CONTENTS_KNOWN_NAME);
+    if (c->contents && !resumed)
+        sg_contents_load_known(c->contents, known);
+    else if (known)
+        unlink(known);
     if (!resumed) /* the workspace it starts from, so every later state can be rebuilt */
         sg_contents_seed(c->contents, c->spool, seed_emit, c);
     procs_start(c, m->init_pid);

@@ -706,7 +706,7 @@ static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir
     sg_autoclose int dst = open(m->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dst < 0)
         sg_err_sys(&err, "seed: open %s", m->workspace);
-    else if (o->seed_fn(o->seed_ud, dst, m->uid, m->gid, &err) < 0)
+    else if (o->seed_fn(o->seed_ud, dst, m, &err) < 0)
         sg_err_prefix(&err, "seed");
     if (dst < 0 || err.msg[0])
         return create_undo(m, dir, err.msg);
