@@ -4,7 +4,9 @@
  * The state is rebuilt as `sandglass workspace` does (workspace.h),
  * straight into the new sandbox's own workspace by create's seed step
  * (sg_cmd_create_from), before its supervisor starts. Processes are not
- * carried. */
+ * carried. When the new sandbox streams to the store read here, the files
+ * written are listed for its capture's seed (capture/contents.h: the known
+ * files), which then names their contents without sending them again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,8 +21,8 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
-#include "cli/cmds.h"
 #include "capture/contents.h"
+#include "cli/cmds.h"
 #include "cli/config.h"
 #include "cli/ingest_check.h"
 #include "cli/ingest_http.h"
