@@ -155,6 +155,28 @@ def outside(env: CapEnv) -> None:
        and os.listdir(os.path.dirname(d)) == ["ws"], "the path is named on stderr and nothing written for it", err)
 
 
+def failed_rebuild(env: CapEnv) -> None:
+    """A stream whose file names a content the store does not hold: the
+    rebuild fails while the new sandbox's supervisor sets it up (it waits
+    for the workspace before its capture), and the new sandbox is undone:
+    no record left, no supervisor alive."""
+    row = {"learner": "t", "task": "T", "sandbox": "f0110000000b", "seq": 0, "kind": "file_diff",
+           "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
+           "payload": {"path": "gone.txt", "change": "created",
+                       "content": {"type": "file", "sha256": "2" * 64, "size": 1, "mode": 420, "stored": True}}}
+    f = os.path.join(env.root, "gone.jsonl")
+    with open(f, "w") as out:
+        out.write(json.dumps(row) + "\n")
+    p = env.run("import", f, "--store", "sqlite:" + env.db)
+    ok(p.returncode == 0, "a stream naming a content the store lacks imported", p.stderr)
+    had = set(os.listdir(os.path.join(env.state, "sb")))
+    p = fork(env, "--sandbox", "f0110000000b", "--at", "0")
+    err = p.stderr.decode()
+    ok(p.returncode == 1 and "is not in the store" in err, "a fork whose rebuild fails says why", err)
+    left = set(os.listdir(os.path.join(env.state, "sb"))) - had
+    ok(not left, "and leaves no sandbox behind", left)
+
+
 def main() -> None:
     env = CapEnv()
     try:
@@ -254,6 +276,7 @@ def run(env: CapEnv) -> None:
     seed_complete(env, fid, frows, want, out, "after the origin's purge, the fork")
     ambiguous(env)
     outside(env)
+    failed_rebuild(env)
     p = env.run("fork", "--sandbox", sid)
     ok(p.returncode == 2, "--at missing is a usage error", p.stderr)
     left = [n for n in os.listdir(env.state) if n.startswith("fork.")]
