@@ -389,33 +389,56 @@ size_t sg_contents_load_known(sg_contents *ct, const char *path)
     return known ? json_object_size(known) : 0;
 }
 
-/* The payload's content from the known files when rel (of lstat st) is
- * still the file the CLI wrote: true, else false (read it). */
-static bool seed_known(sg_contents *ct, const char *rel, const struct stat *st, json_t *payload)
+/* The known entry of rel when rel (of stat st) is still the file the CLI
+ * wrote (a regular file of the listed size, inode and mtime, within the
+ * size limit): its hex sha256, else NULL. */
+static const char *known_entry(sg_contents *ct, const char *rel, const struct stat *st)
 {
-    if (!ct->known || !st || !S_ISREG(st->st_mode) || (uint64_t)st->st_size > ct->max_file)
-        return false;
+    if (!ct || !ct->known || !st || !S_ISREG(st->st_mode) || (uint64_t)st->st_size > ct->max_file)
+        return NULL;
     size_t n = strlen(rel);
     sg_autofree char *hx = n <= PATH_MAX ? malloc(2 * n + 1) : NULL;
     if (!hx)
-        return false;
+        return NULL;
     hex((const uint8_t *)rel, n, hx);
     json_t *e = json_object_get(ct->known, hx);
     const char *sha = json_string_value(json_array_get(e, 0));
     if (!sha || json_integer_value(json_array_get(e, 1)) != (json_int_t)st->st_size ||
         json_integer_value(json_array_get(e, 2)) != (json_int_t)st->st_ino ||
         json_integer_value(json_array_get(e, 3)) != (json_int_t)watch_ts_ns(&st->st_mtim))
-        return false;
-    json_t *c = json_pack("{s:s, s:I, s:I, s:s, s:b}", "type", "file", "size", (json_int_t)st->st_size, "mode",
-                          (json_int_t)(st->st_mode & 07777), "sha256", sha, "stored", 1);
-    if (!c)
-        return false;
-    uint8_t raw[SG_SHA256_LEN];
+        return NULL;
+    return sha;
+}
+
+static void unhex_sha(const char *sha, uint8_t raw[SG_SHA256_LEN])
+{
     for (size_t i = 0; i < SG_SHA256_LEN; i++) {
         unsigned v = 0;
         sscanf(sha + 2 * i, "%2x", &v);
         raw[i] = (uint8_t)v;
     }
+}
+
+bool sg_contents_known_sha(void *ud, const char *rel, const struct stat *st, uint8_t sha[SG_SHA256_LEN])
+{
+    const char *hx = known_entry(ud, rel, st);
+    if (hx)
+        unhex_sha(hx, sha);
+    return hx != NULL;
+}
+
+/* The payload's content from the known files when rel is still the file
+ * the CLI wrote: true, else false (read it). */
+static bool seed_known(sg_contents *ct, const char *rel, const struct stat *st, json_t *payload)
+{
+    const char *sha = known_entry(ct, rel, st);
+    json_t *c = sha ? json_pack("{s:s, s:I, s:I, s:s, s:b}", "type", "file", "size", (json_int_t)st->st_size,
+                                "mode", (json_int_t)(st->st_mode & 07777), "sha256", sha, "stored", 1)
+                    : NULL;
+    if (!c)
+        return false;
+    uint8_t raw[SG_SHA256_LEN];
+    unhex_sha(sha, raw);
     sent_check(ct, raw, true); /* the store has it: a later change back to it is not resent */
     json_object_set_new(payload, "content", c);
     return true;
@@ -500,5 +523,7 @@ uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_e
     int dfd = openat(ct->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0)
         seed_dir(&w, dfd, "", 0);
+    json_decref(ct->known); /* served the baseline and the seed: nothing after */
+    ct->known = NULL;
     return w.seen;
 }

@@ -64,6 +64,12 @@ char *sg_contents_known_line(const char *rel, const char *sha256, int fd);
  * serves one seed). A missing file is none; a malformed one is ignored
  * whole. Returns the files loaded. */
 size_t sg_contents_load_known(sg_contents *ct, const char *path);
+/* A known file's hash for the watcher's baseline (watch.h's
+ * sg_watch_known_fn, ud: the sg_contents): whether rel, of stat st, is
+ * still as written, its raw SHA-256 then in sha. Until sg_contents_seed,
+ * which drops the list. */
+struct stat;
+bool sg_contents_known_sha(void *ud, const char *rel, const struct stat *st, uint8_t sha[32]);
 uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud);
 /* The regular file rel of the workspace (a test runner's report, junit.h),
  * read as contents are (beneath, no link followed, O_NONBLOCK, charged to

@@ -147,6 +147,41 @@ static void test_known_taken_only_while_unchanged(void **state)
     json_decref(seen);
 }
 
+/* The watcher's baseline asks the same list (before the seed, which drops it). */
+static void test_known_sha_for_the_baseline(void **state)
+{
+    (void)state;
+    put("same", "");
+    put("grown", "");
+    sg_autofree char *a = line_for("same", SHA_FAKE), *b = line_for("grown", SHA_FAKE);
+    sg_autofree char *text = sg_strdup_printf("%s%s", a, b);
+    write_list(text, 0600);
+    put("grown", "more");
+    sg_err err = {0};
+    sg_contents *ct = sg_contents_new(ws, 0, &err);
+    assert_non_null(ct);
+    assert_int_equal(sg_contents_load_known(ct, list), 2);
+    struct stat st;
+    uint8_t sha[32] = {0}, want[32];
+    memset(want, 0x11, sizeof want);
+    sg_autofree char *p = sg_strdup_printf("%s/same", ws), *q = sg_strdup_printf("%s/grown", ws);
+    assert_int_equal(stat(p, &st), 0);
+    assert_true(sg_contents_known_sha(ct, "same", &st, sha));
+    assert_memory_equal(sha, want, sizeof want);
+    assert_int_equal(stat(q, &st), 0);
+    assert_false(sg_contents_known_sha(ct, "grown", &st, sha));
+    sg_spool_report rep;
+    sg_spool *sp = sg_spool_open(spooldir, &rep, &err);
+    assert_non_null(sp);
+    json_t *seen = json_object();
+    sg_contents_seed(ct, sp, collect, seen);
+    json_decref(seen);
+    assert_int_equal(stat(p, &st), 0);
+    assert_false(sg_contents_known_sha(ct, "same", &st, sha)); /* dropped with the seed */
+    sg_spool_close(sp);
+    sg_contents_free(ct);
+}
+
 static void test_bad_lists_ignored(void **state)
 {
     (void)state;
@@ -207,6 +242,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_taken_only_while_unchanged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_known_sha_for_the_baseline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_lists_ignored, setup, teardown),
         cmocka_unit_test(test_same_store),
     };
