@@ -134,18 +134,24 @@ def ambiguous(env: CapEnv) -> None:
        "events: a prefix under 4 characters is refused", err)
 
 
-def outside(env: CapEnv) -> None:
-    """A stream that names a path outside the workspace (what an outside
-    capture agent could send): the rebuild writes nothing for it."""
-    row = {"learner": "t", "task": "T", "sandbox": "e0110000000a", "seq": 0, "kind": "file_diff",
+def import_one(env: CapEnv, sandbox: str, path: str, sha: str, what: str) -> None:
+    """A one-event stream into the store: a file_diff naming path with a
+    stored content sha (whatever the store holds)."""
+    row = {"learner": "t", "task": "T", "sandbox": sandbox, "seq": 0, "kind": "file_diff",
            "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
-           "payload": {"path": "a/../../escape.txt", "change": "created",
-                       "content": {"type": "file", "sha256": "0" * 64, "size": 1, "mode": 420, "stored": True}}}
-    f = os.path.join(env.root, "outside.jsonl")
+           "payload": {"path": path, "change": "created",
+                       "content": {"type": "file", "sha256": sha, "size": 1, "mode": 420, "stored": True}}}
+    f = os.path.join(env.root, sandbox + ".jsonl")
     with open(f, "w") as out:
         out.write(json.dumps(row) + "\n")
     p = env.run("import", f, "--store", "sqlite:" + env.db)
-    ok(p.returncode == 0, "a stream naming a path outside its workspace imported", p.stderr)
+    ok(p.returncode == 0, f"{what} imported", p.stderr)
+
+
+def outside(env: CapEnv) -> None:
+    """A stream that names a path outside the workspace (what an outside
+    capture agent could send): the rebuild writes nothing for it."""
+    import_one(env, "e0110000000a", "a/../../escape.txt", "0" * 64, "a stream naming a path outside its workspace")
     d = os.path.join(env.root, "outside", "ws")
     os.makedirs(os.path.dirname(d))
     p = env.run("workspace", "--sandbox", "e0110000000a", "--at", "0", "--out", d,
@@ -160,15 +166,7 @@ def failed_rebuild(env: CapEnv) -> None:
     rebuild fails while the new sandbox's supervisor sets it up (it waits
     for the workspace before its capture), and the new sandbox is undone:
     no record left, no supervisor alive."""
-    row = {"learner": "t", "task": "T", "sandbox": "f0110000000b", "seq": 0, "kind": "file_diff",
-           "ts": "2026-01-01T00:00:00.000Z", "received": "2026-01-01T00:00:00.000Z",
-           "payload": {"path": "gone.txt", "change": "created",
-                       "content": {"type": "file", "sha256": "2" * 64, "size": 1, "mode": 420, "stored": True}}}
-    f = os.path.join(env.root, "gone.jsonl")
-    with open(f, "w") as out:
-        out.write(json.dumps(row) + "\n")
-    p = env.run("import", f, "--store", "sqlite:" + env.db)
-    ok(p.returncode == 0, "a stream naming a content the store lacks imported", p.stderr)
+    import_one(env, "f0110000000b", "gone.txt", "2" * 64, "a stream naming a content the store lacks")
     had = set(os.listdir(os.path.join(env.state, "sb")))
     p = fork(env, "--sandbox", "f0110000000b", "--at", "0")
     err = p.stderr.decode()
