@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/bounds.h"
 #include "base/cleanup.h"
@@ -635,9 +636,22 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         return NULL;
     }
     sg_uplink_client_set_event_cb(c->uplink, on_uplink_event, c);
+    sg_err cerr = {0};
+    c->contents = sg_contents_new(m->workspace, m->capture_max_file, &cerr);
+    if (!c->contents)
+        log_line("file contents are not captured: %s", cerr.msg);
+    /* sandglass fork's known files serve the watcher's baseline and the
+     * seed of a new session only (removed unread when resumed, or when
+     * contents are off) */
+    sg_autofree char *known = sg_state_sandbox_path(m->id, SG_CONTENTS_KNOWN_NAME);
+    if (c->contents && !resumed)
+        sg_contents_load_known(c->contents, known);
+    else if (known)
+        unlink(known);
     /* the operator's ignore list (checked at create), or the default */
     sg_ignore *ig = sg_ignore_parse(sg_ignore_effective(m->capture_ignore), err);
-    c->watch = ig ? sg_watch_new_ext(loop, m->workspace, on_file_change, c, differ, differ_ud, ig, true, err)
+    c->watch = ig ? sg_watch_new_ext(loop, m->workspace, on_file_change, c, differ, differ_ud, ig, true,
+                                     sg_contents_known_sha, c->contents, err)
                   : NULL;
     if (!c->watch) {
         sg_err_prefix(err, "cannot watch the workspace");
@@ -645,10 +659,6 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
         sg_capture_free(c);
         return NULL;
     }
-    sg_err cerr = {0};
-    c->contents = sg_contents_new(m->workspace, m->capture_max_file, &cerr);
-    if (!c->contents)
-        log_line("file contents are not captured: %s", cerr.msg);
     sg_watch_set_limit_cb(c->watch, on_watch_limit, c);
     sg_watch_set_gate(c->watch, diffs_gate, c);
     sg_watch_set_bulk_cb(c->watch, on_watch_bulk, c);

@@ -29,6 +29,7 @@ struct sg_contents {
     uint64_t *sent;      /* first 8 bytes of each sent hash, open addressing */
     size_t nsent;
     char *buf;           /* max_file + 1 bytes */
+    json_t *known;       /* the seed's known files: PATHHEX -> [sha256, size, ino, mtime_ns] */
 };
 
 sg_contents *sg_contents_new(const char *workspace, uint64_t max_file, sg_err *err)
@@ -63,6 +64,7 @@ void sg_contents_free(sg_contents *ct)
         close(ct->rootfd);
     free(ct->sent);
     free(ct->buf);
+    json_decref(ct->known);
     free(ct);
 }
 
@@ -312,6 +314,136 @@ void sg_contents_cast_end(sg_contents_cast *k)
 
 /* ---- the starting workspace ---------------------------------------------- */
 
+char *sg_contents_known_line(const char *rel, const char *sha256, int fd)
+{
+    struct stat st;
+    size_t n = strlen(rel);
+    sg_autofree char *hx = malloc(2 * n + 1);
+    if (!hx || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    hex((const uint8_t *)rel, n, hx);
+    return sg_strdup_printf("%s %lld %llu %lld %s\n", sha256, (long long)st.st_size,
+                            (unsigned long long)st.st_ino, (long long)watch_ts_ns(&st.st_mtim), hx);
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* One line (NUL-terminated, no newline) into known: 0, or -1 malformed. */
+static int known_parse(json_t *known, char *line)
+{
+    char *f[5], *save = NULL;
+    for (int i = 0; i < 5; i++)
+        if (!(f[i] = strtok_r(i ? NULL : line, " ", &save)))
+            return -1;
+    if (strtok_r(NULL, " ", &save) || strlen(f[0]) != 2 * SG_SHA256_LEN || !is_hex(f[0], strlen(f[0])) ||
+        !*f[4] || strlen(f[4]) % 2 || strlen(f[4]) > 2 * PATH_MAX || !is_hex(f[4], strlen(f[4])))
+        return -1;
+    long long v[3];
+    for (int i = 0; i < 3; i++) {
+        char *end = NULL;
+        errno = 0;
+        v[i] = strtoll(f[1 + i], &end, 10);
+        if (errno || end == f[1 + i] || *end || v[i] < 0)
+            return -1;
+    }
+    json_t *e = json_pack("[s, I, I, I]", f[0], (json_int_t)v[0], (json_int_t)v[1], (json_int_t)v[2]);
+    return e && json_object_set_new(known, f[4], e) == 0 ? 0 : -1;
+}
+
+size_t sg_contents_load_known(sg_contents *ct, const char *path)
+{
+    sg_autoclose int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (path)
+        unlink(path);
+    struct stat st;
+    /* only a regular file of this process's user, written by no one else */
+    if (!ct || fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 022) || (uint64_t)st.st_size > SG_CONTENTS_KNOWN_MAX)
+        return 0;
+    sg_autofree char *text = malloc((size_t)st.st_size + 1);
+    ssize_t got = text ? sg_read_all(fd, text, (size_t)st.st_size + 1) : -1;
+    if (got < 0 || got > st.st_size)
+        return 0;
+    text[got] = '\0';
+    json_t *known = json_object();
+    size_t n = 0;
+    for (char *p = text, *nl; known && *p; p = nl + 1) {
+        if (!(nl = strchr(p, '\n')) || ++n > SG_CONTENTS_SEED_MAX) {
+            json_decref(known); /* a torn or oversized file: none of it */
+            return 0;
+        }
+        *nl = '\0';
+        if (known_parse(known, p) < 0) {
+            json_decref(known);
+            return 0;
+        }
+    }
+    json_decref(ct->known);
+    ct->known = known;
+    return known ? json_object_size(known) : 0;
+}
+
+/* The known entry of rel when rel (of stat st) is still the file the CLI
+ * wrote (a regular file of the listed size, inode and mtime, within the
+ * size limit): its hex sha256, else NULL. */
+static const char *known_entry(sg_contents *ct, const char *rel, const struct stat *st)
+{
+    if (!ct || !ct->known || !st || !S_ISREG(st->st_mode) || (uint64_t)st->st_size > ct->max_file)
+        return NULL;
+    size_t n = strlen(rel);
+    sg_autofree char *hx = n <= PATH_MAX ? malloc(2 * n + 1) : NULL;
+    if (!hx)
+        return NULL;
+    hex((const uint8_t *)rel, n, hx);
+    json_t *e = json_object_get(ct->known, hx);
+    const char *sha = json_string_value(json_array_get(e, 0));
+    if (!sha || json_integer_value(json_array_get(e, 1)) != (json_int_t)st->st_size ||
+        json_integer_value(json_array_get(e, 2)) != (json_int_t)st->st_ino ||
+        json_integer_value(json_array_get(e, 3)) != (json_int_t)watch_ts_ns(&st->st_mtim))
+        return NULL;
+    return sha;
+}
+
+static void unhex_sha(const char *sha, uint8_t raw[SG_SHA256_LEN])
+{
+    for (size_t i = 0; i < SG_SHA256_LEN; i++) {
+        unsigned v = 0;
+        sscanf(sha + 2 * i, "%2x", &v);
+        raw[i] = (uint8_t)v;
+    }
+}
+
+bool sg_contents_known_sha(void *ud, const char *rel, const struct stat *st, uint8_t sha[SG_SHA256_LEN])
+{
+    const char *hx = known_entry(ud, rel, st);
+    if (hx)
+        unhex_sha(hx, sha);
+    return hx != NULL;
+}
+
+/* The payload's content from the known files when rel is still the file
+ * the CLI wrote: true, else false (read it). */
+static bool seed_known(sg_contents *ct, const char *rel, const struct stat *st, json_t *payload)
+{
+    const char *sha = known_entry(ct, rel, st);
+    json_t *c = sha ? json_pack("{s:s, s:I, s:I, s:s, s:b}", "type", "file", "size", (json_int_t)st->st_size,
+                                "mode", (json_int_t)(st->st_mode & 07777), "sha256", sha, "stored", 1)
+                    : NULL;
+    if (!c)
+        return false;
+    uint8_t raw[SG_SHA256_LEN];
+    unhex_sha(sha, raw);
+    sent_check(ct, raw, true); /* the store has it: a later change back to it is not resent */
+    json_object_set_new(payload, "content", c);
+    return true;
+}
+
 typedef struct seed_walk {
     sg_contents *ct;
     struct sg_spool *spool;
@@ -320,7 +452,7 @@ typedef struct seed_walk {
     uint64_t seen;
 } seed_walk;
 
-static void seed_entry(seed_walk *w, const char *rel, bool dir)
+static void seed_entry(seed_walk *w, const char *rel, const struct stat *st, bool dir)
 {
     if (++w->seen > SG_CONTENTS_SEED_MAX)
         return;
@@ -340,7 +472,8 @@ static void seed_entry(seed_walk *w, const char *rel, bool dir)
     }
     if (dir)
         json_object_set_new(p, "dir", json_true());
-    sg_contents_capture(w->ct, w->spool, p);
+    if (dir || !seed_known(w->ct, rel, st, p))
+        sg_contents_capture(w->ct, w->spool, p);
     json_t *c = json_object_get(p, "content");
     if (c) { /* the fields a file_diff has */
         json_object_set(p, "size", json_object_get(c, "size"));
@@ -370,13 +503,13 @@ static bool seed_dir(seed_walk *w, int dfd, const char *prefix, int depth)
         if (!rel || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (!S_ISDIR(st.st_mode)) {
-            seed_entry(w, rel, false);
+            seed_entry(w, rel, &st, false);
             continue;
         }
         int sub = depth < SG_CONTENTS_SEED_DEPTH
                       ? openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
         if (sub >= 0 && !seed_dir(w, sub, rel, depth + 1))
-            seed_entry(w, rel, true);
+            seed_entry(w, rel, NULL, true);
     }
     closedir(d);
     return any;
@@ -390,5 +523,7 @@ uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_e
     int dfd = openat(ct->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0)
         seed_dir(&w, dfd, "", 0);
+    json_decref(ct->known); /* served the baseline and the seed: nothing after */
+    ct->known = NULL;
     return w.seen;
 }

@@ -44,6 +44,32 @@ void sg_contents_capture_bulk(sg_contents *ct, struct sg_spool *spool, json_t *p
 #define SG_CONTENTS_SEED_MAX 100000
 #define SG_CONTENTS_SEED_DEPTH 256
 typedef void (*sg_contents_emit_fn)(void *ud, json_t *payload);
+/* The seed's known files (sandglass fork, src/cli/cmd_fork.c): the regular
+ * files its CLI wrote into the workspace from the store the sandbox
+ * streams to, whose contents that store therefore holds. A file the walk
+ * finds still as it was written (a regular file of the same size, inode
+ * and mtime, within the capture's size limit) gets the known sha256 and
+ * "stored": true without its bytes being read, hashed or spooled again;
+ * any other entry is captured as before. The file is a line per file,
+ * "SHA256 SIZE INO MTIME_NS PATHHEX\n" (PATHHEX: the path's bytes in hex),
+ * at most SG_CONTENTS_SEED_MAX lines and SG_CONTENTS_KNOWN_MAX bytes, in
+ * the sandbox's state directory (root's, which no learner process writes;
+ * none exists before the supervisor starts). */
+#define SG_CONTENTS_KNOWN_NAME "seed-known"
+#define SG_CONTENTS_KNOWN_MAX (64u << 20)
+/* One line of the known files for rel, written from fd (fstat: its size,
+ * inode and mtime). Caller frees; NULL when out of memory or fd fails. */
+char *sg_contents_known_line(const char *rel, const char *sha256, int fd);
+/* Loads the known files from path and removes it (whatever it held: it
+ * serves one seed). A missing file is none; a malformed one is ignored
+ * whole. Returns the files loaded. */
+size_t sg_contents_load_known(sg_contents *ct, const char *path);
+/* A known file's hash for the watcher's baseline (watch.h's
+ * sg_watch_known_fn, ud: the sg_contents): whether rel, of stat st, is
+ * still as written, its raw SHA-256 then in sha. Until sg_contents_seed,
+ * which drops the list. */
+struct stat;
+bool sg_contents_known_sha(void *ud, const char *rel, const struct stat *st, uint8_t sha[32]);
 uint64_t sg_contents_seed(sg_contents *ct, struct sg_spool *spool, sg_contents_emit_fn emit, void *ud);
 /* The regular file rel of the workspace (a test runner's report, junit.h),
  * read as contents are (beneath, no link followed, O_NONBLOCK, charged to

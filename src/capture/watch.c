@@ -298,12 +298,12 @@ static int baseline_root(sg_watch *w, node *r, const char *root, sg_err *err)
 sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                        sg_diff_fn differ, void *differ_ud, sg_err *err)
 {
-    return sg_watch_new_ext(loop, root, cb, userdata, differ, differ_ud, NULL, false, err);
+    return sg_watch_new_ext(loop, root, cb, userdata, differ, differ_ud, NULL, false, NULL, NULL, err);
 }
 
 sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                            sg_diff_fn differ, void *differ_ud, sg_ignore *ignore, bool hold,
-                           sg_err *err)
+                           sg_watch_known_fn known, void *known_ud, sg_err *err)
 {
     sg_watch *w = calloc(1, sizeof(*w));
     if (!w) {
@@ -361,11 +361,14 @@ sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, vo
     watch_wd_add(w, r);
     /* Baseline: read the root's entries the way add_dir does. */
     w->mode = SCAN_BASELINE;
+    w->known = known;
+    w->known_ud = known_ud;
     if (baseline_root(w, r, root, err) < 0) {
         free_all(w);
         return NULL;
     }
     watch_run_scans(w);
+    w->known = NULL; /* the baseline's only: a learner may forge an mtime */
     /* the baseline is the start's, not the budget's */
     w->read_tokens = (int64_t)SG_WATCH_READ_BURST;
     w->read_fill_ns = sg_now_mono_ns();

@@ -146,9 +146,14 @@ sg_watch *sg_watch_new(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *
  *   thousands of files is reported as before, and the loop's passes over
  *   the dirty list and the graveyard stay short.
  *   Hold is what the loop's reports wait, never a flush. */
+/* known (may be NULL): asked during the baseline alone, for each regular
+ * file read (rel, its fstat) whether its SHA-256 is known already (1 and
+ * sha filled: it is not hashed again; contents.h's known files, which a
+ * fork's CLI wrote before any learner process existed). */
+typedef bool (*sg_watch_known_fn)(void *ud, const char *rel, const struct stat *st, uint8_t sha[32]);
 sg_watch *sg_watch_new_ext(uv_loop_t *loop, const char *root, sg_watch_cb cb, void *userdata,
                            sg_diff_fn differ, void *differ_ud, sg_ignore *ignore, bool hold,
-                           sg_err *err);
+                           sg_watch_known_fn known, void *known_ud, sg_err *err);
 
 /* Reads every pending inotify event and resolves every dirty path now
  * (open writers included), within the read budget and SG_WATCH_FLUSH_US:

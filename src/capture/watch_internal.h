@@ -137,6 +137,8 @@ struct sg_watch {
     bool rep_unwatched;
     sg_watch_cb limit_cb;
     void *limit_ud;
+    sg_watch_known_fn known; /* during the baseline alone (sg_watch_new_ext) */
+    void *known_ud;
     sg_watch_gate_fn gate;
     void *gate_ud;
     void (*before_settle)(void *); /* sg_watch_set_before_settle */

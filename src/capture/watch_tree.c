@@ -324,9 +324,10 @@ static void fill_stat(fstate *s, const struct stat *st)
     s->mode = st->st_mode;
 }
 
-static void set_text(fstate *s, const char *buf, size_t len)
+static void set_text(fstate *s, const char *buf, size_t len, bool sha_known)
 {
-    sg_diff_sha256(buf, len, s->sha);
+    if (!sha_known)
+        sg_diff_sha256(buf, len, s->sha);
     s->has_sha = true;
     s->binary = sg_diff_is_binary(buf, len);
     if (!s->binary) {
@@ -359,7 +360,7 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
             return 0;
         fill_stat(out, &st);
         out->size = n;
-        set_text(out, target, (size_t)n);
+        set_text(out, target, (size_t)n, false);
         return 1;
     }
     if (fd < 0)
@@ -378,7 +379,10 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
     w->read_bytes += have;
     if (have <= SG_DIFF_MAX_BYTES) {
         out->size = (int64_t)have;
-        set_text(out, w->scratch, have);
+        /* the baseline of a fork's workspace: the hash its CLI wrote the
+         * file from (checked against this fstat by the callback) */
+        bool known = w->known && (uint64_t)st.st_size == have && w->known(w->known_ud, rel, &st, out->sha);
+        set_text(out, w->scratch, have, known);
         return 1;
     }
     /* Large: no diff; sniff for NUL, hash by streaming. */

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include "cli/seedfrom.h"
 #include "sandbox/disk.h"
 #include "state/state.h"
+#include "wire/revive.h"
 
 
 
@@ -698,18 +700,44 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
 }
 
 /* The workspace create made filled by o->seed_fn (fork's rebuild, written
- * into it directly: no copy of a tree made elsewhere); undoes the sandbox
- * on failure, as create_save_meta does. */
-static int create_seed(const create_opts *o, sg_sandbox_meta *m, const char *dir)
+ * into it directly: no copy of a tree made elsewhere) while the supervisor
+ * sets the sandbox up: it waits on the seed pipe for "ok" before its
+ * capture's seed and its first checkpoint read the workspace (so no
+ * learner process exists before it is complete either: the sandbox's init
+ * runs none until it is ready). On failure the pipe closes without "ok",
+ * the supervisor's start fails and the sandbox is undone, as
+ * create_start's. */
+static int create_seed_start(const create_opts *o, sg_sandbox_meta *m, const char *dir)
 {
-    sg_err err = {0};
+    sg_err err = {0}, serr = {0};
+    int sp[2];
+    if (pipe2(sp, O_CLOEXEC) < 0) {
+        sg_err_sys(&err, "pipe");
+        return create_undo(m, dir, err.msg);
+    }
+    int rfd = sg_revive_spawn_supervisor(m->id, sp[0], &err);
+    close(sp[0]);
+    if (rfd < 0) {
+        close(sp[1]);
+        return create_undo(m, dir, err.msg);
+    }
     sg_autoclose int dst = open(m->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dst < 0)
-        sg_err_sys(&err, "seed: open %s", m->workspace);
-    else if (o->seed_fn(o->seed_ud, dst, m->uid, m->gid, &err) < 0)
-        sg_err_prefix(&err, "seed");
-    if (dst < 0 || err.msg[0])
-        return create_undo(m, dir, err.msg);
+        sg_err_sys(&serr, "seed: open %s", m->workspace);
+    else if (o->seed_fn(o->seed_ud, dst, m, &serr) < 0)
+        sg_err_prefix(&serr, "seed");
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN); /* a supervisor that failed already: its error follows */
+    if (!serr.msg[0])
+        sg_write_all(sp[1], "ok\n", 3);
+    close(sp[1]);
+    signal(SIGPIPE, old);
+    if (sg_revive_wait_ready(rfd, &err) < 0 || serr.msg[0]) {
+        sg_err e2 = {0};
+        sg_cli_cleanup_dead(m->id, false, &e2);
+        sg_disk_remove_workspace(m);
+        sg_sandbox_meta_clear(m);
+        return sg_cli_fail("create", serr.msg[0] ? serr.msg : err.msg);
+    }
     return CREATE_GO;
 }
 
@@ -807,12 +835,10 @@ int sg_cmd_create_from(int argc, char **argv, sg_create_seed_fn seed, void *seed
     rc = create_state_dir(&m, &dir);
     if (rc == CREATE_GO)
         rc = create_save_meta(&o, &m, dir);
-    if (rc == CREATE_GO && o.seed_fn)
-        rc = create_seed(&o, &m, dir);
     if (rc == CREATE_GO && o.from)
         rc = create_from_seed(&o, &m, dir);
     if (rc == CREATE_GO)
-        rc = create_start(&o, &m);
+        rc = o.seed_fn ? create_seed_start(&o, &m, dir) : create_start(&o, &m);
     if (rc != CREATE_GO)
         return rc;
     char id[32];

@@ -4,7 +4,9 @@
  * The state is rebuilt as `sandglass workspace` does (workspace.h),
  * straight into the new sandbox's own workspace by create's seed step
  * (sg_cmd_create_from), before its supervisor starts. Processes are not
- * carried. */
+ * carried. When the new sandbox streams to the store read here, the files
+ * written are listed for its capture's seed (capture/contents.h: the known
+ * files), which then names their contents without sending them again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -15,11 +17,14 @@
 #include <unistd.h>
 
 #include "base/bounds.h"
+#include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/util.h"
+#include "capture/contents.h"
 #include "cli/cmds.h"
 #include "cli/config.h"
+#include "cli/ingest_check.h"
 #include "cli/ingest_http.h"
 #include "cli/report.h"
 #include "cli/workspace.h"
@@ -110,19 +115,50 @@ typedef struct fork_seed {
     const sg_cli_target *t;
     const char *tok;
     int missing; /* the paths not written */
+    sg_buf known; /* the known files (capture/contents.h) */
 } fork_seed;
 
-static int fork_rebuild(void *ud, int dirfd, uid_t uid, gid_t gid, sg_err *err)
+static int fork_known(void *ud, const char *rel, const char *sha256, int fd)
+{
+    fork_seed *fs = ud;
+    sg_autofree char *line = sg_contents_known_line(rel, sha256, fd);
+    if (!line)
+        return -1;
+    return sg_buf_puts(&fs->known, line) < 0 ? (errno = ENOMEM, -1) : 0;
+}
+
+/* The known files into the new sandbox's state directory, for its
+ * capture's seed: new (O_EXCL), its own, 0600. */
+static int fork_known_save(fork_seed *fs, const char *id, sg_err *err)
+{
+    sg_autofree char *path = sg_state_sandbox_path(id, SG_CONTENTS_KNOWN_NAME);
+    sg_autoclose int fd = path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+    if (fd < 0 || sg_write_all(fd, fs->known.data, fs->known.len) < 0)
+        return sg_err_sys(err, "save %s", path ? path : SG_CONTENTS_KNOWN_NAME);
+    return 0;
+}
+
+static int fork_rebuild(void *ud, int dirfd, const sg_sandbox_meta *m, sg_err *err)
 {
     fork_seed *fs = ud;
     sg_ws_opts ws = fs->o->ws;
     ws.own = true;
-    ws.uid = uid;
-    ws.gid = gid;
+    ws.uid = m->uid;
+    ws.gid = m->gid;
+    /* Contents the sandbox's own store holds are not sent again by its
+     * seed: only when it streams to the store read here (the same nodes).
+     * Any other store gets every content from the seed, as create's. */
+    bool same = sg_cli_ingest_same_store(fs->o->ws.ingest, m->ingest_url);
+    if (same) {
+        ws.wrote = fork_known;
+        ws.wrote_ud = fs;
+    }
     mode_t old = umask(0);
     fs->missing = sg_ws_rebuild(&ws, fs->t, fs->tok, dirfd, err);
     umask(old);
-    return fs->missing < 0 ? -1 : 0;
+    if (fs->missing < 0)
+        return -1;
+    return same && fs->known.len ? fork_known_save(fs, m->id, err) : 0;
 }
 
 int sg_cmd_fork(int argc, char **argv)
@@ -174,5 +210,6 @@ int sg_cmd_fork(int argc, char **argv)
     optind = 0; /* create parses its own argv from the start (glibc: a full reset) */
     fork_seed fs = {.o = &o, .t = &t, .tok = tok};
     rc = sg_cmd_create_from(n, (char **)cargv, fork_rebuild, &fs, from_text);
+    sg_buf_free(&fs.known);
     return rc == 0 && fs.missing ? 3 : rc;
 }

@@ -436,7 +436,8 @@ static int ws_write(const ws_opts *o, const char *batch, size_t batch_len, int d
                    ? 0 : sg_err_sys(err, "tar %s", rel);
     sg_autoclose int fd = openat(dirfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                                  mode ? mode : 0644);
-    if (fd < 0 || (o->own && fchown(fd, o->uid, o->gid) < 0) || sg_write_all(fd, body, blen) < 0)
+    if (fd < 0 || (o->own && fchown(fd, o->uid, o->gid) < 0) || sg_write_all(fd, body, blen) < 0 ||
+        (o->wrote && o->wrote(o->wrote_ud, rel, sha, fd) < 0))
         return sg_err_sys(err, "write %s", rel);
     return 0;
 }

@@ -10,8 +10,10 @@
 /* thin CLI (sandglass) */
 int sg_cmd_create(int argc, char **argv);
 /* Fills a new sandbox's own workspace (dirfd: empty) before its
- * supervisor starts, every entry made owned by uid:gid: 0, or -1 with err. */
-typedef int (*sg_create_seed_fn)(void *ud, int dirfd, uid_t uid, gid_t gid, sg_err *err);
+ * supervisor starts, every entry made owned by m's uid:gid (m: the new
+ * sandbox's record, saved: its id, its ingest): 0, or -1 with err. */
+struct sg_sandbox_meta;
+typedef int (*sg_create_seed_fn)(void *ud, int dirfd, const struct sg_sandbox_meta *m, sg_err *err);
 /* create whose own workspace seed fills, its `sandbox` event saying
  * forked_from (JSON text): sandglass fork's (NULL, NULL, NULL: create). */
 int sg_cmd_create_from(int argc, char **argv, sg_create_seed_fn seed, void *seed_ud, const char *forked_from);

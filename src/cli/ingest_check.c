@@ -1,5 +1,6 @@
 #include "cli/ingest_check.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -96,6 +97,50 @@ static int each_node(const char *list, int (*fn)(const char *url, void *ud), voi
         if (!comma)
             return 0;
         p = comma + 1;
+    }
+}
+
+/* One element of an ingest list, up to its end or its comma, normalized
+ * into out (a stream's scheme, the scheme and authority in lowercase, no
+ * trailing '/'): its length in the list, or -1 (not a URL, too long). */
+static int node_norm(const char *p, char *out, size_t osize)
+{
+    size_t n = strcspn(p, ",");
+    const char *sep = memmem(p, n, "://", 3);
+    if (!sep || sep == p || (size_t)(sep - p) > 5 || n + 2 > osize)
+        return -1;
+    size_t o = 0, i = 0;
+    for (; p + i < sep; i++)
+        out[o++] = (char)tolower((unsigned char)p[i]);
+    out[o] = '\0';
+    if (strcmp(out, "http") == 0 || strcmp(out, "https") == 0) {
+        memmove(out + 2, out + 4, o - 3); /* http -> ws, https -> wss (and its NUL) */
+        memcpy(out, "ws", 2);
+        o -= 2;
+    }
+    size_t auth = i + 3 + strcspn(sep + 3, "/,");
+    for (; i < n; i++)
+        out[o++] = i < auth ? (char)tolower((unsigned char)p[i]) : p[i];
+    while (o > 0 && out[o - 1] == '/')
+        o--;
+    out[o] = '\0';
+    return (int)n;
+}
+
+bool sg_cli_ingest_same_store(const char *a, const char *b)
+{
+    if (!a || !b)
+        return false;
+    for (;;) {
+        char na[1024], nb[1024];
+        int la = node_norm(a, na, sizeof na), lb = node_norm(b, nb, sizeof nb);
+        if (la < 0 || lb < 0 || strcmp(na, nb) != 0)
+            return false;
+        a += la;
+        b += lb;
+        if (!*a || !*b)
+            return !*a && !*b;
+        a++, b++;
     }
 }
 

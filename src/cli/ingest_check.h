@@ -8,6 +8,7 @@
 #ifndef SG_CLI_INGEST_CHECK_H
 #define SG_CLI_INGEST_CHECK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* A passed token check is trusted this long for the same ingest URL and
@@ -33,6 +34,12 @@ int sg_cli_ingest_ca_check(const char *path, char *real, size_t rsize, char *why
  * naming the list. 0, or -1 with why. */
 #define SG_CLI_INGEST_NODES_MAX 8 /* as SG_UPLINK_URLS_MAX */
 int sg_cli_ingest_list_check(const char *list, char *why, size_t wsize);
+/* Whether the ingest lists a and b (a read's http[s]:// or a stream's
+ * ws[s]:// form) are the same nodes in the same order, hence one store:
+ * each element's scheme (http as ws, https as wss) and host compared
+ * without regard to case, a trailing '/' ignored. Anything else (another
+ * spelling of the same host included) is not known to be the same. */
+bool sg_cli_ingest_same_store(const char *a, const char *b);
 /* Reachability (a warning line on stderr when not) and the token check
  * of each node of the list (a TLS node verified by the CAs of ca, an
  * absolute path, or NULL for the system's): 0, or -1 with why when a node

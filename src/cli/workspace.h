@@ -16,6 +16,10 @@ typedef struct sg_ws_opts {
     bool own;         /* every entry made chowned to uid:gid (fork: the new sandbox's user) */
     uid_t uid;
     gid_t gid;
+    /* called with each regular file written into dirfd, still open (fork's
+     * known files, capture/contents.h); 0, or -1 to stop with errno */
+    int (*wrote)(void *ud, const char *rel, const char *sha256, int fd);
+    void *wrote_ud;
 } sg_ws_opts;
 
 /* The read token: o->token, or a short-lived operator read token made from

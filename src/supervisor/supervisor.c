@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,7 +387,35 @@ static void sup_watch(sv_sup *s)
 /* Everything up to serving: the sandbox made (or adopted), its record
  * saved, the capture started, the checkpoint worker and the control
  * socket open, the loop's handles set. */
-static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
+#define SUP_SEED_WAIT_MS (600 * 1000) /* a fork's rebuild, bounded by its fetches' own timeouts */
+
+/* seed_fd's "ok\n": the creator filled the workspace (bounded wait; its
+ * end, as when the creator died, fails). Closes it. 0, or -1 with err. */
+static int sup_wait_seed(int seed_fd, sg_err *err)
+{
+    char buf[4];
+    size_t have = 0;
+    while (have < 3) {
+        struct pollfd pf = {.fd = seed_fd, .events = POLLIN};
+        int r = poll(&pf, 1, SUP_SEED_WAIT_MS);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        ssize_t n = read(seed_fd, buf + have, 3 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    close(seed_fd);
+    if (have == 3 && memcmp(buf, "ok\n", 3) == 0)
+        return 0;
+    return sg_err_set(err, EIO, "the workspace's seed did not complete");
+}
+
+static int sup_start(sv_sup *s, const char *id, bool adopt, int seed_fd, sg_err *err)
 {
     if (!s->exec.spawn_msg || !s->clients.buf)
         return sg_err_set(err, ENOMEM, "out of memory");
@@ -403,6 +432,10 @@ static int sup_start(sv_sup *s, const char *id, bool adopt, sg_err *err)
     s->meta.supervisor_pid = getpid();
     s->meta.init_pid = s->init_pid;
     if (sg_sandbox_meta_save(&s->meta, err) < 0)
+        return -1;
+    /* the workspace is complete before the seed and the first checkpoint
+     * read it */
+    if (seed_fd >= 0 && sup_wait_seed(seed_fd, err) < 0)
         return -1;
     if (s->meta.task && sv_start_capture(s, adopt, err) < 0)
         return -1;
@@ -492,7 +525,7 @@ static void sup_hooks_set(sv_sup *s)
     };
 }
 
-int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
+int sg_supervisor_run(const char *id, int ready_fd, int seed_fd, bool adopt)
 {
     sg_log_init("supervisor");
     sg_err err = {0};
@@ -509,7 +542,9 @@ int sg_supervisor_run(const char *id, int ready_fd, bool adopt)
     signal(SIGPIPE, SIG_IGN);
     s->rootless = geteuid() != 0;
     uv_loop_init(&s->loop);
-    if (sup_start(s, id, adopt, &err) < 0) {
+    if (seed_fd >= 0) /* never a child's */
+        fcntl(seed_fd, F_SETFD, FD_CLOEXEC);
+    if (sup_start(s, id, adopt, seed_fd, &err) < 0) {
         sup_start_failed(s, adopt, ready_fd, &err);
         sup_free(s);
         return 1;

@@ -18,6 +18,10 @@
 /* Runs the supervisor of sandbox `id` until it is destroyed. With adopt,
  * takes over a live sandbox whose supervisor died (connects to its init,
  * resumes the capture spool and its seq). Returns the process exit status. */
-int sg_supervisor_run(const char *id, int ready_fd, bool adopt);
+/* seed_fd (>= 0, a new sandbox's): read before the capture starts and the
+ * first checkpoint is taken, while the sandbox itself is set up: "ok\n"
+ * once its creator filled the workspace (sandglass fork); anything else,
+ * or its end, fails the start. */
+int sg_supervisor_run(const char *id, int ready_fd, int seed_fd, bool adopt);
 
 #endif

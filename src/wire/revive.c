@@ -31,7 +31,7 @@ int sg_revive_supervisor_path(char *buf, size_t len)
 
 /* Starts the supervisor detached from us (double fork, new session) and
  * returns the read end of its ready pipe. */
-static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
+static int spawn_supervisor(const char *id, bool adopt, int seed_fd, sg_err *err)
 {
     char daemon[PATH_MAX];
     if (sg_revive_supervisor_path(daemon, sizeof daemon) < 0)
@@ -61,8 +61,15 @@ static int spawn_supervisor(const char *id, bool adopt, sg_err *err)
         int rfd = fcntl(p[1], F_DUPFD, 3); /* without O_CLOEXEC */
         char fdarg[16];
         snprintf(fdarg, sizeof fdarg, "%d", rfd);
-        execl(daemon, "sandglass-supervisor", "supervisor", id, "--ready-fd", fdarg, adopt ? "--adopt" : (char *)NULL,
-              (char *)NULL);
+        char seedarg[16];
+        int sfd = seed_fd >= 0 ? fcntl(seed_fd, F_DUPFD, 3) : -1; /* without O_CLOEXEC */
+        snprintf(seedarg, sizeof seedarg, "%d", sfd);
+        if (sfd >= 0)
+            execl(daemon, "sandglass-supervisor", "supervisor", id, "--ready-fd", fdarg, "--seed-fd", seedarg,
+                  (char *)NULL);
+        else
+            execl(daemon, "sandglass-supervisor", "supervisor", id, "--ready-fd", fdarg,
+                  adopt ? "--adopt" : (char *)NULL, (char *)NULL);
         dprintf(rfd, "error: cannot run %s: %s\n", daemon, strerror(errno));
         _exit(127);
     }
@@ -104,11 +111,19 @@ static int wait_ready(int fd, sg_err *err)
 
 int sg_revive_start_supervisor(const char *id, bool adopt, sg_err *err)
 {
-    int rfd = spawn_supervisor(id, adopt, err);
-    if (rfd < 0)
-        return -1;
-    int r = wait_ready(rfd, err);
-    close(rfd);
+    int rfd = spawn_supervisor(id, adopt, -1, err);
+    return rfd < 0 ? -1 : sg_revive_wait_ready(rfd, err);
+}
+
+int sg_revive_spawn_supervisor(const char *id, int seed_fd, sg_err *err)
+{
+    return spawn_supervisor(id, false, seed_fd, err);
+}
+
+int sg_revive_wait_ready(int fd, sg_err *err)
+{
+    int r = wait_ready(fd, err);
+    close(fd);
     return r;
 }
 

@@ -18,6 +18,13 @@ int sg_revive_supervisor_path(char *buf, size_t len);
  * session), or with adopt a new one for a live sandbox whose supervisor
  * died, and waits until it is ready. */
 int sg_revive_start_supervisor(const char *id, bool adopt, sg_err *err);
+/* The same in two steps, so that the caller works while the supervisor
+ * sets the sandbox up (sandglass fork fills the workspace meanwhile):
+ * starts it, seed_fd (>= 0) handed to it as --seed-fd (supervisor.h), and
+ * returns the read end of its ready pipe, or -1 with err;
+ * sg_revive_wait_ready then waits for it and closes it. */
+int sg_revive_spawn_supervisor(const char *id, int seed_fd, sg_err *err);
+int sg_revive_wait_ready(int fd, sg_err *err);
 
 /* Makes sure a supervisor serves sandbox id: when none does (it died:
  * SIGKILL, a crash) and the sandbox's init lives, starts one that takes

@@ -80,6 +80,21 @@ static void test_binary_rule(void **state)
     assert_false(sg_diff_is_binary(big, 20000));
     big[15000] = '\0';
     assert_true(sg_diff_is_binary(big, 20000));
+    /* ASCII is checked 8 bytes at a time: a bad or a good sequence at every
+     * offset of a word, and at the very end, is still seen */
+    for (size_t at = 0; at < 24; at++) {
+        memset(big, 'x', 40);
+        big[at] = '\xe9';
+        assert_true(sg_diff_valid_utf8(big, 40) == false);
+        memcpy(big + at, "\xc3\xa9", 2); /* é */
+        assert_true(sg_diff_valid_utf8(big, 40));
+        memcpy(big + at, "\xe2\x82", 2); /* cut short by an ASCII byte */
+        assert_true(sg_diff_valid_utf8(big, 40) == false);
+    }
+    memset(big, 'x', 40);
+    big[39] = '\xc3';
+    assert_false(sg_diff_valid_utf8(big, 40));
+    assert_true(sg_diff_valid_utf8(big, 39));
     free(big);
 }
 

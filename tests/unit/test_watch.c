@@ -953,7 +953,7 @@ static void start_ext(fx *f)
     sg_err err = {0};
     sg_ignore *ig = sg_ignore_parse(sg_ignore_effective(NULL), &err);
     assert_non_null(ig);
-    f->w = sg_watch_new_ext(&f->loop, f->dir, collect, f, sg_udiff_fn, NULL, ig, true, &err);
+    f->w = sg_watch_new_ext(&f->loop, f->dir, collect, f, sg_udiff_fn, NULL, ig, true, NULL, NULL, &err);
     if (!f->w)
         fail_msg("sg_watch_new_ext: %s", err.msg);
 }
