@@ -42,6 +42,7 @@
 #define EXPORT_TOKEN_TTL_S 300
 #define EXPORT_GO (-1)
 #define EXPORT_TRIES 4 /* a page's GET, when no whole answer came */
+#define EXPORT_WRITEBACK (8 << 20) /* bytes written between two starts of their writeback */
 
 static const char usage[] =
     "usage: sandglass export --format jsonl|csv|progsnap2|asciicast --out FILE|DIR\n"
@@ -534,6 +535,24 @@ static char *stream_base(json_t *st)
     return sg_xstrdup(base);
 }
 
+/* The file's bytes written since the last call, once they are
+ * EXPORT_WRITEBACK, sent to the disk without waiting (sync_file_range's
+ * WRITE): the fsync at the end then waits for the last few only, not for
+ * the whole file (68 ms of a 0.5 s export of 200,000 events, all at its
+ * end). Not a durability step (the fsync is): a failure is ignored, as
+ * on stdout's pipe. */
+static void export_writeback(sg_export *x, off_t *started)
+{
+    if (!x->out || x->out == stdout)
+        return;
+    int fd = fileno(x->out);
+    off_t at = lseek(fd, 0, SEEK_CUR); /* what stdio has handed the kernel */
+    if (at < 0 || at - *started < EXPORT_WRITEBACK)
+        return;
+    sync_file_range(fd, *started, at - *started, SYNC_FILE_RANGE_WRITE);
+    *started = at;
+}
+
 /* The events of every stream, page by page, each stream's end told to
  * the format; EXPORT_GO or the exit code. */
 static int export_pages(export_opts *o, sg_export *x, json_t *streams)
@@ -547,12 +566,14 @@ static int export_pages(export_opts *o, sg_export *x, json_t *streams)
     pages_ctx ctx = {.o = o, .bases = bases};
     sg_prefetch pf;
     int rc = EXPORT_GO;
+    off_t written = 0;
     if (sg_prefetch_start(&pf, n, page_fetch, &ctx) < 0)
         rc = sg_cli_failf("export", "start the page fetcher: %s", strerror(errno));
     for (size_t s = 0; s < n && rc == EXPORT_GO;) {
         sg_fetched f = sg_prefetch_take(&pf, s);
         rc = f.ans ? export_page(o, x, f.body, f.len) : 1;
         free(f.ans);
+        export_writeback(x, &written);
         if (rc != EXPORT_GO || !f.last)
             continue;
         s++;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,11 +12,16 @@
 
 #define EV_DEPTH_MAX 32 /* deeper: jansson's (as before) */
 #define EV_KEYS_MAX 48  /* keys in one object checked for duplicates; more: jansson's */
+#define EV_REALS 16     /* reals' dumps remembered (a page's rows repeat a few) */
 
 typedef struct ev_scan {
     const char *p, *end;
     sg_buf *out; /* room for the rest of the input kept ahead (ev_room) */
     json_t *real; /* a real is written by jansson, as its dump writes it */
+    struct ev_real { /* reals' texts and jansson's dumps of them, seen in this page */
+        unsigned char in_len, out_len;
+        char in[32], out[48];
+    } reals[EV_REALS];
     sg_evrow *payload_of; /* the next object is this row's payload */
 } ev_scan;
 
@@ -80,6 +86,27 @@ static size_t ev_escape(const char *p, const char *end)
     return v > 0 && v < 0x20 && v != '\b' && v != '\t' && v != '\n' && v != '\f' && v != '\r' ? 6 : 0;
 }
 
+/* The first byte at or after p (before end) that is not ev_plain, or end.
+ * Eight bytes a step while they are all plain (a string's bulk): a word
+ * with a byte below 0x20, at or above 0x80, '"' or '\\' is then looked
+ * at byte by byte. */
+static const char *ev_plain_end(const char *p, const char *end)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    while (end - p >= 8) {
+        uint64_t w, q, b;
+        memcpy(&w, p, 8);
+        q = w ^ (ones * '"');
+        b = w ^ (ones * '\\');
+        if (((w - ones * 0x20) | (q - ones) | (b - ones) | w) & high)
+            break; /* a borrow or a high bit: some byte may not be plain */
+        p += 8;
+    }
+    while (p < end && ev_plain((unsigned char)*p))
+        p++;
+    return p;
+}
+
 /* A string (s->p at its '"'), copied; *esc whether it held an escape. */
 static int ev_string(ev_scan *s, bool *esc)
 {
@@ -88,9 +115,7 @@ static int ev_string(ev_scan *s, bool *esc)
     ev_put(s, '"');
     *esc = false;
     for (;;) {
-        const char *q = p;
-        while (q < s->end && ev_plain((unsigned char)*q))
-            q++;
+        const char *q = ev_plain_end(p, s->end);
         memcpy(o->data + o->len, p, (size_t)(q - p));
         o->len += (size_t)(q - p);
         p = q;
@@ -157,6 +182,15 @@ static int ev_number(ev_scan *s)
     char tmp[64];
     if (n >= sizeof tmp || ev_room(s, 64) < 0)
         return -1;
+    unsigned h = (unsigned)n;
+    for (size_t i = 0; i < n; i++)
+        h = h * 31 + (unsigned char)st[i];
+    struct ev_real *c = &s->reals[h % EV_REALS];
+    if (c->in_len == n && !memcmp(c->in, st, n)) { /* its dump as before */
+        memcpy(s->out->data + s->out->len, c->out, c->out_len);
+        s->out->len += c->out_len;
+        return 0;
+    }
     memcpy(tmp, st, n);
     tmp[n] = '\0';
     errno = 0;
@@ -166,6 +200,11 @@ static int ev_number(ev_scan *s)
     size_t w = json_dumpb(s->real, s->out->data + s->out->len, 48, JSON_ENCODE_ANY | JSON_COMPACT);
     if (w == 0 || w > 48)
         return -1;
+    if (n < sizeof c->in) {
+        memcpy(c->in, st, n);
+        memcpy(c->out, s->out->data + s->out->len, w);
+        c->in_len = (unsigned char)n, c->out_len = (unsigned char)w;
+    }
     s->out->len += w;
     return 0;
 }
@@ -175,10 +214,11 @@ static int ev_value(ev_scan *s, int depth, sg_evrow *row);
 /* An integer's text (at most 19 bytes, checked) as its value. */
 static long long ev_int(const char *v, size_t vl)
 {
-    char tmp[24];
-    memcpy(tmp, v, vl);
-    tmp[vl] = '\0';
-    return strtoll(tmp, NULL, 10);
+    bool neg = vl > 0 && v[0] == '-';
+    unsigned long long u = 0; /* at most 18 digits (ev_number): no overflow */
+    for (size_t i = neg; i < vl; i++)
+        u = u * 10 + (unsigned)(v[i] - '0');
+    return neg ? -(long long)u : (long long)u;
 }
 
 /* A row's own field (key at ko, kl bytes; its value copied at vo). */
@@ -301,6 +341,7 @@ static int ev_value(ev_scan *s, int depth, sg_evrow *row)
         return -1;
     bool esc;
     static const char *const lits[] = {"true", "false", "null"};
+    static const size_t lit_len[] = {4, 5, 4};
     switch (*s->p) {
     case '{': return ev_object(s, depth, row);
     case '[': return ev_array(s, depth);
@@ -309,7 +350,7 @@ static int ev_value(ev_scan *s, int depth, sg_evrow *row)
     case 'f':
     case 'n':
         for (size_t i = 0; i < 3; i++) {
-            size_t n = strlen(lits[i]);
+            size_t n = lit_len[i];
             if ((size_t)(s->end - s->p) >= n && !memcmp(s->p, lits[i], n)) {
                 memcpy(s->out->data + s->out->len, lits[i], n);
                 s->out->len += n;

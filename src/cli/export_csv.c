@@ -30,9 +30,21 @@ static const char *const payload_cols[] = {
     "checkpoint", "to", "operator",
 };
 
+/* Whether s holds a byte that makes its field quoted: , " CR or LF (one
+ * pass: most fields are short, and four memchr calls cost more). */
+static bool csv_needs_quotes(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ',' && (c == ',' || c == '"' || c == '\n' || c == '\r'))
+            return true;
+    }
+    return false;
+}
+
 int sg_export_csv_field(FILE *f, const char *s, size_t len)
 {
-    if (!memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\n', len) && !memchr(s, '\r', len))
+    if (!csv_needs_quotes(s, len))
         return fwrite_unlocked(s, 1, len, f) == len ? 0 : -1;
     if (fputc_unlocked('"', f) == EOF)
         return -1;
@@ -57,6 +69,42 @@ int sg_export_csv_value(FILE *f, json_t *v)
 }
 
 #define NPAYLOAD (sizeof payload_cols / sizeof payload_cols[0])
+#define COL_SLOTS 256 /* the text path's table of payload_cols (open addressing), > 2 * NPAYLOAD */
+
+/* payload_cols[i] + 1 at the slot of its name's hash (0: empty), made once. */
+static unsigned char col_slot[COL_SLOTS];
+
+static unsigned col_hash(const char *k, size_t n)
+{
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)k[i]) * 16777619u;
+    return h;
+}
+
+/* The payload column named by key's text (n bytes), or -1. */
+static int col_find(const char *k, size_t n)
+{
+    for (unsigned h = col_hash(k, n);; h++) {
+        unsigned char c = col_slot[h % COL_SLOTS];
+        if (!c)
+            return -1;
+        const char *name = payload_cols[c - 1];
+        if (strncmp(name, k, n) == 0 && name[n] == '\0')
+            return c - 1;
+    }
+}
+
+static void col_table(void)
+{
+    memset(col_slot, 0, sizeof col_slot);
+    for (size_t i = 0; i < NPAYLOAD; i++) {
+        unsigned h = col_hash(payload_cols[i], strlen(payload_cols[i]));
+        while (col_slot[h % COL_SLOTS])
+            h++;
+        col_slot[h % COL_SLOTS] = (unsigned char)(i + 1);
+    }
+}
 
 /* payload_cols' indexes sorted by name, for bsearch (made once). */
 static size_t col_order[NPAYLOAD];
@@ -77,6 +125,7 @@ static int csv_begin(sg_export *x, sg_err *err)
     for (size_t i = 0; i < NPAYLOAD; i++)
         col_order[i] = i;
     qsort(col_order, NPAYLOAD, sizeof col_order[0], col_sort_cmp);
+    col_table();
     for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
         fprintf(f, "%s%s", i ? "," : "", row_cols[i]);
     for (size_t i = 0; i < sizeof payload_cols / sizeof payload_cols[0]; i++)
@@ -233,20 +282,22 @@ static int text_value(text_row *t, span v)
         return 0;
     if (*v.p != '"')
         return sg_export_csv_field(t->f, v.p, v.n);
+    if (!memchr(v.p + 1, '\\', v.n - 2)) /* no escape: the text is the string */
+        return sg_export_csv_field(t->f, v.p + 1, v.n - 2);
     unescape(t->tmp, (span){v.p + 1, v.n - 2});
     return sg_export_csv_field(t->f, t->tmp->data ? t->tmp->data : "", t->tmp->len);
 }
 
 static int key_is(span k, const char *name)
 {
-    return strlen(name) == k.n && !memcmp(k.p, name, k.n);
+    return strncmp(name, k.p, k.n) == 0 && name[k.n] == '\0';
 }
 
 static int row_member(void *ud, span key, span val)
 {
     text_row *t = ud;
     for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
-        if (key_is(key, row_cols[i]))
+        if (row_cols[i][0] == *key.p && key_is(key, row_cols[i]))
             return t->row[i] = val, 0;
     if (key_is(key, "payload"))
         t->payload = val;
@@ -256,13 +307,10 @@ static int row_member(void *ud, span key, span val)
 static int payload_member(void *ud, span key, span val)
 {
     text_row *t = ud;
-    char name[64];
-    if (key.n < sizeof name && !memchr(key.p, '\\', key.n)) {
-        memcpy(name, key.p, key.n);
-        name[key.n] = '\0';
-        const size_t *at = bsearch(name, col_order, NPAYLOAD, sizeof col_order[0], col_cmp);
-        if (at)
-            return t->pay[*at] = val, 0;
+    if (key.n < 64 && !memchr(key.p, '\\', key.n)) {
+        int at = col_find(key.p, key.n);
+        if (at >= 0)
+            return t->pay[at] = val, 0;
     }
     return sg_buf_append(t->other, t->other->len ? "," : "{", 1) < 0 || sg_buf_append(t->other, key.p - 1, key.n + 2) < 0 ||
                    sg_buf_append(t->other, ":", 1) < 0 || sg_buf_append(t->other, val.p, val.n) < 0

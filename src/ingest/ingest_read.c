@@ -296,7 +296,8 @@ static int payload_omit(const char *p, size_t n, const char *omit, sg_buf *out)
  * with ?omit=, each payload without the members it names. */
 typedef struct events_page {
     sg_buf *b;
-    size_t n;
+    size_t n, limit;  /* rows written, and the page's bound */
+    bool ahead;       /* the row past the bound came: more follow */
     int64_t last_id, last_seq;
     const char *omit; /* "" or the names, comma-separated */
     sg_buf trimmed;   /* one row's payload with them left out */
@@ -306,6 +307,10 @@ static int page_row(void *ud, const sg_store_event *e)
 {
     events_page *pg = ud;
     sg_store_event t;
+    if (pg->n == pg->limit) { /* the row asked past the page: not written */
+        pg->ahead = true;
+        return 0;
+    }
     if (pg->omit[0] && e->payload && payload_omit(e->payload, e->payload_len, pg->omit, &pg->trimmed) == 0) {
         t = *e;
         t.payload = pg->trimmed.data;
@@ -324,15 +329,21 @@ int ingest_events_body(sg_store *s, ingest_events_args *a, sg_buf *body, sg_err 
     bool cut = false;
     sg_store_query *q = &a->q;
     q->cut = &cut;
-    events_page pg = {.b = body, .omit = a->omit};
+    /* One row more than the page's bound is asked for: a page that ends a
+     * stream exactly full says so ("more": false) and its reader asks no
+     * empty page after it (an export of 100 streams asked 100). */
+    events_page pg = {.b = body, .omit = a->omit, .limit = q->limit};
+    q->limit++;
     int n = sg_buf_puts(body, "{\"events\":[") < 0 ? -1 : sg_store_scan(s, q, page_row, &pg, err);
+    q->limit--;
     sg_buf_free(&pg.trimmed);
     q->cut = NULL;
     if (n < 0)
         return -1;
-    /* "more": the page stopped at its row or byte bound, not at the end;
-     * the client continues after the last row's id (or seq). */
-    bool more = cut || (size_t)n >= q->limit;
+    /* "more": rows follow past the row bound, or the page stopped at its
+     * byte bound; the client continues after the last row's id (or seq). */
+    bool more = cut || pg.ahead;
+    n = (int)pg.n;
     if (sg_buf_printf(body, "],\"more\":%s", more ? "true" : "false") < 0 ||
         (more && n > 0 && /* where the next page starts */
          sg_buf_printf(body, ",\"next_after_id\":%" PRId64 ",\"next_after_seq\":%" PRId64, pg.last_id,

@@ -72,7 +72,9 @@ typedef struct sg_store_query {
     const char *except_kinds;              /* "activity,process": not these; NULL: none left out */
     int64_t after_seq;                     /* seq > after_seq; -1: all */
     int64_t after_id;                      /* row id > after_id (follow cursor); -1: all */
-    size_t limit;                          /* 0 or > SG_STORE_QUERY_MAX: SG_STORE_QUERY_MAX */
+    /* 0: SG_STORE_QUERY_MAX; at most SG_STORE_QUERY_MAX + 1 (a page of
+     * /v1/events asks for one row past its end: whether more follow) */
+    size_t limit;
     /* Stop after the row that brings the payloads' bytes to this (0:
      * SG_STORE_PAGE_BYTES): a page is bounded by bytes, not only rows. At
      * least one row is returned; the page may pass it by one row. */

@@ -634,7 +634,7 @@ static int scan_sql(const sg_store_query *q, char *sql, size_t size, const char 
     if (q->except_kinds)
         p[np++] = q->except_kinds,
         n += snprintf(sql + n, size - (size_t)n, " AND kind <> ALL(string_to_array($%d, ','))", np);
-    size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
+    size_t limit = q->limit == 0 ? SG_STORE_QUERY_MAX : q->limit > SG_STORE_QUERY_MAX + 1 ? SG_STORE_QUERY_MAX + 1 : q->limit;
     snprintf(bufs[2], sizeof bufs[2], "%zu", limit);
     p[np++] = bufs[2];
     snprintf(sql + n, size - (size_t)n, " ORDER BY %s LIMIT $%d", order, np);

@@ -349,7 +349,7 @@ static int sqlite_scan(sg_store *base, const sg_store_query *q, sg_store_event_f
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         return db_fail(s, err, "query");
-    size_t limit = q->limit == 0 || q->limit > SG_STORE_QUERY_MAX ? SG_STORE_QUERY_MAX : q->limit;
+    size_t limit = q->limit == 0 ? SG_STORE_QUERY_MAX : q->limit > SG_STORE_QUERY_MAX + 1 ? SG_STORE_QUERY_MAX + 1 : q->limit;
     if (q->learner)
         sqlite3_bind_text(st, 1, q->learner, -1, SQLITE_STATIC);
     if (q->task)

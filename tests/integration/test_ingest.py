@@ -486,6 +486,12 @@ def main():
     code, body = ing.http("/v1/events?sandbox=sb1&after_seq=5&limit=3")
     check("GET /v1/events honours after_seq and limit",
           code == 200 and [e["seq"] for e in body["events"]] == [6, 7, 8], body)
+    check("a full page with rows after it says more, and where the next starts",
+          body.get("more") is True and body.get("next_after_seq") == 8, body)
+    code, body = ing.http("/v1/events?sandbox=sb1&after_seq=10&limit=3")
+    check("a full page that ends the stream says no more (no empty page to ask after it)",
+          code == 200 and [e["seq"] for e in body["events"]] == [11, 12, 13] and body.get("more") is False
+          and "next_after_seq" not in body, body)
     code, body = ing.http("/v1/events?learner=alice&task=nope")
     check("GET /v1/events filters on learner and task", code == 200 and body["events"] == [], body)
     code, body = ing.http("/v1/events?after_seq=abc")

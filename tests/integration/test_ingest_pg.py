@@ -112,6 +112,14 @@ def pages_off_the_loop(a, url, tok):
         codes = [raw_status(s) for s in held[:40]]
         check("and each waiting client gets its page", codes == [200] * 40, codes)
         check("the node reads pages as before", all_events(a, "move") == list(range(4000)))
+        code, body = a.http("/v1/events?sandbox=move&after_seq=1999&limit=1000")
+        check("a full page with rows after it says more",
+              code == 200 and len(body["events"]) == 1000 and body["more"] is True
+              and body.get("next_after_seq") == 2999, {k: body.get(k) for k in ("more", "next_after_seq")})
+        code, body = a.http("/v1/events?sandbox=move&after_seq=2999&limit=1000")
+        check("a full page that ends the stream says no more",
+              code == 200 and len(body["events"]) == 1000 and body["more"] is False
+              and "next_after_seq" not in body, {k: body.get(k) for k in ("more", "next_after_seq")})
         code, body = a.http("/v1/sandboxes?prefix=move")
         check("and lists the sandboxes a prefix names", code == 200
               and [s["sandbox"] for s in body["sandboxes"]] == ["move"], f"{code} {body}")
