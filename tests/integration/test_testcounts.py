@@ -4,8 +4,12 @@ exec` inside a captured sandbox, and the counts, failing tests' names and
 outcome the store's test_result holds. The runners are Debian's (the
 sandbox's root is the host's system directories, read-only): pytest
 (python3-pytest), unittest, go test (golang-go), cargo test (cargo, offline,
-a crate without dependencies). A runner whose program is not on the host is
-skipped with why (scripts/install-deps.sh installs them). TAP output.
+a crate without dependencies), rspec (ruby-rspec); and npm's jest, vitest
+and mocha, pinned in tests/node/package.json, whose packages are copied
+into the sandbox's /tmp (sandboxes are offline) and linked as the
+project's node_modules. A runner whose program is not on the host is
+skipped with why (scripts/install-deps.sh and scripts/test.sh install
+them). TAP output.
 """
 from __future__ import annotations
 
@@ -172,6 +176,15 @@ test('adds', () => { expect(1 + 1).toBe(2); });
 test('subtracts wrong', () => { expect(2 - 1).toBe(3); });
 test('multiplies wrong', () => { expect(2 * 2).toBe(5); });
 test.skip('later', () => {});
+"""
+
+RSPEC_TESTS = """\
+RSpec.describe "calc" do
+  it("adds") { expect(1 + 1).to eq(2) }
+  it("subtracts wrong") { expect(2 - 1).to eq(3) }
+  it("multiplies wrong") { expect(2 * 2).to eq(5) }
+  it("later") { skip "later" }
+end
 """
 
 MOCHA_TESTS = """\
@@ -379,6 +392,22 @@ def run_tests(env: CapEnv) -> None:
                "mocha: the failing tests' names")
         tr = result(env, sid, f"cd js && {jenv} node_modules/.bin/mocha --grep adds")
         tap.eq(counts(tr), ("mocha", True, "passed", 1, 1, 0, 0, 0), "mocha: a passing run")
+
+    @tap.case("rspec: failing, passing, no examples")
+    def _():
+        if not os.path.exists("/usr/bin/rspec"):
+            tap.skip("rspec", "ruby-rspec is not installed")
+            return
+        put(env, sid, {"rb/spec/calc_spec.rb": RSPEC_TESTS, "rb0/spec/README": "none\n"})
+        tr = result(env, sid, "cd rb && HOME=/tmp rspec")
+        tap.eq(counts(tr), ("rspec", True, "failed", 3, 1, 2, 0, 1), "rspec: counts of a failing suite")
+        tap.eq(sorted(tr.get("failing_tests") or []), ["./spec/calc_spec.rb:3 # calc subtracts wrong",
+                                                      "./spec/calc_spec.rb:4 # calc multiplies wrong"],
+               "rspec: the failing examples' names")
+        tr = result(env, sid, "cd rb && HOME=/tmp rspec -e adds")
+        tap.eq(counts(tr), ("rspec", True, "passed", 1, 1, 0, 0, 0), "rspec: a passing run")
+        tr = result(env, sid, "cd rb0 && HOME=/tmp rspec")
+        tap.eq(counts(tr)[:4], ("rspec", True, "no_tests", 0), "rspec: 0 examples is not a pass")
 
     @tap.case("hostile test names: bounded, and escaped in the timeline")
     def _():
