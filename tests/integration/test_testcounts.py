@@ -365,24 +365,18 @@ def run_tests(env: CapEnv) -> None:
                     " && ln -s ../node_modules js/none/node_modules")
         jenv = "HOME=/tmp CI=true"
         jest = f"{jenv} node_modules/.bin/jest --ci --no-watchman --cacheDirectory=/tmp/jc"
-        tr = result(env, sid, f"cd js && {jest} calc.test.js")
-        tap.eq(counts(tr), ("jest", True, "failed", 3, 1, 2, 0, 1), "jest: counts of a failing suite")
-        tap.eq(sorted(tr.get("failing_tests") or []), ["multiplies wrong", "subtracts wrong"],
-               "jest: the failing tests' names")
-        tr = result(env, sid, f"cd js/ok && {jest}")
-        tap.eq(counts(tr), ("jest", True, "passed", 1, 1, 0, 0, 0), "jest: a passing suite")
-        tr = result(env, sid, f"cd js/none && {jest}")
-        tap.eq(counts(tr)[:4], ("jest", True, "no_tests", 0), "jest: no tests found is not a pass")
         vitest = f"{jenv} node_modules/.bin/vitest run --globals"
-        tr = result(env, sid, f"cd js && {vitest} calc.test.js")
-        tap.eq(counts(tr), ("vitest", True, "failed", 3, 1, 2, 0, 1), "vitest: counts of a failing suite")
-        tap.eq(sorted(tr.get("failing_tests") or []), ["calc.test.js > multiplies wrong",
-                                                      "calc.test.js > subtracts wrong"],
-               "vitest: the failing tests' names")
-        tr = result(env, sid, f"cd js/ok && {vitest}")
-        tap.eq(counts(tr), ("vitest", True, "passed", 1, 1, 0, 0, 0), "vitest: a passing suite")
-        tr = result(env, sid, f"cd js/none && {vitest}")
-        tap.eq(counts(tr)[:4], ("vitest", True, "no_tests", 0), "vitest: no test files is not a pass")
+        for runner, cmd, names, none in (
+                ("jest", jest, ["multiplies wrong", "subtracts wrong"], "no tests found"),
+                ("vitest", vitest, ["calc.test.js > multiplies wrong", "calc.test.js > subtracts wrong"],
+                 "no test files")):
+            tr = result(env, sid, f"cd js && {cmd} calc.test.js")
+            tap.eq(counts(tr), (runner, True, "failed", 3, 1, 2, 0, 1), f"{runner}: counts of a failing suite")
+            tap.eq(sorted(tr.get("failing_tests") or []), names, f"{runner}: the failing tests' names")
+            tr = result(env, sid, f"cd js/ok && {cmd}")
+            tap.eq(counts(tr), (runner, True, "passed", 1, 1, 0, 0, 0), f"{runner}: a passing suite")
+            tr = result(env, sid, f"cd js/none && {cmd}")
+            tap.eq(counts(tr)[:4], (runner, True, "no_tests", 0), f"{runner}: {none} is not a pass")
         tr = result(env, sid, f"cd js && {vitest} --reporter=junit --outputFile.junit=reports/v.xml calc.test.js")
         tap.eq((tr.get("source"), tr.get("report"), tr.get("failed"), tr.get("outcome")),
                ("junit", "js/reports/v.xml", 2, "failed"), "vitest --reporter=junit: counts from the report")
