@@ -305,7 +305,7 @@ def special_files(env: CapEnv) -> None:
     got = {x["payload"]["path"]: x["payload"] for x in rows if x["kind"] == "file_diff"}
     for path, typ in want.items():
         c = got.get(path, {}).get("content", {})
-        tap.ok(c.get("type") == typ and c.get("stored") is not True and not got[path].get("diff"),
+        tap.ok(c.get("type") == typ and c.get("stored") is not True and not got.get(path, {}).get("diff"),
                f"{path}: recorded as a {typ}, no content", got.get(path))
     env.destroy(sid)
 
@@ -447,7 +447,7 @@ def run(env: CapEnv) -> None:
     said = {x["payload"].get("path") for x in rows if x["kind"] == "file_diff"} | {p for p, _ in bulked}
     tap.ok(not said & ign, "no event reports an ignored path", sorted(said & ign))
     vim = [x["payload"] for x in rows if x["kind"] == "file_diff" and x["payload"].get("path") == "b.txt"
-           and "vim-edited" in x["payload"].get("diff", "")]
+           and "+vim-edited" in x["payload"].get("diff", "").splitlines()]
     tap.ok(len(vim) == 1 and vim[0].get("change") == "modified",
            "vim's save (backup by rename) is one modified with the edit's diff", vim)
     diffs = [x["payload"] for x in rows if x["kind"] == "file_diff"]
