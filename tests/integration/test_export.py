@@ -275,6 +275,58 @@ RAW = "rawid-q7x"
 BIG = 15000  # rows of about 1 KB: 15 pages, three times what an export holds ahead
 
 
+def many_files_check(where, ing, state, tmp):
+    """A session of 3,000 distinct files: every format holds every row, and
+    the last CodeState's manifest lists every file with its hash."""
+    url = f"http://127.0.0.1:{ing.port}"
+    n = 3000
+    evs = [("sandbox", {"state": "created"})] + [
+        ("file_diff", {"path": f"d{i % 7}/f{i}.txt", "change": "created", "size": 2, "sha256": f"{i:064x}"})
+        for i in range(n)]
+    write(ing, state, "many", "t7", "sbfiles3k", evs)
+    j, c, d = (os.path.join(tmp, f"{where}-3k{x}") for x in (".jsonl", ".csv", "-ps2"))
+    ps = [sx(state, "export", "--format", f, "--out", o, "--ingest", url, "--sandbox", "sbfiles3k")
+          for f, o in (("jsonl", j), ("csv", c), ("progsnap2", d))]
+    ok = all(p.returncode == 0 for p in ps)
+    rows = read_jsonl(j) if ok else []
+    with open(c, newline="", encoding="utf-8") if ok else io.StringIO("") as f:
+        crows = list(csv.DictReader(f))
+    with open(os.path.join(d, "MainTable.csv"), newline="") if ok else io.StringIO("") as f:
+        mt = list(csv.DictReader(f))
+    check(f"{where}: {n} files: jsonl, csv and progsnap2 hold every row",
+          ok and [r["seq"] for r in rows] == list(range(n + 1)) and [int(r["seq"]) for r in crows] ==
+          list(range(n + 1)) and [int(r["Order"]) for r in mt] == list(range(n + 1)) and
+          {r["path"] for r in crows[1:]} == {f"d{i % 7}/f{i}.txt" for i in range(n)},
+          [p.stderr for p in ps])
+    last = mt[-1]["CodeStateID"] if mt else ""
+    man = os.path.join(d, "X-CodeStateManifests", f"{last}.tsv")
+    lines = open(man, encoding="utf-8").read().splitlines() if os.path.exists(man) else []
+    check(f"{where}: {n} files: the last CodeState's manifest lists every file, path and sha256",
+          sorted(lines) == sorted(f"d{i % 7}/f{i}.txt\t{i:064x}" for i in range(n)) and
+          len({r["CodeStateID"] for r in mt}) == n + 1, (last, lines[:3], len(lines)))
+
+
+def nodes_check(where, ing, state, tmp, store_url):
+    """Two ingest nodes on one PostgreSQL: the export through either is the
+    same bytes (jsonl and the ProgSnap2 tree)."""
+    ing2 = Ingest(state, extra=("--store", store_url))
+    try:
+        outs = {}
+        for k, node in (("1", ing), ("2", ing2)):
+            url = f"http://127.0.0.1:{node.port}"
+            j, d = os.path.join(tmp, f"{where}-node{k}.jsonl"), os.path.join(tmp, f"{where}-node{k}-ps2")
+            ps = [sx(state, "export", "--format", f, "--out", o, "--ingest", url) for f, o in
+                  (("jsonl", j), ("progsnap2", d))]
+            outs[k] = (open(j, "rb").read(), tree_bytes(d)) if all(p.returncode == 0 for p in ps) else \
+                [p.stderr for p in ps]
+        check(f"{where}: the export through node 1 and node 2 is byte-identical (jsonl, progsnap2 tree)",
+              isinstance(outs["1"], tuple) and outs["1"] == outs["2"] and len(outs["1"][0]) > 1000,
+              (outs["1"] if not isinstance(outs["1"], tuple) else "", outs["2"] if not isinstance(outs["2"], tuple)
+               else ""))
+    finally:
+        ing2.stop()
+
+
 def interrupt_check(where, ing, state, tmp, store_url):
     """An export SIGKILLed mid-way (its temporary output seen growing, the
     ingest then stopped so that it cannot finish) leaves no OUT, only its
@@ -608,7 +660,10 @@ def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_row
     scope(where, ing, state, tmp)
     filters_check(where, ing, state, tmp, store_rows)
     if where == "SQLite":
+        many_files_check(where, ing, state, tmp)
         interrupt_check(where, ing, state, tmp, store_url)
+    else:
+        nodes_check(where, ing, state, tmp, store_url)
     contents_check(where, ing, state, tmp, age)
     import_check(where, state, tmp, jsonl, fresh_url, fresh_rows)
     # the imported store exports the same bytes
