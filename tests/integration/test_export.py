@@ -272,7 +272,7 @@ def filters_check(where, ing, state, tmp, store_rows):
 
 
 RAW = "rawid-q7x"
-BIG = 15000  # rows of about 1 KB: 15 pages, three times what an export holds ahead
+BIG = 15000  # rows of about 2 KB: 15 pages, three times what an export holds ahead
 
 
 def many_files_check(where, ing, state, tmp):
@@ -332,13 +332,14 @@ def interrupt_check(where, ing, state, tmp, store_url):
     ingest then stopped so that it cannot finish) leaves no OUT, only its
     OUT.tmp-PID; a second export completes beside the leftover."""
     import signal
-    src = os.path.join(tmp, f"{where}-big.jsonl")
+    src = os.path.join(tmp, f"{where}-bigsrc.jsonl")
+    from datetime import datetime, timezone
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000000+00:00")  # kept by the retention checks
     with open(src, "w") as f:
         for i in range(BIG):
             f.write(json.dumps({"learner": "big", "task": "t6", "sandbox": "sbbig", "seq": i, "kind": "command",
                                 "ts": "2026-02-01T00:00:00.000000+00:00",
-                                "received": "2026-02-01T00:00:00.000000+00:00",
-                                "payload": {"cmd": f"echo {i} " + "x" * 1000}}) + "\n")
+                                "received": now, "payload": {"cmd": f"echo {i} " + "x" * 2000}}) + "\n")
     p = sx(state, "import", src, "--store", store_url)
     check(f"{where}: interrupt: {BIG} rows imported for it", p.returncode == 0, p.stdout + p.stderr)
     url = f"http://127.0.0.1:{ing.port}"
@@ -354,8 +355,9 @@ def interrupt_check(where, ing, state, tmp, store_url):
                 return os.path.getsize(tmpname)
             except OSError:
                 return 0
-        first = test_ingest.wait_until(lambda: size() > 0 or cli.poll() is not None, timeout=120) and size()
-        grew = first and test_ingest.wait_until(lambda: size() > first or cli.poll() is not None, timeout=120) \
+        wait = test_ingest.wait_until
+        first = wait(lambda: size() > 0 or cli.poll() is not None, timeout=120, step=0.001) and size()
+        grew = first and wait(lambda: size() > first or cli.poll() is not None, timeout=120, step=0.001) \
             and cli.poll() is None
         ing.proc.send_signal(signal.SIGSTOP)  # no more pages: it cannot finish now
         try:
