@@ -94,7 +94,12 @@ def run(env: CapEnv) -> None:
     first = {}
     for r in main_rows:
         first.setdefault(r["CodeStateID"], int(r["Order"]))
-    ok(len(first) >= 8, "the export has the session's code states", len(first))
+    # each state a file_diff passes through mid-command (thousands here) is
+    # checked at the events between commands, where a state is held: the
+    # states in force at each event that is not a file_diff (bulk included)
+    held = {r["CodeStateID"] for r in main_rows if r["X-Kind"] != "file_diff"} | {main_rows[-1]["CodeStateID"]}
+    first = {k: v for k, v in first.items() if k in held}
+    ok(len(first) >= 5, "the export has the session's code states", len(first))
     bad = {}
     for csid, seq in sorted(first.items(), key=lambda kv: kv[1]):
         d = tempfile.mkdtemp(dir=env.root)
@@ -107,7 +112,7 @@ def run(env: CapEnv) -> None:
             bad[f"{csid}@{seq}"] = {"only_ps2": sorted(set(got) - set(want))[:5],
                                     "only_ws": sorted(set(want) - set(got))[:5],
                                     "differ": [k for k in got if k in want and got[k] != want[k]][:5]}
-    ok(not bad, f"every CodeStates/ID/ ({len(first)}) equals workspace --at its first Order", bad)
+    ok(not bad, f"every CodeStates/ID/ ({len(first)}) equals workspace --at its first Order (the states held between commands)", bad)
     big = [csid for csid in first if os.path.isdir(os.path.join(out, "CodeStates", csid, "big2"))]
     ok(big and len(os.listdir(os.path.join(out, "CodeStates", big[-1], "big2"))) == 1200,
        "the bulk event's 1,200 files are in the code state")
