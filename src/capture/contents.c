@@ -147,32 +147,27 @@ static int spool_parts(struct sg_spool *spool, const char *sha, const char *buf,
     return 0;
 }
 
-static const char *type_of(mode_t m)
-{
-    return S_ISREG(m) ? "file" : S_ISLNK(m) ? "link" : S_ISDIR(m) ? "dir" : S_ISFIFO(m) ? "fifo" : S_ISSOCK(m) ? "socket"
-         : S_ISCHR(m) ? "chardev" : S_ISBLK(m) ? "blockdev" : "other";
-}
-
 /* Reads what rel is into ct->buf: 1 (bytes in *len; a link's target), 0
- * over the limit or not readable as bytes (a FIFO...), -1 gone. */
+ * over the limit or not readable as bytes (a FIFO...), -1 gone. As the
+ * watcher does (watch_read_state), only a regular file is opened to be
+ * read: a FIFO or a device is looked at through O_PATH alone. */
 static int read_entry(sg_contents *ct, const char *rel, struct stat *st, size_t *len)
 {
-    sg_autoclose int fd = sg_open_beneath(ct->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0 && errno == ELOOP) {
-        sg_autoclose int pfd = sg_open_beneath(ct->rootfd, rel, O_PATH);
-        if (pfd < 0 || fstat(pfd, st) < 0 || !S_ISLNK(st->st_mode))
-            return -1;
+    sg_autoclose int pfd = sg_open_beneath(ct->rootfd, rel, O_PATH);
+    if (pfd < 0 || fstat(pfd, st) < 0)
+        return -1;
+    if (S_ISLNK(st->st_mode)) {
         ssize_t n = readlinkat(pfd, "", ct->buf, ct->max_file < PATH_MAX ? ct->max_file : PATH_MAX);
         if (n < 0)
             return -1;
         *len = (size_t)n;
         return 1;
     }
-    if (fd < 0) {
-        /* A FIFO, socket or device: its type, from an O_PATH stat. */
-        sg_autoclose int pfd = sg_open_beneath(ct->rootfd, rel, O_PATH);
-        return pfd >= 0 && fstat(pfd, st) == 0 ? 0 : -1;
-    }
+    if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size > ct->max_file)
+        return 0;
+    sg_autoclose int fd = sg_open_beneath(ct->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
     if (fstat(fd, st) < 0)
         return -1;
     if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size > ct->max_file)
@@ -210,7 +205,7 @@ void sg_contents_capture(sg_contents *ct, struct sg_spool *spool, json_t *payloa
     int r = rel ? read_entry(ct, rel, &st, &len) : -1;
     if (r < 0)
         return; /* gone already: its deletion follows */
-    json_t *c = json_pack("{s:s, s:I, s:I}", "type", type_of(st.st_mode), "size",
+    json_t *c = json_pack("{s:s, s:I, s:I}", "type", sg_watch_type_name(st.st_mode), "size",
                           (json_int_t)(r ? (int64_t)len : S_ISDIR(st.st_mode) ? 0 : st.st_size), "mode",
                           (json_int_t)(st.st_mode & 07777));
     if (!c)
@@ -476,6 +471,9 @@ static void seed_entry(seed_walk *w, const char *rel, const struct stat *st, boo
         sg_contents_capture(w->ct, w->spool, p);
     json_t *c = json_object_get(p, "content");
     if (c) { /* the fields a file_diff has */
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && strcmp(t, "file") && strcmp(t, "link") && strcmp(t, "dir")) /* a FIFO, socket or device */
+            json_object_set(p, "type", json_object_get(c, "type"));
         json_object_set(p, "size", json_object_get(c, "size"));
         if (json_object_get(c, "sha256"))
             json_object_set(p, "sha256", json_object_get(c, "sha256"));

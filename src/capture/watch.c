@@ -282,7 +282,7 @@ static int baseline_root(sg_watch *w, node *r, const char *root, sg_err *err)
         if (S_ISDIR(cst.st_mode)) {
             if (!watch_skip_dir(w, r, nm))
                 watch_scan_push(w, r, nm);
-        } else if (S_ISREG(cst.st_mode) || S_ISLNK(cst.st_mode)) {
+        } else { /* a file, a link, or a FIFO, socket or device (by its type) */
             node *f = watch_file_node_get(w, r, nm);
             fstate cur;
             if (f && watch_read_state(w, nm, &cur) == 1)

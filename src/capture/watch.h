@@ -94,6 +94,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "base/err.h"
@@ -109,6 +110,10 @@
 #define SG_WATCH_BULK_BYTES (256 * 1024) /* a bulk payload's files, at most (estimated) */
 
 typedef struct sg_watch sg_watch;
+
+/* A file's type as the events name it: file, link, dir, fifo, socket,
+ * chardev, blockdev (or other). */
+const char *sg_watch_type_name(mode_t mode);
 
 /* payload: a file_diff payload; ownership passes to the callee. */
 typedef void (*sg_watch_cb)(void *userdata, json_t *payload);

@@ -41,12 +41,19 @@ typedef struct fstate {
     int64_t mtime_ns, ctime_ns;
     ino_t ino;
     mode_t mode;
+    dev_t rdev;          /* a device's number */
     int64_t read_rt_ns;  /* realtime of the read, for the racy check */
     bool has_sha, large, binary, dropped; /* dropped: text not kept (budget) */
     uint8_t sha[SG_DIFF_SHA256_LEN];
     char *text;          /* text content when kept */
     size_t text_len;
 } fstate;
+
+/* A FIFO, socket or device: recorded by its type, never opened or read. */
+static inline bool watch_is_special(const fstate *s)
+{
+    return s->mode && !S_ISREG(s->mode) && !S_ISLNK(s->mode) && !S_ISDIR(s->mode);
+}
 
 typedef struct node node;
 struct node {

@@ -111,6 +111,8 @@ static void put_identity(json_t *p, const action *a)
         if (oraw)
             json_object_set_new(p, "old_path_hex", oraw);
     }
+    if (a->kind != ACT_DEL && watch_is_special(&a->cur))
+        json_object_set_new(p, "type", json_string(sg_watch_type_name(a->cur.mode)));
     if (a->kind != ACT_DEL) {
         json_object_set_new(p, "size", json_integer(a->cur.size));
         if (a->cur.has_sha) {
@@ -131,6 +133,8 @@ static json_t *build_payload(sg_watch *w, const action *a)
     if (a->replaced)
         json_object_set_new(p, "replaced", json_true());
     const fstate *nw = a->kind == ACT_DEL ? NULL : &a->cur;
+    if (nw && watch_is_special(nw))
+        return p; /* its type alone: nothing was read, no diff */
     const fstate *flags = nw ? nw : old;
     if (flags->large) {
         json_object_set_new(p, "truncated", json_true());

@@ -126,16 +126,13 @@ static void add_dir(sg_watch *w, node *parent, const char *name)
             struct stat cst;
             if (fstatat(dirfd(dir), nm, &cst, AT_SYMLINK_NOFOLLOW) < 0)
                 continue;
-            type = S_ISDIR(cst.st_mode) ? DT_DIR : S_ISREG(cst.st_mode) ? DT_REG
-                   : S_ISLNK(cst.st_mode) ? DT_LNK : DT_UNKNOWN;
+            type = S_ISDIR(cst.st_mode) ? DT_DIR : DT_REG; /* every other type is a file node */
         }
         if (type == DT_DIR) {
             if (!watch_skip_dir(w, d, nm))
                 watch_scan_push(w, d, nm);
             continue;
         }
-        if (type != DT_REG && type != DT_LNK)
-            continue;
         node *f = watch_file_node_get(w, d, nm);
         if (!f)
             continue;
@@ -242,8 +239,6 @@ static bool rescan_entry(sg_watch *w, node *d, int dfd, const char *nm, uint32_t
             nk->gen = gen;
         return false;
     }
-    if (!S_ISREG(cst.st_mode) && !S_ISLNK(cst.st_mode))
-        return false;
     if (k && k->is_dir)
         watch_node_detach(w, k, true);
     k = watch_file_node_get(w, d, nm);

@@ -322,6 +322,7 @@ static void fill_stat(fstate *s, const struct stat *st)
     s->ctime_ns = watch_ts_ns(&st->st_ctim);
     s->ino = st->st_ino;
     s->mode = st->st_mode;
+    s->rdev = st->st_rdev;
 }
 
 static void set_text(fstate *s, const char *buf, size_t len, bool sha_known)
@@ -339,21 +340,25 @@ static void set_text(fstate *s, const char *buf, size_t len, bool sha_known)
 }
 
 /* Reads the current state of a file under the root. 1: it exists (a regular
- * file or a symlink), 0: it does not (or is something else), -1: error. */
+ * file, a symlink, or a FIFO, socket or device, whose state is its type
+ * alone), 0: it does not (or is a directory), -1: error. The entry is
+ * looked at through O_PATH first and opened for reading only when it is a
+ * regular file: opening a learner's FIFO would release a writer blocked on
+ * it (whose next write then meets no reader), and a device's open may act. */
 int watch_read_state(sg_watch *w, const char *rel, fstate *out)
 {
     memset(out, 0, sizeof(*out));
     out->read_rt_ns = now_rt_ns();
-    sg_autoclose int fd = sg_open_beneath(w->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0 && errno == ELOOP) {
-        /* The last component may be a symlink: its content is its target. */
-        sg_autoclose int pfd = sg_open_beneath(w->rootfd, rel, O_PATH);
-        if (pfd < 0)
-            return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV
-                       ? 0 : -1;
-        struct stat st;
-        if (fstat(pfd, &st) < 0 || !S_ISLNK(st.st_mode))
-            return 0;
+    sg_autoclose int pfd = sg_open_beneath(w->rootfd, rel, O_PATH);
+    if (pfd < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
+    struct stat st;
+    if (fstat(pfd, &st) < 0)
+        return -1;
+    if (S_ISDIR(st.st_mode))
+        return 0;
+    if (S_ISLNK(st.st_mode)) {
+        /* The last component is a symlink: its content is its target. */
         char target[PATH_MAX];
         ssize_t n = readlinkat(pfd, "", target, sizeof(target));
         if (n < 0)
@@ -363,13 +368,21 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
         set_text(out, target, (size_t)n, false);
         return 1;
     }
+    if (!S_ISREG(st.st_mode)) {
+        fill_stat(out, &st);
+        out->size = 0;
+        return 1;
+    }
+    sg_autoclose int fd = sg_open_beneath(w->rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return errno == ENOENT || errno == ENOTDIR || errno == EXDEV || errno == ENXIO ? 0 : -1;
-    struct stat st;
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV || errno == ENXIO ? 0 : -1;
     if (fstat(fd, &st) < 0)
         return -1;
-    if (!S_ISREG(st.st_mode))
-        return 0;
+    if (!S_ISREG(st.st_mode)) { /* replaced since the look: the next event reads it again */
+        fill_stat(out, &st);
+        out->size = 0;
+        return S_ISDIR(st.st_mode) ? 0 : 1;
+    }
     fill_stat(out, &st);
     /* Read up to one byte past the diff limit: the file may have grown. */
     ssize_t got = sg_read_all(fd, w->scratch, SG_DIFF_MAX_BYTES + 1);
@@ -415,11 +428,20 @@ int watch_read_state(sg_watch *w, const char *rel, fstate *out)
     return 1;
 }
 
+const char *sg_watch_type_name(mode_t m)
+{
+    return S_ISREG(m) ? "file" : S_ISLNK(m) ? "link" : S_ISDIR(m) ? "dir" : S_ISFIFO(m) ? "fifo" : S_ISSOCK(m) ? "socket"
+         : S_ISCHR(m) ? "chardev" : S_ISBLK(m) ? "blockdev" : "other";
+}
+
 bool watch_same_content(const fstate *a, const fstate *b)
 {
+    if (a->mode && b->mode && (a->mode & S_IFMT) != (b->mode & S_IFMT))
+        return false;
+    if (watch_is_special(a) || watch_is_special(b)) /* a FIFO written through is the same FIFO */
+        return a->ino == b->ino && (!(S_ISCHR(a->mode) || S_ISBLK(a->mode)) || a->rdev == b->rdev);
     if (a->has_sha && b->has_sha)
-        return !memcmp(a->sha, b->sha, SG_DIFF_SHA256_LEN) &&
-               S_ISLNK(a->mode) == S_ISLNK(b->mode);
+        return !memcmp(a->sha, b->sha, SG_DIFF_SHA256_LEN);
     if (a->has_sha != b->has_sha)
         return false;
     return a->size == b->size && a->mtime_ns == b->mtime_ns && a->ino == b->ino;

@@ -82,14 +82,13 @@ static void ws_dir_gone(json_t *state, const char *path)
 /* One file_diff applied to the state {path: content}. A directory's
  * (`dir: true`: an empty one made, or one removed) is an entry of type
  * "dir"; a file's deletion never removes one, nor a directory's a file. */
-static void ws_apply(json_t *state, json_t *p)
+static void ws_apply_content(json_t *state, json_t *p, json_t *content, json_t *bare)
 {
     char kb[8200], ob[8200];
     const char *change = json_string_value(json_object_get(p, "change"));
     const char *path = path_key(p, "path", kb, sizeof kb);
     if (!change || !path)
         return;
-    json_t *content = json_object_get(p, "content");
     bool dir = json_is_true(json_object_get(p, "dir"));
     json_t *had = json_object_get(state, path);
     if (strcmp(change, "deleted") == 0) {
@@ -108,13 +107,28 @@ static void ws_apply(json_t *state, json_t *p)
         json_t *was = old ? json_incref(json_object_get(state, old)) : NULL;
         if (old)
             json_object_del(state, old);
-        if (!content && was)
-            content = was;
+        if (!content)
+            content = was ? was : bare;
         json_object_set(state, path, content ? content : json_null());
         json_decref(was);
         return;
     }
-    json_object_set(state, path, content ? content : json_null());
+    json_object_set(state, path, content ? content : bare ? bare : json_null());
+}
+
+/* A change without `content` says what it can beside it: a bulk entry of
+ * a FIFO, socket or device its type; a file_diff recorded before the
+ * store kept contents (or a bulk entry) its sha256 and size, not stored. */
+static void ws_apply(json_t *state, json_t *p)
+{
+    json_t *content = json_object_get(p, "content"), *bare = NULL;
+    if (!content && json_is_string(json_object_get(p, "type")))
+        bare = json_pack("{s:O}", "type", json_object_get(p, "type"));
+    else if (!content && json_is_string(json_object_get(p, "sha256")))
+        bare = json_pack("{s:O, s:I, s:b}", "sha256", json_object_get(p, "sha256"), "size",
+                         json_integer_value(json_object_get(p, "size")), "stored", 0);
+    ws_apply_content(state, p, content, bare);
+    json_decref(bare);
 }
 
 char *sg_ws_token(const sg_ws_opts *o, sg_err *err)
@@ -407,6 +421,10 @@ static int ws_write(const ws_opts *o, const char *batch, size_t batch_len, int d
             return sg_err_sys(err, "mkdir %s", rel);
         return made == 0 && ws_own(o, dirfd, rel) < 0 ? sg_err_sys(err, "chown %s", rel) : 0;
     }
+    if (type && strcmp(type, "file") != 0 && strcmp(type, "link") != 0) { /* a FIFO, socket or device */
+        sg_print_vis(2, "sandglass workspace: ", "not written: %s is a %s", rel, type);
+        return 1;
+    }
     if (!type || !sha || !json_is_true(json_object_get(c, "stored"))) {
         sg_print_vis(2, "sandglass workspace: ", "not stored: %s%s size %lld sha256 %s", rel,
                 json_is_true(json_object_get(c, "over_limit")) ? " (over the size limit)" : "",
@@ -424,10 +442,6 @@ static int ws_write(const ws_opts *o, const char *batch, size_t batch_len, int d
             return target && tar_header(rel, '2', 0777, 0, target) == 0 ? 0 : sg_err_sys(err, "tar %s", rel);
         return target && symlinkat(target, dirfd, rel) == 0 && ws_own(o, dirfd, rel) == 0
                    ? 0 : sg_err_sys(err, "symlink %s", rel);
-    }
-    if (strcmp(type, "file") != 0) {
-        sg_print_vis(2, "sandglass workspace: ", "not written: %s is a %s", rel, type);
-        return 1;
     }
     if (dirfd < 0)
         return tar_header(rel, '0', mode ? mode : 0644, blen, NULL) == 0 && tar_block(body, blen) == 0

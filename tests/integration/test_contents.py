@@ -14,9 +14,9 @@ rebuilt tree must equal the checkpoint's own tree, read from the sandbox's
 checkpoint store (a bare git repository: `git ls-tree`/`cat-file` as root)
 less the paths the default ignore list matches: byte for byte, links by
 target, and the file over the limit by size and hash only. Also:
-capture-ignore from the config file replaces the default list; and (run
-with SG_TEST_SPECIAL_FILES=1 until the watcher reports them) a FIFO, a
-socket and a device node are recorded as their type. TAP output."""
+capture-ignore from the config file replaces the default list; and a FIFO,
+a socket and a device node are recorded as their type, never opened. TAP
+output."""
 from __future__ import annotations
 
 import hashlib
@@ -293,21 +293,59 @@ def contents_http(env: CapEnv) -> None:
 def special_files(env: CapEnv) -> None:
     """A FIFO, a unix socket (made in the sandbox) and a character device
     (made by the host in the workspace: the sandbox's user cannot mknod)
-    are recorded as their type: no content read, no hang on the FIFO."""
+    are recorded as their type: no content read, no diff, no hash; the
+    capture never opens them (a writer blocked on a learner's FIFO stays
+    blocked until the learner's reader comes, and gets its bytes through);
+    a regular file replaced by a FIFO is a change; `workspace --at` names
+    them on stderr and writes the rest (exit 3)."""
     import stat
     sid = env.create_captured()
-    p = env.sh(sid, "mkfifo p.fifo && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"s.sock\")'")
+    p = env.sh(sid, "printf 'text\\n' > was.txt && mkfifo p.fifo q.fifo && "
+                    "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"s.sock\")'")
     tap.ok(p.returncode == 0, "a FIFO and a socket made in the sandbox", p.stderr)
     os.mknod(os.path.join(env.workspace(sid), "null.dev"), stat.S_IFCHR | 0o644, os.makedev(1, 3))
     env.sh(sid, "printf x > marker.txt")
-    want = {"p.fifo": "fifo", "s.sock": "socket", "null.dev": "chardev"}
+    want = {"p.fifo": "fifo", "q.fifo": "fifo", "s.sock": "socket", "null.dev": "chardev"}
     rows = env.wait_rows(sid, lambda r: set(want) | {"marker.txt"} <= {x["payload"].get("path") for x in r
                                                                      if x["kind"] == "file_diff"}, 120)
     got = {x["payload"]["path"]: x["payload"] for x in rows if x["kind"] == "file_diff"}
     for path, typ in want.items():
-        c = got.get(path, {}).get("content", {})
-        tap.ok(c.get("type") == typ and c.get("stored") is not True and not got.get(path, {}).get("diff"),
-               f"{path}: recorded as a {typ}, no content", got.get(path))
+        g = got.get(path, {})
+        c = g.get("content", {})
+        tap.ok(c.get("type") == typ and g.get("type") == typ and c.get("stored") is not True and not g.get("diff")
+               and "sha256" not in g and g.get("size") == 0,
+               f"{path}: recorded as a {typ}, no content, diff or hash", g)
+    # A writer blocked on q.fifo (a background job left between execs);
+    # then its attributes change, so the watcher looks at it again. Had the
+    # capture opened the FIFO, the writer would have been released into a
+    # reader that went away: its bytes lost, the learner's reader stuck.
+    env.sh(sid, "(printf hi > q.fifo; echo \"w:$?\" > w.txt) > /dev/null 2>&1 &")
+    env.sh(sid, "chmod 600 q.fifo && printf y > marker2.txt")
+    env.wait_rows(sid, lambda r: "marker2.txt" in {x["payload"].get("path") for x in r if x["kind"] == "file_diff"},
+                  120)
+    r = env.sh(sid, "timeout 60 cat q.fifo; for i in $(seq 600); do [ -s w.txt ] && break; sleep 0.1; done; cat w.txt")
+    tap.ok(r.stdout == b"hiw:0\n", "a writer blocked on the learner's FIFO meets the learner's reader "
+           "(the capture never opened it)", (r.stdout, r.stderr))
+    # was.txt replaced by a FIFO: a change of type, recorded as such.
+    env.sh(sid, "rm was.txt && mkfifo was.txt && printf z > marker3.txt")
+    rows = env.wait_rows(sid, lambda r: "marker3.txt" in {x["payload"].get("path") for x in r
+                                                           if x["kind"] == "file_diff"}, 120)
+    last = [x for x in rows if x["kind"] == "file_diff" and x["payload"].get("path") == "was.txt"][-1]
+    tap.ok(last["payload"].get("change") in ("modified", "created") and last["payload"].get("type") == "fifo",
+           "a file replaced by a FIFO: the path is a FIFO now", last["payload"])
+    q_mods = [x for x in rows if x["kind"] == "file_diff" and x["payload"].get("path") == "q.fifo"]
+    tap.ok(len(q_mods) == 1, "a FIFO written through and chmodded is not a change of content", q_mods)
+    seq = max(x["seq"] for x in rows)
+    out = os.path.join(env.root, f"special-{sid[:8]}")
+    w = env.run("workspace", "--sandbox", sid, "--at", str(seq), "--out", out,
+                "--ingest", env.ingest.http_base, "--secret", env.secret)
+    err = w.stderr.decode(errors="replace")
+    tap.ok(w.returncode == 3 and all(f"not written: {n} is a {t}" in err for n, t in
+                                     {**want, "was.txt": "fifo"}.items())
+           and open(os.path.join(out, "marker3.txt")).read() == "z"
+           and not any(os.path.lexists(os.path.join(out, n)) for n in [*want, "was.txt"]),
+           "workspace --at: the FIFOs, the socket and the device named on stderr, not made; the rest written (exit 3)",
+           (w.returncode, err))
     env.destroy(sid)
 
 
@@ -341,12 +379,7 @@ def main() -> None:
         max_file(env)
         ingest_killed(env)
         config_ignore(env)
-        # special_files(env) is left out of the run until the watcher reports
-        # FIFOs, sockets and devices (issue 24): today it reports none of
-        # them (src/capture/watch_scan.c and watch.c keep regular files and
-        # links only), so its three checks fail.
-        if os.environ.get("SG_TEST_SPECIAL_FILES"):
-            special_files(env)
+        special_files(env)
     finally:
         env.cleanup()
     tap.done()
