@@ -3,8 +3,8 @@
 `sandglass workspace` at that event. A captured sandbox streaming to a real
 ingest (SQLite) runs a scripted session: text and binary files, a rename, a
 delete, a directory delete, a name that is not UTF-8, a symlink, a
-checkpoint and a rollback, one command making 1,200 files (past the
-per-exec limit: a `bulk` event), a later edit. The export's every distinct
+checkpoint and a rollback, one command making 120 files (past the
+per-exec limit, set to 40 for the sandbox: a `bulk` event), a later edit. The export's every distinct
 CodeStateID, at the first row's Order (its seq), is compared with
 `workspace --at SEQ` byte for byte (names, contents, link targets). The
 rollback's rows and the file changes it made say EventInitiator
@@ -45,6 +45,8 @@ def tree(root: bytes) -> dict:
     return out
 
 
+LIMIT, BIG = 40, 120  # the sandbox's --max-file-events; the files of a bulk command
+
 SCRIPT = [
     "printf 'hello\\n' > a.txt && head -c 4096 /dev/urandom > b.bin && mkdir -p d/sub"
     " && printf 'x\\n' > d/sub/x.py && printf 'y' > d/y.txt && ln -s a.txt link",
@@ -63,20 +65,22 @@ def main() -> None:
 
 
 def run(env: CapEnv) -> None:
-    sid = env.create_captured()
+    # the per-exec file_diff limit at 40 (an option, default 1000): a bulk
+    # event from 120 files, where every file_diff is a code state of its own
+    sid = env.create_captured("--max-file-events", str(LIMIT))
     for s in SCRIPT:
         p = env.sh(sid, s)
         ok(p.returncode == 0, f"ran: {s[:40]}", p.stderr)
     c = env.run("checkpoint", sid, "--label", "before-big", "--json")
     ok(c.returncode == 0, "checkpoint", c.stderr)
     ck = json.loads(c.stdout)["id"] if c.returncode == 0 else "none"
-    p = env.sh(sid, "mkdir big && cd big && for i in $(seq 1200); do echo $i > f$i; done")
-    ok(p.returncode == 0, "one command made 1,200 files", p.stderr)
+    p = env.sh(sid, f"mkdir big && cd big && for i in $(seq {BIG}); do echo $i > f$i; done")
+    ok(p.returncode == 0, f"one command made {BIG} files", p.stderr)
     env.wait_rows(sid, lambda r: any(x["kind"] == "bulk" for x in r), 120)
     p = env.run("rollback", sid, "--to", ck, "--yes")
     ok(p.returncode == 0, "rollback to the checkpoint", p.stderr)
-    p = env.sh(sid, "mkdir big2 && cd big2 && for i in $(seq 1200); do echo $i > g$i; done")
-    ok(p.returncode == 0, "a second 1,200-file command, kept", p.stderr)
+    p = env.sh(sid, f"mkdir big2 && cd big2 && for i in $(seq {BIG}); do echo $i > g$i; done")
+    ok(p.returncode == 0, f"a second {BIG}-file command, kept", p.stderr)
     p = env.sh(sid, "printf 'last\\n' > last.txt && printf 'edit\\n' >> renamed.txt")
     ok(p.returncode == 0, "a later edit", p.stderr)
     rows = env.wait_rows(sid, lambda r: any(x["kind"] == "file_diff" and x["payload"].get("path") == "last.txt"
@@ -114,8 +118,8 @@ def run(env: CapEnv) -> None:
                                     "differ": [k for k in got if k in want and got[k] != want[k]][:5]}
     ok(not bad, f"every CodeStates/ID/ ({len(first)}) equals workspace --at its first Order (the states held between commands)", bad)
     big = [csid for csid in first if os.path.isdir(os.path.join(out, "CodeStates", csid, "big2"))]
-    ok(big and len(os.listdir(os.path.join(out, "CodeStates", big[-1], "big2"))) == 1200,
-       "the bulk event's 1,200 files are in the code state")
+    ok(big and len(os.listdir(os.path.join(out, "CodeStates", big[-1], "big2"))) == BIG,
+       f"the bulk event's {BIG} files are in the code state")
     hexname = os.fsencode("n") + b"\xff.txt"
     ok(any(os.path.exists(os.path.join(os.fsencode(out), b"CodeStates", c.encode(), hexname)) for c in first),
        "the name that is not UTF-8 is written under its own bytes")
