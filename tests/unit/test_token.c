@@ -467,6 +467,63 @@ static void test_action_kind(void **state)
     refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_action);
 }
 
+/* An operator write token imports or purges, within a minute: no other
+ * kind passes for it, it passes for no other, and one that claims a longer
+ * life is refused. */
+static void test_op_kind(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    sg_autofree char *it = sg_token_make_op(f->secret, "import", &err);
+    sg_autofree char *pt = sg_token_make_op(f->secret, "purge", &err);
+    sg_autofree char *at = sg_token_make_action(f->secret, "abort", "0123456789ab", &err);
+    sg_autofree char *ht = sg_token_make_host(f->secret, "host-a", 60, &err);
+    sg_autofree char *rd = sg_token_make_read(f->secret, NULL, NULL, NULL, 60, &err);
+    sg_autofree char *st = sg_token_make(f->secret, "a", "t", "s", 60, &err);
+    sg_autofree char *rv = sg_token_make_revoke(f->secret, "0123456789abcdef", 60, &err);
+    assert_non_null(it);
+    assert_non_null(pt);
+    assert_null(sg_token_make_op(f->secret, "export", &err));
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_op(f->secret, it, now, &cl, &err), 0);
+    assert_string_equal(cl.op, "import");
+    assert_int_equal(strlen(cl.nonce), SG_TOKEN_NONCE_LEN);
+    assert_int_equal(sg_token_verify_op(f->secret, pt, now, &cl, &err), 0);
+    assert_string_equal(cl.op, "purge");
+    assert_int_equal(sg_token_verify_op(f->secret, it, now + SG_TOKEN_ACTION_TTL_S + 1, &cl, &err), -1);
+    assert_string_equal(err.msg, "token expired");
+    sg_autofree char *longer =
+        sg_token_make_op_exp(f->secret, "purge", "0123456789abcdef0123456789abcdef", now + 3600, &err);
+    assert_non_null(longer);
+    assert_int_equal(sg_token_verify_op(f->secret, longer, now, &cl, &err), -1);
+    assert_non_null(strstr(err.msg, "lives too long"));
+    uint8_t other[SG_TOKEN_SECRET_LEN];
+    memset(other, 7, sizeof other);
+    assert_int_equal(sg_token_verify_op(other, it, now, &cl, &err), -1);
+    assert_string_equal(err.msg, "bad signature");
+    verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
+                          sg_token_verify_revoke, sg_token_verify_host, sg_token_verify_action};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+        err = (sg_err){0};
+        assert_int_equal(others[i](f->secret, it, now, &cl, &err), -1);
+        assert_string_equal(err.msg, "an operator write token can only import or purge");
+    }
+    const char *notme[] = {rd, st, ht, at, rv};
+    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
+        err = (sg_err){0};
+        assert_int_equal(sg_token_verify_op(f->secret, notme[i], now, &cl, &err), -1);
+        assert_string_equal(err.msg, "not an operator write token (make one from the ingest's secret)");
+    }
+    const char *bad[] = {
+        "{\"exp\":99999999999,\"o\":\"import\",\"n\":\"0123456789abcdef0123456789abcdef\",\"r\":1}",
+        "{\"exp\":99999999999,\"o\":\"export\",\"n\":\"0123456789abcdef0123456789abcdef\"}",
+        "{\"exp\":99999999999,\"o\":\"import\",\"n\":\"xyz\"}",
+        "{\"exp\":99999999999,\"o\":\"purge\",\"n\":\"0123456789abcdef0123456789abcdef\",\"a\":\"abort\"}",
+    };
+    refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_op);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -481,6 +538,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_revoke_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_action_kind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_op_kind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
