@@ -227,7 +227,8 @@ static void exclusive_op(const char *tok)
     sg_err err;
     if (sg_token_verify_op(secret, tok, NOW, &got, &err) != 0)
         return;
-    if (sg_token_verify(secret, tok, NOW, &other, &err) == 0 || sg_token_verify_read(secret, tok, NOW, &other, &err) == 0 ||
+    if (sg_token_verify(secret, tok, NOW, &other, &err) == 0 ||
+        sg_token_verify_read(secret, tok, NOW, &other, &err) == 0 ||
         sg_token_verify_action(secret, tok, NOW, &other, &err) == 0)
         abort();
     if ((strcmp(got.op, "import") && strcmp(got.op, "purge")) || strlen(got.nonce) != SG_TOKEN_NONCE_LEN ||
@@ -360,7 +361,8 @@ static void round_trip(const uint8_t *data, size_t size)
     char *ot = sg_token_make_op_exp(secret, op, "0123456789abcdef0123456789abcdef", exp, &err);
     if (!ot || sg_token_verify_op(secret, ot, exp - 1, &c, &err) != 0 || strcmp(c.op, op) || verifies(ot, exp - 1) ||
         sg_token_verify_read(secret, ot, exp - 1, &c, &err) == 0 ||
-        sg_token_verify_action(secret, ot, exp - 1, &c, &err) == 0 || sg_token_verify_op(secret, ot, exp, &c, &err) == 0)
+        sg_token_verify_action(secret, ot, exp - 1, &c, &err) == 0 ||
+        sg_token_verify_op(secret, ot, exp, &c, &err) == 0)
         abort(); /* an operator write token lost its op, passed for another kind, or outlived exp */
     free(ot);
 }

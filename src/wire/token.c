@@ -393,8 +393,8 @@ static bool op_valid(const char *o)
     return o && (strcmp(o, "import") == 0 || strcmp(o, "purge") == 0);
 }
 
-char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, const char *nonce,
-                           int64_t exp, sg_err *err)
+char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, const char *nonce, int64_t exp,
+                           sg_err *err)
 {
     if (!op_valid(op) || !nonce_valid(nonce)) {
         sg_err_set(err, EINVAL, "an operator write token needs import or purge and a nonce");
@@ -422,7 +422,14 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
 }
 
 typedef enum token_kind {
-    KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH, KIND_HOST, KIND_ACTION, KIND_OP
+    KIND_STREAM,
+    KIND_READ,
+    KIND_TERMINAL,
+    KIND_REVOKE,
+    KIND_WATCH,
+    KIND_HOST,
+    KIND_ACTION,
+    KIND_OP
 } token_kind;
 
 /* What a token of kind `have` may not do where `want` is required. */
@@ -556,8 +563,13 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
     if (x && is_read)
         return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
-    token_kind have = o ? KIND_OP : a ? KIND_ACTION : h ? KIND_HOST : rv ? KIND_REVOKE : is_read ? KIND_READ
-                      : x ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL) : KIND_STREAM;
+    token_kind have = o ? KIND_OP
+        : a             ? KIND_ACTION
+        : h             ? KIND_HOST
+        : rv            ? KIND_REVOKE
+        : is_read       ? KIND_READ
+        : x             ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL)
+                        : KIND_STREAM;
     if (have != want)
         return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
     sg_token_id(token, out->id);
@@ -632,8 +644,8 @@ int sg_token_verify_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char
     return verify_kind(secret, token, now, KIND_ACTION, out, err);
 }
 
-int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
-                       sg_token_claims *out, sg_err *err)
+int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now, sg_token_claims *out,
+                       sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_OP, out, err);
 }

@@ -178,12 +178,12 @@ int sg_token_verify_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char
  * nonce, valid SG_TOKEN_ACTION_TTL_S seconds from now. */
 char *sg_token_make_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, sg_err *err);
 /* Same with a given nonce and an absolute expiry (tests). */
-char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, const char *nonce,
-                           int64_t exp, sg_err *err);
+char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, const char *nonce, int64_t exp,
+                           sg_err *err);
 /* Checks an operator write token (out->op, out->nonce); one whose exp lies
  * more than SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S ahead is
  * refused; the other kinds are refused, and it is refused by theirs. */
-int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
-                       sg_token_claims *out, sg_err *err);
+int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now, sg_token_claims *out,
+                       sg_err *err);
 
 #endif

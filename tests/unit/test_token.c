@@ -502,7 +502,7 @@ static void test_op_kind(void **state)
     memset(other, 7, sizeof other);
     assert_int_equal(sg_token_verify_op(other, it, now, &cl, &err), -1);
     assert_string_equal(err.msg, "bad signature");
-    verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
+    verify_fn others[] = {sg_token_verify,        sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
                           sg_token_verify_revoke, sg_token_verify_host, sg_token_verify_action};
     for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
         err = (sg_err){0};
