@@ -21,6 +21,7 @@ pkgs=(
   # real test runners whose summaries test_result parses (test_testcounts.py): the sandbox
   # runs the host's /usr/bin ones; cargo works offline on a crate without dependencies
   python3-pytest golang-go cargo
+  ruby-rspec  # 17 packages, ~12 s to install here
   python3-pandas  # an independent reader of the csv and ProgSnap2 exports (test_export.py)
   systemd  # systemd-analyze verify checks the installed units (test_install.py)
   bash-completion  # its loader finds the installed completion (test_install.py)

@@ -93,11 +93,14 @@ build_option() { # dir, option
 }
 
 # Node peers for the integration tests (ws, MCP Inspector, playwright-core,
-# asciinema-player): installed anew when one of them is missing (an older
+# asciinema-player; jest, vitest and mocha, which test_testcounts.py runs):
+# installed anew when one of them is missing (an older
 # checkout's node_modules lacks the ones added since).
 if [ -f tests/node/package.json ] && { [ ! -d tests/node/node_modules ] ||
      [ ! -d tests/node/node_modules/playwright-core ] ||
-     [ ! -d tests/node/node_modules/asciinema-player ]; }; then
+     [ ! -d tests/node/node_modules/asciinema-player ] ||
+     [ ! -d tests/node/node_modules/jest ] || [ ! -d tests/node/node_modules/vitest ] ||
+     [ ! -d tests/node/node_modules/mocha ]; }; then
   if ! (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null 2>&1); then
     echo "  [setup] npm install in tests/node failed: the Node peer tests cannot run"
     failed=$((failed + 1))

@@ -55,8 +55,6 @@ static const char *path_key(json_t *p, const char *key, char *buf, size_t n)
     return json_string_value(json_object_get(p, key));
 }
 
-static char *ws_unhex(const char *key);
-
 static bool ws_is_dir(json_t *content)
 {
     const char *type = json_string_value(json_object_get(content, "type"));
@@ -69,13 +67,13 @@ static bool ws_is_dir(json_t *content)
 static void ws_dir_gone(json_t *state, const char *path)
 {
     json_object_del(state, path);
-    sg_autofree char *raw = ws_unhex(path);
+    sg_autofree char *raw = sg_ws_unhex(path);
     size_t n = raw ? strlen(raw) : 0;
     const char *key;
     json_t *c;
     void *tmp;
     json_object_foreach_safe(state, tmp, key, c) {
-        sg_autofree char *k = ws_unhex(key);
+        sg_autofree char *k = sg_ws_unhex(key);
         if (raw && k && strncmp(k, raw, n) == 0 && k[n] == '/')
             json_object_del(state, key);
     }
@@ -135,7 +133,7 @@ char *sg_ws_token(const sg_ws_opts *o, sg_err *err)
 /* One event applied: a file_diff, or a bulk event's list of changes
  * past the per-exec limit (each entry as a file_diff; its content when
  * the capture gave one). */
-static void ws_event(json_t *state, json_t *e)
+void sg_ws_event(json_t *state, json_t *e)
 {
     json_t *p = json_object_get(e, "payload"), *f;
     if (strcmp(json_string_value(json_object_get(e, "kind")) ?: "", "bulk") != 0) {
@@ -184,7 +182,7 @@ static int ws_replay(const ws_opts *o, const sg_cli_target *t, const char *tok, 
             long long seq = json_integer_value(json_object_get(e, "seq"));
             if (seq > o->at)
                 return 0;
-            ws_event(state, e);
+            sg_ws_event(state, e);
             after = *last = seq;
         }
         if (!json_is_true(json_object_get(ans, "more")) || json_array_size(evs) == 0)
@@ -252,7 +250,7 @@ static int ws_mkparents(const ws_opts *o, int dirfd, const char *rel, char **don
 
 /* A path the store names stays inside the tree: relative, no empty, "."
  * or ".." component (the ingest stores what a stream sent). */
-static bool ws_safe_path(const char *rel)
+bool sg_ws_safe_path(const char *rel)
 {
     if (!rel[0] || rel[0] == '/')
         return false;
@@ -266,7 +264,7 @@ static bool ws_safe_path(const char *rel)
     return true;
 }
 
-static char *ws_unhex(const char *key)
+char *sg_ws_unhex(const char *key)
 {
     if (key[0] != '\x01')
         return strdup(key);
@@ -387,10 +385,10 @@ static const char *ws_find(const char *body, size_t blen, const char *sha, size_
 static int ws_write(const ws_opts *o, const char *batch, size_t batch_len, int dirfd, const char *key, json_t *c,
                     char **done, sg_err *err)
 {
-    sg_autofree char *rel = ws_unhex(key);
+    sg_autofree char *rel = sg_ws_unhex(key);
     const char *type = json_string_value(json_object_get(c, "type"));
     const char *sha = json_string_value(json_object_get(c, "sha256"));
-    if (rel && !ws_safe_path(rel)) {
+    if (rel && !sg_ws_safe_path(rel)) {
         sg_print_vis(2, "sandglass workspace: ", "not written: %s is not a path inside the workspace", rel);
         return 1;
     }

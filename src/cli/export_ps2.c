@@ -25,10 +25,11 @@
 #include "base/json.h"
 #include "base/util.h"
 #include "cli/export.h"
+#include "cli/workspace.h"
 
 typedef struct ps2_state {
     FILE *main;
-    json_t *files;     /* this session's path -> {"sha256", "content": the file_diff's} */
+    json_t *files;     /* this session's state, as sg_ws_event keeps it: key -> content */
     json_t *cache;     /* content sha256 -> whether .contents/ has it */
     char csid[33];     /* its CodeStateID */
     bool csid_valid;
@@ -63,13 +64,20 @@ static const char readme[] =
     "- X-Command: a command started (X-Command its line). X-Input: the typed input\n"
     "  (ProgramInput). X-Output: a command's output (ProgramOutput / ProgramErrorOutput).\n"
     "- X-Process: a program started inside the sandbox. X-Activity: idle or busy marks.\n"
-    "- X-Checkpoint, X-Rollback, X-Abort (an operator's action: EventInitiator\n"
-    "  InstructorDirectAction), X-Limit (a cap that fired: ToolReaction), X-Sandbox (other\n"
-    "  sandbox states).\n\n"
+    "- X-Checkpoint, X-Rollback, X-Abort, X-Limit, X-Sandbox (other sandbox states).\n"
+    "- X-Bulk: one command changed more files than the capture's per-exec limit: its\n"
+    "  paths (change, size, sha256) enter the code state as file changes would.\n\n"
+    "## EventInitiator\n"
+    "InstructorDirectAction: an operator acted (an event whose actor names the caller, or\n"
+    "a file change made by an operator's rollback or cp). ToolReaction: a cap that fired or\n"
+    "the supervisor (automatic checkpoints, expiry), and sandbox states. ToolTimedEvent:\n"
+    "activity marks. UserDirectAction: the rest (the learner's own work).\n\n"
     "## Code states\n"
     "CodeStateID identifies the set of the session's files (path and sha256 as the capture\n"
     "reported them): the first 32 hex digits of the sha256 of the lines \"path\\tsha256\\n\",\n"
-    "sorted by path (X-CodeStateManifests/<CodeStateID>.tsv lists them). CodeStateRepresentation\n"
+    "sorted by path (X-CodeStateManifests/<CodeStateID>.tsv lists them; a name that is not\n"
+    "UTF-8 as \"hex:\" and its bytes in hex). The state is the one `sandglass workspace --at`\n"
+    "rebuilds (a deleted directory takes its files with it). CodeStateRepresentation\n"
     "is Directory: CodeStates/<CodeStateID>/ holds the files whose contents the store kept\n"
     "(hard links to one copy each; a symbolic link as a link). A file over the capture's size\n"
     "limit, or recorded before the store kept contents, is in the manifest only.\n\n"
@@ -118,21 +126,6 @@ static int path_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A path that may be written under a state's directory: relative, no
- * empty, "." or ".." component. */
-static bool path_safe(const char *p)
-{
-    if (!*p || *p == '/')
-        return false;
-    for (const char *c = p; *c;) {
-        size_t n = strcspn(c, "/");
-        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-            return false;
-        c += n + (c[n] == '/');
-    }
-    return true;
-}
-
 /* The content sha (stored by the ingest) in the dataset's cache, fetched
  * once: 1 there, 0 the store does not have it, -1 error. */
 static int ps2_cached(sg_export *x, ps2_state *s, const char *sha, char **path, sg_err *err)
@@ -158,18 +151,21 @@ static int ps2_cached(sg_export *x, ps2_state *s, const char *sha, char **path, 
 
 /* One file of a state: its content hard-linked from the cache (a symlink
  * for a link: its content is the target), when the store has it. */
-static int ps2_put_file(sg_export *x, ps2_state *s, const char *dir, const char *path, json_t *c, sg_err *err)
+static int ps2_put_file(sg_export *x, ps2_state *s, const char *dir, const char *key, json_t *c, sg_err *err)
 {
+    sg_autofree char *path = sg_ws_unhex(key);
+    if (!path)
+        return sg_err_set(err, ENOMEM, "out of memory");
     const char *type = json_string_value(json_object_get(c, "type"));
     const char *sha = json_string_value(json_object_get(c, "sha256"));
     bool link_ = type && !strcmp(type, "link");
     if (type && !strcmp(type, "dir")) { /* an empty directory (file_diff dir: true) */
-        if (!path_safe(path))
+        if (!sg_ws_safe_path(path))
             return 0;
         sg_autofree char *dst = sg_strdup_printf("%s/%s", dir, path);
         return sg_mkdir_p(dst, 0755, err);
     }
-    if (!sha || strlen(sha) != 64 || !json_is_true(json_object_get(c, "stored")) || !path_safe(path) ||
+    if (!sha || strlen(sha) != 64 || !json_is_true(json_object_get(c, "stored")) || !sg_ws_safe_path(path) ||
         (type && strcmp(type, "file") && !link_))
         return 0;
     sg_autofree char *cached = NULL;
@@ -206,8 +202,9 @@ static int ps2_codestate(sg_export *x, ps2_state *s, sg_err *err)
     qsort(keys, n, sizeof *keys, path_cmp);
     sg_autobuf sg_buf man = {0};
     for (i = 0; i < n; i++) {
-        json_t *f = json_object_get(s->files, keys[i]);
-        if (sg_buf_printf(&man, "%s\t%s\n", keys[i], json_string_value(json_object_get(f, "sha256"))) < 0)
+        const char *sha = json_string_value(json_object_get(json_object_get(s->files, keys[i]), "sha256"));
+        bool hex = keys[i][0] == '\x01'; /* a name that is not UTF-8: "hex:" and its bytes in hex */
+        if (sg_buf_printf(&man, "%s%s\t%s\n", hex ? "hex:" : "", keys[i] + hex, sha ? sha : "") < 0)
             return sg_err_set(err, ENOMEM, "out of memory");
     }
     unsigned char md[SHA256_DIGEST_LENGTH];
@@ -223,32 +220,31 @@ static int ps2_codestate(sg_export *x, ps2_state *s, sg_err *err)
     if (ps2_write_file(mdir, mname, man.data ? man.data : "", man.len, err) < 0)
         return -1;
     for (i = 0; i < n; i++)
-        if (ps2_put_file(x, s, dir, keys[i], json_object_get(json_object_get(s->files, keys[i]), "content"), err) < 0)
+        if (ps2_put_file(x, s, dir, keys[i], json_object_get(s->files, keys[i]), err) < 0)
             return -1;
     return 0;
 }
 
-/* A file_diff's change to the session's set of files. */
-static void ps2_apply_diff(ps2_state *s, json_t *p, const char **type, const char **edit)
+/* A file_diff's File.* type; the change itself goes through sg_ws_event. */
+static const char *ps2_diff_type(json_t *p, const char **edit)
 {
     const char *ch = json_string_value(json_object_get(p, "change"));
-    const char *path = json_string_value(json_object_get(p, "path"));
-    const char *old = json_string_value(json_object_get(p, "old_path"));
-    json_t *content = json_object_get(p, "content");
-    const char *sha = json_string_value(json_object_get(p, "sha256"));
-    if (!sha)
-        sha = json_string_value(json_object_get(content, "sha256"));
     ch = ch ? ch : "";
-    *type = !strcmp(ch, "created") ? "File.Create" : !strcmp(ch, "deleted") ? "File.Delete"
-          : !strcmp(ch, "renamed") ? "File.Rename" : "File.Edit";
     *edit = !strcmp(ch, "modified") ? "GenericEdit" : "";
-    if (old)
-        json_object_del(s->files, old);
-    if (path && !strcmp(ch, "deleted"))
-        json_object_del(s->files, path);
-    else if (path)
-        json_object_set_new(s->files, path, json_pack("{s:s, s:O?}", "sha256", sha ? sha : "", "content", content));
-    s->csid_valid = false;
+    return !strcmp(ch, "created") ? "File.Create" : !strcmp(ch, "deleted") ? "File.Delete"
+         : !strcmp(ch, "renamed") ? "File.Rename" : "File.Edit";
+}
+
+/* Who caused an event: an operator on the control socket (actor with a
+ * uid, or a file_diff of an operator's rollback or cp) is the instructor's
+ * side; a cap or the supervisor is the tool's. */
+static void ps2_initiator(json_t *p, char **init)
+{
+    json_t *actor = json_object_get(p, "actor");
+    if (json_is_object(json_object_get(p, "operator")) || json_object_get(actor, "uid"))
+        *init = "InstructorDirectAction";
+    else if (json_object_get(actor, "cap") || json_object_get(actor, "supervisor"))
+        *init = "ToolReaction";
 }
 
 /* An output or input event's text into Resources/: the name for its column. */
@@ -297,6 +293,7 @@ static const char *ps2_type(const char *kind, json_t *p, char **init)
         {"rollback", "X-Rollback", "InstructorDirectAction"},
         {"session_abort", "X-Abort", "InstructorDirectAction"}, {"limit", "X-Limit", "ToolReaction"},
         {"run_result", "Run.Program", NULL},     {"test_result", "Run.Test", NULL},
+        {"bulk", "X-Bulk", NULL},
     };
     *init = "UserDirectAction";
     if (!strcmp(kind, "sandbox")) {
@@ -351,13 +348,18 @@ static int ps2_row(sg_export *x, json_t *ev, sg_err *err)
     snprintf(tool, sizeof tool, "sandglass %s", x->version);
     const char *type = ps2_type(kind, p, &col[C_INIT]), *edit = NULL;
     if (!strcmp(kind, "file_diff")) {
-        ps2_apply_diff(s, p, &type, &edit);
+        type = ps2_diff_type(p, &edit);
         bool ren = json_object_get(p, "old_path") != NULL;
         col[C_SECTION] = (char *)json_string_value(json_object_get(p, ren ? "old_path" : "path"));
         col[C_DEST] = ren ? (char *)json_string_value(json_object_get(p, "path")) : NULL;
         col[C_EDIT] = (char *)edit;
         col[C_XSHA] = (char *)json_string_value(json_object_get(p, "sha256"));
     }
+    if (!strcmp(kind, "file_diff") || !strcmp(kind, "bulk")) {
+        sg_ws_event(s->files, ev);
+        s->csid_valid = false;
+    }
+    ps2_initiator(p, &col[C_INIT]);
     if (ps2_codestate(x, s, err) < 0)
         return -1;
     if (!strcmp(kind, "run_result") || !strcmp(kind, "test_result")) {

@@ -3,6 +3,7 @@
 #ifndef SG_CLI_WORKSPACE_H
 #define SG_CLI_WORKSPACE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -30,5 +31,19 @@ char *sg_ws_token(const sg_ws_opts *o, sg_err *err);
  * (-1: as tar entries on stdout, without the end blocks). The paths not
  * written (each said on stderr), or -1 with err. */
 int sg_ws_rebuild(const sg_ws_opts *o, const sg_cli_target *t, const char *tok, int dirfd, sg_err *err);
+
+/* One stored event (its "kind" and "payload") applied to a state {key:
+ * content}: a file_diff, or a bulk event's entries; a deleted directory
+ * takes what is under it. A key is the path, or "\x01" and path_hex for a
+ * name that is not UTF-8. `workspace`, `fork` and the ProgSnap2 export
+ * replay events through it alone. */
+void sg_ws_event(json_t *state, json_t *e);
+
+/* A key's path as raw bytes (NULL: out of memory). Caller frees. */
+char *sg_ws_unhex(const char *key);
+
+/* A path that may be written under a directory: relative, no empty, "."
+ * or ".." component. */
+bool sg_ws_safe_path(const char *rel);
 
 #endif

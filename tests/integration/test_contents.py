@@ -4,12 +4,19 @@ store (content-addressed, deduplicated), and `sandglass workspace --at SEQ`
 rebuilds the workspace from the store alone, after the sandbox is gone.
 
 A scripted session (text, binary, a symlink, renames, deletes, an
-overwrite, empty directories made, moved and removed, a rollback, 300- and 900-file commands, a file over the size limit) takes a
-checkpoint after each step; at the seq where the store has caught up with the
-workspace (the watcher settles in its own time) the rebuilt tree must equal the
-workspace as the host saw it right after that checkpoint:
-byte for byte, links by target, and the file over the limit by size and
-hash only. TAP output."""
+overwrite, empty directories made, moved and removed, a rollback, a real vim
+save (backup by rename), ignored files (`.x.swp`, `f~`, `__pycache__/`), a
+300-file command and a 1,200-file one past --max-file-events (bulk events),
+then 1,100 of those files rewritten and some removed, a file over the size
+limit) takes a checkpoint after each step; at the seq where the store has
+caught up with the workspace (the watcher settles in its own time) the
+rebuilt tree must equal the checkpoint's own tree, read from the sandbox's
+checkpoint store (a bare git repository: `git ls-tree`/`cat-file` as root)
+less the paths the default ignore list matches: byte for byte, links by
+target, and the file over the limit by size and hash only. Also:
+capture-ignore from the config file replaces the default list; and (run
+with SG_TEST_SPECIAL_FILES=1 until the watcher reports them) a FIFO, a
+socket and a device node are recorded as their type. TAP output."""
 from __future__ import annotations
 
 import hashlib
@@ -57,6 +64,68 @@ def snapshot(root: str) -> dict:
     return out
 
 
+# SG_IGNORE_DEFAULT (src/capture/ignore.h), as docs/EVENTS.md reads it
+IGNORE_DEFAULT = ("*.swp,*.swo,*.swx,*~,.#*,#*#,.*.kate-swp,.DS_Store,__pycache__/,*.pyc,*.pyo,"
+                  ".pytest_cache/,.mypy_cache/,.ruff_cache/,node_modules/.cache/,.sass-cache/")
+
+
+def ignored(rel: str, is_dir: bool, patterns: str = IGNORE_DEFAULT) -> bool:
+    """Whether the list ignores rel or a directory above it (no escapes or
+    anchors in the default list)."""
+    import fnmatch
+    comps = rel.split("/")
+    for pat in patterns.split(","):
+        dir_only = pat.endswith("/")
+        pc = pat.rstrip("/").split("/")
+        for end in range(len(pc), len(comps) + 1):  # the pattern's last component at comps[end-1]
+            if dir_only and end == len(comps) and not is_dir:
+                continue
+            if all(fnmatch.fnmatchcase(c, q) for c, q in zip(comps[end - len(pc):end], pc)):
+                return True
+    return False
+
+
+def unignored(snap: dict) -> dict:
+    return {k: v for k, v in snap.items() if not ignored(k, v[0] == "dir")}
+
+
+def checkpoint_tree(env: CapEnv, sid: str, ck: str) -> dict:
+    """A checkpoint's own tree, as snapshot() gives a directory: read from
+    the sandbox's store (a bare git repository; names escaped with %sg%,
+    each directory's metadata blob named %sg%: src/checkpoint/ckpt_scan.c)."""
+    git = ["git", "--git-dir", env.sbdir(sid, "checkpoints.git")]
+    ls = subprocess.run(git + ["ls-tree", "-r", "-t", "-z", ck], capture_output=True, check=True).stdout
+    ents = []
+    for e in ls.split(b"\0"):
+        if not e:
+            continue
+        head, path = e.split(b"\t", 1)
+        mode, typ, oid = head.split()
+        comps = path.decode("utf-8", "surrogateescape").split("/")
+        if comps[-1] == "%sg%":
+            continue
+        rel = "/".join(c[4:] if c.startswith("%sg%") else c for c in comps)
+        ents.append((rel, mode, typ, oid))
+    blobs = [e for e in ents if e[2] == b"blob"]
+    cat = subprocess.run(git + ["cat-file", "--batch"], input=b"".join(e[3] + b"\n" for e in blobs),
+                         capture_output=True, check=True).stdout
+    out, off = {}, 0
+    data = {}
+    for e in blobs:
+        nl = cat.index(b"\n", off)
+        size = int(cat[off:nl].split()[2])
+        data[e[0]] = cat[nl + 1:nl + 1 + size]
+        off = nl + 1 + size + 1
+    for rel, mode, typ, oid in ents:
+        if typ == b"tree":
+            out[rel] = ("dir",)
+        elif mode == b"120000":
+            out[rel] = ("link", data[rel].decode("utf-8", "surrogateescape"))
+        else:
+            out[rel] = ("file", hashlib.sha256(data[rel]).hexdigest(), len(data[rel]))
+    return out
+
+
 STEPS = [
     "printf 'hello\\n' > a.txt",
     "printf 'hello\\nworld\\n' > a.txt",
@@ -87,7 +156,15 @@ STEPS = [
     "mkdir empty1 && mkdir -p nest/a/b && mkdir keep && printf k > keep/k.txt",
     "rm keep/k.txt && mv nest nest2 && rmdir empty1",
     "rm -r nest2/a/b && mkdir -p sub2/newdir",
+    # ignored names: in the checkpoints, not in the record
+    "printf swap > .x.swp && printf bak > f~ && mkdir -p __pycache__ && printf pyc > __pycache__/m.pyc",
+    # a real editor's save: vim, backup by rename (b.txt -> b.txt~, a new b.txt)
+    "vim -i NONE -u NONE -N -es -c 'set nobackup writebackup backupcopy=no' -c '1s/edited/vim-edited/'"
+    " -c 'wq' b.txt </dev/null",
+    "printf more > .x.swp && rm f~ && printf 'after\\n' >> b.txt",
 ]
+BULK_ADD = "mkdir -p many && for i in $(seq 1 1200); do printf \"m$i\" > many/m$i.txt; done"
+BULK_CHANGE = "for i in $(seq 1 1100); do printf \"n$i\" > many/m$i.txt; done; rm -f many/m11[5-9]?.txt"
 
 
 def tar_matches(env: CapEnv, sid: str, seq: int, want_dir: str) -> None:
@@ -213,6 +290,48 @@ def contents_http(env: CapEnv) -> None:
     tap.ok(st == 401, "no token: 401", st)
 
 
+def special_files(env: CapEnv) -> None:
+    """A FIFO, a unix socket (made in the sandbox) and a character device
+    (made by the host in the workspace: the sandbox's user cannot mknod)
+    are recorded as their type: no content read, no hang on the FIFO."""
+    import stat
+    sid = env.create_captured()
+    p = env.sh(sid, "mkfifo p.fifo && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"s.sock\")'")
+    tap.ok(p.returncode == 0, "a FIFO and a socket made in the sandbox", p.stderr)
+    os.mknod(os.path.join(env.workspace(sid), "null.dev"), stat.S_IFCHR | 0o644, os.makedev(1, 3))
+    env.sh(sid, "printf x > marker.txt")
+    want = {"p.fifo": "fifo", "s.sock": "socket", "null.dev": "chardev"}
+    rows = env.wait_rows(sid, lambda r: set(want) | {"marker.txt"} <= {x["payload"].get("path") for x in r
+                                                                     if x["kind"] == "file_diff"}, 120)
+    got = {x["payload"]["path"]: x["payload"] for x in rows if x["kind"] == "file_diff"}
+    for path, typ in want.items():
+        c = got.get(path, {}).get("content", {})
+        tap.ok(c.get("type") == typ and c.get("stored") is not True and not got.get(path, {}).get("diff"),
+               f"{path}: recorded as a {typ}, no content", got.get(path))
+    env.destroy(sid)
+
+
+def config_ignore(env: CapEnv) -> None:
+    """capture-ignore in the config file ([caps]) replaces the default list."""
+    conf = os.path.join(env.root, "ignore.conf")
+    open(conf, "w").write("[caps]\ncapture-ignore = *.log,build/\n")
+    env.env["SANDGLASS_CONFIG"] = conf
+    try:
+        sid = env.create_captured()
+    finally:
+        env.env["SANDGLASS_CONFIG"] = "none"
+    caps = json.load(open(env.sbdir(sid, "meta.json"))).get("caps", {})
+    tap.ok(caps.get("capture_ignore") == "*.log,build/", "the config's list is the sandbox's", caps)
+    env.sh(sid, "printf a > a.log; printf s > s.swp; mkdir build; printf o > build/o.txt; printf k > k.txt")
+    rows = env.wait_rows(sid, lambda r: {"k.txt", "s.swp"} <= {x["payload"].get("path") for x in r
+                                                             if x["kind"] == "file_diff"}, 120)
+    said = {x["payload"].get("path") for x in rows if x["kind"] == "file_diff"}
+    tap.ok({"k.txt", "s.swp"} <= said and not said & {"a.log", "build", "build/o.txt"},
+           "the config's capture-ignore replaces the default list (*.swp reported, *.log and build/ not)",
+           sorted(said))
+    env.destroy(sid)
+
+
 def main() -> None:
     env = CapEnv()
     try:
@@ -221,6 +340,13 @@ def main() -> None:
         seeded(env)
         max_file(env)
         ingest_killed(env)
+        config_ignore(env)
+        # special_files(env) is left out of the run until the watcher reports
+        # FIFOs, sockets and devices (issue 24): today it reports none of
+        # them (src/capture/watch_scan.c and watch.c keep regular files and
+        # links only), so its three checks fail.
+        if os.environ.get("SG_TEST_SPECIAL_FILES"):
+            special_files(env)
     finally:
         env.cleanup()
     tap.done()
@@ -233,6 +359,15 @@ def replayed(rows: list[dict]) -> dict:
     st: dict = {}
     dirs: set = set()
     for x in rows:
+        if x["kind"] == "bulk":  # a command's changes past --max-file-events
+            for f in x["payload"].get("files", []):
+                if f.get("change") == "deleted":
+                    st.pop(f.get("path"), None)
+                    continue
+                if f.get("change") == "renamed":
+                    st.pop(f.get("old_path"), None)
+                st[f.get("path")] = f.get("sha256")
+            continue
         if x["kind"] != "file_diff":
             continue
         p = x["payload"]
@@ -267,7 +402,7 @@ def host_hashes(snap: dict) -> dict:
 def settle(env: CapEnv, sid: str, snap: dict) -> int:
     """The seq at which the store's file_diffs have caught up with the host's
     view of the workspace (the watcher settles in its own time)."""
-    want = host_hashes(snap)
+    want = host_hashes(unignored(snap))
     rows = env.wait_rows(sid, lambda r: replayed(r) == want, 120)
     return max(x["seq"] for x in rows) if replayed(rows) == want else -1
 
@@ -277,8 +412,7 @@ def run(env: CapEnv) -> None:
     ws = env.workspace(sid)
     points = []  # (label, host snapshot, seq)
     ck = {}
-    steps = STEPS[:9] + ["ROLLBACK p7"] + STEPS[9:] + [
-        "mkdir -p many && for i in $(seq 1 900); do printf \"m$i\" > many/m$i.txt; done"]
+    steps = STEPS[:9] + ["ROLLBACK p7"] + STEPS[9:-1] + [BULK_ADD, STEPS[-1], BULK_CHANGE, "printf end > end.txt"]
     for i, step in enumerate(steps):
         if step.startswith("ROLLBACK"):
             p = env.run("rollback", sid, "--to", ck[step.split()[1]], "--yes")
@@ -294,7 +428,34 @@ def run(env: CapEnv) -> None:
         seq = settle(env, sid, snap)
         tap.ok(seq >= 0, f"{label}: the store caught up with the workspace", "")
         points.append((label, snap, seq))
+    tap.ok(len(points) >= 20, "20 or more points", len(points))
+    # each point's checkpoint, read from its store (before destroy removes it)
+    trees = {}
+    for label, snap, _ in points:
+        try:
+            trees[label] = checkpoint_tree(env, sid, ck[label])
+        except (subprocess.CalledProcessError, KeyError, ValueError) as e:
+            print(f"# checkpoint {label}: {e}")
+            trees[label] = {}
+    tap.ok(all(trees[label] == snap for label, snap, _ in points),
+           "each checkpoint's tree is the workspace as it was then",
+           [label for label, snap, _ in points if trees[label] != snap][:5])
+    ign = {".x.swp", "f~", "__pycache__", "__pycache__/m.pyc"}
+    tap.ok(any(ign - {"f~"} <= set(t) and "f~" in t for t in trees.values()),
+           "the ignored files are in a checkpoint", "")
     rows = env.rows(sid)
+    bulk = [x["payload"] for x in rows if x["kind"] == "bulk"]
+    bulked = {(f.get("path"), f.get("change")) for b in bulk for f in b.get("files", [])}
+    tap.ok(len({p for p, _ in bulked if p.startswith("many/")}) >= 200
+           and any(c == "modified" for _, c in bulked),
+           "the 1,200-file command and the 1,100 rewrites past --max-file-events give bulk events",
+           (len(bulk), len(bulked)))
+    said = {x["payload"].get("path") for x in rows if x["kind"] == "file_diff"} | {p for p, _ in bulked}
+    tap.ok(not said & ign, "no event reports an ignored path", sorted(said & ign))
+    vim = [x["payload"] for x in rows if x["kind"] == "file_diff" and x["payload"].get("path") == "b.txt"
+           and "+vim-edited" in x["payload"].get("diff", "").splitlines()]
+    tap.ok(len(vim) == 1 and vim[0].get("change") == "modified",
+           "vim's save (backup by rename) is one modified with the edit's diff", vim)
     diffs = [x["payload"] for x in rows if x["kind"] == "file_diff"]
     tap.ok(len(diffs) > 0, "file_diff events in the store", "")
     tap.ok(all("content" in d for d in diffs if d.get("change") != "deleted"),
@@ -329,19 +490,20 @@ def run(env: CapEnv) -> None:
     sizes = env._query("SELECT coalesce(sum(size), 0) FROM sg_contents", ())[0][0]
     tap.ok(stored == sizes, "the parts hold exactly the contents' bytes", (stored, sizes))
     out = tempfile.mkdtemp(prefix="sgt-ws-", dir=env.root)
-    for label, snap, seq in points:
+    for label, _, seq in points:
+        snap = trees[label]
         d = os.path.join(out, label)
         p = env.run("workspace", "--sandbox", sid, "--at", str(seq), "--out", d,
                     "--ingest", env.ingest.http_base, "--secret", env.secret)
         got = snapshot(d) if os.path.isdir(d) else {}
-        want = dict(snap)
+        want = unignored(snap)
         over = {k: v for k, v in want.items() if v[0] == "file" and v[2] > LIMIT}
         for k in over:
             del want[k]
         said = p.stderr.decode(errors="replace")
         tap.ok(got == want and all(f"{k} (over the size limit) size {v[2]} sha256 {v[1]}" in said
                                    for k, v in over.items()),
-               f"workspace at {label} (seq {seq}) equals the checkpoint's tree",
+               f"workspace at {label} (seq {seq}) equals the checkpoint's tree, less the ignored paths",
                {"missing": sorted(set(want) - set(got))[:5], "extra": sorted(set(got) - set(want))[:5],
                 "differ": [k for k in want if k in got and got[k] != want[k]][:5], "stderr": said[-500:]})
     tar_matches(env, sid, points[-1][2], os.path.join(out, points[-1][0]))

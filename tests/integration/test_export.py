@@ -15,7 +15,15 @@ ServerTimestamp within a session); a learner's read token exports that
 learner only and another is refused; bad input is refused with a clear
 message (a bad import line is named and nothing is imported); purge
 removes every event of the learner and nothing of the others; the
-ingest's retention setting is exercised through purge --older-than-days."""
+ingest's retention setting is exercised through purge --older-than-days.
+Also: CSV, the ProgSnap2 tree and asciicast byte-identical twice; each
+filter (learner, task, sandbox, since, until, combined) exports exactly
+the store's rows it selects; ProgSnap2's fields (task, sandbox, UTC,
+version, Resources/, the README's X- types) and its keyed SubjectID (no
+raw learner id in any file); a 3,000-file session in three formats; an
+export SIGKILLed while its temporary output grows leaves no OUT, only
+OUT.tmp-PID, and the next completes; two PostgreSQL nodes export the
+same bytes."""
 import csv
 import io
 import json
@@ -179,6 +187,201 @@ def check_ps2(where, d, rows):
           "héllo ✓\n\x1b[31mred\x1b[0m", out)
     check(f"{where}: progsnap2: ToolInstances names sandglass", all(r["ToolInstances"].startswith("sandglass ")
                                                                     for r in mt), types and mt[0])
+    ver = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.split()
+    check(f"{where}: progsnap2: ToolInstances is `sandglass VERSION`, the CLI's version",
+          len(ver) >= 2 and {r["ToolInstances"] for r in mt} == {f"sandglass {ver[1]}"},
+          (ver, {r["ToolInstances"] for r in mt}))
+    want = {(r["sandbox"], r["seq"]): r for r in rows}
+    base = [r for r in mt if not r["EventID"].rsplit("-", 1)[-1].startswith("t")]
+    check(f"{where}: progsnap2: AssignmentID = ProblemID = task, SessionID = sandbox, Order = seq, UTC",
+          len(base) == len(rows) and all(
+              (r["AssignmentID"], r["ProblemID"], r["ServerTimezone"]) ==
+              (want[(r["SessionID"], int(r["Order"]))]["task"],) * 2 + ("UTC",) and
+              r["EventID"] == f'{r["SessionID"]}-{r["Order"]}' for r in base), base[:2])
+    inp = [r for r in ann if r["ProgramInput"]]
+    check(f"{where}: progsnap2: input in Resources/, named by ProgramInput",
+          len(inp) == 1 and inp[0]["ProgramInput"].startswith("Resources/") and
+          open(os.path.join(d, inp[0]["ProgramInput"]), encoding="utf-8").read() == "vim é.py\n", inp)
+    refs = {r[c] for r in mt for c in ("ProgramInput", "ProgramOutput", "ProgramErrorOutput") if r[c]}
+    res = {"Resources/" + n for n in os.listdir(os.path.join(d, "Resources"))}
+    check(f"{where}: progsnap2: Resources/ holds exactly the files MainTable names", refs == res and refs,
+          (refs, res))
+    readme = open(os.path.join(d, "README.md"), encoding="utf-8").read()
+    xt = {r["EventType"] for r in mt if r["EventType"].startswith("X-")}
+    check(f"{where}: progsnap2: the dataset's README names every X- type used",
+          {"X-Command", "X-Input", "X-Output"} <= xt and all(t in readme for t in xt), (xt, readme[:300]))
+
+
+def tree_bytes(d):
+    """Every entry under d: relative path -> bytes (a link -> its target,
+    a directory -> None)."""
+    out = {}
+    for r, ds, fs in os.walk(d):
+        for n in ds + fs:
+            f = os.path.join(r, n)
+            out[os.path.relpath(f, d)] = ("link", os.readlink(f)) if os.path.islink(f) else \
+                None if os.path.isdir(f) else open(f, "rb").read()
+    return out
+
+
+def filters_check(where, ing, state, tmp, store_rows):
+    """Each filter, and filters combined, export exactly the store's rows
+    they select; a ps2 pseudonymized dataset holds no raw learner id."""
+    from datetime import datetime
+    url = f"http://127.0.0.1:{ing.port}"
+    c = connect(ing, token(state, RAW, "t5", "sbtime"))
+    c.wait_ack(None)
+    for i in range(6):
+        c.send_event(i, "command", {"cmd": f"echo {i}"}, ts=f"2026-03-0{i + 1}T00:00:00.000000+00:00")
+    c.wait_ack(5)
+    c.close()
+    rows = [r[:6] for r in store_rows()]
+
+    def t(x):
+        return datetime.fromisoformat(x.replace("Z", "+00:00")).timestamp()
+    S, U = "2026-03-02T00:00:00Z", "2026-03-04T00:00:00Z"
+    cases = [
+        (["--learner", "bob"], lambda r: r[0] == "bob"),
+        (["--task", "t1"], lambda r: r[1] == "t1"),
+        (["--sandbox", "sbann2"], lambda r: r[2] == "sbann2"),
+        (["--since", S], lambda r: t(r[5]) >= t(S)),
+        (["--until", U], lambda r: t(r[5]) <= t(U)),
+        (["--since", S, "--until", U], lambda r: t(S) <= t(r[5]) <= t(U)),
+        (["--learner", "ann", "--task", "t1"], lambda r: r[:2] == ("ann", "t1")),
+        (["--task", "t5", "--since", S, "--until", U], lambda r: r[1] == "t5" and t(S) <= t(r[5]) <= t(U)),
+        (["--learner", "ann", "--sandbox", "sbbob"], lambda r: False),
+    ]
+    for i, (args, sel) in enumerate(cases):
+        o = os.path.join(tmp, f"{where}-filter{i}.jsonl")
+        p = sx(state, "export", "--format", "jsonl", "--out", o, "--ingest", url, *args)
+        got = [(r["learner"], r["task"], r["sandbox"], r["seq"]) for r in read_jsonl(o)] if p.returncode == 0 \
+            else None
+        want = [tuple(r[:4]) for r in rows if sel(r)]
+        check(f"{where}: export {' '.join(args)}: exactly the store's rows it selects",
+              got == want and (want or "sbbob" in args), (p.stderr, (got or [])[:5], want[:5]))
+    # ProgSnap2's SubjectID: a keyed hash; no raw id anywhere in the dataset
+    subj = {}
+    for name, key in (("k1", "k1"), ("k1b", "k1"), ("k2", "k2")):
+        d = os.path.join(tmp, f"{where}-ps2-{name}")
+        p = sx(state, "export", "--format", "progsnap2", "--out", d, "--ingest", url, "--learner", RAW,
+               "--pseudonymize", "--key", os.path.join(tmp, f"{where}-{key}.key"))
+        subj[name], leaks = {"failed": p.stderr}, ["export failed"]
+        if p.returncode == 0:
+            with open(os.path.join(d, "MainTable.csv"), newline="") as f:
+                subj[name] = {r["SubjectID"] for r in csv.DictReader(f)}
+            leaks = [n for n, b in tree_bytes(d).items() if RAW.encode() in n.encode() or
+                     (isinstance(b, bytes) and RAW.encode() in b)]
+        check(f"{where}: progsnap2 --pseudonymize ({name}): the raw learner id in no file of the dataset",
+              not leaks and len(subj[name]) == 1, (leaks, p.stderr))
+    s1, s1b, s2 = subj["k1"], subj["k1b"], subj["k2"]
+    check(f"{where}: progsnap2 --pseudonymize: SubjectID a keyed hash, same key same id, another key another",
+          s1 == s1b and s1 != s2 and all(x.startswith("p-") and x != RAW for x in s1 | s2), subj)
+
+
+RAW = "rawid-q7x"
+BIG = 15000  # rows of about 2 KB: 15 pages, three times what an export holds ahead
+
+
+def many_files_check(where, ing, state, tmp):
+    """A session of 3,000 distinct files: every format holds every row, and
+    the last CodeState's manifest lists every file with its hash."""
+    url = f"http://127.0.0.1:{ing.port}"
+    n = 3000
+    evs = [("sandbox", {"state": "created"})] + [
+        ("file_diff", {"path": f"d{i % 7}/f{i}.txt", "change": "created", "size": 2, "sha256": f"{i:064x}"})
+        for i in range(n)]
+    write(ing, state, "many", "t7", "sbfiles3k", evs)
+    j, c, d = (os.path.join(tmp, f"{where}-3k{x}") for x in (".jsonl", ".csv", "-ps2"))
+    ps = [sx(state, "export", "--format", f, "--out", o, "--ingest", url, "--sandbox", "sbfiles3k")
+          for f, o in (("jsonl", j), ("csv", c), ("progsnap2", d))]
+    ok = all(p.returncode == 0 for p in ps)
+    rows = read_jsonl(j) if ok else []
+    with open(c, newline="", encoding="utf-8") if ok else io.StringIO("") as f:
+        crows = list(csv.DictReader(f))
+    with open(os.path.join(d, "MainTable.csv"), newline="") if ok else io.StringIO("") as f:
+        mt = list(csv.DictReader(f))
+    check(f"{where}: {n} files: jsonl, csv and progsnap2 hold every row",
+          ok and [r["seq"] for r in rows] == list(range(n + 1)) and [int(r["seq"]) for r in crows] ==
+          list(range(n + 1)) and [int(r["Order"]) for r in mt] == list(range(n + 1)) and
+          {r["path"] for r in crows[1:]} == {f"d{i % 7}/f{i}.txt" for i in range(n)},
+          [p.stderr for p in ps])
+    last = mt[-1]["CodeStateID"] if mt else ""
+    man = os.path.join(d, "X-CodeStateManifests", f"{last}.tsv")
+    lines = open(man, encoding="utf-8").read().splitlines() if os.path.exists(man) else []
+    check(f"{where}: {n} files: the last CodeState's manifest lists every file, path and sha256",
+          sorted(lines) == sorted(f"d{i % 7}/f{i}.txt\t{i:064x}" for i in range(n)) and
+          len({r["CodeStateID"] for r in mt}) == n + 1, (last, lines[:3], len(lines)))
+
+
+def nodes_check(where, ing, state, tmp, store_url):
+    """Two ingest nodes on one PostgreSQL: the export through either is the
+    same bytes (jsonl and the ProgSnap2 tree)."""
+    ing2 = Ingest(state, extra=("--store", store_url))
+    try:
+        outs = {}
+        for k, node in (("1", ing), ("2", ing2)):
+            url = f"http://127.0.0.1:{node.port}"
+            j, d = os.path.join(tmp, f"{where}-node{k}.jsonl"), os.path.join(tmp, f"{where}-node{k}-ps2")
+            ps = [sx(state, "export", "--format", f, "--out", o, "--ingest", url) for f, o in
+                  (("jsonl", j), ("progsnap2", d))]
+            outs[k] = (open(j, "rb").read(), tree_bytes(d)) if all(p.returncode == 0 for p in ps) else \
+                [p.stderr for p in ps]
+        check(f"{where}: the export through node 1 and node 2 is byte-identical (jsonl, progsnap2 tree)",
+              isinstance(outs["1"], tuple) and outs["1"] == outs["2"] and len(outs["1"][0]) > 1000,
+              (outs["1"] if not isinstance(outs["1"], tuple) else "", outs["2"] if not isinstance(outs["2"], tuple)
+               else ""))
+    finally:
+        ing2.stop()
+
+
+def interrupt_check(where, ing, state, tmp, store_url):
+    """An export SIGKILLed mid-way (its temporary output seen growing, the
+    ingest then stopped so that it cannot finish) leaves no OUT, only its
+    OUT.tmp-PID; a second export completes beside the leftover."""
+    import signal
+    src = os.path.join(tmp, f"{where}-bigsrc.jsonl")
+    from datetime import datetime, timezone
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000000+00:00")  # kept by the retention checks
+    with open(src, "w") as f:
+        for i in range(BIG):
+            f.write(json.dumps({"learner": "big", "task": "t6", "sandbox": "sbbig", "seq": i, "kind": "command",
+                                "ts": "2026-02-01T00:00:00.000000+00:00",
+                                "received": now, "payload": {"cmd": f"echo {i} " + "x" * 2000}}) + "\n")
+    p = sx(state, "import", src, "--store", store_url)
+    check(f"{where}: interrupt: {BIG} rows imported for it", p.returncode == 0, p.stdout + p.stderr)
+    url = f"http://127.0.0.1:{ing.port}"
+    for fmt, name, grows in (("jsonl", "big.jsonl", ""), ("progsnap2", "big-ps2", "MainTable.csv")):
+        out = os.path.join(tmp, f"{where}-{name}")
+        env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+        cli = subprocess.Popen([BIN, "export", "--format", fmt, "--out", out, "--ingest", url, "--sandbox", "sbbig"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        tmpname = os.path.join(f"{out}.tmp-{cli.pid}", grows) if grows else f"{out}.tmp-{cli.pid}"
+
+        def size():
+            try:
+                return os.path.getsize(tmpname)
+            except OSError:
+                return 0
+        wait = test_ingest.wait_until
+        first = wait(lambda: size() > 0 or cli.poll() is not None, timeout=120, step=0.001) and size()
+        grew = first and wait(lambda: size() > first or cli.poll() is not None, timeout=120, step=0.001) \
+            and cli.poll() is None
+        ing.proc.send_signal(signal.SIGSTOP)  # no more pages: it cannot finish now
+        try:
+            cli.kill()
+            cli.wait(timeout=60)
+            cli.stderr.close()
+        finally:
+            ing.proc.send_signal(signal.SIGCONT)
+        left = sorted(n for n in os.listdir(tmp) if n.startswith(f"{where}-{name}"))
+        check(f"{where}: interrupt {fmt}: SIGKILLed while OUT.tmp-PID grew: no {name}, the temporary one left",
+              grew and not os.path.exists(out) and left == [os.path.basename(out) + f".tmp-{cli.pid}"],
+              (first, size(), left))
+        p = sx(state, "export", "--format", fmt, "--out", out, "--ingest", url, "--sandbox", "sbbig")
+        n = (len(read_jsonl(out)) if fmt == "jsonl" else
+             len(list(csv.DictReader(open(os.path.join(out, "MainTable.csv"), newline=""))))) \
+            if p.returncode == 0 else -1
+        check(f"{where}: interrupt {fmt}: a second export completes, whole", n == BIG, (n, p.stderr))
 
 
 def exports(where, ing, state, tmp, rows):
@@ -221,6 +424,13 @@ def exports(where, ing, state, tmp, rows):
     check(f"{where}: progsnap2 export runs", p.returncode == 0, p.stderr)
     if p.returncode == 0:
         check_ps2(where, d, got)
+    c2, d2 = c + "2", d + "2"
+    p1 = sx(state, "export", "--format", "csv", "--out", c2, "--ingest", url)
+    check(f"{where}: csv: deterministic (byte-identical twice)",
+          p1.returncode == 0 and open(c, "rb").read() == open(c2, "rb").read(), p1.stderr)
+    p1 = sx(state, "export", "--format", "progsnap2", "--out", d2, "--ingest", url)
+    check(f"{where}: progsnap2: deterministic (the whole tree byte for byte twice)",
+          p1.returncode == 0 and tree_bytes(d) == tree_bytes(d2) and len(tree_bytes(d)) > 4, p1.stderr)
     return j1
 
 
@@ -323,6 +533,9 @@ def asciicast_check(where, ing, state):
           files == ["index.csv", "sbann1/1.cast", "sbbob/1.cast"] and
           open(os.path.join(d, "sbann1", "1.cast"), "rb").read() == CAST and
           json.loads(CAST.split(b"\n")[0])["version"] == 3, (p.stderr, files))
+    p2 = sx(state, "export", "--format", "asciicast", "--out", d + "2", "--ingest", f"http://127.0.0.1:{ing.port}")
+    check(f"{where}: asciicast: deterministic (the whole directory byte for byte twice)",
+          p.returncode == 0 and p2.returncode == 0 and tree_bytes(d) == tree_bytes(d + "2"), p2.stderr)
 
 
 def purge_check(where, ing, state, store_url, rows_of, sql, query):
@@ -454,6 +667,12 @@ def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_row
             after = page[-1]["seq"]
     jsonl = exports(where, ing, state, tmp, rows)
     scope(where, ing, state, tmp)
+    filters_check(where, ing, state, tmp, store_rows)
+    if where == "SQLite":
+        many_files_check(where, ing, state, tmp)
+        interrupt_check(where, ing, state, tmp, store_url)
+    else:
+        nodes_check(where, ing, state, tmp, store_url)
     contents_check(where, ing, state, tmp, age)
     import_check(where, state, tmp, jsonl, fresh_url, fresh_rows)
     # the imported store exports the same bytes

@@ -4,14 +4,20 @@ exec` inside a captured sandbox, and the counts, failing tests' names and
 outcome the store's test_result holds. The runners are Debian's (the
 sandbox's root is the host's system directories, read-only): pytest
 (python3-pytest), unittest, go test (golang-go), cargo test (cargo, offline,
-a crate without dependencies). A runner whose program is not on the host is
-skipped with why (scripts/install-deps.sh installs them). TAP output.
+a crate without dependencies), rspec (ruby-rspec); and npm's jest, vitest
+and mocha, pinned in tests/node/package.json, whose packages are copied
+into the sandbox's /tmp (sandboxes are offline) and linked as the
+project's node_modules. A runner whose program is not on the host is
+skipped with why (scripts/install-deps.sh and scripts/test.sh install
+them). TAP output.
 """
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -125,6 +131,69 @@ elif mode == "out":
     sys.stdout.write("FAILED t.py::big" + "B" * 30000 + " - boom\n")
     sys.stdout.write("==== 61 failed in 0.10s ====\n")
 sys.exit(1)
+"""
+
+
+NODE_MODULES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "node", "node_modules")
+
+
+def node_closure(nm: str, roots: list[str]) -> list[str]:
+    """The folders under nm (tests/node's node_modules) that roots need, by
+    node's lookup (a package's own node_modules, then its parents')."""
+    seen: set[str] = set()
+    todo = [(nm, r) for r in roots]
+    while todo:
+        frm, name = todo.pop()
+        d, hit = frm, None
+        while d.startswith(nm):
+            c = os.path.join(d if d.endswith("node_modules") else os.path.join(d, "node_modules"), name)
+            if os.path.isfile(os.path.join(c, "package.json")):
+                hit = c
+                break
+            d = os.path.dirname(d)
+        if not hit or hit in seen:
+            continue
+        seen.add(hit)
+        with open(os.path.join(hit, "package.json")) as f:
+            pj = json.load(f)
+        todo += [(hit, dep) for k in ("dependencies", "optionalDependencies") for dep in pj.get(k) or {}]
+    return sorted({os.path.relpath(p, nm).split("/node_modules/")[0] for p in seen})
+
+
+def node_setup(env: CapEnv, sid: str, runners: list[str]) -> None:
+    """The runners' packages into the sandbox's /tmp (a tar through the
+    exec's stdin: sandboxes are offline, and node_modules in the workspace
+    would be thousands of file events), and node_modules/.bin for them."""
+    tar = subprocess.run(["tar", "-C", NODE_MODULES, "-c", *node_closure(NODE_MODULES, runners),
+                          *(f".bin/{r}" for r in runners)],
+                         capture_output=True, check=True).stdout
+    p = env.sh(sid, "mkdir -p /tmp/nm/node_modules && tar -C /tmp/nm/node_modules -x", input=tar, timeout=300)
+    assert p.returncode == 0, p
+
+
+JEST_TESTS = """\
+test('adds', () => { expect(1 + 1).toBe(2); });
+test('subtracts wrong', () => { expect(2 - 1).toBe(3); });
+test('multiplies wrong', () => { expect(2 * 2).toBe(5); });
+test.skip('later', () => {});
+"""
+
+RSPEC_TESTS = """\
+RSpec.describe "calc" do
+  it("adds") { expect(1 + 1).to eq(2) }
+  it("subtracts wrong") { expect(2 - 1).to eq(3) }
+  it("multiplies wrong") { expect(2 * 2).to eq(5) }
+  it("later") { skip "later" }
+end
+"""
+
+MOCHA_TESTS = """\
+describe('calc', function () {
+  it('adds', function () {});
+  it('subtracts wrong', function () { throw new Error('wrong'); });
+  it('multiplies wrong', function () { throw new Error('wrong'); });
+  it.skip('later', function () {});
+});
 """
 
 
@@ -281,6 +350,58 @@ def run_tests(env: CapEnv) -> None:
         tap.eq(counts(tr), ("cargo", True, "passed", 1, 1, 0, 0, 0), "cargo test: a passing suite")
         tr = result(env, sid, f"cd rs2 && {cenv} cargo test --offline --lib nothing_matches")
         tap.eq(counts(tr)[:4], ("cargo", True, "no_tests", 0), "cargo test: a filter that matches no test")
+
+    @tap.case("jest, vitest, mocha (npm, tests/node): failing, passing, no tests")
+    def _():
+        if not all(os.path.isdir(os.path.join(NODE_MODULES, r)) for r in ("jest", "vitest", "mocha")):
+            tap.skip("jest, vitest, mocha", "tests/node's node_modules lacks them (npm install in tests/node)")
+            return
+        node_setup(env, sid, ["jest", "vitest", "mocha"])
+        pkg = '{"name": "calc", "private": true}\n'
+        put(env, sid, {"js/package.json": pkg, "js/calc.test.js": JEST_TESTS, "js/test/calc.spec.cjs": MOCHA_TESTS,
+                       "js/ok/package.json": pkg, "js/ok/ok.test.js": "test('ok', () => {});\n",
+                       "js/none/package.json": pkg})
+        env.sh(sid, "ln -s /tmp/nm/node_modules js/node_modules && ln -s ../node_modules js/ok/node_modules"
+                    " && ln -s ../node_modules js/none/node_modules")
+        jenv = "HOME=/tmp CI=true"
+        jest = f"{jenv} node_modules/.bin/jest --ci --no-watchman --cacheDirectory=/tmp/jc"
+        vitest = f"{jenv} node_modules/.bin/vitest run --globals"
+        for runner, cmd, names, none in (
+                ("jest", jest, ["multiplies wrong", "subtracts wrong"], "no tests found"),
+                ("vitest", vitest, ["calc.test.js > multiplies wrong", "calc.test.js > subtracts wrong"],
+                 "no test files")):
+            tr = result(env, sid, f"cd js && {cmd} calc.test.js")
+            tap.eq(counts(tr), (runner, True, "failed", 3, 1, 2, 0, 1), f"{runner}: counts of a failing suite")
+            tap.eq(sorted(tr.get("failing_tests") or []), names, f"{runner}: the failing tests' names")
+            tr = result(env, sid, f"cd js/ok && {cmd}")
+            tap.eq(counts(tr), (runner, True, "passed", 1, 1, 0, 0, 0), f"{runner}: a passing suite")
+            tr = result(env, sid, f"cd js/none && {cmd}")
+            tap.eq(counts(tr)[:4], (runner, True, "no_tests", 0), f"{runner}: {none} is not a pass")
+        tr = result(env, sid, f"cd js && {vitest} --reporter=junit --outputFile.junit=reports/v.xml calc.test.js")
+        tap.eq((tr.get("source"), tr.get("report"), tr.get("failed"), tr.get("outcome")),
+               ("junit", "js/reports/v.xml", 2, "failed"), "vitest --reporter=junit: counts from the report")
+        tr = result(env, sid, f"cd js && {jenv} node_modules/.bin/mocha")
+        tap.eq(counts(tr), ("mocha", True, "failed", 3, 1, 2, 0, 1), "mocha: counts of a failing suite")
+        tap.eq(sorted(tr.get("failing_tests") or []), ["calc multiplies wrong", "calc subtracts wrong"],
+               "mocha: the failing tests' names")
+        tr = result(env, sid, f"cd js && {jenv} node_modules/.bin/mocha --grep adds")
+        tap.eq(counts(tr), ("mocha", True, "passed", 1, 1, 0, 0, 0), "mocha: a passing run")
+
+    @tap.case("rspec: failing, passing, no examples")
+    def _():
+        if not os.path.exists("/usr/bin/rspec"):
+            tap.skip("rspec", "ruby-rspec is not installed")
+            return
+        put(env, sid, {"rb/spec/calc_spec.rb": RSPEC_TESTS, "rb0/spec/README": "none\n"})
+        tr = result(env, sid, "cd rb && HOME=/tmp rspec")
+        tap.eq(counts(tr), ("rspec", True, "failed", 3, 1, 2, 0, 1), "rspec: counts of a failing suite")
+        tap.eq(sorted(tr.get("failing_tests") or []), ["./spec/calc_spec.rb:3 # calc subtracts wrong",
+                                                      "./spec/calc_spec.rb:4 # calc multiplies wrong"],
+               "rspec: the failing examples' names")
+        tr = result(env, sid, "cd rb && HOME=/tmp rspec -e adds")
+        tap.eq(counts(tr), ("rspec", True, "passed", 1, 1, 0, 0, 0), "rspec: a passing run")
+        tr = result(env, sid, "cd rb0 && HOME=/tmp rspec")
+        tap.eq(counts(tr)[:4], ("rspec", True, "no_tests", 0), "rspec: 0 examples is not a pass")
 
     @tap.case("hostile test names: bounded, and escaped in the timeline")
     def _():
