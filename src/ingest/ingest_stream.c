@@ -25,6 +25,11 @@ static const char *peer_of(struct lws *wsi, char addr[64])
     return addr;
 }
 
+const char *ingest_peer_of(struct lws *wsi, char addr[64])
+{
+    return peer_of(wsi, addr);
+}
+
 void ingest_log_refused(struct lws *wsi, const char *what, unsigned status, const char *why)
 {
     char addr[64];
