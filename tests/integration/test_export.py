@@ -54,8 +54,11 @@ def write(ing, state, learner, task, sb, events):
     c.close()
 
 
-def sx(state, *args, timeout=120):
+def sx(state, *args, timeout=120, input_file=None):
     env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+    if input_file:
+        with open(input_file, "rb") as f:
+            return subprocess.run([BIN, *args], stdin=f, capture_output=True, text=True, env=env, timeout=timeout)
     return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
@@ -463,6 +466,9 @@ def bad_input(state, tmp, url):
         (["purge"], "--learner"),
         (["purge", "--learner", "a/b"], "not a valid name"),
         (["import"], "FILE"),
+        (["import", "x.jsonl", "--store", "sqlite:x.db", "--ingest", url], "not both"),
+        (["purge", "--learner", "a", "--store", "sqlite:x.db", "--ingest", url], "not both"),
+        (["purge", "--learner", "a", "--secret", "s"], "go with --ingest"),
     ]
     for args, msg in cases:
         p = sx(state, *args)
@@ -503,6 +509,80 @@ def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
     check(f"{where}: import again: every row already there, nothing doubled",
           p.returncode == 0 and f"imported 0 events ({len(src)} already" in p.stdout and
           len(fresh_store_rows()) == len(src), p.stdout + p.stderr)
+
+
+def op_post(url, path, token, body=b""):
+    """POST path to the ingest with Authorization: Bearer token: (status, JSON)."""
+    import urllib.request
+    import urllib.error
+    req = urllib.request.Request(url + path, data=body, method="POST",
+                                 headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def ingest_op_check(where, state, tmp, jsonl, op_url, op_rows, fresh_rows):
+    """import and purge through the ingest (POST /v1/import, /v1/purge),
+    with the operator write token the CLI makes from the ingest's secret:
+    on an ingest of its own over an empty store, the same rows as the direct
+    import; a read token, an import token at /v1/purge refused with a
+    message; a bad line named and nothing imported; a purge removes the
+    learner's events only; each action logged by the ingest; its streams
+    still taken after."""
+    ing = Ingest(state, extra=("--store", op_url))
+    url = f"http://127.0.0.1:{ing.port}"
+    try:
+        read = sx(state, "token", "--read").stdout.strip()
+        code, body = op_post(url, "/v1/import", read, open(jsonl, "rb").read())
+        code2, body2 = op_post(url, "/v1/purge?learner=ann", read)
+        check(f"{where}: via the ingest: a read token is refused (import and purge), saying why, nothing stored",
+              code == 401 and code2 == 401 and "not an operator write token" in (body or {}).get("error", "") and
+              "not an operator write token" in (body2 or {}).get("error", "") and op_rows() == [], (code, body, code2, body2))
+        lines = open(jsonl, encoding="utf-8").read().splitlines()
+        bad = os.path.join(tmp, f"{where}-opbad.jsonl")
+        late = len(lines) - 1
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines[:late] + ['{"learner":"x\u001b[2J"}'] + lines[late:]) + "\n")
+        p = sx(state, "import", bad, "--ingest", url)
+        check(f"{where}: via the ingest: a bad line after {late} rows is named (HTTP 400) and nothing is imported",
+              p.returncode == 1 and f"line {late + 1}" in p.stderr and "HTTP 400" in p.stderr and
+              "nothing imported" in p.stderr and op_rows() == [], p.stderr)
+        p = sx(state, "import", jsonl, "--ingest", url)
+        got, want = op_rows(), fresh_rows()
+        check(f"{where}: import --ingest: the same rows as the direct import, row by row",
+              p.returncode == 0 and f"imported {len(want)} events (0 already" in p.stdout and got == want and want,
+              (p.stdout, p.stderr, len(got), len(want)))
+        p = sx(state, "import", "-", "--ingest", url, input_file=jsonl)
+        check(f"{where}: import - --ingest (stdin): every row already there, nothing doubled",
+              p.returncode == 0 and f"imported 0 events ({len(want)} already" in p.stdout and op_rows() == want,
+              p.stdout + p.stderr)
+        logged = test_ingest.wait_until(
+            lambda: any(f"import from 127.0.0.1 (token " in ln and f"{len(want)} events imported" in ln
+                        for ln in ing.stderr) and
+            any("import from 127.0.0.1" in ln and f"failed, nothing imported: line {late + 1}" in ln
+                for ln in ing.stderr), timeout=60)
+        check(f"{where}: the ingest logs each import: peer, token id, counts; the failed one with its line",
+              logged and not any("\x1b" in ln for ln in ing.stderr), "".join(ing.stderr))
+        code, body = op_post(url, "/v1/purge?learner=ann&tsk=t1", "x")
+        check(f"{where}: via the ingest: a purge without a valid token is refused 401",
+              code == 401 and "error" in body, (code, body))
+        p = sx(state, "purge", "--learner", "ann", "--ingest", url)
+        after = op_rows()
+        check(f"{where}: purge --ingest: the learner's events gone, the others' kept",
+              p.returncode == 0 and "removed" in p.stdout and after == [r for r in want if r[0] != "ann"] and after
+              and len(after) < len(want), (p.stdout, p.stderr))
+        logged = test_ingest.wait_until(
+            lambda: any("purge from 127.0.0.1 (token " in ln and "learner=ann task=* sandbox=*" in ln and
+                        "events removed" in ln for ln in ing.stderr), timeout=60)
+        check(f"{where}: the ingest logs the purge: peer, token id, filter, count", logged, "".join(ing.stderr))
+        write(ing, state, "zed", "t9", "sbzed", [("sandbox", {"state": "created"}), ("command", {"cmd": "ls"})])
+        check(f"{where}: the ingest still takes a stream after an import and a purge",
+              [r[0] for r in op_rows()].count("zed") == 2)
+    finally:
+        ing.stop()
 
 
 BLOB_TABLES = [
@@ -656,7 +736,7 @@ def retain_check(where, ing, state, store_url, rows_of, age):
     check(f"{where}: ingest --retain-days 0 refused", p.returncode == 2 and "--retain-days" in p.stderr, p.stderr)
 
 
-def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age, query):
+def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age, query, op_store):
     for (l, t, s), evs in scenario_events().items():
         write(ing, state, l, t, s, evs)
     rows = []
@@ -675,6 +755,7 @@ def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_row
         nodes_check(where, ing, state, tmp, store_url)
     contents_check(where, ing, state, tmp, age)
     import_check(where, state, tmp, jsonl, fresh_url, fresh_rows)
+    ingest_op_check(where, state, tmp, jsonl, op_store[0], op_store[1], fresh_rows)
     # the imported store exports the same bytes
     ing2 = Ingest(state, extra=("--store", fresh_url))
     again = os.path.join(tmp, f"{where}-again.jsonl")
@@ -735,7 +816,8 @@ def main():
         bad_input(state, tmp, f"http://127.0.0.1:{ing.port}")
         fresh = os.path.join(tmp, "fresh.db")
         scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh),
-                 lambda sql: sqlite_exec(db, sql), lambda sql: sqlite_query(db, sql))
+                 lambda sql: sqlite_exec(db, sql), lambda sql: sqlite_query(db, sql),
+                 (f"sqlite:{os.path.join(tmp, 'opimport.db')}", sqlite_rows(os.path.join(tmp, "opimport.db"))))
         ing.stop()
         if subprocess.run(["bash", PG, "have"]).returncode != 0:
             check("PostgreSQL # SKIP server binaries not found (scripts/install-deps.sh installs them)", True)
@@ -743,8 +825,11 @@ def main():
             port = free_port()
             url = pg("start", pgdir, port)
             fresh_url = url.rsplit("/", 1)[0] + "/fresh"
-            subprocess.run(["psql", "-X", "-q", "-d", url, "-c", "CREATE DATABASE fresh"], check=True,
-                           capture_output=True)
+            op_url = url.rsplit("/", 1)[0] + "/opimport"
+            for name in ("fresh", "opimport"):
+                subprocess.run(["psql", "-X", "-q", "-d", url, "-c", f"CREATE DATABASE {name}"], check=True,
+                               capture_output=True)
+            op_rows = pg_rows(op_url)
             ing = Ingest(state, extra=("--store", url))
             tmp2 = os.path.join(tmp, "pgout")
             os.makedirs(tmp2)
@@ -754,7 +839,8 @@ def main():
                      lambda sql: subprocess.run(["psql", "-X", "-q", "-d", url, "-c", sql], check=True,
                                                 capture_output=True),
                      lambda sql: subprocess.run(["psql", "-X", "-At", "-d", url, "-c", sql], check=True,
-                                                capture_output=True, text=True).stdout.split())
+                                                capture_output=True, text=True).stdout.split(),
+                     (op_url, lambda: op_rows() if _has_table(op_url) else []))
             ing.stop()
     finally:
         if ing.proc.poll() is None:
