@@ -272,6 +272,10 @@ const char *ingest_peer_of(struct lws *wsi, char addr[64]);
 int ingest_refuse_handshake(struct lws *wsi, unsigned int status, const char *reason);
 /* One fragment of the request's query, for query.c (query.h). */
 int ingest_lws_frag(void *ud, int i, char *buf, size_t size);
+/* A query of only the names known: NULL, or why not (into msg, naming the
+ * unknown one escaped, then takes: what the endpoint takes). */
+const char *ingest_query_names(struct lws *wsi, const char *const *known, size_t nknown, const char *takes, char *msg,
+                               size_t n);
 /* A query argument's value: 1 present, 0 absent, -1 too long or twice. */
 int ingest_urlarg(struct lws *wsi, const char *name_eq, char *buf, int len);
 /* The PROTO_NAME protocol's lws callback. */

@@ -122,25 +122,12 @@ static int body_file(sg_err *err)
 static int purge_args(struct lws *wsi, op_job *j)
 {
     static const char *const known[] = {"learner", "task", "sandbox", "older_than_days"};
-    char frag[SG_QUERY_FRAG_MAX + 1];
-    for (int i = 0;; i++) {
-        int fl = ingest_lws_frag(wsi, i, frag, sizeof frag);
-        if (fl == -1)
-            break;
-        if (fl < 0 || i >= SG_QUERY_FRAGS_MAX)
-            return job_refuse(j, HTTP_STATUS_BAD_REQUEST, "%s", "query too long"), -1;
-        size_t nl = strcspn(frag, "=");
-        bool ok = false;
-        for (size_t k = 0; k < SG_ARRAY_LEN(known) && !ok; k++)
-            ok = strlen(known[k]) == nl && strncmp(frag, known[k], nl) == 0;
-        if (!ok) {
-            char vis[80];
-            job_refuse(j, HTTP_STATUS_BAD_REQUEST,
-                       "unknown query parameter '%s' (POST /v1/purge takes learner, task, sandbox, older_than_days)",
-                       sg_vis(frag, nl, vis, sizeof vis));
-            return -1;
-        }
-    }
+    char msg[sizeof j->why];
+    const char *why = ingest_query_names(wsi, known, SG_ARRAY_LEN(known),
+                                         "POST /v1/purge takes learner, task, sandbox, older_than_days", msg,
+                                         sizeof msg);
+    if (why)
+        return job_refuse(j, HTTP_STATUS_BAD_REQUEST, "%s", why), -1;
     char *const bufs[] = {j->learner, j->task, j->sandbox};
     const char **dst[] = {&j->q.learner, &j->q.task, &j->q.sandbox};
     for (int i = 0; i < 3; i++) {

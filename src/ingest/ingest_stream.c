@@ -62,6 +62,28 @@ int ingest_lws_frag(void *ud, int i, char *buf, size_t size)
     return fl;
 }
 
+const char *ingest_query_names(struct lws *wsi, const char *const *known, size_t nknown, const char *takes, char *msg,
+                               size_t n)
+{
+    char frag[SG_QUERY_FRAG_MAX + 1];
+    for (int i = 0;; i++) {
+        int fl = ingest_lws_frag(wsi, i, frag, sizeof frag);
+        if (fl == -1)
+            return NULL;
+        if (fl < 0 || i >= SG_QUERY_FRAGS_MAX)
+            return "query too long";
+        size_t nl = strcspn(frag, "=");
+        bool ok = false;
+        for (size_t k = 0; k < nknown && !ok; k++)
+            ok = strlen(known[k]) == nl && strncmp(frag, known[k], nl) == 0;
+        if (!ok) {
+            char vis[80];
+            snprintf(msg, n, "unknown query parameter '%s' (%s)", sg_vis(frag, nl, vis, sizeof vis), takes);
+            return msg;
+        }
+    }
+}
+
 /* A query argument's value: 1 present, 0 absent, -1 too long or given
  * twice. (lws_get_urlarg_by_name reports an argument longer than its
  * buffer as absent: a filter dropped, not refused.) */

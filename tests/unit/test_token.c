@@ -245,6 +245,25 @@ static void refused_signed(const uint8_t *secret, const char *const *bad, size_t
 }
 
 
+/* A kind kept apart: tok is refused by each of the others' verifiers
+ * (saying mine), and its verifier refuses each of notme (saying theirs). */
+static void kinds_apart(const uint8_t *secret, const char *tok, const verify_fn *others, size_t nothers,
+                        const char *mine, verify_fn verify, const char *const *notme, size_t nnotme, const char *theirs)
+{
+    int64_t now = (int64_t)time(NULL);
+    sg_token_claims cl;
+    for (size_t i = 0; i < nothers; i++) {
+        sg_err err = {0};
+        assert_int_equal(others[i](secret, tok, now, &cl, &err), -1);
+        assert_string_equal(err.msg, mine);
+    }
+    for (size_t i = 0; i < nnotme; i++) {
+        sg_err err = {0};
+        assert_int_equal(verify(secret, notme[i], now, &cl, &err), -1);
+        assert_string_equal(err.msg, theirs);
+    }
+}
+
 /* Three kinds, each good for one thing only: a terminal token opens a
  * terminal in one sandbox and neither streams nor reads. */
 static void test_kinds(void **state)
@@ -376,17 +395,10 @@ static void test_host_kind(void **state)
     assert_string_equal(err.msg, "token expired");
     verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
                           sg_token_verify_revoke};
-    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
-        err = (sg_err){0};
-        assert_int_equal(others[i](f->secret, ht, now, &cl, &err), -1);
-        assert_string_equal(err.msg, "a host token can only register its host");
-    }
     const char *notme[] = {rd, st};
-    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
-        err = (sg_err){0};
-        assert_int_equal(sg_token_verify_host(f->secret, notme[i], now, &cl, &err), -1);
-        assert_string_equal(err.msg, "not a host token");
-    }
+    kinds_apart(f->secret, ht, others, SG_ARRAY_LEN(others),
+                "a host token can only register its host",
+                sg_token_verify_host, notme, SG_ARRAY_LEN(notme), "not a host token");
     /* Claims the signer never makes: refused even when signed. */
     const char *bad[] = {
         "{\"exp\":99999999999,\"h\":\"a\",\"r\":1}",
@@ -435,17 +447,10 @@ static void test_action_kind(void **state)
     assert_non_null(strstr(err.msg, "lives too long"));
     verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
                           sg_token_verify_revoke, sg_token_verify_host};
-    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
-        err = (sg_err){0};
-        assert_int_equal(others[i](f->secret, at, now, &cl, &err), -1);
-        assert_string_equal(err.msg, "an action token can only abort or destroy its sandbox through serve");
-    }
     const char *notme[] = {rd, st, tt, ht};
-    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
-        err = (sg_err){0};
-        assert_int_equal(sg_token_verify_action(f->secret, notme[i], now, &cl, &err), -1);
-        assert_string_equal(err.msg, "not an action token");
-    }
+    kinds_apart(f->secret, at, others, SG_ARRAY_LEN(others),
+                "an action token can only abort or destroy its sandbox through serve",
+                sg_token_verify_action, notme, SG_ARRAY_LEN(notme), "not an action token");
     /* tampered: one character of the claims changed */
     sg_autofree char *bent = strdup(at);
     bent[3] = bent[3] == 'A' ? 'B' : 'A';
@@ -504,17 +509,11 @@ static void test_op_kind(void **state)
     assert_string_equal(err.msg, "bad signature");
     verify_fn others[] = {sg_token_verify,        sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
                           sg_token_verify_revoke, sg_token_verify_host, sg_token_verify_action};
-    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
-        err = (sg_err){0};
-        assert_int_equal(others[i](f->secret, it, now, &cl, &err), -1);
-        assert_string_equal(err.msg, "an operator write token can only import or purge");
-    }
     const char *notme[] = {rd, st, ht, at, rv};
-    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
-        err = (sg_err){0};
-        assert_int_equal(sg_token_verify_op(f->secret, notme[i], now, &cl, &err), -1);
-        assert_string_equal(err.msg, "not an operator write token (make one from the ingest's secret)");
-    }
+    kinds_apart(f->secret, it, others, SG_ARRAY_LEN(others),
+                "an operator write token can only import or purge",
+                sg_token_verify_op, notme, SG_ARRAY_LEN(notme),
+                "not an operator write token (make one from the ingest's secret)");
     const char *bad[] = {
         "{\"exp\":99999999999,\"o\":\"import\",\"n\":\"0123456789abcdef0123456789abcdef\",\"r\":1}",
         "{\"exp\":99999999999,\"o\":\"export\",\"n\":\"0123456789abcdef0123456789abcdef\"}",
