@@ -524,6 +524,20 @@ def op_post(url, path, token, body=b""):
         return e.code, json.loads(e.read() or b"null")
 
 
+def op_token(state, op):
+    """An operator write token made here from the ingest's secret as
+    wire/token.c makes it (the CLI makes one per request, never prints it)."""
+    import base64
+    import hashlib
+    import hmac
+    import time
+    secret = bytes.fromhex(open(os.path.join(state, "ingest", "secret")).read().strip())
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    claims = b64(json.dumps({"o": op, "n": os.urandom(16).hex(), "exp": int(time.time()) + 60},
+                            separators=(",", ":")).encode())
+    return claims + "." + b64(hmac.new(secret, claims.encode(), hashlib.sha256).digest())
+
+
 def ingest_op_check(where, state, tmp, jsonl, op_url, op_rows, fresh_rows):
     """import and purge through the ingest (POST /v1/import, /v1/purge),
     with the operator write token the CLI makes from the ingest's secret:
@@ -569,6 +583,12 @@ def ingest_op_check(where, state, tmp, jsonl, op_url, op_rows, fresh_rows):
         code, body = op_post(url, "/v1/purge?learner=ann&tsk=t1", "x")
         check(f"{where}: via the ingest: a purge without a valid token is refused 401",
               code == 401 and "error" in body, (code, body))
+        code, body = op_post(url, "/v1/purge?learner=ann", op_token(state, "import"))
+        code2, body2 = op_post(url, "/v1/purge?learner=ann&tsk=t1", op_token(state, "purge"))
+        check(f"{where}: via the ingest: an import token at /v1/purge is 403, a misspelt filter 400, nothing removed",
+              code == 403 and "for import, not purge" in body.get("error", "") and code2 == 400 and
+              "unknown query parameter 'tsk'" in body2.get("error", "") and op_rows() == want,
+              (code, body, code2, body2))
         p = sx(state, "purge", "--learner", "ann", "--ingest", url)
         after = op_rows()
         check(f"{where}: purge --ingest: the learner's events gone, the others' kept",
