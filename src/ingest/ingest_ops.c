@@ -15,8 +15,10 @@
  * serving everyone else; its writer waits for the import's transaction as
  * any of the store's writers does (store.h: sg_store_load_*), its streams
  * held, not closed. One operation at a time per node (another is answered
- * 503). A request refused after its headers has its body read and dropped
- * first, so that a client sending it gets the answer, not a reset.
+ * 503); each token is taken once (its nonce remembered on this node until
+ * its exp: a replay is 401). A request refused after its headers has its
+ * body read and dropped first, so that a client sending it gets the
+ * answer, not a reset.
  *
  * Each operation is logged in one line: what, its filter, its counts, the
  * peer's address and the token's id (sg_log escapes what a line carries). */
@@ -65,6 +67,7 @@ typedef struct op_job {
 struct ingest_ops {
     char *url;
     op_job *running;            /* the one operation accepted, until its answer is made */
+    sg_token_nonces nonces;     /* the tokens taken: each is good for one operation */
 };
 
 int ingest_ops_init(sg_ingest *ing, const char *store_url, sg_err *err)
@@ -288,6 +291,7 @@ int ingest_ops_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const cha
     if (!why && sg_token_verify_op(ing->secret, token + 7, (int64_t)time(NULL), &cl, &err) < 0)
         why = err.msg;
     unsigned status = HTTP_STATUS_UNAUTHORIZED;
+    int t;
     if (why || ingest_token_revoked(ing, &cl, &status, &why)) {
         job_refuse(j, status, "%s", why);
     } else if (strcmp(cl.op, what) != 0) {
@@ -297,9 +301,13 @@ int ingest_ops_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const cha
         /* j->status and why set */
     } else if (strstr(ing->ops->url, ":memory:")) {
         job_refuse(j, HTTP_STATUS_NOT_IMPLEMENTED, "%s", "an in-memory store takes no import or purge");
-    } else if (ing->ops->running) {
+    } else if (ing->ops->running) { /* before the nonce: the token is not spent */
         job_refuse(j, HTTP_STATUS_SERVICE_UNAVAILABLE, "%s",
                    "an import or a purge is running on this ingest: ask again when it ends");
+    } else if ((t = sg_token_nonce_take(&ing->ops->nonces, cl.nonce, cl.exp, (int64_t)time(NULL))) != 0) {
+        job_refuse(j, t > 0 ? HTTP_STATUS_UNAUTHORIZED : HTTP_STATUS_SERVICE_UNAVAILABLE, "%s",
+                   t > 0 ? "operator write token already used (each is good for one operation)"
+                         : "too many operator write tokens in the last minute: ask again later");
     } else if (j->import && (j->fd = body_file(&err)) < 0) {
         job_refuse(j, HTTP_STATUS_INTERNAL_SERVER_ERROR, "%s", err.msg);
     } else {

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -648,4 +649,22 @@ int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
                        sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_OP, out, err);
+}
+
+int sg_token_nonce_take(sg_token_nonces *s, const char *nonce, int64_t exp, int64_t now)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) /* the expired ones go */
+        if (s->v[i].exp > now)
+            s->v[k++] = s->v[i];
+    s->n = k;
+    for (size_t i = 0; i < k; i++)
+        if (strcmp(s->v[i].nonce, nonce) == 0)
+            return 1;
+    if (k == SG_TOKEN_NONCES_MAX)
+        return -1;
+    snprintf(s->v[k].nonce, sizeof s->v[k].nonce, "%s", nonce);
+    s->v[k].exp = exp;
+    s->n++;
+    return 0;
 }

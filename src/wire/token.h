@@ -40,8 +40,9 @@
  *                 may only import a JSONL export into, or purge from, the
  *                 ingest's store (POST /v1/import, /v1/purge), made from
  *                 the ingest's secret by the operator; it lives
- *                 SG_TOKEN_ACTION_TTL_S (a longer one is refused) and reads
- *                 nothing. A verifier that predates it refuses it as
+ *                 SG_TOKEN_ACTION_TTL_S (a longer one is refused), the
+ *                 ingest remembers its nonce until exp (sg_token_nonces:
+ *                 once per node), and it reads nothing. A verifier that predates it refuses it as
  *                 malformed (a stream token without "l").
  *
  * A token's id is the first 16 hex digits of the SHA-256 of its text
@@ -56,6 +57,7 @@
 #define SG_TOKEN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/bounds.h"
@@ -185,5 +187,20 @@ char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char
  * refused; the other kinds are refused, and it is refused by theirs. */
 int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now, sg_token_claims *out,
                        sg_err *err);
+
+/* The nonces of single-use tokens (action, operator write) taken by one
+ * verifier, each remembered until its token's exp: a token is taken once. */
+#define SG_TOKEN_NONCES_MAX 4096
+typedef struct sg_token_nonces {
+    struct {
+        char nonce[SG_TOKEN_NONCE_LEN + 1];
+        int64_t exp;
+    } v[SG_TOKEN_NONCES_MAX];
+    size_t n;
+} sg_token_nonces;
+/* Whether nonce was taken (and its exp not passed); if not, takes it until
+ * exp: 0 taken now, 1 a replay, -1 no room left (SG_TOKEN_NONCES_MAX not
+ * expired). */
+int sg_token_nonce_take(sg_token_nonces *s, const char *nonce, int64_t exp, int64_t now);
 
 #endif

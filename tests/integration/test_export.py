@@ -635,6 +635,12 @@ def ingest_op_check(where, state, tmp, jsonl, op_url, op_rows, fresh_rows):
               code == 403 and "for import, not purge" in body.get("error", "") and code2 == 400 and
               "unknown query parameter 'tsk'" in body2.get("error", "") and op_rows() == want,
               (code, body, code2, body2))
+        tok = op_token(state, "purge")
+        code, body = op_post(url, "/v1/purge?learner=nobody", tok)
+        code2, body2 = op_post(url, "/v1/purge?learner=nobody", tok)
+        check(f"{where}: via the ingest: an operator write token is good for one operation (a replay is 401)",
+              code == 200 and body.get("removed") == 0 and code2 == 401 and "already used" in body2.get("error", ""),
+              (code, body, code2, body2))
         p = sx(state, "purge", "--learner", "ann", "--ingest", url)
         after = op_rows()
         check(f"{where}: purge --ingest: the learner's events gone, the others' kept",

@@ -523,9 +523,33 @@ static void test_op_kind(void **state)
     refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_op);
 }
 
+/* A single-use token's nonce: taken once until its exp, then free again;
+ * a full set refuses rather than forgets. */
+static void test_nonces(void **state)
+{
+    (void)state;
+    sg_token_nonces *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    assert_int_equal(sg_token_nonce_take(s, "aa", 100, 50), 0);
+    assert_int_equal(sg_token_nonce_take(s, "aa", 100, 60), 1);
+    assert_int_equal(sg_token_nonce_take(s, "bb", 100, 60), 0);
+    assert_int_equal(sg_token_nonce_take(s, "aa", 200, 100), 0); /* expired: taken anew */
+    assert_int_equal(s->n, 1);
+    char n[16];
+    for (int i = 1; i < SG_TOKEN_NONCES_MAX; i++) {
+        snprintf(n, sizeof n, "n%d", i);
+        assert_int_equal(sg_token_nonce_take(s, n, 300, 100), 0);
+    }
+    assert_int_equal(sg_token_nonce_take(s, "cc", 300, 100), -1);
+    assert_int_equal(sg_token_nonce_take(s, "n1", 300, 100), 1);
+    assert_int_equal(sg_token_nonce_take(s, "cc", 400, 300), 0); /* all expired at 300 */
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nonces),
         cmocka_unit_test_setup_teardown(test_secret_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_perms, setup, teardown),
         cmocka_unit_test_setup_teardown(test_good_token, setup, teardown),
