@@ -20,7 +20,12 @@
  *    verifier written here: exactly "a" abort|destroy, "s" a name, "n" 32
  *    lowercase hex digits and an integer "exp" after now and at most
  *    SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S ahead), and one made by
- *    the signer verifies as that action on that sandbox and as no other kind. */
+ *    the signer verifies as that action on that sandbox and as no other kind;
+ *  - an operator write token (sg_token_verify_op): whatever it accepts is
+ *    refused by the stream, read and action verifiers and holds "import" or
+ *    "purge", a 32-digit nonce and an exp within SG_TOKEN_ACTION_TTL_S +
+ *    SG_TOKEN_ACTION_SKEW_S of now; one made by the signer verifies as that
+ *    op until exp, and as no other kind. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -215,9 +220,26 @@ static void differential_action(const char *tok)
         abort();
 }
 
+/* An accepted operator write token is no other kind and holds sane claims. */
+static void exclusive_op(const char *tok)
+{
+    sg_token_claims got, other;
+    sg_err err;
+    if (sg_token_verify_op(secret, tok, NOW, &got, &err) != 0)
+        return;
+    if (sg_token_verify(secret, tok, NOW, &other, &err) == 0 ||
+        sg_token_verify_read(secret, tok, NOW, &other, &err) == 0 ||
+        sg_token_verify_action(secret, tok, NOW, &other, &err) == 0)
+        abort();
+    if ((strcmp(got.op, "import") && strcmp(got.op, "purge")) || strlen(got.nonce) != SG_TOKEN_NONCE_LEN ||
+        got.exp <= NOW || got.exp - NOW > SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S)
+        abort();
+}
+
 static void differential(const char *tok)
 {
     differential_action(tok);
+    exclusive_op(tok);
     for (int read = 0; read < 2; read++) {
         sg_token_claims got, want;
         memset(&want, 0, sizeof want);
@@ -335,6 +357,14 @@ static void round_trip(const uint8_t *data, size_t size)
         sg_token_verify_read(secret, at, exp - 1, &c, &err) == 0 || sg_token_verify_action(secret, at, exp, &c, &err) == 0)
         abort(); /* an action token lost its claims, passed for another kind, or outlived exp */
     free(at);
+    const char *op = size && data[0] & 2 ? "purge" : "import";
+    char *ot = sg_token_make_op_exp(secret, op, "0123456789abcdef0123456789abcdef", exp, &err);
+    if (!ot || sg_token_verify_op(secret, ot, exp - 1, &c, &err) != 0 || strcmp(c.op, op) || verifies(ot, exp - 1) ||
+        sg_token_verify_read(secret, ot, exp - 1, &c, &err) == 0 ||
+        sg_token_verify_action(secret, ot, exp - 1, &c, &err) == 0 ||
+        sg_token_verify_op(secret, ot, exp, &c, &err) == 0)
+        abort(); /* an operator write token lost its op, passed for another kind, or outlived exp */
+    free(ot);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

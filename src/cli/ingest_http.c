@@ -269,30 +269,43 @@ void sg_cli_conn_close(sg_cli_conn *c)
     *c = (sg_cli_conn){.fd = -1};
 }
 
-/* The whole answer to GET path (or POST with body: post, post_len bytes
- * of JSON) (NUL-terminated, at most SG_CLI_HTTP_ANSWER_MAX bytes) into
- * *out, its length in *len. */
-/* Opens c and sends the request (the answer is read by http_recv). */
-static int http_send(const sg_cli_target *t, const char *path, const char *token, const char *post, size_t post_len,
-                     sg_cli_conn *c, sg_err *err)
+/* Opens c (each send and read bounded by timeout_s) and sends the head of
+ * GET path, or of a POST of post_len bytes of mime when mime is given (the
+ * body is the caller's to send). */
+static int http_send_head(const sg_cli_target *t, const char *path, const char *token, const char *mime,
+                          size_t post_len, int timeout_s, sg_cli_conn *c, sg_err *err)
 {
-    if (sg_cli_conn_open(t, SG_CLI_HTTP_TIMEOUT_S, c, err) < 0)
+    if (sg_cli_conn_open(t, timeout_s, c, err) < 0)
         return -1;
-    char clen[64] = "";
-    if (post)
-        snprintf(clen, sizeof clen, "Content-Type: application/json\r\nContent-Length: %zu\r\n", post_len);
+    char clen[128] = "";
+    if (mime)
+        snprintf(clen, sizeof clen, "Content-Type: %s\r\nContent-Length: %zu\r\n", mime, post_len);
     sg_autofree char *req = sg_strdup_printf(
         "%s %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
         "Authorization: Bearer %s\r\n%sConnection: close\r\n\r\n",
-        post ? "POST" : "GET", path, t->host, t->port, token, clen);
-    int rc = req ? sg_cli_conn_write_all(c, req, strlen(req)) : -1;
-    if (rc == 0 && post)
-        rc = sg_cli_conn_write_all(c, post, post_len);
-    if (rc < 0) {
+        mime ? "POST" : "GET", path, t->host, t->port, token, clen);
+    if (!req || sg_cli_conn_write_all(c, req, strlen(req)) < 0) {
         sg_err_sys(err, "send to %s", peer_of(t));
         sg_cli_conn_close(c);
+        return -1;
     }
-    return rc;
+    return 0;
+}
+
+/* Opens c and sends the request: GET path, or POST with body (post,
+ * post_len bytes of JSON). The answer is read by http_recv. */
+static int http_send(const sg_cli_target *t, const char *path, const char *token, const char *post, size_t post_len,
+                     sg_cli_conn *c, sg_err *err)
+{
+    if (http_send_head(t, path, token, post ? "application/json" : NULL, post_len, SG_CLI_HTTP_TIMEOUT_S, c,
+                       err) < 0)
+        return -1;
+    if (post && sg_cli_conn_write_all(c, post, post_len) < 0) {
+        sg_err_sys(err, "send to %s", peer_of(t));
+        sg_cli_conn_close(c);
+        return -1;
+    }
+    return 0;
 }
 
 /* The whole answer on c (sent by http_send), then c closed. */
@@ -382,6 +395,39 @@ char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *
     if (http_send(t, path, token, post, post_len, &c, err) < 0 || http_recv(t, &c, &buf, &have, err) < 0)
         return NULL;
     return http_answer(t, buf, have, status, body, body_len, err);
+}
+
+char *sg_cli_http_post_fd(const sg_cli_target *t, const char *path, const char *token, const char *mime, int fd,
+                          size_t len, int timeout_s, int *status, const char **body, size_t *body_len, sg_err *err)
+{
+    *status = 0;
+    sg_cli_conn c;
+    if (http_send_head(t, path, token, mime, len, timeout_s, &c, err) < 0)
+        return NULL;
+    sg_autofree char *chunk = sg_xcalloc(1, 65536);
+    int rc = 0;
+    for (size_t sent = 0; rc == 0 && sent < len;) {
+        ssize_t n = read(fd, chunk, len - sent < 65536 ? len - sent : 65536);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = n < 0 ? sg_err_sys(err, "read the body") : sg_err_set(err, EIO, "the body ended early");
+        else if (sg_cli_conn_write_all(&c, chunk, (size_t)n) < 0)
+            rc = sg_err_sys(err, "send to %s", peer_of(t));
+        else
+            sent += (size_t)n;
+    }
+    if (rc < 0 && errno != EPIPE && errno != ECONNRESET) {
+        sg_cli_conn_close(&c);
+        return NULL;
+    }
+    /* a peer that answered before the whole body (413, 401) said why: read it */
+    sg_err rerr;
+    char *buf = NULL;
+    size_t have = 0;
+    if (http_recv(t, &c, &buf, &have, rc < 0 ? &rerr : err) < 0)
+        return NULL;
+    return http_answer(t, buf, have, status, body, body_len, rc < 0 ? &rerr : err);
 }
 
 int sg_cli_http_get_send(const sg_cli_target *t, const char *path, const char *token, sg_cli_conn *c, sg_err *err)

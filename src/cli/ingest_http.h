@@ -77,6 +77,13 @@ char *sg_cli_http_get(const sg_cli_target *t, const char *path, const char *toke
 char *sg_cli_http_request(const sg_cli_target *t, const char *path, const char *token, const char *post,
                           size_t post_len, int *status, const char **body, size_t *body_len, sg_err *err);
 
+/* POST path with len bytes of mime read from fd (streamed: a large body is
+ * never held), each send and read bounded by timeout_s (an answer that
+ * takes the ingest a while: an import): as sg_cli_http_request. An answer
+ * the ingest gave before taking the whole body is returned. */
+char *sg_cli_http_post_fd(const sg_cli_target *t, const char *path, const char *token, const char *mime, int fd,
+                          size_t len, int timeout_s, int *status, const char **body, size_t *body_len, sg_err *err);
+
 /* sg_cli_http_get in two steps, so that a caller works while the ingest
  * answers: _send opens c and sends the request (0, or -1 with err and c
  * closed), _recv reads the answer on c and closes it (as

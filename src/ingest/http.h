@@ -17,6 +17,7 @@ typedef struct sg_http_req {
     size_t len;
     void *stream; /* the ingest's GET /v1/stream subscriber (ingest_sse.c) */
     void *page;   /* the ingest's GET /v1/events page being read off the loop (ingest_pages.c) */
+    void *op;     /* the ingest's POST /v1/import or /v1/purge (ingest_ops.c) */
     /* A POST's body as it comes (the ingest's POST /v1/hosts), bounded by
      * its Content-Length; post_to: what the request's token let in (the
      * host it may register), NULL when refused (post_why says why). */

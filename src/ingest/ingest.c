@@ -223,7 +223,7 @@ sg_ingest *sg_ingest_start(uv_loop_t *loop, const sg_ingest_opts *opts, sg_err *
         goto fail;
     if (start_writer(ing, loop, err) < 0 || ingest_sse_init(ing, opts->store_url, err) < 0 ||
         ingest_pages_init(ing, opts->store_url, err) < 0 ||
-        ingest_retain_start(ing, opts, err) < 0)
+        ingest_ops_init(ing, opts->store_url, err) < 0 || ingest_retain_start(ing, opts, err) < 0)
         goto fail;
     ingest_hosts_start(ing);
     /* A PostgreSQL URL may carry a password: only its kind is logged. */
@@ -281,6 +281,7 @@ int sg_ingest_stop(sg_ingest *ing, sg_err *err)
     ingest_pages_stop(ing);
     ingest_rate_stop(ing);
     ingest_retain_stop(ing);
+    ingest_ops_stop(ing);
     ingest_hosts_stop(ing);
     /* Inside the loop: lws closes its handles; the loop then drains. */
     if (ing->ctx)
@@ -310,6 +311,7 @@ void sg_ingest_free(sg_ingest *ing)
     ingest_pages_free(ing);
     ingest_sessions_free(ing);
     ingest_retain_free(ing);
+    ingest_ops_free(ing);
     OPENSSL_cleanse(ing->secret, sizeof ing->secret);
     free(ing->secret_path);
     free(ing->metrics_token_path);

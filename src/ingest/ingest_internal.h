@@ -16,6 +16,8 @@
  *   ingest_sessions.c GET /v1/sessions from summaries kept in memory
  *   ingest_tokens.c  revoked tokens (GET /v1/revoke, the check), the read log,
  *                    the secret's reload (sg_ingest_reload, on SIGHUP)
+ *   ingest_ops.c     POST /v1/import and /v1/purge: the operator's writes,
+ *                    with an operator write token, off the loop
  *   ingest_metrics.c GET /metrics (Prometheus): the counters kept where
  *                    things happen, its access rule, its own listener
  *   ingest.c         start, stop, free; the listen address
@@ -221,6 +223,7 @@ struct sg_ingest {
     uint64_t retry_ms;
     struct sse_hub *sse; /* GET /v1/stream (ingest_sse.c) */
     struct ingest_pages *pages; /* /v1/events off the loop (ingest_pages.c); NULL: SQLite */
+    struct ingest_ops *ops; /* POST /v1/import, /v1/purge (ingest_ops.c) */
     struct ingest_retain *retain; /* --retain-days (ingest_retain.c); NULL: none */
     char console_dir[4096]; /* web/console (ingest_console.c); "": not installed */
     struct ingest_sessions *sessions; /* GET /v1/sessions' summaries (ingest_sessions.c) */
@@ -263,10 +266,16 @@ int ingest_drain_and_stop_writer(sg_ingest *ing, sg_err *err);
  * address, what was refused (a WebSocket, a read, a scrape, ...), the
  * status answered and why. */
 void ingest_log_refused(struct lws *wsi, const char *what, unsigned status, const char *why);
+/* The peer's address for a log line ("?" when lws cannot say). */
+const char *ingest_peer_of(struct lws *wsi, char addr[64]);
 /* Logged, then the status and reason answered (-1: lws closes). */
 int ingest_refuse_handshake(struct lws *wsi, unsigned int status, const char *reason);
 /* One fragment of the request's query, for query.c (query.h). */
 int ingest_lws_frag(void *ud, int i, char *buf, size_t size);
+/* A query of only the names known: NULL, or why not (into msg, naming the
+ * unknown one escaped, then takes: what the endpoint takes). */
+const char *ingest_query_names(struct lws *wsi, const char *const *known, size_t nknown, const char *takes, char *msg,
+                               size_t n);
 /* A query argument's value: 1 present, 0 absent, -1 too long or twice. */
 int ingest_urlarg(struct lws *wsi, const char *name_eq, char *buf, int len);
 /* The PROTO_NAME protocol's lws callback. */
@@ -433,6 +442,26 @@ int ingest_metrics_reload(sg_ingest *ing, sg_err *err);
 int ingest_metrics_http(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
 /* A committed job: its time and rows into the histograms. */
 void ingest_metrics_commit(sg_ingest *ing, uint64_t ns, size_t rows);
+
+/* ---- ingest_ops.c ---- */
+
+#define INGEST_IMPORT_BODY_MAX (1024ULL * 1024 * 1024) /* bytes of one POST /v1/import */
+#define INGEST_OP_WAIT_S 3600 /* an operation's request unanswered at most (its transaction) */
+int ingest_ops_init(sg_ingest *ing, const char *store_url, sg_err *err);
+/* POST /v1/import or /v1/purge (uri), its headers in: the token checked,
+ * a purge queued, an import's body awaited; a refusal (of an import: once
+ * its body is in) answered. */
+int ingest_ops_post(sg_ingest *ing, struct lws *wsi, sg_http_req *req, const char *uri);
+/* LWS_CALLBACK_HTTP_BODY of an import: a part, into its file. */
+int ingest_ops_body(struct lws *wsi, sg_http_req *req, const void *in, size_t len);
+/* LWS_CALLBACK_HTTP_BODY_COMPLETION: the import queued, or refused. */
+int ingest_ops_body_done(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* HTTP_WRITEABLE of a request whose operation runs or ran. */
+int ingest_ops_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req);
+/* CLOSED_HTTP: a running operation ends unanswered (it is not undone). */
+void ingest_ops_closed(sg_http_req *req);
+void ingest_ops_stop(sg_ingest *ing);
+void ingest_ops_free(sg_ingest *ing);
 
 /* ---- ingest_retain.c ---- */
 

@@ -533,14 +533,17 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
     case LWS_CALLBACK_HTTP: {
         const char *uri = in;
         memset(req, 0, sizeof *req);
-        if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0 && strcmp(uri, "/v1/hosts") == 0)
+        bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+        bool op = post && (strcmp(uri, "/v1/import") == 0 || strcmp(uri, "/v1/purge") == 0);
+        if (post && (op || strcmp(uri, "/v1/hosts") == 0))
             return ingest_limits_is_reserve(ing, wsi)
                        ? sg_http_answer(wsi, req, HTTP_STATUS_SERVICE_UNAVAILABLE,
                                         ingest_error_json("too many connections (only /healthz answers)"))
-                       : ingest_hosts_post(ing, wsi, req);
+                   : op ? ingest_ops_post(ing, wsi, req, uri)
+                        : ingest_hosts_post(ing, wsi, req);
         if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_METHOD_NOT_ALLOWED,
-                               ingest_error_json("only GET is supported (and POST /v1/hosts)"));
+                               ingest_error_json("only GET is supported (and POST /v1/hosts, /v1/import, /v1/purge)"));
         if (strcmp(uri, "/healthz") == 0)
             return sg_http_answer(wsi, req, HTTP_STATUS_OK,
                                json_pack("{s:b, s:I}", "ok", 1, "port", (json_int_t)ing->port));
@@ -591,15 +594,17 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
     }
 
     case LWS_CALLBACK_HTTP_BODY:
-        return req ? ingest_hosts_body(wsi, req, in, len) : -1;
+        return !req ? -1 : req->op ? ingest_ops_body(wsi, req, in, len) : ingest_hosts_body(wsi, req, in, len);
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-        return req ? ingest_hosts_body_done(ing, wsi, req) : -1;
+        return !req ? -1 : req->op ? ingest_ops_body_done(ing, wsi, req) : ingest_hosts_body_done(ing, wsi, req);
 
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (req && req->stream)
             return ingest_sse_writeable(ing, wsi, req);
         if (req && req->page)
             return ingest_pages_writeable(ing, wsi, req);
+        if (req && req->op)
+            return ingest_ops_writeable(ing, wsi, req);
         return sg_http_writeable(wsi, req);
 
     case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
@@ -614,6 +619,7 @@ int ingest_cb_http(struct lws *wsi, enum lws_callback_reasons reason, void *user
     case LWS_CALLBACK_CLOSED_HTTP:
         ingest_sse_closed(ing, req);
         ingest_pages_closed(req);
+        ingest_ops_closed(req);
         sg_http_req_release(req);
         return 0;
 

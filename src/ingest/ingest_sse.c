@@ -629,24 +629,8 @@ int ingest_sse_writeable(sg_ingest *ing, struct lws *wsi, sg_http_req *req)
 static const char *check_names(struct lws *wsi, char *msg, size_t n)
 {
     static const char *const known[] = {"learner", "task", "sandbox", "after", "after_seq", "token"};
-    char frag[SG_QUERY_FRAG_MAX + 1];
-    for (int i = 0;; i++) {
-        int fl = ingest_lws_frag(wsi, i, frag, sizeof frag);
-        if (fl == -1)
-            return NULL;
-        if (fl < 0 || i >= SG_QUERY_FRAGS_MAX)
-            return "query too long";
-        size_t nl = strcspn(frag, "=");
-        bool ok = false;
-        for (size_t k = 0; k < SG_ARRAY_LEN(known) && !ok; k++)
-            ok = strlen(known[k]) == nl && strncmp(frag, known[k], nl) == 0;
-        if (!ok) {
-            char vis[80];
-            snprintf(msg, n, "unknown query parameter '%s' (GET /v1/stream takes learner, task, "
-                     "sandbox, after, after_seq)", sg_vis(frag, nl, vis, sizeof vis));
-            return msg;
-        }
-    }
+    return ingest_query_names(wsi, known, SG_ARRAY_LEN(known), "GET /v1/stream takes learner, task, sandbox, after, "
+                              "after_seq", msg, n);
 }
 
 /* Where the subscriber starts: Last-Event-ID (a client resuming), else

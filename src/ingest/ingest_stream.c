@@ -25,6 +25,11 @@ static const char *peer_of(struct lws *wsi, char addr[64])
     return addr;
 }
 
+const char *ingest_peer_of(struct lws *wsi, char addr[64])
+{
+    return peer_of(wsi, addr);
+}
+
 void ingest_log_refused(struct lws *wsi, const char *what, unsigned status, const char *why)
 {
     char addr[64];
@@ -55,6 +60,28 @@ int ingest_lws_frag(void *ud, int i, char *buf, size_t size)
     if ((size_t)fl >= size || lws_hdr_copy_fragment(wsi, buf, (int)size, WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
         return -2;
     return fl;
+}
+
+const char *ingest_query_names(struct lws *wsi, const char *const *known, size_t nknown, const char *takes, char *msg,
+                               size_t n)
+{
+    char frag[SG_QUERY_FRAG_MAX + 1];
+    for (int i = 0;; i++) {
+        int fl = ingest_lws_frag(wsi, i, frag, sizeof frag);
+        if (fl == -1)
+            return NULL;
+        if (fl < 0 || i >= SG_QUERY_FRAGS_MAX)
+            return "query too long";
+        size_t nl = strcspn(frag, "=");
+        bool ok = false;
+        for (size_t k = 0; k < nknown && !ok; k++)
+            ok = strlen(known[k]) == nl && strncmp(frag, known[k], nl) == 0;
+        if (!ok) {
+            char vis[80];
+            snprintf(msg, n, "unknown query parameter '%s' (%s)", sg_vis(frag, nl, vis, sizeof vis), takes);
+            return msg;
+        }
+    }
 }
 
 /* A query argument's value: 1 present, 0 absent, -1 too long or given

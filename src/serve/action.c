@@ -10,7 +10,7 @@
  * token's. The token is checked before any of the body is kept (a
  * refusal is answered once the body is in, as the ingest's POST
  * /v1/hosts does), then its nonce: a token is taken once, its nonce
- * remembered until its exp (SERVE_NONCES at once; past that the request
+ * remembered until its exp (SG_TOKEN_NONCES_MAX at once; past that the request
  * is refused with 503, never let through).
  *
  * The action itself is this host's own CLI, `sandglass abort ID --json
@@ -57,28 +57,6 @@ struct serve_action {
     int64_t status;
     int signal;
 };
-
-/* ---- the nonces ---------------------------------------------------------- */
-
-/* Whether nonce was taken (and is not expired); if not, takes it: 0, 1
- * replayed, -1 no room left. */
-static int nonce_take(sg_serve *srv, const char *nonce, int64_t exp, int64_t now)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < srv->nnonces; i++) /* the expired ones go */
-        if (srv->nonces[i].exp > now)
-            srv->nonces[k++] = srv->nonces[i];
-    srv->nnonces = k;
-    for (size_t i = 0; i < k; i++)
-        if (strcmp(srv->nonces[i].nonce, nonce) == 0)
-            return 1;
-    if (k == SERVE_NONCES)
-        return -1;
-    snprintf(srv->nonces[k].nonce, sizeof srv->nonces[k].nonce, "%s", nonce);
-    srv->nonces[k].exp = exp;
-    srv->nnonces++;
-    return 0;
-}
 
 /* ---- the request --------------------------------------------------------- */
 
@@ -387,7 +365,7 @@ int serve_action_body_done(sg_serve *srv, struct lws *wsi, serve_http *h)
         status = strncmp(why, "wrong sandbox", 13) == 0 ? HTTP_STATUS_FORBIDDEN : HTTP_STATUS_BAD_REQUEST;
     if (!why && srv->nactions >= SERVE_ACTIONS) /* before the nonce: the token is not spent */
         status = HTTP_STATUS_SERVICE_UNAVAILABLE, why = "too many actions running: try again later";
-    int t = why ? 0 : nonce_take(srv, h->claims.nonce, h->claims.exp, (int64_t)time(NULL));
+    int t = why ? 0 : sg_token_nonce_take(&srv->nonces, h->claims.nonce, h->claims.exp, (int64_t)time(NULL));
     if (t > 0)
         status = HTTP_STATUS_UNAUTHORIZED, why = "action token already used (each is good for one request)";
     else if (t < 0)

@@ -42,7 +42,6 @@ typedef struct serve_action serve_action;
 
 #define SERVE_ACTIONS 16            /* abort/destroy commands running at once (action.c) */
 #define SERVE_ACTION_TIMEOUT_S 60   /* ... each, at most: then killed */
-#define SERVE_NONCES 4096           /* action tokens' nonces remembered at once (each until its exp) */
 
 /* An HTTP request's memory (lws's per-session data of the "http"
  * protocol): the shared answer's, then a POST /v1/abort|destroy's. */
@@ -69,11 +68,7 @@ struct sg_serve {
     char cli[4096];   /* the sandglass program the actions run ("": none found) */
     serve_action *actions; /* running (action.c) */
     unsigned nactions;
-    struct {
-        char nonce[SG_TOKEN_NONCE_LEN + 1];
-        int64_t exp;
-    } nonces[SERVE_NONCES]; /* the action tokens taken, until their exp */
-    size_t nnonces;
+    sg_token_nonces nonces; /* the action tokens taken, until their exp (wire/token.h) */
     char (*revoked)[SG_TOKEN_ID_LEN + 1]; /* revoked token ids, sorted (sg_serve_set_revoked) */
     size_t nrevoked;
     bool stopping;

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -367,19 +368,49 @@ char *sg_token_make_action_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const 
     return sign_claims(secret, claims, err);
 }
 
+/* SG_TOKEN_NONCE_LEN random hex digits. */
+static int random_nonce(char nonce[SG_TOKEN_NONCE_LEN + 1], sg_err *err)
+{
+    uint8_t raw[SG_TOKEN_NONCE_LEN / 2];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        return sg_err_sys(err, "getrandom");
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
 char *sg_token_make_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *action, const char *sandbox,
                            sg_err *err)
 {
-    uint8_t raw[SG_TOKEN_NONCE_LEN / 2];
     char nonce[SG_TOKEN_NONCE_LEN + 1];
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-        sg_err_sys(err, "getrandom");
+    if (random_nonce(nonce, err) < 0)
         return NULL;
-    }
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
     return sg_token_make_action_exp(secret, action, sandbox, nonce, (int64_t)time(NULL) + SG_TOKEN_ACTION_TTL_S,
                                     err);
+}
+
+static bool op_valid(const char *o)
+{
+    return o && (strcmp(o, "import") == 0 || strcmp(o, "purge") == 0);
+}
+
+char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, const char *nonce, int64_t exp,
+                           sg_err *err)
+{
+    if (!op_valid(op) || !nonce_valid(nonce)) {
+        sg_err_set(err, EINVAL, "an operator write token needs import or purge and a nonce");
+        return NULL;
+    }
+    sg_autojson json_t *claims = json_pack("{s:s, s:s, s:I}", "o", op, "n", nonce, "exp", (json_int_t)exp);
+    return sign_claims(secret, claims, err);
+}
+
+char *sg_token_make_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, sg_err *err)
+{
+    char nonce[SG_TOKEN_NONCE_LEN + 1];
+    if (random_nonce(nonce, err) < 0)
+        return NULL;
+    return sg_token_make_op_exp(secret, op, nonce, (int64_t)time(NULL) + SG_TOKEN_ACTION_TTL_S, err);
 }
 
 static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
@@ -392,12 +423,23 @@ static int copy_claim(json_t *claims, const char *key, char *dst, sg_err *err)
 }
 
 typedef enum token_kind {
-    KIND_STREAM, KIND_READ, KIND_TERMINAL, KIND_REVOKE, KIND_WATCH, KIND_HOST, KIND_ACTION
+    KIND_STREAM,
+    KIND_READ,
+    KIND_TERMINAL,
+    KIND_REVOKE,
+    KIND_WATCH,
+    KIND_HOST,
+    KIND_ACTION,
+    KIND_OP
 } token_kind;
 
 /* What a token of kind `have` may not do where `want` is required. */
 static const char *wrong_kind(token_kind have, token_kind want)
 {
+    if (have == KIND_OP)
+        return "an operator write token can only import or purge";
+    if (want == KIND_OP)
+        return "not an operator write token (make one from the ingest's secret)";
     if (have == KIND_ACTION)
         return "an action token can only abort or destroy its sandbox through serve";
     if (want == KIND_ACTION)
@@ -425,6 +467,16 @@ static const char *wrong_kind(token_kind have, token_kind want)
     return msg[have][want];
 }
 
+/* Expired, or valid further ahead than a short-lived kind may be. */
+static int short_lived(int64_t now, int64_t exp, const char *kind, sg_err *err)
+{
+    if (now >= exp)
+        return sg_err_set(err, EACCES, "token expired");
+    if (exp - now > SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S)
+        return sg_err_set(err, EACCES, "%s token lives too long (%d s at most)", kind, SG_TOKEN_ACTION_TTL_S);
+    return 0;
+}
+
 /* An action token's claims (a: its "a"), checked whole: out filled, or
  * -1 with err. Only "a", "s", "n" and "exp": a claim of another kind
  * beside them is malformed, not a token of two kinds. */
@@ -441,11 +493,20 @@ static int action_claims(json_t *claims, json_t *a, int64_t now, sg_token_claims
     snprintf(out->action, sizeof out->action, "%s", json_string_value(a));
     snprintf(out->sandbox, sizeof out->sandbox, "%s", s);
     snprintf(out->nonce, sizeof out->nonce, "%s", n);
-    if (now >= out->exp)
-        return sg_err_set(err, EACCES, "token expired");
-    if (out->exp - now > SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S)
-        return sg_err_set(err, EACCES, "action token lives too long (%d s at most)", SG_TOKEN_ACTION_TTL_S);
-    return 0;
+    return short_lived(now, out->exp, "action", err);
+}
+
+/* An operator write token's claims (o: its "o"): only "o", "n", "exp". */
+static int op_claims(json_t *claims, json_t *o, int64_t now, sg_token_claims *out, sg_err *err)
+{
+    const char *n = json_string_value(json_object_get(claims, "n"));
+    if (json_object_size(claims) != 3 || !op_valid(json_string_value(o)))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'o' invalid");
+    if (!n || !nonce_valid(n))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'n' missing or invalid");
+    snprintf(out->op, sizeof out->op, "%s", json_string_value(o));
+    snprintf(out->nonce, sizeof out->nonce, "%s", n);
+    return short_lived(now, out->exp, "operator write", err);
 }
 
 /* Signature, then claims, then expiry; want: which kind is wanted. */
@@ -487,8 +548,10 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'exp' missing or invalid");
     json_t *r = json_object_get(claims, "r"), *x = json_object_get(claims, "x");
     json_t *rv = json_object_get(claims, "rv"), *h = json_object_get(claims, "h");
-    json_t *a = json_object_get(claims, "a");
+    json_t *a = json_object_get(claims, "a"), *o = json_object_get(claims, "o");
     bool is_read = r != NULL;
+    if (o && (a || r || x || rv || h))
+        return sg_err_set(err, EINVAL, "malformed token: claim 'o' invalid");
     if (a && (r || x || rv || h))
         return sg_err_set(err, EINVAL, "malformed token: claim 'a' invalid");
     if (h && (r || x || rv || !json_is_string(h) || !sg_valid_name(json_string_value(h))))
@@ -501,12 +564,19 @@ static int verify_kind(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *to
         return sg_err_set(err, EINVAL, "malformed token: claim 'x' invalid");
     if (x && is_read)
         return sg_err_set(err, EINVAL, "malformed token: both 'r' and 'x'");
-    token_kind have = a ? KIND_ACTION : h ? KIND_HOST : rv ? KIND_REVOKE : is_read ? KIND_READ
-                      : x ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL) : KIND_STREAM;
+    token_kind have = o ? KIND_OP
+        : a             ? KIND_ACTION
+        : h             ? KIND_HOST
+        : rv            ? KIND_REVOKE
+        : is_read       ? KIND_READ
+        : x             ? (json_integer_value(x) == 2 ? KIND_WATCH : KIND_TERMINAL)
+                        : KIND_STREAM;
     if (have != want)
         return sg_err_set(err, EACCES, "%s", wrong_kind(have, want));
     sg_token_id(token, out->id);
     out->exp = json_integer_value(exp);
+    if (o)
+        return op_claims(claims, o, now, out, err);
     if (a)
         return action_claims(claims, a, now, out, err);
     if (rv || h) {
@@ -573,4 +643,28 @@ int sg_token_verify_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char
                            sg_token_claims *out, sg_err *err)
 {
     return verify_kind(secret, token, now, KIND_ACTION, out, err);
+}
+
+int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now, sg_token_claims *out,
+                       sg_err *err)
+{
+    return verify_kind(secret, token, now, KIND_OP, out, err);
+}
+
+int sg_token_nonce_take(sg_token_nonces *s, const char *nonce, int64_t exp, int64_t now)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++) /* the expired ones go */
+        if (s->v[i].exp > now)
+            s->v[k++] = s->v[i];
+    s->n = k;
+    for (size_t i = 0; i < k; i++)
+        if (strcmp(s->v[i].nonce, nonce) == 0)
+            return 1;
+    if (k == SG_TOKEN_NONCES_MAX)
+        return -1;
+    snprintf(s->v[k].nonce, sizeof s->v[k].nonce, "%s", nonce);
+    s->v[k].exp = exp;
+    s->n++;
+    return 0;
 }

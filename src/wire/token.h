@@ -2,7 +2,7 @@
  *
  *   token  = base64url(claims) "." base64url(HMAC-SHA256(secret, base64url(claims)))
  *
- * Three kinds, told apart by the "r" and "x" claims, and each verifier
+ * Kinds, told apart by the "r" and "x" claims, and each verifier
  * refuses the other kinds:
  *   stream token  {"l": learner, "t": task, "s": sandbox, "exp": unix seconds}
  *                 may only write: open /v1/ingest for exactly that stream.
@@ -36,6 +36,14 @@
  *                 nonce (32 random hex digits) until exp, refusing it again.
  *                 A verifier that predates it refuses it as malformed (a
  *                 stream token without "l").
+ *   operator write token {"o": "import"|"purge", "n": nonce, "exp": ...}
+ *                 may only import a JSONL export into, or purge from, the
+ *                 ingest's store (POST /v1/import, /v1/purge), made from
+ *                 the ingest's secret by the operator; it lives
+ *                 SG_TOKEN_ACTION_TTL_S (a longer one is refused), the
+ *                 ingest remembers its nonce until exp (sg_token_nonces:
+ *                 once per node), and it reads nothing. A verifier that predates it refuses it as
+ *                 malformed (a stream token without "l").
  *
  * A token's id is the first 16 hex digits of the SHA-256 of its text
  * (sg_token_id): logs name a token by it, and revocation is by it (the
@@ -49,6 +57,7 @@
 #define SG_TOKEN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/bounds.h"
@@ -79,7 +88,8 @@ typedef struct sg_token_claims {
     char revoke[SG_TOKEN_ID_LEN + 1];   /* a revoke token: the id it revokes */
     char host[SG_NAME_MAX + 1];         /* a host token: the host it registers */
     char action[8];                     /* an action token: "abort" or "destroy" (sandbox: its sandbox) */
-    char nonce[SG_TOKEN_NONCE_LEN + 1]; /* ... and its nonce */
+    char nonce[SG_TOKEN_NONCE_LEN + 1]; /* ... and its nonce (an operator write token's too) */
+    char op[8];                         /* an operator write token: "import" or "purge" */
 } sg_token_claims;
 
 /* The token's id: the first 16 hex digits (lowercase) of SHA-256(token). */
@@ -165,5 +175,32 @@ char *sg_token_make_action_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const 
  * seen is the caller's to remember. */
 int sg_token_verify_action(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now,
                            sg_token_claims *out, sg_err *err);
+
+/* An operator write token for op ("import" or "purge"), with a fresh
+ * nonce, valid SG_TOKEN_ACTION_TTL_S seconds from now. */
+char *sg_token_make_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, sg_err *err);
+/* Same with a given nonce and an absolute expiry (tests). */
+char *sg_token_make_op_exp(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *op, const char *nonce, int64_t exp,
+                           sg_err *err);
+/* Checks an operator write token (out->op, out->nonce); one whose exp lies
+ * more than SG_TOKEN_ACTION_TTL_S + SG_TOKEN_ACTION_SKEW_S ahead is
+ * refused; the other kinds are refused, and it is refused by theirs. */
+int sg_token_verify_op(const uint8_t secret[SG_TOKEN_SECRET_LEN], const char *token, int64_t now, sg_token_claims *out,
+                       sg_err *err);
+
+/* The nonces of single-use tokens (action, operator write) taken by one
+ * verifier, each remembered until its token's exp: a token is taken once. */
+#define SG_TOKEN_NONCES_MAX 4096
+typedef struct sg_token_nonces {
+    struct {
+        char nonce[SG_TOKEN_NONCE_LEN + 1];
+        int64_t exp;
+    } v[SG_TOKEN_NONCES_MAX];
+    size_t n;
+} sg_token_nonces;
+/* Whether nonce was taken (and its exp not passed); if not, takes it until
+ * exp: 0 taken now, 1 a replay, -1 no room left (SG_TOKEN_NONCES_MAX not
+ * expired). */
+int sg_token_nonce_take(sg_token_nonces *s, const char *nonce, int64_t exp, int64_t now);
 
 #endif

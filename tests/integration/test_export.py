@@ -54,8 +54,11 @@ def write(ing, state, learner, task, sb, events):
     c.close()
 
 
-def sx(state, *args, timeout=120):
+def sx(state, *args, timeout=120, input_file=None):
     env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+    if input_file:
+        with open(input_file, "rb") as f:
+            return subprocess.run([BIN, *args], stdin=f, capture_output=True, text=True, env=env, timeout=timeout)
     return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
@@ -463,6 +466,9 @@ def bad_input(state, tmp, url):
         (["purge"], "--learner"),
         (["purge", "--learner", "a/b"], "not a valid name"),
         (["import"], "FILE"),
+        (["import", "x.jsonl", "--store", "sqlite:x.db", "--ingest", url], "not both"),
+        (["purge", "--learner", "a", "--store", "sqlite:x.db", "--ingest", url], "not both"),
+        (["purge", "--learner", "a", "--secret", "s"], "go with --ingest"),
     ]
     for args, msg in cases:
         p = sx(state, *args)
@@ -503,6 +509,152 @@ def import_check(where, state, tmp, jsonl, fresh_url, fresh_store_rows):
     check(f"{where}: import again: every row already there, nothing doubled",
           p.returncode == 0 and f"imported 0 events ({len(src)} already" in p.stdout and
           len(fresh_store_rows()) == len(src), p.stdout + p.stderr)
+
+
+def op_post(url, path, token, body=b""):
+    """POST path to the ingest with Authorization: Bearer token: (status, JSON)."""
+    import urllib.request
+    import urllib.error
+    req = urllib.request.Request(url + path, data=body, method="POST",
+                                 headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def op_token(state, op):
+    """An operator write token made here from the ingest's secret as
+    wire/token.c makes it (the CLI makes one per request, never prints it)."""
+    import base64
+    import hashlib
+    import hmac
+    import time
+    secret = bytes.fromhex(open(os.path.join(state, "ingest", "secret")).read().strip())
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    claims = b64(json.dumps({"o": op, "n": os.urandom(16).hex(), "exp": int(time.time()) + 60},
+                            separators=(",", ":")).encode())
+    return claims + "." + b64(hmac.new(secret, claims.encode(), hashlib.sha256).digest())
+
+
+PG_LOCK_PUT = 358049591668  # store_pg.c's: every insert takes it, an import's too
+
+
+def held_import(where, state, ing, jsonl, op_url, op_rows):
+    """An import through the ingest that waits on the store (a session
+    holding the store's insert lock): meanwhile the ingest answers /healthz
+    and reads (its loop is free), and nothing of the import is visible; let
+    go, it completes. Returns the import's CompletedProcess."""
+    def psql(sql):
+        return subprocess.run(["psql", "-X", "-At", "-d", op_url, "-c", sql], capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+    holder = subprocess.Popen(["psql", "-X", "-q", "-d", op_url, "-c",
+                               f"SELECT pg_advisory_lock({PG_LOCK_PUT}); SELECT pg_sleep(600)"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ, SANDGLASS_STATE_DIR=state)
+    cli = None
+    try:
+        held = test_ingest.wait_until(lambda: psql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory'"
+            " AND l.granted AND a.query LIKE '%pg_sleep(600)%'") == "1", timeout=60)
+        cli = subprocess.Popen([BIN, "import", jsonl, "--ingest", f"http://127.0.0.1:{ing.port}"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waiting = test_ingest.wait_until(lambda: psql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") not in ("", "0"), timeout=60)
+        code, _ = ing.http("/healthz")
+        code2, body2 = ing.http("/v1/stats")
+        check(f"{where}: an import waiting on the store: the ingest still answers (/healthz, /v1/stats), "
+              "nothing of it visible", held and waiting and code == 200 and code2 == 200 and op_rows() == [] and
+              cli.poll() is None, (held, waiting, code, code2, body2))
+    finally:
+        # its backend sleeps on after its client is gone: ended from here
+        psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(600)%'"
+             " AND pid <> pg_backend_pid()")
+        holder.kill()
+        holder.wait(timeout=60)
+    try:
+        out, err = cli.communicate(timeout=300) if cli else ("", "")
+    except subprocess.TimeoutExpired:
+        cli.kill()
+        out, err = cli.communicate()
+    return subprocess.CompletedProcess(cli.args if cli else [], cli.returncode if cli else 1, out, err)
+
+
+def ingest_op_check(where, state, tmp, jsonl, op_url, op_rows, fresh_rows):
+    """import and purge through the ingest (POST /v1/import, /v1/purge),
+    with the operator write token the CLI makes from the ingest's secret:
+    on an ingest of its own over an empty store, the same rows as the direct
+    import; a read token, an import token at /v1/purge refused with a
+    message; a bad line named and nothing imported; a purge removes the
+    learner's events only; each action logged by the ingest; its streams
+    still taken after."""
+    ing = Ingest(state, extra=("--store", op_url))
+    url = f"http://127.0.0.1:{ing.port}"
+    try:
+        read = sx(state, "token", "--read").stdout.strip()
+        code, body = op_post(url, "/v1/import", read, open(jsonl, "rb").read())
+        code2, body2 = op_post(url, "/v1/purge?learner=ann", read)
+        check(f"{where}: via the ingest: a read token is refused (import and purge), saying why, nothing stored",
+              code == 401 and code2 == 401 and "not an operator write token" in (body or {}).get("error", "") and
+              "not an operator write token" in (body2 or {}).get("error", "") and op_rows() == [], (code, body, code2, body2))
+        lines = open(jsonl, encoding="utf-8").read().splitlines()
+        bad = os.path.join(tmp, f"{where}-opbad.jsonl")
+        late = len(lines) - 1
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines[:late] + ['{"learner":"x\u001b[2J"}'] + lines[late:]) + "\n")
+        p = sx(state, "import", bad, "--ingest", url)
+        check(f"{where}: via the ingest: a bad line after {late} rows is named (HTTP 400) and nothing is imported",
+              p.returncode == 1 and f"line {late + 1}" in p.stderr and "HTTP 400" in p.stderr and
+              "nothing imported" in p.stderr and op_rows() == [], p.stderr)
+        if not op_url.startswith("sqlite:"):
+            p = held_import(where, state, ing, jsonl, op_url, op_rows)
+        else:
+            p = sx(state, "import", jsonl, "--ingest", url)
+        got, want = op_rows(), fresh_rows()
+        check(f"{where}: import --ingest: the same rows as the direct import, row by row",
+              p.returncode == 0 and f"imported {len(want)} events (0 already" in p.stdout and got == want and want,
+              (p.stdout, p.stderr, len(got), len(want)))
+        p = sx(state, "import", "-", "--ingest", url, input_file=jsonl)
+        check(f"{where}: import - --ingest (stdin): every row already there, nothing doubled",
+              p.returncode == 0 and f"imported 0 events ({len(want)} already" in p.stdout and op_rows() == want,
+              p.stdout + p.stderr)
+        logged = test_ingest.wait_until(
+            lambda: any(f"import from 127.0.0.1 (token " in ln and f"{len(want)} events imported" in ln
+                        for ln in ing.stderr) and
+            any("import from 127.0.0.1" in ln and f"failed, nothing imported: line {late + 1}" in ln
+                for ln in ing.stderr), timeout=60)
+        check(f"{where}: the ingest logs each import: peer, token id, counts; the failed one with its line",
+              logged and not any("\x1b" in ln for ln in ing.stderr), "".join(ing.stderr))
+        code, body = op_post(url, "/v1/purge?learner=ann&tsk=t1", "x")
+        check(f"{where}: via the ingest: a purge without a valid token is refused 401",
+              code == 401 and "error" in body, (code, body))
+        code, body = op_post(url, "/v1/purge?learner=ann", op_token(state, "import"))
+        code2, body2 = op_post(url, "/v1/purge?learner=ann&tsk=t1", op_token(state, "purge"))
+        check(f"{where}: via the ingest: an import token at /v1/purge is 403, a misspelt filter 400, nothing removed",
+              code == 403 and "for import, not purge" in body.get("error", "") and code2 == 400 and
+              "unknown query parameter 'tsk'" in body2.get("error", "") and op_rows() == want,
+              (code, body, code2, body2))
+        tok = op_token(state, "purge")
+        code, body = op_post(url, "/v1/purge?learner=nobody", tok)
+        code2, body2 = op_post(url, "/v1/purge?learner=nobody", tok)
+        check(f"{where}: via the ingest: an operator write token is good for one operation (a replay is 401)",
+              code == 200 and body.get("removed") == 0 and code2 == 401 and "already used" in body2.get("error", ""),
+              (code, body, code2, body2))
+        p = sx(state, "purge", "--learner", "ann", "--ingest", url)
+        after = op_rows()
+        check(f"{where}: purge --ingest: the learner's events gone, the others' kept",
+              p.returncode == 0 and "removed" in p.stdout and after == [r for r in want if r[0] != "ann"] and after
+              and len(after) < len(want), (p.stdout, p.stderr))
+        logged = test_ingest.wait_until(
+            lambda: any("purge from 127.0.0.1 (token " in ln and "learner=ann task=* sandbox=*" in ln and
+                        "events removed" in ln for ln in ing.stderr), timeout=60)
+        check(f"{where}: the ingest logs the purge: peer, token id, filter, count", logged, "".join(ing.stderr))
+        write(ing, state, "zed", "t9", "sbzed", [("sandbox", {"state": "created"}), ("command", {"cmd": "ls"})])
+        check(f"{where}: the ingest still takes a stream after an import and a purge",
+              [r[0] for r in op_rows()].count("zed") == 2)
+    finally:
+        ing.stop()
 
 
 BLOB_TABLES = [
@@ -656,7 +808,7 @@ def retain_check(where, ing, state, store_url, rows_of, age):
     check(f"{where}: ingest --retain-days 0 refused", p.returncode == 2 and "--retain-days" in p.stderr, p.stderr)
 
 
-def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age, query):
+def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_rows, age, query, op_store):
     for (l, t, s), evs in scenario_events().items():
         write(ing, state, l, t, s, evs)
     rows = []
@@ -675,6 +827,7 @@ def scenario(where, ing, state, tmp, store_url, store_rows, fresh_url, fresh_row
         nodes_check(where, ing, state, tmp, store_url)
     contents_check(where, ing, state, tmp, age)
     import_check(where, state, tmp, jsonl, fresh_url, fresh_rows)
+    ingest_op_check(where, state, tmp, jsonl, op_store[0], op_store[1], fresh_rows)
     # the imported store exports the same bytes
     ing2 = Ingest(state, extra=("--store", fresh_url))
     again = os.path.join(tmp, f"{where}-again.jsonl")
@@ -735,7 +888,8 @@ def main():
         bad_input(state, tmp, f"http://127.0.0.1:{ing.port}")
         fresh = os.path.join(tmp, "fresh.db")
         scenario("SQLite", ing, state, tmp, f"sqlite:{db}", sqlite_rows(db), f"sqlite:{fresh}", sqlite_rows(fresh),
-                 lambda sql: sqlite_exec(db, sql), lambda sql: sqlite_query(db, sql))
+                 lambda sql: sqlite_exec(db, sql), lambda sql: sqlite_query(db, sql),
+                 (f"sqlite:{os.path.join(tmp, 'opimport.db')}", sqlite_rows(os.path.join(tmp, "opimport.db"))))
         ing.stop()
         if subprocess.run(["bash", PG, "have"]).returncode != 0:
             check("PostgreSQL # SKIP server binaries not found (scripts/install-deps.sh installs them)", True)
@@ -743,8 +897,11 @@ def main():
             port = free_port()
             url = pg("start", pgdir, port)
             fresh_url = url.rsplit("/", 1)[0] + "/fresh"
-            subprocess.run(["psql", "-X", "-q", "-d", url, "-c", "CREATE DATABASE fresh"], check=True,
-                           capture_output=True)
+            op_url = url.rsplit("/", 1)[0] + "/opimport"
+            for name in ("fresh", "opimport"):
+                subprocess.run(["psql", "-X", "-q", "-d", url, "-c", f"CREATE DATABASE {name}"], check=True,
+                               capture_output=True)
+            op_rows = pg_rows(op_url)
             ing = Ingest(state, extra=("--store", url))
             tmp2 = os.path.join(tmp, "pgout")
             os.makedirs(tmp2)
@@ -754,7 +911,8 @@ def main():
                      lambda sql: subprocess.run(["psql", "-X", "-q", "-d", url, "-c", sql], check=True,
                                                 capture_output=True),
                      lambda sql: subprocess.run(["psql", "-X", "-At", "-d", url, "-c", sql], check=True,
-                                                capture_output=True, text=True).stdout.split())
+                                                capture_output=True, text=True).stdout.split(),
+                     (op_url, lambda: op_rows() if _has_table(op_url) else []))
             ing.stop()
     finally:
         if ing.proc.poll() is None:

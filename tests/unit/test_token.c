@@ -245,6 +245,25 @@ static void refused_signed(const uint8_t *secret, const char *const *bad, size_t
 }
 
 
+/* A kind kept apart: tok is refused by each of the others' verifiers
+ * (saying mine), and its verifier refuses each of notme (saying theirs). */
+static void kinds_apart(const uint8_t *secret, const char *tok, const verify_fn *others, size_t nothers,
+                        const char *mine, verify_fn verify, const char *const *notme, size_t nnotme, const char *theirs)
+{
+    int64_t now = (int64_t)time(NULL);
+    sg_token_claims cl;
+    for (size_t i = 0; i < nothers; i++) {
+        sg_err err = {0};
+        assert_int_equal(others[i](secret, tok, now, &cl, &err), -1);
+        assert_string_equal(err.msg, mine);
+    }
+    for (size_t i = 0; i < nnotme; i++) {
+        sg_err err = {0};
+        assert_int_equal(verify(secret, notme[i], now, &cl, &err), -1);
+        assert_string_equal(err.msg, theirs);
+    }
+}
+
 /* Three kinds, each good for one thing only: a terminal token opens a
  * terminal in one sandbox and neither streams nor reads. */
 static void test_kinds(void **state)
@@ -376,17 +395,10 @@ static void test_host_kind(void **state)
     assert_string_equal(err.msg, "token expired");
     verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
                           sg_token_verify_revoke};
-    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
-        err = (sg_err){0};
-        assert_int_equal(others[i](f->secret, ht, now, &cl, &err), -1);
-        assert_string_equal(err.msg, "a host token can only register its host");
-    }
     const char *notme[] = {rd, st};
-    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
-        err = (sg_err){0};
-        assert_int_equal(sg_token_verify_host(f->secret, notme[i], now, &cl, &err), -1);
-        assert_string_equal(err.msg, "not a host token");
-    }
+    kinds_apart(f->secret, ht, others, SG_ARRAY_LEN(others),
+                "a host token can only register its host",
+                sg_token_verify_host, notme, SG_ARRAY_LEN(notme), "not a host token");
     /* Claims the signer never makes: refused even when signed. */
     const char *bad[] = {
         "{\"exp\":99999999999,\"h\":\"a\",\"r\":1}",
@@ -435,17 +447,10 @@ static void test_action_kind(void **state)
     assert_non_null(strstr(err.msg, "lives too long"));
     verify_fn others[] = {sg_token_verify, sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
                           sg_token_verify_revoke, sg_token_verify_host};
-    for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
-        err = (sg_err){0};
-        assert_int_equal(others[i](f->secret, at, now, &cl, &err), -1);
-        assert_string_equal(err.msg, "an action token can only abort or destroy its sandbox through serve");
-    }
     const char *notme[] = {rd, st, tt, ht};
-    for (size_t i = 0; i < sizeof notme / sizeof *notme; i++) {
-        err = (sg_err){0};
-        assert_int_equal(sg_token_verify_action(f->secret, notme[i], now, &cl, &err), -1);
-        assert_string_equal(err.msg, "not an action token");
-    }
+    kinds_apart(f->secret, at, others, SG_ARRAY_LEN(others),
+                "an action token can only abort or destroy its sandbox through serve",
+                sg_token_verify_action, notme, SG_ARRAY_LEN(notme), "not an action token");
     /* tampered: one character of the claims changed */
     sg_autofree char *bent = strdup(at);
     bent[3] = bent[3] == 'A' ? 'B' : 'A';
@@ -467,9 +472,84 @@ static void test_action_kind(void **state)
     refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_action);
 }
 
+/* An operator write token imports or purges, within a minute: no other
+ * kind passes for it, it passes for no other, and one that claims a longer
+ * life is refused. */
+static void test_op_kind(void **state)
+{
+    fixture *f = *state;
+    sg_err err = {0};
+    int64_t now = time(NULL);
+    sg_autofree char *it = sg_token_make_op(f->secret, "import", &err);
+    sg_autofree char *pt = sg_token_make_op(f->secret, "purge", &err);
+    sg_autofree char *at = sg_token_make_action(f->secret, "abort", "0123456789ab", &err);
+    sg_autofree char *ht = sg_token_make_host(f->secret, "host-a", 60, &err);
+    sg_autofree char *rd = sg_token_make_read(f->secret, NULL, NULL, NULL, 60, &err);
+    sg_autofree char *st = sg_token_make(f->secret, "a", "t", "s", 60, &err);
+    sg_autofree char *rv = sg_token_make_revoke(f->secret, "0123456789abcdef", 60, &err);
+    assert_non_null(it);
+    assert_non_null(pt);
+    assert_null(sg_token_make_op(f->secret, "export", &err));
+    sg_token_claims cl;
+    assert_int_equal(sg_token_verify_op(f->secret, it, now, &cl, &err), 0);
+    assert_string_equal(cl.op, "import");
+    assert_int_equal(strlen(cl.nonce), SG_TOKEN_NONCE_LEN);
+    assert_int_equal(sg_token_verify_op(f->secret, pt, now, &cl, &err), 0);
+    assert_string_equal(cl.op, "purge");
+    assert_int_equal(sg_token_verify_op(f->secret, it, now + SG_TOKEN_ACTION_TTL_S + 1, &cl, &err), -1);
+    assert_string_equal(err.msg, "token expired");
+    sg_autofree char *longer =
+        sg_token_make_op_exp(f->secret, "purge", "0123456789abcdef0123456789abcdef", now + 3600, &err);
+    assert_non_null(longer);
+    assert_int_equal(sg_token_verify_op(f->secret, longer, now, &cl, &err), -1);
+    assert_non_null(strstr(err.msg, "lives too long"));
+    uint8_t other[SG_TOKEN_SECRET_LEN];
+    memset(other, 7, sizeof other);
+    assert_int_equal(sg_token_verify_op(other, it, now, &cl, &err), -1);
+    assert_string_equal(err.msg, "bad signature");
+    verify_fn others[] = {sg_token_verify,        sg_token_verify_read, sg_token_verify_terminal, sg_token_verify_watch,
+                          sg_token_verify_revoke, sg_token_verify_host, sg_token_verify_action};
+    const char *notme[] = {rd, st, ht, at, rv};
+    kinds_apart(f->secret, it, others, SG_ARRAY_LEN(others),
+                "an operator write token can only import or purge",
+                sg_token_verify_op, notme, SG_ARRAY_LEN(notme),
+                "not an operator write token (make one from the ingest's secret)");
+    const char *bad[] = {
+        "{\"exp\":99999999999,\"o\":\"import\",\"n\":\"0123456789abcdef0123456789abcdef\",\"r\":1}",
+        "{\"exp\":99999999999,\"o\":\"export\",\"n\":\"0123456789abcdef0123456789abcdef\"}",
+        "{\"exp\":99999999999,\"o\":\"import\",\"n\":\"xyz\"}",
+        "{\"exp\":99999999999,\"o\":\"purge\",\"n\":\"0123456789abcdef0123456789abcdef\",\"a\":\"abort\"}",
+    };
+    refused_signed(f->secret, bad, sizeof bad / sizeof *bad, sg_token_verify_op);
+}
+
+/* A single-use token's nonce: taken once until its exp, then free again;
+ * a full set refuses rather than forgets. */
+static void test_nonces(void **state)
+{
+    (void)state;
+    sg_token_nonces *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    assert_int_equal(sg_token_nonce_take(s, "aa", 100, 50), 0);
+    assert_int_equal(sg_token_nonce_take(s, "aa", 100, 60), 1);
+    assert_int_equal(sg_token_nonce_take(s, "bb", 100, 60), 0);
+    assert_int_equal(sg_token_nonce_take(s, "aa", 200, 100), 0); /* expired: taken anew */
+    assert_int_equal(s->n, 1);
+    char n[16];
+    for (int i = 1; i < SG_TOKEN_NONCES_MAX; i++) {
+        snprintf(n, sizeof n, "n%d", i);
+        assert_int_equal(sg_token_nonce_take(s, n, 300, 100), 0);
+    }
+    assert_int_equal(sg_token_nonce_take(s, "cc", 300, 100), -1);
+    assert_int_equal(sg_token_nonce_take(s, "n1", 300, 100), 1);
+    assert_int_equal(sg_token_nonce_take(s, "cc", 400, 300), 0); /* all expired at 300 */
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nonces),
         cmocka_unit_test_setup_teardown(test_secret_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_perms, setup, teardown),
         cmocka_unit_test_setup_teardown(test_good_token, setup, teardown),
@@ -481,6 +561,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_revoke_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_action_kind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_op_kind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
