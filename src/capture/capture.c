@@ -594,7 +594,10 @@ void sg_capture_set_on_changes(sg_capture *c, void (*fn)(void *ud), void *ud)
 
 static void seed_emit(void *ud, json_t *payload)
 {
-    sg_capture_emit(ud, SG_EV_FILE_DIFF, payload);
+    sg_capture *c = ud;
+    if (c->operator) /* the seeding's: set by sg_capture_new around it */
+        json_object_set(payload, "operator", c->operator);
+    sg_capture_emit(c, SG_EV_FILE_DIFF, payload);
 }
 
 sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resumed,
@@ -682,6 +685,10 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     json_t *seeded = m->from && !resumed ? json_loads(m->from, 0, NULL) : NULL;
     if (seeded) /* create --from: what the workspace was seeded with */
         json_object_set_new(sb, "from", seeded);
+    /* who created it (none in a record from before the field) */
+    sg_autojson json_t *actor = m->creator && !resumed ? json_loads(m->creator, 0, NULL) : NULL;
+    if (actor)
+        json_object_set(sb, "actor", actor);
     if (rep.torn || rep.quarantined || rep.blobs_dropped)
         json_object_set_new(sb, "spool_recovery", json_pack("{s:I, s:I, s:I, s:I}",
             "torn", (json_int_t)rep.torn, "quarantined", (json_int_t)rep.quarantined,
@@ -689,8 +696,16 @@ sg_capture *sg_capture_new(uv_loop_t *loop, const sg_sandbox_meta *m, bool resum
     sg_capture_emit(c, SG_EV_SANDBOX, sb);
     sg_capture_emit(c, SG_EV_ACTIVITY, json_pack("{s:s, s:I}", "state", "starting",
                                              "spooled", (json_int_t)sg_capture_pending(c)));
-    if (!resumed) /* the workspace it starts from, so every later state can be rebuilt */
+    if (!resumed) { /* the workspace it starts from, so every later state can be rebuilt */
+        /* put there by whoever created the sandbox: an operator's action,
+         * its cause (nothing else changes the workspace before the seed) */
+        c->operator = json_pack("{s:s}", "action", "seed");
+        if (c->operator && actor)
+            json_object_set(c->operator, "actor", actor);
         sg_contents_seed(c->contents, c->spool, seed_emit, c);
+        json_decref(c->operator);
+        c->operator = NULL;
+    }
     procs_start(c, m->init_pid);
     sg_capture_sync(c);
     return c;

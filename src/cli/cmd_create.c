@@ -669,6 +669,11 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     m->capture_ignore = o->capture_ignore ? strdup(o->capture_ignore) : NULL;
     m->rootfs = o->rootfs ? strdup(o->rootreal) : NULL;
     m->forked_from = o->forked_from ? strdup(o->forked_from) : NULL;
+    /* Who creates it (create, fork, mcp's and the pool's creates all come
+     * here; a claimed spare's is its claimer's, sv_start.c): the uid the
+     * control socket would see (SO_PEERCRED's is the effective one). */
+    sg_autojson json_t *creator = sg_actor_json(geteuid(), getpid(), NULL);
+    m->creator = creator ? json_dumps(creator, JSON_COMPACT) : NULL;
     if (o->ws) {
         m->workspace = strdup(o->wsreal);
         if (workspace_user(m, &err) < 0) {

@@ -68,9 +68,11 @@ static const char readme[] =
     "- X-Bulk: one command changed more files than the capture's per-exec limit: its\n"
     "  paths (change, size, sha256) enter the code state as file changes would.\n\n"
     "## EventInitiator\n"
-    "InstructorDirectAction: an operator acted (an event whose actor names the caller, or\n"
-    "a file change made by an operator's rollback or cp). ToolReaction: a cap that fired or\n"
-    "the supervisor (automatic checkpoints, expiry), and sandbox states. ToolTimedEvent:\n"
+    "InstructorDirectAction: an operator acted (an event whose actor names the caller: a\n"
+    "Session.Start whose creator is known, a Session.End an operator asked for; or a file\n"
+    "change made by an operator's rollback or cp, or the seed: the File.Create rows of the\n"
+    "workspace the session started from). ToolReaction: a cap that fired or the supervisor\n"
+    "(automatic checkpoints, expiry), and other sandbox states. ToolTimedEvent:\n"
     "activity marks. UserDirectAction: the rest (the learner's own work).\n\n"
     "## Code states\n"
     "CodeStateID identifies the set of the session's files (path and sha256 as the capture\n"
@@ -236,8 +238,9 @@ static const char *ps2_diff_type(json_t *p, const char **edit)
 }
 
 /* Who caused an event: an operator on the control socket (actor with a
- * uid, or a file_diff of an operator's rollback or cp) is the instructor's
- * side; a cap or the supervisor is the tool's. */
+ * uid: the sandbox's creator, its destroyer; or a file_diff of an
+ * operator's rollback, cp or seed) is the instructor's side; a cap or the
+ * supervisor is the tool's. */
 static void ps2_initiator(json_t *p, char **init)
 {
     json_t *actor = json_object_get(p, "actor");

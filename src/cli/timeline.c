@@ -450,10 +450,11 @@ static void tl_bulk(json_t *p, char *out, size_t n)
         snprintf(out + used, n - used, "%s... and %zu more", shown ? " " : "", total - shown);
 }
 
-/* A sandbox's change; its start seeded by create --from says from what. */
+/* A sandbox's change; its start seeded by create --from says from what,
+ * and who created it (or destroyed it) when its actor names one. */
 static void tl_sandbox(json_t *p, char *out, size_t n)
 {
-    char a[200], b[200], c[300], k[32];
+    char a[200], b[200], c[300], k[32], who[320];
     const char *st = json_string_value(json_object_get(p, "state"));
     const char *r = json_string_value(json_object_get(p, "reason"));
     json_t *from = json_object_get(p, "from");
@@ -464,8 +465,8 @@ static void tl_sandbox(json_t *p, char *out, size_t n)
         snprintf(c, sizeof c, ", seeded from %s %s (%lld files)", sg_tl_vis_str(kind, k, sizeof k),
                  sg_tl_vis_str(src, b, sizeof b),
                  (long long)json_integer_value(json_object_get(from, "files")));
-    snprintf(out, n, "sandbox %s%s%s%s", sg_tl_vis_str(st ? st : "?", a, sizeof a), r ? ": " : "",
-             r ? sg_tl_vis_str(r, b, sizeof b) : "", c);
+    snprintf(out, n, "sandbox %s%s%s%s%s", sg_tl_vis_str(st ? st : "?", a, sizeof a), r ? ": " : "",
+             r ? sg_tl_vis_str(r, b, sizeof b) : "", c, tl_actor(p, who, sizeof who));
 }
 
 static void tl_sentence(const char *kind, json_t *p, char *out, size_t n)

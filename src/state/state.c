@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -90,7 +91,20 @@ void sg_sandbox_meta_clear(sg_sandbox_meta *m)
     free(m->capture_ignore);
     free(m->forked_from);
     free(m->from);
+    free(m->creator);
     memset(m, 0, sizeof *m);
+}
+
+void *sg_actor_json(uid_t uid, pid_t pid, const char *via)
+{
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    json_t *user = getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res ? json_string(pw.pw_name) : NULL;
+    json_t *a = json_pack("{s:o, s:I, s:I}", "user", user ? user : json_null(), "uid", (json_int_t)uid,
+                          "pid", (json_int_t)pid);
+    if (a && via && *via)
+        json_object_set_new(a, "via", json_string(via));
+    return a;
 }
 
 void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
@@ -140,6 +154,11 @@ void *sg_sandbox_meta_json(const sg_sandbox_meta *m)
         json_object_set_new(j, "from", seed);
     else
         json_decref(seed);
+    json_t *creator = m->creator ? json_loads(m->creator, 0, NULL) : NULL;
+    if (j && creator)
+        json_object_set_new(j, "creator", creator);
+    else
+        json_decref(creator);
     return j;
 }
 
@@ -231,6 +250,8 @@ int sg_sandbox_meta_from_json(const void *obj, const char *id, sg_sandbox_meta *
     m->forked_from = json_is_object(from) ? json_dumps(from, JSON_COMPACT) : NULL;
     json_t *seed = json_object_get(j, "from");
     m->from = json_is_object(seed) ? json_dumps(seed, JSON_COMPACT) : NULL;
+    json_t *creator = json_object_get(j, "creator"); /* none in a record from before it */
+    m->creator = json_is_object(creator) ? json_dumps(creator, JSON_COMPACT) : NULL;
     m->capture_max_file = (uint64_t)json_integer_value(json_object_get(caps, "capture_max_file"));
     /* A record from before the lifecycle has none: no limits, destroy on expiry. */
     json_t *life = json_object_get(j, "lifecycle");

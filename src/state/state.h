@@ -86,6 +86,11 @@ typedef struct sg_sandbox_meta {
      * JSON text, kept in the record and put in its `sandbox` created
      * event; NULL: none */
     char *from;
+    /* Who created the sandbox: the creating process's actor (sg_actor_json:
+     * {user, uid, pid}, as the control socket's), as JSON text, put in its
+     * `sandbox` created event and its seed file_diffs' operator cause;
+     * NULL: none known (a record from before it) */
+    char *creator;
     uint64_t max_file_events; /* file_diff events an exec; past it, `bulk` events */
     /* The session's lifecycle (0 = none): no activity (input, a command, a
      * file change) for idle_timeout_s, or ttl_s since it started, ends it
@@ -103,6 +108,11 @@ typedef struct sg_sandbox_meta {
 } sg_sandbox_meta;
 
 void sg_sandbox_meta_clear(sg_sandbox_meta *m);
+/* An actor of the events (docs/EVENTS.md, "Who acted"): {user, uid, pid}
+ * (user: uid's name on this host, or null when it has none), and "via"
+ * when via is neither NULL nor empty. A new jansson json_t*; NULL when
+ * out of memory. */
+void *sg_actor_json(uid_t uid, pid_t pid, const char *via);
 int sg_sandbox_meta_save(const sg_sandbox_meta *m, sg_err *err);
 int sg_sandbox_meta_load(const char *id, sg_sandbox_meta *m, sg_err *err);
 /* The record from its JSON object (a json_t*), with the given id. */

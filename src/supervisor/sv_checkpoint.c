@@ -1,7 +1,6 @@
 /* sv_checkpoint: checkpoints, their labels, and rollback. */
 #include <errno.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "supervisor/sv_leaves.h"
 #include "supervisor/sv_metrics.h"
 #include "base/log.h"
+#include "state/state.h"
 
 #define SUP_SAFETY_LABEL "before rollback"
 
@@ -22,14 +22,7 @@ static json_t *ckpt_actor;
 
 static json_t *actor_of(const struct ucred *cr, const char *via)
 {
-    struct passwd pw, *res = NULL;
-    char buf[1024];
-    json_t *user = getpwuid_r(cr->uid, &pw, buf, sizeof buf, &res) == 0 && res ? json_string(pw.pw_name) : NULL;
-    json_t *a = json_pack("{s:o, s:I, s:I}", "user", user ? user : json_null(), "uid", (json_int_t)cr->uid,
-                          "pid", (json_int_t)cr->pid);
-    if (a && via && *via) /* decoded: UTF-8, bounded (wire/ctl.h) */
-        json_object_set_new(a, "via", json_string(via));
-    return a;
+    return sg_actor_json(cr->uid, cr->pid, via); /* via: decoded, UTF-8, bounded (wire/ctl.h) */
 }
 
 json_t *sv_actor(const sv_client *c, const char *cap, const char *why)

@@ -482,6 +482,11 @@ static void sup_claim(sv_sup *s, sv_client *c, const sg_ctl_claim_req *req)
     m->keep_s = want.keep_s;
     memcpy(m->created, want.created, sizeof m->created);
     sg_sandbox_meta_clear(&want);
+    /* The sandbox's creator is its claimer (from the kernel, as any
+     * operator's actor), not the pool's filler that made the spare. */
+    sg_autojson json_t *creator = sv_actor(c, NULL, NULL);
+    free(m->creator);
+    m->creator = creator ? json_dumps(creator, JSON_COMPACT) : NULL;
     if (sg_sandbox_meta_save(m, &err) < 0) {
         sv_client_error(c, err.msg);
         return;

@@ -320,6 +320,42 @@ class CapEnv(Env):
         super().cleanup()
 
 
+def creator_check(rows: list[dict], meta: dict, what: str) -> dict:
+    """Issue 24: the `sandbox` created event names who created the sandbox,
+    the creating process as the record keeps it (`creator`): this test's
+    (effective) uid, its user name on this host (or null), a pid. Returns
+    the event's actor ({} when none)."""
+    import pwd
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = None
+    created = [r["payload"] for r in rows if r["kind"] == "sandbox" and r["payload"].get("state") == "created"]
+    actor = created[0].get("actor") if len(created) == 1 else None
+    ok(isinstance(actor, dict) and actor.get("uid") == uid and actor.get("user") == user
+       and isinstance(actor.get("pid"), int) and actor["pid"] > 0 and set(actor) == {"uid", "user", "pid"},
+       f"{what}: the sandbox created event's actor is its creator (uid {uid}, user {user}, a pid)", created)
+    ok(actor and meta.get("creator") == actor, f"{what}: as the sandbox record keeps it (creator)",
+       {"record": meta.get("creator"), "event": actor})
+    return actor if isinstance(actor, dict) else {}
+
+
+def seeds_by_operator(rows: list[dict], cut: int, actor: dict, what: str) -> None:
+    """Every seed file_diff (rows before index cut: the session's start)
+    names its cause, operator {action: "seed", actor: the creator}, and no
+    change after cut (a learner's) carries that cause."""
+    seeds = [r["payload"] for r in rows[:cut] if r["kind"] == "file_diff" and r["payload"].get("seed")]
+    ok(seeds and all(d.get("operator") == {"action": "seed", "actor": actor} and "exec_id" not in d
+                     and "command_id" not in d for d in seeds),
+       f"{what}: every seed file_diff's cause is the creator's seeding (operator action seed, its actor)",
+       repr([d for d in seeds if d.get("operator") != {"action": "seed", "actor": actor}][:5])[:1500])
+    later = [r["payload"] for r in rows[cut:] if r["kind"] in ("file_diff", "bulk")]
+    ok(later and not any(isinstance(d.get("operator"), dict) and d["operator"].get("action") == "seed"
+                         for d in later),
+       f"{what}: no later change carries the seed's cause", repr(later)[:1500])
+
+
 def side_by_side(cases: list, jobs: int = 2) -> tuple[dict, list]:
     """Runs each case (name, fn, own_env) as a tap case, `jobs` at a time in
     threads: fn(env) in a CapEnv of its own when own_env (its exit and

@@ -3,7 +3,9 @@
 before its capture starts. Each source's contents seen inside by an exec,
 the sandbox user's; the record's and the `sandbox` event's `from`; the
 seeded files in the real store only as the session's seed (`seed: true`,
-no exec or command as their cause), never as a learner's change; the first
+no exec or command as their cause: the creator's seeding, `operator:
+{action: "seed", actor}`, the `sandbox` created event's actor, issue 24),
+never as a learner's change; the first
 checkpoint holds the seed, so a rollback to it restores it; hostile
 archives (`..`, an absolute path, a symlink out then a file through it, a
 1 TiB sparse entry, hard links out) refused with a message naming the entry, a device
@@ -15,13 +17,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
 import tarfile
 
 from sgtest import sh_out, tap, write_file
-from test_capture import CapEnv
+from test_capture import CapEnv, creator_check, seeds_by_operator
 
 env = CapEnv()
 
@@ -68,6 +71,7 @@ def seed_rows_ok(sid: str, rows: list[dict], kind: str) -> None:
     frm = created[0].get("from", {}) if created else {}
     tap.ok(frm.get("kind") == kind and frm.get("files", 0) >= 3 and frm.get("bytes", 0) > 0,
            f"{kind}: the sandbox created event says where the session started (from)", repr(frm))
+    actor = creator_check(rows, record(sid), kind)
     # before the learner's first command: the session's start
     cut = next((i for i, r in enumerate(rows) if r["kind"] in ("stdin", "command")), len(rows))
     diffs = [r["payload"] for r in rows[:cut] if r["kind"] == "file_diff" and r["payload"].get("path") in SEEDED]
@@ -75,10 +79,10 @@ def seed_rows_ok(sid: str, rows: list[dict], kind: str) -> None:
     tap.ok(cut < len(rows) and later == [], f"{kind}: no seed event after the session's first command",
            repr(later)[:600])
     tap.ok({d["path"] for d in diffs} == SEEDED and
-           all(d.get("seed") is True and "exec_id" not in d and "command_id" not in d and "operator" not in d
-               for d in diffs),
+           all(d.get("seed") is True and "exec_id" not in d and "command_id" not in d for d in diffs),
            f"{kind}: the seeded files are in the store only as the session's seed, no learner change",
            repr(diffs)[:2000])
+    seeds_by_operator(rows, cut, actor, kind)
 
 
 @tap.case("from a directory: contents, owner, the record, the store, rollback to the seed")
@@ -126,6 +130,9 @@ def _():
     shown = env.run("events", "--sandbox", sid, "--ingest", env.ingest.http_base, "--secret", env.secret)
     tap.ok(f"sandbox created, seeded from tar {os.path.realpath(tgz)} (3 files)" in shown.stdout.decode(),
            "sandglass events says where the session started", shown.stdout.decode()[:1500] + err(shown))
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    tap.ok(f"(3 files) (by {me})\n" in shown.stdout.decode(), "and who created the sandbox",
+           shown.stdout.decode()[:1500])
     tap.eq((record(sid).get("from") or {}).get("source"), os.path.realpath(tgz), "the record names the tarball")
     # another sandbox's checkpoint: its state at that checkpoint, not now
     ck = json.loads(env.run("checkpoints", sid, "--json", check=True).stdout)[0]["id"]
@@ -135,7 +142,9 @@ def _():
            "ID@CHECKPOINT: the checkpoint's tree, as it was then")
     tap.eq(inside(other, "stat -c %u a.txt sub/deep/b.txt link | sort -u"), env.uid_of(other),
            "the new sandbox user's, not the other sandbox's")
-    rows = env.wait_rows(other, lambda r: any(x["kind"] == "run_result" for x in r))
+    env.sh(other, "echo mine > mine.txt", check=True)  # a learner's change, after the seed
+    rows = env.wait_rows(other, lambda r: any(x["kind"] == "file_diff" and x["payload"].get("path") == "mine.txt"
+                                              for x in r))
     seed_rows_ok(other, rows, "checkpoint")
     tap.eq(inside(sid, "cat a.txt"), "changed", "the other sandbox is untouched")
     env.destroy(other)

@@ -4,8 +4,9 @@ new live sandbox whose workspace is the exact code state at SEQ, read from
 the store alone. A scripted session with a few file changes; a fork at an
 earlier seq: its /workspace equals `workspace --at` of that seq byte for
 byte (and modes), differs from the latest state, its `sandbox` event says
-where it came from, it runs an exec, and a fork works after the original
-is destroyed. Bad input (unknown sandbox, SEQ past the end) fails with one
+where it came from and names who forked it (its `actor`, the seed events'
+`operator: {action: "seed", actor}`), it runs an exec, and a fork works
+after the original is destroyed. Bad input (unknown sandbox, SEQ past the end) fails with one
 line.
 
 The fork's record stays complete although its seed sends no content the
@@ -28,7 +29,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import tap  # noqa: E402
-from test_capture import CapEnv  # noqa: E402
+from test_capture import CapEnv, creator_check, seeds_by_operator  # noqa: E402
 from test_contents import settle, snapshot  # noqa: E402
 
 
@@ -232,12 +233,17 @@ def run(env: CapEnv) -> None:
        {"uid": meta["uid"], "owners": owners})
     e = env.sh(fid, "printf z >> a.txt && mkdir src/pkg/new && touch src/pkg/new/f src/f")
     ok(e.returncode == 0, "the learner writes into the forked files and directories", e.stderr)
-    rows = env.wait_rows(fid, lambda r: any(x["kind"] == "sandbox" for x in r), 120)
+    rows = env.wait_rows(fid, lambda r: any(x["kind"] == "sandbox" for x in r) and
+                         any(x["kind"] == "file_diff" and x["payload"].get("path") == "src/f" for x in r), 120)
     first = next((x for x in rows if x["kind"] == "sandbox"), {})
     tap.eq(first.get("payload", {}).get("forked_from"),
            {"learner": "t", "task": "T", "sandbox": sid, "seq": early},
            "its first sandbox event says where it came from")
     ok(rows and rows[0]["kind"] == "sandbox", "and it is the fork's first event", rows[:1])
+    # issue 24: who forked it, and its seed is that operator's action
+    actor = creator_check(rows, meta, "the fork")
+    cut = next((i for i, r in enumerate(rows) if r["kind"] in ("stdin", "command")), len(rows))
+    seeds_by_operator(rows, cut, actor, "the fork")
 
     # create --from of the same tree: its seed still sends every content
     before = blobs_received(env)

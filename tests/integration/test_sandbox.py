@@ -677,6 +677,7 @@ def _():
            (p.stdout + p.stderr).decode())
     spares = pool_ids()
     tap.ok(not spares & {s["id"] for s in env.ls()}, "ls does not list spares")
+    made_by = {i: json.load(open(os.path.join(env.state, "sb", i, "meta.json"))).get("creator") for i in spares}
     p = env.run("create", "--learner", "carol", "--task", "t2", "--memory", "96M", "--pids", "40",
                 "--cpus", "0.5", "--max-execs", "3", "--json")
     info = json.loads(p.stdout or b"{}")
@@ -685,6 +686,13 @@ def _():
     tap.ok(info.get("learner") == "carol" and info.get("task") == "t2"
            and info.get("limits", {}).get("memory") == 96 << 20 and info.get("caps", {}).get("max_execs") == 3,
            "the claimed sandbox takes the creator's record", json.dumps(info))
+    # issue 24: its creator (the sandbox created event's actor) is the
+    # claiming create, from the kernel, not the pool's filler
+    cr, was = info.get("creator") or {}, made_by.get(got) or {}
+    tap.ok(cr.get("uid") == os.geteuid() and isinstance(cr.get("pid"), int) and was.get("uid") == os.geteuid()
+           and cr.get("pid") != was.get("pid") and "user" in cr,
+           "the claimed sandbox's creator is its claimer, not the spare's filler",
+           json.dumps({"claimed": cr, "spare": was}))
     limits = {}
     for d in cgroup_dirs(got):
         for k in ("memory.limit_in_bytes", "memory.max", "pids.max", "cpu.cfs_quota_us", "cpu.max"):

@@ -79,6 +79,7 @@ static void fill_meta(sg_sandbox_meta *m, const char *id)
     m->gid = 0x70000001;
     m->supervisor_pid = 4242;
     m->init_pid = 4343;
+    m->creator = strdup("{\"user\":\"root\",\"uid\":0,\"pid\":77}");
     snprintf(m->created, sizeof m->created, "2026-12-02T05:00:00.000000+00:00");
 }
 
@@ -136,6 +137,11 @@ static void test_meta_round_trip(void **state)
     assert_int_equal(back.supervisor_pid, 4242);
     assert_int_equal(back.init_pid, 4343);
     assert_string_equal(back.created, m.created);
+    /* the creator (the capture's `sandbox` created actor) survives the record */
+    sg_autojson json_t *cr = json_loads(back.creator, 0, NULL);
+    assert_non_null(cr);
+    assert_string_equal(json_string_value(json_object_get(cr, "user")), "root");
+    assert_int_equal(json_integer_value(json_object_get(cr, "pid")), 77);
     sg_sandbox_meta_clear(&back);
 
     /* Without a task: not captured, and the keys say so by their absence. */
@@ -156,6 +162,25 @@ static void test_meta_round_trip(void **state)
     sg_sandbox_meta_clear(&m);
     /* Cleared means zeroed: a second clear frees nothing twice. */
     sg_sandbox_meta_clear(&m);
+}
+
+/* The actor of the events: {user, uid, pid}, user null for a uid with no
+ * name, via only when given. */
+static void test_actor_json(void **state)
+{
+    (void)state;
+    sg_autojson json_t *a = sg_actor_json(0, 12, NULL);
+    assert_non_null(a);
+    assert_string_equal(json_string_value(json_object_get(a, "user")), "root");
+    assert_int_equal(json_integer_value(json_object_get(a, "uid")), 0);
+    assert_int_equal(json_integer_value(json_object_get(a, "pid")), 12);
+    assert_int_equal(json_object_size(a), 3);
+    sg_autojson json_t *b = sg_actor_json(SG_UID_BASE + 12345, 13, "mcp: x");
+    assert_non_null(b);
+    assert_true(json_is_null(json_object_get(b, "user")));
+    assert_string_equal(json_string_value(json_object_get(b, "via")), "mcp: x");
+    sg_autojson json_t *c = sg_actor_json(0, 14, "");
+    assert_null(json_object_get(c, "via"));
 }
 
 static void write_meta_text(const char *id, const char *text)
@@ -210,6 +235,12 @@ static void test_meta_refused(void **state)
     assert_int_equal(m.memory, 0);
     assert_null(m.task);
     assert_string_equal(m.created, "");
+    assert_null(m.creator); /* a record from before it: no creator, no error */
+    sg_sandbox_meta_clear(&m);
+    /* a creator that is not an object is none */
+    write_meta_text("min2", "{\"learner\": \"l\", \"workspace\": \"/w\", \"creator\": \"root\"}");
+    assert_int_equal(sg_sandbox_meta_load("min2", &m, &err), 0);
+    assert_null(m.creator);
     sg_sandbox_meta_clear(&m);
 
     /* from_json: the id is the caller's, never the record's. */
@@ -459,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_paths),
         cmocka_unit_test(test_meta_round_trip),
         cmocka_unit_test(test_meta_refused),
+        cmocka_unit_test(test_actor_json),
         cmocka_unit_test(test_list),
         cmocka_unit_test(test_abort_record),
         cmocka_unit_test(test_uplink_record),
