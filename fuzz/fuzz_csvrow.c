@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!text || sg_buf_puts(&page, "{\"events\":[") < 0 || sg_buf_puts(&page, text) < 0 ||
         sg_buf_puts(&page, "],\"more\":false}") < 0)
         abort();
-    sg_evpage pg = {0};
+    sg_evpage pg = {.members = true};
     if (sg_evpage_scan(&pg, page.data, page.len) == 0) {
         if (pg.n != 1)
             abort();

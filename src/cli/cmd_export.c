@@ -423,7 +423,8 @@ static int jsonl_row_text(sg_export *x, const sg_evpage *pg, const sg_evrow *r, 
     if (!comma)
         return sg_err_set(err, EPROTO, "a row of the ingest's answer does not begin with its id");
     size_t rest = len - (size_t)(comma + 1 - text);
-    if (fputc('{', x->out) == EOF || fwrite(comma + 1, 1, rest, x->out) != rest || fputc('\n', x->out) == EOF)
+    if (fputc_unlocked('{', x->out) == EOF || fwrite_unlocked(comma + 1, 1, rest, x->out) != rest ||
+        fputc_unlocked('\n', x->out) == EOF)
         return sg_err_sys(err, "write");
     return 0;
 }
@@ -520,6 +521,7 @@ static int export_page(export_opts *o, sg_export *x, const char *body, size_t le
     long long after = -1;
     bool more = false;
     sg_err err;
+    o->page.members = x->fmt->members;
     bool text = x->fmt->row_text && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
     int r = text ? export_page_scanned(o, x, &after, &more, &err)
                  : export_page_parsed(o, x, body, len, &after, &more, &err);

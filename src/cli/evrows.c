@@ -295,7 +295,7 @@ static int ev_object(ev_scan *s, int depth, sg_evrow *row)
     size_t keys[EV_KEYS_MAX][2], nk = 0;
     sg_evrow *pl = s->payload_of;
     s->payload_of = NULL;
-    sg_evmember *stage = row ? s->rowmem : pl ? s->plmem : NULL;
+    sg_evmember *stage = !s->pg->members ? NULL : row ? s->rowmem : pl ? s->plmem : NULL;
     if (pl)
         pl->payload_obj = true;
     ev_put(s, '{');
@@ -342,9 +342,9 @@ static int ev_object(ev_scan *s, int depth, sg_evrow *row)
             return -1;
         ev_put(s, *s->p);
         if (*s->p++ == '}') {
-            if (row)
+            if (stage && row)
                 return row->nmem = nk, ev_members(s, stage, nk, &row->mem);
-            if (pl)
+            if (stage)
                 return pl->npmem = nk, ev_members(s, stage, nk, &pl->pmem);
             return 0;
         }

@@ -42,8 +42,8 @@ typedef struct sg_evrow {
     bool has_id, has_seq, has_kind, has_ts;
     bool payload_obj, has_label, has_error;
     size_t label_off, label_len;
-    /* its members, pg->mem[mem .. mem + nmem), and its payload's (when an
-     * object) at pmem, npmem, each in the text's order */
+    /* with pg->members, its members, pg->mem[mem .. mem + nmem), and its
+     * payload's (when an object) at pmem, npmem, each in the text's order */
     size_t mem, nmem, pmem, npmem;
 } sg_evrow;
 
@@ -51,6 +51,7 @@ typedef struct sg_evpage {
     sg_buf out;     /* the rows' compact text, each followed by '\n' */
     sg_evrow *rows;
     size_t n, cap;
+    bool members;     /* set by the caller: the scan keeps each row's members (mem) */
     sg_evmember *mem; /* the rows' members and their payloads' (sg_evrow) */
     size_t nmem, mem_cap;
     bool more, more_given; /* the page's "more", and whether it had one */

@@ -29,6 +29,7 @@ typedef struct sg_export_fmt {
      * compact text {"id":N,...} and its members, cli/evrows.h), written
      * without a tree, the same bytes row writes. */
     int (*row_text)(sg_export *x, const sg_evpage *pg, const sg_evrow *r, sg_err *err);
+    bool members; /* row_text reads the row's members (sg_evpage's members) */
     int (*stream_end)(sg_export *x, sg_err *err);
     /* Instead of row: a format that reads something else of each stream
      * (st: its /v1/sandboxes row), through get_json and get_to. */

@@ -320,4 +320,5 @@ static int csv_end(sg_export *x, sg_err *err)
 }
 
 const sg_export_fmt sg_export_csv = {.name = "csv", .begin = csv_begin, .row = csv_row, .row_text = csv_row_text,
+                                     .members = true,
                                      .end = csv_end};
