@@ -12,7 +12,10 @@
  * timeline prints from) equals the row jansson parsed; its payload's
  * label and error as the row's payload has them, the label's text
  * beginning with "before exec " or "before shell command " when the
- * string does (the timeline hides such a checkpoint unparsed). */
+ * string does (the timeline hides such a checkpoint unparsed); its
+ * members and its payload's (what export's csv writes from) as many as
+ * the objects', each one's value the compact dump of the value its key
+ * names (a key without an escape). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +49,21 @@ static void check_row(const sg_evpage *pg, const sg_evrow *r, json_t *ev)
         if (raw != str)
             abort();
     }
+    /* the members kept (pg->members), the row's and its payload's */
+    if (r->nmem != json_object_size(ev) || r->npmem != (json_is_object(pl) ? json_object_size(pl) : 0))
+        abort();
+    for (size_t i = 0; i < r->nmem + r->npmem; i++) {
+        const sg_evmember *m = &pg->mem[i < r->nmem ? r->mem + i : r->pmem + i - r->nmem];
+        json_t *parent = i < r->nmem ? ev : pl;
+        char *key = strndup(pg->out.data + m->key_off, m->key_len);
+        json_t *v = key && !m->kesc ? json_object_get(parent, key) : NULL;
+        char *vd = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        if (!key || (!m->kesc && (!vd || strlen(vd) != m->val_len || memcmp(vd, pg->out.data + m->val_off, m->val_len) ||
+                                  m->str != json_is_string(v))))
+            abort();
+        free(vd);
+        free(key);
+    }
     json_t *id = json_object_get(ev, "id"), *seq = json_object_get(ev, "seq");
     if (r->has_id != json_is_integer(id) || (r->has_id && r->id != json_integer_value(id)) ||
         r->has_seq != json_is_integer(seq) || (r->has_seq && r->seq != json_integer_value(seq)))
@@ -65,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sg_buf page = {0};
     if (sg_buf_puts(&page, "{\"events\":[") < 0 || sg_buf_append(&page, data, size) < 0)
         abort();
-    sg_evpage pg = {0};
+    sg_evpage pg = {.members = true};
     if (sg_evpage_scan(&pg, page.data, page.len) == 0) {
         json_error_t je;
         json_t *j = json_loadb(page.data, page.len, JSON_REJECT_DUPLICATES, &je);

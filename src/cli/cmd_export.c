@@ -406,23 +406,25 @@ static int export_row_json(export_opts *o, sg_export *x, json_t *ev, sg_err *err
     return x->fmt->row(x, ev, err);
 }
 
-/* A row's text ({"id":N,... as the ingest wrote it, cli/evrows.h) to a
+/* A scanned row ({"id":N,... as the ingest wrote it, cli/evrows.h) to a
  * format that takes it (fmt->row_text), never parsed. */
-static int export_row_text(export_opts *o, sg_export *x, const char *text, size_t len, sg_err *err)
+static int export_row_text(export_opts *o, sg_export *x, const sg_evrow *r, sg_err *err)
 {
-    (void)o;
     x->rows++;
-    return x->fmt->row_text(x, text, len, err);
+    return x->fmt->row_text(x, &o->page, r, err);
 }
 
 /* jsonl: the row's text without its id. */
-static int jsonl_row_text(sg_export *x, const char *text, size_t len, sg_err *err)
+static int jsonl_row_text(sg_export *x, const sg_evpage *pg, const sg_evrow *r, sg_err *err)
 {
+    const char *text = pg->out.data + r->off;
+    size_t len = r->len;
     const char *comma = len > 8 && !memcmp(text, "{\"id\":", 6) ? memchr(text, ',', len) : NULL;
     if (!comma)
         return sg_err_set(err, EPROTO, "a row of the ingest's answer does not begin with its id");
     size_t rest = len - (size_t)(comma + 1 - text);
-    if (fputc('{', x->out) == EOF || fwrite(comma + 1, 1, rest, x->out) != rest || fputc('\n', x->out) == EOF)
+    if (fputc_unlocked('{', x->out) == EOF || fwrite_unlocked(comma + 1, 1, rest, x->out) != rest ||
+        fputc_unlocked('\n', x->out) == EOF)
         return sg_err_sys(err, "write");
     return 0;
 }
@@ -463,7 +465,7 @@ static int export_page_scanned(export_opts *o, sg_export *x, long long *after, b
             if (!export_in_time(o, ts))
                 continue;
         }
-        if (export_row_text(o, x, pg->out.data + r->off, r->len, err) < 0)
+        if (export_row_text(o, x, r, err) < 0)
             return -1;
     }
     *more = pg->more_given ? pg->more && pg->n > 0 : pg->n >= EXPORT_PAGE;
@@ -519,6 +521,7 @@ static int export_page(export_opts *o, sg_export *x, const char *body, size_t le
     long long after = -1;
     bool more = false;
     sg_err err;
+    o->page.members = x->fmt->members;
     bool text = x->fmt->row_text && !o->pseudonymize && sg_evpage_scan(&o->page, body, len) == 0;
     int r = text ? export_page_scanned(o, x, &after, &more, &err)
                  : export_page_parsed(o, x, body, len, &after, &more, &err);

@@ -1,4 +1,5 @@
 /* evrows: a /v1/events page's rows as text (cli/evrows.h). */
+#include <endian.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -23,6 +24,11 @@ typedef struct ev_scan {
         char in[32], out[48];
     } reals[EV_REALS];
     sg_evrow *payload_of; /* the next object is this row's payload */
+    sg_evpage *pg;
+    /* the members of the row being scanned and of its payload, kept here
+     * until the object ends (the payload's come in the middle of the row's)
+     * and then put in pg->mem, each object's together */
+    sg_evmember rowmem[EV_KEYS_MAX], plmem[EV_KEYS_MAX];
 } ev_scan;
 
 /* Bytes copied as they are in a string: printable ASCII but '"' and '\\'. */
@@ -86,24 +92,34 @@ static size_t ev_escape(const char *p, const char *end)
     return v > 0 && v < 0x20 && v != '\b' && v != '\t' && v != '\n' && v != '\f' && v != '\r' ? 6 : 0;
 }
 
-/* The first byte at or after p (before end) that is not ev_plain, or end.
- * Eight bytes a step while they are all plain (a string's bulk): a word
- * with a byte below 0x20, at or above 0x80, '"' or '\\' is then looked
- * at byte by byte. */
-static const char *ev_plain_end(const char *p, const char *end)
+/* The plain bytes at p (before end) copied to *o: the first byte that is
+ * not ev_plain, or end (*o past the copy). Eight bytes a step, each word
+ * stored whole (out has room for the rest of the input: ev_room): in a
+ * word with a byte below 0x20, at or above 0x80, '"' or '\\', the lowest
+ * flagged byte is the first such (a borrow only flags bytes above the one
+ * it comes from), and the copy stops there. */
+static const char *ev_plain_copy(const char *p, const char *end, char **o)
 {
     const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    char *d = *o;
     while (end - p >= 8) {
-        uint64_t w, q, b;
+        uint64_t w, q, b, m;
         memcpy(&w, p, 8);
+        memcpy(d, p, 8);
+        w = le64toh(w); /* the first byte the lowest */
         q = w ^ (ones * '"');
         b = w ^ (ones * '\\');
-        if (((w - ones * 0x20) | (q - ones) | (b - ones) | w) & high)
-            break; /* a borrow or a high bit: some byte may not be plain */
-        p += 8;
+        m = ((w - ones * 0x20) | (q - ones) | (b - ones) | w) & high;
+        if (m) {
+            size_t k = (size_t)__builtin_ctzll(m) >> 3;
+            *o = d + k;
+            return p + k;
+        }
+        p += 8, d += 8;
     }
     while (p < end && ev_plain((unsigned char)*p))
-        p++;
+        *d++ = *p++;
+    *o = d;
     return p;
 }
 
@@ -115,10 +131,9 @@ static int ev_string(ev_scan *s, bool *esc)
     ev_put(s, '"');
     *esc = false;
     for (;;) {
-        const char *q = ev_plain_end(p, s->end);
-        memcpy(o->data + o->len, p, (size_t)(q - p));
-        o->len += (size_t)(q - p);
-        p = q;
+        char *d = o->data + o->len;
+        p = ev_plain_copy(p, s->end, &d);
+        o->len = (size_t)(d - o->data);
         if (p >= s->end)
             return -1;
         if (*p == '"')
@@ -258,14 +273,29 @@ static void ev_payload_field(ev_scan *s, sg_evrow *pl, size_t ko, size_t kl, siz
     }
 }
 
+/* An object's nk members (a row's or its payload's, staged in s) to
+ * pg->mem: their index there. */
+static int ev_members(ev_scan *s, const sg_evmember *m, size_t nk, size_t *at)
+{
+    sg_evpage *pg = s->pg;
+    if (sg_grow(&pg->mem, &pg->mem_cap, pg->nmem + nk, sizeof *pg->mem) < 0)
+        return -1;
+    *at = pg->nmem;
+    memcpy(pg->mem + pg->nmem, m, nk * sizeof *m);
+    pg->nmem += nk;
+    return 0;
+}
+
 /* An object (s->p at its '{'): its keys checked for duplicates (as the
  * parse before did), a row's own fields noted when row is given, its
- * payload's (ev_payload_field) when it is s->payload_of's. */
+ * payload's (ev_payload_field) when it is s->payload_of's; the members of
+ * both kept (sg_evrow's mem, pmem). */
 static int ev_object(ev_scan *s, int depth, sg_evrow *row)
 {
     size_t keys[EV_KEYS_MAX][2], nk = 0;
     sg_evrow *pl = s->payload_of;
     s->payload_of = NULL;
+    sg_evmember *stage = !s->pg->members ? NULL : row ? s->rowmem : pl ? s->plmem : NULL;
     if (pl)
         pl->payload_obj = true;
     ev_put(s, '{');
@@ -277,15 +307,17 @@ static int ev_object(ev_scan *s, int depth, sg_evrow *row)
         return 0;
     }
     for (;;) {
-        bool esc;
+        bool esc, kesc;
         size_t ko = s->out->len + 1;
         if (s->p >= s->end || *s->p != '"' || nk == EV_KEYS_MAX || ev_string(s, &esc) < 0)
             return -1;
         size_t kl = s->out->len - 1 - ko;
         for (size_t i = 0; i < nk; i++)
-            if (keys[i][1] == kl && !memcmp(s->out->data + keys[i][0], s->out->data + ko, kl))
+            if (keys[i][1] == kl && s->out->data[keys[i][0]] == s->out->data[ko] &&
+                !memcmp(s->out->data + keys[i][0], s->out->data + ko, kl))
                 return -1;
         keys[nk][0] = ko, keys[nk][1] = kl, nk++;
+        kesc = esc;
         ev_ws(s);
         if (s->p >= s->end || *s->p != ':')
             return -1;
@@ -302,12 +334,20 @@ static int ev_object(ev_scan *s, int depth, sg_evrow *row)
             return -1;
         if (pl)
             ev_payload_field(s, pl, ko, kl, vo);
+        if (stage)
+            stage[nk - 1] = (sg_evmember){.key_off = ko, .key_len = kl, .val_off = vo, .val_len = s->out->len - vo,
+                                          .kesc = kesc, .str = s->out->data[vo] == '"', .vesc = vesc};
         ev_ws(s);
         if (s->p >= s->end || (*s->p != ',' && *s->p != '}'))
             return -1;
         ev_put(s, *s->p);
-        if (*s->p++ == '}')
+        if (*s->p++ == '}') {
+            if (stage && row)
+                return row->nmem = nk, ev_members(s, stage, nk, &row->mem);
+            if (stage)
+                return pl->npmem = nk, ev_members(s, stage, nk, &pl->pmem);
             return 0;
+        }
         ev_ws(s);
     }
 }
@@ -387,11 +427,11 @@ int sg_evpage_scan(sg_evpage *pg, const char *body, size_t len)
 {
     static const char head[] = "{\"events\":[";
     sg_buf_reset(&pg->out);
-    pg->n = 0;
+    pg->n = pg->nmem = 0;
     if (len < sizeof head - 1 || memcmp(body, head, sizeof head - 1) != 0)
         return -1;
     sg_autojson json_t *real = json_real(0);
-    ev_scan s = {.p = body + sizeof head - 1, .end = body + len, .out = &pg->out, .real = real};
+    ev_scan s = {.p = body + sizeof head - 1, .end = body + len, .out = &pg->out, .real = real, .pg = pg};
     if (!real || ev_room(&s, 1) < 0)
         return -1;
     ev_ws(&s);
@@ -573,5 +613,6 @@ void sg_evpage_free(sg_evpage *pg)
 {
     sg_buf_free(&pg->out);
     free(pg->rows);
+    free(pg->mem);
     *pg = (sg_evpage){0};
 }

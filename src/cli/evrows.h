@@ -21,6 +21,14 @@
 
 #include "base/buf.h"
 
+/* One member of a row's object or of its payload's, in out: its key's text
+ * (quotes off, escapes as in the text; kesc: it has one) and its value's
+ * compact text (str: a string, quotes on; vesc: it has an escape). */
+typedef struct sg_evmember {
+    size_t key_off, key_len, val_off, val_len;
+    bool kesc, str, vesc;
+} sg_evmember;
+
 /* One row: its compact text at out.data + off (len bytes, no newline), and
  * the row's own fields the printer needs ("kind" and "ts" as plain
  * strings in out: their text has no escape; absent: len 0, has_ false),
@@ -34,12 +42,18 @@ typedef struct sg_evrow {
     bool has_id, has_seq, has_kind, has_ts;
     bool payload_obj, has_label, has_error;
     size_t label_off, label_len;
+    /* with pg->members, its members, pg->mem[mem .. mem + nmem), and its
+     * payload's (when an object) at pmem, npmem, each in the text's order */
+    size_t mem, nmem, pmem, npmem;
 } sg_evrow;
 
 typedef struct sg_evpage {
     sg_buf out;     /* the rows' compact text, each followed by '\n' */
     sg_evrow *rows;
     size_t n, cap;
+    bool members;     /* set by the caller: the scan keeps each row's members (mem) */
+    sg_evmember *mem; /* the rows' members and their payloads' (sg_evrow) */
+    size_t nmem, mem_cap;
     bool more, more_given; /* the page's "more", and whether it had one */
 } sg_evpage;
 

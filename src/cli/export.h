@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "cli/evrows.h"
 
 typedef struct sg_export sg_export;
 
@@ -24,10 +25,11 @@ typedef struct sg_export_fmt {
     bool is_dir;
     int (*begin)(sg_export *x, sg_err *err);
     int (*row)(sg_export *x, json_t *ev, sg_err *err);
-    /* Optional, without --pseudonymize: the row as the ingest's compact
-     * text ({"id":N,...}, cli/evrows.h), written without a tree, the same
-     * bytes row writes. */
-    int (*row_text)(sg_export *x, const char *text, size_t len, sg_err *err);
+    /* Optional, without --pseudonymize: row r of a scanned page (its
+     * compact text {"id":N,...} and its members, cli/evrows.h), written
+     * without a tree, the same bytes row writes. */
+    int (*row_text)(sg_export *x, const sg_evpage *pg, const sg_evrow *r, sg_err *err);
+    bool members; /* row_text reads the row's members (sg_evpage's members) */
     int (*stream_end)(sg_export *x, sg_err *err);
     /* Instead of row: a format that reads something else of each stream
      * (st: its /v1/sandboxes row), through get_json and get_to. */

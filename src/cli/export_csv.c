@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,15 +72,18 @@ int sg_export_csv_value(FILE *f, json_t *v)
 #define NPAYLOAD (sizeof payload_cols / sizeof payload_cols[0])
 #define COL_SLOTS 256 /* the text path's table of payload_cols (open addressing), > 2 * NPAYLOAD */
 
-/* payload_cols[i] + 1 at the slot of its name's hash (0: empty), made once. */
-static unsigned char col_slot[COL_SLOTS];
+/* payload_cols[i] + 1 at the slot of its name's hash (0: empty), and the
+ * names' lengths (row_cols' too), made once. */
+static unsigned char col_slot[COL_SLOTS], col_len[NPAYLOAD], row_len[sizeof row_cols / sizeof row_cols[0]];
 
+/* From the length and three bytes (a key is looked up per payload field
+ * of every row: a hash of all its bytes cost more than the probes). */
 static unsigned col_hash(const char *k, size_t n)
 {
-    unsigned h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)k[i]) * 16777619u;
-    return h;
+    if (n == 0)
+        return 0;
+    const unsigned char *u = (const unsigned char *)k;
+    return (unsigned)n * 0x9E3779B1u ^ u[0] * 0x85EBCA6Bu ^ u[n - 1] * 0xC2B2AE35u ^ u[n / 2] * 0x27D4EB2Fu;
 }
 
 /* The payload column named by key's text (n bytes), or -1. */
@@ -89,8 +93,7 @@ static int col_find(const char *k, size_t n)
         unsigned char c = col_slot[h % COL_SLOTS];
         if (!c)
             return -1;
-        const char *name = payload_cols[c - 1];
-        if (strncmp(name, k, n) == 0 && name[n] == '\0')
+        if (col_len[c - 1] == n && memcmp(payload_cols[c - 1], k, n) == 0)
             return c - 1;
     }
 }
@@ -98,8 +101,11 @@ static int col_find(const char *k, size_t n)
 static void col_table(void)
 {
     memset(col_slot, 0, sizeof col_slot);
+    for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
+        row_len[i] = (unsigned char)strlen(row_cols[i]);
     for (size_t i = 0; i < NPAYLOAD; i++) {
-        unsigned h = col_hash(payload_cols[i], strlen(payload_cols[i]));
+        col_len[i] = (unsigned char)strlen(payload_cols[i]);
+        unsigned h = col_hash(payload_cols[i], col_len[i]);
         while (col_slot[h % COL_SLOTS])
             h++;
         col_slot[h % COL_SLOTS] = (unsigned char)(i + 1);
@@ -162,69 +168,16 @@ static int csv_row(sg_export *x, json_t *ev, sg_err *err)
     return bad ? sg_err_sys(err, "write") : 0;
 }
 
-/* ---- the text path: a row's compact text (cli/evrows.h: the bytes
- * jansson's compact dump of the row gives) written without a tree. Each
- * field comes out as csv_row writes it from the tree: a string unescaped,
- * null empty, anything else its compact text (a nested value's span is its
- * own compact dump), payload_other the other fields' "key":value spans. */
+/* ---- the text path: a scanned row (cli/evrows.h: its compact text, the
+ * bytes jansson's compact dump of the row gives, with its members and its
+ * payload's found by the scan) written without a tree and without a
+ * second parse. Each field comes out as csv_row writes it from the tree: a
+ * string unescaped, null empty, anything else its compact text (a nested
+ * value's text is its own compact dump), payload_other the other fields'
+ * "key":value texts. The row is made in a buffer and written at once. */
 
-typedef struct span {
-    const char *p;
-    size_t n;
-} span;
-
-/* The end of the value at p (compact JSON, checked by the scan already),
- * or NULL past end. */
-static const char *value_end(const char *p, const char *end)
-{
-    int depth = 0;
-    do {
-        if (p >= end)
-            return NULL;
-        if (*p == '"') { /* to the quote no odd run of backslashes escapes */
-            const char *open = p++;
-            bool closed = false;
-            for (const char *q; !closed && p < end && (q = memchr(p, '"', (size_t)(end - p)));) {
-                size_t bs = 0;
-                while (q - bs - 1 > open && q[-(ptrdiff_t)bs - 1] == '\\')
-                    bs++;
-                p = q + 1;
-                closed = bs % 2 == 0;
-            }
-            if (!closed)
-                return NULL;
-        } else if (*p == '{' || *p == '[') {
-            depth++, p++;
-        } else if (*p == '}' || *p == ']') {
-            depth--, p++;
-        } else {
-            while (p < end && *p != ',' && *p != '}' && *p != ']')
-                p++;
-        }
-        while (depth > 0 && p < end && (*p == ',' || *p == ':'))
-            p++;
-    } while (depth > 0);
-    return p <= end ? p : NULL;
-}
-
-/* The members of the object at o: fn(ud, key (its text, quotes off), value). */
-static int members(span o, int (*fn)(void *ud, span key, span val), void *ud)
-{
-    const char *p = o.p + 1, *end = o.p + o.n - 1;
-    while (p < end && *p == '"') {
-        const char *k = p;
-        p = value_end(p, end);
-        if (!p || p >= end || *p != ':')
-            return -1;
-        span key = {k + 1, (size_t)(p - k) - 2};
-        const char *v = ++p;
-        if (!(p = value_end(p, end)) || fn(ud, key, (span){v, (size_t)(p - v)}) < 0)
-            return -1;
-        if (p < end && *p == ',')
-            p++;
-    }
-    return p == end ? 0 : -1;
-}
+#define NROW (sizeof row_cols / sizeof row_cols[0])
+#define ROW_SEPS (NROW + NPAYLOAD + 2) /* a row's commas and its CRLF */
 
 static void put_utf8(sg_buf *b, unsigned long c)
 {
@@ -240,11 +193,11 @@ static void put_utf8(sg_buf *b, unsigned long c)
     sg_buf_append(b, u, n);
 }
 
-/* A JSON string's text (quotes off) unescaped into b. */
-static void unescape(sg_buf *b, span s)
+/* A JSON string's text (quotes off, n bytes) unescaped into b. */
+static void unescape(sg_buf *b, const char *s, size_t n)
 {
     sg_buf_reset(b);
-    for (const char *p = s.p, *end = s.p + s.n; p < end;) {
+    for (const char *p = s, *end = s + n; p < end;) {
         const char *q = memchr(p, '\\', (size_t)(end - p));
         sg_buf_append(b, p, q ? (size_t)(q - p) : (size_t)(end - p));
         if (!q || q + 1 >= end)
@@ -267,85 +220,115 @@ static void unescape(sg_buf *b, span s)
     }
 }
 
-typedef struct text_row {
-    FILE *f;
-    sg_buf *tmp, *other;
-    span row[sizeof row_cols / sizeof row_cols[0]];
-    span pay[NPAYLOAD];
-    span payload;
-} text_row;
+static sg_buf line, tmp, other; /* csv_row_text's, kept from row to row */
 
-/* One value as a CSV field (as sg_export_csv_value writes its tree). */
-static int text_value(text_row *t, span v)
+/* s (n bytes) as a CSV field at line's end, quoted when quote (as
+ * sg_export_csv_field writes it), with room left for the row's
+ * separators: 0, or -1 out of memory. */
+static int put_field(const char *s, size_t n, bool quote)
 {
-    if (!v.p || (v.n == 4 && !memcmp(v.p, "null", 4)))
+    if (sg_buf_reserve(&line, 2 * n + 2 + ROW_SEPS) < 0)
+        return -1;
+    char *o = line.data + line.len;
+    if (!quote) {
+        memcpy(o, s, n);
+        line.len += n;
         return 0;
-    if (*v.p != '"')
-        return sg_export_csv_field(t->f, v.p, v.n);
-    if (!memchr(v.p + 1, '\\', v.n - 2)) /* no escape: the text is the string */
-        return sg_export_csv_field(t->f, v.p + 1, v.n - 2);
-    unescape(t->tmp, (span){v.p + 1, v.n - 2});
-    return sg_export_csv_field(t->f, t->tmp->data ? t->tmp->data : "", t->tmp->len);
-}
-
-static int key_is(span k, const char *name)
-{
-    return strncmp(name, k.p, k.n) == 0 && name[k.n] == '\0';
-}
-
-static int row_member(void *ud, span key, span val)
-{
-    text_row *t = ud;
-    for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
-        if (row_cols[i][0] == *key.p && key_is(key, row_cols[i]))
-            return t->row[i] = val, 0;
-    if (key_is(key, "payload"))
-        t->payload = val;
+    }
+    *o++ = '"';
+    for (const char *p = s, *end = s + n; p < end;) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        size_t k = q ? (size_t)(q - p) + 1 : (size_t)(end - p);
+        memcpy(o, p, k);
+        o += k;
+        if (q)
+            *o++ = '"';
+        p += k;
+    }
+    *o++ = '"';
+    line.len = (size_t)(o - line.data);
     return 0;
 }
 
-static int payload_member(void *ud, span key, span val)
+/* A member's value as a CSV field (as sg_export_csv_value writes its tree). */
+static int put_value(const char *d, const sg_evmember *m)
 {
-    text_row *t = ud;
-    if (key.n < 64 && !memchr(key.p, '\\', key.n)) {
-        int at = col_find(key.p, key.n);
-        if (at >= 0)
-            return t->pay[at] = val, 0;
-    }
-    return sg_buf_append(t->other, t->other->len ? "," : "{", 1) < 0 || sg_buf_append(t->other, key.p - 1, key.n + 2) < 0 ||
-                   sg_buf_append(t->other, ":", 1) < 0 || sg_buf_append(t->other, val.p, val.n) < 0
-               ? -1
-               : 0;
+    const char *v = d + m->val_off;
+    size_t n = m->val_len;
+    if (!m->str) /* a number, true or false is never quoted; an array or object may be */
+        return n == 4 && !memcmp(v, "null", 4) ? 0 : put_field(v, n, (*v == '{' || *v == '[') && csv_needs_quotes(v, n));
+    if (!m->vesc) /* the text is the string: no '"', CR or LF in it unescaped */
+        return put_field(v + 1, n - 2, memchr(v + 1, ',', n - 2) != NULL);
+    unescape(&tmp, v + 1, n - 2);
+    const char *u = tmp.data ? tmp.data : "";
+    return put_field(u, tmp.len, csv_needs_quotes(u, tmp.len));
 }
 
-static sg_buf tmp, other; /* csv_row_text's, kept from row to row */
-
-static int csv_row_text(sg_export *x, const char *text, size_t len, sg_err *err)
+static int csv_row_text(sg_export *x, const sg_evpage *pg, const sg_evrow *r, sg_err *err)
 {
-    text_row t = {.f = x->out, .tmp = &tmp, .other = &other};
-    sg_buf_reset(&other);
-    if (len < 2 || *text != '{' || members((span){text, len}, row_member, &t) < 0 || !t.payload.p ||
-        *t.payload.p != '{' || members(t.payload, payload_member, &t) < 0)
+    const char *d = pg->out.data;
+    const sg_evmember *row[NROW] = {0}, *pay[NPAYLOAD] = {0};
+    uint64_t set = 0; /* the payload columns present */
+    _Static_assert(NPAYLOAD <= 64, "one bit a payload column");
+    if (!r->payload_obj)
         return sg_err_set(err, EPROTO, "a row of the ingest's answer is not an object of the row's fields");
-    int bad = 0;
-    for (size_t i = 0; i < sizeof row_cols / sizeof row_cols[0]; i++)
-        bad |= (i && fputc_unlocked(',', t.f) == EOF) | text_value(&t, t.row[i]);
-    for (size_t i = 0; i < NPAYLOAD; i++)
-        bad |= (fputc_unlocked(',', t.f) == EOF) | text_value(&t, t.pay[i]);
-    bad |= fputc_unlocked(',', t.f) == EOF;
-    if (other.len)
-        bad |= sg_buf_append(&other, "}", 1) | sg_export_csv_field(t.f, other.data, other.len);
-    bad |= fputs_unlocked("\r\n", t.f) == EOF;
-    return bad ? sg_err_sys(err, "write") : 0;
+    for (size_t i = 0; i < r->nmem; i++) {
+        const sg_evmember *m = &pg->mem[r->mem + i];
+        const char *k = d + m->key_off;
+        for (size_t c = 0; c < NROW; c++)
+            if (row_len[c] == m->key_len && memcmp(row_cols[c], k, m->key_len) == 0) {
+                row[c] = m;
+                break;
+            }
+    }
+    sg_buf_reset(&other);
+    for (size_t i = 0; i < r->npmem; i++) { /* each field to its column, or to other */
+        const sg_evmember *m = &pg->mem[r->pmem + i];
+        int at = !m->kesc && m->key_len < 64 ? col_find(d + m->key_off, m->key_len) : -1;
+        if (at >= 0)
+            pay[at] = m, set |= 1ULL << at;
+        else if (sg_buf_append(&other, other.len ? "," : "{", 1) < 0 ||
+                 sg_buf_append(&other, d + m->key_off - 1, m->key_len + 2) < 0 || sg_buf_append(&other, ":", 1) < 0 ||
+                 sg_buf_append(&other, d + m->val_off, m->val_len) < 0)
+            return sg_err_set(err, ENOMEM, "out of memory");
+    }
+    sg_buf_reset(&line);
+    int bad = sg_buf_reserve(&line, ROW_SEPS);
+    for (size_t c = 0; c < NROW && !bad; c++) {
+        if (c)
+            line.data[line.len++] = ',';
+        bad = row[c] ? put_value(d, row[c]) : 0;
+    }
+    size_t next = 0; /* the payload column whose comma comes next */
+    for (uint64_t m = set; m && !bad; m &= m - 1) { /* the empty columns between as a run of commas */
+        size_t c = (size_t)__builtin_ctzll(m);
+        memset(line.data + line.len, ',', c + 1 - next);
+        line.len += c + 1 - next;
+        next = c + 1;
+        bad = put_value(d, pay[c]);
+    }
+    if (!bad) {
+        memset(line.data + line.len, ',', NPAYLOAD + 1 - next); /* and payload_other's */
+        line.len += NPAYLOAD + 1 - next;
+        if (other.len)
+            bad = sg_buf_append(&other, "}", 1) < 0 || put_field(other.data, other.len, csv_needs_quotes(other.data, other.len)) < 0;
+    }
+    if (bad)
+        return sg_err_set(err, ENOMEM, "out of memory");
+    line.data[line.len++] = '\r';
+    line.data[line.len++] = '\n';
+    return fwrite_unlocked(line.data, 1, line.len, x->out) == line.len ? 0 : sg_err_sys(err, "write");
 }
 
 static int csv_end(sg_export *x, sg_err *err)
 {
     (void)x, (void)err;
+    sg_buf_free(&line);
     sg_buf_free(&tmp);
     sg_buf_free(&other);
     return 0;
 }
 
 const sg_export_fmt sg_export_csv = {.name = "csv", .begin = csv_begin, .row = csv_row, .row_text = csv_row_text,
+                                     .members = true,
                                      .end = csv_end};

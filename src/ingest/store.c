@@ -82,6 +82,26 @@ int sg_store_scan(sg_store *s, const sg_store_query *q, sg_store_event_fn fn, vo
     return s->ops->scan(s, q, fn, ud, err);
 }
 
+/* The length of s's first bytes (a multiple of eight) that need no
+ * escape: no '"', '\\' or control below 0x20 (a row's strings are
+ * mostly such; eight bytes a step, then put_str goes byte by byte). */
+static size_t str_plain_prefix(const char *s, size_t len)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    size_t i = 0;
+    for (; len - i >= 8; i += 8) {
+        uint64_t w, q, b;
+        memcpy(&w, s + i, 8);
+        q = w ^ (ones * '"');
+        b = w ^ (ones * '\\');
+        /* a byte below 0x20, '"' or '\\' sets the high bit of its lane
+         * (bytes at or above 0x80 are masked out by ~w) */
+        if (((w - ones * 0x20) | (q - ones) | (b - ones)) & ~w & high)
+            break;
+    }
+    return i;
+}
+
 /* A JSON string of s (len bytes, valid UTF-8), escaped as jansson's
  * dump_string escapes it without JSON_ENSURE_ASCII: '"', '\\', and the
  * controls below 0x20 (\b \f \n \r \t, the rest \u00XX), written at o,
@@ -91,7 +111,8 @@ static char *put_str(char *o, const char *s, size_t len)
     static const char hex[] = "0123456789ABCDEF";
     *o++ = '"';
     size_t run = 0; /* bytes to copy as they are */
-    for (size_t i = 0; i < len; i++) {
+    size_t i = str_plain_prefix(s, len);
+    for (; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
