@@ -704,6 +704,19 @@ static int create_save_meta(const create_opts *o, sg_sandbox_meta *m, const char
     return CREATE_GO;
 }
 
+/* A sandbox whose supervisor failed to start undone (m cleared). Its
+ * cleanup hands a disk to the background reclaimer, which gives the uid
+ * slot back when it finds the disk's mount: the workspace is removed here
+ * only when that cleanup failed, else this removal could take the mount
+ * from under the reclaimer first and the slot would never be given back. */
+static void create_cleanup_dead(sg_sandbox_meta *m)
+{
+    sg_err e2 = {0};
+    if (sg_cli_cleanup_dead(m->id, false, &e2) < 0)
+        sg_disk_remove_workspace(m);
+    sg_sandbox_meta_clear(m);
+}
+
 /* The workspace create made filled by o->seed_fn (fork's rebuild, written
  * into it directly: no copy of a tree made elsewhere) while the supervisor
  * sets the sandbox up: it waits on the seed pipe for "ok" before its
@@ -737,10 +750,7 @@ static int create_seed_start(const create_opts *o, sg_sandbox_meta *m, const cha
     close(sp[1]);
     signal(SIGPIPE, old);
     if (sg_revive_wait_ready(rfd, &err) < 0 || serr.msg[0]) {
-        sg_err e2 = {0};
-        sg_cli_cleanup_dead(m->id, false, &e2);
-        sg_disk_remove_workspace(m);
-        sg_sandbox_meta_clear(m);
+        create_cleanup_dead(m);
         return sg_cli_fail("create", serr.msg[0] ? serr.msg : err.msg);
     }
     return CREATE_GO;
@@ -766,10 +776,7 @@ static int create_start(const create_opts *o, sg_sandbox_meta *m)
 {
     sg_err err = {0};
     if (sg_revive_start_supervisor(m->id, false, &err) < 0) {
-        sg_err e2 = {0};
-        sg_cli_cleanup_dead(m->id, false, &e2);
-        sg_disk_remove_workspace(m);
-        sg_sandbox_meta_clear(m);
+        create_cleanup_dead(m);
         return sg_cli_fail("create", err.msg);
     }
     /* A spare is listed once its supervisor serves requests (its first

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import re
 import stat
 import sys
@@ -169,11 +170,37 @@ def failed_rebuild(env: CapEnv) -> None:
     no record left, no supervisor alive."""
     import_one(env, "f0110000000b", "gone.txt", "2" * 64, "a stream naming a content the store lacks")
     had = set(os.listdir(os.path.join(env.state, "sb")))
-    p = fork(env, "--sandbox", "f0110000000b", "--at", "0")
+    # The undone sandbox's disk goes to the background reclaimer, held here
+    # (SANDGLASS_TEST_RECLAIM_HOLD) until the fork has returned: its uid
+    # slot must still come back once the reclaimer runs (the fork's own
+    # cleanup once removed the mount first, and the reclaimer, finding no
+    # mount, never gave the slot back).
+    hold = os.path.join(env.root, "reclaim-hold")
+    open(hold, "w").close()
+    try:
+        p = env.run("fork", "--sandbox", "f0110000000b", "--at", "0", "--ingest", env.ingest.ws,
+                    "--secret", env.secret, timeout=120, env={"SANDGLASS_TEST_RECLAIM_HOLD": hold})
+    finally:
+        os.unlink(hold)
     err = p.stderr.decode()
     ok(p.returncode == 1 and "is not in the store" in err, "a fork whose rebuild fails says why", err)
     left = set(os.listdir(os.path.join(env.state, "sb"))) - had
     ok(not left, "and leaves no sandbox behind", left)
+    reclaim = os.path.join(env.state, "reclaim")
+    end = time.monotonic() + 120
+    while os.path.isdir(reclaim) and os.listdir(reclaim) and time.monotonic() < end:
+        time.sleep(0.05)
+    mine = os.path.join(env.state, "sb") + "/"
+    stale = []
+    for slot in os.listdir("/run/sandglass-uids") if os.path.isdir("/run/sandglass-uids") else []:
+        try:
+            owner = open(os.path.join("/run/sandglass-uids", slot)).read().strip()
+        except OSError:
+            continue
+        if owner.startswith(mine) and not os.path.exists(owner):
+            stale.append((slot, owner))
+    ok(not (os.path.isdir(reclaim) and os.listdir(reclaim)) and not stale,
+       "its disk reclaimed in the background and its uid slot given back", stale)
 
 
 def main() -> None:
