@@ -300,7 +300,7 @@ def special_files(env: CapEnv) -> None:
     them on stderr and writes the rest (exit 3)."""
     import stat
     sid = env.create_captured()
-    p = env.sh(sid, "printf 'text\\n' > was.txt && mkfifo p.fifo q.fifo && "
+    p = env.sh(sid, "printf 'text\\n' > was.txt && mkfifo p.fifo q.fifo \"$(printf 'e\\033[31mred.fifo')\" && "
                     "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"s.sock\")'")
     tap.ok(p.returncode == 0, "a FIFO and a socket made in the sandbox", p.stderr)
     os.mknod(os.path.join(env.workspace(sid), "null.dev"), stat.S_IFCHR | 0o644, os.makedev(1, 3))
@@ -346,6 +346,8 @@ def special_files(env: CapEnv) -> None:
            and not any(os.path.lexists(os.path.join(out, n)) for n in [*want, "was.txt"]),
            "workspace --at: the FIFOs, the socket and the device named on stderr, not made; the rest written (exit 3)",
            (w.returncode, err))
+    tap.ok(b"\x1b" not in w.stderr and "not written: e\\x1b[31mred.fifo is a fifo" in err,
+           "a FIFO's hostile name is escaped on stderr", err)
     env.destroy(sid)
 
 
