@@ -26,16 +26,21 @@ def read_token(state: str, *scope: str, secret: str | None = None) -> str:
 
 
 def http(port: int, path: str, tok: str | None = None, src: str = "127.0.0.1",
-         host: str = "127.0.0.1", timeout: float = T):
-    """GET over a fresh connection from src: (status, parsed JSON body);
-    status 0 when the server closes the connection without an answer."""
+         host: str = "127.0.0.1", timeout: float = T, method: str = "GET", body: bytes | None = None,
+         headers: str = ""):
+    """A request (GET unless told) over a fresh connection from src:
+    (status, parsed JSON body); status 0 when the server closes the
+    connection without an answer. body goes with its Content-Length;
+    headers: raw lines of its own ("Name: value\\r\\n"...)."""
     s = socket.create_connection((host, port), timeout=timeout, source_address=(src, 0))
     buf = b""
     try:
-        req = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+        req = f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n" + headers
         if tok:
             req += f"Authorization: Bearer {tok}\r\n"
-        s.sendall((req + "\r\n").encode())
+        if body is not None:
+            req += f"Content-Length: {len(body)}\r\n"
+        s.sendall((req + "\r\n").encode() + (body or b""))
         while True:
             c = s.recv(1 << 20)
             if not c:
