@@ -38,8 +38,9 @@ def ok(cond, name: str, diag="") -> bool:
     return tap.ok(bool(cond), name, diag if isinstance(diag, str) else repr(diag))
 
 
-def tree(root: str) -> dict:
-    """path -> (kind, bytes' sha256 or link target, mode bits)."""
+def tree(root: str, modes: bool = True) -> dict:
+    """path -> (kind, bytes' sha256 or link target, mode bits unless not
+    modes); a name that is not UTF-8 as os.walk gives it (surrogates)."""
     out = {}
     for d, dirs, files in os.walk(root):
         for n in files + dirs:
@@ -49,7 +50,8 @@ def tree(root: str) -> dict:
             if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("link", os.readlink(p))
             elif stat.S_ISREG(st.st_mode):
-                out[rel] = ("file", hashlib.sha256(open(p, "rb").read()).hexdigest(), oct(st.st_mode & 0o777))
+                out[rel] = ("file", hashlib.sha256(open(p, "rb").read()).hexdigest()) + \
+                    ((oct(st.st_mode & 0o777),) if modes else ())
             elif stat.S_ISDIR(st.st_mode):
                 out[rel] = ("dir",)
     return out

@@ -12,37 +12,19 @@ InstructorDirectAction. TAP output."""
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
-import stat
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sgtest import tap  # noqa: E402
 from test_capture import CapEnv  # noqa: E402
+from test_fork import tree  # noqa: E402
 
 
 def ok(cond, name: str, diag="") -> bool:
     return tap.ok(bool(cond), name, diag if isinstance(diag, str) else repr(diag))
-
-
-def tree(root: bytes) -> dict:
-    """Every name under root (bytes: a name need not be UTF-8) -> what it is."""
-    out = {}
-    for d, dirs, files in os.walk(root):
-        for n in files + dirs:
-            p = os.path.join(d, n)
-            st = os.lstat(p)
-            rel = os.path.relpath(p, root)
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(p))
-            elif stat.S_ISREG(st.st_mode):
-                out[rel] = ("file", hashlib.sha256(open(p, "rb").read()).hexdigest())
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir",)
-    return out
 
 
 LIMIT, BIG = 40, 120  # the sandbox's --max-file-events; the files of a bulk command
@@ -110,8 +92,8 @@ def run(env: CapEnv) -> None:
         os.rmdir(d)
         w = env.run("workspace", "--sandbox", sid, "--at", str(seq), "--out", d,
                     "--ingest", env.ingest.http_base, "--secret", env.secret, timeout=120)
-        want = tree(os.fsencode(d)) if w.returncode in (0, 3) else {"error": w.stderr}
-        got = tree(os.fsencode(os.path.join(out, "CodeStates", csid)))
+        want = tree(d, modes=False) if w.returncode in (0, 3) else {"error": w.stderr}
+        got = tree(os.path.join(out, "CodeStates", csid), modes=False)
         if got != want:
             bad[f"{csid}@{seq}"] = {"only_ps2": sorted(set(got) - set(want))[:5],
                                     "only_ws": sorted(set(want) - set(got))[:5],
